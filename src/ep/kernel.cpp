@@ -1,0 +1,116 @@
+#include "ep/kernel.h"
+
+#include <algorithm>
+#include <mutex>
+
+namespace nxrt::ep {
+
+namespace {
+const ir::Attribute* find_typed(const ir::Node& node, const std::string& name) { return node.find_attribute(name); }
+}  // namespace
+
+int64_t KernelInfo::attr_int(const std::string& name, int64_t dflt) const {
+  const ir::Attribute* a = find_typed(node_, name);
+  return a ? a->i : dflt;
+}
+
+float KernelInfo::attr_float(const std::string& name, float dflt) const {
+  const ir::Attribute* a = find_typed(node_, name);
+  return a ? a->f : dflt;
+}
+
+std::string KernelInfo::attr_string(const std::string& name, const std::string& dflt) const {
+  const ir::Attribute* a = find_typed(node_, name);
+  return a ? a->s : dflt;
+}
+
+std::vector<int64_t> KernelInfo::attr_ints(const std::string& name, std::vector<int64_t> dflt) const {
+  const ir::Attribute* a = find_typed(node_, name);
+  return a ? a->ints : dflt;
+}
+
+std::vector<float> KernelInfo::attr_floats(const std::string& name, std::vector<float> dflt) const {
+  const ir::Attribute* a = find_typed(node_, name);
+  return a ? a->floats : dflt;
+}
+
+std::vector<std::string> KernelInfo::attr_strings(const std::string& name, std::vector<std::string> dflt) const {
+  const ir::Attribute* a = find_typed(node_, name);
+  return a ? a->strings : dflt;
+}
+
+const Tensor* KernelInfo::attr_tensor(const std::string& name) const {
+  const ir::Attribute* a = find_typed(node_, name);
+  return a && a->type == ir::Attribute::Type::kTensor ? &a->t : nullptr;
+}
+
+const ir::Graph* KernelInfo::attr_graph(const std::string& name) const {
+  const ir::Attribute* a = find_typed(node_, name);
+  return a && a->g ? a->g.get() : nullptr;
+}
+
+SubgraphRunner* KernelInfo::subgraph(const std::string& attr_name) const {
+  auto it = subgraphs_.find(attr_name);
+  return it == subgraphs_.end() ? nullptr : it->second;
+}
+
+Status KernelInfo::error(const std::string& msg, StatusCode code) const {
+  std::string d = node_.domain.empty() ? "ai.onnx" : node_.domain;
+  return Status(code, "node '" + node_.name + "' (" + d + "::" + node_.op_type + ", opset " +
+                          std::to_string(opset_) + "): " + msg);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+static std::string registry_key(const std::string& domain, const std::string& op) {
+  return ir::canonical_domain(domain) + "::" + op;
+}
+
+void KernelRegistry::add(KernelDef def) {
+  def.domain = ir::canonical_domain(def.domain);
+  defs_[registry_key(def.domain, def.op_type)].push_back(std::move(def));
+}
+
+void KernelRegistry::add_fn(const std::string& domain, const std::string& op_type, int64_t since, int64_t end,
+                            ComputeFn fn) {
+  struct FnKernel final : Kernel {
+    ComputeFn fn;
+    Status compute(KernelContext& ctx) override { return fn(ctx); }
+  };
+  add(KernelDef{domain, op_type, since, end, [fn](const KernelInfo&) -> Result<std::unique_ptr<Kernel>> {
+                  auto k = std::make_unique<FnKernel>();
+                  k->fn = fn;
+                  return std::unique_ptr<Kernel>(std::move(k));
+                }});
+}
+
+const KernelDef* KernelRegistry::find(const std::string& domain, const std::string& op_type, int64_t opset) const {
+  auto it = defs_.find(registry_key(domain, op_type));
+  if (it == defs_.end()) return nullptr;
+  for (const auto& d : it->second) {
+    if (opset >= d.since_version && opset <= d.end_version) return &d;
+  }
+  return nullptr;
+}
+
+bool KernelRegistry::knows(const std::string& domain, const std::string& op_type) const {
+  return defs_.count(registry_key(domain, op_type)) != 0;
+}
+
+std::vector<std::string> KernelRegistry::ops() const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : defs_) out.push_back(k);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+const KernelRegistry& KernelRegistry::cpu() {
+  static const KernelRegistry* reg = [] {
+    auto* r = new KernelRegistry();
+    register_cpu_kernels(*r);
+    return r;
+  }();
+  return *reg;
+}
+
+}  // namespace nxrt::ep

@@ -1,0 +1,162 @@
+// The provider interface: what a kernel sees, and how kernels are registered and found.
+//
+// The session reaches kernels only through this header. A Kernel is created once per node (per shape
+// variant, later) from a KernelInfo (the node, its opset, attributes, constant inputs) and then
+// computes many times from a KernelContext (input values, output allocation, thread pool, subgraphs).
+#pragma once
+#include <climits>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/graph.h"
+#include "nxrt/status.h"
+#include "nxrt/tensor.h"
+
+namespace nxrt::ep {
+
+class ThreadPool;
+class KernelContext;
+
+// Runs one subgraph (an If branch, a Loop/Scan body). Built once when the session is created; each
+// run() binds `inputs` to the subgraph's formal inputs and resolves outer-scope names through the
+// calling node's frame (ctx).
+class SubgraphRunner {
+ public:
+  virtual ~SubgraphRunner() = default;
+  virtual const ir::Graph& graph() const = 0;
+  virtual size_t num_inputs() const = 0;
+  virtual size_t num_outputs() const = 0;
+  virtual Result<std::vector<Value>> run(KernelContext& ctx, std::vector<Value> inputs) = 0;
+};
+
+// Creation-time information about a node.
+class KernelInfo {
+ public:
+  KernelInfo(const ir::Node& node, int64_t opset) : node_(node), opset_(opset) {}
+
+  const ir::Node& node() const { return node_; }
+  const std::string& op_type() const { return node_.op_type; }
+  // Opset version the model imports for the node's domain: kernels switch semantics on it.
+  int64_t opset() const { return opset_; }
+
+  size_t num_inputs() const { return node_.inputs.size(); }
+  size_t num_outputs() const { return node_.outputs.size(); }
+  bool input_present(size_t i) const { return i < node_.inputs.size() && !node_.inputs[i].empty(); }
+  bool output_present(size_t i) const { return i < node_.outputs.size() && !node_.outputs[i].empty(); }
+  // The input's value when it is a constant known at creation (an initializer), else nullptr.
+  const Tensor* const_input(size_t i) const {
+    return i < const_inputs_.size() ? const_inputs_[i] : nullptr;
+  }
+
+  bool has_attr(const std::string& name) const { return node_.find_attribute(name) != nullptr; }
+  int64_t attr_int(const std::string& name, int64_t dflt) const;
+  float attr_float(const std::string& name, float dflt) const;
+  std::string attr_string(const std::string& name, const std::string& dflt = {}) const;
+  std::vector<int64_t> attr_ints(const std::string& name, std::vector<int64_t> dflt = {}) const;
+  std::vector<float> attr_floats(const std::string& name, std::vector<float> dflt = {}) const;
+  std::vector<std::string> attr_strings(const std::string& name, std::vector<std::string> dflt = {}) const;
+  const Tensor* attr_tensor(const std::string& name) const;
+  const ir::Graph* attr_graph(const std::string& name) const;
+  // The prepared runner for a graph attribute (If/Loop/Scan...), or nullptr.
+  SubgraphRunner* subgraph(const std::string& attr_name) const;
+
+  // An error that names the node: "node 'n' (Op, opset 13): msg".
+  Status error(const std::string& msg, StatusCode code = StatusCode::kInvalidModel) const;
+
+  // Set by the session.
+  std::vector<const Tensor*> const_inputs_;
+  std::unordered_map<std::string, SubgraphRunner*> subgraphs_;
+
+ private:
+  const ir::Node& node_;
+  int64_t opset_;
+};
+
+// Run-time view of one node execution.
+class KernelContext {
+ public:
+  virtual ~KernelContext() = default;
+
+  virtual const KernelInfo& info() const = 0;
+  virtual size_t num_inputs() const = 0;
+  virtual size_t num_outputs() const = 0;
+  // nullptr when the input is omitted (empty name) or beyond the node's inputs.
+  virtual const Value* input_value(size_t i) const = 0;
+  bool has_input(size_t i) const { return input_value(i) != nullptr; }
+  // The input as a tensor. Contiguous unless the kernel declared it accepts strided inputs.
+  // Precondition: has_input(i) and the value is a tensor (the executor checks kinds before compute
+  // only for tensors it was told about; call input_value() for sequences/optionals).
+  const Tensor& input(size_t i) const { return input_value(i)->tensor(); }
+
+  // Whether the graph uses output i (present and non-empty name).
+  virtual bool output_requested(size_t i) const = 0;
+  // A new contiguous output tensor; memory may be reused from dead values, contents unspecified
+  // (zero on first allocation). Returns nullptr-free pointer valid until compute returns.
+  virtual Result<Tensor*> allocate_output(size_t i, DataType dtype, const Dims& shape) = 0;
+  // Sets output i to an arbitrary value: a view of an input, a sequence, an optional, a map.
+  virtual Status set_output(size_t i, Value v) = 0;
+
+  virtual ThreadPool& pool() = 0;
+
+  // An error naming the node, its op, opset and its input dtypes and shapes.
+  virtual Status error(const std::string& msg, StatusCode code = StatusCode::kRuntimeError) const = 0;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual Status compute(KernelContext& ctx) = 0;
+  // Whether input i may be given as a strided view (else the executor gathers it contiguous first).
+  virtual bool accepts_strided_input(size_t /*i*/) const { return false; }
+};
+
+using KernelFactory = std::function<Result<std::unique_ptr<Kernel>>(const KernelInfo&)>;
+using ComputeFn = Status (*)(KernelContext& ctx);
+
+struct KernelDef {
+  std::string domain;  // "" for ai.onnx
+  std::string op_type;
+  int64_t since_version = 1;
+  int64_t end_version = INT64_MAX;
+  KernelFactory factory;
+};
+
+class KernelRegistry {
+ public:
+  void add(KernelDef def);
+  // A stateless kernel: the function runs each compute and reads attributes through ctx.info().
+  void add_fn(const std::string& domain, const std::string& op_type, int64_t since, int64_t end, ComputeFn fn);
+  void add_fn(const std::string& op_type, ComputeFn fn) { add_fn("", op_type, 1, INT64_MAX, fn); }
+  // A kernel class constructed from (const KernelInfo&) returning Status through init().
+  template <typename K>
+  void add_class(const std::string& domain, const std::string& op_type, int64_t since = 1,
+                 int64_t end = INT64_MAX) {
+    add(KernelDef{domain, op_type, since, end, [](const KernelInfo& info) -> Result<std::unique_ptr<Kernel>> {
+                    auto k = std::make_unique<K>();
+                    Status s = k->init(info);
+                    if (!s.ok()) return s;
+                    return std::unique_ptr<Kernel>(std::move(k));
+                  }});
+  }
+
+  // The def for (domain, op) whose version range covers `opset`, or nullptr.
+  const KernelDef* find(const std::string& domain, const std::string& op_type, int64_t opset) const;
+  // Whether any def exists for (domain, op) at any opset (for error messages).
+  bool knows(const std::string& domain, const std::string& op_type) const;
+  std::vector<std::string> ops() const;
+
+  // The CPU provider's registry, filled by register_cpu_kernels() on first use.
+  static const KernelRegistry& cpu();
+
+ private:
+  std::unordered_map<std::string, std::vector<KernelDef>> defs_;  // key: domain + "::" + op
+};
+
+// One registration function per op family (src/ops/*.cpp); register_cpu_kernels calls them all.
+void register_cpu_kernels(KernelRegistry& r);
+
+}  // namespace nxrt::ep

@@ -1,0 +1,251 @@
+#include "nxrt/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <sstream>
+
+namespace nxrt {
+
+int64_t shape_numel(const Dims& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_to_string(const Dims& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+Dims contiguous_strides(const Dims& shape) {
+  Dims st(shape.size());
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= shape[i];
+  }
+  return st;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Storage
+
+std::shared_ptr<Storage> Storage::allocate(size_t bytes) {
+  auto s = std::shared_ptr<Storage>(new Storage());
+  size_t rounded = (bytes + 63) / 64 * 64;
+  if (rounded == 0) rounded = 64;
+  s->data_ = std::aligned_alloc(64, rounded);
+  if (!s->data_) throw std::bad_alloc();
+  std::memset(s->data_, 0, rounded);
+  s->bytes_ = bytes;
+  s->owned_ = true;
+  return s;
+}
+
+std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes, std::shared_ptr<void> keepalive) {
+  auto s = std::shared_ptr<Storage>(new Storage());
+  s->data_ = data;
+  s->bytes_ = bytes;
+  s->keepalive_ = std::move(keepalive);
+  return s;
+}
+
+std::shared_ptr<Storage> Storage::strings(size_t count) {
+  auto s = std::shared_ptr<Storage>(new Storage());
+  s->is_strings_ = true;
+  s->strings_.resize(count);
+  s->bytes_ = count * sizeof(std::string);
+  return s;
+}
+
+Storage::~Storage() {
+  if (owned_) std::free(data_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor
+
+Tensor::Tensor(DataType dtype, Dims shape) : dtype_(dtype), shape_(std::move(shape)) {
+  int64_t n = shape_numel(shape_);
+  if (dtype_ == DataType::kString) {
+    storage_ = Storage::strings(static_cast<size_t>(n));
+  } else {
+    storage_ = Storage::allocate(dtype_storage_bytes(dtype_, n));
+  }
+}
+
+Tensor::Tensor(DataType dtype, Dims shape, std::shared_ptr<Storage> storage, int64_t byte_offset, Dims strides)
+    : dtype_(dtype), shape_(std::move(shape)), strides_(std::move(strides)), offset_(byte_offset),
+      storage_(std::move(storage)) {
+  if (!strides_.empty() && strides_ == contiguous_strides(shape_)) strides_.clear();
+}
+
+Tensor Tensor::borrow(DataType dtype, Dims shape, void* data, std::shared_ptr<void> keepalive) {
+  size_t bytes = dtype_storage_bytes(dtype, shape_numel(shape));
+  return Tensor(dtype, std::move(shape), Storage::borrow(data, bytes, std::move(keepalive)));
+}
+
+Tensor Tensor::scalar_int64(int64_t v) {
+  Tensor t(DataType::kInt64, {});
+  *t.data<int64_t>() = v;
+  return t;
+}
+
+Tensor Tensor::scalar_float(float v) {
+  Tensor t(DataType::kFloat, {});
+  *t.data<float>() = v;
+  return t;
+}
+
+bool Tensor::is_contiguous() const {
+  if (strides_.empty()) return true;
+  return strides_ == contiguous_strides(shape_);
+}
+
+void* Tensor::raw_data() {
+  if (!storage_ || storage_->is_strings()) return nullptr;
+  return static_cast<char*>(storage_->data()) + offset_;
+}
+
+const void* Tensor::raw_data() const {
+  if (!storage_ || storage_->is_strings()) return nullptr;
+  return static_cast<const char*>(storage_->data()) + offset_;
+}
+
+std::string* Tensor::string_data() {
+  if (!storage_ || !storage_->is_strings()) return nullptr;
+  return storage_->string_data().data() + offset_;
+}
+
+const std::string* Tensor::string_data() const {
+  if (!storage_ || !storage_->is_strings()) return nullptr;
+  return storage_->string_data().data() + offset_;
+}
+
+Tensor Tensor::reshaped(Dims shape) const {
+  Tensor t = contiguous();
+  t.shape_ = std::move(shape);
+  t.strides_.clear();
+  return t;
+}
+
+namespace {
+
+// Copies a strided tensor's elements into dst in row-major order.
+template <typename Elem>
+void gather_strided(const Elem* src, Elem* dst, const Dims& shape, const Dims& strides) {
+  const size_t rank = shape.size();
+  int64_t n = shape_numel(shape);
+  if (n == 0) return;
+  if (rank == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  std::vector<int64_t> idx(rank, 0);
+  const int64_t inner = shape[rank - 1];
+  const int64_t inner_stride = strides[rank - 1];
+  int64_t base = 0;
+  for (int64_t done = 0; done < n; done += inner) {
+    if (inner_stride == 1) {
+      for (int64_t i = 0; i < inner; ++i) dst[done + i] = src[base + i];
+    } else {
+      for (int64_t i = 0; i < inner; ++i) dst[done + i] = src[base + i * inner_stride];
+    }
+    // advance the outer index
+    for (size_t ax = rank - 1; ax-- > 0;) {
+      ++idx[ax];
+      base += strides[ax];
+      if (idx[ax] < shape[ax]) break;
+      base -= strides[ax] * shape[ax];
+      idx[ax] = 0;
+    }
+  }
+}
+
+}  // namespace
+
+Tensor Tensor::contiguous(bool force) const {
+  if (!force && is_contiguous()) return *this;
+  Tensor out(dtype_, shape_);
+  if (numel() == 0) return out;
+  if (dtype_ == DataType::kString) {
+    gather_strided(string_data(), out.string_data(), shape_, effective_strides());
+    return out;
+  }
+  if (is_contiguous()) {
+    std::memcpy(out.raw_data(), raw_data(), nbytes());
+    return out;
+  }
+  const Dims st = effective_strides();
+  switch (dtype_bits(dtype_)) {
+    case 8: gather_strided(static_cast<const uint8_t*>(raw_data()), out.data<uint8_t>(), shape_, st); break;
+    case 16: gather_strided(static_cast<const uint16_t*>(raw_data()), out.data<uint16_t>(), shape_, st); break;
+    case 32: gather_strided(static_cast<const uint32_t*>(raw_data()), out.data<uint32_t>(), shape_, st); break;
+    case 64: gather_strided(static_cast<const uint64_t*>(raw_data()), out.data<uint64_t>(), shape_, st); break;
+    case 128: {
+      struct B16 { uint64_t a, b; };
+      gather_strided(static_cast<const B16*>(raw_data()), out.data<B16>(), shape_, st);
+      break;
+    }
+    default: break;  // sub-byte tensors are never strided
+  }
+  return out;
+}
+
+std::string Tensor::describe() const {
+  if (!defined()) return "undefined";
+  return std::string(dtype_name(dtype_)) + shape_to_string(shape_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Value
+
+Value Value::sequence(std::vector<Value> items, DataType elem_type) {
+  Value v;
+  v.kind_ = Kind::kSequence;
+  v.items_ = std::move(items);
+  v.elem_type_ = elem_type;
+  if (v.elem_type_ == DataType::kUndefined && !v.items_.empty() && v.items_[0].is_tensor()) {
+    v.elem_type_ = v.items_[0].tensor().dtype();
+  }
+  return v;
+}
+
+Value Value::optional_empty() {
+  Value v;
+  v.kind_ = Kind::kOptional;
+  return v;
+}
+
+Value Value::optional_of(Value inner) {
+  Value v;
+  v.kind_ = Kind::kOptional;
+  v.items_.push_back(std::move(inner));
+  return v;
+}
+
+Value Value::map(MapValue m) {
+  Value v;
+  v.kind_ = Kind::kMap;
+  v.map_ = std::make_shared<MapValue>(std::move(m));
+  return v;
+}
+
+std::string Value::describe() const {
+  switch (kind_) {
+    case Kind::kNone: return "none";
+    case Kind::kTensor: return tensor_.describe();
+    case Kind::kSequence: return "sequence<" + std::string(dtype_name(elem_type_)) + ">(" +
+                                 std::to_string(items_.size()) + ")";
+    case Kind::kOptional: return has_element() ? "optional(" + element().describe() + ")" : "optional(empty)";
+    case Kind::kMap: return "map";
+  }
+  return "?";
+}
+
+}  // namespace nxrt

@@ -1,0 +1,33 @@
+// The CPU provider's op families. Adding a family: write src/ops/<family>.cpp with its register
+// function, declare it here and call it below.
+#include "ep/kernel.h"
+
+namespace nxrt::ops {
+void register_elementwise_ops(ep::KernelRegistry& r);  // elementwise.cpp: unary/binary math, logic, activations
+void register_reduction_ops(ep::KernelRegistry& r);    // reduction.cpp: Reduce*, ArgMax/Min, Softmax family, CumSum
+void register_linalg_ops(ep::KernelRegistry& r);       // linalg.cpp: MatMul, Gemm, Einsum, Det, integer matmuls
+void register_cast_ops(ep::KernelRegistry& r);         // cast.cpp: Cast, CastLike, quantization
+void register_generator_ops(ep::KernelRegistry& r);    // generator.cpp: Constant, ConstantOfShape, Range, EyeLike, random
+void register_tensor_ops(ep::KernelRegistry& r);       // tensor.cpp: shape & movement ops
+void register_indexing_ops(ep::KernelRegistry& r);     // indexing.cpp: Gather/Scatter family, NonZero, TopK, ...
+void register_nn_ops(ep::KernelRegistry& r);           // nn.cpp: Conv, ConvTranspose, pooling, LRN
+void register_norm_ops(ep::KernelRegistry& r);         // norm.cpp: BatchNorm, LayerNorm, GroupNorm, ...
+void register_control_flow_ops(ep::KernelRegistry& r); // control_flow.cpp: If, Loop, Scan
+void register_sequence_ops(ep::KernelRegistry& r);     // sequence.cpp: Sequence*, Optional*
+}  // namespace nxrt::ops
+
+namespace nxrt::ep {
+void register_cpu_kernels(KernelRegistry& r) {
+  ops::register_elementwise_ops(r);
+  ops::register_reduction_ops(r);
+  ops::register_linalg_ops(r);
+  ops::register_cast_ops(r);
+  ops::register_generator_ops(r);
+  ops::register_tensor_ops(r);
+  ops::register_indexing_ops(r);
+  ops::register_nn_ops(r);
+  ops::register_norm_ops(r);
+  ops::register_control_flow_ops(r);
+  ops::register_sequence_ops(r);
+}
+}  // namespace nxrt::ep

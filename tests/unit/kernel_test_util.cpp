@@ -1,0 +1,106 @@
+#include "kernel_test_util.h"
+
+namespace nxrt::testing {
+
+namespace {
+ir::Attribute make(const std::string& name, ir::Attribute::Type t) {
+  ir::Attribute a;
+  a.name = name;
+  a.type = t;
+  return a;
+}
+
+class TestContext final : public ep::KernelContext {
+ public:
+  TestContext(const ep::KernelInfo& info, const std::vector<Value>& inputs, size_t n_out, ep::ThreadPool& pool)
+      : info_(info), inputs_(inputs), outputs_(n_out), pool_(pool) {}
+  const ep::KernelInfo& info() const override { return info_; }
+  size_t num_inputs() const override { return inputs_.size(); }
+  size_t num_outputs() const override { return outputs_.size(); }
+  const Value* input_value(size_t i) const override {
+    if (i >= inputs_.size() || inputs_[i].is_none()) return nullptr;
+    return &inputs_[i];
+  }
+  bool output_requested(size_t i) const override { return i < outputs_.size(); }
+  Result<Tensor*> allocate_output(size_t i, DataType dtype, const Dims& shape) override {
+    if (i >= outputs_.size()) return invalid_argument("output index out of range");
+    outputs_[i] = Value(Tensor(dtype, shape));
+    return &outputs_[i].tensor();
+  }
+  Status set_output(size_t i, Value v) override {
+    if (i >= outputs_.size()) return invalid_argument("output index out of range");
+    outputs_[i] = std::move(v);
+    return Status::Ok();
+  }
+  ep::ThreadPool& pool() override { return pool_; }
+  Status error(const std::string& msg, StatusCode code) const override { return info_.error(msg, code); }
+  std::vector<Value>& outputs() { return outputs_; }
+
+ private:
+  const ep::KernelInfo& info_;
+  const std::vector<Value>& inputs_;
+  std::vector<Value> outputs_;
+  ep::ThreadPool& pool_;
+};
+}  // namespace
+
+ir::Attribute attr_int(const std::string& name, int64_t v) {
+  auto a = make(name, ir::Attribute::Type::kInt);
+  a.i = v;
+  return a;
+}
+ir::Attribute attr_float(const std::string& name, float v) {
+  auto a = make(name, ir::Attribute::Type::kFloat);
+  a.f = v;
+  return a;
+}
+ir::Attribute attr_string(const std::string& name, const std::string& v) {
+  auto a = make(name, ir::Attribute::Type::kString);
+  a.s = v;
+  return a;
+}
+ir::Attribute attr_ints(const std::string& name, std::vector<int64_t> v) {
+  auto a = make(name, ir::Attribute::Type::kInts);
+  a.ints = std::move(v);
+  return a;
+}
+ir::Attribute attr_floats(const std::string& name, std::vector<float> v) {
+  auto a = make(name, ir::Attribute::Type::kFloats);
+  a.floats = std::move(v);
+  return a;
+}
+ir::Attribute attr_strings(const std::string& name, std::vector<std::string> v) {
+  auto a = make(name, ir::Attribute::Type::kStrings);
+  a.strings = std::move(v);
+  return a;
+}
+ir::Attribute attr_tensor(const std::string& name, Tensor t) {
+  auto a = make(name, ir::Attribute::Type::kTensor);
+  a.t = std::move(t);
+  return a;
+}
+
+Result<std::vector<Value>> run_kernel(const KernelRun& run) {
+  ir::Node node;
+  node.name = "test_" + run.op_type;
+  node.op_type = run.op_type;
+  node.domain = run.domain;
+  node.attributes = run.attributes;
+  for (size_t i = 0; i < run.inputs.size(); ++i) {
+    node.inputs.push_back(run.inputs[i].is_none() ? std::string() : "in" + std::to_string(i));
+  }
+  for (size_t i = 0; i < run.num_outputs; ++i) node.outputs.push_back("out" + std::to_string(i));
+  const ep::KernelDef* def = ep::KernelRegistry::cpu().find(run.domain, run.op_type, run.opset);
+  if (!def) return not_implemented("no CPU kernel for " + run.op_type + " at opset " + std::to_string(run.opset));
+  ep::KernelInfo info(node, run.opset);
+  info.const_inputs_.assign(run.inputs.size(), nullptr);
+  auto kernel = def->factory(info);
+  if (!kernel.ok()) return kernel.status();
+  ep::ThreadPool pool(run.threads);
+  std::vector<Value> inputs = run.inputs;
+  TestContext ctx(info, inputs, run.num_outputs, pool);
+  NXRT_RETURN_IF_ERROR(kernel.value()->compute(ctx));
+  return std::move(ctx.outputs());
+}
+
+}  // namespace nxrt::testing

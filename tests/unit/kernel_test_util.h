@@ -1,0 +1,36 @@
+// Runs one CPU kernel on given inputs without a model or session: for unit tests of ops, and for
+// checking fast kernels against reference kernels on random shapes.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ep/kernel.h"
+#include "ep/thread_pool.h"
+#include "ir/graph.h"
+
+namespace nxrt::testing {
+
+// Attribute builders.
+ir::Attribute attr_int(const std::string& name, int64_t v);
+ir::Attribute attr_float(const std::string& name, float v);
+ir::Attribute attr_string(const std::string& name, const std::string& v);
+ir::Attribute attr_ints(const std::string& name, std::vector<int64_t> v);
+ir::Attribute attr_floats(const std::string& name, std::vector<float> v);
+ir::Attribute attr_strings(const std::string& name, std::vector<std::string> v);
+ir::Attribute attr_tensor(const std::string& name, Tensor t);
+
+struct KernelRun {
+  std::string op_type;
+  std::string domain;              // "" = ai.onnx
+  int64_t opset = 21;
+  std::vector<ir::Attribute> attributes;
+  std::vector<Value> inputs;       // Value() (kind none) = omitted optional input
+  size_t num_outputs = 1;
+  int threads = 1;
+};
+
+// Creates the kernel from the CPU registry and runs it once; returns the outputs.
+Result<std::vector<Value>> run_kernel(const KernelRun& run);
+
+}  // namespace nxrt::testing
