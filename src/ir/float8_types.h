@@ -67,8 +67,8 @@ inline uint32_t encode_minifloat(double x, MiniFloat fmt, bool saturate) {
   const bool neg = std::signbit(x);
   const double a = std::fabs(x);
   if (std::isinf(a)) return overflow(neg);
-  const uint32_t sgn = (neg && !s.fnuz) ? sign_bit : 0;
-  if (a == 0) return sgn;
+  const uint32_t sgn = neg ? sign_bit : 0;
+  if (a == 0) return s.fnuz ? 0u : sgn;
   const int emin = 1 - s.bias;  // smallest normal exponent
   int e2;
   std::frexp(a, &e2);  // a = f * 2^e2, f in [0.5, 1)
