@@ -65,11 +65,11 @@ void softmax_ori(const T* x, T* y, int64_t O, int64_t R, int64_t I, ep::KernelCo
           const T* xr = xo + r * I;
           for (int64_t i = 0; i < I; ++i) s[i] += std::exp(static_cast<C>(xr[i]) - m[i]);
         }
-        for (int64_t i = 0; i < I; ++i) s[i] = m[i] + std::log(s[i]);
+        for (int64_t i = 0; i < I; ++i) s[i] = std::log(s[i]);
         for (int64_t r = 0; r < R; ++r) {
           const T* xr = xo + r * I;
           T* yr = yo + r * I;
-          for (int64_t i = 0; i < I; ++i) yr[i] = T(static_cast<C>(xr[i]) - s[i]);
+          for (int64_t i = 0; i < I; ++i) yr[i] = T((static_cast<C>(xr[i]) - m[i]) - s[i]);
         }
       }
     }
