@@ -922,7 +922,12 @@ Status col2im_fn(KernelContext& ctx) {
 
 }  // namespace
 
+void register_image_resize_ops(ep::KernelRegistry& r);  // image_resize.cpp
+void register_image_ops(ep::KernelRegistry& r);         // image.cpp
+
 void register_tensor_ops(ep::KernelRegistry& r) {
+  register_image_resize_ops(r);
+  register_image_ops(r);
   r.add_fn("Shape", &shape_fn);
   r.add_fn("Size", &size_fn);
   r.add_fn("Reshape", &reshape_fn);
