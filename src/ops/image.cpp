@@ -111,7 +111,7 @@ Status grid_sample_fn(KernelContext& ctx) {
               double v = static_cast<float>(align ? (nv + 1) / 2.0 * (len - 1) : ((nv + 1) * len - 1) / 2.0);
               const double lo = align ? 0.0 : -0.5, hi = align ? len - 1 : len - 0.5;
               if (mode == "nearest") {
-                v = nd == 3 ? std::round(v) : std::nearbyint(v);
+                v = std::nearbyint(v);  // round half to even (what the conformance data uses, 2-D and 3-D)
               }
               if (v < lo || v > hi) {
                 if (pad == "border") v = std::clamp(v, 0.0, len - 1);
