@@ -399,10 +399,19 @@ Status compress_fn(KernelContext& ctx) {
   }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
   const int64_t n = static_cast<int64_t>(keep.size());
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t j = 0; j < n; ++j) copy_run(x, (o * dim + keep[j]) * inner, *out, (o * n + j) * inner, inner);
-  }
-  return Status::Ok();
+  if (out->numel() == 0) return Status::Ok();
+  return dispatch_any(ctx, x.dtype(), [&](auto tag) {
+    using E = decltype(tag);
+    const E* s = elem_ptr<E>(x);
+    E* d = elem_ptr<E>(*out);
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t j = 0; j < n; ++j) {
+        const E* src = s + (o * dim + keep[j]) * inner;
+        std::copy(src, src + inner, d + (o * n + j) * inner);
+      }
+    }
+    return Status::Ok();
+  });
 }
 
 Status nonzero_fn(KernelContext& ctx) {

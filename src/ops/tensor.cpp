@@ -766,15 +766,26 @@ Status onehot_fn(KernelContext& ctx) {
   copy_elements(values, 0, Dims(out_shape.size(), 0), *out, 0, ocs, out_shape);
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < r; ++i) (i < axis ? outer : inner) *= ind.shape()[i];
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t i = 0; i < inner; ++i) {
-      int64_t k = static_cast<int64_t>((*iv)[o * inner + i]);
-      if (k < 0) k += depth;
-      if (k < 0 || k >= depth) continue;
-      copy_run(values, 1, *out, (o * depth + k) * inner + i, 1);
-    }
-  }
-  return Status::Ok();
+  if (dtype_is_subbyte(values.dtype())) return ctx.error("unsupported values dtype " + values.describe());
+  return dispatch_elem(
+      values.dtype(),
+      [&](auto tag) {
+        using E = decltype(tag);
+        const E on = elem_ptr<E>(values)[1];
+        E* d = elem_ptr<E>(*out);
+        for (int64_t o = 0; o < outer; ++o) {
+          for (int64_t i = 0; i < inner; ++i) {
+            const double kd = (*iv)[o * inner + i];
+            if (!(kd > -1e18 && kd < 1e18)) continue;  // NaN / huge: no hot entry
+            int64_t k = static_cast<int64_t>(kd);
+            if (k < 0) k += depth;
+            if (k < 0 || k >= depth) continue;
+            d[(o * depth + k) * inner + i] = on;
+          }
+        }
+        return Status::Ok();
+      },
+      ctx.error("unsupported values dtype " + values.describe()));
 }
 
 // ------------------------------------------------------------------------------------------------
