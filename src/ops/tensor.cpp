@@ -239,7 +239,7 @@ Status transpose_fn(KernelContext& ctx) {
   auto layout = transpose_layout(x.shape(), ctx.info().attr_ints("perm"));
   if (!layout.ok()) return ctx.error(layout.status().message() + " (input " + x.describe() + ")", StatusCode::kInvalidModel);
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), layout->shape));
-  copy_window(x, *layout, *out);
+  copy_window(x, *layout, *out, &ctx.pool());
   return Status::Ok();
 }
 
@@ -278,7 +278,7 @@ Status concat_fn(KernelContext& ctx) {
   const Dims ost = contiguous_strides(out_shape);
   int64_t pos = 0;
   for (const Tensor* t : ins) {
-    copy_elements(*t, 0, contiguous_strides(t->shape()), *out, pos * ost[axis], ost, t->shape());
+    copy_elements(*t, 0, contiguous_strides(t->shape()), *out, pos * ost[axis], ost, t->shape(), &ctx.pool());
     pos += t->shape()[axis];
   }
   return Status::Ok();
@@ -346,7 +346,7 @@ Status split_fn(KernelContext& ctx) {
       StridedLayout L{x.shape(), cs, pos * cs[axis]};
       L.shape[axis] = split[i];
       NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(static_cast<size_t>(i), x.dtype(), L.shape));
-      copy_window(x, L, *out);
+      copy_window(x, L, *out, &ctx.pool());
     }
     pos += split[i];
   }
@@ -384,7 +384,7 @@ Status slice_fn(KernelContext& ctx) {
   auto layout = slice_layout(x.shape(), starts, ends, axes, steps);
   if (!layout.ok()) return ctx.error(layout.status().message() + " (input " + x.describe() + ")");
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), layout->shape));
-  copy_window(x, *layout, *out);
+  copy_window(x, *layout, *out, &ctx.pool());
   return Status::Ok();
 }
 
@@ -401,7 +401,7 @@ Status expand_fn(KernelContext& ctx) {
     return ctx.error("input shape " + shape_to_string(x.shape()) + " does not broadcast to " + ints_to_string(shape));
   }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
-  copy_window(x, StridedLayout{out_shape, broadcast_strides(x.shape(), out_shape), 0}, *out);
+  copy_window(x, StridedLayout{out_shape, broadcast_strides(x.shape(), out_shape), 0}, *out, &ctx.pool());
   return Status::Ok();
 }
 
@@ -439,7 +439,7 @@ Status tile_fn(KernelContext& ctx) {
     view_strides.push_back(cs[i]);
   }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
-  copy_window(x, StridedLayout{view_shape, view_strides, 0}, *out);
+  copy_window(x, StridedLayout{view_shape, view_strides, 0}, *out, &ctx.pool());
   return Status::Ok();
 }
 
@@ -629,7 +629,7 @@ Status depth_to_space_fn(KernelContext& ctx) {
   Dims st;
   if (mode == "DCR") st = {C * HW, HW, W, b * Co * HW, 1, Co * HW};
   else st = {C * HW, b * b * HW, W, b * HW, 1, HW};
-  copy_window(x, StridedLayout{{N, Co, H, b, W, b}, st, 0}, *out);
+  copy_window(x, StridedLayout{{N, Co, H, b, W, b}, st, 0}, *out, &ctx.pool());
   return Status::Ok();
 }
 
@@ -644,7 +644,7 @@ Status space_to_depth_fn(KernelContext& ctx) {
   const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), {N, C * b * b, H / b, W / b}));
   // Output viewed as [N, b(i), b(j), C, H/b, W/b].
-  copy_window(x, StridedLayout{{N, b, b, C, H / b, W / b}, {C * H * W, W, 1, H * W, b * W, b}, 0}, *out);
+  copy_window(x, StridedLayout{{N, b, b, C, H / b, W / b}, {C * H * W, W, 1, H * W, b * W, b}, 0}, *out, &ctx.pool());
   return Status::Ok();
 }
 
@@ -719,7 +719,7 @@ Status reverse_sequence_fn(KernelContext& ctx) {
   }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), x.shape()));
   const Dims cs = contiguous_strides(x.shape());
-  copy_elements(x, 0, cs, *out, 0, cs, x.shape());
+  copy_elements(x, 0, cs, *out, 0, cs, x.shape(), &ctx.pool());
   for (int64_t b = 0; b < B; ++b) {
     const int64_t L = lens[b];
     if (L < 0 || L > T) {

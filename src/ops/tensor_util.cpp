@@ -115,8 +115,53 @@ void coalesce(Dims& shape, Dims& a, Dims& b) {
 }
 
 template <typename E>
-void copy_loop(const E* src, E* dst, const Dims& shape, const Dims& ss, const Dims& ds) {
-  const size_t r = shape.size();
+void copy_loop(const E* src, E* dst, Dims shape, Dims ss, Dims ds) {
+  size_t r = shape.size();
+  // Transpose-like copies (destination contiguous inside, source strided inside, with some other dim
+  // contiguous in the source): move that dim next to the last one and copy in cache-sized tiles.
+  if (r >= 2 && ds[r - 1] == 1 && ss[r - 1] != 1 && shape[r - 1] >= 8) {
+    size_t k = r;
+    for (size_t i = 0; i + 1 < r; ++i) {
+      if (ss[i] == 1 && shape[i] >= 8) k = i;
+    }
+    if (k < r) {
+      std::swap(shape[k], shape[r - 2]);
+      std::swap(ss[k], ss[r - 2]);
+      std::swap(ds[k], ds[r - 2]);
+      const int64_t A = shape[r - 2], B = shape[r - 1];
+      const int64_t dsa = ds[r - 2], ssb = ss[r - 1];
+      int64_t outer = 1;
+      for (size_t i = 0; i + 2 < r; ++i) outer *= shape[i];
+      std::vector<int64_t> idx(r, 0);
+      int64_t so = 0, dof = 0;
+      constexpr int64_t kTile = 32;
+      for (int64_t o = 0; o < outer; ++o) {
+        const E* s = src + so;
+        E* d = dst + dof;
+        for (int64_t a0 = 0; a0 < A; a0 += kTile) {
+          const int64_t a1 = std::min(A, a0 + kTile);
+          for (int64_t b0 = 0; b0 < B; b0 += kTile) {
+            const int64_t b1 = std::min(B, b0 + kTile);
+            for (int64_t a = a0; a < a1; ++a) {
+              E* dr = d + a * dsa;
+              const E* sr = s + a;
+              for (int64_t b = b0; b < b1; ++b) dr[b] = sr[b * ssb];
+            }
+          }
+        }
+        for (size_t ax = r - 2; ax-- > 0;) {
+          ++idx[ax];
+          so += ss[ax];
+          dof += ds[ax];
+          if (idx[ax] < shape[ax]) break;
+          so -= ss[ax] * shape[ax];
+          dof -= ds[ax] * shape[ax];
+          idx[ax] = 0;
+        }
+      }
+      return;
+    }
+  }
   const int64_t inner = shape[r - 1], is = ss[r - 1], id = ds[r - 1];
   int64_t outer = 1;
   for (size_t i = 0; i + 1 < r; ++i) outer *= shape[i];
@@ -181,7 +226,7 @@ Tensor subbyte_pack(const Tensor& u8, DataType dt) {
 }
 
 void copy_elements(const Tensor& src, int64_t src_offset, const Dims& src_strides, Tensor& dst,
-                   int64_t dst_offset, const Dims& dst_strides, const Dims& shape0) {
+                   int64_t dst_offset, const Dims& dst_strides, const Dims& shape0, ep::ThreadPool* pool) {
   if (shape_numel(shape0) == 0) return;
   Dims shape = shape0, ss = src_strides, ds = dst_strides;
   coalesce(shape, ss, ds);
@@ -212,14 +257,28 @@ void copy_elements(const Tensor& src, int64_t src_offset, const Dims& src_stride
       dt,
       [&](auto tag) {
         using E = decltype(tag);
-        copy_loop<E>(elem_ptr<E>(src) + src_offset, elem_ptr<E>(dst) + dst_offset, shape, ss, ds);
+        const E* s = elem_ptr<E>(src) + src_offset;
+        E* d = elem_ptr<E>(dst) + dst_offset;
+        const int64_t n = shape_numel(shape);
+        if (pool == nullptr || pool->num_threads() <= 1 || n < (int64_t{1} << 16)) {
+          copy_loop<E>(s, d, shape, ss, ds);
+          return Status::Ok();
+        }
+        // Split the outermost dim across threads (a 1-D copy splits its only dim).
+        const int64_t per_row = n / shape[0];
+        const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(per_row, 1));
+        pool->parallel_for(shape[0], grain, [&](int64_t b, int64_t e) {
+          Dims sh = shape;
+          sh[0] = e - b;
+          copy_loop<E>(s + b * ss[0], d + b * ds[0], sh, ss, ds);
+        });
         return Status::Ok();
       },
       Status::Ok());
 }
 
-void copy_window(const Tensor& src, const StridedLayout& layout, Tensor& dst) {
-  copy_elements(src, layout.offset, layout.strides, dst, 0, contiguous_strides(layout.shape), layout.shape);
+void copy_window(const Tensor& src, const StridedLayout& layout, Tensor& dst, ep::ThreadPool* pool) {
+  copy_elements(src, layout.offset, layout.strides, dst, 0, contiguous_strides(layout.shape), layout.shape, pool);
 }
 
 void copy_run(const Tensor& src, int64_t src_index, Tensor& dst, int64_t dst_index, int64_t count) {

@@ -33,11 +33,12 @@ Result<StridedLayout> transpose_layout(const Dims& in_shape, const std::vector<i
 // dst[dst_offset + sum(i*dst_strides)] = src[src_offset + sum(i*src_strides)] for every index i of
 // `shape`. Offsets and strides are in elements relative to the tensors' first element. Works for every
 // dtype, strings and sub-byte types included; src and dst must have the same dtype and be distinct.
+// Large copies are split over `pool` when given.
 void copy_elements(const Tensor& src, int64_t src_offset, const Dims& src_strides, Tensor& dst,
-                   int64_t dst_offset, const Dims& dst_strides, const Dims& shape);
+                   int64_t dst_offset, const Dims& dst_strides, const Dims& shape, ep::ThreadPool* pool = nullptr);
 
 // Gathers a window of `src` into the contiguous tensor `dst` (dst.shape() == layout.shape).
-void copy_window(const Tensor& src, const StridedLayout& layout, Tensor& dst);
+void copy_window(const Tensor& src, const StridedLayout& layout, Tensor& dst, ep::ThreadPool* pool = nullptr);
 
 // Sub-byte types (int4/uint4/int2/uint2/float4): one uint8 per element holding the raw bits, and back.
 Tensor subbyte_unpack(const Tensor& t);

@@ -1,6 +1,7 @@
 // Unit tests for the shape/movement ops: views, edge cases and malformed inputs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
 
 #include "kernel_test_util.h"
@@ -260,4 +261,50 @@ TEST(OpsTensor, ShapeStartEndAndReverseSequence) {
   auto ok = run("ReverseSequence", {Iota({3, 2}), I64v({2, 3})}, {attr_int("batch_axis", 1), attr_int("time_axis", 0)});
   ASSERT_TRUE(ok.ok()) << ok.status().to_string();
   EXPECT_EQ(fv(ok.value()[0]), (std::vector<float>{2, 5, 0, 3, 4, 1}));
+}
+
+namespace {
+// Naive transpose reference.
+std::vector<float> naive_transpose(const Tensor& x, const std::vector<int64_t>& perm) {
+  const Dims& in = x.shape();
+  const size_t r = in.size();
+  Dims out(r);
+  for (size_t i = 0; i < r; ++i) out[i] = in[perm[i]];
+  Dims ist = contiguous_strides(in);
+  std::vector<float> res(static_cast<size_t>(x.numel()));
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t k = 0; k < x.numel(); ++k) {
+    int64_t rem = k, off = 0;
+    for (size_t i = r; i-- > 0;) {
+      idx[i] = rem % out[i];
+      rem /= out[i];
+      off += idx[i] * ist[perm[i]];
+    }
+    res[k] = x.data<float>()[off];
+  }
+  return res;
+}
+}  // namespace
+
+TEST(OpsTensor, TransposeTiledAndThreadedMatchesNaive) {
+  Tensor x = Iota({3, 64, 40, 9});
+  std::vector<int64_t> perm = {0, 1, 2, 3};
+  do {
+    KernelRun r;
+    r.op_type = "Transpose";
+    r.inputs = {x};
+    r.attributes = {attr_ints("perm", perm)};
+    r.threads = 3;
+    auto out = run_kernel(r);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_EQ(fv(out.value()[0]), naive_transpose(x, perm)) << shape_to_string(perm);
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  Tensor big = Iota({300, 257});
+  KernelRun r;
+  r.op_type = "Transpose";
+  r.inputs = {big};
+  r.threads = 4;
+  auto out = run_kernel(r);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(fv(out.value()[0]), naive_transpose(big, {1, 0}));
 }
