@@ -18,6 +18,11 @@ struct SessionOptions {
   int threads = 1;               // intra-op threads; 1 = no worker threads
   OptLevel opt_level = OptLevel::kAll;
   int log_level = -1;            // -1: from NXRT_LOG (0 error .. 3 debug)
+  // Chrome-trace / Perfetto JSON of session phases and every executed node, written when the session
+  // is destroyed. Empty: taken from the NXRT_TRACE environment variable (unset = off).
+  std::string trace_path;
+  // Print total time per op type to stderr when the session is destroyed (also NXRT_PROFILE_OPS=1).
+  bool profile_ops = false;
 };
 
 // Declared type of a graph input or output.

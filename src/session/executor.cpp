@@ -116,6 +116,7 @@ class PlannedSubgraph final : public ep::SubgraphRunner {
     busy_ = true;
     frame.plan = plan_.get();
     frame.parent = &exec->frame();
+    frame.hooks = exec->frame().hooks;
     frame.slots.assign(plan_->num_slots(), Value());
     for (size_t i = 0; i < inputs.size(); ++i) {
       frame.slots[static_cast<size_t>(plan_->input_slots()[i])] = std::move(inputs[i]);
@@ -145,6 +146,19 @@ void collect_graph_attrs(const ir::Node& node, std::vector<std::pair<std::string
     for (const auto& g : a.graphs) {
       if (g) out->push_back({a.name, g.get()});
     }
+  }
+}
+
+void record_step(const RunHooks& hooks, const PlanStep& step, const std::vector<const Value*>& inputs, double t0,
+                 double dur) {
+  const ir::Node& n = *step.node;
+  if (hooks.profile) hooks.profile->add(n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type, dur);
+  if (hooks.tracer) {
+    std::string args = "\"node_index\":" + std::to_string(step.node_index) + ",\"node\":\"" + json_escape(n.name) +
+                       "\",\"domain\":\"" + json_escape(n.domain.empty() ? "ai.onnx" : n.domain) +
+                       "\",\"opset\":" + std::to_string(step.info->opset()) + ",\"inputs\":\"" +
+                       json_escape(describe_inputs(inputs)) + "\"";
+    hooks.tracer->span(n.op_type, "node", t0, dur, args);
   }
 }
 
@@ -376,9 +390,12 @@ Status GraphPlan::prepare_frame(Frame& frame) const {
 }
 
 Status GraphPlan::execute(Frame& frame, ep::ThreadPool& pool) const {
+  const bool observed = frame.hooks && frame.hooks->active();
   for (const PlanStep& step : steps_) {
     ExecContext ctx(step, frame, pool);
+    double t0 = observed ? monotonic_us() : 0;
     Status s = step.kernel->compute(ctx);
+    if (observed) record_step(*frame.hooks, step, ctx.inputs(), t0, monotonic_us() - t0);
     if (!s.ok()) {
       if (s.message().rfind("node '", 0) == 0) return s;
       return ctx.error(s.message(), s.code());

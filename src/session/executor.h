@@ -13,6 +13,7 @@
 #include "ep/kernel.h"
 #include "ep/thread_pool.h"
 #include "ir/graph.h"
+#include "session/trace.h"
 
 namespace nxrt::session {
 
@@ -40,6 +41,7 @@ struct Frame {
   const GraphPlan* plan = nullptr;
   std::vector<Value> slots;
   const Frame* parent = nullptr;
+  const RunHooks* hooks = nullptr;  // tracing / profiling; null or inactive when off
   // The value named `name` here or in an enclosing frame; nullptr when absent or not yet computed.
   const Value* lookup(const std::string& name) const;
 };

@@ -1,6 +1,9 @@
 #include "nxrt/session.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <unordered_set>
 
 #include "ep/kernel.h"
@@ -20,16 +23,46 @@ struct Session::Impl {
   std::vector<ValueMeta> inputs;
   std::vector<ValueMeta> outputs;
   SessionOptions options;
+  std::unique_ptr<session::Tracer> tracer;
+  std::unique_ptr<session::OpProfile> profile;
+  session::RunHooks hooks;
+  size_t runs = 0;
+
+  ~Impl() {
+    if (tracer && !tracer->write()) std::fprintf(stderr, "nxrt: could not write trace %s\n", tracer->path().c_str());
+    if (profile) std::fputs(profile->table().c_str(), stderr);
+  }
 };
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() = default;
 
-static Result<std::unique_ptr<Session>> make_session(Result<std::unique_ptr<ir::Model>> loaded,
+namespace {
+// Sets up tracing/profiling from options and environment before anything is timed.
+void init_diagnostics(Session::Impl& impl) {
+  std::string path = impl.options.trace_path;
+  if (path.empty()) {
+    if (const char* env = std::getenv("NXRT_TRACE")) path = env;
+  }
+  if (!path.empty()) impl.tracer = std::make_unique<session::Tracer>(path);
+  const char* prof = std::getenv("NXRT_PROFILE_OPS");
+  if (impl.options.profile_ops || (prof && *prof && std::string(prof) != "0")) {
+    impl.profile = std::make_unique<session::OpProfile>();
+  }
+  impl.hooks.tracer = impl.tracer.get();
+  impl.hooks.profile = impl.profile.get();
+}
+}  // namespace
+
+static Result<std::unique_ptr<Session>> make_session(const std::function<Result<std::unique_ptr<ir::Model>>()>& load,
                                                      const SessionOptions& opts) {
-  if (!loaded.ok()) return loaded.status();
   auto impl = std::make_unique<Session::Impl>();
   impl->options = opts;
+  init_diagnostics(*impl);
+  double t0 = session::monotonic_us();
+  auto loaded = load();
+  if (impl->tracer) impl->tracer->span("load", "session", t0, session::monotonic_us() - t0, "");
+  if (!loaded.ok()) return loaded.status();
   impl->model = std::move(loaded).value();
   const ir::Graph& g = impl->model->graph;
   for (const auto& in : g.inputs) {
@@ -39,17 +72,19 @@ static Result<std::unique_ptr<Session>> make_session(Result<std::unique_ptr<ir::
   }
   for (const auto& out : g.outputs) impl->outputs.push_back(session::to_value_meta(out.name, out.type));
   session::PlanEnv env{impl->model.get(), &ep::KernelRegistry::cpu()};
+  t0 = session::monotonic_us();
   NXRT_ASSIGN_OR_RETURN(impl->plan, session::GraphPlan::build(g, env, {}));
+  if (impl->tracer) impl->tracer->span("plan", "session", t0, session::monotonic_us() - t0, "");
   impl->pool = std::make_unique<ep::ThreadPool>(opts.threads);
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
 Result<std::unique_ptr<Session>> Session::create(const std::string& model_path, const SessionOptions& opts) {
-  return make_session(onnx::load_model_file(model_path), opts);
+  return make_session([&] { return onnx::load_model_file(model_path); }, opts);
 }
 
 Result<std::unique_ptr<Session>> Session::create_from_bytes(const void* data, size_t size, const SessionOptions& opts) {
-  return make_session(onnx::load_model_bytes(data, size, nullptr, ""), opts);
+  return make_session([&] { return onnx::load_model_bytes(data, size, nullptr, ""); }, opts);
 }
 
 const std::vector<ValueMeta>& Session::inputs() const { return impl_->inputs; }
@@ -83,8 +118,16 @@ Result<std::vector<Value>> Session::run(const std::vector<std::pair<std::string,
       return invalid_argument("input '" + m.name + "' (" + m.describe() + ") is required but was not fed");
     }
   }
+  frame.hooks = &impl_->hooks;
+  double t0 = session::monotonic_us();
   NXRT_RETURN_IF_ERROR(plan.prepare_frame(frame));
-  NXRT_RETURN_IF_ERROR(plan.execute(frame, *impl_->pool));
+  Status st = plan.execute(frame, *impl_->pool);
+  if (impl_->tracer) {
+    impl_->tracer->span(impl_->runs == 0 ? "first run" : "run", "session", t0, session::monotonic_us() - t0,
+                        "\"run\":" + std::to_string(impl_->runs));
+  }
+  ++impl_->runs;
+  NXRT_RETURN_IF_ERROR(st);
   std::vector<Value> outs;
   for (const auto& name : output_names) {
     int s = plan.slot(name);
