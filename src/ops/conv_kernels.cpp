@@ -355,12 +355,13 @@ class ConvTransposeKernel final : public ep::Kernel {
       const bool same = attrs_.auto_pad == AutoPad::kSameUpper || attrs_.auto_pad == AutoPad::kSameLower;
       if (!output_shape_.empty() || same) {
         out = !output_shape_.empty() ? output_shape_[output_shape_.size() - n + i] : in * s;
-        const int64_t total = full - out;
+        const int64_t total = full - out;  // negative: the output extends past the full result (zeros/bias)
+        const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);  // floor division
         if (attrs_.auto_pad == AutoPad::kSameUpper) {
-          pb = total / 2;
+          pb = half;
           pe = total - pb;
         } else {
-          pe = total / 2;
+          pe = half;
           pb = total - pe;
         }
       } else if (attrs_.auto_pad == AutoPad::kValid) {

@@ -376,6 +376,9 @@ class MaxUnpoolKernel final : public ep::Kernel {
       const int64_t pb = pads_.empty() ? 0 : pads_[i], pe = pads_.empty() ? 0 : pads_[i + n];
       oshape.push_back((X.dim(2 + i) - 1) * s + kernel_[i] - pb - pe);
     }
+    // Indices address the default (inferred) output; an explicit output_shape keeps each element's
+    // coordinates and lays them out in the bigger tensor.
+    Dims inferred = oshape;
     if (ctx.has_input(2)) {
       NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> os, read_int_values(ctx.input(2)));
       if (os.size() != oshape.size()) {
@@ -383,8 +386,12 @@ class MaxUnpoolKernel final : public ep::Kernel {
       }
       oshape = os;
     }
+    for (int64_t d : inferred)
+      if (d < 0) return ctx.error("negative output dim in " + shape_to_string(inferred));
     for (int64_t d : oshape)
       if (d < 0) return ctx.error("negative output dim in " + shape_to_string(oshape));
+    const bool remap = inferred != oshape;
+    const int64_t inferred_total = shape_numel(inferred);
     return dispatch_by_size(
         X.dtype(),
         [&](auto tag) -> Status {
@@ -396,11 +403,28 @@ class MaxUnpoolKernel final : public ep::Kernel {
           const int64_t* ind = I.data<int64_t>();
           const int64_t total = Y->numel();
           for (int64_t i = 0; i < X.numel(); ++i) {
-            if (ind[i] < 0 || ind[i] >= total) {
+            int64_t at = ind[i];
+            if (remap && at >= 0 && at < inferred_total) {
+              int64_t rem = at, stride = 1;
+              at = 0;
+              for (size_t d = inferred.size(); d-- > 0;) {
+                const int64_t coord = rem % inferred[d];
+                rem /= inferred[d];
+                if (coord >= oshape[d]) {
+                  at = -1;
+                  break;
+                }
+                at += coord * stride;
+                stride *= oshape[d];
+              }
+            } else if (remap) {
+              at = -1;
+            }
+            if (at < 0 || at >= total) {
               return ctx.error("index " + std::to_string(ind[i]) + " is out of range for output " +
                                shape_to_string(oshape));
             }
-            y[ind[i]] = x[i];
+            y[at] = x[i];
           }
           return Status::Ok();
         },
