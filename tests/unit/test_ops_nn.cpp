@@ -133,3 +133,161 @@ TEST(OpsNnConv, RejectsMismatchedChannels) {
   auto out = run_kernel(run);
   EXPECT_FALSE(out.ok());
 }
+
+namespace {
+
+Tensor ftensor(Dims shape, std::vector<float> v) { return Tensor::from_vector<float>(DataType::kFloat, shape, v); }
+
+Result<std::vector<Value>> run_op(const std::string& op, int64_t opset, std::vector<ir::Attribute> attrs,
+                                  std::vector<Value> inputs, size_t outs = 1, int threads = 1) {
+  KernelRun run;
+  run.op_type = op;
+  run.opset = opset;
+  run.attributes = std::move(attrs);
+  run.inputs = std::move(inputs);
+  run.num_outputs = outs;
+  run.threads = threads;
+  return run_kernel(run);
+}
+
+}  // namespace
+
+TEST(OpsNnPool, MaxPoolCeilModeDropsWindowStartingInPadding) {
+  // 1x1x2x2, kernel 1, stride 2, ceil_mode: ceil((2-1)/2)+1 = 2 but window 1 starts at 2 >= in -> 1.
+  auto out = run_op("MaxPool", 22, {attr_ints("kernel_shape", {1, 1}), attr_ints("strides", {2, 2}), attr_int("ceil_mode", 1)},
+                    {ftensor({1, 1, 2, 2}, {1, 2, 3, 4})});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_EQ(out.value()[0].tensor().shape(), (Dims{1, 1, 1, 1}));
+  EXPECT_EQ(values(out.value()[0]), (std::vector<float>{1}));
+}
+
+TEST(OpsNnPool, MaxPoolIndicesBothStorageOrders) {
+  // 1x1x2x3 with the max of each 2x2 window (stride 1) at known positions.
+  std::vector<float> x = {1, 9, 2, 8, 3, 7};  // rows [1 9 2] [8 3 7]
+  for (int order = 0; order < 2; ++order) {
+    auto out = run_op("MaxPool", 12, {attr_ints("kernel_shape", {2, 2}), attr_int("storage_order", order)},
+                      {ftensor({1, 1, 2, 3}, x)}, 2);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_EQ(values(out.value()[0]), (std::vector<float>{9, 9}));
+    const Tensor& ind = out.value()[1].tensor();
+    ASSERT_EQ(ind.dtype(), DataType::kInt64);
+    // max 9 at (h=0, w=1): row-major 1, column-major 0 + 1*2 = 2
+    EXPECT_EQ(ind.data<int64_t>()[0], order == 0 ? 1 : 2);
+    EXPECT_EQ(ind.data<int64_t>()[1], order == 0 ? 1 : 2);
+  }
+}
+
+TEST(OpsNnPool, AveragePoolPadsAndCountIncludePad) {
+  // 1x1x3x3 of ones, kernel 3, pads 1: corner window sees 4 real values of 9 positions.
+  std::vector<float> ones(9, 1.f);
+  auto excl = run_op("AveragePool", 19, {attr_ints("kernel_shape", {3, 3}), attr_ints("pads", {1, 1, 1, 1})},
+                     {ftensor({1, 1, 3, 3}, ones)});
+  ASSERT_TRUE(excl.ok()) << excl.status().to_string();
+  for (float v : values(excl.value()[0])) EXPECT_FLOAT_EQ(v, 1.f);
+  auto incl = run_op("AveragePool", 19,
+                     {attr_ints("kernel_shape", {3, 3}), attr_ints("pads", {1, 1, 1, 1}), attr_int("count_include_pad", 1)},
+                     {ftensor({1, 1, 3, 3}, ones)});
+  ASSERT_TRUE(incl.ok());
+  auto v = values(incl.value()[0]);
+  EXPECT_FLOAT_EQ(v[0], 4.f / 9.f);
+  EXPECT_FLOAT_EQ(v[1], 6.f / 9.f);
+  EXPECT_FLOAT_EQ(v[4], 1.f);
+}
+
+TEST(OpsNnPool, AveragePoolCeilModeWindowPastPadding) {
+  // in 4, kernel 3, stride 2, pads 0, ceil: out = ceil(1/2)+1 = 2; window 1 covers [2,5): 2 real values.
+  auto incl = run_op("AveragePool", 19,
+                     {attr_ints("kernel_shape", {3}), attr_ints("strides", {2}), attr_int("ceil_mode", 1),
+                      attr_int("count_include_pad", 1)},
+                     {ftensor({1, 1, 4}, {1, 2, 3, 4})});
+  ASSERT_TRUE(incl.ok()) << incl.status().to_string();
+  // count_include_pad counts positions inside the padded input only (here no pads): (3+4)/2
+  EXPECT_EQ(values(incl.value()[0]), (std::vector<float>{2.f, 3.5f}));
+}
+
+TEST(OpsNnPool, GlobalPoolsAndLpPool) {
+  auto avg = run_op("GlobalAveragePool", 1, {}, {ftensor({1, 2, 2}, {1, 3, -2, 4})});
+  ASSERT_TRUE(avg.ok());
+  EXPECT_EQ(avg.value()[0].tensor().shape(), (Dims{1, 2, 1}));
+  EXPECT_EQ(values(avg.value()[0]), (std::vector<float>{2, 1}));
+  auto mx = run_op("GlobalMaxPool", 1, {}, {ftensor({1, 2, 2}, {1, 3, -2, -4})});
+  ASSERT_TRUE(mx.ok());
+  EXPECT_EQ(values(mx.value()[0]), (std::vector<float>{3, -2}));
+  auto lp = run_op("LpPool", 18, {attr_ints("kernel_shape", {2}), attr_int("p", 2)}, {ftensor({1, 1, 3}, {3, 4, 0})});
+  ASSERT_TRUE(lp.ok());
+  EXPECT_EQ(values(lp.value()[0]), (std::vector<float>{5, 4}));
+}
+
+TEST(OpsNnPool, MaxPoolInt8AndErrors) {
+  KernelRun run;
+  run.op_type = "MaxPool";
+  run.opset = 12;
+  run.attributes = {attr_ints("kernel_shape", {2})};
+  run.inputs = {Tensor::from_vector<int8_t>(DataType::kInt8, {1, 1, 3}, {-5, -7, 3})};
+  auto out = run_kernel(run);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  const Tensor& y = out.value()[0].tensor();
+  EXPECT_EQ(y.data<int8_t>()[0], -5);
+  EXPECT_EQ(y.data<int8_t>()[1], 3);
+  // kernel larger than the input: an error, not a crash
+  run.attributes = {attr_ints("kernel_shape", {5})};
+  EXPECT_FALSE(run_kernel(run).ok());
+}
+
+TEST(OpsNnConvTranspose, MatchesScatterDefinition) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> pick(0, 1000);
+  for (int iter = 0; iter < 20; ++iter) {
+    const int64_t group = 1 + iter % 2, Cg = 1 + pick(rng) % 3, Mg = 1 + pick(rng) % 3;
+    const int64_t C = Cg * group, M = Mg * group, H = 2 + pick(rng) % 4, W = 2 + pick(rng) % 4;
+    const int64_t kh = 1 + pick(rng) % 3, kw = 1 + pick(rng) % 3, sh = 1 + pick(rng) % 3, sw = 1 + pick(rng) % 2;
+    const int64_t dh = 1 + pick(rng) % 2, dw = 1;
+    const int64_t pt = pick(rng) % 2, pl = pick(rng) % 2, pb = pick(rng) % 2, pr = 0;
+    auto x = random_vec(rng, C * H * W), w = random_vec(rng, C * Mg * kh * kw), b = random_vec(rng, M);
+    const int64_t OH = sh * (H - 1) + (kh - 1) * dh + 1 - pt - pb, OW = sw * (W - 1) + (kw - 1) * dw + 1 - pl - pr;
+    std::vector<float> ref(M * OH * OW);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t i = 0; i < OH * OW; ++i) ref[m * OH * OW + i] = b[m];
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t gi = c / Cg;
+      for (int64_t ih = 0; ih < H; ++ih)
+        for (int64_t iw = 0; iw < W; ++iw)
+          for (int64_t mm = 0; mm < Mg; ++mm)
+            for (int64_t a = 0; a < kh; ++a)
+              for (int64_t e = 0; e < kw; ++e) {
+                const int64_t oh = ih * sh - pt + a * dh, ow = iw * sw - pl + e * dw;
+                if (oh < 0 || oh >= OH || ow < 0 || ow >= OW) continue;
+                ref[((gi * Mg + mm) * OH + oh) * OW + ow] +=
+                    x[(c * H + ih) * W + iw] * w[((c * Mg + mm) * kh + a) * kw + e];
+              }
+    }
+    auto out = run_op("ConvTranspose", 11,
+                      {attr_ints("strides", {sh, sw}), attr_ints("dilations", {dh, dw}),
+                       attr_ints("pads", {pt, pl, pb, pr}), attr_int("group", group)},
+                      {ftensor({1, C, H, W}, x), ftensor({C, Mg, kh, kw}, w), ftensor({M}, b)}, 1, 2);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_EQ(out.value()[0].tensor().shape(), (Dims{1, M, OH, OW}));
+    expect_close(values(out.value()[0]), ref, 1e-4f, "convtranspose iter " + std::to_string(iter));
+  }
+}
+
+TEST(OpsNnConv, Float16MatchesFloat) {
+  std::mt19937 rng(11);
+  auto x = random_vec(rng, 2 * 3 * 5 * 5), w = random_vec(rng, 4 * 3 * 3 * 3);
+  std::vector<Float16> xh, wh;
+  for (float v : x) xh.push_back(Float16(v));
+  for (float v : w) wh.push_back(Float16(v));
+  std::vector<float> xr, wr;  // the float values the halves hold
+  for (auto h : xh) xr.push_back(float(h));
+  for (auto h : wh) wr.push_back(float(h));
+  std::vector<ir::Attribute> attrs = {attr_ints("pads", {1, 1, 1, 1})};
+  auto f = run_op("Conv", 22, attrs, {ftensor({2, 3, 5, 5}, xr), ftensor({4, 3, 3, 3}, wr)});
+  auto h = run_op("Conv", 22, attrs,
+                  {Tensor::from_vector<Float16>(DataType::kFloat16, {2, 3, 5, 5}, xh),
+                   Tensor::from_vector<Float16>(DataType::kFloat16, {4, 3, 3, 3}, wh)});
+  ASSERT_TRUE(f.ok() && h.ok());
+  const Tensor& yh = h.value()[0].tensor();
+  ASSERT_EQ(yh.dtype(), DataType::kFloat16);
+  auto yf = values(f.value()[0]);
+  for (int64_t i = 0; i < yh.numel(); ++i) EXPECT_NEAR(float(yh.data<Float16>()[i]), yf[i], 2e-3f * (1 + std::fabs(yf[i])));
+}
