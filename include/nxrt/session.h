@@ -1,0 +1,89 @@
+// The public entry point: load a model, inspect its inputs and outputs, run it.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nxrt/status.h"
+#include "nxrt/tensor.h"
+
+namespace nxrt {
+
+enum class OptLevel { kDisabled = 0, kBasic = 1, kAll = 2 };
+
+struct SessionOptions {
+  int threads = 1;               // intra-op threads; 1 = no worker threads
+  OptLevel opt_level = OptLevel::kAll;
+  int log_level = -1;            // -1: from NXRT_LOG (0 error .. 3 debug)
+  // Chrome-trace / Perfetto JSON of session phases and every executed node, written when the session
+  // is destroyed. Empty: taken from the NXRT_TRACE environment variable (unset = off).
+  std::string trace_path;
+  // Print total time per op type to stderr when the session is destroyed (also NXRT_PROFILE_OPS=1).
+  bool profile_ops = false;
+};
+
+// Declared type of a graph input or output.
+struct ValueMeta {
+  enum class Kind { kUnknown, kTensor, kSparseTensor, kSequence, kOptional, kMap };
+  std::string name;
+  Kind kind = Kind::kUnknown;
+  DataType dtype = DataType::kUndefined;  // tensor element type (map: key type)
+  bool has_shape = false;
+  std::vector<int64_t> shape;             // -1 for a symbolic or unknown dim
+  std::vector<std::string> dim_names;     // symbol per dim ("" when fixed or unnamed)
+  std::shared_ptr<ValueMeta> inner;       // sequence/optional element, map value
+  bool has_default = false;               // an initializer provides a default: feeding is optional
+  std::string describe() const;
+};
+
+struct ModelSummary {
+  int64_t ir_version = 0;
+  std::string producer;
+  std::vector<std::pair<std::string, int64_t>> opsets;  // domain ("" = ai.onnx), version
+  std::vector<ValueMeta> inputs;
+  std::vector<ValueMeta> outputs;
+  std::map<std::string, int> op_histogram;              // "Conv" or "com.microsoft::Foo" -> count
+  size_t num_nodes = 0;
+  size_t num_initializers = 0;
+  int64_t initializer_bytes = 0;
+};
+
+class Session {
+ public:
+  static Result<std::unique_ptr<Session>> create(const std::string& model_path, const SessionOptions& opts = {});
+  static Result<std::unique_ptr<Session>> create_from_bytes(const void* data, size_t size,
+                                                            const SessionOptions& opts = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // All graph inputs (those with has_default may be omitted) and outputs, in graph order.
+  const std::vector<ValueMeta>& inputs() const;
+  const std::vector<ValueMeta>& outputs() const;
+
+  // Runs the graph. feeds by input name; returns every graph output in graph order.
+  Result<std::vector<Value>> run(const std::vector<std::pair<std::string, Value>>& feeds);
+  // Runs and returns only the named outputs, in that order.
+  Result<std::vector<Value>> run(const std::vector<std::pair<std::string, Value>>& feeds,
+                                 const std::vector<std::string>& output_names);
+
+  struct Impl;
+  // Internal: sessions are made by create().
+  explicit Session(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Reads a model's metadata without building kernels.
+Result<ModelSummary> inspect_model(const std::string& model_path);
+
+// Test-data files (.pb): TensorProto, SequenceProto, OptionalProto or MapProto, chosen by `expected`
+// (nullptr: TensorProto). `name` receives the proto's name.
+Result<Value> read_value_file(const std::string& path, const ValueMeta* expected, std::string* name = nullptr);
+Status write_value_file(const std::string& path, const Value& value, const std::string& name);
+
+}  // namespace nxrt

@@ -1,0 +1,415 @@
+#include "session/executor.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_set>
+
+namespace nxrt::session {
+
+namespace {
+
+std::string describe_inputs(const std::vector<const Value*>& inputs) {
+  std::string s = "[";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i) s += ", ";
+    s += inputs[i] ? inputs[i]->describe() : "<none>";
+  }
+  return s + "]";
+}
+
+std::string node_prefix(const ir::Node& node, size_t index, int64_t opset) {
+  std::string d = node.domain.empty() ? "ai.onnx" : node.domain;
+  return "node '" + node.name + "' (#" + std::to_string(index) + ", " + d + "::" + node.op_type + ", opset " +
+         std::to_string(opset) + ")";
+}
+
+// The KernelContext the executor hands to kernels.
+class ExecContext final : public ep::KernelContext {
+ public:
+  ExecContext(const PlanStep& step, Frame& frame, ep::ThreadPool& pool) : step_(step), frame_(frame), pool_(pool) {
+    inputs_.resize(step.inputs.size(), nullptr);
+    for (size_t i = 0; i < step.inputs.size(); ++i) {
+      int s = step.inputs[i];
+      if (s < 0) continue;
+      const Value& v = frame.slots[static_cast<size_t>(s)];
+      if (v.is_none()) continue;
+      if (v.is_tensor() && !v.tensor().is_contiguous() && !step.kernel->accepts_strided_input(i)) {
+        gathered_.push_back(std::make_unique<Value>(v.tensor().contiguous()));
+        inputs_[i] = gathered_.back().get();
+      } else {
+        inputs_[i] = &v;
+      }
+    }
+  }
+
+  const ep::KernelInfo& info() const override { return *step_.info; }
+  size_t num_inputs() const override { return inputs_.size(); }
+  size_t num_outputs() const override { return step_.outputs.size(); }
+  const Value* input_value(size_t i) const override { return i < inputs_.size() ? inputs_[i] : nullptr; }
+  bool output_requested(size_t i) const override { return i < step_.outputs.size() && step_.outputs[i] >= 0; }
+
+  Result<Tensor*> allocate_output(size_t i, DataType dtype, const Dims& shape) override {
+    if (i >= step_.outputs.size()) return error("kernel wrote output " + std::to_string(i) + " but the node has " +
+                                                std::to_string(step_.outputs.size()));
+    for (int64_t d : shape) {
+      if (d < 0) return error("output " + std::to_string(i) + " has a negative dimension " + shape_to_string(shape));
+    }
+    Value* slot = out_slot(i);
+    if (!slot) {  // output not used by the graph: still give the kernel somewhere to write
+      scratch_.push_back(std::make_unique<Value>(Tensor(dtype, shape)));
+      return &scratch_.back()->tensor();
+    }
+    *slot = Value(Tensor(dtype, shape));
+    return &slot->tensor();
+  }
+
+  Status set_output(size_t i, Value v) override {
+    if (i >= step_.outputs.size()) return error("kernel set output " + std::to_string(i) + " but the node has " +
+                                                std::to_string(step_.outputs.size()));
+    if (Value* slot = out_slot(i)) *slot = std::move(v);
+    return Status::Ok();
+  }
+
+  ep::ThreadPool& pool() override { return pool_; }
+
+  Status error(const std::string& msg, StatusCode code) const override {
+    return Status(code, node_prefix(*step_.node, step_.node_index, step_.info->opset()) + " inputs " +
+                            describe_inputs(inputs_) + ": " + msg);
+  }
+  Status error(const std::string& msg) const { return error(msg, StatusCode::kRuntimeError); }
+
+  Frame& frame() { return frame_; }
+  const std::vector<const Value*>& inputs() const { return inputs_; }
+
+ private:
+  Value* out_slot(size_t i) {
+    int s = step_.outputs[i];
+    return s < 0 ? nullptr : &frame_.slots[static_cast<size_t>(s)];
+  }
+
+  const PlanStep& step_;
+  Frame& frame_;
+  ep::ThreadPool& pool_;
+  std::vector<const Value*> inputs_;
+  std::vector<std::unique_ptr<Value>> gathered_;
+  std::vector<std::unique_ptr<Value>> scratch_;
+};
+
+// Runs a subgraph with its own plan; outer-scope names resolve through the calling node's frame.
+class PlannedSubgraph final : public ep::SubgraphRunner {
+ public:
+  explicit PlannedSubgraph(std::unique_ptr<GraphPlan> plan) : plan_(std::move(plan)) {}
+  const ir::Graph& graph() const override { return plan_->graph(); }
+  size_t num_inputs() const override { return plan_->input_slots().size(); }
+  size_t num_outputs() const override { return plan_->output_slots().size(); }
+
+  Result<std::vector<Value>> run(ep::KernelContext& ctx, std::vector<Value> inputs) override {
+    auto* exec = dynamic_cast<ExecContext*>(&ctx);
+    if (!exec) return runtime_error("subgraph run outside the executor");
+    if (inputs.size() != plan_->input_slots().size()) {
+      return ctx.error("subgraph '" + plan_->graph().name + "' takes " + std::to_string(plan_->input_slots().size()) +
+                       " inputs, given " + std::to_string(inputs.size()));
+    }
+    // Reuse one frame across calls (a Loop body runs many times); nested use gets a fresh one.
+    Frame local;
+    Frame& frame = busy_ ? local : cached_;
+    busy_ = true;
+    frame.plan = plan_.get();
+    frame.parent = &exec->frame();
+    frame.hooks = exec->frame().hooks;
+    frame.slots.assign(plan_->num_slots(), Value());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      frame.slots[static_cast<size_t>(plan_->input_slots()[i])] = std::move(inputs[i]);
+    }
+    Status s = plan_->prepare_frame(frame);
+    if (s.ok()) s = plan_->execute(frame, ctx.pool());
+    std::vector<Value> outs;
+    if (s.ok()) {
+      outs.reserve(plan_->output_slots().size());
+      for (int slot : plan_->output_slots()) outs.push_back(frame.slots[static_cast<size_t>(slot)]);
+    }
+    for (auto& v : frame.slots) v = Value();
+    if (&frame == &cached_) busy_ = false;
+    if (!s.ok()) return s.with_context("in subgraph '" + plan_->graph().name + "': ");
+    return outs;
+  }
+
+ private:
+  std::unique_ptr<GraphPlan> plan_;
+  Frame cached_;
+  bool busy_ = false;
+};
+
+void collect_graph_attrs(const ir::Node& node, std::vector<std::pair<std::string, const ir::Graph*>>* out) {
+  for (const auto& a : node.attributes) {
+    if (a.g) out->push_back({a.name, a.g.get()});
+    for (const auto& g : a.graphs) {
+      if (g) out->push_back({a.name, g.get()});
+    }
+  }
+}
+
+void record_step(const RunHooks& hooks, const PlanStep& step, const std::vector<const Value*>& inputs, double t0,
+                 double dur) {
+  const ir::Node& n = *step.node;
+  if (hooks.profile) hooks.profile->add(n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type, dur);
+  if (hooks.tracer) {
+    std::string args = "\"node_index\":" + std::to_string(step.node_index) + ",\"node\":\"" + json_escape(n.name) +
+                       "\",\"domain\":\"" + json_escape(n.domain.empty() ? "ai.onnx" : n.domain) +
+                       "\",\"opset\":" + std::to_string(step.info->opset()) + ",\"inputs\":\"" +
+                       json_escape(describe_inputs(inputs)) + "\"";
+    hooks.tracer->span(n.op_type, "node", t0, dur, args);
+  }
+}
+
+}  // namespace
+
+const Value* Frame::lookup(const std::string& name) const {
+  for (const Frame* f = this; f; f = f->parent) {
+    int s = f->plan ? f->plan->slot(name) : -1;
+    if (s >= 0) {
+      const Value& v = f->slots[static_cast<size_t>(s)];
+      if (!v.is_none()) return &v;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<std::string> free_names(const ir::Graph& graph) {
+  std::unordered_set<std::string> defined;
+  for (const auto& i : graph.inputs) defined.insert(i.name);
+  for (const auto& [n, t] : graph.initializers) defined.insert(n);
+  for (const auto& node : graph.nodes) {
+    for (const auto& o : node.outputs) {
+      if (!o.empty()) defined.insert(o);
+    }
+  }
+  std::set<std::string> free;
+  for (const auto& node : graph.nodes) {
+    for (const auto& i : node.inputs) {
+      if (!i.empty() && !defined.count(i)) free.insert(i);
+    }
+    std::vector<std::pair<std::string, const ir::Graph*>> subs;
+    collect_graph_attrs(node, &subs);
+    for (const auto& [an, g] : subs) {
+      for (const auto& n : free_names(*g)) {
+        if (!defined.count(n)) free.insert(n);
+      }
+    }
+  }
+  for (const auto& o : graph.outputs) {
+    if (!defined.count(o.name)) free.insert(o.name);
+  }
+  return {free.begin(), free.end()};
+}
+
+Result<std::unique_ptr<GraphPlan>> GraphPlan::build(const ir::Graph& graph, const PlanEnv& env,
+                                                    const std::vector<std::string>& outer_names) {
+  auto plan = std::unique_ptr<GraphPlan>(new GraphPlan());
+  plan->graph_ = &graph;
+  auto add_slot = [&](const std::string& name) {
+    auto [it, inserted] = plan->slot_of_.emplace(name, static_cast<int>(plan->slot_names_.size()));
+    if (inserted) plan->slot_names_.push_back(name);
+    return it->second;
+  };
+
+  // Slots: inputs, initializers, node outputs.
+  for (const auto& in : graph.inputs) plan->input_slots_.push_back(add_slot(in.name));
+  std::unordered_set<std::string> overridable;
+  for (const auto& in : graph.inputs) overridable.insert(in.name);
+  for (const auto& [name, t] : graph.initializers) {
+    int s = add_slot(name);
+    plan->constants_.push_back({s, &t});
+  }
+  std::unordered_map<std::string, size_t> producer;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    for (const auto& o : graph.nodes[i].outputs) {
+      if (o.empty()) continue;
+      if (producer.count(o) || (graph.find_input(o) && !graph.initializers.count(o))) {
+        return invalid_model("graph '" + graph.name + "': value '" + o + "' is produced twice (" +
+                             graph.nodes[i].label() + ")");
+      }
+      producer[o] = i;
+      add_slot(o);
+    }
+  }
+  std::unordered_set<std::string> outer(outer_names.begin(), outer_names.end());
+  auto resolve = [&](const std::string& name, const ir::Node* user) -> Result<int> {
+    auto it = plan->slot_of_.find(name);
+    if (it != plan->slot_of_.end()) return it->second;
+    if (outer.count(name)) {
+      int s = add_slot(name);
+      plan->outer_refs_.push_back({s, name});
+      return s;
+    }
+    return invalid_model("graph '" + graph.name + "': " + (user ? user->label() + " reads '" : "output '") + name +
+                         "', which no node produces and is neither a graph input nor an initializer");
+  };
+
+  // Dependencies per node: explicit inputs plus names its subgraphs capture.
+  const size_t n = graph.nodes.size();
+  std::vector<std::vector<int>> reads(n);
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Node& node = graph.nodes[i];
+    for (const auto& in : node.inputs) {
+      if (in.empty()) continue;
+      NXRT_ASSIGN_OR_RETURN(int s, resolve(in, &node));
+      reads[i].push_back(s);
+    }
+    std::vector<std::pair<std::string, const ir::Graph*>> subs;
+    collect_graph_attrs(node, &subs);
+    for (const auto& [an, g] : subs) {
+      for (const auto& name : free_names(*g)) {
+        NXRT_ASSIGN_OR_RETURN(int s, resolve(name, &node));
+        reads[i].push_back(s);
+      }
+    }
+  }
+  for (const auto& o : graph.outputs) {
+    NXRT_ASSIGN_OR_RETURN(int s, resolve(o.name, nullptr));
+    plan->output_slots_.push_back(s);
+  }
+
+  // Topological order (Kahn), stable with respect to the file's order.
+  std::vector<int> indeg(n, 0);
+  std::vector<std::vector<size_t>> users(n);
+  for (size_t i = 0; i < n; ++i) {
+    std::unordered_set<size_t> deps;
+    for (int s : reads[i]) {
+      auto it = producer.find(plan->slot_names_[static_cast<size_t>(s)]);
+      if (it != producer.end() && deps.insert(it->second).second) {
+        users[it->second].push_back(i);
+        ++indeg[i];
+      }
+    }
+  }
+  std::vector<size_t> order;
+  std::set<size_t> ready;
+  for (size_t i = 0; i < n; ++i) {
+    if (indeg[i] == 0) ready.insert(i);
+  }
+  while (!ready.empty()) {
+    size_t i = *ready.begin();
+    ready.erase(ready.begin());
+    order.push_back(i);
+    for (size_t u : users[i]) {
+      if (--indeg[u] == 0) ready.insert(u);
+    }
+  }
+  if (order.size() != n) {
+    for (size_t i = 0; i < n; ++i) {
+      if (indeg[i] > 0) return invalid_model("graph '" + graph.name + "' has a cycle through " + graph.nodes[i].label());
+    }
+  }
+
+  // Kernels.
+  std::vector<std::string> inner_outer(outer_names);
+  for (const auto& name : plan->slot_names_) inner_outer.push_back(name);
+  for (size_t idx : order) {
+    const ir::Node& node = graph.nodes[idx];
+    PlanStep step;
+    step.node = &node;
+    step.node_index = idx;
+    int64_t opset = env.model->opset_for(node.domain);
+    std::string dom = node.domain.empty() ? "ai.onnx" : node.domain;
+    if (opset == 0) {
+      // ai.onnx.ml and other domains are sometimes used without an import; the default domain never.
+      if (node.domain.empty()) {
+        return invalid_model(node_prefix(node, idx, 0) + ": the model does not import the ai.onnx opset");
+      }
+      opset = 1;
+    }
+    const ep::KernelDef* def = env.registry->find(node.domain, node.op_type, opset);
+    if (!def) {
+      std::string why = env.registry->knows(node.domain, node.op_type)
+                            ? "the CPU provider implements " + dom + "::" + node.op_type + " but not at opset " +
+                                  std::to_string(opset)
+                            : "the CPU provider has no kernel for " + dom + "::" + node.op_type;
+      return not_implemented(node_prefix(node, idx, opset) + ": unsupported op: " + why);
+    }
+    step.info = std::make_unique<ep::KernelInfo>(node, opset);
+    step.info->const_inputs_.assign(node.inputs.size(), nullptr);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const std::string& in = node.inputs[i];
+      if (in.empty()) continue;
+      auto it = graph.initializers.find(in);
+      if (it != graph.initializers.end() && !overridable.count(in)) step.info->const_inputs_[i] = &it->second;
+    }
+    std::vector<std::pair<std::string, const ir::Graph*>> subs;
+    collect_graph_attrs(node, &subs);
+    for (const auto& [an, g] : subs) {
+      NXRT_ASSIGN_OR_RETURN(auto sub, GraphPlan::build(*g, env, inner_outer));
+      step.subgraphs.push_back(std::make_unique<PlannedSubgraph>(std::move(sub)));
+      step.info->subgraphs_[an] = step.subgraphs.back().get();
+    }
+    auto kernel = def->factory(*step.info);
+    if (!kernel.ok()) {
+      const Status& s = kernel.status();
+      if (s.message().rfind("node '", 0) == 0) return s;
+      return s.with_context(node_prefix(node, idx, opset) + ": ");
+    }
+    step.kernel = std::move(kernel).value();
+    for (const auto& in : node.inputs) step.inputs.push_back(in.empty() ? -1 : plan->slot(in));
+    for (const auto& o : node.outputs) step.outputs.push_back(o.empty() ? -1 : plan->slot(o));
+    plan->steps_.push_back(std::move(step));
+  }
+
+  // Last uses: a slot dies after the last step that reads it, unless it is a graph output.
+  std::vector<int> last_use(plan->slot_names_.size(), -1);
+  std::vector<bool> keep(plan->slot_names_.size(), false);
+  for (int s : plan->output_slots_) keep[static_cast<size_t>(s)] = true;
+  for (size_t k = 0; k < order.size(); ++k) {
+    for (int s : reads[order[k]]) last_use[static_cast<size_t>(s)] = static_cast<int>(k);
+  }
+  for (size_t s = 0; s < last_use.size(); ++s) {
+    if (keep[s] || last_use[s] < 0) continue;
+    plan->steps_[static_cast<size_t>(last_use[s])].release_after.push_back(static_cast<int>(s));
+  }
+  // Outputs nobody reads die right after the step that makes them.
+  for (size_t k = 0; k < plan->steps_.size(); ++k) {
+    for (int s : plan->steps_[k].outputs) {
+      if (s >= 0 && !keep[static_cast<size_t>(s)] && last_use[static_cast<size_t>(s)] < 0) {
+        plan->steps_[k].release_after.push_back(s);
+      }
+    }
+  }
+  return plan;
+}
+
+Status GraphPlan::prepare_frame(Frame& frame) const {
+  for (const auto& [slot, t] : constants_) {
+    Value& v = frame.slots[static_cast<size_t>(slot)];
+    if (v.is_none()) v = Value(*t);
+  }
+  for (const auto& [slot, name] : outer_refs_) {
+    const Value* v = frame.parent ? frame.parent->lookup(name) : nullptr;
+    if (!v) return runtime_error("outer-scope value '" + name + "' is not available");
+    frame.slots[static_cast<size_t>(slot)] = *v;
+  }
+  return Status::Ok();
+}
+
+Status GraphPlan::execute(Frame& frame, ep::ThreadPool& pool) const {
+  const bool observed = frame.hooks && frame.hooks->active();
+  for (const PlanStep& step : steps_) {
+    ExecContext ctx(step, frame, pool);
+    double t0 = observed ? monotonic_us() : 0;
+    Status s = step.kernel->compute(ctx);
+    if (observed) record_step(*frame.hooks, step, ctx.inputs(), t0, monotonic_us() - t0);
+    if (!s.ok()) {
+      if (s.message().rfind("node '", 0) == 0) return s;
+      return ctx.error(s.message(), s.code());
+    }
+    for (size_t i = 0; i < step.outputs.size(); ++i) {
+      int o = step.outputs[i];
+      if (o >= 0 && frame.slots[static_cast<size_t>(o)].is_none()) {
+        return ctx.error("the kernel did not produce output " + std::to_string(i) + " ('" + step.node->outputs[i] +
+                         "')");
+      }
+    }
+    for (int r : step.release_after) frame.slots[static_cast<size_t>(r)] = Value();
+  }
+  return Status::Ok();
+}
+
+}  // namespace nxrt::session

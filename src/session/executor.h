@@ -1,0 +1,84 @@
+// The planned executor: a GraphPlan is built once per graph (and per subgraph) when the session is
+// created; a Frame holds one run's values; execute() walks the plan.
+//
+// Values live in dense slots. Each step knows its input/output slots and which slots die after it
+// (their last use, counting reads made by subgraphs from outer scope), so buffers are released as
+// soon as nothing needs them.
+#pragma once
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ep/kernel.h"
+#include "ep/thread_pool.h"
+#include "ir/graph.h"
+#include "session/trace.h"
+
+namespace nxrt::session {
+
+class GraphPlan;
+
+struct PlanStep {
+  const ir::Node* node = nullptr;
+  size_t node_index = 0;  // index in the graph's node list (for error messages)
+  std::unique_ptr<ep::KernelInfo> info;
+  std::unique_ptr<ep::Kernel> kernel;
+  std::vector<int> inputs;         // slot per node input; -1 when omitted
+  std::vector<int> outputs;        // slot per node output; -1 when omitted
+  std::vector<int> release_after;  // slots whose last use is this step
+  std::vector<std::unique_ptr<ep::SubgraphRunner>> subgraphs;
+};
+
+// What plan building needs from the session.
+struct PlanEnv {
+  const ir::Model* model = nullptr;
+  const ep::KernelRegistry* registry = nullptr;
+};
+
+// Values visible to a run: this plan's slots, then the enclosing frames' (outer scope).
+struct Frame {
+  const GraphPlan* plan = nullptr;
+  std::vector<Value> slots;
+  const Frame* parent = nullptr;
+  const RunHooks* hooks = nullptr;  // tracing / profiling; null or inactive when off
+  // The value named `name` here or in an enclosing frame; nullptr when absent or not yet computed.
+  const Value* lookup(const std::string& name) const;
+};
+
+class GraphPlan {
+ public:
+  // `outer_names`: names defined in enclosing graphs (empty for the main graph).
+  static Result<std::unique_ptr<GraphPlan>> build(const ir::Graph& graph, const PlanEnv& env,
+                                                  const std::vector<std::string>& outer_names);
+
+  const ir::Graph& graph() const { return *graph_; }
+  int slot(const std::string& name) const {
+    auto it = slot_of_.find(name);
+    return it == slot_of_.end() ? -1 : it->second;
+  }
+  size_t num_slots() const { return slot_names_.size(); }
+  const std::vector<int>& input_slots() const { return input_slots_; }
+  const std::vector<int>& output_slots() const { return output_slots_; }
+
+  // Fills constants and outer-scope values into a fresh frame (inputs are bound by the caller).
+  Status prepare_frame(Frame& frame) const;
+  // Runs every step.
+  Status execute(Frame& frame, ep::ThreadPool& pool) const;
+
+ private:
+  const ir::Graph* graph_ = nullptr;
+  std::unordered_map<std::string, int> slot_of_;
+  std::vector<std::string> slot_names_;
+  std::vector<int> input_slots_;
+  std::vector<int> output_slots_;
+  std::vector<std::pair<int, const Tensor*>> constants_;   // initializers
+  std::vector<std::pair<int, std::string>> outer_refs_;    // slots filled from enclosing frames
+  std::vector<PlanStep> steps_;
+};
+
+// Names a graph reads that it does not define (inputs, initializers, node outputs), including those
+// read by its nested subgraphs: the outer-scope values it captures.
+std::vector<std::string> free_names(const ir::Graph& graph);
+
+}  // namespace nxrt::session

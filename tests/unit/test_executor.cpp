@@ -1,0 +1,181 @@
+// The planned executor on hand-built graphs with test-only kernels (no reader, no CPU ops needed).
+#include <gtest/gtest.h>
+
+#include "ep/kernel.h"
+#include "ep/thread_pool.h"
+#include "session/executor.h"
+#include <memory>
+
+using namespace nxrt;
+
+namespace {
+
+Status add_f32(ep::KernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  if (a.shape() != b.shape()) return ctx.error("shapes differ");
+  NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DataType::kFloat, a.shape()));
+  for (int64_t i = 0; i < a.numel(); ++i) out->data<float>()[i] = a.data<float>()[i] + b.data<float>()[i];
+  return Status::Ok();
+}
+
+// Runs its "body" subgraph with no inputs and forwards the first output.
+Status call_body(ep::KernelContext& ctx) {
+  ep::SubgraphRunner* body = ctx.info().subgraph("body");
+  if (!body) return ctx.error("no body");
+  NXRT_ASSIGN_OR_RETURN(auto outs, body->run(ctx, {}));
+  return ctx.set_output(0, outs.at(0));
+}
+
+const ep::KernelRegistry& test_registry() {
+  static ep::KernelRegistry* r = [] {
+    auto* reg = new ep::KernelRegistry();
+    reg->add_fn("", "TAdd", 1, 100, &add_f32);
+    reg->add_fn("", "TCall", 1, 100, &call_body);
+    return reg;
+  }();
+  return *r;
+}
+
+ir::Node node(const std::string& name, const std::string& op, std::vector<std::string> in,
+              std::vector<std::string> out) {
+  ir::Node n;
+  n.name = name;
+  n.op_type = op;
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  return n;
+}
+
+ir::ValueInfo vi(const std::string& name) {
+  ir::ValueInfo v;
+  v.name = name;
+  v.type.kind = ir::TypeInfo::Kind::kTensor;
+  v.type.elem_type = DataType::kFloat;
+  return v;
+}
+
+struct Fixture {
+  ir::Model model;
+  session::PlanEnv env;
+  Fixture() {
+    model.opset_imports.push_back({"", 13});
+    env.model = &model;
+    env.registry = &test_registry();
+  }
+};
+
+Tensor vec(std::vector<float> v) { return Tensor::from_vector<float>(DataType::kFloat, {static_cast<int64_t>(v.size())}, v); }
+
+}  // namespace
+
+TEST(Executor, RunsNodesInDependencyOrderAndReleasesDeadValues) {
+  Fixture f;
+  ir::Graph& g = f.model.graph;
+  g.inputs = {vi("x")};
+  g.outputs = {vi("z")};
+  // Listed out of order on purpose: z needs y.
+  g.nodes.push_back(node("second", "TAdd", {"y", "x"}, {"z"}));
+  g.nodes.push_back(node("first", "TAdd", {"x", "x"}, {"y"}));
+  auto plan = session::GraphPlan::build(g, f.env, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  session::Frame frame;
+  frame.plan = plan->get();
+  frame.slots.assign((*plan)->num_slots(), Value());
+  frame.slots[(*plan)->slot("x")] = Value(vec({1, 2}));
+  ASSERT_TRUE((*plan)->prepare_frame(frame).ok());
+  ASSERT_TRUE((*plan)->execute(frame, *std::make_unique<ep::ThreadPool>(1)).ok());
+  const Tensor& z = frame.slots[(*plan)->slot("z")].tensor();
+  EXPECT_EQ(z.data<float>()[0], 3.f);
+  EXPECT_EQ(z.data<float>()[1], 6.f);
+  // y and x had their last use in "second": released.
+  EXPECT_TRUE(frame.slots[(*plan)->slot("y")].is_none());
+  EXPECT_TRUE(frame.slots[(*plan)->slot("x")].is_none());
+}
+
+TEST(Executor, RejectsCycles) {
+  Fixture f;
+  ir::Graph& g = f.model.graph;
+  g.inputs = {vi("x")};
+  g.outputs = {vi("b")};
+  g.nodes.push_back(node("n1", "TAdd", {"x", "b"}, {"a"}));
+  g.nodes.push_back(node("n2", "TAdd", {"a", "x"}, {"b"}));
+  auto plan = session::GraphPlan::build(g, f.env, {});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("cycle"), std::string::npos) << plan.status().message();
+}
+
+TEST(Executor, NamesTheNodeForAMissingInputAndAnUnsupportedOp) {
+  Fixture f;
+  ir::Graph& g = f.model.graph;
+  g.inputs = {vi("x")};
+  g.outputs = {vi("y")};
+  g.nodes.push_back(node("adder", "TAdd", {"x", "nowhere"}, {"y"}));
+  auto plan = session::GraphPlan::build(g, f.env, {});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("adder"), std::string::npos);
+  EXPECT_NE(plan.status().message().find("nowhere"), std::string::npos);
+
+  g.nodes[0] = node("mystery", "Frobnicate", {"x"}, {"y"});
+  g.nodes[0].domain = "com.example";
+  f.model.opset_imports.push_back({"com.example", 3});
+  plan = session::GraphPlan::build(g, f.env, {});
+  ASSERT_FALSE(plan.ok());
+  const std::string& m = plan.status().message();
+  EXPECT_EQ(plan.status().code(), StatusCode::kNotImplemented);
+  EXPECT_NE(m.find("mystery"), std::string::npos) << m;
+  EXPECT_NE(m.find("com.example::Frobnicate"), std::string::npos) << m;
+  EXPECT_NE(m.find("opset 3"), std::string::npos) << m;
+}
+
+TEST(Executor, KernelErrorsCarryNodeAndInputShapes) {
+  Fixture f;
+  ir::Graph& g = f.model.graph;
+  g.inputs = {vi("x"), vi("w")};
+  g.outputs = {vi("y")};
+  g.nodes.push_back(node("bad_add", "TAdd", {"x", "w"}, {"y"}));
+  auto plan = session::GraphPlan::build(g, f.env, {});
+  ASSERT_TRUE(plan.ok());
+  session::Frame frame;
+  frame.plan = plan->get();
+  frame.slots.assign((*plan)->num_slots(), Value());
+  frame.slots[(*plan)->slot("x")] = Value(vec({1, 2}));
+  frame.slots[(*plan)->slot("w")] = Value(vec({1, 2, 3}));
+  ep::ThreadPool pool(1);
+  Status s = (*plan)->execute(frame, pool);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("bad_add"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("float32[2]"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("float32[3]"), std::string::npos) << s.message();
+}
+
+TEST(Executor, SubgraphReadsOuterScopeAndKeepsItAlive) {
+  Fixture f;
+  ir::Graph& g = f.model.graph;
+  g.inputs = {vi("x")};
+  g.outputs = {vi("out")};
+  auto body = std::make_shared<ir::Graph>();
+  body->name = "body";
+  body->outputs = {vi("b_out")};
+  body->nodes.push_back(node("inner", "TAdd", {"y", "x"}, {"b_out"}));  // y and x from outer scope
+  g.nodes.push_back(node("call", "TCall", {}, {"out"}));
+  ir::Attribute a;
+  a.name = "body";
+  a.type = ir::Attribute::Type::kGraph;
+  a.g = body;
+  g.nodes[0].attributes.push_back(a);
+  g.nodes.push_back(node("make_y", "TAdd", {"x", "x"}, {"y"}));  // after the call in file order
+  auto plan = session::GraphPlan::build(g, f.env, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  session::Frame frame;
+  frame.plan = plan->get();
+  frame.slots.assign((*plan)->num_slots(), Value());
+  frame.slots[(*plan)->slot("x")] = Value(vec({1, 2}));
+  ASSERT_TRUE((*plan)->prepare_frame(frame).ok());
+  ep::ThreadPool pool(1);
+  Status s = (*plan)->execute(frame, pool);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  const Tensor& out = frame.slots[(*plan)->slot("out")].tensor();
+  EXPECT_EQ(out.data<float>()[0], 3.f);
+  EXPECT_EQ(out.data<float>()[1], 6.f);
+}
