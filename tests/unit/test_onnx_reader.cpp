@@ -441,6 +441,12 @@ TEST(OnnxReader, SparseInitializerIsDensified) {
     const Tensor& t = (*r)->graph.initializers.at("S");
     EXPECT_EQ(std::vector<float>(t.data<float>(), t.data<float>() + 6), (std::vector<float>{0, 0, 7, 8, 0, 0}));
   }
+  LoadOptions small;
+  small.max_densify_bytes = 16;
+  auto big = load_bytes(make({1, 5}, {2}), small);
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("too large to densify (24 bytes)"), std::string::npos)
+      << big.status().message();
   auto r = load_bytes(make({1, 6}, {2}));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("ModelProto.graph.sparse_initializer[0]: sparse tensor 'S' (float32[2,3]): "
@@ -1037,4 +1043,37 @@ TEST(OnnxReader, LoadsLightModels) {
     ++n;
   }
   EXPECT_GE(n, 9);
+}
+
+TEST(OnnxReader, TruncationsAndBitFlipsOfSeedModelsNeverCrash) {
+  // Deterministic mini-fuzz over the fuzzing seeds (subgraphs, sequences, sub-byte types, functions).
+  const fs::path corpus = fs::path(NXRT_SOURCE_DIR) / "tests" / "fuzz" / "corpus";
+  if (!fs::exists(corpus)) GTEST_SKIP() << corpus << " not found";
+  int files = 0, loads = 0;
+  for (const auto& e : fs::directory_iterator(corpus)) {
+    std::ifstream f(e.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (bytes.size() > 4096) continue;
+    ++files;
+    for (size_t n = 0; n < bytes.size(); ++n) {
+      auto r = load_model_bytes(bytes.data(), n, nullptr);
+      if (!r.ok()) {
+        EXPECT_EQ(r.status().code(), StatusCode::kInvalidModel) << r.status().message();
+      }
+      ++loads;
+    }
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      for (int bit : {0, 3, 7}) {
+        std::string m = bytes;
+        m[i] = static_cast<char>(m[i] ^ (1 << bit));
+        auto r = load_model_bytes(m.data(), m.size(), nullptr);
+        if (!r.ok()) {
+          EXPECT_FALSE(r.status().message().empty());
+        }
+        ++loads;
+      }
+    }
+  }
+  EXPECT_GT(files, 10);
+  std::printf("%d seed files, %d loads\n", files, loads);
 }
