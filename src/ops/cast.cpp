@@ -26,17 +26,24 @@ Status dispatch_native(DataType dt, F&& f, const Status& unsupported) {
   return dispatch_numeric(dt, f, unsupported);
 }
 
-// Float -> integer like x86 truncation: NaN and values outside int64 give INT64_MIN, then the low
-// bits are kept (numpy's astype behaviour on common targets). Never UB.
+// Float -> integer as C casts behave on x86 (what numpy's astype gives there): truncate toward zero;
+// narrow targets (<= 32-bit signed, 8/16-bit unsigned) convert through int32, uint32 and int64
+// through int64, where out-of-range and NaN give the "integer indefinite" minimum, then the low bits
+// are kept. Never UB.
 template <typename D>
 inline D float_to_int(double v) {
   if constexpr (std::is_same_v<D, uint64_t>) {
     if (v >= 9223372036854775808.0 && v < 18446744073709551616.0) return static_cast<uint64_t>(v);
   }
-  if (!(v > -9223372036854775808.0 && v < 9223372036854775808.0)) {
-    return static_cast<D>(static_cast<uint64_t>(std::numeric_limits<int64_t>::min()));
+  if constexpr (sizeof(D) < 4 || std::is_same_v<D, int32_t>) {
+    if (!(v > -2147483649.0 && v < 2147483648.0)) return static_cast<D>(std::numeric_limits<int32_t>::min());
+    return static_cast<D>(static_cast<int32_t>(v));
+  } else {
+    if (!(v > -9223372036854775808.0 && v < 9223372036854775808.0)) {
+      return static_cast<D>(static_cast<uint64_t>(std::numeric_limits<int64_t>::min()));
+    }
+    return static_cast<D>(static_cast<int64_t>(v));
   }
-  return static_cast<D>(static_cast<int64_t>(v));
 }
 
 template <typename S>
@@ -531,6 +538,32 @@ inline double round_half_even(double v) {
   return std::fmod(f, 2.0) == 0.0 ? f : f + 1;
 }
 
+template <typename Q>
+void quantize_fast(const QuantLayout& L, const Tensor& x, const Tensor& scale, const Tensor* zp, Tensor* y) {
+  const float* xp = x.data<float>();
+  const float* sp = scale.data<float>();
+  const Q* zpp = zp ? zp->data<Q>() : nullptr;
+  Q* yp = y->data<Q>();
+  const float lo = static_cast<float>(std::numeric_limits<Q>::min());
+  const float hi = static_cast<float>(std::numeric_limits<Q>::max());
+  for_each_quant(L, x.numel(), [&](int64_t i, int64_t p) {
+    float q = std::nearbyint(xp[i] / sp[p]) + (zpp ? static_cast<float>(zpp[p]) : 0.0f);
+    q = q < lo ? lo : (q > hi ? hi : q);
+    yp[i] = static_cast<Q>(q == q ? q : 0.0f);
+  });
+}
+
+template <typename Q>
+void dequantize_fast(const QuantLayout& L, const Tensor& x, const Tensor& scale, const Tensor* zp, Tensor* y) {
+  const Q* xp = x.data<Q>();
+  const float* sp = scale.data<float>();
+  const Q* zpp = zp ? zp->data<Q>() : nullptr;
+  float* yp = y->data<float>();
+  for_each_quant(L, x.numel(), [&](int64_t i, int64_t p) {
+    yp[i] = (static_cast<float>(xp[i]) - (zpp ? static_cast<float>(zpp[p]) : 0.0f)) * sp[p];
+  });
+}
+
 Status QuantizeLinear(KernelContext& ctx) {
   const KernelInfo& info = ctx.info();
   const Tensor& x = ctx.input(0);
@@ -554,6 +587,14 @@ Status QuantizeLinear(KernelContext& ctx) {
   if (!qint && !is_quant_float(qt)) return ctx.error(std::string("unsupported quantized dtype ") + dtype_name(qt), StatusCode::kNotImplemented);
   QuantLayout L;
   NXRT_RETURN_IF_ERROR(quant_layout(ctx, x, scale, zp, &L));
+  if (x.dtype() == DataType::kFloat && scale.dtype() == DataType::kFloat &&
+      (qt == DataType::kUInt8 || qt == DataType::kInt8)) {
+    // Fast path for the common QDQ case: float32 -> (u)int8, no double buffers.
+    NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, qt, x.shape()));
+    if (qt == DataType::kUInt8) quantize_fast<uint8_t>(L, x, scale, zp, y);
+    else quantize_fast<int8_t>(L, x, scale, zp, y);
+    return Status::Ok();
+  }
   std::vector<double> xv, sv, zv;
   NXRT_RETURN_IF_ERROR(load_as_double(x, &xv));
   NXRT_RETURN_IF_ERROR(load_as_double(scale, &sv));
@@ -612,6 +653,13 @@ Status DequantizeLinear(KernelContext& ctx) {
   }
   QuantLayout L;
   NXRT_RETURN_IF_ERROR(quant_layout(ctx, x, scale, zp, &L));
+  if (out_t == DataType::kFloat && scale.dtype() == DataType::kFloat &&
+      (x.dtype() == DataType::kUInt8 || x.dtype() == DataType::kInt8)) {
+    NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, out_t, x.shape()));
+    if (x.dtype() == DataType::kUInt8) dequantize_fast<uint8_t>(L, x, scale, zp, y);
+    else dequantize_fast<int8_t>(L, x, scale, zp, y);
+    return Status::Ok();
+  }
   std::vector<double> xv, sv, zv;
   NXRT_RETURN_IF_ERROR(load_as_double(x, &xv));
   NXRT_RETURN_IF_ERROR(load_as_double(scale, &sv));

@@ -797,9 +797,10 @@ Status Clip(KernelContext& ctx) {
         using C = compute_t<T>;
         C lo = std::numeric_limits<C>::lowest(), hi = std::numeric_limits<C>::max();
         if (info.opset() < 11) {
+          // Absent attributes leave that side unclamped.
           if constexpr (std::is_floating_point_v<C>) {
-            lo = static_cast<C>(info.attr_float("min", -std::numeric_limits<float>::max()));
-            hi = static_cast<C>(info.attr_float("max", std::numeric_limits<float>::max()));
+            if (info.has_attr("min")) lo = static_cast<C>(info.attr_float("min", 0));
+            if (info.has_attr("max")) hi = static_cast<C>(info.attr_float("max", 0));
           } else {
             if (info.has_attr("min")) lo = sat_int<C>(info.attr_float("min", 0));
             if (info.has_attr("max")) hi = sat_int<C>(info.attr_float("max", 0));
@@ -862,7 +863,7 @@ Status PRelu(KernelContext& ctx) {
   NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), x.shape()));
   Dims xs = x.shape();
   ew::BcastPlan plan = ew::make_plan(xs, {&xs, &ss});
-  return dispatch_signed_numeric(
+  return dispatch_numeric(
       x.dtype(),
       [&](auto tag) -> Status {
         using T = decltype(tag);

@@ -301,3 +301,12 @@ TEST(OpsElementwise, BroadcastMatchesReferenceOnRandomShapes) {
     }
   }
 }
+
+TEST(OpsElementwise, OldClipWithoutAttrsAndUnsignedPRelu) {
+  auto r = run("Clip", {Tensor::from_vector<double>(DataType::kDouble, {2}, {-1e300, 1e300})}, {}, 6);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(values<double>(r.value()[0]), (std::vector<double>{-1e300, 1e300}));
+  r = run("PRelu", {make<uint32_t>(DataType::kUInt32, {2}, {3, 4}), make<uint32_t>(DataType::kUInt32, {}, {2})}, {}, 16);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(values<uint32_t>(r.value()[0]), (std::vector<uint32_t>{3, 4}));
+}
