@@ -160,13 +160,20 @@ TEST(OpsCast, Strings) {
   r = run("Cast", {big}, {attr_int("to", static_cast<int64_t>(DataType::kInt64))}, 13);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.value()[0].tensor().data<int64_t>()[0], 9007199254740993LL);
-  r = run("Cast", {ftensor({4}, {NAN, -INFINITY, 0.5f, 314.25f})}, {attr_int("to", static_cast<int64_t>(DataType::kString))}, 13);
+  r = run("Cast", {ftensor({7}, {NAN, -INFINITY, 0.5f, 314.25f, 100.0f, 1e20f, 1.5e-5f})},
+          {attr_int("to", static_cast<int64_t>(DataType::kString))}, 13);
   ASSERT_TRUE(r.ok());
   const std::string* o = r.value()[0].tensor().string_data();
   EXPECT_EQ(o[0], "NaN");
   EXPECT_EQ(o[1], "-INF");
   EXPECT_EQ(o[2], "0.5");
   EXPECT_EQ(o[3], "314.25");
+  EXPECT_EQ(o[4], "100.0");
+  EXPECT_EQ(o[5], "1e+20");
+  EXPECT_EQ(o[6], "1.5e-05");
+  r = run("Cast", {ftensor({1}, {0.1f})}, {attr_int("to", static_cast<int64_t>(DataType::kString))}, 13);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value()[0].tensor().string_data()[0], "0.1");  // shortest float digits, not the double's
 }
 
 TEST(OpsCast, Opset1StringTo) {
