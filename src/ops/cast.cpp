@@ -436,6 +436,7 @@ Status run_cast(KernelContext& ctx, const Tensor& x, DataType to) {
 }
 
 Status Cast(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 1));
   const KernelInfo& info = ctx.info();
   const ir::Attribute* a = info.node().find_attribute("to");
   if (!a) return ctx.error("missing attribute 'to'", StatusCode::kInvalidModel);
@@ -451,7 +452,10 @@ Status Cast(KernelContext& ctx) {
   return run_cast(ctx, ctx.input(0), to);
 }
 
-Status CastLike(KernelContext& ctx) { return run_cast(ctx, ctx.input(0), ctx.input(1).dtype()); }
+Status CastLike(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 2));
+  return run_cast(ctx, ctx.input(0), ctx.input(1).dtype());
+}
 
 // ---------------------------------------------------------------------------------------------
 // Quantization
@@ -584,6 +588,7 @@ void dequantize_fast(const QuantLayout& L, const Tensor& x, const Tensor& scale,
 }
 
 Status QuantizeLinear(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 2));
   const KernelInfo& info = ctx.info();
   const Tensor& x = ctx.input(0);
   const Tensor& scale = ctx.input(1);
@@ -665,6 +670,7 @@ Status QuantizeLinear(KernelContext& ctx) {
 }
 
 Status DequantizeLinear(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 2));
   const KernelInfo& info = ctx.info();
   const Tensor& x = ctx.input(0);
   const Tensor& scale = ctx.input(1);
@@ -716,6 +722,7 @@ Status DequantizeLinear(KernelContext& ctx) {
 }
 
 Status DynamicQuantizeLinear(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 1));
   const Tensor& x = ctx.input(0);
   if (x.dtype() != DataType::kFloat) return ctx.error(std::string("input must be float32, got ") + dtype_name(x.dtype()), StatusCode::kInvalidArgument);
   const float* in = x.data<float>();

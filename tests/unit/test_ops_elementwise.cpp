@@ -310,3 +310,13 @@ TEST(OpsElementwise, OldClipWithoutAttrsAndUnsignedPRelu) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(values<uint32_t>(r.value()[0]), (std::vector<uint32_t>{3, 4}));
 }
+
+TEST(OpsElementwise, MissingInputIsAnErrorNotACrash) {
+  auto r = run("Add", {ftensor({1}, {1})});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("missing"), std::string::npos);
+  r = run("Where", {Value(), ftensor({1}, {1}), ftensor({1}, {1})});
+  EXPECT_FALSE(r.ok());
+  r = run("Add", {Value::sequence({}), ftensor({1}, {1})});
+  EXPECT_FALSE(r.ok());
+}
