@@ -256,3 +256,21 @@ TEST(OpsLinalgQuant, MatMulIntegerZeroPoints) {
   // A-za = [[0,10],[0,10]], B-zb = [[0,-2],[1,2]]
   EXPECT_EQ(std::vector<int32_t>(y.data<int32_t>(), y.data<int32_t>() + 4), (std::vector<int32_t>{10, 20, 10, 20}));
 }
+
+TEST(OpsLinalgQuant, QLinearMatMulInt8AndFloat8) {
+  // uint8: a=[[2,4]] zp 2, b=[[3],[5]] zp 1 -> (0*2 + 2*4) = 8; * 0.5*0.25/0.1 = 10 -> + zy 3 = 13.
+  Tensor a = Tensor::from_vector<uint8_t>(DataType::kUInt8, {1, 2}, {2, 4});
+  Tensor b = Tensor::from_vector<uint8_t>(DataType::kUInt8, {2, 1}, {3, 5});
+  auto u8 = [](uint8_t v) { return Tensor::from_vector<uint8_t>(DataType::kUInt8, {}, {v}); };
+  Tensor y = run1({"QLinearMatMul", "", 10, {}, {a, Tensor::scalar_float(0.5f), u8(2), b, Tensor::scalar_float(0.25f), u8(1), Tensor::scalar_float(0.1f), u8(3)}});
+  ASSERT_EQ(y.dtype(), DataType::kUInt8);
+  EXPECT_EQ(y.data<uint8_t>()[0], 13);
+  // float8e4m3fn: codes 0x38 = 1.0, 0x40 = 2.0, 0x44 = 3.0, 0xB8 = -1.0.
+  auto f8 = [](Dims s, std::vector<uint8_t> v) { return Tensor::from_vector<uint8_t>(DataType::kFloat8E4M3FN, s, v); };
+  Tensor y8 = run1({"QLinearMatMul", "", 21, {},
+                    {f8({1, 2}, {0x38, 0x40}), Tensor::scalar_float(1.f), f8({}, {0}), f8({2, 2}, {0x38, 0xB8, 0x38, 0xB8}),
+                     Tensor::scalar_float(1.f), f8({}, {0}), Tensor::scalar_float(1.f), f8({}, {0})}});
+  ASSERT_EQ(y8.dtype(), DataType::kFloat8E4M3FN);
+  EXPECT_EQ(y8.data<uint8_t>()[0], 0x44);
+  EXPECT_EQ(y8.data<uint8_t>()[1], 0xC4);
+}
