@@ -98,6 +98,19 @@ Status constant_of_shape_compute(ep::KernelContext& ctx) {
     return Status::Ok();
   }
   Tensor vc = v->contiguous();
+  if (dtype_is_subbyte(dt)) {
+    // Packed 4-bit / 2-bit elements, low bits first: replicate the element pattern across bytes.
+    const int bits = dtype_bits(dt);
+    const uint8_t e = static_cast<uint8_t>(vc.data<uint8_t>()[0] & ((1u << bits) - 1));
+    uint8_t pattern = 0;
+    for (int k = 0; k < 8; k += bits) pattern = static_cast<uint8_t>(pattern | (e << k));
+    const size_t nbytes = y->nbytes();
+    uint8_t* yd = y->data<uint8_t>();
+    std::fill(yd, yd + nbytes, pattern);
+    const int64_t used_bits = (n * bits) % 8;
+    if (used_bits != 0) yd[nbytes - 1] = static_cast<uint8_t>(pattern & ((1u << used_bits) - 1));
+    return Status::Ok();
+  }
   return dispatch_by_size(
       dt,
       [&](auto tag) -> Status {
