@@ -3,6 +3,10 @@
 // Every reduction is brought to one of two layouts: [O, R, I] (the reduced axes are one contiguous
 // group after dropping size-1 axes and merging neighbours) computed in place, or, when the reduced
 // axes are scattered, a transposed copy [kept..., reduced...] reduced as [O, R, 1].
+// FP compares in selects (max, clamping) may not trap: lets g++ if-convert and vectorize them.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
 #include <algorithm>
 #include <cmath>
 #include <limits>
