@@ -68,11 +68,19 @@ struct Red {
     if constexpr (K == RK::kProd) {
       return acc * v;
     } else if constexpr (K == RK::kMax) {
-      if constexpr (kFloat) return (v > acc || v != v) ? v : acc;
-      else return v > acc ? v : acc;
+      if constexpr (kFloat) {
+        acc = v > acc ? v : acc;
+        return v != v ? v : acc;  // NaN propagates
+      } else {
+        return v > acc ? v : acc;
+      }
     } else if constexpr (K == RK::kMin) {
-      if constexpr (kFloat) return (v < acc || v != v) ? v : acc;
-      else return v < acc ? v : acc;
+      if constexpr (kFloat) {
+        acc = v < acc ? v : acc;
+        return v != v ? v : acc;
+      } else {
+        return v < acc ? v : acc;
+      }
     } else {
       return acc + v;
     }
@@ -147,16 +155,16 @@ void reduce_ori(const T* x, T* y, int64_t O, int64_t R, int64_t I, ep::KernelCon
       parallel_run(ctx, O, R, [&](int64_t o0, int64_t o1) {
         for (int64_t o = o0; o < o1; ++o) {
           const T* xo = x + o * R;
-          A a0 = Rd::init(), a1 = Rd::init(), a2 = Rd::init(), a3 = Rd::init();
+          // 8 independent lanes: an explicit reassociation the compiler may vectorize.
+          A acc[8];
+          for (int j = 0; j < 8; ++j) acc[j] = Rd::init();
           int64_t r = 0;
-          for (; r + 4 <= R; r += 4) {
-            a0 = Rd::combine(a0, Rd::pre(xo[r]));
-            a1 = Rd::combine(a1, Rd::pre(xo[r + 1]));
-            a2 = Rd::combine(a2, Rd::pre(xo[r + 2]));
-            a3 = Rd::combine(a3, Rd::pre(xo[r + 3]));
-          }
-          for (; r < R; ++r) a0 = Rd::combine(a0, Rd::pre(xo[r]));
-          y[o] = Rd::finalize(Rd::combine(Rd::combine(a0, a1), Rd::combine(a2, a3)), count);
+          for (; r + 8 <= R; r += 8)
+            for (int j = 0; j < 8; ++j) acc[j] = Rd::combine(acc[j], Rd::pre(xo[r + j]));
+          for (; r < R; ++r) acc[0] = Rd::combine(acc[0], Rd::pre(xo[r]));
+          const A a01 = Rd::combine(acc[0], acc[1]), a23 = Rd::combine(acc[2], acc[3]);
+          const A a45 = Rd::combine(acc[4], acc[5]), a67 = Rd::combine(acc[6], acc[7]);
+          y[o] = Rd::finalize(Rd::combine(Rd::combine(a01, a23), Rd::combine(a45, a67)), count);
         }
       });
     } else {
