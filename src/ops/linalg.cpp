@@ -74,12 +74,26 @@ void gemm_plain(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, e
   } else if constexpr (std::is_same_v<T, double>) {
     gemm_f64(false, false, M, N, K, 1.0, A, K, B, N, 0.0, C, N, pool);
   } else {
-    using Acc = std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>;
-    std::vector<Acc> c(static_cast<size_t>(N));
-    for (int64_t i = 0; i < M; ++i) {
-      std::vector<Acc> tmp(static_cast<size_t>(N), 0);
-      gemm_int<T, Acc>(1, N, K, A + i * K, B, tmp.data());
-      for (int64_t j = 0; j < N; ++j) C[i * N + j] = static_cast<T>(tmp[j]);
+    // Integers wrap: accumulating modulo 2^32 (2^64 for 64-bit types) and truncating gives the same
+    // result as any wider accumulation, and the 32-bit loop vectorizes.
+    using U = std::conditional_t<(sizeof(T) <= 4), uint32_t, uint64_t>;
+    auto rows = [&](int64_t i0, int64_t i1) {
+      std::vector<U> acc(static_cast<size_t>(N));
+      for (int64_t i = i0; i < i1; ++i) {
+        std::fill(acc.begin(), acc.end(), U(0));
+        U* __restrict c = acc.data();
+        for (int64_t k = 0; k < K; ++k) {
+          const U a = static_cast<U>(A[i * K + k]);
+          const T* __restrict b = B + k * N;
+          for (int64_t j = 0; j < N; ++j) c[j] += a * static_cast<U>(b[j]);
+        }
+        for (int64_t j = 0; j < N; ++j) C[i * N + j] = static_cast<T>(c[j]);
+      }
+    };
+    if (pool && pool->num_threads() > 1 && M > 1) {
+      pool->parallel_for(M, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, N * K)), rows);
+    } else {
+      rows(0, M);
     }
   }
 }
