@@ -168,7 +168,9 @@ Status softmax_compute(ep::KernelContext& ctx) {
   const int64_t given = axis;
   // A scalar behaves as a 1-element vector.
   const int64_t rk = std::max<int64_t>(rank, 1);
-  if (!normalize_axis(&axis, old ? rk + 1 : rk) || (!old && axis >= rk)) {
+  // Old opsets accept axis == rank (a single column per row); negative axes count from rank.
+  if (axis < 0) axis += rk;
+  if (axis < 0 || axis > rk || (!old && axis == rk)) {
     return ctx.error("axis " + std::to_string(given) + " out of range for input " + x.describe(),
                      StatusCode::kInvalidArgument);
   }

@@ -173,3 +173,12 @@ TEST(OpsReduction, CumSumAndCumProd) {
   Tensor ax1 = Tensor::from_vector<int32_t>(DataType::kInt32, {}, {-1});
   EXPECT_EQ(fvals(run1({"CumSum", "", 14, {}, {x2, ax1}})), (std::vector<float>{1, 3, 6, 4, 9, 15}));
 }
+
+TEST(OpsReduction, OldSoftmaxNegativeAxis) {
+  // Opset 6, axis -1 on [2, 3]: rows of 3.
+  Tensor x = F({2, 3}, {1, 2, 3, 1, 2, 3});
+  auto y = fvals(run1({"LogSoftmax", "", 6, {attr_int("axis", -1)}, {x}}));
+  const float l = std::log(std::exp(1.f) + std::exp(2.f) + std::exp(3.f));
+  EXPECT_NEAR(y[0], 1.f - l, 1e-5);
+  EXPECT_NEAR(y[5], 3.f - l, 1e-5);
+}
