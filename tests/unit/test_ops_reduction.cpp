@@ -182,3 +182,18 @@ TEST(OpsReduction, OldSoftmaxNegativeAxis) {
   EXPECT_NEAR(y[0], 1.f - l, 1e-5);
   EXPECT_NEAR(y[5], 3.f - l, 1e-5);
 }
+
+TEST(OpsReduction, FullReductionSplitAcrossThreads) {
+  std::vector<float> v(200003);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 7) - 3.f;
+  v[123456] = 100.f;
+  Tensor x = F({static_cast<int64_t>(v.size())}, v);
+  KernelRun r{"ReduceMax", "", 13, {attr_int("keepdims", 0)}, {x}};
+  r.threads = 4;
+  EXPECT_EQ(fvals(run1(r))[0], 100.f);
+  KernelRun s{"ReduceSum", "", 13, {attr_int("keepdims", 0)}, {x}};
+  s.threads = 4;
+  double want = 0;
+  for (float f : v) want += f;
+  EXPECT_NEAR(fvals(run1(s))[0], want, 1e-2);
+}
