@@ -360,3 +360,16 @@ TEST(OpsLinalgGemm, ConstantWeightsArePrepacked) {
     expect_close(run_with_const_b("MatMul", 13, {}, {a3, w2}), run1({"MatMul", "", 13, {}, {a3, w2}}));
   }
 }
+
+TEST(OpsLinalgErrors, BadShapesAndEquationsAreErrors) {
+  std::mt19937 rng(9);
+  Tensor a = randf({2, 3}, rng), b = randf({4, 5}, rng);
+  EXPECT_FALSE(run_kernel({"Gemm", "", 13, {}, {a, b}}).ok());
+  EXPECT_FALSE(run_kernel({"Gemm", "", 13, {}, {a, randf({3, 5}, rng), randf({3, 5}, rng)}}).ok());  // C mismatch
+  EXPECT_FALSE(run_kernel({"Gemm", "", 9, {}, {a, randf({3, 5}, rng)}}).ok());  // C required before 11
+  for (const char* eq : {"ij,jk->ik,", "ij->k", "ij->ii", "i.j->ij", "ij-jk", "ijk->i", "ij,jk->ik->x", "i$->i"}) {
+    EXPECT_FALSE(run_kernel({"Einsum", "", 12, {attr_string("equation", eq)}, {a, randf({3, 4}, rng)}}).ok()) << eq;
+  }
+  EXPECT_FALSE(run_kernel({"Det", "", 11, {}, {a}}).ok());
+  EXPECT_FALSE(run_kernel({"MatMulInteger", "", 10, {}, {a, a}}).ok());  // float operands
+}
