@@ -18,7 +18,9 @@ using ep::KernelContext;
 namespace {
 
 enum class Mode { kNearest, kLinear, kCubic };
-enum class Coord { kHalfPixel, kHalfPixelSymmetric, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfCropAndResize };
+enum class Coord {
+  kHalfPixel, kHalfPixelSymmetric, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfCropAndResize, kTfHalfPixelForNn
+};
 enum class NearestMode { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
 
 struct ResizeParams {
@@ -87,6 +89,7 @@ AxisPlan plan_axis(const ResizeParams& p, int64_t in, int64_t out, double scale,
         break;
       case Coord::kPytorchHalfPixel: xo = out_w == 1 ? -0.5 : (xd + 0.5) / scale - 0.5; break;
       case Coord::kHalfPixel: xo = (xd + 0.5) / scale - 0.5; break;
+      case Coord::kTfHalfPixelForNn: xo = (xd + 0.5) / scale; break;
       case Coord::kHalfPixelSymmetric: {
         const double adjustment = static_cast<double>(out) / out_w;
         const double center = in_d / 2;
@@ -189,12 +192,59 @@ void apply_plan(const AxisPlan& plan, const std::vector<double>& src, std::vecto
   }
 }
 
+template <typename E>
+void gather_nearest(const E* src, E* dst, const Dims& in_shape, const Dims& out_shape,
+                    const std::vector<std::vector<int64_t>>& maps) {
+  const size_t r = out_shape.size();
+  const int64_t n = shape_numel(out_shape);
+  if (n == 0) return;
+  if (r == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  const Dims cs = contiguous_strides(in_shape);
+  const int64_t inner = out_shape[r - 1];
+  const int64_t* last = maps[r - 1].data();
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t done = 0; done < n; done += inner) {
+    int64_t base = 0;
+    for (size_t a = 0; a + 1 < r; ++a) base += maps[a][idx[a]] * cs[a];
+    const E* s = src + base;
+    E* d = dst + done;
+    for (int64_t i = 0; i < inner; ++i) d[i] = s[last[i]];
+    for (size_t a = r - 1; a-- > 0;) {
+      if (++idx[a] < out_shape[a]) break;
+      idx[a] = 0;
+    }
+  }
+}
+
 Status run_resize(KernelContext& ctx, const Tensor& x, const ResizeParams& p, const std::vector<double>& scales,
                   const Dims& out_shape, const std::vector<double>& roi) {
   const int64_t r = x.rank();
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
   if (out->numel() == 0) return Status::Ok();
   if (x.numel() == 0) return ctx.error("cannot resize the empty input " + x.describe() + " to " + shape_to_string(out_shape));
+  if (p.mode == Mode::kNearest && p.coord != Coord::kTfCropAndResize) {
+    // Nearest is a pure gather: one source index per output coordinate and axis, elements copied as bytes.
+    std::vector<std::vector<int64_t>> maps(static_cast<size_t>(r));
+    for (int64_t a = 0; a < r; ++a) {
+      if (out_shape[a] == x.shape()[a] && scales[a] == 1.0) {
+        maps[a].resize(static_cast<size_t>(out_shape[a]));
+        std::iota(maps[a].begin(), maps[a].end(), 0);
+      } else {
+        maps[a] = plan_axis(p, x.shape()[a], out_shape[a], scales[a], 0.0, 1.0).idx;
+      }
+    }
+    return dispatch_elem(
+        x.dtype(),
+        [&](auto tag) {
+          using E = decltype(tag);
+          gather_nearest(elem_ptr<E>(x), elem_ptr<E>(*out), x.shape(), out_shape, maps);
+          return Status::Ok();
+        },
+        ctx.error("unsupported dtype " + x.describe()));
+  }
   return dispatch_numeric(
       x.dtype(),
       [&](auto tag) {
@@ -258,7 +308,7 @@ Status resize_fn(KernelContext& ctx) {
     else if (ct == "align_corners") p.coord = Coord::kAlignCorners;
     else if (ct == "asymmetric") p.coord = Coord::kAsymmetric;
     else if (ct == "tf_crop_and_resize") p.coord = Coord::kTfCropAndResize;
-    else if (ct == "tf_half_pixel_for_nn" && opset < 13) p.coord = Coord::kHalfPixel;  // treated as half_pixel
+    else if (ct == "tf_half_pixel_for_nn" && opset < 13) p.coord = Coord::kTfHalfPixelForNn;
     else return ctx.error("unsupported coordinate_transformation_mode '" + ct + "'", StatusCode::kInvalidModel);
     const std::string nm = info.attr_string("nearest_mode", "round_prefer_floor");
     if (nm == "round_prefer_floor") p.nearest = NearestMode::kRoundPreferFloor;
