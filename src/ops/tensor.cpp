@@ -179,7 +179,7 @@ Status squeeze_fn(KernelContext& ctx) {
   bool given = false;
   NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> axes, axes_from_attr_or_input(ctx, 1, &given));
   std::vector<bool> drop(static_cast<size_t>(r), false);
-  if (!given) {
+  if (!given || axes.empty()) {  // no axes (or an empty axes tensor): drop every size-1 dim
     for (int64_t i = 0; i < r; ++i) drop[i] = x.shape()[i] == 1;
   } else {
     for (int64_t a : axes) {
