@@ -201,6 +201,7 @@ Status affine_grid_fn(KernelContext& ctx) {
   Dims out_shape = {N};
   for (int64_t d = 2; d < static_cast<int64_t>(size.size()); ++d) out_shape.push_back(size[d]);
   out_shape.push_back(nd);
+  if (!shape_is_sane(out_shape)) return ctx.error("size " + ints_to_string(size) + " is too large");
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, theta.dtype(), out_shape));
   auto th = read_double_values(theta);
   if (!th.ok()) return ctx.error("theta must be float, got " + theta.describe());

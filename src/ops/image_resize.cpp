@@ -17,6 +17,13 @@ using ep::KernelContext;
 
 namespace {
 
+// floor/round of a double output size, saturated so an absurd scale gives an error, not UB.
+int64_t to_size(double v) {
+  if (!(v >= 0)) return -1;
+  if (v > 1e15) return int64_t{1} << 51;
+  return static_cast<int64_t>(v);
+}
+
 enum class Mode { kNearest, kLinear, kCubic };
 enum class Coord {
   kHalfPixel, kHalfPixelSymmetric, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfCropAndResize, kTfHalfPixelForNn
@@ -222,6 +229,13 @@ void gather_nearest(const E* src, E* dst, const Dims& in_shape, const Dims& out_
 Status run_resize(KernelContext& ctx, const Tensor& x, const ResizeParams& p, const std::vector<double>& scales,
                   const Dims& out_shape, const std::vector<double>& roi) {
   const int64_t r = x.rank();
+  for (double sc : scales) {
+    if (!(sc > 0) || !std::isfinite(sc)) return ctx.error("scales must be positive and finite");
+  }
+  if (!shape_is_sane(out_shape)) {
+    return ctx.error("output shape " + shape_to_string(out_shape) + " is invalid or too large for input " +
+                     x.describe());
+  }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
   if (out->numel() == 0) return Status::Ok();
   if (x.numel() == 0) return ctx.error("cannot resize the empty input " + x.describe() + " to " + shape_to_string(out_shape));
@@ -378,7 +392,7 @@ Status resize_fn(KernelContext& ctx) {
       const double s = scales_in[k];
       if (!(s > 0)) return ctx.error("scales must be positive, got " + std::to_string(s));
       scales[axes[k]] = s;
-      out_shape[axes[k]] = static_cast<int64_t>(std::floor(s * static_cast<double>(x.shape()[axes[k]])));
+      out_shape[axes[k]] = to_size(std::floor(s * static_cast<double>(x.shape()[axes[k]])));
     }
   } else {
     if (sizes_in.size() != na) {
@@ -400,7 +414,7 @@ Status resize_fn(KernelContext& ctx) {
       for (int64_t a : axes) s = policy == "not_larger" ? std::min(s, scales[a]) : std::max(s, scales[a]);
       for (int64_t a : axes) {
         scales[a] = s;
-        out_shape[a] = static_cast<int64_t>(s * static_cast<double>(x.shape()[a]) + 0.5);
+        out_shape[a] = to_size(s * static_cast<double>(x.shape()[a]) + 0.5);
       }
     }
   }
@@ -436,7 +450,7 @@ Status upsample_fn(KernelContext& ctx) {
   Dims out_shape = x.shape();
   for (int64_t a = 0; a < r; ++a) {
     if (!(scales[a] >= 1)) return ctx.error("Upsample scales must be >= 1, got " + std::to_string(scales[a]));
-    out_shape[a] = static_cast<int64_t>(std::floor(scales[a] * static_cast<double>(x.shape()[a])));
+    out_shape[a] = to_size(std::floor(scales[a] * static_cast<double>(x.shape()[a])));
   }
   std::vector<double> roi(static_cast<size_t>(2 * r), 0.0);
   return run_resize(ctx, x, p, scales, out_shape, roi);

@@ -105,7 +105,9 @@ Result<Dims> reshape_dims(const Dims& in, const std::vector<int64_t>& shape, boo
       }
     }
     out[i] = d;
-    known *= d;
+    if (__builtin_mul_overflow(known, d, &known)) {
+      return invalid_argument("shape " + ints_to_string(shape) + " has too many elements");
+    }
   }
   const int64_t n = shape_numel(in);
   if (infer >= 0) {
@@ -400,6 +402,9 @@ Status expand_fn(KernelContext& ctx) {
   if (!broadcast_shapes(x.shape(), shape, &out_shape)) {
     return ctx.error("input shape " + shape_to_string(x.shape()) + " does not broadcast to " + ints_to_string(shape));
   }
+  if (!shape_is_sane(out_shape)) {
+    return ctx.error("Expand output shape " + shape_to_string(out_shape) + " is invalid or too large");
+  }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
   copy_window(x, StridedLayout{out_shape, broadcast_strides(x.shape(), out_shape), 0}, *out, &ctx.pool());
   return Status::Ok();
@@ -437,6 +442,9 @@ Status tile_fn(KernelContext& ctx) {
     view_strides.push_back(0);
     view_shape.push_back(x.shape()[i]);
     view_strides.push_back(cs[i]);
+  }
+  if (!shape_is_sane(out_shape)) {
+    return ctx.error("Tile output shape " + shape_to_string(out_shape) + " is invalid or too large");
   }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
   copy_window(x, StridedLayout{view_shape, view_strides, 0}, *out, &ctx.pool());
@@ -547,6 +555,9 @@ Status pad_fn(KernelContext& ctx) {
     if (mode != 0 && x.shape()[a] == 0 && out_shape[a] > 0) {
       return ctx.error("cannot " + mode_s + "-pad the empty axis " + itos(a) + " of " + x.describe());
     }
+  }
+  if (!shape_is_sane(out_shape)) {
+    return ctx.error("Pad output shape " + shape_to_string(out_shape) + " is invalid or too large");
   }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
   if (out->numel() == 0) return Status::Ok();
@@ -761,6 +772,9 @@ Status onehot_fn(KernelContext& ctx) {
   }
   Dims out_shape = ind.shape();
   out_shape.insert(out_shape.begin() + axis, depth);
+  if (!shape_is_sane(out_shape)) {
+    return ctx.error("OneHot output shape " + shape_to_string(out_shape) + " is invalid or too large");
+  }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, values.dtype(), out_shape));
   const Dims ocs = contiguous_strides(out_shape);
   copy_elements(values, 0, Dims(out_shape.size(), 0), *out, 0, ocs, out_shape);
@@ -814,6 +828,9 @@ Status center_crop_pad_fn(KernelContext& ctx) {
     seen[a] = true;
     if (shape[k] < 0) return ctx.error("shape " + ints_to_string(shape) + " has a negative entry");
     out_shape[a] = shape[k];
+  }
+  if (!shape_is_sane(out_shape)) {
+    return ctx.error("CenterCropPad output shape " + shape_to_string(out_shape) + " is invalid or too large");
   }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
   zero_fill(*out);
@@ -885,6 +902,9 @@ Status col2im_fn(KernelContext& ctx) {
   for (int64_t v : image) {
     out_shape.push_back(v);
     img_size *= v;
+  }
+  if (!shape_is_sane(out_shape)) {
+    return ctx.error("Col2Im output shape " + shape_to_string(out_shape) + " is invalid or too large");
   }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
   const Dims img_st = contiguous_strides(image);

@@ -371,3 +371,13 @@ TEST(OpsTensor, ImageOpsRejectMalformedInputs) {
   // AffineGrid: theta shape must match size
   EXPECT_FALSE(run("AffineGrid", {F({1, 2, 2}, {1, 0, 0, 1}), I64v({1, 1, 2, 2})}, {}, 20).ok());
 }
+
+TEST(OpsTensor, HugeOutputShapesAreErrorsNotCrashes) {
+  const int64_t big = int64_t{1} << 40;
+  EXPECT_FALSE(run("Expand", {Iota({1, 1}), I64v({big, big})}).ok());
+  EXPECT_FALSE(run("Tile", {Iota({2, 2}), I64v({big, big})}).ok());
+  EXPECT_FALSE(run("Reshape", {Iota({4}), I64v({int64_t{1} << 62, 4, 4})}).ok());
+  EXPECT_FALSE(run("Pad", {Iota({2}), I64v({big, big})}).ok());
+  EXPECT_FALSE(run("Resize", {Iota({1, 1, 2, 2}), Value(), F({4}, {1, 1, 1e30f, 1e30f})}, {}, 19).ok());
+  EXPECT_FALSE(run("OneHot", {I64v({0, 1}), I64({}, {big * 1024}), F({2}, {0, 1})}).ok());
+}
