@@ -102,8 +102,8 @@ T from_double(double v) {
 // Fills a contiguous tensor with a scalar given as double (numeric dtypes and bool); false otherwise.
 bool fill_with_double(Tensor& t, double v);
 
-// Whether a shape's element count is representable (no int64 overflow) with
-// no negative dims, at most 2^40 elements: guards output shapes computed from data (Expand, Tile, Pad, Resize, OneHot, ...).
+// Whether a shape has no negative dims and at most 2^40 elements (no int64 overflow): guards output
+// shapes computed from data (Expand, Tile, Pad, Resize, OneHot, ...).
 bool shape_is_sane(const Dims& shape);
 
 // "[1,2,3]" for error messages.
