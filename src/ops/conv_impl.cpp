@@ -1,0 +1,260 @@
+#include "ops/conv_impl.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace nxrt::ops {
+
+namespace {
+
+// Output positions ow in [lo, hi) read input columns iw = ow*s + base inside [0, in).
+inline void valid_range(int64_t base, int64_t s, int64_t in, int64_t out, int64_t* lo, int64_t* hi) {
+  // ow*s + base >= 0  ->  ow >= ceil(-base / s)
+  int64_t l = base >= 0 ? 0 : (-base + s - 1) / s;
+  // ow*s + base <= in - 1  ->  ow <= floor((in - 1 - base) / s)
+  int64_t h = (in - 1 - base) < 0 ? 0 : (in - 1 - base) / s + 1;
+  l = std::min(l, out);
+  h = std::min(h, out);
+  if (h < l) h = l;
+  *lo = l;
+  *hi = h;
+}
+
+// col[(c, kd, kh, kw), r*OW + ow] for output rows r in [r0, r1) (a row is one (od, oh) pair).
+template <typename CT>
+void im2col(const Geom3& g, int64_t channels, const CT* x, int64_t r0, int64_t r1, CT* col, ep::ThreadPool* pool) {
+  const int64_t KD = g.k[0], KH = g.k[1], KW = g.k[2];
+  const int64_t OH = g.out[1], OW = g.out[2];
+  const int64_t ID = g.in[0], IH = g.in[1], IW = g.in[2];
+  const int64_t kvol = KD * KH * KW;
+  const int64_t rows = channels * kvol;
+  const int64_t cols = (r1 - r0) * OW;
+  auto body = [&](int64_t k0, int64_t k1) {
+    for (int64_t row = k0; row < k1; ++row) {
+      const int64_t c = row / kvol;
+      int64_t rem = row % kvol;
+      const int64_t kd = rem / (KH * KW);
+      rem %= KH * KW;
+      const int64_t kh = rem / KW, kw = rem % KW;
+      CT* dst = col + row * cols;
+      const CT* xc = x + c * ID * IH * IW;
+      const int64_t wbase = kw * g.d[2] - g.pb[2];
+      int64_t lo, hi;
+      valid_range(wbase, g.s[2], IW, OW, &lo, &hi);
+      for (int64_t r = r0; r < r1; ++r, dst += OW) {
+        const int64_t od = r / OH, oh = r % OH;
+        const int64_t id = od * g.s[0] - g.pb[0] + kd * g.d[0];
+        const int64_t ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
+        if (id < 0 || id >= ID || ih < 0 || ih >= IH) {
+          std::fill(dst, dst + OW, CT(0));
+          continue;
+        }
+        const CT* src = xc + (id * IH + ih) * IW;
+        for (int64_t ow = 0; ow < lo; ++ow) dst[ow] = CT(0);
+        if (g.s[2] == 1) {
+          if (hi > lo) std::memcpy(dst + lo, src + lo + wbase, sizeof(CT) * (hi - lo));
+        } else {
+          const int64_t sw = g.s[2];
+          for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[ow * sw + wbase];
+        }
+        for (int64_t ow = hi; ow < OW; ++ow) dst[ow] = CT(0);
+      }
+    }
+  };
+  if (pool && rows * cols > 32768) {
+    pool->parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)), body);
+  } else {
+    body(0, rows);
+  }
+}
+
+template <typename CT>
+void fill_bias(CT* y, int64_t rows, int64_t cols, const CT* bias) {
+  for (int64_t m = 0; m < rows; ++m) std::fill(y + m * cols, y + (m + 1) * cols, bias ? bias[m] : CT(0));
+}
+
+// One channel of a depthwise conv: y (already holding the bias) += conv(x, w).
+template <typename CT>
+void depthwise_plane(const Geom3& g, const CT* x, const CT* w, CT* y) {
+  const int64_t KH = g.k[1], KW = g.k[2];
+  const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2];
+  const int64_t ID = g.in[0], IH = g.in[1], IW = g.in[2];
+  const int64_t sw = g.s[2];
+  std::vector<int64_t> lo(static_cast<size_t>(KW)), hi(static_cast<size_t>(KW));
+  for (int64_t kw = 0; kw < KW; ++kw) valid_range(kw * g.d[2] - g.pb[2], sw, IW, OW, &lo[kw], &hi[kw]);
+  for (int64_t od = 0; od < OD; ++od) {
+    for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+      const int64_t id = od * g.s[0] - g.pb[0] + kd * g.d[0];
+      if (id < 0 || id >= ID) continue;
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        CT* yrow = y + (od * OH + oh) * OW;
+        for (int64_t kh = 0; kh < KH; ++kh) {
+          const int64_t ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
+          if (ih < 0 || ih >= IH) continue;
+          const CT* xrow = x + (id * IH + ih) * IW;
+          const CT* wk = w + (kd * KH + kh) * KW;
+          for (int64_t kw = 0; kw < KW; ++kw) {
+            const int64_t base = kw * g.d[2] - g.pb[2];
+            const int64_t l = lo[kw], h = hi[kw];
+            const CT wv = wk[kw];
+            if (sw == 1) {
+              if (h > l) {
+                const CT* xs = xrow + (l + base);
+                CT* ys = yrow + l;
+                const int64_t len = h - l;
+                for (int64_t i = 0; i < len; ++i) ys[i] += wv * xs[i];
+              }
+            } else {
+              for (int64_t ow = l; ow < h; ++ow) yrow[ow] += wv * xrow[ow * sw + base];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <typename CT>
+void ConvWeights<CT>::prepare(const Dims& w_shape, int64_t group_count, std::vector<CT> w) {
+  shape = w_shape;
+  group = group_count;
+  raw = std::move(w);
+  const int64_t M = w_shape[0];
+  const int64_t Mg = M / group;
+  const int64_t K = shape_numel(w_shape) / std::max<int64_t>(1, M);
+  packed.assign(static_cast<size_t>(group), {});
+  for (int64_t gi = 0; gi < group; ++gi) {
+    convgemm::pack_a<CT>(false, Mg, K, raw.data() + gi * Mg * K, K, CT(1), &packed[gi]);
+  }
+}
+
+bool conv_path_applies(const ConvShape& s, ConvPath path) {
+  const Geom3& g = s.g;
+  switch (path) {
+    case ConvPath::kAuto:
+    case ConvPath::kIm2col:
+      return true;
+    case ConvPath::kPointwise:
+      for (int i = 0; i < 3; ++i) {
+        if (g.k[i] != 1 || g.s[i] != 1 || g.pb[i] != 0 || g.pe[i] != 0) return false;
+      }
+      return true;
+    case ConvPath::kDepthwise:
+      return s.group > 1 && s.C == s.group;
+  }
+  return false;
+}
+
+template <typename CT>
+void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
+                  ep::ThreadPool* pool, ConvPath path) {
+  const Geom3& g = s.g;
+  const int64_t G = s.group;
+  const int64_t Cg = s.C / G, Mg = s.M / G;
+  const int64_t in_size = g.in_size(), out_size = g.out_size(), kvol = g.kvol();
+  if (path == ConvPath::kAuto) {
+    if (conv_path_applies(s, ConvPath::kPointwise)) {
+      path = ConvPath::kPointwise;
+    } else if (conv_path_applies(s, ConvPath::kDepthwise)) {
+      path = ConvPath::kDepthwise;
+    } else {
+      path = ConvPath::kIm2col;
+    }
+  } else if (!conv_path_applies(s, path)) {
+    path = ConvPath::kIm2col;
+  }
+
+  if (path == ConvPath::kDepthwise) {
+    auto body = [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t n = p / s.M, m = p % s.M;
+        const int64_t c = m / Mg;
+        CT* yp = y + p * out_size;
+        std::fill(yp, yp + out_size, bias ? bias[m] : CT(0));
+        depthwise_plane(g, x + (n * s.C + c) * in_size, w.raw.data() + m * kvol, yp);
+      }
+    };
+    const int64_t planes = s.N * s.M;
+    if (pool) {
+      pool->parallel_for(planes, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, out_size * kvol)), body);
+    } else {
+      body(0, planes);
+    }
+    return;
+  }
+
+  if (path == ConvPath::kPointwise) {
+    for (int64_t n = 0; n < s.N; ++n) {
+      for (int64_t gi = 0; gi < G; ++gi) {
+        CT* yg = y + (n * s.M + gi * Mg) * out_size;
+        fill_bias(yg, Mg, out_size, bias ? bias + gi * Mg : nullptr);
+        convgemm::gemm_packed<CT>(w.packed[gi], out_size, false, x + (n * s.C + gi * Cg) * in_size, in_size, yg,
+                                  out_size, true, pool);
+      }
+    }
+    return;
+  }
+
+  // im2col + GEMM, over chunks of output rows so the column buffer stays bounded.
+  const int64_t K = Cg * kvol;
+  const int64_t OW = g.out[2];
+  const int64_t total_rows = g.out[0] * g.out[1];
+  constexpr int64_t kColBudget = int64_t(1) << 22;  // elements
+  int64_t rows_per_chunk = std::max<int64_t>(1, kColBudget / std::max<int64_t>(1, K * OW));
+  rows_per_chunk = std::min(rows_per_chunk, total_rows);
+  std::vector<CT> col(static_cast<size_t>(K * rows_per_chunk * OW));
+  for (int64_t n = 0; n < s.N; ++n) {
+    for (int64_t gi = 0; gi < G; ++gi) {
+      CT* yg = y + (n * s.M + gi * Mg) * out_size;
+      fill_bias(yg, Mg, out_size, bias ? bias + gi * Mg : nullptr);
+      const CT* xg = x + (n * s.C + gi * Cg) * in_size;
+      for (int64_t r0 = 0; r0 < total_rows; r0 += rows_per_chunk) {
+        const int64_t r1 = std::min(total_rows, r0 + rows_per_chunk);
+        const int64_t cols = (r1 - r0) * OW;
+        im2col(g, Cg, xg, r0, r1, col.data(), pool);
+        convgemm::gemm_packed<CT>(w.packed[gi], cols, false, col.data(), cols, yg + r0 * OW, out_size, true, pool);
+      }
+    }
+  }
+}
+
+template <typename CT>
+void conv_naive(const ConvShape& s, const CT* x, const CT* w, const CT* bias, CT* y) {
+  const Geom3& g = s.g;
+  const int64_t Cg = s.C / s.group, Mg = s.M / s.group;
+  for (int64_t n = 0; n < s.N; ++n)
+    for (int64_t m = 0; m < s.M; ++m) {
+      const int64_t gi = m / Mg;
+      for (int64_t od = 0; od < g.out[0]; ++od)
+        for (int64_t oh = 0; oh < g.out[1]; ++oh)
+          for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+            double acc = bias ? static_cast<double>(bias[m]) : 0.0;
+            for (int64_t c = 0; c < Cg; ++c)
+              for (int64_t kd = 0; kd < g.k[0]; ++kd)
+                for (int64_t kh = 0; kh < g.k[1]; ++kh)
+                  for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+                    const int64_t id = od * g.s[0] - g.pb[0] + kd * g.d[0];
+                    const int64_t ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
+                    const int64_t iw = ow * g.s[2] - g.pb[2] + kw * g.d[2];
+                    if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) continue;
+                    const CT xv = x[(((n * s.C + gi * Cg + c) * g.in[0] + id) * g.in[1] + ih) * g.in[2] + iw];
+                    const CT wv = w[(((m * Cg + c) * g.k[0] + kd) * g.k[1] + kh) * g.k[2] + kw];
+                    acc += static_cast<double>(xv) * static_cast<double>(wv);
+                  }
+            y[(((n * s.M + m) * g.out[0] + od) * g.out[1] + oh) * g.out[2] + ow] = static_cast<CT>(acc);
+          }
+    }
+}
+
+template struct ConvWeights<float>;
+template struct ConvWeights<double>;
+template void conv_forward<float>(const ConvShape&, const float*, const ConvWeights<float>&, const float*, float*,
+                                  ep::ThreadPool*, ConvPath);
+template void conv_forward<double>(const ConvShape&, const double*, const ConvWeights<double>&, const double*,
+                                   double*, ep::ThreadPool*, ConvPath);
+template void conv_naive<float>(const ConvShape&, const float*, const float*, const float*, float*);
+template void conv_naive<double>(const ConvShape&, const double*, const double*, const double*, double*);
+
+}  // namespace nxrt::ops

@@ -1,0 +1,47 @@
+// The convolution engine behind Conv, ConvInteger and QLinearConv (and the transposed variant behind
+// ConvTranspose). Exposed so unit tests can force each path and compare them.
+#pragma once
+#include <vector>
+
+#include "ops/conv_gemm.h"
+#include "ops/conv_util.h"
+
+namespace nxrt::ops {
+
+enum class ConvPath {
+  kAuto,       // pick the fastest applicable path
+  kIm2col,     // general: im2col + GEMM, correct for every attribute combination
+  kPointwise,  // 1x1 kernel, stride 1, no pads: GEMM straight on the input
+  kDepthwise,  // one input channel per group: direct loops
+};
+
+struct ConvShape {
+  int64_t N = 0, C = 0, M = 0, group = 1;
+  Geom3 g;
+};
+
+// Weights prepared for ConvShape's group split: the raw weights in compute type and, per group, the
+// packed GEMM operand (M/group x C/group*kvol).
+template <typename CT>
+struct ConvWeights {
+  Dims shape;                 // W's shape (M, C/group, k...)
+  int64_t group = 1;
+  std::vector<CT> raw;        // W in compute type
+  std::vector<convgemm::PackedA<CT>> packed;  // per group
+  void prepare(const Dims& w_shape, int64_t group_count, std::vector<CT> w);
+};
+
+// y[N, M, out...] = conv(x[N, C, in...], w) + bias (bias may be null). Paths other than kAuto and kIm2col
+// fall back to kIm2col when they do not apply.
+template <typename CT>
+void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
+                  ep::ThreadPool* pool, ConvPath path = ConvPath::kAuto);
+
+// Whether a path applies to a shape (tests).
+bool conv_path_applies(const ConvShape& s, ConvPath path);
+
+// The direct definition, for tests.
+template <typename CT>
+void conv_naive(const ConvShape& s, const CT* x, const CT* w, const CT* bias, CT* y);
+
+}  // namespace nxrt::ops

@@ -1,0 +1,293 @@
+// Conv / pooling family: GEMM vs reference, every conv path vs the direct definition, pooling corners.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kernel_test_util.h"
+#include "ops/conv_gemm.h"
+#include "ops/conv_impl.h"
+
+using namespace nxrt;
+using namespace nxrt::ops;
+using nxrt::testing::attr_int;
+using nxrt::testing::attr_ints;
+using nxrt::testing::attr_string;
+using nxrt::testing::KernelRun;
+using nxrt::testing::run_kernel;
+
+namespace {
+
+std::vector<float> random_vec(std::mt19937& rng, int64_t n) {
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, float tol, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(a[i], b[i], tol * (1.f + std::fabs(b[i]))) << what << " at " << i;
+  }
+}
+
+std::vector<float> values(const Value& v) {
+  const Tensor& t = v.tensor();
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
+
+}  // namespace
+
+TEST(OpsNnGemm, MatchesReferenceOnOddShapes) {
+  std::mt19937 rng(1);
+  ep::ThreadPool pool(3);
+  const int64_t shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {6, 16, 256}, {13, 37, 300}, {65, 250, 70}, {3, 600, 9}};
+  for (auto& sh : shapes) {
+    const int64_t M = sh[0], N = sh[1], K = sh[2];
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        auto A = random_vec(rng, M * K), B = random_vec(rng, K * N), C0 = random_vec(rng, M * N);
+        auto C1 = C0;
+        const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+        convgemm::gemm<float>(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, 2.f, C0.data(), N, &pool);
+        convgemm::gemm_reference<float>(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, 2.f, C1.data(), N);
+        expect_close(C0, C1, 1e-4f, "gemm " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
+      }
+  }
+}
+
+TEST(OpsNnConv, PathsMatchNaiveOnRandomShapes) {
+  std::mt19937 rng(7);
+  ep::ThreadPool pool(2);
+  std::uniform_int_distribution<int> pick(0, 1000);
+  int ran = 0;
+  for (int iter = 0; iter < 80; ++iter) {
+    ConvShape s;
+    const int nsp = 1 + iter % 3;
+    s.N = 1 + pick(rng) % 2;
+    const bool depthwise = iter % 4 == 1;
+    s.group = depthwise ? 1 + pick(rng) % 4 : 1 + (pick(rng) % 3 == 0 ? 1 : 0);
+    const int64_t Cg = depthwise ? 1 : 1 + pick(rng) % 4;
+    const int64_t Mg = 1 + pick(rng) % 3;
+    s.C = Cg * s.group;
+    s.M = Mg * s.group;
+    WindowAttrs a;
+    Dims in, kernel;
+    const bool pointwise = iter % 4 == 2;
+    for (int i = 0; i < nsp; ++i) {
+      in.push_back(3 + pick(rng) % (nsp == 3 ? 4 : 9));
+      kernel.push_back(pointwise ? 1 : 1 + pick(rng) % 3);
+      a.strides.push_back(pointwise ? 1 : 1 + pick(rng) % 2);
+      a.dilations.push_back(1 + pick(rng) % 2);
+    }
+    for (int i = 0; i < 2 * nsp; ++i) a.pads.push_back(pointwise ? 0 : pick(rng) % 3);
+    if (iter % 5 == 3) a.auto_pad = iter % 2 ? AutoPad::kSameUpper : AutoPad::kSameLower;
+    if (!forward_geometry(a, in, kernel, &s.g).ok()) continue;  // window larger than the padded input
+    ++ran;
+    Dims wshape{s.M, Cg};
+    for (auto k : kernel) wshape.push_back(k);
+    auto x = random_vec(rng, s.N * s.C * s.g.in_size());
+    auto w = random_vec(rng, shape_numel(wshape));
+    auto b = random_vec(rng, s.M);
+    const int64_t ny = s.N * s.M * s.g.out_size();
+    std::vector<float> ref(ny);
+    conv_naive<float>(s, x.data(), w.data(), b.data(), ref.data());
+    ConvWeights<float> cw;
+    cw.prepare(wshape, s.group, w);
+    for (ConvPath p : {ConvPath::kIm2col, ConvPath::kPointwise, ConvPath::kDepthwise, ConvPath::kAuto}) {
+      if (!conv_path_applies(s, p)) continue;
+      std::vector<float> y(ny, 123.f);
+      conv_forward<float>(s, x.data(), cw, b.data(), y.data(), &pool, p);
+      expect_close(y, ref, 1e-4f, "iter " + std::to_string(iter) + " path " + std::to_string(int(p)));
+    }
+  }
+  EXPECT_GT(ran, 50);
+}
+
+TEST(OpsNnConv, KernelWithAutoPadAndGroups) {
+  // 1x2x3x3 input, 2 groups, 3x3 ones kernel, SAME_UPPER, stride 2 -> 2x2 output per channel.
+  std::vector<float> x(18);
+  for (int i = 0; i < 18; ++i) x[i] = float(i);
+  KernelRun run;
+  run.op_type = "Conv";
+  run.opset = 11;
+  run.attributes = {attr_string("auto_pad", "SAME_UPPER"), attr_ints("strides", {2, 2}), attr_int("group", 2)};
+  run.inputs = {Tensor::from_vector<float>(DataType::kFloat, {1, 2, 3, 3}, x),
+                Tensor::from_vector<float>(DataType::kFloat, {2, 1, 3, 3}, std::vector<float>(18, 1.f)),
+                Tensor::from_vector<float>(DataType::kFloat, {2}, {0.5f, -1.f})};
+  auto out = run_kernel(run);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_EQ(out.value()[0].tensor().shape(), (Dims{1, 2, 2, 2}));
+  // out=2, total pad = (2-1)*2+3-3 = 2 -> 1 each side. Windows rows {-1..1},{1..3}.
+  std::vector<float> want = {0 + 1 + 3 + 4 + 0.5f, 1 + 2 + 4 + 5 + 0.5f, 3 + 4 + 6 + 7 + 0.5f, 4 + 5 + 7 + 8 + 0.5f,
+                             9 + 10 + 12 + 13 - 1.f, 10 + 11 + 13 + 14 - 1.f, 12 + 13 + 15 + 16 - 1.f,
+                             13 + 14 + 16 + 17 - 1.f};
+  expect_close(values(out.value()[0]), want, 1e-6f, "conv");
+}
+
+TEST(OpsNnConv, RejectsMismatchedChannels) {
+  KernelRun run;
+  run.op_type = "Conv";
+  run.inputs = {Tensor(DataType::kFloat, {1, 3, 4, 4}), Tensor(DataType::kFloat, {2, 2, 3, 3})};
+  auto out = run_kernel(run);
+  EXPECT_FALSE(out.ok());
+}
+
+namespace {
+
+Tensor ftensor(Dims shape, std::vector<float> v) { return Tensor::from_vector<float>(DataType::kFloat, shape, v); }
+
+Result<std::vector<Value>> run_op(const std::string& op, int64_t opset, std::vector<ir::Attribute> attrs,
+                                  std::vector<Value> inputs, size_t outs = 1, int threads = 1) {
+  KernelRun run;
+  run.op_type = op;
+  run.opset = opset;
+  run.attributes = std::move(attrs);
+  run.inputs = std::move(inputs);
+  run.num_outputs = outs;
+  run.threads = threads;
+  return run_kernel(run);
+}
+
+}  // namespace
+
+TEST(OpsNnPool, MaxPoolCeilModeDropsWindowStartingInPadding) {
+  // 1x1x2x2, kernel 1, stride 2, ceil_mode: ceil((2-1)/2)+1 = 2 but window 1 starts at 2 >= in -> 1.
+  auto out = run_op("MaxPool", 22, {attr_ints("kernel_shape", {1, 1}), attr_ints("strides", {2, 2}), attr_int("ceil_mode", 1)},
+                    {ftensor({1, 1, 2, 2}, {1, 2, 3, 4})});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_EQ(out.value()[0].tensor().shape(), (Dims{1, 1, 1, 1}));
+  EXPECT_EQ(values(out.value()[0]), (std::vector<float>{1}));
+}
+
+TEST(OpsNnPool, MaxPoolIndicesBothStorageOrders) {
+  // 1x1x2x3 with the max of each 2x2 window (stride 1) at known positions.
+  std::vector<float> x = {1, 9, 2, 8, 3, 7};  // rows [1 9 2] [8 3 7]
+  for (int order = 0; order < 2; ++order) {
+    auto out = run_op("MaxPool", 12, {attr_ints("kernel_shape", {2, 2}), attr_int("storage_order", order)},
+                      {ftensor({1, 1, 2, 3}, x)}, 2);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_EQ(values(out.value()[0]), (std::vector<float>{9, 9}));
+    const Tensor& ind = out.value()[1].tensor();
+    ASSERT_EQ(ind.dtype(), DataType::kInt64);
+    // max 9 at (h=0, w=1): row-major 1, column-major 0 + 1*2 = 2
+    EXPECT_EQ(ind.data<int64_t>()[0], order == 0 ? 1 : 2);
+    EXPECT_EQ(ind.data<int64_t>()[1], order == 0 ? 1 : 2);
+  }
+}
+
+TEST(OpsNnPool, AveragePoolPadsAndCountIncludePad) {
+  // 1x1x3x3 of ones, kernel 3, pads 1: corner window sees 4 real values of 9 positions.
+  std::vector<float> ones(9, 1.f);
+  auto excl = run_op("AveragePool", 19, {attr_ints("kernel_shape", {3, 3}), attr_ints("pads", {1, 1, 1, 1})},
+                     {ftensor({1, 1, 3, 3}, ones)});
+  ASSERT_TRUE(excl.ok()) << excl.status().to_string();
+  for (float v : values(excl.value()[0])) EXPECT_FLOAT_EQ(v, 1.f);
+  auto incl = run_op("AveragePool", 19,
+                     {attr_ints("kernel_shape", {3, 3}), attr_ints("pads", {1, 1, 1, 1}), attr_int("count_include_pad", 1)},
+                     {ftensor({1, 1, 3, 3}, ones)});
+  ASSERT_TRUE(incl.ok());
+  auto v = values(incl.value()[0]);
+  EXPECT_FLOAT_EQ(v[0], 4.f / 9.f);
+  EXPECT_FLOAT_EQ(v[1], 6.f / 9.f);
+  EXPECT_FLOAT_EQ(v[4], 1.f);
+}
+
+TEST(OpsNnPool, AveragePoolCeilModeWindowPastPadding) {
+  // in 4, kernel 3, stride 2, pads 0, ceil: out = ceil(1/2)+1 = 2; window 1 covers [2,5): 2 real values.
+  auto incl = run_op("AveragePool", 19,
+                     {attr_ints("kernel_shape", {3}), attr_ints("strides", {2}), attr_int("ceil_mode", 1),
+                      attr_int("count_include_pad", 1)},
+                     {ftensor({1, 1, 4}, {1, 2, 3, 4})});
+  ASSERT_TRUE(incl.ok()) << incl.status().to_string();
+  // count_include_pad counts positions inside the padded input only (here no pads): (3+4)/2
+  EXPECT_EQ(values(incl.value()[0]), (std::vector<float>{2.f, 3.5f}));
+}
+
+TEST(OpsNnPool, GlobalPoolsAndLpPool) {
+  auto avg = run_op("GlobalAveragePool", 1, {}, {ftensor({1, 2, 2}, {1, 3, -2, 4})});
+  ASSERT_TRUE(avg.ok());
+  EXPECT_EQ(avg.value()[0].tensor().shape(), (Dims{1, 2, 1}));
+  EXPECT_EQ(values(avg.value()[0]), (std::vector<float>{2, 1}));
+  auto mx = run_op("GlobalMaxPool", 1, {}, {ftensor({1, 2, 2}, {1, 3, -2, -4})});
+  ASSERT_TRUE(mx.ok());
+  EXPECT_EQ(values(mx.value()[0]), (std::vector<float>{3, -2}));
+  auto lp = run_op("LpPool", 18, {attr_ints("kernel_shape", {2}), attr_int("p", 2)}, {ftensor({1, 1, 3}, {3, 4, 0})});
+  ASSERT_TRUE(lp.ok());
+  EXPECT_EQ(values(lp.value()[0]), (std::vector<float>{5, 4}));
+}
+
+TEST(OpsNnPool, MaxPoolInt8AndErrors) {
+  KernelRun run;
+  run.op_type = "MaxPool";
+  run.opset = 12;
+  run.attributes = {attr_ints("kernel_shape", {2})};
+  run.inputs = {Tensor::from_vector<int8_t>(DataType::kInt8, {1, 1, 3}, {-5, -7, 3})};
+  auto out = run_kernel(run);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  const Tensor& y = out.value()[0].tensor();
+  EXPECT_EQ(y.data<int8_t>()[0], -5);
+  EXPECT_EQ(y.data<int8_t>()[1], 3);
+  // kernel larger than the input: an error, not a crash
+  run.attributes = {attr_ints("kernel_shape", {5})};
+  EXPECT_FALSE(run_kernel(run).ok());
+}
+
+TEST(OpsNnConvTranspose, MatchesScatterDefinition) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> pick(0, 1000);
+  for (int iter = 0; iter < 20; ++iter) {
+    const int64_t group = 1 + iter % 2, Cg = 1 + pick(rng) % 3, Mg = 1 + pick(rng) % 3;
+    const int64_t C = Cg * group, M = Mg * group, H = 2 + pick(rng) % 4, W = 2 + pick(rng) % 4;
+    const int64_t kh = 1 + pick(rng) % 3, kw = 1 + pick(rng) % 3, sh = 1 + pick(rng) % 3, sw = 1 + pick(rng) % 2;
+    const int64_t dh = 1 + pick(rng) % 2, dw = 1;
+    const int64_t pt = pick(rng) % 2, pl = pick(rng) % 2, pb = pick(rng) % 2, pr = 0;
+    auto x = random_vec(rng, C * H * W), w = random_vec(rng, C * Mg * kh * kw), b = random_vec(rng, M);
+    const int64_t OH = sh * (H - 1) + (kh - 1) * dh + 1 - pt - pb, OW = sw * (W - 1) + (kw - 1) * dw + 1 - pl - pr;
+    std::vector<float> ref(M * OH * OW);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t i = 0; i < OH * OW; ++i) ref[m * OH * OW + i] = b[m];
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t gi = c / Cg;
+      for (int64_t ih = 0; ih < H; ++ih)
+        for (int64_t iw = 0; iw < W; ++iw)
+          for (int64_t mm = 0; mm < Mg; ++mm)
+            for (int64_t a = 0; a < kh; ++a)
+              for (int64_t e = 0; e < kw; ++e) {
+                const int64_t oh = ih * sh - pt + a * dh, ow = iw * sw - pl + e * dw;
+                if (oh < 0 || oh >= OH || ow < 0 || ow >= OW) continue;
+                ref[((gi * Mg + mm) * OH + oh) * OW + ow] +=
+                    x[(c * H + ih) * W + iw] * w[((c * Mg + mm) * kh + a) * kw + e];
+              }
+    }
+    auto out = run_op("ConvTranspose", 11,
+                      {attr_ints("strides", {sh, sw}), attr_ints("dilations", {dh, dw}),
+                       attr_ints("pads", {pt, pl, pb, pr}), attr_int("group", group)},
+                      {ftensor({1, C, H, W}, x), ftensor({C, Mg, kh, kw}, w), ftensor({M}, b)}, 1, 2);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_EQ(out.value()[0].tensor().shape(), (Dims{1, M, OH, OW}));
+    expect_close(values(out.value()[0]), ref, 1e-4f, "convtranspose iter " + std::to_string(iter));
+  }
+}
+
+TEST(OpsNnConv, Float16MatchesFloat) {
+  std::mt19937 rng(11);
+  auto x = random_vec(rng, 2 * 3 * 5 * 5), w = random_vec(rng, 4 * 3 * 3 * 3);
+  std::vector<Float16> xh, wh;
+  for (float v : x) xh.push_back(Float16(v));
+  for (float v : w) wh.push_back(Float16(v));
+  std::vector<float> xr, wr;  // the float values the halves hold
+  for (auto h : xh) xr.push_back(float(h));
+  for (auto h : wh) wr.push_back(float(h));
+  std::vector<ir::Attribute> attrs = {attr_ints("pads", {1, 1, 1, 1})};
+  auto f = run_op("Conv", 22, attrs, {ftensor({2, 3, 5, 5}, xr), ftensor({4, 3, 3, 3}, wr)});
+  auto h = run_op("Conv", 22, attrs,
+                  {Tensor::from_vector<Float16>(DataType::kFloat16, {2, 3, 5, 5}, xh),
+                   Tensor::from_vector<Float16>(DataType::kFloat16, {4, 3, 3, 3}, wh)});
+  ASSERT_TRUE(f.ok() && h.ok());
+  const Tensor& yh = h.value()[0].tensor();
+  ASSERT_EQ(yh.dtype(), DataType::kFloat16);
+  auto yf = values(f.value()[0]);
+  for (int64_t i = 0; i < yh.numel(); ++i) EXPECT_NEAR(float(yh.data<Float16>()[i]), yf[i], 2e-3f * (1 + std::fabs(yf[i])));
+}
