@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <type_traits>
 
 #include "ops/common.h"
 #include "ops/tensor_util.h"
@@ -175,28 +176,68 @@ AxisPlan plan_axis(const ResizeParams& p, int64_t in, int64_t out, double scale,
   return plan;
 }
 
-// Applies one axis plan: src has shape [outer, in, inner], dst [outer, out, inner].
-void apply_plan(const AxisPlan& plan, const std::vector<double>& src, std::vector<double>& dst, int64_t outer,
-                int64_t in, int64_t out, int64_t inner, double extrap) {
-  dst.assign(static_cast<size_t>(outer * out * inner), 0.0);
+template <typename A, typename S>
+inline A load_as(S v) {
+  if constexpr (std::is_same_v<S, Float16> || std::is_same_v<S, BFloat16>) {
+    return static_cast<A>(static_cast<float>(v));
+  } else {
+    return static_cast<A>(v);
+  }
+}
+template <typename D, typename A>
+inline D store_as(A v) {
+  if constexpr (std::is_same_v<D, A>) {
+    return v;
+  } else {
+    return from_double<D>(static_cast<double>(v));
+  }
+}
+
+// Applies one axis plan: src has shape [outer, in, inner], dst [outer, out, inner]; accumulates in A.
+template <typename A, typename S, typename D>
+void apply_plan(const AxisPlan& plan, const S* src, D* dst, int64_t outer, int64_t in, int64_t out, int64_t inner,
+                double extrap, ep::ThreadPool& pool) {
   const int64_t taps = plan.taps;
-  for (int64_t o = 0; o < outer; ++o) {
-    const double* s = src.data() + o * in * inner;
-    double* d = dst.data() + o * out * inner;
-    for (int64_t x = 0; x < out; ++x) {
-      double* dr = d + x * inner;
-      if (plan.extrap[x]) {
-        std::fill(dr, dr + inner, extrap);
+  std::vector<A> w(plan.w.size());
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<A>(plan.w[i]);
+  const int64_t* ix = plan.idx.data();
+  const D ev = store_as<D, A>(static_cast<A>(extrap));
+  auto body = [&](int64_t ob, int64_t oe) {
+    std::vector<A> acc(static_cast<size_t>(inner > 1 ? inner : 0));
+    for (int64_t o = ob; o < oe; ++o) {
+      const S* s = src + o * in * inner;
+      D* d = dst + o * out * inner;
+      if (inner == 1) {
+        for (int64_t x = 0; x < out; ++x) {
+          if (plan.extrap[x]) {
+            d[x] = ev;
+            continue;
+          }
+          A v = 0;
+          for (int64_t t = 0; t < taps; ++t) v += w[x * taps + t] * load_as<A>(s[ix[x * taps + t]]);
+          d[x] = store_as<D, A>(v);
+        }
         continue;
       }
-      for (int64_t t = 0; t < taps; ++t) {
-        const double w = plan.w[x * taps + t];
-        if (w == 0) continue;
-        const double* sr = s + plan.idx[x * taps + t] * inner;
-        for (int64_t i = 0; i < inner; ++i) dr[i] += w * sr[i];
+      for (int64_t x = 0; x < out; ++x) {
+        D* dr = d + x * inner;
+        if (plan.extrap[x]) {
+          std::fill(dr, dr + inner, ev);
+          continue;
+        }
+        std::fill(acc.begin(), acc.end(), A(0));
+        for (int64_t t = 0; t < taps; ++t) {
+          const A wt = w[x * taps + t];
+          if (wt == A(0)) continue;
+          const S* sr = s + ix[x * taps + t] * inner;
+          for (int64_t i = 0; i < inner; ++i) acc[i] += wt * load_as<A>(sr[i]);
+        }
+        for (int64_t i = 0; i < inner; ++i) dr[i] = store_as<D, A>(acc[i]);
       }
     }
-  }
+  };
+  const int64_t per = std::max<int64_t>(1, out * inner * taps);
+  pool.parallel_for(outer, std::max<int64_t>(1, (int64_t{1} << 15) / per), body);
 }
 
 template <typename E>
@@ -259,29 +300,51 @@ Status run_resize(KernelContext& ctx, const Tensor& x, const ResizeParams& p, co
         },
         ctx.error("unsupported dtype " + x.describe()));
   }
+  // Axes that change; each gets one separable pass.
+  std::vector<int64_t> passes;
+  for (int64_t a = 0; a < r; ++a) {
+    const bool identity = out_shape[a] == x.shape()[a] && scales[a] == 1.0 && p.coord != Coord::kTfCropAndResize;
+    if (!identity) passes.push_back(a);
+  }
+  if (passes.empty()) {
+    copy_run(x, 0, *out, 0, x.numel());
+    return Status::Ok();
+  }
   return dispatch_numeric(
       x.dtype(),
       [&](auto tag) {
         using T = decltype(tag);
-        const T* src = x.data<T>();
-        std::vector<double> cur(static_cast<size_t>(x.numel())), next;
-        for (int64_t i = 0; i < x.numel(); ++i) cur[i] = to_double(src[i]);
+        // float accumulation for float / half types and narrow integers; double otherwise.
+        using A = std::conditional_t<std::is_same_v<T, double> || (std::is_integral_v<T> && sizeof(T) >= 4),
+                                     double, float>;
+        std::vector<A> cur, next;
         Dims shape = x.shape();
-        for (int64_t a = 0; a < r; ++a) {
-          const bool identity = out_shape[a] == shape[a] && scales[a] == 1.0 && p.coord != Coord::kTfCropAndResize;
-          if (identity) continue;
+        for (size_t k = 0; k < passes.size(); ++k) {
+          const int64_t a = passes[k];
           AxisPlan plan = plan_axis(p, x.shape()[a], out_shape[a], scales[a], roi[a], roi[a + r]);
           int64_t outer = 1, inner = 1;
           for (int64_t i = 0; i < r; ++i) {
             if (i < a) outer *= shape[i];
             if (i > a) inner *= shape[i];
           }
-          apply_plan(plan, cur, next, outer, shape[a], out_shape[a], inner, p.extrapolation);
+          const bool first = k == 0, last = k + 1 == passes.size();
+          if (!last) next.assign(static_cast<size_t>(outer * out_shape[a] * inner), A(0));
+          if (first && last) {
+            apply_plan<A>(plan, x.data<T>(), out->data<T>(), outer, shape[a], out_shape[a], inner, p.extrapolation,
+                          ctx.pool());
+          } else if (first) {
+            apply_plan<A>(plan, x.data<T>(), next.data(), outer, shape[a], out_shape[a], inner, p.extrapolation,
+                          ctx.pool());
+          } else if (last) {
+            apply_plan<A>(plan, cur.data(), out->data<T>(), outer, shape[a], out_shape[a], inner, p.extrapolation,
+                          ctx.pool());
+          } else {
+            apply_plan<A>(plan, cur.data(), next.data(), outer, shape[a], out_shape[a], inner, p.extrapolation,
+                          ctx.pool());
+          }
           cur.swap(next);
           shape[a] = out_shape[a];
         }
-        T* d = out->data<T>();
-        for (int64_t i = 0; i < out->numel(); ++i) d[i] = from_double<T>(cur[i]);
         return Status::Ok();
       },
       ctx.error("unsupported dtype " + x.describe()));
