@@ -53,6 +53,10 @@ Result<StridedLayout> slice_layout(const Dims& in_shape, const std::vector<int64
     const int64_t dim = in_shape[ax];
     const int64_t step = steps[k];
     if (step == 0) return invalid_argument("step for axis " + std::to_string(axes[k]) + " is 0");
+    if (dim == 0) {
+      L.shape[ax] = 0;
+      continue;
+    }
     int64_t s = starts[k], e = ends[k];
     if (s < 0) s += dim;  // no overflow: dim >= 0 (INT64_MIN + dim stays representable)
     if (e < 0) e += dim;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 
 #include "kernel_test_util.h"
 #include "nxrt/tensor.h"
@@ -380,4 +381,29 @@ TEST(OpsTensor, HugeOutputShapesAreErrorsNotCrashes) {
   EXPECT_FALSE(run("Pad", {Iota({2}), I64v({big, big})}).ok());
   EXPECT_FALSE(run("Resize", {Iota({1, 1, 2, 2}), Value(), F({4}, {1, 1, 1e30f, 1e30f})}, {}, 19).ok());
   EXPECT_FALSE(run("OneHot", {I64v({0, 1}), I64({}, {big * 1024}), F({2}, {0, 1})}).ok());
+}
+
+TEST(OpsTensor, ExtremeValuesStayDefined) {
+  // negative step over an empty axis
+  auto s = run("Slice", {Tensor(DataType::kFloat, {0, 2}), I64v({-1}), I64v({INT64_MIN}), I64v({0}), I64v({-1})});
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s.value()[0].tensor().shape(), (Dims{0, 2}));
+  auto t = run("Trilu", {Iota({2, 2}), I64({}, {INT64_MAX})});
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(fv(t.value()[0]), (std::vector<float>{0, 0, 0, 0}));
+  EXPECT_FALSE(run("Tile", {Iota({3}), I64v({INT64_MAX})}).ok());
+  EXPECT_FALSE(run("DepthToSpace", {Iota({1, 4, 1, 1})}, {attr_int("blocksize", INT64_MAX)}).ok());
+  EXPECT_FALSE(run("Pad", {Iota({2}), I64v({INT64_MAX, 1})}).ok());
+  // GridSample with NaN / inf / huge grid coordinates: defined output
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (const char* pad : {"zeros", "border", "reflection"}) {
+    auto g = run("GridSample", {Iota({1, 1, 2, 2}), F({1, 1, 3, 2}, {nan, 0, inf, -inf, 1e30f, -1e30f})},
+                 {attr_string("padding_mode", pad)}, 20);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+  }
+  EXPECT_FALSE(run("RoiAlign", {Iota({1, 1, 4, 4}), F({1, 4}, {0, 0, nan, 2}), I64v({0})}, {}, 16).ok());
+  auto n = run("NonMaxSuppression", {F({1, 2, 4}, {0, 0, 1, 1, 0, 0, 1, 1}), F({1, 1, 2}, {nan, 0.5f}), I64v({5})},
+               {}, 11);
+  ASSERT_TRUE(n.ok()) << n.status().to_string();
+  EXPECT_EQ(n.value()[0].tensor().shape(), (Dims{1, 3}));
 }
