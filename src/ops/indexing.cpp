@@ -175,8 +175,6 @@ Status gather_nd_fn(KernelContext& ctx) {
   for (int64_t i = b + k; i < r; ++i) slice *= x.shape()[i];
   int64_t batch = 1;
   for (int64_t i = 0; i < b; ++i) batch *= x.shape()[i];
-  const int64_t per_batch_tuples = k == 0 ? 0 : 1;  // placeholder
-  (void)per_batch_tuples;
   int64_t tuples = 1;
   for (int64_t i = b; i < q - 1; ++i) tuples *= it.shape()[i];
   const Dims xs = contiguous_strides(x.shape());
