@@ -291,3 +291,142 @@ TEST(OpsNnConv, Float16MatchesFloat) {
   auto yf = values(f.value()[0]);
   for (int64_t i = 0; i < yh.numel(); ++i) EXPECT_NEAR(float(yh.data<Float16>()[i]), yf[i], 2e-3f * (1 + std::fabs(yf[i])));
 }
+
+// ------------------------------------------------------------------------------------------------
+// Recurrent ops: properties that tie directions, layouts and sequence lengths together.
+
+namespace {
+
+struct RnnCase {
+  std::string op;
+  int64_t gates;
+  int64_t S = 4, B = 3, I = 2, H = 3;
+};
+
+std::vector<float> slice_dir(const std::vector<float>& y, int64_t S, int64_t D, int64_t B, int64_t H, int64_t d) {
+  std::vector<float> out;
+  for (int64_t t = 0; t < S; ++t)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < H; ++j) out.push_back(y[((t * D + d) * B + b) * H + j]);
+  return out;
+}
+
+}  // namespace
+
+TEST(OpsNnRnn, BidirectionalMatchesForwardAndReverseRuns) {
+  std::mt19937 rng(5);
+  for (RnnCase rc : {RnnCase{"RNN", 1}, RnnCase{"GRU", 3}, RnnCase{"LSTM", 4}}) {
+    const int64_t G = rc.gates, S = rc.S, B = rc.B, I = rc.I, H = rc.H;
+    auto x = random_vec(rng, S * B * I);
+    auto w = random_vec(rng, 2 * G * H * I), r = random_vec(rng, 2 * G * H * H), bias = random_vec(rng, 2 * 2 * G * H);
+    auto h0 = random_vec(rng, 2 * B * H);
+    const size_t nout = rc.op == "LSTM" ? 3 : 2;
+    auto bi = run_op(rc.op, 14, {attr_int("hidden_size", H), attr_string("direction", "bidirectional")},
+                     {ftensor({S, B, I}, x), ftensor({2, G * H, I}, w), ftensor({2, G * H, H}, r),
+                      ftensor({2, 2 * G * H}, bias), Value(), ftensor({2, B, H}, h0)},
+                     nout);
+    ASSERT_TRUE(bi.ok()) << bi.status().to_string();
+    auto ybi = values(bi.value()[0]);
+    for (int d = 0; d < 2; ++d) {
+      auto part = [&](const std::vector<float>& v, int64_t n) {
+        return std::vector<float>(v.begin() + d * n, v.begin() + (d + 1) * n);
+      };
+      auto one = run_op(rc.op, 14, {attr_int("hidden_size", H), attr_string("direction", d ? "reverse" : "forward")},
+                        {ftensor({S, B, I}, x), ftensor({1, G * H, I}, part(w, G * H * I)),
+                         ftensor({1, G * H, H}, part(r, G * H * H)), ftensor({1, 2 * G * H}, part(bias, 2 * G * H)),
+                         Value(), ftensor({1, B, H}, part(h0, B * H))},
+                        nout);
+      ASSERT_TRUE(one.ok()) << one.status().to_string();
+      expect_close(values(one.value()[0]), slice_dir(ybi, S, 2, B, H, d), 1e-5f, rc.op + " Y dir " + std::to_string(d));
+      expect_close(values(one.value()[1]), part(values(bi.value()[1]), B * H), 1e-5f, rc.op + " Y_h");
+    }
+  }
+}
+
+TEST(OpsNnRnn, LayoutOneAndSequenceLens) {
+  std::mt19937 rng(6);
+  for (RnnCase rc : {RnnCase{"RNN", 1}, RnnCase{"GRU", 3}, RnnCase{"LSTM", 4}}) {
+    const int64_t G = rc.gates, S = rc.S, B = rc.B, I = rc.I, H = rc.H;
+    auto x = random_vec(rng, S * B * I);
+    auto w = random_vec(rng, G * H * I), r = random_vec(rng, G * H * H);
+    std::vector<int32_t> lens = {4, 2, 0};
+    const size_t nout = rc.op == "LSTM" ? 3 : 2;
+    std::vector<ir::Attribute> attrs = {attr_int("hidden_size", H), attr_string("direction", "reverse")};
+    if (rc.op == "GRU") attrs.push_back(attr_int("linear_before_reset", 1));
+    auto base = run_op(rc.op, 14, attrs,
+                       {ftensor({S, B, I}, x), ftensor({1, G * H, I}, w), ftensor({1, G * H, H}, r), Value(),
+                        Tensor::from_vector<int32_t>(DataType::kInt32, {B}, lens)},
+                       nout);
+    ASSERT_TRUE(base.ok()) << base.status().to_string();
+    auto y = values(base.value()[0]);  // [S, 1, B, H]
+    // steps past a batch entry's length are zero
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = lens[b]; t < S; ++t)
+        for (int64_t j = 0; j < H; ++j) EXPECT_EQ(y[(t * B + b) * H + j], 0.f);
+    // batch entry 1 (length 2) alone with S = 2 gives the same Y_h
+    std::vector<float> x1;
+    for (int64_t t = 0; t < 2; ++t)
+      for (int64_t i = 0; i < I; ++i) x1.push_back(x[(t * B + 1) * I + i]);
+    auto alone = run_op(rc.op, 14, attrs, {ftensor({2, 1, I}, x1), ftensor({1, G * H, I}, w), ftensor({1, G * H, H}, r)}, nout);
+    ASSERT_TRUE(alone.ok());
+    auto yh = values(base.value()[1]);
+    expect_close(values(alone.value()[1]), std::vector<float>(yh.begin() + H, yh.begin() + 2 * H), 1e-5f, rc.op + " lens");
+    // layout 1: X as [B, S, I] gives Y as [B, S, D, H]
+    std::vector<float> xt(x.size());
+    for (int64_t t = 0; t < S; ++t)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < I; ++i) xt[(b * S + t) * I + i] = x[(t * B + b) * I + i];
+    auto attrs1 = attrs;
+    attrs1.push_back(attr_int("layout", 1));
+    auto l1 = run_op(rc.op, 14, attrs1,
+                     {ftensor({B, S, I}, xt), ftensor({1, G * H, I}, w), ftensor({1, G * H, H}, r), Value(),
+                      Tensor::from_vector<int32_t>(DataType::kInt32, {B}, lens)},
+                     nout);
+    ASSERT_TRUE(l1.ok()) << l1.status().to_string();
+    auto y1 = values(l1.value()[0]);
+    for (int64_t t = 0; t < S; ++t)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t j = 0; j < H; ++j) ASSERT_NEAR(y1[(b * S + t) * H + j], y[(t * B + b) * H + j], 1e-6f);
+  }
+}
+
+TEST(OpsNnRnn, LstmOneStepByHand) {
+  // hidden 1, input 1, one step: gates i, o, f, c with peepholes and clip.
+  const float x = 0.5f, h0 = 0.2f, c0 = -0.3f;
+  const std::vector<float> w = {0.1f, 0.2f, 0.3f, 0.4f}, r = {0.5f, -0.6f, 0.7f, -0.8f};
+  const std::vector<float> p = {0.9f, -0.1f, 0.2f};  // i, o, f
+  auto sig = [](float v) { return 1.f / (1.f + std::exp(-v)); };
+  const float i = sig(w[0] * x + r[0] * h0 + p[0] * c0);
+  const float f = sig(w[2] * x + r[2] * h0 + p[2] * c0);
+  const float c = std::tanh(w[3] * x + r[3] * h0);
+  const float ct = f * c0 + i * c;
+  const float o = sig(w[1] * x + r[1] * h0 + p[1] * ct);
+  const float ht = o * std::tanh(ct);
+  auto out = run_op("LSTM", 7, {attr_int("hidden_size", 1)},
+                    {ftensor({1, 1, 1}, {x}), ftensor({1, 4, 1}, w), ftensor({1, 4, 1}, r), Value(), Value(),
+                     ftensor({1, 1, 1}, {h0}), ftensor({1, 1, 1}, {c0}), ftensor({1, 3}, p)},
+                    3);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_NEAR(values(out.value()[0])[0], ht, 1e-6f);
+  EXPECT_NEAR(values(out.value()[2])[0], ct, 1e-6f);
+}
+
+TEST(OpsNnRnn, GruOneStepBothResetModes) {
+  const float x = 0.7f, h0 = -0.4f;
+  const std::vector<float> w = {0.3f, -0.2f, 0.5f}, r = {0.1f, 0.4f, -0.6f};
+  const std::vector<float> b = {0.01f, 0.02f, 0.03f, 0.04f, 0.05f, 0.06f};
+  auto sig = [](float v) { return 1.f / (1.f + std::exp(-v)); };
+  const float z = sig(w[0] * x + r[0] * h0 + b[0] + b[3]);
+  const float rr = sig(w[1] * x + r[1] * h0 + b[1] + b[4]);
+  for (int lbr = 0; lbr < 2; ++lbr) {
+    const float hh = lbr ? std::tanh(w[2] * x + b[2] + rr * (r[2] * h0 + b[5]))
+                         : std::tanh(w[2] * x + r[2] * (rr * h0) + b[2] + b[5]);
+    const float want = (1 - z) * hh + z * h0;
+    auto out = run_op("GRU", 7, {attr_int("hidden_size", 1), attr_int("linear_before_reset", lbr)},
+                      {ftensor({1, 1, 1}, {x}), ftensor({1, 3, 1}, w), ftensor({1, 3, 1}, r), ftensor({1, 6}, b),
+                       Value(), ftensor({1, 1, 1}, {h0})},
+                      2);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_NEAR(values(out.value()[1])[0], want, 1e-6f) << "linear_before_reset " << lbr;
+  }
+}
