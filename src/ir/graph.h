@@ -73,6 +73,7 @@ struct Node {
   std::string name;
   std::string op_type;
   std::string domain;  // "" means ai.onnx
+  std::string overload;  // NodeProto.overload: selects a model-local function overload
   std::vector<std::string> inputs;   // "" = omitted optional input
   std::vector<std::string> outputs;  // "" = omitted optional output
   std::vector<Attribute> attributes;

@@ -16,6 +16,9 @@ namespace nxrt::onnx {
 struct LoadOptions {
   // Expand model-local functions (FunctionProto) into their call sites.
   bool expand_functions = true;
+  // Sparse tensors (initializers, attributes) are densified at load; a dense size above this is an
+  // error rather than an allocation the file cannot justify.
+  size_t max_densify_bytes = size_t{1} << 32;
 };
 
 // mmaps `path`; external data is resolved relative to the model's folder.

@@ -1,0 +1,70 @@
+// The ONNX message parser (internal): ModelProto and the test-data protos into ir:: / Value.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "nxrt/status.h"
+#include "nxrt/tensor.h"
+#include "onnx/mapped_file.h"
+#include "onnx/wire.h"
+
+namespace nxrt::onnx {
+
+struct ParseOptions {
+  std::shared_ptr<void> keepalive;  // holds the parsed bytes alive for zero-copy tensors
+  bool borrow_raw = true;           // raw_data aligned to its element size is borrowed, not copied
+  std::string base_dir;             // external data folder ("" = external data is an error)
+  size_t max_densify_bytes = size_t{1} << 32;  // sparse tensors larger than this when dense: error
+};
+
+constexpr int kMaxGraphDepth = 64;
+
+class Parser {
+ public:
+  Parser(const uint8_t* data, size_t size, ParseOptions opts);
+
+  Status parse_model(ir::Model* model);
+  Status parse_value(const ir::TypeInfo* expected, Value* out, std::string* name);
+
+ private:
+  struct TensorFields;
+
+  Status parse_graph(const wire::Field& msg, ir::Graph* g, int graph_depth);
+  Status parse_node(const wire::Field& msg, ir::Node* n, int graph_depth);
+  Status parse_attribute(const wire::Field& msg, ir::Attribute* a, int graph_depth);
+  Status parse_tensor(const wire::Field& msg, Tensor* t, std::string* name);
+  Status parse_sparse_tensor(const wire::Field& msg, Tensor* t, std::string* name);
+  Status parse_value_info(const wire::Field& msg, ir::ValueInfo* v);
+  Status parse_type(const wire::Field& msg, ir::TypeInfo* t);
+  Status parse_tensor_type(const wire::Field& msg, ir::TypeInfo* t);
+  Status parse_shape(const wire::Field& msg, ir::TypeInfo* t);
+  Status parse_opset(const wire::Field& msg, ir::OpsetImport* o);
+  Status parse_string_pair(const wire::Field& msg, std::pair<std::string, std::string>* kv);
+  Status parse_function(const wire::Field& msg, ir::Function* fn);
+  Status parse_dtype(const wire::Field& f, const char* name, DataType* out, bool allow_undefined);
+
+  Status build_tensor(TensorFields& tf, Tensor* out);
+  Status load_external(TensorFields& tf, DataType dt, const Dims& dims, int64_t numel, Tensor* out);
+  Status densify(const Tensor& values, const Tensor& indices, const Dims& dims, size_t offset,
+                 const std::string& name, Tensor* out);
+
+  Status parse_sequence(const wire::Field& msg, const ir::TypeInfo* expected, Value* out, std::string* name);
+  Status parse_optional(const wire::Field& msg, const ir::TypeInfo* expected, Value* out, std::string* name);
+  Status parse_map(const wire::Field& msg, const ir::TypeInfo* expected, Value* out, std::string* name);
+
+  // Enters a sub-message (wire type, path and depth checked) and runs fn on it.
+  template <typename Fn>
+  Status sub(const wire::Field& f, const char* name, int64_t index, Fn&& fn);
+
+  wire::Context ctx_;
+  const uint8_t* data_;
+  size_t size_;
+  ParseOptions opts_;
+  std::map<std::string, std::shared_ptr<MappedFile>> external_files_;
+};
+
+}  // namespace nxrt::onnx

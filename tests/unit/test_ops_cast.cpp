@@ -1,0 +1,244 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "ir/float8_types.h"
+#include "ir/float_types.h"
+#include "kernel_test_util.h"
+
+using namespace nxrt;
+using nxrt::testing::attr_int;
+using nxrt::testing::attr_string;
+using nxrt::testing::KernelRun;
+using nxrt::testing::run_kernel;
+
+namespace {
+
+Result<std::vector<Value>> run(const std::string& op, std::vector<Value> inputs, std::vector<ir::Attribute> attrs,
+                               int64_t opset = 25, size_t num_outputs = 1) {
+  KernelRun r;
+  r.op_type = op;
+  r.opset = opset;
+  r.inputs = std::move(inputs);
+  r.attributes = std::move(attrs);
+  r.num_outputs = num_outputs;
+  return run_kernel(r);
+}
+
+Tensor ftensor(Dims shape, std::vector<float> v) { return Tensor::from_vector<float>(DataType::kFloat, std::move(shape), v); }
+
+std::vector<uint8_t> bytes(const Value& v) {
+  const Tensor& t = v.tensor();
+  const uint8_t* p = t.data<uint8_t>();
+  return std::vector<uint8_t>(p, p + t.nbytes());
+}
+
+uint8_t f8(float x, MiniFloat f, bool sat = true) { return static_cast<uint8_t>(encode_minifloat(x, f, sat)); }
+
+}  // namespace
+
+TEST(OpsCast, Float8EncodeTable) {
+  // e4m3fn: max 448 = 0x7E, NaN = 0x7F, min subnormal 2^-9 = 0x01, no inf.
+  EXPECT_EQ(f8(448.0f, MiniFloat::kE4M3FN), 0x7E);
+  EXPECT_EQ(f8(1.0f, MiniFloat::kE4M3FN), 0x38);
+  EXPECT_EQ(f8(-2.0f, MiniFloat::kE4M3FN), 0xC0);
+  EXPECT_EQ(f8(0.001953125f, MiniFloat::kE4M3FN), 0x01);
+  EXPECT_EQ(f8(-0.0f, MiniFloat::kE4M3FN), 0x80);
+  EXPECT_EQ(f8(480.0f, MiniFloat::kE4M3FN, true), 0x7E);   // saturates
+  EXPECT_EQ(f8(480.0f, MiniFloat::kE4M3FN, false), 0x7F);  // overflow -> NaN
+  EXPECT_EQ(f8(INFINITY, MiniFloat::kE4M3FN, true), 0x7E);
+  EXPECT_EQ(f8(-INFINITY, MiniFloat::kE4M3FN, false), 0xFF);
+  EXPECT_EQ(f8(NAN, MiniFloat::kE4M3FN), 0x7F);
+  EXPECT_EQ(f8(1.0625f, MiniFloat::kE4M3FN), 0x38);  // tie (1 + 2^-4) -> even mantissa
+  EXPECT_EQ(f8(1.1875f, MiniFloat::kE4M3FN), 0x3A);  // tie (1 + 3*2^-4) -> even mantissa (up)
+  // e4m3fnuz: max 240 = 0x7F, NaN = 0x80, -0 -> 0
+  EXPECT_EQ(f8(240.0f, MiniFloat::kE4M3FNUZ), 0x7F);
+  EXPECT_EQ(f8(-0.0f, MiniFloat::kE4M3FNUZ), 0x00);
+  EXPECT_EQ(f8(NAN, MiniFloat::kE4M3FNUZ), 0x80);
+  EXPECT_EQ(f8(1000.0f, MiniFloat::kE4M3FNUZ, false), 0x80);
+  EXPECT_EQ(f8(1.0f, MiniFloat::kE4M3FNUZ), 0x40);
+  // e5m2: inf 0x7C, max 57344 = 0x7B
+  EXPECT_EQ(f8(57344.0f, MiniFloat::kE5M2), 0x7B);
+  EXPECT_EQ(f8(INFINITY, MiniFloat::kE5M2, false), 0x7C);
+  EXPECT_EQ(f8(1e6f, MiniFloat::kE5M2, true), 0x7B);
+  EXPECT_EQ(f8(-1e6f, MiniFloat::kE5M2, false), 0xFC);
+  EXPECT_EQ(f8(1.0f, MiniFloat::kE5M2), 0x3C);
+  // e5m2fnuz
+  EXPECT_EQ(f8(1.0f, MiniFloat::kE5M2FNUZ), 0x40);
+  EXPECT_EQ(f8(INFINITY, MiniFloat::kE5M2FNUZ, false), 0x80);
+  // float4 e2m1: {0, .5, 1, 1.5, 2, 3, 4, 6}
+  EXPECT_EQ(f8(0.25f, MiniFloat::kE2M1), 0x0);   // tie -> even (0)
+  EXPECT_EQ(f8(-3.5f, MiniFloat::kE2M1), 0xE);   // tie -> 4
+  EXPECT_EQ(f8(100.0f, MiniFloat::kE2M1), 0x7);  // saturates to 6
+}
+
+TEST(OpsCast, Float8DecodeTable) {
+  EXPECT_EQ(decode_minifloat(0x7E, MiniFloat::kE4M3FN), 448.0f);
+  EXPECT_TRUE(std::isnan(decode_minifloat(0xFF, MiniFloat::kE4M3FN)));
+  EXPECT_EQ(decode_minifloat(0x01, MiniFloat::kE4M3FN), 0.001953125f);
+  EXPECT_TRUE(std::isnan(decode_minifloat(0x80, MiniFloat::kE4M3FNUZ)));
+  EXPECT_EQ(decode_minifloat(0x7F, MiniFloat::kE4M3FNUZ), 240.0f);
+  EXPECT_TRUE(std::isinf(decode_minifloat(0xFC, MiniFloat::kE5M2)));
+  EXPECT_EQ(decode_minifloat(0x7B, MiniFloat::kE5M2), 57344.0f);
+  EXPECT_EQ(decode_minifloat(0x01, MiniFloat::kE5M2FNUZ), std::ldexp(1.0f, -17));
+  // Every finite e4m3fn / e5m2 value round-trips.
+  for (uint32_t b = 0; b < 256; ++b) {
+    for (MiniFloat f : {MiniFloat::kE4M3FN, MiniFloat::kE4M3FNUZ, MiniFloat::kE5M2, MiniFloat::kE5M2FNUZ}) {
+      float v = decode_minifloat(b, f);
+      if (std::isnan(v) || std::isinf(v)) continue;
+      if (v == 0.0f && (f == MiniFloat::kE4M3FNUZ || f == MiniFloat::kE5M2FNUZ)) continue;
+      EXPECT_EQ(encode_minifloat(v, f, false), b) << "format " << static_cast<int>(f) << " bits " << b;
+    }
+  }
+}
+
+TEST(OpsCast, Float16FromDoubleRoundsOnce) {
+  Tensor d = Tensor::from_vector<double>(DataType::kDouble, {3}, {1.0 + std::ldexp(1.0, -11), 1.0 + 3 * std::ldexp(1.0, -11),
+                                                                  1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40)});
+  auto r = run("Cast", {d}, {attr_int("to", static_cast<int64_t>(DataType::kFloat16))});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const uint16_t* h = r.value()[0].tensor().data<uint16_t>();
+  EXPECT_EQ(h[0], 0x3c00);  // tie -> even
+  EXPECT_EQ(h[1], 0x3c02);  // tie -> even (up)
+  EXPECT_EQ(h[2], 0x3c01);  // just above the tie: up (double rounding through float would give 0x3c00)
+}
+
+TEST(OpsCast, SaturateAttribute) {
+  Tensor x = ftensor({3}, {1000.0f, -INFINITY, NAN});
+  auto r = run("Cast", {x}, {attr_int("to", static_cast<int64_t>(DataType::kFloat8E4M3FN))}, 19);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(bytes(r.value()[0]), (std::vector<uint8_t>{0x7E, 0xFE, 0x7F}));
+  r = run("Cast", {x}, {attr_int("to", static_cast<int64_t>(DataType::kFloat8E4M3FN)), attr_int("saturate", 0)}, 19);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(bytes(r.value()[0]), (std::vector<uint8_t>{0x7F, 0xFF, 0x7F}));
+  r = run("Cast", {ftensor({3}, {1e5f, -INFINITY, NAN})},
+          {attr_int("to", static_cast<int64_t>(DataType::kFloat8E5M2)), attr_int("saturate", 0)}, 19);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(bytes(r.value()[0])[0], 0x7C);
+  EXPECT_EQ(bytes(r.value()[0])[1], 0xFC);
+}
+
+TEST(OpsCast, Int4WrapsAndSignExtends) {
+  auto r = run("Cast", {ftensor({4}, {-9, -8, 7, 8})}, {attr_int("to", static_cast<int64_t>(DataType::kInt4))});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(bytes(r.value()[0]), (std::vector<uint8_t>{0x87, 0x87}));
+  Tensor i4(DataType::kInt4, {3});
+  i4.data<uint8_t>()[0] = 0xF7;  // 7, -1
+  i4.data<uint8_t>()[1] = 0x08;  // -8
+  r = run("Cast", {i4}, {attr_int("to", static_cast<int64_t>(DataType::kInt8))});
+  ASSERT_TRUE(r.ok());
+  const int8_t* p = r.value()[0].tensor().data<int8_t>();
+  EXPECT_EQ(p[0], 7);
+  EXPECT_EQ(p[1], -1);
+  EXPECT_EQ(p[2], -8);
+  Tensor u2(DataType::kUInt2, {5});
+  u2.data<uint8_t>()[0] = 0xE4;  // 0,1,2,3
+  u2.data<uint8_t>()[1] = 0x03;  // 3
+  r = run("Cast", {u2}, {attr_int("to", static_cast<int64_t>(DataType::kFloat))});
+  ASSERT_TRUE(r.ok());
+  const float* f = r.value()[0].tensor().data<float>();
+  EXPECT_EQ(std::vector<float>(f, f + 5), (std::vector<float>{0, 1, 2, 3, 3}));
+}
+
+TEST(OpsCast, Strings) {
+  Tensor s(DataType::kString, {6});
+  const char* in[] = {"3.5", "NaN", "-inf", "+INF", "1e-5", " 100 "};
+  for (int i = 0; i < 6; ++i) s.string_data()[i] = in[i];
+  auto r = run("Cast", {s}, {attr_int("to", static_cast<int64_t>(DataType::kFloat))}, 13);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const float* f = r.value()[0].tensor().data<float>();
+  EXPECT_EQ(f[0], 3.5f);
+  EXPECT_TRUE(std::isnan(f[1]));
+  EXPECT_EQ(f[2], -INFINITY);
+  EXPECT_EQ(f[3], INFINITY);
+  EXPECT_FLOAT_EQ(f[4], 1e-5f);
+  EXPECT_EQ(f[5], 100.0f);
+  Tensor big(DataType::kString, {1});
+  big.string_data()[0] = "9007199254740993";  // 2^53 + 1: exact through the integer path
+  r = run("Cast", {big}, {attr_int("to", static_cast<int64_t>(DataType::kInt64))}, 13);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value()[0].tensor().data<int64_t>()[0], 9007199254740993LL);
+  r = run("Cast", {ftensor({4}, {NAN, -INFINITY, 0.5f, 314.25f})}, {attr_int("to", static_cast<int64_t>(DataType::kString))}, 13);
+  ASSERT_TRUE(r.ok());
+  const std::string* o = r.value()[0].tensor().string_data();
+  EXPECT_EQ(o[0], "NaN");
+  EXPECT_EQ(o[1], "-INF");
+  EXPECT_EQ(o[2], "0.5");
+  EXPECT_EQ(o[3], "314.25");
+}
+
+TEST(OpsCast, Opset1StringTo) {
+  auto r = run("Cast", {ftensor({2}, {1.9f, -1.9f})}, {attr_string("to", "INT32")}, 1);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r.value()[0].tensor().dtype(), DataType::kInt32);
+  EXPECT_EQ(r.value()[0].tensor().data<int32_t>()[0], 1);
+  EXPECT_EQ(r.value()[0].tensor().data<int32_t>()[1], -1);
+  r = run("Cast", {ftensor({1}, {1})}, {attr_string("to", "NOPE")}, 1);
+  EXPECT_FALSE(r.ok());
+}
+
+TEST(OpsCast, E8M0RoundModes) {
+  EXPECT_EQ(encode_e8m0(1.5f, true, E8M0Round::kUp), 128);
+  EXPECT_EQ(encode_e8m0(1.5f, true, E8M0Round::kDown), 127);
+  EXPECT_EQ(encode_e8m0(1.5f, true, E8M0Round::kNearest), 128);
+  EXPECT_EQ(encode_e8m0(1.4f, true, E8M0Round::kNearest), 127);
+  EXPECT_EQ(encode_e8m0(1.0f, true, E8M0Round::kUp), 127);
+  EXPECT_EQ(encode_e8m0(INFINITY, true, E8M0Round::kUp), 0xFE);
+  EXPECT_EQ(encode_e8m0(INFINITY, false, E8M0Round::kUp), 0xFF);
+  EXPECT_EQ(encode_e8m0(NAN, true, E8M0Round::kUp), 0xFF);
+  auto r = run("Cast", {ftensor({2}, {3.0f, 0.3f})},
+               {attr_int("to", static_cast<int64_t>(DataType::kFloat8E8M0)), attr_string("round_mode", "down")});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(bytes(r.value()[0]), (std::vector<uint8_t>{128, 125}));
+}
+
+TEST(OpsCast, QuantizePerAxisBlockedAndSaturation) {
+  // per-axis: axis 1 of [2,2]
+  auto r = run("QuantizeLinear",
+               {ftensor({2, 2}, {1.0f, 2.0f, 3.0f, 1000.0f}), ftensor({2}, {1.0f, 2.0f}),
+                Tensor::from_vector<int8_t>(DataType::kInt8, {2}, {0, 1})},
+               {}, 13);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const int8_t* q = r.value()[0].tensor().data<int8_t>();
+  EXPECT_EQ(q[0], 1);
+  EXPECT_EQ(q[1], 2);   // 2/2 + 1
+  EXPECT_EQ(q[2], 3);
+  EXPECT_EQ(q[3], 127); // saturates
+  // Round half to even: 2.5 -> 2, 3.5 -> 4 (uint8 default without zero point)
+  r = run("QuantizeLinear", {ftensor({2}, {2.5f, 3.5f}), ftensor({}, {1.0f})}, {}, 10);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(bytes(r.value()[0]), (std::vector<uint8_t>{2, 4}));
+  // Blocked: [1,4] with block 2 on axis 1, scales [1,2]
+  r = run("QuantizeLinear", {ftensor({1, 4}, {2, 4, 30, 60}), ftensor({1, 2}, {2.0f, 10.0f})},
+          {attr_int("axis", 1), attr_int("block_size", 2), attr_int("output_dtype", static_cast<int64_t>(DataType::kInt4))}, 21);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r.value()[0].tensor().dtype(), DataType::kInt4);
+  EXPECT_EQ(bytes(r.value()[0]), (std::vector<uint8_t>{0x21, 0x63}));  // 1,2,3,6
+  // Wrong scale shape is an error, not a crash.
+  r = run("QuantizeLinear", {ftensor({2, 3}, std::vector<float>(6, 1.0f)), ftensor({2}, {1, 1})}, {}, 13);
+  EXPECT_FALSE(r.ok());
+}
+
+TEST(OpsCast, DequantizeInt4AndDynamicQuantize) {
+  Tensor x(DataType::kInt4, {3});
+  x.data<uint8_t>()[0] = 0x8F;  // -1, -8
+  x.data<uint8_t>()[1] = 0x07;  // 7
+  auto r = run("DequantizeLinear", {x, ftensor({}, {2.0f}), [] {
+                 Tensor z(DataType::kInt4, {});
+                 z.data<uint8_t>()[0] = 0x01;
+                 return z;
+               }()},
+               {}, 21);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const float* y = r.value()[0].tensor().data<float>();
+  EXPECT_EQ(y[0], -4.0f);
+  EXPECT_EQ(y[1], -18.0f);
+  EXPECT_EQ(y[2], 12.0f);
+  r = run("DynamicQuantizeLinear", {ftensor({6}, {0, 2, -3, -2.5f, 1.34f, 0.5f})}, {}, 11, 3);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(bytes(r.value()[0]), (std::vector<uint8_t>{153, 255, 0, 26, 221, 179}));
+  EXPECT_NEAR(r.value()[1].tensor().data<float>()[0], 0.019607844f, 1e-9);
+  EXPECT_EQ(r.value()[2].tensor().data<uint8_t>()[0], 153);
+}
