@@ -181,9 +181,42 @@ Result<std::vector<double>> zero_points(const ep::KernelContext& ctx, size_t idx
 
 bool is_8bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
 
+// w - w_zero_point (scalar or per output channel) in double.
+Result<std::vector<double>> centered_weights(const Tensor& W, const std::vector<double>& wzp) {
+  NXRT_ASSIGN_OR_RETURN(std::vector<double> wv, tensor_values<double>(W));
+  const int64_t M = W.rank() > 0 ? W.dim(0) : 0;
+  const int64_t per_m = M > 0 ? W.numel() / M : 0;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t i = 0; i < per_m; ++i) wv[m * per_m + i] -= wzp[wzp.size() == 1 ? 0 : m];
+  return wv;
+}
+
+// Weights prepared at creation when w (and its zero point, if given) are constants.
+struct IntWeights {
+  bool ready = false;
+  ConvWeights<double> w;
+  void init(const ep::KernelInfo& info, size_t w_idx, size_t wzp_idx, int64_t group) {
+    const Tensor* W = info.const_input(w_idx);
+    if (!W || W->rank() < 3 || group < 1 || W->dim(0) % group != 0 || !is_8bit_dtype(W->dtype())) return;
+    std::vector<double> wzp{0.0};
+    if (info.input_present(wzp_idx)) {
+      const Tensor* z = info.const_input(wzp_idx);
+      if (!z) return;
+      auto v = read_double_values(*z);
+      if (!v.ok() || (v->size() != 1 && static_cast<int64_t>(v->size()) != W->dim(0))) return;
+      wzp = v.value();
+    }
+    auto wv = centered_weights(*W, wzp);
+    if (!wv.ok()) return;
+    w.prepare(W->shape(), group, std::move(wv.value()));
+    ready = true;
+  }
+  static bool is_8bit_dtype(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
+};
+
 // Runs the integer conv of inputs (x at 0, w at w_idx) with zero points; returns the double sums.
 Status integer_conv(ep::KernelContext& ctx, const WindowAttrs& attrs, int64_t group, size_t w_idx, size_t xzp_idx,
-                    size_t wzp_idx, ConvShape* s, std::vector<double>* y) {
+                    size_t wzp_idx, const IntWeights& pre, ConvShape* s, std::vector<double>* y) {
   const Tensor& X = ctx.input(0);
   if (!ctx.has_input(w_idx)) return ctx.error("missing input w");
   const Tensor& W = ctx.input(w_idx);
@@ -196,15 +229,16 @@ Status integer_conv(ep::KernelContext& ctx, const WindowAttrs& attrs, int64_t gr
   NXRT_ASSIGN_OR_RETURN(std::vector<double> wzp, zero_points(ctx, wzp_idx, s->M, "w_zero_point"));
   NXRT_ASSIGN_OR_RETURN(std::vector<double> xv, tensor_values<double>(X));
   for (double& v : xv) v -= xzp[0];
-  NXRT_ASSIGN_OR_RETURN(std::vector<double> wv, tensor_values<double>(W));
-  const int64_t per_m = s->M > 0 ? W.numel() / s->M : 0;
-  for (int64_t m = 0; m < s->M; ++m)
-    for (int64_t i = 0; i < per_m; ++i) wv[m * per_m + i] -= wzp[m];
-  ConvWeights<double> w;
-  w.prepare(W.shape(), group, std::move(wv));
+  ConvWeights<double> local;
+  const ConvWeights<double>* w = &pre.w;
+  if (!pre.ready || pre.w.shape != W.shape() || pre.w.group != group) {
+    NXRT_ASSIGN_OR_RETURN(std::vector<double> wv, centered_weights(W, wzp));
+    local.prepare(W.shape(), group, std::move(wv));
+    w = &local;
+  }
   y->assign(static_cast<size_t>(s->N * s->M * s->g.out_size()), 0.0);
   if (y->empty()) return Status::Ok();
-  conv_forward<double>(*s, xv.data(), w, nullptr, y->data(), &ctx.pool());
+  conv_forward<double>(*s, xv.data(), *w, nullptr, y->data(), &ctx.pool());
   return Status::Ok();
 }
 
@@ -213,12 +247,13 @@ class ConvIntegerKernel final : public ep::Kernel {
   Status init(const ep::KernelInfo& info) {
     NXRT_RETURN_IF_ERROR(attrs_.parse(info, false));
     group_ = info.attr_int("group", 1);
+    pre_.init(info, 1, 3, group_);
     return Status::Ok();
   }
   Status compute(ep::KernelContext& ctx) override {
     ConvShape s;
     std::vector<double> y;
-    NXRT_RETURN_IF_ERROR(integer_conv(ctx, attrs_, group_, 1, 2, 3, &s, &y));
+    NXRT_RETURN_IF_ERROR(integer_conv(ctx, attrs_, group_, 1, 2, 3, pre_, &s, &y));
     NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, DataType::kInt32, geom_output_shape(s.N, s.M, s.g)));
     int32_t* yo = Y->data<int32_t>();
     for (size_t i = 0; i < y.size(); ++i) yo[i] = static_cast<int32_t>(std::llround(y[i]));
@@ -228,6 +263,7 @@ class ConvIntegerKernel final : public ep::Kernel {
  private:
   WindowAttrs attrs_;
   int64_t group_ = 1;
+  IntWeights pre_;
 };
 
 class QLinearConvKernel final : public ep::Kernel {
@@ -235,6 +271,7 @@ class QLinearConvKernel final : public ep::Kernel {
   Status init(const ep::KernelInfo& info) {
     NXRT_RETURN_IF_ERROR(attrs_.parse(info, false));
     group_ = info.attr_int("group", 1);
+    pre_.init(info, 3, 5, group_);
     return Status::Ok();
   }
   Status compute(ep::KernelContext& ctx) override {
@@ -243,7 +280,7 @@ class QLinearConvKernel final : public ep::Kernel {
     }
     ConvShape s;
     std::vector<double> y;
-    NXRT_RETURN_IF_ERROR(integer_conv(ctx, attrs_, group_, 3, 2, 5, &s, &y));
+    NXRT_RETURN_IF_ERROR(integer_conv(ctx, attrs_, group_, 3, 2, 5, pre_, &s, &y));
     NXRT_ASSIGN_OR_RETURN(std::vector<double> xs, read_double_values(ctx.input(1)));
     NXRT_ASSIGN_OR_RETURN(std::vector<double> ws, read_double_values(ctx.input(4)));
     NXRT_ASSIGN_OR_RETURN(std::vector<double> ys, read_double_values(ctx.input(6)));
@@ -286,6 +323,7 @@ class QLinearConvKernel final : public ep::Kernel {
  private:
   WindowAttrs attrs_;
   int64_t group_ = 1;
+  IntWeights pre_;
 };
 
 // ------------------------------------------------------------------------------------------------

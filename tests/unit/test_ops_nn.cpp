@@ -430,3 +430,93 @@ TEST(OpsNnRnn, GruOneStepBothResetModes) {
     EXPECT_NEAR(values(out.value()[1])[0], want, 1e-6f) << "linear_before_reset " << lbr;
   }
 }
+
+// ------------------------------------------------------------------------------------------------
+// Weights known at creation (initializers) are prepared once; the result must not change.
+
+namespace {
+
+class ConstCtx final : public ep::KernelContext {
+ public:
+  ConstCtx(const ep::KernelInfo& info, const std::vector<Value>& in, ep::ThreadPool& pool)
+      : out_(1), info_(info), in_(in), pool_(pool) {}
+  const ep::KernelInfo& info() const override { return info_; }
+  size_t num_inputs() const override { return in_.size(); }
+  size_t num_outputs() const override { return 1; }
+  const Value* input_value(size_t i) const override { return i < in_.size() && !in_[i].is_none() ? &in_[i] : nullptr; }
+  bool output_requested(size_t i) const override { return i == 0; }
+  Result<Tensor*> allocate_output(size_t i, DataType dt, const Dims& shape) override {
+    out_[i] = Value(Tensor(dt, shape));
+    return &out_[i].tensor();
+  }
+  Status set_output(size_t i, Value v) override {
+    out_[i] = std::move(v);
+    return Status::Ok();
+  }
+  ep::ThreadPool& pool() override { return pool_; }
+  Status error(const std::string& m, StatusCode c) const override { return info_.error(m, c); }
+  std::vector<Value> out_;
+
+ private:
+  const ep::KernelInfo& info_;
+  const std::vector<Value>& in_;
+  ep::ThreadPool& pool_;
+};
+
+// Runs op with input `const_idx` given as a creation-time constant.
+Result<Tensor> run_with_const(const std::string& op, int64_t opset, std::vector<ir::Attribute> attrs,
+                              const std::vector<Value>& inputs, std::vector<size_t> const_idx) {
+  ir::Node node;
+  node.op_type = op;
+  node.attributes = std::move(attrs);
+  for (size_t i = 0; i < inputs.size(); ++i) node.inputs.push_back(inputs[i].is_none() ? "" : "in" + std::to_string(i));
+  node.outputs = {"y"};
+  ep::KernelInfo info(node, opset);
+  info.const_inputs_.assign(inputs.size(), nullptr);
+  for (size_t i : const_idx) info.const_inputs_[i] = &inputs[i].tensor();
+  const ep::KernelDef* def = ep::KernelRegistry::cpu().find("", op, opset);
+  if (!def) return not_implemented(op);
+  auto k = def->factory(info);
+  if (!k.ok()) return k.status();
+  ep::ThreadPool pool(2);
+  ConstCtx ctx(info, inputs, pool);
+  NXRT_RETURN_IF_ERROR(k.value()->compute(ctx));
+  return ctx.out_[0].tensor();
+}
+
+}  // namespace
+
+TEST(OpsNnConv, ConstantWeightsMatchRuntimeWeights) {
+  std::mt19937 rng(21);
+  // float Conv: regular and depthwise.
+  for (int64_t group : {1, 4}) {
+    const int64_t C = 4, M = 8, Cg = C / group;
+    auto x = random_vec(rng, 2 * C * 6 * 6), w = random_vec(rng, M * Cg * 3 * 3), b = random_vec(rng, M);
+    std::vector<Value> in = {ftensor({2, C, 6, 6}, x), ftensor({M, Cg, 3, 3}, w), ftensor({M}, b)};
+    std::vector<ir::Attribute> attrs = {attr_int("group", group), attr_ints("pads", {1, 1, 1, 1}), attr_ints("strides", {2, 1})};
+    auto a = run_with_const("Conv", 11, attrs, in, {1, 2});
+    auto r = run_with_const("Conv", 11, attrs, in, {});
+    ASSERT_TRUE(a.ok() && r.ok()) << a.status().to_string() << r.status().to_string();
+    std::vector<float> va(a->data<float>(), a->data<float>() + a->numel()), vr(r->data<float>(), r->data<float>() + r->numel());
+    EXPECT_EQ(va, vr);
+  }
+  // ConvInteger with a per-channel weight zero point.
+  std::vector<uint8_t> xq(1 * 2 * 4 * 4), wq(3 * 2 * 2 * 2);
+  for (size_t i = 0; i < xq.size(); ++i) xq[i] = static_cast<uint8_t>((i * 37) % 256);
+  for (size_t i = 0; i < wq.size(); ++i) wq[i] = static_cast<uint8_t>((i * 91 + 7) % 256);
+  std::vector<Value> qin = {Tensor::from_vector<uint8_t>(DataType::kUInt8, {1, 2, 4, 4}, xq),
+                            Tensor::from_vector<uint8_t>(DataType::kUInt8, {3, 2, 2, 2}, wq),
+                            Tensor::from_vector<uint8_t>(DataType::kUInt8, {}, {3}),
+                            Tensor::from_vector<uint8_t>(DataType::kUInt8, {3}, {1, 128, 255})};
+  auto qa = run_with_const("ConvInteger", 10, {}, qin, {1, 3});
+  auto qr = run_with_const("ConvInteger", 10, {}, qin, {});
+  ASSERT_TRUE(qa.ok() && qr.ok()) << qa.status().to_string() << qr.status().to_string();
+  ASSERT_EQ(qa->shape(), (Dims{1, 3, 3, 3}));
+  // spot-check one output against the definition
+  int64_t want = 0;
+  for (int c = 0; c < 2; ++c)
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j) want += (int64_t(xq[(c * 4 + i) * 4 + j]) - 3) * (int64_t(wq[((1 * 2 + c) * 2 + i) * 2 + j]) - 128);
+  EXPECT_EQ(qa->data<int32_t>()[9], want);
+  for (int64_t i = 0; i < qa->numel(); ++i) EXPECT_EQ(qa->data<int32_t>()[i], qr->data<int32_t>()[i]);
+}
