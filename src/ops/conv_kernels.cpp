@@ -337,6 +337,18 @@ class ConvTransposeKernel final : public ep::Kernel {
     if (group_ < 1) return info.error("group must be >= 1, got " + std::to_string(group_));
     output_padding_ = info.attr_ints("output_padding");
     output_shape_ = info.attr_ints("output_shape");
+    if (const Tensor* w = info.const_input(1)) {
+      if (w->rank() >= 3 && w->dim(0) % group_ == 0) {
+        if (w->dtype() == DataType::kDouble) {
+          auto v = tensor_values<double>(*w);
+          if (v.ok()) pack_transposed(w->shape(), v.value(), &packed_d_);
+        } else if (dtype_is_float(w->dtype())) {
+          auto v = tensor_values<float>(*w);
+          if (v.ok()) pack_transposed(w->shape(), v.value(), &packed_f_);
+        }
+        packed_shape_ = w->shape();
+      }
+    }
     return Status::Ok();
   }
 
@@ -452,17 +464,25 @@ class ConvTransposeKernel final : public ep::Kernel {
     NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), geom_output_shape(N, M, g)));
     if (Y->numel() == 0) return Status::Ok();
     NXRT_ASSIGN_OR_RETURN(std::vector<CT> xv, tensor_values<CT>(X));
-    NXRT_ASSIGN_OR_RETURN(std::vector<CT> wv, tensor_values<CT>(W));
     std::vector<CT> bias;
     if (B) {
       NXRT_ASSIGN_OR_RETURN(bias, tensor_values<CT>(*B));
     }
     const int64_t kvol = g.kvol(), in_size = g.in_size(), out_size = g.out_size();
     const int64_t rows = Mg * kvol;
-    std::vector<convgemm::PackedA<CT>> packed(static_cast<size_t>(group_));
-    for (int64_t gi = 0; gi < group_; ++gi) {
-      convgemm::pack_a<CT>(true, rows, Cg, wv.data() + gi * Cg * rows, rows, CT(1), &packed[gi]);
+    std::vector<convgemm::PackedA<CT>> local;
+    const std::vector<convgemm::PackedA<CT>>* pk;
+    if constexpr (std::is_same_v<CT, double>) {
+      pk = &packed_d_;
+    } else {
+      pk = &packed_f_;
     }
+    if (pk->empty() || packed_shape_ != W.shape()) {
+      NXRT_ASSIGN_OR_RETURN(std::vector<CT> wv, tensor_values<CT>(W));
+      pack_transposed(W.shape(), wv, &local);
+      pk = &local;
+    }
+    const std::vector<convgemm::PackedA<CT>>& packed = *pk;
     std::vector<CT> ybuf;
     CT* y;
     if constexpr (std::is_same_v<T, CT>) {
@@ -516,9 +536,23 @@ class ConvTransposeKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
+  // Per group, the GEMM operand W_g^T: (M/group * kvol) x (C/group).
+  template <typename CT>
+  void pack_transposed(const Dims& w_shape, const std::vector<CT>& wv, std::vector<convgemm::PackedA<CT>>* out) const {
+    const int64_t Cg = w_shape[0] / group_;
+    const int64_t rows = shape_numel(w_shape) / std::max<int64_t>(1, w_shape[0]);
+    out->assign(static_cast<size_t>(group_), {});
+    for (int64_t gi = 0; gi < group_; ++gi) {
+      convgemm::pack_a<CT>(true, rows, Cg, wv.data() + gi * Cg * rows, rows, CT(1), &(*out)[gi]);
+    }
+  }
+
   WindowAttrs attrs_;
   int64_t group_ = 1;
   std::vector<int64_t> output_padding_, output_shape_;
+  Dims packed_shape_;
+  std::vector<convgemm::PackedA<float>> packed_f_;
+  std::vector<convgemm::PackedA<double>> packed_d_;
 };
 
 // ------------------------------------------------------------------------------------------------

@@ -520,3 +520,15 @@ TEST(OpsNnConv, ConstantWeightsMatchRuntimeWeights) {
   EXPECT_EQ(qa->data<int32_t>()[9], want);
   for (int64_t i = 0; i < qa->numel(); ++i) EXPECT_EQ(qa->data<int32_t>()[i], qr->data<int32_t>()[i]);
 }
+
+TEST(OpsNnConvTranspose, ConstantWeightsMatchRuntimeWeights) {
+  std::mt19937 rng(22);
+  auto x = random_vec(rng, 1 * 4 * 3 * 3), w = random_vec(rng, 4 * 3 * 2 * 2);
+  std::vector<Value> in = {ftensor({1, 4, 3, 3}, x), ftensor({4, 3, 2, 2}, w)};
+  std::vector<ir::Attribute> attrs = {attr_int("group", 2), attr_ints("strides", {2, 2})};
+  auto a = run_with_const("ConvTranspose", 11, attrs, in, {1});
+  auto r = run_with_const("ConvTranspose", 11, attrs, in, {});
+  ASSERT_TRUE(a.ok() && r.ok()) << a.status().to_string() << r.status().to_string();
+  ASSERT_EQ(a->shape(), (Dims{1, 6, 6, 6}));
+  for (int64_t i = 0; i < a->numel(); ++i) EXPECT_EQ(a->data<float>()[i], r->data<float>()[i]);
+}
