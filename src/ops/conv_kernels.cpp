@@ -673,6 +673,75 @@ class DeformConvKernel final : public ep::Kernel {
   int64_t group_ = 1, offset_group_ = 1;
 };
 
+// ------------------------------------------------------------------------------------------------
+// CausalConvWithState (27): depthwise causal 1-D conv over [past_state | input], optional SiLU, and
+// the last k-1 positions of that sequence as present_state.
+
+Status causal_conv_with_state(ep::KernelContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  if (!ctx.has_input(1)) return ctx.error("missing input weight");
+  const Tensor& W = ctx.input(1);
+  const std::string act = ctx.info().attr_string("activation", "none");
+  const bool silu = act == "silu" || act == "swish";
+  if (!silu && act != "none") return ctx.error("activation must be 'silu', 'swish' or 'none', got '" + act + "'");
+  if (X.rank() != 3) return ctx.error("input must be (batch, channels, length), got " + X.describe());
+  const int64_t B = X.dim(0), C = X.dim(1), L = X.dim(2);
+  if (W.rank() != 3 || W.dim(0) != C || W.dim(1) != 1 || W.dim(2) < 1 || W.dtype() != X.dtype()) {
+    return ctx.error("weight " + W.describe() + " must be (" + std::to_string(C) + ", 1, k) of the input's dtype");
+  }
+  const int64_t K = W.dim(2), P = K - 1;
+  const Tensor* bias = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  const Tensor* past = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  if (bias && (bias->numel() != C || bias->dtype() != X.dtype())) {
+    return ctx.error("bias " + bias->describe() + " must have " + std::to_string(C) + " values");
+  }
+  const Dims state_shape{B, C, P};
+  if (past && (past->shape() != state_shape || past->dtype() != X.dtype())) {
+    return ctx.error("past_state " + past->describe() + " must have shape " + shape_to_string(state_shape));
+  }
+  return dispatch_float(
+      X.dtype(),
+      [&](auto tag) -> Status {
+        using T = decltype(tag);
+        using CT = ct_of<T>;
+        NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), X.shape()));
+        Tensor* S = nullptr;
+        if (ctx.num_outputs() > 1 && ctx.output_requested(1)) {
+          NXRT_ASSIGN_OR_RETURN(S, ctx.allocate_output(1, X.dtype(), state_shape));
+        }
+        NXRT_ASSIGN_OR_RETURN(std::vector<CT> wv, tensor_values<CT>(W));
+        std::vector<CT> bv;
+        if (bias) {
+          NXRT_ASSIGN_OR_RETURN(bv, tensor_values<CT>(*bias));
+        }
+        const T* x = X.data<T>();
+        const T* ps = past ? past->data<T>() : nullptr;
+        T* y = Y->data<T>();
+        T* st = S ? S->data<T>() : nullptr;
+        ctx.pool().parallel_for(B * C, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, L * K)), [&](int64_t p0, int64_t p1) {
+          std::vector<CT> seq(static_cast<size_t>(P + L));
+          for (int64_t p = p0; p < p1; ++p) {
+            const int64_t c = p % C;
+            for (int64_t i = 0; i < P; ++i) seq[i] = ps ? to_ct<CT>(ps[p * P + i]) : CT(0);
+            for (int64_t i = 0; i < L; ++i) seq[P + i] = to_ct<CT>(x[p * L + i]);
+            const CT* w = wv.data() + c * K;
+            const CT b0 = bias ? bv[c] : CT(0);
+            for (int64_t t = 0; t < L; ++t) {
+              CT acc = b0;
+              for (int64_t k = 0; k < K; ++k) acc += w[k] * seq[t + k];
+              if (silu) acc = acc / (CT(1) + std::exp(-acc));
+              y[p * L + t] = from_ct<T>(acc);
+            }
+            if (st) {
+              for (int64_t i = 0; i < P; ++i) st[p * P + i] = from_ct<T>(seq[L + i]);
+            }
+          }
+        });
+        return Status::Ok();
+      },
+      ctx.error(std::string("CausalConvWithState does not support dtype ") + dtype_name(X.dtype())));
+}
+
 }  // namespace
 
 void register_conv_kernels(ep::KernelRegistry& r) {
@@ -681,6 +750,7 @@ void register_conv_kernels(ep::KernelRegistry& r) {
   r.add_class<ConvIntegerKernel>("", "ConvInteger", 10);
   r.add_class<QLinearConvKernel>("", "QLinearConv", 10);
   r.add_class<DeformConvKernel>("", "DeformConv", 19);
+  r.add_fn("", "CausalConvWithState", 27, INT64_MAX, &causal_conv_with_state);
 }
 
 }  // namespace nxrt::ops
