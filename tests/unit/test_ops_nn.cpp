@@ -532,3 +532,19 @@ TEST(OpsNnConvTranspose, ConstantWeightsMatchRuntimeWeights) {
   ASSERT_EQ(a->shape(), (Dims{1, 6, 6, 6}));
   for (int64_t i = 0; i < a->numel(); ++i) EXPECT_EQ(a->data<float>()[i], r->data<float>()[i]);
 }
+
+TEST(OpsNnConv, CausalConvWithStateCarriesState) {
+  // One channel, kernel 3: y[t] = w0*s[t] + w1*s[t+1] + w2*s[t+2] over s = past | x.
+  std::vector<ir::Attribute> none;
+  auto out = run_op("CausalConvWithState", 27, none,
+                    {ftensor({1, 1, 2}, {1, 2}), ftensor({1, 1, 3}, {1, 10, 100}), Value(), ftensor({1, 1, 2}, {3, 4})}, 2);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_EQ(values(out.value()[0]), (std::vector<float>{3 + 40 + 100, 4 + 10 + 200}));
+  EXPECT_EQ(values(out.value()[1]), (std::vector<float>{1, 2}));
+  // no past state: zeros on the left; SiLU applied
+  auto silu = run_op("CausalConvWithState", 27, {attr_string("activation", "silu")},
+                     {ftensor({1, 1, 1}, {1}), ftensor({1, 1, 3}, {1, 1, 2})}, 2);
+  ASSERT_TRUE(silu.ok()) << silu.status().to_string();
+  EXPECT_NEAR(values(silu.value()[0])[0], 2.f / (1.f + std::exp(-2.f)), 1e-6f);
+  EXPECT_EQ(values(silu.value()[1]), (std::vector<float>{0, 1}));
+}
