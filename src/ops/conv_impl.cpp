@@ -128,6 +128,11 @@ void ConvWeights<CT>::prepare(const Dims& w_shape, int64_t group_count, std::vec
   for (int64_t gi = 0; gi < group; ++gi) {
     convgemm::pack_a<CT>(false, Mg, K, raw.data() + gi * Mg * K, K, CT(1), &packed[gi]);
   }
+  // Only the depthwise path (one input channel per group) reads the raw weights.
+  if (w_shape.size() < 2 || w_shape[1] != 1) {
+    raw.clear();
+    raw.shrink_to_fit();
+  }
 }
 
 bool conv_path_applies(const ConvShape& s, ConvPath path) {

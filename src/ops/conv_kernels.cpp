@@ -181,9 +181,42 @@ Result<std::vector<double>> zero_points(const ep::KernelContext& ctx, size_t idx
 
 bool is_8bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
 
+// w - w_zero_point (scalar or per output channel) in double.
+Result<std::vector<double>> centered_weights(const Tensor& W, const std::vector<double>& wzp) {
+  NXRT_ASSIGN_OR_RETURN(std::vector<double> wv, tensor_values<double>(W));
+  const int64_t M = W.rank() > 0 ? W.dim(0) : 0;
+  const int64_t per_m = M > 0 ? W.numel() / M : 0;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t i = 0; i < per_m; ++i) wv[m * per_m + i] -= wzp[wzp.size() == 1 ? 0 : m];
+  return wv;
+}
+
+// Weights prepared at creation when w (and its zero point, if given) are constants.
+struct IntWeights {
+  bool ready = false;
+  ConvWeights<double> w;
+  void init(const ep::KernelInfo& info, size_t w_idx, size_t wzp_idx, int64_t group) {
+    const Tensor* W = info.const_input(w_idx);
+    if (!W || W->rank() < 3 || group < 1 || W->dim(0) % group != 0 || !is_8bit_dtype(W->dtype())) return;
+    std::vector<double> wzp{0.0};
+    if (info.input_present(wzp_idx)) {
+      const Tensor* z = info.const_input(wzp_idx);
+      if (!z) return;
+      auto v = read_double_values(*z);
+      if (!v.ok() || (v->size() != 1 && static_cast<int64_t>(v->size()) != W->dim(0))) return;
+      wzp = v.value();
+    }
+    auto wv = centered_weights(*W, wzp);
+    if (!wv.ok()) return;
+    w.prepare(W->shape(), group, std::move(wv.value()));
+    ready = true;
+  }
+  static bool is_8bit_dtype(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
+};
+
 // Runs the integer conv of inputs (x at 0, w at w_idx) with zero points; returns the double sums.
 Status integer_conv(ep::KernelContext& ctx, const WindowAttrs& attrs, int64_t group, size_t w_idx, size_t xzp_idx,
-                    size_t wzp_idx, ConvShape* s, std::vector<double>* y) {
+                    size_t wzp_idx, const IntWeights& pre, ConvShape* s, std::vector<double>* y) {
   const Tensor& X = ctx.input(0);
   if (!ctx.has_input(w_idx)) return ctx.error("missing input w");
   const Tensor& W = ctx.input(w_idx);
@@ -196,15 +229,16 @@ Status integer_conv(ep::KernelContext& ctx, const WindowAttrs& attrs, int64_t gr
   NXRT_ASSIGN_OR_RETURN(std::vector<double> wzp, zero_points(ctx, wzp_idx, s->M, "w_zero_point"));
   NXRT_ASSIGN_OR_RETURN(std::vector<double> xv, tensor_values<double>(X));
   for (double& v : xv) v -= xzp[0];
-  NXRT_ASSIGN_OR_RETURN(std::vector<double> wv, tensor_values<double>(W));
-  const int64_t per_m = s->M > 0 ? W.numel() / s->M : 0;
-  for (int64_t m = 0; m < s->M; ++m)
-    for (int64_t i = 0; i < per_m; ++i) wv[m * per_m + i] -= wzp[m];
-  ConvWeights<double> w;
-  w.prepare(W.shape(), group, std::move(wv));
+  ConvWeights<double> local;
+  const ConvWeights<double>* w = &pre.w;
+  if (!pre.ready || pre.w.shape != W.shape() || pre.w.group != group) {
+    NXRT_ASSIGN_OR_RETURN(std::vector<double> wv, centered_weights(W, wzp));
+    local.prepare(W.shape(), group, std::move(wv));
+    w = &local;
+  }
   y->assign(static_cast<size_t>(s->N * s->M * s->g.out_size()), 0.0);
   if (y->empty()) return Status::Ok();
-  conv_forward<double>(*s, xv.data(), w, nullptr, y->data(), &ctx.pool());
+  conv_forward<double>(*s, xv.data(), *w, nullptr, y->data(), &ctx.pool());
   return Status::Ok();
 }
 
@@ -213,12 +247,13 @@ class ConvIntegerKernel final : public ep::Kernel {
   Status init(const ep::KernelInfo& info) {
     NXRT_RETURN_IF_ERROR(attrs_.parse(info, false));
     group_ = info.attr_int("group", 1);
+    pre_.init(info, 1, 3, group_);
     return Status::Ok();
   }
   Status compute(ep::KernelContext& ctx) override {
     ConvShape s;
     std::vector<double> y;
-    NXRT_RETURN_IF_ERROR(integer_conv(ctx, attrs_, group_, 1, 2, 3, &s, &y));
+    NXRT_RETURN_IF_ERROR(integer_conv(ctx, attrs_, group_, 1, 2, 3, pre_, &s, &y));
     NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, DataType::kInt32, geom_output_shape(s.N, s.M, s.g)));
     int32_t* yo = Y->data<int32_t>();
     for (size_t i = 0; i < y.size(); ++i) yo[i] = static_cast<int32_t>(std::llround(y[i]));
@@ -228,6 +263,7 @@ class ConvIntegerKernel final : public ep::Kernel {
  private:
   WindowAttrs attrs_;
   int64_t group_ = 1;
+  IntWeights pre_;
 };
 
 class QLinearConvKernel final : public ep::Kernel {
@@ -235,6 +271,7 @@ class QLinearConvKernel final : public ep::Kernel {
   Status init(const ep::KernelInfo& info) {
     NXRT_RETURN_IF_ERROR(attrs_.parse(info, false));
     group_ = info.attr_int("group", 1);
+    pre_.init(info, 3, 5, group_);
     return Status::Ok();
   }
   Status compute(ep::KernelContext& ctx) override {
@@ -243,7 +280,7 @@ class QLinearConvKernel final : public ep::Kernel {
     }
     ConvShape s;
     std::vector<double> y;
-    NXRT_RETURN_IF_ERROR(integer_conv(ctx, attrs_, group_, 3, 2, 5, &s, &y));
+    NXRT_RETURN_IF_ERROR(integer_conv(ctx, attrs_, group_, 3, 2, 5, pre_, &s, &y));
     NXRT_ASSIGN_OR_RETURN(std::vector<double> xs, read_double_values(ctx.input(1)));
     NXRT_ASSIGN_OR_RETURN(std::vector<double> ws, read_double_values(ctx.input(4)));
     NXRT_ASSIGN_OR_RETURN(std::vector<double> ys, read_double_values(ctx.input(6)));
@@ -286,6 +323,7 @@ class QLinearConvKernel final : public ep::Kernel {
  private:
   WindowAttrs attrs_;
   int64_t group_ = 1;
+  IntWeights pre_;
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -299,6 +337,18 @@ class ConvTransposeKernel final : public ep::Kernel {
     if (group_ < 1) return info.error("group must be >= 1, got " + std::to_string(group_));
     output_padding_ = info.attr_ints("output_padding");
     output_shape_ = info.attr_ints("output_shape");
+    if (const Tensor* w = info.const_input(1)) {
+      if (w->rank() >= 3 && w->dim(0) % group_ == 0) {
+        if (w->dtype() == DataType::kDouble) {
+          auto v = tensor_values<double>(*w);
+          if (v.ok()) pack_transposed(w->shape(), v.value(), &packed_d_);
+        } else if (dtype_is_float(w->dtype())) {
+          auto v = tensor_values<float>(*w);
+          if (v.ok()) pack_transposed(w->shape(), v.value(), &packed_f_);
+        }
+        packed_shape_ = w->shape();
+      }
+    }
     return Status::Ok();
   }
 
@@ -414,17 +464,25 @@ class ConvTransposeKernel final : public ep::Kernel {
     NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), geom_output_shape(N, M, g)));
     if (Y->numel() == 0) return Status::Ok();
     NXRT_ASSIGN_OR_RETURN(std::vector<CT> xv, tensor_values<CT>(X));
-    NXRT_ASSIGN_OR_RETURN(std::vector<CT> wv, tensor_values<CT>(W));
     std::vector<CT> bias;
     if (B) {
       NXRT_ASSIGN_OR_RETURN(bias, tensor_values<CT>(*B));
     }
     const int64_t kvol = g.kvol(), in_size = g.in_size(), out_size = g.out_size();
     const int64_t rows = Mg * kvol;
-    std::vector<convgemm::PackedA<CT>> packed(static_cast<size_t>(group_));
-    for (int64_t gi = 0; gi < group_; ++gi) {
-      convgemm::pack_a<CT>(true, rows, Cg, wv.data() + gi * Cg * rows, rows, CT(1), &packed[gi]);
+    std::vector<convgemm::PackedA<CT>> local;
+    const std::vector<convgemm::PackedA<CT>>* pk;
+    if constexpr (std::is_same_v<CT, double>) {
+      pk = &packed_d_;
+    } else {
+      pk = &packed_f_;
     }
+    if (pk->empty() || packed_shape_ != W.shape()) {
+      NXRT_ASSIGN_OR_RETURN(std::vector<CT> wv, tensor_values<CT>(W));
+      pack_transposed(W.shape(), wv, &local);
+      pk = &local;
+    }
+    const std::vector<convgemm::PackedA<CT>>& packed = *pk;
     std::vector<CT> ybuf;
     CT* y;
     if constexpr (std::is_same_v<T, CT>) {
@@ -478,9 +536,23 @@ class ConvTransposeKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
+  // Per group, the GEMM operand W_g^T: (M/group * kvol) x (C/group).
+  template <typename CT>
+  void pack_transposed(const Dims& w_shape, const std::vector<CT>& wv, std::vector<convgemm::PackedA<CT>>* out) const {
+    const int64_t Cg = w_shape[0] / group_;
+    const int64_t rows = shape_numel(w_shape) / std::max<int64_t>(1, w_shape[0]);
+    out->assign(static_cast<size_t>(group_), {});
+    for (int64_t gi = 0; gi < group_; ++gi) {
+      convgemm::pack_a<CT>(true, rows, Cg, wv.data() + gi * Cg * rows, rows, CT(1), &(*out)[gi]);
+    }
+  }
+
   WindowAttrs attrs_;
   int64_t group_ = 1;
   std::vector<int64_t> output_padding_, output_shape_;
+  Dims packed_shape_;
+  std::vector<convgemm::PackedA<float>> packed_f_;
+  std::vector<convgemm::PackedA<double>> packed_d_;
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -601,6 +673,75 @@ class DeformConvKernel final : public ep::Kernel {
   int64_t group_ = 1, offset_group_ = 1;
 };
 
+// ------------------------------------------------------------------------------------------------
+// CausalConvWithState (27): depthwise causal 1-D conv over [past_state | input], optional SiLU, and
+// the last k-1 positions of that sequence as present_state.
+
+Status causal_conv_with_state(ep::KernelContext& ctx) {
+  const Tensor& X = ctx.input(0);
+  if (!ctx.has_input(1)) return ctx.error("missing input weight");
+  const Tensor& W = ctx.input(1);
+  const std::string act = ctx.info().attr_string("activation", "none");
+  const bool silu = act == "silu" || act == "swish";
+  if (!silu && act != "none") return ctx.error("activation must be 'silu', 'swish' or 'none', got '" + act + "'");
+  if (X.rank() != 3) return ctx.error("input must be (batch, channels, length), got " + X.describe());
+  const int64_t B = X.dim(0), C = X.dim(1), L = X.dim(2);
+  if (W.rank() != 3 || W.dim(0) != C || W.dim(1) != 1 || W.dim(2) < 1 || W.dtype() != X.dtype()) {
+    return ctx.error("weight " + W.describe() + " must be (" + std::to_string(C) + ", 1, k) of the input's dtype");
+  }
+  const int64_t K = W.dim(2), P = K - 1;
+  const Tensor* bias = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  const Tensor* past = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  if (bias && (bias->numel() != C || bias->dtype() != X.dtype())) {
+    return ctx.error("bias " + bias->describe() + " must have " + std::to_string(C) + " values");
+  }
+  const Dims state_shape{B, C, P};
+  if (past && (past->shape() != state_shape || past->dtype() != X.dtype())) {
+    return ctx.error("past_state " + past->describe() + " must have shape " + shape_to_string(state_shape));
+  }
+  return dispatch_float(
+      X.dtype(),
+      [&](auto tag) -> Status {
+        using T = decltype(tag);
+        using CT = ct_of<T>;
+        NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), X.shape()));
+        Tensor* S = nullptr;
+        if (ctx.num_outputs() > 1 && ctx.output_requested(1)) {
+          NXRT_ASSIGN_OR_RETURN(S, ctx.allocate_output(1, X.dtype(), state_shape));
+        }
+        NXRT_ASSIGN_OR_RETURN(std::vector<CT> wv, tensor_values<CT>(W));
+        std::vector<CT> bv;
+        if (bias) {
+          NXRT_ASSIGN_OR_RETURN(bv, tensor_values<CT>(*bias));
+        }
+        const T* x = X.data<T>();
+        const T* ps = past ? past->data<T>() : nullptr;
+        T* y = Y->data<T>();
+        T* st = S ? S->data<T>() : nullptr;
+        ctx.pool().parallel_for(B * C, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, L * K)), [&](int64_t p0, int64_t p1) {
+          std::vector<CT> seq(static_cast<size_t>(P + L));
+          for (int64_t p = p0; p < p1; ++p) {
+            const int64_t c = p % C;
+            for (int64_t i = 0; i < P; ++i) seq[i] = ps ? to_ct<CT>(ps[p * P + i]) : CT(0);
+            for (int64_t i = 0; i < L; ++i) seq[P + i] = to_ct<CT>(x[p * L + i]);
+            const CT* w = wv.data() + c * K;
+            const CT b0 = bias ? bv[c] : CT(0);
+            for (int64_t t = 0; t < L; ++t) {
+              CT acc = b0;
+              for (int64_t k = 0; k < K; ++k) acc += w[k] * seq[t + k];
+              if (silu) acc = acc / (CT(1) + std::exp(-acc));
+              y[p * L + t] = from_ct<T>(acc);
+            }
+            if (st) {
+              for (int64_t i = 0; i < P; ++i) st[p * P + i] = from_ct<T>(seq[L + i]);
+            }
+          }
+        });
+        return Status::Ok();
+      },
+      ctx.error(std::string("CausalConvWithState does not support dtype ") + dtype_name(X.dtype())));
+}
+
 }  // namespace
 
 void register_conv_kernels(ep::KernelRegistry& r) {
@@ -609,6 +750,7 @@ void register_conv_kernels(ep::KernelRegistry& r) {
   r.add_class<ConvIntegerKernel>("", "ConvInteger", 10);
   r.add_class<QLinearConvKernel>("", "QLinearConv", 10);
   r.add_class<DeformConvKernel>("", "DeformConv", 19);
+  r.add_fn("", "CausalConvWithState", 27, INT64_MAX, &causal_conv_with_state);
 }
 
 }  // namespace nxrt::ops

@@ -47,6 +47,7 @@ Dims geom_output_shape(int64_t n, int64_t c, const Geom3& g);
 // Family registration (called from nn.cpp).
 void register_conv_kernels(ep::KernelRegistry& r);
 void register_pool_kernels(ep::KernelRegistry& r);
+void register_rnn_kernels(ep::KernelRegistry& r);
 
 // Element conversion between storage type T and compute type CT (reduced floats go through float).
 template <typename CT, typename T>

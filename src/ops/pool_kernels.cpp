@@ -60,15 +60,18 @@ T lowest_value() {
 template <typename T>
 using cmp_t = std::conditional_t<std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>, float, T>;
 
-template <typename T>
+// Taps [t0, t1) of every AxisWin land inside the input (positions grow with the tap index), so the
+// window loops need no bounds checks.
+template <typename T, bool kIndex>
 void max_pool_planes(const Geom3& g, const Windows& win, const T* x, T* y, int64_t* ind, bool col_major,
                      int64_t p0, int64_t p1) {
   const int64_t in_size = g.in_size(), out_size = g.out_size();
   const int64_t ID = g.in[0], IH = g.in[1], IW = g.in[2];
+  const int64_t dd = g.d[0], dh = g.d[1], dw = g.d[2];
   for (int64_t p = p0; p < p1; ++p) {
     const T* xp = x + p * in_size;
     T* yp = y + p * out_size;
-    int64_t* ip = ind ? ind + p * out_size : nullptr;
+    int64_t* ip = kIndex ? ind + p * out_size : nullptr;
     int64_t o = 0;
     for (const AxisWin& a : win.w[0])
       for (const AxisWin& b : win.w[1])
@@ -76,19 +79,24 @@ void max_pool_planes(const Geom3& g, const Windows& win, const T* x, T* y, int64
           cmp_t<T> best = static_cast<cmp_t<T>>(lowest_value<T>());
           int64_t best_at = -1;
           for (int64_t td = a.t0; td < a.t1; ++td) {
-            const int64_t id = a.start + td * g.d[0];
-            if (id < 0 || id >= ID) continue;
+            const int64_t id = a.start + td * dd;
             for (int64_t th = b.t0; th < b.t1; ++th) {
-              const int64_t ih = b.start + th * g.d[1];
-              if (ih < 0 || ih >= IH) continue;
-              const T* row = xp + (id * IH + ih) * IW;
-              for (int64_t tw = c.t0; tw < c.t1; ++tw) {
-                const int64_t iw = c.start + tw * g.d[2];
-                if (iw < 0 || iw >= IW) continue;
-                const cmp_t<T> v = static_cast<cmp_t<T>>(row[iw]);
-                if (v > best || best_at < 0) {
-                  best = v;
-                  best_at = col_major ? id + ID * (ih + IH * iw) : (id * IH + ih) * IW + iw;
+              const int64_t ih = b.start + th * dh;
+              const T* row = xp + (id * IH + ih) * IW + c.start + c.t0 * dw;  // first valid tap
+              if constexpr (kIndex) {
+                for (int64_t tw = c.t0; tw < c.t1; ++tw) {
+                  const cmp_t<T> v = static_cast<cmp_t<T>>(row[(tw - c.t0) * dw]);
+                  if (v > best || best_at < 0) {
+                    best = v;
+                    const int64_t iw = c.start + tw * dw;
+                    best_at = col_major ? id + ID * (ih + IH * iw) : (id * IH + ih) * IW + iw;
+                  }
+                }
+              } else {
+                const int64_t nt = c.t1 - c.t0;
+                for (int64_t i = 0; i < nt; ++i) {
+                  const cmp_t<T> v = static_cast<cmp_t<T>>(row[i * dw]);
+                  best = v > best ? v : best;
                 }
               }
             }
@@ -98,7 +106,7 @@ void max_pool_planes(const Geom3& g, const Windows& win, const T* x, T* y, int64
           } else {
             yp[o] = best;
           }
-          if (ip) ip[o] = best_at < 0 ? -1 : p * in_size + best_at;
+          if constexpr (kIndex) ip[o] = best_at < 0 ? -1 : p * in_size + best_at;
           ++o;
         }
   }
@@ -111,7 +119,7 @@ void sum_pool_planes(const Geom3& g, const Windows& win, const T* x, T* y, SumKi
                      double p_norm, int64_t p0, int64_t p1) {
   using A = acc_t<T>;
   const int64_t in_size = g.in_size(), out_size = g.out_size();
-  const int64_t ID = g.in[0], IH = g.in[1], IW = g.in[2];
+  const int64_t IH = g.in[1], IW = g.in[2];
   const A pf = static_cast<A>(p_norm);
   for (int64_t p = p0; p < p1; ++p) {
     const T* xp = x + p * in_size;
@@ -124,15 +132,11 @@ void sum_pool_planes(const Geom3& g, const Windows& win, const T* x, T* y, SumKi
           int64_t cnt = 0;
           for (int64_t td = a.t0; td < a.t1; ++td) {
             const int64_t id = a.start + td * g.d[0];
-            if (id < 0 || id >= ID) continue;
             for (int64_t th = b.t0; th < b.t1; ++th) {
               const int64_t ih = b.start + th * g.d[1];
-              if (ih < 0 || ih >= IH) continue;
-              const T* row = xp + (id * IH + ih) * IW;
+              const T* row = xp + (id * IH + ih) * IW + c.start + c.t0 * g.d[2];  // first valid tap
               for (int64_t tw = c.t0; tw < c.t1; ++tw) {
-                const int64_t iw = c.start + tw * g.d[2];
-                if (iw < 0 || iw >= IW) continue;
-                const A v = to_ct<A>(row[iw]);
+                const A v = to_ct<A>(row[(tw - c.t0) * g.d[2]]);
                 if (kind == SumKind::kAverage) {
                   sum += v;
                 } else if (p_norm == 2.0) {
@@ -216,7 +220,11 @@ class MaxPoolKernel final : public PoolBase {
       const T* x = X.data<T>();
       T* y = Y->data<T>();
       ctx.pool().parallel_for(planes, grain(g), [&](int64_t p0, int64_t p1) {
-        max_pool_planes<T>(g, win, x, y, ind, storage_order_ == 1, p0, p1);
+        if (ind) {
+          max_pool_planes<T, true>(g, win, x, y, ind, storage_order_ == 1, p0, p1);
+        } else {
+          max_pool_planes<T, false>(g, win, x, y, nullptr, false, p0, p1);
+        }
       });
       return Status::Ok();
     };

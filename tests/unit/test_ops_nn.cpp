@@ -291,3 +291,260 @@ TEST(OpsNnConv, Float16MatchesFloat) {
   auto yf = values(f.value()[0]);
   for (int64_t i = 0; i < yh.numel(); ++i) EXPECT_NEAR(float(yh.data<Float16>()[i]), yf[i], 2e-3f * (1 + std::fabs(yf[i])));
 }
+
+// ------------------------------------------------------------------------------------------------
+// Recurrent ops: properties that tie directions, layouts and sequence lengths together.
+
+namespace {
+
+struct RnnCase {
+  std::string op;
+  int64_t gates;
+  int64_t S = 4, B = 3, I = 2, H = 3;
+};
+
+std::vector<float> slice_dir(const std::vector<float>& y, int64_t S, int64_t D, int64_t B, int64_t H, int64_t d) {
+  std::vector<float> out;
+  for (int64_t t = 0; t < S; ++t)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t j = 0; j < H; ++j) out.push_back(y[((t * D + d) * B + b) * H + j]);
+  return out;
+}
+
+}  // namespace
+
+TEST(OpsNnRnn, BidirectionalMatchesForwardAndReverseRuns) {
+  std::mt19937 rng(5);
+  for (RnnCase rc : {RnnCase{"RNN", 1}, RnnCase{"GRU", 3}, RnnCase{"LSTM", 4}}) {
+    const int64_t G = rc.gates, S = rc.S, B = rc.B, I = rc.I, H = rc.H;
+    auto x = random_vec(rng, S * B * I);
+    auto w = random_vec(rng, 2 * G * H * I), r = random_vec(rng, 2 * G * H * H), bias = random_vec(rng, 2 * 2 * G * H);
+    auto h0 = random_vec(rng, 2 * B * H);
+    const size_t nout = rc.op == "LSTM" ? 3 : 2;
+    auto bi = run_op(rc.op, 14, {attr_int("hidden_size", H), attr_string("direction", "bidirectional")},
+                     {ftensor({S, B, I}, x), ftensor({2, G * H, I}, w), ftensor({2, G * H, H}, r),
+                      ftensor({2, 2 * G * H}, bias), Value(), ftensor({2, B, H}, h0)},
+                     nout);
+    ASSERT_TRUE(bi.ok()) << bi.status().to_string();
+    auto ybi = values(bi.value()[0]);
+    for (int d = 0; d < 2; ++d) {
+      auto part = [&](const std::vector<float>& v, int64_t n) {
+        return std::vector<float>(v.begin() + d * n, v.begin() + (d + 1) * n);
+      };
+      auto one = run_op(rc.op, 14, {attr_int("hidden_size", H), attr_string("direction", d ? "reverse" : "forward")},
+                        {ftensor({S, B, I}, x), ftensor({1, G * H, I}, part(w, G * H * I)),
+                         ftensor({1, G * H, H}, part(r, G * H * H)), ftensor({1, 2 * G * H}, part(bias, 2 * G * H)),
+                         Value(), ftensor({1, B, H}, part(h0, B * H))},
+                        nout);
+      ASSERT_TRUE(one.ok()) << one.status().to_string();
+      expect_close(values(one.value()[0]), slice_dir(ybi, S, 2, B, H, d), 1e-5f, rc.op + " Y dir " + std::to_string(d));
+      expect_close(values(one.value()[1]), part(values(bi.value()[1]), B * H), 1e-5f, rc.op + " Y_h");
+    }
+  }
+}
+
+TEST(OpsNnRnn, LayoutOneAndSequenceLens) {
+  std::mt19937 rng(6);
+  for (RnnCase rc : {RnnCase{"RNN", 1}, RnnCase{"GRU", 3}, RnnCase{"LSTM", 4}}) {
+    const int64_t G = rc.gates, S = rc.S, B = rc.B, I = rc.I, H = rc.H;
+    auto x = random_vec(rng, S * B * I);
+    auto w = random_vec(rng, G * H * I), r = random_vec(rng, G * H * H);
+    std::vector<int32_t> lens = {4, 2, 0};
+    const size_t nout = rc.op == "LSTM" ? 3 : 2;
+    std::vector<ir::Attribute> attrs = {attr_int("hidden_size", H), attr_string("direction", "reverse")};
+    if (rc.op == "GRU") attrs.push_back(attr_int("linear_before_reset", 1));
+    auto base = run_op(rc.op, 14, attrs,
+                       {ftensor({S, B, I}, x), ftensor({1, G * H, I}, w), ftensor({1, G * H, H}, r), Value(),
+                        Tensor::from_vector<int32_t>(DataType::kInt32, {B}, lens)},
+                       nout);
+    ASSERT_TRUE(base.ok()) << base.status().to_string();
+    auto y = values(base.value()[0]);  // [S, 1, B, H]
+    // steps past a batch entry's length are zero
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = lens[b]; t < S; ++t)
+        for (int64_t j = 0; j < H; ++j) EXPECT_EQ(y[(t * B + b) * H + j], 0.f);
+    // batch entry 1 (length 2) alone with S = 2 gives the same Y_h
+    std::vector<float> x1;
+    for (int64_t t = 0; t < 2; ++t)
+      for (int64_t i = 0; i < I; ++i) x1.push_back(x[(t * B + 1) * I + i]);
+    auto alone = run_op(rc.op, 14, attrs, {ftensor({2, 1, I}, x1), ftensor({1, G * H, I}, w), ftensor({1, G * H, H}, r)}, nout);
+    ASSERT_TRUE(alone.ok());
+    auto yh = values(base.value()[1]);
+    expect_close(values(alone.value()[1]), std::vector<float>(yh.begin() + H, yh.begin() + 2 * H), 1e-5f, rc.op + " lens");
+    // layout 1: X as [B, S, I] gives Y as [B, S, D, H]
+    std::vector<float> xt(x.size());
+    for (int64_t t = 0; t < S; ++t)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < I; ++i) xt[(b * S + t) * I + i] = x[(t * B + b) * I + i];
+    auto attrs1 = attrs;
+    attrs1.push_back(attr_int("layout", 1));
+    auto l1 = run_op(rc.op, 14, attrs1,
+                     {ftensor({B, S, I}, xt), ftensor({1, G * H, I}, w), ftensor({1, G * H, H}, r), Value(),
+                      Tensor::from_vector<int32_t>(DataType::kInt32, {B}, lens)},
+                     nout);
+    ASSERT_TRUE(l1.ok()) << l1.status().to_string();
+    auto y1 = values(l1.value()[0]);
+    for (int64_t t = 0; t < S; ++t)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t j = 0; j < H; ++j) ASSERT_NEAR(y1[(b * S + t) * H + j], y[(t * B + b) * H + j], 1e-6f);
+  }
+}
+
+TEST(OpsNnRnn, LstmOneStepByHand) {
+  // hidden 1, input 1, one step: gates i, o, f, c with peepholes and clip.
+  const float x = 0.5f, h0 = 0.2f, c0 = -0.3f;
+  const std::vector<float> w = {0.1f, 0.2f, 0.3f, 0.4f}, r = {0.5f, -0.6f, 0.7f, -0.8f};
+  const std::vector<float> p = {0.9f, -0.1f, 0.2f};  // i, o, f
+  auto sig = [](float v) { return 1.f / (1.f + std::exp(-v)); };
+  const float i = sig(w[0] * x + r[0] * h0 + p[0] * c0);
+  const float f = sig(w[2] * x + r[2] * h0 + p[2] * c0);
+  const float c = std::tanh(w[3] * x + r[3] * h0);
+  const float ct = f * c0 + i * c;
+  const float o = sig(w[1] * x + r[1] * h0 + p[1] * ct);
+  const float ht = o * std::tanh(ct);
+  auto out = run_op("LSTM", 7, {attr_int("hidden_size", 1)},
+                    {ftensor({1, 1, 1}, {x}), ftensor({1, 4, 1}, w), ftensor({1, 4, 1}, r), Value(), Value(),
+                     ftensor({1, 1, 1}, {h0}), ftensor({1, 1, 1}, {c0}), ftensor({1, 3}, p)},
+                    3);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_NEAR(values(out.value()[0])[0], ht, 1e-6f);
+  EXPECT_NEAR(values(out.value()[2])[0], ct, 1e-6f);
+}
+
+TEST(OpsNnRnn, GruOneStepBothResetModes) {
+  const float x = 0.7f, h0 = -0.4f;
+  const std::vector<float> w = {0.3f, -0.2f, 0.5f}, r = {0.1f, 0.4f, -0.6f};
+  const std::vector<float> b = {0.01f, 0.02f, 0.03f, 0.04f, 0.05f, 0.06f};
+  auto sig = [](float v) { return 1.f / (1.f + std::exp(-v)); };
+  const float z = sig(w[0] * x + r[0] * h0 + b[0] + b[3]);
+  const float rr = sig(w[1] * x + r[1] * h0 + b[1] + b[4]);
+  for (int lbr = 0; lbr < 2; ++lbr) {
+    const float hh = lbr ? std::tanh(w[2] * x + b[2] + rr * (r[2] * h0 + b[5]))
+                         : std::tanh(w[2] * x + r[2] * (rr * h0) + b[2] + b[5]);
+    const float want = (1 - z) * hh + z * h0;
+    auto out = run_op("GRU", 7, {attr_int("hidden_size", 1), attr_int("linear_before_reset", lbr)},
+                      {ftensor({1, 1, 1}, {x}), ftensor({1, 3, 1}, w), ftensor({1, 3, 1}, r), ftensor({1, 6}, b),
+                       Value(), ftensor({1, 1, 1}, {h0})},
+                      2);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_NEAR(values(out.value()[1])[0], want, 1e-6f) << "linear_before_reset " << lbr;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Weights known at creation (initializers) are prepared once; the result must not change.
+
+namespace {
+
+class ConstCtx final : public ep::KernelContext {
+ public:
+  ConstCtx(const ep::KernelInfo& info, const std::vector<Value>& in, ep::ThreadPool& pool)
+      : out_(1), info_(info), in_(in), pool_(pool) {}
+  const ep::KernelInfo& info() const override { return info_; }
+  size_t num_inputs() const override { return in_.size(); }
+  size_t num_outputs() const override { return 1; }
+  const Value* input_value(size_t i) const override { return i < in_.size() && !in_[i].is_none() ? &in_[i] : nullptr; }
+  bool output_requested(size_t i) const override { return i == 0; }
+  Result<Tensor*> allocate_output(size_t i, DataType dt, const Dims& shape) override {
+    out_[i] = Value(Tensor(dt, shape));
+    return &out_[i].tensor();
+  }
+  Status set_output(size_t i, Value v) override {
+    out_[i] = std::move(v);
+    return Status::Ok();
+  }
+  ep::ThreadPool& pool() override { return pool_; }
+  Status error(const std::string& m, StatusCode c) const override { return info_.error(m, c); }
+  std::vector<Value> out_;
+
+ private:
+  const ep::KernelInfo& info_;
+  const std::vector<Value>& in_;
+  ep::ThreadPool& pool_;
+};
+
+// Runs op with input `const_idx` given as a creation-time constant.
+Result<Tensor> run_with_const(const std::string& op, int64_t opset, std::vector<ir::Attribute> attrs,
+                              const std::vector<Value>& inputs, std::vector<size_t> const_idx) {
+  ir::Node node;
+  node.op_type = op;
+  node.attributes = std::move(attrs);
+  for (size_t i = 0; i < inputs.size(); ++i) node.inputs.push_back(inputs[i].is_none() ? "" : "in" + std::to_string(i));
+  node.outputs = {"y"};
+  ep::KernelInfo info(node, opset);
+  info.const_inputs_.assign(inputs.size(), nullptr);
+  for (size_t i : const_idx) info.const_inputs_[i] = &inputs[i].tensor();
+  const ep::KernelDef* def = ep::KernelRegistry::cpu().find("", op, opset);
+  if (!def) return not_implemented(op);
+  auto k = def->factory(info);
+  if (!k.ok()) return k.status();
+  ep::ThreadPool pool(2);
+  ConstCtx ctx(info, inputs, pool);
+  NXRT_RETURN_IF_ERROR(k.value()->compute(ctx));
+  return ctx.out_[0].tensor();
+}
+
+}  // namespace
+
+TEST(OpsNnConv, ConstantWeightsMatchRuntimeWeights) {
+  std::mt19937 rng(21);
+  // float Conv: regular and depthwise.
+  for (int64_t group : {1, 4}) {
+    const int64_t C = 4, M = 8, Cg = C / group;
+    auto x = random_vec(rng, 2 * C * 6 * 6), w = random_vec(rng, M * Cg * 3 * 3), b = random_vec(rng, M);
+    std::vector<Value> in = {ftensor({2, C, 6, 6}, x), ftensor({M, Cg, 3, 3}, w), ftensor({M}, b)};
+    std::vector<ir::Attribute> attrs = {attr_int("group", group), attr_ints("pads", {1, 1, 1, 1}), attr_ints("strides", {2, 1})};
+    auto a = run_with_const("Conv", 11, attrs, in, {1, 2});
+    auto r = run_with_const("Conv", 11, attrs, in, {});
+    ASSERT_TRUE(a.ok() && r.ok()) << a.status().to_string() << r.status().to_string();
+    std::vector<float> va(a->data<float>(), a->data<float>() + a->numel()), vr(r->data<float>(), r->data<float>() + r->numel());
+    EXPECT_EQ(va, vr);
+  }
+  // ConvInteger with a per-channel weight zero point.
+  std::vector<uint8_t> xq(1 * 2 * 4 * 4), wq(3 * 2 * 2 * 2);
+  for (size_t i = 0; i < xq.size(); ++i) xq[i] = static_cast<uint8_t>((i * 37) % 256);
+  for (size_t i = 0; i < wq.size(); ++i) wq[i] = static_cast<uint8_t>((i * 91 + 7) % 256);
+  std::vector<Value> qin = {Tensor::from_vector<uint8_t>(DataType::kUInt8, {1, 2, 4, 4}, xq),
+                            Tensor::from_vector<uint8_t>(DataType::kUInt8, {3, 2, 2, 2}, wq),
+                            Tensor::from_vector<uint8_t>(DataType::kUInt8, {}, {3}),
+                            Tensor::from_vector<uint8_t>(DataType::kUInt8, {3}, {1, 128, 255})};
+  auto qa = run_with_const("ConvInteger", 10, {}, qin, {1, 3});
+  auto qr = run_with_const("ConvInteger", 10, {}, qin, {});
+  ASSERT_TRUE(qa.ok() && qr.ok()) << qa.status().to_string() << qr.status().to_string();
+  ASSERT_EQ(qa->shape(), (Dims{1, 3, 3, 3}));
+  // spot-check one output against the definition
+  int64_t want = 0;
+  for (int c = 0; c < 2; ++c)
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j) want += (int64_t(xq[(c * 4 + i) * 4 + j]) - 3) * (int64_t(wq[((1 * 2 + c) * 2 + i) * 2 + j]) - 128);
+  EXPECT_EQ(qa->data<int32_t>()[9], want);
+  for (int64_t i = 0; i < qa->numel(); ++i) EXPECT_EQ(qa->data<int32_t>()[i], qr->data<int32_t>()[i]);
+}
+
+TEST(OpsNnConvTranspose, ConstantWeightsMatchRuntimeWeights) {
+  std::mt19937 rng(22);
+  auto x = random_vec(rng, 1 * 4 * 3 * 3), w = random_vec(rng, 4 * 3 * 2 * 2);
+  std::vector<Value> in = {ftensor({1, 4, 3, 3}, x), ftensor({4, 3, 2, 2}, w)};
+  std::vector<ir::Attribute> attrs = {attr_int("group", 2), attr_ints("strides", {2, 2})};
+  auto a = run_with_const("ConvTranspose", 11, attrs, in, {1});
+  auto r = run_with_const("ConvTranspose", 11, attrs, in, {});
+  ASSERT_TRUE(a.ok() && r.ok()) << a.status().to_string() << r.status().to_string();
+  ASSERT_EQ(a->shape(), (Dims{1, 6, 6, 6}));
+  for (int64_t i = 0; i < a->numel(); ++i) EXPECT_EQ(a->data<float>()[i], r->data<float>()[i]);
+}
+
+TEST(OpsNnConv, CausalConvWithStateCarriesState) {
+  // One channel, kernel 3: y[t] = w0*s[t] + w1*s[t+1] + w2*s[t+2] over s = past | x.
+  std::vector<ir::Attribute> none;
+  auto out = run_op("CausalConvWithState", 27, none,
+                    {ftensor({1, 1, 2}, {1, 2}), ftensor({1, 1, 3}, {1, 10, 100}), Value(), ftensor({1, 1, 2}, {3, 4})}, 2);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_EQ(values(out.value()[0]), (std::vector<float>{3 + 40 + 100, 4 + 10 + 200}));
+  EXPECT_EQ(values(out.value()[1]), (std::vector<float>{1, 2}));
+  // no past state: zeros on the left; SiLU applied
+  auto silu = run_op("CausalConvWithState", 27, {attr_string("activation", "silu")},
+                     {ftensor({1, 1, 1}, {1}), ftensor({1, 1, 3}, {1, 1, 2})}, 2);
+  ASSERT_TRUE(silu.ok()) << silu.status().to_string();
+  EXPECT_NEAR(values(silu.value()[0])[0], 2.f / (1.f + std::exp(-2.f)), 1e-6f);
+  EXPECT_EQ(values(silu.value()[1]), (std::vector<float>{0, 1}));
+}
