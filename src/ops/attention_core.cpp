@@ -11,12 +11,15 @@
 namespace nxrt::ops {
 namespace {
 
+// Keys j >= row_limit(...) are masked out for query row i of batch b (causal frontier, nonpad
+// length, columns past a short mask); the rest get the additive mask.
 template <typename C>
-inline bool masked_out(const AttnProblem<C>& p, int64_t b, int64_t i, int64_t j) {
-  if (p.causal && j > i + (p.causal_offset ? p.causal_offset[b] : 0)) return true;
-  if (p.nonpad && j >= p.nonpad[b]) return true;
-  if (p.mask && j >= p.mask_len) return true;
-  return false;
+inline int64_t row_limit(const AttnProblem<C>& p, int64_t b, int64_t i) {
+  int64_t lim = p.T;
+  if (p.causal) lim = std::min(lim, std::max<int64_t>(0, i + (p.causal_offset ? p.causal_offset[b] : 0) + 1));
+  if (p.nonpad) lim = std::min(lim, std::max<int64_t>(0, p.nonpad[b]));
+  if (p.mask) lim = std::min(lim, p.mask_len);
+  return lim;
 }
 
 // Scores row s[0..T) (already scaled) -> softcap, bias, softmax in place; writes the requested
@@ -25,26 +28,23 @@ template <typename C, typename A>
 void finish_row(const AttnProblem<C>& p, int64_t b, int64_t h, int64_t i, C* s, C* qk_row) {
   const int64_t T = p.T;
   const C inf = std::numeric_limits<C>::infinity();
+  const int64_t lim = row_limit(p, b, i);
   if (qk_row && p.qk_mode == 0) std::copy(s, s + T, qk_row);
   if (p.softcap > 0) {
     const C cap = p.softcap, inv = C(1) / p.softcap;
-    for (int64_t j = 0; j < T; ++j) s[j] = cap * std::tanh(s[j] * inv);
+    const int64_t n = (qk_row && p.qk_mode == 1) ? T : lim;  // masked columns only matter for output mode 1
+    for (int64_t j = 0; j < n; ++j) s[j] = cap * std::tanh(s[j] * inv);
   }
   if (qk_row && p.qk_mode == 1) std::copy(s, s + T, qk_row);
   if (p.mask) {
     const C* m = p.mask + b * p.mask_sb + h * p.mask_sh + i * p.mask_si;
-    const int64_t n = std::min(T, p.mask_len);
-    for (int64_t j = 0; j < n; ++j) s[j] += m[j];
+    for (int64_t j = 0; j < lim; ++j) s[j] += m[j];
   }
-  if (p.causal || p.nonpad || (p.mask && p.mask_len < T)) {
-    for (int64_t j = 0; j < T; ++j) {
-      if (masked_out(p, b, i, j)) s[j] = -inf;
-    }
-  }
+  for (int64_t j = lim; j < T; ++j) s[j] = -inf;
   if (qk_row && p.qk_mode == 2) std::copy(s, s + T, qk_row);
   C mx = -inf;
   bool nan = false;
-  for (int64_t j = 0; j < T; ++j) {
+  for (int64_t j = 0; j < lim; ++j) {
     if (std::isnan(s[j])) nan = true;
     mx = std::max(mx, s[j]);
   }
@@ -52,12 +52,51 @@ void finish_row(const AttnProblem<C>& p, int64_t b, int64_t h, int64_t i, C* s, 
     std::fill(s, s + T, C(0));  // fully masked row: no key takes part
   } else {
     A sum = 0;
-    for (int64_t j = 0; j < T; ++j) {
+    for (int64_t j = 0; j < lim; ++j) {
       s[j] = std::exp(s[j] - mx);
       sum += s[j];
     }
     const C inv = static_cast<C>(A(1) / sum);
-    for (int64_t j = 0; j < T; ++j) s[j] *= inv;
+    for (int64_t j = 0; j < lim; ++j) s[j] *= inv;
+    std::fill(s + lim, s + T, C(0));
+  }
+  if (qk_row && p.qk_mode == 3) std::copy(s, s + T, qk_row);
+}
+
+// The reference row: every rule applied element by element, as the spec states it.
+template <typename C>
+void reference_row(const AttnProblem<C>& p, int64_t b, int64_t h, int64_t i, C* s, C* qk_row) {
+  const int64_t T = p.T;
+  const C inf = std::numeric_limits<C>::infinity();
+  for (int64_t j = 0; j < T; ++j) {
+    C x = s[j];
+    if (qk_row && p.qk_mode == 0) qk_row[j] = x;
+    if (p.softcap > 0) x = static_cast<C>(double(p.softcap) * std::tanh(double(x) / double(p.softcap)));
+    if (qk_row && p.qk_mode == 1) qk_row[j] = x;
+    bool out = false;
+    if (p.mask) {
+      if (j < p.mask_len) x += p.mask[b * p.mask_sb + h * p.mask_sh + i * p.mask_si + j];
+      else out = true;
+    }
+    if (p.causal && j > i + (p.causal_offset ? p.causal_offset[b] : 0)) out = true;
+    if (p.nonpad && j >= p.nonpad[b]) out = true;
+    if (out) x = -inf;
+    if (qk_row && p.qk_mode == 2) qk_row[j] = x;
+    s[j] = x;
+  }
+  double mx = -INFINITY;
+  bool nan = false;
+  for (int64_t j = 0; j < T; ++j) {
+    nan = nan || std::isnan(s[j]);
+    mx = std::max(mx, double(s[j]));
+  }
+  if (!nan && mx == -INFINITY) {
+    for (int64_t j = 0; j < T; ++j) s[j] = 0;  // no key takes part: zero probabilities
+  } else {
+    double sum = 0;
+    std::vector<double> e(static_cast<size_t>(T));
+    for (int64_t j = 0; j < T; ++j) sum += (e[j] = std::exp(double(s[j]) - mx));
+    for (int64_t j = 0; j < T; ++j) s[j] = static_cast<C>(e[j] / sum);
   }
   if (qk_row && p.qk_mode == 3) std::copy(s, s + T, qk_row);
 }
@@ -79,7 +118,7 @@ void reference_impl(const AttnProblem<C>& p) {
           s[static_cast<size_t>(j)] = static_cast<C>(acc * double(p.scale));
         }
         const int64_t row = (b * p.Hq + h) * p.Sq + i;
-        finish_row<C, double>(p, b, h, i, s.data(), p.qk_out ? p.qk_out + row * p.T : nullptr);
+        reference_row<C>(p, b, h, i, s.data(), p.qk_out ? p.qk_out + row * p.T : nullptr);
         C* yi = p.y + row * p.Dv;
         for (int64_t e = 0; e < p.Dv; ++e) {
           double acc = 0;

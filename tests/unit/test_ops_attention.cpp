@@ -2,7 +2,9 @@
 // against the reference on random problems, 3-D vs 4-D layouts, RotaryEmbedding interleaved vs not.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <random>
 
@@ -217,4 +219,25 @@ TEST(OpsAttention, TensorScatterCircular) {
   near_all(vals(r.value()[0]), {11, 1, 10, 12, 13, 5}, 0);
   auto lin = run_op("TensorScatter", 24, {attr_int("axis", 1)}, {past, upd, idx});
   EXPECT_FALSE(lin.ok());  // linear write past the end
+}
+
+// Timing of the float32 fast path against the reference (run with --gtest_also_run_disabled_tests).
+TEST(OpsAttention, DISABLED_FastPathTiming) {
+  std::mt19937 rng(11);
+  ops::AttnProblem<float> p;
+  p.B = 1; p.Hq = 8; p.Hkv = 8; p.Sq = 256; p.T = 256; p.D = 64; p.Dv = 64;
+  p.scale = 0.125f;
+  p.causal = true;
+  auto q = rnd(rng, p.B * p.Hq * p.Sq * p.D), k = rnd(rng, p.B * p.Hkv * p.T * p.D), v = rnd(rng, p.B * p.Hkv * p.T * p.Dv);
+  p.q = q.data(); p.k = k.data(); p.v = v.data();
+  std::vector<float> y(static_cast<size_t>(p.B * p.Hq * p.Sq * p.Dv));
+  p.y = y.data();
+  ep::ThreadPool pool(1);
+  auto t0 = std::chrono::steady_clock::now();
+  ops::attention_reference(p);
+  auto t1 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 5; ++i) ops::attention_fast(p, &pool);
+  auto t2 = std::chrono::steady_clock::now();
+  std::printf("reference %.2f ms, fast %.2f ms (1 thread)\n", std::chrono::duration<double, std::milli>(t1 - t0).count(),
+              std::chrono::duration<double, std::milli>(t2 - t1).count() / 5);
 }
