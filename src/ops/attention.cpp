@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ops/attention_util.h"
@@ -64,12 +65,26 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
   const int64_t B = sh.B, Hq = sh.Hq, Hkv = sh.Hkv, Sq = sh.Sq, P = sh.P, D = sh.D, Dv = sh.Dv;
   const int64_t Tt = P + sh.Skv;
 
-  std::vector<C> q(static_cast<size_t>(B * Hq * Sq * D));
-  std::vector<C> k(static_cast<size_t>(B * Hkv * Tt * D));
-  std::vector<C> v(static_cast<size_t>(B * Hkv * Tt * Dv));
-  load_bhsd(Q.data<T>(), sh.is3d, B, Hq, Sq, D, q.data());
-  {
-    // present = concat(past, new) along the sequence axis, per (b, head).
+  // 4-D inputs already in the compute type are used in place; everything else is copied into
+  // [B, H, S, D] compute-type buffers (present = concat(past, new) along the sequence axis).
+  constexpr bool kSameType = std::is_same_v<T, C>;
+  const bool direct = kSameType && !sh.is3d;
+  std::vector<C> q, k, v;
+  const C* qp = nullptr;
+  const C* kp = nullptr;
+  const C* vp = nullptr;
+  if constexpr (kSameType) {
+    if (direct) qp = Q.data<T>();
+    if (direct && P == 0) { kp = K.data<T>(); vp = V.data<T>(); }
+  }
+  if (!qp) {
+    q.resize(static_cast<size_t>(B * Hq * Sq * D));
+    load_bhsd(Q.data<T>(), sh.is3d, B, Hq, Sq, D, q.data());
+    qp = q.data();
+  }
+  if (!kp) {
+    k.resize(static_cast<size_t>(B * Hkv * Tt * D));
+    v.resize(static_cast<size_t>(B * Hkv * Tt * Dv));
     std::vector<C> kn(static_cast<size_t>(B * Hkv * sh.Skv * D)), vn(static_cast<size_t>(B * Hkv * sh.Skv * Dv));
     load_bhsd(K.data<T>(), sh.is3d, B, Hkv, sh.Skv, D, kn.data());
     load_bhsd(V.data<T>(), sh.is3d, B, Hkv, sh.Skv, Dv, vn.data());
@@ -83,11 +98,13 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
       std::copy(kn.begin() + bh * sh.Skv * D, kn.begin() + (bh + 1) * sh.Skv * D, kd + P * D);
       std::copy(vn.begin() + bh * sh.Skv * Dv, vn.begin() + (bh + 1) * sh.Skv * Dv, vd + P * Dv);
     }
+    kp = k.data();
+    vp = v.data();
   }
 
   AttnProblem<C> p;
   p.B = B; p.Hq = Hq; p.Hkv = Hkv; p.Sq = Sq; p.T = Tt; p.D = D; p.Dv = Dv;
-  p.q = q.data(); p.k = k.data(); p.v = v.data();
+  p.q = qp; p.k = kp; p.v = vp;
   const float scale_attr = info.attr_float("scale", 0.f);
   p.scale = info.has_attr("scale") ? static_cast<C>(scale_attr)
                                    : static_cast<C>(1.0 / std::sqrt(static_cast<double>(D)));
@@ -151,16 +168,26 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
   // Outputs.
   Dims yshape = sh.is3d ? Dims{B, Sq, Hq * Dv} : Dims{B, Hq, Sq, Dv};
   NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, dtype_of<T>(), yshape));
-  std::vector<C> y(static_cast<size_t>(B * Hq * Sq * Dv));
-  std::vector<C> qk;
+  std::vector<C> y, qk;
+  Tensor* QK = nullptr;
   const int64_t mode = info.attr_int("qk_matmul_output_mode", 0);
   if (ctx.output_requested(3)) {
     if (mode < 0 || mode > 3) return info.error("qk_matmul_output_mode must be 0..3, got " + std::to_string(mode));
-    qk.resize(static_cast<size_t>(B * Hq * Sq * Tt));
+    NXRT_ASSIGN_OR_RETURN(QK, ctx.allocate_output(3, dtype_of<T>(), Dims{B, Hq, Sq, Tt}));
     p.qk_mode = static_cast<int>(mode);
-    p.qk_out = qk.data();
+    if constexpr (kSameType) p.qk_out = QK->data<T>();
+    if (!p.qk_out) {
+      qk.resize(static_cast<size_t>(B * Hq * Sq * Tt));
+      p.qk_out = qk.data();
+    }
   }
-  p.y = y.data();
+  if constexpr (kSameType) {
+    if (direct) p.y = Y->data<T>();
+  }
+  if (!p.y) {
+    y.resize(static_cast<size_t>(B * Hq * Sq * Dv));
+    p.y = y.data();
+  }
   if constexpr (std::is_same_v<C, float>) {
     attention_fast(p, &ctx.pool());
   } else {
@@ -168,9 +195,9 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
   }
 
   T* yo = Y->data<T>();
-  if (!sh.is3d) {
+  if (!y.empty() && !sh.is3d) {
     for (size_t x = 0; x < y.size(); ++x) yo[x] = to_storage<T, C>(y[x]);
-  } else {
+  } else if (!y.empty()) {
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < Hq; ++h)
         for (int64_t s = 0; s < Sq; ++s) {
@@ -182,16 +209,15 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
   if (ctx.output_requested(1)) {
     NXRT_ASSIGN_OR_RETURN(Tensor * pk, ctx.allocate_output(1, dtype_of<T>(), Dims{B, Hkv, Tt, D}));
     T* o = pk->data<T>();
-    for (size_t x = 0; x < k.size(); ++x) o[x] = to_storage<T, C>(k[x]);
+    for (int64_t x = 0; x < B * Hkv * Tt * D; ++x) o[x] = to_storage<T, C>(kp[x]);
   }
   if (ctx.output_requested(2)) {
     NXRT_ASSIGN_OR_RETURN(Tensor * pv, ctx.allocate_output(2, dtype_of<T>(), Dims{B, Hkv, Tt, Dv}));
     T* o = pv->data<T>();
-    for (size_t x = 0; x < v.size(); ++x) o[x] = to_storage<T, C>(v[x]);
+    for (int64_t x = 0; x < B * Hkv * Tt * Dv; ++x) o[x] = to_storage<T, C>(vp[x]);
   }
-  if (ctx.output_requested(3)) {
-    NXRT_ASSIGN_OR_RETURN(Tensor * qo, ctx.allocate_output(3, dtype_of<T>(), Dims{B, Hq, Sq, Tt}));
-    T* o = qo->data<T>();
+  if (QK && !qk.empty()) {
+    T* o = QK->data<T>();
     for (size_t x = 0; x < qk.size(); ++x) o[x] = to_storage<T, C>(qk[x]);
   }
   return Status::Ok();

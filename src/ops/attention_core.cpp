@@ -141,6 +141,7 @@ void attention_reference(const AttnProblem<double>& p) { reference_impl(p); }
 void attention_fast(const AttnProblem<float>& p, ep::ThreadPool* pool) {
   const int64_t group = p.Hq / p.Hkv;
   const int64_t T = p.T, Sq = p.Sq;
+  if (Sq == 0) return;
   auto work = [&](int64_t begin, int64_t end) {
     std::vector<float> scores(static_cast<size_t>(Sq * T));
     for (int64_t bh = begin; bh < end; ++bh) {
