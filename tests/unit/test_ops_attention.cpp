@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 
+#include "ir/float_types.h"
 #include "kernel_test_util.h"
 #include "ops/attention_util.h"
 
@@ -240,4 +241,36 @@ TEST(OpsAttention, DISABLED_FastPathTiming) {
   auto t2 = std::chrono::steady_clock::now();
   std::printf("reference %.2f ms, fast %.2f ms (1 thread)\n", std::chrono::duration<double, std::milli>(t1 - t0).count(),
               std::chrono::duration<double, std::milli>(t2 - t1).count() / 5);
+}
+
+TEST(OpsAttention, ReducedAndDoublePrecisionMatchFloat) {
+  std::mt19937 rng(9);
+  const int64_t B = 1, H = 2, S = 3, T = 4, D = 8;
+  auto q = rnd(rng, B * H * S * D), k = rnd(rng, B * H * T * D), v = rnd(rng, B * H * T * D);
+  auto base = run_op("Attention", 23, {attr_int("is_causal", 1), attr_float("softcap", 3.f)},
+                     {ft({B, H, S, D}, q), ft({B, H, T, D}, k), ft({B, H, T, D}, v)});
+  ASSERT_TRUE(base.ok()) << base.status().to_string();
+  const auto want = vals(base.value()[0]);
+  auto conv = [](DataType dt, Dims shape, const std::vector<float>& x) {
+    Tensor t(dt, shape);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (dt == DataType::kFloat16) t.data<Float16>()[i] = Float16(x[i]);
+      else if (dt == DataType::kBFloat16) t.data<BFloat16>()[i] = BFloat16(x[i]);
+      else t.data<double>()[i] = x[i];
+    }
+    return t;
+  };
+  for (DataType dt : {DataType::kFloat16, DataType::kBFloat16, DataType::kDouble}) {
+    auto r = run_op("Attention", 23, {attr_int("is_causal", 1), attr_float("softcap", 3.f)},
+                    {conv(dt, {B, H, S, D}, q), conv(dt, {B, H, T, D}, k), conv(dt, {B, H, T, D}, v)});
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const Tensor& y = r.value()[0].tensor();
+    ASSERT_EQ(y.dtype(), dt);
+    const float tol = dt == DataType::kBFloat16 ? 5e-2f : dt == DataType::kFloat16 ? 5e-3f : 1e-5f;
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      const float got = dt == DataType::kFloat16 ? float(y.data<Float16>()[i])
+                        : dt == DataType::kBFloat16 ? float(y.data<BFloat16>()[i]) : float(y.data<double>()[i]);
+      ASSERT_NEAR(got, want[i], tol) << dtype_name(dt) << " at " << i;
+    }
+  }
 }
