@@ -428,7 +428,7 @@ bool decode_tiff(const uint8_t* d, size_t n, Decoded* out, std::string* err) {
   if (ifd > n || n - ifd < 2) return (*err = "invalid TIFF: bad IFD offset", false);
   const uint32_t entries = r.u16(ifd);
   if (static_cast<uint64_t>(entries) * 12 > n - ifd - 2) return (*err = "invalid TIFF: truncated IFD", false);
-  uint32_t w = 0, h = 0, compression = 1, photometric = 2, spp = 1, rows_per_strip = 0, planar = 1, predictor = 1;
+  uint32_t w = 0, h = 0, compression = 1, photometric = UINT32_MAX, spp = 1, rows_per_strip = 0, planar = 1, predictor = 1;
   std::vector<uint32_t> bps{1}, offsets, counts, v;
   for (uint32_t e = 0; e < entries; ++e) {
     const size_t ent = ifd + 2 + 12 * static_cast<size_t>(e);
@@ -461,6 +461,7 @@ bool decode_tiff(const uint8_t* d, size_t n, Decoded* out, std::string* err) {
     return (*err = "unsupported TIFF compression " + std::to_string(compression), false);
   }
   if (planar != 1 || predictor != 1) return (*err = "unsupported TIFF layout (planar or predictor)", false);
+  if (photometric == UINT32_MAX) photometric = spp >= 3 ? 2 : 1;  // tag missing: guess from the samples
   int channels;
   if (photometric == 2 && (spp == 3 || spp == 4)) channels = 3;
   else if ((photometric == 0 || photometric == 1) && (spp == 1 || spp == 2)) channels = 1;

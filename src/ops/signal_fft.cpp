@@ -173,14 +173,20 @@ std::vector<cd> naive_dft(const std::vector<cd>& x, bool inverse) {
   const int64_t n = static_cast<int64_t>(x.size());
   std::vector<cd> y(x.size());
   const long double two_pi = 6.283185307179586476925286766559L;
+  std::vector<long double> c(x.size()), s(x.size());  // exp(+-2 pi i t/n), t < n, in long double
+  for (int64_t t = 0; t < n; ++t) {
+    const long double ang = two_pi * static_cast<long double>(t) / static_cast<long double>(n);
+    c[t] = std::cos(ang);
+    s[t] = inverse ? std::sin(ang) : -std::sin(ang);
+  }
   for (int64_t k = 0; k < n; ++k) {
     long double re = 0, im = 0;
+    int64_t t = 0;  // (j*k) mod n
     for (int64_t j = 0; j < n; ++j) {
-      const int64_t t = (j * k) % n;
-      const long double ang = (inverse ? 1 : -1) * two_pi * static_cast<long double>(t) / static_cast<long double>(n);
-      const long double c = std::cos(ang), s = std::sin(ang);
-      re += x[j].real() * c - x[j].imag() * s;
-      im += x[j].real() * s + x[j].imag() * c;
+      re += x[j].real() * c[t] - x[j].imag() * s[t];
+      im += x[j].real() * s[t] + x[j].imag() * c[t];
+      t += k;
+      if (t >= n) t -= n;
     }
     y[k] = cd(static_cast<double>(re), static_cast<double>(im));
   }

@@ -188,11 +188,12 @@ TEST(OpsImageDecoder, BmpPnmTiff) {
                            static_cast<uint8_t>(value), static_cast<uint8_t>(value >> 8), 0, 0};
     tif.insert(tif.end(), e, e + 12);
   };
-  tif.push_back(7);
+  tif.push_back(8);
   tif.push_back(0);
-  const uint32_t data_off = 8 + 2 + 7 * 12 + 4;
+  const uint32_t data_off = 8 + 2 + 8 * 12 + 4;
   entry(256, 3, 1, 2);         // width
   entry(257, 3, 1, 1);         // height
+  entry(258, 3, 1, 8);         // bits per sample
   entry(259, 3, 1, 1);         // no compression
   entry(262, 3, 1, 2);         // RGB
   entry(273, 4, 1, data_off);  // strip offset
@@ -228,12 +229,16 @@ TEST(OpsImageDecoder, CorruptDataIsAnError) {
     auto c = (i % 2) ? png : jpg;
     for (int k = 0; k < 4; ++k) c[8 + rng() % (c.size() - 8)] ^= static_cast<uint8_t>(1 + rng() % 255);
     auto r = decode(c);
-    if (!r.ok()) EXPECT_FALSE(r.status().message().empty());
+    if (!r.ok()) {
+      EXPECT_FALSE(r.status().message().empty());
+    }
   }
   for (size_t i = 0; i < bad.size(); ++i) {
     auto r = decode(bad[i]);
     EXPECT_FALSE(r.ok()) << "case " << i;
-    if (!r.ok()) EXPECT_NE(r.status().message().find("ImageDecoder"), std::string::npos);
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find("ImageDecoder"), std::string::npos);
+    }
   }
   EXPECT_FALSE(decode(png, "RGBA").ok());
 }

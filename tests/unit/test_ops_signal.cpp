@@ -55,8 +55,8 @@ std::vector<float> values(const Value& v) {
 TEST(OpsSignal, FftMatchesNaiveDft) {
   std::mt19937 rng(1234);
   std::vector<int64_t> lengths = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 16, 17, 31, 32, 33, 37, 64, 97, 100, 127, 128, 131,
-                                  210, 251, 256, 257, 509, 512, 1000};
-  std::uniform_int_distribution<int64_t> extra(2, 700);
+                                  210, 251, 256, 257, 509, 512, 1031};
+  std::uniform_int_distribution<int64_t> extra(2, 400);
   for (int i = 0; i < 6; ++i) lengths.push_back(extra(rng));
   for (int64_t n : lengths) {
     ops::fft::Plan plan(n);
@@ -182,7 +182,7 @@ TEST(OpsSignal, DftDoubleAndHalf) {
   ASSERT_TRUE(d.ok());
   const double* yd = (*d)[0].tensor().data<double>();
   EXPECT_NEAR(yd[0], 1.5, 1e-15);
-  EXPECT_NEAR(yd[2], 0.5 - (-1.0 + 2.0) * 0.5, 1e-15);
+  EXPECT_NEAR(yd[2], 0.5 - (-1.0 + 2.0) * 0.5, 1e-14);
   std::vector<Float16> xh = {Float16(1.0f), Float16(1.0f), Float16(1.0f), Float16(1.0f)};
   auto h = run("DFT", {Tensor::from_vector<Float16>(DataType::kFloat16, {1, 4, 1}, xh)}, {}, 17);
   ASSERT_TRUE(h.ok());
