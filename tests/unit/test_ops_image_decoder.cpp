@@ -233,6 +233,15 @@ TEST(OpsImageDecoder, CorruptDataIsAnError) {
       EXPECT_FALSE(r.status().message().empty());
     }
   }
+  // Every prefix of a valid file: an error or (rarely) a decoded image, never a crash.
+  for (const auto* file : {&png, &jpg}) {
+    for (size_t len = 0; len < file->size(); ++len) {
+      auto r = decode(std::vector<uint8_t>(file->begin(), file->begin() + static_cast<long>(len)));
+      if (!r.ok()) {
+        EXPECT_FALSE(r.status().message().empty());
+      }
+    }
+  }
   for (size_t i = 0; i < bad.size(); ++i) {
     auto r = decode(bad[i]);
     EXPECT_FALSE(r.ok()) << "case " << i;

@@ -221,6 +221,21 @@ TEST(OpsSignal, StftMatchesFramedDft) {
       }
     }
   }
+  // Complex signal, two-sided: frame 1 against the naive DFT of the windowed frame.
+  std::vector<float> csig(2 * len);
+  for (int64_t i = 0; i < 2 * len; ++i) csig[i] = std::cos(0.17f * i);
+  auto cplx = run("STFT", {ftensor({1, len, 2}, csig), i64(step), ftensor({fl}, win)}, {attr_int("onesided", 0)}, 17);
+  ASSERT_TRUE(cplx.ok()) << cplx.status().to_string();
+  {
+    std::vector<cd> frame(fl);
+    for (int64_t i = 0; i < fl; ++i) frame[i] = cd(csig[2 * (step + i)], csig[2 * (step + i) + 1]) * static_cast<double>(win[i]);
+    auto want = ops::fft::naive_dft(frame, false);
+    const float* y = (*cplx)[0].tensor().data<float>();
+    for (int64_t k = 0; k < fl; ++k) {
+      EXPECT_NEAR(y[(fl + k) * 2], want[k].real(), 1e-5);
+      EXPECT_NEAR(y[(fl + k) * 2 + 1], want[k].imag(), 1e-5);
+    }
+  }
   // No window and no frame_length: one frame over the whole signal.
   auto whole = run("STFT", {ftensor({1, len, 1}, sig), i64(step)}, {}, 17);
   ASSERT_TRUE(whole.ok());
