@@ -86,7 +86,8 @@ Status binarizer(ep::KernelContext& ctx) {
   }, ctx.error("X must be numeric, got " + x->describe(), StatusCode::kInvalidArgument));
 }
 
-// ---- Normalizer: per row MAX / L1 / L2 (a zero divisor leaves the row unchanged). Output float.
+// ---- Normalizer: per row MAX (divide by max |x|, as scikit-learn and the ONNX reference do), L1
+// (sum |x|), L2 (sqrt of sum x^2); a zero divisor leaves the row unchanged. Output float.
 Status normalizer(ep::KernelContext& ctx) {
   std::string norm = ctx.info().attr_string("norm", "MAX");
   if (norm != "MAX" && norm != "L1" && norm != "L2") {
@@ -99,7 +100,7 @@ Status normalizer(ep::KernelContext& ctx) {
     const double* row = x.row(r);
     double d = 0;
     if (norm == "MAX") {
-      d = x.c ? *std::max_element(row, row + x.c) : 0;
+      for (int64_t j = 0; j < x.c; ++j) d = std::max(d, std::fabs(row[j]));
     } else if (norm == "L1") {
       for (int64_t j = 0; j < x.c; ++j) d += std::fabs(row[j]);
     } else {

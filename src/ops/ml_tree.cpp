@@ -283,10 +283,11 @@ class TreeEnsembleRegressorKernel final : public ep::Kernel {
   PostTransform post_ = PostTransform::kNone;
 };
 
-// ---- TreeEnsembleClassifier (opset 1, 3). Scores are summed per class. With two class labels and
-// votes for only one class id (a "binary" ensemble, e.g. gradient boosting), that class's score s
-// gives the scores [1 - s, s] when every weight is >= 0 (label: s > 0.5), else the post-transform of
-// [-s, s] (label: s > 0), as onnxruntime and scikit-learn converters do.
+// ---- TreeEnsembleClassifier (opset 1, 3). Scores are summed per class (plus base_values). With two
+// class labels and votes for only one class id (a "binary" ensemble, e.g. gradient boosting), that
+// class's score s becomes the two columns [1 - s, s] (post_transform NONE or PROBIT, then applied) or
+// post_transform([-s, s]) otherwise, as the ONNX reference implementation does; the label is the
+// larger column (ties: the first).
 class TreeEnsembleClassifierKernel final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo& info) {
@@ -300,10 +301,7 @@ class TreeEnsembleClassifierKernel final : public ep::Kernel {
     }
     NXRT_RETURN_IF_ERROR(ml::read_post_transform(info, &post_));
     std::set<int64_t> classes;
-    for (const LeafWeight& w : forest_.weights) {
-      classes.insert(w.target);
-      if (w.weight < 0) all_positive_ = false;
-    }
+    for (const LeafWeight& w : forest_.weights) classes.insert(w.target);
     if (e == 2 && classes.size() == 1) binary_class_ = *classes.begin();
     return Status::Ok();
   }
@@ -324,15 +322,10 @@ class TreeEnsembleClassifierKernel final : public ep::Kernel {
       for (int64_t k = 0; k < e && !base_.empty(); ++k) row[static_cast<size_t>(k)] += base_[static_cast<size_t>(k)];
       if (binary_class_ >= 0) {
         double s = row[static_cast<size_t>(binary_class_)];
-        if (all_positive_) {
-          label_idx[static_cast<size_t>(r)] = s > 0.5 ? 1 : 0;
-          row = {1 - s, s};
-          if (post_ == PostTransform::kProbit) ml::apply_post_transform(post_, row.data(), 2);
-        } else {
-          label_idx[static_cast<size_t>(r)] = s > 0 ? 1 : 0;
-          row = {-s, s};
-          ml::apply_post_transform(post_, row.data(), 2);
-        }
+        bool plain = post_ == PostTransform::kNone || post_ == PostTransform::kProbit;
+        row = {plain ? 1 - s : -s, s};
+        ml::apply_post_transform(post_, row.data(), 2);
+        label_idx[static_cast<size_t>(r)] = row[1] > row[0] ? 1 : 0;
       } else {
         label_idx[static_cast<size_t>(r)] = std::max_element(row.begin(), row.end()) - row.begin();
         ml::apply_post_transform(post_, row.data(), e);
@@ -349,7 +342,6 @@ class TreeEnsembleClassifierKernel final : public ep::Kernel {
   ml::Labels labels_;
   std::vector<double> base_;
   PostTransform post_ = PostTransform::kNone;
-  bool all_positive_ = true;
   int64_t binary_class_ = -1;
 };
 
