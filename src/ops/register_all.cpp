@@ -43,5 +43,14 @@ void register_cpu_kernels(KernelRegistry& r) {
   ops::register_bitcast_ops(r);
   ops::register_string_ops(r);
   ops::register_ml_ops(r);
+
+  // Elementwise ops whose kernels read element i before writing element i: output 0 may reuse a
+  // dying input 0 of the same dtype and shape (the executor checks the rest).
+  for (const char* op : {"Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil",
+                         "Round", "Sin", "Cos", "Erf", "Softplus", "Softsign", "Elu", "Selu", "LeakyRelu",
+                         "HardSigmoid", "HardSwish", "Gelu", "Mish", "Celu", "ThresholdedRelu", "Shrink", "Sign",
+                         "Clip", "Add", "Sub", "Mul", "Div"}) {
+    r.allow_inplace("", op, 0);
+  }
 }
 }  // namespace nxrt::ep
