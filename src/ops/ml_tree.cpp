@@ -7,6 +7,7 @@
 // double), which matches comparing in the attribute's own type. A NaN input takes the true branch when
 // nodes_missing_value_tracks_true is 1 for the node, else the comparison decides (false except NEQ).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -244,6 +245,28 @@ Status cycle_error(ep::KernelContext& ctx) {
   return ctx.error("a tree contains a cycle (a node is reached twice on one path)", StatusCode::kInvalidModel);
 }
 
+// Scores every row of x, splitting rows over the thread pool; finish(r, scores) post-processes row r
+// (its scores buffer has max(width, n_targets) entries and may be resized). Errors on a cycle.
+template <typename F>
+Status score_rows(ep::KernelContext& ctx, const Forest& f, const ml::Rows& x, F&& finish) {
+  std::atomic<bool> cycle{false};
+  int64_t work = static_cast<int64_t>(f.roots.size()) * 8 + 1;
+  int64_t grain = std::max<int64_t>(1, 8192 / work);
+  ctx.pool().parallel_for(x.n, grain, [&](int64_t begin, int64_t end) {
+    std::vector<double> row(static_cast<size_t>(f.n_targets));
+    std::vector<uint8_t> has(static_cast<size_t>(f.n_targets));
+    for (int64_t r = begin; r < end; ++r) {
+      row.resize(static_cast<size_t>(f.n_targets));
+      if (!f.score(x.row(r), row.data(), &has)) {
+        cycle = true;
+        return;
+      }
+      finish(r, row);
+    }
+  });
+  return cycle ? cycle_error(ctx) : Status::Ok();
+}
+
 // ---- TreeEnsembleRegressor (opset 1, 3).
 class TreeEnsembleRegressorKernel final : public ep::Kernel {
  public:
@@ -266,15 +289,12 @@ class TreeEnsembleRegressorKernel final : public ep::Kernel {
     NXRT_RETURN_IF_ERROR(check_features(ctx, forest_, x));
     int64_t t = forest_.n_targets;
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kFloat, {x.n, t}));
-    std::vector<double> row(static_cast<size_t>(t));
-    std::vector<uint8_t> has(static_cast<size_t>(t));
-    for (int64_t r = 0; r < x.n; ++r) {
-      if (!forest_.score(x.row(r), row.data(), &has)) return cycle_error(ctx);
+    float* py = y->data<float>();
+    return score_rows(ctx, forest_, x, [&](int64_t r, std::vector<double>& row) {
       for (int64_t k = 0; k < t; ++k) row[static_cast<size_t>(k)] += base_.empty() ? 0.0 : base_[static_cast<size_t>(k)];
       ml::apply_post_transform(post_, row.data(), t);
-      for (int64_t k = 0; k < t; ++k) y->data<float>()[r * t + k] = static_cast<float>(row[static_cast<size_t>(k)]);
-    }
-    return Status::Ok();
+      for (int64_t k = 0; k < t; ++k) py[r * t + k] = static_cast<float>(row[static_cast<size_t>(k)]);
+    });
   }
 
  private:
@@ -315,10 +335,7 @@ class TreeEnsembleClassifierKernel final : public ep::Kernel {
     if (ctx.output_requested(1)) {
       NXRT_ASSIGN_OR_RETURN(z, ctx.allocate_output(1, DataType::kFloat, {x.n, e}));
     }
-    std::vector<double> row(static_cast<size_t>(e));
-    std::vector<uint8_t> has(static_cast<size_t>(e));
-    for (int64_t r = 0; r < x.n; ++r) {
-      if (!forest_.score(x.row(r), row.data(), &has)) return cycle_error(ctx);
+    NXRT_RETURN_IF_ERROR(score_rows(ctx, forest_, x, [&](int64_t r, std::vector<double>& row) {
       for (int64_t k = 0; k < e && !base_.empty(); ++k) row[static_cast<size_t>(k)] += base_[static_cast<size_t>(k)];
       if (binary_class_ >= 0) {
         double s = row[static_cast<size_t>(binary_class_)];
@@ -333,7 +350,7 @@ class TreeEnsembleClassifierKernel final : public ep::Kernel {
       if (z) {
         for (int64_t k = 0; k < e; ++k) z->data<float>()[r * e + k] = static_cast<float>(row[static_cast<size_t>(k)]);
       }
-    }
+    }));
     return ml::write_labels(ctx, 0, labels_, label_idx);
   }
 
@@ -450,17 +467,13 @@ class TreeEnsembleKernel final : public ep::Kernel {
     NXRT_RETURN_IF_ERROR(check_features(ctx, forest_, x));
     int64_t t = forest_.n_targets;
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, xt->dtype(), {x.n, t}));
-    std::vector<double> row(static_cast<size_t>(t));
-    std::vector<uint8_t> has(static_cast<size_t>(t));
     return dispatch_float(xt->dtype(), [&](auto tag) {
       using T = decltype(tag);
       T* py = y->data<T>();
-      for (int64_t r = 0; r < x.n; ++r) {
-        if (!forest_.score(x.row(r), row.data(), &has)) return cycle_error(ctx);
+      return score_rows(ctx, forest_, x, [&](int64_t r, std::vector<double>& row) {
         ml::apply_post_transform(post_, row.data(), t);
         for (int64_t k = 0; k < t; ++k) py[r * t + k] = static_cast<T>(static_cast<compute_t<T>>(row[static_cast<size_t>(k)]));
-      }
-      return Status::Ok();
+      });
     }, ctx.error("unsupported dtype", StatusCode::kNotImplemented));
   }
 

@@ -138,6 +138,13 @@ TEST(OpsMl, TreeEnsembleRegressor) {
   auto mx = a;
   mx.push_back(attr_string("aggregate_function", "MAX"));
   expect_near(fvals(run1({"TreeEnsembleRegressor", kMl, 1, mx, {x}})), {10, 20, 20});
+  // Many rows over 4 threads give the same result as one thread.
+  std::vector<float> big(2000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>((i * 37) % 11) * 0.3f;
+  KernelRun many{"TreeEnsembleRegressor", kMl, 3, a, {F({1000, 2}, big)}};
+  std::vector<float> one = fvals(run1(many));
+  many.threads = 4;
+  EXPECT_EQ(fvals(run1(many)), one);
   // Too few features.
   EXPECT_NE(err({"TreeEnsembleRegressor", kMl, 3, a, {F({1, 1}, {0})}}).find("feature 1"), std::string::npos);
 }
