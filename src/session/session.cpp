@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <unordered_set>
 
@@ -84,7 +85,11 @@ Result<std::unique_ptr<Session>> Session::create(const std::string& model_path, 
 }
 
 Result<std::unique_ptr<Session>> Session::create_from_bytes(const void* data, size_t size, const SessionOptions& opts) {
-  return make_session([&] { return onnx::load_model_bytes(data, size, nullptr, ""); }, opts);
+  // The session keeps its own copy: initializers point into these bytes, and the caller's buffer may
+  // not outlive the session.
+  auto copy = std::shared_ptr<char[]>(new char[size > 0 ? size : 1]);
+  if (size > 0) std::memcpy(copy.get(), data, size);
+  return make_session([&] { return onnx::load_model_bytes(copy.get(), size, copy, ""); }, opts);
 }
 
 const std::vector<ValueMeta>& Session::inputs() const { return impl_->inputs; }
