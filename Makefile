@@ -2,6 +2,8 @@
 #   make demo   build, then run a model end to end
 #   make test   build, then run every test (unit, ASan+UBSan unit, conformance manifest)
 SHELL := /bin/bash
+# ccache keys on paths relative to the checkout, so clones in other folders (CI) hit the same cache.
+export CCACHE_BASEDIR := $(CURDIR)
 JOBS ?= 2
 BUILD ?= build
 BUILD_ASAN ?= build-asan

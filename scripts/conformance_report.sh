@@ -2,7 +2,7 @@
 # Runs every test of every suite present, then regenerates tests/conformance/expected_pass.txt,
 # tests/conformance/report.md and the README status table from the results.
 set -uo pipefail
-nxrt="${1:?usage: conformance_report.sh path/to/nxrt}"
+nxrt="$(realpath "${1:?usage: conformance_report.sh path/to/nxrt}")"
 source "$(dirname "$0")/suites.sh"
 out="$repo_root/build/conformance"
 mkdir -p "$out"

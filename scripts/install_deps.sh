@@ -3,7 +3,8 @@
 # Run as root (or with sudo available); does nothing when everything is present.
 set -euo pipefail
 pkgs=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libbenchmark-dev ccache
-      python3-onnx python3-numpy libonnx-testdata)
+      python3-onnx python3-numpy libonnx-testdata pkg-config libre2-dev libpng-dev
+      libjpeg62-turbo-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

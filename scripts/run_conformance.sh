@@ -2,7 +2,7 @@
 # Runs every test listed in tests/conformance/expected_pass.txt (lines "suite:id") over the suites
 # present on this machine; any listed test failing fails the run.
 set -uo pipefail
-nxrt="${1:?usage: run_conformance.sh path/to/nxrt}"
+nxrt="$(realpath "${1:?usage: run_conformance.sh path/to/nxrt}")"
 source "$(dirname "$0")/suites.sh"
 manifest="$repo_root/tests/conformance/expected_pass.txt"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT

@@ -84,6 +84,12 @@ void KernelRegistry::add_fn(const std::string& domain, const std::string& op_typ
                 }});
 }
 
+void KernelRegistry::allow_inplace(const std::string& domain, const std::string& op_type, int input) {
+  auto it = defs_.find(registry_key(domain, op_type));
+  if (it == defs_.end()) return;
+  for (auto& d : it->second) d.inplace_input = input;
+}
+
 const KernelDef* KernelRegistry::find(const std::string& domain, const std::string& op_type, int64_t opset) const {
   auto it = defs_.find(registry_key(domain, op_type));
   if (it == defs_.end()) return nullptr;

@@ -123,6 +123,9 @@ struct KernelDef {
   int64_t since_version = 1;
   int64_t end_version = INT64_MAX;
   KernelFactory factory;
+  // The input whose buffer output 0 may overwrite (elementwise ops), or -1. The executor only does so
+  // when that input dies at this node and nothing else shares its buffer.
+  int inplace_input = -1;
 };
 
 class KernelRegistry {
@@ -142,6 +145,9 @@ class KernelRegistry {
                     return std::unique_ptr<Kernel>(std::move(k));
                   }});
   }
+
+  // Marks every registered version of (domain, op) as able to write output 0 over input `input`.
+  void allow_inplace(const std::string& domain, const std::string& op_type, int input);
 
   // The def for (domain, op) whose version range covers `opset`, or nullptr.
   const KernelDef* find(const std::string& domain, const std::string& op_type, int64_t opset) const;

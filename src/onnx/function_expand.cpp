@@ -1,9 +1,12 @@
 #include "onnx/function_expand.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <tuple>
 #include <unordered_map>
+
+#include "onnx/parser.h"
 
 namespace nxrt::onnx {
 
@@ -56,7 +59,7 @@ class Expander {
 
   Status run() {
     if (fns_.empty()) return Status::Ok();
-    return expand_graph(m_.graph, 0);
+    return expand_graph(m_.graph, 0, 0);
   }
 
  private:
@@ -100,20 +103,27 @@ class Expander {
     return Status::Ok();
   }
 
-  Status expand_graph(ir::Graph& g, int depth) {
+  // depth: function calls being expanded; graph_depth: subgraph nesting of g.
+  Status expand_graph(ir::Graph& g, int depth, int graph_depth) {
     std::vector<ir::Node> out;
     out.reserve(g.nodes.size());
-    NXRT_RETURN_IF_ERROR(expand_nodes(g.nodes, depth, out));
+    NXRT_RETURN_IF_ERROR(expand_nodes(g.nodes, depth, graph_depth, out));
     g.nodes = std::move(out);
     return Status::Ok();
   }
 
-  Status expand_nodes(std::vector<ir::Node>& nodes, int depth, std::vector<ir::Node>& out) {
+  Status expand_nodes(std::vector<ir::Node>& nodes, int depth, int graph_depth, std::vector<ir::Node>& out) {
     for (auto& node : nodes) {
+      const bool has_subgraph = std::any_of(node.attributes.begin(), node.attributes.end(),
+                                            [](const ir::Attribute& a) { return a.g || !a.graphs.empty(); });
+      if (has_subgraph && graph_depth + 1 > kMaxGraphDepth) {
+        return invalid_model(node.label() + ": subgraphs nested deeper than " + std::to_string(kMaxGraphDepth) +
+                             " after function expansion");
+      }
       for (auto& a : node.attributes) {
-        if (a.g) NXRT_RETURN_IF_ERROR(expand_graph(*a.g, depth));
+        if (a.g) NXRT_RETURN_IF_ERROR(expand_graph(*a.g, depth, graph_depth + 1));
         for (auto& sg : a.graphs) {
-          if (sg) NXRT_RETURN_IF_ERROR(expand_graph(*sg, depth));
+          if (sg) NXRT_RETURN_IF_ERROR(expand_graph(*sg, depth, graph_depth + 1));
         }
       }
       const ir::Function* fn = find(node);
@@ -133,7 +143,7 @@ class Expander {
       NXRT_RETURN_IF_ERROR(merge_opsets(*fn));
       std::vector<ir::Node> body;
       instantiate(*fn, node, body);
-      NXRT_RETURN_IF_ERROR(expand_nodes(body, depth + 1, out));
+      NXRT_RETURN_IF_ERROR(expand_nodes(body, depth + 1, graph_depth, out));
     }
     return Status::Ok();
   }

@@ -1,8 +1,17 @@
 // Reading ONNX files: a hand-written protobuf wire-format reader over an mmapped file (no libprotobuf).
 //
-// Tensors keep pointing into the mapped bytes (raw_data); typed repeated fields are decoded into new
-// storage. Errors name the field path and byte offset ("ModelProto.graph.node[3].attribute[0]: ...
-// at byte 1234").
+// Tensors keep pointing into the mapped bytes (raw_data aligned to its element size; misaligned
+// raw_data is copied); typed repeated fields are decoded into new storage. Every tensor is a plain
+// contiguous Tensor of its declared dtype (sub-byte types packed low bits first, strings as
+// std::string). Sparse initializers/attributes are densified. Errors are Status(kInvalidModel) naming
+// the field path and byte offset ("ModelProto.graph.node[3].attribute[0].t: ... at byte 1234");
+// kIoError for files that cannot be opened.
+//
+// At load: nodes of every graph are checked for values produced twice and for cycles (subgraph
+// outer-scope reads count as edges) and put in topological order; model-local functions are expanded
+// (LoadOptions::expand_functions). Undefined node inputs are left for the session to report.
+// Implementation: wire.h (decoder), parser.cpp, function_expand.cpp, graph_check.cpp; the writer
+// (model_writer.h) serializes ir::Model / Tensor / Value back to protobuf bytes.
 #pragma once
 #include <memory>
 #include <string>
@@ -18,7 +27,7 @@ struct LoadOptions {
   bool expand_functions = true;
   // Sparse tensors (initializers, attributes) are densified at load; a dense size above this is an
   // error rather than an allocation the file cannot justify.
-  size_t max_densify_bytes = size_t{1} << 32;
+  size_t max_densify_bytes = size_t{1} << 30;
 };
 
 // mmaps `path`; external data is resolved relative to the model's folder.

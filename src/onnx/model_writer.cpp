@@ -85,8 +85,6 @@ void write_function(wire::Writer& w, const ir::Function& f) {
   if (!f.overload.empty()) w.bytes(13, f.overload);
 }
 
-DataType value_elem_kind_dtype(const Value& v) { return v.is_tensor() ? v.tensor().dtype() : DataType::kUndefined; }
-
 // SequenceProto/OptionalProto elem_type values.
 int32_t value_kind_code(const Value& v) {
   switch (v.kind()) {
@@ -159,12 +157,16 @@ void write_value(wire::Writer& w, const Value& v, const std::string& name) {
       return;
     }
   }
-  (void)value_elem_kind_dtype;
 }
 
 }  // namespace
 
 void write_tensor_proto(wire::Writer& w, const Tensor& t_in, const std::string& name) {
+  if (!t_in.defined() || !t_in.storage()) {  // an undefined tensor: data_type UNDEFINED
+    w.int64(2, 0);
+    if (!name.empty()) w.bytes(8, name);
+    return;
+  }
   Tensor t = t_in.contiguous();
   w.packed_int64(1, t.shape());
   w.int64(2, static_cast<int64_t>(t.dtype()));

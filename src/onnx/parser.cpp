@@ -194,15 +194,13 @@ Status Parser::parse_model(ir::Model* m) {
   }
   if (!has_graph) return ctx_.error(size_, "no graph");
   // Opset imports: one version per domain.
-  for (size_t i = 0; i < m->opset_imports.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      const auto& a = m->opset_imports[i];
-      const auto& b = m->opset_imports[j];
-      if (ir::canonical_domain(a.domain) == ir::canonical_domain(b.domain) && a.version != b.version) {
-        return ctx_.error_no_offset("domain '" + a.domain + "' imported at versions " + std::to_string(b.version) +
-                                        " and " + std::to_string(a.version),
-                                    "opset_import");
-      }
+  std::map<std::string, int64_t> versions;
+  for (const auto& o : m->opset_imports) {
+    auto [it, inserted] = versions.emplace(ir::canonical_domain(o.domain), o.version);
+    if (!inserted && it->second != o.version) {
+      return ctx_.error_no_offset("domain '" + o.domain + "' imported at versions " + std::to_string(it->second) +
+                                      " and " + std::to_string(o.version),
+                                  "opset_import");
     }
   }
   return Status::Ok();

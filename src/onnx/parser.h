@@ -18,7 +18,7 @@ struct ParseOptions {
   std::shared_ptr<void> keepalive;  // holds the parsed bytes alive for zero-copy tensors
   bool borrow_raw = true;           // raw_data aligned to its element size is borrowed, not copied
   std::string base_dir;             // external data folder ("" = external data is an error)
-  size_t max_densify_bytes = size_t{1} << 32;  // sparse tensors larger than this when dense: error
+  size_t max_densify_bytes = size_t{1} << 30;  // sparse tensors larger than this when dense: error
 };
 
 constexpr int kMaxGraphDepth = 64;

@@ -26,17 +26,24 @@ Status dispatch_native(DataType dt, F&& f, const Status& unsupported) {
   return dispatch_numeric(dt, f, unsupported);
 }
 
-// Float -> integer like x86 truncation: NaN and values outside int64 give INT64_MIN, then the low
-// bits are kept (numpy's astype behaviour on common targets). Never UB.
+// Float -> integer as C casts behave on x86 (what numpy's astype gives there): truncate toward zero;
+// narrow targets (<= 32-bit signed, 8/16-bit unsigned) convert through int32, uint32 and int64
+// through int64, where out-of-range and NaN give the "integer indefinite" minimum, then the low bits
+// are kept. Never UB.
 template <typename D>
 inline D float_to_int(double v) {
   if constexpr (std::is_same_v<D, uint64_t>) {
     if (v >= 9223372036854775808.0 && v < 18446744073709551616.0) return static_cast<uint64_t>(v);
   }
-  if (!(v > -9223372036854775808.0 && v < 9223372036854775808.0)) {
-    return static_cast<D>(static_cast<uint64_t>(std::numeric_limits<int64_t>::min()));
+  if constexpr (sizeof(D) < 4 || std::is_same_v<D, int32_t>) {
+    if (!(v > -2147483649.0 && v < 2147483648.0)) return static_cast<D>(std::numeric_limits<int32_t>::min());
+    return static_cast<D>(static_cast<int32_t>(v));
+  } else {
+    if (!(v > -9223372036854775808.0 && v < 9223372036854775808.0)) {
+      return static_cast<D>(static_cast<uint64_t>(std::numeric_limits<int64_t>::min()));
+    }
+    return static_cast<D>(static_cast<int64_t>(v));
   }
-  return static_cast<D>(static_cast<int64_t>(v));
 }
 
 template <typename S>
@@ -126,6 +133,8 @@ double parse_double(const std::string& s0) {
     return std::numeric_limits<double>::infinity();
   if (iequals(s, "-INF") || iequals(s, "-Infinity")) return -std::numeric_limits<double>::infinity();
   if (s.empty()) return 0.0;
+  if (iequals(s, "true")) return 1.0;
+  if (iequals(s, "false")) return 0.0;
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   if (end == s.c_str()) return 0.0;  // not a number: undefined by the spec; 0
@@ -136,6 +145,10 @@ double parse_double(const std::string& s0) {
 bool parse_int64(const std::string& s0, int64_t* out) {
   std::string s = trim(s0);
   if (s.empty()) return false;
+  if (iequals(s, "true") || iequals(s, "false")) {
+    *out = iequals(s, "true") ? 1 : 0;
+    return true;
+  }
   const char* b = s.c_str();
   const char* e = b + s.size();
   if (*b == '+') ++b;
@@ -150,18 +163,27 @@ bool parse_int64(const std::string& s0, int64_t* out) {
   return false;
 }
 
+// Like numpy's str() of a float: shortest round-trip digits, positional for 1e-4 <= |v| < 1e16 (with
+// ".0" when integral), else scientific ("1e+20", "1.5e-05"); NaN / INF / -INF as the Cast spec names them.
 template <typename T>
 std::string format_float(T v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v < 0 ? "-INF" : "INF";
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  char buf[512];
+  const T a = v < 0 ? -v : v;
+  if (a == 0 || (a >= static_cast<T>(1e-4) && a < static_cast<T>(1e16))) {
+    auto r = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::fixed);
+    std::string s(buf, r.ptr);
+    if (s.find('.') == std::string::npos) s += ".0";
+    return s;
+  }
+  auto r = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::scientific);
   return std::string(buf, r.ptr);
 }
 
 template <typename S>
 std::string format_native(S v) {
-  if constexpr (std::is_same_v<S, bool>) return v ? "1" : "0";
+  if constexpr (std::is_same_v<S, bool>) return v ? "True" : "False";
   else if constexpr (std::is_same_v<S, Float16> || std::is_same_v<S, BFloat16>) return format_float(static_cast<float>(v));
   else if constexpr (std::is_floating_point_v<S>) return format_float(v);
   else return std::to_string(v);
@@ -303,7 +325,7 @@ Status load_as_double(const Tensor& in, std::vector<double>* out) {
       invalid_argument(std::string("cannot read ") + dtype_name(t) + " as numbers"));
 }
 
-Status cast_tensor(const Tensor& in, Tensor* out, const CastOptions& opts) {
+Status cast_tensor(const Tensor& in, Tensor* out, const CastOptions& opts, ep::ThreadPool* pool) {
   const DataType st = in.dtype(), dt = out->dtype();
   const int64_t n = in.numel();
   if (out->numel() != n) return invalid_argument("cast: element counts differ");
@@ -325,7 +347,11 @@ Status cast_tensor(const Tensor& in, Tensor* out, const CastOptions& opts) {
                 if constexpr (std::is_same_v<S, D>) {
                   std::memcpy(op, ip, out->nbytes());
                 } else {
-                  for (int64_t i = 0; i < n; ++i) store_native<D>(op, i, cast_one<D>(load_native<S>(ip, i)));
+                  auto body = [&](int64_t b, int64_t e) {
+                    for (int64_t i = b; i < e; ++i) store_native<D>(op, i, cast_one<D>(load_native<S>(ip, i)));
+                  };
+                  if (pool) ew::run_flat(*pool, n, 65536, body);
+                  else body(0, n);
                 }
                 return Status::Ok();
               },
@@ -404,12 +430,13 @@ Status run_cast(KernelContext& ctx, const Tensor& x, DataType to) {
   NXRT_RETURN_IF_ERROR(read_cast_options(ctx.info(), &opts));
   if (to == x.dtype()) return ctx.set_output(0, Value(x));
   NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, to, x.shape()));
-  Status s = cast_tensor(x, y, opts);
+  Status s = cast_tensor(x, y, opts, &ctx.pool());
   if (!s.ok()) return ctx.error(s.message(), s.code());
   return Status::Ok();
 }
 
 Status Cast(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 1));
   const KernelInfo& info = ctx.info();
   const ir::Attribute* a = info.node().find_attribute("to");
   if (!a) return ctx.error("missing attribute 'to'", StatusCode::kInvalidModel);
@@ -425,7 +452,10 @@ Status Cast(KernelContext& ctx) {
   return run_cast(ctx, ctx.input(0), to);
 }
 
-Status CastLike(KernelContext& ctx) { return run_cast(ctx, ctx.input(0), ctx.input(1).dtype()); }
+Status CastLike(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 2));
+  return run_cast(ctx, ctx.input(0), ctx.input(1).dtype());
+}
 
 // ---------------------------------------------------------------------------------------------
 // Quantization
@@ -531,7 +561,34 @@ inline double round_half_even(double v) {
   return std::fmod(f, 2.0) == 0.0 ? f : f + 1;
 }
 
+template <typename Q>
+void quantize_fast(const QuantLayout& L, const Tensor& x, const Tensor& scale, const Tensor* zp, Tensor* y) {
+  const float* xp = x.data<float>();
+  const float* sp = scale.data<float>();
+  const Q* zpp = zp ? zp->data<Q>() : nullptr;
+  Q* yp = y->data<Q>();
+  const float lo = static_cast<float>(std::numeric_limits<Q>::min());
+  const float hi = static_cast<float>(std::numeric_limits<Q>::max());
+  for_each_quant(L, x.numel(), [&](int64_t i, int64_t p) {
+    float q = std::nearbyint(xp[i] / sp[p]) + (zpp ? static_cast<float>(zpp[p]) : 0.0f);
+    q = q < lo ? lo : (q > hi ? hi : q);
+    yp[i] = static_cast<Q>(q == q ? q : 0.0f);
+  });
+}
+
+template <typename Q>
+void dequantize_fast(const QuantLayout& L, const Tensor& x, const Tensor& scale, const Tensor* zp, Tensor* y) {
+  const Q* xp = x.data<Q>();
+  const float* sp = scale.data<float>();
+  const Q* zpp = zp ? zp->data<Q>() : nullptr;
+  float* yp = y->data<float>();
+  for_each_quant(L, x.numel(), [&](int64_t i, int64_t p) {
+    yp[i] = (static_cast<float>(xp[i]) - (zpp ? static_cast<float>(zpp[p]) : 0.0f)) * sp[p];
+  });
+}
+
 Status QuantizeLinear(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 2));
   const KernelInfo& info = ctx.info();
   const Tensor& x = ctx.input(0);
   const Tensor& scale = ctx.input(1);
@@ -554,21 +611,42 @@ Status QuantizeLinear(KernelContext& ctx) {
   if (!qint && !is_quant_float(qt)) return ctx.error(std::string("unsupported quantized dtype ") + dtype_name(qt), StatusCode::kNotImplemented);
   QuantLayout L;
   NXRT_RETURN_IF_ERROR(quant_layout(ctx, x, scale, zp, &L));
+  // The division runs in the precision of the scale, or of the `precision` attribute (opset 25).
+  const int64_t prec_attr = info.attr_int("precision", 0);
+  if (prec_attr != 0 && !is_known_dtype(static_cast<int32_t>(prec_attr))) {
+    return ctx.error("unknown precision dtype " + std::to_string(prec_attr), StatusCode::kInvalidModel);
+  }
+  const DataType prec = prec_attr != 0 ? static_cast<DataType>(prec_attr) : scale.dtype();
+  if (x.dtype() == DataType::kFloat && scale.dtype() == DataType::kFloat && prec == DataType::kFloat &&
+      (qt == DataType::kUInt8 || qt == DataType::kInt8)) {
+    // Fast path for the common QDQ case: float32 -> (u)int8, no double buffers.
+    NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, qt, x.shape()));
+    if (qt == DataType::kUInt8) quantize_fast<uint8_t>(L, x, scale, zp, y);
+    else quantize_fast<int8_t>(L, x, scale, zp, y);
+    return Status::Ok();
+  }
   std::vector<double> xv, sv, zv;
   NXRT_RETURN_IF_ERROR(load_as_double(x, &xv));
   NXRT_RETURN_IF_ERROR(load_as_double(scale, &sv));
   if (zp) NXRT_RETURN_IF_ERROR(load_as_double(*zp, &zv));
-  // The division runs in the precision of the scale (or the `precision` attribute): float unless double.
-  const int64_t prec = info.attr_int("precision", 0);
-  const bool in_double = scale.dtype() == DataType::kDouble || prec == static_cast<int64_t>(DataType::kDouble) ||
-                         x.dtype() == DataType::kDouble;
+  const bool in_double = prec == DataType::kDouble;
+  // Rounds a value to the precision type (float16/bfloat16 results of a float division are correctly
+  // rounded, float having more than twice their mantissa bits).
+  auto to_prec = [prec](double v) -> double {
+    switch (prec) {
+      case DataType::kDouble: return v;
+      case DataType::kFloat16: return half_to_float(float_to_half(static_cast<float>(v)));
+      case DataType::kBFloat16: return bf16_to_float(float_to_bf16(static_cast<float>(v)));
+      default: return static_cast<float>(v);
+    }
+  };
   const int64_t n = x.numel();
   std::vector<double> yv(static_cast<size_t>(n));
   const bool has_zp = zp != nullptr;
   for_each_quant(L, n, [&](int64_t i, int64_t p) {
     double q;
     if (in_double) q = xv[i] / sv[p];
-    else q = static_cast<double>(static_cast<float>(xv[i]) / static_cast<float>(sv[p]));
+    else q = to_prec(static_cast<double>(static_cast<float>(to_prec(xv[i])) / static_cast<float>(to_prec(sv[p]))));
     const double z = has_zp ? zv[p] : 0.0;
     if (qint) {
       q = round_half_even(q) + z;
@@ -592,6 +670,7 @@ Status QuantizeLinear(KernelContext& ctx) {
 }
 
 Status DequantizeLinear(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 2));
   const KernelInfo& info = ctx.info();
   const Tensor& x = ctx.input(0);
   const Tensor& scale = ctx.input(1);
@@ -612,6 +691,13 @@ Status DequantizeLinear(KernelContext& ctx) {
   }
   QuantLayout L;
   NXRT_RETURN_IF_ERROR(quant_layout(ctx, x, scale, zp, &L));
+  if (out_t == DataType::kFloat && scale.dtype() == DataType::kFloat &&
+      (x.dtype() == DataType::kUInt8 || x.dtype() == DataType::kInt8)) {
+    NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, out_t, x.shape()));
+    if (x.dtype() == DataType::kUInt8) dequantize_fast<uint8_t>(L, x, scale, zp, y);
+    else dequantize_fast<int8_t>(L, x, scale, zp, y);
+    return Status::Ok();
+  }
   std::vector<double> xv, sv, zv;
   NXRT_RETURN_IF_ERROR(load_as_double(x, &xv));
   NXRT_RETURN_IF_ERROR(load_as_double(scale, &sv));
@@ -636,6 +722,7 @@ Status DequantizeLinear(KernelContext& ctx) {
 }
 
 Status DynamicQuantizeLinear(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 1));
   const Tensor& x = ctx.input(0);
   if (x.dtype() != DataType::kFloat) return ctx.error(std::string("input must be float32, got ") + dtype_name(x.dtype()), StatusCode::kInvalidArgument);
   const float* in = x.data<float>();

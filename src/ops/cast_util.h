@@ -7,6 +7,10 @@
 #include "nxrt/status.h"
 #include "nxrt/tensor.h"
 
+namespace nxrt::ep {
+class ThreadPool;
+}
+
 namespace nxrt::ops {
 
 struct CastOptions {
@@ -16,7 +20,8 @@ struct CastOptions {
 
 // Converts every element of `in` (contiguous) into `out` (contiguous, same numel, already allocated with
 // the target dtype). Any pair of dtypes among numbers, bool, string and the 8/4/2-bit types.
-Status cast_tensor(const Tensor& in, Tensor* out, const CastOptions& opts);
+// With a pool, the common numeric conversions run in parallel.
+Status cast_tensor(const Tensor& in, Tensor* out, const CastOptions& opts, ep::ThreadPool* pool = nullptr);
 
 // Reads any numeric (incl. float8/4, int4/2, bool) tensor into doubles, exactly.
 Status load_as_double(const Tensor& in, std::vector<double>* out);

@@ -118,6 +118,7 @@ void map_unary(ep::ThreadPool& pool, const T* in, T* out, int64_t n, const Op& o
 
 template <typename Op, TypeSet S>
 Status unary_kernel(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 1));
   const Tensor& x = ctx.input(0);
   Op op(ctx.info());
   NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), x.shape()));
@@ -290,6 +291,7 @@ struct SwishOp : MathOp {
 
 template <typename Pred>
 Status float_predicate(KernelContext& ctx, Pred pred) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 1));
   const Tensor& x = ctx.input(0);
   NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kBool, x.shape()));
   const int64_t n = x.numel();
@@ -472,6 +474,7 @@ bool has_zero(const T* p, int64_t n) {
 
 template <typename F, TypeSet S>
 Status binary_kernel(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 2));
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   if (a.dtype() != b.dtype()) {
@@ -518,6 +521,7 @@ inline C mod_value(C a, C b, bool fmod) {
 }
 
 Status Mod(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 2));
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   if (a.dtype() != b.dtype()) {
@@ -592,6 +596,7 @@ inline T pow_value(T x, E y) {
 }
 
 Status Pow(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 2));
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   BinaryShapes s;
@@ -619,6 +624,7 @@ Status Pow(KernelContext& ctx) {
 // BitShift (unsigned): shifts of at least the bit width give 0
 
 Status BitShift(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 2));
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   if (a.dtype() != b.dtype()) return ctx.error("input dtypes differ", StatusCode::kInvalidArgument);
@@ -666,6 +672,7 @@ struct CmpF {
 
 template <Cmp K>
 Status compare_kernel(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 2));
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   if (a.dtype() != b.dtype()) {
@@ -703,6 +710,7 @@ enum class Logic { kAnd, kOr, kXor };
 
 template <Logic K>
 Status logic_kernel(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 2));
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   if (a.dtype() != DataType::kBool || b.dtype() != DataType::kBool) {
@@ -724,6 +732,7 @@ Status logic_kernel(KernelContext& ctx) {
 }
 
 Status Not(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 1));
   const Tensor& x = ctx.input(0);
   if (x.dtype() != DataType::kBool) return bad_dtype(ctx, x.dtype());
   NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kBool, x.shape()));
@@ -740,7 +749,10 @@ template <typename F, TypeSet S, bool kMean>
 Status variadic_kernel(KernelContext& ctx) {
   std::vector<const Tensor*> ins;
   for (size_t i = 0; i < ctx.num_inputs(); ++i)
-    if (ctx.has_input(i)) ins.push_back(&ctx.input(i));
+    if (ctx.has_input(i)) {
+      if (!ctx.input_value(i)->is_tensor()) return ctx.error("input " + std::to_string(i) + " must be a tensor", StatusCode::kInvalidArgument);
+      ins.push_back(&ctx.input(i));
+    }
   if (ins.empty()) return ctx.error("needs at least one input", StatusCode::kInvalidModel);
   std::vector<Dims> shapes;
   for (const Tensor* t : ins) {
@@ -786,6 +798,7 @@ Status variadic_kernel(KernelContext& ctx) {
 // Clip
 
 Status Clip(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 1));
   const Tensor& x = ctx.input(0);
   const KernelInfo& info = ctx.info();
   NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), x.shape()));
@@ -797,9 +810,10 @@ Status Clip(KernelContext& ctx) {
         using C = compute_t<T>;
         C lo = std::numeric_limits<C>::lowest(), hi = std::numeric_limits<C>::max();
         if (info.opset() < 11) {
+          // Absent attributes leave that side unclamped.
           if constexpr (std::is_floating_point_v<C>) {
-            lo = static_cast<C>(info.attr_float("min", -std::numeric_limits<float>::max()));
-            hi = static_cast<C>(info.attr_float("max", std::numeric_limits<float>::max()));
+            if (info.has_attr("min")) lo = static_cast<C>(info.attr_float("min", 0));
+            if (info.has_attr("max")) hi = static_cast<C>(info.attr_float("max", 0));
           } else {
             if (info.has_attr("min")) lo = sat_int<C>(info.attr_float("min", 0));
             if (info.has_attr("max")) hi = sat_int<C>(info.attr_float("max", 0));
@@ -807,6 +821,7 @@ Status Clip(KernelContext& ctx) {
         } else {
           for (int k = 1; k <= 2; ++k) {
             if (!ctx.has_input(k)) continue;
+            if (!ctx.input_value(k)->is_tensor()) return ctx.error("min/max must be tensors", StatusCode::kInvalidArgument);
             const Tensor& t = ctx.input(k);
             if (t.dtype() != x.dtype()) {
               return ctx.error(std::string(k == 1 ? "min" : "max") + " dtype " + dtype_name(t.dtype()) +
@@ -840,6 +855,7 @@ Status Clip(KernelContext& ctx) {
 // PRelu: slope broadcasts to X (unidirectionally); before opset 7 a 1-D slope of size C is per channel.
 
 Status PRelu(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 2));
   const Tensor& x = ctx.input(0);
   const Tensor& slope = ctx.input(1);
   if (x.dtype() != slope.dtype()) {
@@ -862,7 +878,7 @@ Status PRelu(KernelContext& ctx) {
   NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), x.shape()));
   Dims xs = x.shape();
   ew::BcastPlan plan = ew::make_plan(xs, {&xs, &ss});
-  return dispatch_signed_numeric(
+  return dispatch_numeric(
       x.dtype(),
       [&](auto tag) -> Status {
         using T = decltype(tag);
@@ -896,6 +912,7 @@ void where_apply(ep::ThreadPool& pool, const ew::BcastPlan& p, const uint8_t* c,
 }
 
 Status Where(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 3));
   const Tensor& c = ctx.input(0);
   const Tensor& x = ctx.input(1);
   const Tensor& y = ctx.input(2);

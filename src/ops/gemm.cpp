@@ -174,9 +174,35 @@ void gemv_row(bool transB, int64_t N, int64_t K, T alpha, const T* a, const T* B
   });
 }
 
+// y[1,N] = alpha * a[K] * B + beta * y with B prepacked (NR-wide panels per K block).
+template <typename T>
+void gemv_packed(int64_t N, int64_t K, T alpha, const T* a, const T* packed, int64_t n_padded, T beta, T* y,
+                 ep::ThreadPool* pool) {
+  using P = GemmParams<T>;
+  constexpr int NR = P::NR;
+  const int64_t panels = n_padded / NR;
+  run_parallel(pool, panels, std::max<int64_t>(1, 4096 / std::max<int64_t>(K, 1)), [&](int64_t q0, int64_t q1) {
+    for (int64_t q = q0; q < q1; ++q) {
+      T acc[NR] = {};
+      for (int64_t p0 = 0; p0 < K; p0 += P::KC) {
+        const int64_t kc = std::min<int64_t>(P::KC, K - p0);
+        const T* bp = packed + p0 * n_padded + q * NR * kc;
+        for (int64_t p = 0; p < kc; ++p) {
+          const T av = a[p0 + p];
+#pragma GCC unroll 16
+          for (int j = 0; j < NR; ++j) acc[j] += av * bp[p * NR + j];
+        }
+      }
+      const int64_t j0 = q * NR, cols = std::min<int64_t>(NR, N - j0);
+      for (int64_t j = 0; j < cols; ++j) y[j0 + j] = beta == T(0) ? alpha * acc[j] : alpha * acc[j] + beta * y[j0 + j];
+    }
+  });
+}
+
 template <typename T>
 void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
-                  const T* B, int64_t ldb, T beta, T* C, int64_t ldc, ep::ThreadPool* pool) {
+                  const T* B, int64_t ldb, T beta, T* C, int64_t ldc, ep::ThreadPool* pool,
+                  const T* prepacked = nullptr, int64_t n_padded = 0) {
   using P = GemmParams<T>;
   constexpr int MR = P::MR, NR = P::NR;
   if (M <= 0 || N <= 0) return;
@@ -184,7 +210,19 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T a
     scale_c(M, N, beta, C, ldc);
     return;
   }
-  if (M == 1) {
+  if (prepacked && M == 1) {
+    if (transA && lda != 1) {
+      std::vector<T> a(static_cast<size_t>(K));
+      for (int64_t k = 0; k < K; ++k) a[k] = A[k * lda];
+      gemv_packed(N, K, alpha, a.data(), prepacked, n_padded, beta, C, pool);
+    } else {
+      gemv_packed(N, K, alpha, A, prepacked, n_padded, beta, C, pool);
+    }
+    return;
+  }
+  if (prepacked) {
+    // fall through to the blocked path; B panels come from the prepacked buffer
+  } else if (M == 1) {
     if (transA && lda != 1) {
       std::vector<T> a(static_cast<size_t>(K));
       for (int64_t k = 0; k < K; ++k) a[k] = A[k * lda];
@@ -194,7 +232,7 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T a
     }
     return;
   }
-  if (N == 1) {
+  if (!prepacked && N == 1) {
     // C[M,1] = op(A) b: the transpose problem y[1,M] = b^T op(A)^T, with y strided by ldc.
     std::vector<T> b(static_cast<size_t>(K));
     for (int64_t k = 0; k < K; ++k) b[k] = transB ? B[k] : B[k * ldb];
@@ -228,7 +266,7 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T a
     const size_t a_need = static_cast<size_t>(((mc_blk + MR - 1) / MR * MR) * kc_blk);
     const size_t b_need = static_cast<size_t>(((nc_blk + NR - 1) / NR * NR) * kc_blk);
     if (a_buf.size() < a_need) a_buf.resize(a_need);
-    if (b_buf.size() < b_need) b_buf.resize(b_need);
+    if (!prepacked && b_buf.size() < b_need) b_buf.resize(b_need);
     alignas(64) T acc[MR * NR];
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t ib = t / n_blocks, jb = t % n_blocks;
@@ -237,11 +275,17 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T a
       for (int64_t p0 = 0; p0 < K; p0 += kc_blk) {
         const int64_t kc = std::min(kc_blk, K - p0);
         const bool first = p0 == 0;
-        pack_b(B, ldb, transB, p0, kc, j0, nc, b_buf.data());
+        const T* bpanels;
+        if (prepacked) {
+          bpanels = prepacked + p0 * n_padded + j0 * kc;
+        } else {
+          pack_b(B, ldb, transB, p0, kc, j0, nc, b_buf.data());
+          bpanels = b_buf.data();
+        }
         pack_a(A, lda, transA, i0, mc, p0, kc, a_buf.data());
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const int64_t cols = std::min<int64_t>(NR, nc - jr);
-          const T* bp = b_buf.data() + jr * kc;
+          const T* bp = bpanels + jr * kc;
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int64_t rows = std::min<int64_t>(MR, mc - ir);
             micro_kernel<T>(kc, a_buf.data() + ir * kc, bp, acc);
@@ -259,6 +303,26 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T a
 void gemm_f32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
               const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ep::ThreadPool* pool) {
   gemm_blocked<float>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
+}
+
+PackedB pack_b_f32(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb) {
+  using P = GemmParams<float>;
+  PackedB pb;
+  pb.K = K;
+  pb.N = N;
+  pb.n_padded = (N + P::NR - 1) / P::NR * P::NR;
+  pb.data.assign(static_cast<size_t>(std::max<int64_t>(1, pb.n_padded * K)), 0.f);
+  for (int64_t p0 = 0; p0 < K; p0 += P::KC) {
+    const int64_t kc = std::min<int64_t>(P::KC, K - p0);
+    pack_b(B, ldb, transB, p0, kc, 0, N, pb.data.data() + p0 * pb.n_padded);
+  }
+  return pb;
+}
+
+void gemm_f32_packed(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedB& B, float beta,
+                     float* C, int64_t ldc, ep::ThreadPool* pool) {
+  gemm_blocked<float>(transA, false, M, B.N, B.K, alpha, A, lda, nullptr, 0, beta, C, ldc, pool, B.data.data(),
+                      B.n_padded);
 }
 
 void gemm_f64(bool transA, bool transB, int64_t M, int64_t N, int64_t K, double alpha, const double* A,

@@ -83,6 +83,9 @@ Status constant_of_shape_compute(ep::KernelContext& ctx) {
   for (int64_t d : dims.value()) {
     if (d < 0) return ctx.error("negative dimension in shape " + shape_to_string(dims.value()), StatusCode::kInvalidArgument);
   }
+  if (!generated_size_ok(dims.value())) {
+    return ctx.error("shape " + shape_to_string(dims.value()) + " is too large", StatusCode::kInvalidArgument);
+  }
   const Tensor* v = info.attr_tensor("value");
   DataType dt = v ? v->dtype() : DataType::kFloat;
   if (v && v->numel() != 1) return ctx.error("value must hold one element, got " + v->describe(), StatusCode::kInvalidModel);
@@ -98,6 +101,19 @@ Status constant_of_shape_compute(ep::KernelContext& ctx) {
     return Status::Ok();
   }
   Tensor vc = v->contiguous();
+  if (dtype_is_subbyte(dt)) {
+    // Packed 4-bit / 2-bit elements, low bits first: replicate the element pattern across bytes.
+    const int bits = dtype_bits(dt);
+    const uint8_t e = static_cast<uint8_t>(vc.data<uint8_t>()[0] & ((1u << bits) - 1));
+    uint8_t pattern = 0;
+    for (int k = 0; k < 8; k += bits) pattern = static_cast<uint8_t>(pattern | (e << k));
+    const size_t nbytes = y->nbytes();
+    uint8_t* yd = y->data<uint8_t>();
+    std::fill(yd, yd + nbytes, pattern);
+    const int64_t used_bits = (n * bits) % 8;
+    if (used_bits != 0) yd[nbytes - 1] = static_cast<uint8_t>(pattern & ((1u << used_bits) - 1));
+    return Status::Ok();
+  }
   return dispatch_by_size(
       dt,
       [&](auto tag) -> Status {
@@ -135,13 +151,18 @@ Status range_compute(ep::KernelContext& ctx) {
         int64_t n;
         if constexpr (std::is_integral_v<C>) {
           const long double span = static_cast<long double>(limit) - static_cast<long double>(start);
-          n = static_cast<int64_t>(std::ceil(span / static_cast<long double>(delta)));
+          const long double q = std::ceil(span / static_cast<long double>(delta));
+          if (q > 1e15L) return ctx.error("Range would produce too many elements", StatusCode::kInvalidArgument);
+          n = static_cast<int64_t>(q);
         } else {
           const double q = std::ceil((static_cast<double>(limit) - static_cast<double>(start)) / static_cast<double>(delta));
-          if (!std::isfinite(q)) return ctx.error("Range length is not finite", StatusCode::kInvalidArgument);
+          if (!std::isfinite(q) || q > 1e15) return ctx.error("Range length is not finite or too large", StatusCode::kInvalidArgument);
           n = static_cast<int64_t>(q);
         }
         n = std::max<int64_t>(n, 0);
+        if (!generated_size_ok({n})) {
+          return ctx.error("Range would produce " + std::to_string(n) + " elements", StatusCode::kInvalidArgument);
+        }
         NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, dt, {n}));
         T* yd = y->data<T>();
         for (int64_t i = 0; i < n; ++i) {

@@ -53,8 +53,7 @@ Status random_compute(ep::KernelContext& ctx) {
   if (!dt.ok()) return ctx.error(dt.status().message(), StatusCode::kInvalidModel);
   if (!info.has_attr("shape")) return ctx.error("missing 'shape' attribute", StatusCode::kInvalidModel);
   Dims shape = info.attr_ints("shape");
-  for (int64_t d : shape)
-    if (d < 0) return ctx.error("negative dim in shape " + shape_to_string(shape), StatusCode::kInvalidModel);
+  if (!generated_size_ok(shape)) return ctx.error("bad or too large shape " + shape_to_string(shape), StatusCode::kInvalidModel);
   return random_fill<kNormal>(ctx, dt.value(), shape);
 }
 
@@ -101,7 +100,7 @@ Status multinomial_compute(ep::KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   if (x.rank() != 2) return ctx.error("Multinomial expects [batch, classes], got " + x.describe(), StatusCode::kInvalidArgument);
   const int64_t n = info.attr_int("sample_size", 1);
-  if (n < 0) return ctx.error("sample_size must be >= 0", StatusCode::kInvalidModel);
+  if (n < 0 || !generated_size_ok({x.dim(0), n})) return ctx.error("bad sample_size " + std::to_string(n), StatusCode::kInvalidModel);
   auto dt = dtype_attr(info, DataType::kInt32);
   if (!dt.ok() || (dt.value() != DataType::kInt32 && dt.value() != DataType::kInt64)) {
     return ctx.error("Multinomial dtype must be int32 or int64", StatusCode::kInvalidModel);

@@ -11,6 +11,18 @@ namespace nxrt::ops {
 void register_random_ops(ep::KernelRegistry& r);  // generator_random.cpp
 void register_loss_ops(ep::KernelRegistry& r);    // generator_loss.cpp
 
+// Shapes that come from data (ConstantOfShape, Range, random shape attributes): refuse sizes that
+// overflow or exceed 2^34 elements instead of failing inside the allocator.
+inline bool generated_size_ok(const Dims& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return false;
+    if (d != 0 && n > (int64_t(1) << 34) / d) return false;
+    n *= d;
+  }
+  return true;
+}
+
 // PCG32-style generator (64-bit state, xorshift-multiply output): same sequence on every platform,
 // unlike std:: distributions.
 class Rng {

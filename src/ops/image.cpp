@@ -31,15 +31,15 @@ double gs_reflect(double x, double lo, double hi) {
   if (rng <= 0) return lo;
   if (x < lo) {
     const double dx = lo - x;
-    const int64_t n = static_cast<int64_t>(dx / rng);
-    const double r = dx - static_cast<double>(n) * rng;
-    return n % 2 == 0 ? lo + r : hi - r;
+    const double n = std::floor(dx / rng);
+    const double r = dx - n * rng;
+    return std::fmod(n, 2.0) == 0 ? lo + r : hi - r;
   }
   if (x > hi) {
     const double dx = x - hi;
-    const int64_t n = static_cast<int64_t>(dx / rng);
-    const double r = dx - static_cast<double>(n) * rng;
-    return n % 2 == 0 ? hi - r : lo + r;
+    const double n = std::floor(dx / rng);
+    const double r = dx - n * rng;
+    return std::fmod(n, 2.0) == 0 ? hi - r : lo + r;
   }
   return x;
 }
@@ -113,10 +113,12 @@ Status grid_sample_fn(KernelContext& ctx) {
               if (mode == "nearest") {
                 v = std::nearbyint(v);  // round half to even (what the conformance data uses, 2-D and 3-D)
               }
+              if (std::isnan(v)) v = -2.0;  // NaN samples nothing (zeros) / the first pixel (border, reflection)
               if (v < lo || v > hi) {
                 if (pad == "border") v = std::clamp(v, 0.0, len - 1);
-                else if (pad == "reflection") v = static_cast<float>(gs_reflect(v, lo, hi));
+                else if (pad == "reflection" && std::isfinite(v)) v = static_cast<float>(gs_reflect(v, lo, hi));
               }
+              v = std::clamp(v, -len - 4.0, 2.0 * len + 4.0);  // far outside: same taps, no int overflow
               // taps
               int64_t base;
               double c[4];
@@ -201,6 +203,7 @@ Status affine_grid_fn(KernelContext& ctx) {
   Dims out_shape = {N};
   for (int64_t d = 2; d < static_cast<int64_t>(size.size()); ++d) out_shape.push_back(size[d]);
   out_shape.push_back(nd);
+  if (!shape_is_sane(out_shape)) return ctx.error("size " + ints_to_string(size) + " is too large");
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, theta.dtype(), out_shape));
   auto th = read_double_values(theta);
   if (!th.ok()) return ctx.error("theta must be float, got " + theta.describe());
@@ -293,6 +296,10 @@ Status roi_align_fn(KernelContext& ctx) {
             rw = std::max(rw, 1.0);
             rh = std::max(rh, 1.0);
           }
+          if (!std::isfinite(sh) || !std::isfinite(sw) || !std::isfinite(rh) || !std::isfinite(rw) ||
+              rh / static_cast<double>(oh) > 4096 || rw / static_cast<double>(ow) > 4096) {
+            return ctx.error("roi " + itos(r) + " has a non-finite or too large extent for X " + x.describe());
+          }
           const double bh = rh / static_cast<double>(oh), bw = rw / static_cast<double>(ow);
           const int64_t gh = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rh / static_cast<double>(oh)));
           const int64_t gw = sampling > 0 ? sampling : static_cast<int64_t>(std::ceil(rw / static_cast<double>(ow)));
@@ -306,7 +313,9 @@ Status roi_align_fn(KernelContext& ctx) {
                 for (int64_t ix = 0; ix < gw; ++ix, ++k) {
                   const double xx = sw + static_cast<double>(pw) * bw + (static_cast<double>(ix) + 0.5) * bw / static_cast<double>(gw);
                   double y = yy, xq = xx;
-                  if (y < -1.0 || y > static_cast<double>(H) || xq < -1.0 || xq > static_cast<double>(W)) continue;
+                  if (!(y >= -1.0 && y <= static_cast<double>(H) && xq >= -1.0 && xq <= static_cast<double>(W))) {
+                    continue;  // outside the feature map (or NaN): contributes 0
+                  }
                   y = std::max(y, 0.0);
                   xq = std::max(xq, 0.0);
                   int64_t yl = static_cast<int64_t>(y), xl = static_cast<int64_t>(xq), yh, xh;
@@ -433,6 +442,7 @@ Status nms_fn(KernelContext& ctx) {
         const double* s = sv->data() + (b * C + c) * NB;
         cand.clear();
         for (int64_t i = 0; i < NB; ++i) {
+          if (std::isnan(s[i])) continue;
           if (!has_score_th || s[i] > score_th) cand.push_back(i);
         }
         std::stable_sort(cand.begin(), cand.end(), [&](int64_t a, int64_t q) { return s[a] > s[q]; });

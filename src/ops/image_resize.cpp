@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <type_traits>
 
 #include "ops/common.h"
 #include "ops/tensor_util.h"
@@ -17,8 +18,17 @@ using ep::KernelContext;
 
 namespace {
 
+// floor/round of a double output size, saturated so an absurd scale gives an error, not UB.
+int64_t to_size(double v) {
+  if (!(v >= 0)) return -1;
+  if (v > 1e15) return int64_t{1} << 51;
+  return static_cast<int64_t>(v);
+}
+
 enum class Mode { kNearest, kLinear, kCubic };
-enum class Coord { kHalfPixel, kHalfPixelSymmetric, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfCropAndResize };
+enum class Coord {
+  kHalfPixel, kHalfPixelSymmetric, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfCropAndResize, kTfHalfPixelForNn
+};
 enum class NearestMode { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
 
 struct ResizeParams {
@@ -87,6 +97,7 @@ AxisPlan plan_axis(const ResizeParams& p, int64_t in, int64_t out, double scale,
         break;
       case Coord::kPytorchHalfPixel: xo = out_w == 1 ? -0.5 : (xd + 0.5) / scale - 0.5; break;
       case Coord::kHalfPixel: xo = (xd + 0.5) / scale - 0.5; break;
+      case Coord::kTfHalfPixelForNn: xo = (xd + 0.5) / scale; break;
       case Coord::kHalfPixelSymmetric: {
         const double adjustment = static_cast<double>(out) / out_w;
         const double center = in_d / 2;
@@ -165,26 +176,93 @@ AxisPlan plan_axis(const ResizeParams& p, int64_t in, int64_t out, double scale,
   return plan;
 }
 
-// Applies one axis plan: src has shape [outer, in, inner], dst [outer, out, inner].
-void apply_plan(const AxisPlan& plan, const std::vector<double>& src, std::vector<double>& dst, int64_t outer,
-                int64_t in, int64_t out, int64_t inner, double extrap) {
-  dst.assign(static_cast<size_t>(outer * out * inner), 0.0);
+template <typename A, typename S>
+inline A load_as(S v) {
+  if constexpr (std::is_same_v<S, Float16> || std::is_same_v<S, BFloat16>) {
+    return static_cast<A>(static_cast<float>(v));
+  } else {
+    return static_cast<A>(v);
+  }
+}
+template <typename D, typename A>
+inline D store_as(A v) {
+  if constexpr (std::is_same_v<D, A>) {
+    return v;
+  } else {
+    return from_double<D>(static_cast<double>(v));
+  }
+}
+
+// Applies one axis plan: src has shape [outer, in, inner], dst [outer, out, inner]; accumulates in A.
+template <typename A, typename S, typename D>
+void apply_plan(const AxisPlan& plan, const S* src, D* dst, int64_t outer, int64_t in, int64_t out, int64_t inner,
+                double extrap, ep::ThreadPool& pool) {
   const int64_t taps = plan.taps;
-  for (int64_t o = 0; o < outer; ++o) {
-    const double* s = src.data() + o * in * inner;
-    double* d = dst.data() + o * out * inner;
-    for (int64_t x = 0; x < out; ++x) {
-      double* dr = d + x * inner;
-      if (plan.extrap[x]) {
-        std::fill(dr, dr + inner, extrap);
+  std::vector<A> w(plan.w.size());
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<A>(plan.w[i]);
+  const int64_t* ix = plan.idx.data();
+  const D ev = store_as<D, A>(static_cast<A>(extrap));
+  auto body = [&](int64_t ob, int64_t oe) {
+    std::vector<A> acc(static_cast<size_t>(inner > 1 ? inner : 0));
+    for (int64_t o = ob; o < oe; ++o) {
+      const S* s = src + o * in * inner;
+      D* d = dst + o * out * inner;
+      if (inner == 1) {
+        for (int64_t x = 0; x < out; ++x) {
+          if (plan.extrap[x]) {
+            d[x] = ev;
+            continue;
+          }
+          A v = 0;
+          for (int64_t t = 0; t < taps; ++t) v += w[x * taps + t] * load_as<A>(s[ix[x * taps + t]]);
+          d[x] = store_as<D, A>(v);
+        }
         continue;
       }
-      for (int64_t t = 0; t < taps; ++t) {
-        const double w = plan.w[x * taps + t];
-        if (w == 0) continue;
-        const double* sr = s + plan.idx[x * taps + t] * inner;
-        for (int64_t i = 0; i < inner; ++i) dr[i] += w * sr[i];
+      for (int64_t x = 0; x < out; ++x) {
+        D* dr = d + x * inner;
+        if (plan.extrap[x]) {
+          std::fill(dr, dr + inner, ev);
+          continue;
+        }
+        std::fill(acc.begin(), acc.end(), A(0));
+        for (int64_t t = 0; t < taps; ++t) {
+          const A wt = w[x * taps + t];
+          if (wt == A(0)) continue;
+          const S* sr = s + ix[x * taps + t] * inner;
+          for (int64_t i = 0; i < inner; ++i) acc[i] += wt * load_as<A>(sr[i]);
+        }
+        for (int64_t i = 0; i < inner; ++i) dr[i] = store_as<D, A>(acc[i]);
       }
+    }
+  };
+  const int64_t per = std::max<int64_t>(1, out * inner * taps);
+  pool.parallel_for(outer, std::max<int64_t>(1, (int64_t{1} << 15) / per), body);
+}
+
+template <typename E>
+void gather_nearest(const E* src, E* dst, const Dims& in_shape, const Dims& out_shape,
+                    const std::vector<std::vector<int64_t>>& maps) {
+  const size_t r = out_shape.size();
+  const int64_t n = shape_numel(out_shape);
+  if (n == 0) return;
+  if (r == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  const Dims cs = contiguous_strides(in_shape);
+  const int64_t inner = out_shape[r - 1];
+  const int64_t* last = maps[r - 1].data();
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t done = 0; done < n; done += inner) {
+    int64_t base = 0;
+    for (size_t a = 0; a + 1 < r; ++a) base += maps[a][idx[a]] * cs[a];
+    const E* s = src + base;
+    E* d = dst + done;
+    for (int64_t i = 0; i < inner; ++i) d[i] = s[last[i]];
+    for (size_t a = r - 1; a-- > 0;) {
+      if (++idx[a] < out_shape[a]) break;
+      idx[a] = 0;
     }
   }
 }
@@ -192,32 +270,81 @@ void apply_plan(const AxisPlan& plan, const std::vector<double>& src, std::vecto
 Status run_resize(KernelContext& ctx, const Tensor& x, const ResizeParams& p, const std::vector<double>& scales,
                   const Dims& out_shape, const std::vector<double>& roi) {
   const int64_t r = x.rank();
+  for (double sc : scales) {
+    if (!(sc > 0) || !std::isfinite(sc)) return ctx.error("scales must be positive and finite");
+  }
+  if (!shape_is_sane(out_shape)) {
+    return ctx.error("output shape " + shape_to_string(out_shape) + " is invalid or too large for input " +
+                     x.describe());
+  }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
   if (out->numel() == 0) return Status::Ok();
   if (x.numel() == 0) return ctx.error("cannot resize the empty input " + x.describe() + " to " + shape_to_string(out_shape));
+  if (p.mode == Mode::kNearest && p.coord != Coord::kTfCropAndResize) {
+    // Nearest is a pure gather: one source index per output coordinate and axis, elements copied as bytes.
+    std::vector<std::vector<int64_t>> maps(static_cast<size_t>(r));
+    for (int64_t a = 0; a < r; ++a) {
+      if (out_shape[a] == x.shape()[a] && scales[a] == 1.0) {
+        maps[a].resize(static_cast<size_t>(out_shape[a]));
+        std::iota(maps[a].begin(), maps[a].end(), 0);
+      } else {
+        maps[a] = plan_axis(p, x.shape()[a], out_shape[a], scales[a], 0.0, 1.0).idx;
+      }
+    }
+    return dispatch_elem(
+        x.dtype(),
+        [&](auto tag) {
+          using E = decltype(tag);
+          gather_nearest(elem_ptr<E>(x), elem_ptr<E>(*out), x.shape(), out_shape, maps);
+          return Status::Ok();
+        },
+        ctx.error("unsupported dtype " + x.describe()));
+  }
+  // Axes that change; each gets one separable pass.
+  std::vector<int64_t> passes;
+  for (int64_t a = 0; a < r; ++a) {
+    const bool identity = out_shape[a] == x.shape()[a] && scales[a] == 1.0 && p.coord != Coord::kTfCropAndResize;
+    if (!identity) passes.push_back(a);
+  }
+  if (passes.empty()) {
+    copy_run(x, 0, *out, 0, x.numel());
+    return Status::Ok();
+  }
   return dispatch_numeric(
       x.dtype(),
       [&](auto tag) {
         using T = decltype(tag);
-        const T* src = x.data<T>();
-        std::vector<double> cur(static_cast<size_t>(x.numel())), next;
-        for (int64_t i = 0; i < x.numel(); ++i) cur[i] = to_double(src[i]);
+        // float accumulation for float / half types and narrow integers; double otherwise.
+        using A = std::conditional_t<std::is_same_v<T, double> || (std::is_integral_v<T> && sizeof(T) >= 4),
+                                     double, float>;
+        std::vector<A> cur, next;
         Dims shape = x.shape();
-        for (int64_t a = 0; a < r; ++a) {
-          const bool identity = out_shape[a] == shape[a] && scales[a] == 1.0 && p.coord != Coord::kTfCropAndResize;
-          if (identity) continue;
+        for (size_t k = 0; k < passes.size(); ++k) {
+          const int64_t a = passes[k];
           AxisPlan plan = plan_axis(p, x.shape()[a], out_shape[a], scales[a], roi[a], roi[a + r]);
           int64_t outer = 1, inner = 1;
           for (int64_t i = 0; i < r; ++i) {
             if (i < a) outer *= shape[i];
             if (i > a) inner *= shape[i];
           }
-          apply_plan(plan, cur, next, outer, shape[a], out_shape[a], inner, p.extrapolation);
+          const bool first = k == 0, last = k + 1 == passes.size();
+          if (!last) next.assign(static_cast<size_t>(outer * out_shape[a] * inner), A(0));
+          if (first && last) {
+            apply_plan<A>(plan, x.data<T>(), out->data<T>(), outer, shape[a], out_shape[a], inner, p.extrapolation,
+                          ctx.pool());
+          } else if (first) {
+            apply_plan<A>(plan, x.data<T>(), next.data(), outer, shape[a], out_shape[a], inner, p.extrapolation,
+                          ctx.pool());
+          } else if (last) {
+            apply_plan<A>(plan, cur.data(), out->data<T>(), outer, shape[a], out_shape[a], inner, p.extrapolation,
+                          ctx.pool());
+          } else {
+            apply_plan<A>(plan, cur.data(), next.data(), outer, shape[a], out_shape[a], inner, p.extrapolation,
+                          ctx.pool());
+          }
           cur.swap(next);
           shape[a] = out_shape[a];
         }
-        T* d = out->data<T>();
-        for (int64_t i = 0; i < out->numel(); ++i) d[i] = from_double<T>(cur[i]);
         return Status::Ok();
       },
       ctx.error("unsupported dtype " + x.describe()));
@@ -258,7 +385,7 @@ Status resize_fn(KernelContext& ctx) {
     else if (ct == "align_corners") p.coord = Coord::kAlignCorners;
     else if (ct == "asymmetric") p.coord = Coord::kAsymmetric;
     else if (ct == "tf_crop_and_resize") p.coord = Coord::kTfCropAndResize;
-    else if (ct == "tf_half_pixel_for_nn" && opset < 13) p.coord = Coord::kHalfPixel;  // treated as half_pixel
+    else if (ct == "tf_half_pixel_for_nn" && opset < 13) p.coord = Coord::kTfHalfPixelForNn;
     else return ctx.error("unsupported coordinate_transformation_mode '" + ct + "'", StatusCode::kInvalidModel);
     const std::string nm = info.attr_string("nearest_mode", "round_prefer_floor");
     if (nm == "round_prefer_floor") p.nearest = NearestMode::kRoundPreferFloor;
@@ -328,7 +455,7 @@ Status resize_fn(KernelContext& ctx) {
       const double s = scales_in[k];
       if (!(s > 0)) return ctx.error("scales must be positive, got " + std::to_string(s));
       scales[axes[k]] = s;
-      out_shape[axes[k]] = static_cast<int64_t>(std::floor(s * static_cast<double>(x.shape()[axes[k]])));
+      out_shape[axes[k]] = to_size(std::floor(s * static_cast<double>(x.shape()[axes[k]])));
     }
   } else {
     if (sizes_in.size() != na) {
@@ -350,7 +477,7 @@ Status resize_fn(KernelContext& ctx) {
       for (int64_t a : axes) s = policy == "not_larger" ? std::min(s, scales[a]) : std::max(s, scales[a]);
       for (int64_t a : axes) {
         scales[a] = s;
-        out_shape[a] = static_cast<int64_t>(s * static_cast<double>(x.shape()[a]) + 0.5);
+        out_shape[a] = to_size(s * static_cast<double>(x.shape()[a]) + 0.5);
       }
     }
   }
@@ -386,7 +513,7 @@ Status upsample_fn(KernelContext& ctx) {
   Dims out_shape = x.shape();
   for (int64_t a = 0; a < r; ++a) {
     if (!(scales[a] >= 1)) return ctx.error("Upsample scales must be >= 1, got " + std::to_string(scales[a]));
-    out_shape[a] = static_cast<int64_t>(std::floor(scales[a] * static_cast<double>(x.shape()[a])));
+    out_shape[a] = to_size(std::floor(scales[a] * static_cast<double>(x.shape()[a])));
   }
   std::vector<double> roi(static_cast<size_t>(2 * r), 0.0);
   return run_resize(ctx, x, p, scales, out_shape, roi);

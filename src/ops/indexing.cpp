@@ -85,16 +85,24 @@ Status gather_fn(KernelContext& ctx) {
     using E = decltype(tag);
     const E* s = elem_ptr<E>(x);
     E* d = elem_ptr<E>(*out);
-    for (int64_t o = 0; o < outer; ++o) {
-      for (int64_t j = 0; j < n; ++j) {
+    // Rows (o, j) of `inner` elements each, split over the pool when large.
+    auto rows = [&](int64_t b, int64_t e) {
+      for (int64_t row = b; row < e; ++row) {
+        const int64_t o = row / n, j = row % n;
         const E* src = s + (o * dim + idx[j]) * inner;
-        E* dst = d + (o * n + j) * inner;
+        E* dst = d + row * inner;
         if (inner == 1) {
           *dst = *src;
         } else {
           std::copy(src, src + inner, dst);
         }
       }
+    };
+    const int64_t total = outer * n;
+    if (total * inner >= (int64_t{1} << 16)) {
+      ctx.pool().parallel_for(total, std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(inner, 1)), rows);
+    } else {
+      rows(0, total);
     }
     return Status::Ok();
   });
@@ -167,8 +175,6 @@ Status gather_nd_fn(KernelContext& ctx) {
   for (int64_t i = b + k; i < r; ++i) slice *= x.shape()[i];
   int64_t batch = 1;
   for (int64_t i = 0; i < b; ++i) batch *= x.shape()[i];
-  const int64_t per_batch_tuples = k == 0 ? 0 : 1;  // placeholder
-  (void)per_batch_tuples;
   int64_t tuples = 1;
   for (int64_t i = b; i < q - 1; ++i) tuples *= it.shape()[i];
   const Dims xs = contiguous_strides(x.shape());

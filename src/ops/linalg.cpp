@@ -74,12 +74,26 @@ void gemm_plain(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, e
   } else if constexpr (std::is_same_v<T, double>) {
     gemm_f64(false, false, M, N, K, 1.0, A, K, B, N, 0.0, C, N, pool);
   } else {
-    using Acc = std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>;
-    std::vector<Acc> c(static_cast<size_t>(N));
-    for (int64_t i = 0; i < M; ++i) {
-      std::vector<Acc> tmp(static_cast<size_t>(N), 0);
-      gemm_int<T, Acc>(1, N, K, A + i * K, B, tmp.data());
-      for (int64_t j = 0; j < N; ++j) C[i * N + j] = static_cast<T>(tmp[j]);
+    // Integers wrap: accumulating modulo 2^32 (2^64 for 64-bit types) and truncating gives the same
+    // result as any wider accumulation, and the 32-bit loop vectorizes.
+    using U = std::conditional_t<(sizeof(T) <= 4), uint32_t, uint64_t>;
+    auto rows = [&](int64_t i0, int64_t i1) {
+      std::vector<U> acc(static_cast<size_t>(N));
+      for (int64_t i = i0; i < i1; ++i) {
+        std::fill(acc.begin(), acc.end(), U(0));
+        U* __restrict c = acc.data();
+        for (int64_t k = 0; k < K; ++k) {
+          const U a = static_cast<U>(A[i * K + k]);
+          const T* __restrict b = B + k * N;
+          for (int64_t j = 0; j < N; ++j) c[j] += a * static_cast<U>(b[j]);
+        }
+        for (int64_t j = 0; j < N; ++j) C[i * N + j] = static_cast<T>(c[j]);
+      }
+    };
+    if (pool && pool->num_threads() > 1 && M > 1) {
+      pool->parallel_for(M, std::max<int64_t>(1, 65536 / std::max<int64_t>(1, N * K)), rows);
+    } else {
+      rows(0, M);
     }
   }
 }
@@ -354,11 +368,94 @@ Status det_compute(ep::KernelContext& ctx) {
       ctx.error(std::string("unsupported dtype ") + dtype_name(x.dtype()), StatusCode::kNotImplemented));
 }
 
+// ---------------------------------------------------------------------------------------------
+// Class kernels: a constant float32 right operand (an initializer) is packed once at creation.
+
+class MatMulKernel final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    const Tensor* b = info.const_input(1);
+    if (b && b->dtype() == DataType::kFloat && b->rank() == 2 && b->numel() > 0) {
+      Tensor bc = b->contiguous();
+      packed_ = pack_b_f32(false, b->dim(0), b->dim(1), bc.data<float>(), b->dim(1));
+      b_shape_ = b->shape();
+    }
+    return Status::Ok();
+  }
+  Status compute(ep::KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    if (packed_.empty() || a.dtype() != DataType::kFloat || ctx.input(1).shape() != b_shape_) return matmul_compute(ctx);
+    auto sr = matmul_shape(a.shape(), b_shape_);
+    if (!sr.ok()) return ctx.error(sr.status().message(), StatusCode::kInvalidArgument);
+    const MatMulShape& s = sr.value();
+    NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kFloat, s.out_shape));
+    if (y->numel() == 0) return Status::Ok();
+    // B has no batch dims: A's batches fold into M.
+    gemm_f32_packed(false, s.batch_count() * s.M, 1.f, a.data<float>(), s.K, packed_, 0.f, y->data<float>(), s.N,
+                    &ctx.pool());
+    return Status::Ok();
+  }
+
+ private:
+  PackedB packed_;
+  Dims b_shape_;
+};
+
+class GemmKernel final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    const Tensor* b = info.const_input(1);
+    tb_ = info.attr_int("transB", 0) != 0;
+    if (b && b->dtype() == DataType::kFloat && b->rank() == 2 && b->numel() > 0) {
+      Tensor bc = b->contiguous();
+      const int64_t K = tb_ ? b->dim(1) : b->dim(0), N = tb_ ? b->dim(0) : b->dim(1);
+      packed_ = pack_b_f32(tb_, K, N, bc.data<float>(), b->dim(1));
+      b_shape_ = b->shape();
+    }
+    return Status::Ok();
+  }
+  Status compute(ep::KernelContext& ctx) override {
+    const auto& info = ctx.info();
+    const Tensor& a = ctx.input(0);
+    const Tensor* c = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+    if (packed_.empty() || a.dtype() != DataType::kFloat || a.rank() != 2 || ctx.input(1).shape() != b_shape_ ||
+        (c && c->dtype() != DataType::kFloat) || (c == nullptr && info.opset() < 11)) {
+      return gemm_compute(ctx);
+    }
+    const bool ta = info.attr_int("transA", 0) != 0;
+    const float alpha = info.attr_float("alpha", 1.f), beta = info.attr_float("beta", 1.f);
+    const int64_t M = ta ? a.dim(1) : a.dim(0), K = ta ? a.dim(0) : a.dim(1), N = packed_.N;
+    if (K != packed_.K) return gemm_compute(ctx);  // reports the shape error
+    const bool use_c = c != nullptr && beta != 0.f;
+    if (c) {
+      Dims out;
+      if (c->rank() > 2 || !broadcast_shapes(c->shape(), Dims{M, N}, &out) || out != Dims{M, N}) return gemm_compute(ctx);
+    }
+    NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kFloat, Dims{M, N}));
+    if (M == 0 || N == 0) return Status::Ok();
+    float* yd = y->data<float>();
+    if (use_c) {
+      Tensor c2 = c->rank() == 2 ? *c : c->reshaped(c->rank() == 1 ? Dims{1, c->dim(0)} : Dims{1, 1});
+      const Dims cst = broadcast_strides(c2.shape(), Dims{M, N});
+      const float* cd = c2.data<float>();
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) yd[i * N + j] = cd[i * cst[0] + j * cst[1]];
+    }
+    gemm_f32_packed(ta, M, alpha, a.data<float>(), ta ? M : K, packed_, use_c ? beta : 0.f, yd, N, &ctx.pool());
+    return Status::Ok();
+  }
+
+ private:
+  bool tb_ = false;
+  PackedB packed_;
+  Dims b_shape_;
+};
+
 }  // namespace
 
 void register_linalg_ops(ep::KernelRegistry& r) {
-  r.add_fn("MatMul", &matmul_compute);
-  r.add_fn("Gemm", &gemm_compute);
+  r.add_class<MatMulKernel>("", "MatMul");
+  r.add_class<GemmKernel>("", "Gemm");
   r.add_fn("Det", &det_compute);
   register_einsum_ops(r);
   register_quant_matmul_ops(r);

@@ -190,6 +190,7 @@ Result<Plan> make_plan(const std::string& eq0, const std::vector<const Tensor*>&
       return invalid_argument("einsum term '" + terms[i] + "' does not match input " + ins[i]->describe());
     }
     if (t.ellipsis) ell_rank = std::max<int>(ell_rank, static_cast<int>(rank - nl));
+    if (ell_rank > 64) return invalid_argument("einsum ellipsis covers too many dimensions");
     parsed.push_back(std::move(t));
   }
   std::array<int, 128> count{};

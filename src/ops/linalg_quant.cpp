@@ -2,6 +2,7 @@
 // zero points (scalar, per row of A / per column of B, or per batch-row / batch-column).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "ep/thread_pool.h"
@@ -112,6 +113,69 @@ void store_quant(double v, TO* out) {
   *out = static_cast<TO>(std::min(hi, std::max(lo, r)));
 }
 
+// ---------------------------------------------------------------------------------------------
+// float8 (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ) decode and saturating round-to-nearest-even encode, for
+// QLinearMatMul-21.
+
+bool is_f8(DataType t) {
+  return t == DataType::kFloat8E4M3FN || t == DataType::kFloat8E4M3FNUZ || t == DataType::kFloat8E5M2 ||
+         t == DataType::kFloat8E5M2FNUZ;
+}
+
+float f8_decode(uint8_t b, DataType t) {
+  const bool e5 = t == DataType::kFloat8E5M2 || t == DataType::kFloat8E5M2FNUZ;
+  const bool uz = t == DataType::kFloat8E4M3FNUZ || t == DataType::kFloat8E5M2FNUZ;
+  const int mbits = e5 ? 2 : 3;
+  const int bias = (e5 ? 15 : 7) + (uz ? 1 : 0);
+  const int emax = e5 ? 31 : 15;
+  const float sign = (b & 0x80) ? -1.f : 1.f;
+  const int e = (b & 0x7f) >> mbits, f = b & ((1 << mbits) - 1);
+  if (uz && b == 0x80) return std::numeric_limits<float>::quiet_NaN();
+  if (t == DataType::kFloat8E4M3FN && (b & 0x7f) == 0x7f) return std::numeric_limits<float>::quiet_NaN();
+  if (t == DataType::kFloat8E5M2 && e == emax) {
+    return f == 0 ? sign * std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+  }
+  if (e == 0) return sign * std::ldexp(static_cast<float>(f), 1 - bias - mbits);
+  return sign * std::ldexp(1.f + static_cast<float>(f) / static_cast<float>(1 << mbits), e - bias);
+}
+
+uint8_t f8_encode(float v, DataType t) {
+  const bool uz = t == DataType::kFloat8E4M3FNUZ || t == DataType::kFloat8E5M2FNUZ;
+  if (std::isnan(v)) return uz ? 0x80 : (t == DataType::kFloat8E5M2 ? 0x7f : 0x7f);
+  // Positive finite codes in increasing order (codes 0..127 are monotonic where finite).
+  int top = 0x7f;
+  while (!std::isfinite(f8_decode(static_cast<uint8_t>(top), t))) --top;
+  const float a = std::fabs(v);
+  const uint8_t sign = v < 0 ? 0x80 : 0x00;
+  if (a >= f8_decode(static_cast<uint8_t>(top), t)) return static_cast<uint8_t>(sign | top);  // saturate
+  int lo = 0, hi = top;  // f8_decode(lo) <= a < f8_decode(hi)
+  while (hi - lo > 1) {
+    int mid = (lo + hi) / 2;
+    (f8_decode(static_cast<uint8_t>(mid), t) <= a ? lo : hi) = mid;
+  }
+  const float dl = a - f8_decode(static_cast<uint8_t>(lo), t), dh = f8_decode(static_cast<uint8_t>(hi), t) - a;
+  int code = (dl < dh || (dl == dh && (lo & 1) == 0)) ? lo : hi;
+  if (code == 0) return 0;  // no negative zero needed
+  return static_cast<uint8_t>((v < 0 ? 0x80 : 0x00) | code);
+}
+
+// Float8 operand minus per-row/column zero point, as float.
+Result<std::vector<float>> centered_f8(const Tensor& x, const Tensor* zp, int64_t batches, int64_t rows, int64_t cols,
+                                      bool per_col, const char* what) {
+  NXRT_ASSIGN_OR_RETURN(PerIndex pi, per_index(zp, per_col ? cols : rows, batches, what));
+  if (zp && zp->dtype() != x.dtype()) return invalid_argument(std::string(what) + " dtype differs from its input");
+  std::vector<float> out(static_cast<size_t>(batches * rows * cols));
+  const uint8_t* xd = x.data<uint8_t>();
+  for (int64_t b = 0; b < batches; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t i = (b * rows + r) * cols + c;
+        const float z = zp ? f8_decode(zp->data<uint8_t>()[pi.at(b, per_col ? c : r)], x.dtype()) : 0.f;
+        out[i] = f8_decode(xd[i], x.dtype()) - z;
+      }
+  return out;
+}
+
 Status qlinear_matmul_compute(ep::KernelContext& ctx) {
   for (size_t i = 0; i < 8; ++i) {
     if (i != 2 && i != 5 && i != 7 && !ctx.has_input(i)) return ctx.error("missing input " + std::to_string(i));
@@ -124,24 +188,40 @@ Status qlinear_matmul_compute(ep::KernelContext& ctx) {
   const Tensor* za = ctx.has_input(2) ? &ctx.input(2) : nullptr;
   const Tensor* zb = ctx.has_input(5) ? &ctx.input(5) : nullptr;
   const Tensor* zy = ctx.has_input(7) ? &ctx.input(7) : nullptr;
-  if (!is_8bit(a.dtype()) || !is_8bit(b.dtype())) {
-    return ctx.error("QLinearMatMul supports int8/uint8 operands here, got " + a.describe() + " and " + b.describe(),
-                     StatusCode::kNotImplemented);
+  const bool f8 = is_f8(a.dtype());
+  if (f8 ? (b.dtype() != a.dtype()) : (!is_8bit(a.dtype()) || !is_8bit(b.dtype()))) {
+    return ctx.error("QLinearMatMul operands must both be int8/uint8 or the same float8 type, got " + a.describe() +
+                         " and " + b.describe(),
+                     StatusCode::kInvalidArgument);
   }
   const DataType out_dt = zy ? zy->dtype() : a.dtype();
-  if (!is_8bit(out_dt)) return ctx.error("QLinearMatMul output dtype must be int8/uint8", StatusCode::kNotImplemented);
+  if (!is_8bit(out_dt) && !is_f8(out_dt)) {
+    return ctx.error(std::string("unsupported output dtype ") + dtype_name(out_dt), StatusCode::kNotImplemented);
+  }
   auto sr = matmul_shape(a.shape(), b.shape());
   if (!sr.ok()) return ctx.error(sr.status().message(), StatusCode::kInvalidArgument);
   const MatMulShape& s = sr.value();
   NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, out_dt, s.out_shape));
   if (y->numel() == 0) return Status::Ok();
-  auto ac = centered(a, za, s.a_batches, s.M, s.K, false, "a_zero_point");
-  if (!ac.ok()) return ctx.error(ac.status().message(), StatusCode::kInvalidArgument);
-  auto bc = centered(b, zb, s.b_batches, s.K, s.N, true, "b_zero_point");
-  if (!bc.ok()) return ctx.error(bc.status().message(), StatusCode::kInvalidArgument);
   const int64_t nb = s.batch_count();
-  std::vector<int32_t> acc(static_cast<size_t>(nb * s.M * s.N));
-  int_matmul(ac.value(), bc.value(), acc.data(), s, ctx.pool());
+  std::vector<double> acc(static_cast<size_t>(nb * s.M * s.N));
+  if (f8) {
+    auto ac = centered_f8(a, za, s.a_batches, s.M, s.K, false, "a_zero_point");
+    if (!ac.ok()) return ctx.error(ac.status().message(), StatusCode::kInvalidArgument);
+    auto bc = centered_f8(b, zb, s.b_batches, s.K, s.N, true, "b_zero_point");
+    if (!bc.ok()) return ctx.error(bc.status().message(), StatusCode::kInvalidArgument);
+    std::vector<float> accf(acc.size());
+    matmul_batched<float>(ac.value().data(), bc.value().data(), accf.data(), s, ctx.pool());
+    std::copy(accf.begin(), accf.end(), acc.begin());
+  } else {
+    auto ac = centered(a, za, s.a_batches, s.M, s.K, false, "a_zero_point");
+    if (!ac.ok()) return ctx.error(ac.status().message(), StatusCode::kInvalidArgument);
+    auto bc = centered(b, zb, s.b_batches, s.K, s.N, true, "b_zero_point");
+    if (!bc.ok()) return ctx.error(bc.status().message(), StatusCode::kInvalidArgument);
+    std::vector<int32_t> acci(acc.size());
+    int_matmul(ac.value(), bc.value(), acci.data(), s, ctx.pool());
+    std::copy(acci.begin(), acci.end(), acc.begin());
+  }
 
   auto sav = scales(sa), sbv = scales(sb), syv = scales(sy);
   if (!sav.ok() || !sbv.ok() || !syv.ok()) return ctx.error("scales must be float tensors", StatusCode::kInvalidArgument);
@@ -152,8 +232,15 @@ Status qlinear_matmul_compute(ep::KernelContext& ctx) {
     return ctx.error("scale shapes: " + (!pa.ok() ? pa.status().message() : !pb.ok() ? pb.status().message() : py.status().message()),
                      StatusCode::kInvalidArgument);
   }
-  auto zyv = zero_points(zy);
-  if (!zyv.ok()) return ctx.error(zyv.status().message(), StatusCode::kInvalidArgument);
+  std::vector<double> zyv;
+  if (zy && is_f8(zy->dtype())) {
+    for (int64_t i = 0; i < zy->numel(); ++i) zyv.push_back(f8_decode(zy->data<uint8_t>()[i], zy->dtype()));
+  } else {
+    auto z = zero_points(zy);
+    if (!z.ok()) return ctx.error(z.status().message(), StatusCode::kInvalidArgument);
+    zyv.assign(z.value().begin(), z.value().end());
+  }
+  if (zyv.empty()) zyv.push_back(0.0);
   auto pzy = per_index(zy, s.N, nb, "y_zero_point");
   if (!pzy.ok()) return ctx.error(pzy.status().message(), StatusCode::kInvalidArgument);
   const DataType st = sa.dtype();
@@ -182,9 +269,13 @@ Status qlinear_matmul_compute(ep::KernelContext& ctx) {
         const double sbn = sbv.value()[pb.value().at(b_of[bi], n)];
         const double syn = syv.value()[py.value().at(bi, n)];
         const double mult = round_to_scale_type(round_to_scale_type(sam * sbn, st) / syn, st);
-        const double v = static_cast<double>(acc[(bi * s.M + m) * s.N + n]) * mult +
-                         static_cast<double>(zyv.value()[pzy.value().at(bi, n)]);
         const int64_t o = (bi * s.M + m) * s.N + n;
+        const double zp = zyv[pzy.value().at(bi, n)];
+        if (is_f8(out_dt)) {
+          y->data<uint8_t>()[o] = f8_encode(static_cast<float>(acc[o] * sam * sbn / syn + zp), out_dt);
+          continue;
+        }
+        const double v = acc[o] * mult + zp;
         if (out_dt == DataType::kUInt8) store_quant<uint8_t>(v, y->data<uint8_t>() + o);
         else store_quant<int8_t>(v, y->data<int8_t>() + o);
       }

@@ -3,12 +3,17 @@
 // Every reduction is brought to one of two layouts: [O, R, I] (the reduced axes are one contiguous
 // group after dropping size-1 axes and merging neighbours) computed in place, or, when the reduced
 // axes are scattered, a transposed copy [kept..., reduced...] reduced as [O, R, 1].
+// FP compares in selects (max, clamping) may not trap: lets g++ if-convert and vectorize them.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "ops/common.h"
+#include "ops/reduction_math.h"
 #include "ops/reduction_util.h"
 
 namespace nxrt::ops {
@@ -64,11 +69,19 @@ struct Red {
     if constexpr (K == RK::kProd) {
       return acc * v;
     } else if constexpr (K == RK::kMax) {
-      if constexpr (kFloat) return (v > acc || v != v) ? v : acc;
-      else return v > acc ? v : acc;
+      if constexpr (kFloat) {
+        acc = v > acc ? v : acc;
+        return v != v ? v : acc;  // NaN propagates
+      } else {
+        return v > acc ? v : acc;
+      }
     } else if constexpr (K == RK::kMin) {
-      if constexpr (kFloat) return (v < acc || v != v) ? v : acc;
-      else return v < acc ? v : acc;
+      if constexpr (kFloat) {
+        acc = v < acc ? v : acc;
+        return v != v ? v : acc;
+      } else {
+        return v < acc ? v : acc;
+      }
     } else {
       return acc + v;
     }
@@ -132,7 +145,7 @@ void reduce_ori(const T* x, T* y, int64_t O, int64_t R, int64_t I, ep::KernelCon
           }
         for (int64_t r = 0; r < R; ++r)
           for (int64_t i = 0; i < I; ++i) {
-            if (!std::isinf(m[i])) s[i] += std::exp(L::val(xo[r * I + i]) - m[i]);
+            if (!std::isinf(m[i])) s[i] += exp_fast(L::val(xo[r * I + i]) - m[i]);
           }
         for (int64_t i = 0; i < I; ++i) y[o * I + i] = L::finish(m[i], s[i]);
       }
@@ -140,20 +153,38 @@ void reduce_ori(const T* x, T* y, int64_t O, int64_t R, int64_t I, ep::KernelCon
     return;
   } else {
     if (I == 1) {
-      parallel_run(ctx, O, R, [&](int64_t o0, int64_t o1) {
-        for (int64_t o = o0; o < o1; ++o) {
-          const T* xo = x + o * R;
-          A a0 = Rd::init(), a1 = Rd::init(), a2 = Rd::init(), a3 = Rd::init();
-          int64_t r = 0;
-          for (; r + 4 <= R; r += 4) {
-            a0 = Rd::combine(a0, Rd::pre(xo[r]));
-            a1 = Rd::combine(a1, Rd::pre(xo[r + 1]));
-            a2 = Rd::combine(a2, Rd::pre(xo[r + 2]));
-            a3 = Rd::combine(a3, Rd::pre(xo[r + 3]));
+      // 8 independent lanes: an explicit reassociation the compiler may vectorize.
+      auto range = [](const T* xo, int64_t n) {
+        A acc[8];
+        for (int j = 0; j < 8; ++j) acc[j] = Rd::init();
+        int64_t r = 0;
+        for (; r + 8 <= n; r += 8)
+          for (int j = 0; j < 8; ++j) acc[j] = Rd::combine(acc[j], Rd::pre(xo[r + j]));
+        for (; r < n; ++r) acc[0] = Rd::combine(acc[0], Rd::pre(xo[r]));
+        const A a01 = Rd::combine(acc[0], acc[1]), a23 = Rd::combine(acc[2], acc[3]);
+        const A a45 = Rd::combine(acc[4], acc[5]), a67 = Rd::combine(acc[6], acc[7]);
+        return Rd::combine(Rd::combine(a01, a23), Rd::combine(a45, a67));
+      };
+      const int threads = ctx.pool().num_threads();
+      if (threads > 1 && O < threads && R >= (int64_t(1) << 16)) {
+        // Few long rows (e.g. a full reduction): split each row across the pool, combine partials.
+        const int64_t parts = 4 * threads, chunk = (R + parts - 1) / parts;
+        std::vector<A> partial(static_cast<size_t>(O * parts), Rd::init());
+        ctx.pool().parallel_for(O * parts, 1, [&](int64_t t0, int64_t t1) {
+          for (int64_t t = t0; t < t1; ++t) {
+            const int64_t o = t / parts, r0 = (t % parts) * chunk, n = std::min(chunk, R - r0);
+            if (n > 0) partial[t] = range(x + o * R + r0, n);
           }
-          for (; r < R; ++r) a0 = Rd::combine(a0, Rd::pre(xo[r]));
-          y[o] = Rd::finalize(Rd::combine(Rd::combine(a0, a1), Rd::combine(a2, a3)), count);
+        });
+        for (int64_t o = 0; o < O; ++o) {
+          A a = Rd::init();
+          for (int64_t p = 0; p < parts; ++p) a = Rd::combine(a, partial[o * parts + p]);
+          y[o] = Rd::finalize(a, count);
         }
+        return;
+      }
+      parallel_run(ctx, O, R, [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o) y[o] = Rd::finalize(range(x + o * R, R), count);
       });
     } else {
       // Parallel over (o, chunk of i): each task owns a strip of accumulators.

@@ -14,6 +14,13 @@ void register_nn_ops(ep::KernelRegistry& r);           // nn.cpp: Conv, ConvTran
 void register_norm_ops(ep::KernelRegistry& r);         // norm.cpp: BatchNorm, LayerNorm, GroupNorm, ...
 void register_control_flow_ops(ep::KernelRegistry& r); // control_flow.cpp: If, Loop, Scan
 void register_sequence_ops(ep::KernelRegistry& r);     // sequence.cpp: Sequence*, Optional*
+void register_attention_ops(ep::KernelRegistry& r);    // attention.cpp: Attention, RotaryEmbedding, TensorScatter, ...
+void register_training_ops(ep::KernelRegistry& r);     // training.cpp: Adagrad, Adam, Momentum, Gradient
+void register_signal_ops(ep::KernelRegistry& r);       // signal.cpp: DFT, STFT, windows, MelWeightMatrix
+void register_image_decoder_ops(ep::KernelRegistry& r);// image_decoder.cpp: ImageDecoder
+void register_bitcast_ops(ep::KernelRegistry& r);      // bitcast.cpp: BitCast
+void register_string_ops(ep::KernelRegistry& r);       // strings.cpp: StringConcat, StringSplit, RegexFullMatch, ...
+void register_ml_ops(ep::KernelRegistry& r);           // ml.cpp: the ai.onnx.ml domain
 }  // namespace nxrt::ops
 
 namespace nxrt::ep {
@@ -29,5 +36,21 @@ void register_cpu_kernels(KernelRegistry& r) {
   ops::register_norm_ops(r);
   ops::register_control_flow_ops(r);
   ops::register_sequence_ops(r);
+  ops::register_attention_ops(r);
+  ops::register_training_ops(r);
+  ops::register_signal_ops(r);
+  ops::register_image_decoder_ops(r);
+  ops::register_bitcast_ops(r);
+  ops::register_string_ops(r);
+  ops::register_ml_ops(r);
+
+  // Elementwise ops whose kernels read element i before writing element i: output 0 may reuse a
+  // dying input 0 of the same dtype and shape (the executor checks the rest).
+  for (const char* op : {"Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil",
+                         "Round", "Sin", "Cos", "Erf", "Softplus", "Softsign", "Elu", "Selu", "LeakyRelu",
+                         "HardSigmoid", "HardSwish", "Gelu", "Mish", "Celu", "ThresholdedRelu", "Shrink", "Sign",
+                         "Clip", "Add", "Sub", "Mul", "Div"}) {
+    r.allow_inplace("", op, 0);
+  }
 }
 }  // namespace nxrt::ep

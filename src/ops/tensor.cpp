@@ -105,7 +105,9 @@ Result<Dims> reshape_dims(const Dims& in, const std::vector<int64_t>& shape, boo
       }
     }
     out[i] = d;
-    known *= d;
+    if (__builtin_mul_overflow(known, d, &known)) {
+      return invalid_argument("shape " + ints_to_string(shape) + " has too many elements");
+    }
   }
   const int64_t n = shape_numel(in);
   if (infer >= 0) {
@@ -179,7 +181,7 @@ Status squeeze_fn(KernelContext& ctx) {
   bool given = false;
   NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> axes, axes_from_attr_or_input(ctx, 1, &given));
   std::vector<bool> drop(static_cast<size_t>(r), false);
-  if (!given) {
+  if (!given || axes.empty()) {  // no axes (or an empty axes tensor): drop every size-1 dim
     for (int64_t i = 0; i < r; ++i) drop[i] = x.shape()[i] == 1;
   } else {
     for (int64_t a : axes) {
@@ -400,6 +402,9 @@ Status expand_fn(KernelContext& ctx) {
   if (!broadcast_shapes(x.shape(), shape, &out_shape)) {
     return ctx.error("input shape " + shape_to_string(x.shape()) + " does not broadcast to " + ints_to_string(shape));
   }
+  if (!shape_is_sane(out_shape)) {
+    return ctx.error("Expand output shape " + shape_to_string(out_shape) + " is invalid or too large");
+  }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
   copy_window(x, StridedLayout{out_shape, broadcast_strides(x.shape(), out_shape), 0}, *out, &ctx.pool());
   return Status::Ok();
@@ -432,11 +437,16 @@ Status tile_fn(KernelContext& ctx) {
   const Dims cs = contiguous_strides(x.shape());
   for (int64_t i = 0; i < r; ++i) {
     if (repeats[i] < 0) return ctx.error("repeats " + ints_to_string(repeats) + " has a negative entry");
-    out_shape[i] = x.shape()[i] * repeats[i];
+    if (__builtin_mul_overflow(x.shape()[i], repeats[i], &out_shape[i])) {
+      return ctx.error("repeats " + ints_to_string(repeats) + " overflow the output shape of " + x.describe());
+    }
     view_shape.push_back(repeats[i]);
     view_strides.push_back(0);
     view_shape.push_back(x.shape()[i]);
     view_strides.push_back(cs[i]);
+  }
+  if (!shape_is_sane(out_shape)) {
+    return ctx.error("Tile output shape " + shape_to_string(out_shape) + " is invalid or too large");
   }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
   copy_window(x, StridedLayout{view_shape, view_strides, 0}, *out, &ctx.pool());
@@ -527,6 +537,11 @@ Status pad_fn(KernelContext& ctx) {
     return ctx.error("pads " + ints_to_string(pads) + " must have 2 entries per padded axis (" +
                      itos(axes.size()) + " axes, input " + x.describe() + ")");
   }
+  for (int64_t v : pads) {
+    if (v > (int64_t{1} << 40) || v < -(int64_t{1} << 40)) {
+      return ctx.error("pads " + ints_to_string(pads) + " are out of range for input " + x.describe());
+    }
+  }
   std::vector<int64_t> pb(static_cast<size_t>(r), 0), pe(static_cast<size_t>(r), 0);
   std::vector<bool> seen(static_cast<size_t>(r), false);
   for (size_t k = 0; k < axes.size(); ++k) {
@@ -547,6 +562,9 @@ Status pad_fn(KernelContext& ctx) {
     if (mode != 0 && x.shape()[a] == 0 && out_shape[a] > 0) {
       return ctx.error("cannot " + mode_s + "-pad the empty axis " + itos(a) + " of " + x.describe());
     }
+  }
+  if (!shape_is_sane(out_shape)) {
+    return ctx.error("Pad output shape " + shape_to_string(out_shape) + " is invalid or too large");
   }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
   if (out->numel() == 0) return Status::Ok();
@@ -618,7 +636,9 @@ Status depth_to_space_fn(KernelContext& ctx) {
   const int64_t b = ctx.info().attr_int("blocksize", 0);
   const std::string mode = ctx.info().opset() >= 11 ? ctx.info().attr_string("mode", "DCR") : "DCR";
   if (mode != "DCR" && mode != "CRD") return ctx.error("unknown mode '" + mode + "'", StatusCode::kInvalidModel);
-  if (b <= 0) return ctx.error("blocksize " + itos(b) + " must be positive", StatusCode::kInvalidModel);
+  if (b <= 0 || b > (int64_t{1} << 20)) {
+    return ctx.error("blocksize " + itos(b) + " must be in [1, 2^20]", StatusCode::kInvalidModel);
+  }
   if (x.rank() != 4 || x.dim(1) % (b * b) != 0) {
     return ctx.error("input " + x.describe() + " must be 4-D with channels divisible by blocksize^2 = " + itos(b * b));
   }
@@ -637,7 +657,9 @@ Status space_to_depth_fn(KernelContext& ctx) {
   NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "input"));
   const Tensor& x = ctx.input(0);
   const int64_t b = ctx.info().attr_int("blocksize", 0);
-  if (b <= 0) return ctx.error("blocksize " + itos(b) + " must be positive", StatusCode::kInvalidModel);
+  if (b <= 0 || b > (int64_t{1} << 20)) {
+    return ctx.error("blocksize " + itos(b) + " must be in [1, 2^20]", StatusCode::kInvalidModel);
+  }
   if (x.rank() != 4 || x.dim(2) % b != 0 || x.dim(3) % b != 0) {
     return ctx.error("input " + x.describe() + " must be 4-D with H and W divisible by blocksize " + itos(b));
   }
@@ -664,6 +686,7 @@ Status trilu_fn(KernelContext& ctx) {
   const bool upper = ctx.info().attr_int("upper", 1) != 0;
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), x.shape()));
   const int64_t R = x.dim(-2), C = x.dim(-1);
+  k = std::clamp<int64_t>(k, -(R + 1), C + 1);  // beyond the matrix either way: same result, no overflow
   const int64_t mats = R * C == 0 ? 0 : x.numel() / (R * C);
   auto run = [&](const Tensor& src, Tensor& dst) {
     return dispatch_elem(
@@ -761,6 +784,9 @@ Status onehot_fn(KernelContext& ctx) {
   }
   Dims out_shape = ind.shape();
   out_shape.insert(out_shape.begin() + axis, depth);
+  if (!shape_is_sane(out_shape)) {
+    return ctx.error("OneHot output shape " + shape_to_string(out_shape) + " is invalid or too large");
+  }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, values.dtype(), out_shape));
   const Dims ocs = contiguous_strides(out_shape);
   copy_elements(values, 0, Dims(out_shape.size(), 0), *out, 0, ocs, out_shape);
@@ -815,6 +841,9 @@ Status center_crop_pad_fn(KernelContext& ctx) {
     if (shape[k] < 0) return ctx.error("shape " + ints_to_string(shape) + " has a negative entry");
     out_shape[a] = shape[k];
   }
+  if (!shape_is_sane(out_shape)) {
+    return ctx.error("CenterCropPad output shape " + shape_to_string(out_shape) + " is invalid or too large");
+  }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
   zero_fill(*out);
   const Dims ics = contiguous_strides(x.shape()), ocs = contiguous_strides(out_shape);
@@ -857,10 +886,16 @@ Status col2im_fn(KernelContext& ctx) {
                      StatusCode::kInvalidModel);
   }
   if (x.rank() != 3) return ctx.error("input " + x.describe() + " must be 3-D [N, C*prod(block), L]");
+  constexpr int64_t kLim = int64_t{1} << 30;
+  for (const auto* v : {&image, &block, &dil, &pads, &strides}) {
+    for (int64_t e : *v) {
+      if (e < -kLim || e > kLim) return ctx.error("image_shape/block_shape/attributes hold out-of-range values");
+    }
+  }
   int64_t kprod = 1;
   for (int64_t b : block) {
     if (b <= 0) return ctx.error("block_shape " + ints_to_string(block) + " must be positive");
-    kprod *= b;
+    if (__builtin_mul_overflow(kprod, b, &kprod)) return ctx.error("block_shape " + ints_to_string(block) + " is too large");
   }
   if (x.dim(1) % kprod != 0) {
     return ctx.error("input " + x.describe() + " channel dim is not divisible by prod(block_shape) = " + itos(kprod));
@@ -885,6 +920,9 @@ Status col2im_fn(KernelContext& ctx) {
   for (int64_t v : image) {
     out_shape.push_back(v);
     img_size *= v;
+  }
+  if (!shape_is_sane(out_shape)) {
+    return ctx.error("Col2Im output shape " + shape_to_string(out_shape) + " is invalid or too large");
   }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
   const Dims img_st = contiguous_strides(image);

@@ -7,6 +7,20 @@ namespace nxrt::ops {
 
 std::string ints_to_string(const std::vector<int64_t>& v) { return shape_to_string(v); }
 
+bool shape_is_sane(const Dims& shape) {
+  int64_t n = 1;
+  bool zero = false;
+  for (int64_t d : shape) {
+    if (d < 0) return false;
+    if (d == 0) zero = true;
+  }
+  if (zero) return true;
+  for (int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n) || n > (int64_t{1} << 40)) return false;
+  }
+  return true;
+}
+
 Result<std::vector<int64_t>> read_indices(const Tensor& t, const char* what) {
   if (t.dtype() != DataType::kInt64 && t.dtype() != DataType::kInt32) {
     return invalid_argument(std::string(what) + " must be int32 or int64, got " + t.describe());
@@ -39,6 +53,10 @@ Result<StridedLayout> slice_layout(const Dims& in_shape, const std::vector<int64
     const int64_t dim = in_shape[ax];
     const int64_t step = steps[k];
     if (step == 0) return invalid_argument("step for axis " + std::to_string(axes[k]) + " is 0");
+    if (dim == 0) {
+      L.shape[ax] = 0;
+      continue;
+    }
     int64_t s = starts[k], e = ends[k];
     if (s < 0) s += dim;  // no overflow: dim >= 0 (INT64_MIN + dim stays representable)
     if (e < 0) e += dim;

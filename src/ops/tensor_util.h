@@ -102,6 +102,10 @@ T from_double(double v) {
 // Fills a contiguous tensor with a scalar given as double (numeric dtypes and bool); false otherwise.
 bool fill_with_double(Tensor& t, double v);
 
+// Whether a shape has no negative dims and at most 2^40 elements (no int64 overflow): guards output
+// shapes computed from data (Expand, Tile, Pad, Resize, OneHot, ...).
+bool shape_is_sane(const Dims& shape);
+
 // "[1,2,3]" for error messages.
 std::string ints_to_string(const std::vector<int64_t>& v);
 

@@ -55,6 +55,9 @@ class ExecContext final : public ep::KernelContext {
       if (d < 0) return error("output " + std::to_string(i) + " has a negative dimension " + shape_to_string(shape));
     }
     Value* slot = out_slot(i);
+    if (i == 0 && slot) {
+      if (Tensor* reused = try_inplace(dtype, shape, slot)) return reused;
+    }
     if (!slot) {  // output not used by the graph: still give the kernel somewhere to write
       scratch_.push_back(std::make_unique<Value>(Tensor(dtype, shape)));
       return &scratch_.back()->tensor();
@@ -82,6 +85,23 @@ class ExecContext final : public ep::KernelContext {
   const std::vector<const Value*>& inputs() const { return inputs_; }
 
  private:
+  // Output 0 written over a dying input: same dtype and shape, contiguous, owned memory that nothing
+  // else references (not a feed, initializer, view or graph output), and released after this step.
+  Tensor* try_inplace(DataType dtype, const Dims& shape, Value* slot) {
+    int k = step_.inplace_input;
+    if (k < 0 || static_cast<size_t>(k) >= step_.inputs.size() || step_.inputs[k] < 0) return nullptr;
+    const Value* in = inputs_[k];
+    if (!in || in != &frame_.slots[static_cast<size_t>(step_.inputs[k])] || !in->is_tensor()) return nullptr;
+    const Tensor& t = in->tensor();
+    if (t.dtype() != dtype || t.shape() != shape || !t.is_contiguous() || t.byte_offset() != 0) return nullptr;
+    if (!t.storage() || !t.storage()->owned() || t.storage().use_count() != 1) return nullptr;
+    bool dies = false;
+    for (int r : step_.release_after) dies |= r == step_.inputs[k];
+    if (!dies) return nullptr;
+    *slot = *in;
+    return &slot->tensor();
+  }
+
   Value* out_slot(size_t i) {
     int s = step_.outputs[i];
     return s < 0 ? nullptr : &frame_.slots[static_cast<size_t>(s)];
@@ -349,6 +369,7 @@ Result<std::unique_ptr<GraphPlan>> GraphPlan::build(const ir::Graph& graph, cons
       return s.with_context(node_prefix(node, idx, opset) + ": ");
     }
     step.kernel = std::move(kernel).value();
+    step.inplace_input = def->inplace_input;
     for (const auto& in : node.inputs) step.inputs.push_back(in.empty() ? -1 : plan->slot(in));
     for (const auto& o : node.outputs) step.outputs.push_back(o.empty() ? -1 : plan->slot(o));
     plan->steps_.push_back(std::move(step));

@@ -27,6 +27,7 @@ struct PlanStep {
   std::vector<int> inputs;         // slot per node input; -1 when omitted
   std::vector<int> outputs;        // slot per node output; -1 when omitted
   std::vector<int> release_after;  // slots whose last use is this step
+  int inplace_input = -1;          // input whose dying buffer output 0 may reuse (see KernelDef)
   std::vector<std::unique_ptr<ep::SubgraphRunner>> subgraphs;
 };
 

@@ -4,6 +4,7 @@
 #include "ep/kernel.h"
 #include "ep/thread_pool.h"
 #include "session/executor.h"
+#include <map>
 #include <memory>
 
 using namespace nxrt;
@@ -27,11 +28,24 @@ Status call_body(ep::KernelContext& ctx) {
   return ctx.set_output(0, outs.at(0));
 }
 
+// An elementwise add that records, per node name, whether its output landed on input 0's buffer.
+std::map<std::string, bool> g_in_place;
+Status add_recording(ep::KernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DataType::kFloat, a.shape()));
+  g_in_place[ctx.info().node().name] = out->raw_data() == a.raw_data();
+  for (int64_t i = 0; i < a.numel(); ++i) out->data<float>()[i] = a.data<float>()[i] + b.data<float>()[i];
+  return Status::Ok();
+}
+
 const ep::KernelRegistry& test_registry() {
   static ep::KernelRegistry* r = [] {
     auto* reg = new ep::KernelRegistry();
     reg->add_fn("", "TAdd", 1, 100, &add_f32);
     reg->add_fn("", "TCall", 1, 100, &call_body);
+    reg->add_fn("", "TAddIP", 1, 100, &add_recording);
+    reg->allow_inplace("", "TAddIP", 0);
     return reg;
   }();
   return *r;
@@ -178,4 +192,33 @@ TEST(Executor, SubgraphReadsOuterScopeAndKeepsItAlive) {
   const Tensor& out = frame.slots[(*plan)->slot("out")].tensor();
   EXPECT_EQ(out.data<float>()[0], 3.f);
   EXPECT_EQ(out.data<float>()[1], 6.f);
+}
+
+TEST(Executor, InPlaceOnlyOverDyingUnsharedBuffers) {
+  Fixture f;
+  ir::Graph& g = f.model.graph;
+  g.inputs = {vi("x")};
+  g.outputs = {vi("z"), vi("w")};
+  g.nodes.push_back(node("on_feed", "TAddIP", {"x", "x"}, {"y"}));     // x is the caller's: never overwritten
+  g.nodes.push_back(node("y_dies", "TAddIP", {"y", "x"}, {"t"}));      // y dies here: reused
+  g.nodes.push_back(node("t_lives", "TAddIP", {"t", "x"}, {"z"}));     // t still read below: not reused
+  g.nodes.push_back(node("t_last", "TAddIP", {"t", "z"}, {"w"}));      // t dies here: reused
+  auto plan = session::GraphPlan::build(g, f.env, {});
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  session::Frame frame;
+  frame.plan = plan->get();
+  frame.slots.assign((*plan)->num_slots(), Value());
+  Value feed(vec({1, 2}));
+  frame.slots[(*plan)->slot("x")] = feed;
+  ASSERT_TRUE((*plan)->prepare_frame(frame).ok());
+  ep::ThreadPool pool(1);
+  ASSERT_TRUE((*plan)->execute(frame, pool).ok());
+  EXPECT_FALSE(g_in_place["on_feed"]);
+  EXPECT_TRUE(g_in_place["y_dies"]);
+  EXPECT_FALSE(g_in_place["t_lives"]);
+  EXPECT_TRUE(g_in_place["t_last"]);
+  EXPECT_EQ(feed.tensor().data<float>()[1], 2.f);  // the caller's buffer is untouched
+  // y = 2x = [2,4]; t = y + x = [3,6]; z = t + x = [4,8]; w = t + z = [7,14]
+  EXPECT_EQ(frame.slots[(*plan)->slot("z")].tensor().data<float>()[1], 8.f);
+  EXPECT_EQ(frame.slots[(*plan)->slot("w")].tensor().data<float>()[1], 14.f);
 }

@@ -114,6 +114,8 @@ std::string parse_tensor_err(const std::string& b) {
 
 }  // namespace
 
+ir::Model reader_test_function_model();
+
 // ---------------------------------------------------------------------------------------------
 // Round trips through the writer
 
@@ -197,6 +199,11 @@ TEST(OnnxReader, RoundTripEveryAttributeTypeAndTypeProto) {
   m.opset_imports.push_back({"test.domain", 1});
 
   const std::string bytes = serialize_model(m);
+  // NXRT_WRITE_FUZZ_SEEDS=dir writes this model and the function model as fuzzing seeds.
+  if (const char* seeds = std::getenv("NXRT_WRITE_FUZZ_SEEDS")) {
+    write_bytes(fs::path(seeds) / "writer_all_attributes.onnx", bytes);
+    write_bytes(fs::path(seeds) / "writer_functions.onnx", serialize_model(reader_test_function_model()));
+  }
   auto r = load_bytes(bytes);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   const ir::Node& got = (*r)->graph.nodes.back();
@@ -434,6 +441,12 @@ TEST(OnnxReader, SparseInitializerIsDensified) {
     const Tensor& t = (*r)->graph.initializers.at("S");
     EXPECT_EQ(std::vector<float>(t.data<float>(), t.data<float>() + 6), (std::vector<float>{0, 0, 7, 8, 0, 0}));
   }
+  LoadOptions small;
+  small.max_densify_bytes = 16;
+  auto big = load_bytes(make({1, 5}, {2}), small);
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("too large to densify (24 bytes)"), std::string::npos)
+      << big.status().message();
   auto r = load_bytes(make({1, 6}, {2}));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("ModelProto.graph.sparse_initializer[0]: sparse tensor 'S' (float32[2,3]): "
@@ -523,9 +536,7 @@ TEST(OnnxReader, ExternalData) {
 // ---------------------------------------------------------------------------------------------
 // Function expansion
 
-namespace {
-
-ir::Model function_model() {
+ir::Model reader_test_function_model() {
   // local::AddScale(A, B) -> C : C = Mul(Add(A, B), Constant(value_float=@scale)), with scale default 2.
   using T = ir::Attribute::Type;
   ir::Function f;
@@ -584,10 +595,8 @@ ir::Model function_model() {
   return m;
 }
 
-}  // namespace
-
 TEST(OnnxReader, FunctionExpansion) {
-  ir::Model m = function_model();
+  ir::Model m = reader_test_function_model();
   const std::string bytes = serialize_model(m);
   auto r = load_bytes(bytes);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
@@ -620,7 +629,7 @@ TEST(OnnxReader, FunctionExpansion) {
   EXPECT_EQ((*r2)->functions[0].attribute_defaults.size(), 1u);
 
   // Conflicting opset versions between a used function and the model.
-  ir::Model bad = function_model();
+  ir::Model bad = reader_test_function_model();
   bad.functions[0].opset_imports[0].version = 13;
   auto r3 = load_bytes(serialize_model(bad));
   ASSERT_FALSE(r3.ok());
@@ -630,7 +639,7 @@ TEST(OnnxReader, FunctionExpansion) {
       << r3.status().message();
 
   // A recursive function is cut off at the depth limit.
-  ir::Model rec = function_model();
+  ir::Model rec = reader_test_function_model();
   rec.functions[1].nodes[0].op_type = "Twice";
   auto r4 = load_bytes(serialize_model(rec));
   ASSERT_FALSE(r4.ok());
@@ -639,7 +648,7 @@ TEST(OnnxReader, FunctionExpansion) {
 }
 
 TEST(OnnxReader, FunctionExpansionInsideSubgraph) {
-  ir::Model m = function_model();
+  ir::Model m = reader_test_function_model();
   m.graph.nodes.resize(2);
   auto body = std::make_shared<ir::Graph>();
   ir::Node c = node("Twice", {"Z"}, {"out"}, "sub_call");  // Z comes from the outer scope
@@ -725,7 +734,7 @@ TEST(OnnxReader, TopologicalOrderCycleAndDuplicates) {
 // Malformed input
 
 TEST(OnnxReader, TruncationAtEveryByteNeverCrashes) {
-  ir::Model m = function_model();
+  ir::Model m = reader_test_function_model();
   m.graph.nodes.back().attributes.push_back([] {
     ir::Attribute a;
     a.name = "ints";
@@ -978,10 +987,8 @@ const char* kNodeTests = "/work/shared/onnx-tests/node";
 TEST(OnnxReader, LoadsEveryConformanceModelAndTestData) {
   if (!fs::exists(kNodeTests)) GTEST_SKIP() << kNodeTests << " not found";
   const auto start = std::chrono::steady_clock::now();
-  int models = 0, pbs = 0, with_functions = 0;
+  int models = 0, pbs = 0;
   std::vector<std::string> failures;
-  LoadOptions keep;
-  keep.expand_functions = false;
   for (const auto& dir : fs::directory_iterator(kNodeTests)) {
     const fs::path model_path = dir.path() / "model.onnx";
     if (!fs::exists(model_path)) continue;
@@ -992,9 +999,6 @@ TEST(OnnxReader, LoadsEveryConformanceModelAndTestData) {
       continue;
     }
     const ir::Graph& g = (*r)->graph;
-    if (auto raw = load_model_file(model_path.string(), keep); raw.ok() && !(*raw)->functions.empty()) {
-      ++with_functions;
-    }
     std::vector<const ir::ValueInfo*> real_inputs;
     for (const auto& in : g.inputs) {
       if (!g.initializers.count(in.name)) real_inputs.push_back(&in);
@@ -1016,8 +1020,7 @@ TEST(OnnxReader, LoadsEveryConformanceModelAndTestData) {
     }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("loaded %d models (%d with local functions) and %d test-data files in %.2f s\n", models,
-              with_functions, pbs, secs);
+  std::printf("loaded %d models and %d test-data files in %.2f s\n", models, pbs, secs);
   EXPECT_GE(models, 1800);
   for (size_t i = 0; i < failures.size() && i < 20; ++i) ADD_FAILURE() << failures[i];
   EXPECT_EQ(failures.size(), 0u);
@@ -1040,4 +1043,37 @@ TEST(OnnxReader, LoadsLightModels) {
     ++n;
   }
   EXPECT_GE(n, 9);
+}
+
+TEST(OnnxReader, TruncationsAndBitFlipsOfSeedModelsNeverCrash) {
+  // Deterministic mini-fuzz over the fuzzing seeds (subgraphs, sequences, sub-byte types, functions).
+  const fs::path corpus = fs::path(NXRT_SOURCE_DIR) / "tests" / "fuzz" / "corpus";
+  if (!fs::exists(corpus)) GTEST_SKIP() << corpus << " not found";
+  int files = 0, loads = 0;
+  for (const auto& e : fs::directory_iterator(corpus)) {
+    std::ifstream f(e.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (bytes.size() > 4096) continue;
+    ++files;
+    for (size_t n = 0; n < bytes.size(); ++n) {
+      auto r = load_model_bytes(bytes.data(), n, nullptr);
+      if (!r.ok()) {
+        EXPECT_EQ(r.status().code(), StatusCode::kInvalidModel) << r.status().message();
+      }
+      ++loads;
+    }
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      for (int bit : {0, 3, 7}) {
+        std::string m = bytes;
+        m[i] = static_cast<char>(m[i] ^ (1 << bit));
+        auto r = load_model_bytes(m.data(), m.size(), nullptr);
+        if (!r.ok()) {
+          EXPECT_FALSE(r.status().message().empty());
+        }
+        ++loads;
+      }
+    }
+  }
+  EXPECT_GT(files, 10);
+  std::printf("%d seed files, %d loads\n", files, loads);
 }

@@ -160,13 +160,20 @@ TEST(OpsCast, Strings) {
   r = run("Cast", {big}, {attr_int("to", static_cast<int64_t>(DataType::kInt64))}, 13);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r.value()[0].tensor().data<int64_t>()[0], 9007199254740993LL);
-  r = run("Cast", {ftensor({4}, {NAN, -INFINITY, 0.5f, 314.25f})}, {attr_int("to", static_cast<int64_t>(DataType::kString))}, 13);
+  r = run("Cast", {ftensor({7}, {NAN, -INFINITY, 0.5f, 314.25f, 100.0f, 1e20f, 1.5e-5f})},
+          {attr_int("to", static_cast<int64_t>(DataType::kString))}, 13);
   ASSERT_TRUE(r.ok());
   const std::string* o = r.value()[0].tensor().string_data();
   EXPECT_EQ(o[0], "NaN");
   EXPECT_EQ(o[1], "-INF");
   EXPECT_EQ(o[2], "0.5");
   EXPECT_EQ(o[3], "314.25");
+  EXPECT_EQ(o[4], "100.0");
+  EXPECT_EQ(o[5], "1e+20");
+  EXPECT_EQ(o[6], "1.5e-05");
+  r = run("Cast", {ftensor({1}, {0.1f})}, {attr_int("to", static_cast<int64_t>(DataType::kString))}, 13);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value()[0].tensor().string_data()[0], "0.1");  // shortest float digits, not the double's
 }
 
 TEST(OpsCast, Opset1StringTo) {
@@ -241,4 +248,44 @@ TEST(OpsCast, DequantizeInt4AndDynamicQuantize) {
   EXPECT_EQ(bytes(r.value()[0]), (std::vector<uint8_t>{153, 255, 0, 26, 221, 179}));
   EXPECT_NEAR(r.value()[1].tensor().data<float>()[0], 0.019607844f, 1e-9);
   EXPECT_EQ(r.value()[2].tensor().data<uint8_t>()[0], 153);
+}
+
+TEST(OpsCast, FloatToIntOutOfRangeIsDefined) {
+  auto r = run("Cast", {ftensor({4}, {NAN, 3e9f, -2.7f, 300.0f})}, {attr_int("to", static_cast<int64_t>(DataType::kInt32))}, 13);
+  ASSERT_TRUE(r.ok());
+  const int32_t* p = r.value()[0].tensor().data<int32_t>();
+  EXPECT_EQ(p[0], std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(p[1], std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(p[2], -2);
+  r = run("Cast", {ftensor({2}, {300.0f, -1.0f})}, {attr_int("to", static_cast<int64_t>(DataType::kUInt8))}, 13);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(bytes(r.value()[0]), (std::vector<uint8_t>{44, 255}));  // low bits, as numpy on x86
+}
+
+// The float32 -> uint8 fast path agrees with the generic path (uint16 output) where values fit.
+TEST(OpsCast, QuantizeFastPathMatchesGeneric) {
+  std::vector<float> xs;
+  for (int i = 0; i < 60; ++i) xs.push_back(static_cast<float>((i * 37) % 101) * 0.73f - 3.0f);
+  Tensor x = ftensor({3, 4, 5}, xs);
+  Tensor scale = ftensor({4}, {0.5f, 0.25f, 1.0f, 0.3f});
+  for (int axis : {1, -2}) {
+    auto fast = run("QuantizeLinear", {x, scale, Tensor::from_vector<uint8_t>(DataType::kUInt8, {4}, {10, 20, 30, 40})},
+                    {attr_int("axis", axis)}, 21);
+    auto slow = run("QuantizeLinear", {x, scale, Tensor::from_vector<uint16_t>(DataType::kUInt16, {4}, {10, 20, 30, 40})},
+                    {attr_int("axis", axis)}, 21);
+    ASSERT_TRUE(fast.ok() && slow.ok());
+    for (int i = 0; i < 60; ++i) {
+      uint16_t s = slow.value()[0].tensor().data<uint16_t>()[i];
+      EXPECT_EQ(fast.value()[0].tensor().data<uint8_t>()[i], std::min<uint16_t>(s, 255)) << i;
+    }
+    auto dq_fast = run("DequantizeLinear", {fast.value()[0], scale, Tensor::from_vector<uint8_t>(DataType::kUInt8, {4}, {10, 20, 30, 40})},
+                       {attr_int("axis", axis)}, 21);
+    auto dq_slow = run("DequantizeLinear", {slow.value()[0], scale, Tensor::from_vector<uint16_t>(DataType::kUInt16, {4}, {10, 20, 30, 40})},
+                       {attr_int("axis", axis)}, 21);
+    ASSERT_TRUE(dq_fast.ok() && dq_slow.ok());
+    for (int i = 0; i < 60; ++i) {
+      if (slow.value()[0].tensor().data<uint16_t>()[i] > 255) continue;
+      EXPECT_EQ(dq_fast.value()[0].tensor().data<float>()[i], dq_slow.value()[0].tensor().data<float>()[i]) << i;
+    }
+  }
 }

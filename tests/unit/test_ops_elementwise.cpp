@@ -301,3 +301,22 @@ TEST(OpsElementwise, BroadcastMatchesReferenceOnRandomShapes) {
     }
   }
 }
+
+TEST(OpsElementwise, OldClipWithoutAttrsAndUnsignedPRelu) {
+  auto r = run("Clip", {Tensor::from_vector<double>(DataType::kDouble, {2}, {-1e300, 1e300})}, {}, 6);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(values<double>(r.value()[0]), (std::vector<double>{-1e300, 1e300}));
+  r = run("PRelu", {make<uint32_t>(DataType::kUInt32, {2}, {3, 4}), make<uint32_t>(DataType::kUInt32, {}, {2})}, {}, 16);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(values<uint32_t>(r.value()[0]), (std::vector<uint32_t>{3, 4}));
+}
+
+TEST(OpsElementwise, MissingInputIsAnErrorNotACrash) {
+  auto r = run("Add", {ftensor({1}, {1})});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("missing"), std::string::npos);
+  r = run("Where", {Value(), ftensor({1}, {1}), ftensor({1}, {1})});
+  EXPECT_FALSE(r.ok());
+  r = run("Add", {Value::sequence({}), ftensor({1}, {1})});
+  EXPECT_FALSE(r.ok());
+}

@@ -149,3 +149,11 @@ TEST(OpsGenerator, LossesReductionIgnoreIndexWeights) {
   Tensor bad = Tensor::from_vector<int64_t>(DataType::kInt64, {2}, {1, 3});
   EXPECT_FALSE(run_kernel({"NegativeLogLikelihoodLoss", "", 13, {}, {x, bad}}).ok());
 }
+
+TEST(OpsGenerator, ConstantOfShapeSubByte) {
+  Tensor v = Tensor::from_vector<uint8_t>(DataType::kInt4, {1}, {0x0D});  // int4 -3
+  Tensor y = run1({"ConstantOfShape", "", 25, {attr_tensor("value", v)}, {Tensor::from_vector<int64_t>(DataType::kInt64, {1}, {3})}});
+  ASSERT_EQ(y.dtype(), DataType::kInt4);
+  EXPECT_EQ(y.data<uint8_t>()[0], 0xDD);
+  EXPECT_EQ(y.data<uint8_t>()[1], 0x0D);
+}

@@ -156,3 +156,24 @@ TEST(OpsIndexing, TopKTiesAndVersions) {
   EXPECT_FALSE(run("TopK", {x, I64v({6})}, {}, 11, 2).ok());
   EXPECT_FALSE(run("TopK", {x, I64v({-1})}, {}, 11, 2).ok());
 }
+
+TEST(OpsIndexing, GatherThreadedMatchesNaive) {
+  Tensor x(DataType::kFloat, {1000, 70});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i);
+  std::vector<int64_t> idx(1500);
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>((i * 7919) % 1000) - (i % 2 ? 1000 : 0);
+  KernelRun r;
+  r.op_type = "Gather";
+  r.inputs = {x, I64v(idx)};
+  r.threads = 4;
+  auto out = run_kernel(r);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  const Tensor& y = out.value()[0].tensor();
+  ASSERT_EQ(y.shape(), (Dims{1500, 70}));
+  bool same = true;
+  for (size_t i = 0; i < idx.size() && same; ++i) {
+    const int64_t row = idx[i] < 0 ? idx[i] + 1000 : idx[i];
+    for (int64_t c = 0; c < 70; ++c) same = same && y.data<float>()[i * 70 + c] == x.data<float>()[row * 70 + c];
+  }
+  EXPECT_TRUE(same);
+}

@@ -256,3 +256,120 @@ TEST(OpsLinalgQuant, MatMulIntegerZeroPoints) {
   // A-za = [[0,10],[0,10]], B-zb = [[0,-2],[1,2]]
   EXPECT_EQ(std::vector<int32_t>(y.data<int32_t>(), y.data<int32_t>() + 4), (std::vector<int32_t>{10, 20, 10, 20}));
 }
+
+TEST(OpsLinalgQuant, QLinearMatMulInt8AndFloat8) {
+  // uint8: a=[[2,4]] zp 2, b=[[3],[5]] zp 1 -> (0*2 + 2*4) = 8; * 0.5*0.25/0.1 = 10 -> + zy 3 = 13.
+  Tensor a = Tensor::from_vector<uint8_t>(DataType::kUInt8, {1, 2}, {2, 4});
+  Tensor b = Tensor::from_vector<uint8_t>(DataType::kUInt8, {2, 1}, {3, 5});
+  auto u8 = [](uint8_t v) { return Tensor::from_vector<uint8_t>(DataType::kUInt8, {}, {v}); };
+  Tensor y = run1({"QLinearMatMul", "", 10, {}, {a, Tensor::scalar_float(0.5f), u8(2), b, Tensor::scalar_float(0.25f), u8(1), Tensor::scalar_float(0.1f), u8(3)}});
+  ASSERT_EQ(y.dtype(), DataType::kUInt8);
+  EXPECT_EQ(y.data<uint8_t>()[0], 13);
+  // float8e4m3fn: codes 0x38 = 1.0, 0x40 = 2.0, 0x44 = 3.0, 0xB8 = -1.0.
+  auto f8 = [](Dims s, std::vector<uint8_t> v) { return Tensor::from_vector<uint8_t>(DataType::kFloat8E4M3FN, s, v); };
+  Tensor y8 = run1({"QLinearMatMul", "", 21, {},
+                    {f8({1, 2}, {0x38, 0x40}), Tensor::scalar_float(1.f), f8({}, {0}), f8({2, 2}, {0x38, 0xB8, 0x38, 0xB8}),
+                     Tensor::scalar_float(1.f), f8({}, {0}), Tensor::scalar_float(1.f), f8({}, {0})}});
+  ASSERT_EQ(y8.dtype(), DataType::kFloat8E4M3FN);
+  EXPECT_EQ(y8.data<uint8_t>()[0], 0x44);
+  EXPECT_EQ(y8.data<uint8_t>()[1], 0xC4);
+}
+
+TEST(OpsLinalgGemm, PrepackedBMatchesReference) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  ep::ThreadPool pool(3);
+  const int64_t shapes[][3] = {{1, 1, 1}, {1, 37, 300}, {5, 17, 3}, {64, 33, 257}, {70, 530, 260}, {3, 1, 9}, {2, 1000, 40}};
+  for (auto& sh : shapes)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const int64_t M = sh[0], N = sh[1], K = sh[2];
+        std::vector<float> A(M * K), B(K * N), C(M * N), R(M * N);
+        for (auto& x : A) x = d(rng);
+        for (auto& x : B) x = d(rng);
+        for (size_t i = 0; i < C.size(); ++i) C[i] = R[i] = d(rng);
+        ops::PackedB pb = ops::pack_b_f32(tb, K, N, B.data(), tb ? K : N);
+        ops::gemm_f32_packed(ta, M, 0.5f, A.data(), ta ? M : K, pb, 2.f, C.data(), N, &pool);
+        ops::gemm_f32_reference(ta, tb, M, N, K, 0.5f, A.data(), ta ? M : K, B.data(), tb ? K : N, 2.f, R.data(), N);
+        for (size_t i = 0; i < C.size(); ++i)
+          ASSERT_NEAR(C[i], R[i], 1e-4f * (1 + std::sqrt(static_cast<float>(K)))) << M << "x" << N << "x" << K << " ta=" << ta << " tb=" << tb;
+      }
+}
+
+namespace {
+// Runs a kernel whose input 1 is a creation-time constant (an initializer), as the session does.
+class ConstCtx final : public ep::KernelContext {
+ public:
+  ConstCtx(const ep::KernelInfo& info, std::vector<Value> in, ep::ThreadPool& pool)
+      : info_(info), in_(std::move(in)), out_(1), pool_(pool) {}
+  const ep::KernelInfo& info() const override { return info_; }
+  size_t num_inputs() const override { return in_.size(); }
+  size_t num_outputs() const override { return 1; }
+  const Value* input_value(size_t i) const override { return i < in_.size() && !in_[i].is_none() ? &in_[i] : nullptr; }
+  bool output_requested(size_t i) const override { return i == 0; }
+  Result<Tensor*> allocate_output(size_t, DataType dt, const Dims& s) override {
+    out_[0] = Value(Tensor(dt, s));
+    return &out_[0].tensor();
+  }
+  Status set_output(size_t, Value v) override {
+    out_[0] = std::move(v);
+    return Status::Ok();
+  }
+  ep::ThreadPool& pool() override { return pool_; }
+  Status error(const std::string& m, StatusCode c) const override { return info_.error(m, c); }
+  Tensor& out() { return out_[0].tensor(); }
+
+ private:
+  const ep::KernelInfo& info_;
+  std::vector<Value> in_;
+  std::vector<Value> out_;
+  ep::ThreadPool& pool_;
+};
+
+Tensor run_with_const_b(const std::string& op, int64_t opset, std::vector<ir::Attribute> attrs, std::vector<Value> in) {
+  ir::Node node;
+  node.name = "n";
+  node.op_type = op;
+  node.attributes = std::move(attrs);
+  for (size_t i = 0; i < in.size(); ++i) node.inputs.push_back("in" + std::to_string(i));
+  node.outputs = {"y"};
+  ep::KernelInfo info(node, opset);
+  info.const_inputs_.assign(in.size(), nullptr);
+  info.const_inputs_[1] = &in[1].tensor();
+  auto k = ep::KernelRegistry::cpu().find("", op, opset)->factory(info);
+  EXPECT_TRUE(k.ok());
+  ep::ThreadPool pool(2);
+  ConstCtx ctx(info, in, pool);
+  Status st = k.value()->compute(ctx);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return ctx.out();
+}
+}  // namespace
+
+TEST(OpsLinalgGemm, ConstantWeightsArePrepacked) {
+  std::mt19937 rng(5);
+  for (int64_t M : {1, 7, 70}) {
+    Tensor a = randf({M, 40}, rng), w = randf({30, 40}, rng), c = randf({30}, rng);
+    // Gemm with transB and bias: packed path vs the plain kernel.
+    std::vector<ir::Attribute> attrs = {attr_int("transB", 1), attr_float("alpha", 0.5f), attr_float("beta", 2.f)};
+    Tensor got = run_with_const_b("Gemm", 13, attrs, {a, w, c});
+    Tensor want = run1({"Gemm", "", 13, attrs, {a, w, c}});
+    expect_close(got, want);
+    // MatMul with batched A against a constant [K, N].
+    Tensor a3 = randf({2, M, 30}, rng), w2 = randf({30, 20}, rng);
+    expect_close(run_with_const_b("MatMul", 13, {}, {a3, w2}), run1({"MatMul", "", 13, {}, {a3, w2}}));
+  }
+}
+
+TEST(OpsLinalgErrors, BadShapesAndEquationsAreErrors) {
+  std::mt19937 rng(9);
+  Tensor a = randf({2, 3}, rng), b = randf({4, 5}, rng);
+  EXPECT_FALSE(run_kernel({"Gemm", "", 13, {}, {a, b}}).ok());
+  EXPECT_FALSE(run_kernel({"Gemm", "", 13, {}, {a, randf({3, 5}, rng), randf({3, 5}, rng)}}).ok());  // C mismatch
+  EXPECT_FALSE(run_kernel({"Gemm", "", 9, {}, {a, randf({3, 5}, rng)}}).ok());  // C required before 11
+  for (const char* eq : {"ij,jk->ik,", "ij->k", "ij->ii", "i.j->ij", "ij-jk", "ijk->i", "ij,jk->ik->x", "i$->i"}) {
+    EXPECT_FALSE(run_kernel({"Einsum", "", 12, {attr_string("equation", eq)}, {a, randf({3, 4}, rng)}}).ok()) << eq;
+  }
+  EXPECT_FALSE(run_kernel({"Det", "", 11, {}, {a}}).ok());
+  EXPECT_FALSE(run_kernel({"MatMulInteger", "", 10, {}, {a, a}}).ok());  // float operands
+}

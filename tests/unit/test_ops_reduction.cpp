@@ -173,3 +173,27 @@ TEST(OpsReduction, CumSumAndCumProd) {
   Tensor ax1 = Tensor::from_vector<int32_t>(DataType::kInt32, {}, {-1});
   EXPECT_EQ(fvals(run1({"CumSum", "", 14, {}, {x2, ax1}})), (std::vector<float>{1, 3, 6, 4, 9, 15}));
 }
+
+TEST(OpsReduction, OldSoftmaxNegativeAxis) {
+  // Opset 6, axis -1 on [2, 3]: rows of 3.
+  Tensor x = F({2, 3}, {1, 2, 3, 1, 2, 3});
+  auto y = fvals(run1({"LogSoftmax", "", 6, {attr_int("axis", -1)}, {x}}));
+  const float l = std::log(std::exp(1.f) + std::exp(2.f) + std::exp(3.f));
+  EXPECT_NEAR(y[0], 1.f - l, 1e-5);
+  EXPECT_NEAR(y[5], 3.f - l, 1e-5);
+}
+
+TEST(OpsReduction, FullReductionSplitAcrossThreads) {
+  std::vector<float> v(200003);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 7) - 3.f;
+  v[123456] = 100.f;
+  Tensor x = F({static_cast<int64_t>(v.size())}, v);
+  KernelRun r{"ReduceMax", "", 13, {attr_int("keepdims", 0)}, {x}};
+  r.threads = 4;
+  EXPECT_EQ(fvals(run1(r))[0], 100.f);
+  KernelRun s{"ReduceSum", "", 13, {attr_int("keepdims", 0)}, {x}};
+  s.threads = 4;
+  double want = 0;
+  for (float f : v) want += f;
+  EXPECT_NEAR(fvals(run1(s))[0], want, 1e-2);
+}

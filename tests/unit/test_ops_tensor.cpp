@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 
 #include "kernel_test_util.h"
 #include "nxrt/tensor.h"
@@ -307,4 +308,102 @@ TEST(OpsTensor, TransposeTiledAndThreadedMatchesNaive) {
   auto out = run_kernel(r);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(fv(out.value()[0]), naive_transpose(big, {1, 0}));
+}
+
+TEST(OpsTensor, SubByteConcatSliceAndPad) {
+  // uint4 [4] = 1,2,3,4 ; packed low nibble first
+  Tensor x(DataType::kUInt4, {4});
+  static_cast<uint8_t*>(x.raw_data())[0] = 0x21;
+  static_cast<uint8_t*>(x.raw_data())[1] = 0x43;
+  auto c = run("Concat", {x, x}, {attr_int("axis", 0)});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  const auto* cp = static_cast<const uint8_t*>(c.value()[0].tensor().raw_data());
+  EXPECT_EQ(cp[2], 0x21);
+  EXPECT_EQ(cp[3], 0x43);
+  auto s = run("Slice", {x, I64v({1}), I64v({4})});
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  const auto* sp = static_cast<const uint8_t*>(s.value()[0].tensor().raw_data());
+  EXPECT_EQ(sp[0], 0x32);
+  EXPECT_EQ(sp[1] & 0x0f, 0x4);
+  auto p = run("Pad", {x, I64v({1, 1})}, {attr_string("mode", "edge")});
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  const auto* pp = static_cast<const uint8_t*>(p.value()[0].tensor().raw_data());
+  EXPECT_EQ(pp[0], 0x11);
+  EXPECT_EQ(pp[2], 0x44);
+}
+
+TEST(OpsTensor, OneHotTriluCenterCropCol2Im) {
+  Tensor vals = F({2}, {0, 5});
+  auto o = run("OneHot", {I64v({-1, 3, 1}), I64({}, {3}), vals});
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  EXPECT_EQ(fv(o.value()[0]), (std::vector<float>{0, 0, 5, 0, 0, 0, 0, 5, 0}));  // 3 is out of range: all off
+  EXPECT_FALSE(run("OneHot", {I64v({0}), I64({}, {0}), vals}).ok());         // depth 0
+  EXPECT_FALSE(run("OneHot", {I64v({0}), I64({}, {3}), F({3}, {0, 1, 2})}).ok());  // 3 values
+  auto t = run("Trilu", {Iota({2, 3}), I64({}, {1})}, {attr_int("upper", 0)});
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(fv(t.value()[0]), (std::vector<float>{0, 1, 0, 3, 4, 5}));
+  EXPECT_FALSE(run("Trilu", {Iota({3})}).ok());
+  auto cc = run("CenterCropPad", {Iota({3, 1}), I64v({1, 3})});
+  ASSERT_TRUE(cc.ok()) << cc.status().to_string();
+  EXPECT_EQ(fv(cc.value()[0]), (std::vector<float>{0, 1, 0}));
+  EXPECT_FALSE(run("CenterCropPad", {Iota({3, 1}), I64v({1})}).ok());
+  // Col2Im: L must match the block count implied by image/block/strides.
+  EXPECT_FALSE(run("Col2Im", {Iota({1, 4, 3}), I64v({3, 3}), I64v({2, 2})}, {}, 18).ok());
+  auto ci = run("Col2Im", {Iota({1, 4, 4}), I64v({3, 3}), I64v({2, 2})}, {}, 18);
+  ASSERT_TRUE(ci.ok()) << ci.status().to_string();
+  EXPECT_EQ(ci.value()[0].tensor().shape(), (Dims{1, 1, 3, 3}));
+}
+
+TEST(OpsTensor, ImageOpsRejectMalformedInputs) {
+  Tensor x = Iota({1, 1, 4, 4});
+  // Resize: both scales and sizes given
+  EXPECT_FALSE(run("Resize", {x, Value(), F({4}, {1, 1, 2, 2}), I64v({1, 1, 8, 8})}, {}, 19).ok());
+  // Resize: scales of the wrong length
+  EXPECT_FALSE(run("Resize", {x, Value(), F({2}, {2, 2})}, {}, 19).ok());
+  auto up = run("Resize", {x, Value(), F({4}, {1, 1, 2, 2})}, {}, 19);
+  ASSERT_TRUE(up.ok()) << up.status().to_string();
+  EXPECT_EQ(up.value()[0].tensor().shape(), (Dims{1, 1, 8, 8}));
+  // RoiAlign: batch index out of range
+  EXPECT_FALSE(run("RoiAlign", {x, F({1, 4}, {0, 0, 1, 1}), I64v({1})}, {}, 16).ok());
+  // NonMaxSuppression: boxes/scores shapes disagree
+  EXPECT_FALSE(run("NonMaxSuppression", {F({1, 2, 4}, {0, 0, 1, 1, 0, 0, 1, 1}), F({1, 1, 3}, {1, 1, 1})}, {}, 11).ok());
+  // GridSample: grid last dim must equal the spatial rank
+  EXPECT_FALSE(run("GridSample", {x, F({1, 1, 1, 3}, {0, 0, 0})}, {}, 20).ok());
+  // AffineGrid: theta shape must match size
+  EXPECT_FALSE(run("AffineGrid", {F({1, 2, 2}, {1, 0, 0, 1}), I64v({1, 1, 2, 2})}, {}, 20).ok());
+}
+
+TEST(OpsTensor, HugeOutputShapesAreErrorsNotCrashes) {
+  const int64_t big = int64_t{1} << 40;
+  EXPECT_FALSE(run("Expand", {Iota({1, 1}), I64v({big, big})}).ok());
+  EXPECT_FALSE(run("Tile", {Iota({2, 2}), I64v({big, big})}).ok());
+  EXPECT_FALSE(run("Reshape", {Iota({4}), I64v({int64_t{1} << 62, 4, 4})}).ok());
+  EXPECT_FALSE(run("Pad", {Iota({2}), I64v({big, big})}).ok());
+  EXPECT_FALSE(run("Resize", {Iota({1, 1, 2, 2}), Value(), F({4}, {1, 1, 1e30f, 1e30f})}, {}, 19).ok());
+  EXPECT_FALSE(run("OneHot", {I64v({0, 1}), I64({}, {big * 1024}), F({2}, {0, 1})}).ok());
+}
+
+TEST(OpsTensor, ExtremeValuesStayDefined) {
+  // negative step over an empty axis
+  auto s = run("Slice", {Tensor(DataType::kFloat, {0, 2}), I64v({-1}), I64v({INT64_MIN}), I64v({0}), I64v({-1})});
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s.value()[0].tensor().shape(), (Dims{0, 2}));
+  auto t = run("Trilu", {Iota({2, 2}), I64({}, {INT64_MAX})});
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(fv(t.value()[0]), (std::vector<float>{0, 0, 0, 0}));
+  EXPECT_FALSE(run("Tile", {Iota({3}), I64v({INT64_MAX})}).ok());
+  EXPECT_FALSE(run("DepthToSpace", {Iota({1, 4, 1, 1})}, {attr_int("blocksize", INT64_MAX)}).ok());
+  EXPECT_FALSE(run("Pad", {Iota({2}), I64v({INT64_MAX, 1})}).ok());
+  // GridSample with NaN / inf / huge grid coordinates: defined output
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (const char* pad : {"zeros", "border", "reflection"}) {
+    auto g = run("GridSample", {Iota({1, 1, 2, 2}), F({1, 1, 3, 2}, {nan, 0, inf, -inf, 1e30f, -1e30f})},
+                 {attr_string("padding_mode", pad)}, 20);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+  }
+  EXPECT_FALSE(run("RoiAlign", {Iota({1, 1, 4, 4}), F({1, 4}, {0, 0, nan, 2}), I64v({0})}, {}, 16).ok());
+  auto n = run("NonMaxSuppression", {F({1, 2, 4}, {0, 0, 1, 1, 0, 0, 1, 1}), F({1, 1, 2}, {nan, 0.5f}), I64v({5})},
+               {}, 11);
+  ASSERT_TRUE(n.ok()) << n.status().to_string();
+  EXPECT_EQ(n.value()[0].tensor().shape(), (Dims{1, 3}));
 }

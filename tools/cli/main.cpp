@@ -114,7 +114,14 @@ Result<std::vector<std::pair<std::string, Value>>> bind_input_files(const Sessio
       return invalid_argument(files[k] + ": more input files than model inputs (" +
                               std::to_string(positional.size()) + " inputs need feeding)");
     }
-    feeds.push_back({target->name, std::move(v).value()});
+    Value value = std::move(v).value();
+    // ONNX <= 1.12 test data stores bfloat16 tensors as uint16 bit patterns.
+    if (target->kind == ValueMeta::Kind::kTensor && target->dtype == DataType::kBFloat16 && value.is_tensor() &&
+        value.tensor().dtype() == DataType::kUInt16) {
+      const Tensor& t = value.tensor();
+      value = Value(Tensor(DataType::kBFloat16, t.shape(), t.storage(), t.byte_offset(), t.strides()));
+    }
+    feeds.push_back({target->name, std::move(value)});
   }
   return feeds;
 }
@@ -371,7 +378,11 @@ std::string compare_values(const Value& got, const Value& want, double rtol, dou
   }
   if (want.is_map()) return "";  // compared by the values below when needed
   const Tensor& g = got.tensor();
-  const Tensor& w = want.tensor();
+  Tensor w = want.tensor();
+  // ONNX <= 1.12 test data stores bfloat16 tensors as uint16 bit patterns.
+  if (g.dtype() == DataType::kBFloat16 && w.dtype() == DataType::kUInt16) {
+    w = Tensor(DataType::kBFloat16, w.shape(), w.storage(), w.byte_offset(), w.strides());
+  }
   if (g.dtype() != w.dtype() || g.shape() != w.shape()) {
     return what + ": got " + g.describe() + ", expected " + w.describe();
   }
