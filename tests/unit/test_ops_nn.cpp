@@ -548,3 +548,135 @@ TEST(OpsNnConv, CausalConvWithStateCarriesState) {
   EXPECT_NEAR(values(silu.value()[0])[0], 2.f / (1.f + std::exp(-2.f)), 1e-6f);
   EXPECT_EQ(values(silu.value()[1]), (std::vector<float>{0, 1}));
 }
+
+// Random window configurations (ceil_mode, dilations, pads, auto_pad, strides) against a direct
+// reference; also run under ASan/UBSan to catch out-of-bounds reads on the window edges.
+TEST(OpsNnPool, RandomConfigsMatchDirectReference) {
+  std::mt19937 rng(31);
+  std::uniform_int_distribution<int> pick(0, 1000);
+  int ran = 0;
+  for (int iter = 0; iter < 150; ++iter) {
+    const int nsp = 1 + iter % 3;
+    const int64_t N = 1 + pick(rng) % 2, C = 1 + pick(rng) % 2;
+    WindowAttrs a;
+    Dims in;
+    for (int i = 0; i < nsp; ++i) {
+      in.push_back(1 + pick(rng) % (nsp == 3 ? 5 : 8));
+      a.kernel_shape.push_back(1 + pick(rng) % 3);
+      a.strides.push_back(1 + pick(rng) % 3);
+      a.dilations.push_back(1 + pick(rng) % 2);
+    }
+    for (int i = 0; i < 2 * nsp; ++i) a.pads.push_back(pick(rng) % 2);
+    const int ap = pick(rng) % 6;
+    a.auto_pad = ap == 0 ? AutoPad::kSameUpper : ap == 1 ? AutoPad::kSameLower : ap == 2 ? AutoPad::kValid : AutoPad::kNotSet;
+    a.ceil_mode = pick(rng) % 2;
+    Geom3 g;
+    if (!forward_geometry(a, in, a.kernel_shape, &g).ok()) continue;
+    ++ran;
+    Dims xs{N, C};
+    for (auto v : in) xs.push_back(v);
+    auto x = random_vec(rng, shape_numel(xs));
+    const bool cip = pick(rng) % 2;
+    std::vector<ir::Attribute> attrs = {attr_ints("kernel_shape", a.kernel_shape), attr_ints("strides", a.strides),
+                                        attr_ints("dilations", a.dilations), attr_int("ceil_mode", a.ceil_mode)};
+    const char* apn[] = {"SAME_UPPER", "SAME_LOWER", "VALID", "NOTSET", "NOTSET", "NOTSET"};
+    attrs.push_back(attr_string("auto_pad", apn[ap]));
+    if (a.auto_pad == AutoPad::kNotSet) attrs.push_back(attr_ints("pads", a.pads));
+    auto mx = run_op("MaxPool", 22, attrs, {ftensor(xs, x)}, 2);
+    auto avg_attrs = attrs;
+    avg_attrs.push_back(attr_int("count_include_pad", cip));
+    auto av = run_op("AveragePool", 22, avg_attrs, {ftensor(xs, x)});
+    ASSERT_TRUE(mx.ok() && av.ok()) << mx.status().to_string() << av.status().to_string();
+    auto ym = values(mx.value()[0]), ya = values(av.value()[0]);
+    const Tensor& ind = mx.value()[1].tensor();
+    // direct reference
+    int64_t o = 0;
+    for (int64_t p = 0; p < N * C; ++p)
+      for (int64_t od = 0; od < g.out[0]; ++od)
+        for (int64_t oh = 0; oh < g.out[1]; ++oh)
+          for (int64_t ow = 0; ow < g.out[2]; ++ow, ++o) {
+            float best = -INFINITY, sum = 0;
+            int64_t cnt = 0, padded = 0, best_at = -1;
+            for (int64_t kd = 0; kd < g.k[0]; ++kd)
+              for (int64_t kh = 0; kh < g.k[1]; ++kh)
+                for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+                  const int64_t id = od * g.s[0] - g.pb[0] + kd * g.d[0];
+                  const int64_t ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
+                  const int64_t iw = ow * g.s[2] - g.pb[2] + kw * g.d[2];
+                  const bool in_pad = id >= -g.pb[0] && id < g.in[0] + g.pe[0] && ih >= -g.pb[1] &&
+                                      ih < g.in[1] + g.pe[1] && iw >= -g.pb[2] && iw < g.in[2] + g.pe[2];
+                  padded += in_pad;
+                  if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) continue;
+                  const int64_t at = ((p * g.in[0] + id) * g.in[1] + ih) * g.in[2] + iw;
+                  if (x[at] > best) {
+                    best = x[at];
+                    best_at = at;
+                  }
+                  sum += x[at];
+                  ++cnt;
+                }
+            if (cnt > 0) {
+              ASSERT_EQ(ym[o], best) << "iter " << iter;
+              ASSERT_EQ(ind.data<int64_t>()[o], best_at) << "iter " << iter;
+            }
+            const int64_t denom = cip ? padded : cnt;
+            ASSERT_NEAR(ya[o], denom ? sum / denom : 0.f, 1e-5f) << "iter " << iter;
+          }
+  }
+  EXPECT_GT(ran, 80);
+}
+
+TEST(OpsNnConvTranspose, RandomOutputShapeAndAutoPadRun) {
+  std::mt19937 rng(32);
+  std::uniform_int_distribution<int> pick(0, 1000);
+  for (int iter = 0; iter < 40; ++iter) {
+    const int nsp = 1 + iter % 3;
+    Dims xs{1, 2}, ws{2, 1 + pick(rng) % 2}, strides, os, op;
+    for (int i = 0; i < nsp; ++i) {
+      xs.push_back(1 + pick(rng) % 4);
+      ws.push_back(1 + pick(rng) % 3);
+      strides.push_back(1 + pick(rng) % 3);
+      op.push_back(pick(rng) % strides.back());
+      os.push_back(xs.back() * strides.back() + pick(rng) % 3 - 1);
+    }
+    std::vector<ir::Attribute> attrs = {attr_ints("strides", strides), attr_ints("output_padding", op)};
+    const int mode = iter % 3;
+    if (mode == 0) attrs.push_back(attr_ints("output_shape", os));
+    if (mode == 1) attrs.push_back(attr_string("auto_pad", iter % 2 ? "SAME_UPPER" : "SAME_LOWER"));
+    auto out = run_op("ConvTranspose", 22, attrs,
+                      {ftensor(xs, random_vec(rng, shape_numel(xs))), ftensor(ws, random_vec(rng, shape_numel(ws)))});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    const Tensor& y = out.value()[0].tensor();
+    for (int i = 0; i < nsp; ++i) {
+      if (mode == 0) {
+        EXPECT_EQ(y.dim(2 + i), os[i]);
+      } else if (mode == 1) {
+        EXPECT_EQ(y.dim(2 + i), xs[2 + i] * strides[i]);
+      }
+    }
+  }
+}
+
+TEST(OpsNnConv, DeformConvZeroOffsetsEqualConv) {
+  std::mt19937 rng(33);
+  auto x = random_vec(rng, 1 * 4 * 5 * 6), w = random_vec(rng, 6 * 2 * 3 * 2);
+  std::vector<ir::Attribute> attrs = {attr_int("group", 2), attr_ints("pads", {1, 0, 1, 1}), attr_ints("strides", {2, 1}),
+                                      attr_ints("kernel_shape", {3, 2})};
+  auto conv = run_op("Conv", 22, attrs, {ftensor({1, 4, 5, 6}, x), ftensor({6, 2, 3, 2}, w)});
+  ASSERT_TRUE(conv.ok()) << conv.status().to_string();
+  const Tensor& yc = conv.value()[0].tensor();
+  const int64_t OH = yc.dim(2), OW = yc.dim(3);
+  auto dattrs = attrs;
+  dattrs.push_back(attr_int("offset_group", 2));
+  std::vector<float> offs(2 * 6 * 2 * OH * OW, 0.f);
+  auto def = run_op("DeformConv", 22, dattrs,
+                    {ftensor({1, 4, 5, 6}, x), ftensor({6, 2, 3, 2}, w), ftensor({1, 2 * 6 * 2, OH, OW}, offs)});
+  ASSERT_TRUE(def.ok()) << def.status().to_string();
+  expect_close(values(def.value()[0]), values(conv.value()[0]), 1e-5f, "deform vs conv");
+  // large offsets sample outside the image: zeros, no crash
+  std::vector<float> far(offs.size(), 1e6f);
+  auto out = run_op("DeformConv", 22, dattrs,
+                    {ftensor({1, 4, 5, 6}, x), ftensor({6, 2, 3, 2}, w), ftensor({1, 2 * 6 * 2, OH, OW}, far)});
+  ASSERT_TRUE(out.ok());
+  for (float v : values(out.value()[0])) EXPECT_EQ(v, 0.f);
+}
