@@ -36,64 +36,6 @@ Result<std::vector<C>> load_float(const ep::KernelContext& ctx, const Tensor& t,
 }
 
 // ---------------------------------------------------------------------------------------------
-// CausalConvWithState: depthwise causal conv1d over [past_state, input] with optional SiLU.
-Status causal_conv_with_state(ep::KernelContext& ctx) {
-  const auto& info = ctx.info();
-  const Tensor& X = ctx.input(0);
-  const Tensor& W = ctx.input(1);
-  const std::string act = info.attr_string("activation", "none");
-  if (act != "none" && act != "silu" && act != "swish") return info.error("activation must be none, silu or swish, got '" + act + "'");
-  const bool silu = act != "none";
-  if (X.rank() != 3) return ctx.error("input must be (batch, channels, length)", StatusCode::kInvalidArgument);
-  const int64_t B = X.dim(0), Cn = X.dim(1), L = X.dim(2);
-  if (W.rank() != 3 || W.dim(0) != Cn || W.dim(1) != 1 || W.dim(2) < 1) return ctx.error("weight must be (channels, 1, k), got " + W.describe(), StatusCode::kInvalidArgument);
-  if (W.dtype() != X.dtype()) return ctx.error("weight dtype must match input", StatusCode::kInvalidArgument);
-  const int64_t k = W.dim(2), km = k - 1;
-  const Tensor* bias = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-  const Tensor* past = ctx.has_input(3) ? &ctx.input(3) : nullptr;
-  if (bias && (bias->numel() != Cn || bias->dtype() != X.dtype())) return ctx.error("bias must be (channels) of the input dtype", StatusCode::kInvalidArgument);
-  if (past && (past->shape() != Dims{B, Cn, km} || past->dtype() != X.dtype())) return ctx.error("past_state must be (batch, channels, k-1) of the input dtype", StatusCode::kInvalidArgument);
-  NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), X.shape()));
-  Tensor* S = nullptr;
-  if (ctx.output_requested(1)) {
-    NXRT_ASSIGN_OR_RETURN(S, ctx.allocate_output(1, X.dtype(), Dims{B, Cn, km}));
-  }
-  return dispatch_float(X.dtype(), [&](auto tag) -> Status {
-    using T = decltype(tag);
-    using C = compute_t<T>;
-    const T* x = X.data<T>();
-    const T* w = W.data<T>();
-    const T* ps = past ? past->data<T>() : nullptr;
-    T* y = Y->data<T>();
-    std::vector<C> padded(static_cast<size_t>(km + L));
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t c = 0; c < Cn; ++c) {
-        const int64_t bc = b * Cn + c;
-        for (int64_t i = 0; i < km; ++i) padded[i] = ps ? static_cast<C>(ps[bc * km + i]) : C(0);
-        for (int64_t t = 0; t < L; ++t) padded[km + t] = static_cast<C>(x[bc * L + t]);
-        const T* wc = w + c * k;
-        const C bv = bias ? static_cast<C>(bias->data<T>()[c]) : C(0);
-        for (int64_t t = 0; t < L; ++t) {
-          C acc = bv;
-          for (int64_t i = 0; i < k; ++i) acc += static_cast<C>(wc[i]) * padded[t + i];
-          const T conv = store<T, C>(acc);  // the conv result is rounded to the input dtype first
-          if (silu) {
-            const C cv = static_cast<C>(conv);
-            y[bc * L + t] = store<T, C>(cv / (C(1) + std::exp(-cv)));
-          } else {
-            y[bc * L + t] = conv;
-          }
-        }
-        if (S) {
-          T* so = S->data<T>() + bc * km;
-          for (int64_t i = 0; i < km; ++i) so[i] = store<T, C>(padded[L + i]);
-        }
-      }
-    return Status::Ok();
-  }, ctx.error("CausalConvWithState supports float, double, float16, bfloat16", StatusCode::kInvalidArgument));
-}
-
-// ---------------------------------------------------------------------------------------------
 // LinearAttention: recurrent state S[b, hkv] (d_k x d_v) updated per step by the update rule
 // (linear / gated / delta / gated_delta), read by every query head of the group.
 Status linear_attention(ep::KernelContext& ctx) {
@@ -289,7 +231,6 @@ Status flex_attention(ep::KernelContext& ctx) {
 }  // namespace
 
 void register_attention_extra_ops(ep::KernelRegistry& r) {
-  r.add_fn("", "CausalConvWithState", 1, INT64_MAX, &causal_conv_with_state);
   r.add_fn("", "LinearAttention", 1, INT64_MAX, &linear_attention);
   r.add_fn("ai.onnx.preview", "FlexAttention", 1, INT64_MAX, &flex_attention);
 }

@@ -49,7 +49,9 @@ void register_cpu_kernels(KernelRegistry& r) {
   for (const char* op : {"Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil",
                          "Round", "Sin", "Cos", "Erf", "Softplus", "Softsign", "Elu", "Selu", "LeakyRelu",
                          "HardSigmoid", "HardSwish", "Gelu", "Mish", "Celu", "ThresholdedRelu", "Shrink", "Sign",
-                         "Clip", "Add", "Sub", "Mul", "Div"}) {
+                         "Clip", "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu", "Not",
+                         "BitwiseNot", "Atan", "Tan", "Asin", "Acos", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+                         "Swish"}) {
     r.allow_inplace("", op, 0);
   }
 }
