@@ -1,15 +1,18 @@
 // ImageDecoder (opset 20): encoded image bytes (1-D uint8) -> [H, W, C] uint8 in pixel_format RGB, BGR
 // (C = 3) or Grayscale (C = 1).
 //
-// Formats: JPEG (libjpeg-turbo), PNG (libpng), and small hand-written decoders for BMP, PNM (P1-P6) and
-// baseline TIFF (8-bit, uncompressed or PackBits). JPEG 2000 and WebP are recognized and rejected with a
-// not-implemented error. Grayscale from colour uses the ITU-R 601-2 luma transform with the same
+// Formats: JPEG (libjpeg-turbo), PNG (libpng), JPEG 2000 (openjpeg; JP2 boxes or a raw codestream), WebP
+// (libwebp; still images, lossy or lossless), and small hand-written decoders for BMP, PNM (P1-P6) and
+// baseline TIFF (8-bit, uncompressed or PackBits). Alpha channels are dropped. Grayscale from colour uses the ITU-R 601-2 luma transform with the same
 // fixed-point rounding as PIL's convert("L"), the reference implementation's decoder.
 //
 // Corrupt data never aborts: libjpeg and libpng report errors through handlers that longjmp back here.
 // The setjmp functions keep no C++ objects with destructors of their own and write only through pointers
-// to caller-owned memory.
+// to caller-owned memory. openjpeg reads from a bounds-checked memory stream and reports errors through a
+// callback plus a false return; libwebp returns status codes.
+#include <algorithm>
 #include <csetjmp>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -17,7 +20,9 @@
 
 #include <jpeglib.h>
 #include <jerror.h>
+#include <openjpeg.h>
 #include <png.h>
+#include <webp/decode.h>
 
 #include "ops/common.h"
 #include "ops/image_decoder_util.h"
@@ -515,6 +520,188 @@ bool decode_tiff(const uint8_t* d, size_t n, Decoded* out, std::string* err) {
   return true;
 }
 
+// ---------------------------------------------------------------------------------------------
+// JPEG 2000 (openjpeg): a read-only memory stream; errors arrive through a callback and false returns.
+
+struct J2kMemory {
+  const uint8_t* data;
+  size_t size;
+  size_t pos;
+};
+
+OPJ_SIZE_T j2k_read(void* buf, OPJ_SIZE_T nb, void* user) {
+  auto* m = static_cast<J2kMemory*>(user);
+  if (m->pos >= m->size) return static_cast<OPJ_SIZE_T>(-1);  // end of stream
+  const size_t k = std::min<size_t>(nb, m->size - m->pos);
+  std::memcpy(buf, m->data + m->pos, k);
+  m->pos += k;
+  return k;
+}
+
+OPJ_OFF_T j2k_skip(OPJ_OFF_T nb, void* user) {
+  auto* m = static_cast<J2kMemory*>(user);
+  if (nb < 0) {
+    if (static_cast<uint64_t>(-nb) > m->pos) return -1;
+    m->pos -= static_cast<size_t>(-nb);
+    return nb;
+  }
+  // Skipping past the end leaves the stream at its end; the next read then reports end of stream.
+  const uint64_t k = std::min<uint64_t>(static_cast<uint64_t>(nb), m->size - m->pos);
+  m->pos += static_cast<size_t>(k);
+  return nb;
+}
+
+OPJ_BOOL j2k_seek(OPJ_OFF_T off, void* user) {
+  auto* m = static_cast<J2kMemory*>(user);
+  if (off < 0 || static_cast<uint64_t>(off) > m->size) return OPJ_FALSE;
+  m->pos = static_cast<size_t>(off);
+  return OPJ_TRUE;
+}
+
+void j2k_on_error(const char* msg, void* user) {
+  auto* e = static_cast<std::string*>(user);
+  if (e->empty() && msg) {
+    e->assign(msg);
+    while (!e->empty() && (e->back() == '\n' || e->back() == '\r')) e->pop_back();
+  }
+}
+
+void j2k_silent(const char*, void*) {}
+
+// Owns the openjpeg objects for one decode.
+struct J2kHandles {
+  opj_codec_t* codec = nullptr;
+  opj_stream_t* stream = nullptr;
+  opj_image_t* image = nullptr;
+  J2kHandles() = default;
+  J2kHandles(const J2kHandles&) = delete;
+  J2kHandles& operator=(const J2kHandles&) = delete;
+  ~J2kHandles() {
+    if (image) opj_image_destroy(image);
+    if (stream) opj_stream_destroy(stream);
+    if (codec) opj_destroy_codec(codec);
+  }
+};
+
+bool decode_jpeg2000(const uint8_t* data, size_t size, Decoded* out, std::string* err) {
+  const bool codestream = size >= 2 && data[0] == 0xFF && data[1] == 0x4F;
+  J2kMemory mem{data, size, 0};
+  std::string lib_error;
+  J2kHandles h;
+  h.codec = opj_create_decompress(codestream ? OPJ_CODEC_J2K : OPJ_CODEC_JP2);
+  h.stream = opj_stream_create(size_t{1} << 16, OPJ_TRUE);
+  if (!h.codec || !h.stream) return (*err = "openjpeg initialization failed", false);
+  opj_stream_set_user_data(h.stream, &mem, nullptr);
+  opj_stream_set_user_data_length(h.stream, size);
+  opj_stream_set_read_function(h.stream, j2k_read);
+  opj_stream_set_skip_function(h.stream, j2k_skip);
+  opj_stream_set_seek_function(h.stream, j2k_seek);
+  opj_set_error_handler(h.codec, j2k_on_error, &lib_error);
+  opj_set_warning_handler(h.codec, j2k_silent, nullptr);
+  opj_set_info_handler(h.codec, j2k_silent, nullptr);
+  opj_dparameters_t params;
+  opj_set_default_decoder_parameters(&params);
+  auto fail = [&](const std::string& what) {
+    *err = "invalid JPEG 2000: " + what;
+    if (!lib_error.empty()) *err += " (" + lib_error + ")";
+    return false;
+  };
+  if (!opj_setup_decoder(h.codec, &params)) return fail("decoder setup failed");
+  if (!opj_read_header(h.stream, h.codec, &h.image) || !h.image) return fail("cannot read the header");
+  const opj_image_t* im = h.image;
+  if (im->x1 <= im->x0 || im->y1 <= im->y0) return fail("empty image area");
+  const uint64_t w = im->x1 - im->x0, ht = im->y1 - im->y0;
+  if (!size_ok(w, ht, err)) return false;
+  const uint32_t nc = im->numcomps;
+  if (nc < 1 || nc > 4 || !im->comps) return fail("unsupported component count " + std::to_string(nc));
+  if (!opj_decode(h.codec, h.stream, h.image) || !opj_end_decompress(h.codec, h.stream)) return fail("decoding failed");
+  // Gray (+alpha) or RGB (+alpha); every used component full resolution with 1..16-bit samples.
+  const int channels = nc >= 3 ? 3 : 1;
+  if (im->color_space == OPJ_CLRSPC_CMYK || im->color_space == OPJ_CLRSPC_EYCC) {
+    *err = "unsupported JPEG 2000 colour space (CMYK/e-YCC)";
+    return false;
+  }
+  const uint32_t cw = im->comps[0].w, ch = im->comps[0].h;
+  if (!size_ok(cw, ch, err)) return false;
+  for (int c = 0; c < channels; ++c) {
+    const opj_image_comp_t& comp = im->comps[c];
+    if (!comp.data) return fail("component " + std::to_string(c) + " was not decoded");
+    if (comp.w != cw || comp.h != ch || comp.dx != 1 || comp.dy != 1) {
+      *err = "unsupported JPEG 2000: subsampled components";
+      return false;
+    }
+    if (comp.prec < 1 || comp.prec > 16) {
+      *err = "unsupported JPEG 2000 sample precision " + std::to_string(comp.prec);
+      return false;
+    }
+  }
+  out->width = cw;
+  out->height = ch;
+  out->channels = channels;
+  const size_t px = static_cast<size_t>(cw) * ch;
+  out->pixels.resize(px * channels);
+  for (int c = 0; c < channels; ++c) {
+    const opj_image_comp_t& comp = im->comps[c];
+    const int32_t offset = comp.sgnd ? (1 << (comp.prec - 1)) : 0;
+    const int32_t maxv = (1 << comp.prec) - 1;
+    const OPJ_INT32* src = comp.data;
+    uint8_t* o = out->pixels.data() + c;
+    for (size_t i = 0; i < px; ++i) {
+      const int32_t v = std::clamp<int32_t>(src[i] + offset, 0, maxv);
+      uint8_t b;
+      if (comp.prec == 8) b = static_cast<uint8_t>(v);
+      else if (comp.prec > 8) b = static_cast<uint8_t>(v >> (comp.prec - 8));
+      else b = static_cast<uint8_t>((v * 255 + maxv / 2) / maxv);
+      o[i * channels] = b;
+    }
+  }
+  if (channels == 3 && im->color_space == OPJ_CLRSPC_SYCC) {
+    uint8_t* p = out->pixels.data();
+    auto to8 = [](double v) { return static_cast<uint8_t>(std::clamp(std::lround(v), 0L, 255L)); };
+    for (size_t i = 0; i < px; ++i) {
+      const double y = p[3 * i], cb = p[3 * i + 1] - 128.0, cr = p[3 * i + 2] - 128.0;
+      p[3 * i] = to8(y + 1.402 * cr);
+      p[3 * i + 1] = to8(y - 0.344136 * cb - 0.714136 * cr);
+      p[3 * i + 2] = to8(y + 1.772 * cb);
+    }
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// WebP (libwebp): still images; alpha is dropped by decoding straight to RGB.
+
+const char* webp_status_name(VP8StatusCode s) {
+  switch (s) {
+    case VP8_STATUS_OUT_OF_MEMORY: return "out of memory";
+    case VP8_STATUS_INVALID_PARAM: return "invalid parameter";
+    case VP8_STATUS_BITSTREAM_ERROR: return "bitstream error";
+    case VP8_STATUS_UNSUPPORTED_FEATURE: return "unsupported feature";
+    case VP8_STATUS_SUSPENDED: return "suspended";
+    case VP8_STATUS_USER_ABORT: return "aborted";
+    case VP8_STATUS_NOT_ENOUGH_DATA: return "truncated data";
+    default: return "error";
+  }
+}
+
+bool decode_webp(const uint8_t* data, size_t size, Decoded* out, std::string* err) {
+  WebPBitstreamFeatures features;
+  const VP8StatusCode st = WebPGetFeatures(data, size, &features);
+  if (st != VP8_STATUS_OK) return (*err = std::string("invalid WebP: ") + webp_status_name(st), false);
+  if (features.has_animation) return (*err = "unsupported WebP: animated images", false);
+  if (features.width <= 0 || features.height <= 0) return (*err = "invalid WebP: bad dimensions", false);
+  if (!size_ok(static_cast<uint64_t>(features.width), static_cast<uint64_t>(features.height), err)) return false;
+  out->width = features.width;
+  out->height = features.height;
+  out->channels = 3;
+  const size_t stride = static_cast<size_t>(features.width) * 3;
+  out->pixels.resize(stride * static_cast<size_t>(features.height));
+  if (!WebPDecodeRGBInto(data, size, out->pixels.data(), out->pixels.size(), static_cast<int>(stride))) {
+    return (*err = "invalid WebP: decoding failed (corrupt or truncated data)", false);
+  }
+  return true;
+}
+
 }  // namespace
 
 const char* detect_format(const uint8_t* d, size_t n) {
@@ -550,8 +737,12 @@ Status decode(const uint8_t* data, size_t size, Decoded* out) {
     ok = decode_pnm(data, size, out, &err);
   } else if (f == "tiff") {
     ok = decode_tiff(data, size, out, &err);
+  } else if (f == "jpeg2000") {
+    ok = decode_jpeg2000(data, size, out, &err);
+  } else if (f == "webp") {
+    ok = decode_webp(data, size, out, &err);
   } else {
-    return not_implemented(f + " images are not supported (supported: JPEG, PNG, BMP, PNM, TIFF)");
+    return not_implemented(f + " images are not supported");
   }
   if (!ok) return invalid_argument(err);
   return Status::Ok();
