@@ -607,6 +607,8 @@ bool decode_jpeg2000(const uint8_t* data, size_t size, Decoded* out, std::string
     return false;
   };
   if (!opj_setup_decoder(h.codec, &params)) return fail("decoder setup failed");
+  // A truncated codestream is an error (as for JPEG), not a partially decoded picture.
+  if (!opj_decoder_set_strict_mode(h.codec, OPJ_TRUE)) return fail("decoder setup failed");
   if (!opj_read_header(h.stream, h.codec, &h.image) || !h.image) return fail("cannot read the header");
   const opj_image_t* im = h.image;
   if (im->x1 <= im->x0 || im->y1 <= im->y0) return fail("empty image area");

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include <jpeglib.h>
+#include <openjpeg.h>
 #include <png.h>
+#include <webp/encode.h>
 
 #include "kernel_test_util.h"
 #include "ops/image_decoder_util.h"
@@ -86,6 +88,82 @@ std::vector<uint8_t> encode_jpeg(const std::vector<uint8_t>& pix, int w, int h, 
   std::vector<uint8_t> out(buf, buf + size);
   std::free(buf);
   return out;
+}
+
+// WebP via libwebp's encoder: lossless (exact) or lossy.
+std::vector<uint8_t> encode_webp(const std::vector<uint8_t>& pix, int w, int h, bool lossless) {
+  uint8_t* buf = nullptr;
+  const size_t size = lossless ? WebPEncodeLosslessRGB(pix.data(), w, h, w * 3, &buf)
+                               : WebPEncodeRGB(pix.data(), w, h, w * 3, 90.f, &buf);
+  EXPECT_GT(size, 0u);
+  std::vector<uint8_t> out(buf, buf + size);
+  WebPFree(buf);
+  return out;
+}
+
+// JPEG 2000 via openjpeg's encoder (lossless 5-3 wavelet), as a JP2 file or a raw codestream.
+struct J2kOut {
+  std::vector<uint8_t> buf;
+  size_t pos = 0;
+};
+OPJ_SIZE_T j2k_write(void* b, OPJ_SIZE_T n, void* u) {
+  auto* o = static_cast<J2kOut*>(u);
+  if (o->pos + n > o->buf.size()) o->buf.resize(o->pos + n);
+  std::memcpy(o->buf.data() + o->pos, b, n);
+  o->pos += n;
+  return n;
+}
+OPJ_OFF_T j2k_skip(OPJ_OFF_T n, void* u) {
+  auto* o = static_cast<J2kOut*>(u);
+  o->pos += static_cast<size_t>(n);
+  if (o->pos > o->buf.size()) o->buf.resize(o->pos);
+  return n;
+}
+OPJ_BOOL j2k_seek(OPJ_OFF_T off, void* u) {
+  auto* o = static_cast<J2kOut*>(u);
+  o->pos = static_cast<size_t>(off);
+  if (o->pos > o->buf.size()) o->buf.resize(o->pos);
+  return OPJ_TRUE;
+}
+
+std::vector<uint8_t> encode_j2k(const std::vector<uint8_t>& pix, int w, int h, int comps, bool jp2) {
+  opj_cparameters_t p;
+  opj_set_default_encoder_parameters(&p);
+  p.tcp_numlayers = 1;
+  p.tcp_rates[0] = 0;
+  p.cp_disto_alloc = 1;
+  p.numresolution = 2;
+  std::vector<opj_image_cmptparm_t> cp(static_cast<size_t>(comps));
+  for (auto& c : cp) {
+    std::memset(&c, 0, sizeof(c));
+    c.dx = c.dy = 1;
+    c.w = static_cast<OPJ_UINT32>(w);
+    c.h = static_cast<OPJ_UINT32>(h);
+    c.prec = 8;
+  }
+  opj_image_t* im = opj_image_create(static_cast<OPJ_UINT32>(comps), cp.data(), comps == 3 ? OPJ_CLRSPC_SRGB : OPJ_CLRSPC_GRAY);
+  EXPECT_NE(im, nullptr);
+  im->x0 = im->y0 = 0;
+  im->x1 = static_cast<OPJ_UINT32>(w);
+  im->y1 = static_cast<OPJ_UINT32>(h);
+  for (int c = 0; c < comps; ++c) {
+    for (int i = 0; i < w * h; ++i) im->comps[c].data[i] = pix[static_cast<size_t>(i * comps + c)];
+  }
+  opj_codec_t* codec = opj_create_compress(jp2 ? OPJ_CODEC_JP2 : OPJ_CODEC_J2K);
+  EXPECT_TRUE(opj_setup_encoder(codec, &p, im));
+  opj_stream_t* st = opj_stream_create(1 << 16, OPJ_FALSE);
+  J2kOut out;
+  opj_stream_set_user_data(st, &out, nullptr);
+  opj_stream_set_write_function(st, j2k_write);
+  opj_stream_set_skip_function(st, j2k_skip);
+  opj_stream_set_seek_function(st, j2k_seek);
+  EXPECT_TRUE(opj_start_compress(codec, im, st));
+  EXPECT_TRUE(opj_encode(codec, st));
+  EXPECT_TRUE(opj_end_compress(codec, st));
+  opj_stream_destroy(st);
+  opj_destroy_codec(codec);
+  opj_image_destroy(im);
+  return out.buf;
 }
 
 uint8_t luma(const uint8_t* p) { return ops::image::rgb_to_luma(p[0], p[1], p[2]); }
@@ -250,4 +328,74 @@ TEST(OpsImageDecoder, CorruptDataIsAnError) {
     }
   }
   EXPECT_FALSE(decode(png, "RGBA").ok());
+}
+
+TEST(OpsImageDecoder, WebpLosslessExactLossyClose) {
+  const int w = 9, h = 6;
+  auto pix = picture(w, h);
+  auto lossless = encode_webp(pix, w, h, true);
+  ASSERT_STREQ(ops::image::detect_format(lossless.data(), lossless.size()), "webp");
+  auto rgb = decode(lossless, "RGB");
+  ASSERT_TRUE(rgb.ok()) << rgb.status().to_string();
+  EXPECT_EQ((*rgb)[0].tensor().shape(), (Dims{h, w, 3}));
+  EXPECT_EQ(pixels_of((*rgb)[0]), pix);
+  auto bgr = decode(lossless, "BGR");
+  ASSERT_TRUE(bgr.ok());
+  EXPECT_EQ(pixels_of((*bgr)[0])[0], pix[2]);
+  auto gray = decode(lossless, "Grayscale");
+  ASSERT_TRUE(gray.ok());
+  auto g = pixels_of((*gray)[0]);
+  for (int i = 0; i < w * h; ++i) EXPECT_EQ(g[i], luma(&pix[3 * i]));
+  auto lossy = decode(encode_webp(pix, w, h, false), "RGB");
+  ASSERT_TRUE(lossy.ok()) << lossy.status().to_string();
+  auto p = pixels_of((*lossy)[0]);
+  ASSERT_EQ(p.size(), pix.size());
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_NEAR(p[i], pix[i], 40) << i;
+}
+
+TEST(OpsImageDecoder, Jpeg2000Jp2AndCodestreamExact) {
+  const int w = 12, h = 10;
+  auto pix = picture(w, h);
+  for (bool jp2 : {true, false}) {
+    auto file = encode_j2k(pix, w, h, 3, jp2);
+    ASSERT_STREQ(ops::image::detect_format(file.data(), file.size()), "jpeg2000");
+    auto rgb = decode(file, "RGB");
+    ASSERT_TRUE(rgb.ok()) << rgb.status().to_string();
+    EXPECT_EQ((*rgb)[0].tensor().shape(), (Dims{h, w, 3}));
+    EXPECT_EQ(pixels_of((*rgb)[0]), pix);
+  }
+  std::vector<uint8_t> gray(w * h);
+  for (int i = 0; i < w * h; ++i) gray[i] = static_cast<uint8_t>(i * 2);
+  auto g = decode(encode_j2k(gray, w, h, 1, true), "Grayscale");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_EQ((*g)[0].tensor().shape(), (Dims{h, w, 1}));
+  EXPECT_EQ(pixels_of((*g)[0]), gray);
+}
+
+TEST(OpsImageDecoder, TruncatedOrCorruptWebpJpeg2000IsAnError) {
+  const int w = 8, h = 8;
+  auto pix = picture(w, h);
+  const std::vector<std::vector<uint8_t>> files = {encode_webp(pix, w, h, true), encode_webp(pix, w, h, false),
+                                                   encode_j2k(pix, w, h, 3, true), encode_j2k(pix, w, h, 3, false)};
+  for (size_t f = 0; f < files.size(); ++f) {
+    const auto& file = files[f];
+    // Truncated at half, and at every 7th length: an error with a message naming the node.
+    auto half = decode(std::vector<uint8_t>(file.begin(), file.begin() + static_cast<long>(file.size() / 2)));
+    ASSERT_FALSE(half.ok()) << "file " << f;
+    EXPECT_NE(half.status().message().find("ImageDecoder"), std::string::npos);
+    for (size_t len = 0; len < file.size(); len += 7) {
+      auto r = decode(std::vector<uint8_t>(file.begin(), file.begin() + static_cast<long>(len)));
+      EXPECT_FALSE(r.ok()) << "file " << f << " length " << len << " of " << file.size();
+    }
+    // Random corruption: any outcome but a crash.
+    std::mt19937 rng(static_cast<unsigned>(5 + f));
+    for (int i = 0; i < 30; ++i) {
+      auto c = file;
+      for (int k = 0; k < 3; ++k) c[12 + rng() % (c.size() - 12)] ^= static_cast<uint8_t>(1 + rng() % 255);
+      auto r = decode(c);
+      if (!r.ok()) {
+        EXPECT_FALSE(r.status().message().empty());
+      }
+    }
+  }
 }
