@@ -67,8 +67,13 @@ class KernelInfo {
   // An error that names the node: "node 'n' (Op, opset 13): msg".
   Status error(const std::string& msg, StatusCode code = StatusCode::kInvalidModel) const;
 
+  // The graph that contains the node (the main graph or a subgraph), or nullptr when the kernel is
+  // created without one (unit tests). For ops defined over their graph, e.g. training's Gradient.
+  const ir::Graph* graph() const { return graph_; }
+
   // Set by the session.
   std::vector<const Tensor*> const_inputs_;
+  const ir::Graph* graph_ = nullptr;
   std::unordered_map<std::string, SubgraphRunner*> subgraphs_;
 
  private:
