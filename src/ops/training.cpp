@@ -319,6 +319,10 @@ class GradientKernel : public ep::Kernel {
     std::vector<std::pair<const ir::Node*, size_t>> stack;
     auto visit_value = [&](const std::string& name) -> Result<const ir::Node*> {
       if (leaf_.count(name) || constants_.count(name)) return static_cast<const ir::Node*>(nullptr);
+      if (g->find_input(name)) {
+        // Includes initializers that are also graph inputs: the fed value is not visible here.
+        return info.error("Gradient: y depends on graph input '" + name + "', which is not listed in xs or zs");
+      }
       auto init = g->initializers.find(name);
       if (init != g->initializers.end()) {
         NXRT_ASSIGN_OR_RETURN(auto v, read_double_values(init->second));
