@@ -97,7 +97,7 @@ Status adagrad(ep::KernelContext& ctx) {
   NXRT_ASSIGN_OR_RETURN(double r, scalar_double(ctx, 0, "R"));
   NXRT_ASSIGN_OR_RETURN(double t, scalar_double(ctx, 1, "T"));
   const double decay = info.attr_float("decay_factor", 0.f);
-  const double eps = info.attr_float("epsilon", 0.f);
+  const double eps = info.attr_float("epsilon", 1e-6f);
   const double norm = info.attr_float("norm_coefficient", 0.f);
   const double rr = r / (1 + t * decay);
   return for_each_group(ctx, n, 3, 2, [&](const auto& in, auto& out, int64_t e) {
@@ -115,7 +115,7 @@ Status adam(ep::KernelContext& ctx) {
   NXRT_ASSIGN_OR_RETURN(double t, scalar_double(ctx, 1, "T"));
   const double alpha = info.attr_float("alpha", 0.9f);
   const double beta = info.attr_float("beta", 0.999f);
-  const double eps = info.attr_float("epsilon", 0.f);
+  const double eps = info.attr_float("epsilon", 1e-6f);
   const double norm = info.attr_float("norm_coefficient", 0.f);
   const double post = info.attr_float("norm_coefficient_post", 0.f);
   const double ra = t > 0 ? r * std::sqrt(1 - std::pow(beta, t)) / (1 - std::pow(alpha, t)) : r;
