@@ -13,7 +13,7 @@ namespace nxrt::ops {
 // with no-trapping-math (see the pragma in reduction_softmax.cpp).
 inline float exp_fast(float x) {
   const float hi = 88.72283f, lo = -87.33654f;
-  float xc = x < lo ? lo : x;
+  float xc = x >= lo ? x : lo;  // NaN takes lo here (an int conversion of NaN is UB); restored below
   xc = xc > hi ? hi : xc;
   const float t = xc * 1.44269504088896341f;
   const float k = (t + 12582912.0f) - 12582912.0f;  // round to nearest integer
