@@ -51,6 +51,64 @@ struct ModelSummary {
   int64_t initializer_bytes = 0;
 };
 
+// Kernel cache counters (see docs/ARCHITECTURE.md, "Kernel cache").
+struct KernelCacheStats {
+  size_t entries = 0;          // shape variants held, over all nodes
+  uint64_t hits = 0;           // lookups served by an existing variant after a search
+  uint64_t misses = 0;         // lookups that specialized a new variant
+  uint64_t prebound_hits = 0;  // lookups whose shapes equalled the node's last call (no search)
+  uint64_t evictions = 0;      // variants dropped by the per-node bound
+};
+
+// Buffer pool counters: where node outputs and kernel workspaces live.
+struct MemoryStats {
+  size_t blocks = 0;          // blocks held by the pool (in use or free)
+  size_t bytes = 0;           // bytes held by the pool
+  uint64_t allocations = 0;   // blocks obtained from the system since creation
+  uint64_t reuses = 0;        // requests served by an existing block
+};
+
+// Caller-bound inputs and outputs for Session::run(IoBinding&). Binding once and re-running performs
+// no name lookups and, at unchanged shapes, no heap allocation.
+class IoBinding {
+ public:
+  // Feeds input `name`; a tensor over caller memory (Tensor::borrow) is read in place. Returns an
+  // index for set_input(). Binding a name again replaces its value.
+  size_t bind_input(const std::string& name, Value value);
+  void set_input(size_t index, Value value) { inputs_[index].value = std::move(value); }
+  // Output `name` is written into `buffer`'s memory. The buffer may be larger than the output on one
+  // axis (a fixed-capacity KV cache): the output is then the view of its leading part along that axis.
+  // Binding an input and an output to the same memory (past/present KV) makes the kernel update it in
+  // place.
+  size_t bind_output(const std::string& name, Tensor buffer);
+  // Output `name` is allocated by the runtime (from its pool); read it with output() after run.
+  size_t bind_output(const std::string& name);
+  // The value of a bound output after Session::run (a view of the bound buffer when one was given).
+  const Value& output(size_t index) const { return outputs_[index].value; }
+  const Value* output(const std::string& name) const;
+  size_t num_outputs() const { return outputs_.size(); }
+  void clear();
+
+ private:
+  friend class Session;
+  struct Input {
+    std::string name;
+    Value value;
+  };
+  struct Output {
+    std::string name;
+    bool has_buffer = false;
+    Tensor buffer;
+    Value value;
+  };
+  std::vector<Input> inputs_;
+  std::vector<Output> outputs_;
+  // Slots resolved by the session that last ran this binding (so re-runs skip name lookups).
+  const void* resolved_for_ = nullptr;
+  std::vector<int> input_slots_;
+  std::vector<int> output_slots_;
+};
+
 class Session {
  public:
   static Result<std::unique_ptr<Session>> create(const std::string& model_path, const SessionOptions& opts = {});
@@ -70,11 +128,19 @@ class Session {
   Result<std::vector<Value>> run(const std::vector<std::pair<std::string, Value>>& feeds,
                                  const std::vector<std::string>& output_names);
 
+  // Runs with caller-bound inputs and outputs (see IoBinding). Outputs bound without a buffer are
+  // readable through binding.output() until the next run or until the binding is cleared.
+  Status run(IoBinding& binding);
+
+  KernelCacheStats kernel_cache_stats() const;
+  MemoryStats memory_stats() const;
+
   struct Impl;
   // Internal: sessions are made by create().
   explicit Session(std::unique_ptr<Impl> impl);
 
  private:
+  Status execute_frame();
   std::unique_ptr<Impl> impl_;
 };
 

@@ -24,6 +24,10 @@ Dims contiguous_strides(const Dims& shape);     // row-major strides in elements
 
 // A block of memory that tensors share. Either owned bytes (64-byte aligned), borrowed bytes kept alive
 // by `keepalive` (an mmapped file, a caller buffer), or a vector of strings.
+// Storage blocks allocated by this process since the last reset (a diagnostic: tests use it to prove
+// a steady-state run allocates nothing). `reset` zeroes the counter and returns the old value.
+uint64_t storage_allocation_count(bool reset = false);
+
 class Storage {
  public:
   static std::shared_ptr<Storage> allocate(size_t bytes);  // zero-filled
@@ -37,6 +41,10 @@ class Storage {
   const void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
   bool owned() const { return owned_; }
+  // Held by a session's buffer pool, which keeps one reference of its own (see session/buffer_pool.h):
+  // such a block is referenced by nobody else when use_count() == 2.
+  bool pooled() const { return pooled_; }
+  void mark_pooled() { pooled_ = true; }
   std::vector<std::string>& string_data() { return strings_; }
   const std::vector<std::string>& string_data() const { return strings_; }
   bool is_strings() const { return is_strings_; }
@@ -46,6 +54,7 @@ class Storage {
   void* data_ = nullptr;
   size_t bytes_ = 0;
   bool owned_ = false;
+  bool pooled_ = false;
   bool is_strings_ = false;
   std::shared_ptr<void> keepalive_;
   std::vector<std::string> strings_;
@@ -115,6 +124,9 @@ Tensor Tensor::from_vector(DataType dtype, Dims shape, const std::vector<T>& val
   }
   return t;
 }
+
+// Copies src's elements into dst: same dtype and shape, either may be strided (a view).
+Status copy_tensor_into(const Tensor& src, Tensor& dst);
 
 // Map values (ai.onnx.ml ZipMap/DictVectorizer): keys int64 or string, values float/double/int64/string.
 struct MapValue {

@@ -120,3 +120,12 @@ const KernelRegistry& KernelRegistry::cpu() {
 }
 
 }  // namespace nxrt::ep
+
+namespace nxrt::ep {
+
+Result<void*> KernelContext::workspace(size_t bytes) {
+  fallback_workspaces_.push_back(Storage::allocate(bytes));
+  return fallback_workspaces_.back()->data();
+}
+
+}  // namespace nxrt::ep

@@ -31,6 +31,19 @@ class SubgraphRunner {
   virtual size_t num_inputs() const = 0;
   virtual size_t num_outputs() const = 0;
   virtual Result<std::vector<Value>> run(KernelContext& ctx, std::vector<Value> inputs) = 0;
+  // The allocation-free form for loops: `inputs` are moved into the subgraph (the vector keeps its
+  // capacity), `outputs` is resized to num_outputs() and overwritten. A Loop body run 10,000 times
+  // through this allocates nothing per iteration beyond what its nodes produce.
+  virtual Status run_into(KernelContext& ctx, std::vector<Value>& inputs, std::vector<Value>& outputs) = 0;
+};
+
+// Shape-specialized state a kernel builds once per distinct set of input shapes (a blocking choice,
+// precomputed broadcast strides, a workspace size). The executor's kernel cache keeps it per node and
+// input shapes, at most a few variants per node; the Kernel object itself (packed weights and other
+// shape-independent state) is shared by all variants of its node.
+class KernelVariant {
+ public:
+  virtual ~KernelVariant() = default;
 };
 
 // Creation-time information about a node.
@@ -107,8 +120,17 @@ class KernelContext {
 
   virtual ThreadPool& pool() = 0;
 
+  // Step-lifetime scratch memory (64-byte aligned, contents unspecified) provided by the executor
+  // from its buffer pool, so kernels need no malloc on the hot path. Valid until compute returns.
+  virtual Result<void*> workspace(size_t bytes);
+  // The state Kernel::specialize built for the current input shapes, or nullptr.
+  virtual const KernelVariant* variant() const { return nullptr; }
+
   // An error naming the node, its op, opset and its input dtypes and shapes.
   virtual Status error(const std::string& msg, StatusCode code = StatusCode::kRuntimeError) const = 0;
+
+ private:
+  std::vector<std::shared_ptr<Storage>> fallback_workspaces_;  // contexts without a buffer pool
 };
 
 class Kernel {
@@ -117,6 +139,15 @@ class Kernel {
   virtual Status compute(KernelContext& ctx) = 0;
   // Whether input i may be given as a strided view (else the executor gathers it contiguous first).
   virtual bool accepts_strided_input(size_t /*i*/) const { return false; }
+  // Whether output i may be handed out by allocate_output as a strided tensor (a caller-bound output
+  // whose buffer has spare capacity on one axis, e.g. a fixed-capacity KV cache). Otherwise the
+  // executor gives the kernel a contiguous temporary and copies it into the bound buffer afterwards.
+  virtual bool accepts_strided_output(size_t /*i*/) const { return false; }
+  // Called by the kernel cache on the first run at a new set of input shapes; the result is handed
+  // back through KernelContext::variant() on every run at those shapes.
+  virtual Result<std::unique_ptr<KernelVariant>> specialize(KernelContext& /*ctx*/) {
+    return std::unique_ptr<KernelVariant>();
+  }
 };
 
 using KernelFactory = std::function<Result<std::unique_ptr<Kernel>>(const KernelInfo&)>;

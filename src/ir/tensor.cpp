@@ -1,5 +1,7 @@
 #include "nxrt/tensor.h"
 
+#include <atomic>
+#include <type_traits>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -35,7 +37,16 @@ Dims contiguous_strides(const Dims& shape) {
 // ---------------------------------------------------------------------------------------------
 // Storage
 
+namespace {
+std::atomic<uint64_t> g_storage_allocations{0};
+}  // namespace
+
+uint64_t storage_allocation_count(bool reset) {
+  return reset ? g_storage_allocations.exchange(0) : g_storage_allocations.load();
+}
+
 std::shared_ptr<Storage> Storage::allocate(size_t bytes) {
+  g_storage_allocations.fetch_add(1, std::memory_order_relaxed);
   auto s = std::shared_ptr<Storage>(new Storage());
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
@@ -167,7 +178,76 @@ void gather_strided(const Elem* src, Elem* dst, const Dims& shape, const Dims& s
   }
 }
 
+// Copies elements between two strided layouts of the same shape, innermost axis as the inner loop.
+template <typename Elem>
+void copy_strided(const Elem* src, const Dims& ss, Elem* dst, const Dims& ds, const Dims& shape) {
+  const size_t rank = shape.size();
+  const int64_t n = shape_numel(shape);
+  if (n == 0) return;
+  if (rank == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  Dims idx(rank, 0);
+  const int64_t inner = shape[rank - 1];
+  const int64_t si = ss[rank - 1], di = ds[rank - 1];
+  int64_t sb = 0, db = 0;
+  for (int64_t done = 0; done < n; done += inner) {
+    if (si == 1 && di == 1) {
+      if constexpr (std::is_trivially_copyable_v<Elem>) {
+        std::memcpy(dst + db, src + sb, static_cast<size_t>(inner) * sizeof(Elem));
+      } else {
+        std::copy(src + sb, src + sb + inner, dst + db);
+      }
+    } else {
+      for (int64_t i = 0; i < inner; ++i) dst[db + i * di] = src[sb + i * si];
+    }
+    for (size_t ax = rank - 1; ax-- > 0;) {
+      ++idx[ax];
+      sb += ss[ax];
+      db += ds[ax];
+      if (idx[ax] < shape[ax]) break;
+      sb -= ss[ax] * shape[ax];
+      db -= ds[ax] * shape[ax];
+      idx[ax] = 0;
+    }
+  }
+}
+
 }  // namespace
+
+Status copy_tensor_into(const Tensor& src, Tensor& dst) {
+  if (src.dtype() != dst.dtype() || src.shape() != dst.shape()) {
+    return invalid_argument("cannot copy " + src.describe() + " into " + dst.describe());
+  }
+  if (src.numel() == 0) return Status::Ok();
+  if (src.is_contiguous() && dst.is_contiguous()) {
+    if (src.dtype() == DataType::kString) {
+      std::copy(src.string_data(), src.string_data() + src.numel(), dst.string_data());
+    } else if (src.raw_data() != dst.raw_data()) {
+      std::memmove(dst.raw_data(), src.raw_data(), src.nbytes());
+    }
+    return Status::Ok();
+  }
+  const Dims ss = src.effective_strides(), ds = dst.effective_strides();
+  if (src.dtype() == DataType::kString) {
+    copy_strided(src.string_data(), ss, dst.string_data(), ds, src.shape());
+    return Status::Ok();
+  }
+  switch (dtype_bits(src.dtype())) {
+    case 8: copy_strided(static_cast<const uint8_t*>(src.raw_data()), ss, dst.data<uint8_t>(), ds, src.shape()); break;
+    case 16: copy_strided(static_cast<const uint16_t*>(src.raw_data()), ss, dst.data<uint16_t>(), ds, src.shape()); break;
+    case 32: copy_strided(static_cast<const uint32_t*>(src.raw_data()), ss, dst.data<uint32_t>(), ds, src.shape()); break;
+    case 64: copy_strided(static_cast<const uint64_t*>(src.raw_data()), ss, dst.data<uint64_t>(), ds, src.shape()); break;
+    case 128: {
+      struct B16 { uint64_t a, b; };
+      copy_strided(static_cast<const B16*>(src.raw_data()), ss, dst.data<B16>(), ds, src.shape());
+      break;
+    }
+    default: return invalid_argument("strided copy of sub-byte tensor " + src.describe());
+  }
+  return Status::Ok();
+}
 
 Tensor Tensor::contiguous(bool force) const {
   if (!force && is_contiguous()) return *this;

@@ -138,7 +138,7 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
         const M* mm = mask->data<M>();
         for (int64_t x = 0; x < n; ++x) maskv[x] = static_cast<C>(static_cast<compute_t<M>>(mm[x]));
         return Status::Ok();
-      }, ctx.error("attn_mask must be bool or a float type, got " + std::string(dtype_name(mask->dtype())), StatusCode::kInvalidArgument));
+      }, [&] { return ctx.error("attn_mask must be bool or a float type, got " + std::string(dtype_name(mask->dtype())), StatusCode::kInvalidArgument); });
       NXRT_RETURN_IF_ERROR(st);
     }
     p.mask = maskv.data();
@@ -274,7 +274,7 @@ Status attention(ep::KernelContext& ctx) {
     sh.P = pk.dim(2);
   }
   return dispatch_float(Q.dtype(), [&](auto tag) -> Status { return attention_typed<decltype(tag)>(ctx, sh); },
-                        ctx.error("Attention supports float, double, float16, bfloat16", StatusCode::kInvalidArgument));
+                        [&] { return ctx.error("Attention supports float, double, float16, bfloat16", StatusCode::kInvalidArgument); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -352,7 +352,7 @@ Status rotary_embedding(ep::KernelContext& ctx) {
         }
       }
     return Status::Ok();
-  }, ctx.error("RotaryEmbedding supports float, double, float16, bfloat16", StatusCode::kInvalidArgument));
+  }, [&] { return ctx.error("RotaryEmbedding supports float, double, float16, bfloat16", StatusCode::kInvalidArgument); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -375,18 +375,26 @@ Status tensor_scatter(ep::KernelContext& ctx) {
     }
   }
   const int64_t B = past.dim(0);
-  std::vector<int64_t> idx(static_cast<size_t>(B), 0);
-  if (ctx.has_input(2)) {
-    NXRT_ASSIGN_OR_RETURN(idx, read_int_values(ctx.input(2)));
-    if (static_cast<int64_t>(idx.size()) != B) return ctx.error("write_indices must have batch_size values", StatusCode::kInvalidArgument);
+  // Read in place (no vector): a decode step through here must not allocate.
+  const Tensor* wi = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  if (wi) {
+    if (wi->dtype() != DataType::kInt64 && wi->dtype() != DataType::kInt32) {
+      return ctx.error("write_indices must be int64 or int32", StatusCode::kInvalidArgument);
+    }
+    if (wi->numel() != B) return ctx.error("write_indices must have batch_size values", StatusCode::kInvalidArgument);
   }
+  auto write_index = [&](int64_t b) -> int64_t {
+    if (!wi) return 0;
+    return wi->dtype() == DataType::kInt64 ? wi->data<int64_t>()[b] : wi->data<int32_t>()[b];
+  };
   const int64_t L = past.dim(axis), S = upd.dim(axis);
   int64_t outer = 1, inner = 1;
   for (int64_t i = 1; i < axis; ++i) outer *= past.dim(i);
   for (int64_t i = axis + 1; i < r; ++i) inner *= past.dim(i);
   for (int64_t b = 0; b < B; ++b) {
-    if (idx[b] < 0 || (!circular && idx[b] + S > L) || (circular && L == 0 && S > 0)) {
-      return ctx.error("write index " + std::to_string(idx[b]) + " with update length " + std::to_string(S) +
+    const int64_t ib = write_index(b);
+    if (ib < 0 || (!circular && ib + S > L) || (circular && L == 0 && S > 0)) {
+      return ctx.error("write index " + std::to_string(ib) + " with update length " + std::to_string(S) +
                        " out of range for axis length " + std::to_string(L), StatusCode::kInvalidArgument);
     }
   }
@@ -396,12 +404,14 @@ Status tensor_scatter(ep::KernelContext& ctx) {
   const auto* src = static_cast<const uint8_t*>(past.raw_data());
   const auto* u = static_cast<const uint8_t*>(upd.raw_data());
   auto* dst = static_cast<uint8_t*>(Y->raw_data());
-  if (past.nbytes() > 0) std::memcpy(dst, src, past.nbytes());
+  // When the output is bound to the cache's own buffer (past and present sharing one fixed-capacity
+  // buffer), only the new rows are written.
+  if (past.nbytes() > 0 && dst != src) std::memcpy(dst, src, past.nbytes());
   const size_t row = static_cast<size_t>(inner) * esz;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t s = 0; s < S; ++s) {
-        int64_t t = idx[b] + s;
+        int64_t t = write_index(b) + s;
         if (circular) t %= L;
         const int64_t po = ((b * outer + o) * L + t);
         const int64_t uo = ((b * outer + o) * S + s);
@@ -446,7 +456,7 @@ Status swiglu(ep::KernelContext& ctx) {
       }
     }
     return Status::Ok();
-  }, ctx.error("SwiGLU supports float, double, float16, bfloat16", StatusCode::kInvalidArgument));
+  }, [&] { return ctx.error("SwiGLU supports float, double, float16, bfloat16", StatusCode::kInvalidArgument); });
 }
 
 }  // namespace

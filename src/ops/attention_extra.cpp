@@ -30,7 +30,7 @@ Result<std::vector<C>> load_float(const ep::KernelContext& ctx, const Tensor& t,
     const T* p = t.data<T>();
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<C>(static_cast<compute_t<T>>(p[i]));
     return Status::Ok();
-  }, ctx.error(std::string(name) + " must be a float tensor, got " + t.describe(), StatusCode::kInvalidArgument));
+  }, [&] { return ctx.error(std::string(name) + " must be a float tensor, got " + t.describe(), StatusCode::kInvalidArgument); });
   NXRT_RETURN_IF_ERROR(st);
   return out;
 }
@@ -128,7 +128,7 @@ Status linear_attention(ep::KernelContext& ctx) {
       TT* p = dst->data<TT>();
       for (size_t i = 0; i < src.size(); ++i) p[i] = store<TT, compute_t<TT>>(static_cast<compute_t<TT>>(src[i]));
       return Status::Ok();
-    }, ctx.error("LinearAttention supports float, double, float16, bfloat16", StatusCode::kInvalidArgument));
+    }, [&] { return ctx.error("LinearAttention supports float, double, float16, bfloat16", StatusCode::kInvalidArgument); });
   };
   NXRT_RETURN_IF_ERROR(write(Y, out));
   if (ctx.output_requested(1)) {
@@ -225,7 +225,7 @@ Status flex_attention(ep::KernelContext& ctx) {
         }
       }
     return Status::Ok();
-  }, ctx.error("FlexAttention supports float, double, float16, bfloat16", StatusCode::kInvalidArgument));
+  }, [&] { return ctx.error("FlexAttention supports float, double, float16, bfloat16", StatusCode::kInvalidArgument); });
 }
 
 }  // namespace

@@ -20,8 +20,8 @@ using ep::KernelContext;
 using ep::KernelInfo;
 
 // The "native" element types: whole bytes, converted with C++ arithmetic (bool stored as one byte).
-template <typename F>
-Status dispatch_native(DataType dt, F&& f, const Status& unsupported) {
+template <typename F, typename E>
+Status dispatch_native(DataType dt, F&& f, E&& unsupported) {
   if (dt == DataType::kBool) return f(bool{});
   return dispatch_numeric(dt, f, unsupported);
 }
@@ -219,7 +219,7 @@ Status load_ints(const Tensor& in, std::vector<int64_t>* out) {
         for (int64_t i = 0; i < n; ++i) (*out)[i] = cast_one<int64_t>(load_native<S>(p, i));
         return Status::Ok();
       },
-      invalid_argument(std::string("cannot read ") + dtype_name(t) + " as integers"));
+      [&] { return invalid_argument(std::string("cannot read ") + dtype_name(t) + " as integers"); });
 }
 
 Status store_ints(const std::vector<int64_t>& v, Tensor* out) {
@@ -240,7 +240,7 @@ Status store_ints(const std::vector<int64_t>& v, Tensor* out) {
         for (int64_t i = 0; i < n; ++i) store_native<D>(p, i, cast_one<D>(v[i]));
         return Status::Ok();
       },
-      invalid_argument(std::string("cannot write integers as ") + dtype_name(t)));
+      [&] { return invalid_argument(std::string("cannot write integers as ") + dtype_name(t)); });
 }
 
 Status store_doubles(const std::vector<double>& v, Tensor* out, const CastOptions& opts) {
@@ -283,7 +283,7 @@ Status store_doubles(const std::vector<double>& v, Tensor* out, const CastOption
         for (int64_t i = 0; i < n; ++i) store_native<D>(p, i, cast_one<D>(v[i]));
         return Status::Ok();
       },
-      invalid_argument(std::string("cannot write numbers as ") + dtype_name(t)));
+      [&] { return invalid_argument(std::string("cannot write numbers as ") + dtype_name(t)); });
 }
 
 }  // namespace
@@ -322,7 +322,7 @@ Status load_as_double(const Tensor& in, std::vector<double>* out) {
         for (int64_t i = 0; i < n; ++i) (*out)[i] = cast_one<double>(load_native<S>(p, i));
         return Status::Ok();
       },
-      invalid_argument(std::string("cannot read ") + dtype_name(t) + " as numbers"));
+      [&] { return invalid_argument(std::string("cannot read ") + dtype_name(t) + " as numbers"); });
 }
 
 Status cast_tensor(const Tensor& in, Tensor* out, const CastOptions& opts, ep::ThreadPool* pool) {

@@ -7,16 +7,31 @@
 
 #include "ep/kernel.h"
 #include "ep/thread_pool.h"
+#include <type_traits>
+
 #include "ir/float_types.h"
 #include "nxrt/tensor.h"
 
 namespace nxrt::ops {
 
-// Calls f(T{}) with T the C++ type of `dt`, for the listed families. Returns the error status
-// `unsupported` when dt is not in the family. Usage:
-//   return dispatch_numeric(dt, [&](auto tag) { using T = decltype(tag); ...; return Status::Ok(); }, err);
-template <typename F>
-Status dispatch_numeric(DataType dt, F&& f, const Status& unsupported) {
+// The error of a dispatch that found no matching type: a Status, or a callable returning one, so the
+// message (which names node, dtypes and shapes) is only built when it is needed. Building it on every
+// call cost a heap allocation per node per run.
+template <typename E>
+Status dispatch_error(E&& e) {
+  if constexpr (std::is_invocable_v<E>) {
+    return e();
+  } else {
+    return e;
+  }
+}
+
+// Calls f(T{}) with T the C++ type of `dt`, for the listed families. Returns the error
+// `unsupported` (a Status or a callable making one) when dt is not in the family. Usage:
+//   return dispatch_numeric(dt, [&](auto tag) { using T = decltype(tag); ...; return Status::Ok(); },
+//                           [&] { return ctx.error("..."); });
+template <typename F, typename E>
+Status dispatch_numeric(DataType dt, F&& f, E&& unsupported) {
   switch (dt) {
     case DataType::kFloat: return f(float{});
     case DataType::kDouble: return f(double{});
@@ -30,33 +45,33 @@ Status dispatch_numeric(DataType dt, F&& f, const Status& unsupported) {
     case DataType::kUInt16: return f(uint16_t{});
     case DataType::kUInt32: return f(uint32_t{});
     case DataType::kUInt64: return f(uint64_t{});
-    default: return unsupported;
+    default: return dispatch_error(unsupported);
   }
 }
 
-template <typename F>
-Status dispatch_float(DataType dt, F&& f, const Status& unsupported) {
+template <typename F, typename E>
+Status dispatch_float(DataType dt, F&& f, E&& unsupported) {
   switch (dt) {
     case DataType::kFloat: return f(float{});
     case DataType::kDouble: return f(double{});
     case DataType::kFloat16: return f(Float16{});
     case DataType::kBFloat16: return f(BFloat16{});
-    default: return unsupported;
+    default: return dispatch_error(unsupported);
   }
 }
 
 // Any fixed-size dtype of whole bytes: for movement ops that copy elements without looking at them.
 // Passes an unsigned integer type of the element's size (1, 2, 4, 8) or a 16-byte struct.
 struct Bytes16 { uint64_t lo, hi; };
-template <typename F>
-Status dispatch_by_size(DataType dt, F&& f, const Status& unsupported) {
+template <typename F, typename E>
+Status dispatch_by_size(DataType dt, F&& f, E&& unsupported) {
   switch (dtype_bits(dt)) {
     case 8: return f(uint8_t{});
     case 16: return f(uint16_t{});
     case 32: return f(uint32_t{});
     case 64: return f(uint64_t{});
     case 128: return f(Bytes16{});
-    default: return unsupported;
+    default: return dispatch_error(unsupported);
   }
 }
 

@@ -83,14 +83,24 @@ Status loop_compute(ep::KernelContext& ctx) {
     carried.push_back(v ? *v : Value::optional_empty());
   }
   std::vector<std::vector<Tensor>> scans(n_scan);
+  // The body's inputs and outputs live in vectors reused by every iteration, and the iteration
+  // number and condition scalars are rewritten in place while nothing else holds them: a long loop
+  // over a small body allocates nothing per iteration beyond what its nodes produce.
+  std::vector<Value> in(n_carried + 2);
+  std::vector<Value> outs;
+  Tensor iter_t = Tensor::scalar_int64(0);
+  Tensor cond_t = bool_scalar(cond);
   int64_t it = 0;
   for (; it < max_trip && cond; ++it) {
-    std::vector<Value> in;
-    in.reserve(n_carried + 2);
-    in.push_back(Value(Tensor::scalar_int64(it)));
-    in.push_back(Value(bool_scalar(cond)));
-    for (auto& c : carried) in.push_back(c);
-    NXRT_ASSIGN_OR_RETURN(auto outs, body->run(ctx, std::move(in)));
+    if (iter_t.storage().use_count() != 1) iter_t = Tensor::scalar_int64(0);
+    if (cond_t.storage().use_count() != 1) cond_t = bool_scalar(cond);
+    *iter_t.data<int64_t>() = it;
+    *cond_t.data<uint8_t>() = cond ? 1 : 0;
+    in.resize(n_carried + 2);
+    in[0] = Value(iter_t);
+    in[1] = Value(cond_t);
+    for (size_t i = 0; i < n_carried; ++i) in[2 + i] = std::move(carried[i]);
+    NXRT_RETURN_IF_ERROR(body->run_into(ctx, in, outs));
     NXRT_ASSIGN_OR_RETURN(cond, read_bool_scalar(ctx, &outs[0], "body condition output"));
     for (size_t i = 0; i < n_carried; ++i) carried[i] = std::move(outs[1 + i]);
     for (size_t k = 0; k < n_scan; ++k) {
@@ -98,6 +108,7 @@ Status loop_compute(ep::KernelContext& ctx) {
       if (!v.is_tensor()) return ctx.error("scan output " + std::to_string(k) + " is not a tensor: " + v.describe());
       scans[k].push_back(v.tensor());
     }
+    for (auto& v : outs) v = Value();
   }
   for (size_t i = 0; i < n_carried && i < ctx.num_outputs(); ++i) {
     NXRT_RETURN_IF_ERROR(ctx.set_output(i, std::move(carried[i])));

@@ -23,7 +23,7 @@ Result<std::vector<CT>> tensor_values(const Tensor& t) {
         convert_buffer<T, CT>(t.data<T>(), out.data(), t.numel());
         return Status::Ok();
       },
-      invalid_argument(std::string("unsupported dtype ") + dtype_name(t.dtype())));
+      [&] { return invalid_argument(std::string("unsupported dtype ") + dtype_name(t.dtype())); });
   if (!st.ok()) return st;
   return out;
 }
@@ -97,7 +97,7 @@ class ConvKernel final : public ep::Kernel {
           using T = decltype(tag);
           return run<T, ct_of<T>>(ctx);
         },
-        ctx.error(std::string("Conv does not support dtype ") + dtype_name(X.dtype())));
+        [&] { return ctx.error(std::string("Conv does not support dtype ") + dtype_name(X.dtype())); });
   }
 
  private:
@@ -360,7 +360,7 @@ class ConvTransposeKernel final : public ep::Kernel {
           using T = decltype(tag);
           return run<T, ct_of<T>>(ctx);
         },
-        ctx.error(std::string("ConvTranspose does not support dtype ") + dtype_name(X.dtype())));
+        [&] { return ctx.error(std::string("ConvTranspose does not support dtype ") + dtype_name(X.dtype())); });
   }
 
  private:
@@ -577,7 +577,7 @@ class DeformConvKernel final : public ep::Kernel {
           using T = decltype(tag);
           return run<T, ct_of<T>>(ctx);
         },
-        ctx.error(std::string("DeformConv does not support dtype ") + dtype_name(X.dtype())));
+        [&] { return ctx.error(std::string("DeformConv does not support dtype ") + dtype_name(X.dtype())); });
   }
 
  private:
@@ -739,7 +739,7 @@ Status causal_conv_with_state(ep::KernelContext& ctx) {
         });
         return Status::Ok();
       },
-      ctx.error(std::string("CausalConvWithState does not support dtype ") + dtype_name(X.dtype())));
+      [&] { return ctx.error(std::string("CausalConvWithState does not support dtype ") + dtype_name(X.dtype())); });
 }
 
 }  // namespace

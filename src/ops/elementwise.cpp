@@ -18,8 +18,8 @@ using ep::KernelInfo;
 // ---------------------------------------------------------------------------------------------
 // dtype dispatch beyond common.h
 
-template <typename F>
-Status dispatch_signed_numeric(DataType dt, F&& f, const Status& unsupported) {
+template <typename F, typename E>
+Status dispatch_signed_numeric(DataType dt, F&& f, E&& unsupported) {
   switch (dt) {
     case DataType::kFloat: return f(float{});
     case DataType::kDouble: return f(double{});
@@ -29,12 +29,12 @@ Status dispatch_signed_numeric(DataType dt, F&& f, const Status& unsupported) {
     case DataType::kInt16: return f(int16_t{});
     case DataType::kInt32: return f(int32_t{});
     case DataType::kInt64: return f(int64_t{});
-    default: return unsupported;
+    default: return dispatch_error(unsupported);
   }
 }
 
-template <typename F>
-Status dispatch_integer(DataType dt, F&& f, const Status& unsupported) {
+template <typename F, typename E>
+Status dispatch_integer(DataType dt, F&& f, E&& unsupported) {
   switch (dt) {
     case DataType::kInt8: return f(int8_t{});
     case DataType::kInt16: return f(int16_t{});
@@ -44,25 +44,25 @@ Status dispatch_integer(DataType dt, F&& f, const Status& unsupported) {
     case DataType::kUInt16: return f(uint16_t{});
     case DataType::kUInt32: return f(uint32_t{});
     case DataType::kUInt64: return f(uint64_t{});
-    default: return unsupported;
+    default: return dispatch_error(unsupported);
   }
 }
 
-template <typename F>
-Status dispatch_unsigned(DataType dt, F&& f, const Status& unsupported) {
+template <typename F, typename E>
+Status dispatch_unsigned(DataType dt, F&& f, E&& unsupported) {
   switch (dt) {
     case DataType::kUInt8: return f(uint8_t{});
     case DataType::kUInt16: return f(uint16_t{});
     case DataType::kUInt32: return f(uint32_t{});
     case DataType::kUInt64: return f(uint64_t{});
-    default: return unsupported;
+    default: return dispatch_error(unsupported);
   }
 }
 
 enum class TypeSet { kFloat, kNumeric, kSigned, kInteger, kUnsigned, kBool };
 
-template <TypeSet S, typename F>
-Status dispatch_set(DataType dt, F&& f, const Status& unsupported) {
+template <TypeSet S, typename F, typename E>
+Status dispatch_set(DataType dt, F&& f, E&& unsupported) {
   if constexpr (S == TypeSet::kFloat) return dispatch_float(dt, f, unsupported);
   else if constexpr (S == TypeSet::kNumeric) return dispatch_numeric(dt, f, unsupported);
   else if constexpr (S == TypeSet::kSigned) return dispatch_signed_numeric(dt, f, unsupported);
@@ -70,7 +70,7 @@ Status dispatch_set(DataType dt, F&& f, const Status& unsupported) {
   else if constexpr (S == TypeSet::kUnsigned) return dispatch_unsigned(dt, f, unsupported);
   else {
     if (dt == DataType::kBool) return f(bool{});
-    return unsupported;
+    return dispatch_error(unsupported);
   }
 }
 
@@ -130,7 +130,7 @@ Status unary_kernel(KernelContext& ctx) {
         map_unary<T>(ctx.pool(), x.data<T>(), y->data<T>(), n, op, Op::kGrain);
         return Status::Ok();
       },
-      bad_dtype(ctx, x.dtype()));
+      [&] { return bad_dtype(ctx, x.dtype()); });
 }
 
 struct CheapOp { static constexpr int64_t kGrain = 65536; };
@@ -319,7 +319,7 @@ Status float_predicate(KernelContext& ctx, Pred pred) {
         for (int64_t i = 0; i < n; ++i) o[i] = pred(static_cast<double>(static_cast<compute_t<T>>(in[i])));
         return Status::Ok();
       },
-      bad_dtype(ctx, x.dtype()));
+      [&] { return bad_dtype(ctx, x.dtype()); });
 }
 
 Status IsNaN(KernelContext& ctx) {
@@ -498,7 +498,7 @@ Status binary_kernel(KernelContext& ctx) {
         ew::apply_binary(ctx.pool(), plan, a.data<T>(), b.data<T>(), y->data<T>(), Lift<T, F>{F{}});
         return Status::Ok();
       },
-      bad_dtype(ctx, a.dtype()));
+      [&] { return bad_dtype(ctx, a.dtype()); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -548,7 +548,7 @@ Status Mod(KernelContext& ctx) {
         });
         return Status::Ok();
       },
-      bad_dtype(ctx, a.dtype()));
+      [&] { return bad_dtype(ctx, a.dtype()); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -615,9 +615,9 @@ Status Pow(KernelContext& ctx) {
                                [](T x, E e) { return pow_value<T, E>(x, e); }, 4096);
               return Status::Ok();
             },
-            bad_dtype(ctx, b.dtype(), "exponent"));
+            [&] { return bad_dtype(ctx, b.dtype(), "exponent"); });
       },
-      bad_dtype(ctx, a.dtype(), "base"));
+      [&] { return bad_dtype(ctx, a.dtype(), "base"); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -651,7 +651,7 @@ Status BitShift(KernelContext& ctx) {
         }
         return Status::Ok();
       },
-      bad_dtype(ctx, a.dtype()));
+      [&] { return bad_dtype(ctx, a.dtype()); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -703,7 +703,7 @@ Status compare_kernel(KernelContext& ctx) {
                          [](T x, T z) { return CmpF<K>{}(static_cast<C>(x), static_cast<C>(z)); });
         return Status::Ok();
       },
-      bad_dtype(ctx, a.dtype()));
+      [&] { return bad_dtype(ctx, a.dtype()); });
 }
 
 enum class Logic { kAnd, kOr, kXor };
@@ -791,7 +791,7 @@ Status variadic_kernel(KernelContext& ctx) {
         }
         return Status::Ok();
       },
-      bad_dtype(ctx, ins[0]->dtype()));
+      [&] { return bad_dtype(ctx, ins[0]->dtype()); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -848,7 +848,7 @@ Status Clip(KernelContext& ctx) {
         });
         return Status::Ok();
       },
-      bad_dtype(ctx, x.dtype()));
+      [&] { return bad_dtype(ctx, x.dtype()); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -889,7 +889,7 @@ Status PRelu(KernelContext& ctx) {
         });
         return Status::Ok();
       },
-      bad_dtype(ctx, x.dtype()));
+      [&] { return bad_dtype(ctx, x.dtype()); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -938,7 +938,7 @@ Status Where(KernelContext& ctx) {
         where_apply(ctx.pool(), plan, c.data<uint8_t>(), x.data<T>(), y.data<T>(), o->data<T>());
         return Status::Ok();
       },
-      bad_dtype(ctx, x.dtype()));
+      [&] { return bad_dtype(ctx, x.dtype()); });
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <initializer_list>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,33 +30,37 @@ struct BcastPlan {
 };
 
 // Builds the plan; `out` must be the broadcast of all `ins` (checked by the caller).
-inline BcastPlan make_plan(const Dims& out, const std::vector<const Dims*>& ins) {
+// Allocation-free for ranks up to 16 (the per-node cost of a decode step must not touch the heap).
+inline BcastPlan make_plan(const Dims& out, const Dims* const* ins, size_t num_ins) {
   BcastPlan p;
-  p.num_inputs = static_cast<int>(ins.size());
+  p.num_inputs = static_cast<int>(num_ins);
   p.numel = shape_numel(out);
   const size_t r = out.size();
-  std::vector<std::array<bool, kMaxInputs>> flags;  // per kept dim: input k broadcasts along it
+  std::array<std::array<bool, kMaxInputs>, 16> inline_flags;
+  std::vector<std::array<bool, kMaxInputs>> heap_flags(r > 16 ? r : 0);
+  std::array<bool, kMaxInputs>* flags = r > 16 ? heap_flags.data() : inline_flags.data();
+  size_t nflags = 0;  // per kept dim: input k broadcasts along it
   Dims dims;
   for (size_t i = 0; i < r; ++i) {
     const int64_t d = out[i];
     if (d == 1) continue;
     std::array<bool, kMaxInputs> f{};
     for (int k = 0; k < p.num_inputs; ++k) {
-      const Dims& s = *ins[k];
+      const Dims& s = *ins[k];  // NOLINT
       const size_t off = r - s.size();
       const int64_t dk = i >= off ? s[i - off] : 1;
       f[k] = dk == 1;
     }
-    if (!dims.empty() && flags.back() == f) {
+    if (!dims.empty() && flags[nflags - 1] == f) {
       dims.back() *= d;
     } else {
       dims.push_back(d);
-      flags.push_back(f);
+      flags[nflags++] = f;
     }
   }
   if (dims.empty()) {
     dims.push_back(1);
-    flags.push_back(std::array<bool, kMaxInputs>{});
+    flags[nflags++] = std::array<bool, kMaxInputs>{};
   }
   p.dims = dims;
   for (int k = 0; k < p.num_inputs; ++k) {
@@ -72,6 +77,12 @@ inline BcastPlan make_plan(const Dims& out, const std::vector<const Dims*>& ins)
     p.strides[k] = std::move(st);
   }
   return p;
+}
+inline BcastPlan make_plan(const Dims& out, std::initializer_list<const Dims*> ins) {
+  return make_plan(out, ins.begin(), ins.size());
+}
+inline BcastPlan make_plan(const Dims& out, const std::vector<const Dims*>& ins) {
+  return make_plan(out, ins.data(), ins.size());
 }
 
 // Calls fn(out_offset, in_offsets, len) for each row piece of flat output range [begin, end).

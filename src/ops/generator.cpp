@@ -123,7 +123,7 @@ Status constant_of_shape_compute(ep::KernelContext& ctx) {
         std::fill(y->data<E>(), y->data<E>() + n, e);
         return Status::Ok();
       },
-      ctx.error(std::string("unsupported dtype ") + dtype_name(dt), StatusCode::kNotImplemented));
+      [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(dt), StatusCode::kNotImplemented); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -174,7 +174,7 @@ Status range_compute(ep::KernelContext& ctx) {
         }
         return Status::Ok();
       },
-      ctx.error(std::string("unsupported dtype ") + dtype_name(dt), StatusCode::kNotImplemented));
+      [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(dt), StatusCode::kNotImplemented); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -214,7 +214,7 @@ Status eye_like_compute(ep::KernelContext& ctx) {
         else fill(T(static_cast<compute_t<T>>(1)));
         return Status::Ok();
       },
-      ctx.error(std::string("unsupported dtype ") + dtype_name(dt), StatusCode::kNotImplemented));
+      [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(dt), StatusCode::kNotImplemented); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -261,7 +261,7 @@ Status dropout_compute(ep::KernelContext& ctx) {
               std::fill(m->data<T>(), m->data<T>() + m->numel(), T(1.0f));
               return Status::Ok();
             },
-            ctx.error("unsupported dtype", StatusCode::kNotImplemented)));
+            [&] { return ctx.error("unsupported dtype", StatusCode::kNotImplemented); }));
       }
     }
     return Status::Ok();
@@ -281,7 +281,7 @@ Status dropout_compute(ep::KernelContext& ctx) {
         for (int64_t i = 0; i < x.numel(); ++i) yd[i] = T(keep[i] ? static_cast<C>(static_cast<C>(xd[i]) * scale) : C(0));
         return Status::Ok();
       },
-      ctx.error(std::string("unsupported dtype ") + dtype_name(x.dtype()), StatusCode::kNotImplemented)));
+      [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(x.dtype()), StatusCode::kNotImplemented); }));
   if (want_mask) {
     NXRT_ASSIGN_OR_RETURN(Tensor * m, ctx.allocate_output(1, mask_dt, x.shape()));
     if (mask_dt == DataType::kBool) {
@@ -294,7 +294,7 @@ Status dropout_compute(ep::KernelContext& ctx) {
             for (int64_t i = 0; i < m->numel(); ++i) m->data<T>()[i] = T(keep[i] ? 1.0f : 0.0f);
             return Status::Ok();
           },
-          ctx.error("unsupported dtype", StatusCode::kNotImplemented)));
+          [&] { return ctx.error("unsupported dtype", StatusCode::kNotImplemented); }));
     }
   }
   return Status::Ok();

@@ -84,7 +84,7 @@ Status loss_compute(ep::KernelContext& ctx) {
           for (size_t i = 0; i < vals.size(); ++i) out->data<T>()[i] = T(static_cast<compute_t<T>>(vals[i]));
           return Status::Ok();
         },
-        ctx.error(std::string("unsupported dtype ") + dtype_name(dt), StatusCode::kNotImplemented));
+        [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(dt), StatusCode::kNotImplemented); });
   };
   if (reduction == "none") {
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, dt, tshape));

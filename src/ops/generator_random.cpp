@@ -42,8 +42,8 @@ Status random_fill(ep::KernelContext& ctx, DataType dt, const Dims& shape) {
         }
         return Status::Ok();
       },
-      ctx.error(std::string("random output dtype must be a float type, got ") + dtype_name(dt),
-                StatusCode::kInvalidModel));
+      [&] { return ctx.error(std::string("random output dtype must be a float type, got ") + dtype_name(dt),
+                StatusCode::kInvalidModel); });
 }
 
 template <bool kNormal>
@@ -92,7 +92,7 @@ Status bernoulli_compute(ep::KernelContext& ctx) {
         }
         return Status::Ok();
       },
-      ctx.error(std::string("unsupported output dtype ") + dtype_name(dt.value()), StatusCode::kNotImplemented));
+      [&] { return ctx.error(std::string("unsupported output dtype ") + dtype_name(dt.value()), StatusCode::kNotImplemented); });
 }
 
 Status multinomial_compute(ep::KernelContext& ctx) {

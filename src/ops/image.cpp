@@ -176,7 +176,7 @@ Status grid_sample_fn(KernelContext& ctx) {
         }
         return Status::Ok();
       },
-      ctx.error("unsupported dtype " + x.describe()));
+      [&] { return ctx.error("unsupported dtype " + x.describe()); });
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -240,7 +240,7 @@ Status affine_grid_fn(KernelContext& ctx) {
         }
         return Status::Ok();
       },
-      ctx.error("unsupported dtype " + theta.describe()));
+      [&] { return ctx.error("unsupported dtype " + theta.describe()); });
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -364,7 +364,7 @@ Status roi_align_fn(KernelContext& ctx) {
         }
         return Status::Ok();
       },
-      ctx.error("unsupported dtype " + x.describe()));
+      [&] { return ctx.error("unsupported dtype " + x.describe()); });
 }
 
 // ------------------------------------------------------------------------------------------------

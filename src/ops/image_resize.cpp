@@ -298,7 +298,7 @@ Status run_resize(KernelContext& ctx, const Tensor& x, const ResizeParams& p, co
           gather_nearest(elem_ptr<E>(x), elem_ptr<E>(*out), x.shape(), out_shape, maps);
           return Status::Ok();
         },
-        ctx.error("unsupported dtype " + x.describe()));
+        [&] { return ctx.error("unsupported dtype " + x.describe()); });
   }
   // Axes that change; each gets one separable pass.
   std::vector<int64_t> passes;
@@ -347,7 +347,7 @@ Status run_resize(KernelContext& ctx, const Tensor& x, const ResizeParams& p, co
         }
         return Status::Ok();
       },
-      ctx.error("unsupported dtype " + x.describe()));
+      [&] { return ctx.error("unsupported dtype " + x.describe()); });
 }
 
 Result<std::vector<double>> float_input(KernelContext& ctx, size_t i, const char* name) {

@@ -51,7 +51,7 @@ Status check_indices(KernelContext& ctx, std::vector<int64_t>& idx, int64_t dim,
 template <typename F>
 Status dispatch_any(KernelContext& ctx, DataType dt, F&& f) {
   if (dtype_is_subbyte(dt)) return ctx.error(std::string("dtype ") + dtype_name(dt) + " is not supported");
-  return dispatch_elem(dt, std::forward<F>(f), ctx.error(std::string("unsupported dtype ") + dtype_name(dt)));
+  return dispatch_elem(dt, std::forward<F>(f), [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(dt)); });
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -278,7 +278,7 @@ Status scatter_run(KernelContext& ctx, const Tensor& x, const Tensor& upd, const
         scatter_apply(out->data<T>(), upd.data<T>(), dst, run, red);
         return Status::Ok();
       },
-      ctx.error("reduction is not supported for dtype " + x.describe()));
+      [&] { return ctx.error("reduction is not supported for dtype " + x.describe()); });
 }
 
 Status scatter_elements_fn(KernelContext& ctx) {
@@ -446,7 +446,7 @@ Status nonzero_fn(KernelContext& ctx) {
           }
           return Status::Ok();
         },
-        ctx.error("unsupported dtype " + x.describe()));
+        [&] { return ctx.error("unsupported dtype " + x.describe()); });
   }
   NXRT_RETURN_IF_ERROR(s);
   const int64_t r = std::max<int64_t>(1, x.rank());
@@ -583,7 +583,7 @@ Status unique_fn(KernelContext& ctx) {
         for (int64_t i = 0; i < n; ++i) keys[i] = static_cast<compute_t<T>>(x.data<T>()[i]);
         return unique_impl(ctx, x, keys, has_axis, axis, sorted);
       },
-      ctx.error("unsupported dtype " + x.describe()));
+      [&] { return ctx.error("unsupported dtype " + x.describe()); });
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -651,7 +651,7 @@ Status topk_fn(KernelContext& ctx) {
         }
         return Status::Ok();
       },
-      ctx.error("unsupported dtype " + x.describe()));
+      [&] { return ctx.error("unsupported dtype " + x.describe()); });
 }
 
 }  // namespace

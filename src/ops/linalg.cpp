@@ -189,7 +189,7 @@ Status matmul_compute(ep::KernelContext& ctx) {
         matmul_batched<T>(a.data<T>(), b.data<T>(), yd, s, ctx.pool());
         return Status::Ok();
       },
-      ctx.error(std::string("unsupported dtype ") + dtype_name(a.dtype()), StatusCode::kNotImplemented));
+      [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(a.dtype()), StatusCode::kNotImplemented); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -307,7 +307,7 @@ Status gemm_compute(ep::KernelContext& ctx) {
         using T = decltype(tag);
         return gemm_typed<T>(ctx, a, b, c ? &c2 : nullptr, ta, tb, alpha, beta, M, N, K, y);
       },
-      ctx.error(std::string("unsupported dtype ") + dtype_name(a.dtype()), StatusCode::kNotImplemented));
+      [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(a.dtype()), StatusCode::kNotImplemented); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -365,7 +365,7 @@ Status det_compute(ep::KernelContext& ctx) {
         });
         return Status::Ok();
       },
-      ctx.error(std::string("unsupported dtype ") + dtype_name(x.dtype()), StatusCode::kNotImplemented));
+      [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(x.dtype()), StatusCode::kNotImplemented); });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -325,7 +325,7 @@ Status einsum_compute(ep::KernelContext& ctx) {
           return einsum_typed<T>(ctx, plan, tins, y);
         }
       },
-      ctx.error(std::string("unsupported dtype ") + dtype_name(dt), StatusCode::kNotImplemented));
+      [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(dt), StatusCode::kNotImplemented); });
 }
 
 }  // namespace

@@ -66,7 +66,7 @@ Status array_feature_extractor(ep::KernelContext& ctx) {
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < k; ++j) pz[r * k + j] = px[r * last + idx[j]];
     return Status::Ok();
-  }, ctx.error(std::string("unsupported dtype ") + dtype_name(x->dtype()), StatusCode::kNotImplemented));
+  }, [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(x->dtype()), StatusCode::kNotImplemented); });
 }
 
 // ---- Binarizer: x > threshold ? 1 : 0, same dtype.
@@ -83,7 +83,7 @@ Status binarizer(ep::KernelContext& ctx) {
       py[i] = static_cast<T>(static_cast<C>(static_cast<double>(static_cast<C>(px[i])) > th ? 1 : 0));
     }
     return Status::Ok();
-  }, ctx.error("X must be numeric, got " + x->describe(), StatusCode::kInvalidArgument));
+  }, [&] { return ctx.error("X must be numeric, got " + x->describe(), StatusCode::kInvalidArgument); });
 }
 
 // ---- Normalizer: per row MAX (divide by max |x|, as scikit-learn and the ONNX reference do), L1
@@ -175,7 +175,7 @@ Status imputer(ep::KernelContext& ctx) {
       }
     }
     return Status::Ok();
-  }, ctx.error("X must be numeric, got " + x->describe(), StatusCode::kInvalidArgument));
+  }, [&] { return ctx.error("X must be numeric, got " + x->describe(), StatusCode::kInvalidArgument); });
 }
 
 // ---- OneHotEncoder: appends a category axis; numeric inputs are truncated to int64.
@@ -405,7 +405,7 @@ Status dict_vectorizer(ep::KernelContext& ctx) {
           using T = decltype(tag);
           y->data<T>()[o] = m.values.data<T>()[k];
           return Status::Ok();
-        }, ctx.error("unsupported map value type", StatusCode::kNotImplemented)));
+        }, [&] { return ctx.error("unsupported map value type", StatusCode::kNotImplemented); }));
       }
     }
   }
@@ -597,7 +597,7 @@ class LabelEncoderKernel final : public ep::Kernel {
       using T = decltype(tag);
       default_.data<T>()[0] = static_cast<T>(static_cast<compute_t<T>>(d));
       return Status::Ok();
-    }, info.error(std::string("unsupported values dtype ") + dtype_name(vt)));
+    }, [&] { return info.error(std::string("unsupported values dtype ") + dtype_name(vt)); });
   }
 
   // Maps every NaN to one key; -0.0 and 0.0 stay distinct bit patterns but compare by value here.
@@ -625,7 +625,7 @@ class LabelEncoderKernel final : public ep::Kernel {
       T* py = y->data<T>();
       for (size_t i = 0; i < hit.size(); ++i) py[i] = hit[i] < 0 ? d : pv[hit[i]];
       return Status::Ok();
-    }, ctx.error(std::string("unsupported values dtype ") + dtype_name(vt), StatusCode::kNotImplemented));
+    }, [&] { return ctx.error(std::string("unsupported values dtype ") + dtype_name(vt), StatusCode::kNotImplemented); });
   }
 
   Status emit_v1(ep::KernelContext& ctx, const Dims& shape) {

@@ -474,7 +474,7 @@ class TreeEnsembleKernel final : public ep::Kernel {
         ml::apply_post_transform(post_, row.data(), t);
         for (int64_t k = 0; k < t; ++k) py[r * t + k] = static_cast<T>(static_cast<compute_t<T>>(row[static_cast<size_t>(k)]));
       });
-    }, ctx.error("unsupported dtype", StatusCode::kNotImplemented));
+    }, [&] { return ctx.error("unsupported dtype", StatusCode::kNotImplemented); });
   }
 
  private:

@@ -186,7 +186,7 @@ Status batch_norm(ep::KernelContext& ctx) {
                   for (size_t i = 0; i < v.size(); ++i) o->data<U>()[i] = store<U>(static_cast<ct_t<U>>(v[i]));
                   return Status::Ok();
                 },
-                unsupported_dtype(ctx, like.dtype()));
+                [&] { return unsupported_dtype(ctx, like.dtype()); });
           };
           std::vector<double> run_mean(mean.size()), run_var(var.size());
           for (size_t c = 0; c < mean.size(); ++c) {
@@ -202,7 +202,7 @@ Status batch_norm(ep::KernelContext& ctx) {
         }
         return Status::Ok();
       },
-      unsupported_dtype(ctx, X.dtype()));
+      [&] { return unsupported_dtype(ctx, X.dtype()); });
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -252,7 +252,7 @@ Status instance_norm(ep::KernelContext& ctx) {
         group_normalize<T>(ctx, X.data<T>(), Y->data<T>(), N, C, 1, plane, scale, bias, false, eps);
         return Status::Ok();
       },
-      unsupported_dtype(ctx, X.dtype()));
+      [&] { return unsupported_dtype(ctx, X.dtype()); });
 }
 
 Status group_norm(ep::KernelContext& ctx) {
@@ -288,7 +288,7 @@ Status group_norm(ep::KernelContext& ctx) {
         group_normalize<T>(ctx, X.data<T>(), Y->data<T>(), N, G, C / G, plane, scale, bias, per_group, eps);
         return Status::Ok();
       },
-      unsupported_dtype(ctx, X.dtype()));
+      [&] { return unsupported_dtype(ctx, X.dtype()); });
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -376,12 +376,12 @@ Status last_axes_norm(ep::KernelContext& ctx) {
                   for (size_t i = 0; i < src.size(); ++i) o->data<U>()[i] = store<U>(static_cast<ct_t<U>>(src[i]));
                   return Status::Ok();
                 },
-                ctx.error(std::string("unsupported stash_type ") + dtype_name(stash))));
+                [&] { return ctx.error(std::string("unsupported stash_type ") + dtype_name(stash)); }));
           }
         }
         return Status::Ok();
       },
-      unsupported_dtype(ctx, X.dtype()));
+      [&] { return unsupported_dtype(ctx, X.dtype()); });
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -422,7 +422,7 @@ Status lp_norm(ep::KernelContext& ctx) {
         }
         return Status::Ok();
       },
-      unsupported_dtype(ctx, X.dtype()));
+      [&] { return unsupported_dtype(ctx, X.dtype()); });
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -485,7 +485,7 @@ Status mvn(ep::KernelContext& ctx) {
         }
         return Status::Ok();
       },
-      unsupported_dtype(ctx, X.dtype()));
+      [&] { return unsupported_dtype(ctx, X.dtype()); });
 }
 
 }  // namespace

@@ -277,7 +277,7 @@ class SumPoolKernel final : public PoolBase {
           });
           return Status::Ok();
         },
-        ctx.error(std::string("pooling does not support dtype ") + dtype_name(X.dtype())));
+        [&] { return ctx.error(std::string("pooling does not support dtype ") + dtype_name(X.dtype())); });
   }
 
  private:
@@ -349,7 +349,7 @@ Status global_pool(ep::KernelContext& ctx) {
                                 });
         return Status::Ok();
       },
-      ctx.error(std::string("global pooling does not support dtype ") + dtype_name(X.dtype())));
+      [&] { return ctx.error(std::string("global pooling does not support dtype ") + dtype_name(X.dtype())); });
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -436,7 +436,7 @@ class MaxUnpoolKernel final : public ep::Kernel {
           }
           return Status::Ok();
         },
-        ctx.error(std::string("MaxUnpool does not support dtype ") + dtype_name(X.dtype())));
+        [&] { return ctx.error(std::string("MaxUnpool does not support dtype ") + dtype_name(X.dtype())); });
   }
 
  private:
@@ -501,7 +501,7 @@ Status max_roi_pool(ep::KernelContext& ctx) {
         }
         return Status::Ok();
       },
-      ctx.error(std::string("MaxRoiPool does not support dtype ") + dtype_name(X.dtype())));
+      [&] { return ctx.error(std::string("MaxRoiPool does not support dtype ") + dtype_name(X.dtype())); });
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -548,7 +548,7 @@ Status lrn(ep::KernelContext& ctx) {
         });
         return Status::Ok();
       },
-      ctx.error(std::string("LRN does not support dtype ") + dtype_name(X.dtype())));
+      [&] { return ctx.error(std::string("LRN does not support dtype ") + dtype_name(X.dtype())); });
 }
 
 }  // namespace

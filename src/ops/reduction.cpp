@@ -436,7 +436,7 @@ Status arg_compute(ep::KernelContext& ctx) {
         });
         return Status::Ok();
       },
-      ctx.error(std::string("unsupported dtype ") + dtype_name(x.dtype()), StatusCode::kNotImplemented));
+      [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(x.dtype()), StatusCode::kNotImplemented); });
 }
 
 }  // namespace

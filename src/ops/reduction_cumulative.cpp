@@ -67,7 +67,7 @@ Status cum_compute(ep::KernelContext& ctx) {
         cumulate<T, kProd>(x.data<T>(), y->data<T>(), s, exclusive, reverse, ctx);
         return Status::Ok();
       },
-      ctx.error(std::string("unsupported dtype ") + dtype_name(x.dtype()), StatusCode::kNotImplemented));
+      [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(x.dtype()), StatusCode::kNotImplemented); });
 }
 
 }  // namespace

@@ -194,7 +194,7 @@ Status softmax_compute(ep::KernelContext& ctx) {
         softmax_ori<T, K>(x.data<T>(), y->data<T>(), s.O, s.R, s.I, ctx);
         return Status::Ok();
       },
-      ctx.error(std::string("unsupported dtype ") + dtype_name(x.dtype()), StatusCode::kNotImplemented));
+      [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(x.dtype()), StatusCode::kNotImplemented); });
 }
 
 }  // namespace

@@ -173,7 +173,7 @@ class RnnKernel final : public ep::Kernel {
           using CT = std::conditional_t<std::is_same_v<T, double>, double, float>;
           return run<T, CT>(ctx);
         },
-        ctx.error(std::string(ctx.info().op_type()) + " does not support dtype " + dtype_name(X.dtype())));
+        [&] { return ctx.error(std::string(ctx.info().op_type()) + " does not support dtype " + dtype_name(X.dtype())); });
   }
 
  private:

@@ -175,7 +175,7 @@ Status dft_compute(ep::KernelContext& ctx) {
         ctx.pool().parallel_for(lines, grain, [&](int64_t b, int64_t e) { dft_lines<T>(in, out, j, plan, rplan.get(), b, e); });
         return Status::Ok();
       },
-      ctx.error("input must be float16, bfloat16, float or double, got " + x.describe(), StatusCode::kInvalidArgument));
+      [&] { return ctx.error("input must be float16, bfloat16, float or double, got " + x.describe(), StatusCode::kInvalidArgument); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -258,7 +258,7 @@ Status stft_compute(ep::KernelContext& ctx) {
         });
         return Status::Ok();
       },
-      ctx.error("signal must be float16, bfloat16, float or double, got " + x.describe(), StatusCode::kInvalidArgument));
+      [&] { return ctx.error("signal must be float16, bfloat16, float or double, got " + x.describe(), StatusCode::kInvalidArgument); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -294,7 +294,7 @@ Status write_values(ep::KernelContext& ctx, DataType dt, const Dims& shape, cons
         }
         return Status::Ok();
       },
-      ctx.error("unsupported output dtype"));
+      [&] { return ctx.error("unsupported output dtype"); });
 }
 
 enum class WindowKind { kHann, kHamming, kBlackman };

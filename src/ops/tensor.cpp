@@ -80,7 +80,7 @@ Status size_fn(KernelContext& ctx) {
 // ------------------------------------------------------------------------------------------------
 // Reshape, Flatten, Squeeze, Unsqueeze, Identity (views)
 
-Result<Dims> reshape_dims(const Dims& in, const std::vector<int64_t>& shape, bool allowzero) {
+Result<Dims> reshape_dims(const Dims& in, const Dims& shape, bool allowzero) {
   Dims out(shape.size());
   int64_t infer = -1;
   int64_t known = 1;
@@ -128,13 +128,19 @@ Result<Dims> reshape_dims(const Dims& in, const std::vector<int64_t>& shape, boo
 Status reshape_fn(KernelContext& ctx) {
   NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "data"));
   const Tensor& x = ctx.input(0);
-  std::vector<int64_t> shape;
+  Dims shape;  // inline: reading the target shape allocates nothing
   if (ctx.info().opset() < 5) {
     if (!ctx.info().has_attr("shape")) return ctx.error("attribute 'shape' is missing", StatusCode::kInvalidModel);
     shape = ctx.info().attr_ints("shape");
   } else {
     NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "shape"));
-    NXRT_ASSIGN_OR_RETURN(shape, int_input(ctx, 1, "shape"));
+    const Tensor& st = ctx.input(1);
+    if (st.dtype() == DataType::kInt64) {
+      shape.assign(st.data<int64_t>(), st.data<int64_t>() + st.numel());
+    } else {
+      NXRT_ASSIGN_OR_RETURN(auto v, int_input(ctx, 1, "shape"));
+      shape = v;
+    }
   }
   const bool allowzero = ctx.info().opset() >= 14 && ctx.info().attr_int("allowzero", 0) != 0;
   auto dims = reshape_dims(x.shape(), shape, allowzero);
@@ -235,14 +241,38 @@ Status identity_fn(KernelContext& ctx) {
 // ------------------------------------------------------------------------------------------------
 // Transpose, Concat, Split, Slice, Expand, Tile
 
-Status transpose_fn(KernelContext& ctx) {
+// Output 0 as a zero-copy view of `x` (contiguous) through `L`: the executor gathers it for consumers
+// that need contiguous data and materializes it before a caller sees it. Strings and sub-byte dtypes
+// have no element-addressable strides, so they are copied.
+Status set_view_output(KernelContext& ctx, const Tensor& x, const StridedLayout& L) {
+  if (x.dtype() != DataType::kString && !dtype_is_subbyte(x.dtype()) && x.storage() && x.is_contiguous()) {
+    const int64_t es = dtype_bits(x.dtype()) / 8;
+    return ctx.set_output(0, Value(Tensor(x.dtype(), L.shape, x.storage(), x.byte_offset() + L.offset * es, L.strides)));
+  }
+  NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), L.shape));
+  copy_window(x, L, *out, &ctx.pool());
+  return Status::Ok();
+}
+
+// Transpose reads `perm` once at creation, so a run allocates nothing.
+class TransposeKernel final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    perm_ = info.attr_ints("perm");
+    return Status::Ok();
+  }
+  Status compute(KernelContext& ctx) override;
+
+ private:
+  Dims perm_;
+};
+
+Status TransposeKernel::compute(KernelContext& ctx) {
   NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "data"));
   const Tensor& x = ctx.input(0);
-  auto layout = transpose_layout(x.shape(), ctx.info().attr_ints("perm"));
+  auto layout = transpose_layout(x.shape(), perm_);
   if (!layout.ok()) return ctx.error(layout.status().message() + " (input " + x.describe() + ")", StatusCode::kInvalidModel);
-  NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), layout->shape));
-  copy_window(x, *layout, *out, &ctx.pool());
-  return Status::Ok();
+  return set_view_output(ctx, x, *layout);
 }
 
 Status concat_fn(KernelContext& ctx) {
@@ -385,9 +415,7 @@ Status slice_fn(KernelContext& ctx) {
   if (steps.empty()) steps.assign(starts.size(), 1);
   auto layout = slice_layout(x.shape(), starts, ends, axes, steps);
   if (!layout.ok()) return ctx.error(layout.status().message() + " (input " + x.describe() + ")");
-  NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), layout->shape));
-  copy_window(x, *layout, *out, &ctx.pool());
-  return Status::Ok();
+  return set_view_output(ctx, x, *layout);
 }
 
 Status expand_fn(KernelContext& ctx) {
@@ -405,9 +433,7 @@ Status expand_fn(KernelContext& ctx) {
   if (!shape_is_sane(out_shape)) {
     return ctx.error("Expand output shape " + shape_to_string(out_shape) + " is invalid or too large");
   }
-  NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
-  copy_window(x, StridedLayout{out_shape, broadcast_strides(x.shape(), out_shape), 0}, *out, &ctx.pool());
-  return Status::Ok();
+  return set_view_output(ctx, x, StridedLayout{out_shape, broadcast_strides(x.shape(), out_shape), 0});
 }
 
 Status tile_fn(KernelContext& ctx) {
@@ -624,7 +650,7 @@ Status pad_fn(KernelContext& ctx) {
         pad_gather(elem_ptr<E>(x), elem_ptr<E>(*out), x.shape(), out_shape, maps);
         return Status::Ok();
       },
-      ctx.error("unsupported dtype " + x.describe()));
+      [&] { return ctx.error("unsupported dtype " + x.describe()); });
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -713,7 +739,7 @@ Status trilu_fn(KernelContext& ctx) {
           }
           return Status::Ok();
         },
-        ctx.error("unsupported dtype " + src.describe()));
+        [&] { return ctx.error("unsupported dtype " + src.describe()); });
   };
   if (dtype_is_subbyte(x.dtype())) {
     Tensor u = subbyte_unpack(x);
@@ -811,7 +837,7 @@ Status onehot_fn(KernelContext& ctx) {
         }
         return Status::Ok();
       },
-      ctx.error("unsupported values dtype " + values.describe()));
+      [&] { return ctx.error("unsupported values dtype " + values.describe()); });
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -966,7 +992,7 @@ Status col2im_fn(KernelContext& ctx) {
         for (size_t i = 0; i < acc.size(); ++i) o[i] = static_cast<T>(acc[i]);
         return Status::Ok();
       },
-      ctx.error("unsupported dtype " + x.describe()));
+      [&] { return ctx.error("unsupported dtype " + x.describe()); });
 }
 
 }  // namespace
@@ -984,7 +1010,7 @@ void register_tensor_ops(ep::KernelRegistry& r) {
   r.add_fn("Squeeze", &squeeze_fn);
   r.add_fn("Unsqueeze", &unsqueeze_fn);
   r.add_fn("Identity", &identity_fn);
-  r.add_fn("Transpose", &transpose_fn);
+  r.add_class<TransposeKernel>("", "Transpose");
   r.add_fn("Concat", &concat_fn);
   r.add_fn("Split", &split_fn);
   r.add_fn("Slice", &slice_fn);

@@ -77,9 +77,9 @@ Result<StridedLayout> slice_layout(const Dims& in_shape, const std::vector<int64
   return L;
 }
 
-Result<StridedLayout> transpose_layout(const Dims& in_shape, const std::vector<int64_t>& perm_in) {
+Result<StridedLayout> transpose_layout(const Dims& in_shape, const Dims& perm_in) {
   const size_t rank = in_shape.size();
-  std::vector<int64_t> perm = perm_in;
+  Dims perm = perm_in;
   if (perm.empty()) {
     perm.resize(rank);
     for (size_t i = 0; i < rank; ++i) perm[i] = static_cast<int64_t>(rank - 1 - i);
@@ -87,7 +87,7 @@ Result<StridedLayout> transpose_layout(const Dims& in_shape, const std::vector<i
   if (perm.size() != rank) {
     return invalid_argument("perm " + ints_to_string(perm) + " does not match input rank " + std::to_string(rank));
   }
-  std::vector<bool> seen(rank, false);
+  Dims seen(rank, 0);
   Dims cs = contiguous_strides(in_shape);
   StridedLayout L;
   L.shape.resize(rank);
@@ -98,7 +98,7 @@ Result<StridedLayout> transpose_layout(const Dims& in_shape, const std::vector<i
       return invalid_argument("perm " + ints_to_string(perm) + " is not a permutation of 0.." +
                               std::to_string(static_cast<int64_t>(rank) - 1));
     }
-    seen[p] = true;
+    seen[p] = 1;
     L.shape[i] = in_shape[p];
     L.strides[i] = cs[p];
   }
@@ -292,7 +292,7 @@ void copy_elements(const Tensor& src, int64_t src_offset, const Dims& src_stride
         });
         return Status::Ok();
       },
-      Status::Ok());
+      [&] { return Status::Ok(); });
 }
 
 void copy_window(const Tensor& src, const StridedLayout& layout, Tensor& dst, ep::ThreadPool* pool) {
@@ -316,7 +316,7 @@ bool fill_with_double(Tensor& t, double v) {
         std::fill_n(t.data<T>(), t.numel(), from_double<T>(v));
         return Status::Ok();
       },
-      invalid_argument("not numeric"));
+      [&] { return invalid_argument("not numeric"); });
   return s.ok();
 }
 

@@ -28,7 +28,7 @@ Result<StridedLayout> slice_layout(const Dims& in_shape, const std::vector<int64
                                    const std::vector<int64_t>& steps);
 
 // Transpose index math: perm empty = reversed axes. Returns an error when perm is not a permutation.
-Result<StridedLayout> transpose_layout(const Dims& in_shape, const std::vector<int64_t>& perm);
+Result<StridedLayout> transpose_layout(const Dims& in_shape, const Dims& perm);
 
 // dst[dst_offset + sum(i*dst_strides)] = src[src_offset + sum(i*src_strides)] for every index i of
 // `shape`. Offsets and strides are in elements relative to the tensors' first element. Works for every
@@ -50,8 +50,8 @@ void copy_run(const Tensor& src, int64_t src_index, Tensor& dst, int64_t dst_ind
 
 // Element-type dispatch for movement ops: f(tag) with tag an unsigned type of the element's size,
 // Bytes16, or std::string. Sub-byte dtypes are not handled (callers unpack them first).
-template <typename F>
-Status dispatch_elem(DataType dt, F&& f, const Status& unsupported) {
+template <typename F, typename E>
+Status dispatch_elem(DataType dt, F&& f, E&& unsupported) {
   if (dt == DataType::kString) return f(std::string{});
   return dispatch_by_size(dt, std::forward<F>(f), unsupported);
 }

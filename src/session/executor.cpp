@@ -1,6 +1,7 @@
 #include "session/executor.h"
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 #include <set>
 #include <unordered_set>
@@ -24,29 +25,50 @@ std::string node_prefix(const ir::Node& node, size_t index, int64_t opset) {
          std::to_string(opset) + ")";
 }
 
-// The KernelContext the executor hands to kernels.
+// The KernelContext the executor hands to kernels. Built on the stack for every step, so it must not
+// allocate in the common case: inputs, gathered copies and workspaces live in inline arrays.
 class ExecContext final : public ep::KernelContext {
  public:
   ExecContext(const PlanStep& step, Frame& frame, ep::ThreadPool& pool) : step_(step), frame_(frame), pool_(pool) {
-    inputs_.resize(step.inputs.size(), nullptr);
-    for (size_t i = 0; i < step.inputs.size(); ++i) {
-      int s = step.inputs[i];
+    const size_t n = step.inputs.size();
+    if (n > kInlineInputs) {
+      heap_inputs_.resize(n, nullptr);
+      inputs_ = heap_inputs_.data();
+    } else {
+      inputs_ = inline_inputs_;
+      for (size_t i = 0; i < n; ++i) inline_inputs_[i] = nullptr;
+    }
+    num_inputs_ = n;
+  }
+
+  // Binds input values; strided views go to kernels that accept them, others get a contiguous copy.
+  Status bind_inputs() {
+    for (size_t i = 0; i < num_inputs_; ++i) {
+      int s = step_.inputs[i];
       if (s < 0) continue;
-      const Value& v = frame.slots[static_cast<size_t>(s)];
+      const Value& v = frame_.slots[static_cast<size_t>(s)];
       if (v.is_none()) continue;
-      if (v.is_tensor() && !v.tensor().is_contiguous() && !step.kernel->accepts_strided_input(i)) {
-        gathered_.push_back(std::make_unique<Value>(v.tensor().contiguous()));
-        inputs_[i] = gathered_.back().get();
+      if (v.is_tensor() && !v.tensor().is_contiguous() && !step_.kernel->accepts_strided_input(i)) {
+        NXRT_ASSIGN_OR_RETURN(Tensor c, pooled_copy(v.tensor()));
+        if (num_inline_gathered_ < kInlineGathered) {
+          Value& g = inline_gathered_[num_inline_gathered_++];
+          g = Value(std::move(c));
+          inputs_[i] = &g;
+        } else {
+          gathered_.push_back(std::make_unique<Value>(std::move(c)));
+          inputs_[i] = gathered_.back().get();
+        }
       } else {
         inputs_[i] = &v;
       }
     }
+    return Status::Ok();
   }
 
   const ep::KernelInfo& info() const override { return *step_.info; }
-  size_t num_inputs() const override { return inputs_.size(); }
+  size_t num_inputs() const override { return num_inputs_; }
   size_t num_outputs() const override { return step_.outputs.size(); }
-  const Value* input_value(size_t i) const override { return i < inputs_.size() ? inputs_[i] : nullptr; }
+  const Value* input_value(size_t i) const override { return i < num_inputs_ ? inputs_[i] : nullptr; }
   bool output_requested(size_t i) const override { return i < step_.outputs.size() && step_.outputs[i] >= 0; }
 
   Result<Tensor*> allocate_output(size_t i, DataType dtype, const Dims& shape) override {
@@ -63,14 +85,18 @@ class ExecContext final : public ep::KernelContext {
       n *= d;
     }
     Value* slot = out_slot(i);
-    if (i == 0 && slot) {
-      if (Tensor* reused = try_inplace(dtype, shape, slot)) return reused;
+    if (slot) {
+      if (const Tensor* bound = bound_buffer(i)) return allocate_bound(i, dtype, shape, *bound, slot);
+      if (i == 0) {
+        if (Tensor* reused = try_inplace(dtype, shape, slot)) return reused;
+      }
     }
+    NXRT_ASSIGN_OR_RETURN(Tensor t, new_tensor(dtype, shape));
     if (!slot) {  // output not used by the graph: still give the kernel somewhere to write
-      scratch_.push_back(std::make_unique<Value>(Tensor(dtype, shape)));
+      scratch_.push_back(std::make_unique<Value>(std::move(t)));
       return &scratch_.back()->tensor();
     }
-    *slot = Value(Tensor(dtype, shape));
+    *slot = Value(std::move(t));
     return &slot->tensor();
   }
 
@@ -83,26 +109,135 @@ class ExecContext final : public ep::KernelContext {
 
   ep::ThreadPool& pool() override { return pool_; }
 
+  Result<void*> workspace(size_t bytes) override {
+    if (!frame_.res) return ep::KernelContext::workspace(bytes);
+    std::shared_ptr<Storage> s = frame_.res->buffers.acquire(bytes);
+    void* p = s->data();
+    if (num_inline_ws_ < kInlineWorkspaces) {
+      inline_ws_[num_inline_ws_++] = std::move(s);
+    } else {
+      workspaces_.push_back(std::move(s));
+    }
+    return p;
+  }
+  const ep::KernelVariant* variant() const override { return variant_; }
+  void set_variant(const ep::KernelVariant* v) { variant_ = v; }
+
   Status error(const std::string& msg, StatusCode code) const override {
     return Status(code, node_prefix(*step_.node, step_.node_index, step_.info->opset()) + " inputs " +
-                            describe_inputs(inputs_) + ": " + msg);
+                            describe_inputs(inputs()) + ": " + msg);
   }
   Status error(const std::string& msg) const { return error(msg, StatusCode::kRuntimeError); }
 
   Frame& frame() { return frame_; }
-  const std::vector<const Value*>& inputs() const { return inputs_; }
+  std::vector<const Value*> inputs() const { return std::vector<const Value*>(inputs_, inputs_ + num_inputs_); }
+  const Value* const* input_array() const { return inputs_; }
+
+  // After compute: outputs given to the kernel as temporaries for a bound buffer are copied into it.
+  Status finish_bound_outputs() {
+    for (auto& p : pending_bound_) {
+      Value* slot = out_slot(p.output);
+      const Tensor* bound = bound_buffer(p.output);
+      if (!slot || !bound || !slot->is_tensor()) continue;
+      Tensor dst = p.view;
+      NXRT_RETURN_IF_ERROR(copy_into(slot->tensor(), dst));
+      *slot = Value(std::move(dst));
+    }
+    // Values a kernel set directly (views, identity) on a bound output also end up in its buffer.
+    if (!frame_.bound.empty()) {
+      for (size_t i = 0; i < step_.outputs.size(); ++i) {
+        const Tensor* bound = bound_buffer(i);
+        Value* slot = out_slot(i);
+        if (!bound || !slot || !slot->is_tensor()) continue;
+        const Tensor& t = slot->tensor();
+        if (t.storage() == bound->storage()) continue;
+        NXRT_ASSIGN_OR_RETURN(Tensor dst, bound_view(i, t.dtype(), t.shape(), *bound));
+        NXRT_RETURN_IF_ERROR(copy_into(t, dst));
+        *slot = Value(std::move(dst));
+      }
+    }
+    return Status::Ok();
+  }
 
  private:
+  static constexpr size_t kInlineInputs = 16;
+  static constexpr size_t kInlineWorkspaces = 4;
+  static constexpr size_t kInlineGathered = 4;
+
+  // A fresh contiguous tensor: from the session's buffer pool when there is one.
+  Result<Tensor> new_tensor(DataType dtype, const Dims& shape) {
+    if (!frame_.res || dtype == DataType::kString) return Tensor(dtype, shape);
+    size_t bytes = dtype_storage_bytes(dtype, shape_numel(shape));
+    return Tensor(dtype, shape, frame_.res->buffers.acquire(bytes));
+  }
+
+  Result<Tensor> pooled_copy(const Tensor& src) {
+    if (!frame_.res || src.dtype() == DataType::kString) return src.contiguous(true);
+    NXRT_ASSIGN_OR_RETURN(Tensor dst, new_tensor(src.dtype(), src.shape()));
+    NXRT_RETURN_IF_ERROR(copy_into(src, dst));
+    return dst;
+  }
+
+  // Copies `src` (any strides) into `dst` (same dtype and shape, any strides).
+  Status copy_into(const Tensor& src, Tensor& dst) {
+    Status s = copy_tensor_into(src, dst);
+    if (!s.ok()) return error(s.message());
+    return Status::Ok();
+  }
+
+  const Tensor* bound_buffer(size_t i) const {
+    int s = step_.outputs[i];
+    if (s < 0 || frame_.bound.empty()) return nullptr;
+    return frame_.bound[static_cast<size_t>(s)];
+  }
+
+  // The part of a bound buffer that holds an output of `shape`: the whole buffer when the shapes
+  // match, else the leading part along the one axis where the buffer is larger (its capacity).
+  Result<Tensor> bound_view(size_t i, DataType dtype, const Dims& shape, const Tensor& bound) {
+    const std::string& name = step_.node->outputs[i];
+    if (bound.dtype() != dtype) {
+      return error("output '" + name + "' is bound to " + bound.describe() + " but the kernel produces " +
+                   dtype_name(dtype) + shape_to_string(shape));
+    }
+    if (bound.shape() == shape) return bound;
+    bool ok = bound.rank() == static_cast<int64_t>(shape.size());
+    int grow_axes = 0;
+    for (size_t a = 0; ok && a < shape.size(); ++a) {
+      if (shape[a] > bound.shape()[a]) ok = false;
+      if (shape[a] < bound.shape()[a]) ++grow_axes;
+    }
+    if (!ok || grow_axes > 1) {
+      return error("output '" + name + "' is bound to " + bound.describe() + ", which cannot hold " +
+                   dtype_name(dtype) + shape_to_string(shape) +
+                   " (a bound buffer may exceed the output on one axis only)");
+    }
+    return Tensor(dtype, shape, bound.storage(), bound.byte_offset(), bound.effective_strides());
+  }
+
+  Result<Tensor*> allocate_bound(size_t i, DataType dtype, const Dims& shape, const Tensor& bound, Value* slot) {
+    NXRT_ASSIGN_OR_RETURN(Tensor view, bound_view(i, dtype, shape, bound));
+    if (view.is_contiguous() || step_.kernel->accepts_strided_output(i)) {
+      *slot = Value(std::move(view));
+      return &slot->tensor();
+    }
+    // The kernel writes contiguous memory: give it a temporary, copied into the view afterwards.
+    NXRT_ASSIGN_OR_RETURN(Tensor t, new_tensor(dtype, shape));
+    pending_bound_.push_back({i, std::move(view)});
+    *slot = Value(std::move(t));
+    return &slot->tensor();
+  }
+
   // Output 0 written over a dying input: same dtype and shape, contiguous, owned memory that nothing
   // else references (not a feed, initializer, view or graph output), and released after this step.
   Tensor* try_inplace(DataType dtype, const Dims& shape, Value* slot) {
     int k = step_.inplace_input;
-    if (k < 0 || static_cast<size_t>(k) >= step_.inputs.size() || step_.inputs[k] < 0) return nullptr;
+    if (k < 0 || static_cast<size_t>(k) >= num_inputs_ || step_.inputs[k] < 0) return nullptr;
     const Value* in = inputs_[k];
     if (!in || in != &frame_.slots[static_cast<size_t>(step_.inputs[k])] || !in->is_tensor()) return nullptr;
     const Tensor& t = in->tensor();
     if (t.dtype() != dtype || t.shape() != shape || !t.is_contiguous() || t.byte_offset() != 0) return nullptr;
-    if (!t.storage() || !t.storage()->owned() || t.storage().use_count() != 1) return nullptr;
+    const auto& st = t.storage();
+    if (!st || !st->owned() || st.use_count() != (st->pooled() ? 2 : 1)) return nullptr;
     bool dies = false;
     for (int r : step_.release_after) dies |= r == step_.inputs[k];
     if (!dies) return nullptr;
@@ -115,12 +250,27 @@ class ExecContext final : public ep::KernelContext {
     return s < 0 ? nullptr : &frame_.slots[static_cast<size_t>(s)];
   }
 
+  struct PendingBound {
+    size_t output;
+    Tensor view;
+  };
+
   const PlanStep& step_;
   Frame& frame_;
   ep::ThreadPool& pool_;
-  std::vector<const Value*> inputs_;
+  const Value* inline_inputs_[kInlineInputs];
+  std::vector<const Value*> heap_inputs_;
+  const Value** inputs_ = nullptr;
+  size_t num_inputs_ = 0;
+  Value inline_gathered_[kInlineGathered];  // contiguous copies of strided inputs
+  size_t num_inline_gathered_ = 0;
   std::vector<std::unique_ptr<Value>> gathered_;
   std::vector<std::unique_ptr<Value>> scratch_;
+  std::shared_ptr<Storage> inline_ws_[kInlineWorkspaces];  // held until the step ends
+  size_t num_inline_ws_ = 0;
+  std::vector<std::shared_ptr<Storage>> workspaces_;
+  std::vector<PendingBound> pending_bound_;
+  const ep::KernelVariant* variant_ = nullptr;
 };
 
 // Runs a subgraph with its own plan; outer-scope names resolve through the calling node's frame.
@@ -128,10 +278,17 @@ class PlannedSubgraph final : public ep::SubgraphRunner {
  public:
   explicit PlannedSubgraph(std::unique_ptr<GraphPlan> plan) : plan_(std::move(plan)) {}
   const ir::Graph& graph() const override { return plan_->graph(); }
+  const GraphPlan& plan() const { return *plan_; }
   size_t num_inputs() const override { return plan_->input_slots().size(); }
   size_t num_outputs() const override { return plan_->output_slots().size(); }
 
   Result<std::vector<Value>> run(ep::KernelContext& ctx, std::vector<Value> inputs) override {
+    std::vector<Value> outs;
+    NXRT_RETURN_IF_ERROR(run_into(ctx, inputs, outs));
+    return outs;
+  }
+
+  Status run_into(ep::KernelContext& ctx, std::vector<Value>& inputs, std::vector<Value>& outputs) override {
     auto* exec = dynamic_cast<ExecContext*>(&ctx);
     if (!exec) return runtime_error("subgraph run outside the executor");
     if (inputs.size() != plan_->input_slots().size()) {
@@ -145,21 +302,24 @@ class PlannedSubgraph final : public ep::SubgraphRunner {
     frame.plan = plan_.get();
     frame.parent = &exec->frame();
     frame.hooks = exec->frame().hooks;
-    frame.slots.assign(plan_->num_slots(), Value());
+    frame.res = exec->frame().res;
+    frame.slots.resize(plan_->num_slots());
     for (size_t i = 0; i < inputs.size(); ++i) {
       frame.slots[static_cast<size_t>(plan_->input_slots()[i])] = std::move(inputs[i]);
     }
     Status s = plan_->prepare_frame(frame);
     if (s.ok()) s = plan_->execute(frame, ctx.pool());
-    std::vector<Value> outs;
     if (s.ok()) {
-      outs.reserve(plan_->output_slots().size());
-      for (int slot : plan_->output_slots()) outs.push_back(frame.slots[static_cast<size_t>(slot)]);
+      outputs.resize(plan_->output_slots().size());
+      for (size_t k = 0; k < outputs.size(); ++k) {
+        outputs[k] = frame.slots[static_cast<size_t>(plan_->output_slots()[k])];
+      }
     }
-    for (auto& v : frame.slots) v = Value();
+    GraphPlan::clear_frame(frame);
+    for (auto& v : inputs) v = Value();
     if (&frame == &cached_) busy_ = false;
     if (!s.ok()) return s.with_context("in subgraph '" + plan_->graph().name + "': ");
-    return outs;
+    return Status::Ok();
   }
 
  private:
@@ -167,6 +327,64 @@ class PlannedSubgraph final : public ep::SubgraphRunner {
   Frame cached_;
   bool busy_ = false;
 };
+
+bool same_shapes(const KernelVariantEntry& e, const Value* const* inputs, size_t n) {
+  if (e.shapes.size() != n) return false;
+  for (size_t i = 0; i < n; ++i) {
+    const Value* v = inputs[i];
+    if (!v || !v->is_tensor()) {
+      if (e.dtypes[i] != DataType::kUndefined || !e.shapes[i].empty()) return false;
+      continue;
+    }
+    if (e.dtypes[i] != v->tensor().dtype() || e.shapes[i] != v->tensor().shape()) return false;
+  }
+  return true;
+}
+
+// The kernel cache lookup for one step: the variant for the current input shapes, created on a miss.
+Result<const ep::KernelVariant*> lookup_variant(const PlanStep& step, ExecContext& ctx, RunResources& res) {
+  NodeKernelCache& c = step.cache;
+  const Value* const* in = ctx.input_array();
+  const size_t n = ctx.num_inputs();
+  const uint64_t now = ++res.cache_clock;
+  if (c.prebound >= 0 && same_shapes(c.variants[static_cast<size_t>(c.prebound)], in, n)) {
+    KernelVariantEntry& e = c.variants[static_cast<size_t>(c.prebound)];
+    e.last_used = now;
+    ++res.cache_stats.prebound_hits;
+    return e.state.get();
+  }
+  for (size_t k = 0; k < c.variants.size(); ++k) {
+    if (same_shapes(c.variants[k], in, n)) {
+      c.variants[k].last_used = now;
+      c.prebound = static_cast<int>(k);
+      ++res.cache_stats.hits;
+      return c.variants[k].state.get();
+    }
+  }
+  ++res.cache_stats.misses;
+  KernelVariantEntry e;
+  e.dtypes.resize(n, DataType::kUndefined);
+  e.shapes.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (in[i] && in[i]->is_tensor()) {
+      e.dtypes[i] = in[i]->tensor().dtype();
+      e.shapes[i] = in[i]->tensor().shape();
+    }
+  }
+  NXRT_ASSIGN_OR_RETURN(e.state, step.kernel->specialize(ctx));
+  e.last_used = now;
+  if (c.variants.size() >= res.variants_per_node) {
+    size_t lru = 0;
+    for (size_t k = 1; k < c.variants.size(); ++k) {
+      if (c.variants[k].last_used < c.variants[lru].last_used) lru = k;
+    }
+    c.variants.erase(c.variants.begin() + static_cast<std::ptrdiff_t>(lru));
+    ++res.cache_stats.evictions;
+  }
+  c.variants.push_back(std::move(e));
+  c.prebound = static_cast<int>(c.variants.size() - 1);
+  return c.variants.back().state.get();
+}
 
 void collect_graph_attrs(const ir::Node& node, std::vector<std::pair<std::string, const ir::Graph*>>* out) {
   for (const auto& a : node.attributes) {
@@ -426,7 +644,17 @@ Status GraphPlan::execute(Frame& frame, ep::ThreadPool& pool) const {
     double t0 = observed ? monotonic_us() : 0;
     Status s;
     try {
-      s = step.kernel->compute(ctx);
+      s = ctx.bind_inputs();
+      if (s.ok() && frame.res) {
+        auto v = lookup_variant(step, ctx, *frame.res);
+        if (v.ok()) {
+          ctx.set_variant(v.value());
+        } else {
+          s = v.status();
+        }
+      }
+      if (s.ok()) s = step.kernel->compute(ctx);
+      if (s.ok()) s = ctx.finish_bound_outputs();
     } catch (const std::bad_alloc&) {
       // Allocation failure is an error value like any other, never an abort.
       s = ctx.error("out of memory", StatusCode::kRuntimeError);
@@ -446,6 +674,19 @@ Status GraphPlan::execute(Frame& frame, ep::ThreadPool& pool) const {
     for (int r : step.release_after) frame.slots[static_cast<size_t>(r)] = Value();
   }
   return Status::Ok();
+}
+
+void GraphPlan::clear_frame(Frame& frame) {
+  for (auto& v : frame.slots) v = Value();
+}
+
+void GraphPlan::for_each_cache(const std::function<void(const NodeKernelCache&)>& fn) const {
+  for (const PlanStep& step : steps_) {
+    fn(step.cache);
+    for (const auto& sub : step.subgraphs) {
+      if (auto* p = dynamic_cast<const PlannedSubgraph*>(sub.get())) p->plan().for_each_cache(fn);
+    }
+  }
 }
 
 }  // namespace nxrt::session

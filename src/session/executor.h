@@ -5,6 +5,7 @@
 // (their last use, counting reads made by subgraphs from outer scope), so buffers are released as
 // soon as nothing needs them.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -13,11 +14,38 @@
 #include "ep/kernel.h"
 #include "ep/thread_pool.h"
 #include "ir/graph.h"
+#include "nxrt/session.h"
+#include "session/buffer_pool.h"
 #include "session/trace.h"
 
 namespace nxrt::session {
 
 class GraphPlan;
+
+// One shape variant of a node in the kernel cache: the input dtypes and shapes it was specialized
+// for and what the kernel built for them.
+struct KernelVariantEntry {
+  std::vector<DataType> dtypes;  // kUndefined for an absent or non-tensor input
+  std::vector<Dims> shapes;
+  std::unique_ptr<ep::KernelVariant> state;
+  uint64_t last_used = 0;
+};
+
+// The shape-keyed kernel cache of one node: at most `variants_per_node` variants, least recently
+// used evicted. `prebound` is the variant the node ran with last; a call with the same shapes takes
+// it without searching (the steady state of a decode loop or of fixed-shape serving).
+struct NodeKernelCache {
+  std::vector<KernelVariantEntry> variants;
+  int prebound = -1;
+};
+
+// Session-wide state that every frame of a run shares (the main graph's and every subgraph's).
+struct RunResources {
+  BufferPool buffers;
+  KernelCacheStats cache_stats;
+  uint64_t cache_clock = 0;
+  size_t variants_per_node = 4;  // NXRT_KERNEL_CACHE_VARIANTS_PER_NODE overrides
+};
 
 struct PlanStep {
   const ir::Node* node = nullptr;
@@ -29,6 +57,7 @@ struct PlanStep {
   std::vector<int> release_after;  // slots whose last use is this step
   int inplace_input = -1;          // input whose dying buffer output 0 may reuse (see KernelDef)
   std::vector<std::unique_ptr<ep::SubgraphRunner>> subgraphs;
+  mutable NodeKernelCache cache;   // runs of a session are serialized, so the cache needs no lock
 };
 
 // What plan building needs from the session.
@@ -43,6 +72,9 @@ struct Frame {
   std::vector<Value> slots;
   const Frame* parent = nullptr;
   const RunHooks* hooks = nullptr;  // tracing / profiling; null or inactive when off
+  RunResources* res = nullptr;      // buffer pool and kernel cache counters; null: plain allocation
+  // Caller-bound output buffers by slot (empty when nothing is bound).
+  std::vector<const Tensor*> bound;
   // The value named `name` here or in an enclosing frame; nullptr when absent or not yet computed.
   const Value* lookup(const std::string& name) const;
 };
@@ -64,6 +96,10 @@ class GraphPlan {
 
   // Fills constants and outer-scope values into a fresh frame (inputs are bound by the caller).
   Status prepare_frame(Frame& frame) const;
+  // Drops every value of a finished frame, keeping the slot vector's capacity.
+  static void clear_frame(Frame& frame);
+  // Visits every node's kernel cache, this graph's and its subgraphs'.
+  void for_each_cache(const std::function<void(const NodeKernelCache&)>& fn) const;
   // Runs every step.
   Status execute(Frame& frame, ep::ThreadPool& pool) const;
 

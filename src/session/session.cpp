@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <unordered_set>
 
 #include "ep/kernel.h"
@@ -28,6 +29,10 @@ struct Session::Impl {
   std::unique_ptr<session::OpProfile> profile;
   session::RunHooks hooks;
   size_t runs = 0;
+  // One run at a time: the main frame, the buffer pool and the kernel caches are reused across runs.
+  std::mutex mu;
+  session::RunResources res;
+  session::Frame frame;
 
   ~Impl() {
     if (tracer && !tracer->write()) std::fprintf(stderr, "nxrt: could not write trace %s\n", tracer->path().c_str());
@@ -77,6 +82,14 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   NXRT_ASSIGN_OR_RETURN(impl->plan, session::GraphPlan::build(g, env, {}));
   if (impl->tracer) impl->tracer->span("plan", "session", t0, session::monotonic_us() - t0, "");
   impl->pool = std::make_unique<ep::ThreadPool>(opts.threads);
+  if (const char* v = std::getenv("NXRT_KERNEL_CACHE_VARIANTS_PER_NODE")) {
+    long n = std::strtol(v, nullptr, 10);
+    if (n > 0) impl->res.variants_per_node = static_cast<size_t>(n);
+  }
+  impl->frame.plan = impl->plan.get();
+  impl->frame.slots.resize(impl->plan->num_slots());
+  impl->frame.hooks = &impl->hooks;
+  impl->frame.res = &impl->res;
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
@@ -103,10 +116,16 @@ Result<std::vector<Value>> Session::run(const std::vector<std::pair<std::string,
 
 Result<std::vector<Value>> Session::run(const std::vector<std::pair<std::string, Value>>& feeds,
                                         const std::vector<std::string>& output_names) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
   const session::GraphPlan& plan = *impl_->plan;
-  session::Frame frame;
-  frame.plan = &plan;
-  frame.slots.assign(plan.num_slots(), Value());
+  session::Frame& frame = impl_->frame;
+  struct Cleanup {  // the frame is reused: whatever happens, leave it empty for the next run
+    Session::Impl& impl;
+    ~Cleanup() {
+      session::GraphPlan::clear_frame(impl.frame);
+      impl.res.buffers.end_run();
+    }
+  } cleanup{*impl_};
   std::unordered_set<std::string> fed;
   for (const auto& [name, value] : feeds) {
     const ValueMeta* meta = nullptr;
@@ -123,28 +142,181 @@ Result<std::vector<Value>> Session::run(const std::vector<std::pair<std::string,
       return invalid_argument("input '" + m.name + "' (" + m.describe() + ") is required but was not fed");
     }
   }
-  frame.hooks = &impl_->hooks;
-  double t0 = session::monotonic_us();
-  NXRT_RETURN_IF_ERROR(plan.prepare_frame(frame));
-  Status st = plan.execute(frame, *impl_->pool);
-  if (impl_->tracer) {
-    impl_->tracer->span(impl_->runs == 0 ? "first run" : "run", "session", t0, session::monotonic_us() - t0,
-                        "\"run\":" + std::to_string(impl_->runs));
-  }
-  ++impl_->runs;
-  NXRT_RETURN_IF_ERROR(st);
-  std::vector<Value> outs;
+  std::vector<int> out_slots;
   for (const auto& name : output_names) {
     int s = plan.slot(name);
     bool is_output = false;
     for (const auto& o : impl_->outputs) is_output |= o.name == name;
     if (s < 0 || !is_output) return invalid_argument("'" + name + "' is not an output of the model");
+    out_slots.push_back(s);
+  }
+  NXRT_RETURN_IF_ERROR(execute_frame());
+  std::vector<Value> outs;
+  for (int s : out_slots) {
     Value v = frame.slots[static_cast<size_t>(s)];
     // Views never reach the caller un-materialized.
     if (v.is_tensor() && !v.tensor().is_contiguous()) v = Value(v.tensor().contiguous());
     outs.push_back(std::move(v));
   }
   return outs;
+}
+
+Status Session::execute_frame() {
+  double t0 = session::monotonic_us();
+  NXRT_RETURN_IF_ERROR(impl_->plan->prepare_frame(impl_->frame));
+  Status st = impl_->plan->execute(impl_->frame, *impl_->pool);
+  if (impl_->tracer) {
+    impl_->tracer->span(impl_->runs == 0 ? "first run" : "run", "session", t0, session::monotonic_us() - t0,
+                        "\"run\":" + std::to_string(impl_->runs));
+  }
+  ++impl_->runs;
+  return st;
+}
+
+Status Session::run(IoBinding& b) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  const session::GraphPlan& plan = *impl_->plan;
+  session::Frame& frame = impl_->frame;
+  if (b.resolved_for_ != this) {
+    b.input_slots_.clear();
+    b.output_slots_.clear();
+    std::unordered_set<std::string> fed;
+    for (const auto& in : b.inputs_) {
+      bool known = false;
+      for (const auto& m : impl_->inputs) known |= m.name == in.name;
+      if (!known) return invalid_argument("bound input '" + in.name + "' is not an input of the model");
+      fed.insert(in.name);
+      b.input_slots_.push_back(plan.slot(in.name));
+    }
+    for (const auto& m : impl_->inputs) {
+      if (!fed.count(m.name) && !m.has_default) {
+        return invalid_argument("input '" + m.name + "' (" + m.describe() + ") is required but was not bound");
+      }
+    }
+    for (const auto& out : b.outputs_) {
+      bool known = false;
+      for (const auto& m : impl_->outputs) known |= m.name == out.name;
+      if (!known) return invalid_argument("bound output '" + out.name + "' is not an output of the model");
+      b.output_slots_.push_back(plan.slot(out.name));
+    }
+    b.resolved_for_ = this;
+  }
+  struct Cleanup {
+    Session::Impl& impl;
+    ~Cleanup() {
+      session::GraphPlan::clear_frame(impl.frame);
+      for (auto& p : impl.frame.bound) p = nullptr;
+      impl.res.buffers.end_run();
+    }
+  } cleanup{*impl_};
+  for (size_t i = 0; i < b.inputs_.size(); ++i) {
+    const ValueMeta* meta = nullptr;
+    for (const auto& m : impl_->inputs) {
+      if (m.name == b.inputs_[i].name) meta = &m;
+    }
+    NXRT_RETURN_IF_ERROR(session::check_feed(*meta, b.inputs_[i].value));
+    frame.slots[static_cast<size_t>(b.input_slots_[i])] = b.inputs_[i].value;
+  }
+  if (frame.bound.size() != plan.num_slots()) frame.bound.assign(plan.num_slots(), nullptr);
+  for (size_t k = 0; k < b.outputs_.size(); ++k) {
+    b.outputs_[k].value = Value();
+    if (b.outputs_[k].has_buffer) frame.bound[static_cast<size_t>(b.output_slots_[k])] = &b.outputs_[k].buffer;
+  }
+  NXRT_RETURN_IF_ERROR(execute_frame());
+  for (size_t k = 0; k < b.outputs_.size(); ++k) {
+    auto& out = b.outputs_[k];
+    Value v = frame.slots[static_cast<size_t>(b.output_slots_[k])];
+    if (out.has_buffer && v.is_tensor() && v.tensor().storage() != out.buffer.storage()) {
+      // An output no node wrote into the buffer (a graph input or initializer passed through).
+      const Tensor& t = v.tensor();
+      if (t.dtype() != out.buffer.dtype() || t.shape() != out.buffer.shape() || t.dtype() == DataType::kString) {
+        return invalid_argument("output '" + out.name + "' is " + t.describe() + ", which cannot be written into the bound " +
+                                out.buffer.describe());
+      }
+      Tensor c = t.contiguous();
+      std::memcpy(out.buffer.raw_data(), c.raw_data(), c.nbytes());
+      v = Value(out.buffer);
+    }
+    if (!out.has_buffer && v.is_tensor() && !v.tensor().is_contiguous()) v = Value(v.tensor().contiguous());
+    out.value = std::move(v);
+  }
+  return Status::Ok();
+}
+
+KernelCacheStats Session::kernel_cache_stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  KernelCacheStats s = impl_->res.cache_stats;
+  s.entries = 0;
+  impl_->plan->for_each_cache([&](const session::NodeKernelCache& c) { s.entries += c.variants.size(); });
+  return s;
+}
+
+MemoryStats Session::memory_stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  session::BufferPoolStats p = impl_->res.buffers.stats();
+  MemoryStats m;
+  m.blocks = p.blocks;
+  m.bytes = p.bytes;
+  m.allocations = p.allocations;
+  m.reuses = p.reuses;
+  return m;
+}
+
+size_t IoBinding::bind_input(const std::string& name, Value value) {
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    if (inputs_[i].name == name) {
+      inputs_[i].value = std::move(value);
+      return i;
+    }
+  }
+  inputs_.push_back({name, std::move(value)});
+  resolved_for_ = nullptr;
+  return inputs_.size() - 1;
+}
+
+size_t IoBinding::bind_output(const std::string& name, Tensor buffer) {
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    if (outputs_[i].name == name) {
+      outputs_[i].has_buffer = true;
+      outputs_[i].buffer = std::move(buffer);
+      return i;
+    }
+  }
+  Output o;
+  o.name = name;
+  o.has_buffer = true;
+  o.buffer = std::move(buffer);
+  outputs_.push_back(std::move(o));
+  resolved_for_ = nullptr;
+  return outputs_.size() - 1;
+}
+
+size_t IoBinding::bind_output(const std::string& name) {
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    if (outputs_[i].name == name) {
+      outputs_[i].has_buffer = false;
+      outputs_[i].buffer = Tensor();
+      return i;
+    }
+  }
+  Output o;
+  o.name = name;
+  outputs_.push_back(std::move(o));
+  resolved_for_ = nullptr;
+  return outputs_.size() - 1;
+}
+
+const Value* IoBinding::output(const std::string& name) const {
+  for (const auto& o : outputs_) {
+    if (o.name == name) return &o.value;
+  }
+  return nullptr;
+}
+
+void IoBinding::clear() {
+  inputs_.clear();
+  outputs_.clear();
+  resolved_for_ = nullptr;
 }
 
 Result<ModelSummary> inspect_model(const std::string& model_path) {
