@@ -169,6 +169,9 @@ def check_trace(path, c, expect_runs, info_nodes, info_hist, require_optimize):
             expected, source = int(e["args"][key]), what
             break
     fallback = expected is None
+    if fallback and byname["optimize"]:
+        c.err("the trace has an 'optimize' phase but no executed-node count, so the per-node check cannot "
+              "know how many nodes a run executes: the plan span needs args.steps (top-level plan steps)")
     if fallback:
         expected, source = info_nodes, "`nxrt info` node count (the trace has no executed-node count)"
         c.warn("the trace does not say how many nodes a run executes; compared with the graph's node count "
