@@ -64,6 +64,8 @@ perf="$root/build/perf"
 mkdir -p "$perf"
 raw="$perf/raw.jsonl"
 : > "$raw"
+load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
+head -n1 /proc/stat > "$perf/cpu_start"   # with each process's user+sys time: CPU used by others
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
@@ -74,7 +76,7 @@ one() {
   # input_10.pb after input_2.pb: version sort.
   local f
   while IFS= read -r f; do [ -f "$f" ] && ins+=(--input "$f"); done < <(printf '%s\n' "$dir"/test_data_set_0/input_*.pb | sort -V)
-  /usr/bin/time -f %M -o "$tmp/rss" "$exe" bench "$dir/model.onnx" "${ins[@]}" --threads "$t" --warmup "$warmup" \
+  /usr/bin/time -f "%M %U %S" -o "$tmp/rss" "$exe" bench "$dir/model.onnx" "${ins[@]}" --threads "$t" --warmup "$warmup" \
     --runs "$runs" > "$tmp/out" 2> "$tmp/err" || rc=$?
   /usr/bin/python3 - "$raw" "$rt" "$name" "$t" "$r" "$rc" "$tmp/out" "$tmp/err" "$tmp/rss" <<'PY'
 import json, sys
@@ -87,7 +89,8 @@ else:
     err = open(errf).read().strip().splitlines()
     rec["error"] = (err[-1] if err else f"exit {rc}")[:200]
 try:
-    rec["peak_rss_kb"] = int(open(rssf).read().strip().splitlines()[-1])
+    kb, user, sys_s = open(rssf).read().strip().splitlines()[-1].split()
+    rec["peak_rss_kb"], rec["cpu_s"] = int(kb), round(float(user) + float(sys_s), 3)
 except (ValueError, IndexError, OSError):
     pass
 open(raw, "a").write(json.dumps(rec) + "\n")
@@ -109,6 +112,8 @@ for m in $list; do
   done
 done
 
+head -n1 /proc/stat > "$perf/cpu_end"
 /usr/bin/python3 "$root/bench/perf_report.py" --raw "$raw" --out "$out" --nxrt "$nxrt" --ort "$ort" \
-  --settings "rounds=$rounds warmup=$warmup runs=$runs threads=$threads"
+  --settings "rounds=$rounds warmup=$warmup runs=$runs threads=$threads" --load-start "$load_start" \
+  --cpu-start "$perf/cpu_start" --cpu-end "$perf/cpu_end"
 echo "wrote $out (raw results: $raw)" >&2

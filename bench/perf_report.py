@@ -84,6 +84,24 @@ def keep_sections(path):
     return {k: kept.get(k, v) for k, v in SECTIONS.items()}
 
 
+def other_cpu_share(start, end, recs):
+    """Fraction of all CPU time between two /proc/stat 'cpu' lines spent by processes other than the
+    benchmark's own (their user+sys from /usr/bin/time). None when unknown."""
+    try:
+        a = [int(x) for x in open(start).read().split()[1:]]
+        b = [int(x) for x in open(end).read().split()[1:]]
+    except (TypeError, OSError, ValueError):
+        return None
+    d = [y - x for x, y in zip(a, b)]
+    hz = os.sysconf("SC_CLK_TCK")
+    total = sum(d[:8]) / hz  # user nice system idle iowait irq softirq steal (guest is inside user)
+    busy = (total - (d[3] + d[4]) / hz)
+    ours = sum(r.get("cpu_s", 0.0) for r in recs)
+    if total <= 0:
+        return None
+    return max(0.0, busy - ours) / total
+
+
 def med(xs):
     return statistics.median(xs) if xs else None
 
@@ -113,6 +131,9 @@ def main():
     ap.add_argument("--nxrt", default=os.path.join(ROOT, "build", "nxrt"))
     ap.add_argument("--ort", default="")
     ap.add_argument("--settings", default="")
+    ap.add_argument("--load-start", default="", help="/proc/loadavg's first three fields before the run")
+    ap.add_argument("--cpu-start", help="first line of /proc/stat before the run")
+    ap.add_argument("--cpu-end", help="first line of /proc/stat after the run")
     a = ap.parse_args()
     recs = [json.loads(l) for l in open(a.raw) if l.strip()]
     groups = {}  # (model, threads) -> runtime -> [records]
@@ -148,6 +169,8 @@ def main():
         rows.append((model, t, n, o, ratio, "; ".join(errs)))
 
     info = machine(a.nxrt, a.ort or "")
+    if info["ort"] == "?":
+        info["ort"] = next((r["runtime"] for r in recs if r.get("runtime_id") == "ort" and "runtime" in r), "?")
     L = []
     L.append("# Performance: nxrt vs ONNX Runtime (CPU)")
     L.append("")
@@ -156,11 +179,20 @@ def main():
              "scripts and kept across regenerations.")
     L.append("")
     L.append(f"**Machine:** {info['cpu']}, {info['cpus']} logical CPUs ({info['sockets']} socket(s), "
-             f"{info['tpc']} thread(s)/core), Linux {info['kernel']}; load average at the end "
-             f"{' '.join(info['load'])}. **Date:** {info['date']}. **Commit:** `{info['commit']}` "
+             f"{info['tpc']} thread(s)/core), Linux {info['kernel']}; load average "
+             f"{('at the start ' + a.load_start + ', ') if a.load_start else ''}at the end {' '.join(info['load'])}. **Date:** {info['date']}. **Commit:** `{info['commit']}` "
              f"({info['branch']}), {info['build_type']} build. **Compilers:** {info['compilers']}. "
              f"**ORT:** {info['ort']} (CPU EP, node {info['node']}).")
     L.append("")
+    others = other_cpu_share(a.cpu_start, a.cpu_end, recs)
+    if others is not None:
+        L.append(f"**Quiet check:** while this ran, other processes used {100 * others:.0f}% of the machine's "
+                 "CPU time (from /proc/stat, less the benchmark processes' own user+system time).")
+        L.append("")
+        if others > 0.10:
+            L.append(f"**Warning: the machine was busy ({100 * others:.0f}% of its CPU time went to other "
+                     "processes); these numbers are noisy — regenerate on a quiet machine.**")
+            L.append("")
     L.append(f"**Settings:** {a.settings}. Each round is one fresh process per runtime (`nxrt bench` then "
              "`ort bench`, alternating), reporting the median of its timed runs after its warm-up runs; "
              "the table gives the median over rounds of those per-round medians (± half the range of the "
