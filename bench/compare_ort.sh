@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
     --ort) ort="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --no-fetch) fetch=0; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
     *) echo "compare_ort: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done

