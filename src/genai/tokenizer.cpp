@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <mutex>
@@ -641,12 +642,26 @@ const ByteAlphabet& byte_alphabet() {
 // ---------------------------------------------------------------------------------------------------
 // Pre-tokenizers: a list of pieces in, a list of pieces out.
 // ---------------------------------------------------------------------------------------------------
-using Pieces = std::vector<std::string>;
+// Pieces are views into the section text or into strings the pre-tokenizers made (kept in an Arena
+// that outlives the pieces; std::deque never moves its elements).
+using Pieces = std::vector<std::string_view>;
+using Arena = std::deque<std::string>;
 
 enum class SplitBehavior { kIsolated, kRemoved, kMergedWithPrevious, kMergedWithNext, kContiguous };
 
 // Splits `s` at the matches of `p` (or at the gaps, when invert) with the tokenizers crate's behaviors.
 Status split_by(std::string_view s, const Pattern& p, SplitBehavior behavior, bool invert, Pieces& out) {
+  if (behavior == SplitBehavior::kIsolated) {  // the common case: every match and every gap
+    size_t prev = 0;
+    NXRT_RETURN_IF_ERROR(p.for_each_match(s, [&](size_t b, size_t e) {
+      if (e == b) return;
+      if (b > prev) out.push_back(s.substr(prev, b - prev));
+      out.push_back(s.substr(b, e - b));
+      prev = e;
+    }));
+    if (prev < s.size()) out.push_back(s.substr(prev));
+    return Status::Ok();
+  }
   struct Span {
     size_t b, e;
     bool match;
@@ -665,11 +680,10 @@ Status split_by(std::string_view s, const Pattern& p, SplitBehavior behavior, bo
   }
   switch (behavior) {
     case SplitBehavior::kIsolated:
-      for (const Span& sp : spans) out.emplace_back(s.substr(sp.b, sp.e - sp.b));
       break;
     case SplitBehavior::kRemoved:
       for (const Span& sp : spans) {
-        if (!sp.match) out.emplace_back(s.substr(sp.b, sp.e - sp.b));
+        if (!sp.match) out.push_back(s.substr(sp.b, sp.e - sp.b));
       }
       break;
     case SplitBehavior::kMergedWithPrevious: {
@@ -677,17 +691,17 @@ Status split_by(std::string_view s, const Pattern& p, SplitBehavior behavior, bo
       bool open = false;
       for (const Span& sp : spans) {
         if (sp.match && open) {
-          out.emplace_back(s.substr(start, sp.e - start));
+          out.push_back(s.substr(start, sp.e - start));
           open = false;
         } else if (sp.match) {
-          out.emplace_back(s.substr(sp.b, sp.e - sp.b));
+          out.push_back(s.substr(sp.b, sp.e - sp.b));
         } else {
-          if (open) out.emplace_back(s.substr(start, sp.b - start));
+          if (open) out.push_back(s.substr(start, sp.b - start));
           start = sp.b;
           open = true;
         }
       }
-      if (open) out.emplace_back(s.substr(start));
+      if (open) out.push_back(s.substr(start));
       break;
     }
     case SplitBehavior::kMergedWithNext: {
@@ -695,17 +709,17 @@ Status split_by(std::string_view s, const Pattern& p, SplitBehavior behavior, bo
       bool open = false;
       for (const Span& sp : spans) {
         if (sp.match) {
-          if (open) out.emplace_back(s.substr(start, sp.b - start));
+          if (open) out.push_back(s.substr(start, sp.b - start));
           start = sp.b;
           open = true;
         } else if (open) {
-          out.emplace_back(s.substr(start, sp.e - start));
+          out.push_back(s.substr(start, sp.e - start));
           open = false;
         } else {
-          out.emplace_back(s.substr(sp.b, sp.e - sp.b));
+          out.push_back(s.substr(sp.b, sp.e - sp.b));
         }
       }
-      if (open) out.emplace_back(s.substr(start));
+      if (open) out.push_back(s.substr(start));
       break;
     }
     case SplitBehavior::kContiguous: {
@@ -715,7 +729,7 @@ Status split_by(std::string_view s, const Pattern& p, SplitBehavior behavior, bo
         if (spans[i].match) {
           while (j + 1 < spans.size() && spans[j + 1].match) ++j;
         }
-        out.emplace_back(s.substr(spans[i].b, spans[j].e - spans[i].b));
+        out.push_back(s.substr(spans[i].b, spans[j].e - spans[i].b));
         i = j + 1;
       }
       break;
@@ -726,22 +740,16 @@ Status split_by(std::string_view s, const Pattern& p, SplitBehavior behavior, bo
 
 struct PreTokenizer {
   virtual ~PreTokenizer() = default;
-  // Appends the pieces of `s` to `out`. first_section: `s` comes from the start of the input.
-  virtual Status split(std::string_view s, bool first_section, Pieces& out) const = 0;
-  Status apply(Pieces& pieces, bool first_section) const {
-    Pieces out;
-    out.reserve(pieces.size());
-    for (const std::string& p : pieces) NXRT_RETURN_IF_ERROR(split(p, first_section, out));
-    pieces = std::move(out);
-    return Status::Ok();
-  }
+  // Appends the pieces of `s` to `out` (views into `s` or into `arena`). first_section: `s` comes
+  // from the start of the input.
+  virtual Status split(std::string_view s, bool first_section, Pieces& out, Arena& arena) const = 0;
 };
 
 struct SplitPreTokenizer : PreTokenizer {
   Pattern pattern;
   SplitBehavior behavior = SplitBehavior::kIsolated;
   bool invert = false;
-  Status split(std::string_view s, bool, Pieces& out) const override {
+  Status split(std::string_view s, bool, Pieces& out, Arena&) const override {
     return split_by(s, pattern, behavior, invert, out);
   }
 };
@@ -749,30 +757,33 @@ struct SplitPreTokenizer : PreTokenizer {
 struct ByteLevelPreTokenizer : PreTokenizer {
   bool add_prefix_space = false;
   bool use_regex = true;
+  // false: leave the bytes raw (the BPE model then maps bytes to the byte-level alphabet itself).
+  bool map_bytes = true;
   std::shared_ptr<Regex> regex;
-  Status split(std::string_view s, bool, Pieces& out) const override {
-    std::string with_space;
+  Status split(std::string_view s, bool, Pieces& out, Arena& arena) const override {
     if (add_prefix_space && (s.empty() || s[0] != ' ')) {
-      with_space = " " + std::string(s);
-      s = with_space;
+      arena.push_back(" " + std::string(s));
+      s = arena.back();
     }
-    const ByteAlphabet& a = byte_alphabet();
-    auto emit = [&](std::string_view piece) {
-      std::string m;
-      m.reserve(piece.size() * 2);
-      for (unsigned char c : piece) m += a.byte_to_str[c];
-      out.push_back(std::move(m));
-    };
-    if (!use_regex) {
-      emit(s);
-      return Status::Ok();
+    size_t first = out.size();
+    if (use_regex) {
+      Pattern p;
+      p.regex = regex;
+      p.is_regex = true;
+      NXRT_RETURN_IF_ERROR(split_by(s, p, SplitBehavior::kIsolated, false, out));
+    } else {
+      out.push_back(s);
     }
-    Pieces tmp;
-    Pattern p;
-    p.regex = regex;
-    p.is_regex = true;
-    NXRT_RETURN_IF_ERROR(split_by(s, p, SplitBehavior::kIsolated, false, tmp));
-    for (const std::string& t : tmp) emit(t);
+    if (map_bytes) {
+      const ByteAlphabet& a = byte_alphabet();
+      for (size_t k = first; k < out.size(); ++k) {
+        std::string m;
+        m.reserve(out[k].size() * 2);
+        for (unsigned char c : out[k]) m += a.byte_to_str[c];
+        arena.push_back(std::move(m));
+        out[k] = arena.back();
+      }
+    }
     return Status::Ok();
   }
 };
@@ -780,14 +791,14 @@ struct ByteLevelPreTokenizer : PreTokenizer {
 struct DigitsPreTokenizer : PreTokenizer {
   Pattern pattern;  // \p{N}
   bool individual = false;
-  Status split(std::string_view s, bool, Pieces& out) const override {
+  Status split(std::string_view s, bool, Pieces& out, Arena&) const override {
     return split_by(s, pattern, individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous, false, out);
   }
 };
 
 struct WhitespaceSplitPreTokenizer : PreTokenizer {
   Pattern pattern;  // \s+
-  Status split(std::string_view s, bool, Pieces& out) const override {
+  Status split(std::string_view s, bool, Pieces& out, Arena&) const override {
     return split_by(s, pattern, SplitBehavior::kRemoved, false, out);
   }
 };
@@ -796,7 +807,7 @@ struct MetaspacePreTokenizer : PreTokenizer {
   std::string replacement = "\xE2\x96\x81";  // U+2581
   std::string scheme = "always";
   bool do_split = true;
-  Status split(std::string_view s, bool first_section, Pieces& out) const override {
+  Status split(std::string_view s, bool first_section, Pieces& out, Arena& arena) const override {
     std::string r;
     for (char c : s) {
       if (c == ' ') {
@@ -807,22 +818,28 @@ struct MetaspacePreTokenizer : PreTokenizer {
     }
     bool prepend = scheme == "always" || (scheme == "first" && first_section);
     if (prepend && r.compare(0, replacement.size(), replacement) != 0) r.insert(0, replacement);
+    arena.push_back(std::move(r));
     if (!do_split) {
-      out.push_back(std::move(r));
+      out.push_back(arena.back());
       return Status::Ok();
     }
     Pattern p;
     p.literal = replacement;
-    return split_by(r, p, SplitBehavior::kMergedWithNext, false, out);
+    return split_by(arena.back(), p, SplitBehavior::kMergedWithNext, false, out);
   }
 };
 
 struct SequencePreTokenizer : PreTokenizer {
   std::vector<std::unique_ptr<PreTokenizer>> items;
-  Status split(std::string_view s, bool first_section, Pieces& out) const override {
-    Pieces pieces{std::string(s)};
-    for (const auto& t : items) NXRT_RETURN_IF_ERROR(t->apply(pieces, first_section));
-    for (std::string& p : pieces) out.push_back(std::move(p));
+  Status split(std::string_view s, bool first_section, Pieces& out, Arena& arena) const override {
+    Pieces cur{s}, next;
+    for (const auto& t : items) {
+      next.clear();
+      next.reserve(cur.size() * 2);
+      for (std::string_view p : cur) NXRT_RETURN_IF_ERROR(t->split(p, first_section, next, arena));
+      std::swap(cur, next);
+    }
+    out.insert(out.end(), cur.begin(), cur.end());
     return Status::Ok();
   }
 };
@@ -1200,9 +1217,20 @@ struct Tokenizer::Impl {
   mutable std::mutex cache_mu;
   mutable std::unordered_map<std::string, std::vector<int32_t>, HashSV, std::equal_to<>> cache;
 
+  // Byte-level fast path: when the pre-tokenizer ends with ByteLevel, it leaves pieces as raw bytes
+  // and the model starts from one symbol per byte (byte_ids), looking words up in raw_vocab.
+  bool raw_bytes = false;
+  std::array<int32_t, 256> byte_ids{};
+  TokenMap raw_vocab;  // raw bytes of every byte-level token -> id
+
   int32_t lookup(std::string_view s) const {
     auto it = vocab.find(s);
     return it == vocab.end() ? -1 : it->second;
+  }
+  int32_t lookup_word(std::string_view w) const {
+    if (!raw_bytes) return lookup(w);
+    auto it = raw_vocab.find(w);
+    return it == raw_vocab.end() ? -1 : it->second;
   }
 
   void bpe_word(std::string_view word, std::vector<int32_t>& out) const;
@@ -1219,9 +1247,18 @@ void Tokenizer::Impl::bpe_word(std::string_view word, std::vector<int32_t>& out)
   };
   std::vector<Sym> syms;
   syms.reserve(word.size());
-  // Initial symbols: one per character (with continuing_subword_prefix / end_of_word_suffix).
+  // Initial symbols: one per byte (raw_bytes) or per character (with continuing_subword_prefix /
+  // end_of_word_suffix).
   size_t i = 0;
   std::string tmp;
+  if (raw_bytes) {
+    for (; i < word.size(); ++i) {
+      int32_t k = static_cast<int32_t>(i);
+      syms.push_back({byte_ids[static_cast<unsigned char>(word[i])], k - 1, k + 1, static_cast<uint32_t>(i),
+                      static_cast<uint32_t>(i + 1)});
+    }
+    if (!syms.empty()) syms.back().next = -1;
+  }
   while (i < word.size()) {
     size_t l = cp_len(static_cast<unsigned char>(word[i]));
     if (i + l > word.size()) l = word.size() - i;
@@ -1294,7 +1331,7 @@ void Tokenizer::Impl::bpe_word(std::string_view word, std::vector<int32_t>& out)
 void Tokenizer::Impl::model_encode(std::string_view word, std::vector<int32_t>& out) const {
   if (word.empty()) return;
   if (ignore_merges) {
-    int32_t id = lookup(word);
+    int32_t id = lookup_word(word);
     if (id >= 0) {
       out.push_back(id);
       return;
@@ -1324,8 +1361,9 @@ Status Tokenizer::Impl::encode_section(std::string_view text, bool first_section
     return Status::Ok();
   }
   Pieces pieces;
-  NXRT_RETURN_IF_ERROR(pre_tokenizer->split(text, first_section, pieces));
-  for (const std::string& p : pieces) model_encode(p, out);
+  Arena arena;
+  NXRT_RETURN_IF_ERROR(pre_tokenizer->split(text, first_section, pieces, arena));
+  for (std::string_view p : pieces) model_encode(p, out);
   return Status::Ok();
 }
 
@@ -1516,6 +1554,43 @@ Result<Tokenizer> Tokenizer::from_json(const Json& root) {
                              "RobertaProcessing Sequence)");
     };
     NXRT_RETURN_IF_ERROR(add_post(*pp));
+  }
+
+  // Byte-level fast path (see Impl::raw_bytes).
+  if (impl->pre_tokenizer && impl->continuing_subword_prefix.empty() && impl->end_of_word_suffix.empty()) {
+    ByteLevelPreTokenizer* last = dynamic_cast<ByteLevelPreTokenizer*>(impl->pre_tokenizer.get());
+    if (auto* sq = dynamic_cast<SequencePreTokenizer*>(impl->pre_tokenizer.get()); sq && !sq->items.empty()) {
+      last = dynamic_cast<ByteLevelPreTokenizer*>(sq->items.back().get());
+    }
+    const ByteAlphabet& a = byte_alphabet();
+    bool all_bytes = true;
+    for (int b = 0; b < 256; ++b) {
+      impl->byte_ids[b] = impl->lookup(a.byte_to_str[b]);
+      all_bytes = all_bytes && impl->byte_ids[b] >= 0;
+    }
+    if (last && all_bytes) {
+      last->map_bytes = false;
+      impl->raw_bytes = true;
+      impl->raw_vocab.reserve(impl->vocab.size() * 2);
+      std::string raw;
+      for (const auto& [tok, id] : impl->vocab) {
+        raw.clear();
+        bool ok = true;
+        for (size_t i = 0; i < tok.size() && ok;) {
+          size_t l;
+          int st = utf8_step(tok, i);
+          if (st <= 0) {
+            ok = false;
+            break;
+          }
+          uint32_t cp = decode_cp(tok, i, &l);
+          ok = cp < 512 && a.cp_to_byte[cp] >= 0;
+          if (ok) raw += static_cast<char>(a.cp_to_byte[cp]);
+          i += l;
+        }
+        if (ok) impl->raw_vocab[raw] = id;
+      }
+    }
   }
 
   // Added-token splitters. Normalized added tokens are matched after normalization (on their
