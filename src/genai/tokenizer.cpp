@@ -494,11 +494,36 @@ Status from_utf16(const std::u16string& s, std::string& out) {
   return Status::Ok();
 }
 
+// True when every code point of `s` is in a range whose characters are unchanged by NFC in any
+// context (NFC_Quick_Check=Yes, canonical combining class 0, not a composition's second part): Latin-1
+// and Latin Extended/IPA below U+0300, kana (without U+3099/U+309A), CJK ideographs, Hangul
+// syllables, fullwidth forms, emoji. A fast path only: anything else goes through ICU.
+bool nfc_stable(std::string_view s) {
+  size_t i = 0, n = s.size();
+  while (i < n) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0xCC) {  // U+0000..U+02FF
+      i += cp_len(c);
+      continue;
+    }
+    size_t l;
+    uint32_t cp = decode_cp(s, i, &l);
+    bool ok = (cp >= 0x3040 && cp <= 0x3098) || (cp >= 0x309B && cp <= 0x30FF) || (cp >= 0x4E00 && cp <= 0x9FFF) ||
+              (cp >= 0xAC00 && cp <= 0xD7A3) || (cp >= 0xFF01 && cp <= 0xFFEF) || (cp >= 0x1F300 && cp <= 0x1FAFF) ||
+              (cp >= 0x3000 && cp <= 0x303F && cp != 0x302A && cp != 0x302B && cp != 0x302C && cp != 0x302D &&
+               cp != 0x302E && cp != 0x302F);
+    if (!ok) return false;
+    i += l;
+  }
+  return true;
+}
+
 struct UnicodeNormalizer : Normalizer {
   const UNormalizer2* norm = nullptr;
   std::string form;
   Status normalize(std::string& s) const override {
     if (is_ascii(s)) return Status::Ok();
+    if (form == "NFC" && nfc_stable(s)) return Status::Ok();
     std::u16string u;
     NXRT_RETURN_IF_ERROR(to_utf16(s, u));
     UErrorCode err = U_ZERO_ERROR;
