@@ -1222,6 +1222,7 @@ struct Tokenizer::Impl {
   int32_t unk_id = -1;
   bool byte_fallback = false;
   bool ignore_merges = false;
+  bool fuse_unk = false;  // consecutive unknown characters of a word give one unk
   std::string continuing_subword_prefix, end_of_word_suffix;
   std::array<int32_t, 256> byte_fallback_ids{};
 
@@ -1334,10 +1335,12 @@ void Tokenizer::Impl::bpe_word(std::string_view word, std::vector<int32_t>& out)
     if (a.prev >= 0) push_pair(a.prev);
     push_pair(c.pos);
   }
+  bool last_unk = false;
   for (int32_t k = syms.empty() ? -1 : 0; k >= 0; k = syms[k].next) {
     const Sym& s = syms[k];
     if (s.id >= 0) {
       out.push_back(s.id);
+      last_unk = false;
       continue;
     }
     // Unknown character.
@@ -1346,10 +1349,12 @@ void Tokenizer::Impl::bpe_word(std::string_view word, std::vector<int32_t>& out)
       for (uint32_t p = s.b; p < s.e; ++p) all = all && byte_fallback_ids[static_cast<unsigned char>(word[p])] >= 0;
       if (all) {
         for (uint32_t p = s.b; p < s.e; ++p) out.push_back(byte_fallback_ids[static_cast<unsigned char>(word[p])]);
+        last_unk = false;
         continue;
       }
     }
-    if (unk_id >= 0) out.push_back(unk_id);
+    if (unk_id >= 0 && !(fuse_unk && last_unk)) out.push_back(unk_id);
+    last_unk = true;
   }
 }
 
@@ -1503,6 +1508,7 @@ Result<Tokenizer> Tokenizer::from_json(const Json& root) {
   if (const Json* unk = model->find("unk_token"); unk && unk->is_string()) impl->unk_id = impl->lookup(unk->as_string());
   impl->byte_fallback = model->get_bool("byte_fallback", false);
   impl->ignore_merges = model->get_bool("ignore_merges", false);
+  impl->fuse_unk = model->get_bool("fuse_unk", false);
   impl->continuing_subword_prefix = model->get_string("continuing_subword_prefix");
   impl->end_of_word_suffix = model->get_string("end_of_word_suffix");
   for (int b = 0; b < 256; ++b) {

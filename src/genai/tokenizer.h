@@ -6,7 +6,7 @@
 //   2. each other section: normalizer -> split on normalized added tokens -> pre-tokenizer -> BPE;
 //   3. post-processor (TemplateProcessing adds BOS/EOS when add_special_tokens).
 // Supported components (anything else is a not_implemented error naming the type):
-//   model         BPE (merges as "a b" strings or [a, b] pairs; byte_fallback; unk_token;
+//   model         BPE (merges as "a b" strings or [a, b] pairs; byte_fallback; unk_token; fuse_unk;
 //                 ignore_merges; continuing_subword_prefix; end_of_word_suffix)
 //   normalizer    NFC NFD NFKC NFKD Lowercase Prepend Replace Strip Sequence
 //   pre_tokenizer Split (Regex/String; Isolated Removed MergedWithPrevious MergedWithNext Contiguous;

@@ -438,3 +438,60 @@ TEST(GenaiTokenizer, Utf8Helpers) {
   EXPECT_EQ(utf8_complete_prefix("\xF0\x9F\x98"), 0u);
   EXPECT_EQ(utf8_complete_prefix(""), 0u);
 }
+
+TEST(GenaiTokenizer, UnknownCharactersWithoutByteFallback) {
+  // A non-byte-level BPE whose vocabulary lacks some characters: unk_token (fused when fuse_unk).
+  auto make = [](bool fuse) {
+    Json vocab = Json::object({{"<unk>", Json::integer(0)}, {"a", Json::integer(1)}, {"b", Json::integer(2)},
+                               {"ab", Json::integer(3)}});
+    Json model = Json::object({{"type", Json::string("BPE")}, {"vocab", vocab},
+                               {"merges", Json::array({Json::string("a b")})},
+                               {"unk_token", Json::string("<unk>")}, {"fuse_unk", Json::boolean(fuse)}});
+    return Json::object({{"model", model}});
+  };
+  Tokenizer plain = load(make(false));
+  auto ids = plain.encode("abxyab");
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(*ids, (std::vector<int32_t>{3, 0, 0, 3}));
+  Tokenizer fused = load(make(true));
+  auto fids = fused.encode("abxyab");
+  ASSERT_TRUE(fids.ok());
+  EXPECT_EQ(*fids, (std::vector<int32_t>{3, 0, 3}));
+}
+
+TEST(GenaiTokenizer, RandomBytesNeverFail) {
+  // Deterministic garbage: encode must succeed, decode must give back the sanitized input, and the
+  // stream must agree with decode.
+  Spec s;
+  s.merges = {{"a", "b"}, {G, "a"}, {byte_char(0xC3), byte_char(0xA9)}};
+  s.added = {{"<|x|>", true, false, false}};
+  s.normalizer = Json::object({{"type", Json::string("NFC")}});
+  Tokenizer t = load(make_byte_level(s));
+  uint32_t state = 12345;
+  auto next = [&] {
+    state = state * 1103515245u + 12345u;
+    return (state >> 16) & 0xFF;
+  };
+  const char* alphabet[] = {"a", "b", " ", "\n", "\r", "\t", "<|x|>", "'s", "1", "\xC3\xA9", "e\xCC\x81",
+                            "\xF0\x9F\x98", "\x80", "\xFF", "\xE4\xB8\xAD"};
+  for (int round = 0; round < 200; ++round) {
+    std::string text;
+    int len = static_cast<int>(next() % 40);
+    for (int i = 0; i < len; ++i) text += alphabet[next() % (sizeof(alphabet) / sizeof(alphabet[0]))];
+    auto ids = t.encode(text);
+    ASSERT_TRUE(ids.ok()) << ids.status().to_string();
+    auto back = t.decode(*ids);
+    ASSERT_TRUE(back.ok());
+    auto stream = t.create_stream();
+    std::string streamed;
+    for (int32_t id : *ids) streamed += stream.step(id).value();
+    streamed += stream.flush();
+    EXPECT_EQ(streamed, *back);
+    // Round trip up to sanitizing and NFC (only e + U+0301 changes here).
+    std::string want = utf8_sanitize(text);
+    for (size_t p = want.find("e\xCC\x81"); p != std::string::npos; p = want.find("e\xCC\x81")) {
+      want.replace(p, 3, "\xC3\xA9");
+    }
+    EXPECT_EQ(*back, want);
+  }
+}
