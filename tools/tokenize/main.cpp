@@ -170,6 +170,14 @@ int cmd_bench(const Tokenizer& tok, const std::string& path, double seconds) {
     std::printf("%-14s %8.2f MB/s  %10.0f tokens/s  (%zu passes, %.1f s)\n", label, bytes / elapsed / 1e6,
                 tokens / elapsed, iters, elapsed);
   };
+  {
+    // One pass over the whole file with the word cache still empty (the tokenizer was just loaded).
+    auto start = std::chrono::steady_clock::now();
+    auto ids = tok.encode(text, false);
+    double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("%-14s %8.2f MB/s  %10.0f tokens/s  (1 pass, %.3f s, %zu bytes)\n", "cold, 1 pass:", text.size() / el / 1e6,
+                ids.ok() ? ids->size() / el : 0.0, el, text.size());
+  }
   run(false, "per line:");
   run(true, "whole file:");
   return 0;
