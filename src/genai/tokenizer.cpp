@@ -1147,7 +1147,142 @@ struct HashSV {
   using is_transparent = void;
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
 };
-using TokenMap = std::unordered_map<std::string, int32_t, HashSV, std::equal_to<>>;
+// Open-addressing (linear probing) map from strings to ids, owning its keys: one allocation per long
+// key instead of a node per entry, and a probe sequence that stays in cache.
+class TokenMap {
+ public:
+  void reserve(size_t n) {
+    keys_.reserve(n);
+    vals_.reserve(n);
+    if (n * 2 > slots_.size()) rehash(n * 2);
+  }
+  size_t size() const { return keys_.size(); }
+  int32_t find(std::string_view key) const {
+    if (slots_.empty()) return -1;
+    uint64_t h = hash(key);
+    uint32_t tag = static_cast<uint32_t>(h >> 32) | 1u;
+    size_t mask = slots_.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      const Slot& sl = slots_[i];
+      if (sl.tag == 0) return -1;
+      if (sl.tag == tag && keys_[sl.index] == key) return vals_[sl.index];
+    }
+  }
+  // Inserts, or overwrites the value of an existing key.
+  void set(std::string_view key, int32_t value) { insert(key, value, true); }
+  // Inserts only when absent.
+  void emplace(std::string_view key, int32_t value) { insert(key, value, false); }
+  template <typename F>
+  void for_each(F&& f) const {
+    for (size_t i = 0; i < keys_.size(); ++i) f(keys_[i], vals_[i]);
+  }
+
+ private:
+  struct Slot {
+    uint32_t tag = 0;  // 0: empty; else high hash bits | 1
+    uint32_t index = 0;
+  };
+  static uint64_t hash(std::string_view s) { return std::hash<std::string_view>()(s) * 0x9E3779B97F4A7C15ull; }
+  void rehash(size_t want) {
+    size_t cap = 16;
+    while (cap < want) cap <<= 1;
+    std::vector<Slot> slots(cap);
+    size_t mask = cap - 1;
+    for (uint32_t k = 0; k < keys_.size(); ++k) {
+      uint64_t h = hash(keys_[k]);
+      size_t i = h & mask;
+      while (slots[i].tag != 0) i = (i + 1) & mask;
+      slots[i] = {static_cast<uint32_t>(h >> 32) | 1u, k};
+    }
+    slots_ = std::move(slots);
+  }
+  void insert(std::string_view key, int32_t value, bool overwrite) {
+    if ((keys_.size() + 1) * 2 > slots_.size()) rehash((keys_.size() + 1) * 2);
+    uint64_t h = hash(key);
+    uint32_t tag = static_cast<uint32_t>(h >> 32) | 1u;
+    size_t mask = slots_.size() - 1;
+    size_t i = h & mask;
+    for (;; i = (i + 1) & mask) {
+      Slot& sl = slots_[i];
+      if (sl.tag == 0) break;
+      if (sl.tag == tag && keys_[sl.index] == key) {
+        if (overwrite) vals_[sl.index] = value;
+        return;
+      }
+    }
+    slots_[i] = {tag, static_cast<uint32_t>(keys_.size())};
+    keys_.emplace_back(key);
+    vals_.push_back(value);
+  }
+  std::vector<std::string> keys_;
+  std::vector<int32_t> vals_;
+  std::vector<Slot> slots_;
+};
+
+// Open-addressing map (left id, right id) -> (rank, merged id).
+class MergeMap {
+ public:
+  struct Value {
+    int32_t rank, merged;
+  };
+  void reserve(size_t n) {
+    size_t cap = 16;
+    while (cap < n * 2) cap <<= 1;
+    if (cap > keys_.size()) rehash(cap);
+  }
+  const Value* find(int32_t a, int32_t b) const {
+    if (keys_.empty()) return nullptr;
+    uint64_t key = pack(a, b);
+    size_t mask = keys_.size() - 1;
+    for (size_t i = hash(key) & mask;; i = (i + 1) & mask) {
+      if (keys_[i] == key) return &vals_[i];
+      if (keys_[i] == kEmpty) return nullptr;
+    }
+  }
+  // Keeps the first value for a key (the lowest rank).
+  void emplace(int32_t a, int32_t b, Value v) {
+    if ((size_ + 1) * 2 > keys_.size()) rehash(std::max<size_t>(16, keys_.size() * 2));
+    uint64_t key = pack(a, b);
+    size_t mask = keys_.size() - 1;
+    size_t i = hash(key) & mask;
+    while (keys_[i] != kEmpty) {
+      if (keys_[i] == key) return;
+      i = (i + 1) & mask;
+    }
+    keys_[i] = key;
+    vals_[i] = v;
+    ++size_;
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = ~0ull;
+  static uint64_t pack(int32_t a, int32_t b) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+  }
+  static uint64_t hash(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return k;
+  }
+  void rehash(size_t cap) {
+    std::vector<uint64_t> keys(cap, kEmpty);
+    std::vector<Value> vals(cap);
+    size_t mask = cap - 1;
+    for (size_t j = 0; j < keys_.size(); ++j) {
+      if (keys_[j] == kEmpty) continue;
+      size_t i = hash(keys_[j]) & mask;
+      while (keys[i] != kEmpty) i = (i + 1) & mask;
+      keys[i] = keys_[j];
+      vals[i] = vals_[j];
+    }
+    keys_ = std::move(keys);
+    vals_ = std::move(vals);
+  }
+  std::vector<uint64_t> keys_;
+  std::vector<Value> vals_;
+  size_t size_ = 0;
+};
 
 struct AddedToken {
   int32_t id = -1;
@@ -1218,7 +1353,7 @@ struct Tokenizer::Impl {
   // Model (BPE).
   TokenMap vocab;                            // token -> id (added tokens included, overriding)
   std::vector<std::string> id_to_token;      // id -> token (added tokens included)
-  std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges;  // (left, right) -> (rank, merged)
+  MergeMap merges;                           // (left, right) -> (rank, merged)
   int32_t unk_id = -1;
   bool byte_fallback = false;
   bool ignore_merges = false;
@@ -1249,15 +1384,8 @@ struct Tokenizer::Impl {
   std::array<int32_t, 256> byte_ids{};
   TokenMap raw_vocab;  // raw bytes of every byte-level token -> id
 
-  int32_t lookup(std::string_view s) const {
-    auto it = vocab.find(s);
-    return it == vocab.end() ? -1 : it->second;
-  }
-  int32_t lookup_word(std::string_view w) const {
-    if (!raw_bytes) return lookup(w);
-    auto it = raw_vocab.find(w);
-    return it == raw_vocab.end() ? -1 : it->second;
-  }
+  int32_t lookup(std::string_view s) const { return vocab.find(s); }
+  int32_t lookup_word(std::string_view w) const { return raw_bytes ? raw_vocab.find(w) : vocab.find(w); }
 
   void bpe_word(std::string_view word, std::vector<int32_t>& out) const;
   void model_encode(std::string_view word, std::vector<int32_t>& out) const;
@@ -1314,10 +1442,9 @@ void Tokenizer::Impl::bpe_word(std::string_view word, std::vector<int32_t>& out)
   auto push_pair = [&](int32_t a) {
     int32_t b = syms[a].next;
     if (b < 0 || syms[a].id < 0 || syms[b].id < 0) return;
-    auto it = merges.find((static_cast<uint64_t>(static_cast<uint32_t>(syms[a].id)) << 32) |
-                          static_cast<uint32_t>(syms[b].id));
-    if (it == merges.end()) return;
-    q.push({it->second.first, a, syms[a].id, syms[b].id, it->second.second});
+    const MergeMap::Value* m = merges.find(syms[a].id, syms[b].id);
+    if (!m) return;
+    q.push({m->rank, a, syms[a].id, syms[b].id, m->merged});
   };
   for (int32_t k = 0; k + 1 < static_cast<int32_t>(syms.size()); ++k) push_pair(k);
   while (!q.empty()) {
@@ -1435,13 +1562,13 @@ Result<Tokenizer> Tokenizer::from_json(const Json& root) {
 
   // Vocabulary.
   int32_t max_id = -1;
-  impl->vocab.reserve(vocab->as_object().size() * 2);
+  impl->vocab.reserve(vocab->as_object().size() + 1024);
   for (const auto& [tok, idv] : vocab->as_object()) {
     if (!idv.is_int() || idv.as_int() < 0 || idv.as_int() > 0x7FFFFFFF) {
       return invalid_model("tokenizer.json: vocab entry '" + tok + "' has a bad id");
     }
     int32_t id = static_cast<int32_t>(idv.as_int());
-    impl->vocab[tok] = id;
+    impl->vocab.set(tok, id);
     max_id = std::max(max_id, id);
   }
   // Added tokens (override the vocabulary for their content, like tokenizers.js).
@@ -1464,12 +1591,12 @@ Result<Tokenizer> Tokenizer::from_json(const Json& root) {
     }
   }
   impl->id_to_token.assign(static_cast<size_t>(max_id + 1), std::string());
-  for (const auto& [tok, id] : impl->vocab) impl->id_to_token[id] = tok;
+  impl->vocab.for_each([&](const std::string& tok, int32_t id) { impl->id_to_token[id] = tok; });
   impl->special_flag.assign(impl->id_to_token.size(), 0);
   impl->added_flag.assign(impl->id_to_token.size(), 0);
   for (size_t k = 0; k < impl->added.size(); ++k) {
     const AddedToken& t = impl->added[k];
-    impl->vocab[t.content] = t.id;
+    impl->vocab.set(t.content, t.id);
     impl->id_to_token[t.id] = t.content;
     impl->special_flag[t.id] = t.special;
     impl->added_flag[t.id] = 1;
@@ -1478,15 +1605,16 @@ Result<Tokenizer> Tokenizer::from_json(const Json& root) {
 
   // Merges.
   const auto& ml = merges->as_array();
-  impl->merges.reserve(ml.size() * 2);
-  std::string left, right;
+  impl->merges.reserve(ml.size());
+  std::string_view left, right;
+  std::string joined;
   for (size_t r = 0; r < ml.size(); ++r) {
     const Json& m = ml[r];
     if (m.is_string()) {
-      const std::string& s = m.as_string();
+      std::string_view s = m.as_string();
       size_t sp = s.find(' ');
       if (sp == std::string::npos) {
-        return invalid_model("tokenizer.json: merge " + std::to_string(r) + " '" + s + "' is not 'a b'");
+        return invalid_model("tokenizer.json: merge " + std::to_string(r) + " '" + std::string(s) + "' is not 'a b'");
       }
       left = s.substr(0, sp);
       right = s.substr(sp + 1);
@@ -1496,13 +1624,14 @@ Result<Tokenizer> Tokenizer::from_json(const Json& root) {
     } else {
       return invalid_model("tokenizer.json: merge " + std::to_string(r) + " is neither 'a b' nor [a, b]");
     }
-    int32_t a = impl->lookup(left), b = impl->lookup(right), c = impl->lookup(left + right);
+    joined.assign(left);
+    joined.append(right);
+    int32_t a = impl->lookup(left), b = impl->lookup(right), c = impl->lookup(joined);
     if (a < 0 || b < 0 || c < 0) {
-      return invalid_model("tokenizer.json: merge " + std::to_string(r) + " ('" + left + "', '" + right +
-                           "') uses a token missing from the vocabulary");
+      return invalid_model("tokenizer.json: merge " + std::to_string(r) + " ('" + std::string(left) + "', '" +
+                           std::string(right) + "') uses a token missing from the vocabulary");
     }
-    uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-    impl->merges.emplace(key, std::make_pair(static_cast<int32_t>(r), c));  // first (lowest) rank wins
+    impl->merges.emplace(a, b, {static_cast<int32_t>(r), c});  // first (lowest) rank wins
   }
 
   if (const Json* unk = model->find("unk_token"); unk && unk->is_string()) impl->unk_id = impl->lookup(unk->as_string());
@@ -1602,24 +1731,21 @@ Result<Tokenizer> Tokenizer::from_json(const Json& root) {
     if (last && all_bytes) {
       last->map_bytes = false;
       impl->raw_bytes = true;
-      impl->raw_vocab.reserve(impl->vocab.size() * 2);
-      std::string raw;
-      for (const auto& [tok, id] : impl->vocab) {
-        raw.clear();
-        bool ok = true;
-        for (size_t i = 0; i < tok.size() && ok;) {
-          size_t l;
-          int st = utf8_step(tok, i);
-          if (st <= 0) {
-            ok = false;
-            break;
+      if (impl->ignore_merges) {  // raw_vocab is only used for ignore_merges
+        impl->raw_vocab.reserve(impl->vocab.size());
+        std::string raw;
+        impl->vocab.for_each([&](const std::string& tok, int32_t id) {
+          raw.clear();
+          for (size_t i = 0; i < tok.size();) {
+            size_t l;
+            if (utf8_step(tok, i) <= 0) return;
+            uint32_t cp = decode_cp(tok, i, &l);
+            if (cp >= 512 || a.cp_to_byte[cp] < 0) return;
+            raw += static_cast<char>(a.cp_to_byte[cp]);
+            i += l;
           }
-          uint32_t cp = decode_cp(tok, i, &l);
-          ok = cp < 512 && a.cp_to_byte[cp] >= 0;
-          if (ok) raw += static_cast<char>(a.cp_to_byte[cp]);
-          i += l;
-        }
-        if (ok) impl->raw_vocab[raw] = id;
+          impl->raw_vocab.set(raw, id);
+        });
       }
     }
   }

@@ -170,8 +170,9 @@ int cmd_bench(const Tokenizer& tok, const std::string& path, double seconds) {
     std::printf("%-14s %8.2f MB/s  %10.0f tokens/s  (%zu passes, %.1f s)\n", label, bytes / elapsed / 1e6,
                 tokens / elapsed, iters, elapsed);
   };
-  {
-    // One pass over the whole file with the word cache still empty (the tokenizer was just loaded).
+  if (text.size() >= (1u << 20)) {
+    // One pass over the whole file with the word cache still empty (the tokenizer was just loaded);
+    // on a large file only, so that one-time set-up (JIT stack, ICU data) does not dominate.
     auto start = std::chrono::steady_clock::now();
     auto ids = tok.encode(text, false);
     double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
