@@ -814,7 +814,7 @@ struct ByteLevelPreTokenizer : PreTokenizer {
 };
 
 struct DigitsPreTokenizer : PreTokenizer {
-  Pattern pattern;  // \p{N}
+  Pattern pattern;  // [0-9] (ASCII digits, as tokenizers and tokenizers.js)
   bool individual = false;
   Status split(std::string_view s, bool, Pieces& out, Arena&) const override {
     return split_by(s, pattern, individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous, false, out);
@@ -906,7 +906,7 @@ Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(const Json& j) {
   }
   if (type == "Digits") {
     auto t = std::make_unique<DigitsPreTokenizer>();
-    NXRT_ASSIGN_OR_RETURN(t->pattern.regex, Regex::compile("\\p{N}"));
+    NXRT_ASSIGN_OR_RETURN(t->pattern.regex, Regex::compile("[0-9]"));
     t->pattern.is_regex = true;
     t->individual = j.get_bool("individual_digits", false);
     return std::unique_ptr<PreTokenizer>(std::move(t));

@@ -16,6 +16,10 @@
 // Regexes run on PCRE2 (UTF + UCP, JIT when available) after a small Oniguruma->PCRE2 rewrite (\s is
 // Unicode White_Space, \h is a hex digit, (?i:...) folds ASCII letters only, as tokenizers.js does).
 // Input text that is not valid UTF-8 is read with U+FFFD replacing each bad sequence.
+// Where tokenizers.js departs from the Rust tokenizers crate, this follows the crate: Split with
+// invert=true keeps every piece for Isolated; MergedWithPrevious/MergedWithNext/Contiguous are real
+// behaviors; Metaspace splits on the replacement when split=true. The check against tokenizers.js on
+// seven real tokenizer.json files (scripts/check_tokenizers.sh) does not exercise those cases.
 //
 // A Tokenizer is immutable after load and safe to use from several threads at once.
 #pragma once

@@ -495,3 +495,23 @@ TEST(GenaiTokenizer, RandomBytesNeverFail) {
     EXPECT_EQ(*back, want);
   }
 }
+
+TEST(GenaiTokenizer, DigitsPreTokenizer) {
+  for (bool individual : {false, true}) {
+    Spec s;
+    s.merges = {{"1", "2"}, {"a", "b"}, {"b", "1"}};
+    Json j = make_byte_level(s);
+    for (auto& m : j.mutable_object()) {
+      if (m.first != "pre_tokenizer") continue;
+      m.second = Json::object(
+          {{"type", Json::string("Sequence")},
+           {"pretokenizers", Json::array({Json::object({{"type", Json::string("Digits")},
+                                                        {"individual_digits", Json::boolean(individual)}}),
+                                          Json::object({{"type", Json::string("ByteLevel")},
+                                                        {"use_regex", Json::boolean(false)}})})}});
+    }
+    Tokenizer t = load(j);
+    // "b1" never merges: digits are split from letters.
+    EXPECT_EQ(tokens_of(t, "ab12x"), individual ? (Strs{"ab", "1", "2", "x"}) : (Strs{"ab", "12", "x"}));
+  }
+}
