@@ -1769,6 +1769,9 @@ Result<Tokenizer> Tokenizer::from_json(const Json& root) {
 
 Result<std::vector<int32_t>> Tokenizer::encode(std::string_view input, bool add_special_tokens) const {
   const Impl& m = *impl_;
+  if (input.size() > (size_t{1} << 30)) {  // ICU and the BPE symbols index with 32-bit offsets
+    return invalid_argument("tokenizer: input of " + std::to_string(input.size()) + " bytes is over the 1 GiB limit");
+  }
   std::string sanitized;
   std::string_view text = input;
   if (!utf8_valid(input)) {
