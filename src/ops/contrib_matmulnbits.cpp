@@ -206,6 +206,66 @@ __attribute__((target("avx2,fma"))) inline float hsum256(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// sum_j a[j] * b[j] over n floats.
+__attribute__((target("avx2,fma"), always_inline)) inline float dot_f32(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc);
+  float z = hsum256(acc);
+  for (; j < n; ++j) z += a[j] * b[j];
+  return z;
+}
+
+// One 32-element chunk c of a packed weight row against MR int8 A rows: 8 int32 partial dots each.
+template <int MR>
+__attribute__((target("avx2,fma"), always_inline)) inline void chunk_dot_i8(const uint8_t* w, int64_t c, bool eight,
+                                                                            const int8_t* const* arow, __m256i* d) {
+  const __m128i m0f = _mm_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i wv;
+  if (eight) {
+    wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c * 32));
+  } else {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + c * 16));
+    wv = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m0f), _mm_and_si128(raw, m0f));
+  }
+  const __m256i wabs = eight ? _mm256_sign_epi8(wv, wv) : wv;
+  for (int r = 0; r < MR; ++r) {
+    __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(arow[r] + c * 32));
+    if (eight) av = _mm256_sign_epi8(av, wv);
+    d[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, av), ones);
+  }
+}
+
+// One chunk against MR float A rows: d0 accumulates elements 0..15, d1 elements 16..31.
+template <int MR>
+__attribute__((target("avx2,fma"), always_inline)) inline void chunk_f32(const uint8_t* w, int64_t c, bool eight,
+                                                                         const float* const* arow, __m256* d0, __m256* d1) {
+  const __m128i m0f = _mm_set1_epi8(0x0f);
+  __m256 wf[4];
+  if (eight) {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + c * 32));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + c * 32 + 16));
+    wf[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
+    wf[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
+    wf[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
+    wf[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
+  } else {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + c * 16));
+    const __m128i lo = _mm_and_si128(raw, m0f);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m0f);
+    wf[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
+    wf[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
+    wf[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
+    wf[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
+  }
+  for (int r = 0; r < MR; ++r) {
+    const float* a = arow[r] + c * 32;
+    d0[r] = _mm256_fmadd_ps(wf[1], _mm256_loadu_ps(a + 8), _mm256_fmadd_ps(wf[0], _mm256_loadu_ps(a), d0[r]));
+    d1[r] = _mm256_fmadd_ps(wf[3], _mm256_loadu_ps(a + 24), _mm256_fmadd_ps(wf[2], _mm256_loadu_ps(a + 16), d1[r]));
+  }
+}
+
 // Up to MR rows of A against rows [n0, n1) of W, integer dot products.
 template <int MR>
 __attribute__((target("avx2,fma"))) void rows_int8_avx2(const PreparedA& P, int64_t m0, const QuantWeights& W,
@@ -214,8 +274,6 @@ __attribute__((target("avx2,fma"))) void rows_int8_avx2(const PreparedA& P, int6
   const bool eight = W.bits == 8;
   const int64_t block = W.block;
   const int64_t cpb = block >= 32 ? block / 32 : 1;  // chunks per block (block >= 32)
-  const __m128i m0f = _mm_set1_epi8(0x0f);
-  const __m256i ones = _mm256_set1_epi16(1);
   const int8_t* arow[MR];
   const float* sarow[MR];
   const float* asrow[MR];
@@ -224,6 +282,9 @@ __attribute__((target("avx2,fma"))) void rows_int8_avx2(const PreparedA& P, int6
     sarow[r] = P.sa.data() + (m0 + r) * P.kb;
     asrow[r] = P.asum.data() + (m0 + r) * P.kb;
   }
+  std::vector<float> ssbuf(static_cast<size_t>(MR * W.kb));
+  float* ss[MR];
+  for (int r = 0; r < MR; ++r) ss[r] = ssbuf.data() + r * W.kb;
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* w = W.data.data() + n * W.row_bytes;
     const float* sc = W.scale.data() + n * W.kb;
@@ -234,40 +295,38 @@ __attribute__((target("avx2,fma"))) void rows_int8_avx2(const PreparedA& P, int6
       acc[r] = _mm256_setzero_ps();
       isum[r] = _mm256_setzero_si256();
     }
-    for (int64_t c = 0; c < chunks; ++c) {
-      __m256i wv;
-      if (eight) {
-        wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c * 32));
-      } else {
-        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + c * 16));
-        wv = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m0f), _mm_and_si128(raw, m0f));
-      }
-      const __m256i wabs = eight ? _mm256_sign_epi8(wv, wv) : wv;
-      for (int r = 0; r < MR; ++r) {
-        __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(arow[r] + c * 32));
-        if (eight) av = _mm256_sign_epi8(av, wv);
-        const __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, av), ones);
-        if (block == 16) {
-          const int64_t j = 2 * c;
-          const __m256 s = _mm256_set_m128(_mm_set1_ps(sc[j + 1] * sarow[r][j + 1]), _mm_set1_ps(sc[j] * sarow[r][j]));
-          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), s, acc[r]);
-        } else {
-          isum[r] = _mm256_add_epi32(isum[r], d);
-        }
-      }
-      if (block >= 32 && (c + 1) % cpb == 0) {
-        const int64_t j = c / cpb;
+    __m256i d[MR];
+    if (block == 16) {
+      for (int64_t c = 0; c < chunks; ++c) {
+        chunk_dot_i8<MR>(w, c, eight, arow, d);
+        const int64_t j = 2 * c;
         for (int r = 0; r < MR; ++r) {
-          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(sc[j] * sarow[r][j]), acc[r]);
-          isum[r] = _mm256_setzero_si256();
+          const __m256 s = _mm256_set_m128(_mm_set1_ps(sc[j + 1] * sarow[r][j + 1]), _mm_set1_ps(sc[j] * sarow[r][j]));
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[r]), s, acc[r]);
         }
       }
+    } else {
+      for (int r = 0; r < MR; ++r) {
+        int64_t j = 0;
+        for (; j + 8 <= W.kb; j += 8)
+          _mm256_storeu_ps(ss[r] + j, _mm256_mul_ps(_mm256_loadu_ps(sc + j), _mm256_loadu_ps(sarow[r] + j)));
+        for (; j < W.kb; ++j) ss[r][j] = sc[j] * sarow[r][j];
+      }
+      for (int64_t j = 0; j < W.kb; ++j) {
+        if (cpb == 1) {
+          chunk_dot_i8<MR>(w, j, eight, arow, isum);
+        } else {
+          for (int r = 0; r < MR; ++r) isum[r] = _mm256_setzero_si256();
+          for (int64_t c = j * cpb; c < (j + 1) * cpb; ++c) {
+            chunk_dot_i8<MR>(w, c, eight, arow, d);
+            for (int r = 0; r < MR; ++r) isum[r] = _mm256_add_epi32(isum[r], d[r]);
+          }
+        }
+        for (int r = 0; r < MR; ++r)
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_broadcast_ss(ss[r] + j), acc[r]);
+      }
     }
-    for (int r = 0; r < MR; ++r) {
-      float z = 0.f;
-      for (int64_t j = 0; j < W.kb; ++j) z += zt[j] * asrow[r][j];
-      Y[(m0 + r) * ldy + n] = hsum256(acc[r]) - z;
-    }
+    for (int r = 0; r < MR; ++r) Y[(m0 + r) * ldy + n] = hsum256(acc[r]) - dot_f32(zt, asrow[r], W.kb);
   }
 }
 
@@ -279,7 +338,6 @@ __attribute__((target("avx2,fma"))) void rows_f32_avx2(const PreparedA& P, int64
   const bool eight = W.bits == 8;
   const int64_t block = W.block;
   const int64_t cpb = block >= 32 ? block / 32 : 1;
-  const __m128i m0f = _mm_set1_epi8(0x0f);
   const float* arow[MR];
   const float* asrow[MR];
   for (int r = 0; r < MR; ++r) {
@@ -290,52 +348,25 @@ __attribute__((target("avx2,fma"))) void rows_f32_avx2(const PreparedA& P, int64
     const uint8_t* w = W.data.data() + n * W.row_bytes;
     const float* sc = W.scale.data() + n * W.kb;
     const float* zt = W.zterm.data() + n * W.kb;
-    __m256 acc[MR], blk[MR];
-    for (int r = 0; r < MR; ++r) acc[r] = blk[r] = _mm256_setzero_ps();
-    for (int64_t c = 0; c < chunks; ++c) {
-      __m256 wf[4];
-      if (eight) {
-        const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + c * 32));
-        const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + c * 32 + 16));
-        wf[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
-        wf[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
-        wf[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
-        wf[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
-      } else {
-        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + c * 16));
-        const __m128i lo = _mm_and_si128(raw, m0f);
-        const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m0f);
-        wf[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
-        wf[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
-        wf[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
-        wf[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
+    __m256 acc[MR];
+    for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
+    __m256 d0[MR], d1[MR];
+    if (block == 16) {
+      for (int64_t c = 0; c < chunks; ++c) {
+        for (int r = 0; r < MR; ++r) d0[r] = d1[r] = _mm256_setzero_ps();
+        chunk_f32<MR>(w, c, eight, arow, d0, d1);
+        const __m256 s0 = _mm256_set1_ps(sc[2 * c]), s1 = _mm256_set1_ps(sc[2 * c + 1]);
+        for (int r = 0; r < MR; ++r) acc[r] = _mm256_fmadd_ps(d1[r], s1, _mm256_fmadd_ps(d0[r], s0, acc[r]));
       }
-      for (int r = 0; r < MR; ++r) {
-        const float* a = arow[r] + c * 32;
-        __m256 d0 = _mm256_mul_ps(wf[0], _mm256_loadu_ps(a));
-        d0 = _mm256_fmadd_ps(wf[1], _mm256_loadu_ps(a + 8), d0);
-        __m256 d1 = _mm256_mul_ps(wf[2], _mm256_loadu_ps(a + 16));
-        d1 = _mm256_fmadd_ps(wf[3], _mm256_loadu_ps(a + 24), d1);
-        if (block == 16) {
-          acc[r] = _mm256_fmadd_ps(d0, _mm256_set1_ps(sc[2 * c]), acc[r]);
-          acc[r] = _mm256_fmadd_ps(d1, _mm256_set1_ps(sc[2 * c + 1]), acc[r]);
-        } else {
-          blk[r] = _mm256_add_ps(blk[r], _mm256_add_ps(d0, d1));
-        }
-      }
-      if (block >= 32 && (c + 1) % cpb == 0) {
-        const __m256 s = _mm256_set1_ps(sc[c / cpb]);
-        for (int r = 0; r < MR; ++r) {
-          acc[r] = _mm256_fmadd_ps(blk[r], s, acc[r]);
-          blk[r] = _mm256_setzero_ps();
-        }
+    } else {
+      for (int64_t j = 0; j < W.kb; ++j) {
+        for (int r = 0; r < MR; ++r) d0[r] = d1[r] = _mm256_setzero_ps();
+        for (int64_t c = j * cpb; c < (j + 1) * cpb; ++c) chunk_f32<MR>(w, c, eight, arow, d0, d1);
+        const __m256 s = _mm256_set1_ps(sc[j]);
+        for (int r = 0; r < MR; ++r) acc[r] = _mm256_fmadd_ps(_mm256_add_ps(d0[r], d1[r]), s, acc[r]);
       }
     }
-    for (int r = 0; r < MR; ++r) {
-      float z = 0.f;
-      for (int64_t j = 0; j < W.kb; ++j) z += zt[j] * asrow[r][j];
-      Y[(m0 + r) * ldy + n] = hsum256(acc[r]) - z;
-    }
+    for (int r = 0; r < MR; ++r) Y[(m0 + r) * ldy + n] = hsum256(acc[r]) - dot_f32(zt, asrow[r], W.kb);
   }
 }
 #endif
@@ -362,7 +393,6 @@ void rows_dispatch(const PreparedA& P, const QuantWeights& W, bool int8, int64_t
 // Dequantizes packed rows [n0, n1) into float [n1-n0, K].
 void dequant_rows(const QuantWeights& W, int64_t n0, int64_t n1, float* out) {
   int32_t wv[32];
-  const float offset = W.bits == 8 ? 128.f : 0.f;
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* w = W.data.data() + n * W.row_bytes;
     const float* sc = W.scale.data() + n * W.kb;
@@ -370,16 +400,16 @@ void dequant_rows(const QuantWeights& W, int64_t n0, int64_t n1, float* out) {
     float* o = out + (n - n0) * W.K;
     for (int64_t c = 0; c < W.kpad / 32; ++c) {
       unpack_chunk(W, w, c, wv);
-      for (int t = 0; t < 32; ++t) {
-        const int64_t k = c * 32 + t;
-        if (k >= W.K) break;
-        const int64_t j = k / W.block;
+      for (int half = 0; half < 2; ++half) {
+        const int64_t k0 = c * 32 + half * 16;
+        const int64_t j = k0 / W.block;
+        const float s = sc[j], z = zt[j];
+        const int64_t cnt = std::min<int64_t>(16, W.K - k0);
         // value = (q - zp) * s with q = stored + offset; zterm = (zp - offset) * s.
-        o[k] = static_cast<float>(wv[t]) * sc[j] - zt[j];
+        for (int64_t t = 0; t < cnt; ++t) o[k0 + t] = static_cast<float>(wv[half * 16 + t]) * s - z;
       }
     }
   }
-  (void)offset;
 }
 
 }  // namespace
