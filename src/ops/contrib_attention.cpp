@@ -100,7 +100,7 @@ Status add_attention_bias(ep::KernelContext& ctx, const Tensor& ab, int64_t B, i
 //   has past length seqlens_k[b] + 1 - S. present = past rows [0, past_b) then the S new rows, length
 //   max(total_sequence_length, cap). When present_key is the same memory as past_key (shared buffer),
 //   only the new rows are written. Query row s attends to keys [0, past_b + s] (causal), limited to
-//   the last local_window_size + 1 of them when local_window_size > 0.
+//   the last local_window_size of them when local_window_size > 0.
 class GroupQueryAttention final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo& info) {
@@ -311,7 +311,7 @@ class GroupQueryAttention final : public ep::Kernel {
           for (int64_t h = 0; h < Hb; ++h)
             for (int64_t s = 0; s < S; ++s) {
               const int64_t L = past[static_cast<size_t>(b)] + s + 1;
-              const int64_t start = L > window_ + 1 ? L - window_ - 1 : 0;
+              const int64_t start = L > window_ ? L - window_ : 0;  // the last local_window_size keys (as ORT's CPU kernel)
               float* m = mask.data() + ((b * Hb + h) * S + s) * Tm;
               for (int64_t j = 0; j < std::min(start, Tm); ++j) m[j] = -kInf;
             }

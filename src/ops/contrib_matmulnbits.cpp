@@ -567,7 +567,9 @@ class MatMulNBits final : public ep::Kernel {
         for (int64_t m = 0; m < M; ++m)
           for (int64_t n = 0; n < N_; ++n) y[m * N_ + n] += bp[n];
     } else {
-      matmulnbits_fast(a, M, *W, acc_, bp, y, &ctx.pool());
+      // ORT's int8 path (accuracy_level 4) takes uint8 zero points only; float zero points compute in float.
+      const int level = acc_ == 4 && float_zp_ ? 0 : acc_;
+      matmulnbits_fast(a, M, *W, level, bp, y, &ctx.pool());
     }
     if (A.dtype() == DataType::kFloat16) {
       Float16* o = Y->data<Float16>();
@@ -616,6 +618,7 @@ class MatMulNBits final : public ep::Kernel {
           for (int64_t j = 0; j < kblocks; ++j)
             zps[static_cast<size_t>(n * kblocks + j)] = static_cast<float>(raw_element(z + n * row, j, bits_));
       } else {
+        float_zp_ = true;
         if (Z->numel() != N_ * kblocks)
           return invalid_argument("float zero_points must have N*k_blocks=" + std::to_string(N_ * kblocks) + " elements, got " + Z->describe());
         NXRT_ASSIGN_OR_RETURN(zps, read_floats(*Z));
@@ -642,6 +645,7 @@ class MatMulNBits final : public ep::Kernel {
   int64_t K_ = 0, N_ = 0, bits_ = 4, block_ = 32;
   int acc_ = 0;
   bool packed_ = false;
+  mutable bool float_zp_ = false;
   QuantWeights W_;
   std::vector<float> dense_;
 };
