@@ -257,6 +257,88 @@ class GroupQueryAttention final : public ep::Kernel {
     };
     fill_present(presK, PK, kn);
     fill_present(presV, PV, vn);
+    std::vector<float> abias;
+    int64_t ab_b = 0, ab_h = 0, ab_t = 0;
+    if (ctx.has_input(10)) {
+      const Tensor& ab = ctx.input(10);
+      int64_t need = 0;
+      for (int64_t b = 0; b < B; ++b) need = std::max(need, past[static_cast<size_t>(b)] + S);
+      if (ab.rank() != 4 || (ab.dim(0) != B && ab.dim(0) != 1) || (ab.dim(1) != H_ && ab.dim(1) != 1) || ab.dim(2) != S || ab.dim(3) < need)
+        return ctx.error("attention_bias must be (batch or 1, num_heads or 1, " + std::to_string(S) + ", total_sequence_length), got " + ab.describe(), StatusCode::kInvalidArgument);
+      abias = to_float_vec(ab);
+      ab_b = ab.dim(0) == 1 ? 0 : ab.dim(1) * S * ab.dim(3);
+      ab_h = ab.dim(1) == 1 ? 0 : S * ab.dim(3);
+      ab_t = ab.dim(3);
+    }
+    if (!reference_ && dt == DataType::kFloat && presK && presV) {
+      // Fast path straight over the float present buffers (no copy of the cache): threads over
+      // (batch, head); GEMMs for multi-row steps, dot loops for single-token decode.
+      const float* kbase = presK->data<float>();
+      const float* vbase = presV->data<float>();
+      float* ybase = Y->data<float>();
+      const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(D));
+      const int64_t group = H_ / kvH_;
+      auto work = [&](int64_t w0, int64_t w1) {
+        std::vector<float> sc, o(static_cast<size_t>(S * D));
+        for (int64_t w = w0; w < w1; ++w) {
+          const int64_t b = w / H_, h = w % H_, hk = h / group;
+          const int64_t pb = past[static_cast<size_t>(b)];
+          const int64_t Lb = pb + S;
+          const float* kh = kbase + (b * kvH_ + hk) * present_len * D;
+          const float* vh = vbase + (b * kvH_ + hk) * present_len * D;
+          const float* qh = q.data() + (b * H_ + h) * S * D;
+          sc.resize(static_cast<size_t>(S * Lb));
+          if (S > 1) {
+            gemm_f32(false, true, S, Lb, D, scale, qh, D, kh, D, 0.f, sc.data(), Lb, nullptr);
+          } else {
+            for (int64_t j = 0; j < Lb; ++j) {
+              float acc = 0.f;
+              const float* kj = kh + j * D;
+              for (int64_t d = 0; d < D; ++d) acc += qh[d] * kj[d];
+              sc[static_cast<size_t>(j)] = acc * scale;
+            }
+          }
+          for (int64_t i = 0; i < S; ++i) {
+            float* r = sc.data() + i * Lb;
+            const int64_t L = pb + i + 1;
+            const int64_t lim = causal_ ? L : std::min(Lb, tot[static_cast<size_t>(b)]);
+            const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
+            if (softcap_ > 0.f)
+              for (int64_t j = start; j < lim; ++j) r[j] = softcap_ * std::tanh(r[j] / softcap_);
+            if (!abias.empty()) {
+              const float* a = abias.data() + b * ab_b + h * ab_h + i * ab_t;
+              for (int64_t j = start; j < lim; ++j) r[j] += a[j];
+            }
+            float mx = -kInf;
+            for (int64_t j = start; j < lim; ++j) mx = std::max(mx, r[j]);
+            float sum = 0.f;
+            for (int64_t j = 0; j < Lb; ++j) {
+              const bool in = j >= start && j < lim && mx != -kInf;
+              r[j] = in ? std::exp(r[j] - mx) : 0.f;
+              sum += r[j];
+            }
+            const float inv = sum > 0.f ? 1.f / sum : 0.f;
+            for (int64_t j = start; j < lim; ++j) r[j] *= inv;
+          }
+          float* out = S > 1 ? o.data() : nullptr;
+          if (S > 1) {
+            gemm_f32(false, false, S, D, Lb, 1.f, sc.data(), Lb, vh, D, 0.f, out, D, nullptr);
+            for (int64_t i = 0; i < S; ++i) std::copy(out + i * D, out + (i + 1) * D, ybase + (b * S + i) * H_ * D + h * D);
+          } else {
+            float* yo = ybase + b * H_ * D + h * D;
+            std::fill(yo, yo + D, 0.f);
+            for (int64_t j = 0; j < Lb; ++j) {
+              const float pj = sc[static_cast<size_t>(j)];
+              if (pj == 0.f) continue;
+              const float* vj = vh + j * D;
+              for (int64_t d = 0; d < D; ++d) yo[d] += pj * vj[d];
+            }
+          }
+        }
+      };
+      ctx.pool().parallel_for(B * H_, 1, work);
+      return Status::Ok();
+    }
     // Float K/V over the keys the problem reads: [B, kvH, Tm, D], Tm = max over batches of past + S.
     int64_t Tm = 0;
     for (int64_t b = 0; b < B; ++b) Tm = std::max(Tm, past[static_cast<size_t>(b)] + S);
@@ -294,17 +376,11 @@ class GroupQueryAttention final : public ep::Kernel {
       const int64_t Hb = has_bias ? H_ : 1;
       mask.assign(static_cast<size_t>(B * Hb * S * Tm), 0.f);
       if (has_bias) {
-        const Tensor& ab = ctx.input(10);
-        // attention_bias is (B or 1, H or 1, S, total_sequence_length): columns beyond Tm unused.
-        if (ab.rank() != 4 || (ab.dim(0) != B && ab.dim(0) != 1) || (ab.dim(1) != H_ && ab.dim(1) != 1) || ab.dim(2) != S || ab.dim(3) < Tm)
-          return ctx.error("attention_bias must be (batch or 1, num_heads or 1, " + std::to_string(S) + ", total_sequence_length), got " + ab.describe(), StatusCode::kInvalidArgument);
-        const int64_t Ta = ab.dim(3);
         for (int64_t b = 0; b < B; ++b)
           for (int64_t h = 0; h < H_; ++h)
             for (int64_t s = 0; s < S; ++s)
               for (int64_t j = 0; j < Tm; ++j)
-                mask[static_cast<size_t>(((b * H_ + h) * S + s) * Tm + j)] =
-                    getf(ab, (((ab.dim(0) == 1 ? 0 : b) * ab.dim(1) + (ab.dim(1) == 1 ? 0 : h)) * S + s) * Ta + j);
+                mask[static_cast<size_t>(((b * H_ + h) * S + s) * Tm + j)] = abias[static_cast<size_t>(b * ab_b + h * ab_h + s * ab_t + j)];
       }
       if (window_ > 0) {
         for (int64_t b = 0; b < B; ++b)
