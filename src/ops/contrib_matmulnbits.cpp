@@ -220,14 +220,14 @@ __attribute__((target("avx2,fma"), always_inline)) inline float dot_f32(const fl
 template <int MR>
 __attribute__((target("avx2,fma"), always_inline)) inline void chunk_dot_i8(const uint8_t* w, int64_t c, bool eight,
                                                                             const int8_t* const* arow, __m256i* d) {
-  const __m128i m0f = _mm_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i wv;
   if (eight) {
     wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c * 32));
   } else {
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + c * 16));
-    wv = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(raw, 4), m0f), _mm_and_si128(raw, m0f));
+    // Both 128-bit lanes get the 16 bytes; the high lane shifts by 4: low nibbles | high nibbles.
+    const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + c * 16)));
+    wv = _mm256_and_si256(_mm256_srlv_epi64(both, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(0x0f));
   }
   const __m256i wabs = eight ? _mm256_sign_epi8(wv, wv) : wv;
   for (int r = 0; r < MR; ++r) {
@@ -312,7 +312,23 @@ __attribute__((target("avx2,fma"))) void rows_int8_avx2(const PreparedA& P, int6
           _mm256_storeu_ps(ss[r] + j, _mm256_mul_ps(_mm256_loadu_ps(sc + j), _mm256_loadu_ps(sarow[r] + j)));
         for (; j < W.kb; ++j) ss[r][j] = sc[j] * sarow[r][j];
       }
-      for (int64_t j = 0; j < W.kb; ++j) {
+      // Two accumulators (even/odd blocks) halve the FMA dependency chain.
+      __m256 acc2[MR];
+      for (int r = 0; r < MR; ++r) acc2[r] = _mm256_setzero_ps();
+      int64_t j = 0;
+      if (cpb == 1) {
+        __m256i d2[MR];
+        for (; j + 2 <= W.kb; j += 2) {
+          chunk_dot_i8<MR>(w, j, eight, arow, isum);
+          chunk_dot_i8<MR>(w, j + 1, eight, arow, d2);
+          for (int r = 0; r < MR; ++r) {
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_broadcast_ss(ss[r] + j), acc[r]);
+            acc2[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d2[r]), _mm256_broadcast_ss(ss[r] + j + 1), acc2[r]);
+          }
+        }
+      }
+      for (int r = 0; r < MR; ++r) acc[r] = _mm256_add_ps(acc[r], acc2[r]);
+      for (; j < W.kb; ++j) {
         if (cpb == 1) {
           chunk_dot_i8<MR>(w, j, eight, arow, isum);
         } else {
@@ -359,7 +375,24 @@ __attribute__((target("avx2,fma"))) void rows_f32_avx2(const PreparedA& P, int64
         for (int r = 0; r < MR; ++r) acc[r] = _mm256_fmadd_ps(d1[r], s1, _mm256_fmadd_ps(d0[r], s0, acc[r]));
       }
     } else {
-      for (int64_t j = 0; j < W.kb; ++j) {
+      int64_t j = 0;
+      if (cpb == 1) {
+        // Pairs of blocks into two accumulators: shorter FMA dependency chains.
+        __m256 acc2[MR], e0[MR], e1[MR];
+        for (int r = 0; r < MR; ++r) acc2[r] = _mm256_setzero_ps();
+        for (; j + 2 <= W.kb; j += 2) {
+          for (int r = 0; r < MR; ++r) d0[r] = d1[r] = e0[r] = e1[r] = _mm256_setzero_ps();
+          chunk_f32<MR>(w, j, eight, arow, d0, d1);
+          chunk_f32<MR>(w, j + 1, eight, arow, e0, e1);
+          const __m256 s = _mm256_broadcast_ss(sc + j), s2 = _mm256_broadcast_ss(sc + j + 1);
+          for (int r = 0; r < MR; ++r) {
+            acc[r] = _mm256_fmadd_ps(_mm256_add_ps(d0[r], d1[r]), s, acc[r]);
+            acc2[r] = _mm256_fmadd_ps(_mm256_add_ps(e0[r], e1[r]), s2, acc2[r]);
+          }
+        }
+        for (int r = 0; r < MR; ++r) acc[r] = _mm256_add_ps(acc[r], acc2[r]);
+      }
+      for (; j < W.kb; ++j) {
         for (int r = 0; r < MR; ++r) d0[r] = d1[r] = _mm256_setzero_ps();
         for (int64_t c = j * cpb; c < (j + 1) * cpb; ++c) chunk_f32<MR>(w, c, eight, arow, d0, d1);
         const __m256 s = _mm256_set1_ps(sc[j]);
