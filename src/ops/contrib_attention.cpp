@@ -15,6 +15,10 @@
 #include "ops/contrib_util.h"
 #include "ops/gemm.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace nxrt::ops::contrib {
 
 namespace {
@@ -60,6 +64,53 @@ void store_floats(const float* src, int64_t n, DataType dt, void* dst, int64_t o
   }
 }
 size_t elem_size(DataType dt) { return dt == DataType::kFloat ? 4 : 2; }
+
+// Vector helpers for the single-token decode loops: AVX2 with runtime dispatch, scalar otherwise.
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+  }
+  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  s0 = _mm256_add_ps(s0, s1);
+  __m128 t = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+  t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+  t = _mm_add_ss(t, _mm_movehdup_ps(t));
+  float r = _mm_cvtss_f32(t);
+  for (; i < n; ++i) r += a[i] * b[i];
+  return r;
+}
+__attribute__((target("avx2,fma"))) void axpy_avx2(float alpha, const float* x, float* y, int64_t n) {
+  const __m256 a = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(a, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += alpha * x[i];
+}
+bool has_avx2() {
+  static const bool h = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return h;
+}
+#endif
+float dotf(const float* a, const float* b, int64_t n) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (has_avx2()) return dot_avx2(a, b, n);
+#endif
+  float r = 0.f;
+  for (int64_t i = 0; i < n; ++i) r += a[i] * b[i];
+  return r;
+}
+void axpyf(float alpha, const float* x, float* y, int64_t n) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (has_avx2()) return axpy_avx2(alpha, x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
 
 // Runs the core and writes y [B, Hq, S, Dv] into the output [B, S, Hq * Dv] of dtype dt.
 Status run_core(ep::KernelContext& ctx, AttnProblem<float>& p, Tensor* out, bool reference) {
@@ -291,12 +342,11 @@ class GroupQueryAttention final : public ep::Kernel {
           if (S > 1) {
             gemm_f32(false, true, S, Lb, D, scale, qh, D, kh, D, 0.f, sc.data(), Lb, nullptr);
           } else {
-            for (int64_t j = 0; j < Lb; ++j) {
-              float acc = 0.f;
-              const float* kj = kh + j * D;
-              for (int64_t d = 0; d < D; ++d) acc += qh[d] * kj[d];
-              sc[static_cast<size_t>(j)] = acc * scale;
-            }
+            // Keys outside the window/causal range are skipped (their scores are never read).
+            const int64_t L = pb + 1;
+            const int64_t lim = causal_ ? L : std::min(Lb, tot[static_cast<size_t>(b)]);
+            const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
+            for (int64_t j = start; j < lim; ++j) sc[static_cast<size_t>(j)] = dotf(qh, kh + j * D, D) * scale;
           }
           for (int64_t i = 0; i < S; ++i) {
             float* r = sc.data() + i * Lb;
@@ -330,8 +380,7 @@ class GroupQueryAttention final : public ep::Kernel {
             for (int64_t j = 0; j < Lb; ++j) {
               const float pj = sc[static_cast<size_t>(j)];
               if (pj == 0.f) continue;
-              const float* vj = vh + j * D;
-              for (int64_t d = 0; d < D; ++d) yo[d] += pj * vj[d];
+              axpyf(pj, vh + j * D, yo, D);
             }
           }
         }
