@@ -19,7 +19,7 @@ rng = np.random.default_rng(1234)
 CASES = []
 
 
-def case(name, op, inputs, outputs, inits=None, domain=MS, **attrs):
+def case(name, op, inputs, outputs, inits=None, domain=MS, out_et=None, **attrs):
     """inputs: list of (name, elem_type, shape) graph inputs or '' (omitted optional input) or an
     initializer name; outputs: list of output names ('' = not requested)."""
     inits = inits or {}
@@ -33,7 +33,7 @@ def case(name, op, inputs, outputs, inits=None, domain=MS, **attrs):
     node = helper.make_node(op, node_inputs, outputs, domain=domain, **attrs)
     outs = [helper.make_tensor_value_info(o, 0, None) for o in outputs if o]
     # Output element types: let ORT infer; onnx 1.12 needs one, so take the first float input's type.
-    et = next((i[1] for i in inputs if isinstance(i, tuple)), F32)
+    et = out_et or next((i[1] for i in inputs if isinstance(i, tuple)), F32)
     outs = [helper.make_tensor_value_info(o, et if not o.startswith("i32_") else TensorProto.INT32, None) for o in outputs if o]
     g = helper.make_graph([node], name, graph_inputs, outs,
                           initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()])
@@ -145,6 +145,8 @@ skipln("skipsimpln_bias", True, 2, 3, 32)
 skipln("skipsimpln_nobias_eps", True, 1, 5, 48, bias=False, eps=1e-6)
 case("simpln_axis_last", "SimplifiedLayerNormalization", [("x", F32, [2, 3, 32]), "scale"], ["y"],
      {"scale": f(32)}, domain="", axis=-1, epsilon=1e-6)
+case("simpln_fp16_x_f32_scale", "SimplifiedLayerNormalization", [("x", F16, [2, 3, 32]), "scale"], ["y"],
+     {"scale": f(32)}, domain="", out_et=F32, axis=-1, epsilon=1e-6)
 case("simpln_axis1", "SimplifiedLayerNormalization", [("x", F32, [2, 3, 8]), "scale"], ["y"],
      {"scale": f((3, 8))}, domain="", axis=1, epsilon=1e-5)
 

@@ -43,8 +43,9 @@ Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, i
   const int64_t rows = H == 0 ? 0 : X.numel() / H;
   auto check_vec = [&](const Tensor* t, const char* name) -> Status {
     if (!t) return Status::Ok();
-    if (t->dtype() != X.dtype() || t->numel() != H)
-      return ctx.error(std::string(name) + " must be " + dtype_name(X.dtype()) + " with " + std::to_string(H) +
+    const DataType d = t->dtype();
+    if ((d != DataType::kFloat && d != DataType::kFloat16 && d != DataType::kBFloat16 && d != DataType::kDouble) || t->numel() != H)
+      return ctx.error(std::string(name) + " must be a float tensor with " + std::to_string(H) +
                        " elements, got " + t->describe(), StatusCode::kInvalidArgument);
     return Status::Ok();
   };
@@ -62,7 +63,9 @@ Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, i
     skip = S.data<T>();
     skip_rows = S.numel() / H;
   }
-  NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), X.shape()));
+  // SimplifiedLayerNormalization's Y takes the scale's dtype (ORT: type V); the Skip variants keep T.
+  const DataType ydt = has_skip ? X.dtype() : G.dtype();
+  NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, ydt, X.shape()));
   Dims stat_shape = X.shape();
   for (int64_t d = axis_from; d < X.rank(); ++d) stat_shape[static_cast<size_t>(d)] = 1;
   float* mean_out = nullptr;
@@ -82,16 +85,33 @@ Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, i
     sum_out = t->data<T>();
   }
   const T* x = X.data<T>();
-  const T* g = G.data<T>();
-  const T* bt = Bt ? Bt->data<T>() : nullptr;
-  const T* bs = Bias ? Bias->data<T>() : nullptr;
-  T* y = Y->data<T>();
+  void* yraw = Y->raw_data();
+  auto put = [ydt, yraw](int64_t i, C v) {
+    switch (ydt) {
+      case DataType::kFloat: static_cast<float*>(yraw)[i] = static_cast<float>(v); break;
+      case DataType::kDouble: static_cast<double*>(yraw)[i] = static_cast<double>(v); break;
+      case DataType::kFloat16: static_cast<Float16*>(yraw)[i] = Float16(static_cast<float>(v)); break;
+      default: static_cast<BFloat16*>(yraw)[i] = BFloat16(static_cast<float>(v)); break;
+    }
+  };
+  // gamma/beta/bias may have another float dtype than the input (ORT's mixed-precision exports).
+  auto load_vec = [&](const Tensor* t, std::vector<C>* out) {
+    if (!t) return;
+    for (int64_t i = 0; i < H; ++i) {
+      double v = 0;
+      switch (t->dtype()) {
+        case DataType::kFloat: v = t->data<float>()[i]; break;
+        case DataType::kDouble: v = t->data<double>()[i]; break;
+        case DataType::kFloat16: v = static_cast<float>(t->data<Float16>()[i]); break;
+        default: v = static_cast<float>(t->data<BFloat16>()[i]); break;
+      }
+      (*out)[static_cast<size_t>(i)] = static_cast<C>(v);
+    }
+  };
   std::vector<C> gamma(static_cast<size_t>(H)), beta(static_cast<size_t>(H), C(0)), bias(static_cast<size_t>(H), C(0));
-  for (int64_t i = 0; i < H; ++i) {
-    gamma[static_cast<size_t>(i)] = static_cast<C>(static_cast<float>(g[i]));
-    if (bt) beta[static_cast<size_t>(i)] = static_cast<C>(static_cast<float>(bt[i]));
-    if (bs) bias[static_cast<size_t>(i)] = static_cast<C>(static_cast<float>(bs[i]));
-  }
+  load_vec(&G, &gamma);
+  load_vec(Bt, &beta);
+  load_vec(Bias, &bias);
   auto work = [&](int64_t r0, int64_t r1) {
     std::vector<C> s(static_cast<size_t>(H));
     for (int64_t r = r0; r < r1; ++r) {
@@ -125,11 +145,16 @@ Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, i
       const double inv = 1.0 / std::sqrt(var + static_cast<double>(eps));
       if (mean_out) mean_out[r] = static_cast<float>(mean);
       if (inv_out) inv_out[r] = static_cast<float>(inv);
-      T* yr = y + r * H;
-      for (int64_t i = 0; i < H; ++i) {
-        const C v = static_cast<C>((s[static_cast<size_t>(i)] - mean) * inv) * gamma[static_cast<size_t>(i)] + beta[static_cast<size_t>(i)];
-        if constexpr (std::is_same_v<T, C>) yr[i] = v;
-        else yr[i] = T(static_cast<float>(v));
+      if (ydt == X.dtype()) {
+        T* yr = static_cast<T*>(yraw) + r * H;
+        for (int64_t i = 0; i < H; ++i) {
+          const C v = static_cast<C>((s[static_cast<size_t>(i)] - mean) * inv) * gamma[static_cast<size_t>(i)] + beta[static_cast<size_t>(i)];
+          if constexpr (std::is_same_v<T, C>) yr[i] = v;
+          else yr[i] = T(static_cast<float>(v));
+        }
+      } else {
+        for (int64_t i = 0; i < H; ++i)
+          put(r * H + i, static_cast<C>((s[static_cast<size_t>(i)] - mean) * inv) * gamma[static_cast<size_t>(i)] + beta[static_cast<size_t>(i)]);
       }
     }
   };
