@@ -81,7 +81,7 @@ mnb("mnb_b4_k896_n64_bs32_m20", 20, 896, 64, 4, 32, zp="u8")
 
 # ---- GroupQueryAttention -----------------------------------------------------------------------
 def gqa(name, B, S, H, kvH, D, past=0, packed=False, rotary=False, interleaved=0, window=-1, softcap=0.0,
-        dtype=F32, scale=None):
+        dtype=F32, scale=None, pos_ids=False, bias=False):
     total = past + S
     npdt = np.float16 if dtype == F16 else np.float32
     inits = {"seqlens_k": np.full(B, total - 1, np.int32), "total_seq": np.array(total, np.int32)}
@@ -102,6 +102,16 @@ def gqa(name, B, S, H, kvH, D, past=0, packed=False, rotary=False, interleaved=0
         inits["sin"] = np.sin(ang).astype(npdt)
         ins += ["cos", "sin"]
         attrs.update(do_rotary=1, rotary_interleaved=interleaved)
+    if pos_ids or bias:
+        if not rotary:
+            ins += ["", ""]
+        if pos_ids:
+            inits["pos"] = (past + np.arange(S)[None, :] + np.arange(B)[:, None]).astype(np.int64)
+            ins.append("pos")
+        else:
+            ins.append("")
+        if bias:
+            ins.append(("ab", dtype, [B, H, S, total]))
     if window > 0:
         attrs["local_window_size"] = window
     if softcap:
@@ -119,6 +129,11 @@ gqa("gqa_prompt_b1_window3_softcap", 1, 8, 4, 2, 16, window=3, softcap=1.5)
 gqa("gqa_decode_softcap_window", 1, 1, 4, 2, 16, past=9, softcap=2.0, window=4, scale=0.5)
 gqa("gqa_prompt_fp16_rotary", 1, 4, 2, 1, 16, rotary=True, dtype=F16)
 gqa("gqa_chunk_past3_s4", 1, 4, 4, 4, 16, past=3, rotary=True)
+gqa("gqa_prompt_b2_posids", 2, 3, 2, 1, 16, rotary=True, pos_ids=True)
+gqa("gqa_decode_attn_bias", 1, 1, 2, 2, 16, past=5, bias=True)
+gqa("gqa_decode_b2_posids", 2, 1, 2, 1, 16, past=4, rotary=True, pos_ids=True)
+gqa("gqa_chunk_b1_posids_bias", 1, 3, 2, 1, 16, past=4, rotary=True, pos_ids=True, bias=True)
+gqa("gqa_prompt_b2_kv_eq_heads", 2, 4, 2, 2, 32)
 
 
 # ---- Norms -------------------------------------------------------------------------------------
@@ -262,6 +277,7 @@ mha("mha_cross_mask2d", 2, 3, 5, 2, 4, kpm="2d")
 mha("mha_causal_past", 1, 3, 3, 2, 8, causal=1, past=4)
 mha("mha_self_ab_causal", 1, 4, 4, 2, 8, ab=True, causal=1)
 mha("mha_cross_mask1d", 2, 2, 5, 2, 4, kpm="1d")
+mha("mha_self_mask2d_causal_bias", 2, 3, 3, 2, 8, bias=True, kpm="2d", causal=1)
 
 
 def bert_attn(name, B, S, Din, N, H, mask=None, causal=0, past=0, ab=False):

@@ -246,6 +246,10 @@ class GroupQueryAttention final : public ep::Kernel {
         NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> pv, read_int_values(P));
         if (static_cast<int64_t>(pv.size()) != B * S) return ctx.error("position_ids must be (batch, seq), got " + P.describe(), StatusCode::kInvalidArgument);
         pos = pv;
+        // As documented (and as ORT's CPU kernel does): the first prompt uses only the first element.
+        if (first_prompt)
+          for (int64_t b = 0; b < B; ++b)
+            for (int64_t s = 0; s < S; ++s) pos[static_cast<size_t>(b * S + s)] = pv[0] + s;
       } else {
         for (int64_t b = 0; b < B; ++b)
           for (int64_t s = 0; s < S; ++s) pos[static_cast<size_t>(b * S + s)] = past[static_cast<size_t>(b)] + s;
