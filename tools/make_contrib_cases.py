@@ -76,6 +76,10 @@ mnb("mnb_b4_k192_n8_bs128_fzp_acc4", 4, 192, 8, 4, 128, acc=4, zp="float")
 mnb("mnb_b4_k96_n12_bs32_fp16", 2, 96, 12, 4, 32, dtype=F16, bias=True)
 mnb("mnb_b8_k512_n16_bs256_acc4", 2, 512, 16, 8, 256, acc=4)
 mnb("mnb_b2_k64_n8_bs32", 2, 64, 8, 2, 32)
+mnb("mnb_b2_k96_n8_bs16_acc4_zp", 3, 96, 8, 2, 16, acc=4, zp="u8")
+mnb("mnb_b8_k80_n8_bs16_zp_bias", 2, 80, 8, 8, 16, zp="u8", bias=True)
+mnb("mnb_b4_k100_n12_bs32_acc4_partial", 5, 100, 12, 4, 32, acc=4, zp="u8")
+mnb("mnb_b4_k48_n8_bs16_acc4", 1, 48, 8, 4, 16, acc=4)
 mnb("mnb_b4_k896_n64_bs32_m20", 20, 896, 64, 4, 32, zp="u8")
 
 

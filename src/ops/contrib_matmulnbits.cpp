@@ -600,8 +600,9 @@ class MatMulNBits final : public ep::Kernel {
         for (int64_t m = 0; m < M; ++m)
           for (int64_t n = 0; n < N_; ++n) y[m * N_ + n] += bp[n];
     } else {
-      // ORT's int8 path (accuracy_level 4) takes uint8 zero points only; float zero points compute in float.
-      const int level = acc_ == 4 && float_zp_ ? 0 : acc_;
+      // ORT's int8 path (accuracy_level 4) covers 4- and 8-bit weights with uint8 (or no) zero points;
+      // float zero points and 2-bit weights compute in float, as there.
+      const int level = acc_ == 4 && (float_zp_ || bits_ == 2) ? 0 : acc_;
       matmulnbits_fast(a, M, *W, level, bp, y, &ctx.pool());
     }
     if (A.dtype() == DataType::kFloat16) {
