@@ -14,6 +14,7 @@
 #include "ops/common.h"
 #include "ops/contrib_util.h"
 #include "ops/gemm.h"
+#include "ops/reduction_math.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -88,6 +89,32 @@ __attribute__((target("avx2,fma"))) void axpy_avx2(float alpha, const float* x, 
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(a, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
   for (; i < n; ++i) y[i] += alpha * x[i];
+}
+// out[g * n + j] = scale * q_g . k_j for G query rows (stride D) against n key rows (stride D); D % 8 == 0.
+__attribute__((target("avx2,fma"))) void scores_avx2(const float* q, int64_t G, const float* k, int64_t n, int64_t D,
+                                                     float scale, float* out) {
+  for (int64_t g = 0; g < G; ++g) {
+    const float* qg = q + g * D;
+    float* o = out + g * n;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      const float* k0 = k + j * D;
+      __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+      for (int64_t d = 0; d < D; d += 8) {
+        const __m256 qv = _mm256_loadu_ps(qg + d);
+        a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + d), a0);
+        a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + D + d), a1);
+        a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 2 * D + d), a2);
+        a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 3 * D + d), a3);
+      }
+      // Horizontal sums of a0..a3 into one 4-lane vector.
+      const __m256 h01 = _mm256_hadd_ps(a0, a1), h23 = _mm256_hadd_ps(a2, a3);
+      const __m256 h = _mm256_hadd_ps(h01, h23);
+      const __m128 r = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+      _mm_storeu_ps(o + j, _mm_mul_ps(r, _mm_set1_ps(scale)));
+    }
+    for (; j < n; ++j) o[j] = dot_avx2(qg, k + j * D, D) * scale;
+  }
 }
 bool has_avx2() {
   static const bool h = [] {
@@ -324,6 +351,70 @@ class GroupQueryAttention final : public ep::Kernel {
       ab_b = ab.dim(0) == 1 ? 0 : ab.dim(1) * S * ab.dim(3);
       ab_h = ab.dim(1) == 1 ? 0 : S * ab.dim(3);
       ab_t = ab.dim(3);
+    }
+    if (!reference_ && dt == DataType::kFloat && presK && presV && S == 1) {
+      // Single-token decode: per (batch, KV head), each cached K/V row is read once for the whole
+      // group of query heads sharing it. Threads over (batch, KV head).
+      const float* kbase = presK->data<float>();
+      const float* vbase = presV->data<float>();
+      float* ybase = Y->data<float>();
+      const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(D));
+      const int64_t group = H_ / kvH_;
+      auto work = [&](int64_t w0, int64_t w1) {
+        std::vector<float> sc;
+        for (int64_t w = w0; w < w1; ++w) {
+          const int64_t b = w / kvH_, hk = w % kvH_;
+          const int64_t pb = past[static_cast<size_t>(b)];
+          const int64_t L = pb + 1;
+          const int64_t lim = causal_ ? L : std::min(L, tot[static_cast<size_t>(b)]);
+          const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
+          const int64_t n = std::max<int64_t>(0, lim - start);
+          const float* kh = kbase + (b * kvH_ + hk) * present_len * D;
+          const float* vh = vbase + (b * kvH_ + hk) * present_len * D;
+          sc.assign(static_cast<size_t>(group * n), 0.f);
+          const float* q0 = q.data() + (b * H_ + hk * group) * D;  // S == 1: heads are consecutive rows
+#if defined(__x86_64__) || defined(__i386__)
+          if (has_avx2() && D % 8 == 0) {
+            scores_avx2(q0, group, kh + start * D, n, D, scale, sc.data());
+          } else
+#endif
+          {
+            for (int64_t g = 0; g < group; ++g)
+              for (int64_t j = 0; j < n; ++j) sc[static_cast<size_t>(g * n + j)] = dotf(q0 + g * D, kh + (start + j) * D, D) * scale;
+          }
+          for (int64_t g = 0; g < group; ++g) {
+            float* r = sc.data() + g * n;
+            const int64_t h = hk * group + g;
+            if (softcap_ > 0.f)
+              for (int64_t j = 0; j < n; ++j) r[j] = softcap_ * std::tanh(r[j] / softcap_);
+            if (!abias.empty()) {
+              const float* a = abias.data() + b * ab_b + h * ab_h + start;
+              for (int64_t j = 0; j < n; ++j) r[j] += a[j];
+            }
+            float mx = -kInf;
+            for (int64_t j = 0; j < n; ++j) mx = std::max(mx, r[j]);
+            float sum = 0.f;
+            if (mx == -kInf) {
+              std::fill(r, r + n, 0.f);
+            } else {
+              for (int64_t j = 0; j < n; ++j) r[j] = exp_fast(r[j] - mx);
+              for (int64_t j = 0; j < n; ++j) sum += r[j];
+            }
+            const float inv = sum > 0.f ? 1.f / sum : 0.f;
+            for (int64_t j = 0; j < n; ++j) r[j] *= inv;
+          }
+          // Output rows of the group's heads are consecutive in y ([B, 1, H * D]).
+          float* yo = ybase + b * H_ * D + hk * group * D;
+          std::fill(yo, yo + group * D, 0.f);
+          for (int64_t g = 0; g < group; ++g)
+            for (int64_t j = 0; j < n; ++j) {
+              const float pj = sc[static_cast<size_t>(g * n + j)];
+              if (pj != 0.f) axpyf(pj, vh + (start + j) * D, yo + g * D, D);
+            }
+        }
+      };
+      ctx.pool().parallel_for(B * kvH_, 1, work);
+      return Status::Ok();
     }
     if (!reference_ && dt == DataType::kFloat && presK && presV) {
       // Fast path straight over the float present buffers (no copy of the cache): threads over

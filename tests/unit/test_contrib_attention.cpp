@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <ctime>
 #include <random>
 
 #include "ep/kernel.h"
@@ -255,5 +257,43 @@ TEST(ContribAttention, AttentionFastMatchesReference) {
     ASSERT_TRUE(b.ok());
     expect_near((*a)[0].tensor(), (*b)[0].tensor(), 1e-5f, "attention");
     expect_near((*a)[1].tensor(), (*b)[1].tensor(), 0.f, "present");
+  }
+}
+
+// Decode-step cost of GroupQueryAttention at Qwen2.5-0.5B shapes (14 heads, 2 KV heads, head 64) over
+// a shared 2048-row cache at several context lengths. Run with --gtest_also_run_disabled_tests.
+TEST(ContribAttention, DISABLED_GqaDecodeBench) {
+  std::mt19937 rng(1);
+  const int64_t H = 14, kvH = 2, D = 64, cap = 2048;
+  for (int64_t past : {128, 512, 2000}) {
+    std::vector<Value> in(7);
+    in[0] = rnd(rng, {1, 1, H * D});
+    in[1] = rnd(rng, {1, 1, kvH * D});
+    in[2] = rnd(rng, {1, 1, kvH * D});
+    in[3] = rnd(rng, {1, kvH, cap, D});
+    in[4] = rnd(rng, {1, kvH, cap, D});
+    in[5] = i32({1}, {static_cast<int32_t>(past)});
+    in[6] = i32({}, {static_cast<int32_t>(past + 1)});
+    ir::Node node;
+    node.name = "gqa";
+    node.op_type = "GroupQueryAttention";
+    node.domain = "com.microsoft";
+    node.attributes = {attr_int("num_heads", H), attr_int("kv_num_heads", kvH)};
+    node.inputs = {"q", "k", "v", "pk", "pv", "sl", "tot"};
+    node.outputs = {"y", "pk", "pv"};
+    ep::KernelInfo info(node, 1);
+    info.const_inputs_.assign(7, nullptr);
+    auto k = ep::KernelRegistry::cpu().find("com.microsoft", "GroupQueryAttention", 1)->factory(info);
+    ASSERT_TRUE(k.ok());
+    ep::ThreadPool pool(1);
+    SharedCtx ctx(info, in, pool);
+    const int reps = 200;
+    timespec c0, c1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    for (int r = 0; r < reps; ++r) ASSERT_TRUE(k.value()->compute(ctx).ok());
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    const double cpu = ((c1.tv_sec - c0.tv_sec) + 1e-9 * (c1.tv_nsec - c0.tv_nsec)) / reps;
+    const double bytes = 2.0 * kvH * (past + 1) * D * 4;  // K and V rows read
+    std::printf("GQA decode past %5ld: %.1f us/step cpu, %.2f GB/s KV read per core\n", static_cast<long>(past), cpu * 1e6, bytes / cpu / 1e9);
   }
 }
