@@ -21,6 +21,7 @@ void register_image_decoder_ops(ep::KernelRegistry& r);// image_decoder.cpp: Ima
 void register_bitcast_ops(ep::KernelRegistry& r);      // bitcast.cpp: BitCast
 void register_string_ops(ep::KernelRegistry& r);       // strings.cpp: StringConcat, StringSplit, RegexFullMatch, ...
 void register_ml_ops(ep::KernelRegistry& r);           // ml.cpp: the ai.onnx.ml domain
+void register_contrib_ops(ep::KernelRegistry& r);      // contrib_*.cpp: com.microsoft ops (MatMulNBits, GQA, ...)
 }  // namespace nxrt::ops
 
 namespace nxrt::ep {
@@ -43,6 +44,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   ops::register_bitcast_ops(r);
   ops::register_string_ops(r);
   ops::register_ml_ops(r);
+  ops::register_contrib_ops(r);
 
   // Elementwise ops whose kernels read element i before writing element i: output 0 may reuse a
   // dying input 0 of the same dtype and shape (the executor checks the rest).

@@ -1,0 +1,56 @@
+// com.microsoft MatMulNBits: Y[M,N] = A[M,K] * dequant(B)^T (+ bias), B block-quantized along K.
+//
+// Raw (ONNX) layout, as the model stores it:
+//   B      uint8 [N, k_blocks, blob], blob = block * bits / 8; element k of a block sits at bit
+//          (k * bits) of the blob, low bits first.
+//   scales [N * k_blocks] (decoded to float by the kernel)
+//   zero points, decoded to one float per (n, block) (default 2^(bits-1)).
+//   g_idx  (deprecated) int32 [K]: block index of element k; nullptr = k / block.
+// accuracy_level 4 quantizes each block of A to int8 (scale = absmax / 127, round half even) and
+// takes integer dot products; every other level computes in float.
+//
+// The fast path runs on a prepacked copy of B (QuantWeights) built once per kernel when B is a
+// constant: 4-bit (and 2-bit, widened to 4) weights as nibbles in 32-element chunks (byte j holds
+// element j low and element j + 16 high), 8-bit weights as signed bytes (value - 128).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace nxrt::ep {
+class ThreadPool;
+}
+
+namespace nxrt::ops::contrib {
+
+struct QuantWeights {
+  int64_t K = 0, N = 0, bits = 4, block = 32;
+  int64_t kblocks = 0;   // ceil(K / block)
+  int64_t kpad = 0;      // elements per row in the packed layout: multiple of 32, >= kblocks * block
+  int64_t kb = 0;        // kpad / block: blocks per packed row (>= kblocks; extra ones have scale 0)
+  int64_t row_bytes = 0; // packed bytes per n
+  std::vector<uint8_t> data;  // N * row_bytes
+  std::vector<float> scale;   // N * kb
+  std::vector<float> zterm;   // N * kb: (zero_point - storage offset) * scale
+  bool empty() const { return data.empty(); }
+};
+
+// Packs raw B (see above). zps: N * kblocks effective zero points (float).
+QuantWeights pack_quant_weights(const uint8_t* B, const float* scales, const float* zps, int64_t K, int64_t N,
+                                int64_t bits, int64_t block);
+
+// Quantizes one row of A ([K] floats) per block to int8 exactly as both kernels do. out: kpad
+// int8 (zero past K); sa[kb]: block scales; sq[kb]: block scale * sum of the block's int8 values.
+void quantize_a_row(const float* a, int64_t K, int64_t block, int64_t kpad, int8_t* out, float* sa, float* sq);
+
+// Plain loops over the raw layout (double accumulation): the definition the fast path is tested against.
+void matmulnbits_reference(const float* A, int64_t M, const uint8_t* B, const float* scales, const float* zps,
+                           const int32_t* g_idx, int64_t K, int64_t N, int64_t bits, int64_t block, int accuracy_level,
+                           const float* bias, float* Y);
+
+// Fast path over packed weights; threads over N. force_scalar: skip the AVX2 kernels (tests).
+void matmulnbits_fast(const float* A, int64_t M, const QuantWeights& W, int accuracy_level, const float* bias, float* Y,
+                      ep::ThreadPool* pool, bool force_scalar = false);
+
+bool matmulnbits_has_avx2();
+
+}  // namespace nxrt::ops::contrib

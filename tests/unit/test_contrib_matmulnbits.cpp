@@ -1,0 +1,197 @@
+// com.microsoft MatMulNBits: the packed fast kernels (AVX2 and scalar) against the reference on random
+// shapes, bits 2/4/8, block sizes 16..256, zero points, accuracy levels 0 and 4; the kernel through the
+// registry (float16 A, packed uint8 / float zero points, bias, g_idx); a disabled GEMV benchmark.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <ctime>
+
+#include "ep/thread_pool.h"
+#include "ir/float_types.h"
+#include "kernel_test_util.h"
+#include "ops/contrib_matmulnbits.h"
+
+using namespace nxrt;
+using namespace nxrt::ops::contrib;
+using nxrt::testing::attr_int;
+using nxrt::testing::KernelRun;
+using nxrt::testing::run_kernel;
+
+namespace {
+
+struct Problem {
+  int64_t M, K, N, bits, block;
+  std::vector<float> A, scales, zps, bias;
+  std::vector<uint8_t> B;
+};
+
+Problem make(std::mt19937& rng, int64_t M, int64_t K, int64_t N, int64_t bits, int64_t block, bool zp) {
+  Problem p{M, K, N, bits, block, {}, {}, {}, {}, {}};
+  const int64_t kb = (K + block - 1) / block;
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> sc(0.01f, 0.1f);
+  p.A.resize(static_cast<size_t>(M * K));
+  for (auto& v : p.A) v = nd(rng);
+  p.B.resize(static_cast<size_t>(N * kb * block * bits / 8));
+  for (auto& v : p.B) v = static_cast<uint8_t>(byte(rng));
+  p.scales.resize(static_cast<size_t>(N * kb));
+  for (auto& v : p.scales) v = sc(rng);
+  p.zps.assign(static_cast<size_t>(N * kb), static_cast<float>(1 << (bits - 1)));
+  if (zp) {
+    std::uniform_int_distribution<int> z(0, (1 << bits) - 1);
+    for (auto& v : p.zps) v = static_cast<float>(z(rng));
+  }
+  p.bias.resize(static_cast<size_t>(N));
+  for (auto& v : p.bias) v = nd(rng);
+  return p;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rtol, double atol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_LE(std::fabs(got[i] - want[i]), atol + rtol * std::fabs(want[i])) << what << " at " << i << ": " << got[i] << " vs " << want[i];
+  }
+}
+
+}  // namespace
+
+TEST(ContribMatMulNBits, FastMatchesReferenceRandomShapes) {
+  std::mt19937 rng(7);
+  ep::ThreadPool pool(2);
+  const int64_t blocks[] = {16, 32, 64, 128, 256};
+  const int64_t bitss[] = {2, 4, 8};
+  int cases = 0;
+  for (int64_t bits : bitss)
+    for (int64_t block : blocks)
+      for (int level : {0, 4}) {
+        std::uniform_int_distribution<int64_t> kd(1, 300), nd(1, 40), md(1, 13);
+        const int64_t K = kd(rng), N = nd(rng), M = (cases % 3 == 0) ? 1 : md(rng);
+        const bool zp = (cases % 2) == 0;
+        Problem p = make(rng, M, K, N, bits, block, zp);
+        const bool use_bias = cases % 4 == 1;
+        std::vector<float> ref(static_cast<size_t>(M * N)), fast(ref.size()), scal(ref.size());
+        matmulnbits_reference(p.A.data(), M, p.B.data(), p.scales.data(), p.zps.data(), nullptr, K, N, bits, block, level,
+                              use_bias ? p.bias.data() : nullptr, ref.data());
+        QuantWeights W = pack_quant_weights(p.B.data(), p.scales.data(), p.zps.data(), K, N, bits, block);
+        matmulnbits_fast(p.A.data(), M, W, level, use_bias ? p.bias.data() : nullptr, fast.data(), &pool);
+        matmulnbits_fast(p.A.data(), M, W, level, use_bias ? p.bias.data() : nullptr, scal.data(), nullptr, true);
+        const std::string what = "bits " + std::to_string(bits) + " block " + std::to_string(block) + " level " +
+                                 std::to_string(level) + " M,K,N " + std::to_string(M) + "," + std::to_string(K) + "," + std::to_string(N);
+        expect_close(fast, ref, 1e-4, 1e-4, what + " avx2");
+        expect_close(scal, ref, 1e-4, 1e-4, what + " scalar");
+        ++cases;
+      }
+  // Prefill path (M > 8, accuracy 0): dequantized panels + GEMM.
+  Problem p = make(rng, 37, 200, 150, 4, 32, true);
+  std::vector<float> ref(37 * 150), fast(ref.size());
+  matmulnbits_reference(p.A.data(), 37, p.B.data(), p.scales.data(), p.zps.data(), nullptr, 200, 150, 4, 32, 0, p.bias.data(), ref.data());
+  QuantWeights W = pack_quant_weights(p.B.data(), p.scales.data(), p.zps.data(), 200, 150, 4, 32);
+  matmulnbits_fast(p.A.data(), 37, W, 0, p.bias.data(), fast.data(), &pool);
+  expect_close(fast, ref, 1e-4, 1e-4, "prefill");
+}
+
+TEST(ContribMatMulNBits, Int8LevelIsCloseToFloatLevel) {
+  std::mt19937 rng(3);
+  Problem p = make(rng, 2, 256, 16, 4, 32, false);
+  std::vector<float> f(32), q(32);
+  matmulnbits_reference(p.A.data(), 2, p.B.data(), p.scales.data(), p.zps.data(), nullptr, 256, 16, 4, 32, 0, nullptr, f.data());
+  matmulnbits_reference(p.A.data(), 2, p.B.data(), p.scales.data(), p.zps.data(), nullptr, 256, 16, 4, 32, 4, nullptr, q.data());
+  for (size_t i = 0; i < f.size(); ++i) EXPECT_NEAR(q[i], f[i], 0.05 + 0.02 * std::fabs(f[i]));
+}
+
+TEST(ContribMatMulNBits, KernelFloat16PackedZeroPointsBiasAndGidx) {
+  std::mt19937 rng(11);
+  const int64_t M = 3, K = 70, N = 9, bits = 4, block = 16, kb = 5;
+  Problem p = make(rng, M, K, N, bits, block, true);
+  // Packed uint8 zero points: N x ceil(kb * 4 / 8) bytes.
+  const int64_t zrow = (kb * bits + 7) / 8;
+  std::vector<uint8_t> zpk(static_cast<size_t>(N * zrow), 0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t j = 0; j < kb; ++j)
+      zpk[static_cast<size_t>(n * zrow + j / 2)] |= static_cast<uint8_t>(static_cast<int>(p.zps[static_cast<size_t>(n * kb + j)]) << ((j % 2) * 4));
+  std::vector<Float16> a16, s16, b16;
+  for (float v : p.A) a16.push_back(Float16(v));
+  for (float v : p.scales) s16.push_back(Float16(v));
+  for (float v : p.bias) b16.push_back(Float16(v));
+  std::vector<float> a_r, s_r, b_r;
+  for (auto v : a16) a_r.push_back(static_cast<float>(v));
+  for (auto v : s16) s_r.push_back(static_cast<float>(v));
+  for (auto v : b16) b_r.push_back(static_cast<float>(v));
+  // A non-trivial g_idx: element k uses block (k / 16 + 1) % kb.
+  std::vector<int32_t> g(static_cast<size_t>(K));
+  for (int64_t k = 0; k < K; ++k) g[static_cast<size_t>(k)] = static_cast<int32_t>((k / 16 + 1) % kb);
+  for (int variant = 0; variant < 2; ++variant) {
+    KernelRun run;
+    run.op_type = "MatMulNBits";
+    run.domain = "com.microsoft";
+    run.opset = 1;
+    run.attributes = {attr_int("K", K), attr_int("N", N), attr_int("bits", bits), attr_int("block_size", block)};
+    run.inputs = {Tensor::from_vector(DataType::kFloat16, {M, K}, a16), Tensor::from_vector(DataType::kUInt8, {N, kb, 8}, p.B),
+                  Tensor::from_vector(DataType::kFloat16, {N * kb}, s16), Tensor::from_vector(DataType::kUInt8, {N, zrow}, zpk),
+                  variant == 1 ? Value(Tensor::from_vector(DataType::kInt32, {K}, g)) : Value(),
+                  Tensor::from_vector(DataType::kFloat16, {N}, b16)};
+    run.threads = 2;
+    auto out = run_kernel(run);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    const Tensor& y = (*out)[0].tensor();
+    ASSERT_EQ(y.shape(), (Dims{M, N}));
+    std::vector<float> ref(static_cast<size_t>(M * N));
+    matmulnbits_reference(a_r.data(), M, p.B.data(), s_r.data(), p.zps.data(), variant == 1 ? g.data() : nullptr, K, N, bits,
+                          block, 0, b_r.data(), ref.data());
+    for (int64_t i = 0; i < M * N; ++i)
+      EXPECT_NEAR(static_cast<float>(y.data<Float16>()[i]), ref[static_cast<size_t>(i)], 0.01 + 0.002 * std::fabs(ref[static_cast<size_t>(i)]));
+  }
+}
+
+TEST(ContribMatMulNBits, ErrorsNameShapes) {
+  KernelRun run;
+  run.op_type = "MatMulNBits";
+  run.domain = "com.microsoft";
+  run.opset = 1;
+  run.attributes = {attr_int("K", 32), attr_int("N", 4), attr_int("bits", 4), attr_int("block_size", 32)};
+  run.inputs = {Tensor(DataType::kFloat, {1, 31}), Tensor(DataType::kUInt8, {4, 1, 16}), Tensor(DataType::kFloat, {4})};
+  auto out = run_kernel(run);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("K=32"), std::string::npos) << out.status().message();
+  run.attributes[3] = attr_int("block_size", 24);
+  out = run_kernel(run);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("block_size"), std::string::npos);
+}
+
+// GB/s of the packed GEMV/GEMM (weights + scales bytes per call / time). Run with
+//   ./build/nxrt_unit_tests --gtest_also_run_disabled_tests --gtest_filter='*MatMulNBitsBench*'
+TEST(ContribMatMulNBits, DISABLED_MatMulNBitsBench) {
+  std::mt19937 rng(1);
+  struct Shape { int64_t K, N; };
+  const Shape shapes[] = {{896, 4864}, {4864, 896}, {896, 151936}};
+  for (int threads : {1, 2}) {
+    ep::ThreadPool pool(threads);
+    for (const Shape& s : shapes)
+      for (int64_t M : {1, 512})
+        for (int level : {0, 4}) {
+          if (M == 512 && s.N > 10000) continue;
+          Problem p = make(rng, M, s.K, s.N, 4, 32, false);
+          QuantWeights W = pack_quant_weights(p.B.data(), p.scales.data(), p.zps.data(), s.K, s.N, 4, 32);
+          std::vector<float> y(static_cast<size_t>(M * s.N));
+          matmulnbits_fast(p.A.data(), M, W, level, nullptr, y.data(), &pool);
+          int reps = M == 1 ? std::max<int>(3, static_cast<int>(2e9 / (s.K * s.N))) : 2;
+          timespec c0, c1;
+          clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int r = 0; r < reps; ++r) matmulnbits_fast(p.A.data(), M, W, level, nullptr, y.data(), &pool);
+          const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+          clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+          const double cpu = ((c1.tv_sec - c0.tv_sec) + 1e-9 * (c1.tv_nsec - c0.tv_nsec)) / reps;
+          const double bytes = static_cast<double>(s.N * s.K / 2 + s.N * W.kb * 4);
+          // Wall time is shared with whatever else runs on the machine; CPU time gives per-core speed.
+          std::printf("threads %d K %5ld N %6ld M %3ld level %d: wall %8.3f ms %6.2f GB/s | cpu %8.3f ms %6.2f GB/s/core %7.1f GFLOP/s/core\n",
+                      threads, static_cast<long>(s.K), static_cast<long>(s.N), static_cast<long>(M), level, sec * 1e3,
+                      bytes / sec / 1e9, cpu * 1e3, bytes / cpu / 1e9, 2.0 * M * s.K * s.N / cpu / 1e9);
+        }
+  }
+}

@@ -1,0 +1,160 @@
+// com.microsoft norms, Gelu family, RotaryEmbedding, FusedMatMul, GatherBlockQuantized: hand-computed
+// values, float16, optional outputs, error messages.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "ir/float_types.h"
+#include "kernel_test_util.h"
+
+using namespace nxrt;
+using nxrt::testing::attr_float;
+using nxrt::testing::attr_int;
+using nxrt::testing::KernelRun;
+using nxrt::testing::run_kernel;
+
+namespace {
+
+Tensor ft(Dims s, std::vector<float> v) { return Tensor::from_vector<float>(DataType::kFloat, s, v); }
+Result<std::vector<Value>> run(const std::string& op, std::vector<ir::Attribute> attrs, std::vector<Value> in, size_t outs = 1,
+                               const std::string& domain = "com.microsoft") {
+  KernelRun r;
+  r.op_type = op;
+  r.domain = domain;
+  r.opset = 1;
+  r.attributes = std::move(attrs);
+  r.inputs = std::move(in);
+  r.num_outputs = outs;
+  r.threads = 2;
+  return run_kernel(r);
+}
+float at(const Value& v, int64_t i) { return v.tensor().data<float>()[i]; }
+
+}  // namespace
+
+TEST(ContribOps, SkipLayerNormOutputsAndBroadcastSkip) {
+  // Rows of 4: x + skip(2-D, broadcast over batch) + bias, then LayerNorm * gamma + beta.
+  Tensor x = ft({2, 1, 4}, {1, 2, 3, 4, 0, 0, 0, 4});
+  Tensor skip = ft({1, 4}, {1, 0, -1, 0});
+  Tensor gamma = ft({4}, {1, 1, 1, 2});
+  Tensor beta = ft({4}, {0, 0, 0, 1});
+  Tensor bias = ft({4}, {0, 0, 1, 0});
+  auto out = run("SkipLayerNormalization", {attr_float("epsilon", 0.f)}, {x, skip, gamma, beta, bias}, 4);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  // Row 0 sum = [2,2,3,4], mean 2.75, var = (0.5625*2 + 0.0625 + 1.5625)/4 = 0.6875
+  const float inv = 1.f / std::sqrt(0.6875f);
+  EXPECT_NEAR(at((*out)[0], 0), (2 - 2.75f) * inv, 1e-5);
+  EXPECT_NEAR(at((*out)[0], 3), (4 - 2.75f) * inv * 2 + 1, 1e-5);
+  EXPECT_NEAR(at((*out)[3], 2), 3.f, 0);   // input_skip_bias_sum
+  EXPECT_NEAR(at((*out)[3], 6), 0.f, 0);   // row 1: 0 + -1 + 1
+  EXPECT_NEAR(at((*out)[1], 0), 2.75f, 1e-6);  // mean
+  EXPECT_NEAR(at((*out)[2], 0), inv, 1e-4);    // inv_std_var
+}
+
+TEST(ContribOps, SkipSimplifiedAndSimplifiedLayerNorm) {
+  Tensor x = ft({1, 2}, {3, 4});
+  Tensor skip = ft({1, 2}, {0, 0});
+  Tensor gamma = ft({2}, {1, 2});
+  auto out = run("SkipSimplifiedLayerNormalization", {attr_float("epsilon", 0.f)}, {x, skip, gamma}, 4);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  const float rms = std::sqrt(12.5f);
+  EXPECT_NEAR(at((*out)[0], 0), 3 / rms, 1e-6);
+  EXPECT_NEAR(at((*out)[0], 1), 8 / rms, 1e-6);
+  auto s = run("SimplifiedLayerNormalization", {attr_float("epsilon", 0.f)}, {x, gamma}, 2, "");
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_NEAR(at((*s)[0], 1), 8 / rms, 1e-6);
+  EXPECT_NEAR(at((*s)[1], 0), 1 / rms, 1e-6);
+  // Wrong gamma length names the shapes.
+  auto bad = run("SkipSimplifiedLayerNormalization", {}, {x, skip, ft({3}, {1, 1, 1})});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("gamma"), std::string::npos);
+}
+
+TEST(ContribOps, GeluFamily) {
+  Tensor x = ft({3}, {-1.f, 0.5f, 2.f});
+  auto g = run("Gelu", {}, {x});
+  auto fg = run("FastGelu", {}, {x, ft({3}, {0.f, 0.f, 1.f})});
+  auto bg = run("BiasGelu", {}, {x, ft({3}, {0.f, 0.f, 1.f})});
+  auto qg = run("QuickGelu", {attr_float("alpha", 2.f)}, {x});
+  ASSERT_TRUE(g.ok() && fg.ok() && bg.ok() && qg.ok());
+  auto gelu = [](float v) { return 0.5f * v * (1 + std::erf(v / std::sqrt(2.f))); };
+  auto tgelu = [](float v) { return 0.5f * v * (1 + std::tanh(0.7978845608f * (v + 0.044715f * v * v * v))); };
+  for (int i = 0; i < 3; ++i) {
+    const float xv = x.data<float>()[i], b = i == 2 ? 1.f : 0.f;
+    EXPECT_NEAR(at((*g)[0], i), gelu(xv), 1e-6);
+    EXPECT_NEAR(at((*fg)[0], i), tgelu(xv + b), 1e-6);
+    EXPECT_NEAR(at((*bg)[0], i), gelu(xv + b), 1e-6);
+    EXPECT_NEAR(at((*qg)[0], i), xv / (1 + std::exp(-2 * xv)), 1e-6);
+  }
+  // float16 in, float16 out.
+  Tensor h = Tensor::from_vector(DataType::kFloat16, {2}, std::vector<Float16>{Float16(1.f), Float16(-2.f)});
+  auto gh = run("Gelu", {}, {h});
+  ASSERT_TRUE(gh.ok());
+  EXPECT_NEAR(static_cast<float>((*gh)[0].tensor().data<Float16>()[0]), gelu(1.f), 1e-3);
+}
+
+TEST(ContribOps, RotaryEmbeddingHalvesAndInterleaved) {
+  // One head of 4, position 1: angle table cos/sin rows [pos][2].
+  Tensor x = ft({1, 1, 4}, {1, 2, 3, 4});
+  Tensor pos = Tensor::from_vector<int64_t>(DataType::kInt64, {1, 1}, {1});
+  Tensor c = ft({2, 2}, {1, 1, 0.f, 0.5f});
+  Tensor s = ft({2, 2}, {0, 0, 1.f, 0.25f});
+  auto y = run("RotaryEmbedding", {}, {x, pos, c, s});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  // Non-interleaved pairs (0,2), (1,3): y0 = 1*0 - 3*1, y2 = 3*0 + 1*1, y1 = 2*.5 - 4*.25, y3 = 4*.5 + 2*.25
+  EXPECT_FLOAT_EQ(at((*y)[0], 0), -3.f);
+  EXPECT_FLOAT_EQ(at((*y)[0], 2), 1.f);
+  EXPECT_FLOAT_EQ(at((*y)[0], 1), 0.f);
+  EXPECT_FLOAT_EQ(at((*y)[0], 3), 2.5f);
+  auto yi = run("RotaryEmbedding", {attr_int("interleaved", 1)}, {x, pos, c, s});
+  ASSERT_TRUE(yi.ok());
+  // Interleaved pairs (0,1), (2,3).
+  EXPECT_FLOAT_EQ(at((*yi)[0], 0), -2.f);
+  EXPECT_FLOAT_EQ(at((*yi)[0], 1), 1.f);
+  EXPECT_FLOAT_EQ(at((*yi)[0], 2), 3 * 0.5f - 4 * 0.25f);
+  EXPECT_FLOAT_EQ(at((*yi)[0], 3), 4 * 0.5f + 3 * 0.25f);
+  Tensor far = Tensor::from_vector<int64_t>(DataType::kInt64, {1, 1}, {5});
+  auto bad = run("RotaryEmbedding", {}, {x, far, c, s});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("out of range"), std::string::npos);
+}
+
+TEST(ContribOps, FusedMatMulTransposesAndAlpha) {
+  std::mt19937 rng(2);
+  std::normal_distribution<float> d;
+  // A [3,2,4] with transBatchA -> [2,3,4]; B [2,5,4] with transB -> [2,4,5].
+  std::vector<float> a(24), b(40);
+  for (auto& v : a) v = d(rng);
+  for (auto& v : b) v = d(rng);
+  auto y = run("FusedMatMul", {attr_int("transBatchA", 1), attr_int("transB", 1), attr_float("alpha", 0.5f)},
+               {ft({3, 2, 4}, a), ft({2, 5, 4}, b)});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  ASSERT_EQ((*y)[0].tensor().shape(), (Dims{2, 3, 5}));
+  for (int bt = 0; bt < 2; ++bt)
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 5; ++j) {
+        double acc = 0;
+        for (int k = 0; k < 4; ++k) acc += a[(i * 2 + bt) * 4 + k] * b[(bt * 5 + j) * 4 + k];
+        EXPECT_NEAR(at((*y)[0], (bt * 3 + i) * 5 + j), 0.5 * acc, 1e-5);
+      }
+}
+
+TEST(ContribOps, GatherBlockQuantizedUint8FourBit) {
+  // 2 rows x 32 columns of 4-bit codes (16 bytes per row), block 16: 2 scales per row.
+  std::vector<uint8_t> data(32);
+  for (int i = 0; i < 32; ++i) data[i] = static_cast<uint8_t>((i % 16) | ((15 - i % 16) << 4));
+  Tensor dt = Tensor::from_vector(DataType::kUInt8, {2, 16}, data);
+  Tensor idx = Tensor::from_vector<int64_t>(DataType::kInt64, {2}, {1, -2});
+  Tensor sc = ft({2, 2}, {1.f, 2.f, 0.5f, 0.25f});
+  auto y = run("GatherBlockQuantized", {attr_int("block_size", 16), attr_int("bits", 4)}, {dt, idx, sc});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  ASSERT_EQ((*y)[0].tensor().shape(), (Dims{2, 32}));
+  // Row 1, element 0: byte 16 = code 0 (low), default zero point 8: (0 - 8) * 0.5; element 1: (15 - 8) * 0.5.
+  EXPECT_FLOAT_EQ(at((*y)[0], 0), -4.f);
+  EXPECT_FLOAT_EQ(at((*y)[0], 1), 3.5f);
+  // Element 17 (second block, scale 0.25): byte 24 -> high nibble of byte 8 of the row: 15 - 8 = 7.
+  EXPECT_FLOAT_EQ(at((*y)[0], 17), (15 - 8 - 8) * 0.25f);
+  // Index -2 is row 0: element 2 = code 1 -> (1 - 8) * 1.
+  EXPECT_FLOAT_EQ(at((*y)[0], 32 + 2), -7.f);
+}
