@@ -29,8 +29,8 @@ namespace {
 
 constexpr int MR = kGemmMR, NR = kGemmNR;
 constexpr int64_t KC = kGemmKC;
-constexpr int64_t MC = 120;
-constexpr int64_t NC = 512;
+constexpr int64_t MC = 144;
+constexpr int64_t NC = 1024;
 // Below this many multiply-adds a GEMM stays on the calling thread (waking workers costs more).
 constexpr int64_t kParallelMacs = int64_t(1) << 20;
 
@@ -247,13 +247,22 @@ void pack_a_block(const float* A, int64_t lda, bool transA, int64_t i0, int64_t 
 // op(B)[p0:p0+kc, j0:j0+nc] as ceil(nc/NR) panels of kc x NR (column index fastest), zero-padded.
 void pack_b_block(const float* B, int64_t ldb, bool transB, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
                   float* out) {
+  if (!transB) {
+    const int64_t full = nc / NR;
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* src = B + (p0 + p) * ldb + j0;
+      float* dst = out + p * NR;
+      for (int64_t q = 0; q < full; ++q) std::memcpy(dst + q * NR * kc, src + q * NR, sizeof(float) * NR);
+    }
+  }
   for (int64_t jr = 0; jr < nc; jr += NR) {
     const int64_t cols = std::min<int64_t>(NR, nc - jr);
     float* dst = out + jr * kc;
     if (!transB) {
       const float* src = B + p0 * ldb + j0 + jr;
       if (cols == NR) {
-        for (int64_t p = 0; p < kc; ++p) std::memcpy(dst + p * NR, src + p * ldb, sizeof(float) * NR);
+        // Whole panels: rows outer so B is read sequentially (handled below for all full panels at once).
+        continue;
       } else {
         for (int64_t p = 0; p < kc; ++p) {
           float* d = dst + p * NR;
