@@ -2,11 +2,11 @@
 //
 // Blocking (Zen 4 / Haswell-class core: 32 KiB L1d, 1 MiB L2):
 //   KC = 256   a 6 x KC A micro-panel (6 KiB) and a KC x 16 B micro-panel (16 KiB) fit L1 together
-//   MC = 120   an MC x KC block of packed A (120 KiB) stays in L2 while every B micro-panel passes over it
-//   NC <= 512  a KC x NC block of packed B (512 KiB) stays in L2 for one task
+//   MC = 144   an MC x KC block of packed A (144 KiB), walked one 6-row micro-panel (L1) at a time
+//   NC <= 1024 a KC x NC block of packed B (<= 1 MiB, L2/L3) streamed under each A micro-panel
 // Loop order per task (one NC column block x a range of MC row blocks):
 //   for each KC block: pack B (or point into PackedB); for each MC block: pack A (or point into
-//   PackedAF32); for each 16-column micro-panel of B: for each 6-row micro-panel of A: micro-kernel.
+//   PackedAF32); for each 6-row micro-panel of A: for each 16-column micro-panel of B: micro-kernel.
 // The epilogue runs on each 6x16 tile of C right after its last K block.
 #include <algorithm>
 #include <cmath>
@@ -146,18 +146,10 @@ __attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float
     c50 = _mm256_fmadd_ps(av, b0, c50);                    \
     c51 = _mm256_fmadd_ps(av, b1, c51);                    \
   }
-  int64_t k = 0;
-  for (; k + 4 <= kc; k += 4) {
-    _mm_prefetch(reinterpret_cast<const char*>(b + 256), _MM_HINT_T0);
-    NXRT_GEMM_STEP(0)
-    NXRT_GEMM_STEP(1)
-    _mm_prefetch(reinterpret_cast<const char*>(b + 288), _MM_HINT_T0);
-    NXRT_GEMM_STEP(2)
-    NXRT_GEMM_STEP(3)
-    a += 24;
-    b += 64;
-  }
-  for (; k < kc; ++k) {
+  // One k step per iteration: with 12 accumulators, 2 B vectors and a broadcast the kernel uses all 16
+  // ymm registers; unrolling by hand lets the compiler hoist loads of later steps and spill.
+#pragma GCC unroll 1
+  for (int64_t k = 0; k < kc; ++k) {
     NXRT_GEMM_STEP(0)
     a += 6;
     b += 16;
@@ -636,14 +628,16 @@ void engine(int64_t M, int64_t N, int64_t K, float alpha, const ASrc& as, const 
             pack_a_block(as.A, as.lda, as.trans, i0, mc, p0, kc, abuf, 1.f);
             ablk = abuf;
           }
-          for (int64_t jr = 0; jr < nc; jr += NR) {
-            const int nr = static_cast<int>(std::min<int64_t>(NR, nc - jr));
-            const float* bp = bblk + jr * kc;
-            for (int64_t ir = 0; ir < mc; ir += MR) {
-              const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
-              float* ct = C + (i0 + ir) * ldc + j0 + jr;
-              kern(kc, ablk + ir * kc, bp, ct, ldc, mr, nr, alpha, beta_k);
-              if (last_k && ep) gemm_apply_epilogue(*ep, i0 + ir, j0 + jr, mr, nr, ct, ldc);
+          // A micro-panel (L1) outer, B micro-panels (the L2-resident block) inner: C is walked along
+          // its rows, which keeps small-K problems (1x1 convs) from being bound by C traffic.
+          for (int64_t ir = 0; ir < mc; ir += MR) {
+            const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
+            const float* ap = ablk + ir * kc;
+            float* crow = C + (i0 + ir) * ldc + j0;
+            for (int64_t jr = 0; jr < nc; jr += NR) {
+              const int nr = static_cast<int>(std::min<int64_t>(NR, nc - jr));
+              kern(kc, ap, bblk + jr * kc, crow + jr, ldc, mr, nr, alpha, beta_k);
+              if (last_k && ep) gemm_apply_epilogue(*ep, i0 + ir, j0 + jr, mr, nr, crow + jr, ldc);
             }
           }
         }
