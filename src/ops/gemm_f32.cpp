@@ -11,9 +11,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include "ep/thread_pool.h"
 #include "ops/gemm.h"
@@ -56,21 +59,38 @@ inline bool use_avx2() { return g_allow_avx2 && cpu_has_avx2_fma(); }
 // ---------------------------------------------------------------------------------------------
 // Aligned scratch buffers, one set per thread.
 
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
-};
-
+// Mapped directly (not through malloc): a long-lived buffer of this size taken from malloc changes
+// glibc's dynamic mmap threshold and with it how every later tensor allocation is served (measured: +7K
+// page faults per ResNet-50 run).
 struct Scratch {
-  std::unique_ptr<float, FreeDeleter> buf;
-  size_t cap = 0;
+  float* ptr = nullptr;
+  size_t cap = 0;  // floats
+  size_t bytes = 0;
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() {
+    if (ptr) munmap(ptr, bytes);
+  }
   float* get(size_t n) {
     if (n > cap) {
-      const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-      buf.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-      cap = buf ? n : 0;
+      if (ptr) munmap(ptr, bytes);
+      ptr = nullptr;
+      cap = 0;
+      const size_t want = (n * sizeof(float) + 4095) / 4096 * 4096;
+      void* p = mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) {
+        fallback.resize(n + 16);
+        uintptr_t a = (reinterpret_cast<uintptr_t>(fallback.data()) + 63) & ~uintptr_t(63);
+        return reinterpret_cast<float*>(a);
+      }
+      ptr = static_cast<float*>(p);
+      bytes = want;
+      cap = want / sizeof(float);
     }
-    return buf.get();
+    return ptr;
   }
+  std::vector<float> fallback;
 };
 
 // ---------------------------------------------------------------------------------------------
