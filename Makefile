@@ -12,6 +12,7 @@ CMAKE_FLAGS ?=
 .PHONY: all deps build build-asan test unit-test asan-test conformance demo report fuzz clean check-ort \
 	perf fetch-bench-models check-trace rss-seqlen
 .PHONY: check-tokenizers
+.PHONY: microbench
 
 all: build
 
@@ -82,6 +83,12 @@ fuzz: deps
 	@ninja -C build-fuzz -j$(JOBS) nxrt_fuzz_model_reader
 	@mkdir -p build-fuzz/corpus && build-fuzz/nxrt_fuzz_model_reader build-fuzz/corpus tests/fuzz/corpus \
 	  -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048
+
+# CPU microbenchmarks (GEMM/GEMV GFLOP/s and GB/s, memory bandwidth, ResNet-50 convs, Add/Softmax/LayerNorm).
+# Extra flags: make microbench BENCH_ARGS=--benchmark_filter=Gemm
+microbench: build
+	@ninja -C $(BUILD) -j$(JOBS) nxrt_microbench
+	@$(BUILD)/nxrt_microbench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz

@@ -1,94 +1,180 @@
 #include "ep/thread_pool.h"
 
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
+#include <climits>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NXRT_CPU_RELAX() _mm_pause()
+#else
+#define NXRT_CPU_RELAX() std::atomic_signal_fence(std::memory_order_seq_cst)
+#endif
+
 namespace nxrt::ep {
 
-// Persistent workers woken per parallel_for; the caller takes chunks too. Chunks are claimed from an
-// atomic counter so uneven work balances itself.
+namespace {
+
+// Spin iterations (each a pause, ~tens of ns) before a waiting thread sleeps on the futex: long enough
+// to catch back-to-back parallel_for calls of one inference, short enough that an idle pool is idle.
+constexpr int kSpinIters = 4000;
+
+thread_local int tl_parallel_depth = 0;
+
+struct DepthGuard {
+  DepthGuard() { ++tl_parallel_depth; }
+  ~DepthGuard() { --tl_parallel_depth; }
+};
+
+void futex_wait(std::atomic<uint32_t>* addr, uint32_t expected) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+}
+
+void futex_wake(std::atomic<uint32_t>* addr, int count) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), FUTEX_WAKE_PRIVATE, count, nullptr, nullptr, 0);
+}
+
+}  // namespace
+
+// One job at a time: the caller publishes it and bumps `gen`; every worker runs chunks claimed from the
+// atomic `next` counter and then decrements `pending`; the caller returns when pending reaches 0, so the
+// job's fields (and the caller's fn) outlive every worker's use of them.
 struct ThreadPool::Impl {
   std::vector<std::thread> workers;
-  std::mutex mu;
-  std::condition_variable wake;
-  std::condition_variable done_cv;
-  uint64_t generation = 0;
-  bool stop = false;
+  std::mutex call_mu;  // one caller at a time; a second concurrent caller runs inline
+
+  alignas(64) std::atomic<uint32_t> gen{0};
+  std::atomic<uint32_t> sleepers{0};
+  std::atomic<bool> stop{false};
+  alignas(64) std::atomic<uint32_t> pending{0};
+  std::atomic<uint32_t> caller_sleeping{0};
 
   // Current job.
-  const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  alignas(64) const std::function<void(int64_t, int64_t)>* fn = nullptr;
   int64_t n = 0;
   int64_t chunk = 1;
-  std::atomic<int64_t> next{0};
-  int active = 0;
+  alignas(64) std::atomic<int64_t> next{0};
 
   void run_chunks() {
+    DepthGuard depth;
     for (;;) {
-      int64_t b = next.fetch_add(chunk);
+      const int64_t b = next.fetch_add(chunk, std::memory_order_relaxed);
       if (b >= n) break;
       (*fn)(b, std::min(n, b + chunk));
     }
   }
 
   void worker_loop() {
-    uint64_t seen = 0;
+    uint32_t seen = 0;
     for (;;) {
-      {
-        std::unique_lock<std::mutex> lk(mu);
-        wake.wait(lk, [&] { return stop || generation != seen; });
-        if (stop) return;
-        seen = generation;
+      uint32_t g = gen.load(std::memory_order_acquire);
+      for (int i = 0; g == seen && i < kSpinIters; ++i) {
+        NXRT_CPU_RELAX();
+        g = gen.load(std::memory_order_acquire);
       }
+      while (g == seen) {
+        sleepers.fetch_add(1, std::memory_order_seq_cst);
+        if (gen.load(std::memory_order_seq_cst) == seen) futex_wait(&gen, seen);
+        sleepers.fetch_sub(1, std::memory_order_seq_cst);
+        g = gen.load(std::memory_order_acquire);
+      }
+      seen = g;
+      if (stop.load(std::memory_order_acquire)) return;
       run_chunks();
-      {
-        std::lock_guard<std::mutex> lk(mu);
-        if (--active == 0) done_cv.notify_one();
+      if (pending.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+          caller_sleeping.load(std::memory_order_seq_cst) != 0) {
+        futex_wake(&pending, 1);
       }
     }
   }
+
+  void wait_done() {
+    uint32_t p = pending.load(std::memory_order_acquire);
+    for (int i = 0; p != 0 && i < kSpinIters; ++i) {
+      NXRT_CPU_RELAX();
+      p = pending.load(std::memory_order_acquire);
+    }
+    if (p == 0) return;
+    caller_sleeping.store(1, std::memory_order_seq_cst);
+    while ((p = pending.load(std::memory_order_seq_cst)) != 0) futex_wait(&pending, p);
+    caller_sleeping.store(0, std::memory_order_relaxed);
+  }
 };
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)), impl_(std::make_unique<Impl>()) {
+int ThreadPool::available_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int c = CPU_COUNT(&set);
+    if (c > 0) return c;
+  }
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc > 0 ? static_cast<int>(hc) : 1;
+}
+
+bool ThreadPool::in_parallel_region() { return tl_parallel_depth > 0; }
+
+ThreadPool::ThreadPool(int num_threads) : num_threads_(1), impl_(std::make_unique<Impl>()) {
+  const int avail = available_cpus();
+  num_threads_ = num_threads <= 0 ? avail : std::max(1, std::min(num_threads, avail));
   for (int i = 1; i < num_threads_; ++i) impl_->workers.emplace_back([this] { impl_->worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lk(impl_->mu);
-    impl_->stop = true;
-  }
-  impl_->wake.notify_all();
+  if (impl_->workers.empty()) return;
+  impl_->stop.store(true, std::memory_order_release);
+  impl_->gen.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake(&impl_->gen, INT_MAX);
   for (auto& t : impl_->workers) t.join();
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
-  if (num_threads_ == 1 || n <= grain) {
+  if (num_threads_ == 1 || n <= grain || tl_parallel_depth > 0) {
     fn(0, n);
     return;
   }
   Impl& im = *impl_;
-  int64_t chunks_wanted = static_cast<int64_t>(num_threads_) * 4;
-  int64_t chunk = std::max(grain, (n + chunks_wanted - 1) / chunks_wanted);
-  {
-    std::lock_guard<std::mutex> lk(im.mu);
-    im.fn = &fn;
-    im.n = n;
-    im.chunk = chunk;
-    im.next.store(0);
-    im.active = static_cast<int>(im.workers.size());
-    ++im.generation;
+  std::unique_lock<std::mutex> lk(im.call_mu, std::try_to_lock);
+  if (!lk.owns_lock()) {  // another thread is using the pool: do the work here rather than wait
+    fn(0, n);
+    return;
   }
-  im.wake.notify_all();
+  const int64_t chunks_wanted = static_cast<int64_t>(num_threads_) * 4;
+  im.fn = &fn;
+  im.n = n;
+  im.chunk = std::max(grain, (n + chunks_wanted - 1) / chunks_wanted);
+  im.next.store(0, std::memory_order_relaxed);
+  im.pending.store(static_cast<uint32_t>(im.workers.size()), std::memory_order_relaxed);
+  im.gen.fetch_add(1, std::memory_order_seq_cst);  // publishes the job (release)
+  if (im.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake(&im.gen, INT_MAX);
   im.run_chunks();
-  std::unique_lock<std::mutex> lk(im.mu);
-  im.done_cv.wait(lk, [&] { return im.active == 0; });
+  im.wait_done();
   im.fn = nullptr;
+}
+
+void ThreadPool::parallel_for_2d(int64_t rows, int64_t cols, int64_t tile_rows, int64_t tile_cols,
+                                 const std::function<void(int64_t, int64_t, int64_t, int64_t)>& fn) {
+  if (rows <= 0 || cols <= 0) return;
+  tile_rows = std::max<int64_t>(1, tile_rows);
+  tile_cols = std::max<int64_t>(1, tile_cols);
+  const int64_t tr = (rows + tile_rows - 1) / tile_rows, tc = (cols + tile_cols - 1) / tile_cols;
+  parallel_for(tr * tc, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t r0 = (t / tc) * tile_rows, c0 = (t % tc) * tile_cols;
+      fn(r0, std::min(rows, r0 + tile_rows), c0, std::min(cols, c0 + tile_cols));
+    }
+  });
 }
 
 }  // namespace nxrt::ep

@@ -1,4 +1,11 @@
-// The CPU provider's thread pool. 1 thread means no worker threads: everything runs on the caller.
+// The CPU provider's thread pool.
+//
+// - Persistent workers: num_threads() - 1 of them (the caller is the last thread and takes chunks
+//   too). num_threads() is the requested count capped by the CPUs this process may run on
+//   (sched_getaffinity); a request <= 0 means "all of them". 1 thread = no worker threads.
+// - Idle workers spin briefly, then sleep on a futex: an idle pool uses no CPU.
+// - parallel_for called from inside a parallel_for of this pool (or while another thread is using the
+//   pool) runs inline on the calling thread: nesting never deadlocks.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -14,9 +21,21 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return num_threads_; }
+
   // Calls fn(begin, end) over [0, n) split into chunks of at least `grain` items, on all threads;
-  // returns when every chunk is done. Runs inline when n is small or the pool has one thread.
+  // returns when every chunk is done. Runs inline when n <= grain or the pool has one thread.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+  // 2-D tiles: [0, rows) x [0, cols) cut into tile_rows x tile_cols tiles (edge tiles smaller); calls
+  // fn(r0, r1, c0, c1) once per tile, tiles spread over the threads.
+  void parallel_for_2d(int64_t rows, int64_t cols, int64_t tile_rows, int64_t tile_cols,
+                       const std::function<void(int64_t, int64_t, int64_t, int64_t)>& fn);
+
+  // CPUs this process may run on (sched_getaffinity; at least 1).
+  static int available_cpus();
+
+  // Whether the calling thread is currently inside a parallel_for of some pool (a worker or a caller).
+  static bool in_parallel_region();
 
  private:
   struct Impl;

@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define NXRT_CONVGEMM_X86 1
-#endif
+#include <type_traits>
+
+#include "ops/gemm.h"
 
 namespace nxrt::ops::convgemm {
 
@@ -47,82 +46,9 @@ void micro_generic(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, int mr
   }
 }
 
-#ifdef NXRT_CONVGEMM_X86
-__attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float* a, const float* b, float* c,
-                                                          int64_t ldc, int mr, int nr) {
-  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
-  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
-  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
-  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
-  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
-  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(b);
-    const __m256 b1 = _mm256_loadu_ps(b + 8);
-    __m256 av = _mm256_broadcast_ss(a + 0);
-    c00 = _mm256_fmadd_ps(av, b0, c00);
-    c01 = _mm256_fmadd_ps(av, b1, c01);
-    av = _mm256_broadcast_ss(a + 1);
-    c10 = _mm256_fmadd_ps(av, b0, c10);
-    c11 = _mm256_fmadd_ps(av, b1, c11);
-    av = _mm256_broadcast_ss(a + 2);
-    c20 = _mm256_fmadd_ps(av, b0, c20);
-    c21 = _mm256_fmadd_ps(av, b1, c21);
-    av = _mm256_broadcast_ss(a + 3);
-    c30 = _mm256_fmadd_ps(av, b0, c30);
-    c31 = _mm256_fmadd_ps(av, b1, c31);
-    av = _mm256_broadcast_ss(a + 4);
-    c40 = _mm256_fmadd_ps(av, b0, c40);
-    c41 = _mm256_fmadd_ps(av, b1, c41);
-    av = _mm256_broadcast_ss(a + 5);
-    c50 = _mm256_fmadd_ps(av, b0, c50);
-    c51 = _mm256_fmadd_ps(av, b1, c51);
-    a += 6;
-    b += 16;
-  }
-  if (mr == 6 && nr == 16) {
-#define NXRT_ACC_ROW(r, x0, x1)                                              \
-  _mm256_storeu_ps(c + (r)*ldc, _mm256_add_ps(_mm256_loadu_ps(c + (r)*ldc), x0)); \
-  _mm256_storeu_ps(c + (r)*ldc + 8, _mm256_add_ps(_mm256_loadu_ps(c + (r)*ldc + 8), x1));
-    NXRT_ACC_ROW(0, c00, c01)
-    NXRT_ACC_ROW(1, c10, c11)
-    NXRT_ACC_ROW(2, c20, c21)
-    NXRT_ACC_ROW(3, c30, c31)
-    NXRT_ACC_ROW(4, c40, c41)
-    NXRT_ACC_ROW(5, c50, c51)
-#undef NXRT_ACC_ROW
-    return;
-  }
-  alignas(32) float tmp[6][16];
-  _mm256_store_ps(tmp[0], c00); _mm256_store_ps(tmp[0] + 8, c01);
-  _mm256_store_ps(tmp[1], c10); _mm256_store_ps(tmp[1] + 8, c11);
-  _mm256_store_ps(tmp[2], c20); _mm256_store_ps(tmp[2] + 8, c21);
-  _mm256_store_ps(tmp[3], c30); _mm256_store_ps(tmp[3] + 8, c31);
-  _mm256_store_ps(tmp[4], c40); _mm256_store_ps(tmp[4] + 8, c41);
-  _mm256_store_ps(tmp[5], c50); _mm256_store_ps(tmp[5] + 8, c51);
-  for (int r = 0; r < mr; ++r)
-    for (int j = 0; j < nr; ++j) c[r * ldc + j] += tmp[r][j];
-}
-
-bool cpu_has_avx2() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return has;
-}
-#endif
-
 template <typename T>
 MicroKernel<T> pick_kernel() {
   return &micro_generic<T, Tile<T>::MR, Tile<T>::NR>;
-}
-template <>
-MicroKernel<float> pick_kernel<float>() {
-#ifdef NXRT_CONVGEMM_X86
-  if (cpu_has_avx2()) return &micro_avx2_6x16;
-#endif
-  return &micro_generic<float, 6, 16>;
 }
 
 // Packs rows [k0, k0+kc) x columns [n0, n0+nt) of op(B) into NR-wide panels (zero-padded).
@@ -185,6 +111,13 @@ void pack_a(bool transA, int64_t M, int64_t K, const T* A, int64_t lda, T alpha,
 template <typename T>
 void gemm_packed(const PackedA<T>& A, int64_t N, bool transB, const T* B, int64_t ldb, T* C, int64_t ldc,
                  bool accumulate, ep::ThreadPool* pool) {
+  if constexpr (std::is_same_v<T, float>) {
+    // The shared float engine: PackedA<float> has its PackedAF32 layout (same MR and K block).
+    static_assert(Tile<float>::MR == kGemmMR && kKC == kGemmKC);
+    if (A.M <= 0 || N <= 0) return;
+    gemm_f32_packed_a(A.M, N, A.K, 1.f, A.data.data(), transB, B, ldb, accumulate ? 1.f : 0.f, C, ldc, pool);
+    return;
+  }
   constexpr int MR = Tile<T>::MR;
   constexpr int NR = Tile<T>::NR;
   const int64_t M = A.M, K = A.K;
@@ -245,6 +178,10 @@ template <typename T>
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
           const T* B, int64_t ldb, T beta, T* C, int64_t ldc, ep::ThreadPool* pool) {
   if (M <= 0 || N <= 0) return;
+  if constexpr (std::is_same_v<T, float>) {
+    gemm_f32(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
+    return;
+  }
   if (beta == T(0)) {
     for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, T(0));
   } else if (beta != T(1)) {
@@ -274,13 +211,7 @@ void gemm_reference(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T
   }
 }
 
-bool using_avx2() {
-#ifdef NXRT_CONVGEMM_X86
-  return cpu_has_avx2();
-#else
-  return false;
-#endif
-}
+bool using_avx2() { return gemm_using_avx2(); }
 
 #define NXRT_CONVGEMM_INSTANTIATE(T)                                                                      \
   template void pack_a<T>(bool, int64_t, int64_t, const T*, int64_t, T, PackedA<T>*);                     \

@@ -3,8 +3,8 @@
 //
 // A is packed once into MR-row panels per KC block (PackedA; conv weights are packed at kernel creation
 // when W is a constant), B is packed per task into NR-column panels, and an MR x NR micro-kernel runs
-// over them. float uses an AVX2+FMA micro-kernel when the CPU has it (chosen at run time), otherwise a
-// plain-loop kernel the compiler vectorizes; double uses the plain-loop kernel.
+// over them. float runs on the shared engine of ops/gemm.h (AVX2+FMA 6x16 kernel chosen at run time,
+// portable fallback; the PackedA<float> layout is PackedAF32); double uses a plain-loop kernel here.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -1,3 +1,4 @@
+// The double-precision GEMM (gemm_f64); the float engine lives in gemm_f32.cpp.
 // Cache-blocked GEMM: B is packed into KC x NC panels of NR-wide column strips, A into MC x KC blocks
 // of MR-high row strips (zero-padded at the edges), and a register-blocked MR x NR micro-kernel (plain
 // loops over constant trip counts, which g++ -O3 keeps in vector registers) runs over the packed
@@ -15,10 +16,6 @@ namespace nxrt::ops {
 namespace {
 
 template <typename T> struct GemmParams;
-template <> struct GemmParams<float> {
-  static constexpr int MR = 4, NR = 16;
-  static constexpr int64_t MC = 64, KC = 256, NC = 512;
-};
 template <> struct GemmParams<double> {
   static constexpr int MR = 4, NR = 4;
   static constexpr int64_t MC = 64, KC = 256, NC = 256;
@@ -300,48 +297,9 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T a
 
 }  // namespace
 
-void gemm_f32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-              const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ep::ThreadPool* pool) {
-  gemm_blocked<float>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
-}
-
-PackedB pack_b_f32(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb) {
-  using P = GemmParams<float>;
-  PackedB pb;
-  pb.K = K;
-  pb.N = N;
-  pb.n_padded = (N + P::NR - 1) / P::NR * P::NR;
-  pb.data.assign(static_cast<size_t>(std::max<int64_t>(1, pb.n_padded * K)), 0.f);
-  for (int64_t p0 = 0; p0 < K; p0 += P::KC) {
-    const int64_t kc = std::min<int64_t>(P::KC, K - p0);
-    pack_b(B, ldb, transB, p0, kc, 0, N, pb.data.data() + p0 * pb.n_padded);
-  }
-  return pb;
-}
-
-void gemm_f32_packed(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedB& B, float beta,
-                     float* C, int64_t ldc, ep::ThreadPool* pool) {
-  gemm_blocked<float>(transA, false, M, B.N, B.K, alpha, A, lda, nullptr, 0, beta, C, ldc, pool, B.data.data(),
-                      B.n_padded);
-}
-
 void gemm_f64(bool transA, bool transB, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
               int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc, ep::ThreadPool* pool) {
   gemm_blocked<double>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
-}
-
-void gemm_f32_reference(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                        int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  for (int64_t i = 0; i < M; ++i) {
-    for (int64_t j = 0; j < N; ++j) {
-      double s = 0;
-      for (int64_t k = 0; k < K; ++k) {
-        s += static_cast<double>(op_at(A, lda, transA, i, k)) * static_cast<double>(op_at(B, ldb, transB, k, j));
-      }
-      float v = static_cast<float>(alpha * s);
-      C[i * ldc + j] = beta == 0.0f ? v : v + beta * C[i * ldc + j];
-    }
-  }
 }
 
 }  // namespace nxrt::ops

@@ -434,6 +434,18 @@ class GemmKernel final : public ep::Kernel {
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kFloat, Dims{M, N}));
     if (M == 0 || N == 0) return Status::Ok();
     float* yd = y->data<float>();
+    // A bias vector (C of shape [N], [1,N] or [M,1]) with beta == 1 is fused into the GEMM's store.
+    if (use_c && beta == 1.f && c->numel() > 0) {
+      GemmEpilogue ep;
+      const bool row_vec = c->numel() == N && (c->rank() == 1 || (c->rank() == 2 && c->dim(0) == 1));
+      const bool col_vec = c->rank() == 2 && c->dim(1) == 1 && c->dim(0) == M && M > 1;
+      if (row_vec || col_vec) {
+        ep.bias_kind = row_vec ? GemmBias::kPerColumn : GemmBias::kPerRow;
+        ep.bias = c->data<float>();
+        gemm_f32_packed(ta, M, alpha, a.data<float>(), ta ? M : K, packed_, 0.f, yd, N, &ctx.pool(), &ep);
+        return Status::Ok();
+      }
+    }
     if (use_c) {
       Tensor c2 = c->rank() == 2 ? *c : c->reshaped(c->rank() == 1 ? Dims{1, c->dim(0)} : Dims{1, 1});
       const Dims cst = broadcast_strides(c2.shape(), Dims{M, N});

@@ -1,0 +1,243 @@
+// CPU microbenchmarks (Google Benchmark): the float GEMM/GEMV engine, memory bandwidth (STREAM-like
+// copy and read), ResNet-50 convolution shapes through the Conv engine, and the bandwidth of a few
+// memory-bound kernels (Add, Softmax, LayerNormalization) run through the kernel registry.
+//
+//   make microbench      (or: build/nxrt_microbench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true)
+//
+// Counters: GFLOP/s for GEMM and conv (2*M*N*K), GB/s for GEMV (weight bytes read), streams and kernels
+// (bytes read + written).
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "ep/thread_pool.h"
+#include "kernel_test_util.h"
+#include "ops/conv_impl.h"
+#include "ops/gemm.h"
+
+namespace {
+
+using namespace nxrt;
+
+std::vector<float> rand_vec(size_t n, uint32_t seed = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+ep::ThreadPool& pool_for(int threads) {
+  static ep::ThreadPool p1(1), p2(2);
+  return threads <= 1 ? p1 : p2;
+}
+
+// ---- GEMM: C[n,n] = A[n,n] * B[n,n] -------------------------------------------------------------
+void BM_Gemm(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  auto A = rand_vec(n * n, 1), B = rand_vec(n * n, 2);
+  std::vector<float> C(n * n);
+  ep::ThreadPool& pool = pool_for(threads);
+  for (auto _ : state) {
+    ops::gemm_f32(false, false, n, n, n, 1.f, A.data(), n, B.data(), n, 0.f, C.data(), n, &pool);
+    benchmark::DoNotOptimize(C.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = threads;
+}
+BENCHMARK(BM_Gemm)->ArgsProduct({{256, 512, 1024, 2048}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Same with B prepacked (constant weights).
+void BM_GemmPackedB(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  auto A = rand_vec(n * n, 1), B = rand_vec(n * n, 2);
+  std::vector<float> C(n * n);
+  ops::PackedB pb = ops::pack_b_f32(false, n, n, B.data(), n);
+  ep::ThreadPool& pool = pool_for(threads);
+  for (auto _ : state) {
+    ops::gemm_f32_packed(false, n, 1.f, A.data(), n, pb, 0.f, C.data(), n, &pool);
+    benchmark::DoNotOptimize(C.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GemmPackedB)->ArgsProduct({{1024}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- GEMV: y[1,N] = x[1,K] * W[K,N], W prepacked ------------------------------------------------
+void BM_GemvPacked(benchmark::State& state) {
+  const int64_t K = 4096, N = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  auto W = rand_vec(K * N, 3), x = rand_vec(K, 4);
+  std::vector<float> y(N);
+  ops::PackedB pb = ops::pack_b_f32(false, K, N, W.data(), N);
+  W.clear();
+  W.shrink_to_fit();
+  ep::ThreadPool& pool = pool_for(threads);
+  for (auto _ : state) {
+    ops::gemm_f32_packed(false, 1, 1.f, x.data(), K, pb, 0.f, y.data(), N, &pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(4.0 * K * N * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GemvPacked)->ArgsProduct({{4096, 11008}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Unpacked weights, W stored N x K (Gemm transB=1, the usual Linear layout).
+void BM_GemvTransB(benchmark::State& state) {
+  const int64_t K = 4096, N = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  auto W = rand_vec(K * N, 3), x = rand_vec(K, 4);
+  std::vector<float> y(N);
+  ep::ThreadPool& pool = pool_for(threads);
+  for (auto _ : state) {
+    ops::gemm_f32(false, true, 1, N, K, 1.f, x.data(), K, W.data(), K, 0.f, y.data(), N, &pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(4.0 * K * N * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GemvTransB)->ArgsProduct({{4096}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- Memory bandwidth: STREAM-like copy (GB/s = read + write bytes) and read (sum) ----------------
+constexpr int64_t kStreamFloats = int64_t(1) << 25;  // 128 MiB per array
+
+void BM_StreamCopy(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  std::vector<float> a(kStreamFloats, 1.f), b(kStreamFloats, 0.f);
+  ep::ThreadPool& pool = pool_for(threads);
+  for (auto _ : state) {
+    pool.parallel_for(kStreamFloats, int64_t(1) << 20, [&](int64_t s, int64_t e) {
+      std::memcpy(b.data() + s, a.data() + s, sizeof(float) * (e - s));
+    });
+    benchmark::DoNotOptimize(b.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(2.0 * 4 * kStreamFloats * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_StreamCopy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_StreamRead(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  std::vector<float> a(kStreamFloats, 1.f);
+  ep::ThreadPool& pool = pool_for(threads);
+  std::vector<float> partial(64 * 16);
+  for (auto _ : state) {
+    pool.parallel_for(16, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t per = kStreamFloats / 16;
+        const float* p = a.data() + t * per;
+        float s[16] = {};
+        for (int64_t i = 0; i < per; i += 16)
+          for (int j = 0; j < 16; ++j) s[j] += p[i + j];
+        float tot = 0;
+        for (float v : s) tot += v;
+        partial[t * 16] = tot;
+      }
+    });
+    benchmark::DoNotOptimize(partial.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(4.0 * kStreamFloats * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_StreamRead)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- ResNet-50 convolutions through the Conv engine ---------------------------------------------
+struct ConvCase {
+  int64_t C, M, H, W, k, stride, pad;
+};
+const ConvCase kConvCases[] = {
+    {256, 64, 56, 56, 1, 1, 0},  // 1x1 256->64 at 56x56
+    {64, 64, 56, 56, 3, 1, 1},   // 3x3 64->64 at 56x56
+    {3, 64, 224, 224, 7, 2, 3},  // 7x7 stride 2, the first conv
+    {512, 512, 7, 7, 3, 1, 1},   // 3x3 512->512 at 7x7 (last stage)
+};
+
+void BM_ConvResNet50(benchmark::State& state) {
+  const ConvCase& cc = kConvCases[state.range(0)];
+  const int threads = static_cast<int>(state.range(1));
+  ops::ConvShape s;
+  s.N = 1;
+  s.C = cc.C;
+  s.M = cc.M;
+  s.group = 1;
+  s.g.nsp = 2;
+  s.g.in[1] = cc.H;
+  s.g.in[2] = cc.W;
+  s.g.k[1] = s.g.k[2] = cc.k;
+  s.g.s[1] = s.g.s[2] = cc.stride;
+  s.g.pb[1] = s.g.pb[2] = s.g.pe[1] = s.g.pe[2] = cc.pad;
+  s.g.out[1] = (cc.H + 2 * cc.pad - cc.k) / cc.stride + 1;
+  s.g.out[2] = (cc.W + 2 * cc.pad - cc.k) / cc.stride + 1;
+  auto x = rand_vec(cc.C * cc.H * cc.W, 5);
+  auto w = rand_vec(cc.M * cc.C * cc.k * cc.k, 6);
+  auto bias = rand_vec(cc.M, 7);
+  ops::ConvWeights<float> cw;
+  cw.prepare(Dims{cc.M, cc.C, cc.k, cc.k}, 1, w);
+  std::vector<float> y(cc.M * s.g.out_size());
+  ep::ThreadPool& pool = pool_for(threads);
+  for (auto _ : state) {
+    ops::conv_forward<float>(s, x.data(), cw, bias.data(), y.data(), &pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double flops = 2.0 * cc.M * s.g.out_size() * cc.C * cc.k * cc.k;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::to_string(cc.k) + "x" + std::to_string(cc.k) + "/" + std::to_string(cc.stride) + " " +
+                 std::to_string(cc.C) + "->" + std::to_string(cc.M) + " @" + std::to_string(cc.H) + "x" +
+                 std::to_string(cc.W));
+}
+BENCHMARK(BM_ConvResNet50)->ArgsProduct({{0, 1, 2, 3}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- Memory-bound kernels through the registry (kernel_test_util) ---------------------------------
+constexpr int64_t kRows = 4096, kCols = 1024;  // 16 MiB per tensor
+
+void run_op(benchmark::State& state, testing::KernelRun run, double bytes) {
+  for (auto _ : state) {
+    auto r = testing::run_kernel(run);
+    if (!r.ok()) {
+      state.SkipWithError(r.status().message().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(r.value().data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+Tensor rand_tensor(Dims shape, uint32_t seed) {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return Tensor::from_vector<float>(DataType::kFloat, shape, rand_vec(static_cast<size_t>(n), seed));
+}
+
+void BM_Add(benchmark::State& state) {
+  testing::KernelRun run;
+  run.op_type = "Add";
+  run.threads = static_cast<int>(state.range(0));
+  run.inputs = {rand_tensor(Dims{kRows, kCols}, 1), rand_tensor(Dims{kRows, kCols}, 2)};
+  run_op(state, run, 3.0 * 4 * kRows * kCols);
+}
+BENCHMARK(BM_Add)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Softmax(benchmark::State& state) {
+  testing::KernelRun run;
+  run.op_type = "Softmax";
+  run.opset = 13;
+  run.threads = static_cast<int>(state.range(0));
+  run.inputs = {rand_tensor(Dims{kRows, kCols}, 1)};
+  run_op(state, run, 2.0 * 4 * kRows * kCols);
+}
+BENCHMARK(BM_Softmax)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_LayerNorm(benchmark::State& state) {
+  testing::KernelRun run;
+  run.op_type = "LayerNormalization";
+  run.opset = 17;
+  run.threads = static_cast<int>(state.range(0));
+  run.inputs = {rand_tensor(Dims{kRows, kCols}, 1), rand_tensor(Dims{kCols}, 2), rand_tensor(Dims{kCols}, 3)};
+  run_op(state, run, 2.0 * 4 * kRows * kCols);
+}
+BENCHMARK(BM_LayerNorm)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,132 @@
+#include "ep/thread_pool.h"
+
+#include <gtest/gtest.h>
+#include <time.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace nxrt {
+namespace {
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+TEST(ThreadPool, SizedFromAffinityCappedByRequest) {
+  const int avail = ep::ThreadPool::available_cpus();
+  EXPECT_GE(avail, 1);
+  EXPECT_EQ(ep::ThreadPool(1).num_threads(), 1);
+  EXPECT_EQ(ep::ThreadPool(1000).num_threads(), avail);
+  EXPECT_EQ(ep::ThreadPool(0).num_threads(), avail);
+  EXPECT_EQ(ep::ThreadPool(2).num_threads(), std::min(2, avail));
+}
+
+TEST(ThreadPool, CoversRangeExactlyOnce) {
+  for (int threads : {1, 2, 4}) {
+    ep::ThreadPool pool(threads);
+    for (int64_t n : {1, 2, 7, 100, 1000, 12345}) {
+      for (int64_t grain : {1, 3, 64}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
+          ASSERT_LT(b, e);
+          for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << n << " " << grain;
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, OneThreadRunsOnCaller) {
+  ep::ThreadPool pool(1);
+  const auto self = std::this_thread::get_id();
+  pool.parallel_for(1000, 1, [&](int64_t, int64_t) { EXPECT_EQ(std::this_thread::get_id(), self); });
+}
+
+TEST(ThreadPool, UsesWorkersAndCaller) {
+  ep::ThreadPool pool(2);
+  if (pool.num_threads() < 2) GTEST_SKIP() << "one CPU";
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  for (int rep = 0; rep < 50 && ids.size() < 2; ++rep) {
+    pool.parallel_for(64, 1, [&](int64_t, int64_t) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      std::lock_guard<std::mutex> lk(mu);
+      ids.insert(std::this_thread::get_id());
+    });
+  }
+  EXPECT_EQ(ids.size(), 2u);
+}
+
+TEST(ThreadPool, NestedRunsInline) {
+  ep::ThreadPool pool(2);
+  std::atomic<int64_t> total{0};
+  pool.parallel_for(8, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      EXPECT_TRUE(ep::ThreadPool::in_parallel_region());
+      pool.parallel_for(100, 1, [&](int64_t b2, int64_t e2) { total.fetch_add(e2 - b2); });
+    }
+  });
+  EXPECT_EQ(total.load(), 800);
+  EXPECT_FALSE(ep::ThreadPool::in_parallel_region());
+}
+
+TEST(ThreadPool, ConcurrentCallersBothComplete) {
+  ep::ThreadPool pool(2);
+  std::atomic<int64_t> total{0};
+  auto caller = [&] {
+    for (int r = 0; r < 200; ++r) pool.parallel_for(1000, 10, [&](int64_t b, int64_t e) { total.fetch_add(e - b); });
+  };
+  std::thread t1(caller), t2(caller);
+  t1.join();
+  t2.join();
+  EXPECT_EQ(total.load(), 400000);
+}
+
+TEST(ThreadPool, TwoDimensionalTiles) {
+  ep::ThreadPool pool(2);
+  const int64_t R = 37, C = 53;
+  std::vector<std::atomic<int>> hits(static_cast<size_t>(R * C));
+  pool.parallel_for_2d(R, C, 8, 16, [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    EXPECT_LE(r1 - r0, 8);
+    EXPECT_LE(c1 - c0, 16);
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = c0; c < c1; ++c) hits[static_cast<size_t>(r * C + c)].fetch_add(1);
+  });
+  for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+}
+
+TEST(ThreadPool, ManySmallJobsBackToBack) {
+  ep::ThreadPool pool(2);
+  int64_t sum = 0;
+  std::atomic<int64_t> acc{0};
+  for (int r = 0; r < 20000; ++r) {
+    pool.parallel_for(4, 1, [&](int64_t b, int64_t e) { acc.fetch_add(e - b); });
+    sum += 4;
+  }
+  EXPECT_EQ(acc.load(), sum);
+}
+
+// An idle pool sleeps on a futex: ~1 s of idling costs (almost) no CPU time.
+TEST(ThreadPool, IdlePoolUsesNoCpu) {
+  ep::ThreadPool pool(2);
+  std::atomic<int64_t> acc{0};
+  pool.parallel_for(100, 1, [&](int64_t b, int64_t e) { acc.fetch_add(e - b); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // past the spin phase
+  const double c0 = process_cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  const double used = process_cpu_seconds() - c0;
+  EXPECT_LT(used, 0.02) << "idle pool used " << used << " s of CPU in 1 s";
+  pool.parallel_for(100, 1, [&](int64_t b, int64_t e) { acc.fetch_add(e - b); });
+  EXPECT_EQ(acc.load(), 200);
+}
+
+}  // namespace
+}  // namespace nxrt
