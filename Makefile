@@ -9,7 +9,7 @@ BUILD ?= build
 BUILD_ASAN ?= build-asan
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build build-asan test unit-test asan-test conformance demo report fuzz clean check-ort
+.PHONY: all deps build build-asan test unit-test asan-test conformance conformance-levels demo report fuzz clean check-ort
 
 all: build
 
@@ -36,6 +36,10 @@ asan-test: build-asan
 
 conformance: build
 	@scripts/run_conformance.sh $(BUILD)/nxrt
+
+# The manifest at every optimizer level (disabled, basic, all).
+conformance-levels: build
+	@for l in disabled basic all; do echo "== optimizer level $$l"; OPT=$$l scripts/run_conformance.sh $(BUILD)/nxrt || exit 1; done
 
 test: build build-asan
 	@$(MAKE) --no-print-directory unit-test asan-test conformance
