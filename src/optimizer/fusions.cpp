@@ -283,7 +283,8 @@ int fuse_activation(PassContext& pc, GraphInfo& gi) {
     // Residual Add (or a two-input Sum).
     if ((is_onnx(nx, "Add") || (is_onnx(nx, "Sum") && nx->inputs.size() == 2)) && single_output(*nx)) {
       const std::string o = other_input(*nx, cur);
-      if (!o.empty()) {
+      // A constant here is a bias the bias step did not take (wrong rank): leave it to Add.
+      if (!o.empty() && !gi.is_const(o)) {
         z = o;
         nodes.push_back(idx);
         last = idx;
