@@ -201,14 +201,14 @@ int fold_conv_bn(PassContext& pc, GraphInfo& gi) {
     if (w->dtype() != DataType::kFloat && w->dtype() != DataType::kDouble) continue;
     if (w->rank() < 3) continue;
     const int64_t M = w->dim(0);
-    std::vector<double> sc, bi, mean, var, wv, bv;
+    std::vector<double> sc, bi, mean, var, bv;
     bool ok = true;
     for (size_t k = 1; k < 5 && ok; ++k) {
       const Tensor* t = gi.constant(bn.inputs[k]);
       std::vector<double>* dst = k == 1 ? &sc : k == 2 ? &bi : k == 3 ? &mean : &var;
       ok = t && t->dtype() == w->dtype() && t->numel() == M && const_values(*t, dst);
     }
-    if (!ok || !const_values(*w, &wv)) continue;
+    if (!ok) continue;
     if (b) {
       if (b->dtype() != w->dtype() || b->numel() != M || !const_values(*b, &bv)) continue;
     } else {
@@ -217,16 +217,29 @@ int fold_conv_bn(PassContext& pc, GraphInfo& gi) {
     const double eps = attr_f(bn, "epsilon", 1e-5f);
     const int64_t per = M > 0 ? w->numel() / M : 0;
     std::vector<double> nb(static_cast<size_t>(M));
+    // Scale W in place when nothing else can see it (this Conv is its only reader and its storage is
+    // owned by this initializer alone, e.g. a folded ConstantOfShape); else on a copy.
+    const bool in_place = gi.single_use(conv->inputs[1]) && !gi.input_names.count(conv->inputs[1]) &&
+                          w->storage() && w->storage()->owned() && w->storage().use_count() == 1 &&
+                          w->is_contiguous() && w->byte_offset() == 0;
+    Tensor nw = in_place ? *w : w->clone();
     for (int64_t m = 0; m < M; ++m) {
       const size_t mm = static_cast<size_t>(m);
       const double f = sc[mm] / std::sqrt(var[mm] + eps);
-      for (int64_t j = 0; j < per; ++j) wv[static_cast<size_t>(m * per + j)] *= f;
+      if (nw.dtype() == DataType::kFloat) {
+        float* p = nw.data<float>() + m * per;
+        for (int64_t j = 0; j < per; ++j) p[j] = static_cast<float>(static_cast<double>(p[j]) * f);
+      } else {
+        double* p = nw.data<double>() + m * per;
+        for (int64_t j = 0; j < per; ++j) p[j] *= f;
+      }
       nb[mm] = (bv[mm] - mean[mm]) * f + bi[mm];
     }
-    Tensor nw, nbt;
-    if (!make_tensor(w->dtype(), w->shape(), wv, &nw) || !make_tensor(w->dtype(), Dims{M}, nb, &nbt)) continue;
-    const std::string wn = pc.fresh_name(g, "bnfold_w"), bname = pc.fresh_name(g, "bnfold_b");
-    g.initializers[wn] = std::move(nw);
+    Tensor nbt;
+    if (!make_tensor(w->dtype(), Dims{M}, nb, &nbt)) continue;
+    const std::string wn = in_place ? conv->inputs[1] : pc.fresh_name(g, "bnfold_w");
+    const std::string bname = pc.fresh_name(g, "bnfold_b");
+    if (!in_place) g.initializers[wn] = std::move(nw);
     g.initializers[bname] = std::move(nbt);
     conv->inputs.resize(3);
     conv->inputs[1] = wn;
@@ -237,6 +250,82 @@ int fold_conv_bn(PassContext& pc, GraphInfo& gi) {
   }
   if (done) remove_nodes(g, dead);
   pc.count("conv_bn_folded", done);
+  return done;
+}
+
+int fold_conv_affine(PassContext& pc, GraphInfo& gi) {
+  ir::Graph& g = gi.g;
+  if (pc.opset("") < 7) return 0;
+  std::vector<bool> dead(g.nodes.size(), false);
+  int done = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    ir::Node* conv = &g.nodes[i];
+    if (dead[i] || !is_onnx(conv, "Conv") || !single_output(*conv) || conv->inputs.size() < 2) continue;
+    int ci;
+    ir::Node* op = sole_reader(gi, dead, conv->outputs[0], &ci);
+    const bool mul = is_onnx(op, "Mul"), add = is_onnx(op, "Add");
+    if ((!mul && !add) || !single_output(*op)) continue;
+    const Tensor* c = gi.constant(other_input(*op, conv->outputs[0]));
+    const Tensor* w = gi.constant(conv->inputs[1]);
+    const bool has_b = conv->inputs.size() > 2 && !conv->inputs[2].empty();
+    const Tensor* b = has_b ? gi.constant(conv->inputs[2]) : nullptr;
+    if (!c || !w || (has_b && !b) || w->rank() < 3 || c->dtype() != w->dtype() || (b && b->dtype() != w->dtype()))
+      continue;
+    if (w->dtype() != DataType::kFloat && w->dtype() != DataType::kDouble) continue;
+    // c must broadcast per output channel: right-aligned with Y (rank of W), 1 everywhere but axis 1.
+    const int64_t R = w->rank(), M = w->dim(0), cr = c->rank();
+    if (cr > R) continue;
+    bool per_channel = true;
+    int64_t cdim = 1;
+    for (int64_t j = 0; j < cr; ++j) {
+      const int64_t axis = R - cr + j, d = c->shape()[static_cast<size_t>(j)];
+      if (axis == 1) cdim = d;
+      per_channel &= d == 1 || (axis == 1 && d == M);
+    }
+    if (!per_channel) continue;
+    std::vector<double> cv, bv;
+    if (!const_values(*c, &cv) || (b && (!const_values(*b, &bv) || b->numel() != M))) continue;
+    if (!b) bv.assign(static_cast<size_t>(M), 0.0);
+    auto cval = [&](int64_t m) { return cv[static_cast<size_t>(cdim == 1 ? 0 : m)]; };
+    std::string wn = conv->inputs[1];
+    if (mul) {
+      const bool in_place = gi.single_use(wn) && !gi.input_names.count(wn) && w->storage() &&
+                            w->storage()->owned() && w->storage().use_count() == 1 && w->is_contiguous() &&
+                            w->byte_offset() == 0;
+      Tensor nw = in_place ? *w : w->clone();
+      const int64_t per = M > 0 ? w->numel() / M : 0;
+      for (int64_t m = 0; m < M; ++m) {
+        const double f = cval(m);
+        if (nw.dtype() == DataType::kFloat) {
+          float* p = nw.data<float>() + m * per;
+          for (int64_t j = 0; j < per; ++j) p[j] = static_cast<float>(static_cast<double>(p[j]) * f);
+        } else {
+          double* p = nw.data<double>() + m * per;
+          for (int64_t j = 0; j < per; ++j) p[j] *= f;
+        }
+      }
+      if (!in_place) {
+        wn = pc.fresh_name(g, "affine_w");
+        g.initializers[wn] = std::move(nw);
+      }
+    }
+    for (int64_t m = 0; m < M; ++m) {
+      double& bm = bv[static_cast<size_t>(m)];
+      bm = mul ? bm * cval(m) : bm + cval(m);
+    }
+    Tensor nbt;
+    if (!make_tensor(w->dtype(), Dims{M}, bv, &nbt)) continue;
+    const std::string bname = pc.fresh_name(g, "affine_b");
+    g.initializers[bname] = std::move(nbt);
+    conv->inputs.resize(3);
+    conv->inputs[1] = wn;
+    conv->inputs[2] = bname;
+    conv->outputs[0] = op->outputs[0];
+    dead[static_cast<size_t>(ci)] = true;
+    ++done;
+  }
+  if (done) remove_nodes(g, dead);
+  pc.count("conv_affine_folded", done);
   return done;
 }
 

@@ -95,6 +95,8 @@ int eliminate_identities(PassContext& pc, GraphInfo& gi);
 int fold_shapes(PassContext& pc, GraphInfo& gi);
 int remove_dead_code(PassContext& pc, GraphInfo& gi);
 int fold_conv_bn(PassContext& pc, GraphInfo& gi);
+// Conv followed by Mul / Add of a per-output-channel constant: folded into W and B.
+int fold_conv_affine(PassContext& pc, GraphInfo& gi);
 int fuse_activation(PassContext& pc, GraphInfo& gi);
 int fuse_layer_norm(PassContext& pc, GraphInfo& gi);
 int fuse_rms_norm(PassContext& pc, GraphInfo& gi);

@@ -1,5 +1,7 @@
 #include "optimizer/optimizer.h"
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -13,7 +15,10 @@ std::string Stats::summary() const {
     if (!s.empty()) s += ", ";
     s += k + "=" + std::to_string(v);
   }
-  return s.empty() ? "nothing" : s;
+  if (s.empty()) s = "nothing";
+  std::string t;
+  for (const auto& [k, v] : pass_ms) t += (t.empty() ? "" : ", ") + k + " " + std::to_string(v).substr(0, std::to_string(v).find('.') + 2) + " ms";
+  return s + (t.empty() ? "" : "; time: " + t);
 }
 
 OptLevel opt_level_from_env(OptLevel dflt) {
@@ -29,9 +34,14 @@ namespace {
 
 using Pass = int (*)(PassContext&, GraphInfo&);
 
-int run_pass(PassContext& pc, ir::Graph& g, bool main_graph, Pass pass) {
+int run_pass(PassContext& pc, ir::Graph& g, bool main_graph, Pass pass, const char* name) {
+  const auto t0 = std::chrono::steady_clock::now();
   GraphInfo gi(g, main_graph, pc.model->ir_version);
-  return pass(pc, gi);
+  int n = pass(pc, gi);
+  if (pc.stats) {
+    pc.stats->pass_ms[name] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return n;
 }
 
 void optimize_graph(PassContext& pc, ir::Graph& g, bool main_graph) {
@@ -47,19 +57,21 @@ void optimize_graph(PassContext& pc, ir::Graph& g, bool main_graph) {
   const OptLevel level = pc.options->level;
   for (int round = 0; round < 4; ++round) {
     int changed = 0;
-    changed += run_pass(pc, g, main_graph, &fold_constants);
-    changed += run_pass(pc, g, main_graph, &eliminate_identities);
-    changed += run_pass(pc, g, main_graph, &fold_shapes);
-    changed += run_pass(pc, g, main_graph, &remove_dead_code);
+    changed += run_pass(pc, g, main_graph, &fold_constants, "fold_constants");
+    changed += run_pass(pc, g, main_graph, &eliminate_identities, "eliminate_identities");
+    changed += run_pass(pc, g, main_graph, &fold_shapes, "fold_shapes");
+    changed += run_pass(pc, g, main_graph, &remove_dead_code, "remove_dead_code");
     if (!changed) break;
   }
   if (level == OptLevel::kAll) {
-    run_pass(pc, g, main_graph, &fold_conv_bn);
-    run_pass(pc, g, main_graph, &fuse_layer_norm);
-    run_pass(pc, g, main_graph, &fuse_rms_norm);
-    run_pass(pc, g, main_graph, &fuse_gelu);
-    run_pass(pc, g, main_graph, &fuse_activation);
-    run_pass(pc, g, main_graph, &remove_dead_code);
+    run_pass(pc, g, main_graph, &fold_conv_bn, "fold_conv_bn");
+    for (int k = 0; k < 4 && run_pass(pc, g, main_graph, &fold_conv_affine, "fold_conv_affine") > 0; ++k) {
+    }
+    run_pass(pc, g, main_graph, &fuse_layer_norm, "fuse_layer_norm");
+    run_pass(pc, g, main_graph, &fuse_rms_norm, "fuse_rms_norm");
+    run_pass(pc, g, main_graph, &fuse_gelu, "fuse_gelu");
+    run_pass(pc, g, main_graph, &fuse_activation, "fuse_activation");
+    run_pass(pc, g, main_graph, &remove_dead_code, "remove_dead_code");
   }
 }
 
@@ -75,6 +87,15 @@ Status optimize(ir::Model& model, const Options& options, Stats* stats) {
   pc.registry = &ep::KernelRegistry::cpu();
   pc.pool = &pool;
   optimize_graph(pc, model.graph, true);
+  if (std::getenv("NXRT_OPT_DUMP")) {  // debugging: the optimized main graph, one node a line
+    for (const auto& n : model.graph.nodes) {
+      std::string line = (n.domain.empty() ? "" : n.domain + "::") + n.op_type + "(";
+      for (size_t i = 0; i < n.inputs.size(); ++i) line += (i ? ", " : "") + n.inputs[i];
+      line += ") -> ";
+      for (size_t i = 0; i < n.outputs.size(); ++i) line += (i ? ", " : "") + n.outputs[i];
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+  }
   return Status::Ok();
 }
 

@@ -37,6 +37,7 @@ struct Options {
 // What the passes did: pass name -> count (nodes folded, nodes fused, ...).
 struct Stats {
   std::map<std::string, int> counts;
+  std::map<std::string, double> pass_ms;  // wall time per pass (all graphs, all rounds)
   int total() const {
     int t = 0;
     for (const auto& [k, v] : counts) t += v;

@@ -532,3 +532,32 @@ TEST(OptimizerGelu, RefusesWrongConstantsAndSharedIntermediates) {
   b.output("a");  // an intermediate is a graph output
   EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "Gelu"), 0);
 }
+
+TEST(OptimizerConvAffine, FoldsPerChannelMulAddIntoConv) {
+  ModelBuilder b(9);
+  b.input("x", {1, 3, 5, 5});
+  b.init("w", random_tensor({4, 3, 3, 3}, 40));
+  b.init("s", random_tensor({4, 1, 1}, 41));
+  b.init("t", random_tensor({1, 4, 1, 1}, 42));
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Mul", {"c", "s"}, {"m"});
+  b.node("Add", {"t", "m"}, {"a"});
+  b.node("Relu", {"a"}, {"y"});
+  b.output("y");
+  optimizer::Stats st;
+  ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll, &st)), (std::vector<std::string>{"nxrt::FusedConv"}));
+  EXPECT_EQ(st.counts["conv_affine_folded"], 2);
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({1, 3, 5, 5}, 43))}}, 1e-4);
+}
+
+TEST(OptimizerConvAffine, RefusesConstantsThatAreNotPerChannel) {
+  ModelBuilder b(9);
+  b.input("x", {1, 3, 5, 5});
+  b.init("w", random_tensor({4, 3, 1, 1}, 44));
+  b.init("s", random_tensor({5}, 45));  // along the last axis
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Mul", {"c", "s"}, {"y"});
+  b.output("y");
+  EXPECT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"Conv", "Mul"}));
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({1, 3, 5, 5}, 46))}}, 1e-4);
+}
