@@ -232,7 +232,10 @@ Result<Activation> parse_activation(const std::string& s) {
   return invalid_model("unknown fused activation '" + s + "'");
 }
 
+void register_fused_attention(ep::KernelRegistry& r);  // fused_attention.cpp
+
 void register_fused_ops(ep::KernelRegistry& r) {
+  register_fused_attention(r);
   r.add_class<FusedKernel>(kNxrtDomain, "FusedConv");
   r.add_class<FusedKernel>(kNxrtDomain, "FusedGemm");
   r.add_class<FusedKernel>(kNxrtDomain, "FusedMatMul");

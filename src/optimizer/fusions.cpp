@@ -663,4 +663,83 @@ int fuse_gelu(PassContext& pc, GraphInfo& gi) {
   return done;
 }
 
+int fuse_attention(PassContext& pc, GraphInfo& gi) {
+  ir::Graph& g = gi.g;
+  const int64_t opset = pc.opset("");
+  if (opset < 7) return 0;
+  std::vector<bool> dead(g.nodes.size(), false);
+  int done = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& sm = g.nodes[i];
+    if (dead[i] || !is_onnx(&sm, "Softmax") || !single_output(sm) || sm.inputs.size() != 1) continue;
+    const ir::Attribute* ax = sm.find_attribute("axis");
+    if (opset >= 13 ? (ax && ax->i != -1) : (!ax || ax->i != -1)) continue;
+    std::vector<int> nodes = {static_cast<int>(i)};
+    auto take = [&](const std::string& v) -> ir::Node* {  // the producer of v when only the pattern reads v
+      ir::Node* p = gi.producer_of(v);
+      if (!p || !single_output(*p) || !gi.single_use(v) || dead[static_cast<size_t>(gi.producer.at(v))]) return nullptr;
+      return p;
+    };
+    std::string cur = sm.inputs[0], mask, scale, scale_op;
+    ir::Node* p = take(cur);
+    if (!p) continue;
+    nodes.push_back(gi.producer.at(cur));
+    if (is_onnx(p, "Add") && p->inputs.size() == 2 && p->inputs[0] != p->inputs[1]) {
+      // The scores side is the one made by the scale or the first MatMul.
+      int side = -1;
+      for (int s = 0; s < 2 && side < 0; ++s) {
+        ir::Node* c = take(p->inputs[static_cast<size_t>(s)]);
+        if (is_onnx(c, "MatMul") || is_onnx(c, "Mul") || is_onnx(c, "Div")) side = s;
+      }
+      if (side < 0) continue;
+      mask = p->inputs[static_cast<size_t>(1 - side)];
+      cur = p->inputs[static_cast<size_t>(side)];
+      p = take(cur);
+      if (!p) continue;
+      nodes.push_back(gi.producer.at(cur));
+    }
+    if ((is_onnx(p, "Mul") || is_onnx(p, "Div")) && p->inputs.size() == 2) {
+      int side = -1;
+      for (int s = 0; s < 2; ++s) {
+        const std::string& in = p->inputs[static_cast<size_t>(s)];
+        const std::string& other = p->inputs[static_cast<size_t>(1 - s)];
+        if (is_onnx(take(in), "MatMul") && const_is_scalar(gi.constant(other), 0, INFINITY)) side = s;
+      }
+      if (side < 0 || (p->op_type == "Div" && side != 0)) continue;
+      scale = p->inputs[static_cast<size_t>(1 - side)];
+      scale_op = p->op_type;
+      cur = p->inputs[static_cast<size_t>(side)];
+      p = take(cur);
+      nodes.push_back(gi.producer.at(cur));
+    }
+    if (!is_onnx(p, "MatMul") || p->inputs.size() != 2) continue;
+    const std::string q = p->inputs[0], kt = p->inputs[1];
+    int i2;
+    ir::Node* mm2 = sole_reader(gi, dead, sm.outputs[0], &i2);
+    if (!is_onnx(mm2, "MatMul") || !single_output(*mm2) || mm2->inputs.size() != 2 || mm2->inputs[0] != sm.outputs[0] ||
+        mm2->inputs[1] == sm.outputs[0])
+      continue;
+    nodes.push_back(i2);
+    bool clash = false;
+    for (int n : nodes) clash |= dead[static_cast<size_t>(n)];
+    if (clash) continue;
+    ir::Node fused;
+    fused.name = sm.name.empty() ? "Attention_" + std::to_string(done) : sm.name + "_attention";
+    fused.domain = kNxrtDomain;
+    fused.op_type = "FusedAttention";
+    fused.inputs = {q, kt, mm2->inputs[1], mask, scale};
+    while (fused.inputs.back().empty()) fused.inputs.pop_back();
+    fused.outputs = {mm2->outputs[0]};
+    fused.attributes = {make_attr_s("scale_op", scale_op), make_attr_i("softmax_opset", opset)};
+    replace_with(gi, dead, nodes, i2, std::move(fused));
+    pc.count("fused_attention");
+    ++done;
+  }
+  if (done) {
+    remove_nodes(g, dead);
+    import_nxrt(pc);
+  }
+  return done;
+}
+
 }  // namespace nxrt::optimizer

@@ -101,5 +101,6 @@ int fuse_activation(PassContext& pc, GraphInfo& gi);
 int fuse_layer_norm(PassContext& pc, GraphInfo& gi);
 int fuse_rms_norm(PassContext& pc, GraphInfo& gi);
 int fuse_gelu(PassContext& pc, GraphInfo& gi);
+int fuse_attention(PassContext& pc, GraphInfo& gi);
 
 }  // namespace nxrt::optimizer

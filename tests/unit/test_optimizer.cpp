@@ -561,3 +561,57 @@ TEST(OptimizerConvAffine, RefusesConstantsThatAreNotPerChannel) {
   EXPECT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"Conv", "Mul"}));
   expect_same_numerics(b.m, {{"x", Value(random_tensor({1, 3, 5, 5}, 46))}}, 1e-4);
 }
+
+namespace {
+// Y = Softmax(Q * Transpose(K) / 8 + mask) * V
+ModelBuilder attention_model(const std::vector<int64_t>& q_shape, const std::vector<int64_t>& k_shape,
+                             const std::vector<int64_t>& v_shape, const std::vector<int64_t>& mask_shape,
+                             int64_t softmax_axis = -1) {
+  ModelBuilder b(13);
+  b.input("q", q_shape);
+  b.input("k", k_shape);
+  b.input("v", v_shape);
+  b.input("mask", mask_shape);
+  b.init("scale", scalar_f(8.f));
+  const int64_t r = static_cast<int64_t>(k_shape.size());
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < r; ++i) perm.push_back(i);
+  std::swap(perm[static_cast<size_t>(r - 1)], perm[static_cast<size_t>(r - 2)]);
+  b.node("Transpose", {"k"}, {"kt"}, {A_is("perm", perm)});
+  b.node("MatMul", {"q", "kt"}, {"s"});
+  b.node("Div", {"s", "scale"}, {"ss"});
+  b.node("Add", {"mask", "ss"}, {"sm_in"});
+  b.node("Softmax", {"sm_in"}, {"p"}, {A_i("axis", softmax_axis)});
+  b.node("MatMul", {"p", "v"}, {"y"});
+  b.output("y");
+  return b;
+}
+}  // namespace
+
+TEST(OptimizerAttention, FusesAndMatchesOnTheFastPath) {
+  ModelBuilder b = attention_model({2, 3, 5, 8}, {2, 3, 7, 8}, {2, 3, 7, 4}, {1, 1, 5, 7});
+  optimizer::Stats st;
+  ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll, &st)),
+            (std::vector<std::string>{"Transpose", "nxrt::FusedAttention"}));
+  expect_same_numerics(b.m, {{"q", Value(random_tensor({2, 3, 5, 8}, 50, -2, 2))},
+                             {"k", Value(random_tensor({2, 3, 7, 8}, 51, -2, 2))},
+                             {"v", Value(random_tensor({2, 3, 7, 4}, 52))},
+                             {"mask", Value(random_tensor({1, 1, 5, 7}, 53, -5, 0))}},
+                       1e-5);
+}
+
+TEST(OptimizerAttention, BroadcastBatchAndWideMaskTakeTheExactFallback) {
+  // K and V shared across heads (batch dims broadcast) and a mask that widens the batch.
+  ModelBuilder b = attention_model({1, 3, 5, 8}, {1, 1, 7, 8}, {1, 1, 7, 4}, {2, 1, 5, 7});
+  ASSERT_EQ(count_op(optimized(b.m, OptLevel::kAll), "FusedAttention"), 1);
+  expect_same_numerics(b.m, {{"q", Value(random_tensor({1, 3, 5, 8}, 54, -2, 2))},
+                             {"k", Value(random_tensor({1, 1, 7, 8}, 55, -2, 2))},
+                             {"v", Value(random_tensor({1, 1, 7, 4}, 56))},
+                             {"mask", Value(random_tensor({2, 1, 5, 7}, 57, -5, 0))}},
+                       1e-5);
+}
+
+TEST(OptimizerAttention, RefusesSoftmaxOverAnotherAxis) {
+  ModelBuilder b = attention_model({2, 5, 8}, {2, 7, 8}, {2, 7, 4}, {5, 7}, /*softmax_axis=*/1);
+  EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "FusedAttention"), 0);
+}
