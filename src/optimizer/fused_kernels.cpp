@@ -161,16 +161,30 @@ class FusedKernel final : public ep::Kernel {
           }
           if (!fc.is_temp_) {
             const T* zd = z ? z->data<T>() : nullptr;
-            if (zd && act_.kind == Activation::kNone) {
-              for (int64_t i = 0; i < n; ++i) yd[i] = T(static_cast<CT>(yd[i]) + static_cast<CT>(zd[i]));
-            } else if (zd) {
-              for (int64_t i = 0; i < n; ++i) {
-                const T s = T(static_cast<CT>(yd[i]) + static_cast<CT>(zd[i]));
-                yd[i] = T(apply_act(static_cast<CT>(s), act_));
+            if (!zd && act_.kind == Activation::kNone) return Status::Ok();
+            const ActParams act = act_;
+            ctx.pool().parallel_for(n, 1 << 14, [&](int64_t i0, int64_t i1) {
+              if (zd && act.kind == Activation::kNone) {
+                for (int64_t i = i0; i < i1; ++i) yd[i] = T(static_cast<CT>(yd[i]) + static_cast<CT>(zd[i]));
+              } else if (zd && act.kind == Activation::kRelu) {
+                for (int64_t i = i0; i < i1; ++i) {
+                  const CT v = static_cast<CT>(T(static_cast<CT>(yd[i]) + static_cast<CT>(zd[i])));
+                  yd[i] = T(v < CT(0) ? CT(0) : v);
+                }
+              } else if (zd) {
+                for (int64_t i = i0; i < i1; ++i) {
+                  const T s = T(static_cast<CT>(yd[i]) + static_cast<CT>(zd[i]));
+                  yd[i] = T(apply_act(static_cast<CT>(s), act));
+                }
+              } else if (act.kind == Activation::kRelu) {
+                for (int64_t i = i0; i < i1; ++i) {
+                  const CT v = static_cast<CT>(yd[i]);
+                  yd[i] = T(v < CT(0) ? CT(0) : v);
+                }
+              } else {
+                for (int64_t i = i0; i < i1; ++i) yd[i] = T(apply_act(static_cast<CT>(yd[i]), act));
               }
-            } else if (act_.kind != Activation::kNone) {
-              for (int64_t i = 0; i < n; ++i) yd[i] = T(apply_act(static_cast<CT>(yd[i]), act_));
-            }
+            });
             return Status::Ok();
           }
           // General path: the wrapped op's result and Z broadcast to the output shape.
