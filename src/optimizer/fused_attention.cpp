@@ -1,6 +1,7 @@
 // nxrt::FusedAttention(Q, Kt, V, mask?, scale?): the unfused pattern
 //     Y = MatMul(Softmax(MatMul(Q, Kt) [*|/ scale] [+ mask], axis=-1), V)
-// with exactly those ops' semantics. Attributes: `scale_op` ("Mul", "Div" or ""), `softmax_opset`.
+// with exactly those ops' semantics. Attributes: `scale_op` ("Mul", "Div" or ""), `softmax_opset`,
+// `softmax_axis` (the fast path needs it to be the last axis).
 //
 // Fast path (float32, Q/Kt/V of rank >= 2 with identical batch dims, a mask that broadcasts into the
 // scores without widening them): per batch item, scores = Q_b * Kt_b into a scratch [S, L], scale, mask,
@@ -70,7 +71,8 @@ class FusedAttentionKernel final : public ep::Kernel {
     ir::Attribute axis;
     axis.name = "axis";
     axis.type = ir::Attribute::Type::kInt;
-    axis.i = -1;
+    axis.i = info.attr_int("softmax_axis", -1);
+    axis_ = axis.i;
     NXRT_RETURN_IF_ERROR(add_step(info, "Softmax", sm_opset, {axis}));
     NXRT_RETURN_IF_ERROR(add_step(info, "MatMul", 13, {}));
     return Status::Ok();
@@ -136,6 +138,7 @@ class FusedAttentionKernel final : public ep::Kernel {
     if (mask && mask->dtype() != DataType::kFloat) return false;
     const int64_t r = q.rank();
     if (r < 2 || kt.rank() != r || v.rank() != r) return false;
+    if (axis_ != -1 && axis_ != r - 1) return false;
     for (int64_t i = 0; i < r - 2; ++i) {
       if (q.shape()[i] != kt.shape()[i] || q.shape()[i] != v.shape()[i]) return false;
     }
@@ -225,6 +228,7 @@ class FusedAttentionKernel final : public ep::Kernel {
   }
 
   std::string scale_op_;
+  int64_t axis_ = -1;
   std::vector<std::unique_ptr<Step>> steps_;
 };
 

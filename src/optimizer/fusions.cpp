@@ -672,8 +672,9 @@ int fuse_attention(PassContext& pc, GraphInfo& gi) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& sm = g.nodes[i];
     if (dead[i] || !is_onnx(&sm, "Softmax") || !single_output(sm) || sm.inputs.size() != 1) continue;
+    // Any axis: the kernel takes its fast path only when it is the last one at run time.
     const ir::Attribute* ax = sm.find_attribute("axis");
-    if (opset >= 13 ? (ax && ax->i != -1) : (!ax || ax->i != -1)) continue;
+    const int64_t axis = ax ? ax->i : (opset >= 13 ? -1 : 1);
     std::vector<int> nodes = {static_cast<int>(i)};
     auto take = [&](const std::string& v) -> ir::Node* {  // the producer of v when only the pattern reads v
       ir::Node* p = gi.producer_of(v);
@@ -730,7 +731,8 @@ int fuse_attention(PassContext& pc, GraphInfo& gi) {
     fused.inputs = {q, kt, mm2->inputs[1], mask, scale};
     while (fused.inputs.back().empty()) fused.inputs.pop_back();
     fused.outputs = {mm2->outputs[0]};
-    fused.attributes = {make_attr_s("scale_op", scale_op), make_attr_i("softmax_opset", opset)};
+    fused.attributes = {make_attr_s("scale_op", scale_op), make_attr_i("softmax_opset", opset),
+                        make_attr_i("softmax_axis", axis)};
     replace_with(gi, dead, nodes, i2, std::move(fused));
     pc.count("fused_attention");
     ++done;

@@ -611,7 +611,25 @@ TEST(OptimizerAttention, BroadcastBatchAndWideMaskTakeTheExactFallback) {
                        1e-5);
 }
 
-TEST(OptimizerAttention, RefusesSoftmaxOverAnotherAxis) {
+TEST(OptimizerAttention, SoftmaxOverAnotherAxisRunsTheFallback) {
+  // Softmax over axis 1 (not the last): fused, but computed by the original ops.
   ModelBuilder b = attention_model({2, 5, 8}, {2, 7, 8}, {2, 7, 4}, {5, 7}, /*softmax_axis=*/1);
+  EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "FusedAttention"), 1);
+  expect_same_numerics(b.m, {{"q", Value(random_tensor({2, 5, 8}, 58))},
+                             {"k", Value(random_tensor({2, 7, 8}, 59))},
+                             {"v", Value(random_tensor({2, 7, 4}, 60))},
+                             {"mask", Value(random_tensor({5, 7}, 61))}});
+  // Positive last axis: the fast path.
+  ModelBuilder c = attention_model({2, 5, 8}, {2, 7, 8}, {2, 7, 4}, {5, 7}, /*softmax_axis=*/2);
+  EXPECT_EQ(count_op(optimized(c.m, OptLevel::kAll), "FusedAttention"), 1);
+  expect_same_numerics(c.m, {{"q", Value(random_tensor({2, 5, 8}, 62))},
+                             {"k", Value(random_tensor({2, 7, 8}, 63))},
+                             {"v", Value(random_tensor({2, 7, 4}, 64))},
+                             {"mask", Value(random_tensor({5, 7}, 65))}});
+}
+
+TEST(OptimizerAttention, RefusesWhenScoresAreReadElsewhere) {
+  ModelBuilder b = attention_model({2, 5, 8}, {2, 7, 8}, {2, 7, 4}, {5, 7});
+  b.output("p");  // the attention probabilities are a graph output
   EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "FusedAttention"), 0);
 }
