@@ -9,8 +9,8 @@
 // heavy work (packed weights, im2col / pointwise / depthwise paths); the epilogue runs in place on its
 // output. Z normally has Y's shape; other broadcastable shapes take a general (slower) path.
 //
-// Also registered under "nxrt": LayerNormalization, RMSNormalization and Gelu, the ai.onnx kernels
-// (opset 17 / 23 / 20 semantics), so fusions work on models importing older opsets.
+// Also registered under "nxrt": LayerNormalization, RMSNormalization, Gelu and HardSwish, the ai.onnx
+// kernels (opset 17 / 23 / 20 / 14 semantics), so fusions work on models importing older opsets.
 #include <cmath>
 
 #include "ep/kernel.h"
@@ -37,6 +37,7 @@ inline CT apply_act(CT v, const ActParams& p) {
     case Activation::kTanh: return std::tanh(v);
     case Activation::kLeakyRelu: return v >= CT(0) ? v : CT(p.a) * v;
     case Activation::kHardSigmoid: return std::max(CT(0), std::min(CT(1), CT(p.a) * v + CT(p.b)));
+    case Activation::kHardSwish: return v * std::max(CT(0), std::min(CT(1), v / CT(6) + CT(0.5)));
   }
   return v;
 }
@@ -243,6 +244,7 @@ Result<Activation> parse_activation(const std::string& s) {
   if (s == "Tanh") return Activation::kTanh;
   if (s == "LeakyRelu") return Activation::kLeakyRelu;
   if (s == "HardSigmoid") return Activation::kHardSigmoid;
+  if (s == "HardSwish") return Activation::kHardSwish;
   return invalid_model("unknown fused activation '" + s + "'");
 }
 
@@ -257,7 +259,7 @@ void register_fused_ops(ep::KernelRegistry& r) {
     const char* op;
     int64_t opset;
   };
-  for (Copy c : {Copy{"LayerNormalization", 17}, Copy{"RMSNormalization", 23}, Copy{"Gelu", 20}}) {
+  for (Copy c : {Copy{"LayerNormalization", 17}, Copy{"RMSNormalization", 23}, Copy{"Gelu", 20}, Copy{"HardSwish", 14}}) {
     const ep::KernelDef* def = r.find("", c.op, c.opset);
     if (!def) continue;
     ep::KernelDef copy = *def;

@@ -7,11 +7,11 @@
 
 namespace nxrt::optimizer {
 
-enum class Activation { kNone, kRelu, kClip, kSigmoid, kTanh, kLeakyRelu, kHardSigmoid };
+enum class Activation { kNone, kRelu, kClip, kSigmoid, kTanh, kLeakyRelu, kHardSigmoid, kHardSwish };
 Result<Activation> parse_activation(const std::string& s);
 
-// Registers nxrt::FusedConv/FusedGemm/FusedMatMul and nxrt copies of LayerNormalization,
-// RMSNormalization and Gelu. Called last from register_cpu_kernels (it copies registered defs).
+// Registers nxrt::FusedConv/FusedGemm/FusedMatMul/FusedAttention and nxrt copies of LayerNormalization,
+// RMSNormalization, Gelu and HardSwish. Called last from register_cpu_kernels (it copies registered defs).
 void register_fused_ops(ep::KernelRegistry& r);
 
 }  // namespace nxrt::optimizer

@@ -382,8 +382,9 @@ int fuse_activation(PassContext& pc, GraphInfo& gi) {
       }
     }
     // Activation.
-    if (nx && ir::canonical_domain(nx->domain).empty() && single_output(*nx) && !nx->inputs.empty() &&
-        nx->inputs[0] == cur) {
+    if (nx && (ir::canonical_domain(nx->domain).empty() ||
+               (nx->domain == kNxrtDomain && nx->op_type == "HardSwish")) &&
+        single_output(*nx) && !nx->inputs.empty() && nx->inputs[0] == cur) {
       const std::string& op = nx->op_type;
       bool ok = false;
       if ((op == "Relu" || op == "Sigmoid" || op == "Tanh") && nx->inputs.size() == 1) {
@@ -393,6 +394,8 @@ int fuse_activation(PassContext& pc, GraphInfo& gi) {
         ok = true;
       } else if (op == "HardSigmoid" && nx->inputs.size() == 1) {
         act_params = {attr_f(*nx, "alpha", 0.2f), attr_f(*nx, "beta", 0.5f)};
+        ok = true;
+      } else if (op == "HardSwish" && nx->inputs.size() == 1) {
         ok = true;
       } else if (op == "Clip") {
         float lo = -INFINITY, hi = INFINITY;
@@ -735,6 +738,60 @@ int fuse_attention(PassContext& pc, GraphInfo& gi) {
                         make_attr_i("softmax_axis", axis)};
     replace_with(gi, dead, nodes, i2, std::move(fused));
     pc.count("fused_attention");
+    ++done;
+  }
+  if (done) {
+    remove_nodes(g, dead);
+    import_nxrt(pc);
+  }
+  return done;
+}
+
+int fuse_hard_swish(PassContext& pc, GraphInfo& gi) {
+  ir::Graph& g = gi.g;
+  const int64_t opset = pc.opset("");
+  if (opset < 7) return 0;
+  std::vector<bool> dead(g.nodes.size(), false);
+  int done = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& add = g.nodes[i];
+    if (dead[i] || !is_onnx(&add, "Add") || !single_output(add) || add.inputs.size() != 2) continue;
+    // x * Clip(x + 3, 0, 6) / 6   (or * (1/6))
+    std::string x;
+    for (int s = 0; s < 2; ++s) {
+      if (const_is_scalar(gi.constant(add.inputs[static_cast<size_t>(1 - s)]), 3.0, 1e-6))
+        x = add.inputs[static_cast<size_t>(s)];
+    }
+    if (x.empty() || gi.is_const(x)) continue;
+    int ic, im, id;
+    ir::Node* clip = sole_reader(gi, dead, add.outputs[0], &ic);
+    if (!is_onnx(clip, "Clip") || !single_output(*clip) || clip->inputs.empty() || clip->inputs[0] != add.outputs[0])
+      continue;
+    if (opset < 11) {  // bounds are attributes
+      if (clip->inputs.size() != 1 || attr_f(*clip, "min", -1) != 0.f || attr_f(*clip, "max", -1) != 6.f) continue;
+    } else if (clip->inputs.size() != 3 || !const_is_scalar(gi.constant(clip->inputs[1]), 0.0) ||
+               !const_is_scalar(gi.constant(clip->inputs[2]), 6.0)) {
+      continue;
+    }
+    ir::Node* mul = sole_reader(gi, dead, clip->outputs[0], &im);
+    if (!is_onnx(mul, "Mul") || !single_output(*mul) || other_input(*mul, clip->outputs[0]) != x) continue;
+    ir::Node* last = sole_reader(gi, dead, mul->outputs[0], &id);
+    if (!last || !single_output(*last) || last->inputs.size() != 2) continue;
+    if (is_onnx(last, "Div")) {
+      if (last->inputs[0] != mul->outputs[0] || !const_is_scalar(gi.constant(last->inputs[1]), 6.0, 1e-6)) continue;
+    } else if (is_onnx(last, "Mul")) {
+      if (!const_is_scalar(gi.constant(other_input(*last, mul->outputs[0])), 1.0 / 6.0, 1e-6)) continue;
+    } else {
+      continue;
+    }
+    ir::Node fused;
+    fused.name = add.name.empty() ? "HardSwish_" + std::to_string(done) : add.name + "_hardswish";
+    fused.domain = kNxrtDomain;
+    fused.op_type = "HardSwish";
+    fused.inputs = {x};
+    fused.outputs = {last->outputs[0]};
+    replace_with(gi, dead, {static_cast<int>(i), ic, im, id}, id, std::move(fused));
+    pc.count("fused_hard_swish");
     ++done;
   }
   if (done) {

@@ -6,9 +6,10 @@
 //              with the CPU kernels and become initializers; Constant nodes become initializers),
 //              Identity / inference Dropout elimination, Shape/Size of statically shaped values,
 //              dead-code removal.
-//   kAll       basic, then Conv+BatchNormalization folding, Conv/Gemm/MatMul + bias + residual Add +
-//              activation fusion (nxrt::FusedConv, nxrt::FusedGemm, nxrt::FusedMatMul), LayerNorm,
-//              RMSNorm and GELU pattern fusion.
+//   kAll       basic, then Conv+BatchNormalization and Conv + per-channel Mul/Add folding (into W, B),
+//              LayerNorm / RMSNorm / GELU / HardSwish pattern fusion, attention fusion
+//              (MatMul-[scale]-[mask]-Softmax-MatMul -> nxrt::FusedAttention), and Conv/Gemm/MatMul + bias
+//              + residual Add + activation fusion (nxrt::FusedConv, nxrt::FusedGemm, nxrt::FusedMatMul).
 //
 // Graph outputs and values read by subgraphs from outer scope are never removed or renamed; If/Loop/
 // Scan bodies are optimized too. Fused nodes live in the internal domain "nxrt" (kNxrtDomain), which the

@@ -633,3 +633,39 @@ TEST(OptimizerAttention, RefusesWhenScoresAreReadElsewhere) {
   b.output("p");  // the attention probabilities are a graph output
   EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "FusedAttention"), 0);
 }
+
+TEST(OptimizerHardSwish, FusesThePatternThenIntoTheConv) {
+  ModelBuilder b(13);
+  b.input("x", {1, 2, 4, 4});
+  b.init("w", random_tensor({3, 2, 1, 1}, 70, -3, 3));
+  b.init("three", scalar_f(3.f));
+  b.init("zero", scalar_f(0.f));
+  b.init("six", scalar_f(6.f));
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Add", {"c", "three"}, {"a"});
+  b.node("Clip", {"a", "zero", "six"}, {"cl"});
+  b.node("Mul", {"c", "cl"}, {"m"});
+  b.node("Div", {"m", "six"}, {"y"});
+  b.output("y");
+  optimizer::Stats st;
+  ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll, &st)), (std::vector<std::string>{"nxrt::FusedConv"}));
+  EXPECT_EQ(st.counts["fused_hard_swish"], 1);
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({1, 2, 4, 4}, 71, -2, 2))}});
+  // Clip to 5 is not HardSwish.
+  b.m.graph.initializers["six"] = scalar_f(5.f);
+  EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "HardSwish"), 0);
+}
+
+TEST(OptimizerHardSwish, ClipWithAttributesBeforeOpset11) {
+  ModelBuilder b(9);
+  b.input("x", {2, 5});
+  b.init("three", scalar_f(3.f));
+  b.init("sixth", scalar_f(1.f / 6.f));
+  b.node("Add", {"three", "x"}, {"a"});
+  b.node("Clip", {"a"}, {"cl"}, {A_f("min", 0.f), A_f("max", 6.f)});
+  b.node("Mul", {"cl", "x"}, {"m"});
+  b.node("Mul", {"m", "sixth"}, {"y"});
+  b.output("y");
+  ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::HardSwish"}));
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 5}, 72, -5, 5))}});
+}
