@@ -27,19 +27,59 @@ struct ActParams {
   float a = 0, b = 0;
 };
 
+template <Activation A, typename CT>
+inline CT act_of(CT v, const ActParams& p) {
+  if constexpr (A == Activation::kNone) return v;
+  if constexpr (A == Activation::kRelu) return v < CT(0) ? CT(0) : v;
+  if constexpr (A == Activation::kClip) return v < CT(p.a) ? CT(p.a) : (v > CT(p.b) ? CT(p.b) : v);
+  if constexpr (A == Activation::kSigmoid) return CT(1) / (CT(1) + std::exp(-v));
+  if constexpr (A == Activation::kTanh) return std::tanh(v);
+  if constexpr (A == Activation::kLeakyRelu) return v >= CT(0) ? v : CT(p.a) * v;
+  if constexpr (A == Activation::kHardSigmoid) return std::max(CT(0), std::min(CT(1), CT(p.a) * v + CT(p.b)));
+  if constexpr (A == Activation::kHardSwish) return v * std::max(CT(0), std::min(CT(1), v / CT(6) + CT(0.5)));
+  return v;
+}
+
 template <typename CT>
 inline CT apply_act(CT v, const ActParams& p) {
   switch (p.kind) {
     case Activation::kNone: return v;
-    case Activation::kRelu: return v < CT(0) ? CT(0) : v;
-    case Activation::kClip: return v < CT(p.a) ? CT(p.a) : (v > CT(p.b) ? CT(p.b) : v);
-    case Activation::kSigmoid: return CT(1) / (CT(1) + std::exp(-v));
-    case Activation::kTanh: return std::tanh(v);
-    case Activation::kLeakyRelu: return v >= CT(0) ? v : CT(p.a) * v;
-    case Activation::kHardSigmoid: return std::max(CT(0), std::min(CT(1), CT(p.a) * v + CT(p.b)));
-    case Activation::kHardSwish: return v * std::max(CT(0), std::min(CT(1), v / CT(6) + CT(0.5)));
+    case Activation::kRelu: return act_of<Activation::kRelu>(v, p);
+    case Activation::kClip: return act_of<Activation::kClip>(v, p);
+    case Activation::kSigmoid: return act_of<Activation::kSigmoid>(v, p);
+    case Activation::kTanh: return act_of<Activation::kTanh>(v, p);
+    case Activation::kLeakyRelu: return act_of<Activation::kLeakyRelu>(v, p);
+    case Activation::kHardSigmoid: return act_of<Activation::kHardSigmoid>(v, p);
+    case Activation::kHardSwish: return act_of<Activation::kHardSwish>(v, p);
   }
   return v;
+}
+
+// y = act(y [+ z]) over [i0, i1), the activation fixed at compile time so the loop vectorizes.
+template <Activation A, typename T, typename CT>
+void epilogue_range(T* yd, const T* zd, int64_t i0, int64_t i1, const ActParams& p) {
+  if (zd) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const CT s = static_cast<CT>(T(static_cast<CT>(yd[i]) + static_cast<CT>(zd[i])));
+      yd[i] = T(act_of<A>(s, p));
+    }
+  } else {
+    for (int64_t i = i0; i < i1; ++i) yd[i] = T(act_of<A>(static_cast<CT>(yd[i]), p));
+  }
+}
+
+template <typename T, typename CT>
+void epilogue_dispatch(T* yd, const T* zd, int64_t i0, int64_t i1, const ActParams& p) {
+  switch (p.kind) {
+    case Activation::kNone: return epilogue_range<Activation::kNone, T, CT>(yd, zd, i0, i1, p);
+    case Activation::kRelu: return epilogue_range<Activation::kRelu, T, CT>(yd, zd, i0, i1, p);
+    case Activation::kClip: return epilogue_range<Activation::kClip, T, CT>(yd, zd, i0, i1, p);
+    case Activation::kSigmoid: return epilogue_range<Activation::kSigmoid, T, CT>(yd, zd, i0, i1, p);
+    case Activation::kTanh: return epilogue_range<Activation::kTanh, T, CT>(yd, zd, i0, i1, p);
+    case Activation::kLeakyRelu: return epilogue_range<Activation::kLeakyRelu, T, CT>(yd, zd, i0, i1, p);
+    case Activation::kHardSigmoid: return epilogue_range<Activation::kHardSigmoid, T, CT>(yd, zd, i0, i1, p);
+    case Activation::kHardSwish: return epilogue_range<Activation::kHardSwish, T, CT>(yd, zd, i0, i1, p);
+  }
 }
 
 template <typename T>
@@ -165,26 +205,7 @@ class FusedKernel final : public ep::Kernel {
             if (!zd && act_.kind == Activation::kNone) return Status::Ok();
             const ActParams act = act_;
             ctx.pool().parallel_for(n, 1 << 14, [&](int64_t i0, int64_t i1) {
-              if (zd && act.kind == Activation::kNone) {
-                for (int64_t i = i0; i < i1; ++i) yd[i] = T(static_cast<CT>(yd[i]) + static_cast<CT>(zd[i]));
-              } else if (zd && act.kind == Activation::kRelu) {
-                for (int64_t i = i0; i < i1; ++i) {
-                  const CT v = static_cast<CT>(T(static_cast<CT>(yd[i]) + static_cast<CT>(zd[i])));
-                  yd[i] = T(v < CT(0) ? CT(0) : v);
-                }
-              } else if (zd) {
-                for (int64_t i = i0; i < i1; ++i) {
-                  const T s = T(static_cast<CT>(yd[i]) + static_cast<CT>(zd[i]));
-                  yd[i] = T(apply_act(static_cast<CT>(s), act));
-                }
-              } else if (act.kind == Activation::kRelu) {
-                for (int64_t i = i0; i < i1; ++i) {
-                  const CT v = static_cast<CT>(yd[i]);
-                  yd[i] = T(v < CT(0) ? CT(0) : v);
-                }
-              } else {
-                for (int64_t i = i0; i < i1; ++i) yd[i] = T(apply_act(static_cast<CT>(yd[i]), act));
-              }
+              epilogue_dispatch<T, CT>(yd, zd, i0, i1, act);
             });
             return Status::Ok();
           }
