@@ -196,10 +196,14 @@ class FusedAttentionKernel final : public ep::Kernel {
     const float* vd = v.data<float>();
     const float* md = mask ? mask->data<float>() : nullptr;
     float* yd = y->data<float>();
-    ctx.pool().parallel_for(nb, 1, [&](int64_t b0, int64_t b1) {
+    // Batch items in parallel when there are enough of them, else each GEMM on the pool.
+    ep::ThreadPool& pool = ctx.pool();
+    const bool per_item = nb >= pool.num_threads();
+    ep::ThreadPool* gemm_pool = per_item ? nullptr : &pool;
+    auto body = [&](int64_t b0, int64_t b1) {
       std::vector<float> p(static_cast<size_t>(S * L));
       for (int64_t b = b0; b < b1; ++b) {
-        ops::gemm_f32(false, false, S, L, D, 1.f, qd + b * S * D, D, kd + b * D * L, L, 0.f, p.data(), L, nullptr);
+        ops::gemm_f32(false, false, S, L, D, 1.f, qd + b * S * D, D, kd + b * D * L, L, 0.f, p.data(), L, gemm_pool);
         for (int64_t s = 0; s < S; ++s) {
           float* row = p.data() + s * L;
           if (mul) {
@@ -221,9 +225,12 @@ class FusedAttentionKernel final : public ep::Kernel {
           const float inv = static_cast<float>(1.0 / sum);
           for (int64_t j = 0; j < L; ++j) row[j] *= inv;
         }
-        ops::gemm_f32(false, false, S, Dv, L, 1.f, p.data(), L, vd + b * L * Dv, Dv, 0.f, yd + b * S * Dv, Dv, nullptr);
+        ops::gemm_f32(false, false, S, Dv, L, 1.f, p.data(), L, vd + b * L * Dv, Dv, 0.f, yd + b * S * Dv, Dv,
+                      gemm_pool);
       }
-    });
+    };
+    if (per_item) pool.parallel_for(nb, 1, body);
+    else body(0, nb);
     return Status::Ok();
   }
 

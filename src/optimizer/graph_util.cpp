@@ -108,8 +108,14 @@ bool GraphInfo::static_shape(const std::string& name, Dims* out) const {
     *out = t->shape();
     return true;
   }
-  for (const auto& v : g.inputs) {
-    if (from(v)) return true;
+  // Main-graph inputs are checked against their declared shapes when fed; subgraph inputs (loop-carried
+  // values) are not, so only the main graph's count.
+  if (main_) {
+    for (const auto& v : g.inputs) {
+      if (from(v)) return true;
+    }
+  } else if (input_names.count(name)) {
+    return false;
   }
   for (const auto& v : g.value_info) {
     if (from(v)) return true;
