@@ -329,6 +329,74 @@ int fold_conv_affine(PassContext& pc, GraphInfo& gi) {
   return done;
 }
 
+int fold_bn_affine(PassContext& pc, GraphInfo& gi) {
+  ir::Graph& g = gi.g;
+  const int64_t opset = pc.opset("");
+  if (opset < 7) return 0;
+  const auto ranks = infer_ranks(gi);
+  std::vector<bool> dead(g.nodes.size(), false);
+  int done = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    ir::Node* bn = &g.nodes[i];
+    if (dead[i] || !is_onnx(bn, "BatchNormalization") || bn->inputs.size() != 5 || bn->outputs.empty()) continue;
+    bool extra = false;
+    for (size_t k = 1; k < bn->outputs.size(); ++k) extra |= !bn->outputs[k].empty();
+    if (extra || bn->outputs[0].empty()) continue;
+    if (opset >= 14 && attr_i(*bn, "training_mode", 0) != 0) continue;
+    if (opset < 9 && attr_i(*bn, "spatial", 1) == 0) continue;
+    auto rit = ranks.find(bn->inputs[0]);
+    if (rit == ranks.end() || rit->second < 2) continue;
+    const int64_t R = rit->second;
+    int ci;
+    ir::Node* op = sole_reader(gi, dead, bn->outputs[0], &ci);
+    const bool mul = is_onnx(op, "Mul"), add = is_onnx(op, "Add");
+    if ((!mul && !add) || !single_output(*op)) continue;
+    const Tensor* c = gi.constant(other_input(*op, bn->outputs[0]));
+    const Tensor* scale = gi.constant(bn->inputs[1]);
+    const Tensor* bias = gi.constant(bn->inputs[2]);
+    if (!c || !scale || !bias || scale->rank() != 1 || bias->rank() != 1) continue;
+    const DataType dt = scale->dtype();
+    if ((dt != DataType::kFloat && dt != DataType::kDouble) || bias->dtype() != dt || c->dtype() != dt) continue;
+    const int64_t C = scale->numel(), cr = c->rank();
+    if (bias->numel() != C || cr > R) continue;
+    bool per_channel = true;
+    int64_t cdim = 1;
+    for (int64_t j = 0; j < cr; ++j) {
+      const int64_t axis = R - cr + j, d = c->shape()[static_cast<size_t>(j)];
+      if (axis == 1) cdim = d;
+      per_channel &= d == 1 || (axis == 1 && d == C);
+    }
+    std::vector<double> cv, sv, bv;
+    if (!per_channel || !const_values(*c, &cv) || !const_values(*scale, &sv) || !const_values(*bias, &bv)) continue;
+    for (int64_t m = 0; m < C; ++m) {
+      const size_t mm = static_cast<size_t>(m);
+      const double f = cv[static_cast<size_t>(cdim == 1 ? 0 : m)];
+      if (mul) {
+        sv[mm] *= f;
+        bv[mm] *= f;
+      } else {
+        bv[mm] += f;
+      }
+    }
+    Tensor ns, nb;
+    if (!make_tensor(dt, Dims{C}, sv, &ns) || !make_tensor(dt, Dims{C}, bv, &nb)) continue;
+    if (mul) {
+      const std::string sn = pc.fresh_name(g, "bnaffine_scale");
+      g.initializers[sn] = std::move(ns);
+      bn->inputs[1] = sn;
+    }
+    const std::string bname = pc.fresh_name(g, "bnaffine_bias");
+    g.initializers[bname] = std::move(nb);
+    bn->inputs[2] = bname;
+    bn->outputs[0] = op->outputs[0];
+    dead[static_cast<size_t>(ci)] = true;
+    ++done;
+  }
+  if (done) remove_nodes(g, dead);
+  pc.count("bn_affine_folded", done);
+  return done;
+}
+
 int fuse_activation(PassContext& pc, GraphInfo& gi) {
   ir::Graph& g = gi.g;
   std::vector<bool> dead(g.nodes.size(), false);

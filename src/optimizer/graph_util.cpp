@@ -126,6 +126,56 @@ bool GraphInfo::static_shape(const std::string& name, Dims* out) const {
   return false;
 }
 
+std::unordered_map<std::string, int64_t> infer_ranks(const GraphInfo& gi) {
+  static const std::unordered_set<std::string> kSameRank = {
+      "Conv", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization",
+      "InstanceNormalization", "LRN", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish",
+      "Elu", "Selu", "Softplus", "Abs", "Neg", "Exp", "Log", "Sqrt", "Erf", "Identity", "Dropout", "Cast",
+      "Softmax", "LogSoftmax", "ConvTranspose", "FusedConv", "Gelu", "PRelu"};
+  static const std::unordered_set<std::string> kBroadcast = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum"};
+  std::unordered_map<std::string, int64_t> rank;
+  const ir::Graph& g = gi.g;
+  if (gi.is_main()) {  // subgraph inputs' declared ranks are not checked
+    for (const auto& in : g.inputs) {
+      if (in.type.kind == ir::TypeInfo::Kind::kTensor && in.type.has_shape) {
+        rank[in.name] = static_cast<int64_t>(in.type.dims.size());
+      }
+    }
+  }
+  for (const auto& vi : g.value_info) {
+    if (vi.type.kind == ir::TypeInfo::Kind::kTensor && vi.type.has_shape) {
+      rank[vi.name] = static_cast<int64_t>(vi.type.dims.size());
+    }
+  }
+  auto rank_of = [&](const std::string& n) -> int64_t {
+    if (const Tensor* t = gi.constant(n)) return t->rank();
+    auto it = rank.find(n);
+    return it == rank.end() ? -1 : it->second;
+  };
+  for (const auto& n : g.nodes) {
+    if (n.outputs.empty() || n.outputs[0].empty() || n.inputs.empty() || rank.count(n.outputs[0])) continue;
+    const std::string dom = ir::canonical_domain(n.domain);
+    if (!dom.empty() && dom != kNxrtDomain) continue;
+    int64_t r = -1;
+    if (kSameRank.count(n.op_type)) {
+      r = rank_of(n.inputs[0]);
+    } else if (kBroadcast.count(n.op_type)) {
+      for (const auto& in : n.inputs) {
+        const int64_t ri = in.empty() ? -1 : rank_of(in);
+        if (ri < 0) {
+          r = -1;
+          break;
+        }
+        r = std::max(r, ri);
+      }
+    } else if (n.op_type == "Concat") {
+      for (const auto& in : n.inputs) r = std::max(r, in.empty() ? -1 : rank_of(in));
+    }
+    if (r >= 0) rank[n.outputs[0]] = r;
+  }
+  return rank;
+}
+
 void remove_nodes(ir::Graph& g, const std::vector<bool>& dead) {
   std::vector<ir::Node> kept;
   kept.reserve(g.nodes.size());

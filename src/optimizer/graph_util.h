@@ -62,11 +62,17 @@ class GraphInfo {
   }
   // Declared static shape (graph input / output / value_info / initializer), or false.
   bool static_shape(const std::string& name, Dims* out) const;
+  bool is_main() const { return main_; }
 
  private:
   bool main_ = false;
   int64_t ir_version_ = 0;
 };
+
+// Ranks known without running the graph: declared / constant ranks propagated in node order through
+// ops that keep the rank of their first input (conv, pools, normalizations, unary and binary
+// elementwise, Concat). Values missing from the map have unknown rank.
+std::unordered_map<std::string, int64_t> infer_ranks(const GraphInfo& gi);
 
 // Removes nodes flagged in `dead` (same size as g.nodes), keeping order.
 void remove_nodes(ir::Graph& g, const std::vector<bool>& dead);
@@ -97,6 +103,8 @@ int remove_dead_code(PassContext& pc, GraphInfo& gi);
 int fold_conv_bn(PassContext& pc, GraphInfo& gi);
 // Conv followed by Mul / Add of a per-output-channel constant: folded into W and B.
 int fold_conv_affine(PassContext& pc, GraphInfo& gi);
+// BatchNormalization followed by Mul / Add of a per-channel constant: folded into its scale and bias.
+int fold_bn_affine(PassContext& pc, GraphInfo& gi);
 int fuse_activation(PassContext& pc, GraphInfo& gi);
 int fuse_layer_norm(PassContext& pc, GraphInfo& gi);
 int fuse_rms_norm(PassContext& pc, GraphInfo& gi);

@@ -67,6 +67,8 @@ void optimize_graph(PassContext& pc, ir::Graph& g, bool main_graph) {
     run_pass(pc, g, main_graph, &fold_conv_bn, "fold_conv_bn");
     for (int k = 0; k < 4 && run_pass(pc, g, main_graph, &fold_conv_affine, "fold_conv_affine") > 0; ++k) {
     }
+    for (int k = 0; k < 4 && run_pass(pc, g, main_graph, &fold_bn_affine, "fold_bn_affine") > 0; ++k) {
+    }
     run_pass(pc, g, main_graph, &fuse_layer_norm, "fuse_layer_norm");
     run_pass(pc, g, main_graph, &fuse_rms_norm, "fuse_rms_norm");
     run_pass(pc, g, main_graph, &fuse_gelu, "fuse_gelu");

@@ -669,3 +669,31 @@ TEST(OptimizerHardSwish, ClipWithAttributesBeforeOpset11) {
   ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::HardSwish"}));
   expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 5}, 72, -5, 5))}});
 }
+
+TEST(OptimizerBnAffine, FoldsPerChannelMulAddIntoBatchNormWhenTheRankIsKnown) {
+  ModelBuilder b(9);
+  b.input("x", {2, 4, 3, 3});
+  for (const char* n : {"scale", "bias", "mean"}) b.init(n, random_tensor({4}, 80));
+  b.init("var", random_tensor({4}, 81, 0.5f, 2.f));
+  b.init("s", random_tensor({4, 1, 1}, 82));
+  b.init("t", random_tensor({4, 1, 1}, 83));
+  b.node("Relu", {"x"}, {"r"});
+  b.node("BatchNormalization", {"r", "scale", "bias", "mean", "var"}, {"bn"});
+  b.node("Mul", {"bn", "s"}, {"m"});
+  b.node("Add", {"m", "t"}, {"y"});
+  b.output("y");
+  optimizer::Stats st;
+  EXPECT_EQ(ops_of(optimized(b.m, OptLevel::kAll, &st)), (std::vector<std::string>{"Relu", "BatchNormalization"}));
+  EXPECT_EQ(st.counts["bn_affine_folded"], 2);
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 4, 3, 3}, 84))}}, 1e-4);
+  // Rank 3 input: [4,1,1] would not align with the channel axis.
+  ModelBuilder r3(9);
+  r3.input("x", {4, 4, 3});
+  for (const char* n : {"scale", "bias", "mean"}) r3.init(n, random_tensor({4}, 80));
+  r3.init("var", random_tensor({4}, 81, 0.5f, 2.f));
+  r3.init("s", random_tensor({4, 1, 1}, 82));
+  r3.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"bn"});
+  r3.node("Mul", {"bn", "s"}, {"y"});
+  r3.output("y");
+  EXPECT_EQ(ops_of(optimized(r3.m, OptLevel::kAll)), (std::vector<std::string>{"BatchNormalization", "Mul"}));
+}
