@@ -422,8 +422,9 @@ int fuse_activation(PassContext& pc, GraphInfo& gi) {
     int last = static_cast<int>(i);
     int idx = -1;
     ir::Node* nx = sole_reader(gi, dead, cur, &idx);
-    // MatMul + per-column bias.
-    if (matmul && is_onnx(nx, "Add") && single_output(*nx)) {
+    // MatMul + per-column bias; Gemm without C + a rank <= 1 constant (becomes C with beta 1).
+    const bool gemm_no_c = gemm && (base.inputs.size() < 3 || base.inputs[2].empty());
+    if ((matmul || gemm_no_c) && is_onnx(nx, "Add") && single_output(*nx)) {
       const std::string o = other_input(*nx, cur);
       const Tensor* t = gi.constant(o);
       if (t && t->rank() <= 1 && t->numel() >= 1 && is_float_dtype(t->dtype()) &&
@@ -497,11 +498,16 @@ int fuse_activation(PassContext& pc, GraphInfo& gi) {
     fused.name = base.name.empty() ? g.nodes[static_cast<size_t>(last)].name : base.name;
     fused.domain = kNxrtDomain;
     fused.op_type = conv ? "FusedConv" : gemm ? "FusedGemm" : "FusedMatMul";
-    fused.inputs = {base.inputs[0], base.inputs[1], conv || gemm ? (base.inputs.size() > 2 ? base.inputs[2] : "") : bias,
-                    z};
+    std::string third = base.inputs.size() > 2 ? base.inputs[2] : "";
+    if (matmul || (gemm_no_c && !bias.empty())) third = bias;
+    fused.inputs = {base.inputs[0], base.inputs[1], third, z};
     while (!fused.inputs.empty() && fused.inputs.back().empty()) fused.inputs.pop_back();
     fused.outputs = {cur};
     fused.attributes = base.attributes;
+    if (gemm_no_c && !bias.empty()) {
+      std::erase_if(fused.attributes, [](const ir::Attribute& a) { return a.name == "beta"; });
+      fused.attributes.push_back(make_attr_f("beta", 1.f));
+    }
     fused.attributes.push_back(make_attr_s("activation", act));
     if (!act_params.empty()) fused.attributes.push_back(make_attr_fs("activation_params", act_params));
     fused.attributes.push_back(make_attr_i("inner_opset", opset));

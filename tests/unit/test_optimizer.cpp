@@ -697,3 +697,18 @@ TEST(OptimizerBnAffine, FoldsPerChannelMulAddIntoBatchNormWhenTheRankIsKnown) {
   r3.output("y");
   EXPECT_EQ(ops_of(optimized(r3.m, OptLevel::kAll)), (std::vector<std::string>{"BatchNormalization", "Mul"}));
 }
+
+TEST(OptimizerFusedGemm, GemmWithoutCTakesAConstantAddAsC) {
+  ModelBuilder b(13);
+  b.input("x", {4, 6});
+  b.init("w", random_tensor({6, 3}, 90));
+  b.init("bias", random_tensor({3}, 91));
+  b.node("Gemm", {"x", "w"}, {"g"}, {A_f("beta", 0.25f)});  // beta is unused without C
+  b.node("Add", {"g", "bias"}, {"a"});
+  b.node("Tanh", {"a"}, {"y"});
+  b.output("y");
+  ir::Model o = optimized(b.m, OptLevel::kAll);
+  ASSERT_EQ(ops_of(o), (std::vector<std::string>{"nxrt::FusedGemm"}));
+  EXPECT_EQ(o.graph.nodes[0].inputs, (std::vector<std::string>{"x", "w", "bias"}));
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({4, 6}, 92))}});
+}
