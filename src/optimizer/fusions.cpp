@@ -403,6 +403,8 @@ int fuse_activation(PassContext& pc, GraphInfo& gi) {
   const int64_t opset = pc.opset("");
   if (opset < 7) return 0;
   int done = 0;
+  std::unordered_map<std::string, int64_t> ranks;
+  bool ranks_done = false;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& base = g.nodes[i];
     if (dead[i] || !ir::canonical_domain(base.domain).empty() || !single_output(base)) continue;
@@ -427,7 +429,19 @@ int fuse_activation(PassContext& pc, GraphInfo& gi) {
     if ((matmul || gemm_no_c) && is_onnx(nx, "Add") && single_output(*nx)) {
       const std::string o = other_input(*nx, cur);
       const Tensor* t = gi.constant(o);
-      if (t && t->rank() <= 1 && t->numel() >= 1 && is_float_dtype(t->dtype()) &&
+      // A 1-D bias must not widen the result: MatMul of two 1-D inputs is a scalar, so one operand
+      // must be known to have rank >= 2 (a constant weight, or a ranked value).
+      bool result_ranked = gemm;
+      if (matmul) {
+        const Tensor* bw = gi.constant(base.inputs[1]);
+        if (bw && bw->rank() >= 2) result_ranked = true;
+        if (!result_ranked) {
+          if (!ranks_done) ranks = infer_ranks(gi), ranks_done = true;
+          auto it = ranks.find(base.inputs[0]);
+          result_ranked = it != ranks.end() && it->second >= 2;
+        }
+      }
+      if (t && result_ranked && t->rank() <= 1 && t->numel() >= 1 && is_float_dtype(t->dtype()) &&
           (dt == DataType::kUndefined || dt == t->dtype())) {
         dt = t->dtype();
         bias = o;

@@ -712,3 +712,18 @@ TEST(OptimizerFusedGemm, GemmWithoutCTakesAConstantAddAsC) {
   EXPECT_EQ(o.graph.nodes[0].inputs, (std::vector<std::string>{"x", "w", "bias"}));
   expect_same_numerics(b.m, {{"x", Value(random_tensor({4, 6}, 92))}});
 }
+
+TEST(OptimizerFusedMatMul, RefusesABiasThatCouldWidenAScalarResult) {
+  // x and w both 1-D of unknown rank to the optimizer... here w is 1-D constant: x . w is a scalar
+  // and Add(scalar, bias[1]) is [1]; fusing would lose that axis.
+  ModelBuilder b(13);
+  b.input("x", {4});
+  b.m.graph.inputs.back().type.has_shape = false;
+  b.init("w", random_tensor({4}, 93));
+  b.init("bias", random_tensor({1}, 94));
+  b.node("MatMul", {"x", "w"}, {"m"});
+  b.node("Add", {"m", "bias"}, {"y"});
+  b.output("y");
+  EXPECT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"MatMul", "Add"}));
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({4}, 95))}});
+}
