@@ -13,6 +13,7 @@ CMAKE_FLAGS ?=
 	perf fetch-bench-models check-trace rss-seqlen
 .PHONY: check-tokenizers
 .PHONY: microbench
+.PHONY: conformance-levels
 
 all: build
 
@@ -39,6 +40,10 @@ asan-test: build-asan
 
 conformance: build
 	@scripts/run_conformance.sh $(BUILD)/nxrt
+
+# The manifest at every optimizer level (disabled, basic, all).
+conformance-levels: build
+	@for l in disabled basic all; do echo "== optimizer level $$l"; OPT=$$l scripts/run_conformance.sh $(BUILD)/nxrt || exit 1; done
 
 test: build build-asan
 	@$(MAKE) --no-print-directory unit-test asan-test conformance

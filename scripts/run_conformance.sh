@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test listed in tests/conformance/expected_pass.txt (lines "suite:id") over the suites
-# present on this machine; any listed test failing fails the run.
+# present on this machine; any listed test failing fails the run. OPT=disabled|basic|all (default all)
+# picks the optimizer level.
 set -uo pipefail
 nxrt="$(realpath "${1:?usage: run_conformance.sh path/to/nxrt}")"
 source "$(dirname "$0")/suites.sh"
@@ -18,7 +19,7 @@ for s in "${SUITES[@]}"; do
   fi
   ran=1
   echo "suite $s: $n listed tests under $root"
-  "$nxrt" test --root "$root" --ids-file "$tmp/$s.ids" --jobs "${JOBS:-2}" --quiet > "$tmp/$s.out" 2>&1
+  "$nxrt" test --root "$root" --ids-file "$tmp/$s.ids" --jobs "${JOBS:-2}" --opt "${OPT:-all}" --quiet > "$tmp/$s.out" 2>&1
   grep -v -E '^[0-9]+ passed, [0-9]+ failed$' "$tmp/$s.out" || true
   line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$tmp/$s.out" | tail -1)
   if [ -z "$line" ]; then echo "suite $s: the runner printed no summary"; total_fail=$((total_fail + n)); continue; fi

@@ -24,6 +24,10 @@ void register_ml_ops(ep::KernelRegistry& r);           // ml.cpp: the ai.onnx.ml
 void register_contrib_ops(ep::KernelRegistry& r);      // contrib_*.cpp: com.microsoft ops (MatMulNBits, GQA, ...)
 }  // namespace nxrt::ops
 
+namespace nxrt::optimizer {
+void register_fused_ops(ep::KernelRegistry& r);  // optimizer/fused_kernels.cpp: the internal nxrt domain
+}  // namespace nxrt::optimizer
+
 namespace nxrt::ep {
 void register_cpu_kernels(KernelRegistry& r) {
   ops::register_elementwise_ops(r);
@@ -45,6 +49,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   ops::register_string_ops(r);
   ops::register_ml_ops(r);
   ops::register_contrib_ops(r);
+  optimizer::register_fused_ops(r);  // last: it copies some of the defs above into the nxrt domain
 
   // Elementwise ops whose kernels read element i before writing element i: output 0 may reuse a
   // dying input 0 of the same dtype and shape (the executor checks the rest).

@@ -11,6 +11,7 @@
 #include "ep/kernel.h"
 #include "ep/thread_pool.h"
 #include "onnx/model_reader.h"
+#include "optimizer/optimizer.h"
 #include "session/executor.h"
 #include "session/type_meta.h"
 
@@ -70,6 +71,16 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   if (impl->tracer) impl->tracer->span("load", "session", t0, session::monotonic_us() - t0, "");
   if (!loaded.ok()) return loaded.status();
   impl->model = std::move(loaded).value();
+  {
+    // NXRT_OPT_LEVEL overrides the option (conformance runs at each level).
+    optimizer::Options oo;
+    oo.level = optimizer::opt_level_from_env(opts.opt_level);
+    optimizer::Stats stats;
+    t0 = session::monotonic_us();
+    NXRT_RETURN_IF_ERROR(optimizer::optimize(*impl->model, oo, &stats));
+    if (impl->tracer) impl->tracer->span("optimize", "session", t0, session::monotonic_us() - t0, "");
+    if (std::getenv("NXRT_OPT_STATS")) std::fprintf(stderr, "nxrt optimizer: %s\n", stats.summary().c_str());
+  }
   const ir::Graph& g = impl->model->graph;
   for (const auto& in : g.inputs) {
     ValueMeta m = session::to_value_meta(in.name, in.type);

@@ -33,8 +33,9 @@ namespace {
   std::fprintf(stderr,
                "usage:\n"
                "  nxrt run MODEL.onnx [--input FILE.pb]... [--output-dir DIR] [--threads N] [--opt LEVEL]\n"
-               "  nxrt bench MODEL.onnx [--input FILE.pb]... [--threads N] [--warmup W] [--runs R] [--dim NAME=V]...\n"
-               "  nxrt test DIR... [--jobs N] [--timeout S] [--report FILE] [--ids-file FILE --root DIR]\n"
+               "  nxrt bench MODEL.onnx [--input FILE.pb]... [--threads N] [--opt LEVEL] [--warmup W] [--runs R] [--dim NAME=V]...\n"
+               "  nxrt test DIR... [--jobs N] [--timeout S] [--report FILE] [--ids-file FILE --root DIR] [--opt LEVEL]\n"
+               "  (LEVEL: disabled|basic|all, default all; the NXRT_OPT_LEVEL environment variable overrides it)\n"
                "  nxrt info MODEL.onnx\n");
   std::exit(2);
 }
@@ -432,8 +433,7 @@ std::string compare_values(const Value& got, const Value& want, double rtol, dou
 }
 
 // Runs one test folder in this process; returns "" on success or the failure reason.
-std::string run_one_test(const TestCase& tc, double rtol, double atol) {
-  SessionOptions opts;
+std::string run_one_test(const TestCase& tc, double rtol, double atol, const SessionOptions& opts) {
   auto session = Session::create(tc.dir + "/model.onnx", opts);
   if (!session.ok()) return session.status().to_string();
   int sets = 0;
@@ -479,6 +479,7 @@ int cmd_test(int argc, char** argv) {
   double rtol = 1e-3, atol = 1e-5;
   std::string report, ids_file, root;
   bool quiet = false;
+  SessionOptions opts;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -493,6 +494,7 @@ int cmd_test(int argc, char** argv) {
     else if (a == "--rtol") rtol = std::atof(next().c_str());
     else if (a == "--atol") atol = std::atof(next().c_str());
     else if (a == "--quiet") quiet = true;
+    else if (a == "--opt") opts = parse_common(a, next(), opts);
     else if (!a.empty() && a[0] == '-') usage_exit("unknown option " + a);
     else dirs.push_back(a);
   }
@@ -535,7 +537,7 @@ int cmd_test(int argc, char** argv) {
       pid_t pid = fork();
       if (pid == 0) {
         close(fds[0]);
-        std::string r = run_one_test(tests[next_test], rtol, atol);
+        std::string r = run_one_test(tests[next_test], rtol, atol, opts);
         std::string msg = r.empty() ? "PASS" : "FAIL " + r;
         if (msg.size() > 2000) msg = msg.substr(0, 2000) + "...";
         std::replace(msg.begin(), msg.end(), '\n', ' ');

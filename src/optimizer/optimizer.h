@@ -1,0 +1,57 @@
+// The graph optimizer: rewrites an ir::Model before the session plans it.
+//
+// Levels (SessionOptions::opt_level):
+//   kDisabled  nothing.
+//   kBasic     constant folding (deterministic ops whose inputs are all constants are evaluated once
+//              with the CPU kernels and become initializers; Constant nodes become initializers),
+//              Identity / inference Dropout elimination, Shape/Size of statically shaped values,
+//              dead-code removal.
+//   kAll       basic, then Conv+BatchNormalization and Conv + per-channel Mul/Add folding (into W, B),
+//              LayerNorm / RMSNorm / GELU / HardSwish pattern fusion, attention fusion
+//              (MatMul-[scale]-[mask]-Softmax-MatMul -> nxrt::FusedAttention), and Conv/Gemm/MatMul + bias
+//              + residual Add + activation fusion (nxrt::FusedConv, nxrt::FusedGemm, nxrt::FusedMatMul).
+//
+// Graph outputs and values read by subgraphs from outer scope are never removed or renamed; If/Loop/
+// Scan bodies are optimized too. Fused nodes live in the internal domain "nxrt" (kNxrtDomain), which the
+// optimizer imports into the model when it creates one.
+#pragma once
+#include <map>
+#include <string>
+
+#include "ir/graph.h"
+#include "nxrt/session.h"
+#include "nxrt/status.h"
+
+namespace nxrt::optimizer {
+
+inline constexpr const char* kNxrtDomain = "nxrt";
+inline constexpr int64_t kNxrtOpset = 1;
+
+struct Options {
+  OptLevel level = OptLevel::kAll;
+  // Constant folding does not materialize an output larger than this.
+  int64_t max_folded_bytes = int64_t{64} << 20;
+  // ConstantOfShape (weights written as "fill this shape") is folded up to this size.
+  int64_t max_constant_of_shape_bytes = int64_t{1} << 30;
+};
+
+// What the passes did: pass name -> count (nodes folded, nodes fused, ...).
+struct Stats {
+  std::map<std::string, int> counts;
+  std::map<std::string, double> pass_ms;  // wall time per pass (all graphs, all rounds)
+  int total() const {
+    int t = 0;
+    for (const auto& [k, v] : counts) t += v;
+    return t;
+  }
+  std::string summary() const;
+};
+
+// Optimizes `model` in place. Errors only for internal failures; a pass that cannot apply leaves the
+// graph as it was.
+Status optimize(ir::Model& model, const Options& options, Stats* stats = nullptr);
+
+// Reads NXRT_OPT_LEVEL (disabled|basic|all, or 0|1|2); returns `dflt` when unset or unrecognized.
+OptLevel opt_level_from_env(OptLevel dflt);
+
+}  // namespace nxrt::optimizer

@@ -1,0 +1,729 @@
+// The graph optimizer: each pass on a small model (pattern rewritten, pattern refused when a
+// precondition fails) and the optimized model's outputs against the unoptimized ones on random data.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "nxrt/session.h"
+#include "onnx/model_writer.h"
+#include "optimizer/optimizer.h"
+
+using namespace nxrt;
+
+namespace {
+
+ir::Attribute A_i(const std::string& n, int64_t v) {
+  ir::Attribute a;
+  a.name = n;
+  a.type = ir::Attribute::Type::kInt;
+  a.i = v;
+  return a;
+}
+ir::Attribute A_f(const std::string& n, float v) {
+  ir::Attribute a;
+  a.name = n;
+  a.type = ir::Attribute::Type::kFloat;
+  a.f = v;
+  return a;
+}
+ir::Attribute A_is(const std::string& n, std::vector<int64_t> v) {
+  ir::Attribute a;
+  a.name = n;
+  a.type = ir::Attribute::Type::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+ir::Attribute A_t(const std::string& n, Tensor t) {
+  ir::Attribute a;
+  a.name = n;
+  a.type = ir::Attribute::Type::kTensor;
+  a.t = std::move(t);
+  return a;
+}
+
+Tensor random_tensor(const Dims& shape, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  Tensor t(DataType::kFloat, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+Tensor scalar_f(float v) { return Tensor::from_vector<float>(DataType::kFloat, {}, {v}); }
+Tensor ints(std::vector<int64_t> v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return Tensor::from_vector<int64_t>(DataType::kInt64, {n}, v);
+}
+
+struct ModelBuilder {
+  ir::Model m;
+  explicit ModelBuilder(int64_t opset) {
+    m.ir_version = 8;
+    m.opset_imports.push_back({"", opset});
+    m.graph.name = "g";
+  }
+  static ir::ValueInfo vi(const std::string& name, const std::vector<int64_t>& dims) {
+    ir::ValueInfo v;
+    v.name = name;
+    v.type.kind = ir::TypeInfo::Kind::kTensor;
+    v.type.elem_type = DataType::kFloat;
+    v.type.has_shape = true;
+    for (int64_t d : dims) v.type.dims.push_back(d >= 0 ? ir::Dim::fixed(d) : ir::Dim::named("n"));
+    return v;
+  }
+  void input(const std::string& name, const std::vector<int64_t>& dims) { m.graph.inputs.push_back(vi(name, dims)); }
+  void output(const std::string& name) {
+    ir::ValueInfo v;
+    v.name = name;
+    v.type.kind = ir::TypeInfo::Kind::kTensor;
+    v.type.elem_type = DataType::kFloat;
+    m.graph.outputs.push_back(v);
+  }
+  void init(const std::string& name, Tensor t) { m.graph.initializers[name] = std::move(t); }
+  ir::Node& node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+                 std::vector<ir::Attribute> attrs = {}) {
+    ir::Node n;
+    n.name = op + "_" + std::to_string(m.graph.nodes.size());
+    n.op_type = op;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.attributes = std::move(attrs);
+    m.graph.nodes.push_back(std::move(n));
+    return m.graph.nodes.back();
+  }
+};
+
+// The model after optimization at `level`, and its op types in order.
+ir::Model optimized(const ir::Model& m, OptLevel level, optimizer::Stats* stats = nullptr) {
+  ir::Model copy = m;
+  optimizer::Options o;
+  o.level = level;
+  Status s = optimizer::optimize(copy, o, stats);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return copy;
+}
+std::vector<std::string> ops_of(const ir::Model& m) {
+  std::vector<std::string> r;
+  for (const auto& n : m.graph.nodes) r.push_back((n.domain.empty() ? "" : n.domain + "::") + n.op_type);
+  return r;
+}
+
+// Runs the model at `level` (NXRT_OPT_LEVEL must not be set in the test environment).
+std::vector<Tensor> run_at(const ir::Model& m, OptLevel level, const std::vector<std::pair<std::string, Value>>& feeds) {
+  std::string bytes = onnx::serialize_model(m);
+  SessionOptions so;
+  so.opt_level = level;
+  auto s = Session::create_from_bytes(bytes.data(), bytes.size(), so);
+  EXPECT_TRUE(s.ok()) << s.status().to_string();
+  if (!s.ok()) return {};
+  auto out = (*s)->run(feeds);
+  EXPECT_TRUE(out.ok()) << out.status().to_string();
+  if (!out.ok()) return {};
+  std::vector<Tensor> r;
+  for (auto& v : *out) r.push_back(v.tensor());
+  return r;
+}
+
+// Outputs at level all (and basic) equal those at level disabled within tolerance.
+void expect_same_numerics(const ir::Model& m, const std::vector<std::pair<std::string, Value>>& feeds,
+                          double tol = 1e-5) {
+  auto ref = run_at(m, OptLevel::kDisabled, feeds);
+  for (OptLevel level : {OptLevel::kBasic, OptLevel::kAll}) {
+    auto got = run_at(m, level, feeds);
+    ASSERT_EQ(got.size(), ref.size());
+    for (size_t k = 0; k < ref.size(); ++k) {
+      ASSERT_EQ(got[k].shape(), ref[k].shape()) << "output " << k;
+      ASSERT_EQ(got[k].dtype(), ref[k].dtype());
+      const float* a = ref[k].data<float>();
+      const float* b = got[k].data<float>();
+      for (int64_t i = 0; i < ref[k].numel(); ++i) {
+        ASSERT_NEAR(a[i], b[i], tol * (1 + std::fabs(a[i]))) << "output " << k << " element " << i << " level "
+                                                             << static_cast<int>(level);
+      }
+    }
+  }
+}
+
+int count_op(const ir::Model& m, const std::string& op) {
+  int c = 0;
+  for (const auto& n : m.graph.nodes) c += n.op_type == op;
+  return c;
+}
+
+}  // namespace
+
+TEST(Optimizer, DisabledLeavesTheGraphAlone) {
+  ModelBuilder b(17);
+  b.input("x", {2, 3});
+  b.node("Identity", {"x"}, {"i"});
+  b.node("Relu", {"i"}, {"y"});
+  b.output("y");
+  EXPECT_EQ(ops_of(optimized(b.m, OptLevel::kDisabled)), (std::vector<std::string>{"Identity", "Relu"}));
+}
+
+TEST(OptimizerConstFold, FoldsConstantOfShapeWeightsAndConstants) {
+  ModelBuilder b(17);
+  b.input("x", {2, 3});
+  b.init("shape", ints({3}));
+  b.node("ConstantOfShape", {"shape"}, {"w"}, {A_t("value", Tensor::from_vector<float>(DataType::kFloat, {1}, {0.5f}))});
+  b.node("Constant", {}, {"c"}, {A_t("value", Tensor::from_vector<float>(DataType::kFloat, {3}, {1, 2, 3}))});
+  b.node("Mul", {"w", "c"}, {"wc"});
+  b.node("Add", {"x", "wc"}, {"y"});
+  b.output("y");
+  optimizer::Stats st;
+  ir::Model o = optimized(b.m, OptLevel::kBasic, &st);
+  EXPECT_EQ(ops_of(o), (std::vector<std::string>{"Add"}));
+  ASSERT_TRUE(o.graph.initializers.count("wc"));
+  EXPECT_FLOAT_EQ(o.graph.initializers.at("wc").data<float>()[2], 1.5f);
+  EXPECT_FALSE(o.graph.initializers.count("shape"));  // no longer read
+  EXPECT_EQ(st.counts["constant_to_initializer"], 1);
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 3}, 1))}});
+}
+
+TEST(OptimizerConstFold, RefusesRandomOpsOverridableInitializersAndGraphOutputs) {
+  ModelBuilder b(17);
+  b.input("x", {2, 3});
+  b.input("k", {3});  // an input with an initializer default: the caller may override it
+  b.init("k", Tensor::from_vector<float>(DataType::kFloat, {3}, {1, 1, 1}));
+  b.node("RandomNormal", {}, {"r"}, {A_is("shape", {3})});
+  b.node("Neg", {"k"}, {"nk"});
+  b.node("Add", {"x", "nk"}, {"s"});
+  b.node("Add", {"s", "r"}, {"y"});
+  b.init("c", Tensor::from_vector<float>(DataType::kFloat, {1}, {2}));
+  b.node("Neg", {"c"}, {"y2"});  // produces a graph output: stays a node
+  b.output("y");
+  b.output("y2");
+  ir::Model o = optimized(b.m, OptLevel::kAll);
+  EXPECT_EQ(ops_of(o), (std::vector<std::string>{"RandomNormal", "Neg", "Add", "Add", "Neg"}));
+}
+
+TEST(OptimizerConstFold, RespectsTheSizeBound) {
+  ModelBuilder b(17);
+  b.input("x", {1});
+  b.init("shape", ints({4, 1024}));
+  b.node("ConstantOfShape", {"shape"}, {"w"});
+  b.node("Add", {"x", "w"}, {"y"});
+  b.output("y");
+  ir::Model copy = b.m;
+  optimizer::Options o;
+  o.level = OptLevel::kBasic;
+  o.max_constant_of_shape_bytes = 1024;
+  ASSERT_TRUE(optimizer::optimize(copy, o).ok());
+  EXPECT_EQ(ops_of(copy), (std::vector<std::string>{"ConstantOfShape", "Add"}));
+  o.max_constant_of_shape_bytes = 1 << 20;
+  ASSERT_TRUE(optimizer::optimize(copy, o).ok());
+  EXPECT_EQ(ops_of(copy), (std::vector<std::string>{"Add"}));
+}
+
+TEST(OptimizerIdentity, RemovesIdentityAndInferenceDropoutButNotGraphOutputs) {
+  ModelBuilder b(13);
+  b.input("x", {2, 3});
+  b.node("Identity", {"x"}, {"a"});
+  b.node("Dropout", {"a"}, {"d"});
+  b.node("Relu", {"d"}, {"r"});
+  b.node("Identity", {"r"}, {"y"});  // graph output: kept
+  b.node("Dropout", {"r"}, {"y2", "mask"});  // mask is a graph output: kept
+  b.output("y");
+  b.output("y2");
+  b.output("mask");
+  ir::Model o = optimized(b.m, OptLevel::kBasic);
+  EXPECT_EQ(ops_of(o), (std::vector<std::string>{"Relu", "Identity", "Dropout"}));
+  EXPECT_EQ(o.graph.nodes[0].inputs[0], "x");
+}
+
+TEST(OptimizerShape, FoldsShapeOfStaticValuesOnly) {
+  ModelBuilder b(17);
+  b.input("x", {2, 3, 4});
+  b.input("v", {-1, 3});
+  b.node("Shape", {"x"}, {"sx"}, {A_i("start", 1)});
+  b.node("Shape", {"v"}, {"sv"});
+  b.node("Size", {"x"}, {"nx"});
+  b.node("Concat", {"sx", "sv"}, {"cat"}, {A_i("axis", 0)});
+  b.node("Cast", {"cat"}, {"y"}, {A_i("to", 1)});
+  b.node("Cast", {"nx"}, {"y2"}, {A_i("to", 1)});
+  b.output("y");
+  b.output("y2");
+  ir::Model o = optimized(b.m, OptLevel::kBasic);
+  EXPECT_EQ(ops_of(o), (std::vector<std::string>{"Shape", "Concat", "Cast", "Cast"}));
+  ASSERT_TRUE(o.graph.initializers.count("sx"));
+  const Tensor& sx = o.graph.initializers.at("sx");
+  EXPECT_EQ(std::vector<int64_t>(sx.data<int64_t>(), sx.data<int64_t>() + sx.numel()), (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(o.graph.initializers.at("nx").data<int64_t>()[0], 24);
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 3, 4}, 2))}, {"v", Value(random_tensor({5, 3}, 3))}});
+}
+
+TEST(OptimizerDeadCode, RemovesUnreadNodesKeepsSubgraphCaptures) {
+  ModelBuilder b(17);
+  b.input("x", {2});
+  b.input("cond", {});
+  b.m.graph.inputs.back().type.elem_type = DataType::kBool;
+  b.node("Neg", {"x"}, {"unused"});
+  b.node("Abs", {"x"}, {"captured"});
+  b.node("Identity", {"x"}, {"renamed_in_branch"});
+  // If whose branches read 'captured' and 'renamed_in_branch' from the outer scope.
+  auto branch = [&](const std::string& src) {
+    auto g = std::make_shared<ir::Graph>();
+    g->name = "branch";
+    ir::Node n;
+    n.op_type = "Identity";
+    n.inputs = {src};
+    n.outputs = {"bo"};
+    ir::Node dead_in_branch;
+    dead_in_branch.op_type = "Neg";
+    dead_in_branch.inputs = {src};
+    dead_in_branch.outputs = {"bunused"};
+    g->nodes = {n, dead_in_branch};
+    ir::ValueInfo o;
+    o.name = "bo";
+    o.type.kind = ir::TypeInfo::Kind::kTensor;
+    o.type.elem_type = DataType::kFloat;
+    g->outputs = {o};
+    return g;
+  };
+  ir::Attribute then_b, else_b;
+  then_b.name = "then_branch";
+  then_b.type = ir::Attribute::Type::kGraph;
+  then_b.g = branch("captured");
+  else_b.name = "else_branch";
+  else_b.type = ir::Attribute::Type::kGraph;
+  else_b.g = branch("renamed_in_branch");
+  b.node("If", {"cond"}, {"y"}, {then_b, else_b});
+  b.output("y");
+  ir::Model o = optimized(b.m, OptLevel::kAll);
+  EXPECT_EQ(ops_of(o), (std::vector<std::string>{"Abs", "Identity", "If"}));
+  const ir::Graph& then_g = *o.graph.nodes[2].attributes[0].g;
+  EXPECT_EQ(then_g.nodes.size(), 1u);  // the branch's dead Neg is gone, its output Identity stays
+  Tensor cond(DataType::kBool, {});
+  cond.data<bool>()[0] = false;
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({2}, 4))}, {"cond", Value(cond)}});
+}
+
+TEST(OptimizerConvBn, FoldsBatchNormAndFusesRelu) {
+  ModelBuilder b(13);
+  b.input("x", {1, 3, 6, 6});
+  b.init("w", random_tensor({4, 3, 3, 3}, 5));
+  b.init("bconv", random_tensor({4}, 6));
+  b.init("scale", random_tensor({4}, 7, 0.5f, 1.5f));
+  b.init("bias", random_tensor({4}, 8));
+  b.init("mean", random_tensor({4}, 9));
+  b.init("var", random_tensor({4}, 10, 0.2f, 2.f));
+  b.node("Conv", {"x", "w", "bconv"}, {"c"}, {A_is("pads", {1, 1, 1, 1})});
+  b.node("BatchNormalization", {"c", "scale", "bias", "mean", "var"}, {"bn"}, {A_f("epsilon", 1e-3f)});
+  b.node("Relu", {"bn"}, {"y"});
+  b.output("y");
+  optimizer::Stats st;
+  ir::Model o = optimized(b.m, OptLevel::kAll, &st);
+  EXPECT_EQ(ops_of(o), (std::vector<std::string>{"nxrt::FusedConv"}));
+  EXPECT_EQ(st.counts["conv_bn_folded"], 1);
+  EXPECT_EQ(ops_of(optimized(b.m, OptLevel::kBasic)), (std::vector<std::string>{"Conv", "BatchNormalization", "Relu"}));
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({1, 3, 6, 6}, 11))}}, 1e-4);
+}
+
+TEST(OptimizerConvBn, RefusesWhenConvOutputHasAnotherReader) {
+  ModelBuilder b(13);
+  b.input("x", {1, 2, 4, 4});
+  b.init("w", random_tensor({2, 2, 1, 1}, 5));
+  for (const char* n : {"scale", "bias", "mean"}) b.init(n, random_tensor({2}, 6));
+  b.init("var", random_tensor({2}, 10, 0.2f, 2.f));
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("BatchNormalization", {"c", "scale", "bias", "mean", "var"}, {"y"});
+  b.output("y");
+  b.output("c");  // the conv output is also a graph output
+  ir::Model o = optimized(b.m, OptLevel::kAll);
+  EXPECT_EQ(ops_of(o), (std::vector<std::string>{"Conv", "BatchNormalization"}));
+}
+
+TEST(OptimizerFusedConv, ResidualAddAndActivation) {
+  ModelBuilder b(13);
+  b.input("x", {2, 4, 5, 5});
+  b.input("z", {2, 4, 5, 5});
+  b.init("w", random_tensor({4, 4, 3, 3}, 12));
+  b.init("bc", random_tensor({4}, 13));
+  b.init("lo", scalar_f(-0.2f));
+  b.init("hi", scalar_f(0.3f));
+  b.node("Conv", {"x", "w", "bc"}, {"c"}, {A_is("pads", {1, 1, 1, 1})});
+  b.node("Add", {"z", "c"}, {"s"});
+  b.node("Clip", {"s", "lo", "hi"}, {"y"});
+  b.output("y");
+  ir::Model o = optimized(b.m, OptLevel::kAll);
+  ASSERT_EQ(ops_of(o), (std::vector<std::string>{"nxrt::FusedConv"}));
+  EXPECT_EQ(o.graph.nodes[0].inputs, (std::vector<std::string>{"x", "w", "bc", "z"}));
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 4, 5, 5}, 14))}, {"z", Value(random_tensor({2, 4, 5, 5}, 15))}});
+}
+
+TEST(OptimizerFusedConv, BroadcastResidualTakesTheGeneralPath) {
+  ModelBuilder b(13);
+  b.input("x", {1, 2, 3, 3});
+  b.input("z", {2, 1, 1, 1});  // widens the output: [2,2,3,3]
+  b.init("w", random_tensor({2, 2, 1, 1}, 16));
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Add", {"c", "z"}, {"s"});
+  b.node("LeakyRelu", {"s"}, {"y"}, {A_f("alpha", 0.3f)});
+  b.output("y");
+  ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::FusedConv"}));
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({1, 2, 3, 3}, 17))}, {"z", Value(random_tensor({2, 1, 1, 1}, 18))}});
+}
+
+TEST(OptimizerFusedMatMul, BiasAndActivationAnyRank) {
+  ModelBuilder b(13);
+  b.input("x", {2, 3, 8});
+  b.init("w", random_tensor({8, 5}, 19));
+  b.init("bias", random_tensor({5}, 20));
+  b.node("MatMul", {"x", "w"}, {"m"});
+  b.node("Add", {"m", "bias"}, {"a"});
+  b.node("HardSigmoid", {"a"}, {"y"}, {A_f("alpha", 0.3f), A_f("beta", 0.4f)});
+  b.output("y");
+  ir::Model o = optimized(b.m, OptLevel::kAll);
+  ASSERT_EQ(ops_of(o), (std::vector<std::string>{"nxrt::FusedMatMul"}));
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 3, 8}, 21))}});
+}
+
+TEST(OptimizerFusedMatMul, RefusesRank2BiasAndIntegerMatMul) {
+  ModelBuilder b(13);
+  b.input("x", {3, 8});
+  b.init("w", random_tensor({8, 5}, 19));
+  b.init("bias", random_tensor({1, 5}, 20));  // rank 2: could widen a 1-D MatMul result
+  b.node("MatMul", {"x", "w"}, {"m"});
+  b.node("Add", {"m", "bias"}, {"y"});
+  b.output("y");
+  EXPECT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"MatMul", "Add"}));
+  ModelBuilder bi(13);
+  bi.input("x", {3, 2});
+  bi.input("w", {2, 2});
+  bi.node("MatMul", {"x", "w"}, {"m"});
+  bi.node("Relu", {"m"}, {"y"});
+  bi.output("y");
+  EXPECT_EQ(ops_of(optimized(bi.m, OptLevel::kAll)), (std::vector<std::string>{"MatMul", "Relu"}));
+}
+
+TEST(OptimizerFusedGemm, GemmSigmoid) {
+  ModelBuilder b(13);
+  b.input("x", {4, 6});
+  b.init("w", random_tensor({3, 6}, 22));
+  b.init("c", random_tensor({3}, 23));
+  b.node("Gemm", {"x", "w", "c"}, {"g"}, {A_i("transB", 1), A_f("alpha", 0.5f)});
+  b.node("Sigmoid", {"g"}, {"y"});
+  b.output("y");
+  ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::FusedGemm"}));
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({4, 6}, 24))}});
+}
+
+namespace {
+void add_layer_norm(ModelBuilder& b, const std::vector<int64_t>& axes, const std::string& gamma) {
+  b.init("two", scalar_f(2.f));
+  b.init("eps", scalar_f(1e-5f));
+  b.node("ReduceMean", {"x"}, {"m"}, {A_is("axes", axes)});
+  b.node("Sub", {"x", "m"}, {"d"});
+  b.node("Pow", {"d", "two"}, {"p"});
+  b.node("ReduceMean", {"p"}, {"v"}, {A_is("axes", axes)});
+  b.node("Add", {"v", "eps"}, {"e"});
+  b.node("Sqrt", {"e"}, {"s"});
+  b.node("Div", {"d", "s"}, {"n"});
+  b.node("Mul", {"n", gamma}, {"g"});
+  b.node("Add", {"g", "beta"}, {"y"});
+  b.output("y");
+}
+}  // namespace
+
+TEST(OptimizerLayerNorm, FusesThePattern) {
+  ModelBuilder b(13);
+  b.input("x", {2, 3, 16});
+  b.init("gamma", random_tensor({16}, 25));
+  b.init("beta", random_tensor({1, 16}, 26));
+  add_layer_norm(b, {-1}, "gamma");
+  optimizer::Stats st;
+  ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll, &st)), (std::vector<std::string>{"nxrt::LayerNormalization"}));
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 3, 16}, 27, -3, 5))}}, 1e-4);
+}
+
+TEST(OptimizerLayerNorm, RefusesPositiveAxesAndWideScale) {
+  ModelBuilder b(13);
+  b.input("x", {2, 3, 16});
+  b.init("gamma", random_tensor({16}, 25));
+  b.init("beta", random_tensor({16}, 26));
+  add_layer_norm(b, {2}, "gamma");
+  EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "LayerNormalization"), 0);
+  ModelBuilder w(13);
+  w.input("x", {2, 3, 16});
+  w.init("gamma", random_tensor({3, 16}, 25));  // rank 2 over a 1-axis normalization
+  w.init("beta", random_tensor({16}, 26));
+  add_layer_norm(w, {-1}, "gamma");
+  EXPECT_EQ(count_op(optimized(w.m, OptLevel::kAll), "LayerNormalization"), 0);
+  expect_same_numerics(w.m, {{"x", Value(random_tensor({2, 3, 16}, 28))}}, 1e-4);
+}
+
+TEST(OptimizerRmsNorm, FusesDivAndReciprocalForms) {
+  for (bool recip : {false, true}) {
+    ModelBuilder b(13);
+    b.input("x", {3, 8});
+    b.init("two", scalar_f(2.f));
+    b.init("eps", scalar_f(1e-6f));
+    b.init("gamma", random_tensor({8}, 29));
+    b.node("Pow", {"x", "two"}, {"p"});
+    b.node("ReduceMean", {"p"}, {"v"}, {A_is("axes", {-1})});
+    b.node("Add", {"v", "eps"}, {"e"});
+    b.node("Sqrt", {"e"}, {"s"});
+    if (recip) {
+      b.node("Reciprocal", {"s"}, {"r"});
+      b.node("Mul", {"x", "r"}, {"n"});
+    } else {
+      b.node("Div", {"x", "s"}, {"n"});
+    }
+    b.node("Mul", {"gamma", "n"}, {"y"});
+    b.output("y");
+    ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::RMSNormalization"}));
+    expect_same_numerics(b.m, {{"x", Value(random_tensor({3, 8}, 30, -2, 2))}}, 1e-4);
+  }
+}
+
+TEST(OptimizerGelu, FusesErfAndTanhForms) {
+  {
+    ModelBuilder b(13);
+    b.input("x", {4, 7});
+    b.init("sqrt2", scalar_f(1.4142135f));
+    b.init("one", scalar_f(1.f));
+    b.init("half", scalar_f(0.5f));
+    b.node("Div", {"x", "sqrt2"}, {"u"});
+    b.node("Erf", {"u"}, {"e"});
+    b.node("Add", {"e", "one"}, {"a"});
+    b.node("Mul", {"x", "a"}, {"m"});
+    b.node("Mul", {"m", "half"}, {"y"});
+    b.output("y");
+    ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::Gelu"}));
+    expect_same_numerics(b.m, {{"x", Value(random_tensor({4, 7}, 31, -4, 4))}}, 1e-5);
+  }
+  {
+    ModelBuilder b(13);
+    b.input("x", {4, 7});
+    b.init("three", scalar_f(3.f));
+    b.init("k", scalar_f(0.044715f));
+    b.init("c", scalar_f(0.7978845608f));
+    b.init("one", scalar_f(1.f));
+    b.init("half", scalar_f(0.5f));
+    b.node("Mul", {"x", "half"}, {"h"});
+    b.node("Pow", {"x", "three"}, {"x3"});
+    b.node("Mul", {"k", "x3"}, {"q"});
+    b.node("Add", {"x", "q"}, {"w"});
+    b.node("Mul", {"w", "c"}, {"u"});
+    b.node("Tanh", {"u"}, {"t"});
+    b.node("Add", {"one", "t"}, {"a"});
+    b.node("Mul", {"h", "a"}, {"y"});
+    b.output("y");
+    ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::Gelu"}));
+    expect_same_numerics(b.m, {{"x", Value(random_tensor({4, 7}, 32, -4, 4))}}, 1e-5);
+  }
+}
+
+TEST(OptimizerGelu, RefusesWrongConstantsAndSharedIntermediates) {
+  ModelBuilder b(13);
+  b.input("x", {4, 7});
+  b.init("sqrt2", scalar_f(1.5f));  // not sqrt(2)
+  b.init("one", scalar_f(1.f));
+  b.init("half", scalar_f(0.5f));
+  b.node("Div", {"x", "sqrt2"}, {"u"});
+  b.node("Erf", {"u"}, {"e"});
+  b.node("Add", {"e", "one"}, {"a"});
+  b.node("Mul", {"x", "a"}, {"m"});
+  b.node("Mul", {"m", "half"}, {"y"});
+  b.output("y");
+  EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "Gelu"), 0);
+  b.m.graph.initializers["sqrt2"] = scalar_f(1.4142135f);
+  b.output("a");  // an intermediate is a graph output
+  EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "Gelu"), 0);
+}
+
+TEST(OptimizerConvAffine, FoldsPerChannelMulAddIntoConv) {
+  ModelBuilder b(9);
+  b.input("x", {1, 3, 5, 5});
+  b.init("w", random_tensor({4, 3, 3, 3}, 40));
+  b.init("s", random_tensor({4, 1, 1}, 41));
+  b.init("t", random_tensor({1, 4, 1, 1}, 42));
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Mul", {"c", "s"}, {"m"});
+  b.node("Add", {"t", "m"}, {"a"});
+  b.node("Relu", {"a"}, {"y"});
+  b.output("y");
+  optimizer::Stats st;
+  ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll, &st)), (std::vector<std::string>{"nxrt::FusedConv"}));
+  EXPECT_EQ(st.counts["conv_affine_folded"], 2);
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({1, 3, 5, 5}, 43))}}, 1e-4);
+}
+
+TEST(OptimizerConvAffine, RefusesConstantsThatAreNotPerChannel) {
+  ModelBuilder b(9);
+  b.input("x", {1, 3, 5, 5});
+  b.init("w", random_tensor({4, 3, 1, 1}, 44));
+  b.init("s", random_tensor({5}, 45));  // along the last axis
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Mul", {"c", "s"}, {"y"});
+  b.output("y");
+  EXPECT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"Conv", "Mul"}));
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({1, 3, 5, 5}, 46))}}, 1e-4);
+}
+
+namespace {
+// Y = Softmax(Q * Transpose(K) / 8 + mask) * V
+ModelBuilder attention_model(const std::vector<int64_t>& q_shape, const std::vector<int64_t>& k_shape,
+                             const std::vector<int64_t>& v_shape, const std::vector<int64_t>& mask_shape,
+                             int64_t softmax_axis = -1) {
+  ModelBuilder b(13);
+  b.input("q", q_shape);
+  b.input("k", k_shape);
+  b.input("v", v_shape);
+  b.input("mask", mask_shape);
+  b.init("scale", scalar_f(8.f));
+  const int64_t r = static_cast<int64_t>(k_shape.size());
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < r; ++i) perm.push_back(i);
+  std::swap(perm[static_cast<size_t>(r - 1)], perm[static_cast<size_t>(r - 2)]);
+  b.node("Transpose", {"k"}, {"kt"}, {A_is("perm", perm)});
+  b.node("MatMul", {"q", "kt"}, {"s"});
+  b.node("Div", {"s", "scale"}, {"ss"});
+  b.node("Add", {"mask", "ss"}, {"sm_in"});
+  b.node("Softmax", {"sm_in"}, {"p"}, {A_i("axis", softmax_axis)});
+  b.node("MatMul", {"p", "v"}, {"y"});
+  b.output("y");
+  return b;
+}
+}  // namespace
+
+TEST(OptimizerAttention, FusesAndMatchesOnTheFastPath) {
+  ModelBuilder b = attention_model({2, 3, 5, 8}, {2, 3, 7, 8}, {2, 3, 7, 4}, {1, 1, 5, 7});
+  optimizer::Stats st;
+  ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll, &st)),
+            (std::vector<std::string>{"Transpose", "nxrt::FusedAttention"}));
+  expect_same_numerics(b.m, {{"q", Value(random_tensor({2, 3, 5, 8}, 50, -2, 2))},
+                             {"k", Value(random_tensor({2, 3, 7, 8}, 51, -2, 2))},
+                             {"v", Value(random_tensor({2, 3, 7, 4}, 52))},
+                             {"mask", Value(random_tensor({1, 1, 5, 7}, 53, -5, 0))}},
+                       1e-5);
+}
+
+TEST(OptimizerAttention, BroadcastBatchAndWideMaskTakeTheExactFallback) {
+  // K and V shared across heads (batch dims broadcast) and a mask that widens the batch.
+  ModelBuilder b = attention_model({1, 3, 5, 8}, {1, 1, 7, 8}, {1, 1, 7, 4}, {2, 1, 5, 7});
+  ASSERT_EQ(count_op(optimized(b.m, OptLevel::kAll), "FusedAttention"), 1);
+  expect_same_numerics(b.m, {{"q", Value(random_tensor({1, 3, 5, 8}, 54, -2, 2))},
+                             {"k", Value(random_tensor({1, 1, 7, 8}, 55, -2, 2))},
+                             {"v", Value(random_tensor({1, 1, 7, 4}, 56))},
+                             {"mask", Value(random_tensor({2, 1, 5, 7}, 57, -5, 0))}},
+                       1e-5);
+}
+
+TEST(OptimizerAttention, SoftmaxOverAnotherAxisRunsTheFallback) {
+  // Softmax over axis 1 (not the last): fused, but computed by the original ops.
+  ModelBuilder b = attention_model({2, 5, 8}, {2, 7, 8}, {2, 7, 4}, {5, 7}, /*softmax_axis=*/1);
+  EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "FusedAttention"), 1);
+  expect_same_numerics(b.m, {{"q", Value(random_tensor({2, 5, 8}, 58))},
+                             {"k", Value(random_tensor({2, 7, 8}, 59))},
+                             {"v", Value(random_tensor({2, 7, 4}, 60))},
+                             {"mask", Value(random_tensor({5, 7}, 61))}});
+  // Positive last axis: the fast path.
+  ModelBuilder c = attention_model({2, 5, 8}, {2, 7, 8}, {2, 7, 4}, {5, 7}, /*softmax_axis=*/2);
+  EXPECT_EQ(count_op(optimized(c.m, OptLevel::kAll), "FusedAttention"), 1);
+  expect_same_numerics(c.m, {{"q", Value(random_tensor({2, 5, 8}, 62))},
+                             {"k", Value(random_tensor({2, 7, 8}, 63))},
+                             {"v", Value(random_tensor({2, 7, 4}, 64))},
+                             {"mask", Value(random_tensor({5, 7}, 65))}});
+}
+
+TEST(OptimizerAttention, RefusesWhenScoresAreReadElsewhere) {
+  ModelBuilder b = attention_model({2, 5, 8}, {2, 7, 8}, {2, 7, 4}, {5, 7});
+  b.output("p");  // the attention probabilities are a graph output
+  EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "FusedAttention"), 0);
+}
+
+TEST(OptimizerHardSwish, FusesThePatternThenIntoTheConv) {
+  ModelBuilder b(13);
+  b.input("x", {1, 2, 4, 4});
+  b.init("w", random_tensor({3, 2, 1, 1}, 70, -3, 3));
+  b.init("three", scalar_f(3.f));
+  b.init("zero", scalar_f(0.f));
+  b.init("six", scalar_f(6.f));
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Add", {"c", "three"}, {"a"});
+  b.node("Clip", {"a", "zero", "six"}, {"cl"});
+  b.node("Mul", {"c", "cl"}, {"m"});
+  b.node("Div", {"m", "six"}, {"y"});
+  b.output("y");
+  optimizer::Stats st;
+  ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll, &st)), (std::vector<std::string>{"nxrt::FusedConv"}));
+  EXPECT_EQ(st.counts["fused_hard_swish"], 1);
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({1, 2, 4, 4}, 71, -2, 2))}});
+  // Clip to 5 is not HardSwish.
+  b.m.graph.initializers["six"] = scalar_f(5.f);
+  EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "HardSwish"), 0);
+}
+
+TEST(OptimizerHardSwish, ClipWithAttributesBeforeOpset11) {
+  ModelBuilder b(9);
+  b.input("x", {2, 5});
+  b.init("three", scalar_f(3.f));
+  b.init("sixth", scalar_f(1.f / 6.f));
+  b.node("Add", {"three", "x"}, {"a"});
+  b.node("Clip", {"a"}, {"cl"}, {A_f("min", 0.f), A_f("max", 6.f)});
+  b.node("Mul", {"cl", "x"}, {"m"});
+  b.node("Mul", {"m", "sixth"}, {"y"});
+  b.output("y");
+  ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::HardSwish"}));
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 5}, 72, -5, 5))}});
+}
+
+TEST(OptimizerBnAffine, FoldsPerChannelMulAddIntoBatchNormWhenTheRankIsKnown) {
+  ModelBuilder b(9);
+  b.input("x", {2, 4, 3, 3});
+  for (const char* n : {"scale", "bias", "mean"}) b.init(n, random_tensor({4}, 80));
+  b.init("var", random_tensor({4}, 81, 0.5f, 2.f));
+  b.init("s", random_tensor({4, 1, 1}, 82));
+  b.init("t", random_tensor({4, 1, 1}, 83));
+  b.node("Relu", {"x"}, {"r"});
+  b.node("BatchNormalization", {"r", "scale", "bias", "mean", "var"}, {"bn"});
+  b.node("Mul", {"bn", "s"}, {"m"});
+  b.node("Add", {"m", "t"}, {"y"});
+  b.output("y");
+  optimizer::Stats st;
+  EXPECT_EQ(ops_of(optimized(b.m, OptLevel::kAll, &st)), (std::vector<std::string>{"Relu", "BatchNormalization"}));
+  EXPECT_EQ(st.counts["bn_affine_folded"], 2);
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 4, 3, 3}, 84))}}, 1e-4);
+  // Rank 3 input: [4,1,1] would not align with the channel axis.
+  ModelBuilder r3(9);
+  r3.input("x", {4, 4, 3});
+  for (const char* n : {"scale", "bias", "mean"}) r3.init(n, random_tensor({4}, 80));
+  r3.init("var", random_tensor({4}, 81, 0.5f, 2.f));
+  r3.init("s", random_tensor({4, 1, 1}, 82));
+  r3.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"bn"});
+  r3.node("Mul", {"bn", "s"}, {"y"});
+  r3.output("y");
+  EXPECT_EQ(ops_of(optimized(r3.m, OptLevel::kAll)), (std::vector<std::string>{"BatchNormalization", "Mul"}));
+}
+
+TEST(OptimizerFusedGemm, GemmWithoutCTakesAConstantAddAsC) {
+  ModelBuilder b(13);
+  b.input("x", {4, 6});
+  b.init("w", random_tensor({6, 3}, 90));
+  b.init("bias", random_tensor({3}, 91));
+  b.node("Gemm", {"x", "w"}, {"g"}, {A_f("beta", 0.25f)});  // beta is unused without C
+  b.node("Add", {"g", "bias"}, {"a"});
+  b.node("Tanh", {"a"}, {"y"});
+  b.output("y");
+  ir::Model o = optimized(b.m, OptLevel::kAll);
+  ASSERT_EQ(ops_of(o), (std::vector<std::string>{"nxrt::FusedGemm"}));
+  EXPECT_EQ(o.graph.nodes[0].inputs, (std::vector<std::string>{"x", "w", "bias"}));
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({4, 6}, 92))}});
+}
+
+TEST(OptimizerFusedMatMul, RefusesABiasThatCouldWidenAScalarResult) {
+  // x and w both 1-D of unknown rank to the optimizer... here w is 1-D constant: x . w is a scalar
+  // and Add(scalar, bias[1]) is [1]; fusing would lose that axis.
+  ModelBuilder b(13);
+  b.input("x", {4});
+  b.m.graph.inputs.back().type.has_shape = false;
+  b.init("w", random_tensor({4}, 93));
+  b.init("bias", random_tensor({1}, 94));
+  b.node("MatMul", {"x", "w"}, {"m"});
+  b.node("Add", {"m", "bias"}, {"y"});
+  b.output("y");
+  EXPECT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"MatMul", "Add"}));
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({4}, 95))}});
+}
