@@ -11,6 +11,7 @@
 #include "ep/thread_pool.h"
 #include "onnx/model_reader.h"
 #include "session/executor.h"
+#include "session/shape_inference.h"
 #include "session/type_meta.h"
 
 namespace nxrt {
@@ -65,6 +66,8 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   if (impl->tracer) impl->tracer->span("load", "session", t0, session::monotonic_us() - t0, "");
   if (!loaded.ok()) return loaded.status();
   impl->model = std::move(loaded).value();
+  // Load-time shape inference over the graph and its subgraphs (results on Graph::shape_facts).
+  NXRT_RETURN_IF_ERROR(session::infer_shapes(*impl->model));
   const ir::Graph& g = impl->model->graph;
   for (const auto& in : g.inputs) {
     ValueMeta m = session::to_value_meta(in.name, in.type);
