@@ -561,6 +561,52 @@ Status same_as_input0(Ctx& c) {
   return Status::Ok();
 }
 
+// Neg/Abs keep the values of tracked small int tensors (constants only).
+Status op_int_unary(Ctx& c) {
+  ValueFacts v = c.input(0);
+  if (v.kind == Kind::kUnknown) v.kind = Kind::kTensor;
+  bool ok = v.has_values;
+  for (auto& x : v.values) {
+    if (!x.is_const()) {
+      ok = false;
+      break;
+    }
+    x.value = c.n->op_type == "Neg" ? -x.value : std::abs(x.value);
+  }
+  if (!ok) {
+    v.has_values = false;
+    v.values.clear();
+  }
+  c.set(0, std::move(v));
+  return Status::Ok();
+}
+
+// SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss: loss is the labels' shape with reduction
+// "none", else a scalar; log_prob is like the scores.
+Status op_loss(Ctx& c) {
+  const ValueFacts& scores = c.input(0);
+  DataType dt = scores.dtype;
+  std::string red = c.as("reduction", "mean");
+  if (red == "none") {
+    ValueFacts l = c.input(1);
+    l.kind = Kind::kTensor;
+    l.dtype = dt;
+    l.has_values = false;
+    l.values.clear();
+    c.set(0, l);
+  } else {
+    c.set(0, tensor(dt, {}));
+  }
+  if (c.nout() > 1) {
+    ValueFacts lp = scores;
+    lp.kind = Kind::kTensor;
+    lp.has_values = false;
+    lp.values.clear();
+    c.set(1, lp);
+  }
+  return Status::Ok();
+}
+
 Status op_identity(Ctx& c) {
   c.set(0, c.input(0));
   return Status::Ok();
@@ -1140,6 +1186,15 @@ Status op_squeeze(Ctx& c) {
 Status op_unsqueeze(Ctx& c) {
   const ValueFacts& x = c.input(0);
   auto axes = axes_of(c, 1, 13);
+  if (x.has_shape && !axes && c.input(1).has_shape && c.input(1).dims.size() == 1 && c.input(1).dims[0].is_const()) {
+    // Axes not known, their count is: the rank is.
+    std::vector<SymDim> dims;
+    for (size_t i = 0; i < x.dims.size() + static_cast<size_t>(c.input(1).dims[0].value); ++i) {
+      dims.push_back(SymDim::s(c.S.mint()));
+    }
+    c.set(0, tensor(x.dtype, dims));
+    return Status::Ok();
+  }
   if (!x.has_shape || !axes) {
     c.set(0, tensor_unknown_rank(x.dtype));
     return Status::Ok();
@@ -2032,6 +2087,11 @@ const std::unordered_map<std::string, ShapeFn>& shape_fns() {
     t.erase("SequenceEmpty");
     t.erase("Binarizer");
     t.erase("Bernoulli");
+    t["Neg"] = &op_int_unary;
+    t["Abs"] = &op_int_unary;
+    t["CumProd"] = &same_as_input0;
+    t["SoftmaxCrossEntropyLoss"] = &op_loss;
+    t["NegativeLogLikelihoodLoss"] = &op_loss;
     t["Not"] = &op_bool_unary;
     t["IsNaN"] = &op_bool_unary;
     t["IsInf"] = &op_bool_unary;
@@ -2338,9 +2398,10 @@ Result<std::vector<ValueFacts>> Driver::infer_graph(ir::Graph& g, const Scope* p
     } else {
       auto it = facts->values.find(in.name);
       if (it != facts->values.end()) {
-        // An input with an initializer default: the feed may override the values, not the type.
-        v = strip_values(it->second);
-        if (in.type.kind == Kind::kTensor && in.type.has_shape) v = from_type(S, in.type);
+        // An input with an initializer default: facts come from the initializer (including the
+        // values of small int tensors, e.g. shapes fed to ConstantOfShape), merged with the declared
+        // type. A feed that overrides it with a different shape is outside these facts.
+        NXRT_ASSIGN_OR_RETURN(v, merge_declared(it->second, in.type, "graph input '" + in.name + "'"));
       } else {
         v = from_type(S, in.type);
       }

@@ -317,8 +317,8 @@ TEST(ShapeInference, UnknownOpGivesUnknownRankAndIsListed) {
 namespace fs = std::filesystem;
 
 struct SweepResult {
-  int models = 0, errors = 0, static_outputs = 0, matched = 0;
-  std::vector<std::string> error_lines, mismatch_lines;
+  int models = 0, errors = 0, static_outputs = 0, matched = 0, tensor_outputs = 0, unknown_rank = 0;
+  std::vector<std::string> error_lines, mismatch_lines, unresolved_lines;
 };
 
 void sweep_model(const fs::path& path, bool compare, SweepResult& r) {
@@ -341,12 +341,37 @@ void sweep_model(const fs::path& path, bool compare, SweepResult& r) {
     o.type = ir::TypeInfo{};
   }
   m.graph.value_info.clear();
-  if (!session::infer_shapes(m).ok()) return;
   fs::path ds = path.parent_path() / "test_data_set_0";
   if (!fs::exists(ds)) return;
+  // Inputs get the concrete shapes of the test data (graph inputs without an initializer, in order).
+  size_t k = 0;
+  for (auto& in : m.graph.inputs) {
+    if (m.graph.initializers.count(in.name)) continue;
+    fs::path pb = ds / ("input_" + std::to_string(k++) + ".pb");
+    if (in.type.kind != ir::TypeInfo::Kind::kTensor || !fs::exists(pb)) continue;
+    auto v = onnx::read_value_pb(pb.string(), &in.type);
+    if (!v.ok() || !v->is_tensor()) continue;
+    in.type.has_shape = true;
+    in.type.dims.clear();
+    for (int64_t d : v->tensor().shape()) in.type.dims.push_back(ir::Dim::fixed(d));
+  }
+  if (!session::infer_shapes(m).ok()) {
+    r.mismatch_lines.push_back(path.parent_path().filename().string() + ": error with concrete input shapes");
+    return;
+  }
   for (size_t i = 0; i < m.graph.outputs.size(); ++i) {
     const ir::ValueFacts* f = m.graph.shape_facts->find(m.graph.outputs[i].name);
-    if (!f || f->kind != ir::TypeInfo::Kind::kTensor || !f->is_static()) continue;
+    if (declared[i].kind == ir::TypeInfo::Kind::kTensor) {
+      ++r.tensor_outputs;
+      if (!f || !f->has_shape) ++r.unknown_rank;
+    }
+    if (!f || f->kind != ir::TypeInfo::Kind::kTensor || !f->is_static()) {
+      if (declared[i].kind == ir::TypeInfo::Kind::kTensor) {
+        r.unresolved_lines.push_back(path.parent_path().filename().string() + ": output " + std::to_string(i) + " " +
+                                     (f ? f->describe(*m.graph.shape_facts->symbols) : std::string("?")));
+      }
+      continue;
+    }
     fs::path pb = ds / ("output_" + std::to_string(i) + ".pb");
     if (!fs::exists(pb)) continue;
     auto v = onnx::read_value_pb(pb.string(), &declared[i]);
@@ -382,18 +407,41 @@ TEST(ShapeInferenceSweep, NodeTestsAndLightModels) {
     }
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("node tests: %d models, %d errors, %d/%d static outputs match\n", node.models, node.errors, node.matched,
-              node.static_outputs);
-  std::printf("light models: %d models, %d errors, %d/%d static outputs match (%.2fs total)\n", light.models,
-              light.errors, light.matched, light.static_outputs, s);
+  for (const auto* r : {&node, &light}) {
+    std::printf("%s: %d models, %d load errors; with test-data input shapes and no declared output shapes: "
+                "%d tensor outputs, %d inferred fully static, %d match test_data_set_0, %d unknown rank\n",
+                r == &node ? "node tests" : "light models", r->models, r->errors, r->tensor_outputs, r->static_outputs,
+                r->matched, r->unknown_rank);
+  }
+  std::printf("sweep took %.2fs\n", s);
   for (const auto& l : node.error_lines) std::printf("  error: %s\n", l.c_str());
   for (const auto& l : light.error_lines) std::printf("  error: %s\n", l.c_str());
   for (const auto& l : node.mismatch_lines) std::printf("  mismatch: %s\n", l.c_str());
   for (const auto& l : light.mismatch_lines) std::printf("  mismatch: %s\n", l.c_str());
+  if (std::getenv("NXRT_SWEEP_VERBOSE")) {
+    for (const auto& l : node.unresolved_lines) std::printf("  unresolved: %s\n", l.c_str());
+  }
   // Known genuinely inconsistent models are listed in kExpectedErrors.
   EXPECT_EQ(light.errors, 0);
   EXPECT_LE(node.errors, 0);
   EXPECT_EQ(node.matched, node.static_outputs);
 }
 
+}  // namespace
+
+namespace {
+// Debug helper: NXRT_DESCRIBE_SHAPES=path/model.onnx ./nxrt_unit_tests --gtest_filter=ShapeInferenceDebug.*
+TEST(ShapeInferenceDebug, Describe) {
+  const char* p = std::getenv("NXRT_DESCRIBE_SHAPES");
+  if (!p) GTEST_SKIP() << "set NXRT_DESCRIBE_SHAPES=model.onnx";
+  auto model = onnx::load_model_file(p);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  auto t0 = std::chrono::steady_clock::now();
+  Status st = session::infer_shapes(**model);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(st.ok()) << st.message();
+  std::printf("%s", session::describe_shapes((*model)->graph).c_str());
+  std::printf("ops without a shape function:\n%s", session::describe_ops_without_shape_fn((*model)->graph).c_str());
+  std::printf("inference took %.3f ms\n", ms);
+}
 }  // namespace
