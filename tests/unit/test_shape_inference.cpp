@@ -311,6 +311,79 @@ TEST(ShapeInference, UnknownOpGivesUnknownRankAndIsListed) {
   EXPECT_EQ(session::describe_ops_without_shape_fn(m.g()), "my.domain::FancyOp 1\n");
 }
 
+TEST(ShapeInference, LlmContribOps) {
+  M m(21);
+  m.model.opset_imports.push_back({"com.microsoft", 1});
+  m.g().inputs = {vi("ids", DataType::kInt64, {D("batch"), D("seq")}),
+                  vi("past_k", DataType::kFloat16, {D("batch"), D(2), D("past"), D(64)}),
+                  vi("past_v", DataType::kFloat16, {D("batch"), D(2), D("past"), D(64)}),
+                  vi("seqlens_k", DataType::kInt32, {D("batch")}), vi("total", DataType::kInt32, {})};
+  m.g().initializers["emb"] = Tensor(DataType::kFloat16, {100, 896});
+  m.g().initializers["gamma"] = Tensor(DataType::kFloat16, {896});
+  m.g().initializers["wq"] = Tensor(DataType::kUInt8, {896, 28, 16});
+  m.g().initializers["sq"] = Tensor(DataType::kFloat16, {896 * 28});
+  m.g().initializers["wkv"] = Tensor(DataType::kUInt8, {128, 28, 16});
+  m.g().initializers["skv"] = Tensor(DataType::kFloat16, {128 * 28});
+  auto ms = [](ir::Node n) {
+    n.domain = "com.microsoft";
+    return n;
+  };
+  m.g().nodes = {
+      node("embed", "Gather", {"emb", "ids"}, {"h"}),
+      ms(node("norm", "SkipSimplifiedLayerNormalization", {"h", "h", "gamma"}, {"hn", "", "", "hsum"})),
+      ms(node("q_proj", "MatMulNBits", {"hn", "wq", "sq"}, {"q"},
+              {attr_i("K", 896), attr_i("N", 896), attr_i("bits", 4), attr_i("block_size", 32)})),
+      ms(node("k_proj", "MatMulNBits", {"hn", "wkv", "skv"}, {"k"},
+              {attr_i("K", 896), attr_i("N", 128), attr_i("bits", 4), attr_i("block_size", 32)})),
+      ms(node("v_proj", "MatMulNBits", {"hn", "wkv", "skv"}, {"v"},
+              {attr_i("K", 896), attr_i("N", 128), attr_i("bits", 4), attr_i("block_size", 32)})),
+      ms(node("attn", "GroupQueryAttention", {"q", "k", "v", "past_k", "past_v", "seqlens_k", "total"},
+              {"o", "present_k", "present_v"}, {attr_i("num_heads", 14), attr_i("kv_num_heads", 2)})),
+      node("res", "Add", {"o", "hsum"}, {"out"}),
+  };
+  ASSERT_TRUE(m.infer().ok()) << m.infer().message();
+  EXPECT_EQ(m.str("h"), "float16[batch,seq,896]");
+  EXPECT_EQ(m.str("hn"), "float16[batch,seq,896]");
+  EXPECT_EQ(m.str("hsum"), "float16[batch,seq,896]");
+  EXPECT_EQ(m.str("q"), "float16[batch,seq,896]");
+  EXPECT_EQ(m.str("k"), "float16[batch,seq,128]");
+  EXPECT_EQ(m.str("o"), "float16[batch,seq,896]");
+  const auto& pk = m.v("present_k");
+  ASSERT_EQ(pk.dims.size(), 4u);
+  EXPECT_EQ(pk.dims[1], SymDim::c(2));
+  EXPECT_EQ(pk.dims[3], SymDim::c(64));
+  EXPECT_EQ(m.str("out"), "float16[batch,seq,896]");
+  EXPECT_EQ(session::describe_ops_without_shape_fn(m.g()), "");
+
+  // MatMulNBits with a contradicting K is an error.
+  M bad(21);
+  bad.model.opset_imports.push_back({"com.microsoft", 1});
+  bad.g().inputs = {vi("x", DataType::kFloat, {D("b"), D(512)})};
+  bad.g().initializers["w"] = Tensor(DataType::kUInt8, {8, 28, 16});
+  bad.g().initializers["s"] = Tensor(DataType::kFloat, {8 * 28});
+  bad.g().nodes = {ms(node("mm4", "MatMulNBits", {"x", "w", "s"}, {"y"}, {attr_i("K", 896), attr_i("N", 8)}))};
+  Status st = bad.infer();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("com.microsoft::MatMulNBits"), std::string::npos) << st.message();
+}
+
+TEST(ShapeInference, Opset23AttentionAndConcatSums) {
+  M m(23);
+  m.g().inputs = {vi("q", DataType::kFloat, {D("b"), D(8), D("s"), D(64)}),
+                  vi("k", DataType::kFloat, {D("b"), D(2), D("s"), D(64)}),
+                  vi("v", DataType::kFloat, {D("b"), D(2), D("s"), D(64)}),
+                  vi("pk", DataType::kFloat, {D("b"), D(2), D("p"), D(64)}),
+                  vi("pv", DataType::kFloat, {D("b"), D(2), D("p"), D(64)})};
+  m.g().nodes = {node("att", "Attention", {"q", "k", "v", "", "pk", "pv"}, {"y", "pres_k", "pres_v"}),
+                 node("cat", "Concat", {"pk", "k"}, {"kk"}, {attr_i("axis", 2)})};
+  ASSERT_TRUE(m.infer().ok()) << m.infer().message();
+  EXPECT_EQ(m.str("y"), "float32[b,8,s,64]");
+  const auto& pres = m.v("pres_k");
+  ASSERT_EQ(pres.dims.size(), 4u);
+  EXPECT_EQ(m.S().derived_string(pres.dims[2].sym), m.S().name(pres.dims[2].sym) + " = s+p");  // terms in symbol order
+  EXPECT_EQ(m.v("kk").dims[2], pres.dims[2]);  // the same derived sum
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sweep over real models.
 
