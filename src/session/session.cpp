@@ -172,6 +172,15 @@ Result<ModelSummary> inspect_model(const std::string& model_path) {
   return s;
 }
 
+Result<std::string> describe_model_shapes(const std::string& model_path) {
+  NXRT_ASSIGN_OR_RETURN(auto model, onnx::load_model_file(model_path));
+  NXRT_RETURN_IF_ERROR(session::infer_shapes(*model));
+  std::string s = session::describe_shapes(model->graph);
+  std::string missing = session::describe_ops_without_shape_fn(model->graph);
+  if (!missing.empty()) s += "ops without a shape function:\n" + missing;
+  return s;
+}
+
 Result<Value> read_value_file(const std::string& path, const ValueMeta* expected, std::string* name) {
   if (!expected) return onnx::read_value_pb(path, nullptr, name);
   ir::TypeInfo t = session::to_type_info(*expected);

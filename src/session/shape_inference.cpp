@@ -607,6 +607,86 @@ Status op_loss(Ctx& c) {
   return Status::Ok();
 }
 
+// Sequences and optionals (element facts merged across inputs where several can flow in).
+ValueFacts merge_branches(SymbolTable& S, const ValueFacts& a, const ValueFacts& b);
+
+ValueFacts wrap(Kind k, ValueFacts inner) {
+  ValueFacts v;
+  v.kind = k;
+  inner.has_values = false;
+  inner.values.clear();
+  v.inner = std::make_shared<ValueFacts>(std::move(inner));
+  return v;
+}
+
+Status op_sequence(Ctx& c) {
+  const std::string& op = c.n->op_type;
+  if (op == "SequenceConstruct") {
+    ValueFacts e = c.input(0);
+    for (size_t i = 1; i < c.nin(); ++i) e = merge_branches(c.S, e, c.input(i));
+    c.set(0, wrap(Kind::kSequence, e));
+  } else if (op == "SequenceEmpty") {
+    c.set(0, wrap(Kind::kSequence, tensor_unknown_rank(static_cast<DataType>(c.ai("dtype", 1)))));
+  } else if (op == "SequenceAt") {
+    c.set(0, c.input(0).inner ? *c.input(0).inner : ValueFacts{});
+  } else if (op == "SequenceLength") {
+    c.set(0, tensor(DataType::kInt64, {}));
+  } else if (op == "SequenceInsert") {
+    const ValueFacts& s = c.input(0);
+    c.set(0, wrap(Kind::kSequence, s.inner ? merge_branches(c.S, *s.inner, c.input(1)) : c.input(1)));
+  } else if (op == "SequenceErase") {
+    c.set(0, c.input(0));
+  } else if (op == "SplitToSequence") {
+    const ValueFacts& x = c.input(0);
+    ValueFacts e = tensor_unknown_rank(x.dtype);
+    if (x.has_shape) {
+      int64_t axis = c.ai("axis", 0);
+      if (!norm_axis(axis, static_cast<int64_t>(x.dims.size()))) return c.error("axis out of range for " + c.shape_str(x));
+      e = tensor(x.dtype, x.dims);
+      if (!c.has(1) && c.ai("keepdims", 1) == 0) {
+        e.dims.erase(e.dims.begin() + axis);
+      } else {
+        e.dims[static_cast<size_t>(axis)] = SymDim::s(c.S.mint());
+      }
+    }
+    c.set(0, wrap(Kind::kSequence, e));
+  } else if (op == "ConcatFromSequence") {
+    const ValueFacts* e = c.input(0).inner.get();
+    DataType dt = e ? e->dtype : DataType::kUndefined;
+    if (!e || !e->has_shape) {
+      c.set(0, tensor_unknown_rank(dt));
+      return Status::Ok();
+    }
+    bool new_axis = c.ai("new_axis", 0) != 0;
+    int64_t r = static_cast<int64_t>(e->dims.size()) + (new_axis ? 1 : 0);
+    int64_t axis = c.ai("axis", 0);
+    if (!norm_axis(axis, r)) return c.error("axis out of range");
+    std::vector<SymDim> d = e->dims;
+    if (new_axis) {
+      d.insert(d.begin() + axis, SymDim::s(c.S.mint()));
+    } else {
+      d[static_cast<size_t>(axis)] = SymDim::s(c.S.mint());
+    }
+    c.set(0, tensor(dt, d));
+  } else if (op == "Optional") {
+    if (c.has(0)) {
+      c.set(0, wrap(Kind::kOptional, c.input(0)));
+    } else {
+      const ir::Attribute* t = c.attr("type");
+      ValueFacts v;
+      v.kind = Kind::kOptional;
+      if (t) v.inner = std::make_shared<ValueFacts>(from_type(c.S, t->tp));
+      c.set(0, v);
+    }
+  } else if (op == "OptionalGetElement") {
+    const ValueFacts& o = c.input(0);
+    c.set(0, o.kind == Kind::kOptional ? (o.inner ? *o.inner : ValueFacts{}) : o);
+  } else if (op == "OptionalHasElement") {
+    c.set(0, tensor(DataType::kBool, {}));
+  }
+  return Status::Ok();
+}
+
 Status op_identity(Ctx& c) {
   c.set(0, c.input(0));
   return Status::Ok();
@@ -617,8 +697,18 @@ Status op_binary(Ctx& c) {
   std::vector<SymDim> dims;
   std::vector<const ValueFacts*> ins;
   for (size_t i = 0; i < c.nin(); ++i) ins.push_back(c.has(i) ? c.in[i] : nullptr);
-  NXRT_RETURN_IF_ERROR(broadcast(c, ins, &known, &dims));
   const std::string& op = c.n->op_type;
+  // Before opset 7 these ops broadcast B onto A (attrs broadcast/axis), or B is a per-channel slope
+  // (PRelu): the output has A's shape.
+  bool legacy = c.opset < 7 && (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" ||
+                                op == "And" || op == "Or" || op == "Xor" || op == "Equal" || op == "Greater" ||
+                                op == "Less" || op == "PRelu");
+  if (legacy) {
+    known = c.input(0).has_shape;
+    dims = c.input(0).dims;
+  } else {
+    NXRT_RETURN_IF_ERROR(broadcast(c, ins, &known, &dims));
+  }
   DataType dt = c.input(0).dtype;
   static const char* kBool[] = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"};
   for (const char* b : kBool) {
@@ -684,7 +774,7 @@ Status op_bool_unary(Ctx& c) {
 Status op_where(Ctx& c) {
   bool known;
   std::vector<SymDim> dims;
-  NXRT_RETURN_IF_ERROR(broadcast(c, {c.in[0], c.in.size() > 1 ? c.in[1] : nullptr, c.in.size() > 2 ? c.in[2] : nullptr},
+  NXRT_RETURN_IF_ERROR(broadcast(c, {c.has(0) ? c.in[0] : nullptr, c.has(1) ? c.in[1] : nullptr, c.has(2) ? c.in[2] : nullptr},
                                  &known, &dims));
   DataType dt = c.input(1).dtype != DataType::kUndefined ? c.input(1).dtype : c.input(2).dtype;
   ValueFacts v = known ? tensor(dt, dims) : tensor_unknown_rank(dt);
@@ -982,11 +1072,14 @@ Status op_constant(Ctx& c) {
       c.set(0, from_tensor(a.t));
       return Status::Ok();
     }
-    if (a.name == "value" && a.type == ir::Attribute::Type::kSparseTensor) {
+    if ((a.name == "value" || a.name == "sparse_value") && a.t.defined()) {
       c.set(0, from_tensor(a.t));
       return Status::Ok();
     }
-    if (a.name == "value_float") return c.set(0, tensor(DataType::kFloat, {})), Status::Ok();
+    if (a.name == "value_float") {
+      c.set(0, tensor(DataType::kFloat, {}));
+      return Status::Ok();
+    }
     if (a.name == "value_floats") {
       c.set(0, tensor(DataType::kFloat, {SymDim::c(static_cast<int64_t>(a.floats.size()))}));
       return Status::Ok();
@@ -1002,7 +1095,10 @@ Status op_constant(Ctx& c) {
       c.set(0, std::move(v));
       return Status::Ok();
     }
-    if (a.name == "value_string") return c.set(0, tensor(DataType::kString, {})), Status::Ok();
+    if (a.name == "value_string") {
+      c.set(0, tensor(DataType::kString, {}));
+      return Status::Ok();
+    }
     if (a.name == "value_strings") {
       c.set(0, tensor(DataType::kString, {SymDim::c(static_cast<int64_t>(a.strings.size()))}));
       return Status::Ok();
@@ -2087,6 +2183,11 @@ const std::unordered_map<std::string, ShapeFn>& shape_fns() {
     t.erase("SequenceEmpty");
     t.erase("Binarizer");
     t.erase("Bernoulli");
+    for (const char* op : {"SequenceConstruct", "SequenceEmpty", "SequenceAt", "SequenceLength", "SequenceInsert",
+                           "SequenceErase", "SplitToSequence", "ConcatFromSequence", "Optional", "OptionalGetElement",
+                           "OptionalHasElement"}) {
+      t[op] = &op_sequence;
+    }
     t["Neg"] = &op_int_unary;
     t["Abs"] = &op_int_unary;
     t["CumProd"] = &same_as_input0;

@@ -469,9 +469,14 @@ TEST(ShapeInferenceSweep, NodeTestsAndLightModels) {
   if (!fs::exists(node_root)) GTEST_SKIP() << "no node tests at " << node_root;
   SweepResult node, light;
   auto t0 = std::chrono::steady_clock::now();
-  for (const auto& e : fs::directory_iterator(node_root)) {
-    fs::path p = e.path() / "model.onnx";
-    if (fs::exists(p)) sweep_model(p, true, node);
+  // The ONNX node tests, plus the other backend-test folders next to them.
+  for (const char* sub : {"node", "pytorch-converted", "pytorch-operator", "simple"}) {
+    fs::path root = node_root.parent_path() / sub;
+    if (!fs::exists(root)) continue;
+    for (const auto& e : fs::directory_iterator(root)) {
+      fs::path p = e.path() / "model.onnx";
+      if (fs::exists(p)) sweep_model(p, true, node);
+    }
   }
   if (fs::exists(light_root)) {
     for (const auto& e : fs::directory_iterator(light_root)) {
@@ -483,7 +488,7 @@ TEST(ShapeInferenceSweep, NodeTestsAndLightModels) {
   for (const auto* r : {&node, &light}) {
     std::printf("%s: %d models, %d load errors; with test-data input shapes and no declared output shapes: "
                 "%d tensor outputs, %d inferred fully static, %d match test_data_set_0, %d unknown rank\n",
-                r == &node ? "node tests" : "light models", r->models, r->errors, r->tensor_outputs, r->static_outputs,
+                r == &node ? "onnx backend tests" : "light models", r->models, r->errors, r->tensor_outputs, r->static_outputs,
                 r->matched, r->unknown_rank);
   }
   std::printf("sweep took %.2fs\n", s);
