@@ -90,6 +90,8 @@ struct ValueFacts {
   // Small int tensors (rank <= 1, few elements): the element values, constants or symbols.
   bool has_values = false;
   std::vector<SymDim> values;
+  // Small constant float tensors (rank <= 1): their values (e.g. Resize/Upsample scales).
+  std::vector<double> float_values;
   std::shared_ptr<ValueFacts> inner;  // sequence / optional element
 
   bool is_static() const {

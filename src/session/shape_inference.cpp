@@ -2,11 +2,14 @@
 #include "session/shape_inference.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <optional>
 #include <unordered_map>
+
+#include "ir/float_types.h"
 
 namespace nxrt::ir {
 
@@ -346,6 +349,17 @@ ValueFacts from_tensor(const Tensor& t) {
   std::vector<SymDim> dims;
   for (int64_t d : t.shape()) dims.push_back(SymDim::c(d));
   ValueFacts v = tensor(t.dtype(), std::move(dims));
+  DataType dt = t.dtype();
+  if ((dt == DataType::kFloat || dt == DataType::kDouble || dt == DataType::kFloat16 || dt == DataType::kBFloat16) &&
+      t.rank() <= 1 && t.numel() <= static_cast<int64_t>(kMaxValues) && t.is_contiguous() && t.storage()) {
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      double x = dt == DataType::kFloat    ? t.data<float>()[i]
+                 : dt == DataType::kDouble ? t.data<double>()[i]
+                 : dt == DataType::kFloat16 ? static_cast<double>(static_cast<float>(t.data<Float16>()[i]))
+                                            : static_cast<double>(static_cast<float>(t.data<BFloat16>()[i]));
+      v.float_values.push_back(x);
+    }
+  }
   if (is_int_dtype(t.dtype()) && t.rank() <= 1 && t.numel() <= static_cast<int64_t>(kMaxValues) &&
       t.is_contiguous() && t.storage()) {
     Tensor c = t;
@@ -1841,6 +1855,13 @@ Status op_resize(Ctx& c) {
   std::vector<SymDim> dims = x.dims;
   // sizes (opset >= 11: input 3) wins when given
   size_t sizes_idx = 3;
+  bool odd_mode = c.as("keep_aspect_ratio_policy", "stretch") != "stretch" ||
+                  c.as("coordinate_transformation_mode", "") == "tf_crop_and_resize";
+  if (odd_mode) {
+    for (auto& d : dims) d = SymDim::s(c.S.mint());
+    c.set(0, tensor(x.dtype, dims));
+    return Status::Ok();
+  }
   if (c.opset >= 11 && c.has(sizes_idx) && c.input(sizes_idx).has_values) {
     std::vector<int64_t> axes;
     if (auto a = c.aints("axes")) axes = *a;
@@ -1855,8 +1876,41 @@ Status op_resize(Ctx& c) {
       return Status::Ok();
     }
   }
-  for (auto& d : dims) d = SymDim::s(c.S.mint());
-  // Unscaled leading dims (N, C) are usually kept; scales are floats we do not track.
+  // Scales: Resize input 2 (opset >= 11) or 1 (opset 10); Upsample input 1 (opset 9) or attr.
+  std::vector<double> scales;
+  bool upsample = c.n->op_type == "Upsample";
+  size_t scales_idx = upsample || c.opset < 11 ? 1 : 2;
+  if (upsample && c.opset < 9) {
+    if (const ir::Attribute* a = c.attr("scales")) scales.assign(a->floats.begin(), a->floats.end());
+  } else if (c.has(scales_idx)) {
+    scales = c.input(scales_idx).float_values;
+  }
+  std::vector<int64_t> axes;
+  if (!upsample && c.opset >= 18 && c.attr("axes")) {
+    axes = *c.aints("axes");
+  } else {
+    for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+  }
+  if (scales.empty() || scales.size() != axes.size()) {
+    for (auto& d : dims) d = SymDim::s(c.S.mint());
+    c.set(0, tensor(x.dtype, dims));
+    return Status::Ok();
+  }
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = axes[i];
+    if (!norm_axis(a, r)) return c.error("axis out of range for " + c.shape_str(x));
+    SymDim& d = dims[static_cast<size_t>(a)];
+    double sc = scales[i];
+    if (d.is_const()) {
+      d = SymDim::c(static_cast<int64_t>(std::floor(static_cast<double>(d.value) * sc + 1e-9)));
+    } else if (sc == 1.0) {
+      // unchanged
+    } else if (sc == std::floor(sc) && sc > 0 && sc < 1e9) {
+      d = mul(c.S, {d, SymDim::c(static_cast<int64_t>(sc))});
+    } else {
+      d = SymDim::s(c.S.mint());
+    }
+  }
   c.set(0, tensor(x.dtype, dims));
   return Status::Ok();
 }
@@ -2175,7 +2229,7 @@ const std::unordered_map<std::string, ShapeFn>& shape_fns() {
     // Ops whose output shape is not the input's: overridden below or left out.
     t.erase("Det");
     t.erase("Col2Im");
-    t.erase("Upsample");
+    t["Upsample"] = &op_resize;
     t.erase("Multinomial");
     t.erase("CenterCropPad");
     t.erase("Crop");

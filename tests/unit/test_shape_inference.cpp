@@ -384,6 +384,18 @@ TEST(ShapeInference, Opset23AttentionAndConcatSums) {
   EXPECT_EQ(m.v("kk").dims[2], pres.dims[2]);  // the same derived sum
 }
 
+TEST(ShapeInference, ResizeWithConstantScales) {
+  M m(13);
+  m.g().inputs = {vi("x", DataType::kFloat, {D("N"), D(3), D("H"), D(16)})};
+  m.g().initializers["scales"] = Tensor::from_vector<float>(DataType::kFloat, {4}, {1.f, 1.f, 2.f, 2.f});
+  m.g().nodes = {node("up", "Resize", {"x", "", "scales"}, {"y"})};
+  ASSERT_TRUE(m.infer().ok());
+  const auto& y = m.v("y");
+  ASSERT_EQ(y.dims.size(), 4u);
+  EXPECT_EQ(y.dims[3], SymDim::c(32));
+  EXPECT_EQ(m.S().derived_string(y.dims[2].sym), m.S().name(y.dims[2].sym) + " = 2*H");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sweep over real models.
 
