@@ -120,6 +120,10 @@ std::string SymbolTable::derived_string(int32_t s) const {
   bool infix = d->kind == "*" || d->kind == "+" || d->kind == "-" || d->kind == "/";
   if (!infix) r += d->kind + "(";
   for (size_t i = 0; i < d->operands.size(); ++i) {
+    if (i && d->kind == "+" && d->operands[i].is_const() && d->operands[i].value < 0) {
+      r += "-" + std::to_string(-d->operands[i].value);  // "seq-1", not "seq+-1"
+      continue;
+    }
     if (i) r += infix ? d->kind : ",";
     std::string o = dim_string(d->operands[i]);
     const DerivedSymbol* od = d->operands[i].is_const() ? nullptr : derived(find(d->operands[i].sym));
@@ -257,12 +261,7 @@ SymDim add(SymbolTable& S, const std::vector<SymDim>& ds) {
 
 SymDim sub(SymbolTable& S, SymDim a, SymDim b) {
   if (a.is_const() && b.is_const()) return SymDim::c(a.value - b.value);
-  if (b.is_const()) {
-    if (b.value == 0) return a;
-    const ir::DerivedSymbol* dv = S.derived(a.sym);
-    if (dv && dv->kind == "+") return add(S, {a, SymDim::c(-b.value)});
-    return SymDim::s(S.derive("-", {a, b}));
-  }
+  if (b.is_const()) return add(S, {a, SymDim::c(-b.value)});  // canonical: a sum with a constant term
   if (S.same(a, b)) return SymDim::c(0);
   if (!a.is_const()) {
     const ir::DerivedSymbol* dv = S.derived(a.sym);

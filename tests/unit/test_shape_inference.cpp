@@ -396,6 +396,24 @@ TEST(ShapeInference, ResizeWithConstantScales) {
   EXPECT_EQ(m.S().derived_string(y.dims[2].sym), m.S().name(y.dims[2].sym) + " = 2*H");
 }
 
+TEST(ShapeInference, SymbolicConvAndSliceDerive) {
+  M m(13);
+  m.g().inputs = {vi("x", DataType::kFloat, {D("N"), D(3), D("H"), D("W")})};
+  m.g().initializers["w"] = Tensor(DataType::kFloat, {8, 3, 3, 3});
+  m.g().initializers["st"] = i64({1});
+  m.g().initializers["en"] = i64({INT64_MAX});
+  m.g().initializers["ax"] = i64({2});
+  m.g().nodes = {node("conv", "Conv", {"x", "w"}, {"c"}, {attr_ints("kernel_shape", {3, 3})}),
+                 node("sl", "Slice", {"x", "st", "en", "ax"}, {"s"})};
+  ASSERT_TRUE(m.infer().ok());
+  const auto& c = m.v("c");
+  ASSERT_EQ(c.dims.size(), 4u);
+  EXPECT_EQ(c.dims[1], SymDim::c(8));
+  EXPECT_EQ(m.S().derived_string(c.dims[2].sym), m.S().name(c.dims[2].sym) + " = H-2");
+  const auto& s = m.v("s");
+  EXPECT_EQ(m.S().derived_string(s.dims[2].sym), m.S().name(s.dims[2].sym) + " = H-1");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sweep over real models.
 
