@@ -146,6 +146,10 @@ class Session {
 
 // Reads a model's metadata without building kernels.
 Result<ModelSummary> inspect_model(const std::string& model_path);
+// Load-time shape inference results as text: one line per value ("name: float32[batch,seq,896]"),
+// subgraph values indented, then symbol lineage ("same: a == b", "derived: unk__3 = batch*seq") and
+// the ops that had no shape function. Errors are the inference's load errors.
+Result<std::string> describe_model_shapes(const std::string& model_path);
 
 // Test-data files (.pb): TensorProto, SequenceProto, OptionalProto or MapProto, chosen by `expected`
 // (nullptr: TensorProto). `name` receives the proto's name.

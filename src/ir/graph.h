@@ -43,6 +43,7 @@ struct ValueInfo {
 };
 
 class Graph;
+struct ShapeFacts;  // ir/symbols.h: load-time shape inference results
 
 struct Attribute {
   enum class Type {
@@ -94,6 +95,8 @@ class Graph {
   // Initializers by name (dense; sparse initializers are densified at load).
   std::map<std::string, Tensor> initializers;
   std::string doc;
+  // Load-time shape inference (session/shape_inference.h); null until it has run.
+  std::shared_ptr<ShapeFacts> shape_facts;
 
   const ValueInfo* find_input(const std::string& n) const;
 };

@@ -13,6 +13,7 @@
 #include "onnx/model_reader.h"
 #include "optimizer/optimizer.h"
 #include "session/executor.h"
+#include "session/shape_inference.h"
 #include "session/type_meta.h"
 
 namespace nxrt {
@@ -71,6 +72,9 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   if (impl->tracer) impl->tracer->span("load", "session", t0, session::monotonic_us() - t0, "");
   if (!loaded.ok()) return loaded.status();
   impl->model = std::move(loaded).value();
+  // Load-time shape inference over the graph and its subgraphs (results on Graph::shape_facts); an
+  // inconsistent model is rejected here, naming the original node.
+  NXRT_RETURN_IF_ERROR(session::infer_shapes(*impl->model));
   {
     // NXRT_OPT_LEVEL overrides the option (conformance runs at each level).
     optimizer::Options oo;
@@ -80,6 +84,8 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
     NXRT_RETURN_IF_ERROR(optimizer::optimize(*impl->model, oo, &stats));
     if (impl->tracer) impl->tracer->span("optimize", "session", t0, session::monotonic_us() - t0, "");
     if (std::getenv("NXRT_OPT_STATS")) std::fprintf(stderr, "nxrt optimizer: %s\n", stats.summary().c_str());
+    // The facts describe the graph that runs: infer again over the rewritten graph.
+    if (oo.level != OptLevel::kDisabled) NXRT_RETURN_IF_ERROR(session::infer_shapes(*impl->model));
   }
   const ir::Graph& g = impl->model->graph;
   for (const auto& in : g.inputs) {
@@ -349,6 +355,15 @@ Result<ModelSummary> inspect_model(const std::string& model_path) {
   s.num_nodes = g.nodes.size();
   s.num_initializers = g.initializers.size();
   for (const auto& [n, t] : g.initializers) s.initializer_bytes += static_cast<int64_t>(t.nbytes());
+  return s;
+}
+
+Result<std::string> describe_model_shapes(const std::string& model_path) {
+  NXRT_ASSIGN_OR_RETURN(auto model, onnx::load_model_file(model_path));
+  NXRT_RETURN_IF_ERROR(session::infer_shapes(*model));
+  std::string s = session::describe_shapes(model->graph);
+  std::string missing = session::describe_ops_without_shape_fn(model->graph);
+  if (!missing.empty()) s += "ops without a shape function:\n" + missing;
   return s;
 }
 

@@ -36,7 +36,7 @@ namespace {
                "  nxrt bench MODEL.onnx [--input FILE.pb]... [--threads N] [--opt LEVEL] [--warmup W] [--runs R] [--dim NAME=V]...\n"
                "  nxrt test DIR... [--jobs N] [--timeout S] [--report FILE] [--ids-file FILE --root DIR] [--opt LEVEL]\n"
                "  (LEVEL: disabled|basic|all, default all; the NXRT_OPT_LEVEL environment variable overrides it)\n"
-               "  nxrt info MODEL.onnx\n");
+               "  nxrt info MODEL.onnx [--shapes]   (--shapes: inferred shape of every value, symbol lineage)\n");
   std::exit(2);
 }
 
@@ -628,6 +628,12 @@ int cmd_info(int argc, char** argv) {
   for (const auto& [op, c] : s->op_histogram) hist.push_back({-c, op});
   std::sort(hist.begin(), hist.end());
   for (const auto& [c, op] : hist) std::printf("  %-28s %d\n", op.c_str(), -c);
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--shapes") continue;
+    auto shapes = describe_model_shapes(argv[0]);
+    if (!shapes.ok()) return fail(shapes.status());
+    std::printf("shapes:\n%s", shapes->c_str());
+  }
   return 0;
 }
 
