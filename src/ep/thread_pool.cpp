@@ -59,7 +59,7 @@ struct ThreadPool::Impl {
   std::atomic<uint32_t> caller_sleeping{0};
 
   // Current job.
-  alignas(64) const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  alignas(64) const FunctionRef<void(int64_t, int64_t)>* fn = nullptr;
   int64_t n = 0;
   int64_t chunk = 1;
   alignas(64) std::atomic<int64_t> next{0};
@@ -137,7 +137,7 @@ ThreadPool::~ThreadPool() {
   for (auto& t : impl_->workers) t.join();
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   if (num_threads_ == 1 || n <= grain || tl_parallel_depth > 0) {
@@ -164,7 +164,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
 }
 
 void ThreadPool::parallel_for_2d(int64_t rows, int64_t cols, int64_t tile_rows, int64_t tile_cols,
-                                 const std::function<void(int64_t, int64_t, int64_t, int64_t)>& fn) {
+                                 FunctionRef<void(int64_t, int64_t, int64_t, int64_t)> fn) {
   if (rows <= 0 || cols <= 0) return;
   tile_rows = std::max<int64_t>(1, tile_rows);
   tile_cols = std::max<int64_t>(1, tile_cols);

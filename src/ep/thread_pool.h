@@ -9,6 +9,8 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+
+#include "ep/function_ref.h"
 #include <memory>
 
 namespace nxrt::ep {
@@ -24,12 +26,12 @@ class ThreadPool {
 
   // Calls fn(begin, end) over [0, n) split into chunks of at least `grain` items, on all threads;
   // returns when every chunk is done. Runs inline when n <= grain or the pool has one thread.
-  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn);
 
   // 2-D tiles: [0, rows) x [0, cols) cut into tile_rows x tile_cols tiles (edge tiles smaller); calls
   // fn(r0, r1, c0, c1) once per tile, tiles spread over the threads.
   void parallel_for_2d(int64_t rows, int64_t cols, int64_t tile_rows, int64_t tile_cols,
-                       const std::function<void(int64_t, int64_t, int64_t, int64_t)>& fn);
+                       FunctionRef<void(int64_t, int64_t, int64_t, int64_t)> fn);
 
   // CPUs this process may run on (sched_getaffinity; at least 1).
   static int available_cpus();

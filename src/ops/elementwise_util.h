@@ -90,7 +90,7 @@ template <int N, typename Fn>
 void for_each_row(const BcastPlan& p, int64_t begin, int64_t end, Fn&& fn) {
   const int r = static_cast<int>(p.dims.size());
   const int64_t inner = p.dims[r - 1];
-  std::vector<int64_t> coord(r, 0);
+  Dims coord(static_cast<size_t>(r), 0);  // inline: no allocation per call
   int64_t rem = begin;
   for (int d = r - 1; d >= 0; --d) {
     coord[d] = rem % p.dims[d];

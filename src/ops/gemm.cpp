@@ -128,7 +128,7 @@ void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t ldc) {
   }
 }
 
-void run_parallel(ep::ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void run_parallel(ep::ThreadPool* pool, int64_t n, int64_t grain, ep::FunctionRef<void(int64_t, int64_t)> fn) {
   if (pool && pool->num_threads() > 1) {
     pool->parallel_for(n, grain, fn);
   } else if (n > 0) {

@@ -502,7 +502,7 @@ int threads_for(ep::ThreadPool* pool, int64_t macs) {
   return pool->num_threads();
 }
 
-void run_tasks(ep::ThreadPool* pool, int threads, int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+void run_tasks(ep::ThreadPool* pool, int threads, int64_t n, ep::FunctionRef<void(int64_t, int64_t)> fn) {
   if (threads > 1 && n > 1) {
     pool->parallel_for(n, 1, fn);
   } else if (n > 0) {

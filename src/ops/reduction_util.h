@@ -52,7 +52,7 @@ inline Result<int64_t> read_scalar_int(const Tensor& t) {
 
 // Runs fn over [0, n) on the pool when there is enough work.
 inline void parallel_run(ep::KernelContext& ctx, int64_t n, int64_t work_per_item,
-                         const std::function<void(int64_t, int64_t)>& fn) {
+                         ep::FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, work_per_item));
   if (n <= grain) {
