@@ -10,12 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "nxrt/dims.h"
 #include "nxrt/dtype.h"
 #include "nxrt/status.h"
 
 namespace nxrt {
 
-using Dims = std::vector<int64_t>;
+// Dims (include/nxrt/dims.h): shape or strides, inline up to 8 dims.
 
 int64_t shape_numel(const Dims& shape);         // product of dims (1 for a scalar)
 std::string shape_to_string(const Dims& shape);  // "[2,3,4]"

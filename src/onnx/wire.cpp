@@ -199,8 +199,9 @@ Status read_string(Context& c, const Field& f, const char* name, std::string* ou
 
 namespace {
 
-template <typename T>
-Status append_varints_impl(Context& c, const Field& f, const char* name, std::vector<T>* out) {
+template <typename Vec>
+Status append_varints_impl(Context& c, const Field& f, const char* name, Vec* out) {
+  using T = typename Vec::value_type;
   if (f.type == kVarint) {
     out->push_back(static_cast<T>(f.value));
     return Status::Ok();
@@ -259,6 +260,9 @@ Status append_fixed_impl(Context& c, const Field& f, const char* name, std::vect
 }  // namespace
 
 Status append_varints(Context& c, const Field& f, const char* name, std::vector<int64_t>* out) {
+  return append_varints_impl(c, f, name, out);
+}
+Status append_varints(Context& c, const Field& f, const char* name, Dims* out) {
   return append_varints_impl(c, f, name, out);
 }
 Status append_varints32(Context& c, const Field& f, const char* name, std::vector<int32_t>* out) {

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nxrt/dims.h"
 #include "nxrt/status.h"
 
 namespace nxrt::onnx::wire {
@@ -129,6 +130,7 @@ Status read_float(Context& c, const Field& f, const char* name, float* out);
 Status read_string(Context& c, const Field& f, const char* name, std::string* out);
 // Repeated scalars: packed (kLen) or one unpacked element.
 Status append_varints(Context& c, const Field& f, const char* name, std::vector<int64_t>* out);
+Status append_varints(Context& c, const Field& f, const char* name, Dims* out);
 Status append_varints32(Context& c, const Field& f, const char* name, std::vector<int32_t>* out);
 Status append_varintsu64(Context& c, const Field& f, const char* name, std::vector<uint64_t>* out);
 Status append_floats(Context& c, const Field& f, const char* name, std::vector<float>* out);
