@@ -144,6 +144,15 @@ std::string config_json(bool share, int64_t context = 64, const std::string& ext
          (share ? "true" : "false") + R"(, "top_k": 1, "top_p": 1.0, "temperature": 1.0}})";
 }
 
+// Removes a test folder's files when the test ends (also on an early ASSERT return).
+struct FolderGuard {
+  std::string dir;
+  ~FolderGuard() {
+    for (const char* f : {"/model.onnx", "/genai_config.json"}) std::remove((dir + f).c_str());
+    rmdir(dir.c_str());
+  }
+};
+
 std::string toy_folder(bool share, const std::string& tag) {
   std::string d = make_dir(tag);
   EXPECT_TRUE(onnx::write_model_file(d + "/model.onnx", toy_decoder(share)).ok());
@@ -247,6 +256,7 @@ TEST(GenaiSearch, SamplingIsSeededAndFiltersApply) {
 
 TEST(GenaiGenerator, SharedBufferGreedyFollowsTheCache) {
   std::string d = toy_folder(true, "share");
+  FolderGuard guard{d};
   auto model = Model::create(d);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   EXPECT_EQ((*model)->vocab_size(), kVocab);
@@ -281,6 +291,7 @@ TEST(GenaiGenerator, SharedBufferGreedyFollowsTheCache) {
 
 TEST(GenaiGenerator, GrowingPastAndStopAtEos) {
   std::string d = toy_folder(false, "concat");
+  FolderGuard guard{d};
   auto model = Model::create(d);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   GeneratorParams params(**model);
@@ -312,6 +323,7 @@ TEST(GenaiGenerator, GrowingPastAndStopAtEos) {
 
 TEST(GenaiGenerator, ClearErrors) {
   std::string d = toy_folder(true, "errors");
+  FolderGuard guard{d};
   // Unknown IO name in the config.
   write_text(d + "/genai_config.json", config_json(true, 64, R"(, "position_ids": "pos")"));
   {
