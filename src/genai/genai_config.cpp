@@ -26,16 +26,19 @@ struct ConfigJson {
   int64_t inum = 0;
   std::string str;
   std::vector<ConfigJson> arr;
-  std::vector<std::pair<std::string, ConfigJson>> obj;
+  std::vector<std::string> keys;  // object members: keys[i] -> vals[i] (no pair<.., ConfigJson>: clang
+  std::vector<ConfigJson> vals;   // rejects it while ConfigJson is incomplete)
 
-  const ConfigJson* find(std::string_view key) const {
-    if (type != Type::kObject) return nullptr;
-    for (const auto& m : obj) {
-      if (m.first == key) return &m.second;
-    }
-    return nullptr;
-  }
+  const ConfigJson* find(std::string_view key) const;  // defined below: the type must be complete
 };
+
+const ConfigJson* ConfigJson::find(std::string_view key) const {
+  if (type != Type::kObject) return nullptr;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i] == key) return &vals[i];
+  }
+  return nullptr;
+}
 
 class Reader {
  public:
@@ -167,7 +170,8 @@ class Reader {
         ++p_;
         ConfigJson m;
         NXRT_RETURN_IF_ERROR(value(&m, depth + 1));
-        v->obj.emplace_back(std::move(key), std::move(m));
+        v->keys.push_back(std::move(key));
+        v->vals.push_back(std::move(m));
         ws();
         if (p_ < s_.size() && s_[p_] == ',') {
           ++p_;
