@@ -56,13 +56,15 @@ ir::ValueInfo tensor_vi(const std::string& name, DataType t, std::vector<ir::Dim
 
 // Toy decoder, one layer, kv_heads 1, head_size 1: the cache rows hold the token ids (as float).
 // logits[.., j] = -|j - (sum of the valid cache rows mod 16)|.
-ir::Model toy_decoder(bool share_buffer) {
+// with_pos: int32 input_ids and an int32 position_ids input; the target adds the last position.
+ir::Model toy_decoder(bool share_buffer, bool with_pos = false) {
   ir::Model m;
   m.ir_version = 10;
   m.opset_imports.push_back({"", 24});
   ir::Graph& g = m.graph;
   using D = ir::Dim;
-  g.inputs = {tensor_vi("input_ids", DataType::kInt64, {D::fixed(1), D::named("S")}),
+  const DataType ids_t = with_pos ? DataType::kInt32 : DataType::kInt64;
+  g.inputs = {tensor_vi("input_ids", ids_t, {D::fixed(1), D::named("S")}),
               tensor_vi("attention_mask", DataType::kInt64, {D::fixed(1), D::named("T")}),
               tensor_vi("past_key_values.0.key", DataType::kFloat, {D::fixed(1), D::fixed(1), D::named("P"), D::fixed(1)}),
               tensor_vi("past_key_values.0.value", DataType::kFloat, {D::fixed(1), D::fixed(1), D::named("P"), D::fixed(1)})};
@@ -106,7 +108,15 @@ ir::Model toy_decoder(bool share_buffer) {
   n.push_back(node("Reshape", {"valid", "rows_shape"}, {"valid4"}));
   n.push_back(node("Mul", {"present.0.key", "valid4"}, {"kept"}));
   n.push_back(node("ReduceSum", {"kept"}, {"ksum"}, {int_attr("keepdims", 0)}));  // scalar
-  n.push_back(node("Mod", {"ksum", "vocab"}, {"target"}, {int_attr("fmod", 1)}));
+  if (with_pos) {
+    g.inputs.push_back(tensor_vi("position_ids", DataType::kInt32, {D::fixed(1), D::named("S")}));
+    n.push_back(node("ReduceMax", {"position_ids"}, {"last_pos"}, {int_attr("keepdims", 0)}));
+    n.push_back(node("Cast", {"last_pos"}, {"last_pos_f"}, {int_attr("to", 1)}));
+    n.push_back(node("Add", {"ksum", "last_pos_f"}, {"ksum_pos"}));
+    n.push_back(node("Mod", {"ksum_pos", "vocab"}, {"target"}, {int_attr("fmod", 1)}));
+  } else {
+    n.push_back(node("Mod", {"ksum", "vocab"}, {"target"}, {int_attr("fmod", 1)}));
+  }
   n.push_back(node("Range", {"fzero", "fvocab_n", "fone"}, {"jv"}));  // [V]
   n.push_back(node("Sub", {"jv", "target"}, {"diff"}));
   n.push_back(node("Abs", {"diff"}, {"adiff"}));
@@ -356,4 +366,27 @@ TEST(GenaiGenerator, ClearErrors) {
   EXPECT_FALSE((*g)->append_tokens({16}).ok());
   EXPECT_FALSE((*g)->append_tokens({1, 2, 3, 4, 5, 6, 7, 8, 9}).ok());
   EXPECT_FALSE((*g)->generate_next_token().ok());  // nothing appended yet
+}
+
+TEST(GenaiGenerator, FeedsInt32IdsAndPositionIds) {
+  std::string d = make_dir("pos");
+  FolderGuard guard{d};
+  ASSERT_TRUE(onnx::write_model_file(d + "/model.onnx", toy_decoder(true, true)).ok());
+  write_text(d + "/genai_config.json", config_json(true));
+  auto model = Model::create(d);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  GeneratorParams params(**model);
+  params.search.max_length = 10;
+  auto gen = Generator::create(**model, params);
+  ASSERT_TRUE(gen.ok());
+  Generator& g = **gen;
+  ASSERT_TRUE(g.append_tokens({3, 4}).ok());
+  std::vector<int64_t> seq = {3, 4};
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(g.generate_next_token().ok());
+    int64_t s = static_cast<int64_t>(seq.size()) - 1;  // last position
+    for (int64_t t : seq) s += t;
+    EXPECT_EQ(g.next_token(), s % kVocab) << "step " << i;
+    seq.push_back(s % kVocab);
+  }
 }
