@@ -36,7 +36,8 @@ namespace {
                "  nxrt bench MODEL.onnx [--input FILE.pb]... [--threads N] [--opt LEVEL] [--warmup W] [--runs R] [--dim NAME=V]...\n"
                "  nxrt test DIR... [--jobs N] [--timeout S] [--report FILE] [--ids-file FILE --root DIR] [--opt LEVEL]\n"
                "  (LEVEL: disabled|basic|all, default all; the NXRT_OPT_LEVEL environment variable overrides it)\n"
-               "  nxrt info MODEL.onnx [--shapes]   (--shapes: inferred shape of every value, symbol lineage)\n");
+               "  nxrt info MODEL.onnx [--shapes]   (--shapes: inferred shape of every value, symbol lineage)\n"
+               "  nxrt generate MODEL_DIR [--prompt-ids 1,2,3 | --prompt-len N] [--max-new-tokens N] [--json] ...\n");
   std::exit(2);
 }
 
@@ -639,6 +640,8 @@ int cmd_info(int argc, char** argv) {
 
 }  // namespace
 
+int cmd_generate(int argc, char** argv);  // tools/cli/generate.cpp
+
 int main(int argc, char** argv) {
   if (argc < 2) usage_exit("missing command");
   std::string cmd = argv[1];
@@ -646,6 +649,7 @@ int main(int argc, char** argv) {
   if (cmd == "bench") return cmd_bench(argc - 2, argv + 2);
   if (cmd == "test") return cmd_test(argc - 2, argv + 2);
   if (cmd == "info") return cmd_info(argc - 2, argv + 2);
+  if (cmd == "generate") return cmd_generate(argc - 2, argv + 2);  // tools/cli/generate.cpp
   if (cmd == "--help" || cmd == "-h" || cmd == "help") usage_exit("help");
   usage_exit("unknown command '" + cmd + "'");
 }

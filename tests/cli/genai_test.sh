@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# `nxrt generate` contract on a seeded tiny model (onnx style: ai.onnx ops only): greedy tokens equal the
+# numpy reference's, --json has ort generate's keys, errors exit 1 (one line) and usage errors 2.
+# With /work/ort-tool/ort (or $ORT) present, also checks ORT's tokens and key set.
+set -uo pipefail
+nxrt="$(realpath "${1:?usage: genai_test.sh path/to/nxrt}")"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+py=/usr/bin/python3
+ort="${ORT:-/work/ort-tool/ort}"
+work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
+pass=0; fail=0
+check() {  # check NAME CONDITION-COMMAND...
+  local name="$1"; shift
+  if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $name"; fi
+}
+
+$py "$root/tools/make_genai_model.py" "$work/m" --style onnx --size tiny >/dev/null
+$py "$root/tools/genai_reference.py" "$work/m" "$work/ref" --prompt-len 16 --max-new-tokens 24 >/dev/null
+ref=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" "$work/ref/tokens.json")
+
+"$nxrt" generate "$work/m" --prompt-len 16 --max-new-tokens 24 --json >"$work/out.json" 2>"$work/err"; rc=$?
+check "generate exits 0" test "$rc" -eq 0
+got=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" "$work/out.json" 2>/dev/null)
+check "greedy tokens equal the numpy reference" test "$got" = "$ref"
+keys='["create_ms", "decode_step_ms_median", "decode_tok_s", "kv_capacity", "kv_update", "new_tokens", "opt", "prefill_ms", "prefill_tok_s", "prompt_tokens", "runtime", "share_buffer", "threads", "tokens", "ttft_ms", "warmup"]'
+gotkeys=$($py -c "import json,sys; print(json.dumps(sorted(json.load(open(sys.argv[1])))))" "$work/out.json" 2>/dev/null)
+check "--json has ort generate's keys" test "$gotkeys" = "$keys"
+check "nxrt test passes the reference data sets" bash -c "'$nxrt' test '$work/ref' | tail -1 | grep -qx '1 passed, 0 failed'"
+
+out=$("$nxrt" generate "$work/m" --prompt-ids 5,6,7 --max-new-tokens 3)
+check "text output lists prompt and tokens" bash -c "grep -q '^prompt: 5,6,7$' <<<'$out' && grep -q '^tokens: [0-9]*,[0-9]*,[0-9]*$' <<<'$out'"
+
+"$nxrt" generate "$work/missing" 2>"$work/err"; rc=$?
+check "missing folder exits 1 with one line" bash -c "test $rc -eq 1 && test \$(wc -l < '$work/err') -eq 1 && grep -q genai_config.json '$work/err'"
+"$nxrt" generate "$work/m" --max-length 4096 2>"$work/err"; rc=$?
+check "context overflow exits 1" bash -c "test $rc -eq 1 && grep -q 'context_length 2048' '$work/err'"
+"$nxrt" generate "$work/m" --prompt-ids 1,99999 2>"$work/err"; rc=$?
+check "token outside the vocabulary exits 2" test "$rc" -eq 2
+"$nxrt" generate "$work/m" --bogus 2>"$work/err"; rc=$?
+check "unknown option exits 2" test "$rc" -eq 2
+sed 's/present\.%d\.key/presentX.%d.key/' "$work/m/genai_config.json" >"$work/cfg.json"
+mkdir -p "$work/bad" && ln "$work/m/model.onnx" "$work/bad/model.onnx" && ln "$work/m/model.onnx.data" "$work/bad/model.onnx.data"
+cp "$work/cfg.json" "$work/bad/genai_config.json"
+"$nxrt" generate "$work/bad" 2>"$work/err"; rc=$?
+check "unknown IO name exits 1 and names it" bash -c "test $rc -eq 1 && grep -q \"presentX.0.key\" '$work/err'"
+
+if [ -x "$ort" ]; then
+  "$ort" generate "$work/m" --prompt-len 16 --max-new-tokens 24 >"$work/ort.json" 2>/dev/null
+  otoks=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" "$work/ort.json" 2>/dev/null)
+  check "ORT's tokens equal the reference" test "$otoks" = "$ref"
+  okeys=$($py -c "import json,sys; print(json.dumps(sorted(json.load(open(sys.argv[1])))))" "$work/ort.json" 2>/dev/null)
+  check "ORT's key set is the same" test "$okeys" = "$keys"
+fi
+
+echo "genai cli: $pass passed, $fail failed"
+test "$fail" -eq 0

@@ -1,0 +1,392 @@
+// genai runtime: genai_config parsing, the seeded prompt, search, and the Generator end to end on a
+// toy decoder whose next token is (sum of all tokens so far) mod 16, read back from its KV cache, so
+// cache handling (shared fixed-capacity buffer and growing past), rewind and overflow are checked.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "genai/genai_config.h"
+#include "genai/search.h"
+#include "ir/graph.h"
+#include "nxrt/genai.h"
+#include "onnx/model_writer.h"
+
+using namespace nxrt;
+using namespace nxrt::genai;
+
+namespace {
+
+constexpr int64_t kVocab = 16;
+
+ir::Node node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+              std::vector<ir::Attribute> attrs = {}) {
+  ir::Node n;
+  n.name = out[0] + "_node";
+  n.op_type = op;
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  n.attributes = std::move(attrs);
+  return n;
+}
+
+ir::Attribute int_attr(const std::string& name, int64_t v) {
+  ir::Attribute a;
+  a.name = name;
+  a.type = ir::Attribute::Type::kInt;
+  a.i = v;
+  return a;
+}
+
+ir::ValueInfo tensor_vi(const std::string& name, DataType t, std::vector<ir::Dim> dims) {
+  ir::ValueInfo v;
+  v.name = name;
+  v.type.kind = ir::TypeInfo::Kind::kTensor;
+  v.type.elem_type = t;
+  v.type.has_shape = true;
+  v.type.dims = std::move(dims);
+  return v;
+}
+
+// Toy decoder, one layer, kv_heads 1, head_size 1: the cache rows hold the token ids (as float).
+// logits[.., j] = -|j - (sum of the valid cache rows mod 16)|.
+// with_pos: int32 input_ids and an int32 position_ids input; the target adds the last position.
+ir::Model toy_decoder(bool share_buffer, bool with_pos = false) {
+  ir::Model m;
+  m.ir_version = 10;
+  m.opset_imports.push_back({"", 24});
+  ir::Graph& g = m.graph;
+  using D = ir::Dim;
+  const DataType ids_t = with_pos ? DataType::kInt32 : DataType::kInt64;
+  g.inputs = {tensor_vi("input_ids", ids_t, {D::fixed(1), D::named("S")}),
+              tensor_vi("attention_mask", DataType::kInt64, {D::fixed(1), D::named("T")}),
+              tensor_vi("past_key_values.0.key", DataType::kFloat, {D::fixed(1), D::fixed(1), D::named("P"), D::fixed(1)}),
+              tensor_vi("past_key_values.0.value", DataType::kFloat, {D::fixed(1), D::fixed(1), D::named("P"), D::fixed(1)})};
+  g.outputs = {tensor_vi("logits", DataType::kFloat, {D::fixed(1), D::named("S"), D::fixed(kVocab)}),
+               tensor_vi("present.0.key", DataType::kFloat, {D::fixed(1), D::fixed(1), D::named("P2"), D::fixed(1)}),
+               tensor_vi("present.0.value", DataType::kFloat, {D::fixed(1), D::fixed(1), D::named("P2"), D::fixed(1)})};
+  auto i64 = [](std::vector<int64_t> v) {
+    return Tensor::from_vector<int64_t>(DataType::kInt64, {static_cast<int64_t>(v.size())}, v);
+  };
+  g.initializers["axes1"] = i64({1});
+  g.initializers["one"] = Tensor::scalar_int64(1);
+  g.initializers["zero"] = Tensor::scalar_int64(0);
+  g.initializers["two"] = Tensor::scalar_int64(2);
+  g.initializers["rows_shape"] = i64({1, 1, -1, 1});
+  g.initializers["vocab"] = Tensor::scalar_float(static_cast<float>(kVocab));
+  g.initializers["fzero"] = Tensor::scalar_float(0.f);
+  g.initializers["fone"] = Tensor::scalar_float(1.f);
+  g.initializers["fvocab_n"] = Tensor::scalar_float(static_cast<float>(kVocab));
+  auto& n = g.nodes;
+  n.push_back(node("ReduceSum", {"attention_mask", "axes1"}, {"total"}, {int_attr("keepdims", 0)}));  // [1]
+  n.push_back(node("Shape", {"input_ids"}, {"ids_shape"}));
+  n.push_back(node("Gather", {"ids_shape", "one"}, {"S"}, {int_attr("axis", 0)}));
+  n.push_back(node("Sub", {"total", "S"}, {"write_idx"}));
+  n.push_back(node("Cast", {"input_ids"}, {"ids_f"}, {int_attr("to", 1)}));
+  n.push_back(node("Reshape", {"ids_f", "rows_shape"}, {"rows"}));  // [1, 1, S, 1]
+  if (share_buffer) {
+    n.push_back(node("TensorScatter", {"past_key_values.0.key", "rows", "write_idx"}, {"present.0.key"},
+                     {int_attr("axis", 2)}));
+    n.push_back(node("TensorScatter", {"past_key_values.0.value", "rows", "write_idx"}, {"present.0.value"},
+                     {int_attr("axis", 2)}));
+  } else {
+    n.push_back(node("Concat", {"past_key_values.0.key", "rows"}, {"present.0.key"}, {int_attr("axis", 2)}));
+    n.push_back(node("Concat", {"past_key_values.0.value", "rows"}, {"present.0.value"}, {int_attr("axis", 2)}));
+  }
+  // valid rows: j < total
+  n.push_back(node("Shape", {"present.0.key"}, {"pk_shape"}));
+  n.push_back(node("Gather", {"pk_shape", "two"}, {"cap"}, {int_attr("axis", 0)}));
+  n.push_back(node("Range", {"zero", "cap", "one"}, {"jrow"}));
+  n.push_back(node("Less", {"jrow", "total"}, {"valid_b"}));
+  n.push_back(node("Cast", {"valid_b"}, {"valid"}, {int_attr("to", 1)}));
+  n.push_back(node("Reshape", {"valid", "rows_shape"}, {"valid4"}));
+  n.push_back(node("Mul", {"present.0.key", "valid4"}, {"kept"}));
+  n.push_back(node("ReduceSum", {"kept"}, {"ksum"}, {int_attr("keepdims", 0)}));  // scalar
+  if (with_pos) {
+    g.inputs.push_back(tensor_vi("position_ids", DataType::kInt32, {D::fixed(1), D::named("S")}));
+    n.push_back(node("ReduceMax", {"position_ids"}, {"last_pos"}, {int_attr("keepdims", 0)}));
+    n.push_back(node("Cast", {"last_pos"}, {"last_pos_f"}, {int_attr("to", 1)}));
+    n.push_back(node("Add", {"ksum", "last_pos_f"}, {"ksum_pos"}));
+    n.push_back(node("Mod", {"ksum_pos", "vocab"}, {"target"}, {int_attr("fmod", 1)}));
+  } else {
+    n.push_back(node("Mod", {"ksum", "vocab"}, {"target"}, {int_attr("fmod", 1)}));
+  }
+  n.push_back(node("Range", {"fzero", "fvocab_n", "fone"}, {"jv"}));  // [V]
+  n.push_back(node("Sub", {"jv", "target"}, {"diff"}));
+  n.push_back(node("Abs", {"diff"}, {"adiff"}));
+  n.push_back(node("Neg", {"adiff"}, {"row"}));  // [V]
+  // logits [1, S, V]: row broadcast over the S positions (ids_f * 0 + row)
+  n.push_back(node("Reshape", {"ids_f", "rows_shape"}, {"ids4"}));
+  n.push_back(node("Squeeze", {"ids4", "sq_axes"}, {"ids3"}));  // [1, S, 1]
+  g.initializers["sq_axes"] = i64({1});
+  n.push_back(node("Mul", {"ids3", "fzero"}, {"zeros3"}));
+  n.push_back(node("Add", {"zeros3", "row"}, {"logits"}));
+  return m;
+}
+
+std::string make_dir(const std::string& tag) {
+  std::string d = testing::TempDir() + "nxrt_genai_" + tag + "_" + std::to_string(getpid());
+  mkdir(d.c_str(), 0755);
+  return d;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+}
+
+std::string config_json(bool share, int64_t context = 64, const std::string& extra_input = "") {
+  return std::string(R"({"model": {"bos_token_id": 1, "context_length": )") + std::to_string(context) +
+         R"(, "decoder": {"filename": "model.onnx", "head_size": 1, "hidden_size": 1,
+      "inputs": {"input_ids": "input_ids", "attention_mask": "attention_mask",
+                 "past_key_names": "past_key_values.%d.key", "past_value_names": "past_key_values.%d.value")" +
+         extra_input + R"(},
+      "outputs": {"logits": "logits", "present_key_names": "present.%d.key", "present_value_names": "present.%d.value"},
+      "num_attention_heads": 1, "num_hidden_layers": 1, "num_key_value_heads": 1},
+    "eos_token_id": [2, 9], "pad_token_id": 0, "type": "toy", "vocab_size": 16},
+  "search": {"do_sample": false, "max_length": 32, "past_present_share_buffer": )" +
+         (share ? "true" : "false") + R"(, "top_k": 1, "top_p": 1.0, "temperature": 1.0}})";
+}
+
+// Removes a test folder's files when the test ends (also on an early ASSERT return).
+struct FolderGuard {
+  std::string dir;
+  ~FolderGuard() {
+    for (const char* f : {"/model.onnx", "/genai_config.json"}) std::remove((dir + f).c_str());
+    rmdir(dir.c_str());
+  }
+};
+
+std::string toy_folder(bool share, const std::string& tag) {
+  std::string d = make_dir(tag);
+  EXPECT_TRUE(onnx::write_model_file(d + "/model.onnx", toy_decoder(share)).ok());
+  write_text(d + "/genai_config.json", config_json(share));
+  return d;
+}
+
+// Expected greedy continuation: next = sum(sequence) mod 16.
+std::vector<int64_t> expected_tokens(std::vector<int64_t> seq, int n) {
+  std::vector<int64_t> out;
+  for (int i = 0; i < n; ++i) {
+    int64_t s = 0;
+    for (int64_t t : seq) s += t;
+    out.push_back(s % kVocab);
+    seq.push_back(s % kVocab);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(GenaiConfig, ParsesNamesSizesAndSearchDefaults) {
+  auto c = parse_config_text(config_json(true, 128), "/models/x/genai_config.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->decoder_path, "/models/x/model.onnx");
+  EXPECT_EQ(c->past_key_names, "past_key_values.%d.key");
+  EXPECT_EQ(c->position_ids, "position_ids");  // default for an absent name
+  EXPECT_EQ(c->context_length, 128);
+  EXPECT_EQ(c->vocab_size, 16);
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{2, 9}));
+  EXPECT_TRUE(c->past_present_share_buffer);
+  EXPECT_EQ(c->max_length, 32);
+  EXPECT_EQ(layer_name(c->present_value_names, 7), "present.7.value");
+}
+
+TEST(GenaiConfig, ErrorsNameTheProblem) {
+  auto bad = parse_config_text(R"({"model": {"decoder": {"num_hidden_layers": 2}}})", "cfg.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("filename"), std::string::npos);
+  auto typ = parse_config_text(R"({"model": {"decoder": {"filename": "m.onnx", "num_hidden_layers": "2"}}})", "cfg.json");
+  ASSERT_FALSE(typ.ok());
+  EXPECT_NE(typ.status().message().find("num_hidden_layers"), std::string::npos);
+  auto syn = parse_config_text("{\"model\": [1,}", "cfg.json");
+  ASSERT_FALSE(syn.ok());
+  EXPECT_NE(syn.status().message().find("line 1"), std::string::npos);
+  auto missing = read_config("/nonexistent/dir/genai_config.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kIoError);
+}
+
+TEST(GenaiPrompt, MatchesOrtGenerateSeededIds) {
+  // ort generate --prompt-len 16 on a 512-token and on a 151936-token vocabulary
+  EXPECT_EQ(seeded_prompt(16, 512),
+            (std::vector<int64_t>{37, 360, 462, 496, 20, 60, 82, 411, 204, 65, 278, 163, 509, 278, 135, 212}));
+  EXPECT_EQ(seeded_prompt(4, 151936), (std::vector<int64_t>{11136, 106873, 137176, 147461}));
+}
+
+TEST(GenaiSearch, GreedyTiesGoToLowestIdAndPenaltyApplies) {
+  std::vector<float> x = {1.f, 3.f, 3.f, NAN, 2.f};
+  EXPECT_EQ(argmax_first(x.data(), 5), 1);
+  std::vector<float> p = {2.f, -2.f, 1.f};
+  apply_repetition_penalty(p.data(), 3, {0, 1, 1}, 2.0);
+  EXPECT_FLOAT_EQ(p[0], 1.f);
+  EXPECT_FLOAT_EQ(p[1], -4.f);
+  EXPECT_FLOAT_EQ(p[2], 1.f);
+  SearchOptions o;
+  o.repetition_penalty = 4.0;
+  Sampler s(o);
+  std::vector<float> l = {0.f, 3.f, 2.f};
+  EXPECT_EQ(s.next(&l, {1}), 2);  // 3 / 4 < 2
+}
+
+TEST(GenaiSearch, SamplingIsSeededAndFiltersApply) {
+  SearchOptions o;
+  o.do_sample = true;
+  o.random_seed = 42;
+  std::vector<float> base = {0.f, 0.5f, 1.f, 1.5f, 2.f, 0.2f};
+  auto draw = [&](SearchOptions so, int n) {
+    Sampler s(so);
+    std::vector<int64_t> out;
+    for (int i = 0; i < n; ++i) {
+      std::vector<float> l = base;
+      out.push_back(s.next(&l, {}));
+    }
+    return out;
+  };
+  auto a = draw(o, 64), b = draw(o, 64);
+  EXPECT_EQ(a, b);
+  std::set<int64_t> seen(a.begin(), a.end());
+  EXPECT_GT(seen.size(), 2u);
+  SearchOptions k2 = o;
+  k2.top_k = 2;
+  for (int64_t t : draw(k2, 64)) EXPECT_TRUE(t == 4 || t == 3);
+  SearchOptions p = o;
+  p.top_p = 1e-6;
+  for (int64_t t : draw(p, 16)) EXPECT_EQ(t, 4);
+  SearchOptions mp = o;
+  mp.min_p = 0.5;  // keeps p >= p_max / 2: ids 4 (e^2) and 3 (e^1.5)
+  for (int64_t t : draw(mp, 64)) EXPECT_TRUE(t == 4 || t == 3);
+}
+
+TEST(GenaiGenerator, SharedBufferGreedyFollowsTheCache) {
+  std::string d = toy_folder(true, "share");
+  FolderGuard guard{d};
+  auto model = Model::create(d);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_EQ((*model)->vocab_size(), kVocab);
+  GeneratorParams params(**model);
+  params.search.max_length = 12;
+  auto gen = Generator::create(**model, params);
+  ASSERT_TRUE(gen.ok()) << gen.status().to_string();
+  Generator& g = **gen;
+  ASSERT_TRUE(g.append_tokens({1, 2, 3}).ok());
+  auto lg = g.get_logits();
+  ASSERT_TRUE(lg.ok());
+  EXPECT_EQ(argmax_first(lg->data(), kVocab), 6);
+  std::vector<int64_t> got;
+  while (!g.is_done()) {
+    ASSERT_TRUE(g.generate_next_token().ok());
+    got.push_back(g.next_token());
+  }
+  EXPECT_EQ(got, expected_tokens({1, 2, 3}, 9));
+  EXPECT_EQ(g.sequence().size(), 12u);
+  // Full: one more is a clear error, appending too.
+  EXPECT_FALSE(g.generate_next_token().ok());
+  Status over = g.append_tokens({1});
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(over.message().find("context overflow"), std::string::npos);
+  // Rewind to the prompt + 1 and continue: stale cache rows must not count.
+  ASSERT_TRUE(g.rewind_to(4).ok());
+  ASSERT_TRUE(g.append_tokens({5}).ok());
+  ASSERT_TRUE(g.generate_next_token().ok());
+  EXPECT_EQ(g.next_token(), (1 + 2 + 3 + 6 + 5) % kVocab);
+  EXPECT_STREQ(g.kv_update(), "copied");
+}
+
+TEST(GenaiGenerator, GrowingPastAndStopAtEos) {
+  std::string d = toy_folder(false, "concat");
+  FolderGuard guard{d};
+  auto model = Model::create(d);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  GeneratorParams params(**model);
+  params.search.max_length = 20;
+  auto gen = Generator::create(**model, params);
+  ASSERT_TRUE(gen.ok());
+  Generator& g = **gen;
+  ASSERT_TRUE(g.append_tokens({4, 5}).ok());
+  std::vector<int64_t> got;
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(g.generate_next_token().ok());
+    got.push_back(g.next_token());
+  }
+  EXPECT_EQ(got, expected_tokens({4, 5}, 6));
+  EXPECT_STREQ(g.kv_update(), "concat");
+  ASSERT_TRUE(g.rewind_to(3).ok());
+  ASSERT_TRUE(g.generate_next_token().ok());
+  EXPECT_EQ(g.next_token(), (4 + 5 + 9) % kVocab);
+
+  // Prompt [1, 1] -> 2, an eos id: stops.
+  params.search.stop_at_eos = true;
+  auto g2 = Generator::create(**model, params);
+  ASSERT_TRUE(g2.ok());
+  ASSERT_TRUE((*g2)->append_tokens({1, 1}).ok());
+  ASSERT_TRUE((*g2)->generate_next_token().ok());
+  EXPECT_EQ((*g2)->next_token(), 2);
+  EXPECT_TRUE((*g2)->is_done());
+}
+
+TEST(GenaiGenerator, ClearErrors) {
+  std::string d = toy_folder(true, "errors");
+  FolderGuard guard{d};
+  // Unknown IO name in the config.
+  write_text(d + "/genai_config.json", config_json(true, 64, R"(, "position_ids": "pos")"));
+  {
+    auto m = Model::create(d);
+    ASSERT_TRUE(m.ok());  // position_ids is optional: absent from the graph is fine
+  }
+  std::string cfg = config_json(true);
+  cfg.replace(cfg.find("present.%d.key"), 14, "presents.%d.k");
+  write_text(d + "/genai_config.json", cfg);
+  auto m2 = Model::create(d);
+  ASSERT_FALSE(m2.ok());
+  EXPECT_NE(m2.status().message().find("presents.0.k"), std::string::npos);
+  // Missing decoder file.
+  std::string cfg3 = config_json(true);
+  cfg3.replace(cfg3.find("model.onnx"), 10, "gone.onnx");
+  write_text(d + "/genai_config.json", cfg3);
+  auto m3 = Model::create(d);
+  ASSERT_FALSE(m3.ok());
+  EXPECT_NE(m3.status().message().find("gone.onnx"), std::string::npos);
+  // max_length beyond context_length; token outside the vocabulary.
+  write_text(d + "/genai_config.json", config_json(true, 8));
+  auto m4 = Model::create(d);
+  ASSERT_TRUE(m4.ok());
+  GeneratorParams p(**m4);
+  p.search.max_length = 9;
+  EXPECT_FALSE(Generator::create(**m4, p).ok());
+  p.search.max_length = 8;
+  auto g = Generator::create(**m4, p);
+  ASSERT_TRUE(g.ok());
+  EXPECT_FALSE((*g)->append_tokens({16}).ok());
+  EXPECT_FALSE((*g)->append_tokens({1, 2, 3, 4, 5, 6, 7, 8, 9}).ok());
+  EXPECT_FALSE((*g)->generate_next_token().ok());  // nothing appended yet
+}
+
+TEST(GenaiGenerator, FeedsInt32IdsAndPositionIds) {
+  std::string d = make_dir("pos");
+  FolderGuard guard{d};
+  ASSERT_TRUE(onnx::write_model_file(d + "/model.onnx", toy_decoder(true, true)).ok());
+  write_text(d + "/genai_config.json", config_json(true));
+  auto model = Model::create(d);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  GeneratorParams params(**model);
+  params.search.max_length = 10;
+  auto gen = Generator::create(**model, params);
+  ASSERT_TRUE(gen.ok());
+  Generator& g = **gen;
+  ASSERT_TRUE(g.append_tokens({3, 4}).ok());
+  std::vector<int64_t> seq = {3, 4};
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(g.generate_next_token().ok());
+    int64_t s = static_cast<int64_t>(seq.size()) - 1;  // last position
+    for (int64_t t : seq) s += t;
+    EXPECT_EQ(g.next_token(), s % kVocab) << "step " << i;
+    seq.push_back(s % kVocab);
+  }
+}

@@ -1,0 +1,262 @@
+// `nxrt generate`: greedy (or sampled) generation over an onnxruntime-genai style model folder, with
+// the same prompt, timing definitions and --json keys as `ort generate` (/work/ort-tool/ort-generate.js):
+//   create_ms: Model::create; prefill_ms: the prefill session run; prefill_tok_s = prompt / prefill_ms;
+//   ttft_ms: generation start to the first token (feeds, prefill, pick); decode_tok_s = (new_tokens - 1) /
+//   time from the first token to the last (null with one token); decode_step_ms_median: one decode step
+//   (run + pick). Exactly --max-new-tokens tokens; EOS stops only with --stop-at-eos.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "nxrt/genai.h"
+
+using namespace nxrt;
+
+namespace {
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+const char* kUsage =
+    "usage: nxrt generate MODEL_DIR [--prompt-ids 1,2,3 | --prompt-len N] [--max-new-tokens N] [--max-length N]\n"
+    "                     [--threads N] [--opt disabled|basic|all] [--warmup W] [--json]\n"
+    "                     [--do-sample] [--top-k K] [--top-p P] [--min-p P] [--temperature T]\n"
+    "                     [--repetition-penalty R] [--seed S] [--stop-at-eos]\n"
+    "  MODEL_DIR           folder with genai_config.json and the decoder .onnx (or the genai_config.json)\n"
+    "  --prompt-ids LIST   prompt token ids, comma-separated\n"
+    "  --prompt-len N      N prompt ids drawn with a fixed seed from [0, vocab) (default 16; same ids as ort generate)\n"
+    "  --max-new-tokens N  tokens to generate, the first one from the prefill (default 32)\n"
+    "  --max-length N      KV capacity (default prompt + new tokens; at most model.context_length)\n"
+    "  --json              one JSON line with the keys of `ort generate`\n";
+
+[[noreturn]] void usage(const std::string& msg) {
+  std::fprintf(stderr, "error: %s\n%s", msg.c_str(), kUsage);
+  std::exit(2);
+}
+
+int fail(const Status& s) {
+  std::string m = s.to_string();
+  std::replace(m.begin(), m.end(), '\n', ' ');
+  std::fprintf(stderr, "error: %s\n", m.c_str());
+  return 1;
+}
+
+int64_t parse_count(const std::string& flag, const std::string& v) {
+  if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 12) {
+    usage(flag + " needs a non-negative integer, got '" + v + "'");
+  }
+  return std::stoll(v);
+}
+
+double parse_real(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(d)) usage(flag + " needs a number, got '" + v + "'");
+  return d;
+}
+
+std::string num(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f", std::round(x * 1000.0) / 1000.0);
+  return buf;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+struct RunResult {
+  std::vector<int64_t> tokens;
+  double prefill_ms = 0, ttft_ms = 0, decode_ms = 0;
+  std::vector<double> steps;
+  std::string kv_update;
+};
+
+Result<RunResult> generate_once(const genai::Model& model, const genai::GeneratorParams& params,
+                                const std::vector<int64_t>& prompt, int64_t new_tokens) {
+  NXRT_ASSIGN_OR_RETURN(std::unique_ptr<genai::Generator> gen, genai::Generator::create(model, params));
+  RunResult r;
+  const double t0 = now_ms();
+  NXRT_RETURN_IF_ERROR(gen->append_tokens(prompt));
+  r.prefill_ms = gen->stats().last_run_ms;
+  NXRT_RETURN_IF_ERROR(gen->generate_next_token());
+  r.tokens.push_back(gen->next_token());
+  r.ttft_ms = now_ms() - t0;
+  const double t2 = now_ms();
+  for (int64_t k = 1; k < new_tokens && !gen->is_done(); ++k) {
+    const double ts = now_ms();
+    NXRT_RETURN_IF_ERROR(gen->generate_next_token());
+    r.tokens.push_back(gen->next_token());
+    r.steps.push_back(now_ms() - ts);
+  }
+  r.decode_ms = now_ms() - t2;
+  r.kv_update = gen->kv_update();
+  return r;
+}
+
+}  // namespace
+
+int cmd_generate(int argc, char** argv) {
+  std::string model_path, prompt_ids, opt = "all";
+  int64_t prompt_len = -1, new_tokens = 32, max_length = -1, warmup = 0;
+  int threads = 1;
+  bool json = false, has_prompt_ids = false;
+  genai::SearchOptions so;
+  bool set_sample = false, set_top_k = false, set_top_p = false, set_temp = false, set_rep = false;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (a.rfind("--", 0) != 0) {
+      if (!model_path.empty()) usage("unexpected argument '" + a + "'");
+      model_path = a;
+      continue;
+    }
+    std::string val;
+    bool has_val = false;
+    const size_t eq = a.find('=');
+    if (eq != std::string::npos) {
+      val = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      has_val = true;
+    }
+    auto flag_only = [&]() {
+      if (has_val) usage(a + " takes no value");
+    };
+    if (a == "--json") { flag_only(); json = true; continue; }
+    if (a == "--do-sample") { flag_only(); so.do_sample = true; set_sample = true; continue; }
+    if (a == "--stop-at-eos") { flag_only(); so.stop_at_eos = true; continue; }
+    if (!has_val) {
+      if (i + 1 >= argc) usage(a + " needs a value");
+      val = argv[++i];
+    }
+    if (a == "--prompt-ids") { prompt_ids = val; has_prompt_ids = true; }
+    else if (a == "--prompt-len") prompt_len = parse_count(a, val);
+    else if (a == "--max-new-tokens") new_tokens = parse_count(a, val);
+    else if (a == "--max-length") max_length = parse_count(a, val);
+    else if (a == "--warmup") warmup = parse_count(a, val);
+    else if (a == "--threads") threads = static_cast<int>(parse_count(a, val));
+    else if (a == "--opt") {
+      if (val != "disabled" && val != "basic" && val != "extended" && val != "all") usage("--opt takes disabled|basic|all");
+      opt = val;
+    } else if (a == "--top-k") { so.top_k = parse_count(a, val); set_top_k = true; }
+    else if (a == "--top-p") { so.top_p = parse_real(a, val); set_top_p = true; }
+    else if (a == "--min-p") so.min_p = parse_real(a, val);
+    else if (a == "--temperature") { so.temperature = parse_real(a, val); set_temp = true; }
+    else if (a == "--repetition-penalty") { so.repetition_penalty = parse_real(a, val); set_rep = true; }
+    else if (a == "--seed") so.random_seed = static_cast<uint64_t>(parse_count(a, val));
+    else usage("unknown option " + a);
+  }
+  if (model_path.empty()) usage("missing MODEL_DIR");
+  if (threads < 1) usage("--threads must be at least 1");
+  if (new_tokens < 1) usage("--max-new-tokens must be at least 1");
+  if (has_prompt_ids && prompt_len >= 0) usage("give --prompt-ids or --prompt-len, not both");
+  if (prompt_len == 0) usage("--prompt-len must be at least 1");
+  std::vector<int64_t> prompt;
+  if (has_prompt_ids) {
+    size_t p = 0;
+    while (p <= prompt_ids.size()) {
+      size_t q = prompt_ids.find(',', p);
+      if (q == std::string::npos) q = prompt_ids.size();
+      std::string s = prompt_ids.substr(p, q - p);
+      s.erase(0, s.find_first_not_of(" \t"));
+      s.erase(s.find_last_not_of(" \t") + 1);
+      if (!s.empty()) {
+        if (s.find_first_not_of("0123456789") != std::string::npos || s.size() > 12) {
+          usage("--prompt-ids: '" + s + "' is not a token id");
+        }
+        prompt.push_back(std::stoll(s));
+      }
+      p = q + 1;
+    }
+    if (prompt.empty()) usage("--prompt-ids is empty");
+  }
+
+  genai::ModelOptions mo;
+  mo.session.threads = threads;
+  mo.session.opt_level = opt == "disabled" ? OptLevel::kDisabled : opt == "basic" ? OptLevel::kBasic : OptLevel::kAll;
+  const double c0 = now_ms();
+  auto model_r = genai::Model::create(model_path, mo);
+  if (!model_r.ok()) return fail(model_r.status());
+  const double create_ms = now_ms() - c0;
+  const genai::Model& model = *model_r.value();
+  const genai::Config& cfg = model.config();
+  const int64_t vocab = model.vocab_size();
+  if (!has_prompt_ids) {
+    if (vocab <= 0) {
+      return fail(invalid_argument("vocab size unknown (logits shape is symbolic and genai_config has no model.vocab_size)"));
+    }
+    prompt = genai::seeded_prompt(prompt_len < 0 ? 16 : prompt_len, vocab);
+  } else if (vocab > 0) {
+    for (int64_t t : prompt) {
+      if (t >= vocab) usage("--prompt-ids: " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(vocab) + ")");
+    }
+  }
+  const int64_t total = static_cast<int64_t>(prompt.size()) + new_tokens;
+  const int64_t capacity = max_length < 0 ? total : max_length;
+  if (capacity < total) {
+    usage("--max-length " + std::to_string(capacity) + " < prompt + new tokens (" + std::to_string(total) + ")");
+  }
+  if (cfg.context_length > 0 && capacity > cfg.context_length) {
+    return fail(invalid_argument(std::string(max_length < 0 ? "prompt + new tokens " : "--max-length ") +
+                                 std::to_string(capacity) + " exceeds model.context_length " +
+                                 std::to_string(cfg.context_length) + " (context overflow)"));
+  }
+
+  genai::GeneratorParams params(model);
+  params.search.max_length = capacity;
+  if (set_sample) params.search.do_sample = so.do_sample;
+  else params.search.do_sample = false;  // greedy unless asked, whatever the config's search defaults
+  if (set_top_k) params.search.top_k = so.top_k;
+  if (set_top_p) params.search.top_p = so.top_p;
+  if (set_temp) params.search.temperature = so.temperature;
+  params.search.repetition_penalty = set_rep ? so.repetition_penalty : 1.0;
+  params.search.min_p = so.min_p;
+  params.search.random_seed = so.random_seed;
+  params.search.stop_at_eos = so.stop_at_eos;
+
+  for (int64_t w = 0; w < warmup; ++w) {
+    auto r = generate_once(model, params, prompt, new_tokens);
+    if (!r.ok()) return fail(r.status());
+  }
+  auto rr = generate_once(model, params, prompt, new_tokens);
+  if (!rr.ok()) return fail(rr.status());
+  const RunResult& r = rr.value();
+  const size_t n = r.tokens.size();
+  std::string toks;
+  for (size_t i = 0; i < n; ++i) toks += (i ? "," : "") + std::to_string(r.tokens[i]);
+  const std::string decode_tok_s = n > 1 ? num(static_cast<double>(n - 1) / (r.decode_ms / 1000.0)) : "null";
+  const std::string step_med = r.steps.empty() ? "null" : num(median(r.steps));
+  const bool share = cfg.past_present_share_buffer;
+  if (json) {
+    std::printf(
+        "{\"prompt_tokens\":%zu,\"new_tokens\":%zu,\"create_ms\":%s,\"prefill_ms\":%s,\"prefill_tok_s\":%s,"
+        "\"decode_tok_s\":%s,\"ttft_ms\":%s,\"tokens\":[%s],\"threads\":%d,\"share_buffer\":%s,\"kv_update\":\"%s\","
+        "\"kv_capacity\":%s,\"decode_step_ms_median\":%s,\"warmup\":%lld,\"opt\":\"%s\",\"runtime\":\"nxrt\"}\n",
+        prompt.size(), n, num(create_ms).c_str(), num(r.prefill_ms).c_str(),
+        num(static_cast<double>(prompt.size()) / (r.prefill_ms / 1000.0)).c_str(), decode_tok_s.c_str(),
+        num(r.ttft_ms).c_str(), toks.c_str(), threads, share ? "true" : "false", r.kv_update.c_str(),
+        share ? std::to_string(capacity).c_str() : "null", step_med.c_str(), static_cast<long long>(warmup),
+        opt.c_str());
+  } else {
+    std::string p;
+    for (size_t i = 0; i < prompt.size(); ++i) p += (i ? "," : "") + std::to_string(prompt[i]);
+    std::printf("prompt: %s\ntokens: %s\n", p.c_str(), toks.c_str());
+    std::printf("prompt_tokens %zu  new_tokens %zu  create %s ms  prefill %s ms (%s tok/s)  ttft %s ms  decode %s tok/s "
+                "(median step %s ms)  kv %s capacity %lld  threads %d\n",
+                prompt.size(), n, num(create_ms).c_str(), num(r.prefill_ms).c_str(),
+                num(static_cast<double>(prompt.size()) / (r.prefill_ms / 1000.0)).c_str(), num(r.ttft_ms).c_str(),
+                decode_tok_s.c_str(), step_med.c_str(), r.kv_update.c_str(), static_cast<long long>(capacity),
+                threads);
+  }
+  return 0;
+}

@@ -1,0 +1,470 @@
+#!/usr/bin/python3
+"""Writes a Qwen2-like decoder-only LLM as a model folder of the kind onnxruntime-genai's model builder
+writes: model.onnx + model.onnx.data (external weights), genai_config.json, tokenizer.json.
+
+Weights are seeded random and defined directly in the int4 domain (int4 codes + float32 block scales,
+block 32 along K, symmetric: zero point 8 / signed int4), so every runtime and tools/genai_reference.py
+dequantize them to the very same float32 values. With a tied lm_head the float32 embedding table is the
+dequantized lm_head weight.
+
+Graph styles:
+  --style genai  opset 21 + com.microsoft: Gather embedding, SimplifiedLayerNormalization /
+                 SkipSimplifiedLayerNormalization, MatMulNBits (bits 4, block 32, accuracy_level 4) for every
+                 linear layer and lm_head, GroupQueryAttention (do_rotary=1, cos/sin caches,
+                 past/present shared buffer), seqlens_k = ReduceSum(attention_mask) - 1 (int32),
+                 total_sequence_length = Shape(attention_mask)[1] (int32), as the genai builder derives them.
+  --style onnx   pure ONNX opset 24: RMSNormalization, RotaryEmbedding (23), blocked int4
+                 DequantizeLinear (axis 0, block_size 32) + MatMul, TensorScatter writing the new K/V rows
+                 into a fixed-capacity cache at write_indices, Attention (24) with an explicit causal bool
+                 mask and nonpad_kv_seqlen. Same IO as the genai style (see genai_config.json
+                 "nxrt" section): the cache capacity is the past tensors' sequence length, the write index
+                 is ReduceSum(attention_mask) - sequence_length, so a runtime feeds it exactly like a
+                 GroupQueryAttention model with past_present_share_buffer.
+
+usage: make_genai_model.py OUT_DIR [--style genai|onnx] [--size tiny|qwen2.5-0.5b] [--seed N]
+                           [--tokenizer PATH/tokenizer.json] [--untied] [--context-length N]
+                           [--accuracy-level N]
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+SIZES = {
+    "tiny": dict(layers=2, hidden=64, heads=4, kv_heads=2, head=16, inter=128, vocab=512, context=2048),
+    "qwen2.5-0.5b": dict(layers=24, hidden=896, heads=14, kv_heads=2, head=64, inter=4864, vocab=151936,
+                         context=4096),
+}
+BLOCK = 32
+ROPE_THETA = 1000000.0
+RMS_EPS = 1e-6
+INT4 = 22  # TensorProto.INT4 (onnx >= 1.16; python3-onnx 1.12 has no constant for it)
+
+
+# ---------------------------------------------------------------- weights
+class Linear:
+    """A [K in, N out] linear layer in the int4 domain: codes uint8 [N, K] in 1..15 (value = code - 8),
+    scales float32 [N, K/BLOCK]."""
+
+    def __init__(self, rng, k, n, gain=1.0):
+        assert k % BLOCK == 0
+        self.k, self.n = k, n
+        self.codes = rng.integers(1, 16, size=(n, k), dtype=np.uint8)
+        base = gain / (np.sqrt(14.0 / 3.0 * 4.0) * np.sqrt(k))  # std of code-8 on 1..15 is sqrt(56/3)
+        self.scales = (rng.uniform(0.5, 1.5, size=(n, k // BLOCK)) * base).astype(np.float32)
+
+    def dequant_nk(self):
+        w = (self.codes.astype(np.int8) - 8).astype(np.float32).reshape(self.n, self.k // BLOCK, BLOCK)
+        return (w * self.scales[:, :, None]).reshape(self.n, self.k)
+
+    def matmulnbits_b(self):
+        """MatMulNBits B: uint8 [N, K/BLOCK, BLOCK/2], element k of row n in byte k/2, low nibble first."""
+        c = self.codes.reshape(self.n, self.k // 2, 2)
+        packed = (c[:, :, 0] | (c[:, :, 1] << 4)).astype(np.uint8)
+        return packed.reshape(self.n, self.k // BLOCK, BLOCK // 2)
+
+    def int4_kn(self):
+        """int4 [K, N] (two's complement nibbles, element 2i in the low nibble of byte i, row-major),
+        scales [K/BLOCK, N] for DequantizeLinear(axis=0, block_size=BLOCK)."""
+        v = (self.codes.T.astype(np.int16) - 8).astype(np.uint8) & 0x0F  # [K, N]
+        flat = np.ascontiguousarray(v).reshape(-1)
+        if flat.size % 2:
+            flat = np.concatenate([flat, np.zeros(1, np.uint8)])
+        packed = (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8)
+        return packed, np.ascontiguousarray(self.scales.T)
+
+
+def rope_caches(context, head):
+    inv = 1.0 / (ROPE_THETA ** (np.arange(0, head, 2, dtype=np.float64) / head))
+    ang = np.outer(np.arange(context, dtype=np.float64), inv)
+    return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+
+# ---------------------------------------------------------------- external data
+class Store:
+    """Collects initializers; big ones go to the external data file (4096-aligned offsets)."""
+
+    def __init__(self, data_path, location):
+        self.f = open(data_path, "wb")
+        self.location = location
+        self.inits = []
+
+    def add(self, name, arr=None, dtype=None, dims=None, raw=None):
+        t = TensorProto()
+        t.name = name
+        if arr is not None:
+            arr = np.ascontiguousarray(arr)
+            dims = arr.shape
+            dtype = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.uint8): TensorProto.UINT8,
+                     np.dtype(np.int64): TensorProto.INT64, np.dtype(np.int32): TensorProto.INT32,
+                     np.dtype(np.bool_): TensorProto.BOOL}[arr.dtype]
+            raw = arr.tobytes()
+        t.data_type = dtype
+        t.dims.extend(int(d) for d in dims)
+        if len(raw) < 1024:
+            t.raw_data = raw
+        else:
+            off = self.f.tell()
+            pad = (-off) % 4096
+            if pad:
+                self.f.write(b"\0" * pad)
+                off += pad
+            self.f.write(raw)
+            t.data_location = TensorProto.EXTERNAL
+            for k, v in (("location", self.location), ("offset", str(off)), ("length", str(len(raw)))):
+                e = t.external_data.add()
+                e.key, e.value = k, v
+        self.inits.append(t)
+        return name
+
+    def close(self):
+        self.f.close()
+
+
+# ---------------------------------------------------------------- graph
+class Builder:
+    def __init__(self, cfg, style, store, accuracy_level):
+        self.cfg, self.style, self.s = cfg, style, store
+        self.acc = accuracy_level
+        self.nodes = []
+        self.n = 0
+
+    def node(self, op, inputs, outputs=None, domain=None, name=None, **attrs):
+        self.n += 1
+        name = name or f"/model/{op}_{self.n}"
+        if outputs is None:
+            outputs = [f"{name}/output_0"]
+        elif isinstance(outputs, int):
+            outputs = [f"{name}/output_{i}" for i in range(outputs)]
+        self.nodes.append(helper.make_node(op, inputs, outputs, name=name, domain=domain, **attrs))
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def const(self, name, arr):
+        return self.s.add(name, np.asarray(arr))
+
+    def linear(self, x, lin, prefix, bias=None):
+        if self.style == "genai":
+            b = self.s.add(prefix + ".weight.MatMulNBits.qweight", lin.matmulnbits_b())
+            sc = self.s.add(prefix + ".weight.MatMulNBits.scales", lin.scales.reshape(-1))
+            y = self.node("MatMulNBits", [x, b, sc], domain="com.microsoft", name=prefix + "/MatMulNBits",
+                          K=lin.k, N=lin.n, bits=4, block_size=BLOCK, accuracy_level=self.acc)
+        else:
+            packed, sc = lin.int4_kn()
+            w = self.s.add(prefix + ".weight.int4", dtype=INT4, dims=(lin.k, lin.n), raw=packed.tobytes())
+            sc = self.s.add(prefix + ".weight.scales", sc)
+            wd = self.node("DequantizeLinear", [w, sc], name=prefix + "/DequantizeLinear", axis=0,
+                           block_size=BLOCK)
+            y = self.node("MatMul", [x, wd], name=prefix + "/MatMul")
+        if bias is not None:
+            y = self.node("Add", [y, self.s.add(prefix + ".bias", bias)], name=prefix + "/BiasAdd")
+        return y
+
+
+def build(args):
+    cfg = dict(SIZES[args.size])
+    if args.context_length:
+        cfg["context"] = args.context_length
+    tok_info = None
+    if args.tokenizer:
+        tok_info = read_tokenizer(args.tokenizer)
+        if args.size == "tiny":
+            cfg["vocab"] = tok_info["size"]
+        elif tok_info["size"] > cfg["vocab"]:
+            sys.exit(f"tokenizer has {tok_info['size']} ids, more than the model vocab {cfg['vocab']}")
+    L, H, NH, KVH, D, I, V = (cfg[k] for k in ("layers", "hidden", "heads", "kv_heads", "head", "inter", "vocab"))
+    style = args.style
+    os.makedirs(args.out, exist_ok=True)
+    store = Store(os.path.join(args.out, "model.onnx.data"), "model.onnx.data")
+    b = Builder(cfg, style, store, args.accuracy_level)
+    rng = np.random.default_rng(args.seed)
+    f32 = np.float32
+
+    # ---- weights, drawn in a fixed order
+    lm = Linear(rng, H, V, gain=1.0)
+    if args.untied:
+        embed = (rng.standard_normal((V, H)) * 0.5).astype(f32)
+    else:
+        embed = lm.dequant_nk()
+    layers = []
+    for _ in range(L):
+        layers.append(dict(
+            ln1=(1.0 + 0.1 * rng.standard_normal(H)).astype(f32),
+            q=Linear(rng, H, NH * D), k=Linear(rng, H, KVH * D), v=Linear(rng, H, KVH * D),
+            qb=(0.1 * rng.standard_normal(NH * D)).astype(f32),
+            kb=(0.1 * rng.standard_normal(KVH * D)).astype(f32),
+            vb=(0.1 * rng.standard_normal(KVH * D)).astype(f32),
+            o=Linear(rng, NH * D, H),
+            ln2=(1.0 + 0.1 * rng.standard_normal(H)).astype(f32),
+            gate=Linear(rng, H, I), up=Linear(rng, H, I), down=Linear(rng, I, H)))
+    norm_w = (2.0 + 0.1 * rng.standard_normal(H)).astype(f32)
+    cos, sin = rope_caches(cfg["context"], D)
+
+    # ---- graph
+    ids, mask = "input_ids", "attention_mask"
+    emb = b.node("Gather", [store.add("model.embed_tokens.weight", embed), ids], name="/model/embed_tokens/Gather")
+    cos_n = store.add("cos_cache", cos)
+    sin_n = store.add("sin_cache", sin)
+    one = b.const("/model/constants/INT64/1", np.array(1, np.int64))
+    axes1 = b.const("/model/constants/INT64/[1]", np.array([1], np.int64))
+    if style == "genai":
+        rs = b.node("ReduceSum", [mask, axes1], name="/model/attn_mask_reformat/attn_mask_subgraph/ReduceSum",
+                    keepdims=0)
+        sub = b.node("Sub", [rs, one], name="/model/attn_mask_reformat/attn_mask_subgraph/Sub")
+        seqlens_k = b.node("Cast", [sub], name="/model/attn_mask_reformat/attn_mask_subgraph/Sub/Cast",
+                           to=TensorProto.INT32)
+        shp = b.node("Shape", [mask], name="/model/attn_mask_reformat/attn_mask_subgraph/Shape")
+        g = b.node("Gather", [shp, one], name="/model/attn_mask_reformat/attn_mask_subgraph/Gather", axis=0)
+        total_len = b.node("Cast", [g], name="/model/attn_mask_reformat/attn_mask_subgraph/Gather/Cast",
+                           to=TensorProto.INT32)
+    else:
+        zero = b.const("/model/constants/INT64/0", np.array(0, np.int64))
+        total = b.node("ReduceSum", [mask, axes1], name="/model/cache/total_len", keepdims=0)  # [B]
+        sshape = b.node("Shape", [ids], name="/model/cache/ids_shape")
+        s_len = b.node("Gather", [sshape, one], name="/model/cache/seq_len", axis=0)  # scalar
+        write_idx = b.node("Sub", [total, s_len], name="/model/cache/write_indices")  # [B]
+        rng_s = b.node("Range", [zero, s_len, one], name="/model/cache/range_s")  # [S]
+        pos = b.node("Add", [b.node("Unsqueeze", [write_idx, axes1], name="/model/cache/wi_unsq"), rng_s],
+                     name="/model/cache/position_ids")  # [B, S]
+        pshape = b.node("Shape", ["past_key_values.0.key"], name="/model/cache/past_shape")
+        cap = b.node("Gather", [pshape, b.const("/model/constants/INT64/2", np.array(2, np.int64))],
+                     name="/model/cache/capacity", axis=0)
+        kpos = b.node("Range", [zero, cap, one], name="/model/cache/range_cap")  # [cap]
+        axes2 = b.const("/model/constants/INT64/[2]", np.array([2], np.int64))
+        le = b.node("LessOrEqual", [kpos, b.node("Unsqueeze", [pos, axes2], name="/model/cache/pos_unsq")],
+                    name="/model/cache/causal")  # [B, S, cap]
+        attn_mask = b.node("Unsqueeze", [le, axes1], name="/model/cache/attn_mask")  # [B, 1, S, cap]
+        shape_q = b.const("/model/constants/shape_q", np.array([0, 0, NH, D], np.int64))
+        shape_kv = b.const("/model/constants/shape_kv", np.array([0, 0, KVH, D], np.int64))
+        shape_y = b.const("/model/constants/shape_y", np.array([0, 0, NH * D], np.int64))
+
+    x = emb
+    residual = None
+    carry = None  # output of the previous sublayer, added to the residual by the next norm
+    io_past, io_present = [], []
+
+    def norm(x_in, w, pfx):
+        nonlocal residual
+        wn = store.add(pfx + ".weight", w)
+        if style == "genai":
+            if carry_is_none[0]:
+                y = b.node("SimplifiedLayerNormalization", [x_in, wn], name=pfx + "/SimplifiedLayerNorm",
+                           axis=-1, epsilon=RMS_EPS, stash_type=1)
+                residual = x_in
+            else:
+                outs = [pfx + "/output_0", "", "", pfx + "/output_3"]
+                b.node("SkipSimplifiedLayerNormalization", [x_in, residual, wn], outputs=outs,
+                       domain="com.microsoft", name=pfx + "/SkipLayerNorm", epsilon=RMS_EPS)
+                y, residual = outs[0], outs[3]
+        else:
+            if not carry_is_none[0]:
+                x_in = b.node("Add", [x_in, residual], name=pfx + "/ResidualAdd")
+            residual = x_in
+            y = b.node("RMSNormalization", [x_in, wn], name=pfx + "/RMSNorm", axis=-1, epsilon=RMS_EPS,
+                       stash_type=1)
+        carry_is_none[0] = False
+        return y
+
+    carry_is_none = [True]
+    for i, lw in enumerate(layers):
+        p = f"/model/layers.{i}"
+        xn = norm(x, lw["ln1"], f"model.layers.{i}.input_layernorm")
+        q = b.linear(xn, lw["q"], f"model.layers.{i}.attn.q_proj", lw["qb"])
+        k = b.linear(xn, lw["k"], f"model.layers.{i}.attn.k_proj", lw["kb"])
+        v = b.linear(xn, lw["v"], f"model.layers.{i}.attn.v_proj", lw["vb"])
+        pk, pv = f"past_key_values.{i}.key", f"past_key_values.{i}.value"
+        ok, ov = f"present.{i}.key", f"present.{i}.value"
+        io_past += [pk, pv]
+        io_present += [ok, ov]
+        if style == "genai":
+            attn = b.node("GroupQueryAttention", [q, k, v, pk, pv, seqlens_k, total_len, cos_n, sin_n],
+                          outputs=[f"{p}/attn/GroupQueryAttention/output_0", ok, ov], domain="com.microsoft",
+                          name=f"{p}/attn/GroupQueryAttention", num_heads=NH, kv_num_heads=KVH, do_rotary=1,
+                          rotary_interleaved=0, local_window_size=-1, softcap=0.0)[0]
+        else:
+            def heads(t, shape, nm):
+                r = b.node("Reshape", [t, shape], name=f"{p}/attn/{nm}/Reshape")
+                return b.node("Transpose", [r], name=f"{p}/attn/{nm}/Transpose", perm=[0, 2, 1, 3])
+            q4 = b.node("RotaryEmbedding", [heads(q, shape_q, "q"), cos_n, sin_n, pos], name=f"{p}/attn/q_rotary",
+                        interleaved=0)
+            k4 = b.node("RotaryEmbedding", [heads(k, shape_kv, "k"), cos_n, sin_n, pos],
+                        name=f"{p}/attn/k_rotary", interleaved=0)
+            v4 = heads(v, shape_kv, "v")
+            b.node("TensorScatter", [pk, k4, write_idx], outputs=[ok], name=f"{p}/attn/k_cache", axis=2,
+                   mode="linear")
+            b.node("TensorScatter", [pv, v4, write_idx], outputs=[ov], name=f"{p}/attn/v_cache", axis=2,
+                   mode="linear")
+            y4 = b.node("Attention", [q4, ok, ov, attn_mask, "", "", total], name=f"{p}/attn/Attention",
+                        is_causal=0)
+            yt = b.node("Transpose", [y4], name=f"{p}/attn/y/Transpose", perm=[0, 2, 1, 3])
+            attn = b.node("Reshape", [yt, shape_y], name=f"{p}/attn/y/Reshape")
+        o = b.linear(attn, lw["o"], f"model.layers.{i}.attn.o_proj")
+        hn = norm(o, lw["ln2"], f"model.layers.{i}.post_attention_layernorm")
+        gt = b.linear(hn, lw["gate"], f"model.layers.{i}.mlp.gate_proj")
+        up = b.linear(hn, lw["up"], f"model.layers.{i}.mlp.up_proj")
+        act = b.node("Mul", [gt, b.node("Sigmoid", [gt], name=f"{p}/mlp/act_fn/Sigmoid")],
+                     name=f"{p}/mlp/act_fn/Mul")
+        m = b.node("Mul", [act, up], name=f"{p}/mlp/Mul")
+        x = b.linear(m, lw["down"], f"model.layers.{i}.mlp.down_proj")
+    xf = norm(x, norm_w, "model.norm")
+    logits = b.linear(xf, lm, "lm_head")
+    b.nodes[-1].output[0] = "logits"
+    store.close()
+
+    # ---- IO
+    kv_len = "past_sequence_length" if style == "genai" else "max_sequence_length"
+    pres_len = "total_sequence_length" if style == "genai" else "max_sequence_length"
+    inputs = [helper.make_tensor_value_info(ids, TensorProto.INT64, ["batch_size", "sequence_length"]),
+              helper.make_tensor_value_info(mask, TensorProto.INT64, ["batch_size", "total_sequence_length"])]
+    inputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch_size", KVH, kv_len, D]) for n in io_past]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch_size", "sequence_length", V])]
+    outputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch_size", KVH, pres_len, D])
+                for n in io_present]
+    graph = helper.make_graph(b.nodes, "main_graph", inputs, outputs, initializer=store.inits)
+    if style == "genai":
+        opsets = [helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)]
+        ir = 10
+    else:
+        opsets = [helper.make_opsetid("", 24)]
+        ir = 11
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="nxrt make_genai_model.py")
+    model.ir_version = ir
+    with open(os.path.join(args.out, "model.onnx"), "wb") as fh:
+        fh.write(model.SerializeToString())
+
+    # ---- tokenizer + genai_config.json
+    if tok_info:
+        shutil.copyfile(args.tokenizer, os.path.join(args.out, "tokenizer.json"))
+        side = os.path.join(os.path.dirname(args.tokenizer), "tokenizer_config.json")
+        if os.path.exists(side):
+            shutil.copyfile(side, os.path.join(args.out, "tokenizer_config.json"))
+        bos, eos, pad = tok_info["bos"], tok_info["eos"], tok_info["pad"]
+    else:
+        write_synthetic_tokenizer(os.path.join(args.out, "tokenizer.json"), V)
+        bos, eos, pad = 1, 2, 0
+    gc = {
+        "model": {
+            "bos_token_id": bos,
+            "context_length": cfg["context"],
+            "decoder": {
+                "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
+                "filename": "model.onnx",
+                "head_size": D,
+                "hidden_size": H,
+                "inputs": {
+                    "input_ids": "input_ids",
+                    "attention_mask": "attention_mask",
+                    "past_key_names": "past_key_values.%d.key",
+                    "past_value_names": "past_key_values.%d.value",
+                },
+                "outputs": {
+                    "logits": "logits",
+                    "present_key_names": "present.%d.key",
+                    "present_value_names": "present.%d.value",
+                },
+                "num_attention_heads": NH,
+                "num_hidden_layers": L,
+                "num_key_value_heads": KVH,
+            },
+            "eos_token_id": eos,
+            "pad_token_id": pad,
+            "type": "qwen2",
+            "vocab_size": V,
+        },
+        "search": {
+            "diversity_penalty": 0.0,
+            "do_sample": False,
+            "early_stopping": True,
+            "length_penalty": 1.0,
+            "max_length": cfg["context"],
+            "min_length": 0,
+            "no_repeat_ngram_size": 0,
+            "num_beams": 1,
+            "num_return_sequences": 1,
+            "past_present_share_buffer": True,
+            "repetition_penalty": 1.0,
+            "temperature": 1.0,
+            "top_k": 1,
+            "top_p": 1.0,
+        },
+        "nxrt": {
+            "builder": "tools/make_genai_model.py",
+            "style": style,
+            "size": args.size,
+            "seed": args.seed,
+            "tied_lm_head": not args.untied,
+            "rms_norm_eps": RMS_EPS,
+            "rope_theta": ROPE_THETA,
+            "intermediate_size": I,
+            "quant": {"bits": 4, "block_size": BLOCK, "symmetric": True,
+                      "accuracy_level": args.accuracy_level if style == "genai" else None},
+            "kv_cache": ("GroupQueryAttention past/present, [batch, kv_heads, seq, head_size]; with "
+                         "past_present_share_buffer the past and present are one [batch, kv_heads, max_length, "
+                         "head_size] buffer, new rows written at ReduceSum(attention_mask) - sequence_length"
+                         if style == "genai" else
+                         "static cache: past_key_values.%d.* and present.%d.* are [batch, kv_heads, capacity, "
+                         "head_size] (capacity = the past tensors' length, at most context_length); present = "
+                         "TensorScatter(past, new rows, write_indices = ReduceSum(attention_mask) - "
+                         "sequence_length); attention covers keys j <= write_index + i (nonpad_kv_seqlen = "
+                         "ReduceSum(attention_mask)); feed present back as past (or share one buffer)"),
+        },
+    }
+    with open(os.path.join(args.out, "genai_config.json"), "w") as fh:
+        json.dump(gc, fh, indent=4)
+        fh.write("\n")
+
+
+def read_tokenizer(path):
+    with open(path, encoding="utf-8") as fh:
+        t = json.load(fh)
+    ids = list(t.get("model", {}).get("vocab", {}).values()) + [a["id"] for a in t.get("added_tokens", [])]
+    size = max(ids) + 1
+    by_content = {a["content"]: a["id"] for a in t.get("added_tokens", [])}
+    eos = [by_content[c] for c in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>")
+           if c in by_content]
+    bos = next((by_content[c] for c in ("<|begin_of_text|>", "<s>", "<|endoftext|>") if c in by_content), 0)
+    pad = next((by_content[c] for c in ("<|endoftext|>", "<pad>", "<|finetune_right_pad_id|>") if c in by_content),
+               eos[0] if eos else 0)
+    return dict(size=size, bos=bos, eos=eos if len(eos) > 1 else (eos[0] if eos else 0), pad=pad)
+
+
+def write_synthetic_tokenizer(path, vocab):
+    """A WordLevel tokenizer over names tok<N> (ids 0..2 are <pad>, <s>, </s>): enough for a folder that
+    looks complete; real text needs --tokenizer."""
+    names = ["<pad>", "<s>", "</s>"] + [f"tok{i}" for i in range(3, vocab)]
+    t = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [{"id": i, "content": names[i], "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": True} for i in range(3)],
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Whitespace"},
+        "post_processor": None,
+        "decoder": None,
+        "model": {"type": "WordLevel", "vocab": {n: i for i, n in enumerate(names)}, "unk_token": "<pad>"},
+    }
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(t, fh)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out")
+    ap.add_argument("--style", choices=["genai", "onnx"], default="genai")
+    ap.add_argument("--size", choices=sorted(SIZES), default="tiny")
+    ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--tokenizer", help="path of a real tokenizer.json to copy (vocab size follows it for tiny)")
+    ap.add_argument("--untied", action="store_true", help="separate float32 embedding (default: tied lm_head)")
+    ap.add_argument("--context-length", type=int, default=0)
+    ap.add_argument("--accuracy-level", type=int, default=4, help="MatMulNBits accuracy_level (genai style)")
+    args = ap.parse_args()
+    build(args)
+
+
+if __name__ == "__main__":
+    main()
