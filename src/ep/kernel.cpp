@@ -6,45 +6,45 @@
 namespace nxrt::ep {
 
 namespace {
-const ir::Attribute* find_typed(const ir::Node& node, const std::string& name) { return node.find_attribute(name); }
+const ir::Attribute* find_typed(const ir::Node& node, std::string_view name) { return node.find_attribute(name); }
 }  // namespace
 
-int64_t KernelInfo::attr_int(const std::string& name, int64_t dflt) const {
+int64_t KernelInfo::attr_int(std::string_view name, int64_t dflt) const {
   const ir::Attribute* a = find_typed(node_, name);
   return a ? a->i : dflt;
 }
 
-float KernelInfo::attr_float(const std::string& name, float dflt) const {
+float KernelInfo::attr_float(std::string_view name, float dflt) const {
   const ir::Attribute* a = find_typed(node_, name);
   return a ? a->f : dflt;
 }
 
-std::string KernelInfo::attr_string(const std::string& name, const std::string& dflt) const {
+std::string KernelInfo::attr_string(std::string_view name, const std::string& dflt) const {
   const ir::Attribute* a = find_typed(node_, name);
   return a ? a->s : dflt;
 }
 
-std::vector<int64_t> KernelInfo::attr_ints(const std::string& name, std::vector<int64_t> dflt) const {
+std::vector<int64_t> KernelInfo::attr_ints(std::string_view name, std::vector<int64_t> dflt) const {
   const ir::Attribute* a = find_typed(node_, name);
   return a ? a->ints : dflt;
 }
 
-std::vector<float> KernelInfo::attr_floats(const std::string& name, std::vector<float> dflt) const {
+std::vector<float> KernelInfo::attr_floats(std::string_view name, std::vector<float> dflt) const {
   const ir::Attribute* a = find_typed(node_, name);
   return a ? a->floats : dflt;
 }
 
-std::vector<std::string> KernelInfo::attr_strings(const std::string& name, std::vector<std::string> dflt) const {
+std::vector<std::string> KernelInfo::attr_strings(std::string_view name, std::vector<std::string> dflt) const {
   const ir::Attribute* a = find_typed(node_, name);
   return a ? a->strings : dflt;
 }
 
-const Tensor* KernelInfo::attr_tensor(const std::string& name) const {
+const Tensor* KernelInfo::attr_tensor(std::string_view name) const {
   const ir::Attribute* a = find_typed(node_, name);
   return a && a->type == ir::Attribute::Type::kTensor ? &a->t : nullptr;
 }
 
-const ir::Graph* KernelInfo::attr_graph(const std::string& name) const {
+const ir::Graph* KernelInfo::attr_graph(std::string_view name) const {
   const ir::Attribute* a = find_typed(node_, name);
   return a && a->g ? a->g.get() : nullptr;
 }

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -65,15 +66,15 @@ class KernelInfo {
     return i < const_inputs_.size() ? const_inputs_[i] : nullptr;
   }
 
-  bool has_attr(const std::string& name) const { return node_.find_attribute(name) != nullptr; }
-  int64_t attr_int(const std::string& name, int64_t dflt) const;
-  float attr_float(const std::string& name, float dflt) const;
-  std::string attr_string(const std::string& name, const std::string& dflt = {}) const;
-  std::vector<int64_t> attr_ints(const std::string& name, std::vector<int64_t> dflt = {}) const;
-  std::vector<float> attr_floats(const std::string& name, std::vector<float> dflt = {}) const;
-  std::vector<std::string> attr_strings(const std::string& name, std::vector<std::string> dflt = {}) const;
-  const Tensor* attr_tensor(const std::string& name) const;
-  const ir::Graph* attr_graph(const std::string& name) const;
+  bool has_attr(std::string_view name) const { return node_.find_attribute(name) != nullptr; }
+  int64_t attr_int(std::string_view name, int64_t dflt) const;
+  float attr_float(std::string_view name, float dflt) const;
+  std::string attr_string(std::string_view name, const std::string& dflt = {}) const;
+  std::vector<int64_t> attr_ints(std::string_view name, std::vector<int64_t> dflt = {}) const;
+  std::vector<float> attr_floats(std::string_view name, std::vector<float> dflt = {}) const;
+  std::vector<std::string> attr_strings(std::string_view name, std::vector<std::string> dflt = {}) const;
+  const Tensor* attr_tensor(std::string_view name) const;
+  const ir::Graph* attr_graph(std::string_view name) const;
   // The prepared runner for a graph attribute (If/Loop/Scan...), or nullptr.
   SubgraphRunner* subgraph(const std::string& attr_name) const;
 

@@ -86,6 +86,7 @@ void KvCache::rewind(int64_t length) {
 Generator::Impl::Impl(const Model& model_, const SearchOptions& o, int64_t cap)
     : model(model_), m(model_.impl()), opts(o), capacity(cap), sampler(o) {
   kv = std::make_unique<KvCache>(m, capacity, m.config.past_present_share_buffer);
+  sequence.reserve(static_cast<size_t>(std::max<int64_t>(capacity, 0)));
 }
 
 Status Generator::Impl::run_pending() {
@@ -97,6 +98,7 @@ Status Generator::Impl::run_pending() {
     return invalid_argument("context overflow: " + std::to_string(total) + " tokens exceed max_length " +
                             std::to_string(capacity));
   }
+  if (kv->share_buffer()) return run_bound(past, S, total);
   const Config& c = m.config;
   std::vector<std::pair<std::string, Value>> feeds;
   feeds.push_back({c.input_ids, Value(int_tensor(m.ids_dtype, Dims{1, S}, 0, 0, sequence.data() + past))});
@@ -114,7 +116,73 @@ Status Generator::Impl::run_pending() {
   stats.total_run_ms += dt;
   stats.runs += 1;
   if (outs.empty() || !outs[0].is_tensor()) return runtime_error("logits output '" + c.logits + "' is not a tensor");
-  const Tensor lt = outs[0].tensor().contiguous();
+  NXRT_RETURN_IF_ERROR(take_logits(outs[0].tensor(), S));
+  NXRT_RETURN_IF_ERROR(kv->update(&outs, 1, total));
+  logits_valid = true;
+  return Status::Ok();
+}
+
+namespace {
+void write_ints(Tensor& t, const int64_t* values, int64_t first) {
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = values ? values[i] : first + i;
+    if (t.dtype() == DataType::kInt64) {
+      t.data<int64_t>()[i] = v;
+    } else {
+      t.data<int32_t>()[i] = static_cast<int32_t>(v);
+    }
+  }
+}
+}  // namespace
+
+Status Generator::Impl::run_bound(int64_t past, int64_t S, int64_t total) {
+  const Config& c = m.config;
+  if (!bound_ready) {
+    ids_t = Tensor(m.ids_dtype, Dims{1, S});
+    ids_in = bind.bind_input(c.input_ids, Value(ids_t));
+    if (m.has_mask) {
+      mask_ones = int_tensor(m.mask_dtype, Dims{1, capacity}, 1, 0, nullptr);
+      mask_in = bind.bind_input(c.attention_mask, Value(mask_ones));
+    }
+    if (m.has_position_ids) {
+      pos_t = Tensor(m.pos_dtype, Dims{1, S});
+      pos_in = bind.bind_input(c.position_ids, Value(pos_t));
+    }
+    for (size_t i = 0; i < m.kv.size(); ++i) {
+      bind.bind_input(m.kv[i].past, Value(kv->buffer(i)));
+      bind.bind_output(m.kv[i].present, kv->buffer(i));
+    }
+    logits_out = bind.bind_output(c.logits);
+    bound_ready = true;
+  }
+  // New tensors only when the number of new tokens changes (prefill, then 1 per decode step).
+  if (ids_t.dim(1) != S) ids_t = Tensor(m.ids_dtype, Dims{1, S});
+  write_ints(ids_t, sequence.data() + past, 0);
+  bind.set_input(ids_in, Value(ids_t));
+  if (m.has_mask) bind.set_input(mask_in, Value(Tensor(m.mask_dtype, Dims{1, total}, mask_ones.storage())));
+  if (m.has_position_ids) {
+    if (pos_t.dim(1) != S) pos_t = Tensor(m.pos_dtype, Dims{1, S});
+    write_ints(pos_t, nullptr, past);
+    bind.set_input(pos_in, Value(pos_t));
+  }
+  const double t0 = now_ms();
+  Status st = m.session->run(bind);
+  const double dt = now_ms() - t0;
+  if (!st.ok()) return st;
+  stats.last_run_ms = dt;
+  stats.total_run_ms += dt;
+  stats.runs += 1;
+  const Value& lv = bind.output(logits_out);
+  if (!lv.is_tensor()) return runtime_error("logits output '" + c.logits + "' is not a tensor");
+  NXRT_RETURN_IF_ERROR(take_logits(lv.tensor(), S));
+  kv->set_length(total);
+  logits_valid = true;
+  return Status::Ok();
+}
+
+Status Generator::Impl::take_logits(const Tensor& lt0, int64_t S) {
+  const Tensor& lt = lt0;  // bound and pooled outputs come back contiguous
   const int64_t V = lt.rank() > 0 ? lt.dim(-1) : 0;
   if (V <= 0 || lt.numel() % V != 0 || (lt.numel() / V) % S != 0) {
     return runtime_error("logits " + lt.describe() + " do not have [.., " + std::to_string(S) + ", vocab] rows");
@@ -129,8 +197,6 @@ Status Generator::Impl::run_pending() {
   } else {
     return runtime_error("logits are " + lt.describe() + " (float32 or float16 only)");
   }
-  NXRT_RETURN_IF_ERROR(kv->update(&outs, 1, total));
-  logits_valid = true;
   return Status::Ok();
 }
 
@@ -195,8 +261,8 @@ Status Generator::generate_next_token() {
   if (is_done()) return invalid_argument("generate_next_token: generation is done (max_length " +
                                          std::to_string(g.capacity) + " reached or EOS)");
   if (!g.logits_valid) NXRT_RETURN_IF_ERROR(g.run_pending());
-  std::vector<float> row = g.logits;
-  const int64_t tok = g.sampler.next(&row, g.sequence);
+  g.row.assign(g.logits.begin(), g.logits.end());  // a scratch copy: sampling edits it in place
+  const int64_t tok = g.sampler.next(&g.row, g.sequence);
   g.sequence.push_back(tok);
   g.last_token = tok;
   g.logits_valid = false;

@@ -24,8 +24,12 @@ class KvCache {
   // Forgets rows >= length.
   void rewind(int64_t length);
   int64_t length() const { return length_; }
+  void set_length(int64_t n) { length_ = n; }
   bool share_buffer() const { return share_; }
-  const char* update_mode() const { return share_ ? "copied" : "concat"; }
+  // share_buffer: past and present are bound to one buffer and updated in place by the model.
+  const char* update_mode() const { return share_ ? "in-place" : "concat"; }
+  // The fixed-capacity buffer of kv pair i (share_buffer only).
+  const Tensor& buffer(size_t i) const { return past_[i]; }
 
  private:
   const Model::Impl& m_;
@@ -44,14 +48,25 @@ struct Generator::Impl {
   Sampler sampler;
   std::vector<int64_t> sequence;
   std::vector<float> logits;  // last position, valid when logits_valid
+  std::vector<float> row;     // sampling scratch (kept to avoid an allocation per token)
   bool logits_valid = false;
   bool done = false;
   int64_t last_token = -1;
   Stats stats;
 
+  // share_buffer models run through an IoBinding: past_i and present_i bound to one KV buffer, the
+  // attention mask a view of a capacity-sized buffer of ones, logits in a runtime-owned buffer that
+  // keeps its address. A decode step at steady state allocates nothing.
+  IoBinding bind;
+  bool bound_ready = false;
+  size_t ids_in = 0, mask_in = 0, pos_in = 0, logits_out = 0;
+  Tensor ids_t, pos_t, mask_ones;
+
   Impl(const Model& model_, const SearchOptions& o, int64_t cap);
   // Runs the model over sequence[kv->length() ..].
   Status run_pending();
+  Status run_bound(int64_t past, int64_t S, int64_t total);
+  Status take_logits(const Tensor& lt, int64_t S);
 };
 
 }  // namespace nxrt::genai

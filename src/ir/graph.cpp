@@ -48,7 +48,7 @@ const char* attribute_type_name(Attribute::Type t) {
   return "?";
 }
 
-const Attribute* Node::find_attribute(const std::string& n) const {
+const Attribute* Node::find_attribute(std::string_view n) const {
   for (const auto& a : attributes) {
     if (a.name == n) return &a;
   }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "nxrt/dtype.h"
@@ -80,7 +81,7 @@ struct Node {
   std::vector<Attribute> attributes;
   std::string doc;
 
-  const Attribute* find_attribute(const std::string& n) const;
+  const Attribute* find_attribute(std::string_view n) const;  // string_view: no allocation per lookup
   // "node 'name' (domain::Op)" for error messages.
   std::string label() const;
 };

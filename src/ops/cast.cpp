@@ -330,7 +330,7 @@ Status cast_tensor(const Tensor& in, Tensor* out, const CastOptions& opts, ep::T
   const int64_t n = in.numel();
   if (out->numel() != n) return invalid_argument("cast: element counts differ");
   if (n == 0) return Status::Ok();
-  const Status unsupported = not_implemented(std::string("cast from ") + dtype_name(st) + " to " + dtype_name(dt));
+  auto unsupported = [&] { return not_implemented(std::string("cast from ") + dtype_name(st) + " to " + dtype_name(dt)); };
   const bool s_native = st == DataType::kBool || (dtype_bits(st) >= 8 && float8_table(st) == nullptr && st != DataType::kString);
   const bool d_native = dt == DataType::kBool || (dtype_bits(dt) >= 8 && float8_table(dt) == nullptr && dt != DataType::kString);
   if (s_native && d_native) {

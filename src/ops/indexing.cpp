@@ -34,12 +34,14 @@ Result<std::vector<int64_t>> index_input(KernelContext& ctx, size_t i, const cha
 }
 
 // Normalizes index values against `dim` in place (negative counts from the end); error on out-of-range.
-Status check_indices(KernelContext& ctx, std::vector<int64_t>& idx, int64_t dim, const std::string& what) {
+// `what` is a callable making the message prefix: built only on error.
+template <typename Idx, typename What>
+Status check_indices(KernelContext& ctx, Idx& idx, int64_t dim, What&& what) {
   for (size_t j = 0; j < idx.size(); ++j) {
     int64_t v = idx[j];
     if (v < 0) v += dim;
     if (v < 0 || v >= dim) {
-      return ctx.error(what + ": index " + itos(idx[j]) + " (at flat position " + itos(static_cast<int64_t>(j)) +
+      return ctx.error(what() + ": index " + itos(idx[j]) + " (at flat position " + itos(static_cast<int64_t>(j)) +
                        ") is out of range [" + itos(-dim) + ", " + itos(dim - 1) + "]");
     }
     idx[j] = v;
@@ -67,9 +69,18 @@ Status gather_fn(KernelContext& ctx) {
   if (!normalize_axis(&axis, x.rank())) {
     return ctx.error("axis " + itos(a0) + " out of range for data " + x.describe());
   }
-  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> idx, index_input(ctx, 1, "indices"));
+  // Indices in a Dims: inline for the few ids of a decode step, no allocation.
+  Dims idx;
+  if (it.dtype() == DataType::kInt64) {
+    idx.assign(it.data<int64_t>(), it.data<int64_t>() + it.numel());
+  } else if (it.dtype() == DataType::kInt32) {
+    idx.assign(it.data<int32_t>(), it.data<int32_t>() + it.numel());
+  } else {
+    NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> v, index_input(ctx, 1, "indices"));
+    idx = v;
+  }
   const int64_t dim = x.shape()[axis];
-  NXRT_RETURN_IF_ERROR(check_indices(ctx, idx, dim, "Gather on data " + x.describe() + " axis " + itos(a0)));
+  NXRT_RETURN_IF_ERROR(check_indices(ctx, idx, dim, [&] { return "Gather on data " + x.describe() + " axis " + itos(a0); }));
   Dims out_shape(x.shape().begin(), x.shape().begin() + axis);
   out_shape.insert(out_shape.end(), it.shape().begin(), it.shape().end());
   out_shape.insert(out_shape.end(), x.shape().begin() + axis + 1, x.shape().end());
@@ -124,7 +135,7 @@ Status gather_elements_fn(KernelContext& ctx) {
     }
   }
   NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> idx, index_input(ctx, 1, "indices"));
-  NXRT_RETURN_IF_ERROR(check_indices(ctx, idx, x.shape()[axis], "GatherElements on data " + x.describe()));
+  NXRT_RETURN_IF_ERROR(check_indices(ctx, idx, x.shape()[axis], [&] { return "GatherElements on data " + x.describe(); }));
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), it.shape()));
   if (out->numel() == 0) return Status::Ok();
   const Dims xs = contiguous_strides(x.shape());
@@ -303,7 +314,7 @@ Status scatter_elements_fn(KernelContext& ctx) {
     }
   }
   NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> idx, index_input(ctx, 1, "indices"));
-  NXRT_RETURN_IF_ERROR(check_indices(ctx, idx, x.shape()[axis], "ScatterElements into data " + x.describe()));
+  NXRT_RETURN_IF_ERROR(check_indices(ctx, idx, x.shape()[axis], [&] { return "ScatterElements into data " + x.describe(); }));
   const Dims xs = contiguous_strides(x.shape());
   std::vector<int64_t> dst(idx.size());
   std::vector<int64_t> pos(static_cast<size_t>(r), 0);

@@ -254,7 +254,7 @@ const char* rk_name(RK k) {
 // Resolves axes / keepdims / noop into a plan. Returns false in *reduce when the op is a noop.
 struct ReducePlan {
   bool noop = false;
-  std::vector<bool> reduced;  // per input axis
+  Dims reduced;  // per input axis: 1 when reduced (inline: planning allocates nothing)
   Dims out_shape;
 };
 
@@ -262,26 +262,31 @@ Result<ReducePlan> plan_reduction(ep::KernelContext& ctx, const Tensor& x, bool 
   const auto& info = ctx.info();
   ReducePlan p;
   const int64_t rank = x.rank();
-  std::vector<int64_t> axes;
+  Dims axes;
   if (axes_from_input) {
     if (ctx.has_input(1)) {
-      auto v = read_int_values(ctx.input(1));
-      if (!v.ok()) return ctx.error("axes input: " + v.status().message());
-      axes = std::move(v.value());
+      const Tensor& at = ctx.input(1);
+      if (at.dtype() == DataType::kInt64) {
+        axes.assign(at.data<int64_t>(), at.data<int64_t>() + at.numel());
+      } else {
+        auto v = read_int_values(at);
+        if (!v.ok()) return ctx.error("axes input: " + v.status().message());
+        axes = v.value();
+      }
     }
   } else {
     axes = info.attr_ints("axes");
   }
   const bool keepdims = info.attr_int("keepdims", 1) != 0;
   const bool noop_empty = info.attr_int("noop_with_empty_axes", 0) != 0;
-  p.reduced.assign(static_cast<size_t>(rank), false);
+  p.reduced.assign(static_cast<size_t>(rank), 0);
   if (axes.empty()) {
     if (noop_empty) {
       p.noop = true;
       p.out_shape = x.shape();
       return p;
     }
-    std::fill(p.reduced.begin(), p.reduced.end(), true);
+    std::fill(p.reduced.begin(), p.reduced.end(), 1);
   } else {
     for (int64_t a : axes) {
       int64_t ax = a;
@@ -289,7 +294,7 @@ Result<ReducePlan> plan_reduction(ep::KernelContext& ctx, const Tensor& x, bool 
         return ctx.error("axis " + std::to_string(a) + " out of range for input " + x.describe(),
                          StatusCode::kInvalidArgument);
       }
-      p.reduced[static_cast<size_t>(ax)] = true;
+      p.reduced[static_cast<size_t>(ax)] = 1;
     }
   }
   for (int64_t i = 0; i < rank; ++i) {
@@ -311,8 +316,9 @@ Status reduce_compute(ep::KernelContext& ctx) {
     return ctx.error(std::string(rk_name(K)) + " does not support bool input", StatusCode::kNotImplemented);
   }
   const DataType dt = is_bool ? DataType::kUInt8 : x.dtype();
-  const Status unsupported =
-      ctx.error(std::string(rk_name(K)) + ": unsupported dtype " + dtype_name(x.dtype()), StatusCode::kNotImplemented);
+  auto unsupported = [&] {
+    return ctx.error(std::string(rk_name(K)) + ": unsupported dtype " + dtype_name(x.dtype()), StatusCode::kNotImplemented);
+  };
   return dispatch_numeric(
       dt,
       [&](auto tag) -> Status {
@@ -336,23 +342,27 @@ Status reduce_compute(ep::KernelContext& ctx) {
           return Status::Ok();
         }
         // Merge axes into groups of (reduced?) ignoring size-1 axes.
-        std::vector<std::pair<bool, int64_t>> groups;
+        // (inline arrays: the common cases allocate nothing)
+        Dims gred, gsize;
         for (int64_t i = 0; i < x.rank(); ++i) {
           const int64_t d = x.shape()[static_cast<size_t>(i)];
           if (d == 1) continue;
-          const bool r = plan.reduced[static_cast<size_t>(i)];
-          if (!groups.empty() && groups.back().first == r) groups.back().second *= d;
-          else groups.push_back({r, d});
+          const int64_t r = plan.reduced[static_cast<size_t>(i)];
+          if (!gred.empty() && gred.back() == r) gsize.back() *= d;
+          else {
+            gred.push_back(r);
+            gsize.push_back(d);
+          }
         }
         int n_red_groups = 0;
-        for (auto& g : groups) n_red_groups += g.first ? 1 : 0;
+        for (int64_t g : gred) n_red_groups += g ? 1 : 0;
         if (n_red_groups <= 1) {
           int64_t O = 1, Rr = 1, I = 1;
           bool seen = false;
-          for (auto& g : groups) {
-            if (g.first) { Rr = g.second; seen = true; }
-            else if (!seen) O *= g.second;
-            else I *= g.second;
+          for (size_t gi = 0; gi < gred.size(); ++gi) {
+            if (gred[gi]) { Rr = gsize[gi]; seen = true; }
+            else if (!seen) O *= gsize[gi];
+            else I *= gsize[gi];
           }
           reduce_ori<T, K>(x.data<T>(), yd, O, Rr, I, ctx);
           return Status::Ok();
@@ -363,7 +373,7 @@ Status reduce_compute(ep::KernelContext& ctx) {
         int64_t O = 1;
         for (int pass = 0; pass < 2; ++pass) {
           for (int64_t i = 0; i < x.rank(); ++i) {
-            if (plan.reduced[static_cast<size_t>(i)] == (pass == 1)) {
+            if ((plan.reduced[static_cast<size_t>(i)] != 0) == (pass == 1)) {
               perm_shape.push_back(x.shape()[static_cast<size_t>(i)]);
               perm_strides.push_back(st[static_cast<size_t>(i)]);
               if (pass == 0) O *= x.shape()[static_cast<size_t>(i)];

@@ -164,20 +164,24 @@ Status flatten_fn(KernelContext& ctx) {
   return set_view(ctx, 0, x, {outer, inner});
 }
 
-Result<std::vector<int64_t>> axes_from_attr_or_input(KernelContext& ctx, size_t input_index, bool* given) {
+// Dims: a few axes, held inline (no allocation on the hot path).
+Result<Dims> axes_from_attr_or_input(KernelContext& ctx, size_t input_index, bool* given) {
   *given = false;
   if (ctx.info().opset() < 13) {
     if (ctx.info().has_attr("axes")) {
       *given = true;
-      return ctx.info().attr_ints("axes");
+      return Dims(ctx.info().attr_ints("axes"));
     }
-    return std::vector<int64_t>{};
+    return Dims{};
   }
   if (ctx.has_input(input_index)) {
     *given = true;
-    return int_input(ctx, input_index, "axes");
+    const Tensor& t = ctx.input(input_index);
+    if (t.dtype() == DataType::kInt64) return Dims(t.data<int64_t>(), t.data<int64_t>() + t.numel());
+    NXRT_ASSIGN_OR_RETURN(auto v, int_input(ctx, input_index, "axes"));
+    return Dims(v);
   }
-  return std::vector<int64_t>{};
+  return Dims{};
 }
 
 Status squeeze_fn(KernelContext& ctx) {
@@ -185,8 +189,8 @@ Status squeeze_fn(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const int64_t r = x.rank();
   bool given = false;
-  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> axes, axes_from_attr_or_input(ctx, 1, &given));
-  std::vector<bool> drop(static_cast<size_t>(r), false);
+  NXRT_ASSIGN_OR_RETURN(Dims axes, axes_from_attr_or_input(ctx, 1, &given));
+  Dims drop(static_cast<size_t>(r), 0);
   if (!given || axes.empty()) {  // no axes (or an empty axes tensor): drop every size-1 dim
     for (int64_t i = 0; i < r; ++i) drop[i] = x.shape()[i] == 1;
   } else {
@@ -213,10 +217,10 @@ Status unsqueeze_fn(KernelContext& ctx) {
   NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "data"));
   const Tensor& x = ctx.input(0);
   bool given = false;
-  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> axes, axes_from_attr_or_input(ctx, 1, &given));
+  NXRT_ASSIGN_OR_RETURN(Dims axes, axes_from_attr_or_input(ctx, 1, &given));
   if (!given) return ctx.error("axes are required", StatusCode::kInvalidModel);
   const int64_t out_rank = x.rank() + static_cast<int64_t>(axes.size());
-  std::vector<bool> ins(static_cast<size_t>(out_rank), false);
+  Dims ins(static_cast<size_t>(out_rank), 0);
   for (int64_t a : axes) {
     int64_t ax = a;
     if (!normalize_axis(&ax, out_rank)) {
@@ -224,7 +228,7 @@ Status unsqueeze_fn(KernelContext& ctx) {
                        shape_to_string(x.shape()) + ", axes " + ints_to_string(axes) + ")");
     }
     if (ins[ax]) return ctx.error("axes " + ints_to_string(axes) + " repeat an axis");
-    ins[ax] = true;
+    ins[ax] = 1;
   }
   Dims out(static_cast<size_t>(out_rank));
   size_t j = 0;

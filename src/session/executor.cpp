@@ -362,28 +362,41 @@ Result<const ep::KernelVariant*> lookup_variant(const PlanStep& step, ExecContex
     }
   }
   ++res.cache_stats.misses;
-  KernelVariantEntry e;
-  e.dtypes.resize(n, DataType::kUndefined);
+  // A miss at the bound reuses the least recently used entry in place (its vectors keep their
+  // capacity), so even a stream of new shapes (a growing attention mask) allocates nothing here.
+  size_t slot;
+  if (c.variants.size() >= res.variants_per_node) {
+    slot = 0;
+    for (size_t k = 1; k < c.variants.size(); ++k) {
+      if (c.variants[k].last_used < c.variants[slot].last_used) slot = k;
+    }
+    ++res.cache_stats.evictions;
+  } else {
+    c.variants.emplace_back();
+    slot = c.variants.size() - 1;
+  }
+  KernelVariantEntry& e = c.variants[slot];
+  e.dtypes.assign(n, DataType::kUndefined);
   e.shapes.resize(n);
   for (size_t i = 0; i < n; ++i) {
     if (in[i] && in[i]->is_tensor()) {
       e.dtypes[i] = in[i]->tensor().dtype();
       e.shapes[i] = in[i]->tensor().shape();
+    } else {
+      e.shapes[i].clear();
     }
   }
-  NXRT_ASSIGN_OR_RETURN(e.state, step.kernel->specialize(ctx));
+  e.state.reset();
   e.last_used = now;
-  if (c.variants.size() >= res.variants_per_node) {
-    size_t lru = 0;
-    for (size_t k = 1; k < c.variants.size(); ++k) {
-      if (c.variants[k].last_used < c.variants[lru].last_used) lru = k;
-    }
-    c.variants.erase(c.variants.begin() + static_cast<std::ptrdiff_t>(lru));
-    ++res.cache_stats.evictions;
+  auto state = step.kernel->specialize(ctx);
+  if (!state.ok()) {
+    c.variants.erase(c.variants.begin() + static_cast<std::ptrdiff_t>(slot));
+    c.prebound = -1;
+    return state.status();
   }
-  c.variants.push_back(std::move(e));
-  c.prebound = static_cast<int>(c.variants.size() - 1);
-  return c.variants.back().state.get();
+  e.state = std::move(state).value();
+  c.prebound = static_cast<int>(slot);
+  return e.state.get();
 }
 
 void collect_graph_attrs(const ir::Node& node, std::vector<std::pair<std::string, const ir::Graph*>>* out) {

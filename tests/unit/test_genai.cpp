@@ -2,6 +2,8 @@
 // toy decoder whose next token is (sum of all tokens so far) mod 16, read back from its KV cache, so
 // cache handling (shared fixed-capacity buffer and growing past), rewind and overflow are checked.
 #include <gtest/gtest.h>
+
+#include "alloc_counter.h"
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -296,7 +298,33 @@ TEST(GenaiGenerator, SharedBufferGreedyFollowsTheCache) {
   ASSERT_TRUE(g.append_tokens({5}).ok());
   ASSERT_TRUE(g.generate_next_token().ok());
   EXPECT_EQ(g.next_token(), (1 + 2 + 3 + 6 + 5) % kVocab);
-  EXPECT_STREQ(g.kv_update(), "copied");
+  EXPECT_STREQ(g.kv_update(), "in-place");
+}
+
+// A decode step over a shared-buffer KV cache allocates nothing once warm: the cache is bound in place,
+// inputs are rewritten, logits land in a pooled buffer that keeps its address.
+TEST(GenaiGenerator, DecodeStepAllocatesNothing) {
+  std::string d = toy_folder(true, "noalloc");
+  FolderGuard guard{d};
+  auto model = Model::create(d);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  GeneratorParams params(**model);
+  params.search.max_length = 40;
+  auto gen = Generator::create(**model, params);
+  ASSERT_TRUE(gen.ok());
+  Generator& g = **gen;
+  ASSERT_TRUE(g.append_tokens({1, 2, 3}).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(g.generate_next_token().ok());  // warm-up (prefill, first steps)
+  ASSERT_TRUE(g.get_logits().ok());
+  uint64_t allocs = 0;
+  for (int i = 0; i < 20; ++i) {
+    nxrt::test::AllocCounter::arm();
+    Status st = g.generate_next_token();
+    nxrt::test::AllocCounter::disarm();
+    allocs += nxrt::test::AllocCounter::count();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
+  EXPECT_EQ(allocs, 0u) << "heap allocations over 20 decode steps";
 }
 
 TEST(GenaiGenerator, GrowingPastAndStopAtEos) {
