@@ -253,7 +253,10 @@ def main():
     prompt = ([int(s) for s in a.prompt_ids.split(",") if s.strip()] if a.prompt_ids
               else mulberry32_ids(a.prompt_len, vocab))
     os.makedirs(a.out, exist_ok=True)
+    same_dir = os.path.realpath(a.out) == os.path.realpath(a.model_dir)
     for fn in ("model.onnx", "model.onnx.data"):
+        if same_dir:
+            break  # writing the test data next to the model itself: nothing to link
         dst = os.path.join(a.out, fn)
         if os.path.lexists(dst):
             os.remove(dst)

@@ -416,7 +416,8 @@ void record_step(const RunHooks& hooks, const PlanStep& step, const std::vector<
     std::string args = "\"node_index\":" + std::to_string(step.node_index) + ",\"node\":\"" + json_escape(n.name) +
                        "\",\"domain\":\"" + json_escape(n.domain.empty() ? "ai.onnx" : n.domain) +
                        "\",\"opset\":" + std::to_string(step.info->opset()) + ",\"inputs\":\"" +
-                       json_escape(describe_inputs(inputs)) + "\"";
+                       json_escape(describe_inputs(inputs)) + "\",\"kernel_variant\":" +
+                       std::to_string(step.cache.prebound);
     hooks.tracer->span(n.op_type, "node", t0, dur, args);
   }
 }

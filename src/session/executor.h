@@ -91,6 +91,7 @@ class GraphPlan {
     return it == slot_of_.end() ? -1 : it->second;
   }
   size_t num_slots() const { return slot_names_.size(); }
+  size_t num_steps() const { return steps_.size(); }  // nodes executed per run (after optimization)
   const std::vector<int>& input_slots() const { return input_slots_; }
   const std::vector<int>& output_slots() const { return output_slots_; }
 

@@ -97,7 +97,10 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   session::PlanEnv env{impl->model.get(), &ep::KernelRegistry::cpu()};
   t0 = session::monotonic_us();
   NXRT_ASSIGN_OR_RETURN(impl->plan, session::GraphPlan::build(g, env, {}));
-  if (impl->tracer) impl->tracer->span("plan", "session", t0, session::monotonic_us() - t0, "");
+  if (impl->tracer) {
+    impl->tracer->span("plan", "session", t0, session::monotonic_us() - t0,
+                       "\"steps\":" + std::to_string(impl->plan->num_steps()));
+  }
   impl->pool = std::make_unique<ep::ThreadPool>(opts.threads);
   if (const char* v = std::getenv("NXRT_KERNEL_CACHE_VARIANTS_PER_NODE")) {
     long n = std::strtol(v, nullptr, 10);
@@ -184,7 +187,8 @@ Status Session::execute_frame() {
   Status st = impl_->plan->execute(impl_->frame, *impl_->pool);
   if (impl_->tracer) {
     impl_->tracer->span(impl_->runs == 0 ? "first run" : "run", "session", t0, session::monotonic_us() - t0,
-                        "\"run\":" + std::to_string(impl_->runs));
+                        "\"run\":" + std::to_string(impl_->runs) + ",\"steps\":" +
+                            std::to_string(impl_->plan->num_steps()));
   }
   ++impl_->runs;
   return st;

@@ -27,6 +27,19 @@ gotkeys=$($py -c "import json,sys; print(json.dumps(sorted(json.load(open(sys.ar
 check "--json has ort generate's keys" test "$gotkeys" = "$keys"
 check "nxrt test passes the reference data sets" bash -c "'$nxrt' test '$work/ref' | tail -1 | grep -qx '1 passed, 0 failed'"
 
+# The onnxruntime-genai style (com.microsoft GroupQueryAttention, MatMulNBits, SkipSimplifiedLayerNorm),
+# built with accuracy_level 0 so float arithmetic is comparable with the float64 reference.
+$py "$root/tools/make_genai_model.py" "$work/g" --style genai --size tiny --accuracy-level 0 >/dev/null
+$py "$root/tools/genai_reference.py" "$work/g" "$work/gref" --prompt-len 16 --max-new-tokens 32 >/dev/null
+gref=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" "$work/gref/tokens.json")
+"$nxrt" generate "$work/g" --prompt-len 16 --max-new-tokens 32 --json >"$work/g.json" 2>"$work/gerr"; rc=$?
+check "genai style: generate exits 0" test "$rc" -eq 0
+ggot=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" "$work/g.json" 2>/dev/null)
+check "genai style: 32 greedy tokens equal the numpy reference" test "$ggot" = "$gref"
+gkv=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['kv_update'])" "$work/g.json" 2>/dev/null)
+check "genai style: KV cache updated in place" test "$gkv" = "in-place"
+check "genai style: prefill and decode logits match the reference" bash -c "'$nxrt' test '$work/gref' | tail -1 | grep -qx '1 passed, 0 failed'"
+
 out=$("$nxrt" generate "$work/m" --prompt-ids 5,6,7 --max-new-tokens 3)
 check "text output lists prompt and tokens" bash -c "grep -q '^prompt: 5,6,7$' <<<'$out' && grep -q '^tokens: [0-9]*,[0-9]*,[0-9]*$' <<<'$out'"
 
