@@ -311,14 +311,44 @@ Status concat_fn(KernelContext& ctx) {
     out_shape[axis] += t->shape()[axis];
   }
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, first.dtype(), out_shape));
-  const Dims ost = contiguous_strides(out_shape);
+  bool plain = out->is_contiguous();
+  for (const Tensor* t : ins) plain = plain && t->is_contiguous();
+  if (plain) {
+    const Dims ost = contiguous_strides(out_shape);
+    int64_t pos = 0;
+    for (const Tensor* t : ins) {
+      copy_elements(*t, 0, contiguous_strides(t->shape()), *out, pos * ost[axis], ost, t->shape(), &ctx.pool());
+      pos += t->shape()[axis];
+    }
+    return Status::Ok();
+  }
+  // Strided inputs or a strided output (an output bound to a buffer with spare capacity). A part that
+  // already sits where it belongs (the past of a KV-growth Concat, a view of the very buffer the
+  // output is bound to) is not copied: a decode step appends only the new rows.
+  const Dims ost = out->effective_strides();
+  const int64_t es = dtype_bits(out->dtype()) / 8;
   int64_t pos = 0;
   for (const Tensor* t : ins) {
-    copy_elements(*t, 0, contiguous_strides(t->shape()), *out, pos * ost[axis], ost, t->shape(), &ctx.pool());
+    Tensor dst(out->dtype(), t->shape(), out->storage(), out->byte_offset() + pos * ost[axis] * es, ost);
+    const bool in_place = t->storage() == dst.storage() && t->byte_offset() == dst.byte_offset() &&
+                          t->effective_strides() == dst.effective_strides();
+    if (!in_place) {
+      Status st = copy_tensor_into(*t, dst);
+      if (!st.ok()) return ctx.error(st.message());
+    }
     pos += t->shape()[axis];
   }
   return Status::Ok();
 }
+
+// Concat takes strided inputs and writes strided outputs (see concat_fn).
+class ConcatKernel final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo&) { return Status::Ok(); }
+  Status compute(KernelContext& ctx) override { return concat_fn(ctx); }
+  bool accepts_strided_input(size_t) const override { return true; }
+  bool accepts_strided_output(size_t) const override { return true; }
+};
 
 Status split_fn(KernelContext& ctx) {
   NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "input"));
@@ -1015,7 +1045,7 @@ void register_tensor_ops(ep::KernelRegistry& r) {
   r.add_fn("Unsqueeze", &unsqueeze_fn);
   r.add_fn("Identity", &identity_fn);
   r.add_class<TransposeKernel>("", "Transpose");
-  r.add_fn("Concat", &concat_fn);
+  r.add_class<ConcatKernel>("", "Concat");
   r.add_fn("Split", &split_fn);
   r.add_fn("Slice", &slice_fn);
   r.add_fn("Expand", &expand_fn);

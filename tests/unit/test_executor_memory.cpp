@@ -465,3 +465,42 @@ TEST(ExecutorMemory, LoopDoesNotAllocatePerIteration) {
   EXPECT_EQ(large, small) << "allocations grew with the trip count: 10 iterations " << small << ", 10000 iterations "
                           << large;
 }
+
+TEST(ExecutorMemory, KvGrowthConcatAppendsInPlaceIntoTheBoundBuffer) {
+  // present = Concat(past, new, axis 2); the caller binds past as a view of the first `len` rows of a
+  // capacity buffer and present to the whole buffer: each step writes only the new row.
+  ir::Model m;
+  m.ir_version = 8;
+  m.opset_imports.push_back({"", 17});
+  m.graph.name = "kvcat";
+  m.graph.inputs = {tensor_vi("past", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(2), ir::Dim::named("P"), ir::Dim::fixed(4)}),
+                    tensor_vi("new", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(2), ir::Dim::fixed(1), ir::Dim::fixed(4)})};
+  m.graph.outputs = {tensor_vi("present", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(2), ir::Dim::named("T"), ir::Dim::fixed(4)})};
+  m.graph.nodes = {make_node("Concat", {"past", "new"}, {"present"}, {int_attr("axis", 2)})};
+  auto s = make_session(m);
+  ASSERT_TRUE(s);
+  constexpr int64_t cap = 6;
+  std::vector<float> buf(1 * 2 * cap * 4, -1.f);
+  auto storage = Storage::borrow(buf.data(), buf.size() * sizeof(float), nullptr);
+  const Dims cap_strides{2 * cap * 4, cap * 4, 4, 1};
+  for (int64_t len = 0; len < cap; ++len) {
+    Tensor past(DataType::kFloat, {1, 2, len, 4}, storage, 0, cap_strides);
+    Tensor nw = random_tensor({1, 2, 1, 4}, static_cast<uint32_t>(20 + len));
+    IoBinding b;
+    b.bind_input("past", Value(past));
+    b.bind_input("new", Value(nw));
+    b.bind_output("present", Tensor(DataType::kFloat, {1, 2, cap, 4}, storage));
+    Status st = s->run(b);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    const Tensor& present = b.output(0).tensor();
+    EXPECT_EQ(present.shape(), (Dims{1, 2, len + 1, 4}));
+    EXPECT_EQ(present.storage()->data(), buf.data());
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t j = 0; j < 4; ++j) {
+        EXPECT_FLOAT_EQ(buf[static_cast<size_t>((h * cap + len) * 4 + j)], nw.data<float>()[h * 4 + j]);
+      }
+  }
+  // Rows never written stay as they were; earlier rows keep what earlier steps appended.
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t t = 0; t < cap; ++t) EXPECT_NE(buf[static_cast<size_t>((h * cap + t) * 4)], -1.f);
+}
