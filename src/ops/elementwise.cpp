@@ -1,5 +1,9 @@
 // Elementwise ops: unary math and activations, binary/variadic arithmetic with numpy (and legacy
 // opset < 7) broadcasting, comparisons, logic, bitwise ops, Pow, Mod, Clip, PRelu, Where.
+// Lets loops over select-only math (exp_fast in sigmoid) vectorize; results are unchanged.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -8,6 +12,7 @@
 #include "ir/float8_types.h"
 #include "ops/common.h"
 #include "ops/elementwise_util.h"
+#include "ops/reduction_math.h"
 
 namespace nxrt::ops {
 namespace {
@@ -192,9 +197,15 @@ NXRT_SIMPLE_UNARY(MishOp, MathOp,
 
 template <typename C>
 inline C sigmoid(C x) {
-  if (x >= C(0)) return C(1) / (C(1) + std::exp(-x));
-  C e = std::exp(x);
-  return e / (C(1) + e);
+  if constexpr (std::is_same_v<C, float>) {
+    // exp_fast is select-only, so this loop vectorizes (SwiGLU MLPs spend real time here: 5% of a
+    // Qwen-shaped prefill with libm's exp). exp_fast(-x) = inf for x < -88.7 gives 0; NaN stays NaN.
+    return 1.0f / (1.0f + exp_fast(-x));
+  } else {
+    if (x >= C(0)) return C(1) / (C(1) + std::exp(-x));
+    C e = std::exp(x);
+    return e / (C(1) + e);
+  }
 }
 NXRT_SIMPLE_UNARY(SigmoidOp, MathOp, sigmoid(x))
 
