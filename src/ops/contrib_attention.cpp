@@ -40,6 +40,7 @@ inline float getf(const Tensor& t, int64_t i) {
 }
 std::vector<float> to_float_vec(const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
+  if (v.empty()) return v;  // an empty tensor may have no data pointer (memcpy from null is UB)
   if (t.dtype() == DataType::kFloat) {
     std::memcpy(v.data(), t.data<float>(), v.size() * sizeof(float));
   } else {
@@ -49,6 +50,7 @@ std::vector<float> to_float_vec(const Tensor& t) {
 }
 // Writes float values into a float/float16/bfloat16 tensor buffer.
 void store_floats(const float* src, int64_t n, DataType dt, void* dst, int64_t offset = 0) {
+  if (n <= 0) return;
   switch (dt) {
     case DataType::kFloat: std::memcpy(static_cast<float*>(dst) + offset, src, static_cast<size_t>(n) * sizeof(float)); break;
     case DataType::kFloat16: {

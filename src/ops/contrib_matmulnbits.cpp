@@ -507,6 +507,7 @@ namespace {
 
 Result<std::vector<float>> read_floats(const Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));
+  if (out.empty()) return out;
   switch (t.dtype()) {
     case DataType::kFloat: std::memcpy(out.data(), t.data<float>(), out.size() * 4); break;
     case DataType::kFloat16: for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(t.data<Float16>()[i]); break;
