@@ -234,7 +234,20 @@ class RnnKernel final : public ep::Kernel {
           convert_buffer<T, CT>(src, x.data() + (t * Bn + b) * I, I);
         }
     }
-    const std::vector<CT> w = values_as<CT, T>(W), r = values_as<CT, T>(R);
+    // Float weights are used where they are (a 128-unit LSTM's W and R are 512 KB: copying them on
+    // every call cost more than the recurrence itself); other dtypes are converted once per call.
+    std::vector<CT> w_conv, r_conv;
+    const CT* w_ptr = nullptr;
+    const CT* r_ptr = nullptr;
+    if constexpr (std::is_same_v<T, CT>) {
+      w_ptr = W.data<T>();
+      r_ptr = R.data<T>();
+    } else {
+      w_conv = values_as<CT, T>(W);
+      r_conv = values_as<CT, T>(R);
+      w_ptr = w_conv.data();
+      r_ptr = r_conv.data();
+    }
     std::vector<CT> bias = Bt ? values_as<CT, T>(*Bt) : std::vector<CT>(static_cast<size_t>(D * 2 * GH), CT(0));
     std::vector<CT> peep = P ? values_as<CT, T>(*P) : std::vector<CT>(static_cast<size_t>(D * 3 * Hd), CT(0));
     auto state_in = [&](const Tensor* st, int64_t d, std::vector<CT>* out) {
@@ -260,8 +273,8 @@ class RnnKernel final : public ep::Kernel {
 
     for (int64_t d = 0; d < D; ++d) {
       const bool reverse = reverse_only_ || d == 1;
-      const CT* wd = w.data() + d * GH * I;
-      const CT* rd = r.data() + d * GH * Hd;
+      const CT* wd = w_ptr + d * GH * I;
+      const CT* rd = r_ptr + d * GH * Hd;
       const CT* wb = bias.data() + d * 2 * GH;
       const CT* rb = wb + GH;
       const CT* pd = peep.data() + d * 3 * Hd;
