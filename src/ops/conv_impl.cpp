@@ -191,12 +191,21 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
   }
 
   if (path == ConvPath::kPointwise) {
+    auto one_group = [&](int64_t n, int64_t gi, ep::ThreadPool* gemm_pool) {
+      CT* yg = y + (n * s.M + gi * Mg) * out_size;
+      fill_bias(yg, Mg, out_size, bias ? bias + gi * Mg : nullptr);
+      convgemm::gemm_packed<CT>(w.packed[gi], out_size, false, x + (n * s.C + gi * Cg) * in_size, in_size, yg,
+                                out_size, true, gemm_pool);
+    };
+    // Grouped 1x1 convs (ShuffleNet) have groups too small for the GEMM to split: split the groups.
+    const bool by_group = pool && pool->num_threads() > 1 && G > 1 && Mg * Cg * out_size < (int64_t{1} << 20);
     for (int64_t n = 0; n < s.N; ++n) {
-      for (int64_t gi = 0; gi < G; ++gi) {
-        CT* yg = y + (n * s.M + gi * Mg) * out_size;
-        fill_bias(yg, Mg, out_size, bias ? bias + gi * Mg : nullptr);
-        convgemm::gemm_packed<CT>(w.packed[gi], out_size, false, x + (n * s.C + gi * Cg) * in_size, in_size, yg,
-                                  out_size, true, pool);
+      if (by_group) {
+        pool->parallel_for(G, 1, [&](int64_t g0, int64_t g1) {
+          for (int64_t gi = g0; gi < g1; ++gi) one_group(n, gi, nullptr);
+        });
+      } else {
+        for (int64_t gi = 0; gi < G; ++gi) one_group(n, gi, pool);
       }
     }
     return;
