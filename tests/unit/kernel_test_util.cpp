@@ -80,6 +80,33 @@ ir::Attribute attr_tensor(const std::string& name, Tensor t) {
   return a;
 }
 
+ir::Attribute attr_graph(const std::string& name, std::shared_ptr<ir::Graph> g) {
+  auto a = make(name, ir::Attribute::Type::kGraph);
+  a.g = std::move(g);
+  return a;
+}
+
+ir::ValueInfo tensor_info(const std::string& name, DataType dt, std::vector<ir::Dim> dims) {
+  ir::ValueInfo v;
+  v.name = name;
+  v.type.kind = ir::TypeInfo::Kind::kTensor;
+  v.type.elem_type = dt;
+  v.type.has_shape = true;
+  v.type.dims = std::move(dims);
+  return v;
+}
+
+ir::Node graph_node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+                    std::vector<ir::Attribute> attrs) {
+  ir::Node n;
+  n.name = out.empty() ? op : out[0] + "_node";
+  n.op_type = op;
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  n.attributes = std::move(attrs);
+  return n;
+}
+
 Result<std::vector<Value>> run_kernel(const KernelRun& run) {
   ir::Node node;
   node.name = "test_" + run.op_type;

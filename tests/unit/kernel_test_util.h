@@ -19,6 +19,14 @@ ir::Attribute attr_ints(const std::string& name, std::vector<int64_t> v);
 ir::Attribute attr_floats(const std::string& name, std::vector<float> v);
 ir::Attribute attr_strings(const std::string& name, std::vector<std::string> v);
 ir::Attribute attr_tensor(const std::string& name, Tensor t);
+ir::Attribute attr_graph(const std::string& name, std::shared_ptr<ir::Graph> g);
+
+// Graph builders for tests that build whole models (executor, session, subgraph ops).
+// A tensor value with a declared shape (each dim ir::Dim::fixed or ir::Dim::named).
+ir::ValueInfo tensor_info(const std::string& name, DataType dt, std::vector<ir::Dim> dims);
+// A node named after its first output.
+ir::Node graph_node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+                    std::vector<ir::Attribute> attrs = {});
 
 struct KernelRun {
   std::string op_type;

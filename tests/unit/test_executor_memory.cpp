@@ -8,50 +8,16 @@
 #include <random>
 
 #include "alloc_counter.h"
+#include "kernel_test_util.h"
 #include "nxrt/session.h"
 #include "onnx/model_writer.h"
 
 using namespace nxrt;
 using nxrt::test::AllocCounter;
+using nxrt::testing::graph_node;
+using nxrt::testing::tensor_info;
 
 namespace {
-
-ir::ValueInfo tensor_vi(const std::string& name, DataType dt, std::vector<ir::Dim> dims) {
-  ir::ValueInfo v;
-  v.name = name;
-  v.type.kind = ir::TypeInfo::Kind::kTensor;
-  v.type.elem_type = dt;
-  v.type.has_shape = true;
-  v.type.dims = std::move(dims);
-  return v;
-}
-
-ir::Node make_node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
-                   std::vector<ir::Attribute> attrs = {}) {
-  ir::Node n;
-  n.name = out.empty() ? op : out[0] + "_node";
-  n.op_type = op;
-  n.inputs = std::move(in);
-  n.outputs = std::move(out);
-  n.attributes = std::move(attrs);
-  return n;
-}
-
-ir::Attribute int_attr(const std::string& name, int64_t v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-
-ir::Attribute ints_attr(const std::string& name, std::vector<int64_t> v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::Attribute::Type::kInts;
-  a.ints = std::move(v);
-  return a;
-}
 
 Tensor random_tensor(Dims shape, uint32_t seed) {
   Tensor t(DataType::kFloat, std::move(shape));
@@ -82,32 +48,32 @@ ir::Model decode_step_model() {
   m.opset_imports.push_back({"", 24});
   ir::Graph& g = m.graph;
   g.name = "decode";
-  g.inputs = {tensor_vi("x", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(kHid)}),
-              tensor_vi("past", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(1), ir::Dim::fixed(kCap), ir::Dim::fixed(kHid)}),
-              tensor_vi("pos", DataType::kInt64, {ir::Dim::fixed(1)}),
-              tensor_vi("mask", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(kCap)})};
-  g.outputs = {tensor_vi("logits", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(kVocab)}),
-               tensor_vi("present", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(1), ir::Dim::fixed(kCap), ir::Dim::fixed(kHid)})};
+  g.inputs = {tensor_info("x", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(kHid)}),
+              tensor_info("past", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(1), ir::Dim::fixed(kCap), ir::Dim::fixed(kHid)}),
+              tensor_info("pos", DataType::kInt64, {ir::Dim::fixed(1)}),
+              tensor_info("mask", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(kCap)})};
+  g.outputs = {tensor_info("logits", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(kVocab)}),
+               tensor_info("present", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(1), ir::Dim::fixed(kCap), ir::Dim::fixed(kHid)})};
   g.initializers["Wk"] = random_tensor({kHid, kHid}, 1);
   g.initializers["Wq"] = random_tensor({kHid, kHid}, 2);
   g.initializers["Wo"] = random_tensor({kHid, kVocab}, 3);
   g.initializers["kshape"] = Tensor::from_vector<int64_t>(DataType::kInt64, {4}, {1, 1, 1, kHid});
   g.initializers["flat"] = Tensor::from_vector<int64_t>(DataType::kInt64, {2}, {1, kHid});
   g.nodes = {
-      make_node("MatMul", {"x", "Wk"}, {"k2"}),
-      make_node("Reshape", {"k2", "kshape"}, {"k"}),
-      make_node("TensorScatter", {"past", "k", "pos"}, {"present"}, {int_attr("axis", 2)}),
-      make_node("MatMul", {"x", "Wq"}, {"q"}),
-      make_node("Transpose", {"present"}, {"kt"}, {ints_attr("perm", {0, 1, 3, 2})}),
-      make_node("Reshape", {"q", "kshape"}, {"q4"}),
-      make_node("MatMul", {"q4", "kt"}, {"scores4"}),
-      make_node("Reshape", {"scores4", "flat_cap"}, {"scores"}),
-      make_node("Add", {"scores", "mask"}, {"masked"}),
-      make_node("Softmax", {"masked"}, {"probs"}, {int_attr("axis", -1)}),
-      make_node("Reshape", {"probs", "probs_shape"}, {"probs4"}),
-      make_node("MatMul", {"probs4", "present"}, {"ctx4"}),
-      make_node("Reshape", {"ctx4", "flat"}, {"ctx"}),
-      make_node("MatMul", {"ctx", "Wo"}, {"logits"}),
+      graph_node("MatMul", {"x", "Wk"}, {"k2"}),
+      graph_node("Reshape", {"k2", "kshape"}, {"k"}),
+      graph_node("TensorScatter", {"past", "k", "pos"}, {"present"}, {nxrt::testing::attr_int("axis", 2)}),
+      graph_node("MatMul", {"x", "Wq"}, {"q"}),
+      graph_node("Transpose", {"present"}, {"kt"}, {nxrt::testing::attr_ints("perm", {0, 1, 3, 2})}),
+      graph_node("Reshape", {"q", "kshape"}, {"q4"}),
+      graph_node("MatMul", {"q4", "kt"}, {"scores4"}),
+      graph_node("Reshape", {"scores4", "flat_cap"}, {"scores"}),
+      graph_node("Add", {"scores", "mask"}, {"masked"}),
+      graph_node("Softmax", {"masked"}, {"probs"}, {nxrt::testing::attr_int("axis", -1)}),
+      graph_node("Reshape", {"probs", "probs_shape"}, {"probs4"}),
+      graph_node("MatMul", {"probs4", "present"}, {"ctx4"}),
+      graph_node("Reshape", {"ctx4", "flat"}, {"ctx"}),
+      graph_node("MatMul", {"ctx", "Wo"}, {"logits"}),
   };
   g.initializers["flat_cap"] = Tensor::from_vector<int64_t>(DataType::kInt64, {2}, {1, kCap});
   g.initializers["probs_shape"] = Tensor::from_vector<int64_t>(DataType::kInt64, {4}, {1, 1, 1, kCap});
@@ -224,9 +190,9 @@ ir::Model relu_model() {
   m.ir_version = 8;
   m.opset_imports.push_back({"", 17});
   m.graph.name = "relu";
-  m.graph.inputs = {tensor_vi("x", DataType::kFloat, {ir::Dim::named("n")})};
-  m.graph.outputs = {tensor_vi("y", DataType::kFloat, {ir::Dim::named("n")})};
-  m.graph.nodes = {make_node("Relu", {"x"}, {"y"})};
+  m.graph.inputs = {tensor_info("x", DataType::kFloat, {ir::Dim::named("n")})};
+  m.graph.outputs = {tensor_info("y", DataType::kFloat, {ir::Dim::named("n")})};
+  m.graph.nodes = {graph_node("Relu", {"x"}, {"y"})};
   return m;
 }
 }  // namespace
@@ -291,9 +257,9 @@ TEST(ExecutorMemory, BoundOutputWithSpareCapacityReceivesTheLeadingRows) {
   m.opset_imports.push_back({"", 17});
   m.graph.name = "kv";
   auto dims = std::vector<ir::Dim>{ir::Dim::fixed(1), ir::Dim::fixed(2), ir::Dim::named("T"), ir::Dim::fixed(4)};
-  m.graph.inputs = {tensor_vi("x", DataType::kFloat, dims)};
-  m.graph.outputs = {tensor_vi("y", DataType::kFloat, dims)};
-  m.graph.nodes = {make_node("Add", {"x", "x"}, {"y"})};
+  m.graph.inputs = {tensor_info("x", DataType::kFloat, dims)};
+  m.graph.outputs = {tensor_info("y", DataType::kFloat, dims)};
+  m.graph.nodes = {graph_node("Add", {"x", "x"}, {"y"})};
   auto s = make_session(m);
   ASSERT_TRUE(s);
   std::vector<float> buf(1 * 2 * 8 * 4, -7.f);
@@ -355,9 +321,9 @@ TEST(ExecutorMemory, ViewsOfViewsAndViewsWhoseSourceDied) {
   m.ir_version = 8;
   m.opset_imports.push_back({"", 17});
   m.graph.name = "views";
-  m.graph.inputs = {tensor_vi("x", DataType::kFloat, {ir::Dim::fixed(4), ir::Dim::fixed(6)})};
-  m.graph.outputs = {tensor_vi("y", DataType::kFloat, {ir::Dim::fixed(4), ir::Dim::fixed(2)}),
-                     tensor_vi("w", DataType::kFloat, {ir::Dim::fixed(2), ir::Dim::fixed(6)})};
+  m.graph.inputs = {tensor_info("x", DataType::kFloat, {ir::Dim::fixed(4), ir::Dim::fixed(6)})};
+  m.graph.outputs = {tensor_info("y", DataType::kFloat, {ir::Dim::fixed(4), ir::Dim::fixed(2)}),
+                     tensor_info("w", DataType::kFloat, {ir::Dim::fixed(2), ir::Dim::fixed(6)})};
   m.graph.initializers["one"] = Tensor::from_vector<float>(DataType::kFloat, {}, {1.f});
   m.graph.initializers["st"] = Tensor::from_vector<int64_t>(DataType::kInt64, {2}, {1, 2});
   m.graph.initializers["en"] = Tensor::from_vector<int64_t>(DataType::kInt64, {2}, {3, 6});
@@ -367,11 +333,11 @@ TEST(ExecutorMemory, ViewsOfViewsAndViewsWhoseSourceDied) {
   m.graph.initializers["w1"] = Tensor::from_vector<int64_t>(DataType::kInt64, {1}, {4});
   m.graph.initializers["w2"] = Tensor::from_vector<int64_t>(DataType::kInt64, {1}, {0});
   m.graph.nodes = {
-      make_node("Add", {"x", "one"}, {"s"}),
-      make_node("Slice", {"s", "st", "en", "ax", "sp"}, {"v"}),  // rows 1..2, cols 2,4: [2,2] strided
-      make_node("Slice", {"s", "w0", "w1", "w2"}, {"w"}),        // rows 2..3: a contiguous view
-      make_node("Transpose", {"v"}, {"t"}, {ints_attr("perm", {1, 0})}),
-      make_node("Concat", {"t", "t"}, {"y"}, {int_attr("axis", 0)}),
+      graph_node("Add", {"x", "one"}, {"s"}),
+      graph_node("Slice", {"s", "st", "en", "ax", "sp"}, {"v"}),  // rows 1..2, cols 2,4: [2,2] strided
+      graph_node("Slice", {"s", "w0", "w1", "w2"}, {"w"}),        // rows 2..3: a contiguous view
+      graph_node("Transpose", {"v"}, {"t"}, {nxrt::testing::attr_ints("perm", {1, 0})}),
+      graph_node("Concat", {"t", "t"}, {"y"}, {nxrt::testing::attr_int("axis", 0)}),
   };
   auto s = make_session(m);
   ASSERT_TRUE(s);
@@ -399,9 +365,9 @@ TEST(ExecutorMemory, DataDependentShapesChangeBetweenRuns) {
   m.ir_version = 8;
   m.opset_imports.push_back({"", 17});
   m.graph.name = "nz";
-  m.graph.inputs = {tensor_vi("x", DataType::kFloat, {ir::Dim::fixed(6)})};
-  m.graph.outputs = {tensor_vi("y", DataType::kInt64, {ir::Dim::fixed(1), ir::Dim::named("k")})};
-  m.graph.nodes = {make_node("NonZero", {"x"}, {"y"})};
+  m.graph.inputs = {tensor_info("x", DataType::kFloat, {ir::Dim::fixed(6)})};
+  m.graph.outputs = {tensor_info("y", DataType::kInt64, {ir::Dim::fixed(1), ir::Dim::named("k")})};
+  m.graph.nodes = {graph_node("NonZero", {"x"}, {"y"})};
   auto s = make_session(m);
   ASSERT_TRUE(s);
   for (int run = 0; run < 3; ++run) {
@@ -425,21 +391,17 @@ ir::Model loop_model() {
   m.ir_version = 8;
   m.opset_imports.push_back({"", 17});
   m.graph.name = "loop";
-  m.graph.inputs = {tensor_vi("M", DataType::kInt64, {}), tensor_vi("x0", DataType::kFloat, {ir::Dim::fixed(8)})};
-  m.graph.outputs = {tensor_vi("x", DataType::kFloat, {ir::Dim::fixed(8)})};
+  m.graph.inputs = {tensor_info("M", DataType::kInt64, {}), tensor_info("x0", DataType::kFloat, {ir::Dim::fixed(8)})};
+  m.graph.outputs = {tensor_info("x", DataType::kFloat, {ir::Dim::fixed(8)})};
   m.graph.initializers["one"] = Tensor::from_vector<float>(DataType::kFloat, {}, {1.f});
   m.graph.initializers["cond"] = Tensor::from_vector<uint8_t>(DataType::kBool, {}, {1});
   auto body = std::make_shared<ir::Graph>();
   body->name = "body";
-  body->inputs = {tensor_vi("i", DataType::kInt64, {}), tensor_vi("c", DataType::kBool, {}),
-                  tensor_vi("xi", DataType::kFloat, {ir::Dim::fixed(8)})};
-  body->outputs = {tensor_vi("c_out", DataType::kBool, {}), tensor_vi("xo", DataType::kFloat, {ir::Dim::fixed(8)})};
-  body->nodes = {make_node("Identity", {"c"}, {"c_out"}), make_node("Add", {"xi", "one"}, {"xo"})};
-  ir::Attribute b;
-  b.name = "body";
-  b.type = ir::Attribute::Type::kGraph;
-  b.g = body;
-  m.graph.nodes = {make_node("Loop", {"M", "cond", "x0"}, {"x"}, {b})};
+  body->inputs = {tensor_info("i", DataType::kInt64, {}), tensor_info("c", DataType::kBool, {}),
+                  tensor_info("xi", DataType::kFloat, {ir::Dim::fixed(8)})};
+  body->outputs = {tensor_info("c_out", DataType::kBool, {}), tensor_info("xo", DataType::kFloat, {ir::Dim::fixed(8)})};
+  body->nodes = {graph_node("Identity", {"c"}, {"c_out"}), graph_node("Add", {"xi", "one"}, {"xo"})};
+  m.graph.nodes = {graph_node("Loop", {"M", "cond", "x0"}, {"x"}, {nxrt::testing::attr_graph("body", body)})};
   return m;
 }
 }  // namespace
@@ -473,10 +435,10 @@ TEST(ExecutorMemory, KvGrowthConcatAppendsInPlaceIntoTheBoundBuffer) {
   m.ir_version = 8;
   m.opset_imports.push_back({"", 17});
   m.graph.name = "kvcat";
-  m.graph.inputs = {tensor_vi("past", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(2), ir::Dim::named("P"), ir::Dim::fixed(4)}),
-                    tensor_vi("new", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(2), ir::Dim::fixed(1), ir::Dim::fixed(4)})};
-  m.graph.outputs = {tensor_vi("present", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(2), ir::Dim::named("T"), ir::Dim::fixed(4)})};
-  m.graph.nodes = {make_node("Concat", {"past", "new"}, {"present"}, {int_attr("axis", 2)})};
+  m.graph.inputs = {tensor_info("past", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(2), ir::Dim::named("P"), ir::Dim::fixed(4)}),
+                    tensor_info("new", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(2), ir::Dim::fixed(1), ir::Dim::fixed(4)})};
+  m.graph.outputs = {tensor_info("present", DataType::kFloat, {ir::Dim::fixed(1), ir::Dim::fixed(2), ir::Dim::named("T"), ir::Dim::fixed(4)})};
+  m.graph.nodes = {graph_node("Concat", {"past", "new"}, {"present"}, {nxrt::testing::attr_int("axis", 2)})};
   auto s = make_session(m);
   ASSERT_TRUE(s);
   constexpr int64_t cap = 6;

@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 
+#include "kernel_test_util.h"
 #include "nxrt/session.h"
 #include "onnx/model_writer.h"
 
@@ -17,23 +18,11 @@ namespace {
 
 constexpr int64_t kL = 4, kD = 3;
 
+// A float/bool tensor value with fixed dims.
 ir::ValueInfo vi(const std::string& name, DataType dt, std::vector<int64_t> dims) {
-  ir::ValueInfo v;
-  v.name = name;
-  v.type.kind = ir::TypeInfo::Kind::kTensor;
-  v.type.elem_type = dt;
-  v.type.has_shape = true;
-  for (int64_t d : dims) v.type.dims.push_back(ir::Dim::fixed(d));
-  return v;
-}
-
-ir::Node node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out) {
-  ir::Node n;
-  n.name = out[0] + "_node";
-  n.op_type = op;
-  n.inputs = std::move(in);
-  n.outputs = std::move(out);
-  return n;
+  std::vector<ir::Dim> d;
+  for (int64_t x : dims) d.push_back(ir::Dim::fixed(x));
+  return nxrt::testing::tensor_info(name, dt, std::move(d));
 }
 
 // Q, K, V [1, 1, L, D]; mask_mod is `body`.
@@ -46,13 +35,9 @@ std::string flex_model(std::shared_ptr<ir::Graph> body) {
   m.graph.inputs = {vi("Q", DataType::kFloat, {1, 1, kL, kD}), vi("K", DataType::kFloat, {1, 1, kL, kD}),
                     vi("V", DataType::kFloat, {1, 1, kL, kD})};
   m.graph.outputs = {vi("Y", DataType::kFloat, {1, 1, kL, kD})};
-  ir::Node f = node("FlexAttention", {"Q", "K", "V"}, {"Y"});
+  ir::Node f = nxrt::testing::graph_node("FlexAttention", {"Q", "K", "V"}, {"Y"});
   f.domain = "ai.onnx.preview";
-  ir::Attribute a;
-  a.name = "mask_mod";
-  a.type = ir::Attribute::Type::kGraph;
-  a.g = std::move(body);
-  f.attributes.push_back(a);
+  f.attributes.push_back(nxrt::testing::attr_graph("mask_mod", std::move(body)));
   m.graph.nodes = {f};
   return onnx::serialize_model(m);
 }
@@ -107,7 +92,7 @@ TEST(FlexAttentionMaskMod, ReplacementScoresFromTheSubgraph) {
   for (int64_t i = 0; i < kL; ++i)
     for (int64_t j = 0; j < kL; ++j) bias.data<float>()[i * kL + j] = j > i ? -std::numeric_limits<float>::infinity() : 0.f;
   body->initializers["causal_bias"] = bias;
-  body->nodes = {node("Add", {"scores", "causal_bias"}, {"masked"})};
+  body->nodes = {nxrt::testing::graph_node("Add", {"scores", "causal_bias"}, {"masked"})};
   expect_causal(flex_model(body));
 }
 
@@ -122,6 +107,6 @@ TEST(FlexAttentionMaskMod, BooleanKeepMaskFromTheSubgraph) {
   Tensor shape = Tensor::from_vector<int64_t>(DataType::kInt64, {4}, {1, 1, kL, kL});
   body->initializers["lower"] = lower;
   body->initializers["shape4"] = shape;
-  body->nodes = {node("Expand", {"lower", "shape4"}, {"keep"})};
+  body->nodes = {nxrt::testing::graph_node("Expand", {"lower", "shape4"}, {"keep"})};
   expect_causal(flex_model(body));
 }
