@@ -13,14 +13,22 @@ double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-Tensor int_tensor(DataType t, Dims shape, int64_t first, int64_t step, const int64_t* values) {
-  Tensor out(t, std::move(shape));
-  const int64_t n = out.numel();
+// Writes values[i] (or first + step * i when values is null) into an int64 or int32 tensor.
+void fill_ints(Tensor& t, int64_t first, int64_t step, const int64_t* values) {
+  const int64_t n = t.numel();
   for (int64_t i = 0; i < n; ++i) {
     const int64_t v = values ? values[i] : first + step * i;
-    if (t == DataType::kInt64) out.data<int64_t>()[i] = v;
-    else out.data<int32_t>()[i] = static_cast<int32_t>(v);
+    if (t.dtype() == DataType::kInt64) {
+      t.data<int64_t>()[i] = v;
+    } else {
+      t.data<int32_t>()[i] = static_cast<int32_t>(v);
+    }
   }
+}
+
+Tensor int_tensor(DataType t, Dims shape, int64_t first, int64_t step, const int64_t* values) {
+  Tensor out(t, std::move(shape));
+  fill_ints(out, first, step, values);
   return out;
 }
 
@@ -122,19 +130,6 @@ Status Generator::Impl::run_pending() {
   return Status::Ok();
 }
 
-namespace {
-void write_ints(Tensor& t, const int64_t* values, int64_t first) {
-  const int64_t n = t.numel();
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t v = values ? values[i] : first + i;
-    if (t.dtype() == DataType::kInt64) {
-      t.data<int64_t>()[i] = v;
-    } else {
-      t.data<int32_t>()[i] = static_cast<int32_t>(v);
-    }
-  }
-}
-}  // namespace
 
 Status Generator::Impl::run_bound(int64_t past, int64_t S, int64_t total) {
   const Config& c = m.config;
@@ -158,12 +153,12 @@ Status Generator::Impl::run_bound(int64_t past, int64_t S, int64_t total) {
   }
   // New tensors only when the number of new tokens changes (prefill, then 1 per decode step).
   if (ids_t.dim(1) != S) ids_t = Tensor(m.ids_dtype, Dims{1, S});
-  write_ints(ids_t, sequence.data() + past, 0);
+  fill_ints(ids_t, 0, 0, sequence.data() + past);
   bind.set_input(ids_in, Value(ids_t));
   if (m.has_mask) bind.set_input(mask_in, Value(Tensor(m.mask_dtype, Dims{1, total}, mask_ones.storage())));
   if (m.has_position_ids) {
     if (pos_t.dim(1) != S) pos_t = Tensor(m.pos_dtype, Dims{1, S});
-    write_ints(pos_t, nullptr, past);
+    fill_ints(pos_t, past, 1, nullptr);
     bind.set_input(pos_in, Value(pos_t));
   }
   const double t0 = now_ms();
@@ -181,8 +176,8 @@ Status Generator::Impl::run_bound(int64_t past, int64_t S, int64_t total) {
   return Status::Ok();
 }
 
-Status Generator::Impl::take_logits(const Tensor& lt0, int64_t S) {
-  const Tensor& lt = lt0;  // bound and pooled outputs come back contiguous
+// `lt` is contiguous: the session materializes views before a caller sees them.
+Status Generator::Impl::take_logits(const Tensor& lt, int64_t S) {
   const int64_t V = lt.rank() > 0 ? lt.dim(-1) : 0;
   if (V <= 0 || lt.numel() % V != 0 || (lt.numel() / V) % S != 0) {
     return runtime_error("logits " + lt.describe() + " do not have [.., " + std::to_string(S) + ", vocab] rows");

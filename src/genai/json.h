@@ -72,6 +72,9 @@ class Json {
   friend class JsonParser;
 };
 
+// Appends code point `cp` to `out` as UTF-8 (shared by the JSON reader and the tokenizer).
+void append_utf8(std::string& out, uint32_t cp);
+
 // Parses one JSON document (surrounding whitespace allowed, nothing else after it). Nesting deeper
 // than 512 levels is an error, not a stack overflow.
 Result<Json> parse_json(std::string_view text);
