@@ -35,6 +35,10 @@ struct Session::Impl {
   std::mutex mu;
   session::RunResources res;
   session::Frame frame;
+  // Per slot: the declared type of the graph input it holds (null for other slots), and whether it
+  // is a graph output. Name checks on every run become index lookups.
+  std::vector<const ValueMeta*> input_meta;
+  std::vector<bool> output_slot;
 
   ~Impl() {
     if (tracer && !tracer->write()) std::fprintf(stderr, "nxrt: could not write trace %s\n", tracer->path().c_str());
@@ -108,6 +112,10 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   }
   impl->frame.plan = impl->plan.get();
   impl->frame.slots.resize(impl->plan->num_slots());
+  impl->input_meta.assign(impl->plan->num_slots(), nullptr);
+  impl->output_slot.assign(impl->plan->num_slots(), false);
+  for (const auto& m : impl->inputs) impl->input_meta[static_cast<size_t>(impl->plan->slot(m.name))] = &m;
+  for (const auto& m : impl->outputs) impl->output_slot[static_cast<size_t>(impl->plan->slot(m.name))] = true;
   impl->frame.hooks = &impl->hooks;
   impl->frame.res = &impl->res;
   return std::unique_ptr<Session>(new Session(std::move(impl)));
@@ -134,24 +142,38 @@ Result<std::vector<Value>> Session::run(const std::vector<std::pair<std::string,
   return run(feeds, names);
 }
 
+namespace {
+// The main frame is reused: whatever happens in a run, it leaves the frame empty (and unbound) for
+// the next one, and marks the run boundary for the buffer pool.
+struct FrameReset {
+  Session::Impl& impl;
+  ~FrameReset() {
+    session::GraphPlan::clear_frame(impl.frame);
+    for (auto& p : impl.frame.bound) p = nullptr;
+    impl.res.buffers.end_run();
+  }
+};
+
+// The graph-input metadata for `name`, or null when it is not a graph input.
+const ValueMeta* input_meta_of(const Session::Impl& impl, const std::string& name) {
+  const int s = impl.plan->slot(name);
+  return s < 0 ? nullptr : impl.input_meta[static_cast<size_t>(s)];
+}
+bool is_output_name(const Session::Impl& impl, const std::string& name) {
+  const int s = impl.plan->slot(name);
+  return s >= 0 && impl.output_slot[static_cast<size_t>(s)];
+}
+}  // namespace
+
 Result<std::vector<Value>> Session::run(const std::vector<std::pair<std::string, Value>>& feeds,
                                         const std::vector<std::string>& output_names) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   const session::GraphPlan& plan = *impl_->plan;
   session::Frame& frame = impl_->frame;
-  struct Cleanup {  // the frame is reused: whatever happens, leave it empty for the next run
-    Session::Impl& impl;
-    ~Cleanup() {
-      session::GraphPlan::clear_frame(impl.frame);
-      impl.res.buffers.end_run();
-    }
-  } cleanup{*impl_};
+  FrameReset reset{*impl_};
   std::unordered_set<std::string> fed;
   for (const auto& [name, value] : feeds) {
-    const ValueMeta* meta = nullptr;
-    for (const auto& m : impl_->inputs) {
-      if (m.name == name) meta = &m;
-    }
+    const ValueMeta* meta = input_meta_of(*impl_, name);
     if (!meta) return invalid_argument("feed '" + name + "' is not an input of the model");
     if (!fed.insert(name).second) return invalid_argument("input '" + name + "' is fed twice");
     NXRT_RETURN_IF_ERROR(session::check_feed(*meta, value));
@@ -164,11 +186,8 @@ Result<std::vector<Value>> Session::run(const std::vector<std::pair<std::string,
   }
   std::vector<int> out_slots;
   for (const auto& name : output_names) {
-    int s = plan.slot(name);
-    bool is_output = false;
-    for (const auto& o : impl_->outputs) is_output |= o.name == name;
-    if (s < 0 || !is_output) return invalid_argument("'" + name + "' is not an output of the model");
-    out_slots.push_back(s);
+    if (!is_output_name(*impl_, name)) return invalid_argument("'" + name + "' is not an output of the model");
+    out_slots.push_back(plan.slot(name));
   }
   NXRT_RETURN_IF_ERROR(execute_frame());
   std::vector<Value> outs;
@@ -203,9 +222,7 @@ Status Session::run(IoBinding& b) {
     b.output_slots_.clear();
     std::unordered_set<std::string> fed;
     for (const auto& in : b.inputs_) {
-      bool known = false;
-      for (const auto& m : impl_->inputs) known |= m.name == in.name;
-      if (!known) return invalid_argument("bound input '" + in.name + "' is not an input of the model");
+      if (!input_meta_of(*impl_, in.name)) return invalid_argument("bound input '" + in.name + "' is not an input of the model");
       fed.insert(in.name);
       b.input_slots_.push_back(plan.slot(in.name));
     }
@@ -215,26 +232,14 @@ Status Session::run(IoBinding& b) {
       }
     }
     for (const auto& out : b.outputs_) {
-      bool known = false;
-      for (const auto& m : impl_->outputs) known |= m.name == out.name;
-      if (!known) return invalid_argument("bound output '" + out.name + "' is not an output of the model");
+      if (!is_output_name(*impl_, out.name)) return invalid_argument("bound output '" + out.name + "' is not an output of the model");
       b.output_slots_.push_back(plan.slot(out.name));
     }
     b.resolved_for_ = this;
   }
-  struct Cleanup {
-    Session::Impl& impl;
-    ~Cleanup() {
-      session::GraphPlan::clear_frame(impl.frame);
-      for (auto& p : impl.frame.bound) p = nullptr;
-      impl.res.buffers.end_run();
-    }
-  } cleanup{*impl_};
+  FrameReset reset{*impl_};
   for (size_t i = 0; i < b.inputs_.size(); ++i) {
-    const ValueMeta* meta = nullptr;
-    for (const auto& m : impl_->inputs) {
-      if (m.name == b.inputs_[i].name) meta = &m;
-    }
+    const ValueMeta* meta = impl_->input_meta[static_cast<size_t>(b.input_slots_[i])];
     NXRT_RETURN_IF_ERROR(session::check_feed(*meta, b.inputs_[i].value));
     frame.slots[static_cast<size_t>(b.input_slots_[i])] = b.inputs_[i].value;
   }
