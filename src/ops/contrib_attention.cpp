@@ -461,58 +461,74 @@ class GroupQueryAttention final : public ep::Kernel {
       float* ybase = Y->data<float>();
       const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(D));
       const int64_t group = H_ / kvH_;
+      // Multi-row steps (prefill, chunks) take query rows in blocks: a block's scores cover only the
+      // keys its rows can see (causal: past + last row of the block), so about half of a prompt's
+      // score matrix is never computed, and the score block stays in cache.
+      constexpr int64_t kRowBlock = 64;
       auto work = [&](int64_t w0, int64_t w1) {
-        std::vector<float> sc, o(static_cast<size_t>(S * D));
+        // Per-thread scratch that only grows (no allocation once warm).
+        thread_local std::vector<float> sc_buf, o_buf;
+        const int64_t rb = std::min<int64_t>(S, kRowBlock);
         for (int64_t w = w0; w < w1; ++w) {
           const int64_t b = w / H_, h = w % H_, hk = h / group;
           const int64_t pb = past[b];
           const int64_t Lb = pb + S;
+          if (sc_buf.size() < static_cast<size_t>(rb * Lb)) sc_buf.resize(static_cast<size_t>(rb * Lb));
+          if (o_buf.size() < static_cast<size_t>(rb * D)) o_buf.resize(static_cast<size_t>(rb * D));
           const float* kh = kbase + (b * kvH_ + hk) * present_len * D;
           const float* vh = vbase + (b * kvH_ + hk) * present_len * D;
           const float* qh = q + (b * H_ + h) * S * D;
-          sc.resize(static_cast<size_t>(S * Lb));
-          if (S > 1) {
-            gemm_f32(false, true, S, Lb, D, scale, qh, D, kh, D, 0.f, sc.data(), Lb, nullptr);
-          } else {
-            // Keys outside the window/causal range are skipped (their scores are never read).
-            const int64_t L = pb + 1;
-            const int64_t lim = causal_ ? L : std::min(Lb, tot[b]);
-            const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
-            for (int64_t j = start; j < lim; ++j) sc[static_cast<size_t>(j)] = dotf(qh, kh + j * D, D) * scale;
-          }
-          for (int64_t i = 0; i < S; ++i) {
-            float* r = sc.data() + i * Lb;
-            const int64_t L = pb + i + 1;
-            const int64_t lim = causal_ ? L : std::min(Lb, tot[b]);
-            const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
-            if (softcap_ > 0.f)
-              for (int64_t j = start; j < lim; ++j) r[j] = softcap_ * std::tanh(r[j] / softcap_);
-            if (abias) {
-              const float* a = abias + b * ab_b + h * ab_h + i * ab_t;
-              for (int64_t j = start; j < lim; ++j) r[j] += a[j];
+          for (int64_t i0 = 0; i0 < S; i0 += rb) {
+            const int64_t i1 = std::min(S, i0 + rb), rows = i1 - i0;
+            const int64_t kend = causal_ ? std::min(Lb, pb + i1) : Lb;
+            float* sc = sc_buf.data();
+            if (S > 1) {
+              gemm_f32(false, true, rows, kend, D, scale, qh + i0 * D, D, kh, D, 0.f, sc, kend, nullptr);
+            } else {
+              // Keys outside the window/causal range are skipped (their scores are never read).
+              const int64_t L = pb + 1;
+              const int64_t lim = causal_ ? L : std::min(Lb, tot[b]);
+              const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
+              for (int64_t j = start; j < lim; ++j) sc[j] = dotf(qh, kh + j * D, D) * scale;
             }
-            float mx = -kInf;
-            for (int64_t j = start; j < lim; ++j) mx = std::max(mx, r[j]);
-            float sum = 0.f;
-            for (int64_t j = 0; j < Lb; ++j) {
-              const bool in = j >= start && j < lim && mx != -kInf;
-              r[j] = in ? std::exp(r[j] - mx) : 0.f;
-              sum += r[j];
+            for (int64_t i = i0; i < i1; ++i) {
+              float* r = sc + (i - i0) * kend;
+              const int64_t L = pb + i + 1;
+              const int64_t lim = std::min(kend, causal_ ? L : std::min(Lb, tot[b]));
+              const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
+              if (softcap_ > 0.f)
+                for (int64_t j = start; j < lim; ++j) r[j] = softcap_ * std::tanh(r[j] / softcap_);
+              if (abias) {
+                const float* a = abias + b * ab_b + h * ab_h + i * ab_t;
+                for (int64_t j = start; j < lim; ++j) r[j] += a[j];
+              }
+              float mx = -kInf;
+              for (int64_t j = start; j < lim; ++j) mx = std::max(mx, r[j]);
+              float sum = 0.f;
+              if (mx == -kInf || lim <= start) {
+                std::fill(r, r + kend, 0.f);
+              } else {
+                std::fill(r, r + start, 0.f);
+                for (int64_t j = start; j < lim; ++j) r[j] = exp_fast(r[j] - mx);
+                for (int64_t j = start; j < lim; ++j) sum += r[j];
+                std::fill(r + lim, r + kend, 0.f);
+              }
+              const float inv = sum > 0.f ? 1.f / sum : 0.f;
+              for (int64_t j = start; j < lim; ++j) r[j] *= inv;
             }
-            const float inv = sum > 0.f ? 1.f / sum : 0.f;
-            for (int64_t j = start; j < lim; ++j) r[j] *= inv;
-          }
-          float* out = S > 1 ? o.data() : nullptr;
-          if (S > 1) {
-            gemm_f32(false, false, S, D, Lb, 1.f, sc.data(), Lb, vh, D, 0.f, out, D, nullptr);
-            for (int64_t i = 0; i < S; ++i) std::copy(out + i * D, out + (i + 1) * D, ybase + (b * S + i) * H_ * D + h * D);
-          } else {
-            float* yo = ybase + b * H_ * D + h * D;
-            std::fill(yo, yo + D, 0.f);
-            for (int64_t j = 0; j < Lb; ++j) {
-              const float pj = sc[static_cast<size_t>(j)];
-              if (pj == 0.f) continue;
-              axpyf(pj, vh + j * D, yo, D);
+            if (S > 1) {
+              float* out = o_buf.data();
+              gemm_f32(false, false, rows, D, kend, 1.f, sc, kend, vh, D, 0.f, out, D, nullptr);
+              for (int64_t i = i0; i < i1; ++i)
+                std::copy(out + (i - i0) * D, out + (i - i0 + 1) * D, ybase + (b * S + i) * H_ * D + h * D);
+            } else {
+              float* yo = ybase + b * H_ * D + h * D;
+              std::fill(yo, yo + D, 0.f);
+              for (int64_t j = 0; j < kend; ++j) {
+                const float pj = sc[j];
+                if (pj == 0.f) continue;
+                axpyf(pj, vh + j * D, yo, D);
+              }
             }
           }
         }
