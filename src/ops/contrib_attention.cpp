@@ -118,6 +118,68 @@ __attribute__((target("avx2,fma"))) void scores_avx2(const float* q, int64_t G, 
     for (; j < n; ++j) o[j] = dot_avx2(qg, k + j * D, D) * scale;
   }
 }
+// exp_fast (reduction_math.h) on 8 lanes: the same range reduction, polynomial and 2^k scaling.
+__attribute__((target("avx2,fma"))) inline __m256 exp8_avx2(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.72283f), lo = _mm256_set1_ps(-87.33654f);
+  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  const __m256 t = _mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f));
+  const __m256 k = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), xc);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500E-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
+  p = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
+  const __m256i ki = _mm256_cvtps_epi32(k);
+  const __m256i k1 = _mm256_srai_epi32(ki, 1), k2 = _mm256_sub_epi32(ki, k1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
+  __m256 v = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+  v = _mm256_blendv_ps(v, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+  v = _mm256_blendv_ps(v, _mm256_set1_ps(std::numeric_limits<float>::infinity()), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+  return _mm256_blendv_ps(v, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));  // NaN stays NaN
+}
+// In place over r[0, n): the row's max m, r = exp(r - m) normalized to sum 1 (all zero when every
+// score is -inf). The softmax of one attention row.
+__attribute__((target("avx2,fma"))) void softmax_row_avx2(float* r, int64_t n) {
+  __m256 mv = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(r + j));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  float mx = _mm_cvtss_f32(m4);
+  for (; j < n; ++j) mx = std::max(mx, r[j]);
+  if (mx == -std::numeric_limits<float>::infinity()) {
+    std::fill(r, r + n, 0.f);
+    return;
+  }
+  const __m256 vm = _mm256_set1_ps(mx);
+  __m256 sv = _mm256_setzero_ps();
+  j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(r + j), vm));
+    _mm256_storeu_ps(r + j, e);
+    sv = _mm256_add_ps(sv, e);
+  }
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(sv), _mm256_extractf128_ps(sv, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+  float sum = _mm_cvtss_f32(s4);
+  for (; j < n; ++j) {
+    r[j] = exp_fast(r[j] - mx);
+    sum += r[j];
+  }
+  const float inv = sum > 0.f ? 1.f / sum : 0.f;
+  const __m256 vi = _mm256_set1_ps(inv);
+  j = 0;
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(r + j, _mm256_mul_ps(_mm256_loadu_ps(r + j), vi));
+  for (; j < n; ++j) r[j] *= inv;
+}
 bool has_avx2() {
   static const bool h = [] {
     __builtin_cpu_init();
@@ -126,6 +188,24 @@ bool has_avx2() {
   return h;
 }
 #endif
+void softmax_row(float* r, int64_t n) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (has_avx2()) return softmax_row_avx2(r, n);
+#endif
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, r[j]);
+  if (mx == -std::numeric_limits<float>::infinity()) {
+    std::fill(r, r + n, 0.f);
+    return;
+  }
+  float sum = 0.f;
+  for (int64_t j = 0; j < n; ++j) {
+    r[j] = exp_fast(r[j] - mx);
+    sum += r[j];
+  }
+  const float inv = sum > 0.f ? 1.f / sum : 0.f;
+  for (int64_t j = 0; j < n; ++j) r[j] *= inv;
+}
 float dotf(const float* a, const float* b, int64_t n) {
 #if defined(__x86_64__) || defined(__i386__)
   if (has_avx2()) return dot_avx2(a, b, n);
@@ -428,17 +508,7 @@ class GroupQueryAttention final : public ep::Kernel {
               const float* a = abias + b * ab_b + h * ab_h + start;
               for (int64_t j = 0; j < n; ++j) r[j] += a[j];
             }
-            float mx = -kInf;
-            for (int64_t j = 0; j < n; ++j) mx = std::max(mx, r[j]);
-            float sum = 0.f;
-            if (mx == -kInf) {
-              std::fill(r, r + n, 0.f);
-            } else {
-              for (int64_t j = 0; j < n; ++j) r[j] = exp_fast(r[j] - mx);
-              for (int64_t j = 0; j < n; ++j) sum += r[j];
-            }
-            const float inv = sum > 0.f ? 1.f / sum : 0.f;
-            for (int64_t j = 0; j < n; ++j) r[j] *= inv;
+            softmax_row(r, n);
           }
           // Output rows of the group's heads are consecutive in y ([B, 1, H * D]).
           float* yo = ybase + b * H_ * D + hk * group * D;
@@ -502,19 +572,9 @@ class GroupQueryAttention final : public ep::Kernel {
                 const float* a = abias + b * ab_b + h * ab_h + i * ab_t;
                 for (int64_t j = start; j < lim; ++j) r[j] += a[j];
               }
-              float mx = -kInf;
-              for (int64_t j = start; j < lim; ++j) mx = std::max(mx, r[j]);
-              float sum = 0.f;
-              if (mx == -kInf || lim <= start) {
-                std::fill(r, r + kend, 0.f);
-              } else {
-                std::fill(r, r + start, 0.f);
-                for (int64_t j = start; j < lim; ++j) r[j] = exp_fast(r[j] - mx);
-                for (int64_t j = start; j < lim; ++j) sum += r[j];
-                std::fill(r + lim, r + kend, 0.f);
-              }
-              const float inv = sum > 0.f ? 1.f / sum : 0.f;
-              for (int64_t j = start; j < lim; ++j) r[j] *= inv;
+              std::fill(r, r + std::min(start, kend), 0.f);
+              if (lim > start) softmax_row(r + start, lim - start);
+              if (lim < kend) std::fill(r + std::max(lim, start), r + kend, 0.f);
             }
             if (S > 1) {
               float* out = o_buf.data();

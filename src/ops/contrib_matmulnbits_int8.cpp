@@ -55,7 +55,21 @@ QuantPanels pack_quant_panels(const uint8_t* B, const float* scales, const float
     uint8_t* pd = W.data.data() + p * panel_bytes;
     for (int64_t j = 0; j < W.kb; ++j) {
       const uint8_t* bl = B + (n * W.kb + j) * blob;
-      for (int64_t kk = 0; kk < block && j * block + kk < K; ++kk) {
+      int64_t kk = 0;
+      if (bits == 4) {
+        // Four codes (two blob bytes) fill one column's 4 bytes of a group: no per-element index math.
+        const int shift = c < 8 ? 0 : 4;
+        const int64_t kend = std::min(block, K - j * block);
+        for (; kk + 4 <= kend; kk += 4) {
+          const uint8_t b0 = bl[kk / 2], b1 = bl[kk / 2 + 1];
+          uint8_t* d = pd + ((j * block + kk) / 4) * 32 + (c % 8) * 4;
+          d[0] = static_cast<uint8_t>(d[0] | ((b0 & 15) << shift));
+          d[1] = static_cast<uint8_t>(d[1] | ((b0 >> 4) << shift));
+          d[2] = static_cast<uint8_t>(d[2] | ((b1 & 15) << shift));
+          d[3] = static_cast<uint8_t>(d[3] | ((b1 >> 4) << shift));
+        }
+      }
+      for (; kk < block && j * block + kk < K; ++kk) {
         int64_t byte;
         int shift;
         panel_slot(c, j * block + kk, &byte, &shift);
