@@ -15,6 +15,7 @@
 #include "ops/contrib_util.h"
 #include "ops/gemm.h"
 #include "ops/reduction_math.h"
+#include "ops/simd_math.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -117,31 +118,6 @@ __attribute__((target("avx2,fma"))) void scores_avx2(const float* q, int64_t G, 
     }
     for (; j < n; ++j) o[j] = dot_avx2(qg, k + j * D, D) * scale;
   }
-}
-// exp_fast (reduction_math.h) on 8 lanes: the same range reduction, polynomial and 2^k scaling.
-__attribute__((target("avx2,fma"))) inline __m256 exp8_avx2(__m256 x) {
-  const __m256 hi = _mm256_set1_ps(88.72283f), lo = _mm256_set1_ps(-87.33654f);
-  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-  const __m256 t = _mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f));
-  const __m256 k = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), xc);
-  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500E-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
-  p = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
-  const __m256i ki = _mm256_cvtps_epi32(k);
-  const __m256i k1 = _mm256_srai_epi32(ki, 1), k2 = _mm256_sub_epi32(ki, k1);
-  const __m256i bias = _mm256_set1_epi32(127);
-  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
-  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
-  __m256 v = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-  v = _mm256_blendv_ps(v, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
-  v = _mm256_blendv_ps(v, _mm256_set1_ps(std::numeric_limits<float>::infinity()), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
-  return _mm256_blendv_ps(v, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));  // NaN stays NaN
 }
 // In place over r[0, n): the row's max m, r = exp(r - m) normalized to sum 1 (all zero when every
 // score is -inf). The softmax of one attention row.

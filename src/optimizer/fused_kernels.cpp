@@ -9,8 +9,8 @@
 // heavy work (packed weights, im2col / pointwise / depthwise paths); the epilogue runs in place on its
 // output. Z normally has Y's shape; other broadcastable shapes take a general (slower) path.
 //
-// Also registered under "nxrt": LayerNormalization, RMSNormalization, Gelu and HardSwish, the ai.onnx
-// kernels (opset 17 / 23 / 20 / 14 semantics), so fusions work on models importing older opsets.
+// Also registered under "nxrt": LayerNormalization, RMSNormalization, Gelu, HardSwish and Swish, the
+// ai.onnx kernels (opset 17 / 23 / 20 / 14 / 24 semantics), so fusions work on models importing older opsets.
 #include <cmath>
 
 #include "ep/kernel.h"
@@ -288,7 +288,7 @@ void register_fused_ops(ep::KernelRegistry& r) {
     const char* op;
     int64_t opset;
   };
-  for (Copy c : {Copy{"LayerNormalization", 17}, Copy{"RMSNormalization", 23}, Copy{"Gelu", 20}, Copy{"HardSwish", 14}}) {
+  for (Copy c : {Copy{"LayerNormalization", 17}, Copy{"RMSNormalization", 23}, Copy{"Gelu", 20}, Copy{"HardSwish", 14}, Copy{"Swish", 24}}) {
     const ep::KernelDef* def = r.find("", c.op, c.opset);
     if (!def) continue;
     ep::KernelDef copy = *def;
