@@ -600,6 +600,8 @@ class MatMulNBits final : public ep::Kernel {
     return Status::Ok();
   }
 
+  // Packed weights, scales, zero points and g_idx are all compute() uses once prepared.
+  bool reads_const_input_data(size_t i) const override { return !(packed_ && i >= 1 && i <= 4); }
   Status compute(ep::KernelContext& ctx) override {
     const Tensor& A = ctx.input(0);
     if (A.dtype() != DataType::kFloat && A.dtype() != DataType::kFloat16 && A.dtype() != DataType::kBFloat16)

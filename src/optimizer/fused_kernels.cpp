@@ -165,6 +165,8 @@ class FusedKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
+  // The wrapped kernel's inputs are forwarded unchanged: it decides for them.
+  bool reads_const_input_data(size_t i) const override { return i >= n_inner_ || inner_->reads_const_input_data(i); }
   Status compute(ep::KernelContext& ctx) override {
     const Tensor* z = ctx.has_input(3) ? &ctx.input(3) : nullptr;
     const Tensor* bias = has_bias_ && ctx.has_input(2) ? &ctx.input(2) : nullptr;
