@@ -70,7 +70,8 @@ struct QuantPanels {
   int64_t panels = 0;  // ceil(N / 16)
   std::vector<uint8_t> data;  // panels * groups * 32
   std::vector<float> scale;   // panels * kb * 16 (0 for padding columns)
-  std::vector<float> zterm;   // panels * kb * 16
+  std::vector<float> zterm;   // panels * kb * 16; empty when every block has zero point uniform_zp
+  float uniform_zp = 0.f;
   bool empty() const { return data.empty(); }
 };
 

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "ep/kernel.h"
 #include "ep/thread_pool.h"
@@ -74,6 +75,15 @@ void init_diagnostics(Session::Impl& impl) {
 // lasts the session) and a stray read faults at once instead of computing with stale data.
 static Tensor released_initializer(const Tensor& t) {
   const size_t bytes = std::max<size_t>(1, t.nbytes());
+  // Bytes borrowed from the model's file mapping stay resident after the last reference goes (the
+  // mapping lives on): drop the pages lying wholly inside this tensor. They are clean file pages of
+  // a private mapping, so should anything else map the same bytes it re-reads them from the file.
+  if (t.storage() && !t.storage()->owned() && t.nbytes() > 0) {
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(t.raw_data()), hi = lo + t.nbytes();
+    const uintptr_t a = (lo + page - 1) / page * page, b = hi / page * page;
+    if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+  }
   void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return t;  // keep the bytes rather than fail
   std::shared_ptr<void> keep(p, [bytes](void* q) { munmap(q, bytes); });
