@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+
+#include "ops/conv_depthwise.h"
 
 namespace nxrt::ops {
 
@@ -172,11 +175,18 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
   }
 
   if (path == ConvPath::kDepthwise) {
+    const bool vec = std::is_same_v<CT, float> && dwconv::applies(g);
     auto body = [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t n = p / s.M, m = p % s.M;
         const int64_t c = m / Mg;
         CT* yp = y + p * out_size;
+        if constexpr (std::is_same_v<CT, float>) {
+          if (vec) {
+            dwconv::plane_f32(g, x + (n * s.C + c) * in_size, w.raw.data() + m * kvol, bias ? bias[m] : 0.f, yp);
+            continue;
+          }
+        }
         std::fill(yp, yp + out_size, bias ? bias[m] : CT(0));
         depthwise_plane(g, x + (n * s.C + c) * in_size, w.raw.data() + m * kvol, yp);
       }
