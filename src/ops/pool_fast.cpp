@@ -152,6 +152,12 @@ void max_pool_2d(const Geom3& g, const float* x, float* y, int64_t p0, int64_t p
 }
 
 void avg_pool_2d(const Geom3& g, const float* x, float* y, bool count_include_pad, int64_t p0, int64_t p1) {
+  // A window covering the whole unpadded plane (a GlobalAveragePool written as AveragePool).
+  if (g.out[1] == 1 && g.out[2] == 1 && g.k[1] == g.in[1] && g.k[2] == g.in[2] && g.d[1] == 1 && g.d[2] == 1 &&
+      g.pb[1] == 0 && g.pb[2] == 0 && g.pe[1] == 0 && g.pe[2] == 0) {
+    global_avg(x + p0 * g.in_size(), y + p0, g.in_size(), 0, p1 - p0);
+    return;
+  }
   if (has_avx2()) {
     pool_rows_avx2<false>(g, x, y, count_include_pad, p0, p1);
   } else {
