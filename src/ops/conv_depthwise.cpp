@@ -1,100 +1,48 @@
 #include "ops/conv_depthwise.h"
 
+#include "ops/smallcnn_simd.h"
+
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 namespace nxrt::ops::dwconv {
 
 namespace {
 
-#if defined(__x86_64__) || defined(__i386__)
-bool has_avx2() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return has;
-}
-#define NXRT_DW_AVX2 __attribute__((target("avx2,fma")))
-#else
-bool has_avx2() { return false; }
-#define NXRT_DW_AVX2
-#endif
 
 constexpr int64_t kMaxK = 7;
-// Rows outside the input read zeros from here (interior columns index [0, IW)); planes wider than
-// this take the border loop for rows outside the input.
-constexpr int64_t kZeroLen = 4096;
-alignas(64) const float kZeros[kZeroLen] = {};
 
-// One output plane. Rows: the K input rows of the window (a zero row where outside the input) feed the
-// interior columns [L, H) with no checks; the other columns check each tap.
+// One output plane. The input plane is first copied into a zero-padded scratch plane covering every
+// window (stride 2: each row even columns first), so each output row is one check-free tap loop over
+// its columns: y = bias + sum of K*K weight * shifted row (smallcnn::taps, AVX2 when available).
 template <int K, int S>
-__attribute__((always_inline)) inline void plane(const Geom3& g, const float* x, const float* w, float bias,
-                                                 float* y) {
+void plane(const Geom3& g, const float* x, const float* w, float bias, float* y, bool avx2) {
   const int64_t IH = g.in[1], IW = g.in[2], OH = g.out[1], OW = g.out[2];
   const int64_t pt = g.pb[1], pl = g.pb[2];
-  // Interior columns: ow*S - pl >= 0 and ow*S - pl + K - 1 <= IW - 1.
-  int64_t L = (pl + S - 1) / S;
-  int64_t H = IW - K + pl >= 0 ? (IW - K + pl) / S + 1 : 0;
-  L = std::min(L, OW);
-  H = std::clamp(H, L, OW);
-  float wk[K * K];
-  for (int i = 0; i < K * K; ++i) wk[i] = w[i];
+  const int64_t Hp = std::max(pt + IH, (OH - 1) * S + K), Wp = std::max(pl + IW, (OW - 1) * S + K);
+  thread_local std::vector<float> scratch;
+  const size_t need = static_cast<size_t>(Hp * Wp + Wp);
+  if (scratch.size() < need) scratch.resize(need);
+  float* buf = scratch.data();
+  smallcnn::pad_plane(x, IH, IW, pt, pl, Hp, Wp, 0.f, S == 2, buf, buf + Hp * Wp);
+  const int64_t ne = smallcnn::even_len(Wp);
+  int64_t off[K * K];
+  for (int kh = 0; kh < K; ++kh)
+    for (int kw = 0; kw < K; ++kw) off[kh * K + kw] = kh * Wp + (S == 1 ? kw : (kw % 2 ? ne : 0) + kw / 2);
+  const float* src[K * K];
   for (int64_t oh = 0; oh < OH; ++oh) {
-    const int64_t h0 = oh * S - pt;
-    const float* r[K];
-    bool all_rows = true;
-    for (int kh = 0; kh < K; ++kh) {
-      const int64_t ih = h0 + kh;
-      const bool in = ih >= 0 && ih < IH;
-      all_rows = all_rows && in;
-      r[kh] = in ? x + ih * IW : kZeros;
-    }
-    float* yr = y + oh * OW;
-    int64_t lo = L, hi = H;
-    if (!all_rows && IW > kZeroLen) lo = hi = L;  // the zero row is too short: all columns checked
-    // Border columns (and everything when the zero row cannot stand in).
-    auto checked = [&](int64_t ow) {
-      float acc = bias;
-      const int64_t c0 = ow * S - pl;
-      for (int kh = 0; kh < K; ++kh) {
-        const int64_t ih = h0 + kh;
-        if (ih < 0 || ih >= IH) continue;
-        const float* xr = x + ih * IW;
-        for (int kw = 0; kw < K; ++kw) {
-          const int64_t iw = c0 + kw;
-          if (iw >= 0 && iw < IW) acc += wk[kh * K + kw] * xr[iw];
-        }
-      }
-      yr[ow] = acc;
-    };
-    for (int64_t ow = 0; ow < lo; ++ow) checked(ow);
-    for (int64_t ow = lo; ow < hi; ++ow) {
-      const int64_t c0 = ow * S - pl;
-      float acc = bias;
-      for (int kh = 0; kh < K; ++kh)
-        for (int kw = 0; kw < K; ++kw) acc += wk[kh * K + kw] * r[kh][c0 + kw];
-      yr[ow] = acc;
-    }
-    for (int64_t ow = hi; ow < OW; ++ow) checked(ow);
+    const float* b0 = buf + oh * S * Wp;
+    for (int t = 0; t < K * K; ++t) src[t] = b0 + off[t];
+    smallcnn::taps<smallcnn::TapOp::kFma>(avx2, src, w, K * K, bias, y + oh * OW, OW);
   }
 }
 
-template <int K, int S>
-NXRT_DW_AVX2 void plane_avx2(const Geom3& g, const float* x, const float* w, float bias, float* y) {
-  plane<K, S>(g, x, w, bias, y);
-}
-template <int K, int S>
-void plane_plain(const Geom3& g, const float* x, const float* w, float bias, float* y) {
-  plane<K, S>(g, x, w, bias, y);
-}
-
-using PlaneFn = void (*)(const Geom3&, const float*, const float*, float, float*);
+using PlaneFn = void (*)(const Geom3&, const float*, const float*, float, float*, bool);
 
 template <int K>
-PlaneFn pick_k(int64_t s, bool avx2) {
-  if (s == 1) return avx2 ? &plane_avx2<K, 1> : &plane_plain<K, 1>;
-  return avx2 ? &plane_avx2<K, 2> : &plane_plain<K, 2>;
+PlaneFn pick_k(int64_t s) {
+  return s == 1 ? &plane<K, 1> : &plane<K, 2>;
 }
 
 }  // namespace
@@ -108,14 +56,13 @@ bool applies(const Geom3& g) {
 }
 
 void plane_f32(const Geom3& g, const float* x, const float* w, float bias, float* y) {
-  const bool avx2 = has_avx2();
   PlaneFn fn = nullptr;
   switch (g.k[1]) {
-    case 3: fn = pick_k<3>(g.s[1], avx2); break;
-    case 5: fn = pick_k<5>(g.s[1], avx2); break;
-    default: fn = pick_k<7>(g.s[1], avx2); break;
+    case 3: fn = pick_k<3>(g.s[1]); break;
+    case 5: fn = pick_k<5>(g.s[1]); break;
+    default: fn = pick_k<7>(g.s[1]); break;
   }
-  fn(g, x, w, bias, y);
+  fn(g, x, w, bias, y, smallcnn::has_avx2());
 }
 
 }  // namespace nxrt::ops::dwconv

@@ -1,6 +1,9 @@
 #include "ops/pool_fast.h"
 
+#include "ops/smallcnn_simd.h"
+
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -32,75 +35,89 @@ inline int64_t taps_inside(int64_t start, int64_t k, int64_t d, int64_t lo, int6
   return n;
 }
 
-// Row-wise pooling of planes [p0, p1). kMax: max with NaN skipped (v > best ? v : best from -inf, as
-// the reference); else sums divided by the valid (or padded) tap count.
-template <bool kMax>
+// Row-wise pooling of planes [p0, p1). Each plane is first copied into a padded scratch plane (pad =
+// -inf for max, 0 for average), so the window loops need no bounds checks; each output row is then one
+// vertical pass (the window's rows reduced column by column) and one horizontal pass (KW taps of that
+// row). kMax: max with NaN skipped (v > best ? v : best from -inf, as the reference); else sums divided
+// by the valid (or, count_include_pad, padded) tap count. K / S > 0: kernel size and stride fixed at
+// compile time (dilation 1); 0: read from g.
+template <bool kMax, int K, int S>
 __attribute__((always_inline)) inline void pool_rows(const Geom3& g, const float* x, float* y, bool cip,
                                                      int64_t p0, int64_t p1) {
   const int64_t IH = g.in[1], IW = g.in[2], OH = g.out[1], OW = g.out[2];
-  const int64_t KH = g.k[1], KW = g.k[2], sh = g.s[1], sw = g.s[2], dh = g.d[1], dw = g.d[2];
+  const int64_t KH = K ? K : g.k[1], KW = K ? K : g.k[2];
+  const int64_t sh = S ? S : g.s[1], sw = S ? S : g.s[2];
+  const int64_t dh = K ? 1 : g.d[1], dw = K ? 1 : g.d[2];
   const int64_t pbh = g.pb[1], pbw = g.pb[2], peh = g.pe[1], pew = g.pe[2];
   const float pad = kMax ? -std::numeric_limits<float>::infinity() : 0.f;
-  const int64_t tlen = std::max(pbw + IW, (OW - 1) * sw + (KW - 1) * dw + 1);
-  std::vector<float> tmp(static_cast<size_t>(tlen), pad);
-  float* t = tmp.data();
-  // Per output column: valid and padded tap counts (average only).
-  std::vector<float> wv, wp, den;
+  const int64_t Hp = std::max(pbh + IH, (OH - 1) * sh + (KH - 1) * dh + 1);
+  const int64_t Wp = std::max(pbw + IW, (OW - 1) * sw + (KW - 1) * dw + 1);
+  thread_local std::vector<float> scratch;
+  const size_t need = static_cast<size_t>(Hp * Wp + Wp + 2 * OW + OH);
+  if (scratch.size() < need) scratch.resize(need);
+  float* __restrict buf = scratch.data();
+  float* __restrict tv = buf + Hp * Wp;
+  float* __restrict wc = tv + Wp;  // per output column: tap count (average)
+  float* __restrict hc = wc + OW;  // per output row
   if (!kMax) {
-    wv.resize(static_cast<size_t>(OW));
-    wp.resize(static_cast<size_t>(OW));
-    den.resize(static_cast<size_t>(OW));
     for (int64_t ow = 0; ow < OW; ++ow) {
-      const int64_t start = ow * sw - pbw;
-      wv[ow] = static_cast<float>(taps_inside(start, KW, dw, 0, IW));
-      wp[ow] = static_cast<float>(taps_inside(start, KW, dw, -pbw, IW + pew));
+      const int64_t st = ow * sw - pbw;
+      wc[ow] = static_cast<float>(cip ? taps_inside(st, KW, dw, -pbw, IW + pew) : taps_inside(st, KW, dw, 0, IW));
+    }
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const int64_t st = oh * sh - pbh;
+      hc[oh] = static_cast<float>(cip ? taps_inside(st, KH, dh, -pbh, IH + peh) : taps_inside(st, KH, dh, 0, IH));
     }
   }
   for (int64_t p = p0; p < p1; ++p) {
-    const float* xp = x + p * IH * IW;
-    float* yp = y + p * OH * OW;
+    const float* __restrict xp = x + p * IH * IW;
+    float* __restrict yp = y + p * OH * OW;
+    // Padded copy of the plane.
+    for (int64_t r = 0; r < Hp; ++r) {
+      float* __restrict br = buf + r * Wp;
+      const int64_t ih = r - pbh;
+      if (ih < 0 || ih >= IH) {
+        for (int64_t i = 0; i < Wp; ++i) br[i] = pad;
+        continue;
+      }
+      for (int64_t i = 0; i < pbw; ++i) br[i] = pad;
+      std::memcpy(br + pbw, xp + ih * IW, sizeof(float) * static_cast<size_t>(IW));
+      for (int64_t i = pbw + IW; i < Wp; ++i) br[i] = pad;
+    }
     for (int64_t oh = 0; oh < OH; ++oh) {
-      const int64_t hstart = oh * sh - pbh;
-      // Vertical pass: the valid rows of the window into t[pbw, pbw + IW).
-      float* tv = t + pbw;
-      for (int64_t i = 0; i < IW; ++i) tv[i] = pad;
-      int64_t hv = 0;
-      for (int64_t kh = 0; kh < KH; ++kh) {
-        const int64_t ih = hstart + kh * dh;
-        if (ih < 0 || ih >= IH) continue;
-        ++hv;
-        const float* xr = xp + ih * IW;
-        if (kMax) {
-          for (int64_t i = 0; i < IW; ++i) tv[i] = xr[i] > tv[i] ? xr[i] : tv[i];
-        } else {
-          for (int64_t i = 0; i < IW; ++i) tv[i] += xr[i];
+      const float* __restrict b0 = buf + oh * sh * Wp;
+      // Vertical pass.
+      for (int64_t i = 0; i < Wp; ++i) {
+        float v = pad;
+        for (int64_t kh = 0; kh < KH; ++kh) {
+          const float xv = b0[kh * dh * Wp + i];
+          if (kMax) {
+            v = xv > v ? xv : v;
+          } else {
+            v += xv;
+          }
         }
+        tv[i] = v;
       }
       // Horizontal pass.
-      float* yr = yp + oh * OW;
-      for (int64_t ow = 0; ow < OW; ++ow) yr[ow] = pad;
-      for (int64_t kw = 0; kw < KW; ++kw) {
-        const float* tk = t + kw * dw;
-        if (sw == 1) {
-          if (kMax) {
-            for (int64_t ow = 0; ow < OW; ++ow) yr[ow] = tk[ow] > yr[ow] ? tk[ow] : yr[ow];
-          } else {
-            for (int64_t ow = 0; ow < OW; ++ow) yr[ow] += tk[ow];
+      float* __restrict yr = yp + oh * OW;
+      if (kMax) {
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          float v = pad;
+          for (int64_t kw = 0; kw < KW; ++kw) {
+            const float t = tv[ow * sw + kw * dw];
+            v = t > v ? t : v;
           }
-        } else {
-          if (kMax) {
-            for (int64_t ow = 0; ow < OW; ++ow) yr[ow] = tk[ow * sw] > yr[ow] ? tk[ow * sw] : yr[ow];
-          } else {
-            for (int64_t ow = 0; ow < OW; ++ow) yr[ow] += tk[ow * sw];
-          }
+          yr[ow] = v;
         }
-      }
-      if (!kMax) {
-        const float hf = static_cast<float>(cip ? taps_inside(hstart, KH, dh, -pbh, IH + peh) : hv);
-        const float* wc = cip ? wp.data() : wv.data();
-        float* dn = den.data();
-        for (int64_t ow = 0; ow < OW; ++ow) dn[ow] = hf * wc[ow];
-        for (int64_t ow = 0; ow < OW; ++ow) yr[ow] = dn[ow] > 0.f ? yr[ow] / dn[ow] : 0.f;
+      } else {
+        const float h = hc[oh];
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          float v = 0.f;
+          for (int64_t kw = 0; kw < KW; ++kw) v += tv[ow * sw + kw * dw];
+          const float dn = h * wc[ow];
+          yr[ow] = dn > 0.f ? v / dn : 0.f;
+        }
       }
     }
   }
@@ -108,11 +125,74 @@ __attribute__((always_inline)) inline void pool_rows(const Geom3& g, const float
 
 template <bool kMax>
 NXRT_POOL_AVX2 void pool_rows_avx2(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, int64_t p1) {
-  pool_rows<kMax>(g, x, y, cip, p0, p1);
+  pool_rows<kMax, 0, 0>(g, x, y, cip, p0, p1);
 }
 template <bool kMax>
 void pool_rows_plain(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, int64_t p1) {
-  pool_rows<kMax>(g, x, y, cip, p0, p1);
+  pool_rows<kMax, 0, 0>(g, x, y, cip, p0, p1);
+}
+
+// The padded-plane path for horizontal stride 1 or 2 without horizontal dilation (every CNN pool):
+// per output row one vertical tap pass over the window's rows and one horizontal tap pass (AVX2 when
+// available). Stride-2 rows are stored even columns first (smallcnn::pad_plane), so both passes read
+// contiguous runs.
+template <bool kMax>
+void pool_taps(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, int64_t p1, bool avx2) {
+  using smallcnn::TapOp;
+  constexpr TapOp op = kMax ? TapOp::kMax : TapOp::kSum;
+  const int64_t IH = g.in[1], IW = g.in[2], OH = g.out[1], OW = g.out[2];
+  const int64_t KH = g.k[1], KW = g.k[2], sh = g.s[1], sw = g.s[2], dh = g.d[1];
+  const int64_t pbh = g.pb[1], pbw = g.pb[2], peh = g.pe[1], pew = g.pe[2];
+  const float pad = kMax ? -std::numeric_limits<float>::infinity() : 0.f;
+  const int64_t Hp = std::max(pbh + IH, (OH - 1) * sh + (KH - 1) * dh + 1);
+  const int64_t Wp = std::max(pbw + IW, (OW - 1) * sw + KW);
+  const bool split = sw == 2;
+  const int64_t ne = smallcnn::even_len(Wp);
+  std::vector<float> scratch(static_cast<size_t>(Hp * Wp + 2 * Wp + OW + OH));
+  float* buf = scratch.data();
+  float* row_tmp = buf + Hp * Wp;
+  float* tv = row_tmp + Wp;
+  float* wc = tv + Wp;
+  float* hc = wc + OW;
+  std::vector<const float*> src(static_cast<size_t>(std::max(KH, KW)));
+  if (!kMax) {
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      const int64_t st = ow * sw - pbw;
+      wc[ow] = static_cast<float>(cip ? taps_inside(st, KW, 1, -pbw, IW + pew) : taps_inside(st, KW, 1, 0, IW));
+    }
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const int64_t st = oh * sh - pbh;
+      hc[oh] = static_cast<float>(cip ? taps_inside(st, KH, dh, -pbh, IH + peh) : taps_inside(st, KH, dh, 0, IH));
+    }
+  }
+  for (int64_t p = p0; p < p1; ++p) {
+    smallcnn::pad_plane(x + p * IH * IW, IH, IW, pbh, pbw, Hp, Wp, pad, split, buf, row_tmp);
+    float* yp = y + p * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      for (int64_t kh = 0; kh < KH; ++kh) src[kh] = buf + (oh * sh + kh * dh) * Wp;
+      smallcnn::taps<op>(avx2, src.data(), nullptr, static_cast<int>(KH), pad, tv, Wp);
+      for (int64_t kw = 0; kw < KW; ++kw) src[kw] = split ? tv + (kw % 2 ? ne : 0) + kw / 2 : tv + kw;
+      float* yr = yp + oh * OW;
+      smallcnn::taps<op>(avx2, src.data(), nullptr, static_cast<int>(KW), pad, yr, OW);
+      if (!kMax) {
+        const float h = hc[oh];
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const float dn = h * wc[ow];
+          yr[ow] = dn > 0.f ? yr[ow] / dn : 0.f;
+        }
+      }
+    }
+  }
+}
+
+template <bool kMax>
+void pool_any(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, int64_t p1) {
+  const bool avx2 = has_avx2();
+  if ((g.s[2] == 1 || g.s[2] == 2) && g.d[2] == 1 && g.k[1] <= 64 && g.k[2] <= 64) {
+    return pool_taps<kMax>(g, x, y, cip, p0, p1, avx2);
+  }
+  if (avx2) return pool_rows_avx2<kMax>(g, x, y, cip, p0, p1);
+  pool_rows_plain<kMax>(g, x, y, cip, p0, p1);
 }
 
 __attribute__((always_inline)) inline void global_avg_body(const float* x, float* y, int64_t plane, int64_t q0,
@@ -144,11 +224,7 @@ bool applies(const Geom3& g) {
 }
 
 void max_pool_2d(const Geom3& g, const float* x, float* y, int64_t p0, int64_t p1) {
-  if (has_avx2()) {
-    pool_rows_avx2<true>(g, x, y, false, p0, p1);
-  } else {
-    pool_rows_plain<true>(g, x, y, false, p0, p1);
-  }
+  pool_any<true>(g, x, y, false, p0, p1);
 }
 
 void avg_pool_2d(const Geom3& g, const float* x, float* y, bool count_include_pad, int64_t p0, int64_t p1) {
@@ -158,11 +234,7 @@ void avg_pool_2d(const Geom3& g, const float* x, float* y, bool count_include_pa
     global_avg(x + p0 * g.in_size(), y + p0, g.in_size(), 0, p1 - p0);
     return;
   }
-  if (has_avx2()) {
-    pool_rows_avx2<false>(g, x, y, count_include_pad, p0, p1);
-  } else {
-    pool_rows_plain<false>(g, x, y, count_include_pad, p0, p1);
-  }
+  pool_any<false>(g, x, y, count_include_pad, p0, p1);
 }
 
 void global_avg(const float* x, float* y, int64_t plane, int64_t q0, int64_t q1) {
