@@ -1,7 +1,6 @@
-// Vectorized float depthwise convolution (one input channel per output channel), 2-D, square 3x3 /
-// 5x5 / 7x7 kernels, stride 1 or 2, no dilation. Each output row is computed in one pass: the interior
-// columns (every tap inside the input) by a fixed-size kernel the compiler vectorizes, the border
-// columns with bounds checks. conv_impl.cpp's depthwise branch uses it when `applies`; the scalar
+// Vectorized float depthwise convolution (one input channel per output channel), 1-D or 2-D, kernels
+// up to 7x7, any vertical stride, horizontal stride 1 or 2, no dilation. The channel is copied into a
+// zero-padded plane, then each output row is one AVX2 tap loop (smallcnn_simd.h). conv_impl.cpp's depthwise branch uses it when `applies`; the scalar
 // per-tap loop there stays the reference (and handles every other geometry).
 #pragma once
 #include <cstdint>

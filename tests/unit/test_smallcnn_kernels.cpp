@@ -140,20 +140,21 @@ TEST(SmallCnnDepthwise, VectorizedMatchesNaiveOnRandomShapes) {
     s.group = s.C = 1 + pick(rng) % 5;
     s.M = s.C * (iter % 6 == 0 ? 2 : 1);
     const int64_t k = iter % 3 == 0 ? 3 : iter % 3 == 1 ? 5 : 7;
+    const int64_t kh = iter % 5 == 2 ? 1 + pick(rng) % 7 : k;  // non-square kernels too
     WindowAttrs a;
-    const bool wide = iter == 17;  // wider than the zero row: every column of a padded row is checked
+    const bool wide = iter == 17;
     Dims in{wide ? 4100 : 1 + pick(rng) % 30, wide ? 4100 : 1 + pick(rng) % 30};
     if (wide) in[0] = 4;
-    Dims kernel{k, k};
+    Dims kernel{kh, k};
     const int64_t st = 1 + pick(rng) % 2;
-    a.strides = {st, st};
+    a.strides = {iter % 4 == 1 ? 1 + pick(rng) % 3 : st, st};  // vertical stride 3 / asymmetric strides too
     for (int i = 0; i < 4; ++i) a.pads.push_back(pick(rng) % (k / 2 + 2));
     if (iter % 9 == 4) a.auto_pad = AutoPad::kSameUpper;
     if (!forward_geometry(a, in, kernel, &s.g).ok() || s.g.out_size() == 0) continue;
     ASSERT_TRUE(dwconv::applies(s.g));
     ++ran;
     const int64_t Cg = 1;
-    Dims wshape{s.M, Cg, k, k};
+    Dims wshape{s.M, Cg, kh, k};
     auto x = rand_vec(rng, s.N * s.C * s.g.in_size());
     auto w = rand_vec(rng, shape_numel(wshape));
     auto b = rand_vec(rng, s.M);
@@ -163,7 +164,7 @@ TEST(SmallCnnDepthwise, VectorizedMatchesNaiveOnRandomShapes) {
     const int64_t Mg = s.M / s.group;
     for (int64_t n = 0; n < s.N; ++n)
       for (int64_t m = 0; m < s.M; ++m)
-        dwconv::plane_f32(s.g, x.data() + (n * s.C + m / Mg) * s.g.in_size(), w.data() + m * k * k, b[m],
+        dwconv::plane_f32(s.g, x.data() + (n * s.C + m / Mg) * s.g.in_size(), w.data() + m * kh * k, b[m],
                           y.data() + (n * s.M + m) * s.g.out_size());
     for (size_t i = 0; i < y.size(); ++i)
       ASSERT_NEAR(y[i], ref[i], 1e-4f * (1.f + std::fabs(ref[i]))) << "iter " << iter << " at " << i;
@@ -223,4 +224,30 @@ TEST(SmallCnnBatchNormRelu, EqualsBatchNormThenRelu) {
   auto T = [&](const Dims& d, float v) { return Value(Tensor::from_vector<float>(DataType::kFloat, d, std::vector<float>(shape_numel(d), v))); };
   auto bad = run_f("nxrt", "BatchNormRelu", 1, {T({1, 4, 2, 2}, 1.f), T({3}, 1.f), T({3}, 0.f), T({3}, 0.f), T({3}, 1.f)}, {}, 1);
   EXPECT_FALSE(bad.ok());
+}
+
+TEST(SmallCnnPointwise, SinglePositionGemvMatchesNaive) {
+  std::mt19937 rng(13);
+  for (int iter = 0; iter < 40; ++iter) {
+    ConvShape s;
+    s.N = 1 + iter % 2;
+    s.group = iter % 3 == 0 ? 2 : 1;
+    const int64_t Cg = 1 + (iter * 7) % 70, Mg = 1 + (iter * 5) % 40;
+    s.C = Cg * s.group;
+    s.M = Mg * s.group;
+    WindowAttrs a;
+    const Dims in = iter % 2 ? Dims{1, 1} : Dims{1};
+    const Dims kernel = iter % 2 ? Dims{1, 1} : Dims{1};
+    ASSERT_TRUE(forward_geometry(a, in, kernel, &s.g).ok());
+    Dims wshape{s.M, Cg};
+    for (auto k : kernel) wshape.push_back(k);
+    auto x = rand_vec(rng, s.N * s.C), w = rand_vec(rng, shape_numel(wshape)), b = rand_vec(rng, s.M);
+    std::vector<float> ref(static_cast<size_t>(s.N * s.M)), y(ref.size(), 5.f);
+    conv_naive<float>(s, x.data(), w.data(), iter % 4 == 1 ? nullptr : b.data(), ref.data());
+    ConvWeights<float> cw;
+    cw.prepare(wshape, s.group, w);
+    ASSERT_FALSE(cw.raw.empty());
+    conv_forward<float>(s, x.data(), cw, iter % 4 == 1 ? nullptr : b.data(), y.data(), nullptr, ConvPath::kAuto);
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], 1e-4f * (1.f + std::fabs(ref[i]))) << iter;
+  }
 }
