@@ -2,6 +2,7 @@
 // (pool_fast), depthwise conv (conv_depthwise), per-channel BatchNormalization + Relu.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -249,5 +250,22 @@ TEST(SmallCnnPointwise, SinglePositionGemvMatchesNaive) {
     ASSERT_FALSE(cw.raw.empty());
     conv_forward<float>(s, x.data(), cw, iter % 4 == 1 ? nullptr : b.data(), y.data(), nullptr, ConvPath::kAuto);
     for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], 1e-4f * (1.f + std::fabs(ref[i]))) << iter;
+  }
+}
+
+// The pool's caller no longer waits for workers that did not join a job: many short jobs back to back
+// (workers joining late, or for the next job) must still cover every index exactly once.
+TEST(SmallCnnThreadPool, ShortJobsBackToBackCoverEveryIndexOnce) {
+  for (int threads : {2, 3, 4}) {
+    ep::ThreadPool pool(threads);
+    std::vector<std::atomic<int>> hits(257);
+    for (int job = 0; job < 3000; ++job) {
+      const int64_t n = 1 + job % 257;
+      for (int64_t i = 0; i < n; ++i) hits[static_cast<size_t>(i)].store(0, std::memory_order_relaxed);
+      pool.parallel_for(n, 1 + job % 3, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "job " << job << " i " << i;
+    }
   }
 }
