@@ -280,9 +280,11 @@ Result<Activation> parse_activation(const std::string& s) {
 }
 
 void register_fused_attention(ep::KernelRegistry& r);  // fused_attention.cpp
+void register_bn_relu(ep::KernelRegistry& r);          // bn_relu.cpp
 
 void register_fused_ops(ep::KernelRegistry& r) {
   register_fused_attention(r);
+  register_bn_relu(r);
   r.add_class<FusedKernel>(kNxrtDomain, "FusedConv");
   r.add_class<FusedKernel>(kNxrtDomain, "FusedGemm");
   r.add_class<FusedKernel>(kNxrtDomain, "FusedMatMul");
