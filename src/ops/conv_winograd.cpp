@@ -1,0 +1,496 @@
+#include "ops/conv_winograd.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ep/thread_pool.h"
+#include "ops/conv_impl.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NXRT_WINO_X86 1
+#endif
+
+namespace nxrt::ops {
+
+namespace {
+
+constexpr int kPts = 36;  // 6x6 transform domain
+
+int64_t g_block_tiles = 0;
+bool g_force_scalar = false;
+
+bool use_avx2() {
+#ifdef NXRT_WINO_X86
+  return !g_force_scalar && gemm_using_avx2();
+#else
+  return false;
+#endif
+}
+
+// Per-thread scratch, mapped directly (like the GEMM's: a long-lived malloc block of this size would move
+// glibc's mmap threshold). Grows, never shrinks; zero-filled when mapped.
+struct Scratch {
+  float* ptr = nullptr;
+  size_t cap = 0, bytes = 0;
+  std::vector<float> fallback;
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() {
+    if (ptr) munmap(ptr, bytes);
+  }
+  float* get(size_t n) {
+    if (n <= cap) return ptr;
+    if (ptr) munmap(ptr, bytes);
+    ptr = nullptr;
+    cap = bytes = 0;
+    const size_t want = (n * sizeof(float) + 4095) / 4096 * 4096;
+    void* p = mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      fallback.assign(n + 16, 0.f);
+      return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(fallback.data()) + 63) & ~uintptr_t(63));
+    }
+    ptr = static_cast<float*>(p);
+    bytes = want;
+    cap = want / sizeof(float);
+    return ptr;
+  }
+};
+
+// ---- 1-D transforms (points 0, +-1, +-2, inf), written once for scalars --------------------------
+// Input: o = B^T d (6 -> 6).
+//   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+inline void bt_1d(const float* d, int64_t sd, float* o, int64_t so) {
+  const float d0 = d[0], d1 = d[sd], d2 = d[2 * sd], d3 = d[3 * sd], d4 = d[4 * sd], d5 = d[5 * sd];
+  o[0] = 4.f * (d0 - d2) + (d4 - d2);
+  o[so] = (d3 + d4) - 4.f * (d1 + d2);
+  o[2 * so] = (d4 - d3) + 4.f * (d1 - d2);
+  o[3 * so] = (d4 - d2) + 2.f * (d3 - d1);
+  o[4 * so] = (d4 - d2) - 2.f * (d3 - d1);
+  o[5 * so] = 4.f * (d1 - d3) + (d5 - d3);
+}
+// Output: y = A^T m (6 -> 4).  A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+inline void at_1d(const float* m, int64_t sm, float* y, int64_t sy) {
+  const float a = m[sm] + m[2 * sm], b = m[sm] - m[2 * sm];
+  const float c = m[3 * sm] + m[4 * sm], e = m[3 * sm] - m[4 * sm];
+  y[0] = m[0] + a + c;
+  y[sy] = b + 2.f * e;
+  y[2 * sy] = a + 4.f * c;
+  y[3 * sy] = b + 8.f * e + m[5 * sm];
+}
+
+// Geometry of one call.
+struct Plan {
+  int64_t N, C, M, IH, IW, OH, OW, pt, pl;  // pt/pl: top/left pads
+  int64_t TH, TW;                           // tiles per image (4x4 outputs each)
+  int64_t groups;                           // 8-tile vector groups per tile row
+  int64_t wb;                               // width of the padded-row scratch (floats)
+};
+
+// ---- Input transform: V[xi][c][j] for the tile rows [R0, R1) of a block (j = (R - R0) * TW + tw) ----
+
+void input_scalar(const Plan& p, const float* x, int64_t R0, int64_t R1, int64_t c0, int64_t c1, float* V,
+                  int64_t ld, int64_t cstride) {
+  float d[36], t[36], o[36];
+  for (int64_t c = c0; c < c1; ++c) {
+    for (int64_t R = R0; R < R1; ++R) {
+      const int64_t n = R / p.TH, th = R % p.TH;
+      const float* xc = x + (n * p.C + c) * p.IH * p.IW;
+      for (int64_t tw = 0; tw < p.TW; ++tw) {
+        for (int i = 0; i < 6; ++i) {
+          const int64_t iy = th * 4 - p.pt + i;
+          for (int jj = 0; jj < 6; ++jj) {
+            const int64_t ix = tw * 4 - p.pl + jj;
+            d[i * 6 + jj] = (iy >= 0 && iy < p.IH && ix >= 0 && ix < p.IW) ? xc[iy * p.IW + ix] : 0.f;
+          }
+        }
+        for (int jj = 0; jj < 6; ++jj) bt_1d(d + jj, 6, t + jj, 6);  // columns
+        for (int k = 0; k < 6; ++k) bt_1d(t + k * 6, 1, o + k * 6, 1);  // rows
+        const int64_t j = (R - R0) * p.TW + tw;
+        for (int xi = 0; xi < kPts; ++xi) V[xi * cstride + c * ld + j] = o[xi];
+      }
+    }
+  }
+}
+
+// ---- Output transform: y tiles from Mx[xi][m][j] -------------------------------------------------------
+
+void output_scalar(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1, const float* bias,
+                   float* y, int64_t ld, int64_t mstride) {
+  float mm[36], t[24], o[16];
+  for (int64_t m = m0; m < m1; ++m) {
+    const float b = bias ? bias[m] : 0.f;
+    for (int64_t R = R0; R < R1; ++R) {
+      const int64_t n = R / p.TH, th = R % p.TH;
+      float* ym = y + (n * p.M + m) * p.OH * p.OW;
+      for (int64_t tw = 0; tw < p.TW; ++tw) {
+        const int64_t j = (R - R0) * p.TW + tw;
+        for (int xi = 0; xi < kPts; ++xi) mm[xi] = Mx[xi * mstride + m * ld + j];
+        for (int l = 0; l < 6; ++l) at_1d(mm + l, 6, t + l, 6);   // columns: t[r][l], r < 4
+        for (int r = 0; r < 4; ++r) at_1d(t + r * 6, 1, o + r * 4, 1);  // rows
+        for (int r = 0; r < 4; ++r) {
+          const int64_t oy = th * 4 + r;
+          if (oy >= p.OH) break;
+          for (int q = 0; q < 4; ++q) {
+            const int64_t ox = tw * 4 + q;
+            if (ox < p.OW) ym[oy * p.OW + ox] = o[r * 4 + q] + b;
+          }
+        }
+      }
+    }
+  }
+}
+
+#ifdef NXRT_WINO_X86
+
+#define WINO_AVX2 __attribute__((target("avx2,fma")))
+
+struct V6 {
+  __m256 v[6];
+};
+
+WINO_AVX2 inline void bt_vec(const __m256* d, __m256* o) {
+  const __m256 four = _mm256_set1_ps(4.f), two = _mm256_set1_ps(2.f);
+  const __m256 d42 = _mm256_sub_ps(d[4], d[2]);
+  const __m256 d31 = _mm256_sub_ps(d[3], d[1]);
+  o[0] = _mm256_fmadd_ps(four, _mm256_sub_ps(d[0], d[2]), d42);
+  o[1] = _mm256_fnmadd_ps(four, _mm256_add_ps(d[1], d[2]), _mm256_add_ps(d[3], d[4]));
+  o[2] = _mm256_fmadd_ps(four, _mm256_sub_ps(d[1], d[2]), _mm256_sub_ps(d[4], d[3]));
+  o[3] = _mm256_fmadd_ps(two, d31, d42);
+  o[4] = _mm256_fnmadd_ps(two, d31, d42);
+  o[5] = _mm256_fnmadd_ps(four, d31, _mm256_sub_ps(d[5], d[3]));
+}
+
+WINO_AVX2 inline void at_vec(const __m256* m, __m256* y) {
+  const __m256 a = _mm256_add_ps(m[1], m[2]), b = _mm256_sub_ps(m[1], m[2]);
+  const __m256 c = _mm256_add_ps(m[3], m[4]), e = _mm256_sub_ps(m[3], m[4]);
+  y[0] = _mm256_add_ps(_mm256_add_ps(m[0], a), c);
+  y[1] = _mm256_fmadd_ps(_mm256_set1_ps(2.f), e, b);
+  y[2] = _mm256_fmadd_ps(_mm256_set1_ps(4.f), c, a);
+  y[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.f), e, b), m[5]);
+}
+
+// Deinterleaves 8 tiles of a row: out[j][t] = row[4t + j] for j < 6, t < 8 (reads row[0, 36)).
+WINO_AVX2 inline void gather_tiles(const float* row, __m256* out) {
+  {
+    const __m256 r0 = _mm256_loadu_ps(row), r1 = _mm256_loadu_ps(row + 8);
+    const __m256 r2 = _mm256_loadu_ps(row + 16), r3 = _mm256_loadu_ps(row + 24);
+    const __m256 a = _mm256_permute2f128_ps(r0, r2, 0x20);  // t0 | t4
+    const __m256 b = _mm256_permute2f128_ps(r0, r2, 0x31);  // t1 | t5
+    const __m256 c = _mm256_permute2f128_ps(r1, r3, 0x20);  // t2 | t6
+    const __m256 d = _mm256_permute2f128_ps(r1, r3, 0x31);  // t3 | t7
+    const __m256 lab = _mm256_unpacklo_ps(a, b), lcd = _mm256_unpacklo_ps(c, d);
+    const __m256 hab = _mm256_unpackhi_ps(a, b), hcd = _mm256_unpackhi_ps(c, d);
+    out[0] = _mm256_shuffle_ps(lab, lcd, 0x44);
+    out[1] = _mm256_shuffle_ps(lab, lcd, 0xEE);
+    out[2] = _mm256_shuffle_ps(hab, hcd, 0x44);
+    out[3] = _mm256_shuffle_ps(hab, hcd, 0xEE);
+  }
+  {
+    const float* r = row + 4;
+    const __m256 r0 = _mm256_loadu_ps(r), r1 = _mm256_loadu_ps(r + 8);
+    const __m256 r2 = _mm256_loadu_ps(r + 16), r3 = _mm256_loadu_ps(r + 24);
+    const __m256 a = _mm256_permute2f128_ps(r0, r2, 0x20);
+    const __m256 b = _mm256_permute2f128_ps(r0, r2, 0x31);
+    const __m256 c = _mm256_permute2f128_ps(r1, r3, 0x20);
+    const __m256 d = _mm256_permute2f128_ps(r1, r3, 0x31);
+    const __m256 lab = _mm256_unpacklo_ps(a, b), lcd = _mm256_unpacklo_ps(c, d);
+    out[4] = _mm256_shuffle_ps(lab, lcd, 0x44);
+    out[5] = _mm256_shuffle_ps(lab, lcd, 0xEE);
+  }
+}
+
+// Interleaves 8 tiles back: dst[4t + q] = v[q][t] for q < 4, t < 8 (writes dst[0, 32)).
+WINO_AVX2 inline void scatter_tiles(const __m256* v, float* dst) {
+  const __m256 l01 = _mm256_unpacklo_ps(v[0], v[1]), h01 = _mm256_unpackhi_ps(v[0], v[1]);
+  const __m256 l23 = _mm256_unpacklo_ps(v[2], v[3]), h23 = _mm256_unpackhi_ps(v[2], v[3]);
+  const __m256 t04 = _mm256_shuffle_ps(l01, l23, 0x44);  // t0 | t4
+  const __m256 t15 = _mm256_shuffle_ps(l01, l23, 0xEE);  // t1 | t5
+  const __m256 t26 = _mm256_shuffle_ps(h01, h23, 0x44);  // t2 | t6
+  const __m256 t37 = _mm256_shuffle_ps(h01, h23, 0xEE);  // t3 | t7
+  _mm256_storeu_ps(dst, _mm256_permute2f128_ps(t04, t15, 0x20));
+  _mm256_storeu_ps(dst + 8, _mm256_permute2f128_ps(t26, t37, 0x20));
+  _mm256_storeu_ps(dst + 16, _mm256_permute2f128_ps(t04, t15, 0x31));
+  _mm256_storeu_ps(dst + 24, _mm256_permute2f128_ps(t26, t37, 0x31));
+}
+
+WINO_AVX2 inline __m256i lane_mask(int64_t n) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), idx);
+}
+
+// `s` (6 x p.wb floats) is per-thread scratch.
+WINO_AVX2 void input_avx2(const Plan& p, const float* x, int64_t R0, int64_t R1, int64_t c0, int64_t c1, float* V,
+                          int64_t ld, int64_t cstride, float* s) {
+  const int64_t wb = p.wb;
+  const int64_t tail = p.TW - (p.groups - 1) * 8;
+  const __m256i tail_mask = lane_mask(tail);
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 zero = _mm256_setzero_ps();
+  for (int64_t c = c0; c < c1; ++c) {
+    for (int64_t R = R0; R < R1; ++R) {
+      const int64_t n = R / p.TH, th = R % p.TH;
+      const float* xc = x + (n * p.C + c) * p.IH * p.IW;
+      const float* xr[6];  // input rows of the tile row (null: padding)
+      for (int i = 0; i < 6; ++i) {
+        const int64_t iy = th * 4 - p.pt + i;
+        xr[i] = iy >= 0 && iy < p.IH ? xc + iy * p.IW : nullptr;
+      }
+      // Vertical pass, straight from the input rows: s[k][col] = sum_i B^T[k][i] x[iy_i][col - pl] (zero
+      // outside the image; partial vectors through masked loads).
+      for (int64_t col = 0; col < wb; col += 8) {
+        const int64_t ix0 = col - p.pl;
+        const int64_t lo = std::max<int64_t>(0, -ix0), hi = std::min<int64_t>(8, p.IW - ix0);
+        __m256 d[6], o[6];
+        if (lo >= hi) {
+          for (int k = 0; k < 6; ++k) _mm256_storeu_ps(s + k * wb + col, zero);
+          continue;
+        }
+        if (lo == 0 && hi == 8) {
+          for (int i = 0; i < 6; ++i) d[i] = xr[i] ? _mm256_loadu_ps(xr[i] + ix0) : zero;
+        } else {
+          const __m256i m = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), idx),
+                                             _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(static_cast<int>(lo - 1))));
+          // Lanes outside [lo, hi) are masked off and not read.
+          for (int i = 0; i < 6; ++i) {
+            d[i] = xr[i] ? _mm256_maskload_ps(xr[i] + ix0, m) : zero;
+          }
+        }
+        bt_vec(d, o);
+        for (int k = 0; k < 6; ++k) _mm256_storeu_ps(s + k * wb + col, o[k]);
+      }
+      // Horizontal pass, 8 tiles at a time.
+      float* vrow = V + c * ld + (R - R0) * p.TW;
+      for (int64_t gi = 0; gi < p.groups; ++gi) {
+        const bool full = gi + 1 < p.groups || tail == 8;
+        for (int k = 0; k < 6; ++k) {
+          __m256 d[6], o[6];
+          gather_tiles(s + k * wb + gi * 32, d);
+          bt_vec(d, o);
+          float* dst = vrow + (k * 6) * cstride + gi * 8;
+          if (full) {
+            for (int l = 0; l < 6; ++l) _mm256_storeu_ps(dst + l * cstride, o[l]);
+          } else {
+            for (int l = 0; l < 6; ++l) _mm256_maskstore_ps(dst + l * cstride, tail_mask, o[l]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Reads Mx up to 8 floats past a row's last tile (the buffers carry slack).
+WINO_AVX2 void output_avx2(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1,
+                           const float* bias, float* y, int64_t ld, int64_t mstride) {
+  alignas(32) float tmp[32];
+  for (int64_t m = m0; m < m1; ++m) {
+    const __m256 b = _mm256_set1_ps(bias ? bias[m] : 0.f);
+    for (int64_t R = R0; R < R1; ++R) {
+      const int64_t n = R / p.TH, th = R % p.TH;
+      float* ym = y + (n * p.M + m) * p.OH * p.OW;
+      const float* src = Mx + m * ld + (R - R0) * p.TW;
+      for (int64_t gi = 0; gi < p.groups; ++gi) {
+        // t[r][l] = sum_k A^T[r][k] M[k][l]
+        __m256 t[4][6];
+        for (int l = 0; l < 6; ++l) {
+          __m256 mk[6], yr[4];
+          for (int k = 0; k < 6; ++k) mk[k] = _mm256_loadu_ps(src + (k * 6 + l) * mstride + gi * 8);
+          at_vec(mk, yr);
+          for (int r = 0; r < 4; ++r) t[r][l] = yr[r];
+        }
+        const int64_t ox0 = gi * 32;
+        const int64_t ncols = std::min<int64_t>(32, p.OW - ox0);
+        for (int r = 0; r < 4; ++r) {
+          const int64_t oy = th * 4 + r;
+          if (oy >= p.OH) break;
+          __m256 o[4];
+          at_vec(t[r], o);
+          for (int q = 0; q < 4; ++q) o[q] = _mm256_add_ps(o[q], b);
+          float* dst = ym + oy * p.OW + ox0;
+          if (ncols == 32) {
+            scatter_tiles(o, dst);
+          } else {
+            scatter_tiles(o, tmp);
+            std::memcpy(dst, tmp, sizeof(float) * ncols);
+          }
+        }
+      }
+    }
+  }
+}
+
+#endif  // NXRT_WINO_X86
+
+// G g G^T for one 3x3 filter, in double. G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6;
+// 1/24 -1/12 1/6; 0 0 1].
+void filter_transform(const float* g, double* u) {
+  static const double G[6][3] = {{1.0 / 4, 0, 0},
+                                 {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                 {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                 {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                 {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                 {0, 0, 1}};
+  double t[6][3];
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 3; ++j) t[i][j] = G[i][0] * g[0 * 3 + j] + G[i][1] * g[1 * 3 + j] + G[i][2] * g[2 * 3 + j];
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j) u[i * 6 + j] = t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2];
+}
+
+}  // namespace
+
+bool winograd_weights_apply(const Dims& w_shape, int64_t group) {
+  return group == 1 && w_shape.size() == 4 && w_shape[2] == 3 && w_shape[3] == 3 && w_shape[0] > 0 && w_shape[1] > 0;
+}
+
+void winograd_prepare(int64_t M, int64_t C, const float* w, WinogradWeights* out) {
+  out->M = M;
+  out->C = C;
+  std::vector<float> u(static_cast<size_t>(kPts * M * C));
+  double ut[36];
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t c = 0; c < C; ++c) {
+      filter_transform(w + (m * C + c) * 9, ut);
+      for (int xi = 0; xi < kPts; ++xi) u[(xi * M + m) * C + c] = static_cast<float>(ut[xi]);
+    }
+  }
+  out->u.clear();
+  out->u.reserve(kPts);
+  for (int xi = 0; xi < kPts; ++xi) out->u.push_back(pack_a_f32(false, M, C, u.data() + xi * M * C, C));
+}
+
+bool winograd_applies(const ConvShape& s) {
+  const Geom3& g = s.g;
+  if (s.group != 1 || g.nsp != 2) return false;
+  if (g.k[0] != 1 || g.k[1] != 3 || g.k[2] != 3) return false;
+  for (int i = 0; i < 3; ++i) {
+    if (g.s[i] != 1 || g.d[i] != 1) return false;
+  }
+  return g.pb[0] == 0 && g.pe[0] == 0 && g.in[0] == 1 && g.out[0] == 1 && g.out[1] > 0 && g.out[2] > 0;
+}
+
+// Measured at one thread against im2col + GEMM (AMD EPYC, AVX2 kernels; ms im2col -> Winograd):
+//   64->64 @56x56 2.98 -> 1.18, 256->256 @14x14 2.54 -> 1.02, 512->512 @28x28 84 -> 33,
+//   8->64 @56x56 0.35 -> 0.24, 64->8 @56x56 1.11 -> 0.42, 12->12 @32x32 0.060 -> 0.023,
+//   8->8 @16x16 0.014 -> 0.011, 32->32 @14x14 0.075 -> 0.050, 256->256 @10x10 1.42 -> 0.98,
+//   256->256 @9x9 1.25 -> 0.92, but 64->64 @9x9 0.104 -> 0.099, 16->16 @9x9 0.015 -> 0.018,
+//   64->64 @8x8 0.077 -> 0.085, 512->512 @7x7 3.5 -> 6.0 (few tiles: short GEMMs, and 8x8 tiles cover a
+//   7x7 or 9x9 output poorly), 3->64 @224x224 2.6 -> 7.9 (transforms dominate with 3 input channels).
+// Rule: at least 8 input and output channels and outputs of at least 10x10 (9x9 with >= 128 channels).
+bool winograd_preferred(const ConvShape& s) {
+  if (!winograd_applies(s)) return false;
+  if (s.C < 8 || s.M < 8) return false;
+  const int64_t min_out = std::min(s.g.out[1], s.g.out[2]);
+  return min_out >= 10 || (min_out >= 9 && s.C >= 128 && s.M >= 128);
+}
+
+void winograd_set_block_tiles(int64_t tiles) { g_block_tiles = tiles; }
+void winograd_set_force_scalar(bool scalar) { g_force_scalar = scalar; }
+
+void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w, const float* bias, float* y,
+                   ep::ThreadPool* pool) {
+  Plan p;
+  p.N = s.N;
+  p.C = s.C;
+  p.M = s.M;
+  p.IH = s.g.in[1];
+  p.IW = s.g.in[2];
+  p.OH = s.g.out[1];
+  p.OW = s.g.out[2];
+  p.pt = s.g.pb[1];
+  p.pl = s.g.pb[2];
+  p.TH = (p.OH + 3) / 4;
+  p.TW = (p.OW + 3) / 4;
+  p.groups = (p.TW + 7) / 8;
+  p.wb = p.groups * 32 + 8;
+  const int64_t total_rows = p.N * p.TH;
+  if (total_rows == 0 || p.M == 0) return;
+
+  // Tiles per block: the block's transformed input (36 x C) and products (36 x M) take
+  // 144 * (C + M) bytes per tile; aim at ~2 MiB (L2 plus a share of L3), at least 32 tiles so the GEMMs
+  // keep the 16-column micro-kernel busy.
+  int64_t want = g_block_tiles;
+  if (want <= 0) want = std::clamp<int64_t>((int64_t(2) << 20) / (144 * (p.C + p.M)), 32, 512);
+  int64_t rows_per_block = std::clamp<int64_t>((want + p.TW / 2) / p.TW, 1, total_rows);
+  // Small problems stay on the calling thread (waking workers costs more than it saves).
+  const int64_t macs = kPts * p.M * p.C * total_rows * p.TW;
+  const int threads = pool && macs >= (int64_t(1) << 21) ? pool->num_threads() : 1;
+  // Prefer whole blocks per thread (one wake-up per call): smaller blocks when that gives every thread
+  // a few of them and keeps >= 24 tiles per GEMM.
+  if (threads > 1 && g_block_tiles <= 0) {
+    const int64_t rows_for_split = (total_rows + 4 * threads - 1) / (4 * threads);
+    if (rows_for_split < rows_per_block && rows_for_split * p.TW >= 24) rows_per_block = rows_for_split;
+  }
+  int64_t nblocks = (total_rows + rows_per_block - 1) / rows_per_block;
+  // Enough blocks for every thread to take whole blocks: split blocks; else split each block's phases.
+  const bool split_blocks = threads > 1 && nblocks >= 4 * threads;
+  const int64_t ld = rows_per_block * p.TW;
+  const int64_t cstride = p.C * ld, mstride = p.M * ld;
+  const size_t v_floats = static_cast<size_t>(kPts * cstride + 16);
+  const size_t m_floats = static_cast<size_t>(kPts * mstride + 16);
+  const size_t row_floats = static_cast<size_t>(6 * p.wb);
+  const bool avx2 = use_avx2();
+
+  auto input_phase = [&](const float* xin, int64_t R0, int64_t R1, int64_t c0, int64_t c1, float* V) {
+#ifdef NXRT_WINO_X86
+    if (avx2) {
+      thread_local Scratch rs;
+      input_avx2(p, xin, R0, R1, c0, c1, V, ld, cstride, rs.get(row_floats));
+      return;
+    }
+#endif
+    input_scalar(p, xin, R0, R1, c0, c1, V, ld, cstride);
+  };
+  auto output_phase = [&](const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1) {
+#ifdef NXRT_WINO_X86
+    if (avx2) {
+      output_avx2(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride);
+      return;
+    }
+#endif
+    output_scalar(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride);
+  };
+  auto gemms = [&](int64_t cols, const float* V, float* Mx, int64_t xi0, int64_t xi1) {
+    for (int64_t xi = xi0; xi < xi1; ++xi) {
+      gemm_f32_packed_a(p.M, cols, p.C, 1.f, w.u[xi].data.data(), false, V + xi * cstride, ld, 0.f,
+                        Mx + xi * mstride, ld, nullptr);
+    }
+  };
+
+  if (split_blocks || threads == 1) {
+    auto body = [&](int64_t b0, int64_t b1) {
+      thread_local Scratch vs, ms;
+      float* V = vs.get(v_floats);
+      float* Mx = ms.get(m_floats);
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t R0 = b * rows_per_block, R1 = std::min(total_rows, R0 + rows_per_block);
+        const int64_t cols = (R1 - R0) * p.TW;
+        input_phase(x, R0, R1, 0, p.C, V);
+        gemms(cols, V, Mx, 0, kPts);
+        output_phase(Mx, R0, R1, 0, p.M);
+      }
+    };
+    if (threads > 1) {
+      pool->parallel_for(nblocks, 1, body);
+    } else {
+      body(0, nblocks);
+    }
+    return;
+  }
+  // Few blocks: each phase split over the threads, buffers shared.
+  thread_local Scratch vs, ms;
+  float* V = vs.get(v_floats);
+  float* Mx = ms.get(m_floats);
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const int64_t R0 = b * rows_per_block, R1 = std::min(total_rows, R0 + rows_per_block);
+    const int64_t cols = (R1 - R0) * p.TW;
+    pool->parallel_for(p.C, 1, [&](int64_t c0, int64_t c1) { input_phase(x, R0, R1, c0, c1, V); });
+    pool->parallel_for(kPts, 1, [&](int64_t x0, int64_t x1) { gemms(cols, V, Mx, x0, x1); });
+    pool->parallel_for(p.M, 1, [&](int64_t m0, int64_t m1) { output_phase(Mx, R0, R1, m0, m1); });
+  }
+}
+
+}  // namespace nxrt::ops
