@@ -217,17 +217,10 @@ WINO_AVX2 inline void scatter_tiles(const __m256* v, float* dst) {
   _mm256_storeu_ps(dst + 24, _mm256_permute2f128_ps(t26, t37, 0x31));
 }
 
-WINO_AVX2 inline __m256i lane_mask(int64_t n) {
-  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), idx);
-}
-
 // `s` (6 x p.wb floats) is per-thread scratch.
 WINO_AVX2 void input_avx2(const Plan& p, const float* x, int64_t R0, int64_t R1, int64_t c0, int64_t c1, float* V,
                           int64_t ld, int64_t cstride, float* s) {
   const int64_t wb = p.wb;
-  const int64_t tail = p.TW - (p.groups - 1) * 8;
-  const __m256i tail_mask = lane_mask(tail);
   const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256 zero = _mm256_setzero_ps();
   for (int64_t c = c0; c < c1; ++c) {
@@ -265,17 +258,15 @@ WINO_AVX2 void input_avx2(const Plan& p, const float* x, int64_t R0, int64_t R1,
       // Horizontal pass, 8 tiles at a time.
       float* vrow = V + c * ld + (R - R0) * p.TW;
       for (int64_t gi = 0; gi < p.groups; ++gi) {
-        const bool full = gi + 1 < p.groups || tail == 8;
         for (int k = 0; k < 6; ++k) {
           __m256 d[6], o[6];
           gather_tiles(s + k * wb + gi * 32, d);
           bt_vec(d, o);
+          // A partial last group stores all 8 lanes: the extra ones land in the next tile row's slots
+          // (written after this, by this thread) or, on a block's last row, in the 8 spare columns of ld.
+          // (Masked stores are microcoded on AMD cores: 3x slower here.)
           float* dst = vrow + (k * 6) * cstride + gi * 8;
-          if (full) {
-            for (int l = 0; l < 6; ++l) _mm256_storeu_ps(dst + l * cstride, o[l]);
-          } else {
-            for (int l = 0; l < 6; ++l) _mm256_maskstore_ps(dst + l * cstride, tail_mask, o[l]);
-          }
+          for (int l = 0; l < 6; ++l) _mm256_storeu_ps(dst + l * cstride, o[l]);
         }
       }
     }
@@ -409,11 +400,19 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
   const int64_t total_rows = p.N * p.TH;
   if (total_rows == 0 || p.M == 0) return;
 
-  // Tiles per block: the block's transformed input (36 x C) and products (36 x M) take
-  // 144 * (C + M) bytes per tile; aim at ~2 MiB (L2 plus a share of L3), at least 32 tiles so the GEMMs
-  // keep the 16-column micro-kernel busy.
+  // Tiles per block: the block's transformed input (36 x C) and products (36 x M) take 144 * (C + M)
+  // bytes per tile, and every block streams all 36 transformed weight matrices (144 * C * M bytes).
+  // Aim at ~512 KiB of buffers (half the L2: the transforms are bound by their stores once the buffers
+  // spill), but at least C M / (C + M) tiles so that weight traffic does not dominate with many
+  // channels, at most ~8 MiB of buffers, and at least 24 tiles so the GEMMs keep the 16-column micro-kernel
+  // busy. Measured (ms at 28 / 56 tiles): 64->64 @56x56 0.94 / 1.20, 128->32 @56x56 1.21 / 1.45,
+  // 128->128 @28x28 0.94 / 0.85.
   int64_t want = g_block_tiles;
-  if (want <= 0) want = std::clamp<int64_t>((int64_t(2) << 20) / (144 * (p.C + p.M)), 32, 512);
+  if (want <= 0) {
+    const int64_t per_tile = 144 * (p.C + p.M);
+    want = std::max<int64_t>((int64_t(512) << 10) / per_tile, p.C * p.M / (p.C + p.M));
+    want = std::clamp<int64_t>(std::min<int64_t>(want, (int64_t(8) << 20) / per_tile), 24, 512);
+  }
   int64_t rows_per_block = std::clamp<int64_t>((want + p.TW / 2) / p.TW, 1, total_rows);
   // Small problems stay on the calling thread (waking workers costs more than it saves).
   const int64_t macs = kPts * p.M * p.C * total_rows * p.TW;
@@ -421,13 +420,15 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
   // Prefer whole blocks per thread (one wake-up per call): smaller blocks when that gives every thread
   // a few of them and keeps >= 24 tiles per GEMM.
   if (threads > 1 && g_block_tiles <= 0) {
-    const int64_t rows_for_split = (total_rows + 4 * threads - 1) / (4 * threads);
+    const int64_t rows_for_split = (total_rows + 4 * threads - 1) / (4 * threads);  // ~4 blocks a thread
     if (rows_for_split < rows_per_block && rows_for_split * p.TW >= 24) rows_per_block = rows_for_split;
   }
   int64_t nblocks = (total_rows + rows_per_block - 1) / rows_per_block;
-  // Enough blocks for every thread to take whole blocks: split blocks; else split each block's phases.
-  const bool split_blocks = threads > 1 && nblocks >= 4 * threads;
-  const int64_t ld = rows_per_block * p.TW;
+  // Enough blocks for the threads to take whole blocks with >= 80% balance: split blocks (one wake-up per
+  // call, buffers per thread); else split each block's three phases over the threads.
+  const int64_t rounds = (nblocks + threads - 1) / threads;
+  const bool split_blocks = threads > 1 && nblocks >= 2 * threads && 5 * nblocks >= 4 * rounds * threads;
+  const int64_t ld = rows_per_block * p.TW + 8;  // 8 spare columns: see input_avx2
   const int64_t cstride = p.C * ld, mstride = p.M * ld;
   const size_t v_floats = static_cast<size_t>(kPts * cstride + 16);
   const size_t m_floats = static_cast<size_t>(kPts * mstride + 16);
