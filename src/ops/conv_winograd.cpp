@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "ep/thread_pool.h"
@@ -371,8 +372,13 @@ bool winograd_applies(const ConvShape& s) {
 //   64->64 @8x8 0.077 -> 0.085, 512->512 @7x7 3.5 -> 6.0 (few tiles: short GEMMs, and 8x8 tiles cover a
 //   7x7 or 9x9 output poorly), 3->64 @224x224 2.6 -> 7.9 (transforms dominate with 3 input channels).
 // Rule: at least 8 input and output channels and outputs of at least 10x10 (9x9 with >= 128 channels).
+// NXRT_CONV_WINOGRAD=0 in the environment turns the kAuto choice off (A/B measurements).
 bool winograd_preferred(const ConvShape& s) {
-  if (!winograd_applies(s)) return false;
+  static const bool disabled = [] {
+    const char* e = std::getenv("NXRT_CONV_WINOGRAD");
+    return e && std::strcmp(e, "0") == 0;
+  }();
+  if (disabled || !winograd_applies(s)) return false;
   if (s.C < 8 || s.M < 8) return false;
   const int64_t min_out = std::min(s.g.out[1], s.g.out[2]);
   return min_out >= 10 || (min_out >= 9 && s.C >= 128 && s.M >= 128);

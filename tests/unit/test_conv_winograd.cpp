@@ -193,14 +193,14 @@ TEST(ConvWinograd, ConvKernelUsesIt) {
   auto b = random_vec(rng, 16);
   std::vector<float> ref(16 * 100);
   conv_naive<float>(s, x.data(), w.data(), b.data(), ref.data());
-  testing::KernelRun run;
+  nxrt::testing::KernelRun run;
   run.op_type = "Conv";
   run.opset = 11;
-  run.attributes = {testing::attr_ints("pads", {1, 1, 1, 1})};
+  run.attributes = {nxrt::testing::attr_ints("pads", {1, 1, 1, 1})};
   run.inputs = {Tensor::from_vector<float>(DataType::kFloat, {1, 16, 10, 10}, x),
                 Tensor::from_vector<float>(DataType::kFloat, {16, 16, 3, 3}, w),
                 Tensor::from_vector<float>(DataType::kFloat, {16}, b)};
-  auto out = testing::run_kernel(run);
+  auto out = nxrt::testing::run_kernel(run);
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   const Tensor& t = out.value()[0].tensor();
   ASSERT_EQ(t.numel(), 1600);
