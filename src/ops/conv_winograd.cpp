@@ -61,6 +61,16 @@ struct Scratch {
   }
 };
 
+// A thread's transformed-input and product buffers (one pair per thread, shared by both threading modes:
+// one call at a time runs on a thread).
+struct Buffers {
+  Scratch v, m;
+};
+Buffers& thread_buffers() {
+  thread_local Buffers b;
+  return b;
+}
+
 // ---- 1-D transforms (points 0, +-1, +-2, inf), written once for scalars --------------------------
 // Input: o = B^T d (6 -> 6).
 //   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
@@ -87,8 +97,6 @@ inline void at_1d(const float* m, int64_t sm, float* y, int64_t sy) {
 struct Plan {
   int64_t N, C, M, IH, IW, OH, OW, pt, pl;  // pt/pl: top/left pads
   int64_t TH, TW;                           // tiles per image (4x4 outputs each)
-  int64_t groups;                           // 8-tile vector groups per tile row
-  int64_t wb;                               // width of the padded-row scratch (floats)
 };
 
 // ---- Input transform: V[xi][c][j] for the tile rows [R0, R1) of a block (j = (R - R0) * TW + tw) ----
@@ -174,33 +182,33 @@ WINO_AVX2 inline void at_vec(const __m256* m, __m256* y) {
   y[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.f), e, b), m[5]);
 }
 
-// Deinterleaves 8 tiles of a row: out[j][t] = row[4t + j] for j < 6, t < 8 (reads row[0, 36)).
-WINO_AVX2 inline void gather_tiles(const float* row, __m256* out) {
+// Deinterleaves 8 tiles: out[j][t] = a[4t + j] for j < 4 and out[4 + j][t] = b[4t + j] for j < 2, t < 8
+// (reads a[0, 32) and b[0, 32)).
+WINO_AVX2 inline void gather_tiles(const float* a, const float* b, __m256* out) {
   {
-    const __m256 r0 = _mm256_loadu_ps(row), r1 = _mm256_loadu_ps(row + 8);
-    const __m256 r2 = _mm256_loadu_ps(row + 16), r3 = _mm256_loadu_ps(row + 24);
-    const __m256 a = _mm256_permute2f128_ps(r0, r2, 0x20);  // t0 | t4
-    const __m256 b = _mm256_permute2f128_ps(r0, r2, 0x31);  // t1 | t5
-    const __m256 c = _mm256_permute2f128_ps(r1, r3, 0x20);  // t2 | t6
-    const __m256 d = _mm256_permute2f128_ps(r1, r3, 0x31);  // t3 | t7
-    const __m256 lab = _mm256_unpacklo_ps(a, b), lcd = _mm256_unpacklo_ps(c, d);
-    const __m256 hab = _mm256_unpackhi_ps(a, b), hcd = _mm256_unpackhi_ps(c, d);
-    out[0] = _mm256_shuffle_ps(lab, lcd, 0x44);
-    out[1] = _mm256_shuffle_ps(lab, lcd, 0xEE);
-    out[2] = _mm256_shuffle_ps(hab, hcd, 0x44);
-    out[3] = _mm256_shuffle_ps(hab, hcd, 0xEE);
+    const __m256 r0 = _mm256_loadu_ps(a), r1 = _mm256_loadu_ps(a + 8);
+    const __m256 r2 = _mm256_loadu_ps(a + 16), r3 = _mm256_loadu_ps(a + 24);
+    const __m256 t04 = _mm256_permute2f128_ps(r0, r2, 0x20);  // t0 | t4
+    const __m256 t15 = _mm256_permute2f128_ps(r0, r2, 0x31);  // t1 | t5
+    const __m256 t26 = _mm256_permute2f128_ps(r1, r3, 0x20);  // t2 | t6
+    const __m256 t37 = _mm256_permute2f128_ps(r1, r3, 0x31);  // t3 | t7
+    const __m256 l01 = _mm256_unpacklo_ps(t04, t15), l23 = _mm256_unpacklo_ps(t26, t37);
+    const __m256 h01 = _mm256_unpackhi_ps(t04, t15), h23 = _mm256_unpackhi_ps(t26, t37);
+    out[0] = _mm256_shuffle_ps(l01, l23, 0x44);
+    out[1] = _mm256_shuffle_ps(l01, l23, 0xEE);
+    out[2] = _mm256_shuffle_ps(h01, h23, 0x44);
+    out[3] = _mm256_shuffle_ps(h01, h23, 0xEE);
   }
   {
-    const float* r = row + 4;
-    const __m256 r0 = _mm256_loadu_ps(r), r1 = _mm256_loadu_ps(r + 8);
-    const __m256 r2 = _mm256_loadu_ps(r + 16), r3 = _mm256_loadu_ps(r + 24);
-    const __m256 a = _mm256_permute2f128_ps(r0, r2, 0x20);
-    const __m256 b = _mm256_permute2f128_ps(r0, r2, 0x31);
-    const __m256 c = _mm256_permute2f128_ps(r1, r3, 0x20);
-    const __m256 d = _mm256_permute2f128_ps(r1, r3, 0x31);
-    const __m256 lab = _mm256_unpacklo_ps(a, b), lcd = _mm256_unpacklo_ps(c, d);
-    out[4] = _mm256_shuffle_ps(lab, lcd, 0x44);
-    out[5] = _mm256_shuffle_ps(lab, lcd, 0xEE);
+    const __m256 r0 = _mm256_loadu_ps(b), r1 = _mm256_loadu_ps(b + 8);
+    const __m256 r2 = _mm256_loadu_ps(b + 16), r3 = _mm256_loadu_ps(b + 24);
+    const __m256 t04 = _mm256_permute2f128_ps(r0, r2, 0x20);
+    const __m256 t15 = _mm256_permute2f128_ps(r0, r2, 0x31);
+    const __m256 t26 = _mm256_permute2f128_ps(r1, r3, 0x20);
+    const __m256 t37 = _mm256_permute2f128_ps(r1, r3, 0x31);
+    const __m256 l01 = _mm256_unpacklo_ps(t04, t15), l23 = _mm256_unpacklo_ps(t26, t37);
+    out[4] = _mm256_shuffle_ps(l01, l23, 0x44);
+    out[5] = _mm256_shuffle_ps(l01, l23, 0xEE);
   }
 }
 
@@ -218,10 +226,24 @@ WINO_AVX2 inline void scatter_tiles(const __m256* v, float* dst) {
   _mm256_storeu_ps(dst + 24, _mm256_permute2f128_ps(t26, t37, 0x31));
 }
 
-// `s` (6 x p.wb floats) is per-thread scratch.
+// Floats of input-transform scratch for a block of `tiles` tiles: two planes of 6 x input_plane(tiles).
+inline int64_t input_plane(int64_t tiles) { return 4 * tiles + 48; }
+
+// The tiles of the block are taken as one flat sequence j = (R - R0) * TW + tw, 8 at a time (a group may
+// span tile rows, so narrow images waste no lanes). Per channel, a vertical pass (B^T along the rows, on
+// contiguous input columns) fills plane A with, for every tile j, its 4 leading columns at 4j (tile rows
+// laid end to end) and plane B with its columns 4..7 at 4j (the 2 trailing columns of the 6-wide tile);
+// the horizontal pass deinterleaves 8 tiles from A and B (gather_tiles), applies B^T along the columns and
+// stores 8 tiles of each of the 36 points. Lanes past the block's last tile store into the 8 spare columns
+// of ld. `scratch`: 2 * 6 * input_plane(tiles) floats, per thread.
 WINO_AVX2 void input_avx2(const Plan& p, const float* x, int64_t R0, int64_t R1, int64_t c0, int64_t c1, float* V,
-                          int64_t ld, int64_t cstride, float* s) {
-  const int64_t wb = p.wb;
+                          int64_t ld, int64_t cstride, float* scratch) {
+  const int64_t tiles = (R1 - R0) * p.TW;
+  const int64_t plane = input_plane(tiles);
+  float* A = scratch;
+  float* B = scratch + 6 * plane;
+  const int64_t row_w = 4 * p.TW;                  // columns of one tile row in A and B
+  const int64_t vcols = (row_w + 4 + 7) / 8 * 8;   // vertical-pass columns per tile row (>= row_w + 4)
   const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256 zero = _mm256_setzero_ps();
   for (int64_t c = c0; c < c1; ++c) {
@@ -233,14 +255,16 @@ WINO_AVX2 void input_avx2(const Plan& p, const float* x, int64_t R0, int64_t R1,
         const int64_t iy = th * 4 - p.pt + i;
         xr[i] = iy >= 0 && iy < p.IH ? xc + iy * p.IW : nullptr;
       }
-      // Vertical pass, straight from the input rows: s[k][col] = sum_i B^T[k][i] x[iy_i][col - pl] (zero
-      // outside the image; partial vectors through masked loads).
-      for (int64_t col = 0; col < wb; col += 8) {
+      // Vertical pass, straight from the input rows into A at this row's offset (the columns past row_w
+      // spill into the next row's slots, rewritten when that row is done; B takes them first):
+      // A[k][off + col] = sum_i B^T[k][i] x[iy_i][col - pl], zero outside the image (masked loads).
+      const int64_t off = (R - R0) * row_w;
+      for (int64_t col = 0; col < vcols; col += 8) {
         const int64_t ix0 = col - p.pl;
         const int64_t lo = std::max<int64_t>(0, -ix0), hi = std::min<int64_t>(8, p.IW - ix0);
         __m256 d[6], o[6];
         if (lo >= hi) {
-          for (int k = 0; k < 6; ++k) _mm256_storeu_ps(s + k * wb + col, zero);
+          for (int k = 0; k < 6; ++k) _mm256_storeu_ps(A + k * plane + off + col, zero);
           continue;
         }
         if (lo == 0 && hi == 8) {
@@ -249,66 +273,79 @@ WINO_AVX2 void input_avx2(const Plan& p, const float* x, int64_t R0, int64_t R1,
           const __m256i m = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), idx),
                                              _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(static_cast<int>(lo - 1))));
           // Lanes outside [lo, hi) are masked off and not read.
-          for (int i = 0; i < 6; ++i) {
-            d[i] = xr[i] ? _mm256_maskload_ps(xr[i] + ix0, m) : zero;
-          }
+          for (int i = 0; i < 6; ++i) d[i] = xr[i] ? _mm256_maskload_ps(xr[i] + ix0, m) : zero;
         }
         bt_vec(d, o);
-        for (int k = 0; k < 6; ++k) _mm256_storeu_ps(s + k * wb + col, o[k]);
+        for (int k = 0; k < 6; ++k) _mm256_storeu_ps(A + k * plane + off + col, o[k]);
       }
-      // Horizontal pass, 8 tiles at a time.
-      float* vrow = V + c * ld + (R - R0) * p.TW;
-      for (int64_t gi = 0; gi < p.groups; ++gi) {
-        for (int k = 0; k < 6; ++k) {
-          __m256 d[6], o[6];
-          gather_tiles(s + k * wb + gi * 32, d);
-          bt_vec(d, o);
-          // A partial last group stores all 8 lanes: the extra ones land in the next tile row's slots
-          // (written after this, by this thread) or, on a block's last row, in the 8 spare columns of ld.
-          // (Masked stores are microcoded on AMD cores: 3x slower here.)
-          float* dst = vrow + (k * 6) * cstride + gi * 8;
-          for (int l = 0; l < 6; ++l) _mm256_storeu_ps(dst + l * cstride, o[l]);
-        }
+      for (int k = 0; k < 6; ++k) {
+        const float* src = A + k * plane + off + 4;
+        float* dst = B + k * plane + off;
+        for (int64_t col = 0; col < row_w; col += 8) _mm256_storeu_ps(dst + col, _mm256_loadu_ps(src + col));
+      }
+    }
+    // Horizontal pass, 8 tiles at a time. (Full-width stores: masked stores are microcoded on AMD cores.)
+    float* vc = V + c * ld;
+    for (int64_t j0 = 0; j0 < tiles; j0 += 8) {
+      for (int k = 0; k < 6; ++k) {
+        __m256 d[6], o[6];
+        gather_tiles(A + k * plane + 4 * j0, B + k * plane + 4 * j0, d);
+        bt_vec(d, o);
+        float* dst = vc + (k * 6) * cstride + j0;
+        for (int l = 0; l < 6; ++l) _mm256_storeu_ps(dst + l * cstride, o[l]);
       }
     }
   }
 }
 
-// Reads Mx up to 8 floats past a row's last tile (the buffers carry slack).
+// Same flat tile order as input_avx2; reads Mx up to 8 floats past the block's last tile (spare columns).
 WINO_AVX2 void output_avx2(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1,
                            const float* bias, float* y, int64_t ld, int64_t mstride) {
-  alignas(32) float tmp[32];
+  alignas(32) float tmp[4][32];
+  const int64_t tiles = (R1 - R0) * p.TW;
   for (int64_t m = m0; m < m1; ++m) {
     const __m256 b = _mm256_set1_ps(bias ? bias[m] : 0.f);
-    for (int64_t R = R0; R < R1; ++R) {
-      const int64_t n = R / p.TH, th = R % p.TH;
-      float* ym = y + (n * p.M + m) * p.OH * p.OW;
-      const float* src = Mx + m * ld + (R - R0) * p.TW;
-      for (int64_t gi = 0; gi < p.groups; ++gi) {
-        // t[r][l] = sum_k A^T[r][k] M[k][l]
-        __m256 t[4][6];
-        for (int l = 0; l < 6; ++l) {
-          __m256 mk[6], yr[4];
-          for (int k = 0; k < 6; ++k) mk[k] = _mm256_loadu_ps(src + (k * 6 + l) * mstride + gi * 8);
-          at_vec(mk, yr);
-          for (int r = 0; r < 4; ++r) t[r][l] = yr[r];
-        }
-        const int64_t ox0 = gi * 32;
-        const int64_t ncols = std::min<int64_t>(32, p.OW - ox0);
-        for (int r = 0; r < 4; ++r) {
-          const int64_t oy = th * 4 + r;
-          if (oy >= p.OH) break;
+    const float* src = Mx + m * ld;
+    for (int64_t j0 = 0; j0 < tiles; j0 += 8) {
+      // t[r][l] = sum_k A^T[r][k] M[k][l]
+      __m256 t[4][6];
+      for (int l = 0; l < 6; ++l) {
+        __m256 mk[6], yr[4];
+        for (int k = 0; k < 6; ++k) mk[k] = _mm256_loadu_ps(src + (k * 6 + l) * mstride + j0);
+        at_vec(mk, yr);
+        for (int r = 0; r < 4; ++r) t[r][l] = yr[r];
+      }
+      const int64_t R = R0 + j0 / p.TW, tw0 = j0 % p.TW;
+      if (tw0 + 8 <= p.TW && 4 * (tw0 + 8) <= p.OW) {
+        // All 8 tiles in one tile row and inside the image: straight to y.
+        const int64_t n = R / p.TH, th = R % p.TH;
+        float* ym = y + ((n * p.M + m) * p.OH + th * 4) * p.OW + 4 * tw0;
+        for (int r = 0; r < 4 && th * 4 + r < p.OH; ++r) {
           __m256 o[4];
           at_vec(t[r], o);
           for (int q = 0; q < 4; ++q) o[q] = _mm256_add_ps(o[q], b);
-          float* dst = ym + oy * p.OW + ox0;
-          if (ncols == 32) {
-            scatter_tiles(o, dst);
-          } else {
-            scatter_tiles(o, tmp);
-            std::memcpy(dst, tmp, sizeof(float) * ncols);
-          }
+          scatter_tiles(o, ym + r * p.OW);
         }
+        continue;
+      }
+      for (int r = 0; r < 4; ++r) {
+        __m256 o[4];
+        at_vec(t[r], o);
+        for (int q = 0; q < 4; ++q) o[q] = _mm256_add_ps(o[q], b);
+        scatter_tiles(o, tmp[r]);
+      }
+      // Runs of tiles within one tile row, clipped to the image.
+      const int64_t jend = std::min(tiles, j0 + 8);
+      for (int64_t j = j0; j < jend;) {
+        const int64_t Rj = R0 + j / p.TW, tw = j % p.TW;
+        const int64_t len = std::min(jend - j, p.TW - tw);
+        const int64_t n = Rj / p.TH, th = Rj % p.TH;
+        const int64_t ncols = std::min(4 * len, p.OW - 4 * tw);
+        float* ym = y + ((n * p.M + m) * p.OH + th * 4) * p.OW + 4 * tw;
+        for (int r = 0; r < 4 && th * 4 + r < p.OH; ++r) {
+          std::memcpy(ym + r * p.OW, tmp[r] + 4 * (j - j0), sizeof(float) * ncols);
+        }
+        j += len;
       }
     }
   }
@@ -401,8 +438,6 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
   p.pl = s.g.pb[2];
   p.TH = (p.OH + 3) / 4;
   p.TW = (p.OW + 3) / 4;
-  p.groups = (p.TW + 7) / 8;
-  p.wb = p.groups * 32 + 8;
   const int64_t total_rows = p.N * p.TH;
   if (total_rows == 0 || p.M == 0) return;
 
@@ -438,14 +473,14 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
   const int64_t cstride = p.C * ld, mstride = p.M * ld;
   const size_t v_floats = static_cast<size_t>(kPts * cstride + 16);
   const size_t m_floats = static_cast<size_t>(kPts * mstride + 16);
-  const size_t row_floats = static_cast<size_t>(6 * p.wb);
+  const size_t in_floats = static_cast<size_t>(12 * input_plane(rows_per_block * p.TW));
   const bool avx2 = use_avx2();
 
   auto input_phase = [&](const float* xin, int64_t R0, int64_t R1, int64_t c0, int64_t c1, float* V) {
 #ifdef NXRT_WINO_X86
     if (avx2) {
       thread_local Scratch rs;
-      input_avx2(p, xin, R0, R1, c0, c1, V, ld, cstride, rs.get(row_floats));
+      input_avx2(p, xin, R0, R1, c0, c1, V, ld, cstride, rs.get(in_floats));
       return;
     }
 #endif
@@ -469,9 +504,9 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
 
   if (split_blocks || threads == 1) {
     auto body = [&](int64_t b0, int64_t b1) {
-      thread_local Scratch vs, ms;
-      float* V = vs.get(v_floats);
-      float* Mx = ms.get(m_floats);
+      Buffers& bufs = thread_buffers();
+      float* V = bufs.v.get(v_floats);
+      float* Mx = bufs.m.get(m_floats);
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t R0 = b * rows_per_block, R1 = std::min(total_rows, R0 + rows_per_block);
         const int64_t cols = (R1 - R0) * p.TW;
@@ -488,9 +523,9 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
     return;
   }
   // Few blocks: each phase split over the threads, buffers shared.
-  thread_local Scratch vs, ms;
-  float* V = vs.get(v_floats);
-  float* Mx = ms.get(m_floats);
+  Buffers& bufs = thread_buffers();
+  float* V = bufs.v.get(v_floats);
+  float* Mx = bufs.m.get(m_floats);
   for (int64_t b = 0; b < nblocks; ++b) {
     const int64_t R0 = b * rows_per_block, R1 = std::min(total_rows, R0 + rows_per_block);
     const int64_t cols = (R1 - R0) * p.TW;
