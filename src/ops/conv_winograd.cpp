@@ -402,13 +402,15 @@ bool winograd_applies(const ConvShape& s) {
 }
 
 // Measured at one thread against im2col + GEMM (AMD EPYC, AVX2 kernels; ms im2col -> Winograd):
-//   64->64 @56x56 2.98 -> 1.18, 256->256 @14x14 2.54 -> 1.02, 512->512 @28x28 84 -> 33,
-//   8->64 @56x56 0.35 -> 0.24, 64->8 @56x56 1.11 -> 0.42, 12->12 @32x32 0.060 -> 0.023,
-//   8->8 @16x16 0.014 -> 0.011, 32->32 @14x14 0.075 -> 0.050, 256->256 @10x10 1.42 -> 0.98,
-//   256->256 @9x9 1.25 -> 0.92, but 64->64 @9x9 0.104 -> 0.099, 16->16 @9x9 0.015 -> 0.018,
-//   64->64 @8x8 0.077 -> 0.085, 512->512 @7x7 3.5 -> 6.0 (few tiles: short GEMMs, and 8x8 tiles cover a
-//   7x7 or 9x9 output poorly), 3->64 @224x224 2.6 -> 7.9 (transforms dominate with 3 input channels).
-// Rule: at least 8 input and output channels and outputs of at least 10x10 (9x9 with >= 128 channels).
+//   64->64 @56x56 3.1 -> 1.0, 128->32 @56x56 4.9 -> 1.24, 128->128 @28x28 2.6 -> 0.85,
+//   256->256 @14x14 2.6 -> 0.90, 128->32 @14x14 0.30 -> 0.10, 64->64 @224x224 134 -> 28,
+//   16->16 @8x8 0.012 -> 0.009, 64->64 @8x8 0.076 -> 0.065, 64->64 @7x7 0.076 -> 0.065,
+//   128->32 @7x7 0.110 -> 0.083, 128->128 @7x7 0.231 -> 0.219, 512->512 @7x7 batch 2 9.9 -> 5.0;
+// losses: 256->256 @7x7 0.80 -> 0.81 and 512->512 @7x7 3.5 -> 4.6 at batch 1 (4 tiles: the transformed
+// weights, 4x the raw ones, are streamed for very few tiles), outputs under 7x7 (128->128 @5x5
+// 0.135 -> 0.220, 64->64 @4x4 0.030 -> 0.062: 4x4 tiles cover them poorly), and few channels
+// (3->64 @224x224 2.6 -> 7.9: the transforms dominate).
+// Rule: >= 8 input and output channels, outputs >= 7x7, and >= 8 tiles in the batch or C * M <= 128 * 128.
 // NXRT_CONV_WINOGRAD=0 in the environment turns the kAuto choice off (A/B measurements).
 bool winograd_preferred(const ConvShape& s) {
   static const bool disabled = [] {
@@ -416,9 +418,9 @@ bool winograd_preferred(const ConvShape& s) {
     return e && std::strcmp(e, "0") == 0;
   }();
   if (disabled || !winograd_applies(s)) return false;
-  if (s.C < 8 || s.M < 8) return false;
-  const int64_t min_out = std::min(s.g.out[1], s.g.out[2]);
-  return min_out >= 10 || (min_out >= 9 && s.C >= 128 && s.M >= 128);
+  if (s.C < 8 || s.M < 8 || std::min(s.g.out[1], s.g.out[2]) < 7) return false;
+  const int64_t tiles = s.N * ((s.g.out[1] + 3) / 4) * ((s.g.out[2] + 3) / 4);
+  return tiles >= 8 || s.C * s.M <= 128 * 128;
 }
 
 void winograd_set_block_tiles(int64_t tiles) { g_block_tiles = tiles; }

@@ -1,5 +1,5 @@
 // Winograd F(4x4, 3x3) convolution for float 2-D convs with a 3x3 kernel, stride 1, dilation 1, group 1
-// (any pads, any batch): the Conv engine's kWinograd path (see conv_impl.h for when kAuto picks it).
+// (any pads, any batch): the Conv engine's kWinograd path (winograd_preferred says when kAuto picks it).
 //
 //   Y = A^T [ (G g G^T) (.) (B^T d B) ] A      per 6x6 input tile d -> 4x4 output tile, per (Cout, Cin)
 //

@@ -162,6 +162,15 @@ TEST(ConvWinograd, PathSelection) {
   ConvShape grouped = s;
   grouped.group = 2;
   EXPECT_FALSE(conv_path_applies(grouped, ConvPath::kWinograd));
+  // kAuto rule: small outputs, few channels, or many channels on very few tiles stay on im2col.
+  auto preferred = [](int64_t n, int64_t c, int64_t m, int64_t h, int64_t w) {
+    return winograd_preferred(shape_of(Case{n, c, m, h, w, 1, 1, 1, 1, true}));
+  };
+  EXPECT_TRUE(preferred(1, 128, 32, 7, 7));
+  EXPECT_FALSE(preferred(1, 512, 512, 7, 7));
+  EXPECT_TRUE(preferred(2, 512, 512, 7, 7));
+  EXPECT_FALSE(preferred(1, 64, 64, 5, 5));
+  EXPECT_FALSE(preferred(1, 3, 64, 224, 224));
   // Weights prepared without the hint (or with a non-3x3 shape) are not transformed, and a forced
   // kWinograd then falls back to im2col.
   std::mt19937 rng(3);
