@@ -128,9 +128,9 @@ void ConvWeights<CT>::prepare(const Dims& w_shape, int64_t group_count, std::vec
   for (int64_t gi = 0; gi < group; ++gi) {
     convgemm::pack_a<CT>(false, Mg, K, raw.data() + gi * Mg * K, K, CT(1), &packed[gi]);
   }
-  wino = WinogradWeights();
+  wino.reset();
   if constexpr (std::is_same_v<CT, float>) {
-    if (winograd && winograd_weights_apply(w_shape, group)) winograd_prepare(M, w_shape[1], raw.data(), &wino);
+    if (winograd && winograd_weights_apply(w_shape, group)) wino = std::make_shared<WinogradCache>();
   }
   // Only the depthwise path (one input channel per group) reads the raw weights.
   if (w_shape.size() < 2 || w_shape[1] != 1) {
@@ -168,9 +168,9 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
   if constexpr (std::is_same_v<CT, float>) {
     // Winograd when the weights were transformed for this shape and, under kAuto, the shape is big
     // enough to win (winograd_preferred).
-    if ((path == ConvPath::kWinograd || (path == ConvPath::kAuto && winograd_preferred(s))) && !w.wino.empty() &&
-        w.wino.M == s.M && w.wino.C == s.C && winograd_applies(s)) {
-      winograd_conv(s, x, w.wino, bias, y, pool);
+    if ((path == ConvPath::kWinograd || (path == ConvPath::kAuto && winograd_preferred(s))) && w.wino &&
+        w.shape.size() == 4 && w.shape[0] == s.M && w.shape[1] == s.C && winograd_applies(s)) {
+      winograd_conv(s, x, w.wino->get(w.packed[0], s.M, s.C), bias, y, pool);
       return;
     }
   }

@@ -1,6 +1,7 @@
 // The convolution engine behind Conv, ConvInteger and QLinearConv (and the transposed variant behind
 // ConvTranspose). Exposed so unit tests can force each path and compare them.
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "ops/conv_gemm.h"
@@ -31,9 +32,9 @@ struct ConvWeights {
   int64_t group = 1;
   std::vector<CT> raw;        // W in compute type (kept only when W.shape[1] == 1: depthwise)
   std::vector<convgemm::PackedA<CT>> packed;  // per group
-  WinogradWeights wino;       // float, 3x3, group 1, prepared with `winograd`: the transformed weights
-  // `winograd`: the conv has stride 1 and dilation 1, so the Winograd path may run (float 3x3 weights are
-  // then transformed too).
+  // float, 3x3, group 1, prepared with `winograd`: the Winograd weights (transformed on first use).
+  std::shared_ptr<const WinogradCache> wino;
+  // `winograd`: the conv has stride 1 and dilation 1, so the Winograd path may run.
   void prepare(const Dims& w_shape, int64_t group_count, std::vector<CT> w, bool winograd = false);
 };
 

@@ -391,6 +391,26 @@ void winograd_prepare(int64_t M, int64_t C, const float* w, WinogradWeights* out
   for (int xi = 0; xi < kPts; ++xi) out->u.push_back(pack_a_f32(false, M, C, u.data() + xi * M * C, C));
 }
 
+const WinogradWeights& WinogradCache::get(const convgemm::PackedA<float>& packed, int64_t M, int64_t C) const {
+  std::call_once(once_, [&] {
+    // Unpack the PackedAF32 layout (gemm.h): per K block of kGemmKC starting at k0 (offset k0 * m_padded),
+    // MR-row panels of kc x MR values, element (i, k) at panel i / MR, k * MR + i % MR.
+    const int64_t K = C * 9;
+    const int64_t m_padded = (M + kGemmMR - 1) / kGemmMR * kGemmMR;
+    std::vector<float> w(static_cast<size_t>(M * K));
+    for (int64_t k0 = 0; k0 < K; k0 += kGemmKC) {
+      const int64_t kc = std::min(kGemmKC, K - k0);
+      const float* blk = packed.data.data() + k0 * m_padded;
+      for (int64_t i = 0; i < M; ++i) {
+        const float* panel = blk + (i / kGemmMR) * kGemmMR * kc + i % kGemmMR;
+        for (int64_t k = 0; k < kc; ++k) w[i * K + k0 + k] = panel[k * kGemmMR];
+      }
+    }
+    winograd_prepare(M, C, w.data(), &w_);
+  });
+  return w_;
+}
+
 bool winograd_applies(const ConvShape& s) {
   const Geom3& g = s.g;
   if (s.group != 1 || g.nsp != 2) return false;
@@ -457,9 +477,10 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
     want = std::clamp<int64_t>(std::min<int64_t>(want, (int64_t(8) << 20) / per_tile), 24, 512);
   }
   int64_t rows_per_block = std::clamp<int64_t>((want + p.TW / 2) / p.TW, 1, total_rows);
-  // Small problems stay on the calling thread (waking workers costs more than it saves).
+  // Small problems (< 8M multiply-adds, ~0.1 ms) stay on the calling thread: each parallel_for waits for
+  // every worker to wake, which costs more than it saves.
   const int64_t macs = kPts * p.M * p.C * total_rows * p.TW;
-  const int threads = pool && macs >= (int64_t(1) << 21) ? pool->num_threads() : 1;
+  const int threads = pool && macs >= (int64_t(1) << 23) ? pool->num_threads() : 1;
   // Prefer whole blocks per thread (one wake-up per call): smaller blocks when that gives every thread
   // a few of them and keeps >= 24 tiles per GEMM.
   if (threads > 1 && g_block_tiles <= 0) {

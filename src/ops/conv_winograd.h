@@ -20,9 +20,11 @@
 // tests/unit/test_conv_winograd.cpp).
 #pragma once
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "nxrt/dims.h"
+#include "ops/conv_gemm.h"
 #include "ops/gemm.h"
 
 namespace nxrt::ep {
@@ -44,6 +46,19 @@ bool winograd_weights_apply(const Dims& w_shape, int64_t group);
 
 // Transforms w (M x C x 3 x 3, row-major).
 void winograd_prepare(int64_t M, int64_t C, const float* w, WinogradWeights* out);
+
+// The transformed weights of one conv, built on first use (thread-safe) from the conv's packed GEMM
+// weights, so convs that never take the path (stride known only at run time, outputs too small) keep
+// only their 1x packed copy instead of the 4x transformed one.
+class WinogradCache {
+ public:
+  // `packed`: the M x (C * 9) weights packed by convgemm::pack_a (scale 1), the same every call.
+  const WinogradWeights& get(const convgemm::PackedA<float>& packed, int64_t M, int64_t C) const;
+
+ private:
+  mutable std::once_flag once_;
+  mutable WinogradWeights w_;
+};
 
 // Whether the path can compute this conv (2-D, 3x3, stride 1, dilation 1, group 1).
 bool winograd_applies(const ConvShape& s);

@@ -67,7 +67,7 @@ double winograd_error(const Case& c, std::mt19937& rng, ep::ThreadPool* pool, co
   conv_naive<float>(s, x.data(), w.data(), c.bias ? b.data() : nullptr, ref.data());
   ConvWeights<float> cw;
   cw.prepare(Dims{s.M, s.C, 3, 3}, 1, w, true);
-  EXPECT_FALSE(cw.wino.empty()) << what;
+  EXPECT_TRUE(cw.wino != nullptr) << what;
   conv_forward<float>(s, x.data(), cw, c.bias ? b.data() : nullptr, y.data(), pool, ConvPath::kWinograd);
   double ss = 0, err = 0;
   for (int64_t i = 0; i < ny; ++i) {
@@ -131,8 +131,10 @@ TEST(ConvWinograd, LargerShapesAllThreadingModes) {
       {2, 64, 48, 19, 23, 1, 1, 1, 1, true},   // tails in both directions, batch 2
       {1, 40, 72, 37, 70, 2, 0, 0, 2, false},  // several 8-tile groups per row, asymmetric pads
       {1, 128, 32, 14, 14, 1, 1, 1, 1, true},  // 4 tiles per row
+      {1, 128, 128, 13, 14, 1, 1, 1, 1, true}, // one block, big enough to split its phases over threads
   };
   double worst = 0;
+  // Threads split whole blocks (second case) or each block's phases (last case); mode 3 runs without a pool.
   for (const Case& c : cases) {
     for (int mode = 0; mode < 4; ++mode) {
       winograd_set_block_tiles(mode == 1 ? 16 : 0);
@@ -177,10 +179,10 @@ TEST(ConvWinograd, PathSelection) {
   auto w = random_vec(rng, 8 * 4 * 9);
   ConvWeights<float> plain;
   plain.prepare(Dims{8, 4, 3, 3}, 1, w);
-  EXPECT_TRUE(plain.wino.empty());
+  EXPECT_TRUE(plain.wino == nullptr);
   ConvWeights<float> five;
   five.prepare(Dims{8, 4, 1, 9}, 1, w, true);
-  EXPECT_TRUE(five.wino.empty());
+  EXPECT_TRUE(five.wino == nullptr);
   Case small{1, 4, 8, 6, 7, 1, 1, 1, 1, true};
   ConvShape ss = shape_of(small);
   auto x = random_vec(rng, 4 * 6 * 7);
