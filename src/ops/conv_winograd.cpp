@@ -378,17 +378,29 @@ bool winograd_weights_apply(const Dims& w_shape, int64_t group) {
 void winograd_prepare(int64_t M, int64_t C, const float* w, WinogradWeights* out) {
   out->M = M;
   out->C = C;
-  std::vector<float> u(static_cast<size_t>(kPts * M * C));
+  // Written straight in the PackedAF32 layout (gemm.h; what pack_a_f32 would produce from the M x C
+  // matrix of each point): per K block of kGemmKC channels starting at k0 (offset k0 * m_padded), panels
+  // of kGemmMR rows, element (m, c) at (m / MR) * MR * kc + (c - k0) * MR + m % MR; rows past M stay zero.
+  const int64_t m_padded = (M + kGemmMR - 1) / kGemmMR * kGemmMR;
+  out->u.assign(kPts, PackedAF32());
+  for (PackedAF32& pk : out->u) {
+    pk.M = M;
+    pk.K = C;
+    pk.m_padded = m_padded;
+    pk.data.assign(static_cast<size_t>(m_padded * C), 0.f);
+  }
   double ut[36];
-  for (int64_t m = 0; m < M; ++m) {
-    for (int64_t c = 0; c < C; ++c) {
-      filter_transform(w + (m * C + c) * 9, ut);
-      for (int xi = 0; xi < kPts; ++xi) u[(xi * M + m) * C + c] = static_cast<float>(ut[xi]);
+  for (int64_t k0 = 0; k0 < C; k0 += kGemmKC) {
+    const int64_t kc = std::min(kGemmKC, C - k0);
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t base = k0 * m_padded + (m / kGemmMR) * kGemmMR * kc + m % kGemmMR;
+      for (int64_t c = k0; c < k0 + kc; ++c) {
+        filter_transform(w + (m * C + c) * 9, ut);
+        const int64_t at = base + (c - k0) * kGemmMR;
+        for (int xi = 0; xi < kPts; ++xi) out->u[xi].data[at] = static_cast<float>(ut[xi]);
+      }
     }
   }
-  out->u.clear();
-  out->u.reserve(kPts);
-  for (int xi = 0; xi < kPts; ++xi) out->u.push_back(pack_a_f32(false, M, C, u.data() + xi * M * C, C));
 }
 
 const WinogradWeights& WinogradCache::get(const convgemm::PackedA<float>& packed, int64_t M, int64_t C) const {
