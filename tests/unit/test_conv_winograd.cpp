@@ -132,6 +132,7 @@ TEST(ConvWinograd, LargerShapesAllThreadingModes) {
       {1, 40, 72, 37, 70, 2, 0, 0, 2, false},  // several 8-tile groups per row, asymmetric pads
       {1, 128, 32, 14, 14, 1, 1, 1, 1, true},  // 4 tiles per row
       {1, 128, 128, 13, 14, 1, 1, 1, 1, true}, // one block, big enough to split its phases over threads
+      {1, 260, 20, 9, 10, 0, 1, 2, 1, true},   // > 256 input channels: two K blocks in the packed weights
   };
   double worst = 0;
   // Threads split whole blocks (second case) or each block's phases (last case); mode 3 runs without a pool.
