@@ -2,11 +2,12 @@
 // accumulation).
 //
 // Tolerance: Winograd is not bit-compatible with direct summation. The input transform B^T d B scales
-// values by up to 10 (row sums of |B^T| are <= 10, so <= 100 for the 2-D transform), the filter and output
-// transforms by <= 1 and <= 18 per axis, and the rounding errors of these stages are summed over the input
-// channels by the GEMMs. The error is therefore best measured against the magnitude of the output, not
-// element-wise: for inputs and weights in [-1, 1] we measure max |y - ref| / rms(ref) ~ 1e-6..1e-5 (printed
-// by the test), and bound it at 1e-4 relative (10x margin); im2col + GEMM reaches ~1e-7 on the same shapes.
+// values by up to 10 per axis (row sums of |B^T|), the output transform by up to 18 per axis, and the
+// rounding errors of these stages are summed over the input channels by the GEMMs. The error is therefore
+// measured against the magnitude of the output, not element-wise: for inputs and weights in [-1, 1],
+// max |y - ref| / rms(ref) is 2e-5..6e-5 for F(4x4, 3x3) on these shapes and up to 512-2048 input channels
+// (printed by the tests; im2col + GEMM gives ~2e-6). The bound, 2e-4, leaves a 3x margin; a wrong
+// transform coefficient, tile offset or padding case gives errors of order 1.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -82,7 +83,7 @@ double winograd_error(const Case& c, std::mt19937& rng, ep::ThreadPool* pool, co
   return err / std::max(rms, 1e-6);
 }
 
-constexpr double kTol = 1e-4;
+constexpr double kTol = 2e-4;
 
 }  // namespace
 
