@@ -85,9 +85,62 @@ QuantWeights pack_quant_weights(const uint8_t* B, const float* scales, const flo
   return W;
 }
 
+#ifdef NXRT_MNB_X86
+namespace {
+// One whole block (block % 16 == 0, all of it inside K): the scalar loop's exact arithmetic, 8 lanes at
+// a time. a * inv is one rounded multiply either way, cvtps rounds to nearest even as nearbyint does
+// in the default rounding mode, and the saturating packs are the clamp to [-128, 127].
+__attribute__((target("avx2,fma"))) void quantize_block_avx2(const float* a, int64_t block, int8_t* out, float* sa,
+                                                              float* sq) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 mx = _mm256_setzero_ps();
+  for (int64_t k = 0; k < block; k += 8) mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(a + k)));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float amax = _mm_cvtss_f32(m4);
+  const float inv = amax != 0.f ? 127.f / amax : 0.f;
+  const __m256 vinv = _mm256_set1_ps(inv);
+  __m256i sum = _mm256_setzero_si256();
+  for (int64_t k = 0; k < block; k += 16) {
+    const __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(a + k), vinv));
+    const __m256i q1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(a + k + 8), vinv));
+    const __m256i w16 = _mm256_packs_epi32(q0, q1);                 // lanes interleaved by 128-bit half
+    const __m128i b8 = _mm_packs_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
+    // packs interleaves halves: reorder [q0lo q1lo q0hi q1hi] back to k order.
+    const __m128i ordered = _mm_shuffle_epi32(b8, _MM_SHUFFLE(3, 1, 2, 0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k), ordered);
+    sum = _mm256_add_epi32(sum, _mm256_cvtepi8_epi32(ordered));
+    sum = _mm256_add_epi32(sum, _mm256_cvtepi8_epi32(_mm_srli_si128(ordered, 8)));
+  }
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+  const float scale = amax / 127.f;
+  *sa = scale;
+  *sq = scale * static_cast<float>(_mm_cvtsi128_si32(s4));
+}
+}  // namespace
+#endif
+
 void quantize_a_row(const float* a, int64_t K, int64_t block, int64_t kpad, int8_t* out, float* sa, float* sq) {
   const int64_t kb = kpad / block;
-  for (int64_t j = 0; j < kb; ++j) {
+#ifdef NXRT_MNB_X86
+  if (block % 16 == 0 && matmulnbits_has_avx2()) {
+    const int64_t full = K / block;  // blocks entirely inside K
+    for (int64_t j = 0; j < full; ++j) quantize_block_avx2(a + j * block, block, out + j * block, sa + j, sq + j);
+    quantize_a_row_tail(a, K, block, kpad, out, sa, sq, full);
+    return;
+  }
+#endif
+  quantize_a_row_tail(a, K, block, kpad, out, sa, sq, 0);
+  (void)kb;
+}
+
+void quantize_a_row_tail(const float* a, int64_t K, int64_t block, int64_t kpad, int8_t* out, float* sa, float* sq,
+                         int64_t first_block) {
+  const int64_t kb = kpad / block;
+  for (int64_t j = first_block; j < kb; ++j) {
     const int64_t k0 = j * block, k1 = std::min(K, k0 + block);
     float amax = 0.f;
     for (int64_t k = k0; k < k1; ++k) amax = std::max(amax, std::fabs(a[k]));
@@ -540,7 +593,7 @@ class MatMulNBits final : public ep::Kernel {
     const bool g_const = !info.input_present(4) || info.const_input(4);
     if (B && S && zp_const && g_const) {
       Status st = prepare(*B, *S, info.input_present(3) ? info.const_input(3) : nullptr,
-                          info.input_present(4) ? info.const_input(4) : nullptr, &W_, &dense_);
+                          info.input_present(4) ? info.const_input(4) : nullptr, &W_, &P_, &dense_);
       if (!st.ok()) return info.error(st.message());
       packed_ = true;
     }
@@ -554,14 +607,17 @@ class MatMulNBits final : public ep::Kernel {
     if (A.rank() < 1 || A.dim(-1) != K_)
       return ctx.error("A's last dim must equal K=" + std::to_string(K_) + ", A is " + A.describe(), StatusCode::kInvalidArgument);
     QuantWeights local;
+    QuantPanels local_panels;
     std::vector<float> local_dense;
     const QuantWeights* W = &W_;
+    const QuantPanels* panels = &P_;
     const std::vector<float>* dense = &dense_;
     if (!packed_) {
       Status st = prepare(ctx.input(1), ctx.input(2), ctx.has_input(3) ? &ctx.input(3) : nullptr,
-                          ctx.has_input(4) ? &ctx.input(4) : nullptr, &local, &local_dense);
+                          ctx.has_input(4) ? &ctx.input(4) : nullptr, &local, &local_panels, &local_dense);
       if (!st.ok()) return ctx.error(st.message(), StatusCode::kInvalidArgument);
       W = &local;
+      panels = &local_panels;
       dense = &local_dense;
     }
     std::vector<float> bias;
@@ -600,6 +656,10 @@ class MatMulNBits final : public ep::Kernel {
       if (bp)
         for (int64_t m = 0; m < M; ++m)
           for (int64_t n = 0; n < N_; ++n) y[m * N_ + n] += bp[n];
+    } else if (!panels->empty()) {
+      void* ws = nullptr;
+      NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(matmulnbits_panels_workspace(M, *panels)));
+      matmulnbits_panels(a, M, *panels, bp, y, &ctx.pool(), matmulnbits_best_panel_isa(), ws);
     } else {
       // ORT's int8 path (accuracy_level 4) covers 4- and 8-bit weights with uint8 (or no) zero points;
       // float zero points and 2-bit weights compute in float, as there.
@@ -633,7 +693,7 @@ class MatMulNBits final : public ep::Kernel {
 
   // Decodes scales/zero points and packs B (or builds dense weights when g_idx is non-trivial).
   Status prepare(const Tensor& B, const Tensor& S, const Tensor* Z, const Tensor* G, QuantWeights* W,
-                 std::vector<float>* dense) const {
+                 QuantPanels* panels, std::vector<float>* dense) const {
     const int64_t kblocks = (K_ + block_ - 1) / block_;
     const int64_t blob = block_ * bits_ / 8;
     if (B.dtype() != DataType::kUInt8 || B.numel() != N_ * kblocks * blob)
@@ -673,6 +733,11 @@ class MatMulNBits final : public ep::Kernel {
         }
       return Status::Ok();
     }
+    if (acc_ == 4 && bits_ == 4 && !float_zp_) {
+      // int8 activations x 4-bit codes: the column-panel kernel serves decode and prefill alike.
+      *panels = pack_quant_panels(B.data<uint8_t>(), scales.data(), zps.data(), K_, N_, bits_, block_);
+      return Status::Ok();
+    }
     *W = pack_quant_weights(B.data<uint8_t>(), scales.data(), zps.data(), K_, N_, bits_, block_);
     return Status::Ok();
   }
@@ -682,6 +747,7 @@ class MatMulNBits final : public ep::Kernel {
   bool packed_ = false;
   mutable bool float_zp_ = false;
   QuantWeights W_;
+  QuantPanels P_;  // instead of W_ for accuracy_level 4 with 4-bit codes and integer zero points
   std::vector<float> dense_;
 };
 

@@ -111,5 +111,6 @@ int fuse_rms_norm(PassContext& pc, GraphInfo& gi);
 int fuse_gelu(PassContext& pc, GraphInfo& gi);
 int fuse_attention(PassContext& pc, GraphInfo& gi);
 int fuse_hard_swish(PassContext& pc, GraphInfo& gi);
+int fuse_silu(PassContext& pc, GraphInfo& gi);
 
 }  // namespace nxrt::optimizer

@@ -74,6 +74,7 @@ void optimize_graph(PassContext& pc, ir::Graph& g, bool main_graph) {
     run_pass(pc, g, main_graph, &fuse_gelu, "fuse_gelu");
     run_pass(pc, g, main_graph, &fuse_attention, "fuse_attention");
     run_pass(pc, g, main_graph, &fuse_hard_swish, "fuse_hard_swish");
+    run_pass(pc, g, main_graph, &fuse_silu, "fuse_silu");
     run_pass(pc, g, main_graph, &fuse_activation, "fuse_activation");
     run_pass(pc, g, main_graph, &remove_dead_code, "remove_dead_code");
   }

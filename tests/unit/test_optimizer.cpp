@@ -670,6 +670,23 @@ TEST(OptimizerHardSwish, ClipWithAttributesBeforeOpset11) {
   expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 5}, 72, -5, 5))}});
 }
 
+TEST(OptimizerSilu, SigmoidTimesItsInputBecomesSwish) {
+  ModelBuilder b(14);
+  b.input("x", {2, 7});
+  b.input("u", {2, 7});
+  b.node("Sigmoid", {"x"}, {"s"});
+  b.node("Mul", {"s", "x"}, {"g"});  // either operand order
+  b.node("Mul", {"g", "u"}, {"y"});
+  b.output("y");
+  optimizer::Stats st;
+  ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll, &st)), (std::vector<std::string>{"nxrt::Swish", "Mul"}));
+  EXPECT_EQ(st.counts["fused_silu"], 1);
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 7}, 90, -8, 8))}, {"u", Value(random_tensor({2, 7}, 91))}});
+  // The sigmoid read elsewhere, or multiplied by another tensor: left alone.
+  b.output("s");
+  EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "Swish"), 0);
+}
+
 TEST(OptimizerBnAffine, FoldsPerChannelMulAddIntoBatchNormWhenTheRankIsKnown) {
   ModelBuilder b(9);
   b.input("x", {2, 4, 3, 3});
