@@ -188,6 +188,50 @@ void BM_ConvResNet50(benchmark::State& state) {
 }
 BENCHMARK(BM_ConvResNet50)->ArgsProduct({{0, 1, 2, 3}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// ---- 3x3 stride-1 convs: im2col + GEMM vs Winograd F(4x4, 3x3), each path forced ---------------------
+const ConvCase k3x3Cases[] = {
+    {64, 64, 56, 56, 3, 1, 1},    // ResNet-50 stage 1
+    {256, 256, 14, 14, 3, 1, 1},  // ResNet-50 stage 3
+    {128, 128, 112, 112, 3, 1, 1},  // VGG-19 block 2
+    {512, 512, 28, 28, 3, 1, 1},  // VGG-19 block 4
+    {128, 32, 28, 28, 3, 1, 1},   // DenseNet-121 dense layer
+};
+
+void BM_Conv3x3Path(benchmark::State& state) {
+  const ConvCase& cc = k3x3Cases[state.range(0)];
+  const int threads = static_cast<int>(state.range(1));
+  const bool wino = state.range(2) != 0;
+  ops::ConvShape s;
+  s.N = 1;
+  s.C = cc.C;
+  s.M = cc.M;
+  s.group = 1;
+  s.g.nsp = 2;
+  s.g.in[1] = cc.H;
+  s.g.in[2] = cc.W;
+  s.g.k[1] = s.g.k[2] = 3;
+  s.g.pb[1] = s.g.pb[2] = s.g.pe[1] = s.g.pe[2] = 1;
+  s.g.out[1] = cc.H;
+  s.g.out[2] = cc.W;
+  auto x = rand_vec(cc.C * cc.H * cc.W, 5);
+  auto w = rand_vec(cc.M * cc.C * 9, 6);
+  auto bias = rand_vec(cc.M, 7);
+  ops::ConvWeights<float> cw;
+  cw.prepare(Dims{cc.M, cc.C, 3, 3}, 1, w, true);
+  std::vector<float> y(cc.M * s.g.out_size());
+  ep::ThreadPool& pool = pool_for(threads);
+  const ops::ConvPath path = wino ? ops::ConvPath::kWinograd : ops::ConvPath::kIm2col;
+  for (auto _ : state) {
+    ops::conv_forward<float>(s, x.data(), cw, bias.data(), y.data(), &pool, path);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double flops = 2.0 * cc.M * s.g.out_size() * cc.C * 9;
+  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(wino ? "winograd " : "im2col ") + std::to_string(cc.C) + "->" + std::to_string(cc.M) +
+                 " @" + std::to_string(cc.H) + "x" + std::to_string(cc.W));
+}
+BENCHMARK(BM_Conv3x3Path)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // ---- Memory-bound kernels through the registry (kernel_test_util) ---------------------------------
 constexpr int64_t kRows = 4096, kCols = 1024;  // 16 MiB per tensor
 

@@ -120,7 +120,7 @@ void depthwise_plane(const Geom3& g, const CT* x, const CT* w, CT* y) {
 }  // namespace
 
 template <typename CT>
-void ConvWeights<CT>::prepare(const Dims& w_shape, int64_t group_count, std::vector<CT> w) {
+void ConvWeights<CT>::prepare(const Dims& w_shape, int64_t group_count, std::vector<CT> w, bool winograd) {
   shape = w_shape;
   group = group_count;
   raw = std::move(w);
@@ -130,6 +130,10 @@ void ConvWeights<CT>::prepare(const Dims& w_shape, int64_t group_count, std::vec
   packed.assign(static_cast<size_t>(group), {});
   for (int64_t gi = 0; gi < group; ++gi) {
     convgemm::pack_a<CT>(false, Mg, K, raw.data() + gi * Mg * K, K, CT(1), &packed[gi]);
+  }
+  wino.reset();
+  if constexpr (std::is_same_v<CT, float>) {
+    if (winograd && winograd_weights_apply(w_shape, group)) wino = std::make_shared<WinogradCache>();
   }
   // The depthwise path (one input channel per group) reads the raw weights, and so does the pointwise
   // path for a single output position (squeeze-excitation FCs written as 1x1 convs), when small.
@@ -153,6 +157,8 @@ bool conv_path_applies(const ConvShape& s, ConvPath path) {
       return true;
     case ConvPath::kDepthwise:
       return s.group > 1 && s.C == s.group;
+    case ConvPath::kWinograd:
+      return winograd_applies(s);
   }
   return false;
 }
@@ -164,6 +170,16 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
   const int64_t G = s.group;
   const int64_t Cg = s.C / G, Mg = s.M / G;
   const int64_t in_size = g.in_size(), out_size = g.out_size(), kvol = g.kvol();
+  if constexpr (std::is_same_v<CT, float>) {
+    // Winograd when the weights were transformed for this shape and, under kAuto, the shape is big
+    // enough to win (winograd_preferred).
+    if ((path == ConvPath::kWinograd || (path == ConvPath::kAuto && winograd_preferred(s))) && w.wino &&
+        w.shape.size() == 4 && w.shape[0] == s.M && w.shape[1] == s.C && winograd_applies(s)) {
+      winograd_conv(s, x, w.wino->get(w.packed[0], s.M, s.C), bias, y, pool);
+      return;
+    }
+  }
+  if (path == ConvPath::kWinograd) path = ConvPath::kIm2col;
   if (path == ConvPath::kAuto) {
     if (conv_path_applies(s, ConvPath::kPointwise)) {
       path = ConvPath::kPointwise;

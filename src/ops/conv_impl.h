@@ -1,10 +1,12 @@
 // The convolution engine behind Conv, ConvInteger and QLinearConv (and the transposed variant behind
 // ConvTranspose). Exposed so unit tests can force each path and compare them.
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "ops/conv_gemm.h"
 #include "ops/conv_util.h"
+#include "ops/conv_winograd.h"
 
 namespace nxrt::ops {
 
@@ -13,6 +15,8 @@ enum class ConvPath {
   kIm2col,     // general: im2col + GEMM, correct for every attribute combination
   kPointwise,  // 1x1 kernel, stride 1, no pads: GEMM straight on the input
   kDepthwise,  // one input channel per group: direct loops
+  kWinograd,   // float 2-D 3x3, stride 1, dilation 1, group 1: Winograd F(4x4, 3x3) (conv_winograd.h);
+               // needs ConvWeights prepared with `winograd`
 };
 
 struct ConvShape {
@@ -28,7 +32,10 @@ struct ConvWeights {
   int64_t group = 1;
   std::vector<CT> raw;        // W in compute type (kept for depthwise, and for small 1x1 weights)
   std::vector<convgemm::PackedA<CT>> packed;  // per group
-  void prepare(const Dims& w_shape, int64_t group_count, std::vector<CT> w);
+  // float, 3x3, group 1, prepared with `winograd`: the Winograd weights (transformed on first use).
+  std::shared_ptr<const WinogradCache> wino;
+  // `winograd`: the conv has stride 1 and dilation 1, so the Winograd path may run.
+  void prepare(const Dims& w_shape, int64_t group_count, std::vector<CT> w, bool winograd = false);
 };
 
 // y[N, M, out...] = conv(x[N, C, in...], w) + bias (bias may be null). Paths other than kAuto and kIm2col

@@ -80,7 +80,7 @@ class ConvKernel final : public ep::Kernel {
         } else if (dtype_is_float(w->dtype())) {
           auto v = tensor_values<float>(*w);
           if (v.ok()) {
-            wf_.prepare(w->shape(), group_, std::move(v.value()));
+            wf_.prepare(w->shape(), group_, std::move(v.value()), unit_stride_dilation());
             have_wf_ = true;
           }
         }
@@ -131,7 +131,7 @@ class ConvKernel final : public ep::Kernel {
     }
     if (!wp) {
       NXRT_ASSIGN_OR_RETURN(std::vector<CT> wv, tensor_values<CT>(W));
-      local.prepare(W.shape(), group_, std::move(wv));
+      local.prepare(W.shape(), group_, std::move(wv), unit_stride_dilation());
       wp = &local;
     }
     std::vector<CT> bias;
@@ -156,6 +156,15 @@ class ConvKernel final : public ep::Kernel {
       for (int64_t i = 0; i < Y->numel(); ++i) yo[i] = from_ct<T>(ybuf[i]);
     }
     return Status::Ok();
+  }
+
+  // Stride 1 and dilation 1 on every axis: the Winograd path may apply (ConvWeights::prepare).
+  bool unit_stride_dilation() const {
+    for (int64_t v : attrs_.strides)
+      if (v != 1) return false;
+    for (int64_t v : attrs_.dilations)
+      if (v != 1) return false;
+    return true;
   }
 
   WindowAttrs attrs_;

@@ -1,0 +1,226 @@
+// Winograd F(4x4, 3x3) conv path (ops/conv_winograd.h) against the direct definition (conv_naive, double
+// accumulation).
+//
+// Tolerance: Winograd is not bit-compatible with direct summation. The input transform B^T d B scales
+// values by up to 10 per axis (row sums of |B^T|), the output transform by up to 18 per axis, and the
+// rounding errors of these stages are summed over the input channels by the GEMMs. The error is therefore
+// measured against the magnitude of the output, not element-wise: for inputs and weights in [-1, 1],
+// max |y - ref| / rms(ref) is 2e-5..6e-5 for F(4x4, 3x3) on these shapes and up to 512-2048 input channels
+// (printed by the tests; im2col + GEMM gives ~2e-6). The bound, 2e-4, leaves a 3x margin; a wrong
+// transform coefficient, tile offset or padding case gives errors of order 1.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "kernel_test_util.h"
+#include "ops/conv_impl.h"
+#include "ops/conv_winograd.h"
+#include "ops/gemm.h"
+
+using namespace nxrt;
+using namespace nxrt::ops;
+
+namespace {
+
+std::vector<float> random_vec(std::mt19937& rng, int64_t n) {
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+struct Case {
+  int64_t N, C, M, H, W, pt, pl, pb, pr;
+  bool bias;
+};
+
+ConvShape shape_of(const Case& c) {
+  ConvShape s;
+  s.N = c.N;
+  s.C = c.C;
+  s.M = c.M;
+  s.group = 1;
+  s.g.nsp = 2;
+  s.g.in[1] = c.H;
+  s.g.in[2] = c.W;
+  s.g.k[1] = s.g.k[2] = 3;
+  s.g.pb[1] = c.pt;
+  s.g.pb[2] = c.pl;
+  s.g.pe[1] = c.pb;
+  s.g.pe[2] = c.pr;
+  s.g.out[1] = c.H + c.pt + c.pb - 2;
+  s.g.out[2] = c.W + c.pl + c.pr - 2;
+  return s;
+}
+
+// Returns max |y - ref| / rms(ref) of the Winograd path on this case (or -1 when the shape is empty).
+double winograd_error(const Case& c, std::mt19937& rng, ep::ThreadPool* pool, const std::string& what) {
+  const ConvShape s = shape_of(c);
+  if (s.g.out[1] <= 0 || s.g.out[2] <= 0) return -1;
+  EXPECT_TRUE(winograd_applies(s)) << what;
+  auto x = random_vec(rng, s.N * s.C * s.g.in_size());
+  auto w = random_vec(rng, s.M * s.C * 9);
+  auto b = random_vec(rng, s.M);
+  const int64_t ny = s.N * s.M * s.g.out_size();
+  std::vector<float> ref(ny), y(ny, 123.f);
+  conv_naive<float>(s, x.data(), w.data(), c.bias ? b.data() : nullptr, ref.data());
+  ConvWeights<float> cw;
+  cw.prepare(Dims{s.M, s.C, 3, 3}, 1, w, true);
+  EXPECT_TRUE(cw.wino != nullptr) << what;
+  conv_forward<float>(s, x.data(), cw, c.bias ? b.data() : nullptr, y.data(), pool, ConvPath::kWinograd);
+  double ss = 0, err = 0;
+  for (int64_t i = 0; i < ny; ++i) {
+    ss += double(ref[i]) * ref[i];
+    err = std::max(err, std::fabs(double(y[i]) - ref[i]));
+    if (!std::isfinite(y[i])) {
+      ADD_FAILURE() << what << ": non-finite at " << i;
+      return 1;
+    }
+  }
+  const double rms = std::sqrt(ss / double(ny));
+  return err / std::max(rms, 1e-6);
+}
+
+constexpr double kTol = 2e-4;
+
+}  // namespace
+
+TEST(ConvWinograd, MatchesNaiveOnRandomShapes) {
+  std::mt19937 rng(11);
+  ep::ThreadPool pool(2);
+  std::uniform_int_distribution<int> pick(0, 1000);
+  double worst = 0;
+  int ran = 0;
+  for (int iter = 0; iter < 40; ++iter) {
+    Case c;
+    c.N = 1 + iter % 2;
+    c.C = 1 + pick(rng) % 37;
+    c.M = 1 + pick(rng) % 29;
+    c.H = 1 + pick(rng) % 27;
+    c.W = 1 + pick(rng) % 41;
+    c.pt = pick(rng) % 3;
+    c.pl = pick(rng) % 3;
+    c.pb = pick(rng) % 3;
+    c.pr = pick(rng) % 3;
+    c.bias = iter % 3 != 0;
+    const std::string what = "iter " + std::to_string(iter) + " N" + std::to_string(c.N) + " C" +
+                             std::to_string(c.C) + " M" + std::to_string(c.M) + " " + std::to_string(c.H) + "x" +
+                             std::to_string(c.W);
+    for (int mode = 0; mode < 3; ++mode) {
+      // 0: default blocking, 1: tiny blocks (many blocks: threads take whole blocks), 2: scalar transforms.
+      winograd_set_block_tiles(mode == 1 ? 8 : 0);
+      winograd_set_force_scalar(mode == 2);
+      const double e = winograd_error(c, rng, &pool, what + " mode " + std::to_string(mode));
+      if (e < 0) continue;
+      ++ran;
+      worst = std::max(worst, e);
+      EXPECT_LT(e, kTol) << what << " mode " << mode;
+    }
+  }
+  winograd_set_block_tiles(0);
+  winograd_set_force_scalar(false);
+  EXPECT_GT(ran, 90);
+  std::printf("[ConvWinograd] random shapes: max |err| / rms(ref) = %.3g\n", worst);
+}
+
+TEST(ConvWinograd, LargerShapesAllThreadingModes) {
+  std::mt19937 rng(5);
+  ep::ThreadPool pool(2);
+  const Case cases[] = {
+      {2, 64, 48, 19, 23, 1, 1, 1, 1, true},   // tails in both directions, batch 2
+      {1, 40, 72, 37, 70, 2, 0, 0, 2, false},  // several 8-tile groups per row, asymmetric pads
+      {1, 128, 32, 14, 14, 1, 1, 1, 1, true},  // 4 tiles per row
+      {1, 128, 128, 13, 14, 1, 1, 1, 1, true}, // one block, big enough to split its phases over threads
+      {1, 260, 20, 9, 10, 0, 1, 2, 1, true},   // > 256 input channels: two K blocks in the packed weights
+  };
+  double worst = 0;
+  // Threads split whole blocks (second case) or each block's phases (last case); mode 3 runs without a pool.
+  for (const Case& c : cases) {
+    for (int mode = 0; mode < 4; ++mode) {
+      winograd_set_block_tiles(mode == 1 ? 16 : 0);
+      winograd_set_force_scalar(mode == 2);
+      ep::ThreadPool* p = mode == 3 ? nullptr : &pool;
+      const double e = winograd_error(c, rng, p, "C" + std::to_string(c.C) + " mode " + std::to_string(mode));
+      worst = std::max(worst, e);
+      EXPECT_LT(e, kTol) << "C" << c.C << " M" << c.M << " mode " << mode;
+    }
+  }
+  winograd_set_block_tiles(0);
+  winograd_set_force_scalar(false);
+  std::printf("[ConvWinograd] larger shapes: max |err| / rms(ref) = %.3g\n", worst);
+}
+
+TEST(ConvWinograd, PathSelection) {
+  Case c{1, 64, 64, 56, 56, 1, 1, 1, 1, true};
+  ConvShape s = shape_of(c);
+  EXPECT_TRUE(conv_path_applies(s, ConvPath::kWinograd));
+  EXPECT_TRUE(winograd_preferred(s));
+  ConvShape strided = s;
+  strided.g.s[2] = 2;
+  EXPECT_FALSE(conv_path_applies(strided, ConvPath::kWinograd));
+  ConvShape dilated = s;
+  dilated.g.d[1] = 2;
+  EXPECT_FALSE(conv_path_applies(dilated, ConvPath::kWinograd));
+  ConvShape grouped = s;
+  grouped.group = 2;
+  EXPECT_FALSE(conv_path_applies(grouped, ConvPath::kWinograd));
+  // kAuto rule: small outputs, few channels, or many channels on very few tiles stay on im2col.
+  auto preferred = [](int64_t n, int64_t c, int64_t m, int64_t h, int64_t w) {
+    return winograd_preferred(shape_of(Case{n, c, m, h, w, 1, 1, 1, 1, true}));
+  };
+  EXPECT_TRUE(preferred(1, 128, 32, 7, 7));
+  EXPECT_FALSE(preferred(1, 512, 512, 7, 7));
+  EXPECT_TRUE(preferred(2, 512, 512, 7, 7));
+  EXPECT_FALSE(preferred(1, 64, 64, 5, 5));
+  EXPECT_FALSE(preferred(1, 3, 64, 224, 224));
+  // Weights prepared without the hint (or with a non-3x3 shape) are not transformed, and a forced
+  // kWinograd then falls back to im2col.
+  std::mt19937 rng(3);
+  auto w = random_vec(rng, 8 * 4 * 9);
+  ConvWeights<float> plain;
+  plain.prepare(Dims{8, 4, 3, 3}, 1, w);
+  EXPECT_TRUE(plain.wino == nullptr);
+  ConvWeights<float> five;
+  five.prepare(Dims{8, 4, 1, 9}, 1, w, true);
+  EXPECT_TRUE(five.wino == nullptr);
+  Case small{1, 4, 8, 6, 7, 1, 1, 1, 1, true};
+  ConvShape ss = shape_of(small);
+  auto x = random_vec(rng, 4 * 6 * 7);
+  std::vector<float> ref(8 * ss.g.out_size()), y(ref.size());
+  conv_naive<float>(ss, x.data(), w.data(), w.data(), ref.data());
+  conv_forward<float>(ss, x.data(), plain, w.data(), y.data(), nullptr, ConvPath::kWinograd);
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], 1e-4f * (1.f + std::fabs(ref[i])));
+}
+
+TEST(ConvWinograd, ConvKernelUsesIt) {
+  // Through the Conv kernel (W an input, prepared per run with the stride-1 hint): 16 -> 16 at 10x10 is
+  // over the kAuto threshold.
+  std::mt19937 rng(9);
+  Case c{1, 16, 16, 10, 10, 1, 1, 1, 1, true};
+  ConvShape s = shape_of(c);
+  ASSERT_TRUE(winograd_preferred(s));
+  auto x = random_vec(rng, 16 * 100);
+  auto w = random_vec(rng, 16 * 16 * 9);
+  auto b = random_vec(rng, 16);
+  std::vector<float> ref(16 * 100);
+  conv_naive<float>(s, x.data(), w.data(), b.data(), ref.data());
+  nxrt::testing::KernelRun run;
+  run.op_type = "Conv";
+  run.opset = 11;
+  run.attributes = {nxrt::testing::attr_ints("pads", {1, 1, 1, 1})};
+  run.inputs = {Tensor::from_vector<float>(DataType::kFloat, {1, 16, 10, 10}, x),
+                Tensor::from_vector<float>(DataType::kFloat, {16, 16, 3, 3}, w),
+                Tensor::from_vector<float>(DataType::kFloat, {16}, b)};
+  auto out = nxrt::testing::run_kernel(run);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  const Tensor& t = out.value()[0].tensor();
+  ASSERT_EQ(t.numel(), 1600);
+  double ss = 0, err = 0;
+  for (int64_t i = 0; i < 1600; ++i) {
+    ss += double(ref[i]) * ref[i];
+    err = std::max(err, std::fabs(double(t.data<float>()[i]) - ref[i]));
+  }
+  EXPECT_LT(err / std::sqrt(ss / 1600), kTol);
+}
