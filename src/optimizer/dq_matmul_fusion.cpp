@@ -126,22 +126,40 @@ Packed pack(PassContext& pc, ir::Graph& g, const Tensor& x, const Tensor& scale,
     }
 
   Tensor B(DataType::kUInt8, Dims{N, kb, blob});
-  uint8_t* bp = B.data<uint8_t>();
-  std::memset(bp, 0, B.nbytes());
+  uint8_t* bp = B.data<uint8_t>();  // every byte written below
   // x is [K, N] row-major, B [N, kb, blob]: a transpose, done in tiles of 64 columns so that both the
   // reads (along n) and the writes (along k) stay in cache.
   constexpr int64_t kTile = 64;
-  for (int64_t j = 0; j < kb; ++j) {
-    for (int64_t n0 = 0; n0 < N; n0 += kTile) {
-      const int64_t n1 = std::min(N, n0 + kTile);
-      for (int64_t e = 0; e < block; ++e) {
-        const int64_t k = j * block + e;
-        for (int64_t n = n0; n < n1; ++n) {
-          uint8_t* blk = bp + (n * kb + j) * blob;
-          const uint32_t code = k < K ? static_cast<uint32_t>(element(x, xp, k * N + n) + offset)
-                                      : static_cast<uint32_t>(z[static_cast<size_t>(n * kb + j)]);  // padding: 0
-          if (P.bits == 8) blk[e] = static_cast<uint8_t>(code);
-          else subbyte_set(blk, e, 4, code);
+  if (P.bits == 4) {
+    // Two k per output byte. A nibble's stored code is the nibble itself (uint4) or nibble ^ 8 (int4:
+    // two's complement v in [-8, 7] -> v + 8).
+    const uint32_t flip = sgn ? 8u : 0u;
+    auto nib = [&](int64_t idx) -> uint32_t { return ((xp[idx >> 1] >> ((idx & 1) << 2)) & 15u) ^ flip; };
+    for (int64_t j = 0; j < kb; ++j) {
+      for (int64_t n0 = 0; n0 < N; n0 += kTile) {
+        const int64_t n1 = std::min(N, n0 + kTile);
+        for (int64_t e = 0; e < block; e += 2) {
+          const int64_t k = j * block + e;
+          for (int64_t n = n0; n < n1; ++n) {
+            const uint32_t pad = z[static_cast<size_t>(n * kb + j)];  // padding dequantizes to 0
+            const uint32_t lo = k < K ? nib(k * N + n) : pad;
+            const uint32_t hi = k + 1 < K ? nib((k + 1) * N + n) : pad;
+            bp[(n * kb + j) * blob + e / 2] = static_cast<uint8_t>(lo | (hi << 4));
+          }
+        }
+      }
+    }
+  } else {
+    for (int64_t j = 0; j < kb; ++j) {
+      for (int64_t n0 = 0; n0 < N; n0 += kTile) {
+        const int64_t n1 = std::min(N, n0 + kTile);
+        for (int64_t e = 0; e < block; ++e) {
+          const int64_t k = j * block + e;
+          for (int64_t n = n0; n < n1; ++n) {
+            const uint32_t code = k < K ? static_cast<uint32_t>(element(x, xp, k * N + n) + offset)
+                                        : z[static_cast<size_t>(n * kb + j)];  // padding dequantizes to 0
+            bp[(n * kb + j) * blob + e] = static_cast<uint8_t>(code);
+          }
         }
       }
     }
