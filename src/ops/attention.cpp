@@ -69,7 +69,6 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
   // [B, H, S, D] compute-type buffers (present = concat(past, new) along the sequence axis).
   constexpr bool kSameType = std::is_same_v<T, C>;
   const bool direct = kSameType && !sh.is3d;
-  std::vector<C> q, k, v;
   const C* qp = nullptr;
   const C* kp = nullptr;
   const C* vp = nullptr;
@@ -77,29 +76,44 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
     if (direct) qp = Q.data<T>();
     if (direct && P == 0) { kp = K.data<T>(); vp = V.data<T>(); }
   }
+  // Every buffer this step needs comes from one step workspace (nothing allocated per decode step).
+  const bool want_qk = ctx.output_requested(3);
+  ScratchLayout lay;
+  const size_t q_off = qp ? 0 : lay.add<C>(B * Hq * Sq * D);
+  const size_t k_off = kp ? 0 : lay.add<C>(B * Hkv * Tt * D);
+  const size_t v_off = kp ? 0 : lay.add<C>(B * Hkv * Tt * Dv);
+  const size_t kn_off = kp ? 0 : lay.add<C>(B * Hkv * sh.Skv * D);
+  const size_t vn_off = kp ? 0 : lay.add<C>(B * Hkv * sh.Skv * Dv);
+  const size_t mask_off = mask ? lay.add<C>(mask->numel()) : 0;
+  const size_t nonpad_off = lay.add<int64_t>(B);
+  const size_t offsets_off = lay.add<int64_t>(B);
+  const size_t y_off = direct ? 0 : lay.add<C>(B * Hq * Sq * Dv);
+  const size_t qk_off = (want_qk && !kSameType) ? lay.add<C>(B * Hq * Sq * Tt) : 0;
+  NXRT_RETURN_IF_ERROR(lay.allocate(ctx));
   if (!qp) {
-    q.resize(static_cast<size_t>(B * Hq * Sq * D));
-    load_bhsd(Q.data<T>(), sh.is3d, B, Hq, Sq, D, q.data());
-    qp = q.data();
+    C* q = lay.at<C>(q_off);
+    load_bhsd(Q.data<T>(), sh.is3d, B, Hq, Sq, D, q);
+    qp = q;
   }
   if (!kp) {
-    k.resize(static_cast<size_t>(B * Hkv * Tt * D));
-    v.resize(static_cast<size_t>(B * Hkv * Tt * Dv));
-    std::vector<C> kn(static_cast<size_t>(B * Hkv * sh.Skv * D)), vn(static_cast<size_t>(B * Hkv * sh.Skv * Dv));
-    load_bhsd(K.data<T>(), sh.is3d, B, Hkv, sh.Skv, D, kn.data());
-    load_bhsd(V.data<T>(), sh.is3d, B, Hkv, sh.Skv, Dv, vn.data());
+    C* k = lay.at<C>(k_off);
+    C* v = lay.at<C>(v_off);
+    C* kn = lay.at<C>(kn_off);
+    C* vn = lay.at<C>(vn_off);
+    load_bhsd(K.data<T>(), sh.is3d, B, Hkv, sh.Skv, D, kn);
+    load_bhsd(V.data<T>(), sh.is3d, B, Hkv, sh.Skv, Dv, vn);
     const T* pk = past_k ? past_k->data<T>() : nullptr;
     const T* pv = past_v ? past_v->data<T>() : nullptr;
     for (int64_t bh = 0; bh < B * Hkv; ++bh) {
-      C* kd = k.data() + bh * Tt * D;
-      C* vd = v.data() + bh * Tt * Dv;
+      C* kd = k + bh * Tt * D;
+      C* vd = v + bh * Tt * Dv;
       for (int64_t x = 0; x < P * D; ++x) kd[x] = static_cast<C>(pk[bh * P * D + x]);
       for (int64_t x = 0; x < P * Dv; ++x) vd[x] = static_cast<C>(pv[bh * P * Dv + x]);
-      std::copy(kn.begin() + bh * sh.Skv * D, kn.begin() + (bh + 1) * sh.Skv * D, kd + P * D);
-      std::copy(vn.begin() + bh * sh.Skv * Dv, vn.begin() + (bh + 1) * sh.Skv * Dv, vd + P * Dv);
+      std::copy(kn + bh * sh.Skv * D, kn + (bh + 1) * sh.Skv * D, kd + P * D);
+      std::copy(vn + bh * sh.Skv * Dv, vn + (bh + 1) * sh.Skv * Dv, vd + P * Dv);
     }
-    kp = k.data();
-    vp = v.data();
+    kp = k;
+    vp = v;
   }
 
   AttnProblem<C> p;
@@ -112,7 +126,6 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
   p.causal = info.attr_int("is_causal", 0) != 0;
 
   // Mask -> additive values in C over its own shape, with broadcast strides into (B, Hq, Sq, T).
-  std::vector<C> maskv;
   if (mask) {
     const Dims& md = mask->shape();
     if (md.empty() || md.size() > 4) return ctx.error("attn_mask must have rank 1..4, got " + dims_str(md));
@@ -128,7 +141,7 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
     }
     if (m4[3] > Tt) return ctx.error("attn_mask last dim " + std::to_string(m4[3]) + " exceeds total sequence length " + std::to_string(Tt), StatusCode::kInvalidArgument);
     const int64_t n = mask->numel();
-    maskv.resize(static_cast<size_t>(n));
+    C* maskv = lay.at<C>(mask_off);
     if (mask->dtype() == DataType::kBool) {
       const bool* mb = mask->data<bool>();
       for (int64_t x = 0; x < n; ++x) maskv[x] = mb[x] ? C(0) : -std::numeric_limits<C>::infinity();
@@ -141,52 +154,55 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
       }, [&] { return ctx.error("attn_mask must be bool or a float type, got " + std::string(dtype_name(mask->dtype())), StatusCode::kInvalidArgument); });
       NXRT_RETURN_IF_ERROR(st);
     }
-    p.mask = maskv.data();
+    p.mask = maskv;
     p.mask_len = m4[3];
     p.mask_si = m4[2] == 1 ? 0 : m4[3];
     p.mask_sh = m4[1] == 1 ? 0 : m4[2] * m4[3];
     p.mask_sb = m4[0] == 1 ? 0 : m4[1] * m4[2] * m4[3];
   }
 
-  std::vector<int64_t> nonpad, offsets;
+  int64_t* nonpad = lay.at<int64_t>(nonpad_off);
   if (nonpad_t) {
-    NXRT_ASSIGN_OR_RETURN(nonpad, read_int_values(*nonpad_t));
-    if (static_cast<int64_t>(nonpad.size()) != B) {
-      return ctx.error("nonpad_kv_seqlen must have batch_size (" + std::to_string(B) + ") values, got shape " + dims_str(nonpad_t->shape()), StatusCode::kInvalidArgument);
+    if (nonpad_t->numel() != B || (nonpad_t->dtype() != DataType::kInt64 && nonpad_t->dtype() != DataType::kInt32)) {
+      return ctx.error("nonpad_kv_seqlen must be int64 with batch_size (" + std::to_string(B) + ") values, got " + nonpad_t->describe(), StatusCode::kInvalidArgument);
     }
-    p.nonpad = nonpad.data();
+    for (int64_t b = 0; b < B; ++b)
+      nonpad[b] = nonpad_t->dtype() == DataType::kInt64 ? nonpad_t->data<int64_t>()[b] : nonpad_t->data<int32_t>()[b];
+    p.nonpad = nonpad;
   }
   if (p.causal) {
-    offsets.assign(static_cast<size_t>(B), 0);
+    int64_t* offsets = lay.at<int64_t>(offsets_off);
     for (int64_t b = 0; b < B; ++b) {
+      offsets[b] = 0;
       if (past_k) offsets[b] = P;
       else if (nonpad_t) offsets[b] = nonpad[b] - Sq;
     }
-    p.causal_offset = offsets.data();
+    p.causal_offset = offsets;
   }
 
   // Outputs.
   Dims yshape = sh.is3d ? Dims{B, Sq, Hq * Dv} : Dims{B, Hq, Sq, Dv};
   NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, dtype_of<T>(), yshape));
-  std::vector<C> y, qk;
+  C* y = nullptr;
+  C* qk = nullptr;
   Tensor* QK = nullptr;
   const int64_t mode = info.attr_int("qk_matmul_output_mode", 0);
-  if (ctx.output_requested(3)) {
+  if (want_qk) {
     if (mode < 0 || mode > 3) return info.error("qk_matmul_output_mode must be 0..3, got " + std::to_string(mode));
     NXRT_ASSIGN_OR_RETURN(QK, ctx.allocate_output(3, dtype_of<T>(), Dims{B, Hq, Sq, Tt}));
     p.qk_mode = static_cast<int>(mode);
     if constexpr (kSameType) p.qk_out = QK->data<T>();
     if (!p.qk_out) {
-      qk.resize(static_cast<size_t>(B * Hq * Sq * Tt));
-      p.qk_out = qk.data();
+      qk = lay.at<C>(qk_off);
+      p.qk_out = qk;
     }
   }
   if constexpr (kSameType) {
     if (direct) p.y = Y->data<T>();
   }
   if (!p.y) {
-    y.resize(static_cast<size_t>(B * Hq * Sq * Dv));
-    p.y = y.data();
+    y = lay.at<C>(y_off);
+    p.y = y;
   }
   if constexpr (std::is_same_v<C, float>) {
     attention_fast(p, &ctx.pool());
@@ -195,13 +211,13 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
   }
 
   T* yo = Y->data<T>();
-  if (!y.empty() && !sh.is3d) {
-    for (size_t x = 0; x < y.size(); ++x) yo[x] = to_storage<T, C>(y[x]);
-  } else if (!y.empty()) {
+  if (y && !sh.is3d) {
+    for (int64_t x = 0; x < B * Hq * Sq * Dv; ++x) yo[x] = to_storage<T, C>(y[x]);
+  } else if (y) {
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < Hq; ++h)
         for (int64_t s = 0; s < Sq; ++s) {
-          const C* in = y.data() + ((b * Hq + h) * Sq + s) * Dv;
+          const C* in = y + ((b * Hq + h) * Sq + s) * Dv;
           T* out = yo + ((b * Sq + s) * Hq + h) * Dv;
           for (int64_t e = 0; e < Dv; ++e) out[e] = to_storage<T, C>(in[e]);
         }
@@ -216,9 +232,9 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
     T* o = pv->data<T>();
     for (int64_t x = 0; x < B * Hkv * Tt * Dv; ++x) o[x] = to_storage<T, C>(vp[x]);
   }
-  if (QK && !qk.empty()) {
+  if (QK && qk) {
     T* o = QK->data<T>();
-    for (size_t x = 0; x < qk.size(); ++x) o[x] = to_storage<T, C>(qk[x]);
+    for (int64_t x = 0; x < B * Hq * Sq * Tt; ++x) o[x] = to_storage<T, C>(qk[x]);
   }
   return Status::Ok();
 }
@@ -308,14 +324,20 @@ Status rotary_embedding(ep::KernelContext& ctx) {
   if (cosc.shape() != sinc.shape() || cosc.rank() < 2 || cosc.dim(-1) != half) {
     return ctx.error("cos_cache and sin_cache must share a shape whose last dim is rotary_dim/2 = " + std::to_string(half), StatusCode::kInvalidArgument);
   }
-  std::vector<int64_t> pos;
+  // position_ids are read in place (int64 or int32): a decode step through here must not allocate.
+  const Tensor* pt = has_pos ? &ctx.input(3) : nullptr;
+  if (pt && pt->dtype() != DataType::kInt64 && pt->dtype() != DataType::kInt32)
+    return ctx.error(std::string("position_ids must be int64 or int32, got ") + dtype_name(pt->dtype()), StatusCode::kInvalidArgument);
+  auto pos_at = [pt](int64_t i) -> int64_t {
+    return pt->dtype() == DataType::kInt64 ? pt->data<int64_t>()[i] : pt->data<int32_t>()[i];
+  };
   int64_t max_pos = 0;
   if (has_pos) {
-    NXRT_ASSIGN_OR_RETURN(pos, read_int_values(ctx.input(3)));
-    if (ctx.input(3).shape() != Dims{B, S}) return ctx.error("position_ids must be (batch, seq)", StatusCode::kInvalidArgument);
+    if (pt->shape() != Dims{B, S}) return ctx.error("position_ids must be (batch, seq)", StatusCode::kInvalidArgument);
     if (cosc.rank() != 2) return ctx.error("with position_ids, cos_cache must be 2-D (max_position, rotary_dim/2)", StatusCode::kInvalidArgument);
     max_pos = cosc.dim(0);
-    for (int64_t p : pos) {
+    for (int64_t i = 0; i < B * S; ++i) {
+      const int64_t p = pos_at(i);
       if (p < 0 || p >= max_pos) return ctx.error("position id " + std::to_string(p) + " out of range [0, " + std::to_string(max_pos) + ")", StatusCode::kInvalidArgument);
     }
   } else if (cosc.shape() != Dims{B, S, half}) {
@@ -329,14 +351,11 @@ Status rotary_embedding(ep::KernelContext& ctx) {
     const T* cc = cosc.data<T>();
     const T* ss = sinc.data<T>();
     T* y = Y->data<T>();
-    std::vector<C> cbuf(static_cast<size_t>(half)), sbuf(static_cast<size_t>(half));
     for (int64_t b = 0; b < B; ++b)
       for (int64_t s = 0; s < S; ++s) {
-        const int64_t row = has_pos ? pos[b * S + s] : b * S + s;
-        for (int64_t k = 0; k < half; ++k) {
-          cbuf[k] = static_cast<C>(cc[row * half + k]);
-          sbuf[k] = static_cast<C>(ss[row * half + k]);
-        }
+        const int64_t row = has_pos ? pos_at(b * S + s) : b * S + s;
+        const T* cbuf = cc + row * half;
+        const T* sbuf = ss + row * half;
         for (int64_t h = 0; h < H; ++h) {
           const int64_t off = is3d ? ((b * S + s) * H + h) * D : ((b * H + h) * S + s) * D;
           const T* xi = x + off;
@@ -345,8 +364,9 @@ Status rotary_embedding(ep::KernelContext& ctx) {
             const int64_t i1 = interleaved ? 2 * k : k;
             const int64_t i2 = interleaved ? 2 * k + 1 : k + half;
             const C x1 = static_cast<C>(xi[i1]), x2 = static_cast<C>(xi[i2]);
-            yi[i1] = to_storage<T, C>(cbuf[k] * x1 - sbuf[k] * x2);
-            yi[i2] = to_storage<T, C>(sbuf[k] * x1 + cbuf[k] * x2);
+            const C ck = static_cast<C>(cbuf[k]), sk = static_cast<C>(sbuf[k]);
+            yi[i1] = to_storage<T, C>(ck * x1 - sk * x2);
+            yi[i2] = to_storage<T, C>(sk * x1 + ck * x2);
           }
           for (int64_t d = rot; d < D; ++d) yi[d] = xi[d];
         }

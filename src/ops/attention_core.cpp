@@ -143,7 +143,9 @@ void attention_fast(const AttnProblem<float>& p, ep::ThreadPool* pool) {
   const int64_t T = p.T, Sq = p.Sq;
   if (Sq == 0) return;
   auto work = [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(static_cast<size_t>(Sq * T));
+    // Per-thread score rows that only grow: once warm (a decode loop), no step allocates here.
+    thread_local std::vector<float> scores;
+    if (scores.size() < static_cast<size_t>(Sq * T)) scores.resize(static_cast<size_t>(Sq * T));
     for (int64_t bh = begin; bh < end; ++bh) {
       const int64_t b = bh / p.Hq, h = bh % p.Hq, hk = h / group;
       const float* qb = p.q + bh * Sq * p.D;

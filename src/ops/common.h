@@ -76,6 +76,32 @@ Status dispatch_by_size(DataType dt, F&& f, E&& unsupported) {
 }
 
 // The DataType for a C++ storage type.
+// Several typed arrays in one step workspace (ctx.workspace), so a kernel needing scratch allocates
+// nothing on the hot path: reserve each array (add<T>(n) returns its offset), allocate() once, then
+// at<T>(offset). Arrays are 64-byte aligned.
+class ScratchLayout {
+ public:
+  template <typename T>
+  size_t add(int64_t n) {
+    const size_t off = bytes_;
+    bytes_ += (static_cast<size_t>(n > 0 ? n : 0) * sizeof(T) + 63) / 64 * 64;
+    return off;
+  }
+  Status allocate(ep::KernelContext& ctx) {
+    if (bytes_ == 0) return Status::Ok();
+    auto r = ctx.workspace(bytes_);
+    if (!r.ok()) return r.status();
+    base_ = static_cast<uint8_t*>(r.value());
+    return Status::Ok();
+  }
+  template <typename T>
+  T* at(size_t off) const { return reinterpret_cast<T*>(base_ + off); }
+
+ private:
+  size_t bytes_ = 0;
+  uint8_t* base_ = nullptr;
+};
+
 template <typename T> constexpr DataType dtype_of();
 template <> constexpr DataType dtype_of<float>() { return DataType::kFloat; }
 template <> constexpr DataType dtype_of<double>() { return DataType::kDouble; }

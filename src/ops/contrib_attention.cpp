@@ -245,7 +245,11 @@ class GroupQueryAttention final : public ep::Kernel {
     const int32_t* seqlens = SL.data<int32_t>();
     const bool first_prompt = S == total;
     const int64_t present_len = std::max(total, cap);
-    std::vector<int64_t> past(static_cast<size_t>(B)), tot(static_cast<size_t>(B));
+    // Per-batch lengths and rotary positions live in step scratch (a decode step allocates nothing).
+    NXRT_ASSIGN_OR_RETURN(void* meta, ctx.workspace(static_cast<size_t>(2 * B + B * S) * sizeof(int64_t)));
+    int64_t* past = static_cast<int64_t*>(meta);
+    int64_t* tot = past + B;
+    int64_t* pos = tot + B;
     for (int64_t b = 0; b < B; ++b) {
       const int64_t t = static_cast<int64_t>(seqlens[b]) + 1;
       tot[static_cast<size_t>(b)] = t;
@@ -257,8 +261,8 @@ class GroupQueryAttention final : public ep::Kernel {
     }
     // Rotary caches.
     RotaryParams rp;
-    std::vector<float> cosv, sinv;
-    std::vector<int64_t> pos(static_cast<size_t>(B * S));
+    const Tensor* cos_t = nullptr;
+    const Tensor* sin_t = nullptr;
     if (rotary_) {
       if (!ctx.has_input(7) || !ctx.has_input(8)) return ctx.error("do_rotary needs cos_cache and sin_cache", StatusCode::kInvalidArgument);
       const Tensor& Cc = ctx.input(7);
@@ -268,23 +272,22 @@ class GroupQueryAttention final : public ep::Kernel {
       rp.rot = Cc.dim(1) * 2;
       rp.cache_width = Cc.dim(1);
       rp.interleaved = interleaved_;
-      cosv = to_float_vec(Cc);
-      sinv = to_float_vec(Sc);
+      cos_t = &Cc;
+      sin_t = &Sc;
       if (ctx.has_input(9)) {
         const Tensor& P = ctx.input(9);
-        NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> pv, read_int_values(P));
-        if (static_cast<int64_t>(pv.size()) != B * S) return ctx.error("position_ids must be (batch, seq), got " + P.describe(), StatusCode::kInvalidArgument);
-        pos = pv;
+        if (P.numel() != B * S || (P.dtype() != DataType::kInt64 && P.dtype() != DataType::kInt32))
+          return ctx.error("position_ids must be int64/int32 (batch, seq), got " + P.describe(), StatusCode::kInvalidArgument);
+        auto pv = [&P](int64_t i) -> int64_t { return P.dtype() == DataType::kInt64 ? P.data<int64_t>()[i] : P.data<int32_t>()[i]; };
         // As documented (and as ORT's CPU kernel does): the first prompt uses only the first element.
-        if (first_prompt)
-          for (int64_t b = 0; b < B; ++b)
-            for (int64_t s = 0; s < S; ++s) pos[static_cast<size_t>(b * S + s)] = pv[0] + s;
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t s = 0; s < S; ++s) pos[b * S + s] = first_prompt ? pv(0) + s : pv(b * S + s);
       } else {
         for (int64_t b = 0; b < B; ++b)
-          for (int64_t s = 0; s < S; ++s) pos[static_cast<size_t>(b * S + s)] = past[static_cast<size_t>(b)] + s;
+          for (int64_t s = 0; s < S; ++s) pos[b * S + s] = past[b] + s;
       }
-      for (int64_t v : pos)
-        if (v < 0 || v >= Cc.dim(0)) return ctx.error("rotary position " + std::to_string(v) + " out of range of cos_cache rows " + std::to_string(Cc.dim(0)), StatusCode::kInvalidArgument);
+      for (int64_t i = 0; i < B * S; ++i)
+        if (const int64_t v = pos[i]; v < 0 || v >= Cc.dim(0)) return ctx.error("rotary position " + std::to_string(v) + " out of range of cos_cache rows " + std::to_string(Cc.dim(0)), StatusCode::kInvalidArgument);
     }
     // Outputs.
     NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, dt, Dims{B, S, H_ * D}));
@@ -297,59 +300,91 @@ class GroupQueryAttention final : public ep::Kernel {
 
     // Q (rotated) as float [B, H, S, D]; new K/V rows (K rotated) as float [B, kvH, S, D].
     const int64_t qkv_row = packed ? (H_ + 2 * kvH_) * D : H_ * D;
-    const std::vector<float> qin = to_float_vec(Q);
-    std::vector<float> kin, vin;
-    if (!packed) {
-      kin = to_float_vec(ctx.input(1));
-      vin = to_float_vec(ctx.input(2));
+    // Float scratch from the step workspace: rotated Q [B, H, S, D], new K/V rows [B, kvH, S, D],
+    // decode scores; float16/bfloat16 inputs (and caches, bias) converted into it, float ones read
+    // in place.
+    const Tensor* AB = ctx.has_input(10) ? &ctx.input(10) : nullptr;
+    const bool conv = dt != DataType::kFloat;
+    size_t fbytes = 0;
+    auto need = [&](int64_t n) { fbytes += (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64; };
+    need(B * H_ * S * D);
+    need(B * kvH_ * S * D);
+    need(B * kvH_ * S * D);
+    need(B * H_ * present_len);  // decode scores
+    if (conv) {
+      need(Q.numel());
+      if (!packed) { need(ctx.input(1).numel()); need(ctx.input(2).numel()); }
+      if (rotary_) { need(cos_t->numel()); need(sin_t->numel()); }
+      if (AB) need(AB->numel());
     }
-    std::vector<float> q(static_cast<size_t>(B * H_ * S * D)), kn(static_cast<size_t>(B * kvH_ * S * D)), vn(kn.size());
+    NXRT_ASSIGN_OR_RETURN(void* fscratch, ctx.workspace(fbytes));
+    uint8_t* fcur = static_cast<uint8_t*>(fscratch);
+    auto take = [&](int64_t n) {
+      float* r = reinterpret_cast<float*>(fcur);
+      fcur += (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
+      return r;
+    };
+    auto as_float = [&](const Tensor& t) -> const float* {
+      if (!conv) return t.data<float>();
+      float* d = take(t.numel());
+      for (int64_t i = 0; i < t.numel(); ++i) d[i] = getf(t, i);
+      return d;
+    };
+    float* q = take(B * H_ * S * D);
+    float* kn = take(B * kvH_ * S * D);
+    float* vn = take(B * kvH_ * S * D);
+    float* dec_scores = take(B * H_ * present_len);
+    const float* qin = as_float(Q);
+    const float* kin = packed ? nullptr : as_float(ctx.input(1));
+    const float* vin = packed ? nullptr : as_float(ctx.input(2));
+    const float* cosv = rotary_ ? as_float(*cos_t) : nullptr;
+    const float* sinv = rotary_ ? as_float(*sin_t) : nullptr;
     for (int64_t b = 0; b < B; ++b)
       for (int64_t s = 0; s < S; ++s) {
-        const float* row = qin.data() + (b * S + s) * qkv_row;
-        const float* krow = packed ? row + H_ * D : kin.data() + (b * S + s) * kvH_ * D;
-        const float* vrow = packed ? row + (H_ + kvH_) * D : vin.data() + (b * S + s) * kvH_ * D;
-        const int64_t ps = pos[static_cast<size_t>(b * S + s)];
+        const float* row = qin + (b * S + s) * qkv_row;
+        const float* krow = packed ? row + H_ * D : kin + (b * S + s) * kvH_ * D;
+        const float* vrow = packed ? row + (H_ + kvH_) * D : vin + (b * S + s) * kvH_ * D;
+        const int64_t ps = pos[b * S + s];
         for (int64_t h = 0; h < H_; ++h) {
-          float* dst = q.data() + ((b * H_ + h) * S + s) * D;
-          if (rotary_) rotate_head(row + h * D, dst, D, cosv.data() + ps * rp.cache_width, sinv.data() + ps * rp.cache_width, rp);
+          float* dst = q + ((b * H_ + h) * S + s) * D;
+          if (rotary_) rotate_head(row + h * D, dst, D, cosv + ps * rp.cache_width, sinv + ps * rp.cache_width, rp);
           else std::copy(row + h * D, row + (h + 1) * D, dst);
         }
         for (int64_t h = 0; h < kvH_; ++h) {
-          float* kd = kn.data() + ((b * kvH_ + h) * S + s) * D;
-          if (rotary_) rotate_head(krow + h * D, kd, D, cosv.data() + ps * rp.cache_width, sinv.data() + ps * rp.cache_width, rp);
+          float* kd = kn + ((b * kvH_ + h) * S + s) * D;
+          if (rotary_) rotate_head(krow + h * D, kd, D, cosv + ps * rp.cache_width, sinv + ps * rp.cache_width, rp);
           else std::copy(krow + h * D, krow + (h + 1) * D, kd);
-          std::copy(vrow + h * D, vrow + (h + 1) * D, vn.data() + ((b * kvH_ + h) * S + s) * D);
+          std::copy(vrow + h * D, vrow + (h + 1) * D, vn + ((b * kvH_ + h) * S + s) * D);
         }
       }
     // Present: past rows (unless shared) and the new rows; rows past each batch's end zeroed.
     const size_t es = elem_size(dt);
-    auto fill_present = [&](Tensor* pres, const Tensor* pst, const std::vector<float>& nw) {
+    auto fill_present = [&](Tensor* pres, const Tensor* pst, const float* nw) {
       if (!pres) return;
       const bool shared = pst && pres->raw_data() == pst->raw_data();
       uint8_t* base = static_cast<uint8_t*>(pres->raw_data());
       for (int64_t b = 0; b < B; ++b)
         for (int64_t h = 0; h < kvH_; ++h) {
-          const int64_t pb = past[static_cast<size_t>(b)];
+          const int64_t pb = past[b];
           const int64_t head_off = (b * kvH_ + h) * present_len * D;
           if (!shared) {
             if (pb > 0) std::memcpy(base + head_off * es, static_cast<const uint8_t*>(pst->raw_data()) + (b * kvH_ + h) * cap * D * es, static_cast<size_t>(pb * D) * es);
             std::memset(base + (head_off + (pb + S) * D) * es, 0, static_cast<size_t>((present_len - pb - S) * D) * es);
           }
-          store_floats(nw.data() + (b * kvH_ + h) * S * D, S * D, dt, base, head_off + pb * D);
+          store_floats(nw + (b * kvH_ + h) * S * D, S * D, dt, base, head_off + pb * D);
         }
     };
     fill_present(presK, PK, kn);
     fill_present(presV, PV, vn);
-    std::vector<float> abias;
+    const float* abias = nullptr;
     int64_t ab_b = 0, ab_h = 0, ab_t = 0;
-    if (ctx.has_input(10)) {
-      const Tensor& ab = ctx.input(10);
-      int64_t need = 0;
-      for (int64_t b = 0; b < B; ++b) need = std::max(need, past[static_cast<size_t>(b)] + S);
-      if (ab.rank() != 4 || (ab.dim(0) != B && ab.dim(0) != 1) || (ab.dim(1) != H_ && ab.dim(1) != 1) || ab.dim(2) != S || ab.dim(3) < need)
+    if (AB) {
+      const Tensor& ab = *AB;
+      int64_t need_len = 0;
+      for (int64_t b = 0; b < B; ++b) need_len = std::max(need_len, past[b] + S);
+      if (ab.rank() != 4 || (ab.dim(0) != B && ab.dim(0) != 1) || (ab.dim(1) != H_ && ab.dim(1) != 1) || ab.dim(2) != S || ab.dim(3) < need_len)
         return ctx.error("attention_bias must be (batch or 1, num_heads or 1, " + std::to_string(S) + ", total_sequence_length), got " + ab.describe(), StatusCode::kInvalidArgument);
-      abias = to_float_vec(ab);
+      abias = as_float(ab);
       ab_b = ab.dim(0) == 1 ? 0 : ab.dim(1) * S * ab.dim(3);
       ab_h = ab.dim(1) == 1 ? 0 : S * ab.dim(3);
       ab_t = ab.dim(3);
@@ -363,34 +398,34 @@ class GroupQueryAttention final : public ep::Kernel {
       const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(D));
       const int64_t group = H_ / kvH_;
       auto work = [&](int64_t w0, int64_t w1) {
-        std::vector<float> sc;
         for (int64_t w = w0; w < w1; ++w) {
           const int64_t b = w / kvH_, hk = w % kvH_;
-          const int64_t pb = past[static_cast<size_t>(b)];
+          const int64_t pb = past[b];
           const int64_t L = pb + 1;
-          const int64_t lim = causal_ ? L : std::min(L, tot[static_cast<size_t>(b)]);
+          const int64_t lim = causal_ ? L : std::min(L, tot[b]);
           const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
           const int64_t n = std::max<int64_t>(0, lim - start);
           const float* kh = kbase + (b * kvH_ + hk) * present_len * D;
           const float* vh = vbase + (b * kvH_ + hk) * present_len * D;
-          sc.assign(static_cast<size_t>(group * n), 0.f);
-          const float* q0 = q.data() + (b * H_ + hk * group) * D;  // S == 1: heads are consecutive rows
+          // This item's scores: group * n <= group * present_len floats of its own slice.
+          float* sc = dec_scores + w * group * present_len;
+          const float* q0 = q + (b * H_ + hk * group) * D;  // S == 1: heads are consecutive rows
 #if defined(__x86_64__) || defined(__i386__)
           if (has_avx2() && D % 8 == 0) {
-            scores_avx2(q0, group, kh + start * D, n, D, scale, sc.data());
+            scores_avx2(q0, group, kh + start * D, n, D, scale, sc);
           } else
 #endif
           {
             for (int64_t g = 0; g < group; ++g)
-              for (int64_t j = 0; j < n; ++j) sc[static_cast<size_t>(g * n + j)] = dotf(q0 + g * D, kh + (start + j) * D, D) * scale;
+              for (int64_t j = 0; j < n; ++j) sc[g * n + j] = dotf(q0 + g * D, kh + (start + j) * D, D) * scale;
           }
           for (int64_t g = 0; g < group; ++g) {
-            float* r = sc.data() + g * n;
+            float* r = sc + g * n;
             const int64_t h = hk * group + g;
             if (softcap_ > 0.f)
               for (int64_t j = 0; j < n; ++j) r[j] = softcap_ * std::tanh(r[j] / softcap_);
-            if (!abias.empty()) {
-              const float* a = abias.data() + b * ab_b + h * ab_h + start;
+            if (abias) {
+              const float* a = abias + b * ab_b + h * ab_h + start;
               for (int64_t j = 0; j < n; ++j) r[j] += a[j];
             }
             float mx = -kInf;
@@ -410,7 +445,7 @@ class GroupQueryAttention final : public ep::Kernel {
           std::fill(yo, yo + group * D, 0.f);
           for (int64_t g = 0; g < group; ++g)
             for (int64_t j = 0; j < n; ++j) {
-              const float pj = sc[static_cast<size_t>(g * n + j)];
+              const float pj = sc[g * n + j];
               if (pj != 0.f) axpyf(pj, vh + (start + j) * D, yo + g * D, D);
             }
         }
@@ -426,58 +461,74 @@ class GroupQueryAttention final : public ep::Kernel {
       float* ybase = Y->data<float>();
       const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(D));
       const int64_t group = H_ / kvH_;
+      // Multi-row steps (prefill, chunks) take query rows in blocks: a block's scores cover only the
+      // keys its rows can see (causal: past + last row of the block), so about half of a prompt's
+      // score matrix is never computed, and the score block stays in cache.
+      constexpr int64_t kRowBlock = 64;
       auto work = [&](int64_t w0, int64_t w1) {
-        std::vector<float> sc, o(static_cast<size_t>(S * D));
+        // Per-thread scratch that only grows (no allocation once warm).
+        thread_local std::vector<float> sc_buf, o_buf;
+        const int64_t rb = std::min<int64_t>(S, kRowBlock);
         for (int64_t w = w0; w < w1; ++w) {
           const int64_t b = w / H_, h = w % H_, hk = h / group;
-          const int64_t pb = past[static_cast<size_t>(b)];
+          const int64_t pb = past[b];
           const int64_t Lb = pb + S;
+          if (sc_buf.size() < static_cast<size_t>(rb * Lb)) sc_buf.resize(static_cast<size_t>(rb * Lb));
+          if (o_buf.size() < static_cast<size_t>(rb * D)) o_buf.resize(static_cast<size_t>(rb * D));
           const float* kh = kbase + (b * kvH_ + hk) * present_len * D;
           const float* vh = vbase + (b * kvH_ + hk) * present_len * D;
-          const float* qh = q.data() + (b * H_ + h) * S * D;
-          sc.resize(static_cast<size_t>(S * Lb));
-          if (S > 1) {
-            gemm_f32(false, true, S, Lb, D, scale, qh, D, kh, D, 0.f, sc.data(), Lb, nullptr);
-          } else {
-            // Keys outside the window/causal range are skipped (their scores are never read).
-            const int64_t L = pb + 1;
-            const int64_t lim = causal_ ? L : std::min(Lb, tot[static_cast<size_t>(b)]);
-            const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
-            for (int64_t j = start; j < lim; ++j) sc[static_cast<size_t>(j)] = dotf(qh, kh + j * D, D) * scale;
-          }
-          for (int64_t i = 0; i < S; ++i) {
-            float* r = sc.data() + i * Lb;
-            const int64_t L = pb + i + 1;
-            const int64_t lim = causal_ ? L : std::min(Lb, tot[static_cast<size_t>(b)]);
-            const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
-            if (softcap_ > 0.f)
-              for (int64_t j = start; j < lim; ++j) r[j] = softcap_ * std::tanh(r[j] / softcap_);
-            if (!abias.empty()) {
-              const float* a = abias.data() + b * ab_b + h * ab_h + i * ab_t;
-              for (int64_t j = start; j < lim; ++j) r[j] += a[j];
+          const float* qh = q + (b * H_ + h) * S * D;
+          for (int64_t i0 = 0; i0 < S; i0 += rb) {
+            const int64_t i1 = std::min(S, i0 + rb), rows = i1 - i0;
+            const int64_t kend = causal_ ? std::min(Lb, pb + i1) : Lb;
+            float* sc = sc_buf.data();
+            if (S > 1) {
+              gemm_f32(false, true, rows, kend, D, scale, qh + i0 * D, D, kh, D, 0.f, sc, kend, nullptr);
+            } else {
+              // Keys outside the window/causal range are skipped (their scores are never read).
+              const int64_t L = pb + 1;
+              const int64_t lim = causal_ ? L : std::min(Lb, tot[b]);
+              const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
+              for (int64_t j = start; j < lim; ++j) sc[j] = dotf(qh, kh + j * D, D) * scale;
             }
-            float mx = -kInf;
-            for (int64_t j = start; j < lim; ++j) mx = std::max(mx, r[j]);
-            float sum = 0.f;
-            for (int64_t j = 0; j < Lb; ++j) {
-              const bool in = j >= start && j < lim && mx != -kInf;
-              r[j] = in ? std::exp(r[j] - mx) : 0.f;
-              sum += r[j];
+            for (int64_t i = i0; i < i1; ++i) {
+              float* r = sc + (i - i0) * kend;
+              const int64_t L = pb + i + 1;
+              const int64_t lim = std::min(kend, causal_ ? L : std::min(Lb, tot[b]));
+              const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
+              if (softcap_ > 0.f)
+                for (int64_t j = start; j < lim; ++j) r[j] = softcap_ * std::tanh(r[j] / softcap_);
+              if (abias) {
+                const float* a = abias + b * ab_b + h * ab_h + i * ab_t;
+                for (int64_t j = start; j < lim; ++j) r[j] += a[j];
+              }
+              float mx = -kInf;
+              for (int64_t j = start; j < lim; ++j) mx = std::max(mx, r[j]);
+              float sum = 0.f;
+              if (mx == -kInf || lim <= start) {
+                std::fill(r, r + kend, 0.f);
+              } else {
+                std::fill(r, r + start, 0.f);
+                for (int64_t j = start; j < lim; ++j) r[j] = exp_fast(r[j] - mx);
+                for (int64_t j = start; j < lim; ++j) sum += r[j];
+                std::fill(r + lim, r + kend, 0.f);
+              }
+              const float inv = sum > 0.f ? 1.f / sum : 0.f;
+              for (int64_t j = start; j < lim; ++j) r[j] *= inv;
             }
-            const float inv = sum > 0.f ? 1.f / sum : 0.f;
-            for (int64_t j = start; j < lim; ++j) r[j] *= inv;
-          }
-          float* out = S > 1 ? o.data() : nullptr;
-          if (S > 1) {
-            gemm_f32(false, false, S, D, Lb, 1.f, sc.data(), Lb, vh, D, 0.f, out, D, nullptr);
-            for (int64_t i = 0; i < S; ++i) std::copy(out + i * D, out + (i + 1) * D, ybase + (b * S + i) * H_ * D + h * D);
-          } else {
-            float* yo = ybase + b * H_ * D + h * D;
-            std::fill(yo, yo + D, 0.f);
-            for (int64_t j = 0; j < Lb; ++j) {
-              const float pj = sc[static_cast<size_t>(j)];
-              if (pj == 0.f) continue;
-              axpyf(pj, vh + j * D, yo, D);
+            if (S > 1) {
+              float* out = o_buf.data();
+              gemm_f32(false, false, rows, D, kend, 1.f, sc, kend, vh, D, 0.f, out, D, nullptr);
+              for (int64_t i = i0; i < i1; ++i)
+                std::copy(out + (i - i0) * D, out + (i - i0 + 1) * D, ybase + (b * S + i) * H_ * D + h * D);
+            } else {
+              float* yo = ybase + b * H_ * D + h * D;
+              std::fill(yo, yo + D, 0.f);
+              for (int64_t j = 0; j < kend; ++j) {
+                const float pj = sc[j];
+                if (pj == 0.f) continue;
+                axpyf(pj, vh + j * D, yo, D);
+              }
             }
           }
         }
@@ -487,11 +538,11 @@ class GroupQueryAttention final : public ep::Kernel {
     }
     // Float K/V over the keys the problem reads: [B, kvH, Tm, D], Tm = max over batches of past + S.
     int64_t Tm = 0;
-    for (int64_t b = 0; b < B; ++b) Tm = std::max(Tm, past[static_cast<size_t>(b)] + S);
+    for (int64_t b = 0; b < B; ++b) Tm = std::max(Tm, past[b] + S);
     std::vector<float> kf(static_cast<size_t>(B * kvH_ * Tm * D), 0.f), vf(kf.size(), 0.f);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < kvH_; ++h) {
-        const int64_t pb = past[static_cast<size_t>(b)];
+        const int64_t pb = past[b];
         float* kd = kf.data() + (b * kvH_ + h) * Tm * D;
         float* vd = vf.data() + (b * kvH_ + h) * Tm * D;
         for (int64_t j = 0; j < pb; ++j)
@@ -499,21 +550,21 @@ class GroupQueryAttention final : public ep::Kernel {
             kd[j * D + d] = getf(*PK, ((b * kvH_ + h) * cap + j) * D + d);
             vd[j * D + d] = getf(*PV, ((b * kvH_ + h) * cap + j) * D + d);
           }
-        std::copy(kn.begin() + (b * kvH_ + h) * S * D, kn.begin() + (b * kvH_ + h + 1) * S * D, kd + pb * D);
-        std::copy(vn.begin() + (b * kvH_ + h) * S * D, vn.begin() + (b * kvH_ + h + 1) * S * D, vd + pb * D);
+        std::copy(kn + (b * kvH_ + h) * S * D, kn + (b * kvH_ + h + 1) * S * D, kd + pb * D);
+        std::copy(vn + (b * kvH_ + h) * S * D, vn + (b * kvH_ + h + 1) * S * D, vd + pb * D);
       }
     AttnProblem<float> p;
     p.B = B; p.Hq = H_; p.Hkv = kvH_; p.Sq = S; p.T = Tm; p.D = D; p.Dv = D;
     p.scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(D));
     p.softcap = softcap_;
-    p.q = q.data(); p.k = kf.data(); p.v = vf.data();
-    std::vector<int64_t> offs(past), nonpad(static_cast<size_t>(B));
-    for (int64_t b = 0; b < B; ++b) nonpad[static_cast<size_t>(b)] = std::min(Tm, past[static_cast<size_t>(b)] + S);
+    p.q = q; p.k = kf.data(); p.v = vf.data();
+    std::vector<int64_t> offs(past, past + B), nonpad(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) nonpad[static_cast<size_t>(b)] = std::min(Tm, past[b] + S);
     if (causal_) {
       p.causal = true;
       p.causal_offset = offs.data();
     } else {
-      for (int64_t b = 0; b < B; ++b) nonpad[static_cast<size_t>(b)] = std::min(nonpad[static_cast<size_t>(b)], tot[static_cast<size_t>(b)]);
+      for (int64_t b = 0; b < B; ++b) nonpad[static_cast<size_t>(b)] = std::min(nonpad[static_cast<size_t>(b)], tot[b]);
     }
     p.nonpad = nonpad.data();
     std::vector<float> mask;
@@ -532,7 +583,7 @@ class GroupQueryAttention final : public ep::Kernel {
         for (int64_t b = 0; b < B; ++b)
           for (int64_t h = 0; h < Hb; ++h)
             for (int64_t s = 0; s < S; ++s) {
-              const int64_t L = past[static_cast<size_t>(b)] + s + 1;
+              const int64_t L = past[b] + s + 1;
               const int64_t start = L > window_ ? L - window_ : 0;  // the last local_window_size keys (as ORT's CPU kernel)
               float* m = mask.data() + ((b * Hb + h) * S + s) * Tm;
               for (int64_t j = 0; j < std::min(start, Tm); ++j) m[j] = -kInf;

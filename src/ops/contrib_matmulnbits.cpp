@@ -540,7 +540,7 @@ class MatMulNBits final : public ep::Kernel {
     const bool g_const = !info.input_present(4) || info.const_input(4);
     if (B && S && zp_const && g_const) {
       Status st = prepare(*B, *S, info.input_present(3) ? info.const_input(3) : nullptr,
-                          info.input_present(4) ? info.const_input(4) : nullptr, &W_, &dense_);
+                          info.input_present(4) ? info.const_input(4) : nullptr, &W_, &P_, &dense_);
       if (!st.ok()) return info.error(st.message());
       packed_ = true;
     }
@@ -554,14 +554,17 @@ class MatMulNBits final : public ep::Kernel {
     if (A.rank() < 1 || A.dim(-1) != K_)
       return ctx.error("A's last dim must equal K=" + std::to_string(K_) + ", A is " + A.describe(), StatusCode::kInvalidArgument);
     QuantWeights local;
+    QuantPanels local_panels;
     std::vector<float> local_dense;
     const QuantWeights* W = &W_;
+    const QuantPanels* panels = &P_;
     const std::vector<float>* dense = &dense_;
     if (!packed_) {
       Status st = prepare(ctx.input(1), ctx.input(2), ctx.has_input(3) ? &ctx.input(3) : nullptr,
-                          ctx.has_input(4) ? &ctx.input(4) : nullptr, &local, &local_dense);
+                          ctx.has_input(4) ? &ctx.input(4) : nullptr, &local, &local_panels, &local_dense);
       if (!st.ok()) return ctx.error(st.message(), StatusCode::kInvalidArgument);
       W = &local;
+      panels = &local_panels;
       dense = &local_dense;
     }
     std::vector<float> bias;
@@ -600,6 +603,10 @@ class MatMulNBits final : public ep::Kernel {
       if (bp)
         for (int64_t m = 0; m < M; ++m)
           for (int64_t n = 0; n < N_; ++n) y[m * N_ + n] += bp[n];
+    } else if (!panels->empty()) {
+      void* ws = nullptr;
+      NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(matmulnbits_panels_workspace(M, *panels)));
+      matmulnbits_panels(a, M, *panels, bp, y, &ctx.pool(), matmulnbits_best_panel_isa(), ws);
     } else {
       // ORT's int8 path (accuracy_level 4) covers 4- and 8-bit weights with uint8 (or no) zero points;
       // float zero points and 2-bit weights compute in float, as there.
@@ -633,7 +640,7 @@ class MatMulNBits final : public ep::Kernel {
 
   // Decodes scales/zero points and packs B (or builds dense weights when g_idx is non-trivial).
   Status prepare(const Tensor& B, const Tensor& S, const Tensor* Z, const Tensor* G, QuantWeights* W,
-                 std::vector<float>* dense) const {
+                 QuantPanels* panels, std::vector<float>* dense) const {
     const int64_t kblocks = (K_ + block_ - 1) / block_;
     const int64_t blob = block_ * bits_ / 8;
     if (B.dtype() != DataType::kUInt8 || B.numel() != N_ * kblocks * blob)
@@ -673,6 +680,11 @@ class MatMulNBits final : public ep::Kernel {
         }
       return Status::Ok();
     }
+    if (acc_ == 4 && bits_ == 4 && !float_zp_) {
+      // int8 activations x 4-bit codes: the column-panel kernel serves decode and prefill alike.
+      *panels = pack_quant_panels(B.data<uint8_t>(), scales.data(), zps.data(), K_, N_, bits_, block_);
+      return Status::Ok();
+    }
     *W = pack_quant_weights(B.data<uint8_t>(), scales.data(), zps.data(), K_, N_, bits_, block_);
     return Status::Ok();
   }
@@ -682,6 +694,7 @@ class MatMulNBits final : public ep::Kernel {
   bool packed_ = false;
   mutable bool float_zp_ = false;
   QuantWeights W_;
+  QuantPanels P_;  // instead of W_ for accuracy_level 4 with 4-bit codes and integer zero points
   std::vector<float> dense_;
 };
 

@@ -13,6 +13,7 @@
 // constant: 4-bit (and 2-bit, widened to 4) weights as nibbles in 32-element chunks (byte j holds
 // element j low and element j + 16 high), 8-bit weights as signed bytes (value - 128).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -52,5 +53,37 @@ void matmulnbits_fast(const float* A, int64_t M, const QuantWeights& W, int accu
                       ep::ThreadPool* pool, bool force_scalar = false);
 
 bool matmulnbits_has_avx2();
+
+// ---- accuracy_level 4, 4-bit weights: the column-panel layout (contrib_matmulnbits_int8.cpp) ----
+// Columns in panels of 16 (N padded); a panel holds, per group of 4 k, 32 bytes: byte c*4 + t
+// (c in 0..7, t in 0..3) carries code(column c, k = 4g + t) in its low nibble and code(column 8 + c,
+// same k) in its high nibble, so one 32-byte load unpacks (and, shift+and) to two vectors of 8 columns
+// x 4 consecutive k. Codes are the raw unsigned values; zero points live in zterm = zp * scale.
+struct QuantPanels {
+  int64_t K = 0, N = 0, block = 32;
+  int64_t kb = 0;      // ceil(K / block)
+  int64_t kpad = 0;    // kb * block
+  int64_t groups = 0;  // kpad / 4
+  int64_t panels = 0;  // ceil(N / 16)
+  std::vector<uint8_t> data;  // panels * groups * 32
+  std::vector<float> scale;   // panels * kb * 16 (0 for padding columns)
+  std::vector<float> zterm;   // panels * kb * 16
+  bool empty() const { return data.empty(); }
+};
+
+enum class PanelIsa { kScalar, kAvx2, kVnni };
+
+// B as in the raw layout above, bits 2 or 4.
+QuantPanels pack_quant_panels(const uint8_t* B, const float* scales, const float* zps, int64_t K, int64_t N,
+                              int64_t bits, int64_t block);
+bool matmulnbits_has_vnni();
+PanelIsa matmulnbits_best_panel_isa();
+// Scratch bytes matmulnbits_panels needs for M rows (int8 A and its block scales).
+size_t matmulnbits_panels_workspace(int64_t M, const QuantPanels& W);
+// Y[M, N] = quant8(A) * W (+ bias): A quantized per block as quantize_a_row does, integer block dots,
+// the same result as matmulnbits_reference at accuracy_level 4 up to float summation order.
+// workspace: matmulnbits_panels_workspace(M, W) bytes, or nullptr to allocate.
+void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const float* bias, float* Y,
+                        ep::ThreadPool* pool, PanelIsa isa, void* workspace);
 
 }  // namespace nxrt::ops::contrib

@@ -94,9 +94,12 @@ Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, i
       default: static_cast<BFloat16*>(yraw)[i] = BFloat16(static_cast<float>(v)); break;
     }
   };
-  // gamma/beta/bias may have another float dtype than the input (ORT's mixed-precision exports).
-  auto load_vec = [&](const Tensor* t, std::vector<C>* out) {
-    if (!t) return;
+  // gamma/beta/bias may have another float dtype than the input (ORT's mixed-precision exports): those
+  // are converted into step scratch; ones already in the compute type are read in place.
+  NXRT_ASSIGN_OR_RETURN(void* scratch, ctx.workspace(static_cast<size_t>(3 * H) * sizeof(C)));
+  auto load_vec = [&](const Tensor* t, C* slot) -> const C* {
+    if (!t) return nullptr;
+    if (t->dtype() == dtype_of<C>()) return t->data<C>();
     for (int64_t i = 0; i < H; ++i) {
       double v = 0;
       switch (t->dtype()) {
@@ -105,31 +108,35 @@ Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, i
         case DataType::kFloat16: v = static_cast<float>(t->data<Float16>()[i]); break;
         default: v = static_cast<float>(t->data<BFloat16>()[i]); break;
       }
-      (*out)[static_cast<size_t>(i)] = static_cast<C>(v);
+      slot[i] = static_cast<C>(v);
     }
+    return slot;
   };
-  std::vector<C> gamma(static_cast<size_t>(H)), beta(static_cast<size_t>(H), C(0)), bias(static_cast<size_t>(H), C(0));
-  load_vec(&G, &gamma);
-  load_vec(Bt, &beta);
-  load_vec(Bias, &bias);
+  C* slots = static_cast<C*>(scratch);
+  const C* gamma = load_vec(&G, slots);
+  const C* beta = load_vec(Bt, slots + H);
+  const C* bias = load_vec(Bias, slots + 2 * H);
+  // No per-row scratch: the pre-norm value (input + skip + bias) is cheap to recompute on each pass.
   auto work = [&](int64_t r0, int64_t r1) {
-    std::vector<C> s(static_cast<size_t>(H));
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * H;
       const T* sr = skip ? skip + (r % skip_rows) * H : nullptr;
-      double sum = 0, sq = 0;
-      for (int64_t i = 0; i < H; ++i) {
+      auto val = [&](int64_t i) {
         C v = static_cast<C>(static_cast<float>(xr[i]));
         if (sr) v += static_cast<C>(static_cast<float>(sr[i]));
-        v += bias[static_cast<size_t>(i)];
-        s[static_cast<size_t>(i)] = v;
+        if (bias) v += bias[i];
+        return v;
+      };
+      double sum = 0, sq = 0;
+      for (int64_t i = 0; i < H; ++i) {
+        const C v = val(i);
         sum += v;
         sq += static_cast<double>(v) * v;
       }
       if (sum_out)
         for (int64_t i = 0; i < H; ++i) {
-          if constexpr (std::is_same_v<T, C>) sum_out[r * H + i] = s[static_cast<size_t>(i)];
-          else sum_out[r * H + i] = T(static_cast<float>(s[static_cast<size_t>(i)]));
+          if constexpr (std::is_same_v<T, C>) sum_out[r * H + i] = val(i);
+          else sum_out[r * H + i] = T(static_cast<float>(val(i)));
         }
       double mean = simplified ? 0.0 : sum / static_cast<double>(H);
       double var = 0;
@@ -137,7 +144,7 @@ Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, i
         var = sq / static_cast<double>(H);
       } else {
         for (int64_t i = 0; i < H; ++i) {
-          const double d = s[static_cast<size_t>(i)] - mean;
+          const double d = val(i) - mean;
           var += d * d;
         }
         var /= static_cast<double>(H);
@@ -145,16 +152,18 @@ Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, i
       const double inv = 1.0 / std::sqrt(var + static_cast<double>(eps));
       if (mean_out) mean_out[r] = static_cast<float>(mean);
       if (inv_out) inv_out[r] = static_cast<float>(inv);
+      auto normed = [&](int64_t i) {
+        const C v = static_cast<C>((val(i) - mean) * inv) * gamma[i];
+        return beta ? v + beta[i] : v;
+      };
       if (ydt == X.dtype()) {
         T* yr = static_cast<T*>(yraw) + r * H;
         for (int64_t i = 0; i < H; ++i) {
-          const C v = static_cast<C>((s[static_cast<size_t>(i)] - mean) * inv) * gamma[static_cast<size_t>(i)] + beta[static_cast<size_t>(i)];
-          if constexpr (std::is_same_v<T, C>) yr[i] = v;
-          else yr[i] = T(static_cast<float>(v));
+          if constexpr (std::is_same_v<T, C>) yr[i] = normed(i);
+          else yr[i] = T(static_cast<float>(normed(i)));
         }
       } else {
-        for (int64_t i = 0; i < H; ++i)
-          put(r * H + i, static_cast<C>((s[static_cast<size_t>(i)] - mean) * inv) * gamma[static_cast<size_t>(i)] + beta[static_cast<size_t>(i)]);
+        for (int64_t i = 0; i < H; ++i) put(r * H + i, normed(i));
       }
     }
   };
@@ -165,8 +174,8 @@ Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, i
 Status skip_norm_dispatch(ep::KernelContext& ctx, bool simplified, bool has_skip, int64_t axis_from, float eps) {
   return dispatch_float(ctx.input(0).dtype(), [&](auto tag) -> Status {
     return skip_norm_typed<decltype(tag)>(ctx, simplified, has_skip, axis_from, eps);
-  }, ctx.error(std::string("input must be float32/float16/bfloat16/double, got ") + dtype_name(ctx.input(0).dtype()),
-               StatusCode::kInvalidArgument));
+  }, [&] { return ctx.error(std::string("input must be float32/float16/bfloat16/double, got ") + dtype_name(ctx.input(0).dtype()),
+               StatusCode::kInvalidArgument); });
 }
 
 Status check_rank(ep::KernelContext& ctx) {
@@ -232,7 +241,7 @@ Status gelu_family(ep::KernelContext& ctx) {
     };
     ctx.pool().parallel_for(n, 16384, work);
     return Status::Ok();
-  }, ctx.error(std::string("input must be float32/float16/bfloat16/double, got ") + dtype_name(X.dtype()), StatusCode::kInvalidArgument));
+  }, [&] { return ctx.error(std::string("input must be float32/float16/bfloat16/double, got ") + dtype_name(X.dtype()), StatusCode::kInvalidArgument); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -307,7 +316,7 @@ Status ms_rotary(ep::KernelContext& ctx) {
         }
       }
     return Status::Ok();
-  }, ctx.error(std::string("input must be float32/float16/bfloat16, got ") + dtype_name(X.dtype()), StatusCode::kInvalidArgument));
+  }, [&] { return ctx.error(std::string("input must be float32/float16/bfloat16, got ") + dtype_name(X.dtype()), StatusCode::kInvalidArgument); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -404,7 +413,7 @@ Status fused_matmul(ep::KernelContext& ctx) {
       }
     }
     return Status::Ok();
-  }, ctx.error(std::string("A must be float32/float16/bfloat16/double, got ") + dtype_name(A.dtype()), StatusCode::kInvalidArgument));
+  }, [&] { return ctx.error(std::string("A must be float32/float16/bfloat16/double, got ") + dtype_name(A.dtype()), StatusCode::kInvalidArgument); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -514,7 +523,7 @@ Status gather_block_quantized(ep::KernelContext& ctx) {
         }
       return Status::Ok();
     }
-  }, ctx.error(std::string("scales must be float32/float16/bfloat16, got ") + dtype_name(scales.dtype()), StatusCode::kInvalidArgument));
+  }, [&] { return ctx.error(std::string("scales must be float32/float16/bfloat16, got ") + dtype_name(scales.dtype()), StatusCode::kInvalidArgument); });
 }
 
 }  // namespace

@@ -312,27 +312,68 @@ Status last_axes_norm(ep::KernelContext& ctx) {
   const Dims norm_shape(X.shape().begin() + axis, X.shape().end());
   const int64_t inner = shape_numel(norm_shape);
   const int64_t outer = inner > 0 ? X.numel() / inner : 0;
-  auto sc = broadcast_to(ctx.input(1), norm_shape, "Scale");
-  if (!sc.ok()) return ctx.error(sc.status().message());
-  std::vector<double> scale = std::move(sc.value());
-  std::vector<double> bias;
-  if (ctx.has_input(2)) {
+  Dims stat_shape(X.shape().begin(), X.shape().begin() + axis);
+  for (int64_t i = axis; i < X.rank(); ++i) stat_shape.push_back(1);
+  // Scale/B already shaped like the normalized axes and in the compute type are read in place (the
+  // usual case, and allocation-free); anything needing a broadcast or a conversion is expanded first.
+  auto direct = [&](size_t i) {
+    const Tensor& t = ctx.input(i);
+    if (t.numel() != inner || t.rank() > static_cast<int64_t>(norm_shape.size()) || t.dtype() != X.dtype() ||
+        (t.dtype() != DataType::kFloat && t.dtype() != DataType::kDouble))
+      return false;
+    const size_t off = norm_shape.size() - static_cast<size_t>(t.rank());
+    for (int64_t d = 0; d < t.rank(); ++d)
+      if (t.dim(d) != norm_shape[off + static_cast<size_t>(d)]) return false;
+    return true;
+  };
+  const bool has_b = ctx.has_input(2);
+  std::vector<double> scale, bias;
+  if (!direct(1)) {
+    auto sc = broadcast_to(ctx.input(1), norm_shape, "Scale");
+    if (!sc.ok()) return ctx.error(sc.status().message());
+    scale = std::move(sc.value());
+  }
+  if (has_b && !direct(2)) {
     auto b = broadcast_to(ctx.input(2), norm_shape, "B");
     if (!b.ok()) return ctx.error(b.status().message());
     bias = std::move(b.value());
   }
-  Dims stat_shape(X.shape().begin(), X.shape().begin() + axis);
-  for (int64_t i = axis; i < X.rank(); ++i) stat_shape.push_back(1);
   return dispatch_float(
       X.dtype(),
       [&](auto tag) -> Status {
         using T = decltype(tag);
         using CT = ct_t<T>;
         NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), X.shape()));
-        std::vector<double> means(static_cast<size_t>(outer)), invs(static_cast<size_t>(outer));
+        // Per-row statistics are kept only for LayerNormalization's optional outputs.
+        bool want_stats = false;
+        if constexpr (!kRms) {
+          for (size_t idx : {size_t(1), size_t(2)})
+            if (idx < ctx.num_outputs() && ctx.output_requested(idx)) want_stats = true;
+        }
+        std::vector<double> means, invs;
+        if (want_stats) {
+          means.resize(static_cast<size_t>(outer));
+          invs.resize(static_cast<size_t>(outer));
+        }
         const T* x = X.data<T>();
         T* y = Y->data<T>();
-        std::vector<CT> sc_ct(scale.begin(), scale.end()), b_ct(bias.begin(), bias.end());
+        std::vector<CT> sc_conv, b_conv;
+        const CT* sc_ct;
+        const CT* b_ct = nullptr;
+        if constexpr (std::is_same_v<T, CT>) {
+          sc_ct = scale.empty() ? ctx.input(1).data<CT>() : nullptr;
+          if (has_b && bias.empty()) b_ct = ctx.input(2).data<CT>();
+        } else {
+          sc_ct = nullptr;
+        }
+        if (!sc_ct) {
+          sc_conv.assign(scale.begin(), scale.end());
+          sc_ct = sc_conv.data();
+        }
+        if (has_b && !b_ct) {
+          b_conv.assign(bias.begin(), bias.end());
+          b_ct = b_conv.data();
+        }
         const bool round_stash = stash != DataType::kDouble && std::is_same_v<T, double>;
         ctx.pool().parallel_for(outer, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, inner)),
                                 [&](int64_t r0, int64_t r1) {
@@ -352,10 +393,12 @@ Status last_axes_norm(ep::KernelContext& ctx) {
                                     }
                                     double inv = 1.0 / std::sqrt(v + eps);
                                     if (round_stash) inv = static_cast<float>(inv);
-                                    means[r] = m;
-                                    invs[r] = inv;
+                                    if (want_stats) {
+                                      means[r] = m;
+                                      invs[r] = inv;
+                                    }
                                     const CT mc = static_cast<CT>(m), ic = static_cast<CT>(inv);
-                                    if (b_ct.empty()) {
+                                    if (!b_ct) {
                                       for (int64_t i = 0; i < inner; ++i)
                                         yr[i] = store<T>((load<CT>(xr[i]) - mc) * ic * sc_ct[i]);
                                     } else {

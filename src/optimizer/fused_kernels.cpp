@@ -192,11 +192,19 @@ class FusedKernel final : public ep::Kernel {
               const CT b0 = static_cast<CT>(bd[0]);
               for (int64_t i = 0; i < n; ++i) yd[i] = T(static_cast<CT>(yd[i]) + b0);
             } else if (ncol > 0) {
-              std::vector<CT> bc(static_cast<size_t>(ncol));
-              for (int64_t c = 0; c < ncol; ++c) bc[static_cast<size_t>(c)] = static_cast<CT>(bd[c]);
+              // The bias in the compute type: read in place for float, else converted into step scratch.
+              const CT* bc;
+              if constexpr (std::is_same_v<T, CT>) {
+                bc = bd;
+              } else {
+                NXRT_ASSIGN_OR_RETURN(void* ws, ctx.workspace(static_cast<size_t>(ncol) * sizeof(CT)));
+                CT* conv = static_cast<CT*>(ws);
+                for (int64_t c = 0; c < ncol; ++c) conv[c] = static_cast<CT>(bd[c]);
+                bc = conv;
+              }
               for (int64_t r0 = 0; r0 < n; r0 += ncol) {
                 T* row = yd + r0;
-                for (int64_t c = 0; c < ncol; ++c) row[c] = T(static_cast<CT>(row[c]) + bc[static_cast<size_t>(c)]);
+                for (int64_t c = 0; c < ncol; ++c) row[c] = T(static_cast<CT>(row[c]) + bc[c]);
               }
             }
           }
@@ -241,7 +249,7 @@ class FusedKernel final : public ep::Kernel {
           }
           return Status::Ok();
         },
-        ctx.error("fused kernel: unsupported dtype " + std::string(dtype_name(y.dtype()))));
+        [&] { return ctx.error("fused kernel: unsupported dtype " + std::string(dtype_name(y.dtype()))); });
   }
 
  private:

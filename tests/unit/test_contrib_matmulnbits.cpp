@@ -94,6 +94,66 @@ TEST(ContribMatMulNBits, FastMatchesReferenceRandomShapes) {
   expect_close(fast, ref, 1e-4, 1e-4, "prefill");
 }
 
+// The column-panel int8 kernel (accuracy_level 4, 4- and 2-bit codes) on every ISA this CPU has,
+// against the reference: decode (M = 1), tails of the row tile, N not a multiple of the panel, blocks
+// 16..256 (AVX2 flushes its 16-bit sums every 8 groups), K not a multiple of the block.
+TEST(ContribMatMulNBits, PanelKernelMatchesReference) {
+  std::mt19937 rng(11);
+  ep::ThreadPool pool(2);
+  std::vector<PanelIsa> isas = {PanelIsa::kScalar};
+  if (matmulnbits_has_avx2()) isas.push_back(PanelIsa::kAvx2);
+  if (matmulnbits_has_vnni()) isas.push_back(PanelIsa::kVnni);
+  int cases = 0;
+  for (int64_t bits : {4, 2})
+    for (int64_t block : {16, 32, 64, 128, 256})
+      for (int64_t M : {1, 3, 6, 37}) {
+        std::uniform_int_distribution<int64_t> kd(1, 600), nd(1, 70);
+        const int64_t K = kd(rng), N = nd(rng);
+        const bool zp = cases % 2 == 0, use_bias = cases % 3 == 1;
+        Problem p = make(rng, M, K, N, bits, block, zp);
+        std::vector<float> ref(static_cast<size_t>(M * N));
+        matmulnbits_reference(p.A.data(), M, p.B.data(), p.scales.data(), p.zps.data(), nullptr, K, N, bits, block, 4,
+                              use_bias ? p.bias.data() : nullptr, ref.data());
+        QuantPanels W = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), K, N, bits, block);
+        for (PanelIsa isa : isas) {
+          std::vector<float> got(ref.size(), -1.f);
+          matmulnbits_panels(p.A.data(), M, W, use_bias ? p.bias.data() : nullptr, got.data(), cases % 2 ? &pool : nullptr,
+                             isa, nullptr);
+          expect_close(got, ref, 1e-4, 1e-4,
+                       "panel isa " + std::to_string(static_cast<int>(isa)) + " bits " + std::to_string(bits) + " block " +
+                           std::to_string(block) + " M,K,N " + std::to_string(M) + "," + std::to_string(K) + "," +
+                           std::to_string(N));
+        }
+        ++cases;
+      }
+  // Prefill-sized: more rows than one pass over the panels holds (the A rows are taken in chunks).
+  for (int64_t K : {896, 4864}) {
+    const int64_t M = 256, N = 40;
+    Problem p = make(rng, M, K, N, 4, 32, true);
+    std::vector<float> ref(static_cast<size_t>(M * N));
+    matmulnbits_reference(p.A.data(), M, p.B.data(), p.scales.data(), p.zps.data(), nullptr, K, N, 4, 32, 4, nullptr, ref.data());
+    QuantPanels W = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), K, N, 4, 32);
+    for (PanelIsa isa : isas) {
+      std::vector<float> got(ref.size());
+      matmulnbits_panels(p.A.data(), M, W, nullptr, got.data(), &pool, isa, nullptr);
+      expect_close(got, ref, 1e-4, 1e-4, "prefill-sized K " + std::to_string(K) + " isa " + std::to_string(static_cast<int>(isa)));
+    }
+  }
+  // Extremes: every code 15 against A rows of +-absmax (the 16-bit sums of the AVX2 path at their bound).
+  const int64_t K = 512, N = 16, M = 2;
+  Problem p = make(rng, M, K, N, 4, 256, false);
+  std::fill(p.B.begin(), p.B.end(), 0xff);
+  for (int64_t i = 0; i < M * K; ++i) p.A[static_cast<size_t>(i)] = (i % 3 == 0) ? -2.f : 2.f;
+  std::vector<float> ref(static_cast<size_t>(M * N));
+  matmulnbits_reference(p.A.data(), M, p.B.data(), p.scales.data(), p.zps.data(), nullptr, K, N, 4, 256, 4, nullptr, ref.data());
+  QuantPanels W = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), K, N, 4, 256);
+  for (PanelIsa isa : isas) {
+    std::vector<float> got(ref.size());
+    matmulnbits_panels(p.A.data(), M, W, nullptr, got.data(), nullptr, isa, nullptr);
+    expect_close(got, ref, 1e-4, 1e-4, "extremes isa " + std::to_string(static_cast<int>(isa)));
+  }
+}
+
 TEST(ContribMatMulNBits, Int8LevelIsCloseToFloatLevel) {
   std::mt19937 rng(3);
   Problem p = make(rng, 2, 256, 16, 4, 32, false);
@@ -177,13 +237,19 @@ TEST(ContribMatMulNBits, DISABLED_MatMulNBitsBench) {
           if (M == 512 && s.N > 10000) continue;
           Problem p = make(rng, M, s.K, s.N, 4, 32, false);
           QuantWeights W = pack_quant_weights(p.B.data(), p.scales.data(), p.zps.data(), s.K, s.N, 4, 32);
+          QuantPanels P = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), s.K, s.N, 4, 32);
           std::vector<float> y(static_cast<size_t>(M * s.N));
-          matmulnbits_fast(p.A.data(), M, W, level, nullptr, y.data(), &pool);
+          // level 4 runs the panel kernel (what the op uses); level 0 the row layout.
+          auto call = [&] {
+            if (level == 4) matmulnbits_panels(p.A.data(), M, P, nullptr, y.data(), &pool, matmulnbits_best_panel_isa(), nullptr);
+            else matmulnbits_fast(p.A.data(), M, W, level, nullptr, y.data(), &pool);
+          };
+          call();
           int reps = M == 1 ? std::max<int>(3, static_cast<int>(2e9 / (s.K * s.N))) : 2;
           timespec c0, c1;
           clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
           const auto t0 = std::chrono::steady_clock::now();
-          for (int r = 0; r < reps; ++r) matmulnbits_fast(p.A.data(), M, W, level, nullptr, y.data(), &pool);
+          for (int r = 0; r < reps; ++r) call();
           const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
           clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
           const double cpu = ((c1.tv_sec - c0.tv_sec) + 1e-9 * (c1.tv_nsec - c0.tv_nsec)) / reps;

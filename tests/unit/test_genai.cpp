@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <set>
 #include <fstream>
@@ -325,6 +326,38 @@ TEST(GenaiGenerator, DecodeStepAllocatesNothing) {
     ASSERT_TRUE(st.ok()) << st.to_string();
   }
   EXPECT_EQ(allocs, 0u) << "heap allocations over 20 decode steps";
+}
+
+// The same on real decoder graphs: tiny folders of both styles written by tools/make_genai_model.py
+// (ctest's genai_tiny_models fixture sets NXRT_TEST_GENAI_DIR): GroupQueryAttention, MatMulNBits at
+// accuracy_level 4, SkipSimplifiedLayerNormalization; and Attention + TensorScatter + int4
+// DequantizeLinear.
+TEST(GenaiGenerator, RealTinyDecodersDecodeWithoutAllocating) {
+  const char* root = std::getenv("NXRT_TEST_GENAI_DIR");
+  if (!root) GTEST_SKIP() << "NXRT_TEST_GENAI_DIR unset (ctest sets it after writing the tiny models)";
+  for (const char* style : {"genai", "onnx"}) {
+    SCOPED_TRACE(style);
+    auto model = Model::create(std::string(root) + "/" + style);
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    GeneratorParams params(**model);
+    params.search.max_length = 64;
+    auto gen = Generator::create(**model, params);
+    ASSERT_TRUE(gen.ok()) << gen.status().to_string();
+    Generator& g = **gen;
+    ASSERT_TRUE(g.append_tokens({5, 17, 3, 99, 42}).ok());
+    // Warm: the kernel cache fills its variants per node (default 4) while the mask grows, then
+    // reuses them in place.
+    for (int i = 0; i < 6; ++i) ASSERT_TRUE(g.generate_next_token().ok());
+    uint64_t allocs = 0;
+    for (int i = 0; i < 16; ++i) {
+      nxrt::test::AllocCounter::arm();
+      Status st = g.generate_next_token();
+      nxrt::test::AllocCounter::disarm();
+      allocs += nxrt::test::AllocCounter::count();
+      ASSERT_TRUE(st.ok()) << st.to_string();
+    }
+    EXPECT_EQ(allocs, 0u) << "heap allocations over 16 decode steps (NXRT_ALLOC_TRACE=1 prints where)";
+  }
 }
 
 TEST(GenaiGenerator, GrowingPastAndStopAtEos) {
