@@ -2,26 +2,28 @@
 // com.microsoft MatMulNBits (as onnxruntime's DQ+MatMul -> MatMulNBits fusion does).
 //
 // Pattern (every constant an initializer the caller cannot override):
-//   W = DequantizeLinear(x: int4|uint4|int8|uint8 [K, N], scale: float32 [ceil(K/bs), N],
-//                        zero_point?: same dtype and shape as scale, axis = 0 (or -2), block_size = bs,
-//                        bs a power of two >= 16, output float32)
+//   W = DequantizeLinear(x: int4|uint4|int8|uint8 [K, N], scale: float32|float16 [ceil(K/bs), N],
+//                        zero_point?: x's dtype, scale's shape, axis = 0 (or -2), block_size = bs,
+//                        bs a power of two >= 16, output float32 or float16 (not float16 from float32 scales))
 //   Y = MatMul(A, W)
 // becomes
 //   Y = com.microsoft::MatMulNBits(A, B', scales', zero_points'?) with K, N, bits, block_size = bs,
 //                                  accuracy_level = 0 (float computation, as the unfused graph),
 // where B' is uint8 [N, k_blocks, bs * bits / 8] (element k of a block at bit k * bits, low bits first),
-// scales' float32 [N * k_blocks] (the transposed scales) and zero_points' uint8 [N, ceil(k_blocks * bits / 8)]
+// scales' [N * k_blocks] in the output type (the transposed scales) and zero_points' uint8 [N, ceil(k_blocks * bits / 8)]
 // packed the same way. MatMulNBits stores unsigned codes with a default zero point of 2^(bits-1):
 // signed weights are stored as code + 2^(bits-1) with zero point zp + 2^(bits-1) (so no zero-point input
 // when DequantizeLinear's zero point is absent), unsigned ones as they are with their zero point written
 // explicitly (DequantizeLinear's default 0 differs from MatMulNBits's). The padding of a last partial
 // block holds the zero point's code, so it dequantizes to 0.
 //
-// Both compute (code - zero point) * scale with the integer difference exact, so the fused result differs
-// from the unfused one only by the summation order of the matrix product.
+// Both compute (code - zero point) * scale with the integer difference exact, so with float32 the fused
+// result differs from the unfused one only by the summation order of the matrix product; with float16
+// the fused weights skip DequantizeLinear's rounding of each weight to float16 (the kernel computes in
+// float32 and rounds the result).
 //
-// A MatMul whose output only feeds an Add of a constant float32 [N] bias takes that bias as MatMulNBits's
-// bias input (the kernel adds it after the product, as the Add did) and replaces the Add.
+// A following bias Add is left alone: MatMulNBits's bias input is read into a fresh vector per run, and
+// the separate Add runs allocation-free in the planned buffers.
 //
 // Every MatMul that reads the dequantized tensor as B is rewritten (sharing one set of new initializers);
 // the DequantizeLinear stays when anything else reads its output (dead-code removal drops it otherwise).
@@ -31,6 +33,7 @@
 #include <unordered_map>
 
 #include "ir/float8_types.h"
+#include "ir/float_types.h"
 #include "optimizer/graph_util.h"
 
 namespace nxrt::optimizer {
@@ -57,7 +60,7 @@ struct Packed {
 
 // Checks the DequantizeLinear side of the pattern; fills the weight facts. Returns false to refuse.
 bool match_dq(PassContext& pc, GraphInfo& gi, const ir::Node& dq, const Tensor** x, const Tensor** scale,
-              const Tensor** zp, int64_t* block) {
+              const Tensor** zp, int64_t* block, DataType* out_t) {
   if (!is_onnx_op(dq, "DequantizeLinear") || dq.inputs.size() < 2 || dq.inputs.size() > 3) return false;
   if (dq.outputs.size() != 1 || dq.outputs[0].empty()) return false;
   if (pc.opset("") < 21) return false;  // block_size exists from opset 21
@@ -79,9 +82,15 @@ bool match_dq(PassContext& pc, GraphInfo& gi, const ir::Node& dq, const Tensor**
   if (axis != 0) return false;
   const int64_t bs = attr_i(dq, "block_size", 0);
   if (bs < 16 || (bs & (bs - 1)) != 0) return false;
+  // Output (= MatMul's A and MatMulNBits's T1) float32 or float16; the scales become T1, so float32
+  // scales with a float16 output (DequantizeLinear rounding each weight to float16) are refused.
+  const DataType st = (*scale)->dtype();
   const int64_t odt = attr_i(dq, "output_dtype", 0);
-  if (odt != 0 && odt != static_cast<int64_t>(DataType::kFloat)) return false;
-  if ((*scale)->dtype() != DataType::kFloat || !(*scale)->is_contiguous()) return false;
+  *out_t = odt != 0 ? static_cast<DataType>(odt) : st;
+  if (st != DataType::kFloat && st != DataType::kFloat16) return false;
+  if (*out_t != DataType::kFloat && *out_t != DataType::kFloat16) return false;
+  if (st == DataType::kFloat && *out_t == DataType::kFloat16) return false;
+  if (!(*scale)->is_contiguous()) return false;
   const int64_t kb = (K + bs - 1) / bs;
   if ((*scale)->shape() != Dims{kb, N}) return false;
   if (*zp && ((*zp)->dtype() != xt || (*zp)->shape() != Dims{kb, N} || !(*zp)->is_contiguous())) return false;
@@ -100,7 +109,8 @@ inline int64_t element(const Tensor& t, const uint8_t* p, int64_t i) {
 }
 
 // Builds the MatMulNBits initializers for a matched DequantizeLinear.
-Packed pack(PassContext& pc, ir::Graph& g, const Tensor& x, const Tensor& scale, const Tensor* zp, int64_t block) {
+Packed pack(PassContext& pc, ir::Graph& g, const Tensor& x, const Tensor& scale, const Tensor* zp, int64_t block,
+            DataType out_t) {
   Packed P;
   P.K = x.dim(0);
   P.N = x.dim(1);
@@ -113,7 +123,6 @@ Packed pack(PassContext& pc, ir::Graph& g, const Tensor& x, const Tensor& scale,
   const int64_t K = P.K, N = P.N, kb = (K + block - 1) / block, blob = block * P.bits / 8;
   const uint8_t* xp = x.data<uint8_t>();
   const uint8_t* zpp = zp ? zp->data<uint8_t>() : nullptr;
-  const float* sp = scale.data<float>();
 
   // Zero points in the stored domain, [N, kb].
   std::vector<uint8_t> z(static_cast<size_t>(N * kb));  // 0..2^bits-1
@@ -164,10 +173,20 @@ Packed pack(PassContext& pc, ir::Graph& g, const Tensor& x, const Tensor& scale,
       }
     }
   }
-  Tensor S(DataType::kFloat, Dims{N * kb});
-  float* so = S.data<float>();
-  for (int64_t j = 0; j < kb; ++j)
-    for (int64_t n = 0; n < N; ++n) so[n * kb + j] = sp[j * N + n];
+  // Scales transposed to [N, kb], in the output type (float16 -> float32 is exact).
+  Tensor S(out_t, Dims{N * kb});
+  if (scale.dtype() == out_t) {
+    const size_t es = out_t == DataType::kFloat ? 4 : 2;
+    const uint8_t* sp = scale.data<uint8_t>();
+    uint8_t* so = S.data<uint8_t>();
+    for (int64_t j = 0; j < kb; ++j)
+      for (int64_t n = 0; n < N; ++n) std::memcpy(so + (n * kb + j) * es, sp + (j * N + n) * es, es);
+  } else {  // float16 scales, float32 output
+    const Float16* sp = scale.data<Float16>();
+    float* so = S.data<float>();
+    for (int64_t j = 0; j < kb; ++j)
+      for (int64_t n = 0; n < N; ++n) so[n * kb + j] = static_cast<float>(sp[j * N + n]);
+  }
 
   P.b = pc.fresh_name(g, "mnb_B");
   g.initializers[P.b] = std::move(B);
@@ -190,22 +209,6 @@ Packed pack(PassContext& pc, ir::Graph& g, const Tensor& x, const Tensor& scale,
   return P;
 }
 
-// For a MatMul output `y` read only by an Add with a constant float32 [N] other input: that input's name
-// (and the Add's index), else "".
-std::string bias_of(GraphInfo& gi, const std::vector<bool>& dead, const std::string& y, int64_t N, int* index) {
-  const int c = gi.sole_consumer(y);
-  if (c < 0 || dead[static_cast<size_t>(c)]) return {};
-  const ir::Node& add = gi.g.nodes[static_cast<size_t>(c)];
-  if (!is_onnx_op(add, "Add") || add.inputs.size() != 2 || add.outputs.size() != 1 || add.outputs[0].empty())
-    return {};
-  if (add.inputs[0] == add.inputs[1]) return {};
-  const std::string& other = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
-  const Tensor* b = gi.constant(other);
-  if (!b || b->dtype() != DataType::kFloat || b->shape() != Dims{N}) return {};
-  *index = c;
-  return other;
-}
-
 }  // namespace
 
 int fuse_dq_matmul(PassContext& pc, GraphInfo& gi) {
@@ -217,7 +220,8 @@ int fuse_dq_matmul(PassContext& pc, GraphInfo& gi) {
     const ir::Node& dq = g.nodes[i];
     const Tensor *x = nullptr, *scale = nullptr, *zp = nullptr;
     int64_t block = 0;
-    if (!is_onnx_op(dq, "DequantizeLinear") || !match_dq(pc, gi, dq, &x, &scale, &zp, &block)) continue;
+    DataType out_t = DataType::kFloat;
+    if (!is_onnx_op(dq, "DequantizeLinear") || !match_dq(pc, gi, dq, &x, &scale, &zp, &block, &out_t)) continue;
     const std::string w = dq.outputs[0];
     auto it = gi.consumers.find(w);
     if (it == gi.consumers.end()) continue;
@@ -232,7 +236,7 @@ int fuse_dq_matmul(PassContext& pc, GraphInfo& gi) {
       if (!dup) targets.push_back(c);
     }
     if (targets.empty()) continue;
-    const Packed P = pack(pc, g, *x, *scale, zp, block);
+    const Packed P = pack(pc, g, *x, *scale, zp, block, out_t);
     for (int c : targets) {
       ir::Node& mm = g.nodes[static_cast<size_t>(c)];
       ir::Node fused;
@@ -244,20 +248,7 @@ int fuse_dq_matmul(PassContext& pc, GraphInfo& gi) {
       fused.outputs = {mm.outputs[0]};
       fused.attributes = {int_attr("K", P.K), int_attr("N", P.N), int_attr("bits", P.bits),
                           int_attr("block_size", P.block), int_attr("accuracy_level", 0)};
-      // A following Add of a constant float [N] bias becomes MatMulNBits's bias input (added after the
-      // product, as the Add did); the fused node then takes the Add's place.
-      int ia = -1;
-      const std::string bias = bias_of(gi, dead, mm.outputs[0], P.N, &ia);
-      if (!bias.empty()) {
-        fused.inputs.resize(5);  // zero_points (maybe omitted), g_idx omitted
-        fused.inputs.push_back(bias);
-        fused.outputs = {g.nodes[static_cast<size_t>(ia)].outputs[0]};
-        g.nodes[static_cast<size_t>(ia)] = std::move(fused);
-        dead[static_cast<size_t>(c)] = true;
-        pc.count("fused_dq_matmul_bias");
-      } else {
-        mm = std::move(fused);
-      }
+      mm = std::move(fused);
       pc.count("fused_dq_matmul");
       ++done;
     }
