@@ -60,6 +60,8 @@ check "missing folder exits 1 with one line" bash -c "test $rc -eq 1 && test \$(
 check "context overflow exits 1" bash -c "test $rc -eq 1 && grep -q 'context_length 2048' '$work/err'"
 "$nxrt" generate "$work/m" --prompt-ids 1,99999 2>"$work/err"; rc=$?
 check "token outside the vocabulary exits 2" test "$rc" -eq 2
+"$nxrt" generate "$work/m" --max-new-tokens 2 --dump-logits "$work/missing/x.npy" >/dev/null 2>"$work/err"; rc=$?
+check "--dump-logits to an unwritable path exits 1 and names it" bash -c "test $rc -eq 1 && grep -q 'missing/x.npy' '$work/err'"
 "$nxrt" generate "$work/m" --bogus 2>"$work/err"; rc=$?
 check "unknown option exits 2" test "$rc" -eq 2
 sed 's/present\.%d\.key/presentX.%d.key/' "$work/m/genai_config.json" >"$work/cfg.json"
