@@ -10,8 +10,8 @@
 //   Y = com.microsoft::MatMulNBits(A, B', scales', zero_points'?) with K, N, bits, block_size = bs,
 //                                  accuracy_level = 0 (float computation, as the unfused graph),
 // where B' is uint8 [N, k_blocks, bs * bits / 8] (element k of a block at bit k * bits, low bits first),
-// scales' [N * k_blocks] in the output type (the transposed scales) and zero_points' uint8 [N, ceil(k_blocks * bits / 8)]
-// packed the same way. MatMulNBits stores unsigned codes with a default zero point of 2^(bits-1):
+// scales' [N * k_blocks] in the output type (the transposed scales) and zero_points' uint8
+// [N, ceil(k_blocks * bits / 8)] packed the same way. MatMulNBits stores unsigned codes with a default zero point of 2^(bits-1):
 // signed weights are stored as code + 2^(bits-1) with zero point zp + 2^(bits-1) (so no zero-point input
 // when DequantizeLinear's zero point is absent), unsigned ones as they are with their zero point written
 // explicitly (DequantizeLinear's default 0 differs from MatMulNBits's). The padding of a last partial
@@ -30,7 +30,6 @@
 // The pass runs before constant folding, which would otherwise materialize the float weights.
 #include <algorithm>
 #include <cstring>
-#include <unordered_map>
 
 #include "ir/float8_types.h"
 #include "ir/float_types.h"
