@@ -144,6 +144,10 @@ class Kernel {
   // whose buffer has spare capacity on one axis, e.g. a fixed-capacity KV cache). Otherwise the
   // executor gives the kernel a contiguous temporary and copies it into the bound buffer afterwards.
   virtual bool accepts_strided_output(size_t /*i*/) const { return false; }
+  // Whether compute() reads the bytes of constant input i. A kernel that copied (packed) a constant
+  // input at creation and afterwards reads at most its dtype and shape returns false; the session then
+  // drops the initializer's bytes when this node is its only reader, so weights are not held twice.
+  virtual bool reads_const_input_data(size_t /*i*/) const { return true; }
   // Called by the kernel cache on the first run at a new set of input shapes; the result is handed
   // back through KernelContext::variant() on every run at those shapes.
   virtual Result<std::unique_ptr<KernelVariant>> specialize(KernelContext& /*ctx*/) {

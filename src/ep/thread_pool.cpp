@@ -45,9 +45,13 @@ void futex_wake(std::atomic<uint32_t>* addr, int count) {
 
 }  // namespace
 
-// One job at a time: the caller publishes it and bumps `gen`; every worker runs chunks claimed from the
-// atomic `next` counter and then decrements `pending`; the caller returns when pending reaches 0, so the
-// job's fields (and the caller's fn) outlive every worker's use of them.
+// One job at a time: the caller publishes it (`open`) and bumps `gen`; a worker that sees the new
+// generation registers in `active`, and runs chunks claimed from the atomic `next` counter only if the
+// job is still open. When the caller has run out of chunks it closes the job and waits for the
+// registered workers alone, so a worker that is asleep or descheduled (an oversubscribed machine) never
+// holds the caller up: the caller does the work instead of waiting for that worker to be scheduled.
+// The job's fields (and the caller's fn) outlive every registered worker's use of them; a worker that
+// registers after the close sees `open` false and touches nothing.
 struct ThreadPool::Impl {
   std::vector<std::thread> workers;
   std::mutex call_mu;  // one caller at a time; a second concurrent caller runs inline
@@ -55,7 +59,8 @@ struct ThreadPool::Impl {
   alignas(64) std::atomic<uint32_t> gen{0};
   std::atomic<uint32_t> sleepers{0};
   std::atomic<bool> stop{false};
-  alignas(64) std::atomic<uint32_t> pending{0};
+  alignas(64) std::atomic<uint32_t> active{0};  // workers registered for the current job
+  std::atomic<bool> open{false};
   std::atomic<uint32_t> caller_sleeping{0};
 
   // Current job.
@@ -89,23 +94,27 @@ struct ThreadPool::Impl {
       }
       seen = g;
       if (stop.load(std::memory_order_acquire)) return;
-      run_chunks();
-      if (pending.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+      active.fetch_add(1, std::memory_order_seq_cst);
+      if (open.load(std::memory_order_seq_cst)) run_chunks();
+      if (active.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
           caller_sleeping.load(std::memory_order_seq_cst) != 0) {
-        futex_wake(&pending, 1);
+        futex_wake(&active, 1);
       }
     }
   }
 
+  // Called once the caller's run_chunks found no chunk left: closes the job, then waits for the
+  // workers that registered before the close (each finishes the chunk it holds, if any).
   void wait_done() {
-    uint32_t p = pending.load(std::memory_order_acquire);
+    open.store(false, std::memory_order_seq_cst);
+    uint32_t p = active.load(std::memory_order_seq_cst);
     for (int i = 0; p != 0 && i < kSpinIters; ++i) {
       NXRT_CPU_RELAX();
-      p = pending.load(std::memory_order_acquire);
+      p = active.load(std::memory_order_seq_cst);
     }
     if (p == 0) return;
     caller_sleeping.store(1, std::memory_order_seq_cst);
-    while ((p = pending.load(std::memory_order_seq_cst)) != 0) futex_wait(&pending, p);
+    while ((p = active.load(std::memory_order_seq_cst)) != 0) futex_wait(&active, p);
     caller_sleeping.store(0, std::memory_order_relaxed);
   }
 };
@@ -155,7 +164,8 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
   im.n = n;
   im.chunk = std::max(grain, (n + chunks_wanted - 1) / chunks_wanted);
   im.next.store(0, std::memory_order_relaxed);
-  im.pending.store(static_cast<uint32_t>(im.workers.size()), std::memory_order_relaxed);
+  im.open.store(true, std::memory_order_seq_cst);   // a worker still registered from an earlier
+                                                    // generation may join this job: it is complete now
   im.gen.fetch_add(1, std::memory_order_seq_cst);  // publishes the job (release)
   if (im.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake(&im.gen, INT_MAX);
   im.run_chunks();

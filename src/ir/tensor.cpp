@@ -180,10 +180,25 @@ void gather_strided(const Elem* src, Elem* dst, const Dims& shape, const Dims& s
 
 // Copies elements between two strided layouts of the same shape, innermost axis as the inner loop.
 template <typename Elem>
-void copy_strided(const Elem* src, const Dims& ss, Elem* dst, const Dims& ds, const Dims& shape) {
-  const size_t rank = shape.size();
-  const int64_t n = shape_numel(shape);
+void copy_strided(const Elem* src, const Dims& ss0, Elem* dst, const Dims& ds0, const Dims& shape0) {
+  const int64_t n = shape_numel(shape0);
   if (n == 0) return;
+  // Drop size-1 axes and merge neighbours that are contiguous in both layouts, so the inner run is as
+  // long as possible (a channel-shuffle transpose copies whole H*W planes, not rows of W).
+  Dims shape, ss, ds;
+  for (size_t ax = 0; ax < shape0.size(); ++ax) {
+    if (shape0[ax] == 1) continue;
+    if (!shape.empty() && ss.back() == ss0[ax] * shape0[ax] && ds.back() == ds0[ax] * shape0[ax]) {
+      shape.back() *= shape0[ax];
+      ss.back() = ss0[ax];
+      ds.back() = ds0[ax];
+      continue;
+    }
+    shape.push_back(shape0[ax]);
+    ss.push_back(ss0[ax]);
+    ds.push_back(ds0[ax]);
+  }
+  const size_t rank = shape.size();
   if (rank == 0) {
     dst[0] = src[0];
     return;

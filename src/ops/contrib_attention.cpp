@@ -15,6 +15,7 @@
 #include "ops/contrib_util.h"
 #include "ops/gemm.h"
 #include "ops/reduction_math.h"
+#include "ops/simd_math.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -118,6 +119,43 @@ __attribute__((target("avx2,fma"))) void scores_avx2(const float* q, int64_t G, 
     for (; j < n; ++j) o[j] = dot_avx2(qg, k + j * D, D) * scale;
   }
 }
+// In place over r[0, n): the row's max m, r = exp(r - m) normalized to sum 1 (all zero when every
+// score is -inf). The softmax of one attention row.
+__attribute__((target("avx2,fma"))) void softmax_row_avx2(float* r, int64_t n) {
+  __m256 mv = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(r + j));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  float mx = _mm_cvtss_f32(m4);
+  for (; j < n; ++j) mx = std::max(mx, r[j]);
+  if (mx == -std::numeric_limits<float>::infinity()) {
+    std::fill(r, r + n, 0.f);
+    return;
+  }
+  const __m256 vm = _mm256_set1_ps(mx);
+  __m256 sv = _mm256_setzero_ps();
+  j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(r + j), vm));
+    _mm256_storeu_ps(r + j, e);
+    sv = _mm256_add_ps(sv, e);
+  }
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(sv), _mm256_extractf128_ps(sv, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+  float sum = _mm_cvtss_f32(s4);
+  for (; j < n; ++j) {
+    r[j] = exp_fast(r[j] - mx);
+    sum += r[j];
+  }
+  const float inv = sum > 0.f ? 1.f / sum : 0.f;
+  const __m256 vi = _mm256_set1_ps(inv);
+  j = 0;
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(r + j, _mm256_mul_ps(_mm256_loadu_ps(r + j), vi));
+  for (; j < n; ++j) r[j] *= inv;
+}
 bool has_avx2() {
   static const bool h = [] {
     __builtin_cpu_init();
@@ -126,6 +164,24 @@ bool has_avx2() {
   return h;
 }
 #endif
+void softmax_row(float* r, int64_t n) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (has_avx2()) return softmax_row_avx2(r, n);
+#endif
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, r[j]);
+  if (mx == -std::numeric_limits<float>::infinity()) {
+    std::fill(r, r + n, 0.f);
+    return;
+  }
+  float sum = 0.f;
+  for (int64_t j = 0; j < n; ++j) {
+    r[j] = exp_fast(r[j] - mx);
+    sum += r[j];
+  }
+  const float inv = sum > 0.f ? 1.f / sum : 0.f;
+  for (int64_t j = 0; j < n; ++j) r[j] *= inv;
+}
 float dotf(const float* a, const float* b, int64_t n) {
 #if defined(__x86_64__) || defined(__i386__)
   if (has_avx2()) return dot_avx2(a, b, n);
@@ -428,17 +484,7 @@ class GroupQueryAttention final : public ep::Kernel {
               const float* a = abias + b * ab_b + h * ab_h + start;
               for (int64_t j = 0; j < n; ++j) r[j] += a[j];
             }
-            float mx = -kInf;
-            for (int64_t j = 0; j < n; ++j) mx = std::max(mx, r[j]);
-            float sum = 0.f;
-            if (mx == -kInf) {
-              std::fill(r, r + n, 0.f);
-            } else {
-              for (int64_t j = 0; j < n; ++j) r[j] = exp_fast(r[j] - mx);
-              for (int64_t j = 0; j < n; ++j) sum += r[j];
-            }
-            const float inv = sum > 0.f ? 1.f / sum : 0.f;
-            for (int64_t j = 0; j < n; ++j) r[j] *= inv;
+            softmax_row(r, n);
           }
           // Output rows of the group's heads are consecutive in y ([B, 1, H * D]).
           float* yo = ybase + b * H_ * D + hk * group * D;
@@ -502,19 +548,9 @@ class GroupQueryAttention final : public ep::Kernel {
                 const float* a = abias + b * ab_b + h * ab_h + i * ab_t;
                 for (int64_t j = start; j < lim; ++j) r[j] += a[j];
               }
-              float mx = -kInf;
-              for (int64_t j = start; j < lim; ++j) mx = std::max(mx, r[j]);
-              float sum = 0.f;
-              if (mx == -kInf || lim <= start) {
-                std::fill(r, r + kend, 0.f);
-              } else {
-                std::fill(r, r + start, 0.f);
-                for (int64_t j = start; j < lim; ++j) r[j] = exp_fast(r[j] - mx);
-                for (int64_t j = start; j < lim; ++j) sum += r[j];
-                std::fill(r + lim, r + kend, 0.f);
-              }
-              const float inv = sum > 0.f ? 1.f / sum : 0.f;
-              for (int64_t j = start; j < lim; ++j) r[j] *= inv;
+              std::fill(r, r + std::min(start, kend), 0.f);
+              if (lim > start) softmax_row(r + start, lim - start);
+              if (lim < kend) std::fill(r + std::max(lim, start), r + kend, 0.f);
             }
             if (S > 1) {
               float* out = o_buf.data();

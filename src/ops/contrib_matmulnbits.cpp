@@ -85,9 +85,62 @@ QuantWeights pack_quant_weights(const uint8_t* B, const float* scales, const flo
   return W;
 }
 
+#ifdef NXRT_MNB_X86
+namespace {
+// One whole block (block % 16 == 0, all of it inside K): the scalar loop's exact arithmetic, 8 lanes at
+// a time. a * inv is one rounded multiply either way, cvtps rounds to nearest even as nearbyint does
+// in the default rounding mode, and the saturating packs are the clamp to [-128, 127].
+__attribute__((target("avx2,fma"))) void quantize_block_avx2(const float* a, int64_t block, int8_t* out, float* sa,
+                                                              float* sq) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 mx = _mm256_setzero_ps();
+  for (int64_t k = 0; k < block; k += 8) mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(a + k)));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float amax = _mm_cvtss_f32(m4);
+  const float inv = amax != 0.f ? 127.f / amax : 0.f;
+  const __m256 vinv = _mm256_set1_ps(inv);
+  __m256i sum = _mm256_setzero_si256();
+  for (int64_t k = 0; k < block; k += 16) {
+    const __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(a + k), vinv));
+    const __m256i q1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(a + k + 8), vinv));
+    const __m256i w16 = _mm256_packs_epi32(q0, q1);                 // lanes interleaved by 128-bit half
+    const __m128i b8 = _mm_packs_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
+    // packs interleaves halves: reorder [q0lo q1lo q0hi q1hi] back to k order.
+    const __m128i ordered = _mm_shuffle_epi32(b8, _MM_SHUFFLE(3, 1, 2, 0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k), ordered);
+    sum = _mm256_add_epi32(sum, _mm256_cvtepi8_epi32(ordered));
+    sum = _mm256_add_epi32(sum, _mm256_cvtepi8_epi32(_mm_srli_si128(ordered, 8)));
+  }
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+  const float scale = amax / 127.f;
+  *sa = scale;
+  *sq = scale * static_cast<float>(_mm_cvtsi128_si32(s4));
+}
+}  // namespace
+#endif
+
 void quantize_a_row(const float* a, int64_t K, int64_t block, int64_t kpad, int8_t* out, float* sa, float* sq) {
   const int64_t kb = kpad / block;
-  for (int64_t j = 0; j < kb; ++j) {
+#ifdef NXRT_MNB_X86
+  if (block % 16 == 0 && matmulnbits_has_avx2()) {
+    const int64_t full = K / block;  // blocks entirely inside K
+    for (int64_t j = 0; j < full; ++j) quantize_block_avx2(a + j * block, block, out + j * block, sa + j, sq + j);
+    quantize_a_row_tail(a, K, block, kpad, out, sa, sq, full);
+    return;
+  }
+#endif
+  quantize_a_row_tail(a, K, block, kpad, out, sa, sq, 0);
+  (void)kb;
+}
+
+void quantize_a_row_tail(const float* a, int64_t K, int64_t block, int64_t kpad, int8_t* out, float* sa, float* sq,
+                         int64_t first_block) {
+  const int64_t kb = kpad / block;
+  for (int64_t j = first_block; j < kb; ++j) {
     const int64_t k0 = j * block, k1 = std::min(K, k0 + block);
     float amax = 0.f;
     for (int64_t k = k0; k < k1; ++k) amax = std::max(amax, std::fabs(a[k]));
@@ -547,6 +600,8 @@ class MatMulNBits final : public ep::Kernel {
     return Status::Ok();
   }
 
+  // Packed weights, scales, zero points and g_idx are all compute() uses once prepared.
+  bool reads_const_input_data(size_t i) const override { return !(packed_ && i >= 1 && i <= 4); }
   Status compute(ep::KernelContext& ctx) override {
     const Tensor& A = ctx.input(0);
     if (A.dtype() != DataType::kFloat && A.dtype() != DataType::kFloat16 && A.dtype() != DataType::kBFloat16)

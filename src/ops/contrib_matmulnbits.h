@@ -42,6 +42,9 @@ QuantWeights pack_quant_weights(const uint8_t* B, const float* scales, const flo
 // Quantizes one row of A ([K] floats) per block to int8 exactly as both kernels do. out: kpad
 // int8 (zero past K); sa[kb]: block scales; sq[kb]: block scale * sum of the block's int8 values.
 void quantize_a_row(const float* a, int64_t K, int64_t block, int64_t kpad, int8_t* out, float* sa, float* sq);
+// The plain loop quantize_a_row runs for blocks [first_block, kpad / block) (all of them: the reference).
+void quantize_a_row_tail(const float* a, int64_t K, int64_t block, int64_t kpad, int8_t* out, float* sa, float* sq,
+                         int64_t first_block);
 
 // Plain loops over the raw layout (double accumulation): the definition the fast path is tested against.
 void matmulnbits_reference(const float* A, int64_t M, const uint8_t* B, const float* scales, const float* zps,
@@ -67,7 +70,8 @@ struct QuantPanels {
   int64_t panels = 0;  // ceil(N / 16)
   std::vector<uint8_t> data;  // panels * groups * 32
   std::vector<float> scale;   // panels * kb * 16 (0 for padding columns)
-  std::vector<float> zterm;   // panels * kb * 16
+  std::vector<float> zterm;   // panels * kb * 16; empty when every block has zero point uniform_zp
+  float uniform_zp = 0.f;
   bool empty() const { return data.empty(); }
 };
 

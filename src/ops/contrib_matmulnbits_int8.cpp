@@ -49,13 +49,31 @@ QuantPanels pack_quant_panels(const uint8_t* B, const float* scales, const float
   const int64_t panel_bytes = W.groups * 32;
   W.data.assign(static_cast<size_t>(W.panels * panel_bytes), 0);
   W.scale.assign(static_cast<size_t>(W.panels * W.kb * 16), 0.f);
-  W.zterm.assign(W.scale.size(), 0.f);
+  // One zero point for every block (the default, or a model that stores a constant one): no table.
+  bool uniform = N * W.kb > 0;
+  for (int64_t i = 1; i < N * W.kb && uniform; ++i) uniform = zps[i] == zps[0];
+  if (uniform) W.uniform_zp = zps[0];
+  else W.zterm.assign(W.scale.size(), 0.f);
   for (int64_t n = 0; n < N; ++n) {
     const int64_t p = n / 16, c = n % 16;
     uint8_t* pd = W.data.data() + p * panel_bytes;
     for (int64_t j = 0; j < W.kb; ++j) {
       const uint8_t* bl = B + (n * W.kb + j) * blob;
-      for (int64_t kk = 0; kk < block && j * block + kk < K; ++kk) {
+      int64_t kk = 0;
+      if (bits == 4) {
+        // Four codes (two blob bytes) fill one column's 4 bytes of a group: no per-element index math.
+        const int shift = c < 8 ? 0 : 4;
+        const int64_t kend = std::min(block, K - j * block);
+        for (; kk + 4 <= kend; kk += 4) {
+          const uint8_t b0 = bl[kk / 2], b1 = bl[kk / 2 + 1];
+          uint8_t* d = pd + ((j * block + kk) / 4) * 32 + (c % 8) * 4;
+          d[0] = static_cast<uint8_t>(d[0] | ((b0 & 15) << shift));
+          d[1] = static_cast<uint8_t>(d[1] | ((b0 >> 4) << shift));
+          d[2] = static_cast<uint8_t>(d[2] | ((b1 & 15) << shift));
+          d[3] = static_cast<uint8_t>(d[3] | ((b1 >> 4) << shift));
+        }
+      }
+      for (; kk < block && j * block + kk < K; ++kk) {
         int64_t byte;
         int shift;
         panel_slot(c, j * block + kk, &byte, &shift);
@@ -63,7 +81,7 @@ QuantPanels pack_quant_panels(const uint8_t* B, const float* scales, const float
       }
       const float s = scales[n * W.kb + j];
       W.scale[static_cast<size_t>((p * W.kb + j) * 16 + c)] = s;
-      W.zterm[static_cast<size_t>((p * W.kb + j) * 16 + c)] = zps[n * W.kb + j] * s;
+      if (!uniform) W.zterm[static_cast<size_t>((p * W.kb + j) * 16 + c)] = zps[n * W.kb + j] * s;
     }
   }
   return W;
@@ -94,7 +112,7 @@ namespace {
 // The portable tile: same arithmetic as the vector tiles (exact int32 block dots, then the float
 // scale / zero-point terms in the same order).
 void panel_tile_scalar(int64_t rows, const int8_t* a, int64_t lda, const float* sa, const float* sq, int64_t lds,
-                       const uint8_t* w, const float* ws, const float* wz, int64_t kb, int64_t gpb, float* y,
+                       const uint8_t* w, const float* ws, const float* wz, float zp, int64_t kb, int64_t gpb, float* y,
                        int64_t ldy, int64_t ncols) {
   for (int64_t r = 0; r < rows; ++r) {
     float f[16] = {};
@@ -109,7 +127,10 @@ void panel_tile_scalar(int64_t rows, const int8_t* a, int64_t lda, const float* 
         }
       }
       const float sar = sa[r * lds + b], sqr = sq[r * lds + b];
-      for (int c = 0; c < 16; ++c) f[c] = f[c] + static_cast<float>(acc[c]) * (ws[b * 16 + c] * sar) - wz[b * 16 + c] * sqr;
+      for (int c = 0; c < 16; ++c) {
+        if (wz) f[c] = f[c] + static_cast<float>(acc[c]) * (ws[b * 16 + c] * sar) - wz[b * 16 + c] * sqr;
+        else f[c] = f[c] + ws[b * 16 + c] * (static_cast<float>(acc[c]) * sar - zp * sqr);
+      }
     }
     std::memcpy(y + r * ldy, f, static_cast<size_t>(ncols) * sizeof(float));
   }
@@ -138,29 +159,31 @@ constexpr int kMrAvx2 = 2;
 
 template <int MR>
 void tile_vnni_upto(int64_t rows, const int8_t* a, int64_t lda, const float* sa, const float* sq, int64_t lds,
-                    const uint8_t* w, const float* ws, const float* wz, int64_t kb, int64_t gpb, float* y, int64_t ldy,
-                    int64_t ncols) {
+                    const uint8_t* w, const float* ws, const float* wz, float zp, int64_t kb, int64_t gpb, float* y,
+                    int64_t ldy, int64_t ncols) {
 #ifdef NXRT_MNB_PANEL_X86
   if constexpr (MR > 1) {
-    if (rows < MR) return tile_vnni_upto<MR - 1>(rows, a, lda, sa, sq, lds, w, ws, wz, kb, gpb, y, ldy, ncols);
+    if (rows < MR) return tile_vnni_upto<MR - 1>(rows, a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
   }
-  panel_tile_vnni<MR>(a, lda, sa, sq, lds, w, ws, wz, kb, gpb, y, ldy, ncols);
+  if (wz) panel_tile_vnni<MR, false>(a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
+  else panel_tile_vnni<MR, true>(a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
 #else
-  panel_tile_scalar(rows, a, lda, sa, sq, lds, w, ws, wz, kb, gpb, y, ldy, ncols);
+  panel_tile_scalar(rows, a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
 #endif
 }
 
 template <int MR>
 void tile_avx2_upto(int64_t rows, const int8_t* a, int64_t lda, const float* sa, const float* sq, int64_t lds,
-                    const uint8_t* w, const float* ws, const float* wz, int64_t kb, int64_t gpb, float* y, int64_t ldy,
-                    int64_t ncols) {
+                    const uint8_t* w, const float* ws, const float* wz, float zp, int64_t kb, int64_t gpb, float* y,
+                    int64_t ldy, int64_t ncols) {
 #ifdef NXRT_MNB_PANEL_X86
   if constexpr (MR > 1) {
-    if (rows < MR) return tile_avx2_upto<MR - 1>(rows, a, lda, sa, sq, lds, w, ws, wz, kb, gpb, y, ldy, ncols);
+    if (rows < MR) return tile_avx2_upto<MR - 1>(rows, a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
   }
-  panel_tile_avx2<MR>(a, lda, sa, sq, lds, w, ws, wz, kb, gpb, y, ldy, ncols);
+  if (wz) panel_tile_avx2<MR, false>(a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
+  else panel_tile_avx2<MR, true>(a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
 #else
-  panel_tile_scalar(rows, a, lda, sa, sq, lds, w, ws, wz, kb, gpb, y, ldy, ncols);
+  panel_tile_scalar(rows, a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
 #endif
 }
 
@@ -203,7 +226,8 @@ void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const f
       for (int64_t p = p0; p < p1; ++p) {
         const uint8_t* w = W.data.data() + p * panel_bytes;
         const float* ws = W.scale.data() + p * W.kb * 16;
-        const float* wz = W.zterm.data() + p * W.kb * 16;
+        const float* wz = W.zterm.empty() ? nullptr : W.zterm.data() + p * W.kb * 16;
+        const float zp = W.uniform_zp;
         const int64_t ncols = std::min<int64_t>(16, N - p * 16);
         for (int64_t m = m0; m < m1; m += mr) {
           const int64_t rows = std::min(mr, m1 - m);
@@ -211,13 +235,13 @@ void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const f
           float* y = Y + m * N + p * 16;
           switch (isa) {
             case PanelIsa::kVnni:
-              tile_vnni_upto<kMrVnni>(rows, a, W.kpad, sa + m * W.kb, sq + m * W.kb, W.kb, w, ws, wz, W.kb, gpb, y, N, ncols);
+              tile_vnni_upto<kMrVnni>(rows, a, W.kpad, sa + m * W.kb, sq + m * W.kb, W.kb, w, ws, wz, zp, W.kb, gpb, y, N, ncols);
               break;
             case PanelIsa::kAvx2:
-              tile_avx2_upto<kMrAvx2>(rows, a, W.kpad, sa + m * W.kb, sq + m * W.kb, W.kb, w, ws, wz, W.kb, gpb, y, N, ncols);
+              tile_avx2_upto<kMrAvx2>(rows, a, W.kpad, sa + m * W.kb, sq + m * W.kb, W.kb, w, ws, wz, zp, W.kb, gpb, y, N, ncols);
               break;
             case PanelIsa::kScalar:
-              panel_tile_scalar(rows, a, W.kpad, sa + m * W.kb, sq + m * W.kb, W.kb, w, ws, wz, W.kb, gpb, y, N, ncols);
+              panel_tile_scalar(rows, a, W.kpad, sa + m * W.kb, sq + m * W.kb, W.kb, w, ws, wz, zp, W.kb, gpb, y, N, ncols);
               break;
           }
         }

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+
+#include "ops/conv_depthwise.h"
 
 namespace nxrt::ops {
 
@@ -128,8 +131,10 @@ void ConvWeights<CT>::prepare(const Dims& w_shape, int64_t group_count, std::vec
   for (int64_t gi = 0; gi < group; ++gi) {
     convgemm::pack_a<CT>(false, Mg, K, raw.data() + gi * Mg * K, K, CT(1), &packed[gi]);
   }
-  // Only the depthwise path (one input channel per group) reads the raw weights.
-  if (w_shape.size() < 2 || w_shape[1] != 1) {
+  // The depthwise path (one input channel per group) reads the raw weights, and so does the pointwise
+  // path for a single output position (squeeze-excitation FCs written as 1x1 convs), when small.
+  const bool small_pointwise = w_shape.size() >= 2 && K == w_shape[1] && M * K <= (int64_t{1} << 16);
+  if ((w_shape.size() < 2 || w_shape[1] != 1) && !small_pointwise) {
     raw.clear();
     raw.shrink_to_fit();
   }
@@ -172,11 +177,18 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
   }
 
   if (path == ConvPath::kDepthwise) {
+    const bool vec = std::is_same_v<CT, float> && dwconv::applies(g);
     auto body = [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t n = p / s.M, m = p % s.M;
         const int64_t c = m / Mg;
         CT* yp = y + p * out_size;
+        if constexpr (std::is_same_v<CT, float>) {
+          if (vec) {
+            dwconv::plane_f32(g, x + (n * s.C + c) * in_size, w.raw.data() + m * kvol, bias ? bias[m] : 0.f, yp);
+            continue;
+          }
+        }
         std::fill(yp, yp + out_size, bias ? bias[m] : CT(0));
         depthwise_plane(g, x + (n * s.C + c) * in_size, w.raw.data() + m * kvol, yp);
       }
@@ -187,6 +199,23 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
     } else {
       body(0, planes);
     }
+    return;
+  }
+
+  if (path == ConvPath::kPointwise && out_size == 1 && !w.raw.empty()) {
+    // One output position: y[n, m] = bias[m] + W[m, :] . x[n, group(m) channels], a small GEMV.
+    for (int64_t n = 0; n < s.N; ++n)
+      for (int64_t m = 0; m < s.M; ++m) {
+        const CT* wr = w.raw.data() + m * Cg;
+        const CT* xg = x + (n * s.C + (m / Mg) * Cg) * in_size;
+        CT acc[4] = {CT(0), CT(0), CT(0), CT(0)};
+        int64_t k = 0;
+        for (; k + 4 <= Cg; k += 4)
+          for (int j = 0; j < 4; ++j) acc[j] += wr[k + j] * xg[k + j];
+        CT r = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        for (; k < Cg; ++k) r += wr[k] * xg[k];
+        y[n * s.M + m] = (bias ? bias[m] : CT(0)) + r;
+      }
     return;
   }
 

@@ -26,7 +26,7 @@ template <typename CT>
 struct ConvWeights {
   Dims shape;                 // W's shape (M, C/group, k...)
   int64_t group = 1;
-  std::vector<CT> raw;        // W in compute type (kept only when W.shape[1] == 1: depthwise)
+  std::vector<CT> raw;        // W in compute type (kept for depthwise, and for small 1x1 weights)
   std::vector<convgemm::PackedA<CT>> packed;  // per group
   void prepare(const Dims& w_shape, int64_t group_count, std::vector<CT> w);
 };

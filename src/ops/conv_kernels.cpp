@@ -99,6 +99,8 @@ class ConvKernel final : public ep::Kernel {
         },
         [&] { return ctx.error(std::string("Conv does not support dtype ") + dtype_name(X.dtype())); });
   }
+  // Prepared constant weights are all run() uses (W's dtype must equal X's, its shape is fixed).
+  bool reads_const_input_data(size_t i) const override { return !(i == 1 && (have_wf_ || have_wd_)); }
 
  private:
   template <typename T, typename CT>

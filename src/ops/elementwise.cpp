@@ -13,8 +13,21 @@
 #include "ops/common.h"
 #include "ops/elementwise_util.h"
 #include "ops/reduction_math.h"
+#include "ops/simd_math.h"
 
 namespace nxrt::ops {
+
+bool simd_has_avx2() {
+#ifdef NXRT_SIMD_X86
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
 namespace {
 
 using ep::KernelContext;
@@ -121,6 +134,12 @@ void map_unary(ep::ThreadPool& pool, const T* in, T* out, int64_t n, const Op& o
   });
 }
 
+// A hand-vectorized AVX2 path for some float unary ops (overloads below, found by ADL); false: none.
+template <typename Op>
+bool simd_unary(const Op&, const float*, float*, int64_t, ep::ThreadPool&) {
+  return false;
+}
+
 template <typename Op, TypeSet S>
 Status unary_kernel(KernelContext& ctx) {
   NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 1));
@@ -132,6 +151,9 @@ Status unary_kernel(KernelContext& ctx) {
       x.dtype(),
       [&](auto tag) -> Status {
         using T = decltype(tag);
+        if constexpr (std::is_same_v<T, float>) {
+          if (simd_unary(op, x.data<float>(), y->data<float>(), n, ctx.pool())) return Status::Ok();
+        }
         map_unary<T>(ctx.pool(), x.data<T>(), y->data<T>(), n, op, Op::kGrain);
         return Status::Ok();
       },
@@ -208,6 +230,20 @@ inline C sigmoid(C x) {
   }
 }
 NXRT_SIMPLE_UNARY(SigmoidOp, MathOp, sigmoid(x))
+
+// Sigmoid and Swish (SiLU in SwiGLU MLPs, fused from x * Sigmoid(x)): 8 lanes of exp_fast.
+bool sigmoid_like(const float* x, float* y, int64_t n, float alpha, bool swish, ep::ThreadPool& pool) {
+#ifdef NXRT_SIMD_X86
+  if (!simd_has_avx2()) return false;
+  ew::run_flat(pool, n, 16384, [&](int64_t b, int64_t e) { sigmoid_like_avx2(x + b, y + b, e - b, alpha, swish); });
+  return true;
+#else
+  return false;
+#endif
+}
+bool simd_unary(const SigmoidOp&, const float* x, float* y, int64_t n, ep::ThreadPool& pool) {
+  return sigmoid_like(x, y, n, 1.f, false, pool);
+}
 
 template <typename C>
 inline C sign_value(C x) {
@@ -296,6 +332,9 @@ struct SwishOp : MathOp {
   explicit SwishOp(const KernelInfo& i) : alpha(i.attr_float("alpha", 1.0f)) {}
   template <typename C> C operator()(C x) const { return x * sigmoid(C(C(alpha) * x)); }
 };
+bool simd_unary(const SwishOp& op, const float* x, float* y, int64_t n, ep::ThreadPool& pool) {
+  return sigmoid_like(x, y, n, op.alpha, true, pool);
+}
 
 // ---------------------------------------------------------------------------------------------
 // IsNaN / IsInf (float inputs incl. float8 from opset 20) -> bool

@@ -382,9 +382,13 @@ class MatMulKernel final : public ep::Kernel {
     }
     return Status::Ok();
   }
+  bool reads_const_input_data(size_t i) const override { return !(i == 1 && !packed_.empty()); }
   Status compute(ep::KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
-    if (packed_.empty() || a.dtype() != DataType::kFloat || ctx.input(1).shape() != b_shape_) return matmul_compute(ctx);
+    if (packed_.empty()) return matmul_compute(ctx);
+    // B was packed at creation (and its bytes may be gone): only a float A can pair with it.
+    if (a.dtype() != DataType::kFloat)
+      return ctx.error(std::string("A must be float32 like the constant B, got ") + a.describe(), StatusCode::kInvalidArgument);
     auto sr = matmul_shape(a.shape(), b_shape_);
     if (!sr.ok()) return ctx.error(sr.status().message(), StatusCode::kInvalidArgument);
     const MatMulShape& s = sr.value();
@@ -414,22 +418,32 @@ class GemmKernel final : public ep::Kernel {
     }
     return Status::Ok();
   }
+  bool reads_const_input_data(size_t i) const override { return !(i == 1 && !packed_.empty()); }
   Status compute(ep::KernelContext& ctx) override {
     const auto& info = ctx.info();
     const Tensor& a = ctx.input(0);
     const Tensor* c = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-    if (packed_.empty() || a.dtype() != DataType::kFloat || a.rank() != 2 || ctx.input(1).shape() != b_shape_ ||
-        (c && c->dtype() != DataType::kFloat) || (c == nullptr && info.opset() < 11)) {
-      return gemm_compute(ctx);
+    if (packed_.empty()) return gemm_compute(ctx);
+    // B was packed at creation (and its bytes may be gone): inputs that cannot pair with it are errors
+    // reported here, without the general kernel.
+    if (a.dtype() != DataType::kFloat || a.rank() != 2 || (c && c->dtype() != DataType::kFloat) ||
+        (c == nullptr && info.opset() < 11)) {
+      return ctx.error("A must be float32 [M, K] (and C float32, required before opset 11) to multiply the constant B " +
+                           shape_to_string(b_shape_) + "; got A " + a.describe() + (c ? ", C " + c->describe() : std::string(", no C")),
+                       StatusCode::kInvalidArgument);
     }
     const bool ta = info.attr_int("transA", 0) != 0;
     const float alpha = info.attr_float("alpha", 1.f), beta = info.attr_float("beta", 1.f);
     const int64_t M = ta ? a.dim(1) : a.dim(0), K = ta ? a.dim(0) : a.dim(1), N = packed_.N;
-    if (K != packed_.K) return gemm_compute(ctx);  // reports the shape error
+    if (K != packed_.K)
+      return ctx.error("A " + a.describe() + " has K = " + std::to_string(K) + " but the constant B " + shape_to_string(b_shape_) +
+                           " needs K = " + std::to_string(packed_.K), StatusCode::kInvalidArgument);
     const bool use_c = c != nullptr && beta != 0.f;
     if (c) {
       Dims out;
-      if (c->rank() > 2 || !broadcast_shapes(c->shape(), Dims{M, N}, &out) || out != Dims{M, N}) return gemm_compute(ctx);
+      if (c->rank() > 2 || !broadcast_shapes(c->shape(), Dims{M, N}, &out) || out != Dims{M, N})
+        return ctx.error("C " + c->describe() + " does not broadcast to the output [" + std::to_string(M) + ", " +
+                             std::to_string(N) + "]", StatusCode::kInvalidArgument);
     }
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kFloat, Dims{M, N}));
     if (M == 0 || N == 0) return Status::Ok();

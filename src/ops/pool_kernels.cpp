@@ -1,10 +1,12 @@
 // Pooling: MaxPool, AveragePool, LpPool, their Global forms, MaxUnpool, MaxRoiPool; and LRN.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <type_traits>
 
 #include "ops/conv_util.h"
+#include "ops/pool_fast.h"
 
 namespace nxrt::ops {
 
@@ -166,6 +168,15 @@ void sum_pool_planes(const Geom3& g, const Windows& win, const T* x, T* y, SumKi
   }
 }
 
+// The row-wise float paths (pool_fast.h); NXRT_POOL_REFERENCE=1 forces the per-window reference.
+bool fast_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("NXRT_POOL_REFERENCE");
+    return !(e && *e && *e != '0');
+  }();
+  return on;
+}
+
 // Shared front end of the windowed pools.
 class PoolBase : public ep::Kernel {
  public:
@@ -216,12 +227,19 @@ class MaxPoolKernel final : public PoolBase {
         ind = I->data<int64_t>();
       }
       if (Y->numel() == 0) return Status::Ok();
+      const bool fast = fast_enabled() && poolfast::applies(g);
       Windows win(g);
       const T* x = X.data<T>();
       T* y = Y->data<T>();
       ctx.pool().parallel_for(planes, grain(g), [&](int64_t p0, int64_t p1) {
         if (ind) {
           max_pool_planes<T, true>(g, win, x, y, ind, storage_order_ == 1, p0, p1);
+        } else if constexpr (std::is_same_v<T, float>) {
+          if (fast) {
+            poolfast::max_pool_2d(g, x, y, p0, p1);
+          } else {
+            max_pool_planes<T, false>(g, win, x, y, nullptr, false, p0, p1);
+          }
         } else {
           max_pool_planes<T, false>(g, win, x, y, nullptr, false, p0, p1);
         }
@@ -244,6 +262,8 @@ class MaxPoolKernel final : public PoolBase {
 };
 
 class SumPoolKernel final : public PoolBase {
+  const bool use_fast_ = fast_enabled();
+
  public:
   explicit SumPoolKernel(SumKind kind = SumKind::kAverage) : kind_(kind) {}
   Status init_kind(const ep::KernelInfo& info, SumKind kind) {
@@ -269,9 +289,17 @@ class SumPoolKernel final : public PoolBase {
           using T = decltype(tag);
           NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), geom_output_shape(X.dim(0), X.dim(1), g)));
           if (Y->numel() == 0) return Status::Ok();
-          Windows win(g);
           const T* x = X.data<T>();
           T* y = Y->data<T>();
+          if constexpr (std::is_same_v<T, float>) {
+            if (kind_ == SumKind::kAverage && use_fast_ && poolfast::applies(g)) {
+              ctx.pool().parallel_for(planes, grain(g), [&](int64_t p0, int64_t p1) {
+                poolfast::avg_pool_2d(g, x, y, count_include_pad_, p0, p1);
+              });
+              return Status::Ok();
+            }
+          }
+          Windows win(g);
           ctx.pool().parallel_for(planes, grain(g), [&](int64_t p0, int64_t p1) {
             sum_pool_planes<T>(g, win, x, y, kind_, count_include_pad_, p_, p0, p1);
           });
@@ -324,6 +352,13 @@ Status global_pool(ep::KernelContext& ctx) {
         NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), oshape));
         const T* x = X.data<T>();
         T* y = Y->data<T>();
+        if constexpr (kind == GlobalKind::kAverage && std::is_same_v<T, float>) {
+          if (fast_enabled()) {
+            ctx.pool().parallel_for(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, plane)),
+                                    [&](int64_t p0, int64_t p1) { poolfast::global_avg(x, y, plane, p0, p1); });
+            return Status::Ok();
+          }
+        }
         ctx.pool().parallel_for(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, plane)),
                                 [&](int64_t p0, int64_t p1) {
                                   for (int64_t q = p0; q < p1; ++q) {

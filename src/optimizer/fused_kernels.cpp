@@ -9,8 +9,8 @@
 // heavy work (packed weights, im2col / pointwise / depthwise paths); the epilogue runs in place on its
 // output. Z normally has Y's shape; other broadcastable shapes take a general (slower) path.
 //
-// Also registered under "nxrt": LayerNormalization, RMSNormalization, Gelu and HardSwish, the ai.onnx
-// kernels (opset 17 / 23 / 20 / 14 semantics), so fusions work on models importing older opsets.
+// Also registered under "nxrt": LayerNormalization, RMSNormalization, Gelu, HardSwish and Swish, the
+// ai.onnx kernels (opset 17 / 23 / 20 / 14 / 24 semantics), so fusions work on models importing older opsets.
 #include <cmath>
 
 #include "ep/kernel.h"
@@ -165,6 +165,8 @@ class FusedKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
+  // The wrapped kernel's inputs are forwarded unchanged: it decides for them.
+  bool reads_const_input_data(size_t i) const override { return i >= n_inner_ || inner_->reads_const_input_data(i); }
   Status compute(ep::KernelContext& ctx) override {
     const Tensor* z = ctx.has_input(3) ? &ctx.input(3) : nullptr;
     const Tensor* bias = has_bias_ && ctx.has_input(2) ? &ctx.input(2) : nullptr;
@@ -278,9 +280,11 @@ Result<Activation> parse_activation(const std::string& s) {
 }
 
 void register_fused_attention(ep::KernelRegistry& r);  // fused_attention.cpp
+void register_bn_relu(ep::KernelRegistry& r);          // bn_relu.cpp
 
 void register_fused_ops(ep::KernelRegistry& r) {
   register_fused_attention(r);
+  register_bn_relu(r);
   r.add_class<FusedKernel>(kNxrtDomain, "FusedConv");
   r.add_class<FusedKernel>(kNxrtDomain, "FusedGemm");
   r.add_class<FusedKernel>(kNxrtDomain, "FusedMatMul");
@@ -288,7 +292,7 @@ void register_fused_ops(ep::KernelRegistry& r) {
     const char* op;
     int64_t opset;
   };
-  for (Copy c : {Copy{"LayerNormalization", 17}, Copy{"RMSNormalization", 23}, Copy{"Gelu", 20}, Copy{"HardSwish", 14}}) {
+  for (Copy c : {Copy{"LayerNormalization", 17}, Copy{"RMSNormalization", 23}, Copy{"Gelu", 20}, Copy{"HardSwish", 14}, Copy{"Swish", 24}}) {
     const ep::KernelDef* def = r.find("", c.op, c.opset);
     if (!def) continue;
     ep::KernelDef copy = *def;

@@ -9,6 +9,9 @@
 
 namespace nxrt::optimizer {
 
+int fuse_bn_relu(PassContext& pc, GraphInfo& gi);  // bn_relu.cpp
+int fold_affine_into_pointwise_conv(PassContext& pc, GraphInfo& gi);  // fold_affine_pointwise.cpp
+
 std::string Stats::summary() const {
   std::string s;
   for (const auto& [k, v] : counts) {
@@ -71,11 +74,14 @@ void optimize_graph(PassContext& pc, ir::Graph& g, bool main_graph) {
     }
     for (int k = 0; k < 4 && run_pass(pc, g, main_graph, &fold_bn_affine, "fold_bn_affine") > 0; ++k) {
     }
+    run_pass(pc, g, main_graph, &fold_affine_into_pointwise_conv, "fold_affine_into_pointwise_conv");
+    run_pass(pc, g, main_graph, &fuse_bn_relu, "fuse_bn_relu");
     run_pass(pc, g, main_graph, &fuse_layer_norm, "fuse_layer_norm");
     run_pass(pc, g, main_graph, &fuse_rms_norm, "fuse_rms_norm");
     run_pass(pc, g, main_graph, &fuse_gelu, "fuse_gelu");
     run_pass(pc, g, main_graph, &fuse_attention, "fuse_attention");
     run_pass(pc, g, main_graph, &fuse_hard_swish, "fuse_hard_swish");
+    run_pass(pc, g, main_graph, &fuse_silu, "fuse_silu");
     run_pass(pc, g, main_graph, &fuse_activation, "fuse_activation");
     run_pass(pc, g, main_graph, &remove_dead_code, "remove_dead_code");
   }

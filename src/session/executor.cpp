@@ -562,6 +562,12 @@ Result<std::unique_ptr<GraphPlan>> GraphPlan::build(const ir::Graph& graph, cons
     }
   }
 
+  // Readers per slot (node inputs and subgraph captures), to find initializers read by one node only.
+  std::vector<int> readers(plan->slot_names_.size(), 0);
+  for (const auto& r : reads)
+    for (int s : r) ++readers[static_cast<size_t>(s)];
+  for (int s : plan->output_slots_) readers[static_cast<size_t>(s)] += 2;  // a graph output: always kept
+
   // Kernels.
   std::vector<std::string> inner_outer(outer_names);
   for (const auto& name : plan->slot_names_) inner_outer.push_back(name);
@@ -610,6 +616,12 @@ Result<std::unique_ptr<GraphPlan>> GraphPlan::build(const ir::Graph& graph, cons
       return s.with_context(node_prefix(node, idx, opset) + ": ");
     }
     step.kernel = std::move(kernel).value();
+    if (env.release_initializer && outer_names.empty()) {
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (!step.info->const_inputs_[i] || step.kernel->reads_const_input_data(i)) continue;
+        if (readers[static_cast<size_t>(plan->slot(node.inputs[i]))] == 1) env.release_initializer(node.inputs[i]);
+      }
+    }
     step.inplace_input = def->inplace_input;
     for (const auto& in : node.inputs) step.inputs.push_back(in.empty() ? -1 : plan->slot(in));
     for (const auto& o : node.outputs) step.outputs.push_back(o.empty() ? -1 : plan->slot(o));

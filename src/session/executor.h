@@ -64,6 +64,10 @@ struct PlanStep {
 struct PlanEnv {
   const ir::Model* model = nullptr;
   const ep::KernelRegistry* registry = nullptr;
+  // Called (main graph only) right after a kernel that packed an initializer was created, when that
+  // kernel is the initializer's only reader and no longer needs its bytes (see
+  // Kernel::reads_const_input_data). The owner of the model replaces the initializer's storage.
+  std::function<void(const std::string&)> release_initializer;
 };
 
 // Values visible to a run: this plan's slots, then the enclosing frames' (outer scope).

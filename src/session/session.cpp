@@ -8,6 +8,9 @@
 #include <mutex>
 #include <unordered_set>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "ep/kernel.h"
 #include "ep/thread_pool.h"
 #include "onnx/model_reader.h"
@@ -66,6 +69,27 @@ void init_diagnostics(Session::Impl& impl) {
 }
 }  // namespace
 
+// An initializer whose only reader packed it at creation and never reads its bytes again: the tensor
+// keeps its dtype and shape (what that kernel may still check) over an inaccessible reservation, so the
+// bytes are freed (folded weights: the heap block; a peak of weights plus packed copies no longer
+// lasts the session) and a stray read faults at once instead of computing with stale data.
+static Tensor released_initializer(const Tensor& t) {
+  const size_t bytes = std::max<size_t>(1, t.nbytes());
+  // Bytes borrowed from the model's file mapping stay resident after the last reference goes (the
+  // mapping lives on): drop the pages lying wholly inside this tensor. They are clean file pages of
+  // a private mapping, so should anything else map the same bytes it re-reads them from the file.
+  if (t.storage() && !t.storage()->owned() && t.nbytes() > 0) {
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(t.raw_data()), hi = lo + t.nbytes();
+    const uintptr_t a = (lo + page - 1) / page * page, b = hi / page * page;
+    if (b > a) madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+  }
+  void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return t;  // keep the bytes rather than fail
+  std::shared_ptr<void> keep(p, [bytes](void* q) { munmap(q, bytes); });
+  return Tensor::borrow(t.dtype(), t.shape(), p, std::move(keep));
+}
+
 static Result<std::unique_ptr<Session>> make_session(const std::function<Result<std::unique_ptr<ir::Model>>()>& load,
                                                      const SessionOptions& opts) {
   auto impl = std::make_unique<Session::Impl>();
@@ -98,7 +122,14 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
     impl->inputs.push_back(std::move(m));
   }
   for (const auto& out : g.outputs) impl->outputs.push_back(session::to_value_meta(out.name, out.type));
-  session::PlanEnv env{impl->model.get(), &ep::KernelRegistry::cpu()};
+  session::PlanEnv env{impl->model.get(), &ep::KernelRegistry::cpu(), {}};
+  if (!std::getenv("NXRT_KEEP_PACKED_INITIALIZERS")) {
+    ir::Graph& mg = impl->model->graph;
+    env.release_initializer = [&mg](const std::string& name) {
+      auto it = mg.initializers.find(name);
+      if (it != mg.initializers.end() && it->second.dtype() != DataType::kString) it->second = released_initializer(it->second);
+    };
+  }
   t0 = session::monotonic_us();
   NXRT_ASSIGN_OR_RETURN(impl->plan, session::GraphPlan::build(g, env, {}));
   if (impl->tracer) {

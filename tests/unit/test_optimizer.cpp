@@ -670,6 +670,23 @@ TEST(OptimizerHardSwish, ClipWithAttributesBeforeOpset11) {
   expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 5}, 72, -5, 5))}});
 }
 
+TEST(OptimizerSilu, SigmoidTimesItsInputBecomesSwish) {
+  ModelBuilder b(14);
+  b.input("x", {2, 7});
+  b.input("u", {2, 7});
+  b.node("Sigmoid", {"x"}, {"s"});
+  b.node("Mul", {"s", "x"}, {"g"});  // either operand order
+  b.node("Mul", {"g", "u"}, {"y"});
+  b.output("y");
+  optimizer::Stats st;
+  ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll, &st)), (std::vector<std::string>{"nxrt::Swish", "Mul"}));
+  EXPECT_EQ(st.counts["fused_silu"], 1);
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 7}, 90, -8, 8))}, {"u", Value(random_tensor({2, 7}, 91))}});
+  // The sigmoid read elsewhere, or multiplied by another tensor: left alone.
+  b.output("s");
+  EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "Swish"), 0);
+}
+
 TEST(OptimizerBnAffine, FoldsPerChannelMulAddIntoBatchNormWhenTheRankIsKnown) {
   ModelBuilder b(9);
   b.input("x", {2, 4, 3, 3});
@@ -726,4 +743,46 @@ TEST(OptimizerFusedMatMul, RefusesABiasThatCouldWidenAScalarResult) {
   b.output("y");
   EXPECT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"MatMul", "Add"}));
   expect_same_numerics(b.m, {{"x", Value(random_tensor({4}, 95))}});
+}
+
+// bn_relu.cpp: BatchNormalization (constant statistics) + Relu -> nxrt::BatchNormRelu.
+TEST(OptimizerBnRelu, FusesStandaloneBatchNormAndRelu) {
+  ModelBuilder b(15);
+  b.input("x", {1, 4, 5, 5});
+  b.init("scale", random_tensor({4}, 7, 0.5f, 1.5f));
+  b.init("bias", random_tensor({4}, 8));
+  b.init("mean", random_tensor({4}, 9));
+  b.init("var", random_tensor({4}, 10, 0.2f, 2.f));
+  b.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"bn"}, {A_f("epsilon", 1e-3f)});
+  b.node("Relu", {"bn"}, {"y"});
+  b.output("y");
+  optimizer::Stats st;
+  EXPECT_EQ(ops_of(optimized(b.m, OptLevel::kAll, &st)), (std::vector<std::string>{"nxrt::BatchNormRelu"}));
+  EXPECT_EQ(st.counts["fused_bn_relu"], 1);
+  expect_same_numerics(b.m, {{"x", Value(random_tensor({1, 4, 5, 5}, 11, -3.f, 3.f))}}, 1e-5);
+}
+
+// fold_affine_pointwise.cpp: Mul(scalar) -> Add(scalar) -> 1x1 Conv (groups, stride 2) folds into W, B;
+// a padded 1x1 Conv does not.
+TEST(OptimizerAffinePointwise, FoldsScalarAffineIntoUnpaddedOneByOneConv) {
+  for (int padded = 0; padded < 2; ++padded) {
+    ModelBuilder b(13);
+    b.input("x", {1, 4, 5, 5});
+    b.init("s", Tensor::from_vector<float>(DataType::kFloat, {1}, {0.75f}));
+    b.init("t", Tensor::from_vector<float>(DataType::kFloat, {1}, {-0.4f}));
+    b.init("w", random_tensor({6, 2, 1, 1}, 5));
+    b.init("bc", random_tensor({6}, 6));
+    b.node("Relu", {"x"}, {"r"});
+    b.node("Mul", {"s", "r"}, {"m"});
+    b.node("Add", {"m", "t"}, {"a"});
+    std::vector<ir::Attribute> attrs = {A_i("group", 2), A_is("strides", {2, 2})};
+    if (padded) attrs.push_back(A_is("pads", {1, 1, 1, 1}));
+    b.node("Conv", {"a", "w", "bc"}, {"y"}, attrs);
+    b.output("y");
+    optimizer::Stats st;
+    ir::Model o = optimized(b.m, OptLevel::kAll, &st);
+    EXPECT_EQ(count_op(o, "Mul") + count_op(o, "Add"), padded ? 2 : 0);
+    EXPECT_EQ(st.counts["affine_folded_into_pointwise_conv"], padded ? 0 : 1);
+    expect_same_numerics(b.m, {{"x", Value(random_tensor({1, 4, 5, 5}, 11, -2.f, 2.f))}}, 1e-5);
+  }
 }
