@@ -112,5 +112,8 @@ int fuse_gelu(PassContext& pc, GraphInfo& gi);
 int fuse_attention(PassContext& pc, GraphInfo& gi);
 int fuse_hard_swish(PassContext& pc, GraphInfo& gi);
 int fuse_silu(PassContext& pc, GraphInfo& gi);
+// Blocked int4/uint4/int8/uint8 DequantizeLinear of a constant [K, N] weight feeding MatMul's B input:
+// rewritten into com.microsoft MatMulNBits (dq_matmul_fusion.cpp). Runs before constant folding.
+int fuse_dq_matmul(PassContext& pc, GraphInfo& gi);
 
 }  // namespace nxrt::optimizer

@@ -58,6 +58,8 @@ void optimize_graph(PassContext& pc, ir::Graph& g, bool main_graph) {
     }
   }
   const OptLevel level = pc.options->level;
+  // Before constant folding, which would turn the dequantized weights into float initializers.
+  if (level == OptLevel::kAll) run_pass(pc, g, main_graph, &fuse_dq_matmul, "fuse_dq_matmul");
   for (int round = 0; round < 4; ++round) {
     int changed = 0;
     changed += run_pass(pc, g, main_graph, &fold_constants, "fold_constants");

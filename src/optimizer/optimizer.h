@@ -6,7 +6,7 @@
 //              with the CPU kernels and become initializers; Constant nodes become initializers),
 //              Identity / inference Dropout elimination, Shape/Size of statically shaped values,
 //              dead-code removal.
-//   kAll       basic, then Conv+BatchNormalization and Conv + per-channel Mul/Add folding (into W, B),
+//   kAll       blocked DequantizeLinear + MatMul -> com.microsoft MatMulNBits (before folding), basic, then Conv+BatchNormalization and Conv + per-channel Mul/Add folding (into W, B),
 //              LayerNorm / RMSNorm / GELU / HardSwish pattern fusion, attention fusion
 //              (MatMul-[scale]-[mask]-Softmax-MatMul -> nxrt::FusedAttention), and Conv/Gemm/MatMul + bias
 //              + residual Add + activation fusion (nxrt::FusedConv, nxrt::FusedGemm, nxrt::FusedMatMul).

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `nxrt generate` contract on a seeded tiny model (onnx style: ai.onnx ops only): greedy tokens equal the
-# numpy reference's, --json has ort generate's keys, errors exit 1 (one line) and usage errors 2.
+# numpy reference's, the logits each token was chosen from (prefill + every decode step, --dump-logits) match
+# the reference's step_logits.npy to 1e-3 of the row's max |logit| (tools/compare_logits.py), --json has
+# ort generate's keys, errors exit 1 (one line) and usage errors 2.
 # With /work/ort-tool/ort (or $ORT) present, also checks ORT's tokens and key set.
 set -uo pipefail
 nxrt="$(realpath "${1:?usage: genai_test.sh path/to/nxrt}")"
@@ -18,10 +20,17 @@ $py "$root/tools/make_genai_model.py" "$work/m" --style onnx --size tiny >/dev/n
 $py "$root/tools/genai_reference.py" "$work/m" "$work/ref" --prompt-len 16 --max-new-tokens 24 >/dev/null
 ref=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" "$work/ref/tokens.json")
 
-"$nxrt" generate "$work/m" --prompt-len 16 --max-new-tokens 24 --json >"$work/out.json" 2>"$work/err"; rc=$?
+"$nxrt" generate "$work/m" --prompt-len 16 --max-new-tokens 24 --json --dump-logits "$work/logits.npy" >"$work/out.json" 2>"$work/err"; rc=$?
 check "generate exits 0" test "$rc" -eq 0
 got=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" "$work/out.json" 2>/dev/null)
 check "greedy tokens equal the numpy reference" test "$got" = "$ref"
+check "logits of the prefill and 23 decode steps match the reference (1e-3)" \
+  $py "$root/tools/compare_logits.py" "$work/logits.npy" "$work/ref/step_logits.npy" --min-rows 24
+check "DequantizeLinear + MatMul fused into MatMulNBits" bash -c \
+  "NXRT_OPT_STATS=1 '$nxrt' generate '$work/m' --max-new-tokens 1 2>&1 >/dev/null | grep -q 'fused_dq_matmul=[1-9]'"
+"$nxrt" generate "$work/m" --prompt-len 16 --max-new-tokens 24 --opt disabled --dump-logits "$work/logits0.npy" >/dev/null 2>&1
+check "unoptimized graph (DequantizeLinear + MatMul): logits match the reference (1e-3)" \
+  $py "$root/tools/compare_logits.py" "$work/logits0.npy" "$work/ref/step_logits.npy" --min-rows 24
 keys='["create_ms", "decode_step_ms_median", "decode_tok_s", "kv_capacity", "kv_update", "new_tokens", "opt", "prefill_ms", "prefill_tok_s", "prompt_tokens", "runtime", "share_buffer", "threads", "tokens", "ttft_ms", "warmup"]'
 gotkeys=$($py -c "import json,sys; print(json.dumps(sorted(json.load(open(sys.argv[1])))))" "$work/out.json" 2>/dev/null)
 check "--json has ort generate's keys" test "$gotkeys" = "$keys"
@@ -32,12 +41,14 @@ check "nxrt test passes the reference data sets" bash -c "'$nxrt' test '$work/re
 $py "$root/tools/make_genai_model.py" "$work/g" --style genai --size tiny --accuracy-level 0 >/dev/null
 $py "$root/tools/genai_reference.py" "$work/g" "$work/gref" --prompt-len 16 --max-new-tokens 32 >/dev/null
 gref=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" "$work/gref/tokens.json")
-"$nxrt" generate "$work/g" --prompt-len 16 --max-new-tokens 32 --json >"$work/g.json" 2>"$work/gerr"; rc=$?
+"$nxrt" generate "$work/g" --prompt-len 16 --max-new-tokens 32 --json --dump-logits "$work/glogits.npy" >"$work/g.json" 2>"$work/gerr"; rc=$?
 check "genai style: generate exits 0" test "$rc" -eq 0
 ggot=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" "$work/g.json" 2>/dev/null)
 check "genai style: 32 greedy tokens equal the numpy reference" test "$ggot" = "$gref"
 gkv=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['kv_update'])" "$work/g.json" 2>/dev/null)
 check "genai style: KV cache updated in place" test "$gkv" = "in-place"
+check "genai style: logits of the prefill and 31 decode steps match the reference (1e-3)" \
+  $py "$root/tools/compare_logits.py" "$work/glogits.npy" "$work/gref/step_logits.npy" --min-rows 32
 check "genai style: prefill and decode logits match the reference" bash -c "'$nxrt' test '$work/gref' | tail -1 | grep -qx '1 passed, 0 failed'"
 
 out=$("$nxrt" generate "$work/m" --prompt-ids 5,6,7 --max-new-tokens 3)
@@ -49,6 +60,8 @@ check "missing folder exits 1 with one line" bash -c "test $rc -eq 1 && test \$(
 check "context overflow exits 1" bash -c "test $rc -eq 1 && grep -q 'context_length 2048' '$work/err'"
 "$nxrt" generate "$work/m" --prompt-ids 1,99999 2>"$work/err"; rc=$?
 check "token outside the vocabulary exits 2" test "$rc" -eq 2
+"$nxrt" generate "$work/m" --max-new-tokens 2 --dump-logits "$work/missing/x.npy" >/dev/null 2>"$work/err"; rc=$?
+check "--dump-logits to an unwritable path exits 1 and names it" bash -c "test $rc -eq 1 && grep -q 'missing/x.npy' '$work/err'"
 "$nxrt" generate "$work/m" --bogus 2>"$work/err"; rc=$?
 check "unknown option exits 2" test "$rc" -eq 2
 sed 's/present\.%d\.key/presentX.%d.key/' "$work/m/genai_config.json" >"$work/cfg.json"

@@ -4,11 +4,16 @@
 //   ttft_ms: generation start to the first token (feeds, prefill, pick); decode_tok_s = (new_tokens - 1) /
 //   time from the first token to the last (null with one token); decode_step_ms_median: one decode step
 //   (run + pick). Exactly --max-new-tokens tokens; EOS stops only with --stop-at-eos.
+// --dump-logits FILE writes the logits row each new token was chosen from as a .npy (float32
+// [new_tokens, vocab], the layout of tools/genai_reference.py's step_logits.npy); the buffer is sized before
+// generation, and without the flag the decode loop does no extra work.
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -26,13 +31,15 @@ const char* kUsage =
     "usage: nxrt generate MODEL_DIR [--prompt-ids 1,2,3 | --prompt-len N] [--max-new-tokens N] [--max-length N]\n"
     "                     [--threads N] [--opt disabled|basic|all] [--warmup W] [--json]\n"
     "                     [--do-sample] [--top-k K] [--top-p P] [--min-p P] [--temperature T]\n"
-    "                     [--repetition-penalty R] [--seed S] [--stop-at-eos]\n"
+    "                     [--repetition-penalty R] [--seed S] [--stop-at-eos] [--dump-logits FILE]\n"
     "  MODEL_DIR           folder with genai_config.json and the decoder .onnx (or the genai_config.json)\n"
     "  --prompt-ids LIST   prompt token ids, comma-separated\n"
     "  --prompt-len N      N prompt ids drawn with a fixed seed from [0, vocab) (default 16; same ids as ort generate)\n"
     "  --max-new-tokens N  tokens to generate, the first one from the prefill (default 32)\n"
     "  --max-length N      KV capacity (default prompt + new tokens; at most model.context_length)\n"
-    "  --json              one JSON line with the keys of `ort generate`\n";
+    "  --json              one JSON line with the keys of `ort generate`\n"
+    "  --dump-logits FILE  write the logits row each new token was chosen from (row 0: the prefill's last\n"
+    "                      position) as NumPy .npy, float32 [new_tokens, vocab] (of the measured run)\n";
 
 [[noreturn]] void usage(const std::string& msg) {
   std::fprintf(stderr, "error: %s\n%s", msg.c_str(), kUsage);
@@ -79,19 +86,29 @@ struct RunResult {
   std::string kv_update;
 };
 
+// Appends the generator's current logits row (the one the next token is picked from) to `dump`.
+Status dump_row(genai::Generator& gen, std::vector<float>* dump) {
+  NXRT_ASSIGN_OR_RETURN(std::vector<float> row, gen.get_logits());
+  dump->insert(dump->end(), row.begin(), row.end());
+  return Status::Ok();
+}
+
+// `dump`: when non-null, receives each new token's logits row (reserved by the caller).
 Result<RunResult> generate_once(const genai::Model& model, const genai::GeneratorParams& params,
-                                const std::vector<int64_t>& prompt, int64_t new_tokens) {
+                                const std::vector<int64_t>& prompt, int64_t new_tokens, std::vector<float>* dump) {
   NXRT_ASSIGN_OR_RETURN(std::unique_ptr<genai::Generator> gen, genai::Generator::create(model, params));
   RunResult r;
   const double t0 = now_ms();
   NXRT_RETURN_IF_ERROR(gen->append_tokens(prompt));
   r.prefill_ms = gen->stats().last_run_ms;
+  if (dump) NXRT_RETURN_IF_ERROR(dump_row(*gen, dump));
   NXRT_RETURN_IF_ERROR(gen->generate_next_token());
   r.tokens.push_back(gen->next_token());
   r.ttft_ms = now_ms() - t0;
   const double t2 = now_ms();
   for (int64_t k = 1; k < new_tokens && !gen->is_done(); ++k) {
     const double ts = now_ms();
+    if (dump) NXRT_RETURN_IF_ERROR(dump_row(*gen, dump));  // runs the model over the pending token
     NXRT_RETURN_IF_ERROR(gen->generate_next_token());
     r.tokens.push_back(gen->next_token());
     r.steps.push_back(now_ms() - ts);
@@ -101,10 +118,30 @@ Result<RunResult> generate_once(const genai::Model& model, const genai::Generato
   return r;
 }
 
+// Writes float32 [rows, cols] as NumPy .npy (format 1.0, little-endian, C order).
+Status write_npy(const std::string& path, const std::vector<float>& v, int64_t rows, int64_t cols) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) + ", " +
+                       std::to_string(cols) + "), }";
+  const size_t unpadded = 10 + header.size() + 1;  // magic(6) version(2) len(2) header '\n'
+  header.append((64 - unpadded % 64) % 64, ' ');
+  header += '\n';
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return invalid_argument("--dump-logits: cannot write " + path + ": " + std::strerror(errno));
+  const uint16_t hl = static_cast<uint16_t>(header.size());
+  const unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<unsigned char>(hl & 0xff),
+                                 static_cast<unsigned char>(hl >> 8)};
+  bool ok = std::fwrite(pre, 1, sizeof pre, f) == sizeof pre;
+  ok = ok && std::fwrite(header.data(), 1, header.size(), f) == header.size();
+  ok = ok && (v.empty() || std::fwrite(v.data(), sizeof(float), v.size(), f) == v.size());
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) return invalid_argument("--dump-logits: writing " + path + " failed");
+  return Status::Ok();
+}
+
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
-  std::string model_path, prompt_ids, opt = "all";
+  std::string model_path, prompt_ids, opt = "all", dump_path;
   int64_t prompt_len = -1, new_tokens = 32, max_length = -1, warmup = 0;
   int threads = 1;
   bool json = false, has_prompt_ids = false;
@@ -153,7 +190,10 @@ int cmd_generate(int argc, char** argv) {
     else if (a == "--min-p") so.min_p = parse_real(a, val);
     else if (a == "--temperature") { so.temperature = parse_real(a, val); set_temp = true; }
     else if (a == "--repetition-penalty") { so.repetition_penalty = parse_real(a, val); set_rep = true; }
-    else if (a == "--seed") so.random_seed = static_cast<uint64_t>(parse_count(a, val));
+    else if (a == "--dump-logits") {
+      if (val.empty()) usage("--dump-logits needs a file name");
+      dump_path = val;
+    } else if (a == "--seed") so.random_seed = static_cast<uint64_t>(parse_count(a, val));
     else usage("unknown option " + a);
   }
   if (model_path.empty()) usage("missing MODEL_DIR");
@@ -225,13 +265,20 @@ int cmd_generate(int argc, char** argv) {
   params.search.stop_at_eos = so.stop_at_eos;
 
   for (int64_t w = 0; w < warmup; ++w) {
-    auto r = generate_once(model, params, prompt, new_tokens);
+    auto r = generate_once(model, params, prompt, new_tokens, nullptr);
     if (!r.ok()) return fail(r.status());
   }
-  auto rr = generate_once(model, params, prompt, new_tokens);
+  std::vector<float> dump;
+  if (!dump_path.empty() && vocab > 0) dump.reserve(static_cast<size_t>(new_tokens * vocab));
+  auto rr = generate_once(model, params, prompt, new_tokens, dump_path.empty() ? nullptr : &dump);
   if (!rr.ok()) return fail(rr.status());
   const RunResult& r = rr.value();
   const size_t n = r.tokens.size();
+  if (!dump_path.empty()) {
+    const int64_t cols = n ? static_cast<int64_t>(dump.size() / n) : vocab;
+    Status s = write_npy(dump_path, dump, static_cast<int64_t>(n), cols);
+    if (!s.ok()) return fail(s);
+  }
   std::string toks;
   for (size_t i = 0; i < n; ++i) toks += (i ? "," : "") + std::to_string(r.tokens[i]);
   const std::string decode_tok_s = n > 1 ? num(static_cast<double>(n - 1) / (r.decode_ms / 1000.0)) : "null";
