@@ -192,13 +192,20 @@ void matmulnbits_reference(const float* A, int64_t M, const uint8_t* B, const fl
 namespace {
 
 // Per-call prepared A: float rows padded to kpad with per-block float sums, or int8 rows.
+// Arrays point into one scratch buffer (the step workspace, so a decode step allocates nothing).
 struct PreparedA {
   int64_t M = 0, kpad = 0, kb = 0;
-  std::vector<float> af;    // M * kpad
-  std::vector<float> asum;  // M * kb: sum of a over the block (float path) or sa * sum(q) (int8 path)
-  std::vector<int8_t> aq;   // M * kpad
-  std::vector<float> sa;    // M * kb
+  float* af = nullptr;    // M * kpad (float path)
+  float* asum = nullptr;  // M * kb: sum of a over the block (float path) or sa * sum(q) (int8 path)
+  int8_t* aq = nullptr;   // M * kpad (int8 path)
+  float* sa = nullptr;    // M * kb (int8 path)
 };
+
+size_t prepared_a_bytes(int64_t M, int64_t kpad, int64_t kb, bool int8) {
+  auto up = [](size_t b) { return (b + 63) / 64 * 64; };
+  const size_t rows = int8 ? up(static_cast<size_t>(M * kpad)) : up(static_cast<size_t>(M * kpad) * sizeof(float));
+  return rows + 2 * up(static_cast<size_t>(M * kb) * sizeof(float));
+}
 
 // ---- scalar kernels over the packed layout ----------------------------------------------------
 
@@ -232,12 +239,12 @@ void rows_scalar(const PreparedA& P, int64_t m0, int64_t m1, const QuantWeights&
           const int64_t k0 = c * 32 + half * 16;
           const int64_t j = k0 / W.block;
           if (int8) {
-            const int8_t* a = P.aq.data() + m * P.kpad + k0;
+            const int8_t* a = P.aq + m * P.kpad + k0;
             int32_t d = 0;
             for (int t = 0; t < 16; ++t) d += wv[half * 16 + t] * a[t];
-            acc += static_cast<float>(d) * (sc[j] * P.sa[static_cast<size_t>(m * P.kb + j)]);
+            acc += static_cast<float>(d) * (sc[j] * P.sa[m * P.kb + j]);
           } else {
-            const float* a = P.af.data() + m * P.kpad + k0;
+            const float* a = P.af + m * P.kpad + k0;
             float d = 0.f;
             for (int t = 0; t < 16; ++t) d += static_cast<float>(wv[half * 16 + t]) * a[t];
             acc += d * sc[j];
@@ -245,7 +252,7 @@ void rows_scalar(const PreparedA& P, int64_t m0, int64_t m1, const QuantWeights&
         }
       }
       float z = 0.f;
-      for (int64_t j = 0; j < W.kb; ++j) z += zt[j] * P.asum[static_cast<size_t>(m * P.kb + j)];
+      for (int64_t j = 0; j < W.kb; ++j) z += zt[j] * P.asum[m * P.kb + j];
       Y[m * ldy + n] = acc - z;
     }
   }
@@ -331,11 +338,13 @@ __attribute__((target("avx2,fma"))) void rows_int8_avx2(const PreparedA& P, int6
   const float* sarow[MR];
   const float* asrow[MR];
   for (int r = 0; r < MR; ++r) {
-    arow[r] = P.aq.data() + (m0 + r) * P.kpad;
-    sarow[r] = P.sa.data() + (m0 + r) * P.kb;
-    asrow[r] = P.asum.data() + (m0 + r) * P.kb;
+    arow[r] = P.aq + (m0 + r) * P.kpad;
+    sarow[r] = P.sa + (m0 + r) * P.kb;
+    asrow[r] = P.asum + (m0 + r) * P.kb;
   }
-  std::vector<float> ssbuf(static_cast<size_t>(MR * W.kb));
+  // Per-thread, grow-only: no allocation once warm.
+  thread_local std::vector<float> ssbuf;
+  if (ssbuf.size() < static_cast<size_t>(MR * W.kb)) ssbuf.resize(static_cast<size_t>(MR * W.kb));
   float* ss[MR];
   for (int r = 0; r < MR; ++r) ss[r] = ssbuf.data() + r * W.kb;
   for (int64_t n = n0; n < n1; ++n) {
@@ -410,8 +419,8 @@ __attribute__((target("avx2,fma"))) void rows_f32_avx2(const PreparedA& P, int64
   const float* arow[MR];
   const float* asrow[MR];
   for (int r = 0; r < MR; ++r) {
-    arow[r] = P.af.data() + (m0 + r) * P.kpad;
-    asrow[r] = P.asum.data() + (m0 + r) * P.kb;
+    arow[r] = P.af + (m0 + r) * P.kpad;
+    asrow[r] = P.asum + (m0 + r) * P.kb;
   }
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* w = W.data.data() + n * W.row_bytes;
@@ -500,8 +509,12 @@ void dequant_rows(const QuantWeights& W, int64_t n0, int64_t n1, float* out) {
 
 }  // namespace
 
+size_t matmulnbits_fast_workspace(int64_t M, const QuantWeights& W, int accuracy_level) {
+  return prepared_a_bytes(M, W.kpad, W.kb, accuracy_level == 4);
+}
+
 void matmulnbits_fast(const float* A, int64_t M, const QuantWeights& W, int accuracy_level, const float* bias, float* Y,
-                      ep::ThreadPool* pool, bool force_scalar) {
+                      ep::ThreadPool* pool, bool force_scalar, void* workspace) {
   const int64_t N = W.N, K = W.K;
   if (M == 0 || N == 0) return;
   const bool int8 = accuracy_level == 4;
@@ -524,20 +537,36 @@ void matmulnbits_fast(const float* A, int64_t M, const QuantWeights& W, int accu
     P.M = M;
     P.kpad = W.kpad;
     P.kb = W.kb;
-    P.asum.assign(static_cast<size_t>(M * W.kb), 0.f);
+    std::vector<uint8_t> own;
+    if (!workspace) {
+      own.resize(prepared_a_bytes(M, W.kpad, W.kb, int8));
+      workspace = own.data();
+    }
+    {
+      auto up = [](size_t b) { return (b + 63) / 64 * 64; };
+      uint8_t* cur = static_cast<uint8_t*>(workspace);
+      if (int8) {
+        P.aq = reinterpret_cast<int8_t*>(cur);
+        cur += up(static_cast<size_t>(M * W.kpad));
+      } else {
+        P.af = reinterpret_cast<float*>(cur);
+        cur += up(static_cast<size_t>(M * W.kpad) * sizeof(float));
+      }
+      P.asum = reinterpret_cast<float*>(cur);
+      cur += up(static_cast<size_t>(M * W.kb) * sizeof(float));
+      P.sa = reinterpret_cast<float*>(cur);
+    }
     if (int8) {
-      P.aq.assign(static_cast<size_t>(M * W.kpad), 0);
-      P.sa.assign(static_cast<size_t>(M * W.kb), 0.f);
       for (int64_t m = 0; m < M; ++m)
-        quantize_a_row(A + m * K, K, W.block, W.kpad, P.aq.data() + m * W.kpad, P.sa.data() + m * W.kb,
-                       P.asum.data() + m * W.kb);
+        quantize_a_row(A + m * K, K, W.block, W.kpad, P.aq + m * W.kpad, P.sa + m * W.kb,
+                       P.asum + m * W.kb);
     } else {
-      P.af.assign(static_cast<size_t>(M * W.kpad), 0.f);
       for (int64_t m = 0; m < M; ++m) {
-        std::memcpy(P.af.data() + m * W.kpad, A + m * K, static_cast<size_t>(K) * sizeof(float));
+        std::memcpy(P.af + m * W.kpad, A + m * K, static_cast<size_t>(K) * sizeof(float));
+        std::fill(P.af + m * W.kpad + K, P.af + (m + 1) * W.kpad, 0.f);  // the padded tail reads as 0
         for (int64_t j = 0; j < W.kb; ++j) {
           float s = 0.f;
-          const float* a = P.af.data() + m * W.kpad + j * W.block;
+          const float* a = P.af + m * W.kpad + j * W.block;
           for (int64_t t = 0; t < W.block; ++t) s += a[t];
           P.asum[static_cast<size_t>(m * W.kb + j)] = s;
         }
@@ -622,11 +651,17 @@ class MatMulNBits final : public ep::Kernel {
       panels = &local_panels;
       dense = &local_dense;
     }
-    std::vector<float> bias;
+    std::vector<float> bias;  // a float16/bfloat16 bias converted; a float one is read in place
+    const float* bias_in = nullptr;
     if (ctx.has_input(5)) {
       const Tensor& bt = ctx.input(5);
       if (bt.numel() != N_) return ctx.error("bias must have N=" + std::to_string(N_) + " elements, got " + bt.describe(), StatusCode::kInvalidArgument);
-      NXRT_ASSIGN_OR_RETURN(bias, read_floats(bt));
+      if (bt.dtype() == DataType::kFloat) {
+        bias_in = bt.data<float>();
+      } else {
+        NXRT_ASSIGN_OR_RETURN(bias, read_floats(bt));
+        bias_in = bias.data();
+      }
     }
     Dims out_shape = A.shape();
     out_shape.back() = N_;
@@ -648,7 +683,7 @@ class MatMulNBits final : public ep::Kernel {
       yf.resize(static_cast<size_t>(M * N_));
       y = yf.data();
     }
-    const float* bp = bias.empty() ? nullptr : bias.data();
+    const float* bp = bias_in;
     if (!dense->empty()) {
       // g_idx with a non-trivial group map: dense float weights [N, K].
       if (acc_ == 4) {
@@ -666,7 +701,9 @@ class MatMulNBits final : public ep::Kernel {
       // ORT's int8 path (accuracy_level 4) covers 4- and 8-bit weights with uint8 (or no) zero points;
       // float zero points and 2-bit weights compute in float, as there.
       const int level = acc_ == 4 && (float_zp_ || bits_ == 2) ? 0 : acc_;
-      matmulnbits_fast(a, M, *W, level, bp, y, &ctx.pool());
+      void* ws = nullptr;
+      NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(matmulnbits_fast_workspace(M, *W, level)));
+      matmulnbits_fast(a, M, *W, level, bp, y, &ctx.pool(), false, ws);
     }
     if (A.dtype() == DataType::kFloat16) {
       Float16* o = Y->data<Float16>();

@@ -52,8 +52,11 @@ void matmulnbits_reference(const float* A, int64_t M, const uint8_t* B, const fl
                            const float* bias, float* Y);
 
 // Fast path over packed weights; threads over N. force_scalar: skip the AVX2 kernels (tests).
+// workspace: matmulnbits_fast_workspace(M, W, accuracy_level) bytes of scratch, or nullptr to allocate
+// (the M <= 8 paths use it; larger M at accuracy 0 dequantizes panels into its own buffers).
 void matmulnbits_fast(const float* A, int64_t M, const QuantWeights& W, int accuracy_level, const float* bias, float* Y,
-                      ep::ThreadPool* pool, bool force_scalar = false);
+                      ep::ThreadPool* pool, bool force_scalar = false, void* workspace = nullptr);
+size_t matmulnbits_fast_workspace(int64_t M, const QuantWeights& W, int accuracy_level);
 
 bool matmulnbits_has_avx2();
 
