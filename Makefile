@@ -34,8 +34,11 @@ build-asan: deps
 unit-test: build
 	@cd $(BUILD) && ctest -j$(JOBS) --output-on-failure --timeout 600 -E conformance_manifest
 
+# The tiny LLM folders the build tree's ctest fixture wrote (make unit-test) let the real-decoder
+# allocation test run under the sanitizers too.
 asan-test: build-asan
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  $$(test -d $(BUILD)/test-genai/onnx && echo NXRT_TEST_GENAI_DIR=$(abspath $(BUILD))/test-genai) \
 	  $(BUILD_ASAN)/nxrt_unit_tests --gtest_brief=1
 
 conformance: build

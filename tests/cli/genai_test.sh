@@ -76,6 +76,17 @@ if [ -x "$ort" ]; then
   check "ORT's tokens equal the reference" test "$otoks" = "$ref"
   okeys=$($py -c "import json,sys; print(json.dumps(sorted(json.load(open(sys.argv[1])))))" "$work/ort.json" 2>/dev/null)
   check "ORT's key set is the same" test "$okeys" = "$keys"
+  # 32 greedy tokens side by side on the onnxruntime-genai style: at accuracy_level 0 against the
+  # reference, and at accuracy_level 4 (both runtimes quantize activations to int8) against nxrt.
+  "$ort" generate "$work/g" --prompt-len 16 --max-new-tokens 32 >"$work/ortg.json" 2>/dev/null
+  ogt=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" "$work/ortg.json" 2>/dev/null)
+  check "ORT's 32 tokens on the genai style equal the reference" test "$ogt" = "$gref"
+  $py "$root/tools/make_genai_model.py" "$work/g4" --style genai --size tiny >/dev/null
+  "$ort" generate "$work/g4" --prompt-len 16 --max-new-tokens 32 >"$work/ortg4.json" 2>/dev/null
+  "$nxrt" generate "$work/g4" --prompt-len 16 --max-new-tokens 32 --json >"$work/g4.json" 2>/dev/null
+  o4=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" "$work/ortg4.json" 2>/dev/null)
+  n4=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" "$work/g4.json" 2>/dev/null)
+  check "accuracy_level 4: nxrt's 32 tokens equal ORT's" bash -c "test -n '$n4' && test '$n4' = '$o4'"
 fi
 
 echo "genai cli: $pass passed, $fail failed"
