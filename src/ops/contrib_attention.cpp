@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ep/cpu_features.h"
 #include "ops/attention_util.h"
 #include "ops/common.h"
 #include "ops/contrib_util.h"
@@ -156,13 +157,7 @@ __attribute__((target("avx2,fma"))) void softmax_row_avx2(float* r, int64_t n) {
   for (; j + 8 <= n; j += 8) _mm256_storeu_ps(r + j, _mm256_mul_ps(_mm256_loadu_ps(r + j), vi));
   for (; j < n; ++j) r[j] *= inv;
 }
-bool has_avx2() {
-  static const bool h = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return h;
-}
+bool has_avx2() { return ep::cpu_has_avx2_fma(); }
 #endif
 void softmax_row(float* r, int64_t n) {
 #if defined(__x86_64__) || defined(__i386__)

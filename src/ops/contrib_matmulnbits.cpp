@@ -2,6 +2,8 @@
 // scalar fallback), and the op kernel. See contrib_matmulnbits.h for the layouts.
 #include "ops/contrib_matmulnbits.h"
 
+#include "ep/cpu_features.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -29,17 +31,7 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 }  // namespace
 
-bool matmulnbits_has_avx2() {
-#ifdef NXRT_MNB_X86
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return has;
-#else
-  return false;
-#endif
-}
+bool matmulnbits_has_avx2() { return ep::cpu_has_avx2_fma(); }
 
 QuantWeights pack_quant_weights(const uint8_t* B, const float* scales, const float* zps, int64_t K, int64_t N,
                                 int64_t bits, int64_t block) {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ep/cpu_features.h"
 #include "ep/thread_pool.h"
 #include "ops/contrib_matmulnbits.h"
 
@@ -87,19 +88,7 @@ QuantPanels pack_quant_panels(const uint8_t* B, const float* scales, const float
   return W;
 }
 
-bool matmulnbits_has_vnni() {
-#ifdef NXRT_MNB_PANEL_X86
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512vnni");
-  }();
-  return has;
-#else
-  return false;
-#endif
-}
+bool matmulnbits_has_vnni() { return ep::cpu_has_avx512_vnni(); }
 
 PanelIsa matmulnbits_best_panel_isa() {
   if (matmulnbits_has_vnni()) return PanelIsa::kVnni;

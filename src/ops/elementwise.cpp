@@ -17,17 +17,6 @@
 
 namespace nxrt::ops {
 
-bool simd_has_avx2() {
-#ifdef NXRT_SIMD_X86
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return has;
-#else
-  return false;
-#endif
-}
 namespace {
 
 using ep::KernelContext;

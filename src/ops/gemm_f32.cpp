@@ -18,6 +18,7 @@
 
 #include <sys/mman.h>
 
+#include "ep/cpu_features.h"
 #include "ep/thread_pool.h"
 #include "ops/gemm.h"
 
@@ -40,21 +41,9 @@ constexpr int64_t kParallelMacs = int64_t(1) << 20;
 // ---------------------------------------------------------------------------------------------
 // Kernel selection.
 
-bool cpu_has_avx2_fma() {
-#ifdef NXRT_GEMM_X86
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return has;
-#else
-  return false;
-#endif
-}
-
 bool g_allow_avx2 = true;
 
-inline bool use_avx2() { return g_allow_avx2 && cpu_has_avx2_fma(); }
+inline bool use_avx2() { return g_allow_avx2 && ep::cpu_has_avx2_fma(); }
 
 // ---------------------------------------------------------------------------------------------
 // Aligned scratch buffers, one set per thread.

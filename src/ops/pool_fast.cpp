@@ -1,5 +1,7 @@
 #include "ops/pool_fast.h"
 
+#include "ep/cpu_features.h"
+
 #include "ops/smallcnn_simd.h"
 
 #include <algorithm>
@@ -12,13 +14,7 @@ namespace nxrt::ops::poolfast {
 namespace {
 
 #if defined(__x86_64__) || defined(__i386__)
-bool has_avx2() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return has;
-}
+bool has_avx2() { return ep::cpu_has_avx2_fma(); }
 #define NXRT_POOL_AVX2 __attribute__((target("avx2,fma")))
 #else
 bool has_avx2() { return false; }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "ep/cpu_features.h"
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define NXRT_SIMD_X86 1
@@ -11,7 +12,7 @@
 
 namespace nxrt::ops {
 
-bool simd_has_avx2();  // AVX2 and FMA, checked once
+inline bool simd_has_avx2() { return ep::cpu_has_avx2_fma(); }  // AVX2 and FMA
 
 #ifdef NXRT_SIMD_X86
 // exp_fast on 8 lanes: the same range reduction, polynomial and 2^k scaling; 0 below -87.3, +inf above

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include "ep/cpu_features.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define NXRT_SC_X86 1
@@ -16,17 +18,7 @@
 
 namespace nxrt::ops::smallcnn {
 
-inline bool has_avx2() {
-#ifdef NXRT_SC_X86
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return has;
-#else
-  return false;
-#endif
-}
+inline bool has_avx2() { return ep::cpu_has_avx2_fma(); }
 
 // Row length of a padded plane row; with `split` (stride-2 windows) each row holds its even columns
 // (ceil(Wp / 2)) then its odd columns, so stride-2 taps read contiguous runs.

@@ -8,6 +8,7 @@
 // The pass fuses only when the four parameters are non-overridable constants.
 #include <cmath>
 
+#include "ep/cpu_features.h"
 #include "ep/kernel.h"
 #include "ops/common.h"
 #include "optimizer/fused_ops.h"
@@ -19,13 +20,7 @@ namespace nxrt::optimizer {
 namespace {
 
 #if defined(__x86_64__) || defined(__i386__)
-bool has_avx2() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return has;
-}
+bool has_avx2() { return ep::cpu_has_avx2_fma(); }
 #define NXRT_BNR_AVX2 __attribute__((target("avx2,fma")))
 #else
 bool has_avx2() { return false; }
