@@ -22,11 +22,6 @@ namespace nxrt::ops::contrib {
 
 namespace {
 
-inline int raw_element(const uint8_t* blob, int64_t kk, int64_t bits) {
-  const int64_t bit = kk * bits;
-  return (blob[bit >> 3] >> (bit & 7)) & ((1 << bits) - 1);
-}
-
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 }  // namespace
@@ -58,7 +53,7 @@ QuantWeights pack_quant_weights(const uint8_t* B, const float* scales, const flo
       for (int64_t kk = 0; kk < block; ++kk) {
         const int64_t k = j * block + kk;
         if (k >= K) break;
-        vals[static_cast<size_t>(k)] = static_cast<uint8_t>(raw_element(bl, kk, bits));
+        vals[static_cast<size_t>(k)] = static_cast<uint8_t>(raw_code(bl, kk, bits));
       }
       const float s = scales[n * W.kblocks + j];
       W.scale[static_cast<size_t>(n * W.kb + j)] = s;
@@ -168,7 +163,7 @@ void matmulnbits_reference(const float* A, int64_t M, const uint8_t* B, const fl
       double acc = 0;
       for (int64_t k = 0; k < K; ++k) {
         const int64_t j = k / block;
-        const int q = raw_element(B + (n * kblocks + j) * blob, k % block, bits);
+        const int q = raw_code(B + (n * kblocks + j) * blob, k % block, bits);
         const int64_t g = g_idx ? g_idx[k] : j;
         const double s = scales[n * kblocks + g], z = zps[n * kblocks + g];
         const double av = accuracy_level == 4 ? static_cast<double>(aq[static_cast<size_t>(k)]) * sa[static_cast<size_t>(j)]
@@ -742,7 +737,7 @@ class MatMulNBits final : public ep::Kernel {
         const uint8_t* z = Z->data<uint8_t>();
         for (int64_t n = 0; n < N_; ++n)
           for (int64_t j = 0; j < kblocks; ++j)
-            zps[static_cast<size_t>(n * kblocks + j)] = static_cast<float>(raw_element(z + n * row, j, bits_));
+            zps[static_cast<size_t>(n * kblocks + j)] = static_cast<float>(raw_code(z + n * row, j, bits_));
       } else {
         float_zp_ = true;
         if (Z->numel() != N_ * kblocks)
@@ -758,7 +753,7 @@ class MatMulNBits final : public ep::Kernel {
       const int32_t* g = G->data<int32_t>();
       for (int64_t n = 0; n < N_; ++n)
         for (int64_t k = 0; k < K_; ++k) {
-          const int q = raw_element(b + (n * kblocks + k / block_) * blob, k % block_, bits_);
+          const int q = raw_code(b + (n * kblocks + k / block_) * blob, k % block_, bits_);
           const int64_t gi = n * kblocks + g[k];
           (*dense)[static_cast<size_t>(n * K_ + k)] = (static_cast<float>(q) - zps[static_cast<size_t>(gi)]) * scales[static_cast<size_t>(gi)];
         }

@@ -23,6 +23,12 @@ class ThreadPool;
 
 namespace nxrt::ops::contrib {
 
+// Code kk of a raw blob (bits per code, low bits first).
+inline int raw_code(const uint8_t* blob, int64_t kk, int64_t bits) {
+  const int64_t bit = kk * bits;
+  return (blob[bit >> 3] >> (bit & 7)) & ((1 << bits) - 1);
+}
+
 struct QuantWeights {
   int64_t K = 0, N = 0, bits = 4, block = 32;
   int64_t kblocks = 0;   // ceil(K / block)

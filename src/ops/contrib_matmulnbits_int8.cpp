@@ -23,11 +23,6 @@ namespace nxrt::ops::contrib {
 
 namespace {
 
-inline int code_at(const uint8_t* blob, int64_t kk, int64_t bits) {
-  const int64_t bit = kk * bits;
-  return (blob[bit >> 3] >> (bit & 7)) & ((1 << bits) - 1);
-}
-
 // Byte offset and shift of (column c of the panel, k) inside the panel's group data.
 inline void panel_slot(int64_t c, int64_t k, int64_t* byte, int* shift) {
   *byte = (k / 4) * 32 + (c % 8) * 4 + (k % 4);
@@ -78,7 +73,7 @@ QuantPanels pack_quant_panels(const uint8_t* B, const float* scales, const float
         int64_t byte;
         int shift;
         panel_slot(c, j * block + kk, &byte, &shift);
-        pd[byte] = static_cast<uint8_t>(pd[byte] | (code_at(bl, kk, bits) << shift));
+        pd[byte] = static_cast<uint8_t>(pd[byte] | (raw_code(bl, kk, bits) << shift));
       }
       const float s = scales[n * W.kb + j];
       W.scale[static_cast<size_t>((p * W.kb + j) * 16 + c)] = s;
@@ -146,31 +141,22 @@ void panel_tile_scalar(int64_t rows, const int8_t* a, int64_t lda, const float* 
 constexpr int kMrVnni = 4;
 constexpr int kMrAvx2 = 2;
 
-template <int MR>
-void tile_vnni_upto(int64_t rows, const int8_t* a, int64_t lda, const float* sa, const float* sq, int64_t lds,
-                    const uint8_t* w, const float* ws, const float* wz, float zp, int64_t kb, int64_t gpb, float* y,
-                    int64_t ldy, int64_t ncols) {
+// Tiles of fewer than MR rows (the tail of M) take the next smaller instantiation.
+template <PanelIsa kIsa, int MR>
+void tile_upto(int64_t rows, const int8_t* a, int64_t lda, const float* sa, const float* sq, int64_t lds,
+               const uint8_t* w, const float* ws, const float* wz, float zp, int64_t kb, int64_t gpb, float* y,
+               int64_t ldy, int64_t ncols) {
 #ifdef NXRT_MNB_PANEL_X86
   if constexpr (MR > 1) {
-    if (rows < MR) return tile_vnni_upto<MR - 1>(rows, a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
+    if (rows < MR) return tile_upto<kIsa, MR - 1>(rows, a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
   }
-  if (wz) panel_tile_vnni<MR, false>(a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
-  else panel_tile_vnni<MR, true>(a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
-#else
-  panel_tile_scalar(rows, a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
-#endif
-}
-
-template <int MR>
-void tile_avx2_upto(int64_t rows, const int8_t* a, int64_t lda, const float* sa, const float* sq, int64_t lds,
-                    const uint8_t* w, const float* ws, const float* wz, float zp, int64_t kb, int64_t gpb, float* y,
-                    int64_t ldy, int64_t ncols) {
-#ifdef NXRT_MNB_PANEL_X86
-  if constexpr (MR > 1) {
-    if (rows < MR) return tile_avx2_upto<MR - 1>(rows, a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
+  if constexpr (kIsa == PanelIsa::kVnni) {
+    if (wz) panel_tile_vnni<MR, false>(a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
+    else panel_tile_vnni<MR, true>(a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
+  } else {
+    if (wz) panel_tile_avx2<MR, false>(a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
+    else panel_tile_avx2<MR, true>(a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
   }
-  if (wz) panel_tile_avx2<MR, false>(a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
-  else panel_tile_avx2<MR, true>(a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
 #else
   panel_tile_scalar(rows, a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
 #endif
@@ -224,10 +210,10 @@ void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const f
           float* y = Y + m * N + p * 16;
           switch (isa) {
             case PanelIsa::kVnni:
-              tile_vnni_upto<kMrVnni>(rows, a, W.kpad, sa + m * W.kb, sq + m * W.kb, W.kb, w, ws, wz, zp, W.kb, gpb, y, N, ncols);
+              tile_upto<PanelIsa::kVnni, kMrVnni>(rows, a, W.kpad, sa + m * W.kb, sq + m * W.kb, W.kb, w, ws, wz, zp, W.kb, gpb, y, N, ncols);
               break;
             case PanelIsa::kAvx2:
-              tile_avx2_upto<kMrAvx2>(rows, a, W.kpad, sa + m * W.kb, sq + m * W.kb, W.kb, w, ws, wz, zp, W.kb, gpb, y, N, ncols);
+              tile_upto<PanelIsa::kAvx2, kMrAvx2>(rows, a, W.kpad, sa + m * W.kb, sq + m * W.kb, W.kb, w, ws, wz, zp, W.kb, gpb, y, N, ncols);
               break;
             case PanelIsa::kScalar:
               panel_tile_scalar(rows, a, W.kpad, sa + m * W.kb, sq + m * W.kb, W.kb, w, ws, wz, zp, W.kb, gpb, y, N, ncols);
