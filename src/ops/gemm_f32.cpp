@@ -245,6 +245,48 @@ void pack_a_block(const float* A, int64_t lda, bool transA, int64_t i0, int64_t 
   }
 }
 
+#ifdef NXRT_GEMM_X86
+// One full panel of a transposed B (16 rows of B, each contiguous in p) into kc x 16, through 8x8
+// register transposes: the scalar loop's strided stores made packing FC weights (transB Gemm, the bulk
+// of session creation for AlexNet / VGG) slower than the whole first run.
+__attribute__((target("avx2,fma"))) void pack_b_trans_panel_avx2(const float* B, int64_t ldb, int64_t kc,
+                                                                float* dst) {
+  static_assert(NR == 16, "two 8-lane halves per panel row");
+  int64_t p = 0;
+  for (; p + 8 <= kc; p += 8) {
+    for (int h = 0; h < 2; ++h) {
+      const float* s = B + (h * 8) * ldb + p;
+      __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ldb), r2 = _mm256_loadu_ps(s + 2 * ldb),
+             r3 = _mm256_loadu_ps(s + 3 * ldb), r4 = _mm256_loadu_ps(s + 4 * ldb), r5 = _mm256_loadu_ps(s + 5 * ldb),
+             r6 = _mm256_loadu_ps(s + 6 * ldb), r7 = _mm256_loadu_ps(s + 7 * ldb);
+      const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+      const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+      const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+      const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+      const __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+      float* d = dst + p * NR + h * 8;
+      _mm256_storeu_ps(d + 0 * NR, _mm256_permute2f128_ps(u0, u4, 0x20));
+      _mm256_storeu_ps(d + 1 * NR, _mm256_permute2f128_ps(u1, u5, 0x20));
+      _mm256_storeu_ps(d + 2 * NR, _mm256_permute2f128_ps(u2, u6, 0x20));
+      _mm256_storeu_ps(d + 3 * NR, _mm256_permute2f128_ps(u3, u7, 0x20));
+      _mm256_storeu_ps(d + 4 * NR, _mm256_permute2f128_ps(u0, u4, 0x31));
+      _mm256_storeu_ps(d + 5 * NR, _mm256_permute2f128_ps(u1, u5, 0x31));
+      _mm256_storeu_ps(d + 6 * NR, _mm256_permute2f128_ps(u2, u6, 0x31));
+      _mm256_storeu_ps(d + 7 * NR, _mm256_permute2f128_ps(u3, u7, 0x31));
+    }
+  }
+  for (; p < kc; ++p)
+    for (int64_t j = 0; j < NR; ++j) dst[p * NR + j] = B[j * ldb + p];
+}
+#endif
+
 // op(B)[p0:p0+kc, j0:j0+nc] as ceil(nc/NR) panels of kc x NR (column index fastest), zero-padded.
 void pack_b_block(const float* B, int64_t ldb, bool transB, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
                   float* out) {
@@ -275,6 +317,12 @@ void pack_b_block(const float* B, int64_t ldb, bool transB, int64_t p0, int64_t 
       }
     } else {
       // B stored N x K: column j of op(B) is row j of B (contiguous in p).
+#ifdef NXRT_GEMM_X86
+      if (cols == NR && use_avx2()) {
+        pack_b_trans_panel_avx2(B + (j0 + jr) * ldb + p0, ldb, kc, dst);
+        continue;
+      }
+#endif
       for (int64_t j = 0; j < NR; ++j) {
         if (j < cols) {
           const float* s = B + (j0 + jr + j) * ldb + p0;
