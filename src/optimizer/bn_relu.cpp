@@ -41,10 +41,6 @@ void scale_shift_relu_plain(const float* x, float* y, int64_t n, float a, float 
   scale_shift_relu_body(x, y, n, a, b);
 }
 
-bool is_onnx(const ir::Node* n, const char* op) {
-  return n && ir::canonical_domain(n->domain).empty() && n->op_type == op;
-}
-
 class BatchNormReluKernel final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo& info) {
@@ -167,11 +163,10 @@ int fuse_bn_relu(PassContext& pc, GraphInfo& gi) {
                t->numel() == gi.constant(bn.inputs[1])->numel();
     }
     if (!params) continue;
-    const int c = gi.sole_consumer(bn.outputs[0]);
-    if (c < 0 || dead[static_cast<size_t>(c)]) continue;
-    const ir::Node& relu = g.nodes[static_cast<size_t>(c)];
-    if (!is_onnx(&relu, "Relu") || relu.inputs.size() != 1 || relu.outputs.size() != 1 || relu.outputs[0].empty())
-      continue;
+    int c;
+    const ir::Node* relu_p = sole_reader(gi, dead, bn.outputs[0], &c);
+    if (!is_onnx(relu_p, "Relu") || relu_p->inputs.size() != 1 || !single_output(*relu_p)) continue;
+    const ir::Node& relu = *relu_p;
     ir::Node fused;
     fused.name = bn.name.empty() ? "BatchNormRelu_" + std::to_string(done) : bn.name + "_relu";
     fused.domain = kNxrtDomain;
@@ -185,11 +180,7 @@ int fuse_bn_relu(PassContext& pc, GraphInfo& gi) {
     pc.count("fused_bn_relu");
     ++done;
   }
-  if (done) {
-    remove_nodes(g, dead);
-    if (pc.model->opset_for(kNxrtDomain) == 0) pc.model->opset_imports.push_back({kNxrtDomain, kNxrtOpset});
-  }
-  return done;
+  return finish_rewrites(pc, g, dead, done);
 }
 
 void register_bn_relu(ep::KernelRegistry& r) { r.add_class<BatchNormReluKernel>(kNxrtDomain, "BatchNormRelu"); }

@@ -41,16 +41,6 @@ namespace {
 
 constexpr const char* kMsDomain = "com.microsoft";
 
-bool is_onnx_op(const ir::Node& n, const char* op) { return ir::canonical_domain(n.domain).empty() && n.op_type == op; }
-
-ir::Attribute int_attr(const std::string& name, int64_t v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-
 // Weights of one matched DequantizeLinear in MatMulNBits's layout.
 struct Packed {
   std::string b, scales, zp;  // initializer names (zp empty: MatMulNBits's default)
@@ -60,7 +50,7 @@ struct Packed {
 // Checks the DequantizeLinear side of the pattern; fills the weight facts. Returns false to refuse.
 bool match_dq(PassContext& pc, GraphInfo& gi, const ir::Node& dq, const Tensor** x, const Tensor** scale,
               const Tensor** zp, int64_t* block, DataType* out_t) {
-  if (!is_onnx_op(dq, "DequantizeLinear") || dq.inputs.size() < 2 || dq.inputs.size() > 3) return false;
+  if (!is_onnx(&dq, "DequantizeLinear") || dq.inputs.size() < 2 || dq.inputs.size() > 3) return false;
   if (dq.outputs.size() != 1 || dq.outputs[0].empty()) return false;
   if (pc.opset("") < 21) return false;  // block_size exists from opset 21
   *x = gi.constant(dq.inputs[0]);
@@ -220,14 +210,14 @@ int fuse_dq_matmul(PassContext& pc, GraphInfo& gi) {
     const Tensor *x = nullptr, *scale = nullptr, *zp = nullptr;
     int64_t block = 0;
     DataType out_t = DataType::kFloat;
-    if (!is_onnx_op(dq, "DequantizeLinear") || !match_dq(pc, gi, dq, &x, &scale, &zp, &block, &out_t)) continue;
+    if (!is_onnx(&dq, "DequantizeLinear") || !match_dq(pc, gi, dq, &x, &scale, &zp, &block, &out_t)) continue;
     const std::string w = dq.outputs[0];
     auto it = gi.consumers.find(w);
     if (it == gi.consumers.end()) continue;
     std::vector<int> targets;
     for (int c : it->second) {
       const ir::Node& mm = g.nodes[static_cast<size_t>(c)];
-      if (!is_onnx_op(mm, "MatMul") || mm.inputs.size() != 2 || mm.outputs.size() != 1 || mm.outputs[0].empty())
+      if (!is_onnx(&mm, "MatMul") || mm.inputs.size() != 2 || mm.outputs.size() != 1 || mm.outputs[0].empty())
         continue;
       if (mm.inputs[1] != w || mm.inputs[0] == w || mm.inputs[0].empty()) continue;
       bool dup = false;  // a node listed twice in consumers
@@ -245,8 +235,8 @@ int fuse_dq_matmul(PassContext& pc, GraphInfo& gi) {
       fused.inputs = {mm.inputs[0], P.b, P.scales};
       if (!P.zp.empty()) fused.inputs.push_back(P.zp);
       fused.outputs = {mm.outputs[0]};
-      fused.attributes = {int_attr("K", P.K), int_attr("N", P.N), int_attr("bits", P.bits),
-                          int_attr("block_size", P.block), int_attr("accuracy_level", 0)};
+      fused.attributes = {make_attr_i("K", P.K), make_attr_i("N", P.N), make_attr_i("bits", P.bits),
+                          make_attr_i("block_size", P.block), make_attr_i("accuracy_level", 0)};
       mm = std::move(fused);
       pc.count("fused_dq_matmul");
       ++done;
@@ -254,11 +244,8 @@ int fuse_dq_matmul(PassContext& pc, GraphInfo& gi) {
     // Removed here rather than by dead-code removal: constant folding would otherwise materialize it first.
     if (!gi.protected_names.count(w) && gi.num_uses(w) == static_cast<int>(targets.size())) dead[i] = true;
   }
-  if (done) {
-    remove_nodes(g, dead);  // the int4 initializers go with dead-code removal
-    if (pc.model->opset_for(kMsDomain) == 0) pc.model->opset_imports.push_back({kMsDomain, 1});
-  }
-  return done;
+  // The quantized initializers of removed DequantizeLinears go with dead-code removal.
+  return finish_rewrites(pc, g, dead, done, kMsDomain, 1);
 }
 
 }  // namespace nxrt::optimizer

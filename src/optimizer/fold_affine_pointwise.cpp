@@ -10,10 +10,6 @@ namespace nxrt::optimizer {
 
 namespace {
 
-bool is_onnx(const ir::Node* n, const char* op) {
-  return n && ir::canonical_domain(n->domain).empty() && n->op_type == op;
-}
-
 // `n` is a two-input node with one input a rank <= 1 single-value constant of dtype `dt`: that value and
 // the other input.
 bool scalar_operand(GraphInfo& gi, const ir::Node& n, DataType dt, double* v, std::string* other) {
@@ -83,15 +79,8 @@ int fold_affine_into_pointwise_conv(PassContext& pc, GraphInfo& gi) {
       bv[static_cast<size_t>(m)] += b * s;
       for (int64_t j = 0; j < per; ++j) wv[static_cast<size_t>(m * per + j)] *= a;
     }
-    Tensor nw(w->dtype(), w->shape()), nb(w->dtype(), Dims{M});
-    for (size_t k = 0; k < wv.size(); ++k) {
-      if (w->dtype() == DataType::kFloat) nw.data<float>()[k] = static_cast<float>(wv[k]);
-      else nw.data<double>()[k] = wv[k];
-    }
-    for (size_t k = 0; k < bv.size(); ++k) {
-      if (w->dtype() == DataType::kFloat) nb.data<float>()[k] = static_cast<float>(bv[k]);
-      else nb.data<double>()[k] = bv[k];
-    }
+    Tensor nw, nb;
+    if (!make_tensor(w->dtype(), w->shape(), wv, &nw) || !make_tensor(w->dtype(), Dims{M}, bv, &nb)) continue;
     const std::string wn = pc.fresh_name(g, "affine1x1_w"), bn = pc.fresh_name(g, "affine1x1_b");
     g.initializers[wn] = std::move(nw);
     g.initializers[bn] = std::move(nb);

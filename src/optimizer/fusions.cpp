@@ -14,18 +14,6 @@ namespace nxrt::optimizer {
 
 namespace {
 
-bool is_onnx(const ir::Node* n, const char* op) {
-  return n && ir::canonical_domain(n->domain).empty() && n->op_type == op;
-}
-
-// The node that alone reads `name` (live, not a graph output / capture), else nullptr.
-ir::Node* sole_reader(GraphInfo& gi, const std::vector<bool>& dead, const std::string& name, int* index = nullptr) {
-  int c = gi.sole_consumer(name);
-  if (c < 0 || dead[static_cast<size_t>(c)]) return nullptr;
-  if (index) *index = c;
-  return &gi.g.nodes[static_cast<size_t>(c)];
-}
-
 // For a two-input node with one input `name`, the other input ("" when `name` is not an input or both
 // inputs are `name`).
 std::string other_input(const ir::Node& n, const std::string& name) {
@@ -35,58 +23,8 @@ std::string other_input(const ir::Node& n, const std::string& name) {
   return {};
 }
 
-bool single_output(const ir::Node& n) { return n.outputs.size() == 1 && !n.outputs[0].empty(); }
-
 bool is_float_dtype(DataType d) {
   return d == DataType::kFloat || d == DataType::kDouble || d == DataType::kFloat16 || d == DataType::kBFloat16;
-}
-
-void import_nxrt(PassContext& pc) {
-  if (pc.model->opset_for(kNxrtDomain) == 0) pc.model->opset_imports.push_back({kNxrtDomain, kNxrtOpset});
-}
-
-ir::Attribute make_attr_i(const std::string& name, int64_t v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-ir::Attribute make_attr_f(const std::string& name, float v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::Attribute::Type::kFloat;
-  a.f = v;
-  return a;
-}
-ir::Attribute make_attr_s(const std::string& name, const std::string& v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::Attribute::Type::kString;
-  a.s = v;
-  return a;
-}
-ir::Attribute make_attr_fs(const std::string& name, std::vector<float> v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::Attribute::Type::kFloats;
-  a.floats = std::move(v);
-  return a;
-}
-
-// Writes doubles into a new tensor of `dtype` (float / double only).
-bool make_tensor(DataType dtype, const Dims& shape, const std::vector<double>& v, Tensor* out) {
-  Tensor t(dtype, shape);
-  if (static_cast<size_t>(t.numel()) != v.size()) return false;
-  if (dtype == DataType::kFloat) {
-    for (size_t i = 0; i < v.size(); ++i) t.data<float>()[i] = static_cast<float>(v[i]);
-  } else if (dtype == DataType::kDouble) {
-    for (size_t i = 0; i < v.size(); ++i) t.data<double>()[i] = v[i];
-  } else {
-    return false;
-  }
-  *out = std::move(t);
-  return true;
 }
 
 // ReduceMean axes (attribute before opset 18, constant input from 18) when they are the last k axes
@@ -530,11 +468,7 @@ int fuse_activation(PassContext& pc, GraphInfo& gi) {
     pc.count(conv ? "fused_conv" : gemm ? "fused_gemm" : "fused_matmul");
     ++done;
   }
-  if (done) {
-    remove_nodes(g, dead);
-    import_nxrt(pc);
-  }
-  return done;
+  return finish_rewrites(pc, g, dead, done);
 }
 
 int fuse_layer_norm(PassContext& pc, GraphInfo& gi) {
@@ -604,11 +538,7 @@ int fuse_layer_norm(PassContext& pc, GraphInfo& gi) {
     pc.count("fused_layer_norm");
     ++done;
   }
-  if (done) {
-    remove_nodes(g, dead);
-    import_nxrt(pc);
-  }
-  return done;
+  return finish_rewrites(pc, g, dead, done);
 }
 
 int fuse_rms_norm(PassContext& pc, GraphInfo& gi) {
@@ -663,11 +593,7 @@ int fuse_rms_norm(PassContext& pc, GraphInfo& gi) {
     pc.count("fused_rms_norm");
     ++done;
   }
-  if (done) {
-    remove_nodes(g, dead);
-    import_nxrt(pc);
-  }
-  return done;
+  return finish_rewrites(pc, g, dead, done);
 }
 
 int fuse_gelu(PassContext& pc, GraphInfo& gi) {
@@ -747,11 +673,7 @@ int fuse_gelu(PassContext& pc, GraphInfo& gi) {
     pc.count("fused_gelu");
     ++done;
   }
-  if (done) {
-    remove_nodes(g, dead);
-    import_nxrt(pc);
-  }
-  return done;
+  return finish_rewrites(pc, g, dead, done);
 }
 
 int fuse_attention(PassContext& pc, GraphInfo& gi) {
@@ -828,11 +750,7 @@ int fuse_attention(PassContext& pc, GraphInfo& gi) {
     pc.count("fused_attention");
     ++done;
   }
-  if (done) {
-    remove_nodes(g, dead);
-    import_nxrt(pc);
-  }
-  return done;
+  return finish_rewrites(pc, g, dead, done);
 }
 
 int fuse_hard_swish(PassContext& pc, GraphInfo& gi) {
@@ -882,11 +800,7 @@ int fuse_hard_swish(PassContext& pc, GraphInfo& gi) {
     pc.count("fused_hard_swish");
     ++done;
   }
-  if (done) {
-    remove_nodes(g, dead);
-    import_nxrt(pc);
-  }
-  return done;
+  return finish_rewrites(pc, g, dead, done);
 }
 
 // x * Sigmoid(x) (SiLU, the gate of SwiGLU MLPs) -> nxrt::Swish(x, alpha = 1): one pass over x instead
@@ -915,11 +829,7 @@ int fuse_silu(PassContext& pc, GraphInfo& gi) {
     pc.count("fused_silu");
     ++done;
   }
-  if (done) {
-    remove_nodes(g, dead);
-    import_nxrt(pc);
-  }
-  return done;
+  return finish_rewrites(pc, g, dead, done);
 }
 
 }  // namespace nxrt::optimizer
