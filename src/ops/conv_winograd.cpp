@@ -1,13 +1,12 @@
 #include "ops/conv_winograd.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "ep/thread_pool.h"
 #include "ops/conv_impl.h"
+#include "ops/mapped_scratch.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -31,40 +30,10 @@ bool use_avx2() {
 #endif
 }
 
-// Per-thread scratch, mapped directly (like the GEMM's: a long-lived malloc block of this size would move
-// glibc's mmap threshold). Grows, never shrinks; zero-filled when mapped.
-struct Scratch {
-  float* ptr = nullptr;
-  size_t cap = 0, bytes = 0;
-  std::vector<float> fallback;
-  Scratch() = default;
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() {
-    if (ptr) munmap(ptr, bytes);
-  }
-  float* get(size_t n) {
-    if (n <= cap) return ptr;
-    if (ptr) munmap(ptr, bytes);
-    ptr = nullptr;
-    cap = bytes = 0;
-    const size_t want = (n * sizeof(float) + 4095) / 4096 * 4096;
-    void* p = mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-      fallback.assign(n + 16, 0.f);
-      return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(fallback.data()) + 63) & ~uintptr_t(63));
-    }
-    ptr = static_cast<float*>(p);
-    bytes = want;
-    cap = want / sizeof(float);
-    return ptr;
-  }
-};
-
 // A thread's transformed-input and product buffers (one pair per thread, shared by both threading modes:
 // one call at a time runs on a thread).
 struct Buffers {
-  Scratch v, m;
+  MappedScratch v, m;
 };
 Buffers& thread_buffers() {
   thread_local Buffers b;
@@ -514,7 +483,7 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
   auto input_phase = [&](const float* xin, int64_t R0, int64_t R1, int64_t c0, int64_t c1, float* V) {
 #ifdef NXRT_WINO_X86
     if (avx2) {
-      thread_local Scratch rs;
+      thread_local MappedScratch rs;
       input_avx2(p, xin, R0, R1, c0, c1, V, ld, cstride, rs.get(in_floats));
       return;
     }

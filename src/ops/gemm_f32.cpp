@@ -16,11 +16,11 @@
 #include <memory>
 #include <vector>
 
-#include <sys/mman.h>
 
 #include "ep/cpu_features.h"
 #include "ep/thread_pool.h"
 #include "ops/gemm.h"
+#include "ops/mapped_scratch.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -47,40 +47,6 @@ inline bool use_avx2() { return g_allow_avx2 && ep::cpu_has_avx2_fma(); }
 
 // ---------------------------------------------------------------------------------------------
 // Aligned scratch buffers, one set per thread.
-
-// Mapped directly (not through malloc): a long-lived buffer of this size taken from malloc changes
-// glibc's dynamic mmap threshold and with it how every later tensor allocation is served (measured: +7K
-// page faults per ResNet-50 run).
-struct Scratch {
-  float* ptr = nullptr;
-  size_t cap = 0;  // floats
-  size_t bytes = 0;
-  Scratch() = default;
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() {
-    if (ptr) munmap(ptr, bytes);
-  }
-  float* get(size_t n) {
-    if (n > cap) {
-      if (ptr) munmap(ptr, bytes);
-      ptr = nullptr;
-      cap = 0;
-      const size_t want = (n * sizeof(float) + 4095) / 4096 * 4096;
-      void* p = mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p == MAP_FAILED) {
-        fallback.resize(n + 16);
-        uintptr_t a = (reinterpret_cast<uintptr_t>(fallback.data()) + 63) & ~uintptr_t(63);
-        return reinterpret_cast<float*>(a);
-      }
-      ptr = static_cast<float*>(p);
-      bytes = want;
-      cap = want / sizeof(float);
-    }
-    return ptr;
-  }
-  std::vector<float> fallback;
-};
 
 // ---------------------------------------------------------------------------------------------
 // Micro-kernels: C[mr x nr] = alpha * (A panel x B panel) + beta * C  (beta == 0: C not read).
@@ -658,7 +624,7 @@ void engine(int64_t M, int64_t N, int64_t K, float alpha, const ASrc& as, const 
   const int64_t n_padded = bs.packed ? bs.packed->n_padded : 0;
 
   auto task = [&](int64_t t0, int64_t t1) {
-    thread_local Scratch a_scr, b_scr;
+    thread_local MappedScratch a_scr, b_scr;
     float* abuf = as.packed ? nullptr : a_scr.get(static_cast<size_t>(MC * KC));
     float* bbuf = bpacked ? nullptr : b_scr.get(static_cast<size_t>(nc_blk * KC));
     for (int64_t t = t0; t < t1; ++t) {
