@@ -1950,7 +1950,9 @@ Status op_onehot(Ctx& c) {
   return Status::Ok();
 }
 
-Status op_eyelike(Ctx& c) {
+// EyeLike, RandomNormalLike, RandomUniformLike: the input's shape, its dtype unless `dtype` says another,
+// no known values.
+Status op_like_input(Ctx& c) {
   ValueFacts v = c.input(0);
   v.kind = Kind::kTensor;
   v.has_values = false;
@@ -2171,16 +2173,6 @@ Status op_random(Ctx& c) {
   return Status::Ok();
 }
 
-Status op_random_like(Ctx& c) {
-  ValueFacts v = c.input(0);
-  v.kind = Kind::kTensor;
-  v.has_values = false;
-  v.values.clear();
-  if (c.attr("dtype")) v.dtype = static_cast<DataType>(c.ai("dtype", 1));
-  c.set(0, v);
-  return Status::Ok();
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -2300,7 +2292,7 @@ const std::unordered_map<std::string, ShapeFn>& shape_fns() {
     t["DepthToSpace"] = &op_depth_space;
     t["SpaceToDepth"] = &op_depth_space;
     t["OneHot"] = &op_onehot;
-    t["EyeLike"] = &op_eyelike;
+    t["EyeLike"] = &op_like_input;
     t["QuantizeLinear"] = &op_quantize;
     t["DequantizeLinear"] = &op_quantize;
     t["DynamicQuantizeLinear"] = &op_dyn_quant;
@@ -2312,8 +2304,8 @@ const std::unordered_map<std::string, ShapeFn>& shape_fns() {
     t["Einsum"] = &op_einsum;
     t["RandomNormal"] = &op_random;
     t["RandomUniform"] = &op_random;
-    t["RandomNormalLike"] = &op_random_like;
-    t["RandomUniformLike"] = &op_random_like;
+    t["RandomNormalLike"] = &op_like_input;
+    t["RandomUniformLike"] = &op_like_input;
     // com.microsoft
     t["com.microsoft::SimplifiedLayerNormalization"] = &op_layernorm;
     t["com.microsoft::SkipSimplifiedLayerNormalization"] = &op_layernorm;
