@@ -361,7 +361,9 @@ class GroupQueryAttention final : public ep::Kernel {
     need(B * H_ * S * D);
     need(B * kvH_ * S * D);
     need(B * kvH_ * S * D);
-    need(B * H_ * present_len);  // decode scores
+    const bool decode_path = !reference_ && dt == DataType::kFloat && ctx.output_requested(1) &&
+                             ctx.output_requested(2) && S == 1;
+    if (decode_path) need(B * H_ * present_len);  // its scores; multi-row steps use per-thread rows
     if (conv) {
       need(Q.numel());
       if (!packed) { need(ctx.input(1).numel()); need(ctx.input(2).numel()); }
@@ -384,7 +386,7 @@ class GroupQueryAttention final : public ep::Kernel {
     float* q = take(B * H_ * S * D);
     float* kn = take(B * kvH_ * S * D);
     float* vn = take(B * kvH_ * S * D);
-    float* dec_scores = take(B * H_ * present_len);
+    float* dec_scores = decode_path ? take(B * H_ * present_len) : nullptr;
     const float* qin = as_float(Q);
     const float* kin = packed ? nullptr : as_float(ctx.input(1));
     const float* vin = packed ? nullptr : as_float(ctx.input(2));
@@ -440,7 +442,7 @@ class GroupQueryAttention final : public ep::Kernel {
       ab_h = ab.dim(1) == 1 ? 0 : S * ab.dim(3);
       ab_t = ab.dim(3);
     }
-    if (!reference_ && dt == DataType::kFloat && presK && presV && S == 1) {
+    if (decode_path) {  // presK and presV are allocated exactly when outputs 1 and 2 are requested
       // Single-token decode: per (batch, KV head), each cached K/V row is read once for the whole
       // group of query heads sharing it. Threads over (batch, KV head).
       const float* kbase = presK->data<float>();
