@@ -68,18 +68,7 @@ __attribute__((always_inline)) inline void pool_rows(const Geom3& g, const float
   for (int64_t p = p0; p < p1; ++p) {
     const float* __restrict xp = x + p * IH * IW;
     float* __restrict yp = y + p * OH * OW;
-    // Padded copy of the plane.
-    for (int64_t r = 0; r < Hp; ++r) {
-      float* __restrict br = buf + r * Wp;
-      const int64_t ih = r - pbh;
-      if (ih < 0 || ih >= IH) {
-        for (int64_t i = 0; i < Wp; ++i) br[i] = pad;
-        continue;
-      }
-      for (int64_t i = 0; i < pbw; ++i) br[i] = pad;
-      std::memcpy(br + pbw, xp + ih * IW, sizeof(float) * static_cast<size_t>(IW));
-      for (int64_t i = pbw + IW; i < Wp; ++i) br[i] = pad;
-    }
+    smallcnn::pad_plane(xp, IH, IW, pbh, pbw, Hp, Wp, pad, /*split=*/false, buf, nullptr);
     for (int64_t oh = 0; oh < OH; ++oh) {
       const float* __restrict b0 = buf + oh * sh * Wp;
       // Vertical pass.
