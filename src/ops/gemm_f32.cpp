@@ -606,28 +606,34 @@ void engine(int64_t M, int64_t N, int64_t K, float alpha, const ASrc& as, const 
 
   const MicroKernel kern = pick_kernel();
   const int threads = threads_for(pool, M * N * K);
-  // Column blocks of at most NC, evened out; row chunks so every thread has work.
+  // Column blocks of at most NC, evened out to whole panels (block jb covers panels
+  // [jb * panels / n_blocks, (jb + 1) * panels / n_blocks)); row chunks so every thread has work.
+  const int64_t panels = (N + NR - 1) / NR;
   int64_t n_blocks = (N + NC - 1) / NC;
-  // A generated B (im2col panels) costs about as much to pack per column as a 16-row slice of the
-  // product: split the columns over the threads (two blocks each when they stay >= 4 panels wide)
-  // rather than have row chunks pack the same block again.
-  // With many rows (>= 512) the duplicate packing is cheap next to the product and row chunks balance
-  // better (measured on ResNet-50's stride-2 convs at 2 threads: 128 and 256 rows 1.4 ms split on N vs
-  // 2.1 / 1.8 on rows; 1024 rows 1.24 ms on rows vs 1.3-1.5 on N).
-  const bool split_n = bs.gen && M < 512;
-  if (split_n && threads > 1 && n_blocks < 2 * threads) {
-    const int64_t panels = (N + NR - 1) / NR;
-    if (panels >= 8 * threads) {
-      n_blocks = 2 * threads;
-    } else if (panels >= 2 * threads) {
-      n_blocks = threads;
-    }
+  // With A prepacked (conv weights) and B packed per task (a raw image for 1x1 convs, im2col panels
+  // for the implicit GEMM), row chunks would each pack the same B block again, and B's packing costs
+  // about as much per column as a 16-row slice of the product. Under 512 rows, split the columns over
+  // the threads instead (one or two blocks each, equal to a panel). With more rows the duplicate
+  // packing is cheap next to the product. Measured at 2 threads: ResNet-50's stride-2 3x3 convs (128,
+  // 256 rows) 1.4 ms split on N vs 2.1 / 1.8 on rows, 1024 rows 1.24 ms on rows vs 1.3-1.5 on N;
+  // DenseNet's 1x1 convs (128 rows, 784 columns, K 352-480) took 4 row chunks that each packed all of B
+  // and split 72 / 56 rows between the threads.
+  const bool split_n = threads > 1 && as.packed && !bs.packed && M < 512 && panels >= 2 * threads;
+  if (split_n) {
+    const int64_t per_thread = (panels + threads - 1) / threads;
+    const int64_t sub = (per_thread * NR + NC - 1) / NC;  // blocks per thread, each <= NC columns
+    n_blocks = std::min<int64_t>(panels, static_cast<int64_t>(threads) * sub);
+  } else {
+    n_blocks = std::min<int64_t>(panels, n_blocks);
   }
-  const int64_t nc_blk = ((N + n_blocks - 1) / n_blocks + NR - 1) / NR * NR;
-  n_blocks = (N + nc_blk - 1) / nc_blk;
+  const int64_t nc_blk = (panels + n_blocks - 1) / n_blocks * NR;  // the widest block
+  auto block_cols = [&](int64_t jb, int64_t* j0, int64_t* nc) {
+    *j0 = jb * panels / n_blocks * NR;
+    *nc = std::min(N, (jb + 1) * panels / n_blocks * NR) - *j0;
+  };
   const int64_t m_panels = (M + MR - 1) / MR;
   int64_t m_chunks = 1;
-  if (threads > 1 && !(split_n && n_blocks >= threads)) {
+  if (threads > 1 && !split_n) {
     const int64_t want = 2 * threads;
     m_chunks = std::min(m_panels, (want + n_blocks - 1) / n_blocks);
     // Large M: chunks of whole MC blocks keep the A-block reuse.
@@ -646,7 +652,8 @@ void engine(int64_t M, int64_t N, int64_t K, float alpha, const ASrc& as, const 
     float* bbuf = bpacked ? nullptr : b_scr.get(static_cast<size_t>(nc_blk * KC));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t jb = t / m_chunks, mb = t % m_chunks;
-      const int64_t j0 = jb * nc_blk, nc = std::min(nc_blk, N - j0);
+      int64_t j0, nc;
+      block_cols(jb, &j0, &nc);
       const int64_t r0 = mb * chunk_rows, r1 = std::min(M, r0 + chunk_rows);
       for (int64_t p0 = 0; p0 < K; p0 += KC) {
         const int64_t kc = std::min(KC, K - p0);
