@@ -251,8 +251,28 @@ bool conv_path_applies(const ConvShape& s, ConvPath path) {
 }
 
 template <typename CT>
-void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
-                  ep::ThreadPool* pool, ConvPath path) {
+bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
+                  ep::ThreadPool* pool, ConvPath path, const ConvPost* post) {
+  // The GEMM store's epilogue for group gi of image n: bias, then post (float).
+  auto gemm_epilogue = [&](int64_t n, int64_t gi, const CT* b) {
+    GemmEpilogue ep;
+    if constexpr (std::is_same_v<CT, float>) {
+      if (b) {
+        ep.bias_kind = GemmBias::kPerRow;
+        ep.bias = b + gi * (s.M / s.group);
+      }
+      if (post) {
+        if (post->residual) {
+          ep.residual = post->residual + (n * s.M + gi * (s.M / s.group)) * s.g.out_size();
+          ep.ldr = s.g.out_size();
+        }
+        ep.act = post->act;
+        ep.clip_min = post->clip_min;
+        ep.clip_max = post->clip_max;
+      }
+    }
+    return ep;
+  };
   const Geom3& g = s.g;
   const int64_t G = s.group;
   const int64_t Cg = s.C / G, Mg = s.M / G;
@@ -263,7 +283,7 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
     if ((path == ConvPath::kWinograd || (path == ConvPath::kAuto && winograd_preferred(s))) && w.wino &&
         w.shape.size() == 4 && w.shape[0] == s.M && w.shape[1] == s.C && winograd_applies(s)) {
       winograd_conv(s, x, w.wino->get(w.packed[0], s.M, s.C), bias, y, pool);
-      return;
+      return false;
     }
   }
   if (path == ConvPath::kWinograd) path = ConvPath::kIm2col;
@@ -302,7 +322,7 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
     } else {
       body(0, planes);
     }
-    return;
+    return false;
   }
 
   if (path == ConvPath::kPointwise && out_size == 1 && !w.raw.empty()) {
@@ -319,7 +339,7 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
         for (; k < Cg; ++k) r += wr[k] * xg[k];
         y[n * s.M + m] = (bias ? bias[m] : CT(0)) + r;
       }
-    return;
+    return false;
   }
 
   if (path == ConvPath::kPointwise) {
@@ -327,12 +347,8 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
       CT* yg = y + (n * s.M + gi * Mg) * out_size;
       const CT* xg = x + (n * s.C + gi * Cg) * in_size;
       if constexpr (std::is_same_v<CT, float>) {
-        // The bias is added in the GEMM's store (one pass over y instead of fill + accumulate).
-        GemmEpilogue ep;
-        if (bias) {
-          ep.bias_kind = GemmBias::kPerRow;
-          ep.bias = bias + gi * Mg;
-        }
+        // Bias and post are applied in the GEMM's store (one pass over y instead of fill + accumulate).
+        const GemmEpilogue ep = gemm_epilogue(n, gi, bias);
         gemm_f32_packed_a(Mg, out_size, Cg, 1.f, w.packed[gi].data.data(), false, xg, in_size, 0.f, yg, out_size,
                           gemm_pool, &ep);
         return;
@@ -351,7 +367,7 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
         for (int64_t gi = 0; gi < G; ++gi) one_group(n, gi, pool);
       }
     }
-    return;
+    return std::is_same_v<CT, float>;
   }
 
   const int64_t K = Cg * kvol;
@@ -362,16 +378,12 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
       for (int64_t gi = 0; gi < G; ++gi) {
         float* yg = y + (n * s.M + gi * Mg) * out_size;
         const Im2colPanels panels{g, x + (n * s.C + gi * Cg) * in_size, gemm_using_avx2()};
-        GemmEpilogue ep;
-        if (bias) {
-          ep.bias_kind = GemmBias::kPerRow;
-          ep.bias = bias + gi * Mg;
-        }
+        const GemmEpilogue ep = gemm_epilogue(n, gi, bias);
         gemm_f32_packed_a_gen_b(Mg, out_size, K, 1.f, w.packed[gi].data.data(), panels, 0.f, yg, out_size, pool,
                                 &ep);
       }
     }
-    return;
+    return true;
   }
   // im2col + GEMM, over chunks of output rows so the column buffer stays bounded.
   const int64_t OW = g.out[2];
@@ -393,6 +405,7 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
       }
     }
   }
+  return false;
 }
 
 template <typename CT>
@@ -425,10 +438,10 @@ void conv_naive(const ConvShape& s, const CT* x, const CT* w, const CT* bias, CT
 
 template struct ConvWeights<float>;
 template struct ConvWeights<double>;
-template void conv_forward<float>(const ConvShape&, const float*, const ConvWeights<float>&, const float*, float*,
-                                  ep::ThreadPool*, ConvPath);
-template void conv_forward<double>(const ConvShape&, const double*, const ConvWeights<double>&, const double*,
-                                   double*, ep::ThreadPool*, ConvPath);
+template bool conv_forward<float>(const ConvShape&, const float*, const ConvWeights<float>&, const float*, float*,
+                                  ep::ThreadPool*, ConvPath, const ConvPost*);
+template bool conv_forward<double>(const ConvShape&, const double*, const ConvWeights<double>&, const double*,
+                                   double*, ep::ThreadPool*, ConvPath, const ConvPost*);
 template void conv_naive<float>(const ConvShape&, const float*, const float*, const float*, float*);
 template void conv_naive<double>(const ConvShape&, const double*, const double*, const double*, double*);
 

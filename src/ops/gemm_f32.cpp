@@ -307,7 +307,7 @@ void pack_b_block(const float* B, int64_t ldb, bool transB, int64_t p0, int64_t 
 inline float act_scalar(GemmActivation act, float v, float lo, float hi) {
   switch (act) {
     case GemmActivation::kNone: return v;
-    case GemmActivation::kRelu: return v > 0.f ? v : 0.f;
+    case GemmActivation::kRelu: return v < 0.f ? 0.f : v;
     case GemmActivation::kClip: return std::min(std::max(v, lo), hi);
     case GemmActivation::kSigmoid: return 1.f / (1.f + std::exp(-v));
     case GemmActivation::kTanh: return std::tanh(v);
@@ -570,6 +570,11 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
   }
 }
 
+#ifdef NXRT_GEMM_X86
+bool epilogue_tile_avx2(const GemmEpilogue& ep, int64_t i0, int64_t j0, int64_t rows, int64_t cols, float* c,
+                        int64_t ldc);
+#endif
+
 void engine(int64_t M, int64_t N, int64_t K, float alpha, const ASrc& as, const BSrc& bs, float beta, float* C,
             int64_t ldc, const GemmEpilogue* ep, ep::ThreadPool* pool) {
   if (M <= 0 || N <= 0) return;
@@ -605,6 +610,7 @@ void engine(int64_t M, int64_t N, int64_t K, float alpha, const ASrc& as, const 
   }
 
   const MicroKernel kern = pick_kernel();
+  [[maybe_unused]] const bool avx_epilogue = ep && use_avx2();
   const int threads = threads_for(pool, M * N * K);
   // Column blocks of at most NC, evened out to whole panels (block jb covers panels
   // [jb * panels / n_blocks, (jb + 1) * panels / n_blocks)); row chunks so every thread has work.
@@ -687,7 +693,12 @@ void engine(int64_t M, int64_t N, int64_t K, float alpha, const ASrc& as, const 
             for (int64_t jr = 0; jr < nc; jr += NR) {
               const int nr = static_cast<int>(std::min<int64_t>(NR, nc - jr));
               kern(kc, ap, bblk + jr * kc, crow + jr, ldc, mr, nr, alpha, beta_k);
-              if (last_k && ep) gemm_apply_epilogue(*ep, i0 + ir, j0 + jr, mr, nr, crow + jr, ldc);
+              if (last_k && ep) {
+#ifdef NXRT_GEMM_X86
+                if (avx_epilogue && epilogue_tile_avx2(*ep, i0 + ir, j0 + jr, mr, nr, crow + jr, ldc)) continue;
+#endif
+                gemm_apply_epilogue(*ep, i0 + ir, j0 + jr, mr, nr, crow + jr, ldc);
+              }
             }
           }
         }
@@ -696,6 +707,58 @@ void engine(int64_t M, int64_t N, int64_t K, float alpha, const ASrc& as, const 
   };
   run_tasks(pool, threads, tasks, task);
 }
+
+#ifdef NXRT_GEMM_X86
+// The epilogue on one full-width tile (16 columns) with AVX2: bias, residual and Relu/Clip/none in
+// registers, one pass over the tile while it is in L1. Other activations and edge tiles take the
+// portable loop.
+__attribute__((target("avx2,fma"))) bool epilogue_tile_avx2(const GemmEpilogue& ep, int64_t i0, int64_t j0,
+                                                            int64_t rows, int64_t cols, float* c, int64_t ldc) {
+  if (cols != NR || !(ep.act == GemmActivation::kNone || ep.act == GemmActivation::kRelu ||
+                      ep.act == GemmActivation::kClip)) {
+    return false;
+  }
+  const bool has_bias = ep.bias != nullptr && ep.bias_kind != GemmBias::kNone;
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 lo = _mm256_set1_ps(ep.clip_min), hi = _mm256_set1_ps(ep.clip_max);
+  __m256 bc0 = zero, bc1 = zero;
+  if (has_bias && ep.bias_kind == GemmBias::kPerColumn) {
+    bc0 = _mm256_loadu_ps(ep.bias + j0);
+    bc1 = _mm256_loadu_ps(ep.bias + j0 + 8);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* cr = c + r * ldc;
+    __m256 v0 = _mm256_loadu_ps(cr), v1 = _mm256_loadu_ps(cr + 8);
+    if (has_bias) {
+      if (ep.bias_kind == GemmBias::kPerColumn) {
+        v0 = _mm256_add_ps(v0, bc0);
+        v1 = _mm256_add_ps(v1, bc1);
+      } else {
+        const __m256 b = _mm256_broadcast_ss(ep.bias + i0 + r);
+        v0 = _mm256_add_ps(v0, b);
+        v1 = _mm256_add_ps(v1, b);
+      }
+    }
+    if (ep.residual) {
+      const float* res = ep.residual + (i0 + r) * ep.ldr + j0;
+      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(res));
+      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(res + 8));
+    }
+    if (ep.act == GemmActivation::kRelu) {
+      // max(0, v) returns its second operand when v is NaN: NaN passes, as in the scalar loop.
+      v0 = _mm256_max_ps(zero, v0);
+      v1 = _mm256_max_ps(zero, v1);
+    } else if (ep.act == GemmActivation::kClip) {
+      // min(max(v, lo), hi) with v second in each: a NaN v comes out unchanged, as std::min/max do.
+      v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
+      v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
+    }
+    _mm256_storeu_ps(cr, v0);
+    _mm256_storeu_ps(cr + 8, v1);
+  }
+  return true;
+}
+#endif
 
 }  // namespace
 
@@ -724,7 +787,7 @@ void gemm_apply_epilogue(const GemmEpilogue& ep, int64_t i0, int64_t j0, int64_t
       case GemmActivation::kNone:
         break;
       case GemmActivation::kRelu:
-        for (int64_t j = 0; j < cols; ++j) cr[j] = cr[j] > 0.f ? cr[j] : 0.f;
+        for (int64_t j = 0; j < cols; ++j) cr[j] = cr[j] < 0.f ? 0.f : cr[j];  // NaN passes, as in Relu
         break;
       case GemmActivation::kClip: {
         const float lo = ep.clip_min, hi = ep.clip_max;
