@@ -1,6 +1,7 @@
 #include "ops/conv_impl.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -157,6 +158,93 @@ struct Im2colPanels {
     }
   }
 };
+
+// Direct strips: a float 2-D conv with a short reduction (64 <= C/group * kh * kw <= 256, kernel > 1x1) and
+// rows of >= 12 outputs, horizontal stride 1 or 2 (the stems of CNNs: 3 input channels, 3x3 or 7x7,
+// stride 2). The group's input is copied once into zero-padded planes (stride 2: each padded row split
+// into its even and odd columns), so the im2col row of tap (c, kh, kw) for 16 consecutive outputs of one
+// output row is 16 contiguous floats at a fixed offset: gemm_f32_strip reads them in place, with no
+// panel packing (which cost as much as the product when only 24-64 output channels share each column).
+// Measured at one thread: ResNet-50's 7x7/2 3->64 stem 2.7 -> 2.35 ms; but SqueezeNet's 3x3/2 3->64
+// (K = 27) 0.7 -> 1.35 ms: with so few taps per tile the kernel waits on its scattered row loads, hence
+// the K >= 64 floor.
+// NXRT_CONV_STRIPS=0 in the environment keeps these convs on the packed implicit GEMM (A/B measurements).
+bool direct_strips_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("NXRT_CONV_STRIPS");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+bool direct_strips_apply(const ConvShape& s) {
+  const Geom3& g = s.g;
+  if (g.in[0] != 1 || g.out[0] != 1 || g.k[0] != 1 || g.pb[0] != 0) return false;
+  const int64_t kvol = g.k[1] * g.k[2];
+  const int64_t K = (s.C / s.group) * kvol;
+  return kvol > 1 && K >= 64 && K <= kGemmKC && g.out[2] >= 12 && (g.s[2] == 1 || g.s[2] == 2);
+}
+
+struct StripPlan {
+  int64_t Hp = 0, Wrow = 0;  // padded rows; floats per padded row (stride 2: both phases, 2 * half)
+  int64_t half = 0;          // stride 2: floats per phase row
+  int64_t plane = 0;         // floats per channel
+  std::vector<int64_t> boff;  // per tap (c, kh, kw)
+};
+
+StripPlan plan_strips(const ConvShape& s) {
+  const Geom3& g = s.g;
+  const int64_t Cg = s.C / s.group, KH = g.k[1], KW = g.k[2], dh = g.d[1], dw = g.d[2];
+  const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
+  const int64_t ow_round = (OW + 15) / 16 * 16;
+  StripPlan p;
+  p.Hp = std::max(g.pb[1] + IH, (OH - 1) * g.s[1] + (KH - 1) * dh + 1);
+  if (g.s[2] == 1) {
+    p.Wrow = std::max(g.pb[2] + IW, ow_round + (KW - 1) * dw);
+  } else {
+    p.half = std::max((g.pb[2] + IW + 1) / 2, ow_round + (KW - 1) * dw / 2);
+    p.Wrow = 2 * p.half;
+  }
+  p.plane = p.Hp * p.Wrow;
+  p.boff.resize(static_cast<size_t>(Cg * KH * KW));
+  for (int64_t c = 0; c < Cg; ++c)
+    for (int64_t kh = 0; kh < KH; ++kh)
+      for (int64_t kw = 0; kw < KW; ++kw) {
+        const int64_t col = kw * dw;
+        const int64_t in_row = g.s[2] == 1 ? col : (col % 2) * p.half + col / 2;
+        p.boff[(c * KH + kh) * KW + kw] = c * p.plane + kh * dh * p.Wrow + in_row;
+      }
+  return p;
+}
+
+// The group's input (Cg planes of IH x IW) into the zero-padded layout of `p`.
+void fill_strip_input(const ConvShape& s, const StripPlan& p, const float* x, float* xp, bool avx2) {
+  const Geom3& g = s.g;
+  const int64_t Cg = s.C / s.group, IH = g.in[1], IW = g.in[2], pt = g.pb[1], pl = g.pb[2];
+  std::fill(xp, xp + Cg * p.plane, 0.f);
+  for (int64_t c = 0; c < Cg; ++c) {
+    for (int64_t ih = 0; ih < IH; ++ih) {
+      const float* src = x + (c * IH + ih) * IW;
+      float* row = xp + c * p.plane + (ih + pt) * p.Wrow;
+      if (g.s[2] == 1) {
+        std::memcpy(row + pl, src, sizeof(float) * IW);
+      } else {
+        // Padded column iw + pl goes to phase (iw + pl) % 2 at index (iw + pl) / 2.
+        for (int64_t q = 0; q < 2; ++q) {
+          const int64_t iw0 = ((q - pl) % 2 + 2) % 2;
+          if (iw0 >= IW) continue;
+          const int64_t count = (IW - iw0 + 1) / 2;
+          float* dst = row + q * p.half + (iw0 + pl) / 2;
+          int64_t i = 0;
+#if defined(__x86_64__) || defined(__i386__)
+          if (avx2) i = gather_even_avx2(src + iw0, count, IW - iw0, dst);
+#endif
+          for (; i < count; ++i) dst[i] = src[iw0 + 2 * i];
+        }
+      }
+    }
+  }
+}
 
 template <typename CT>
 void fill_bias(CT* y, int64_t rows, int64_t cols, const CT* bias) {
@@ -372,6 +460,39 @@ bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
 
   const int64_t K = Cg * kvol;
   if constexpr (std::is_same_v<CT, float>) {
+    if (direct_strips_enabled() && direct_strips_apply(s)) {
+      const StripPlan sp = plan_strips(s);
+      // (A thread_local named inside the lambda would be each worker's own copy: take the pointer here.)
+      thread_local std::vector<float> xpad_buf;
+      xpad_buf.resize(static_cast<size_t>(Cg * sp.plane));
+      float* const xpad = xpad_buf.data();
+      const int64_t OH = g.out[1], OW = g.out[2];
+      const int64_t strips = (OW + 15) / 16, tasks = OH * strips;
+      for (int64_t n = 0; n < s.N; ++n) {
+        for (int64_t gi = 0; gi < G; ++gi) {
+          fill_strip_input(s, sp, x + (n * s.C + gi * Cg) * in_size, xpad, gemm_using_avx2());
+          float* yg = y + (n * s.M + gi * Mg) * out_size;
+          const GemmEpilogue ep = gemm_epilogue(n, gi, bias);
+          const float* a = w.packed[gi].data.data();
+          auto body = [&](int64_t t0, int64_t t1) {
+            for (int64_t t = t0; t < t1; ++t) {
+              const int64_t oh = t / strips, ow0 = (t % strips) * 16;
+              const float* brow = xpad + oh * g.s[1] * sp.Wrow + ow0;
+              gemm_f32_strip(Mg, K, a, brow, sp.boff.data(), std::min<int64_t>(16, OW - ow0), yg, out_size,
+                             oh * OW + ow0, &ep);
+            }
+          };
+          // ~Mg * K * 16 multiply-adds a task: keep chunks above ~100k of them.
+          const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 17) / std::max<int64_t>(1, Mg * K * 16));
+          if (pool && tasks > grain) {
+            pool->parallel_for(tasks, grain, body);
+          } else {
+            body(0, tasks);
+          }
+        }
+      }
+      return true;
+    }
     // Implicit GEMM: y_g = W_g * im2col(x_g) with the im2col panels packed per task (Im2colPanels), the
     // bias added in the GEMM's store.
     for (int64_t n = 0; n < s.N; ++n) {
