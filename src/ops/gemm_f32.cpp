@@ -979,38 +979,42 @@ void gemm_f32_packed_a_gen_b(int64_t M, int64_t N, int64_t K, float alpha, const
   engine(M, N, K, alpha, as, bs, beta, C, ldc, epilogue, pool);
 }
 
-void gemm_f32_strip(int64_t M, int64_t K, const float* a_packed, const float* brow, const int64_t* boff, int64_t nr,
-                    float* C, int64_t ldc, int64_t j0, const GemmEpilogue* ep) {
-  if (M <= 0 || nr <= 0) return;
+void gemm_f32_strips(int64_t M, int64_t K, const float* a_packed, const float* brow, const int64_t* boff,
+                     int64_t ncols, float* C, int64_t ldc, int64_t j0, const GemmEpilogue* ep) {
+  if (M <= 0 || ncols <= 0) return;
   if (ep && ep->empty()) ep = nullptr;
   const int64_t m_padded = (M + MR - 1) / MR * MR;
-  const int nrr = static_cast<int>(std::min<int64_t>(NR, nr));
 #ifdef NXRT_GEMM_X86
   const bool avx = use_avx2();
 #endif
-  float* c = C + j0;
+  // A panel outer, strips inner: the stores run along the panel's 6 output rows (prefetchable streams)
+  // rather than down all M rows of one strip.
   for (int64_t i0 = 0; i0 < M; i0 += MR) {
     const int mr = static_cast<int>(std::min<int64_t>(MR, M - i0));
-    bool ep_done = false;
-    for (int64_t p0 = 0; p0 < K; p0 += KC) {
-      const int64_t kc = std::min(KC, K - p0);
-      const float* ap = a_packed + p0 * m_padded + i0 * kc;
-      const float beta = p0 == 0 ? 0.f : 1.f;
+    for (int64_t js = 0; js < ncols; js += NR) {
+      const int nrr = static_cast<int>(std::min<int64_t>(NR, ncols - js));
+      float* c = C + i0 * ldc + j0 + js;
+      bool ep_done = false;
+      for (int64_t p0 = 0; p0 < K; p0 += KC) {
+        const int64_t kc = std::min(KC, K - p0);
+        const float* ap = a_packed + p0 * m_padded + i0 * kc;
+        const float beta = p0 == 0 ? 0.f : 1.f;
 #ifdef NXRT_GEMM_X86
-      if (avx) {
-        // The epilogue rides on the store when this is the only K block.
-        ep_done = micro_rows_avx2(kc, ap, brow, boff + p0, c + i0 * ldc, ldc, mr, nrr, 1.f, beta,
-                                  K <= KC ? ep : nullptr, i0, j0);
-        continue;
+        if (avx) {
+          // The epilogue rides on the store when this is the only K block.
+          ep_done = micro_rows_avx2(kc, ap, brow + js, boff + p0, c, ldc, mr, nrr, 1.f, beta,
+                                    K <= KC ? ep : nullptr, i0, j0 + js);
+          continue;
+        }
+#endif
+        micro_rows_generic(kc, ap, brow + js, boff + p0, c, ldc, mr, nrr, 1.f, beta);
       }
-#endif
-      micro_rows_generic(kc, ap, brow, boff + p0, c + i0 * ldc, ldc, mr, nrr, 1.f, beta);
-    }
-    if (ep && !ep_done) {
+      if (ep && !ep_done) {
 #ifdef NXRT_GEMM_X86
-      if (avx && epilogue_tile_avx2(*ep, i0, j0, mr, nrr, c + i0 * ldc, ldc)) continue;
+        if (avx && epilogue_tile_avx2(*ep, i0, j0 + js, mr, nrr, c, ldc)) continue;
 #endif
-      gemm_apply_epilogue(*ep, i0, j0, mr, nrr, c + i0 * ldc, ldc);
+        gemm_apply_epilogue(*ep, i0, j0 + js, mr, nrr, c, ldc);
+      }
     }
   }
 }
