@@ -42,7 +42,7 @@ struct JobView {
   const int32_t* jb;
   const int32_t* jy;
   const int32_t* jn;
-  int64_t nj;     // a multiple of kGroup
+  int64_t nj;     // a multiple of kGroup / 2
   int64_t nfull;  // jobs [0, nfull) store all 8 lanes into y
   int64_t tail0;  // the first output of the later jobs (stored through a stack buffer); total when none
   int64_t total;  // outputs per plane
@@ -92,9 +92,46 @@ NXRT_SC_AVX2 inline __m256 step(__m256 acc, const float* p, __m256 wv) {
   return _mm256_add_ps(acc, _mm256_loadu_ps(p));
 }
 
-// Groups of kGroup jobs keep their accumulators in registers over all taps: kGroup independent chains
-// hide the FMA latency (4 jobs left the loop latency-bound at ~3x its throughput bound). Jobs past
-// nfull (the plane's last, partial vectors) store into a short stack buffer copied out at the end.
+// One group of G jobs [j, j + G) with its accumulators in registers over all taps. In job order: a
+// row's extra lanes are overwritten by the later jobs that own them; jobs from nfull on (the plane's
+// last, partial vectors) store into `tail` (output tail0 at tail[0]).
+template <PlaneOp op, int G>
+NXRT_SC_AVX2 __attribute__((always_inline)) inline void job_group(
+    int64_t j, int T, const float* __restrict buf, const int64_t* __restrict off, const int32_t* __restrict jb,
+    const int32_t* __restrict jy, const float* __restrict cnt, const float* __restrict w, __m256 init,
+    int64_t nfull, int64_t tail0, float* __restrict y, float* __restrict tail) {
+  const float* b[G];
+  __m256 a[G];
+#pragma GCC unroll 8
+  for (int k = 0; k < G; ++k) {
+    b[k] = buf + jb[j + k];
+    a[k] = init;
+  }
+  for (int t = 0; t < T; ++t) {
+    const int64_t o = off[t];
+    __m256 wv = _mm256_setzero_ps();
+    if constexpr (op == PlaneOp::kConv) wv = _mm256_broadcast_ss(w + t);
+#pragma GCC unroll 8
+    for (int k = 0; k < G; ++k) a[k] = step<op>(a[k], b[k] + o, wv);
+  }
+  if constexpr (op == PlaneOp::kAvg) {
+#pragma GCC unroll 8
+    for (int k = 0; k < G; ++k) a[k] = _mm256_div_ps(a[k], _mm256_loadu_ps(cnt + jy[j + k]));
+  }
+  if (j + G <= nfull) {
+#pragma GCC unroll 8
+    for (int k = 0; k < G; ++k) _mm256_storeu_ps(y + jy[j + k], a[k]);
+  } else {
+    for (int k = 0; k < G; ++k) {
+      float* d = j + k < nfull ? y + jy[j + k] : tail + (jy[j + k] - tail0);
+      _mm256_storeu_ps(d, a[k]);
+    }
+  }
+}
+
+// The jobs of one plane: groups of kGroup (8 independent accumulator chains hide the FMA latency; 4
+// left the loop latency-bound at ~3x its throughput bound), then one group of 4 when the job count (a
+// multiple of 4) leaves one (14x14 planes: 28 jobs).
 template <PlaneOp op>
 NXRT_SC_AVX2 void jobs_avx2(const JobView& v, const float* w, float bias, float* __restrict y) {
   const int T = v.T;
@@ -108,36 +145,10 @@ NXRT_SC_AVX2 void jobs_avx2(const JobView& v, const float* w, float bias, float*
                       : op == PlaneOp::kMax ? _mm256_set1_ps(-std::numeric_limits<float>::infinity())
                                             : _mm256_setzero_ps();
   alignas(32) float tail[24];
-  for (int64_t j = 0; j < nj; j += kGroup) {
-    const float* b[kGroup];
-    __m256 a[kGroup];
-#pragma GCC unroll 8
-    for (int k = 0; k < kGroup; ++k) {
-      b[k] = buf + jb[j + k];
-      a[k] = init;
-    }
-    for (int t = 0; t < T; ++t) {
-      const int64_t o = off[t];
-      __m256 wv = _mm256_setzero_ps();
-      if constexpr (op == PlaneOp::kConv) wv = _mm256_broadcast_ss(w + t);
-#pragma GCC unroll 8
-      for (int k = 0; k < kGroup; ++k) a[k] = step<op>(a[k], b[k] + o, wv);
-    }
-    if constexpr (op == PlaneOp::kAvg) {
-#pragma GCC unroll 8
-      for (int k = 0; k < kGroup; ++k) a[k] = _mm256_div_ps(a[k], _mm256_loadu_ps(cnt + jy[j + k]));
-    }
-    // In job order: a row's extra lanes are overwritten by the later jobs that own them.
-    if (j + kGroup <= nfull) {
-#pragma GCC unroll 8
-      for (int k = 0; k < kGroup; ++k) _mm256_storeu_ps(y + jy[j + k], a[k]);
-    } else {
-      for (int k = 0; k < kGroup; ++k) {
-        float* d = j + k < nfull ? y + jy[j + k] : tail + (jy[j + k] - tail0);
-        _mm256_storeu_ps(d, a[k]);
-      }
-    }
-  }
+  int64_t j = 0;
+  for (; j + kGroup <= nj; j += kGroup)
+    job_group<op, kGroup>(j, T, buf, off, jb, jy, cnt, w, init, nfull, tail0, y, tail);
+  if (j < nj) job_group<op, kGroup / 2>(j, T, buf, off, jb, jy, cnt, w, init, nfull, tail0, y, tail);
   for (int64_t i = tail0; i < v.total; ++i) y[i] = tail[i - tail0];
 }
 
@@ -281,8 +292,10 @@ bool TapPlan::prepare(const Geom3& g, PlaneOp op, bool cip) {
       job_n_.push_back(static_cast<int32_t>(std::min<int64_t>(8, total - jy)));
       max_jb = std::max(max_jb, jb);
     }
-  // Whole groups: the last job repeated (an idempotent re-store).
-  while (job_buf_.size() % kGroup != 0) {
+  // Whole groups (8, or 4 at the end): the last job repeated (an idempotent re-store). Plans of 5-7
+  // jobs take a full 8 (one group, not a 4 and a padded 4).
+  const size_t unit = job_buf_.size() % kGroup > kGroup / 2 || job_buf_.size() < kGroup ? kGroup : kGroup / 2;
+  while (job_buf_.size() % unit != 0) {
     job_buf_.push_back(job_buf_.back());
     job_y_.push_back(job_y_.back());
     job_n_.push_back(job_n_.back());
