@@ -11,6 +11,7 @@ namespace nxrt::ops::smallcnn {
 namespace {
 
 constexpr int kGroup = 8;  // jobs whose accumulators stay in registers together
+constexpr int64_t kDoubleBufferMax = int64_t{1} << 16;  // floats per padded plane (256 KB)
 
 // Count of taps start + t*d (t in [0, k)) inside [lo, hi).
 int64_t taps_inside(int64_t start, int64_t k, int64_t d, int64_t lo, int64_t hi) {
@@ -306,7 +307,11 @@ bool TapPlan::prepare(const Geom3& g, PlaneOp op, bool cip) {
   const float pad = op == PlaneOp::kMax ? -std::numeric_limits<float>::infinity() : 0.f;
   // Two padded planes: run_planes fills the next plane while the current one is computed.
   bufsz_ = (std::max(Hp_ * Wp_, max_jb + max_off + 8) + 8 + 15) / 16 * 16;
-  buf_.assign(static_cast<size_t>(2 * bufsz_), pad);
+  // Large planes get one buffer (each plane copied right before it is computed): a per-thread plan
+  // should not hold two copies of an image-sized plane. A fresh vector, so a plan that served a large
+  // plane gives that memory back.
+  nbuf_ = bufsz_ <= kDoubleBufferMax ? 2 : 1;
+  std::vector<float>(static_cast<size_t>(nbuf_ * bufsz_), pad).swap(buf_);
 
   cnt_.clear();
   if (op == PlaneOp::kAvg) {
@@ -387,9 +392,11 @@ void TapPlan::run_planes(const float* x, int64_t x_stride, const float* w, int64
   fill(x, avx2, 0);
   for (int64_t i = 0; i < count; ++i) {
     // The next plane's copy goes first: the current plane's loads then never wait on just-stored rows.
-    if (i + 1 < count) fill(x + (i + 1) * x_stride, avx2, static_cast<int>((i + 1) & 1));
+    const int cur = nbuf_ == 2 ? static_cast<int>(i & 1) : 0;
+    if (nbuf_ == 2 && i + 1 < count) fill(x + (i + 1) * x_stride, avx2, 1 - cur);
+    if (nbuf_ == 1 && i > 0) fill(x + i * x_stride, avx2, 0);
     const float b = bias ? bias[bias_per_plane ? i : 0] : 0.f;
-    jobs(buf_.data() + (i & 1) * bufsz_, w ? w + i * w_stride : nullptr, b, y + i * OH_ * OW_, avx2);
+    jobs(buf_.data() + cur * bufsz_, w ? w + i * w_stride : nullptr, b, y + i * OH_ * OW_, avx2);
   }
 }
 

@@ -43,8 +43,8 @@ class TapPlan {
 
   // `count` planes: plane i reads x + i * x_stride, weights w + i * w_stride (w may be null for pools),
   // bias[i] (bias_per_plane) or bias[0] (bias may be null: 0), writes y + i * OH * OW. The copy of
-  // plane i + 1 is made before plane i is computed (two buffers), which hides the store-to-load stall
-  // that computing right after a copy pays on small planes.
+  // plane i + 1 is made before plane i is computed (two buffers; planes over 256 KB use one), which
+  // hides the store-to-load stall that computing right after a copy pays on small planes.
   void run_planes(const float* x, int64_t x_stride, const float* w, int64_t w_stride, const float* bias,
                   bool bias_per_plane, float* y, int64_t count, bool vec = true);
 
@@ -68,8 +68,9 @@ class TapPlan {
   std::vector<int32_t> job_buf_, job_y_, job_n_;  // per job: buffer start, output start, lanes to store
   int64_t nfull_ = 0;                             // jobs [0, nfull_) store all 8 lanes
   int64_t tail0_ = 0;                             // first output of the jobs after them
-  std::vector<float> buf_;            // two padded planes (+ slack for the last vectors' extra lanes)
+  std::vector<float> buf_;            // nbuf_ padded planes (+ slack for the last vectors' extra lanes)
   int64_t bufsz_ = 0;                 // floats per padded plane in buf_
+  int64_t nbuf_ = 2;                  // padded planes in buf_ (1 for large planes)
   std::vector<float> cnt_;            // kAvg: divisor per output (+ 8 ones)
 };
 

@@ -245,3 +245,35 @@ TEST(SmallCnnPool, LargeWindowsTakeTheSeparablePath) {
     }
   }
 }
+
+// Planes over the double-buffer limit (one buffer, each plane copied right before it is computed).
+TEST(SmallCnnTaps, LargePlanesSingleBuffer) {
+  std::mt19937 rng(17);
+  for (int64_t s : {1, 2}) {
+    Geom3 g;
+    g.nsp = 2;
+    g.in[1] = 261;
+    g.in[2] = 263;
+    g.k[1] = g.k[2] = 3;
+    g.s[1] = g.s[2] = s;
+    g.pb[1] = g.pb[2] = g.pe[1] = g.pe[2] = 1;
+    g.out[1] = (g.in[1] + 2 - 3) / s + 1;
+    g.out[2] = (g.in[2] + 2 - 3) / s + 1;
+    const int64_t planes = 3;
+    auto x = rand_vec(rng, planes * g.in_size());
+    auto w = rand_vec(rng, planes * 9);
+    auto bias = rand_vec(rng, planes);
+    for (PlaneOp op : {PlaneOp::kConv, PlaneOp::kMax, PlaneOp::kAvg}) {
+      std::vector<float> ref(static_cast<size_t>(planes * g.out_size()));
+      for (int64_t p = 0; p < planes; ++p)
+        naive(g, op, false, x.data() + p * g.in_size(), w.data() + p * 9, bias[p], ref.data() + p * g.out_size());
+      for (int vec = 0; vec < 2; ++vec) {
+        TapPlan plan;
+        ASSERT_TRUE(plan.prepare(g, op, false));
+        std::vector<float> y(ref.size(), 9.f);
+        plan.run_planes(x.data(), g.in_size(), w.data(), 9, bias.data(), true, y.data(), planes, vec != 0);
+        expect_close(y, ref, "stride " + std::to_string(s) + " op " + std::to_string(static_cast<int>(op)));
+      }
+    }
+  }
+}
