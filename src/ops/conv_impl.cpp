@@ -1,10 +1,16 @@
 #include "ops/conv_impl.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
 #include "ops/conv_depthwise.h"
+#include "ops/gemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace nxrt::ops {
 
@@ -68,6 +74,177 @@ void im2col(const Geom3& g, int64_t channels, const CT* x, int64_t r0, int64_t r
     pool->parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)), body);
   } else {
     body(0, rows);
+  }
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+// out[i] = src[2 i] for i < n, 8 at a time with AVX2 while the 16 floats read stay below src + limit.
+__attribute__((target("avx2"))) int64_t gather_even_avx2(const float* src, int64_t n, int64_t limit, float* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n && 2 * i + 16 <= limit; i += 8) {
+    const __m256 a = _mm256_loadu_ps(src + 2 * i), b = _mm256_loadu_ps(src + 2 * i + 8);
+    // [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6]
+    const __m256 e = _mm256_shuffle_ps(a, b, 0x88);
+    _mm256_storeu_ps(out + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
+  }
+  return i;
+}
+#endif
+
+// The implicit-GEMM B operand of a float conv: im2col rows [p0, p0+kc) x output positions [j0, j0+nc)
+// of one group's input, written straight into the GEMM engine's 16-column panels (GemmBPacker), so no
+// column matrix is materialised and each block is packed by the thread that multiplies it, in cache.
+struct Im2colPanels {
+  const Geom3& g;
+  const float* x;  // the group's first input channel
+  bool avx2;
+
+  void operator()(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) const {
+    constexpr int64_t NR = kGemmNR;
+    const int64_t KH = g.k[1], KW = g.k[2], khw = KH * KW, kvol = g.k[0] * khw;
+    const int64_t OH = g.out[1], OW = g.out[2];
+    const int64_t ID = g.in[0], IH = g.in[1], IW = g.in[2];
+    const int64_t sw = g.s[2];
+    const int64_t panels = (nc + NR - 1) / NR;
+    // The block's output positions as runs along output rows (od, oh), found once per block.
+    struct Run {
+      int64_t od, oh, ow0, ow1, off;
+    };
+    thread_local std::vector<Run> runs;
+    runs.clear();
+    for (int64_t j = j0; j < j0 + nc;) {
+      const int64_t r = j / OW, ow0 = j % OW, ow1 = std::min(OW, ow0 + (j0 + nc - j));
+      runs.push_back({r / OH, r % OH, ow0, ow1, j - j0});
+      j += ow1 - ow0;
+    }
+    // One im2col row of the block, gathered contiguously (stays in L1), then dealt into the panels.
+    thread_local std::vector<float> row_buf;
+    if (row_buf.size() < static_cast<size_t>(panels * NR)) row_buf.resize(static_cast<size_t>(panels * NR));
+    float* row = row_buf.data();
+    std::fill(row + nc, row + panels * NR, 0.f);
+    for (int64_t k = 0; k < kc; ++k) {
+      const int64_t kr = p0 + k;
+      const int64_t c = kr / kvol, rem = kr % kvol;
+      const int64_t kd = rem / khw, kh = (rem % khw) / KW, kw = rem % KW;
+      const float* xc = x + c * ID * IH * IW;
+      const int64_t wbase = kw * g.d[2] - g.pb[2];
+      int64_t lo, hi;
+      valid_range(wbase, sw, IW, OW, &lo, &hi);
+      for (const Run& run : runs) {
+        float* out = row + run.off - run.ow0;  // out[ow] for ow in [ow0, ow1)
+        const int64_t id = run.od * g.s[0] - g.pb[0] + kd * g.d[0];
+        const int64_t ih = run.oh * g.s[1] - g.pb[1] + kh * g.d[1];
+        if (id < 0 || id >= ID || ih < 0 || ih >= IH) {
+          std::fill(out + run.ow0, out + run.ow1, 0.f);
+          continue;
+        }
+        const float* src = xc + (id * IH + ih) * IW + wbase;  // src[ow * sw] for ow in [lo, hi)
+        const int64_t a = std::clamp(lo, run.ow0, run.ow1), b = std::clamp(hi, a, run.ow1);
+        for (int64_t ow = run.ow0; ow < a; ++ow) out[ow] = 0.f;
+        if (sw == 1) {
+          if (b > a) std::memcpy(out + a, src + a, sizeof(float) * (b - a));
+        } else {
+          int64_t ow = a;
+#if defined(__x86_64__) || defined(__i386__)
+          // src + a * 2 .. must stay inside the input row: limit = IW - (a * 2 + wbase).
+          if (sw == 2 && avx2) ow += gather_even_avx2(src + a * 2, b - a, IW - (a * 2 + wbase), out + a);
+#endif
+          for (; ow < b; ++ow) out[ow] = src[ow * sw];
+        }
+        for (int64_t ow = b; ow < run.ow1; ++ow) out[ow] = 0.f;
+      }
+      float* d = dst + k * NR;
+      for (int64_t q = 0; q < panels; ++q) std::memcpy(d + q * NR * kc, row + q * NR, sizeof(float) * NR);
+    }
+  }
+};
+
+// Direct strips: a float 2-D conv with a short reduction (16 <= C/group * kh * kw <= 256, kernel > 1x1) and
+// rows of >= 12 outputs, horizontal stride 1 or 2 (the stems of CNNs: 3 input channels, 3x3 or 7x7,
+// stride 2). The group's input is copied once into zero-padded planes (stride 2: each padded row split
+// into its even and odd columns), so the im2col row of tap (c, kh, kw) for 16 consecutive outputs of one
+// output row is 16 contiguous floats at a fixed offset: gemm_f32_strip reads them in place, with no
+// panel packing (which cost as much as the product when only 24-64 output channels share each column).
+// Each task is one output row, walked panel by panel of 6 output channels so the stores stream along 6
+// output rows (walking all channels of one 16-wide strip first stored down 64 planes at once and made
+// SqueezeNet's stem 2x slower). Measured at one thread, in-model: the 7x7/2 3->64 stems of ResNet-50,
+// DenseNet-121 and Inception-v2 2.84 -> 2.40-2.47 ms, ShuffleNet's 3x3/2 3->24 0.35 -> 0.28 ms,
+// SqueezeNet's 3x3/2 3->64 0.66 -> 0.675 (even).
+// NXRT_CONV_STRIPS=0 in the environment keeps these convs on the packed implicit GEMM (A/B measurements).
+bool direct_strips_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("NXRT_CONV_STRIPS");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+bool direct_strips_apply(const ConvShape& s) {
+  const Geom3& g = s.g;
+  if (g.in[0] != 1 || g.out[0] != 1 || g.k[0] != 1 || g.pb[0] != 0) return false;
+  const int64_t kvol = g.k[1] * g.k[2];
+  const int64_t K = (s.C / s.group) * kvol;
+  return kvol > 1 && K >= 16 && K <= kGemmKC && g.out[2] >= 12 && (g.s[2] == 1 || g.s[2] == 2);
+}
+
+struct StripPlan {
+  int64_t Hp = 0, Wrow = 0;  // padded rows; floats per padded row (stride 2: both phases, 2 * half)
+  int64_t half = 0;          // stride 2: floats per phase row
+  int64_t plane = 0;         // floats per channel
+  std::vector<int64_t> boff;  // per tap (c, kh, kw)
+};
+
+StripPlan plan_strips(const ConvShape& s) {
+  const Geom3& g = s.g;
+  const int64_t Cg = s.C / s.group, KH = g.k[1], KW = g.k[2], dh = g.d[1], dw = g.d[2];
+  const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
+  const int64_t ow_round = (OW + 15) / 16 * 16;
+  StripPlan p;
+  p.Hp = std::max(g.pb[1] + IH, (OH - 1) * g.s[1] + (KH - 1) * dh + 1);
+  if (g.s[2] == 1) {
+    p.Wrow = std::max(g.pb[2] + IW, ow_round + (KW - 1) * dw);
+  } else {
+    p.half = std::max((g.pb[2] + IW + 1) / 2, ow_round + (KW - 1) * dw / 2);
+    p.Wrow = 2 * p.half;
+  }
+  p.plane = p.Hp * p.Wrow;
+  p.boff.resize(static_cast<size_t>(Cg * KH * KW));
+  for (int64_t c = 0; c < Cg; ++c)
+    for (int64_t kh = 0; kh < KH; ++kh)
+      for (int64_t kw = 0; kw < KW; ++kw) {
+        const int64_t col = kw * dw;
+        const int64_t in_row = g.s[2] == 1 ? col : (col % 2) * p.half + col / 2;
+        p.boff[(c * KH + kh) * KW + kw] = c * p.plane + kh * dh * p.Wrow + in_row;
+      }
+  return p;
+}
+
+// The group's input (Cg planes of IH x IW) into the zero-padded layout of `p`.
+void fill_strip_input(const ConvShape& s, const StripPlan& p, const float* x, float* xp, bool avx2) {
+  const Geom3& g = s.g;
+  const int64_t Cg = s.C / s.group, IH = g.in[1], IW = g.in[2], pt = g.pb[1], pl = g.pb[2];
+  std::fill(xp, xp + Cg * p.plane, 0.f);
+  for (int64_t c = 0; c < Cg; ++c) {
+    for (int64_t ih = 0; ih < IH; ++ih) {
+      const float* src = x + (c * IH + ih) * IW;
+      float* row = xp + c * p.plane + (ih + pt) * p.Wrow;
+      if (g.s[2] == 1) {
+        std::memcpy(row + pl, src, sizeof(float) * IW);
+      } else {
+        // Padded column iw + pl goes to phase (iw + pl) % 2 at index (iw + pl) / 2.
+        for (int64_t q = 0; q < 2; ++q) {
+          const int64_t iw0 = ((q - pl) % 2 + 2) % 2;
+          if (iw0 >= IW) continue;
+          const int64_t count = (IW - iw0 + 1) / 2;
+          float* dst = row + q * p.half + (iw0 + pl) / 2;
+          int64_t i = 0;
+#if defined(__x86_64__) || defined(__i386__)
+          if (avx2) i = gather_even_avx2(src + iw0, count, IW - iw0, dst);
+#endif
+          for (; i < count; ++i) dst[i] = src[iw0 + 2 * i];
+        }
+      }
+    }
   }
 }
 
@@ -164,8 +341,28 @@ bool conv_path_applies(const ConvShape& s, ConvPath path) {
 }
 
 template <typename CT>
-void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
-                  ep::ThreadPool* pool, ConvPath path) {
+bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
+                  ep::ThreadPool* pool, ConvPath path, const ConvPost* post) {
+  // The GEMM store's epilogue for group gi of image n: bias, then post (float).
+  auto gemm_epilogue = [&](int64_t n, int64_t gi, const CT* b) {
+    GemmEpilogue ep;
+    if constexpr (std::is_same_v<CT, float>) {
+      if (b) {
+        ep.bias_kind = GemmBias::kPerRow;
+        ep.bias = b + gi * (s.M / s.group);
+      }
+      if (post) {
+        if (post->residual) {
+          ep.residual = post->residual + (n * s.M + gi * (s.M / s.group)) * s.g.out_size();
+          ep.ldr = s.g.out_size();
+        }
+        ep.act = post->act;
+        ep.clip_min = post->clip_min;
+        ep.clip_max = post->clip_max;
+      }
+    }
+    return ep;
+  };
   const Geom3& g = s.g;
   const int64_t G = s.group;
   const int64_t Cg = s.C / G, Mg = s.M / G;
@@ -176,7 +373,7 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
     if ((path == ConvPath::kWinograd || (path == ConvPath::kAuto && winograd_preferred(s))) && w.wino &&
         w.shape.size() == 4 && w.shape[0] == s.M && w.shape[1] == s.C && winograd_applies(s)) {
       winograd_conv(s, x, w.wino->get(w.packed[0], s.M, s.C), bias, y, pool);
-      return;
+      return false;
     }
   }
   if (path == ConvPath::kWinograd) path = ConvPath::kIm2col;
@@ -215,7 +412,7 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
     } else {
       body(0, planes);
     }
-    return;
+    return false;
   }
 
   if (path == ConvPath::kPointwise && out_size == 1 && !w.raw.empty()) {
@@ -232,15 +429,22 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
         for (; k < Cg; ++k) r += wr[k] * xg[k];
         y[n * s.M + m] = (bias ? bias[m] : CT(0)) + r;
       }
-    return;
+    return false;
   }
 
   if (path == ConvPath::kPointwise) {
     auto one_group = [&](int64_t n, int64_t gi, ep::ThreadPool* gemm_pool) {
       CT* yg = y + (n * s.M + gi * Mg) * out_size;
+      const CT* xg = x + (n * s.C + gi * Cg) * in_size;
+      if constexpr (std::is_same_v<CT, float>) {
+        // Bias and post are applied in the GEMM's store (one pass over y instead of fill + accumulate).
+        const GemmEpilogue ep = gemm_epilogue(n, gi, bias);
+        gemm_f32_packed_a(Mg, out_size, Cg, 1.f, w.packed[gi].data.data(), false, xg, in_size, 0.f, yg, out_size,
+                          gemm_pool, &ep);
+        return;
+      }
       fill_bias(yg, Mg, out_size, bias ? bias + gi * Mg : nullptr);
-      convgemm::gemm_packed<CT>(w.packed[gi], out_size, false, x + (n * s.C + gi * Cg) * in_size, in_size, yg,
-                                out_size, true, gemm_pool);
+      convgemm::gemm_packed<CT>(w.packed[gi], out_size, false, xg, in_size, yg, out_size, true, gemm_pool);
     };
     // Grouped 1x1 convs (ShuffleNet) have groups too small for the GEMM to split: split the groups.
     const bool by_group = pool && pool->num_threads() > 1 && G > 1 && Mg * Cg * out_size < (int64_t{1} << 20);
@@ -253,11 +457,56 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
         for (int64_t gi = 0; gi < G; ++gi) one_group(n, gi, pool);
       }
     }
-    return;
+    return std::is_same_v<CT, float>;
   }
 
-  // im2col + GEMM, over chunks of output rows so the column buffer stays bounded.
   const int64_t K = Cg * kvol;
+  if constexpr (std::is_same_v<CT, float>) {
+    if (direct_strips_enabled() && direct_strips_apply(s)) {
+      const StripPlan sp = plan_strips(s);
+      // (A thread_local named inside the lambda would be each worker's own copy: take the pointer here.)
+      thread_local std::vector<float> xpad_buf;
+      xpad_buf.resize(static_cast<size_t>(Cg * sp.plane));
+      float* const xpad = xpad_buf.data();
+      const int64_t OH = g.out[1], OW = g.out[2];
+      for (int64_t n = 0; n < s.N; ++n) {
+        for (int64_t gi = 0; gi < G; ++gi) {
+          fill_strip_input(s, sp, x + (n * s.C + gi * Cg) * in_size, xpad, gemm_using_avx2());
+          float* yg = y + (n * s.M + gi * Mg) * out_size;
+          const GemmEpilogue ep = gemm_epilogue(n, gi, bias);
+          const float* a = w.packed[gi].data.data();
+          // One task per output row: all Mg channels of its OW outputs.
+          auto body = [&](int64_t r0, int64_t r1) {
+            for (int64_t oh = r0; oh < r1; ++oh) {
+              gemm_f32_strips(Mg, K, a, xpad + oh * g.s[1] * sp.Wrow, sp.boff.data(), OW, yg, out_size, oh * OW,
+                              &ep);
+            }
+          };
+          // ~Mg * K * OW multiply-adds a row: keep chunks above ~100k of them.
+          const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 17) / std::max<int64_t>(1, Mg * K * OW));
+          if (pool && OH > grain) {
+            pool->parallel_for(OH, grain, body);
+          } else {
+            body(0, OH);
+          }
+        }
+      }
+      return true;
+    }
+    // Implicit GEMM: y_g = W_g * im2col(x_g) with the im2col panels packed per task (Im2colPanels), the
+    // bias added in the GEMM's store.
+    for (int64_t n = 0; n < s.N; ++n) {
+      for (int64_t gi = 0; gi < G; ++gi) {
+        float* yg = y + (n * s.M + gi * Mg) * out_size;
+        const Im2colPanels panels{g, x + (n * s.C + gi * Cg) * in_size, gemm_using_avx2()};
+        const GemmEpilogue ep = gemm_epilogue(n, gi, bias);
+        gemm_f32_packed_a_gen_b(Mg, out_size, K, 1.f, w.packed[gi].data.data(), panels, 0.f, yg, out_size, pool,
+                                &ep);
+      }
+    }
+    return true;
+  }
+  // im2col + GEMM, over chunks of output rows so the column buffer stays bounded.
   const int64_t OW = g.out[2];
   const int64_t total_rows = g.out[0] * g.out[1];
   constexpr int64_t kColBudget = int64_t(1) << 22;  // elements
@@ -277,6 +526,7 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
       }
     }
   }
+  return false;
 }
 
 template <typename CT>
@@ -309,10 +559,10 @@ void conv_naive(const ConvShape& s, const CT* x, const CT* w, const CT* bias, CT
 
 template struct ConvWeights<float>;
 template struct ConvWeights<double>;
-template void conv_forward<float>(const ConvShape&, const float*, const ConvWeights<float>&, const float*, float*,
-                                  ep::ThreadPool*, ConvPath);
-template void conv_forward<double>(const ConvShape&, const double*, const ConvWeights<double>&, const double*,
-                                   double*, ep::ThreadPool*, ConvPath);
+template bool conv_forward<float>(const ConvShape&, const float*, const ConvWeights<float>&, const float*, float*,
+                                  ep::ThreadPool*, ConvPath, const ConvPost*);
+template bool conv_forward<double>(const ConvShape&, const double*, const ConvWeights<double>&, const double*,
+                                   double*, ep::ThreadPool*, ConvPath, const ConvPost*);
 template void conv_naive<float>(const ConvShape&, const float*, const float*, const float*, float*);
 template void conv_naive<double>(const ConvShape&, const double*, const double*, const double*, double*);
 

@@ -168,6 +168,107 @@ __attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float
 }
 #endif
 
+// Row-addressed variants for gemm_f32_strip: B row k is the 16 floats at brow + boff[k] (read in place
+// from a conv's padded input, no packing).
+void micro_rows_generic(int64_t kc, const float* __restrict a, const float* brow, const int64_t* boff, float* c,
+                        int64_t ldc, int mr, int nr, float alpha, float beta) {
+  float acc[MR * NR] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* bp = brow + boff[p];
+    const float* ap = a + p * MR;
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) acc[i * NR + j] += ap[i] * bp[j];
+    }
+  }
+  store_edge(acc, c, ldc, mr, nr, alpha, beta);
+}
+
+#ifdef NXRT_GEMM_X86
+// With `ep` (single K block, beta 0, full tile, epilogue_in_registers(ep)), the bias (per row), residual
+// and Relu/Clip are applied to the accumulators before the one store: returns true when it did.
+inline bool epilogue_in_registers(const GemmEpilogue* ep) {
+  return ep && (ep->bias_kind != GemmBias::kPerColumn || ep->bias == nullptr) &&
+         (ep->act == GemmActivation::kNone || ep->act == GemmActivation::kRelu || ep->act == GemmActivation::kClip);
+}
+
+__attribute__((target("avx2,fma"))) bool micro_rows_avx2(int64_t kc, const float* a, const float* brow,
+                                                          const int64_t* boff, float* c, int64_t ldc, int mr, int nr,
+                                                          float alpha, float beta, const GemmEpilogue* ep,
+                                                          int64_t i0, int64_t j0) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+#pragma GCC unroll 1
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* b = brow + boff[k];
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    __m256 av = _mm256_broadcast_ss(a + 0);
+    c00 = _mm256_fmadd_ps(av, b0, c00);
+    c01 = _mm256_fmadd_ps(av, b1, c01);
+    av = _mm256_broadcast_ss(a + 1);
+    c10 = _mm256_fmadd_ps(av, b0, c10);
+    c11 = _mm256_fmadd_ps(av, b1, c11);
+    av = _mm256_broadcast_ss(a + 2);
+    c20 = _mm256_fmadd_ps(av, b0, c20);
+    c21 = _mm256_fmadd_ps(av, b1, c21);
+    av = _mm256_broadcast_ss(a + 3);
+    c30 = _mm256_fmadd_ps(av, b0, c30);
+    c31 = _mm256_fmadd_ps(av, b1, c31);
+    av = _mm256_broadcast_ss(a + 4);
+    c40 = _mm256_fmadd_ps(av, b0, c40);
+    c41 = _mm256_fmadd_ps(av, b1, c41);
+    av = _mm256_broadcast_ss(a + 5);
+    c50 = _mm256_fmadd_ps(av, b0, c50);
+    c51 = _mm256_fmadd_ps(av, b1, c51);
+    a += 6;
+  }
+  if (mr == MR && nr == NR && beta == 0.f && alpha == 1.f && (!ep || epilogue_in_registers(ep))) {
+    __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    const __m256 zero = _mm256_setzero_ps();
+    for (int r = 0; r < MR; ++r) {
+      __m256 v0 = acc[r][0], v1 = acc[r][1];
+      if (ep) {
+        if (ep->bias) {
+          const __m256 b = _mm256_broadcast_ss(ep->bias + i0 + r);
+          v0 = _mm256_add_ps(v0, b);
+          v1 = _mm256_add_ps(v1, b);
+        }
+        if (ep->residual) {
+          const float* res = ep->residual + (i0 + r) * ep->ldr + j0;
+          v0 = _mm256_add_ps(v0, _mm256_loadu_ps(res));
+          v1 = _mm256_add_ps(v1, _mm256_loadu_ps(res + 8));
+        }
+        if (ep->act == GemmActivation::kRelu) {  // max(0, v): NaN passes
+          v0 = _mm256_max_ps(zero, v0);
+          v1 = _mm256_max_ps(zero, v1);
+        } else if (ep->act == GemmActivation::kClip) {
+          const __m256 lo = _mm256_set1_ps(ep->clip_min), hi = _mm256_set1_ps(ep->clip_max);
+          v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
+          v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
+        }
+      }
+      _mm256_storeu_ps(c + r * ldc, v0);
+      _mm256_storeu_ps(c + r * ldc + 8, v1);
+    }
+    return ep != nullptr;
+  }
+  alignas(32) float tmp[MR * NR];
+  _mm256_store_ps(tmp + 0, c00); _mm256_store_ps(tmp + 8, c01);
+  _mm256_store_ps(tmp + 16, c10); _mm256_store_ps(tmp + 24, c11);
+  _mm256_store_ps(tmp + 32, c20); _mm256_store_ps(tmp + 40, c21);
+  _mm256_store_ps(tmp + 48, c30); _mm256_store_ps(tmp + 56, c31);
+  _mm256_store_ps(tmp + 64, c40); _mm256_store_ps(tmp + 72, c41);
+  _mm256_store_ps(tmp + 80, c50); _mm256_store_ps(tmp + 88, c51);
+  store_edge(tmp, c, ldc, mr, nr, alpha, beta);
+  return false;
+}
+#endif
+
 MicroKernel pick_kernel() {
 #ifdef NXRT_GEMM_X86
   if (use_avx2()) return &micro_avx2_6x16;
@@ -307,7 +408,7 @@ void pack_b_block(const float* B, int64_t ldb, bool transB, int64_t p0, int64_t 
 inline float act_scalar(GemmActivation act, float v, float lo, float hi) {
   switch (act) {
     case GemmActivation::kNone: return v;
-    case GemmActivation::kRelu: return v > 0.f ? v : 0.f;
+    case GemmActivation::kRelu: return v < 0.f ? 0.f : v;
     case GemmActivation::kClip: return std::min(std::max(v, lo), hi);
     case GemmActivation::kSigmoid: return 1.f / (1.f + std::exp(-v));
     case GemmActivation::kTanh: return std::tanh(v);
@@ -556,6 +657,7 @@ struct BSrc {
   int64_t ldb = 0;
   bool trans = false;
   const PackedB* packed = nullptr;
+  const GemmBPacker* gen = nullptr;  // B produced per block by the caller
 };
 
 void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
@@ -568,6 +670,11 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
     }
   }
 }
+
+#ifdef NXRT_GEMM_X86
+bool epilogue_tile_avx2(const GemmEpilogue& ep, int64_t i0, int64_t j0, int64_t rows, int64_t cols, float* c,
+                        int64_t ldc);
+#endif
 
 void engine(int64_t M, int64_t N, int64_t K, float alpha, const ASrc& as, const BSrc& bs, float beta, float* C,
             int64_t ldc, const GemmEpilogue* ep, ep::ThreadPool* pool) {
@@ -604,13 +711,36 @@ void engine(int64_t M, int64_t N, int64_t K, float alpha, const ASrc& as, const 
   }
 
   const MicroKernel kern = pick_kernel();
+  [[maybe_unused]] const bool avx_epilogue = ep && use_avx2();
   const int threads = threads_for(pool, M * N * K);
-  // Column blocks of at most NC, evened out; row chunks so every thread has work.
-  const int64_t n_blocks = (N + NC - 1) / NC;
-  const int64_t nc_blk = ((N + n_blocks - 1) / n_blocks + NR - 1) / NR * NR;
+  // Column blocks of at most NC, evened out to whole panels (block jb covers panels
+  // [jb * panels / n_blocks, (jb + 1) * panels / n_blocks)); row chunks so every thread has work.
+  const int64_t panels = (N + NR - 1) / NR;
+  int64_t n_blocks = (N + NC - 1) / NC;
+  // With A prepacked (conv weights) and B packed per task (a raw image for 1x1 convs, im2col panels
+  // for the implicit GEMM), row chunks would each pack the same B block again, and B's packing costs
+  // about as much per column as a 16-row slice of the product. Under 512 rows, split the columns over
+  // the threads instead (one or two blocks each, equal to a panel). With more rows the duplicate
+  // packing is cheap next to the product. Measured at 2 threads: ResNet-50's stride-2 3x3 convs (128,
+  // 256 rows) 1.4 ms split on N vs 2.1 / 1.8 on rows, 1024 rows 1.24 ms on rows vs 1.3-1.5 on N;
+  // DenseNet's 1x1 convs (128 rows, 784 columns, K 352-480) took 4 row chunks that each packed all of B
+  // and split 72 / 56 rows between the threads.
+  const bool split_n = threads > 1 && as.packed && !bs.packed && M < 512 && panels >= 2 * threads;
+  if (split_n) {
+    const int64_t per_thread = (panels + threads - 1) / threads;
+    const int64_t sub = (per_thread * NR + NC - 1) / NC;  // blocks per thread, each <= NC columns
+    n_blocks = std::min<int64_t>(panels, static_cast<int64_t>(threads) * sub);
+  } else {
+    n_blocks = std::min<int64_t>(panels, n_blocks);
+  }
+  const int64_t nc_blk = (panels + n_blocks - 1) / n_blocks * NR;  // the widest block
+  auto block_cols = [&](int64_t jb, int64_t* j0, int64_t* nc) {
+    *j0 = jb * panels / n_blocks * NR;
+    *nc = std::min(N, (jb + 1) * panels / n_blocks * NR) - *j0;
+  };
   const int64_t m_panels = (M + MR - 1) / MR;
   int64_t m_chunks = 1;
-  if (threads > 1) {
+  if (threads > 1 && !split_n) {
     const int64_t want = 2 * threads;
     m_chunks = std::min(m_panels, (want + n_blocks - 1) / n_blocks);
     // Large M: chunks of whole MC blocks keep the A-block reuse.
@@ -629,7 +759,8 @@ void engine(int64_t M, int64_t N, int64_t K, float alpha, const ASrc& as, const 
     float* bbuf = bpacked ? nullptr : b_scr.get(static_cast<size_t>(nc_blk * KC));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t jb = t / m_chunks, mb = t % m_chunks;
-      const int64_t j0 = jb * nc_blk, nc = std::min(nc_blk, N - j0);
+      int64_t j0, nc;
+      block_cols(jb, &j0, &nc);
       const int64_t r0 = mb * chunk_rows, r1 = std::min(M, r0 + chunk_rows);
       for (int64_t p0 = 0; p0 < K; p0 += KC) {
         const int64_t kc = std::min(KC, K - p0);
@@ -638,6 +769,9 @@ void engine(int64_t M, int64_t N, int64_t K, float alpha, const ASrc& as, const 
         const float* bblk;
         if (bpacked) {
           bblk = bpacked + p0 * n_padded + j0 * kc;
+        } else if (bs.gen) {
+          (*bs.gen)(p0, kc, j0, nc, bbuf);
+          bblk = bbuf;
         } else {
           pack_b_block(bs.B, bs.ldb, bs.trans, p0, kc, j0, nc, bbuf);
           bblk = bbuf;
@@ -660,7 +794,12 @@ void engine(int64_t M, int64_t N, int64_t K, float alpha, const ASrc& as, const 
             for (int64_t jr = 0; jr < nc; jr += NR) {
               const int nr = static_cast<int>(std::min<int64_t>(NR, nc - jr));
               kern(kc, ap, bblk + jr * kc, crow + jr, ldc, mr, nr, alpha, beta_k);
-              if (last_k && ep) gemm_apply_epilogue(*ep, i0 + ir, j0 + jr, mr, nr, crow + jr, ldc);
+              if (last_k && ep) {
+#ifdef NXRT_GEMM_X86
+                if (avx_epilogue && epilogue_tile_avx2(*ep, i0 + ir, j0 + jr, mr, nr, crow + jr, ldc)) continue;
+#endif
+                gemm_apply_epilogue(*ep, i0 + ir, j0 + jr, mr, nr, crow + jr, ldc);
+              }
             }
           }
         }
@@ -669,6 +808,58 @@ void engine(int64_t M, int64_t N, int64_t K, float alpha, const ASrc& as, const 
   };
   run_tasks(pool, threads, tasks, task);
 }
+
+#ifdef NXRT_GEMM_X86
+// The epilogue on one full-width tile (16 columns) with AVX2: bias, residual and Relu/Clip/none in
+// registers, one pass over the tile while it is in L1. Other activations and edge tiles take the
+// portable loop.
+__attribute__((target("avx2,fma"))) bool epilogue_tile_avx2(const GemmEpilogue& ep, int64_t i0, int64_t j0,
+                                                            int64_t rows, int64_t cols, float* c, int64_t ldc) {
+  if (cols != NR || !(ep.act == GemmActivation::kNone || ep.act == GemmActivation::kRelu ||
+                      ep.act == GemmActivation::kClip)) {
+    return false;
+  }
+  const bool has_bias = ep.bias != nullptr && ep.bias_kind != GemmBias::kNone;
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 lo = _mm256_set1_ps(ep.clip_min), hi = _mm256_set1_ps(ep.clip_max);
+  __m256 bc0 = zero, bc1 = zero;
+  if (has_bias && ep.bias_kind == GemmBias::kPerColumn) {
+    bc0 = _mm256_loadu_ps(ep.bias + j0);
+    bc1 = _mm256_loadu_ps(ep.bias + j0 + 8);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* cr = c + r * ldc;
+    __m256 v0 = _mm256_loadu_ps(cr), v1 = _mm256_loadu_ps(cr + 8);
+    if (has_bias) {
+      if (ep.bias_kind == GemmBias::kPerColumn) {
+        v0 = _mm256_add_ps(v0, bc0);
+        v1 = _mm256_add_ps(v1, bc1);
+      } else {
+        const __m256 b = _mm256_broadcast_ss(ep.bias + i0 + r);
+        v0 = _mm256_add_ps(v0, b);
+        v1 = _mm256_add_ps(v1, b);
+      }
+    }
+    if (ep.residual) {
+      const float* res = ep.residual + (i0 + r) * ep.ldr + j0;
+      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(res));
+      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(res + 8));
+    }
+    if (ep.act == GemmActivation::kRelu) {
+      // max(0, v) returns its second operand when v is NaN: NaN passes, as in the scalar loop.
+      v0 = _mm256_max_ps(zero, v0);
+      v1 = _mm256_max_ps(zero, v1);
+    } else if (ep.act == GemmActivation::kClip) {
+      // min(max(v, lo), hi) with v second in each: a NaN v comes out unchanged, as std::min/max do.
+      v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
+      v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
+    }
+    _mm256_storeu_ps(cr, v0);
+    _mm256_storeu_ps(cr + 8, v1);
+  }
+  return true;
+}
+#endif
 
 }  // namespace
 
@@ -697,7 +888,7 @@ void gemm_apply_epilogue(const GemmEpilogue& ep, int64_t i0, int64_t j0, int64_t
       case GemmActivation::kNone:
         break;
       case GemmActivation::kRelu:
-        for (int64_t j = 0; j < cols; ++j) cr[j] = cr[j] > 0.f ? cr[j] : 0.f;
+        for (int64_t j = 0; j < cols; ++j) cr[j] = cr[j] < 0.f ? 0.f : cr[j];  // NaN passes, as in Relu
         break;
       case GemmActivation::kClip: {
         const float lo = ep.clip_min, hi = ep.clip_max;
@@ -776,6 +967,56 @@ void gemm_f32_packed_a(int64_t M, int64_t N, int64_t K, float alpha, const float
   bs.ldb = ldb;
   bs.trans = transB;
   engine(M, N, K, alpha, as, bs, beta, C, ldc, epilogue, pool);
+}
+
+void gemm_f32_packed_a_gen_b(int64_t M, int64_t N, int64_t K, float alpha, const float* a_packed, GemmBPacker pack_b,
+                             float beta, float* C, int64_t ldc, ep::ThreadPool* pool, const GemmEpilogue* epilogue) {
+  ASrc as;
+  as.packed = a_packed;
+  as.m_padded = (M + MR - 1) / MR * MR;
+  BSrc bs;
+  bs.gen = &pack_b;
+  engine(M, N, K, alpha, as, bs, beta, C, ldc, epilogue, pool);
+}
+
+void gemm_f32_strips(int64_t M, int64_t K, const float* a_packed, const float* brow, const int64_t* boff,
+                     int64_t ncols, float* C, int64_t ldc, int64_t j0, const GemmEpilogue* ep) {
+  if (M <= 0 || ncols <= 0) return;
+  if (ep && ep->empty()) ep = nullptr;
+  const int64_t m_padded = (M + MR - 1) / MR * MR;
+#ifdef NXRT_GEMM_X86
+  const bool avx = use_avx2();
+#endif
+  // A panel outer, strips inner: the stores run along the panel's 6 output rows (prefetchable streams)
+  // rather than down all M rows of one strip.
+  for (int64_t i0 = 0; i0 < M; i0 += MR) {
+    const int mr = static_cast<int>(std::min<int64_t>(MR, M - i0));
+    for (int64_t js = 0; js < ncols; js += NR) {
+      const int nrr = static_cast<int>(std::min<int64_t>(NR, ncols - js));
+      float* c = C + i0 * ldc + j0 + js;
+      bool ep_done = false;
+      for (int64_t p0 = 0; p0 < K; p0 += KC) {
+        const int64_t kc = std::min(KC, K - p0);
+        const float* ap = a_packed + p0 * m_padded + i0 * kc;
+        const float beta = p0 == 0 ? 0.f : 1.f;
+#ifdef NXRT_GEMM_X86
+        if (avx) {
+          // The epilogue rides on the store when this is the only K block.
+          ep_done = micro_rows_avx2(kc, ap, brow + js, boff + p0, c, ldc, mr, nrr, 1.f, beta,
+                                    K <= KC ? ep : nullptr, i0, j0 + js);
+          continue;
+        }
+#endif
+        micro_rows_generic(kc, ap, brow + js, boff + p0, c, ldc, mr, nrr, 1.f, beta);
+      }
+      if (ep && !ep_done) {
+#ifdef NXRT_GEMM_X86
+        if (avx && epilogue_tile_avx2(*ep, i0, j0 + js, mr, nrr, c, ldc)) continue;
+#endif
+        gemm_apply_epilogue(*ep, i0, j0 + js, mr, nrr, c, ldc);
+      }
+    }
+  }
 }
 
 void gemm_f32_reference(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
