@@ -392,6 +392,10 @@ bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
   if (path == ConvPath::kDepthwise) {
     const bool vec = std::is_same_v<CT, float> && dwconv::applies(g);
     auto body = [&](int64_t p0, int64_t p1) {
+      if constexpr (std::is_same_v<CT, float>) {
+        // A chunk of planes on the window engine (the next plane's input copied in while one computes).
+        if (vec) return dwconv::planes_f32(g, s.C, s.M, x, w.raw.data(), bias, y, p0, p1);
+      }
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t n = p / s.M, m = p % s.M;
         const int64_t c = m / Mg;
