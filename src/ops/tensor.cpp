@@ -315,9 +315,16 @@ Status concat_fn(KernelContext& ctx) {
   for (const Tensor* t : ins) plain = plain && t->is_contiguous();
   if (plain) {
     const Dims ost = contiguous_strides(out_shape);
+    const int64_t es = dtype_is_subbyte(out->dtype()) || out->dtype() == DataType::kString ? 0
+                                                                                           : dtype_bits(out->dtype()) / 8;
     int64_t pos = 0;
     for (const Tensor* t : ins) {
-      copy_elements(*t, 0, contiguous_strides(t->shape()), *out, pos * ost[axis], ost, t->shape(), &ctx.pool());
+      // An input its producer already wrote into place (the executor's concat-in-place planning).
+      const bool in_place = es > 0 && t->storage() == out->storage() &&
+                            t->byte_offset() == out->byte_offset() + pos * ost[axis] * es;
+      if (!in_place) {
+        copy_elements(*t, 0, contiguous_strides(t->shape()), *out, pos * ost[axis], ost, t->shape(), &ctx.pool());
+      }
       pos += t->shape()[axis];
     }
     return Status::Ok();

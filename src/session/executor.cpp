@@ -1,6 +1,9 @@
 #include "session/executor.h"
 
+#include "ir/symbols.h"
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <set>
@@ -87,6 +90,7 @@ class ExecContext final : public ep::KernelContext {
     Value* slot = out_slot(i);
     if (slot) {
       if (const Tensor* bound = bound_buffer(i)) return allocate_bound(i, dtype, shape, *bound, slot);
+      if (Tensor* placed = try_concat_placement(i, dtype, shape, slot)) return placed;
       if (i == 0) {
         if (Tensor* reused = try_inplace(dtype, shape, slot)) return reused;
       }
@@ -224,6 +228,30 @@ class ExecContext final : public ep::KernelContext {
     NXRT_ASSIGN_OR_RETURN(Tensor t, new_tensor(dtype, shape));
     pending_bound_.push_back({i, std::move(view)});
     *slot = Value(std::move(t));
+    return &slot->tensor();
+  }
+
+  // ConcatGroup: output i of a producer goes straight into its range of the Concat's output (allocated
+  // into the Concat's slot by the first producer); the Concat's own output 0 is that buffer. nullptr
+  // when this output is not placed or the run's dtype/shape differ from the plan's.
+  Tensor* try_concat_placement(size_t i, DataType dtype, const Dims& shape, Value* slot) {
+    const GraphPlan& plan = *frame_.plan;
+    int g = -1, input = -1;
+    if (i < step_.placed.size()) g = step_.placed[i].group, input = step_.placed[i].input;
+    if (g < 0 && i == 0 && step_.concat_group >= 0) g = step_.concat_group;
+    if (g < 0 || !frame_.res) return nullptr;
+    const ConcatGroup& cg = plan.concat_groups()[static_cast<size_t>(g)];
+    if (dtype != cg.dtype || shape != (input >= 0 ? cg.in_shapes[static_cast<size_t>(input)] : cg.out_shape)) {
+      return nullptr;
+    }
+    Value& out = frame_.slots[static_cast<size_t>(cg.out_slot)];
+    const bool have = out.is_tensor() && out.tensor().dtype() == cg.dtype && out.tensor().shape() == cg.out_shape;
+    if (input < 0) return have ? &out.tensor() : nullptr;  // the Concat: reuse the buffer its inputs are in
+    if (!have) {
+      size_t bytes = dtype_storage_bytes(cg.dtype, shape_numel(cg.out_shape));
+      out = Value(Tensor(cg.dtype, cg.out_shape, frame_.res->buffers.acquire(bytes)));
+    }
+    *slot = Value(Tensor(dtype, shape, out.tensor().storage(), cg.byte_offsets[static_cast<size_t>(input)]));
     return &slot->tensor();
   }
 
@@ -647,7 +675,86 @@ Result<std::unique_ptr<GraphPlan>> GraphPlan::build(const ir::Graph& graph, cons
       }
     }
   }
+  plan_concat_groups(*plan, graph, producer, readers, keep);
   return plan;
+}
+
+// See ConcatGroup. `readers` counts node inputs and subgraph captures per slot (graph outputs +2).
+void GraphPlan::plan_concat_groups(GraphPlan& plan, const ir::Graph& graph,
+                                   const std::unordered_map<std::string, size_t>& producer,
+                                   const std::vector<int>& readers, const std::vector<bool>& keep) {
+  static const bool disabled = [] {
+    const char* e = std::getenv("NXRT_CONCAT_IN_PLACE");
+    return e && std::strcmp(e, "0") == 0;
+  }();
+  if (disabled || !graph.shape_facts) return;
+  const ir::ShapeFacts& facts = *graph.shape_facts;
+  auto static_dims = [&](const std::string& name, DataType* dt, Dims* dims) {
+    const ir::ValueFacts* f = facts.find(name);
+    if (!f || f->kind != ir::TypeInfo::Kind::kTensor || !f->is_static()) return false;
+    *dt = f->dtype;
+    dims->clear();
+    for (const auto& d : f->dims) dims->push_back(d.value);
+    return true;
+  };
+  // Slot -> (group, input) for the producers' outputs.
+  std::unordered_map<int, PlacedOutput> placed;
+  for (PlanStep& step : plan.steps_) {
+    const ir::Node& node = *step.node;
+    if (!node.domain.empty() || node.op_type != "Concat" || node.outputs.empty() || step.outputs[0] < 0) continue;
+    const int out_slot = step.outputs[0];
+    if (keep[static_cast<size_t>(out_slot)]) continue;  // a graph output (may be caller-bound)
+    ConcatGroup cg;
+    cg.out_slot = out_slot;
+    if (!static_dims(node.outputs[0], &cg.dtype, &cg.out_shape)) continue;
+    if (cg.dtype == DataType::kString || cg.dtype == DataType::kUndefined || dtype_is_subbyte(cg.dtype)) continue;
+    int64_t axis = step.info->attr_int("axis", 1);
+    const int64_t rank = static_cast<int64_t>(cg.out_shape.size());
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) continue;
+    bool ok = true;
+    for (int64_t d = 0; d < axis; ++d) ok = ok && cg.out_shape[static_cast<size_t>(d)] == 1;
+    int64_t offset = 0, along = 0;
+    const int64_t es = static_cast<int64_t>(dtype_storage_bytes(cg.dtype, 1));
+    std::unordered_set<std::string> seen;
+    std::vector<int> members;
+    for (size_t j = 0; ok && j < node.inputs.size(); ++j) {
+      const std::string& in = node.inputs[j];
+      DataType dt;
+      Dims dims;
+      if (in.empty() || !static_dims(in, &dt, &dims) || dt != cg.dtype || dims.size() != cg.out_shape.size()) {
+        ok = false;
+        break;
+      }
+      cg.in_shapes.push_back(dims);
+      cg.byte_offsets.push_back(offset);
+      offset += shape_numel(dims) * es;
+      along += dims[static_cast<size_t>(axis)];
+      const int slot = step.inputs[j];
+      // A member: made by a node of this graph, read by this Concat alone, once.
+      if (producer.count(in) && slot >= 0 && readers[static_cast<size_t>(slot)] == 1 && seen.insert(in).second &&
+          !placed.count(slot)) {
+        members.push_back(static_cast<int>(j));
+      }
+    }
+    if (!ok || members.empty() || along != cg.out_shape[static_cast<size_t>(axis)] ||
+        offset != shape_numel(cg.out_shape) * es) {
+      continue;
+    }
+    const int g = static_cast<int>(plan.concat_groups_.size());
+    for (int j : members) placed[step.inputs[static_cast<size_t>(j)]] = PlacedOutput{g, j};
+    step.concat_group = g;
+    plan.concat_groups_.push_back(std::move(cg));
+  }
+  if (placed.empty()) return;
+  for (PlanStep& step : plan.steps_) {
+    for (size_t i = 0; i < step.outputs.size(); ++i) {
+      auto it = placed.find(step.outputs[i]);
+      if (it == placed.end()) continue;
+      if (step.placed.empty()) step.placed.resize(step.outputs.size());
+      step.placed[i] = it->second;
+    }
+  }
 }
 
 Status GraphPlan::prepare_frame(Frame& frame) const {

@@ -47,6 +47,25 @@ struct RunResources {
   size_t variants_per_node = 4;  // NXRT_KERNEL_CACHE_VARIANTS_PER_NODE overrides
 };
 
+// A Concat whose inputs are produced straight into its output (concat-in-place planning): when every
+// input and the output have static shapes (load-time shape inference) and all axes before the concat
+// axis are 1, each input is one contiguous byte range of the output. A producer of an input that only
+// this Concat reads gets that range as its output (a view of the group's buffer, which is allocated
+// into the Concat's output slot when the first such producer runs); the Concat then copies only the
+// inputs that are not already in place. Shapes that differ at run time fall back to plain copies.
+struct ConcatGroup {
+  int out_slot = -1;
+  DataType dtype = DataType::kUndefined;
+  Dims out_shape;
+  std::vector<Dims> in_shapes;        // per Concat input
+  std::vector<int64_t> byte_offsets;  // per Concat input, into the output
+};
+
+struct PlacedOutput {
+  int group = -1;  // index into GraphPlan's concat groups; -1: a plain output
+  int input = -1;  // which input of that Concat
+};
+
 struct PlanStep {
   const ir::Node* node = nullptr;
   size_t node_index = 0;  // index in the graph's node list (for error messages)
@@ -56,6 +75,8 @@ struct PlanStep {
   std::vector<int> outputs;        // slot per node output; -1 when omitted
   std::vector<int> release_after;  // slots whose last use is this step
   int inplace_input = -1;          // input whose dying buffer output 0 may reuse (see KernelDef)
+  std::vector<PlacedOutput> placed;  // per output (empty: none placed); see ConcatGroup
+  int concat_group = -1;             // this step is the Concat of that group
   std::vector<std::unique_ptr<ep::SubgraphRunner>> subgraphs;
   mutable NodeKernelCache cache;   // runs of a session are serialized, so the cache needs no lock
 };
@@ -98,6 +119,7 @@ class GraphPlan {
   size_t num_steps() const { return steps_.size(); }  // nodes executed per run (after optimization)
   const std::vector<int>& input_slots() const { return input_slots_; }
   const std::vector<int>& output_slots() const { return output_slots_; }
+  const std::vector<ConcatGroup>& concat_groups() const { return concat_groups_; }
 
   // Fills constants and outer-scope values into a fresh frame (inputs are bound by the caller).
   Status prepare_frame(Frame& frame) const;
@@ -117,6 +139,11 @@ class GraphPlan {
   std::vector<std::pair<int, const Tensor*>> constants_;   // initializers
   std::vector<std::pair<int, std::string>> outer_refs_;    // slots filled from enclosing frames
   std::vector<PlanStep> steps_;
+  std::vector<ConcatGroup> concat_groups_;
+
+  static void plan_concat_groups(GraphPlan& plan, const ir::Graph& graph,
+                                 const std::unordered_map<std::string, size_t>& producer,
+                                 const std::vector<int>& readers, const std::vector<bool>& keep);
 };
 
 // Names a graph reads that it does not define (inputs, initializers, node outputs), including those

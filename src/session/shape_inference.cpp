@@ -989,6 +989,20 @@ Status op_global_pool(Ctx& c) {
   return Status::Ok();
 }
 
+// nxrt::FusedConv (X, W, B?, Z?): the conv's output; with a residual Z, that shape only when Z has
+// exactly it (a broadcasting Z is left unknown rather than guessed).
+Status op_fused_conv(Ctx& c) {
+  NXRT_RETURN_IF_ERROR(op_conv_like(c));
+  if (c.n->inputs.size() > 3 && !c.n->inputs[3].empty()) {
+    const ValueFacts& z = c.input(3);
+    const ValueFacts y = c.out.empty() ? ValueFacts{} : c.out[0];
+    bool same = y.has_shape && z.has_shape && y.dims.size() == z.dims.size();
+    for (size_t i = 0; same && i < y.dims.size(); ++i) same = c.S.same(y.dims[i], z.dims[i]);
+    if (!same) c.set(0, tensor_unknown_rank(y.dtype));
+  }
+  return Status::Ok();
+}
+
 Status op_batchnorm(Ctx& c) {
   NXRT_RETURN_IF_ERROR(same_as_input0(c));
   const ValueFacts& x = c.input(0);
@@ -2320,6 +2334,9 @@ const std::unordered_map<std::string, ShapeFn>& shape_fns() {
     t["com.microsoft::QuickGelu"] = &same_as_input0;
     t["com.microsoft::Attention"] = &op_ms_attention;
     t["com.microsoft::FusedMatMul"] = &op_matmul;
+    // nxrt (the optimizer's fused ops).
+    t["nxrt::FusedConv"] = &op_fused_conv;
+    for (const char* op : {"nxrt::BatchNormRelu", "nxrt::Swish", "nxrt::HardSwish", "nxrt::Gelu"}) t[op] = &same_as_input0;
     // The default-domain LayerNormalization is registered with its own rule above;
     // SimplifiedLayerNormalization is also found in the default domain in some exports.
     t["SimplifiedLayerNormalization"] = &op_layernorm;

@@ -466,3 +466,65 @@ TEST(ExecutorMemory, KvGrowthConcatAppendsInPlaceIntoTheBoundBuffer) {
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t t = 0; t < cap; ++t) EXPECT_NE(buf[static_cast<size_t>((h * cap + t) * 4)], -1.f);
 }
+
+// Concat-in-place planning (executor.h ConcatGroup): producers whose output only the Concat reads write
+// into their range of its output. Checked against values computed here, across runs (the buffers are
+// reused), with a graph input and a value read elsewhere too (both copied), a second Concat consuming
+// the first, a batch of 2 (dims before the axis are not 1: no planning) and axis 0.
+TEST(ExecutorConcatInPlace, MatchesPlainConcatenation) {
+  for (int64_t batch : {1, 2}) {
+    for (int64_t axis : {0, 1}) {
+      ir::Model m;
+      m.ir_version = 8;
+      m.opset_imports.push_back({"", 13});
+      ir::Graph& g = m.graph;
+      g.name = "concat";
+      auto fixed = [](std::initializer_list<int64_t> d) {
+        std::vector<ir::Dim> v;
+        for (int64_t x : d) v.push_back(ir::Dim::fixed(x));
+        return v;
+      };
+      g.inputs = {tensor_info("x", DataType::kFloat, fixed({batch, 3, 5}))};
+      std::vector<ir::Dim> ydims = fixed({batch, 3, 5});
+      ydims[static_cast<size_t>(axis)] = ir::Dim::fixed((axis == 0 ? batch : 3) * 5);
+      g.outputs = {tensor_info("y", DataType::kFloat, ydims), tensor_info("n", DataType::kFloat, fixed({batch, 3, 5}))};
+      g.nodes = {
+          graph_node("Relu", {"x"}, {"r"}),
+          graph_node("Neg", {"x"}, {"n"}),  // also a graph output: copied, not placed
+          graph_node("Sigmoid", {"x"}, {"s"}),
+          graph_node("Concat", {"r", "n", "x", "s"}, {"c1"}, {nxrt::testing::attr_int("axis", axis)}),
+          graph_node("Abs", {"x"}, {"a"}),
+          graph_node("Concat", {"a", "c1"}, {"c2"}, {nxrt::testing::attr_int("axis", axis)}),
+          graph_node("Identity", {"c2"}, {"y"}),
+      };
+      auto s = make_session(m);
+      ASSERT_TRUE(s);
+      for (int run = 0; run < 3; ++run) {
+        Tensor x = random_tensor({batch, 3, 5}, 40 + run);
+        auto out = s->run({{"x", Value(x)}});
+        ASSERT_TRUE(out.ok()) << out.status().to_string();
+        const Tensor& y = out.value()[0].tensor();
+        // Expected: c2 = concat(abs, relu, neg, x, sigmoid) along axis.
+        const int64_t parts = 5;
+        Dims want_shape{batch, 3, 5};
+        want_shape[static_cast<size_t>(axis)] *= parts;
+        ASSERT_EQ(y.shape(), want_shape);
+        const float* xv = x.data<float>();
+        const float* yv = y.data<float>();
+        const int64_t outer = axis == 0 ? 1 : batch;       // blocks before the axis
+        const int64_t inner = axis == 0 ? batch * 15 : 15;  // one part's block
+        for (int64_t o = 0; o < outer; ++o) {
+          for (int64_t p = 0; p < parts; ++p) {
+            for (int64_t e = 0; e < inner; ++e) {
+              const float v = xv[o * inner + e];
+              const float want = p == 0 ? std::fabs(v) : p == 1 ? (v < 0 ? 0.f : v) : p == 2 ? -v : p == 3 ? v
+                                                                                                 : 1.f / (1.f + std::exp(-v));
+              ASSERT_NEAR(yv[(o * parts + p) * inner + e], want, 1e-6f)
+                  << "batch " << batch << " axis " << axis << " run " << run << " part " << p;
+            }
+          }
+        }
+      }
+    }
+  }
+}
