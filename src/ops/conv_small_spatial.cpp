@@ -1,0 +1,406 @@
+#include "ops/conv_small_spatial.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "ep/cpu_features.h"
+#include "ep/thread_pool.h"
+#include "ops/conv_impl.h"
+#include "ops/mapped_scratch.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NXRT_SSP_X86 1
+#endif
+
+namespace nxrt::ops {
+
+namespace {
+
+constexpr int kRows = 7;    // pixels per tile (the broadcast dimension)
+constexpr int kVec = 16;    // output channels per vector (the PackedB panel width)
+constexpr int kMaxNV = 3;   // vectors per tile: 7 x 48 accumulators
+constexpr int kTileCols = kVec * kMaxNV;
+static_assert(kGemmNR == kVec, "the kernel reads PackedB panels one vector wide");
+
+bool cpu_ok() {
+#ifdef NXRT_SSP_X86
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return ep::cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  }();
+  return has && gemm_using_avx2();
+#else
+  return false;
+#endif
+}
+
+#ifdef NXRT_SSP_X86
+// One tile: 7 pixel rows (the packed panel `a`, K x 7) by NV 16-channel vectors (PackedB panels q0..),
+// over the K range [k0, k1) (k0 a multiple of kGemmKC). The accumulators start at zero (`first`) or
+// from acc (7 x kTileCols); unless `last` they are saved to acc. When `last`: with y set, bias (or
+// null) is added and the tile is written transposed to y (row r, channel j at y[j * ldy + r]; nrows
+// rows, mcount channels valid: an in-register 8x16 transpose per vector and masked 7-float stores);
+// without y, the biased tile goes to acc for the caller to scatter.
+template <int NV>
+__attribute__((target("avx512f,avx512vl"))) void tile_avx512(int64_t k0, int64_t k1, int64_t K, const float* a,
+                                                              const float* b, int64_t n_padded, int64_t q0,
+                                                              float* acc, bool first, bool last, float* y,
+                                                              int64_t ldy, int nrows, int mcount,
+                                                              const float* bias) {
+  __m512 c[kRows][NV];
+  if (first) {
+#pragma GCC unroll 7
+    for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) c[r][v] = _mm512_setzero_ps();
+  } else {
+#pragma GCC unroll 7
+    for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) c[r][v] = _mm512_loadu_ps(acc + r * kTileCols + v * kVec);
+  }
+  for (int64_t p0 = k0; p0 < k1; p0 += kGemmKC) {
+    const int64_t kc = std::min<int64_t>(kGemmKC, K - p0);
+    const int64_t kend = std::min<int64_t>(kc, k1 - p0);
+    const float* bp = b + p0 * n_padded + q0 * kVec * kc;
+    const int64_t bstride = kVec * kc;
+    const float* ap = a + p0 * kRows;
+#pragma GCC unroll 1
+    for (int64_t k = 0; k < kend; ++k) {
+      __m512 bv[NV];
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(bp + v * bstride);
+#pragma GCC unroll 7
+      for (int r = 0; r < kRows; ++r) {
+        const __m512 av = _mm512_set1_ps(ap[r]);
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; ++v) c[r][v] = _mm512_fmadd_ps(av, bv[v], c[r][v]);
+      }
+      bp += kVec;
+      ap += kRows;
+    }
+  }
+  if (!last || !y) {
+    if (last && bias) {
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) {
+        const int left = mcount - v * kVec;
+        const __mmask16 m = left >= kVec ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+        const __m512 bb = _mm512_maskz_loadu_ps(m, bias + v * kVec);
+#pragma GCC unroll 7
+        for (int r = 0; r < kRows; ++r) c[r][v] = _mm512_add_ps(c[r][v], bb);
+      }
+    }
+#pragma GCC unroll 7
+    for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) _mm512_storeu_ps(acc + r * kTileCols + v * kVec, c[r][v]);
+    return;
+  }
+  const __mmask8 rmask = static_cast<__mmask8>((1u << nrows) - 1);
+#pragma GCC unroll 1
+  for (int v = 0; v < NV; ++v) {
+    const int left = mcount - v * kVec;
+    if (left <= 0) break;
+    __m512 r0 = c[0][v], r1 = c[1][v], r2 = c[2][v], r3 = c[3][v], r4 = c[4][v], r5 = c[5][v], r6 = c[6][v];
+    if (bias) {
+      const __mmask16 m = left >= kVec ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+      const __m512 bb = _mm512_maskz_loadu_ps(m, bias + v * kVec);
+      r0 = _mm512_add_ps(r0, bb), r1 = _mm512_add_ps(r1, bb), r2 = _mm512_add_ps(r2, bb);
+      r3 = _mm512_add_ps(r3, bb), r4 = _mm512_add_ps(r4, bb), r5 = _mm512_add_ps(r5, bb);
+      r6 = _mm512_add_ps(r6, bb);
+    }
+    const __m512 r7 = _mm512_setzero_ps();
+    // Per 128-bit lane L (channels 4L..4L+3): u_i holds channel 4L+i of rows 0..3, u_{4+i} of rows 4..7.
+    const __m512 t0 = _mm512_unpacklo_ps(r0, r1), t1 = _mm512_unpackhi_ps(r0, r1);
+    const __m512 t2 = _mm512_unpacklo_ps(r2, r3), t3 = _mm512_unpackhi_ps(r2, r3);
+    const __m512 t4 = _mm512_unpacklo_ps(r4, r5), t5 = _mm512_unpackhi_ps(r4, r5);
+    const __m512 t6 = _mm512_unpacklo_ps(r6, r7), t7 = _mm512_unpackhi_ps(r6, r7);
+    __m512 u[8];
+    u[0] = _mm512_shuffle_ps(t0, t2, 0x44), u[1] = _mm512_shuffle_ps(t0, t2, 0xEE);
+    u[2] = _mm512_shuffle_ps(t1, t3, 0x44), u[3] = _mm512_shuffle_ps(t1, t3, 0xEE);
+    u[4] = _mm512_shuffle_ps(t4, t6, 0x44), u[5] = _mm512_shuffle_ps(t4, t6, 0xEE);
+    u[6] = _mm512_shuffle_ps(t5, t7, 0x44), u[7] = _mm512_shuffle_ps(t5, t7, 0xEE);
+    float* yv = y + v * kVec * ldy;
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      // lo = [u_i.0, u_{4+i}.0, u_i.1, u_{4+i}.1]: channels i (low half) and 4 + i (high half);
+      // hi likewise for channels 8 + i and 12 + i.
+      const __m512 lo = _mm512_shuffle_f32x4(_mm512_shuffle_f32x4(u[i], u[4 + i], 0x44),
+                                             _mm512_shuffle_f32x4(u[i], u[4 + i], 0x44), 0xD8);
+      const __m512 hi = _mm512_shuffle_f32x4(_mm512_shuffle_f32x4(u[i], u[4 + i], 0xEE),
+                                             _mm512_shuffle_f32x4(u[i], u[4 + i], 0xEE), 0xD8);
+      if (i < left) _mm256_mask_storeu_ps(yv + i * ldy, rmask, _mm512_castps512_ps256(lo));
+      if (4 + i < left)
+        _mm256_mask_storeu_ps(yv + (4 + i) * ldy, rmask,
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(lo), 1)));
+      if (8 + i < left) _mm256_mask_storeu_ps(yv + (8 + i) * ldy, rmask, _mm512_castps512_ps256(hi));
+      if (12 + i < left)
+        _mm256_mask_storeu_ps(yv + (12 + i) * ldy, rmask,
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(hi), 1)));
+    }
+  }
+}
+#endif
+
+struct TileArgs {
+  int64_t k0, k1, K;
+  const float* a;
+  const PackedB* b;
+  int64_t q0;
+  float* acc;
+  bool first, last;
+  float* y;
+  int64_t ldy;
+  int nrows, mcount;
+  const float* bias;
+};
+
+void run_tile(int nv, const TileArgs& t) {
+#ifdef NXRT_SSP_X86
+  const float* bd = t.b->data.data();
+  const int64_t np = t.b->n_padded;
+  switch (nv) {
+    case 1: return tile_avx512<1>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias);
+    case 2: return tile_avx512<2>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias);
+    default: return tile_avx512<3>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias);
+  }
+#else
+  (void)nv, (void)t;
+#endif
+}
+
+// Geometry of the packed input: x itself (no pads) or a zero-padded copy.
+struct Src {
+  const float* x = nullptr;
+  int64_t dims[3] = {1, 1, 1};  // (padded) spatial dims
+  int64_t cs = 0;               // channel stride
+};
+
+}  // namespace
+
+bool small_spatial_weights_apply(const Dims& w_shape, int64_t group) {
+  if (w_shape.size() < 3 || w_shape.size() > 5 || group < 1) return false;
+  if (w_shape[0] <= 0 || w_shape[0] % group != 0) return false;
+  return w_shape[1] > 1 || w_shape[0] / group > 1;  // not depthwise
+}
+
+void small_spatial_prepare(int64_t M, int64_t group, int64_t K, const float* w, SmallSpatialWeights* out) {
+  const int64_t Mg = M / group;
+  out->M = M;
+  out->group = group;
+  out->K = K;
+  out->wt.clear();
+  out->wt.reserve(static_cast<size_t>(group));
+  // op(B) = W_g^T: B stored as W_g (Mg x K), transposed.
+  for (int64_t g = 0; g < group; ++g) out->wt.push_back(pack_b_f32(true, K, Mg, w + g * Mg * K, K));
+}
+
+const SmallSpatialWeights& SmallSpatialCache::get(const std::vector<convgemm::PackedA<float>>& packed) const {
+  std::call_once(once_, [&] {
+    // Unpack each group's PackedAF32 layout (gemm.h): per K block of kGemmKC starting at k0 (offset
+    // k0 * m_padded), MR-row panels of kc x MR values, element (i, k) at panel i / MR, k * MR + i % MR.
+    const int64_t group = static_cast<int64_t>(packed.size());
+    if (group == 0) return;
+    const int64_t Mg = packed[0].M, K = packed[0].K;
+    const int64_t m_padded = (Mg + kGemmMR - 1) / kGemmMR * kGemmMR;
+    std::vector<float> w(static_cast<size_t>(Mg * K));
+    w_.M = Mg * group;
+    w_.group = group;
+    w_.K = K;
+    w_.wt.reserve(static_cast<size_t>(group));
+    for (int64_t g = 0; g < group; ++g) {
+      for (int64_t k0 = 0; k0 < K; k0 += kGemmKC) {
+        const int64_t kc = std::min(kGemmKC, K - k0);
+        const float* blk = packed[g].data.data() + k0 * m_padded;
+        for (int64_t i = 0; i < Mg; ++i) {
+          const float* panel = blk + (i / kGemmMR) * kGemmMR * kc + i % kGemmMR;
+          for (int64_t k = 0; k < kc; ++k) w[i * K + k0 + k] = panel[k * kGemmMR];
+        }
+      }
+      w_.wt.push_back(pack_b_f32(true, K, Mg, w.data(), K));
+    }
+  });
+  return w_;
+}
+
+bool small_spatial_applies(const ConvShape& s) {
+  if (!cpu_ok()) return false;
+  const Geom3& g = s.g;
+  if (s.N < 1 || s.group < 1 || s.C % s.group != 0 || s.M % s.group != 0) return false;
+  if (s.C == s.group && s.M == s.group) return false;  // depthwise
+  if (g.out_size() <= 0) return false;
+  for (int i = 0; i < 3; ++i) {
+    if (g.pb[i] < 0 || g.pe[i] < 0 || g.s[i] < 1 || g.d[i] < 1 || g.k[i] < 1) return false;
+    // Every window lies inside the padded input.
+    if ((g.out[i] - 1) * g.s[i] + (g.k[i] - 1) * g.d[i] >= g.in[i] + g.pb[i] + g.pe[i]) return false;
+  }
+  return true;
+}
+
+// Measured: see the report in the commit / docs. Output planes up to 14x14 (196 pixels).
+bool small_spatial_preferred(const ConvShape& s, int threads) {
+  static const bool disabled = [] {
+    const char* e = std::getenv("NXRT_CONV_SMALL_SPATIAL");
+    return e && std::strcmp(e, "0") == 0;
+  }();
+  (void)threads;
+  if (disabled || !small_spatial_applies(s)) return false;
+  const int64_t P = s.g.out_size();
+  const int64_t Mg = s.M / s.group, K = s.C / s.group * s.g.kvol();
+  if (P < 2 || P > 256) return false;
+  if (Mg < 16 || K < 16) return false;
+  return true;
+}
+
+void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWeights& w, const float* bias,
+                        float* y, ep::ThreadPool* pool) {
+  const Geom3& g = s.g;
+  const int64_t G = s.group, Cg = s.C / G, Mg = s.M / G, kvol = g.kvol();
+  const int64_t K = Cg * kvol;
+  const int64_t P = g.out_size();
+  const int64_t rows = s.N * P;
+  const int64_t panels = (rows + kRows - 1) / kRows;
+  const bool padded = g.pb[0] || g.pb[1] || g.pb[2] || g.pe[0] || g.pe[1] || g.pe[2];
+  const int threads = pool ? pool->num_threads() : 1;
+
+  thread_local MappedScratch pad_scr, a_scr;
+  Src src;
+  if (padded) {
+    for (int i = 0; i < 3; ++i) src.dims[i] = g.in[i] + g.pb[i] + g.pe[i];
+    src.cs = src.dims[0] * src.dims[1] * src.dims[2];
+    float* xp = pad_scr.get(static_cast<size_t>(s.N * s.C * src.cs));
+    std::memset(xp, 0, sizeof(float) * static_cast<size_t>(s.N * s.C * src.cs));
+    const int64_t in_size = g.in_size();
+    for (int64_t nc = 0; nc < s.N * s.C; ++nc) {
+      const float* xs = x + nc * in_size;
+      float* xd = xp + nc * src.cs;
+      for (int64_t id = 0; id < g.in[0]; ++id)
+        for (int64_t ih = 0; ih < g.in[1]; ++ih)
+          std::memcpy(xd + ((id + g.pb[0]) * src.dims[1] + ih + g.pb[1]) * src.dims[2] + g.pb[2],
+                      xs + (id * g.in[1] + ih) * g.in[2], sizeof(float) * g.in[2]);
+    }
+    src.x = xp;
+  } else {
+    for (int i = 0; i < 3; ++i) src.dims[i] = g.in[i];
+    src.cs = g.in_size();
+    src.x = x;
+  }
+  const int64_t plane1 = src.dims[1] * src.dims[2];
+  // Offsets of the kernel positions (kd, kh, kw) from a window's origin.
+  std::vector<int64_t> koff(static_cast<size_t>(kvol));
+  for (int64_t kd = 0, t = 0; kd < g.k[0]; ++kd)
+    for (int64_t kh = 0; kh < g.k[1]; ++kh)
+      for (int64_t kw = 0; kw < g.k[2]; ++kw, ++t)
+        koff[t] = kd * g.d[0] * plane1 + kh * g.d[1] * src.dims[2] + kw * g.d[2];
+
+  // col^T packed: per group, per panel of 7 rows (pixels of all images), K x 7.
+  const int64_t a_group = panels * K * kRows;
+  float* abuf = a_scr.get(static_cast<size_t>(G * a_group));
+  auto pack = [&](int64_t t0, int64_t t1) {
+    int64_t base[kRows];
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t gi = t / panels, pi = t % panels;
+      for (int r = 0; r < kRows; ++r) {
+        int64_t row = pi * kRows + r;
+        if (row >= rows) row = pi * kRows;  // padding rows: any valid pixel (never stored)
+        const int64_t n = row / P, p = row % P;
+        const int64_t ow = p % g.out[2], oh = (p / g.out[2]) % g.out[1], od = p / (g.out[2] * g.out[1]);
+        base[r] = (n * s.C + gi * Cg) * src.cs + od * g.s[0] * plane1 + oh * g.s[1] * src.dims[2] + ow * g.s[2];
+      }
+      float* dst = abuf + gi * a_group + pi * K * kRows;
+      for (int64_t c = 0; c < Cg; ++c) {
+        const float* xc = src.x + c * src.cs;
+        for (int64_t kp = 0; kp < kvol; ++kp) {
+          const float* xk = xc + koff[kp];
+#pragma GCC unroll 7
+          for (int r = 0; r < kRows; ++r) dst[r] = xk[base[r]];
+          dst += kRows;
+        }
+      }
+    }
+  };
+  if (pool && threads > 1 && G * panels > 1 && G * a_group > (int64_t{1} << 16)) {
+    pool->parallel_for(G * panels, 1, pack);
+  } else {
+    pack(0, G * panels);
+  }
+
+  // GEMM + write-back: items are (group, part of the group's 16-channel vectors). A part is cut into
+  // tiles of 3 vectors, with 2-vector tiles rather than a 1-vector one at its end when it can (a
+  // 1-vector tile does 7 FMAs a k step for 8 loads). Long K runs in chunks so a tile's slice of W^T
+  // stays in L2 across the pixel panels; the accumulators of every panel then wait in `accs`.
+  const int64_t nvec = (Mg + kVec - 1) / kVec;
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, nvec));
+  constexpr int64_t kChunk = 2 * kGemmKC;
+  const bool chunked = K > kChunk + kChunk / 2;
+  auto work = [&](int64_t t0, int64_t t1) {
+    thread_local MappedScratch acc_scr;
+    float* accs = acc_scr.get(static_cast<size_t>((chunked ? panels : 1) * kRows * kTileCols));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t gi = t / parts, part = t % parts;
+      const int64_t v0 = part * nvec / parts, v1 = (part + 1) * nvec / parts;
+      const float* ag = abuf + gi * a_group;
+      const PackedB& wt = w.wt[static_cast<size_t>(gi)];
+      for (int64_t q = v0; q < v1;) {
+        const int64_t left = v1 - q;
+        const int nv = static_cast<int>(left == 4 ? 2 : std::min<int64_t>(kMaxNV, left));
+        const int64_t m0 = q * kVec;
+        TileArgs ta;
+        ta.K = K;
+        ta.b = &wt;
+        ta.q0 = q;
+        ta.mcount = static_cast<int>(std::min<int64_t>(nv * kVec, Mg - m0));
+        ta.bias = bias ? bias + gi * Mg + m0 : nullptr;
+        for (int64_t k0 = 0; k0 < K; k0 += chunked ? kChunk : K) {
+          ta.k0 = k0;
+          ta.k1 = chunked ? std::min(K, k0 + kChunk) : K;
+          ta.first = k0 == 0;
+          ta.last = ta.k1 == K;
+          for (int64_t pi = 0; pi < panels; ++pi) {
+            const int64_t row0 = pi * kRows;
+            ta.nrows = static_cast<int>(std::min<int64_t>(kRows, rows - row0));
+            const int64_t n0 = row0 / P, p0 = row0 % P;
+            // Rows of one image, consecutive in y: written transposed by the kernel.
+            const bool contiguous = p0 + ta.nrows <= P;
+            ta.a = ag + pi * K * kRows;
+            ta.acc = accs + (chunked ? pi : 0) * kRows * kTileCols;
+            ta.y = contiguous ? y + (n0 * s.M + gi * Mg + m0) * P + p0 : nullptr;
+            ta.ldy = P;
+            run_tile(nv, ta);
+            if (ta.last && !contiguous) {
+              for (int r = 0; r < ta.nrows; ++r) {
+                const int64_t row = row0 + r, n = row / P, p = row % P;
+                float* yr = y + (n * s.M + gi * Mg + m0) * P + p;
+                const float* br = ta.acc + r * kTileCols;
+                for (int64_t j = 0; j < ta.mcount; ++j) yr[j * P] = br[j];
+              }
+            }
+          }
+        }
+        q += nv;
+      }
+    }
+  };
+  const int64_t items = G * parts;
+  if (pool && threads > 1 && items > 1) {
+    pool->parallel_for(items, 1, work);
+  } else {
+    work(0, items);
+  }
+}
+
+bool small_spatial_try(const ConvShape& s, const float* x, const SmallSpatialCache* cache,
+                       const std::vector<convgemm::PackedA<float>>& packed, const float* bias, float* y,
+                       ep::ThreadPool* pool) {
+  if (!cache || packed.empty() || static_cast<int64_t>(packed.size()) != s.group) return false;
+  const int64_t K = s.C / std::max<int64_t>(1, s.group) * s.g.kvol();
+  if (packed[0].M != s.M / s.group || packed[0].K != K) return false;
+  if (!small_spatial_preferred(s, pool ? pool->num_threads() : 1)) return false;
+  small_spatial_conv(s, x, cache->get(packed), bias, y, pool);
+  return true;
+}
+
+}  // namespace nxrt::ops
