@@ -143,6 +143,38 @@ __attribute__((target("avx512f,avx512vl"))) void tile_avx512(int64_t k0, int64_t
     }
   }
 }
+
+// Packs one panel whose 7 pixels are consecutive in the input (base[r] = base[0] + r): per channel and
+// kernel position, one masked 7-float load and store.
+__attribute__((target("avx512f,avx512vl"))) void pack_panel_contiguous(const float* x, int64_t cs, int64_t Cg,
+                                                                        const int64_t* koff, int64_t kvol,
+                                                                        float* dst) {
+  const __mmask8 m = 0x7F;
+  for (int64_t c = 0; c < Cg; ++c) {
+    const float* xc = x + c * cs;
+    for (int64_t kp = 0; kp < kvol; ++kp) {
+      _mm256_mask_storeu_ps(dst, m, _mm256_maskz_loadu_ps(m, xc + koff[kp]));
+      dst += kRows;
+    }
+  }
+}
+
+// The same for pixels 2 apart (base[r] = base[0] + 2r: stride 2): one masked 13-float load, the even
+// lanes picked by a permute.
+__attribute__((target("avx512f,avx512vl"))) void pack_panel_stride2(const float* x, int64_t cs, int64_t Cg,
+                                                                     const int64_t* koff, int64_t kvol, float* dst) {
+  const __mmask16 lm = 0x1FFF;
+  const __mmask8 m = 0x7F;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+  for (int64_t c = 0; c < Cg; ++c) {
+    const float* xc = x + c * cs;
+    for (int64_t kp = 0; kp < kvol; ++kp) {
+      const __m512 v = _mm512_permutexvar_ps(even, _mm512_maskz_loadu_ps(lm, xc + koff[kp]));
+      _mm256_mask_storeu_ps(dst, m, _mm512_castps512_ps256(v));
+      dst += kRows;
+    }
+  }
+}
 #endif
 
 struct TileArgs {
@@ -240,7 +272,22 @@ bool small_spatial_applies(const ConvShape& s) {
   return true;
 }
 
-// Measured: see the report in the commit / docs. Output planes up to 14x14 (196 pixels).
+// The kAuto rule. Both paths run near the core's FMA peak on their padded work, so the choice is the
+// share of useful work: the usual path pads output channels to 6-row panels and each image's pixels to
+// 16-column panels (49 -> 64), this one pads the pixels of the batch to 7-row panels (49 -> 49,
+// 196 -> 196, 169 -> 175) and the output channels to 16 (68 -> 80). It is taken when its share is
+// higher by 3% (1x1 convs: the usual path reads x in place, this one packs it) or at all (kxk: both
+// pack), for planes up to 16x16 (1x1) or 32x32 (other convs) and K >= 32.
+// Measured per conv at 1 / 2 threads (ms, usual -> this path; AMD EPYC Zen 4, AVX-512 here, AVX2 there):
+//   1x1 512->2048 @7x7 1.21 -> 0.92 / 0.62 -> 0.47;  1x1 2048->512 @7x7 1.22 -> 0.93 / 0.65 -> 0.49;
+//   3x3 512->512 @7x7 3.47 -> 2.12 / 1.72 -> 1.14;   1x1 1024->2048 s2 14->7 2.65 -> 2.02 / 1.28 -> 0.98;
+//   3x3 192->320 @7x7 0.73 -> 0.49 / 0.45 -> 0.28;  3x3 224->224 @7x7 0.63 -> 0.41 / 0.40 -> 0.24;
+//   1x1 1024->352 @7x7 0.42 -> 0.32 / 0.23 -> 0.18; 1x1 544->544 g4 @7x7 0.092 -> 0.078;
+//   1x1 1024->256 @14x14 1.00 -> 0.95 / 0.57 -> 0.51; 1x1 256->1024 @14x14 0.98 -> 0.95 / 0.52 -> 0.50;
+//   3x3 256->256 @14x14 2.47 -> 2.10 / 1.57 -> 1.15; 1x1 576->224 @14x14 0.50 -> 0.47 / 0.30 -> 0.26;
+//   1x1 512->64 @13x13 0.120 -> 0.117 / 0.091 -> 0.079; 3x3 64->256 @13x13 0.53 -> 0.48 / 0.34 -> 0.27.
+// Losses it avoids: 1x1 272->272 g4 @14x14 (68 channels a group: 80 computed) 0.082 -> 0.097,
+// 1x1 128->512 @28x28 0.96 -> 1.00.
 bool small_spatial_preferred(const ConvShape& s, int threads) {
   static const bool disabled = [] {
     const char* e = std::getenv("NXRT_CONV_SMALL_SPATIAL");
@@ -250,9 +297,17 @@ bool small_spatial_preferred(const ConvShape& s, int threads) {
   if (disabled || !small_spatial_applies(s)) return false;
   const int64_t P = s.g.out_size();
   const int64_t Mg = s.M / s.group, K = s.C / s.group * s.g.kvol();
-  if (P < 2 || P > 256) return false;
-  if (Mg < 16 || K < 16) return false;
-  return true;
+  const bool pointwise = s.g.kvol() == 1 && s.g.s[0] == 1 && s.g.s[1] == 1 && s.g.s[2] == 1 && s.g.pb[0] == 0 &&
+                         s.g.pb[1] == 0 && s.g.pb[2] == 0 && s.g.pe[0] == 0 && s.g.pe[1] == 0 && s.g.pe[2] == 0;
+  if (P < 2 || P > (pointwise ? 256 : 1024) || K < 32 || Mg < 8) return false;
+  // Winograd F(4x4, 3x3) wins from 9x9 planes on (3x3 256->256 @14x14 0.87 ms vs 2.19 here); at 7x7
+  // its 4x4 tiles cover 64 outputs for 49 and this path wins (3x3 128->32 @7x7 0.083 -> 0.040).
+  if (std::min(s.g.out[1], s.g.out[2]) > 8 && winograd_preferred(s)) return false;
+  const auto up = [](int64_t v, int64_t m) { return double((v + m - 1) / m * m); };
+  const double rows = double(s.N * P);
+  const double share_new = (double(Mg) / up(Mg, kVec)) * (rows / up(s.N * P, kRows));
+  const double share_old = (double(Mg) / up(Mg, kGemmMR)) * (double(P) / up(P, kGemmNR));
+  return share_new >= share_old * (pointwise ? 1.03 : 1.0);
 }
 
 void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWeights& w, const float* bias,
@@ -311,6 +366,21 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
         base[r] = (n * s.C + gi * Cg) * src.cs + od * g.s[0] * plane1 + oh * g.s[1] * src.dims[2] + ow * g.s[2];
       }
       float* dst = abuf + gi * a_group + pi * K * kRows;
+#ifdef NXRT_SSP_X86
+      bool step1 = true, step2 = true;
+      for (int r = 1; r < kRows; ++r) {
+        step1 = step1 && base[r] == base[0] + r;
+        step2 = step2 && base[r] == base[0] + 2 * r;
+      }
+      if (step1) {
+        pack_panel_contiguous(src.x + base[0], src.cs, Cg, koff.data(), kvol, dst);
+        continue;
+      }
+      if (step2) {
+        pack_panel_stride2(src.x + base[0], src.cs, Cg, koff.data(), kvol, dst);
+        continue;
+      }
+#endif
       for (int64_t c = 0; c < Cg; ++c) {
         const float* xc = src.x + c * src.cs;
         for (int64_t kp = 0; kp < kvol; ++kp) {
@@ -322,18 +392,23 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
       }
     }
   };
-  if (pool && threads > 1 && G * panels > 1 && G * a_group > (int64_t{1} << 16)) {
-    pool->parallel_for(G * panels, 1, pack);
-  } else {
-    pack(0, G * panels);
+  // With at least as many groups as threads, each work item is one whole group that packs its own
+  // input; otherwise the packing is a phase of its own (split over panels) before the GEMM items.
+  const int64_t nvec = (Mg + kVec - 1) / kVec;
+  const int64_t parts = G >= threads ? 1 : std::max<int64_t>(1, std::min<int64_t>(threads, nvec));
+  const bool pack_in_item = parts == 1 && G > 1;
+  if (!pack_in_item) {
+    if (pool && threads > 1 && G * panels > 1 && G * a_group > (int64_t{1} << 16)) {
+      pool->parallel_for(G * panels, 1, pack);
+    } else {
+      pack(0, G * panels);
+    }
   }
 
   // GEMM + write-back: items are (group, part of the group's 16-channel vectors). A part is cut into
   // tiles of 3 vectors, with 2-vector tiles rather than a 1-vector one at its end when it can (a
   // 1-vector tile does 7 FMAs a k step for 8 loads). Long K runs in chunks so a tile's slice of W^T
   // stays in L2 across the pixel panels; the accumulators of every panel then wait in `accs`.
-  const int64_t nvec = (Mg + kVec - 1) / kVec;
-  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(threads, nvec));
   constexpr int64_t kChunk = 2 * kGemmKC;
   const bool chunked = K > kChunk + kChunk / 2;
   auto work = [&](int64_t t0, int64_t t1) {
@@ -342,6 +417,7 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t gi = t / parts, part = t % parts;
       const int64_t v0 = part * nvec / parts, v1 = (part + 1) * nvec / parts;
+      if (pack_in_item) pack(gi * panels, (gi + 1) * panels);
       const float* ag = abuf + gi * a_group;
       const PackedB& wt = w.wt[static_cast<size_t>(gi)];
       for (int64_t q = v0; q < v1;) {

@@ -182,6 +182,10 @@ TEST(ConvSmallSpatial, DISABLED_SmallSpatialBench) {
       {"shuf 1x1 272->272 g4 14x14", 272, 272, 4, 14, 1, 1, 0},
       {"sq 1x1 512->64 13x13", 512, 64, 1, 13, 1, 1, 0},
       {"sq 3x3 64->256 13x13", 64, 256, 1, 13, 3, 1, 1},
+      {"dn 3x3 128->32 7x7", 128, 32, 1, 7, 3, 1, 1},
+      {"dn 1x1 992->128 7x7", 992, 128, 1, 7, 1, 1, 0},
+      {"3x3 s2 128 56->28", 128, 128, 1, 56, 3, 2, 1},
+      {"3x3 s2 256 28->14", 256, 256, 1, 28, 3, 2, 1},
       {"3x3 64->64 28x28", 64, 64, 1, 28, 3, 1, 1},
       {"1x1 128->512 28x28", 128, 512, 1, 28, 1, 1, 0},
   };
@@ -229,7 +233,9 @@ TEST(ConvSmallSpatial, DISABLED_SmallSpatialBench) {
       }
       return t[t.size() / 2];
     };
-    const ConvPath usual = c.k == 1 && c.s == 1 ? ConvPath::kPointwise : ConvPath::kIm2col;
+    const ConvPath usual = c.k == 1 && c.s == 1 ? ConvPath::kPointwise
+                           : c.k == 3 && c.s == 1 && winograd_preferred(s) ? ConvPath::kWinograd
+                                                                           : ConvPath::kIm2col;
     const double a = time([&] { conv_forward<float>(s, x.data(), cw, b.data(), y.data(), &pool, usual); });
     const double bb = time([&] { small_spatial_conv(s, x.data(), sw, b.data(), y.data(), &pool); });
     const double gmacs = double(s.M) * Cg * c.k * c.k * s.g.out_size() / 1e6;
