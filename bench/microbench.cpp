@@ -151,6 +151,10 @@ const ConvCase kConvCases[] = {
     {64, 64, 56, 56, 3, 1, 1},   // 3x3 64->64 at 56x56
     {3, 64, 224, 224, 7, 2, 3},  // 7x7 stride 2, the first conv
     {512, 512, 7, 7, 3, 1, 1},   // 3x3 512->512 at 7x7 (last stage)
+    {64, 256, 56, 56, 1, 1, 0},  // 1x1 64->256 at 56x56 (small K)
+    {128, 128, 56, 56, 3, 2, 1}, // 3x3 stride 2 128->128 56x56 -> 28x28
+    {256, 256, 28, 28, 3, 2, 1}, // 3x3 stride 2 256->256 28x28 -> 14x14
+    {512, 1024, 28, 28, 1, 2, 0},  // 1x1 stride 2 512->1024 28x28 -> 14x14 (downsample)
 };
 
 void BM_ConvResNet50(benchmark::State& state) {
@@ -186,7 +190,7 @@ void BM_ConvResNet50(benchmark::State& state) {
                  std::to_string(cc.C) + "->" + std::to_string(cc.M) + " @" + std::to_string(cc.H) + "x" +
                  std::to_string(cc.W));
 }
-BENCHMARK(BM_ConvResNet50)->ArgsProduct({{0, 1, 2, 3}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ConvResNet50)->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // ---- 3x3 stride-1 convs: im2col + GEMM vs Winograd F(4x4, 3x3), each path forced ---------------------
 const ConvCase k3x3Cases[] = {

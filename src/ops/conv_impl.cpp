@@ -5,6 +5,11 @@
 #include <type_traits>
 
 #include "ops/conv_depthwise.h"
+#include "ops/gemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace nxrt::ops {
 
@@ -70,6 +75,88 @@ void im2col(const Geom3& g, int64_t channels, const CT* x, int64_t r0, int64_t r
     body(0, rows);
   }
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+// out[i] = src[2 i] for i < n, 8 at a time with AVX2 while the 16 floats read stay below src + limit.
+__attribute__((target("avx2"))) int64_t gather_even_avx2(const float* src, int64_t n, int64_t limit, float* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n && 2 * i + 16 <= limit; i += 8) {
+    const __m256 a = _mm256_loadu_ps(src + 2 * i), b = _mm256_loadu_ps(src + 2 * i + 8);
+    // [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6]
+    const __m256 e = _mm256_shuffle_ps(a, b, 0x88);
+    _mm256_storeu_ps(out + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
+  }
+  return i;
+}
+#endif
+
+// The implicit-GEMM B operand of a float conv: im2col rows [p0, p0+kc) x output positions [j0, j0+nc)
+// of one group's input, written straight into the GEMM engine's 16-column panels (GemmBPacker), so no
+// column matrix is materialised and each block is packed by the thread that multiplies it, in cache.
+struct Im2colPanels {
+  const Geom3& g;
+  const float* x;  // the group's first input channel
+  bool avx2;
+
+  void operator()(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) const {
+    constexpr int64_t NR = kGemmNR;
+    const int64_t KH = g.k[1], KW = g.k[2], khw = KH * KW, kvol = g.k[0] * khw;
+    const int64_t OH = g.out[1], OW = g.out[2];
+    const int64_t ID = g.in[0], IH = g.in[1], IW = g.in[2];
+    const int64_t sw = g.s[2];
+    const int64_t panels = (nc + NR - 1) / NR;
+    // The block's output positions as runs along output rows (od, oh), found once per block.
+    struct Run {
+      int64_t od, oh, ow0, ow1, off;
+    };
+    thread_local std::vector<Run> runs;
+    runs.clear();
+    for (int64_t j = j0; j < j0 + nc;) {
+      const int64_t r = j / OW, ow0 = j % OW, ow1 = std::min(OW, ow0 + (j0 + nc - j));
+      runs.push_back({r / OH, r % OH, ow0, ow1, j - j0});
+      j += ow1 - ow0;
+    }
+    // One im2col row of the block, gathered contiguously (stays in L1), then dealt into the panels.
+    thread_local std::vector<float> row_buf;
+    if (row_buf.size() < static_cast<size_t>(panels * NR)) row_buf.resize(static_cast<size_t>(panels * NR));
+    float* row = row_buf.data();
+    std::fill(row + nc, row + panels * NR, 0.f);
+    for (int64_t k = 0; k < kc; ++k) {
+      const int64_t kr = p0 + k;
+      const int64_t c = kr / kvol, rem = kr % kvol;
+      const int64_t kd = rem / khw, kh = (rem % khw) / KW, kw = rem % KW;
+      const float* xc = x + c * ID * IH * IW;
+      const int64_t wbase = kw * g.d[2] - g.pb[2];
+      int64_t lo, hi;
+      valid_range(wbase, sw, IW, OW, &lo, &hi);
+      for (const Run& run : runs) {
+        float* out = row + run.off - run.ow0;  // out[ow] for ow in [ow0, ow1)
+        const int64_t id = run.od * g.s[0] - g.pb[0] + kd * g.d[0];
+        const int64_t ih = run.oh * g.s[1] - g.pb[1] + kh * g.d[1];
+        if (id < 0 || id >= ID || ih < 0 || ih >= IH) {
+          std::fill(out + run.ow0, out + run.ow1, 0.f);
+          continue;
+        }
+        const float* src = xc + (id * IH + ih) * IW + wbase;  // src[ow * sw] for ow in [lo, hi)
+        const int64_t a = std::clamp(lo, run.ow0, run.ow1), b = std::clamp(hi, a, run.ow1);
+        for (int64_t ow = run.ow0; ow < a; ++ow) out[ow] = 0.f;
+        if (sw == 1) {
+          if (b > a) std::memcpy(out + a, src + a, sizeof(float) * (b - a));
+        } else {
+          int64_t ow = a;
+#if defined(__x86_64__) || defined(__i386__)
+          // src + a * 2 .. must stay inside the input row: limit = IW - (a * 2 + wbase).
+          if (sw == 2 && avx2) ow += gather_even_avx2(src + a * 2, b - a, IW - (a * 2 + wbase), out + a);
+#endif
+          for (; ow < b; ++ow) out[ow] = src[ow * sw];
+        }
+        for (int64_t ow = b; ow < run.ow1; ++ow) out[ow] = 0.f;
+      }
+      float* d = dst + k * NR;
+      for (int64_t q = 0; q < panels; ++q) std::memcpy(d + q * NR * kc, row + q * NR, sizeof(float) * NR);
+    }
+  }
+};
 
 template <typename CT>
 void fill_bias(CT* y, int64_t rows, int64_t cols, const CT* bias) {
@@ -166,8 +253,28 @@ bool conv_path_applies(const ConvShape& s, ConvPath path) {
 }
 
 template <typename CT>
-void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
-                  ep::ThreadPool* pool, ConvPath path) {
+bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
+                  ep::ThreadPool* pool, ConvPath path, const ConvPost* post) {
+  // The GEMM store's epilogue for group gi of image n: bias, then post (float).
+  auto gemm_epilogue = [&](int64_t n, int64_t gi, const CT* b) {
+    GemmEpilogue ep;
+    if constexpr (std::is_same_v<CT, float>) {
+      if (b) {
+        ep.bias_kind = GemmBias::kPerRow;
+        ep.bias = b + gi * (s.M / s.group);
+      }
+      if (post) {
+        if (post->residual) {
+          ep.residual = post->residual + (n * s.M + gi * (s.M / s.group)) * s.g.out_size();
+          ep.ldr = s.g.out_size();
+        }
+        ep.act = post->act;
+        ep.clip_min = post->clip_min;
+        ep.clip_max = post->clip_max;
+      }
+    }
+    return ep;
+  };
   const Geom3& g = s.g;
   const int64_t G = s.group;
   const int64_t Cg = s.C / G, Mg = s.M / G;
@@ -178,9 +285,9 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
     if ((path == ConvPath::kWinograd || (path == ConvPath::kAuto && winograd_preferred(s))) && w.wino &&
         w.shape.size() == 4 && w.shape[0] == s.M && w.shape[1] == s.C && winograd_applies(s)) {
       winograd_conv(s, x, w.wino->get(w.packed[0], s.M, s.C), bias, y, pool);
-      return;
+      return false;
     }
-    if (path == ConvPath::kAuto && small_spatial_try(s, x, w.small.get(), w.packed, bias, y, pool)) return;
+    if (path == ConvPath::kAuto && small_spatial_try(s, x, w.small.get(), w.packed, bias, y, pool, post)) return true;
   }
   if (path == ConvPath::kWinograd) path = ConvPath::kIm2col;
   if (path == ConvPath::kAuto) {
@@ -218,7 +325,7 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
     } else {
       body(0, planes);
     }
-    return;
+    return false;
   }
 
   if (path == ConvPath::kPointwise && out_size == 1 && !w.raw.empty()) {
@@ -235,15 +342,22 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
         for (; k < Cg; ++k) r += wr[k] * xg[k];
         y[n * s.M + m] = (bias ? bias[m] : CT(0)) + r;
       }
-    return;
+    return false;
   }
 
   if (path == ConvPath::kPointwise) {
     auto one_group = [&](int64_t n, int64_t gi, ep::ThreadPool* gemm_pool) {
       CT* yg = y + (n * s.M + gi * Mg) * out_size;
+      const CT* xg = x + (n * s.C + gi * Cg) * in_size;
+      if constexpr (std::is_same_v<CT, float>) {
+        // Bias and post are applied in the GEMM's store (one pass over y instead of fill + accumulate).
+        const GemmEpilogue ep = gemm_epilogue(n, gi, bias);
+        gemm_f32_packed_a(Mg, out_size, Cg, 1.f, w.packed[gi].data.data(), false, xg, in_size, 0.f, yg, out_size,
+                          gemm_pool, &ep);
+        return;
+      }
       fill_bias(yg, Mg, out_size, bias ? bias + gi * Mg : nullptr);
-      convgemm::gemm_packed<CT>(w.packed[gi], out_size, false, x + (n * s.C + gi * Cg) * in_size, in_size, yg,
-                                out_size, true, gemm_pool);
+      convgemm::gemm_packed<CT>(w.packed[gi], out_size, false, xg, in_size, yg, out_size, true, gemm_pool);
     };
     // Grouped 1x1 convs (ShuffleNet) have groups too small for the GEMM to split: split the groups.
     const bool by_group = pool && pool->num_threads() > 1 && G > 1 && Mg * Cg * out_size < (int64_t{1} << 20);
@@ -256,11 +370,25 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
         for (int64_t gi = 0; gi < G; ++gi) one_group(n, gi, pool);
       }
     }
-    return;
+    return std::is_same_v<CT, float>;
   }
 
-  // im2col + GEMM, over chunks of output rows so the column buffer stays bounded.
   const int64_t K = Cg * kvol;
+  if constexpr (std::is_same_v<CT, float>) {
+    // Implicit GEMM: y_g = W_g * im2col(x_g) with the im2col panels packed per task (Im2colPanels), the
+    // bias added in the GEMM's store.
+    for (int64_t n = 0; n < s.N; ++n) {
+      for (int64_t gi = 0; gi < G; ++gi) {
+        float* yg = y + (n * s.M + gi * Mg) * out_size;
+        const Im2colPanels panels{g, x + (n * s.C + gi * Cg) * in_size, gemm_using_avx2()};
+        const GemmEpilogue ep = gemm_epilogue(n, gi, bias);
+        gemm_f32_packed_a_gen_b(Mg, out_size, K, 1.f, w.packed[gi].data.data(), panels, 0.f, yg, out_size, pool,
+                                &ep);
+      }
+    }
+    return true;
+  }
+  // im2col + GEMM, over chunks of output rows so the column buffer stays bounded.
   const int64_t OW = g.out[2];
   const int64_t total_rows = g.out[0] * g.out[1];
   constexpr int64_t kColBudget = int64_t(1) << 22;  // elements
@@ -280,6 +408,7 @@ void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
       }
     }
   }
+  return false;
 }
 
 template <typename CT>
@@ -312,10 +441,10 @@ void conv_naive(const ConvShape& s, const CT* x, const CT* w, const CT* bias, CT
 
 template struct ConvWeights<float>;
 template struct ConvWeights<double>;
-template void conv_forward<float>(const ConvShape&, const float*, const ConvWeights<float>&, const float*, float*,
-                                  ep::ThreadPool*, ConvPath);
-template void conv_forward<double>(const ConvShape&, const double*, const ConvWeights<double>&, const double*,
-                                   double*, ep::ThreadPool*, ConvPath);
+template bool conv_forward<float>(const ConvShape&, const float*, const ConvWeights<float>&, const float*, float*,
+                                  ep::ThreadPool*, ConvPath, const ConvPost*);
+template bool conv_forward<double>(const ConvShape&, const double*, const ConvWeights<double>&, const double*,
+                                   double*, ep::ThreadPool*, ConvPath, const ConvPost*);
 template void conv_naive<float>(const ConvShape&, const float*, const float*, const float*, float*);
 template void conv_naive<double>(const ConvShape&, const double*, const double*, const double*, double*);
 

@@ -4,8 +4,10 @@
 #include <memory>
 #include <vector>
 
+#include "ep/kernel.h"
 #include "ops/conv_gemm.h"
 #include "ops/conv_small_spatial.h"
+#include "ops/gemm.h"
 #include "ops/conv_util.h"
 #include "ops/conv_winograd.h"
 
@@ -41,11 +43,30 @@ struct ConvWeights {
   void prepare(const Dims& w_shape, int64_t group_count, std::vector<CT> w, bool winograd = false);
 };
 
+// What nxrt::FusedConv applies after the bias: y = act(conv + bias + residual), where residual (may be
+// null) has y's layout and does not alias it. The GEMM paths do it in their store, while the tile of y
+// is in cache; conv_forward reports whether it did.
+struct ConvPost {
+  const float* residual = nullptr;
+  GemmActivation act = GemmActivation::kNone;  // kNone, kRelu or kClip
+  float clip_min = 0.f, clip_max = 0.f;
+};
+
 // y[N, M, out...] = conv(x[N, C, in...], w) + bias (bias may be null). Paths other than kAuto and kIm2col
-// fall back to kIm2col when they do not apply.
+// fall back to kIm2col when they do not apply. With `post` (float only), returns whether the path also
+// applied it; when false the caller applies it to y.
 template <typename CT>
-void conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
-                  ep::ThreadPool* pool, ConvPath path = ConvPath::kAuto);
+bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
+                  ep::ThreadPool* pool, ConvPath path = ConvPath::kAuto, const ConvPost* post = nullptr);
+
+// Implemented by the Conv kernel for nxrt::FusedConv: computes the node with `post` fused where the path
+// allows. Returns whether it applied post (false: y holds conv + bias and the caller finishes it).
+// `residual_shape` must equal the output's shape for post to be applied.
+class ConvWithPost {
+ public:
+  virtual ~ConvWithPost() = default;
+  virtual Result<bool> compute_with_post(ep::KernelContext& ctx, const ConvPost& post, const Dims* residual_shape) = 0;
+};
 
 // Whether a path applies to a shape (tests).
 bool conv_path_applies(const ConvShape& s, ConvPath path);

@@ -63,7 +63,7 @@ Status conv_shape(const ep::KernelContext& ctx, const WindowAttrs& attrs, int64_
 // ------------------------------------------------------------------------------------------------
 // Conv
 
-class ConvKernel final : public ep::Kernel {
+class ConvKernel final : public ep::Kernel, public ConvWithPost {
  public:
   Status init(const ep::KernelInfo& info) {
     NXRT_RETURN_IF_ERROR(attrs_.parse(info, false));
@@ -95,16 +95,31 @@ class ConvKernel final : public ep::Kernel {
         X.dtype(),
         [&](auto tag) {
           using T = decltype(tag);
-          return run<T, ct_of<T>>(ctx);
+          return run<T, ct_of<T>>(ctx, nullptr, nullptr, nullptr);
         },
         [&] { return ctx.error(std::string("Conv does not support dtype ") + dtype_name(X.dtype())); });
+  }
+
+  Result<bool> compute_with_post(ep::KernelContext& ctx, const ConvPost& post, const Dims* residual_shape) override {
+    const Tensor& X = ctx.input(0);
+    bool applied = false;
+    NXRT_RETURN_IF_ERROR(dispatch_float(
+        X.dtype(),
+        [&](auto tag) {
+          using T = decltype(tag);
+          return run<T, ct_of<T>>(ctx, &post, residual_shape, &applied);
+        },
+        [&] { return ctx.error(std::string("Conv does not support dtype ") + dtype_name(X.dtype())); }));
+    return applied;
   }
   // Prepared constant weights are all run() uses (W's dtype must equal X's, its shape is fixed).
   bool reads_const_input_data(size_t i) const override { return !(i == 1 && (have_wf_ || have_wd_)); }
 
  private:
+  // `post` (FusedConv) is passed on to the engine for float when the residual has Y's shape and is not
+  // Y's buffer; *applied says whether it was applied.
   template <typename T, typename CT>
-  Status run(ep::KernelContext& ctx) {
+  Status run(ep::KernelContext& ctx, const ConvPost* post, const Dims* residual_shape, bool* applied) {
     const Tensor& X = ctx.input(0);
     if (!ctx.has_input(1)) return ctx.error("missing input W");
     const Tensor& W = ctx.input(1);
@@ -148,7 +163,16 @@ class ConvKernel final : public ep::Kernel {
       xp = xbuf.data();
     }
     if constexpr (std::is_same_v<T, CT>) {
-      conv_forward<CT>(s, xp, *wp, B ? bias.data() : nullptr, Y->data<CT>(), &ctx.pool());
+      const ConvPost* fused = nullptr;
+      if constexpr (std::is_same_v<T, float>) {
+        if (post && (!post->residual || (residual_shape && *residual_shape == Y->shape() &&
+                                         post->residual != Y->data<float>()))) {
+          fused = post;
+        }
+      }
+      const bool done = conv_forward<CT>(s, xp, *wp, B ? bias.data() : nullptr, Y->data<CT>(), &ctx.pool(),
+                                         ConvPath::kAuto, fused);
+      if (applied) *applied = fused && done;
     } else {
       std::vector<CT> ybuf(static_cast<size_t>(Y->numel()));
       conv_forward<CT>(s, xp, *wp, B ? bias.data() : nullptr, ybuf.data(), &ctx.pool());

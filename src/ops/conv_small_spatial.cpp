@@ -48,7 +48,8 @@ __attribute__((target("avx512f,avx512vl"))) void tile_avx512(int64_t k0, int64_t
                                                               const float* b, int64_t n_padded, int64_t q0,
                                                               float* acc, bool first, bool last, float* y,
                                                               int64_t ldy, int nrows, int mcount,
-                                                              const float* bias) {
+                                                              const float* bias, const float* res, int act,
+                                                              float lo_clip, float hi_clip) {
   __m512 c[kRows][NV];
   if (first) {
 #pragma GCC unroll 7
@@ -123,7 +124,6 @@ __attribute__((target("avx512f,avx512vl"))) void tile_avx512(int64_t k0, int64_t
     u[2] = _mm512_shuffle_ps(t1, t3, 0x44), u[3] = _mm512_shuffle_ps(t1, t3, 0xEE);
     u[4] = _mm512_shuffle_ps(t4, t6, 0x44), u[5] = _mm512_shuffle_ps(t4, t6, 0xEE);
     u[6] = _mm512_shuffle_ps(t5, t7, 0x44), u[7] = _mm512_shuffle_ps(t5, t7, 0xEE);
-    float* yv = y + v * kVec * ldy;
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
       // lo = [u_i.0, u_{4+i}.0, u_i.1, u_{4+i}.1]: channels i (low half) and 4 + i (high half);
@@ -132,14 +132,21 @@ __attribute__((target("avx512f,avx512vl"))) void tile_avx512(int64_t k0, int64_t
                                              _mm512_shuffle_f32x4(u[i], u[4 + i], 0x44), 0xD8);
       const __m512 hi = _mm512_shuffle_f32x4(_mm512_shuffle_f32x4(u[i], u[4 + i], 0xEE),
                                              _mm512_shuffle_f32x4(u[i], u[4 + i], 0xEE), 0xD8);
-      if (i < left) _mm256_mask_storeu_ps(yv + i * ldy, rmask, _mm512_castps512_ps256(lo));
-      if (4 + i < left)
-        _mm256_mask_storeu_ps(yv + (4 + i) * ldy, rmask,
-                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(lo), 1)));
-      if (8 + i < left) _mm256_mask_storeu_ps(yv + (8 + i) * ldy, rmask, _mm512_castps512_ps256(hi));
-      if (12 + i < left)
-        _mm256_mask_storeu_ps(yv + (12 + i) * ldy, rmask,
-                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(hi), 1)));
+      const __m256 o[4] = {_mm512_castps512_ps256(lo),
+                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(lo), 1)),
+                           _mm512_castps512_ps256(hi),
+                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(hi), 1))};
+#pragma GCC unroll 4
+      for (int h = 0; h < 4; ++h) {
+        const int ch = 4 * h + i;
+        if (ch >= left) continue;
+        __m256 val = o[h];
+        const int64_t off = (v * kVec + ch) * ldy;
+        if (res) val = _mm256_add_ps(val, _mm256_maskz_loadu_ps(rmask, res + off));
+        if (act == 1) val = _mm256_max_ps(val, _mm256_setzero_ps());
+        if (act == 2) val = _mm256_min_ps(_mm256_max_ps(val, _mm256_set1_ps(lo_clip)), _mm256_set1_ps(hi_clip));
+        _mm256_mask_storeu_ps(y + off, rmask, val);
+      }
     }
   }
 }
@@ -188,6 +195,9 @@ struct TileArgs {
   int64_t ldy;
   int nrows, mcount;
   const float* bias;
+  const float* res;  // residual at y's offset, or null
+  int act;           // 0 none, 1 relu, 2 clip
+  float lo, hi;
 };
 
 void run_tile(int nv, const TileArgs& t) {
@@ -195,9 +205,9 @@ void run_tile(int nv, const TileArgs& t) {
   const float* bd = t.b->data.data();
   const int64_t np = t.b->n_padded;
   switch (nv) {
-    case 1: return tile_avx512<1>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias);
-    case 2: return tile_avx512<2>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias);
-    default: return tile_avx512<3>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias);
+    case 1: return tile_avx512<1>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias, t.res, t.act, t.lo, t.hi);
+    case 2: return tile_avx512<2>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias, t.res, t.act, t.lo, t.hi);
+    default: return tile_avx512<3>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias, t.res, t.act, t.lo, t.hi);
   }
 #else
   (void)nv, (void)t;
@@ -311,7 +321,10 @@ bool small_spatial_preferred(const ConvShape& s, int threads) {
 }
 
 void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWeights& w, const float* bias,
-                        float* y, ep::ThreadPool* pool) {
+                        float* y, ep::ThreadPool* pool, const ConvPost* post) {
+  const float* residual = post ? post->residual : nullptr;
+  const int act = !post ? 0 : post->act == GemmActivation::kRelu ? 1 : post->act == GemmActivation::kClip ? 2 : 0;
+  const float clip_lo = post ? post->clip_min : 0.f, clip_hi = post ? post->clip_max : 0.f;
   const Geom3& g = s.g;
   const int64_t G = s.group, Cg = s.C / G, Mg = s.M / G, kvol = g.kvol();
   const int64_t K = Cg * kvol;
@@ -430,6 +443,9 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
         ta.q0 = q;
         ta.mcount = static_cast<int>(std::min<int64_t>(nv * kVec, Mg - m0));
         ta.bias = bias ? bias + gi * Mg + m0 : nullptr;
+        ta.act = act;
+        ta.lo = clip_lo;
+        ta.hi = clip_hi;
         for (int64_t k0 = 0; k0 < K; k0 += chunked ? kChunk : K) {
           ta.k0 = k0;
           ta.k1 = chunked ? std::min(K, k0 + kChunk) : K;
@@ -444,14 +460,22 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
             ta.a = ag + pi * K * kRows;
             ta.acc = accs + (chunked ? pi : 0) * kRows * kTileCols;
             ta.y = contiguous ? y + (n0 * s.M + gi * Mg + m0) * P + p0 : nullptr;
+            ta.res = contiguous && residual ? residual + (n0 * s.M + gi * Mg + m0) * P + p0 : nullptr;
             ta.ldy = P;
             run_tile(nv, ta);
             if (ta.last && !contiguous) {
               for (int r = 0; r < ta.nrows; ++r) {
                 const int64_t row = row0 + r, n = row / P, p = row % P;
-                float* yr = y + (n * s.M + gi * Mg + m0) * P + p;
+                const int64_t yo = (n * s.M + gi * Mg + m0) * P + p;
+                float* yr = y + yo;
                 const float* br = ta.acc + r * kTileCols;
-                for (int64_t j = 0; j < ta.mcount; ++j) yr[j * P] = br[j];
+                for (int64_t j = 0; j < ta.mcount; ++j) {
+                  float v = br[j];
+                  if (residual) v += residual[yo + j * P];
+                  if (act == 1) v = v > 0.f ? v : 0.f;
+                  if (act == 2) v = std::min(std::max(v, clip_lo), clip_hi);
+                  yr[j * P] = v;
+                }
               }
             }
           }
@@ -470,12 +494,15 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
 
 bool small_spatial_try(const ConvShape& s, const float* x, const SmallSpatialCache* cache,
                        const std::vector<convgemm::PackedA<float>>& packed, const float* bias, float* y,
-                       ep::ThreadPool* pool) {
+                       ep::ThreadPool* pool, const ConvPost* post) {
   if (!cache || packed.empty() || static_cast<int64_t>(packed.size()) != s.group) return false;
+  if (post && post->act != GemmActivation::kNone && post->act != GemmActivation::kRelu &&
+      post->act != GemmActivation::kClip)
+    return false;
   const int64_t K = s.C / std::max<int64_t>(1, s.group) * s.g.kvol();
   if (packed[0].M != s.M / s.group || packed[0].K != K) return false;
   if (!small_spatial_preferred(s, pool ? pool->num_threads() : 1)) return false;
-  small_spatial_conv(s, x, cache->get(packed), bias, y, pool);
+  small_spatial_conv(s, x, cache->get(packed), bias, y, pool, post);
   return true;
 }
 

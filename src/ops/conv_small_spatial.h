@@ -11,7 +11,7 @@
 // from x (any kernel size, stride, dilation, pads, groups, batch: the pixels of all images form the
 // rows), W^T is packed once (the PackedB layout of ops/gemm.h, per group) from the conv's packed GEMM
 // weights on first use, so convs that never take the path keep only their usual copy. The tile is
-// written back to NCHW with the bias added.
+// written back to NCHW with the bias (and FusedConv's residual and activation, ConvPost) added.
 //
 // Runs on CPUs with AVX-512F (and when the GEMM engine's AVX2 kernels are allowed, gemm_using_avx2);
 // elsewhere small_spatial_applies is false and the conv stays on its usual path.
@@ -31,6 +31,7 @@ class ThreadPool;
 namespace nxrt::ops {
 
 struct ConvShape;
+struct ConvPost;
 
 struct SmallSpatialWeights {
   int64_t M = 0, group = 1, K = 0;  // K = C/group * kernel volume
@@ -65,13 +66,14 @@ bool small_spatial_preferred(const ConvShape& s, int threads);
 
 // y[N, M, out...] = conv(x, w) + bias (bias may be null). Requires small_spatial_applies(s) and w
 // prepared for s.M, s.group and K = s.C/s.group * kvol.
+// With `post`: y = act(conv + bias + residual) (nxrt::FusedConv's epilogue), applied in the write-back.
 void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWeights& w, const float* bias,
-                        float* y, ep::ThreadPool* pool);
+                        float* y, ep::ThreadPool* pool, const ConvPost* post = nullptr);
 
 // conv_forward's kAuto hook: runs the path when `cache` is set, the shape is preferred and the packed
-// weights match; returns whether it ran.
+// weights match; returns whether it ran (and then it also applied `post`, when given).
 bool small_spatial_try(const ConvShape& s, const float* x, const SmallSpatialCache* cache,
                        const std::vector<convgemm::PackedA<float>>& packed, const float* bias, float* y,
-                       ep::ThreadPool* pool);
+                       ep::ThreadPool* pool, const ConvPost* post = nullptr);
 
 }  // namespace nxrt::ops

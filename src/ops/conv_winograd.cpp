@@ -458,10 +458,12 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
     want = std::clamp<int64_t>(std::min<int64_t>(want, (int64_t(8) << 20) / per_tile), 24, 512);
   }
   int64_t rows_per_block = std::clamp<int64_t>((want + p.TW / 2) / p.TW, 1, total_rows);
-  // Small problems (< 8M multiply-adds, ~0.1 ms) stay on the calling thread: each parallel_for waits for
-  // every worker to wake, which costs more than it saves.
-  const int64_t macs = kPts * p.M * p.C * total_rows * p.TW;
-  const int threads = pool && macs >= (int64_t(1) << 23) ? pool->num_threads() : 1;
+  // Small problems (under ~50 us) stay on the calling thread: each parallel_for waits for every worker
+  // to wake, which costs more than it saves. The work counts the GEMMs' multiply-adds and the
+  // transforms (~100 operations per tile and channel, in and out), which dominate with few channels:
+  // SqueezeNet's 16->64 @55x55 (7.2M multiply-adds, 0.45 ms) ran on one thread under a GEMM-only count.
+  const int64_t macs = kPts * p.M * p.C * total_rows * p.TW + 100 * (p.C + p.M) * total_rows * p.TW;
+  const int threads = pool && macs >= (int64_t(1) << 22) ? pool->num_threads() : 1;
   // Prefer whole blocks per thread (one wake-up per call): smaller blocks when that gives every thread
   // a few of them and keeps >= 24 tiles per GEMM.
   if (threads > 1 && g_block_tiles <= 0) {

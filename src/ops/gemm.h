@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ep/function_ref.h"
+
 namespace nxrt::ep {
 class ThreadPool;
 }
@@ -82,6 +84,18 @@ void gemm_f32_packed(bool transA, int64_t M, float alpha, const float* A, int64_
 void gemm_f32_packed_a(int64_t M, int64_t N, int64_t K, float alpha, const float* a_packed, bool transB,
                        const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
                        const GemmEpilogue* epilogue = nullptr);
+
+// Writes op(B)[p0:p0+kc, j0:j0+nc] as the engine's B block: ceil(nc/kGemmNR) panels of kc x kGemmNR
+// floats (panel q at q * kGemmNR * kc, element (k, j) at k * kGemmNR + j), columns past nc zero. The
+// engine calls it once per task and K block, from the thread running that task, with nc <= N.
+using GemmBPacker = ep::FunctionRef<void(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst)>;
+
+// C = epilogue(alpha * A * B + beta * C) with A prepacked (as gemm_f32_packed_a) and B produced block by
+// block by `pack_b` (implicit GEMM: a convolution packs its im2col panels straight from the image, so no
+// column matrix is written). Tasks split N first, so no two tasks pack the same B block.
+void gemm_f32_packed_a_gen_b(int64_t M, int64_t N, int64_t K, float alpha, const float* a_packed, GemmBPacker pack_b,
+                             float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
+                             const GemmEpilogue* epilogue = nullptr);
 
 // Plain triple-loop GEMM with the same contract (double accumulation): the reference for tests.
 void gemm_f32_reference(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,

@@ -15,6 +15,7 @@
 
 #include "ep/kernel.h"
 #include "ops/common.h"
+#include "ops/conv_impl.h"
 #include "optimizer/fused_ops.h"
 #include "optimizer/optimizer.h"
 
@@ -171,7 +172,25 @@ class FusedKernel final : public ep::Kernel {
     const Tensor* z = ctx.has_input(3) ? &ctx.input(3) : nullptr;
     const Tensor* bias = has_bias_ && ctx.has_input(2) ? &ctx.input(2) : nullptr;
     ForwardContext fc(ctx, *inner_info_, n_inner_, z ? &z->shape() : nullptr);
-    NXRT_RETURN_IF_ERROR(inner_->compute(fc));
+    // Conv on float with Relu/Clip/no activation: the residual and activation go into the GEMM's store.
+    auto* conv_post = dynamic_cast<ops::ConvWithPost*>(inner_.get());
+    const bool post_act = act_.kind == Activation::kNone || act_.kind == Activation::kRelu ||
+                          act_.kind == Activation::kClip;
+    if (conv_post && post_act && ctx.input(0).dtype() == DataType::kFloat &&
+        (!z || z->dtype() == DataType::kFloat)) {
+      ops::ConvPost post;
+      post.residual = z ? z->data<float>() : nullptr;
+      post.act = act_.kind == Activation::kRelu   ? ops::GemmActivation::kRelu
+                 : act_.kind == Activation::kClip ? ops::GemmActivation::kClip
+                                                  : ops::GemmActivation::kNone;
+      post.clip_min = act_.a;
+      post.clip_max = act_.b;
+      NXRT_ASSIGN_OR_RETURN(bool applied, conv_post->compute_with_post(fc, post, z ? &z->shape() : nullptr));
+      if (applied && fc.out_ && !fc.is_temp_) return Status::Ok();
+      if (applied) return ctx.error("fused kernel: the Conv applied the epilogue to a temporary output");
+    } else {
+      NXRT_RETURN_IF_ERROR(inner_->compute(fc));
+    }
     if (!fc.out_) return ctx.error("fused kernel: the wrapped " + inner_op_ + " produced no output");
     Tensor& y = *fc.out_;
     if (z && z->dtype() != y.dtype()) return ctx.error("residual input dtype differs from the output's");

@@ -39,7 +39,8 @@ bool finish(ConvShape* s) {
 }
 
 // Max |y - ref| / (1 + |ref|) of the path (forced) on s.
-double path_error(const ConvShape& s, bool with_bias, std::mt19937& rng, ep::ThreadPool* pool, bool through_auto) {
+double path_error(const ConvShape& s, bool with_bias, std::mt19937& rng, ep::ThreadPool* pool, bool through_auto,
+                  int post_mode = 0) {
   const int64_t Cg = s.C / s.group;
   const int64_t kvol = s.g.kvol();
   auto x = random_vec(rng, s.N * s.C * s.g.in_size());
@@ -48,13 +49,29 @@ double path_error(const ConvShape& s, bool with_bias, std::mt19937& rng, ep::Thr
   const int64_t ny = s.N * s.M * s.g.out_size();
   std::vector<float> ref(static_cast<size_t>(ny)), y(static_cast<size_t>(ny), 123.f);
   conv_naive<float>(s, x.data(), w.data(), with_bias ? b.data() : nullptr, ref.data());
+  // post_mode 1: residual + Relu, 2: Clip(-0.5, 0.5) (nxrt::FusedConv's epilogue).
+  auto res = random_vec(rng, ny);
+  ConvPost post;
+  if (post_mode == 1) {
+    post.residual = res.data();
+    post.act = GemmActivation::kRelu;
+    for (int64_t i = 0; i < ny; ++i) ref[i] = std::max(0.f, ref[i] + res[i]);
+  } else if (post_mode == 2) {
+    post.act = GemmActivation::kClip;
+    post.clip_min = -0.5f, post.clip_max = 0.5f;
+    for (int64_t i = 0; i < ny; ++i) ref[i] = std::min(0.5f, std::max(-0.5f, ref[i]));
+  }
   Dims ws{s.M, Cg};
   for (int i = 3 - s.g.nsp; i < 3; ++i) ws.push_back(s.g.k[i]);
   if (through_auto) {
     ConvWeights<float> cw;
     cw.prepare(ws, s.group, w, false);
     EXPECT_TRUE(cw.small != nullptr);
-    conv_forward<float>(s, x.data(), cw, with_bias ? b.data() : nullptr, y.data(), pool);
+    const bool applied = conv_forward<float>(s, x.data(), cw, with_bias ? b.data() : nullptr, y.data(), pool,
+                                             ConvPath::kAuto, post_mode ? &post : nullptr);
+    if (post_mode) {
+      EXPECT_TRUE(applied);
+    }
   } else {
     SmallSpatialWeights sw;
     small_spatial_prepare(s.M, s.group, Cg * kvol, w.data(), &sw);
@@ -152,8 +169,8 @@ TEST(ConvSmallSpatial, ModelShapesThroughConvForward) {
     s.g.s[1] = s.g.s[2] = c.s;
     for (int i = 1; i < 3; ++i) s.g.pb[i] = s.g.pe[i] = c.p;
     ASSERT_TRUE(finish(&s));
-    for (int mode = 0; mode < 2; ++mode) {
-      const double e = path_error(s, true, rng, mode == 0 ? &pool : nullptr, true);
+    for (int mode = 0; mode < 6; ++mode) {
+      const double e = path_error(s, true, rng, mode % 2 == 0 ? &pool : nullptr, true, mode / 2);
       EXPECT_LT(e, 1e-4) << describe(s) << " mode " << mode;
     }
   }

@@ -105,6 +105,48 @@ TEST(OpsNnConv, PathsMatchNaiveOnRandomShapes) {
   EXPECT_GT(ran, 50);
 }
 
+// The implicit-GEMM path (im2col panels packed per task, ops/gemm.h gemm_f32_packed_a_gen_b) on shapes
+// big enough for several K blocks (K > 256), several column blocks and tasks, stride-2 rows long enough
+// for the AVX2 even-column gather, pads cutting into those rows, and dilation; 1 and 2 threads.
+TEST(OpsNnConv, ImplicitGemmMatchesNaiveOnLargerShapes) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> pick(0, 1000);
+  ep::ThreadPool pool1(1), pool2(2);
+  for (int iter = 0; iter < 14; ++iter) {
+    ConvShape s;
+    s.N = 1 + iter % 2;
+    s.group = iter % 5 == 4 ? 2 : 1;
+    const int64_t Cg = 1 + pick(rng) % (iter < 7 ? 4 : 40);
+    const int64_t Mg = 1 + pick(rng) % 70;
+    s.C = Cg * s.group;
+    s.M = Mg * s.group;
+    WindowAttrs a;
+    Dims in, kernel;
+    for (int i = 0; i < 2; ++i) {
+      in.push_back(iter < 7 ? 30 + pick(rng) % 60 : 6 + pick(rng) % 24);
+      kernel.push_back(1 + pick(rng) % (iter < 7 ? 7 : 3));
+      a.strides.push_back(1 + pick(rng) % 3);
+      a.dilations.push_back(iter % 3 == 2 ? 2 : 1);
+    }
+    for (int i = 0; i < 4; ++i) a.pads.push_back(pick(rng) % 4);
+    ASSERT_TRUE(forward_geometry(a, in, kernel, &s.g).ok());
+    Dims wshape{s.M, Cg, kernel[0], kernel[1]};
+    auto x = random_vec(rng, s.N * s.C * s.g.in_size());
+    auto w = random_vec(rng, shape_numel(wshape));
+    auto b = random_vec(rng, s.M);
+    const int64_t ny = s.N * s.M * s.g.out_size();
+    std::vector<float> ref(ny);
+    conv_naive<float>(s, x.data(), w.data(), b.data(), ref.data());
+    ConvWeights<float> cw;
+    cw.prepare(wshape, s.group, w);
+    for (ep::ThreadPool* pool : {&pool1, &pool2}) {
+      std::vector<float> y(ny, 123.f);
+      conv_forward<float>(s, x.data(), cw, b.data(), y.data(), pool, ConvPath::kIm2col);
+      expect_close(y, ref, 2e-4f, "iter " + std::to_string(iter) + " threads " + std::to_string(pool->num_threads()));
+    }
+  }
+}
+
 TEST(OpsNnConv, KernelWithAutoPadAndGroups) {
   // 1x2x3x3 input, 2 groups, 3x3 ones kernel, SAME_UPPER, stride 2 -> 2x2 output per channel.
   std::vector<float> x(18);

@@ -352,6 +352,36 @@ TEST(OptimizerFusedConv, ResidualAddAndActivation) {
   expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 4, 5, 5}, 14))}, {"z", Value(random_tensor({2, 4, 5, 5}, 15))}});
 }
 
+// FusedConv hands its residual and Relu to the conv's GEMM store where the path allows (1x1, grouped
+// 1x1, implicit-GEMM im2col) and applies them itself after the others (Winograd, depthwise, one output
+// position): every path must give the unfused numbers.
+TEST(OptimizerFusedConv, ResidualAndReluOnEveryConvPath) {
+  struct Case {
+    int64_t c, m, hw, k, group, stride;
+  };
+  const Case cases[] = {{8, 20, 9, 1, 1, 1},   {8, 12, 9, 1, 2, 1},  {5, 7, 11, 3, 1, 2}, {6, 9, 10, 7, 1, 1},
+                        {16, 16, 12, 3, 1, 1}, {6, 6, 9, 3, 6, 1},   {12, 30, 1, 1, 1, 1}};
+  int seed = 40;
+  for (const Case& cs : cases) {
+    const int64_t pad = cs.k / 2;
+    const int64_t out = (cs.hw + 2 * pad - cs.k) / cs.stride + 1;
+    ModelBuilder b(13);
+    b.input("x", {2, cs.c, cs.hw, cs.hw});
+    b.input("z", {2, cs.m, out, out});
+    b.init("w", random_tensor({cs.m, cs.c / cs.group, cs.k, cs.k}, seed++));
+    b.init("bc", random_tensor({cs.m}, seed++));
+    b.node("Conv", {"x", "w", "bc"}, {"c"},
+           {A_is("pads", {pad, pad, pad, pad}), A_is("strides", {cs.stride, cs.stride}), A_i("group", cs.group)});
+    b.node("Add", {"c", "z"}, {"s"});
+    b.node("Relu", {"s"}, {"y"});
+    b.output("y");
+    ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::FusedConv"}));
+    expect_same_numerics(b.m, {{"x", Value(random_tensor({2, cs.c, cs.hw, cs.hw}, seed++))},
+                               {"z", Value(random_tensor({2, cs.m, out, out}, seed++))}},
+                         1e-4);
+  }
+}
+
 TEST(OptimizerFusedConv, BroadcastResidualTakesTheGeneralPath) {
   ModelBuilder b(13);
   b.input("x", {1, 2, 3, 3});
