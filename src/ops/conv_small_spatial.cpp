@@ -299,26 +299,37 @@ bool small_spatial_applies(const ConvShape& s) {
 // Losses it avoids: 1x1 272->272 g4 @14x14 (68 channels a group: 80 computed) 0.083 -> 0.099,
 // 1x1 512->64 @13x13 (share +4%) 0.120 -> 0.118 but 0.065 -> 0.076 at 2 threads, 1x1 128->512 @28x28
 // 0.96 -> 1.02, 3x3 s2 128->128 56->28 2.56 -> 2.30 but 1.31 -> 1.37 at 2 threads.
-bool small_spatial_preferred(const ConvShape& s, int threads) {
+SmallSpatialChoice small_spatial_choice(const ConvShape& s, int threads) {
   static const bool disabled = [] {
     const char* e = std::getenv("NXRT_CONV_SMALL_SPATIAL");
     return e && std::strcmp(e, "0") == 0;
   }();
   (void)threads;
-  if (disabled || !small_spatial_applies(s)) return false;
+  if (disabled || !small_spatial_applies(s)) return SmallSpatialChoice::kNone;
   const int64_t P = s.g.out_size();
   const int64_t Mg = s.M / s.group, K = s.C / s.group * s.g.kvol();
   const bool pointwise = s.g.kvol() == 1 && s.g.s[0] == 1 && s.g.s[1] == 1 && s.g.s[2] == 1 && s.g.pb[0] == 0 &&
                          s.g.pb[1] == 0 && s.g.pb[2] == 0 && s.g.pe[0] == 0 && s.g.pe[1] == 0 && s.g.pe[2] == 0;
-  if (P < 2 || P > 256 || K < 32 || Mg < 8) return false;
+  if (P < 2 || P > 256 || K < 32 || Mg < 8) return SmallSpatialChoice::kNone;
   // Winograd F(4x4, 3x3) wins from 9x9 planes on (3x3 256->256 @14x14 0.87 ms vs 2.19 here); at 7x7
   // its 4x4 tiles cover 64 outputs for 49 and this path wins (3x3 128->32 @7x7 0.083 -> 0.040).
-  if (std::min(s.g.out[1], s.g.out[2]) > 8 && winograd_preferred(s)) return false;
+  if (std::min(s.g.out[1], s.g.out[2]) > 8 && winograd_preferred(s)) return SmallSpatialChoice::kNone;
   const auto up = [](int64_t v, int64_t m) { return double((v + m - 1) / m * m); };
   const double rows = double(s.N * P);
   const double share_new = (double(Mg) / up(Mg, kVec)) * (rows / up(s.N * P, kRows));
   const double share_old = (double(Mg) / up(Mg, kGemmMR)) * (double(P) / up(P, kGemmNR));
-  return share_new >= share_old * (pointwise ? 1.05 : 1.0);
+  // 1x1 convs (any stride) on planes of 16q + 1 pixels: the direct path, on the conv's own weights.
+  if (s.g.kvol() == 1 && P > kVec && P % kVec == 1) {
+    const double share_direct = (double(Mg) / up(Mg, kGemmMR)) * (double(P) / kVec) / (double(P / kVec) + 1.0 / 12);
+    if (share_direct >= share_old * 1.05) return SmallSpatialChoice::kDirect;
+  }
+  // The transposed path keeps a second copy of the weights: 1x1 convs need a 10% better share for it.
+  return share_new >= share_old * (pointwise ? 1.10 : 1.0) ? SmallSpatialChoice::kTransposed
+                                                           : SmallSpatialChoice::kNone;
+}
+
+bool small_spatial_preferred(const ConvShape& s, int threads) {
+  return small_spatial_choice(s, threads) != SmallSpatialChoice::kNone;
 }
 
 void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWeights& w, const float* bias,
@@ -493,6 +504,232 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The direct orientation on the conv's own packed weights (no extra copy): y[6 channels, pixels] with
+// the pixels in 16-wide vectors, up to 3 a tile; a plane of 16q + 1 pixels (7x7 = 49) takes its last
+// pixel as a 6-lane "tail" FMA on the PackedA panel instead of a whole 16-wide vector.
+
+namespace {
+
+#ifdef NXRT_SSP_X86
+struct DirectArgs {
+  int64_t K;
+  const float* apk;  // the group's PackedAF32 data
+  int64_t m_padded, pi;
+  const float* b;  // B[k * ldb + pixel], at the tile's first pixel
+  int64_t ldb;
+  __mmask16 lastmask;  // valid pixels of the tile's last vector
+  float* y;            // at (first channel of the panel, first pixel)
+  int64_t ldy;
+  int rows;  // valid channels of the panel
+  const float* bias;
+  const float* res;  // like y, or null
+  int act;
+  float lo, hi;
+};
+
+template <int NV, bool TAIL>
+__attribute__((target("avx512f,avx512vl,fma"))) void direct_tile(const DirectArgs& d) {
+  __m512 c[6][NV];
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; ++r)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) c[r][v] = _mm512_setzero_ps();
+  __m256 tacc = _mm256_setzero_ps();
+  const __mmask16 lastmask = d.lastmask;
+  for (int64_t p0 = 0; p0 < d.K; p0 += kGemmKC) {
+    const int64_t kc = std::min<int64_t>(kGemmKC, d.K - p0);
+    const float* a = d.apk + p0 * d.m_padded + d.pi * 6 * kc;
+    const float* bk = d.b + p0 * d.ldb;
+    const int64_t ldb = d.ldb;
+#pragma GCC unroll 1
+    for (int64_t k = 0; k < kc; ++k) {
+      __m512 bv[NV];
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v)
+        bv[v] = v == NV - 1 ? _mm512_maskz_loadu_ps(lastmask, bk + v * kVec) : _mm512_loadu_ps(bk + v * kVec);
+#pragma GCC unroll 6
+      for (int r = 0; r < 6; ++r) {
+        const __m512 av = _mm512_set1_ps(a[r]);
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; ++v) c[r][v] = _mm512_fmadd_ps(av, bv[v], c[r][v]);
+      }
+      if constexpr (TAIL) tacc = _mm256_fmadd_ps(_mm256_maskz_loadu_ps(0x3F, a), _mm256_set1_ps(bk[NV * kVec]), tacc);
+      a += 6;
+      bk += ldb;
+    }
+  }
+  // Through a local buffer with fixed loops: indexing c with the run-time row count below would make
+  // GCC keep c in memory and store it every k step.
+  alignas(64) float cb[6][NV * kVec];
+  alignas(32) float tb[8];
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; ++r)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) _mm512_store_ps(cb[r] + v * kVec, c[r][v]);
+  _mm256_store_ps(tb, tacc);
+  for (int r = 0; r < d.rows; ++r) {
+    const __m512 bb = _mm512_set1_ps(d.bias ? d.bias[r] : 0.f);
+    float* yr = d.y + r * d.ldy;
+    const float* rr = d.res ? d.res + r * d.ldy : nullptr;
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 m = v == NV - 1 ? lastmask : __mmask16(0xFFFF);
+      __m512 val = _mm512_add_ps(_mm512_load_ps(cb[r] + v * kVec), bb);
+      if (rr) val = _mm512_add_ps(val, _mm512_maskz_loadu_ps(m, rr + v * kVec));
+      if (d.act == 1) val = _mm512_max_ps(val, _mm512_setzero_ps());
+      if (d.act == 2) val = _mm512_min_ps(_mm512_max_ps(val, _mm512_set1_ps(d.lo)), _mm512_set1_ps(d.hi));
+      _mm512_mask_storeu_ps(yr + v * kVec, m, val);
+    }
+    if constexpr (TAIL) {
+      float val = tb[r] + (d.bias ? d.bias[r] : 0.f);
+      if (rr) val += rr[NV * kVec];
+      if (d.act == 1) val = val > 0.f ? val : 0.f;
+      if (d.act == 2) val = std::min(std::max(val, d.lo), d.hi);
+      yr[NV * kVec] = val;
+    }
+  }
+}
+
+void run_direct_tile(int nv, bool tail, const DirectArgs& d) {
+  switch (nv * 2 + (tail ? 1 : 0)) {
+    case 2: return direct_tile<1, false>(d);
+    case 3: return direct_tile<1, true>(d);
+    case 4: return direct_tile<2, false>(d);
+    case 5: return direct_tile<2, true>(d);
+    case 7: return direct_tile<3, true>(d);
+    default: return direct_tile<3, false>(d);
+  }
+}
+#endif
+
+}  // namespace
+
+bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::vector<convgemm::PackedA<float>>& packed,
+                               const float* bias, float* y, ep::ThreadPool* pool, const ConvPost* post) {
+#ifdef NXRT_SSP_X86
+  const Geom3& g = s.g;
+  const int64_t G = s.group, Cg = s.C / G, Mg = s.M / G, kvol = g.kvol();
+  const int64_t K = Cg * kvol, P = g.out_size();
+  const int threads = pool ? pool->num_threads() : 1;
+  bool pointwise = true;
+  for (int i = 0; i < 3; ++i) pointwise = pointwise && g.k[i] == 1 && g.s[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
+  // B: x itself (1x1, stride 1, no pads) or col[K][P] per (image, group).
+  thread_local MappedScratch pad_scr, col_scr;
+  const float* cols = nullptr;
+  if (!pointwise) {
+    const bool padded = g.pb[0] || g.pb[1] || g.pb[2] || g.pe[0] || g.pe[1] || g.pe[2];
+    Src src;
+    if (padded) {
+      for (int i = 0; i < 3; ++i) src.dims[i] = g.in[i] + g.pb[i] + g.pe[i];
+      src.cs = src.dims[0] * src.dims[1] * src.dims[2];
+      float* xp = pad_scr.get(static_cast<size_t>(s.N * s.C * src.cs));
+      std::memset(xp, 0, sizeof(float) * static_cast<size_t>(s.N * s.C * src.cs));
+      for (int64_t nc = 0; nc < s.N * s.C; ++nc)
+        for (int64_t id = 0; id < g.in[0]; ++id)
+          for (int64_t ih = 0; ih < g.in[1]; ++ih)
+            std::memcpy(xp + nc * src.cs + ((id + g.pb[0]) * src.dims[1] + ih + g.pb[1]) * src.dims[2] + g.pb[2],
+                        x + nc * g.in_size() + (id * g.in[1] + ih) * g.in[2], sizeof(float) * g.in[2]);
+      src.x = xp;
+    } else {
+      for (int i = 0; i < 3; ++i) src.dims[i] = g.in[i];
+      src.cs = g.in_size();
+      src.x = x;
+    }
+    const int64_t plane1 = src.dims[1] * src.dims[2];
+    std::vector<int64_t> koff(static_cast<size_t>(kvol)), pbase(static_cast<size_t>(P));
+    for (int64_t kd = 0, t = 0; kd < g.k[0]; ++kd)
+      for (int64_t kh = 0; kh < g.k[1]; ++kh)
+        for (int64_t kw = 0; kw < g.k[2]; ++kw, ++t)
+          koff[t] = kd * g.d[0] * plane1 + kh * g.d[1] * src.dims[2] + kw * g.d[2];
+    for (int64_t p = 0; p < P; ++p) {
+      const int64_t ow = p % g.out[2], oh = (p / g.out[2]) % g.out[1], od = p / (g.out[2] * g.out[1]);
+      pbase[p] = od * g.s[0] * plane1 + oh * g.s[1] * src.dims[2] + ow * g.s[2];
+    }
+    float* colbuf = col_scr.get(static_cast<size_t>(s.N * G * K * P));
+    const int64_t OW = g.out[2], orows = P / OW;
+    auto pack = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {  // t = (image, channel)
+        const float* xc = src.x + t * src.cs;
+        float* dst = colbuf + t * kvol * P;
+        for (int64_t kp = 0; kp < kvol; ++kp, dst += P) {
+          const float* xk = xc + koff[kp];
+          for (int64_t r = 0; r < orows; ++r) {
+            const int64_t* pb = pbase.data() + r * OW;
+            float* dr = dst + r * OW;
+            if (g.s[2] == 1) {
+              std::memcpy(dr, xk + pb[0], sizeof(float) * OW);
+            } else {
+              for (int64_t ow = 0; ow < OW; ++ow) dr[ow] = xk[pb[ow]];
+            }
+          }
+        }
+      }
+    };
+    const int64_t items = s.N * s.C;
+    if (pool && threads > 1 && s.N * G * K * P > (int64_t{1} << 16)) {
+      pool->parallel_for(items, 1, pack);
+    } else {
+      pack(0, items);
+    }
+    cols = colbuf;
+  }
+  // Pixel tiles: full 16-pixel vectors, the remainder as one masked vector, or as the tail when it is 1.
+  const int64_t full = P / kVec, rem = P % kVec;
+  const bool tail = rem == 1 && full > 0;
+  const int64_t nvec = full + (rem > 0 && !tail ? 1 : 0);
+  const __mmask16 remmask = rem > 0 && !tail ? __mmask16((1u << rem) - 1) : __mmask16(0xFFFF);
+  const int64_t cpanels = (Mg + 5) / 6;
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>((threads + s.N * G - 1) / (s.N * G), cpanels));
+  DirectArgs base{};
+  base.m_padded = (Mg + kGemmMR - 1) / kGemmMR * kGemmMR;
+  base.K = K;
+  base.ldb = P;
+  base.ldy = P;
+  base.act = !post ? 0 : post->act == GemmActivation::kRelu ? 1 : post->act == GemmActivation::kClip ? 2 : 0;
+  base.lo = post ? post->clip_min : 0.f;
+  base.hi = post ? post->clip_max : 0.f;
+  const float* residual = post ? post->residual : nullptr;
+  auto work = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t ng = t / parts, part = t % parts;
+      const int64_t n = ng / G, gi = ng % G;
+      const int64_t c0 = part * cpanels / parts, c1 = (part + 1) * cpanels / parts;
+      const float* b = pointwise ? x + (n * s.C + gi * Cg) * P : cols + (n * s.C + gi * Cg) * kvol * P;
+      DirectArgs d = base;
+      d.apk = packed[static_cast<size_t>(gi)].data.data();
+      for (int64_t pi = c0; pi < c1; ++pi) {
+        const int64_t m0 = pi * 6;
+        d.pi = pi;
+        d.rows = static_cast<int>(std::min<int64_t>(6, Mg - m0));
+        const int64_t yoff = (n * s.M + gi * Mg + m0) * P;
+        d.bias = bias ? bias + gi * Mg + m0 : nullptr;
+        for (int64_t v0 = 0; v0 < nvec;) {
+          const int64_t left = nvec - v0;
+          const int nv = static_cast<int>(left == 4 ? 2 : std::min<int64_t>(kMaxNV, left));
+          const bool last = v0 + nv >= nvec;
+          d.lastmask = last ? remmask : __mmask16(0xFFFF);
+          d.b = b + v0 * kVec;
+          d.y = y + yoff + v0 * kVec;
+          d.res = residual ? residual + yoff + v0 * kVec : nullptr;
+          run_direct_tile(nv, last && tail, d);
+          v0 += nv;
+        }
+      }
+    }
+  };
+  const int64_t items = s.N * G * parts;
+  if (pool && threads > 1 && items > 1) {
+    pool->parallel_for(items, 1, work);
+  } else {
+    work(0, items);
+  }
+  return true;
+#else
+  (void)s, (void)x, (void)packed, (void)bias, (void)y, (void)pool, (void)post;
+  return false;
+#endif
+}
+
 bool small_spatial_try(const ConvShape& s, const float* x, const SmallSpatialCache* cache,
                        const std::vector<convgemm::PackedA<float>>& packed, const float* bias, float* y,
                        ep::ThreadPool* pool, const ConvPost* post) {
@@ -502,9 +739,16 @@ bool small_spatial_try(const ConvShape& s, const float* x, const SmallSpatialCac
     return false;
   const int64_t K = s.C / std::max<int64_t>(1, s.group) * s.g.kvol();
   if (packed[0].M != s.M / s.group || packed[0].K != K) return false;
-  if (!small_spatial_preferred(s, pool ? pool->num_threads() : 1)) return false;
-  small_spatial_conv(s, x, cache->get(packed), bias, y, pool, post);
-  return true;
+  switch (small_spatial_choice(s, pool ? pool->num_threads() : 1)) {
+    case SmallSpatialChoice::kNone:
+      return false;
+    case SmallSpatialChoice::kDirect:
+      return small_spatial_direct_conv(s, x, packed, bias, y, pool, post);
+    case SmallSpatialChoice::kTransposed:
+      small_spatial_conv(s, x, cache->get(packed), bias, y, pool, post);
+      return true;
+  }
+  return false;
 }
 
 }  // namespace nxrt::ops

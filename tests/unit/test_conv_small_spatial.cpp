@@ -40,7 +40,7 @@ bool finish(ConvShape* s) {
 
 // Max |y - ref| / (1 + |ref|) of the path (forced) on s.
 double path_error(const ConvShape& s, bool with_bias, std::mt19937& rng, ep::ThreadPool* pool, bool through_auto,
-                  int post_mode = 0) {
+                  int post_mode = 0, bool direct = false) {
   const int64_t Cg = s.C / s.group;
   const int64_t kvol = s.g.kvol();
   auto x = random_vec(rng, s.N * s.C * s.g.in_size());
@@ -63,7 +63,12 @@ double path_error(const ConvShape& s, bool with_bias, std::mt19937& rng, ep::Thr
   }
   Dims ws{s.M, Cg};
   for (int i = 3 - s.g.nsp; i < 3; ++i) ws.push_back(s.g.k[i]);
-  if (through_auto) {
+  if (direct) {
+    ConvWeights<float> cw;
+    cw.prepare(ws, s.group, w, false);
+    EXPECT_TRUE(small_spatial_direct_conv(s, x.data(), cw.packed, with_bias ? b.data() : nullptr, y.data(), pool,
+                                          post_mode ? &post : nullptr));
+  } else if (through_auto) {
     ConvWeights<float> cw;
     cw.prepare(ws, s.group, w, false);
     EXPECT_TRUE(cw.small != nullptr);
@@ -131,14 +136,15 @@ TEST(ConvSmallSpatial, MatchesNaiveOnRandomShapes) {
     if (s.C == s.group && s.M == s.group) continue;  // depthwise: not this path
     ASSERT_TRUE(small_spatial_applies(s)) << describe(s);
     const bool bias = iter % 3 != 0;
-    for (int mode = 0; mode < 2; ++mode) {
-      const double e = path_error(s, bias, rng, mode == 0 ? &pool : nullptr, false);
+    // modes 0, 1: transposed path with / without the pool; 2, 3: direct path with residual + Relu.
+    for (int mode = 0; mode < 4; ++mode) {
+      const double e = path_error(s, bias, rng, mode % 2 == 0 ? &pool : nullptr, false, mode / 2, mode >= 2);
       ++ran;
       worst = std::max(worst, e);
       EXPECT_LT(e, 1e-4) << describe(s) << " mode " << mode;
     }
   }
-  EXPECT_GT(ran, 120);
+  EXPECT_GT(ran, 240);
   std::printf("[ConvSmallSpatial] %d runs, max |err| / (1 + |ref|) = %.3g\n", ran, worst);
 }
 
@@ -255,8 +261,36 @@ TEST(ConvSmallSpatial, DISABLED_SmallSpatialBench) {
                                                                            : ConvPath::kIm2col;
     const double a = time([&] { conv_forward<float>(s, x.data(), cw, b.data(), y.data(), &pool, usual); });
     const double bb = time([&] { small_spatial_conv(s, x.data(), sw, b.data(), y.data(), &pool); });
+    const double dd = time([&] { small_spatial_direct_conv(s, x.data(), cw.packed, b.data(), y.data(), &pool); });
+    std::printf("  direct %7.3f ms (%.2fx vs usual)\n", dd, a / dd);
     const double gmacs = double(s.M) * Cg * c.k * c.k * s.g.out_size() / 1e6;
     std::printf("%-30s T%d usual %7.3f ms  small %7.3f ms  (%.2fx)  small %.1f GFLOPS  preferred %d\n", c.name,
                 threads, a, bb, a / bb, 2 * gmacs / bb, int(small_spatial_preferred(s, threads)));
   }
+}
+
+TEST(ConvSmallSpatial, Choice) {
+  ConvShape probe;
+  probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;
+  finish(&probe);
+  if (!small_spatial_applies(probe)) GTEST_SKIP() << "no AVX-512F on this CPU";
+  auto choice = [](int64_t C, int64_t M, int64_t H, int64_t k, int64_t st, int64_t G = 1) {
+    ConvShape s;
+    s.N = 1, s.C = C, s.M = M, s.group = G, s.g.nsp = 2;
+    s.g.in[1] = s.g.in[2] = H;
+    s.g.k[1] = s.g.k[2] = k;
+    s.g.s[1] = s.g.s[2] = st;
+    s.g.pb[1] = s.g.pb[2] = s.g.pe[1] = s.g.pe[2] = k / 2;
+    finish(&s);
+    return small_spatial_choice(s, 1);
+  };
+  EXPECT_EQ(choice(512, 2048, 7, 1, 1), SmallSpatialChoice::kDirect);
+  EXPECT_EQ(choice(1024, 2048, 14, 1, 2), SmallSpatialChoice::kDirect);   // 1x1 stride 2 -> 7x7
+  EXPECT_EQ(choice(544, 544, 7, 1, 1, 4), SmallSpatialChoice::kDirect);   // grouped
+  EXPECT_EQ(choice(512, 512, 7, 3, 1), SmallSpatialChoice::kTransposed);
+  EXPECT_EQ(choice(256, 256, 28, 3, 2), SmallSpatialChoice::kTransposed);  // 3x3 stride 2 -> 14x14
+  EXPECT_EQ(choice(1024, 256, 14, 1, 1), SmallSpatialChoice::kNone);      // 1x1 at 14x14: +6% share only
+  EXPECT_EQ(choice(272, 272, 14, 1, 1, 4), SmallSpatialChoice::kNone);
+  EXPECT_EQ(choice(128, 512, 28, 1, 1), SmallSpatialChoice::kNone);
+  EXPECT_EQ(choice(3, 64, 7, 3, 1), SmallSpatialChoice::kNone);            // K < 32
 }
