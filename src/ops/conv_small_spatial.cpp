@@ -613,7 +613,9 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
   const int threads = pool ? pool->num_threads() : 1;
   bool pointwise = true;
   for (int i = 0; i < 3; ++i) pointwise = pointwise && g.k[i] == 1 && g.s[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
-  // B: x itself (1x1, stride 1, no pads) or col[K][P] per (image, group).
+  // B: x itself (1x1, stride 1, no pads) or col[K][Pp] per image (rows padded to whole vectors so
+  // the loads are aligned).
+  const int64_t Pp = (P + kVec - 1) / kVec * kVec;
   thread_local MappedScratch pad_scr, col_scr;
   const float* cols = nullptr;
   if (!pointwise) {
@@ -645,13 +647,13 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
       const int64_t ow = p % g.out[2], oh = (p / g.out[2]) % g.out[1], od = p / (g.out[2] * g.out[1]);
       pbase[p] = od * g.s[0] * plane1 + oh * g.s[1] * src.dims[2] + ow * g.s[2];
     }
-    float* colbuf = col_scr.get(static_cast<size_t>(s.N * G * K * P));
+    float* colbuf = col_scr.get(static_cast<size_t>(s.N * G * K * Pp));
     const int64_t OW = g.out[2], orows = P / OW;
     auto pack = [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {  // t = (image, channel)
         const float* xc = src.x + t * src.cs;
-        float* dst = colbuf + t * kvol * P;
-        for (int64_t kp = 0; kp < kvol; ++kp, dst += P) {
+        float* dst = colbuf + t * kvol * Pp;
+        for (int64_t kp = 0; kp < kvol; ++kp, dst += Pp) {
           const float* xk = xc + koff[kp];
           for (int64_t r = 0; r < orows; ++r) {
             const int64_t* pb = pbase.data() + r * OW;
@@ -683,7 +685,7 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
   DirectArgs base{};
   base.m_padded = (Mg + kGemmMR - 1) / kGemmMR * kGemmMR;
   base.K = K;
-  base.ldb = P;
+  base.ldb = pointwise ? P : Pp;
   base.ldy = P;
   base.act = !post ? 0 : post->act == GemmActivation::kRelu ? 1 : post->act == GemmActivation::kClip ? 2 : 0;
   base.lo = post ? post->clip_min : 0.f;
@@ -694,7 +696,7 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
       const int64_t ng = t / parts, part = t % parts;
       const int64_t n = ng / G, gi = ng % G;
       const int64_t c0 = part * cpanels / parts, c1 = (part + 1) * cpanels / parts;
-      const float* b = pointwise ? x + (n * s.C + gi * Cg) * P : cols + (n * s.C + gi * Cg) * kvol * P;
+      const float* b = pointwise ? x + (n * s.C + gi * Cg) * P : cols + (n * s.C + gi * Cg) * kvol * Pp;
       DirectArgs d = base;
       d.apk = packed[static_cast<size_t>(gi)].data.data();
       for (int64_t pi = c0; pi < c1; ++pi) {
