@@ -282,29 +282,32 @@ bool small_spatial_applies(const ConvShape& s) {
   return true;
 }
 
-// The kAuto rule. Both paths run near the core's FMA peak on their padded work, so the choice is the
-// share of useful work: the usual path pads output channels to 6-row panels and each image's pixels to
-// 16-column panels (49 -> 64), this one pads the pixels of the batch to 7-row panels (49 -> 49,
-// 196 -> 196, 169 -> 175) and the output channels to 16 (68 -> 80). It is taken when its share is
-// higher by 5% (1x1 convs: the usual path reads x in place, this one packs it) or at all (kxk: both
-// pack), for planes up to 16x16 and K >= 32.
-// Measured per conv at 1 / 2 threads (ms, usual -> this path; AMD EPYC Zen 4, AVX-512 here, AVX2 there):
-//   1x1 512->2048 @7x7 1.21 -> 0.92 / 0.62 -> 0.47;  1x1 2048->512 @7x7 1.22 -> 0.93 / 0.65 -> 0.49;
-//   3x3 512->512 @7x7 3.47 -> 2.12 / 1.72 -> 1.14;   1x1 1024->2048 s2 14->7 2.65 -> 2.02 / 1.28 -> 0.98;
-//   3x3 192->320 @7x7 0.73 -> 0.49 / 0.45 -> 0.28;  3x3 224->224 @7x7 0.63 -> 0.41 / 0.40 -> 0.24;
-//   1x1 1024->352 @7x7 0.42 -> 0.32 / 0.23 -> 0.18; 1x1 544->544 g4 @7x7 0.092 -> 0.078;
-//   1x1 1024->256 @14x14 1.00 -> 0.95 / 0.57 -> 0.51; 1x1 256->1024 @14x14 0.98 -> 0.95 / 0.52 -> 0.50;
-//   3x3 256->256 @14x14 2.47 -> 2.10 / 1.57 -> 1.15; 1x1 576->224 @14x14 0.50 -> 0.47 / 0.30 -> 0.26;
-//   3x3 s2 256->256 28->14 2.48 -> 2.16 / 1.38 -> 1.22.
-// Losses it avoids: 1x1 272->272 g4 @14x14 (68 channels a group: 80 computed) 0.083 -> 0.099,
-// 1x1 512->64 @13x13 (share +4%) 0.120 -> 0.118 but 0.065 -> 0.076 at 2 threads, 1x1 128->512 @28x28
-// 0.96 -> 1.02, 3x3 s2 128->128 56->28 2.56 -> 2.30 but 1.31 -> 1.37 at 2 threads.
+// The kAuto rule. Every path here and the usual ones run near the core's FMA peak on their padded work,
+// so the choice is the share of useful work: the usual path pads output channels to 6-row panels and
+// each image's pixels to 16-column panels (49 -> 64); the transposed path pads the pixels of the batch
+// to 7-row tiles (49 -> 49, 196 -> 196, 169 -> 175) and the output channels to 16; the direct path pads
+// like the usual one except a last pixel alone (16q + 1), which costs 1/12 of a vector.
+// - 1x1 convs (any stride): direct when its share is 5% higher (7x7 outputs) or at 2+ threads (see below).
+// - other convs: transposed when its share is not lower (both paths pack x then), unless Winograd is
+//   preferred on a plane over 8x8.
+// - planes of 2..256 pixels, K >= 32, >= 8 output channels a group.
+// Measured per conv (ms, usual -> chosen path, 1 thread / 2 threads; AMD EPYC Zen 4; main's fused-epilogue
+// GEMM paths as the usual ones):
+//   1x1 512->2048 @7x7 1.27 -> 0.93 / 0.62 -> 0.46 (direct);  1x1 2048->512 @7x7 1.26 -> 0.93 / 0.68 -> 0.46;
+//   1x1 1024->2048 s2 14->7 2.99 -> 2.04 / 1.36 -> 0.96;     1x1 1024->352 @7x7 0.52 -> 0.32 / 0.22 -> 0.16;
+//   1x1 544->544 g4 @7x7 0.093 -> 0.068 / 0.047 -> 0.035;    1x1 1024->256 @14x14 2 threads 0.59 -> 0.51;
+//   1x1 576->224 @14x14 2 threads 0.28 -> 0.25 (1 thread: 1.00 -> 1.01 and 0.51 -> 0.50, so not taken);
+//   3x3 512->512 @7x7 3.43 -> 2.39 / 1.86 -> 1.43 (transposed); 3x3 192->320 @7x7 0.73 -> 0.50 / 0.38 -> 0.28;
+//   3x3 224->224 @7x7 0.62 -> 0.41 / 0.34 -> 0.24;            3x3 s2 256->256 28->14 2.53 -> 2.19 / 1.39 -> 1.20.
+// Left to the usual paths: 3x3 @13x13..14x14 (Winograd: 3x3 256->256 @14x14 0.85 vs 2.16 transposed),
+// planes over 16x16 (3x3 s2 128->128 56->28: 2.62 -> 2.30 but 1.31 -> 1.37 at 2 threads).
+// Winograd is checked before this hook in conv_forward, so 3x3 convs it prefers at 7x7 stay there
+// (3x3 128->32 @7x7: Winograd 0.084, transposed 0.040).
 SmallSpatialChoice small_spatial_choice(const ConvShape& s, int threads) {
   static const bool disabled = [] {
     const char* e = std::getenv("NXRT_CONV_SMALL_SPATIAL");
     return e && std::strcmp(e, "0") == 0;
   }();
-  (void)threads;
   if (disabled || !small_spatial_applies(s)) return SmallSpatialChoice::kNone;
   const int64_t P = s.g.out_size();
   const int64_t Mg = s.M / s.group, K = s.C / s.group * s.g.kvol();
@@ -318,10 +321,15 @@ SmallSpatialChoice small_spatial_choice(const ConvShape& s, int threads) {
   const double rows = double(s.N * P);
   const double share_new = (double(Mg) / up(Mg, kVec)) * (rows / up(s.N * P, kRows));
   const double share_old = (double(Mg) / up(Mg, kGemmMR)) * (double(P) / up(P, kGemmNR));
-  // 1x1 convs (any stride) on planes of 16q + 1 pixels: the direct path, on the conv's own weights.
-  if (s.g.kvol() == 1 && P > kVec && P % kVec == 1) {
-    const double share_direct = (double(Mg) / up(Mg, kGemmMR)) * (double(P) / kVec) / (double(P / kVec) + 1.0 / 12);
-    if (share_direct >= share_old * 1.05) return SmallSpatialChoice::kDirect;
+  // 1x1 convs (any stride): the direct path, on the conv's own weights, when its share is higher (planes
+  // of 16q + 1 pixels) or at 2+ threads (it splits the output channels evenly over the threads: 1x1
+  // 1024->256 @14x14 0.59 -> 0.51 ms, 576->224 @14x14 0.28 -> 0.25 at 2 threads; 1.00 -> 1.01 and
+  // 0.50 -> 0.50 at 1).
+  if (s.g.kvol() == 1 && P > kVec) {
+    const int64_t rem = P % kVec;
+    const double cost = double(P / kVec) + (rem == 1 ? 1.0 / 12 : rem > 0 ? 1.0 : 0.0);
+    const double share_direct = (double(Mg) / up(Mg, kGemmMR)) * (double(P) / kVec) / cost;
+    if (share_direct >= share_old * 1.05 || threads >= 2) return SmallSpatialChoice::kDirect;
   }
   // The transposed path keeps a second copy of the weights: 1x1 convs need a 10% better share for it.
   return share_new >= share_old * (pointwise ? 1.10 : 1.0) ? SmallSpatialChoice::kTransposed

@@ -274,7 +274,7 @@ TEST(ConvSmallSpatial, Choice) {
   probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;
   finish(&probe);
   if (!small_spatial_applies(probe)) GTEST_SKIP() << "no AVX-512F on this CPU";
-  auto choice = [](int64_t C, int64_t M, int64_t H, int64_t k, int64_t st, int64_t G = 1) {
+  auto choice = [](int64_t C, int64_t M, int64_t H, int64_t k, int64_t st, int64_t G = 1, int threads = 1) {
     ConvShape s;
     s.N = 1, s.C = C, s.M = M, s.group = G, s.g.nsp = 2;
     s.g.in[1] = s.g.in[2] = H;
@@ -282,7 +282,7 @@ TEST(ConvSmallSpatial, Choice) {
     s.g.s[1] = s.g.s[2] = st;
     s.g.pb[1] = s.g.pb[2] = s.g.pe[1] = s.g.pe[2] = k / 2;
     finish(&s);
-    return small_spatial_choice(s, 1);
+    return small_spatial_choice(s, threads);
   };
   EXPECT_EQ(choice(512, 2048, 7, 1, 1), SmallSpatialChoice::kDirect);
   EXPECT_EQ(choice(1024, 2048, 14, 1, 2), SmallSpatialChoice::kDirect);   // 1x1 stride 2 -> 7x7
@@ -290,6 +290,7 @@ TEST(ConvSmallSpatial, Choice) {
   EXPECT_EQ(choice(512, 512, 7, 3, 1), SmallSpatialChoice::kTransposed);
   EXPECT_EQ(choice(256, 256, 28, 3, 2), SmallSpatialChoice::kTransposed);  // 3x3 stride 2 -> 14x14
   EXPECT_EQ(choice(1024, 256, 14, 1, 1), SmallSpatialChoice::kNone);      // 1x1 at 14x14: +6% share only
+  EXPECT_EQ(choice(1024, 256, 14, 1, 1, 1, 2), SmallSpatialChoice::kDirect);  // ... but at 2 threads
   EXPECT_EQ(choice(272, 272, 14, 1, 1, 4), SmallSpatialChoice::kNone);
   EXPECT_EQ(choice(128, 512, 28, 1, 1), SmallSpatialChoice::kNone);
   EXPECT_EQ(choice(3, 64, 7, 3, 1), SmallSpatialChoice::kNone);            // K < 32
