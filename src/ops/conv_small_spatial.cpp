@@ -242,27 +242,34 @@ void small_spatial_prepare(int64_t M, int64_t group, int64_t K, const float* w, 
 
 const SmallSpatialWeights& SmallSpatialCache::get(const std::vector<convgemm::PackedA<float>>& packed) const {
   std::call_once(once_, [&] {
-    // Unpack each group's PackedAF32 layout (gemm.h): per K block of kGemmKC starting at k0 (offset
-    // k0 * m_padded), MR-row panels of kc x MR values, element (i, k) at panel i / MR, k * MR + i % MR.
+    // Repack each group's PackedAF32 (gemm.h: per K block of kGemmKC starting at k0, offset k0 * m_padded,
+    // 6-row panels of kc x 6, element (i, k) at panel i / 6, k * 6 + i % 6) straight into the PackedB
+    // layout of W^T (per K block at k0 * n_padded, 16-column panels of kc x 16, element (k, j) at panel
+    // j / 16, k * 16 + j % 16): both use the same K blocks, and no unpacked temporary is made.
     const int64_t group = static_cast<int64_t>(packed.size());
     if (group == 0) return;
     const int64_t Mg = packed[0].M, K = packed[0].K;
     const int64_t m_padded = (Mg + kGemmMR - 1) / kGemmMR * kGemmMR;
-    std::vector<float> w(static_cast<size_t>(Mg * K));
     w_.M = Mg * group;
     w_.group = group;
     w_.K = K;
-    w_.wt.reserve(static_cast<size_t>(group));
+    w_.wt.resize(static_cast<size_t>(group));
     for (int64_t g = 0; g < group; ++g) {
+      PackedB& pb = w_.wt[static_cast<size_t>(g)];
+      pb.K = K;
+      pb.N = Mg;
+      pb.n_padded = (Mg + kVec - 1) / kVec * kVec;
+      pb.data.assign(static_cast<size_t>(std::max<int64_t>(1, pb.n_padded * K)), 0.f);
       for (int64_t k0 = 0; k0 < K; k0 += kGemmKC) {
         const int64_t kc = std::min(kGemmKC, K - k0);
-        const float* blk = packed[g].data.data() + k0 * m_padded;
+        const float* src = packed[g].data.data() + k0 * m_padded;
+        float* dst = pb.data.data() + k0 * pb.n_padded;
         for (int64_t i = 0; i < Mg; ++i) {
-          const float* panel = blk + (i / kGemmMR) * kGemmMR * kc + i % kGemmMR;
-          for (int64_t k = 0; k < kc; ++k) w[i * K + k0 + k] = panel[k * kGemmMR];
+          const float* sp = src + (i / kGemmMR) * kGemmMR * kc + i % kGemmMR;
+          float* dp = dst + (i / kVec) * kVec * kc + i % kVec;
+          for (int64_t k = 0; k < kc; ++k) dp[k * kVec] = sp[k * kGemmMR];
         }
       }
-      w_.wt.push_back(pack_b_f32(true, K, Mg, w.data(), K));
     }
   });
   return w_;

@@ -157,15 +157,18 @@ TEST(ConvSmallSpatial, ModelShapesThroughConvForward) {
   ep::ThreadPool pool(2);
   struct C {
     int64_t N, C, M, G, H, k, s, p;
+    bool taken;  // by one of this file's paths at 2 threads (else conv_forward's usual ones)
   };
   const C cases[] = {
-      {1, 96, 200, 1, 7, 1, 1, 0},    // 1x1 at 7x7, > 1 tile of channels with a tail
-      {2, 64, 100, 1, 7, 3, 1, 1},    // 3x3 at 7x7, batch 2 (panels straddle the images)
-      {1, 136, 136, 4, 7, 1, 1, 0},   // grouped 1x1 (ShuffleNet)
-      {1, 40, 48, 1, 14, 3, 1, 1},    // 14x14
-      {1, 300, 40, 1, 13, 1, 1, 0},   // 13x13, K > 256 (two PackedB K blocks)
-      {1, 64, 64, 1, 14, 1, 2, 0},    // 1x1 stride 2 -> 7x7
-      {1, 32, 64, 1, 15, 3, 2, 1},    // 3x3 stride 2 -> 8x8
+      {1, 96, 200, 1, 7, 1, 1, 0, true},    // 1x1 at 7x7, > 1 tile of channels with a tail
+      {2, 64, 100, 1, 7, 3, 1, 1, true},    // 3x3 at 7x7, batch 2 (panels straddle the images)
+      {1, 136, 136, 4, 7, 1, 1, 0, true},   // grouped 1x1 (ShuffleNet)
+      {1, 40, 48, 1, 14, 3, 1, 1, false},   // 14x14
+      {1, 300, 40, 1, 13, 1, 1, 0, true},   // 13x13, K > 256 (two PackedB K blocks)
+      {1, 64, 64, 1, 14, 1, 2, 0, true},    // 1x1 stride 2 -> 7x7
+      {1, 32, 64, 1, 15, 3, 2, 1, false},   // 3x3 stride 2 -> 8x8
+      {1, 64, 96, 2, 7, 3, 1, 1, true},     // grouped 3x3 (transposed, W^T repacked per group, K = 288: 2 blocks)
+      {2, 40, 90, 2, 7, 3, 1, 1, true},     // 45 output channels a group: partial panels on both layouts
   };
   for (const C& c : cases) {
     ConvShape s;
@@ -175,6 +178,7 @@ TEST(ConvSmallSpatial, ModelShapesThroughConvForward) {
     s.g.s[1] = s.g.s[2] = c.s;
     for (int i = 1; i < 3; ++i) s.g.pb[i] = s.g.pe[i] = c.p;
     ASSERT_TRUE(finish(&s));
+    EXPECT_EQ(small_spatial_choice(s, 2) != SmallSpatialChoice::kNone, c.taken) << describe(s);
     for (int mode = 0; mode < 6; ++mode) {
       const double e = path_error(s, true, rng, mode % 2 == 0 ? &pool : nullptr, true, mode / 2);
       EXPECT_LT(e, 1e-4) << describe(s) << " mode " << mode;
