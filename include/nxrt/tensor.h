@@ -54,6 +54,7 @@ class Storage {
   void* data_ = nullptr;
   size_t bytes_ = 0;
   bool owned_ = false;
+  size_t mapped_bytes_ = 0;  // > 0: data_ is an anonymous mapping of this size (large blocks), else malloc
   bool pooled_ = false;
   bool is_strings_ = false;
   std::shared_ptr<void> keepalive_;

@@ -1,52 +1,66 @@
 #include "ops/conv_depthwise.h"
 
-#include "ops/smallcnn_simd.h"
+#include "ops/smallcnn_taps.h"
 
 #include <algorithm>
-#include <cstring>
-#include <vector>
 
 namespace nxrt::ops::dwconv {
 
+bool applies(const Geom3& g) { return smallcnn::TapPlan::supports(g); }
+
 namespace {
 
-
-constexpr int64_t kMaxK = 7;
+// Geometries the engine refuses (callers check `applies` first): the plain per-output definition.
+void plane_naive(const Geom3& g, const float* x, const float* w, float bias, float* y) {
+  for (int64_t oh = 0; oh < g.out[1]; ++oh)
+    for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+      float acc = bias;
+      for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+        const int64_t ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
+        if (ih < 0 || ih >= g.in[1]) continue;
+        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+          const int64_t iw = ow * g.s[2] - g.pb[2] + kw * g.d[2];
+          if (iw >= 0 && iw < g.in[2]) acc += w[kh * g.k[2] + kw] * x[ih * g.in[2] + iw];
+        }
+      }
+      y[oh * g.out[2] + ow] = acc;
+    }
+}
 
 }  // namespace
 
-// One output plane. The input plane is first copied into a zero-padded scratch plane covering every
-// window (horizontal stride 2: each row even columns first), so each output row is one check-free tap
-// loop over its columns: y = bias + sum of KH*KW weight * shifted row (smallcnn::taps, AVX2 when
-// available).
-bool applies(const Geom3& g) {
-  if (g.in[0] != 1 || g.out[0] != 1 || g.k[0] != 1 || g.pb[0] != 0) return false;
-  if (g.k[1] < 1 || g.k[1] > kMaxK || g.k[2] < 1 || g.k[2] > kMaxK || g.k[1] * g.k[2] < 2) return false;
-  if (g.s[2] != 1 && g.s[2] != 2) return false;
-  return g.d[1] == 1 && g.d[2] == 1 && g.out[1] > 0 && g.out[2] > 0;
+void plane_f32(const Geom3& g, const float* x, const float* w, float bias, float* y) {
+  smallcnn::TapPlan& plan = smallcnn::TapPlan::for_thread(smallcnn::PlaneOp::kConv);
+  if (!plan.prepare(g, smallcnn::PlaneOp::kConv, false)) return plane_naive(g, x, w, bias, y);
+  plan.run(x, w, bias, y);
 }
 
-void plane_f32(const Geom3& g, const float* x, const float* w, float bias, float* y) {
-  const int64_t IH = g.in[1], IW = g.in[2], OH = g.out[1], OW = g.out[2];
-  const int64_t KH = g.k[1], KW = g.k[2], SH = g.s[1], SW = g.s[2];
-  const int64_t pt = g.pb[1], pl = g.pb[2];
-  const int64_t Hp = std::max(pt + IH, (OH - 1) * SH + KH), Wp = std::max(pl + IW, (OW - 1) * SW + KW);
-  thread_local std::vector<float> scratch;
-  const size_t need = static_cast<size_t>(Hp * Wp + Wp);
-  if (scratch.size() < need) scratch.resize(need);
-  float* buf = scratch.data();
-  smallcnn::pad_plane(x, IH, IW, pt, pl, Hp, Wp, 0.f, SW == 2, buf, buf + Hp * Wp);
-  const int64_t ne = smallcnn::even_len(Wp);
-  int64_t off[kMaxK * kMaxK];
-  const int T = static_cast<int>(KH * KW);
-  for (int64_t kh = 0; kh < KH; ++kh)
-    for (int64_t kw = 0; kw < KW; ++kw) off[kh * KW + kw] = kh * Wp + (SW == 1 ? kw : (kw % 2 ? ne : 0) + kw / 2);
-  const float* src[kMaxK * kMaxK];
-  const bool avx2 = smallcnn::has_avx2();
-  for (int64_t oh = 0; oh < OH; ++oh) {
-    const float* b0 = buf + oh * SH * Wp;
-    for (int t = 0; t < T; ++t) src[t] = b0 + off[t];
-    smallcnn::taps<smallcnn::TapOp::kFma>(avx2, src, w, T, bias, y + oh * OW, OW);
+void planes_f32(const Geom3& g, int64_t C, int64_t M, const float* x, const float* w, const float* bias, float* y,
+                int64_t p0, int64_t p1) {
+  if (p1 <= p0) return;
+  const int64_t in_size = g.in_size(), out_size = g.out_size(), kvol = g.k[1] * g.k[2];
+  const int64_t mult = C > 0 ? M / C : 1;
+  smallcnn::TapPlan& plan = smallcnn::TapPlan::for_thread(smallcnn::PlaneOp::kConv);
+  const bool ok = plan.prepare(g, smallcnn::PlaneOp::kConv, false);
+  if (ok && mult == 1) {
+    // Runs of planes inside one image: consecutive input planes, weights and biases.
+    for (int64_t p = p0; p < p1;) {
+      const int64_t n = p / M, m = p % M, cnt = std::min(p1 - p, M - m);
+      plan.run_planes(x + (n * C + m) * in_size, in_size, w + m * kvol, kvol, bias ? bias + m : nullptr, true,
+                      y + p * out_size, cnt);
+      p += cnt;
+    }
+    return;
+  }
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t n = p / M, m = p % M;
+    const float* xp = x + (n * C + m / mult) * in_size;
+    const float b = bias ? bias[m] : 0.f;
+    if (ok) {
+      plan.run(xp, w + m * kvol, b, y + p * out_size);
+    } else {
+      plane_naive(g, xp, w + m * kvol, b, y + p * out_size);
+    }
   }
 }
 

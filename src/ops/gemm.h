@@ -97,6 +97,14 @@ void gemm_f32_packed_a_gen_b(int64_t M, int64_t N, int64_t K, float alpha, const
                              float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
                              const GemmEpilogue* epilogue = nullptr);
 
+// A run of columns of an implicit GEMM whose B rows are read in place (a conv's padded input):
+//   C[0:M, j0:j0+ncols] = epilogue(A * B),  B(k, j) = brow[boff[k] + j],
+// A prepacked for an M x K matrix (as gemm_f32_packed_a). Columns go in strips of 16: each row start
+// must have ncols rounded up to 16 readable floats (columns past ncols are computed and dropped). Runs
+// on the calling thread; callers split the work.
+void gemm_f32_strips(int64_t M, int64_t K, const float* a_packed, const float* brow, const int64_t* boff,
+                     int64_t ncols, float* C, int64_t ldc, int64_t j0, const GemmEpilogue* epilogue = nullptr);
+
 // Plain triple-loop GEMM with the same contract (double accumulation): the reference for tests.
 void gemm_f32_reference(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                         int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,

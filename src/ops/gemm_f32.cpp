@@ -168,6 +168,107 @@ __attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float
 }
 #endif
 
+// Row-addressed variants for gemm_f32_strip: B row k is the 16 floats at brow + boff[k] (read in place
+// from a conv's padded input, no packing).
+void micro_rows_generic(int64_t kc, const float* __restrict a, const float* brow, const int64_t* boff, float* c,
+                        int64_t ldc, int mr, int nr, float alpha, float beta) {
+  float acc[MR * NR] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* bp = brow + boff[p];
+    const float* ap = a + p * MR;
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 16
+      for (int j = 0; j < NR; ++j) acc[i * NR + j] += ap[i] * bp[j];
+    }
+  }
+  store_edge(acc, c, ldc, mr, nr, alpha, beta);
+}
+
+#ifdef NXRT_GEMM_X86
+// With `ep` (single K block, beta 0, full tile, epilogue_in_registers(ep)), the bias (per row), residual
+// and Relu/Clip are applied to the accumulators before the one store: returns true when it did.
+inline bool epilogue_in_registers(const GemmEpilogue* ep) {
+  return ep && (ep->bias_kind != GemmBias::kPerColumn || ep->bias == nullptr) &&
+         (ep->act == GemmActivation::kNone || ep->act == GemmActivation::kRelu || ep->act == GemmActivation::kClip);
+}
+
+__attribute__((target("avx2,fma"))) bool micro_rows_avx2(int64_t kc, const float* a, const float* brow,
+                                                          const int64_t* boff, float* c, int64_t ldc, int mr, int nr,
+                                                          float alpha, float beta, const GemmEpilogue* ep,
+                                                          int64_t i0, int64_t j0) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+#pragma GCC unroll 1
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* b = brow + boff[k];
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    __m256 av = _mm256_broadcast_ss(a + 0);
+    c00 = _mm256_fmadd_ps(av, b0, c00);
+    c01 = _mm256_fmadd_ps(av, b1, c01);
+    av = _mm256_broadcast_ss(a + 1);
+    c10 = _mm256_fmadd_ps(av, b0, c10);
+    c11 = _mm256_fmadd_ps(av, b1, c11);
+    av = _mm256_broadcast_ss(a + 2);
+    c20 = _mm256_fmadd_ps(av, b0, c20);
+    c21 = _mm256_fmadd_ps(av, b1, c21);
+    av = _mm256_broadcast_ss(a + 3);
+    c30 = _mm256_fmadd_ps(av, b0, c30);
+    c31 = _mm256_fmadd_ps(av, b1, c31);
+    av = _mm256_broadcast_ss(a + 4);
+    c40 = _mm256_fmadd_ps(av, b0, c40);
+    c41 = _mm256_fmadd_ps(av, b1, c41);
+    av = _mm256_broadcast_ss(a + 5);
+    c50 = _mm256_fmadd_ps(av, b0, c50);
+    c51 = _mm256_fmadd_ps(av, b1, c51);
+    a += 6;
+  }
+  if (mr == MR && nr == NR && beta == 0.f && alpha == 1.f && (!ep || epilogue_in_registers(ep))) {
+    __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    const __m256 zero = _mm256_setzero_ps();
+    for (int r = 0; r < MR; ++r) {
+      __m256 v0 = acc[r][0], v1 = acc[r][1];
+      if (ep) {
+        if (ep->bias) {
+          const __m256 b = _mm256_broadcast_ss(ep->bias + i0 + r);
+          v0 = _mm256_add_ps(v0, b);
+          v1 = _mm256_add_ps(v1, b);
+        }
+        if (ep->residual) {
+          const float* res = ep->residual + (i0 + r) * ep->ldr + j0;
+          v0 = _mm256_add_ps(v0, _mm256_loadu_ps(res));
+          v1 = _mm256_add_ps(v1, _mm256_loadu_ps(res + 8));
+        }
+        if (ep->act == GemmActivation::kRelu) {  // max(0, v): NaN passes
+          v0 = _mm256_max_ps(zero, v0);
+          v1 = _mm256_max_ps(zero, v1);
+        } else if (ep->act == GemmActivation::kClip) {
+          const __m256 lo = _mm256_set1_ps(ep->clip_min), hi = _mm256_set1_ps(ep->clip_max);
+          v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
+          v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
+        }
+      }
+      _mm256_storeu_ps(c + r * ldc, v0);
+      _mm256_storeu_ps(c + r * ldc + 8, v1);
+    }
+    return ep != nullptr;
+  }
+  alignas(32) float tmp[MR * NR];
+  _mm256_store_ps(tmp + 0, c00); _mm256_store_ps(tmp + 8, c01);
+  _mm256_store_ps(tmp + 16, c10); _mm256_store_ps(tmp + 24, c11);
+  _mm256_store_ps(tmp + 32, c20); _mm256_store_ps(tmp + 40, c21);
+  _mm256_store_ps(tmp + 48, c30); _mm256_store_ps(tmp + 56, c31);
+  _mm256_store_ps(tmp + 64, c40); _mm256_store_ps(tmp + 72, c41);
+  _mm256_store_ps(tmp + 80, c50); _mm256_store_ps(tmp + 88, c51);
+  store_edge(tmp, c, ldc, mr, nr, alpha, beta);
+  return false;
+}
+#endif
+
 MicroKernel pick_kernel() {
 #ifdef NXRT_GEMM_X86
   if (use_avx2()) return &micro_avx2_6x16;
@@ -876,6 +977,46 @@ void gemm_f32_packed_a_gen_b(int64_t M, int64_t N, int64_t K, float alpha, const
   BSrc bs;
   bs.gen = &pack_b;
   engine(M, N, K, alpha, as, bs, beta, C, ldc, epilogue, pool);
+}
+
+void gemm_f32_strips(int64_t M, int64_t K, const float* a_packed, const float* brow, const int64_t* boff,
+                     int64_t ncols, float* C, int64_t ldc, int64_t j0, const GemmEpilogue* ep) {
+  if (M <= 0 || ncols <= 0) return;
+  if (ep && ep->empty()) ep = nullptr;
+  const int64_t m_padded = (M + MR - 1) / MR * MR;
+#ifdef NXRT_GEMM_X86
+  const bool avx = use_avx2();
+#endif
+  // A panel outer, strips inner: the stores run along the panel's 6 output rows (prefetchable streams)
+  // rather than down all M rows of one strip.
+  for (int64_t i0 = 0; i0 < M; i0 += MR) {
+    const int mr = static_cast<int>(std::min<int64_t>(MR, M - i0));
+    for (int64_t js = 0; js < ncols; js += NR) {
+      const int nrr = static_cast<int>(std::min<int64_t>(NR, ncols - js));
+      float* c = C + i0 * ldc + j0 + js;
+      bool ep_done = false;
+      for (int64_t p0 = 0; p0 < K; p0 += KC) {
+        const int64_t kc = std::min(KC, K - p0);
+        const float* ap = a_packed + p0 * m_padded + i0 * kc;
+        const float beta = p0 == 0 ? 0.f : 1.f;
+#ifdef NXRT_GEMM_X86
+        if (avx) {
+          // The epilogue rides on the store when this is the only K block.
+          ep_done = micro_rows_avx2(kc, ap, brow + js, boff + p0, c, ldc, mr, nrr, 1.f, beta,
+                                    K <= KC ? ep : nullptr, i0, j0 + js);
+          continue;
+        }
+#endif
+        micro_rows_generic(kc, ap, brow + js, boff + p0, c, ldc, mr, nrr, 1.f, beta);
+      }
+      if (ep && !ep_done) {
+#ifdef NXRT_GEMM_X86
+        if (avx && epilogue_tile_avx2(*ep, i0, j0 + js, mr, nrr, c, ldc)) continue;
+#endif
+        gemm_apply_epilogue(*ep, i0, j0 + js, mr, nrr, c, ldc);
+      }
+    }
+  }
 }
 
 void gemm_f32_reference(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,

@@ -3,6 +3,7 @@
 #include "ep/cpu_features.h"
 
 #include "ops/smallcnn_simd.h"
+#include "ops/smallcnn_taps.h"
 
 #include <algorithm>
 #include <cstring>
@@ -172,6 +173,13 @@ void pool_taps(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, i
 
 template <bool kMax>
 void pool_any(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, int64_t p1) {
+  // Windows of up to 64 taps: the shared window engine (smallcnn_taps.h), every stride and dilation.
+  constexpr smallcnn::PlaneOp op = kMax ? smallcnn::PlaneOp::kMax : smallcnn::PlaneOp::kAvg;
+  smallcnn::TapPlan& plan = smallcnn::TapPlan::for_thread(op);
+  if (plan.prepare(g, op, cip)) {
+    plan.run_planes(x + p0 * g.in_size(), g.in_size(), nullptr, 0, nullptr, false, y + p0 * g.out_size(), p1 - p0);
+    return;
+  }
   const bool avx2 = has_avx2();
   if ((g.s[2] == 1 || g.s[2] == 2) && g.d[2] == 1 && g.k[1] <= 64 && g.k[2] <= 64) {
     return pool_taps<kMax>(g, x, y, cip, p0, p1, avx2);

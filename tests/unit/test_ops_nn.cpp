@@ -112,10 +112,38 @@ TEST(OpsNnConv, ImplicitGemmMatchesNaiveOnLargerShapes) {
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> pick(0, 1000);
   ep::ThreadPool pool1(1), pool2(2);
-  for (int iter = 0; iter < 14; ++iter) {
+  // The last two are fixed direct-strips shapes (conv_impl.cpp: 64 <= C*kh*kw <= 256, >= 12 outputs a
+  // row): a 7x7/2 stem with pads and a dilated stride-1 3x3 with groups and a residual-free bias.
+  for (int iter = 0; iter < 16; ++iter) {
     ConvShape s;
     s.N = 1 + iter % 2;
     s.group = iter % 5 == 4 ? 2 : 1;
+    if (iter >= 14) {
+      const bool stem = iter == 14;
+      s.group = stem ? 1 : 2;
+      s.C = stem ? 3 : 16;
+      s.M = stem ? 13 : 14;
+      WindowAttrs a;
+      a.strides = {stem ? 2 : 1, stem ? 2 : 1};
+      a.dilations = {stem ? 1 : 2, stem ? 1 : 2};
+      a.pads = {3, 2, 3, 1};
+      const Dims in{stem ? 45 : 20, stem ? 47 : 19}, kernel{stem ? 7 : 3, stem ? 7 : 3};
+      ASSERT_TRUE(forward_geometry(a, in, kernel, &s.g).ok());
+      Dims wshape{s.M, s.C / s.group, kernel[0], kernel[1]};
+      auto x = random_vec(rng, s.N * s.C * s.g.in_size());
+      auto w = random_vec(rng, shape_numel(wshape));
+      auto b = random_vec(rng, s.M);
+      std::vector<float> ref(s.N * s.M * s.g.out_size());
+      conv_naive<float>(s, x.data(), w.data(), b.data(), ref.data());
+      ConvWeights<float> cw;
+      cw.prepare(wshape, s.group, w);
+      for (ep::ThreadPool* pool : {&pool1, &pool2}) {
+        std::vector<float> y(ref.size(), 123.f);
+        conv_forward<float>(s, x.data(), cw, b.data(), y.data(), pool, ConvPath::kIm2col);
+        expect_close(y, ref, 2e-4f, "strips case " + std::to_string(iter));
+      }
+      continue;
+    }
     const int64_t Cg = 1 + pick(rng) % (iter < 7 ? 4 : 40);
     const int64_t Mg = 1 + pick(rng) % 70;
     s.C = Cg * s.group;
