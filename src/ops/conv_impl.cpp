@@ -350,8 +350,10 @@ void ConvWeights<CT>::prepare(const Dims& w_shape, int64_t group_count, std::vec
     convgemm::pack_a<CT>(false, Mg, K, raw.data() + gi * Mg * K, K, CT(1), &packed[gi]);
   }
   wino.reset();
+  small.reset();
   if constexpr (std::is_same_v<CT, float>) {
     if (winograd && winograd_weights_apply(w_shape, group)) wino = std::make_shared<WinogradCache>();
+    if (small_spatial_weights_apply(w_shape, group)) small = std::make_shared<SmallSpatialCache>();
   }
   // The depthwise path (one input channel per group) reads the raw weights, and so does the pointwise
   // path for a single output position (squeeze-excitation FCs written as 1x1 convs), when small.
@@ -416,6 +418,7 @@ bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
       winograd_conv(s, x, w.wino->get(w.packed[0], s.M, s.C), bias, y, pool);
       return false;
     }
+    if (path == ConvPath::kAuto && small_spatial_try(s, x, w.small.get(), w.packed, bias, y, pool, post)) return true;
   }
   if (path == ConvPath::kWinograd) path = ConvPath::kIm2col;
   if (path == ConvPath::kAuto) {

@@ -6,6 +6,7 @@
 
 #include "ep/kernel.h"
 #include "ops/conv_gemm.h"
+#include "ops/conv_small_spatial.h"
 #include "ops/gemm.h"
 #include "ops/conv_util.h"
 #include "ops/conv_winograd.h"
@@ -36,6 +37,8 @@ struct ConvWeights {
   std::vector<convgemm::PackedA<CT>> packed;  // per group
   // float, 3x3, group 1, prepared with `winograd`: the Winograd weights (transformed on first use).
   std::shared_ptr<const WinogradCache> wino;
+  // float, not depthwise: W^T for the small-spatial path (conv_small_spatial.h), packed on first use.
+  std::shared_ptr<const SmallSpatialCache> small;
   // `winograd`: the conv has stride 1 and dilation 1, so the Winograd path may run.
   void prepare(const Dims& w_shape, int64_t group_count, std::vector<CT> w, bool winograd = false);
 };
