@@ -226,17 +226,27 @@ StripPlan plan_strips(const ConvShape& s) {
 }
 
 // The group's input (Cg planes of IH x IW) into the zero-padded layout of `p`.
-void fill_strip_input(const ConvShape& s, const StripPlan& p, const float* x, float* xp, bool avx2) {
+void fill_strip_input(const ConvShape& s, const StripPlan& p, const float* x, float* xp, bool avx2,
+                      ep::ThreadPool* pool) {
   const Geom3& g = s.g;
   const int64_t Cg = s.C / s.group, IH = g.in[1], IW = g.in[2], pt = g.pb[1], pl = g.pb[2];
-  std::fill(xp, xp + Cg * p.plane, 0.f);
-  for (int64_t c = 0; c < Cg; ++c) {
-    for (int64_t ih = 0; ih < IH; ++ih) {
-      const float* src = x + (c * IH + ih) * IW;
-      float* row = xp + c * p.plane + (ih + pt) * p.Wrow;
-      if (g.s[2] == 1) {
-        std::memcpy(row + pl, src, sizeof(float) * IW);
-      } else {
+  // Tasks of up to 16 padded rows of one channel: each zeroes its rows, then copies the input rows
+  // that land in them (split over the threads: at 2 threads the copy was serial time before every
+  // strided conv).
+  constexpr int64_t kRows = 16;
+  const int64_t blocks = (p.Hp + kRows - 1) / kRows;
+  auto body = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t c = t / blocks, r0 = (t % blocks) * kRows, r1 = std::min(p.Hp, r0 + kRows);
+      float* plane = xp + c * p.plane;
+      std::fill(plane + r0 * p.Wrow, plane + r1 * p.Wrow, 0.f);
+      for (int64_t ih = std::max<int64_t>(0, r0 - pt); ih < std::min(IH, r1 - pt); ++ih) {
+        const float* src = x + (c * IH + ih) * IW;
+        float* row = plane + (ih + pt) * p.Wrow;
+        if (g.s[2] == 1) {
+          std::memcpy(row + pl, src, sizeof(float) * IW);
+          continue;
+        }
         // Padded column iw + pl goes to phase (iw + pl) % 2 at index (iw + pl) / 2.
         for (int64_t q = 0; q < 2; ++q) {
           const int64_t iw0 = ((q - pl) % 2 + 2) % 2;
@@ -251,6 +261,12 @@ void fill_strip_input(const ConvShape& s, const StripPlan& p, const float* x, fl
         }
       }
     }
+  };
+  const int64_t tasks = Cg * blocks;
+  if (pool && Cg * p.plane >= (int64_t(1) << 16)) {
+    pool->parallel_for(tasks, 1, body);
+  } else {
+    body(0, tasks);
   }
 }
 
@@ -519,7 +535,7 @@ bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
       const int64_t OH = g.out[1], OW = g.out[2];
       for (int64_t n = 0; n < s.N; ++n) {
         for (int64_t gi = 0; gi < G; ++gi) {
-          fill_strip_input(s, sp, x + (n * s.C + gi * Cg) * in_size, xpad, gemm_using_avx2());
+          fill_strip_input(s, sp, x + (n * s.C + gi * Cg) * in_size, xpad, gemm_using_avx2(), pool);
           float* yg = y + (n * s.M + gi * Mg) * out_size;
           const GemmEpilogue ep = gemm_epilogue(n, gi, bias);
           const float* a = w.packed[gi].data.data();
@@ -558,7 +574,7 @@ bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
         float* yg = y + (n * s.M + gi * Mg) * out_size;
         const GemmEpilogue ep = gemm_epilogue(n, gi, bias);
         if (padded) {
-          fill_strip_input(s, sp, x + (n * s.C + gi * Cg) * in_size, xpad, gemm_using_avx2());
+          fill_strip_input(s, sp, x + (n * s.C + gi * Cg) * in_size, xpad, gemm_using_avx2(), pool);
           const PaddedIm2colPanels panels{g, xpad, sp};
           gemm_f32_packed_a_gen_b(Mg, out_size, K, 1.f, w.packed[gi].data.data(), panels, 0.f, yg, out_size, pool,
                                   &ep);
