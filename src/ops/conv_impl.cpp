@@ -305,6 +305,57 @@ struct PaddedIm2colPanels {
   }
 };
 
+// B panels of a 1x1 conv with a pre-activation: x'(k, j) = max(x[k * ld + j] * scale[k] + shift[k], 0)
+// (a NaN comes out 0, as in BatchNormRelu).
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("avx2,fma"))) void preact_row_avx2(const float* x, int64_t n, float a, float b, float* dst16,
+                                                          int64_t stride) {
+  const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b), zero = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16, dst16 += stride) {
+    _mm256_storeu_ps(dst16, _mm256_max_ps(_mm256_fmadd_ps(_mm256_loadu_ps(x + j), va, vb), zero));
+    _mm256_storeu_ps(dst16 + 8, _mm256_max_ps(_mm256_fmadd_ps(_mm256_loadu_ps(x + j + 8), va, vb), zero));
+  }
+  if (j < n) {
+    for (int64_t i = 0; i < 16; ++i) {
+      const float v = j + i < n ? x[j + i] * a + b : 0.f;
+      dst16[i] = j + i < n ? (v > 0.f ? v : 0.f) : 0.f;
+    }
+  }
+}
+#endif
+
+struct PreactPanels {
+  const float* x;  // the image's first input channel
+  int64_t ld;      // floats per input channel (the plane)
+  const float* scale;
+  const float* shift;
+  bool avx2;
+
+  void operator()(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) const {
+    constexpr int64_t NR = kGemmNR;
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* row = x + (p0 + k) * ld + j0;
+      const float a = scale[p0 + k], b = shift[p0 + k];
+      float* d = dst + k * NR;  // panel q at d + q * NR * kc
+#if defined(__x86_64__) || defined(__i386__)
+      if (avx2) {
+        preact_row_avx2(row, nc, a, b, d, NR * kc);
+        continue;
+      }
+#endif
+      const int64_t panels = (nc + NR - 1) / NR;
+      for (int64_t q = 0; q < panels; ++q) {
+        for (int64_t i = 0; i < NR; ++i) {
+          const int64_t j = q * NR + i;
+          const float v = j < nc ? row[j] * a + b : 0.f;
+          d[q * NR * kc + i] = j < nc ? (v > 0.f ? v : 0.f) : 0.f;
+        }
+      }
+    }
+  }
+};
+
 template <typename CT>
 void fill_bias(CT* y, int64_t rows, int64_t cols, const CT* bias) {
   for (int64_t m = 0; m < rows; ++m) std::fill(y + m * cols, y + (m + 1) * cols, bias ? bias[m] : CT(0));
@@ -427,6 +478,18 @@ bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
   const int64_t Cg = s.C / G, Mg = s.M / G;
   const int64_t in_size = g.in_size(), out_size = g.out_size(), kvol = g.kvol();
   if constexpr (std::is_same_v<CT, float>) {
+    if (post && post->pre_scale) {
+      // The pre-activated input goes into the 1x1 GEMM's B panels (PreactPanels); nothing else takes it.
+      if (G != 1 || !conv_path_applies(s, ConvPath::kPointwise) || !post->pre_shift) return false;
+      for (int64_t n = 0; n < s.N; ++n) {
+        const PreactPanels panels{x + n * s.C * in_size, in_size, post->pre_scale, post->pre_shift,
+                                  gemm_using_avx2()};
+        const GemmEpilogue ep = gemm_epilogue(n, 0, bias);
+        gemm_f32_packed_a_gen_b(s.M, out_size, s.C, 1.f, w.packed[0].data.data(), panels, 0.f,
+                                y + n * s.M * out_size, out_size, pool, &ep);
+      }
+      return true;
+    }
     // Winograd when the weights were transformed for this shape and, under kAuto, the shape is big
     // enough to win (winograd_preferred).
     if ((path == ConvPath::kWinograd || (path == ConvPath::kAuto && winograd_preferred(s))) && w.wino &&

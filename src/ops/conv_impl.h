@@ -50,6 +50,12 @@ struct ConvPost {
   const float* residual = nullptr;
   GemmActivation act = GemmActivation::kNone;  // kNone, kRelu or kClip
   float clip_min = 0.f, clip_max = 0.f;
+  // Pre-activation of the input (FusedConv inputs 4 and 5, from a BN-ReLU before a 1x1 conv):
+  // x' = max(x * pre_scale[c] + pre_shift[c], 0) per input channel, applied while packing. Only 1x1,
+  // stride-1, unpadded, group-1 convs take it; conv_forward returns false for anything else and the
+  // caller must then not use the output.
+  const float* pre_scale = nullptr;
+  const float* pre_shift = nullptr;
 };
 
 // y[N, M, out...] = conv(x[N, C, in...], w) + bias (bias may be null). Paths other than kAuto and kIm2col

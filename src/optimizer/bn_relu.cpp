@@ -183,6 +183,88 @@ int fuse_bn_relu(PassContext& pc, GraphInfo& gi) {
   return finish_rewrites(pc, g, dead, done);
 }
 
+// nxrt::BatchNormRelu whose only reader is a float 1x1, stride-1, unpadded, group-1 conv (Conv, or a
+// FusedConv without a residual): DenseNet's BN-ReLU-Conv order. The folded scale/shift and the Relu
+// move into the conv, which applies them while packing its input panels (FusedConv inputs 4 and 5,
+// ops::ConvPost::pre_scale), so the activated tensor is never written or read back.
+int fuse_preact_conv(PassContext& pc, GraphInfo& gi) {
+  ir::Graph& g = gi.g;
+  std::vector<bool> dead(g.nodes.size(), false);
+  int done = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& bnr = g.nodes[i];
+    if (dead[i] || bnr.domain != kNxrtDomain || bnr.op_type != "BatchNormRelu" || bnr.inputs.size() != 5 ||
+        !single_output(bnr) || bnr.inputs[0].empty()) {
+      continue;
+    }
+    int c;
+    const ir::Node* conv_p = sole_reader(gi, dead, bnr.outputs[0], &c);
+    if (!conv_p) continue;
+    const bool plain = is_onnx(conv_p, "Conv");
+    const bool fused = conv_p->domain == kNxrtDomain && conv_p->op_type == "FusedConv";
+    if ((!plain && !fused) || conv_p->inputs.size() < 2 || conv_p->inputs[0] != bnr.outputs[0]) continue;
+    const ir::Node& conv = *conv_p;
+    if (fused && conv.inputs.size() > 3) continue;  // a residual (or an earlier pre-activation)
+    const Tensor* w = gi.constant(conv.inputs[1]);
+    if (!w || w->dtype() != DataType::kFloat || w->rank() != 4 || w->dim(2) != 1 || w->dim(3) != 1) continue;
+    if (attr_i(conv, "group", 1) != 1) continue;
+    const std::string pad_mode = attr_s(conv, "auto_pad", "NOTSET");
+    if (pad_mode != "NOTSET" && pad_mode != "VALID") continue;
+    bool unit = true;
+    for (const auto& a : conv.attributes) {
+      if (a.name == "strides")
+        for (int64_t v : a.ints) unit = unit && v == 1;
+      if (a.name == "pads")
+        for (int64_t v : a.ints) unit = unit && v == 0;
+    }
+    if (!unit) continue;
+    std::vector<double> v[4];
+    bool ok = true;
+    for (size_t k = 1; k < 5 && ok; ++k) {
+      const Tensor* t = gi.constant(bnr.inputs[k]);
+      ok = t && t->rank() == 1 && t->numel() == w->dim(1);
+      if (ok) {
+        auto r = ops::read_double_values(*t);
+        ok = r.ok();
+        if (ok) v[k - 1] = std::move(r).value();
+      }
+    }
+    if (!ok) continue;
+    // The fold of BatchNormReluKernel: a = scale / sqrt(var + eps), b = B - mean * a in double.
+    const double eps = [&] {
+      for (const auto& a : bnr.attributes)
+        if (a.name == "epsilon") return static_cast<double>(a.f);
+      return 1e-5;
+    }();
+    const int64_t C = w->dim(1);
+    Tensor sa(DataType::kFloat, {C}), sb(DataType::kFloat, {C});
+    for (int64_t k = 0; k < C; ++k) {
+      const double a = v[0][k] / std::sqrt(v[3][k] + eps);
+      sa.data<float>()[k] = static_cast<float>(a);
+      sb.data<float>()[k] = static_cast<float>(v[1][k] - v[2][k] * a);
+    }
+    const std::string an = pc.fresh_name(g, "preact_scale"), bn = pc.fresh_name(g, "preact_shift");
+    g.initializers[an] = std::move(sa);
+    g.initializers[bn] = std::move(sb);
+    ir::Node n = conv;
+    if (plain) {
+      n.domain = kNxrtDomain;
+      n.op_type = "FusedConv";
+      n.attributes.push_back(make_attr_s("activation", ""));
+      n.attributes.push_back(make_attr_i("inner_opset", pc.opset("")));
+    }
+    n.inputs.resize(4);  // X, W, B (may be empty), no residual
+    n.inputs[0] = bnr.inputs[0];
+    n.inputs.push_back(an);
+    n.inputs.push_back(bn);
+    dead[i] = true;
+    g.nodes[static_cast<size_t>(c)] = std::move(n);
+    pc.count("fused_preact_conv");
+    ++done;
+  }
+  return finish_rewrites(pc, g, dead, done);
+}
+
 void register_bn_relu(ep::KernelRegistry& r) { r.add_class<BatchNormReluKernel>(kNxrtDomain, "BatchNormRelu"); }
 
 }  // namespace nxrt::optimizer

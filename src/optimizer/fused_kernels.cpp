@@ -94,7 +94,12 @@ class ForwardContext final : public ep::KernelContext {
   const ep::KernelInfo& info() const override { return info_; }
   size_t num_inputs() const override { return n_in_; }
   size_t num_outputs() const override { return 1; }
-  const Value* input_value(size_t i) const override { return i < n_in_ ? outer_.input_value(i) : nullptr; }
+  const Value* input_value(size_t i) const override {
+    if (i == 0 && in0_override_) return in0_override_;
+    return i < n_in_ ? outer_.input_value(i) : nullptr;
+  }
+  // Input 0 as the wrapped op sees it (FusedConv's pre-activated X on the general path).
+  const Value* in0_override_ = nullptr;
   bool output_requested(size_t i) const override { return i == 0; }
   Result<Tensor*> allocate_output(size_t i, DataType dtype, const Dims& shape) override {
     if (i != 0) return outer_.error("fused kernel: the wrapped op allocated output " + std::to_string(i));
@@ -159,6 +164,17 @@ class FusedKernel final : public ep::Kernel {
     const int64_t opset = info.attr_int("inner_opset", dflt_opset_);
     inner_info_ = std::make_unique<ep::KernelInfo>(inner_node_, opset);
     for (size_t i = 0; i < n_inner_; ++i) inner_info_->const_inputs_.push_back(info.const_input(i));
+    // FusedConv inputs 4 and 5: the pre-activation scale/shift (optimizer fuse_preact_conv), constants.
+    if (op == "FusedConv" && n.inputs.size() > 4 && !n.inputs[4].empty()) {
+      const Tensor* a = info.const_input(4);
+      const Tensor* b = n.inputs.size() > 5 ? info.const_input(5) : nullptr;
+      if (!a || !b || a->dtype() != DataType::kFloat || b->dtype() != DataType::kFloat || a->rank() != 1 ||
+          b->shape() != a->shape()) {
+        return info.error("pre-activation scale/shift (inputs 4, 5) must be constant float vectors of one length");
+      }
+      pre_scale_.assign(a->data<float>(), a->data<float>() + a->numel());
+      pre_shift_.assign(b->data<float>(), b->data<float>() + b->numel());
+    }
     inner_info_->graph_ = info.graph();
     const ep::KernelDef* def = ep::KernelRegistry::cpu().find("", inner_op_, opset);
     if (!def) return info.error("no CPU kernel for " + inner_op_ + " at opset " + std::to_string(opset));
@@ -172,10 +188,20 @@ class FusedKernel final : public ep::Kernel {
     const Tensor* z = ctx.has_input(3) ? &ctx.input(3) : nullptr;
     const Tensor* bias = has_bias_ && ctx.has_input(2) ? &ctx.input(2) : nullptr;
     ForwardContext fc(ctx, *inner_info_, n_inner_, z ? &z->shape() : nullptr);
-    // Conv on float with Relu/Clip/no activation: the residual and activation go into the GEMM's store.
+    const bool pre = !pre_scale_.empty();
+    if (pre) {
+      const Tensor& x0 = ctx.input(0);
+      if (x0.dtype() != DataType::kFloat || x0.rank() < 2 || x0.dim(1) != static_cast<int64_t>(pre_scale_.size())) {
+        return ctx.error("pre-activation of " + std::to_string(pre_scale_.size()) + " channels does not fit input " +
+                         x0.describe());
+      }
+    }
+    // Conv on float with Relu/Clip/no activation: the residual and activation go into the GEMM's store
+    // (and a pre-activation into its input packing).
     auto* conv_post = dynamic_cast<ops::ConvWithPost*>(inner_.get());
     const bool post_act = act_.kind == Activation::kNone || act_.kind == Activation::kRelu ||
                           act_.kind == Activation::kClip;
+    Value preact;  // the general path's pre-activated X
     if (conv_post && post_act && ctx.input(0).dtype() == DataType::kFloat &&
         (!z || z->dtype() == DataType::kFloat)) {
       ops::ConvPost post;
@@ -185,10 +211,32 @@ class FusedKernel final : public ep::Kernel {
                                                   : ops::GemmActivation::kNone;
       post.clip_min = act_.a;
       post.clip_max = act_.b;
+      if (pre) {
+        post.pre_scale = pre_scale_.data();
+        post.pre_shift = pre_shift_.data();
+      }
       NXRT_ASSIGN_OR_RETURN(bool applied, conv_post->compute_with_post(fc, post, z ? &z->shape() : nullptr));
       if (applied && fc.out_ && !fc.is_temp_) return Status::Ok();
       if (applied) return ctx.error("fused kernel: the Conv applied the epilogue to a temporary output");
+      if (pre) return ctx.error("fused kernel: the Conv could not take the pre-activation (not a 1x1 conv?)");
     } else {
+      if (pre) {
+        // x' = max(x * a[c] + b[c], 0) per channel (BatchNormRelu's arithmetic), then the plain Conv.
+        const Tensor& x0 = ctx.input(0);
+        Tensor xp(DataType::kFloat, x0.shape());
+        const int64_t C = x0.dim(1), plane = C > 0 ? x0.numel() / (x0.dim(0) * C) : 0;
+        const float* xs = x0.data<float>();
+        float* xd = xp.data<float>();
+        for (int64_t p = 0; p < x0.dim(0) * C; ++p) {
+          const float a = pre_scale_[static_cast<size_t>(p % C)], b = pre_shift_[static_cast<size_t>(p % C)];
+          for (int64_t i = 0; i < plane; ++i) {
+            const float v = xs[p * plane + i] * a + b;
+            xd[p * plane + i] = v > 0.f ? v : 0.f;
+          }
+        }
+        preact = Value(std::move(xp));
+        fc.in0_override_ = &preact;
+      }
       NXRT_RETURN_IF_ERROR(inner_->compute(fc));
     }
     if (!fc.out_) return ctx.error("fused kernel: the wrapped " + inner_op_ + " produced no output");
@@ -278,6 +326,7 @@ class FusedKernel final : public ep::Kernel {
   size_t n_inner_ = 0;
   int64_t dflt_opset_ = 13;
   bool has_bias_ = false;
+  std::vector<float> pre_scale_, pre_shift_;  // FusedConv pre-activation (empty: none)
   ActParams act_;
   ir::Node inner_node_;
   std::unique_ptr<ep::KernelInfo> inner_info_;

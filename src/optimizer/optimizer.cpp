@@ -10,6 +10,7 @@
 namespace nxrt::optimizer {
 
 int fuse_bn_relu(PassContext& pc, GraphInfo& gi);  // bn_relu.cpp
+int fuse_preact_conv(PassContext& pc, GraphInfo& gi);  // bn_relu.cpp
 int fold_affine_into_pointwise_conv(PassContext& pc, GraphInfo& gi);  // fold_affine_pointwise.cpp
 
 std::string Stats::summary() const {
@@ -83,6 +84,7 @@ void optimize_graph(PassContext& pc, ir::Graph& g, bool main_graph) {
     run_pass(pc, g, main_graph, &fuse_hard_swish, "fuse_hard_swish");
     run_pass(pc, g, main_graph, &fuse_silu, "fuse_silu");
     run_pass(pc, g, main_graph, &fuse_activation, "fuse_activation");
+    run_pass(pc, g, main_graph, &fuse_preact_conv, "fuse_preact_conv");
     run_pass(pc, g, main_graph, &remove_dead_code, "remove_dead_code");
   }
 }

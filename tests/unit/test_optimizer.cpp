@@ -320,6 +320,54 @@ TEST(OptimizerConvBn, FoldsBatchNormAndFusesRelu) {
   expect_same_numerics(b.m, {{"x", Value(random_tensor({1, 3, 6, 6}, 11))}}, 1e-4);
 }
 
+// BN-ReLU before a 1x1 conv (DenseNet): the folded scale/shift and the Relu move into the conv's input
+// packing (FusedConv inputs 4, 5). Checked on the fast path (Relu after the conv), the general path
+// (LeakyRelu after it: the kernel pre-activates X itself), and the shapes that must not fuse (3x3,
+// stride 2, a second reader of the BN-ReLU output).
+TEST(OptimizerPreactConv, BatchNormReluMovesIntoOneByOneConv) {
+  struct Case {
+    int64_t k, stride;
+    const char* act;
+    bool second_reader, fuses;
+  };
+  const Case cases[] = {{1, 1, "Relu", false, true},   {1, 1, "LeakyRelu", false, true},
+                        {1, 1, "", false, true},       {3, 1, "Relu", false, false},
+                        {1, 2, "Relu", false, false},  {1, 1, "Relu", true, false}};
+  int seed = 80;
+  for (const Case& cs : cases) {
+    ModelBuilder b(13);
+    b.input("x", {2, 6, 7, 9});
+    b.init("scale", random_tensor({6}, seed++, 0.5f, 1.5f));
+    b.init("bias", random_tensor({6}, seed++));
+    b.init("mean", random_tensor({6}, seed++));
+    b.init("var", random_tensor({6}, seed++, 0.2f, 2.f));
+    b.init("w", random_tensor({5, 6, cs.k, cs.k}, seed++));
+    b.init("wb", random_tensor({5}, seed++));
+    b.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"bn"}, {A_f("epsilon", 1e-3f)});
+    b.node("Relu", {"bn"}, {"r"});
+    const int64_t pad = cs.k / 2;
+    b.node("Conv", {"r", "w", "wb"}, {"c"}, {A_is("strides", {cs.stride, cs.stride}), A_is("pads", {pad, pad, pad, pad})});
+    std::string out = "c";
+    if (std::string(cs.act) == "Relu") {
+      b.node("Relu", {"c"}, {"y"});
+      out = "y";
+    } else if (std::string(cs.act) == "LeakyRelu") {
+      b.node("LeakyRelu", {"c"}, {"y"}, {A_f("alpha", 0.2f)});
+      out = "y";
+    }
+    b.output(out);
+    if (cs.second_reader) b.output("r");
+    optimizer::Stats st;
+    ir::Model o = optimized(b.m, OptLevel::kAll, &st);
+    EXPECT_EQ(st.counts["fused_preact_conv"], cs.fuses ? 1 : 0) << "k " << cs.k << " stride " << cs.stride;
+    if (cs.fuses) {
+      EXPECT_EQ(ops_of(o), (std::vector<std::string>{"nxrt::FusedConv"}));
+    }
+    Tensor x = random_tensor({2, 6, 7, 9}, seed++, -2.f, 2.f);
+    expect_same_numerics(b.m, {{"x", Value(x)}}, 1e-5);
+  }
+}
+
 TEST(OptimizerConvBn, RefusesWhenConvOutputHasAnotherReader) {
   ModelBuilder b(13);
   b.input("x", {1, 2, 4, 4});
