@@ -31,6 +31,18 @@ uint64_t storage_allocation_count(bool reset = false);
 class Storage {
  public:
   static std::shared_ptr<Storage> allocate(size_t bytes);  // zero-filled
+
+  // While one of these lives on a thread, Storage::allocate on that thread serves blocks of 4 MB and more
+  // from fresh anonymous mappings, which the kernel hands out zeroed (no memset pass). Meant for
+  // long-lived data made while a session is created (the weights constant folding produces); blocks
+  // allocated and freed again run after run keep using malloc, whose heap reuse spares them page faults.
+  class LongLivedScope {
+   public:
+    LongLivedScope();
+    ~LongLivedScope();
+    LongLivedScope(const LongLivedScope&) = delete;
+    LongLivedScope& operator=(const LongLivedScope&) = delete;
+  };
   static std::shared_ptr<Storage> borrow(void* data, size_t bytes, std::shared_ptr<void> keepalive);
   static std::shared_ptr<Storage> strings(size_t count);
   ~Storage();
@@ -54,7 +66,7 @@ class Storage {
   void* data_ = nullptr;
   size_t bytes_ = 0;
   bool owned_ = false;
-  size_t mapped_bytes_ = 0;  // > 0: data_ is an anonymous mapping of this size (large blocks), else malloc
+  size_t mapped_bytes_ = 0;  // > 0: data_ is an anonymous mapping of this size (LongLivedScope), else malloc
   bool pooled_ = false;
   bool is_strings_ = false;
   std::shared_ptr<void> keepalive_;

@@ -49,6 +49,7 @@ uint64_t storage_allocation_count(bool reset) {
 
 namespace {
 constexpr size_t kMappedBlock = size_t(4) << 20;
+thread_local int tl_long_lived = 0;  // LongLivedScope depth on this thread
 
 // A zeroed anonymous mapping of `bytes` (rounded up to 4 KiB); *mapped gets its length. nullptr on
 // failure. (Not advised for transparent huge pages: with THP in "madvise" defrag mode that makes the
@@ -63,15 +64,20 @@ void* map_zeroed(size_t bytes, size_t* mapped) {
 }
 }  // namespace
 
+Storage::LongLivedScope::LongLivedScope() { ++tl_long_lived; }
+Storage::LongLivedScope::~LongLivedScope() { --tl_long_lived; }
+
 std::shared_ptr<Storage> Storage::allocate(size_t bytes) {
   g_storage_allocations.fetch_add(1, std::memory_order_relaxed);
   auto s = std::shared_ptr<Storage>(new Storage());
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
-  if (rounded >= kMappedBlock) {
-    // Large blocks (folded weights, big activations) come from an anonymous mapping, which the kernel
-    // hands out zeroed: no memset pass over memory that the caller fills next anyway (VGG-19's session
-    // creation fills 548 MB of folded weights; 765 -> 660 ms). malloc if the mapping fails.
+  if (tl_long_lived > 0 && rounded >= kMappedBlock) {
+    // Long-lived large blocks (the weights constant folding makes at session creation) come from an
+    // anonymous mapping, which the kernel hands out zeroed: no memset pass over memory that the caller
+    // fills next anyway (VGG-19's creation folds 548 MB: 765 -> 660 ms). Not for every large block: a
+    // kernel temporary or an output allocated run after run would fault its pages in each time, where
+    // malloc's heap reuse does not (an 8 MB Add output in a loop: 19 -> 5 GB/s). malloc if it fails.
     if (void* p = map_zeroed(rounded, &s->mapped_bytes_)) {
       s->data_ = p;
       s->bytes_ = bytes;

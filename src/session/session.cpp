@@ -109,7 +109,11 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
     oo.level = optimizer::opt_level_from_env(opts.opt_level);
     optimizer::Stats stats;
     t0 = session::monotonic_us();
-    NXRT_RETURN_IF_ERROR(optimizer::optimize(*impl->model, oo, &stats));
+    {
+      // Folded constants are weights the session keeps: large ones come zeroed from fresh mappings.
+      Storage::LongLivedScope long_lived;
+      NXRT_RETURN_IF_ERROR(optimizer::optimize(*impl->model, oo, &stats));
+    }
     if (impl->tracer) impl->tracer->span("optimize", "session", t0, session::monotonic_us() - t0, "");
     if (std::getenv("NXRT_OPT_STATS")) std::fprintf(stderr, "nxrt optimizer: %s\n", stats.summary().c_str());
     // The facts describe the graph that runs: infer again over the rewritten graph.
