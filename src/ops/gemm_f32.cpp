@@ -68,12 +68,14 @@ inline void store_edge(const float* acc, float* c, int64_t ldc, int mr, int nr, 
 }
 
 // Portable kernel: a flat accumulator and constant trip counts, which the compiler keeps in vector
-// registers with baseline (SSE2) code.
-void micro_generic(int64_t kc, const float* __restrict a, const float* __restrict b, float* c, int64_t ldc, int mr,
-                   int nr, float alpha, float beta) {
+// registers with baseline (SSE2) code. `b_row(p)` is B's row p (NR floats): a packed panel, or a row read
+// in place (gemm_f32_strips).
+template <typename BRow>
+inline void micro_generic_rows(int64_t kc, const float* __restrict a, BRow b_row, float* c, int64_t ldc, int mr,
+                               int nr, float alpha, float beta) {
   float acc[MR * NR] = {};
   for (int64_t p = 0; p < kc; ++p) {
-    const float* bp = b + p * NR;
+    const float* bp = b_row(p);
     const float* ap = a + p * MR;
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
@@ -82,6 +84,11 @@ void micro_generic(int64_t kc, const float* __restrict a, const float* __restric
     }
   }
   store_edge(acc, c, ldc, mr, nr, alpha, beta);
+}
+
+void micro_generic(int64_t kc, const float* __restrict a, const float* __restrict b, float* c, int64_t ldc, int mr,
+                   int nr, float alpha, float beta) {
+  micro_generic_rows(kc, a, [b](int64_t p) { return b + p * NR; }, c, ldc, mr, nr, alpha, beta);
 }
 
 #ifdef NXRT_GEMM_X86
@@ -172,17 +179,7 @@ __attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float
 // from a conv's padded input, no packing).
 void micro_rows_generic(int64_t kc, const float* __restrict a, const float* brow, const int64_t* boff, float* c,
                         int64_t ldc, int mr, int nr, float alpha, float beta) {
-  float acc[MR * NR] = {};
-  for (int64_t p = 0; p < kc; ++p) {
-    const float* bp = brow + boff[p];
-    const float* ap = a + p * MR;
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i) {
-#pragma GCC unroll 16
-      for (int j = 0; j < NR; ++j) acc[i * NR + j] += ap[i] * bp[j];
-    }
-  }
-  store_edge(acc, c, ldc, mr, nr, alpha, beta);
+  micro_generic_rows(kc, a, [brow, boff](int64_t p) { return brow + boff[p]; }, c, ldc, mr, nr, alpha, beta);
 }
 
 #ifdef NXRT_GEMM_X86

@@ -37,6 +37,24 @@ std::vector<float> values(const Value& v) {
   return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
 }
 
+// Random x, weights of `wshape` and bias for `s`; conv_forward on `path` must match conv_naive on every
+// pool given.
+void expect_conv_matches_naive(std::mt19937& rng, const ConvShape& s, const Dims& wshape, ConvPath path,
+                               std::initializer_list<ep::ThreadPool*> pools, const std::string& what) {
+  auto x = random_vec(rng, s.N * s.C * s.g.in_size());
+  auto w = random_vec(rng, shape_numel(wshape));
+  auto b = random_vec(rng, s.M);
+  std::vector<float> ref(static_cast<size_t>(s.N * s.M * s.g.out_size()));
+  conv_naive<float>(s, x.data(), w.data(), b.data(), ref.data());
+  ConvWeights<float> cw;
+  cw.prepare(wshape, s.group, w);
+  for (ep::ThreadPool* pool : pools) {
+    std::vector<float> y(ref.size(), 123.f);
+    conv_forward<float>(s, x.data(), cw, b.data(), y.data(), pool, path);
+    expect_close(y, ref, 2e-4f, what + " threads " + std::to_string(pool->num_threads()));
+  }
+}
+
 }  // namespace
 
 TEST(OpsNnGemm, MatchesReferenceOnOddShapes) {
@@ -129,19 +147,8 @@ TEST(OpsNnConv, ImplicitGemmMatchesNaiveOnLargerShapes) {
       a.pads = {3, 2, 3, 1};
       const Dims in{stem ? 45 : 20, stem ? 47 : 19}, kernel{stem ? 7 : 3, stem ? 7 : 3};
       ASSERT_TRUE(forward_geometry(a, in, kernel, &s.g).ok());
-      Dims wshape{s.M, s.C / s.group, kernel[0], kernel[1]};
-      auto x = random_vec(rng, s.N * s.C * s.g.in_size());
-      auto w = random_vec(rng, shape_numel(wshape));
-      auto b = random_vec(rng, s.M);
-      std::vector<float> ref(s.N * s.M * s.g.out_size());
-      conv_naive<float>(s, x.data(), w.data(), b.data(), ref.data());
-      ConvWeights<float> cw;
-      cw.prepare(wshape, s.group, w);
-      for (ep::ThreadPool* pool : {&pool1, &pool2}) {
-        std::vector<float> y(ref.size(), 123.f);
-        conv_forward<float>(s, x.data(), cw, b.data(), y.data(), pool, ConvPath::kIm2col);
-        expect_close(y, ref, 2e-4f, "strips case " + std::to_string(iter));
-      }
+      expect_conv_matches_naive(rng, s, Dims{s.M, s.C / s.group, kernel[0], kernel[1]}, ConvPath::kIm2col,
+                                {&pool1, &pool2}, "strips case " + std::to_string(iter));
       continue;
     }
     const int64_t Cg = 1 + pick(rng) % (iter < 7 ? 4 : 40);
@@ -158,20 +165,8 @@ TEST(OpsNnConv, ImplicitGemmMatchesNaiveOnLargerShapes) {
     }
     for (int i = 0; i < 4; ++i) a.pads.push_back(pick(rng) % 4);
     ASSERT_TRUE(forward_geometry(a, in, kernel, &s.g).ok());
-    Dims wshape{s.M, Cg, kernel[0], kernel[1]};
-    auto x = random_vec(rng, s.N * s.C * s.g.in_size());
-    auto w = random_vec(rng, shape_numel(wshape));
-    auto b = random_vec(rng, s.M);
-    const int64_t ny = s.N * s.M * s.g.out_size();
-    std::vector<float> ref(ny);
-    conv_naive<float>(s, x.data(), w.data(), b.data(), ref.data());
-    ConvWeights<float> cw;
-    cw.prepare(wshape, s.group, w);
-    for (ep::ThreadPool* pool : {&pool1, &pool2}) {
-      std::vector<float> y(ny, 123.f);
-      conv_forward<float>(s, x.data(), cw, b.data(), y.data(), pool, ConvPath::kIm2col);
-      expect_close(y, ref, 2e-4f, "iter " + std::to_string(iter) + " threads " + std::to_string(pool->num_threads()));
-    }
+    expect_conv_matches_naive(rng, s, Dims{s.M, Cg, kernel[0], kernel[1]}, ConvPath::kIm2col, {&pool1, &pool2},
+                              "iter " + std::to_string(iter));
   }
 }
 
