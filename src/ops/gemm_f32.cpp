@@ -92,6 +92,65 @@ void micro_generic(int64_t kc, const float* __restrict a, const float* __restric
 }
 
 #ifdef NXRT_GEMM_X86
+// One k step of the 6x16 AVX2 tile: B's row (16 floats at `bp`) times A's 6 values at `ak`, into the
+// accumulators c00..c51 of the enclosing kernel (micro_avx2_6x16 on packed panels, micro_rows_avx2 on
+// rows read in place).
+#define NXRT_FMA_6x16(bp, ak)                                                   \
+  {                                                                             \
+    const float* bp_ = (bp);                                                    \
+    const float* ak_ = (ak);                                                    \
+    const __m256 b0 = _mm256_loadu_ps(bp_), b1 = _mm256_loadu_ps(bp_ + 8);       \
+    __m256 av = _mm256_broadcast_ss(ak_ + 0);                                   \
+    c00 = _mm256_fmadd_ps(av, b0, c00);                                         \
+    c01 = _mm256_fmadd_ps(av, b1, c01);                                         \
+    av = _mm256_broadcast_ss(ak_ + 1);                                          \
+    c10 = _mm256_fmadd_ps(av, b0, c10);                                         \
+    c11 = _mm256_fmadd_ps(av, b1, c11);                                         \
+    av = _mm256_broadcast_ss(ak_ + 2);                                          \
+    c20 = _mm256_fmadd_ps(av, b0, c20);                                         \
+    c21 = _mm256_fmadd_ps(av, b1, c21);                                         \
+    av = _mm256_broadcast_ss(ak_ + 3);                                          \
+    c30 = _mm256_fmadd_ps(av, b0, c30);                                         \
+    c31 = _mm256_fmadd_ps(av, b1, c31);                                         \
+    av = _mm256_broadcast_ss(ak_ + 4);                                          \
+    c40 = _mm256_fmadd_ps(av, b0, c40);                                         \
+    c41 = _mm256_fmadd_ps(av, b1, c41);                                         \
+    av = _mm256_broadcast_ss(ak_ + 5);                                          \
+    c50 = _mm256_fmadd_ps(av, b0, c50);                                         \
+    c51 = _mm256_fmadd_ps(av, b1, c51);                                         \
+  }
+
+// Bias (per row, or per column), residual and Relu/Clip on one 16-column row (v0, v1) of C at (i, j0).
+// Relu as max(0, v) and Clip as min(hi, max(lo, v)) take v as the second operand, which the
+// instructions return when it is NaN: NaN passes, as in the scalar epilogue.
+__attribute__((target("avx2,fma"), always_inline)) inline void epilogue_row_avx2(const GemmEpilogue& ep, int64_t i,
+                                                                                 int64_t j0, __m256& v0, __m256& v1) {
+  if (ep.bias != nullptr && ep.bias_kind == GemmBias::kPerColumn) {
+    v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ep.bias + j0));
+    v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ep.bias + j0 + 8));
+  } else if (ep.bias != nullptr && ep.bias_kind == GemmBias::kPerRow) {
+    const __m256 b = _mm256_broadcast_ss(ep.bias + i);
+    v0 = _mm256_add_ps(v0, b);
+    v1 = _mm256_add_ps(v1, b);
+  }
+  if (ep.residual) {
+    const float* res = ep.residual + i * ep.ldr + j0;
+    v0 = _mm256_add_ps(v0, _mm256_loadu_ps(res));
+    v1 = _mm256_add_ps(v1, _mm256_loadu_ps(res + 8));
+  }
+  if (ep.act == GemmActivation::kRelu) {
+    const __m256 zero = _mm256_setzero_ps();
+    v0 = _mm256_max_ps(zero, v0);
+    v1 = _mm256_max_ps(zero, v1);
+  } else if (ep.act == GemmActivation::kClip) {
+    const __m256 lo = _mm256_set1_ps(ep.clip_min), hi = _mm256_set1_ps(ep.clip_max);
+    v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
+    v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
+  }
+}
+#endif
+
+#ifdef NXRT_GEMM_X86
 __attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float* a, const float* b, float* c,
                                                           int64_t ldc, int mr, int nr, float alpha, float beta) {
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
@@ -104,30 +163,7 @@ __attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 15), _MM_HINT_T0);
   }
-#define NXRT_GEMM_STEP(off)                                \
-  {                                                        \
-    const __m256 b0 = _mm256_loadu_ps(b + (off) * 16);      \
-    const __m256 b1 = _mm256_loadu_ps(b + (off) * 16 + 8);  \
-    const float* ak = a + (off) * 6;                       \
-    __m256 av = _mm256_broadcast_ss(ak + 0);               \
-    c00 = _mm256_fmadd_ps(av, b0, c00);                    \
-    c01 = _mm256_fmadd_ps(av, b1, c01);                    \
-    av = _mm256_broadcast_ss(ak + 1);                      \
-    c10 = _mm256_fmadd_ps(av, b0, c10);                    \
-    c11 = _mm256_fmadd_ps(av, b1, c11);                    \
-    av = _mm256_broadcast_ss(ak + 2);                      \
-    c20 = _mm256_fmadd_ps(av, b0, c20);                    \
-    c21 = _mm256_fmadd_ps(av, b1, c21);                    \
-    av = _mm256_broadcast_ss(ak + 3);                      \
-    c30 = _mm256_fmadd_ps(av, b0, c30);                    \
-    c31 = _mm256_fmadd_ps(av, b1, c31);                    \
-    av = _mm256_broadcast_ss(ak + 4);                      \
-    c40 = _mm256_fmadd_ps(av, b0, c40);                    \
-    c41 = _mm256_fmadd_ps(av, b1, c41);                    \
-    av = _mm256_broadcast_ss(ak + 5);                      \
-    c50 = _mm256_fmadd_ps(av, b0, c50);                    \
-    c51 = _mm256_fmadd_ps(av, b1, c51);                    \
-  }
+#define NXRT_GEMM_STEP(off) NXRT_FMA_6x16(b + (off) * 16, a + (off) * 6)
   // One k step per iteration: with 12 accumulators, 2 B vectors and a broadcast the kernel uses all 16
   // ymm registers; unrolling by hand lets the compiler hoist loads of later steps and spill.
 #pragma GCC unroll 1
@@ -202,53 +238,14 @@ __attribute__((target("avx2,fma"))) bool micro_rows_avx2(int64_t kc, const float
   __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
 #pragma GCC unroll 1
   for (int64_t k = 0; k < kc; ++k) {
-    const float* b = brow + boff[k];
-    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-    __m256 av = _mm256_broadcast_ss(a + 0);
-    c00 = _mm256_fmadd_ps(av, b0, c00);
-    c01 = _mm256_fmadd_ps(av, b1, c01);
-    av = _mm256_broadcast_ss(a + 1);
-    c10 = _mm256_fmadd_ps(av, b0, c10);
-    c11 = _mm256_fmadd_ps(av, b1, c11);
-    av = _mm256_broadcast_ss(a + 2);
-    c20 = _mm256_fmadd_ps(av, b0, c20);
-    c21 = _mm256_fmadd_ps(av, b1, c21);
-    av = _mm256_broadcast_ss(a + 3);
-    c30 = _mm256_fmadd_ps(av, b0, c30);
-    c31 = _mm256_fmadd_ps(av, b1, c31);
-    av = _mm256_broadcast_ss(a + 4);
-    c40 = _mm256_fmadd_ps(av, b0, c40);
-    c41 = _mm256_fmadd_ps(av, b1, c41);
-    av = _mm256_broadcast_ss(a + 5);
-    c50 = _mm256_fmadd_ps(av, b0, c50);
-    c51 = _mm256_fmadd_ps(av, b1, c51);
+    NXRT_FMA_6x16(brow + boff[k], a)
     a += 6;
   }
   if (mr == MR && nr == NR && beta == 0.f && alpha == 1.f && (!ep || epilogue_in_registers(ep))) {
     __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    const __m256 zero = _mm256_setzero_ps();
     for (int r = 0; r < MR; ++r) {
       __m256 v0 = acc[r][0], v1 = acc[r][1];
-      if (ep) {
-        if (ep->bias) {
-          const __m256 b = _mm256_broadcast_ss(ep->bias + i0 + r);
-          v0 = _mm256_add_ps(v0, b);
-          v1 = _mm256_add_ps(v1, b);
-        }
-        if (ep->residual) {
-          const float* res = ep->residual + (i0 + r) * ep->ldr + j0;
-          v0 = _mm256_add_ps(v0, _mm256_loadu_ps(res));
-          v1 = _mm256_add_ps(v1, _mm256_loadu_ps(res + 8));
-        }
-        if (ep->act == GemmActivation::kRelu) {  // max(0, v): NaN passes
-          v0 = _mm256_max_ps(zero, v0);
-          v1 = _mm256_max_ps(zero, v1);
-        } else if (ep->act == GemmActivation::kClip) {
-          const __m256 lo = _mm256_set1_ps(ep->clip_min), hi = _mm256_set1_ps(ep->clip_max);
-          v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
-          v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
-        }
-      }
+      if (ep) epilogue_row_avx2(*ep, i0 + r, j0, v0, v1);
       _mm256_storeu_ps(c + r * ldc, v0);
       _mm256_storeu_ps(c + r * ldc + 8, v1);
     }
@@ -819,41 +816,10 @@ __attribute__((target("avx2,fma"))) bool epilogue_tile_avx2(const GemmEpilogue& 
                       ep.act == GemmActivation::kClip)) {
     return false;
   }
-  const bool has_bias = ep.bias != nullptr && ep.bias_kind != GemmBias::kNone;
-  const __m256 zero = _mm256_setzero_ps();
-  const __m256 lo = _mm256_set1_ps(ep.clip_min), hi = _mm256_set1_ps(ep.clip_max);
-  __m256 bc0 = zero, bc1 = zero;
-  if (has_bias && ep.bias_kind == GemmBias::kPerColumn) {
-    bc0 = _mm256_loadu_ps(ep.bias + j0);
-    bc1 = _mm256_loadu_ps(ep.bias + j0 + 8);
-  }
   for (int64_t r = 0; r < rows; ++r) {
     float* cr = c + r * ldc;
     __m256 v0 = _mm256_loadu_ps(cr), v1 = _mm256_loadu_ps(cr + 8);
-    if (has_bias) {
-      if (ep.bias_kind == GemmBias::kPerColumn) {
-        v0 = _mm256_add_ps(v0, bc0);
-        v1 = _mm256_add_ps(v1, bc1);
-      } else {
-        const __m256 b = _mm256_broadcast_ss(ep.bias + i0 + r);
-        v0 = _mm256_add_ps(v0, b);
-        v1 = _mm256_add_ps(v1, b);
-      }
-    }
-    if (ep.residual) {
-      const float* res = ep.residual + (i0 + r) * ep.ldr + j0;
-      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(res));
-      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(res + 8));
-    }
-    if (ep.act == GemmActivation::kRelu) {
-      // max(0, v) returns its second operand when v is NaN: NaN passes, as in the scalar loop.
-      v0 = _mm256_max_ps(zero, v0);
-      v1 = _mm256_max_ps(zero, v1);
-    } else if (ep.act == GemmActivation::kClip) {
-      // min(max(v, lo), hi) with v second in each: a NaN v comes out unchanged, as std::min/max do.
-      v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
-      v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
-    }
+    epilogue_row_avx2(ep, i0 + r, j0, v0, v1);
     _mm256_storeu_ps(cr, v0);
     _mm256_storeu_ps(cr + 8, v1);
   }
