@@ -41,6 +41,33 @@ void scale_shift_relu_plain(const float* x, float* y, int64_t n, float a, float 
   scale_shift_relu_body(x, y, n, a, b);
 }
 
+}  // namespace
+
+void scale_shift_relu(const float* x, float* y, int64_t n, float a, float b) {
+  (has_avx2() ? scale_shift_relu_avx2 : scale_shift_relu_plain)(x, y, n, a, b);
+}
+
+namespace {
+
+// BatchNormalization's inference statistics folded per channel, in double: a = scale / sqrt(var + eps),
+// b = B - mean * a. `p` is {scale, B, mean, var}, each of the same length.
+Status fold_batch_norm(const std::vector<const Tensor*>& p, double eps, std::vector<double>* a,
+                       std::vector<double>* b) {
+  std::vector<double> v[4];
+  for (size_t k = 0; k < 4; ++k) {
+    NXRT_ASSIGN_OR_RETURN(v[k], ops::read_double_values(*p[k]));
+    if (v[k].size() != v[0].size()) return invalid_argument("scale, B, mean and var must have the same length");
+  }
+  const size_t C = v[0].size();
+  a->resize(C);
+  b->resize(C);
+  for (size_t c = 0; c < C; ++c) {
+    (*a)[c] = v[0][c] / std::sqrt(v[3][c] + eps);
+    (*b)[c] = v[1][c] - v[2][c] * (*a)[c];
+  }
+  return Status::Ok();
+}
+
 class BatchNormReluKernel final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo& info) {
@@ -82,14 +109,12 @@ class BatchNormReluKernel final : public ep::Kernel {
           NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), X.shape()));
           const T* x = X.data<T>();
           T* y = Y->data<T>();
-          const bool avx2 = has_avx2();
           ctx.pool().parallel_for(N * C, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, plane)),
                                   [&](int64_t p0, int64_t p1) {
                                     for (int64_t p = p0; p < p1; ++p) {
                                       const int64_t c = p % C;
                                       if constexpr (std::is_same_v<T, float>) {
-                                        (avx2 ? scale_shift_relu_avx2 : scale_shift_relu_plain)(
-                                            x + p * plane, y + p * plane, plane, af_[c], bf_[c]);
+                                        scale_shift_relu(x + p * plane, y + p * plane, plane, af_[c], bf_[c]);
                                       } else {
                                         reference(x + p * plane, y + p * plane, plane, a_[c], b_[c]);
                                       }
@@ -113,19 +138,9 @@ class BatchNormReluKernel final : public ep::Kernel {
 
  private:
   Status fold(const std::vector<const Tensor*>& p) {
-    std::vector<double> v[4];
-    for (size_t k = 0; k < 4; ++k) {
-      NXRT_ASSIGN_OR_RETURN(v[k], ops::read_double_values(*p[k]));
-      if (v[k].size() != v[0].size()) return invalid_argument("scale, B, mean and var must have the same length");
-    }
-    const size_t C = v[0].size();
-    a_.resize(C), b_.resize(C), af_.resize(C), bf_.resize(C);
-    for (size_t c = 0; c < C; ++c) {
-      a_[c] = v[0][c] / std::sqrt(v[3][c] + eps_);
-      b_[c] = v[1][c] - v[2][c] * a_[c];
-      af_[c] = static_cast<float>(a_[c]);
-      bf_[c] = static_cast<float>(b_[c]);
-    }
+    NXRT_RETURN_IF_ERROR(fold_batch_norm(p, eps_, &a_, &b_));
+    af_.assign(a_.begin(), a_.end());
+    bf_.assign(b_.begin(), b_.end());
     return Status::Ok();
   }
 
@@ -137,9 +152,7 @@ class BatchNormReluKernel final : public ep::Kernel {
 
 }  // namespace
 
-void scale_shift_relu_for_test(const float* x, float* y, int64_t n, float a, float b) {
-  (has_avx2() ? scale_shift_relu_avx2 : scale_shift_relu_plain)(x, y, n, a, b);
-}
+
 
 int fuse_bn_relu(PassContext& pc, GraphInfo& gi) {
   ir::Graph& g = gi.g;
@@ -218,30 +231,21 @@ int fuse_preact_conv(PassContext& pc, GraphInfo& gi) {
         for (int64_t v : a.ints) unit = unit && v == 0;
     }
     if (!unit) continue;
-    std::vector<double> v[4];
-    bool ok = true;
-    for (size_t k = 1; k < 5 && ok; ++k) {
+    std::vector<const Tensor*> p;
+    for (size_t k = 1; k < 5; ++k) {
       const Tensor* t = gi.constant(bnr.inputs[k]);
-      ok = t && t->rank() == 1 && t->numel() == w->dim(1);
-      if (ok) {
-        auto r = ops::read_double_values(*t);
-        ok = r.ok();
-        if (ok) v[k - 1] = std::move(r).value();
-      }
+      if (t && t->rank() == 1 && t->numel() == w->dim(1)) p.push_back(t);
     }
-    if (!ok) continue;
-    // The fold of BatchNormReluKernel: a = scale / sqrt(var + eps), b = B - mean * a in double.
-    const double eps = [&] {
-      for (const auto& a : bnr.attributes)
-        if (a.name == "epsilon") return static_cast<double>(a.f);
-      return 1e-5;
-    }();
+    if (p.size() != 4) continue;
+    // BatchNormReluKernel's epsilon (a float attribute, default 1e-5f) and fold: the same numbers.
+    const double eps = attr_f(bnr, "epsilon", 1e-5f);
+    std::vector<double> fa, fb;
+    if (!fold_batch_norm(p, eps, &fa, &fb).ok()) continue;
     const int64_t C = w->dim(1);
     Tensor sa(DataType::kFloat, {C}), sb(DataType::kFloat, {C});
     for (int64_t k = 0; k < C; ++k) {
-      const double a = v[0][k] / std::sqrt(v[3][k] + eps);
-      sa.data<float>()[k] = static_cast<float>(a);
-      sb.data<float>()[k] = static_cast<float>(v[1][k] - v[2][k] * a);
+      sa.data<float>()[k] = static_cast<float>(fa[k]);
+      sb.data<float>()[k] = static_cast<float>(fb[k]);
     }
     const std::string an = pc.fresh_name(g, "preact_scale"), bn = pc.fresh_name(g, "preact_shift");
     g.initializers[an] = std::move(sa);

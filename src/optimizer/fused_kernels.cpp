@@ -228,11 +228,8 @@ class FusedKernel final : public ep::Kernel {
         const float* xs = x0.data<float>();
         float* xd = xp.data<float>();
         for (int64_t p = 0; p < x0.dim(0) * C; ++p) {
-          const float a = pre_scale_[static_cast<size_t>(p % C)], b = pre_shift_[static_cast<size_t>(p % C)];
-          for (int64_t i = 0; i < plane; ++i) {
-            const float v = xs[p * plane + i] * a + b;
-            xd[p * plane + i] = v > 0.f ? v : 0.f;
-          }
+          const size_t c = static_cast<size_t>(p % C);
+          scale_shift_relu(xs + p * plane, xd + p * plane, plane, pre_scale_[c], pre_shift_[c]);
         }
         preact = Value(std::move(xp));
         fc.in0_override_ = &preact;
