@@ -91,6 +91,24 @@ __attribute__((target("avx2"))) int64_t gather_even_avx2(const float* src, int64
 }
 #endif
 
+// The packers' common frame: for each of the kc rows of a block, `gather(k, row)` writes that row's nc
+// values contiguously into `row` (an L1-resident buffer of the calling thread, zero past nc up to the
+// panel width), and the row is then dealt into the engine's 16-column panels (panel q at q * 16 * kc).
+template <typename Gather>
+void pack_rows_into_panels(int64_t kc, int64_t nc, float* dst, Gather gather) {
+  constexpr int64_t NR = kGemmNR;
+  const int64_t panels = (nc + NR - 1) / NR;
+  thread_local std::vector<float> row_buf;
+  if (row_buf.size() < static_cast<size_t>(panels * NR)) row_buf.resize(static_cast<size_t>(panels * NR));
+  float* row = row_buf.data();
+  std::fill(row + nc, row + panels * NR, 0.f);
+  for (int64_t k = 0; k < kc; ++k) {
+    gather(k, row);
+    float* d = dst + k * NR;
+    for (int64_t q = 0; q < panels; ++q) std::memcpy(d + q * NR * kc, row + q * NR, sizeof(float) * NR);
+  }
+}
+
 // The implicit-GEMM B operand of a float conv: im2col rows [p0, p0+kc) x output positions [j0, j0+nc)
 // of one group's input, written straight into the GEMM engine's 16-column panels (GemmBPacker), so no
 // column matrix is materialised and each block is packed by the thread that multiplies it, in cache.
@@ -100,12 +118,10 @@ struct Im2colPanels {
   bool avx2;
 
   void operator()(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) const {
-    constexpr int64_t NR = kGemmNR;
     const int64_t KH = g.k[1], KW = g.k[2], khw = KH * KW, kvol = g.k[0] * khw;
     const int64_t OH = g.out[1], OW = g.out[2];
     const int64_t ID = g.in[0], IH = g.in[1], IW = g.in[2];
     const int64_t sw = g.s[2];
-    const int64_t panels = (nc + NR - 1) / NR;
     // The block's output positions as runs along output rows (od, oh), found once per block.
     struct Run {
       int64_t od, oh, ow0, ow1, off;
@@ -117,12 +133,7 @@ struct Im2colPanels {
       runs.push_back({r / OH, r % OH, ow0, ow1, j - j0});
       j += ow1 - ow0;
     }
-    // One im2col row of the block, gathered contiguously (stays in L1), then dealt into the panels.
-    thread_local std::vector<float> row_buf;
-    if (row_buf.size() < static_cast<size_t>(panels * NR)) row_buf.resize(static_cast<size_t>(panels * NR));
-    float* row = row_buf.data();
-    std::fill(row + nc, row + panels * NR, 0.f);
-    for (int64_t k = 0; k < kc; ++k) {
+    pack_rows_into_panels(kc, nc, dst, [&](int64_t k, float* row) {
       const int64_t kr = p0 + k;
       const int64_t c = kr / kvol, rem = kr % kvol;
       const int64_t kd = rem / khw, kh = (rem % khw) / KW, kw = rem % KW;
@@ -153,9 +164,7 @@ struct Im2colPanels {
         }
         for (int64_t ow = b; ow < run.ow1; ++ow) out[ow] = 0.f;
       }
-      float* d = dst + k * NR;
-      for (int64_t q = 0; q < panels; ++q) std::memcpy(d + q * NR * kc, row + q * NR, sizeof(float) * NR);
-    }
+    });
   }
 };
 
@@ -163,7 +172,7 @@ struct Im2colPanels {
 // rows of >= 12 outputs, horizontal stride 1 or 2 (the stems of CNNs: 3 input channels, 3x3 or 7x7,
 // stride 2). The group's input is copied once into zero-padded planes (stride 2: each padded row split
 // into its even and odd columns), so the im2col row of tap (c, kh, kw) for 16 consecutive outputs of one
-// output row is 16 contiguous floats at a fixed offset: gemm_f32_strip reads them in place, with no
+// output row is 16 contiguous floats at a fixed offset: gemm_f32_strips reads them in place, with no
 // panel packing (which cost as much as the product when only 24-64 output channels share each column).
 // Each task is one output row, walked panel by panel of 6 output channels so the stores stream along 6
 // output rows (walking all channels of one 16-wide strip first stored down 64 planes at once and made
@@ -198,14 +207,18 @@ struct StripPlan {
   int64_t half = 0;          // stride 2: floats per phase row
   int64_t plane = 0;         // floats per channel
   std::vector<int64_t> boff;  // per tap (c, kh, kw)
+  std::vector<float> xpad;    // the group's padded input (fill_strip_input), Cg * plane floats
 };
 
-StripPlan plan_strips(const ConvShape& s) {
+// The calling thread's plan, rebuilt for `s` (its buffers are reused, so a run allocates nothing once
+// they have grown). Valid until the next call on this thread; the GEMM's workers read it through the
+// returned reference (a thread_local named inside their lambdas would be their own, empty copy).
+StripPlan& plan_strips(const ConvShape& s) {
   const Geom3& g = s.g;
   const int64_t Cg = s.C / s.group, KH = g.k[1], KW = g.k[2], dh = g.d[1], dw = g.d[2];
   const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
   const int64_t ow_round = (OW + 15) / 16 * 16;
-  StripPlan p;
+  thread_local StripPlan p;
   p.Hp = std::max(g.pb[1] + IH, (OH - 1) * g.s[1] + (KH - 1) * dh + 1);
   if (g.s[2] == 1) {
     p.Wrow = std::max(g.pb[2] + IW, ow_round + (KW - 1) * dw);
@@ -214,6 +227,7 @@ StripPlan plan_strips(const ConvShape& s) {
     p.Wrow = 2 * p.half;
   }
   p.plane = p.Hp * p.Wrow;
+  p.xpad.resize(static_cast<size_t>(Cg * p.plane));
   p.boff.resize(static_cast<size_t>(Cg * KH * KW));
   for (int64_t c = 0; c < Cg; ++c)
     for (int64_t kh = 0; kh < KH; ++kh)
@@ -225,9 +239,9 @@ StripPlan plan_strips(const ConvShape& s) {
   return p;
 }
 
-// The group's input (Cg planes of IH x IW) into the zero-padded layout of `p`.
-void fill_strip_input(const ConvShape& s, const StripPlan& p, const float* x, float* xp, bool avx2,
-                      ep::ThreadPool* pool) {
+// The group's input (Cg planes of IH x IW) into p.xpad, the zero-padded layout of `p`.
+void fill_strip_input(const ConvShape& s, StripPlan& p, const float* x, bool avx2, ep::ThreadPool* pool) {
+  float* const xp = p.xpad.data();
   const Geom3& g = s.g;
   const int64_t Cg = s.C / s.group, IH = g.in[1], IW = g.in[2], pt = g.pb[1], pl = g.pb[2];
   // Tasks of up to 16 padded rows of one channel: each zeroes its rows, then copies the input rows
@@ -275,13 +289,10 @@ void fill_strip_input(const ConvShape& s, const StripPlan& p, const float* x, fl
 // gathers), which halved the packing cost of ResNet-50's stride-2 3x3 convs.
 struct PaddedIm2colPanels {
   const Geom3& g;
-  const float* xpad;
-  const StripPlan& sp;
+  const StripPlan& sp;  // its xpad filled for the current image and group
 
   void operator()(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) const {
-    constexpr int64_t NR = kGemmNR;
     const int64_t OW = g.out[2];
-    const int64_t panels = (nc + NR - 1) / NR;
     struct Run {
       int64_t src, len, off;
     };
@@ -292,16 +303,10 @@ struct PaddedIm2colPanels {
       runs.push_back({oh * g.s[1] * sp.Wrow + ow0, len, j - j0});
       j += len;
     }
-    thread_local std::vector<float> row_buf;
-    if (row_buf.size() < static_cast<size_t>(panels * NR)) row_buf.resize(static_cast<size_t>(panels * NR));
-    float* row = row_buf.data();
-    std::fill(row + nc, row + panels * NR, 0.f);
-    for (int64_t k = 0; k < kc; ++k) {
-      const float* base = xpad + sp.boff[p0 + k];
+    pack_rows_into_panels(kc, nc, dst, [&](int64_t k, float* row) {
+      const float* base = sp.xpad.data() + sp.boff[p0 + k];
       for (const Run& r : runs) std::memcpy(row + r.off, base + r.src, sizeof(float) * r.len);
-      float* d = dst + k * NR;
-      for (int64_t q = 0; q < panels; ++q) std::memcpy(d + q * NR * kc, row + q * NR, sizeof(float) * NR);
-    }
+    });
   }
 };
 
@@ -590,23 +595,19 @@ bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
   const int64_t K = Cg * kvol;
   if constexpr (std::is_same_v<CT, float>) {
     if (direct_strips_enabled() && direct_strips_apply(s)) {
-      const StripPlan sp = plan_strips(s);
-      // (A thread_local named inside the lambda would be each worker's own copy: take the pointer here.)
-      thread_local std::vector<float> xpad_buf;
-      xpad_buf.resize(static_cast<size_t>(Cg * sp.plane));
-      float* const xpad = xpad_buf.data();
+      StripPlan& sp = plan_strips(s);
       const int64_t OH = g.out[1], OW = g.out[2];
       for (int64_t n = 0; n < s.N; ++n) {
         for (int64_t gi = 0; gi < G; ++gi) {
-          fill_strip_input(s, sp, x + (n * s.C + gi * Cg) * in_size, xpad, gemm_using_avx2(), pool);
+          fill_strip_input(s, sp, x + (n * s.C + gi * Cg) * in_size, gemm_using_avx2(), pool);
           float* yg = y + (n * s.M + gi * Mg) * out_size;
           const GemmEpilogue ep = gemm_epilogue(n, gi, bias);
           const float* a = w.packed[gi].data.data();
           // One task per output row: all Mg channels of its OW outputs.
           auto body = [&](int64_t r0, int64_t r1) {
             for (int64_t oh = r0; oh < r1; ++oh) {
-              gemm_f32_strips(Mg, K, a, xpad + oh * g.s[1] * sp.Wrow, sp.boff.data(), OW, yg, out_size, oh * OW,
-                              &ep);
+              gemm_f32_strips(Mg, K, a, sp.xpad.data() + oh * g.s[1] * sp.Wrow, sp.boff.data(), OW, yg,
+                              out_size, oh * OW, &ep);
             }
           };
           // ~Mg * K * OW multiply-adds a row: keep chunks above ~100k of them.
@@ -623,22 +624,14 @@ bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
     // Implicit GEMM: y_g = W_g * im2col(x_g) with the im2col panels packed per task (Im2colPanels), the
     // bias added in the GEMM's store.
     // 2-D convs with stride_w 1 or 2 and a kernel wider than 1x1 pack from the padded copy.
-    const bool padded = strided_2d(s) && kvol > 1;
-    StripPlan sp;
-    float* xpad = nullptr;
-    if (padded) {
-      sp = plan_strips(s);
-      thread_local std::vector<float> xpad_buf;  // filled here, read by the GEMM's tasks through xpad
-      xpad_buf.resize(static_cast<size_t>(Cg * sp.plane));
-      xpad = xpad_buf.data();
-    }
+    StripPlan* sp = strided_2d(s) && kvol > 1 ? &plan_strips(s) : nullptr;
     for (int64_t n = 0; n < s.N; ++n) {
       for (int64_t gi = 0; gi < G; ++gi) {
         float* yg = y + (n * s.M + gi * Mg) * out_size;
         const GemmEpilogue ep = gemm_epilogue(n, gi, bias);
-        if (padded) {
-          fill_strip_input(s, sp, x + (n * s.C + gi * Cg) * in_size, xpad, gemm_using_avx2(), pool);
-          const PaddedIm2colPanels panels{g, xpad, sp};
+        if (sp) {
+          fill_strip_input(s, *sp, x + (n * s.C + gi * Cg) * in_size, gemm_using_avx2(), pool);
+          const PaddedIm2colPanels panels{g, *sp};
           gemm_f32_packed_a_gen_b(Mg, out_size, K, 1.f, w.packed[gi].data.data(), panels, 0.f, yg, out_size, pool,
                                   &ep);
           continue;
