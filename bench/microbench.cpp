@@ -157,9 +157,10 @@ const ConvCase kConvCases[] = {
     {512, 1024, 28, 28, 1, 2, 0},  // 1x1 stride 2 512->1024 28x28 -> 14x14 (downsample)
 };
 
-void BM_ConvResNet50(benchmark::State& state) {
-  const ConvCase& cc = kConvCases[state.range(0)];
-  const int threads = static_cast<int>(state.range(1));
+// Runs conv_forward on case `cc` (batch 1, square kernel, symmetric pads) on `path`; reports GFLOP/s
+// counted as 2 * M * K * pixels. `winograd`: prepare the weights for the Winograd path too.
+void run_conv_case(benchmark::State& state, const ConvCase& cc, int threads, ops::ConvPath path, bool winograd,
+                   const std::string& label) {
   ops::ConvShape s;
   s.N = 1;
   s.C = cc.C;
@@ -177,18 +178,23 @@ void BM_ConvResNet50(benchmark::State& state) {
   auto w = rand_vec(cc.M * cc.C * cc.k * cc.k, 6);
   auto bias = rand_vec(cc.M, 7);
   ops::ConvWeights<float> cw;
-  cw.prepare(Dims{cc.M, cc.C, cc.k, cc.k}, 1, w);
+  cw.prepare(Dims{cc.M, cc.C, cc.k, cc.k}, 1, w, winograd);
   std::vector<float> y(cc.M * s.g.out_size());
   ep::ThreadPool& pool = pool_for(threads);
   for (auto _ : state) {
-    ops::conv_forward<float>(s, x.data(), cw, bias.data(), y.data(), &pool);
+    ops::conv_forward<float>(s, x.data(), cw, bias.data(), y.data(), &pool, path);
     benchmark::DoNotOptimize(y.data());
   }
   const double flops = 2.0 * cc.M * s.g.out_size() * cc.C * cc.k * cc.k;
   state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::to_string(cc.k) + "x" + std::to_string(cc.k) + "/" + std::to_string(cc.stride) + " " +
-                 std::to_string(cc.C) + "->" + std::to_string(cc.M) + " @" + std::to_string(cc.H) + "x" +
+  state.SetLabel(label + std::to_string(cc.C) + "->" + std::to_string(cc.M) + " @" + std::to_string(cc.H) + "x" +
                  std::to_string(cc.W));
+}
+
+void BM_ConvResNet50(benchmark::State& state) {
+  const ConvCase& cc = kConvCases[state.range(0)];
+  run_conv_case(state, cc, static_cast<int>(state.range(1)), ops::ConvPath::kAuto, false,
+                std::to_string(cc.k) + "x" + std::to_string(cc.k) + "/" + std::to_string(cc.stride) + " ");
 }
 BENCHMARK(BM_ConvResNet50)->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -202,37 +208,9 @@ const ConvCase k3x3Cases[] = {
 };
 
 void BM_Conv3x3Path(benchmark::State& state) {
-  const ConvCase& cc = k3x3Cases[state.range(0)];
-  const int threads = static_cast<int>(state.range(1));
   const bool wino = state.range(2) != 0;
-  ops::ConvShape s;
-  s.N = 1;
-  s.C = cc.C;
-  s.M = cc.M;
-  s.group = 1;
-  s.g.nsp = 2;
-  s.g.in[1] = cc.H;
-  s.g.in[2] = cc.W;
-  s.g.k[1] = s.g.k[2] = 3;
-  s.g.pb[1] = s.g.pb[2] = s.g.pe[1] = s.g.pe[2] = 1;
-  s.g.out[1] = cc.H;
-  s.g.out[2] = cc.W;
-  auto x = rand_vec(cc.C * cc.H * cc.W, 5);
-  auto w = rand_vec(cc.M * cc.C * 9, 6);
-  auto bias = rand_vec(cc.M, 7);
-  ops::ConvWeights<float> cw;
-  cw.prepare(Dims{cc.M, cc.C, 3, 3}, 1, w, true);
-  std::vector<float> y(cc.M * s.g.out_size());
-  ep::ThreadPool& pool = pool_for(threads);
-  const ops::ConvPath path = wino ? ops::ConvPath::kWinograd : ops::ConvPath::kIm2col;
-  for (auto _ : state) {
-    ops::conv_forward<float>(s, x.data(), cw, bias.data(), y.data(), &pool, path);
-    benchmark::DoNotOptimize(y.data());
-  }
-  const double flops = 2.0 * cc.M * s.g.out_size() * cc.C * 9;
-  state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(wino ? "winograd " : "im2col ") + std::to_string(cc.C) + "->" + std::to_string(cc.M) +
-                 " @" + std::to_string(cc.H) + "x" + std::to_string(cc.W));
+  run_conv_case(state, k3x3Cases[state.range(0)], static_cast<int>(state.range(1)),
+                wino ? ops::ConvPath::kWinograd : ops::ConvPath::kIm2col, true, wino ? "winograd " : "im2col ");
 }
 BENCHMARK(BM_Conv3x3Path)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
