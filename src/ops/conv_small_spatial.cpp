@@ -221,6 +221,42 @@ struct Src {
   int64_t cs = 0;               // channel stride
 };
 
+// The input as both paths pack it: x itself when the conv has no pads, else a zero-padded copy of all
+// N * C planes in `scratch`. `koff` gets the offsets of the kernel taps (kd, kh, kw) from a window's
+// origin in that layout.
+Src padded_source(const ConvShape& s, const float* x, MappedScratch& scratch, std::vector<int64_t>* koff) {
+  const Geom3& g = s.g;
+  Src src;
+  const bool padded = g.pb[0] || g.pb[1] || g.pb[2] || g.pe[0] || g.pe[1] || g.pe[2];
+  if (padded) {
+    for (int i = 0; i < 3; ++i) src.dims[i] = g.in[i] + g.pb[i] + g.pe[i];
+    src.cs = src.dims[0] * src.dims[1] * src.dims[2];
+    float* xp = scratch.get(static_cast<size_t>(s.N * s.C * src.cs));
+    std::memset(xp, 0, sizeof(float) * static_cast<size_t>(s.N * s.C * src.cs));
+    const int64_t in_size = g.in_size();
+    for (int64_t nc = 0; nc < s.N * s.C; ++nc) {
+      const float* xs = x + nc * in_size;
+      float* xd = xp + nc * src.cs;
+      for (int64_t id = 0; id < g.in[0]; ++id)
+        for (int64_t ih = 0; ih < g.in[1]; ++ih)
+          std::memcpy(xd + ((id + g.pb[0]) * src.dims[1] + ih + g.pb[1]) * src.dims[2] + g.pb[2],
+                      xs + (id * g.in[1] + ih) * g.in[2], sizeof(float) * g.in[2]);
+    }
+    src.x = xp;
+  } else {
+    for (int i = 0; i < 3; ++i) src.dims[i] = g.in[i];
+    src.cs = g.in_size();
+    src.x = x;
+  }
+  const int64_t plane1 = src.dims[1] * src.dims[2];
+  koff->resize(static_cast<size_t>(g.kvol()));
+  for (int64_t kd = 0, t = 0; kd < g.k[0]; ++kd)
+    for (int64_t kh = 0; kh < g.k[1]; ++kh)
+      for (int64_t kw = 0; kw < g.k[2]; ++kw, ++t)
+        (*koff)[t] = kd * g.d[0] * plane1 + kh * g.d[1] * src.dims[2] + kw * g.d[2];
+  return src;
+}
+
 }  // namespace
 
 bool small_spatial_weights_apply(const Dims& w_shape, int64_t group) {
@@ -358,38 +394,12 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
   const int64_t P = g.out_size();
   const int64_t rows = s.N * P;
   const int64_t panels = (rows + kRows - 1) / kRows;
-  const bool padded = g.pb[0] || g.pb[1] || g.pb[2] || g.pe[0] || g.pe[1] || g.pe[2];
   const int threads = pool ? pool->num_threads() : 1;
 
   thread_local MappedScratch pad_scr, a_scr;
-  Src src;
-  if (padded) {
-    for (int i = 0; i < 3; ++i) src.dims[i] = g.in[i] + g.pb[i] + g.pe[i];
-    src.cs = src.dims[0] * src.dims[1] * src.dims[2];
-    float* xp = pad_scr.get(static_cast<size_t>(s.N * s.C * src.cs));
-    std::memset(xp, 0, sizeof(float) * static_cast<size_t>(s.N * s.C * src.cs));
-    const int64_t in_size = g.in_size();
-    for (int64_t nc = 0; nc < s.N * s.C; ++nc) {
-      const float* xs = x + nc * in_size;
-      float* xd = xp + nc * src.cs;
-      for (int64_t id = 0; id < g.in[0]; ++id)
-        for (int64_t ih = 0; ih < g.in[1]; ++ih)
-          std::memcpy(xd + ((id + g.pb[0]) * src.dims[1] + ih + g.pb[1]) * src.dims[2] + g.pb[2],
-                      xs + (id * g.in[1] + ih) * g.in[2], sizeof(float) * g.in[2]);
-    }
-    src.x = xp;
-  } else {
-    for (int i = 0; i < 3; ++i) src.dims[i] = g.in[i];
-    src.cs = g.in_size();
-    src.x = x;
-  }
+  std::vector<int64_t> koff;
+  const Src src = padded_source(s, x, pad_scr, &koff);
   const int64_t plane1 = src.dims[1] * src.dims[2];
-  // Offsets of the kernel positions (kd, kh, kw) from a window's origin.
-  std::vector<int64_t> koff(static_cast<size_t>(kvol));
-  for (int64_t kd = 0, t = 0; kd < g.k[0]; ++kd)
-    for (int64_t kh = 0; kh < g.k[1]; ++kh)
-      for (int64_t kw = 0; kw < g.k[2]; ++kw, ++t)
-        koff[t] = kd * g.d[0] * plane1 + kh * g.d[1] * src.dims[2] + kw * g.d[2];
 
   // col^T packed: per group, per panel of 7 rows (pixels of all images), K x 7.
   const int64_t a_group = panels * K * kRows;
@@ -634,30 +644,9 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
   thread_local MappedScratch pad_scr, col_scr;
   const float* cols = nullptr;
   if (!pointwise) {
-    const bool padded = g.pb[0] || g.pb[1] || g.pb[2] || g.pe[0] || g.pe[1] || g.pe[2];
-    Src src;
-    if (padded) {
-      for (int i = 0; i < 3; ++i) src.dims[i] = g.in[i] + g.pb[i] + g.pe[i];
-      src.cs = src.dims[0] * src.dims[1] * src.dims[2];
-      float* xp = pad_scr.get(static_cast<size_t>(s.N * s.C * src.cs));
-      std::memset(xp, 0, sizeof(float) * static_cast<size_t>(s.N * s.C * src.cs));
-      for (int64_t nc = 0; nc < s.N * s.C; ++nc)
-        for (int64_t id = 0; id < g.in[0]; ++id)
-          for (int64_t ih = 0; ih < g.in[1]; ++ih)
-            std::memcpy(xp + nc * src.cs + ((id + g.pb[0]) * src.dims[1] + ih + g.pb[1]) * src.dims[2] + g.pb[2],
-                        x + nc * g.in_size() + (id * g.in[1] + ih) * g.in[2], sizeof(float) * g.in[2]);
-      src.x = xp;
-    } else {
-      for (int i = 0; i < 3; ++i) src.dims[i] = g.in[i];
-      src.cs = g.in_size();
-      src.x = x;
-    }
+    std::vector<int64_t> koff, pbase(static_cast<size_t>(P));
+    const Src src = padded_source(s, x, pad_scr, &koff);
     const int64_t plane1 = src.dims[1] * src.dims[2];
-    std::vector<int64_t> koff(static_cast<size_t>(kvol)), pbase(static_cast<size_t>(P));
-    for (int64_t kd = 0, t = 0; kd < g.k[0]; ++kd)
-      for (int64_t kh = 0; kh < g.k[1]; ++kh)
-        for (int64_t kw = 0; kw < g.k[2]; ++kw, ++t)
-          koff[t] = kd * g.d[0] * plane1 + kh * g.d[1] * src.dims[2] + kw * g.d[2];
     for (int64_t p = 0; p < P; ++p) {
       const int64_t ow = p % g.out[2], oh = (p / g.out[2]) % g.out[1], od = p / (g.out[2] * g.out[1]);
       pbase[p] = od * g.s[0] * plane1 + oh * g.s[1] * src.dims[2] + ow * g.s[2];
