@@ -15,8 +15,8 @@
 
 #include "ep/thread_pool.h"
 #include "kernel_test_util.h"
-#include "ops/conv_impl.h"
-#include "ops/gemm.h"
+#include "ops/conv/conv_engine.h"
+#include "ops/gemm/gemm.h"
 
 namespace {
 

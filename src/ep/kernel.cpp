@@ -110,15 +110,6 @@ std::vector<std::string> KernelRegistry::ops() const {
   return out;
 }
 
-const KernelRegistry& KernelRegistry::cpu() {
-  static const KernelRegistry* reg = [] {
-    auto* r = new KernelRegistry();
-    register_cpu_kernels(*r);
-    return r;
-  }();
-  return *reg;
-}
-
 }  // namespace nxrt::ep
 
 namespace nxrt::ep {

@@ -21,6 +21,7 @@ namespace nxrt::ep {
 
 class ThreadPool;
 class KernelContext;
+class KernelRegistry;
 
 // Runs one subgraph (an If branch, a Loop/Scan body). Built once when the session is created; each
 // run() binds `inputs` to the subgraph's formal inputs and resolves outer-scope names through the
@@ -85,9 +86,14 @@ class KernelInfo {
   // created without one (unit tests). For ops defined over their graph, e.g. training's Gradient.
   const ir::Graph* graph() const { return graph_; }
 
+  // The registry the kernel was found in, for kernels that create other kernels (the nxrt-domain
+  // fused ops wrap a Conv/Gemm/MatMul kernel); nullptr when created without one.
+  const KernelRegistry* registry() const { return registry_; }
+
   // Set by the session.
   std::vector<const Tensor*> const_inputs_;
   const ir::Graph* graph_ = nullptr;
+  const KernelRegistry* registry_ = nullptr;
   std::unordered_map<std::string, SubgraphRunner*> subgraphs_;
 
  private:
@@ -196,14 +202,8 @@ class KernelRegistry {
   bool knows(const std::string& domain, const std::string& op_type) const;
   std::vector<std::string> ops() const;
 
-  // The CPU provider's registry, filled by register_cpu_kernels() on first use.
-  static const KernelRegistry& cpu();
-
  private:
   std::unordered_map<std::string, std::vector<KernelDef>> defs_;  // key: domain + "::" + op
 };
-
-// One registration function per op family (src/ops/*.cpp); register_cpu_kernels calls them all.
-void register_cpu_kernels(KernelRegistry& r);
 
 }  // namespace nxrt::ep

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "ir/float_types.h"
+#include "nxrt/float_types.h"
 
 namespace nxrt::genai {
 namespace {

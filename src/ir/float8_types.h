@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "ir/float_types.h"
+#include "nxrt/float_types.h"
 
 namespace nxrt {
 

@@ -17,6 +17,11 @@
 
 namespace nxrt::ir {
 
+// The internal domain of the ops the optimizer's fusions create (nxrt::FusedConv, ...), implemented by
+// the CPU provider (src/ops/fused/). The optimizer imports it into a model when it creates such a node.
+inline constexpr const char* kNxrtDomain = "nxrt";
+inline constexpr int64_t kNxrtOpset = 1;
+
 // One dimension of a declared shape: a fixed size, a named symbol ("batch"), or unknown.
 struct Dim {
   int64_t value = -1;   // >= 0 when fixed
@@ -96,7 +101,7 @@ class Graph {
   // Initializers by name (dense; sparse initializers are densified at load).
   std::map<std::string, Tensor> initializers;
   std::string doc;
-  // Load-time shape inference (session/shape_inference.h); null until it has run.
+  // Load-time shape inference (shape/shape_inference.h); null until it has run.
   std::shared_ptr<ShapeFacts> shape_facts;
 
   const ValueInfo* find_input(const std::string& n) const;

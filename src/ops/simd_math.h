@@ -1,4 +1,4 @@
-// AVX2 versions of reduction_math.h's vectorizable float math, for kernels that dispatch to AVX2 at
+// AVX2 versions of reduction/reduction_math.h's vectorizable float math, for kernels that dispatch to AVX2 at
 // run time (callers must check simd_has_avx2() first; these functions carry the target attribute).
 #pragma once
 #include <cstdint>

@@ -2,7 +2,7 @@
 #include <set>
 
 #include "optimizer/graph_util.h"
-#include "ops/common.h"
+#include "ir/tensor_util.h"
 
 namespace nxrt::optimizer {
 

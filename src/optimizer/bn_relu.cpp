@@ -3,156 +3,15 @@
 //
 //   nxrt::BatchNormRelu(X, scale, B, mean, var), attribute epsilon: Relu(BatchNormalization(X, ...))
 //
-// The kernel folds the statistics into a = scale / sqrt(var + eps) and b = B - mean * a in double, as the
-// BatchNormalization kernel does; the float path may contract x * a + b into one FMA (1 ulp apart).
-// The pass fuses only when the four parameters are non-overridable constants.
+// The kernel (ops/fused/batch_norm_relu.cpp) and fuse_preact_conv fold the statistics the same way
+// (ir::fold_batch_norm). The passes fuse only when the four parameters are non-overridable constants.
 #include <cmath>
 
-#include "ep/cpu_features.h"
-#include "ep/kernel.h"
-#include "ops/common.h"
-#include "optimizer/fused_ops.h"
+#include "ir/tensor_util.h"
 #include "optimizer/graph_util.h"
 #include "optimizer/optimizer.h"
 
 namespace nxrt::optimizer {
-
-namespace {
-
-#if defined(__x86_64__) || defined(__i386__)
-bool has_avx2() { return ep::cpu_has_avx2_fma(); }
-#define NXRT_BNR_AVX2 __attribute__((target("avx2,fma")))
-#else
-bool has_avx2() { return false; }
-#define NXRT_BNR_AVX2
-#endif
-
-__attribute__((always_inline)) inline void scale_shift_relu_body(const float* x, float* y, int64_t n, float a,
-                                                                  float b) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i] * a + b;
-    y[i] = v > 0.f ? v : 0.f;
-  }
-}
-NXRT_BNR_AVX2 void scale_shift_relu_avx2(const float* x, float* y, int64_t n, float a, float b) {
-  scale_shift_relu_body(x, y, n, a, b);
-}
-void scale_shift_relu_plain(const float* x, float* y, int64_t n, float a, float b) {
-  scale_shift_relu_body(x, y, n, a, b);
-}
-
-}  // namespace
-
-void scale_shift_relu(const float* x, float* y, int64_t n, float a, float b) {
-  (has_avx2() ? scale_shift_relu_avx2 : scale_shift_relu_plain)(x, y, n, a, b);
-}
-
-namespace {
-
-// BatchNormalization's inference statistics folded per channel, in double: a = scale / sqrt(var + eps),
-// b = B - mean * a. `p` is {scale, B, mean, var}, each of the same length.
-Status fold_batch_norm(const std::vector<const Tensor*>& p, double eps, std::vector<double>* a,
-                       std::vector<double>* b) {
-  std::vector<double> v[4];
-  for (size_t k = 0; k < 4; ++k) {
-    NXRT_ASSIGN_OR_RETURN(v[k], ops::read_double_values(*p[k]));
-    if (v[k].size() != v[0].size()) return invalid_argument("scale, B, mean and var must have the same length");
-  }
-  const size_t C = v[0].size();
-  a->resize(C);
-  b->resize(C);
-  for (size_t c = 0; c < C; ++c) {
-    (*a)[c] = v[0][c] / std::sqrt(v[3][c] + eps);
-    (*b)[c] = v[1][c] - v[2][c] * (*a)[c];
-  }
-  return Status::Ok();
-}
-
-class BatchNormReluKernel final : public ep::Kernel {
- public:
-  Status init(const ep::KernelInfo& info) {
-    eps_ = info.attr_float("epsilon", 1e-5f);
-    bool all = true;
-    for (size_t i = 1; i < 5; ++i) all = all && info.const_input(i) != nullptr;
-    if (all) {
-      std::vector<const Tensor*> p;
-      for (size_t i = 1; i < 5; ++i) p.push_back(info.const_input(i));
-      Status st = fold(p);
-      if (!st.ok()) return info.error(st.message());
-      folded_ = true;
-    }
-    return Status::Ok();
-  }
-
-  Status compute(ep::KernelContext& ctx) override {
-    for (size_t i = 0; i < 5; ++i)
-      if (!ctx.has_input(i)) return ctx.error("missing input " + std::to_string(i));
-    const Tensor& X = ctx.input(0);
-    if (X.rank() < 1) return ctx.error("X must have rank >= 1, got " + X.describe());
-    if (!folded_) {
-      std::vector<const Tensor*> p;
-      for (size_t i = 1; i < 5; ++i) p.push_back(&ctx.input(i));
-      Status st = fold(p);
-      if (!st.ok()) return ctx.error(st.message());
-    }
-    const int64_t N = X.dim(0);
-    const int64_t C = X.rank() >= 2 ? X.dim(1) : 1;
-    const int64_t plane = (N * C) > 0 ? X.numel() / (N * C) : 0;
-    if (static_cast<int64_t>(a_.size()) != C) {
-      return ctx.error("parameters have " + std::to_string(a_.size()) + " values, X " + X.describe() + " has " +
-                       std::to_string(C) + " channels");
-    }
-    return ops::dispatch_float(
-        X.dtype(),
-        [&](auto tag) -> Status {
-          using T = decltype(tag);
-          NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), X.shape()));
-          const T* x = X.data<T>();
-          T* y = Y->data<T>();
-          ctx.pool().parallel_for(N * C, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, plane)),
-                                  [&](int64_t p0, int64_t p1) {
-                                    for (int64_t p = p0; p < p1; ++p) {
-                                      const int64_t c = p % C;
-                                      if constexpr (std::is_same_v<T, float>) {
-                                        scale_shift_relu(x + p * plane, y + p * plane, plane, af_[c], bf_[c]);
-                                      } else {
-                                        reference(x + p * plane, y + p * plane, plane, a_[c], b_[c]);
-                                      }
-                                    }
-                                  });
-          return Status::Ok();
-        },
-        [&] { return ctx.error(std::string("BatchNormRelu does not support dtype ") + dtype_name(X.dtype())); });
-  }
-
-  // BatchNormalization's per-plane affine (compute type: double for double, float otherwise), then Relu.
-  template <typename T>
-  static void reference(const T* x, T* y, int64_t n, double a, double b) {
-    using CT = std::conditional_t<std::is_same_v<T, double>, double, float>;
-    const CT af = static_cast<CT>(a), bf = static_cast<CT>(b);
-    for (int64_t i = 0; i < n; ++i) {
-      const T v = static_cast<T>(static_cast<CT>(x[i]) * af + bf);
-      y[i] = static_cast<CT>(v) > CT(0) ? v : T(0.f);
-    }
-  }
-
- private:
-  Status fold(const std::vector<const Tensor*>& p) {
-    NXRT_RETURN_IF_ERROR(fold_batch_norm(p, eps_, &a_, &b_));
-    af_.assign(a_.begin(), a_.end());
-    bf_.assign(b_.begin(), b_.end());
-    return Status::Ok();
-  }
-
-  double eps_ = 1e-5;
-  bool folded_ = false;
-  std::vector<double> a_, b_;
-  std::vector<float> af_, bf_;
-};
-
-}  // namespace
-
-
 
 int fuse_bn_relu(PassContext& pc, GraphInfo& gi) {
   ir::Graph& g = gi.g;
@@ -240,7 +99,7 @@ int fuse_preact_conv(PassContext& pc, GraphInfo& gi) {
     // BatchNormReluKernel's epsilon (a float attribute, default 1e-5f) and fold: the same numbers.
     const double eps = attr_f(bnr, "epsilon", 1e-5f);
     std::vector<double> fa, fb;
-    if (!fold_batch_norm(p, eps, &fa, &fb).ok()) continue;
+    if (!ir::fold_batch_norm(p, eps, &fa, &fb).ok()) continue;
     const int64_t C = w->dim(1);
     Tensor sa(DataType::kFloat, {C}), sb(DataType::kFloat, {C});
     for (int64_t k = 0; k < C; ++k) {
@@ -269,6 +128,5 @@ int fuse_preact_conv(PassContext& pc, GraphInfo& gi) {
   return finish_rewrites(pc, g, dead, done);
 }
 
-void register_bn_relu(ep::KernelRegistry& r) { r.add_class<BatchNormReluKernel>(kNxrtDomain, "BatchNormRelu"); }
 
 }  // namespace nxrt::optimizer

@@ -32,7 +32,7 @@
 #include <cstring>
 
 #include "ir/float8_types.h"
-#include "ir/float_types.h"
+#include "nxrt/float_types.h"
 #include "optimizer/graph_util.h"
 
 namespace nxrt::optimizer {

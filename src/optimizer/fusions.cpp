@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "optimizer/fused_ops.h"
 #include "optimizer/graph_util.h"
 
 namespace nxrt::optimizer {

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "ops/common.h"
+#include "ir/tensor_util.h"
 
 namespace nxrt::optimizer {
 
@@ -186,7 +186,7 @@ void remove_nodes(ir::Graph& g, const std::vector<bool>& dead) {
 }
 
 bool const_values(const Tensor& t, std::vector<double>* out) {
-  auto r = ops::read_double_values(t);
+  auto r = ir::read_double_values(t);
   if (!r.ok()) return false;
   *out = std::move(r).value();
   return true;
@@ -267,12 +267,13 @@ class FoldContext final : public ep::KernelContext {
 bool evaluate_node(PassContext& pc, const ir::Graph& g, const ir::Node& node, const std::vector<const Tensor*>& inputs,
                    std::vector<Tensor>* outs) {
   int64_t opset = pc.opset(node.domain);
-  if (opset == 0) return false;
+  if (opset == 0 || !pc.registry) return false;
   const ep::KernelDef* def = pc.registry->find(node.domain, node.op_type, opset);
   if (!def) return false;
   ep::KernelInfo info(node, opset);
   info.const_inputs_ = inputs;
   info.graph_ = &g;
+  info.registry_ = pc.registry;
   auto kernel = def->factory(info);
   if (!kernel.ok()) return false;
   std::vector<Value> vals;

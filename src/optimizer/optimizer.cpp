@@ -98,7 +98,7 @@ Status optimize(ir::Model& model, const Options& options, Stats* stats) {
   pc.model = &model;
   pc.options = &options;
   pc.stats = stats;
-  pc.registry = &ep::KernelRegistry::cpu();
+  pc.registry = options.registry;
   pc.pool = &pool;
   optimize_graph(pc, model.graph, true);
   if (std::getenv("NXRT_OPT_DUMP")) {  // debugging: the optimized main graph, one node a line

@@ -18,17 +18,21 @@
 #include <map>
 #include <string>
 
+#include "ep/kernel.h"
 #include "ir/graph.h"
 #include "nxrt/session.h"
 #include "nxrt/status.h"
 
 namespace nxrt::optimizer {
 
-inline constexpr const char* kNxrtDomain = "nxrt";
-inline constexpr int64_t kNxrtOpset = 1;
+using ir::kNxrtDomain;
+using ir::kNxrtOpset;
 
 struct Options {
   OptLevel level = OptLevel::kAll;
+  // The kernels constant folding evaluates nodes with (the session hands in its provider's registry);
+  // without one, nothing is folded.
+  const ep::KernelRegistry* registry = nullptr;
   // Constant folding does not materialize an output larger than this.
   int64_t max_folded_bytes = int64_t{64} << 20;
   // ConstantOfShape (weights written as "fill this shape") is folded up to this size.

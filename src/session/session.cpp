@@ -14,9 +14,10 @@
 #include "ep/kernel.h"
 #include "ep/thread_pool.h"
 #include "onnx/model_reader.h"
+#include "ops/cpu_provider.h"
 #include "optimizer/optimizer.h"
 #include "session/executor.h"
-#include "session/shape_inference.h"
+#include "shape/shape_inference.h"
 #include "session/type_meta.h"
 
 namespace nxrt {
@@ -24,6 +25,9 @@ namespace nxrt {
 std::string ValueMeta::describe() const { return session::to_type_info(*this).describe(); }
 
 struct Session::Impl {
+  // The kernels: the CPU provider's registry, handed to the optimizer and the planner. The session is
+  // the one place that names a provider; everything below it sees only ep::KernelRegistry.
+  std::shared_ptr<const ep::KernelRegistry> registry;
   std::unique_ptr<ir::Model> model;
   std::unique_ptr<session::GraphPlan> plan;
   std::unique_ptr<ep::ThreadPool> pool;
@@ -94,6 +98,7 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
                                                      const SessionOptions& opts) {
   auto impl = std::make_unique<Session::Impl>();
   impl->options = opts;
+  impl->registry = ops::cpu_provider_registry();
   init_diagnostics(*impl);
   double t0 = session::monotonic_us();
   auto loaded = load();
@@ -102,11 +107,12 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   impl->model = std::move(loaded).value();
   // Load-time shape inference over the graph and its subgraphs (results on Graph::shape_facts); an
   // inconsistent model is rejected here, naming the original node.
-  NXRT_RETURN_IF_ERROR(session::infer_shapes(*impl->model));
+  NXRT_RETURN_IF_ERROR(shape::infer_shapes(*impl->model));
   {
     // NXRT_OPT_LEVEL overrides the option (conformance runs at each level).
     optimizer::Options oo;
     oo.level = optimizer::opt_level_from_env(opts.opt_level);
+    oo.registry = impl->registry.get();
     optimizer::Stats stats;
     t0 = session::monotonic_us();
     {
@@ -117,7 +123,7 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
     if (impl->tracer) impl->tracer->span("optimize", "session", t0, session::monotonic_us() - t0, "");
     if (std::getenv("NXRT_OPT_STATS")) std::fprintf(stderr, "nxrt optimizer: %s\n", stats.summary().c_str());
     // The facts describe the graph that runs: infer again over the rewritten graph.
-    if (oo.level != OptLevel::kDisabled) NXRT_RETURN_IF_ERROR(session::infer_shapes(*impl->model));
+    if (oo.level != OptLevel::kDisabled) NXRT_RETURN_IF_ERROR(shape::infer_shapes(*impl->model));
   }
   const ir::Graph& g = impl->model->graph;
   for (const auto& in : g.inputs) {
@@ -126,7 +132,7 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
     impl->inputs.push_back(std::move(m));
   }
   for (const auto& out : g.outputs) impl->outputs.push_back(session::to_value_meta(out.name, out.type));
-  session::PlanEnv env{impl->model.get(), &ep::KernelRegistry::cpu(), {}};
+  session::PlanEnv env{impl->model.get(), impl->registry.get(), {}};
   if (!std::getenv("NXRT_KEEP_PACKED_INITIALIZERS")) {
     ir::Graph& mg = impl->model->graph;
     env.release_initializer = [&mg](const std::string& name) {
@@ -404,9 +410,9 @@ Result<ModelSummary> inspect_model(const std::string& model_path) {
 
 Result<std::string> describe_model_shapes(const std::string& model_path) {
   NXRT_ASSIGN_OR_RETURN(auto model, onnx::load_model_file(model_path));
-  NXRT_RETURN_IF_ERROR(session::infer_shapes(*model));
-  std::string s = session::describe_shapes(model->graph);
-  std::string missing = session::describe_ops_without_shape_fn(model->graph);
+  NXRT_RETURN_IF_ERROR(shape::infer_shapes(*model));
+  std::string s = shape::describe_shapes(model->graph);
+  std::string missing = shape::describe_ops_without_shape_fn(model->graph);
   if (!missing.empty()) s += "ops without a shape function:\n" + missing;
   return s;
 }

@@ -1,4 +1,5 @@
 #include "kernel_test_util.h"
+#include "ops/cpu_provider.h"
 
 namespace nxrt::testing {
 
@@ -117,10 +118,11 @@ Result<std::vector<Value>> run_kernel(const KernelRun& run) {
     node.inputs.push_back(run.inputs[i].is_none() ? std::string() : "in" + std::to_string(i));
   }
   for (size_t i = 0; i < run.num_outputs; ++i) node.outputs.push_back("out" + std::to_string(i));
-  const ep::KernelDef* def = ep::KernelRegistry::cpu().find(run.domain, run.op_type, run.opset);
+  const ep::KernelDef* def = ops::cpu_provider_registry()->find(run.domain, run.op_type, run.opset);
   if (!def) return not_implemented("no CPU kernel for " + run.op_type + " at opset " + std::to_string(run.opset));
   ep::KernelInfo info(node, run.opset);
   info.const_inputs_.assign(run.inputs.size(), nullptr);
+  info.registry_ = ops::cpu_provider_registry().get();
   auto kernel = def->factory(info);
   if (!kernel.ok()) return kernel.status();
   ep::ThreadPool pool(run.threads);

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <random>
 
+#include "ops/cpu_provider.h"
 #include "ep/kernel.h"
 #include "ep/thread_pool.h"
 #include "kernel_test_util.h"
@@ -162,7 +163,7 @@ TEST(ContribAttention, GqaSharedBufferAppendsInPlace) {
   node.outputs = {"y", "pk", "pv"};
   ep::KernelInfo info(node, 1);
   info.const_inputs_.assign(7, nullptr);
-  auto k = ep::KernelRegistry::cpu().find("com.microsoft", "GroupQueryAttention", 1)->factory(info);
+  auto k = ops::cpu_provider_registry()->find("com.microsoft", "GroupQueryAttention", 1)->factory(info);
   ASSERT_TRUE(k.ok());
   ep::ThreadPool pool(2);
   SharedCtx ctx(info, in, pool);
@@ -284,7 +285,7 @@ TEST(ContribAttention, DISABLED_GqaDecodeBench) {
     node.outputs = {"y", "pk", "pv"};
     ep::KernelInfo info(node, 1);
     info.const_inputs_.assign(7, nullptr);
-    auto k = ep::KernelRegistry::cpu().find("com.microsoft", "GroupQueryAttention", 1)->factory(info);
+    auto k = ops::cpu_provider_registry()->find("com.microsoft", "GroupQueryAttention", 1)->factory(info);
     ASSERT_TRUE(k.ok());
     ep::ThreadPool pool(1);
     SharedCtx ctx(info, in, pool);

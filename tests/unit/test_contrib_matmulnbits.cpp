@@ -10,9 +10,9 @@
 #include <ctime>
 
 #include "ep/thread_pool.h"
-#include "ir/float_types.h"
+#include "nxrt/float_types.h"
 #include "kernel_test_util.h"
-#include "ops/contrib_matmulnbits.h"
+#include "ops/contrib/matmul_nbits.h"
 
 using namespace nxrt;
 using namespace nxrt::ops::contrib;

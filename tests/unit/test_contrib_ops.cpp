@@ -5,7 +5,7 @@
 #include <cmath>
 #include <random>
 
-#include "ir/float_types.h"
+#include "nxrt/float_types.h"
 #include "kernel_test_util.h"
 
 using namespace nxrt;

@@ -1,4 +1,4 @@
-// Small-spatial conv path (ops/conv_small_spatial.h) against the direct definition (conv_naive, double
+// Small-spatial conv path (ops/conv/small_spatial.h) against the direct definition (conv_naive, double
 // accumulation), and through conv_forward's kAuto dispatch.
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 #include <random>
 
 #include "ep/thread_pool.h"
-#include "ops/conv_impl.h"
-#include "ops/conv_small_spatial.h"
-#include "ops/gemm.h"
+#include "ops/conv/conv_engine.h"
+#include "ops/conv/small_spatial.h"
+#include "ops/gemm/gemm.h"
 
 using namespace nxrt;
 using namespace nxrt::ops;

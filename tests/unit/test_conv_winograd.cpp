@@ -1,4 +1,4 @@
-// Winograd F(4x4, 3x3) conv path (ops/conv_winograd.h) against the direct definition (conv_naive, double
+// Winograd F(4x4, 3x3) conv path (ops/conv/winograd.h) against the direct definition (conv_naive, double
 // accumulation).
 //
 // Tolerance: Winograd is not bit-compatible with direct summation. The input transform B^T d B scales
@@ -15,9 +15,9 @@
 #include <random>
 
 #include "kernel_test_util.h"
-#include "ops/conv_impl.h"
-#include "ops/conv_winograd.h"
-#include "ops/gemm.h"
+#include "ops/conv/conv_engine.h"
+#include "ops/conv/winograd.h"
+#include "ops/gemm/gemm.h"
 
 using namespace nxrt;
 using namespace nxrt::ops;

@@ -7,8 +7,9 @@
 #include <cmath>
 #include <random>
 
+#include "ops/cpu_provider.h"
 #include "ir/float8_types.h"
-#include "ir/float_types.h"
+#include "nxrt/float_types.h"
 #include "nxrt/session.h"
 #include "onnx/model_writer.h"
 #include "optimizer/optimizer.h"
@@ -161,6 +162,7 @@ std::vector<Tensor> run_at(const ir::Model& m, OptLevel level, const Tensor& a) 
 int fused_count(const ir::Model& m, std::vector<std::string>* ops) {
   ir::Model copy = m;
   optimizer::Options o;
+  o.registry = ops::cpu_provider_registry().get();
   o.level = OptLevel::kAll;
   optimizer::Stats st;
   Status s = optimizer::optimize(copy, o, &st);

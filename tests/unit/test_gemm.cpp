@@ -1,4 +1,4 @@
-// The float GEMM engine (ops/gemm.h) against the naive reference: random shapes (1s, odd sizes, edges of
+// The float GEMM engine (ops/gemm/gemm.h) against the naive reference: random shapes (1s, odd sizes, edges of
 // every block size), transposes, alpha/beta, every epilogue, raw / packed-B / packed-A operands, 1 and 2
 // threads, and the portable kernels forced on.
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "ep/thread_pool.h"
-#include "ops/conv_gemm.h"
-#include "ops/gemm.h"
+#include "ops/gemm/conv_gemm.h"
+#include "ops/gemm/gemm.h"
 
 namespace nxrt {
 namespace {

@@ -8,9 +8,9 @@
 #include <limits>
 #include <random>
 
-#include "ir/float_types.h"
+#include "nxrt/float_types.h"
 #include "kernel_test_util.h"
-#include "ops/attention_util.h"
+#include "ops/attention/attention_util.h"
 
 using namespace nxrt;
 using nxrt::testing::attr_float;

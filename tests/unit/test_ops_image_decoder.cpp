@@ -13,7 +13,7 @@
 #include <webp/encode.h>
 
 #include "kernel_test_util.h"
-#include "ops/image_decoder_util.h"
+#include "ops/image/image_codecs.h"
 
 using namespace nxrt;
 using nxrt::testing::attr_string;

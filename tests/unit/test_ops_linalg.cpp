@@ -4,9 +4,10 @@
 #include <map>
 #include <random>
 
+#include "ops/cpu_provider.h"
 #include "ep/thread_pool.h"
 #include "kernel_test_util.h"
-#include "ops/gemm.h"
+#include "ops/gemm/gemm.h"
 
 using namespace nxrt;
 using nxrt::testing::KernelRun;
@@ -336,7 +337,7 @@ Tensor run_with_const_b(const std::string& op, int64_t opset, std::vector<ir::At
   ep::KernelInfo info(node, opset);
   info.const_inputs_.assign(in.size(), nullptr);
   info.const_inputs_[1] = &in[1].tensor();
-  auto k = ep::KernelRegistry::cpu().find("", op, opset)->factory(info);
+  auto k = ops::cpu_provider_registry()->find("", op, opset)->factory(info);
   EXPECT_TRUE(k.ok());
   ep::ThreadPool pool(2);
   ConstCtx ctx(info, in, pool);

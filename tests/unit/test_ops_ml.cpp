@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "kernel_test_util.h"
-#include "ops/ml_util.h"
+#include "ops/ml/ml_util.h"
 
 using namespace nxrt;
 using nxrt::testing::attr_float;

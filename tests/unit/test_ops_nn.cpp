@@ -4,9 +4,10 @@
 #include <cmath>
 #include <random>
 
+#include "ops/cpu_provider.h"
 #include "kernel_test_util.h"
-#include "ops/conv_gemm.h"
-#include "ops/conv_impl.h"
+#include "ops/gemm/conv_gemm.h"
+#include "ops/conv/conv_engine.h"
 
 using namespace nxrt;
 using namespace nxrt::ops;
@@ -123,14 +124,14 @@ TEST(OpsNnConv, PathsMatchNaiveOnRandomShapes) {
   EXPECT_GT(ran, 50);
 }
 
-// The implicit-GEMM path (im2col panels packed per task, ops/gemm.h gemm_f32_packed_a_gen_b) on shapes
+// The implicit-GEMM path (im2col panels packed per task, ops/gemm/gemm.h gemm_f32_packed_a_gen_b) on shapes
 // big enough for several K blocks (K > 256), several column blocks and tasks, stride-2 rows long enough
 // for the AVX2 even-column gather, pads cutting into those rows, and dilation; 1 and 2 threads.
 TEST(OpsNnConv, ImplicitGemmMatchesNaiveOnLargerShapes) {
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> pick(0, 1000);
   ep::ThreadPool pool1(1), pool2(2);
-  // The last two are fixed direct-strips shapes (conv_impl.cpp: 64 <= C*kh*kw <= 256, >= 12 outputs a
+  // The last two are fixed direct-strips shapes (conv/conv_engine.cpp: 64 <= C*kh*kw <= 256, >= 12 outputs a
   // row): a 7x7/2 stem with pads and a dilated stride-1 3x3 with groups and a residual-free bias.
   for (int iter = 0; iter < 16; ++iter) {
     ConvShape s;
@@ -539,7 +540,7 @@ Result<Tensor> run_with_const(const std::string& op, int64_t opset, std::vector<
   ep::KernelInfo info(node, opset);
   info.const_inputs_.assign(inputs.size(), nullptr);
   for (size_t i : const_idx) info.const_inputs_[i] = &inputs[i].tensor();
-  const ep::KernelDef* def = ep::KernelRegistry::cpu().find("", op, opset);
+  const ep::KernelDef* def = ops::cpu_provider_registry()->find("", op, opset);
   if (!def) return not_implemented(op);
   auto k = def->factory(info);
   if (!k.ok()) return k.status();

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "ir/float_types.h"
+#include "nxrt/float_types.h"
 #include "kernel_test_util.h"
 
 using namespace nxrt;

@@ -5,9 +5,9 @@
 #include <random>
 #include <vector>
 
-#include "ir/float_types.h"
+#include "nxrt/float_types.h"
 #include "kernel_test_util.h"
-#include "ops/signal_fft.h"
+#include "ops/signal/fft.h"
 
 using namespace nxrt;
 using nxrt::ops::fft::cd;

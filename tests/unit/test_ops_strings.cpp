@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "kernel_test_util.h"
-#include "ops/strings_util.h"
+#include "ops/strings/strings_util.h"
 
 using namespace nxrt;
 using nxrt::testing::attr_float;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "ops/cpu_provider.h"
 #include "nxrt/session.h"
 #include "onnx/model_writer.h"
 #include "optimizer/optimizer.h"
@@ -98,6 +99,7 @@ struct ModelBuilder {
 ir::Model optimized(const ir::Model& m, OptLevel level, optimizer::Stats* stats = nullptr) {
   ir::Model copy = m;
   optimizer::Options o;
+  o.registry = ops::cpu_provider_registry().get();
   o.level = level;
   Status s = optimizer::optimize(copy, o, stats);
   EXPECT_TRUE(s.ok()) << s.to_string();
@@ -207,6 +209,7 @@ TEST(OptimizerConstFold, RespectsTheSizeBound) {
   b.output("y");
   ir::Model copy = b.m;
   optimizer::Options o;
+  o.registry = ops::cpu_provider_registry().get();
   o.level = OptLevel::kBasic;
   o.max_constant_of_shape_bytes = 1024;
   ASSERT_TRUE(optimizer::optimize(copy, o).ok());

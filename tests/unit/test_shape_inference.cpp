@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "onnx/model_reader.h"
-#include "session/shape_inference.h"
+#include "shape/shape_inference.h"
 
 using namespace nxrt;
 using ir::SymDim;
@@ -68,7 +68,7 @@ struct M {
   ir::Model model;
   M(int64_t opset = 18) { model.opset_imports.push_back({"", opset}); }
   ir::Graph& g() { return model.graph; }
-  Status infer() { return session::infer_shapes(model); }
+  Status infer() { return shape::infer_shapes(model); }
   const ir::ValueFacts& v(const std::string& name) {
     const ir::ValueFacts* f = model.graph.shape_facts->find(name);
     EXPECT_NE(f, nullptr) << name;
@@ -86,7 +86,7 @@ TEST(ShapeInference, BroadcastUnifiesSymbols) {
   ASSERT_TRUE(m.infer().ok());
   EXPECT_EQ(m.str("c"), "float32[batch,4,3]");
   EXPECT_TRUE(m.S().same("batch", "n"));
-  EXPECT_NE(session::describe_shapes(m.g()).find("same: batch == n"), std::string::npos) << session::describe_shapes(m.g());
+  EXPECT_NE(shape::describe_shapes(m.g()).find("same: batch == n"), std::string::npos) << shape::describe_shapes(m.g());
 }
 
 TEST(ShapeInference, MatMulUnifiesInnerDims) {
@@ -143,7 +143,7 @@ TEST(ShapeInference, ReshapeMinusOneDerivesProduct) {
   ASSERT_EQ(y.dims.size(), 2u);
   ASSERT_FALSE(y.dims[0].is_const());
   EXPECT_EQ(m.S().derived_string(y.dims[0].sym), m.S().name(y.dims[0].sym) + " = batch*seq");
-  std::string d = session::describe_shapes(m.g());
+  std::string d = shape::describe_shapes(m.g());
   EXPECT_NE(d.find("= batch*seq"), std::string::npos) << d;
 }
 
@@ -308,7 +308,7 @@ TEST(ShapeInference, UnknownOpGivesUnknownRankAndIsListed) {
   m.model.opset_imports.push_back({"my.domain", 1});
   ASSERT_TRUE(m.infer().ok());
   EXPECT_FALSE(m.v("z").has_shape);
-  EXPECT_EQ(session::describe_ops_without_shape_fn(m.g()), "my.domain::FancyOp 1\n");
+  EXPECT_EQ(shape::describe_ops_without_shape_fn(m.g()), "my.domain::FancyOp 1\n");
 }
 
 TEST(ShapeInference, LlmContribOps) {
@@ -353,7 +353,7 @@ TEST(ShapeInference, LlmContribOps) {
   EXPECT_EQ(pk.dims[1], SymDim::c(2));
   EXPECT_EQ(pk.dims[3], SymDim::c(64));
   EXPECT_EQ(m.str("out"), "float16[batch,seq,896]");
-  EXPECT_EQ(session::describe_ops_without_shape_fn(m.g()), "");
+  EXPECT_EQ(shape::describe_ops_without_shape_fn(m.g()), "");
 
   // MatMulNBits with a contradicting K is an error.
   M bad(21);
@@ -428,7 +428,7 @@ void sweep_model(const fs::path& path, bool compare, SweepResult& r) {
   auto model = onnx::load_model_file(path.string());
   if (!model.ok()) return;  // reader failures are the reader's business
   ++r.models;
-  Status st = session::infer_shapes(**model);
+  Status st = shape::infer_shapes(**model);
   if (!st.ok()) {
     ++r.errors;
     r.error_lines.push_back(path.parent_path().filename().string() + ": " + st.message());
@@ -458,7 +458,7 @@ void sweep_model(const fs::path& path, bool compare, SweepResult& r) {
     in.type.dims.clear();
     for (int64_t d : v->tensor().shape()) in.type.dims.push_back(ir::Dim::fixed(d));
   }
-  if (!session::infer_shapes(m).ok()) {
+  if (!shape::infer_shapes(m).ok()) {
     r.mismatch_lines.push_back(path.parent_path().filename().string() + ": error with concrete input shapes");
     return;
   }
@@ -545,11 +545,11 @@ TEST(ShapeInferenceDebug, Describe) {
   auto model = onnx::load_model_file(p);
   ASSERT_TRUE(model.ok()) << model.status().message();
   auto t0 = std::chrono::steady_clock::now();
-  Status st = session::infer_shapes(**model);
+  Status st = shape::infer_shapes(**model);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(st.ok()) << st.message();
-  std::printf("%s", session::describe_shapes((*model)->graph).c_str());
-  std::printf("ops without a shape function:\n%s", session::describe_ops_without_shape_fn((*model)->graph).c_str());
+  std::printf("%s", shape::describe_shapes((*model)->graph).c_str());
+  std::printf("ops without a shape function:\n%s", shape::describe_ops_without_shape_fn((*model)->graph).c_str());
   std::printf("inference took %.3f ms\n", ms);
 }
 }  // namespace

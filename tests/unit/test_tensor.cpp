@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "ir/float_types.h"
+#include "nxrt/float_types.h"
 #include "nxrt/tensor.h"
 
 using namespace nxrt;

@@ -1,0 +1,924 @@
+// com.microsoft attention ops: GroupQueryAttention (LLM decoders), MultiHeadAttention and Attention
+// (BERT/GPT-2 exports). Each op prepares float Q/K/V in [B, heads, seq, head_size] plus an additive
+// bias, then runs the shared scaled-dot-product core (ops/attention/attention_util.h): attention_fast (GEMM,
+// threads over batch x heads) or, with the internal test attribute _nxrt_reference=1,
+// attention_reference (plain loops, double accumulation).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ep/cpu_features.h"
+#include "ops/attention/attention_util.h"
+#include "ops/common.h"
+#include "ops/contrib/contrib_util.h"
+#include "ops/gemm/gemm.h"
+#include "ops/reduction/reduction_math.h"
+#include "ops/simd_math.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace nxrt::ops::contrib {
+
+namespace {
+
+const char* kMs = "com.microsoft";
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+bool is_attn_float(DataType t) { return t == DataType::kFloat || t == DataType::kFloat16 || t == DataType::kBFloat16; }
+
+// Reads element i of a float-like tensor as float.
+inline float getf(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DataType::kFloat: return t.data<float>()[i];
+    case DataType::kFloat16: return static_cast<float>(t.data<Float16>()[i]);
+    case DataType::kBFloat16: return static_cast<float>(t.data<BFloat16>()[i]);
+    default: return 0.f;
+  }
+}
+std::vector<float> to_float_vec(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  if (v.empty()) return v;  // an empty tensor may have no data pointer (memcpy from null is UB)
+  if (t.dtype() == DataType::kFloat) {
+    std::memcpy(v.data(), t.data<float>(), v.size() * sizeof(float));
+  } else {
+    for (size_t i = 0; i < v.size(); ++i) v[i] = getf(t, static_cast<int64_t>(i));
+  }
+  return v;
+}
+// Writes float values into a float/float16/bfloat16 tensor buffer.
+void store_floats(const float* src, int64_t n, DataType dt, void* dst, int64_t offset = 0) {
+  if (n <= 0) return;
+  switch (dt) {
+    case DataType::kFloat: std::memcpy(static_cast<float*>(dst) + offset, src, static_cast<size_t>(n) * sizeof(float)); break;
+    case DataType::kFloat16: {
+      Float16* d = static_cast<Float16*>(dst) + offset;
+      for (int64_t i = 0; i < n; ++i) d[i] = Float16(src[i]);
+      break;
+    }
+    case DataType::kBFloat16: {
+      BFloat16* d = static_cast<BFloat16*>(dst) + offset;
+      for (int64_t i = 0; i < n; ++i) d[i] = BFloat16(src[i]);
+      break;
+    }
+    default: break;
+  }
+}
+size_t elem_size(DataType dt) { return dt == DataType::kFloat ? 4 : 2; }
+
+// Vector helpers for the single-token decode loops: AVX2 with runtime dispatch, scalar otherwise.
+#if defined(__x86_64__) || defined(__i386__)
+__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+  }
+  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  s0 = _mm256_add_ps(s0, s1);
+  __m128 t = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+  t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+  t = _mm_add_ss(t, _mm_movehdup_ps(t));
+  float r = _mm_cvtss_f32(t);
+  for (; i < n; ++i) r += a[i] * b[i];
+  return r;
+}
+__attribute__((target("avx2,fma"))) void axpy_avx2(float alpha, const float* x, float* y, int64_t n) {
+  const __m256 a = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(a, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += alpha * x[i];
+}
+// out[g * n + j] = scale * q_g . k_j for G query rows (stride D) against n key rows (stride D); D % 8 == 0.
+__attribute__((target("avx2,fma"))) void scores_avx2(const float* q, int64_t G, const float* k, int64_t n, int64_t D,
+                                                     float scale, float* out) {
+  for (int64_t g = 0; g < G; ++g) {
+    const float* qg = q + g * D;
+    float* o = out + g * n;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      const float* k0 = k + j * D;
+      __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+      for (int64_t d = 0; d < D; d += 8) {
+        const __m256 qv = _mm256_loadu_ps(qg + d);
+        a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + d), a0);
+        a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + D + d), a1);
+        a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 2 * D + d), a2);
+        a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 3 * D + d), a3);
+      }
+      // Horizontal sums of a0..a3 into one 4-lane vector.
+      const __m256 h01 = _mm256_hadd_ps(a0, a1), h23 = _mm256_hadd_ps(a2, a3);
+      const __m256 h = _mm256_hadd_ps(h01, h23);
+      const __m128 r = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+      _mm_storeu_ps(o + j, _mm_mul_ps(r, _mm_set1_ps(scale)));
+    }
+    for (; j < n; ++j) o[j] = dot_avx2(qg, k + j * D, D) * scale;
+  }
+}
+// In place over r[0, n): the row's max m, r = exp(r - m) normalized to sum 1 (all zero when every
+// score is -inf). The softmax of one attention row.
+__attribute__((target("avx2,fma"))) void softmax_row_avx2(float* r, int64_t n) {
+  __m256 mv = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(r + j));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mv), _mm256_extractf128_ps(mv, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  float mx = _mm_cvtss_f32(m4);
+  for (; j < n; ++j) mx = std::max(mx, r[j]);
+  if (mx == -std::numeric_limits<float>::infinity()) {
+    std::fill(r, r + n, 0.f);
+    return;
+  }
+  const __m256 vm = _mm256_set1_ps(mx);
+  __m256 sv = _mm256_setzero_ps();
+  j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(r + j), vm));
+    _mm256_storeu_ps(r + j, e);
+    sv = _mm256_add_ps(sv, e);
+  }
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(sv), _mm256_extractf128_ps(sv, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+  float sum = _mm_cvtss_f32(s4);
+  for (; j < n; ++j) {
+    r[j] = exp_fast(r[j] - mx);
+    sum += r[j];
+  }
+  const float inv = sum > 0.f ? 1.f / sum : 0.f;
+  const __m256 vi = _mm256_set1_ps(inv);
+  j = 0;
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(r + j, _mm256_mul_ps(_mm256_loadu_ps(r + j), vi));
+  for (; j < n; ++j) r[j] *= inv;
+}
+bool has_avx2() { return ep::cpu_has_avx2_fma(); }
+#endif
+void softmax_row(float* r, int64_t n) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (has_avx2()) return softmax_row_avx2(r, n);
+#endif
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, r[j]);
+  if (mx == -std::numeric_limits<float>::infinity()) {
+    std::fill(r, r + n, 0.f);
+    return;
+  }
+  float sum = 0.f;
+  for (int64_t j = 0; j < n; ++j) {
+    r[j] = exp_fast(r[j] - mx);
+    sum += r[j];
+  }
+  const float inv = sum > 0.f ? 1.f / sum : 0.f;
+  for (int64_t j = 0; j < n; ++j) r[j] *= inv;
+}
+float dotf(const float* a, const float* b, int64_t n) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (has_avx2()) return dot_avx2(a, b, n);
+#endif
+  float r = 0.f;
+  for (int64_t i = 0; i < n; ++i) r += a[i] * b[i];
+  return r;
+}
+void axpyf(float alpha, const float* x, float* y, int64_t n) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (has_avx2()) return axpy_avx2(alpha, x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+// Runs the core and writes y [B, Hq, S, Dv] into the output [B, S, Hq * Dv] of dtype dt.
+Status run_core(ep::KernelContext& ctx, AttnProblem<float>& p, Tensor* out, bool reference) {
+  std::vector<float> y(static_cast<size_t>(p.B * p.Hq * p.Sq * p.Dv));
+  p.y = y.data();
+  if (reference) attention_reference(p); else attention_fast(p, &ctx.pool());
+  std::vector<float> row(static_cast<size_t>(p.Dv));
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t h = 0; h < p.Hq; ++h)
+      for (int64_t s = 0; s < p.Sq; ++s)
+        store_floats(y.data() + ((b * p.Hq + h) * p.Sq + s) * p.Dv, p.Dv, out->dtype(), out->raw_data(),
+                     (b * p.Sq + s) * p.Hq * p.Dv + h * p.Dv);
+  return Status::Ok();
+}
+
+// attention_bias (B or 1, N or 1, S, T) added into mask[b, h, s, t] ([B, N, S, T]).
+Status add_attention_bias(ep::KernelContext& ctx, const Tensor& ab, int64_t B, int64_t N, int64_t S, int64_t T,
+                          std::vector<float>* mask) {
+  if (ab.rank() != 4 || (ab.dim(0) != B && ab.dim(0) != 1) || (ab.dim(1) != N && ab.dim(1) != 1) || ab.dim(2) != S ||
+      ab.dim(3) != T)
+    return ctx.error("attention_bias must be (batch or 1, heads or 1, " + std::to_string(S) + ", " + std::to_string(T) +
+                     "), got " + ab.describe(), StatusCode::kInvalidArgument);
+  const std::vector<float> v = to_float_vec(ab);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < N; ++h) {
+      const float* src = v.data() + ((ab.dim(0) == 1 ? 0 : b) * ab.dim(1) + (ab.dim(1) == 1 ? 0 : h)) * S * T;
+      float* dst = mask->data() + (b * N + h) * S * T;
+      for (int64_t i = 0; i < S * T; ++i) dst[i] += src[i];
+    }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// GroupQueryAttention
+//   query (B, S, H*D) or packed (B, S, (H + 2*kvH) * D) when key/value are absent; past_key/value
+//   (B, kvH, cap, D); seqlens_k (B) int32 = total length - 1 per batch; total_sequence_length scalar
+//   int32 (batch max). First prompt when S == total_sequence_length: past length 0; otherwise batch b
+//   has past length seqlens_k[b] + 1 - S. present = past rows [0, past_b) then the S new rows, length
+//   max(total_sequence_length, cap). When present_key is the same memory as past_key (shared buffer),
+//   only the new rows are written. Query row s attends to keys [0, past_b + s] (causal), limited to
+//   the last local_window_size of them when local_window_size > 0.
+class GroupQueryAttention final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    H_ = info.attr_int("num_heads", 0);
+    kvH_ = info.attr_int("kv_num_heads", 0);
+    if (H_ <= 0 || kvH_ <= 0 || H_ % kvH_ != 0)
+      return info.error("num_heads (" + std::to_string(H_) + ") and kv_num_heads (" + std::to_string(kvH_) +
+                        ") must be positive with num_heads a multiple of kv_num_heads");
+    scale_ = info.attr_float("scale", 0.f);
+    softcap_ = info.attr_float("softcap", 0.f);
+    window_ = info.attr_int("local_window_size", -1);
+    rotary_ = info.attr_int("do_rotary", 0) != 0;
+    interleaved_ = info.attr_int("rotary_interleaved", 0) != 0;
+    causal_ = info.attr_int("causal", 1) != 0;
+    reference_ = info.attr_int("_nxrt_reference", 0) != 0;
+    if (info.attr_int("smooth_softmax", 0) != 0) return info.error("smooth_softmax is not supported", StatusCode::kNotImplemented);
+    if (info.attr_int("qk_output", 0) != 0) return info.error("qk_output is not supported", StatusCode::kNotImplemented);
+    if (info.attr_int("sliding_window_cache", 0) != 0) return info.error("sliding_window_cache is not supported", StatusCode::kNotImplemented);
+    if (info.input_present(11)) return info.error("head_sink is not supported", StatusCode::kNotImplemented);
+    if (info.input_present(12) || info.input_present(13)) return info.error("quantized KV cache (k_scale/v_scale) is not supported", StatusCode::kNotImplemented);
+    if (info.input_present(14) || info.input_present(15)) return info.error("q_norm_weight/k_norm_weight are not supported", StatusCode::kNotImplemented);
+    return Status::Ok();
+  }
+
+  Status compute(ep::KernelContext& ctx) override {
+    const Tensor& Q = ctx.input(0);
+    const DataType dt = Q.dtype();
+    if (!is_attn_float(dt)) return ctx.error(std::string("query must be float32/float16/bfloat16, got ") + dtype_name(dt), StatusCode::kInvalidArgument);
+    if (Q.rank() != 3) return ctx.error("query must be 3-D (batch, seq, hidden), got " + Q.describe(), StatusCode::kInvalidArgument);
+    const bool packed = !ctx.has_input(1);
+    if (packed != !ctx.has_input(2)) return ctx.error("key and value must both be given or both be absent (packed QKV)", StatusCode::kInvalidArgument);
+    const int64_t B = Q.dim(0), S = Q.dim(1);
+    int64_t D;
+    if (packed) {
+      if (Q.dim(2) % (H_ + 2 * kvH_)) return ctx.error("packed QKV hidden " + std::to_string(Q.dim(2)) + " not divisible by num_heads + 2 * kv_num_heads", StatusCode::kInvalidArgument);
+      D = Q.dim(2) / (H_ + 2 * kvH_);
+    } else {
+      if (Q.dim(2) % H_) return ctx.error("query hidden not divisible by num_heads", StatusCode::kInvalidArgument);
+      D = Q.dim(2) / H_;
+      const Tensor& K = ctx.input(1);
+      const Tensor& V = ctx.input(2);
+      const Dims want{B, S, kvH_ * D};
+      if (K.dtype() != dt || V.dtype() != dt || K.shape() != want || V.shape() != want)
+        return ctx.error("key/value must be " + std::string(dtype_name(dt)) + shape_to_string(want) + ", got " + K.describe() + ", " + V.describe(), StatusCode::kInvalidArgument);
+    }
+    const Tensor* PK = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+    const Tensor* PV = ctx.has_input(4) ? &ctx.input(4) : nullptr;
+    if ((PK == nullptr) != (PV == nullptr)) return ctx.error("past_key and past_value must be given together", StatusCode::kInvalidArgument);
+    int64_t cap = 0;
+    if (PK) {
+      if (PK->dtype() != dt || PK->rank() != 4 || PK->dim(0) != B || PK->dim(1) != kvH_ || PK->dim(3) != D || PV->shape() != PK->shape() || PV->dtype() != dt)
+        return ctx.error("past_key/past_value must be " + std::string(dtype_name(dt)) + " (batch, kv_num_heads, cap, head_size) = (" +
+                         std::to_string(B) + ", " + std::to_string(kvH_) + ", cap, " + std::to_string(D) + "), got " + PK->describe() + ", " + PV->describe(), StatusCode::kInvalidArgument);
+      cap = PK->dim(2);
+    }
+    if (!ctx.has_input(5) || !ctx.has_input(6)) return ctx.error("seqlens_k and total_sequence_length are required", StatusCode::kInvalidArgument);
+    const Tensor& SL = ctx.input(5);
+    const Tensor& TS = ctx.input(6);
+    if (SL.dtype() != DataType::kInt32 || SL.numel() != B) return ctx.error("seqlens_k must be int32 (batch), got " + SL.describe(), StatusCode::kInvalidArgument);
+    if (TS.dtype() != DataType::kInt32 || TS.numel() != 1) return ctx.error("total_sequence_length must be an int32 scalar, got " + TS.describe(), StatusCode::kInvalidArgument);
+    const int64_t total = TS.data<int32_t>()[0];
+    const int32_t* seqlens = SL.data<int32_t>();
+    const bool first_prompt = S == total;
+    const int64_t present_len = std::max(total, cap);
+    // Per-batch lengths and rotary positions live in step scratch (a decode step allocates nothing).
+    NXRT_ASSIGN_OR_RETURN(void* meta, ctx.workspace(static_cast<size_t>(2 * B + B * S) * sizeof(int64_t)));
+    int64_t* past = static_cast<int64_t*>(meta);
+    int64_t* tot = past + B;
+    int64_t* pos = tot + B;
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t t = static_cast<int64_t>(seqlens[b]) + 1;
+      tot[static_cast<size_t>(b)] = t;
+      const int64_t p = first_prompt ? 0 : t - S;
+      if (t < 1 || t > total || p < 0 || p > cap || p + S > present_len)
+        return ctx.error("seqlens_k[" + std::to_string(b) + "] = " + std::to_string(seqlens[b]) + " inconsistent with sequence length " +
+                         std::to_string(S) + ", total_sequence_length " + std::to_string(total) + " and past length " + std::to_string(cap), StatusCode::kInvalidArgument);
+      past[static_cast<size_t>(b)] = p;
+    }
+    // Rotary caches.
+    RotaryParams rp;
+    const Tensor* cos_t = nullptr;
+    const Tensor* sin_t = nullptr;
+    if (rotary_) {
+      if (!ctx.has_input(7) || !ctx.has_input(8)) return ctx.error("do_rotary needs cos_cache and sin_cache", StatusCode::kInvalidArgument);
+      const Tensor& Cc = ctx.input(7);
+      const Tensor& Sc = ctx.input(8);
+      if (Cc.rank() != 2 || Sc.shape() != Cc.shape() || Cc.dim(1) * 2 > D || Cc.dtype() != dt || Sc.dtype() != dt)
+        return ctx.error("cos_cache/sin_cache must be " + std::string(dtype_name(dt)) + " (max_seq, rotary_dim/2) with rotary_dim <= head_size " + std::to_string(D) + ", got " + Cc.describe() + ", " + Sc.describe(), StatusCode::kInvalidArgument);
+      rp.rot = Cc.dim(1) * 2;
+      rp.cache_width = Cc.dim(1);
+      rp.interleaved = interleaved_;
+      cos_t = &Cc;
+      sin_t = &Sc;
+      if (ctx.has_input(9)) {
+        const Tensor& P = ctx.input(9);
+        if (P.numel() != B * S || (P.dtype() != DataType::kInt64 && P.dtype() != DataType::kInt32))
+          return ctx.error("position_ids must be int64/int32 (batch, seq), got " + P.describe(), StatusCode::kInvalidArgument);
+        auto pv = [&P](int64_t i) -> int64_t { return P.dtype() == DataType::kInt64 ? P.data<int64_t>()[i] : P.data<int32_t>()[i]; };
+        // As documented (and as ORT's CPU kernel does): the first prompt uses only the first element.
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t s = 0; s < S; ++s) pos[b * S + s] = first_prompt ? pv(0) + s : pv(b * S + s);
+      } else {
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t s = 0; s < S; ++s) pos[b * S + s] = past[b] + s;
+      }
+      for (int64_t i = 0; i < B * S; ++i)
+        if (const int64_t v = pos[i]; v < 0 || v >= Cc.dim(0)) return ctx.error("rotary position " + std::to_string(v) + " out of range of cos_cache rows " + std::to_string(Cc.dim(0)), StatusCode::kInvalidArgument);
+    }
+    // Outputs.
+    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, dt, Dims{B, S, H_ * D}));
+    const Dims pshape{B, kvH_, present_len, D};
+    Tensor* presK = nullptr;
+    Tensor* presV = nullptr;
+    if (ctx.output_requested(1)) { NXRT_ASSIGN_OR_RETURN(presK, ctx.allocate_output(1, dt, pshape)); }
+    if (ctx.output_requested(2)) { NXRT_ASSIGN_OR_RETURN(presV, ctx.allocate_output(2, dt, pshape)); }
+    if (ctx.output_requested(3)) return ctx.error("output_qk is not supported", StatusCode::kNotImplemented);
+
+    // Q (rotated) as float [B, H, S, D]; new K/V rows (K rotated) as float [B, kvH, S, D].
+    const int64_t qkv_row = packed ? (H_ + 2 * kvH_) * D : H_ * D;
+    // Float scratch from the step workspace: rotated Q [B, H, S, D], new K/V rows [B, kvH, S, D],
+    // decode scores; float16/bfloat16 inputs (and caches, bias) converted into it, float ones read
+    // in place.
+    const Tensor* AB = ctx.has_input(10) ? &ctx.input(10) : nullptr;
+    const bool conv = dt != DataType::kFloat;
+    size_t fbytes = 0;
+    auto need = [&](int64_t n) { fbytes += (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64; };
+    need(B * H_ * S * D);
+    need(B * kvH_ * S * D);
+    need(B * kvH_ * S * D);
+    const bool decode_path = !reference_ && dt == DataType::kFloat && ctx.output_requested(1) &&
+                             ctx.output_requested(2) && S == 1;
+    if (decode_path) need(B * H_ * present_len);  // its scores; multi-row steps use per-thread rows
+    if (conv) {
+      need(Q.numel());
+      if (!packed) { need(ctx.input(1).numel()); need(ctx.input(2).numel()); }
+      if (rotary_) { need(cos_t->numel()); need(sin_t->numel()); }
+      if (AB) need(AB->numel());
+    }
+    NXRT_ASSIGN_OR_RETURN(void* fscratch, ctx.workspace(fbytes));
+    uint8_t* fcur = static_cast<uint8_t*>(fscratch);
+    auto take = [&](int64_t n) {
+      float* r = reinterpret_cast<float*>(fcur);
+      fcur += (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
+      return r;
+    };
+    auto as_float = [&](const Tensor& t) -> const float* {
+      if (!conv) return t.data<float>();
+      float* d = take(t.numel());
+      for (int64_t i = 0; i < t.numel(); ++i) d[i] = getf(t, i);
+      return d;
+    };
+    float* q = take(B * H_ * S * D);
+    float* kn = take(B * kvH_ * S * D);
+    float* vn = take(B * kvH_ * S * D);
+    float* dec_scores = decode_path ? take(B * H_ * present_len) : nullptr;
+    const float* qin = as_float(Q);
+    const float* kin = packed ? nullptr : as_float(ctx.input(1));
+    const float* vin = packed ? nullptr : as_float(ctx.input(2));
+    const float* cosv = rotary_ ? as_float(*cos_t) : nullptr;
+    const float* sinv = rotary_ ? as_float(*sin_t) : nullptr;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t s = 0; s < S; ++s) {
+        const float* row = qin + (b * S + s) * qkv_row;
+        const float* krow = packed ? row + H_ * D : kin + (b * S + s) * kvH_ * D;
+        const float* vrow = packed ? row + (H_ + kvH_) * D : vin + (b * S + s) * kvH_ * D;
+        const int64_t ps = pos[b * S + s];
+        for (int64_t h = 0; h < H_; ++h) {
+          float* dst = q + ((b * H_ + h) * S + s) * D;
+          if (rotary_) rotate_head(row + h * D, dst, D, cosv + ps * rp.cache_width, sinv + ps * rp.cache_width, rp);
+          else std::copy(row + h * D, row + (h + 1) * D, dst);
+        }
+        for (int64_t h = 0; h < kvH_; ++h) {
+          float* kd = kn + ((b * kvH_ + h) * S + s) * D;
+          if (rotary_) rotate_head(krow + h * D, kd, D, cosv + ps * rp.cache_width, sinv + ps * rp.cache_width, rp);
+          else std::copy(krow + h * D, krow + (h + 1) * D, kd);
+          std::copy(vrow + h * D, vrow + (h + 1) * D, vn + ((b * kvH_ + h) * S + s) * D);
+        }
+      }
+    // Present: past rows (unless shared) and the new rows; rows past each batch's end zeroed.
+    const size_t es = elem_size(dt);
+    auto fill_present = [&](Tensor* pres, const Tensor* pst, const float* nw) {
+      if (!pres) return;
+      const bool shared = pst && pres->raw_data() == pst->raw_data();
+      uint8_t* base = static_cast<uint8_t*>(pres->raw_data());
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < kvH_; ++h) {
+          const int64_t pb = past[b];
+          const int64_t head_off = (b * kvH_ + h) * present_len * D;
+          if (!shared) {
+            if (pb > 0) std::memcpy(base + head_off * es, static_cast<const uint8_t*>(pst->raw_data()) + (b * kvH_ + h) * cap * D * es, static_cast<size_t>(pb * D) * es);
+            std::memset(base + (head_off + (pb + S) * D) * es, 0, static_cast<size_t>((present_len - pb - S) * D) * es);
+          }
+          store_floats(nw + (b * kvH_ + h) * S * D, S * D, dt, base, head_off + pb * D);
+        }
+    };
+    fill_present(presK, PK, kn);
+    fill_present(presV, PV, vn);
+    const float* abias = nullptr;
+    int64_t ab_b = 0, ab_h = 0, ab_t = 0;
+    if (AB) {
+      const Tensor& ab = *AB;
+      int64_t need_len = 0;
+      for (int64_t b = 0; b < B; ++b) need_len = std::max(need_len, past[b] + S);
+      if (ab.rank() != 4 || (ab.dim(0) != B && ab.dim(0) != 1) || (ab.dim(1) != H_ && ab.dim(1) != 1) || ab.dim(2) != S || ab.dim(3) < need_len)
+        return ctx.error("attention_bias must be (batch or 1, num_heads or 1, " + std::to_string(S) + ", total_sequence_length), got " + ab.describe(), StatusCode::kInvalidArgument);
+      abias = as_float(ab);
+      ab_b = ab.dim(0) == 1 ? 0 : ab.dim(1) * S * ab.dim(3);
+      ab_h = ab.dim(1) == 1 ? 0 : S * ab.dim(3);
+      ab_t = ab.dim(3);
+    }
+    if (decode_path) {  // presK and presV are allocated exactly when outputs 1 and 2 are requested
+      // Single-token decode: per (batch, KV head), each cached K/V row is read once for the whole
+      // group of query heads sharing it. Threads over (batch, KV head).
+      const float* kbase = presK->data<float>();
+      const float* vbase = presV->data<float>();
+      float* ybase = Y->data<float>();
+      const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(D));
+      const int64_t group = H_ / kvH_;
+      auto work = [&](int64_t w0, int64_t w1) {
+        for (int64_t w = w0; w < w1; ++w) {
+          const int64_t b = w / kvH_, hk = w % kvH_;
+          const int64_t pb = past[b];
+          const int64_t L = pb + 1;
+          const int64_t lim = causal_ ? L : std::min(L, tot[b]);
+          const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
+          const int64_t n = std::max<int64_t>(0, lim - start);
+          const float* kh = kbase + (b * kvH_ + hk) * present_len * D;
+          const float* vh = vbase + (b * kvH_ + hk) * present_len * D;
+          // This item's scores: group * n <= group * present_len floats of its own slice.
+          float* sc = dec_scores + w * group * present_len;
+          const float* q0 = q + (b * H_ + hk * group) * D;  // S == 1: heads are consecutive rows
+#if defined(__x86_64__) || defined(__i386__)
+          if (has_avx2() && D % 8 == 0) {
+            scores_avx2(q0, group, kh + start * D, n, D, scale, sc);
+          } else
+#endif
+          {
+            for (int64_t g = 0; g < group; ++g)
+              for (int64_t j = 0; j < n; ++j) sc[g * n + j] = dotf(q0 + g * D, kh + (start + j) * D, D) * scale;
+          }
+          for (int64_t g = 0; g < group; ++g) {
+            float* r = sc + g * n;
+            const int64_t h = hk * group + g;
+            if (softcap_ > 0.f)
+              for (int64_t j = 0; j < n; ++j) r[j] = softcap_ * std::tanh(r[j] / softcap_);
+            if (abias) {
+              const float* a = abias + b * ab_b + h * ab_h + start;
+              for (int64_t j = 0; j < n; ++j) r[j] += a[j];
+            }
+            softmax_row(r, n);
+          }
+          // Output rows of the group's heads are consecutive in y ([B, 1, H * D]).
+          float* yo = ybase + b * H_ * D + hk * group * D;
+          std::fill(yo, yo + group * D, 0.f);
+          for (int64_t g = 0; g < group; ++g)
+            for (int64_t j = 0; j < n; ++j) {
+              const float pj = sc[g * n + j];
+              if (pj != 0.f) axpyf(pj, vh + (start + j) * D, yo + g * D, D);
+            }
+        }
+      };
+      ctx.pool().parallel_for(B * kvH_, 1, work);
+      return Status::Ok();
+    }
+    if (!reference_ && dt == DataType::kFloat && presK && presV) {
+      // Fast path straight over the float present buffers (no copy of the cache): threads over
+      // (batch, head); GEMMs for multi-row steps, dot loops for single-token decode.
+      const float* kbase = presK->data<float>();
+      const float* vbase = presV->data<float>();
+      float* ybase = Y->data<float>();
+      const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(D));
+      const int64_t group = H_ / kvH_;
+      // Multi-row steps (prefill, chunks) take query rows in blocks: a block's scores cover only the
+      // keys its rows can see (causal: past + last row of the block), so about half of a prompt's
+      // score matrix is never computed, and the score block stays in cache.
+      constexpr int64_t kRowBlock = 64;
+      auto work = [&](int64_t w0, int64_t w1) {
+        // Per-thread scratch that only grows (no allocation once warm).
+        thread_local std::vector<float> sc_buf, o_buf;
+        const int64_t rb = std::min<int64_t>(S, kRowBlock);
+        for (int64_t w = w0; w < w1; ++w) {
+          const int64_t b = w / H_, h = w % H_, hk = h / group;
+          const int64_t pb = past[b];
+          const int64_t Lb = pb + S;
+          if (sc_buf.size() < static_cast<size_t>(rb * Lb)) sc_buf.resize(static_cast<size_t>(rb * Lb));
+          if (o_buf.size() < static_cast<size_t>(rb * D)) o_buf.resize(static_cast<size_t>(rb * D));
+          const float* kh = kbase + (b * kvH_ + hk) * present_len * D;
+          const float* vh = vbase + (b * kvH_ + hk) * present_len * D;
+          const float* qh = q + (b * H_ + h) * S * D;
+          for (int64_t i0 = 0; i0 < S; i0 += rb) {
+            const int64_t i1 = std::min(S, i0 + rb), rows = i1 - i0;
+            const int64_t kend = causal_ ? std::min(Lb, pb + i1) : Lb;
+            float* sc = sc_buf.data();
+            if (S > 1) {
+              gemm_f32(false, true, rows, kend, D, scale, qh + i0 * D, D, kh, D, 0.f, sc, kend, nullptr);
+            } else {
+              // Keys outside the window/causal range are skipped (their scores are never read).
+              const int64_t L = pb + 1;
+              const int64_t lim = causal_ ? L : std::min(Lb, tot[b]);
+              const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
+              for (int64_t j = start; j < lim; ++j) sc[j] = dotf(qh, kh + j * D, D) * scale;
+            }
+            for (int64_t i = i0; i < i1; ++i) {
+              float* r = sc + (i - i0) * kend;
+              const int64_t L = pb + i + 1;
+              const int64_t lim = std::min(kend, causal_ ? L : std::min(Lb, tot[b]));
+              const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
+              if (softcap_ > 0.f)
+                for (int64_t j = start; j < lim; ++j) r[j] = softcap_ * std::tanh(r[j] / softcap_);
+              if (abias) {
+                const float* a = abias + b * ab_b + h * ab_h + i * ab_t;
+                for (int64_t j = start; j < lim; ++j) r[j] += a[j];
+              }
+              std::fill(r, r + std::min(start, kend), 0.f);
+              if (lim > start) softmax_row(r + start, lim - start);
+              if (lim < kend) std::fill(r + std::max(lim, start), r + kend, 0.f);
+            }
+            if (S > 1) {
+              float* out = o_buf.data();
+              gemm_f32(false, false, rows, D, kend, 1.f, sc, kend, vh, D, 0.f, out, D, nullptr);
+              for (int64_t i = i0; i < i1; ++i)
+                std::copy(out + (i - i0) * D, out + (i - i0 + 1) * D, ybase + (b * S + i) * H_ * D + h * D);
+            } else {
+              float* yo = ybase + b * H_ * D + h * D;
+              std::fill(yo, yo + D, 0.f);
+              for (int64_t j = 0; j < kend; ++j) {
+                const float pj = sc[j];
+                if (pj == 0.f) continue;
+                axpyf(pj, vh + j * D, yo, D);
+              }
+            }
+          }
+        }
+      };
+      ctx.pool().parallel_for(B * H_, 1, work);
+      return Status::Ok();
+    }
+    // Float K/V over the keys the problem reads: [B, kvH, Tm, D], Tm = max over batches of past + S.
+    int64_t Tm = 0;
+    for (int64_t b = 0; b < B; ++b) Tm = std::max(Tm, past[b] + S);
+    std::vector<float> kf(static_cast<size_t>(B * kvH_ * Tm * D), 0.f), vf(kf.size(), 0.f);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < kvH_; ++h) {
+        const int64_t pb = past[b];
+        float* kd = kf.data() + (b * kvH_ + h) * Tm * D;
+        float* vd = vf.data() + (b * kvH_ + h) * Tm * D;
+        for (int64_t j = 0; j < pb; ++j)
+          for (int64_t d = 0; d < D; ++d) {
+            kd[j * D + d] = getf(*PK, ((b * kvH_ + h) * cap + j) * D + d);
+            vd[j * D + d] = getf(*PV, ((b * kvH_ + h) * cap + j) * D + d);
+          }
+        std::copy(kn + (b * kvH_ + h) * S * D, kn + (b * kvH_ + h + 1) * S * D, kd + pb * D);
+        std::copy(vn + (b * kvH_ + h) * S * D, vn + (b * kvH_ + h + 1) * S * D, vd + pb * D);
+      }
+    AttnProblem<float> p;
+    p.B = B; p.Hq = H_; p.Hkv = kvH_; p.Sq = S; p.T = Tm; p.D = D; p.Dv = D;
+    p.scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(D));
+    p.softcap = softcap_;
+    p.q = q; p.k = kf.data(); p.v = vf.data();
+    std::vector<int64_t> offs(past, past + B), nonpad(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) nonpad[static_cast<size_t>(b)] = std::min(Tm, past[b] + S);
+    if (causal_) {
+      p.causal = true;
+      p.causal_offset = offs.data();
+    } else {
+      for (int64_t b = 0; b < B; ++b) nonpad[static_cast<size_t>(b)] = std::min(nonpad[static_cast<size_t>(b)], tot[b]);
+    }
+    p.nonpad = nonpad.data();
+    std::vector<float> mask;
+    const bool has_bias = ctx.has_input(10);
+    if (window_ > 0 || has_bias) {
+      const int64_t Hb = has_bias ? H_ : 1;
+      mask.assign(static_cast<size_t>(B * Hb * S * Tm), 0.f);
+      if (has_bias) {
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t h = 0; h < H_; ++h)
+            for (int64_t s = 0; s < S; ++s)
+              for (int64_t j = 0; j < Tm; ++j)
+                mask[static_cast<size_t>(((b * H_ + h) * S + s) * Tm + j)] = abias[static_cast<size_t>(b * ab_b + h * ab_h + s * ab_t + j)];
+      }
+      if (window_ > 0) {
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t h = 0; h < Hb; ++h)
+            for (int64_t s = 0; s < S; ++s) {
+              const int64_t L = past[b] + s + 1;
+              const int64_t start = L > window_ ? L - window_ : 0;  // the last local_window_size keys (as ORT's CPU kernel)
+              float* m = mask.data() + ((b * Hb + h) * S + s) * Tm;
+              for (int64_t j = 0; j < std::min(start, Tm); ++j) m[j] = -kInf;
+            }
+      }
+      p.mask = mask.data();
+      p.mask_sb = Hb * S * Tm;
+      p.mask_sh = Hb == 1 ? 0 : S * Tm;
+      p.mask_si = Tm;
+      p.mask_len = Tm;
+    }
+    return run_core(ctx, p, Y, reference_);
+  }
+
+ private:
+  int64_t H_ = 0, kvH_ = 0, window_ = -1;
+  float scale_ = 0.f, softcap_ = 0.f;
+  bool rotary_ = false, interleaved_ = false, causal_ = true, reference_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// ORT's mask preparation for Attention/MultiHeadAttention: an additive [B, S, T] mask holding
+// mask_filter_value where a key is masked (raw 0/1 masks, right-padding end positions (B),
+// left+right positions (2B), 3-D masks) and, when unidirectional, for keys after past + i.
+Status prepare_mask(ep::KernelContext& ctx, const Tensor* mi, bool causal, int64_t B, int64_t S, int64_t T, int64_t past,
+                    float filter, std::vector<float>* mask) {
+  if (!mi && !causal) return Status::Ok();
+  mask->assign(static_cast<size_t>(B * S * T), 0.f);
+  if (mi) {
+    if (mi->dtype() != DataType::kInt32) return ctx.error("mask must be int32, got " + mi->describe(), StatusCode::kInvalidArgument);
+    const int32_t* m = mi->data<int32_t>();
+    if (mi->rank() == 3) {
+      if (mi->shape() != Dims{B, S, T}) return ctx.error("3-D mask must be (batch, seq, total_seq) = " + shape_to_string(Dims{B, S, T}) + ", got " + mi->describe(), StatusCode::kInvalidArgument);
+      for (int64_t i = 0; i < B * S * T; ++i) (*mask)[static_cast<size_t>(i)] = m[i] > 0 ? 0.f : filter;
+    } else if (mi->rank() == 2) {
+      if (mi->shape() != Dims{B, T}) return ctx.error("2-D mask must be (batch, total_seq) = " + shape_to_string(Dims{B, T}) + ", got " + mi->describe(), StatusCode::kInvalidArgument);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S; ++s)
+          for (int64_t t = 0; t < T; ++t) (*mask)[static_cast<size_t>((b * S + s) * T + t)] = m[b * T + t] > 0 ? 0.f : filter;
+    } else if (mi->rank() == 1 && (mi->dim(0) == B || mi->dim(0) == 2 * B)) {
+      const bool start = mi->dim(0) == 2 * B;
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t end = std::clamp<int64_t>(m[b], 0, T);
+        const int64_t st = start ? std::clamp<int64_t>(m[b + B], 0, T) : 0;
+        for (int64_t s = 0; s < S; ++s) {
+          float* r = mask->data() + (b * S + s) * T;
+          for (int64_t t = end; t < T; ++t) r[t] = filter;
+          for (int64_t t = 0; t < st; ++t) r[t] = filter;
+        }
+      }
+    } else {
+      return ctx.error("unsupported mask shape " + mi->describe() + " (supported: (B), (2B), (B, T), (B, S, T))", StatusCode::kNotImplemented);
+    }
+  }
+  if (causal)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t t = past + s + 1; t < T; ++t) (*mask)[static_cast<size_t>((b * S + s) * T + t)] = filter;
+  return Status::Ok();
+}
+
+// Fills the problem's mask from the [B, S, T] key mask plus attention_bias (input index ab_idx).
+Status finish_mask(ep::KernelContext& ctx, AttnProblem<float>& p, std::vector<float>& keymask, int ab_idx,
+                   std::vector<float>* full) {
+  const bool has_ab = ab_idx >= 0 && ctx.has_input(static_cast<size_t>(ab_idx));
+  if (!has_ab) {
+    if (!keymask.empty()) {
+      p.mask = keymask.data();
+      p.mask_sb = p.Sq * p.T; p.mask_sh = 0; p.mask_si = p.T; p.mask_len = p.T;
+    }
+    return Status::Ok();
+  }
+  full->assign(static_cast<size_t>(p.B * p.Hq * p.Sq * p.T), 0.f);
+  if (!keymask.empty())
+    for (int64_t b = 0; b < p.B; ++b)
+      for (int64_t h = 0; h < p.Hq; ++h)
+        std::copy(keymask.begin() + b * p.Sq * p.T, keymask.begin() + (b + 1) * p.Sq * p.T, full->begin() + (b * p.Hq + h) * p.Sq * p.T);
+  NXRT_RETURN_IF_ERROR(add_attention_bias(ctx, ctx.input(static_cast<size_t>(ab_idx)), p.B, p.Hq, p.Sq, p.T, full));
+  p.mask = full->data();
+  p.mask_sb = p.Hq * p.Sq * p.T; p.mask_sh = p.Sq * p.T; p.mask_si = p.T; p.mask_len = p.T;
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// MultiHeadAttention (inputs: query, key, value, bias, key_padding_mask, attention_bias, past_key,
+// past_value, past_sequence_length, cache_indirection; outputs: output, present_key, present_value, qk).
+Status multi_head_attention(ep::KernelContext& ctx) {
+  const auto& info = ctx.info();
+  const int64_t N = info.attr_int("num_heads", 0);
+  if (N <= 0) return info.error("num_heads must be positive");
+  const float filter = info.attr_float("mask_filter_value", -10000.f);
+  const bool causal = info.attr_int("unidirectional", 0) != 0;
+  const float scale_attr = info.attr_float("scale", 0.f);
+  const bool reference = info.attr_int("_nxrt_reference", 0) != 0;
+  const Tensor& Qt = ctx.input(0);
+  const DataType dt = Qt.dtype();
+  if (!is_attn_float(dt)) return ctx.error(std::string("query must be float32/float16/bfloat16, got ") + dtype_name(dt), StatusCode::kInvalidArgument);
+  if (ctx.has_input(8) || ctx.has_input(9)) return ctx.error("past_sequence_length/cache_indirection are not supported", StatusCode::kNotImplemented);
+  if (ctx.output_requested(3)) return ctx.error("qk output is not supported", StatusCode::kNotImplemented);
+  const Tensor* Kt = ctx.has_input(1) ? &ctx.input(1) : nullptr;
+  const Tensor* Vt = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  const int64_t B = Qt.dim(0), S = Qt.rank() >= 2 ? Qt.dim(1) : 0;
+  int64_t H = 0, Hv = 0, L = 0;
+  std::vector<float> bias;
+  if (ctx.has_input(3)) bias = to_float_vec(ctx.input(3));
+  std::vector<float> q, knew, vnew;  // [B, N, S, H], [B, N, L, H], [B, N, L, Hv]
+  const std::vector<float> qin = to_float_vec(Qt);
+  auto split_heads = [&](const float* src, int64_t rows, int64_t row_stride, int64_t col0, int64_t hs, const float* b,
+                         std::vector<float>* dst) {
+    dst->assign(static_cast<size_t>(B * N * rows * hs), 0.f);
+    for (int64_t bb = 0; bb < B; ++bb)
+      for (int64_t s = 0; s < rows; ++s)
+        for (int64_t h = 0; h < N; ++h)
+          for (int64_t d = 0; d < hs; ++d)
+            (*dst)[static_cast<size_t>(((bb * N + h) * rows + s) * hs + d)] =
+                src[(bb * rows + s) * row_stride + col0 + h * hs + d] + (b ? b[h * hs + d] : 0.f);
+  };
+  bool kv_bnsh = false;
+  if (Qt.rank() == 5) {
+    // Packed QKV (B, S, N, 3, H).
+    if (Kt || Vt || Qt.dim(2) != N || Qt.dim(3) != 3) return ctx.error("packed QKV must be (batch, seq, num_heads, 3, head_size) without key/value, got " + Qt.describe(), StatusCode::kInvalidArgument);
+    H = Hv = Qt.dim(4);
+    L = S;
+    std::vector<float>* outs[3] = {&q, &knew, &vnew};
+    for (int w = 0; w < 3; ++w) {
+      outs[w]->assign(static_cast<size_t>(B * N * S * H), 0.f);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S; ++s)
+          for (int64_t h = 0; h < N; ++h)
+            for (int64_t d = 0; d < H; ++d)
+              (*outs[w])[static_cast<size_t>(((b * N + h) * S + s) * H + d)] = qin[static_cast<size_t>((((b * S + s) * N + h) * 3 + w) * H + d)];
+    }
+  } else {
+    if (Qt.rank() != 3 || Qt.dim(2) % N) return ctx.error("query must be (batch, seq, num_heads * head_size), got " + Qt.describe(), StatusCode::kInvalidArgument);
+    H = Qt.dim(2) / N;
+    const int64_t hidden = N * H;
+    if (!bias.empty() && static_cast<int64_t>(bias.size()) < 2 * hidden) return ctx.error("bias too short", StatusCode::kInvalidArgument);
+    split_heads(qin.data(), S, hidden, 0, H, bias.empty() ? nullptr : bias.data(), &q);
+    if (!Kt) return ctx.error("key is required unless query is packed QKV", StatusCode::kInvalidArgument);
+    const std::vector<float> kin = to_float_vec(*Kt);
+    if (Kt->rank() == 5) {
+      // Packed KV (B, L, N, 2, H).
+      if (Vt || Kt->dim(2) != N || Kt->dim(3) != 2 || Kt->dim(4) != H) return ctx.error("packed KV must be (batch, kv_seq, num_heads, 2, head_size) without value, got " + Kt->describe(), StatusCode::kInvalidArgument);
+      L = Kt->dim(1);
+      Hv = H;
+      knew.assign(static_cast<size_t>(B * N * L * H), 0.f);
+      vnew.assign(knew.size(), 0.f);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < L; ++s)
+          for (int64_t h = 0; h < N; ++h)
+            for (int64_t d = 0; d < H; ++d) {
+              knew[static_cast<size_t>(((b * N + h) * L + s) * H + d)] = kin[static_cast<size_t>((((b * L + s) * N + h) * 2 + 0) * H + d)];
+              vnew[static_cast<size_t>(((b * N + h) * L + s) * H + d)] = kin[static_cast<size_t>((((b * L + s) * N + h) * 2 + 1) * H + d)];
+            }
+    } else if (Kt->rank() == 4) {
+      // Key/value already in (B, N, L, H): cross attention reusing a cache; no bias on them.
+      if (!Vt || Vt->rank() != 4 || Kt->dim(1) != N || Kt->dim(3) != H) return ctx.error("4-D key/value must be (batch, num_heads, kv_seq, head_size), got " + Kt->describe(), StatusCode::kInvalidArgument);
+      L = Kt->dim(2);
+      Hv = Vt->dim(3);
+      knew = kin;
+      vnew = to_float_vec(*Vt);
+      kv_bnsh = true;
+    } else {
+      if (!Vt || Kt->rank() != 3 || Vt->rank() != 3 || Kt->dim(2) != hidden || Vt->dim(1) != Kt->dim(1) || Vt->dim(2) % N)
+        return ctx.error("key/value must be (batch, kv_seq, hidden), got " + Kt->describe() + (Vt ? ", " + Vt->describe() : std::string()), StatusCode::kInvalidArgument);
+      L = Kt->dim(1);
+      Hv = Vt->dim(2) / N;
+      if (!bias.empty() && static_cast<int64_t>(bias.size()) != 2 * hidden + N * Hv) return ctx.error("bias must have 2 * hidden + v_hidden elements", StatusCode::kInvalidArgument);
+      split_heads(kin.data(), L, hidden, 0, H, bias.empty() ? nullptr : bias.data() + hidden, &knew);
+      const std::vector<float> vin = to_float_vec(*Vt);
+      split_heads(vin.data(), L, N * Hv, 0, Hv, bias.empty() ? nullptr : bias.data() + 2 * hidden, &vnew);
+    }
+  }
+  // Past concatenation.
+  const Tensor* PK = ctx.has_input(6) ? &ctx.input(6) : nullptr;
+  const Tensor* PV = ctx.has_input(7) ? &ctx.input(7) : nullptr;
+  int64_t P = 0;
+  if (PK || PV) {
+    if (!PK || !PV || kv_bnsh || PK->rank() != 4 || PK->dim(0) != B || PK->dim(1) != N || PK->dim(3) != H || PV->rank() != 4 ||
+        PV->dim(2) != PK->dim(2) || PV->dim(3) != Hv)
+      return ctx.error("past_key/past_value must be (batch, num_heads, past, head_size) together, got " +
+                       (PK ? PK->describe() : std::string("none")) + ", " + (PV ? PV->describe() : std::string("none")), StatusCode::kInvalidArgument);
+    P = PK->dim(2);
+  }
+  const int64_t T = P + L;
+  std::vector<float> kf(static_cast<size_t>(B * N * T * H)), vf(static_cast<size_t>(B * N * T * Hv));
+  {
+    const std::vector<float> pk = PK ? to_float_vec(*PK) : std::vector<float>();
+    const std::vector<float> pv = PV ? to_float_vec(*PV) : std::vector<float>();
+    for (int64_t bh = 0; bh < B * N; ++bh) {
+      if (P) {
+        std::copy(pk.begin() + bh * P * H, pk.begin() + (bh + 1) * P * H, kf.begin() + bh * T * H);
+        std::copy(pv.begin() + bh * P * Hv, pv.begin() + (bh + 1) * P * Hv, vf.begin() + bh * T * Hv);
+      }
+      std::copy(knew.begin() + bh * L * H, knew.begin() + (bh + 1) * L * H, kf.begin() + (bh * T + P) * H);
+      std::copy(vnew.begin() + bh * L * Hv, vnew.begin() + (bh + 1) * L * Hv, vf.begin() + (bh * T + P) * Hv);
+    }
+  }
+  NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, dt, Dims{B, S, N * Hv}));
+  if (ctx.output_requested(1)) {
+    NXRT_ASSIGN_OR_RETURN(Tensor * pk, ctx.allocate_output(1, dt, Dims{B, N, T, H}));
+    store_floats(kf.data(), static_cast<int64_t>(kf.size()), dt, pk->raw_data());
+  }
+  if (ctx.output_requested(2)) {
+    NXRT_ASSIGN_OR_RETURN(Tensor * pv, ctx.allocate_output(2, dt, Dims{B, N, T, Hv}));
+    store_floats(vf.data(), static_cast<int64_t>(vf.size()), dt, pv->raw_data());
+  }
+  AttnProblem<float> p;
+  p.B = B; p.Hq = N; p.Hkv = N; p.Sq = S; p.T = T; p.D = H; p.Dv = Hv;
+  p.scale = scale_attr != 0.f ? scale_attr : 1.f / std::sqrt(static_cast<float>(H));
+  p.q = q.data(); p.k = kf.data(); p.v = vf.data();
+  std::vector<float> keymask, full;
+  NXRT_RETURN_IF_ERROR(prepare_mask(ctx, ctx.has_input(4) ? &ctx.input(4) : nullptr, causal, B, S, T, P, filter, &keymask));
+  NXRT_RETURN_IF_ERROR(finish_mask(ctx, p, keymask, 5, &full));
+  return run_core(ctx, p, Y, reference);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention (BERT/GPT-2): input (B, S, Din) x weights (Din, Dq + Dk + Dv) + bias; mask_index;
+// past (2, B, N, P, H) -> present (2, B, N, P + S, H).
+Status ms_attention(ep::KernelContext& ctx) {
+  const auto& info = ctx.info();
+  const int64_t N = info.attr_int("num_heads", 0);
+  if (N <= 0) return info.error("num_heads must be positive");
+  if (info.attr_int("do_rotary", 0) != 0) return info.error("do_rotary is not supported", StatusCode::kNotImplemented);
+  if (info.attr_int("past_present_share_buffer", 0) != 0) return info.error("past_present_share_buffer is not supported", StatusCode::kNotImplemented);
+  const float filter = info.attr_float("mask_filter_value", -10000.f);
+  const bool causal = info.attr_int("unidirectional", 0) != 0;
+  const float scale_attr = info.attr_float("scale", 0.f);
+  const bool reference = info.attr_int("_nxrt_reference", 0) != 0;
+  const Tensor& X = ctx.input(0);
+  const Tensor& W = ctx.input(1);
+  const DataType dt = X.dtype();
+  if (!is_attn_float(dt) || W.dtype() != dt) return ctx.error("input/weights must share a float32/float16/bfloat16 dtype", StatusCode::kInvalidArgument);
+  if (X.rank() != 3 || W.rank() != 2 || W.dim(0) != X.dim(2))
+    return ctx.error("input must be (batch, seq, in_hidden) and weights (in_hidden, qkv_hidden), got " + X.describe() + ", " + W.describe(), StatusCode::kInvalidArgument);
+  const int64_t B = X.dim(0), S = X.dim(1), Din = X.dim(2);
+  std::vector<int64_t> qkv = info.attr_ints("qkv_hidden_sizes", {});
+  if (qkv.empty()) {
+    if (W.dim(1) % 3) return ctx.error("weights dim 1 must be 3 * hidden without qkv_hidden_sizes", StatusCode::kInvalidArgument);
+    qkv = {W.dim(1) / 3, W.dim(1) / 3, W.dim(1) / 3};
+  }
+  if (qkv.size() != 3 || qkv[0] != qkv[1] || qkv[0] % N || qkv[2] % N || qkv[0] + qkv[1] + qkv[2] != W.dim(1))
+    return info.error("qkv_hidden_sizes must be 3 values (q == k) divisible by num_heads summing to weights dim 1");
+  const int64_t H = qkv[0] / N, Hv = qkv[2] / N, Dt = W.dim(1);
+  // Projection: [B*S, Din] x [Din, Dt] (+ bias).
+  std::vector<float> x = to_float_vec(X), w = to_float_vec(W), proj(static_cast<size_t>(B * S * Dt));
+  gemm_f32(false, false, B * S, Dt, Din, 1.f, x.data(), Din, w.data(), Dt, 0.f, proj.data(), Dt, &ctx.pool());
+  if (ctx.has_input(2)) {
+    const Tensor& bt = ctx.input(2);
+    if (bt.numel() != Dt) return ctx.error("bias must have " + std::to_string(Dt) + " elements, got " + bt.describe(), StatusCode::kInvalidArgument);
+    const std::vector<float> bv = to_float_vec(bt);
+    for (int64_t r = 0; r < B * S; ++r)
+      for (int64_t c = 0; c < Dt; ++c) proj[static_cast<size_t>(r * Dt + c)] += bv[static_cast<size_t>(c)];
+  }
+  const Tensor* past = ctx.has_input(4) ? &ctx.input(4) : nullptr;
+  int64_t P = 0;
+  if (past) {
+    if (past->rank() != 5 || past->dim(0) != 2 || past->dim(1) != B || past->dim(2) != N || past->dim(4) != H || H != Hv)
+      return ctx.error("past must be (2, batch, num_heads, past, head_size), got " + past->describe(), StatusCode::kInvalidArgument);
+    P = past->dim(3);
+  }
+  if (ctx.has_input(6)) return ctx.error("past_sequence_length is not supported", StatusCode::kNotImplemented);
+  const int64_t T = P + S;
+  std::vector<float> q(static_cast<size_t>(B * N * S * H)), kf(static_cast<size_t>(B * N * T * H)), vf(static_cast<size_t>(B * N * T * Hv));
+  const std::vector<float> pst = past ? to_float_vec(*past) : std::vector<float>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < N; ++h) {
+      const int64_t bh = b * N + h;
+      if (P) {
+        std::copy(pst.begin() + bh * P * H, pst.begin() + (bh + 1) * P * H, kf.begin() + bh * T * H);
+        std::copy(pst.begin() + (B * N + bh) * P * H, pst.begin() + (B * N + bh + 1) * P * H, vf.begin() + bh * T * Hv);
+      }
+      for (int64_t s = 0; s < S; ++s) {
+        const float* row = proj.data() + (b * S + s) * Dt;
+        std::copy(row + h * H, row + (h + 1) * H, q.begin() + (bh * S + s) * H);
+        std::copy(row + qkv[0] + h * H, row + qkv[0] + (h + 1) * H, kf.begin() + (bh * T + P + s) * H);
+        std::copy(row + 2 * qkv[0] + h * Hv, row + 2 * qkv[0] + (h + 1) * Hv, vf.begin() + (bh * T + P + s) * Hv);
+      }
+    }
+  NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, dt, Dims{B, S, N * Hv}));
+  if (ctx.output_requested(1)) {
+    NXRT_ASSIGN_OR_RETURN(Tensor * pr, ctx.allocate_output(1, dt, Dims{2, B, N, T, H}));
+    store_floats(kf.data(), static_cast<int64_t>(kf.size()), dt, pr->raw_data());
+    store_floats(vf.data(), static_cast<int64_t>(vf.size()), dt, pr->raw_data(), static_cast<int64_t>(kf.size()));
+  }
+  AttnProblem<float> p;
+  p.B = B; p.Hq = N; p.Hkv = N; p.Sq = S; p.T = T; p.D = H; p.Dv = Hv;
+  p.scale = scale_attr != 0.f ? scale_attr : 1.f / std::sqrt(static_cast<float>(H));
+  p.q = q.data(); p.k = kf.data(); p.v = vf.data();
+  std::vector<float> keymask, full;
+  NXRT_RETURN_IF_ERROR(prepare_mask(ctx, ctx.has_input(3) ? &ctx.input(3) : nullptr, causal, B, S, T, P, filter, &keymask));
+  NXRT_RETURN_IF_ERROR(finish_mask(ctx, p, keymask, 5, &full));
+  return run_core(ctx, p, Y, reference);
+}
+
+}  // namespace
+
+void register_contrib_attention(ep::KernelRegistry& r) {
+  r.add_class<GroupQueryAttention>(kMs, "GroupQueryAttention", 1);
+  r.add_fn(kMs, "MultiHeadAttention", 1, INT64_MAX, &multi_head_attention);
+  r.add_fn(kMs, "Attention", 1, INT64_MAX, &ms_attention);
+}
+
+}  // namespace nxrt::ops::contrib

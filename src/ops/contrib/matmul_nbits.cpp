@@ -1,0 +1,786 @@
+// com.microsoft MatMulNBits: reference kernel, packed fast kernels (AVX2 with runtime dispatch and a
+// scalar fallback), and the op kernel. See contrib/matmul_nbits.h for the layouts.
+#include "ops/contrib/matmul_nbits.h"
+
+#include "ep/cpu_features.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "ep/thread_pool.h"
+#include "ops/common.h"
+#include "ops/gemm/gemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NXRT_MNB_X86 1
+#endif
+
+namespace nxrt::ops::contrib {
+
+namespace {
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+}  // namespace
+
+bool matmulnbits_has_avx2() { return ep::cpu_has_avx2_fma(); }
+
+QuantWeights pack_quant_weights(const uint8_t* B, const float* scales, const float* zps, int64_t K, int64_t N,
+                                int64_t bits, int64_t block) {
+  QuantWeights W;
+  W.K = K;
+  W.N = N;
+  W.bits = bits;
+  W.block = block;
+  W.kblocks = (K + block - 1) / block;
+  W.kpad = round_up(W.kblocks * block, 32);
+  W.kb = W.kpad / block;
+  const bool eight = bits == 8;
+  W.row_bytes = eight ? W.kpad : W.kpad / 2;
+  const int64_t blob = block * bits / 8;
+  const float offset = eight ? 128.f : 0.f;
+  W.data.assign(static_cast<size_t>(N * W.row_bytes), 0);
+  W.scale.assign(static_cast<size_t>(N * W.kb), 0.f);
+  W.zterm.assign(static_cast<size_t>(N * W.kb), 0.f);
+  std::vector<uint8_t> vals(static_cast<size_t>(W.kpad));
+  for (int64_t n = 0; n < N; ++n) {
+    std::fill(vals.begin(), vals.end(), static_cast<uint8_t>(eight ? 128 : 0));
+    for (int64_t j = 0; j < W.kblocks; ++j) {
+      const uint8_t* bl = B + (n * W.kblocks + j) * blob;
+      for (int64_t kk = 0; kk < block; ++kk) {
+        const int64_t k = j * block + kk;
+        if (k >= K) break;
+        vals[static_cast<size_t>(k)] = static_cast<uint8_t>(raw_code(bl, kk, bits));
+      }
+      const float s = scales[n * W.kblocks + j];
+      W.scale[static_cast<size_t>(n * W.kb + j)] = s;
+      W.zterm[static_cast<size_t>(n * W.kb + j)] = (zps[n * W.kblocks + j] - offset) * s;
+    }
+    uint8_t* dst = W.data.data() + n * W.row_bytes;
+    if (eight) {
+      for (int64_t k = 0; k < W.kpad; ++k) dst[k] = static_cast<uint8_t>(vals[static_cast<size_t>(k)] - 128);
+    } else {
+      for (int64_t c = 0; c < W.kpad / 32; ++c)
+        for (int j = 0; j < 16; ++j)
+          dst[c * 16 + j] = static_cast<uint8_t>((vals[static_cast<size_t>(c * 32 + j)] & 15) |
+                                                 ((vals[static_cast<size_t>(c * 32 + 16 + j)] & 15) << 4));
+    }
+  }
+  return W;
+}
+
+#ifdef NXRT_MNB_X86
+namespace {
+// One whole block (block % 16 == 0, all of it inside K): the scalar loop's exact arithmetic, 8 lanes at
+// a time. a * inv is one rounded multiply either way, cvtps rounds to nearest even as nearbyint does
+// in the default rounding mode, and the saturating packs are the clamp to [-128, 127].
+__attribute__((target("avx2,fma"))) void quantize_block_avx2(const float* a, int64_t block, int8_t* out, float* sa,
+                                                              float* sq) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 mx = _mm256_setzero_ps();
+  for (int64_t k = 0; k < block; k += 8) mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(a + k)));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float amax = _mm_cvtss_f32(m4);
+  const float inv = amax != 0.f ? 127.f / amax : 0.f;
+  const __m256 vinv = _mm256_set1_ps(inv);
+  __m256i sum = _mm256_setzero_si256();
+  for (int64_t k = 0; k < block; k += 16) {
+    const __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(a + k), vinv));
+    const __m256i q1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(a + k + 8), vinv));
+    const __m256i w16 = _mm256_packs_epi32(q0, q1);                 // lanes interleaved by 128-bit half
+    const __m128i b8 = _mm_packs_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
+    // packs interleaves halves: reorder [q0lo q1lo q0hi q1hi] back to k order.
+    const __m128i ordered = _mm_shuffle_epi32(b8, _MM_SHUFFLE(3, 1, 2, 0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k), ordered);
+    sum = _mm256_add_epi32(sum, _mm256_cvtepi8_epi32(ordered));
+    sum = _mm256_add_epi32(sum, _mm256_cvtepi8_epi32(_mm_srli_si128(ordered, 8)));
+  }
+  __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+  s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+  const float scale = amax / 127.f;
+  *sa = scale;
+  *sq = scale * static_cast<float>(_mm_cvtsi128_si32(s4));
+}
+}  // namespace
+#endif
+
+void quantize_a_row(const float* a, int64_t K, int64_t block, int64_t kpad, int8_t* out, float* sa, float* sq) {
+  const int64_t kb = kpad / block;
+#ifdef NXRT_MNB_X86
+  if (block % 16 == 0 && matmulnbits_has_avx2()) {
+    const int64_t full = K / block;  // blocks entirely inside K
+    for (int64_t j = 0; j < full; ++j) quantize_block_avx2(a + j * block, block, out + j * block, sa + j, sq + j);
+    quantize_a_row_tail(a, K, block, kpad, out, sa, sq, full);
+    return;
+  }
+#endif
+  quantize_a_row_tail(a, K, block, kpad, out, sa, sq, 0);
+  (void)kb;
+}
+
+void quantize_a_row_tail(const float* a, int64_t K, int64_t block, int64_t kpad, int8_t* out, float* sa, float* sq,
+                         int64_t first_block) {
+  const int64_t kb = kpad / block;
+  for (int64_t j = first_block; j < kb; ++j) {
+    const int64_t k0 = j * block, k1 = std::min(K, k0 + block);
+    float amax = 0.f;
+    for (int64_t k = k0; k < k1; ++k) amax = std::max(amax, std::fabs(a[k]));
+    const float scale = amax / 127.f;
+    const float inv = amax != 0.f ? 127.f / amax : 0.f;
+    int32_t sum = 0;
+    for (int64_t k = k0; k < k0 + block; ++k) {
+      int8_t q = 0;
+      if (k < k1) {
+        const float v = std::nearbyint(a[k] * inv);
+        q = static_cast<int8_t>(std::clamp(v, -128.f, 127.f));
+      }
+      out[k] = q;
+      sum += q;
+    }
+    sa[j] = scale;
+    sq[j] = scale * static_cast<float>(sum);
+  }
+}
+
+void matmulnbits_reference(const float* A, int64_t M, const uint8_t* B, const float* scales, const float* zps,
+                           const int32_t* g_idx, int64_t K, int64_t N, int64_t bits, int64_t block, int accuracy_level,
+                           const float* bias, float* Y) {
+  const int64_t kblocks = (K + block - 1) / block;
+  const int64_t blob = block * bits / 8;
+  const int64_t kpad = round_up(kblocks * block, 32);
+  std::vector<int8_t> aq(static_cast<size_t>(kpad));
+  std::vector<float> sa(static_cast<size_t>(kpad / block)), sq(sa.size());
+  for (int64_t m = 0; m < M; ++m) {
+    const float* a = A + m * K;
+    if (accuracy_level == 4) quantize_a_row(a, K, block, kpad, aq.data(), sa.data(), sq.data());
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t j = k / block;
+        const int q = raw_code(B + (n * kblocks + j) * blob, k % block, bits);
+        const int64_t g = g_idx ? g_idx[k] : j;
+        const double s = scales[n * kblocks + g], z = zps[n * kblocks + g];
+        const double av = accuracy_level == 4 ? static_cast<double>(aq[static_cast<size_t>(k)]) * sa[static_cast<size_t>(j)]
+                                              : static_cast<double>(a[k]);
+        acc += av * ((q - z) * s);
+      }
+      if (bias) acc += bias[n];
+      Y[m * N + n] = static_cast<float>(acc);
+    }
+  }
+}
+
+namespace {
+
+// Per-call prepared A: float rows padded to kpad with per-block float sums, or int8 rows.
+// Arrays point into one scratch buffer (the step workspace, so a decode step allocates nothing).
+struct PreparedA {
+  int64_t M = 0, kpad = 0, kb = 0;
+  float* af = nullptr;    // M * kpad (float path)
+  float* asum = nullptr;  // M * kb: sum of a over the block (float path) or sa * sum(q) (int8 path)
+  int8_t* aq = nullptr;   // M * kpad (int8 path)
+  float* sa = nullptr;    // M * kb (int8 path)
+};
+
+size_t prepared_a_bytes(int64_t M, int64_t kpad, int64_t kb, bool int8) {
+  auto up = [](size_t b) { return (b + 63) / 64 * 64; };
+  const size_t rows = int8 ? up(static_cast<size_t>(M * kpad)) : up(static_cast<size_t>(M * kpad) * sizeof(float));
+  return rows + 2 * up(static_cast<size_t>(M * kb) * sizeof(float));
+}
+
+// ---- scalar kernels over the packed layout ----------------------------------------------------
+
+// Unpacks packed chunk c of row `w` into 32 ints (stored value, before offset/zero point).
+inline void unpack_chunk(const QuantWeights& W, const uint8_t* w, int64_t c, int32_t* out) {
+  if (W.bits == 8) {
+    const int8_t* p = reinterpret_cast<const int8_t*>(w) + c * 32;
+    for (int j = 0; j < 32; ++j) out[j] = p[j];
+  } else {
+    const uint8_t* p = w + c * 16;
+    for (int j = 0; j < 16; ++j) {
+      out[j] = p[j] & 15;
+      out[j + 16] = p[j] >> 4;
+    }
+  }
+}
+
+void rows_scalar(const PreparedA& P, int64_t m0, int64_t m1, const QuantWeights& W, bool int8, int64_t n0, int64_t n1,
+                 float* Y, int64_t ldy) {
+  int32_t wv[32];
+  const int64_t chunks = W.kpad / 32;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* w = W.data.data() + n * W.row_bytes;
+    const float* sc = W.scale.data() + n * W.kb;
+    const float* zt = W.zterm.data() + n * W.kb;
+    for (int64_t m = m0; m < m1; ++m) {
+      float acc = 0.f;
+      for (int64_t c = 0; c < chunks; ++c) {
+        unpack_chunk(W, w, c, wv);
+        for (int half = 0; half < 2; ++half) {
+          const int64_t k0 = c * 32 + half * 16;
+          const int64_t j = k0 / W.block;
+          if (int8) {
+            const int8_t* a = P.aq + m * P.kpad + k0;
+            int32_t d = 0;
+            for (int t = 0; t < 16; ++t) d += wv[half * 16 + t] * a[t];
+            acc += static_cast<float>(d) * (sc[j] * P.sa[m * P.kb + j]);
+          } else {
+            const float* a = P.af + m * P.kpad + k0;
+            float d = 0.f;
+            for (int t = 0; t < 16; ++t) d += static_cast<float>(wv[half * 16 + t]) * a[t];
+            acc += d * sc[j];
+          }
+        }
+      }
+      float z = 0.f;
+      for (int64_t j = 0; j < W.kb; ++j) z += zt[j] * P.asum[m * P.kb + j];
+      Y[m * ldy + n] = acc - z;
+    }
+  }
+}
+
+#ifdef NXRT_MNB_X86
+__attribute__((target("avx2,fma"))) inline float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// sum_j a[j] * b[j] over n floats.
+__attribute__((target("avx2,fma"), always_inline)) inline float dot_f32(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j), acc);
+  float z = hsum256(acc);
+  for (; j < n; ++j) z += a[j] * b[j];
+  return z;
+}
+
+// One 32-element chunk c of a packed weight row against MR int8 A rows: 8 int32 partial dots each.
+template <int MR>
+__attribute__((target("avx2,fma"), always_inline)) inline void chunk_dot_i8(const uint8_t* w, int64_t c, bool eight,
+                                                                            const int8_t* const* arow, __m256i* d) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i wv;
+  if (eight) {
+    wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c * 32));
+  } else {
+    // Both 128-bit lanes get the 16 bytes; the high lane shifts by 4: low nibbles | high nibbles.
+    const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + c * 16)));
+    wv = _mm256_and_si256(_mm256_srlv_epi64(both, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(0x0f));
+  }
+  const __m256i wabs = eight ? _mm256_sign_epi8(wv, wv) : wv;
+  for (int r = 0; r < MR; ++r) {
+    __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(arow[r] + c * 32));
+    if (eight) av = _mm256_sign_epi8(av, wv);
+    d[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, av), ones);
+  }
+}
+
+// One chunk against MR float A rows: d0 accumulates elements 0..15, d1 elements 16..31.
+template <int MR>
+__attribute__((target("avx2,fma"), always_inline)) inline void chunk_f32(const uint8_t* w, int64_t c, bool eight,
+                                                                         const float* const* arow, __m256* d0, __m256* d1) {
+  const __m128i m0f = _mm_set1_epi8(0x0f);
+  __m256 wf[4];
+  if (eight) {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + c * 32));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + c * 32 + 16));
+    wf[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
+    wf[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)));
+    wf[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi));
+    wf[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
+  } else {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + c * 16));
+    const __m128i lo = _mm_and_si128(raw, m0f);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), m0f);
+    wf[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
+    wf[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
+    wf[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
+    wf[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
+  }
+  for (int r = 0; r < MR; ++r) {
+    const float* a = arow[r] + c * 32;
+    d0[r] = _mm256_fmadd_ps(wf[1], _mm256_loadu_ps(a + 8), _mm256_fmadd_ps(wf[0], _mm256_loadu_ps(a), d0[r]));
+    d1[r] = _mm256_fmadd_ps(wf[3], _mm256_loadu_ps(a + 24), _mm256_fmadd_ps(wf[2], _mm256_loadu_ps(a + 16), d1[r]));
+  }
+}
+
+// Up to MR rows of A against rows [n0, n1) of W, integer dot products.
+template <int MR>
+__attribute__((target("avx2,fma"))) void rows_int8_avx2(const PreparedA& P, int64_t m0, const QuantWeights& W,
+                                                        int64_t n0, int64_t n1, float* Y, int64_t ldy) {
+  const int64_t chunks = W.kpad / 32;
+  const bool eight = W.bits == 8;
+  const int64_t block = W.block;
+  const int64_t cpb = block >= 32 ? block / 32 : 1;  // chunks per block (block >= 32)
+  const int8_t* arow[MR];
+  const float* sarow[MR];
+  const float* asrow[MR];
+  for (int r = 0; r < MR; ++r) {
+    arow[r] = P.aq + (m0 + r) * P.kpad;
+    sarow[r] = P.sa + (m0 + r) * P.kb;
+    asrow[r] = P.asum + (m0 + r) * P.kb;
+  }
+  // Per-thread, grow-only: no allocation once warm.
+  thread_local std::vector<float> ssbuf;
+  if (ssbuf.size() < static_cast<size_t>(MR * W.kb)) ssbuf.resize(static_cast<size_t>(MR * W.kb));
+  float* ss[MR];
+  for (int r = 0; r < MR; ++r) ss[r] = ssbuf.data() + r * W.kb;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* w = W.data.data() + n * W.row_bytes;
+    const float* sc = W.scale.data() + n * W.kb;
+    const float* zt = W.zterm.data() + n * W.kb;
+    __m256 acc[MR];
+    __m256i isum[MR];
+    for (int r = 0; r < MR; ++r) {
+      acc[r] = _mm256_setzero_ps();
+      isum[r] = _mm256_setzero_si256();
+    }
+    __m256i d[MR];
+    if (block == 16) {
+      for (int64_t c = 0; c < chunks; ++c) {
+        chunk_dot_i8<MR>(w, c, eight, arow, d);
+        const int64_t j = 2 * c;
+        for (int r = 0; r < MR; ++r) {
+          const __m256 s = _mm256_set_m128(_mm_set1_ps(sc[j + 1] * sarow[r][j + 1]), _mm_set1_ps(sc[j] * sarow[r][j]));
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[r]), s, acc[r]);
+        }
+      }
+    } else {
+      for (int r = 0; r < MR; ++r) {
+        int64_t j = 0;
+        for (; j + 8 <= W.kb; j += 8)
+          _mm256_storeu_ps(ss[r] + j, _mm256_mul_ps(_mm256_loadu_ps(sc + j), _mm256_loadu_ps(sarow[r] + j)));
+        for (; j < W.kb; ++j) ss[r][j] = sc[j] * sarow[r][j];
+      }
+      // Two accumulators (even/odd blocks) halve the FMA dependency chain.
+      __m256 acc2[MR];
+      for (int r = 0; r < MR; ++r) acc2[r] = _mm256_setzero_ps();
+      int64_t j = 0;
+      if (cpb == 1) {
+        __m256i d2[MR];
+        for (; j + 2 <= W.kb; j += 2) {
+          chunk_dot_i8<MR>(w, j, eight, arow, isum);
+          chunk_dot_i8<MR>(w, j + 1, eight, arow, d2);
+          for (int r = 0; r < MR; ++r) {
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_broadcast_ss(ss[r] + j), acc[r]);
+            acc2[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d2[r]), _mm256_broadcast_ss(ss[r] + j + 1), acc2[r]);
+          }
+        }
+      }
+      for (int r = 0; r < MR; ++r) acc[r] = _mm256_add_ps(acc[r], acc2[r]);
+      for (; j < W.kb; ++j) {
+        if (cpb == 1) {
+          chunk_dot_i8<MR>(w, j, eight, arow, isum);
+        } else {
+          for (int r = 0; r < MR; ++r) isum[r] = _mm256_setzero_si256();
+          for (int64_t c = j * cpb; c < (j + 1) * cpb; ++c) {
+            chunk_dot_i8<MR>(w, c, eight, arow, d);
+            for (int r = 0; r < MR; ++r) isum[r] = _mm256_add_epi32(isum[r], d[r]);
+          }
+        }
+        for (int r = 0; r < MR; ++r)
+          acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_broadcast_ss(ss[r] + j), acc[r]);
+      }
+    }
+    for (int r = 0; r < MR; ++r) Y[(m0 + r) * ldy + n] = hsum256(acc[r]) - dot_f32(zt, asrow[r], W.kb);
+  }
+}
+
+// Up to MR rows of A against rows [n0, n1) of W, float FMA on dequantized chunks.
+template <int MR>
+__attribute__((target("avx2,fma"))) void rows_f32_avx2(const PreparedA& P, int64_t m0, const QuantWeights& W,
+                                                       int64_t n0, int64_t n1, float* Y, int64_t ldy) {
+  const int64_t chunks = W.kpad / 32;
+  const bool eight = W.bits == 8;
+  const int64_t block = W.block;
+  const int64_t cpb = block >= 32 ? block / 32 : 1;
+  const float* arow[MR];
+  const float* asrow[MR];
+  for (int r = 0; r < MR; ++r) {
+    arow[r] = P.af + (m0 + r) * P.kpad;
+    asrow[r] = P.asum + (m0 + r) * P.kb;
+  }
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* w = W.data.data() + n * W.row_bytes;
+    const float* sc = W.scale.data() + n * W.kb;
+    const float* zt = W.zterm.data() + n * W.kb;
+    __m256 acc[MR];
+    for (int r = 0; r < MR; ++r) acc[r] = _mm256_setzero_ps();
+    __m256 d0[MR], d1[MR];
+    if (block == 16) {
+      for (int64_t c = 0; c < chunks; ++c) {
+        for (int r = 0; r < MR; ++r) d0[r] = d1[r] = _mm256_setzero_ps();
+        chunk_f32<MR>(w, c, eight, arow, d0, d1);
+        const __m256 s0 = _mm256_set1_ps(sc[2 * c]), s1 = _mm256_set1_ps(sc[2 * c + 1]);
+        for (int r = 0; r < MR; ++r) acc[r] = _mm256_fmadd_ps(d1[r], s1, _mm256_fmadd_ps(d0[r], s0, acc[r]));
+      }
+    } else {
+      int64_t j = 0;
+      if (cpb == 1) {
+        // Pairs of blocks into two accumulators: shorter FMA dependency chains.
+        __m256 acc2[MR], e0[MR], e1[MR];
+        for (int r = 0; r < MR; ++r) acc2[r] = _mm256_setzero_ps();
+        for (; j + 2 <= W.kb; j += 2) {
+          for (int r = 0; r < MR; ++r) d0[r] = d1[r] = e0[r] = e1[r] = _mm256_setzero_ps();
+          chunk_f32<MR>(w, j, eight, arow, d0, d1);
+          chunk_f32<MR>(w, j + 1, eight, arow, e0, e1);
+          const __m256 s = _mm256_broadcast_ss(sc + j), s2 = _mm256_broadcast_ss(sc + j + 1);
+          for (int r = 0; r < MR; ++r) {
+            acc[r] = _mm256_fmadd_ps(_mm256_add_ps(d0[r], d1[r]), s, acc[r]);
+            acc2[r] = _mm256_fmadd_ps(_mm256_add_ps(e0[r], e1[r]), s2, acc2[r]);
+          }
+        }
+        for (int r = 0; r < MR; ++r) acc[r] = _mm256_add_ps(acc[r], acc2[r]);
+      }
+      for (; j < W.kb; ++j) {
+        for (int r = 0; r < MR; ++r) d0[r] = d1[r] = _mm256_setzero_ps();
+        for (int64_t c = j * cpb; c < (j + 1) * cpb; ++c) chunk_f32<MR>(w, c, eight, arow, d0, d1);
+        const __m256 s = _mm256_set1_ps(sc[j]);
+        for (int r = 0; r < MR; ++r) acc[r] = _mm256_fmadd_ps(_mm256_add_ps(d0[r], d1[r]), s, acc[r]);
+      }
+    }
+    for (int r = 0; r < MR; ++r) Y[(m0 + r) * ldy + n] = hsum256(acc[r]) - dot_f32(zt, asrow[r], W.kb);
+  }
+}
+#endif
+
+void rows_dispatch(const PreparedA& P, const QuantWeights& W, bool int8, int64_t n0, int64_t n1, float* Y, int64_t ldy,
+                   bool use_avx2) {
+  int64_t m = 0;
+#ifdef NXRT_MNB_X86
+  if (use_avx2) {
+    for (; m + 4 <= P.M; m += 4) {
+      if (int8) rows_int8_avx2<4>(P, m, W, n0, n1, Y, ldy); else rows_f32_avx2<4>(P, m, W, n0, n1, Y, ldy);
+    }
+    for (; m < P.M; ++m) {
+      if (int8) rows_int8_avx2<1>(P, m, W, n0, n1, Y, ldy); else rows_f32_avx2<1>(P, m, W, n0, n1, Y, ldy);
+    }
+    return;
+  }
+#else
+  (void)use_avx2;
+#endif
+  rows_scalar(P, m, P.M, W, int8, n0, n1, Y, ldy);
+}
+
+// Dequantizes packed rows [n0, n1) into float [n1-n0, K].
+void dequant_rows(const QuantWeights& W, int64_t n0, int64_t n1, float* out) {
+  int32_t wv[32];
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* w = W.data.data() + n * W.row_bytes;
+    const float* sc = W.scale.data() + n * W.kb;
+    const float* zt = W.zterm.data() + n * W.kb;
+    float* o = out + (n - n0) * W.K;
+    for (int64_t c = 0; c < W.kpad / 32; ++c) {
+      unpack_chunk(W, w, c, wv);
+      for (int half = 0; half < 2; ++half) {
+        const int64_t k0 = c * 32 + half * 16;
+        const int64_t j = k0 / W.block;
+        const float s = sc[j], z = zt[j];
+        const int64_t cnt = std::min<int64_t>(16, W.K - k0);
+        // value = (q - zp) * s with q = stored + offset; zterm = (zp - offset) * s.
+        for (int64_t t = 0; t < cnt; ++t) o[k0 + t] = static_cast<float>(wv[half * 16 + t]) * s - z;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+size_t matmulnbits_fast_workspace(int64_t M, const QuantWeights& W, int accuracy_level) {
+  return prepared_a_bytes(M, W.kpad, W.kb, accuracy_level == 4);
+}
+
+void matmulnbits_fast(const float* A, int64_t M, const QuantWeights& W, int accuracy_level, const float* bias, float* Y,
+                      ep::ThreadPool* pool, bool force_scalar, void* workspace) {
+  const int64_t N = W.N, K = W.K;
+  if (M == 0 || N == 0) return;
+  const bool int8 = accuracy_level == 4;
+  const bool use_avx2 = !force_scalar && matmulnbits_has_avx2();
+  if (!int8 && M > 8) {
+    // Prefill: dequantize panels of N and run the float GEMM on each.
+    constexpr int64_t NP = 64;
+    const int64_t panels = (N + NP - 1) / NP;
+    auto work = [&](int64_t p0, int64_t p1) {
+      std::vector<float> buf(static_cast<size_t>(NP * K));
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t n0 = p * NP, n1 = std::min(N, n0 + NP);
+        dequant_rows(W, n0, n1, buf.data());
+        gemm_f32(false, true, M, n1 - n0, K, 1.f, A, K, buf.data(), K, 0.f, Y + n0, N, nullptr);
+      }
+    };
+    if (pool && panels > 1) pool->parallel_for(panels, 1, work); else work(0, panels);
+  } else {
+    PreparedA P;
+    P.M = M;
+    P.kpad = W.kpad;
+    P.kb = W.kb;
+    std::vector<uint8_t> own;
+    if (!workspace) {
+      own.resize(prepared_a_bytes(M, W.kpad, W.kb, int8));
+      workspace = own.data();
+    }
+    {
+      auto up = [](size_t b) { return (b + 63) / 64 * 64; };
+      uint8_t* cur = static_cast<uint8_t*>(workspace);
+      if (int8) {
+        P.aq = reinterpret_cast<int8_t*>(cur);
+        cur += up(static_cast<size_t>(M * W.kpad));
+      } else {
+        P.af = reinterpret_cast<float*>(cur);
+        cur += up(static_cast<size_t>(M * W.kpad) * sizeof(float));
+      }
+      P.asum = reinterpret_cast<float*>(cur);
+      cur += up(static_cast<size_t>(M * W.kb) * sizeof(float));
+      P.sa = reinterpret_cast<float*>(cur);
+    }
+    if (int8) {
+      for (int64_t m = 0; m < M; ++m)
+        quantize_a_row(A + m * K, K, W.block, W.kpad, P.aq + m * W.kpad, P.sa + m * W.kb,
+                       P.asum + m * W.kb);
+    } else {
+      for (int64_t m = 0; m < M; ++m) {
+        std::memcpy(P.af + m * W.kpad, A + m * K, static_cast<size_t>(K) * sizeof(float));
+        std::fill(P.af + m * W.kpad + K, P.af + (m + 1) * W.kpad, 0.f);  // the padded tail reads as 0
+        for (int64_t j = 0; j < W.kb; ++j) {
+          float s = 0.f;
+          const float* a = P.af + m * W.kpad + j * W.block;
+          for (int64_t t = 0; t < W.block; ++t) s += a[t];
+          P.asum[static_cast<size_t>(m * W.kb + j)] = s;
+        }
+      }
+    }
+    // Thread over N in chunks sized so each task streams a few hundred KB of weights.
+    const int64_t grain = std::max<int64_t>(8, (64 * 1024) / std::max<int64_t>(1, W.row_bytes));
+    auto work = [&](int64_t n0, int64_t n1) { rows_dispatch(P, W, int8, n0, n1, Y, N, use_avx2); };
+    if (pool && N > grain) pool->parallel_for(N, grain, work); else work(0, N);
+  }
+  if (bias) {
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) Y[m * N + n] += bias[n];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kernel.
+namespace {
+
+Result<std::vector<float>> read_floats(const Tensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  if (out.empty()) return out;
+  switch (t.dtype()) {
+    case DataType::kFloat: std::memcpy(out.data(), t.data<float>(), out.size() * 4); break;
+    case DataType::kFloat16: for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(t.data<Float16>()[i]); break;
+    case DataType::kBFloat16: for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(t.data<BFloat16>()[i]); break;
+    default: return invalid_argument(std::string("expected float32/float16/bfloat16, got ") + dtype_name(t.dtype()));
+  }
+  return out;
+}
+
+class MatMulNBits final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    K_ = info.attr_int("K", -1);
+    N_ = info.attr_int("N", -1);
+    bits_ = info.attr_int("bits", 4);
+    block_ = info.attr_int("block_size", -1);
+    acc_ = static_cast<int>(info.attr_int("accuracy_level", 0));
+    if (K_ <= 0 || N_ <= 0) return info.error("attributes K and N are required and must be positive (K=" + std::to_string(K_) + ", N=" + std::to_string(N_) + ")");
+    if (bits_ != 2 && bits_ != 4 && bits_ != 8) return info.error("bits must be 2, 4 or 8, got " + std::to_string(bits_));
+    if (block_ < 16 || (block_ & (block_ - 1)) != 0) return info.error("block_size must be a power of 2 >= 16, got " + std::to_string(block_));
+    if (info.input_present(4)) {
+      if (info.const_input(4)) {
+        const Tensor& g = *info.const_input(4);
+        NXRT_RETURN_IF_ERROR(check_gidx(g, &info, nullptr));
+      }
+    }
+    const Tensor* B = info.const_input(1);
+    const Tensor* S = info.const_input(2);
+    const bool zp_const = !info.input_present(3) || info.const_input(3);
+    const bool g_const = !info.input_present(4) || info.const_input(4);
+    if (B && S && zp_const && g_const) {
+      Status st = prepare(*B, *S, info.input_present(3) ? info.const_input(3) : nullptr,
+                          info.input_present(4) ? info.const_input(4) : nullptr, &W_, &P_, &dense_);
+      if (!st.ok()) return info.error(st.message());
+      packed_ = true;
+    }
+    return Status::Ok();
+  }
+
+  // Packed weights, scales, zero points and g_idx are all compute() uses once prepared.
+  bool reads_const_input_data(size_t i) const override { return !(packed_ && i >= 1 && i <= 4); }
+  Status compute(ep::KernelContext& ctx) override {
+    const Tensor& A = ctx.input(0);
+    if (A.dtype() != DataType::kFloat && A.dtype() != DataType::kFloat16 && A.dtype() != DataType::kBFloat16)
+      return ctx.error(std::string("A must be float32/float16/bfloat16, got ") + dtype_name(A.dtype()), StatusCode::kInvalidArgument);
+    if (A.rank() < 1 || A.dim(-1) != K_)
+      return ctx.error("A's last dim must equal K=" + std::to_string(K_) + ", A is " + A.describe(), StatusCode::kInvalidArgument);
+    QuantWeights local;
+    QuantPanels local_panels;
+    std::vector<float> local_dense;
+    const QuantWeights* W = &W_;
+    const QuantPanels* panels = &P_;
+    const std::vector<float>* dense = &dense_;
+    if (!packed_) {
+      Status st = prepare(ctx.input(1), ctx.input(2), ctx.has_input(3) ? &ctx.input(3) : nullptr,
+                          ctx.has_input(4) ? &ctx.input(4) : nullptr, &local, &local_panels, &local_dense);
+      if (!st.ok()) return ctx.error(st.message(), StatusCode::kInvalidArgument);
+      W = &local;
+      panels = &local_panels;
+      dense = &local_dense;
+    }
+    std::vector<float> bias;  // a float16/bfloat16 bias converted; a float one is read in place
+    const float* bias_in = nullptr;
+    if (ctx.has_input(5)) {
+      const Tensor& bt = ctx.input(5);
+      if (bt.numel() != N_) return ctx.error("bias must have N=" + std::to_string(N_) + " elements, got " + bt.describe(), StatusCode::kInvalidArgument);
+      if (bt.dtype() == DataType::kFloat) {
+        bias_in = bt.data<float>();
+      } else {
+        NXRT_ASSIGN_OR_RETURN(bias, read_floats(bt));
+        bias_in = bias.data();
+      }
+    }
+    Dims out_shape = A.shape();
+    out_shape.back() = N_;
+    const int64_t M = A.numel() / K_;
+    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, A.dtype(), out_shape));
+    const float* a = nullptr;
+    std::vector<float> af;
+    if (A.dtype() == DataType::kFloat) {
+      a = A.data<float>();
+    } else {
+      NXRT_ASSIGN_OR_RETURN(af, read_floats(A));
+      a = af.data();
+    }
+    float* y = nullptr;
+    std::vector<float> yf;
+    if (A.dtype() == DataType::kFloat) {
+      y = Y->data<float>();
+    } else {
+      yf.resize(static_cast<size_t>(M * N_));
+      y = yf.data();
+    }
+    const float* bp = bias_in;
+    if (!dense->empty()) {
+      // g_idx with a non-trivial group map: dense float weights [N, K].
+      if (acc_ == 4) {
+        return ctx.error("accuracy_level 4 with a non-trivial g_idx is not supported", StatusCode::kNotImplemented);
+      }
+      gemm_f32(false, true, M, N_, K_, 1.f, a, K_, dense->data(), K_, 0.f, y, N_, &ctx.pool());
+      if (bp)
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N_; ++n) y[m * N_ + n] += bp[n];
+    } else if (!panels->empty()) {
+      void* ws = nullptr;
+      NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(matmulnbits_panels_workspace(M, *panels)));
+      matmulnbits_panels(a, M, *panels, bp, y, &ctx.pool(), matmulnbits_best_panel_isa(), ws);
+    } else {
+      // ORT's int8 path (accuracy_level 4) covers 4- and 8-bit weights with uint8 (or no) zero points;
+      // float zero points and 2-bit weights compute in float, as there.
+      const int level = acc_ == 4 && (float_zp_ || bits_ == 2) ? 0 : acc_;
+      void* ws = nullptr;
+      NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(matmulnbits_fast_workspace(M, *W, level)));
+      matmulnbits_fast(a, M, *W, level, bp, y, &ctx.pool(), false, ws);
+    }
+    if (A.dtype() == DataType::kFloat16) {
+      Float16* o = Y->data<Float16>();
+      for (size_t i = 0; i < yf.size(); ++i) o[i] = Float16(yf[i]);
+    } else if (A.dtype() == DataType::kBFloat16) {
+      BFloat16* o = Y->data<BFloat16>();
+      for (size_t i = 0; i < yf.size(); ++i) o[i] = BFloat16(yf[i]);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Status check_gidx(const Tensor& g, const ep::KernelInfo*, bool* trivial) const {
+    if (g.dtype() != DataType::kInt32 || g.numel() != K_)
+      return invalid_argument("g_idx must be int32 with K=" + std::to_string(K_) + " elements, got " + g.describe());
+    const int64_t kblocks = (K_ + block_ - 1) / block_;
+    bool triv = true;
+    for (int64_t k = 0; k < K_; ++k) {
+      const int32_t v = g.data<int32_t>()[k];
+      if (v < 0 || v >= kblocks) return invalid_argument("g_idx value " + std::to_string(v) + " out of range [0, " + std::to_string(kblocks) + ")");
+      if (v != k / block_) triv = false;
+    }
+    if (trivial) *trivial = triv;
+    return Status::Ok();
+  }
+
+  // Decodes scales/zero points and packs B (or builds dense weights when g_idx is non-trivial).
+  Status prepare(const Tensor& B, const Tensor& S, const Tensor* Z, const Tensor* G, QuantWeights* W,
+                 QuantPanels* panels, std::vector<float>* dense) const {
+    const int64_t kblocks = (K_ + block_ - 1) / block_;
+    const int64_t blob = block_ * bits_ / 8;
+    if (B.dtype() != DataType::kUInt8 || B.numel() != N_ * kblocks * blob)
+      return invalid_argument("B must be uint8 [N=" + std::to_string(N_) + ", k_blocks=" + std::to_string(kblocks) +
+                              ", blob=" + std::to_string(blob) + "], got " + B.describe());
+    if (S.numel() != N_ * kblocks)
+      return invalid_argument("scales must have N*k_blocks=" + std::to_string(N_ * kblocks) + " elements, got " + S.describe());
+    NXRT_ASSIGN_OR_RETURN(std::vector<float> scales, read_floats(S));
+    std::vector<float> zps(static_cast<size_t>(N_ * kblocks), static_cast<float>(1 << (bits_ - 1)));
+    if (Z) {
+      if (Z->dtype() == DataType::kUInt8) {
+        const int64_t row = (kblocks * bits_ + 7) / 8;
+        if (Z->numel() != N_ * row)
+          return invalid_argument("packed uint8 zero_points must have N*ceil(k_blocks*bits/8)=" + std::to_string(N_ * row) + " elements, got " + Z->describe());
+        const uint8_t* z = Z->data<uint8_t>();
+        for (int64_t n = 0; n < N_; ++n)
+          for (int64_t j = 0; j < kblocks; ++j)
+            zps[static_cast<size_t>(n * kblocks + j)] = static_cast<float>(raw_code(z + n * row, j, bits_));
+      } else {
+        float_zp_ = true;
+        if (Z->numel() != N_ * kblocks)
+          return invalid_argument("float zero_points must have N*k_blocks=" + std::to_string(N_ * kblocks) + " elements, got " + Z->describe());
+        NXRT_ASSIGN_OR_RETURN(zps, read_floats(*Z));
+      }
+    }
+    bool trivial = true;
+    if (G) NXRT_RETURN_IF_ERROR(check_gidx(*G, nullptr, &trivial));
+    if (!trivial) {
+      dense->assign(static_cast<size_t>(N_ * K_), 0.f);
+      const uint8_t* b = B.data<uint8_t>();
+      const int32_t* g = G->data<int32_t>();
+      for (int64_t n = 0; n < N_; ++n)
+        for (int64_t k = 0; k < K_; ++k) {
+          const int q = raw_code(b + (n * kblocks + k / block_) * blob, k % block_, bits_);
+          const int64_t gi = n * kblocks + g[k];
+          (*dense)[static_cast<size_t>(n * K_ + k)] = (static_cast<float>(q) - zps[static_cast<size_t>(gi)]) * scales[static_cast<size_t>(gi)];
+        }
+      return Status::Ok();
+    }
+    if (acc_ == 4 && bits_ == 4 && !float_zp_) {
+      // int8 activations x 4-bit codes: the column-panel kernel serves decode and prefill alike.
+      *panels = pack_quant_panels(B.data<uint8_t>(), scales.data(), zps.data(), K_, N_, bits_, block_);
+      return Status::Ok();
+    }
+    *W = pack_quant_weights(B.data<uint8_t>(), scales.data(), zps.data(), K_, N_, bits_, block_);
+    return Status::Ok();
+  }
+
+  int64_t K_ = 0, N_ = 0, bits_ = 4, block_ = 32;
+  int acc_ = 0;
+  bool packed_ = false;
+  mutable bool float_zp_ = false;
+  QuantWeights W_;
+  QuantPanels P_;  // instead of W_ for accuracy_level 4 with 4-bit codes and integer zero points
+  std::vector<float> dense_;
+};
+
+}  // namespace
+
+void register_contrib_matmulnbits(ep::KernelRegistry& r) {
+  r.add_class<MatMulNBits>("com.microsoft", "MatMulNBits", 1);
+}
+
+}  // namespace nxrt::ops::contrib

@@ -1,0 +1,67 @@
+#include "ops/conv/depthwise.h"
+
+#include "ops/window/window_engine.h"
+
+#include <algorithm>
+
+namespace nxrt::ops::dwconv {
+
+bool applies(const Geom3& g) { return window::TapPlan::supports(g); }
+
+namespace {
+
+// Geometries the engine refuses (callers check `applies` first): the plain per-output definition.
+void plane_naive(const Geom3& g, const float* x, const float* w, float bias, float* y) {
+  for (int64_t oh = 0; oh < g.out[1]; ++oh)
+    for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+      float acc = bias;
+      for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+        const int64_t ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
+        if (ih < 0 || ih >= g.in[1]) continue;
+        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+          const int64_t iw = ow * g.s[2] - g.pb[2] + kw * g.d[2];
+          if (iw >= 0 && iw < g.in[2]) acc += w[kh * g.k[2] + kw] * x[ih * g.in[2] + iw];
+        }
+      }
+      y[oh * g.out[2] + ow] = acc;
+    }
+}
+
+}  // namespace
+
+void plane_f32(const Geom3& g, const float* x, const float* w, float bias, float* y) {
+  window::TapPlan& plan = window::TapPlan::for_thread(window::PlaneOp::kConv);
+  if (!plan.prepare(g, window::PlaneOp::kConv, false)) return plane_naive(g, x, w, bias, y);
+  plan.run(x, w, bias, y);
+}
+
+void planes_f32(const Geom3& g, int64_t C, int64_t M, const float* x, const float* w, const float* bias, float* y,
+                int64_t p0, int64_t p1) {
+  if (p1 <= p0) return;
+  const int64_t in_size = g.in_size(), out_size = g.out_size(), kvol = g.k[1] * g.k[2];
+  const int64_t mult = C > 0 ? M / C : 1;
+  window::TapPlan& plan = window::TapPlan::for_thread(window::PlaneOp::kConv);
+  const bool ok = plan.prepare(g, window::PlaneOp::kConv, false);
+  if (ok && mult == 1) {
+    // Runs of planes inside one image: consecutive input planes, weights and biases.
+    for (int64_t p = p0; p < p1;) {
+      const int64_t n = p / M, m = p % M, cnt = std::min(p1 - p, M - m);
+      plan.run_planes(x + (n * C + m) * in_size, in_size, w + m * kvol, kvol, bias ? bias + m : nullptr, true,
+                      y + p * out_size, cnt);
+      p += cnt;
+    }
+    return;
+  }
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t n = p / M, m = p % M;
+    const float* xp = x + (n * C + m / mult) * in_size;
+    const float b = bias ? bias[m] : 0.f;
+    if (ok) {
+      plan.run(xp, w + m * kvol, b, y + p * out_size);
+    } else {
+      plane_naive(g, xp, w + m * kvol, b, y + p * out_size);
+    }
+  }
+}
+
+}  // namespace nxrt::ops::dwconv

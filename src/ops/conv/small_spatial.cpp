@@ -1,0 +1,760 @@
+#include "ops/conv/small_spatial.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "ep/cpu_features.h"
+#include "ep/thread_pool.h"
+#include "ops/conv/conv_engine.h"
+#include "ops/gemm/mapped_scratch.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NXRT_SSP_X86 1
+#endif
+
+namespace nxrt::ops {
+
+namespace {
+
+constexpr int kRows = 7;    // pixels per tile (the broadcast dimension)
+constexpr int kVec = 16;    // output channels per vector (the PackedB panel width)
+constexpr int kMaxNV = 3;   // vectors per tile: 7 x 48 accumulators
+constexpr int kTileCols = kVec * kMaxNV;
+static_assert(kGemmNR == kVec, "the kernel reads PackedB panels one vector wide");
+
+bool cpu_ok() {
+#ifdef NXRT_SSP_X86
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return ep::cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  }();
+  return has && gemm_using_avx2();
+#else
+  return false;
+#endif
+}
+
+#ifdef NXRT_SSP_X86
+// One tile: 7 pixel rows (the packed panel `a`, K x 7) by NV 16-channel vectors (PackedB panels q0..),
+// over the K range [k0, k1) (k0 a multiple of kGemmKC). The accumulators start at zero (`first`) or
+// from acc (7 x kTileCols); unless `last` they are saved to acc. When `last`: with y set, bias (or
+// null) is added and the tile is written transposed to y (row r, channel j at y[j * ldy + r]; nrows
+// rows, mcount channels valid: an in-register 8x16 transpose per vector and masked 7-float stores);
+// without y, the biased tile goes to acc for the caller to scatter.
+template <int NV>
+__attribute__((target("avx512f,avx512vl"))) void tile_avx512(int64_t k0, int64_t k1, int64_t K, const float* a,
+                                                              const float* b, int64_t n_padded, int64_t q0,
+                                                              float* acc, bool first, bool last, float* y,
+                                                              int64_t ldy, int nrows, int mcount,
+                                                              const float* bias, const float* res, int act,
+                                                              float lo_clip, float hi_clip) {
+  __m512 c[kRows][NV];
+  if (first) {
+#pragma GCC unroll 7
+    for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) c[r][v] = _mm512_setzero_ps();
+  } else {
+#pragma GCC unroll 7
+    for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) c[r][v] = _mm512_loadu_ps(acc + r * kTileCols + v * kVec);
+  }
+  for (int64_t p0 = k0; p0 < k1; p0 += kGemmKC) {
+    const int64_t kc = std::min<int64_t>(kGemmKC, K - p0);
+    const int64_t kend = std::min<int64_t>(kc, k1 - p0);
+    const float* bp = b + p0 * n_padded + q0 * kVec * kc;
+    const int64_t bstride = kVec * kc;
+    const float* ap = a + p0 * kRows;
+#pragma GCC unroll 1
+    for (int64_t k = 0; k < kend; ++k) {
+      __m512 bv[NV];
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(bp + v * bstride);
+#pragma GCC unroll 7
+      for (int r = 0; r < kRows; ++r) {
+        const __m512 av = _mm512_set1_ps(ap[r]);
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; ++v) c[r][v] = _mm512_fmadd_ps(av, bv[v], c[r][v]);
+      }
+      bp += kVec;
+      ap += kRows;
+    }
+  }
+  if (!last || !y) {
+    if (last && bias) {
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) {
+        const int left = mcount - v * kVec;
+        const __mmask16 m = left >= kVec ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+        const __m512 bb = _mm512_maskz_loadu_ps(m, bias + v * kVec);
+#pragma GCC unroll 7
+        for (int r = 0; r < kRows; ++r) c[r][v] = _mm512_add_ps(c[r][v], bb);
+      }
+    }
+#pragma GCC unroll 7
+    for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) _mm512_storeu_ps(acc + r * kTileCols + v * kVec, c[r][v]);
+    return;
+  }
+  const __mmask8 rmask = static_cast<__mmask8>((1u << nrows) - 1);
+#pragma GCC unroll 1
+  for (int v = 0; v < NV; ++v) {
+    const int left = mcount - v * kVec;
+    if (left <= 0) break;
+    __m512 r0 = c[0][v], r1 = c[1][v], r2 = c[2][v], r3 = c[3][v], r4 = c[4][v], r5 = c[5][v], r6 = c[6][v];
+    if (bias) {
+      const __mmask16 m = left >= kVec ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+      const __m512 bb = _mm512_maskz_loadu_ps(m, bias + v * kVec);
+      r0 = _mm512_add_ps(r0, bb), r1 = _mm512_add_ps(r1, bb), r2 = _mm512_add_ps(r2, bb);
+      r3 = _mm512_add_ps(r3, bb), r4 = _mm512_add_ps(r4, bb), r5 = _mm512_add_ps(r5, bb);
+      r6 = _mm512_add_ps(r6, bb);
+    }
+    const __m512 r7 = _mm512_setzero_ps();
+    // Per 128-bit lane L (channels 4L..4L+3): u_i holds channel 4L+i of rows 0..3, u_{4+i} of rows 4..7.
+    const __m512 t0 = _mm512_unpacklo_ps(r0, r1), t1 = _mm512_unpackhi_ps(r0, r1);
+    const __m512 t2 = _mm512_unpacklo_ps(r2, r3), t3 = _mm512_unpackhi_ps(r2, r3);
+    const __m512 t4 = _mm512_unpacklo_ps(r4, r5), t5 = _mm512_unpackhi_ps(r4, r5);
+    const __m512 t6 = _mm512_unpacklo_ps(r6, r7), t7 = _mm512_unpackhi_ps(r6, r7);
+    __m512 u[8];
+    u[0] = _mm512_shuffle_ps(t0, t2, 0x44), u[1] = _mm512_shuffle_ps(t0, t2, 0xEE);
+    u[2] = _mm512_shuffle_ps(t1, t3, 0x44), u[3] = _mm512_shuffle_ps(t1, t3, 0xEE);
+    u[4] = _mm512_shuffle_ps(t4, t6, 0x44), u[5] = _mm512_shuffle_ps(t4, t6, 0xEE);
+    u[6] = _mm512_shuffle_ps(t5, t7, 0x44), u[7] = _mm512_shuffle_ps(t5, t7, 0xEE);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      // lo = [u_i.0, u_{4+i}.0, u_i.1, u_{4+i}.1]: channels i (low half) and 4 + i (high half);
+      // hi likewise for channels 8 + i and 12 + i.
+      const __m512 lo = _mm512_shuffle_f32x4(_mm512_shuffle_f32x4(u[i], u[4 + i], 0x44),
+                                             _mm512_shuffle_f32x4(u[i], u[4 + i], 0x44), 0xD8);
+      const __m512 hi = _mm512_shuffle_f32x4(_mm512_shuffle_f32x4(u[i], u[4 + i], 0xEE),
+                                             _mm512_shuffle_f32x4(u[i], u[4 + i], 0xEE), 0xD8);
+      const __m256 o[4] = {_mm512_castps512_ps256(lo),
+                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(lo), 1)),
+                           _mm512_castps512_ps256(hi),
+                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(hi), 1))};
+#pragma GCC unroll 4
+      for (int h = 0; h < 4; ++h) {
+        const int ch = 4 * h + i;
+        if (ch >= left) continue;
+        __m256 val = o[h];
+        const int64_t off = (v * kVec + ch) * ldy;
+        if (res) val = _mm256_add_ps(val, _mm256_maskz_loadu_ps(rmask, res + off));
+        if (act == 1) val = _mm256_max_ps(val, _mm256_setzero_ps());
+        if (act == 2) val = _mm256_min_ps(_mm256_max_ps(val, _mm256_set1_ps(lo_clip)), _mm256_set1_ps(hi_clip));
+        _mm256_mask_storeu_ps(y + off, rmask, val);
+      }
+    }
+  }
+}
+
+// Packs one panel whose 7 pixels are consecutive in the input (base[r] = base[0] + r): per channel and
+// kernel position, one masked 7-float load and store.
+__attribute__((target("avx512f,avx512vl"))) void pack_panel_contiguous(const float* x, int64_t cs, int64_t Cg,
+                                                                        const int64_t* koff, int64_t kvol,
+                                                                        float* dst) {
+  const __mmask8 m = 0x7F;
+  for (int64_t c = 0; c < Cg; ++c) {
+    const float* xc = x + c * cs;
+    for (int64_t kp = 0; kp < kvol; ++kp) {
+      _mm256_mask_storeu_ps(dst, m, _mm256_maskz_loadu_ps(m, xc + koff[kp]));
+      dst += kRows;
+    }
+  }
+}
+
+// The same for pixels 2 apart (base[r] = base[0] + 2r: stride 2): one masked 13-float load, the even
+// lanes picked by a permute.
+__attribute__((target("avx512f,avx512vl"))) void pack_panel_stride2(const float* x, int64_t cs, int64_t Cg,
+                                                                     const int64_t* koff, int64_t kvol, float* dst) {
+  const __mmask16 lm = 0x1FFF;
+  const __mmask8 m = 0x7F;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+  for (int64_t c = 0; c < Cg; ++c) {
+    const float* xc = x + c * cs;
+    for (int64_t kp = 0; kp < kvol; ++kp) {
+      const __m512 v = _mm512_permutexvar_ps(even, _mm512_maskz_loadu_ps(lm, xc + koff[kp]));
+      _mm256_mask_storeu_ps(dst, m, _mm512_castps512_ps256(v));
+      dst += kRows;
+    }
+  }
+}
+#endif
+
+struct TileArgs {
+  int64_t k0, k1, K;
+  const float* a;
+  const PackedB* b;
+  int64_t q0;
+  float* acc;
+  bool first, last;
+  float* y;
+  int64_t ldy;
+  int nrows, mcount;
+  const float* bias;
+  const float* res;  // residual at y's offset, or null
+  int act;           // 0 none, 1 relu, 2 clip
+  float lo, hi;
+};
+
+void run_tile(int nv, const TileArgs& t) {
+#ifdef NXRT_SSP_X86
+  const float* bd = t.b->data.data();
+  const int64_t np = t.b->n_padded;
+  switch (nv) {
+    case 1: return tile_avx512<1>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias, t.res, t.act, t.lo, t.hi);
+    case 2: return tile_avx512<2>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias, t.res, t.act, t.lo, t.hi);
+    default: return tile_avx512<3>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias, t.res, t.act, t.lo, t.hi);
+  }
+#else
+  (void)nv, (void)t;
+#endif
+}
+
+// Geometry of the packed input: x itself (no pads) or a zero-padded copy.
+struct Src {
+  const float* x = nullptr;
+  int64_t dims[3] = {1, 1, 1};  // (padded) spatial dims
+  int64_t cs = 0;               // channel stride
+};
+
+// The input as both paths pack it: x itself when the conv has no pads, else a zero-padded copy of all
+// N * C planes in `scratch`. `koff` gets the offsets of the kernel taps (kd, kh, kw) from a window's
+// origin in that layout.
+Src padded_source(const ConvShape& s, const float* x, MappedScratch& scratch, std::vector<int64_t>* koff) {
+  const Geom3& g = s.g;
+  Src src;
+  const bool padded = g.pb[0] || g.pb[1] || g.pb[2] || g.pe[0] || g.pe[1] || g.pe[2];
+  if (padded) {
+    for (int i = 0; i < 3; ++i) src.dims[i] = g.in[i] + g.pb[i] + g.pe[i];
+    src.cs = src.dims[0] * src.dims[1] * src.dims[2];
+    float* xp = scratch.get(static_cast<size_t>(s.N * s.C * src.cs));
+    std::memset(xp, 0, sizeof(float) * static_cast<size_t>(s.N * s.C * src.cs));
+    const int64_t in_size = g.in_size();
+    for (int64_t nc = 0; nc < s.N * s.C; ++nc) {
+      const float* xs = x + nc * in_size;
+      float* xd = xp + nc * src.cs;
+      for (int64_t id = 0; id < g.in[0]; ++id)
+        for (int64_t ih = 0; ih < g.in[1]; ++ih)
+          std::memcpy(xd + ((id + g.pb[0]) * src.dims[1] + ih + g.pb[1]) * src.dims[2] + g.pb[2],
+                      xs + (id * g.in[1] + ih) * g.in[2], sizeof(float) * g.in[2]);
+    }
+    src.x = xp;
+  } else {
+    for (int i = 0; i < 3; ++i) src.dims[i] = g.in[i];
+    src.cs = g.in_size();
+    src.x = x;
+  }
+  const int64_t plane1 = src.dims[1] * src.dims[2];
+  koff->resize(static_cast<size_t>(g.kvol()));
+  for (int64_t kd = 0, t = 0; kd < g.k[0]; ++kd)
+    for (int64_t kh = 0; kh < g.k[1]; ++kh)
+      for (int64_t kw = 0; kw < g.k[2]; ++kw, ++t)
+        (*koff)[t] = kd * g.d[0] * plane1 + kh * g.d[1] * src.dims[2] + kw * g.d[2];
+  return src;
+}
+
+}  // namespace
+
+bool small_spatial_weights_apply(const Dims& w_shape, int64_t group) {
+  if (w_shape.size() < 3 || w_shape.size() > 5 || group < 1) return false;
+  if (w_shape[0] <= 0 || w_shape[0] % group != 0) return false;
+  return w_shape[1] > 1 || w_shape[0] / group > 1;  // not depthwise
+}
+
+void small_spatial_prepare(int64_t M, int64_t group, int64_t K, const float* w, SmallSpatialWeights* out) {
+  const int64_t Mg = M / group;
+  out->M = M;
+  out->group = group;
+  out->K = K;
+  out->wt.clear();
+  out->wt.reserve(static_cast<size_t>(group));
+  // op(B) = W_g^T: B stored as W_g (Mg x K), transposed.
+  for (int64_t g = 0; g < group; ++g) out->wt.push_back(pack_b_f32(true, K, Mg, w + g * Mg * K, K));
+}
+
+const SmallSpatialWeights& SmallSpatialCache::get(const std::vector<convgemm::PackedA<float>>& packed) const {
+  std::call_once(once_, [&] {
+    // Repack each group's PackedAF32 (gemm/gemm.h: per K block of kGemmKC starting at k0, offset k0 * m_padded,
+    // 6-row panels of kc x 6, element (i, k) at panel i / 6, k * 6 + i % 6) straight into the PackedB
+    // layout of W^T (per K block at k0 * n_padded, 16-column panels of kc x 16, element (k, j) at panel
+    // j / 16, k * 16 + j % 16): both use the same K blocks, and no unpacked temporary is made.
+    const int64_t group = static_cast<int64_t>(packed.size());
+    if (group == 0) return;
+    const int64_t Mg = packed[0].M, K = packed[0].K;
+    const int64_t m_padded = (Mg + kGemmMR - 1) / kGemmMR * kGemmMR;
+    w_.M = Mg * group;
+    w_.group = group;
+    w_.K = K;
+    w_.wt.resize(static_cast<size_t>(group));
+    for (int64_t g = 0; g < group; ++g) {
+      PackedB& pb = w_.wt[static_cast<size_t>(g)];
+      pb.K = K;
+      pb.N = Mg;
+      pb.n_padded = (Mg + kVec - 1) / kVec * kVec;
+      pb.data.assign(static_cast<size_t>(std::max<int64_t>(1, pb.n_padded * K)), 0.f);
+      for (int64_t k0 = 0; k0 < K; k0 += kGemmKC) {
+        const int64_t kc = std::min(kGemmKC, K - k0);
+        const float* src = packed[g].data.data() + k0 * m_padded;
+        float* dst = pb.data.data() + k0 * pb.n_padded;
+        for (int64_t i = 0; i < Mg; ++i) {
+          const float* sp = src + (i / kGemmMR) * kGemmMR * kc + i % kGemmMR;
+          float* dp = dst + (i / kVec) * kVec * kc + i % kVec;
+          for (int64_t k = 0; k < kc; ++k) dp[k * kVec] = sp[k * kGemmMR];
+        }
+      }
+    }
+  });
+  return w_;
+}
+
+bool small_spatial_applies(const ConvShape& s) {
+  if (!cpu_ok()) return false;
+  const Geom3& g = s.g;
+  if (s.N < 1 || s.group < 1 || s.C % s.group != 0 || s.M % s.group != 0) return false;
+  if (s.C == s.group && s.M == s.group) return false;  // depthwise
+  if (g.out_size() <= 0) return false;
+  for (int i = 0; i < 3; ++i) {
+    if (g.pb[i] < 0 || g.pe[i] < 0 || g.s[i] < 1 || g.d[i] < 1 || g.k[i] < 1) return false;
+    // Every window lies inside the padded input.
+    if ((g.out[i] - 1) * g.s[i] + (g.k[i] - 1) * g.d[i] >= g.in[i] + g.pb[i] + g.pe[i]) return false;
+  }
+  return true;
+}
+
+// The kAuto rule. Every path here and the usual ones run near the core's FMA peak on their padded work,
+// so the choice is the share of useful work: the usual path pads output channels to 6-row panels and
+// each image's pixels to 16-column panels (49 -> 64); the transposed path pads the pixels of the batch
+// to 7-row tiles (49 -> 49, 196 -> 196, 169 -> 175) and the output channels to 16; the direct path pads
+// like the usual one except a last pixel alone (16q + 1), which costs 1/12 of a vector.
+// - 1x1 convs (any stride): direct when its share is 5% higher (7x7 outputs) or at 2+ threads (see below).
+// - other convs: transposed when its share is not lower (both paths pack x then), unless Winograd is
+//   preferred on a plane over 8x8.
+// - planes of 2..256 pixels, K >= 32, >= 8 output channels a group.
+// Measured per conv (ms, usual -> chosen path, 1 thread / 2 threads; AMD EPYC Zen 4; main's fused-epilogue
+// GEMM paths as the usual ones):
+//   1x1 512->2048 @7x7 1.27 -> 0.93 / 0.62 -> 0.46 (direct);  1x1 2048->512 @7x7 1.26 -> 0.93 / 0.68 -> 0.46;
+//   1x1 1024->2048 s2 14->7 2.99 -> 2.04 / 1.36 -> 0.96;     1x1 1024->352 @7x7 0.52 -> 0.32 / 0.22 -> 0.16;
+//   1x1 544->544 g4 @7x7 0.093 -> 0.068 / 0.047 -> 0.035;    1x1 1024->256 @14x14 2 threads 0.59 -> 0.51;
+//   1x1 576->224 @14x14 2 threads 0.28 -> 0.25 (1 thread: 1.00 -> 1.01 and 0.51 -> 0.50, so not taken);
+//   3x3 512->512 @7x7 3.43 -> 2.39 / 1.86 -> 1.43 (transposed); 3x3 192->320 @7x7 0.73 -> 0.50 / 0.38 -> 0.28;
+//   3x3 224->224 @7x7 0.62 -> 0.41 / 0.34 -> 0.24;            3x3 s2 256->256 28->14 2.53 -> 2.19 / 1.39 -> 1.20.
+// Left to the usual paths: 3x3 @13x13..14x14 (Winograd: 3x3 256->256 @14x14 0.85 vs 2.16 transposed),
+// planes over 16x16 (3x3 s2 128->128 56->28: 2.62 -> 2.30 but 1.31 -> 1.37 at 2 threads).
+// Winograd is checked before this hook in conv_forward, so 3x3 convs it prefers at 7x7 stay there
+// (3x3 128->32 @7x7: Winograd 0.084, transposed 0.040).
+SmallSpatialChoice small_spatial_choice(const ConvShape& s, int threads) {
+  static const bool disabled = [] {
+    const char* e = std::getenv("NXRT_CONV_SMALL_SPATIAL");
+    return e && std::strcmp(e, "0") == 0;
+  }();
+  if (disabled || !small_spatial_applies(s)) return SmallSpatialChoice::kNone;
+  const int64_t P = s.g.out_size();
+  const int64_t Mg = s.M / s.group, K = s.C / s.group * s.g.kvol();
+  const bool pointwise = s.g.kvol() == 1 && s.g.s[0] == 1 && s.g.s[1] == 1 && s.g.s[2] == 1 && s.g.pb[0] == 0 &&
+                         s.g.pb[1] == 0 && s.g.pb[2] == 0 && s.g.pe[0] == 0 && s.g.pe[1] == 0 && s.g.pe[2] == 0;
+  if (P < 2 || P > 256 || K < 32 || Mg < 8) return SmallSpatialChoice::kNone;
+  // Winograd F(4x4, 3x3) wins from 9x9 planes on (3x3 256->256 @14x14 0.87 ms vs 2.19 here); at 7x7
+  // its 4x4 tiles cover 64 outputs for 49 and this path wins (3x3 128->32 @7x7 0.083 -> 0.040).
+  if (std::min(s.g.out[1], s.g.out[2]) > 8 && winograd_preferred(s)) return SmallSpatialChoice::kNone;
+  const auto up = [](int64_t v, int64_t m) { return double((v + m - 1) / m * m); };
+  const double rows = double(s.N * P);
+  const double share_new = (double(Mg) / up(Mg, kVec)) * (rows / up(s.N * P, kRows));
+  const double share_old = (double(Mg) / up(Mg, kGemmMR)) * (double(P) / up(P, kGemmNR));
+  // 1x1 convs (any stride): the direct path, on the conv's own weights, when its share is higher (planes
+  // of 16q + 1 pixels) or at 2+ threads (it splits the output channels evenly over the threads: 1x1
+  // 1024->256 @14x14 0.59 -> 0.51 ms, 576->224 @14x14 0.28 -> 0.25 at 2 threads; 1.00 -> 1.01 and
+  // 0.50 -> 0.50 at 1).
+  if (s.g.kvol() == 1 && P > kVec) {
+    const int64_t rem = P % kVec;
+    const double cost = double(P / kVec) + (rem == 1 ? 1.0 / 12 : rem > 0 ? 1.0 : 0.0);
+    const double share_direct = (double(Mg) / up(Mg, kGemmMR)) * (double(P) / kVec) / cost;
+    if (share_direct >= share_old * 1.05 || threads >= 2) return SmallSpatialChoice::kDirect;
+  }
+  // The transposed path keeps a second copy of the weights: 1x1 convs need a 10% better share for it.
+  return share_new >= share_old * (pointwise ? 1.10 : 1.0) ? SmallSpatialChoice::kTransposed
+                                                           : SmallSpatialChoice::kNone;
+}
+
+bool small_spatial_preferred(const ConvShape& s, int threads) {
+  return small_spatial_choice(s, threads) != SmallSpatialChoice::kNone;
+}
+
+void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWeights& w, const float* bias,
+                        float* y, ep::ThreadPool* pool, const ConvPost* post) {
+  const float* residual = post ? post->residual : nullptr;
+  const int act = !post ? 0 : post->act == GemmActivation::kRelu ? 1 : post->act == GemmActivation::kClip ? 2 : 0;
+  const float clip_lo = post ? post->clip_min : 0.f, clip_hi = post ? post->clip_max : 0.f;
+  const Geom3& g = s.g;
+  const int64_t G = s.group, Cg = s.C / G, Mg = s.M / G, kvol = g.kvol();
+  const int64_t K = Cg * kvol;
+  const int64_t P = g.out_size();
+  const int64_t rows = s.N * P;
+  const int64_t panels = (rows + kRows - 1) / kRows;
+  const int threads = pool ? pool->num_threads() : 1;
+
+  thread_local MappedScratch pad_scr, a_scr;
+  std::vector<int64_t> koff;
+  const Src src = padded_source(s, x, pad_scr, &koff);
+  const int64_t plane1 = src.dims[1] * src.dims[2];
+
+  // col^T packed: per group, per panel of 7 rows (pixels of all images), K x 7.
+  const int64_t a_group = panels * K * kRows;
+  float* abuf = a_scr.get(static_cast<size_t>(G * a_group));
+  auto pack = [&](int64_t t0, int64_t t1) {
+    int64_t base[kRows];
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t gi = t / panels, pi = t % panels;
+      for (int r = 0; r < kRows; ++r) {
+        int64_t row = pi * kRows + r;
+        if (row >= rows) row = pi * kRows;  // padding rows: any valid pixel (never stored)
+        const int64_t n = row / P, p = row % P;
+        const int64_t ow = p % g.out[2], oh = (p / g.out[2]) % g.out[1], od = p / (g.out[2] * g.out[1]);
+        base[r] = (n * s.C + gi * Cg) * src.cs + od * g.s[0] * plane1 + oh * g.s[1] * src.dims[2] + ow * g.s[2];
+      }
+      float* dst = abuf + gi * a_group + pi * K * kRows;
+#ifdef NXRT_SSP_X86
+      bool step1 = true, step2 = true;
+      for (int r = 1; r < kRows; ++r) {
+        step1 = step1 && base[r] == base[0] + r;
+        step2 = step2 && base[r] == base[0] + 2 * r;
+      }
+      if (step1) {
+        pack_panel_contiguous(src.x + base[0], src.cs, Cg, koff.data(), kvol, dst);
+        continue;
+      }
+      if (step2) {
+        pack_panel_stride2(src.x + base[0], src.cs, Cg, koff.data(), kvol, dst);
+        continue;
+      }
+#endif
+      for (int64_t c = 0; c < Cg; ++c) {
+        const float* xc = src.x + c * src.cs;
+        for (int64_t kp = 0; kp < kvol; ++kp) {
+          const float* xk = xc + koff[kp];
+#pragma GCC unroll 7
+          for (int r = 0; r < kRows; ++r) dst[r] = xk[base[r]];
+          dst += kRows;
+        }
+      }
+    }
+  };
+  // With at least as many groups as threads, each work item is one whole group that packs its own
+  // input; otherwise the packing is a phase of its own (split over panels) before the GEMM items.
+  const int64_t nvec = (Mg + kVec - 1) / kVec;
+  const int64_t parts = G >= threads ? 1 : std::max<int64_t>(1, std::min<int64_t>(threads, nvec));
+  const bool pack_in_item = parts == 1 && G > 1;
+  if (!pack_in_item) {
+    if (pool && threads > 1 && G * panels > 1 && G * a_group > (int64_t{1} << 16)) {
+      pool->parallel_for(G * panels, 1, pack);
+    } else {
+      pack(0, G * panels);
+    }
+  }
+
+  // GEMM + write-back: items are (group, part of the group's 16-channel vectors). A part is cut into
+  // tiles of 3 vectors, with 2-vector tiles rather than a 1-vector one at its end when it can (a
+  // 1-vector tile does 7 FMAs a k step for 8 loads). Long K runs in chunks so a tile's slice of W^T
+  // stays in L2 across the pixel panels; the accumulators of every panel then wait in `accs`.
+  constexpr int64_t kChunk = 2 * kGemmKC;
+  const bool chunked = K > kChunk + kChunk / 2;
+  auto work = [&](int64_t t0, int64_t t1) {
+    thread_local MappedScratch acc_scr;
+    float* accs = acc_scr.get(static_cast<size_t>((chunked ? panels : 1) * kRows * kTileCols));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t gi = t / parts, part = t % parts;
+      const int64_t v0 = part * nvec / parts, v1 = (part + 1) * nvec / parts;
+      if (pack_in_item) pack(gi * panels, (gi + 1) * panels);
+      const float* ag = abuf + gi * a_group;
+      const PackedB& wt = w.wt[static_cast<size_t>(gi)];
+      for (int64_t q = v0; q < v1;) {
+        const int64_t left = v1 - q;
+        const int nv = static_cast<int>(left == 4 ? 2 : std::min<int64_t>(kMaxNV, left));
+        const int64_t m0 = q * kVec;
+        TileArgs ta;
+        ta.K = K;
+        ta.b = &wt;
+        ta.q0 = q;
+        ta.mcount = static_cast<int>(std::min<int64_t>(nv * kVec, Mg - m0));
+        ta.bias = bias ? bias + gi * Mg + m0 : nullptr;
+        ta.act = act;
+        ta.lo = clip_lo;
+        ta.hi = clip_hi;
+        for (int64_t k0 = 0; k0 < K; k0 += chunked ? kChunk : K) {
+          ta.k0 = k0;
+          ta.k1 = chunked ? std::min(K, k0 + kChunk) : K;
+          ta.first = k0 == 0;
+          ta.last = ta.k1 == K;
+          for (int64_t pi = 0; pi < panels; ++pi) {
+            const int64_t row0 = pi * kRows;
+            ta.nrows = static_cast<int>(std::min<int64_t>(kRows, rows - row0));
+            const int64_t n0 = row0 / P, p0 = row0 % P;
+            // Rows of one image, consecutive in y: written transposed by the kernel.
+            const bool contiguous = p0 + ta.nrows <= P;
+            ta.a = ag + pi * K * kRows;
+            ta.acc = accs + (chunked ? pi : 0) * kRows * kTileCols;
+            ta.y = contiguous ? y + (n0 * s.M + gi * Mg + m0) * P + p0 : nullptr;
+            ta.res = contiguous && residual ? residual + (n0 * s.M + gi * Mg + m0) * P + p0 : nullptr;
+            ta.ldy = P;
+            run_tile(nv, ta);
+            if (ta.last && !contiguous) {
+              for (int r = 0; r < ta.nrows; ++r) {
+                const int64_t row = row0 + r, n = row / P, p = row % P;
+                const int64_t yo = (n * s.M + gi * Mg + m0) * P + p;
+                float* yr = y + yo;
+                const float* br = ta.acc + r * kTileCols;
+                for (int64_t j = 0; j < ta.mcount; ++j) {
+                  float v = br[j];
+                  if (residual) v += residual[yo + j * P];
+                  if (act == 1) v = v > 0.f ? v : 0.f;
+                  if (act == 2) v = std::min(std::max(v, clip_lo), clip_hi);
+                  yr[j * P] = v;
+                }
+              }
+            }
+          }
+        }
+        q += nv;
+      }
+    }
+  };
+  const int64_t items = G * parts;
+  if (pool && threads > 1 && items > 1) {
+    pool->parallel_for(items, 1, work);
+  } else {
+    work(0, items);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The direct orientation on the conv's own packed weights (no extra copy): y[6 channels, pixels] with
+// the pixels in 16-wide vectors, up to 3 a tile; a plane of 16q + 1 pixels (7x7 = 49) takes its last
+// pixel as a 6-lane "tail" FMA on the PackedA panel instead of a whole 16-wide vector.
+
+namespace {
+
+#ifdef NXRT_SSP_X86
+struct DirectArgs {
+  int64_t K;
+  const float* apk;  // the group's PackedAF32 data
+  int64_t m_padded, pi;
+  const float* b;  // B[k * ldb + pixel], at the tile's first pixel
+  int64_t ldb;
+  __mmask16 lastmask;  // valid pixels of the tile's last vector
+  float* y;            // at (first channel of the panel, first pixel)
+  int64_t ldy;
+  int rows;  // valid channels of the panel
+  const float* bias;
+  const float* res;  // like y, or null
+  int act;
+  float lo, hi;
+};
+
+template <int NV, bool TAIL>
+__attribute__((target("avx512f,avx512vl,fma"))) void direct_tile(const DirectArgs& d) {
+  __m512 c[6][NV];
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; ++r)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) c[r][v] = _mm512_setzero_ps();
+  __m256 tacc = _mm256_setzero_ps();
+  const __mmask16 lastmask = d.lastmask;
+  for (int64_t p0 = 0; p0 < d.K; p0 += kGemmKC) {
+    const int64_t kc = std::min<int64_t>(kGemmKC, d.K - p0);
+    const float* a = d.apk + p0 * d.m_padded + d.pi * 6 * kc;
+    const float* bk = d.b + p0 * d.ldb;
+    const int64_t ldb = d.ldb;
+#pragma GCC unroll 1
+    for (int64_t k = 0; k < kc; ++k) {
+      __m512 bv[NV];
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v)
+        bv[v] = v == NV - 1 ? _mm512_maskz_loadu_ps(lastmask, bk + v * kVec) : _mm512_loadu_ps(bk + v * kVec);
+#pragma GCC unroll 6
+      for (int r = 0; r < 6; ++r) {
+        const __m512 av = _mm512_set1_ps(a[r]);
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; ++v) c[r][v] = _mm512_fmadd_ps(av, bv[v], c[r][v]);
+      }
+      if constexpr (TAIL) tacc = _mm256_fmadd_ps(_mm256_maskz_loadu_ps(0x3F, a), _mm256_set1_ps(bk[NV * kVec]), tacc);
+      a += 6;
+      bk += ldb;
+    }
+  }
+  // Through a local buffer with fixed loops: indexing c with the run-time row count below would make
+  // GCC keep c in memory and store it every k step.
+  alignas(64) float cb[6][NV * kVec];
+  alignas(32) float tb[8];
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; ++r)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) _mm512_store_ps(cb[r] + v * kVec, c[r][v]);
+  _mm256_store_ps(tb, tacc);
+  for (int r = 0; r < d.rows; ++r) {
+    const __m512 bb = _mm512_set1_ps(d.bias ? d.bias[r] : 0.f);
+    float* yr = d.y + r * d.ldy;
+    const float* rr = d.res ? d.res + r * d.ldy : nullptr;
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 m = v == NV - 1 ? lastmask : __mmask16(0xFFFF);
+      __m512 val = _mm512_add_ps(_mm512_load_ps(cb[r] + v * kVec), bb);
+      if (rr) val = _mm512_add_ps(val, _mm512_maskz_loadu_ps(m, rr + v * kVec));
+      if (d.act == 1) val = _mm512_max_ps(val, _mm512_setzero_ps());
+      if (d.act == 2) val = _mm512_min_ps(_mm512_max_ps(val, _mm512_set1_ps(d.lo)), _mm512_set1_ps(d.hi));
+      _mm512_mask_storeu_ps(yr + v * kVec, m, val);
+    }
+    if constexpr (TAIL) {
+      float val = tb[r] + (d.bias ? d.bias[r] : 0.f);
+      if (rr) val += rr[NV * kVec];
+      if (d.act == 1) val = val > 0.f ? val : 0.f;
+      if (d.act == 2) val = std::min(std::max(val, d.lo), d.hi);
+      yr[NV * kVec] = val;
+    }
+  }
+}
+
+void run_direct_tile(int nv, bool tail, const DirectArgs& d) {
+  switch (nv * 2 + (tail ? 1 : 0)) {
+    case 2: return direct_tile<1, false>(d);
+    case 3: return direct_tile<1, true>(d);
+    case 4: return direct_tile<2, false>(d);
+    case 5: return direct_tile<2, true>(d);
+    case 7: return direct_tile<3, true>(d);
+    default: return direct_tile<3, false>(d);
+  }
+}
+#endif
+
+}  // namespace
+
+bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::vector<convgemm::PackedA<float>>& packed,
+                               const float* bias, float* y, ep::ThreadPool* pool, const ConvPost* post) {
+#ifdef NXRT_SSP_X86
+  const Geom3& g = s.g;
+  const int64_t G = s.group, Cg = s.C / G, Mg = s.M / G, kvol = g.kvol();
+  const int64_t K = Cg * kvol, P = g.out_size();
+  const int threads = pool ? pool->num_threads() : 1;
+  bool pointwise = true;
+  for (int i = 0; i < 3; ++i) pointwise = pointwise && g.k[i] == 1 && g.s[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
+  // B: x itself (1x1, stride 1, no pads) or col[K][Pp] per image (rows padded to whole vectors so
+  // the loads are aligned).
+  const int64_t Pp = (P + kVec - 1) / kVec * kVec;
+  thread_local MappedScratch pad_scr, col_scr;
+  const float* cols = nullptr;
+  if (!pointwise) {
+    std::vector<int64_t> koff, pbase(static_cast<size_t>(P));
+    const Src src = padded_source(s, x, pad_scr, &koff);
+    const int64_t plane1 = src.dims[1] * src.dims[2];
+    for (int64_t p = 0; p < P; ++p) {
+      const int64_t ow = p % g.out[2], oh = (p / g.out[2]) % g.out[1], od = p / (g.out[2] * g.out[1]);
+      pbase[p] = od * g.s[0] * plane1 + oh * g.s[1] * src.dims[2] + ow * g.s[2];
+    }
+    float* colbuf = col_scr.get(static_cast<size_t>(s.N * G * K * Pp));
+    const int64_t OW = g.out[2], orows = P / OW;
+    auto pack = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {  // t = (image, channel)
+        const float* xc = src.x + t * src.cs;
+        float* dst = colbuf + t * kvol * Pp;
+        for (int64_t kp = 0; kp < kvol; ++kp, dst += Pp) {
+          const float* xk = xc + koff[kp];
+          for (int64_t r = 0; r < orows; ++r) {
+            const int64_t* pb = pbase.data() + r * OW;
+            float* dr = dst + r * OW;
+            if (g.s[2] == 1) {
+              std::memcpy(dr, xk + pb[0], sizeof(float) * OW);
+            } else {
+              for (int64_t ow = 0; ow < OW; ++ow) dr[ow] = xk[pb[ow]];
+            }
+          }
+        }
+      }
+    };
+    const int64_t items = s.N * s.C;
+    if (pool && threads > 1 && s.N * G * K * P > (int64_t{1} << 16)) {
+      pool->parallel_for(items, 1, pack);
+    } else {
+      pack(0, items);
+    }
+    cols = colbuf;
+  }
+  // Pixel tiles: full 16-pixel vectors, the remainder as one masked vector, or as the tail when it is 1.
+  const int64_t full = P / kVec, rem = P % kVec;
+  const bool tail = rem == 1 && full > 0;
+  const int64_t nvec = full + (rem > 0 && !tail ? 1 : 0);
+  const __mmask16 remmask = rem > 0 && !tail ? __mmask16((1u << rem) - 1) : __mmask16(0xFFFF);
+  const int64_t cpanels = (Mg + 5) / 6;
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>((threads + s.N * G - 1) / (s.N * G), cpanels));
+  DirectArgs base{};
+  base.m_padded = (Mg + kGemmMR - 1) / kGemmMR * kGemmMR;
+  base.K = K;
+  base.ldb = pointwise ? P : Pp;
+  base.ldy = P;
+  base.act = !post ? 0 : post->act == GemmActivation::kRelu ? 1 : post->act == GemmActivation::kClip ? 2 : 0;
+  base.lo = post ? post->clip_min : 0.f;
+  base.hi = post ? post->clip_max : 0.f;
+  const float* residual = post ? post->residual : nullptr;
+  auto work = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t ng = t / parts, part = t % parts;
+      const int64_t n = ng / G, gi = ng % G;
+      const int64_t c0 = part * cpanels / parts, c1 = (part + 1) * cpanels / parts;
+      const float* b = pointwise ? x + (n * s.C + gi * Cg) * P : cols + (n * s.C + gi * Cg) * kvol * Pp;
+      DirectArgs d = base;
+      d.apk = packed[static_cast<size_t>(gi)].data.data();
+      for (int64_t pi = c0; pi < c1; ++pi) {
+        const int64_t m0 = pi * 6;
+        d.pi = pi;
+        d.rows = static_cast<int>(std::min<int64_t>(6, Mg - m0));
+        const int64_t yoff = (n * s.M + gi * Mg + m0) * P;
+        d.bias = bias ? bias + gi * Mg + m0 : nullptr;
+        for (int64_t v0 = 0; v0 < nvec;) {
+          const int64_t left = nvec - v0;
+          const int nv = static_cast<int>(left == 4 ? 2 : std::min<int64_t>(kMaxNV, left));
+          const bool last = v0 + nv >= nvec;
+          d.lastmask = last ? remmask : __mmask16(0xFFFF);
+          d.b = b + v0 * kVec;
+          d.y = y + yoff + v0 * kVec;
+          d.res = residual ? residual + yoff + v0 * kVec : nullptr;
+          run_direct_tile(nv, last && tail, d);
+          v0 += nv;
+        }
+      }
+    }
+  };
+  const int64_t items = s.N * G * parts;
+  if (pool && threads > 1 && items > 1) {
+    pool->parallel_for(items, 1, work);
+  } else {
+    work(0, items);
+  }
+  return true;
+#else
+  (void)s, (void)x, (void)packed, (void)bias, (void)y, (void)pool, (void)post;
+  return false;
+#endif
+}
+
+bool small_spatial_try(const ConvShape& s, const float* x, const SmallSpatialCache* cache,
+                       const std::vector<convgemm::PackedA<float>>& packed, const float* bias, float* y,
+                       ep::ThreadPool* pool, const ConvPost* post) {
+  if (!cache || packed.empty() || static_cast<int64_t>(packed.size()) != s.group) return false;
+  if (post && post->act != GemmActivation::kNone && post->act != GemmActivation::kRelu &&
+      post->act != GemmActivation::kClip)
+    return false;
+  const int64_t K = s.C / std::max<int64_t>(1, s.group) * s.g.kvol();
+  if (packed[0].M != s.M / s.group || packed[0].K != K) return false;
+  switch (small_spatial_choice(s, pool ? pool->num_threads() : 1)) {
+    case SmallSpatialChoice::kNone:
+      return false;
+    case SmallSpatialChoice::kDirect:
+      return small_spatial_direct_conv(s, x, packed, bias, y, pool, post);
+    case SmallSpatialChoice::kTransposed:
+      small_spatial_conv(s, x, cache->get(packed), bias, y, pool, post);
+      return true;
+  }
+  return false;
+}
+
+}  // namespace nxrt::ops

@@ -1,0 +1,544 @@
+#include "ops/conv/winograd.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "ep/thread_pool.h"
+#include "ops/conv/conv_engine.h"
+#include "ops/gemm/mapped_scratch.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NXRT_WINO_X86 1
+#endif
+
+namespace nxrt::ops {
+
+namespace {
+
+constexpr int kPts = 36;  // 6x6 transform domain
+
+int64_t g_block_tiles = 0;
+bool g_force_scalar = false;
+
+bool use_avx2() {
+#ifdef NXRT_WINO_X86
+  return !g_force_scalar && gemm_using_avx2();
+#else
+  return false;
+#endif
+}
+
+// A thread's transformed-input and product buffers (one pair per thread, shared by both threading modes:
+// one call at a time runs on a thread).
+struct Buffers {
+  MappedScratch v, m;
+};
+Buffers& thread_buffers() {
+  thread_local Buffers b;
+  return b;
+}
+
+// ---- 1-D transforms (points 0, +-1, +-2, inf), written once for scalars --------------------------
+// Input: o = B^T d (6 -> 6).
+//   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+inline void bt_1d(const float* d, int64_t sd, float* o, int64_t so) {
+  const float d0 = d[0], d1 = d[sd], d2 = d[2 * sd], d3 = d[3 * sd], d4 = d[4 * sd], d5 = d[5 * sd];
+  o[0] = 4.f * (d0 - d2) + (d4 - d2);
+  o[so] = (d3 + d4) - 4.f * (d1 + d2);
+  o[2 * so] = (d4 - d3) + 4.f * (d1 - d2);
+  o[3 * so] = (d4 - d2) + 2.f * (d3 - d1);
+  o[4 * so] = (d4 - d2) - 2.f * (d3 - d1);
+  o[5 * so] = 4.f * (d1 - d3) + (d5 - d3);
+}
+// Output: y = A^T m (6 -> 4).  A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+inline void at_1d(const float* m, int64_t sm, float* y, int64_t sy) {
+  const float a = m[sm] + m[2 * sm], b = m[sm] - m[2 * sm];
+  const float c = m[3 * sm] + m[4 * sm], e = m[3 * sm] - m[4 * sm];
+  y[0] = m[0] + a + c;
+  y[sy] = b + 2.f * e;
+  y[2 * sy] = a + 4.f * c;
+  y[3 * sy] = b + 8.f * e + m[5 * sm];
+}
+
+// Geometry of one call.
+struct Plan {
+  int64_t N, C, M, IH, IW, OH, OW, pt, pl;  // pt/pl: top/left pads
+  int64_t TH, TW;                           // tiles per image (4x4 outputs each)
+};
+
+// ---- Input transform: V[xi][c][j] for the tile rows [R0, R1) of a block (j = (R - R0) * TW + tw) ----
+
+void input_scalar(const Plan& p, const float* x, int64_t R0, int64_t R1, int64_t c0, int64_t c1, float* V,
+                  int64_t ld, int64_t cstride) {
+  float d[36], t[36], o[36];
+  for (int64_t c = c0; c < c1; ++c) {
+    for (int64_t R = R0; R < R1; ++R) {
+      const int64_t n = R / p.TH, th = R % p.TH;
+      const float* xc = x + (n * p.C + c) * p.IH * p.IW;
+      for (int64_t tw = 0; tw < p.TW; ++tw) {
+        for (int i = 0; i < 6; ++i) {
+          const int64_t iy = th * 4 - p.pt + i;
+          for (int jj = 0; jj < 6; ++jj) {
+            const int64_t ix = tw * 4 - p.pl + jj;
+            d[i * 6 + jj] = (iy >= 0 && iy < p.IH && ix >= 0 && ix < p.IW) ? xc[iy * p.IW + ix] : 0.f;
+          }
+        }
+        for (int jj = 0; jj < 6; ++jj) bt_1d(d + jj, 6, t + jj, 6);  // columns
+        for (int k = 0; k < 6; ++k) bt_1d(t + k * 6, 1, o + k * 6, 1);  // rows
+        const int64_t j = (R - R0) * p.TW + tw;
+        for (int xi = 0; xi < kPts; ++xi) V[xi * cstride + c * ld + j] = o[xi];
+      }
+    }
+  }
+}
+
+// ---- Output transform: y tiles from Mx[xi][m][j] -------------------------------------------------------
+
+void output_scalar(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1, const float* bias,
+                   float* y, int64_t ld, int64_t mstride) {
+  float mm[36], t[24], o[16];
+  for (int64_t m = m0; m < m1; ++m) {
+    const float b = bias ? bias[m] : 0.f;
+    for (int64_t R = R0; R < R1; ++R) {
+      const int64_t n = R / p.TH, th = R % p.TH;
+      float* ym = y + (n * p.M + m) * p.OH * p.OW;
+      for (int64_t tw = 0; tw < p.TW; ++tw) {
+        const int64_t j = (R - R0) * p.TW + tw;
+        for (int xi = 0; xi < kPts; ++xi) mm[xi] = Mx[xi * mstride + m * ld + j];
+        for (int l = 0; l < 6; ++l) at_1d(mm + l, 6, t + l, 6);   // columns: t[r][l], r < 4
+        for (int r = 0; r < 4; ++r) at_1d(t + r * 6, 1, o + r * 4, 1);  // rows
+        for (int r = 0; r < 4; ++r) {
+          const int64_t oy = th * 4 + r;
+          if (oy >= p.OH) break;
+          for (int q = 0; q < 4; ++q) {
+            const int64_t ox = tw * 4 + q;
+            if (ox < p.OW) ym[oy * p.OW + ox] = o[r * 4 + q] + b;
+          }
+        }
+      }
+    }
+  }
+}
+
+#ifdef NXRT_WINO_X86
+
+#define WINO_AVX2 __attribute__((target("avx2,fma")))
+
+struct V6 {
+  __m256 v[6];
+};
+
+WINO_AVX2 inline void bt_vec(const __m256* d, __m256* o) {
+  const __m256 four = _mm256_set1_ps(4.f), two = _mm256_set1_ps(2.f);
+  const __m256 d42 = _mm256_sub_ps(d[4], d[2]);
+  const __m256 d31 = _mm256_sub_ps(d[3], d[1]);
+  o[0] = _mm256_fmadd_ps(four, _mm256_sub_ps(d[0], d[2]), d42);
+  o[1] = _mm256_fnmadd_ps(four, _mm256_add_ps(d[1], d[2]), _mm256_add_ps(d[3], d[4]));
+  o[2] = _mm256_fmadd_ps(four, _mm256_sub_ps(d[1], d[2]), _mm256_sub_ps(d[4], d[3]));
+  o[3] = _mm256_fmadd_ps(two, d31, d42);
+  o[4] = _mm256_fnmadd_ps(two, d31, d42);
+  o[5] = _mm256_fnmadd_ps(four, d31, _mm256_sub_ps(d[5], d[3]));
+}
+
+WINO_AVX2 inline void at_vec(const __m256* m, __m256* y) {
+  const __m256 a = _mm256_add_ps(m[1], m[2]), b = _mm256_sub_ps(m[1], m[2]);
+  const __m256 c = _mm256_add_ps(m[3], m[4]), e = _mm256_sub_ps(m[3], m[4]);
+  y[0] = _mm256_add_ps(_mm256_add_ps(m[0], a), c);
+  y[1] = _mm256_fmadd_ps(_mm256_set1_ps(2.f), e, b);
+  y[2] = _mm256_fmadd_ps(_mm256_set1_ps(4.f), c, a);
+  y[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.f), e, b), m[5]);
+}
+
+// Deinterleaves 8 tiles: out[j][t] = a[4t + j] for j < 4 and out[4 + j][t] = b[4t + j] for j < 2, t < 8
+// (reads a[0, 32) and b[0, 32)).
+WINO_AVX2 inline void gather_tiles(const float* a, const float* b, __m256* out) {
+  {
+    const __m256 r0 = _mm256_loadu_ps(a), r1 = _mm256_loadu_ps(a + 8);
+    const __m256 r2 = _mm256_loadu_ps(a + 16), r3 = _mm256_loadu_ps(a + 24);
+    const __m256 t04 = _mm256_permute2f128_ps(r0, r2, 0x20);  // t0 | t4
+    const __m256 t15 = _mm256_permute2f128_ps(r0, r2, 0x31);  // t1 | t5
+    const __m256 t26 = _mm256_permute2f128_ps(r1, r3, 0x20);  // t2 | t6
+    const __m256 t37 = _mm256_permute2f128_ps(r1, r3, 0x31);  // t3 | t7
+    const __m256 l01 = _mm256_unpacklo_ps(t04, t15), l23 = _mm256_unpacklo_ps(t26, t37);
+    const __m256 h01 = _mm256_unpackhi_ps(t04, t15), h23 = _mm256_unpackhi_ps(t26, t37);
+    out[0] = _mm256_shuffle_ps(l01, l23, 0x44);
+    out[1] = _mm256_shuffle_ps(l01, l23, 0xEE);
+    out[2] = _mm256_shuffle_ps(h01, h23, 0x44);
+    out[3] = _mm256_shuffle_ps(h01, h23, 0xEE);
+  }
+  {
+    const __m256 r0 = _mm256_loadu_ps(b), r1 = _mm256_loadu_ps(b + 8);
+    const __m256 r2 = _mm256_loadu_ps(b + 16), r3 = _mm256_loadu_ps(b + 24);
+    const __m256 t04 = _mm256_permute2f128_ps(r0, r2, 0x20);
+    const __m256 t15 = _mm256_permute2f128_ps(r0, r2, 0x31);
+    const __m256 t26 = _mm256_permute2f128_ps(r1, r3, 0x20);
+    const __m256 t37 = _mm256_permute2f128_ps(r1, r3, 0x31);
+    const __m256 l01 = _mm256_unpacklo_ps(t04, t15), l23 = _mm256_unpacklo_ps(t26, t37);
+    out[4] = _mm256_shuffle_ps(l01, l23, 0x44);
+    out[5] = _mm256_shuffle_ps(l01, l23, 0xEE);
+  }
+}
+
+// Interleaves 8 tiles back: dst[4t + q] = v[q][t] for q < 4, t < 8 (writes dst[0, 32)).
+WINO_AVX2 inline void scatter_tiles(const __m256* v, float* dst) {
+  const __m256 l01 = _mm256_unpacklo_ps(v[0], v[1]), h01 = _mm256_unpackhi_ps(v[0], v[1]);
+  const __m256 l23 = _mm256_unpacklo_ps(v[2], v[3]), h23 = _mm256_unpackhi_ps(v[2], v[3]);
+  const __m256 t04 = _mm256_shuffle_ps(l01, l23, 0x44);  // t0 | t4
+  const __m256 t15 = _mm256_shuffle_ps(l01, l23, 0xEE);  // t1 | t5
+  const __m256 t26 = _mm256_shuffle_ps(h01, h23, 0x44);  // t2 | t6
+  const __m256 t37 = _mm256_shuffle_ps(h01, h23, 0xEE);  // t3 | t7
+  _mm256_storeu_ps(dst, _mm256_permute2f128_ps(t04, t15, 0x20));
+  _mm256_storeu_ps(dst + 8, _mm256_permute2f128_ps(t26, t37, 0x20));
+  _mm256_storeu_ps(dst + 16, _mm256_permute2f128_ps(t04, t15, 0x31));
+  _mm256_storeu_ps(dst + 24, _mm256_permute2f128_ps(t26, t37, 0x31));
+}
+
+// Floats of input-transform scratch for a block of `tiles` tiles: two planes of 6 x input_plane(tiles).
+inline int64_t input_plane(int64_t tiles) { return 4 * tiles + 48; }
+
+// The tiles of the block are taken as one flat sequence j = (R - R0) * TW + tw, 8 at a time (a group may
+// span tile rows, so narrow images waste no lanes). Per channel, a vertical pass (B^T along the rows, on
+// contiguous input columns) fills plane A with, for every tile j, its 4 leading columns at 4j (tile rows
+// laid end to end) and plane B with its columns 4..7 at 4j (the 2 trailing columns of the 6-wide tile);
+// the horizontal pass deinterleaves 8 tiles from A and B (gather_tiles), applies B^T along the columns and
+// stores 8 tiles of each of the 36 points. Lanes past the block's last tile store into the 8 spare columns
+// of ld. `scratch`: 2 * 6 * input_plane(tiles) floats, per thread.
+WINO_AVX2 void input_avx2(const Plan& p, const float* x, int64_t R0, int64_t R1, int64_t c0, int64_t c1, float* V,
+                          int64_t ld, int64_t cstride, float* scratch) {
+  const int64_t tiles = (R1 - R0) * p.TW;
+  const int64_t plane = input_plane(tiles);
+  float* A = scratch;
+  float* B = scratch + 6 * plane;
+  const int64_t row_w = 4 * p.TW;                  // columns of one tile row in A and B
+  const int64_t vcols = (row_w + 4 + 7) / 8 * 8;   // vertical-pass columns per tile row (>= row_w + 4)
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 zero = _mm256_setzero_ps();
+  for (int64_t c = c0; c < c1; ++c) {
+    for (int64_t R = R0; R < R1; ++R) {
+      const int64_t n = R / p.TH, th = R % p.TH;
+      const float* xc = x + (n * p.C + c) * p.IH * p.IW;
+      const float* xr[6];  // input rows of the tile row (null: padding)
+      for (int i = 0; i < 6; ++i) {
+        const int64_t iy = th * 4 - p.pt + i;
+        xr[i] = iy >= 0 && iy < p.IH ? xc + iy * p.IW : nullptr;
+      }
+      // Vertical pass, straight from the input rows into A at this row's offset (the columns past row_w
+      // spill into the next row's slots, rewritten when that row is done; B takes them first):
+      // A[k][off + col] = sum_i B^T[k][i] x[iy_i][col - pl], zero outside the image (masked loads).
+      const int64_t off = (R - R0) * row_w;
+      for (int64_t col = 0; col < vcols; col += 8) {
+        const int64_t ix0 = col - p.pl;
+        const int64_t lo = std::max<int64_t>(0, -ix0), hi = std::min<int64_t>(8, p.IW - ix0);
+        __m256 d[6], o[6];
+        if (lo >= hi) {
+          for (int k = 0; k < 6; ++k) _mm256_storeu_ps(A + k * plane + off + col, zero);
+          continue;
+        }
+        if (lo == 0 && hi == 8) {
+          for (int i = 0; i < 6; ++i) d[i] = xr[i] ? _mm256_loadu_ps(xr[i] + ix0) : zero;
+        } else {
+          const __m256i m = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), idx),
+                                             _mm256_cmpgt_epi32(idx, _mm256_set1_epi32(static_cast<int>(lo - 1))));
+          // Lanes outside [lo, hi) are masked off and not read.
+          for (int i = 0; i < 6; ++i) d[i] = xr[i] ? _mm256_maskload_ps(xr[i] + ix0, m) : zero;
+        }
+        bt_vec(d, o);
+        for (int k = 0; k < 6; ++k) _mm256_storeu_ps(A + k * plane + off + col, o[k]);
+      }
+      for (int k = 0; k < 6; ++k) {
+        const float* src = A + k * plane + off + 4;
+        float* dst = B + k * plane + off;
+        for (int64_t col = 0; col < row_w; col += 8) _mm256_storeu_ps(dst + col, _mm256_loadu_ps(src + col));
+      }
+    }
+    // Horizontal pass, 8 tiles at a time. (Full-width stores: masked stores are microcoded on AMD cores.)
+    float* vc = V + c * ld;
+    for (int64_t j0 = 0; j0 < tiles; j0 += 8) {
+      for (int k = 0; k < 6; ++k) {
+        __m256 d[6], o[6];
+        gather_tiles(A + k * plane + 4 * j0, B + k * plane + 4 * j0, d);
+        bt_vec(d, o);
+        float* dst = vc + (k * 6) * cstride + j0;
+        for (int l = 0; l < 6; ++l) _mm256_storeu_ps(dst + l * cstride, o[l]);
+      }
+    }
+  }
+}
+
+// Same flat tile order as input_avx2; reads Mx up to 8 floats past the block's last tile (spare columns).
+WINO_AVX2 void output_avx2(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1,
+                           const float* bias, float* y, int64_t ld, int64_t mstride) {
+  alignas(32) float tmp[4][32];
+  const int64_t tiles = (R1 - R0) * p.TW;
+  for (int64_t m = m0; m < m1; ++m) {
+    const __m256 b = _mm256_set1_ps(bias ? bias[m] : 0.f);
+    const float* src = Mx + m * ld;
+    for (int64_t j0 = 0; j0 < tiles; j0 += 8) {
+      // t[r][l] = sum_k A^T[r][k] M[k][l]
+      __m256 t[4][6];
+      for (int l = 0; l < 6; ++l) {
+        __m256 mk[6], yr[4];
+        for (int k = 0; k < 6; ++k) mk[k] = _mm256_loadu_ps(src + (k * 6 + l) * mstride + j0);
+        at_vec(mk, yr);
+        for (int r = 0; r < 4; ++r) t[r][l] = yr[r];
+      }
+      const int64_t R = R0 + j0 / p.TW, tw0 = j0 % p.TW;
+      if (tw0 + 8 <= p.TW && 4 * (tw0 + 8) <= p.OW) {
+        // All 8 tiles in one tile row and inside the image: straight to y.
+        const int64_t n = R / p.TH, th = R % p.TH;
+        float* ym = y + ((n * p.M + m) * p.OH + th * 4) * p.OW + 4 * tw0;
+        for (int r = 0; r < 4 && th * 4 + r < p.OH; ++r) {
+          __m256 o[4];
+          at_vec(t[r], o);
+          for (int q = 0; q < 4; ++q) o[q] = _mm256_add_ps(o[q], b);
+          scatter_tiles(o, ym + r * p.OW);
+        }
+        continue;
+      }
+      for (int r = 0; r < 4; ++r) {
+        __m256 o[4];
+        at_vec(t[r], o);
+        for (int q = 0; q < 4; ++q) o[q] = _mm256_add_ps(o[q], b);
+        scatter_tiles(o, tmp[r]);
+      }
+      // Runs of tiles within one tile row, clipped to the image.
+      const int64_t jend = std::min(tiles, j0 + 8);
+      for (int64_t j = j0; j < jend;) {
+        const int64_t Rj = R0 + j / p.TW, tw = j % p.TW;
+        const int64_t len = std::min(jend - j, p.TW - tw);
+        const int64_t n = Rj / p.TH, th = Rj % p.TH;
+        const int64_t ncols = std::min(4 * len, p.OW - 4 * tw);
+        float* ym = y + ((n * p.M + m) * p.OH + th * 4) * p.OW + 4 * tw;
+        for (int r = 0; r < 4 && th * 4 + r < p.OH; ++r) {
+          std::memcpy(ym + r * p.OW, tmp[r] + 4 * (j - j0), sizeof(float) * ncols);
+        }
+        j += len;
+      }
+    }
+  }
+}
+
+#endif  // NXRT_WINO_X86
+
+// G g G^T for one 3x3 filter, in double. G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6;
+// 1/24 -1/12 1/6; 0 0 1].
+void filter_transform(const float* g, double* u) {
+  static const double G[6][3] = {{1.0 / 4, 0, 0},
+                                 {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                 {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                 {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                 {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                 {0, 0, 1}};
+  double t[6][3];
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 3; ++j) t[i][j] = G[i][0] * g[0 * 3 + j] + G[i][1] * g[1 * 3 + j] + G[i][2] * g[2 * 3 + j];
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j) u[i * 6 + j] = t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2];
+}
+
+}  // namespace
+
+bool winograd_weights_apply(const Dims& w_shape, int64_t group) {
+  return group == 1 && w_shape.size() == 4 && w_shape[2] == 3 && w_shape[3] == 3 && w_shape[0] > 0 && w_shape[1] > 0;
+}
+
+void winograd_prepare(int64_t M, int64_t C, const float* w, WinogradWeights* out) {
+  out->M = M;
+  out->C = C;
+  // Written straight in the PackedAF32 layout (gemm/gemm.h; what pack_a_f32 would produce from the M x C
+  // matrix of each point): per K block of kGemmKC channels starting at k0 (offset k0 * m_padded), panels
+  // of kGemmMR rows, element (m, c) at (m / MR) * MR * kc + (c - k0) * MR + m % MR; rows past M stay zero.
+  const int64_t m_padded = (M + kGemmMR - 1) / kGemmMR * kGemmMR;
+  out->u.assign(kPts, PackedAF32());
+  for (PackedAF32& pk : out->u) {
+    pk.M = M;
+    pk.K = C;
+    pk.m_padded = m_padded;
+    pk.data.assign(static_cast<size_t>(m_padded * C), 0.f);
+  }
+  double ut[36];
+  for (int64_t k0 = 0; k0 < C; k0 += kGemmKC) {
+    const int64_t kc = std::min(kGemmKC, C - k0);
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t base = k0 * m_padded + (m / kGemmMR) * kGemmMR * kc + m % kGemmMR;
+      for (int64_t c = k0; c < k0 + kc; ++c) {
+        filter_transform(w + (m * C + c) * 9, ut);
+        const int64_t at = base + (c - k0) * kGemmMR;
+        for (int xi = 0; xi < kPts; ++xi) out->u[xi].data[at] = static_cast<float>(ut[xi]);
+      }
+    }
+  }
+}
+
+const WinogradWeights& WinogradCache::get(const convgemm::PackedA<float>& packed, int64_t M, int64_t C) const {
+  std::call_once(once_, [&] {
+    // Unpack the PackedAF32 layout (gemm/gemm.h): per K block of kGemmKC starting at k0 (offset k0 * m_padded),
+    // MR-row panels of kc x MR values, element (i, k) at panel i / MR, k * MR + i % MR.
+    const int64_t K = C * 9;
+    const int64_t m_padded = (M + kGemmMR - 1) / kGemmMR * kGemmMR;
+    std::vector<float> w(static_cast<size_t>(M * K));
+    for (int64_t k0 = 0; k0 < K; k0 += kGemmKC) {
+      const int64_t kc = std::min(kGemmKC, K - k0);
+      const float* blk = packed.data.data() + k0 * m_padded;
+      for (int64_t i = 0; i < M; ++i) {
+        const float* panel = blk + (i / kGemmMR) * kGemmMR * kc + i % kGemmMR;
+        for (int64_t k = 0; k < kc; ++k) w[i * K + k0 + k] = panel[k * kGemmMR];
+      }
+    }
+    winograd_prepare(M, C, w.data(), &w_);
+  });
+  return w_;
+}
+
+bool winograd_applies(const ConvShape& s) {
+  const Geom3& g = s.g;
+  if (s.group != 1 || g.nsp != 2) return false;
+  if (g.k[0] != 1 || g.k[1] != 3 || g.k[2] != 3) return false;
+  for (int i = 0; i < 3; ++i) {
+    if (g.s[i] != 1 || g.d[i] != 1) return false;
+  }
+  return g.pb[0] == 0 && g.pe[0] == 0 && g.in[0] == 1 && g.out[0] == 1 && g.out[1] > 0 && g.out[2] > 0;
+}
+
+// Measured at one thread against im2col + GEMM (AMD EPYC, AVX2 kernels; ms im2col -> Winograd):
+//   64->64 @56x56 3.1 -> 1.0, 128->32 @56x56 4.9 -> 1.24, 128->128 @28x28 2.6 -> 0.85,
+//   256->256 @14x14 2.6 -> 0.90, 128->32 @14x14 0.30 -> 0.10, 64->64 @224x224 134 -> 28,
+//   16->16 @8x8 0.012 -> 0.009, 64->64 @8x8 0.076 -> 0.065, 64->64 @7x7 0.076 -> 0.065,
+//   128->32 @7x7 0.110 -> 0.083, 128->128 @7x7 0.231 -> 0.219, 512->512 @7x7 batch 2 9.9 -> 5.0;
+// losses: 256->256 @7x7 0.80 -> 0.81 and 512->512 @7x7 3.5 -> 4.6 at batch 1 (4 tiles: the transformed
+// weights, 4x the raw ones, are streamed for very few tiles), outputs under 7x7 (128->128 @5x5
+// 0.135 -> 0.220, 64->64 @4x4 0.030 -> 0.062: 4x4 tiles cover them poorly), and few channels
+// (3->64 @224x224 2.6 -> 7.9: the transforms dominate).
+// Rule: >= 8 input and output channels, outputs >= 7x7, and >= 8 tiles in the batch or C * M <= 128 * 128.
+// NXRT_CONV_WINOGRAD=0 in the environment turns the kAuto choice off (A/B measurements).
+bool winograd_preferred(const ConvShape& s) {
+  static const bool disabled = [] {
+    const char* e = std::getenv("NXRT_CONV_WINOGRAD");
+    return e && std::strcmp(e, "0") == 0;
+  }();
+  if (disabled || !winograd_applies(s)) return false;
+  if (s.C < 8 || s.M < 8 || std::min(s.g.out[1], s.g.out[2]) < 7) return false;
+  const int64_t tiles = s.N * ((s.g.out[1] + 3) / 4) * ((s.g.out[2] + 3) / 4);
+  return tiles >= 8 || s.C * s.M <= 128 * 128;
+}
+
+void winograd_set_block_tiles(int64_t tiles) { g_block_tiles = tiles; }
+void winograd_set_force_scalar(bool scalar) { g_force_scalar = scalar; }
+
+void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w, const float* bias, float* y,
+                   ep::ThreadPool* pool) {
+  Plan p;
+  p.N = s.N;
+  p.C = s.C;
+  p.M = s.M;
+  p.IH = s.g.in[1];
+  p.IW = s.g.in[2];
+  p.OH = s.g.out[1];
+  p.OW = s.g.out[2];
+  p.pt = s.g.pb[1];
+  p.pl = s.g.pb[2];
+  p.TH = (p.OH + 3) / 4;
+  p.TW = (p.OW + 3) / 4;
+  const int64_t total_rows = p.N * p.TH;
+  if (total_rows == 0 || p.M == 0) return;
+
+  // Tiles per block: the block's transformed input (36 x C) and products (36 x M) take 144 * (C + M)
+  // bytes per tile, and every block streams all 36 transformed weight matrices (144 * C * M bytes).
+  // Aim at ~512 KiB of buffers (half the L2: the transforms are bound by their stores once the buffers
+  // spill), but at least C M / (C + M) tiles so that weight traffic does not dominate with many
+  // channels, at most ~8 MiB of buffers, and at least 24 tiles so the GEMMs keep the 16-column micro-kernel
+  // busy. Measured (ms at 28 / 56 tiles): 64->64 @56x56 0.94 / 1.20, 128->32 @56x56 1.21 / 1.45,
+  // 128->128 @28x28 0.94 / 0.85.
+  int64_t want = g_block_tiles;
+  if (want <= 0) {
+    const int64_t per_tile = 144 * (p.C + p.M);
+    want = std::max<int64_t>((int64_t(512) << 10) / per_tile, p.C * p.M / (p.C + p.M));
+    want = std::clamp<int64_t>(std::min<int64_t>(want, (int64_t(8) << 20) / per_tile), 24, 512);
+  }
+  int64_t rows_per_block = std::clamp<int64_t>((want + p.TW / 2) / p.TW, 1, total_rows);
+  // Small problems (under ~50 us) stay on the calling thread: each parallel_for waits for every worker
+  // to wake, which costs more than it saves. The work counts the GEMMs' multiply-adds and the
+  // transforms (~100 operations per tile and channel, in and out), which dominate with few channels:
+  // SqueezeNet's 16->64 @55x55 (7.2M multiply-adds, 0.45 ms) ran on one thread under a GEMM-only count.
+  const int64_t macs = kPts * p.M * p.C * total_rows * p.TW + 100 * (p.C + p.M) * total_rows * p.TW;
+  const int threads = pool && macs >= (int64_t(1) << 22) ? pool->num_threads() : 1;
+  // Prefer whole blocks per thread (one wake-up per call): smaller blocks when that gives every thread
+  // a few of them and keeps >= 24 tiles per GEMM.
+  if (threads > 1 && g_block_tiles <= 0) {
+    const int64_t rows_for_split = (total_rows + 4 * threads - 1) / (4 * threads);  // ~4 blocks a thread
+    if (rows_for_split < rows_per_block && rows_for_split * p.TW >= 24) rows_per_block = rows_for_split;
+  }
+  int64_t nblocks = (total_rows + rows_per_block - 1) / rows_per_block;
+  // Enough blocks for the threads to take whole blocks with >= 80% balance: split blocks (one wake-up per
+  // call, buffers per thread); else split each block's three phases over the threads.
+  const int64_t rounds = (nblocks + threads - 1) / threads;
+  const bool split_blocks = threads > 1 && nblocks >= 2 * threads && 5 * nblocks >= 4 * rounds * threads;
+  const int64_t ld = rows_per_block * p.TW + 8;  // 8 spare columns: see input_avx2
+  const int64_t cstride = p.C * ld, mstride = p.M * ld;
+  const size_t v_floats = static_cast<size_t>(kPts * cstride + 16);
+  const size_t m_floats = static_cast<size_t>(kPts * mstride + 16);
+  const size_t in_floats = static_cast<size_t>(12 * input_plane(rows_per_block * p.TW));
+  const bool avx2 = use_avx2();
+
+  auto input_phase = [&](const float* xin, int64_t R0, int64_t R1, int64_t c0, int64_t c1, float* V) {
+#ifdef NXRT_WINO_X86
+    if (avx2) {
+      thread_local MappedScratch rs;
+      input_avx2(p, xin, R0, R1, c0, c1, V, ld, cstride, rs.get(in_floats));
+      return;
+    }
+#endif
+    input_scalar(p, xin, R0, R1, c0, c1, V, ld, cstride);
+  };
+  auto output_phase = [&](const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1) {
+#ifdef NXRT_WINO_X86
+    if (avx2) {
+      output_avx2(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride);
+      return;
+    }
+#endif
+    output_scalar(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride);
+  };
+  auto gemms = [&](int64_t cols, const float* V, float* Mx, int64_t xi0, int64_t xi1) {
+    for (int64_t xi = xi0; xi < xi1; ++xi) {
+      gemm_f32_packed_a(p.M, cols, p.C, 1.f, w.u[xi].data.data(), false, V + xi * cstride, ld, 0.f,
+                        Mx + xi * mstride, ld, nullptr);
+    }
+  };
+
+  if (split_blocks || threads == 1) {
+    auto body = [&](int64_t b0, int64_t b1) {
+      Buffers& bufs = thread_buffers();
+      float* V = bufs.v.get(v_floats);
+      float* Mx = bufs.m.get(m_floats);
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t R0 = b * rows_per_block, R1 = std::min(total_rows, R0 + rows_per_block);
+        const int64_t cols = (R1 - R0) * p.TW;
+        input_phase(x, R0, R1, 0, p.C, V);
+        gemms(cols, V, Mx, 0, kPts);
+        output_phase(Mx, R0, R1, 0, p.M);
+      }
+    };
+    if (threads > 1) {
+      pool->parallel_for(nblocks, 1, body);
+    } else {
+      body(0, nblocks);
+    }
+    return;
+  }
+  // Few blocks: each phase split over the threads, buffers shared.
+  Buffers& bufs = thread_buffers();
+  float* V = bufs.v.get(v_floats);
+  float* Mx = bufs.m.get(m_floats);
+  for (int64_t b = 0; b < nblocks; ++b) {
+    const int64_t R0 = b * rows_per_block, R1 = std::min(total_rows, R0 + rows_per_block);
+    const int64_t cols = (R1 - R0) * p.TW;
+    pool->parallel_for(p.C, 1, [&](int64_t c0, int64_t c1) { input_phase(x, R0, R1, c0, c1, V); });
+    pool->parallel_for(kPts, 1, [&](int64_t x0, int64_t x1) { gemms(cols, V, Mx, x0, x1); });
+    pool->parallel_for(p.M, 1, [&](int64_t m0, int64_t m1) { output_phase(Mx, R0, R1, m0, m1); });
+  }
+}
+
+}  // namespace nxrt::ops

@@ -1,0 +1,78 @@
+// Winograd F(4x4, 3x3) convolution for float 2-D convs with a 3x3 kernel, stride 1, dilation 1, group 1
+// (any pads, any batch): the Conv engine's kWinograd path (winograd_preferred says when kAuto picks it).
+//
+//   Y = A^T [ (G g G^T) (.) (B^T d B) ] A      per 6x6 input tile d -> 4x4 output tile, per (Cout, Cin)
+//
+// Interpolation points 0, +-1, +-2 and infinity (the usual matrices of Lavin & Gray). The element-wise
+// products summed over input channels become 36 GEMMs, one per transform-domain point xi:
+//   M_xi[Cout x tiles] = U_xi[Cout x Cin] * V_xi[Cin x tiles]
+// U_xi (the transformed weights) is prepared once and stored as packed left GEMM operands (PackedAF32),
+// so the calls run straight on the shared float GEMM engine (ops/gemm/gemm.h).
+//
+// Work is cut into blocks of whole tile rows (across the batch) sized so the transformed input and the
+// GEMM results of a block stay near L2. Blocks are split over the threads when there are enough of them;
+// otherwise each block's three phases (input transform over channels, GEMMs over xi, output transform
+// over output channels) are split. The transforms are AVX2+FMA (8 tiles a vector, chosen at run time
+// together with the GEMM kernels, see gemm_using_avx2) with a portable scalar fallback.
+//
+// Accuracy: the F(4,3) transforms scale values by up to ~10 (the +-2 points), so the result's error is
+// larger than that of direct fp32 summation: max error 2e-5..6e-5 of the output's rms on random data
+// (im2col + GEMM: ~2e-6), measured in tests/unit/test_conv_winograd.cpp.
+#pragma once
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "nxrt/dims.h"
+#include "ops/gemm/conv_gemm.h"
+#include "ops/gemm/gemm.h"
+
+namespace nxrt::ep {
+class ThreadPool;
+}
+
+namespace nxrt::ops {
+
+struct ConvShape;
+
+struct WinogradWeights {
+  int64_t M = 0, C = 0;
+  std::vector<PackedAF32> u;  // 36 packed M x C operands, xi = 6 * row + col of the 6x6 transform domain
+  bool empty() const { return u.empty(); }
+};
+
+// Whether weights of this shape and group can serve the Winograd path (4-D, 3x3, group 1).
+bool winograd_weights_apply(const Dims& w_shape, int64_t group);
+
+// Transforms w (M x C x 3 x 3, row-major).
+void winograd_prepare(int64_t M, int64_t C, const float* w, WinogradWeights* out);
+
+// The transformed weights of one conv, built on first use (thread-safe) from the conv's packed GEMM
+// weights, so convs that never take the path (stride known only at run time, outputs too small) keep
+// only their 1x packed copy instead of the 4x transformed one.
+class WinogradCache {
+ public:
+  // `packed`: the M x (C * 9) weights packed by convgemm::pack_a (scale 1), the same every call.
+  const WinogradWeights& get(const convgemm::PackedA<float>& packed, int64_t M, int64_t C) const;
+
+ private:
+  mutable std::once_flag once_;
+  mutable WinogradWeights w_;
+};
+
+// Whether the path can compute this conv (2-D, 3x3, stride 1, dilation 1, group 1).
+bool winograd_applies(const ConvShape& s);
+
+// Whether it is expected to beat im2col + GEMM on this shape (the kAuto rule; see the .cpp).
+bool winograd_preferred(const ConvShape& s);
+
+// y[N, M, OH, OW] = conv(x, w) + bias (bias may be null). Requires winograd_applies(s) and w prepared
+// for s.M x s.C.
+void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w, const float* bias, float* y,
+                   ep::ThreadPool* pool);
+
+// Tuning/tests: force the number of tiles per block (0 = automatic) and the scalar transforms.
+void winograd_set_block_tiles(int64_t tiles);
+void winograd_set_force_scalar(bool scalar);
+
+}  // namespace nxrt::ops

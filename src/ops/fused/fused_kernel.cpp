@@ -1,0 +1,372 @@
+// Kernels of the internal "nxrt" domain that the optimizer's fusions create.
+//
+//   nxrt::FusedConv(X, W, B?, Z?)      Y = act(Conv(X, W, B) + Z)
+//   nxrt::FusedGemm(A, B, C?, Z?)      Y = act(Gemm(A, B, C) + Z)
+//   nxrt::FusedMatMul(A, B, bias?, Z?) Y = act(MatMul(A, B) + bias + Z), bias 1-D over the last axis
+// Attributes: those of the wrapped op, plus `activation` (Relu, Clip, Sigmoid, Tanh, LeakyRelu,
+// HardSigmoid or empty), `activation_params` (Clip: min, max; LeakyRelu: alpha; HardSigmoid: alpha,
+// beta) and `inner_opset` (the opset the wrapped op is created at). The wrapped op's own kernel does the
+// heavy work (packed weights, im2col / pointwise / depthwise paths); the epilogue runs in place on its
+// output. Z normally has Y's shape; other broadcastable shapes take a general (slower) path.
+//
+// Also registered under "nxrt": LayerNormalization, RMSNormalization, Gelu, HardSwish and Swish, the
+// ai.onnx kernels (opset 17 / 23 / 20 / 14 / 24 semantics), so fusions work on models importing older opsets.
+#include <cmath>
+
+#include "ep/kernel.h"
+#include "ops/common.h"
+#include "ops/conv/conv_engine.h"
+#include "ops/fused/fused_ops.h"
+
+namespace nxrt::ops {
+
+namespace {
+
+struct ActParams {
+  Activation kind = Activation::kNone;
+  float a = 0, b = 0;
+};
+
+template <Activation A, typename CT>
+inline CT act_of(CT v, const ActParams& p) {
+  if constexpr (A == Activation::kNone) return v;
+  if constexpr (A == Activation::kRelu) return v < CT(0) ? CT(0) : v;
+  if constexpr (A == Activation::kClip) return v < CT(p.a) ? CT(p.a) : (v > CT(p.b) ? CT(p.b) : v);
+  if constexpr (A == Activation::kSigmoid) return CT(1) / (CT(1) + std::exp(-v));
+  if constexpr (A == Activation::kTanh) return std::tanh(v);
+  if constexpr (A == Activation::kLeakyRelu) return v >= CT(0) ? v : CT(p.a) * v;
+  if constexpr (A == Activation::kHardSigmoid) return std::max(CT(0), std::min(CT(1), CT(p.a) * v + CT(p.b)));
+  if constexpr (A == Activation::kHardSwish) return v * std::max(CT(0), std::min(CT(1), v / CT(6) + CT(0.5)));
+  return v;
+}
+
+template <typename CT>
+inline CT apply_act(CT v, const ActParams& p) {
+  switch (p.kind) {
+    case Activation::kNone: return v;
+    case Activation::kRelu: return act_of<Activation::kRelu>(v, p);
+    case Activation::kClip: return act_of<Activation::kClip>(v, p);
+    case Activation::kSigmoid: return act_of<Activation::kSigmoid>(v, p);
+    case Activation::kTanh: return act_of<Activation::kTanh>(v, p);
+    case Activation::kLeakyRelu: return act_of<Activation::kLeakyRelu>(v, p);
+    case Activation::kHardSigmoid: return act_of<Activation::kHardSigmoid>(v, p);
+    case Activation::kHardSwish: return act_of<Activation::kHardSwish>(v, p);
+  }
+  return v;
+}
+
+// y = act(y [+ z]) over [i0, i1), the activation fixed at compile time so the loop vectorizes.
+template <Activation A, typename T, typename CT>
+void epilogue_range(T* yd, const T* zd, int64_t i0, int64_t i1, const ActParams& p) {
+  if (zd) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const CT s = static_cast<CT>(T(static_cast<CT>(yd[i]) + static_cast<CT>(zd[i])));
+      yd[i] = T(act_of<A>(s, p));
+    }
+  } else {
+    for (int64_t i = i0; i < i1; ++i) yd[i] = T(act_of<A>(static_cast<CT>(yd[i]), p));
+  }
+}
+
+template <typename T, typename CT>
+void epilogue_dispatch(T* yd, const T* zd, int64_t i0, int64_t i1, const ActParams& p) {
+  switch (p.kind) {
+    case Activation::kNone: return epilogue_range<Activation::kNone, T, CT>(yd, zd, i0, i1, p);
+    case Activation::kRelu: return epilogue_range<Activation::kRelu, T, CT>(yd, zd, i0, i1, p);
+    case Activation::kClip: return epilogue_range<Activation::kClip, T, CT>(yd, zd, i0, i1, p);
+    case Activation::kSigmoid: return epilogue_range<Activation::kSigmoid, T, CT>(yd, zd, i0, i1, p);
+    case Activation::kTanh: return epilogue_range<Activation::kTanh, T, CT>(yd, zd, i0, i1, p);
+    case Activation::kLeakyRelu: return epilogue_range<Activation::kLeakyRelu, T, CT>(yd, zd, i0, i1, p);
+    case Activation::kHardSigmoid: return epilogue_range<Activation::kHardSigmoid, T, CT>(yd, zd, i0, i1, p);
+    case Activation::kHardSwish: return epilogue_range<Activation::kHardSwish, T, CT>(yd, zd, i0, i1, p);
+  }
+}
+
+template <typename T>
+using ct_of = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// Forwards a wrapped kernel's context to the fused node's context: inputs 0..n-1, output 0.
+class ForwardContext final : public ep::KernelContext {
+ public:
+  ForwardContext(ep::KernelContext& outer, const ep::KernelInfo& info, size_t n_in, const Dims* z_shape)
+      : outer_(outer), info_(info), n_in_(n_in), z_shape_(z_shape) {}
+  const ep::KernelInfo& info() const override { return info_; }
+  size_t num_inputs() const override { return n_in_; }
+  size_t num_outputs() const override { return 1; }
+  const Value* input_value(size_t i) const override {
+    if (i == 0 && in0_override_) return in0_override_;
+    return i < n_in_ ? outer_.input_value(i) : nullptr;
+  }
+  // Input 0 as the wrapped op sees it (FusedConv's pre-activated X on the general path).
+  const Value* in0_override_ = nullptr;
+  bool output_requested(size_t i) const override { return i == 0; }
+  Result<Tensor*> allocate_output(size_t i, DataType dtype, const Dims& shape) override {
+    if (i != 0) return outer_.error("fused kernel: the wrapped op allocated output " + std::to_string(i));
+    if (!z_shape_ || *z_shape_ == shape) {
+      NXRT_ASSIGN_OR_RETURN(out_, outer_.allocate_output(0, dtype, shape));
+      return out_;
+    }
+    temp_ = Tensor(dtype, shape);
+    out_ = &temp_;
+    is_temp_ = true;
+    return out_;
+  }
+  Status set_output(size_t i, Value v) override {
+    if (i != 0 || !v.is_tensor()) return outer_.error("fused kernel: the wrapped op set a non-tensor output");
+    temp_ = v.tensor().contiguous(true);
+    out_ = &temp_;
+    is_temp_ = true;
+    return Status::Ok();
+  }
+  ep::ThreadPool& pool() override { return outer_.pool(); }
+  Status error(const std::string& msg, StatusCode code) const override { return outer_.error(msg, code); }
+
+  Tensor* out_ = nullptr;
+  Tensor temp_;
+  bool is_temp_ = false;
+
+ private:
+  ep::KernelContext& outer_;
+  const ep::KernelInfo& info_;
+  size_t n_in_;
+  const Dims* z_shape_;
+};
+
+class FusedKernel final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    const std::string& op = info.op_type();
+    if (op == "FusedConv") inner_op_ = "Conv", n_inner_ = 3, dflt_opset_ = 11;
+    else if (op == "FusedGemm") inner_op_ = "Gemm", n_inner_ = 3, dflt_opset_ = 13;
+    else if (op == "FusedMatMul") inner_op_ = "MatMul", n_inner_ = 2, dflt_opset_ = 13, has_bias_ = true;
+    else return info.error("unknown fused op");
+    NXRT_ASSIGN_OR_RETURN(act_.kind, parse_activation(info.attr_string("activation", "")));
+    std::vector<float> p = info.attr_floats("activation_params", {});
+    if (act_.kind == Activation::kClip) {
+      act_.a = p.size() > 0 ? p[0] : -INFINITY;
+      act_.b = p.size() > 1 ? p[1] : INFINITY;
+    } else if (act_.kind == Activation::kLeakyRelu) {
+      act_.a = p.size() > 0 ? p[0] : 0.01f;
+    } else if (act_.kind == Activation::kHardSigmoid) {
+      act_.a = p.size() > 0 ? p[0] : 0.2f;
+      act_.b = p.size() > 1 ? p[1] : 0.5f;
+    }
+    const ir::Node& n = info.node();
+    inner_node_.name = n.name;
+    inner_node_.op_type = inner_op_;
+    for (size_t i = 0; i < n_inner_ && i < n.inputs.size(); ++i) inner_node_.inputs.push_back(n.inputs[i]);
+    inner_node_.outputs = {n.outputs.empty() ? std::string("y") : n.outputs[0]};
+    for (const auto& a : n.attributes) {
+      if (a.name != "activation" && a.name != "activation_params" && a.name != "inner_opset")
+        inner_node_.attributes.push_back(a);
+    }
+    const int64_t opset = info.attr_int("inner_opset", dflt_opset_);
+    inner_info_ = std::make_unique<ep::KernelInfo>(inner_node_, opset);
+    for (size_t i = 0; i < n_inner_; ++i) inner_info_->const_inputs_.push_back(info.const_input(i));
+    // FusedConv inputs 4 and 5: the pre-activation scale/shift (optimizer fuse_preact_conv), constants.
+    if (op == "FusedConv" && n.inputs.size() > 4 && !n.inputs[4].empty()) {
+      const Tensor* a = info.const_input(4);
+      const Tensor* b = n.inputs.size() > 5 ? info.const_input(5) : nullptr;
+      if (!a || !b || a->dtype() != DataType::kFloat || b->dtype() != DataType::kFloat || a->rank() != 1 ||
+          b->shape() != a->shape()) {
+        return info.error("pre-activation scale/shift (inputs 4, 5) must be constant float vectors of one length");
+      }
+      pre_scale_.assign(a->data<float>(), a->data<float>() + a->numel());
+      pre_shift_.assign(b->data<float>(), b->data<float>() + b->numel());
+    }
+    inner_info_->graph_ = info.graph();
+    inner_info_->registry_ = info.registry();
+    if (!info.registry()) return info.error("created without a kernel registry: cannot make its " + inner_op_);
+    const ep::KernelDef* def = info.registry()->find("", inner_op_, opset);
+    if (!def) return info.error("no CPU kernel for " + inner_op_ + " at opset " + std::to_string(opset));
+    NXRT_ASSIGN_OR_RETURN(inner_, def->factory(*inner_info_));
+    return Status::Ok();
+  }
+
+  // The wrapped kernel's inputs are forwarded unchanged: it decides for them.
+  bool reads_const_input_data(size_t i) const override { return i >= n_inner_ || inner_->reads_const_input_data(i); }
+  Status compute(ep::KernelContext& ctx) override {
+    const Tensor* z = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+    const Tensor* bias = has_bias_ && ctx.has_input(2) ? &ctx.input(2) : nullptr;
+    ForwardContext fc(ctx, *inner_info_, n_inner_, z ? &z->shape() : nullptr);
+    const bool pre = !pre_scale_.empty();
+    if (pre) {
+      const Tensor& x0 = ctx.input(0);
+      if (x0.dtype() != DataType::kFloat || x0.rank() < 2 || x0.dim(1) != static_cast<int64_t>(pre_scale_.size())) {
+        return ctx.error("pre-activation of " + std::to_string(pre_scale_.size()) + " channels does not fit input " +
+                         x0.describe());
+      }
+    }
+    // Conv on float with Relu/Clip/no activation: the residual and activation go into the GEMM's store
+    // (and a pre-activation into its input packing).
+    auto* conv_post = dynamic_cast<ConvWithPost*>(inner_.get());
+    const bool post_act = act_.kind == Activation::kNone || act_.kind == Activation::kRelu ||
+                          act_.kind == Activation::kClip;
+    Value preact;  // the general path's pre-activated X
+    if (conv_post && post_act && ctx.input(0).dtype() == DataType::kFloat &&
+        (!z || z->dtype() == DataType::kFloat)) {
+      ConvPost post;
+      post.residual = z ? z->data<float>() : nullptr;
+      post.act = act_.kind == Activation::kRelu   ? GemmActivation::kRelu
+                 : act_.kind == Activation::kClip ? GemmActivation::kClip
+                                                  : GemmActivation::kNone;
+      post.clip_min = act_.a;
+      post.clip_max = act_.b;
+      if (pre) {
+        post.pre_scale = pre_scale_.data();
+        post.pre_shift = pre_shift_.data();
+      }
+      NXRT_ASSIGN_OR_RETURN(bool applied, conv_post->compute_with_post(fc, post, z ? &z->shape() : nullptr));
+      if (applied && fc.out_ && !fc.is_temp_) return Status::Ok();
+      if (applied) return ctx.error("fused kernel: the Conv applied the epilogue to a temporary output");
+      if (pre) return ctx.error("fused kernel: the Conv could not take the pre-activation (not a 1x1 conv?)");
+    } else {
+      if (pre) {
+        // x' = max(x * a[c] + b[c], 0) per channel (BatchNormRelu's arithmetic), then the plain Conv.
+        const Tensor& x0 = ctx.input(0);
+        Tensor xp(DataType::kFloat, x0.shape());
+        const int64_t C = x0.dim(1), plane = C > 0 ? x0.numel() / (x0.dim(0) * C) : 0;
+        const float* xs = x0.data<float>();
+        float* xd = xp.data<float>();
+        for (int64_t p = 0; p < x0.dim(0) * C; ++p) {
+          const size_t c = static_cast<size_t>(p % C);
+          scale_shift_relu(xs + p * plane, xd + p * plane, plane, pre_scale_[c], pre_shift_[c]);
+        }
+        preact = Value(std::move(xp));
+        fc.in0_override_ = &preact;
+      }
+      NXRT_RETURN_IF_ERROR(inner_->compute(fc));
+    }
+    if (!fc.out_) return ctx.error("fused kernel: the wrapped " + inner_op_ + " produced no output");
+    Tensor& y = *fc.out_;
+    if (z && z->dtype() != y.dtype()) return ctx.error("residual input dtype differs from the output's");
+    if (bias && bias->dtype() != y.dtype()) return ctx.error("bias dtype differs from the output's");
+    const int64_t ncol = y.rank() > 0 ? y.dim(-1) : 1;
+    if (bias && !(bias->numel() == ncol || bias->numel() == 1)) {
+      return ctx.error("bias " + bias->describe() + " does not match the last axis of " + y.describe());
+    }
+    return dispatch_float(
+        y.dtype(),
+        [&](auto tag) -> Status {
+          using T = decltype(tag);
+          using CT = ct_of<T>;
+          T* yd = y.data<T>();
+          const int64_t n = y.numel();
+          if (bias) {
+            const T* bd = bias->data<T>();
+            const bool scalar = bias->numel() == 1;
+            if (scalar) {
+              const CT b0 = static_cast<CT>(bd[0]);
+              for (int64_t i = 0; i < n; ++i) yd[i] = T(static_cast<CT>(yd[i]) + b0);
+            } else if (ncol > 0) {
+              // The bias in the compute type: read in place for float, else converted into step scratch.
+              const CT* bc;
+              if constexpr (std::is_same_v<T, CT>) {
+                bc = bd;
+              } else {
+                NXRT_ASSIGN_OR_RETURN(void* ws, ctx.workspace(static_cast<size_t>(ncol) * sizeof(CT)));
+                CT* conv = static_cast<CT*>(ws);
+                for (int64_t c = 0; c < ncol; ++c) conv[c] = static_cast<CT>(bd[c]);
+                bc = conv;
+              }
+              for (int64_t r0 = 0; r0 < n; r0 += ncol) {
+                T* row = yd + r0;
+                for (int64_t c = 0; c < ncol; ++c) row[c] = T(static_cast<CT>(row[c]) + bc[c]);
+              }
+            }
+          }
+          if (!fc.is_temp_) {
+            const T* zd = z ? z->data<T>() : nullptr;
+            if (!zd && act_.kind == Activation::kNone) return Status::Ok();
+            const ActParams act = act_;
+            ctx.pool().parallel_for(n, 1 << 14, [&](int64_t i0, int64_t i1) {
+              epilogue_dispatch<T, CT>(yd, zd, i0, i1, act);
+            });
+            return Status::Ok();
+          }
+          // General path: the wrapped op's result and Z broadcast to the output shape.
+          Dims out_shape;
+          if (!z) {
+            out_shape = y.shape();
+          } else if (!broadcast_shapes(y.shape(), z->shape(), &out_shape)) {
+            return ctx.error("residual " + z->describe() + " does not broadcast with " + y.describe());
+          }
+          NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, y.dtype(), out_shape));
+          T* od = out->data<T>();
+          const int64_t total = out->numel();
+          const Dims ys = broadcast_strides(y.shape(), out_shape);
+          const Dims zs = z ? broadcast_strides(z->shape(), out_shape) : Dims(out_shape.size(), 0);
+          const T* zd = z ? z->data<T>() : nullptr;
+          const size_t r = out_shape.size();
+          std::vector<int64_t> idx(r, 0);
+          int64_t yo = 0, zo = 0;
+          for (int64_t i = 0; i < total; ++i) {
+            CT s = static_cast<CT>(yd[yo]);
+            if (zd) s = static_cast<CT>(T(s + static_cast<CT>(zd[zo])));
+            od[i] = T(apply_act(s, act_));
+            for (size_t d = r; d-- > 0;) {
+              ++idx[d];
+              yo += ys[d];
+              zo += zs[d];
+              if (idx[d] < out_shape[d]) break;
+              yo -= ys[d] * out_shape[d];
+              zo -= zs[d] * out_shape[d];
+              idx[d] = 0;
+            }
+          }
+          return Status::Ok();
+        },
+        [&] { return ctx.error("fused kernel: unsupported dtype " + std::string(dtype_name(y.dtype()))); });
+  }
+
+ private:
+  std::string inner_op_;
+  size_t n_inner_ = 0;
+  int64_t dflt_opset_ = 13;
+  bool has_bias_ = false;
+  std::vector<float> pre_scale_, pre_shift_;  // FusedConv pre-activation (empty: none)
+  ActParams act_;
+  ir::Node inner_node_;
+  std::unique_ptr<ep::KernelInfo> inner_info_;
+  std::unique_ptr<ep::Kernel> inner_;
+};
+
+}  // namespace
+
+Result<Activation> parse_activation(const std::string& s) {
+  if (s.empty()) return Activation::kNone;
+  if (s == "Relu") return Activation::kRelu;
+  if (s == "Clip") return Activation::kClip;
+  if (s == "Sigmoid") return Activation::kSigmoid;
+  if (s == "Tanh") return Activation::kTanh;
+  if (s == "LeakyRelu") return Activation::kLeakyRelu;
+  if (s == "HardSigmoid") return Activation::kHardSigmoid;
+  if (s == "HardSwish") return Activation::kHardSwish;
+  return invalid_model("unknown fused activation '" + s + "'");
+}
+
+void register_fused_attention(ep::KernelRegistry& r);  // fused_attention.cpp
+void register_bn_relu(ep::KernelRegistry& r);          // bn_relu.cpp
+
+void register_fused_ops(ep::KernelRegistry& r) {
+  register_fused_attention(r);
+  register_bn_relu(r);
+  r.add_class<FusedKernel>(ir::kNxrtDomain, "FusedConv");
+  r.add_class<FusedKernel>(ir::kNxrtDomain, "FusedGemm");
+  r.add_class<FusedKernel>(ir::kNxrtDomain, "FusedMatMul");
+  struct Copy {
+    const char* op;
+    int64_t opset;
+  };
+  for (Copy c : {Copy{"LayerNormalization", 17}, Copy{"RMSNormalization", 23}, Copy{"Gelu", 20}, Copy{"HardSwish", 14}, Copy{"Swish", 24}}) {
+    const ep::KernelDef* def = r.find("", c.op, c.opset);
+    if (!def) continue;
+    ep::KernelDef copy = *def;
+    copy.domain = ir::kNxrtDomain;
+    copy.since_version = 1;
+    copy.end_version = INT64_MAX;
+    r.add(std::move(copy));
+  }
+}
+
+}  // namespace nxrt::ops

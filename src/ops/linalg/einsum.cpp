@@ -1,0 +1,335 @@
+// Einsum (opset 12): any equation with implicit or explicit output, ellipsis broadcasting, repeated
+// labels within an operand (diagonals) and summation.
+//
+// Plan: each operand becomes a tensor with one axis per distinct label (diagonals taken by summing
+// strides, size-1 ellipsis dims broadcast by stride 0), labels used nowhere else are summed out, then
+// operands are contracted left to right as batched matrix products [batch, M, K] x [batch, K, N]
+// (the blocked GEMM for float/double), and the result is summed/permuted into the output order.
+#include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
+
+#include "ep/thread_pool.h"
+#include "ops/common.h"
+#include "ops/linalg/linalg_util.h"
+#include "ops/reduction/reduction_util.h"
+
+namespace nxrt::ops {
+
+namespace {
+
+constexpr int kEllipsisBase = 52;  // labels 0..51 are letters, 52+ ellipsis dims
+
+int letter_id(char c) {
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;  // ASCII order: uppercase before lowercase
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  return -1;
+}
+
+struct Term {
+  std::vector<int> letters_before;  // labels before "..."
+  std::vector<int> letters_after;   // labels after "..." (all labels when no ellipsis)
+  bool ellipsis = false;
+};
+
+Result<Term> parse_term(const std::string& s) {
+  Term t;
+  bool seen = false;
+  for (size_t i = 0; i < s.size();) {
+    if (s[i] == '.') {
+      if (s.compare(i, 3, "...") != 0 || seen) return invalid_argument("bad ellipsis in einsum term '" + s + "'");
+      seen = true;
+      t.ellipsis = true;
+      i += 3;
+      continue;
+    }
+    int id = letter_id(s[i]);
+    if (id < 0) return invalid_argument(std::string("bad einsum label '") + s[i] + "'");
+    (seen ? t.letters_after : t.letters_before).push_back(id);
+    ++i;
+  }
+  if (!seen) {
+    t.letters_after = std::move(t.letters_before);
+    t.letters_before.clear();
+  }
+  return t;
+}
+
+// A tensor with one axis per label.
+template <typename T>
+struct LT {
+  Tensor t;  // contiguous
+  std::vector<int> labels;
+};
+
+// Contiguous copy of `src` with its axes reordered to `order` (a permutation of src.labels).
+template <typename T>
+LT<T> permute(const LT<T>& src, const std::vector<int>& order) {
+  if (order == src.labels) return src;
+  Dims shape, strides;
+  const Dims st = contiguous_strides(src.t.shape());
+  for (int l : order) {
+    size_t p = std::find(src.labels.begin(), src.labels.end(), l) - src.labels.begin();
+    shape.push_back(src.t.shape()[p]);
+    strides.push_back(st[p]);
+  }
+  Tensor view(src.t.dtype(), shape, src.t.storage(), src.t.byte_offset(), strides);
+  return LT<T>{view.contiguous(true), order};
+}
+
+// Sums out every label not in `keep`.
+template <typename T>
+LT<T> sum_out(const LT<T>& src, const std::vector<int>& keep_set) {
+  std::vector<int> kept, gone;
+  for (int l : src.labels) {
+    (std::find(keep_set.begin(), keep_set.end(), l) != keep_set.end() ? kept : gone).push_back(l);
+  }
+  if (gone.empty()) return src;
+  std::vector<int> order = kept;
+  order.insert(order.end(), gone.begin(), gone.end());
+  LT<T> p = permute(src, order);
+  Dims out_shape(p.t.shape().begin(), p.t.shape().begin() + kept.size());
+  const int64_t O = shape_numel(out_shape);
+  const int64_t R = O == 0 ? 0 : (p.t.numel() / std::max<int64_t>(O, 1));
+  Tensor out(src.t.dtype(), out_shape);
+  const T* x = p.t.template data<T>();
+  T* y = out.template data<T>();
+  using U = std::conditional_t<std::is_integral_v<T>, std::make_unsigned_t<std::conditional_t<std::is_integral_v<T>, T, int>>, T>;
+  for (int64_t o = 0; o < O; ++o) {
+    U s = U(0);
+    for (int64_t r = 0; r < R; ++r) s += static_cast<U>(x[o * R + r]);
+    y[o] = static_cast<T>(s);
+  }
+  return LT<T>{out, kept};
+}
+
+template <typename T>
+LT<T> contract(const LT<T>& x0, const LT<T>& y0, const std::vector<int>& keep_set, ep::ThreadPool& pool) {
+  auto has = [](const std::vector<int>& v, int l) { return std::find(v.begin(), v.end(), l) != v.end(); };
+  // Labels only in one operand and not kept are summed out first.
+  std::vector<int> keep_x = keep_set, keep_y = keep_set;
+  keep_x.insert(keep_x.end(), y0.labels.begin(), y0.labels.end());
+  keep_y.insert(keep_y.end(), x0.labels.begin(), x0.labels.end());
+  LT<T> x = sum_out(x0, keep_x), y = sum_out(y0, keep_y);
+  std::vector<int> batch, m, k, n;
+  std::vector<int64_t> size_of(128, 1);
+  for (size_t i = 0; i < x.labels.size(); ++i) size_of[x.labels[i]] = x.t.shape()[i];
+  for (size_t i = 0; i < y.labels.size(); ++i) size_of[y.labels[i]] = y.t.shape()[i];
+  for (int l : x.labels) {
+    if (has(y.labels, l)) (has(keep_set, l) ? batch : k).push_back(l);
+    else m.push_back(l);
+  }
+  for (int l : y.labels)
+    if (!has(x.labels, l)) n.push_back(l);
+  std::vector<int> xo = batch, yo = batch;
+  xo.insert(xo.end(), m.begin(), m.end());
+  xo.insert(xo.end(), k.begin(), k.end());
+  yo.insert(yo.end(), k.begin(), k.end());
+  yo.insert(yo.end(), n.begin(), n.end());
+  LT<T> xp = permute(x, xo), yp = permute(y, yo);
+  auto prod = [&](const std::vector<int>& ls) {
+    int64_t p = 1;
+    for (int l : ls) p *= size_of[l];
+    return p;
+  };
+  MatMulShape s;
+  const int64_t nb = prod(batch);
+  s.M = prod(m);
+  s.K = prod(k);
+  s.N = prod(n);
+  s.batch = {nb};
+  s.a_batch_strides = {1};
+  s.b_batch_strides = {1};
+  s.a_batches = s.b_batches = nb;
+  std::vector<int> out_labels = batch;
+  out_labels.insert(out_labels.end(), m.begin(), m.end());
+  out_labels.insert(out_labels.end(), n.begin(), n.end());
+  Dims out_shape;
+  for (int l : out_labels) out_shape.push_back(size_of[l]);
+  Tensor out(x.t.dtype(), out_shape);
+  if (out.numel() > 0 && s.K > 0) {
+    matmul_batched<T>(xp.t.template data<T>(), yp.t.template data<T>(), out.template data<T>(), s, pool);
+  }
+  return LT<T>{out, out_labels};
+}
+
+struct Plan {
+  std::vector<std::vector<int>> op_labels;  // per operand, per axis
+  std::vector<int> out_labels;
+  std::vector<int64_t> size_of;
+};
+
+Result<Plan> make_plan(const std::string& eq0, const std::vector<const Tensor*>& ins) {
+  std::string eq;
+  for (char c : eq0)
+    if (c != ' ') eq.push_back(c);
+  Plan p;
+  p.size_of.assign(128, -1);
+  const size_t arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms;
+  size_t start = 0;
+  for (;;) {
+    size_t c = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, c == std::string::npos ? std::string::npos : c - start));
+    if (c == std::string::npos) break;
+    start = c + 1;
+  }
+  if (terms.size() != ins.size()) {
+    return invalid_argument("einsum equation '" + eq0 + "' has " + std::to_string(terms.size()) + " operands, got " +
+                            std::to_string(ins.size()) + " inputs");
+  }
+  int ell_rank = 0;
+  std::vector<Term> parsed;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    NXRT_ASSIGN_OR_RETURN(Term t, parse_term(terms[i]));
+    const int64_t nl = static_cast<int64_t>(t.letters_before.size() + t.letters_after.size());
+    const int64_t rank = ins[i]->rank();
+    if ((!t.ellipsis && nl != rank) || (t.ellipsis && nl > rank)) {
+      return invalid_argument("einsum term '" + terms[i] + "' does not match input " + ins[i]->describe());
+    }
+    if (t.ellipsis) ell_rank = std::max<int>(ell_rank, static_cast<int>(rank - nl));
+    if (ell_rank > 64) return invalid_argument("einsum ellipsis covers too many dimensions");
+    parsed.push_back(std::move(t));
+  }
+  std::array<int, 128> count{};
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    const Term& t = parsed[i];
+    std::vector<int> labels = t.letters_before;
+    if (t.ellipsis) {
+      const int e = static_cast<int>(ins[i]->rank() - t.letters_before.size() - t.letters_after.size());
+      for (int j = 0; j < e; ++j) labels.push_back(kEllipsisBase + ell_rank - e + j);
+    }
+    labels.insert(labels.end(), t.letters_after.begin(), t.letters_after.end());
+    for (size_t a = 0; a < labels.size(); ++a) {
+      const int l = labels[a];
+      const int64_t d = ins[i]->shape()[a];
+      ++count[l];
+      if (p.size_of[l] < 0 || p.size_of[l] == 1) {
+        p.size_of[l] = d;
+      } else if (d != 1 && d != p.size_of[l]) {
+        return invalid_argument("einsum label sizes differ (" + std::to_string(d) + " vs " +
+                                std::to_string(p.size_of[l]) + ") in '" + eq0 + "'");
+      }
+    }
+    p.op_labels.push_back(std::move(labels));
+  }
+  if (arrow != std::string::npos) {
+    NXRT_ASSIGN_OR_RETURN(Term t, parse_term(eq.substr(arrow + 2)));
+    p.out_labels = t.letters_before;
+    if (t.ellipsis) {
+      for (int j = 0; j < ell_rank; ++j) p.out_labels.push_back(kEllipsisBase + j);
+    } else if (ell_rank > 0) {
+      // numpy requires "..." in an explicit output when inputs broadcast; the ellipsis dims are summed.
+    }
+    p.out_labels.insert(p.out_labels.end(), t.letters_after.begin(), t.letters_after.end());
+    std::array<int, 128> seen{};
+    for (int l : p.out_labels) {
+      if (l < kEllipsisBase && count[l] == 0) return invalid_argument("einsum output label not in inputs: '" + eq0 + "'");
+      if (seen[l]++) return invalid_argument("einsum output repeats a label: '" + eq0 + "'");
+    }
+  } else {
+    for (int j = 0; j < ell_rank; ++j) p.out_labels.push_back(kEllipsisBase + j);
+    for (int l = 0; l < kEllipsisBase; ++l)
+      if (count[l] == 1) p.out_labels.push_back(l);
+  }
+  return p;
+}
+
+template <typename T>
+Status einsum_typed(ep::KernelContext& ctx, const Plan& plan, const std::vector<Tensor>& ins, Tensor* y) {
+  // Operands with distinct labels (diagonals and broadcasting as strided views).
+  std::vector<LT<T>> ops;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const auto& labels = plan.op_labels[i];
+    const Dims st = contiguous_strides(ins[i].shape());
+    std::vector<int> uniq;
+    Dims shape, strides;
+    for (size_t a = 0; a < labels.size(); ++a) {
+      const int64_t s = ins[i].shape()[a] == 1 ? 0 : st[a];
+      auto it = std::find(uniq.begin(), uniq.end(), labels[a]);
+      if (it == uniq.end()) {
+        uniq.push_back(labels[a]);
+        shape.push_back(plan.size_of[labels[a]]);
+        strides.push_back(s);
+      } else {
+        strides[it - uniq.begin()] += s;
+      }
+    }
+    Tensor view(ins[i].dtype(), shape, ins[i].storage(), ins[i].byte_offset(), strides);
+    ops.push_back(LT<T>{view.contiguous(true), uniq});
+  }
+  // Labels needed after operand i: output labels plus every label of operands > i.
+  auto needed_after = [&](size_t i) {
+    std::vector<int> keep = plan.out_labels;
+    for (size_t j = i + 1; j < ops.size(); ++j) keep.insert(keep.end(), ops[j].labels.begin(), ops[j].labels.end());
+    return keep;
+  };
+  LT<T> cur = sum_out(ops[0], [&] {
+    std::vector<int> keep = needed_after(0);
+    return keep;
+  }());
+  for (size_t i = 1; i < ops.size(); ++i) cur = contract(cur, ops[i], needed_after(i), ctx.pool());
+  cur = sum_out(cur, plan.out_labels);
+  // Output labels absent from cur (cannot happen for valid equations) would be size 1.
+  LT<T> fin = permute(cur, plan.out_labels);
+  std::copy_n(fin.t.template data<T>(), fin.t.numel(), y->template data<T>());
+  return Status::Ok();
+}
+
+Status einsum_compute(ep::KernelContext& ctx) {
+  const auto& info = ctx.info();
+  const std::string eq = info.attr_string("equation");
+  std::vector<const Tensor*> ins;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) return ctx.error("missing input " + std::to_string(i));
+    ins.push_back(&ctx.input(i));
+  }
+  if (ins.empty()) return ctx.error("Einsum needs at least one input");
+  for (const Tensor* t : ins) {
+    if (t->dtype() != ins[0]->dtype()) return ctx.error("Einsum inputs differ in dtype", StatusCode::kInvalidArgument);
+  }
+  auto pr = make_plan(eq, ins);
+  if (!pr.ok()) return ctx.error(pr.status().message(), StatusCode::kInvalidArgument);
+  const Plan& plan = pr.value();
+  Dims out_shape;
+  for (int l : plan.out_labels) out_shape.push_back(plan.size_of[l] < 0 ? 1 : plan.size_of[l]);
+  const DataType dt = ins[0]->dtype();
+  NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, dt, out_shape));
+  if (dt == DataType::kFloat16 || dt == DataType::kBFloat16) {
+    std::vector<Tensor> fins;
+    for (const Tensor* t : ins) {
+      Tensor f(DataType::kFloat, t->shape());
+      const uint16_t* h = t->data<uint16_t>();
+      for (int64_t i = 0; i < t->numel(); ++i)
+        f.data<float>()[i] = dt == DataType::kFloat16 ? half_to_float(h[i]) : bf16_to_float(h[i]);
+      fins.push_back(f);
+    }
+    Tensor fy(DataType::kFloat, out_shape);
+    NXRT_RETURN_IF_ERROR(einsum_typed<float>(ctx, plan, fins, &fy));
+    uint16_t* o = y->data<uint16_t>();
+    for (int64_t i = 0; i < fy.numel(); ++i)
+      o[i] = dt == DataType::kFloat16 ? float_to_half(fy.data<float>()[i]) : float_to_bf16(fy.data<float>()[i]);
+    return Status::Ok();
+  }
+  std::vector<Tensor> tins;
+  for (const Tensor* t : ins) tins.push_back(*t);
+  return dispatch_numeric(
+      dt,
+      [&](auto tag) -> Status {
+        using T = decltype(tag);
+        if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+          return Status::Ok();
+        } else {
+          return einsum_typed<T>(ctx, plan, tins, y);
+        }
+      },
+      [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(dt), StatusCode::kNotImplemented); });
+}
+
+}  // namespace
+
+void register_einsum_ops(ep::KernelRegistry& r) { r.add_fn("Einsum", &einsum_compute); }
+
+}  // namespace nxrt::ops

@@ -1,0 +1,294 @@
+// MatMulInteger (opset 10) and QLinearMatMul (opset 10, 21): numpy.matmul over 8-bit integers with
+// zero points (scalar, per row of A / per column of B, or per batch-row / batch-column).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "ep/thread_pool.h"
+#include "ops/common.h"
+#include "ops/linalg/linalg_util.h"
+#include "ops/reduction/reduction_util.h"
+
+namespace nxrt::ops {
+
+namespace {
+
+// Per-row (A) or per-column (B) parameter indexing: scalar, [rows], or [batches * rows].
+struct PerIndex {
+  int64_t mode = 0;  // 0 scalar, 1 per row, 2 per batch-row
+  int64_t rows = 1;
+  int64_t at(int64_t batch, int64_t row) const { return mode == 0 ? 0 : (mode == 1 ? row : batch * rows + row); }
+};
+
+Result<PerIndex> per_index(const Tensor* t, int64_t rows, int64_t batches, const char* what) {
+  PerIndex p;
+  p.rows = rows;
+  if (t == nullptr || t->numel() == 1) return p;
+  if (t->numel() == rows) {
+    p.mode = 1;
+    return p;
+  }
+  if (t->numel() == rows * batches) {
+    p.mode = 2;
+    return p;
+  }
+  return invalid_argument(std::string(what) + " " + t->describe() + " is neither a scalar nor per-" +
+                          (std::string(what).find("b_") == 0 || std::string(what).find("y_") == 0 ? "column" : "row") +
+                          " (" + std::to_string(rows) + " values)");
+}
+
+Result<std::vector<int32_t>> zero_points(const Tensor* t) {
+  if (t == nullptr) return std::vector<int32_t>{0};
+  auto v = read_int_values(*t);
+  if (!v.ok()) return v.status();
+  std::vector<int32_t> out(v.value().begin(), v.value().end());
+  if (out.empty()) out.push_back(0);
+  return out;
+}
+
+// A (batches_a, M, K) minus per-row zero point -> int32; B (batches_b, K, N) minus per-column zero point.
+Result<std::vector<int32_t>> centered(const Tensor& x, const Tensor* zp, int64_t batches, int64_t rows, int64_t cols,
+                                      bool per_col, const char* what) {
+  NXRT_ASSIGN_OR_RETURN(PerIndex pi, per_index(zp, per_col ? cols : rows, batches, what));
+  NXRT_ASSIGN_OR_RETURN(std::vector<int32_t> z, zero_points(zp));
+  std::vector<int32_t> out(static_cast<size_t>(batches * rows * cols));
+  auto vals = read_int_values(x);
+  if (!vals.ok()) return vals.status();
+  const auto& v = vals.value();
+  for (int64_t b = 0; b < batches; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t i = (b * rows + r) * cols + c;
+        out[i] = static_cast<int32_t>(v[i]) - z[pi.at(b, per_col ? c : r)];
+      }
+  return out;
+}
+
+// Integer batched matmul of the centered operands into int32 (wrapping).
+void int_matmul(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int32_t* y, const MatMulShape& s,
+                ep::ThreadPool& pool) {
+  matmul_batched<int32_t>(a.data(), b.data(), y, s, pool);
+}
+
+bool is_8bit(DataType t) { return t == DataType::kInt8 || t == DataType::kUInt8; }
+
+Status matmul_integer_compute(ep::KernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  if (!is_8bit(a.dtype()) || !is_8bit(b.dtype())) {
+    return ctx.error("MatMulInteger expects int8/uint8 operands, got " + a.describe() + " and " + b.describe(),
+                     StatusCode::kInvalidArgument);
+  }
+  auto sr = matmul_shape(a.shape(), b.shape());
+  if (!sr.ok()) return ctx.error(sr.status().message(), StatusCode::kInvalidArgument);
+  const MatMulShape& s = sr.value();
+  NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kInt32, s.out_shape));
+  if (y->numel() == 0) return Status::Ok();
+  auto ac = centered(a, ctx.has_input(2) ? &ctx.input(2) : nullptr, s.a_batches, s.M, s.K, false, "a_zero_point");
+  if (!ac.ok()) return ctx.error(ac.status().message(), StatusCode::kInvalidArgument);
+  auto bc = centered(b, ctx.has_input(3) ? &ctx.input(3) : nullptr, s.b_batches, s.K, s.N, true, "b_zero_point");
+  if (!bc.ok()) return ctx.error(bc.status().message(), StatusCode::kInvalidArgument);
+  int_matmul(ac.value(), bc.value(), y->data<int32_t>(), s, ctx.pool());
+  return Status::Ok();
+}
+
+// Scales as float values, rounded through their own dtype.
+Result<std::vector<double>> scales(const Tensor& t) { return read_double_values(t); }
+
+double round_to_scale_type(double v, DataType dt) {
+  switch (dt) {
+    case DataType::kFloat: return static_cast<double>(static_cast<float>(v));
+    case DataType::kFloat16: return half_to_float(float_to_half(static_cast<float>(v)));
+    case DataType::kBFloat16: return bf16_to_float(float_to_bf16(static_cast<float>(v)));
+    default: return v;
+  }
+}
+
+template <typename TO>
+void store_quant(double v, TO* out) {
+  double r = std::nearbyint(v);  // ties to even under the default rounding mode
+  const double lo = static_cast<double>(std::numeric_limits<TO>::lowest());
+  const double hi = static_cast<double>(std::numeric_limits<TO>::max());
+  *out = static_cast<TO>(std::min(hi, std::max(lo, r)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// float8 (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ) decode and saturating round-to-nearest-even encode, for
+// QLinearMatMul-21.
+
+bool is_f8(DataType t) {
+  return t == DataType::kFloat8E4M3FN || t == DataType::kFloat8E4M3FNUZ || t == DataType::kFloat8E5M2 ||
+         t == DataType::kFloat8E5M2FNUZ;
+}
+
+float f8_decode(uint8_t b, DataType t) {
+  const bool e5 = t == DataType::kFloat8E5M2 || t == DataType::kFloat8E5M2FNUZ;
+  const bool uz = t == DataType::kFloat8E4M3FNUZ || t == DataType::kFloat8E5M2FNUZ;
+  const int mbits = e5 ? 2 : 3;
+  const int bias = (e5 ? 15 : 7) + (uz ? 1 : 0);
+  const int emax = e5 ? 31 : 15;
+  const float sign = (b & 0x80) ? -1.f : 1.f;
+  const int e = (b & 0x7f) >> mbits, f = b & ((1 << mbits) - 1);
+  if (uz && b == 0x80) return std::numeric_limits<float>::quiet_NaN();
+  if (t == DataType::kFloat8E4M3FN && (b & 0x7f) == 0x7f) return std::numeric_limits<float>::quiet_NaN();
+  if (t == DataType::kFloat8E5M2 && e == emax) {
+    return f == 0 ? sign * std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+  }
+  if (e == 0) return sign * std::ldexp(static_cast<float>(f), 1 - bias - mbits);
+  return sign * std::ldexp(1.f + static_cast<float>(f) / static_cast<float>(1 << mbits), e - bias);
+}
+
+uint8_t f8_encode(float v, DataType t) {
+  const bool uz = t == DataType::kFloat8E4M3FNUZ || t == DataType::kFloat8E5M2FNUZ;
+  if (std::isnan(v)) return uz ? 0x80 : (t == DataType::kFloat8E5M2 ? 0x7f : 0x7f);
+  // Positive finite codes in increasing order (codes 0..127 are monotonic where finite).
+  int top = 0x7f;
+  while (!std::isfinite(f8_decode(static_cast<uint8_t>(top), t))) --top;
+  const float a = std::fabs(v);
+  const uint8_t sign = v < 0 ? 0x80 : 0x00;
+  if (a >= f8_decode(static_cast<uint8_t>(top), t)) return static_cast<uint8_t>(sign | top);  // saturate
+  int lo = 0, hi = top;  // f8_decode(lo) <= a < f8_decode(hi)
+  while (hi - lo > 1) {
+    int mid = (lo + hi) / 2;
+    (f8_decode(static_cast<uint8_t>(mid), t) <= a ? lo : hi) = mid;
+  }
+  const float dl = a - f8_decode(static_cast<uint8_t>(lo), t), dh = f8_decode(static_cast<uint8_t>(hi), t) - a;
+  int code = (dl < dh || (dl == dh && (lo & 1) == 0)) ? lo : hi;
+  if (code == 0) return 0;  // no negative zero needed
+  return static_cast<uint8_t>((v < 0 ? 0x80 : 0x00) | code);
+}
+
+// Float8 operand minus per-row/column zero point, as float.
+Result<std::vector<float>> centered_f8(const Tensor& x, const Tensor* zp, int64_t batches, int64_t rows, int64_t cols,
+                                      bool per_col, const char* what) {
+  NXRT_ASSIGN_OR_RETURN(PerIndex pi, per_index(zp, per_col ? cols : rows, batches, what));
+  if (zp && zp->dtype() != x.dtype()) return invalid_argument(std::string(what) + " dtype differs from its input");
+  std::vector<float> out(static_cast<size_t>(batches * rows * cols));
+  const uint8_t* xd = x.data<uint8_t>();
+  for (int64_t b = 0; b < batches; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const int64_t i = (b * rows + r) * cols + c;
+        const float z = zp ? f8_decode(zp->data<uint8_t>()[pi.at(b, per_col ? c : r)], x.dtype()) : 0.f;
+        out[i] = f8_decode(xd[i], x.dtype()) - z;
+      }
+  return out;
+}
+
+Status qlinear_matmul_compute(ep::KernelContext& ctx) {
+  for (size_t i = 0; i < 8; ++i) {
+    if (i != 2 && i != 5 && i != 7 && !ctx.has_input(i)) return ctx.error("missing input " + std::to_string(i));
+  }
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(3);
+  const Tensor& sa = ctx.input(1);
+  const Tensor& sb = ctx.input(4);
+  const Tensor& sy = ctx.input(6);
+  const Tensor* za = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  const Tensor* zb = ctx.has_input(5) ? &ctx.input(5) : nullptr;
+  const Tensor* zy = ctx.has_input(7) ? &ctx.input(7) : nullptr;
+  const bool f8 = is_f8(a.dtype());
+  if (f8 ? (b.dtype() != a.dtype()) : (!is_8bit(a.dtype()) || !is_8bit(b.dtype()))) {
+    return ctx.error("QLinearMatMul operands must both be int8/uint8 or the same float8 type, got " + a.describe() +
+                         " and " + b.describe(),
+                     StatusCode::kInvalidArgument);
+  }
+  const DataType out_dt = zy ? zy->dtype() : a.dtype();
+  if (!is_8bit(out_dt) && !is_f8(out_dt)) {
+    return ctx.error(std::string("unsupported output dtype ") + dtype_name(out_dt), StatusCode::kNotImplemented);
+  }
+  auto sr = matmul_shape(a.shape(), b.shape());
+  if (!sr.ok()) return ctx.error(sr.status().message(), StatusCode::kInvalidArgument);
+  const MatMulShape& s = sr.value();
+  NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, out_dt, s.out_shape));
+  if (y->numel() == 0) return Status::Ok();
+  const int64_t nb = s.batch_count();
+  std::vector<double> acc(static_cast<size_t>(nb * s.M * s.N));
+  if (f8) {
+    auto ac = centered_f8(a, za, s.a_batches, s.M, s.K, false, "a_zero_point");
+    if (!ac.ok()) return ctx.error(ac.status().message(), StatusCode::kInvalidArgument);
+    auto bc = centered_f8(b, zb, s.b_batches, s.K, s.N, true, "b_zero_point");
+    if (!bc.ok()) return ctx.error(bc.status().message(), StatusCode::kInvalidArgument);
+    std::vector<float> accf(acc.size());
+    matmul_batched<float>(ac.value().data(), bc.value().data(), accf.data(), s, ctx.pool());
+    std::copy(accf.begin(), accf.end(), acc.begin());
+  } else {
+    auto ac = centered(a, za, s.a_batches, s.M, s.K, false, "a_zero_point");
+    if (!ac.ok()) return ctx.error(ac.status().message(), StatusCode::kInvalidArgument);
+    auto bc = centered(b, zb, s.b_batches, s.K, s.N, true, "b_zero_point");
+    if (!bc.ok()) return ctx.error(bc.status().message(), StatusCode::kInvalidArgument);
+    std::vector<int32_t> acci(acc.size());
+    int_matmul(ac.value(), bc.value(), acci.data(), s, ctx.pool());
+    std::copy(acci.begin(), acci.end(), acc.begin());
+  }
+
+  auto sav = scales(sa), sbv = scales(sb), syv = scales(sy);
+  if (!sav.ok() || !sbv.ok() || !syv.ok()) return ctx.error("scales must be float tensors", StatusCode::kInvalidArgument);
+  auto pa = per_index(&sa, s.M, s.a_batches, "a_scale");
+  auto pb = per_index(&sb, s.N, s.b_batches, "b_scale");
+  auto py = per_index(&sy, s.N, nb, "y_scale");
+  if (!pa.ok() || !pb.ok() || !py.ok()) {
+    return ctx.error("scale shapes: " + (!pa.ok() ? pa.status().message() : !pb.ok() ? pb.status().message() : py.status().message()),
+                     StatusCode::kInvalidArgument);
+  }
+  std::vector<double> zyv;
+  if (zy && is_f8(zy->dtype())) {
+    for (int64_t i = 0; i < zy->numel(); ++i) zyv.push_back(f8_decode(zy->data<uint8_t>()[i], zy->dtype()));
+  } else {
+    auto z = zero_points(zy);
+    if (!z.ok()) return ctx.error(z.status().message(), StatusCode::kInvalidArgument);
+    zyv.assign(z.value().begin(), z.value().end());
+  }
+  if (zyv.empty()) zyv.push_back(0.0);
+  auto pzy = per_index(zy, s.N, nb, "y_zero_point");
+  if (!pzy.ok()) return ctx.error(pzy.status().message(), StatusCode::kInvalidArgument);
+  const DataType st = sa.dtype();
+  // Batch index of A/B for each output batch (broadcast).
+  std::vector<int64_t> a_of(static_cast<size_t>(nb)), b_of(static_cast<size_t>(nb));
+  {
+    std::vector<int64_t> idx(s.batch.size(), 0);
+    for (int64_t i = 0; i < nb; ++i) {
+      int64_t oa = 0, ob = 0;
+      for (size_t d = 0; d < s.batch.size(); ++d) {
+        oa += idx[d] * s.a_batch_strides[d];
+        ob += idx[d] * s.b_batch_strides[d];
+      }
+      a_of[i] = oa;
+      b_of[i] = ob;
+      for (size_t d = s.batch.size(); d-- > 0;) {
+        if (++idx[d] < s.batch[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    for (int64_t m = 0; m < s.M; ++m) {
+      const double sam = sav.value()[pa.value().at(a_of[bi], m)];
+      for (int64_t n = 0; n < s.N; ++n) {
+        const double sbn = sbv.value()[pb.value().at(b_of[bi], n)];
+        const double syn = syv.value()[py.value().at(bi, n)];
+        const double mult = round_to_scale_type(round_to_scale_type(sam * sbn, st) / syn, st);
+        const int64_t o = (bi * s.M + m) * s.N + n;
+        const double zp = zyv[pzy.value().at(bi, n)];
+        if (is_f8(out_dt)) {
+          y->data<uint8_t>()[o] = f8_encode(static_cast<float>(acc[o] * sam * sbn / syn + zp), out_dt);
+          continue;
+        }
+        const double v = acc[o] * mult + zp;
+        if (out_dt == DataType::kUInt8) store_quant<uint8_t>(v, y->data<uint8_t>() + o);
+        else store_quant<int8_t>(v, y->data<int8_t>() + o);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void register_quant_matmul_ops(ep::KernelRegistry& r) {
+  r.add_fn("MatMulInteger", &matmul_integer_compute);
+  r.add_fn("QLinearMatMul", &qlinear_matmul_compute);
+}
+
+}  // namespace nxrt::ops

@@ -1,0 +1,50 @@
+// Batched matrix multiplication shared by MatMul, Einsum and the integer matmuls.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "ops/common.h"
+#include "ops/gemm/gemm.h"
+
+namespace nxrt::ops {
+
+void register_einsum_ops(ep::KernelRegistry& r);       // linalg/einsum.cpp
+void register_quant_matmul_ops(ep::KernelRegistry& r);  // linalg/integer_matmul.cpp
+
+// numpy.matmul shape logic. A/B 1-D operands are promoted ([K] -> [1,K] / [K,1]) and the promoted
+// dim dropped from the output.
+struct MatMulShape {
+  int64_t M = 0, N = 0, K = 0;
+  Dims batch;                 // broadcast batch dims
+  Dims a_batch_strides;       // per batch dim, in matrices (0 where broadcast)
+  Dims b_batch_strides;
+  int64_t a_batches = 1, b_batches = 1;
+  Dims out_shape;
+  int64_t batch_count() const { return shape_numel(batch); }
+  // Whether B (resp. A) is the same matrix for every batch.
+  bool b_shared() const { return b_batches == 1; }
+};
+Result<MatMulShape> matmul_shape(const Dims& a, const Dims& b);
+
+// Y[batch, M, N] = A x B for contiguous row-major operands laid out per MatMulShape.
+// float/double go through the blocked GEMM; reduced floats compute in float; integers wrap.
+template <typename T>
+void matmul_batched(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool);
+
+// Integer GEMM (row-major, C = A x B, wrapping arithmetic in AccT).
+template <typename T, typename AccT>
+void gemm_int(int64_t M, int64_t N, int64_t K, const T* A, const T* B, AccT* C) {
+  using U = std::make_unsigned_t<AccT>;
+  for (int64_t i = 0; i < M; ++i) {
+    U* c = reinterpret_cast<U*>(C + i * N);
+    for (int64_t j = 0; j < N; ++j) c[j] = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      const U a = static_cast<U>(static_cast<AccT>(A[i * K + k]));
+      const T* b = B + k * N;
+      for (int64_t j = 0; j < N; ++j) c[j] += a * static_cast<U>(static_cast<AccT>(b[j]));
+    }
+  }
+}
+
+}  // namespace nxrt::ops

@@ -1,0 +1,241 @@
+#include "ops/pool/row_pool.h"
+
+#include "ep/cpu_features.h"
+
+#include "ops/window/window_simd.h"
+#include "ops/window/window_engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace nxrt::ops::rowpool {
+
+namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+bool has_avx2() { return ep::cpu_has_avx2_fma(); }
+#define NXRT_POOL_AVX2 __attribute__((target("avx2,fma")))
+#else
+bool has_avx2() { return false; }
+#define NXRT_POOL_AVX2
+#endif
+
+// Count of taps start + t*d (t in [0, k)) inside [lo, hi).
+inline int64_t taps_inside(int64_t start, int64_t k, int64_t d, int64_t lo, int64_t hi) {
+  int64_t n = 0;
+  for (int64_t t = 0; t < k; ++t) {
+    const int64_t p = start + t * d;
+    n += (p >= lo && p < hi) ? 1 : 0;
+  }
+  return n;
+}
+
+// Row-wise pooling of planes [p0, p1). Each plane is first copied into a padded scratch plane (pad =
+// -inf for max, 0 for average), so the window loops need no bounds checks; each output row is then one
+// vertical pass (the window's rows reduced column by column) and one horizontal pass (KW taps of that
+// row). kMax: max with NaN skipped (v > best ? v : best from -inf, as the reference); else sums divided
+// by the valid (or, count_include_pad, padded) tap count. K / S > 0: kernel size and stride fixed at
+// compile time (dilation 1); 0: read from g.
+template <bool kMax, int K, int S>
+__attribute__((always_inline)) inline void pool_rows(const Geom3& g, const float* x, float* y, bool cip,
+                                                     int64_t p0, int64_t p1) {
+  const int64_t IH = g.in[1], IW = g.in[2], OH = g.out[1], OW = g.out[2];
+  const int64_t KH = K ? K : g.k[1], KW = K ? K : g.k[2];
+  const int64_t sh = S ? S : g.s[1], sw = S ? S : g.s[2];
+  const int64_t dh = K ? 1 : g.d[1], dw = K ? 1 : g.d[2];
+  const int64_t pbh = g.pb[1], pbw = g.pb[2], peh = g.pe[1], pew = g.pe[2];
+  const float pad = kMax ? -std::numeric_limits<float>::infinity() : 0.f;
+  const int64_t Hp = std::max(pbh + IH, (OH - 1) * sh + (KH - 1) * dh + 1);
+  const int64_t Wp = std::max(pbw + IW, (OW - 1) * sw + (KW - 1) * dw + 1);
+  thread_local std::vector<float> scratch;
+  const size_t need = static_cast<size_t>(Hp * Wp + Wp + 2 * OW + OH);
+  if (scratch.size() < need) scratch.resize(need);
+  float* __restrict buf = scratch.data();
+  float* __restrict tv = buf + Hp * Wp;
+  float* __restrict wc = tv + Wp;  // per output column: tap count (average)
+  float* __restrict hc = wc + OW;  // per output row
+  if (!kMax) {
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      const int64_t st = ow * sw - pbw;
+      wc[ow] = static_cast<float>(cip ? taps_inside(st, KW, dw, -pbw, IW + pew) : taps_inside(st, KW, dw, 0, IW));
+    }
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const int64_t st = oh * sh - pbh;
+      hc[oh] = static_cast<float>(cip ? taps_inside(st, KH, dh, -pbh, IH + peh) : taps_inside(st, KH, dh, 0, IH));
+    }
+  }
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* __restrict xp = x + p * IH * IW;
+    float* __restrict yp = y + p * OH * OW;
+    window::pad_plane(xp, IH, IW, pbh, pbw, Hp, Wp, pad, /*split=*/false, buf, nullptr);
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const float* __restrict b0 = buf + oh * sh * Wp;
+      // Vertical pass.
+      for (int64_t i = 0; i < Wp; ++i) {
+        float v = pad;
+        for (int64_t kh = 0; kh < KH; ++kh) {
+          const float xv = b0[kh * dh * Wp + i];
+          if (kMax) {
+            v = xv > v ? xv : v;
+          } else {
+            v += xv;
+          }
+        }
+        tv[i] = v;
+      }
+      // Horizontal pass.
+      float* __restrict yr = yp + oh * OW;
+      if (kMax) {
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          float v = pad;
+          for (int64_t kw = 0; kw < KW; ++kw) {
+            const float t = tv[ow * sw + kw * dw];
+            v = t > v ? t : v;
+          }
+          yr[ow] = v;
+        }
+      } else {
+        const float h = hc[oh];
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          float v = 0.f;
+          for (int64_t kw = 0; kw < KW; ++kw) v += tv[ow * sw + kw * dw];
+          const float dn = h * wc[ow];
+          yr[ow] = dn > 0.f ? v / dn : 0.f;
+        }
+      }
+    }
+  }
+}
+
+template <bool kMax>
+NXRT_POOL_AVX2 void pool_rows_avx2(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, int64_t p1) {
+  pool_rows<kMax, 0, 0>(g, x, y, cip, p0, p1);
+}
+template <bool kMax>
+void pool_rows_plain(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, int64_t p1) {
+  pool_rows<kMax, 0, 0>(g, x, y, cip, p0, p1);
+}
+
+// The padded-plane path for horizontal stride 1 or 2 without horizontal dilation (every CNN pool):
+// per output row one vertical tap pass over the window's rows and one horizontal tap pass (AVX2 when
+// available). Stride-2 rows are stored even columns first (window::pad_plane), so both passes read
+// contiguous runs.
+template <bool kMax>
+void pool_taps(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, int64_t p1, bool avx2) {
+  using window::TapOp;
+  constexpr TapOp op = kMax ? TapOp::kMax : TapOp::kSum;
+  const int64_t IH = g.in[1], IW = g.in[2], OH = g.out[1], OW = g.out[2];
+  const int64_t KH = g.k[1], KW = g.k[2], sh = g.s[1], sw = g.s[2], dh = g.d[1];
+  const int64_t pbh = g.pb[1], pbw = g.pb[2], peh = g.pe[1], pew = g.pe[2];
+  const float pad = kMax ? -std::numeric_limits<float>::infinity() : 0.f;
+  const int64_t Hp = std::max(pbh + IH, (OH - 1) * sh + (KH - 1) * dh + 1);
+  const int64_t Wp = std::max(pbw + IW, (OW - 1) * sw + KW);
+  const bool split = sw == 2;
+  const int64_t ne = window::even_len(Wp);
+  std::vector<float> scratch(static_cast<size_t>(Hp * Wp + 2 * Wp + OW + OH));
+  float* buf = scratch.data();
+  float* row_tmp = buf + Hp * Wp;
+  float* tv = row_tmp + Wp;
+  float* wc = tv + Wp;
+  float* hc = wc + OW;
+  std::vector<const float*> src(static_cast<size_t>(std::max(KH, KW)));
+  if (!kMax) {
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      const int64_t st = ow * sw - pbw;
+      wc[ow] = static_cast<float>(cip ? taps_inside(st, KW, 1, -pbw, IW + pew) : taps_inside(st, KW, 1, 0, IW));
+    }
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const int64_t st = oh * sh - pbh;
+      hc[oh] = static_cast<float>(cip ? taps_inside(st, KH, dh, -pbh, IH + peh) : taps_inside(st, KH, dh, 0, IH));
+    }
+  }
+  for (int64_t p = p0; p < p1; ++p) {
+    window::pad_plane(x + p * IH * IW, IH, IW, pbh, pbw, Hp, Wp, pad, split, buf, row_tmp);
+    float* yp = y + p * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      for (int64_t kh = 0; kh < KH; ++kh) src[kh] = buf + (oh * sh + kh * dh) * Wp;
+      window::taps<op>(avx2, src.data(), nullptr, static_cast<int>(KH), pad, tv, Wp);
+      for (int64_t kw = 0; kw < KW; ++kw) src[kw] = split ? tv + (kw % 2 ? ne : 0) + kw / 2 : tv + kw;
+      float* yr = yp + oh * OW;
+      window::taps<op>(avx2, src.data(), nullptr, static_cast<int>(KW), pad, yr, OW);
+      if (!kMax) {
+        const float h = hc[oh];
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const float dn = h * wc[ow];
+          yr[ow] = dn > 0.f ? yr[ow] / dn : 0.f;
+        }
+      }
+    }
+  }
+}
+
+template <bool kMax>
+void pool_any(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, int64_t p1) {
+  // Windows of up to 64 taps: the shared window engine (window/window_engine.h), every stride and dilation.
+  constexpr window::PlaneOp op = kMax ? window::PlaneOp::kMax : window::PlaneOp::kAvg;
+  window::TapPlan& plan = window::TapPlan::for_thread(op);
+  if (plan.prepare(g, op, cip)) {
+    plan.run_planes(x + p0 * g.in_size(), g.in_size(), nullptr, 0, nullptr, false, y + p0 * g.out_size(), p1 - p0);
+    return;
+  }
+  const bool avx2 = has_avx2();
+  if ((g.s[2] == 1 || g.s[2] == 2) && g.d[2] == 1 && g.k[1] <= 64 && g.k[2] <= 64) {
+    return pool_taps<kMax>(g, x, y, cip, p0, p1, avx2);
+  }
+  if (avx2) return pool_rows_avx2<kMax>(g, x, y, cip, p0, p1);
+  pool_rows_plain<kMax>(g, x, y, cip, p0, p1);
+}
+
+__attribute__((always_inline)) inline void global_avg_body(const float* x, float* y, int64_t plane, int64_t q0,
+                                                           int64_t q1) {
+  for (int64_t q = q0; q < q1; ++q) {
+    const float* xp = x + q * plane;
+    float acc[16] = {};
+    int64_t i = 0;
+    for (; i + 16 <= plane; i += 16)
+      for (int j = 0; j < 16; ++j) acc[j] += xp[i + j];
+    float s = 0;
+    for (; i < plane; ++i) s += xp[i];
+    for (int j = 0; j < 16; ++j) s += acc[j];
+    y[q] = plane > 0 ? s / static_cast<float>(plane) : 0.f;
+  }
+}
+NXRT_POOL_AVX2 void global_avg_avx2(const float* x, float* y, int64_t plane, int64_t q0, int64_t q1) {
+  global_avg_body(x, y, plane, q0, q1);
+}
+void global_avg_plain(const float* x, float* y, int64_t plane, int64_t q0, int64_t q1) {
+  global_avg_body(x, y, plane, q0, q1);
+}
+
+}  // namespace
+
+bool applies(const Geom3& g) {
+  return g.in[0] == 1 && g.out[0] == 1 && g.k[0] == 1 && g.pb[0] == 0 && g.pe[0] == 0 && g.out[2] > 0 &&
+         g.out[1] > 0;
+}
+
+void max_pool_2d(const Geom3& g, const float* x, float* y, int64_t p0, int64_t p1) {
+  pool_any<true>(g, x, y, false, p0, p1);
+}
+
+void avg_pool_2d(const Geom3& g, const float* x, float* y, bool count_include_pad, int64_t p0, int64_t p1) {
+  // A window covering the whole unpadded plane (a GlobalAveragePool written as AveragePool).
+  if (g.out[1] == 1 && g.out[2] == 1 && g.k[1] == g.in[1] && g.k[2] == g.in[2] && g.d[1] == 1 && g.d[2] == 1 &&
+      g.pb[1] == 0 && g.pb[2] == 0 && g.pe[1] == 0 && g.pe[2] == 0) {
+    global_avg(x + p0 * g.in_size(), y + p0, g.in_size(), 0, p1 - p0);
+    return;
+  }
+  pool_any<false>(g, x, y, count_include_pad, p0, p1);
+}
+
+void global_avg(const float* x, float* y, int64_t plane, int64_t q0, int64_t q1) {
+  if (has_avx2()) {
+    global_avg_avx2(x, y, plane, q0, q1);
+  } else {
+    global_avg_plain(x, y, plane, q0, q1);
+  }
+}
+
+}  // namespace nxrt::ops::rowpool

@@ -1,0 +1,77 @@
+// One engine for the small-CNN window kernels over NCHW float planes: depthwise convolution
+// (conv/depthwise.cpp), MaxPool and AveragePool (pool/row_pool.cpp). A TapPlan holds everything about one
+// window geometry that does not depend on the data, built once per geometry and reused for every plane
+// of every run on that thread:
+//   - a padded plane buffer (pad value: 0 for conv / average, -inf for max) whose pad cells are written
+//     once; each plane only rewrites its interior cells. With horizontal stride S > 1 each padded row is
+//     stored phase by phase (columns 0, S, 2S, ... then 1, S+1, ... : "split" rows), so every tap of a
+//     strided output row reads a contiguous run;
+//   - the tap offsets (kh, kw) -> offset in that buffer (dilation folds in here);
+//   - the output "jobs": one 8-wide vector per (output row, 8 columns), in output order. A row's last
+//     vector may run past the row; its extra lanes land on the next rows' first outputs, which later
+//     jobs overwrite with their real values, so no row needs a scalar tail. Only the lanes past the
+//     plane's end are left out (the last vectors' stores go through a short copy).
+// Each group of jobs keeps its accumulators in registers over all taps (AVX2 when available, a plain
+// loop otherwise; the plain loop is also what the tests compare the vector path with).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "ops/conv/conv_geometry.h"
+
+namespace nxrt::ops::window {
+
+enum class PlaneOp { kConv, kMax, kAvg };
+
+class TapPlan {
+ public:
+  static constexpr int64_t kMaxTaps = 64;
+
+  // Whether the engine handles g: depth axis trivial (1-D or 2-D windows), at most kMaxTaps taps, any
+  // stride, pad, dilation, ceil-mode extent.
+  static bool supports(const Geom3& g);
+
+  // (Re)builds for g unless the last build was for the same geometry and op. `cip`: AveragePool's
+  // count_include_pad (ignored for other ops). Returns false (nothing built) when !supports(g).
+  bool prepare(const Geom3& g, PlaneOp op, bool cip);
+
+  // One plane: y[OH*OW] from x[IH*IW]. kConv: bias + sum of w[kh*KW+kw] * window; kMax: max over the
+  // window with NaN skipped (v > acc ? v : acc from -inf, the reference's rule); kAvg: sum / count
+  // (count of valid taps, or of taps inside the padded extent with cip; 0 taps -> 0).
+  // `vec`: use the AVX2 body when the CPU has it (false forces the plain loop).
+  void run(const float* x, const float* w, float bias, float* y, bool vec = true);
+
+  // `count` planes: plane i reads x + i * x_stride, weights w + i * w_stride (w may be null for pools),
+  // bias[i] (bias_per_plane) or bias[0] (bias may be null: 0), writes y + i * OH * OW. The copy of
+  // plane i + 1 is made before plane i is computed (two buffers; planes over 256 KB use one), which
+  // hides the store-to-load stall that computing right after a copy pays on small planes.
+  void run_planes(const float* x, int64_t x_stride, const float* w, int64_t w_stride, const float* bias,
+                  bool bias_per_plane, float* y, int64_t count, bool vec = true);
+
+  // A per-thread plan for each kernel family (so interleaved conv and pool nodes keep their plans).
+  static TapPlan& for_thread(PlaneOp op);
+
+ private:
+  void fill(const float* x, bool vec, int which);
+  void jobs(const float* buf, const float* w, float bias, float* y, bool avx2) const;
+
+  // Key.
+  int64_t key_[16] = {};
+  bool built_ = false;
+  PlaneOp op_ = PlaneOp::kConv;
+  bool cip_ = false;
+  // Geometry.
+  int64_t IH_ = 0, IW_ = 0, OH_ = 0, OW_ = 0, Hp_ = 0, Wp_ = 0, pt_ = 0, pl_ = 0, SW_ = 1;
+  int T_ = 0;
+  std::vector<int64_t> phase_start_;  // SW_ entries: where each column phase starts in a padded row
+  std::vector<int64_t> off_;          // T_ tap offsets
+  std::vector<int32_t> job_buf_, job_y_, job_n_;  // per job: buffer start, output start, lanes to store
+  int64_t nfull_ = 0;                             // jobs [0, nfull_) store all 8 lanes
+  int64_t tail0_ = 0;                             // first output of the jobs after them
+  std::vector<float> buf_;            // nbuf_ padded planes (+ slack for the last vectors' extra lanes)
+  int64_t bufsz_ = 0;                 // floats per padded plane in buf_
+  int64_t nbuf_ = 2;                  // padded planes in buf_ (1 for large planes)
+  std::vector<float> cnt_;            // kAvg: divisor per output (+ 8 ones)
+};
+
+}  // namespace nxrt::ops::window
