@@ -23,6 +23,10 @@ struct SessionOptions {
   std::string trace_path;
   // Print total time per op type to stderr when the session is destroyed (also NXRT_PROFILE_OPS=1).
   bool profile_ops = false;
+  // Test and diagnosis only: forced kernel choices as key -> value, e.g. {"reference", "1"} or
+  // {"isa", "avx2"}. Merged over NXRT_KERNEL_OVERRIDES ("k=v,k=v") and NXRT_ISA; an unknown key or
+  // value fails session creation. `nxrt info --overrides` lists the keys (docs/ARCHITECTURE.md too).
+  std::map<std::string, std::string> kernel_overrides;
 };
 
 // Declared type of a graph input or output.

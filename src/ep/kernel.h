@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ep/kernel_overrides.h"
 #include "ir/graph.h"
 #include "nxrt/status.h"
 #include "nxrt/tensor.h"
@@ -89,11 +90,16 @@ class KernelInfo {
   // The registry the kernel was found in, for kernels that create other kernels (the nxrt-domain
   // fused ops wrap a Conv/Gemm/MatMul kernel); nullptr when created without one.
   const KernelRegistry* registry() const { return registry_; }
+  // Forced choices for tests and diagnosis (ep/kernel_overrides.h): read at creation/specialization.
+  const KernelOverrides& overrides() const { return overrides_ ? *overrides_ : default_kernel_overrides(); }
+  // The instruction-set tier this kernel may use (the CPU's best, capped by NXRT_ISA / isa=...).
+  IsaTier isa() const { return overrides().isa(); }
 
   // Set by the session.
   std::vector<const Tensor*> const_inputs_;
   const ir::Graph* graph_ = nullptr;
   const KernelRegistry* registry_ = nullptr;
+  const KernelOverrides* overrides_ = nullptr;
   std::unordered_map<std::string, SubgraphRunner*> subgraphs_;
 
  private:

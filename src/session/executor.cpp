@@ -624,6 +624,7 @@ Result<std::unique_ptr<GraphPlan>> GraphPlan::build(const ir::Graph& graph, cons
     step.info = std::make_unique<ep::KernelInfo>(node, opset);
     step.info->graph_ = &graph;
     step.info->registry_ = env.registry;
+    step.info->overrides_ = env.overrides;
     step.info->const_inputs_.assign(node.inputs.size(), nullptr);
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const std::string& in = node.inputs[i];

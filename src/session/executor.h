@@ -85,6 +85,7 @@ struct PlanStep {
 struct PlanEnv {
   const ir::Model* model = nullptr;
   const ep::KernelRegistry* registry = nullptr;
+  const ep::KernelOverrides* overrides = nullptr;  // handed to every kernel's KernelInfo
   // Called (main graph only) right after a kernel that packed an initializer was created, when that
   // kernel is the initializer's only reader and no longer needs its bytes (see
   // Kernel::reads_const_input_data). The owner of the model replaces the initializer's storage.

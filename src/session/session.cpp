@@ -28,6 +28,7 @@ struct Session::Impl {
   // The kernels: the CPU provider's registry, handed to the optimizer and the planner. The session is
   // the one place that names a provider; everything below it sees only ep::KernelRegistry.
   std::shared_ptr<const ep::KernelRegistry> registry;
+  ep::KernelOverrides overrides;  // SessionOptions::kernel_overrides + NXRT_KERNEL_OVERRIDES / NXRT_ISA
   std::unique_ptr<ir::Model> model;
   std::unique_ptr<session::GraphPlan> plan;
   std::unique_ptr<ep::ThreadPool> pool;
@@ -99,6 +100,7 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   auto impl = std::make_unique<Session::Impl>();
   impl->options = opts;
   impl->registry = ops::cpu_provider_registry();
+  NXRT_ASSIGN_OR_RETURN(impl->overrides, ep::KernelOverrides::from_options_and_env(opts.kernel_overrides));
   init_diagnostics(*impl);
   double t0 = session::monotonic_us();
   auto loaded = load();
@@ -132,7 +134,7 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
     impl->inputs.push_back(std::move(m));
   }
   for (const auto& out : g.outputs) impl->outputs.push_back(session::to_value_meta(out.name, out.type));
-  session::PlanEnv env{impl->model.get(), impl->registry.get(), {}};
+  session::PlanEnv env{impl->model.get(), impl->registry.get(), &impl->overrides, {}};
   if (!std::getenv("NXRT_KEEP_PACKED_INITIALIZERS")) {
     ir::Graph& mg = impl->model->graph;
     env.release_initializer = [&mg](const std::string& name) {

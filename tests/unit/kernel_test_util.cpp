@@ -123,6 +123,8 @@ Result<std::vector<Value>> run_kernel(const KernelRun& run) {
   ep::KernelInfo info(node, run.opset);
   info.const_inputs_.assign(run.inputs.size(), nullptr);
   info.registry_ = ops::cpu_provider_registry().get();
+  NXRT_ASSIGN_OR_RETURN(ep::KernelOverrides overrides, ep::KernelOverrides::parse(run.overrides));
+  info.overrides_ = &overrides;
   auto kernel = def->factory(info);
   if (!kernel.ok()) return kernel.status();
   ep::ThreadPool pool(run.threads);

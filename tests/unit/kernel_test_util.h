@@ -2,6 +2,7 @@
 // checking fast kernels against reference kernels on random shapes.
 #pragma once
 #include <memory>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct KernelRun {
   std::vector<Value> inputs;       // Value() (kind none) = omitted optional input
   size_t num_outputs = 1;
   int threads = 1;
+  // Kernel overrides (ep/kernel_overrides.h), e.g. {"reference", "1"} or {"isa", "scalar"}.
+  std::map<std::string, std::string> overrides;
 };
 
 // Creates the kernel from the CPU registry and runs it once; returns the outputs.

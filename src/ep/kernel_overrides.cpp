@@ -1,0 +1,91 @@
+#include "ep/kernel_overrides.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace nxrt::ep {
+
+const std::vector<KernelOverrideKey>& known_kernel_overrides() {
+  static const std::vector<KernelOverrideKey> keys = {
+      {"reference", "0|1",
+       "1: every kernel that keeps a reference implementation beside its fast paths runs the reference"},
+      {"isa", "scalar|avx2|avx512|amx",
+       "caps the instruction-set tier kernels choose from (default: the best this CPU has); NXRT_ISA sets it too"},
+  };
+  return keys;
+}
+
+namespace {
+bool value_allowed(const KernelOverrideKey& k, std::string_view v) {
+  std::string_view all = k.values;
+  while (!all.empty()) {
+    const size_t bar = all.find('|');
+    if (all.substr(0, bar) == v) return true;
+    if (bar == std::string_view::npos) break;
+    all.remove_prefix(bar + 1);
+  }
+  return false;
+}
+}  // namespace
+
+Result<KernelOverrides> KernelOverrides::parse(const std::map<std::string, std::string>& values) {
+  KernelOverrides o;
+  const auto& keys = known_kernel_overrides();
+  for (const auto& [k, v] : values) {
+    auto it = std::find_if(keys.begin(), keys.end(), [&](const KernelOverrideKey& e) { return k == e.key; });
+    if (it == keys.end()) {
+      std::string known;
+      for (const auto& e : keys) known += (known.empty() ? "" : ", ") + std::string(e.key);
+      return invalid_argument("unknown kernel override '" + k + "' (known: " + known + ")");
+    }
+    if (!value_allowed(*it, v)) {
+      return invalid_argument("kernel override " + k + "=" + v + ": the value must be one of " + it->values);
+    }
+    o.values_[k] = v;
+  }
+  if (auto it = o.values_.find("isa"); it != o.values_.end()) {
+    const IsaTier cap = *parse_isa_tier(it->second);
+    o.isa_ = std::min(cap, cpu_isa_tier());
+  }
+  return o;
+}
+
+Result<KernelOverrides> KernelOverrides::from_options_and_env(const std::map<std::string, std::string>& options) {
+  std::map<std::string, std::string> merged;
+  if (const char* env = std::getenv("NXRT_KERNEL_OVERRIDES")) {
+    std::string_view rest = env;
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      const std::string_view item = rest.substr(0, comma);
+      if (!item.empty()) {
+        const size_t eq = item.find('=');
+        if (eq == std::string_view::npos) {
+          return invalid_argument("NXRT_KERNEL_OVERRIDES: '" + std::string(item) + "' is not key=value");
+        }
+        merged[std::string(item.substr(0, eq))] = std::string(item.substr(eq + 1));
+      }
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  if (const char* isa = std::getenv("NXRT_ISA"); isa && *isa) {
+    if (!parse_isa_tier(isa)) {
+      return invalid_argument(std::string("NXRT_ISA=") + isa + ": the value must be one of scalar|avx2|avx512|amx");
+    }
+    merged["isa"] = isa;
+  }
+  for (const auto& [k, v] : options) merged[k] = v;
+  return parse(merged);
+}
+
+std::string_view KernelOverrides::get(std::string_view key) const {
+  auto it = values_.find(key);
+  return it == values_.end() ? std::string_view() : std::string_view(it->second);
+}
+
+const KernelOverrides& default_kernel_overrides() {
+  static const KernelOverrides o;
+  return o;
+}
+
+}  // namespace nxrt::ep
