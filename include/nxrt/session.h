@@ -17,7 +17,10 @@ enum class OptLevel { kDisabled = 0, kBasic = 1, kAll = 2 };
 struct SessionOptions {
   int threads = 1;               // intra-op threads; 1 = no worker threads
   OptLevel opt_level = OptLevel::kAll;
-  int log_level = -1;            // -1: from NXRT_LOG (0 error .. 3 debug)
+  // Messages on stderr: 0 error, 1 warning, 2 info (a line per session: sizes, phase times, ISA tier),
+  // 3 debug (what each optimizer pass did). -1: from NXRT_LOG (0-3 or error|warning|info|debug;
+  // unset: 1).
+  int log_level = -1;
   // Chrome-trace / Perfetto JSON of session phases and every executed node, written when the session
   // is destroyed. Empty: taken from the NXRT_TRACE environment variable (unset = off).
   std::string trace_path;
@@ -147,6 +150,25 @@ class Session {
   Status execute_frame();
   std::unique_ptr<Impl> impl_;
 };
+
+// What this build of nxrt can run: every kernel the CPU provider registers.
+struct RegisteredKernel {
+  std::string domain;  // "" = ai.onnx
+  std::string op_type;
+  int64_t since_version = 1;
+  int64_t end_version = INT64_MAX;  // INT64_MAX: still current
+  int inplace_input = -1;           // the input output 0 may overwrite, or -1
+};
+// Sorted by domain, op, opset.
+std::vector<RegisteredKernel> registered_kernels();
+// The CPU this process runs on: model, the SIMD features that matter, and the instruction-set tier
+// kernels choose (NXRT_ISA caps it).
+std::string cpu_summary();
+// The keys SessionOptions::kernel_overrides accepts: key, allowed values ("a|b"), what it does.
+struct KernelOverrideKeyInfo {
+  std::string key, values, what;
+};
+std::vector<KernelOverrideKeyInfo> kernel_override_keys();
 
 // Reads a model's metadata without building kernels.
 Result<ModelSummary> inspect_model(const std::string& model_path);

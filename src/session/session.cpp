@@ -11,12 +11,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "ep/cpu_features.h"
 #include "ep/kernel.h"
 #include "ep/thread_pool.h"
 #include "onnx/model_reader.h"
 #include "ops/cpu_provider.h"
 #include "optimizer/optimizer.h"
 #include "session/executor.h"
+#include "session/log.h"
 #include "shape/shape_inference.h"
 #include "session/type_meta.h"
 
@@ -29,6 +31,7 @@ struct Session::Impl {
   // the one place that names a provider; everything below it sees only ep::KernelRegistry.
   std::shared_ptr<const ep::KernelRegistry> registry;
   ep::KernelOverrides overrides;  // SessionOptions::kernel_overrides + NXRT_KERNEL_OVERRIDES / NXRT_ISA
+  session::LogLevel log_level = session::LogLevel::kWarning;  // SessionOptions::log_level / NXRT_LOG
   std::unique_ptr<ir::Model> model;
   std::unique_ptr<session::GraphPlan> plan;
   std::unique_ptr<ep::ThreadPool> pool;
@@ -101,8 +104,10 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   impl->options = opts;
   impl->registry = ops::cpu_provider_registry();
   NXRT_ASSIGN_OR_RETURN(impl->overrides, ep::KernelOverrides::from_options_and_env(opts.kernel_overrides));
+  NXRT_ASSIGN_OR_RETURN(impl->log_level, session::resolve_log_level(opts.log_level));
   init_diagnostics(*impl);
-  double t0 = session::monotonic_us();
+  const double t_start = session::monotonic_us();
+  double t0 = t_start;
   auto loaded = load();
   if (impl->tracer) impl->tracer->span("load", "session", t0, session::monotonic_us() - t0, "");
   if (!loaded.ok()) return loaded.status();
@@ -110,6 +115,9 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   // Load-time shape inference over the graph and its subgraphs (results on Graph::shape_facts); an
   // inconsistent model is rejected here, naming the original node.
   NXRT_RETURN_IF_ERROR(shape::infer_shapes(*impl->model));
+  const size_t nodes_loaded = impl->model->graph.nodes.size();
+  const double t_shapes = session::monotonic_us();
+  double t_optimized = t_shapes;
   {
     // NXRT_OPT_LEVEL overrides the option (conformance runs at each level).
     optimizer::Options oo;
@@ -124,8 +132,17 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
     }
     if (impl->tracer) impl->tracer->span("optimize", "session", t0, session::monotonic_us() - t0, "");
     if (std::getenv("NXRT_OPT_STATS")) std::fprintf(stderr, "nxrt optimizer: %s\n", stats.summary().c_str());
+    session::log_message(impl->log_level, session::LogLevel::kDebug, "optimizer: " + stats.summary());
     // The facts describe the graph that runs: infer again over the rewritten graph.
     if (oo.level != OptLevel::kDisabled) NXRT_RETURN_IF_ERROR(shape::infer_shapes(*impl->model));
+    t_optimized = session::monotonic_us();
+  }
+  if (std::string missing = shape::describe_ops_without_shape_fn(impl->model->graph); !missing.empty()) {
+    for (char& c : missing) c = c == '\n' ? ',' : c;
+    missing.pop_back();
+    session::log_message(impl->log_level, session::LogLevel::kInfo,
+                         "no shape rule for these ops (op count): " + missing +
+                             "; values after them get their shapes at run time");
   }
   const ir::Graph& g = impl->model->graph;
   for (const auto& in : g.inputs) {
@@ -161,6 +178,17 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   for (const auto& m : impl->outputs) impl->output_slot[static_cast<size_t>(impl->plan->slot(m.name))] = true;
   impl->frame.hooks = &impl->hooks;
   impl->frame.res = &impl->res;
+  if (impl->log_level >= session::LogLevel::kInfo) {
+    const double t_end = session::monotonic_us();
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "session created in %.1f ms: %zu nodes (%zu after optimization), %zu steps; load + shapes %.1f ms, "
+                  "optimize %.1f ms, plan %.1f ms; %d threads; kernels at ISA tier %s",
+                  (t_end - t_start) / 1e3, nodes_loaded, impl->model->graph.nodes.size(), impl->plan->num_steps(),
+                  (t_shapes - t_start) / 1e3, (t_optimized - t_shapes) / 1e3, (t_end - t_optimized) / 1e3,
+                  opts.threads, ep::isa_tier_name(impl->overrides.isa()));
+    session::log_message(impl->log_level, session::LogLevel::kInfo, line);
+  }
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 

@@ -1,5 +1,5 @@
 // `nxrt generate`: greedy (or sampled) generation over an onnxruntime-genai style model folder, with
-// the same prompt, timing definitions and --json keys as `ort generate` (/work/ort-tool/ort-generate.js):
+// the same prompt, timing definitions and --json keys as `ort generate` (../shared/tools/ort/ort-generate.js):
 //   create_ms: Model::create; prefill_ms: the prefill session run; prefill_tok_s = prompt / prefill_ms;
 //   ttft_ms: generation start to the first token (feeds, prefill, pick); decode_tok_s = (new_tokens - 1) /
 //   time from the first token to the last (null with one token); decode_step_ms_median: one decode step
