@@ -52,6 +52,9 @@ struct OpSchema {
 // The record for (domain, op_type) whose versions cover `opset`, or nullptr. "ai.onnx" and "" are the
 // same domain.
 const OpSchema* find_schema(const std::string& domain, const std::string& op_type, int64_t opset);
+// As `opset`: the newest record, for a caller that reads a fact no version changes (a rank rule) and
+// does not know the model's opset.
+inline constexpr int64_t kNewestOpset = INT64_MAX;
 // Every record, in the order the families add them.
 const std::vector<OpSchema>& all_schemas();
 
