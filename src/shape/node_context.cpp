@@ -185,10 +185,19 @@ Status broadcast(NodeContext& c, const std::vector<const ValueFacts*>& ins, bool
   return Status::Ok();
 }
 
-Status same_as_input0(NodeContext& c) {
-  ValueFacts v = c.input(0);
+ValueFacts strip_values(ValueFacts v) {
   v.has_values = false;
   v.values.clear();
+  return v;
+}
+
+ValueFacts tensor_like(ValueFacts v) {
+  v.kind = Kind::kTensor;
+  return strip_values(std::move(v));
+}
+
+Status same_as_input0(NodeContext& c) {
+  ValueFacts v = strip_values(c.input(0));
   if (v.kind == Kind::kUnknown) v.kind = Kind::kTensor;
   for (size_t i = 0; i < c.nout(); ++i) c.set(i, i == 0 ? v : ValueFacts{});
   return Status::Ok();

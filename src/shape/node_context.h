@@ -110,6 +110,10 @@ ir::ValueFacts from_tensor(const Tensor& t);
 ir::ValueFacts from_type(ir::SymbolTable& S, const ir::TypeInfo& t);
 // Normalizes a possibly negative axis into [0, rank); false when out of range.
 bool norm_axis(int64_t& a, int64_t rank);
+// v without tracked element values (what an op that computes new elements keeps of its input).
+ValueFacts strip_values(ValueFacts v);
+// v's dtype and shape as a tensor, without tracked element values.
+ValueFacts tensor_like(ValueFacts v);
 
 // ---- rules several families share ----
 // Multidirectional broadcasting of the given inputs (nullptr entries are skipped). *known is false

@@ -33,9 +33,7 @@ ValueFacts merge_branches(SymbolTable& S, const ValueFacts& a, const ValueFacts&
 ValueFacts wrap(Kind k, ValueFacts inner) {
   ValueFacts v;
   v.kind = k;
-  inner.has_values = false;
-  inner.values.clear();
-  v.inner = std::make_shared<ValueFacts>(std::move(inner));
+  v.inner = std::make_shared<ValueFacts>(strip_values(std::move(inner)));
   return v;
 }
 
@@ -105,12 +103,6 @@ Status op_sequence(NodeContext& c) {
     c.set(0, tensor(DataType::kBool, {}));
   }
   return Status::Ok();
-}
-
-ValueFacts strip_values(ValueFacts v) {
-  v.has_values = false;
-  v.values.clear();
-  return v;
 }
 
 Status op_if(NodeContext& c) {

@@ -116,10 +116,7 @@ Status op_random(NodeContext& c) {
 // EyeLike, RandomNormalLike, RandomUniformLike: the input's shape, its dtype unless `dtype` says another,
 // no known values.
 Status op_like_input(NodeContext& c) {
-  ValueFacts v = c.input(0);
-  v.kind = Kind::kTensor;
-  v.has_values = false;
-  v.values.clear();
+  ValueFacts v = tensor_like(c.input(0));
   if (c.attr("dtype")) v.dtype = static_cast<DataType>(c.ai("dtype", 1));
   c.set(0, v);
   return Status::Ok();
@@ -132,21 +129,14 @@ Status op_loss(NodeContext& c) {
   DataType dt = scores.dtype;
   std::string red = c.as("reduction", "mean");
   if (red == "none") {
-    ValueFacts l = c.input(1);
-    l.kind = Kind::kTensor;
+    ValueFacts l = tensor_like(c.input(1));
     l.dtype = dt;
-    l.has_values = false;
-    l.values.clear();
     c.set(0, l);
   } else {
     c.set(0, tensor(dt, {}));
   }
   if (c.nout() > 1) {
-    ValueFacts lp = scores;
-    lp.kind = Kind::kTensor;
-    lp.has_values = false;
-    lp.values.clear();
-    c.set(1, lp);
+    c.set(1, tensor_like(scores));
   }
   return Status::Ok();
 }

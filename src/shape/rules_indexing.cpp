@@ -37,11 +37,8 @@ Status op_gather(NodeContext& c) {
 }
 
 Status op_gather_elements(NodeContext& c) {
-  ValueFacts v = c.input(1);
-  v.kind = Kind::kTensor;
+  ValueFacts v = tensor_like(c.input(1));
   v.dtype = c.input(0).dtype;
-  v.has_values = false;
-  v.values.clear();
   c.set(0, v);
   return Status::Ok();
 }

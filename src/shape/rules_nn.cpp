@@ -154,10 +154,7 @@ Status op_batchnorm(NodeContext& c) {
 // LayerNormalization-like: Y like X; statistics outputs keep dims before `axis` and have 1 after.
 Status norm_with_stats(NodeContext& c, int64_t axis, size_t first_stat, size_t last_stat, DataType stat_dt) {
   const ValueFacts& x = c.input(0);
-  ValueFacts y = x;
-  y.kind = Kind::kTensor;
-  y.has_values = false;
-  y.values.clear();
+  const ValueFacts y = tensor_like(x);
   c.set(0, y);
   for (size_t i = 1; i < c.nout(); ++i) {
     if (i < first_stat || i > last_stat) {

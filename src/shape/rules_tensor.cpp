@@ -49,6 +49,15 @@ Status op_size(NodeContext& c) {
   return Status::Ok();
 }
 
+// Output 0 holds x's elements in new dims (Reshape, Squeeze, Unsqueeze): tracked values carry over.
+Status set_reshaped(NodeContext& c, const ValueFacts& x, std::vector<SymDim> dims) {
+  ValueFacts v = tensor(x.dtype, std::move(dims));
+  v.has_values = x.has_values;
+  v.values = x.values;
+  c.set(0, std::move(v));
+  return Status::Ok();
+}
+
 Status op_reshape(NodeContext& c) {
   const ValueFacts& x = c.input(0);
   std::optional<std::vector<SymDim>> target;
@@ -110,13 +119,7 @@ Status op_reshape(NodeContext& c) {
       if (a != b) return c.error("cannot reshape " + c.shape_str(x) + " to " + c.S.dims_string(*target));
     }
   }
-  ValueFacts v = tensor(x.dtype, out);
-  if (x.has_values) {
-    v.has_values = true;
-    v.values = x.values;
-  }
-  c.set(0, std::move(v));
-  return Status::Ok();
+  return set_reshaped(c, x, std::move(out));
 }
 
 Status op_flatten(NodeContext& c) {
@@ -167,11 +170,7 @@ Status op_squeeze(NodeContext& c) {
   for (size_t i = 0; i < x.dims.size(); ++i) {
     if (!drop[i]) out.push_back(x.dims[i]);
   }
-  ValueFacts v = tensor(x.dtype, out);
-  v.has_values = x.has_values;
-  v.values = x.values;
-  c.set(0, std::move(v));
-  return Status::Ok();
+  return set_reshaped(c, x, std::move(out));
 }
 
 Status op_unsqueeze(NodeContext& c) {
@@ -201,11 +200,7 @@ Status op_unsqueeze(NodeContext& c) {
   std::vector<SymDim> out;
   size_t j = 0;
   for (size_t i = 0; i < ins.size(); ++i) out.push_back(ins[i] ? SymDim::c(1) : x.dims[j++]);
-  ValueFacts v = tensor(x.dtype, out);
-  v.has_values = x.has_values;
-  v.values = x.values;
-  c.set(0, std::move(v));
-  return Status::Ok();
+  return set_reshaped(c, x, std::move(out));
 }
 
 Status op_transpose(NodeContext& c) {
