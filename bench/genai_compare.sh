@@ -12,7 +12,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 model="" plen=512 newt=32 threads="1,2" rounds=2 report_only=0
 nxrt="$root/build/nxrt"
 ort="${ORT:-}"
-[ -z "$ort" ] && ort="$("$root/scripts/ort_tool.sh" || true)"
+[ -z "$ort" ] && ort="${NXRT_ORT:-$("$root/scripts/setup_ort_tool.sh" "$root/build/ort-tool" || true)}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model="$2"; shift 2 ;;

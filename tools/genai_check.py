@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Compares greedy generation on one model folder: the numpy reference (tools/genai_reference.py),
-`ort generate` (scripts/ort_tool.sh sets it up in build/ort-tool) and `nxrt generate` (build/nxrt), same seeded prompt.
+`ort generate` (scripts/setup_ort_tool.sh sets it up in build/ort-tool) and `nxrt generate` (build/nxrt), same seeded prompt.
 
 usage: genai_check.py MODEL_DIR [--prompt-len N] [--max-new-tokens N] [--nxrt build/nxrt] [--ort PATH]
                       [--skip-ref] [--skip-ort] [--skip-nxrt]

@@ -10,7 +10,7 @@ check() {  # check NAME CONDITION-COMMAND...
   if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $name"; fi
 }
 
-/usr/bin/python3 "$root/tools/make_demo_model.py" "$work/cnn" >/dev/null
+/usr/bin/python3 "$root/tools/make_toy_cnn.py" "$work/cnn" >/dev/null
 m="$work/cnn/model.onnx"; in0="$work/cnn/test_data_set_0/input_0.pb"
 
 # run: writes output_K.pb, which nxrt test's comparison accepts against the reference

@@ -3,7 +3,7 @@
 # numpy reference's, the logits each token was chosen from (prefill + every decode step, --dump-logits) match
 # the reference's step_logits.npy to 1e-3 of the row's max |logit| (tools/compare_logits.py), --json has
 # ort generate's keys, errors exit 1 (one line) and usage errors 2.
-# With the ORT tool set up in build/ort-tool (scripts/ort_tool.sh; or $ORT), also checks ORT's tokens and key set.
+# With the ORT tool set up in build/ort-tool (scripts/setup_ort_tool.sh; or $ORT), also checks ORT's tokens and key set.
 set -uo pipefail
 nxrt="$(realpath "${1:?usage: genai_test.sh path/to/nxrt}")"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
