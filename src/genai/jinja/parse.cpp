@@ -856,7 +856,7 @@ class Parser {
   }
   NodePtr call_chain(NodePtr callee) {
     while (true) {
-      auto n = make(NodeKind::kCall, pos());
+      auto n = make(NodeKind::kCall, callee->pos);
       n->a = std::move(callee);
       n->args = call_args(false);
       callee = member_chain(std::move(n));
