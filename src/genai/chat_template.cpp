@@ -177,9 +177,10 @@ Result<std::string> Tokenizer::apply_chat_template(std::string_view messages_jso
   const std::pair<const char*, const std::string*> tokens[] = {
       {"bos_token", &cfg.bos_token}, {"eos_token", &cfg.eos_token},
       {"unk_token", &cfg.unk_token}, {"pad_token", &cfg.pad_token}};
-  for (const auto& [key, value] : tokens) {
-    const bool given = std::any_of(ctx.begin(), ctx.end(), [&](const Json::Member& m) { return m.first == key; });
-    if (!value->empty() && !given) ctx.emplace_back(key, Json::string(*value));
+  for (const auto& token : tokens) {
+    const std::string_view key = token.first;
+    const bool given = std::any_of(ctx.begin(), ctx.end(), [key](const Json::Member& m) { return m.first == key; });
+    if (!token.second->empty() && !given) ctx.emplace_back(std::string(key), Json::string(*token.second));
   }
   const std::string name = cfg.chat_template_file.empty() ? "chat_template" : cfg.chat_template_file;
   NXRT_ASSIGN_OR_RETURN(jinja::Template t, jinja::Template::parse(source, name));

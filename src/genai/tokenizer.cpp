@@ -86,17 +86,6 @@ inline uint32_t decode_cp(std::string_view s, size_t i, size_t* len) {
   return cp;
 }
 
-// JavaScript's String.prototype.trim whitespace (WhiteSpace + LineTerminator).
-bool is_js_space(uint32_t cp) {
-  switch (cp) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0xA0: case 0x1680:
-    case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000: case 0xFEFF:
-      return true;
-    default:
-      return cp >= 0x2000 && cp <= 0x200A;
-  }
-}
-
 std::string_view trim_js_end(std::string_view s) {
   while (!s.empty()) {
     size_t i = s.size() - 1;

@@ -209,4 +209,21 @@ TEST(Jinja, UntrustedTemplatesAreBounded) {
   for (int i = 0; i < 5000; ++i) ifs += "{% if true %}";
   EXPECT_NE(error_of(ifs).find("nests deeper"), std::string::npos);
   EXPECT_NE(error_of("{% break %}").find("outside a loop"), std::string::npos);
+  // Long operator and member chains nest the tree too: bounded at parse time, fine below the bound.
+  std::string sum = "1", members = "x";
+  for (int i = 1; i < 200; ++i) sum += " + 1";
+  EXPECT_EQ(render("{{ " + sum + " }}"), "200");
+  for (int i = 1; i < 5000; ++i) members += ".a";
+  EXPECT_NE(error_of("{{ " + members + " }}").find("nests deeper"), std::string::npos);
+  std::string elifs = "{% if false %}";
+  for (int i = 0; i < 5000; ++i) elifs += "{% elif false %}";
+  EXPECT_NE(error_of(elifs + "{% endif %}").find("nests deeper"), std::string::npos);
+  // Values built in a loop cannot nest without bound (their destruction would recurse as deep).
+  EXPECT_NE(error_of("{% set x = [] %}{% for i in range(5000) %}{% set x = [x] %}{% endfor %}").find("nests deeper"),
+            std::string::npos);
+  EXPECT_NE(error_of("{% set ns = namespace(x=[]) %}{% for i in range(5000) %}{% set ns.x = {'k': ns.x} %}{% endfor %}")
+                .find("nests deeper"),
+            std::string::npos);
+  // A namespace that refers to itself renders, and is released afterwards (LeakSanitizer checks).
+  EXPECT_EQ(render("{% set ns = namespace(n=1) %}{% set ns.me = ns %}{{ ns.me.me.n }}"), "1");
 }

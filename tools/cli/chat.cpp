@@ -33,18 +33,12 @@ const char* kUsage =
     "                 [--top-p P] [--temperature T] [--seed S]\n"
     "  one user message per line; commands: /reset, /system TEXT, /stats, /exit\n"
     "  --max-new-tokens N  reply length limit (default 256)\n"
-    "  --max-length N      KV capacity for the whole conversation (default: the model's context length)\n";
+    "  --max-length N      KV capacity for the whole conversation (default: the model's context length,\n"
+    "                      at most 4096)\n";
 
-[[noreturn]] void usage(const std::string& msg) {
-  std::fprintf(stderr, "error: %s\n%s", msg.c_str(), kUsage);
-  std::exit(2);
-}
+[[noreturn]] void usage(const std::string& msg) { cli::usage_exit(msg, kUsage); }
 
-void print_error(const Status& s) {
-  std::string m = s.to_string();
-  std::replace(m.begin(), m.end(), '\n', ' ');
-  std::fprintf(stderr, "error: %s\n", m.c_str());
-}
+void print_error(const Status& s) { cli::report_error(s); }
 
 int64_t count_arg(const std::string& flag, const std::string& v) {
   if (v.empty() || v.size() > 12 || v.find_first_not_of("0123456789") != std::string::npos) {
@@ -134,7 +128,14 @@ int cmd_chat(int argc, char** argv) {
 
   genai::GeneratorParams params(model);
   const int64_t context = model.config().context_length;
-  params.search.max_length = max_length > 0 ? max_length : context > 0 ? context : params.search.max_length;
+  // The KV cache is allocated at full capacity up front: default to at most 4096 positions so a model
+  // with a long context does not reserve gigabytes for a short chat (--max-length raises it).
+  const int64_t default_capacity = context > 0 ? std::min<int64_t>(context, 4096) : params.search.max_length;
+  params.search.max_length = max_length > 0 ? max_length : default_capacity;
+  if (context > 0 && params.search.max_length > context) {
+    usage("--max-length " + std::to_string(params.search.max_length) + " exceeds model.context_length " +
+          std::to_string(context));
+  }
   params.search.do_sample = sample;
   if (sample) {
     params.search.top_k = so.top_k;

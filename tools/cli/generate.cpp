@@ -51,17 +51,9 @@ const char* kUsage =
     "  --dump-logits FILE  write the logits row each new token was chosen from (row 0: the prefill's last\n"
     "                      position) as NumPy .npy, float32 [new_tokens, vocab] (of the measured run)\n";
 
-[[noreturn]] void usage(const std::string& msg) {
-  std::fprintf(stderr, "error: %s\n%s", msg.c_str(), kUsage);
-  std::exit(2);
-}
+[[noreturn]] void usage(const std::string& msg) { cli::usage_exit(msg, kUsage); }
 
-int fail(const Status& s) {
-  std::string m = s.to_string();
-  std::replace(m.begin(), m.end(), '\n', ' ');
-  std::fprintf(stderr, "error: %s\n", m.c_str());
-  return 1;
-}
+int fail(const Status& s) { return cli::report_error(s); }
 
 int64_t parse_count(const std::string& flag, const std::string& v) {
   if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 12) {

@@ -25,17 +25,9 @@ const char* kUsage =
     "  MODEL_DIR     chat_template.jinja, else tokenizer_config.json's chat_template; special tokens missing\n"
     "                from CONTEXT come from tokenizer_config.json\n";
 
-[[noreturn]] void usage(const std::string& msg) {
-  std::fprintf(stderr, "error: %s\n%s", msg.c_str(), kUsage);
-  std::exit(2);
-}
+[[noreturn]] void usage(const std::string& msg) { cli::usage_exit(msg, kUsage); }
 
-int fail(const Status& s) {
-  std::string m = s.to_string();
-  std::replace(m.begin(), m.end(), '\n', ' ');
-  std::fprintf(stderr, "error: %s\n", m.c_str());
-  return 1;
-}
+int fail(const Status& s) { return cli::report_error(s); }
 
 // Whether the context has a non-empty "tools" list (decides between "default" and "tool_use").
 bool context_has_tools(const std::string& context) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -147,6 +148,18 @@ std::string summary_line(const Reply& r) {
   return "prompt_tokens " + std::to_string(r.prompt_tokens) + "  prefilled " + std::to_string(r.prefilled) +
          "  new_tokens " + std::to_string(n) + "  ttft " + fixed3(r.ttft_ms) + " ms  prefill " + prefill +
          " tok/s  decode " + decode + " tok/s  finish " + r.finish;
+}
+
+void usage_exit(const std::string& msg, const char* usage) {
+  std::fprintf(stderr, "error: %s\n%s", msg.c_str(), usage);
+  std::exit(2);
+}
+
+int report_error(const Status& s) {
+  std::string m = s.to_string();
+  std::replace(m.begin(), m.end(), '\n', ' ');
+  std::fprintf(stderr, "error: %s\n", m.c_str());
+  return 1;
 }
 
 std::string json_quote(const std::string& s) {

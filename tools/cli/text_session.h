@@ -44,6 +44,11 @@ std::vector<int64_t> text_eos_ids(const genai::Model& model, const genai::Tokeni
 // "prompt_tokens 12  prefilled 12  new_tokens 5  ttft 3.1 ms  prefill 3870.2 tok/s  decode 512.0 tok/s"
 std::string summary_line(const Reply& r);
 
+// "error: MSG" + the command's usage on stderr, exit 2 (a usage error).
+[[noreturn]] void usage_exit(const std::string& msg, const char* usage);
+// "error: STATUS" on one line of stderr; returns 1 (the exit code of a failed command).
+int report_error(const Status& s);
+
 // A JSON string literal of UTF-8 text.
 std::string json_quote(const std::string& s);
 // Reads a whole file, or standard input for "-".

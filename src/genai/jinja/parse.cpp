@@ -13,6 +13,7 @@
 
 #include "genai/jinja/ast.h"
 #include "genai/jinja/jinja.h"
+#include "genai/json.h"
 
 namespace nxrt::genai::jinja {
 
@@ -34,16 +35,6 @@ uint32_t next_cp(const std::string& s, size_t& i) {
   }
   i += len;
   return cp;
-}
-
-bool is_js_space(uint32_t cp) {
-  switch (cp) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0xA0: case 0x1680:
-    case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000: case 0xFEFF:
-      return true;
-    default:
-      return cp >= 0x2000 && cp <= 0x200A;
-  }
 }
 
 std::string line_col(const std::string& source, uint32_t pos) {
@@ -398,7 +389,7 @@ class Lexer {
           }
           i_ += len;
           if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD;  // a lone UTF-16 surrogate has no UTF-8 form
-          append_cp(out, cp);
+          append_utf8(out, cp);
           continue;
         }
         switch (e) {
@@ -422,18 +413,7 @@ class Lexer {
     ++i_;
     push(Tok::kString, std::move(out), at);
   }
-  static void append_cp(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
+
 };
 
 // ------------------------------------------------------------------------------------------ parser
@@ -452,7 +432,20 @@ class Parser {
   size_t i_ = 0;
   uint32_t end_pos_;
   int depth_ = 0;
-  static constexpr int kMaxDepth = 100;
+  static constexpr int kMaxDepth = 256;
+
+  // Counts the levels a loop adds by wrapping the tree it has built so far (a + b + c ...: each
+  // operator nests the left side one level deeper); released when the loop's caller returns.
+  struct ChainGuard {
+    Parser* p;
+    int added = 0;
+    explicit ChainGuard(Parser* pp) : p(pp) {}
+    void deeper() {
+      ++added;
+      if (++p->depth_ > kMaxDepth) throw TemplateError(p->pos(), "template nests deeper than " + std::to_string(kMaxDepth) + " levels");
+    }
+    ~ChainGuard() { p->depth_ -= added; }
+  };
 
   struct DepthGuard {
     Parser* p;
@@ -629,6 +622,7 @@ class Parser {
     block_until(n->body, {"elif", "else", "endif"}, "if", open_pos);
     if (is_statement({"elif"})) {
       const uint32_t p = pos();
+      DepthGuard g(this, p);  // each elif nests in the previous branch's else
       i_ += 2;
       n->alt.push_back(if_statement(p));
     } else if (is_statement({"else"})) {
@@ -677,6 +671,7 @@ class Parser {
   }
 
   NodePtr if_expression() {
+    DepthGuard g(this, pos());
     NodePtr a = or_expression();
     if (!is_ident("if")) return a;
     const uint32_t p = pos();
@@ -706,7 +701,9 @@ class Parser {
 
   NodePtr or_expression() {
     NodePtr left = and_expression();
+    ChainGuard chain(this);
     while (is_ident("or")) {
+      chain.deeper();
       const uint32_t p = pos();
       ++i_;
       left = binary(std::move(left), "or", p, and_expression());
@@ -715,7 +712,9 @@ class Parser {
   }
   NodePtr and_expression() {
     NodePtr left = not_expression();
+    ChainGuard chain(this);
     while (is_ident("and")) {
+      chain.deeper();
       const uint32_t p = pos();
       ++i_;
       left = binary(std::move(left), "and", p, not_expression());
@@ -735,7 +734,9 @@ class Parser {
   }
   NodePtr comparison() {
     NodePtr left = additive();
+    ChainGuard chain(this);
     while (true) {
+      chain.deeper();
       const uint32_t p = pos();
       std::string op;
       if (is_ident("not") && is_ident("in", 1)) {
@@ -753,33 +754,21 @@ class Parser {
     }
     return left;
   }
-  NodePtr additive() {
-    NodePtr left = multiplicative();
-    while (is(Tok::kAdditive)) {
+  // A left-associative level: operands from `next`, operators the tokens of type `op_type`.
+  NodePtr left_assoc(Tok op_type, NodePtr (Parser::*next)()) {
+    NodePtr left = (this->*next)();
+    ChainGuard chain(this);
+    while (is(op_type)) {
+      chain.deeper();
       const uint32_t p = pos();
       std::string op = t_[i_++].value;
-      left = binary(std::move(left), op, p, multiplicative());
+      left = binary(std::move(left), op, p, (this->*next)());
     }
     return left;
   }
-  NodePtr multiplicative() {
-    NodePtr left = power();
-    while (is(Tok::kMultiplicative)) {
-      const uint32_t p = pos();
-      std::string op = t_[i_++].value;
-      left = binary(std::move(left), op, p, power());
-    }
-    return left;
-  }
-  NodePtr power() {
-    NodePtr left = test_expression();
-    while (is(Tok::kPower)) {
-      const uint32_t p = pos();
-      ++i_;
-      left = binary(std::move(left), "**", p, test_expression());
-    }
-    return left;
-  }
+  NodePtr additive() { return left_assoc(Tok::kAdditive, &Parser::multiplicative); }
+  NodePtr multiplicative() { return left_assoc(Tok::kMultiplicative, &Parser::power); }
+  NodePtr power() { return left_assoc(Tok::kPower, &Parser::test_expression); }
   // Tokens that can start a test's argument (`x is divisibleby 3`).
   bool starts_test_argument() const {
     if (i_ >= t_.size()) return false;
@@ -799,7 +788,9 @@ class Parser {
   }
   NodePtr test_expression() {
     NodePtr operand = filter_expression();
+    ChainGuard chain(this);
     while (is_ident("is")) {
+      chain.deeper();
       const uint32_t p = pos();
       ++i_;
       auto n = make(NodeKind::kTest, p);
@@ -823,7 +814,9 @@ class Parser {
   }
   NodePtr filter_expression() {
     NodePtr operand = unary();
+    ChainGuard chain(this);
     while (is(Tok::kPipe)) {
+      chain.deeper();
       const uint32_t p = pos();
       ++i_;
       if (!is(Tok::kIdent)) fail("expected a filter name after '|'");
@@ -855,7 +848,9 @@ class Parser {
     return member;
   }
   NodePtr call_chain(NodePtr callee) {
+    ChainGuard chain(this);
     while (true) {
+      chain.deeper();
       auto n = make(NodeKind::kCall, callee->pos);
       n->a = std::move(callee);
       n->args = call_args(false);
@@ -961,7 +956,9 @@ class Parser {
     return n;
   }
   NodePtr member_chain(NodePtr object) {
+    ChainGuard chain(this);
     while (is(Tok::kDot) || is(Tok::kOpenSquare)) {
+      chain.deeper();
       const uint32_t p = pos();
       const bool computed = is(Tok::kOpenSquare);
       ++i_;

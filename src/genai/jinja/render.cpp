@@ -49,16 +49,26 @@ struct Value {
   std::shared_ptr<Array> arr;      // kArray (tuples too)
   std::shared_ptr<Members> obj;    // kObject, kNamespace
   std::shared_ptr<Function> fn;    // kFunction
+  uint32_t nest = 0;               // list/dict nesting depth (0 for scalars), bounded so destruction stays shallow
 
   static Value none() { Value v; v.k = VK::kNone; return v; }
   static Value boolean(bool x) { Value v; v.k = VK::kBool; v.b = x; return v; }
   static Value integer(int64_t x) { Value v; v.k = VK::kInt; v.i = x; return v; }
   static Value real(double x) { Value v; v.k = VK::kFloat; v.f = x; return v; }
   static Value str(std::string x) { Value v; v.k = VK::kString; v.s = std::move(x); return v; }
-  static Value array(Array a = {}) { Value v; v.k = VK::kArray; v.arr = std::make_shared<Array>(std::move(a)); return v; }
+  static Value array(Array a = {}) {
+    Value v;
+    v.k = VK::kArray;
+    for (const Value& x : a) v.nest = std::max(v.nest, x.nest + 1);
+    if (v.nest == 0) v.nest = 1;
+    v.arr = std::make_shared<Array>(std::move(a));
+    return v;
+  }
   static Value object(Members m = {}, VK kind = VK::kObject) {
     Value v;
     v.k = kind;
+    for (const auto& [name, x] : m) v.nest = std::max(v.nest, x.nest + 1);
+    if (v.nest == 0) v.nest = 1;
     v.obj = std::make_shared<Members>(std::move(m));
     return v;
   }
@@ -79,6 +89,7 @@ struct Value {
     return nullptr;
   }
   void set(const std::string& key, Value v) {
+    nest = std::max(nest, v.nest + 1);
     for (auto& [name, old] : *obj) {
       if (name == key) {
         old = std::move(v);
@@ -297,50 +308,6 @@ std::string float_text(double d) {
   return js_number(d);
 }
 
-void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
-  out += '"';
-  size_t i = 0;
-  while (i < s.size()) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        default:
-          if (c < 0x20 || (ensure_ascii && c == 0x7F)) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\u%04x", c);
-            out += b;
-          } else {
-            out += static_cast<char>(c);
-          }
-      }
-      continue;
-    }
-    const size_t b = i;
-    const uint32_t cp = next_cp(s, i);
-    if (!ensure_ascii) {
-      out.append(s, b, i - b);
-      continue;
-    }
-    char buf[16];
-    if (cp >= 0x10000) {
-      const uint32_t v = cp - 0x10000;
-      std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
-    } else {
-      std::snprintf(buf, sizeof buf, "\\u%04x", cp);
-    }
-    out += buf;
-  }
-  out += '"';
-}
-
 struct JsonStyle {
   int indent = 0;
   bool ensure_ascii = false;
@@ -356,6 +323,24 @@ struct Interp {
   uint64_t steps = 0;
   size_t bytes = 0;
   int depth = 0;
+  // Namespaces are the only mutable values, so the only way to build a reference cycle
+  // (`{% set ns.self = ns %}`); their members are cleared when the render ends.
+  std::vector<std::weak_ptr<Members>> namespaces;
+  static constexpr uint32_t kMaxNest = 1024;
+
+  ~Interp() {
+    for (auto& w : namespaces) {
+      if (auto m = w.lock()) {
+        Members drop;
+        drop.swap(*m);  // destroyed after the swap, when no member refers back into *m anymore
+      }
+    }
+  }
+  // A value that stays around (a variable, a namespace attribute) may not nest deeper than kMaxNest:
+  // growing a list inside a loop would otherwise make its destruction recurse without bound.
+  static void check_nest(const Value& v, uint32_t pos) {
+    if (v.nest > kMaxNest) fail(pos, "value nests deeper than " + std::to_string(kMaxNest) + " levels");
+  }
 
   Interp(const Limits& l, const std::string& src) : lim(l), source(src) {}
 
@@ -403,7 +388,7 @@ struct Interp {
       case VK::kBool: out += v.b ? "true" : "false"; return;
       case VK::kInt: out += std::to_string(v.i); return;
       case VK::kFloat: out += std::isfinite(v.f) ? js_number(v.f) : "null"; return;
-      case VK::kString: json_string(out, v.s, st.ensure_ascii); return;
+      case VK::kString: append_json_string(out, v.s, st.ensure_ascii); return;
       case VK::kFunction: fail(pos, "cannot convert a function to JSON");
       case VK::kArray: {
         const std::string pad_base = "\n" + std::string(static_cast<size_t>(st.indent * level), ' ');
@@ -432,7 +417,7 @@ struct Interp {
         for (size_t k = 0; k < members.size(); ++k) {
           if (k) out += st.item_sep;
           if (nl) out += pad_child;
-          json_string(out, members[k]->first, st.ensure_ascii);
+          append_json_string(out, members[k]->first, st.ensure_ascii);
           out += st.key_sep;
           to_json(out, members[k]->second, st, level + 1, pos);
         }
@@ -645,6 +630,7 @@ struct Interp {
   }
 
   void assign_names(const Node& target, const Value& v, Scope& scope, uint32_t pos) {
+    check_nest(v, pos);
     if (target.kind == NodeKind::kIdent) {
       scope.set(target.str, v);
       return;
@@ -671,6 +657,7 @@ struct Interp {
       Value obj = eval(*target.a, env);
       if (obj.k != VK::kNamespace) fail(target.pos, std::string("cannot set an attribute on a ") + kind_name(obj) + " (only on a namespace)");
       if (target.b->kind != NodeKind::kIdent) fail(target.b->pos, "expected an attribute name");
+      check_nest(rhs, n.pos);
       obj.set(target.b->str, std::move(rhs));
       return;
     }
@@ -1709,7 +1696,7 @@ void install_globals(Scope& g) {
     in.charge(out.size(), pos);
     return Value::array(std::move(out));
   }));
-  g.set("namespace", Value::function("namespace", [](Interp&, Args& args, const ScopePtr&, uint32_t pos) {
+  g.set("namespace", Value::function("namespace", [](Interp& in, Args& args, const ScopePtr&, uint32_t pos) {
     Value ns = Value::object({}, VK::kNamespace);
     if (args.pos.size() > 1) Interp::fail(pos, "namespace() takes at most one positional argument");
     if (args.pos.size() == 1) {
@@ -1728,6 +1715,8 @@ void install_globals(Scope& g) {
       }
     }
     for (const auto& [k, v] : args.kw) ns.set(k, v);
+    Interp::check_nest(ns, pos);
+    in.namespaces.push_back(ns.obj);
     return ns;
   }));
 }
