@@ -164,6 +164,9 @@ TEST(Jinja, GlobalsRaiseExceptionAndStrftime) {
   EXPECT_GE(std::stoi(year), 2024);
   EXPECT_EQ(render("{{ strftime_now('%%') }}"), "%");
   EXPECT_EQ(render("{{ range(3) | list }} {{ range(1, 7, 2) | join }}"), "[0, 1, 2] 135");
+  // Steps near the int64 range end the sequence instead of overflowing.
+  EXPECT_EQ(render("{{ range(9223372036854775806, 9223372036854775807, 2) | list }}"), "[9223372036854775806]");
+  EXPECT_EQ(render("{{ [1, 2, 3][1::9223372036854775807] }}|{{ 'abc'[-1::-9223372036854775807] }}"), "[2]|c");
 }
 
 TEST(Jinja, ParseErrorsNameLineAndColumn) {

@@ -40,19 +40,8 @@ const char* kUsage =
 
 void print_error(const Status& s) { cli::report_error(s); }
 
-int64_t count_arg(const std::string& flag, const std::string& v) {
-  if (v.empty() || v.size() > 12 || v.find_first_not_of("0123456789") != std::string::npos) {
-    usage(flag + " needs a non-negative integer, got '" + v + "'");
-  }
-  return std::stoll(v);
-}
-
-double real_arg(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  const double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || end != v.c_str() + v.size()) usage(flag + " needs a number, got '" + v + "'");
-  return d;
-}
+int64_t count_arg(const std::string& flag, const std::string& v) { return cli::count_arg(flag, v, kUsage); }
+double real_arg(const std::string& flag, const std::string& v) { return cli::real_arg(flag, v, kUsage); }
 
 struct Message {
   std::string role, content;

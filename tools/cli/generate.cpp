@@ -55,25 +55,9 @@ const char* kUsage =
 
 int fail(const Status& s) { return cli::report_error(s); }
 
-int64_t parse_count(const std::string& flag, const std::string& v) {
-  if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 12) {
-    usage(flag + " needs a non-negative integer, got '" + v + "'");
-  }
-  return std::stoll(v);
-}
-
-double parse_real(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(d)) usage(flag + " needs a number, got '" + v + "'");
-  return d;
-}
-
-std::string num(double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3f", std::round(x * 1000.0) / 1000.0);
-  return buf;
-}
+int64_t parse_count(const std::string& flag, const std::string& v) { return cli::count_arg(flag, v, kUsage); }
+double parse_real(const std::string& flag, const std::string& v) { return cli::real_arg(flag, v, kUsage); }
+std::string num(double x) { return cli::fixed3(x); }
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -155,6 +155,22 @@ void usage_exit(const std::string& msg, const char* usage) {
   std::exit(2);
 }
 
+int64_t count_arg(const std::string& flag, const std::string& v, const char* usage) {
+  if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 12) {
+    usage_exit(flag + " needs a non-negative integer, got '" + v + "'", usage);
+  }
+  return std::stoll(v);
+}
+
+double real_arg(const std::string& flag, const std::string& v, const char* usage) {
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(d)) {
+    usage_exit(flag + " needs a number, got '" + v + "'", usage);
+  }
+  return d;
+}
+
 int report_error(const Status& s) {
   std::string m = s.to_string();
   std::replace(m.begin(), m.end(), '\n', ' ');

@@ -46,6 +46,9 @@ std::string summary_line(const Reply& r);
 
 // "error: MSG" + the command's usage on stderr, exit 2 (a usage error).
 [[noreturn]] void usage_exit(const std::string& msg, const char* usage);
+// A flag's value as a non-negative integer / a finite number, else a usage error.
+int64_t count_arg(const std::string& flag, const std::string& v, const char* usage);
+double real_arg(const std::string& flag, const std::string& v, const char* usage);
 // "error: STATUS" on one line of stderr; returns 1 (the exit code of a failed command).
 int report_error(const Status& s);
 

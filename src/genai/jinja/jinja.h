@@ -33,7 +33,7 @@ namespace nxrt::genai::jinja {
 struct Limits {
   size_t max_output_bytes = size_t{32} << 20;  // the rendered text and any single string
   size_t max_total_bytes = size_t{256} << 20;  // all strings and lists built during one render
-  uint64_t max_steps = 20'000'000;             // evaluated nodes + loop iterations
+  uint64_t max_steps = 5'000'000;              // evaluated nodes + loop iterations
   int max_depth = 600;                         // nested evaluation (macro calls included)
   int64_t max_range = 1'000'000;               // elements of one range() / list
 };

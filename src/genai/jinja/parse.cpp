@@ -699,28 +699,20 @@ class Parser {
     return n;
   }
 
-  NodePtr or_expression() {
-    NodePtr left = and_expression();
+  // `a or b or c` / `a and b and c`: left-associative keyword operators.
+  NodePtr keyword_chain(const char* keyword, NodePtr (Parser::*next)()) {
+    NodePtr left = (this->*next)();
     ChainGuard chain(this);
-    while (is_ident("or")) {
+    while (is_ident(keyword)) {
       chain.deeper();
       const uint32_t p = pos();
       ++i_;
-      left = binary(std::move(left), "or", p, and_expression());
+      left = binary(std::move(left), keyword, p, (this->*next)());
     }
     return left;
   }
-  NodePtr and_expression() {
-    NodePtr left = not_expression();
-    ChainGuard chain(this);
-    while (is_ident("and")) {
-      chain.deeper();
-      const uint32_t p = pos();
-      ++i_;
-      left = binary(std::move(left), "and", p, not_expression());
-    }
-    return left;
-  }
+  NodePtr or_expression() { return keyword_chain("or", &Parser::and_expression); }
+  NodePtr and_expression() { return keyword_chain("and", &Parser::not_expression); }
   NodePtr not_expression() {
     if (is_ident("not")) {
       DepthGuard g(this, pos());

@@ -674,44 +674,55 @@ struct Interp {
     } else {
       iterable = eval(*n.b, scope);
     }
-    Array source;
+    // Lists are immutable, so a list is iterated in place; dict keys and string characters are listed.
+    std::shared_ptr<const Array> source;
     if (iterable.k == VK::kArray) {
-      source = *iterable.arr;
+      source = iterable.arr;
     } else if (iterable.k == VK::kObject) {
-      for (const auto& [k, v] : *iterable.obj) source.push_back(Value::str(k));
+      auto keys = std::make_shared<Array>();
+      for (const auto& [k, v] : *iterable.obj) keys->push_back(Value::str(k));
+      source = std::move(keys);
     } else if (iterable.k == VK::kString) {
-      for (std::string& c : code_points(iterable.s)) source.push_back(Value::str(std::move(c)));
+      auto chars = std::make_shared<Array>();
+      for (std::string& c : code_points(iterable.s)) chars->push_back(Value::str(std::move(c)));
+      source = std::move(chars);
     } else {
       fail(n.b->pos, std::string("cannot loop over a ") + kind_name(iterable));
     }
-    Array items;
     if (test) {
-      for (const Value& cur : source) {
+      auto kept = std::make_shared<Array>();
+      for (const Value& cur : *source) {
         step(n.pos);
         auto probe = std::make_shared<Scope>(scope);
         assign_names(*n.a, cur, *probe, n.pos);
-        if (eval(*test, probe).truthy()) items.push_back(cur);
+        if (eval(*test, probe).truthy()) kept->push_back(cur);
       }
-    } else {
-      items = std::move(source);
+      source = std::move(kept);
     }
+    const Array& items = *source;
     std::string out;
     bool iterated = false;
     const int64_t len = static_cast<int64_t>(items.size());
+    static const char* const kLoopKeys[] = {"index", "index0", "revindex", "revindex0", "first",
+                                            "last",  "length", "previtem", "nextitem"};
+    Value loop;
     for (int64_t k = 0; k < len; ++k) {
       step(n.pos);
-      Members loop = {
-          {"index", Value::integer(k + 1)},
-          {"index0", Value::integer(k)},
-          {"revindex", Value::integer(len - k)},
-          {"revindex0", Value::integer(len - k - 1)},
-          {"first", Value::boolean(k == 0)},
-          {"last", Value::boolean(k == len - 1)},
-          {"length", Value::integer(len)},
-          {"previtem", k > 0 ? items[k - 1] : Value()},
-          {"nextitem", k < len - 1 ? items[k + 1] : Value()},
-      };
-      scope->set("loop", Value::object(std::move(loop)));
+      const Value fields[] = {Value::integer(k + 1), Value::integer(k), Value::integer(len - k),
+                              Value::integer(len - k - 1), Value::boolean(k == 0), Value::boolean(k == len - 1),
+                              Value::integer(len), k > 0 ? items[k - 1] : Value(),
+                              k < len - 1 ? items[k + 1] : Value()};
+      // The loop dict is rebuilt in place unless the template kept a reference to last iteration's.
+      if (!loop.obj || loop.obj.use_count() > 2) {
+        Members m;
+        for (size_t f = 0; f < 9; ++f) m.emplace_back(kLoopKeys[f], fields[f]);
+        loop = Value::object(std::move(m));
+      } else {
+        for (size_t f = 0; f < 9; ++f) (*loop.obj)[f].second = fields[f];
+        loop.nest = 1;
+        for (const Value& f : fields) loop.nest = std::max(loop.nest, f.nest + 1);
+      }
+      scope->set("loop", loop);
       assign_names(*n.a, items[k], *scope, n.pos);
       try {
         out += block(n.body, scope);
@@ -847,11 +858,17 @@ struct Interp {
     if (stepv > 0) {
       start = !has_start ? 0 : start < 0 ? std::max<int64_t>(L + start, 0) : std::min(start, L);
       stop = !has_stop ? L : stop < 0 ? std::max<int64_t>(L + stop, 0) : std::min(stop, L);
-      for (int64_t k = start; k < stop; k += stepv) picks.push_back(k);
+      for (int64_t k = start; k < stop;) {
+        picks.push_back(k);
+        if (__builtin_add_overflow(k, stepv, &k)) break;
+      }
     } else {
       start = !has_start ? L - 1 : start < 0 ? std::max<int64_t>(L + start, -1) : std::min(start, L - 1);
       stop = !has_stop ? -1 : stop < -1 ? std::max<int64_t>(L + stop, -1) : std::min(stop, L - 1);
-      for (int64_t k = start; k > stop; k += stepv) picks.push_back(k);
+      for (int64_t k = start; k > stop;) {
+        picks.push_back(k);
+        if (__builtin_add_overflow(k, stepv, &k)) break;
+      }
     }
     if (obj.k == VK::kArray) {
       Array out;
@@ -1692,7 +1709,10 @@ void install_globals(Scope& g) {
       Interp::fail(pos, "range() of " + js_number(count) + " elements exceeds the limit of " + std::to_string(in.lim.max_range));
     }
     Array out;
-    for (int64_t k = start; stepv > 0 ? k < stop : k > stop; k += stepv) out.push_back(Value::integer(k));
+    for (int64_t k = start; stepv > 0 ? k < stop : k > stop;) {
+      out.push_back(Value::integer(k));
+      if (__builtin_add_overflow(k, stepv, &k)) break;
+    }
     in.charge(out.size(), pos);
     return Value::array(std::move(out));
   }));
