@@ -103,9 +103,9 @@ fuzz-templates: deps
 	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNXRT_FUZZ=ON \
 	  -DNXRT_BUILD_TESTS=OFF >/dev/null
 	@ninja -C build-fuzz -j$(JOBS) nxrt_fuzz_templates
-	@mkdir -p build-fuzz/corpus-templates && build-fuzz/nxrt_fuzz_templates build-fuzz/corpus-templates \
+	@set -o pipefail; mkdir -p build-fuzz/corpus-templates && build-fuzz/nxrt_fuzz_templates build-fuzz/corpus-templates \
 	  tests/fuzz/corpus/templates -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048 -timeout=10 \
-	  -max_len=4096 -print_final_stats=1 2>&1 | tail -15
+	  -max_len=4096 -print_final_stats=1 -artifact_prefix=build-fuzz/ 2>&1 | tail -40
 
 # CPU microbenchmarks (GEMM/GEMV GFLOP/s and GB/s, memory bandwidth, ResNet-50 convs, Add/Softmax/LayerNorm).
 # Extra flags: make microbench BENCH_ARGS=--benchmark_filter=Gemm
