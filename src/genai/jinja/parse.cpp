@@ -971,6 +971,20 @@ class Parser {
     }
     return object;
   }
+  // Items separated by commas (a trailing comma allowed) up to and including the `close` token.
+  template <typename ParseItem>
+  void comma_list(Tok close, const char* unclosed, const char* bad_separator, uint32_t open_pos, ParseItem item) {
+    while (!is(close)) {
+      if (i_ >= t_.size()) throw TemplateError(open_pos, unclosed);
+      item();
+      if (is(Tok::kComma)) {
+        ++i_;
+      } else if (!is(close)) {
+        fail(bad_separator);
+      }
+    }
+    ++i_;
+  }
   NodePtr primary() {
     if (i_ >= t_.size()) fail("expected an expression");
     const Token& tk = t_[i_++];
@@ -1008,33 +1022,18 @@ class Parser {
       case Tok::kOpenSquare: {
         DepthGuard g(this, tk.pos);
         auto n = make(NodeKind::kArray, tk.pos);
-        while (!is(Tok::kCloseSquare)) {
-          if (i_ >= t_.size()) throw TemplateError(tk.pos, "'[' is not closed");
-          n->args.push_back(expression());
-          if (is(Tok::kComma)) {
-            ++i_;
-          } else if (!is(Tok::kCloseSquare)) {
-            fail("expected ',' or ']' in a list");
-          }
-        }
-        ++i_;
+        comma_list(Tok::kCloseSquare, "'[' is not closed", "expected ',' or ']' in a list", tk.pos,
+                   [&] { n->args.push_back(expression()); });
         return n;
       }
       case Tok::kOpenCurly: {
         DepthGuard g(this, tk.pos);
         auto n = make(NodeKind::kObject, tk.pos);
-        while (!is(Tok::kCloseCurly)) {
-          if (i_ >= t_.size()) throw TemplateError(tk.pos, "'{' is not closed");
+        comma_list(Tok::kCloseCurly, "'{' is not closed", "expected ',' or '}' in a dict", tk.pos, [&] {
           n->args.push_back(expression());
           expect(Tok::kColon, "':' between a key and its value");
           n->args.push_back(expression());
-          if (is(Tok::kComma)) {
-            ++i_;
-          } else if (!is(Tok::kCloseCurly)) {
-            fail("expected ',' or '}' in a dict");
-          }
-        }
-        ++i_;
+        });
         return n;
       }
       default:
