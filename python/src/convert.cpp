@@ -13,14 +13,6 @@ namespace nxrt::python {
 
 namespace {
 
-constexpr const char* kElemNames[kMaxDataType + 1] = {
-    "undefined", "float",       "uint8",          "int8",       "uint16",         "int16",
-    "int32",     "int64",       "string",         "bool",       "float16",        "double",
-    "uint32",    "uint64",      "complex64",      "complex128", "bfloat16",       "float8e4m3fn",
-    "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "uint4",  "int4",           "float4e2m1",
-    "float8e8m0", "uint2",      "int2",
-};
-
 // The element type whose numpy dtype carries `t` (itself when numpy has `t`).
 DataType carrier_of(DataType t) {
   switch (t) {
@@ -39,25 +31,11 @@ DataType carrier_of(DataType t) {
   }
 }
 
+// numpy's name for an element type numpy has (nxrt's dtype_name spelling is numpy's), else null.
 const char* numpy_name(DataType t) {
-  switch (t) {
-    case DataType::kFloat: return "float32";
-    case DataType::kUInt8: return "uint8";
-    case DataType::kInt8: return "int8";
-    case DataType::kUInt16: return "uint16";
-    case DataType::kInt16: return "int16";
-    case DataType::kInt32: return "int32";
-    case DataType::kInt64: return "int64";
-    case DataType::kString: return "object";
-    case DataType::kBool: return "bool";
-    case DataType::kFloat16: return "float16";
-    case DataType::kDouble: return "float64";
-    case DataType::kUInt32: return "uint32";
-    case DataType::kUInt64: return "uint64";
-    case DataType::kComplex64: return "complex64";
-    case DataType::kComplex128: return "complex128";
-    default: return nullptr;
-  }
+  if (t == DataType::kString) return "object";
+  if (t == DataType::kUndefined || carrier_of(t) != t) return nullptr;
+  return dtype_name(t);
 }
 
 py::module_& numpy() {
@@ -186,8 +164,10 @@ py::object strings_to_numpy(const Tensor& t) {
 }  // namespace
 
 const char* onnx_elem_name(DataType t) {
-  const auto i = static_cast<int32_t>(t);
-  return i >= 0 && i <= kMaxDataType ? kElemNames[i] : "undefined";
+  // ONNX's names are nxrt's except for these two.
+  if (t == DataType::kFloat) return "float";
+  if (t == DataType::kDouble) return "double";
+  return dtype_name(t);
 }
 
 std::string type_string(const ValueMeta& m) {

@@ -2,6 +2,7 @@
 // IOBinding, over the public API in include/nxrt/session.h.
 #include <pybind11/stl.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -62,7 +63,8 @@ struct PySession {
     return feeds;
   }
 
-  Result<std::vector<Value>> run_values(const py::object& output_names, const py::dict& feed) {
+  // Runs with the GIL released; the outputs, in order.
+  std::vector<Value> run_values(const py::object& output_names, const py::dict& feed) {
     auto feeds = feeds_from(feed);
     Result<std::vector<Value>> result = std::vector<Value>{};
     if (output_names.is_none()) {
@@ -74,7 +76,7 @@ struct PySession {
       result = session->run(feeds, names);
     }
     // `feeds` dies here, with the GIL held: it may hold the last reference to an input array.
-    return result;
+    return take(std::move(result));
   }
 };
 
@@ -107,6 +109,14 @@ std::shared_ptr<PySession> session_of(py::handle obj) {
   // nxrt.InferenceSession keeps its core in `_sess`.
   if (py::hasattr(obj, "_sess")) return obj.attr("_sess").cast<std::shared_ptr<PySession>>();
   return obj.cast<std::shared_ptr<PySession>>();
+}
+
+// The tensor an OrtValue method works on; InvalidArgument naming the method when it holds something else.
+// (V: PyOrtValue or const PyOrtValue.)
+template <typename V>
+auto& tensor_of(V& v, const char* method) {
+  if (!v.value.is_tensor()) raise_invalid_argument(std::string(method) + "() needs a tensor; this OrtValue is " + type_string(v.value));
+  return v.value.tensor();
 }
 
 Tensor tensor_at_address(DataType dtype, const std::vector<int64_t>& shape, uintptr_t address) {
@@ -189,26 +199,17 @@ void bind_session(py::module_& m) {
           "A new zero-filled tensor (element_type: a numpy type or an ONNX element type number).")
       .def(
           "numpy",
-          [](const PyOrtValue& v) {
-            if (!v.value.is_tensor()) raise_invalid_argument("numpy() needs a tensor; this OrtValue is " + type_string(v.value));
-            return tensor_to_numpy(v.value.tensor(), true);
-          },
+          [](const PyOrtValue& v) { return tensor_to_numpy(tensor_of(v, "numpy"), true); },
           "The tensor as a numpy array sharing this value's memory (strings, sub-byte types and strided "
           "tensors are copied).")
       .def(
           "shape",
-          [](const PyOrtValue& v) {
-            if (!v.value.is_tensor()) raise_invalid_argument("shape() needs a tensor; this OrtValue is " + type_string(v.value));
-            return v.value.tensor().shape().to_vector();
-          },
+          [](const PyOrtValue& v) { return tensor_of(v, "shape").shape().to_vector(); },
           "The tensor's dimensions.")
       .def("data_type", [](const PyOrtValue& v) { return type_string(v.value); }, "ONNX type string, e.g. 'tensor(float)'.")
       .def(
           "element_type",
-          [](const PyOrtValue& v) {
-            if (!v.value.is_tensor()) raise_invalid_argument("element_type() needs a tensor");
-            return static_cast<int>(v.value.tensor().dtype());
-          },
+          [](const PyOrtValue& v) { return static_cast<int>(tensor_of(v, "element_type").dtype()); },
           "The ONNX element type number (TensorProto.DataType).")
       .def("is_tensor", [](const PyOrtValue& v) { return v.value.is_tensor(); })
       .def("is_sparse_tensor", [](const PyOrtValue&) { return false; })
@@ -221,18 +222,15 @@ void bind_session(py::module_& m) {
       .def("device_name", [](const PyOrtValue&) { return std::string("cpu"); })
       .def(
           "data_ptr",
-          [](const PyOrtValue& v) {
-            if (!v.value.is_tensor()) raise_invalid_argument("data_ptr() needs a tensor");
-            return reinterpret_cast<uintptr_t>(v.value.tensor().raw_data());
-          },
+          [](const PyOrtValue& v) { return reinterpret_cast<uintptr_t>(tensor_of(v, "data_ptr").raw_data()); },
           "Address of the first element.")
       .def(
           "update_inplace",
           [](PyOrtValue& v, const py::array& a) {
-            if (!v.value.is_tensor() || v.value.tensor().dtype() == DataType::kString) {
-              raise_invalid_argument("update_inplace needs a numeric tensor");
+            Tensor& dst = tensor_of(v, "update_inplace");
+            if (dst.dtype() == DataType::kString || dtype_is_subbyte(dst.dtype())) {
+              raise_invalid_argument(std::string("update_inplace() needs a tensor of whole bytes, not ") + onnx_elem_name(dst.dtype()));
             }
-            Tensor& dst = v.value.tensor();
             Tensor src = tensor_from_array(a, dst.dtype());
             if (src.dtype() != dst.dtype() || src.numel() != dst.numel()) {
               raise_invalid_argument("update_inplace: got " + src.describe() + " for a " + dst.describe());
@@ -280,22 +278,18 @@ void bind_session(py::module_& m) {
       .def(
           "run",
           [](PySession& s, const py::object& output_names, const py::dict& feed) {
-            Result<std::vector<Value>> r = s.run_values(output_names, feed);
-            if (!r.ok()) throw StatusError(r.status());
             ShareGuard guard;
             py::list out;
-            for (const Value& v : r.value()) out.append(value_to_python(v, guard));
+            for (const Value& v : s.run_values(output_names, feed)) out.append(value_to_python(v, guard));
             return out;
           },
           py::arg("output_names"), py::arg("input_feed"))
       .def(
           "run_with_ort_values",
           [](PySession& s, const py::object& output_names, const py::dict& feed) {
-            Result<std::vector<Value>> r = s.run_values(output_names, feed);
-            if (!r.ok()) throw StatusError(r.status());
             ShareGuard guard;
             std::vector<PyOrtValue> out;
-            for (const Value& v : r.value()) out.push_back(PyOrtValue{detach_unshareable(v, guard)});
+            for (const Value& v : s.run_values(output_names, feed)) out.push_back(PyOrtValue{detach_unshareable(v, guard)});
             return out;
           },
           py::arg("output_names"), py::arg("input_feed"))
@@ -310,6 +304,27 @@ void bind_session(py::module_& m) {
              check(st);
            })
       .def("end_profiling", [](PySession& s) { return take(s.session->end_profiling()); })
+      .def(
+          "_cpp_run_seconds",
+          [](PySession& s, const py::dict& feed, int runs) {
+            const auto feeds = s.feeds_from(feed);
+            Status failed;
+            double seconds = 0;
+            {
+              py::gil_scoped_release nogil;
+              const auto t0 = std::chrono::steady_clock::now();
+              for (int i = 0; i < runs && failed.ok(); ++i) {
+                auto r = s.session->run(feeds);
+                if (!r.ok()) failed = r.status();
+              }
+              seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            }
+            check(failed);
+            return seconds;
+          },
+          py::arg("input_feed"), py::arg("runs"),
+          "For bench/python_overhead.py: seconds taken by `runs` calls of the C++ Session::run on these feeds "
+          "(converted once), the anchor the Python call is compared with.")
       .def(
           "read_value_file",
           [](const PySession& s, const std::string& path, const std::string& name) {
