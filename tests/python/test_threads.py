@@ -17,9 +17,22 @@ def one_thread_session(data):
     return nxrt.InferenceSession(data, so)
 
 
+def long_running_session(x, at_least_seconds=0.4):
+    """A session whose run on x takes at least about that long on this machine (calibrated)."""
+    steps = 50
+    while True:
+        sess = one_thread_session(matmul_chain_model(size=x.shape[-1], steps=steps))
+        t0 = time.perf_counter()
+        sess.run(None, {"x": x})
+        seconds = time.perf_counter() - t0
+        if seconds >= at_least_seconds or steps >= 5000:
+            return sess
+        steps = min(5000, int(steps * 1.5 * at_least_seconds / max(seconds, 1e-3)) + 1)
+
+
 def test_other_threads_run_python_while_a_session_runs():
-    sess = one_thread_session(matmul_chain_model())
     x = np.random.default_rng(0).standard_normal((1, 512, 512)).astype(np.float32)
+    sess = long_running_session(x)
     feed = {"x": x}
     base_refs = sys.getrefcount(x)
     running = threading.Event()
