@@ -14,6 +14,7 @@ CMAKE_FLAGS ?=
 .PHONY: check-tokenizers check-templates fuzz-templates
 .PHONY: microbench
 .PHONY: conformance-levels
+.PHONY: python-overhead
 
 all: build
 
@@ -118,5 +119,9 @@ microbench: build
 	@ninja -C $(BUILD) -j$(JOBS) nxrt_microbench
 	@$(BUILD)/nxrt_microbench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true $(BENCH_ARGS)
 
+# Python call overhead over the C++ Session::run on a tiny model (docs/python.md).
+python-overhead: build
+	@PYTHONPATH=$(BUILD)/python /usr/bin/python3 bench/python_overhead.py
+
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz
+	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz build-pip

@@ -30,6 +30,9 @@ struct SessionOptions {
   // {"isa", "avx2"}. Merged over NXRT_KERNEL_OVERRIDES ("k=v,k=v") and NXRT_ISA; an unknown key or
   // value fails session creation. `nxrt info --overrides` lists the keys (docs/ARCHITECTURE.md too).
   std::map<std::string, std::string> kernel_overrides;
+  // Write the graph as optimized (before kernels are built) to this ONNX file; empty: don't. Fused
+  // nodes are in nxrt's own domain, so the file is for nxrt (and for reading), not for other runtimes.
+  std::string optimized_model_path;
 };
 
 // Declared type of a graph input or output.
@@ -44,6 +47,19 @@ struct ValueMeta {
   std::shared_ptr<ValueMeta> inner;       // sequence/optional element, map value
   bool has_default = false;               // an initializer provides a default: feeding is optional
   std::string describe() const;
+};
+
+// The model's descriptive fields as stored in the file (ModelProto / GraphProto).
+struct ModelMetadata {
+  int64_t ir_version = 0;
+  std::string producer_name;
+  std::string producer_version;
+  std::string domain;
+  int64_t model_version = 0;
+  std::string description;        // ModelProto.doc_string
+  std::string graph_name;
+  std::string graph_description;  // GraphProto.doc_string
+  std::vector<std::pair<std::string, std::string>> custom;  // metadata_props, in file order
 };
 
 struct ModelSummary {
@@ -94,7 +110,10 @@ class IoBinding {
   const Value& output(size_t index) const { return outputs_[index].value; }
   const Value* output(const std::string& name) const;
   size_t num_outputs() const { return outputs_.size(); }
+  const std::string& output_name(size_t index) const { return outputs_[index].name; }
   void clear();
+  void clear_inputs();
+  void clear_outputs();
 
  private:
   friend class Session;
@@ -141,6 +160,11 @@ class Session {
 
   KernelCacheStats kernel_cache_stats() const;
   MemoryStats memory_stats() const;
+  const ModelMetadata& metadata() const;
+
+  // Writes the trace recorded so far (SessionOptions::trace_path or NXRT_TRACE) and stops tracing.
+  // Returns the file written, or "" when the session was not tracing.
+  Result<std::string> end_profiling();
 
   struct Impl;
   // Internal: sessions are made by create().

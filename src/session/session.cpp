@@ -15,6 +15,7 @@
 #include "ep/kernel.h"
 #include "ep/thread_pool.h"
 #include "onnx/model_reader.h"
+#include "onnx/model_writer.h"
 #include "ops/cpu_provider.h"
 #include "optimizer/optimizer.h"
 #include "session/executor.h"
@@ -37,6 +38,7 @@ struct Session::Impl {
   std::unique_ptr<ep::ThreadPool> pool;
   std::vector<ValueMeta> inputs;
   std::vector<ValueMeta> outputs;
+  ModelMetadata metadata;
   SessionOptions options;
   std::unique_ptr<session::Tracer> tracer;
   std::unique_ptr<session::OpProfile> profile;
@@ -98,6 +100,20 @@ static Tensor released_initializer(const Tensor& t) {
   return Tensor::borrow(t.dtype(), t.shape(), p, std::move(keep));
 }
 
+static ModelMetadata metadata_of(const ir::Model& m) {
+  ModelMetadata md;
+  md.ir_version = m.ir_version;
+  md.producer_name = m.producer_name;
+  md.producer_version = m.producer_version;
+  md.domain = m.domain;
+  md.model_version = m.model_version;
+  md.description = m.doc;
+  md.graph_name = m.graph.name;
+  md.graph_description = m.graph.doc;
+  md.custom = m.metadata_props;
+  return md;
+}
+
 static Result<std::unique_ptr<Session>> make_session(const std::function<Result<std::unique_ptr<ir::Model>>()>& load,
                                                      const SessionOptions& opts) {
   auto impl = std::make_unique<Session::Impl>();
@@ -112,6 +128,7 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   if (impl->tracer) impl->tracer->span("load", "session", t0, session::monotonic_us() - t0, "");
   if (!loaded.ok()) return loaded.status();
   impl->model = std::move(loaded).value();
+  impl->metadata = metadata_of(*impl->model);
   // Load-time shape inference over the graph and its subgraphs (results on Graph::shape_facts); an
   // inconsistent model is rejected here, naming the original node.
   NXRT_RETURN_IF_ERROR(shape::infer_shapes(*impl->model));
@@ -143,6 +160,11 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
     session::log_message(impl->log_level, session::LogLevel::kInfo,
                          "no shape rule for these ops (op count): " + missing +
                              "; values after them get their shapes at run time");
+  }
+  // Written before planning: kernels may release the initializers they packed.
+  if (!opts.optimized_model_path.empty()) {
+    NXRT_RETURN_IF_ERROR(onnx::write_model_file(opts.optimized_model_path, *impl->model)
+                             .with_context("writing the optimized model: "));
   }
   const ir::Graph& g = impl->model->graph;
   for (const auto& in : g.inputs) {
@@ -359,6 +381,19 @@ MemoryStats Session::memory_stats() const {
   return m;
 }
 
+const ModelMetadata& Session::metadata() const { return impl_->metadata; }
+
+Result<std::string> Session::end_profiling() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!impl_->tracer) return std::string();
+  const std::string path = impl_->tracer->path();
+  const bool written = impl_->tracer->write();
+  impl_->hooks.tracer = nullptr;
+  impl_->tracer.reset();
+  if (!written) return io_error("could not write trace '" + path + "'");
+  return path;
+}
+
 size_t IoBinding::bind_input(const std::string& name, Value value) {
   for (size_t i = 0; i < inputs_.size(); ++i) {
     if (inputs_[i].name == name) {
@@ -412,6 +447,16 @@ const Value* IoBinding::output(const std::string& name) const {
 
 void IoBinding::clear() {
   inputs_.clear();
+  outputs_.clear();
+  resolved_for_ = nullptr;
+}
+
+void IoBinding::clear_inputs() {
+  inputs_.clear();
+  resolved_for_ = nullptr;
+}
+
+void IoBinding::clear_outputs() {
   outputs_.clear();
   resolved_for_ = nullptr;
 }
