@@ -60,10 +60,17 @@ std::set<std::string> schema_ops(bool (*pick)(const shape::OpSchema&)) {
   return r;
 }
 
+// "domain::op" of every op the CPU provider registers (each once).
+std::set<std::string> registered_keys(const ep::KernelRegistry& reg) {
+  std::set<std::string> keys;
+  for (const ep::KernelDef* d : reg.defs()) keys.insert(d->domain + "::" + d->op_type);
+  return keys;
+}
+
 TEST(OpSchema, EveryCpuKernelHasASchemaOrIsReviewed) {
   auto reg = ops::cpu_provider_registry();
   std::set<std::string> registered;
-  for (const std::string& key : reg->ops()) {
+  for (const std::string& key : registered_keys(*reg)) {
     registered.insert(key);
     auto [domain, op] = split_key(key);
     const bool has = shape::find_schema(domain, op, shape::kNewestOpset) != nullptr;
@@ -116,7 +123,7 @@ TEST(OpSchema, InPlaceInputsEqualTheOldListAndReachTheCpuRegistry) {
   // nxrt-domain copies of Gelu/HardSwish/Swish included).
   auto reg = ops::cpu_provider_registry();
   int checked = 0;
-  for (const std::string& key : reg->ops()) {
+  for (const std::string& key : registered_keys(*reg)) {
     auto [domain, op] = split_key(key);
     const int want = domain.empty() && kOldInPlaceOps.count(op) ? 0 : -1;
     for (int64_t opset = 1; opset <= 25; ++opset) {
