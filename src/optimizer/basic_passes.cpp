@@ -1,7 +1,7 @@
 // Level-basic passes: constant folding, Identity/Dropout elimination, Shape/Size folding, dead code.
 #include <set>
 
-#include "optimizer/graph_util.h"
+#include "optimizer/passes.h"
 #include "ir/tensor_util.h"
 
 namespace nxrt::optimizer {

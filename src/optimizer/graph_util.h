@@ -115,25 +115,4 @@ bool has_graph_attr(const ir::Node& n);
 bool evaluate_node(PassContext& pc, const ir::Graph& g, const ir::Node& node, const std::vector<const Tensor*>& inputs,
                    std::vector<Tensor>* outs);
 
-// Passes. Each returns the number of rewrites it made.
-int fold_constants(PassContext& pc, GraphInfo& gi);
-int eliminate_identities(PassContext& pc, GraphInfo& gi);
-int fold_shapes(PassContext& pc, GraphInfo& gi);
-int remove_dead_code(PassContext& pc, GraphInfo& gi);
-int fold_conv_bn(PassContext& pc, GraphInfo& gi);
-// Conv followed by Mul / Add of a per-output-channel constant: folded into W and B.
-int fold_conv_affine(PassContext& pc, GraphInfo& gi);
-// BatchNormalization followed by Mul / Add of a per-channel constant: folded into its scale and bias.
-int fold_bn_affine(PassContext& pc, GraphInfo& gi);
-int fuse_activation(PassContext& pc, GraphInfo& gi);
-int fuse_layer_norm(PassContext& pc, GraphInfo& gi);
-int fuse_rms_norm(PassContext& pc, GraphInfo& gi);
-int fuse_gelu(PassContext& pc, GraphInfo& gi);
-int fuse_attention(PassContext& pc, GraphInfo& gi);
-int fuse_hard_swish(PassContext& pc, GraphInfo& gi);
-int fuse_silu(PassContext& pc, GraphInfo& gi);
-// Blocked int4/uint4/int8/uint8 DequantizeLinear of a constant [K, N] weight feeding MatMul's B input:
-// rewritten into com.microsoft MatMulNBits (dq_matmul_fusion.cpp). Runs before constant folding.
-int fuse_dq_matmul(PassContext& pc, GraphInfo& gi);
-
 }  // namespace nxrt::optimizer

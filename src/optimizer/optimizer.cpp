@@ -5,13 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "optimizer/graph_util.h"
+#include "optimizer/passes.h"
 
 namespace nxrt::optimizer {
-
-int fuse_bn_relu(PassContext& pc, GraphInfo& gi);  // bn_relu.cpp
-int fuse_preact_conv(PassContext& pc, GraphInfo& gi);  // bn_relu.cpp
-int fold_affine_into_pointwise_conv(PassContext& pc, GraphInfo& gi);  // fold_affine_pointwise.cpp
 
 std::string Stats::summary() const {
   std::string s;

@@ -33,7 +33,7 @@
 
 #include "ir/float8_types.h"
 #include "nxrt/float_types.h"
-#include "optimizer/graph_util.h"
+#include "optimizer/passes.h"
 
 namespace nxrt::optimizer {
 

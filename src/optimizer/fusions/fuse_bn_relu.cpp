@@ -1,0 +1,55 @@
+// BatchNormalization (inference) followed by Relu -> nxrt::BatchNormRelu, one per-channel
+// scale/shift + max(0, .) pass instead of two (DenseNet / Inception pre-activation BN-ReLU-Conv).
+//
+//   nxrt::BatchNormRelu(X, scale, B, mean, var), attribute epsilon: Relu(BatchNormalization(X, ...))
+//
+// The kernel (ops/fused/batch_norm_relu.cpp) and fuse_preact_conv fold the statistics the same way
+// (ir::fold_batch_norm). The pass fuses only when the four parameters are non-overridable constants.
+#include "optimizer/fusions/fusion_util.h"
+#include "optimizer/passes.h"
+
+namespace nxrt::optimizer {
+
+namespace {
+
+struct BnRelu : Match {
+  int bn = -1, relu = -1;
+};
+
+bool match(Rewriter& rw, int anchor, BnRelu& m) {
+  const ir::Node& bn = rw.node(anchor);
+  if (!inference_batch_norm(rw, bn) || bn.inputs[0].empty()) return false;
+  const Tensor* scale = rw.constant(bn.inputs[1]);
+  for (size_t k = 1; k < 5; ++k) {
+    const Tensor* t = rw.constant(bn.inputs[k]);
+    if (!t || t->rank() != 1 || (t->dtype() != DataType::kFloat && t->dtype() != DataType::kDouble) ||
+        t->numel() != scale->numel())
+      return false;
+  }
+  const ir::Node* relu = rw.sole_reader(bn.outputs[0], "Relu", &m.relu);
+  if (!relu || relu->inputs.size() != 1) return false;
+  m.bn = anchor;
+  m.take(anchor);
+  m.take(m.relu);
+  return true;
+}
+
+bool build(Rewriter& rw, const BnRelu& m, Rewrite& r) {
+  const ir::Node& bn = rw.node(m.bn);
+  ir::Node fused = make_node(rw.fused_name(bn, "BatchNormRelu", "_relu"), kNxrtDomain, "BatchNormRelu", bn.inputs,
+                             {rw.node(m.relu).outputs[0]});
+  for (const auto& a : bn.attributes) {
+    if (a.name == "epsilon") fused.attributes.push_back(a);
+  }
+  r.replace(m.relu, std::move(fused));
+  return true;
+}
+
+const Fusion<BnRelu> kBnRelu{
+    .stat = "fused_bn_relu", .anchor = {{"BatchNormalization"}}, .min_opset = 7, .match = match, .build = build};
+
+}  // namespace
+
+int fuse_bn_relu(PassContext& pc, GraphInfo& gi) { return run_fusion(pc, gi, kBnRelu); }
+
+}  // namespace nxrt::optimizer
