@@ -30,7 +30,7 @@ const std::vector<ActivationOp>& activation_ops() {
 }
 
 // Clip's bounds: attributes before opset 11, optional constant scalar inputs from 11.
-bool clip_bounds(const Rewriter& rw, const ir::Node& n, std::vector<float>* params) {
+bool clip_bounds(const Rewriter& rw, const ir::Node& n, std::vector<float>* bounds) {
   float lo = -INFINITY, hi = INFINITY;
   bool ok = true;
   if (rw.opset() < 11) {
@@ -45,7 +45,7 @@ bool clip_bounds(const Rewriter& rw, const ir::Node& n, std::vector<float>* para
       (k == 1 ? lo : hi) = static_cast<float>(v);
     }
   }
-  *params = {lo, hi};
+  *bounds = {lo, hi};
   return ok;
 }
 
@@ -56,14 +56,14 @@ bool match_fused_activation(const Rewriter& rw, const ir::Node& n, FusedActivati
   // nxrt::HardSwish is what fuse_hard_swish made of the ai.onnx pattern.
   if (!dom.empty() && !(dom == kNxrtDomain && n.op_type == "HardSwish")) return false;
   if (n.op_type == "Clip") {
-    if (!clip_bounds(rw, n, &act->params)) return false;
-    act->name = n.op_type;
+    std::vector<float> bounds;
+    if (!clip_bounds(rw, n, &bounds)) return false;
+    *act = {n.op_type, std::move(bounds)};
     return true;
   }
   for (const ActivationOp& a : activation_ops()) {
     if (n.op_type != a.op || n.inputs.size() != 1) continue;
-    act->name = n.op_type;
-    act->params.clear();
+    *act = {n.op_type, {}};
     for (const ParamAttr& p : a.params) act->params.push_back(attr_f(n, p.name, p.dflt));
     return true;
   }

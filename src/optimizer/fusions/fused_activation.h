@@ -17,7 +17,7 @@ struct FusedActivation {
 };
 
 // Whether `n`, reading the fused result as its only data input, is an activation the fused kernels
-// apply; fills `act`.
+// apply; fills `act` when it is (and leaves it alone otherwise).
 bool match_fused_activation(const Rewriter& rw, const ir::Node& n, FusedActivation* act);
 
 // Appends `activation`, `activation_params` (when there are any) and `inner_opset` to `fused`.
