@@ -85,7 +85,7 @@ bool match_constant_node(Rewriter& rw, int anchor, ConstantNode& m) {
 
 // The node's outputs become initializers (it is evaluated with the CPU kernel) and the node goes.
 bool build_folded_constant(Rewriter& rw, const ConstantNode& m, Rewrite& r) {
-  const ir::Node& n = rw.node(m.nodes[0]);
+  const ir::Node& n = rw.node(m.anchor);
   std::vector<Tensor> outs;
   if (!evaluate_node(rw.pc, rw.g, n, m.inputs, &outs)) return false;
   for (const auto& t : outs) {
@@ -98,11 +98,9 @@ bool build_folded_constant(Rewriter& rw, const ConstantNode& m, Rewrite& r) {
   return true;
 }
 
-const Fusion<ConstantNode> kFoldConstants{.stat = "constant_folded",
-                                          .anchor = {{}, {"", "ai.onnx.ml"}},
-                                          .match = match_constant_node,
-                                          .build = build_folded_constant,
-                                          .domain = nullptr};
+const Fusion<ConstantNode> kFoldConstants{
+    .stat = "constant_folded", .anchor = {{}, {"", "ai.onnx.ml"}}, .match = match_constant_node,
+    .build = build_folded_constant, .domain = nullptr};
 
 // ---- Identity / inference Dropout ----
 
@@ -130,17 +128,15 @@ bool match_identity(Rewriter& rw, int anchor, Match& m) {
 
 // The node goes; its readers read its input.
 bool build_identity(Rewriter& rw, const Match& m, Rewrite& r) {
-  const ir::Node& n = rw.node(m.nodes[0]);
+  const ir::Node& n = rw.node(m.anchor);
   r.renames.emplace_back(n.outputs[0], n.inputs[0]);
   r.stat = n.op_type == "Identity" ? "identity_removed" : "dropout_removed";
   return true;
 }
 
-const Fusion<Match> kEliminateIdentities{.stat = "identity_removed",
-                                         .anchor = {{"Identity", "Dropout"}},
-                                         .match = match_identity,
-                                         .build = build_identity,
-                                         .domain = nullptr};
+const Fusion<Match> kEliminateIdentities{
+    .stat = "identity_removed", .anchor = {{"Identity", "Dropout"}}, .match = match_identity, .build = build_identity,
+    .domain = nullptr};
 
 // ---- Shape / Size of statically shaped values ----
 
@@ -160,7 +156,7 @@ bool match_shape_node(Rewriter& rw, int anchor, ShapeNode& m) {
 
 // The output becomes an initializer and the node goes.
 bool build_shape_value(Rewriter& rw, const ShapeNode& m, Rewrite& r) {
-  const ir::Node& n = rw.node(m.nodes[0]);
+  const ir::Node& n = rw.node(m.anchor);
   Tensor result;
   if (n.op_type == "Size") {
     result = Tensor::scalar_int64(shape_numel(m.shape));
@@ -179,11 +175,9 @@ bool build_shape_value(Rewriter& rw, const ShapeNode& m, Rewrite& r) {
   return true;
 }
 
-const Fusion<ShapeNode> kFoldShapes{.stat = "shape_folded",
-                                    .anchor = {{"Shape", "Size"}},
-                                    .match = match_shape_node,
-                                    .build = build_shape_value,
-                                    .domain = nullptr};
+const Fusion<ShapeNode> kFoldShapes{
+    .stat = "shape_folded", .anchor = {{"Shape", "Size"}}, .match = match_shape_node, .build = build_shape_value,
+    .domain = nullptr};
 
 }  // namespace
 

@@ -305,31 +305,32 @@ void import_domain(PassContext& pc, const char* domain, int64_t version) {
   if (pc.model->opset_for(domain) == 0) pc.model->opset_imports.push_back({domain, version});
 }
 
-ir::Attribute make_attr_i(const std::string& name, int64_t v) {
+namespace {
+ir::Attribute named_attr(const std::string& name, ir::Attribute::Type type) {
   ir::Attribute a;
   a.name = name;
-  a.type = ir::Attribute::Type::kInt;
+  a.type = type;
+  return a;
+}
+}  // namespace
+
+ir::Attribute make_attr_i(const std::string& name, int64_t v) {
+  ir::Attribute a = named_attr(name, ir::Attribute::Type::kInt);
   a.i = v;
   return a;
 }
 ir::Attribute make_attr_f(const std::string& name, float v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::Attribute::Type::kFloat;
+  ir::Attribute a = named_attr(name, ir::Attribute::Type::kFloat);
   a.f = v;
   return a;
 }
 ir::Attribute make_attr_s(const std::string& name, const std::string& v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::Attribute::Type::kString;
+  ir::Attribute a = named_attr(name, ir::Attribute::Type::kString);
   a.s = v;
   return a;
 }
 ir::Attribute make_attr_fs(const std::string& name, std::vector<float> v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::Attribute::Type::kFloats;
+  ir::Attribute a = named_attr(name, ir::Attribute::Type::kFloats);
   a.floats = std::move(v);
   return a;
 }

@@ -62,6 +62,12 @@ std::string Rewriter::fused_name(const ir::Node& anchor, const char* kind, const
   return anchor.name.empty() ? kind + ("_" + std::to_string(done_)) : anchor.name + suffix;
 }
 
+ir::Node Rewriter::fused_node(int anchor, int last, const FusedOp& f, std::vector<std::string> inputs,
+                              std::vector<ir::Attribute> attributes) {
+  return make_node(fused_name(node(anchor), f.kind, f.suffix), kNxrtDomain, f.op, std::move(inputs),
+                   {node(last).outputs[0]}, std::move(attributes));
+}
+
 bool Rewriter::all_live(const Match& m) const {
   for (int i : m.nodes) {
     if (!live(i)) return false;

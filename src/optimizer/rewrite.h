@@ -25,6 +25,7 @@ namespace nxrt::optimizer {
 // What a match takes from the graph: every node the rewrite removes, or replaces when the build
 // writes a node at its position. Fusions extend it with what their build step needs.
 struct Match {
+  int anchor = -1;  // the node the match started from (set by the driver)
   std::vector<int> nodes;
   void take(int index) { nodes.push_back(index); }
 };
@@ -80,6 +81,15 @@ class Rewriter {
   std::string add_initializer(const std::string& prefix, Tensor t);
   // "<anchor name><suffix>", or "<kind>_<rewrites so far>" for an unnamed anchor.
   std::string fused_name(const ir::Node& anchor, const char* kind, const char* suffix) const;
+  // The nxrt-domain node `op` that stands for a pattern from node `anchor` to node `last`: named by
+  // fused_name, writing the last node's output.
+  struct FusedOp {
+    const char* kind;
+    const char* suffix;
+    const char* op;
+  };
+  ir::Node fused_node(int anchor, int last, const FusedOp& f, std::vector<std::string> inputs,
+                      std::vector<ir::Attribute> attributes = {});
 
   // Driver steps.
   bool all_live(const Match& m) const;
@@ -116,6 +126,7 @@ int run_fusion(PassContext& pc, GraphInfo& gi, const Fusion<M>& f) {
   for (int i = 0; i < rw.size(); ++i) {
     if (!rw.live(i) || !f.anchor.accepts(rw.node(i))) continue;
     M m;
+    m.anchor = i;
     if (!f.match(rw, i, m) || !rw.all_live(m)) continue;
     Rewrite r;
     if (!f.build(rw, m, r)) continue;

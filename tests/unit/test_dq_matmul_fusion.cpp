@@ -1,4 +1,4 @@
-// The DequantizeLinear + MatMul -> com.microsoft MatMulNBits pass (src/optimizer/dq_matmul_fusion.cpp):
+// The DequantizeLinear + MatMul -> com.microsoft MatMulNBits pass (src/optimizer/fusions/fuse_dq_matmul.cpp):
 // the fused model's output against the unfused one (level disabled) for int4 / uint4 / int8 / uint8
 // weights with and without zero points, K not a multiple of the block, and the patterns it must leave alone.
 #include <gtest/gtest.h>

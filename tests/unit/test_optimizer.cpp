@@ -681,7 +681,7 @@ TEST(OptimizerFusedMatMul, RefusesABiasThatCouldWidenAScalarResult) {
   expect_same_numerics(b.m, {{"x", Value(random_tensor({4}, 95))}});
 }
 
-// bn_relu.cpp: BatchNormalization (constant statistics) + Relu -> nxrt::BatchNormRelu.
+// fusions/fuse_bn_relu.cpp: BatchNormalization (constant statistics) + Relu -> nxrt::BatchNormRelu.
 TEST(OptimizerBnRelu, FusesStandaloneBatchNormAndRelu) {
   ModelBuilder b(15);
   b.input("x", {1, 4, 5, 5});
@@ -698,7 +698,7 @@ TEST(OptimizerBnRelu, FusesStandaloneBatchNormAndRelu) {
   expect_same_numerics(b.m, {{"x", Value(random_tensor({1, 4, 5, 5}, 11, -3.f, 3.f))}}, 1e-5);
 }
 
-// fold_affine_pointwise.cpp: Mul(scalar) -> Add(scalar) -> 1x1 Conv (groups, stride 2) folds into W, B;
+// fusions/fold_affine_pointwise.cpp: Mul(scalar) -> Add(scalar) -> 1x1 Conv (groups, stride 2) folds into W, B;
 // a padded 1x1 Conv does not.
 TEST(OptimizerAffinePointwise, FoldsScalarAffineIntoUnpaddedOneByOneConv) {
   for (int padded = 0; padded < 2; ++padded) {

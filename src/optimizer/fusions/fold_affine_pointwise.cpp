@@ -29,7 +29,6 @@ bool scalar_operand(const Rewriter& rw, const ir::Node& n, DataType dt, double* 
 }
 
 struct PointwiseAffine : Match {
-  int conv = -1;
   std::string x;         // the input before the affine
   double a = 1, b = 0;   // a * x + b
   const Tensor* w = nullptr;
@@ -67,7 +66,6 @@ bool match(Rewriter& rw, int anchor, PointwiseAffine& m) {
     m.x = other;
   }
   if (m.nodes.empty()) return false;
-  m.conv = anchor;
   m.take(anchor);
   return true;
 }
@@ -87,21 +85,16 @@ bool build(Rewriter& rw, const PointwiseAffine& m, Rewrite& r) {
   }
   Tensor nw, nb;
   if (!make_tensor(w->dtype(), w->shape(), wv, &nw) || !make_tensor(w->dtype(), Dims{M}, bv, &nb)) return false;
-  ir::Node conv = rw.node(m.conv);
-  conv.inputs.resize(3);
+  const std::string wn = rw.add_initializer("affine1x1_w", std::move(nw));
+  ir::Node conv = with_weights(rw.node(m.anchor), wn, rw.add_initializer("affine1x1_b", std::move(nb)));
   conv.inputs[0] = m.x;
-  conv.inputs[1] = rw.add_initializer("affine1x1_w", std::move(nw));
-  conv.inputs[2] = rw.add_initializer("affine1x1_b", std::move(nb));
-  r.replace(m.conv, std::move(conv));
+  r.replace(m.anchor, std::move(conv));
   return true;
 }
 
-const Fusion<PointwiseAffine> kPointwiseAffine{.stat = "affine_folded_into_pointwise_conv",
-                                               .anchor = {{"Conv"}},
-                                               .min_opset = 7,
-                                               .match = match,
-                                               .build = build,
-                                               .domain = nullptr};
+const Fusion<PointwiseAffine> kPointwiseAffine{
+    .stat = "affine_folded_into_pointwise_conv", .anchor = {{"Conv"}}, .min_opset = 7, .match = match, .build = build,
+    .domain = nullptr};
 
 }  // namespace
 

@@ -9,7 +9,7 @@ namespace nxrt::optimizer {
 namespace {
 
 struct BnAffine : Match {
-  int bn = -1, op = -1;
+  int op = -1;
   bool mul = false;
   DataType dtype = DataType::kUndefined;
   std::vector<double> c, scale, bias;  // per channel
@@ -34,9 +34,7 @@ bool match(Rewriter& rw, int anchor, BnAffine& m) {
     return false;
   if (bias->numel() != scale->numel() || !per_channel_values(*c, rit->second, scale->numel(), &m.c)) return false;
   if (!const_values(*scale, &m.scale) || !const_values(*bias, &m.bias)) return false;
-  m.bn = anchor;
-  m.take(anchor);
-  m.take(m.op);
+  m.nodes = {anchor, m.op};
   return true;
 }
 
@@ -53,20 +51,17 @@ bool build(Rewriter& rw, const BnAffine& m, Rewrite& r) {
   const Dims shape{static_cast<int64_t>(sv.size())};
   Tensor ns, nb;
   if (!make_tensor(m.dtype, shape, sv, &ns) || !make_tensor(m.dtype, shape, bv, &nb)) return false;
-  ir::Node bn = rw.node(m.bn);
+  ir::Node bn = rw.node(m.anchor);
   if (m.mul) bn.inputs[1] = rw.add_initializer("bnaffine_scale", std::move(ns));
   bn.inputs[2] = rw.add_initializer("bnaffine_bias", std::move(nb));
   bn.outputs[0] = rw.node(m.op).outputs[0];
-  r.replace(m.bn, std::move(bn));
+  r.replace(m.anchor, std::move(bn));
   return true;
 }
 
-const Fusion<BnAffine> kBnAffine{.stat = "bn_affine_folded",
-                                 .anchor = {{"BatchNormalization"}},
-                                 .min_opset = 7,
-                                 .match = match,
-                                 .build = build,
-                                 .domain = nullptr};
+const Fusion<BnAffine> kBnAffine{
+    .stat = "bn_affine_folded", .anchor = {{"BatchNormalization"}}, .min_opset = 7, .match = match, .build = build,
+    .domain = nullptr};
 
 }  // namespace
 

@@ -9,7 +9,7 @@ namespace nxrt::optimizer {
 namespace {
 
 struct ConvAffine : Match {
-  int conv = -1, op = -1;
+  int op = -1;
   bool mul = false;
   const Tensor* w = nullptr;
   std::vector<double> c, b;  // per output channel: the constant, the bias
@@ -33,34 +33,26 @@ bool match(Rewriter& rw, int anchor, ConvAffine& m) {
   if (!per_channel_values(*c, m.w->rank(), M, &m.c)) return false;
   if (b && (!const_values(*b, &m.b) || b->numel() != M)) return false;
   if (!b) m.b.assign(static_cast<size_t>(M), 0.0);
-  m.conv = anchor;
-  m.take(anchor);
-  m.take(m.op);
+  m.nodes = {anchor, m.op};
   return true;
 }
 
 bool build(Rewriter& rw, const ConvAffine& m, Rewrite& r) {
-  ir::Node conv = rw.node(m.conv);
-  std::string wn = conv.inputs[1];
+  std::string wn = rw.node(m.anchor).inputs[1];
   if (m.mul) wn = scale_output_channels(rw, wn, *m.w, m.c, "affine_w");
   std::vector<double> bv = m.b;
   for (size_t k = 0; k < bv.size(); ++k) bv[k] = m.mul ? bv[k] * m.c[k] : bv[k] + m.c[k];
   Tensor nbt;
   if (!make_tensor(m.w->dtype(), Dims{m.w->dim(0)}, bv, &nbt)) return false;
-  conv.inputs.resize(3);
-  conv.inputs[1] = wn;
-  conv.inputs[2] = rw.add_initializer("affine_b", std::move(nbt));
+  ir::Node conv = with_weights(rw.node(m.anchor), wn, rw.add_initializer("affine_b", std::move(nbt)));
   conv.outputs[0] = rw.node(m.op).outputs[0];
-  r.replace(m.conv, std::move(conv));
+  r.replace(m.anchor, std::move(conv));
   return true;
 }
 
-const Fusion<ConvAffine> kConvAffine{.stat = "conv_affine_folded",
-                                     .anchor = {{"Conv"}},
-                                     .min_opset = 7,
-                                     .match = match,
-                                     .build = build,
-                                     .domain = nullptr};
+const Fusion<ConvAffine> kConvAffine{
+    .stat = "conv_affine_folded", .anchor = {{"Conv"}}, .min_opset = 7, .match = match, .build = build,
+    .domain = nullptr};
 
 }  // namespace
 

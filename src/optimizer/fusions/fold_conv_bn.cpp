@@ -11,7 +11,7 @@ namespace nxrt::optimizer {
 namespace {
 
 struct ConvBn : Match {
-  int conv = -1, bn = -1;
+  int conv = -1;
   const Tensor* w = nullptr;
   std::vector<double> scale, bias, mean, var, b;  // per output channel
 };
@@ -21,7 +21,6 @@ bool match(Rewriter& rw, int anchor, ConvBn& m) {
   if (!inference_batch_norm(rw, bn)) return false;
   const ir::Node* conv = rw.sole_producer(bn.inputs[0], "Conv", &m.conv);
   if (!conv || conv->inputs.size() < 2) return false;
-  m.bn = anchor;
   m.w = rw.constant(conv->inputs[1]);
   const bool has_b = conv->inputs.size() > 2 && !conv->inputs[2].empty();
   const Tensor* b = has_b ? rw.constant(conv->inputs[2]) : nullptr;
@@ -39,13 +38,12 @@ bool match(Rewriter& rw, int anchor, ConvBn& m) {
   } else {
     m.b.assign(static_cast<size_t>(M), 0.0);
   }
-  m.take(m.conv);
-  m.take(anchor);
+  m.nodes = {m.conv, anchor};
   return true;
 }
 
 bool build(Rewriter& rw, const ConvBn& m, Rewrite& r) {
-  const ir::Node& bn = rw.node(m.bn);
+  const ir::Node& bn = rw.node(m.anchor);
   const double eps = attr_f(bn, "epsilon", 1e-5f);
   const int64_t M = m.w->dim(0);
   std::vector<double> f(static_cast<size_t>(M)), nb(static_cast<size_t>(M));
@@ -53,13 +51,10 @@ bool build(Rewriter& rw, const ConvBn& m, Rewrite& r) {
     f[c] = m.scale[c] / std::sqrt(m.var[c] + eps);
     nb[c] = (m.b[c] - m.mean[c]) * f[c] + m.bias[c];
   }
-  ir::Node conv = rw.node(m.conv);
-  const std::string wn = scale_output_channels(rw, conv.inputs[1], *m.w, f, "bnfold_w");
+  const std::string wn = scale_output_channels(rw, rw.node(m.conv).inputs[1], *m.w, f, "bnfold_w");
   Tensor nbt;
   if (!make_tensor(m.w->dtype(), Dims{M}, nb, &nbt)) return false;
-  conv.inputs.resize(3);
-  conv.inputs[1] = wn;
-  conv.inputs[2] = rw.add_initializer("bnfold_b", std::move(nbt));
+  ir::Node conv = with_weights(rw.node(m.conv), wn, rw.add_initializer("bnfold_b", std::move(nbt)));
   conv.outputs[0] = bn.outputs[0];
   r.replace(m.conv, std::move(conv));
   return true;

@@ -15,7 +15,7 @@ namespace nxrt::optimizer {
 namespace {
 
 struct Epilogue : Match {
-  int base = -1, last = -1;
+  int last = -1;
   bool conv = false, gemm = false, matmul = false;
   bool gemm_no_c = false;  // a Gemm without C whose bias becomes C
   DataType dtype = DataType::kUndefined;
@@ -32,7 +32,7 @@ struct Epilogue : Match {
 
 // MatMul + per-column bias; Gemm without C + a rank <= 1 constant.
 void match_bias(Rewriter& rw, Epilogue& m) {
-  const ir::Node& base = rw.node(m.base);
+  const ir::Node& base = rw.node(m.anchor);
   int idx;
   const ir::Node* add = rw.sole_reader(m.cur, "Add", &idx);
   if ((!m.matmul && !m.gemm_no_c) || !add) return;
@@ -90,7 +90,7 @@ bool match(Rewriter& rw, int anchor, Epilogue& m) {
       if (const Tensor* t = rw.constant(base.inputs[k])) m.dtype = t->dtype();
     }
   }
-  m.base = m.last = anchor;
+  m.last = anchor;
   m.cur = base.outputs[0];
   m.gemm_no_c = m.gemm && (base.inputs.size() < 3 || base.inputs[2].empty());
   match_bias(rw, m);
@@ -103,7 +103,7 @@ bool match(Rewriter& rw, int anchor, Epilogue& m) {
 }
 
 bool build(Rewriter& rw, const Epilogue& m, Rewrite& r) {
-  const ir::Node& base = rw.node(m.base);
+  const ir::Node& base = rw.node(m.anchor);
   std::string third = base.inputs.size() > 2 ? base.inputs[2] : "";
   if (m.matmul || (m.gemm_no_c && !m.bias.empty())) third = m.bias;
   std::vector<std::string> inputs = {base.inputs[0], base.inputs[1], third, m.z};

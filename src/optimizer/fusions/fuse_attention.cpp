@@ -12,7 +12,7 @@ namespace nxrt::optimizer {
 namespace {
 
 struct Attention : Match {
-  int softmax = -1, last = -1;
+  int last = -1;
   int64_t axis = -1;
   std::string q, kt, mask, scale, scale_op;
 };
@@ -63,7 +63,6 @@ bool match(Rewriter& rw, int anchor, Attention& m) {
   if (!single_output(sm) || sm.inputs.size() != 1) return false;
   const ir::Attribute* ax = sm.find_attribute("axis");
   m.axis = ax ? ax->i : (rw.opset() >= 13 ? -1 : 1);
-  m.softmax = anchor;
   m.take(anchor);
   if (!match_scores(rw, sm.inputs[0], m)) return false;
   const ir::Node* mm2 = rw.sole_reader(sm.outputs[0], "MatMul", &m.last);
@@ -74,13 +73,11 @@ bool match(Rewriter& rw, int anchor, Attention& m) {
 }
 
 bool build(Rewriter& rw, const Attention& m, Rewrite& r) {
-  const ir::Node& mm2 = rw.node(m.last);
-  std::vector<std::string> inputs = {m.q, m.kt, mm2.inputs[1], m.mask, m.scale};
+  std::vector<std::string> inputs = {m.q, m.kt, rw.node(m.last).inputs[1], m.mask, m.scale};
   while (inputs.back().empty()) inputs.pop_back();
-  r.replace(m.last, make_node(rw.fused_name(rw.node(m.softmax), "Attention", "_attention"), kNxrtDomain,
-                              "FusedAttention", std::move(inputs), {mm2.outputs[0]},
-                              {make_attr_s("scale_op", m.scale_op), make_attr_i("softmax_opset", rw.opset()),
-                               make_attr_i("softmax_axis", m.axis)}));
+  r.replace(m.last, rw.fused_node(m.anchor, m.last, {"Attention", "_attention", "FusedAttention"}, std::move(inputs),
+                                  {make_attr_s("scale_op", m.scale_op), make_attr_i("softmax_opset", rw.opset()),
+                                   make_attr_i("softmax_axis", m.axis)}));
   return true;
 }
 

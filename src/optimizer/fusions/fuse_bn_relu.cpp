@@ -13,31 +13,25 @@ namespace nxrt::optimizer {
 namespace {
 
 struct BnRelu : Match {
-  int bn = -1, relu = -1;
+  int relu = -1;
 };
 
 bool match(Rewriter& rw, int anchor, BnRelu& m) {
   const ir::Node& bn = rw.node(anchor);
-  if (!inference_batch_norm(rw, bn) || bn.inputs[0].empty()) return false;
-  const Tensor* scale = rw.constant(bn.inputs[1]);
-  for (size_t k = 1; k < 5; ++k) {
-    const Tensor* t = rw.constant(bn.inputs[k]);
-    if (!t || t->rank() != 1 || (t->dtype() != DataType::kFloat && t->dtype() != DataType::kDouble) ||
-        t->numel() != scale->numel())
-      return false;
+  std::vector<const Tensor*> params;
+  if (!inference_batch_norm(rw, bn) || bn.inputs[0].empty() || !batch_norm_params(rw, bn, &params)) return false;
+  for (const Tensor* t : params) {
+    if (t->dtype() != DataType::kFloat && t->dtype() != DataType::kDouble) return false;
   }
   const ir::Node* relu = rw.sole_reader(bn.outputs[0], "Relu", &m.relu);
   if (!relu || relu->inputs.size() != 1) return false;
-  m.bn = anchor;
-  m.take(anchor);
-  m.take(m.relu);
+  m.nodes = {anchor, m.relu};
   return true;
 }
 
 bool build(Rewriter& rw, const BnRelu& m, Rewrite& r) {
-  const ir::Node& bn = rw.node(m.bn);
-  ir::Node fused = make_node(rw.fused_name(bn, "BatchNormRelu", "_relu"), kNxrtDomain, "BatchNormRelu", bn.inputs,
-                             {rw.node(m.relu).outputs[0]});
+  const ir::Node& bn = rw.node(m.anchor);
+  ir::Node fused = rw.fused_node(m.anchor, m.relu, {"BatchNormRelu", "_relu", "BatchNormRelu"}, bn.inputs);
   for (const auto& a : bn.attributes) {
     if (a.name == "epsilon") fused.attributes.push_back(a);
   }

@@ -200,7 +200,6 @@ Packed pack(PassContext& pc, ir::Graph& g, const Tensor& x, const Tensor& scale,
 }
 
 struct DqMatMul : Match {
-  int dq = -1;
   const Tensor *x = nullptr, *scale = nullptr, *zp = nullptr;
   int64_t block = 0;
   DataType out_t = DataType::kFloat;
@@ -222,7 +221,6 @@ bool match(Rewriter& rw, int anchor, DqMatMul& m) {
     if (std::find(m.targets.begin(), m.targets.end(), c) == m.targets.end()) m.targets.push_back(c);  // listed once
   }
   if (m.targets.empty()) return false;
-  m.dq = anchor;
   m.nodes = m.targets;
   // Removed here rather than by dead-code removal: constant folding would otherwise materialize it first.
   // (The quantized initializers of removed DequantizeLinears go with dead-code removal.)
@@ -247,13 +245,9 @@ bool build(Rewriter& rw, const DqMatMul& m, Rewrite& r) {
   return true;
 }
 
-const Fusion<DqMatMul> kDqMatMul{.stat = "fused_dq_matmul",
-                                 .anchor = {{"DequantizeLinear"}},
-                                 .min_opset = 21,  // block_size exists from opset 21
-                                 .match = match,
-                                 .build = build,
-                                 .domain = kMsDomain,
-                                 .domain_version = 1};
+// DequantizeLinear's block_size exists from opset 21.
+const Fusion<DqMatMul> kDqMatMul{.stat = "fused_dq_matmul", .anchor = {{"DequantizeLinear"}}, .min_opset = 21,
+                                 .match = match, .build = build, .domain = kMsDomain, .domain_version = 1};
 
 }  // namespace
 

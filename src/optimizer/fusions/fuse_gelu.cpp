@@ -13,7 +13,7 @@ namespace {
 
 struct Gelu : Match {
   bool erf = false;
-  int anchor = -1, last = -1;
+  int last = -1;
   std::string x;
 };
 
@@ -95,7 +95,6 @@ bool match(Rewriter& rw, int anchor, Gelu& m) {
   const ir::Node& e = rw.node(anchor);
   if (!single_output(e) || e.inputs.size() != 1) return false;
   m.erf = e.op_type == "Erf";
-  m.anchor = anchor;
   m.take(anchor);
   int iu;
   const ir::Node* u = rw.sole_producer(e.inputs[0], &iu);
@@ -112,12 +111,13 @@ bool match(Rewriter& rw, int anchor, Gelu& m) {
 }
 
 bool build(Rewriter& rw, const Gelu& m, Rewrite& r) {
-  r.replace(m.last, make_node(rw.fused_name(rw.node(m.anchor), "Gelu", "_gelu"), kNxrtDomain, "Gelu", {m.x},
-                              {rw.node(m.last).outputs[0]}, {make_attr_s("approximate", m.erf ? "none" : "tanh")}));
+  r.replace(m.last, rw.fused_node(m.anchor, m.last, {"Gelu", "_gelu", "Gelu"}, {m.x},
+                                  {make_attr_s("approximate", m.erf ? "none" : "tanh")}));
   return true;
 }
 
-const Fusion<Gelu> kGelu{.stat = "fused_gelu", .anchor = {{"Erf", "Tanh"}}, .min_opset = 7, .match = match, .build = build};
+const Fusion<Gelu> kGelu{
+    .stat = "fused_gelu", .anchor = {{"Erf", "Tanh"}}, .min_opset = 7, .match = match, .build = build};
 
 }  // namespace
 

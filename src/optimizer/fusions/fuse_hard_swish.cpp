@@ -9,7 +9,7 @@ namespace nxrt::optimizer {
 namespace {
 
 struct HardSwish : Match {
-  int add = -1, last = -1;
+  int last = -1;
   std::string x;
 };
 
@@ -39,15 +39,13 @@ bool match(Rewriter& rw, int anchor, HardSwish& m) {
   } else if (!is_onnx(last, "Mul") || !const_is_scalar(rw.constant(other_input(*last, mul->outputs[0])), 1.0 / 6.0, 1e-6)) {
     return false;
   }
-  m.add = anchor;
   m.last = id;
   m.nodes = {anchor, ic, im, id};
   return true;
 }
 
 bool build(Rewriter& rw, const HardSwish& m, Rewrite& r) {
-  r.replace(m.last, make_node(rw.fused_name(rw.node(m.add), "HardSwish", "_hardswish"), kNxrtDomain, "HardSwish",
-                              {m.x}, {rw.node(m.last).outputs[0]}));
+  r.replace(m.last, rw.fused_node(m.anchor, m.last, {"HardSwish", "_hardswish", "HardSwish"}, {m.x}));
   return true;
 }
 

@@ -10,7 +10,7 @@ namespace nxrt::optimizer {
 namespace {
 
 struct LayerNorm : Match {
-  int first = -1, last = -1;
+  int last = -1;
   int k = 0;  // normalized over the last k axes
   double eps = 0;
   DataType dtype = DataType::kUndefined;
@@ -60,7 +60,6 @@ bool match(Rewriter& rw, int anchor, LayerNorm& m) {
     m.out = ba->outputs[0];
     m.last = ibias;
   }
-  m.first = anchor;
   m.nodes = {anchor, isub, ipow, ir2, iadd, isqrt, idiv, imul};
   if (m.last != imul) m.take(m.last);
   return true;
@@ -69,11 +68,8 @@ bool match(Rewriter& rw, int anchor, LayerNorm& m) {
 bool build(Rewriter& rw, const LayerNorm& m, Rewrite& r) {
   std::vector<std::string> inputs = {m.x, norm_param_value(rw, m.scale)};
   if (!m.bias.name.empty()) inputs.push_back(norm_param_value(rw, m.bias));
-  const ir::Node& r1 = rw.node(m.first);
-  r.replace(m.last, make_node(rw.fused_name(r1, "LayerNorm", "_layernorm"), kNxrtDomain, "LayerNormalization",
-                              std::move(inputs), {m.out},
-                              {make_attr_i("axis", -m.k), make_attr_f("epsilon", static_cast<float>(m.eps)),
-                               make_attr_i("stash_type", m.dtype == DataType::kDouble ? 11 : 1)}));
+  r.replace(m.last, norm_node(rw, m.anchor, m.last, {"LayerNorm", "_layernorm", "LayerNormalization"},
+                              std::move(inputs), m.k, m.eps, m.dtype));
   return true;
 }
 

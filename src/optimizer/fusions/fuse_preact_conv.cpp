@@ -4,6 +4,7 @@
 // ops::ConvPost::pre_scale), so the activated tensor is never written or read back.
 #include "ir/tensor_util.h"
 #include "optimizer/fusions/fused_activation.h"
+#include "optimizer/fusions/fusion_util.h"
 #include "optimizer/passes.h"
 
 namespace nxrt::optimizer {
@@ -11,7 +12,7 @@ namespace nxrt::optimizer {
 namespace {
 
 struct PreactConv : Match {
-  int bnr = -1, conv = -1;
+  int conv = -1;
   std::vector<const Tensor*> params;  // scale, B, mean, var
 };
 
@@ -42,19 +43,13 @@ bool match(Rewriter& rw, int anchor, PreactConv& m) {
   const ir::Node* conv = rw.sole_reader(bnr.outputs[0], &m.conv);
   if (!conv || !pointwise_conv(rw, *conv, bnr.outputs[0])) return false;
   const int64_t C = rw.constant(conv->inputs[1])->dim(1);
-  for (size_t k = 1; k < 5; ++k) {
-    const Tensor* t = rw.constant(bnr.inputs[k]);
-    if (!t || t->rank() != 1 || t->numel() != C) return false;
-    m.params.push_back(t);
-  }
-  m.bnr = anchor;
-  m.take(anchor);
-  m.take(m.conv);
+  if (!batch_norm_params(rw, bnr, &m.params) || m.params[0]->numel() != C) return false;
+  m.nodes = {anchor, m.conv};
   return true;
 }
 
 bool build(Rewriter& rw, const PreactConv& m, Rewrite& r) {
-  const ir::Node& bnr = rw.node(m.bnr);
+  const ir::Node& bnr = rw.node(m.anchor);
   // BatchNormReluKernel's epsilon (a float attribute, default 1e-5f) and fold: the same numbers.
   const double eps = attr_f(bnr, "epsilon", 1e-5f);
   std::vector<double> fa, fb;

@@ -9,7 +9,7 @@ namespace nxrt::optimizer {
 namespace {
 
 struct RmsNorm : Match {
-  int first = -1, last = -1;
+  int last = -1;
   int k = 0;
   double eps = 0;
   DataType dtype = DataType::kUndefined;
@@ -43,7 +43,6 @@ bool match(Rewriter& rw, int anchor, RmsNorm& m) {
   }
   const ir::Node* mul = rw.sole_reader(nx->outputs[0], "Mul", &imul);
   if (!mul || !norm_param(rw, other_input(*mul, nx->outputs[0]), m.k, &m.dtype, &m.scale)) return false;
-  m.first = anchor;
   m.last = imul;
   m.nodes = {anchor, ir1, iadd, isqrt, inorm, imul};
   if (irecip >= 0) m.take(irecip);
@@ -51,11 +50,8 @@ bool match(Rewriter& rw, int anchor, RmsNorm& m) {
 }
 
 bool build(Rewriter& rw, const RmsNorm& m, Rewrite& r) {
-  const std::string scale = norm_param_value(rw, m.scale);
-  r.replace(m.last, make_node(rw.fused_name(rw.node(m.first), "RMSNorm", "_rmsnorm"), kNxrtDomain,
-                              "RMSNormalization", {m.x, scale}, {rw.node(m.last).outputs[0]},
-                              {make_attr_i("axis", -m.k), make_attr_f("epsilon", static_cast<float>(m.eps)),
-                               make_attr_i("stash_type", m.dtype == DataType::kDouble ? 11 : 1)}));
+  r.replace(m.last, norm_node(rw, m.anchor, m.last, {"RMSNorm", "_rmsnorm", "RMSNormalization"},
+                              {m.x, norm_param_value(rw, m.scale)}, m.k, m.eps, m.dtype));
   return true;
 }
 

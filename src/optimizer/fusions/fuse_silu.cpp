@@ -8,7 +8,7 @@ namespace nxrt::optimizer {
 namespace {
 
 struct Silu : Match {
-  int sigmoid = -1, mul = -1;
+  int mul = -1;
 };
 
 bool match(Rewriter& rw, int anchor, Silu& m) {
@@ -18,15 +18,12 @@ bool match(Rewriter& rw, int anchor, Silu& m) {
   if (x.empty() || rw.gi.is_const(x)) return false;
   const ir::Node* mul = rw.sole_reader(sig.outputs[0], "Mul", &m.mul);
   if (!mul || mul->inputs.size() != 2 || other_input(*mul, sig.outputs[0]) != x) return false;
-  m.sigmoid = anchor;
   m.nodes = {anchor, m.mul};
   return true;
 }
 
 bool build(Rewriter& rw, const Silu& m, Rewrite& r) {
-  const ir::Node& sig = rw.node(m.sigmoid);
-  r.replace(m.mul, make_node(rw.fused_name(sig, "Silu", "_silu"), kNxrtDomain, "Swish", {sig.inputs[0]},
-                             {rw.node(m.mul).outputs[0]}));
+  r.replace(m.mul, rw.fused_node(m.anchor, m.mul, {"Silu", "_silu", "Swish"}, {rw.node(m.anchor).inputs[0]}));
   return true;
 }
 

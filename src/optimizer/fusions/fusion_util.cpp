@@ -93,4 +93,29 @@ std::string norm_param_value(Rewriter& rw, const NormParam& p) {
   return rw.add_initializer("param", t->reshaped(Dims(s.begin() + static_cast<int64_t>(p.lead), s.end())));
 }
 
+ir::Node norm_node(Rewriter& rw, int anchor, int last, const Rewriter::FusedOp& f, std::vector<std::string> inputs,
+                   int k, double eps, DataType dtype) {
+  return rw.fused_node(anchor, last, f, std::move(inputs),
+                       {make_attr_i("axis", -k), make_attr_f("epsilon", static_cast<float>(eps)),
+                        make_attr_i("stash_type", dtype == DataType::kDouble ? 11 : 1)});
+}
+
+ir::Node with_weights(const ir::Node& conv, const std::string& w, const std::string& b) {
+  ir::Node n = conv;
+  n.inputs.resize(3);
+  n.inputs[1] = w;
+  n.inputs[2] = b;
+  return n;
+}
+
+bool batch_norm_params(const Rewriter& rw, const ir::Node& bn, std::vector<const Tensor*>* params) {
+  params->clear();
+  for (size_t k = 1; k < 5 && k < bn.inputs.size(); ++k) {
+    const Tensor* t = rw.constant(bn.inputs[k]);
+    if (!t || t->rank() != 1 || (k > 1 && t->numel() != (*params)[0]->numel())) return false;
+    params->push_back(t);
+  }
+  return params->size() == 4;
+}
+
 }  // namespace nxrt::optimizer

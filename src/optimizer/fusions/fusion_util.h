@@ -36,4 +36,15 @@ bool norm_param(const Rewriter& rw, const std::string& name, int k, DataType* dt
 // The value the fused node reads: the constant itself, or its reshaped copy as a new initializer.
 std::string norm_param_value(Rewriter& rw, const NormParam& p);
 
+// The nxrt normalization node `f` over the last k axes for a pattern from `anchor` to `last`.
+ir::Node norm_node(Rewriter& rw, int anchor, int last, const Rewriter::FusedOp& f, std::vector<std::string> inputs,
+                   int k, double eps, DataType dtype);
+
+// A copy of `conv` reading weight `w` and bias `b` (initializer names) instead of its own.
+ir::Node with_weights(const ir::Node& conv, const std::string& w, const std::string& b);
+
+// The four constant parameters (scale, B, mean, var) of BatchNormalization-like node `bn`, when they
+// are all rank 1 of one length.
+bool batch_norm_params(const Rewriter& rw, const ir::Node& bn, std::vector<const Tensor*>* params);
+
 }  // namespace nxrt::optimizer
