@@ -5,15 +5,16 @@
 #include "optimizer/passes.h"
 #include "optimizer/rewrite.h"
 #include "ir/tensor_util.h"
+#include "shape/op_schema.h"
 
 namespace nxrt::optimizer {
 
 namespace {
 
-bool is_nondeterministic(const ir::Node& n) {
-  static const std::set<std::string> kOps = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                                             "Multinomial", "Bernoulli", "Dropout"};
-  return kOps.count(n.op_type) != 0;
+// The op's schema says its outputs may differ between runs on the same inputs (random generators, Dropout).
+bool is_nondeterministic(const ir::Node& n, int64_t opset) {
+  const shape::OpSchema* s = shape::find_schema(n.domain, n.op_type, opset);
+  return s && !s->deterministic;
 }
 
 // Ops whose outputs are not plain tensors, or that are defined over their graph / training state.
@@ -60,7 +61,7 @@ struct ConstantNode : Match {
 
 bool match_constant_node(Rewriter& rw, int anchor, ConstantNode& m) {
   const ir::Node& n = rw.node(anchor);
-  if (is_nondeterministic(n) || never_fold(n)) return false;
+  if (is_nondeterministic(n, rw.pc.opset(ir::canonical_domain(n.domain))) || never_fold(n)) return false;
   for (const auto& name : n.inputs) {
     const Tensor* t = name.empty() ? nullptr : rw.constant(name);
     if (!name.empty() && !t) return false;
