@@ -80,7 +80,8 @@ int run_pass(PassContext& pc, ir::Graph& g, bool main_graph, const PassSpec& p) 
   GraphInfo gi(g, main_graph, pc.model->ir_version);
   int n = p.run(pc, gi);
   if (pc.stats) {
-    pc.stats->pass_ms[p.name] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const auto t1 = std::chrono::steady_clock::now();
+    pc.stats->pass_ms[p.name] += std::chrono::duration<double, std::milli>(t1 - t0).count();
   }
   return n;
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -16,32 +17,36 @@
 
 namespace nxrt::optest {
 
-inline ir::Attribute A_i(const std::string& n, int64_t v) {
+// Attributes: int, float, ints, tensor.
+inline ir::Attribute named_attr(const std::string& n, ir::Attribute::Type type) {
   ir::Attribute a;
   a.name = n;
-  a.type = ir::Attribute::Type::kInt;
+  a.type = type;
+  return a;
+}
+inline ir::Attribute A_i(const std::string& n, int64_t v) {
+  ir::Attribute a = named_attr(n, ir::Attribute::Type::kInt);
   a.i = v;
   return a;
 }
 inline ir::Attribute A_f(const std::string& n, float v) {
-  ir::Attribute a;
-  a.name = n;
-  a.type = ir::Attribute::Type::kFloat;
+  ir::Attribute a = named_attr(n, ir::Attribute::Type::kFloat);
   a.f = v;
   return a;
 }
 inline ir::Attribute A_is(const std::string& n, std::vector<int64_t> v) {
-  ir::Attribute a;
-  a.name = n;
-  a.type = ir::Attribute::Type::kInts;
+  ir::Attribute a = named_attr(n, ir::Attribute::Type::kInts);
   a.ints = std::move(v);
   return a;
 }
 inline ir::Attribute A_t(const std::string& n, Tensor t) {
-  ir::Attribute a;
-  a.name = n;
-  a.type = ir::Attribute::Type::kTensor;
+  ir::Attribute a = named_attr(n, ir::Attribute::Type::kTensor);
   a.t = std::move(t);
+  return a;
+}
+inline ir::Attribute A_g(const std::string& n, std::shared_ptr<ir::Graph> g) {
+  ir::Attribute a = named_attr(n, ir::Attribute::Type::kGraph);
+  a.g = std::move(g);
   return a;
 }
 
@@ -155,5 +160,74 @@ inline int count_op(const ir::Model& m, const std::string& op) {
   return c;
 }
 
+
+// ---- patterns the fusions match, reading graph input "x" and writing "y" (no graph output added) ----
+
+// LayerNorm over `axes`, scale `gamma` and bias "beta" (initializers the caller adds).
+inline void add_layer_norm(ModelBuilder& b, const std::vector<int64_t>& axes, const std::string& gamma) {
+  b.init("two", scalar_f(2.f));
+  b.init("eps", scalar_f(1e-5f));
+  b.node("ReduceMean", {"x"}, {"m"}, {A_is("axes", axes)});
+  b.node("Sub", {"x", "m"}, {"d"});
+  b.node("Pow", {"d", "two"}, {"p"});
+  b.node("ReduceMean", {"p"}, {"v"}, {A_is("axes", axes)});
+  b.node("Add", {"v", "eps"}, {"e"});
+  b.node("Sqrt", {"e"}, {"s"});
+  b.node("Div", {"d", "s"}, {"n"});
+  b.node("Mul", {"n", gamma}, {"g"});
+  b.node("Add", {"g", "beta"}, {"y"});
+}
+
+// RMSNorm over the last axis of width `width`: x / sqrt(...) or x * Reciprocal(sqrt(...)).
+inline void add_rms_norm(ModelBuilder& b, int64_t width, bool reciprocal) {
+  b.init("two", scalar_f(2.f));
+  b.init("eps", scalar_f(1e-6f));
+  b.init("gamma", random_tensor({width}, 29));
+  b.node("Pow", {"x", "two"}, {"p"});
+  b.node("ReduceMean", {"p"}, {"v"}, {A_is("axes", {-1})});
+  b.node("Add", {"v", "eps"}, {"e"});
+  b.node("Sqrt", {"e"}, {"s"});
+  if (reciprocal) {
+    b.node("Reciprocal", {"s"}, {"r"});
+    b.node("Mul", {"x", "r"}, {"n"});
+  } else {
+    b.node("Div", {"x", "s"}, {"n"});
+  }
+  b.node("Mul", {"gamma", "n"}, {"y"});
+}
+
+// GELU, erf or tanh form, with one of the three tails 0.5 * x * a:
+//   0: Mul(x, a) then * 0.5;  1: Mul(a, 0.5) then x *;  2: h = Mul(x, 0.5) then h * a.
+// `sqrt2` is the erf form's divisor (a wrong one must not fuse).
+inline void add_gelu(ModelBuilder& b, bool tanh, int tail, float sqrt2 = 1.4142135f) {
+  b.init("one", scalar_f(1.f));
+  b.init("half", scalar_f(0.5f));
+  if (tanh) {
+    b.init("three", scalar_f(3.f));
+    b.init("k", scalar_f(0.044715f));
+    b.init("c", scalar_f(0.7978845608f));
+    b.node("Pow", {"x", "three"}, {"x3"});
+    b.node("Mul", {"k", "x3"}, {"q"});
+    b.node("Add", {"x", "q"}, {"w"});
+    b.node("Mul", {"w", "c"}, {"u"});
+    b.node("Tanh", {"u"}, {"t"});
+    b.node("Add", {"one", "t"}, {"a"});
+  } else {
+    b.init("sqrt2", scalar_f(sqrt2));
+    b.node("Div", {"x", "sqrt2"}, {"u"});
+    b.node("Erf", {"u"}, {"t"});
+    b.node("Add", {"t", "one"}, {"a"});
+  }
+  if (tail == 0) {
+    b.node("Mul", {"x", "a"}, {"m"});
+    b.node("Mul", {"m", "half"}, {"y"});
+  } else if (tail == 1) {
+    b.node("Mul", {"a", "half"}, {"m"});
+    b.node("Mul", {"x", "m"}, {"y"});
+  } else {
+    b.node("Mul", {"x", "half"}, {"h"});
+    b.node("Mul", {"h", "a"}, {"y"});
+  }
+}
 
 }  // namespace nxrt::optest

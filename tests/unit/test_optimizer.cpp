@@ -139,14 +139,8 @@ TEST(OptimizerDeadCode, RemovesUnreadNodesKeepsSubgraphCaptures) {
     g->outputs = {o};
     return g;
   };
-  ir::Attribute then_b, else_b;
-  then_b.name = "then_branch";
-  then_b.type = ir::Attribute::Type::kGraph;
-  then_b.g = branch("captured");
-  else_b.name = "else_branch";
-  else_b.type = ir::Attribute::Type::kGraph;
-  else_b.g = branch("renamed_in_branch");
-  b.node("If", {"cond"}, {"y"}, {then_b, else_b});
+  b.node("If", {"cond"}, {"y"},
+         {A_g("then_branch", branch("captured")), A_g("else_branch", branch("renamed_in_branch"))});
   b.output("y");
   ir::Model o = optimized(b.m, OptLevel::kAll);
   EXPECT_EQ(ops_of(o), (std::vector<std::string>{"Abs", "Identity", "If"}));
@@ -345,29 +339,13 @@ TEST(OptimizerFusedGemm, GemmSigmoid) {
   expect_same_numerics(b.m, {{"x", Value(random_tensor({4, 6}, 24))}});
 }
 
-namespace {
-void add_layer_norm(ModelBuilder& b, const std::vector<int64_t>& axes, const std::string& gamma) {
-  b.init("two", scalar_f(2.f));
-  b.init("eps", scalar_f(1e-5f));
-  b.node("ReduceMean", {"x"}, {"m"}, {A_is("axes", axes)});
-  b.node("Sub", {"x", "m"}, {"d"});
-  b.node("Pow", {"d", "two"}, {"p"});
-  b.node("ReduceMean", {"p"}, {"v"}, {A_is("axes", axes)});
-  b.node("Add", {"v", "eps"}, {"e"});
-  b.node("Sqrt", {"e"}, {"s"});
-  b.node("Div", {"d", "s"}, {"n"});
-  b.node("Mul", {"n", gamma}, {"g"});
-  b.node("Add", {"g", "beta"}, {"y"});
-  b.output("y");
-}
-}  // namespace
-
 TEST(OptimizerLayerNorm, FusesThePattern) {
   ModelBuilder b(13);
   b.input("x", {2, 3, 16});
   b.init("gamma", random_tensor({16}, 25));
   b.init("beta", random_tensor({1, 16}, 26));
   add_layer_norm(b, {-1}, "gamma");
+  b.output("y");
   optimizer::Stats st;
   ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll, &st)), (std::vector<std::string>{"nxrt::LayerNormalization"}));
   expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 3, 16}, 27, -3, 5))}}, 1e-4);
@@ -379,12 +357,14 @@ TEST(OptimizerLayerNorm, RefusesPositiveAxesAndWideScale) {
   b.init("gamma", random_tensor({16}, 25));
   b.init("beta", random_tensor({16}, 26));
   add_layer_norm(b, {2}, "gamma");
+  b.output("y");
   EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "LayerNormalization"), 0);
   ModelBuilder w(13);
   w.input("x", {2, 3, 16});
   w.init("gamma", random_tensor({3, 16}, 25));  // rank 2 over a 1-axis normalization
   w.init("beta", random_tensor({16}, 26));
   add_layer_norm(w, {-1}, "gamma");
+  w.output("y");
   EXPECT_EQ(count_op(optimized(w.m, OptLevel::kAll), "LayerNormalization"), 0);
   expect_same_numerics(w.m, {{"x", Value(random_tensor({2, 3, 16}, 28))}}, 1e-4);
 }
@@ -393,20 +373,7 @@ TEST(OptimizerRmsNorm, FusesDivAndReciprocalForms) {
   for (bool recip : {false, true}) {
     ModelBuilder b(13);
     b.input("x", {3, 8});
-    b.init("two", scalar_f(2.f));
-    b.init("eps", scalar_f(1e-6f));
-    b.init("gamma", random_tensor({8}, 29));
-    b.node("Pow", {"x", "two"}, {"p"});
-    b.node("ReduceMean", {"p"}, {"v"}, {A_is("axes", {-1})});
-    b.node("Add", {"v", "eps"}, {"e"});
-    b.node("Sqrt", {"e"}, {"s"});
-    if (recip) {
-      b.node("Reciprocal", {"s"}, {"r"});
-      b.node("Mul", {"x", "r"}, {"n"});
-    } else {
-      b.node("Div", {"x", "s"}, {"n"});
-    }
-    b.node("Mul", {"gamma", "n"}, {"y"});
+    add_rms_norm(b, 8, recip);
     b.output("y");
     ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::RMSNormalization"}));
     expect_same_numerics(b.m, {{"x", Value(random_tensor({3, 8}, 30, -2, 2))}}, 1e-4);
@@ -414,54 +381,24 @@ TEST(OptimizerRmsNorm, FusesDivAndReciprocalForms) {
 }
 
 TEST(OptimizerGelu, FusesErfAndTanhForms) {
-  {
-    ModelBuilder b(13);
-    b.input("x", {4, 7});
-    b.init("sqrt2", scalar_f(1.4142135f));
-    b.init("one", scalar_f(1.f));
-    b.init("half", scalar_f(0.5f));
-    b.node("Div", {"x", "sqrt2"}, {"u"});
-    b.node("Erf", {"u"}, {"e"});
-    b.node("Add", {"e", "one"}, {"a"});
-    b.node("Mul", {"x", "a"}, {"m"});
-    b.node("Mul", {"m", "half"}, {"y"});
-    b.output("y");
-    ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::Gelu"}));
-    expect_same_numerics(b.m, {{"x", Value(random_tensor({4, 7}, 31, -4, 4))}}, 1e-5);
-  }
-  {
-    ModelBuilder b(13);
-    b.input("x", {4, 7});
-    b.init("three", scalar_f(3.f));
-    b.init("k", scalar_f(0.044715f));
-    b.init("c", scalar_f(0.7978845608f));
-    b.init("one", scalar_f(1.f));
-    b.init("half", scalar_f(0.5f));
-    b.node("Mul", {"x", "half"}, {"h"});
-    b.node("Pow", {"x", "three"}, {"x3"});
-    b.node("Mul", {"k", "x3"}, {"q"});
-    b.node("Add", {"x", "q"}, {"w"});
-    b.node("Mul", {"w", "c"}, {"u"});
-    b.node("Tanh", {"u"}, {"t"});
-    b.node("Add", {"one", "t"}, {"a"});
-    b.node("Mul", {"h", "a"}, {"y"});
-    b.output("y");
-    ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::Gelu"}));
-    expect_same_numerics(b.m, {{"x", Value(random_tensor({4, 7}, 32, -4, 4))}}, 1e-5);
+  uint32_t seed = 31;
+  for (bool tanh : {false, true}) {
+    for (int tail = 0; tail < 3; ++tail) {
+      ModelBuilder b(13);
+      b.input("x", {4, 7});
+      add_gelu(b, tanh, tail);
+      b.output("y");
+      ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::Gelu"}))
+          << (tanh ? "tanh" : "erf") << " tail " << tail;
+      expect_same_numerics(b.m, {{"x", Value(random_tensor({4, 7}, seed++, -4, 4))}}, 1e-5);
+    }
   }
 }
 
 TEST(OptimizerGelu, RefusesWrongConstantsAndSharedIntermediates) {
   ModelBuilder b(13);
   b.input("x", {4, 7});
-  b.init("sqrt2", scalar_f(1.5f));  // not sqrt(2)
-  b.init("one", scalar_f(1.f));
-  b.init("half", scalar_f(0.5f));
-  b.node("Div", {"x", "sqrt2"}, {"u"});
-  b.node("Erf", {"u"}, {"e"});
-  b.node("Add", {"e", "one"}, {"a"});
-  b.node("Mul", {"x", "a"}, {"m"});
-  b.node("Mul", {"m", "half"}, {"y"});
+  add_gelu(b, false, 0, 1.5f);  // not sqrt(2)
   b.output("y");
   EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "Gelu"), 0);
   b.m.graph.initializers["sqrt2"] = scalar_f(1.4142135f);

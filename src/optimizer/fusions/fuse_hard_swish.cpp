@@ -15,7 +15,9 @@ struct HardSwish : Match {
 
 // Clip(v, 0, 6): bounds are attributes before opset 11, constant inputs from 11.
 bool clip_0_6(const Rewriter& rw, const ir::Node& clip) {
-  if (rw.opset() < 11) return clip.inputs.size() == 1 && attr_f(clip, "min", -1) == 0.f && attr_f(clip, "max", -1) == 6.f;
+  if (rw.opset() < 11) {
+    return clip.inputs.size() == 1 && attr_f(clip, "min", -1) == 0.f && attr_f(clip, "max", -1) == 6.f;
+  }
   return clip.inputs.size() == 3 && const_is_scalar(rw.constant(clip.inputs[1]), 0.0) &&
          const_is_scalar(rw.constant(clip.inputs[2]), 6.0);
 }
@@ -36,7 +38,8 @@ bool match(Rewriter& rw, int anchor, HardSwish& m) {
   if (!last || !single_output(*last) || last->inputs.size() != 2) return false;
   if (is_onnx(last, "Div")) {
     if (last->inputs[0] != mul->outputs[0] || !const_is_scalar(rw.constant(last->inputs[1]), 6.0, 1e-6)) return false;
-  } else if (!is_onnx(last, "Mul") || !const_is_scalar(rw.constant(other_input(*last, mul->outputs[0])), 1.0 / 6.0, 1e-6)) {
+  } else if (!is_onnx(last, "Mul") ||
+             !const_is_scalar(rw.constant(other_input(*last, mul->outputs[0])), 1.0 / 6.0, 1e-6)) {
     return false;
   }
   m.last = id;
