@@ -29,7 +29,7 @@ void check_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
   }
   R = C;
   ops::gemm_f32(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, pool);
-  ops::gemm_f32_reference(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, R.data(), ldc);
+  ops::gemm_reference<float>(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, R.data(), ldc);
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
       float want = R[i * ldc + j], got = C[i * ldc + j];
@@ -291,7 +291,7 @@ TEST(OpsLinalgGemm, PrepackedBMatchesReference) {
         for (size_t i = 0; i < C.size(); ++i) C[i] = R[i] = d(rng);
         ops::PackedB pb = ops::pack_b_f32(tb, K, N, B.data(), tb ? K : N);
         ops::gemm_f32_packed(ta, M, 0.5f, A.data(), ta ? M : K, pb, 2.f, C.data(), N, &pool);
-        ops::gemm_f32_reference(ta, tb, M, N, K, 0.5f, A.data(), ta ? M : K, B.data(), tb ? K : N, 2.f, R.data(), N);
+        ops::gemm_reference<float>(ta, tb, M, N, K, 0.5f, A.data(), ta ? M : K, B.data(), tb ? K : N, 2.f, R.data(), N);
         for (size_t i = 0; i < C.size(); ++i)
           ASSERT_NEAR(C[i], R[i], 1e-4f * (1 + std::sqrt(static_cast<float>(K)))) << M << "x" << N << "x" << K << " ta=" << ta << " tb=" << tb;
       }

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "ops/gemm/conv_gemm.h"
+#include "ops/gemm/gemm.h"
 #include "ops/conv/conv_geometry.h"
 
 namespace nxrt::ops {
@@ -17,7 +17,7 @@ namespace {
 
 enum class RnnKind { kRnn, kGru, kLstm };
 
-struct Activation {
+struct RnnActivation {  // the ONNX RNN/GRU/LSTM activation list (stable Sigmoid, Affine, Elu, ...)
   enum Kind { kRelu, kTanh, kSigmoid, kAffine, kLeakyRelu, kThresholdedRelu, kScaledTanh, kHardSigmoid, kElu,
               kSoftsign, kSoftplus };
   Kind kind = kTanh;
@@ -61,7 +61,7 @@ std::string lower(std::string s) {
 
 // Builds the activation list; alpha/beta values are consumed in order by the functions that take them.
 Status parse_activations(const ep::KernelInfo& info, const std::vector<std::string>& names,
-                         std::vector<Activation>* out) {
+                         std::vector<RnnActivation>* out) {
   const std::vector<float> alphas = info.attr_floats("activation_alpha");
   const std::vector<float> betas = info.attr_floats("activation_beta");
   size_t ai = 0, bi = 0;
@@ -69,38 +69,38 @@ Status parse_activations(const ep::KernelInfo& info, const std::vector<std::stri
   auto next_b = [&](float d) { return bi < betas.size() ? betas[bi++] : d; };
   for (const std::string& raw : names) {
     const std::string n = lower(raw);
-    Activation a;
+    RnnActivation a;
     if (n == "relu") {
-      a.kind = Activation::kRelu;
+      a.kind = RnnActivation::kRelu;
     } else if (n == "tanh") {
-      a.kind = Activation::kTanh;
+      a.kind = RnnActivation::kTanh;
     } else if (n == "sigmoid") {
-      a.kind = Activation::kSigmoid;
+      a.kind = RnnActivation::kSigmoid;
     } else if (n == "affine") {
-      a.kind = Activation::kAffine;
+      a.kind = RnnActivation::kAffine;
       a.alpha = next_a(1.f);
       a.beta = next_b(0.f);
     } else if (n == "leakyrelu") {
-      a.kind = Activation::kLeakyRelu;
+      a.kind = RnnActivation::kLeakyRelu;
       a.alpha = next_a(0.01f);
     } else if (n == "thresholdedrelu") {
-      a.kind = Activation::kThresholdedRelu;
+      a.kind = RnnActivation::kThresholdedRelu;
       a.alpha = next_a(1.f);
     } else if (n == "scaledtanh") {
-      a.kind = Activation::kScaledTanh;
+      a.kind = RnnActivation::kScaledTanh;
       a.alpha = next_a(1.f);
       a.beta = next_b(1.f);
     } else if (n == "hardsigmoid") {
-      a.kind = Activation::kHardSigmoid;
+      a.kind = RnnActivation::kHardSigmoid;
       a.alpha = next_a(0.2f);
       a.beta = next_b(0.5f);
     } else if (n == "elu") {
-      a.kind = Activation::kElu;
+      a.kind = RnnActivation::kElu;
       a.alpha = next_a(1.f);
     } else if (n == "softsign") {
-      a.kind = Activation::kSoftsign;
+      a.kind = RnnActivation::kSoftsign;
     } else if (n == "softplus") {
-      a.kind = Activation::kSoftplus;
+      a.kind = RnnActivation::kSoftplus;
     } else {
       return info.error("unknown activation '" + raw + "'");
     }
@@ -123,6 +123,7 @@ class RnnKernel final : public ep::Kernel {
   static constexpr size_t kActsPerDir = kKind == RnnKind::kRnn ? 1 : (kKind == RnnKind::kGru ? 2 : 3);
 
   Status init(const ep::KernelInfo& info) {
+    isa_ = info.isa();
     const std::string dir = info.attr_string("direction", "forward");
     if (dir == "forward") {
       dirs_ = 1;
@@ -278,9 +279,9 @@ class RnnKernel final : public ep::Kernel {
       const CT* wb = bias.data() + d * 2 * GH;
       const CT* rb = wb + GH;
       const CT* pd = peep.data() + d * 3 * Hd;
-      const Activation* act = acts_.data() + d * kActsPerDir;
+      const RnnActivation* act = acts_.data() + d * kActsPerDir;
       // xw = X * W^T + Wb + Rb (GRU with linear_before_reset keeps Rb of the h gate for later).
-      convgemm::gemm<CT>(false, true, S * Bn, GH, I, CT(1), x.data(), I, wd, I, CT(0), xw.data(), GH, pool);
+      gemm<CT>(false, true, S * Bn, GH, I, CT(1), x.data(), I, wd, I, CT(0), xw.data(), GH, pool, isa_);
       for (int64_t row = 0; row < S * Bn; ++row) {
         CT* p = xw.data() + row * GH;
         for (int64_t j = 0; j < GH; ++j) {
@@ -294,7 +295,7 @@ class RnnKernel final : public ep::Kernel {
       for (int64_t s = 0; s < S; ++s) {
         // hr = H * R^T; for GRU without linear_before_reset only the z and r gates here.
         const int64_t ncols = (kKind == RnnKind::kGru && !linear_before_reset_) ? 2 * Hd : GH;
-        convgemm::gemm<CT>(false, true, Bn, ncols, Hd, CT(1), h.data(), Hd, rd, Hd, CT(0), hr.data(), GH, nullptr);
+        gemm<CT>(false, true, Bn, ncols, Hd, CT(1), h.data(), Hd, rd, Hd, CT(0), hr.data(), GH, nullptr, isa_);
         for (int64_t b = 0; b < Bn; ++b) {
           if (s >= lens[b]) continue;
           const int64_t t = reverse ? lens[b] - 1 - s : s;
@@ -403,7 +404,8 @@ class RnnKernel final : public ep::Kernel {
   float clip_ = 0;
   bool linear_before_reset_ = false;
   bool input_forget_ = false;
-  std::vector<Activation> acts_;
+  std::vector<RnnActivation> acts_;
+  ep::IsaTier isa_ = ep::cpu_isa_tier();
 };
 
 }  // namespace

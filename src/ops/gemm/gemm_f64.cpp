@@ -1,4 +1,5 @@
-// The double-precision GEMM (gemm_f64); the float engine lives in gemm/gemm_f32.cpp.
+// The double-precision GEMM (gemm_f64), the typed front doors (gemm<T>, gemm_packed_a<T>, pack_a<double>)
+// and the reference; the float engine lives in gemm/gemm_f32.cpp.
 // Cache-blocked GEMM: B is packed into KC x NC panels of NR-wide column strips, A into MC x KC blocks
 // of MR-high row strips (zero-padded at the edges), and a register-blocked MR x NR micro-kernel (plain
 // loops over constant trip counts, which g++ -O3 keeps in vector registers) runs over the packed
@@ -17,7 +18,7 @@ namespace {
 
 template <typename T> struct GemmParams;
 template <> struct GemmParams<double> {
-  static constexpr int MR = 4, NR = 4;
+  static constexpr int MR = kGemmPanelRows<double>, NR = 4;
   static constexpr int64_t MC = 64, KC = 256, NC = 256;
 };
 
@@ -199,7 +200,7 @@ void gemv_packed(int64_t N, int64_t K, T alpha, const T* a, const T* packed, int
 template <typename T>
 void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
                   const T* B, int64_t ldb, T beta, T* C, int64_t ldc, ep::ThreadPool* pool,
-                  const T* prepacked = nullptr, int64_t n_padded = 0) {
+                  const T* prepacked = nullptr, int64_t n_padded = 0, const PackedA<T>* a_packed = nullptr) {
   using P = GemmParams<T>;
   constexpr int MR = P::MR, NR = P::NR;
   if (M <= 0 || N <= 0) return;
@@ -217,8 +218,8 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T a
     }
     return;
   }
-  if (prepacked) {
-    // fall through to the blocked path; B panels come from the prepacked buffer
+  if (prepacked || a_packed) {
+    // fall through to the blocked path; panels come from the prepacked buffers
   } else if (M == 1) {
     if (transA && lda != 1) {
       std::vector<T> a(static_cast<size_t>(K));
@@ -229,7 +230,7 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T a
     }
     return;
   }
-  if (!prepacked && N == 1) {
+  if (!prepacked && !a_packed && N == 1) {
     // C[M,1] = op(A) b: the transpose problem y[1,M] = b^T op(A)^T, with y strided by ldc.
     std::vector<T> b(static_cast<size_t>(K));
     for (int64_t k = 0; k < K; ++k) b[k] = transB ? B[k] : B[k * ldb];
@@ -279,13 +280,19 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T a
           pack_b(B, ldb, transB, p0, kc, j0, nc, b_buf.data());
           bpanels = b_buf.data();
         }
-        pack_a(A, lda, transA, i0, mc, p0, kc, a_buf.data());
+        const T* apanels;
+        if (a_packed) {
+          apanels = a_packed->data.data() + p0 * a_packed->m_padded + i0 * kc;
+        } else {
+          pack_a(A, lda, transA, i0, mc, p0, kc, a_buf.data());
+          apanels = a_buf.data();
+        }
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const int64_t cols = std::min<int64_t>(NR, nc - jr);
           const T* bp = bpanels + jr * kc;
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int64_t rows = std::min<int64_t>(MR, mc - ir);
-            micro_kernel<T>(kc, a_buf.data() + ir * kc, bp, acc);
+            micro_kernel<T>(kc, apanels + ir * kc, bp, acc);
             store_tile<T>(acc, rows, cols, alpha, beta, first, C + (i0 + ir) * ldc + j0 + jr, ldc);
           }
         }
@@ -298,8 +305,86 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T a
 }  // namespace
 
 void gemm_f64(bool transA, bool transB, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
-              int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc, ep::ThreadPool* pool) {
-  gemm_blocked<double>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
+              int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc, ep::ThreadPool* pool,
+              const PackedA<double>* a_packed) {
+  gemm_blocked<double>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool, nullptr, 0, a_packed);
 }
+
+template <>
+PackedA<double> pack_a<double>(bool transA, int64_t M, int64_t K, const double* A, int64_t lda, double scale) {
+  constexpr int64_t R = kGemmPanelRows<double>;
+  PackedA<double> pa;
+  pa.M = M;
+  pa.K = K;
+  pa.m_padded = (M + R - 1) / R * R;
+  pa.data.assign(static_cast<size_t>(std::max<int64_t>(1, pa.m_padded * K)), 0.0);
+  for (int64_t k0 = 0; k0 < K && M > 0; k0 += kGemmKC) {
+    const int64_t kc = std::min(kGemmKC, K - k0);
+    double* blk = pa.data.data() + k0 * pa.m_padded;
+    pack_a(A, lda, transA, 0, M, k0, kc, blk);
+    if (scale != 1.0) {
+      for (int64_t i = 0; i < pa.m_padded * kc; ++i) blk[i] *= scale;
+    }
+  }
+  return pa;
+}
+
+template <>
+void gemm<float>(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
+                 ep::IsaTier isa) {
+  gemm_f32(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool, nullptr, isa);
+}
+
+template <>
+void gemm<double>(bool transA, bool transB, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
+                  int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc, ep::ThreadPool* pool,
+                  ep::IsaTier) {
+  gemm_f64(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
+}
+
+template <>
+void gemm_packed_a<float>(const PackedA<float>& A, int64_t N, bool transB, const float* B, int64_t ldb, float beta,
+                          float* C, int64_t ldc, ep::ThreadPool* pool, ep::IsaTier isa) {
+  if (A.M <= 0 || N <= 0) return;
+  gemm_f32_packed_a(A.M, N, A.K, 1.f, A.data.data(), transB, B, ldb, beta, C, ldc, pool, nullptr, isa);
+}
+
+template <>
+void gemm_packed_a<double>(const PackedA<double>& A, int64_t N, bool transB, const double* B, int64_t ldb,
+                           double beta, double* C, int64_t ldc, ep::ThreadPool* pool, ep::IsaTier) {
+  gemm_f64(false, transB, A.M, N, A.K, 1.0, nullptr, 0, B, ldb, beta, C, ldc, pool, &A);
+}
+
+template <typename T>
+void gemm_reference(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                    const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const GemmEpilogue* epilogue) {
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const T a = transA ? A[k * lda + i] : A[i * lda + k];
+        const T b = transB ? B[j * ldb + k] : B[k * ldb + j];
+        s += static_cast<double>(a) * static_cast<double>(b);
+      }
+      const T v = static_cast<T>(alpha * s);
+      C[i * ldc + j] = beta == T(0) ? v : v + beta * C[i * ldc + j];
+    }
+  }
+  if (!epilogue || epilogue->empty()) return;
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      T& v = C[i * ldc + j];
+      if (epilogue->bias && epilogue->bias_kind == GemmBias::kPerColumn) v += epilogue->bias[j];
+      if (epilogue->bias && epilogue->bias_kind == GemmBias::kPerRow) v += epilogue->bias[i];
+      if (epilogue->residual) v += epilogue->residual[i * epilogue->ldr + j];
+      v = apply_activation(epilogue->act, v, epilogue->act_a, epilogue->act_b);
+    }
+  }
+}
+template void gemm_reference<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
+                                    int64_t, float, float*, int64_t, const GemmEpilogue*);
+template void gemm_reference<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
+                                     const double*, int64_t, double, double*, int64_t, const GemmEpilogue*);
 
 }  // namespace nxrt::ops
