@@ -9,6 +9,7 @@
 #include "kernel_test_util.h"
 #include "ops/gemm/gemm.h"
 #include "ops/conv/conv_engine.h"
+#include "shape/window_size.h"
 
 using namespace nxrt;
 using namespace nxrt::ops;
@@ -863,4 +864,31 @@ TEST(OpsNnPool, ReferenceOverrideMatchesRowPaths) {
     ASSERT_EQ(a.shape(), r.shape()) << op.type;
     for (int64_t i = 0; i < a.numel(); ++i) ASSERT_NEAR(a.data<float>()[i], r.data<float>()[i], 1e-5f) << op.type;
   }
+}
+
+// The one output-size rule of forward window ops (shape/window_size.h), which the kernels' geometry and
+// shape inference both use.
+TEST(OpsNnPool, WindowAxisRule) {
+  using shape::WindowAutoPad;
+  auto out = [](int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, bool ceil, WindowAutoPad ap) {
+    return shape::window_axis(in, k, s, d, pb, pe, ceil, ap);
+  };
+  EXPECT_EQ(out(224, 7, 2, 1, 3, 3, false, WindowAutoPad::kNotSet).out, 112);
+  EXPECT_EQ(out(112, 3, 2, 1, 1, 1, false, WindowAutoPad::kNotSet).out, 56);
+  EXPECT_EQ(out(5, 2, 2, 1, 0, 0, false, WindowAutoPad::kNotSet).out, 2);
+  EXPECT_EQ(out(5, 2, 2, 1, 0, 0, true, WindowAutoPad::kNotSet).out, 3);
+  EXPECT_EQ(out(4, 2, 2, 1, 1, 1, true, WindowAutoPad::kNotSet).out, 3);  // a 4th window would start in the right pad
+  EXPECT_EQ(out(10, 3, 1, 2, 0, 0, false, WindowAutoPad::kNotSet).out, 6);  // dilated
+  const shape::WindowAxis same = out(7, 4, 2, 1, 0, 0, false, WindowAutoPad::kSameUpper);
+  EXPECT_EQ(same.out, 4);
+  EXPECT_EQ(same.pad_begin, 1);
+  EXPECT_EQ(same.pad_end, 2);
+  const shape::WindowAxis lower = out(7, 4, 2, 1, 0, 0, false, WindowAutoPad::kSameLower);
+  EXPECT_EQ(lower.pad_begin, 2);
+  EXPECT_EQ(lower.pad_end, 1);
+  const shape::WindowAxis valid = out(7, 3, 2, 1, 5, 5, false, WindowAutoPad::kValid);
+  EXPECT_EQ(valid.out, 3);
+  EXPECT_EQ(valid.pad_begin, 0);
+  EXPECT_FALSE(out(2, 5, 1, 1, 1, 1, false, WindowAutoPad::kNotSet).fits);
+  EXPECT_FALSE(out(2, 3, 1, 1, 0, 0, false, WindowAutoPad::kValid).fits);
 }

@@ -7,10 +7,11 @@
 #include <vector>
 
 #include "ops/common.h"
+#include "shape/window_size.h"
 
 namespace nxrt::ops {
 
-enum class AutoPad { kNotSet, kSameUpper, kSameLower, kValid };
+using AutoPad = shape::WindowAutoPad;  // kNotSet, kSameUpper, kSameLower, kValid
 
 // Geometry of one conv/pool problem, spatial axes normalized to 3 (leading axes size 1).
 struct Geom3 {
@@ -37,8 +38,9 @@ struct WindowAttrs {
   Status parse(const ep::KernelInfo& info, bool with_ceil);
 };
 
-// Fills g (in, k, s, d, pads, out) for a forward window op (Conv, pools). `spatial_in` are the input's
-// spatial dims, `kernel` the kernel's. Errors name the shapes.
+// Fills g (in, k, s, d, pads, out) for a forward window op (Conv, pools), each axis by
+// shape::window_axis (the rule shape inference uses too). `spatial_in` are the input's spatial dims,
+// `kernel` the kernel's. Errors name the shapes.
 Status forward_geometry(const WindowAttrs& a, const Dims& spatial_in, const Dims& kernel, Geom3* g);
 
 // Output shape [N, C, out...] for the real spatial axes of g.

@@ -275,7 +275,7 @@ void small_spatial_prepare(int64_t M, int64_t group, int64_t K, const float* w, 
 
 const SmallSpatialWeights& SmallSpatialCache::get(const std::vector<PackedA<float>>& packed) const {
   std::call_once(once_, [&] {
-    // Repack each group's PackedAF32 (gemm/gemm.h: per K block of kGemmKC starting at k0, offset k0 * m_padded,
+    // Repack each group's PackedA<float> (gemm/gemm.h: per K block of kGemmKC starting at k0, offset k0 * m_padded,
     // 6-row panels of kc x 6, element (i, k) at panel i / 6, k * 6 + i % 6) straight into the PackedB
     // layout of W^T (per K block at k0 * n_padded, 16-column panels of kc x 16, element (k, j) at panel
     // j / 16, k * 16 + j % 16): both use the same K blocks, and no unpacked temporary is made.
@@ -532,7 +532,7 @@ namespace {
 #ifdef NXRT_SSP_X86
 struct DirectArgs {
   int64_t K;
-  const float* apk;  // the group's PackedAF32 data
+  const float* apk;  // the group's PackedA<float> data
   int64_t m_padded, pi;
   const float* b;  // B[k * ldb + pixel], at the tile's first pixel
   int64_t ldb;
