@@ -22,63 +22,44 @@ template <> struct GemmParams<double> {
   static constexpr int64_t MC = 64, KC = 256, NC = 256;
 };
 
-template <typename T>
-inline T op_at(const T* X, int64_t ld, bool trans, int64_t r, int64_t c) {
-  return trans ? X[c * ld + r] : X[r * ld + c];
+// Packs X[i0:i0+mc, p0:p0+kc] (X(i, p) = trans ? X[p * ld + i] : X[i * ld + p]) as ceil(mc/R) strips, each
+// kc x R (the strip's row index fastest), zero-padded: A's row panels with R = MR, and B's column panels
+// with R = NR on B viewed transposed.
+template <typename T, int R>
+void pack_strips(const T* X, int64_t ld, bool trans, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T* out) {
+  for (int64_t ir = 0; ir < mc; ir += R) {
+    const int64_t rows = std::min<int64_t>(R, mc - ir);
+    T* dst = out + ir * kc;
+    if (!trans) {
+      for (int64_t i = 0; i < R; ++i) {
+        if (i < rows) {
+          const T* src = X + (i0 + ir + i) * ld + p0;
+          for (int64_t p = 0; p < kc; ++p) dst[p * R + i] = src[p];
+        } else {
+          for (int64_t p = 0; p < kc; ++p) dst[p * R + i] = T(0);
+        }
+      }
+    } else {
+      for (int64_t p = 0; p < kc; ++p) {
+        const T* src = X + (p0 + p) * ld + i0 + ir;
+        int64_t i = 0;
+        for (; i < rows; ++i) dst[p * R + i] = src[i];
+        for (; i < R; ++i) dst[p * R + i] = T(0);
+      }
+    }
+  }
 }
 
-// Packs op(A)[i0:i0+mc, p0:p0+kc] as ceil(mc/MR) strips, each kc x MR (row index fastest).
+// op(A)[i0:i0+mc, p0:p0+kc] as ceil(mc/MR) strips of kc x MR.
 template <typename T>
 void pack_a(const T* A, int64_t lda, bool transA, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T* out) {
-  constexpr int MR = GemmParams<T>::MR;
-  for (int64_t ir = 0; ir < mc; ir += MR) {
-    const int64_t rows = std::min<int64_t>(MR, mc - ir);
-    T* dst = out + ir * kc;
-    if (!transA) {
-      for (int64_t i = 0; i < MR; ++i) {
-        if (i < rows) {
-          const T* src = A + (i0 + ir + i) * lda + p0;
-          for (int64_t p = 0; p < kc; ++p) dst[p * MR + i] = src[p];
-        } else {
-          for (int64_t p = 0; p < kc; ++p) dst[p * MR + i] = T(0);
-        }
-      }
-    } else {
-      for (int64_t p = 0; p < kc; ++p) {
-        const T* src = A + (p0 + p) * lda + i0 + ir;
-        int64_t i = 0;
-        for (; i < rows; ++i) dst[p * MR + i] = src[i];
-        for (; i < MR; ++i) dst[p * MR + i] = T(0);
-      }
-    }
-  }
+  pack_strips<T, GemmParams<T>::MR>(A, lda, transA, i0, mc, p0, kc, out);
 }
 
-// Packs op(B)[p0:p0+kc, j0:j0+nc] as ceil(nc/NR) strips, each kc x NR (column index fastest).
+// op(B)[p0:p0+kc, j0:j0+nc] as ceil(nc/NR) strips of kc x NR (column index fastest): op(B)^T's row strips.
 template <typename T>
 void pack_b(const T* B, int64_t ldb, bool transB, int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out) {
-  constexpr int NR = GemmParams<T>::NR;
-  for (int64_t jr = 0; jr < nc; jr += NR) {
-    const int64_t cols = std::min<int64_t>(NR, nc - jr);
-    T* dst = out + jr * kc;
-    if (!transB) {
-      for (int64_t p = 0; p < kc; ++p) {
-        const T* src = B + (p0 + p) * ldb + j0 + jr;
-        int64_t j = 0;
-        for (; j < cols; ++j) dst[p * NR + j] = src[j];
-        for (; j < NR; ++j) dst[p * NR + j] = T(0);
-      }
-    } else {
-      for (int64_t j = 0; j < NR; ++j) {
-        if (j < cols) {
-          const T* src = B + (j0 + jr + j) * ldb + p0;
-          for (int64_t p = 0; p < kc; ++p) dst[p * NR + j] = src[p];
-        } else {
-          for (int64_t p = 0; p < kc; ++p) dst[p * NR + j] = T(0);
-        }
-      }
-    }
-  }
+  pack_strips<T, GemmParams<T>::NR>(B, ldb, !transB, j0, nc, p0, kc, out);
 }
 
 // acc[MR*NR] = sum_p a[p*MR + i] * b[p*NR + j]. The flat accumulator with fully unrolled constant loops is

@@ -16,29 +16,40 @@ namespace {
 // One k step of the 6x16 AVX2 tile: B's row (16 floats at `bp`) times A's 6 values at `ak`, into the
 // accumulators c00..c51 of the enclosing kernel (micro_avx2_6x16 on packed panels, micro_rows_avx2 on
 // rows read in place).
-#define NXRT_FMA_6x16(bp, ak)                                                   \
-  {                                                                             \
-    const float* bp_ = (bp);                                                    \
-    const float* ak_ = (ak);                                                    \
-    const __m256 b0 = _mm256_loadu_ps(bp_), b1 = _mm256_loadu_ps(bp_ + 8);       \
-    __m256 av = _mm256_broadcast_ss(ak_ + 0);                                   \
-    c00 = _mm256_fmadd_ps(av, b0, c00);                                         \
-    c01 = _mm256_fmadd_ps(av, b1, c01);                                         \
-    av = _mm256_broadcast_ss(ak_ + 1);                                          \
-    c10 = _mm256_fmadd_ps(av, b0, c10);                                         \
-    c11 = _mm256_fmadd_ps(av, b1, c11);                                         \
-    av = _mm256_broadcast_ss(ak_ + 2);                                          \
-    c20 = _mm256_fmadd_ps(av, b0, c20);                                         \
-    c21 = _mm256_fmadd_ps(av, b1, c21);                                         \
-    av = _mm256_broadcast_ss(ak_ + 3);                                          \
-    c30 = _mm256_fmadd_ps(av, b0, c30);                                         \
-    c31 = _mm256_fmadd_ps(av, b1, c31);                                         \
-    av = _mm256_broadcast_ss(ak_ + 4);                                          \
-    c40 = _mm256_fmadd_ps(av, b0, c40);                                         \
-    c41 = _mm256_fmadd_ps(av, b1, c41);                                         \
-    av = _mm256_broadcast_ss(ak_ + 5);                                          \
-    c50 = _mm256_fmadd_ps(av, b0, c50);                                         \
-    c51 = _mm256_fmadd_ps(av, b1, c51);                                         \
+#define NXRT_FMA_ROW(r, x0, x1)          \
+  av = _mm256_broadcast_ss(ak_ + (r)); \
+  x0 = _mm256_fmadd_ps(av, b0, x0);    \
+  x1 = _mm256_fmadd_ps(av, b1, x1);
+#define NXRT_FMA_6x16(bp, ak)                                             \
+  {                                                                       \
+    const float* bp_ = (bp);                                              \
+    const float* ak_ = (ak);                                              \
+    const __m256 b0 = _mm256_loadu_ps(bp_), b1 = _mm256_loadu_ps(bp_ + 8); \
+    __m256 av;                                                            \
+    NXRT_FMA_ROW(0, c00, c01)                                             \
+    NXRT_FMA_ROW(1, c10, c11)                                             \
+    NXRT_FMA_ROW(2, c20, c21)                                             \
+    NXRT_FMA_ROW(3, c30, c31)                                             \
+    NXRT_FMA_ROW(4, c40, c41)                                             \
+    NXRT_FMA_ROW(5, c50, c51)                                             \
+  }
+
+// The 12 accumulators c00..c51 of a 6x16 tile, zeroed.
+#define NXRT_ZERO_6x16                                                     \
+  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();             \
+  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();             \
+  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();             \
+  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();             \
+  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();             \
+  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+
+// An edge tile: the 12 accumulators through a stack tile into C's mr x nr corner.
+#define NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)                               \
+  {                                                                                    \
+    alignas(32) float tmp[MR * NR];                                                    \
+    const __m256 acc_[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51}; \
+    for (int v = 0; v < 12; ++v) _mm256_store_ps(tmp + 8 * v, acc_[v]);                \
+    store_edge(tmp, c, ldc, mr, nr, alpha, beta);                                      \
   }
 
 // Bias (per row, or per column), residual and Relu/Clip on one 16-column row (v0, v1) of C at (i, j0).
@@ -72,12 +83,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void epilogue_row_avx2
 
 __attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float* a, const float* b, float* c,
                                                           int64_t ldc, int mr, int nr, float alpha, float beta) {
-  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
-  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
-  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
-  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
-  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
-  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+  NXRT_ZERO_6x16
   for (int r = 0; r < mr; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 15), _MM_HINT_T0);
@@ -119,14 +125,7 @@ __attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float
     }
     return;
   }
-  alignas(32) float tmp[MR * NR];
-  _mm256_store_ps(tmp + 0, c00); _mm256_store_ps(tmp + 8, c01);
-  _mm256_store_ps(tmp + 16, c10); _mm256_store_ps(tmp + 24, c11);
-  _mm256_store_ps(tmp + 32, c20); _mm256_store_ps(tmp + 40, c21);
-  _mm256_store_ps(tmp + 48, c30); _mm256_store_ps(tmp + 56, c31);
-  _mm256_store_ps(tmp + 64, c40); _mm256_store_ps(tmp + 72, c41);
-  _mm256_store_ps(tmp + 80, c50); _mm256_store_ps(tmp + 88, c51);
-  store_edge(tmp, c, ldc, mr, nr, alpha, beta);
+  NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
 }
 
 // With `ep` (single K block, beta 0, full tile, epilogue_in_registers(ep)), the bias (per row), residual
@@ -140,12 +139,7 @@ __attribute__((target("avx2,fma"))) bool micro_rows_avx2(int64_t kc, const float
                                                           const int64_t* boff, float* c, int64_t ldc, int mr, int nr,
                                                           float alpha, float beta, const GemmEpilogue* ep,
                                                           int64_t i0, int64_t j0) {
-  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
-  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
-  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
-  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
-  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
-  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+  NXRT_ZERO_6x16
 #pragma GCC unroll 1
   for (int64_t k = 0; k < kc; ++k) {
     NXRT_FMA_6x16(brow + boff[k], a)
@@ -161,14 +155,7 @@ __attribute__((target("avx2,fma"))) bool micro_rows_avx2(int64_t kc, const float
     }
     return ep != nullptr;
   }
-  alignas(32) float tmp[MR * NR];
-  _mm256_store_ps(tmp + 0, c00); _mm256_store_ps(tmp + 8, c01);
-  _mm256_store_ps(tmp + 16, c10); _mm256_store_ps(tmp + 24, c11);
-  _mm256_store_ps(tmp + 32, c20); _mm256_store_ps(tmp + 40, c21);
-  _mm256_store_ps(tmp + 48, c30); _mm256_store_ps(tmp + 56, c31);
-  _mm256_store_ps(tmp + 64, c40); _mm256_store_ps(tmp + 72, c41);
-  _mm256_store_ps(tmp + 80, c50); _mm256_store_ps(tmp + 88, c51);
-  store_edge(tmp, c, ldc, mr, nr, alpha, beta);
+  NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
   return false;
 }
 

@@ -266,11 +266,6 @@ class RnnKernel final : public ep::Kernel {
     std::vector<CT> xw(static_cast<size_t>(S * Bn * GH)), hr(static_cast<size_t>(Bn * GH));
     std::vector<CT> h, c, gate(static_cast<size_t>(GH)), rh(static_cast<size_t>(Bn * Hd)), hh(static_cast<size_t>(Bn * Hd));
     ep::ThreadPool* pool = &ctx.pool();
-    const CT clip = static_cast<CT>(clip_);
-    auto clamp = [&](CT* v, int64_t n) {
-      if (clip_ > 0)
-        for (int64_t i = 0; i < n; ++i) v[i] = std::max(-clip, std::min(clip, v[i]));
-    };
 
     for (int64_t d = 0; d < D; ++d) {
       const bool reverse = reverse_only_ || d == 1;
@@ -302,64 +297,8 @@ class RnnKernel final : public ep::Kernel {
           const CT* xg = xw.data() + (t * Bn + b) * GH;
           const CT* hg = hr.data() + b * GH;
           CT* hb = h.data() + b * Hd;
-          if constexpr (kKind == RnnKind::kRnn) {
-            for (int64_t j = 0; j < Hd; ++j) gate[j] = xg[j] + hg[j];
-            clamp(gate.data(), Hd);
-            act[0].apply(gate.data(), Hd);
-            std::copy(gate.data(), gate.data() + Hd, hb);
-          } else if constexpr (kKind == RnnKind::kLstm) {
-            CT* cb = c.data() + b * Hd;
-            CT* gi = gate.data();
-            CT* go = gi + Hd;
-            CT* gf = go + Hd;
-            CT* gc = gf + Hd;
-            for (int64_t j = 0; j < GH; ++j) gate[j] = xg[j] + hg[j];
-            for (int64_t j = 0; j < Hd; ++j) {
-              gi[j] += pd[j] * cb[j];
-              gf[j] += pd[2 * Hd + j] * cb[j];
-            }
-            clamp(gi, Hd);
-            act[0].apply(gi, Hd);
-            if (input_forget_) {
-              for (int64_t j = 0; j < Hd; ++j) gf[j] = CT(1) - gi[j];
-            } else {
-              clamp(gf, Hd);
-              act[0].apply(gf, Hd);
-            }
-            clamp(gc, Hd);
-            act[1].apply(gc, Hd);
-            for (int64_t j = 0; j < Hd; ++j) cb[j] = gf[j] * cb[j] + gi[j] * gc[j];
-            for (int64_t j = 0; j < Hd; ++j) go[j] += pd[Hd + j] * cb[j];
-            clamp(go, Hd);
-            act[0].apply(go, Hd);
-            for (int64_t j = 0; j < Hd; ++j) gc[j] = cb[j];  // h(Ct)
-            act[2].apply(gc, Hd);
-            for (int64_t j = 0; j < Hd; ++j) hb[j] = go[j] * gc[j];
-          } else {  // GRU: gates z, r, h
-            CT* gz = gate.data();
-            CT* gr = gz + Hd;
-            CT* gh = gr + Hd;
-            for (int64_t j = 0; j < 2 * Hd; ++j) gate[j] = xg[j] + hg[j];
-            clamp(gz, 2 * Hd);
-            act[0].apply(gz, 2 * Hd);
-            if (linear_before_reset_) {
-              for (int64_t j = 0; j < Hd; ++j) gh[j] = xg[2 * Hd + j] + gr[j] * (hg[2 * Hd + j] + rb[2 * Hd + j]);
-            } else {
-              // (r . H) * Rh^T for this batch row
-              CT* rhb = rh.data() + b * Hd;
-              for (int64_t j = 0; j < Hd; ++j) rhb[j] = gr[j] * hb[j];
-              const CT* rhw = rd + 2 * Hd * Hd;
-              for (int64_t j = 0; j < Hd; ++j) {
-                CT acc = 0;
-                const CT* wr = rhw + j * Hd;
-                for (int64_t k = 0; k < Hd; ++k) acc += rhb[k] * wr[k];
-                gh[j] = xg[2 * Hd + j] + acc;
-              }
-            }
-            clamp(gh, Hd);
-            act[1].apply(gh, Hd);
-            for (int64_t j = 0; j < Hd; ++j) hb[j] = (CT(1) - gz[j]) * gh[j] + gz[j] * hb[j];
-          }
+          CT* cb = kKind == RnnKind::kLstm ? c.data() + b * Hd : nullptr;
+          cell<CT>(xg, hg, hb, cb, gate.data(), rh.data() + b * Hd, rd, rb, pd, act, Hd);
           std::copy(hb, hb + Hd, y.data() + ((t * D + d) * Bn + b) * Hd);
         }
       }
@@ -367,10 +306,87 @@ class RnnKernel final : public ep::Kernel {
       if constexpr (kKind == RnnKind::kLstm) std::copy(c.begin(), c.end(), yc.begin() + d * Bn * Hd);
     }
 
+    return write_outputs<T, CT>(ctx, X.dtype(), S, D, Bn, Hd, state_shape, y, yh, yc);
+  }
+
+  // One time step of one batch row: hb (and, for LSTM, cb) from the gate sums xg (input side, biases
+  // added) and hg (recurrent side); gate holds kGates * Hd scratch values, rhb Hd (GRU).
+  template <typename CT>
+  void cell(const CT* xg, const CT* hg, CT* hb, CT* cb, CT* gate, CT* rhb, const CT* rd, const CT* rb, const CT* pd,
+            const RnnActivation* act, int64_t Hd) const {
+    [[maybe_unused]] const int64_t GH = kGates * Hd;
+    const CT clip = static_cast<CT>(clip_);
+    auto clamp = [&](CT* v, int64_t n) {
+      if (clip_ > 0)
+        for (int64_t i = 0; i < n; ++i) v[i] = std::max(-clip, std::min(clip, v[i]));
+    };
+    if constexpr (kKind == RnnKind::kRnn) {
+      for (int64_t j = 0; j < Hd; ++j) gate[j] = xg[j] + hg[j];
+      clamp(gate, Hd);
+      act[0].apply(gate, Hd);
+      std::copy(gate, gate + Hd, hb);
+    } else if constexpr (kKind == RnnKind::kLstm) {
+      CT* gi = gate;
+      CT* go = gi + Hd;
+      CT* gf = go + Hd;
+      CT* gc = gf + Hd;
+      for (int64_t j = 0; j < GH; ++j) gate[j] = xg[j] + hg[j];
+      for (int64_t j = 0; j < Hd; ++j) {
+        gi[j] += pd[j] * cb[j];
+        gf[j] += pd[2 * Hd + j] * cb[j];
+      }
+      clamp(gi, Hd);
+      act[0].apply(gi, Hd);
+      if (input_forget_) {
+        for (int64_t j = 0; j < Hd; ++j) gf[j] = CT(1) - gi[j];
+      } else {
+        clamp(gf, Hd);
+        act[0].apply(gf, Hd);
+      }
+      clamp(gc, Hd);
+      act[1].apply(gc, Hd);
+      for (int64_t j = 0; j < Hd; ++j) cb[j] = gf[j] * cb[j] + gi[j] * gc[j];
+      for (int64_t j = 0; j < Hd; ++j) go[j] += pd[Hd + j] * cb[j];
+      clamp(go, Hd);
+      act[0].apply(go, Hd);
+      for (int64_t j = 0; j < Hd; ++j) gc[j] = cb[j];  // h(Ct)
+      act[2].apply(gc, Hd);
+      for (int64_t j = 0; j < Hd; ++j) hb[j] = go[j] * gc[j];
+    } else {  // GRU: gates z, r, h
+      CT* gz = gate;
+      CT* gr = gz + Hd;
+      CT* gh = gr + Hd;
+      for (int64_t j = 0; j < 2 * Hd; ++j) gate[j] = xg[j] + hg[j];
+      clamp(gz, 2 * Hd);
+      act[0].apply(gz, 2 * Hd);
+      if (linear_before_reset_) {
+        for (int64_t j = 0; j < Hd; ++j) gh[j] = xg[2 * Hd + j] + gr[j] * (hg[2 * Hd + j] + rb[2 * Hd + j]);
+      } else {
+        // (r . H) * Rh^T for this batch row
+        for (int64_t j = 0; j < Hd; ++j) rhb[j] = gr[j] * hb[j];
+        const CT* rhw = rd + 2 * Hd * Hd;
+        for (int64_t j = 0; j < Hd; ++j) {
+          CT acc = 0;
+          const CT* wr = rhw + j * Hd;
+          for (int64_t k = 0; k < Hd; ++k) acc += rhb[k] * wr[k];
+          gh[j] = xg[2 * Hd + j] + acc;
+        }
+      }
+      clamp(gh, Hd);
+      act[1].apply(gh, Hd);
+      for (int64_t j = 0; j < Hd; ++j) hb[j] = (CT(1) - gz[j]) * gh[j] + gz[j] * hb[j];
+    }
+  }
+
+  // Y (all steps) and the final states in the requested layout.
+  template <typename T, typename CT>
+  Status write_outputs(ep::KernelContext& ctx, DataType dt, int64_t S, int64_t D, int64_t Bn, int64_t Hd,
+                       const Dims& state_shape, const std::vector<CT>& y, const std::vector<CT>& yh,
+                       const std::vector<CT>& yc) const {
     // Outputs in the requested layout.
     if (ctx.num_outputs() > 0 && ctx.output_requested(0)) {
       const Dims ys = layout_ == 0 ? Dims{S, D, Bn, Hd} : Dims{Bn, S, D, Hd};
-      NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), ys));
+      NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, dt, ys));
       T* yo = Y->data<T>();
       for (int64_t t = 0; t < S; ++t)
         for (int64_t d = 0; d < D; ++d)
@@ -382,7 +398,7 @@ class RnnKernel final : public ep::Kernel {
     }
     auto write_state = [&](size_t idx, const std::vector<CT>& st) -> Status {
       if (idx >= ctx.num_outputs() || !ctx.output_requested(idx)) return Status::Ok();
-      NXRT_ASSIGN_OR_RETURN(Tensor * O, ctx.allocate_output(idx, X.dtype(), state_shape));
+      NXRT_ASSIGN_OR_RETURN(Tensor * O, ctx.allocate_output(idx, dt, state_shape));
       T* o = O->data<T>();
       for (int64_t d = 0; d < D; ++d)
         for (int64_t b = 0; b < Bn; ++b) {
