@@ -374,3 +374,31 @@ TEST(OpsLinalgErrors, BadShapesAndEquationsAreErrors) {
   EXPECT_FALSE(run_kernel({"Det", "", 11, {}, {a}}).ok());
   EXPECT_FALSE(run_kernel({"MatMulInteger", "", 10, {}, {a, a}}).ok());  // float operands
 }
+
+// MatMul and Gemm pick their GEMM kernels' tier at creation (KernelInfo::isa()): the portable tier
+// forced with isa=scalar gives the same products as the CPU's best.
+TEST(OpsLinalgMatMul, IsaOverrideKeepsResults) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> a(37 * 130), b(130 * 45), c(45);
+  for (float& v : a) v = d(rng);
+  for (float& v : b) v = d(rng);
+  for (float& v : c) v = d(rng);
+  for (const char* op : {"MatMul", "Gemm"}) {
+    KernelRun run;
+    run.op_type = op;
+    run.opset = 13;
+    run.threads = 2;
+    run.inputs = {Tensor::from_vector<float>(DataType::kFloat, {37, 130}, a),
+                  Tensor::from_vector<float>(DataType::kFloat, {130, 45}, b)};
+    if (std::string(op) == "Gemm") run.inputs.push_back(Tensor::from_vector<float>(DataType::kFloat, {45}, c));
+    auto best = run_kernel(run);
+    run.overrides = {{"isa", "scalar"}};
+    auto scalar = run_kernel(run);
+    ASSERT_TRUE(best.ok() && scalar.ok()) << op;
+    const Tensor& x = best.value()[0].tensor();
+    const Tensor& y = scalar.value()[0].tensor();
+    ASSERT_EQ(x.shape(), y.shape());
+    for (int64_t i = 0; i < x.numel(); ++i) ASSERT_NEAR(x.data<float>()[i], y.data<float>()[i], 1e-4f) << op << " " << i;
+  }
+}
