@@ -149,6 +149,7 @@ class FusedKernel final : public ep::Kernel {
     }
     inner_info_->graph_ = info.graph();
     inner_info_->registry_ = info.registry();
+    inner_info_->overrides_ = &info.overrides();  // the wrapped kernel honours the same forced choices
     if (!info.registry()) return info.error("created without a kernel registry: cannot make its " + inner_op_);
     const ep::KernelDef* def = info.registry()->find("", inner_op_, opset);
     if (!def) return info.error("no CPU kernel for " + inner_op_ + " at opset " + std::to_string(opset));
