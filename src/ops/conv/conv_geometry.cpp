@@ -69,14 +69,7 @@ Status forward_geometry(const WindowAttrs& a, const Dims& spatial_in, const Dims
                               (a.auto_pad == AutoPad::kValid ? "input " + ints_str(spatial_in) + " with auto_pad VALID"
                                                              : "padded input " + ints_str(spatial_in)));
     }
-    const int64_t pb = ax.pad_begin, pe = ax.pad_end, out = ax.out;
-    g->in[j] = in;
-    g->k[j] = k;
-    g->s[j] = s;
-    g->d[j] = d;
-    g->pb[j] = pb;
-    g->pe[j] = pe;
-    g->out[j] = out;
+    g->set_axis(j, in, ax.out, k, s, d, ax.pad_begin, ax.pad_end);
   }
   return Status::Ok();
 }

@@ -26,6 +26,10 @@ struct Geom3 {
   int64_t in_size() const { return in[0] * in[1] * in[2]; }
   int64_t out_size() const { return out[0] * out[1] * out[2]; }
   int64_t kvol() const { return k[0] * k[1] * k[2]; }
+  // Sets axis j (0..2 of the normalized three).
+  void set_axis(size_t j, int64_t in_, int64_t out_, int64_t k_, int64_t s_, int64_t d_, int64_t pb_, int64_t pe_) {
+    in[j] = in_, out[j] = out_, k[j] = k_, s[j] = s_, d[j] = d_, pb[j] = pb_, pe[j] = pe_;
+  }
 };
 
 // The window attributes shared by Conv, ConvTranspose and the pools.

@@ -280,19 +280,33 @@ Status integer_conv(ep::KernelContext& ctx, const WindowAttrs& attrs, int64_t gr
   return Status::Ok();
 }
 
-class ConvIntegerKernel final : public ep::Kernel {
- public:
-  Status init(const ep::KernelInfo& info) {
-    NXRT_RETURN_IF_ERROR(attrs_.parse(info, false));
-    group_ = info.attr_int("group", 1);
-    pre_.init(info, 1, 3, group_);
-    cfg_ = conv_config(info);
+// What ConvInteger and QLinearConv share: attributes, weights prepared at creation, the path overrides.
+struct IntegerConv {
+  WindowAttrs attrs;
+  int64_t group = 1;
+  IntWeights pre;
+  ConvConfig cfg;
+  size_t w_idx = 1, xzp_idx = 2, wzp_idx = 3;
+  Status init(const ep::KernelInfo& info, size_t w, size_t xzp, size_t wzp) {
+    NXRT_RETURN_IF_ERROR(attrs.parse(info, false));
+    group = info.attr_int("group", 1);
+    w_idx = w, xzp_idx = xzp, wzp_idx = wzp;
+    pre.init(info, w_idx, wzp_idx, group);
+    cfg = conv_config(info);
     return Status::Ok();
   }
+  Status run(ep::KernelContext& ctx, ConvShape* s, std::vector<double>* y) const {
+    return integer_conv(ctx, attrs, group, w_idx, xzp_idx, wzp_idx, pre, cfg, s, y);
+  }
+};
+
+class ConvIntegerKernel final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) { return conv_.init(info, 1, 2, 3); }
   Status compute(ep::KernelContext& ctx) override {
     ConvShape s;
     std::vector<double> y;
-    NXRT_RETURN_IF_ERROR(integer_conv(ctx, attrs_, group_, 1, 2, 3, pre_, cfg_, &s, &y));
+    NXRT_RETURN_IF_ERROR(conv_.run(ctx, &s, &y));
     NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, DataType::kInt32, geom_output_shape(s.N, s.M, s.g)));
     int32_t* yo = Y->data<int32_t>();
     for (size_t i = 0; i < y.size(); ++i) yo[i] = static_cast<int32_t>(std::llround(y[i]));
@@ -300,28 +314,19 @@ class ConvIntegerKernel final : public ep::Kernel {
   }
 
  private:
-  WindowAttrs attrs_;
-  int64_t group_ = 1;
-  IntWeights pre_;
-  ConvConfig cfg_;
+  IntegerConv conv_;
 };
 
 class QLinearConvKernel final : public ep::Kernel {
  public:
-  Status init(const ep::KernelInfo& info) {
-    NXRT_RETURN_IF_ERROR(attrs_.parse(info, false));
-    group_ = info.attr_int("group", 1);
-    pre_.init(info, 3, 5, group_);
-    cfg_ = conv_config(info);
-    return Status::Ok();
-  }
+  Status init(const ep::KernelInfo& info) { return conv_.init(info, 3, 2, 5); }
   Status compute(ep::KernelContext& ctx) override {
     for (size_t i : {1, 4, 6}) {
       if (!ctx.has_input(i)) return ctx.error("missing scale input " + std::to_string(i));
     }
     ConvShape s;
     std::vector<double> y;
-    NXRT_RETURN_IF_ERROR(integer_conv(ctx, attrs_, group_, 3, 2, 5, pre_, cfg_, &s, &y));
+    NXRT_RETURN_IF_ERROR(conv_.run(ctx, &s, &y));
     NXRT_ASSIGN_OR_RETURN(std::vector<double> xs, read_double_values(ctx.input(1)));
     NXRT_ASSIGN_OR_RETURN(std::vector<double> ws, read_double_values(ctx.input(4)));
     NXRT_ASSIGN_OR_RETURN(std::vector<double> ys, read_double_values(ctx.input(6)));
@@ -362,10 +367,7 @@ class QLinearConvKernel final : public ep::Kernel {
   }
 
  private:
-  WindowAttrs attrs_;
-  int64_t group_ = 1;
-  IntWeights pre_;
-  ConvConfig cfg_;
+  IntegerConv conv_;
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -467,13 +469,7 @@ class ConvTransposeKernel final : public ep::Kernel {
         out = full - pb - pe;
       }
       if (out < 0) return ctx.error("computed output size " + std::to_string(out) + " is negative");
-      g->in[j] = in;
-      g->out[j] = out;
-      g->k[j] = k;
-      g->s[j] = s;
-      g->d[j] = d;
-      g->pb[j] = pb;
-      g->pe[j] = pe;
+      g->set_axis(j, in, out, k, s, d, pb, pe);
     }
     return Status::Ok();
   }
