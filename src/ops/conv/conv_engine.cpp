@@ -180,7 +180,7 @@ struct Im2colPanels {
 // SqueezeNet's 3x3/2 3->64 0.66 -> 0.675 (even).
 // The kernel override conv.skip=padded-rows-gemm keeps these convs on the implicit GEMM (A/B measurements).
 
-// 2-D geometry (no depth axis) with horizontal stride 1 or 2: what plan_strips can lay out.
+// 2-D geometry (no depth axis) with horizontal stride 1 or 2: what plan_padded_input can lay out.
 bool strided_2d(const ConvShape& s) {
   const Geom3& g = s.g;
   return g.in[0] == 1 && g.out[0] == 1 && g.k[0] == 1 && g.pb[0] == 0 && (g.s[2] == 1 || g.s[2] == 2);
@@ -194,23 +194,23 @@ bool padded_rows_apply(const ConvShape& s) {
   return kvol > 1 && K >= 16 && K <= kGemmKC && g.out[2] >= 12 && (g.s[2] == 1 || g.s[2] == 2);
 }
 
-struct StripPlan {
+struct PaddedInputPlan {
   int64_t Hp = 0, Wrow = 0;  // padded rows; floats per padded row (stride 2: both phases, 2 * half)
   int64_t half = 0;          // stride 2: floats per phase row
   int64_t plane = 0;         // floats per channel
   std::vector<int64_t> boff;  // per tap (c, kh, kw)
-  std::vector<float> xpad;    // the group's padded input (fill_strip_input), Cg * plane floats
+  std::vector<float> xpad;    // the group's padded input (fill_padded_input), Cg * plane floats
 };
 
 // The calling thread's plan, rebuilt for `s` (its buffers are reused, so a run allocates nothing once
 // they have grown). Valid until the next call on this thread; the GEMM's workers read it through the
 // returned reference (a thread_local named inside their lambdas would be their own, empty copy).
-StripPlan& plan_strips(const ConvShape& s) {
+PaddedInputPlan& plan_padded_input(const ConvShape& s) {
   const Geom3& g = s.g;
   const int64_t Cg = s.C / s.group, KH = g.k[1], KW = g.k[2], dh = g.d[1], dw = g.d[2];
   const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
   const int64_t ow_round = (OW + 15) / 16 * 16;
-  thread_local StripPlan p;
+  thread_local PaddedInputPlan p;
   p.Hp = std::max(g.pb[1] + IH, (OH - 1) * g.s[1] + (KH - 1) * dh + 1);
   if (g.s[2] == 1) {
     p.Wrow = std::max(g.pb[2] + IW, ow_round + (KW - 1) * dw);
@@ -232,7 +232,7 @@ StripPlan& plan_strips(const ConvShape& s) {
 }
 
 // The group's input (Cg planes of IH x IW) into p.xpad, the zero-padded layout of `p`.
-void fill_strip_input(const ConvShape& s, StripPlan& p, const float* x, bool avx2, ep::ThreadPool* pool) {
+void fill_padded_input(const ConvShape& s, PaddedInputPlan& p, const float* x, bool avx2, ep::ThreadPool* pool) {
   float* const xp = p.xpad.data();
   const Geom3& g = s.g;
   const int64_t Cg = s.C / s.group, IH = g.in[1], IW = g.in[2], pt = g.pb[1], pl = g.pb[2];
@@ -276,12 +276,12 @@ void fill_strip_input(const ConvShape& s, StripPlan& p, const float* x, bool avx
   }
 }
 
-// Im2colPanels over the zero-padded (stride 2: phase-split) input copy of plan_strips: every run of
+// Im2colPanels over the zero-padded (stride 2: phase-split) input copy of plan_padded_input: every run of
 // outputs along a row is one contiguous copy at offset boff[k] (no bounds tests, zero fills or strided
 // gathers), which halved the packing cost of ResNet-50's stride-2 3x3 convs.
 struct PaddedIm2colPanels {
   const Geom3& g;
-  const StripPlan& sp;  // its xpad filled for the current image and group
+  const PaddedInputPlan& sp;  // its xpad filled for the current image and group
 
   void operator()(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) const {
     const int64_t OW = g.out[2];
@@ -638,10 +638,10 @@ void run_padded_rows_gemm(const ConvCall<float>& c) {
   const Geom3& g = s.g;
   const int64_t Mg = c.Mg(), K = c.Cg() * g.kvol(), out_size = g.out_size();
   const int64_t OH = g.out[1], OW = g.out[2];
-  StripPlan& sp = plan_strips(s);
+  PaddedInputPlan& sp = plan_padded_input(s);
   for (int64_t n = 0; n < s.N; ++n) {
     for (int64_t gi = 0; gi < s.group; ++gi) {
-      fill_strip_input(s, sp, c.x_group(n, gi), gemm_vector_kernels(c.cfg.isa), c.pool);
+      fill_padded_input(s, sp, c.x_group(n, gi), gemm_vector_kernels(c.cfg.isa), c.pool);
       float* yg = c.y_group(n, gi);
       const GemmEpilogue ep = c.epilogue(n, gi);
       const float* a = c.w.packed[gi].data.data();
@@ -670,14 +670,14 @@ void run_implicit_gemm(const ConvCall<float>& c) {
   const Geom3& g = s.g;
   const int64_t Mg = c.Mg(), K = c.Cg() * g.kvol(), out_size = g.out_size();
   const bool vec = gemm_vector_kernels(c.cfg.isa);
-  StripPlan* sp = strided_2d(s) && g.kvol() > 1 ? &plan_strips(s) : nullptr;
+  PaddedInputPlan* sp = strided_2d(s) && g.kvol() > 1 ? &plan_padded_input(s) : nullptr;
   for (int64_t n = 0; n < s.N; ++n) {
     for (int64_t gi = 0; gi < s.group; ++gi) {
       float* yg = c.y_group(n, gi);
       const GemmEpilogue ep = c.epilogue(n, gi);
       const float* a = c.w.packed[gi].data.data();
       if (sp) {
-        fill_strip_input(s, *sp, c.x_group(n, gi), vec, c.pool);
+        fill_padded_input(s, *sp, c.x_group(n, gi), vec, c.pool);
         const PaddedIm2colPanels panels{g, *sp};
         gemm_f32_packed_a_gen_b(Mg, out_size, K, 1.f, a, panels, 0.f, yg, out_size, c.pool, &ep, c.cfg.isa);
         continue;

@@ -47,8 +47,18 @@ namespace {
 #define NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)                               \
   {                                                                                    \
     alignas(32) float tmp[MR * NR];                                                    \
-    const __m256 acc_[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51}; \
-    for (int v = 0; v < 12; ++v) _mm256_store_ps(tmp + 8 * v, acc_[v]);                \
+    _mm256_store_ps(tmp + 0, c00);                                                     \
+    _mm256_store_ps(tmp + 8, c01);                                                     \
+    _mm256_store_ps(tmp + 16, c10);                                                    \
+    _mm256_store_ps(tmp + 24, c11);                                                    \
+    _mm256_store_ps(tmp + 32, c20);                                                    \
+    _mm256_store_ps(tmp + 40, c21);                                                    \
+    _mm256_store_ps(tmp + 48, c30);                                                    \
+    _mm256_store_ps(tmp + 56, c31);                                                    \
+    _mm256_store_ps(tmp + 64, c40);                                                    \
+    _mm256_store_ps(tmp + 72, c41);                                                    \
+    _mm256_store_ps(tmp + 80, c50);                                                    \
+    _mm256_store_ps(tmp + 88, c51);                                                    \
     store_edge(tmp, c, ldc, mr, nr, alpha, beta);                                      \
   }
 
