@@ -8,9 +8,17 @@ namespace nxrt::ep {
 const std::vector<KernelOverrideKey>& known_kernel_overrides() {
   static const std::vector<KernelOverrideKey> keys = {
       {"reference", "0|1",
-       "1: every kernel that keeps a reference implementation beside its fast paths runs the reference"},
+       "1: every kernel that keeps a reference implementation beside its fast paths runs the reference (the conv "
+       "family: the direct definition; MaxPool/AveragePool/LpPool/GlobalAveragePool: the per-window loops)"},
       {"isa", "scalar|avx2|avx512|amx",
        "caps the instruction-set tier kernels choose from (default: the best this CPU has); NXRT_ISA sets it too"},
+      {"conv.path",
+       "auto|reference|im2col|implicit-gemm|padded-rows-gemm|pointwise|depthwise-window|depthwise-scalar|winograd|"
+       "small-spatial-direct|small-spatial-transposed",
+       "Conv, ConvInteger, QLinearConv, nxrt::FusedConv: run this path (ops/conv/conv_engine.h ConvPath) on every conv "
+       "it applies to; the others keep the automatic choice. reference=1 wins over it"},
+      {"conv.skip", "none|winograd|small-spatial|padded-rows-gemm",
+       "the same convs: the automatic choice never picks this path (A/B of one path on a whole model)"},
   };
   return keys;
 }

@@ -29,7 +29,7 @@ void check_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
   }
   R = C;
   ops::gemm_f32(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, pool);
-  ops::gemm_f32_reference(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, R.data(), ldc);
+  ops::gemm_reference<float>(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, R.data(), ldc);
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
       float want = R[i * ldc + j], got = C[i * ldc + j];
@@ -291,7 +291,7 @@ TEST(OpsLinalgGemm, PrepackedBMatchesReference) {
         for (size_t i = 0; i < C.size(); ++i) C[i] = R[i] = d(rng);
         ops::PackedB pb = ops::pack_b_f32(tb, K, N, B.data(), tb ? K : N);
         ops::gemm_f32_packed(ta, M, 0.5f, A.data(), ta ? M : K, pb, 2.f, C.data(), N, &pool);
-        ops::gemm_f32_reference(ta, tb, M, N, K, 0.5f, A.data(), ta ? M : K, B.data(), tb ? K : N, 2.f, R.data(), N);
+        ops::gemm_reference<float>(ta, tb, M, N, K, 0.5f, A.data(), ta ? M : K, B.data(), tb ? K : N, 2.f, R.data(), N);
         for (size_t i = 0; i < C.size(); ++i)
           ASSERT_NEAR(C[i], R[i], 1e-4f * (1 + std::sqrt(static_cast<float>(K)))) << M << "x" << N << "x" << K << " ta=" << ta << " tb=" << tb;
       }
@@ -373,4 +373,32 @@ TEST(OpsLinalgErrors, BadShapesAndEquationsAreErrors) {
   }
   EXPECT_FALSE(run_kernel({"Det", "", 11, {}, {a}}).ok());
   EXPECT_FALSE(run_kernel({"MatMulInteger", "", 10, {}, {a, a}}).ok());  // float operands
+}
+
+// MatMul and Gemm pick their GEMM kernels' tier at creation (KernelInfo::isa()): the portable tier
+// forced with isa=scalar gives the same products as the CPU's best.
+TEST(OpsLinalgMatMul, IsaOverrideKeepsResults) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> a(37 * 130), b(130 * 45), c(45);
+  for (float& v : a) v = d(rng);
+  for (float& v : b) v = d(rng);
+  for (float& v : c) v = d(rng);
+  for (const char* op : {"MatMul", "Gemm"}) {
+    KernelRun run;
+    run.op_type = op;
+    run.opset = 13;
+    run.threads = 2;
+    run.inputs = {Tensor::from_vector<float>(DataType::kFloat, {37, 130}, a),
+                  Tensor::from_vector<float>(DataType::kFloat, {130, 45}, b)};
+    if (std::string(op) == "Gemm") run.inputs.push_back(Tensor::from_vector<float>(DataType::kFloat, {45}, c));
+    auto best = run_kernel(run);
+    run.overrides = {{"isa", "scalar"}};
+    auto scalar = run_kernel(run);
+    ASSERT_TRUE(best.ok() && scalar.ok()) << op;
+    const Tensor& x = best.value()[0].tensor();
+    const Tensor& y = scalar.value()[0].tensor();
+    ASSERT_EQ(x.shape(), y.shape());
+    for (int64_t i = 0; i < x.numel(); ++i) ASSERT_NEAR(x.data<float>()[i], y.data<float>()[i], 1e-4f) << op << " " << i;
+  }
 }

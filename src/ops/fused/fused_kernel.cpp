@@ -27,44 +27,16 @@ struct ActParams {
   float a = 0, b = 0;
 };
 
-template <Activation A, typename CT>
-inline CT act_of(CT v, const ActParams& p) {
-  if constexpr (A == Activation::kNone) return v;
-  if constexpr (A == Activation::kRelu) return v < CT(0) ? CT(0) : v;
-  if constexpr (A == Activation::kClip) return v < CT(p.a) ? CT(p.a) : (v > CT(p.b) ? CT(p.b) : v);
-  if constexpr (A == Activation::kSigmoid) return CT(1) / (CT(1) + std::exp(-v));
-  if constexpr (A == Activation::kTanh) return std::tanh(v);
-  if constexpr (A == Activation::kLeakyRelu) return v >= CT(0) ? v : CT(p.a) * v;
-  if constexpr (A == Activation::kHardSigmoid) return std::max(CT(0), std::min(CT(1), CT(p.a) * v + CT(p.b)));
-  if constexpr (A == Activation::kHardSwish) return v * std::max(CT(0), std::min(CT(1), v / CT(6) + CT(0.5)));
-  return v;
-}
-
-template <typename CT>
-inline CT apply_act(CT v, const ActParams& p) {
-  switch (p.kind) {
-    case Activation::kNone: return v;
-    case Activation::kRelu: return act_of<Activation::kRelu>(v, p);
-    case Activation::kClip: return act_of<Activation::kClip>(v, p);
-    case Activation::kSigmoid: return act_of<Activation::kSigmoid>(v, p);
-    case Activation::kTanh: return act_of<Activation::kTanh>(v, p);
-    case Activation::kLeakyRelu: return act_of<Activation::kLeakyRelu>(v, p);
-    case Activation::kHardSigmoid: return act_of<Activation::kHardSigmoid>(v, p);
-    case Activation::kHardSwish: return act_of<Activation::kHardSwish>(v, p);
-  }
-  return v;
-}
-
 // y = act(y [+ z]) over [i0, i1), the activation fixed at compile time so the loop vectorizes.
 template <Activation A, typename T, typename CT>
 void epilogue_range(T* yd, const T* zd, int64_t i0, int64_t i1, const ActParams& p) {
   if (zd) {
     for (int64_t i = i0; i < i1; ++i) {
       const CT s = static_cast<CT>(T(static_cast<CT>(yd[i]) + static_cast<CT>(zd[i])));
-      yd[i] = T(act_of<A>(s, p));
+      yd[i] = T(activation_of<A>(s, p.a, p.b));
     }
   } else {
-    for (int64_t i = i0; i < i1; ++i) yd[i] = T(act_of<A>(static_cast<CT>(yd[i]), p));
+    for (int64_t i = i0; i < i1; ++i) yd[i] = T(activation_of<A>(static_cast<CT>(yd[i]), p.a, p.b));
   }
 }
 
@@ -76,6 +48,7 @@ void epilogue_dispatch(T* yd, const T* zd, int64_t i0, int64_t i1, const ActPara
     case Activation::kClip: return epilogue_range<Activation::kClip, T, CT>(yd, zd, i0, i1, p);
     case Activation::kSigmoid: return epilogue_range<Activation::kSigmoid, T, CT>(yd, zd, i0, i1, p);
     case Activation::kTanh: return epilogue_range<Activation::kTanh, T, CT>(yd, zd, i0, i1, p);
+    case Activation::kGelu: return epilogue_range<Activation::kGelu, T, CT>(yd, zd, i0, i1, p);
     case Activation::kLeakyRelu: return epilogue_range<Activation::kLeakyRelu, T, CT>(yd, zd, i0, i1, p);
     case Activation::kHardSigmoid: return epilogue_range<Activation::kHardSigmoid, T, CT>(yd, zd, i0, i1, p);
     case Activation::kHardSwish: return epilogue_range<Activation::kHardSwish, T, CT>(yd, zd, i0, i1, p);
@@ -176,6 +149,7 @@ class FusedKernel final : public ep::Kernel {
     }
     inner_info_->graph_ = info.graph();
     inner_info_->registry_ = info.registry();
+    inner_info_->overrides_ = &info.overrides();  // the wrapped kernel honours the same forced choices
     if (!info.registry()) return info.error("created without a kernel registry: cannot make its " + inner_op_);
     const ep::KernelDef* def = info.registry()->find("", inner_op_, opset);
     if (!def) return info.error("no CPU kernel for " + inner_op_ + " at opset " + std::to_string(opset));
@@ -207,11 +181,9 @@ class FusedKernel final : public ep::Kernel {
         (!z || z->dtype() == DataType::kFloat)) {
       ConvPost post;
       post.residual = z ? z->data<float>() : nullptr;
-      post.act = act_.kind == Activation::kRelu   ? GemmActivation::kRelu
-                 : act_.kind == Activation::kClip ? GemmActivation::kClip
-                                                  : GemmActivation::kNone;
-      post.clip_min = act_.a;
-      post.clip_max = act_.b;
+      post.act = act_.kind;
+      post.act_a = act_.a;
+      post.act_b = act_.b;
       if (pre) {
         post.pre_scale = pre_scale_.data();
         post.pre_shift = pre_shift_.data();
@@ -303,7 +275,7 @@ class FusedKernel final : public ep::Kernel {
           for (int64_t i = 0; i < total; ++i) {
             CT s = static_cast<CT>(yd[yo]);
             if (zd) s = static_cast<CT>(T(s + static_cast<CT>(zd[zo])));
-            od[i] = T(apply_act(s, act_));
+            od[i] = T(apply_activation(act_.kind, s, act_.a, act_.b));
             for (size_t d = r; d-- > 0;) {
               ++idx[d];
               yo += ys[d];
@@ -332,18 +304,6 @@ class FusedKernel final : public ep::Kernel {
 };
 
 }  // namespace
-
-Result<Activation> parse_activation(const std::string& s) {
-  if (s.empty()) return Activation::kNone;
-  if (s == "Relu") return Activation::kRelu;
-  if (s == "Clip") return Activation::kClip;
-  if (s == "Sigmoid") return Activation::kSigmoid;
-  if (s == "Tanh") return Activation::kTanh;
-  if (s == "LeakyRelu") return Activation::kLeakyRelu;
-  if (s == "HardSigmoid") return Activation::kHardSigmoid;
-  if (s == "HardSwish") return Activation::kHardSwish;
-  return invalid_model("unknown fused activation '" + s + "'");
-}
 
 void register_fused_attention(ep::KernelRegistry& r);  // fused_attention.cpp
 void register_bn_relu(ep::KernelRegistry& r);          // batch_norm_relu.cpp

@@ -68,9 +68,9 @@ void batch_offsets(const MatMulShape& s, std::vector<int64_t>* ao, std::vector<i
 }
 
 template <typename T>
-void gemm_plain(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, ep::ThreadPool* pool) {
+void gemm_plain(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, ep::ThreadPool* pool, ep::IsaTier isa) {
   if constexpr (std::is_same_v<T, float>) {
-    gemm_f32(false, false, M, N, K, 1.f, A, K, B, N, 0.f, C, N, pool);
+    gemm_f32(false, false, M, N, K, 1.f, A, K, B, N, 0.f, C, N, pool, nullptr, isa);
   } else if constexpr (std::is_same_v<T, double>) {
     gemm_f64(false, false, M, N, K, 1.0, A, K, B, N, 0.0, C, N, pool);
   } else {
@@ -99,24 +99,27 @@ void gemm_plain(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, e
 }
 
 template <typename T>
-void matmul_batched_native(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool) {
+void matmul_batched_native(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool,
+                           ep::IsaTier isa) {
   const int64_t nb = s.batch_count();
   const int64_t M = s.M, N = s.N, K = s.K;
   if (nb == 0 || M == 0 || N == 0) return;
   // B shared and A's batches contiguous in order: one tall GEMM.
   if (s.b_shared() && s.a_batches == nb) {
-    gemm_plain<T>(nb * M, N, K, A, B, Y, &pool);
+    gemm_plain<T>(nb * M, N, K, A, B, Y, &pool, isa);
     return;
   }
   std::vector<int64_t> ao, bo;
   batch_offsets(s, &ao, &bo);
   const int64_t work = M * N * std::max<int64_t>(K, 1);
   if (nb == 1 || work >= (int64_t(1) << 18)) {
-    for (int64_t i = 0; i < nb; ++i) gemm_plain<T>(M, N, K, A + ao[i] * M * K, B + bo[i] * K * N, Y + i * M * N, &pool);
+    for (int64_t i = 0; i < nb; ++i) {
+      gemm_plain<T>(M, N, K, A + ao[i] * M * K, B + bo[i] * K * N, Y + i * M * N, &pool, isa);
+    }
   } else {
     pool.parallel_for(nb, std::max<int64_t>(1, (int64_t(1) << 16) / work), [&](int64_t b0, int64_t b1) {
       for (int64_t i = b0; i < b1; ++i)
-        gemm_plain<T>(M, N, K, A + ao[i] * M * K, B + bo[i] * K * N, Y + i * M * N, nullptr);
+        gemm_plain<T>(M, N, K, A + ao[i] * M * K, B + bo[i] * K * N, Y + i * M * N, nullptr, isa);
     });
   }
 }
@@ -135,21 +138,21 @@ std::vector<float> to_float(const void* p, DataType dt, int64_t n) {
 }  // namespace
 
 template <typename T>
-void matmul_batched(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool) {
+void matmul_batched(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool, ep::IsaTier isa) {
   if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
     const DataType dt = dtype_of<T>();
     std::vector<float> a = to_float(A, dt, s.a_batches * s.M * s.K);
     std::vector<float> b = to_float(B, dt, s.b_batches * s.K * s.N);
     std::vector<float> y(static_cast<size_t>(s.batch_count() * s.M * s.N));
-    matmul_batched_native<float>(a.data(), b.data(), y.data(), s, pool);
+    matmul_batched_native<float>(a.data(), b.data(), y.data(), s, pool, isa);
     for (size_t i = 0; i < y.size(); ++i) Y[i] = T(y[i]);
   } else {
-    matmul_batched_native<T>(A, B, Y, s, pool);
+    matmul_batched_native<T>(A, B, Y, s, pool, isa);
   }
 }
 
 #define NXRT_INSTANTIATE_MATMUL(T) \
-  template void matmul_batched<T>(const T*, const T*, T*, const MatMulShape&, ep::ThreadPool&);
+  template void matmul_batched<T>(const T*, const T*, T*, const MatMulShape&, ep::ThreadPool&, ep::IsaTier);
 NXRT_INSTANTIATE_MATMUL(float)
 NXRT_INSTANTIATE_MATMUL(double)
 NXRT_INSTANTIATE_MATMUL(Float16)
@@ -166,7 +169,7 @@ NXRT_INSTANTIATE_MATMUL(uint64_t)
 
 namespace {
 
-Status matmul_compute(ep::KernelContext& ctx) {
+Status matmul_compute(ep::KernelContext& ctx, ep::IsaTier isa) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   if (a.dtype() != b.dtype()) {
@@ -186,7 +189,7 @@ Status matmul_compute(ep::KernelContext& ctx) {
           std::fill(yd, yd + y->numel(), T(0));
           return Status::Ok();
         }
-        matmul_batched<T>(a.data<T>(), b.data<T>(), yd, s, ctx.pool());
+        matmul_batched<T>(a.data<T>(), b.data<T>(), yd, s, ctx.pool(), isa);
         return Status::Ok();
       },
       [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(a.dtype()), StatusCode::kNotImplemented); });
@@ -197,7 +200,7 @@ Status matmul_compute(ep::KernelContext& ctx) {
 
 template <typename T>
 Status gemm_typed(ep::KernelContext& ctx, const Tensor& a, const Tensor& b, const Tensor* c, bool ta, bool tb,
-                  float alpha, float beta, int64_t M, int64_t N, int64_t K, Tensor* y) {
+                  float alpha, float beta, int64_t M, int64_t N, int64_t K, Tensor* y, ep::IsaTier isa) {
   T* yd = y->data<T>();
   const bool use_c = c != nullptr && beta != 0.f;
   // Fill Y with broadcast C (as compute type), then accumulate.
@@ -235,7 +238,7 @@ Status gemm_typed(ep::KernelContext& ctx, const Tensor& a, const Tensor& b, cons
     if constexpr (std::is_same_v<Cm, double>) {
       gemm_f64(ta, tb, M, N, K, alpha, ap, lda, bp, ldb, use_c ? beta : 0.0, out, N, &ctx.pool());
     } else {
-      gemm_f32(ta, tb, M, N, K, alpha, ap, lda, bp, ldb, use_c ? beta : 0.f, out, N, &ctx.pool());
+      gemm_f32(ta, tb, M, N, K, alpha, ap, lda, bp, ldb, use_c ? beta : 0.f, out, N, &ctx.pool(), nullptr, isa);
     }
     if constexpr (!std::is_same_v<T, Cm>) {
       for (int64_t i = 0; i < M * N; ++i) yd[i] = T(out[i]);
@@ -267,7 +270,7 @@ Status gemm_typed(ep::KernelContext& ctx, const Tensor& a, const Tensor& b, cons
   return Status::Ok();
 }
 
-Status gemm_compute(ep::KernelContext& ctx) {
+Status gemm_compute(ep::KernelContext& ctx, ep::IsaTier isa) {
   const auto& info = ctx.info();
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
@@ -305,7 +308,7 @@ Status gemm_compute(ep::KernelContext& ctx) {
       a.dtype(),
       [&](auto tag) -> Status {
         using T = decltype(tag);
-        return gemm_typed<T>(ctx, a, b, c ? &c2 : nullptr, ta, tb, alpha, beta, M, N, K, y);
+        return gemm_typed<T>(ctx, a, b, c ? &c2 : nullptr, ta, tb, alpha, beta, M, N, K, y, isa);
       },
       [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(a.dtype()), StatusCode::kNotImplemented); });
 }
@@ -374,10 +377,11 @@ Status det_compute(ep::KernelContext& ctx) {
 class MatMulKernel final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo& info) {
+    isa_ = info.isa();
     const Tensor* b = info.const_input(1);
     if (b && b->dtype() == DataType::kFloat && b->rank() == 2 && b->numel() > 0) {
       Tensor bc = b->contiguous();
-      packed_ = pack_b_f32(false, b->dim(0), b->dim(1), bc.data<float>(), b->dim(1));
+      packed_ = pack_b_f32(false, b->dim(0), b->dim(1), bc.data<float>(), b->dim(1), isa_);
       b_shape_ = b->shape();
     }
     return Status::Ok();
@@ -385,7 +389,7 @@ class MatMulKernel final : public ep::Kernel {
   bool reads_const_input_data(size_t i) const override { return !(i == 1 && !packed_.empty()); }
   Status compute(ep::KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
-    if (packed_.empty()) return matmul_compute(ctx);
+    if (packed_.empty()) return matmul_compute(ctx, isa_);
     // B was packed at creation (and its bytes may be gone): only a float A can pair with it.
     if (a.dtype() != DataType::kFloat)
       return ctx.error(std::string("A must be float32 like the constant B, got ") + a.describe(), StatusCode::kInvalidArgument);
@@ -396,24 +400,26 @@ class MatMulKernel final : public ep::Kernel {
     if (y->numel() == 0) return Status::Ok();
     // B has no batch dims: A's batches fold into M.
     gemm_f32_packed(false, s.batch_count() * s.M, 1.f, a.data<float>(), s.K, packed_, 0.f, y->data<float>(), s.N,
-                    &ctx.pool());
+                    &ctx.pool(), nullptr, isa_);
     return Status::Ok();
   }
 
  private:
   PackedB packed_;
   Dims b_shape_;
+  ep::IsaTier isa_ = ep::cpu_isa_tier();  // the GEMM kernels' tier, chosen at creation
 };
 
 class GemmKernel final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo& info) {
+    isa_ = info.isa();
     const Tensor* b = info.const_input(1);
     tb_ = info.attr_int("transB", 0) != 0;
     if (b && b->dtype() == DataType::kFloat && b->rank() == 2 && b->numel() > 0) {
       Tensor bc = b->contiguous();
       const int64_t K = tb_ ? b->dim(1) : b->dim(0), N = tb_ ? b->dim(0) : b->dim(1);
-      packed_ = pack_b_f32(tb_, K, N, bc.data<float>(), b->dim(1));
+      packed_ = pack_b_f32(tb_, K, N, bc.data<float>(), b->dim(1), isa_);
       b_shape_ = b->shape();
     }
     return Status::Ok();
@@ -423,7 +429,7 @@ class GemmKernel final : public ep::Kernel {
     const auto& info = ctx.info();
     const Tensor& a = ctx.input(0);
     const Tensor* c = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-    if (packed_.empty()) return gemm_compute(ctx);
+    if (packed_.empty()) return gemm_compute(ctx, isa_);
     // B was packed at creation (and its bytes may be gone): inputs that cannot pair with it are errors
     // reported here, without the general kernel.
     if (a.dtype() != DataType::kFloat || a.rank() != 2 || (c && c->dtype() != DataType::kFloat) ||
@@ -456,7 +462,7 @@ class GemmKernel final : public ep::Kernel {
       if (row_vec || col_vec) {
         ep.bias_kind = row_vec ? GemmBias::kPerColumn : GemmBias::kPerRow;
         ep.bias = c->data<float>();
-        gemm_f32_packed(ta, M, alpha, a.data<float>(), ta ? M : K, packed_, 0.f, yd, N, &ctx.pool(), &ep);
+        gemm_f32_packed(ta, M, alpha, a.data<float>(), ta ? M : K, packed_, 0.f, yd, N, &ctx.pool(), &ep, isa_);
         return Status::Ok();
       }
     }
@@ -467,7 +473,8 @@ class GemmKernel final : public ep::Kernel {
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < N; ++j) yd[i * N + j] = cd[i * cst[0] + j * cst[1]];
     }
-    gemm_f32_packed(ta, M, alpha, a.data<float>(), ta ? M : K, packed_, use_c ? beta : 0.f, yd, N, &ctx.pool());
+    gemm_f32_packed(ta, M, alpha, a.data<float>(), ta ? M : K, packed_, use_c ? beta : 0.f, yd, N, &ctx.pool(), nullptr,
+                    isa_);
     return Status::Ok();
   }
 
@@ -475,6 +482,7 @@ class GemmKernel final : public ep::Kernel {
   bool tb_ = false;
   PackedB packed_;
   Dims b_shape_;
+  ep::IsaTier isa_ = ep::cpu_isa_tier();  // the GEMM kernels' tier, chosen at creation
 };
 
 }  // namespace
