@@ -17,6 +17,7 @@
 
 #include "genai/genai_config.h"
 #include "genai/search.h"
+#include "nxrt/float_types.h"
 #include "ir/graph.h"
 #include "nxrt/genai.h"
 #include "onnx/model_writer.h"
@@ -232,10 +233,35 @@ TEST(GenaiSearch, GreedyTiesGoToLowestIdAndPenaltyApplies) {
   EXPECT_FLOAT_EQ(p[1], -4.f);
   EXPECT_FLOAT_EQ(p[2], 1.f);
   SearchOptions o;
-  o.repetition_penalty = 4.0;
   Sampler s(o);
   std::vector<float> l = {0.f, 3.f, 2.f};
-  EXPECT_EQ(s.next(&l, {1}), 2);  // 3 / 4 < 2
+  std::vector<uint8_t> seen;
+  const std::vector<int64_t> seq = {1};
+  LogitsRow row{l.data(), DataType::kFloat, 3};
+  apply_repetition_penalty(row, seq.data(), 1, 4.0, &seen);
+  EXPECT_EQ(s.next(row), 2);  // 3 / 4 < 2
+  // float16 rows are read and edited in place.
+  std::vector<uint16_t> h = {float_to_half(1.f), float_to_half(-2.f), float_to_half(2.5f), float_to_half(2.5f)};
+  LogitsRow hrow{h.data(), DataType::kFloat16, 4};
+  EXPECT_EQ(argmax_first(hrow), 2);
+  suppress_tokens(hrow, {2});
+  EXPECT_EQ(argmax_first(hrow), 3);
+  const std::vector<int64_t> hs = {1, 0};
+  apply_repetition_penalty(hrow, hs.data(), 2, 2.0, &seen);
+  EXPECT_FLOAT_EQ(half_to_float(h[0]), 0.5f);
+  EXPECT_FLOAT_EQ(half_to_float(h[1]), -4.f);
+}
+
+TEST(GenaiSearch, NoRepeatNgramBansTheCompletingToken) {
+  std::vector<float> l(8, 1.f);
+  LogitsRow row{l.data(), DataType::kFloat, 8};
+  // 3-grams of [1 2 3 1 2]: the prefix (1, 2) was followed by 3, so 3 is banned; nothing else.
+  const std::vector<int64_t> seq = {1, 2, 3, 1, 2};
+  ban_repeated_ngrams(row, seq.data(), 5, 3);
+  for (int64_t j = 0; j < 8; ++j) EXPECT_EQ(l[j] < -1e30f, j == 3) << j;
+  std::vector<float> l2(8, 1.f);
+  ban_repeated_ngrams(LogitsRow{l2.data(), DataType::kFloat, 8}, seq.data(), 5, 6);  // longer than the row
+  for (float v : l2) EXPECT_EQ(v, 1.f);
 }
 
 TEST(GenaiSearch, SamplingIsSeededAndFiltersApply) {
@@ -248,7 +274,7 @@ TEST(GenaiSearch, SamplingIsSeededAndFiltersApply) {
     std::vector<int64_t> out;
     for (int i = 0; i < n; ++i) {
       std::vector<float> l = base;
-      out.push_back(s.next(&l, {}));
+      out.push_back(s.next(LogitsRow{l.data(), DataType::kFloat, static_cast<int64_t>(l.size())}));
     }
     return out;
   };
