@@ -182,6 +182,8 @@ Status Generator::Impl::run_pending() {
     }
   }
   use_cache_t.data<bool>()[0] = run_len > 0;
+  // Let go of the last logits first, so the session's pool hands the same block to this run's.
+  logits_value = Value();
   const double t0 = now_ms();
   Status st = cache->share() ? run_bound(S, T) : run_feeds(S, T);
   const double dt = now_ms() - t0;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <set>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -652,19 +653,37 @@ TEST(GenaiOgFolders, Lfm2HybridCarriesConvStates) {
   EXPECT_EQ(run_to_end(**model, bp, {0, 0, 195, 731, 5, 6, 7, 8}).size(), 40u);
 }
 
+// A toy folder, its model and a generator of `batch` rows (max_length 12); `tune` adjusts the options.
+// Members are destroyed generator first, folder last.
+struct ToyRun {
+  FolderGuard guard;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Generator> gen;
+};
+ToyRun toy_run(bool share, const std::string& tag, int64_t batch,
+               const std::function<void(SearchOptions&)>& tune = {}) {
+  std::string d = toy_folder(share, tag);
+  auto model = Model::create(d);
+  EXPECT_TRUE(model.ok()) << model.status().to_string();
+  std::unique_ptr<Generator> gen;
+  if (model.ok()) {
+    GeneratorParams p(**model);
+    p.search.max_length = 12;
+    p.search.batch_size = batch;
+    if (tune) tune(p.search);
+    auto g = Generator::create(**model, p);
+    EXPECT_TRUE(g.ok()) << g.status().to_string();
+    if (g.ok()) gen = std::move(g).value();
+  }
+  return ToyRun{FolderGuard{d}, model.ok() ? std::move(model).value() : nullptr, std::move(gen)};
+}
+
 TEST(GenaiGenerator, BatchRowsFollowTheirOwnTokens) {
   for (bool share : {true, false}) {
     SCOPED_TRACE(share ? "shared buffer (rows at their own lengths)" : "growing past (aligned, pads masked)");
-    std::string d = toy_folder(share, share ? "batch_s" : "batch_c");
-    FolderGuard guard{d};
-    auto model = Model::create(d);
-    ASSERT_TRUE(model.ok()) << model.status().to_string();
-    GeneratorParams params(**model);
-    params.search.max_length = 12;
-    params.search.batch_size = 3;
-    auto gen = Generator::create(**model, params);
-    ASSERT_TRUE(gen.ok()) << gen.status().to_string();
-    Generator& g = **gen;
+    ToyRun t = toy_run(share, share ? "batch_s" : "batch_c", 3);
+    ASSERT_TRUE(t.gen);
+    Generator& g = *t.gen;
     // pad_token_id 0: left padding
     ASSERT_TRUE(g.append_tokens({1, 2, 3, 0, 4, 5, 0, 0, 7}).ok());
     for (int i = 0; i < 6; ++i) ASSERT_TRUE(g.generate_next_token().ok());
@@ -695,17 +714,9 @@ TEST(GenaiGenerator, BatchRowsFollowTheirOwnTokens) {
 TEST(GenaiGenerator, RowsStopAtEosAndResumeOnAppend) {
   for (bool share : {true, false}) {
     SCOPED_TRACE(share ? "shared buffer" : "growing past");
-    std::string d = toy_folder(share, share ? "eos_s" : "eos_c");
-    FolderGuard guard{d};
-    auto model = Model::create(d);
-    ASSERT_TRUE(model.ok());
-    GeneratorParams params(**model);
-    params.search.max_length = 12;
-    params.search.batch_size = 2;
-    params.search.stop_at_eos = true;  // eos ids 2 and 9
-    auto gen = Generator::create(**model, params);
-    ASSERT_TRUE(gen.ok());
-    Generator& g = **gen;
+    ToyRun t = toy_run(share, share ? "eos_s" : "eos_c", 2, [](SearchOptions& o) { o.stop_at_eos = true; });  // eos 2, 9
+    ASSERT_TRUE(t.gen);
+    Generator& g = *t.gen;
     ASSERT_TRUE(g.append_tokens({1, 1, 3, 4}).ok());
     for (int i = 0; i < 4; ++i) ASSERT_TRUE(g.generate_next_token().ok());
     // Row 0: 1+1 = 2 is EOS, then pad_token_id; row 1 goes on.
@@ -724,16 +735,9 @@ TEST(GenaiGenerator, RowsStopAtEosAndResumeOnAppend) {
 }
 
 TEST(GenaiGenerator, SetLogitsStandsInForTheModel) {
-  std::string d = toy_folder(true, "setlogits");
-  FolderGuard guard{d};
-  auto model = Model::create(d);
-  ASSERT_TRUE(model.ok());
-  GeneratorParams params(**model);
-  params.search.max_length = 12;
-  params.search.batch_size = 2;
-  auto gen = Generator::create(**model, params);
-  ASSERT_TRUE(gen.ok());
-  Generator& g = **gen;
+  ToyRun t = toy_run(true, "setlogits", 2);
+  ASSERT_TRUE(t.gen);
+  Generator& g = *t.gen;
   ASSERT_TRUE(g.append_tokens({1, 2, 0, 3}).ok());
   auto lg = g.get_logits();
   ASSERT_TRUE(lg.ok());
@@ -755,19 +759,14 @@ TEST(GenaiGenerator, BeamSearchCachesFollowTheirBeams) {
   // The same beam search over a shared buffer (rows copied in place) and a growing past.
   std::vector<std::vector<int64_t>> results;
   for (bool share : {true, false}) {
-    std::string d = toy_folder(share, share ? "beam_s" : "beam_c");
-    FolderGuard guard{d};
-    auto model = Model::create(d);
-    ASSERT_TRUE(model.ok());
-    GeneratorParams params(**model);
-    params.search.max_length = 10;
-    params.search.batch_size = 2;
-    params.search.num_beams = 3;
-    params.search.num_return_sequences = 2;
-    params.search.early_stopping = false;
-    auto gen = Generator::create(**model, params);
-    ASSERT_TRUE(gen.ok()) << gen.status().to_string();
-    Generator& g = **gen;
+    ToyRun t = toy_run(share, share ? "beam_s" : "beam_c", 2, [](SearchOptions& o) {
+      o.max_length = 10;
+      o.num_beams = 3;
+      o.num_return_sequences = 2;
+      o.early_stopping = false;
+    });
+    ASSERT_TRUE(t.gen);
+    Generator& g = *t.gen;
     ASSERT_TRUE(g.append_tokens({1, 3, 0, 4}).ok());
     EXPECT_EQ(g.get_next_tokens().size(), 6u);  // batch_size * num_beams rows
     while (!g.is_done()) ASSERT_TRUE(g.generate_next_token().ok());
@@ -788,35 +787,29 @@ TEST(GenaiGenerator, BeamSearchCachesFollowTheirBeams) {
 }
 
 TEST(GenaiGenerator, BatchErrorsNameTheProblem) {
-  std::string d = toy_folder(false, "batcherr");
-  FolderGuard guard{d};
-  auto model = Model::create(d);
-  ASSERT_TRUE(model.ok());
-  GeneratorParams params(**model);
-  params.search.max_length = 12;
-  params.search.batch_size = 2;
-  auto gen = Generator::create(**model, params);
-  ASSERT_TRUE(gen.ok());
-  Status odd = (*gen)->append_tokens({1, 2, 3});
+  ToyRun t = toy_run(false, "batcherr", 2);
+  ASSERT_TRUE(t.gen);
+  const Model& model = *t.model;
+  Status odd = t.gen->append_tokens({1, 2, 3});
   ASSERT_FALSE(odd.ok());
   EXPECT_NE(odd.message().find("batch_size 2"), std::string::npos) << odd.to_string();
-  Status pads = (*gen)->append_tokens({1, 2, 0, 0});
+  Status pads = t.gen->append_tokens({1, 2, 0, 0});
   ASSERT_FALSE(pads.ok());
   EXPECT_NE(pads.message().find("row 1"), std::string::npos) << pads.to_string();
   // A growing-past graph cannot share its buffer.
-  GeneratorParams shared(**model);
+  GeneratorParams shared(model);
   shared.search.past_present_share_buffer = true;
-  auto bad = Generator::create(**model, shared);
+  auto bad = Generator::create(model, shared);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("past_present_share_buffer"), std::string::npos);
-  GeneratorParams beams(**model);
+  GeneratorParams beams(model);
   beams.search.num_beams = 2;
   beams.search.num_return_sequences = 3;
-  EXPECT_FALSE(Generator::create(**model, beams).ok());
+  EXPECT_FALSE(Generator::create(model, beams).ok());
   beams.search.num_return_sequences = 1;
   beams.search.do_sample = true;
-  EXPECT_FALSE(Generator::create(**model, beams).ok());
-  GeneratorParams named(**model);
+  EXPECT_FALSE(Generator::create(model, beams).ok());
+  GeneratorParams named(model);
   EXPECT_TRUE(named.set_search_option("num_beams", 4).ok());
   EXPECT_EQ(named.search.num_beams, 4);
   EXPECT_FALSE(named.set_search_option("num_beams", 1.5).ok());
@@ -824,4 +817,20 @@ TEST(GenaiGenerator, BatchErrorsNameTheProblem) {
   EXPECT_FALSE(named.set_search_option("do_sample", 1).ok());
   EXPECT_TRUE(named.set_search_option_bool("early_stopping", false).ok());
   EXPECT_FALSE(named.search.early_stopping);
+}
+
+TEST(GenaiGenerator, MinLengthAndNoRepeatNgramPerRow) {
+  ToyRun t = toy_run(true, "procs", 2, [](SearchOptions& o) {
+    o.stop_at_eos = true;
+    o.min_length = 5;            // no EOS (2, 9) before 5 tokens
+    o.no_repeat_ngram_size = 2;  // row 0: 1 1 may not be followed by 1 again
+  });
+  ASSERT_TRUE(t.gen);
+  Generator& g = *t.gen;
+  ASSERT_TRUE(g.append_tokens({1, 1, 3, 4}).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(g.generate_next_token().ok());
+  // Row 0 wants 2 (EOS, suppressed), then the nearest ids 1 (banned: "1 1" exists) and 3.
+  EXPECT_EQ(g.get_sequence(0), (std::vector<int64_t>{1, 1, 3, 5, 10}));
+  EXPECT_EQ(g.get_sequence(1), (std::vector<int64_t>{3, 4, 7, 14, 12}));
+  EXPECT_EQ(g.search_options().min_length, 5);
 }

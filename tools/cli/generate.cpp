@@ -214,6 +214,31 @@ struct TextRequest {
   double create_ms;
 };
 
+// A text prompt's ids: through the chat template with --chat (which writes its own BOS), checked against
+// the model's vocabulary.
+Result<std::vector<int64_t>> encode_prompt(const genai::Model& model, const genai::Tokenizer& tok, const TextRequest& q,
+                                           std::string text) {
+  genai::EncodeOptions eo;
+  if (q.chat) {
+    std::string messages = "[";
+    if (q.has_system) messages += "{\"role\":\"system\",\"content\":" + cli::json_quote(q.system_text) + "},";
+    messages += "{\"role\":\"user\",\"content\":" + cli::json_quote(text) + "}]";
+    NXRT_ASSIGN_OR_RETURN(text, tok.apply_chat_template(messages, "", true));
+    eo.add_special_tokens = false;
+  }
+  NXRT_ASSIGN_OR_RETURN(std::vector<int32_t> ids32, tok.encode(text, eo));
+  std::vector<int64_t> ids(ids32.begin(), ids32.end());
+  if (ids.empty()) return invalid_argument("the prompt encodes to no tokens");
+  const int64_t vocab = model.vocab_size();
+  for (int64_t t : ids) {
+    if (vocab > 0 && t >= vocab) {
+      return invalid_argument("prompt token " + std::to_string(t) + " is outside the model's vocabulary (" +
+                              std::to_string(vocab) + "): tokenizer and model do not match");
+    }
+  }
+  return ids;
+}
+
 // Text mode: tokenize (through the chat template with --chat), stream the reply, summary on stderr.
 int run_text(const genai::Model& model, const TextRequest& q, const genai::SearchOptions& so, bool set_sample,
              bool set_top_k, bool set_top_p, bool set_temp, bool set_rep) {
@@ -226,27 +251,9 @@ int run_text(const genai::Model& model, const TextRequest& q, const genai::Searc
   auto tok_r = genai::Tokenizer::create(model);
   if (!tok_r.ok()) return fail(tok_r.status());
   const genai::Tokenizer& tok = tok_r.value();
-  genai::EncodeOptions eo;
-  if (q.chat) {
-    std::string messages = "[";
-    if (q.has_system) messages += "{\"role\":\"system\",\"content\":" + cli::json_quote(q.system_text) + "},";
-    messages += "{\"role\":\"user\",\"content\":" + cli::json_quote(text) + "}]";
-    auto rendered = tok.apply_chat_template(messages, "", true);
-    if (!rendered.ok()) return fail(rendered.status());
-    text = std::move(rendered).value();
-    eo.add_special_tokens = false;  // the template writes its own BOS
-  }
-  auto ids_r = tok.encode(text, eo);
-  if (!ids_r.ok()) return fail(ids_r.status());
-  const std::vector<int64_t> prompt(ids_r->begin(), ids_r->end());
-  if (prompt.empty()) return fail(invalid_argument("the prompt encodes to no tokens"));
-  const int64_t vocab = model.vocab_size();
-  for (int64_t t : prompt) {
-    if (vocab > 0 && t >= vocab) {
-      return fail(invalid_argument("prompt token " + std::to_string(t) + " is outside the model's vocabulary (" +
-                                   std::to_string(vocab) + "): tokenizer and model do not match"));
-    }
-  }
+  auto prompt_r = encode_prompt(model, tok, q, text);
+  if (!prompt_r.ok()) return fail(prompt_r.status());
+  const std::vector<int64_t> prompt = std::move(prompt_r).value();
   const int64_t total = static_cast<int64_t>(prompt.size()) + q.new_tokens;
   const int64_t capacity = q.max_length < 0 ? total : q.max_length;
   if (capacity < total) usage("--max-length " + std::to_string(capacity) + " < prompt + new tokens (" + std::to_string(total) + ")");
@@ -312,30 +319,10 @@ int run_text_batch(const genai::Model& model, const TextRequest& q, const genai:
   if (!tok_r.ok()) return fail(tok_r.status());
   const genai::Tokenizer& tok = tok_r.value();
   std::vector<std::vector<int64_t>> prompts;
-  const int64_t vocab = model.vocab_size();
-  for (const std::string& text_in : q.prompt_texts) {
-    std::string text = text_in;
-    genai::EncodeOptions eo;
-    if (q.chat) {
-      std::string messages = "[";
-      if (q.has_system) messages += "{\"role\":\"system\",\"content\":" + cli::json_quote(q.system_text) + "},";
-      messages += "{\"role\":\"user\",\"content\":" + cli::json_quote(text) + "}]";
-      auto rendered = tok.apply_chat_template(messages, "", true);
-      if (!rendered.ok()) return fail(rendered.status());
-      text = std::move(rendered).value();
-      eo.add_special_tokens = false;
-    }
-    auto ids_r = tok.encode(text, eo);
-    if (!ids_r.ok()) return fail(ids_r.status());
-    std::vector<int64_t> ids(ids_r->begin(), ids_r->end());
-    if (ids.empty()) return fail(invalid_argument("prompt " + std::to_string(prompts.size()) + " encodes to no tokens"));
-    for (int64_t t : ids) {
-      if (vocab > 0 && t >= vocab) {
-        return fail(invalid_argument("prompt token " + std::to_string(t) + " is outside the model's vocabulary (" +
-                                     std::to_string(vocab) + "): tokenizer and model do not match"));
-      }
-    }
-    prompts.push_back(std::move(ids));
+  for (const std::string& text : q.prompt_texts) {
+    auto ids = encode_prompt(model, tok, q, text);
+    if (!ids.ok()) return fail(ids.status().with_context("prompt " + std::to_string(prompts.size()) + ": "));
+    prompts.push_back(std::move(ids).value());
   }
   int64_t longest = 0;
   auto padded = pad_prompts(prompts, model.config().pad_token_id, &longest);
