@@ -195,6 +195,20 @@ std::vector<int64_t> expected_tokens(std::vector<int64_t> seq, int n) {
   return out;
 }
 
+// Heap allocations made by `steps` generate_next_token calls (each must succeed).
+uint64_t allocations_over_decode_steps(Generator& g, int steps) {
+  uint64_t allocs = 0;
+  for (int i = 0; i < steps; ++i) {
+    nxrt::test::AllocCounter::arm();
+    Status st = g.generate_next_token();
+    nxrt::test::AllocCounter::disarm();
+    allocs += nxrt::test::AllocCounter::count();
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    if (!st.ok()) break;
+  }
+  return allocs;
+}
+
 }  // namespace
 
 TEST(GenaiConfig, ParsesNamesSizesAndSearchDefaults) {
@@ -352,15 +366,7 @@ TEST(GenaiGenerator, DecodeStepAllocatesNothing) {
   ASSERT_TRUE(g.append_tokens({1, 2, 3}).ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(g.generate_next_token().ok());  // warm-up (prefill, first steps)
   ASSERT_TRUE(g.get_logits().ok());
-  uint64_t allocs = 0;
-  for (int i = 0; i < 20; ++i) {
-    nxrt::test::AllocCounter::arm();
-    Status st = g.generate_next_token();
-    nxrt::test::AllocCounter::disarm();
-    allocs += nxrt::test::AllocCounter::count();
-    ASSERT_TRUE(st.ok()) << st.to_string();
-  }
-  EXPECT_EQ(allocs, 0u) << "heap allocations over 20 decode steps";
+  EXPECT_EQ(allocations_over_decode_steps(g, 20), 0u) << "heap allocations over 20 decode steps";
 }
 
 // The same on real decoder graphs: tiny folders of both styles written by tools/make_genai_model.py
@@ -392,15 +398,8 @@ TEST(GenaiGenerator, RealTinyDecodersDecodeWithoutAllocating) {
       // Warm: the kernel cache fills its variants per node (default 4) while the mask grows, then
       // reuses them in place.
       for (int i = 0; i < 6; ++i) ASSERT_TRUE(g.generate_next_token().ok());
-      uint64_t allocs = 0;
-      for (int i = 0; i < 16; ++i) {
-        nxrt::test::AllocCounter::arm();
-        Status st = g.generate_next_token();
-        nxrt::test::AllocCounter::disarm();
-        allocs += nxrt::test::AllocCounter::count();
-        ASSERT_TRUE(st.ok()) << st.to_string();
-      }
-      EXPECT_EQ(allocs, 0u) << "heap allocations over 16 decode steps (NXRT_ALLOC_TRACE=1 prints where)";
+      EXPECT_EQ(allocations_over_decode_steps(g, 16), 0u)
+          << "heap allocations over 16 decode steps (NXRT_ALLOC_TRACE=1 prints where)";
       EXPECT_STREQ(g.kv_update(), "in-place");
     }
   }
