@@ -31,7 +31,9 @@ bool value_allowed(const KernelOverrideKey& k, std::string_view v) {
 Result<KernelOverrides> KernelOverrides::parse(const std::map<std::string, std::string>& values) {
   KernelOverrides o;
   const auto& keys = known_kernel_overrides();
-  for (const auto& [k, v] : values) {
+  for (const auto& kv : values) {
+    const std::string& k = kv.first;  // (clang 14 cannot capture a structured binding)
+    const std::string& v = kv.second;
     auto it = std::find_if(keys.begin(), keys.end(), [&](const KernelOverrideKey& e) { return k == e.key; });
     if (it == keys.end()) {
       std::string known;

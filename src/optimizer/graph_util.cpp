@@ -301,53 +301,38 @@ bool is_onnx(const ir::Node* n, const char* op) {
   return n && ir::canonical_domain(n->domain).empty() && n->op_type == op;
 }
 
-ir::Node* sole_reader(GraphInfo& gi, const std::vector<bool>& dead, const std::string& name, int* index) {
-  int c = gi.sole_consumer(name);
-  if (c < 0 || dead[static_cast<size_t>(c)]) return nullptr;
-  if (index) *index = c;
-  return &gi.g.nodes[static_cast<size_t>(c)];
-}
-
 bool single_output(const ir::Node& n) { return n.outputs.size() == 1 && !n.outputs[0].empty(); }
 
 void import_domain(PassContext& pc, const char* domain, int64_t version) {
   if (pc.model->opset_for(domain) == 0) pc.model->opset_imports.push_back({domain, version});
 }
 
-int finish_rewrites(PassContext& pc, ir::Graph& g, const std::vector<bool>& dead, int done, const char* domain,
-                    int64_t version) {
-  if (done) {
-    remove_nodes(g, dead);
-    import_domain(pc, domain, version);
-  }
-  return done;
-}
-
-ir::Attribute make_attr_i(const std::string& name, int64_t v) {
+namespace {
+ir::Attribute named_attr(const std::string& name, ir::Attribute::Type type) {
   ir::Attribute a;
   a.name = name;
-  a.type = ir::Attribute::Type::kInt;
+  a.type = type;
+  return a;
+}
+}  // namespace
+
+ir::Attribute make_attr_i(const std::string& name, int64_t v) {
+  ir::Attribute a = named_attr(name, ir::Attribute::Type::kInt);
   a.i = v;
   return a;
 }
 ir::Attribute make_attr_f(const std::string& name, float v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::Attribute::Type::kFloat;
+  ir::Attribute a = named_attr(name, ir::Attribute::Type::kFloat);
   a.f = v;
   return a;
 }
 ir::Attribute make_attr_s(const std::string& name, const std::string& v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::Attribute::Type::kString;
+  ir::Attribute a = named_attr(name, ir::Attribute::Type::kString);
   a.s = v;
   return a;
 }
 ir::Attribute make_attr_fs(const std::string& name, std::vector<float> v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::Attribute::Type::kFloats;
+  ir::Attribute a = named_attr(name, ir::Attribute::Type::kFloats);
   a.floats = std::move(v);
   return a;
 }

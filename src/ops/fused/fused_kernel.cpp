@@ -346,7 +346,7 @@ Result<Activation> parse_activation(const std::string& s) {
 }
 
 void register_fused_attention(ep::KernelRegistry& r);  // fused_attention.cpp
-void register_bn_relu(ep::KernelRegistry& r);          // bn_relu.cpp
+void register_bn_relu(ep::KernelRegistry& r);          // batch_norm_relu.cpp
 
 void register_fused_ops(ep::KernelRegistry& r) {
   register_fused_attention(r);
