@@ -88,6 +88,20 @@ print(sum(a==b for a,b in zip(o["tokens"],g)), len(g))' "$out" "$got_g" $r $W)
   echo "$line"
 done
 
+# ---- command line: text output, usage errors
+m="$work/genai"
+out=$("$nxrt" generate "$m" --prompt-ids $P0 --prompt-ids $P1 --max-new-tokens 3 2>/dev/null)
+check "several prompts print one 'sequence i:' line per row, padding included" \
+  bash -c "grep -q '^sequence 0: $P0,' <<<'$out' && grep -q '^sequence 1: 0,0,0,$P1,' <<<'$out'"
+"$nxrt" generate "$m" --prompt-ids 1,2 --num-beams 2 --num-return-sequences 3 >/dev/null 2>&1
+check "--num-return-sequences above --num-beams is a usage error (exit 2)" test $? -eq 2
+"$nxrt" generate "$m" --prompt-ids 1,2 --prompt-ids 3 --dump-logits "$work/x.npy" >/dev/null 2>&1
+check "--dump-logits with several prompts is a usage error (exit 2)" test $? -eq 2
+"$nxrt" generate "$m" --prompt-ids 1,2 --num-beams 2 --do-sample >/dev/null 2>&1
+check "--do-sample with --num-beams is a usage error (exit 2)" test $? -eq 2
+"$nxrt" generate "$work/gpt2" --prompt-ids 1,2 --prompt-ids 3 --max-new-tokens 2 2>/dev/null >/dev/null
+check "a folder with a pad_token_id pads a shorter prompt (gpt2 style)" test $? -eq 0
+
 # ---- onnxruntime-genai's own test folders
 if [ -d "$og/tiny-random-gpt2-fp32" ]; then
   g="$og/tiny-random-gpt2-fp32"
