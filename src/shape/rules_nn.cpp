@@ -196,6 +196,22 @@ Status op_layernorm(NodeContext& c) {
   return same_as_input0(c);
 }
 
+// com.microsoft EmbedLayerNormalization: output and embedding_sum [batch, seq, hidden], mask_index
+// [batch] int32; hidden from word_embedding (input 2).
+Status op_embed_layer_norm(NodeContext& c) {
+  const ValueFacts& ids = c.input(0);
+  const ValueFacts& w = c.input(2);
+  if (!ids.has_shape || ids.dims.size() != 2 || !w.has_shape || w.dims.size() != 2) {
+    for (size_t i = 0; i < c.nout(); ++i) c.set(i, tensor_unknown_rank(i == 1 ? DataType::kInt32 : w.dtype));
+    return Status::Ok();
+  }
+  for (size_t i = 0; i < c.nout(); ++i) {
+    if (i == 1) c.set(i, tensor(DataType::kInt32, {ids.dims[0]}));
+    else c.set(i, tensor(w.dtype, {ids.dims[0], ids.dims[1], w.dims[1]}));
+  }
+  return Status::Ok();
+}
+
 Status op_dropout(NodeContext& c) {
   NXRT_RETURN_IF_ERROR(same_as_input0(c));
   if (c.nout() > 1) {
@@ -313,6 +329,7 @@ void add_nn_schemas(SchemaList& s) {
                          "LayerNormalization"}) {
     s.add("com.microsoft", op, &op_layernorm).rank(kSameAsInput0);
   }
+  s.add("com.microsoft", "EmbedLayerNormalization", &op_embed_layer_norm);
   for (const char* op : {"InstanceNormalization", "LpNormalization", "MeanVarianceNormalization", "LRN",
                          "GroupNormalization", "RMSNormalization"}) {
     s.add(op, &same_as_input0).rank(kSameAsInput0);

@@ -17,6 +17,7 @@ namespace nxrt::ops::contrib {
 
 void register_contrib_matmulnbits(ep::KernelRegistry& r);
 void register_contrib_attention(ep::KernelRegistry& r);
+void register_contrib_embed_layer_norm(ep::KernelRegistry& r);  // embed_layer_norm.cpp
 
 namespace {
 
@@ -543,6 +544,7 @@ void register_contrib_ops_all(ep::KernelRegistry& r) {
   r.add_fn(kMs, "GatherBlockQuantized", 1, INT64_MAX, &gather_block_quantized);
   register_contrib_matmulnbits(r);
   register_contrib_attention(r);
+  register_contrib_embed_layer_norm(r);
 }
 
 }  // namespace nxrt::ops::contrib
