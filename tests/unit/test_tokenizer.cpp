@@ -9,6 +9,7 @@
 
 #include "genai/json.h"
 #include "genai/tokenizer.h"
+#include "genai/utf8.h"
 #include "tokenizer_test_util.h"
 
 using nxrt::StatusCode;

@@ -14,28 +14,9 @@
 #include "genai/jinja/ast.h"
 #include "genai/jinja/jinja.h"
 #include "genai/json.h"
+#include "genai/utf8.h"
 
 namespace nxrt::genai::jinja {
-
-uint32_t next_cp(const std::string& s, size_t& i) {
-  const unsigned char c = static_cast<unsigned char>(s[i]);
-  int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-  if (len == 0 || i + len > s.size()) {
-    ++i;
-    return 0xFFFD;
-  }
-  uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-  for (int k = 1; k < len; ++k) {
-    const unsigned char d = static_cast<unsigned char>(s[i + k]);
-    if ((d & 0xC0) != 0x80) {
-      ++i;
-      return 0xFFFD;
-    }
-    cp = (cp << 6) | (d & 0x3F);
-  }
-  i += len;
-  return cp;
-}
 
 std::string line_col(const std::string& source, uint32_t pos) {
   size_t line = 1, col = 1;

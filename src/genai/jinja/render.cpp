@@ -21,6 +21,7 @@
 #include "genai/jinja/ast.h"
 #include "genai/jinja/jinja.h"
 #include "genai/json.h"
+#include "genai/utf8.h"
 
 namespace nxrt::genai::jinja {
 namespace {
@@ -186,26 +187,7 @@ size_t cp_count(const std::string& s) {
 }
 
 // JS trim / trimStart / trimEnd over Unicode whitespace.
-std::string trim_js(const std::string& s, bool left, bool right) {
-  size_t b = 0, e = s.size();
-  if (left) {
-    while (b < e) {
-      size_t j = b;
-      if (!is_js_space(next_cp(s, j))) break;
-      b = j;
-    }
-  }
-  if (right) {
-    while (e > b) {
-      size_t k = e - 1;
-      while (k > b && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
-      size_t j = k;
-      if (!is_js_space(next_cp(s, j)) || j != e) break;
-      e = k;
-    }
-  }
-  return s.substr(b, e - b);
-}
+std::string trim_js(const std::string& s, bool left, bool right) { return std::string(trim_js_space(s, left, right)); }
 
 // Python's str.strip(chars) family: strips code points that occur in `chars`.
 std::string strip_chars(const std::string& s, const std::string& chars, bool left, bool right) {
