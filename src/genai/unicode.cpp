@@ -158,23 +158,14 @@ Status unicode_change_case(std::string_view s, bool upper, std::string& out) {
 
 bool tokenizer_libs_available() { return false; }
 
-Status require_normal_form(NormalForm form) {
-  return not_implemented(std::string(normal_form_name(form)) + " needs ICU: " + tokenizer_libs_missing_message());
-}
+namespace {
+Status needs_icu() { return not_implemented(std::string("needs ICU: ") + tokenizer_libs_missing_message()); }
+}  // namespace
 
-Status require_case_mapping() {
-  return not_implemented(std::string("case mapping of non-ASCII text needs ICU: ") + tokenizer_libs_missing_message());
-}
-
-Status unicode_normalize(std::string&, NormalForm form) {
-  return not_implemented(std::string(normal_form_name(form)) + " normalization needs ICU: " +
-                         tokenizer_libs_missing_message());
-}
-
-Status unicode_change_case(std::string_view, bool upper, std::string&) {
-  return not_implemented(std::string(upper ? "upper" : "lower") + "-case mapping of non-ASCII text needs ICU: " +
-                         tokenizer_libs_missing_message());
-}
+Status require_normal_form(NormalForm) { return needs_icu(); }
+Status require_case_mapping() { return needs_icu(); }
+Status unicode_normalize(std::string&, NormalForm form) { return needs_icu().with_context(normal_form_name(form) + std::string(" normalization ")); }
+Status unicode_change_case(std::string_view, bool, std::string&) { return needs_icu(); }
 
 #endif  // NXRT_HAVE_TOKENIZER_LIBS
 

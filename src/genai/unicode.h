@@ -20,9 +20,10 @@ enum class NormalForm { kNFC, kNFD, kNFKC, kNFKD };
 bool parse_normal_form(std::string_view name, NormalForm* form);
 const char* normal_form_name(NormalForm form);
 
-// Ok when `form` can be applied (ICU has its data); not_implemented when nxrt was built without ICU.
+// Ok when `form` can be applied (ICU has its data); without ICU, not_implemented("needs ICU: nxrt was
+// built without ...") for the caller to prefix with what needs it.
 Status require_normal_form(NormalForm form);
-// Ok when unicode_change_case can map non-ASCII text; not_implemented when nxrt was built without ICU.
+// Ok when unicode_change_case can map non-ASCII text; without ICU, as require_normal_form.
 Status require_case_mapping();
 
 // Normalizes the valid UTF-8 text `s` in place to `form` (unchanged when it already is).

@@ -67,7 +67,9 @@ std::string change_case(const std::string& s, bool upper, uint32_t pos) {
   std::string out;
   const Status st = unicode_change_case(s, upper, out);
   if (st.ok()) return out;
-  if (st.code() == StatusCode::kNotImplemented) throw TemplateError(pos, st.message());
+  if (st.code() == StatusCode::kNotImplemented) {
+    throw TemplateError(pos, std::string(upper ? "upper" : "lower") + "-case mapping of non-ASCII text " + st.message());
+  }
   return s;  // an ICU failure leaves the text as it is
 }
 

@@ -78,7 +78,7 @@ struct SequenceNormalizer : Normalizer {
 // `st`, naming the normalizer when this build lacks what it needs.
 Status require(Status st, const std::string& type) {
   if (st.code() != StatusCode::kNotImplemented) return st;
-  return st.with_context("tokenizer.json: normalizer " + type + ": ");
+  return st.with_context("tokenizer.json: normalizer " + type + " ");
 }
 
 }  // namespace
