@@ -119,6 +119,12 @@ class Parser {
     expect_ident(end_name);
     expect(Tok::kCloseStatement, "'%}'");
   }
+  // '%}', the statements up to {% END_NAME %}, and that tag: the body of a macro, call or filter block.
+  void block_body(std::vector<NodePtr>& body, const char* opener, const char* end_name, uint32_t open_pos) {
+    expect(Tok::kCloseStatement, "'%}'");
+    block_until(body, {end_name}, opener, open_pos);
+    close_block(end_name);
+  }
 
   NodePtr any() {
     DepthGuard g(this, pos());
@@ -170,9 +176,7 @@ class Parser {
       if (!is(Tok::kIdent)) fail("expected a macro name");
       n->str = t_[i_++].value;
       n->args = call_args(true);
-      expect(Tok::kCloseStatement, "'%}'");
-      block_until(n->body, {"endmacro"}, "macro", open_pos);
-      close_block("endmacro");
+      block_body(n->body, "macro", "endmacro", open_pos);
       return n;
     }
     if (name == "call") {
@@ -185,26 +189,13 @@ class Parser {
       call->a = std::move(callee);
       call->args = call_args(false);
       n->a = std::move(call);
-      expect(Tok::kCloseStatement, "'%}'");
-      block_until(n->body, {"endcall"}, "call", open_pos);
-      close_block("endcall");
+      block_body(n->body, "call", "endcall", open_pos);
       return n;
     }
     if (name == "filter") {
       auto n = make(NodeKind::kFilterBlock, open_pos);
-      if (!is(Tok::kIdent)) fail("expected a filter name");
-      auto f = make(NodeKind::kIdent, pos());
-      f->str = t_[i_++].value;
-      if (is(Tok::kOpenParen)) {
-        auto call = make(NodeKind::kCall, f->pos);
-        call->a = std::move(f);
-        call->args = call_args(false);
-        f = std::move(call);
-      }
-      n->a = std::move(f);
-      expect(Tok::kCloseStatement, "'%}'");
-      block_until(n->body, {"endfilter"}, "filter", open_pos);
-      close_block("endfilter");
+      n->a = filter_reference("expected a filter name");
+      block_body(n->body, "filter", "endfilter", open_pos);
       return n;
     }
     if (name == "break" || name == "continue") {
@@ -420,6 +411,19 @@ class Parser {
     }
     return operand;
   }
+  // A filter as `x | f` and `{% filter f %}` name it: an identifier, or a call of one (`f(args)`).
+  NodePtr filter_reference(const char* missing_name) {
+    if (!is(Tok::kIdent)) fail(missing_name);
+    auto f = make(NodeKind::kIdent, pos());
+    f->str = t_[i_++].value;
+    if (is(Tok::kOpenParen)) {
+      auto call = make(NodeKind::kCall, f->pos);
+      call->a = std::move(f);
+      call->args = call_args(false);
+      f = std::move(call);
+    }
+    return f;
+  }
   NodePtr filter_expression() {
     NodePtr operand = unary();
     ChainGuard chain(this);
@@ -427,15 +431,7 @@ class Parser {
       chain.deeper();
       const uint32_t p = pos();
       ++i_;
-      if (!is(Tok::kIdent)) fail("expected a filter name after '|'");
-      auto f = make(NodeKind::kIdent, pos());
-      f->str = t_[i_++].value;
-      if (is(Tok::kOpenParen)) {
-        auto call = make(NodeKind::kCall, f->pos);
-        call->a = std::move(f);
-        call->args = call_args(false);
-        f = std::move(call);
-      }
+      NodePtr f = filter_reference("expected a filter name after '|'");
       auto n = make(NodeKind::kFilter, p);
       n->a = std::move(operand);
       n->b = std::move(f);

@@ -3,6 +3,7 @@
 #include "genai/json.h"
 #include "genai/tokenizer/byte_alphabet.h"
 #include "genai/tokenizer/regex.h"
+#include "genai/tokenizer/sequence_items.h"
 #include "genai/utf8.h"
 
 namespace nxrt::genai::tok {
@@ -165,11 +166,7 @@ Result<std::unique_ptr<Decoder>> make_decoder(const Json& j) {
   }
   if (type == "Sequence") {
     auto d = std::make_unique<SequenceDecoder>();
-    for (const Json& e : j.find("decoders") ? j.find("decoders")->as_array() : Json::Array{}) {
-      if (e.is_null()) continue;
-      NXRT_ASSIGN_OR_RETURN(auto item, make_decoder(e));
-      d->items.push_back(std::move(item));
-    }
+    NXRT_RETURN_IF_ERROR(read_sequence_items(j, "decoders", make_decoder, d->items));
     return std::unique_ptr<Decoder>(std::move(d));
   }
   return not_implemented("tokenizer.json: decoder type '" + type +

@@ -4,6 +4,7 @@
 
 #include "genai/json.h"
 #include "genai/tokenizer/regex.h"
+#include "genai/tokenizer/sequence_items.h"
 #include "genai/unicode.h"
 #include "genai/utf8.h"
 
@@ -114,11 +115,7 @@ Result<std::unique_ptr<Normalizer>> make_normalizer(const Json& j) {
   }
   if (type == "Sequence") {
     auto n = std::make_unique<SequenceNormalizer>();
-    for (const Json& e : j.find("normalizers") ? j.find("normalizers")->as_array() : Json::Array{}) {
-      if (e.is_null()) continue;
-      NXRT_ASSIGN_OR_RETURN(auto item, make_normalizer(e));
-      n->items.push_back(std::move(item));
-    }
+    NXRT_RETURN_IF_ERROR(read_sequence_items(j, "normalizers", make_normalizer, n->items));
     return std::unique_ptr<Normalizer>(std::move(n));
   }
   return not_implemented("tokenizer.json: normalizer type '" + type +

@@ -3,6 +3,7 @@
 #include "genai/json.h"
 #include "genai/tokenizer/byte_alphabet.h"
 #include "genai/tokenizer/regex.h"
+#include "genai/tokenizer/sequence_items.h"
 
 namespace nxrt::genai::tok {
 namespace {
@@ -231,11 +232,7 @@ Result<std::unique_ptr<PreTokenizer>> make_pre_tokenizer(const Json& j) {
   }
   if (type == "Sequence") {
     auto t = std::make_unique<SequencePreTokenizer>();
-    for (const Json& e : j.find("pretokenizers") ? j.find("pretokenizers")->as_array() : Json::Array{}) {
-      if (e.is_null()) continue;
-      NXRT_ASSIGN_OR_RETURN(auto item, make_pre_tokenizer(e));
-      t->items.push_back(std::move(item));
-    }
+    NXRT_RETURN_IF_ERROR(read_sequence_items(j, "pretokenizers", make_pre_tokenizer, t->items));
     return std::unique_ptr<PreTokenizer>(std::move(t));
   }
   return not_implemented("tokenizer.json: pre_tokenizer type '" + type +
