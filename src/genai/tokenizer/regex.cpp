@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "genai/json.h"
+#include "genai/unicode.h"  // tokenizer_libs_missing_message
 
 namespace nxrt::genai::tok {
 namespace {
@@ -254,14 +255,13 @@ bool Regex::next_match(std::string_view s, size_t pos, size_t& b, size_t& e, Sta
 struct Regex::Compiled {};
 
 Result<std::shared_ptr<Regex>> Regex::compile(std::string_view onig_pattern) {
-  return not_implemented("regex '" + std::string(onig_pattern) +
-                         "' needs PCRE2: nxrt was built without PCRE2/ICU (NXRT_WITH_TOKENIZER_LIBS=OFF)");
+  return not_implemented("regex '" + std::string(onig_pattern) + "' needs PCRE2: " + tokenizer_libs_missing_message());
 }
 
 Regex::~Regex() { delete code_; }
 
 bool Regex::next_match(std::string_view, size_t, size_t&, size_t&, Status& error) const {
-  error = not_implemented("regex '" + source_ + "': nxrt was built without PCRE2/ICU (NXRT_WITH_TOKENIZER_LIBS=OFF)");
+  error = not_implemented("regex '" + source_ + "' needs PCRE2: " + tokenizer_libs_missing_message());
   return false;
 }
 
