@@ -9,6 +9,7 @@
 
 #include "genai/json.h"
 #include "genai/unicode.h"  // tokenizer_libs_missing_message
+#include "genai/utf8.h"
 
 namespace nxrt::genai::tok {
 namespace {
@@ -231,23 +232,26 @@ Regex::~Regex() {
   delete code_;
 }
 
-bool Regex::next_match(std::string_view s, size_t pos, size_t& b, size_t& e, Status& error) const {
+Status Regex::match_loop(std::string_view s, MatchFn fn, void* ctx) const {
   JitStack& js = thread_jit();
-  if (!js.md) {
-    error = runtime_error("tokenizer: out of memory for regex match data");
-    return false;
+  if (!js.md) return runtime_error("tokenizer: out of memory for regex match data");
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    const int rc = pcre2_match(code_->code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), pos,
+                               PCRE2_NO_UTF_CHECK, js.md, js.mctx);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) return runtime_error("tokenizer: regex '" + source_ + "' failed: " + pcre2_message(rc));
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(js.md);
+    const size_t b = ov[0], e = ov[1];
+    fn(ctx, b, e);
+    if (e > b) {
+      pos = e;
+    } else {
+      if (e >= s.size()) break;
+      pos = e + cp_len(static_cast<unsigned char>(s[e]));
+    }
   }
-  const int rc = pcre2_match(code_->code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), pos, PCRE2_NO_UTF_CHECK,
-                             js.md, js.mctx);
-  if (rc == PCRE2_ERROR_NOMATCH) return false;
-  if (rc < 0) {
-    error = runtime_error("tokenizer: regex '" + source_ + "' failed: " + pcre2_message(rc));
-    return false;
-  }
-  const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(js.md);
-  b = ov[0];
-  e = ov[1];
-  return true;
+  return Status::Ok();
 }
 
 #else  // !NXRT_HAVE_TOKENIZER_LIBS
@@ -260,9 +264,8 @@ Result<std::shared_ptr<Regex>> Regex::compile(std::string_view onig_pattern) {
 
 Regex::~Regex() { delete code_; }
 
-bool Regex::next_match(std::string_view, size_t, size_t&, size_t&, Status& error) const {
-  error = not_implemented("regex '" + source_ + "' needs PCRE2: " + tokenizer_libs_missing_message());
-  return false;
+Status Regex::match_loop(std::string_view, MatchFn, void*) const {
+  return not_implemented("regex '" + source_ + "' needs PCRE2: " + tokenizer_libs_missing_message());
 }
 
 #endif  // NXRT_HAVE_TOKENIZER_LIBS

@@ -8,10 +8,10 @@
 // not_implemented error saying so, and literal String patterns still work.
 #pragma once
 #include <memory>
+#include <type_traits>
 #include <string>
 #include <string_view>
 
-#include "genai/utf8.h"
 #include "nxrt/status.h"
 
 namespace nxrt::genai {
@@ -29,31 +29,21 @@ class Regex {
   Regex& operator=(const Regex&) = delete;
   ~Regex();
 
-  // The first match at or after byte `pos` of `s` (valid UTF-8): true with [b, e); false when there is
-  // none, or when matching failed (then `error` says why).
-  bool next_match(std::string_view s, size_t pos, size_t& b, size_t& e, Status& error) const;
-
   // Calls f(start, end) for every match, left to right (JS matchAll semantics: after an empty match
   // the search resumes one code point later). `s` must be valid UTF-8.
   template <typename F>
   Status for_each_match(std::string_view s, F&& f) const {
-    size_t pos = 0;
-    Status error;
-    while (pos <= s.size()) {
-      size_t b = 0, e = 0;
-      if (!next_match(s, pos, b, e, error)) break;
-      f(b, e);
-      if (e > b) {
-        pos = e;
-      } else {
-        if (e >= s.size()) break;
-        pos = e + cp_len(static_cast<unsigned char>(s[e]));
-      }
-    }
-    return error;
+    using Fn = std::remove_reference_t<F>;
+    return match_loop(
+        s, [](void* ctx, size_t b, size_t e) { (*static_cast<Fn*>(ctx))(b, e); },
+        const_cast<void*>(static_cast<const void*>(std::addressof(f))));
   }
 
  private:
+  // The match loop, in regex.cpp with PCRE2 (one indirect call per match).
+  using MatchFn = void (*)(void* ctx, size_t b, size_t e);
+  Status match_loop(std::string_view s, MatchFn fn, void* ctx) const;
+
   struct Compiled;  // the PCRE2 code
   Regex() = default;
   Compiled* code_ = nullptr;
