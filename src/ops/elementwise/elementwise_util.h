@@ -169,11 +169,7 @@ void apply_binary(ep::ThreadPool& pool, const BcastPlan& p, const A* a, const B*
 
 // Checks that inputs [0, n) are present tensors (a malformed node must not reach ctx.input()).
 inline Status need_inputs(const ep::KernelContext& ctx, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    const Value* v = ctx.input_value(i);
-    if (v == nullptr) return ctx.error("required input " + std::to_string(i) + " is missing", StatusCode::kInvalidModel);
-    if (!v->is_tensor()) return ctx.error("input " + std::to_string(i) + " must be a tensor", StatusCode::kInvalidArgument);
-  }
+  for (size_t i = 0; i < n; ++i) NXRT_RETURN_IF_ERROR(ctx.required_tensor(i, nullptr).status());
   return Status::Ok();
 }
 

@@ -16,13 +16,6 @@ namespace {
 
 std::string itos(int64_t v) { return std::to_string(v); }
 
-Status require_input(KernelContext& ctx, size_t i, const char* name) {
-  if (!ctx.has_input(i) || !ctx.input_value(i)->is_tensor()) {
-    return ctx.error(std::string("required tensor input '") + name + "' is missing", StatusCode::kInvalidModel);
-  }
-  return Status::Ok();
-}
-
 // ------------------------------------------------------------------------------------------------
 // GridSample
 
@@ -54,10 +47,8 @@ void cubic_coeffs(double t, double* c) {
 }
 
 Status grid_sample_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "X"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "grid"));
-  const Tensor& x = ctx.input(0);
-  const Tensor& grid = ctx.input(1);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "X"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& grid, ctx.required_tensor(1, "grid"));
   const auto& info = ctx.info();
   std::string mode = info.attr_string("mode", info.opset() >= 20 ? "linear" : "bilinear");
   if (mode == "bilinear") mode = "linear";
@@ -183,12 +174,8 @@ Status grid_sample_fn(KernelContext& ctx) {
 // AffineGrid
 
 Status affine_grid_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "theta"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "size"));
-  const Tensor& theta = ctx.input(0);
-  auto sz = read_indices(ctx.input(1), "size");
-  if (!sz.ok()) return ctx.error(sz.status().message());
-  const std::vector<int64_t>& size = *sz;
+  NXRT_ASSIGN_OR_RETURN(const Tensor& theta, ctx.required_tensor(0, "theta"));
+  NXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> size, required_indices(ctx, 1, "size"));
   const bool align = ctx.info().attr_int("align_corners", 0) != 0;
   if (size.size() != 4 && size.size() != 5) return ctx.error("size " + ints_to_string(size) + " must have 4 or 5 values");
   const int64_t nd = static_cast<int64_t>(size.size()) - 2;
@@ -247,11 +234,9 @@ Status affine_grid_fn(KernelContext& ctx) {
 // RoiAlign
 
 Status roi_align_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "X"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "rois"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 2, "batch_indices"));
-  const Tensor& x = ctx.input(0);
-  const Tensor& rois_t = ctx.input(1);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "X"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& rois_t, ctx.required_tensor(1, "rois"));
+  NXRT_RETURN_IF_ERROR(ctx.required_tensor(2, "batch_indices").status());
   const auto& info = ctx.info();
   const std::string mode = info.attr_string("mode", "avg");
   if (mode != "avg" && mode != "max") return ctx.error("unsupported mode '" + mode + "'", StatusCode::kInvalidModel);
@@ -371,10 +356,8 @@ Status roi_align_fn(KernelContext& ctx) {
 // NonMaxSuppression
 
 Status nms_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "boxes"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "scores"));
-  const Tensor& boxes_t = ctx.input(0);
-  const Tensor& scores_t = ctx.input(1);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& boxes_t, ctx.required_tensor(0, "boxes"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& scores_t, ctx.required_tensor(1, "scores"));
   if (boxes_t.rank() != 3 || boxes_t.dim(2) != 4 || scores_t.rank() != 3 || scores_t.dim(0) != boxes_t.dim(0) ||
       scores_t.dim(2) != boxes_t.dim(1)) {
     return ctx.error("boxes " + boxes_t.describe() + " and scores " + scores_t.describe() +

@@ -359,8 +359,7 @@ Result<std::vector<double>> float_input(KernelContext& ctx, size_t i, const char
 bool present(KernelContext& ctx, size_t i) { return ctx.has_input(i) && ctx.input(i).numel() > 0; }
 
 Status resize_fn(KernelContext& ctx) {
-  if (!ctx.has_input(0)) return ctx.error("required input 'X' is missing", StatusCode::kInvalidModel);
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "X"));
   const auto& info = ctx.info();
   const int64_t opset = info.opset();
   const int64_t r = x.rank();
@@ -485,8 +484,7 @@ Status resize_fn(KernelContext& ctx) {
 }
 
 Status upsample_fn(KernelContext& ctx) {
-  if (!ctx.has_input(0)) return ctx.error("required input 'X' is missing", StatusCode::kInvalidModel);
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "X"));
   const auto& info = ctx.info();
   const int64_t opset = info.opset();
   const int64_t r = x.rank();

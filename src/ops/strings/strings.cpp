@@ -21,9 +21,9 @@ void register_tfidf_ops(ep::KernelRegistry& r);  // strings/tfidf.cpp
 namespace {
 
 Status require_string_input(ep::KernelContext& ctx, size_t i) {
-  if (!ctx.has_input(i) || !ctx.input_value(i)->is_tensor()) return ctx.error("input " + std::to_string(i) + " is missing");
-  if (ctx.input(i).dtype() != DataType::kString) {
-    return ctx.error("input " + std::to_string(i) + " must be a string tensor, got " + ctx.input(i).describe(),
+  NXRT_ASSIGN_OR_RETURN(const Tensor& t, ctx.required_tensor(i, nullptr));
+  if (t.dtype() != DataType::kString) {
+    return ctx.error("input " + std::to_string(i) + " must be a string tensor, got " + t.describe(),
                      StatusCode::kInvalidArgument);
   }
   return Status::Ok();

@@ -28,6 +28,13 @@ Result<std::vector<int64_t>> read_indices(const Tensor& t, const char* what) {
   return read_int_values(t);
 }
 
+Result<std::vector<int64_t>> required_indices(const ep::KernelContext& ctx, size_t i, const char* name) {
+  NXRT_ASSIGN_OR_RETURN(const Tensor& t, ctx.required_tensor(i, name));
+  auto v = read_indices(t, name);
+  if (!v.ok()) return ctx.error(v.status().message());
+  return v;
+}
+
 Result<StridedLayout> slice_layout(const Dims& in_shape, const std::vector<int64_t>& starts,
                                    const std::vector<int64_t>& ends, const std::vector<int64_t>& axes,
                                    const std::vector<int64_t>& steps) {

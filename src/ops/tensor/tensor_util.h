@@ -111,5 +111,8 @@ std::string ints_to_string(const std::vector<int64_t>& v);
 
 // Reads an integer index input tensor (int32/int64) into int64 values; error message on other dtypes.
 Result<std::vector<int64_t>> read_indices(const Tensor& t, const char* what);
+// Input i, which the op requires, read by read_indices; errors (missing, not a tensor, another dtype)
+// name the input and the node.
+Result<std::vector<int64_t>> required_indices(const ep::KernelContext& ctx, size_t i, const char* name);
 
 }  // namespace nxrt::ops
