@@ -9,6 +9,7 @@
 #include "ep/kernel.h"
 #include "ep/thread_pool.h"
 #include "nxrt/float_types.h"
+#include "ir/strided_cursor.h"
 #include "ir/tensor_util.h"
 #include "nxrt/tensor.h"
 
@@ -27,6 +28,8 @@ using ir::dtype_of;
 using ir::normalize_axis;
 using ir::read_double_values;
 using ir::read_int_values;
+using ir::strided_cursor;
+using ir::StridedCursor;
 
 // Several typed arrays in one step workspace (ctx.workspace), so a kernel needing scratch allocates
 // nothing on the hot path: reserve each array (add<T>(n) returns its offset), allocate() once, then

@@ -464,17 +464,9 @@ Status swiglu(ep::KernelContext& ctx) {
       return Status::Ok();
     }
     const Dims sa = broadcast_strides(A.shape(), out), sb = broadcast_strides(Bt.shape(), out);
-    const int64_t rank = static_cast<int64_t>(out.size());
-    Dims ix(out.size(), 0);
-    int64_t oa = 0, ob = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      y[i] = to_storage<T, C>(f(static_cast<C>(a[oa]), static_cast<C>(b[ob])));
-      for (int64_t d = rank - 1; d >= 0; --d) {
-        if (++ix[d] < out[d]) { oa += sa[d]; ob += sb[d]; break; }
-        oa -= sa[d] * (out[d] - 1); ob -= sb[d] * (out[d] - 1);
-        ix[d] = 0;
-      }
-    }
+    auto cur = strided_cursor(out, out.size(), sa, sb);
+    for (int64_t i = 0; i < n; ++i, cur.next())
+      y[i] = to_storage<T, C>(f(static_cast<C>(a[cur.offset(0)]), static_cast<C>(b[cur.offset(1)])));
     return Status::Ok();
   }, [&] { return ctx.error("SwiGLU supports float, double, float16, bfloat16", StatusCode::kInvalidArgument); });
 }

@@ -385,17 +385,11 @@ Status fused_matmul(ep::KernelContext& ctx) {
     NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, A.dtype(), out));
     const int64_t nb = shape_numel(bo);
     const Dims sta = broadcast_strides(ba, bo), stb = broadcast_strides(bb, bo);
-    const Dims ost = contiguous_strides(bo);
     T* y = Y->data<T>();
     std::vector<float> fa, fb, fc(static_cast<size_t>(M * N));
-    for (int64_t bi = 0; bi < nb; ++bi) {
-      int64_t oa = 0, ob = 0, rem = bi;
-      for (size_t d = 0; d < bo.size(); ++d) {
-        const int64_t c = ost[d] ? rem / ost[d] : 0;
-        rem -= c * ost[d];
-        oa += c * sta[d];
-        ob += c * stb[d];
-      }
+    auto batch = strided_cursor(bo, bo.size(), sta, stb);
+    for (int64_t bi = 0; bi < nb; ++bi, batch.next()) {
+      const int64_t oa = batch.offset(0), ob = batch.offset(1);
       const double* pa = a.data() + oa * M * K;
       const double* pb = b.data() + ob * K * N;
       T* py = y + bi * M * N;

@@ -92,7 +92,7 @@ Status grid_sample_fn(KernelContext& ctx) {
         T* dst = out->data<T>();
         std::vector<int64_t> idx(static_cast<size_t>(nd * taps));
         std::vector<double> w(static_cast<size_t>(nd * taps));
-        std::vector<int> t(static_cast<size_t>(nd));
+        const Dims tap_shape(static_cast<size_t>(nd), taps);  // one tap per spatial dim per term
         for (int64_t n = 0; n < N; ++n) {
           for (int64_t p = 0; p < npts; ++p) {
             const double* g = gv->data() + (n * npts + p) * nd;
@@ -139,28 +139,23 @@ Status grid_sample_fn(KernelContext& ctx) {
             for (int64_t ch = 0; ch < C; ++ch) {
               const T* plane = src + (n * C + ch) * img;
               double acc = 0;
-              std::fill(t.begin(), t.end(), 0);
-              while (true) {
+              auto t = strided_cursor(tap_shape, tap_shape.size());
+              do {
                 double wt = 1;
                 int64_t off = 0;
                 bool zero = false;
                 for (int64_t d = 0; d < nd; ++d) {
-                  const int64_t i = idx[d * taps + t[d]];
+                  const int64_t k = d * taps + t.index(static_cast<size_t>(d));
+                  const int64_t i = idx[k];
                   if (i < 0) {
                     zero = true;
                     break;
                   }
-                  wt *= w[d * taps + t[d]];
+                  wt *= w[k];
                   off += i * st[d];
                 }
                 if (!zero && wt != 0) acc += wt * to_double(plane[off]);
-                int64_t d = nd - 1;
-                for (; d >= 0; --d) {
-                  if (++t[d] < taps) break;
-                  t[d] = 0;
-                }
-                if (d < 0) break;
-              }
+              } while (t.next());
               dst[(n * C + ch) * npts + p] = from_double<T>(acc);
             }
           }

@@ -247,19 +247,10 @@ Status qlinear_matmul_compute(ep::KernelContext& ctx) {
   // Batch index of A/B for each output batch (broadcast).
   std::vector<int64_t> a_of(static_cast<size_t>(nb)), b_of(static_cast<size_t>(nb));
   {
-    std::vector<int64_t> idx(s.batch.size(), 0);
-    for (int64_t i = 0; i < nb; ++i) {
-      int64_t oa = 0, ob = 0;
-      for (size_t d = 0; d < s.batch.size(); ++d) {
-        oa += idx[d] * s.a_batch_strides[d];
-        ob += idx[d] * s.b_batch_strides[d];
-      }
-      a_of[i] = oa;
-      b_of[i] = ob;
-      for (size_t d = s.batch.size(); d-- > 0;) {
-        if (++idx[d] < s.batch[d]) break;
-        idx[d] = 0;
-      }
+    auto cur = strided_cursor(s.batch, s.batch.size(), s.a_batch_strides, s.b_batch_strides);
+    for (int64_t i = 0; i < nb; ++i, cur.next()) {
+      a_of[i] = cur.offset(0);
+      b_of[i] = cur.offset(1);
     }
   }
   for (int64_t bi = 0; bi < nb; ++bi) {

@@ -49,21 +49,10 @@ void batch_offsets(const MatMulShape& s, std::vector<int64_t>* ao, std::vector<i
   const int64_t nb = s.batch_count();
   ao->resize(static_cast<size_t>(nb));
   bo->resize(static_cast<size_t>(nb));
-  const size_t r = s.batch.size();
-  std::vector<int64_t> idx(r, 0);
-  int64_t oa = 0, ob = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    (*ao)[i] = oa;
-    (*bo)[i] = ob;
-    for (size_t d = r; d-- > 0;) {
-      ++idx[d];
-      oa += s.a_batch_strides[d];
-      ob += s.b_batch_strides[d];
-      if (idx[d] < s.batch[d]) break;
-      oa -= s.a_batch_strides[d] * s.batch[d];
-      ob -= s.b_batch_strides[d] * s.batch[d];
-      idx[d] = 0;
-    }
+  auto cur = strided_cursor(s.batch, s.batch.size(), s.a_batch_strides, s.b_batch_strides);
+  for (int64_t i = 0; i < nb; ++i, cur.next()) {
+    (*ao)[i] = cur.offset(0);
+    (*bo)[i] = cur.offset(1);
   }
 }
 

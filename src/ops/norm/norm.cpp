@@ -76,16 +76,8 @@ Result<std::vector<double>> broadcast_to(const Tensor& t, const Dims& shape, con
   const Dims st = broadcast_strides(t.shape(), shape);
   const int64_t n = shape_numel(shape);
   std::vector<double> r(static_cast<size_t>(n));
-  Dims idx(shape.size(), 0);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t off = 0;
-    for (size_t d = 0; d < shape.size(); ++d) off += idx[d] * st[d];
-    r[i] = v[off];
-    for (size_t d = shape.size(); d-- > 0;) {
-      if (++idx[d] < shape[d]) break;
-      idx[d] = 0;
-    }
-  }
+  auto cur = strided_cursor(shape, shape.size(), st);
+  for (int64_t i = 0; i < n; ++i, cur.next()) r[i] = v[cur.offset(0)];
   return r;
 }
 
@@ -497,19 +489,8 @@ Status mvn(ep::KernelContext& ctx) {
         const T* x = X.data<T>();
         T* y = Y->data<T>();
         std::vector<int64_t> slot_of(static_cast<size_t>(n));
-        Dims idx(static_cast<size_t>(rank), 0);
-        int64_t off = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          slot_of[i] = off;
-          for (int64_t d = rank; d-- > 0;) {
-            if (++idx[d] < X.dim(d)) {
-              off += kst[d];
-              break;
-            }
-            off -= kst[d] * (X.dim(d) - 1);
-            idx[d] = 0;
-          }
-        }
+        auto cur = strided_cursor(X.shape(), X.shape().size(), kst);
+        for (int64_t i = 0; i < n; ++i, cur.next()) slot_of[i] = cur.offset(0);
         std::vector<double> s(static_cast<size_t>(slots), 0.0), s2(static_cast<size_t>(slots), 0.0);
         for (int64_t i = 0; i < n; ++i) {
           const double v = static_cast<double>(load<CT>(x[i]));

@@ -124,18 +124,10 @@ Status gather_elements_fn(KernelContext& ctx) {
     const E* s = elem_ptr<E>(x);
     E* d = elem_ptr<E>(*out);
     const int64_t n = it.numel();
-    std::vector<int64_t> pos(static_cast<size_t>(r), 0);
-    int64_t base = 0;  // data offset of pos with axis coordinate 0
-    for (int64_t k = 0; k < n; ++k) {
-      d[k] = s[base + idx[k] * xs[axis]];
-      for (int64_t a = r - 1; a >= 0; --a) {
-        ++pos[a];
-        if (a != axis) base += xs[a];
-        if (pos[a] < it.shape()[a]) break;
-        if (a != axis) base -= xs[a] * it.shape()[a];
-        pos[a] = 0;
-      }
-    }
+    Dims rest = xs;  // the data offset of each index position without its axis coordinate
+    rest[axis] = 0;
+    auto cur = strided_cursor(it.shape(), it.shape().size(), rest);
+    for (int64_t k = 0; k < n; ++k, cur.next()) d[k] = s[cur.offset(0) + idx[k] * xs[axis]];
     return Status::Ok();
   });
 }
@@ -292,18 +284,10 @@ Status scatter_elements_fn(KernelContext& ctx) {
   NXRT_RETURN_IF_ERROR(check_indices(ctx, idx, x.shape()[axis], [&] { return "ScatterElements into data " + x.describe(); }));
   const Dims xs = contiguous_strides(x.shape());
   std::vector<int64_t> dst(idx.size());
-  std::vector<int64_t> pos(static_cast<size_t>(r), 0);
-  int64_t base = 0;
-  for (size_t k = 0; k < idx.size(); ++k) {
-    dst[k] = base + idx[k] * xs[axis];
-    for (int64_t a = r - 1; a >= 0; --a) {
-      ++pos[a];
-      if (a != axis) base += xs[a];
-      if (pos[a] < it.shape()[a]) break;
-      if (a != axis) base -= xs[a] * it.shape()[a];
-      pos[a] = 0;
-    }
-  }
+  Dims rest = xs;  // the data offset of each index position without its axis coordinate
+  rest[axis] = 0;
+  auto cur = strided_cursor(it.shape(), it.shape().size(), rest);
+  for (size_t k = 0; k < idx.size(); ++k, cur.next()) dst[k] = cur.offset(0) + idx[k] * xs[axis];
   return scatter_run(ctx, x, upd, dst, 1, red);
 }
 

@@ -512,31 +512,6 @@ int64_t pad_source(int64_t o, int64_t pad_begin, int64_t dim, int mode) {
   }
 }
 
-template <typename E>
-void pad_gather(const E* src, E* dst, const Dims& in_shape, const Dims& out_shape,
-                const std::vector<std::vector<int64_t>>& maps) {
-  const size_t r = out_shape.size();
-  const Dims cs = contiguous_strides(in_shape);
-  const int64_t n = shape_numel(out_shape);
-  if (n == 0) return;
-  if (r == 0) {
-    dst[0] = src[0];
-    return;
-  }
-  const int64_t inner = out_shape[r - 1];
-  const std::vector<int64_t>& last = maps[r - 1];
-  std::vector<int64_t> idx(r, 0);
-  for (int64_t done = 0; done < n; done += inner) {
-    int64_t base = 0;
-    for (size_t a = 0; a + 1 < r; ++a) base += maps[a][idx[a]] * cs[a];
-    E* d = dst + done;
-    for (int64_t i = 0; i < inner; ++i) d[i] = src[base + last[i]];
-    for (size_t a = r - 1; a-- > 0;) {
-      if (++idx[a] < out_shape[a]) break;
-      idx[a] = 0;
-    }
-  }
-}
 
 Status pad_fn(KernelContext& ctx) {
   NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "data"));
@@ -647,14 +622,14 @@ Status pad_fn(KernelContext& ctx) {
   if (dtype_is_subbyte(x.dtype())) {
     Tensor u = subbyte_unpack(x);
     Tensor o(DataType::kUInt8, out_shape);
-    pad_gather(u.data<uint8_t>(), o.data<uint8_t>(), x.shape(), out_shape, maps);
+    gather_axis_maps(u.data<uint8_t>(), o.data<uint8_t>(), x.shape(), out_shape, maps);
     return ctx.set_output(0, Value(subbyte_pack(o, x.dtype())));
   }
   return dispatch_elem(
       x.dtype(),
       [&](auto tag) {
         using E = decltype(tag);
-        pad_gather(elem_ptr<E>(x), elem_ptr<E>(*out), x.shape(), out_shape, maps);
+        gather_axis_maps(elem_ptr<E>(x), elem_ptr<E>(*out), x.shape(), out_shape, maps);
         return Status::Ok();
       },
       [&] { return ctx.error("unsupported dtype " + x.describe()); });

@@ -109,6 +109,32 @@ bool shape_is_sane(const Dims& shape);
 // "[1,2,3]" for error messages.
 std::string ints_to_string(const std::vector<int64_t>& v);
 
+// dst (contiguous, out_shape) element (i0, i1, ...) = src (contiguous, in_shape) element
+// (maps[0][i0], maps[1][i1], ...): each output axis picks its source index through its own map (Pad's
+// edge/reflect/wrap modes, Resize's nearest mode).
+template <typename E>
+void gather_axis_maps(const E* src, E* dst, const Dims& in_shape, const Dims& out_shape,
+                      const std::vector<std::vector<int64_t>>& maps) {
+  const size_t r = out_shape.size();
+  const int64_t n = shape_numel(out_shape);
+  if (n == 0) return;
+  if (r == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  const Dims cs = contiguous_strides(in_shape);
+  const int64_t inner = out_shape[r - 1];
+  const int64_t* last = maps[r - 1].data();
+  auto rows = strided_cursor(out_shape, r - 1);
+  for (int64_t done = 0; done < n; done += inner, rows.next()) {
+    int64_t base = 0;
+    for (size_t a = 0; a + 1 < r; ++a) base += maps[a][rows.index(a)] * cs[a];
+    const E* s = src + base;
+    E* d = dst + done;
+    for (int64_t i = 0; i < inner; ++i) d[i] = s[last[i]];
+  }
+}
+
 // Reads an integer index input tensor (int32/int64) into int64 values; error message on other dtypes.
 Result<std::vector<int64_t>> read_indices(const Tensor& t, const char* what);
 // Input i, which the op requires, read by read_indices; errors (missing, not a tensor, another dtype)

@@ -172,22 +172,8 @@ Arr filled(const Dims& shape, double value) {
 template <typename F>
 void for_each_broadcast(const Dims& out, const Dims& sa, const Dims& sb, F&& f) {
   const int64_t n = shape_numel(out);
-  const size_t r = out.size();
-  std::vector<int64_t> idx(r, 0);
-  int64_t oa = 0, ob = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    f(i, oa, ob);
-    for (size_t d = r; d-- > 0;) {
-      if (++idx[d] < out[d]) {
-        oa += sa[d];
-        ob += sb[d];
-        break;
-      }
-      oa -= sa[d] * (out[d] - 1);
-      ob -= sb[d] * (out[d] - 1);
-      idx[d] = 0;
-    }
-  }
+  auto cur = strided_cursor(out, out.size(), sa, sb);
+  for (int64_t i = 0; i < n; ++i, cur.next()) f(i, cur.offset(0), cur.offset(1));
 }
 
 // Elementwise binary op with numpy broadcasting.
