@@ -35,15 +35,6 @@ void load_bhsd(const T* src, bool is3d, int64_t B, int64_t H, int64_t S, int64_t
       }
 }
 
-template <typename T, typename C>
-inline T to_storage(C v) {
-  if constexpr (std::is_same_v<T, C>) {
-    return v;
-  } else {
-    return T(static_cast<float>(v));
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Attention
 struct AttnShapes {
@@ -149,7 +140,7 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
       Status st = dispatch_float(mask->dtype(), [&](auto tag) -> Status {
         using M = decltype(tag);
         const M* mm = mask->data<M>();
-        for (int64_t x = 0; x < n; ++x) maskv[x] = static_cast<C>(static_cast<compute_t<M>>(mm[x]));
+        for (int64_t x = 0; x < n; ++x) maskv[x] = to_compute<C>(mm[x]);
         return Status::Ok();
       }, [&] { return ctx.error("attn_mask must be bool or a float type, got " + std::string(dtype_name(mask->dtype())), StatusCode::kInvalidArgument); });
       NXRT_RETURN_IF_ERROR(st);
@@ -212,29 +203,29 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
 
   T* yo = Y->data<T>();
   if (y && !sh.is3d) {
-    for (int64_t x = 0; x < B * Hq * Sq * Dv; ++x) yo[x] = to_storage<T, C>(y[x]);
+    for (int64_t x = 0; x < B * Hq * Sq * Dv; ++x) yo[x] = from_compute<T>(y[x]);
   } else if (y) {
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < Hq; ++h)
         for (int64_t s = 0; s < Sq; ++s) {
           const C* in = y + ((b * Hq + h) * Sq + s) * Dv;
           T* out = yo + ((b * Sq + s) * Hq + h) * Dv;
-          for (int64_t e = 0; e < Dv; ++e) out[e] = to_storage<T, C>(in[e]);
+          for (int64_t e = 0; e < Dv; ++e) out[e] = from_compute<T>(in[e]);
         }
   }
   if (ctx.output_requested(1)) {
     NXRT_ASSIGN_OR_RETURN(Tensor * pk, ctx.allocate_output(1, dtype_of<T>(), Dims{B, Hkv, Tt, D}));
     T* o = pk->data<T>();
-    for (int64_t x = 0; x < B * Hkv * Tt * D; ++x) o[x] = to_storage<T, C>(kp[x]);
+    for (int64_t x = 0; x < B * Hkv * Tt * D; ++x) o[x] = from_compute<T>(kp[x]);
   }
   if (ctx.output_requested(2)) {
     NXRT_ASSIGN_OR_RETURN(Tensor * pv, ctx.allocate_output(2, dtype_of<T>(), Dims{B, Hkv, Tt, Dv}));
     T* o = pv->data<T>();
-    for (int64_t x = 0; x < B * Hkv * Tt * Dv; ++x) o[x] = to_storage<T, C>(vp[x]);
+    for (int64_t x = 0; x < B * Hkv * Tt * Dv; ++x) o[x] = from_compute<T>(vp[x]);
   }
   if (QK && qk) {
     T* o = QK->data<T>();
-    for (int64_t x = 0; x < B * Hq * Sq * Tt; ++x) o[x] = to_storage<T, C>(qk[x]);
+    for (int64_t x = 0; x < B * Hq * Sq * Tt; ++x) o[x] = from_compute<T>(qk[x]);
   }
   return Status::Ok();
 }
@@ -365,8 +356,8 @@ Status rotary_embedding(ep::KernelContext& ctx) {
             const int64_t i2 = interleaved ? 2 * k + 1 : k + half;
             const C x1 = static_cast<C>(xi[i1]), x2 = static_cast<C>(xi[i2]);
             const C ck = static_cast<C>(cbuf[k]), sk = static_cast<C>(sbuf[k]);
-            yi[i1] = to_storage<T, C>(ck * x1 - sk * x2);
-            yi[i2] = to_storage<T, C>(sk * x1 + ck * x2);
+            yi[i1] = from_compute<T>(ck * x1 - sk * x2);
+            yi[i2] = from_compute<T>(sk * x1 + ck * x2);
           }
           for (int64_t d = rot; d < D; ++d) yi[d] = xi[d];
         }
@@ -460,13 +451,13 @@ Status swiglu(ep::KernelContext& ctx) {
     auto f = [&](C av, C bv) -> C { return av / (C(1) + std::exp(-al * av)) * bv; };
     const int64_t n = shape_numel(out);
     if (A.shape() == out && Bt.shape() == out) {
-      for (int64_t i = 0; i < n; ++i) y[i] = to_storage<T, C>(f(static_cast<C>(a[i]), static_cast<C>(b[i])));
+      for (int64_t i = 0; i < n; ++i) y[i] = from_compute<T>(f(static_cast<C>(a[i]), static_cast<C>(b[i])));
       return Status::Ok();
     }
     const Dims sa = broadcast_strides(A.shape(), out), sb = broadcast_strides(Bt.shape(), out);
     auto cur = strided_cursor(out, out.size(), sa, sb);
     for (int64_t i = 0; i < n; ++i, cur.next())
-      y[i] = to_storage<T, C>(f(static_cast<C>(a[cur.offset(0)]), static_cast<C>(b[cur.offset(1)])));
+      y[i] = from_compute<T>(f(static_cast<C>(a[cur.offset(0)]), static_cast<C>(b[cur.offset(1)])));
     return Status::Ok();
   }, [&] { return ctx.error("SwiGLU supports float, double, float16, bfloat16", StatusCode::kInvalidArgument); });
 }

@@ -19,13 +19,6 @@ namespace {
 using ep::KernelContext;
 using ep::KernelInfo;
 
-// The "native" element types: whole bytes, converted with C++ arithmetic (bool stored as one byte).
-template <typename F, typename E>
-Status dispatch_native(DataType dt, F&& f, E&& unsupported) {
-  if (dt == DataType::kBool) return f(bool{});
-  return dispatch_numeric(dt, f, unsupported);
-}
-
 // Float -> integer as C casts behave on x86 (what numpy's astype gives there): truncate toward zero;
 // narrow targets (<= 32-bit signed, 8/16-bit unsigned) convert through int32, uint32 and int64
 // through int64, where out-of-range and NaN give the "integer indefinite" minimum, then the low bits
@@ -632,14 +625,7 @@ Status QuantizeLinear(KernelContext& ctx) {
   const bool in_double = prec == DataType::kDouble;
   // Rounds a value to the precision type (float16/bfloat16 results of a float division are correctly
   // rounded, float having more than twice their mantissa bits).
-  auto to_prec = [prec](double v) -> double {
-    switch (prec) {
-      case DataType::kDouble: return v;
-      case DataType::kFloat16: return half_to_float(float_to_half(static_cast<float>(v)));
-      case DataType::kBFloat16: return bf16_to_float(float_to_bf16(static_cast<float>(v)));
-      default: return static_cast<float>(v);
-    }
-  };
+  auto to_prec = [prec](double v) { return round_to_float_dtype(v, prec); };
   const int64_t n = x.numel();
   std::vector<double> yv(static_cast<size_t>(n));
   const bool has_zp = zp != nullptr;

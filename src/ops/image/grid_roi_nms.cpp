@@ -154,7 +154,7 @@ Status grid_sample_fn(KernelContext& ctx) {
                   wt *= w[k];
                   off += i * st[d];
                 }
-                if (!zero && wt != 0) acc += wt * to_double(plane[off]);
+                if (!zero && wt != 0) acc += wt * to_compute<double>(plane[off]);
               } while (t.next());
               dst[(n * C + ch) * npts + p] = from_double<T>(acc);
             }
@@ -328,10 +328,10 @@ Status roi_align_fn(KernelContext& ctx) {
                 for (int64_t s = 0; s < gh * gw; ++s, ++q) {
                   const Pre& e = pre[q];
                   if (mode == "avg") {
-                    for (int j = 0; j < 4; ++j) val += e.w[j] * to_double(plane[e.p[j]]);
+                    for (int j = 0; j < 4; ++j) val += e.w[j] * to_compute<double>(plane[e.p[j]]);
                   } else {
-                    double m = e.w[0] * to_double(plane[e.p[0]]);
-                    for (int j = 1; j < 4; ++j) m = std::max(m, e.w[j] * to_double(plane[e.p[j]]));
+                    double m = e.w[0] * to_compute<double>(plane[e.p[0]]);
+                    for (int j = 1; j < 4; ++j) m = std::max(m, e.w[j] * to_compute<double>(plane[e.p[j]]));
                     val = first ? m : std::max(val, m);
                     first = false;
                   }

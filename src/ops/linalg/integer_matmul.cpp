@@ -96,15 +96,6 @@ Status matmul_integer_compute(ep::KernelContext& ctx) {
 // Scales as float values, rounded through their own dtype.
 Result<std::vector<double>> scales(const Tensor& t) { return read_double_values(t); }
 
-double round_to_scale_type(double v, DataType dt) {
-  switch (dt) {
-    case DataType::kFloat: return static_cast<double>(static_cast<float>(v));
-    case DataType::kFloat16: return half_to_float(float_to_half(static_cast<float>(v)));
-    case DataType::kBFloat16: return bf16_to_float(float_to_bf16(static_cast<float>(v)));
-    default: return v;
-  }
-}
-
 template <typename TO>
 void store_quant(double v, TO* out) {
   double r = std::nearbyint(v);  // ties to even under the default rounding mode
@@ -259,7 +250,7 @@ Status qlinear_matmul_compute(ep::KernelContext& ctx) {
       for (int64_t n = 0; n < s.N; ++n) {
         const double sbn = sbv.value()[pb.value().at(b_of[bi], n)];
         const double syn = syv.value()[py.value().at(bi, n)];
-        const double mult = round_to_scale_type(round_to_scale_type(sam * sbn, st) / syn, st);
+        const double mult = round_to_float_dtype(round_to_float_dtype(sam * sbn, st) / syn, st);
         const int64_t o = (bi * s.M + m) * s.N + n;
         const double zp = zyv[pzy.value().at(bi, n)];
         if (is_f8(out_dt)) {

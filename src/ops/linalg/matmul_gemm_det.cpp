@@ -110,14 +110,11 @@ void matmul_batched_native(const T* A, const T* B, T* Y, const MatMulShape& s, e
   }
 }
 
-std::vector<float> to_float(const void* p, DataType dt, int64_t n) {
+// n float16/bfloat16 values as float.
+template <typename T>
+std::vector<float> to_float(const T* p, int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
-  const uint16_t* h = static_cast<const uint16_t*>(p);
-  if (dt == DataType::kFloat16) {
-    for (int64_t i = 0; i < n; ++i) v[i] = half_to_float(h[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) v[i] = bf16_to_float(h[i]);
-  }
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = to_compute<float>(p[i]);
   return v;
 }
 
@@ -125,10 +122,9 @@ std::vector<float> to_float(const void* p, DataType dt, int64_t n) {
 
 template <typename T>
 void matmul_batched(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool) {
-  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
-    const DataType dt = dtype_of<T>();
-    std::vector<float> a = to_float(A, dt, s.a_batches * s.M * s.K);
-    std::vector<float> b = to_float(B, dt, s.b_batches * s.K * s.N);
+  if constexpr (is_reduced_float_v<T>) {
+    std::vector<float> a = to_float(A, s.a_batches * s.M * s.K);
+    std::vector<float> b = to_float(B, s.b_batches * s.K * s.N);
     std::vector<float> y(static_cast<size_t>(s.batch_count() * s.M * s.N));
     matmul_batched_native<float>(a.data(), b.data(), y.data(), s, pool);
     for (size_t i = 0; i < y.size(); ++i) Y[i] = T(y[i]);
@@ -190,7 +186,7 @@ Status gemm_typed(ep::KernelContext& ctx, const Tensor& a, const Tensor& b, cons
   T* yd = y->data<T>();
   const bool use_c = c != nullptr && beta != 0.f;
   // Fill Y with broadcast C (as compute type), then accumulate.
-  using Cm = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  using Cm = compute_t<T>;
   std::vector<Cm> cbuf;
   Cm* out;
   std::vector<Cm> ybuf;
@@ -215,8 +211,8 @@ Status gemm_typed(ep::KernelContext& ctx, const Tensor& a, const Tensor& b, cons
       ap = a.data<T>();
       bp = b.data<T>();
     } else {
-      abuf = to_float(a.raw_data(), a.dtype(), a.numel());
-      bbuf = to_float(b.raw_data(), b.dtype(), b.numel());
+      abuf = to_float(a.data<T>(), a.numel());
+      bbuf = to_float(b.data<T>(), b.numel());
       ap = abuf.data();
       bp = bbuf.data();
     }
@@ -321,7 +317,7 @@ Status det_compute(ep::KernelContext& ctx) {
           std::vector<double> m(static_cast<size_t>(n * n));
           for (int64_t bi = b0; bi < b1; ++bi) {
             const T* src = xd + bi * n * n;
-            for (int64_t i = 0; i < n * n; ++i) m[i] = static_cast<double>(static_cast<compute_t<T>>(src[i]));
+            for (int64_t i = 0; i < n * n; ++i) m[i] = to_compute<double>(src[i]);
             double det = 1.0;
             for (int64_t col = 0; col < n; ++col) {
               int64_t piv = col;
@@ -349,7 +345,7 @@ Status det_compute(ep::KernelContext& ctx) {
                 for (int64_t k = col + 1; k < n; ++k) m[r * n + k] -= f * m[col * n + k];
               }
             }
-            yd[bi] = T(static_cast<compute_t<T>>(det));
+            yd[bi] = from_compute<T>(det);
           }
         });
         return Status::Ok();

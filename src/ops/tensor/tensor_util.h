@@ -48,14 +48,6 @@ Tensor subbyte_pack(const Tensor& u8, DataType dt);
 // contiguous, any dtype).
 void copy_run(const Tensor& src, int64_t src_index, Tensor& dst, int64_t dst_index, int64_t count);
 
-// Element-type dispatch for movement ops: f(tag) with tag an unsigned type of the element's size,
-// Bytes16, or std::string. Sub-byte dtypes are not handled (callers unpack them first).
-template <typename F, typename E>
-Status dispatch_elem(DataType dt, F&& f, E&& unsupported) {
-  if (dt == DataType::kString) return f(std::string{});
-  return dispatch_by_size(dt, std::forward<F>(f), unsupported);
-}
-
 // Element pointers of a contiguous tensor for a dispatch_elem tag type.
 template <typename E>
 const E* elem_ptr(const Tensor& t) {
@@ -74,18 +66,11 @@ E* elem_ptr(Tensor& t) {
   }
 }
 
-// Scalar conversions for numeric storage types (float16/bfloat16 through float; bool as 0/1).
-template <typename T>
-double to_double(T v) {
-  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
-    return static_cast<double>(static_cast<float>(v));
-  } else {
-    return static_cast<double>(v);
-  }
-}
+// A double stored as numeric type T: float16/bfloat16 through float, bool as v != 0, integers
+// saturated (NaN -> 0). (The other way is to_compute<double>.)
 template <typename T>
 T from_double(double v) {
-  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+  if constexpr (is_reduced_float_v<T>) {
     return T(static_cast<float>(v));
   } else if constexpr (std::is_same_v<T, bool>) {
     return v != 0;

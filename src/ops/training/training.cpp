@@ -72,7 +72,7 @@ Status for_each_group(ep::KernelContext& ctx, int64_t n, int64_t in_groups, int6
       Status st = dispatch_float(x.dtype(), [&](auto tag) -> Status {
         using T = decltype(tag);
         T* d = o->data<T>();
-        for (int64_t e = 0; e < m; ++e) d[e] = T(static_cast<compute_t<T>>(out[g][e]));
+        for (int64_t e = 0; e < m; ++e) d[e] = from_compute<T>(out[g][e]);
         return Status::Ok();
       }, [&] { return ctx.error("optimizer tensors must be float or double", StatusCode::kInvalidArgument); });
       NXRT_RETURN_IF_ERROR(st);
@@ -380,7 +380,7 @@ class GradientKernel : public ep::Kernel {
       NXRT_RETURN_IF_ERROR(dispatch_float(x.dtype(), [&](auto tag) -> Status {
         using T = decltype(tag);
         T* d = o->data<T>();
-        for (size_t e = 0; e < g.v.size(); ++e) d[e] = T(static_cast<compute_t<T>>(g.v[e]));
+        for (size_t e = 0; e < g.v.size(); ++e) d[e] = from_compute<T>(g.v[e]);
         return Status::Ok();
       }, [&] { return ctx.error("Gradient: x '" + xs_[i] + "' must be a float tensor, got " + x.describe(), StatusCode::kInvalidArgument); }));
     }
