@@ -1,5 +1,5 @@
 // com.microsoft GroupQueryAttention / MultiHeadAttention / Attention: the fast paths against the
-// reference path (_nxrt_reference=1) on random configurations, GQA with present sharing the past buffer
+// reference path (kernel override reference=1) on random configurations, GQA with present sharing the past buffer
 // (in-place append), ragged batches, packed QKV equivalence, a hand-checked decode step.
 #include <gtest/gtest.h>
 
@@ -43,7 +43,7 @@ Result<std::vector<Value>> run_ms(const std::string& op, std::vector<ir::Attribu
   run.domain = "com.microsoft";
   run.opset = 1;
   run.attributes = std::move(attrs);
-  if (reference) run.attributes.push_back(attr_int("_nxrt_reference", 1));
+  if (reference) run.overrides = {{"reference", "1"}};
   run.inputs = std::move(inputs);
   run.num_outputs = outs;
   run.threads = 2;

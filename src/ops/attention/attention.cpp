@@ -43,7 +43,7 @@ struct AttnShapes {
 };
 
 template <typename T>
-Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
+Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh, bool reference) {
   using C = compute_t<T>;
   const auto& info = ctx.info();
   const Tensor& Q = ctx.input(0);
@@ -196,7 +196,8 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
     p.y = y;
   }
   if constexpr (std::is_same_v<C, float>) {
-    attention_fast(p, &ctx.pool());
+    if (reference) attention_reference(p);
+    else attention_fast(p, &ctx.pool());
   } else {
     attention_reference(p);
   }
@@ -230,7 +231,7 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
   return Status::Ok();
 }
 
-Status attention(ep::KernelContext& ctx) {
+Status attention(ep::KernelContext& ctx, bool reference) {
   const auto& info = ctx.info();
   if (!ctx.has_input(0) || !ctx.has_input(1) || !ctx.has_input(2)) return ctx.error("Q, K and V are required", StatusCode::kInvalidArgument);
   const Tensor& Q = ctx.input(0);
@@ -280,7 +281,7 @@ Status attention(ep::KernelContext& ctx) {
     }
     sh.P = pk.dim(2);
   }
-  return dispatch_float(Q.dtype(), [&](auto tag) -> Status { return attention_typed<decltype(tag)>(ctx, sh); },
+  return dispatch_float(Q.dtype(), [&](auto tag) -> Status { return attention_typed<decltype(tag)>(ctx, sh, reference); },
                         [&] { return ctx.error("Attention supports float, double, float16, bfloat16", StatusCode::kInvalidArgument); });
 }
 
@@ -465,7 +466,7 @@ Status swiglu(ep::KernelContext& ctx) {
 }  // namespace
 
 void register_attention_ops(ep::KernelRegistry& r) {
-  r.add_fn("", "Attention", 23, INT64_MAX, &attention);
+  r.add_class<ReferenceSwitchKernel<&attention>>("", "Attention", 23);
   r.add_fn("", "RotaryEmbedding", 23, INT64_MAX, &rotary_embedding);
   r.add_fn("", "TensorScatter", 24, INT64_MAX, &tensor_scatter);
   r.add_fn("", "SwiGLU", 1, INT64_MAX, &swiglu);

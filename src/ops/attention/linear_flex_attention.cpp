@@ -12,14 +12,6 @@
 namespace nxrt::ops {
 namespace {
 
-// Any float tensor -> compute-type vector.
-template <typename C>
-Result<std::vector<C>> load_float(const ep::KernelContext& ctx, const Tensor& t, const char* name) {
-  auto v = read_floats_as<C>(t);
-  if (!v.ok()) return ctx.error(std::string(name) + " must be a float tensor, got " + t.describe(), StatusCode::kInvalidArgument);
-  return v;
-}
-
 // ---------------------------------------------------------------------------------------------
 // LinearAttention: recurrent state S[b, hkv] (d_k x d_v) updated per step by the update rule
 // (linear / gated / delta / gated_delta), read by every query head of the group.
@@ -61,14 +53,14 @@ Status linear_attention(ep::KernelContext& ctx) {
   const double scale = scale_attr == 0.f ? 1.0 / std::sqrt(static_cast<double>(dk)) : scale_attr;
 
   using C = float;
-  NXRT_ASSIGN_OR_RETURN(auto q, load_float<C>(ctx, Q, "query"));
-  NXRT_ASSIGN_OR_RETURN(auto kk, load_float<C>(ctx, K, "key"));
-  NXRT_ASSIGN_OR_RETURN(auto vv, load_float<C>(ctx, V, "value"));
+  NXRT_ASSIGN_OR_RETURN(auto q, read_float_input<C>(ctx, Q, "query"));
+  NXRT_ASSIGN_OR_RETURN(auto kk, read_float_input<C>(ctx, K, "key"));
+  NXRT_ASSIGN_OR_RETURN(auto vv, read_float_input<C>(ctx, V, "value"));
   std::vector<C> dc, bt, eg, state(static_cast<size_t>(B * Hkv * dk * dv), 0.f);
-  if (decay) { NXRT_ASSIGN_OR_RETURN(dc, load_float<C>(ctx, *decay, "decay")); }
-  if (beta) { NXRT_ASSIGN_OR_RETURN(bt, load_float<C>(ctx, *beta, "beta")); }
-  if (erase) { NXRT_ASSIGN_OR_RETURN(eg, load_float<C>(ctx, *erase, "erase_gate")); }
-  if (past) { NXRT_ASSIGN_OR_RETURN(state, load_float<C>(ctx, *past, "past_state")); }
+  if (decay) { NXRT_ASSIGN_OR_RETURN(dc, read_float_input<C>(ctx, *decay, "decay")); }
+  if (beta) { NXRT_ASSIGN_OR_RETURN(bt, read_float_input<C>(ctx, *beta, "beta")); }
+  if (erase) { NXRT_ASSIGN_OR_RETURN(eg, read_float_input<C>(ctx, *erase, "erase_gate")); }
+  if (past) { NXRT_ASSIGN_OR_RETURN(state, read_float_input<C>(ctx, *past, "past_state")); }
   std::vector<C> out(static_cast<size_t>(B * T * Hq * dv));
   std::vector<C> vt(static_cast<size_t>(dv)), ke(static_cast<size_t>(dk));
   for (int64_t b = 0; b < B; ++b)
