@@ -42,6 +42,64 @@ struct AttnShapes {
   int64_t B = 0, Hq = 0, Hkv = 0, Sq = 0, Skv = 0, P = 0, D = 0, Dv = 0;
 };
 
+// attn_mask as additive values in C over its own shape (bool: 0 / -inf), with broadcast strides into
+// (B, Hq, Sq, T) set on p.
+template <typename C>
+Status attention_mask(ep::KernelContext& ctx, const Tensor& mask, C* maskv, AttnProblem<C>* p) {
+  const int64_t B = p->B, Hq = p->Hq, Sq = p->Sq, Tt = p->T;
+  const Dims& md = mask.shape();
+  if (md.empty() || md.size() > 4) return ctx.error("attn_mask must have rank 1..4, got " + dims_str(md));
+  Dims m4(4, 1);
+  for (size_t i = 0; i < md.size(); ++i) m4[4 - md.size() + i] = md[i];
+  const int64_t want[3] = {B, Hq, Sq};
+  for (int i = 0; i < 3; ++i) {
+    if (m4[i] != 1 && m4[i] != want[i]) {
+      return ctx.error("attn_mask shape " + dims_str(md) + " does not broadcast to (batch, q_heads, q_seq, total_seq) = (" +
+                       std::to_string(B) + "," + std::to_string(Hq) + "," + std::to_string(Sq) + "," + std::to_string(Tt) + ")",
+                       StatusCode::kInvalidArgument);
+    }
+  }
+  if (m4[3] > Tt) return ctx.error("attn_mask last dim " + std::to_string(m4[3]) + " exceeds total sequence length " + std::to_string(Tt), StatusCode::kInvalidArgument);
+  const int64_t n = mask.numel();
+  if (mask.dtype() == DataType::kBool) {
+    const bool* mb = mask.data<bool>();
+    for (int64_t x = 0; x < n; ++x) maskv[x] = mb[x] ? C(0) : -std::numeric_limits<C>::infinity();
+  } else if (!load_floats(mask.dtype(), mask.raw_data(), n, maskv).ok()) {
+    return ctx.error("attn_mask must be bool or a float type, got " + std::string(dtype_name(mask.dtype())), StatusCode::kInvalidArgument);
+  }
+  p->mask = maskv;
+  p->mask_len = m4[3];
+  p->mask_si = m4[2] == 1 ? 0 : m4[3];
+  p->mask_sh = m4[1] == 1 ? 0 : m4[2] * m4[3];
+  p->mask_sb = m4[0] == 1 ? 0 : m4[1] * m4[2] * m4[3];
+  return Status::Ok();
+}
+
+// nonpad_kv_seqlen (opset 24, int64/int32 [B]) into nonpad; with is_causal, each batch's causal offset
+// (the past length, else nonpad - Sq, else 0) into offsets.
+template <typename C>
+Status attention_lengths(ep::KernelContext& ctx, const Tensor* nonpad_t, bool has_past, int64_t P, int64_t* nonpad,
+                         int64_t* offsets, AttnProblem<C>* p) {
+  const int64_t B = p->B, Sq = p->Sq;
+  if (nonpad_t) {
+    if (nonpad_t->numel() != B || (nonpad_t->dtype() != DataType::kInt64 && nonpad_t->dtype() != DataType::kInt32)) {
+      return ctx.error("nonpad_kv_seqlen must be int64 with batch_size (" + std::to_string(B) + ") values, got " + nonpad_t->describe(), StatusCode::kInvalidArgument);
+    }
+    for (int64_t b = 0; b < B; ++b)
+      nonpad[b] = nonpad_t->dtype() == DataType::kInt64 ? nonpad_t->data<int64_t>()[b] : nonpad_t->data<int32_t>()[b];
+    p->nonpad = nonpad;
+  }
+  if (p->causal) {
+    for (int64_t b = 0; b < B; ++b) {
+      offsets[b] = 0;
+      if (has_past) offsets[b] = P;
+      else if (nonpad_t) offsets[b] = nonpad[b] - Sq;
+    }
+    p->causal_offset = offsets;
+  }
+  return Status::Ok();
+}
+
 template <typename T>
 Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh, bool reference) {
   using C = compute_t<T>;
@@ -116,60 +174,9 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh, bool refere
   p.softcap = static_cast<C>(info.attr_float("softcap", 0.f));
   p.causal = info.attr_int("is_causal", 0) != 0;
 
-  // Mask -> additive values in C over its own shape, with broadcast strides into (B, Hq, Sq, T).
-  if (mask) {
-    const Dims& md = mask->shape();
-    if (md.empty() || md.size() > 4) return ctx.error("attn_mask must have rank 1..4, got " + dims_str(md));
-    Dims m4(4, 1);
-    for (size_t i = 0; i < md.size(); ++i) m4[4 - md.size() + i] = md[i];
-    const int64_t want[3] = {B, Hq, Sq};
-    for (int i = 0; i < 3; ++i) {
-      if (m4[i] != 1 && m4[i] != want[i]) {
-        return ctx.error("attn_mask shape " + dims_str(md) + " does not broadcast to (batch, q_heads, q_seq, total_seq) = (" +
-                         std::to_string(B) + "," + std::to_string(Hq) + "," + std::to_string(Sq) + "," + std::to_string(Tt) + ")",
-                         StatusCode::kInvalidArgument);
-      }
-    }
-    if (m4[3] > Tt) return ctx.error("attn_mask last dim " + std::to_string(m4[3]) + " exceeds total sequence length " + std::to_string(Tt), StatusCode::kInvalidArgument);
-    const int64_t n = mask->numel();
-    C* maskv = lay.at<C>(mask_off);
-    if (mask->dtype() == DataType::kBool) {
-      const bool* mb = mask->data<bool>();
-      for (int64_t x = 0; x < n; ++x) maskv[x] = mb[x] ? C(0) : -std::numeric_limits<C>::infinity();
-    } else {
-      Status st = dispatch_float(mask->dtype(), [&](auto tag) -> Status {
-        using M = decltype(tag);
-        const M* mm = mask->data<M>();
-        for (int64_t x = 0; x < n; ++x) maskv[x] = to_compute<C>(mm[x]);
-        return Status::Ok();
-      }, [&] { return ctx.error("attn_mask must be bool or a float type, got " + std::string(dtype_name(mask->dtype())), StatusCode::kInvalidArgument); });
-      NXRT_RETURN_IF_ERROR(st);
-    }
-    p.mask = maskv;
-    p.mask_len = m4[3];
-    p.mask_si = m4[2] == 1 ? 0 : m4[3];
-    p.mask_sh = m4[1] == 1 ? 0 : m4[2] * m4[3];
-    p.mask_sb = m4[0] == 1 ? 0 : m4[1] * m4[2] * m4[3];
-  }
-
-  int64_t* nonpad = lay.at<int64_t>(nonpad_off);
-  if (nonpad_t) {
-    if (nonpad_t->numel() != B || (nonpad_t->dtype() != DataType::kInt64 && nonpad_t->dtype() != DataType::kInt32)) {
-      return ctx.error("nonpad_kv_seqlen must be int64 with batch_size (" + std::to_string(B) + ") values, got " + nonpad_t->describe(), StatusCode::kInvalidArgument);
-    }
-    for (int64_t b = 0; b < B; ++b)
-      nonpad[b] = nonpad_t->dtype() == DataType::kInt64 ? nonpad_t->data<int64_t>()[b] : nonpad_t->data<int32_t>()[b];
-    p.nonpad = nonpad;
-  }
-  if (p.causal) {
-    int64_t* offsets = lay.at<int64_t>(offsets_off);
-    for (int64_t b = 0; b < B; ++b) {
-      offsets[b] = 0;
-      if (past_k) offsets[b] = P;
-      else if (nonpad_t) offsets[b] = nonpad[b] - Sq;
-    }
-    p.causal_offset = offsets;
-  }
+  if (mask) NXRT_RETURN_IF_ERROR(attention_mask(ctx, *mask, lay.at<C>(mask_off), &p));
+  NXRT_RETURN_IF_ERROR(attention_lengths(ctx, nonpad_t, past_k != nullptr, P, lay.at<int64_t>(nonpad_off),
+                                         lay.at<int64_t>(offsets_off), &p));
 
   // Outputs.
   Dims yshape = sh.is3d ? Dims{B, Sq, Hq * Dv} : Dims{B, Hq, Sq, Dv};
