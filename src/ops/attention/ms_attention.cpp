@@ -739,6 +739,29 @@ Status finish_mask(ep::KernelContext& ctx, AttnProblem<float>& p, std::vector<fl
   return Status::Ok();
 }
 
+// MultiHeadAttention's and Attention's float heads: q [B, N, S, H], k/v (past + new) [B, N, T, H / Hv].
+struct OrtHeads {
+  const float* q;
+  const float* k;
+  const float* v;
+  int64_t B, N, S, T, H, Hv, P;
+};
+
+// Their shared tail: the key mask (input mask_idx) with the causal past and attention_bias (input 5),
+// then the core into Y.
+Status run_ort_heads(ep::KernelContext& ctx, const OrtHeads& h, float scale_attr, bool causal, float filter, int mask_idx,
+                     Tensor* Y, bool reference) {
+  AttnProblem<float> p;
+  p.B = h.B; p.Hq = h.N; p.Hkv = h.N; p.Sq = h.S; p.T = h.T; p.D = h.H; p.Dv = h.Hv;
+  p.scale = scale_attr != 0.f ? scale_attr : 1.f / std::sqrt(static_cast<float>(h.H));
+  p.q = h.q; p.k = h.k; p.v = h.v;
+  std::vector<float> keymask, full;
+  const size_t mi = static_cast<size_t>(mask_idx);
+  NXRT_RETURN_IF_ERROR(prepare_mask(ctx, ctx.has_input(mi) ? &ctx.input(mi) : nullptr, causal, h.B, h.S, h.T, h.P, filter, &keymask));
+  NXRT_RETURN_IF_ERROR(finish_mask(ctx, p, keymask, 5, &full));
+  return run_core(ctx, p, Y, reference);
+}
+
 // ---------------------------------------------------------------------------------------------
 // MultiHeadAttention (inputs: query, key, value, bias, key_padding_mask, attention_bias, past_key,
 // past_value, past_sequence_length, cache_indirection; outputs: output, present_key, present_value, qk).
@@ -863,14 +886,8 @@ Status multi_head_attention(ep::KernelContext& ctx, bool reference) {
     NXRT_ASSIGN_OR_RETURN(Tensor * pv, ctx.allocate_output(2, dt, Dims{B, N, T, Hv}));
     NXRT_RETURN_IF_ERROR(store_floats(vf.data(), static_cast<int64_t>(vf.size()), dt, pv->raw_data()));
   }
-  AttnProblem<float> p;
-  p.B = B; p.Hq = N; p.Hkv = N; p.Sq = S; p.T = T; p.D = H; p.Dv = Hv;
-  p.scale = scale_attr != 0.f ? scale_attr : 1.f / std::sqrt(static_cast<float>(H));
-  p.q = q.data(); p.k = kf.data(); p.v = vf.data();
-  std::vector<float> keymask, full;
-  NXRT_RETURN_IF_ERROR(prepare_mask(ctx, ctx.has_input(4) ? &ctx.input(4) : nullptr, causal, B, S, T, P, filter, &keymask));
-  NXRT_RETURN_IF_ERROR(finish_mask(ctx, p, keymask, 5, &full));
-  return run_core(ctx, p, Y, reference);
+  const OrtHeads heads{q.data(), kf.data(), vf.data(), B, N, S, T, H, Hv, P};
+  return run_ort_heads(ctx, heads, scale_attr, causal, filter, 4, Y, reference);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -944,14 +961,8 @@ Status ms_attention(ep::KernelContext& ctx, bool reference) {
     NXRT_RETURN_IF_ERROR(store_floats(kf.data(), static_cast<int64_t>(kf.size()), dt, pr->raw_data()));
     NXRT_RETURN_IF_ERROR(store_floats(vf.data(), static_cast<int64_t>(vf.size()), dt, elem_at(*pr, static_cast<int64_t>(kf.size()))));
   }
-  AttnProblem<float> p;
-  p.B = B; p.Hq = N; p.Hkv = N; p.Sq = S; p.T = T; p.D = H; p.Dv = Hv;
-  p.scale = scale_attr != 0.f ? scale_attr : 1.f / std::sqrt(static_cast<float>(H));
-  p.q = q.data(); p.k = kf.data(); p.v = vf.data();
-  std::vector<float> keymask, full;
-  NXRT_RETURN_IF_ERROR(prepare_mask(ctx, ctx.has_input(3) ? &ctx.input(3) : nullptr, causal, B, S, T, P, filter, &keymask));
-  NXRT_RETURN_IF_ERROR(finish_mask(ctx, p, keymask, 5, &full));
-  return run_core(ctx, p, Y, reference);
+  const OrtHeads heads{q.data(), kf.data(), vf.data(), B, N, S, T, H, Hv, P};
+  return run_ort_heads(ctx, heads, scale_attr, causal, filter, 3, Y, reference);
 }
 
 }  // namespace

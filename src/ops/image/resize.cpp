@@ -265,14 +265,8 @@ Status run_resize(KernelContext& ctx, const Tensor& x, const ResizeParams& p, co
         maps[a] = plan_axis(p, x.shape()[a], out_shape[a], scales[a], 0.0, 1.0).idx;
       }
     }
-    return dispatch_elem(
-        x.dtype(),
-        [&](auto tag) {
-          using E = decltype(tag);
-          gather_axis_maps(elem_ptr<E>(x), elem_ptr<E>(*out), x.shape(), out_shape, maps);
-          return Status::Ok();
-        },
-        [&] { return ctx.error("unsupported dtype " + x.describe()); });
+    if (!gather_axis_maps(x, *out, maps)) return ctx.error("unsupported dtype " + x.describe());
+    return Status::Ok();
   }
   // Axes that change; each gets one separable pass.
   std::vector<int64_t> passes;

@@ -625,14 +625,8 @@ Status pad_fn(KernelContext& ctx) {
     gather_axis_maps(u.data<uint8_t>(), o.data<uint8_t>(), x.shape(), out_shape, maps);
     return ctx.set_output(0, Value(subbyte_pack(o, x.dtype())));
   }
-  return dispatch_elem(
-      x.dtype(),
-      [&](auto tag) {
-        using E = decltype(tag);
-        gather_axis_maps(elem_ptr<E>(x), elem_ptr<E>(*out), x.shape(), out_shape, maps);
-        return Status::Ok();
-      },
-      [&] { return ctx.error("unsupported dtype " + x.describe()); });
+  if (!gather_axis_maps(x, *out, maps)) return ctx.error("unsupported dtype " + x.describe());
+  return Status::Ok();
 }
 
 // ------------------------------------------------------------------------------------------------

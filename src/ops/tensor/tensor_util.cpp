@@ -28,6 +28,18 @@ Result<std::vector<int64_t>> read_indices(const Tensor& t, const char* what) {
   return read_int_values(t);
 }
 
+bool gather_axis_maps(const Tensor& x, Tensor& out, const std::vector<std::vector<int64_t>>& maps) {
+  const Status st = dispatch_elem(
+      x.dtype(),
+      [&](auto tag) {
+        using E = decltype(tag);
+        gather_axis_maps(elem_ptr<E>(x), elem_ptr<E>(out), x.shape(), out.shape(), maps);
+        return Status::Ok();
+      },
+      [] { return invalid_argument("unsupported dtype"); });
+  return st.ok();
+}
+
 Result<std::vector<int64_t>> required_indices(const ep::KernelContext& ctx, size_t i, const char* name) {
   NXRT_ASSIGN_OR_RETURN(const Tensor& t, ctx.required_tensor(i, name));
   auto v = read_indices(t, name);

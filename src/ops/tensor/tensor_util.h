@@ -119,6 +119,9 @@ void gather_axis_maps(const E* src, E* dst, const Dims& in_shape, const Dims& ou
     for (int64_t i = 0; i < inner; ++i) d[i] = s[last[i]];
   }
 }
+// The same over contiguous tensors of any whole-byte or string dtype (out: out_shape, x's dtype); false
+// for another dtype.
+bool gather_axis_maps(const Tensor& x, Tensor& out, const std::vector<std::vector<int64_t>>& maps);
 
 // Reads an integer index input tensor (int32/int64) into int64 values; error message on other dtypes.
 Result<std::vector<int64_t>> read_indices(const Tensor& t, const char* what);
