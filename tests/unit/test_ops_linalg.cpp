@@ -5,6 +5,7 @@
 #include <random>
 
 #include "ops/cpu_provider.h"
+#include "ep/standalone_context.h"
 #include "ep/thread_pool.h"
 #include "kernel_test_util.h"
 #include "ops/gemm/gemm.h"
@@ -299,34 +300,6 @@ TEST(OpsLinalgGemm, PrepackedBMatchesReference) {
 
 namespace {
 // Runs a kernel whose input 1 is a creation-time constant (an initializer), as the session does.
-class ConstCtx final : public ep::KernelContext {
- public:
-  ConstCtx(const ep::KernelInfo& info, std::vector<Value> in, ep::ThreadPool& pool)
-      : info_(info), in_(std::move(in)), out_(1), pool_(pool) {}
-  const ep::KernelInfo& info() const override { return info_; }
-  size_t num_inputs() const override { return in_.size(); }
-  size_t num_outputs() const override { return 1; }
-  const Value* input_value(size_t i) const override { return i < in_.size() && !in_[i].is_none() ? &in_[i] : nullptr; }
-  bool output_requested(size_t i) const override { return i == 0; }
-  Result<Tensor*> allocate_output(size_t, DataType dt, const Dims& s) override {
-    out_[0] = Value(Tensor(dt, s));
-    return &out_[0].tensor();
-  }
-  Status set_output(size_t, Value v) override {
-    out_[0] = std::move(v);
-    return Status::Ok();
-  }
-  ep::ThreadPool& pool() override { return pool_; }
-  Status error(const std::string& m, StatusCode c) const override { return info_.error(m, c); }
-  Tensor& out() { return out_[0].tensor(); }
-
- private:
-  const ep::KernelInfo& info_;
-  std::vector<Value> in_;
-  std::vector<Value> out_;
-  ep::ThreadPool& pool_;
-};
-
 Tensor run_with_const_b(const std::string& op, int64_t opset, std::vector<ir::Attribute> attrs, std::vector<Value> in) {
   ir::Node node;
   node.name = "n";
@@ -340,10 +313,10 @@ Tensor run_with_const_b(const std::string& op, int64_t opset, std::vector<ir::At
   auto k = ops::cpu_provider_registry()->find("", op, opset)->factory(info);
   EXPECT_TRUE(k.ok());
   ep::ThreadPool pool(2);
-  ConstCtx ctx(info, in, pool);
+  ep::StandaloneContext ctx(info, in, pool);
   Status st = k.value()->compute(ctx);
   EXPECT_TRUE(st.ok()) << st.to_string();
-  return ctx.out();
+  return ctx.output(0).tensor();
 }
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "ops/cpu_provider.h"
+#include "ep/standalone_context.h"
 #include "kernel_test_util.h"
 #include "ops/gemm/gemm.h"
 #include "ops/conv/conv_engine.h"
@@ -510,33 +511,6 @@ TEST(OpsNnRnn, GruOneStepBothResetModes) {
 
 namespace {
 
-class ConstCtx final : public ep::KernelContext {
- public:
-  ConstCtx(const ep::KernelInfo& info, const std::vector<Value>& in, ep::ThreadPool& pool)
-      : out_(1), info_(info), in_(in), pool_(pool) {}
-  const ep::KernelInfo& info() const override { return info_; }
-  size_t num_inputs() const override { return in_.size(); }
-  size_t num_outputs() const override { return 1; }
-  const Value* input_value(size_t i) const override { return i < in_.size() && !in_[i].is_none() ? &in_[i] : nullptr; }
-  bool output_requested(size_t i) const override { return i == 0; }
-  Result<Tensor*> allocate_output(size_t i, DataType dt, const Dims& shape) override {
-    out_[i] = Value(Tensor(dt, shape));
-    return &out_[i].tensor();
-  }
-  Status set_output(size_t i, Value v) override {
-    out_[i] = std::move(v);
-    return Status::Ok();
-  }
-  ep::ThreadPool& pool() override { return pool_; }
-  Status error(const std::string& m, StatusCode c) const override { return info_.error(m, c); }
-  std::vector<Value> out_;
-
- private:
-  const ep::KernelInfo& info_;
-  const std::vector<Value>& in_;
-  ep::ThreadPool& pool_;
-};
-
 // Runs op with input `const_idx` given as a creation-time constant.
 Result<Tensor> run_with_const(const std::string& op, int64_t opset, std::vector<ir::Attribute> attrs,
                               const std::vector<Value>& inputs, std::vector<size_t> const_idx) {
@@ -553,9 +527,9 @@ Result<Tensor> run_with_const(const std::string& op, int64_t opset, std::vector<
   auto k = def->factory(info);
   if (!k.ok()) return k.status();
   ep::ThreadPool pool(2);
-  ConstCtx ctx(info, inputs, pool);
+  ep::StandaloneContext ctx(info, inputs, pool);
   NXRT_RETURN_IF_ERROR(k.value()->compute(ctx));
-  return ctx.out_[0].tensor();
+  return ctx.output(0).tensor();
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ const char* kMs = "com.microsoft";
 //   sum = input + skip + bias (skip broadcast over leading dims), y = norm(sum) * gamma (+ beta).
 template <typename T>
 Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, int64_t axis_from, float eps) {
-  using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  using C = compute_t<T>;
   const Tensor& X = ctx.input(0);
   const int gamma_idx = has_skip ? 2 : 1;
   const Tensor& G = ctx.input(gamma_idx);
@@ -87,36 +87,19 @@ Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, i
   }
   const T* x = X.data<T>();
   void* yraw = Y->raw_data();
-  auto put = [ydt, yraw](int64_t i, C v) {
-    switch (ydt) {
-      case DataType::kFloat: static_cast<float*>(yraw)[i] = static_cast<float>(v); break;
-      case DataType::kDouble: static_cast<double*>(yraw)[i] = static_cast<double>(v); break;
-      case DataType::kFloat16: static_cast<Float16*>(yraw)[i] = Float16(static_cast<float>(v)); break;
-      default: static_cast<BFloat16*>(yraw)[i] = BFloat16(static_cast<float>(v)); break;
-    }
-  };
   // gamma/beta/bias may have another float dtype than the input (ORT's mixed-precision exports): those
   // are converted into step scratch; ones already in the compute type are read in place.
   NXRT_ASSIGN_OR_RETURN(void* scratch, ctx.workspace(static_cast<size_t>(3 * H) * sizeof(C)));
-  auto load_vec = [&](const Tensor* t, C* slot) -> const C* {
-    if (!t) return nullptr;
+  auto load_vec = [&](const Tensor* t, C* slot) -> Result<const C*> {
+    if (!t) return static_cast<const C*>(nullptr);
     if (t->dtype() == dtype_of<C>()) return t->data<C>();
-    for (int64_t i = 0; i < H; ++i) {
-      double v = 0;
-      switch (t->dtype()) {
-        case DataType::kFloat: v = t->data<float>()[i]; break;
-        case DataType::kDouble: v = t->data<double>()[i]; break;
-        case DataType::kFloat16: v = static_cast<float>(t->data<Float16>()[i]); break;
-        default: v = static_cast<float>(t->data<BFloat16>()[i]); break;
-      }
-      slot[i] = static_cast<C>(v);
-    }
-    return slot;
+    NXRT_RETURN_IF_ERROR(load_floats(t->dtype(), t->raw_data(), H, slot));
+    return static_cast<const C*>(slot);
   };
   C* slots = static_cast<C*>(scratch);
-  const C* gamma = load_vec(&G, slots);
-  const C* beta = load_vec(Bt, slots + H);
-  const C* bias = load_vec(Bias, slots + 2 * H);
+  NXRT_ASSIGN_OR_RETURN(const C* gamma, load_vec(&G, slots));
+  NXRT_ASSIGN_OR_RETURN(const C* beta, load_vec(Bt, slots + H));
+  NXRT_ASSIGN_OR_RETURN(const C* bias, load_vec(Bias, slots + 2 * H));
   // No per-row scratch: the pre-norm value (input + skip + bias) is cheap to recompute on each pass.
   auto work = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -164,7 +147,11 @@ Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, i
           else yr[i] = T(static_cast<float>(normed(i)));
         }
       } else {
-        for (int64_t i = 0; i < H; ++i) put(r * H + i, normed(i));
+        // Y of the scale's dtype (checked to be a float dtype): converted a row at a time.
+        thread_local std::vector<C> row;  // grow-only: no allocation once warm
+        if (row.size() < static_cast<size_t>(H)) row.resize(static_cast<size_t>(H));
+        for (int64_t i = 0; i < H; ++i) row[static_cast<size_t>(i)] = normed(i);
+        (void)store_floats(row.data(), H, ydt, static_cast<uint8_t*>(yraw) + r * H * (dtype_bits(ydt) / 8));
       }
     }
   };
@@ -219,7 +206,7 @@ Status gelu_family(ep::KernelContext& ctx) {
   NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), X.shape()));
   return dispatch_float(X.dtype(), [&](auto tag) -> Status {
     using T = decltype(tag);
-    using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    using C = compute_t<T>;
     const T* x = X.data<T>();
     const T* b = bias ? bias->data<T>() : nullptr;
     T* y = Y->data<T>();
@@ -386,17 +373,11 @@ Status fused_matmul(ep::KernelContext& ctx) {
     NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, A.dtype(), out));
     const int64_t nb = shape_numel(bo);
     const Dims sta = broadcast_strides(ba, bo), stb = broadcast_strides(bb, bo);
-    const Dims ost = contiguous_strides(bo);
     T* y = Y->data<T>();
     std::vector<float> fa, fb, fc(static_cast<size_t>(M * N));
-    for (int64_t bi = 0; bi < nb; ++bi) {
-      int64_t oa = 0, ob = 0, rem = bi;
-      for (size_t d = 0; d < bo.size(); ++d) {
-        const int64_t c = ost[d] ? rem / ost[d] : 0;
-        rem -= c * ost[d];
-        oa += c * sta[d];
-        ob += c * stb[d];
-      }
+    auto batch = strided_cursor(bo, bo.size(), sta, stb);
+    for (int64_t bi = 0; bi < nb; ++bi, batch.next()) {
+      const int64_t oa = batch.offset(0), ob = batch.offset(1);
       const double* pa = a.data() + oa * M * K;
       const double* pb = b.data() + ob * K * N;
       T* py = y + bi * M * N;

@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "ep/kernel.h"
+#include "ep/standalone_context.h"
 #include "ops/common.h"
 #include "ops/conv/conv_engine.h"
 #include "ops/fused/fused_ops.h"
@@ -58,49 +59,42 @@ void epilogue_dispatch(T* yd, const T* zd, int64_t i0, int64_t i1, const ActPara
 template <typename T>
 using ct_of = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-// Forwards a wrapped kernel's context to the fused node's context: inputs 0..n-1, output 0.
-class ForwardContext final : public ep::KernelContext {
+// The wrapped Conv/Gemm/MatMul's view of the fused node (a StandaloneContext nested in the fused
+// node's context, so pool, workspaces and errors are the fused node's). Inputs are the fused node's
+// first n_in (input 0 replaceable: FusedConv's pre-activated X). Output 0 is the fused node's own
+// output 0 when the wrapped op allocates it at the residual's shape (or there is no residual), so the
+// epilogue then runs in place; any other shape, or a view the op sets, is a temporary owned here that
+// compute() combines into output 0 (is_temp_).
+class ForwardContext final : public ep::StandaloneContext {
  public:
   ForwardContext(ep::KernelContext& outer, const ep::KernelInfo& info, size_t n_in, const Dims* z_shape)
-      : outer_(outer), info_(info), n_in_(n_in), z_shape_(z_shape) {}
-  const ep::KernelInfo& info() const override { return info_; }
+      : StandaloneContext(info, {}, outer), n_in_(n_in), z_shape_(z_shape) {}
   size_t num_inputs() const override { return n_in_; }
-  size_t num_outputs() const override { return 1; }
   const Value* input_value(size_t i) const override {
     if (i == 0 && in0_override_) return in0_override_;
-    return i < n_in_ ? outer_.input_value(i) : nullptr;
+    return i < n_in_ ? outer()->input_value(i) : nullptr;
   }
-  // Input 0 as the wrapped op sees it (FusedConv's pre-activated X on the general path).
-  const Value* in0_override_ = nullptr;
-  bool output_requested(size_t i) const override { return i == 0; }
   Result<Tensor*> allocate_output(size_t i, DataType dtype, const Dims& shape) override {
-    if (i != 0) return outer_.error("fused kernel: the wrapped op allocated output " + std::to_string(i));
-    if (!z_shape_ || *z_shape_ == shape) {
-      NXRT_ASSIGN_OR_RETURN(out_, outer_.allocate_output(0, dtype, shape));
-      return out_;
-    }
-    temp_ = Tensor(dtype, shape);
-    out_ = &temp_;
-    is_temp_ = true;
+    if (i != 0) return error("fused kernel: the wrapped op allocated output " + std::to_string(i));
+    const bool in_place = !z_shape_ || *z_shape_ == shape;
+    NXRT_ASSIGN_OR_RETURN(out_, in_place ? outer()->allocate_output(0, dtype, shape)
+                                         : StandaloneContext::allocate_output(0, dtype, shape));
+    is_temp_ = !in_place;
     return out_;
   }
   Status set_output(size_t i, Value v) override {
-    if (i != 0 || !v.is_tensor()) return outer_.error("fused kernel: the wrapped op set a non-tensor output");
-    temp_ = v.tensor().contiguous(true);
-    out_ = &temp_;
+    if (i != 0 || !v.is_tensor()) return error("fused kernel: the wrapped op set a non-tensor output");
+    NXRT_RETURN_IF_ERROR(StandaloneContext::set_output(0, Value(v.tensor().contiguous(true))));
+    out_ = &output(0).tensor();
     is_temp_ = true;
     return Status::Ok();
   }
-  ep::ThreadPool& pool() override { return outer_.pool(); }
-  Status error(const std::string& msg, StatusCode code) const override { return outer_.error(msg, code); }
 
-  Tensor* out_ = nullptr;
-  Tensor temp_;
-  bool is_temp_ = false;
+  const Value* in0_override_ = nullptr;
+  Tensor* out_ = nullptr;  // the wrapped op's result
+  bool is_temp_ = false;   // out_ is a temporary, not the fused node's output 0
 
  private:
-  ep::KernelContext& outer_;
-  const ep::KernelInfo& info_;
   size_t n_in_;
   const Dims* z_shape_;
 };

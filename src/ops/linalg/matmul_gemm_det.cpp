@@ -49,21 +49,10 @@ void batch_offsets(const MatMulShape& s, std::vector<int64_t>* ao, std::vector<i
   const int64_t nb = s.batch_count();
   ao->resize(static_cast<size_t>(nb));
   bo->resize(static_cast<size_t>(nb));
-  const size_t r = s.batch.size();
-  std::vector<int64_t> idx(r, 0);
-  int64_t oa = 0, ob = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    (*ao)[i] = oa;
-    (*bo)[i] = ob;
-    for (size_t d = r; d-- > 0;) {
-      ++idx[d];
-      oa += s.a_batch_strides[d];
-      ob += s.b_batch_strides[d];
-      if (idx[d] < s.batch[d]) break;
-      oa -= s.a_batch_strides[d] * s.batch[d];
-      ob -= s.b_batch_strides[d] * s.batch[d];
-      idx[d] = 0;
-    }
+  auto cur = strided_cursor(s.batch, s.batch.size(), s.a_batch_strides, s.b_batch_strides);
+  for (int64_t i = 0; i < nb; ++i, cur.next()) {
+    (*ao)[i] = cur.offset(0);
+    (*bo)[i] = cur.offset(1);
   }
 }
 
@@ -124,14 +113,11 @@ void matmul_batched_native(const T* A, const T* B, T* Y, const MatMulShape& s, e
   }
 }
 
-std::vector<float> to_float(const void* p, DataType dt, int64_t n) {
+// n float16/bfloat16 values as float.
+template <typename T>
+std::vector<float> to_float(const T* p, int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
-  const uint16_t* h = static_cast<const uint16_t*>(p);
-  if (dt == DataType::kFloat16) {
-    for (int64_t i = 0; i < n; ++i) v[i] = half_to_float(h[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) v[i] = bf16_to_float(h[i]);
-  }
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = to_compute<float>(p[i]);
   return v;
 }
 
@@ -139,10 +125,9 @@ std::vector<float> to_float(const void* p, DataType dt, int64_t n) {
 
 template <typename T>
 void matmul_batched(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool, ep::IsaTier isa) {
-  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
-    const DataType dt = dtype_of<T>();
-    std::vector<float> a = to_float(A, dt, s.a_batches * s.M * s.K);
-    std::vector<float> b = to_float(B, dt, s.b_batches * s.K * s.N);
+  if constexpr (is_reduced_float_v<T>) {
+    std::vector<float> a = to_float(A, s.a_batches * s.M * s.K);
+    std::vector<float> b = to_float(B, s.b_batches * s.K * s.N);
     std::vector<float> y(static_cast<size_t>(s.batch_count() * s.M * s.N));
     matmul_batched_native<float>(a.data(), b.data(), y.data(), s, pool, isa);
     for (size_t i = 0; i < y.size(); ++i) Y[i] = T(y[i]);
@@ -204,7 +189,7 @@ Status gemm_typed(ep::KernelContext& ctx, const Tensor& a, const Tensor& b, cons
   T* yd = y->data<T>();
   const bool use_c = c != nullptr && beta != 0.f;
   // Fill Y with broadcast C (as compute type), then accumulate.
-  using Cm = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  using Cm = compute_t<T>;
   std::vector<Cm> cbuf;
   Cm* out;
   std::vector<Cm> ybuf;
@@ -229,8 +214,8 @@ Status gemm_typed(ep::KernelContext& ctx, const Tensor& a, const Tensor& b, cons
       ap = a.data<T>();
       bp = b.data<T>();
     } else {
-      abuf = to_float(a.raw_data(), a.dtype(), a.numel());
-      bbuf = to_float(b.raw_data(), b.dtype(), b.numel());
+      abuf = to_float(a.data<T>(), a.numel());
+      bbuf = to_float(b.data<T>(), b.numel());
       ap = abuf.data();
       bp = bbuf.data();
     }
@@ -335,7 +320,7 @@ Status det_compute(ep::KernelContext& ctx) {
           std::vector<double> m(static_cast<size_t>(n * n));
           for (int64_t bi = b0; bi < b1; ++bi) {
             const T* src = xd + bi * n * n;
-            for (int64_t i = 0; i < n * n; ++i) m[i] = static_cast<double>(static_cast<compute_t<T>>(src[i]));
+            for (int64_t i = 0; i < n * n; ++i) m[i] = to_compute<double>(src[i]);
             double det = 1.0;
             for (int64_t col = 0; col < n; ++col) {
               int64_t piv = col;
@@ -363,7 +348,7 @@ Status det_compute(ep::KernelContext& ctx) {
                 for (int64_t k = col + 1; k < n; ++k) m[r * n + k] -= f * m[col * n + k];
               }
             }
-            yd[bi] = T(static_cast<compute_t<T>>(det));
+            yd[bi] = from_compute<T>(det);
           }
         });
         return Status::Ok();
