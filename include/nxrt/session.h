@@ -155,6 +155,11 @@ Result<ModelSummary> inspect_model(const std::string& model_path);
 // the ops that had no shape function. Errors are the inference's load errors.
 Result<std::string> describe_model_shapes(const std::string& model_path);
 
+// The CPU this process runs on, as two lines: "cpu: MODEL [features] tier T" (the best tier it
+// supports) and "kernel tier: T (...)": the tier kernels choose under NXRT_ISA / NXRT_KERNEL_OVERRIDES,
+// and whether the OS lets this process use AMX tiles. Errors: a malformed NXRT_ISA / overrides value.
+Result<std::string> describe_cpu();
+
 // Test-data files (.pb): TensorProto, SequenceProto, OptionalProto or MapProto, chosen by `expected`
 // (nullptr: TensorProto). `name` receives the proto's name.
 Result<Value> read_value_file(const std::string& path, const ValueMeta* expected, std::string* name = nullptr);

@@ -64,6 +64,12 @@ check "bench is one line" test "$(wc -l <<<"$out")" -eq 1
 out=$("$nxrt" info "$m")
 check "info lists ops" grep -q "Conv *2" <<<"$out"
 check "info lists inputs" grep -q "image: tensor(float32)\[batch,3,32,32\]" <<<"$out"
+check "info names the CPU and its tier" grep -q "^cpu: .* tier " <<<"$out"
+check "info names the kernels' tier" grep -q "^kernel tier: " <<<"$out"
+out=$(NXRT_ISA=scalar "$nxrt" info)
+check "info without a model prints the CPU" grep -q "^cpu: " <<<"$out"
+check "NXRT_ISA caps the kernel tier" grep -q "^kernel tier: scalar" <<<"$out"
+check "a bad NXRT_ISA is an error" bash -c '! NXRT_ISA=sse9 "$1" info >/dev/null 2>&1' _ "$nxrt"
 
 # trace: one complete event per executed node, valid JSON
 # --opt disabled: the optimizer would fuse nodes, and this counts the file's nodes.

@@ -36,7 +36,8 @@ namespace {
                "  nxrt bench MODEL.onnx [--input FILE.pb]... [--threads N] [--opt LEVEL] [--warmup W] [--runs R] [--dim NAME=V]...\n"
                "  nxrt test DIR... [--jobs N] [--timeout S] [--report FILE] [--ids-file FILE --root DIR] [--opt LEVEL]\n"
                "  (LEVEL: disabled|basic|all, default all; the NXRT_OPT_LEVEL environment variable overrides it)\n"
-               "  nxrt info MODEL.onnx [--shapes]   (--shapes: inferred shape of every value, symbol lineage)\n"
+               "  nxrt info [MODEL.onnx [--shapes]]   (--shapes: inferred shape of every value, symbol lineage; the CPU,\n"
+               "                                     its features and the kernels' ISA tier are printed last)\n"
                "  nxrt generate MODEL_DIR [--prompt-ids 1,2,3 | --prompt-len N] [--max-new-tokens N] [--json] ...\n");
   std::exit(2);
 }
@@ -611,7 +612,12 @@ int cmd_test(int argc, char** argv) {
 // info
 
 int cmd_info(int argc, char** argv) {
-  if (argc < 1) usage_exit("info needs a model");
+  auto cpu = describe_cpu();
+  if (!cpu.ok()) return fail(cpu.status());
+  if (argc < 1) {  // `nxrt info` alone: the CPU only
+    std::printf("%s", cpu->c_str());
+    return 0;
+  }
   auto s = inspect_model(argv[0]);
   if (!s.ok()) return fail(s.status());
   std::printf("model: %s\nir_version: %lld\nproducer: %s\nopsets:", argv[0], static_cast<long long>(s->ir_version),
@@ -635,6 +641,7 @@ int cmd_info(int argc, char** argv) {
     if (!shapes.ok()) return fail(shapes.status());
     std::printf("shapes:\n%s", shapes->c_str());
   }
+  std::printf("%s", cpu->c_str());
   return 0;
 }
 
