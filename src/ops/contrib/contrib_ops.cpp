@@ -11,6 +11,7 @@
 
 #include "ops/common.h"
 #include "ops/contrib/contrib_util.h"
+#include "ops/contrib/gather_block_quantized_rows.h"
 #include "ops/gemm/gemm.h"
 
 namespace nxrt::ops::contrib {
@@ -486,9 +487,19 @@ Status gather_block_quantized(ep::KernelContext& ctx) {
   const Dims dstr = contiguous_strides(ds), sstr = contiguous_strides(ss);
   const int64_t qstride = dstr[static_cast<size_t>(qax)], qdim = ds[static_cast<size_t>(qax)];
   const int64_t nidx = static_cast<int64_t>(ind.size());
+  if (gather_block_quantized_rows_apply(dt, r, gax, qax, bits))  // an embedding table: row by row
+    return gather_block_quantized_rows(ctx, data, ind, scales, zp, bits, block, ds[1], Y);
   QData qd{dt, bits, static_cast<const uint8_t*>(data.raw_data())};
   QData qz{dt, bits, zp ? static_cast<const uint8_t*>(zp->raw_data()) : nullptr};
   const int dflt_zp = dt == DataType::kUInt8 ? (1 << (bits - 1)) : 0;
+  // uint8 zero points pack each row of the scale grid's last dim on its own (ceil(last * bits / 8) bytes,
+  // as MatMulNBits and ORT do); int4/uint4 tensors pack all elements consecutively.
+  const int64_t zlast = ss.back(), zper = 8 / bits, zrow = (zlast + zper - 1) / zper;
+  auto zero_point = [&](int64_t se) {
+    if (dt != DataType::kUInt8 || bits == 8) return qz.get(se);
+    const int64_t row = se / zlast, c = se % zlast;
+    return (qz.p[row * zrow + c / zper] >> ((c % zper) * bits)) & ((1 << bits) - 1);
+  };
   return dispatch_float(scales.dtype(), [&](auto tag) -> Status {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, double>) {
@@ -517,7 +528,7 @@ Status gather_block_quantized(ep::KernelContext& ctx) {
               if (static_cast<int64_t>(d) == qax) c = qc / block;
               se += c * sstr[d];
             }
-            const int z = zp ? qz.get(se) : dflt_zp;
+            const int z = zp ? zero_point(se) : dflt_zp;
             y[(o * nidx + i) * inner + t] = T(static_cast<float>(qd.get(e) - z) * static_cast<float>(sc[se]));
           }
         }
