@@ -221,7 +221,8 @@ TEST(ContribMatMulNBits, PackedScalesAreFp16OnlyWhenExact) {
   EXPECT_EQ(fp16.uniform_zp, 8.f);
 }
 
-// The vector A quantizer equals the plain loop bit for bit (values, scales, sums), K tails included.
+// The vector A quantizer (AVX2) equals the plain loop bit for bit (values, scales, sums), K tails
+// included.
 TEST(ContribMatMulNBits, VectorQuantizerMatchesPlainLoop) {
   std::mt19937 rng(4);
   std::normal_distribution<float> nd(0.f, 3.f);
@@ -230,15 +231,22 @@ TEST(ContribMatMulNBits, VectorQuantizerMatchesPlainLoop) {
       const int64_t kb = (K + block - 1) / block, kpad = kb * block;
       std::vector<float> a(static_cast<size_t>(K));
       for (auto& v : a) v = nd(rng);
-      a[0] = 0.5f;  // halfway cases after scaling are likely somewhere in the row; exact ties here
+      // The first block's absmax 127 makes its scale 1, so these land exactly halfway: round half to even.
+      a[0] = 0.5f;
+      a[1] = 2.5f;
+      a[2] = 127.f;
+      a[3] = -3.5f;
       if (K > 40) std::fill(a.begin() + 16, a.begin() + 32, 0.f);  // an all-zero half block
       std::vector<int8_t> q1(static_cast<size_t>(kpad)), q2(q1.size());
       std::vector<float> s1(static_cast<size_t>(kb)), s2(s1.size()), z1(s1.size()), z2(s1.size());
-      quantize_a_row(a.data(), K, block, kpad, q1.data(), s1.data(), z1.data());
       quantize_a_row_tail(a.data(), K, block, kpad, q2.data(), s2.data(), z2.data(), 0);
-      ASSERT_EQ(q1, q2) << "block " << block << " K " << K;
-      ASSERT_EQ(s1, s2);
-      ASSERT_EQ(z1, z2);
+      for (ep::IsaTier tier : {ep::IsaTier::kScalar, ep::IsaTier::kAvx2}) {
+        if (tier > ep::cpu_isa_tier()) continue;
+        quantize_a_row(a.data(), K, block, kpad, q1.data(), s1.data(), z1.data(), tier);
+        ASSERT_EQ(q1, q2) << "block " << block << " K " << K << " tier " << ep::isa_tier_name(tier);
+        ASSERT_EQ(s1, s2);
+        ASSERT_EQ(z1, z2);
+      }
     }
   }
 }

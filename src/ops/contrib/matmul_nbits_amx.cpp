@@ -84,10 +84,13 @@ __attribute__((target(NXRT_AMX_TARGET))) void unpack_panel(const QuantPanels& W,
 }
 
 // Rows [m0, m0 + rows) (rows <= 32; A holds 32 readable rows from m0) against one unpacked panel.
+// kFull: rows == 32, the loops over rows have a fixed count.
+template <bool kFull>
 __attribute__((target(NXRT_AMX_TARGET))) void panel_rows(const QuantPanels& W, const int8_t* codes,
                                                          const float* scales, const int8_t* a, int64_t lda,
-                                                         const float* sa, int64_t lds, int64_t rows, float* y,
+                                                         const float* sa, int64_t lds, int64_t rows_in, float* y,
                                                          int64_t ldy, int64_t ncols, int64_t kstep) {
+  const int64_t rows = kFull ? 32 : rows_in;
   alignas(64) int32_t c[32 * 32];
   alignas(64) float f[32 * 32];
   std::memset(f, 0, static_cast<size_t>(rows) * 32 * sizeof(float));
@@ -165,8 +168,11 @@ __attribute__((target(NXRT_AMX_TARGET))) void qd8_f32_qb4w_gemm_32x32__amx(const
     for (int64_t m0 = 0; m0 < M; m0 += 32) {
       for (int64_t p = g0; p < g1; ++p) {
         const int64_t ncols = std::min<int64_t>(32, W.N - p * 32);
-        panel_rows(W, codes + (p - g0) * panel_code_bytes, scales + (p - g0) * panel_scales, a + m0 * lda, lda,
-                   sa + m0 * lds, lds, std::min<int64_t>(32, M - m0), Y + m0 * ldy + p * 32, ldy, ncols, kstep);
+        const int64_t rows = std::min<int64_t>(32, M - m0);
+        (rows == 32 ? panel_rows<true> : panel_rows<false>)(W, codes + (p - g0) * panel_code_bytes,
+                                                            scales + (p - g0) * panel_scales, a + m0 * lda, lda,
+                                                            sa + m0 * lds, lds, rows, Y + m0 * ldy + p * 32, ldy,
+                                                            ncols, kstep);
       }
     }
   }

@@ -260,12 +260,13 @@ void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const f
     workspace = own.data();
   }
   const int64_t rows = padded_rows(M);
+  const ep::IsaTier quant_isa = panel_kernel_info(kernel).tier;
   int8_t* aq = static_cast<int8_t*>(workspace);
   float* sa = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + up64(static_cast<size_t>(rows * W.kpad)));
   float* sq = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(sa) + up64(static_cast<size_t>(rows * W.kb) * sizeof(float)));
   auto quant = [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m)
-      quantize_a_row(A + m * K, K, W.block, W.kpad, aq + m * W.kpad, sa + m * W.kb, sq + m * W.kb);
+      quantize_a_row(A + m * K, K, W.block, W.kpad, aq + m * W.kpad, sa + m * W.kb, sq + m * W.kb, quant_isa);
   };
   if (pool && M >= 16) pool->parallel_for(M, 8, quant); else quant(0, M);
   if (amx) {
