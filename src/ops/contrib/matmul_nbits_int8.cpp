@@ -238,8 +238,8 @@ PanelKernel choose_panel_kernel(ep::IsaTier tier) {
 namespace {
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 size_t up64(size_t b) { return (b + 63) / 64 * 64; }
-// A's rows rounded up to whole AMX tiles (the padding rows are zero).
-int64_t padded_rows(int64_t M) { return round_up(std::max<int64_t>(M, 1), 32); }
+// A's rows, rounded up to whole AMX tiles (the padding rows are zero) when AMX may take them.
+int64_t padded_rows(int64_t M) { return M < kAmxMinRows ? M : round_up(M, 32); }
 }  // namespace
 
 size_t matmulnbits_panels_workspace(int64_t M, const QuantPanels& W) {
