@@ -32,7 +32,8 @@ Result<KernelOverrides> KernelOverrides::parse(const std::map<std::string, std::
   KernelOverrides o;
   const auto& keys = known_kernel_overrides();
   for (const auto& [k, v] : values) {
-    auto it = std::find_if(keys.begin(), keys.end(), [&](const KernelOverrideKey& e) { return k == e.key; });
+    const std::string& name = k;  // clang 14 cannot capture a structured binding in a lambda
+    auto it = std::find_if(keys.begin(), keys.end(), [&](const KernelOverrideKey& e) { return name == e.key; });
     if (it == keys.end()) {
       std::string known;
       for (const auto& e : keys) known += (known.empty() ? "" : ", ") + std::string(e.key);
