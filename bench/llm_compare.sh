@@ -116,7 +116,7 @@ b = json.loads(bytes_json)
 cpu = info.splitlines()[0].removeprefix("cpu: ")
 tier_line = info.splitlines()[1] if len(info.splitlines()) > 1 else ""
 title = {"avx512-amx": "AVX-512 / AMX machine", "avx2": "AVX2-only machine"}[kind]
-out = [f"### {title}", "",
+out = [f"### {title}: nxrt vs ORT vs llama.cpp (`bench/llm_compare.sh`)", "",
        f"**CPU:** {cpu}; nxrt {tier_line}. Load average at the start {meta.get('start_load', '?')}, at the end "
        f"{meta.get('end_load', '?')} (the machine is shared; every round alternates the runtimes).", "",
        f"Model: `{os.path.basename(model)}` (tools/make_genai_model.py, Qwen2.5-0.5B shape, int4 MatMulNBits block 32 "

@@ -51,30 +51,26 @@ Status gather_block_quantized_rows(ep::KernelContext& ctx, const Tensor& data, c
   const uint8_t* d = data.data<uint8_t>();
   const uint8_t* z = zp ? zp->data<uint8_t>() : nullptr;
   const int64_t n = static_cast<int64_t>(idx.size());
-  return dispatch_float(scales.dtype(), [&](auto tag) -> Status {
+  return dispatch_gbq_scale_type(ctx, scales.dtype(), [&](auto tag) -> Status {
     using T = decltype(tag);
-    if constexpr (std::is_same_v<T, double>) {
-      return ctx.error("scales must be float32/float16/bfloat16", StatusCode::kInvalidArgument);
-    } else {
-      const T* sc = scales.data<T>();
-      T* y = out->data<T>();
-      auto work = [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) {
-          int64_t g = idx[static_cast<size_t>(i)];
-          if (g < 0) g += rows;
-          T* yi = y + i * cols;
-          if (g < 0 || g >= rows) {
-            std::fill(yi, yi + cols, T(0.f));
-            continue;
-          }
-          dequant_row(d + g * row_bytes, sc + g * blocks, z ? z + g * zp_bytes : nullptr, bits, block, cols, yi);
+    const T* sc = scales.data<T>();
+    T* y = out->data<T>();
+    auto work = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        int64_t g = idx[static_cast<size_t>(i)];
+        if (g < 0) g += rows;
+        T* yi = y + i * cols;
+        if (g < 0 || g >= rows) {
+          std::fill(yi, yi + cols, T(0.f));
+          continue;
         }
-      };
-      // A decode step gathers one row; a prefill hundreds.
-      if (n >= 64) ctx.pool().parallel_for(n, 16, work); else work(0, n);
-      return Status::Ok();
-    }
-  }, [&] { return ctx.error(std::string("scales must be float32/float16/bfloat16, got ") + dtype_name(scales.dtype()), StatusCode::kInvalidArgument); });
+        dequant_row(d + g * row_bytes, sc + g * blocks, z ? z + g * zp_bytes : nullptr, bits, block, cols, yi);
+      }
+    };
+    // A decode step gathers one row; a prefill hundreds.
+    if (n >= 64) ctx.pool().parallel_for(n, 16, work); else work(0, n);
+    return Status::Ok();
+  });
 }
 
 }  // namespace nxrt::ops::contrib

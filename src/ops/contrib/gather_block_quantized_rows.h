@@ -5,11 +5,27 @@
 // every other layout.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ep/kernel.h"
+#include "ops/common.h"
 
 namespace nxrt::ops::contrib {
+
+// Runs body(T{}) with T the scales' element type (float, Float16 or BFloat16: GatherBlockQuantized's
+// output type); any other type is an error naming it.
+template <typename F>
+Status dispatch_gbq_scale_type(ep::KernelContext& ctx, DataType dt, F&& body) {
+  auto bad = [&] {
+    return ctx.error(std::string("scales must be float32/float16/bfloat16, got ") + dtype_name(dt), StatusCode::kInvalidArgument);
+  };
+  return dispatch_float(dt, [&](auto tag) -> Status {
+    if constexpr (std::is_same_v<decltype(tag), double>) return bad();
+    else return body(tag);
+  }, bad);
+}
 
 // Whether gather_block_quantized_rows handles this layout.
 inline bool gather_block_quantized_rows_apply(DataType data_dtype, int64_t rank, int64_t gather_axis,

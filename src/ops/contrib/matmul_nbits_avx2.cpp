@@ -104,11 +104,7 @@ __attribute__((target("avx2,fma,f16c"))) void gemm_avx2(const QuantPanels& W, co
 
 template <int MR>
 void gemm_avx2_for(const QuantPanels& W, const PanelTile& t) {
-  if (W.fp16_scales) {
-    if (W.zp_table) gemm_avx2<MR, true, true>(W, t); else gemm_avx2<MR, true, false>(W, t);
-  } else {
-    if (W.zp_table) gemm_avx2<MR, false, true>(W, t); else gemm_avx2<MR, false, false>(W, t);
-  }
+  with_record_format(W, [&](auto fp16, auto zp_table) { gemm_avx2<MR, decltype(fp16)::value, decltype(zp_table)::value>(W, t); });
 }
 
 }  // namespace

@@ -107,11 +107,7 @@ __attribute__((target(NXRT_AVX512VNNI_TARGET))) void gemm_vnni(const QuantPanels
 
 template <int MR>
 void gemm_vnni_for(const QuantPanels& W, const PanelTile& t) {
-  if (W.fp16_scales) {
-    if (W.zp_table) gemm_vnni<MR, true, true>(W, t); else gemm_vnni<MR, true, false>(W, t);
-  } else {
-    if (W.zp_table) gemm_vnni<MR, false, true>(W, t); else gemm_vnni<MR, false, false>(W, t);
-  }
+  with_record_format(W, [&](auto fp16, auto zp_table) { gemm_vnni<MR, decltype(fp16)::value, decltype(zp_table)::value>(W, t); });
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "nxrt/float_types.h"
 #include "ops/contrib/matmul_nbits.h"
@@ -38,6 +39,17 @@ void qd8_f32_qb4w_gemm_32x32__amx(const QuantPanels& W, const int8_t* a, int64_t
 // Fewer rows than this go to the AVX512-VNNI tile even when AMX is chosen: a 16-row tile computes its
 // padding rows too, and a decode step is bound by reading the weights, not by arithmetic.
 constexpr int64_t kAmxMinRows = 8;
+
+// Calls body(fp16, zp_table) with W's record format as two std::bool_constant, so a vector tile is
+// instantiated once per format.
+template <typename F>
+void with_record_format(const QuantPanels& W, F&& body) {
+  if (W.fp16_scales) {
+    if (W.zp_table) body(std::true_type{}, std::true_type{}); else body(std::true_type{}, std::false_type{});
+  } else {
+    if (W.zp_table) body(std::false_type{}, std::true_type{}); else body(std::false_type{}, std::false_type{});
+  }
+}
 
 // Block scale of column c in record `rec`.
 inline float panel_scale(const QuantPanels& W, const uint8_t* rec, int64_t c) {
