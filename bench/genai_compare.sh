@@ -12,7 +12,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 model="" plen=512 newt=32 threads="1,2" rounds=2 report_only=0
 nxrt="$root/build/nxrt"
 ort="${ORT:-}"
-[ -z "$ort" ] && for c in "$root/build/ort-tool/ort" /work/ort-tool/ort; do [ -x "$c" ] && ort="$c" && break; done
+[ -z "$ort" ] && ort="${NXRT_ORT:-$("$root/scripts/setup_ort_tool.sh" "$root/build/ort-tool" || true)}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model="$2"; shift 2 ;;
@@ -55,7 +55,8 @@ for r in rows:
 def med(xs, k):
     v = [x[k] for x in xs if x.get(k) is not None]
     return statistics.median(v) if v else float("nan")
-out = [f"Model: `{model}` (Qwen2.5-0.5B shape, int4 MatMulNBits block 32, accuracy_level 4, GroupQueryAttention "
+import os
+out = [f"Model: `{os.path.basename(os.path.normpath(model))}` (tools/make_genai_model.py; Qwen2.5-0.5B shape, int4 MatMulNBits block 32, accuracy_level 4, GroupQueryAttention "
        f"with past/present sharing one buffer); prompt {plen} tokens (seeded ids), {newt} new tokens, greedy, "
        f"max_length {int(plen) + int(newt)}. Medians over rounds, nxrt and ORT alternated in one run.", "",
        "| threads | nxrt prefill tok/s | ORT prefill tok/s | ratio | nxrt decode tok/s | ORT decode tok/s | ratio | nxrt TTFT ms | ORT TTFT ms | leading tokens equal |",

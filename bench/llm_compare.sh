@@ -65,7 +65,7 @@ PY
       --tokenizer "$llamacpp/tokenizer-qwen3/package/models/tokenizer.json" >&2
   fi
 fi
-info="$("$nxrt" info)"
+info="$("$nxrt" info "$model/model.onnx" | grep -E '^(cpu|kernel tier): ')"
 tier="$(sed -n 's/^kernel tier: \([a-z0-9]*\).*/\1/p' <<<"$info")"
 case "$tier" in avx512|amx) kind=avx512-amx cols=32 ;; *) kind=avx2 cols=16 ;; esac
 maxlen=$((plen + newt))

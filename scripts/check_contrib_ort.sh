@@ -7,7 +7,7 @@
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 nxrt="$(realpath "${1:-$root/build/nxrt}")"
-ort="${2:-${NXRT_ORT:-/work/ort-tool/ort}}"
+ort="${2:-${NXRT_ORT:-$("$root/scripts/setup_ort_tool.sh" "$root/build/ort-tool")}}" || { echo "check_contrib_ort: the ORT tool could not be set up" >&2; exit 2; }
 work="$root/build/contrib-cases"
 rm -rf "$work" && mkdir -p "$work"
 /usr/bin/python3 "$root/tools/make_contrib_cases.py" "$work" || exit 2

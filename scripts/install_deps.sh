@@ -4,7 +4,9 @@
 set -euo pipefail
 pkgs=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libbenchmark-dev ccache
       python3-onnx python3-numpy libonnx-testdata pkg-config libre2-dev libpng-dev
-      libjpeg62-turbo-dev libopenjp2-7-dev libwebp-dev libpcre2-dev libicu-dev)
+      libjpeg62-turbo-dev libopenjp2-7-dev libwebp-dev libpcre2-dev libicu-dev
+      python3-dev pybind11-dev python3-pytest
+      imagemagick fonts-dejavu-core espeak-ng)  # the last three: test images and speech for the examples
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

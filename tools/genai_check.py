@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Compares greedy generation on one model folder: the numpy reference (tools/genai_reference.py),
-`ort generate` (/work/ort-tool/ort) and `nxrt generate` (build/nxrt), same seeded prompt.
+`ort generate` (scripts/setup_ort_tool.sh sets it up in build/ort-tool) and `nxrt generate` (build/nxrt), same seeded prompt.
 
 usage: genai_check.py MODEL_DIR [--prompt-len N] [--max-new-tokens N] [--nxrt build/nxrt] [--ort PATH]
                       [--skip-ref] [--skip-ort] [--skip-nxrt]
@@ -31,7 +31,7 @@ def main():
     ap.add_argument("--prompt-len", type=int, default=16)
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--nxrt", default=os.path.join(HERE, "..", "build", "nxrt"))
-    ap.add_argument("--ort", default="/work/ort-tool/ort")
+    ap.add_argument("--ort", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "ort-tool", "ort"))
     ap.add_argument("--skip-ref", action="store_true")
     ap.add_argument("--skip-ort", action="store_true")
     ap.add_argument("--skip-nxrt", action="store_true")

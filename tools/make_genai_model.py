@@ -22,8 +22,13 @@ Graph styles:
                  GroupQueryAttention model with past_present_share_buffer.
 
 usage: make_genai_model.py OUT_DIR [--style genai|onnx] [--size tiny|qwen2.5-0.5b] [--seed N]
-                           [--tokenizer PATH/tokenizer.json] [--untied] [--context-length N]
-                           [--accuracy-level N] [--fp16-scales] [--quantized-embedding]
+                           [--tokenizer PATH/tokenizer.json | --tokenizer bytelevel] [--untied]
+                           [--context-length N] [--accuracy-level N] [--fp16-scales]
+                           [--quantized-embedding]
+
+--tokenizer PATH copies a real tokenizer.json (and the tokenizer_config.json beside it). --tokenizer
+bytelevel writes a small real byte-level BPE tokenizer (see write_bytelevel_tokenizer) with a ChatML
+chat template, so text round-trips through `nxrt generate` / `nxrt chat` can be tested offline.
 """
 import argparse
 import json
@@ -176,6 +181,10 @@ def build(args):
     if args.context_length:
         cfg["context"] = args.context_length
     tok_info = None
+    if args.tokenizer == "bytelevel":
+        os.makedirs(args.out, exist_ok=True)
+        args.tokenizer = os.path.join(args.out, "tokenizer.json")
+        write_bytelevel_tokenizer(args.out)
     if args.tokenizer:
         tok_info = read_tokenizer(args.tokenizer)
         if args.size == "tiny":
@@ -358,10 +367,12 @@ def build(args):
 
     # ---- tokenizer + genai_config.json
     if tok_info:
-        shutil.copyfile(args.tokenizer, os.path.join(args.out, "tokenizer.json"))
-        side = os.path.join(os.path.dirname(args.tokenizer), "tokenizer_config.json")
-        if os.path.exists(side):
-            shutil.copyfile(side, os.path.join(args.out, "tokenizer_config.json"))
+        dst = os.path.join(args.out, "tokenizer.json")
+        if os.path.abspath(args.tokenizer) != os.path.abspath(dst):
+            shutil.copyfile(args.tokenizer, dst)
+            side = os.path.join(os.path.dirname(args.tokenizer), "tokenizer_config.json")
+            if os.path.exists(side):
+                shutil.copyfile(side, os.path.join(args.out, "tokenizer_config.json"))
         bos, eos, pad = tok_info["bos"], tok_info["eos"], tok_info["pad"]
     else:
         write_synthetic_tokenizer(os.path.join(args.out, "tokenizer.json"), V)
@@ -454,6 +465,65 @@ def read_tokenizer(path):
     return dict(size=size, bos=bos, eos=eos if len(eos) > 1 else (eos[0] if eos else 0), pad=pad)
 
 
+# ChatML, as Qwen models use it (written here, not copied from a model).
+BYTELEVEL_CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+def byte_level_char(b):
+    """GPT-2's byte -> printable character map (the ByteLevel pre-tokenizer's alphabet)."""
+    keep = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    if b in keep:
+        return chr(b)
+    extra = [x for x in range(256) if x not in keep]
+    return chr(256 + extra.index(b))
+
+
+def write_bytelevel_tokenizer(out_dir):
+    """A byte-level BPE tokenizer.json (ByteLevel pre-tokenizer / decoder, the Qwen2 and GPT-2 layout) whose
+    vocabulary is the printable ASCII bytes, tab and newline, plus <|endoftext|>, <|im_start|>, <|im_end|>,
+    and no merges: every token sequence a random model can generate is then the encoding of its own text,
+    so `encode(generated text) == generated ids` is a fair test, and no byte of an unfinished UTF-8
+    character can be generated. tokenizer_config.json carries the special tokens and a ChatML template."""
+    byte_values = [0x09, 0x0A] + list(range(0x20, 0x7F))
+    vocab = {byte_level_char(b): i for i, b in enumerate(byte_values)}
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    added = []
+    for name in specials:
+        added.append({"id": len(vocab) + len(added), "content": name, "single_word": False, "lstrip": False,
+                      "rstrip": False, "normalized": False, "special": True})
+    t = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "post_processor": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                  "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": vocab, "merges": []},
+    }
+    with open(os.path.join(out_dir, "tokenizer.json"), "w", encoding="utf-8") as fh:
+        json.dump(t, fh, ensure_ascii=False)
+    cfg = {
+        "add_bos_token": False,
+        "bos_token": None,
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>",
+        "unk_token": None,
+        "chat_template": BYTELEVEL_CHAT_TEMPLATE,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+    }
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w", encoding="utf-8") as fh:
+        json.dump(cfg, fh, indent=2)
+
+
 def write_synthetic_tokenizer(path, vocab):
     """A WordLevel tokenizer over names tok<N> (ids 0..2 are <pad>, <s>, </s>): enough for a folder that
     looks complete; real text needs --tokenizer."""
@@ -480,7 +550,8 @@ def main():
     ap.add_argument("--style", choices=["genai", "onnx"], default="genai")
     ap.add_argument("--size", choices=sorted(SIZES), default="tiny")
     ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument("--tokenizer", help="path of a real tokenizer.json to copy (vocab size follows it for tiny)")
+    ap.add_argument("--tokenizer", help="path of a real tokenizer.json to copy (vocab size follows it for tiny), "
+                                        "or 'bytelevel' for a small generated byte-level BPE tokenizer")
     ap.add_argument("--untied", action="store_true", help="separate float32 embedding (default: tied lm_head)")
     ap.add_argument("--context-length", type=int, default=0)
     ap.add_argument("--accuracy-level", type=int, default=4, help="MatMulNBits accuracy_level (genai style)")

@@ -132,6 +132,7 @@ class Generator {
     double last_run_ms = 0;
     int64_t runs = 0;
     double total_run_ms = 0;
+    int64_t tokens_run = 0;  // positions fed to the model over all runs (prefill + decode)
   };
   const Stats& stats() const;
   // "in-place" / "copied" / "concat": how presents reach the next step's past.

@@ -17,7 +17,10 @@ enum class OptLevel { kDisabled = 0, kBasic = 1, kAll = 2 };
 struct SessionOptions {
   int threads = 1;               // intra-op threads; 1 = no worker threads
   OptLevel opt_level = OptLevel::kAll;
-  int log_level = -1;            // -1: from NXRT_LOG (0 error .. 3 debug)
+  // Messages on stderr: 0 error, 1 warning, 2 info (a line per session: sizes, phase times, ISA tier),
+  // 3 debug (what each optimizer pass did). -1: from NXRT_LOG (0-3 or error|warning|info|debug;
+  // unset: 1).
+  int log_level = -1;
   // Chrome-trace / Perfetto JSON of session phases and every executed node, written when the session
   // is destroyed. Empty: taken from the NXRT_TRACE environment variable (unset = off).
   std::string trace_path;
@@ -27,6 +30,9 @@ struct SessionOptions {
   // {"isa", "avx2"}. Merged over NXRT_KERNEL_OVERRIDES ("k=v,k=v") and NXRT_ISA; an unknown key or
   // value fails session creation. `nxrt info --overrides` lists the keys (docs/ARCHITECTURE.md too).
   std::map<std::string, std::string> kernel_overrides;
+  // Write the graph as optimized (before kernels are built) to this ONNX file; empty: don't. Fused
+  // nodes are in nxrt's own domain, so the file is for nxrt (and for reading), not for other runtimes.
+  std::string optimized_model_path;
 };
 
 // Declared type of a graph input or output.
@@ -41,6 +47,19 @@ struct ValueMeta {
   std::shared_ptr<ValueMeta> inner;       // sequence/optional element, map value
   bool has_default = false;               // an initializer provides a default: feeding is optional
   std::string describe() const;
+};
+
+// The model's descriptive fields as stored in the file (ModelProto / GraphProto).
+struct ModelMetadata {
+  int64_t ir_version = 0;
+  std::string producer_name;
+  std::string producer_version;
+  std::string domain;
+  int64_t model_version = 0;
+  std::string description;        // ModelProto.doc_string
+  std::string graph_name;
+  std::string graph_description;  // GraphProto.doc_string
+  std::vector<std::pair<std::string, std::string>> custom;  // metadata_props, in file order
 };
 
 struct ModelSummary {
@@ -91,7 +110,10 @@ class IoBinding {
   const Value& output(size_t index) const { return outputs_[index].value; }
   const Value* output(const std::string& name) const;
   size_t num_outputs() const { return outputs_.size(); }
+  const std::string& output_name(size_t index) const { return outputs_[index].name; }
   void clear();
+  void clear_inputs();
+  void clear_outputs();
 
  private:
   friend class Session;
@@ -138,6 +160,11 @@ class Session {
 
   KernelCacheStats kernel_cache_stats() const;
   MemoryStats memory_stats() const;
+  const ModelMetadata& metadata() const;
+
+  // Writes the trace recorded so far (SessionOptions::trace_path or NXRT_TRACE) and stops tracing.
+  // Returns the file written, or "" when the session was not tracing.
+  Result<std::string> end_profiling();
 
   struct Impl;
   // Internal: sessions are made by create().
@@ -148,17 +175,34 @@ class Session {
   std::unique_ptr<Impl> impl_;
 };
 
+// What this build of nxrt can run: every kernel the CPU provider registers.
+struct RegisteredKernel {
+  std::string domain;  // "" = ai.onnx
+  std::string op_type;
+  int64_t since_version = 1;
+  int64_t end_version = INT64_MAX;  // INT64_MAX: still current
+  int inplace_input = -1;           // the input output 0 may overwrite, or -1
+};
+// Sorted by domain, op, opset.
+std::vector<RegisteredKernel> registered_kernels();
+// The CPU this process runs on: model, the SIMD features that matter, and the instruction-set tier
+// kernels choose (NXRT_ISA caps it).
+std::string cpu_summary();
+// The tier kernels use in sessions made now, e.g. "avx2 (capped by isa=avx2)" under NXRT_ISA=avx2 on
+// an AVX-512 CPU, or "amx (AMX tiles granted by the OS)"; errors: a malformed NXRT_ISA / overrides.
+Result<std::string> kernel_tier_summary();
+// The keys SessionOptions::kernel_overrides accepts: key, allowed values ("a|b"), what it does.
+struct KernelOverrideKeyInfo {
+  std::string key, values, what;
+};
+std::vector<KernelOverrideKeyInfo> kernel_override_keys();
+
 // Reads a model's metadata without building kernels.
 Result<ModelSummary> inspect_model(const std::string& model_path);
 // Load-time shape inference results as text: one line per value ("name: float32[batch,seq,896]"),
 // subgraph values indented, then symbol lineage ("same: a == b", "derived: unk__3 = batch*seq") and
 // the ops that had no shape function. Errors are the inference's load errors.
 Result<std::string> describe_model_shapes(const std::string& model_path);
-
-// The CPU this process runs on, as two lines: "cpu: MODEL [features] tier T" (the best tier it
-// supports) and "kernel tier: T (...)": the tier kernels choose under NXRT_ISA / NXRT_KERNEL_OVERRIDES,
-// and whether the OS lets this process use AMX tiles. Errors: a malformed NXRT_ISA / overrides value.
-Result<std::string> describe_cpu();
 
 // Test-data files (.pb): TensorProto, SequenceProto, OptionalProto or MapProto, chosen by `expected`
 // (nullptr: TensorProto). `name` receives the proto's name.

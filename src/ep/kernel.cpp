@@ -103,10 +103,14 @@ bool KernelRegistry::knows(const std::string& domain, const std::string& op_type
   return defs_.count(registry_key(domain, op_type)) != 0;
 }
 
-std::vector<std::string> KernelRegistry::ops() const {
-  std::vector<std::string> out;
-  for (const auto& [k, v] : defs_) out.push_back(k);
-  std::sort(out.begin(), out.end());
+std::vector<const KernelDef*> KernelRegistry::defs() const {
+  std::vector<const KernelDef*> out;
+  for (const auto& [k, v] : defs_) {
+    for (const auto& d : v) out.push_back(&d);
+  }
+  std::sort(out.begin(), out.end(), [](const KernelDef* a, const KernelDef* b) {
+    return std::tie(a->domain, a->op_type, a->since_version) < std::tie(b->domain, b->op_type, b->since_version);
+  });
   return out;
 }
 

@@ -206,7 +206,8 @@ class KernelRegistry {
   const KernelDef* find(const std::string& domain, const std::string& op_type, int64_t opset) const;
   // Whether any def exists for (domain, op) at any opset (for error messages).
   bool knows(const std::string& domain, const std::string& op_type) const;
-  std::vector<std::string> ops() const;
+  // Every def, sorted by domain, op and first opset.
+  std::vector<const KernelDef*> defs() const;
 
  private:
   std::unordered_map<std::string, std::vector<KernelDef>> defs_;  // key: domain + "::" + op

@@ -123,6 +123,7 @@ Status Generator::Impl::run_pending() {
   stats.last_run_ms = dt;
   stats.total_run_ms += dt;
   stats.runs += 1;
+  stats.tokens_run += S;
   if (outs.empty() || !outs[0].is_tensor()) return runtime_error("logits output '" + c.logits + "' is not a tensor");
   NXRT_RETURN_IF_ERROR(take_logits(outs[0].tensor(), S));
   NXRT_RETURN_IF_ERROR(kv->update(&outs, 1, total));
@@ -168,6 +169,7 @@ Status Generator::Impl::run_bound(int64_t past, int64_t S, int64_t total) {
   stats.last_run_ms = dt;
   stats.total_run_ms += dt;
   stats.runs += 1;
+  stats.tokens_run += S;
   const Value& lv = bind.output(logits_out);
   if (!lv.is_tensor()) return runtime_error("logits output '" + c.logits + "' is not a tensor");
   NXRT_RETURN_IF_ERROR(take_logits(lv.tensor(), S));

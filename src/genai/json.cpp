@@ -112,29 +112,6 @@ bool Json::get_bool(std::string_view key, bool def) const {
 
 namespace {
 
-void dump_string(const std::string& s, std::string& out) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-}
 
 void dump_value(const Json& v, std::string& out) {
   switch (v.type()) {
@@ -152,7 +129,7 @@ void dump_value(const Json& v, std::string& out) {
       }
       break;
     }
-    case Json::Type::kString: dump_string(v.as_string(), out); break;
+    case Json::Type::kString: append_json_string(out, v.as_string()); break;
     case Json::Type::kArray: {
       out += '[';
       bool first = true;
@@ -170,7 +147,7 @@ void dump_value(const Json& v, std::string& out) {
       for (const auto& m : v.as_object()) {
         if (!first) out += ',';
         first = false;
-        dump_string(m.first, out);
+        append_json_string(out, m.first);
         out += ':';
         dump_value(m.second, out);
       }
@@ -181,6 +158,72 @@ void dump_value(const Json& v, std::string& out) {
 }
 
 }  // namespace
+
+void append_json_string(std::string& out, std::string_view s, bool ensure_ascii) {
+  out += '"';
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    char buf[16];
+    switch (c) {
+      case '"': out += "\\\""; ++i; continue;
+      case '\\': out += "\\\\"; ++i; continue;
+      case '\b': out += "\\b"; ++i; continue;
+      case '\f': out += "\\f"; ++i; continue;
+      case '\n': out += "\\n"; ++i; continue;
+      case '\r': out += "\\r"; ++i; continue;
+      case '\t': out += "\\t"; ++i; continue;
+      default: break;
+    }
+    if (c < 0x20 || (ensure_ascii && c == 0x7F)) {
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+      ++i;
+      continue;
+    }
+    if (c < 0x80 || !ensure_ascii) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    // ensure_ascii: decode one code point (a malformed byte stands for U+FFFD).
+    const int len = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    uint32_t cp = 0xFFFD;
+    size_t used = 1;
+    if (len && i + len <= s.size()) {
+      uint32_t v = len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+      bool ok = true;
+      for (int k = 1; k < len; ++k) {
+        const unsigned char d = static_cast<unsigned char>(s[i + k]);
+        ok = ok && (d & 0xC0) == 0x80;
+        v = (v << 6) | (d & 0x3F);
+      }
+      if (ok) {
+        cp = v;
+        used = static_cast<size_t>(len);
+      }
+    }
+    i += used;
+    if (cp >= 0x10000) {
+      const uint32_t v = cp - 0x10000;
+      std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
+    } else {
+      std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+    }
+    out += buf;
+  }
+  out += '"';
+}
+
+bool is_js_space(uint32_t cp) {
+  switch (cp) {
+    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0xA0: case 0x1680:
+    case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000: case 0xFEFF:
+      return true;
+    default:
+      return cp >= 0x2000 && cp <= 0x200A;
+  }
+}
 
 std::string Json::dump() const {
   std::string out;

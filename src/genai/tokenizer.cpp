@@ -86,17 +86,6 @@ inline uint32_t decode_cp(std::string_view s, size_t i, size_t* len) {
   return cp;
 }
 
-// JavaScript's String.prototype.trim whitespace (WhiteSpace + LineTerminator).
-bool is_js_space(uint32_t cp) {
-  switch (cp) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0xA0: case 0x1680:
-    case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000: case 0xFEFF:
-      return true;
-    default:
-      return cp >= 0x2000 && cp <= 0x200A;
-  }
-}
-
 std::string_view trim_js_end(std::string_view s) {
   while (!s.empty()) {
     size_t i = s.size() - 1;
@@ -1347,6 +1336,7 @@ struct Tokenizer::Impl {
   std::vector<uint8_t> special_flag;         // by id
   std::vector<uint8_t> added_flag;           // by id
   AddedSplitter split_unnormalized, split_normalized;
+  AddedSplitter plain_unnormalized, plain_normalized;  // non-special added tokens only (parse_special=false)
   std::unordered_map<int32_t, size_t> added_index;  // id -> index into `added`
 
   std::unique_ptr<Normalizer> normalizer;
@@ -1739,18 +1729,31 @@ Result<Tokenizer> Tokenizer::from_json(const Json& root) {
       std::string n = t.content;
       NXRT_RETURN_IF_ERROR(impl->normalizer->normalize(n));
       impl->split_normalized.add(n, t.id);
+      if (!t.special) impl->plain_normalized.add(n, t.id);
       if (n != t.content) impl->vocab.emplace(n, t.id);
     } else {
       impl->split_unnormalized.add(t.content, t.id);
+      if (!t.special) impl->plain_unnormalized.add(t.content, t.id);
     }
   }
   impl->split_unnormalized.finish();
   impl->split_normalized.finish();
+  impl->plain_unnormalized.finish();
+  impl->plain_normalized.finish();
   return Tokenizer(std::move(impl));
 }
 
 Result<std::vector<int32_t>> Tokenizer::encode(std::string_view input, bool add_special_tokens) const {
+  EncodeOptions o;
+  o.add_special_tokens = add_special_tokens;
+  return encode(input, o);
+}
+
+Result<std::vector<int32_t>> Tokenizer::encode(std::string_view input, const EncodeOptions& options) const {
   const Impl& m = *impl_;
+  const bool add_special_tokens = options.add_special_tokens;
+  const AddedSplitter& split_raw = options.parse_special ? m.split_unnormalized : m.plain_unnormalized;
+  const AddedSplitter& split_norm = options.parse_special ? m.split_normalized : m.plain_normalized;
   if (input.size() > (size_t{1} << 30)) {  // ICU and the BPE symbols index with 32-bit offsets
     return invalid_argument("tokenizer: input of " + std::to_string(input.size()) + " bytes is over the 1 GiB limit");
   }
@@ -1764,7 +1767,7 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view input, bool add_
   ids.reserve(text.size() / 3 + 4);
 
   std::vector<AddedSplitter::Section> secs;
-  m.split_unnormalized.split(text, secs);
+  split_raw.split(text, secs);
   // Section texts after lstrip/rstrip trimming of neighbours of added tokens.
   std::vector<std::string_view> views(secs.size());
   for (size_t k = 0; k < secs.size(); ++k) views[k] = text.substr(secs[k].b, secs[k].e - secs[k].b);
@@ -1790,12 +1793,12 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view input, bool add_
       section = normalized;
       if (section.empty()) continue;
     }
-    if (m.split_normalized.empty()) {
+    if (split_norm.empty()) {
       NXRT_RETURN_IF_ERROR(m.encode_section(section, first, ids));
       continue;
     }
     subs.clear();
-    m.split_normalized.split(section, subs);
+    split_norm.split(section, subs);
     std::vector<std::string_view> sv(subs.size());
     for (size_t q = 0; q < subs.size(); ++q) sv[q] = section.substr(subs[q].b, subs[q].e - subs[q].b);
     for (size_t q = 0; q < subs.size(); ++q) {
@@ -1814,7 +1817,7 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view input, bool add_
     }
   }
 
-  if (!m.post.template_set) return ids;
+  if (!m.post.template_set) return with_config_bos(std::move(ids), add_special_tokens);
   std::vector<int32_t> out;
   out.reserve(ids.size() + 4);
   for (const PostItem& item : m.post.single) {
@@ -1824,7 +1827,16 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view input, bool add_
       out.insert(out.end(), item.ids.begin(), item.ids.end());
     }
   }
-  return out;
+  return with_config_bos(std::move(out), add_special_tokens);
+}
+
+// tokenizer_config.json's add_bos_token (transformers rebuilds the post-processor from it): a BOS the
+// post-processor did not add is put first.
+std::vector<int32_t> Tokenizer::with_config_bos(std::vector<int32_t> ids, bool add_special_tokens) const {
+  if (!add_special_tokens || !config_ || !config_->add_bos_token || config_->bos_token.empty()) return ids;
+  const int32_t bos = token_to_id(config_->bos_token);
+  if (bos >= 0 && (ids.empty() || ids.front() != bos)) ids.insert(ids.begin(), bos);
+  return ids;
 }
 
 Status Tokenizer::Impl::decode_raw(std::span<const int32_t> ids, bool skip_special, std::string& out) const {

@@ -23,84 +23,14 @@
 //
 // A Tokenizer is immutable after load and safe to use from several threads at once.
 #pragma once
-#include <cstdint>
-#include <memory>
-#include <span>
 #include <string>
 #include <string_view>
-#include <vector>
 
-#include "nxrt/status.h"
+// The Tokenizer / TokenizerStream classes are public (include/nxrt/tokenizer.h); this header adds what
+// only the library and its tests use.
+#include "nxrt/tokenizer.h"
 
 namespace nxrt::genai {
-
-class Json;
-class TokenizerStream;
-
-struct DecodeOptions {
-  bool skip_special_tokens = false;
-  // transformers' clean_up_tokenization (" ." -> "." etc.); off by default so that
-  // decode(encode(x)) == x.
-  bool clean_up_tokenization_spaces = false;
-};
-
-class Tokenizer {
- public:
-  // `path` is a tokenizer.json file or a directory holding one.
-  static Result<Tokenizer> load(const std::string& path);
-  static Result<Tokenizer> from_json_text(std::string_view json_text);
-  static Result<Tokenizer> from_json(const Json& root);
-
-  Tokenizer(Tokenizer&&) noexcept;
-  Tokenizer& operator=(Tokenizer&&) noexcept;
-  ~Tokenizer();
-
-  // Token ids of `text`. add_special_tokens: let the post-processor add its special tokens (BOS...).
-  Result<std::vector<int32_t>> encode(std::string_view text, bool add_special_tokens = true) const;
-  // Text of `ids`. An id outside the vocabulary is an invalid_argument error.
-  Result<std::string> decode(std::span<const int32_t> ids, const DecodeOptions& options) const;
-  Result<std::string> decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const {
-    DecodeOptions o;
-    o.skip_special_tokens = skip_special_tokens;
-    return decode(ids, o);
-  }
-  // Incremental decoding, one id at a time; the stream refers to this tokenizer, which must outlive it.
-  TokenizerStream create_stream(bool skip_special_tokens = false) const;
-
-  int32_t token_to_id(std::string_view token) const;  // -1 when absent
-  std::string id_to_token(int32_t id) const;          // "" when out of range
-  bool is_special(int32_t id) const;                   // an added token marked "special"
-  size_t vocab_size() const;                           // 1 + the largest id (model vocab and added tokens)
-  // The token the post-processor puts first / last with add_special_tokens (-1 when none).
-  int32_t bos_token_id() const;
-  int32_t eos_token_id() const;
-
-  struct Impl;
-  const Impl& impl() const { return *impl_; }
-
- private:
-  explicit Tokenizer(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
-};
-
-// Streaming detokenizer: feed ids one by one; each step returns the text completed by that id (possibly
-// empty), holding back bytes of an unfinished UTF-8 sequence. The concatenation of every step plus
-// flush() equals Tokenizer::decode of all the ids.
-class TokenizerStream {
- public:
-  explicit TokenizerStream(const Tokenizer* tokenizer, bool skip_special_tokens = false)
-      : tok_(tokenizer), skip_special_(skip_special_tokens) {}
-  Result<std::string> step(int32_t id);
-  // Whatever is still held back (an incomplete UTF-8 tail becomes U+FFFD); the stream then restarts.
-  std::string flush();
-
- private:
-  const Tokenizer* tok_;
-  bool skip_special_;
-  std::vector<int32_t> ids_;
-  size_t prefix_ = 0;  // ids_[prefix_, read_) have been emitted (kept as left context for decoders)
-  size_t read_ = 0;
-};
 
 // UTF-8 helpers (exposed for tests).
 // Replaces every ill-formed subsequence with U+FFFD (WHATWG "maximal subpart" rule, as TextDecoder).

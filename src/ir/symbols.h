@@ -5,7 +5,7 @@
 // data-dependent or unresolvable extents, or derived ones (a function of other dims: batch*seq).
 // The SymbolTable is shared by a model's main graph and all its subgraphs. It records two lineage
 // relations: a union-find of symbols unified with each other (same(a, b)), and derived[sym] =
-// {kind, operands}. Filled by shape/shape_inference.cpp; stored on ir::Graph::shape_facts.
+// {kind, operands}. Filled by the shape layer (src/shape/); stored on ir::Graph::shape_facts.
 #pragma once
 #include <cstdint>
 #include <map>

@@ -2,6 +2,8 @@
 // register function, declare it here and call it below.
 #include "ops/cpu_provider.h"
 
+#include "shape/op_schema.h"
+
 namespace nxrt::ops {
 void register_elementwise_ops(ep::KernelRegistry& r);  // elementwise/elementwise.cpp: unary/binary math, logic, activations
 void register_reduction_ops(ep::KernelRegistry& r);    // reduction/: Reduce*, ArgMax/Min, Softmax family, CumSum
@@ -50,15 +52,10 @@ void register_cpu_kernels(ep::KernelRegistry& r) {
   register_contrib_ops(r);
   register_fused_ops(r);  // last: it copies some of the defs above into the nxrt domain
 
-  // Elementwise ops whose kernels read element i before writing element i: output 0 may reuse a
-  // dying input 0 of the same dtype and shape (the executor checks the rest).
-  for (const char* op : {"Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil",
-                         "Round", "Sin", "Cos", "Erf", "Softplus", "Softsign", "Elu", "Selu", "LeakyRelu",
-                         "HardSigmoid", "HardSwish", "Gelu", "Mish", "Celu", "ThresholdedRelu", "Shrink", "Sign",
-                         "Clip", "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu", "Not",
-                         "BitwiseNot", "Atan", "Tan", "Asin", "Acos", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
-                         "Swish"}) {
-    r.allow_inplace("", op, 0);
+  // Output 0 may reuse a dying input of the same dtype and shape where the op's schema names one (the
+  // executor checks the rest). Every CPU kernel of such an op reads element i before writing element i.
+  for (const shape::OpSchema& s : shape::all_schemas()) {
+    if (s.inplace_input >= 0) r.allow_inplace(s.domain, s.op_type, s.inplace_input);
   }
 }
 

@@ -3,15 +3,16 @@
 
 #include "optimizer/graph_util.h"
 #include "ir/tensor_util.h"
+#include "shape/op_schema.h"
 
 namespace nxrt::optimizer {
 
 namespace {
 
-bool is_nondeterministic(const ir::Node& n) {
-  static const std::set<std::string> kOps = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                                             "Multinomial", "Bernoulli", "Dropout"};
-  return kOps.count(n.op_type) != 0;
+// The op's schema says its outputs may differ between runs on the same inputs (random generators, Dropout).
+bool is_nondeterministic(const ir::Node& n, int64_t opset) {
+  const shape::OpSchema* s = shape::find_schema(n.domain, n.op_type, opset);
+  return s && !s->deterministic;
 }
 
 // Ops whose outputs are not plain tensors, or that are defined over their graph / training state.
@@ -59,7 +60,7 @@ int fold_constants(PassContext& pc, GraphInfo& gi) {
     const ir::Node& n = g.nodes[i];
     const std::string dom = ir::canonical_domain(n.domain);
     if (!dom.empty() && dom != "ai.onnx.ml") continue;
-    if (is_nondeterministic(n) || never_fold(n)) continue;
+    if (is_nondeterministic(n, pc.opset(dom)) || never_fold(n)) continue;
     bool all_const = true, any_output = false, protected_out = false;
     std::vector<const Tensor*> in;
     for (const auto& name : n.inputs) {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ir/tensor_util.h"
+#include "shape/op_schema.h"
 
 namespace nxrt::optimizer {
 
@@ -127,12 +128,6 @@ bool GraphInfo::static_shape(const std::string& name, Dims* out) const {
 }
 
 std::unordered_map<std::string, int64_t> infer_ranks(const GraphInfo& gi) {
-  static const std::unordered_set<std::string> kSameRank = {
-      "Conv", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization",
-      "InstanceNormalization", "LRN", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish",
-      "Elu", "Selu", "Softplus", "Abs", "Neg", "Exp", "Log", "Sqrt", "Erf", "Identity", "Dropout", "Cast",
-      "Softmax", "LogSoftmax", "ConvTranspose", "FusedConv", "Gelu", "PRelu"};
-  static const std::unordered_set<std::string> kBroadcast = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum"};
   std::unordered_map<std::string, int64_t> rank;
   const ir::Graph& g = gi.g;
   if (gi.is_main()) {  // subgraph inputs' declared ranks are not checked
@@ -148,28 +143,35 @@ std::unordered_map<std::string, int64_t> infer_ranks(const GraphInfo& gi) {
     }
   }
   auto rank_of = [&](const std::string& n) -> int64_t {
+    if (n.empty()) return -1;
     if (const Tensor* t = gi.constant(n)) return t->rank();
     auto it = rank.find(n);
     return it == rank.end() ? -1 : it->second;
   };
   for (const auto& n : g.nodes) {
     if (n.outputs.empty() || n.outputs[0].empty() || n.inputs.empty() || rank.count(n.outputs[0])) continue;
-    const std::string dom = ir::canonical_domain(n.domain);
-    if (!dom.empty() && dom != kNxrtDomain) continue;
+    // No op's rank rule changes between opset versions: the newest record's serves every version.
+    const shape::OpSchema* schema = shape::find_schema(n.domain, n.op_type, shape::kNewestOpset);
     int64_t r = -1;
-    if (kSameRank.count(n.op_type)) {
-      r = rank_of(n.inputs[0]);
-    } else if (kBroadcast.count(n.op_type)) {
-      for (const auto& in : n.inputs) {
-        const int64_t ri = in.empty() ? -1 : rank_of(in);
-        if (ri < 0) {
-          r = -1;
-          break;
+    switch (schema ? schema->rank : shape::RankRule::kUnknown) {
+      case shape::RankRule::kSameAsInput0:
+        r = rank_of(n.inputs[0]);
+        break;
+      case shape::RankRule::kBroadcast:
+        for (const auto& in : n.inputs) {
+          const int64_t ri = rank_of(in);
+          if (ri < 0) {
+            r = -1;
+            break;
+          }
+          r = std::max(r, ri);
         }
-        r = std::max(r, ri);
-      }
-    } else if (n.op_type == "Concat") {
-      for (const auto& in : n.inputs) r = std::max(r, in.empty() ? -1 : rank_of(in));
+        break;
+      case shape::RankRule::kSameAsInputs:
+        for (const auto& in : n.inputs) r = std::max(r, rank_of(in));
+        break;
+      case shape::RankRule::kUnknown:
+        break;
     }
     if (r >= 0) rank[n.outputs[0]] = r;
   }

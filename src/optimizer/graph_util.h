@@ -69,9 +69,9 @@ class GraphInfo {
   int64_t ir_version_ = 0;
 };
 
-// Ranks known without running the graph: declared / constant ranks propagated in node order through
-// ops that keep the rank of their first input (conv, pools, normalizations, unary and binary
-// elementwise, Concat). Values missing from the map have unknown rank.
+// Ranks known without running the graph: declared / constant ranks propagated in node order by each
+// op's schema rank rule (shape/op_schema.h: like input 0, broadcast, Concat). Values missing from the map
+// have unknown rank.
 std::unordered_map<std::string, int64_t> infer_ranks(const GraphInfo& gi);
 
 // Removes nodes flagged in `dead` (same size as g.nodes), keeping order.

@@ -11,12 +11,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "ep/cpu_features.h"
 #include "ep/kernel.h"
 #include "ep/thread_pool.h"
 #include "onnx/model_reader.h"
+#include "onnx/model_writer.h"
 #include "ops/cpu_provider.h"
 #include "optimizer/optimizer.h"
 #include "session/executor.h"
+#include "session/log.h"
 #include "shape/shape_inference.h"
 #include "session/type_meta.h"
 
@@ -29,11 +32,13 @@ struct Session::Impl {
   // the one place that names a provider; everything below it sees only ep::KernelRegistry.
   std::shared_ptr<const ep::KernelRegistry> registry;
   ep::KernelOverrides overrides;  // SessionOptions::kernel_overrides + NXRT_KERNEL_OVERRIDES / NXRT_ISA
+  session::LogLevel log_level = session::LogLevel::kWarning;  // SessionOptions::log_level / NXRT_LOG
   std::unique_ptr<ir::Model> model;
   std::unique_ptr<session::GraphPlan> plan;
   std::unique_ptr<ep::ThreadPool> pool;
   std::vector<ValueMeta> inputs;
   std::vector<ValueMeta> outputs;
+  ModelMetadata metadata;
   SessionOptions options;
   std::unique_ptr<session::Tracer> tracer;
   std::unique_ptr<session::OpProfile> profile;
@@ -95,21 +100,41 @@ static Tensor released_initializer(const Tensor& t) {
   return Tensor::borrow(t.dtype(), t.shape(), p, std::move(keep));
 }
 
+static ModelMetadata metadata_of(const ir::Model& m) {
+  ModelMetadata md;
+  md.ir_version = m.ir_version;
+  md.producer_name = m.producer_name;
+  md.producer_version = m.producer_version;
+  md.domain = m.domain;
+  md.model_version = m.model_version;
+  md.description = m.doc;
+  md.graph_name = m.graph.name;
+  md.graph_description = m.graph.doc;
+  md.custom = m.metadata_props;
+  return md;
+}
+
 static Result<std::unique_ptr<Session>> make_session(const std::function<Result<std::unique_ptr<ir::Model>>()>& load,
                                                      const SessionOptions& opts) {
   auto impl = std::make_unique<Session::Impl>();
   impl->options = opts;
   impl->registry = ops::cpu_provider_registry();
   NXRT_ASSIGN_OR_RETURN(impl->overrides, ep::KernelOverrides::from_options_and_env(opts.kernel_overrides));
+  NXRT_ASSIGN_OR_RETURN(impl->log_level, session::resolve_log_level(opts.log_level));
   init_diagnostics(*impl);
-  double t0 = session::monotonic_us();
+  const double t_start = session::monotonic_us();
+  double t0 = t_start;
   auto loaded = load();
   if (impl->tracer) impl->tracer->span("load", "session", t0, session::monotonic_us() - t0, "");
   if (!loaded.ok()) return loaded.status();
   impl->model = std::move(loaded).value();
+  impl->metadata = metadata_of(*impl->model);
   // Load-time shape inference over the graph and its subgraphs (results on Graph::shape_facts); an
   // inconsistent model is rejected here, naming the original node.
   NXRT_RETURN_IF_ERROR(shape::infer_shapes(*impl->model));
+  const size_t nodes_loaded = impl->model->graph.nodes.size();
+  const double t_shapes = session::monotonic_us();
+  double t_optimized = t_shapes;
   {
     // NXRT_OPT_LEVEL overrides the option (conformance runs at each level).
     optimizer::Options oo;
@@ -124,8 +149,22 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
     }
     if (impl->tracer) impl->tracer->span("optimize", "session", t0, session::monotonic_us() - t0, "");
     if (std::getenv("NXRT_OPT_STATS")) std::fprintf(stderr, "nxrt optimizer: %s\n", stats.summary().c_str());
+    session::log_message(impl->log_level, session::LogLevel::kDebug, "optimizer: " + stats.summary());
     // The facts describe the graph that runs: infer again over the rewritten graph.
     if (oo.level != OptLevel::kDisabled) NXRT_RETURN_IF_ERROR(shape::infer_shapes(*impl->model));
+    t_optimized = session::monotonic_us();
+  }
+  if (std::string missing = shape::describe_ops_without_shape_fn(impl->model->graph); !missing.empty()) {
+    for (char& c : missing) c = c == '\n' ? ',' : c;
+    missing.pop_back();
+    session::log_message(impl->log_level, session::LogLevel::kInfo,
+                         "no shape rule for these ops (op count): " + missing +
+                             "; values after them get their shapes at run time");
+  }
+  // Written before planning: kernels may release the initializers they packed.
+  if (!opts.optimized_model_path.empty()) {
+    NXRT_RETURN_IF_ERROR(onnx::write_model_file(opts.optimized_model_path, *impl->model)
+                             .with_context("writing the optimized model: "));
   }
   const ir::Graph& g = impl->model->graph;
   for (const auto& in : g.inputs) {
@@ -161,6 +200,17 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   for (const auto& m : impl->outputs) impl->output_slot[static_cast<size_t>(impl->plan->slot(m.name))] = true;
   impl->frame.hooks = &impl->hooks;
   impl->frame.res = &impl->res;
+  if (impl->log_level >= session::LogLevel::kInfo) {
+    const double t_end = session::monotonic_us();
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "session created in %.1f ms: %zu nodes (%zu after optimization), %zu steps; load + shapes %.1f ms, "
+                  "optimize %.1f ms, plan %.1f ms; %d threads; kernels at ISA tier %s",
+                  (t_end - t_start) / 1e3, nodes_loaded, impl->model->graph.nodes.size(), impl->plan->num_steps(),
+                  (t_shapes - t_start) / 1e3, (t_optimized - t_shapes) / 1e3, (t_end - t_optimized) / 1e3,
+                  opts.threads, ep::isa_tier_name(impl->overrides.isa()));
+    session::log_message(impl->log_level, session::LogLevel::kInfo, line);
+  }
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
@@ -331,6 +381,19 @@ MemoryStats Session::memory_stats() const {
   return m;
 }
 
+const ModelMetadata& Session::metadata() const { return impl_->metadata; }
+
+Result<std::string> Session::end_profiling() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!impl_->tracer) return std::string();
+  const std::string path = impl_->tracer->path();
+  const bool written = impl_->tracer->write();
+  impl_->hooks.tracer = nullptr;
+  impl_->tracer.reset();
+  if (!written) return io_error("could not write trace '" + path + "'");
+  return path;
+}
+
 size_t IoBinding::bind_input(const std::string& name, Value value) {
   for (size_t i = 0; i < inputs_.size(); ++i) {
     if (inputs_[i].name == name) {
@@ -384,6 +447,16 @@ const Value* IoBinding::output(const std::string& name) const {
 
 void IoBinding::clear() {
   inputs_.clear();
+  outputs_.clear();
+  resolved_for_ = nullptr;
+}
+
+void IoBinding::clear_inputs() {
+  inputs_.clear();
+  resolved_for_ = nullptr;
+}
+
+void IoBinding::clear_outputs() {
   outputs_.clear();
   resolved_for_ = nullptr;
 }

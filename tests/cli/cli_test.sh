@@ -10,7 +10,7 @@ check() {  # check NAME CONDITION-COMMAND...
   if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL $name"; fi
 }
 
-/usr/bin/python3 "$root/tools/make_demo_model.py" "$work/cnn" >/dev/null
+/usr/bin/python3 "$root/tools/make_toy_cnn.py" "$work/cnn" >/dev/null
 m="$work/cnn/model.onnx"; in0="$work/cnn/test_data_set_0/input_0.pb"
 
 # run: writes output_K.pb, which nxrt test's comparison accepts against the reference
@@ -64,12 +64,33 @@ check "bench is one line" test "$(wc -l <<<"$out")" -eq 1
 out=$("$nxrt" info "$m")
 check "info lists ops" grep -q "Conv *2" <<<"$out"
 check "info lists inputs" grep -q "image: tensor(float32)\[batch,3,32,32\]" <<<"$out"
-check "info names the CPU and its tier" grep -q "^cpu: .* tier " <<<"$out"
-check "info names the kernels' tier" grep -q "^kernel tier: " <<<"$out"
-out=$(NXRT_ISA=scalar "$nxrt" info)
-check "info without a model prints the CPU" grep -q "^cpu: " <<<"$out"
-check "NXRT_ISA caps the kernel tier" grep -q "^kernel tier: scalar" <<<"$out"
-check "a bad NXRT_ISA is an error" bash -c '! NXRT_ISA=sse9 "$1" info >/dev/null 2>&1' _ "$nxrt"
+check "info names the cpu and the kernels' ISA tier" grep -Eq "^cpu: .*tier (scalar|avx2|avx512|amx)$" <<<"$out"
+check "info names the tier the kernels use" grep -Eq "^kernel tier: (scalar|avx2|avx512|amx)" <<<"$out"
+out=$(NXRT_ISA=scalar "$nxrt" info "$m")
+check "NXRT_ISA caps the kernel tier info prints" grep -q "^kernel tier: scalar (capped by isa=scalar)" <<<"$out"
+check "a bad NXRT_ISA is an info error" bash -c '! NXRT_ISA=sse9 "$1" info "$2" >/dev/null 2>&1' _ "$nxrt" "$m"
+out=$("$nxrt" info --ops)
+check "info --ops lists ai.onnx Conv" grep -Eq "^ai.onnx +Conv +opset [0-9]+-" <<<"$out"
+check "info --ops lists com.microsoft MatMulNBits" grep -Eq "^com.microsoft +MatMulNBits " <<<"$out"
+check "info --ops lists the nxrt domain's fused ops" grep -Eq "^nxrt +FusedConv " <<<"$out"
+check "info --ops: Add may run in place" grep -Eq "^ai.onnx +Add .*in-place input 0" <<<"$out"
+check "info --ops counts kernels" grep -Eq "^[0-9]{3,} kernels$" <<<"$out"
+"$nxrt" info --overrides > "$work/overrides.txt"
+check "info --overrides lists reference" grep -q '^reference=0|1$' "$work/overrides.txt"
+check "info --overrides lists isa" grep -q '^isa=scalar|avx2|avx512|amx$' "$work/overrides.txt"
+
+# log level and kernel overrides from the environment
+NXRT_LOG=info "$nxrt" run "$m" --input "$in0" >/dev/null 2>"$work/err"; rc=$?
+check "NXRT_LOG=info: one session line on stderr" bash -c "test $rc -eq 0 && grep -q '^nxrt \[info\] session created in .* ms: .* nodes' '$work/err'"
+"$nxrt" run "$m" --input "$in0" >/dev/null 2>"$work/err"
+check "default log level is quiet" test ! -s "$work/err"
+NXRT_LOG=loud "$nxrt" run "$m" --input "$in0" >/dev/null 2>"$work/err"; rc=$?
+check "bad NXRT_LOG is an error naming it" bash -c "test $rc -eq 1 && grep -q 'NXRT_LOG=loud' '$work/err'"
+NXRT_KERNEL_OVERRIDES=path=fast "$nxrt" run "$m" --input "$in0" >/dev/null 2>"$work/err"; rc=$?
+check "unknown kernel override is an error naming it" bash -c "test $rc -eq 1 && grep -q \"unknown kernel override 'path'\" '$work/err'"
+for tier in scalar avx2 avx512 amx; do
+  check "NXRT_ISA=$tier: output still matches the reference" bash -c "NXRT_ISA=$tier '$nxrt' test '$work/cnn' | tail -1 | grep -qx '1 passed, 0 failed'"
+done
 
 # trace: one complete event per executed node, valid JSON
 # --opt disabled: the optimizer would fuse nodes, and this counts the file's nodes.

@@ -3,12 +3,12 @@
 # numpy reference's, the logits each token was chosen from (prefill + every decode step, --dump-logits) match
 # the reference's step_logits.npy to 1e-3 of the row's max |logit| (tools/compare_logits.py), --json has
 # ort generate's keys, errors exit 1 (one line) and usage errors 2.
-# With /work/ort-tool/ort (or $ORT) present, also checks ORT's tokens and key set.
+# With the ORT tool set up in build/ort-tool (scripts/setup_ort_tool.sh; or $ORT), also checks ORT's tokens and key set.
 set -uo pipefail
 nxrt="$(realpath "${1:?usage: genai_test.sh path/to/nxrt}")"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 py=/usr/bin/python3
-ort="${ORT:-/work/ort-tool/ort}"
+ort="${ORT:-$root/build/ort-tool/ort}"
 work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
 pass=0; fail=0
 check() {  # check NAME CONDITION-COMMAND...

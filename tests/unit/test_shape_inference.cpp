@@ -494,8 +494,8 @@ void sweep_model(const fs::path& path, bool compare, SweepResult& r) {
 }
 
 TEST(ShapeInferenceSweep, NodeTestsAndLightModels) {
-  const fs::path node_root = "/work/shared/onnx-tests/node";
-  const fs::path light_root = "/work/shared/models/light";
+  const fs::path node_root = NXRT_SOURCE_DIR "/../shared/onnx-tests/node";
+  const fs::path light_root = NXRT_SOURCE_DIR "/../shared/models/light";
   if (!fs::exists(node_root)) GTEST_SKIP() << "no node tests at " << node_root;
   SweepResult node, light;
   auto t0 = std::chrono::steady_clock::now();

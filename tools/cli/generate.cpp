@@ -1,5 +1,5 @@
 // `nxrt generate`: greedy (or sampled) generation over an onnxruntime-genai style model folder, with
-// the same prompt, timing definitions and --json keys as `ort generate` (/work/ort-tool/ort-generate.js):
+// the same prompt, timing definitions and --json keys as `ort generate` (../shared/tools/ort/ort-generate.js):
 //   create_ms: Model::create; prefill_ms: the prefill session run; prefill_tok_s = prompt / prefill_ms;
 //   ttft_ms: generation start to the first token (feeds, prefill, pick); decode_tok_s = (new_tokens - 1) /
 //   time from the first token to the last (null with one token); decode_step_ms_median: one decode step
@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "nxrt/genai.h"
+#include "nxrt/tokenizer.h"
+#include "text_session.h"
 
 using namespace nxrt;
 
@@ -28,50 +30,34 @@ double now_ms() {
 }
 
 const char* kUsage =
-    "usage: nxrt generate MODEL_DIR [--prompt-ids 1,2,3 | --prompt-len N] [--max-new-tokens N] [--max-length N]\n"
+    "usage: nxrt generate MODEL_DIR [\"PROMPT TEXT\" | --prompt-file F | --prompt-ids 1,2,3 | --prompt-len N]\n"
+    "                     [--chat] [--system TEXT] [--stop STR]... [--ignore-eos] [--max-new-tokens N] [--max-length N]\n"
     "                     [--threads N] [--opt disabled|basic|all] [--warmup W] [--json]\n"
     "                     [--do-sample] [--top-k K] [--top-p P] [--min-p P] [--temperature T]\n"
     "                     [--repetition-penalty R] [--seed S] [--stop-at-eos] [--dump-logits FILE]\n"
     "  MODEL_DIR           folder with genai_config.json and the decoder .onnx (or the genai_config.json)\n"
+    "  PROMPT TEXT         text to tokenize with the folder's tokenizer ('-': standard input); the reply streams\n"
+    "                      to stdout as text, a summary line goes to stderr, generation stops at EOS\n"
+    "  --prompt-file F     the prompt text from a file ('-': standard input)\n"
+    "  --chat              wrap the prompt in the model's chat template (chat_template.jinja or\n"
+    "                      tokenizer_config.json), with the generation prompt; --system TEXT adds a system turn\n"
+    "  --stop STR          stop before STR (repeatable; not printed)\n"
+    "  --ignore-eos        text mode: keep generating past EOS\n"
     "  --prompt-ids LIST   prompt token ids, comma-separated\n"
     "  --prompt-len N      N prompt ids drawn with a fixed seed from [0, vocab) (default 16; same ids as ort generate)\n"
     "  --max-new-tokens N  tokens to generate, the first one from the prefill (default 32)\n"
     "  --max-length N      KV capacity (default prompt + new tokens; at most model.context_length)\n"
-    "  --json              one JSON line with the keys of `ort generate`\n"
+    "  --json              one JSON line with the keys of `ort generate` (text mode adds \"text\")\n"
     "  --dump-logits FILE  write the logits row each new token was chosen from (row 0: the prefill's last\n"
     "                      position) as NumPy .npy, float32 [new_tokens, vocab] (of the measured run)\n";
 
-[[noreturn]] void usage(const std::string& msg) {
-  std::fprintf(stderr, "error: %s\n%s", msg.c_str(), kUsage);
-  std::exit(2);
-}
+[[noreturn]] void usage(const std::string& msg) { cli::usage_exit(msg, kUsage); }
 
-int fail(const Status& s) {
-  std::string m = s.to_string();
-  std::replace(m.begin(), m.end(), '\n', ' ');
-  std::fprintf(stderr, "error: %s\n", m.c_str());
-  return 1;
-}
+int fail(const Status& s) { return cli::report_error(s); }
 
-int64_t parse_count(const std::string& flag, const std::string& v) {
-  if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 12) {
-    usage(flag + " needs a non-negative integer, got '" + v + "'");
-  }
-  return std::stoll(v);
-}
-
-double parse_real(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  double d = std::strtod(v.c_str(), &end);
-  if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(d)) usage(flag + " needs a number, got '" + v + "'");
-  return d;
-}
-
-std::string num(double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3f", std::round(x * 1000.0) / 1000.0);
-  return buf;
-}
+int64_t parse_count(const std::string& flag, const std::string& v) { return cli::count_arg(flag, v, kUsage); }
+double parse_real(const std::string& flag, const std::string& v) { return cli::real_arg(flag, v, kUsage); }
+std::string num(double x) { return cli::fixed3(x); }
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -138,10 +124,135 @@ Status write_npy(const std::string& path, const std::vector<float>& v, int64_t r
   return Status::Ok();
 }
 
+// Search options: the command line's where given, else greedy with the config's top-k/p/temperature.
+struct SetFlags {
+  bool sample, top_k, top_p, temp, rep;
+};
+genai::GeneratorParams search_params(const genai::Model& model, const genai::SearchOptions& so, int64_t capacity,
+                                     SetFlags set) {
+  genai::GeneratorParams params(model);
+  params.search.max_length = capacity;
+  if (set.sample) params.search.do_sample = so.do_sample;
+  else params.search.do_sample = false;  // greedy unless asked, whatever the config's search defaults
+  if (set.top_k) params.search.top_k = so.top_k;
+  if (set.top_p) params.search.top_p = so.top_p;
+  if (set.temp) params.search.temperature = so.temperature;
+  params.search.repetition_penalty = set.rep ? so.repetition_penalty : 1.0;
+  params.search.min_p = so.min_p;
+  params.search.random_seed = so.random_seed;
+  params.search.stop_at_eos = so.stop_at_eos;
+  return params;
+}
+
+struct TextRequest {
+  std::string prompt_text, prompt_file;
+  bool chat, has_system;
+  std::string system_text;
+  std::vector<std::string> stops;
+  bool ignore_eos, json;
+  int64_t new_tokens, max_length, warmup;
+  int threads;
+  std::string opt;
+  double create_ms;
+};
+
+// Text mode: tokenize (through the chat template with --chat), stream the reply, summary on stderr.
+int run_text(const genai::Model& model, const TextRequest& q, const genai::SearchOptions& so, bool set_sample,
+             bool set_top_k, bool set_top_p, bool set_temp, bool set_rep) {
+  std::string text = q.prompt_text;
+  if (!q.prompt_file.empty() || text == "-") {
+    auto r = cli::read_text(q.prompt_file.empty() ? "-" : q.prompt_file);
+    if (!r.ok()) return fail(r.status());
+    text = std::move(r).value();
+  }
+  auto tok_r = genai::Tokenizer::create(model);
+  if (!tok_r.ok()) return fail(tok_r.status());
+  const genai::Tokenizer& tok = tok_r.value();
+  genai::EncodeOptions eo;
+  if (q.chat) {
+    std::string messages = "[";
+    if (q.has_system) messages += "{\"role\":\"system\",\"content\":" + cli::json_quote(q.system_text) + "},";
+    messages += "{\"role\":\"user\",\"content\":" + cli::json_quote(text) + "}]";
+    auto rendered = tok.apply_chat_template(messages, "", true);
+    if (!rendered.ok()) return fail(rendered.status());
+    text = std::move(rendered).value();
+    eo.add_special_tokens = false;  // the template writes its own BOS
+  }
+  auto ids_r = tok.encode(text, eo);
+  if (!ids_r.ok()) return fail(ids_r.status());
+  const std::vector<int64_t> prompt(ids_r->begin(), ids_r->end());
+  if (prompt.empty()) return fail(invalid_argument("the prompt encodes to no tokens"));
+  const int64_t vocab = model.vocab_size();
+  for (int64_t t : prompt) {
+    if (vocab > 0 && t >= vocab) {
+      return fail(invalid_argument("prompt token " + std::to_string(t) + " is outside the model's vocabulary (" +
+                                   std::to_string(vocab) + "): tokenizer and model do not match"));
+    }
+  }
+  const int64_t total = static_cast<int64_t>(prompt.size()) + q.new_tokens;
+  const int64_t capacity = q.max_length < 0 ? total : q.max_length;
+  if (capacity < total) usage("--max-length " + std::to_string(capacity) + " < prompt + new tokens (" + std::to_string(total) + ")");
+  const genai::Config& cfg = model.config();
+  if (cfg.context_length > 0 && capacity > cfg.context_length) {
+    return fail(invalid_argument("prompt (" + std::to_string(prompt.size()) + " tokens) + new tokens " +
+                                 std::to_string(q.new_tokens) + " exceeds model.context_length " +
+                                 std::to_string(cfg.context_length) + " (context overflow)"));
+  }
+  genai::SearchOptions plain = so;
+  plain.stop_at_eos = false;  // EOS is handled below, with the tokenizer's EOS too
+  const genai::GeneratorParams params =
+      search_params(model, plain, capacity, {set_sample, set_top_k, set_top_p, set_temp, set_rep});
+  cli::ReplyLimits limits;
+  limits.max_new_tokens = q.new_tokens;
+  limits.eos_ids = cli::text_eos_ids(model, tok);
+  limits.ignore_eos = q.ignore_eos;
+  limits.stop_strings = q.stops;
+  for (int64_t w = 0; w < q.warmup; ++w) {
+    auto gen = genai::Generator::create(model, params);
+    if (!gen.ok()) return fail(gen.status());
+    auto r = cli::generate_reply(*gen.value(), tok, prompt, limits, nullptr);
+    if (!r.ok()) return fail(r.status());
+  }
+  auto gen = genai::Generator::create(model, params);
+  if (!gen.ok()) return fail(gen.status());
+  auto rr = cli::generate_reply(*gen.value(), tok, prompt, limits, q.json ? nullptr : stdout);
+  if (!rr.ok()) {
+    if (!q.json) std::fputc('\n', stdout);
+    return fail(rr.status());
+  }
+  const cli::Reply& r = rr.value();
+  const size_t n = r.tokens.size();
+  if (q.json) {
+    std::string toks;
+    for (size_t i = 0; i < n; ++i) toks += (i ? "," : "") + std::to_string(r.tokens[i]);
+    const std::string decode_tok_s = n > 1 ? num(static_cast<double>(n - 1) / (r.decode_ms / 1000.0)) : "null";
+    const std::string step_med = r.steps.empty() ? "null" : num(median(r.steps));
+    const bool share = cfg.past_present_share_buffer;
+    std::printf(
+        "{\"prompt_tokens\":%zu,\"new_tokens\":%zu,\"create_ms\":%s,\"prefill_ms\":%s,\"prefill_tok_s\":%s,"
+        "\"decode_tok_s\":%s,\"ttft_ms\":%s,\"tokens\":[%s],\"threads\":%d,\"share_buffer\":%s,\"kv_update\":\"%s\","
+        "\"kv_capacity\":%s,\"decode_step_ms_median\":%s,\"warmup\":%lld,\"opt\":\"%s\",\"runtime\":\"nxrt\","
+        "\"text\":%s}\n",
+        prompt.size(), n, num(q.create_ms).c_str(), num(r.prefill_ms).c_str(),
+        num(static_cast<double>(prompt.size()) / (r.prefill_ms / 1000.0)).c_str(), decode_tok_s.c_str(),
+        num(r.ttft_ms).c_str(), toks.c_str(), q.threads, share ? "true" : "false", gen.value()->kv_update(),
+        share ? std::to_string(capacity).c_str() : "null", step_med.c_str(), static_cast<long long>(q.warmup),
+        q.opt.c_str(), cli::json_quote(r.text).c_str());
+  } else {
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
+  std::fprintf(stderr, "%s\n", cli::summary_line(r).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
   std::string model_path, prompt_ids, opt = "all", dump_path;
+  std::string prompt_text, prompt_file, system_text;
+  bool has_prompt_text = false, chat = false, has_system = false, ignore_eos = false;
+  std::vector<std::string> stops;
   int64_t prompt_len = -1, new_tokens = 32, max_length = -1, warmup = 0;
   int threads = 1;
   bool json = false, has_prompt_ids = false;
@@ -154,8 +265,14 @@ int cmd_generate(int argc, char** argv) {
       return 0;
     }
     if (a.rfind("--", 0) != 0) {
-      if (!model_path.empty()) usage("unexpected argument '" + a + "'");
-      model_path = a;
+      if (model_path.empty()) {
+        model_path = a;
+      } else if (!has_prompt_text) {
+        prompt_text = a;
+        has_prompt_text = true;
+      } else {
+        usage("unexpected argument '" + a + "' (quote the prompt text)");
+      }
       continue;
     }
     std::string val;
@@ -172,11 +289,19 @@ int cmd_generate(int argc, char** argv) {
     if (a == "--json") { flag_only(); json = true; continue; }
     if (a == "--do-sample") { flag_only(); so.do_sample = true; set_sample = true; continue; }
     if (a == "--stop-at-eos") { flag_only(); so.stop_at_eos = true; continue; }
+    if (a == "--chat") { flag_only(); chat = true; continue; }
+    if (a == "--ignore-eos") { flag_only(); ignore_eos = true; continue; }
     if (!has_val) {
       if (i + 1 >= argc) usage(a + " needs a value");
       val = argv[++i];
     }
     if (a == "--prompt-ids") { prompt_ids = val; has_prompt_ids = true; }
+    else if (a == "--prompt-file") prompt_file = val;
+    else if (a == "--system") { system_text = val; has_system = true; }
+    else if (a == "--stop") {
+      if (val.empty()) usage("--stop needs a non-empty string");
+      stops.push_back(val);
+    }
     else if (a == "--prompt-len") prompt_len = parse_count(a, val);
     else if (a == "--max-new-tokens") new_tokens = parse_count(a, val);
     else if (a == "--max-length") max_length = parse_count(a, val);
@@ -201,6 +326,14 @@ int cmd_generate(int argc, char** argv) {
   if (new_tokens < 1) usage("--max-new-tokens must be at least 1");
   if (has_prompt_ids && prompt_len >= 0) usage("give --prompt-ids or --prompt-len, not both");
   if (prompt_len == 0) usage("--prompt-len must be at least 1");
+  const bool text_mode = has_prompt_text || !prompt_file.empty();
+  if (has_prompt_text && !prompt_file.empty()) usage("give the prompt text or --prompt-file, not both");
+  if (text_mode && (has_prompt_ids || prompt_len >= 0)) usage("give a text prompt or --prompt-ids/--prompt-len, not both");
+  if (!text_mode && (chat || has_system || !stops.empty() || ignore_eos)) {
+    usage("--chat, --system, --stop and --ignore-eos need a text prompt (PROMPT TEXT or --prompt-file)");
+  }
+  if (has_system && !chat) usage("--system needs --chat");
+  if (text_mode && !dump_path.empty()) usage("--dump-logits works with --prompt-ids/--prompt-len");
   std::vector<int64_t> prompt;
   if (has_prompt_ids) {
     size_t p = 0;
@@ -231,6 +364,11 @@ int cmd_generate(int argc, char** argv) {
   const genai::Model& model = *model_r.value();
   const genai::Config& cfg = model.config();
   const int64_t vocab = model.vocab_size();
+  if (text_mode) {
+    TextRequest req{prompt_text, prompt_file, chat, has_system, system_text, stops, ignore_eos, json, new_tokens,
+                    max_length, warmup, threads, opt, create_ms};
+    return run_text(model, req, so, set_sample, set_top_k, set_top_p, set_temp, set_rep);
+  }
   if (!has_prompt_ids) {
     if (vocab <= 0) {
       return fail(invalid_argument("vocab size unknown (logits shape is symbolic and genai_config has no model.vocab_size)"));
@@ -252,17 +390,8 @@ int cmd_generate(int argc, char** argv) {
                                  std::to_string(cfg.context_length) + " (context overflow)"));
   }
 
-  genai::GeneratorParams params(model);
-  params.search.max_length = capacity;
-  if (set_sample) params.search.do_sample = so.do_sample;
-  else params.search.do_sample = false;  // greedy unless asked, whatever the config's search defaults
-  if (set_top_k) params.search.top_k = so.top_k;
-  if (set_top_p) params.search.top_p = so.top_p;
-  if (set_temp) params.search.temperature = so.temperature;
-  params.search.repetition_penalty = set_rep ? so.repetition_penalty : 1.0;
-  params.search.min_p = so.min_p;
-  params.search.random_seed = so.random_seed;
-  params.search.stop_at_eos = so.stop_at_eos;
+  genai::GeneratorParams params =
+      search_params(model, so, capacity, {set_sample, set_top_k, set_top_p, set_temp, set_rep});
 
   for (int64_t w = 0; w < warmup; ++w) {
     auto r = generate_once(model, params, prompt, new_tokens, nullptr);

@@ -36,9 +36,12 @@ namespace {
                "  nxrt bench MODEL.onnx [--input FILE.pb]... [--threads N] [--opt LEVEL] [--warmup W] [--runs R] [--dim NAME=V]...\n"
                "  nxrt test DIR... [--jobs N] [--timeout S] [--report FILE] [--ids-file FILE --root DIR] [--opt LEVEL]\n"
                "  (LEVEL: disabled|basic|all, default all; the NXRT_OPT_LEVEL environment variable overrides it)\n"
-               "  nxrt info [MODEL.onnx [--shapes]]   (--shapes: inferred shape of every value, symbol lineage; the CPU,\n"
-               "                                     its features and the kernels' ISA tier are printed last)\n"
-               "  nxrt generate MODEL_DIR [--prompt-ids 1,2,3 | --prompt-len N] [--max-new-tokens N] [--json] ...\n");
+               "  nxrt info MODEL.onnx [--shapes]   (--shapes: inferred shape of every value, symbol lineage)\n"
+               "  nxrt info --ops                   every registered kernel: domain, op, opset range\n"
+               "  nxrt info --overrides             the kernel override keys (tests, diagnosis)\n"
+               "  nxrt generate MODEL_DIR [\"prompt text\" | --prompt-file F | --prompt-ids 1,2,3 | --prompt-len N] [--chat] ...\n"
+               "  nxrt chat MODEL_DIR [--system TEXT] [--max-new-tokens N] ...   (interactive; /reset /system /stats /exit)\n"
+               "  nxrt template TEMPLATE.jinja|MODEL_DIR --context CONTEXT.json   (prints the rendered template)\n");
   std::exit(2);
 }
 
@@ -611,15 +614,35 @@ int cmd_test(int argc, char** argv) {
 // ---------------------------------------------------------------------------------------------
 // info
 
-int cmd_info(int argc, char** argv) {
-  auto cpu = describe_cpu();
-  if (!cpu.ok()) return fail(cpu.status());
-  if (argc < 1) {  // `nxrt info` alone: the CPU only
-    std::printf("%s", cpu->c_str());
-    return 0;
+// `nxrt info --ops`: one line per registered kernel (domain, op, opset range, in-place input).
+int print_registered_ops() {
+  const auto kernels = registered_kernels();
+  for (const auto& k : kernels) {
+    const std::string range = std::to_string(k.since_version) + "-" +
+                              (k.end_version == INT64_MAX ? std::string() : std::to_string(k.end_version));
+    std::printf("%-18s %-36s opset %-8s%s\n", k.domain.empty() ? "ai.onnx" : k.domain.c_str(), k.op_type.c_str(),
+                range.c_str(), k.inplace_input >= 0 ? (" in-place input " + std::to_string(k.inplace_input)).c_str() : "");
   }
+  std::printf("%zu kernels\n", kernels.size());
+  return 0;
+}
+
+// `nxrt info --overrides`: the keys SessionOptions::kernel_overrides / NXRT_KERNEL_OVERRIDES accept.
+int print_override_keys() {
+  for (const auto& k : kernel_override_keys()) std::printf("%s=%s\n    %s\n", k.key.c_str(), k.values.c_str(), k.what.c_str());
+  return 0;
+}
+
+int cmd_info(int argc, char** argv) {
+  if (argc < 1) usage_exit("info needs a model, --ops or --overrides");
+  if (std::string(argv[0]) == "--ops") return print_registered_ops();
+  if (std::string(argv[0]) == "--overrides") return print_override_keys();
   auto s = inspect_model(argv[0]);
   if (!s.ok()) return fail(s.status());
+  std::printf("cpu: %s\n", cpu_summary().c_str());
+  auto tier = kernel_tier_summary();
+  if (!tier.ok()) return fail(tier.status());
+  std::printf("kernel tier: %s\n", tier->c_str());
   std::printf("model: %s\nir_version: %lld\nproducer: %s\nopsets:", argv[0], static_cast<long long>(s->ir_version),
               s->producer.c_str());
   for (const auto& [d, v] : s->opsets) std::printf(" %s=%lld", d.empty() ? "ai.onnx" : d.c_str(), static_cast<long long>(v));
@@ -641,13 +664,14 @@ int cmd_info(int argc, char** argv) {
     if (!shapes.ok()) return fail(shapes.status());
     std::printf("shapes:\n%s", shapes->c_str());
   }
-  std::printf("%s", cpu->c_str());
   return 0;
 }
 
 }  // namespace
 
 int cmd_generate(int argc, char** argv);  // tools/cli/generate.cpp
+int cmd_chat(int argc, char** argv);      // tools/cli/chat.cpp
+int cmd_template(int argc, char** argv);  // tools/cli/template.cpp
 
 int main(int argc, char** argv) {
   if (argc < 2) usage_exit("missing command");
@@ -657,6 +681,8 @@ int main(int argc, char** argv) {
   if (cmd == "test") return cmd_test(argc - 2, argv + 2);
   if (cmd == "info") return cmd_info(argc - 2, argv + 2);
   if (cmd == "generate") return cmd_generate(argc - 2, argv + 2);  // tools/cli/generate.cpp
+  if (cmd == "chat") return cmd_chat(argc - 2, argv + 2);
+  if (cmd == "template") return cmd_template(argc - 2, argv + 2);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") usage_exit("help");
   usage_exit("unknown command '" + cmd + "'");
 }

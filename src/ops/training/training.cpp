@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ops/common.h"
+#include "shape/op_schema.h"
 
 namespace nxrt::ops {
 namespace {
@@ -274,10 +275,20 @@ Result<const Arr*> lookup(const std::map<std::string, Arr>& val, const std::stri
   return &it->second;
 }
 
-const std::set<std::string>& differentiable_ops() {
-  static const std::set<std::string> ops = {"Add", "Sub", "Mul", "Div", "Neg", "Identity", "Relu", "Sigmoid",
-                                            "Tanh", "Exp", "Log", "Sqrt", "MatMul"};
-  return ops;
+// The ai.onnx ops whose schema marks them differentiable: forward() and backward() below implement each.
+bool differentiable(const ir::Node& n) {
+  if (!n.domain.empty()) return false;
+  const shape::OpSchema* s = shape::find_schema(n.domain, n.op_type, shape::kNewestOpset);
+  return s && s->differentiable;
+}
+
+// "Add, Sub, ..., Constant" for the error that names what the builder supports.
+std::string differentiable_op_list() {
+  std::string list;
+  for (const shape::OpSchema& s : shape::all_schemas()) {
+    if (s.domain.empty() && s.differentiable) list += s.op_type + ", ";
+  }
+  return list + "Constant";
 }
 
 size_t expected_inputs(const std::string& op) {
@@ -407,9 +418,9 @@ class GradientKernel : public ep::Kernel {
       if (!n.find_attribute("value")) return info_->error("Gradient: " + n.label() + " must use the 'value' attribute", StatusCode::kNotImplemented);
       return Status::Ok();
     }
-    if (!n.domain.empty() || !differentiable_ops().count(n.op_type)) {
+    if (!differentiable(n)) {
       return info_->error("Gradient: differentiating " + (n.domain.empty() ? std::string() : n.domain + "::") + n.op_type + " (" + n.label() +
-                              ") is not implemented (supported: Add, Sub, Mul, Div, Neg, Identity, Relu, Sigmoid, Tanh, Exp, Log, Sqrt, MatMul, Constant)",
+                              ") is not implemented (supported: " + differentiable_op_list() + ")",
                           StatusCode::kNotImplemented);
     }
     if (n.inputs.size() != expected_inputs(n.op_type) || n.outputs.size() != 1) {

@@ -25,7 +25,7 @@ def conv2d(x, w, b, pad):
 
 
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "build/demo/tiny_cnn"
+    out = sys.argv[1] if len(sys.argv) > 1 else "build/toy_cnn"
     rng = np.random.default_rng(2026)
     f = np.float32
     w1 = (rng.standard_normal((8, 3, 3, 3)) * 0.3).astype(f)
@@ -59,7 +59,7 @@ def main():
     graph = helper.make_graph(nodes, "tiny_cnn",
                               [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 3, 32, 32])],
                               [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", 10])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="nxrt-demo")
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="nxrt-toy-cnn")
     model.ir_version = 8
     onnx.checker.check_model(model)
 

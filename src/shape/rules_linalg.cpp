@@ -1,0 +1,141 @@
+// Shape rules and op schemas: MatMul and its integer/quantized forms, Gemm, Einsum, MatMulNBits.
+#include <algorithm>
+#include <map>
+
+#include "shape/node_context.h"
+#include "shape/symbolic.h"
+
+namespace nxrt::shape {
+
+using enum RankRule;
+
+namespace {
+
+Status op_matmul(NodeContext& c) {
+  const ValueFacts &a = c.input(0), &b = c.input(1);
+  DataType dt = a.dtype;
+  if (c.n->op_type == "MatMulInteger") dt = DataType::kInt32;
+  if (c.n->op_type == "QLinearMatMul") dt = c.input(7).dtype;
+  const ValueFacts& bb = c.n->op_type == "QLinearMatMul" ? c.input(3) : b;
+  if (!a.has_shape || !bb.has_shape || a.dims.empty() || bb.dims.empty()) {
+    c.set(0, tensor_unknown_rank(dt));
+    return Status::Ok();
+  }
+  std::vector<SymDim> ad = a.dims, bd = bb.dims;
+  bool a1 = ad.size() == 1, b1 = bd.size() == 1;
+  if (a1) ad.insert(ad.begin(), SymDim::c(1));
+  if (b1) bd.push_back(SymDim::c(1));
+  SymDim k;
+  NXRT_RETURN_IF_ERROR(c.unify(ad.back(), bd[bd.size() - 2],
+                               "MatMul inner dims differ: " + c.shape_str(a) + " x " + c.shape_str(bb), &k));
+  ValueFacts ab = tensor(dt, std::vector<SymDim>(ad.begin(), ad.end() - 2));
+  ValueFacts bbt = tensor(dt, std::vector<SymDim>(bd.begin(), bd.end() - 2));
+  bool known;
+  std::vector<SymDim> dims;
+  NXRT_RETURN_IF_ERROR(broadcast(c, {&ab, &bbt}, &known, &dims));
+  if (!a1) dims.push_back(ad[ad.size() - 2]);
+  if (!b1) dims.push_back(bd.back());
+  c.set(0, tensor(dt, dims));
+  return Status::Ok();
+}
+
+Status op_gemm(NodeContext& c) {
+  const ValueFacts &a = c.input(0), &b = c.input(1);
+  if (!a.has_shape || !b.has_shape || a.dims.size() != 2 || b.dims.size() != 2) {
+    c.set(0, tensor_unknown_rank(a.dtype));
+    return Status::Ok();
+  }
+  bool ta = c.ai("transA", 0) != 0, tb = c.ai("transB", 0) != 0;
+  SymDim m = a.dims[ta ? 1 : 0], ka = a.dims[ta ? 0 : 1], kb = b.dims[tb ? 1 : 0], n = b.dims[tb ? 0 : 1];
+  SymDim k;
+  NXRT_RETURN_IF_ERROR(c.unify(ka, kb, "Gemm inner dims differ: " + c.shape_str(a) + " x " + c.shape_str(b), &k));
+  ValueFacts y = tensor(a.dtype, {m, n});
+  if (c.has(2) && c.input(2).has_shape) {
+    bool known;
+    std::vector<SymDim> dims;
+    NXRT_RETURN_IF_ERROR(broadcast(c, {&y, c.in[2]}, &known, &dims));
+    if (known && dims.size() == 2) y.dims = dims;
+  }
+  c.set(0, std::move(y));
+  return Status::Ok();
+}
+
+Status op_einsum(NodeContext& c) {
+  // Only the output rank is cheap to know; dims are matched by letter.
+  std::string eq = c.as("equation", "");
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  size_t arrow = eq.find("->");
+  DataType dt = c.input(0).dtype;
+  if (arrow == std::string::npos || eq.find("...") != std::string::npos) {
+    c.set(0, tensor_unknown_rank(dt));
+    return Status::Ok();
+  }
+  std::map<char, SymDim> letter;
+  std::string lhs = eq.substr(0, arrow);
+  size_t term = 0, pos = 0;
+  while (pos <= lhs.size()) {
+    size_t comma = lhs.find(',', pos);
+    std::string t = lhs.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const ValueFacts& x = c.input(term);
+    if (x.has_shape && x.dims.size() == t.size()) {
+      for (size_t i = 0; i < t.size(); ++i) {
+        auto it = letter.find(t[i]);
+        if (it == letter.end()) {
+          letter[t[i]] = x.dims[i];
+        } else {
+          SymDim r;
+          // Broadcasting of 1 allowed.
+          if (x.dims[i].is_const() && x.dims[i].value == 1) continue;
+          if (it->second.is_const() && it->second.value == 1) {
+            it->second = x.dims[i];
+            continue;
+          }
+          NXRT_RETURN_IF_ERROR(c.unify(it->second, x.dims[i], "einsum dims for '" + std::string(1, t[i]) + "' differ", &r));
+          it->second = r;
+        }
+      }
+    }
+    ++term;
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  std::vector<SymDim> out;
+  for (char ch : eq.substr(arrow + 2)) {
+    auto it = letter.find(ch);
+    out.push_back(it == letter.end() ? SymDim::s(c.S.mint()) : it->second);
+  }
+  c.set(0, tensor(dt, out));
+  return Status::Ok();
+}
+
+Status op_matmul_nbits(NodeContext& c) {
+  const ValueFacts& a = c.input(0);
+  int64_t n = c.ai("N", -1);
+  if (!a.has_shape || a.dims.empty()) {
+    c.set(0, tensor_unknown_rank(a.dtype));
+    return Status::Ok();
+  }
+  std::vector<SymDim> d = a.dims;
+  int64_t k = c.ai("K", -1);
+  if (k > 0) {
+    SymDim r;
+    NXRT_RETURN_IF_ERROR(c.unify(d.back(), SymDim::c(k), "input " + c.shape_str(a) + " does not end in K=" + std::to_string(k), &r));
+  }
+  d.back() = n > 0 ? SymDim::c(n) : SymDim::s(c.S.mint());
+  c.set(0, tensor(a.dtype, d));
+  return Status::Ok();
+}
+
+}  // namespace
+
+void add_linalg_schemas(SchemaList& s) {
+  s.add("MatMul", &op_matmul).differentiable();
+  s.add("MatMulInteger", &op_matmul);
+  s.add("QLinearMatMul", &op_matmul);
+  s.add("com.microsoft", "FusedMatMul", &op_matmul);
+  s.add("Gemm", &op_gemm);
+  s.add("Einsum", &op_einsum);
+  s.add("com.microsoft", "MatMulNBits", &op_matmul_nbits);
+}
+
+}  // namespace nxrt::shape
