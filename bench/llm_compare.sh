@@ -5,8 +5,8 @@
 # (nxrt generate, ort generate, llama.cpp through ../shared/tools/llamacpp's bench_llamacpp.sh, then
 # nxrt_read_bandwidth over a buffer the size of a decode step's reads); the table takes medians over
 # rounds and compares the greedy tokens. Results go to docs/PERF.md between
-# <!-- genai-<kind>:begin --> and <!-- genai-<kind>:end -->, one table per machine kind
-# (kind: "avx512-amx" when `nxrt info` reports tier avx512 or amx, else "avx2").
+# <!-- genai-<kind>-<model>:begin --> and <!-- genai-<kind>-<model>:end -->: tables per machine kind
+# (kind: "avx512-amx" when `nxrt info` reports tier avx512 or amx, else "avx2") and model folder.
 #
 #   bench/llm_compare.sh [--model DIR] [--gguf FILE] [--threads 1,2] [--rounds 3] [--prompt-len 512]
 #                        [--new 32] [--llamacpp DIR] [--ort PATH] [--report-only]
@@ -14,7 +14,7 @@
 # Without --model it builds the Qwen2.5-0.5B-shape int4 folder (tools/make_genai_model.py) under
 # build/genai-bench/. Without --gguf it converts the folder with genai_to_gguf.py (Q4_0: the same codes,
 # scales as fp16). --llamacpp: a set-up copy of ../shared/tools/llamacpp (default ~/.cache/nxrt-llamacpp;
-# run its setup.sh first). Raw JSON lines: build/perf/llm.jsonl.
+# run its setup.sh first). Raw JSON lines: build/perf/llm-<model>.jsonl.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 model="" gguf="" threads="1,2" rounds=3 plen=512 newt=32 report_only=0
@@ -71,7 +71,7 @@ case "$tier" in avx512|amx) kind=avx512-amx cols=32 ;; *) kind=avx2 cols=16 ;; e
 maxlen=$((plen + newt))
 bytes="$(/usr/bin/python3 "$root/bench/llm_bytes_per_token.py" "$model" --cols "$cols" --position $((plen + newt / 2)))"
 mb=$(/usr/bin/python3 -c "import json,sys; print(max(64, json.loads(sys.argv[1])['bytes_per_token'] // 1000000))" "$bytes")
-raw="$root/build/perf/llm.jsonl"
+raw="$root/build/perf/llm-$(basename "$model").jsonl"
 mkdir -p "$(dirname "$raw")"
 if [ "$report_only" = 0 ]; then
   : >"$raw"
@@ -116,7 +116,7 @@ b = json.loads(bytes_json)
 cpu = info.splitlines()[0].removeprefix("cpu: ")
 tier_line = info.splitlines()[1] if len(info.splitlines()) > 1 else ""
 title = {"avx512-amx": "AVX-512 / AMX machine", "avx2": "AVX2-only machine"}[kind]
-out = [f"### {title}: nxrt vs ORT vs llama.cpp (`bench/llm_compare.sh`)", "",
+out = [f"### {title}, `{os.path.basename(model)}`: nxrt vs ORT vs llama.cpp (`bench/llm_compare.sh`)", "",
        f"**CPU:** {cpu}; nxrt {tier_line}. Load average at the start {meta.get('start_load', '?')}, at the end "
        f"{meta.get('end_load', '?')} (the machine is shared; every round alternates the runtimes).", "",
        f"Model: `{os.path.basename(model)}` (tools/make_genai_model.py, Qwen2.5-0.5B shape, int4 MatMulNBits block 32 "
@@ -142,14 +142,17 @@ for t in sorted({k[0] for k in by}):
     out.append(f"| {t} | {npf:.1f} | {opf:.1f} | {lpf:.1f} | {npf / lpf:.2f} | {ndc:.1f} | {odc:.1f} | {ldc:.1f} | "
                f"{ndc / ldc:.2f} | {gbps:.1f} | {100 * ndc / limit:.0f}% (limit {limit:.1f}) | {eq_o} / {eq_l} of {newt} |")
 out += ["", "Rounds: " + ", ".join(f"{k[1]}@{k[0]}: {len(v)}" for k, v in sorted(by.items())) +
-        f". Raw lines: build/perf/llm.jsonl. Reproduce: `bench/llm_compare.sh` (see its header)."]
+        f". Raw lines: build/perf/llm-{os.path.basename(model)}.jsonl. Reproduce: `bench/llm_compare.sh` (see its header)."]
 text = open(perf).read()
-begin, end = f"<!-- genai-{kind}:begin -->", f"<!-- genai-{kind}:end -->"
+tag = f"genai-{kind}-{os.path.basename(model)}"
+begin, end = f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->"
 block = begin + "\n" + "\n".join(out) + "\n" + end
 if begin in text:
     text = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: block, text, flags=re.S)
-else:
-    text = text.replace("<!-- genai:end -->", "<!-- genai:end -->\n\n" + block, 1)
+else:  # after the last GenAI block
+    last = max(text.rfind("<!-- genai:end -->"), *[m.start() for m in re.finditer(r"<!-- genai-[^>]*:end -->", text)])
+    stop = text.index("-->", last) + 3
+    text = text[:stop] + "\n\n" + block + text[stop:]
 open(perf, "w").write(text)
 print("\n".join(out))
 PY
