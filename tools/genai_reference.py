@@ -169,7 +169,10 @@ class Reference:
     def __init__(self, model_dir):
         W = self.W = Weights(model_dir)
         f64 = np.float64
-        self.embed = W.init["model.embed_tokens.weight"]
+        # A quantized embedding (make_genai_model.py --quantized-embedding) is the lm_head's weights.
+        self.embed = W.init.get("model.embed_tokens.weight")
+        if self.embed is None:
+            self.embed = W.linear("lm_head")[0].T
         self.cos = W.init["cos_cache"].astype(f64)
         self.sin = W.init["sin_cache"].astype(f64)
         self.layers = []

@@ -23,7 +23,8 @@ Graph styles:
 
 usage: make_genai_model.py OUT_DIR [--style genai|onnx] [--size tiny|qwen2.5-0.5b] [--seed N]
                            [--tokenizer PATH/tokenizer.json | --tokenizer bytelevel] [--untied]
-                           [--context-length N] [--accuracy-level N]
+                           [--context-length N] [--accuracy-level N] [--fp16-scales]
+                           [--quantized-embedding]
 
 --tokenizer PATH copies a real tokenizer.json (and the tokenizer_config.json beside it). --tokenizer
 bytelevel writes a small real byte-level BPE tokenizer (see write_bytelevel_tokenizer) with a ChatML
@@ -55,12 +56,16 @@ class Linear:
     """A [K in, N out] linear layer in the int4 domain: codes uint8 [N, K] in 1..15 (value = code - 8),
     scales float32 [N, K/BLOCK]."""
 
+    fp16_scales = False  # --fp16-scales: every scale a float16 value (see main)
+
     def __init__(self, rng, k, n, gain=1.0):
         assert k % BLOCK == 0
         self.k, self.n = k, n
         self.codes = rng.integers(1, 16, size=(n, k), dtype=np.uint8)
         base = gain / (np.sqrt(14.0 / 3.0 * 4.0) * np.sqrt(k))  # std of code-8 on 1..15 is sqrt(56/3)
         self.scales = (rng.uniform(0.5, 1.5, size=(n, k // BLOCK)) * base).astype(np.float32)
+        if Linear.fp16_scales:
+            self.scales = self.scales.astype(np.float16).astype(np.float32)
 
     def dequant_nk(self):
         w = (self.codes.astype(np.int8) - 8).astype(np.float32).reshape(self.n, self.k // BLOCK, BLOCK)
@@ -99,6 +104,8 @@ class Store:
         self.inits = []
 
     def add(self, name, arr=None, dtype=None, dims=None, raw=None):
+        if any(t.name == name for t in self.inits):
+            return name  # added already (the lm_head weights a quantized embedding shares)
         t = TensorProto()
         t.name = name
         if arr is not None:
@@ -231,8 +238,22 @@ def build(args):
 
     # ---- graph
     ids, mask = "input_ids", "attention_mask"
-    emb = b.node("Gather", [store.add("model.embed_tokens.weight", embed.astype(fdt)), ids],
-                 name="/model/embed_tokens/Gather")
+    if args.quantized_embedding:
+        # The tied lm_head's int4 weights as the embedding table (what onnxruntime-genai's builder emits
+        # for int4 tied embeddings): GatherBlockQuantized over [V, H/2] codes and [V, H/BLOCK] scales,
+        # Reshape views of the lm_head MatMulNBits initializers, so the file holds them once.
+        qw = store.add("lm_head.weight.MatMulNBits.qweight", lm.matmulnbits_b())
+        qs = store.add("lm_head.weight.MatMulNBits.scales", lm.scales.reshape(-1))
+        qw2 = b.node("Reshape", [qw, b.const("/model/constants/embed_qweight_shape", np.array([V, H // 2], np.int64))],
+                     name="/model/embed_tokens/qweight/Reshape")
+        qs2 = b.node("Reshape", [qs, b.const("/model/constants/embed_scales_shape", np.array([V, H // BLOCK], np.int64))],
+                     name="/model/embed_tokens/scales/Reshape")
+        emb = b.node("GatherBlockQuantized", [qw2, ids, qs2], domain="com.microsoft",
+                     name="/model/embed_tokens/GatherBlockQuantized", bits=4, block_size=BLOCK, gather_axis=0,
+                     quantize_axis=1)
+    else:
+        emb = b.node("Gather", [store.add("model.embed_tokens.weight", embed.astype(fdt)), ids],
+                     name="/model/embed_tokens/Gather")
     cos_n = store.add("cos_cache", cos.astype(fdt))
     sin_n = store.add("sin_cache", sin.astype(fdt))
     one = b.const("/model/constants/INT64/1", np.array(1, np.int64))
@@ -370,6 +391,8 @@ def build(args):
         "size": args.size,
         "seed": args.seed,
         "tied_lm_head": not args.untied,
+        "quantized_embedding": args.quantized_embedding,
+        "fp16_scales": args.fp16_scales,
         "rms_norm_eps": RMS_EPS,
         "rope_theta": ROPE_THETA,
         "intermediate_size": I,
@@ -939,7 +962,16 @@ def main():
     ap.add_argument("--untied", action="store_true", help="separate float32 embedding (default: tied lm_head)")
     ap.add_argument("--context-length", type=int, default=0)
     ap.add_argument("--accuracy-level", type=int, default=4, help="MatMulNBits accuracy_level (genai style)")
+    ap.add_argument("--fp16-scales", action="store_true",
+                    help="block scales that are float16 values (a model converted from float16 weights): "
+                         "lossless in runtimes that keep scales in float16, e.g. llama.cpp's Q4_0")
+    ap.add_argument("--quantized-embedding", action="store_true",
+                    help="genai style, tied: the embedding is GatherBlockQuantized over the lm_head's int4 "
+                         "weights instead of a float32 table (same values)")
     args = ap.parse_args()
+    if args.quantized_embedding and (args.untied or args.style != "genai"):
+        ap.error("--quantized-embedding needs --style genai and a tied lm_head")
+    Linear.fp16_scales = args.fp16_scales
     build(args)
 
 

@@ -635,6 +635,9 @@ int cmd_info(int argc, char** argv) {
   auto s = inspect_model(argv[0]);
   if (!s.ok()) return fail(s.status());
   std::printf("cpu: %s\n", cpu_summary().c_str());
+  auto tier = kernel_tier_summary();
+  if (!tier.ok()) return fail(tier.status());
+  std::printf("kernel tier: %s\n", tier->c_str());
   std::printf("model: %s\nir_version: %lld\nproducer: %s\nopsets:", argv[0], static_cast<long long>(s->ir_version),
               s->producer.c_str());
   for (const auto& [d, v] : s->opsets) std::printf(" %s=%lld", d.empty() ? "ai.onnx" : d.c_str(), static_cast<long long>(v));

@@ -11,6 +11,7 @@
 
 #include "ops/common.h"
 #include "ops/contrib/contrib_util.h"
+#include "ops/contrib/gather_block_quantized_rows.h"
 #include "ops/gemm/gemm.h"
 
 namespace nxrt::ops::contrib {
@@ -468,44 +469,50 @@ Status gather_block_quantized(ep::KernelContext& ctx) {
   const Dims dstr = contiguous_strides(ds), sstr = contiguous_strides(ss);
   const int64_t qstride = dstr[static_cast<size_t>(qax)], qdim = ds[static_cast<size_t>(qax)];
   const int64_t nidx = static_cast<int64_t>(ind.size());
+  if (gather_block_quantized_rows_apply(dt, r, gax, qax, bits))  // an embedding table: row by row
+    return gather_block_quantized_rows(ctx, data, ind, scales, zp, bits, block, ds[1], Y);
   QData qd{dt, bits, static_cast<const uint8_t*>(data.raw_data())};
   QData qz{dt, bits, zp ? static_cast<const uint8_t*>(zp->raw_data()) : nullptr};
   const int dflt_zp = dt == DataType::kUInt8 ? (1 << (bits - 1)) : 0;
-  return dispatch_float(scales.dtype(), [&](auto tag) -> Status {
+  // uint8 zero points pack each row of the scale grid's last dim on its own (ceil(last * bits / 8) bytes,
+  // as MatMulNBits and ORT do); int4/uint4 tensors pack all elements consecutively.
+  const int64_t zlast = ss.back(), zper = 8 / bits, zrow = (zlast + zper - 1) / zper;
+  auto zero_point = [&](int64_t se) {
+    if (dt != DataType::kUInt8 || bits == 8) return qz.get(se);
+    const int64_t row = se / zlast, c = se % zlast;
+    return (qz.p[row * zrow + c / zper] >> ((c % zper) * bits)) & ((1 << bits) - 1);
+  };
+  return dispatch_gbq_scale_type(ctx, scales.dtype(), [&](auto tag) -> Status {
     using T = decltype(tag);
-    if constexpr (std::is_same_v<T, double>) {
-      return ctx.error("scales must be float32/float16/bfloat16", StatusCode::kInvalidArgument);
-    } else {
-      const T* sc = scales.data<T>();
-      T* y = Y->data<T>();
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t i = 0; i < nidx; ++i) {
-          int64_t g = ind[static_cast<size_t>(i)];
-          if (g < 0) g += G;
-          T* yo = y + (o * nidx + i) * inner;
-          if (g < 0 || g >= G) {
-            for (int64_t t = 0; t < inner; ++t) yo[t] = T(0.f);
-            continue;
-          }
-          const int64_t base = (o * G + g) * inner;
-          for (int64_t t = 0; t < inner; ++t) {
-            const int64_t e = base + t;
-            // Scale index: same coordinates with the quantize-axis coordinate divided by block.
-            const int64_t qc = (e / qstride) % qdim;
-            int64_t se = 0, rem = e;
-            for (size_t d = 0; d < ds.size(); ++d) {
-              int64_t c = rem / dstr[d];
-              rem -= c * dstr[d];
-              if (static_cast<int64_t>(d) == qax) c = qc / block;
-              se += c * sstr[d];
-            }
-            const int z = zp ? qz.get(se) : dflt_zp;
-            y[(o * nidx + i) * inner + t] = T(static_cast<float>(qd.get(e) - z) * static_cast<float>(sc[se]));
-          }
+    const T* sc = scales.data<T>();
+    T* y = Y->data<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < nidx; ++i) {
+        int64_t g = ind[static_cast<size_t>(i)];
+        if (g < 0) g += G;
+        T* yo = y + (o * nidx + i) * inner;
+        if (g < 0 || g >= G) {
+          for (int64_t t = 0; t < inner; ++t) yo[t] = T(0.f);
+          continue;
         }
-      return Status::Ok();
-    }
-  }, [&] { return ctx.error(std::string("scales must be float32/float16/bfloat16, got ") + dtype_name(scales.dtype()), StatusCode::kInvalidArgument); });
+        const int64_t base = (o * G + g) * inner;
+        for (int64_t t = 0; t < inner; ++t) {
+          const int64_t e = base + t;
+          // Scale index: same coordinates with the quantize-axis coordinate divided by block.
+          const int64_t qc = (e / qstride) % qdim;
+          int64_t se = 0, rem = e;
+          for (size_t d = 0; d < ds.size(); ++d) {
+            int64_t c = rem / dstr[d];
+            rem -= c * dstr[d];
+            if (static_cast<int64_t>(d) == qax) c = qc / block;
+            se += c * sstr[d];
+          }
+          const int z = zp ? zero_point(se) : dflt_zp;
+          y[(o * nidx + i) * inner + t] = T(static_cast<float>(qd.get(e) - z) * static_cast<float>(sc[se]));
+        }
+      }
+    return Status::Ok();
+  });
 }
 
 }  // namespace
