@@ -11,7 +11,7 @@ CMAKE_FLAGS ?=
 
 .PHONY: all deps build build-asan test unit-test asan-test conformance demo report fuzz clean check-ort \
 	perf fetch-bench-models check-trace rss-seqlen
-.PHONY: check-tokenizers check-templates fuzz-templates
+.PHONY: check-tokenizers check-templates fuzz-templates fuzz-serve-api
 .PHONY: microbench
 .PHONY: conformance-levels
 .PHONY: python-overhead
@@ -112,6 +112,15 @@ fuzz-templates: deps
 	@set -o pipefail; mkdir -p build-fuzz/corpus-templates && build-fuzz/nxrt_fuzz_templates build-fuzz/corpus-templates \
 	  tests/fuzz/corpus/templates -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048 -timeout=10 \
 	  -max_len=4096 -print_final_stats=1 -artifact_prefix=build-fuzz/ 2>&1 | tail -40
+
+# libFuzzer on `nxrt serve`'s request parsing (tools/cli/serve_api.cpp), seeded with tests/fuzz/corpus/serve_api.
+fuzz-serve-api: deps
+	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNXRT_FUZZ=ON \
+	  -DNXRT_BUILD_TESTS=OFF >/dev/null
+	@ninja -C build-fuzz -j$(JOBS) nxrt_fuzz_serve_api
+	@set -o pipefail; mkdir -p build-fuzz/corpus-serve-api && build-fuzz/nxrt_fuzz_serve_api build-fuzz/corpus-serve-api \
+	  tests/fuzz/corpus/serve_api -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048 -timeout=10 \
+	  -max_len=8192 -print_final_stats=1 -artifact_prefix=build-fuzz/ 2>&1 | tail -20
 
 # CPU microbenchmarks (GEMM/GEMV GFLOP/s and GB/s, memory bandwidth, ResNet-50 convs, Add/Softmax/LayerNorm).
 # Extra flags: make microbench BENCH_ARGS=--benchmark_filter=Gemm

@@ -6,6 +6,7 @@ pkgs=(cmake ninja-build g++ clang libclang-rt-14-dev libgtest-dev libbenchmark-d
       python3-onnx python3-numpy libonnx-testdata pkg-config libre2-dev libpng-dev
       libjpeg62-turbo-dev libopenjp2-7-dev libwebp-dev libpcre2-dev libicu-dev
       python3-dev pybind11-dev python3-pytest
+      libcpp-httplib-dev nlohmann-json3-dev  # nxrt serve: HTTP server and JSON (docs/SERVING.md)
       imagemagick fonts-dejavu-core espeak-ng)  # the last three: test images and speech for the examples
 missing=()
 for p in "${pkgs[@]}"; do

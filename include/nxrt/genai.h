@@ -213,6 +213,70 @@ class Generator {
   std::unique_ptr<Impl> impl_;
 };
 
+// Independent sequences in the rows of one fixed-capacity KV cache, for serving many requests at once
+// (continuous batching, `nxrt serve`). Each row holds its own sequence at its own length; a run appends
+// tokens to any subset of rows (a prompt chunk to one row, or one token to each decoding row) and
+// leaves the logits of each fed row's last token. A row is freed or rewound with truncate_row, so a
+// new request can reuse a row whose cached tokens share its prefix. Needs the per-row KV layout with a
+// shared buffer (GroupQueryAttention / TensorScatter key/value caches; docs/genai.md).
+class SequenceBatch {
+ public:
+  struct RowFeed {
+    int64_t row = 0;
+    std::vector<int64_t> tokens;  // appended to the row and run
+  };
+  struct Stats {
+    int64_t runs = 0;
+    int64_t positions_run = 0;  // tokens fed over all runs (every fed row's, filler excluded)
+    double total_run_ms = 0;
+  };
+
+  // rows sequences of at most max_length tokens each (0: the model's context_length).
+  static Result<std::unique_ptr<SequenceBatch>> create(const Model& model, int64_t rows, int64_t max_length);
+  ~SequenceBatch();
+  SequenceBatch(const SequenceBatch&) = delete;
+  SequenceBatch& operator=(const SequenceBatch&) = delete;
+
+  int64_t rows() const;
+  int64_t max_length() const;
+  // The tokens row `row` holds in the cache, in order.
+  const std::vector<int64_t>& row_tokens(int64_t row) const;
+  // Keeps the first `keep` tokens of the row (0 frees it). Error when keep exceeds its length.
+  Status truncate_row(int64_t row, int64_t keep);
+  // Appends each feed's tokens to its row and runs them in one model run (distinct rows, at least one
+  // token each). A single feed runs as batch 1 on its row alone; several run rows [0, highest fed row]
+  // together, rows not fed carrying filler that is never cached. Errors: a row past max_length, an id
+  // outside the vocabulary, a repeated row; the rows are unchanged then.
+  Status run(const std::vector<RowFeed>& feeds);
+  // The logits of feed `i`'s last token after the last run, float32 [vocab], copied into *out.
+  Status logits(size_t feed, std::vector<float>* out) const;
+  int64_t vocab_size() const;
+  const Stats& stats() const;
+
+  struct Impl;
+  explicit SequenceBatch(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Picks tokens from float32 logits with one request's search options (the generator's own search:
+// greedy when do_sample is false, else temperature / top_k / top_p / min_p drawn from random_seed),
+// after repetition_penalty over `history`. One picker per request: it carries the random state.
+class TokenPicker {
+ public:
+  explicit TokenPicker(const SearchOptions& options);
+  ~TokenPicker();
+  TokenPicker(TokenPicker&&) noexcept;
+  TokenPicker& operator=(TokenPicker&&) noexcept;
+  // Edits `logits` in place (the penalty) and returns the chosen id.
+  int64_t pick(std::vector<float>* logits, const std::vector<int64_t>& history);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // The --prompt-len ids of `ort generate` / `nxrt generate`: mulberry32(seed 1234) in [0, vocab).
 std::vector<int64_t> seeded_prompt(int64_t length, int64_t vocab, uint32_t seed = 1234);
 

@@ -42,6 +42,7 @@ namespace {
                "  nxrt info --overrides             the kernel override keys (tests, diagnosis)\n"
                "  nxrt generate MODEL_DIR [\"prompt text\" | --prompt-file F | --prompt-ids 1,2,3 | --prompt-len N] [--chat] ...\n"
                "  nxrt chat MODEL_DIR [--system TEXT] [--max-new-tokens N] ...   (interactive; /reset /system /stats /exit)\n"
+               "  nxrt serve MODEL_DIR [--host H] [--port P] [--max-batch N] ...   (OpenAI-compatible server, docs/SERVING.md)\n"
                "  nxrt template TEMPLATE.jinja|MODEL_DIR --context CONTEXT.json   (prints the rendered template)\n");
   std::exit(2);
 }
@@ -666,6 +667,7 @@ int cmd_info(int argc, char** argv) {
 
 int cmd_generate(int argc, char** argv);  // tools/cli/generate.cpp
 int cmd_chat(int argc, char** argv);      // tools/cli/chat.cpp
+int cmd_serve(int argc, char** argv);     // tools/cli/serve.cpp
 int cmd_template(int argc, char** argv);  // tools/cli/template.cpp
 
 int main(int argc, char** argv) {
@@ -677,6 +679,7 @@ int main(int argc, char** argv) {
   if (cmd == "info") return cmd_info(argc - 2, argv + 2);
   if (cmd == "generate") return cmd_generate(argc - 2, argv + 2);  // tools/cli/generate.cpp
   if (cmd == "chat") return cmd_chat(argc - 2, argv + 2);
+  if (cmd == "serve") return cmd_serve(argc - 2, argv + 2);  // tools/cli/serve.cpp
   if (cmd == "template") return cmd_template(argc - 2, argv + 2);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") usage_exit("help");
   usage_exit("unknown command '" + cmd + "'");

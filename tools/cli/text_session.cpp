@@ -16,58 +16,50 @@ double now_ms() {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Prints decoded text while holding back any tail that could still be the start of a stop string.
-class StopFilter {
- public:
-  StopFilter(const std::vector<std::string>& stops, std::FILE* out) : stops_(stops), out_(out) {}
+}  // namespace
 
-  // Adds decoded text; returns true when a stop string completed (the text before it is printed).
-  bool add(const std::string& piece) {
-    text_ += piece;
-    size_t hit = std::string::npos;
-    for (const std::string& s : stops_) {
-      if (s.empty()) continue;
-      const size_t at = text_.find(s, printed_);  // nothing printed can belong to a stop string
-      if (at < hit) hit = at;
-    }
-    if (hit != std::string::npos) {
-      emit(hit);
-      text_.resize(hit);
-      return true;
-    }
-    // Hold back the longest suffix that is a proper prefix of a stop string.
-    size_t hold = 0;
-    for (const std::string& s : stops_) {
-      if (s.empty()) continue;
-      for (size_t k = std::min(s.size() - 1, text_.size() - printed_); k > hold; --k) {
-        if (text_.compare(text_.size() - k, k, s, 0, k) == 0) {
-          hold = k;
-          break;
-        }
+bool StopFilter::add(const std::string& piece) {
+  text_ += piece;
+  size_t hit = std::string::npos;
+  for (const std::string& s : stops_) {
+    if (s.empty()) continue;
+    const size_t at = text_.find(s, printed_);  // nothing printed can belong to a stop string
+    if (at < hit) hit = at;
+  }
+  if (hit != std::string::npos) {
+    emit(hit);
+    text_.resize(hit);
+    return true;
+  }
+  // Hold back the longest suffix that is a proper prefix of a stop string.
+  size_t hold = 0;
+  for (const std::string& s : stops_) {
+    if (s.empty()) continue;
+    for (size_t k = std::min(s.size() - 1, text_.size() - printed_); k > hold; --k) {
+      if (text_.compare(text_.size() - k, k, s, 0, k) == 0) {
+        hold = k;
+        break;
       }
     }
-    emit(text_.size() - hold);
-    return false;
   }
-  void finish() { emit(text_.size()); }
-  const std::string& text() const { return text_; }
+  emit(text_.size() - hold);
+  return false;
+}
 
- private:
-  void emit(size_t upto) {
-    if (upto <= printed_) return;
-    if (out_) {
-      std::fwrite(text_.data() + printed_, 1, upto - printed_, out_);
-      std::fflush(out_);
-    }
-    printed_ = upto;
+std::string StopFilter::take_released() {
+  std::string out = text_.substr(taken_, printed_ - taken_);
+  taken_ = printed_;
+  return out;
+}
+
+void StopFilter::emit(size_t upto) {
+  if (upto <= printed_) return;
+  if (out_) {
+    std::fwrite(text_.data() + printed_, 1, upto - printed_, out_);
+    std::fflush(out_);
   }
-  const std::vector<std::string>& stops_;
-  std::FILE* out_;
-  std::string text_;
-  size_t printed_ = 0;
-};
-
-}  // namespace
+  printed_ = upto;
+}
 
 size_t common_prefix(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   size_t n = 0;

@@ -12,6 +12,29 @@
 
 namespace nxrt::cli {
 
+// Decoded text with stop strings: passes text on as soon as it can no longer be the start of a stop
+// string, and stops before the first stop string (which is never passed on). Released text goes to
+// `out` (when not null) and is also returned by take_released().
+class StopFilter {
+ public:
+  StopFilter(const std::vector<std::string>& stops, std::FILE* out) : stops_(stops), out_(out) {}
+  // Adds decoded text; returns true when a stop string completed (the text before it is released).
+  bool add(const std::string& piece);
+  // Releases whatever is held back (the end of the text).
+  void finish() { emit(text_.size()); }
+  // The text released since the last call.
+  std::string take_released();
+  const std::string& text() const { return text_; }
+
+ private:
+  void emit(size_t upto);
+  const std::vector<std::string>& stops_;
+  std::FILE* out_;
+  std::string text_;
+  size_t printed_ = 0;  // text_[0, printed_) is released
+  size_t taken_ = 0;    // text_[0, taken_) was returned by take_released
+};
+
 struct ReplyLimits {
   int64_t max_new_tokens = 256;
   std::vector<int64_t> eos_ids;  // generation stops after one of these (not printed) unless ignore_eos

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# `nxrt serve` driven by the official OpenAI npm client (tests/serve/serve_test.mjs) on a tiny model
+# folder with a real byte-level tokenizer and ChatML template (tools/make_genai_model.py). The client is
+# installed with `npm ci` from tests/serve/package-lock.json into NPM_DIR (the build folder). Exits 77
+# (skipped) only when node or npm is absent.
+#   usage: serve_test.sh path/to/nxrt NPM_DIR
+set -uo pipefail
+nxrt="$(realpath "${1:?usage: serve_test.sh path/to/nxrt NPM_DIR}")"
+npm_dir="${2:?usage: serve_test.sh path/to/nxrt NPM_DIR}"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "SKIP: node and npm are needed to run the OpenAI client against nxrt serve"
+  exit 77
+fi
+work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
+/usr/bin/python3 "$root/tools/make_genai_model.py" "$work/m" --style genai --size tiny --tokenizer bytelevel >/dev/null || exit 1
+mkdir -p "$npm_dir"
+if ! cmp -s "$root/tests/serve/package-lock.json" "$npm_dir/package-lock.json" || [ ! -d "$npm_dir/node_modules/openai" ]; then
+  cp "$root/tests/serve/package.json" "$root/tests/serve/package-lock.json" "$npm_dir/"
+  (cd "$npm_dir" && npm ci --no-audit --no-fund --loglevel=error) || { echo "error: npm ci failed in $npm_dir"; exit 1; }
+fi
+# Node resolves `openai` from the script's folder upwards: run a copy beside node_modules.
+cp "$root/tests/serve/serve_test.mjs" "$npm_dir/"
+node "$npm_dir/serve_test.mjs" "$nxrt" "$work/m"
