@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Load test of `nxrt serve` (bench/serve_load.mjs): starts the server on a free loopback port over
-# MODEL_DIR with --max-batch 64, runs the fixed request list at 1, 4, 16 and 64 concurrent streaming
+# MODEL_DIR with --max-batch 64 and --no-prefix-reuse (every level sends the same prompts: cached
+# prefixes would make the later levels' prefills one token long), runs the fixed request list at 1, 4, 16 and 64 concurrent streaming
 # greedy clients with the official OpenAI npm client (installed into NPM_DIR by `npm ci`), prints the
 # markdown table, stops the server. Bounded: the request list is fixed.
 #   usage: bench/serve_load.sh path/to/nxrt MODEL_DIR NPM_DIR [REQUESTS=64] [MAX_TOKENS=32] [THREADS=2]
@@ -16,7 +17,7 @@ if ! cmp -s "$root/tests/serve/package-lock.json" "$npm_dir/package-lock.json" |
 fi
 cp "$root/bench/serve_load.mjs" "$npm_dir/"
 log="$(mktemp)"
-"$nxrt" serve "$model" --port 0 --max-batch 64 --max-queue 64 --ctx 256 --threads "$threads" 2>"$log" &
+"$nxrt" serve "$model" --port 0 --max-batch 64 --max-queue 64 --ctx 256 --threads "$threads" --no-prefix-reuse 2>"$log" &
 pid=$!
 trap 'kill $pid 2>/dev/null; rm -f "$log"' EXIT
 port=""

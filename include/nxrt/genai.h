@@ -244,8 +244,8 @@ class SequenceBatch {
   // Keeps the first `keep` tokens of the row (0 frees it). Error when keep exceeds its length.
   Status truncate_row(int64_t row, int64_t keep);
   // Appends each feed's tokens to its row and runs them in one model run (distinct rows, at least one
-  // token each). A single feed runs as batch 1 on its row alone; several run rows [0, highest fed row]
-  // together, rows not fed carrying filler that is never cached. Errors: a row past max_length, an id
+  // token each). Rows [lowest fed, highest fed] run together as one batch (a single feed: batch 1 on
+  // its row alone); rows between them that are not fed carry filler that is never cached. Errors: a row past max_length, an id
   // outside the vocabulary, a repeated row; the rows are unchanged then.
   Status run(const std::vector<RowFeed>& feeds);
   // The logits of feed `i`'s last token after the last run, float32 [vocab], copied into *out.

@@ -1,8 +1,7 @@
 // SequenceBatch: independent sequences in the rows of one fixed-capacity KV cache (include/nxrt/genai.h).
 //
 // Every key/value cache is one [rows, kv_heads, capacity, head_size] buffer; row r's block is contiguous,
-// so a run over one row binds the view of that block as batch 1, and a run over several binds the
-// leading rows [0, n). Rows sit at their own lengths: a run feeds row r its tokens at positions
+// so a run binds the view of the blocks of rows [lowest fed, highest fed] (batch 1 for a single row). Rows sit at their own lengths: a run feeds row r its tokens at positions
 // [len_r, len_r + n_r) followed by filler up to the run's width S, and the attention mask is ones over
 // [0, len_r + S), so GroupQueryAttention's seqlens_k / TensorScatter's write index put each row's tokens
 // at its own length. Filler lands past a row's length, where nothing reads it before it is overwritten.
@@ -61,7 +60,7 @@ struct SequenceBatch::Impl {
 Status SequenceBatch::Impl::run(const std::vector<RowFeed>& feeds) {
   if (feeds.empty()) return invalid_argument("SequenceBatch::run: no rows to run");
   std::vector<uint8_t> fed(static_cast<size_t>(rows), 0);
-  int64_t S = 0, highest = 0;
+  int64_t S = 0, highest = 0, lowest = rows;
   for (const RowFeed& f : feeds) {
     if (f.row < 0 || f.row >= rows) return invalid_argument("SequenceBatch::run: row " + str(f.row) + " outside [0, " + str(rows) + ")");
     if (fed[static_cast<size_t>(f.row)]) return invalid_argument("SequenceBatch::run: row " + str(f.row) + " fed twice");
@@ -74,10 +73,11 @@ Status SequenceBatch::Impl::run(const std::vector<RowFeed>& feeds) {
     }
     S = std::max<int64_t>(S, static_cast<int64_t>(f.tokens.size()));
     highest = std::max(highest, f.row);
+    lowest = std::min(lowest, f.row);
   }
-  // Batch 1 on the row's own block when one row runs; else rows [0, highest].
-  const int64_t first = feeds.size() == 1 ? feeds[0].row : 0;
-  const int64_t n = feeds.size() == 1 ? 1 : highest + 1;
+  // The rows [lowest, highest] run as one batch on the view of their blocks (batch 1 for one row).
+  const int64_t first = lowest;
+  const int64_t n = highest - lowest + 1;
   for (const RowFeed& f : feeds) {
     const int64_t len = static_cast<int64_t>(tokens[static_cast<size_t>(f.row)].size());
     if (len + S > capacity) {

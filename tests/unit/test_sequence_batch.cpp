@@ -82,6 +82,34 @@ TEST(SequenceBatch, RowsAtDifferentLengthsMatchEachPromptAlone) {
   }
 }
 
+// Prompts prefilled together in a range of rows that does not start at 0, then decoded with a row
+// before them and an empty row between: every row gives its prompt's tokens alone.
+TEST(SequenceBatch, RowRangesPrefillTogether) {
+  const char* root = std::getenv("NXRT_TEST_GENAI_DIR");
+  if (!root) GTEST_SKIP() << "NXRT_TEST_GENAI_DIR unset";
+  auto model = Model::create(std::string(root) + "/genai");
+  ASSERT_TRUE(model.ok());
+  const std::vector<int64_t> a = {5, 17, 3, 99, 42, 8, 1}, b = {7, 8, 9}, c = {30, 31, 32, 33};
+  const int steps = 5;
+  const std::vector<std::vector<int64_t>> want = {alone(**model, c, steps), alone(**model, a, steps), alone(**model, b, steps)};
+  auto sbr = SequenceBatch::create(**model, 4, 32);
+  ASSERT_TRUE(sbr.ok());
+  SequenceBatch& sb = **sbr;
+  ASSERT_TRUE(sb.run({{0, c}}).ok());
+  std::vector<std::vector<int64_t>> got(3);
+  got[0].push_back(greedy(sb, 0));
+  ASSERT_TRUE(sb.run({{2, a}, {3, b}}).ok());  // rows [2, 3]: row 0 untouched
+  got[1].push_back(greedy(sb, 0));
+  got[2].push_back(greedy(sb, 1));
+  EXPECT_EQ(sb.row_tokens(0), c);
+  for (int i = 1; i < steps; ++i) {
+    ASSERT_TRUE(sb.run({{0, {got[0].back()}}, {2, {got[1].back()}}, {3, {got[2].back()}}}).ok());
+    for (size_t k = 0; k < 3; ++k) got[k].push_back(greedy(sb, k));
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_TRUE(sb.row_tokens(1).empty());
+}
+
 TEST(SequenceBatch, ErrorsNameTheRowAndLimits) {
   const char* root = std::getenv("NXRT_TEST_GENAI_DIR");
   if (!root) GTEST_SKIP() << "NXRT_TEST_GENAI_DIR unset";

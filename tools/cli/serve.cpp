@@ -29,7 +29,7 @@ namespace {
 const char* kUsage =
     "usage: nxrt serve MODEL_DIR [--host 127.0.0.1] [--port 8080] [--model-name NAME] [--threads N]\n"
     "                  [--max-batch N] [--max-queue N] [--ctx N] [--api-key KEY] [--prefill-chunk N]\n"
-    "                  [--max-body-bytes N] [--timeout S] [--drain-timeout S] [--max-n N]\n"
+    "                  [--max-body-bytes N] [--timeout S] [--drain-timeout S] [--max-n N] [--no-prefix-reuse]\n"
     "  An OpenAI-compatible server: GET /health, /v1/models, /metrics; POST /v1/chat/completions,\n"
     "  /v1/completions (stream true or false). docs/SERVING.md.\n"
     "  --max-batch N       requests decoded together: rows of the KV cache (default 4)\n"
@@ -37,11 +37,12 @@ const char* kUsage =
     "  --ctx N             KV capacity per request, prompt + completion (default: the model's context\n"
     "                      length, at most 2048)\n"
     "  --api-key KEY       require 'Authorization: Bearer KEY' on /v1/ (also NXRT_API_KEY)\n"
-    "  --prefill-chunk N   prompt tokens per prefill run (default 128): a new prompt delays running\n"
-    "                      streams by one chunk at most\n"
+    "  --prefill-chunk N   positions per prefill run (default 256; prompts in adjacent rows share a\n"
+    "                      run): a new prompt delays running streams by one chunk at most\n"
     "  --max-body-bytes N  larger request bodies get 413 (default 1048576)\n"
     "  --timeout S         read / write timeout of a connection in seconds (default 30)\n"
-    "  --drain-timeout S   after SIGTERM, running requests get S seconds to finish (default 30)\n";
+    "  --drain-timeout S   after SIGTERM, running requests get S seconds to finish (default 30)\n"
+    "  --no-prefix-reuse   prefill every prompt whole (benchmarks: no cached prefixes)\n";
 
 [[noreturn]] void usage(const std::string& msg) { nxrt::cli::usage_exit(msg, kUsage); }
 int64_t count_arg(const std::string& flag, const std::string& v) { return nxrt::cli::count_arg(flag, v, kUsage); }
@@ -313,6 +314,10 @@ int cmd_serve(int argc, char** argv) {
     if (a.rfind("--", 0) != 0) {
       if (!st.model_dir.empty()) usage("unexpected argument '" + a + "'");
       st.model_dir = a;
+      continue;
+    }
+    if (a == "--no-prefix-reuse") {
+      st.sched.prefix_reuse = false;
       continue;
     }
     if (i + 1 >= argc) usage(a + " needs a value");

@@ -305,7 +305,9 @@ void Scheduler::admit_locked() {
     for (size_t r = 0; r < rows_.size(); ++r) {
       const Row& row = *rows_[r];
       if (row.req) continue;
-      const size_t keep = std::min(common_prefix(batch_->row_tokens(static_cast<int64_t>(r)), req->prompt), req->prompt.size() - 1);
+      const size_t keep = opts_.prefix_reuse ? std::min(common_prefix(batch_->row_tokens(static_cast<int64_t>(r)), req->prompt),
+                                                        req->prompt.size() - 1)
+                                             : 0;
       if (best < 0 || keep > best_keep || (keep == best_keep && row.last_used < rows_[static_cast<size_t>(best)]->last_used)) {
         best = static_cast<int64_t>(r);
         best_keep = keep;
@@ -420,28 +422,49 @@ void Scheduler::advance(Row& row, int64_t r, std::vector<float>& logits) {
   row.next_token = id;
 }
 
-Status Scheduler::prefill_one() {
-  int64_t pick = -1;
-  for (size_t r = 0; r < rows_.size(); ++r) {
-    const Row& row = *rows_[r];
-    if (row.req && !row.pending.empty() && (pick < 0 || row.admitted < rows_[static_cast<size_t>(pick)]->admitted)) {
-      pick = static_cast<int64_t>(r);
+// The oldest admitted request with prompt tokens left, joined by the prefilling requests in the rows
+// next to it (a burst of new requests lands in adjacent free rows), as one run of at most
+// prefill_chunk positions (rows x the longest piece): one batched prefill instead of one per request.
+Status Scheduler::prefill_some() {
+  const int64_t rows = static_cast<int64_t>(rows_.size());
+  auto prefilling = [&](int64_t r) { return r >= 0 && r < rows && rows_[static_cast<size_t>(r)]->req && !rows_[static_cast<size_t>(r)]->pending.empty(); };
+  const int64_t budget = std::max<int64_t>(opts_.prefill_chunk, 1);
+  auto piece = [&](int64_t r) { return std::min<int64_t>(static_cast<int64_t>(rows_[static_cast<size_t>(r)]->pending.size()), budget); };
+  int64_t oldest = -1;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (prefilling(r) && (oldest < 0 || rows_[static_cast<size_t>(r)]->admitted < rows_[static_cast<size_t>(oldest)]->admitted)) oldest = r;
+  }
+  if (oldest < 0) return Status::Ok();
+  int64_t lo = oldest, hi = oldest, S = piece(oldest);
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (int64_t cand : {hi + 1, lo - 1}) {
+      if (!prefilling(cand)) continue;
+      const int64_t s2 = std::max(S, piece(cand));
+      if ((hi - lo + 2) * s2 > budget) continue;
+      (cand > hi ? hi : lo) = cand;
+      S = s2;
+      grew = true;
     }
   }
-  if (pick < 0) return Status::Ok();
-  Row& row = *rows_[static_cast<size_t>(pick)];
-  const size_t n = std::min<size_t>(row.pending.size(), static_cast<size_t>(std::max<int64_t>(opts_.prefill_chunk, 1)));
-  genai::SequenceBatch::RowFeed feed{pick, std::vector<int64_t>(row.pending.begin(), row.pending.begin() + static_cast<std::ptrdiff_t>(n))};
-  Status s = batch_->run({feed});
+  std::vector<genai::SequenceBatch::RowFeed> feeds;
+  for (int64_t r = lo; r <= hi; ++r) {
+    const Row& row = *rows_[static_cast<size_t>(r)];
+    feeds.push_back({r, std::vector<int64_t>(row.pending.begin(), row.pending.begin() + piece(r))});
+  }
+  Status s = batch_->run(feeds);
   if (!s.ok()) {
-    finish(row, pick, "error", s.to_string());
+    for (const auto& f : feeds) finish(*rows_[static_cast<size_t>(f.row)], f.row, "error", s.to_string());
     return s;
   }
-  row.pending.erase(row.pending.begin(), row.pending.begin() + static_cast<std::ptrdiff_t>(n));
-  if (row.pending.empty()) {
-    std::vector<float> logits;
-    NXRT_RETURN_IF_ERROR(batch_->logits(0, &logits));
-    advance(row, pick, logits);
+  std::vector<float> logits;
+  for (size_t i = 0; i < feeds.size(); ++i) {
+    Row& row = *rows_[static_cast<size_t>(feeds[i].row)];
+    row.pending.erase(row.pending.begin(), row.pending.begin() + static_cast<std::ptrdiff_t>(feeds[i].tokens.size()));
+    if (row.pending.empty()) {
+      NXRT_RETURN_IF_ERROR(batch_->logits(i, &logits));
+      advance(row, feeds[i].row, logits);
+    }
   }
   return Status::Ok();
 }
@@ -480,7 +503,7 @@ void Scheduler::loop() {
       std::lock_guard<std::mutex> lock(mu_);
       admit_locked();
     }
-    Status s = prefill_one();
+    Status s = prefill_some();
     if (s.ok()) s = decode_all();
     if (!s.ok()) std::fprintf(stderr, "nxrt serve: %s\n", s.to_string().c_str());
     update_gauges();

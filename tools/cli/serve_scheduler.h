@@ -1,9 +1,10 @@
 // Continuous batching for `nxrt serve`: one scheduler thread owns a genai::SequenceBatch (rows of one
 // fixed-capacity KV cache) and serves every request through it. Each loop iteration it drops cancelled
 // requests, admits queued requests into free rows (a row whose cached tokens share the longest prefix
-// with the prompt is reused: only the rest is prefilled), runs one prefill chunk of at most
-// `prefill_chunk` tokens for one admitted request (so a long prompt delays the running streams by one
-// chunk at most), then one decode step of every decoding row together, picking each row's next token
+// with the prompt is reused: only the rest is prefilled), runs one prefill run of at most
+// `prefill_chunk` positions (the oldest admitted request's next chunk, with the prompts of requests in
+// the rows next to it when they fit), so a long prompt delays the running streams by one chunk at
+// most, then one decode step of every decoding row together, picking each row's next token
 // with its own request's sampling settings. A finished row keeps its tokens as a cached prefix until
 // another request needs the row (least recently used first).
 #pragma once
@@ -100,7 +101,8 @@ struct SchedulerOptions {
   int64_t max_batch = 4;      // rows of the KV cache: requests decoded together
   int64_t max_queue = 64;     // requests waiting for a row; more are refused (429)
   int64_t ctx = 2048;         // KV capacity of a row: prompt + completion tokens
-  int64_t prefill_chunk = 128;
+  int64_t prefill_chunk = 256;  // positions per prefill run (rows x tokens)
+  bool prefix_reuse = true;   // false: every request prefills its whole prompt (benchmarks)
   int64_t step_delay_ms = 0;  // test hook: a pause after every step (NXRT_SERVE_TEST_STEP_DELAY_MS)
 };
 
@@ -125,7 +127,7 @@ class Scheduler {
   void loop();
   void admit_locked();
   void drop_cancelled();
-  Status prefill_one();
+  Status prefill_some();
   Status decode_all();
   // Picks and emits the next token of row `r` from `logits`.
   void advance(Row& row, int64_t r, std::vector<float>& logits);
