@@ -19,6 +19,15 @@ if ! cmp -s "$root/tests/serve/package-lock.json" "$npm_dir/package-lock.json" |
   cp "$root/tests/serve/package.json" "$root/tests/serve/package-lock.json" "$npm_dir/"
   (cd "$npm_dir" && npm ci --no-audit --no-fund --loglevel=error) || { echo "error: npm ci failed in $npm_dir"; exit 1; }
 fi
+# A folder the server cannot batch (an optimum export: rows aligned on one sequence axis) ends it: exit 1
+# with the reason on stderr.
+/usr/bin/python3 "$root/tools/make_genai_model.py" "$work/opt" --style optimum --size tiny --tokenizer bytelevel >/dev/null || exit 1
+timeout 60 "$nxrt" serve "$work/opt" --port 0 >"$work/opt.out" 2>"$work/opt.err"
+rc=$?
+if [ "$rc" -ne 1 ] || ! grep -q "does not keep rows at their own lengths" "$work/opt.err"; then
+  echo "FAIL serve of an optimum folder: exit $rc, stderr: $(cat "$work/opt.err")"
+  exit 1
+fi
 # Node resolves `openai` from the script's folder upwards: run a copy beside node_modules.
 cp "$root/tests/serve/serve_test.mjs" "$npm_dir/"
 node "$npm_dir/serve_test.mjs" "$nxrt" "$work/m"
