@@ -264,6 +264,19 @@ const prompts = ['Hello there', 'Write a poem about rivers', 'abc', 'The quick b
   }
   check('client disconnect cancels the request', cancelled >= 1, String(cancelled));
   check('no sequence left running', (await metric(srv.base, 'nxrt_active_sequences')) === 0);
+  // The same for a non-streaming request: the whitespace heartbeat finds the client gone.
+  const ac = new AbortController();
+  const pending = client.chat.completions.create({ ...long, stream: false }, { signal: ac.signal }).catch((e) => e);
+  await sleep(300);
+  ac.abort();
+  await pending;
+  let cancelled2 = cancelled;
+  for (let i = 0; i < 100 && cancelled2 < cancelled + 1; i++) {
+    await sleep(50);
+    cancelled2 = await metric(srv.base, 'nxrt_request_finish_total{reason="cancelled"}');
+  }
+  check('non-streaming disconnect cancels the request', cancelled2 >= cancelled + 1 &&
+    (await metric(srv.base, 'nxrt_active_sequences')) === 0, `${cancelled} -> ${cancelled2}`);
 
   // Slow clients: half-sent requests are cut off after --timeout and do not hold the workers.
   const sockets = [];

@@ -230,13 +230,12 @@ void handle_completion(ServerState& st, const httplib::Request& req, httplib::Re
       [=](size_t, httplib::DataSink& sink) -> bool {
         auto last_write = std::chrono::steady_clock::now();
         while (true) {
-          bool all_done = true, any = false;
+          bool all_done = true;
           for (size_t i = 0; i < gens.size(); ++i) {
             if (prog->done[i]) continue;
             all_done = false;
             GenEvent ev;
             if (!gens[i]->next_event(&ev, std::chrono::milliseconds(gens.size() == 1 ? 250 : 20))) continue;
-            any = true;
             ChoiceDelta d;
             d.index = static_cast<int64_t>(i);
             d.text = ev.text;
@@ -270,7 +269,7 @@ void handle_completion(ServerState& st, const httplib::Request& req, httplib::Re
             }
           }
           if (all_done) break;
-          if (!any && std::chrono::steady_clock::now() - last_write > std::chrono::seconds(1)) {
+          if (std::chrono::steady_clock::now() - last_write > std::chrono::seconds(1)) {
             // Nothing to send for a while: a heartbeat finds a client that went away.
             if (!write(sink, stream ? ": keep-alive\n\n" : " ")) return cancel(), false;
             last_write = std::chrono::steady_clock::now();
