@@ -19,6 +19,16 @@ if ! cmp -s "$root/tests/serve/package-lock.json" "$npm_dir/package-lock.json" |
   cp "$root/tests/serve/package.json" "$root/tests/serve/package-lock.json" "$npm_dir/"
   (cd "$npm_dir" && npm ci --no-audit --no-fund --loglevel=error) || { echo "error: npm ci failed in $npm_dir"; exit 1; }
 fi
+# Usage errors exit 2 naming the problem.
+for args in "" "--port 70000 M" "M --max-batch 0" "M --bogus 1"; do
+  # shellcheck disable=SC2086
+  "$nxrt" serve $args >/dev/null 2>"$work/usage.err"
+  rc=$?
+  if [ "$rc" -ne 2 ] || ! grep -q "^error: " "$work/usage.err"; then
+    echo "FAIL nxrt serve $args: exit $rc (want 2), stderr: $(head -1 "$work/usage.err")"
+    exit 1
+  fi
+done
 # A folder the server cannot batch (an optimum export: rows aligned on one sequence axis) ends it: exit 1
 # with the reason on stderr.
 /usr/bin/python3 "$root/tools/make_genai_model.py" "$work/opt" --style optimum --size tiny --tokenizer bytelevel >/dev/null || exit 1

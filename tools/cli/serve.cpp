@@ -43,6 +43,7 @@ const char* kUsage =
     "  --max-body-bytes N  larger request bodies get 413 (default 1048576)\n"
     "  --timeout S         read / write timeout of a connection in seconds (default 30)\n"
     "  --drain-timeout S   after SIGTERM, running requests get S seconds to finish (default 30)\n"
+    "  --max-n N           the largest n (choices per request, each a request of its own) (default 4)\n"
     "  --no-prefix-reuse   prefill every prompt whole (benchmarks: no cached prefixes)\n";
 
 [[noreturn]] void usage(const std::string& msg) { nxrt::cli::usage_exit(msg, kUsage); }
@@ -79,7 +80,7 @@ struct ServerState {
   std::string model_dir, model_name, api_key;
   SchedulerOptions sched;
   int threads = 1;
-  int64_t max_n = 1;
+  int64_t max_n = 4;
   int64_t created = unix_now();
   std::atomic<bool> ready{false}, draining{false};
   std::unique_ptr<genai::Model> model;
