@@ -100,7 +100,8 @@ const prompts = ['Hello there', 'Write a poem about rivers', 'abc', 'The quick b
 // ------------------------------------------------------------------ server A: the API
 {
   const srv = await startServer(['--api-key', 'sekrit', '--max-batch', '4', '--max-queue', '8', '--ctx', '256',
-    '--max-body-bytes', '65536', '--max-n', '2', '--model-name', 'tiny']);
+    '--max-body-bytes', '65536', '--max-n', '2', '--model-name', 'tiny'],
+    { NXRT_SERVE_TEST_STEP_DELAY_MS: '3' });  // steps slower than requests arrive: they overlap
   await waitReady(srv.base);
   const client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'sekrit', maxRetries: 0 });
 
@@ -179,9 +180,14 @@ const prompts = ['Hello there', 'Write a poem about rivers', 'abc', 'The quick b
   // Concurrent greedy requests give what each gives alone (no cross-talk between rows).
   const alone = [];
   for (const p of prompts) alone.push((await client.chat.completions.create({ model: 'tiny', messages: user(p), temperature: 0, max_tokens: 24, ignore_eos: true })).choices[0].message.content);
+  const [steps0, rows0] = [await metric(srv.base, 'nxrt_decode_steps_total'), await metric(srv.base, 'nxrt_decode_rows_total')];
   const together = await Promise.all(prompts.map(async (p) => (await collect(await client.chat.completions.create(
     { model: 'tiny', messages: user(p), temperature: 0, max_tokens: 24, ignore_eos: true, stream: true }))).text));
   check('concurrent = alone', together.every((t, i) => t === alone[i]), JSON.stringify({ alone, together }));
+  const [steps1, rows1] = [await metric(srv.base, 'nxrt_decode_steps_total'), await metric(srv.base, 'nxrt_decode_rows_total')];
+  // 6 requests of 24 tokens on 4 rows: shared decode steps, so far fewer steps than rows decoded.
+  check('concurrent requests share decode steps', rows1 - rows0 === 6 * 23 && (rows1 - rows0) / (steps1 - steps0) > 1.5,
+    `${rows1 - rows0} rows in ${steps1 - steps0} steps`);
 
   // Prefix reuse: the next turn of a conversation prefills only its new tokens.
   const before = await metric(srv.base, 'nxrt_prefix_cache_hit_tokens_total');

@@ -64,6 +64,17 @@ void Metrics::count_finish(const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
   finishes_[reason] += 1;
 }
+void Metrics::count_decode_step(int64_t rows) {
+  std::lock_guard<std::mutex> lock(mu_);
+  decode_steps_ += 1;
+  decode_rows_ += rows;
+}
+void Metrics::count_prefill_run(int64_t rows, int64_t positions) {
+  std::lock_guard<std::mutex> lock(mu_);
+  prefill_runs_ += 1;
+  prefill_rows_ += rows;
+  prefill_positions_ += positions;
+}
 void Metrics::set_gauges(int64_t queued, int64_t active, int64_t kv_used, int64_t kv_capacity) {
   std::lock_guard<std::mutex> lock(mu_);
   queued_ = queued;
@@ -99,6 +110,16 @@ std::string Metrics::render() const {
   o += "nxrt_prefix_cache_hit_tokens_total " + std::to_string(reused_tokens_) + "\n";
   head("nxrt_generation_tokens_total", "counter", "Tokens generated.");
   o += "nxrt_generation_tokens_total " + std::to_string(generated_tokens_) + "\n";
+  head("nxrt_decode_steps_total", "counter", "Batched decode steps (one model run each).");
+  o += "nxrt_decode_steps_total " + std::to_string(decode_steps_) + "\n";
+  head("nxrt_decode_rows_total", "counter", "Rows decoded over all steps (/ steps = the mean decode batch).");
+  o += "nxrt_decode_rows_total " + std::to_string(decode_rows_) + "\n";
+  head("nxrt_prefill_runs_total", "counter", "Prefill runs (one model run each, one or more prompts).");
+  o += "nxrt_prefill_runs_total " + std::to_string(prefill_runs_) + "\n";
+  head("nxrt_prefill_rows_total", "counter", "Prompt pieces prefilled over all prefill runs.");
+  o += "nxrt_prefill_rows_total " + std::to_string(prefill_rows_) + "\n";
+  head("nxrt_prefill_positions_total", "counter", "Prompt tokens run by prefill runs.");
+  o += "nxrt_prefill_positions_total " + std::to_string(prefill_positions_) + "\n";
   auto hist = [&](const char* name, const char* help, const Histogram& h) {
     head(name, "histogram", help);
     int64_t cum = 0;
@@ -457,6 +478,9 @@ Status Scheduler::prefill_some() {
     for (const auto& f : feeds) finish(*rows_[static_cast<size_t>(f.row)], f.row, "error", s.to_string());
     return s;
   }
+  int64_t positions = 0;
+  for (const auto& f : feeds) positions += static_cast<int64_t>(f.tokens.size());
+  metrics_->count_prefill_run(static_cast<int64_t>(feeds.size()), positions);
   std::vector<float> logits;
   for (size_t i = 0; i < feeds.size(); ++i) {
     Row& row = *rows_[static_cast<size_t>(feeds[i].row)];
@@ -481,6 +505,7 @@ Status Scheduler::decode_all() {
     for (const auto& f : feeds) finish(*rows_[static_cast<size_t>(f.row)], f.row, "error", s.to_string());
     return s;
   }
+  metrics_->count_decode_step(static_cast<int64_t>(feeds.size()));
   std::vector<float> logits;
   for (size_t i = 0; i < feeds.size(); ++i) {
     Row& row = *rows_[static_cast<size_t>(feeds[i].row)];

@@ -36,6 +36,9 @@ class Metrics {
   void add_prompt_tokens(int64_t n, int64_t reused);
   void add_generated_tokens(int64_t n);
   void count_finish(const std::string& reason);
+  // One model run: a decode step of `rows` rows, or a prefill run of `rows` rows and `positions` tokens.
+  void count_decode_step(int64_t rows);
+  void count_prefill_run(int64_t rows, int64_t positions);
   void set_gauges(int64_t queued, int64_t active, int64_t kv_used, int64_t kv_capacity);
   int64_t active() const;
   int64_t queued() const;
@@ -54,6 +57,7 @@ class Metrics {
   std::map<std::string, int64_t> finishes_;
   Histogram ttft_, itl_;
   int64_t prompt_tokens_ = 0, reused_tokens_ = 0, generated_tokens_ = 0;
+  int64_t decode_steps_ = 0, decode_rows_ = 0, prefill_runs_ = 0, prefill_rows_ = 0, prefill_positions_ = 0;
   int64_t queued_ = 0, active_ = 0, kv_used_ = 0, kv_capacity_ = 0;
 };
 
