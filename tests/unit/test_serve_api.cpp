@@ -87,6 +87,8 @@ TEST(ServeApi, ErrorsNameTheField) {
       {R"({"messages":[{"role":"user","content":"x"}],"temperature":3})", true, "temperature", "invalid_value"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":0})", true, "max_tokens", "invalid_value"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1.5})", true, "max_tokens", "invalid_type"},
+      {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":9223372036854775807})", true, "max_tokens", "invalid_value"},
+      {R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":1e300})", true, "max_completion_tokens", "invalid_type"},
       {R"({"messages":[{"role":"user","content":"x"}],"stream":"yes"})", true, "stream", "invalid_type"},
       {R"({"messages":[{"role":"user","content":"x"}],"stop":[1]})", true, "stop[0]", "invalid_type"},
       {R"({"messages":[{"role":"user","content":"x"}],"n":5})", true, "n", "invalid_value"},

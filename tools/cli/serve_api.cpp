@@ -286,8 +286,8 @@ ParsedRequest parse_completion_request(std::string_view body, bool chat, int64_t
     }
   }
   std::optional<int64_t> max_tokens, max_completion_tokens, top_k, seed, n, top_logprobs, logprobs_count;
-  rd.integer("max_tokens", 1, INT64_MAX, &max_tokens);
-  rd.integer("max_completion_tokens", 1, INT64_MAX, &max_completion_tokens);
+  rd.integer("max_tokens", 1, INT32_MAX, &max_tokens);
+  rd.integer("max_completion_tokens", 1, INT32_MAX, &max_completion_tokens);
   q.max_tokens = max_completion_tokens ? max_completion_tokens : max_tokens;
   rd.number("temperature", 0.0, 2.0, &q.temperature);
   rd.number("top_p", 0.0, 1.0, &q.top_p);
