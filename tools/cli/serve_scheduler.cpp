@@ -456,13 +456,20 @@ Status Scheduler::prefill_some() {
     if (prefilling(r) && (oldest < 0 || rows_[static_cast<size_t>(r)]->admitted < rows_[static_cast<size_t>(oldest)]->admitted)) oldest = r;
   }
   if (oldest < 0) return Status::Ok();
+  // Every row of a run is fed S positions (its piece, then filler), which must fit in its row.
+  auto fits = [&](int64_t r, int64_t S) {
+    return static_cast<int64_t>(batch_->row_tokens(r).size()) + S <= batch_->max_length();
+  };
   int64_t lo = oldest, hi = oldest, S = piece(oldest);
   for (bool grew = true; grew;) {
     grew = false;
     for (int64_t cand : {hi + 1, lo - 1}) {
       if (!prefilling(cand)) continue;
       const int64_t s2 = std::max(S, piece(cand));
-      if ((hi - lo + 2) * s2 > budget) continue;
+      if ((hi - lo + 2) * s2 > budget || !fits(cand, s2)) continue;
+      bool all_fit = true;
+      for (int64_t r = lo; r <= hi && all_fit; ++r) all_fit = fits(r, s2);
+      if (!all_fit) continue;
       (cand > hi ? hi : lo) = cand;
       S = s2;
       grew = true;
