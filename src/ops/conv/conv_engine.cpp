@@ -504,8 +504,7 @@ bool weights_serve(const ConvShape& s, const ConvWeights<CT>& w, const ConvPost*
     case ConvPath::kSmallSpatialDirect:
     case ConvPath::kSmallSpatialTransposed: {
       if (!w.small || static_cast<int64_t>(w.packed.size()) != s.group) return false;
-      if (post && post->act != Activation::kNone && post->act != Activation::kRelu && post->act != Activation::kClip)
-        return false;
+      if (post && !conv_post_activation(post->act)) return false;
       return w.packed[0].M == s.M / s.group && w.packed[0].K == s.C / s.group * s.g.kvol();
     }
     case ConvPath::kDepthwiseWindow:
