@@ -79,6 +79,32 @@ NXRT_AVX512 inline __m512 epilogue_vec(const GemmEpilogue& ep, int64_t i, int64_
 template <int NP, typename BRow>
 NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, const float* a, BRow b_row,
                                                                   int64_t pstride, __m512 (&acc)[MR][NP]) {
+  if constexpr (NP == 1) {
+    // One panel: 6 accumulators are too few chains for two FMA ports at 4 cycles latency (Winograd's
+    // products on 13x13 planes are all one-panel tiles). Even and odd k go to separate sets, added last.
+    __m512 even[MR], odd[MR];
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) even[r] = odd[r] = _mm512_setzero_ps();
+    int64_t k = 0;
+#pragma GCC unroll 1
+    for (; k + 2 <= kc; k += 2) {
+      const __m512 b0 = _mm512_loadu_ps(b_row(k)), b1 = _mm512_loadu_ps(b_row(k + 1));
+#pragma GCC unroll 6
+      for (int r = 0; r < MR; ++r) {
+        even[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), b0, even[r]);
+        odd[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + r]), b1, odd[r]);
+      }
+      a += 2 * MR;
+    }
+    if (k < kc) {
+      const __m512 b0 = _mm512_loadu_ps(b_row(k));
+#pragma GCC unroll 6
+      for (int r = 0; r < MR; ++r) even[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), b0, even[r]);
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) acc[r][0] = _mm512_add_ps(even[r], odd[r]);
+    return;
+  }
 #pragma GCC unroll 6
   for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 2
