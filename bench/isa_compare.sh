@@ -67,7 +67,7 @@ if [ "$report_only" = 0 ]; then
   echo "{\"load_end\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}" >>"$raw"
 fi
 cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -n1)"
-tier="$("$nxrt" info "$(printf '%s\n' "${models//,/ }" | head -n1)/model.onnx" 2>/dev/null | sed -n 's/^cpu: //p' | head -n1 || true)"
+tier="$("$nxrt" info "${models%%,*}/model.onnx" 2>/dev/null | sed -n 's/^cpu: //p' | head -n1 || true)"
 commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
 /usr/bin/python3 - "$raw" "$out" "$cpu" "$tier" "$commit" "$rounds" "$warmup" "$runs" <<'EOF'
 import json, os, re, statistics, sys

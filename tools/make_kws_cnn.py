@@ -15,20 +15,11 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_toy_cnn import conv2d, save_case  # noqa: E402  (the same float64 reference and file layout)
+
 SLOPE = 0.1
 CLASSES = 12
-
-
-def conv2d(x, w, b, pad):
-    n, c, h, wd = x.shape
-    oc, ic, kh, kw = w.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    oh, ow = h + 2 * pad - kh + 1, wd + 2 * pad - kw + 1
-    cols = np.zeros((n, ic, kh, kw, oh, ow), dtype=np.float64)
-    for i in range(kh):
-        for j in range(kw):
-            cols[:, :, i, j] = xp[:, :, i:i + oh, j:j + ow]
-    return np.einsum("ncijhw,ocij->nohw", cols, w.astype(np.float64)) + b.reshape(1, -1, 1, 1)
 
 
 def leaky(x):
@@ -114,12 +105,7 @@ def main():
     h = vals[cur].max(axis=(2, 3))
     logits = (h @ wfc.T.astype(np.float64) + bfc).astype(f)
 
-    os.makedirs(os.path.join(out, "test_data_set_0"), exist_ok=True)
-    onnx.save(model, os.path.join(out, "model.onnx"))
-    with open(os.path.join(out, "test_data_set_0", "input_0.pb"), "wb") as fh:
-        fh.write(numpy_helper.from_array(x, "features").SerializeToString())
-    with open(os.path.join(out, "test_data_set_0", "output_0.pb"), "wb") as fh:
-        fh.write(numpy_helper.from_array(logits, "logits").SerializeToString())
+    save_case(out, model, {"features": x}, {"logits": logits})
     print(f"wrote {out}/model.onnx and its test data (20 convs, reference top class {int(logits.argmax())})")
 
 

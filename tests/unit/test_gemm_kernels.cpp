@@ -1,5 +1,5 @@
 // The generic tester of the float GEMM engine's kernel variants (ops/gemm/gemm_kernels.h): every variant
-// this CPU runs (f32_gemm_6x16__scalar, f32_gemm_6x16__avx2, and any tier added later) has each of its
+// this CPU runs (f32_gemm_6x16__scalar, f32_gemm_6x16__avx2, f32_gemm_6x32__avx512, any tier added later) has each of its
 // kernels checked on its own against a plain double-accumulating loop, on random panel depths, edge
 // tiles, alpha/beta values, epilogues and GEMV widths. A new variant listed in f32_gemm_kernel_variants()
 // is covered here without a new test.
@@ -9,6 +9,9 @@
 #include <cstdio>
 #include <random>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "ops/gemm/gemm.h"
 #include "ops/gemm/gemm_kernels.h"
@@ -188,6 +191,39 @@ void check_gemv(const F32GemmKernels& k, std::mt19937& rng) {
   }
 }
 
+// rows_exact variants: tile_rows must not read past the nr columns of a B row. Each row ends right before
+// an inaccessible page (a read past it faults), on every edge width.
+void check_rows_exact(const F32GemmKernels& k, std::mt19937& rng) {
+  if (!k.rows_exact) return;
+  const long page = sysconf(_SC_PAGESIZE);
+  void* mem = mmap(nullptr, static_cast<size_t>(2 * page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<char*>(mem) + page, static_cast<size_t>(page), PROT_NONE), 0);
+  float* end = reinterpret_cast<float*>(static_cast<char*>(mem) + page);
+  for (int nr = 1; nr <= NR * k.n_panels; ++nr) {
+    const int64_t kc = 3;
+    const int panels = (nr + NR - 1) / NR;
+    const std::vector<float> a = rand_vec(rng, static_cast<size_t>(kc * MR)),
+                             b = rand_vec(rng, static_cast<size_t>(kc * NR * panels));
+    // Row p ends p rows of nr before the guard page: row 0 touches it.
+    std::vector<int64_t> boff(static_cast<size_t>(kc));
+    float* base = end - kc * nr;
+    for (int64_t p = 0; p < kc; ++p) {
+      boff[p] = (kc - 1 - p) * nr;
+      for (int j = 0; j < nr; ++j) base[boff[p] + j] = packed_at(b, kc, p, j);
+    }
+    std::vector<float> c(static_cast<size_t>(MR * NR * k.n_panels), 0.f);
+    k.tile_rows(kc, a.data(), base, boff.data(), c.data(), NR * k.n_panels, MR, nr, 1.f, 0.f, nullptr, 0, 0);
+    for (int r = 0; r < MR; ++r)
+      for (int j = 0; j < nr; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < kc; ++p) acc += double(a[p * MR + r]) * double(packed_at(b, kc, p, j));
+        ASSERT_NEAR(c[r * NR * k.n_panels + j], acc, tol_for(kc, static_cast<float>(acc))) << k.name << " nr=" << nr;
+      }
+  }
+  munmap(mem, static_cast<size_t>(2 * page));
+}
+
 TEST(GemmKernels, EverySupportedVariantAgainstReference) {
   const auto variants = supported_variants();
   ASSERT_FALSE(variants.empty());
@@ -211,6 +247,7 @@ TEST(GemmKernels, EverySupportedVariantAgainstReference) {
     check_tiles(*k, rng);
     check_epilogues(*k, rng);
     check_pack(*k, rng);
+    check_rows_exact(*k, rng);
     check_gemv(*k, rng);
     if (::testing::Test::HasFatalFailure()) return;
   }

@@ -28,6 +28,8 @@ struct F32GemmKernels {
   // B panels (16 columns each) one tile call covers: nr <= 16 * n_panels. Panel q of a call follows the
   // first at b + q * 16 * kc (packed), or at brow + boff[k] + q * 16 (rows read in place).
   int n_panels;
+  // tile_rows reads exactly the nr columns of each B row (masked loads): rows need no readable slack.
+  bool rows_exact;
   // C[mr x nr] = alpha * (A panel . B panels) + beta * C (beta == 0: C not read); a: kc x 6 (row index
   // fastest), b: kc x 16 per panel (column index fastest); mr <= 6, nr <= 16 * n_panels (edge tiles). A
   // panel past the first is read only when nr reaches into it.

@@ -75,10 +75,11 @@ NXRT_AVX512 inline __m512 epilogue_vec(const GemmEpilogue& ep, int64_t i, int64_
 }
 
 // The accumulators of an MR x (16 * NP) tile. `b_row(k)` is B's row k (16 * NP floats, panel q at
-// b_row(k) + q * pstride).
+// b_row(k) + q * pstride), of which lanes outside bm[q] are not read (zero).
 template <int NP, typename BRow>
 NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, const float* a, BRow b_row,
-                                                                  int64_t pstride, __m512 (&acc)[MR][NP]) {
+                                                                  int64_t pstride, const __mmask16 (&bm)[NP],
+                                                                  __m512 (&acc)[MR][NP]) {
   if constexpr (NP == 1) {
     // One panel: 6 accumulators are too few chains for two FMA ports at 4 cycles latency (Winograd's
     // products on 13x13 planes are all one-panel tiles). Even and odd k go to separate sets, added last.
@@ -88,7 +89,7 @@ NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, co
     int64_t k = 0;
 #pragma GCC unroll 1
     for (; k + 2 <= kc; k += 2) {
-      const __m512 b0 = _mm512_loadu_ps(b_row(k)), b1 = _mm512_loadu_ps(b_row(k + 1));
+      const __m512 b0 = _mm512_maskz_loadu_ps(bm[0], b_row(k)), b1 = _mm512_maskz_loadu_ps(bm[0], b_row(k + 1));
 #pragma GCC unroll 6
       for (int r = 0; r < MR; ++r) {
         even[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), b0, even[r]);
@@ -97,7 +98,7 @@ NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, co
       a += 2 * MR;
     }
     if (k < kc) {
-      const __m512 b0 = _mm512_loadu_ps(b_row(k));
+      const __m512 b0 = _mm512_maskz_loadu_ps(bm[0], b_row(k));
 #pragma GCC unroll 6
       for (int r = 0; r < MR; ++r) even[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), b0, even[r]);
     }
@@ -114,7 +115,7 @@ NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, co
     const float* bp = b_row(k);
     __m512 b[NP];
 #pragma GCC unroll 2
-    for (int q = 0; q < NP; ++q) b[q] = _mm512_loadu_ps(bp + q * pstride);
+    for (int q = 0; q < NP; ++q) b[q] = _mm512_maskz_loadu_ps(bm[q], bp + q * pstride);
 #pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) {
       const __m512 av = _mm512_set1_ps(a[r]);
@@ -164,7 +165,10 @@ NXRT_AVX512 void tile_np(int64_t kc, const float* a, const float* b, float* c, i
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * NP - 1), _MM_HINT_T0);
   }
   __m512 acc[MR][NP];
-  accumulate<NP>(kc, a, [b](int64_t k) { return b + k * NR; }, NR * kc, acc);
+  __mmask16 all[NP];  // packed panels are padded: whole rows
+#pragma GCC unroll 2
+  for (int q = 0; q < NP; ++q) all[q] = 0xFFFF;
+  accumulate<NP>(kc, a, [b](int64_t k) { return b + k * NR; }, NR * kc, all, acc);
   store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, nullptr, 0, 0);
 }
 
@@ -183,13 +187,16 @@ NXRT_AVX512 bool tile_rows_np(int64_t kc, const float* a, const float* brow, con
                               int64_t ldc, int mr, int nr, float alpha, float beta, const GemmEpilogue* ep, int64_t i0,
                               int64_t j0) {
   __m512 acc[MR][NP];
-  accumulate<NP>(kc, a, [brow, boff](int64_t k) { return brow + boff[k]; }, NR, acc);
+  __mmask16 bm[NP];  // rows read in place: only their nr columns
+#pragma GCC unroll 2
+  for (int q = 0; q < NP; ++q) bm[q] = col_mask(nr, q);
+  accumulate<NP>(kc, a, [brow, boff](int64_t k) { return brow + boff[k]; }, NR, bm, acc);
   const bool fuse = ep && beta == 0.f && alpha == 1.f && epilogue_in_registers(*ep);
   store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, fuse ? ep : nullptr, i0, j0);
   return fuse;
 }
 
-// B rows read in place: each row start has ceil(nr / 16) * 16 readable floats.
+// B rows read in place: only the nr columns of each row are read (rows_exact).
 NXRT_AVX512 bool tile_rows_avx512(int64_t kc, const float* a, const float* brow, const int64_t* boff, float* c,
                                   int64_t ldc, int mr, int nr, float alpha, float beta, const GemmEpilogue* ep,
                                   int64_t i0, int64_t j0) {
@@ -291,7 +298,7 @@ NXRT_AVX512 void gemv_packed_avx512(int64_t q0, int64_t q1, int64_t N, int64_t K
 }  // namespace
 
 const F32GemmKernels kF32Gemm6x32Avx512 = {
-    "f32_gemm_6x32__avx512", ep::IsaTier::kAvx512, kPanels,          &tile_avx512,       &tile_rows_avx512,
+    "f32_gemm_6x32__avx512", ep::IsaTier::kAvx512, kPanels, true,    &tile_avx512,       &tile_rows_avx512,
     &epilogue_tile_avx512,  &pack_b_trans_panel_avx2, &gemv_raw_avx512, &gemv_packed_avx512,
 };
 
