@@ -103,7 +103,8 @@ void check_tiles(const F32GemmKernels& k, std::mt19937& rng) {
   }
 }
 
-// tile_rows with the epilogue in its store, and epilogue_tile: both must equal gemm_apply_epilogue.
+// tile_rows and tile_epilogue with the epilogue in their store, and epilogue_tile: all must equal
+// gemm_apply_epilogue.
 void check_epilogues(const F32GemmKernels& k, std::mt19937& rng) {
   for (int it = 0; it < 120; ++it) {
     const int64_t kc = 1 + static_cast<int64_t>(rng() % 64);
@@ -129,6 +130,12 @@ void check_epilogues(const F32GemmKernels& k, std::mt19937& rng) {
     if (!k.epilogue_tile || !k.epilogue_tile(ep, i0, j0, mr, nr, tiled.data(), ldc)) {
       ops::gemm_apply_epilogue(ep, i0, j0, mr, nr, tiled.data(), ldc);
     }
+    std::vector<float> in_store(static_cast<size_t>(MR * ldc), 0.f);
+    if (k.tile_epilogue) {
+      if (!k.tile_epilogue(kc, a.data(), b.data(), in_store.data(), ldc, mr, nr, ep, i0, j0)) {
+        ops::gemm_apply_epilogue(ep, i0, j0, mr, nr, in_store.data(), ldc);
+      }
+    }
     std::vector<float> brow;
     std::vector<int64_t> boff;
     scatter_rows(b, kc, panels, brow, boff);
@@ -142,6 +149,9 @@ void check_epilogues(const F32GemmKernels& k, std::mt19937& rng) {
         ASSERT_NEAR(tiled[r * ldc + j], want, 1e-5f * (1.f + std::fabs(want))) << k.name << " epilogue_tile act="
                                                                                 << int(ep.act);
         ASSERT_NEAR(rows[r * ldc + j], want, tol_for(kc, want)) << k.name << " tile_rows+epilogue act=" << int(ep.act);
+        if (k.tile_epilogue) {
+          ASSERT_NEAR(in_store[r * ldc + j], want, tol_for(kc, want)) << k.name << " tile_epilogue act=" << int(ep.act);
+        }
       }
     }
   }

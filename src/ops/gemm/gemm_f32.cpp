@@ -272,6 +272,7 @@ void engine(const F32GemmKernels& kern, int64_t M, int64_t N, int64_t K, float a
         const int64_t kc = std::min(KC, K - p0);
         const bool last_k = p0 + kc >= K;
         const float beta_k = p0 == 0 ? beta : 1.f;
+        const bool ep_in_tile = last_k && ep && kern.tile_epilogue && alpha == 1.f && beta_k == 0.f;
         const float* bblk;
         if (bpacked) {
           bblk = bpacked + p0 * n_padded + j0 * kc;
@@ -299,7 +300,12 @@ void engine(const F32GemmKernels& kern, int64_t M, int64_t N, int64_t K, float a
             float* crow = C + (i0 + ir) * ldc + j0;
             for (int64_t jr = 0; jr < nc; jr += tile_cols) {
               const int nr = static_cast<int>(std::min<int64_t>(tile_cols, nc - jr));
-              kern.tile(kc, ap, bblk + jr * kc, crow + jr, ldc, mr, nr, alpha, beta_k);
+              if (ep_in_tile) {
+                // false: the tile stored the plain product and the epilogue follows.
+                if (kern.tile_epilogue(kc, ap, bblk + jr * kc, crow + jr, ldc, mr, nr, *ep, i0 + ir, j0 + jr)) continue;
+              } else {
+                kern.tile(kc, ap, bblk + jr * kc, crow + jr, ldc, mr, nr, alpha, beta_k);
+              }
               if (last_k && ep) {
                 if (kern.epilogue_tile && kern.epilogue_tile(*ep, i0 + ir, j0 + jr, mr, nr, crow + jr, ldc)) continue;
                 gemm_apply_epilogue(*ep, i0 + ir, j0 + jr, mr, nr, crow + jr, ldc);

@@ -40,6 +40,10 @@ struct F32GemmKernels {
   // it did.
   bool (*tile_rows)(int64_t kc, const float* a, const float* brow, const int64_t* boff, float* c, int64_t ldc,
                     int mr, int nr, float alpha, float beta, const GemmEpilogue* ep, int64_t i0, int64_t j0);
+  // The tile with the epilogue for C(i0, j0) applied in its store (the last K block, alpha 1, beta 0):
+  // returns whether it did (false: C holds the plain product). Null: tile, then epilogue_tile.
+  bool (*tile_epilogue)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr,
+                        const GemmEpilogue& ep, int64_t i0, int64_t j0);
   // The epilogue on one tile of C at (i0, j0); false when it does not handle this one (the engine then
   // runs gemm_apply_epilogue). Null: always the portable one.
   bool (*epilogue_tile)(const GemmEpilogue& ep, int64_t i0, int64_t j0, int64_t rows, int64_t cols, float* c,

@@ -159,7 +159,7 @@ NXRT_AVX512 inline __attribute__((always_inline)) void store_tile(__m512 (&acc)[
 
 template <int NP>
 NXRT_AVX512 void tile_np(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr,
-                         float alpha, float beta) {
+                         float alpha, float beta, const GemmEpilogue* ep = nullptr, int64_t i0 = 0, int64_t j0 = 0) {
   for (int r = 0; r < mr; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * NP - 1), _MM_HINT_T0);
@@ -169,7 +169,7 @@ NXRT_AVX512 void tile_np(int64_t kc, const float* a, const float* b, float* c, i
 #pragma GCC unroll 2
   for (int q = 0; q < NP; ++q) all[q] = 0xFFFF;
   accumulate<NP>(kc, a, [b](int64_t k) { return b + k * NR; }, NR * kc, all, acc);
-  store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, nullptr, 0, 0);
+  store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
 }
 
 // One or two 16-column panels (nr <= 32): the second panel exists only when nr > 16.
@@ -180,6 +180,18 @@ NXRT_AVX512 void tile_avx512(int64_t kc, const float* a, const float* b, float* 
   } else {
     tile_np<1>(kc, a, b, c, ldc, mr, nr, alpha, beta);
   }
+}
+
+// The epilogue in the store saves the pass epilogue_tile makes over the tile afterwards.
+NXRT_AVX512 bool tile_epilogue_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr,
+                                      int nr, const GemmEpilogue& ep, int64_t i0, int64_t j0) {
+  const GemmEpilogue* fused = epilogue_in_registers(ep) ? &ep : nullptr;
+  if (nr > NR) {
+    tile_np<2>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
+  } else {
+    tile_np<1>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
+  }
+  return fused != nullptr;
 }
 
 template <int NP>
@@ -299,6 +311,7 @@ NXRT_AVX512 void gemv_packed_avx512(int64_t q0, int64_t q1, int64_t N, int64_t K
 
 const F32GemmKernels kF32Gemm6x32Avx512 = {
     "f32_gemm_6x32__avx512", ep::IsaTier::kAvx512, kPanels, true,    &tile_avx512,       &tile_rows_avx512,
+    &tile_epilogue_avx512,
     &epilogue_tile_avx512,  &pack_b_trans_panel_avx2, &gemv_raw_avx512, &gemv_packed_avx512,
 };
 
