@@ -38,7 +38,8 @@ if [ "$report_only" = 0 ]; then
   [ -x "$nxrt" ] || { echo "isa_compare: $nxrt not built" >&2; exit 1; }
   [ -x "$ort" ] || { echo "isa_compare: no ORT tool (--ort or NXRT_ORT; ../shared/tools/ort/README.md)" >&2; exit 1; }
   : >"$raw"
-  echo "{\"load_start\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}" >>"$raw"
+  tier="$("$nxrt" info "${models%%,*}/model.onnx" 2>/dev/null | sed -n 's/^cpu: //p' | head -n1 || true)"
+  echo "{\"load_start\": \"$(cut -d' ' -f1-3 /proc/loadavg)\", \"rounds\": $rounds, \"warmup\": $warmup, \"runs\": $runs, \"tier\": \"$tier\", \"commit\": \"$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')\"}" >>"$raw"
   one() {  # one WHO ISA MODEL_DIR THREADS ROUND
     local who="$1" isa="$2" dir="$3" t="$4" r="$5" ins=() f line
     while IFS= read -r f; do [ -f "$f" ] && ins+=(--input "$f"); done < <(printf '%s\n' "$dir"/test_data_set_0/input_*.pb | sort -V)
@@ -67,11 +68,9 @@ if [ "$report_only" = 0 ]; then
   echo "{\"load_end\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}" >>"$raw"
 fi
 cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -n1)"
-tier="$("$nxrt" info "${models%%,*}/model.onnx" 2>/dev/null | sed -n 's/^cpu: //p' | head -n1 || true)"
-commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
-/usr/bin/python3 - "$raw" "$out" "$cpu" "$tier" "$commit" "$rounds" "$warmup" "$runs" <<'EOF'
+/usr/bin/python3 - "$raw" "$out" "$cpu" <<'EOF'
 import json, os, re, statistics, sys
-raw, out, cpu, tier, commit, rounds, warmup, runs = sys.argv[1:9]
+raw, out, cpu = sys.argv[1:4]
 recs, load = [], {}
 for line in open(raw):
     d = json.loads(line)
@@ -103,7 +102,10 @@ for model, t in keys:
                  ratio("nxrt:default"), len(per_round), ratio("nxrt:avx2", p10), ratio("nxrt:default", p10)))
 def f(x, p=2):
     return "-" if x is None else (f"{x:.{p}f}" if x < 100 else f"{x:.0f}")
-L = [f"**Machine:** {cpu} ({tier}). **Commit:** `{commit}`. Load average (1/5/15 min) at the start "
+ncpu = os.cpu_count()
+tier, commit = load.get("tier", ""), load.get("commit", "?")
+rounds, warmup, runs = load.get("rounds", "?"), load.get("warmup", "?"), load.get("runs", "?")
+L = [f"**Machine:** {tier or cpu}, {ncpu} logical CPUs. **Commit:** `{commit}`. Load average (1/5/15 min) at the start "
      f"{load.get('load_start', '?')}, at the end {load.get('load_end', '?')}: a shared machine, so compare "
      f"the ratios (each taken within one round), not the absolute times. Rounds {rounds}, warmup {warmup}, "
      f"runs {runs}; each cell is the median over rounds of the per-round medians (ratios: median of the "
@@ -114,6 +116,10 @@ L = [f"**Machine:** {cpu} ({tier}). **Commit:** `{commit}`. Load average (1/5/15
 for r in rows:
     L.append(f"| {r[0]} | {r[1]} | {f(r[2])} | {f(r[3])} | {f(r[4])} | {f(r[5])} | {f(r[6])} | {f(r[8])} | "
              f"{f(r[9])} | {r[7]} |")
+L.append("")
+L.append("nxrt avx2: `NXRT_ISA=avx2` (the AVX2 kernels on this machine); own tier: the tier `nxrt info` names. "
+         "kws_cnn is the keyword-spotting-shaped CNN `tools/make_kws_cnn.py` writes (20 small convs with "
+         "LeakyRelu, Max and MaxPool on a [1, 76, 32, 1] input); the light_* models are ../shared/models/light.")
 for t in sorted({r[1] for r in rows}):
     for i, name in ((5, "avx2 cap"), (6, "own tier")):
         v = [r[i] for r in rows if r[1] == t and r[i]]
