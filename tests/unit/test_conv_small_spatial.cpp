@@ -13,18 +13,14 @@
 #include "ops/conv/conv_engine.h"
 #include "ops/conv/small_spatial.h"
 #include "ops/gemm/gemm.h"
+#include "kernel_test_util.h"
 
 using namespace nxrt;
 using namespace nxrt::ops;
 
 namespace {
 
-std::vector<float> random_vec(std::mt19937& rng, int64_t n) {
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using nxrt::testing::random_floats;
 
 // Fills g.out from in/k/s/d/pads; false when the output is empty.
 bool finish(ConvShape* s) {
@@ -43,15 +39,15 @@ double path_error(const ConvShape& s, bool with_bias, std::mt19937& rng, ep::Thr
                   int post_mode = 0, bool direct = false) {
   const int64_t Cg = s.C / s.group;
   const int64_t kvol = s.g.kvol();
-  auto x = random_vec(rng, s.N * s.C * s.g.in_size());
-  auto w = random_vec(rng, s.M * Cg * kvol);
-  auto b = random_vec(rng, s.M);
+  auto x = random_floats(rng, s.N * s.C * s.g.in_size());
+  auto w = random_floats(rng, s.M * Cg * kvol);
+  auto b = random_floats(rng, s.M);
   const int64_t ny = s.N * s.M * s.g.out_size();
   std::vector<float> ref(static_cast<size_t>(ny)), y(static_cast<size_t>(ny), 123.f);
   conv_naive<float>(s, x.data(), w.data(), with_bias ? b.data() : nullptr, ref.data());
   // post_mode 1: residual + Relu, 2: Clip(-0.5, 0.5), 3: residual + LeakyRelu(0.1) (nxrt::FusedConv's
   // epilogue).
-  auto res = random_vec(rng, ny);
+  auto res = random_floats(rng, ny);
   ConvPost post;
   if (post_mode == 1) {
     post.residual = res.data();
@@ -242,9 +238,9 @@ TEST(ConvSmallSpatial, DISABLED_SmallSpatialBench) {
     for (int i = 1; i < 3; ++i) s.g.pb[i] = s.g.pe[i] = c.p;
     finish(&s);
     const int64_t Cg = c.C / c.G;
-    auto x = random_vec(rng, s.C * s.g.in_size());
-    auto w = random_vec(rng, s.M * Cg * c.k * c.k);
-    auto b = random_vec(rng, s.M);
+    auto x = random_floats(rng, s.C * s.g.in_size());
+    auto w = random_floats(rng, s.M * Cg * c.k * c.k);
+    auto b = random_floats(rng, s.M);
     std::vector<float> y(static_cast<size_t>(s.M * s.g.out_size()));
     ConvWeights<float> cw;
     cw.prepare(Dims{s.M, Cg, c.k, c.k}, c.G, w, c.s == 1);

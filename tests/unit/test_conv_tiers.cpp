@@ -13,18 +13,14 @@
 #include "ep/cpu_features.h"
 #include "ep/thread_pool.h"
 #include "ops/conv/conv_engine.h"
+#include "kernel_test_util.h"
 
 using namespace nxrt;
 using namespace nxrt::ops;
 
 namespace {
 
-std::vector<float> random_vec(std::mt19937& rng, int64_t n) {
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using nxrt::testing::random_floats;
 
 // A random 2-D conv shape the GEMM paths take: channels and widths that cross the 6-row and 16/32-column
 // tile edges, 3x3 or 1x1 kernels, stride 1 or 2.
@@ -93,11 +89,11 @@ TEST(ConvTiers, GemmPathsAndAutoAtEveryTierAgainstNaive) {
       ConvShape s;
       if (!random_shape(rng, iter, &s)) continue;
       const Dims wshape{s.M, s.C, s.g.k[1], s.g.k[2]};
-      const auto x = random_vec(rng, s.N * s.C * s.g.in_size());
-      const auto w = random_vec(rng, shape_numel(wshape));
-      const auto b = random_vec(rng, s.M);
+      const auto x = random_floats(rng, s.N * s.C * s.g.in_size());
+      const auto w = random_floats(rng, shape_numel(wshape));
+      const auto b = random_floats(rng, s.M);
       const int64_t ny = s.N * s.M * s.g.out_size();
-      const auto res = random_vec(rng, ny);
+      const auto res = random_floats(rng, ny);
       std::vector<float> conv(static_cast<size_t>(ny));
       conv_naive<float>(s, x.data(), w.data(), b.data(), conv.data());
       ConvWeights<float> cw;
