@@ -23,13 +23,13 @@ namespace {
 using nxrt::testing::random_floats;
 
 // A random 2-D conv shape the GEMM paths take: channels and widths that cross the 6-row and 16/32-column
-// tile edges, 3x3 or 1x1 kernels, stride 1 or 2.
+// tile edges, 3x3 or 1x1 kernels, stride 1 or 2, one or two groups.
 bool random_shape(std::mt19937& rng, int iter, ConvShape* s) {
   std::uniform_int_distribution<int> pick(0, 1 << 20);
   s->N = 1 + pick(rng) % 2;
-  s->group = 1;
-  s->C = 1 + pick(rng) % 40;
-  s->M = 1 + pick(rng) % 70;
+  s->group = iter % 6 == 0 ? 2 : 1;  // grouped 1x1 convs too (each group its own GEMM)
+  s->C = s->group * (1 + pick(rng) % 40);
+  s->M = s->group * (1 + pick(rng) % 70);
   Geom3& g = s->g;
   g.nsp = 2;
   const bool pointwise = iter % 3 == 0;
@@ -88,7 +88,7 @@ TEST(ConvTiers, GemmPathsAndAutoAtEveryTierAgainstNaive) {
     for (int iter = 0; iter < 24; ++iter) {
       ConvShape s;
       if (!random_shape(rng, iter, &s)) continue;
-      const Dims wshape{s.M, s.C, s.g.k[1], s.g.k[2]};
+      const Dims wshape{s.M, s.C / s.group, s.g.k[1], s.g.k[2]};
       const auto x = random_floats(rng, s.N * s.C * s.g.in_size());
       const auto w = random_floats(rng, shape_numel(wshape));
       const auto b = random_floats(rng, s.M);
