@@ -95,6 +95,7 @@ Generator::Impl::Impl(const Model& model_, const SearchOptions& o, int64_t cap)
     : model(model_), m(model_.impl()), opts(o), capacity(cap), sampler(o) {
   kv = std::make_unique<KvCache>(m, capacity, m.config.past_present_share_buffer);
   sequence.reserve(static_cast<size_t>(std::max<int64_t>(capacity, 0)));
+  m.session->reset_capture();  // a new generation: captured-replay records start over
 }
 
 Status Generator::Impl::run_pending() {
@@ -291,6 +292,7 @@ Status Generator::rewind_to(size_t length) {
   // Keep the cache for all but the last token, which is re-run for its logits on the next step.
   const int64_t keep = length == 0 ? 0 : static_cast<int64_t>(length) - 1;
   g.kv->rewind(std::min(keep, g.kv->length()));
+  g.m.session->reset_capture();  // the sequence moved back: record the next steady steps afresh
   g.logits_valid = false;
   g.done = false;
   g.last_token = length == 0 ? -1 : g.sequence.back();
