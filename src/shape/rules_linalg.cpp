@@ -47,6 +47,22 @@ Status op_matmul(NodeContext& c) {
   return Status::Ok();
 }
 
+// nxrt::FusedMatMul(A, B, bias?, Z?) = act(MatMul(A, B) + bias + Z): the product, widened by Z if it
+// broadcasts wider (bias is 1-D over the last axis).
+Status op_nxrt_fused_matmul(NodeContext& c) {
+  const DataType dt = c.input(0).dtype;
+  ValueFacts y;
+  NXRT_RETURN_IF_ERROR(matmul_facts(c, c.input(0), c.input(1), dt, &y));
+  if (c.has(3) && c.input(3).has_shape && y.has_shape) {
+    bool known;
+    std::vector<SymDim> dims;
+    NXRT_RETURN_IF_ERROR(broadcast(c, {&y, &c.input(3)}, &known, &dims));
+    y = tensor(dt, dims);
+  }
+  c.set(0, std::move(y));
+  return Status::Ok();
+}
+
 // nxrt::FusedAttention(q, kt, v, mask?, scale?) = MatMul(Softmax(MatMul(q, kt) [op scale] [+ mask]), v):
 // the shapes of the ops it replaced, so values after a fused attention keep load-time shapes.
 Status op_fused_attention(NodeContext& c) {
@@ -162,7 +178,10 @@ void add_linalg_schemas(SchemaList& s) {
   s.add("Gemm", &op_gemm);
   s.add("Einsum", &op_einsum);
   s.add("com.microsoft", "MatMulNBits", &op_matmul_nbits);
+  // The optimizer's fused ops (src/ops/fused/).
   s.add(ir::kNxrtDomain, "FusedAttention", &op_fused_attention);
+  s.add(ir::kNxrtDomain, "FusedMatMul", &op_nxrt_fused_matmul);
+  s.add(ir::kNxrtDomain, "FusedGemm", &op_gemm);
 }
 
 }  // namespace nxrt::shape
