@@ -131,9 +131,11 @@ class KernelInfo {
 // available through info().const_input()).
 class SpecializeContext {
  public:
-  SpecializeContext(const KernelInfo& info, size_t n, const DataType* dtypes, const Dims* shapes)
-      : info_(info), n_(n), dtypes_(dtypes), shapes_(shapes) {}
+  SpecializeContext(const KernelInfo& info, size_t n, const DataType* dtypes, const Dims* shapes, int threads = 1)
+      : info_(info), n_(n), dtypes_(dtypes), shapes_(shapes), threads_(threads) {}
   const KernelInfo& info() const { return info_; }
+  // Threads of the pool compute will run on (work splits and per-thread scratch).
+  int num_threads() const { return threads_; }
   size_t num_inputs() const { return n_; }
   bool has_input(size_t i) const { return i < n_ && dtypes_[i] != DataType::kUndefined; }
   DataType dtype(size_t i) const { return i < n_ ? dtypes_[i] : DataType::kUndefined; }
@@ -144,6 +146,7 @@ class SpecializeContext {
   size_t n_;
   const DataType* dtypes_;
   const Dims* shapes_;
+  int threads_;
 };
 
 // Run-time view of one node execution.

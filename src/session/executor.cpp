@@ -148,7 +148,8 @@ Result<const ep::KernelVariant*> lookup_variant(const PlanStep& step, ExecContex
     }
   }
   e.last_used = now;
-  auto state = step.kernel->specialize(ep::SpecializeContext(*step.info, n, e.dtypes.data(), e.shapes.data()));
+  auto state = step.kernel->specialize(
+      ep::SpecializeContext(*step.info, n, e.dtypes.data(), e.shapes.data(), ctx.pool().num_threads()));
   if (!state.ok()) {
     c.prebound = -1;
     return state.status();
