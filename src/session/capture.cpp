@@ -83,6 +83,19 @@ class CaptureRecord {
   // runs. More at the start of a replay means the caller kept the previous step's output, which a
   // replay would overwrite in place: that step runs eagerly instead.
   std::vector<long> final_export_refs;
+  // Per final export: a pooled tensor that only its producer's output value holds in the record (no
+  // recorded view shares it), so a replay may move it to a fresh pool block when the caller kept
+  // the last one (a recurrent state fed back as the next step's input).
+  std::vector<char> final_export_movable;
+  // Outputs a replay sets anew every step (views over this step's inputs, values a kernel hands
+  // over): let go after each replay, so the record does not pin last step's blocks in the pool.
+  std::vector<uint32_t> per_step_outputs;
+  void release_per_step_outputs() {
+    for (uint32_t i : per_step_outputs) {
+      *outputs[i].compute = Value();
+      *outputs[i].published = Value();
+    }
+  }
   std::vector<Export> all_exports;    // every captured value with a slot (for an eager finish)
   std::vector<Item> items;
   std::vector<std::pair<size_t, int>> marked;  // (step, kernel-cache entry) this record points at
@@ -221,11 +234,12 @@ class Recorder final : public StepObserver {
           constant = constant_.count(s) && !graph_input_.count(s);
           if (!fixed_origin_[static_cast<size_t>(s)]) all_fixed_sources = false;
         } else {
-          // A graph input (bound: the signature holds its address and shape) or a seam's output
-          // (checked before each replay).
+          // A graph input (bound: the signature holds its shape; a replay reads it from the frame,
+          // wherever it lives this step) or a seam's output (checked before each replay). Neither
+          // keeps its address, so views of them are rebuilt on every replay.
           in.value = &frame_.slots[static_cast<size_t>(s)];
           in.check = true;
-          if (o == kSeam) all_fixed_sources = false;
+          all_fixed_sources = false;
         }
         if (in.value->is_tensor()) {
           in.dtype = in.value->tensor().dtype();
@@ -431,7 +445,7 @@ bool CaptureController::matches(const Slot& s, const BindingView& b) const {
         if (b.inputs[k].slot == e.slot && b.inputs[k].value->is_tensor()) t = &b.inputs[k].value->tensor();
       }
     }
-    if (!t || t->raw_data() != e.data || t->dtype() != e.dtype || t->shape() != e.shape ||
+    if (!t || (e.output && t->raw_data() != e.data) || t->dtype() != e.dtype || t->shape() != e.shape ||
         t->is_contiguous() != e.contiguous) {
       return false;
     }
@@ -478,8 +492,10 @@ CaptureController::Slot& CaptureController::take_slot(const BindingView& b) {
   s.num_inputs = b.num_inputs;
   s.num_outputs = b.num_outputs;
   s.sig.clear();
-  // The signature: every bound input a captured step reads and every bound output buffer a captured
-  // step writes (inputs only seams read, like a growing attention mask, may change freely).
+  // The signature: dtype and shape of every bound input a captured step reads, and address, dtype and
+  // shape of every bound output buffer a captured step writes (inputs only seams read, like a growing
+  // attention mask, may change freely; input addresses may too, since a replay reads inputs from the
+  // frame: a recurrent state fed back from the last step's output lands somewhere new every step).
   std::vector<bool> read(plan_.num_slots(), false), written(plan_.num_slots(), false);
   for (size_t k = 0; k < plan_.steps().size(); ++k) {
     if (!s.schedule->steps[k].captured) continue;
@@ -613,14 +629,28 @@ Status CaptureController::record(Slot& s, Frame& frame, ep::ThreadPool& pool) {
   rec.finish();
   for (const CaptureRecord::Export& e : r->final_exports) {
     long refs = -1;  // a caller's bound buffer or not a tensor: nothing to guard
+    bool movable = false;
     const bool bound = static_cast<size_t>(e.slot) < frame.bound.size() && frame.bound[static_cast<size_t>(e.slot)];
     if (!bound && e.value->is_tensor() && e.value->tensor().storage()) {
       const Storage* st = e.value->tensor().storage().get();
       refs = e.value->tensor().storage().use_count();
       // The frame's references go when the run ends.
       for (const Value& v : frame.slots) refs -= v.is_tensor() && v.tensor().storage().get() == st ? 1 : 0;
+      size_t sharing = 0;
+      for (const Value& v : r->values) sharing += v.is_tensor() && v.tensor().storage().get() == st ? 1 : 0;
+      for (const CaptureRecord::Output& o : r->outputs) {
+        movable |= o.compute == e.value && o.published == e.value && o.allocated && sharing == 1;
+      }
     }
     r->final_export_refs.push_back(refs);
+    r->final_export_movable.push_back(movable ? 1 : 0);
+  }
+  for (const CaptureRecord::Node& n : r->nodes) {
+    if (n.elided) continue;
+    for (uint32_t j = 0; j < n.nout; ++j) {
+      const CaptureRecord::Output& o = r->outputs[n.out0 + j];
+      if (!o.allocated && o.published == o.compute) r->per_step_outputs.push_back(n.out0 + j);
+    }
   }
   s.record = std::move(r);
   s.state = CaptureState::kReady;
@@ -630,10 +660,12 @@ Status CaptureController::record(Slot& s, Frame& frame, ep::ThreadPool& pool) {
 Status CaptureController::replay(Slot& s, Frame& frame, ep::ThreadPool& pool) {
   CaptureRecord& r = *s.record;
   for (size_t j = 0; j < r.final_exports.size(); ++j) {
-    const Value& v = *r.final_exports[j].value;
-    if (r.final_export_refs[j] >= 0 && v.tensor().storage().use_count() > r.final_export_refs[j]) {
-       return run_eager(frame, pool);  // the caller still holds the last output: the record stays
-    }
+    Value& v = const_cast<Value&>(*r.final_exports[j].value);  // the record's own value (r.values)
+    if (r.final_export_refs[j] < 0 || v.tensor().storage().use_count() <= r.final_export_refs[j]) continue;
+    // The caller still holds the last step's output: a replay must not write over it.
+    if (!r.final_export_movable[j] || !frame.res) return run_eager(frame, pool);  // the record stays
+    const Tensor& old = v.tensor();
+    v = Value(Tensor(old.dtype(), old.shape(), frame.res->buffers.acquire(old.nbytes())));
   }
   const bool observed = frame.hooks && frame.hooks->active();
   std::string stop;  // why the replay stopped early (then the rest of the step runs eagerly)
@@ -716,6 +748,7 @@ Status CaptureController::replay(Slot& s, Frame& frame, ep::ThreadPool& pool) {
   }
   if (stop.empty()) {
     for (const CaptureRecord::Export& e : r.final_exports) frame.slots[static_cast<size_t>(e.slot)] = *e.value;
+    r.release_per_step_outputs();
     ++stats_.replayed_runs;
     return Status::Ok();
   }
@@ -724,6 +757,7 @@ Status CaptureController::replay(Slot& s, Frame& frame, ep::ThreadPool& pool) {
   for (const CaptureRecord::Export& e : r.all_exports) {
     if (e.producer < resume) frame.slots[static_cast<size_t>(e.slot)] = *e.value;
   }
+  r.release_per_step_outputs();
   NXRT_RETURN_IF_ERROR(plan_.prepare_frame(frame));
   Status st = plan_.execute(frame, pool, resume);
   s.pending_invalidation.clear();

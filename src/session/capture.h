@@ -12,8 +12,9 @@
 // State per slot: NeedsWarmup -> Armed -> Ready (replay), or Unsupported until reset. Two slots, so a
 // decode step (1 new token) and a verify step (k+1 tokens, speculative decoding) alternate without
 // re-recording; a third signature (a prefill) takes the least recently used slot. A record is dropped
-// (and the slot re-warms) when the binding signature changes (address, dtype or shape of a bound input
-// read by a captured node, or of a bound output buffer), an If seam picks the other branch mid-replay
+// (and the slot re-warms) when the binding signature changes (dtype or shape of a bound input read
+// by a captured node; address, dtype or shape of a bound output buffer a captured node writes: a
+// replay reads inputs from the frame wherever they are, but writes into recorded output addresses), an If seam picks the other branch mid-replay
 // (the step finishes eagerly, the next one re-records), a kernel-cache variant it uses is evicted, the
 // caller resets (rewind, new sequence), or a replayed kernel asks for another output shape than it
 // recorded. NXRT_CAPTURE=0 (or SessionOptions::capture = 0) disables replay.
