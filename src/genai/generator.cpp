@@ -215,9 +215,19 @@ Status Generator::Impl::run_feeds(int64_t S, int64_t T) {
   if (m.has_position_ids) feeds.push_back({c.position_ids, Value(view2d(pos_store, rows, S))});
   if (m.has_use_cache_branch) feeds.push_back({c.use_cache_branch, Value(use_cache_t)});
   cache->add_feeds(&feeds);
-  auto r = m.session->run(feeds, m.fetch_names);
-  if (!r.ok()) return r.status();
-  std::vector<Value> outs = std::move(r).value();
+  // Through one IoBinding with runtime-allocated outputs, so that steady steps can be captured and
+  // replayed (the growing past only feeds eager seams; session/capture.h).
+  if (feed_bind.num_outputs() == 0) {
+    for (const auto& name : m.fetch_names) feed_bind.bind_output(name);
+  }
+  feed_bind.clear_inputs();
+  for (auto& [name, v] : feeds) feed_bind.bind_input(name, std::move(v));
+  const Status run_status = m.session->run(feed_bind);
+  feed_bind.clear_inputs();  // the old past goes as soon as the cache lets go of it
+  NXRT_RETURN_IF_ERROR(run_status);
+  std::vector<Value> outs;
+  outs.reserve(feed_bind.num_outputs());
+  for (size_t k = 0; k < feed_bind.num_outputs(); ++k) outs.push_back(feed_bind.output(k));
   if (outs.empty() || !outs[0].is_tensor()) return runtime_error("logits output '" + c.logits + "' is not a tensor");
   logits_value = outs[0];
   NXRT_RETURN_IF_ERROR(take_logits(logits_value.tensor(), S));
