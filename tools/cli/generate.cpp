@@ -662,7 +662,7 @@ int cmd_info_capture(int argc, char** argv) {
   }
   std::printf("model: %s\nkv cache: %s\n", c.decoder_path.c_str(),
               c.past_present_share_buffer ? "past and present share one fixed-capacity buffer per layer"
-                                          : "the past grows by concatenation (runs through Session::run: no replay)");
+                                          : "the past grows by concatenation (nodes on its sequence axis stay eager seams)");
   std::printf("%s", (*model)->session().describe_capture(shared).c_str());
   return 0;
 }
