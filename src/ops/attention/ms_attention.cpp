@@ -160,7 +160,12 @@ void axpyf(float alpha, const float* x, float* y, int64_t n) {
 Status run_core(ep::KernelContext& ctx, AttnProblem<float>& p, Tensor* out, bool reference) {
   std::vector<float> y(static_cast<size_t>(p.B * p.Hq * p.Sq * p.Dv));
   p.y = y.data();
-  if (reference) attention_reference(p); else attention_fast(p, &ctx.pool());
+  if (reference) {
+    attention_reference(p);
+  } else {
+    NXRT_ASSIGN_OR_RETURN(void* scratch, ctx.workspace(attention_fast_scratch_bytes(p, &ctx.pool())));
+    attention_fast(p, &ctx.pool(), static_cast<float*>(scratch));
+  }
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t h = 0; h < p.Hq; ++h)
       for (int64_t s = 0; s < p.Sq; ++s)
