@@ -455,6 +455,63 @@ TEST(CaptureReplay, AnIfBranchFlipFinishesTheStepEagerlyAndReRecords) {
   EXPECT_EQ(cap->capture_stats().replayed_runs, 3u);
 }
 
+namespace {
+// A recurrent step: new_state = x * W + state, y = Relu(new_state); the caller feeds new_state back
+// as the next state (runtime-allocated, so it is a pool block the record made).
+ir::Model recurrent_model() {
+  ir::Model m;
+  m.ir_version = 10;
+  m.opset_imports.push_back({"", 21});
+  ir::Graph& g = m.graph;
+  g.inputs = {tensor_info("x", DataType::kFloat, {fixed(1), fixed(kHid)}),
+              tensor_info("state", DataType::kFloat, {fixed(1), fixed(kHid)})};
+  g.outputs = {tensor_info("new_state", DataType::kFloat, {fixed(1), fixed(kHid)}),
+               tensor_info("y", DataType::kFloat, {fixed(1), fixed(kHid)})};
+  g.initializers["W"] = random_tensor({kHid, kHid}, 11);
+  g.nodes = {graph_node("MatMul", {"x", "W"}, {"h"}), graph_node("Add", {"h", "state"}, {"new_state"}),
+             graph_node("Relu", {"new_state"}, {"y"})};
+  return m;
+}
+}  // namespace
+
+TEST(CaptureReplay, AKeptRecurrentOutputIsNeverOverwrittenAndStillReplays) {
+  ir::Model m = recurrent_model();
+  std::unique_ptr<Session> sessions[2] = {make_session(m, 0), make_session(m, 1)};
+  ASSERT_TRUE(sessions[0] && sessions[1]);
+  IoBinding b[2];
+  Value state[2];
+  size_t ns[2], yo[2];
+  for (int c = 0; c < 2; ++c) {
+    state[c] = Value(random_tensor({1, kHid}, 12));
+    ns[c] = b[c].bind_output("new_state");
+    yo[c] = b[c].bind_output("y");
+  }
+  for (int step = 0; step < 12; ++step) {
+    Value x(random_tensor({1, kHid}, 100 + static_cast<uint32_t>(step)));
+    std::vector<float> kept_before;
+    for (int c = 0; c < 2; ++c) {
+      b[c].bind_input("x", x);
+      b[c].bind_input("state", state[c]);
+      const Tensor& st = state[c].tensor();
+      if (c == 1) kept_before.assign(st.data<float>(), st.data<float>() + st.numel());
+      ASSERT_TRUE(sessions[c]->run(b[c]).ok()) << "step " << step;
+    }
+    // The state the capturing caller fed in (last step's output, still held) is unchanged.
+    const Tensor& held = state[1].tensor();
+    ASSERT_EQ(std::memcmp(held.data<float>(), kept_before.data(), kept_before.size() * sizeof(float)), 0)
+        << "a replay wrote over an output the caller kept, step " << step;
+    for (size_t k : {ns[0], yo[0]}) {
+      const Tensor& e = b[0].output(k).tensor();
+      const Tensor& r = b[1].output(k).tensor();
+      ASSERT_EQ(std::memcmp(e.raw_data(), r.raw_data(), e.nbytes()), 0) << "step " << step;
+    }
+    for (int c = 0; c < 2; ++c) state[c] = b[c].output(ns[c]);
+  }
+  const CaptureStats st = sessions[1]->capture_stats();
+  EXPECT_GE(st.replayed_runs, 9u) << "the kept state moves to a fresh block instead of forcing eager steps";
+  EXPECT_EQ(st.invalidations, 0u) << st.last_invalidation;
+}
+
 TEST(CaptureReplay, TraceSpansSayCapturedOrSeamAndWhy) {
   ir::Model m = kv_step_model();
   const std::string path = ::testing::TempDir() + "capture_trace.json";
