@@ -30,6 +30,10 @@ struct SessionOptions {
   // {"isa", "avx2"}. Merged over NXRT_KERNEL_OVERRIDES ("k=v,k=v") and NXRT_ISA; an unknown key or
   // value fails session creation. `nxrt info --overrides` lists the keys (docs/ARCHITECTURE.md too).
   std::map<std::string, std::string> kernel_overrides;
+  // Captured replay of steady bound steps (Session::run(IoBinding&) at unchanged shapes: a decode step
+  // is recorded once and replayed; see docs/ARCHITECTURE.md). 1 on, 0 off, -1: from NXRT_CAPTURE
+  // (unset: on). Outputs are bit-identical either way.
+  int capture = -1;
   // Write the graph as optimized (before kernels are built) to this ONNX file; empty: don't. Fused
   // nodes are in nxrt's own domain, so the file is for nxrt (and for reading), not for other runtimes.
   std::string optimized_model_path;
@@ -81,6 +85,20 @@ struct KernelCacheStats {
   uint64_t misses = 0;         // lookups that specialized a new variant
   uint64_t prebound_hits = 0;  // lookups whose shapes equalled the node's last call (no search)
   uint64_t evictions = 0;      // variants dropped by the per-node bound
+};
+
+// Captured replay counters (see SessionOptions::capture).
+struct CaptureStats {
+  bool enabled = false;
+  uint64_t eager_runs = 0;        // bound runs with every node eager (warm-up, a new shape, unsupported)
+  uint64_t recorded_runs = 0;     // bound runs that ran eagerly while recording
+  uint64_t replayed_runs = 0;     // bound runs served by replaying a record
+  uint64_t replay_fallbacks = 0;  // replays that stopped early and finished the step eagerly
+  uint64_t invalidations = 0;     // records dropped
+  std::string last_invalidation;  // why the last record was dropped
+  size_t captured_steps = 0;      // in the schedule last used: nodes a replay re-runs
+  size_t seam_steps = 0;          //   and nodes that stay eager
+  std::vector<std::string> slot_states;  // per slot: needs-warmup, armed, ready, unsupported
 };
 
 // Buffer pool counters: where node outputs and kernel workspaces live.
@@ -159,6 +177,13 @@ class Session {
   Status run(IoBinding& binding);
 
   KernelCacheStats kernel_cache_stats() const;
+  CaptureStats capture_stats() const;
+  // Drops every captured-replay record: call when the caller's sequence state moved (a rewind, a new
+  // request), so the next steps warm up and record again.
+  void reset_capture();
+  // The captured-replay schedule: segments, eager seams and why, when the named (past input, present
+  // output) pairs are bound to one fixed-capacity buffer each (as a generator binds its KV cache).
+  std::string describe_capture(const std::vector<std::pair<std::string, std::string>>& shared_kv) const;
   MemoryStats memory_stats() const;
   const ModelMetadata& metadata() const;
 

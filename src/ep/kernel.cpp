@@ -84,6 +84,12 @@ void KernelRegistry::add_fn(const std::string& domain, const std::string& op_typ
                 }});
 }
 
+void KernelRegistry::decline_capture(const std::string& domain, const std::string& op_type, const char* reason) {
+  auto it = defs_.find(registry_key(domain, op_type));
+  if (it == defs_.end()) return;
+  for (auto& d : it->second) d.capture_decline = reason;
+}
+
 void KernelRegistry::allow_inplace(const std::string& domain, const std::string& op_type, int input) {
   auto it = defs_.find(registry_key(domain, op_type));
   if (it == defs_.end()) return;
@@ -130,6 +136,19 @@ Result<std::reference_wrapper<const Tensor>> KernelContext::required_tensor(size
 Result<void*> KernelContext::workspace(size_t bytes) {
   fallback_workspaces_.push_back(Storage::allocate(bytes));
   return fallback_workspaces_.back()->data();
+}
+
+const Dims& SpecializeContext::shape(size_t i) const {
+  static const Dims kNone;
+  return i < n_ ? shapes_[i] : kNone;
+}
+
+Result<void*> variant_workspace(KernelContext& ctx, const KernelVariant& v) {
+  if (v.workspace_bytes() == 0) return nullptr;
+  if (&v == ctx.variant()) {
+    if (void* p = ctx.variant_workspace()) return p;
+  }
+  return ctx.workspace(v.workspace_bytes());
 }
 
 }  // namespace nxrt::ep

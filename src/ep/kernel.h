@@ -40,13 +40,31 @@ class SubgraphRunner {
   virtual Status run_into(KernelContext& ctx, std::vector<Value>& inputs, std::vector<Value>& outputs) = 0;
 };
 
-// Shape-specialized state a kernel builds once per distinct set of input shapes (a blocking choice,
-// precomputed broadcast strides, a workspace size). The executor's kernel cache keeps it per node and
-// input shapes, at most a few variants per node; the Kernel object itself (packed weights and other
-// shape-independent state) is shared by all variants of its node.
+// Shape-specialized state: what Kernel::specialize decides once per distinct set of input dtypes and
+// shapes (a plan, a blocking choice, precomputed strides, tables) and the scratch memory compute needs
+// at those shapes. The executor's kernel cache keeps it per node, at most a few variants per node;
+// evicting a variant destroys it. A variant is immutable after specialize (only const members are
+// reachable from compute), so concurrent runs at the same shapes share it. The Kernel object itself
+// (packed weights and other shape-independent state) is shared by all variants of its node.
 class KernelVariant {
  public:
   virtual ~KernelVariant() = default;
+  // Bytes of scratch every compute at these shapes needs (64-byte aligned). The executor reserves
+  // them before the node runs and hands them out through KernelContext::variant_workspace(), so a
+  // captured replay finds them at a fixed address; 0: none.
+  virtual size_t workspace_bytes() const { return 0; }
+};
+
+// How a kernel takes part in captured replay (src/session/capture.h): a steady decode step is
+// recorded once and later steps re-run each recorded node's compute with the same variant, inputs,
+// outputs and workspace at fixed addresses. A kernel declines when a replay of its compute would not
+// be what an eager run does (it chooses work on the host from input values, or keeps state between
+// runs); the node then stays an eager seam with `reason` in the schedule.
+struct CaptureSupport {
+  bool supported = true;
+  const char* reason = "";  // why not, when !supported (a string literal)
+  static CaptureSupport yes() { return {}; }
+  static CaptureSupport no(const char* why) { return {false, why}; }
 };
 
 // Creation-time information about a node.
@@ -107,6 +125,30 @@ class KernelInfo {
   int64_t opset_;
 };
 
+// What Kernel::specialize sees: the node's creation info and the dtype and shape of every input
+// (DataType::kUndefined with an empty shape for an omitted or non-tensor input). No input data: a
+// variant must be right for every run at these shapes, whatever the values (constant inputs are
+// available through info().const_input()).
+class SpecializeContext {
+ public:
+  SpecializeContext(const KernelInfo& info, size_t n, const DataType* dtypes, const Dims* shapes, int threads = 1)
+      : info_(info), n_(n), dtypes_(dtypes), shapes_(shapes), threads_(threads) {}
+  const KernelInfo& info() const { return info_; }
+  // Threads of the pool compute will run on (work splits and per-thread scratch).
+  int num_threads() const { return threads_; }
+  size_t num_inputs() const { return n_; }
+  bool has_input(size_t i) const { return i < n_ && dtypes_[i] != DataType::kUndefined; }
+  DataType dtype(size_t i) const { return i < n_ ? dtypes_[i] : DataType::kUndefined; }
+  const Dims& shape(size_t i) const;
+
+ private:
+  const KernelInfo& info_;
+  size_t n_;
+  const DataType* dtypes_;
+  const Dims* shapes_;
+  int threads_;
+};
+
 // Run-time view of one node execution.
 class KernelContext {
  public:
@@ -140,8 +182,14 @@ class KernelContext {
   // Step-lifetime scratch memory (64-byte aligned, contents unspecified) provided by the executor
   // from its buffer pool, so kernels need no malloc on the hot path. Valid until compute returns.
   virtual Result<void*> workspace(size_t bytes);
-  // The state Kernel::specialize built for the current input shapes, or nullptr.
+  // The state Kernel::specialize built for the current input shapes, or nullptr (a context without a
+  // kernel cache: constant folding, fused wrappers, unit tests; the kernel then builds what it needs
+  // per call).
   virtual const KernelVariant* variant() const { return nullptr; }
+  // The workspace the current variant declared (KernelVariant::workspace_bytes), reserved by the
+  // executor before compute; nullptr when there is none or the context does not reserve it (then ask
+  // workspace() for the bytes: see variant_workspace below).
+  virtual void* variant_workspace() const { return nullptr; }
 
   // An error naming the node, its op, opset and its input dtypes and shapes.
   virtual Status error(const std::string& msg, StatusCode code = StatusCode::kRuntimeError) const = 0;
@@ -164,12 +212,22 @@ class Kernel {
   // input at creation and afterwards reads at most its dtype and shape returns false; the session then
   // drops the initializer's bytes when this node is its only reader, so weights are not held twice.
   virtual bool reads_const_input_data(size_t /*i*/) const { return true; }
-  // Called by the kernel cache on the first run at a new set of input shapes; the result is handed
-  // back through KernelContext::variant() on every run at those shapes.
-  virtual Result<std::unique_ptr<KernelVariant>> specialize(KernelContext& /*ctx*/) {
+  // The lifecycle is create (the factory: attributes, packed constant inputs) -> specialize (once per
+  // distinct set of input dtypes and shapes: everything shape-dependent, and the workspace it needs) ->
+  // compute (many times). The kernel cache calls specialize on the first run at new shapes and hands
+  // the result back through KernelContext::variant() on every run at those shapes. A null variant
+  // means the kernel keeps no per-shape state. const: specialize must not change the kernel.
+  virtual Result<std::unique_ptr<KernelVariant>> specialize(const SpecializeContext& /*sc*/) const {
     return std::unique_ptr<KernelVariant>();
   }
+  // Whether captured replay may re-run this kernel's compute (see CaptureSupport). Most kernels can.
+  virtual CaptureSupport capture_support() const { return CaptureSupport::yes(); }
 };
+
+// The workspace `v` declared: reserved by the executor (KernelContext::variant_workspace) when `v` is
+// the context's variant, else (a context that does not reserve it, a variant built per call) asked for
+// now through KernelContext::workspace.
+Result<void*> variant_workspace(KernelContext& ctx, const KernelVariant& v);
 
 using KernelFactory = std::function<Result<std::unique_ptr<Kernel>>(const KernelInfo&)>;
 using ComputeFn = Status (*)(KernelContext& ctx);
@@ -183,6 +241,9 @@ struct KernelDef {
   // The input whose buffer output 0 may overwrite (elementwise ops), or -1. The executor only does so
   // when that input dies at this node and nothing else shares its buffer.
   int inplace_input = -1;
+  // For kernels registered with add_fn: why captured replay must not re-run them (null: it may). Class
+  // kernels answer through Kernel::capture_support().
+  const char* capture_decline = nullptr;
 };
 
 class KernelRegistry {
@@ -205,6 +266,8 @@ class KernelRegistry {
 
   // Marks every registered version of (domain, op) as able to write output 0 over input `input`.
   void allow_inplace(const std::string& domain, const std::string& op_type, int input);
+  // Marks every registered function kernel (add_fn) of (domain, op) as declining captured replay.
+  void decline_capture(const std::string& domain, const std::string& op_type, const char* reason);
 
   // The def for (domain, op) whose version range covers `opset`, or nullptr.
   const KernelDef* find(const std::string& domain, const std::string& op_type, int64_t opset) const;

@@ -64,6 +64,7 @@ Generator::Impl::Impl(const Model& model_, const SearchOptions& o, int64_t cap)
   pos_store = Tensor(m.has_position_ids ? m.pos_dtype : DataType::kInt64, Dims{rows * capacity});
   use_cache_t = Tensor(DataType::kBool, Dims{1});
   if (vocab > 0) seen.assign(static_cast<size_t>(vocab), 0);
+  m.session->reset_capture();  // a new generation: captured-replay records start over
 }
 
 bool Generator::Impl::is_eos(int64_t t) const {
@@ -72,6 +73,7 @@ bool Generator::Impl::is_eos(int64_t t) const {
 }
 
 void Generator::Impl::reset() {
+  m.session->reset_capture();  // a new sequence: record the next steady steps afresh
   len = run_len = 0;
   std::fill(kv_len.begin(), kv_len.end(), 0);
   std::fill(row_done.begin(), row_done.end(), 0);
@@ -213,9 +215,19 @@ Status Generator::Impl::run_feeds(int64_t S, int64_t T) {
   if (m.has_position_ids) feeds.push_back({c.position_ids, Value(view2d(pos_store, rows, S))});
   if (m.has_use_cache_branch) feeds.push_back({c.use_cache_branch, Value(use_cache_t)});
   cache->add_feeds(&feeds);
-  auto r = m.session->run(feeds, m.fetch_names);
-  if (!r.ok()) return r.status();
-  std::vector<Value> outs = std::move(r).value();
+  // Through one IoBinding with runtime-allocated outputs, so that steady steps can be captured and
+  // replayed (the growing past only feeds eager seams; session/capture.h).
+  if (feed_bind.num_outputs() == 0) {
+    for (const auto& name : m.fetch_names) feed_bind.bind_output(name);
+  }
+  feed_bind.clear_inputs();
+  for (auto& [name, v] : feeds) feed_bind.bind_input(name, std::move(v));
+  const Status run_status = m.session->run(feed_bind);
+  feed_bind.clear_inputs();  // the old past goes as soon as the cache lets go of it
+  NXRT_RETURN_IF_ERROR(run_status);
+  std::vector<Value> outs;
+  outs.reserve(feed_bind.num_outputs());
+  for (size_t k = 0; k < feed_bind.num_outputs(); ++k) outs.push_back(feed_bind.output(k));
   if (outs.empty() || !outs[0].is_tensor()) return runtime_error("logits output '" + c.logits + "' is not a tensor");
   logits_value = outs[0];
   NXRT_RETURN_IF_ERROR(take_logits(logits_value.tensor(), S));
@@ -579,6 +591,7 @@ Status Generator::rewind_to(size_t length) {
     all_done = all_done && g.row_done[static_cast<size_t>(r)];
   }
   g.cache->truncate(longest);
+  g.m.session->reset_capture();  // the sequence moved back: record the next steady steps afresh
   g.logits_ready = false;
   g.done = (g.opts.stop_at_eos && all_done) || g.len >= g.capacity;
   return Status::Ok();

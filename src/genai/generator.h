@@ -52,6 +52,7 @@ struct Generator::Impl {
   std::vector<int64_t> run_pos;  // per row: output position of its last real token in the run
   // Shared-buffer models run through an IoBinding (caches bound in place, logits pooled).
   IoBinding bind;
+  IoBinding feed_bind;  // run_feeds: caches that grow (or are copied) between steps
   bool bound_ready = false, bound_checked = false;
   size_t ids_in = 0, mask_in = 0, pos_in = 0, ucb_in = 0, logits_out = 0;
   Stats stats;

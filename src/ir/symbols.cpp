@@ -11,6 +11,7 @@ int32_t SymbolTable::named(const std::string& name) {
   auto id = static_cast<int32_t>(names_.size());
   names_.push_back(name);
   minted_.push_back(false);
+  opaque_.push_back(false);
   parent_.push_back(id);
   by_name_.emplace(name, id);
   return id;
@@ -26,8 +27,15 @@ int32_t SymbolTable::mint() {
   auto id = static_cast<int32_t>(names_.size());
   names_.push_back(n);
   minted_.push_back(true);
+  opaque_.push_back(false);
   parent_.push_back(id);
   by_name_.emplace(n, id);
+  return id;
+}
+
+int32_t SymbolTable::mint_opaque() {
+  int32_t id = mint();
+  opaque_[static_cast<size_t>(id)] = true;
   return id;
 }
 

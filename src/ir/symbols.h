@@ -41,6 +41,10 @@ class SymbolTable {
   int32_t named(const std::string& name);
   // A fresh "unk__N" symbol (N skips names the model itself uses).
   int32_t mint();
+  // A fresh symbol for an extent inference could not compute (a division by zero): opaque, so the
+  // capture classifier never trusts it to stay fixed.
+  int32_t mint_opaque();
+  bool is_opaque(int32_t s) const { return opaque_[static_cast<size_t>(s)]; }
   // A derived symbol; the same (kind, operands) gives the same symbol.
   int32_t derive(const std::string& kind, const std::vector<SymDim>& operands);
   // Reserve a model name so minted names never collide with it.
@@ -73,6 +77,7 @@ class SymbolTable {
  private:
   std::vector<std::string> names_;
   std::vector<bool> minted_;
+  std::vector<bool> opaque_;
   mutable std::vector<int32_t> parent_;
   std::unordered_map<std::string, int32_t> by_name_;
   std::unordered_map<std::string, int> reserved_;

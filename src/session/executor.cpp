@@ -1,6 +1,7 @@
 #include "session/executor.h"
 
 #include "ir/symbols.h"
+#include "session/exec_context.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -12,294 +13,6 @@
 namespace nxrt::session {
 
 namespace {
-
-std::string describe_inputs(const std::vector<const Value*>& inputs) {
-  std::string s = "[";
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (i) s += ", ";
-    s += inputs[i] ? inputs[i]->describe() : "<none>";
-  }
-  return s + "]";
-}
-
-std::string node_prefix(const ir::Node& node, size_t index, int64_t opset) {
-  std::string d = node.domain.empty() ? "ai.onnx" : node.domain;
-  return "node '" + node.name + "' (#" + std::to_string(index) + ", " + d + "::" + node.op_type + ", opset " +
-         std::to_string(opset) + ")";
-}
-
-// The KernelContext the executor hands to kernels. Built on the stack for every step, so it must not
-// allocate in the common case: inputs, gathered copies and workspaces live in inline arrays.
-class ExecContext final : public ep::KernelContext {
- public:
-  ExecContext(const PlanStep& step, Frame& frame, ep::ThreadPool& pool) : step_(step), frame_(frame), pool_(pool) {
-    const size_t n = step.inputs.size();
-    if (n > kInlineInputs) {
-      heap_inputs_.resize(n, nullptr);
-      inputs_ = heap_inputs_.data();
-    } else {
-      inputs_ = inline_inputs_;
-      for (size_t i = 0; i < n; ++i) inline_inputs_[i] = nullptr;
-    }
-    num_inputs_ = n;
-  }
-
-  // Binds input values; strided views go to kernels that accept them, others get a contiguous copy.
-  Status bind_inputs() {
-    for (size_t i = 0; i < num_inputs_; ++i) {
-      int s = step_.inputs[i];
-      if (s < 0) continue;
-      const Value& v = frame_.slots[static_cast<size_t>(s)];
-      if (v.is_none()) continue;
-      if (v.is_tensor() && !v.tensor().is_contiguous() && !step_.kernel->accepts_strided_input(i)) {
-        NXRT_ASSIGN_OR_RETURN(Tensor c, pooled_copy(v.tensor()));
-        if (num_inline_gathered_ < kInlineGathered) {
-          Value& g = inline_gathered_[num_inline_gathered_++];
-          g = Value(std::move(c));
-          inputs_[i] = &g;
-        } else {
-          gathered_.push_back(std::make_unique<Value>(std::move(c)));
-          inputs_[i] = gathered_.back().get();
-        }
-      } else {
-        inputs_[i] = &v;
-      }
-    }
-    return Status::Ok();
-  }
-
-  const ep::KernelInfo& info() const override { return *step_.info; }
-  size_t num_inputs() const override { return num_inputs_; }
-  size_t num_outputs() const override { return step_.outputs.size(); }
-  const Value* input_value(size_t i) const override { return i < num_inputs_ ? inputs_[i] : nullptr; }
-  bool output_requested(size_t i) const override { return i < step_.outputs.size() && step_.outputs[i] >= 0; }
-
-  Result<Tensor*> allocate_output(size_t i, DataType dtype, const Dims& shape) override {
-    if (i >= step_.outputs.size()) return error("kernel wrote output " + std::to_string(i) + " but the node has " +
-                                                std::to_string(step_.outputs.size()));
-    // Refuse sizes that overflow or that no machine can hold before asking the allocator.
-    constexpr int64_t kMaxElements = int64_t{1} << 40;
-    int64_t n = 1;
-    for (int64_t d : shape) {
-      if (d < 0) return error("output " + std::to_string(i) + " has a negative dimension " + shape_to_string(shape));
-      if (d > 0 && n > kMaxElements / d) {
-        return error("output " + std::to_string(i) + " shape " + shape_to_string(shape) + " is too large to allocate");
-      }
-      n *= d;
-    }
-    Value* slot = out_slot(i);
-    if (slot) {
-      if (const Tensor* bound = bound_buffer(i)) return allocate_bound(i, dtype, shape, *bound, slot);
-      if (Tensor* placed = try_concat_placement(i, dtype, shape, slot)) return placed;
-      if (i == 0) {
-        if (Tensor* reused = try_inplace(dtype, shape, slot)) return reused;
-      }
-    }
-    NXRT_ASSIGN_OR_RETURN(Tensor t, new_tensor(dtype, shape));
-    if (!slot) {  // output not used by the graph: still give the kernel somewhere to write
-      scratch_.push_back(std::make_unique<Value>(std::move(t)));
-      return &scratch_.back()->tensor();
-    }
-    *slot = Value(std::move(t));
-    return &slot->tensor();
-  }
-
-  Status set_output(size_t i, Value v) override {
-    if (i >= step_.outputs.size()) return error("kernel set output " + std::to_string(i) + " but the node has " +
-                                                std::to_string(step_.outputs.size()));
-    if (Value* slot = out_slot(i)) *slot = std::move(v);
-    return Status::Ok();
-  }
-
-  ep::ThreadPool& pool() override { return pool_; }
-
-  Result<void*> workspace(size_t bytes) override {
-    if (!frame_.res) return ep::KernelContext::workspace(bytes);
-    std::shared_ptr<Storage> s = frame_.res->buffers.acquire(bytes);
-    void* p = s->data();
-    if (num_inline_ws_ < kInlineWorkspaces) {
-      inline_ws_[num_inline_ws_++] = std::move(s);
-    } else {
-      workspaces_.push_back(std::move(s));
-    }
-    return p;
-  }
-  const ep::KernelVariant* variant() const override { return variant_; }
-  void set_variant(const ep::KernelVariant* v) { variant_ = v; }
-
-  Status error(const std::string& msg, StatusCode code) const override {
-    return Status(code, node_prefix(*step_.node, step_.node_index, step_.info->opset()) + " inputs " +
-                            describe_inputs(inputs()) + ": " + msg);
-  }
-  Status error(const std::string& msg) const { return error(msg, StatusCode::kRuntimeError); }
-
-  Frame& frame() { return frame_; }
-  std::vector<const Value*> inputs() const { return std::vector<const Value*>(inputs_, inputs_ + num_inputs_); }
-  const Value* const* input_array() const { return inputs_; }
-
-  // After compute: outputs given to the kernel as temporaries for a bound buffer are copied into it.
-  Status finish_bound_outputs() {
-    for (auto& p : pending_bound_) {
-      Value* slot = out_slot(p.output);
-      const Tensor* bound = bound_buffer(p.output);
-      if (!slot || !bound || !slot->is_tensor()) continue;
-      Tensor dst = p.view;
-      NXRT_RETURN_IF_ERROR(copy_into(slot->tensor(), dst));
-      *slot = Value(std::move(dst));
-    }
-    // Values a kernel set directly (views, identity) on a bound output also end up in its buffer.
-    if (!frame_.bound.empty()) {
-      for (size_t i = 0; i < step_.outputs.size(); ++i) {
-        const Tensor* bound = bound_buffer(i);
-        Value* slot = out_slot(i);
-        if (!bound || !slot || !slot->is_tensor()) continue;
-        const Tensor& t = slot->tensor();
-        if (t.storage() == bound->storage()) continue;
-        NXRT_ASSIGN_OR_RETURN(Tensor dst, bound_view(i, t.dtype(), t.shape(), *bound));
-        NXRT_RETURN_IF_ERROR(copy_into(t, dst));
-        *slot = Value(std::move(dst));
-      }
-    }
-    return Status::Ok();
-  }
-
- private:
-  static constexpr size_t kInlineInputs = 16;
-  static constexpr size_t kInlineWorkspaces = 4;
-  static constexpr size_t kInlineGathered = 4;
-
-  // A fresh contiguous tensor: from the session's buffer pool when there is one.
-  Result<Tensor> new_tensor(DataType dtype, const Dims& shape) {
-    if (!frame_.res || dtype == DataType::kString) return Tensor(dtype, shape);
-    size_t bytes = dtype_storage_bytes(dtype, shape_numel(shape));
-    return Tensor(dtype, shape, frame_.res->buffers.acquire(bytes));
-  }
-
-  Result<Tensor> pooled_copy(const Tensor& src) {
-    if (!frame_.res || src.dtype() == DataType::kString) return src.contiguous(true);
-    NXRT_ASSIGN_OR_RETURN(Tensor dst, new_tensor(src.dtype(), src.shape()));
-    NXRT_RETURN_IF_ERROR(copy_into(src, dst));
-    return dst;
-  }
-
-  // Copies `src` (any strides) into `dst` (same dtype and shape, any strides).
-  Status copy_into(const Tensor& src, Tensor& dst) {
-    Status s = copy_tensor_into(src, dst);
-    if (!s.ok()) return error(s.message());
-    return Status::Ok();
-  }
-
-  const Tensor* bound_buffer(size_t i) const {
-    int s = step_.outputs[i];
-    if (s < 0 || frame_.bound.empty()) return nullptr;
-    return frame_.bound[static_cast<size_t>(s)];
-  }
-
-  // The part of a bound buffer that holds an output of `shape`: the whole buffer when the shapes
-  // match, else the leading part along the one axis where the buffer is larger (its capacity).
-  Result<Tensor> bound_view(size_t i, DataType dtype, const Dims& shape, const Tensor& bound) {
-    const std::string& name = step_.node->outputs[i];
-    if (bound.dtype() != dtype) {
-      return error("output '" + name + "' is bound to " + bound.describe() + " but the kernel produces " +
-                   dtype_name(dtype) + shape_to_string(shape));
-    }
-    if (bound.shape() == shape) return bound;
-    bool ok = bound.rank() == static_cast<int64_t>(shape.size());
-    int grow_axes = 0;
-    for (size_t a = 0; ok && a < shape.size(); ++a) {
-      if (shape[a] > bound.shape()[a]) ok = false;
-      if (shape[a] < bound.shape()[a]) ++grow_axes;
-    }
-    if (!ok || grow_axes > 1) {
-      return error("output '" + name + "' is bound to " + bound.describe() + ", which cannot hold " +
-                   dtype_name(dtype) + shape_to_string(shape) +
-                   " (a bound buffer may exceed the output on one axis only)");
-    }
-    return Tensor(dtype, shape, bound.storage(), bound.byte_offset(), bound.effective_strides());
-  }
-
-  Result<Tensor*> allocate_bound(size_t i, DataType dtype, const Dims& shape, const Tensor& bound, Value* slot) {
-    NXRT_ASSIGN_OR_RETURN(Tensor view, bound_view(i, dtype, shape, bound));
-    if (view.is_contiguous() || step_.kernel->accepts_strided_output(i)) {
-      *slot = Value(std::move(view));
-      return &slot->tensor();
-    }
-    // The kernel writes contiguous memory: give it a temporary, copied into the view afterwards.
-    NXRT_ASSIGN_OR_RETURN(Tensor t, new_tensor(dtype, shape));
-    pending_bound_.push_back({i, std::move(view)});
-    *slot = Value(std::move(t));
-    return &slot->tensor();
-  }
-
-  // ConcatGroup: output i of a producer goes straight into its range of the Concat's output (allocated
-  // into the Concat's slot by the first producer); the Concat's own output 0 is that buffer. nullptr
-  // when this output is not placed or the run's dtype/shape differ from the plan's.
-  Tensor* try_concat_placement(size_t i, DataType dtype, const Dims& shape, Value* slot) {
-    const GraphPlan& plan = *frame_.plan;
-    int g = -1, input = -1;
-    if (i < step_.placed.size()) g = step_.placed[i].group, input = step_.placed[i].input;
-    if (g < 0 && i == 0 && step_.concat_group >= 0) g = step_.concat_group;
-    if (g < 0 || !frame_.res) return nullptr;
-    const ConcatGroup& cg = plan.concat_groups()[static_cast<size_t>(g)];
-    if (dtype != cg.dtype || shape != (input >= 0 ? cg.in_shapes[static_cast<size_t>(input)] : cg.out_shape)) {
-      return nullptr;
-    }
-    Value& out = frame_.slots[static_cast<size_t>(cg.out_slot)];
-    const bool have = out.is_tensor() && out.tensor().dtype() == cg.dtype && out.tensor().shape() == cg.out_shape;
-    if (input < 0) return have ? &out.tensor() : nullptr;  // the Concat: reuse the buffer its inputs are in
-    if (!have) {
-      size_t bytes = dtype_storage_bytes(cg.dtype, shape_numel(cg.out_shape));
-      out = Value(Tensor(cg.dtype, cg.out_shape, frame_.res->buffers.acquire(bytes)));
-    }
-    *slot = Value(Tensor(dtype, shape, out.tensor().storage(), cg.byte_offsets[static_cast<size_t>(input)]));
-    return &slot->tensor();
-  }
-
-  // Output 0 written over a dying input: same dtype and shape, contiguous, owned memory that nothing
-  // else references (not a feed, initializer, view or graph output), and released after this step.
-  Tensor* try_inplace(DataType dtype, const Dims& shape, Value* slot) {
-    int k = step_.inplace_input;
-    if (k < 0 || static_cast<size_t>(k) >= num_inputs_ || step_.inputs[k] < 0) return nullptr;
-    const Value* in = inputs_[k];
-    if (!in || in != &frame_.slots[static_cast<size_t>(step_.inputs[k])] || !in->is_tensor()) return nullptr;
-    const Tensor& t = in->tensor();
-    if (t.dtype() != dtype || t.shape() != shape || !t.is_contiguous() || t.byte_offset() != 0) return nullptr;
-    const auto& st = t.storage();
-    if (!st || !st->owned() || st.use_count() != (st->pooled() ? 2 : 1)) return nullptr;
-    bool dies = false;
-    for (int r : step_.release_after) dies |= r == step_.inputs[k];
-    if (!dies) return nullptr;
-    *slot = *in;
-    return &slot->tensor();
-  }
-
-  Value* out_slot(size_t i) {
-    int s = step_.outputs[i];
-    return s < 0 ? nullptr : &frame_.slots[static_cast<size_t>(s)];
-  }
-
-  struct PendingBound {
-    size_t output;
-    Tensor view;
-  };
-
-  const PlanStep& step_;
-  Frame& frame_;
-  ep::ThreadPool& pool_;
-  const Value* inline_inputs_[kInlineInputs];
-  std::vector<const Value*> heap_inputs_;
-  const Value** inputs_ = nullptr;
-  size_t num_inputs_ = 0;
-  Value inline_gathered_[kInlineGathered];  // contiguous copies of strided inputs
-  size_t num_inline_gathered_ = 0;
-  std::vector<std::unique_ptr<Value>> gathered_;
-  std::vector<std::unique_ptr<Value>> scratch_;
-  std::shared_ptr<Storage> inline_ws_[kInlineWorkspaces];  // held until the step ends
-  size_t num_inline_ws_ = 0;
-  std::vector<std::shared_ptr<Storage>> workspaces_;
-  std::vector<PendingBound> pending_bound_;
-  const ep::KernelVariant* variant_ = nullptr;
-};
 
 // Runs a subgraph with its own plan; outer-scope names resolve through the calling node's frame.
 class PlannedSubgraph final : public ep::SubgraphRunner {
@@ -357,7 +70,7 @@ class PlannedSubgraph final : public ep::SubgraphRunner {
 };
 
 bool same_shapes(const KernelVariantEntry& e, const Value* const* inputs, size_t n) {
-  if (e.shapes.size() != n) return false;
+  if (!e.valid || e.shapes.size() != n) return false;
   for (size_t i = 0; i < n; ++i) {
     const Value* v = inputs[i];
     if (!v || !v->is_tensor()) {
@@ -367,6 +80,34 @@ bool same_shapes(const KernelVariantEntry& e, const Value* const* inputs, size_t
     if (e.dtypes[i] != v->tensor().dtype() || e.shapes[i] != v->tensor().shape()) return false;
   }
   return true;
+}
+
+// The entry a miss specializes into: a free one, a new one below the bound, else the least recently
+// used, preferring variants no capture record points at. An evicted variant is destroyed here (its
+// state, and with it whatever it held, is freed); records that pointed at it are dropped first.
+size_t entry_for_miss(const PlanStep& step, RunResources& res) {
+  NodeKernelCache& c = step.cache;
+  for (size_t k = 0; k < c.variants.size(); ++k) {
+    if (!c.variants[k].valid) return k;
+  }
+  if (c.variants.size() < res.variants_per_node) {
+    c.variants.emplace_back();
+    return c.variants.size() - 1;
+  }
+  size_t victim = c.variants.size();
+  for (int pass = 0; pass < 2 && victim == c.variants.size(); ++pass) {
+    for (size_t k = 0; k < c.variants.size(); ++k) {
+      if (pass == 0 && c.variants[k].recorded_by != 0) continue;
+      if (victim == c.variants.size() || c.variants[k].last_used < c.variants[victim].last_used) victim = k;
+    }
+  }
+  KernelVariantEntry& e = c.variants[victim];
+  if (e.recorded_by != 0 && res.eviction_listener) res.eviction_listener->on_recorded_variant_evicted(e.recorded_by, *step.node);
+  e.recorded_by = 0;
+  e.state.reset();
+  e.valid = false;
+  ++res.cache_stats.evictions;
+  return victim;
 }
 
 // The kernel cache lookup for one step: the variant for the current input shapes, created on a miss.
@@ -379,6 +120,7 @@ Result<const ep::KernelVariant*> lookup_variant(const PlanStep& step, ExecContex
     KernelVariantEntry& e = c.variants[static_cast<size_t>(c.prebound)];
     e.last_used = now;
     ++res.cache_stats.prebound_hits;
+    ctx.set_variant_entry(c.prebound);
     return e.state.get();
   }
   for (size_t k = 0; k < c.variants.size(); ++k) {
@@ -386,23 +128,14 @@ Result<const ep::KernelVariant*> lookup_variant(const PlanStep& step, ExecContex
       c.variants[k].last_used = now;
       c.prebound = static_cast<int>(k);
       ++res.cache_stats.hits;
+      ctx.set_variant_entry(c.prebound);
       return c.variants[k].state.get();
     }
   }
   ++res.cache_stats.misses;
-  // A miss at the bound reuses the least recently used entry in place (its vectors keep their
-  // capacity), so even a stream of new shapes (a growing attention mask) allocates nothing here.
-  size_t slot;
-  if (c.variants.size() >= res.variants_per_node) {
-    slot = 0;
-    for (size_t k = 1; k < c.variants.size(); ++k) {
-      if (c.variants[k].last_used < c.variants[slot].last_used) slot = k;
-    }
-    ++res.cache_stats.evictions;
-  } else {
-    c.variants.emplace_back();
-    slot = c.variants.size() - 1;
-  }
+  // A miss reuses an entry in place (its vectors keep their capacity), so even a stream of new shapes
+  // (a growing attention mask) allocates nothing here beyond what specialize builds.
+  const size_t slot = entry_for_miss(step, res);
   KernelVariantEntry& e = c.variants[slot];
   e.dtypes.assign(n, DataType::kUndefined);
   e.shapes.resize(n);
@@ -414,16 +147,17 @@ Result<const ep::KernelVariant*> lookup_variant(const PlanStep& step, ExecContex
       e.shapes[i].clear();
     }
   }
-  e.state.reset();
   e.last_used = now;
-  auto state = step.kernel->specialize(ctx);
+  auto state = step.kernel->specialize(
+      ep::SpecializeContext(*step.info, n, e.dtypes.data(), e.shapes.data(), ctx.pool().num_threads()));
   if (!state.ok()) {
-    c.variants.erase(c.variants.begin() + static_cast<std::ptrdiff_t>(slot));
     c.prebound = -1;
     return state.status();
   }
   e.state = std::move(state).value();
+  e.valid = true;
   c.prebound = static_cast<int>(slot);
+  ctx.set_variant_entry(c.prebound);
   return e.state.get();
 }
 
@@ -436,19 +170,6 @@ void collect_graph_attrs(const ir::Node& node, std::vector<std::pair<std::string
   }
 }
 
-void record_step(const RunHooks& hooks, const PlanStep& step, const std::vector<const Value*>& inputs, double t0,
-                 double dur) {
-  const ir::Node& n = *step.node;
-  if (hooks.profile) hooks.profile->add(n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type, dur);
-  if (hooks.tracer) {
-    std::string args = "\"node_index\":" + std::to_string(step.node_index) + ",\"node\":\"" + json_escape(n.name) +
-                       "\",\"domain\":\"" + json_escape(n.domain.empty() ? "ai.onnx" : n.domain) +
-                       "\",\"opset\":" + std::to_string(step.info->opset()) + ",\"inputs\":\"" +
-                       json_escape(describe_inputs(inputs)) + "\",\"kernel_variant\":" +
-                       std::to_string(step.cache.prebound);
-    hooks.tracer->span(n.op_type, "node", t0, dur, args);
-  }
-}
 
 }  // namespace
 
@@ -653,6 +374,8 @@ Result<std::unique_ptr<GraphPlan>> GraphPlan::build(const ir::Graph& graph, cons
       }
     }
     step.inplace_input = def->inplace_input;
+    step.capture_decline = def->capture_decline;
+    step.reads = reads[idx];
     for (const auto& in : node.inputs) step.inputs.push_back(in.empty() ? -1 : plan->slot(in));
     for (const auto& o : node.outputs) step.outputs.push_back(o.empty() ? -1 : plan->slot(o));
     plan->steps_.push_back(std::move(step));
@@ -772,42 +495,50 @@ Status GraphPlan::prepare_frame(Frame& frame) const {
   return Status::Ok();
 }
 
-Status GraphPlan::execute(Frame& frame, ep::ThreadPool& pool) const {
+Status GraphPlan::run_step(size_t k, Frame& frame, ep::ThreadPool& pool, const char* capture_tag,
+                           const std::string* why) const {
+  const PlanStep& step = steps_[k];
   const bool observed = frame.hooks && frame.hooks->active();
-  for (const PlanStep& step : steps_) {
-    ExecContext ctx(step, frame, pool);
-    double t0 = observed ? monotonic_us() : 0;
-    Status s;
-    try {
-      s = ctx.bind_inputs();
-      if (s.ok() && frame.res) {
-        auto v = lookup_variant(step, ctx, *frame.res);
-        if (v.ok()) {
-          ctx.set_variant(v.value());
-        } else {
-          s = v.status();
-        }
-      }
-      if (s.ok()) s = step.kernel->compute(ctx);
-      if (s.ok()) s = ctx.finish_bound_outputs();
-    } catch (const std::bad_alloc&) {
-      // Allocation failure is an error value like any other, never an abort.
-      s = ctx.error("out of memory", StatusCode::kRuntimeError);
-    }
-    if (observed) record_step(*frame.hooks, step, ctx.inputs(), t0, monotonic_us() - t0);
-    if (!s.ok()) {
-      if (s.message().rfind("node '", 0) == 0) return s;
-      return ctx.error(s.message(), s.code());
-    }
-    for (size_t i = 0; i < step.outputs.size(); ++i) {
-      int o = step.outputs[i];
-      if (o >= 0 && frame.slots[static_cast<size_t>(o)].is_none()) {
-        return ctx.error("the kernel did not produce output " + std::to_string(i) + " ('" + step.node->outputs[i] +
-                         "')");
+  ExecContext ctx(step, frame, pool);
+  double t0 = observed ? monotonic_us() : 0;
+  Status s;
+  try {
+    s = ctx.bind_inputs();
+    if (s.ok() && frame.res) {
+      auto v = lookup_variant(step, ctx, *frame.res);
+      if (v.ok()) {
+        ctx.set_variant(v.value());
+      } else {
+        s = v.status();
       }
     }
-    for (int r : step.release_after) frame.slots[static_cast<size_t>(r)] = Value();
+    if (s.ok()) s = step.kernel->compute(ctx);
+    if (s.ok()) s = ctx.finish_bound_outputs();
+  } catch (const std::bad_alloc&) {
+    // Allocation failure is an error value like any other, never an abort.
+    s = ctx.error("out of memory", StatusCode::kRuntimeError);
   }
+  if (observed) {
+    record_step(*frame.hooks, step, ctx.input_array(), ctx.num_inputs(), t0, monotonic_us() - t0, capture_tag, why);
+  }
+  if (!s.ok()) {
+    if (s.message().rfind("node '", 0) == 0) return s;
+    return ctx.error(s.message(), s.code());
+  }
+  for (size_t i = 0; i < step.outputs.size(); ++i) {
+    int o = step.outputs[i];
+    if (o >= 0 && frame.slots[static_cast<size_t>(o)].is_none()) {
+      return ctx.error("the kernel did not produce output " + std::to_string(i) + " ('" + step.node->outputs[i] +
+                       "')");
+    }
+  }
+  if (frame.observer) NXRT_RETURN_IF_ERROR(frame.observer->after_step(k, ctx));
+  for (int r : step.release_after) frame.slots[static_cast<size_t>(r)] = Value();
+  return Status::Ok();
+}
+
+Status GraphPlan::execute(Frame& frame, ep::ThreadPool& pool, size_t first) const {
+  for (size_t k = first; k < steps_.size(); ++k) NXRT_RETURN_IF_ERROR(run_step(k, frame, pool));
   return Status::Ok();
 }
 

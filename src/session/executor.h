@@ -29,14 +29,26 @@ struct KernelVariantEntry {
   std::vector<Dims> shapes;
   std::unique_ptr<ep::KernelVariant> state;
   uint64_t last_used = 0;
+  bool valid = false;        // false: a free entry (its specialize failed), reused by the next miss
+  uint32_t recorded_by = 0;  // bit per capture slot whose record points at `state` (capture.h)
 };
 
 // The shape-keyed kernel cache of one node: at most `variants_per_node` variants, least recently
-// used evicted. `prebound` is the variant the node ran with last; a call with the same shapes takes
-// it without searching (the steady state of a decode loop or of fixed-shape serving).
+// used evicted (a variant a capture record uses only when every variant is recorded). `prebound` is
+// the variant the node ran with last; a call with the same shapes takes it without searching (the
+// steady state of a decode loop or of fixed-shape serving). Entries never move, so an index names a
+// variant for as long as it lives.
 struct NodeKernelCache {
   std::vector<KernelVariantEntry> variants;
   int prebound = -1;
+};
+
+// Told when the kernel cache evicts a variant that capture records point at (before it is destroyed),
+// so those records are dropped and never replay a freed variant.
+class VariantEvictionListener {
+ public:
+  virtual ~VariantEvictionListener() = default;
+  virtual void on_recorded_variant_evicted(uint32_t recorded_by, const ir::Node& node) = 0;
 };
 
 // Session-wide state that every frame of a run shares (the main graph's and every subgraph's).
@@ -45,6 +57,7 @@ struct RunResources {
   KernelCacheStats cache_stats;
   uint64_t cache_clock = 0;
   size_t variants_per_node = 4;  // NXRT_KERNEL_CACHE_VARIANTS_PER_NODE overrides
+  VariantEvictionListener* eviction_listener = nullptr;
 };
 
 // A Concat whose inputs are produced straight into its output (concat-in-place planning): when every
@@ -78,7 +91,19 @@ struct PlanStep {
   std::vector<PlacedOutput> placed;  // per output (empty: none placed); see ConcatGroup
   int concat_group = -1;             // this step is the Concat of that group
   std::vector<std::unique_ptr<ep::SubgraphRunner>> subgraphs;
+  std::vector<int> reads;            // every slot the step reads: inputs, then its subgraphs' captures
+  const char* capture_decline = nullptr;  // KernelDef::capture_decline (function kernels)
   mutable NodeKernelCache cache;   // runs of a session are serialized, so the cache needs no lock
+};
+
+class ExecContext;
+
+// Watches an eager run step by step (the capture recorder): called after each step's kernel computed
+// and its bound outputs were finished, before the step's dead slots are released.
+class StepObserver {
+ public:
+  virtual ~StepObserver() = default;
+  virtual Status after_step(size_t step_index, ExecContext& ctx) = 0;
 };
 
 // What plan building needs from the session.
@@ -101,6 +126,7 @@ struct Frame {
   RunResources* res = nullptr;      // buffer pool and kernel cache counters; null: plain allocation
   // Caller-bound output buffers by slot (empty when nothing is bound).
   std::vector<const Tensor*> bound;
+  StepObserver* observer = nullptr;  // main graph only: the capture recorder while it records
   // The value named `name` here or in an enclosing frame; nullptr when absent or not yet computed.
   const Value* lookup(const std::string& name) const;
 };
@@ -128,8 +154,16 @@ class GraphPlan {
   static void clear_frame(Frame& frame);
   // Visits every node's kernel cache, this graph's and its subgraphs'.
   void for_each_cache(const std::function<void(const NodeKernelCache&)>& fn) const;
-  // Runs every step.
-  Status execute(Frame& frame, ep::ThreadPool& pool) const;
+  // Runs every step (from step `first` on: the eager rest of a replay that had to stop).
+  Status execute(Frame& frame, ep::ThreadPool& pool, size_t first = 0) const;
+  // Runs step k alone, eagerly (also a seam of a captured replay: `capture_tag` "seam" and its reason
+  // go on the step's trace span).
+  Status run_step(size_t k, Frame& frame, ep::ThreadPool& pool, const char* capture_tag = nullptr,
+                  const std::string* why = nullptr) const;
+  const std::vector<PlanStep>& steps() const { return steps_; }
+  // Initializer slots (graph inputs with a default included), and the slot names.
+  const std::vector<std::pair<int, const Tensor*>>& constants() const { return constants_; }
+  const std::string& slot_name(int s) const { return slot_names_[static_cast<size_t>(s)]; }
 
  private:
   const ir::Graph* graph_ = nullptr;

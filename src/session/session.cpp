@@ -18,6 +18,7 @@
 #include "onnx/model_writer.h"
 #include "ops/cpu_provider.h"
 #include "optimizer/optimizer.h"
+#include "session/capture.h"
 #include "session/executor.h"
 #include "session/log.h"
 #include "shape/shape_inference.h"
@@ -52,6 +53,11 @@ struct Session::Impl {
   // is a graph output. Name checks on every run become index lookups.
   std::vector<const ValueMeta*> input_meta;
   std::vector<bool> output_slot;
+  // Captured replay of bound runs (session/capture.h); the binding of the run in progress.
+  std::unique_ptr<session::CaptureController> capture;
+  std::vector<session::BoundInput> bound_inputs;
+  std::vector<session::BoundOutput> bound_outputs;
+  const session::BindingView* bound_run = nullptr;
 
   ~Impl() {
     if (tracer && !tracer->write()) std::fprintf(stderr, "nxrt: could not write trace %s\n", tracer->path().c_str());
@@ -200,6 +206,14 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   for (const auto& m : impl->outputs) impl->output_slot[static_cast<size_t>(impl->plan->slot(m.name))] = true;
   impl->frame.hooks = &impl->hooks;
   impl->frame.res = &impl->res;
+  bool capture = opts.capture != 0;
+  if (opts.capture < 0) {
+    const char* e = std::getenv("NXRT_CAPTURE");
+    capture = !e || std::string(e) != "0";
+  }
+  impl->capture = std::make_unique<session::CaptureController>(*impl->plan, capture,
+                                                                session::classifier_mode_from_env());
+  impl->res.eviction_listener = impl->capture.get();
   if (impl->log_level >= session::LogLevel::kInfo) {
     const double t_end = session::monotonic_us();
     char line[320];
@@ -295,12 +309,26 @@ Result<std::vector<Value>> Session::run(const std::vector<std::pair<std::string,
 
 Status Session::execute_frame() {
   double t0 = session::monotonic_us();
-  NXRT_RETURN_IF_ERROR(impl_->plan->prepare_frame(impl_->frame));
-  Status st = impl_->plan->execute(impl_->frame, *impl_->pool);
+  Status st;
+  const CaptureStats before = impl_->tracer ? impl_->capture->stats() : CaptureStats();
+  if (impl_->bound_run) {
+    st = impl_->capture->run(*impl_->bound_run, impl_->frame, *impl_->pool);
+  } else {
+    st = impl_->plan->prepare_frame(impl_->frame);
+    if (st.ok()) st = impl_->plan->execute(impl_->frame, *impl_->pool);
+  }
   if (impl_->tracer) {
-    impl_->tracer->span(impl_->runs == 0 ? "first run" : "run", "session", t0, session::monotonic_us() - t0,
-                        "\"run\":" + std::to_string(impl_->runs) + ",\"steps\":" +
-                            std::to_string(impl_->plan->num_steps()));
+    std::string args = "\"run\":" + std::to_string(impl_->runs) + ",\"steps\":" +
+                       std::to_string(impl_->plan->num_steps());
+    if (impl_->bound_run) {
+      const CaptureStats after = impl_->capture->stats();
+      const char* how = after.replayed_runs > before.replayed_runs       ? "replay"
+                        : after.replay_fallbacks > before.replay_fallbacks ? "replay, finished eagerly"
+                        : after.recorded_runs > before.recorded_runs     ? "recording"
+                                                                         : "eager";
+      args += ",\"capture\":\"" + std::string(how) + "\"";
+    }
+    impl_->tracer->span(impl_->runs == 0 ? "first run" : "run", "session", t0, session::monotonic_us() - t0, args);
   }
   ++impl_->runs;
   return st;
@@ -341,7 +369,19 @@ Status Session::run(IoBinding& b) {
     b.outputs_[k].value = Value();
     if (b.outputs_[k].has_buffer) frame.bound[static_cast<size_t>(b.output_slots_[k])] = &b.outputs_[k].buffer;
   }
-  NXRT_RETURN_IF_ERROR(execute_frame());
+  // What the capture controller compares against its records (vectors keep their capacity).
+  impl_->bound_inputs.resize(b.inputs_.size());
+  for (size_t i = 0; i < b.inputs_.size(); ++i) impl_->bound_inputs[i] = {b.input_slots_[i], &b.inputs_[i].value};
+  impl_->bound_outputs.resize(b.outputs_.size());
+  for (size_t k = 0; k < b.outputs_.size(); ++k) {
+    impl_->bound_outputs[k] = {b.output_slots_[k], b.outputs_[k].has_buffer ? &b.outputs_[k].buffer : nullptr};
+  }
+  const session::BindingView view{&b, impl_->bound_inputs.data(), impl_->bound_inputs.size(),
+                                  impl_->bound_outputs.data(), impl_->bound_outputs.size()};
+  impl_->bound_run = &view;
+  Status run_status = execute_frame();
+  impl_->bound_run = nullptr;
+  NXRT_RETURN_IF_ERROR(run_status);
   for (size_t k = 0; k < b.outputs_.size(); ++k) {
     auto& out = b.outputs_[k];
     Value v = frame.slots[static_cast<size_t>(b.output_slots_[k])];
@@ -368,6 +408,23 @@ KernelCacheStats Session::kernel_cache_stats() const {
   s.entries = 0;
   impl_->plan->for_each_cache([&](const session::NodeKernelCache& c) { s.entries += c.variants.size(); });
   return s;
+}
+
+CaptureStats Session::capture_stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->capture->stats();
+}
+
+void Session::reset_capture() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->capture->reset("the caller reset (rewind or a new sequence)");
+}
+
+std::string Session::describe_capture(const std::vector<std::pair<std::string, std::string>>& shared_kv) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<session::SharedKvPair> pairs;
+  for (const auto& [past, present] : shared_kv) pairs.push_back({past, present});
+  return impl_->capture->describe(pairs);
 }
 
 MemoryStats Session::memory_stats() const {

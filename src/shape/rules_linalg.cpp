@@ -11,23 +11,19 @@ using enum RankRule;
 
 namespace {
 
-Status op_matmul(NodeContext& c) {
-  const ValueFacts &a = c.input(0), &b = c.input(1);
-  DataType dt = a.dtype;
-  if (c.n->op_type == "MatMulInteger") dt = DataType::kInt32;
-  if (c.n->op_type == "QLinearMatMul") dt = c.input(7).dtype;
-  const ValueFacts& bb = c.n->op_type == "QLinearMatMul" ? c.input(3) : b;
-  if (!a.has_shape || !bb.has_shape || a.dims.empty() || bb.dims.empty()) {
-    c.set(0, tensor_unknown_rank(dt));
+// The product of MatMul operands `a` and `b` (numpy semantics); unknown rank when either rank is.
+Status matmul_facts(NodeContext& c, const ValueFacts& a, const ValueFacts& b, DataType dt, ValueFacts* out) {
+  if (!a.has_shape || !b.has_shape || a.dims.empty() || b.dims.empty()) {
+    *out = tensor_unknown_rank(dt);
     return Status::Ok();
   }
-  std::vector<SymDim> ad = a.dims, bd = bb.dims;
+  std::vector<SymDim> ad = a.dims, bd = b.dims;
   bool a1 = ad.size() == 1, b1 = bd.size() == 1;
   if (a1) ad.insert(ad.begin(), SymDim::c(1));
   if (b1) bd.push_back(SymDim::c(1));
   SymDim k;
   NXRT_RETURN_IF_ERROR(c.unify(ad.back(), bd[bd.size() - 2],
-                               "MatMul inner dims differ: " + c.shape_str(a) + " x " + c.shape_str(bb), &k));
+                               "MatMul inner dims differ: " + c.shape_str(a) + " x " + c.shape_str(b), &k));
   ValueFacts ab = tensor(dt, std::vector<SymDim>(ad.begin(), ad.end() - 2));
   ValueFacts bbt = tensor(dt, std::vector<SymDim>(bd.begin(), bd.end() - 2));
   bool known;
@@ -35,7 +31,53 @@ Status op_matmul(NodeContext& c) {
   NXRT_RETURN_IF_ERROR(broadcast(c, {&ab, &bbt}, &known, &dims));
   if (!a1) dims.push_back(ad[ad.size() - 2]);
   if (!b1) dims.push_back(bd.back());
-  c.set(0, tensor(dt, dims));
+  *out = tensor(dt, dims);
+  return Status::Ok();
+}
+
+Status op_matmul(NodeContext& c) {
+  const ValueFacts& a = c.input(0);
+  DataType dt = a.dtype;
+  if (c.n->op_type == "MatMulInteger") dt = DataType::kInt32;
+  if (c.n->op_type == "QLinearMatMul") dt = c.input(7).dtype;
+  const ValueFacts& b = c.n->op_type == "QLinearMatMul" ? c.input(3) : c.input(1);
+  ValueFacts y;
+  NXRT_RETURN_IF_ERROR(matmul_facts(c, a, b, dt, &y));
+  c.set(0, std::move(y));
+  return Status::Ok();
+}
+
+// nxrt::FusedMatMul(A, B, bias?, Z?) = act(MatMul(A, B) + bias + Z): the product, widened by Z if it
+// broadcasts wider (bias is 1-D over the last axis).
+Status op_nxrt_fused_matmul(NodeContext& c) {
+  const DataType dt = c.input(0).dtype;
+  ValueFacts y;
+  NXRT_RETURN_IF_ERROR(matmul_facts(c, c.input(0), c.input(1), dt, &y));
+  if (c.has(3) && c.input(3).has_shape && y.has_shape) {
+    bool known;
+    std::vector<SymDim> dims;
+    NXRT_RETURN_IF_ERROR(broadcast(c, {&y, &c.input(3)}, &known, &dims));
+    y = tensor(dt, dims);
+  }
+  c.set(0, std::move(y));
+  return Status::Ok();
+}
+
+// nxrt::FusedAttention(q, kt, v, mask?, scale?) = MatMul(Softmax(MatMul(q, kt) [op scale] [+ mask]), v):
+// the shapes of the ops it replaced, so values after a fused attention keep load-time shapes.
+Status op_fused_attention(NodeContext& c) {
+  const DataType dt = c.input(0).dtype;
+  ValueFacts scores;
+  NXRT_RETURN_IF_ERROR(matmul_facts(c, c.input(0), c.input(1), dt, &scores));
+  if (c.has(3) && c.input(3).has_shape && scores.has_shape) {
+    bool known;
+    std::vector<SymDim> dims;
+    NXRT_RETURN_IF_ERROR(broadcast(c, {&scores, &c.input(3)}, &known, &dims));
+    scores = tensor(dt, dims);
+  }
+  ValueFacts y;
+  NXRT_RETURN_IF_ERROR(matmul_facts(c, scores, c.input(2), dt, &y));
+  c.set(0, std::move(y));
   return Status::Ok();
 }
 
@@ -136,6 +178,10 @@ void add_linalg_schemas(SchemaList& s) {
   s.add("Gemm", &op_gemm);
   s.add("Einsum", &op_einsum);
   s.add("com.microsoft", "MatMulNBits", &op_matmul_nbits);
+  // The optimizer's fused ops (src/ops/fused/).
+  s.add(ir::kNxrtDomain, "FusedAttention", &op_fused_attention);
+  s.add(ir::kNxrtDomain, "FusedMatMul", &op_nxrt_fused_matmul);
+  s.add(ir::kNxrtDomain, "FusedGemm", &op_gemm);
 }
 
 }  // namespace nxrt::shape

@@ -343,6 +343,9 @@ void add_nn_schemas(SchemaList& s) {
   // The optimizer's fused ops (src/ops/fused/).
   s.add(ir::kNxrtDomain, "FusedConv", &op_fused_conv).rank(kSameAsInput0);
   s.add(ir::kNxrtDomain, "BatchNormRelu", &same_as_input0).rank(kSameAsInput0);
+  // ai.onnx kernels registered again under "nxrt" for fusions on models importing older opsets.
+  s.add(ir::kNxrtDomain, "LayerNormalization", &op_layernorm).rank(kSameAsInput0);
+  s.add(ir::kNxrtDomain, "RMSNormalization", &same_as_input0).rank(kSameAsInput0);
 }
 
 }  // namespace nxrt::shape

@@ -115,7 +115,7 @@ int64_t floordiv_i(int64_t a, int64_t b) {
 
 SymDim floordiv(SymbolTable& S, SymDim a, SymDim b) {
   if (b.is_const() && b.value == 1) return a;
-  if (a.is_const() && b.is_const()) return b.value == 0 ? SymDim::s(S.mint()) : SymDim::c(floordiv_i(a.value, b.value));
+  if (a.is_const() && b.is_const()) return b.value == 0 ? SymDim::s(S.mint_opaque()) : SymDim::c(floordiv_i(a.value, b.value));
   auto r = divide(S, {a}, {b});
   if (r) return *r;
   return SymDim::s(S.derive("/", {a, b}));
@@ -124,7 +124,7 @@ SymDim floordiv(SymbolTable& S, SymDim a, SymDim b) {
 SymDim ceildiv(SymbolTable& S, SymDim a, SymDim b) {
   if (b.is_const() && b.value == 1) return a;
   if (a.is_const() && b.is_const()) {
-    if (b.value == 0) return SymDim::s(S.mint());
+    if (b.value == 0) return SymDim::s(S.mint_opaque());
     return SymDim::c(-floordiv_i(-a.value, b.value));
   }
   return SymDim::s(S.derive("ceil_div", {a, b}));

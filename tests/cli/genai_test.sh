@@ -36,6 +36,18 @@ gotkeys=$($py -c "import json,sys; print(json.dumps(sorted(json.load(open(sys.ar
 check "--json has ort generate's keys" test "$gotkeys" = "$keys"
 check "nxrt test passes the reference data sets" bash -c "'$nxrt' test '$work/ref' | tail -1 | grep -qx '1 passed, 0 failed'"
 
+# Captured replay: the schedule of the static-cache decoder, and the same tokens with replay off.
+"$nxrt" info --capture "$work/m" >"$work/cap.txt" 2>&1; rc=$?
+check "info --capture exits 0" test "$rc" -eq 0
+check "info --capture pins the fixed-capacity KV values" grep -q '^pinned KV values: past_key_values.0.key' "$work/cap.txt"
+check "info --capture prints segments and seams with reasons" bash -c \
+  "grep -q '^segment 1: steps 0-' '$work/cap.txt' && grep -q '^seam step [0-9]*: .*touches growing symbol' '$work/cap.txt'"
+"$nxrt" info --capture >/dev/null 2>&1; rc=$?
+check "info --capture without a folder is a usage error (2)" test "$rc" -eq 2
+got0=$(NXRT_CAPTURE=0 "$nxrt" generate "$work/m" --prompt-len 16 --max-new-tokens 24 --json 2>/dev/null |
+  $py -c "import json,sys; print(json.load(sys.stdin)['tokens'])" 2>/dev/null)
+check "NXRT_CAPTURE=0: the same greedy tokens" test "$got0" = "$ref"
+
 # The onnxruntime-genai style (com.microsoft GroupQueryAttention, MatMulNBits, SkipSimplifiedLayerNorm),
 # built with accuracy_level 0 so float arithmetic is comparable with the float64 reference.
 $py "$root/tools/make_genai_model.py" "$work/g" --style genai --size tiny --accuracy-level 0 >/dev/null

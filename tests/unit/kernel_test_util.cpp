@@ -1,5 +1,7 @@
 #include "kernel_test_util.h"
 
+#include <random>
+
 #include "ep/standalone_context.h"
 #include "ops/cpu_provider.h"
 
@@ -13,6 +15,14 @@ ir::Attribute make(const std::string& name, ir::Attribute::Type t) {
   return a;
 }
 }  // namespace
+
+Tensor random_tensor(Dims shape, uint32_t seed) {
+  Tensor t(DataType::kFloat, std::move(shape));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
 
 ir::Attribute attr_int(const std::string& name, int64_t v) {
   auto a = make(name, ir::Attribute::Type::kInt);

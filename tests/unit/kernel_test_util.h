@@ -38,6 +38,9 @@ ir::ValueInfo tensor_info(const std::string& name, DataType dt, std::vector<ir::
 ir::Node graph_node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
                     std::vector<ir::Attribute> attrs = {});
 
+// A float tensor of `shape` with values drawn uniformly from [-1, 1) (mt19937 seeded with `seed`).
+Tensor random_tensor(Dims shape, uint32_t seed);
+
 struct KernelRun {
   std::string op_type;
   std::string domain;              // "" = ai.onnx

@@ -42,9 +42,6 @@ const std::set<std::string> kReviewedWithoutSchema = {
     "ai.onnx.preview.training::Momentum", "ai.onnx.preview::FlexAttention",
     // com.microsoft
     "com.microsoft::GatherBlockQuantized", "com.microsoft::MultiHeadAttention",
-    // the optimizer's fused ops without a shape function
-    "nxrt::FusedAttention", "nxrt::FusedGemm", "nxrt::FusedMatMul", "nxrt::LayerNormalization",
-    "nxrt::RMSNormalization",
 };
 
 std::pair<std::string, std::string> split_key(const std::string& key) {

@@ -612,3 +612,57 @@ int cmd_generate(int argc, char** argv) {
   }
   return 0;
 }
+
+// `nxrt info --capture MODEL_DIR [--opt LEVEL]`: the captured-replay schedule of a genai folder's
+// decoder as the generator runs it (past/present bound to one buffer when past_present_share_buffer):
+// segments, eager seams and why, pinned and growing symbols. A MODEL.onnx path: the plain model's.
+int cmd_info_capture(int argc, char** argv) {
+  if (argc < 1) {
+    std::fprintf(stderr, "error: info --capture needs a MODEL_DIR\nusage: nxrt info --capture MODEL_DIR|MODEL.onnx [--opt disabled|basic|all]\n");
+    return 2;
+  }
+  std::string opt = "all";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--opt" && i + 1 < argc) {
+      opt = argv[++i];
+    } else {
+      std::fprintf(stderr, "error: unknown option '%s'\nusage: nxrt info --capture MODEL_DIR|MODEL.onnx [--opt disabled|basic|all]\n", a.c_str());
+      return 2;
+    }
+  }
+  if (opt != "disabled" && opt != "basic" && opt != "all") {
+    std::fprintf(stderr, "error: --opt takes disabled, basic or all, got '%s'\n", opt.c_str());
+    return 2;
+  }
+  genai::ModelOptions mo;
+  mo.session.opt_level = opt == "disabled" ? OptLevel::kDisabled : opt == "basic" ? OptLevel::kBasic : OptLevel::kAll;
+  const std::string path = argv[0];
+  if (path.size() > 5 && path.compare(path.size() - 5, 5, ".onnx") == 0) {  // a plain model: nothing shared
+    auto session = Session::create(path, mo.session);
+    if (!session.ok()) {
+      std::fprintf(stderr, "error: %s\n", session.status().to_string().c_str());
+      return 1;
+    }
+    std::printf("model: %s\n%s", path.c_str(), (*session)->describe_capture({}).c_str());
+    return 0;
+  }
+  auto model = genai::Model::create(path, mo);
+  if (!model.ok()) {
+    std::fprintf(stderr, "error: %s\n", model.status().to_string().c_str());
+    return 1;
+  }
+  const genai::Config& c = (*model)->config();
+  std::vector<std::pair<std::string, std::string>> shared;
+  if (c.past_present_share_buffer) {
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      shared.push_back({genai::layer_name(c.past_key_names, l), genai::layer_name(c.present_key_names, l)});
+      shared.push_back({genai::layer_name(c.past_value_names, l), genai::layer_name(c.present_value_names, l)});
+    }
+  }
+  std::printf("model: %s\nkv cache: %s\n", c.decoder_path.c_str(),
+              c.past_present_share_buffer ? "past and present share one fixed-capacity buffer per layer"
+                                          : "the past grows by concatenation (nodes on its sequence axis stay eager seams)");
+  std::printf("%s", (*model)->session().describe_capture(shared).c_str());
+  return 0;
+}

@@ -27,6 +27,8 @@
 
 using namespace nxrt;
 
+int cmd_info_capture(int argc, char** argv);  // tools/cli/generate.cpp
+
 namespace {
 
 [[noreturn]] void usage_exit(const std::string& msg) {
@@ -40,6 +42,7 @@ namespace {
                "  nxrt info MODEL.onnx [--shapes]   (--shapes: inferred shape of every value, symbol lineage)\n"
                "  nxrt info --ops                   every registered kernel: domain, op, opset range\n"
                "  nxrt info --overrides             the kernel override keys (tests, diagnosis)\n"
+               "  nxrt info --capture MODEL_DIR     the captured-replay schedule of a genai folder's decoder (or a MODEL.onnx)\n"
                "  nxrt generate MODEL_DIR [\"prompt text\" | --prompt-file F | --prompt-ids 1,2,3 | --prompt-len N] [--chat] ...\n"
                "  nxrt chat MODEL_DIR [--system TEXT] [--max-new-tokens N] ...   (interactive; /reset /system /stats /exit)\n"
                "  nxrt serve MODEL_DIR [--host H] [--port P] [--max-batch N] ...   (OpenAI-compatible server, docs/SERVING.md)\n"
@@ -630,9 +633,10 @@ int print_override_keys() {
 }
 
 int cmd_info(int argc, char** argv) {
-  if (argc < 1) usage_exit("info needs a model, --ops or --overrides");
+  if (argc < 1) usage_exit("info needs a model, --ops, --overrides or --capture MODEL_DIR");
   if (std::string(argv[0]) == "--ops") return print_registered_ops();
   if (std::string(argv[0]) == "--overrides") return print_override_keys();
+  if (std::string(argv[0]) == "--capture") return cmd_info_capture(argc - 1, argv + 1);
   auto s = inspect_model(argv[0]);
   if (!s.ok()) return fail(s.status());
   std::printf("cpu: %s\n", cpu_summary().c_str());

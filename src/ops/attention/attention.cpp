@@ -203,8 +203,12 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh, bool refere
     p.y = y;
   }
   if constexpr (std::is_same_v<C, float>) {
-    if (reference) attention_reference(p);
-    else attention_fast(p, &ctx.pool());
+    if (reference) {
+      attention_reference(p);
+    } else {
+      NXRT_ASSIGN_OR_RETURN(void* scratch, ctx.workspace(attention_fast_scratch_bytes(p, &ctx.pool())));
+      attention_fast(p, &ctx.pool(), static_cast<float*>(scratch));
+    }
   } else {
     attention_reference(p);
   }

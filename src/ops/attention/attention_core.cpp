@@ -138,60 +138,70 @@ void reference_impl(const AttnProblem<C>& p) {
 void attention_reference(const AttnProblem<float>& p) { reference_impl(p); }
 void attention_reference(const AttnProblem<double>& p) { reference_impl(p); }
 
-void attention_fast(const AttnProblem<float>& p, ep::ThreadPool* pool) {
+int64_t attention_fast_workers(const AttnProblem<float>& p, const ep::ThreadPool* pool) {
+  const int64_t n = p.B * p.Hq;
+  if (!pool || n <= 1) return 1;
+  return std::max<int64_t>(1, std::min<int64_t>(n, pool->num_threads()));
+}
+
+size_t attention_fast_scratch_bytes(const AttnProblem<float>& p, const ep::ThreadPool* pool) {
+  return static_cast<size_t>(attention_fast_workers(p, pool) * p.Sq * p.T) * sizeof(float);
+}
+
+void attention_fast(const AttnProblem<float>& p, ep::ThreadPool* pool, float* scratch) {
   const int64_t group = p.Hq / p.Hkv;
   const int64_t T = p.T, Sq = p.Sq;
   if (Sq == 0) return;
-  auto work = [&](int64_t begin, int64_t end) {
-    // Per-thread score rows that only grow: once warm (a decode loop), no step allocates here.
-    thread_local std::vector<float> scores;
-    if (scores.size() < static_cast<size_t>(Sq * T)) scores.resize(static_cast<size_t>(Sq * T));
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t b = bh / p.Hq, h = bh % p.Hq, hk = h / group;
-      const float* qb = p.q + bh * Sq * p.D;
-      const float* kb = p.k + (b * p.Hkv + hk) * T * p.D;
-      const float* vb = p.v + (b * p.Hkv + hk) * T * p.Dv;
-      float* s = scores.data();
-      if (T > 0) {
-        if (p.D > 0) {
-          gemm_f32(false, true, Sq, T, p.D, p.scale, qb, p.D, kb, p.D, 0.f, s, T, nullptr);
-        } else {
-          std::fill(s, s + Sq * T, 0.f);
+  const int64_t n = p.B * p.Hq;
+  const int64_t workers = attention_fast_workers(p, pool);
+  auto work = [&](int64_t w0, int64_t w1) {
+    for (int64_t wk = w0; wk < w1; ++wk) {
+      float* s = scratch + wk * Sq * T;
+      for (int64_t bh = wk * n / workers; bh < (wk + 1) * n / workers; ++bh) {
+        const int64_t b = bh / p.Hq, h = bh % p.Hq, hk = h / group;
+        const float* qb = p.q + bh * Sq * p.D;
+        const float* kb = p.k + (b * p.Hkv + hk) * T * p.D;
+        const float* vb = p.v + (b * p.Hkv + hk) * T * p.Dv;
+        if (T > 0) {
+          if (p.D > 0) {
+            gemm_f32(false, true, Sq, T, p.D, p.scale, qb, p.D, kb, p.D, 0.f, s, T, nullptr);
+          } else {
+            std::fill(s, s + Sq * T, 0.f);
+          }
         }
-      }
-      for (int64_t i = 0; i < Sq; ++i) {
-        finish_row<float, float>(p, b, h, i, s + i * T, p.qk_out ? p.qk_out + (bh * Sq + i) * T : nullptr);
-      }
-      float* yb = p.y + bh * Sq * p.Dv;
-      if (p.Dv == 0) continue;
-      if (T == 0) {
-        std::fill(yb, yb + Sq * p.Dv, 0.f);
-        continue;
-      }
-      // P @ V, skipping zero weights so masked keys with non-finite values cannot poison rows.
-      bool finite_v = true;
-      for (int64_t x = 0; x < T * p.Dv && finite_v; ++x) finite_v = std::isfinite(vb[x]);
-      if (finite_v) {
-        gemm_f32(false, false, Sq, p.Dv, T, 1.f, s, T, vb, p.Dv, 0.f, yb, p.Dv, nullptr);
-      } else {
         for (int64_t i = 0; i < Sq; ++i) {
-          float* yi = yb + i * p.Dv;
-          std::fill(yi, yi + p.Dv, 0.f);
-          for (int64_t j = 0; j < T; ++j) {
-            const float w = s[i * T + j];
-            if (w == 0.f) continue;
-            const float* vj = vb + j * p.Dv;
-            for (int64_t e = 0; e < p.Dv; ++e) yi[e] += w * vj[e];
+          finish_row<float, float>(p, b, h, i, s + i * T, p.qk_out ? p.qk_out + (bh * Sq + i) * T : nullptr);
+        }
+        float* yb = p.y + bh * Sq * p.Dv;
+        if (p.Dv == 0) continue;
+        if (T == 0) {
+          std::fill(yb, yb + Sq * p.Dv, 0.f);
+          continue;
+        }
+        // P @ V, skipping zero weights so masked keys with non-finite values cannot poison rows.
+        bool finite_v = true;
+        for (int64_t x = 0; x < T * p.Dv && finite_v; ++x) finite_v = std::isfinite(vb[x]);
+        if (finite_v) {
+          gemm_f32(false, false, Sq, p.Dv, T, 1.f, s, T, vb, p.Dv, 0.f, yb, p.Dv, nullptr);
+        } else {
+          for (int64_t i = 0; i < Sq; ++i) {
+            float* yi = yb + i * p.Dv;
+            std::fill(yi, yi + p.Dv, 0.f);
+            for (int64_t j = 0; j < T; ++j) {
+              const float w = s[i * T + j];
+              if (w == 0.f) continue;
+              const float* vj = vb + j * p.Dv;
+              for (int64_t e = 0; e < p.Dv; ++e) yi[e] += w * vj[e];
+            }
           }
         }
       }
     }
   };
-  const int64_t n = p.B * p.Hq;
-  if (pool && n > 1) {
-    pool->parallel_for(n, 1, work);
+  if (workers > 1) {
+    pool->parallel_for(workers, 1, work);
   } else {
-    work(0, n);
+    work(0, 1);
   }
 }
 

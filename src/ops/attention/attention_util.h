@@ -39,8 +39,14 @@ struct AttnProblem {
 // Plain loops, double accumulation. Slow; the definition of the semantics.
 void attention_reference(const AttnProblem<float>& p);
 void attention_reference(const AttnProblem<double>& p);
-// GEMM-based float32 path (same results within float rounding). pool may be null.
-void attention_fast(const AttnProblem<float>& p, ep::ThreadPool* pool);
+// GEMM-based float32 path (same results within float rounding). pool may be null. The (batch, head)
+// pairs split into attention_fast_workers() fixed ranges, each with its own [Sq, T] score block in
+// `scratch` (attention_fast_scratch_bytes(): the caller takes it from KernelContext::workspace, so a
+// decode step allocates nothing and a captured replay finds it at its recorded address). Each pair's
+// arithmetic does not depend on the split.
+int64_t attention_fast_workers(const AttnProblem<float>& p, const ep::ThreadPool* pool);
+size_t attention_fast_scratch_bytes(const AttnProblem<float>& p, const ep::ThreadPool* pool);
+void attention_fast(const AttnProblem<float>& p, ep::ThreadPool* pool, float* scratch);
 
 // A float/double/float16/bfloat16 input as compute-type values; another dtype is an error naming it.
 template <typename C>

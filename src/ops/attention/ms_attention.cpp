@@ -160,7 +160,12 @@ void axpyf(float alpha, const float* x, float* y, int64_t n) {
 Status run_core(ep::KernelContext& ctx, AttnProblem<float>& p, Tensor* out, bool reference) {
   std::vector<float> y(static_cast<size_t>(p.B * p.Hq * p.Sq * p.Dv));
   p.y = y.data();
-  if (reference) attention_reference(p); else attention_fast(p, &ctx.pool());
+  if (reference) {
+    attention_reference(p);
+  } else {
+    NXRT_ASSIGN_OR_RETURN(void* scratch, ctx.workspace(attention_fast_scratch_bytes(p, &ctx.pool())));
+    attention_fast(p, &ctx.pool(), static_cast<float*>(scratch));
+  }
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t h = 0; h < p.Hq; ++h)
       for (int64_t s = 0; s < p.Sq; ++s)
@@ -288,10 +293,7 @@ class GroupQueryAttention final : public ep::Kernel {
       attend_decode(ctx, c, f, *presK, *presV, Y);
       return Status::Ok();
     }
-    if (fast) {
-      attend_rows(ctx, c, f, *presK, *presV, Y);
-      return Status::Ok();
-    }
+    if (fast) return attend_rows(ctx, c, f, *presK, *presV, Y);
     return attend_reference(ctx, c, f, Y);
   }
 
@@ -567,8 +569,8 @@ class GroupQueryAttention final : public ep::Kernel {
   // threads over (batch, head). Query rows go in blocks whose scores cover only the keys the block's
   // rows can see (causal: past + last row of the block), so about half of a prompt's score matrix is
   // never computed, and the score block stays in cache.
-  void attend_rows(ep::KernelContext& ctx, const GqaCall& c, const GqaFloats& f, const Tensor& presK,
-                   const Tensor& presV, Tensor* Y) const {
+  Status attend_rows(ep::KernelContext& ctx, const GqaCall& c, const GqaFloats& f, const Tensor& presK,
+                     const Tensor& presV, Tensor* Y) const {
     const int64_t S = c.S, D = c.D, present_len = c.present_len;
     const float* kbase = presK.data<float>();
     const float* vbase = presV.data<float>();
@@ -576,33 +578,51 @@ class GroupQueryAttention final : public ep::Kernel {
     const float sc_mul = scale(D);
     const int64_t group = H_ / kvH_;
     constexpr int64_t kRowBlock = 64;
-    auto work = [&](int64_t w0, int64_t w1) {
-      // Per-thread scratch that only grows (no allocation once warm).
-      thread_local std::vector<float> sc_buf, o_buf;
-      const int64_t rb = std::min<int64_t>(S, kRowBlock);
-      for (int64_t w = w0; w < w1; ++w) {
-        const int64_t b = w / H_, h = w % H_, hk = h / group;
-        const int64_t pb = c.past[b];
-        const int64_t Lb = pb + S;
-        if (sc_buf.size() < static_cast<size_t>(rb * Lb)) sc_buf.resize(static_cast<size_t>(rb * Lb));
-        if (o_buf.size() < static_cast<size_t>(rb * D)) o_buf.resize(static_cast<size_t>(rb * D));
-        const float* kh = kbase + (b * kvH_ + hk) * present_len * D;
-        const float* vh = vbase + (b * kvH_ + hk) * present_len * D;
-        const float* qh = f.q + (b * H_ + h) * S * D;
-        for (int64_t i0 = 0; i0 < S; i0 += rb) {
-          const int64_t i1 = std::min(S, i0 + rb), rows = i1 - i0;
-          const int64_t kend = causal_ ? std::min(Lb, pb + i1) : Lb;
-          float* sc = sc_buf.data();
-          gemm_f32(false, true, rows, kend, D, sc_mul, qh + i0 * D, D, kh, D, 0.f, sc, kend, nullptr);
-          for (int64_t i = i0; i < i1; ++i) finish_score_row(c, f, b, h, i, kend, sc + (i - i0) * kend);
-          float* out = o_buf.data();
-          gemm_f32(false, false, rows, D, kend, 1.f, sc, kend, vh, D, 0.f, out, D, nullptr);
-          for (int64_t i = i0; i < i1; ++i)
-            std::copy(out + (i - i0) * D, out + (i - i0 + 1) * D, ybase + (b * S + i) * H_ * D + h * D);
+    const int64_t rb = std::min<int64_t>(S, kRowBlock);
+    // (batch, head) pairs in fixed ranges, one per pool thread, each with a score block sized by the
+    // present length (every row block's keys fit) and an output block, from the step workspace.
+    const int64_t n = c.B * H_;
+    const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(n, ctx.pool().num_threads()));
+    for (int64_t b = 0; b < c.B; ++b) {
+      if (c.past[b] + S > present_len) {
+        return ctx.error("GroupQueryAttention: past " + std::to_string(c.past[b]) + " + " + std::to_string(S) +
+                         " new tokens exceed the present length " + std::to_string(present_len));
+      }
+    }
+    const int64_t per_worker = rb * present_len + rb * D;
+    NXRT_ASSIGN_OR_RETURN(void* ws, ctx.workspace(static_cast<size_t>(workers * per_worker) * sizeof(float)));
+    float* scratch = static_cast<float*>(ws);
+    auto work = [&](int64_t k0, int64_t k1) {
+      for (int64_t wk = k0; wk < k1; ++wk) {
+        float* sc_buf = scratch + wk * per_worker;
+        float* o_buf = sc_buf + rb * present_len;
+        for (int64_t w = wk * n / workers; w < (wk + 1) * n / workers; ++w) {
+          const int64_t b = w / H_, h = w % H_, hk = h / group;
+          const int64_t pb = c.past[b];
+          const int64_t Lb = pb + S;
+          const float* kh = kbase + (b * kvH_ + hk) * present_len * D;
+          const float* vh = vbase + (b * kvH_ + hk) * present_len * D;
+          const float* qh = f.q + (b * H_ + h) * S * D;
+          for (int64_t i0 = 0; i0 < S; i0 += rb) {
+            const int64_t i1 = std::min(S, i0 + rb), rows = i1 - i0;
+            const int64_t kend = causal_ ? std::min(Lb, pb + i1) : Lb;
+            float* sc = sc_buf;
+            gemm_f32(false, true, rows, kend, D, sc_mul, qh + i0 * D, D, kh, D, 0.f, sc, kend, nullptr);
+            for (int64_t i = i0; i < i1; ++i) finish_score_row(c, f, b, h, i, kend, sc + (i - i0) * kend);
+            float* out = o_buf;
+            gemm_f32(false, false, rows, D, kend, 1.f, sc, kend, vh, D, 0.f, out, D, nullptr);
+            for (int64_t i = i0; i < i1; ++i)
+              std::copy(out + (i - i0) * D, out + (i - i0 + 1) * D, ybase + (b * S + i) * H_ * D + h * D);
+          }
         }
       }
     };
-    ctx.pool().parallel_for(c.B * H_, 1, work);
+    if (workers > 1) {
+      ctx.pool().parallel_for(workers, 1, work);
+    } else {
+      work(0, 1);
+    }
+    return Status::Ok();
   }
 
   // The reference core (any float dtype; reference=1; present not requested): float K/V over the keys

@@ -45,6 +45,30 @@ class FusedAttentionKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
+  // Everything the fast path decides from dtypes and shapes: whether it applies, the output shape,
+  // the mask's per-item offsets and strides, how the work splits over the pool, and the scratch
+  // (one [S, L] score block per worker) it declares as the variant's workspace.
+  struct Variant final : ep::KernelVariant {
+    bool fast = false;
+    int64_t S = 0, D = 0, L = 0, Dv = 0, nb = 1;
+    int64_t workers = 1;  // > 1: batch items split over this many pool tasks, one score block each
+    int64_t mrow = 0, mcol = 0;
+    std::vector<int64_t> moff;  // per batch item (empty: no mask)
+    Dims out_shape;
+    size_t workspace_bytes() const override {
+      return fast ? static_cast<size_t>(workers * S * L) * sizeof(float) : 0;
+    }
+  };
+
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    auto v = std::make_unique<Variant>();
+    plan(sc.dtype(0), sc.shape(0), sc.dtype(1), sc.shape(1), sc.dtype(2), sc.shape(2),
+         sc.has_input(3) ? sc.dtype(3) : DataType::kUndefined, sc.has_input(3) ? &sc.shape(3) : nullptr,
+         sc.has_input(4) ? sc.dtype(4) : DataType::kUndefined, sc.has_input(4) ? &sc.shape(4) : nullptr,
+         sc.num_threads(), *v);
+    return std::unique_ptr<ep::KernelVariant>(std::move(v));
+  }
+
   Status compute(ep::KernelContext& ctx) override {
     const Tensor& q = ctx.input(0);
     const Tensor& kt = ctx.input(1);
@@ -52,7 +76,15 @@ class FusedAttentionKernel final : public ep::Kernel {
     const Tensor* mask = ctx.has_input(3) ? &ctx.input(3) : nullptr;
     const Tensor* scale = ctx.has_input(4) ? &ctx.input(4) : nullptr;
     if (!scale_op_.empty() && !scale) return ctx.error("fused attention: missing scale");
-    if (fast_path_applies(q, kt, v, mask, scale)) return fast(ctx, q, kt, v, mask, scale);
+    const Variant* var = dynamic_cast<const Variant*>(ctx.variant());
+    Variant local;  // a context without a kernel cache: plan this call
+    if (!var) {
+      plan(q.dtype(), q.shape(), kt.dtype(), kt.shape(), v.dtype(), v.shape(), mask ? mask->dtype() : DataType::kUndefined,
+           mask ? &mask->shape() : nullptr, scale ? scale->dtype() : DataType::kUndefined,
+           scale ? &scale->shape() : nullptr, ctx.pool().num_threads(), local);
+      var = &local;
+    }
+    if (var->fast) return fast(ctx, *var, q, kt, v, mask, scale);
     return fallback(ctx, q, kt, v, mask, scale);
   }
 
@@ -100,106 +132,117 @@ class FusedAttentionKernel final : public ep::Kernel {
     return ctx.set_output(0, std::move(s));
   }
 
-  bool fast_path_applies(const Tensor& q, const Tensor& kt, const Tensor& v, const Tensor* mask,
-                         const Tensor* scale) const {
-    if (q.dtype() != DataType::kFloat || kt.dtype() != DataType::kFloat || v.dtype() != DataType::kFloat) return false;
-    if (scale && (scale->dtype() != DataType::kFloat || scale->numel() != 1)) return false;
-    if (mask && mask->dtype() != DataType::kFloat) return false;
-    const int64_t r = q.rank();
-    if (r < 2 || kt.rank() != r || v.rank() != r) return false;
-    if (axis_ != -1 && axis_ != r - 1) return false;
-    for (int64_t i = 0; i < r - 2; ++i) {
-      if (q.shape()[i] != kt.shape()[i] || q.shape()[i] != v.shape()[i]) return false;
+  void plan(DataType qt, const Dims& qs, DataType ktt, const Dims& kts, DataType vt, const Dims& vs, DataType mt,
+            const Dims* ms, DataType st, const Dims* ss, int threads, Variant& out) const {
+    out.fast = false;
+    if (qt != DataType::kFloat || ktt != DataType::kFloat || vt != DataType::kFloat) return;
+    if (ss && (st != DataType::kFloat || shape_numel(*ss) != 1)) return;
+    if (ms && mt != DataType::kFloat) return;
+    const int64_t r = static_cast<int64_t>(qs.size());
+    if (r < 2 || static_cast<int64_t>(kts.size()) != r || static_cast<int64_t>(vs.size()) != r) return;
+    if (axis_ != -1 && axis_ != r - 1) return;
+    for (size_t i = 0; i + 2 < qs.size(); ++i) {
+      if (qs[i] != kts[i] || qs[i] != vs[i]) return;
     }
-    const int64_t S = q.dim(-2), D = q.dim(-1), L = kt.dim(-1);
-    if (kt.dim(-2) != D || v.dim(-2) != L) return false;
-    if (mask) {
-      if (mask->rank() > r) return false;
-      Dims scores(q.shape().begin(), q.shape().end());
-      scores[static_cast<size_t>(r - 1)] = L;
-      Dims out;
-      if (!broadcast_shapes(scores, mask->shape(), &out) || out != scores) return false;
+    const int64_t S = qs[static_cast<size_t>(r - 2)], D = qs[static_cast<size_t>(r - 1)];
+    const int64_t L = kts[static_cast<size_t>(r - 1)], Dv = vs[static_cast<size_t>(r - 1)];
+    if (kts[static_cast<size_t>(r - 2)] != D || vs[static_cast<size_t>(r - 2)] != L || S <= 0 || L <= 0) return;
+    Dims scores(qs.begin(), qs.end());
+    scores[static_cast<size_t>(r - 1)] = L;
+    if (ms) {
+      if (static_cast<int64_t>(ms->size()) > r) return;
+      Dims bshape;
+      if (!broadcast_shapes(scores, *ms, &bshape) || bshape != scores) return;
     }
-    return S > 0 && L > 0;
-  }
-
-  Status fast(ep::KernelContext& ctx, const Tensor& q, const Tensor& kt, const Tensor& v, const Tensor* mask,
-              const Tensor* scale) {
-    const int64_t r = q.rank();
-    const int64_t S = q.dim(-2), D = q.dim(-1), L = kt.dim(-1), Dv = v.dim(-1);
-    Dims out_shape(q.shape().begin(), q.shape().end());
-    out_shape[static_cast<size_t>(r - 1)] = Dv;
-    NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kFloat, out_shape));
-    const int64_t batch = S > 0 && D >= 0 ? q.numel() / std::max<int64_t>(1, S * D) : 0;
-    int64_t nb = 1;
-    for (int64_t i = 0; i < r - 2; ++i) nb *= q.shape()[static_cast<size_t>(i)];
-    (void)batch;
-    // Mask offsets per batch item and its row / column strides.
-    std::vector<int64_t> moff;
-    int64_t mrow = 0, mcol = 0;
-    if (mask) {
-      Dims scores(q.shape().begin(), q.shape().end());
-      scores[static_cast<size_t>(r - 1)] = L;
-      const Dims ms = broadcast_strides(mask->shape(), scores);
-      mrow = ms[static_cast<size_t>(r - 2)];
-      mcol = ms[static_cast<size_t>(r - 1)];
-      moff.assign(static_cast<size_t>(nb), 0);
+    out.fast = true;
+    out.S = S;
+    out.D = D;
+    out.L = L;
+    out.Dv = Dv;
+    out.out_shape = qs;
+    out.out_shape[static_cast<size_t>(r - 1)] = Dv;
+    out.nb = 1;
+    for (int64_t i = 0; i < r - 2; ++i) out.nb *= qs[static_cast<size_t>(i)];
+    // Batch items in parallel when there are enough of them, else each GEMM on the pool.
+    out.workers = out.nb >= threads && threads > 1 ? threads : 1;
+    out.moff.clear();
+    if (ms) {
+      // Mask offsets per batch item, and its row / column strides.
+      const Dims mstr = broadcast_strides(*ms, scores);
+      out.mrow = mstr[static_cast<size_t>(r - 2)];
+      out.mcol = mstr[static_cast<size_t>(r - 1)];
+      out.moff.assign(static_cast<size_t>(out.nb), 0);
       std::vector<int64_t> idx(static_cast<size_t>(std::max<int64_t>(0, r - 2)), 0);
       int64_t off = 0;
-      for (int64_t b = 0; b < nb; ++b) {
-        moff[static_cast<size_t>(b)] = off;
+      for (int64_t b = 0; b < out.nb; ++b) {
+        out.moff[static_cast<size_t>(b)] = off;
         for (int64_t d = r - 2; d-- > 0;) {
           const size_t du = static_cast<size_t>(d);
           ++idx[du];
-          off += ms[du];
+          off += mstr[du];
           if (idx[du] < scores[du]) break;
-          off -= ms[du] * scores[du];
+          off -= mstr[du] * scores[du];
           idx[du] = 0;
         }
       }
     }
+  }
+
+  Status fast(ep::KernelContext& ctx, const Variant& pv, const Tensor& q, const Tensor& kt, const Tensor& v,
+              const Tensor* mask, const Tensor* scale) {
+    const int64_t S = pv.S, D = pv.D, L = pv.L, Dv = pv.Dv, nb = pv.nb;
+    NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kFloat, pv.out_shape));
+    NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, pv));
+    float* scratch = static_cast<float*>(ws);
     const float sc = scale ? scale->data<float>()[0] : 1.f;
     const bool mul = scale_op_ == "Mul", div = scale_op_ == "Div";
     const float* qd = q.data<float>();
     const float* kd = kt.data<float>();
     const float* vd = v.data<float>();
     const float* md = mask ? mask->data<float>() : nullptr;
+    const int64_t* moff = pv.moff.data();
+    const int64_t mrow = pv.mrow, mcol = pv.mcol;
     float* yd = y->data<float>();
-    // Batch items in parallel when there are enough of them, else each GEMM on the pool.
     ep::ThreadPool& pool = ctx.pool();
-    const bool per_item = nb >= pool.num_threads();
-    ep::ThreadPool* gemm_pool = per_item ? nullptr : &pool;
-    auto body = [&](int64_t b0, int64_t b1) {
-      std::vector<float> p(static_cast<size_t>(S * L));
-      for (int64_t b = b0; b < b1; ++b) {
-        gemm_f32(false, false, S, L, D, 1.f, qd + b * S * D, D, kd + b * D * L, L, 0.f, p.data(), L, gemm_pool);
-        for (int64_t s = 0; s < S; ++s) {
-          float* row = p.data() + s * L;
-          if (mul) {
-            for (int64_t j = 0; j < L; ++j) row[j] *= sc;
-          } else if (div) {
-            for (int64_t j = 0; j < L; ++j) row[j] /= sc;
+    ep::ThreadPool* gemm_pool = pv.workers > 1 ? nullptr : &pool;
+    // Worker w takes batch items [w*nb/W, (w+1)*nb/W) with score block w: each item's arithmetic is
+    // the same whatever the split, so results do not depend on the thread count.
+    auto work = [&](int64_t w0, int64_t w1) {
+      for (int64_t w = w0; w < w1; ++w) {
+        float* p = scratch + w * S * L;
+        const int64_t b0 = w * nb / pv.workers, b1 = (w + 1) * nb / pv.workers;
+        for (int64_t b = b0; b < b1; ++b) {
+          gemm_f32(false, false, S, L, D, 1.f, qd + b * S * D, D, kd + b * D * L, L, 0.f, p, L, gemm_pool);
+          for (int64_t s = 0; s < S; ++s) {
+            float* row = p + s * L;
+            if (mul) {
+              for (int64_t j = 0; j < L; ++j) row[j] *= sc;
+            } else if (div) {
+              for (int64_t j = 0; j < L; ++j) row[j] /= sc;
+            }
+            if (md) {
+              const float* mr = md + moff[b] + s * mrow;
+              for (int64_t j = 0; j < L; ++j) row[j] += mr[j * mcol];
+            }
+            float mx = -std::numeric_limits<float>::infinity();
+            for (int64_t j = 0; j < L; ++j) mx = std::max(mx, row[j]);
+            double sum = 0;
+            for (int64_t j = 0; j < L; ++j) {
+              row[j] = std::exp(row[j] - mx);
+              sum += row[j];
+            }
+            const float inv = static_cast<float>(1.0 / sum);
+            for (int64_t j = 0; j < L; ++j) row[j] *= inv;
           }
-          if (md) {
-            const float* mr = md + moff[static_cast<size_t>(b)] + s * mrow;
-            for (int64_t j = 0; j < L; ++j) row[j] += mr[j * mcol];
-          }
-          float mx = -std::numeric_limits<float>::infinity();
-          for (int64_t j = 0; j < L; ++j) mx = std::max(mx, row[j]);
-          double sum = 0;
-          for (int64_t j = 0; j < L; ++j) {
-            row[j] = std::exp(row[j] - mx);
-            sum += row[j];
-          }
-          const float inv = static_cast<float>(1.0 / sum);
-          for (int64_t j = 0; j < L; ++j) row[j] *= inv;
+          gemm_f32(false, false, S, Dv, L, 1.f, p, L, vd + b * L * Dv, Dv, 0.f, yd + b * S * Dv, Dv, gemm_pool);
         }
-        gemm_f32(false, false, S, Dv, L, 1.f, p.data(), L, vd + b * L * Dv, Dv, 0.f, yd + b * S * Dv, Dv,
-                      gemm_pool);
       }
     };
-    if (per_item) pool.parallel_for(nb, 1, body);
-    else body(0, nb);
+    if (pv.workers > 1) {
+      pool.parallel_for(pv.workers, 1, work);
+    } else {
+      work(0, 1);
+    }
     return Status::Ok();
   }
 

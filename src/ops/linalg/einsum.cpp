@@ -160,7 +160,7 @@ struct Plan {
   std::vector<int64_t> size_of;
 };
 
-Result<Plan> make_plan(const std::string& eq0, const std::vector<const Tensor*>& ins) {
+Result<Plan> make_plan(const std::string& eq0, const std::vector<const Dims*>& ins) {
   std::string eq;
   for (char c : eq0)
     if (c != ' ') eq.push_back(c);
@@ -185,9 +185,9 @@ Result<Plan> make_plan(const std::string& eq0, const std::vector<const Tensor*>&
   for (size_t i = 0; i < terms.size(); ++i) {
     NXRT_ASSIGN_OR_RETURN(Term t, parse_term(terms[i]));
     const int64_t nl = static_cast<int64_t>(t.letters_before.size() + t.letters_after.size());
-    const int64_t rank = ins[i]->rank();
+    const int64_t rank = static_cast<int64_t>(ins[i]->size());
     if ((!t.ellipsis && nl != rank) || (t.ellipsis && nl > rank)) {
-      return invalid_argument("einsum term '" + terms[i] + "' does not match input " + ins[i]->describe());
+      return invalid_argument("einsum term '" + terms[i] + "' does not match input of shape " + shape_to_string(*ins[i]));
     }
     if (t.ellipsis) ell_rank = std::max<int>(ell_rank, static_cast<int>(rank - nl));
     if (ell_rank > 64) return invalid_argument("einsum ellipsis covers too many dimensions");
@@ -198,13 +198,13 @@ Result<Plan> make_plan(const std::string& eq0, const std::vector<const Tensor*>&
     const Term& t = parsed[i];
     std::vector<int> labels = t.letters_before;
     if (t.ellipsis) {
-      const int e = static_cast<int>(ins[i]->rank() - t.letters_before.size() - t.letters_after.size());
+      const int e = static_cast<int>(ins[i]->size() - t.letters_before.size() - t.letters_after.size());
       for (int j = 0; j < e; ++j) labels.push_back(kEllipsisBase + ell_rank - e + j);
     }
     labels.insert(labels.end(), t.letters_after.begin(), t.letters_after.end());
     for (size_t a = 0; a < labels.size(); ++a) {
       const int l = labels[a];
-      const int64_t d = ins[i]->shape()[a];
+      const int64_t d = (*ins[i])[a];
       ++count[l];
       if (p.size_of[l] < 0 || p.size_of[l] == 1) {
         p.size_of[l] = d;
@@ -278,53 +278,89 @@ Status einsum_typed(ep::KernelContext& ctx, const Plan& plan, const std::vector<
   return Status::Ok();
 }
 
-Status einsum_compute(ep::KernelContext& ctx) {
-  const auto& info = ctx.info();
-  const std::string eq = info.attr_string("equation");
-  std::vector<const Tensor*> ins;
-  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
-    if (!ctx.has_input(i)) return ctx.error("missing input " + std::to_string(i));
-    ins.push_back(&ctx.input(i));
+// The einsum plan (labels per operand, output labels, label sizes) is shape-dependent state: built
+// once per set of input shapes by specialize and kept in the kernel cache.
+struct EinsumVariant final : ep::KernelVariant {
+  Plan plan;
+};
+
+class EinsumKernel final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    equation_ = info.attr_string("equation");
+    return Status::Ok();
   }
-  if (ins.empty()) return ctx.error("Einsum needs at least one input");
-  for (const Tensor* t : ins) {
-    if (t->dtype() != ins[0]->dtype()) return ctx.error("Einsum inputs differ in dtype", StatusCode::kInvalidArgument);
-  }
-  auto pr = make_plan(eq, ins);
-  if (!pr.ok()) return ctx.error(pr.status().message(), StatusCode::kInvalidArgument);
-  const Plan& plan = pr.value();
-  Dims out_shape;
-  for (int l : plan.out_labels) out_shape.push_back(plan.size_of[l] < 0 ? 1 : plan.size_of[l]);
-  const DataType dt = ins[0]->dtype();
-  NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, dt, out_shape));
-  if (dt == DataType::kFloat16 || dt == DataType::kBFloat16) {
-    std::vector<Tensor> fins;
-    for (const Tensor* t : ins) {
-      Tensor f(DataType::kFloat, t->shape());
-      NXRT_RETURN_IF_ERROR(load_floats(dt, t->raw_data(), t->numel(), f.data<float>()));
-      fins.push_back(f);
+
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    std::vector<const Dims*> shapes;
+    for (size_t i = 0; i < sc.num_inputs(); ++i) {
+      if (!sc.has_input(i)) return std::unique_ptr<ep::KernelVariant>();  // compute names the problem
+      shapes.push_back(&sc.shape(i));
     }
-    Tensor fy(DataType::kFloat, out_shape);
-    NXRT_RETURN_IF_ERROR(einsum_typed<float>(ctx, plan, fins, &fy));
-    return store_floats(fy.data<float>(), fy.numel(), dt, y->raw_data());
+    auto plan = make_plan(equation_, shapes);
+    if (!plan.ok()) return std::unique_ptr<ep::KernelVariant>();  // compute reports it with the inputs
+    auto v = std::make_unique<EinsumVariant>();
+    v->plan = std::move(plan).value();
+    return std::unique_ptr<ep::KernelVariant>(std::move(v));
   }
-  std::vector<Tensor> tins;
-  for (const Tensor* t : ins) tins.push_back(*t);
-  return dispatch_numeric(
-      dt,
-      [&](auto tag) -> Status {
-        using T = decltype(tag);
-        if constexpr (is_reduced_float_v<T>) {
-          return Status::Ok();
-        } else {
-          return einsum_typed<T>(ctx, plan, tins, y);
-        }
-      },
-      [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(dt), StatusCode::kNotImplemented); });
-}
+
+  Status compute(ep::KernelContext& ctx) override {
+    std::vector<const Tensor*> ins;
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      if (!ctx.has_input(i)) return ctx.error("missing input " + std::to_string(i));
+      ins.push_back(&ctx.input(i));
+    }
+    if (ins.empty()) return ctx.error("Einsum needs at least one input");
+    for (const Tensor* t : ins) {
+      if (t->dtype() != ins[0]->dtype()) return ctx.error("Einsum inputs differ in dtype", StatusCode::kInvalidArgument);
+    }
+    // The cached plan; contexts without a kernel cache (constant folding) plan per call.
+    Plan local;
+    const auto* cached = dynamic_cast<const EinsumVariant*>(ctx.variant());
+    if (!cached) {
+      std::vector<const Dims*> shapes;
+      for (const Tensor* t : ins) shapes.push_back(&t->shape());
+      auto pr = make_plan(equation_, shapes);
+      if (!pr.ok()) return ctx.error(pr.status().message(), StatusCode::kInvalidArgument);
+      local = std::move(pr).value();
+    }
+    const Plan& plan = cached ? cached->plan : local;
+    Dims out_shape;
+    for (int l : plan.out_labels) out_shape.push_back(plan.size_of[l] < 0 ? 1 : plan.size_of[l]);
+    const DataType dt = ins[0]->dtype();
+    NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, dt, out_shape));
+    if (dt == DataType::kFloat16 || dt == DataType::kBFloat16) {
+      std::vector<Tensor> fins;
+      for (const Tensor* t : ins) {
+        Tensor f(DataType::kFloat, t->shape());
+        NXRT_RETURN_IF_ERROR(load_floats(dt, t->raw_data(), t->numel(), f.data<float>()));
+        fins.push_back(f);
+      }
+      Tensor fy(DataType::kFloat, out_shape);
+      NXRT_RETURN_IF_ERROR(einsum_typed<float>(ctx, plan, fins, &fy));
+      return store_floats(fy.data<float>(), fy.numel(), dt, y->raw_data());
+    }
+    std::vector<Tensor> tins;
+    for (const Tensor* t : ins) tins.push_back(*t);
+    return dispatch_numeric(
+        dt,
+        [&](auto tag) -> Status {
+          using T = decltype(tag);
+          if constexpr (is_reduced_float_v<T>) {
+            return Status::Ok();
+          } else {
+            return einsum_typed<T>(ctx, plan, tins, y);
+          }
+        },
+        [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(dt), StatusCode::kNotImplemented); });
+  }
+
+ private:
+  std::string equation_;
+};
 
 }  // namespace
 
-void register_einsum_ops(ep::KernelRegistry& r) { r.add_fn("Einsum", &einsum_compute); }
+void register_einsum_ops(ep::KernelRegistry& r) { r.add_class<EinsumKernel>("", "Einsum"); }
 
 }  // namespace nxrt::ops

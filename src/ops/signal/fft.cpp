@@ -1,6 +1,7 @@
 // FFT plans: see signal/fft.h.
 #include "ops/signal/fft.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace nxrt::ops::fft {
@@ -67,7 +68,15 @@ Plan::Plan(int64_t n) : n_(n) {
   }
 }
 
-void Plan::transform(cd* data, bool inverse, std::vector<cd>& scratch) const {
+size_t Plan::scratch_size() const {
+  switch (kind_) {
+    case Kind::kDirect: return static_cast<size_t>(n_);
+    case Kind::kBluestein: return static_cast<size_t>(sub_->size());
+    default: return 0;
+  }
+}
+
+void Plan::transform(cd* data, bool inverse, cd* scratch) const {
   switch (kind_) {
     case Kind::kTrivial: return;
     case Kind::kRadix2: radix2(data, inverse); return;
@@ -99,9 +108,9 @@ void Plan::radix2(cd* a, bool inverse) const {
   }
 }
 
-void Plan::direct(cd* a, bool inverse, std::vector<cd>& scratch) const {
+void Plan::direct(cd* a, bool inverse, cd* scratch) const {
   const int64_t n = n_;
-  scratch.assign(a, a + n);
+  std::copy(a, a + n, scratch);
   for (int64_t k = 0; k < n; ++k) {
     double re = 0, im = 0;
     int64_t idx = 0;  // (j*k) mod n
@@ -118,15 +127,15 @@ void Plan::direct(cd* a, bool inverse, std::vector<cd>& scratch) const {
   }
 }
 
-void Plan::bluestein(cd* a, bool inverse, std::vector<cd>& scratch) const {
+void Plan::bluestein(cd* a, bool inverse, cd* scratch) const {
   const int64_t n = n_;
   const int64_t m = sub_->size();
-  scratch.assign(static_cast<size_t>(m), cd(0, 0));
+  std::fill(scratch, scratch + m, cd(0, 0));
   // Inverse via conjugation: IDFT(x) = conj(DFT(conj(x))).
   for (int64_t k = 0; k < n; ++k) scratch[k] = mul(inverse ? std::conj(a[k]) : a[k], chirp_[k]);
-  sub_->radix2(scratch.data(), false);
+  sub_->radix2(scratch, false);
   for (int64_t k = 0; k < m; ++k) scratch[k] = mul(scratch[k], chirp_fft_[k]);
-  sub_->radix2(scratch.data(), true);
+  sub_->radix2(scratch, true);
   const double scale = 1.0 / static_cast<double>(m);
   for (int64_t k = 0; k < n; ++k) {
     cd y = mul(scratch[k], chirp_[k]) * scale;
@@ -144,21 +153,26 @@ RealPlan::RealPlan(int64_t n) : n_(n), packed_(n >= 4 && n % 2 == 0) {
   }
 }
 
-void RealPlan::forward(const double* x, cd* out, std::vector<cd>& scratch, std::vector<cd>& scratch2) const {
+size_t RealPlan::scratch_size() const {
+  return static_cast<size_t>(packed_ ? n_ / 2 : n_) + plan_->scratch_size();
+}
+
+void RealPlan::forward(const double* x, cd* out, cd* scratch) const {
   const int64_t n = n_;
+  // scratch: the transformed signal, then the plan's own scratch.
+  cd* scratch2 = scratch;
+  cd* plan_scratch = scratch + (packed_ ? n / 2 : n);
   if (!packed_) {
-    scratch2.resize(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) scratch2[j] = cd(x[j], 0.0);
-    plan_->transform(scratch2.data(), false, scratch);
+    plan_->transform(scratch2, false, plan_scratch);
     for (int64_t k = 0; k <= n / 2; ++k) out[k] = scratch2[k];
     return;
   }
   // z[j] = x[2j] + i x[2j+1]; Z = DFT_{h}(z); with E = DFT of evens, O = DFT of odds:
   // E[k] = (Z[k] + conj(Z[h-k]))/2, O[k] = (Z[k] - conj(Z[h-k]))/(2i), X[k] = E[k] + w^k O[k].
   const int64_t h = n / 2;
-  scratch2.resize(static_cast<size_t>(h));
   for (int64_t j = 0; j < h; ++j) scratch2[j] = cd(x[2 * j], x[2 * j + 1]);
-  plan_->transform(scratch2.data(), false, scratch);
+  plan_->transform(scratch2, false, plan_scratch);
   for (int64_t k = 0; k <= h; ++k) {
     const cd zk = scratch2[k == h ? 0 : k];
     const cd zc = std::conj(scratch2[k == 0 ? 0 : h - k]);

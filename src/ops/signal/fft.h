@@ -20,13 +20,19 @@ class Plan {
   explicit Plan(int64_t n);
   int64_t size() const { return n_; }
   // In place: data[k] = sum_j data[j] * exp(-+2 pi i jk/n) (sign - forward, + inverse; never scaled).
-  void transform(cd* data, bool inverse, std::vector<cd>& scratch) const;
+  // `scratch` holds scratch_size() values (a caller's workspace: no allocation here).
+  void transform(cd* data, bool inverse, cd* scratch) const;
+  void transform(cd* data, bool inverse, std::vector<cd>& scratch) const {
+    scratch.resize(scratch_size());
+    transform(data, inverse, scratch.data());
+  }
+  size_t scratch_size() const;
 
  private:
   enum class Kind { kTrivial, kRadix2, kDirect, kBluestein };
   void radix2(cd* a, bool inverse) const;
-  void direct(cd* a, bool inverse, std::vector<cd>& scratch) const;
-  void bluestein(cd* a, bool inverse, std::vector<cd>& scratch) const;
+  void direct(cd* a, bool inverse, cd* scratch) const;
+  void bluestein(cd* a, bool inverse, cd* scratch) const;
 
   int64_t n_ = 0;
   Kind kind_ = Kind::kTrivial;
@@ -43,7 +49,13 @@ class RealPlan {
  public:
   explicit RealPlan(int64_t n);
   int64_t size() const { return n_; }
-  void forward(const double* x, cd* out, std::vector<cd>& scratch, std::vector<cd>& scratch2) const;
+  // `scratch` holds scratch_size() values.
+  void forward(const double* x, cd* out, cd* scratch) const;
+  void forward(const double* x, cd* out, std::vector<cd>& scratch, std::vector<cd>& /*unused*/) const {
+    scratch.resize(scratch_size());
+    forward(x, out, scratch.data());
+  }
+  size_t scratch_size() const;
 
  private:
   int64_t n_;

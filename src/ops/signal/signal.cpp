@@ -3,8 +3,10 @@
 // output type.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
+#include "ep/thread_pool.h"
 #include "ops/common.h"
 #include "ops/signal/fft.h"
 
@@ -14,6 +16,7 @@ namespace {
 using fft::cd;
 
 constexpr int64_t kMaxDftLength = int64_t{1} << 30;
+
 
 // A scalar (or one-element) integer input.
 Result<int64_t> scalar_int(ep::KernelContext& ctx, size_t i, const char* what) {
@@ -49,33 +52,107 @@ struct DftJob {
   int64_t cout = 2;
   bool inverse = false;
   bool onesided = false;
+  int64_t axis = 0;     // the signal axis
 };
+
+// The per-shape state of DFT and STFT (their kernel-cache variant): the FFT plans of one transform
+// length and the work split. Lines (DFT) or frames (STFT) are cut into `chunks` fixed ranges, each
+// with its own slice of the workspace the variant declares (the line buffer, the real input, the
+// plans' scratch), so compute allocates nothing. Built from the input shapes and constant inputs;
+// when the length arrives at run time (a dft_length computed by the graph) compute builds one per
+// call.
+class FftVariant final : public ep::KernelVariant {
+ public:
+  FftVariant(int64_t n, bool complex_plan, bool real_plan, int64_t items, int64_t grain) : n_(n) {
+    if (complex_plan) plan_ = std::make_unique<fft::Plan>(n);
+    if (real_plan) rplan_ = std::make_unique<fft::RealPlan>(n);
+    constexpr int64_t kMaxChunks = 32;  // enough for the pool; each chunk owns a workspace slice
+    chunks_ = std::max<int64_t>(1, std::min<int64_t>(kMaxChunks, items / std::max<int64_t>(1, grain)));
+    items_ = items;
+    const size_t scratch = std::max(plan_ ? plan_->scratch_size() : 0, rplan_ ? rplan_->scratch_size() : 0);
+    chunk_bytes_ = round_up((static_cast<size_t>(n) + scratch) * sizeof(cd) + static_cast<size_t>(n) * sizeof(double));
+  }
+  size_t workspace_bytes() const override { return static_cast<size_t>(chunks_) * chunk_bytes_; }
+  // Whether it was built for this job (the length and plans a run needs).
+  bool serves(int64_t n, bool complex_plan, bool real_plan, int64_t items) const {
+    return n == n_ && items == items_ && (!complex_plan || plan_) && (!real_plan || rplan_);
+  }
+  const fft::Plan& plan() const { return *plan_; }
+  const fft::RealPlan* real_plan() const { return rplan_.get(); }
+  int64_t chunks() const { return chunks_; }
+  int64_t chunk_begin(int64_t c) const { return c * items_ / chunks_; }
+  struct Scratch {
+    cd* line;     // n values
+    cd* plan;     // the plans' scratch
+    double* real; // n values
+  };
+  // fn(scratch, begin, end) for every chunk, chunks spread over the pool.
+  template <typename Fn>
+  void for_each_chunk(ep::ThreadPool& pool, void* ws, Fn fn) const {
+    pool.parallel_for(chunks_, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) fn(scratch(ws, c), chunk_begin(c), chunk_begin(c + 1));
+    });
+  }
+  Scratch scratch(void* ws, int64_t c) const {
+    char* base = static_cast<char*>(ws) + static_cast<size_t>(c) * chunk_bytes_;
+    const size_t scratch = std::max(plan_ ? plan_->scratch_size() : 0, rplan_ ? rplan_->scratch_size() : 0);
+    cd* line = reinterpret_cast<cd*>(base);
+    return {line, line + n_, reinterpret_cast<double*>(line + n_ + static_cast<int64_t>(scratch))};
+  }
+
+ private:
+  static size_t round_up(size_t b) { return (b + 63) / 64 * 64; }
+  int64_t n_ = 0, items_ = 0, chunks_ = 1;
+  size_t chunk_bytes_ = 0;
+  std::unique_ptr<fft::Plan> plan_;
+  std::unique_ptr<fft::RealPlan> rplan_;
+};
+
+// The cache's variant when it was built for this job, else one made now into `local` (a length known
+// only at run time, or a context without a kernel cache).
+template <typename Make>
+const FftVariant& cached_or_local(const ep::KernelContext& ctx, std::unique_ptr<FftVariant>& local, int64_t n,
+                                  bool complex_plan, bool real_plan, int64_t items, Make make) {
+  const auto* cached = dynamic_cast<const FftVariant*>(ctx.variant());
+  if (cached && cached->serves(n, complex_plan, real_plan, items)) return *cached;
+  local.reset(make());
+  return *local;
+}
+
+// The value of constant scalar input i (int32/int64), when it is a constant.
+std::optional<int64_t> const_scalar(const ep::KernelInfo& info, size_t i) {
+  const Tensor* t = info.const_input(i);
+  if (!t || t->numel() != 1) return std::nullopt;
+  if (t->dtype() == DataType::kInt64) return t->data<int64_t>()[0];
+  if (t->dtype() == DataType::kInt32) return t->data<int32_t>()[0];
+  return std::nullopt;
+}
 
 // Transforms lines [begin, end) of a [outer, in_len, inner, cin] input into [outer, out_len, inner, cout].
 template <typename T>
-void dft_lines(const T* in, T* out, const DftJob& j, const fft::Plan& plan, const fft::RealPlan* rplan, int64_t begin,
+void dft_lines(const T* in, T* out, const DftJob& j, const FftVariant& v, FftVariant::Scratch sc, int64_t begin,
                int64_t end) {
   const int64_t n = j.n;
-  std::vector<cd> buf(static_cast<size_t>(n)), s1, s2;
-  std::vector<double> rbuf;
+  cd* buf = sc.line;
   const int64_t in_step = j.inner * j.cin;
   const int64_t out_step = j.inner * j.cout;
   const bool irfft = j.inverse && j.onesided;
+  const fft::RealPlan* rplan = v.real_plan();
   const bool real_fwd = !j.inverse && j.cin == 1 && rplan != nullptr;
   const int64_t copy = std::min(j.in_len, irfft ? n / 2 + 1 : n);
-  if (real_fwd) rbuf.assign(static_cast<size_t>(n), 0.0);
+  if (real_fwd) std::fill(sc.real, sc.real + n, 0.0);
   for (int64_t line = begin; line < end; ++line) {
     const int64_t o = line / j.inner, i = line % j.inner;
     const T* src = in + (o * j.in_len * j.inner + i) * j.cin;
     T* dst = out + (o * j.out_len * j.inner + i) * j.cout;
     if (real_fwd) {
-      for (int64_t k = 0; k < copy; ++k) rbuf[k] = to_compute<double>(src[k * in_step]);
-      rplan->forward(rbuf.data(), buf.data(), s1, s2);
+      for (int64_t k = 0; k < copy; ++k) sc.real[k] = to_compute<double>(src[k * in_step]);
+      rplan->forward(sc.real, buf, sc.plan);
       if (!j.onesided) {
         for (int64_t k = n / 2 + 1; k < n; ++k) buf[k] = std::conj(buf[n - k]);
       }
     } else {
-      std::fill(buf.begin(), buf.end(), cd(0, 0));
+      std::fill(buf, buf + n, cd(0, 0));
       if (j.cin == 2) {
         for (int64_t k = 0; k < copy; ++k) buf[k] = cd(to_compute<double>(src[k * in_step]), to_compute<double>(src[k * in_step + 1]));
       } else {
@@ -86,7 +163,7 @@ void dft_lines(const T* in, T* out, const DftJob& j, const fft::Plan& plan, cons
         // imaginary parts of bins 0 and n/2 as numpy's irfft does.
         for (int64_t k = n / 2 + 1; k < n; ++k) buf[k] = (n - k) < copy ? std::conj(buf[n - k]) : cd(0, 0);
       }
-      plan.transform(buf.data(), j.inverse, s1);
+      v.plan().transform(buf, j.inverse, sc.plan);
     }
     const double scale = j.inverse ? 1.0 / static_cast<double>(n) : 1.0;
     if (j.cout == 1) {
@@ -100,157 +177,234 @@ void dft_lines(const T* in, T* out, const DftJob& j, const fft::Plan& plan, cons
   }
 }
 
-Status dft_compute(ep::KernelContext& ctx) {
-  const auto& info = ctx.info();
-  const Tensor& x = ctx.input(0);
-  const int64_t r = x.rank();
-  if (r < 2) return ctx.error("input must have rank >= 2 (signal dims + a complex dim), got " + x.describe(), StatusCode::kInvalidArgument);
-  const int64_t cin = x.dim(-1);
-  if (cin != 1 && cin != 2) {
-    return ctx.error("the last input dim must be 1 (real) or 2 (complex), got " + x.describe(), StatusCode::kInvalidArgument);
-  }
-  int64_t axis = 1;
-  if (info.opset() >= 20) {
-    axis = -2;
-    if (ctx.has_input(2)) {
-      NXRT_ASSIGN_OR_RETURN(axis, scalar_int(ctx, 2, "axis"));
-    }
-  } else {
-    axis = info.attr_int("axis", 1);
-  }
+// The DFT geometry of an input shape: axis, lengths, line counts. `axis_value`/`length_value` are the
+// axis and dft_length inputs when given (else the defaults). Errors name the input.
+Result<DftJob> dft_job(const ep::KernelInfo& info, const Dims& x, std::optional<int64_t> axis_value,
+                       std::optional<int64_t> length_value, int64_t* lines) {
+  const int64_t r = static_cast<int64_t>(x.size());
+  if (r < 2) return invalid_argument("input must have rank >= 2 (signal dims + a complex dim), got " + shape_to_string(x));
+  const int64_t cin = x[r - 1];
+  if (cin != 1 && cin != 2) return invalid_argument("the last input dim must be 1 (real) or 2 (complex), got " + shape_to_string(x));
+  int64_t axis = info.opset() >= 20 ? axis_value.value_or(-2) : info.attr_int("axis", 1);
   const int64_t axis_in = axis;
   if (!normalize_axis(&axis, r) || axis == r - 1) {
-    return ctx.error("axis " + std::to_string(axis_in) + " is out of range for input " + x.describe() +
-                         " (accepted: [-r, -2] or [0, r-2]; the last dim holds the complex parts)",
-                     StatusCode::kInvalidArgument);
+    return invalid_argument("axis " + std::to_string(axis_in) + " is out of range for input " + shape_to_string(x) +
+                            " (accepted: [-r, -2] or [0, r-2]; the last dim holds the complex parts)");
   }
   DftJob j;
   j.inverse = info.attr_int("inverse", 0) != 0;
   j.onesided = info.attr_int("onesided", 0) != 0;
   j.cin = cin;
-  j.in_len = x.dim(axis);
+  j.in_len = x[axis];
+  j.axis = axis;
   const bool irfft = j.inverse && j.onesided;
-  if (ctx.has_input(1)) {
-    NXRT_ASSIGN_OR_RETURN(j.n, scalar_int(ctx, 1, "dft_length"));
-    if (j.n <= 0) return ctx.error("dft_length must be positive, got " + std::to_string(j.n), StatusCode::kInvalidArgument);
+  if (length_value) {
+    j.n = *length_value;
+    if (j.n <= 0) return invalid_argument("dft_length must be positive, got " + std::to_string(j.n));
   } else {
     j.n = irfft ? 2 * (j.in_len - 1) : j.in_len;
     if (j.n <= 0) {
-      return ctx.error("the signal axis of " + x.describe() + " gives a transform length of " + std::to_string(j.n),
-                       StatusCode::kInvalidArgument);
+      return invalid_argument("the signal axis of " + shape_to_string(x) + " gives a transform length of " +
+                              std::to_string(j.n));
     }
   }
-  if (j.n > kMaxDftLength) return ctx.error("dft_length " + std::to_string(j.n) + " is too large", StatusCode::kInvalidArgument);
+  if (j.n > kMaxDftLength) return invalid_argument("dft_length " + std::to_string(j.n) + " is too large");
   j.out_len = irfft ? j.n : (j.onesided ? j.n / 2 + 1 : j.n);
   j.cout = irfft ? 1 : 2;
   int64_t outer = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= x.dim(d);
-  for (int64_t d = axis + 1; d < r - 1; ++d) j.inner *= x.dim(d);
-  Dims out_shape = x.shape();
-  out_shape[axis] = j.out_len;
-  out_shape[r - 1] = j.cout;
-  NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), out_shape));
-  const int64_t lines = outer * j.inner;
-  if (lines == 0) return Status::Ok();
-
-  fft::Plan plan(j.n);
-  std::unique_ptr<fft::RealPlan> rplan;
-  if (!j.inverse && cin == 1) rplan = std::make_unique<fft::RealPlan>(j.n);
-  return dispatch_float(
-      x.dtype(),
-      [&](auto tag) {
-        using T = decltype(tag);
-        const T* in = x.data<T>();
-        T* out = y->data<T>();
-        const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, j.n));
-        ctx.pool().parallel_for(lines, grain, [&](int64_t b, int64_t e) { dft_lines<T>(in, out, j, plan, rplan.get(), b, e); });
-        return Status::Ok();
-      },
-      [&] { return ctx.error("input must be float16, bfloat16, float or double, got " + x.describe(), StatusCode::kInvalidArgument); });
+  for (int64_t d = 0; d < axis; ++d) outer *= x[d];
+  for (int64_t d = axis + 1; d < r - 1; ++d) j.inner *= x[d];
+  *lines = outer * j.inner;
+  return j;
 }
+
+int64_t dft_grain(int64_t n) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n)); }
+
+class DftKernel final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo&) { return Status::Ok(); }
+
+  // Plans for the transform length when the shapes and constant inputs decide it.
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    const ep::KernelInfo& info = sc.info();
+    std::optional<int64_t> axis, length;
+    if (info.opset() >= 20 && sc.has_input(2)) {
+      if (!(axis = const_scalar(info, 2))) return std::unique_ptr<ep::KernelVariant>();
+    }
+    if (sc.has_input(1)) {
+      if (!(length = const_scalar(info, 1))) return std::unique_ptr<ep::KernelVariant>();
+    }
+    int64_t lines = 0;
+    auto j = dft_job(info, sc.shape(0), axis, length, &lines);
+    if (!j.ok()) return std::unique_ptr<ep::KernelVariant>();  // compute reports it with the inputs
+    return std::unique_ptr<ep::KernelVariant>(make(j.value(), lines));
+  }
+
+  Status compute(ep::KernelContext& ctx) override {
+    const auto& info = ctx.info();
+    const Tensor& x = ctx.input(0);
+    std::optional<int64_t> axis, length;
+    if (info.opset() >= 20 && ctx.has_input(2)) {
+      NXRT_ASSIGN_OR_RETURN(int64_t a, scalar_int(ctx, 2, "axis"));
+      axis = a;
+    }
+    if (ctx.has_input(1)) {
+      NXRT_ASSIGN_OR_RETURN(int64_t n, scalar_int(ctx, 1, "dft_length"));
+      length = n;
+    }
+    int64_t lines = 0;
+    auto jr = dft_job(info, x.shape(), axis, length, &lines);
+    if (!jr.ok()) return ctx.error(jr.status().message(), StatusCode::kInvalidArgument);
+    const DftJob& j = jr.value();
+    Dims out_shape = x.shape();
+    out_shape[j.axis] = j.out_len;
+    out_shape[x.rank() - 1] = j.cout;
+    NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), out_shape));
+    if (lines == 0) return Status::Ok();
+    std::unique_ptr<FftVariant> local;
+    const FftVariant& v = cached_or_local(ctx, local, j.n, true, real_forward(j), lines, [&] { return make(j, lines); });
+    NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, v));
+    return dispatch_float(
+        x.dtype(),
+        [&](auto tag) {
+          using T = decltype(tag);
+          const T* in = x.data<T>();
+          T* out = y->data<T>();
+          v.for_each_chunk(ctx.pool(), ws, [&](FftVariant::Scratch sc, int64_t b, int64_t e) { dft_lines<T>(in, out, j, v, sc, b, e); });
+          return Status::Ok();
+        },
+        [&] { return ctx.error("input must be float16, bfloat16, float or double, got " + x.describe(), StatusCode::kInvalidArgument); });
+  }
+
+ private:
+  static bool real_forward(const DftJob& j) { return !j.inverse && j.cin == 1; }
+  static FftVariant* make(const DftJob& j, int64_t lines) {
+    return new FftVariant(j.n, true, real_forward(j), lines, dft_grain(j.n));
+  }
+};
 
 // ---------------------------------------------------------------------------------------------
 // STFT
 
-Status stft_compute(ep::KernelContext& ctx) {
-  const auto& info = ctx.info();
-  const Tensor& x = ctx.input(0);
-  if (x.rank() != 3 || (x.dim(2) != 1 && x.dim(2) != 2)) {
-    return ctx.error("signal must be [batch, length, 1 or 2], got " + x.describe(), StatusCode::kInvalidArgument);
+struct StftJob {
+  int64_t batch = 0, len = 0, cin = 1, step = 0, fl = 0, frames = 0, bins = 0;
+  int64_t wlen = 0;  // window samples used (the window may be shorter or longer than a frame)
+  bool onesided = true;
+};
+
+// The STFT geometry: frame_length from its input, else the window's length, else the signal's.
+Result<StftJob> stft_job(const ep::KernelInfo& info, const Dims& x, int64_t step, const Dims* window,
+                         std::optional<int64_t> frame_length) {
+  if (x.size() != 3 || (x[2] != 1 && x[2] != 2)) {
+    return invalid_argument("signal must be [batch, length, 1 or 2], got " + shape_to_string(x));
   }
-  const int64_t batch = x.dim(0), len = x.dim(1), cin = x.dim(2);
-  NXRT_ASSIGN_OR_RETURN(int64_t step, scalar_int(ctx, 1, "frame_step"));
-  if (step <= 0) return ctx.error("frame_step must be positive, got " + std::to_string(step), StatusCode::kInvalidArgument);
-  std::vector<double> window;
-  bool has_window = ctx.has_input(2);
-  if (has_window) {
-    const Tensor& w = ctx.input(2);
-    if (w.rank() != 1) return ctx.error("window must be 1-D, got " + w.describe(), StatusCode::kInvalidArgument);
-    if (w.dtype() != x.dtype()) {
-      return ctx.error("window dtype must match the signal: " + w.describe() + " vs " + x.describe(), StatusCode::kInvalidArgument);
-    }
-    auto wv = read_double_values(w);
-    if (!wv.ok()) return ctx.error(wv.status().message(), StatusCode::kInvalidArgument);
-    window = std::move(wv.value());
+  StftJob j;
+  j.batch = x[0], j.len = x[1], j.cin = x[2], j.step = step;
+  if (step <= 0) return invalid_argument("frame_step must be positive, got " + std::to_string(step));
+  if (window && window->size() != 1) return invalid_argument("window must be 1-D, got " + shape_to_string(*window));
+  j.fl = frame_length ? *frame_length : window ? (*window)[0] : j.len;
+  if (j.fl <= 0 || j.fl > kMaxDftLength) {
+    return invalid_argument("frame_length must be in [1, 2^30], got " + std::to_string(j.fl));
   }
-  int64_t fl = 0;
-  if (ctx.has_input(3)) {
-    NXRT_ASSIGN_OR_RETURN(fl, scalar_int(ctx, 3, "frame_length"));
-  } else {
-    fl = has_window ? static_cast<int64_t>(window.size()) : len;
+  if (j.len < j.fl) {
+    return invalid_argument("signal length " + std::to_string(j.len) + " is shorter than frame_length " +
+                            std::to_string(j.fl));
   }
-  if (fl <= 0 || fl > kMaxDftLength) {
-    return ctx.error("frame_length must be in [1, 2^30], got " + std::to_string(fl), StatusCode::kInvalidArgument);
-  }
-  if (!has_window) window.assign(static_cast<size_t>(fl), 1.0);
-  if (len < fl) {
-    return ctx.error("signal length " + std::to_string(len) + " is shorter than frame_length " + std::to_string(fl),
-                     StatusCode::kInvalidArgument);
-  }
-  const int64_t frames = 1 + (len - fl) / step;
-  const bool onesided = info.attr_int("onesided", 1) != 0;
-  const int64_t bins = onesided ? fl / 2 + 1 : fl;
-  NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), {batch, frames, bins, 2}));
-  const int64_t wlen = std::min<int64_t>(static_cast<int64_t>(window.size()), fl);
-  fft::Plan plan(fl);
-  fft::RealPlan rplan(fl);
-  return dispatch_float(
-      x.dtype(),
-      [&](auto tag) {
-        using T = decltype(tag);
-        const T* in = x.data<T>();
-        T* out = y->data<T>();
-        ctx.pool().parallel_for(batch * frames, std::max<int64_t>(1, 16384 / fl), [&](int64_t b0, int64_t e0) {
-          std::vector<cd> buf(static_cast<size_t>(fl)), s1, s2;
-          std::vector<double> rbuf(static_cast<size_t>(fl), 0.0);
-          for (int64_t t = b0; t < e0; ++t) {
-            const int64_t b = t / frames, f = t % frames;
-            const int64_t begin = f * step;
-            const int64_t avail = std::min(wlen, len - begin);  // samples inside the signal
-            const T* src = in + (b * len + begin) * cin;
-            if (cin == 1) {
-              for (int64_t k = 0; k < avail; ++k) rbuf[k] = to_compute<double>(src[k]) * window[k];
-              for (int64_t k = avail; k < fl; ++k) rbuf[k] = 0.0;
-              rplan.forward(rbuf.data(), buf.data(), s1, s2);
-              if (!onesided) {
-                for (int64_t k = fl / 2 + 1; k < fl; ++k) buf[k] = std::conj(buf[fl - k]);
-              }
-            } else {
-              for (int64_t k = 0; k < avail; ++k) buf[k] = cd(to_compute<double>(src[2 * k]), to_compute<double>(src[2 * k + 1])) * window[k];
-              for (int64_t k = avail; k < fl; ++k) buf[k] = cd(0, 0);
-              plan.transform(buf.data(), false, s1);
-            }
-            T* dst = out + t * bins * 2;
-            for (int64_t k = 0; k < bins; ++k) {
-              dst[2 * k] = from_compute<T>(buf[k].real());
-              dst[2 * k + 1] = from_compute<T>(buf[k].imag());
-            }
-          }
-        });
-        return Status::Ok();
-      },
-      [&] { return ctx.error("signal must be float16, bfloat16, float or double, got " + x.describe(), StatusCode::kInvalidArgument); });
+  j.wlen = window ? std::min<int64_t>((*window)[0], j.fl) : j.fl;
+  j.frames = 1 + (j.len - j.fl) / step;
+  j.onesided = info.attr_int("onesided", 1) != 0;
+  j.bins = j.onesided ? j.fl / 2 + 1 : j.fl;
+  return j;
 }
+
+class StftKernel final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo&) { return Status::Ok(); }
+
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    const ep::KernelInfo& info = sc.info();
+    const std::optional<int64_t> step = const_scalar(info, 1);
+    std::optional<int64_t> fl;
+    if (!step || (sc.has_input(3) && !(fl = const_scalar(info, 3)))) return std::unique_ptr<ep::KernelVariant>();
+    auto j = stft_job(info, sc.shape(0), *step, sc.has_input(2) ? &sc.shape(2) : nullptr, fl);
+    if (!j.ok()) return std::unique_ptr<ep::KernelVariant>();
+    return std::unique_ptr<ep::KernelVariant>(make(j.value()));
+  }
+
+  Status compute(ep::KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    NXRT_ASSIGN_OR_RETURN(int64_t step, scalar_int(ctx, 1, "frame_step"));
+    const bool has_window = ctx.has_input(2);
+    if (has_window) {
+      const Tensor& w = ctx.input(2);
+      if (w.dtype() != x.dtype()) {
+        return ctx.error("window dtype must match the signal: " + w.describe() + " vs " + x.describe(), StatusCode::kInvalidArgument);
+      }
+    }
+    std::optional<int64_t> fl_in;
+    if (ctx.has_input(3)) {
+      NXRT_ASSIGN_OR_RETURN(int64_t fl, scalar_int(ctx, 3, "frame_length"));
+      fl_in = fl;
+    }
+    auto jr = stft_job(ctx.info(), x.shape(), step, has_window ? &ctx.input(2).shape() : nullptr, fl_in);
+    if (!jr.ok()) return ctx.error(jr.status().message(), StatusCode::kInvalidArgument);
+    const StftJob& j = jr.value();
+    NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), {j.batch, j.frames, j.bins, 2}));
+    std::unique_ptr<FftVariant> local;
+    const FftVariant& v =
+        cached_or_local(ctx, local, j.fl, j.cin == 2, j.cin == 1, j.batch * j.frames, [&] { return make(j); });
+    NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, v));
+    return dispatch_float(
+        x.dtype(),
+        [&](auto tag) {
+          using T = decltype(tag);
+          const T* in = x.data<T>();
+          const T* win = has_window ? ctx.input(2).data<T>() : nullptr;
+          T* out = y->data<T>();
+          v.for_each_chunk(ctx.pool(), ws, [&](FftVariant::Scratch sc, int64_t b, int64_t e) { stft_frames<T>(in, win, out, j, v, sc, b, e); });
+          return Status::Ok();
+        },
+        [&] { return ctx.error("signal must be float16, bfloat16, float or double, got " + x.describe(), StatusCode::kInvalidArgument); });
+  }
+
+ private:
+  static FftVariant* make(const StftJob& j) {
+    return new FftVariant(j.fl, j.cin == 2, j.cin == 1, j.batch * j.frames, std::max<int64_t>(1, 16384 / j.fl));
+  }
+
+  // Frames [b0, e0) of all batches (t = b * frames + f), windowed and transformed.
+  template <typename T>
+  static void stft_frames(const T* in, const T* win, T* out, const StftJob& j, const FftVariant& v,
+                          FftVariant::Scratch sc, int64_t b0, int64_t e0) {
+    const int64_t fl = j.fl;
+    const int64_t wlen = j.wlen;
+    cd* buf = sc.line;
+    for (int64_t t = b0; t < e0; ++t) {
+      const int64_t b = t / j.frames, f = t % j.frames;
+      const int64_t begin = f * j.step;
+      const int64_t avail = std::min(wlen, j.len - begin);  // samples inside the signal
+      const T* src = in + (b * j.len + begin) * j.cin;
+      auto w = [&](int64_t k) { return win ? to_compute<double>(win[k]) : 1.0; };
+      if (j.cin == 1) {
+        for (int64_t k = 0; k < avail; ++k) sc.real[k] = to_compute<double>(src[k]) * w(k);
+        for (int64_t k = avail; k < fl; ++k) sc.real[k] = 0.0;
+        v.real_plan()->forward(sc.real, buf, sc.plan);
+        if (!j.onesided) {
+          for (int64_t k = fl / 2 + 1; k < fl; ++k) buf[k] = std::conj(buf[fl - k]);
+        }
+      } else {
+        for (int64_t k = 0; k < avail; ++k) buf[k] = cd(to_compute<double>(src[2 * k]), to_compute<double>(src[2 * k + 1])) * w(k);
+        for (int64_t k = avail; k < fl; ++k) buf[k] = cd(0, 0);
+        v.plan().transform(buf, false, sc.plan);
+      }
+      T* dst = out + t * j.bins * 2;
+      for (int64_t k = 0; k < j.bins; ++k) {
+        dst[2 * k] = from_compute<T>(buf[k].real());
+        dst[2 * k + 1] = from_compute<T>(buf[k].imag());
+      }
+    }
+  }
+};
 
 // ---------------------------------------------------------------------------------------------
 // Windows
@@ -383,8 +537,8 @@ Status mel_weight_matrix_compute(ep::KernelContext& ctx) {
 }  // namespace
 
 void register_signal_ops(ep::KernelRegistry& r) {
-  r.add_fn("", "DFT", 17, INT64_MAX, &dft_compute);
-  r.add_fn("", "STFT", 17, INT64_MAX, &stft_compute);
+  r.add_class<DftKernel>("", "DFT", 17);
+  r.add_class<StftKernel>("", "STFT", 17);
   r.add_fn("", "HannWindow", 17, INT64_MAX, &window_compute<WindowKind::kHann>);
   r.add_fn("", "HammingWindow", 17, INT64_MAX, &window_compute<WindowKind::kHamming>);
   r.add_fn("", "BlackmanWindow", 17, INT64_MAX, &window_compute<WindowKind::kBlackman>);
