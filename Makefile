@@ -11,7 +11,7 @@ CMAKE_FLAGS ?=
 
 .PHONY: all deps build build-asan test unit-test asan-test conformance demo report fuzz clean check-ort \
 	perf fetch-bench-models check-trace rss-seqlen
-.PHONY: check-tokenizers check-templates fuzz-templates
+.PHONY: check-tokenizers check-templates fuzz-templates fuzz-all
 .PHONY: microbench
 .PHONY: conformance-levels
 .PHONY: python-overhead
@@ -97,21 +97,19 @@ check-trace: build
 rss-seqlen: build
 	@scripts/rss_seq_lengths.sh $(BUILD)
 
+# libFuzzer (clang) on what nxrt parses: scripts/fuzz.sh builds the targets into build-fuzz/ and runs
+# each for FUZZ_SECONDS (default 60), seeded with tests/fuzz/corpus/<target>/ (docs/RELIABILITY.md).
+#   fuzz            the ONNX model reader
+#   fuzz-templates  the chat-template engine (parser + renderer)
+#   fuzz-all        every target, one after another: model_reader value_pb templates tokenizer genai_config
 fuzz: deps
-	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNXRT_FUZZ=ON \
-	  -DNXRT_BUILD_TESTS=OFF >/dev/null
-	@ninja -C build-fuzz -j$(JOBS) nxrt_fuzz_model_reader
-	@mkdir -p build-fuzz/corpus && build-fuzz/nxrt_fuzz_model_reader build-fuzz/corpus tests/fuzz/corpus \
-	  -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048
+	@scripts/fuzz.sh model_reader
 
-# libFuzzer on the chat-template engine (parser + renderer), seeded with tests/fuzz/corpus/templates.
 fuzz-templates: deps
-	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNXRT_FUZZ=ON \
-	  -DNXRT_BUILD_TESTS=OFF >/dev/null
-	@ninja -C build-fuzz -j$(JOBS) nxrt_fuzz_templates
-	@set -o pipefail; mkdir -p build-fuzz/corpus-templates && build-fuzz/nxrt_fuzz_templates build-fuzz/corpus-templates \
-	  tests/fuzz/corpus/templates -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048 -timeout=10 \
-	  -max_len=4096 -print_final_stats=1 -artifact_prefix=build-fuzz/ 2>&1 | tail -40
+	@scripts/fuzz.sh templates
+
+fuzz-all: deps
+	@scripts/fuzz.sh
 
 # CPU microbenchmarks (GEMM/GEMV GFLOP/s and GB/s, memory bandwidth, ResNet-50 convs, Add/Softmax/LayerNorm).
 # Extra flags: make microbench BENCH_ARGS=--benchmark_filter=Gemm

@@ -1142,6 +1142,15 @@ Status Parser::parse_map(const Field& msg, const ir::TypeInfo* expected, Value* 
       default: NXRT_RETURN_IF_ERROR(r.skip(f));
     }
   }
+  if (m.key_type == DataType::kUndefined) {
+    // key_type absent: the expected map type's, else the map cannot be told apart from garbage.
+    if (!expected || expected->elem_type == DataType::kUndefined) return ctx_.error(msg.offset, "map has no key_type");
+    m.key_type = expected->elem_type;
+  }
+  if (m.key_type != DataType::kString && (!dtype_is_integer(m.key_type) || dtype_bits(m.key_type) < 8)) {
+    return ctx_.error(msg.offset, std::string("map key_type ") + dtype_name(m.key_type) +
+                                      " is not an integer or string type");
+  }
   const size_t nkeys = m.key_type == DataType::kString ? m.string_keys.size() : m.int_keys.size();
   const size_t nvals = has_values ? values.items().size() : 0;
   if (nkeys != nvals) {
