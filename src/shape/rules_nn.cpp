@@ -15,17 +15,17 @@ namespace {
 // Conv-style spatial output size.
 SymDim conv_out(SymbolTable& S, SymDim in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, bool ceil_mode,
                 const std::string& auto_pad) {
-  int64_t ek = (k - 1) * d + 1;
+  const int64_t ek = add_i(mul_i(sub_i(k, 1), d), 1);
   if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") return ceildiv(S, in, SymDim::c(s));
   if (auto_pad == "VALID") { pb = pe = 0; }
   if (in.is_const()) {
-    int64_t num = in.value + pb + pe - ek;
-    int64_t o = (ceil_mode ? -floordiv_i(-num, s) : floordiv_i(num, s)) + 1;
+    const int64_t num = sub_i(add_i(add_i(in.value, pb), pe), ek);
+    int64_t o = add_i(ceil_mode ? ceildiv_i(num, s) : floordiv_i(num, s), 1);
     // ceil_mode: the last window must start inside the input or left padding.
-    if (ceil_mode && (o - 1) * s >= in.value + pb) --o;
+    if (ceil_mode && mul_i(sub_i(o, 1), s) >= add_i(in.value, pb)) --o;
     return SymDim::c(o);
   }
-  SymDim x = add(S, {in, SymDim::c(pb + pe - ek)});
+  SymDim x = add(S, {in, SymDim::c(sub_i(add_i(pb, pe), ek))});
   if (s == 1) return add(S, {x, SymDim::c(1)});
   return add(S, {ceil_mode ? ceildiv(S, x, SymDim::c(s)) : floordiv(S, x, SymDim::c(s)), SymDim::c(1)});
 }
@@ -101,9 +101,9 @@ Status op_conv_like(NodeContext& c) {
           continue;
         }
         if (auto_pad == "VALID") pads[i] = pads[i + ns] = 0;
-        int64_t ek = (kernel[i] - 1) * dil[i] + 1;
+        const int64_t ek = add_i(mul_i(sub_i(kernel[i], 1), dil[i]), 1);
         SymDim t = mul(c.S, {add(c.S, {in, SymDim::c(-1)}), SymDim::c(strides[i])});
-        dims.push_back(add(c.S, {t, SymDim::c(opad[i] + ek - pads[i] - pads[i + ns])}));
+        dims.push_back(add(c.S, {t, SymDim::c(sub_i(sub_i(add_i(opad[i], ek), pads[i]), pads[i + ns]))}));
       }
     } else {
       for (size_t i = 0; i < ns; ++i) {
