@@ -210,7 +210,7 @@ const ConvCase k3x3Cases[] = {
 void BM_Conv3x3Path(benchmark::State& state) {
   const bool wino = state.range(2) != 0;
   run_conv_case(state, k3x3Cases[state.range(0)], static_cast<int>(state.range(1)),
-                wino ? ops::ConvPath::kWinograd : ops::ConvPath::kIm2col, true, wino ? "winograd " : "im2col ");
+                wino ? ops::ConvPath::kWinograd : ops::ConvPath::kImplicitGemm, true, wino ? "winograd " : "im2col ");
 }
 BENCHMARK(BM_Conv3x3Path)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 

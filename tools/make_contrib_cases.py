@@ -236,6 +236,8 @@ def gbq(name, rows, cols, block, bits, zp, idx, dtype=F32):
 gbq("gbq_u8_b4_bs16_zp", 6, 32, 16, 4, True, [[0, 5], [3, 3]])
 gbq("gbq_u8_b4_bs32_nozp", 5, 64, 32, 4, False, [4, 0, 2])
 gbq("gbq_u8_b8_bs16", 4, 32, 16, 8, True, [1, 3])
+# 3 blocks per row: each row's zero points end in a half-used byte.
+gbq("gbq_u8_b4_bs16_zp_odd_blocks", 5, 48, 16, 4, True, [4, 1, -1])
 
 
 # ---- MultiHeadAttention / Attention --------------------------------------------------------------

@@ -188,6 +188,9 @@ std::vector<RegisteredKernel> registered_kernels();
 // The CPU this process runs on: model, the SIMD features that matter, and the instruction-set tier
 // kernels choose (NXRT_ISA caps it).
 std::string cpu_summary();
+// The tier kernels use in sessions made now, e.g. "avx2 (capped by isa=avx2)" under NXRT_ISA=avx2 on
+// an AVX-512 CPU, or "amx (AMX tiles granted by the OS)"; errors: a malformed NXRT_ISA / overrides.
+Result<std::string> kernel_tier_summary();
 // The keys SessionOptions::kernel_overrides accepts: key, allowed values ("a|b"), what it does.
 struct KernelOverrideKeyInfo {
   std::string key, values, what;

@@ -2,7 +2,7 @@
 // Tokenizer::create(model), encode, decode, apply_chat_template, and TokenizerStream for streaming
 // detokenization (decode(token) -> the text that token completes).
 //
-// A folder's tokenizer is tokenizer.json (Hugging Face `tokenizers` format, read by src/genai/tokenizer.cpp)
+// A folder's tokenizer is tokenizer.json (Hugging Face `tokenizers` format, read by src/genai/tokenizer*)
 // plus tokenizer_config.json (special token strings, add_bos_token, chat_template) and an optional
 // chat_template.jinja, which wins over tokenizer_config.json's chat_template as in transformers.
 #pragma once

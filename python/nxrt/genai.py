@@ -10,8 +10,9 @@
         generator.generate_next_token()
     ids = generator.get_sequence(0)
 
-One sequence per generator (batch 1, no beam search). The tokenizer and chat templates are not bound
-yet (docs/python.md, "nxrt.genai").
+Batches (batch_size rows, shorter prompts left-padded with pad_token_id) and beam search (num_beams,
+num_return_sequences, length_penalty, early_stopping) as in onnxruntime_genai; get_logits / set_logits
+between steps. The tokenizer and chat templates are not bound yet (docs/python.md, "nxrt.genai").
 """
 from __future__ import annotations
 

@@ -46,26 +46,18 @@ struct PyGenerator {
   }
 };
 
-// Search options onnxruntime_genai knows that need beam search or batching: accepted at their neutral
-// value only.
-bool must_be_neutral(const std::string& name, const py::handle& v, std::string* why) {
-  struct Neutral {
-    const char* name;
-    double value;
-    const char* feature;
-  };
-  static const Neutral kNeutral[] = {
-      {"batch_size", 1, "batching (one sequence per generator)"},
-      {"num_beams", 1, "beam search"},
-      {"num_return_sequences", 1, "several sequences per prompt"},
-      {"no_repeat_ngram_size", 0, "no_repeat_ngram_size"},
-      {"min_length", 0, "min_length"},
-      {"diversity_penalty", 0, "diversity_penalty"},
-  };
-  for (const Neutral& n : kNeutral) {
-    if (name != n.name) continue;
-    if (v.cast<double>() != n.value) *why = std::string(n.feature) + " is not in nxrt yet";
-    return true;
+// Search options by name: integers, numbers and bools (Python's types are checked here so the error names
+// the Python type; the ranges are checked by GeneratorParams / Generator::create).
+const char* const kIntOptions[] = {"max_length", "batch_size", "min_length", "top_k", "num_beams",
+                                   "num_return_sequences", "no_repeat_ngram_size", "random_seed"};
+const char* const kFloatOptions[] = {"top_p", "min_p", "temperature", "repetition_penalty", "length_penalty",
+                                     "diversity_penalty"};
+const char* const kBoolOptions[] = {"do_sample", "early_stopping", "past_present_share_buffer", "stop_at_eos"};
+
+template <size_t N>
+bool one_of(const std::string& name, const char* const (&names)[N]) {
+  for (const char* n : names) {
+    if (name == n) return true;
   }
   return false;
 }
@@ -85,61 +77,52 @@ bool as_bool(const std::string& name, const py::handle& v) {
   return v.cast<bool>();
 }
 
-void set_search_option(genai::SearchOptions& o, const std::string& name, const py::handle& v) {
-  std::string why;
-  if (must_be_neutral(name, v, &why)) {
-    if (!why.empty()) raise_not_implemented("search option " + name + "=" + text(v) + ": " + why);
-    return;
-  }
-  if (name == "max_length") o.max_length = as_int(name, v);
-  else if (name == "do_sample") o.do_sample = as_bool(name, v);
-  else if (name == "top_k") o.top_k = as_int(name, v);
-  else if (name == "top_p") o.top_p = as_float(name, v);
-  else if (name == "min_p") o.min_p = as_float(name, v);
-  else if (name == "temperature") o.temperature = as_float(name, v);
-  else if (name == "repetition_penalty") o.repetition_penalty = as_float(name, v);
-  else if (name == "stop_at_eos") o.stop_at_eos = as_bool(name, v);
-  else if (name == "early_stopping") as_bool(name, v);  // beam search only: nothing to stop early
-  else if (name == "length_penalty") as_float(name, v);  // beam search only
-  else if (name == "random_seed") {
-    const int64_t seed = as_int(name, v);
-    // onnxruntime_genai: -1 draws a seed.
-    o.random_seed = seed == -1 ? (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}()
-                               : static_cast<uint64_t>(seed);
-  } else if (name == "past_present_share_buffer") {
-    raise_not_implemented("search option past_present_share_buffer: nxrt takes it from genai_config.json only");
+void set_search_option(genai::GeneratorParams& p, const std::string& name, const py::handle& v) {
+  if (one_of(name, kIntOptions)) {
+    check(p.set_search_option(name, static_cast<double>(as_int(name, v))));
+  } else if (one_of(name, kFloatOptions)) {
+    check(p.set_search_option(name, as_float(name, v)));
+  } else if (one_of(name, kBoolOptions)) {
+    check(p.set_search_option_bool(name, as_bool(name, v)));
   } else {
     raise_invalid_argument("unknown search option '" + name +
-                           "' (nxrt knows max_length, do_sample, top_k, top_p, min_p, temperature, "
-                           "repetition_penalty, random_seed, stop_at_eos, and batch_size/num_beams/"
-                           "num_return_sequences = 1)");
+                           "' (nxrt knows max_length, batch_size, min_length, do_sample, top_k, top_p, min_p, "
+                           "temperature, repetition_penalty, no_repeat_ngram_size, random_seed, num_beams, "
+                           "num_return_sequences, length_penalty, early_stopping, diversity_penalty (0), "
+                           "past_present_share_buffer, stop_at_eos)");
   }
 }
 
-py::dict search_options_dict(const genai::SearchOptions& o, const genai::Model& model) {
+py::dict search_options_dict(const genai::SearchOptions& o) {
   py::dict d;
   d["max_length"] = o.max_length;
+  d["batch_size"] = o.batch_size;
+  d["min_length"] = o.min_length;
   d["do_sample"] = o.do_sample;
   d["top_k"] = o.top_k;
   d["top_p"] = o.top_p;
   d["min_p"] = o.min_p;
   d["temperature"] = o.temperature;
   d["repetition_penalty"] = o.repetition_penalty;
+  d["no_repeat_ngram_size"] = o.no_repeat_ngram_size;
   d["random_seed"] = o.random_seed;
   d["stop_at_eos"] = o.stop_at_eos;
-  d["batch_size"] = 1;
-  d["num_beams"] = 1;
-  d["num_return_sequences"] = 1;
-  d["past_present_share_buffer"] = model.config().past_present_share_buffer;
+  d["num_beams"] = o.num_beams;
+  d["num_return_sequences"] = o.num_return_sequences;
+  d["length_penalty"] = o.length_penalty;
+  d["early_stopping"] = o.early_stopping;
+  d["diversity_penalty"] = 0.0;
+  d["past_present_share_buffer"] = o.past_present_share_buffer;
   return d;
 }
 
-std::vector<int64_t> tokens_from(const py::handle& obj) {
+// Token ids from a numpy array or list: [n] at batch_size 1, or [batch_size, n].
+std::vector<int64_t> tokens_from(const py::handle& obj, int64_t batch) {
   py::array a = py::array::ensure(obj);
   if (!a) raise_invalid_argument("tokens must be a numpy array or a list of ints");
-  if (a.ndim() > 2 || (a.ndim() == 2 && a.shape(0) != 1)) {
-    raise_invalid_argument("tokens of shape " + text(a.attr("shape")) +
-                           ": nxrt generates one sequence (shape [n] or [1, n])");
+  if (a.ndim() > 2 || (a.ndim() == 2 && a.shape(0) != batch) || (a.ndim() < 2 && batch != 1)) {
+    raise_invalid_argument("tokens of shape " + text(a.attr("shape")) + ": expected [batch_size " +
+                           std::to_string(batch) + ", n]" + (batch == 1 ? " or [n]" : ""));
   }
   if (a.size() > 0 && a.dtype().kind() != 'i' && a.dtype().kind() != 'u') {
     raise_invalid_argument("tokens must be integers, got " + text(a.dtype()));
@@ -183,14 +166,15 @@ void bind_params(py::module_& m) {
       .def(
           "set_search_options",
           [](PyGeneratorParams& p, const py::kwargs& kw) {
-            genai::SearchOptions o = p.params.search;  // all or nothing
+            genai::GeneratorParams o = p.params;  // all or nothing
             for (auto [k, v] : kw) set_search_option(o, k.cast<std::string>(), v);
-            p.params.search = o;
+            p.params = o;
           },
-          "Sets search options by keyword: max_length, do_sample, top_k, top_p, min_p, temperature, "
-          "repetition_penalty, random_seed (-1: random), stop_at_eos (nxrt; default True).")
-      .def("get_search_options",
-           [](const PyGeneratorParams& p) { return search_options_dict(p.params.search, *p.model->model); });
+          "Sets search options by keyword: max_length, batch_size, min_length, do_sample, top_k, top_p, min_p, "
+          "temperature, repetition_penalty, no_repeat_ngram_size, random_seed (-1: random), num_beams, "
+          "num_return_sequences, length_penalty, early_stopping, past_present_share_buffer, stop_at_eos "
+          "(nxrt; default True).")
+      .def("get_search_options", [](const PyGeneratorParams& p) { return search_options_dict(p.params.search); });
 }
 
 void bind_generator(py::module_& m) {
@@ -210,53 +194,75 @@ void bind_generator(py::module_& m) {
       .def(
           "append_tokens",
           [](PyGenerator& g, const py::handle& tokens) {
-            std::vector<int64_t> ids = tokens_from(tokens);
+            std::vector<int64_t> ids = tokens_from(tokens, g.generator->search_options().batch_size);
             check(g.locked([&](genai::Generator& gen) { return gen.append_tokens(ids); }));
           },
-          py::arg("tokens"), "Appends prompt tokens (numpy int array [n] or [1, n], or a list) and runs the model over them.")
+          py::arg("tokens"),
+          "Appends tokens to every row (numpy int array [n] or [batch_size, n], or a list; pad_token_id pads "
+          "shorter prompts on the left) and runs the model over them.")
       .def(
           "generate_next_token",
           [](PyGenerator& g) { check(g.locked([](genai::Generator& gen) { return gen.generate_next_token(); })); },
-          "Runs the model if needed and appends the next token chosen by the search options.")
+          "Runs the model if needed and appends the next token of every row (greedy, sampled or beam search).")
       .def("is_done", [](PyGenerator& g) { return g.locked([](genai::Generator& gen) { return gen.is_done(); }); })
       .def(
           "get_logits",
           [](PyGenerator& g) {
+            const genai::SearchOptions& o = g.generator->search_options();
+            const auto rows = static_cast<py::ssize_t>(o.batch_size * o.num_beams);
             auto logits = std::make_unique<std::vector<float>>(
                 take(g.locked([](genai::Generator& gen) { return gen.get_logits(); })));
-            const auto n = static_cast<py::ssize_t>(logits->size());
+            const auto n = static_cast<py::ssize_t>(logits->size()) / rows;
             float* data = logits->data();
             py::capsule owner(logits.release(), [](void* p) { delete static_cast<std::vector<float>*>(p); });
-            return py::array_t<float>({py::ssize_t{1}, py::ssize_t{1}, n}, data, owner);
+            return py::array_t<float>({rows, py::ssize_t{1}, n}, data, owner);
           },
-          "Logits of the last position, float32 [1, 1, vocab].")
+          "Logits the next tokens are picked from, float32 [rows, 1, vocab] (rows = batch_size * num_beams).")
+      .def(
+          "set_logits",
+          [](PyGenerator& g, const py::handle& obj) {
+            auto a = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(obj);
+            if (!a) raise_invalid_argument("logits must be a float numpy array [rows, vocab] or [rows, 1, vocab]");
+            std::vector<float> v(a.data(), a.data() + a.size());
+            check(g.locked([&](genai::Generator& gen) { return gen.set_logits(v); }));
+          },
+          py::arg("logits"),
+          "Replaces the logits the next generate_next_token picks from (float [rows, vocab] or [rows, 1, vocab]).")
       .def(
           "get_next_tokens",
           [](PyGenerator& g) {
-            std::vector<int64_t> last;
-            g.locked([&](genai::Generator& gen) {
-              if (!gen.sequence().empty()) last.push_back(gen.sequence().back());
-              return 0;
-            });
-            return int32_array(last);
+            return int32_array(g.locked([](genai::Generator& gen) { return gen.get_next_tokens(); }));
           },
-          "The most recent token of the sequence, int32 [1].")
+          "The last token of every row, int32 [rows].")
       .def(
           "get_sequence",
           [](PyGenerator& g, int64_t index) {
-            if (index != 0) raise_invalid_argument("sequence " + std::to_string(index) + ": nxrt generates one sequence (index 0)");
-            std::vector<int64_t> seq = g.locked([](genai::Generator& gen) { return gen.sequence(); });
+            std::vector<int64_t> seq;
+            size_t count = 0;
+            g.locked([&](genai::Generator& gen) {
+              count = gen.num_sequences();
+              if (index >= 0 && static_cast<size_t>(index) < count) seq = gen.get_sequence(static_cast<size_t>(index));
+              return 0;
+            });
+            if (index < 0 || static_cast<size_t>(index) >= count) {
+              raise_invalid_argument("sequence " + std::to_string(index) + ": the generator has " +
+                                     std::to_string(count) + " (batch_size, or batch_size * num_return_sequences)");
+            }
             return int32_array(seq);
           },
-          py::arg("index"), "Every token so far (prompt and generated), int32.")
+          py::arg("index"),
+          "Row `index` (prompt and padding included), int32; beam search: prompt * num_return_sequences + k, "
+          "the k-th best hypothesis.")
       .def("token_count",
-           [](PyGenerator& g) { return g.locked([](genai::Generator& gen) { return gen.sequence().size(); }); })
+           [](PyGenerator& g) { return g.locked([](genai::Generator& gen) { return gen.token_count(); }); })
+      .def("get_search_options",
+           [](PyGenerator& g) { return search_options_dict(g.generator->search_options()); })
       .def(
           "rewind_to",
           [](PyGenerator& g, size_t length) {
             check(g.locked([&](genai::Generator& gen) { return gen.rewind_to(length); }));
           },
-          py::arg("new_length"), "Keeps the first new_length tokens; the KV cache forgets the rest.")
+          py::arg("new_length"), "Keeps the first new_length tokens of every row; the KV cache forgets the rest.")
       .def_property_readonly("max_length",
                              [](PyGenerator& g) { return g.locked([](genai::Generator& gen) { return gen.max_length(); }); });
 }

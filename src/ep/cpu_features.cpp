@@ -1,7 +1,16 @@
 #include "ep/cpu_features.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace nxrt::ep {
 
@@ -29,6 +38,56 @@ bool cpu_has_avx512_vnni() {
   return false;
 #endif
 }
+
+bool cpu_has_f16c() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);  // CPUID.1:ECX.F16C[bit 29]
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+namespace {
+struct AmxState {
+  bool usable = false;
+  std::string why;
+};
+const AmxState& amx_state() {
+  static const AmxState state = [] {
+    AmxState s;
+#if defined(__x86_64__)
+    unsigned a = 7, b = 0, c = 0, d = 0;
+    __asm__ volatile("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    if (!((d >> 24 & 1) && (d >> 25 & 1))) {  // CPUID.(7,0):EDX AMX-TILE[24], AMX-INT8[25]
+      s.why = "the CPU has no AMX-TILE/AMX-INT8";
+      return s;
+    }
+#if defined(__linux__)
+    // Linux hands out the 8 KB tile data state only to processes that ask (kernel 5.16+); without it
+    // the first tile instruction faults.
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) {
+      s.why = std::string("the OS refused the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM: ") +
+              std::strerror(errno) + ")";
+      return s;
+    }
+#endif
+    s.usable = true;
+#else
+    s.why = "not an x86-64 CPU";
+#endif
+    return s;
+  }();
+  return state;
+}
+}  // namespace
+
+bool amx_tiles_usable() { return amx_state().usable; }
+std::string amx_unavailable_reason() { return amx_state().why; }
 
 const char* isa_tier_name(IsaTier t) {
   switch (t) {

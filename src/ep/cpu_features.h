@@ -9,6 +9,13 @@ namespace nxrt::ep {
 
 bool cpu_has_avx2_fma();     // AVX2 and FMA
 bool cpu_has_avx512_vnni();  // AVX-512 F + VL + VNNI (vpdpbusd on 256-bit registers), and AVX2/FMA
+bool cpu_has_f16c();         // vcvtph2ps / vcvtps2ph (every AVX2 CPU so far has it)
+
+// Whether this process may use the AMX tile registers: the CPU has AMX-TILE and AMX-INT8, and (Linux)
+// the OS granted the tile data state (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)), asked once
+// on the first call. amx_unavailable_reason() says why not ("" when usable).
+bool amx_tiles_usable();
+std::string amx_unavailable_reason();
 
 // Instruction-set tiers, each including the ones below it. A kernel decides its tier once, at creation
 // or specialization (KernelInfo::isa()), from the CPU's best tier capped by NXRT_ISA or the

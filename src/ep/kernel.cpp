@@ -118,6 +118,15 @@ std::vector<const KernelDef*> KernelRegistry::defs() const {
 
 namespace nxrt::ep {
 
+Result<std::reference_wrapper<const Tensor>> KernelContext::required_tensor(size_t i, const char* name) const {
+  const Value* v = input_value(i);
+  if (v != nullptr && v->is_tensor()) return std::cref(v->tensor());
+  const std::string what = name ? std::string("input '") + name + "' (#" + std::to_string(i) + ")"
+                                 : "input #" + std::to_string(i);
+  if (v == nullptr) return error("required " + what + " is missing", StatusCode::kInvalidModel);
+  return error(what + " must be a tensor, got " + v->describe(), StatusCode::kInvalidArgument);
+}
+
 Result<void*> KernelContext::workspace(size_t bytes) {
   fallback_workspaces_.push_back(Storage::allocate(bytes));
   return fallback_workspaces_.back()->data();

@@ -122,6 +122,10 @@ class KernelContext {
   // Precondition: has_input(i) and the value is a tensor (the executor checks kinds before compute
   // only for tensors it was told about; call input_value() for sequences/optionals).
   const Tensor& input(size_t i) const { return input_value(i)->tensor(); }
+  // Input i as a tensor, or an error naming it (`name`, e.g. "indices"; nullptr: by its index) when it
+  // is missing or is not a tensor: how a kernel reads an input the op requires.
+  //   NXRT_ASSIGN_OR_RETURN(const Tensor& indices, ctx.required_tensor(1, "indices"));
+  Result<std::reference_wrapper<const Tensor>> required_tensor(size_t i, const char* name) const;
 
   // Whether the graph uses output i (present and non-empty name).
   virtual bool output_requested(size_t i) const = 0;

@@ -8,9 +8,17 @@ namespace nxrt::ep {
 const std::vector<KernelOverrideKey>& known_kernel_overrides() {
   static const std::vector<KernelOverrideKey> keys = {
       {"reference", "0|1",
-       "1: every kernel that keeps a reference implementation beside its fast paths runs the reference"},
+       "1: every kernel that keeps a reference implementation beside its fast paths runs the reference (the conv "
+       "family: the direct definition; MaxPool/AveragePool/LpPool/GlobalAveragePool: the per-window loops)"},
       {"isa", "scalar|avx2|avx512|amx",
        "caps the instruction-set tier kernels choose from (default: the best this CPU has); NXRT_ISA sets it too"},
+      {"conv.path",
+       "auto|reference|im2col|implicit-gemm|padded-rows-gemm|pointwise|depthwise-window|depthwise-scalar|winograd|"
+       "small-spatial-direct|small-spatial-transposed",
+       "Conv, ConvInteger, QLinearConv, nxrt::FusedConv: run this path (ops/conv/conv_engine.h ConvPath) on every conv "
+       "it applies to; the others keep the automatic choice. reference=1 wins over it"},
+      {"conv.skip", "none|winograd|small-spatial|padded-rows-gemm",
+       "the same convs: the automatic choice never picks this path (A/B of one path on a whole model)"},
   };
   return keys;
 }
@@ -31,7 +39,9 @@ bool value_allowed(const KernelOverrideKey& k, std::string_view v) {
 Result<KernelOverrides> KernelOverrides::parse(const std::map<std::string, std::string>& values) {
   KernelOverrides o;
   const auto& keys = known_kernel_overrides();
-  for (const auto& [k, v] : values) {
+  for (const auto& kv : values) {
+    const std::string& k = kv.first;  // (clang 14 cannot capture a structured binding)
+    const std::string& v = kv.second;
     auto it = std::find_if(keys.begin(), keys.end(), [&](const KernelOverrideKey& e) { return k == e.key; });
     if (it == keys.end()) {
       std::string known;

@@ -51,6 +51,18 @@ class Fields {
     *out = v->as_bool();
     return Status::Ok();
   }
+  // An array of strings (layer_types).
+  Status str_list(const char* key, std::vector<std::string>* out) const {
+    const Json* v = get(key);
+    if (!v || v->is_null()) return Status::Ok();
+    if (!v->is_array()) return bad(key, "a list of strings");
+    out->clear();
+    for (const auto& e : v->as_array()) {
+      if (!e.is_string()) return bad(key, "a list of strings");
+      out->push_back(e.as_string());
+    }
+    return Status::Ok();
+  }
   // An integer or an array of integers (eos_token_id).
   Status int_list(const char* key, std::vector<int64_t>* out) const {
     const Json* v = get(key);
@@ -123,13 +135,21 @@ Result<Config> parse_config_text(const std::string& text, const std::string& pat
   NXRT_RETURN_IF_ERROR(in.str("position_ids", &c.position_ids));
   NXRT_RETURN_IF_ERROR(in.str("past_key_names", &c.past_key_names));
   NXRT_RETURN_IF_ERROR(in.str("past_value_names", &c.past_value_names));
-  if (in.get("past_names") && !in.get("past_key_names")) {
-    return not_implemented(path + ": combined past_names KV tensors are not supported (use past_key_names / "
-                                  "past_value_names)");
-  }
+  NXRT_RETURN_IF_ERROR(in.str("past_names", &c.past_names));
+  NXRT_RETURN_IF_ERROR(in.str("past_conv_names", &c.past_conv_names));
+  NXRT_RETURN_IF_ERROR(in.str("use_cache_branch", &c.use_cache_branch));
   NXRT_RETURN_IF_ERROR(out.str("logits", &c.logits));
   NXRT_RETURN_IF_ERROR(out.str("present_key_names", &c.present_key_names));
   NXRT_RETURN_IF_ERROR(out.str("present_value_names", &c.present_value_names));
+  NXRT_RETURN_IF_ERROR(out.str("present_names", &c.present_names));
+  NXRT_RETURN_IF_ERROR(out.str("present_conv_names", &c.present_conv_names));
+  if (c.past_names.empty() != c.present_names.empty()) {
+    return invalid_argument(path + ": model.decoder.inputs.past_names and outputs.present_names (combined KV "
+                                   "tensors) must be given together");
+  }
+  NXRT_RETURN_IF_ERROR(d.str_list("layer_types", &c.layer_types));
+  NXRT_RETURN_IF_ERROR(d.integer("conv_cache_size", &c.conv_cache_size));
+  NXRT_RETURN_IF_ERROR(m.str("type", &c.model_type));
   NXRT_RETURN_IF_ERROR(d.integer("num_hidden_layers", &c.num_hidden_layers));
   NXRT_RETURN_IF_ERROR(d.integer("num_attention_heads", &c.num_attention_heads));
   NXRT_RETURN_IF_ERROR(d.integer("num_key_value_heads", &c.num_key_value_heads));
@@ -147,6 +167,12 @@ Result<Config> parse_config_text(const std::string& text, const std::string& pat
   NXRT_RETURN_IF_ERROR(s.number("temperature", &c.temperature));
   NXRT_RETURN_IF_ERROR(s.number("repetition_penalty", &c.repetition_penalty));
   NXRT_RETURN_IF_ERROR(s.boolean("past_present_share_buffer", &c.past_present_share_buffer));
+  NXRT_RETURN_IF_ERROR(s.integer("min_length", &c.min_length));
+  NXRT_RETURN_IF_ERROR(s.integer("num_beams", &c.num_beams));
+  NXRT_RETURN_IF_ERROR(s.integer("num_return_sequences", &c.num_return_sequences));
+  NXRT_RETURN_IF_ERROR(s.number("length_penalty", &c.length_penalty));
+  NXRT_RETURN_IF_ERROR(s.boolean("early_stopping", &c.early_stopping));
+  NXRT_RETURN_IF_ERROR(s.integer("no_repeat_ngram_size", &c.no_repeat_ngram_size));
   if (c.num_key_value_heads == 0) c.num_key_value_heads = c.num_attention_heads;
   if (c.head_size == 0 && c.hidden_size > 0 && c.num_attention_heads > 0) {
     c.head_size = c.hidden_size / c.num_attention_heads;
@@ -160,6 +186,18 @@ Result<Config> parse_config_text(const std::string& text, const std::string& pat
   NXRT_RETURN_IF_ERROR(positive(c.head_size, "model.decoder.head_size"));
   if (c.context_length < 0 || c.vocab_size < 0 || c.max_length < 0) {
     return invalid_argument(path + ": context_length / vocab_size / max_length must not be negative");
+  }
+  if (!c.layer_types.empty() && static_cast<int64_t>(c.layer_types.size()) != c.num_hidden_layers) {
+    return invalid_argument(path + ": model.decoder.layer_types has " + std::to_string(c.layer_types.size()) +
+                            " entries, num_hidden_layers is " + std::to_string(c.num_hidden_layers));
+  }
+  for (size_t i = 0; i < c.layer_types.size(); ++i) {
+    const std::string& t = c.layer_types[i];
+    if (t != "conv" && t != "full_attention" && t != "attention" && t != "sliding_attention") {
+      return not_implemented(path + ": model.decoder.layer_types[" + std::to_string(i) + "] '" + t +
+                             "' is not supported (attention layers: full_attention, attention, sliding_attention; "
+                             "state layers: conv)");
+    }
   }
   return c;
 }

@@ -1,72 +1,77 @@
-// Generator internals. KvCache is the one place that knows how past/present reach the session: today
-// through Session::run feeds (a present comes back as a new tensor and replaces the past); with
-// IoBinding it binds past and present to one buffer and only feeds()/update() change.
+// Generator internals: the rows' sequences, the caches (kv_cache.h), the feeds of a run and the search.
+//
+// Rows: rows = batch_size * num_beams; row r of prompt b is r = b * num_beams + beam. Every row has the
+// same sequence length `len` (padding included); tokens[r * capacity + i] is its i-th token and
+// valid[...] says whether it is a real token (0: left padding, or pad_token_id after the row finished).
+// The model has run positions [0, run_len); positions [run_len, len) are pending (the last generated
+// tokens, or appended ones) and run at the next get_logits / generate_next_token.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "genai/beam_search.h"
+#include "genai/kv_cache.h"
 #include "genai/model.h"
 #include "genai/search.h"
 #include "nxrt/genai.h"
 
 namespace nxrt::genai {
 
-class KvCache {
- public:
-  // share_buffer: fixed [1, kv_heads, capacity, head_size] tensors; else the past grows per step.
-  KvCache(const Model::Impl& m, int64_t capacity, bool share_buffer);
-  // Adds the past feeds for a run over new tokens when `length` rows are valid.
-  void feeds(std::vector<std::pair<std::string, Value>>* out) const;
-  // Takes the presents (in kv order) of a run that left `new_length` valid rows.
-  Status update(std::vector<Value>* presents, size_t first, int64_t new_length);
-  // Forgets rows >= length.
-  void rewind(int64_t length);
-  int64_t length() const { return length_; }
-  void set_length(int64_t n) { length_ = n; }
-  bool share_buffer() const { return share_; }
-  // share_buffer: past and present are bound to one buffer and updated in place by the model.
-  const char* update_mode() const { return share_ ? "in-place" : "concat"; }
-  // The fixed-capacity buffer of kv pair i (share_buffer only).
-  const Tensor& buffer(size_t i) const { return past_[i]; }
-
- private:
-  const Model::Impl& m_;
-  int64_t capacity_;
-  bool share_;
-  int64_t length_ = 0;
-  std::vector<Tensor> past_;
-};
-
 struct Generator::Impl {
   const Model& model;
   const Model::Impl& m;
   SearchOptions opts;
-  int64_t capacity = 0;
-  std::unique_ptr<KvCache> kv;
+  int64_t batch = 1, beams = 1, rows = 1, capacity = 0, vocab = 0;
+  KvLayout layout = KvLayout::kAligned;
+  std::unique_ptr<CacheSet> cache;
   Sampler sampler;
-  std::vector<int64_t> sequence;
-  std::vector<float> logits;  // last position, valid when logits_valid
-  std::vector<float> row;     // sampling scratch (kept to avoid an allocation per token)
-  bool logits_valid = false;
+  std::unique_ptr<BeamSearch> beam;
+
+  // Sequences ([rows * capacity]; beam search swaps in the *_next copies after reordering).
+  std::vector<int64_t> tokens, tokens_next;
+  std::vector<uint8_t> valid, valid_next;
+  int64_t len = 0, run_len = 0;
+  std::vector<int64_t> kv_len;    // per row: KV positions in use (kPerRow: its real tokens run so far)
+  std::vector<int64_t> kv_len_next;  // beam search: kv_len reordered
+  std::vector<uint8_t> row_done;  // greedy / sampling: the row generated EOS
   bool done = false;
-  int64_t last_token = -1;
+
+  // Logits of the rows' next tokens: rows into the last run's logits output, or set_logits' values.
+  bool logits_ready = false;
+  Value logits_value;               // keeps the output tensor alive
+  std::vector<float> user_logits;   // set_logits
+  std::vector<LogitsRow> logit_rows;
+  std::vector<uint8_t> seen;        // repetition penalty scratch
+
+  // Feeds: the ids / mask / positions of a run are views over capacity-sized storage, so a step's
+  // tensors are made without allocating.
+  Tensor ids_store, mask_store, pos_store, use_cache_t;
+  std::vector<int64_t> run_pos;  // per row: output position of its last real token in the run
+  // Shared-buffer models run through an IoBinding (caches bound in place, logits pooled).
+  IoBinding bind;
+  bool bound_ready = false, bound_checked = false;
+  size_t ids_in = 0, mask_in = 0, pos_in = 0, ucb_in = 0, logits_out = 0;
   Stats stats;
 
-  // share_buffer models run through an IoBinding: past_i and present_i bound to one KV buffer, the
-  // attention mask a view of a capacity-sized buffer of ones, logits in a runtime-owned buffer that
-  // keeps its address. A decode step at steady state allocates nothing.
-  IoBinding bind;
-  bool bound_ready = false;
-  size_t ids_in = 0, mask_in = 0, pos_in = 0, logits_out = 0;
-  Tensor ids_t, pos_t, mask_ones;
-
   Impl(const Model& model_, const SearchOptions& o, int64_t cap);
-  // Runs the model over sequence[kv->length() ..].
+  // Validity and bookkeeping for appended tokens; runs them.
+  Status append(const int64_t* ids, int64_t per_row);
+  // Runs the model over positions [run_len, len).
   Status run_pending();
-  Status run_bound(int64_t past, int64_t S, int64_t total);
+  Status run_feeds(int64_t S, int64_t T);
+  Status run_bound(int64_t S, int64_t T);
   Status take_logits(const Tensor& lt, int64_t S);
+  // Logits processors, then the search; appends the chosen tokens.
+  Status pick_next();
+  void apply_processors();
+  void append_beam_step();
+  void reset();
+  int64_t* row_tokens(int64_t r) { return tokens.data() + r * capacity; }
+  const int64_t* row_tokens(int64_t r) const { return tokens.data() + r * capacity; }
+  bool is_eos(int64_t t) const;
 };
 
 }  // namespace nxrt::genai

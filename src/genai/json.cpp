@@ -7,25 +7,9 @@
 #include <limits>
 #include <sstream>
 
-namespace nxrt::genai {
+#include "genai/utf8.h"
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
+namespace nxrt::genai {
 
 Json Json::number(double d) {
   Number n;
@@ -187,23 +171,7 @@ void append_json_string(std::string& out, std::string_view s, bool ensure_ascii)
       continue;
     }
     // ensure_ascii: decode one code point (a malformed byte stands for U+FFFD).
-    const int len = (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    uint32_t cp = 0xFFFD;
-    size_t used = 1;
-    if (len && i + len <= s.size()) {
-      uint32_t v = len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-      bool ok = true;
-      for (int k = 1; k < len; ++k) {
-        const unsigned char d = static_cast<unsigned char>(s[i + k]);
-        ok = ok && (d & 0xC0) == 0x80;
-        v = (v << 6) | (d & 0x3F);
-      }
-      if (ok) {
-        cp = v;
-        used = static_cast<size_t>(len);
-      }
-    }
-    i += used;
+    const uint32_t cp = next_cp(s, i);
     if (cp >= 0x10000) {
       const uint32_t v = cp - 0x10000;
       std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
@@ -213,16 +181,6 @@ void append_json_string(std::string& out, std::string_view s, bool ensure_ascii)
     out += buf;
   }
   out += '"';
-}
-
-bool is_js_space(uint32_t cp) {
-  switch (cp) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x20: case 0xA0: case 0x1680:
-    case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000: case 0xFEFF:
-      return true;
-    default:
-      return cp >= 0x2000 && cp <= 0x200A;
-  }
 }
 
 std::string Json::dump() const {

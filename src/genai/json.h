@@ -72,13 +72,9 @@ class Json {
   friend class JsonParser;
 };
 
-// Appends code point `cp` to `out` as UTF-8 (shared by the JSON reader, the tokenizer and the templates).
-void append_utf8(std::string& out, uint32_t cp);
 // Appends `s` as a JSON string literal: escapes '"', '\\', \b \f \n \r \t, other controls as \u00xx;
 // with ensure_ascii also DEL and every non-ASCII code point (\uXXXX, UTF-16 pairs above U+FFFF).
 void append_json_string(std::string& out, std::string_view s, bool ensure_ascii = false);
-// JavaScript's whitespace (String.prototype.trim, \s): White_Space + line terminators + U+FEFF.
-bool is_js_space(uint32_t cp);
 
 // Parses one JSON document (surrounding whitespace allowed, nothing else after it). Nesting deeper
 // than 512 levels is an error, not a stack overflow.

@@ -3,10 +3,38 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
-#include <unordered_set>
+
+#include "nxrt/float_types.h"
 
 namespace nxrt::genai {
+
+float LogitsRow::get(int64_t j) const {
+  if (dtype == DataType::kFloat16) return half_to_float(static_cast<const uint16_t*>(data)[j]);
+  return static_cast<const float*>(data)[j];
+}
+
+void LogitsRow::set(int64_t j, float v) const {
+  if (dtype == DataType::kFloat16) {
+    static_cast<uint16_t*>(data)[j] = float_to_half(v);
+  } else {
+    static_cast<float*>(data)[j] = v;
+  }
+}
+
+int64_t argmax_first(const LogitsRow& row) {
+  if (row.dtype == DataType::kFloat) return argmax_first(static_cast<const float*>(row.data), row.size);
+  int64_t best = -1;
+  float bv = 0;
+  for (int64_t j = 0; j < row.size; ++j) {
+    const float v = row.get(j);
+    if (std::isnan(v)) continue;
+    if (best < 0 || v > bv) {
+      best = j;
+      bv = v;
+    }
+  }
+  return best < 0 ? 0 : best;
+}
 
 int64_t argmax_first(const float* x, int64_t n) {
   int64_t best = -1;
@@ -22,14 +50,49 @@ int64_t argmax_first(const float* x, int64_t n) {
   return best < 0 ? 0 : best;
 }
 
-void apply_repetition_penalty(float* logits, int64_t n, const std::vector<int64_t>& sequence, double penalty) {
+void apply_repetition_penalty(const LogitsRow& row, const int64_t* seq, int64_t n, double penalty,
+                              std::vector<uint8_t>* seen) {
   if (penalty == 1.0 || !(penalty > 0)) return;
-  std::unordered_set<int64_t> seen;
+  if (seen->size() < static_cast<size_t>(row.size)) seen->resize(static_cast<size_t>(row.size));
   const float p = static_cast<float>(penalty);
-  for (int64_t t : sequence) {
-    if (t < 0 || t >= n || !seen.insert(t).second) continue;
-    float& v = logits[t];
-    v = v > 0 ? v / p : v * p;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t t = seq[i];
+    if (t < 0 || t >= row.size || (*seen)[static_cast<size_t>(t)]) continue;
+    (*seen)[static_cast<size_t>(t)] = 1;
+    const float v = row.get(t);
+    row.set(t, v > 0 ? v / p : v * p);
+  }
+  for (int64_t i = 0; i < n; ++i) {  // leave the scratch all zero for the next row
+    const int64_t t = seq[i];
+    if (t >= 0 && t < row.size) (*seen)[static_cast<size_t>(t)] = 0;
+  }
+}
+
+void apply_repetition_penalty(float* logits, int64_t n, const std::vector<int64_t>& sequence, double penalty) {
+  std::vector<uint8_t> seen;
+  apply_repetition_penalty(LogitsRow{logits, DataType::kFloat, n}, sequence.data(),
+                           static_cast<int64_t>(sequence.size()), penalty, &seen);
+}
+
+void suppress_tokens(const LogitsRow& row, const std::vector<int64_t>& ids) {
+  const float lowest = row.dtype == DataType::kFloat16 ? -std::numeric_limits<float>::infinity()
+                                                       : std::numeric_limits<float>::lowest();
+  for (int64_t t : ids) {
+    if (t >= 0 && t < row.size) row.set(t, lowest);
+  }
+}
+
+void ban_repeated_ngrams(const LogitsRow& row, const int64_t* seq, int64_t n, int64_t ngram) {
+  if (ngram <= 0 || n + 1 < ngram) return;
+  const int64_t prefix = ngram - 1;  // the last ngram-1 tokens must match an earlier n-gram's start
+  const float lowest = row.dtype == DataType::kFloat16 ? -std::numeric_limits<float>::infinity()
+                                                       : std::numeric_limits<float>::lowest();
+  for (int64_t i = 0; i + ngram <= n; ++i) {
+    bool same = true;
+    for (int64_t k = 0; k < prefix && same; ++k) same = seq[i + k] == seq[n - prefix + k];
+    if (!same) continue;
+    const int64_t banned = seq[i + prefix];
+    if (banned >= 0 && banned < row.size) row.set(banned, lowest);
   }
 }
 
@@ -37,22 +100,23 @@ Sampler::Sampler(const SearchOptions& opts) : o_(opts), rng_(opts.random_seed) {
 
 double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
-int64_t Sampler::next(std::vector<float>* logits_in, const std::vector<int64_t>& sequence) {
-  std::vector<float>& logits = *logits_in;
-  const int64_t n = static_cast<int64_t>(logits.size());
+int64_t Sampler::next(const LogitsRow& row) {
+  const int64_t n = row.size;
   if (n == 0) return 0;
-  apply_repetition_penalty(logits.data(), n, sequence, o_.repetition_penalty);
-  if (!o_.do_sample || o_.top_k == 1) return argmax_first(logits.data(), n);
+  if (!o_.do_sample || o_.top_k == 1) return argmax_first(row);
 
   const double temp = o_.temperature > 0 ? o_.temperature : 1.0;
   // Candidates by descending logit (ties: lower id first), NaN excluded.
-  std::vector<int64_t> idx;
-  idx.reserve(static_cast<size_t>(n));
+  std::vector<int64_t>& idx = idx_;
+  idx.clear();
   for (int64_t j = 0; j < n; ++j) {
-    if (!std::isnan(logits[j])) idx.push_back(j);
+    if (!std::isnan(row.get(j))) idx.push_back(j);
   }
   if (idx.empty()) return 0;
-  auto cmp = [&](int64_t a, int64_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  auto cmp = [&](int64_t a, int64_t b) {
+    const float va = row.get(a), vb = row.get(b);
+    return va > vb || (va == vb && a < b);
+  };
   size_t keep = idx.size();
   if (o_.top_k > 0 && static_cast<size_t>(o_.top_k) < keep) {
     keep = static_cast<size_t>(o_.top_k);
@@ -62,11 +126,12 @@ int64_t Sampler::next(std::vector<float>* logits_in, const std::vector<int64_t>&
     std::sort(idx.begin(), idx.end(), cmp);
   }
   // Softmax over the candidates (the largest first), in double.
-  std::vector<double> p(keep);
-  const double mx = static_cast<double>(logits[idx[0]]) / temp;
+  std::vector<double>& p = p_;
+  p.resize(keep);
+  const double mx = static_cast<double>(row.get(idx[0])) / temp;
   double sum = 0;
   for (size_t i = 0; i < keep; ++i) {
-    p[i] = std::exp(static_cast<double>(logits[idx[i]]) / temp - mx);
+    p[i] = std::exp(static_cast<double>(row.get(idx[i])) / temp - mx);
     sum += p[i];
   }
   for (double& v : p) v /= sum;

@@ -14,7 +14,10 @@
 //   post_processor TemplateProcessing ByteLevel Sequence
 //   decoder       ByteLevel ByteFallback Fuse Replace Strip Metaspace Sequence
 // Regexes run on PCRE2 (UTF + UCP, JIT when available) after a small Oniguruma->PCRE2 rewrite (\s is
-// Unicode White_Space, \h is a hex digit, (?i:...) folds ASCII letters only, as tokenizers.js does).
+// Unicode White_Space, \h is a hex digit, (?i:...) folds ASCII letters only, as tokenizers.js does);
+// the Unicode normalizers and Lowercase use ICU. Built with NXRT_WITH_TOKENIZER_LIBS=OFF (no PCRE2, no
+// ICU), a tokenizer.json with a component that needs them fails to load with an error naming the
+// component; the others (e.g. Llama-2 style: Prepend/Replace String normalizers, byte_fallback) work.
 // Input text that is not valid UTF-8 is read with U+FFFD replacing each bad sequence.
 // Where tokenizers.js departs from the Rust tokenizers crate, this follows the crate: Split with
 // invert=true keeps every piece for Isolated; MergedWithPrevious/MergedWithNext/Contiguous are real
@@ -22,21 +25,12 @@
 // seven real tokenizer.json files (scripts/check_tokenizers.sh) does not exercise those cases.
 //
 // A Tokenizer is immutable after load and safe to use from several threads at once.
+//
+// Code: tokenizer.cpp (encode, decode, streaming), tokenizer/load.cpp (reading the file),
+// tokenizer/bpe_model.cpp, and one file per component family in tokenizer/ (normalizers,
+// pre_tokenizers, decoders, post_processor, added_tokens, vocab, regex, byte_alphabet).
 #pragma once
-#include <string>
-#include <string_view>
 
-// The Tokenizer / TokenizerStream classes are public (include/nxrt/tokenizer.h); this header adds what
-// only the library and its tests use.
+// The Tokenizer / TokenizerStream classes are public (include/nxrt/tokenizer.h); the UTF-8 helpers the
+// tokenizer relies on (utf8_sanitize, utf8_complete_prefix) are in genai/utf8.h.
 #include "nxrt/tokenizer.h"
-
-namespace nxrt::genai {
-
-// UTF-8 helpers (exposed for tests).
-// Replaces every ill-formed subsequence with U+FFFD (WHATWG "maximal subpart" rule, as TextDecoder).
-std::string utf8_sanitize(std::string_view bytes);
-// Length of the longest prefix of `bytes` that does not end inside a UTF-8 sequence that could still be
-// completed by more bytes.
-size_t utf8_complete_prefix(std::string_view bytes);
-
-}  // namespace nxrt::genai

@@ -1,5 +1,7 @@
 #include "nxrt/tensor.h"
 
+#include "ir/strided_cursor.h"
+
 #include <atomic>
 #include <type_traits>
 #include <cstdlib>
@@ -197,23 +199,15 @@ void gather_strided(const Elem* src, Elem* dst, const Dims& shape, const Dims& s
     dst[0] = src[0];
     return;
   }
-  std::vector<int64_t> idx(rank, 0);
   const int64_t inner = shape[rank - 1];
   const int64_t inner_stride = strides[rank - 1];
-  int64_t base = 0;
-  for (int64_t done = 0; done < n; done += inner) {
+  auto outer = ir::strided_cursor(shape, rank - 1, strides);
+  for (int64_t done = 0; done < n; done += inner, outer.next()) {
+    const int64_t base = outer.offset(0);
     if (inner_stride == 1) {
       for (int64_t i = 0; i < inner; ++i) dst[done + i] = src[base + i];
     } else {
       for (int64_t i = 0; i < inner; ++i) dst[done + i] = src[base + i * inner_stride];
-    }
-    // advance the outer index
-    for (size_t ax = rank - 1; ax-- > 0;) {
-      ++idx[ax];
-      base += strides[ax];
-      if (idx[ax] < shape[ax]) break;
-      base -= strides[ax] * shape[ax];
-      idx[ax] = 0;
     }
   }
 }
@@ -243,11 +237,11 @@ void copy_strided(const Elem* src, const Dims& ss0, Elem* dst, const Dims& ds0, 
     dst[0] = src[0];
     return;
   }
-  Dims idx(rank, 0);
   const int64_t inner = shape[rank - 1];
   const int64_t si = ss[rank - 1], di = ds[rank - 1];
-  int64_t sb = 0, db = 0;
-  for (int64_t done = 0; done < n; done += inner) {
+  auto outer = ir::strided_cursor(shape, rank - 1, ss, ds);
+  for (int64_t done = 0; done < n; done += inner, outer.next()) {
+    const int64_t sb = outer.offset(0), db = outer.offset(1);
     if (si == 1 && di == 1) {
       if constexpr (std::is_trivially_copyable_v<Elem>) {
         std::memcpy(dst + db, src + sb, static_cast<size_t>(inner) * sizeof(Elem));
@@ -256,15 +250,6 @@ void copy_strided(const Elem* src, const Dims& ss0, Elem* dst, const Dims& ds0, 
       }
     } else {
       for (int64_t i = 0; i < inner; ++i) dst[db + i * di] = src[sb + i * si];
-    }
-    for (size_t ax = rank - 1; ax-- > 0;) {
-      ++idx[ax];
-      sb += ss[ax];
-      db += ds[ax];
-      if (idx[ax] < shape[ax]) break;
-      sb -= ss[ax] * shape[ax];
-      db -= ds[ax] * shape[ax];
-      idx[ax] = 0;
     }
   }
 }

@@ -51,45 +51,45 @@ bool normalize_axis(int64_t* axis, int64_t rank) {
   return true;
 }
 
-Result<std::vector<int64_t>> read_int_values(const Tensor& t0) {
-  Tensor t = t0.contiguous();
-  int64_t n = t.numel();
-  std::vector<int64_t> v(static_cast<size_t>(n));
-  switch (t.dtype()) {
-    case DataType::kInt64: std::copy_n(t.data<int64_t>(), n, v.begin()); break;
-    case DataType::kInt32: std::copy_n(t.data<int32_t>(), n, v.begin()); break;
-    case DataType::kInt16: std::copy_n(t.data<int16_t>(), n, v.begin()); break;
-    case DataType::kInt8: std::copy_n(t.data<int8_t>(), n, v.begin()); break;
-    case DataType::kUInt8: std::copy_n(t.data<uint8_t>(), n, v.begin()); break;
-    case DataType::kUInt16: std::copy_n(t.data<uint16_t>(), n, v.begin()); break;
-    case DataType::kUInt32: std::copy_n(t.data<uint32_t>(), n, v.begin()); break;
-    case DataType::kUInt64: std::copy_n(t.data<uint64_t>(), n, v.begin()); break;
-    case DataType::kBool: std::copy_n(t.data<uint8_t>(), n, v.begin()); break;
-    default: return invalid_argument(std::string("expected an integer tensor, got ") + t.describe());
-  }
+namespace {
+// Every element of t (contiguous) as V, for the dtypes `dispatch` covers; else `unsupported`.
+template <typename V, typename D, typename E>
+Result<std::vector<V>> read_values(const Tensor& t0, D&& dispatch, E&& unsupported) {
+  const Tensor t = t0.contiguous();
+  const int64_t n = t.numel();
+  std::vector<V> v(static_cast<size_t>(n));
+  NXRT_RETURN_IF_ERROR(dispatch(
+      t.dtype() == DataType::kBool ? DataType::kUInt8 : t.dtype(),  // bool is one byte of 0/1
+      [&](auto tag) {
+        using T = decltype(tag);
+        const T* p = t.data<T>();
+        for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = to_compute<V>(p[i]);
+        return Status::Ok();
+      },
+      [&] { return unsupported(t); }));
   return v;
 }
+}  // namespace
 
-Result<std::vector<double>> read_double_values(const Tensor& t0) {
-  Tensor t = t0.contiguous();
-  int64_t n = t.numel();
-  std::vector<double> v(static_cast<size_t>(n));
-  switch (t.dtype()) {
-    case DataType::kFloat: std::copy_n(t.data<float>(), n, v.begin()); break;
-    case DataType::kDouble: std::copy_n(t.data<double>(), n, v.begin()); break;
-    case DataType::kFloat16:
-      for (int64_t i = 0; i < n; ++i) v[i] = half_to_float(t.data<uint16_t>()[i]);
-      break;
-    case DataType::kBFloat16:
-      for (int64_t i = 0; i < n; ++i) v[i] = bf16_to_float(t.data<uint16_t>()[i]);
-      break;
-    default: {
-      auto iv = read_int_values(t);
-      if (!iv.ok()) return invalid_argument(std::string("expected a numeric tensor, got ") + t.describe());
-      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>(iv.value()[i]);
-    }
+Result<std::vector<int64_t>> read_int_values(const Tensor& t) {
+  return read_values<int64_t>(
+      t, [](DataType dt, auto&& f, auto&& e) { return dispatch_integer(dt, f, e); },
+      [](const Tensor& x) { return invalid_argument(std::string("expected an integer tensor, got ") + x.describe()); });
+}
+
+Result<std::vector<double>> read_double_values(const Tensor& t) {
+  return read_values<double>(
+      t, [](DataType dt, auto&& f, auto&& e) { return dispatch_numeric(dt, f, e); },
+      [](const Tensor& x) { return invalid_argument(std::string("expected a numeric tensor, got ") + x.describe()); });
+}
+
+double round_to_float_dtype(double v, DataType dt) {
+  switch (dt) {
+    case DataType::kFloat: return static_cast<double>(static_cast<float>(v));
+    case DataType::kFloat16: return half_to_float(float_to_half(static_cast<float>(v)));
+    case DataType::kBFloat16: return bf16_to_float(float_to_bf16(static_cast<float>(v)));
+    default: return v;
   }
-  return v;
 }
 
 // BatchNormalization's inference statistics folded per channel, in double: a = scale / sqrt(var + eps),

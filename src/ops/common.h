@@ -9,6 +9,7 @@
 #include "ep/kernel.h"
 #include "ep/thread_pool.h"
 #include "nxrt/float_types.h"
+#include "ir/strided_cursor.h"
 #include "ir/tensor_util.h"
 #include "nxrt/tensor.h"
 
@@ -20,13 +21,28 @@ using ir::broadcast_shapes;
 using ir::broadcast_strides;
 using ir::compute_t;
 using ir::dispatch_by_size;
+using ir::dispatch_elem;
 using ir::dispatch_error;
 using ir::dispatch_float;
+using ir::dispatch_integer;
+using ir::dispatch_native;
 using ir::dispatch_numeric;
+using ir::dispatch_signed;
+using ir::dispatch_unsigned;
 using ir::dtype_of;
+using ir::from_compute;
+using ir::is_float_like_v;
+using ir::is_reduced_float_v;
+using ir::load_floats;
 using ir::normalize_axis;
 using ir::read_double_values;
+using ir::read_floats_as;
 using ir::read_int_values;
+using ir::round_to_float_dtype;
+using ir::store_floats;
+using ir::to_compute;
+using ir::strided_cursor;
+using ir::StridedCursor;
 
 // Several typed arrays in one step workspace (ctx.workspace), so a kernel needing scratch allocates
 // nothing on the hot path: reserve each array (add<T>(n) returns its offset), allocate() once, then

@@ -1,7 +1,9 @@
 // Level-basic passes: constant folding, Identity/Dropout elimination, Shape/Size folding, dead code.
+#include <algorithm>
 #include <set>
 
-#include "optimizer/graph_util.h"
+#include "optimizer/passes.h"
+#include "optimizer/rewrite.h"
 #include "ir/tensor_util.h"
 #include "shape/op_schema.h"
 
@@ -50,141 +52,139 @@ int64_t predicted_bytes(const ir::Node& n, const std::vector<const Tensor*>& in)
   return -1;
 }
 
-}  // namespace
+// ---- constant folding ----
 
-int fold_constants(PassContext& pc, GraphInfo& gi) {
-  ir::Graph& g = gi.g;
-  std::vector<bool> dead(g.nodes.size(), false);
-  int folded = 0;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const ir::Node& n = g.nodes[i];
-    const std::string dom = ir::canonical_domain(n.domain);
-    if (!dom.empty() && dom != "ai.onnx.ml") continue;
-    if (is_nondeterministic(n, pc.opset(dom)) || never_fold(n)) continue;
-    bool all_const = true, any_output = false, protected_out = false;
-    std::vector<const Tensor*> in;
-    for (const auto& name : n.inputs) {
-      if (name.empty()) {
-        in.push_back(nullptr);
-        continue;
-      }
-      const Tensor* t = gi.constant(name);
-      if (!t) {
-        all_const = false;
-        break;
-      }
-      in.push_back(t);
-    }
-    if (!all_const) continue;
-    for (const auto& o : n.outputs) {
-      if (o.empty()) continue;
-      any_output = true;
-      protected_out |= gi.protected_names.count(o) != 0 || g.initializers.count(o) != 0;
-    }
+struct ConstantNode : Match {
+  std::vector<const Tensor*> inputs;  // nullptr for an absent optional input
+  int64_t limit = 0;                  // bytes an output may have
+};
+
+bool match_constant_node(Rewriter& rw, int anchor, ConstantNode& m) {
+  const ir::Node& n = rw.node(anchor);
+  if (is_nondeterministic(n, rw.pc.opset(ir::canonical_domain(n.domain))) || never_fold(n)) return false;
+  for (const auto& name : n.inputs) {
+    const Tensor* t = name.empty() ? nullptr : rw.constant(name);
+    if (!name.empty() && !t) return false;
+    m.inputs.push_back(t);
+  }
+  bool any_output = false;
+  for (const auto& o : n.outputs) {
+    if (o.empty()) continue;
+    any_output = true;
     // Graph outputs stay produced by their node: the caller sees the same value either way, and the
     // executor's treatment of an output that is an initializer is not worth the risk.
-    if (!any_output || protected_out) continue;
-    // ConstantOfShape is how some exporters write weights: fold it up to a larger bound.
-    const int64_t limit = n.op_type == "ConstantOfShape" ? pc.options->max_constant_of_shape_bytes
-                                                         : pc.options->max_folded_bytes;
-    int64_t pred = predicted_bytes(n, in);
-    if (pred > limit) continue;
-    std::vector<Tensor> outs;
-    if (!evaluate_node(pc, g, n, in, &outs)) continue;
-    bool fits = true;
-    for (const auto& t : outs) fits &= !t.defined() || static_cast<int64_t>(t.nbytes()) <= limit;
-    if (!fits) continue;
-    for (size_t k = 0; k < n.outputs.size(); ++k) {
-      if (!n.outputs[k].empty()) g.initializers[n.outputs[k]] = outs[k];
-    }
-    dead[i] = true;
-    ++folded;
-    if (n.op_type == "Constant") pc.count("constant_to_initializer");
-    else pc.count("constant_folded");
+    if (rw.gi.protected_names.count(o) || rw.g.initializers.count(o)) return false;
   }
-  if (folded) remove_nodes(g, dead);
-  return folded;
+  if (!any_output) return false;
+  // ConstantOfShape is how some exporters write weights: fold it up to a larger bound.
+  const Options& opts = *rw.pc.options;
+  m.limit = n.op_type == "ConstantOfShape" ? opts.max_constant_of_shape_bytes : opts.max_folded_bytes;
+  if (predicted_bytes(n, m.inputs) > m.limit) return false;
+  m.take(anchor);
+  return true;
 }
 
-int eliminate_identities(PassContext& pc, GraphInfo& gi) {
-  ir::Graph& g = gi.g;
-  std::vector<bool> dead(g.nodes.size(), false);
-  std::unordered_map<std::string, std::string> rename;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const ir::Node& n = g.nodes[i];
-    if (!ir::canonical_domain(n.domain).empty() || n.inputs.empty() || n.inputs[0].empty() || n.outputs.empty() ||
-        n.outputs[0].empty())
-      continue;
-    if (n.op_type == "Identity") {
-      if (n.inputs.size() != 1 || n.outputs.size() != 1) continue;
-    } else if (n.op_type == "Dropout") {
-      // Inference Dropout is Identity on output 0 when the mask is not used and training is off.
-      if (n.outputs.size() > 1 && !n.outputs[1].empty() &&
-          (gi.num_uses(n.outputs[1]) > 0 || gi.protected_names.count(n.outputs[1])))
-        continue;
-      const int64_t opset = pc.opset("");
-      if (opset < 7 && attr_i(n, "is_test", 0) == 0) continue;  // training-mode Dropout before opset 7
-      if (opset >= 12 && n.inputs.size() > 2 && !n.inputs[2].empty()) {
-        double train = 1;
-        if (!const_scalar(gi.constant(n.inputs[2]), &train) || train != 0) continue;
-      }
-    } else {
-      continue;
-    }
-    const std::string& out = n.outputs[0];
-    if (gi.protected_names.count(out)) continue;
-    std::string src = n.inputs[0];
-    while (rename.count(src)) src = rename[src];
-    rename[out] = src;
-    dead[i] = true;
-    pc.count(n.op_type == "Identity" ? "identity_removed" : "dropout_removed");
+// The node's outputs become initializers (it is evaluated with the CPU kernel) and the node goes.
+bool build_folded_constant(Rewriter& rw, const ConstantNode& m, Rewrite& r) {
+  const ir::Node& n = rw.node(m.anchor);
+  std::vector<Tensor> outs;
+  if (!evaluate_node(rw.pc, rw.g, n, m.inputs, &outs)) return false;
+  for (const auto& t : outs) {
+    if (t.defined() && static_cast<int64_t>(t.nbytes()) > m.limit) return false;
   }
-  if (rename.empty()) return 0;
-  for (auto& n : g.nodes) {
-    for (auto& in : n.inputs) {
-      auto it = rename.find(in);
-      if (it != rename.end()) in = it->second;
-    }
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    if (!n.outputs[k].empty()) rw.g.initializers[n.outputs[k]] = outs[k];
   }
-  remove_nodes(g, dead);
-  return static_cast<int>(rename.size());
+  r.stat = n.op_type == "Constant" ? "constant_to_initializer" : "constant_folded";
+  return true;
 }
 
-int fold_shapes(PassContext& pc, GraphInfo& gi) {
-  ir::Graph& g = gi.g;
-  std::vector<bool> dead(g.nodes.size(), false);
-  int folded = 0;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const ir::Node& n = g.nodes[i];
-    if (!ir::canonical_domain(n.domain).empty() || (n.op_type != "Shape" && n.op_type != "Size")) continue;
-    if (n.inputs.size() != 1 || n.inputs[0].empty() || n.outputs.size() != 1 || n.outputs[0].empty()) continue;
-    const std::string& out = n.outputs[0];
-    if (gi.protected_names.count(out) || g.initializers.count(out)) continue;
-    Dims shape;
-    if (!gi.static_shape(n.inputs[0], &shape)) continue;
-    Tensor result;
-    if (n.op_type == "Size") {
-      result = Tensor::scalar_int64(shape_numel(shape));
-    } else {
-      const int64_t r = static_cast<int64_t>(shape.size());
-      int64_t start = attr_i(n, "start", 0), end = attr_i(n, "end", r);
-      if (pc.opset("") < 15) start = 0, end = r;
-      if (start < 0) start += r;
-      if (end < 0) end += r;
-      start = std::clamp<int64_t>(start, 0, r);
-      end = std::clamp<int64_t>(end, 0, r);
-      std::vector<int64_t> v;
-      for (int64_t k = start; k < end; ++k) v.push_back(shape[static_cast<size_t>(k)]);
-      result = Tensor::from_vector(DataType::kInt64, Dims{static_cast<int64_t>(v.size())}, v);
+const Fusion<ConstantNode> kFoldConstants{
+    .stat = "constant_folded", .anchor = {{}, {"", "ai.onnx.ml"}}, .match = match_constant_node,
+    .build = build_folded_constant, .domain = nullptr};
+
+// ---- Identity / inference Dropout ----
+
+bool match_identity(Rewriter& rw, int anchor, Match& m) {
+  const ir::Node& n = rw.node(anchor);
+  if (n.inputs.empty() || n.inputs[0].empty() || n.outputs.empty() || n.outputs[0].empty()) return false;
+  if (n.op_type == "Identity") {
+    if (n.inputs.size() != 1 || n.outputs.size() != 1) return false;
+  } else {
+    // Inference Dropout is Identity on output 0 when the mask is not used and training is off.
+    if (n.outputs.size() > 1 && !n.outputs[1].empty() &&
+        (rw.gi.num_uses(n.outputs[1]) > 0 || rw.gi.protected_names.count(n.outputs[1])))
+      return false;
+    const int64_t opset = rw.opset();
+    if (opset < 7 && attr_i(n, "is_test", 0) == 0) return false;  // training-mode Dropout before opset 7
+    if (opset >= 12 && n.inputs.size() > 2 && !n.inputs[2].empty()) {
+      double train = 1;
+      if (!const_scalar(rw.constant(n.inputs[2]), &train) || train != 0) return false;
     }
-    g.initializers[out] = result;
-    dead[i] = true;
-    ++folded;
-    pc.count("shape_folded");
   }
-  if (folded) remove_nodes(g, dead);
-  return folded;
+  if (rw.gi.protected_names.count(n.outputs[0])) return false;
+  m.take(anchor);
+  return true;
 }
+
+// The node goes; its readers read its input.
+bool build_identity(Rewriter& rw, const Match& m, Rewrite& r) {
+  const ir::Node& n = rw.node(m.anchor);
+  r.renames.emplace_back(n.outputs[0], n.inputs[0]);
+  r.stat = n.op_type == "Identity" ? "identity_removed" : "dropout_removed";
+  return true;
+}
+
+const Fusion<Match> kEliminateIdentities{
+    .stat = "identity_removed", .anchor = {{"Identity", "Dropout"}}, .match = match_identity, .build = build_identity,
+    .domain = nullptr};
+
+// ---- Shape / Size of statically shaped values ----
+
+struct ShapeNode : Match {
+  Dims shape;  // of the input
+};
+
+bool match_shape_node(Rewriter& rw, int anchor, ShapeNode& m) {
+  const ir::Node& n = rw.node(anchor);
+  if (n.inputs.size() != 1 || n.inputs[0].empty() || n.outputs.size() != 1 || n.outputs[0].empty()) return false;
+  const std::string& out = n.outputs[0];
+  if (rw.gi.protected_names.count(out) || rw.g.initializers.count(out)) return false;
+  if (!rw.gi.static_shape(n.inputs[0], &m.shape)) return false;
+  m.take(anchor);
+  return true;
+}
+
+// The output becomes an initializer and the node goes.
+bool build_shape_value(Rewriter& rw, const ShapeNode& m, Rewrite& r) {
+  const ir::Node& n = rw.node(m.anchor);
+  Tensor result;
+  if (n.op_type == "Size") {
+    result = Tensor::scalar_int64(shape_numel(m.shape));
+  } else {
+    const int64_t rank = static_cast<int64_t>(m.shape.size());
+    int64_t start = attr_i(n, "start", 0), end = attr_i(n, "end", rank);
+    if (rw.opset() < 15) start = 0, end = rank;
+    if (start < 0) start += rank;
+    if (end < 0) end += rank;
+    start = std::clamp<int64_t>(start, 0, rank);
+    end = std::clamp<int64_t>(end, 0, rank);
+    std::vector<int64_t> v(m.shape.begin() + start, m.shape.begin() + std::max(start, end));
+    result = Tensor::from_vector(DataType::kInt64, Dims{static_cast<int64_t>(v.size())}, v);
+  }
+  rw.g.initializers[n.outputs[0]] = std::move(result);
+  return true;
+}
+
+const Fusion<ShapeNode> kFoldShapes{
+    .stat = "shape_folded", .anchor = {{"Shape", "Size"}}, .match = match_shape_node, .build = build_shape_value,
+    .domain = nullptr};
+
+}  // namespace
+
+int fold_constants(PassContext& pc, GraphInfo& gi) { return run_fusion(pc, gi, kFoldConstants); }
+int eliminate_identities(PassContext& pc, GraphInfo& gi) { return run_fusion(pc, gi, kEliminateIdentities); }
+int fold_shapes(PassContext& pc, GraphInfo& gi) { return run_fusion(pc, gi, kFoldShapes); }
 
 int remove_dead_code(PassContext& pc, GraphInfo& gi) {
   ir::Graph& g = gi.g;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "ep/standalone_context.h"
 #include "ir/tensor_util.h"
 #include "shape/op_schema.h"
 
@@ -231,41 +232,6 @@ bool has_graph_attr(const ir::Node& n) {
   return false;
 }
 
-namespace {
-// The KernelContext for evaluating a node at optimization time.
-class FoldContext final : public ep::KernelContext {
- public:
-  FoldContext(const ep::KernelInfo& info, std::vector<Value> inputs, ep::ThreadPool& pool)
-      : info_(info), inputs_(std::move(inputs)), outputs_(info.num_outputs()), pool_(pool) {}
-  const ep::KernelInfo& info() const override { return info_; }
-  size_t num_inputs() const override { return inputs_.size(); }
-  size_t num_outputs() const override { return outputs_.size(); }
-  const Value* input_value(size_t i) const override {
-    return i < inputs_.size() && !inputs_[i].is_none() ? &inputs_[i] : nullptr;
-  }
-  bool output_requested(size_t i) const override { return info_.output_present(i); }
-  Result<Tensor*> allocate_output(size_t i, DataType dtype, const Dims& shape) override {
-    if (i >= outputs_.size()) return runtime_error("output index out of range");
-    outputs_[i] = Value(Tensor(dtype, shape));
-    return &outputs_[i].tensor();
-  }
-  Status set_output(size_t i, Value v) override {
-    if (i >= outputs_.size()) return runtime_error("output index out of range");
-    outputs_[i] = std::move(v);
-    return Status::Ok();
-  }
-  ep::ThreadPool& pool() override { return pool_; }
-  Status error(const std::string& msg, StatusCode code) const override { return Status(code, msg); }
-  std::vector<Value>& outputs() { return outputs_; }
-
- private:
-  const ep::KernelInfo& info_;
-  std::vector<Value> inputs_;
-  std::vector<Value> outputs_;
-  ep::ThreadPool& pool_;
-};
-}  // namespace
-
 bool evaluate_node(PassContext& pc, const ir::Graph& g, const ir::Node& node, const std::vector<const Tensor*>& inputs,
                    std::vector<Tensor>* outs) {
   int64_t opset = pc.opset(node.domain);
@@ -280,7 +246,7 @@ bool evaluate_node(PassContext& pc, const ir::Graph& g, const ir::Node& node, co
   if (!kernel.ok()) return false;
   std::vector<Value> vals;
   for (const Tensor* t : inputs) vals.push_back(t ? Value(*t) : Value());
-  FoldContext ctx(info, std::move(vals), *pc.pool);
+  ep::StandaloneContext ctx(info, std::move(vals), *pc.pool);
   if (!(*kernel)->compute(ctx).ok()) return false;
   outs->clear();
   for (size_t i = 0; i < node.outputs.size(); ++i) {
@@ -301,53 +267,38 @@ bool is_onnx(const ir::Node* n, const char* op) {
   return n && ir::canonical_domain(n->domain).empty() && n->op_type == op;
 }
 
-ir::Node* sole_reader(GraphInfo& gi, const std::vector<bool>& dead, const std::string& name, int* index) {
-  int c = gi.sole_consumer(name);
-  if (c < 0 || dead[static_cast<size_t>(c)]) return nullptr;
-  if (index) *index = c;
-  return &gi.g.nodes[static_cast<size_t>(c)];
-}
-
 bool single_output(const ir::Node& n) { return n.outputs.size() == 1 && !n.outputs[0].empty(); }
 
 void import_domain(PassContext& pc, const char* domain, int64_t version) {
   if (pc.model->opset_for(domain) == 0) pc.model->opset_imports.push_back({domain, version});
 }
 
-int finish_rewrites(PassContext& pc, ir::Graph& g, const std::vector<bool>& dead, int done, const char* domain,
-                    int64_t version) {
-  if (done) {
-    remove_nodes(g, dead);
-    import_domain(pc, domain, version);
-  }
-  return done;
-}
-
-ir::Attribute make_attr_i(const std::string& name, int64_t v) {
+namespace {
+ir::Attribute named_attr(const std::string& name, ir::Attribute::Type type) {
   ir::Attribute a;
   a.name = name;
-  a.type = ir::Attribute::Type::kInt;
+  a.type = type;
+  return a;
+}
+}  // namespace
+
+ir::Attribute make_attr_i(const std::string& name, int64_t v) {
+  ir::Attribute a = named_attr(name, ir::Attribute::Type::kInt);
   a.i = v;
   return a;
 }
 ir::Attribute make_attr_f(const std::string& name, float v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::Attribute::Type::kFloat;
+  ir::Attribute a = named_attr(name, ir::Attribute::Type::kFloat);
   a.f = v;
   return a;
 }
 ir::Attribute make_attr_s(const std::string& name, const std::string& v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::Attribute::Type::kString;
+  ir::Attribute a = named_attr(name, ir::Attribute::Type::kString);
   a.s = v;
   return a;
 }
 ir::Attribute make_attr_fs(const std::string& name, std::vector<float> v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::Attribute::Type::kFloats;
+  ir::Attribute a = named_attr(name, ir::Attribute::Type::kFloats);
   a.floats = std::move(v);
   return a;
 }

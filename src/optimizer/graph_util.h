@@ -77,19 +77,13 @@ std::unordered_map<std::string, int64_t> infer_ranks(const GraphInfo& gi);
 // Removes nodes flagged in `dead` (same size as g.nodes), keeping order.
 void remove_nodes(ir::Graph& g, const std::vector<bool>& dead);
 
-// ---- shared by the rewrite passes ----
+// ---- shared by the passes (the rewrite driver is rewrite.h) ----
 // Whether n is the ai.onnx op `op` (nullptr: no).
 bool is_onnx(const ir::Node* n, const char* op);
 // One non-empty output.
 bool single_output(const ir::Node& n);
-// The node that alone reads `name` (live, not a graph output / capture), else nullptr.
-ir::Node* sole_reader(GraphInfo& gi, const std::vector<bool>& dead, const std::string& name, int* index = nullptr);
 // Adds `domain` at `version` to the model's opset imports unless it is imported already.
 void import_domain(PassContext& pc, const char* domain, int64_t version);
-// The end of a rewrite pass: when it rewrote anything (`done` > 0), drops the nodes flagged in `dead`
-// and imports the domain its new nodes live in. Returns done.
-int finish_rewrites(PassContext& pc, ir::Graph& g, const std::vector<bool>& dead, int done,
-                    const char* domain = kNxrtDomain, int64_t version = kNxrtOpset);
 // Writes doubles into a new float or double tensor; false for other dtypes or a size mismatch.
 bool make_tensor(DataType dtype, const Dims& shape, const std::vector<double>& v, Tensor* out);
 ir::Attribute make_attr_i(const std::string& name, int64_t v);
@@ -114,26 +108,5 @@ bool has_graph_attr(const ir::Node& n);
 // unspecified) when the node has no kernel, the kernel fails or an output is not a tensor.
 bool evaluate_node(PassContext& pc, const ir::Graph& g, const ir::Node& node, const std::vector<const Tensor*>& inputs,
                    std::vector<Tensor>* outs);
-
-// Passes. Each returns the number of rewrites it made.
-int fold_constants(PassContext& pc, GraphInfo& gi);
-int eliminate_identities(PassContext& pc, GraphInfo& gi);
-int fold_shapes(PassContext& pc, GraphInfo& gi);
-int remove_dead_code(PassContext& pc, GraphInfo& gi);
-int fold_conv_bn(PassContext& pc, GraphInfo& gi);
-// Conv followed by Mul / Add of a per-output-channel constant: folded into W and B.
-int fold_conv_affine(PassContext& pc, GraphInfo& gi);
-// BatchNormalization followed by Mul / Add of a per-channel constant: folded into its scale and bias.
-int fold_bn_affine(PassContext& pc, GraphInfo& gi);
-int fuse_activation(PassContext& pc, GraphInfo& gi);
-int fuse_layer_norm(PassContext& pc, GraphInfo& gi);
-int fuse_rms_norm(PassContext& pc, GraphInfo& gi);
-int fuse_gelu(PassContext& pc, GraphInfo& gi);
-int fuse_attention(PassContext& pc, GraphInfo& gi);
-int fuse_hard_swish(PassContext& pc, GraphInfo& gi);
-int fuse_silu(PassContext& pc, GraphInfo& gi);
-// Blocked int4/uint4/int8/uint8 DequantizeLinear of a constant [K, N] weight feeding MatMul's B input:
-// rewritten into com.microsoft MatMulNBits (dq_matmul_fusion.cpp). Runs before constant folding.
-int fuse_dq_matmul(PassContext& pc, GraphInfo& gi);
 
 }  // namespace nxrt::optimizer

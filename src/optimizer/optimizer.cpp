@@ -4,14 +4,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
-#include "optimizer/graph_util.h"
+#include "optimizer/passes.h"
 
 namespace nxrt::optimizer {
-
-int fuse_bn_relu(PassContext& pc, GraphInfo& gi);  // bn_relu.cpp
-int fuse_preact_conv(PassContext& pc, GraphInfo& gi);  // bn_relu.cpp
-int fold_affine_into_pointwise_conv(PassContext& pc, GraphInfo& gi);  // fold_affine_pointwise.cpp
 
 std::string Stats::summary() const {
   std::string s;
@@ -38,14 +35,59 @@ namespace {
 
 using Pass = int (*)(PassContext&, GraphInfo&);
 
-int run_pass(PassContext& pc, ir::Graph& g, bool main_graph, Pass pass, const char* name) {
+// How often a pass runs.
+enum class Repeat {
+  kOnce,
+  kWhileChanging,  // again while it rewrites something, at most kMaxRuns runs
+  kInRound,        // with the adjacent kInRound passes as one round, repeated while any of them rewrites
+                   // something, at most kMaxRuns rounds
+};
+constexpr int kMaxRuns = 4;
+
+struct PassSpec {
+  const char* name;  // Stats::pass_ms key
+  Pass run;
+  OptLevel level;    // the lowest level it runs at
+  Repeat repeat;
+};
+
+// Every pass, in the order they run on each graph.
+constexpr PassSpec kPasses[] = {
+    // Before constant folding, which would turn the dequantized weights into float initializers.
+    {"fuse_dq_matmul", &fuse_dq_matmul, OptLevel::kAll, Repeat::kOnce},
+    {"fold_constants", &fold_constants, OptLevel::kBasic, Repeat::kInRound},
+    {"eliminate_identities", &eliminate_identities, OptLevel::kBasic, Repeat::kInRound},
+    {"fold_shapes", &fold_shapes, OptLevel::kBasic, Repeat::kInRound},
+    {"remove_dead_code", &remove_dead_code, OptLevel::kBasic, Repeat::kInRound},
+    {"fold_conv_bn", &fold_conv_bn, OptLevel::kAll, Repeat::kOnce},
+    {"fold_conv_affine", &fold_conv_affine, OptLevel::kAll, Repeat::kWhileChanging},
+    {"fold_bn_affine", &fold_bn_affine, OptLevel::kAll, Repeat::kWhileChanging},
+    {"fold_affine_into_pointwise_conv", &fold_affine_into_pointwise_conv, OptLevel::kAll, Repeat::kOnce},
+    {"fuse_bn_relu", &fuse_bn_relu, OptLevel::kAll, Repeat::kOnce},
+    {"fuse_layer_norm", &fuse_layer_norm, OptLevel::kAll, Repeat::kOnce},
+    {"fuse_rms_norm", &fuse_rms_norm, OptLevel::kAll, Repeat::kOnce},
+    {"fuse_gelu", &fuse_gelu, OptLevel::kAll, Repeat::kOnce},
+    {"fuse_attention", &fuse_attention, OptLevel::kAll, Repeat::kOnce},
+    {"fuse_hard_swish", &fuse_hard_swish, OptLevel::kAll, Repeat::kOnce},  // before fuse_activation takes it
+    {"fuse_silu", &fuse_silu, OptLevel::kAll, Repeat::kOnce},
+    {"fuse_activation", &fuse_activation, OptLevel::kAll, Repeat::kOnce},
+    {"fuse_preact_conv", &fuse_preact_conv, OptLevel::kAll, Repeat::kOnce},  // after fuse_bn_relu, fuse_activation
+    {"remove_dead_code", &remove_dead_code, OptLevel::kAll, Repeat::kOnce},
+};
+
+int run_pass(PassContext& pc, ir::Graph& g, bool main_graph, const PassSpec& p) {
   const auto t0 = std::chrono::steady_clock::now();
   GraphInfo gi(g, main_graph, pc.model->ir_version);
-  int n = pass(pc, gi);
+  int n = p.run(pc, gi);
   if (pc.stats) {
-    pc.stats->pass_ms[name] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const auto t1 = std::chrono::steady_clock::now();
+    pc.stats->pass_ms[p.name] += std::chrono::duration<double, std::milli>(t1 - t0).count();
   }
   return n;
+}
+
+bool runs_at(const PassSpec& p, OptLevel level) {
+  return level == OptLevel::kAll || (level == OptLevel::kBasic && p.level == OptLevel::kBasic);
 }
 
 void optimize_graph(PassContext& pc, ir::Graph& g, bool main_graph) {
@@ -59,33 +101,26 @@ void optimize_graph(PassContext& pc, ir::Graph& g, bool main_graph) {
     }
   }
   const OptLevel level = pc.options->level;
-  // Before constant folding, which would turn the dequantized weights into float initializers.
-  if (level == OptLevel::kAll) run_pass(pc, g, main_graph, &fuse_dq_matmul, "fuse_dq_matmul");
-  for (int round = 0; round < 4; ++round) {
-    int changed = 0;
-    changed += run_pass(pc, g, main_graph, &fold_constants, "fold_constants");
-    changed += run_pass(pc, g, main_graph, &eliminate_identities, "eliminate_identities");
-    changed += run_pass(pc, g, main_graph, &fold_shapes, "fold_shapes");
-    changed += run_pass(pc, g, main_graph, &remove_dead_code, "remove_dead_code");
-    if (!changed) break;
-  }
-  if (level == OptLevel::kAll) {
-    run_pass(pc, g, main_graph, &fold_conv_bn, "fold_conv_bn");
-    for (int k = 0; k < 4 && run_pass(pc, g, main_graph, &fold_conv_affine, "fold_conv_affine") > 0; ++k) {
+  const size_t count = std::size(kPasses);
+  for (size_t i = 0; i < count;) {
+    if (kPasses[i].repeat == Repeat::kInRound) {
+      size_t end = i;
+      while (end < count && kPasses[end].repeat == Repeat::kInRound) ++end;
+      for (int round = 0; round < kMaxRuns; ++round) {
+        int changed = 0;
+        for (size_t k = i; k < end; ++k) {
+          if (runs_at(kPasses[k], level)) changed += run_pass(pc, g, main_graph, kPasses[k]);
+        }
+        if (!changed) break;
+      }
+      i = end;
+      continue;
     }
-    for (int k = 0; k < 4 && run_pass(pc, g, main_graph, &fold_bn_affine, "fold_bn_affine") > 0; ++k) {
+    const PassSpec& p = kPasses[i++];
+    if (!runs_at(p, level)) continue;
+    const int runs = p.repeat == Repeat::kWhileChanging ? kMaxRuns : 1;
+    for (int k = 0; k < runs && run_pass(pc, g, main_graph, p) > 0; ++k) {
     }
-    run_pass(pc, g, main_graph, &fold_affine_into_pointwise_conv, "fold_affine_into_pointwise_conv");
-    run_pass(pc, g, main_graph, &fuse_bn_relu, "fuse_bn_relu");
-    run_pass(pc, g, main_graph, &fuse_layer_norm, "fuse_layer_norm");
-    run_pass(pc, g, main_graph, &fuse_rms_norm, "fuse_rms_norm");
-    run_pass(pc, g, main_graph, &fuse_gelu, "fuse_gelu");
-    run_pass(pc, g, main_graph, &fuse_attention, "fuse_attention");
-    run_pass(pc, g, main_graph, &fuse_hard_swish, "fuse_hard_swish");
-    run_pass(pc, g, main_graph, &fuse_silu, "fuse_silu");
-    run_pass(pc, g, main_graph, &fuse_activation, "fuse_activation");
-    run_pass(pc, g, main_graph, &fuse_preact_conv, "fuse_preact_conv");
-    run_pass(pc, g, main_graph, &remove_dead_code, "remove_dead_code");
   }
 }
 

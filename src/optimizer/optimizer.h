@@ -6,10 +6,16 @@
 //              with the CPU kernels and become initializers; Constant nodes become initializers),
 //              Identity / inference Dropout elimination, Shape/Size of statically shaped values,
 //              dead-code removal.
-//   kAll       blocked DequantizeLinear + MatMul -> com.microsoft MatMulNBits (before folding), basic, then Conv+BatchNormalization and Conv + per-channel Mul/Add folding (into W, B),
-//              LayerNorm / RMSNorm / GELU / HardSwish pattern fusion, attention fusion
-//              (MatMul-[scale]-[mask]-Softmax-MatMul -> nxrt::FusedAttention), and Conv/Gemm/MatMul + bias
-//              + residual Add + activation fusion (nxrt::FusedConv, nxrt::FusedGemm, nxrt::FusedMatMul).
+//   kAll       blocked DequantizeLinear + MatMul -> com.microsoft MatMulNBits (before folding), basic,
+//              then Conv + BatchNormalization, Conv / BatchNormalization + per-channel Mul/Add and scalar
+//              affine + 1x1 Conv folding (into W, B / scale, bias), BatchNormalization + Relu ->
+//              nxrt::BatchNormRelu (and into a following 1x1 conv), LayerNorm / RMSNorm / GELU /
+//              HardSwish / SiLU pattern fusion, attention fusion (MatMul-[scale]-[mask]-Softmax-MatMul ->
+//              nxrt::FusedAttention), and Conv/Gemm/MatMul + bias + residual Add + activation fusion
+//              (nxrt::FusedConv, nxrt::FusedGemm, nxrt::FusedMatMul).
+//
+// The passes run in the order of one table (kPasses, optimizer.cpp); pattern passes run on the rewrite
+// driver (rewrite.h), one file each under fusions/.
 //
 // Graph outputs and values read by subgraphs from outer scope are never removed or renamed; If/Loop/
 // Scan bodies are optimized too. Fused nodes live in the internal domain "nxrt" (kNxrtDomain), which the

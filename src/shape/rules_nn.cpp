@@ -2,9 +2,11 @@
 // pads), normalizations, Dropout, the RNNs, Resize/Upsample and NonMaxSuppression.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "shape/node_context.h"
 #include "shape/symbolic.h"
+#include "shape/window_size.h"
 
 namespace nxrt::shape {
 
@@ -15,16 +17,26 @@ namespace {
 // Conv-style spatial output size.
 SymDim conv_out(SymbolTable& S, SymDim in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, bool ceil_mode,
                 const std::string& auto_pad) {
+  // Checked first: kernel, dilation, pads and stride come from the file, and window_axis (shared with
+  // the kernels) computes with them unchecked. An overflow is noted (a load error naming the node).
+  if (s <= 0 || d <= 0 || k <= 0) return SymDim::s(S.mint());  // the kernel refuses these at run time
   const int64_t ek = add_i(mul_i(sub_i(k, 1), d), 1);
+  if (in.is_const()) {  // the kernels' rule (shape/window_size.h)
+    const WindowAutoPad ap = auto_pad == "SAME_UPPER"   ? WindowAutoPad::kSameUpper
+                             : auto_pad == "SAME_LOWER" ? WindowAutoPad::kSameLower
+                             : auto_pad == "VALID"      ? WindowAutoPad::kValid
+                                                        : WindowAutoPad::kNotSet;
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+    auto saturated = [](int64_t v) { return v == kMax || v == kMin; };  // the overflow is noted
+    const int64_t span = sub_i(add_i(add_i(in.value, pb), pe), ek);
+    if (saturated(ek) || saturated(span)) return SymDim::s(S.mint());
+    // Bounds SAME's in + stride - 1 + dk and ceil_mode's (out - 1) * stride.
+    if (saturated(add_i(add_i(add_i(in.value, s), ek), span < 0 ? -span : span))) return SymDim::s(S.mint());
+    return SymDim::c(window_axis(in.value, k, s, d, pb, pe, ceil_mode, ap).out);
+  }
+  // A symbolic size: the same rule as an expression.
   if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") return ceildiv(S, in, SymDim::c(s));
   if (auto_pad == "VALID") { pb = pe = 0; }
-  if (in.is_const()) {
-    const int64_t num = sub_i(add_i(add_i(in.value, pb), pe), ek);
-    int64_t o = add_i(ceil_mode ? ceildiv_i(num, s) : floordiv_i(num, s), 1);
-    // ceil_mode: the last window must start inside the input or left padding.
-    if (ceil_mode && mul_i(sub_i(o, 1), s) >= add_i(in.value, pb)) --o;
-    return SymDim::c(o);
-  }
   SymDim x = add(S, {in, SymDim::c(sub_i(add_i(pb, pe), ek))});
   if (s == 1) return add(S, {x, SymDim::c(1)});
   return add(S, {ceil_mode ? ceildiv(S, x, SymDim::c(s)) : floordiv(S, x, SymDim::c(s)), SymDim::c(1)});
@@ -194,6 +206,22 @@ Status op_layernorm(NodeContext& c) {
   return same_as_input0(c);
 }
 
+// com.microsoft EmbedLayerNormalization: output and embedding_sum [batch, seq, hidden], mask_index
+// [batch] int32; hidden from word_embedding (input 2).
+Status op_embed_layer_norm(NodeContext& c) {
+  const ValueFacts& ids = c.input(0);
+  const ValueFacts& w = c.input(2);
+  if (!ids.has_shape || ids.dims.size() != 2 || !w.has_shape || w.dims.size() != 2) {
+    for (size_t i = 0; i < c.nout(); ++i) c.set(i, tensor_unknown_rank(i == 1 ? DataType::kInt32 : w.dtype));
+    return Status::Ok();
+  }
+  for (size_t i = 0; i < c.nout(); ++i) {
+    if (i == 1) c.set(i, tensor(DataType::kInt32, {ids.dims[0]}));
+    else c.set(i, tensor(w.dtype, {ids.dims[0], ids.dims[1], w.dims[1]}));
+  }
+  return Status::Ok();
+}
+
 Status op_dropout(NodeContext& c) {
   NXRT_RETURN_IF_ERROR(same_as_input0(c));
   if (c.nout() > 1) {
@@ -311,6 +339,7 @@ void add_nn_schemas(SchemaList& s) {
                          "LayerNormalization"}) {
     s.add("com.microsoft", op, &op_layernorm).rank(kSameAsInput0);
   }
+  s.add("com.microsoft", "EmbedLayerNormalization", &op_embed_layer_norm);
   for (const char* op : {"InstanceNormalization", "LpNormalization", "MeanVarianceNormalization", "LRN",
                          "GroupNormalization", "RMSNormalization"}) {
     s.add(op, &same_as_input0).rank(kSameAsInput0);

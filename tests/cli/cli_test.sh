@@ -65,6 +65,10 @@ out=$("$nxrt" info "$m")
 check "info lists ops" grep -q "Conv *2" <<<"$out"
 check "info lists inputs" grep -q "image: tensor(float32)\[batch,3,32,32\]" <<<"$out"
 check "info names the cpu and the kernels' ISA tier" grep -Eq "^cpu: .*tier (scalar|avx2|avx512|amx)$" <<<"$out"
+check "info names the tier the kernels use" grep -Eq "^kernel tier: (scalar|avx2|avx512|amx)" <<<"$out"
+out=$(NXRT_ISA=scalar "$nxrt" info "$m")
+check "NXRT_ISA caps the kernel tier info prints" grep -q "^kernel tier: scalar (capped by isa=scalar)" <<<"$out"
+check "a bad NXRT_ISA is an info error" bash -c '! NXRT_ISA=sse9 "$1" info "$2" >/dev/null 2>&1' _ "$nxrt" "$m"
 out=$("$nxrt" info --ops)
 check "info --ops lists ai.onnx Conv" grep -Eq "^ai.onnx +Conv +opset [0-9]+-" <<<"$out"
 check "info --ops lists com.microsoft MatMulNBits" grep -Eq "^com.microsoft +MatMulNBits " <<<"$out"

@@ -50,6 +50,18 @@ check "genai style: KV cache updated in place" test "$gkv" = "in-place"
 check "genai style: logits of the prefill and 31 decode steps match the reference (1e-3)" \
   $py "$root/tools/compare_logits.py" "$work/glogits.npy" "$work/gref/step_logits.npy" --min-rows 32
 check "genai style: prefill and decode logits match the reference" bash -c "'$nxrt' test '$work/gref' | tail -1 | grep -qx '1 passed, 0 failed'"
+# The embedding as GatherBlockQuantized over the tied lm_head's int4 weights (no float32 table) holds the
+# same values: same tokens as the float-table folder. With float16-valued scales the packed MatMulNBits
+# records keep scales in fp16 (exactly): the reference still matches.
+$py "$root/tools/make_genai_model.py" "$work/gq" --style genai --size tiny --accuracy-level 0 --quantized-embedding >/dev/null
+"$nxrt" generate "$work/gq" --prompt-len 16 --max-new-tokens 32 --json >"$work/gq.json" 2>/dev/null
+gqgot=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" "$work/gq.json" 2>/dev/null)
+check "genai style, quantized embedding: same 32 tokens as the float32 table" test "$gqgot" = "$gref"
+$py "$root/tools/make_genai_model.py" "$work/gh" --style genai --size tiny --accuracy-level 0 --fp16-scales --quantized-embedding >/dev/null
+$py "$root/tools/genai_reference.py" "$work/gh" "$work/ghref" --prompt-len 16 --max-new-tokens 32 >/dev/null
+"$nxrt" generate "$work/gh" --prompt-len 16 --max-new-tokens 32 --dump-logits "$work/ghlogits.npy" >/dev/null 2>&1
+check "genai style, fp16 scales: logits match the reference (1e-3)" \
+  $py "$root/tools/compare_logits.py" "$work/ghlogits.npy" "$work/ghref/step_logits.npy" --min-rows 32
 
 out=$("$nxrt" generate "$work/m" --prompt-ids 5,6,7 --max-new-tokens 3)
 check "text output lists prompt and tokens" bash -c "grep -q '^prompt: 5,6,7$' <<<'$out' && grep -q '^tokens: [0-9]*,[0-9]*,[0-9]*$' <<<'$out'"

@@ -45,6 +45,18 @@ check "streamed stdout is the text plus a newline" bash -c "cmp -s '$work/g.out'
 check "stderr has one summary line (prompt tokens, ttft, prefill and decode tok/s)" bash -c \
   "test \$(wc -l <'$work/g.err') -eq 1 && grep -Eq 'prompt_tokens [0-9]+ .*ttft [0-9.]+ ms  prefill [0-9.]+ tok/s  decode [0-9.]+ tok/s' '$work/g.err'"
 
+# Several prompt texts: one left-padded batch; each reply is the one the prompt gets alone.
+"$nxrt" generate "$m" "Hi" --max-new-tokens 12 --ignore-eos --json >"$work/one.json" 2>/dev/null
+"$nxrt" generate "$m" "Hello, world. Say something!" "Hi" --max-new-tokens 12 --ignore-eos --json >"$work/two.json" 2>/dev/null
+check "two prompt texts run as one batch; the padded row's reply equals the prompt alone" $py - "$work/one.json" "$work/two.json" <<'EOF'
+import json, sys
+one = json.load(open(sys.argv[1]))["text"]
+two = json.load(open(sys.argv[2]))
+sys.exit(0 if two["prompts"] == 2 and len(two["texts"]) == 2 and two["texts"][1] == one else 1)
+EOF
+"$nxrt" generate "$m" "Hello, world. Say something!" "Hi" --max-new-tokens 4 >"$work/two.out" 2>/dev/null
+check "batch replies print as [i] lines" bash -c "grep -q '^\\[0\\] ' '$work/two.out' && grep -q '^\\[1\\] ' '$work/two.out'"
+
 # EOS: the default run is the --ignore-eos run cut after its first EOS id.
 "$nxrt" generate "$m" "Hello, world. Say something!" --max-new-tokens 40 --json >"$work/e.json" 2>/dev/null
 check "EOS stops text generation (unless --ignore-eos)" $py - "$work/g.json" "$work/e.json" "$eos_ids" <<'EOF'

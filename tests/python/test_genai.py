@@ -107,10 +107,13 @@ def test_search_options(folder):
         return g.get_sequence(0).tolist()
 
     assert sample() == sample()  # same seed, same tokens
-    with pytest.raises(nxrt.capi.NotImplemented, match="beam search is not in nxrt yet"):
-        params.set_search_options(num_beams=4)
-    with pytest.raises(nxrt.capi.NotImplemented, match="batching"):
-        params.set_search_options(batch_size=2)
+    params.set_search_options(num_beams=4, num_return_sequences=2, length_penalty=0.8, early_stopping=False,
+                              batch_size=2, min_length=3, no_repeat_ngram_size=2)
+    opts = params.get_search_options()
+    assert (opts["num_beams"], opts["num_return_sequences"], opts["length_penalty"], opts["early_stopping"],
+            opts["batch_size"], opts["min_length"], opts["no_repeat_ngram_size"]) == (4, 2, 0.8, False, 2, 3, 2)
+    with pytest.raises(nxrt.capi.NotImplemented, match="diversity_penalty"):
+        params.set_search_options(diversity_penalty=0.5)
     with pytest.raises(nxrt.capi.InvalidArgument, match="unknown search option 'top_q'"):
         params.set_search_options(top_q=1)
     with pytest.raises(nxrt.capi.InvalidArgument, match="'top_k' takes an int"):
@@ -128,9 +131,9 @@ def test_errors_and_limits(folder):
     assert g.is_done()
     with pytest.raises(nxrt.capi.InvalidArgument, match="generation is done"):
         g.generate_next_token()
-    with pytest.raises(nxrt.capi.InvalidArgument, match="one sequence"):
+    with pytest.raises(nxrt.capi.InvalidArgument, match="the generator has 1"):
         g.get_sequence(1)
-    with pytest.raises(nxrt.capi.InvalidArgument, match="one sequence"):
+    with pytest.raises(nxrt.capi.InvalidArgument, match=r"expected \[batch_size 1, n\]"):
         g.append_tokens(np.zeros((2, 3), np.int32))
     other = og.Model(folder)
     with pytest.raises(nxrt.capi.InvalidArgument, match="another Model"):
@@ -186,3 +189,55 @@ def test_config_providers(folder):
     assert model.vocab_size > 0
     with pytest.raises(nxrt.capi.NoSuchFile):
         og.Config(os.path.join(folder, "missing"))
+
+
+def reference_batch(folder, repo_root, tmp_path, prompts, new_tokens, beams=1, returns=1):
+    out = str(tmp_path / f"batch_{beams}")
+    args = [sys.executable, os.path.join(repo_root, "tools", "genai_reference.py"), folder, out,
+            "--batch", ";".join(",".join(map(str, p)) for p in prompts), "--max-new-tokens", str(new_tokens)]
+    if beams > 1:
+        args += ["--num-beams", str(beams), "--num-return-sequences", str(returns)]
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(out, "batch.json")) as f:
+        return json.load(f)["sequences"]
+
+
+def test_batch_and_beam_search_match_the_reference(folder, repo_root, tmp_path):
+    """Two prompts of different lengths, left-padded with pad_token_id: greedy rows and 4-beam hypotheses
+    equal the float64 reference (onnxruntime_genai's semantics)."""
+    model = og.Model(folder)
+    prompts = [PROMPT, [9, 8, 7]]
+    pad = 0  # the tiny folders' pad_token_id
+    width = max(map(len, prompts))
+    ids = np.array([[pad] * (width - len(p)) + p for p in prompts], np.int32)
+    for beams, returns in ((1, 1), (4, 4)):
+        want = reference_batch(folder, repo_root, tmp_path, prompts, NEW_TOKENS, beams, returns)
+        params = og.GeneratorParams(model)
+        params.set_search_options(max_length=width + NEW_TOKENS, batch_size=2, num_beams=beams,
+                                  num_return_sequences=returns, stop_at_eos=False)
+        g = og.Generator(model, params)
+        g.append_tokens(ids)
+        assert g.get_logits().shape == (2 * beams, 1, model.vocab_size)
+        while not g.is_done():
+            g.generate_next_token()
+            assert g.get_next_tokens().shape == (2 * beams,)
+        got = [g.get_sequence(i).tolist() for i in range(2 * returns)]
+        assert got == want, f"num_beams {beams}"
+        assert g.get_search_options()["num_beams"] == beams
+
+
+def test_set_logits_steers_the_next_tokens(folder):
+    model = og.Model(folder)
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=16, batch_size=2)
+    g = og.Generator(model, params)
+    g.append_tokens(np.array([[5, 17, 300], [0, 4, 9]], np.int64))
+    logits = g.get_logits()
+    assert logits.shape == (2, 1, model.vocab_size)
+    edited = np.full((2, model.vocab_size), -10.0, np.float32)
+    edited[0, 123] = edited[1, 45] = 10.0
+    g.set_logits(edited)
+    g.generate_next_token()
+    assert g.get_next_tokens().tolist() == [123, 45]
+    with pytest.raises(nxrt.capi.InvalidArgument, match="set_logits"):
+        g.set_logits(np.zeros(3, np.float32))

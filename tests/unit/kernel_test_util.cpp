@@ -1,4 +1,6 @@
 #include "kernel_test_util.h"
+
+#include "ep/standalone_context.h"
 #include "ops/cpu_provider.h"
 
 namespace nxrt::testing {
@@ -10,39 +12,6 @@ ir::Attribute make(const std::string& name, ir::Attribute::Type t) {
   a.type = t;
   return a;
 }
-
-class TestContext final : public ep::KernelContext {
- public:
-  TestContext(const ep::KernelInfo& info, const std::vector<Value>& inputs, size_t n_out, ep::ThreadPool& pool)
-      : info_(info), inputs_(inputs), outputs_(n_out), pool_(pool) {}
-  const ep::KernelInfo& info() const override { return info_; }
-  size_t num_inputs() const override { return inputs_.size(); }
-  size_t num_outputs() const override { return outputs_.size(); }
-  const Value* input_value(size_t i) const override {
-    if (i >= inputs_.size() || inputs_[i].is_none()) return nullptr;
-    return &inputs_[i];
-  }
-  bool output_requested(size_t i) const override { return i < outputs_.size(); }
-  Result<Tensor*> allocate_output(size_t i, DataType dtype, const Dims& shape) override {
-    if (i >= outputs_.size()) return invalid_argument("output index out of range");
-    outputs_[i] = Value(Tensor(dtype, shape));
-    return &outputs_[i].tensor();
-  }
-  Status set_output(size_t i, Value v) override {
-    if (i >= outputs_.size()) return invalid_argument("output index out of range");
-    outputs_[i] = std::move(v);
-    return Status::Ok();
-  }
-  ep::ThreadPool& pool() override { return pool_; }
-  Status error(const std::string& msg, StatusCode code) const override { return info_.error(msg, code); }
-  std::vector<Value>& outputs() { return outputs_; }
-
- private:
-  const ep::KernelInfo& info_;
-  const std::vector<Value>& inputs_;
-  std::vector<Value> outputs_;
-  ep::ThreadPool& pool_;
-};
 }  // namespace
 
 ir::Attribute attr_int(const std::string& name, int64_t v) {
@@ -128,8 +97,7 @@ Result<std::vector<Value>> run_kernel(const KernelRun& run) {
   auto kernel = def->factory(info);
   if (!kernel.ok()) return kernel.status();
   ep::ThreadPool pool(run.threads);
-  std::vector<Value> inputs = run.inputs;
-  TestContext ctx(info, inputs, run.num_outputs, pool);
+  ep::StandaloneContext ctx(info, run.inputs, pool);
   NXRT_RETURN_IF_ERROR(kernel.value()->compute(ctx));
   return std::move(ctx.outputs());
 }

@@ -108,6 +108,7 @@ TEST(ChatTemplate, SourceOrderAndNamedTemplates) {
 }
 
 TEST(ChatTemplate, ApplyChatTemplate) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
   TempFolder dir;
   write_tokenizer(dir, kChatML);
   auto tok = Tokenizer::create(dir.str());
@@ -137,6 +138,7 @@ TEST(ChatTemplate, ApplyChatTemplate) {
 }
 
 TEST(ChatTemplate, EncodeParseSpecialAndAddBos) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
   TempFolder dir;
   write_tokenizer(dir, R"({"bos_token": "<s>", "add_bos_token": true})");
   auto tok = Tokenizer::create(dir.str());
@@ -160,6 +162,7 @@ TEST(ChatTemplate, EncodeParseSpecialAndAddBos) {
 }
 
 TEST(ChatTemplate, StreamPrintsASplitCharacterOnce) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
   TempFolder dir;
   write_tokenizer(dir, "{}");
   auto tok = Tokenizer::create(dir.str());

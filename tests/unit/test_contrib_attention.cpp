@@ -1,5 +1,5 @@
 // com.microsoft GroupQueryAttention / MultiHeadAttention / Attention: the fast paths against the
-// reference path (_nxrt_reference=1) on random configurations, GQA with present sharing the past buffer
+// reference path (kernel override reference=1) on random configurations, GQA with present sharing the past buffer
 // (in-place append), ragged batches, packed QKV equivalence, a hand-checked decode step.
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 
 #include "ops/cpu_provider.h"
 #include "ep/kernel.h"
+#include "ep/standalone_context.h"
 #include "ep/thread_pool.h"
 #include "kernel_test_util.h"
 
@@ -42,41 +43,18 @@ Result<std::vector<Value>> run_ms(const std::string& op, std::vector<ir::Attribu
   run.domain = "com.microsoft";
   run.opset = 1;
   run.attributes = std::move(attrs);
-  if (reference) run.attributes.push_back(attr_int("_nxrt_reference", 1));
+  if (reference) run.overrides = {{"reference", "1"}};
   run.inputs = std::move(inputs);
   run.num_outputs = outs;
   run.threads = 2;
   return run_kernel(run);
 }
 
-// A context whose present outputs (1, 2) alias the past inputs (3, 4): the shared KV buffer.
-class SharedCtx final : public ep::KernelContext {
- public:
-  SharedCtx(const ep::KernelInfo& info, std::vector<Value>& in, ep::ThreadPool& pool) : info_(info), in_(in), out_(3), pool_(pool) {}
-  const ep::KernelInfo& info() const override { return info_; }
-  size_t num_inputs() const override { return in_.size(); }
-  size_t num_outputs() const override { return out_.size(); }
-  const Value* input_value(size_t i) const override { return i < in_.size() && !in_[i].is_none() ? &in_[i] : nullptr; }
-  bool output_requested(size_t i) const override { return i < 3; }
-  Result<Tensor*> allocate_output(size_t i, DataType dt, const Dims& shape) override {
-    if ((i == 1 || i == 2) && in_[i + 2].tensor().shape() == shape) {
-      out_[i] = in_[i + 2];  // same storage
-    } else {
-      out_[i] = Value(Tensor(dt, shape));
-    }
-    return &out_[i].tensor();
-  }
-  Status set_output(size_t i, Value v) override { out_[i] = std::move(v); return Status::Ok(); }
-  ep::ThreadPool& pool() override { return pool_; }
-  Status error(const std::string& m, StatusCode c) const override { return info_.error(m, c); }
-  std::vector<Value>& outputs() { return out_; }
-
- private:
-  const ep::KernelInfo& info_;
-  std::vector<Value>& in_;
-  std::vector<Value> out_;
-  ep::ThreadPool& pool_;
-};
+// Present outputs (1, 2) written into the past inputs' buffers (3, 4): the shared KV buffer.
+void share_kv_buffers(ep::StandaloneContext& ctx, const std::vector<Value>& in) {
+  ctx.bind_output(1, in[3]);
+  ctx.bind_output(2, in[4]);
+}
 
 }  // namespace
 
@@ -166,7 +144,8 @@ TEST(ContribAttention, GqaSharedBufferAppendsInPlace) {
   auto k = ops::cpu_provider_registry()->find("com.microsoft", "GroupQueryAttention", 1)->factory(info);
   ASSERT_TRUE(k.ok());
   ep::ThreadPool pool(2);
-  SharedCtx ctx(info, in, pool);
+  ep::StandaloneContext ctx(info, in, pool);
+  share_kv_buffers(ctx, in);
   ASSERT_TRUE(k.value()->compute(ctx).ok());
   ASSERT_EQ(ctx.outputs()[1].tensor().raw_data(), pk.raw_data());
   // Rows other than the appended one are untouched; the appended row holds the new key/value.
@@ -288,7 +267,8 @@ TEST(ContribAttention, DISABLED_GqaDecodeBench) {
     auto k = ops::cpu_provider_registry()->find("com.microsoft", "GroupQueryAttention", 1)->factory(info);
     ASSERT_TRUE(k.ok());
     ep::ThreadPool pool(1);
-    SharedCtx ctx(info, in, pool);
+    ep::StandaloneContext ctx(info, in, pool);
+    share_kv_buffers(ctx, in);
     const int reps = 200;
     timespec c0, c1;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);

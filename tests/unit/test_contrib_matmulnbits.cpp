@@ -8,7 +8,11 @@
 #include <cstdio>
 #include <random>
 #include <ctime>
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
+#include "ep/cpu_features.h"
 #include "ep/thread_pool.h"
 #include "nxrt/float_types.h"
 #include "kernel_test_util.h"
@@ -50,6 +54,11 @@ Problem make(std::mt19937& rng, int64_t M, int64_t K, int64_t N, int64_t bits, i
   return p;
 }
 
+// Scales a model converted from fp16 weights would have: each exactly representable in fp16.
+void round_scales_to_fp16(Problem* p) {
+  for (auto& v : p->scales) v = half_to_float(float_to_half(v));
+}
+
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rtol, double atol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
@@ -78,7 +87,8 @@ TEST(ContribMatMulNBits, FastMatchesReferenceRandomShapes) {
                               use_bias ? p.bias.data() : nullptr, ref.data());
         QuantWeights W = pack_quant_weights(p.B.data(), p.scales.data(), p.zps.data(), K, N, bits, block);
         matmulnbits_fast(p.A.data(), M, W, level, use_bias ? p.bias.data() : nullptr, fast.data(), &pool);
-        matmulnbits_fast(p.A.data(), M, W, level, use_bias ? p.bias.data() : nullptr, scal.data(), nullptr, true);
+        matmulnbits_fast(p.A.data(), M, W, level, use_bias ? p.bias.data() : nullptr, scal.data(), nullptr,
+                         ep::IsaTier::kScalar);
         const std::string what = "bits " + std::to_string(bits) + " block " + std::to_string(block) + " level " +
                                  std::to_string(level) + " M,K,N " + std::to_string(M) + "," + std::to_string(K) + "," + std::to_string(N);
         expect_close(fast, ref, 1e-4, 1e-4, what + " avx2");
@@ -94,67 +104,125 @@ TEST(ContribMatMulNBits, FastMatchesReferenceRandomShapes) {
   expect_close(fast, ref, 1e-4, 1e-4, "prefill");
 }
 
-// The column-panel int8 kernel (accuracy_level 4, 4- and 2-bit codes) on every ISA this CPU has,
-// against the reference: decode (M = 1), tails of the row tile, N not a multiple of the panel, blocks
-// 16..256 (AVX2 flushes its 16-bit sums every 8 groups), K not a multiple of the block.
-TEST(ContribMatMulNBits, PanelKernelMatchesReference) {
+// Every column-panel microkernel (accuracy_level 4, 4- and 2-bit codes) this machine can run, against
+// the reference: decode (M = 1), tails of each row tile and of AMX's 32-row tile, N not a multiple of
+// the panel, blocks 16..256 (AVX2 flushes its 16-bit sums every 8 groups, AMX takes 64 k per tile
+// instruction), K not a multiple of the block, fp16 and fp32 scale records, uniform zero points and
+// zero-point tables. A kernel the CPU (or OS) cannot run is named in the output as skipped.
+TEST(ContribMatMulNBits, PanelKernelsMatchReference) {
   std::mt19937 rng(11);
   ep::ThreadPool pool(2);
-  std::vector<PanelIsa> isas = {PanelIsa::kScalar};
-  if (matmulnbits_has_avx2()) isas.push_back(PanelIsa::kAvx2);
-  if (matmulnbits_has_vnni()) isas.push_back(PanelIsa::kVnni);
+  std::vector<PanelKernelInfo> kernels;
+  for (const PanelKernelInfo& k : panel_kernels()) {
+    if (panel_kernel_supported(k.kernel)) {
+      kernels.push_back(k);
+    } else {
+      std::printf("[ SKIPPED  ] %s: this CPU/OS cannot run it (best tier %s%s%s)\n", k.name,
+                  ep::isa_tier_name(ep::cpu_isa_tier()), ep::amx_tiles_usable() ? "" : "; AMX: ",
+                  ep::amx_tiles_usable() ? "" : ep::amx_unavailable_reason().c_str());
+    }
+  }
+  auto check = [&](const Problem& p, bool use_bias, const std::string& what, ep::ThreadPool* tp) {
+    std::vector<float> ref(static_cast<size_t>(p.M * p.N));
+    matmulnbits_reference(p.A.data(), p.M, p.B.data(), p.scales.data(), p.zps.data(), nullptr, p.K, p.N, p.bits, p.block, 4,
+                          use_bias ? p.bias.data() : nullptr, ref.data());
+    for (const PanelKernelInfo& k : kernels) {
+      QuantPanels W = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), p.K, p.N, p.bits, p.block, k.cols);
+      std::vector<float> got(ref.size(), -1.f);
+      matmulnbits_panels(p.A.data(), p.M, W, use_bias ? p.bias.data() : nullptr, got.data(), tp, k.kernel, nullptr);
+      expect_close(got, ref, 1e-4, 1e-4,
+                   std::string(k.name) + (W.fp16_scales ? " fp16 scales" : " fp32 scales") +
+                       (W.zp_table ? " zp table" : " uniform zp") + " " + what);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  };
   int cases = 0;
   for (int64_t bits : {4, 2})
     for (int64_t block : {16, 32, 64, 128, 256})
-      for (int64_t M : {1, 3, 6, 37}) {
+      for (int64_t M : {1, 3, 6, 16, 37, 70}) {
         std::uniform_int_distribution<int64_t> kd(1, 600), nd(1, 70);
         const int64_t K = kd(rng), N = nd(rng);
         const bool zp = cases % 2 == 0, use_bias = cases % 3 == 1;
         Problem p = make(rng, M, K, N, bits, block, zp);
-        std::vector<float> ref(static_cast<size_t>(M * N));
-        matmulnbits_reference(p.A.data(), M, p.B.data(), p.scales.data(), p.zps.data(), nullptr, K, N, bits, block, 4,
-                              use_bias ? p.bias.data() : nullptr, ref.data());
-        QuantPanels W = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), K, N, bits, block);
-        for (PanelIsa isa : isas) {
-          std::vector<float> got(ref.size(), -1.f);
-          matmulnbits_panels(p.A.data(), M, W, use_bias ? p.bias.data() : nullptr, got.data(), cases % 2 ? &pool : nullptr,
-                             isa, nullptr);
-          expect_close(got, ref, 1e-4, 1e-4,
-                       "panel isa " + std::to_string(static_cast<int>(isa)) + " bits " + std::to_string(bits) + " block " +
-                           std::to_string(block) + " M,K,N " + std::to_string(M) + "," + std::to_string(K) + "," +
-                           std::to_string(N));
-        }
+        if (cases % 4 < 2) round_scales_to_fp16(&p);
+        check(p, use_bias,
+              "bits " + std::to_string(bits) + " block " + std::to_string(block) + " M,K,N " + std::to_string(M) + "," +
+                  std::to_string(K) + "," + std::to_string(N),
+              cases % 2 ? &pool : nullptr);
+        if (::testing::Test::HasFatalFailure()) return;
         ++cases;
       }
   // Prefill-sized: more rows than one pass over the panels holds (the A rows are taken in chunks).
   for (int64_t K : {896, 4864}) {
-    const int64_t M = 256, N = 40;
-    Problem p = make(rng, M, K, N, 4, 32, true);
-    std::vector<float> ref(static_cast<size_t>(M * N));
-    matmulnbits_reference(p.A.data(), M, p.B.data(), p.scales.data(), p.zps.data(), nullptr, K, N, 4, 32, 4, nullptr, ref.data());
-    QuantPanels W = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), K, N, 4, 32);
-    for (PanelIsa isa : isas) {
-      std::vector<float> got(ref.size());
-      matmulnbits_panels(p.A.data(), M, W, nullptr, got.data(), &pool, isa, nullptr);
-      expect_close(got, ref, 1e-4, 1e-4, "prefill-sized K " + std::to_string(K) + " isa " + std::to_string(static_cast<int>(isa)));
-    }
+    Problem p = make(rng, 256, K, 40, 4, 32, true);
+    check(p, false, "prefill-sized K " + std::to_string(K), &pool);
+    if (::testing::Test::HasFatalFailure()) return;
   }
   // Extremes: every code 15 against A rows of +-absmax (the 16-bit sums of the AVX2 path at their bound).
-  const int64_t K = 512, N = 16, M = 2;
-  Problem p = make(rng, M, K, N, 4, 256, false);
+  Problem p = make(rng, 2, 512, 16, 4, 256, false);
   std::fill(p.B.begin(), p.B.end(), 0xff);
-  for (int64_t i = 0; i < M * K; ++i) p.A[static_cast<size_t>(i)] = (i % 3 == 0) ? -2.f : 2.f;
-  std::vector<float> ref(static_cast<size_t>(M * N));
-  matmulnbits_reference(p.A.data(), M, p.B.data(), p.scales.data(), p.zps.data(), nullptr, K, N, 4, 256, 4, nullptr, ref.data());
-  QuantPanels W = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), K, N, 4, 256);
-  for (PanelIsa isa : isas) {
-    std::vector<float> got(ref.size());
-    matmulnbits_panels(p.A.data(), M, W, nullptr, got.data(), nullptr, isa, nullptr);
-    expect_close(got, ref, 1e-4, 1e-4, "extremes isa " + std::to_string(static_cast<int>(isa)));
+  for (int64_t i = 0; i < p.M * p.K; ++i) p.A[static_cast<size_t>(i)] = (i % 3 == 0) ? -2.f : 2.f;
+  check(p, false, "extremes", nullptr);
+}
+
+// The op at each forced tier (isa=scalar|avx2|avx512|amx, what NXRT_ISA sets): every tier this CPU has
+// gives the reference's result through the kernel the tier chooses, which never exceeds the tier. A
+// tier above this CPU's is named in the output as not run.
+TEST(ContribMatMulNBits, EachForcedTierMatchesReference) {
+  std::mt19937 rng(5);
+  const int64_t K = 200, N = 70, bits = 4, block = 32, kb = (K + block - 1) / block;
+  for (const char* tier_name : {"scalar", "avx2", "avx512", "amx"}) {
+    const ep::IsaTier tier = *ep::parse_isa_tier(tier_name);
+    if (tier > ep::cpu_isa_tier()) {
+      std::printf("[ SKIPPED  ] tier %s: this CPU's best tier is %s\n", tier_name, ep::isa_tier_name(ep::cpu_isa_tier()));
+      continue;
+    }
+    const PanelKernel chosen = choose_panel_kernel(tier);
+    EXPECT_LE(panel_kernel_info(chosen).tier, tier) << tier_name;
+    std::printf("[ INFO     ] tier %s: MatMulNBits accuracy_level 4 runs %s\n", tier_name, panel_kernel_info(chosen).name);
+    for (int level : {0, 4})
+      for (int64_t M : {1, 40}) {
+        Problem p = make(rng, M, K, N, bits, block, false);
+        std::vector<float> ref(static_cast<size_t>(M * N));
+        matmulnbits_reference(p.A.data(), M, p.B.data(), p.scales.data(), p.zps.data(), nullptr, K, N, bits, block, level,
+                              nullptr, ref.data());
+        KernelRun run;
+        run.op_type = "MatMulNBits";
+        run.domain = "com.microsoft";
+        run.opset = 1;
+        run.attributes = {attr_int("K", K), attr_int("N", N), attr_int("bits", bits), attr_int("block_size", block),
+                          attr_int("accuracy_level", level)};
+        run.inputs = {Tensor::from_vector(DataType::kFloat, {M, K}, p.A),
+                      Tensor::from_vector(DataType::kUInt8, {N, kb, block / 2}, p.B),
+                      Tensor::from_vector(DataType::kFloat, {N * kb}, p.scales)};
+        run.threads = 2;
+        run.overrides = {{"isa", tier_name}};
+        auto out = run_kernel(run);
+        ASSERT_TRUE(out.ok()) << out.status().to_string();
+        const Tensor& y = (*out)[0].tensor();
+        for (int64_t i = 0; i < M * N; ++i)
+          ASSERT_NEAR(y.data<float>()[i], ref[static_cast<size_t>(i)], 1e-4 + 1e-4 * std::fabs(ref[static_cast<size_t>(i)]))
+              << "tier " << tier_name << " level " << level << " M " << M << " at " << i;
+      }
   }
 }
 
-// The vector A quantizer equals the plain loop bit for bit (values, scales, sums), K tails included.
+// Scales go to fp16 in the packed copy only when that is exact; otherwise the record keeps fp32.
+TEST(ContribMatMulNBits, PackedScalesAreFp16OnlyWhenExact) {
+  std::mt19937 rng(9);
+  Problem p = make(rng, 1, 64, 8, 4, 32, false);
+  QuantPanels fp32 = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), 64, 8, 4, 32, 32);
+  EXPECT_FALSE(fp32.fp16_scales);
+  round_scales_to_fp16(&p);
+  QuantPanels fp16 = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), 64, 8, 4, 32, 32);
+  EXPECT_TRUE(fp16.fp16_scales);
+  EXPECT_LT(fp16.bytes(), fp32.bytes());
+  EXPECT_FALSE(fp16.zp_table);
+  EXPECT_EQ(fp16.uniform_zp, 8.f);
+}
+
+// The vector A quantizer (AVX2) equals the plain loop bit for bit (values, scales, sums), K tails
+// included.
 TEST(ContribMatMulNBits, VectorQuantizerMatchesPlainLoop) {
   std::mt19937 rng(4);
   std::normal_distribution<float> nd(0.f, 3.f);
@@ -163,15 +231,22 @@ TEST(ContribMatMulNBits, VectorQuantizerMatchesPlainLoop) {
       const int64_t kb = (K + block - 1) / block, kpad = kb * block;
       std::vector<float> a(static_cast<size_t>(K));
       for (auto& v : a) v = nd(rng);
-      a[0] = 0.5f;  // halfway cases after scaling are likely somewhere in the row; exact ties here
+      // The first block's absmax 127 makes its scale 1, so these land exactly halfway: round half to even.
+      a[0] = 0.5f;
+      a[1] = 2.5f;
+      a[2] = 127.f;
+      a[3] = -3.5f;
       if (K > 40) std::fill(a.begin() + 16, a.begin() + 32, 0.f);  // an all-zero half block
       std::vector<int8_t> q1(static_cast<size_t>(kpad)), q2(q1.size());
       std::vector<float> s1(static_cast<size_t>(kb)), s2(s1.size()), z1(s1.size()), z2(s1.size());
-      quantize_a_row(a.data(), K, block, kpad, q1.data(), s1.data(), z1.data());
       quantize_a_row_tail(a.data(), K, block, kpad, q2.data(), s2.data(), z2.data(), 0);
-      ASSERT_EQ(q1, q2) << "block " << block << " K " << K;
-      ASSERT_EQ(s1, s2);
-      ASSERT_EQ(z1, z2);
+      for (ep::IsaTier tier : {ep::IsaTier::kScalar, ep::IsaTier::kAvx2}) {
+        if (tier > ep::cpu_isa_tier()) continue;
+        quantize_a_row(a.data(), K, block, kpad, q1.data(), s1.data(), z1.data(), tier);
+        ASSERT_EQ(q1, q2) << "block " << block << " K " << K << " tier " << ep::isa_tier_name(tier);
+        ASSERT_EQ(s1, s2);
+        ASSERT_EQ(z1, z2);
+      }
     }
   }
 }
@@ -245,41 +320,96 @@ TEST(ContribMatMulNBits, ErrorsNameShapes) {
   EXPECT_NE(out.status().message().find("block_size"), std::string::npos);
 }
 
-// GB/s of the packed GEMV/GEMM (weights + scales bytes per call / time). Run with
+// Read bandwidth of this process right now: GB/s of summing a 512 MB buffer on the pool's threads
+// (the anchor the GEMV's GB/s is compared with, measured in the same run).
+double read_gbps(ep::ThreadPool& pool) {
+  static std::vector<uint64_t> buf(size_t{64} << 20, 1);  // 512 MB, touched once
+  const int64_t chunks = 64, per = static_cast<int64_t>(buf.size()) / chunks;
+  std::vector<uint64_t> sums(static_cast<size_t>(chunks));
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const uint64_t* p = buf.data() + c * per;
+        uint64_t s[8] = {};
+        for (int64_t i = 0; i < per; i += 8)
+          for (int j = 0; j < 8; ++j) s[j] += p[i + j];
+        sums[static_cast<size_t>(c)] = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+      }
+    });
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(buf.size() * 8) / sec / 1e9);
+  }
+  EXPECT_EQ(sums[0], static_cast<uint64_t>(per));
+  return best;
+}
+
+// Every panel kernel this CPU runs: M = 1 as GB/s of packed weights read (and % of read_gbps measured
+// just before), M = 512 as GOP/s (2*M*K*N). Then the row layout (accuracy_level 0). Run with
 //   ./build/nxrt_unit_tests --gtest_also_run_disabled_tests --gtest_filter='*MatMulNBitsBench*'
+// NXRT_BENCH_SHAPES=decode|prefill limits the rows, NXRT_BENCH_KERNEL=amx the kernels (a part of their
+// names); NXRT_BENCH_FP16=1 rounds the scales to fp16.
 TEST(ContribMatMulNBits, DISABLED_MatMulNBitsBench) {
   std::mt19937 rng(1);
   struct Shape { int64_t K, N; };
   const Shape shapes[] = {{896, 4864}, {4864, 896}, {896, 151936}};
+  const char* only = std::getenv("NXRT_BENCH_SHAPES");
+  const bool fp16 = std::getenv("NXRT_BENCH_FP16") != nullptr;
+  const char* kernel_filter = std::getenv("NXRT_BENCH_KERNEL");  // a part of the kernel names to run
   for (int threads : {1, 2}) {
     ep::ThreadPool pool(threads);
     for (const Shape& s : shapes)
-      for (int64_t M : {1, 512})
-        for (int level : {0, 4}) {
-          if (M == 512 && s.N > 10000) continue;
-          Problem p = make(rng, M, s.K, s.N, 4, 32, false);
-          QuantWeights W = pack_quant_weights(p.B.data(), p.scales.data(), p.zps.data(), s.K, s.N, 4, 32);
-          QuantPanels P = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), s.K, s.N, 4, 32);
+      for (int64_t M : {1, 512}) {
+        if (M == 512 && s.N > 10000) continue;
+        if (only && std::string(only) == (M == 1 ? "prefill" : "decode")) continue;
+        Problem p = make(rng, M, s.K, s.N, 4, 32, false);
+        if (fp16) round_scales_to_fp16(&p);
+        const double bw = M == 1 ? read_gbps(pool) : 0.0;
+        for (const PanelKernelInfo& k : panel_kernels()) {
+          if (!panel_kernel_supported(k.kernel)) continue;
+          if (M == 1 && k.kernel == PanelKernel::kAmx) continue;  // M = 1 runs the VNNI tile
+          if (M > 1 && k.kernel == PanelKernel::kScalar) continue;  // the reference, seconds per call
+          if (kernel_filter && !std::strstr(k.name, kernel_filter)) continue;
+          QuantPanels P = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), s.K, s.N, 4, 32, k.cols);
           std::vector<float> y(static_cast<size_t>(M * s.N));
-          // level 4 runs the panel kernel (what the op uses); level 0 the row layout.
-          auto call = [&] {
-            if (level == 4) matmulnbits_panels(p.A.data(), M, P, nullptr, y.data(), &pool, matmulnbits_best_panel_isa(), nullptr);
-            else matmulnbits_fast(p.A.data(), M, W, level, nullptr, y.data(), &pool);
-          };
+          std::vector<uint8_t> ws(matmulnbits_panels_workspace(M, P));
+          auto call = [&] { matmulnbits_panels(p.A.data(), M, P, nullptr, y.data(), &pool, k.kernel, ws.data()); };
           call();
-          int reps = M == 1 ? std::max<int>(3, static_cast<int>(2e9 / (s.K * s.N))) : 2;
-          timespec c0, c1;
-          clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
-          const auto t0 = std::chrono::steady_clock::now();
-          for (int r = 0; r < reps; ++r) call();
-          const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
-          clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
-          const double cpu = ((c1.tv_sec - c0.tv_sec) + 1e-9 * (c1.tv_nsec - c0.tv_nsec)) / reps;
-          const double bytes = static_cast<double>(s.N * s.K / 2 + s.N * W.kb * 4);
-          // Wall time is shared with whatever else runs on the machine; CPU time gives per-core speed.
-          std::printf("threads %d K %5ld N %6ld M %3ld level %d: wall %8.3f ms %6.2f GB/s | cpu %8.3f ms %6.2f GB/s/core %7.1f GFLOP/s/core\n",
-                      threads, static_cast<long>(s.K), static_cast<long>(s.N), static_cast<long>(M), level, sec * 1e3,
-                      bytes / sec / 1e9, cpu * 1e3, bytes / cpu / 1e9, 2.0 * M * s.K * s.N / cpu / 1e9);
+          const int reps = M == 1 ? std::max<int>(5, static_cast<int>(2e9 / (s.K * s.N))) : 3;
+          // One thread: CPU time of this thread (the machine may be shared); more: wall time.
+          std::vector<double> times;
+          for (int r = 0; r < reps; ++r) {
+            timespec c0, c1;
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+            const auto t0 = std::chrono::steady_clock::now();
+            call();
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+            times.push_back(threads == 1 ? (c1.tv_sec - c0.tv_sec) + 1e-9 * (c1.tv_nsec - c0.tv_nsec)
+                                         : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+          }
+          std::sort(times.begin(), times.end());
+          const double sec = times[times.size() / 2];
+          const double bytes = static_cast<double>(P.bytes());
+          if (M == 1) {
+            std::printf("threads %d K %5ld N %6ld M 1   %-36s %8.3f ms %6.2f GB/s = %3.0f%% of read %6.2f GB/s (%s scales)\n",
+                        threads, static_cast<long>(s.K), static_cast<long>(s.N), k.name, sec * 1e3, bytes / sec / 1e9,
+                        100.0 * bytes / sec / 1e9 / bw, bw, P.fp16_scales ? "fp16" : "fp32");
+          } else {
+            std::printf("threads %d K %5ld N %6ld M %ld %-36s %8.3f ms %7.1f GOP/s\n", threads, static_cast<long>(s.K),
+                        static_cast<long>(s.N), static_cast<long>(M), k.name, sec * 1e3, 2.0 * M * s.K * s.N / sec / 1e9);
+          }
         }
+        // The row layout at accuracy_level 0 (float), what the onnx-style graphs run.
+        QuantWeights W = pack_quant_weights(p.B.data(), p.scales.data(), p.zps.data(), s.K, s.N, 4, 32);
+        std::vector<float> y(static_cast<size_t>(M * s.N));
+        matmulnbits_fast(p.A.data(), M, W, 0, nullptr, y.data(), &pool);
+        const auto t0 = std::chrono::steady_clock::now();
+        const int reps = M == 1 ? 5 : 1;
+        for (int r = 0; r < reps; ++r) matmulnbits_fast(p.A.data(), M, W, 0, nullptr, y.data(), &pool);
+        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+        std::printf("threads %d K %5ld N %6ld M %ld %-36s %8.3f ms\n", threads, static_cast<long>(s.K),
+                    static_cast<long>(s.N), static_cast<long>(M), "row layout, accuracy_level 0", sec * 1e3);
+      }
   }
 }

@@ -158,3 +158,34 @@ TEST(ContribOps, GatherBlockQuantizedUint8FourBit) {
   // Index -2 is row 0: element 2 = code 1 -> (1 - 8) * 1.
   EXPECT_FLOAT_EQ(at((*y)[0], 32 + 2), -7.f);
 }
+
+TEST(ContribOps, EmbedLayerNormSumsEmbeddingsAndNormalizes) {
+  // 2 rows of 2 tokens, hidden 2: word[id] + position[pos] (+ segment[seg]), LayerNorm * gamma + beta.
+  Tensor ids = Tensor::from_vector<int32_t>(DataType::kInt32, {2, 2}, {1, 0, 2, 2});
+  Tensor word = ft({3, 2}, {0, 0, 1, 3, -2, 2});
+  Tensor pos = ft({3, 2}, {0, 1, 10, 10, 5, -5});
+  Tensor gamma = ft({2}, {1, 2});
+  Tensor beta = ft({2}, {0, 1});
+  Tensor mask = Tensor::from_vector<int32_t>(DataType::kInt32, {2, 2}, {1, 1, 0, 1});
+  Tensor pos_ids = Tensor::from_vector<int32_t>(DataType::kInt32, {2, 2}, {2, 0, 0, 1});
+  auto out = run("EmbedLayerNormalization", {attr_float("epsilon", 0.f)},
+                 {ids, Value(), word, pos, Value(), gamma, beta, mask, pos_ids}, 3);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  // embedding_sum: [1,3]+[5,-5], [0,0]+[0,1], [-2,2]+[0,1], [-2,2]+[10,10]
+  const std::vector<float> sum = {6, -2, 0, 1, -2, 3, 8, 12};
+  for (int i = 0; i < 8; ++i) EXPECT_FLOAT_EQ(at((*out)[2], i), sum[static_cast<size_t>(i)]) << i;
+  // Two-element LayerNorm of (a, b) with a < b gives (-1, 1): output (-1 * 1 + 0, 1 * 2 + 1) when a < b.
+  EXPECT_NEAR(at((*out)[0], 0), 1.f, 1e-5);   // row [6, -2]: (+1, -1) -> (1, -2 + 1)
+  EXPECT_NEAR(at((*out)[0], 1), -1.f, 1e-5);
+  EXPECT_NEAR(at((*out)[0], 2), -1.f, 1e-5);  // [0, 1] -> (-1, 1) -> (-1, 3)
+  EXPECT_NEAR(at((*out)[0], 3), 3.f, 1e-5);
+  EXPECT_EQ((*out)[1].tensor().data<int32_t>()[0], 2);  // mask_index: real tokens per row
+  EXPECT_EQ((*out)[1].tensor().data<int32_t>()[1], 1);
+  // Without position_ids the positions are 0..S-1; an id outside the table names it.
+  auto plain = run("EmbedLayerNormalization", {}, {ids, Value(), word, pos, Value(), gamma, beta}, 1);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  Tensor bad_ids = Tensor::from_vector<int32_t>(DataType::kInt32, {1, 2}, {1, 7});
+  auto bad = run("EmbedLayerNormalization", {}, {bad_ids, Value(), word, pos, Value(), gamma, beta}, 1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("input_ids[0, 1] = 7"), std::string::npos) << bad.status().to_string();
+}

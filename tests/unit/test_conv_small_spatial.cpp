@@ -54,11 +54,11 @@ double path_error(const ConvShape& s, bool with_bias, std::mt19937& rng, ep::Thr
   ConvPost post;
   if (post_mode == 1) {
     post.residual = res.data();
-    post.act = GemmActivation::kRelu;
+    post.act = Activation::kRelu;
     for (int64_t i = 0; i < ny; ++i) ref[i] = std::max(0.f, ref[i] + res[i]);
   } else if (post_mode == 2) {
-    post.act = GemmActivation::kClip;
-    post.clip_min = -0.5f, post.clip_max = 0.5f;
+    post.act = Activation::kClip;
+    post.act_a = -0.5f, post.act_b = 0.5f;
     for (int64_t i = 0; i < ny; ++i) ref[i] = std::min(0.5f, std::max(-0.5f, ref[i]));
   }
   Dims ws{s.M, Cg};
@@ -73,7 +73,7 @@ double path_error(const ConvShape& s, bool with_bias, std::mt19937& rng, ep::Thr
     cw.prepare(ws, s.group, w, false);
     EXPECT_TRUE(cw.small != nullptr);
     const bool applied = conv_forward<float>(s, x.data(), cw, with_bias ? b.data() : nullptr, y.data(), pool,
-                                             ConvPath::kAuto, post_mode ? &post : nullptr);
+                                             ConvConfig(), post_mode ? &post : nullptr);
     if (post_mode) {
       EXPECT_TRUE(applied);
     }
@@ -262,7 +262,7 @@ TEST(ConvSmallSpatial, DISABLED_SmallSpatialBench) {
     };
     const ConvPath usual = c.k == 1 && c.s == 1 ? ConvPath::kPointwise
                            : c.k == 3 && c.s == 1 && winograd_preferred(s) ? ConvPath::kWinograd
-                                                                           : ConvPath::kIm2col;
+                                                                           : ConvPath::kImplicitGemm;
     const double a = time([&] { conv_forward<float>(s, x.data(), cw, b.data(), y.data(), &pool, usual); });
     const double bb = time([&] { small_spatial_conv(s, x.data(), sw, b.data(), y.data(), &pool); });
     const double dd = time([&] { small_spatial_direct_conv(s, x.data(), cw.packed, b.data(), y.data(), &pool); });

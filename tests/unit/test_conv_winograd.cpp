@@ -55,8 +55,22 @@ ConvShape shape_of(const Case& c) {
   return s;
 }
 
+// Threading / code modes of the tests: 0 default blocking, 1 tiny blocks (many blocks: threads take whole
+// blocks), 2 scalar transforms (the scalar tier), 3 no pool.
+struct Mode {
+  int64_t block_tiles = 0;
+  ep::IsaTier isa = ep::cpu_isa_tier();
+};
+Mode mode_of(int mode, int64_t tiny_blocks) {
+  Mode m;
+  if (mode == 1) m.block_tiles = tiny_blocks;
+  if (mode == 2) m.isa = ep::IsaTier::kScalar;
+  return m;
+}
+
 // Returns max |y - ref| / rms(ref) of the Winograd path on this case (or -1 when the shape is empty).
-double winograd_error(const Case& c, std::mt19937& rng, ep::ThreadPool* pool, const std::string& what) {
+double winograd_error(const Case& c, std::mt19937& rng, ep::ThreadPool* pool, const std::string& what,
+                      const Mode& mode = Mode()) {
   const ConvShape s = shape_of(c);
   if (s.g.out[1] <= 0 || s.g.out[2] <= 0) return -1;
   EXPECT_TRUE(winograd_applies(s)) << what;
@@ -69,7 +83,14 @@ double winograd_error(const Case& c, std::mt19937& rng, ep::ThreadPool* pool, co
   ConvWeights<float> cw;
   cw.prepare(Dims{s.M, s.C, 3, 3}, 1, w, true);
   EXPECT_TRUE(cw.wino != nullptr) << what;
-  conv_forward<float>(s, x.data(), cw, c.bias ? b.data() : nullptr, y.data(), pool, ConvPath::kWinograd);
+  if (mode.block_tiles > 0) {
+    winograd_conv(s, x.data(), cw.wino->get(cw.packed[0], s.M, s.C), c.bias ? b.data() : nullptr, y.data(), pool,
+                  mode.isa, mode.block_tiles);
+  } else {
+    const ConvConfig cfg(ConvPath::kWinograd, mode.isa);
+    EXPECT_EQ(conv_chosen_path(s, cw, cfg, nullptr, 1), ConvPath::kWinograd) << what;
+    conv_forward<float>(s, x.data(), cw, c.bias ? b.data() : nullptr, y.data(), pool, cfg);
+  }
   double ss = 0, err = 0;
   for (int64_t i = 0; i < ny; ++i) {
     ss += double(ref[i]) * ref[i];
@@ -110,17 +131,13 @@ TEST(ConvWinograd, MatchesNaiveOnRandomShapes) {
                              std::to_string(c.W);
     for (int mode = 0; mode < 3; ++mode) {
       // 0: default blocking, 1: tiny blocks (many blocks: threads take whole blocks), 2: scalar transforms.
-      winograd_set_block_tiles(mode == 1 ? 8 : 0);
-      winograd_set_force_scalar(mode == 2);
-      const double e = winograd_error(c, rng, &pool, what + " mode " + std::to_string(mode));
+      const double e = winograd_error(c, rng, &pool, what + " mode " + std::to_string(mode), mode_of(mode, 8));
       if (e < 0) continue;
       ++ran;
       worst = std::max(worst, e);
       EXPECT_LT(e, kTol) << what << " mode " << mode;
     }
   }
-  winograd_set_block_tiles(0);
-  winograd_set_force_scalar(false);
   EXPECT_GT(ran, 90);
   std::printf("[ConvWinograd] random shapes: max |err| / rms(ref) = %.3g\n", worst);
 }
@@ -139,16 +156,13 @@ TEST(ConvWinograd, LargerShapesAllThreadingModes) {
   // Threads split whole blocks (second case) or each block's phases (last case); mode 3 runs without a pool.
   for (const Case& c : cases) {
     for (int mode = 0; mode < 4; ++mode) {
-      winograd_set_block_tiles(mode == 1 ? 16 : 0);
-      winograd_set_force_scalar(mode == 2);
       ep::ThreadPool* p = mode == 3 ? nullptr : &pool;
-      const double e = winograd_error(c, rng, p, "C" + std::to_string(c.C) + " mode " + std::to_string(mode));
+      const double e =
+          winograd_error(c, rng, p, "C" + std::to_string(c.C) + " mode " + std::to_string(mode), mode_of(mode, 16));
       worst = std::max(worst, e);
       EXPECT_LT(e, kTol) << "C" << c.C << " M" << c.M << " mode " << mode;
     }
   }
-  winograd_set_block_tiles(0);
-  winograd_set_force_scalar(false);
   std::printf("[ConvWinograd] larger shapes: max |err| / rms(ref) = %.3g\n", worst);
 }
 
@@ -176,7 +190,7 @@ TEST(ConvWinograd, PathSelection) {
   EXPECT_FALSE(preferred(1, 64, 64, 5, 5));
   EXPECT_FALSE(preferred(1, 3, 64, 224, 224));
   // Weights prepared without the hint (or with a non-3x3 shape) are not transformed, and a forced
-  // kWinograd then falls back to im2col.
+  // kWinograd then takes the kAuto choice.
   std::mt19937 rng(3);
   auto w = random_vec(rng, 8 * 4 * 9);
   ConvWeights<float> plain;
@@ -190,6 +204,7 @@ TEST(ConvWinograd, PathSelection) {
   auto x = random_vec(rng, 4 * 6 * 7);
   std::vector<float> ref(8 * ss.g.out_size()), y(ref.size());
   conv_naive<float>(ss, x.data(), w.data(), w.data(), ref.data());
+  EXPECT_NE(conv_chosen_path(ss, plain, ConvConfig(ConvPath::kWinograd), nullptr, 1), ConvPath::kWinograd);
   conv_forward<float>(ss, x.data(), plain, w.data(), y.data(), nullptr, ConvPath::kWinograd);
   for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], 1e-4f * (1.f + std::fabs(ref[i])));
 }

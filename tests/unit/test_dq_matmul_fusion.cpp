@@ -1,4 +1,4 @@
-// The DequantizeLinear + MatMul -> com.microsoft MatMulNBits pass (src/optimizer/dq_matmul_fusion.cpp):
+// The DequantizeLinear + MatMul -> com.microsoft MatMulNBits pass (src/optimizer/fusions/fuse_dq_matmul.cpp):
 // the fused model's output against the unfused one (level disabled) for int4 / uint4 / int8 / uint8
 // weights with and without zero points, K not a multiple of the block, and the patterns it must leave alone.
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 #include "nxrt/session.h"
 #include "onnx/model_writer.h"
 #include "optimizer/optimizer.h"
+#include "optimizer_test_util.h"
 
 using namespace nxrt;
 
@@ -144,17 +145,8 @@ ir::Model build(const Case& c) {
 }
 
 std::vector<Tensor> run_at(const ir::Model& m, OptLevel level, const Tensor& a) {
-  std::string bytes = onnx::serialize_model(m);
-  SessionOptions so;
-  so.opt_level = level;
-  auto s = Session::create_from_bytes(bytes.data(), bytes.size(), so);
-  EXPECT_TRUE(s.ok()) << s.status().to_string();
-  if (!s.ok()) return {};
-  auto out = (*s)->run({{"a", Value(a)}});
-  EXPECT_TRUE(out.ok()) << out.status().to_string();
-  if (!out.ok()) return {};
   std::vector<Tensor> r;
-  for (auto& v : *out) r.push_back(to_float(v.tensor()));
+  for (const Tensor& t : optest::run_at(m, level, {{"a", Value(a)}})) r.push_back(to_float(t));
   return r;
 }
 

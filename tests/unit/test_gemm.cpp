@@ -1,20 +1,22 @@
 // The float GEMM engine (ops/gemm/gemm.h) against the naive reference: random shapes (1s, odd sizes, edges of
 // every block size), transposes, alpha/beta, every epilogue, raw / packed-B / packed-A operands, 1 and 2
-// threads, and the portable kernels forced on.
+// threads, every kernel variant this CPU runs (by tier), and the typed front doors over float and double.
+// The variants' kernels themselves are checked one by one in test_gemm_kernels.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "ep/thread_pool.h"
-#include "ops/gemm/conv_gemm.h"
 #include "ops/gemm/gemm.h"
+#include "ops/gemm/gemm_kernels.h"
 
 namespace nxrt {
 namespace {
 
-using ops::GemmActivation;
+using ops::Activation;
 using ops::GemmBias;
 using ops::GemmEpilogue;
 
@@ -35,7 +37,7 @@ std::vector<float> rand_vec(std::mt19937& rng, size_t n) {
   return v;
 }
 
-void run_case(const Case& c, ep::ThreadPool* pool, std::mt19937& rng) {
+void run_case(const Case& c, ep::ThreadPool* pool, std::mt19937& rng, ep::IsaTier isa = ep::cpu_isa_tier()) {
   const int64_t M = c.M, N = c.N, K = c.K;
   const int64_t lda = (c.ta ? M : K) + 3, ldb = (c.tb ? K : N) + 1, ldc = N + 2;
   std::vector<float> A = rand_vec(rng, static_cast<size_t>((c.ta ? K : M) * lda));
@@ -53,19 +55,21 @@ void run_case(const Case& c, ep::ThreadPool* pool, std::mt19937& rng) {
   }
   std::vector<float> C = C0, R = C0;
   if (c.beta == 0.f) std::fill(R.begin(), R.end(), 0.f);
-  ops::gemm_f32_reference(c.ta, c.tb, M, N, K, c.alpha, A.data(), lda, B.data(), ldb, c.beta, R.data(), ldc, &ep);
+  ops::gemm_reference<float>(c.ta, c.tb, M, N, K, c.alpha, A.data(), lda, B.data(), ldb, c.beta, R.data(), ldc, &ep);
   switch (c.op) {
     case Operand::kRaw:
-      ops::gemm_f32(c.ta, c.tb, M, N, K, c.alpha, A.data(), lda, B.data(), ldb, c.beta, C.data(), ldc, pool, &ep);
+      ops::gemm_f32(c.ta, c.tb, M, N, K, c.alpha, A.data(), lda, B.data(), ldb, c.beta, C.data(), ldc, pool, &ep,
+                    isa);
       break;
     case Operand::kPackedB: {
-      ops::PackedB pb = ops::pack_b_f32(c.tb, K, N, B.data(), ldb);
-      ops::gemm_f32_packed(c.ta, M, c.alpha, A.data(), lda, pb, c.beta, C.data(), ldc, pool, &ep);
+      ops::PackedB pb = ops::pack_b_f32(c.tb, K, N, B.data(), ldb, isa);
+      ops::gemm_f32_packed(c.ta, M, c.alpha, A.data(), lda, pb, c.beta, C.data(), ldc, pool, &ep, isa);
       break;
     }
     case Operand::kPackedA: {
-      ops::PackedAF32 pa = ops::pack_a_f32(c.ta, M, K, A.data(), lda);
-      ops::gemm_f32_packed_a(M, N, K, c.alpha, pa.data.data(), c.tb, B.data(), ldb, c.beta, C.data(), ldc, pool, &ep);
+      ops::PackedA<float> pa = ops::pack_a<float>(c.ta, M, K, A.data(), lda);
+      ops::gemm_f32_packed_a(M, N, K, c.alpha, pa.data.data(), c.tb, B.data(), ldb, c.beta, C.data(), ldc, pool, &ep,
+                             isa);
       break;
     }
   }
@@ -99,9 +103,9 @@ Case random_case(std::mt19937& rng, int it) {
   static const float betas[] = {0.f, 1.f, 0.25f};
   c.alpha = alphas[rng() % 4];
   c.beta = betas[rng() % 3];
-  c.ep.act = static_cast<GemmActivation>(it % 6);
-  c.ep.clip_min = -0.3f;
-  c.ep.clip_max = 0.4f;
+  c.ep.act = static_cast<Activation>(it % 9);  // every activation
+  c.ep.act_a = -0.3f;
+  c.ep.act_b = 0.4f;
   c.ep.bias_kind = static_cast<GemmBias>(rng() % 3);
   c.ep.residual = (rng() & 1) ? reinterpret_cast<const float*>(1) : nullptr;  // filled in run_case
   c.op = static_cast<Operand>(rng() % 3);
@@ -118,17 +122,21 @@ TEST(Gemm, RandomShapesAgainstReference) {
   }
 }
 
-TEST(Gemm, PortableKernelsAgainstReference) {
-  std::mt19937 rng(99);
+// The whole engine at each tier this CPU has (the tier picks the kernel variant: scalar, AVX2, ...).
+TEST(Gemm, EveryTierAgainstReference) {
   ep::ThreadPool pool(2);
-  ops::gemm_set_allow_avx2(false);
-  EXPECT_FALSE(ops::gemm_using_avx2());
-  for (int it = 0; it < 120; ++it) {
-    Case c = random_case(rng, it);
-    run_case(c, (it & 1) ? &pool : nullptr, rng);
-    if (::testing::Test::HasFatalFailure()) break;
+  for (int t = 0; t <= static_cast<int>(ep::cpu_isa_tier()); ++t) {
+    const auto tier = static_cast<ep::IsaTier>(t);
+    SCOPED_TRACE(ops::f32_gemm_kernels(tier).name);
+    EXPECT_EQ(ops::gemm_vector_kernels(tier), ops::f32_gemm_kernels(tier).tier >= ep::IsaTier::kAvx2);
+    std::mt19937 rng(99 + t);
+    for (int it = 0; it < 90; ++it) {
+      Case c = random_case(rng, it);
+      run_case(c, (it & 1) ? &pool : nullptr, rng, tier);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
   }
-  ops::gemm_set_allow_avx2(true);
+  EXPECT_STREQ(ops::f32_gemm_kernels(ep::IsaTier::kScalar).name, "f32_gemm_6x16__scalar");
 }
 
 TEST(Gemm, LargerThanBlocksAndThreaded) {
@@ -150,16 +158,40 @@ TEST(Gemm, LargerThanBlocksAndThreaded) {
   }
 }
 
-TEST(Gemm, ConvGemmFloatUsesEngine) {
+// The typed front doors: gemm<T> and gemm_packed_a<T> (float: the engine; double: gemm_f64, with A
+// prepacked or not) against the reference, with beta 0 and 1.
+template <typename T>
+void check_typed_front_doors(std::mt19937& rng, ep::ThreadPool* pool, T tol) {
+  std::uniform_real_distribution<T> d(-1, 1);
+  for (const auto& [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{37, 301, 290}, {1, 17, 5}, {9, 1, 300}, {5, 3, 0}}) {
+    for (const bool ta : {false, true}) {
+      for (const T beta : {T(0), T(1)}) {
+        std::vector<T> A(static_cast<size_t>(M * K)), B(static_cast<size_t>(K * N)), C(static_cast<size_t>(M * N));
+        for (T& v : A) v = d(rng);
+        for (T& v : B) v = d(rng);
+        for (T& v : C) v = d(rng);
+        std::vector<T> R = C, C2 = C;
+        const int64_t lda = ta ? M : K;
+        ops::gemm_reference<T>(ta, false, M, N, K, T(1), A.data(), lda, B.data(), N, beta, R.data(), N);
+        ops::gemm<T>(ta, false, M, N, K, T(1), A.data(), lda, B.data(), N, beta, C.data(), N, pool);
+        const ops::PackedA<T> pa = ops::pack_a<T>(ta, M, K, A.data(), lda);
+        EXPECT_EQ(pa.m_padded % ops::kGemmPanelRows<T>, 0);
+        ops::gemm_packed_a<T>(pa, N, false, B.data(), N, beta, C2.data(), N, pool);
+        for (size_t i = 0; i < R.size(); ++i) {
+          ASSERT_NEAR(C[i], R[i], tol) << "gemm M=" << M << " N=" << N << " K=" << K << " at " << i;
+          ASSERT_NEAR(C2[i], R[i], tol) << "gemm_packed_a M=" << M << " N=" << N << " K=" << K << " at " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Gemm, TypedFrontDoorsFloatAndDouble) {
   std::mt19937 rng(3);
   ep::ThreadPool pool(2);
-  const int64_t M = 37, N = 301, K = 290;
-  std::vector<float> A = rand_vec(rng, M * K), B = rand_vec(rng, K * N), C(M * N, 0.5f), R(M * N, 0.5f);
-  ops::convgemm::PackedA<float> pa;
-  ops::convgemm::pack_a<float>(false, M, K, A.data(), K, 1.f, &pa);
-  ops::convgemm::gemm_packed<float>(pa, N, false, B.data(), N, C.data(), N, /*accumulate=*/true, &pool);
-  ops::gemm_f32_reference(false, false, M, N, K, 1.f, A.data(), K, B.data(), N, 1.f, R.data(), N);
-  for (int64_t i = 0; i < M * N; ++i) ASSERT_NEAR(C[i], R[i], 1e-3f) << i;
+  check_typed_front_doors<float>(rng, &pool, 1e-3f);
+  check_typed_front_doors<double>(rng, &pool, 1e-10);
+  check_typed_front_doors<double>(rng, nullptr, 1e-10);
 }
 
 }  // namespace

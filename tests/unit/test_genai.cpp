@@ -12,11 +12,13 @@
 #include <cstdio>
 #include <set>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "genai/genai_config.h"
 #include "genai/search.h"
+#include "nxrt/float_types.h"
 #include "ir/graph.h"
 #include "nxrt/genai.h"
 #include "onnx/model_writer.h"
@@ -58,8 +60,10 @@ ir::ValueInfo tensor_vi(const std::string& name, DataType t, std::vector<ir::Dim
 }
 
 // Toy decoder, one layer, kv_heads 1, head_size 1: the cache rows hold the token ids (as float).
-// logits[.., j] = -|j - (sum of the valid cache rows mod 16)|.
-// with_pos: int32 input_ids and an int32 position_ids input; the target adds the last position.
+// Per batch row: logits[b, .., j] = -|j - (sum of the row's valid cache rows mod 16)|, valid rows being
+// j < ReduceSum(mask) with a static cache (share_buffer: TensorScatter at ReduceSum(mask) - S) and the
+// mask itself with a growing one (Concat). with_pos: int32 input_ids and an int32 position_ids input;
+// the target adds the row's last position.
 ir::Model toy_decoder(bool share_buffer, bool with_pos = false) {
   ir::Model m;
   m.ir_version = 10;
@@ -67,32 +71,34 @@ ir::Model toy_decoder(bool share_buffer, bool with_pos = false) {
   ir::Graph& g = m.graph;
   using D = ir::Dim;
   const DataType ids_t = with_pos ? DataType::kInt32 : DataType::kInt64;
-  g.inputs = {tensor_vi("input_ids", ids_t, {D::fixed(1), D::named("S")}),
-              tensor_vi("attention_mask", DataType::kInt64, {D::fixed(1), D::named("T")}),
-              tensor_vi("past_key_values.0.key", DataType::kFloat, {D::fixed(1), D::fixed(1), D::named("P"), D::fixed(1)}),
-              tensor_vi("past_key_values.0.value", DataType::kFloat, {D::fixed(1), D::fixed(1), D::named("P"), D::fixed(1)})};
-  g.outputs = {tensor_vi("logits", DataType::kFloat, {D::fixed(1), D::named("S"), D::fixed(kVocab)}),
-               tensor_vi("present.0.key", DataType::kFloat, {D::fixed(1), D::fixed(1), D::named("P2"), D::fixed(1)}),
-               tensor_vi("present.0.value", DataType::kFloat, {D::fixed(1), D::fixed(1), D::named("P2"), D::fixed(1)})};
+  g.inputs = {tensor_vi("input_ids", ids_t, {D::named("B"), D::named("S")}),
+              tensor_vi("attention_mask", DataType::kInt64, {D::named("B"), D::named("T")}),
+              tensor_vi("past_key_values.0.key", DataType::kFloat, {D::named("B"), D::fixed(1), D::named("P"), D::fixed(1)}),
+              tensor_vi("past_key_values.0.value", DataType::kFloat, {D::named("B"), D::fixed(1), D::named("P"), D::fixed(1)})};
+  g.outputs = {tensor_vi("logits", DataType::kFloat, {D::named("B"), D::named("S"), D::fixed(kVocab)}),
+               tensor_vi("present.0.key", DataType::kFloat, {D::named("B"), D::fixed(1), D::named("P2"), D::fixed(1)}),
+               tensor_vi("present.0.value", DataType::kFloat, {D::named("B"), D::fixed(1), D::named("P2"), D::fixed(1)})};
   auto i64 = [](std::vector<int64_t> v) {
     return Tensor::from_vector<int64_t>(DataType::kInt64, {static_cast<int64_t>(v.size())}, v);
   };
   g.initializers["axes1"] = i64({1});
+  g.initializers["axes2"] = i64({2});
+  g.initializers["axes123"] = i64({1, 2, 3});
   g.initializers["one"] = Tensor::scalar_int64(1);
   g.initializers["zero"] = Tensor::scalar_int64(0);
   g.initializers["two"] = Tensor::scalar_int64(2);
-  g.initializers["rows_shape"] = i64({1, 1, -1, 1});
+  g.initializers["rows_shape"] = i64({0, 1, -1, 1});
   g.initializers["vocab"] = Tensor::scalar_float(static_cast<float>(kVocab));
   g.initializers["fzero"] = Tensor::scalar_float(0.f);
   g.initializers["fone"] = Tensor::scalar_float(1.f);
   g.initializers["fvocab_n"] = Tensor::scalar_float(static_cast<float>(kVocab));
   auto& n = g.nodes;
-  n.push_back(node("ReduceSum", {"attention_mask", "axes1"}, {"total"}, {int_attr("keepdims", 0)}));  // [1]
+  n.push_back(node("ReduceSum", {"attention_mask", "axes1"}, {"total"}, {int_attr("keepdims", 0)}));  // [B]
   n.push_back(node("Shape", {"input_ids"}, {"ids_shape"}));
   n.push_back(node("Gather", {"ids_shape", "one"}, {"S"}, {int_attr("axis", 0)}));
   n.push_back(node("Sub", {"total", "S"}, {"write_idx"}));
   n.push_back(node("Cast", {"input_ids"}, {"ids_f"}, {int_attr("to", 1)}));
-  n.push_back(node("Reshape", {"ids_f", "rows_shape"}, {"rows"}));  // [1, 1, S, 1]
+  n.push_back(node("Reshape", {"ids_f", "rows_shape"}, {"rows"}));  // [B, 1, S, 1]
   if (share_buffer) {
     n.push_back(node("TensorScatter", {"past_key_values.0.key", "rows", "write_idx"}, {"present.0.key"},
                      {int_attr("axis", 2)}));
@@ -102,34 +108,38 @@ ir::Model toy_decoder(bool share_buffer, bool with_pos = false) {
     n.push_back(node("Concat", {"past_key_values.0.key", "rows"}, {"present.0.key"}, {int_attr("axis", 2)}));
     n.push_back(node("Concat", {"past_key_values.0.value", "rows"}, {"present.0.value"}, {int_attr("axis", 2)}));
   }
-  // valid rows: j < total
-  n.push_back(node("Shape", {"present.0.key"}, {"pk_shape"}));
-  n.push_back(node("Gather", {"pk_shape", "two"}, {"cap"}, {int_attr("axis", 0)}));
-  n.push_back(node("Range", {"zero", "cap", "one"}, {"jrow"}));
-  n.push_back(node("Less", {"jrow", "total"}, {"valid_b"}));
-  n.push_back(node("Cast", {"valid_b"}, {"valid"}, {int_attr("to", 1)}));
+  if (share_buffer) {
+    n.push_back(node("Shape", {"present.0.key"}, {"pk_shape"}));
+    n.push_back(node("Gather", {"pk_shape", "two"}, {"cap"}, {int_attr("axis", 0)}));
+    n.push_back(node("Range", {"zero", "cap", "one"}, {"jrow"}));             // [cap]
+    n.push_back(node("Unsqueeze", {"total", "axes1"}, {"total2"}));           // [B, 1]
+    n.push_back(node("Less", {"jrow", "total2"}, {"valid_b"}));               // [B, cap]
+    n.push_back(node("Cast", {"valid_b"}, {"valid"}, {int_attr("to", 1)}));
+  } else {
+    n.push_back(node("Cast", {"attention_mask"}, {"valid"}, {int_attr("to", 1)}));  // [B, T]
+  }
   n.push_back(node("Reshape", {"valid", "rows_shape"}, {"valid4"}));
   n.push_back(node("Mul", {"present.0.key", "valid4"}, {"kept"}));
-  n.push_back(node("ReduceSum", {"kept"}, {"ksum"}, {int_attr("keepdims", 0)}));  // scalar
+  n.push_back(node("ReduceSum", {"kept", "axes123"}, {"ksum"}, {int_attr("keepdims", 0)}));  // [B]
   if (with_pos) {
-    g.inputs.push_back(tensor_vi("position_ids", DataType::kInt32, {D::fixed(1), D::named("S")}));
-    n.push_back(node("ReduceMax", {"position_ids"}, {"last_pos"}, {int_attr("keepdims", 0)}));
+    g.inputs.push_back(tensor_vi("position_ids", DataType::kInt32, {D::named("B"), D::named("S")}));
+    n.push_back(node("ReduceMax", {"position_ids", "axes1"}, {"last_pos"}, {int_attr("keepdims", 0)}));
     n.push_back(node("Cast", {"last_pos"}, {"last_pos_f"}, {int_attr("to", 1)}));
     n.push_back(node("Add", {"ksum", "last_pos_f"}, {"ksum_pos"}));
     n.push_back(node("Mod", {"ksum_pos", "vocab"}, {"target"}, {int_attr("fmod", 1)}));
   } else {
     n.push_back(node("Mod", {"ksum", "vocab"}, {"target"}, {int_attr("fmod", 1)}));
   }
+  n.push_back(node("Unsqueeze", {"target", "axes1"}, {"target2"}));  // [B, 1]
   n.push_back(node("Range", {"fzero", "fvocab_n", "fone"}, {"jv"}));  // [V]
-  n.push_back(node("Sub", {"jv", "target"}, {"diff"}));
+  n.push_back(node("Sub", {"jv", "target2"}, {"diff"}));             // [B, V]
   n.push_back(node("Abs", {"diff"}, {"adiff"}));
-  n.push_back(node("Neg", {"adiff"}, {"row"}));  // [V]
-  // logits [1, S, V]: row broadcast over the S positions (ids_f * 0 + row)
-  n.push_back(node("Reshape", {"ids_f", "rows_shape"}, {"ids4"}));
-  n.push_back(node("Squeeze", {"ids4", "sq_axes"}, {"ids3"}));  // [1, S, 1]
-  g.initializers["sq_axes"] = i64({1});
+  n.push_back(node("Neg", {"adiff"}, {"row"}));
+  n.push_back(node("Unsqueeze", {"row", "axes1"}, {"row3"}));         // [B, 1, V]
+  // logits [B, S, V]: the row broadcast over the S positions (ids_f * 0 + row)
+  n.push_back(node("Unsqueeze", {"ids_f", "axes2"}, {"ids3"}));      // [B, S, 1]
   n.push_back(node("Mul", {"ids3", "fzero"}, {"zeros3"}));
-  n.push_back(node("Add", {"zeros3", "row"}, {"logits"}));
+  n.push_back(node("Add", {"zeros3", "row3"}, {"logits"}));
   return m;
 }
 
@@ -185,6 +195,20 @@ std::vector<int64_t> expected_tokens(std::vector<int64_t> seq, int n) {
   return out;
 }
 
+// Heap allocations made by `steps` generate_next_token calls (each must succeed).
+uint64_t allocations_over_decode_steps(Generator& g, int steps) {
+  uint64_t allocs = 0;
+  for (int i = 0; i < steps; ++i) {
+    nxrt::test::AllocCounter::arm();
+    Status st = g.generate_next_token();
+    nxrt::test::AllocCounter::disarm();
+    allocs += nxrt::test::AllocCounter::count();
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    if (!st.ok()) break;
+  }
+  return allocs;
+}
+
 }  // namespace
 
 TEST(GenaiConfig, ParsesNamesSizesAndSearchDefaults) {
@@ -232,10 +256,35 @@ TEST(GenaiSearch, GreedyTiesGoToLowestIdAndPenaltyApplies) {
   EXPECT_FLOAT_EQ(p[1], -4.f);
   EXPECT_FLOAT_EQ(p[2], 1.f);
   SearchOptions o;
-  o.repetition_penalty = 4.0;
   Sampler s(o);
   std::vector<float> l = {0.f, 3.f, 2.f};
-  EXPECT_EQ(s.next(&l, {1}), 2);  // 3 / 4 < 2
+  std::vector<uint8_t> seen;
+  const std::vector<int64_t> seq = {1};
+  LogitsRow row{l.data(), DataType::kFloat, 3};
+  apply_repetition_penalty(row, seq.data(), 1, 4.0, &seen);
+  EXPECT_EQ(s.next(row), 2);  // 3 / 4 < 2
+  // float16 rows are read and edited in place.
+  std::vector<uint16_t> h = {float_to_half(1.f), float_to_half(-2.f), float_to_half(2.5f), float_to_half(2.5f)};
+  LogitsRow hrow{h.data(), DataType::kFloat16, 4};
+  EXPECT_EQ(argmax_first(hrow), 2);
+  suppress_tokens(hrow, {2});
+  EXPECT_EQ(argmax_first(hrow), 3);
+  const std::vector<int64_t> hs = {1, 0};
+  apply_repetition_penalty(hrow, hs.data(), 2, 2.0, &seen);
+  EXPECT_FLOAT_EQ(half_to_float(h[0]), 0.5f);
+  EXPECT_FLOAT_EQ(half_to_float(h[1]), -4.f);
+}
+
+TEST(GenaiSearch, NoRepeatNgramBansTheCompletingToken) {
+  std::vector<float> l(8, 1.f);
+  LogitsRow row{l.data(), DataType::kFloat, 8};
+  // 3-grams of [1 2 3 1 2]: the prefix (1, 2) was followed by 3, so 3 is banned; nothing else.
+  const std::vector<int64_t> seq = {1, 2, 3, 1, 2};
+  ban_repeated_ngrams(row, seq.data(), 5, 3);
+  for (int64_t j = 0; j < 8; ++j) EXPECT_EQ(l[j] < -1e30f, j == 3) << j;
+  std::vector<float> l2(8, 1.f);
+  ban_repeated_ngrams(LogitsRow{l2.data(), DataType::kFloat, 8}, seq.data(), 5, 6);  // longer than the row
+  for (float v : l2) EXPECT_EQ(v, 1.f);
 }
 
 TEST(GenaiSearch, SamplingIsSeededAndFiltersApply) {
@@ -248,7 +297,7 @@ TEST(GenaiSearch, SamplingIsSeededAndFiltersApply) {
     std::vector<int64_t> out;
     for (int i = 0; i < n; ++i) {
       std::vector<float> l = base;
-      out.push_back(s.next(&l, {}));
+      out.push_back(s.next(LogitsRow{l.data(), DataType::kFloat, static_cast<int64_t>(l.size())}));
     }
     return out;
   };
@@ -317,15 +366,7 @@ TEST(GenaiGenerator, DecodeStepAllocatesNothing) {
   ASSERT_TRUE(g.append_tokens({1, 2, 3}).ok());
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(g.generate_next_token().ok());  // warm-up (prefill, first steps)
   ASSERT_TRUE(g.get_logits().ok());
-  uint64_t allocs = 0;
-  for (int i = 0; i < 20; ++i) {
-    nxrt::test::AllocCounter::arm();
-    Status st = g.generate_next_token();
-    nxrt::test::AllocCounter::disarm();
-    allocs += nxrt::test::AllocCounter::count();
-    ASSERT_TRUE(st.ok()) << st.to_string();
-  }
-  EXPECT_EQ(allocs, 0u) << "heap allocations over 20 decode steps";
+  EXPECT_EQ(allocations_over_decode_steps(g, 20), 0u) << "heap allocations over 20 decode steps";
 }
 
 // The same on real decoder graphs: tiny folders of both styles written by tools/make_genai_model.py
@@ -336,27 +377,31 @@ TEST(GenaiGenerator, RealTinyDecodersDecodeWithoutAllocating) {
   const char* root = std::getenv("NXRT_TEST_GENAI_DIR");
   if (!root) GTEST_SKIP() << "NXRT_TEST_GENAI_DIR unset (ctest sets it after writing the tiny models)";
   for (const char* style : {"genai", "onnx"}) {
-    SCOPED_TRACE(style);
     auto model = Model::create(std::string(root) + "/" + style);
     ASSERT_TRUE(model.ok()) << model.status().to_string();
-    GeneratorParams params(**model);
-    params.search.max_length = 64;
-    auto gen = Generator::create(**model, params);
-    ASSERT_TRUE(gen.ok()) << gen.status().to_string();
-    Generator& g = **gen;
-    ASSERT_TRUE(g.append_tokens({5, 17, 3, 99, 42}).ok());
-    // Warm: the kernel cache fills its variants per node (default 4) while the mask grows, then
-    // reuses them in place.
-    for (int i = 0; i < 6; ++i) ASSERT_TRUE(g.generate_next_token().ok());
-    uint64_t allocs = 0;
-    for (int i = 0; i < 16; ++i) {
-      nxrt::test::AllocCounter::arm();
-      Status st = g.generate_next_token();
-      nxrt::test::AllocCounter::disarm();
-      allocs += nxrt::test::AllocCounter::count();
-      ASSERT_TRUE(st.ok()) << st.to_string();
+    const int64_t pad = (*model)->config().pad_token_id;
+    // Batch 1, and batch 4 with left-padded prompts of different lengths (rows at different cache
+    // lengths: every row's own seqlens / write index).
+    for (int64_t batch : {1, 4}) {
+      SCOPED_TRACE(std::string(style) + " batch " + std::to_string(batch));
+      GeneratorParams params(**model);
+      params.search.max_length = 64;
+      params.search.batch_size = batch;
+      auto gen = Generator::create(**model, params);
+      ASSERT_TRUE(gen.ok()) << gen.status().to_string();
+      Generator& g = **gen;
+      std::vector<int64_t> ids = {5, 17, 3, 99, 42};
+      if (batch == 4) {
+        ids = {5, 17, 3, 99, 42,  pad, pad, 7, 8, 9,  pad, 11, 12, 13, 14,  pad, pad, pad, pad, 21};
+      }
+      ASSERT_TRUE(g.append_tokens(ids).ok());
+      // Warm: the kernel cache fills its variants per node (default 4) while the mask grows, then
+      // reuses them in place.
+      for (int i = 0; i < 6; ++i) ASSERT_TRUE(g.generate_next_token().ok());
+      EXPECT_EQ(allocations_over_decode_steps(g, 16), 0u)
+          << "heap allocations over 16 decode steps (NXRT_ALLOC_TRACE=1 prints where)";
+      EXPECT_STREQ(g.kv_update(), "in-place");
     }
-    EXPECT_EQ(allocs, 0u) << "heap allocations over 16 decode steps (NXRT_ALLOC_TRACE=1 prints where)";
   }
 }
 
@@ -450,4 +495,341 @@ TEST(GenaiGenerator, FeedsInt32IdsAndPositionIds) {
     EXPECT_EQ(g.next_token(), s % kVocab) << "step " << i;
     seq.push_back(s % kVocab);
   }
+}
+
+// onnxruntime-genai's own tiny test folders (../shared/models/genai-og) with the results its tests
+// (test/model_tests.cpp, test/c_api_tests.cpp) expect.
+namespace {
+std::string og_folder(const std::string& name) {
+  return std::string(NXRT_SOURCE_DIR) + "/../shared/models/genai-og/" + name;
+}
+bool have_og(const std::string& name) {
+  struct stat st {};
+  return stat((og_folder(name) + "/genai_config.json").c_str(), &st) == 0;
+}
+std::vector<int64_t> run_to_end(const Model& model, GeneratorParams params, const std::vector<int64_t>& ids) {
+  auto gen = Generator::create(model, params);
+  EXPECT_TRUE(gen.ok()) << gen.status().to_string();
+  if (!gen.ok()) return {};
+  Generator& g = **gen;
+  Status st = g.append_tokens(ids);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  while (st.ok() && !g.is_done()) {
+    st = g.generate_next_token();
+    EXPECT_TRUE(st.ok()) << st.to_string();
+  }
+  std::vector<int64_t> all;
+  for (size_t i = 0; i < g.num_sequences(); ++i) {
+    auto s = g.get_sequence(i);
+    all.insert(all.end(), s.begin(), s.end());
+  }
+  return all;
+}
+}  // namespace
+
+TEST(GenaiOgFolders, Gpt2GreedyBatchAndBeamSearchMatchOnnxruntimeGenai) {
+  if (!have_og("tiny-random-gpt2-fp32")) GTEST_SKIP() << "../shared/models/genai-og not found";
+  auto model = Model::create(og_folder("tiny-random-gpt2-fp32"));
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  GeneratorParams greedy(**model);
+  greedy.search.max_length = 10;
+  greedy.search.batch_size = 2;
+  greedy.search.stop_at_eos = true;
+  EXPECT_EQ(run_to_end(**model, greedy, {0, 0, 0, 52, 0, 0, 195, 731}),
+            (std::vector<int64_t>{0, 0, 0, 52, 204, 204, 204, 204, 204, 204,  //
+                                  0, 0, 195, 731, 731, 114, 114, 114, 114, 114}));
+  GeneratorParams beam(**model);
+  beam.search.max_length = 20;
+  beam.search.batch_size = 3;
+  beam.search.num_beams = 4;
+  beam.search.length_penalty = 1.0;
+  EXPECT_EQ(run_to_end(**model, beam,
+                       {0, 0, 0, 0, 0, 52, 195, 731, 321, 301, 734, 620,  //
+                        41, 554, 74, 622, 206, 222, 75, 223, 221, 198, 224, 572,  //
+                        0, 0, 0, 52, 328, 219, 328, 206, 288, 227, 896, 328}),
+            (std::vector<int64_t>{0, 0, 0, 0, 0, 52, 195, 731, 321, 301, 734, 620, 131, 131, 131, 181, 638, 638, 638, 638,
+                                  41, 554, 74, 622, 206, 222, 75, 223, 221, 198, 224, 572, 292, 292, 292, 292, 292, 292, 292, 292,
+                                  0, 0, 0, 52, 328, 219, 328, 206, 288, 227, 896, 328, 328, 669, 669, 669, 669, 669, 669, 669}));
+}
+
+TEST(GenaiOgFolders, Gpt2RewindAndContinueMatchOnnxruntimeGenai) {
+  if (!have_og("tiny-random-gpt2-fp32")) GTEST_SKIP() << "../shared/models/genai-og not found";
+  auto model = Model::create(og_folder("tiny-random-gpt2-fp32"));
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  // c_api_tests.cpp RewindGptFp32CAPI: rewind to 5 and regenerate; rewind to 3, append 731 731.
+  GeneratorParams params(**model);
+  params.search.max_length = 10;
+  auto gen = Generator::create(**model, params);
+  ASSERT_TRUE(gen.ok());
+  Generator& g = **gen;
+  const std::vector<int64_t> expected = {0, 0, 195, 731, 731, 114, 114, 114, 114, 114};
+  ASSERT_TRUE(g.append_tokens({0, 0, 195, 731}).ok());
+  while (!g.is_done()) ASSERT_TRUE(g.generate_next_token().ok());
+  EXPECT_EQ(g.get_sequence(0), expected);
+  ASSERT_TRUE(g.rewind_to(5).ok());
+  while (!g.is_done()) ASSERT_TRUE(g.generate_next_token().ok());
+  EXPECT_EQ(g.get_sequence(0), expected);
+  ASSERT_TRUE(g.rewind_to(3).ok());
+  ASSERT_TRUE(g.append_tokens({731, 731}).ok());
+  while (!g.is_done()) ASSERT_TRUE(g.generate_next_token().ok());
+  EXPECT_EQ(g.get_sequence(0), expected);
+  // BatchedRewindGptFp32CAPI: batch 2, rewind to 0 and the same prompt gives the same rows.
+  GeneratorParams bp(**model);
+  bp.search.max_length = 10;
+  bp.search.batch_size = 2;
+  auto bg = Generator::create(**model, bp);
+  ASSERT_TRUE(bg.ok());
+  const std::vector<int64_t> ids = {0, 0, 0, 52, 0, 0, 195, 731};
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE((*bg)->append_tokens(ids).ok());
+    while (!(*bg)->is_done()) ASSERT_TRUE((*bg)->generate_next_token().ok());
+    EXPECT_EQ((*bg)->get_sequence(0), (std::vector<int64_t>{0, 0, 0, 52, 204, 204, 204, 204, 204, 204}));
+    EXPECT_EQ((*bg)->get_sequence(1), (std::vector<int64_t>{0, 0, 195, 731, 731, 114, 114, 114, 114, 114}));
+    ASSERT_TRUE((*bg)->rewind_to(0).ok());
+    EXPECT_EQ((*bg)->token_count(), 0u);
+  }
+}
+
+TEST(GenaiOgFolders, Qwen35GqaFloat16ContinuousDecoding) {
+  if (!have_og("tiny-qwen35-cuda")) GTEST_SKIP() << "../shared/models/genai-og not found";
+  auto model = Model::create(og_folder("tiny-qwen35-cuda"));
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_EQ((*model)->kv_dtype(), DataType::kFloat16);
+  // model_tests.cpp ContinuousDecodingCudaGraphCapture: rewind to 3, re-append the 4th token: same tokens.
+  GeneratorParams params(**model);
+  params.search.max_length = 10;
+  auto gen = Generator::create(**model, params);
+  ASSERT_TRUE(gen.ok());
+  Generator& g = **gen;
+  ASSERT_TRUE(g.append_tokens({10, 20, 30, 40}).ok());
+  while (!g.is_done()) ASSERT_TRUE(g.generate_next_token().ok());
+  const std::vector<int64_t> first = g.get_sequence(0);
+  EXPECT_EQ(first.size(), 10u);
+  EXPECT_STREQ(g.kv_update(), "in-place");
+  ASSERT_TRUE(g.rewind_to(3).ok());
+  ASSERT_TRUE(g.append_tokens({40}).ok());
+  while (!g.is_done()) ASSERT_TRUE(g.generate_next_token().ok());
+  EXPECT_EQ(g.get_sequence(0), first);
+  // The same rows in a left-padded batch of 2 (rows at their own cache lengths).
+  GeneratorParams bp(**model);
+  bp.search.max_length = 12;
+  bp.search.batch_size = 2;
+  const int64_t pad = (*model)->config().pad_token_id;
+  std::vector<int64_t> got = run_to_end(**model, bp, {pad, pad, 10, 20, 30, 40, 7, 8, 9, 10, 11, 12});
+  ASSERT_EQ(got.size(), 24u);
+  EXPECT_EQ(std::vector<int64_t>(got.begin() + 2, got.begin() + 12), first);
+}
+
+TEST(GenaiOgFolders, Lfm2HybridCarriesConvStates) {
+  if (!have_og("tiny-random-lfm2-fp32")) GTEST_SKIP() << "../shared/models/genai-og not found";
+  auto model = Model::create(og_folder("tiny-random-lfm2-fp32"));
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_NE((*model)->cache_layout().find("states"), std::string::npos) << (*model)->cache_layout();
+  // c_api_tests.cpp GreedySearchLfm2Fp32CAPI / RewindLfm2Fp32ThrowsCAPI.
+  GeneratorParams params(**model);
+  params.search.max_length = 10;
+  auto gen = Generator::create(**model, params);
+  ASSERT_TRUE(gen.ok());
+  Generator& g = **gen;
+  ASSERT_TRUE(g.append_tokens({0, 0, 195, 731}).ok());
+  ASSERT_TRUE(g.generate_next_token().ok());
+  Status st = g.rewind_to(2);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("past_conv"), std::string::npos) << st.to_string();
+  while (!g.is_done()) ASSERT_TRUE(g.generate_next_token().ok());
+  const std::vector<int64_t> first = g.get_sequence(0);
+  EXPECT_EQ(first.size(), 10u);
+  ASSERT_TRUE(g.rewind_to(0).ok());  // the states start over
+  ASSERT_TRUE(g.append_tokens({0, 0, 195, 731}).ok());
+  while (!g.is_done()) ASSERT_TRUE(g.generate_next_token().ok());
+  EXPECT_EQ(g.get_sequence(0), first);
+  // Batch 2 with beams: the states follow their beams.
+  GeneratorParams bp(**model);
+  bp.search.max_length = 10;
+  bp.search.batch_size = 2;
+  bp.search.num_beams = 3;
+  bp.search.num_return_sequences = 2;
+  EXPECT_EQ(run_to_end(**model, bp, {0, 0, 195, 731, 5, 6, 7, 8}).size(), 40u);
+}
+
+// A toy folder, its model and a generator of `batch` rows (max_length 12); `tune` adjusts the options.
+// Members are destroyed generator first, folder last.
+struct ToyRun {
+  FolderGuard guard;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Generator> gen;
+};
+ToyRun toy_run(bool share, const std::string& tag, int64_t batch,
+               const std::function<void(SearchOptions&)>& tune = {}) {
+  std::string d = toy_folder(share, tag);
+  auto model = Model::create(d);
+  EXPECT_TRUE(model.ok()) << model.status().to_string();
+  std::unique_ptr<Generator> gen;
+  if (model.ok()) {
+    GeneratorParams p(**model);
+    p.search.max_length = 12;
+    p.search.batch_size = batch;
+    if (tune) tune(p.search);
+    auto g = Generator::create(**model, p);
+    EXPECT_TRUE(g.ok()) << g.status().to_string();
+    if (g.ok()) gen = std::move(g).value();
+  }
+  return ToyRun{FolderGuard{d}, model.ok() ? std::move(model).value() : nullptr, std::move(gen)};
+}
+
+TEST(GenaiGenerator, BatchRowsFollowTheirOwnTokens) {
+  for (bool share : {true, false}) {
+    SCOPED_TRACE(share ? "shared buffer (rows at their own lengths)" : "growing past (aligned, pads masked)");
+    ToyRun t = toy_run(share, share ? "batch_s" : "batch_c", 3);
+    ASSERT_TRUE(t.gen);
+    Generator& g = *t.gen;
+    // pad_token_id 0: left padding
+    ASSERT_TRUE(g.append_tokens({1, 2, 3, 0, 4, 5, 0, 0, 7}).ok());
+    for (int i = 0; i < 6; ++i) ASSERT_TRUE(g.generate_next_token().ok());
+    const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {4, 5}, {7}};
+    std::vector<std::vector<int64_t>> first(3);
+    for (int r = 0; r < 3; ++r) {
+      std::vector<int64_t> want = {1, 2, 3, 0, 4, 5, 0, 0, 7};
+      want.erase(want.begin(), want.begin() + 3 * r);
+      want.resize(3);
+      for (int64_t t : expected_tokens(prompts[static_cast<size_t>(r)], 6)) want.push_back(t);
+      first[static_cast<size_t>(r)] = g.get_sequence(static_cast<size_t>(r));
+      EXPECT_EQ(first[static_cast<size_t>(r)], want) << "row " << r;
+    }
+    EXPECT_EQ(g.token_count(), 9u);
+    EXPECT_EQ(g.get_next_tokens(), (std::vector<int64_t>{first[0][8], first[1][8], first[2][8]}));
+    // Rewind every row and regenerate: the same tokens.
+    ASSERT_TRUE(g.rewind_to(5).ok());
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(g.generate_next_token().ok());
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(g.get_sequence(static_cast<size_t>(r)), first[static_cast<size_t>(r)]);
+    // Continue after rewinding: one more token per row.
+    ASSERT_TRUE(g.rewind_to(3).ok());
+    ASSERT_TRUE(g.append_tokens({1, 1, 1}).ok());
+    ASSERT_TRUE(g.generate_next_token().ok());
+    EXPECT_EQ(g.get_next_tokens(), (std::vector<int64_t>{(6 + 1) % kVocab, (9 + 1) % kVocab, (7 + 1) % kVocab}));
+  }
+}
+
+TEST(GenaiGenerator, RowsStopAtEosAndResumeOnAppend) {
+  for (bool share : {true, false}) {
+    SCOPED_TRACE(share ? "shared buffer" : "growing past");
+    ToyRun t = toy_run(share, share ? "eos_s" : "eos_c", 2, [](SearchOptions& o) { o.stop_at_eos = true; });  // eos 2, 9
+    ASSERT_TRUE(t.gen);
+    Generator& g = *t.gen;
+    ASSERT_TRUE(g.append_tokens({1, 1, 3, 4}).ok());
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(g.generate_next_token().ok());
+    // Row 0: 1+1 = 2 is EOS, then pad_token_id; row 1 goes on.
+    EXPECT_EQ(g.get_sequence(0), (std::vector<int64_t>{1, 1, 2, 0, 0, 0}));
+    EXPECT_EQ(g.get_sequence(1), (std::vector<int64_t>{3, 4, 7, 14, 12, 8}));
+    EXPECT_TRUE(g.row_done(0));
+    EXPECT_FALSE(g.row_done(1));
+    EXPECT_FALSE(g.is_done());
+    // Appending resumes the finished row; its padding is not part of its context.
+    ASSERT_TRUE(g.append_tokens({5, 6}).ok());
+    EXPECT_FALSE(g.row_done(0));
+    ASSERT_TRUE(g.generate_next_token().ok());
+    EXPECT_EQ(g.get_next_tokens(), (std::vector<int64_t>{(1 + 1 + 2 + 5) % kVocab, (3 + 4 + 7 + 14 + 12 + 8 + 6) % kVocab}));
+    EXPECT_TRUE(g.row_done(0));  // 9 is an EOS id too
+  }
+}
+
+TEST(GenaiGenerator, SetLogitsStandsInForTheModel) {
+  ToyRun t = toy_run(true, "setlogits", 2);
+  ASSERT_TRUE(t.gen);
+  Generator& g = *t.gen;
+  ASSERT_TRUE(g.append_tokens({1, 2, 0, 3}).ok());
+  auto lg = g.get_logits();
+  ASSERT_TRUE(lg.ok());
+  ASSERT_EQ(lg->size(), 2u * kVocab);
+  EXPECT_EQ(argmax_first(lg->data(), kVocab), 3);
+  EXPECT_EQ(argmax_first(lg->data() + kVocab, kVocab), 3);
+  std::vector<float> edited(2 * kVocab, -1.f);
+  edited[5] = 1.f;
+  edited[kVocab + 11] = 1.f;
+  ASSERT_TRUE(g.set_logits(edited).ok());
+  ASSERT_TRUE(g.generate_next_token().ok());
+  EXPECT_EQ(g.get_next_tokens(), (std::vector<int64_t>{5, 11}));
+  ASSERT_TRUE(g.generate_next_token().ok());  // the model sees the chosen tokens
+  EXPECT_EQ(g.get_next_tokens(), (std::vector<int64_t>{(1 + 2 + 5) % kVocab, (3 + 11) % kVocab}));
+  EXPECT_FALSE(g.set_logits(std::vector<float>(3, 0.f)).ok());
+}
+
+TEST(GenaiGenerator, BeamSearchCachesFollowTheirBeams) {
+  // The same beam search over a shared buffer (rows copied in place) and a growing past.
+  std::vector<std::vector<int64_t>> results;
+  for (bool share : {true, false}) {
+    ToyRun t = toy_run(share, share ? "beam_s" : "beam_c", 2, [](SearchOptions& o) {
+      o.max_length = 10;
+      o.num_beams = 3;
+      o.num_return_sequences = 2;
+      o.early_stopping = false;
+    });
+    ASSERT_TRUE(t.gen);
+    Generator& g = *t.gen;
+    ASSERT_TRUE(g.append_tokens({1, 3, 0, 4}).ok());
+    EXPECT_EQ(g.get_next_tokens().size(), 6u);  // batch_size * num_beams rows
+    while (!g.is_done()) ASSERT_TRUE(g.generate_next_token().ok());
+    EXPECT_GT(g.stats().rows_reordered, 0);
+    ASSERT_EQ(g.num_sequences(), 4u);
+    std::vector<int64_t> all;
+    for (size_t i = 0; i < 4; ++i) {
+      auto s = g.get_sequence(i);
+      EXPECT_FALSE(s.empty());
+      all.insert(all.end(), s.begin(), s.end());
+    }
+    results.push_back(all);
+    EXPECT_FALSE(g.rewind_to(2).ok());
+    ASSERT_TRUE(g.rewind_to(0).ok());
+    EXPECT_FALSE(g.append_tokens({1, 3}).ok() && g.append_tokens({1, 3}).ok());  // one append per search
+  }
+  EXPECT_EQ(results[0], results[1]);
+}
+
+TEST(GenaiGenerator, BatchErrorsNameTheProblem) {
+  ToyRun t = toy_run(false, "batcherr", 2);
+  ASSERT_TRUE(t.gen);
+  const Model& model = *t.model;
+  Status odd = t.gen->append_tokens({1, 2, 3});
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.message().find("batch_size 2"), std::string::npos) << odd.to_string();
+  Status pads = t.gen->append_tokens({1, 2, 0, 0});
+  ASSERT_FALSE(pads.ok());
+  EXPECT_NE(pads.message().find("row 1"), std::string::npos) << pads.to_string();
+  // A growing-past graph cannot share its buffer.
+  GeneratorParams shared(model);
+  shared.search.past_present_share_buffer = true;
+  auto bad = Generator::create(model, shared);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("past_present_share_buffer"), std::string::npos);
+  GeneratorParams beams(model);
+  beams.search.num_beams = 2;
+  beams.search.num_return_sequences = 3;
+  EXPECT_FALSE(Generator::create(model, beams).ok());
+  beams.search.num_return_sequences = 1;
+  beams.search.do_sample = true;
+  EXPECT_FALSE(Generator::create(model, beams).ok());
+  GeneratorParams named(model);
+  EXPECT_TRUE(named.set_search_option("num_beams", 4).ok());
+  EXPECT_EQ(named.search.num_beams, 4);
+  EXPECT_FALSE(named.set_search_option("num_beams", 1.5).ok());
+  EXPECT_FALSE(named.set_search_option("top_q", 1).ok());
+  EXPECT_FALSE(named.set_search_option("do_sample", 1).ok());
+  EXPECT_TRUE(named.set_search_option_bool("early_stopping", false).ok());
+  EXPECT_FALSE(named.search.early_stopping);
+}
+
+TEST(GenaiGenerator, MinLengthAndNoRepeatNgramPerRow) {
+  ToyRun t = toy_run(true, "procs", 2, [](SearchOptions& o) {
+    o.stop_at_eos = true;
+    o.min_length = 5;            // no EOS (2, 9) before 5 tokens
+    o.no_repeat_ngram_size = 2;  // row 0: 1 1 may not be followed by 1 again
+  });
+  ASSERT_TRUE(t.gen);
+  Generator& g = *t.gen;
+  ASSERT_TRUE(g.append_tokens({1, 1, 3, 4}).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(g.generate_next_token().ok());
+  // Row 0 wants 2 (EOS, suppressed), then the nearest ids 1 (banned: "1 1" exists) and 3.
+  EXPECT_EQ(g.get_sequence(0), (std::vector<int64_t>{1, 1, 3, 5, 10}));
+  EXPECT_EQ(g.get_sequence(1), (std::vector<int64_t>{3, 4, 7, 14, 12}));
+  EXPECT_EQ(g.search_options().min_length, 5);
 }

@@ -7,6 +7,7 @@
 
 #include "genai/jinja/jinja.h"
 #include "genai/json.h"
+#include "genai/unicode.h"
 
 using nxrt::genai::Json;
 using nxrt::genai::parse_json;
@@ -154,7 +155,9 @@ TEST(Jinja, StringMethods) {
             "b|3|[\"a\", \"b,c\"]");
   EXPECT_EQ(render("{{ 'tool_x'.startswith('tool') }}{{ 'a.txt'.endswith(('.md', '.txt')) }}{{ 'aaa'.replace('a', 'b', 2) }}"),
             "truetruebba");
-  EXPECT_EQ(render("{{ 'straße'.upper() }}|{{ 'ÀÉ'.lower() }}"), "STRASSE|àé");
+  if (nxrt::genai::tokenizer_libs_available()) {  // non-ASCII case mapping needs ICU (CaseMappingFollowsTheBuildOption)
+    EXPECT_EQ(render("{{ 'straße'.upper() }}|{{ 'ÀÉ'.lower() }}"), "STRASSE|àé");
+  }
 }
 
 TEST(Jinja, GlobalsRaiseExceptionAndStrftime) {
@@ -229,4 +232,17 @@ TEST(Jinja, UntrustedTemplatesAreBounded) {
             std::string::npos);
   // A namespace that refers to itself renders, and is released afterwards (LeakSanitizer checks).
   EXPECT_EQ(render("{% set ns = namespace(n=1) %}{% set ns.me = ns %}{{ ns.me.me.n }}"), "1");
+}
+
+// Case mapping of non-ASCII text needs ICU (NXRT_WITH_TOKENIZER_LIBS); ASCII never does.
+TEST(Jinja, CaseMappingFollowsTheBuildOption) {
+  EXPECT_EQ(render("{{ 'abc'.upper() }}|{{ 'ABC' | lower }}|{{ 'ab cd' | title }}|{{ 'ab' is lower }}"), "ABC|abc|Ab Cd|true");
+  if (nxrt::genai::tokenizer_libs_available()) {
+    EXPECT_EQ(render("{{ '\u00e9t\u00e9'.upper() }}|{{ '\u00c9' | lower }}|{{ '\u00e9a' | capitalize }}"),
+              "\u00c9T\u00c9|\u00e9|\u00c9a");
+  } else {
+    EXPECT_EQ(error_of("{{ '\u00e9t\u00e9'.upper() }}"),
+              "t:1:9: upper-case mapping of non-ASCII text needs ICU: nxrt was built without PCRE2/ICU "
+              "(NXRT_WITH_TOKENIZER_LIBS=OFF)");
+  }
 }

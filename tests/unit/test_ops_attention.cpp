@@ -138,6 +138,29 @@ TEST(OpsAttention, FastPathMatchesReference) {
   }
 }
 
+// With the kernel override reference=1 the op runs attention_reference; it agrees with the fast path, and a
+// misspelled override is an error rather than a silent fast run.
+TEST(OpsAttention, ReferenceOverrideAgreesWithTheFastPath) {
+  std::mt19937 rng(11);
+  const int64_t B = 2, Hq = 4, Hkv = 2, S = 5, T = 7, D = 8;
+  auto Q = ft({B, Hq, S, D}, rnd(rng, B * Hq * S * D));
+  auto K = ft({B, Hkv, T, D}, rnd(rng, B * Hkv * T * D));
+  auto V = ft({B, Hkv, T, D}, rnd(rng, B * Hkv * T * D));
+  KernelRun run;
+  run.op_type = "Attention";
+  run.opset = 23;
+  run.attributes = {attr_int("is_causal", 1), attr_float("softcap", 3.f)};
+  run.inputs = {Q, K, V};
+  run.threads = 2;
+  auto fast = run_kernel(run);
+  run.overrides = {{"reference", "1"}};
+  auto ref = run_kernel(run);
+  ASSERT_TRUE(fast.ok() && ref.ok()) << fast.status().to_string() << ref.status().to_string();
+  near_all(vals(fast.value()[0]), vals(ref.value()[0]), 1e-4f);
+  run.overrides = {{"refrence", "1"}};
+  EXPECT_FALSE(run_kernel(run).ok());
+}
+
 TEST(OpsAttention, ThreeDMatchesFourDWithPastAndGqa) {
   std::mt19937 rng(3);
   const int64_t B = 2, Hq = 4, Hkv = 2, Sq = 3, Skv = 2, P = 3, D = 4, Dv = 5;

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "ops/cpu_provider.h"
+#include "ep/standalone_context.h"
 #include "ep/thread_pool.h"
 #include "kernel_test_util.h"
 #include "ops/gemm/gemm.h"
@@ -29,7 +30,7 @@ void check_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
   }
   R = C;
   ops::gemm_f32(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, C.data(), ldc, pool);
-  ops::gemm_f32_reference(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, R.data(), ldc);
+  ops::gemm_reference<float>(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, R.data(), ldc);
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
       float want = R[i * ldc + j], got = C[i * ldc + j];
@@ -291,7 +292,7 @@ TEST(OpsLinalgGemm, PrepackedBMatchesReference) {
         for (size_t i = 0; i < C.size(); ++i) C[i] = R[i] = d(rng);
         ops::PackedB pb = ops::pack_b_f32(tb, K, N, B.data(), tb ? K : N);
         ops::gemm_f32_packed(ta, M, 0.5f, A.data(), ta ? M : K, pb, 2.f, C.data(), N, &pool);
-        ops::gemm_f32_reference(ta, tb, M, N, K, 0.5f, A.data(), ta ? M : K, B.data(), tb ? K : N, 2.f, R.data(), N);
+        ops::gemm_reference<float>(ta, tb, M, N, K, 0.5f, A.data(), ta ? M : K, B.data(), tb ? K : N, 2.f, R.data(), N);
         for (size_t i = 0; i < C.size(); ++i)
           ASSERT_NEAR(C[i], R[i], 1e-4f * (1 + std::sqrt(static_cast<float>(K)))) << M << "x" << N << "x" << K << " ta=" << ta << " tb=" << tb;
       }
@@ -299,34 +300,6 @@ TEST(OpsLinalgGemm, PrepackedBMatchesReference) {
 
 namespace {
 // Runs a kernel whose input 1 is a creation-time constant (an initializer), as the session does.
-class ConstCtx final : public ep::KernelContext {
- public:
-  ConstCtx(const ep::KernelInfo& info, std::vector<Value> in, ep::ThreadPool& pool)
-      : info_(info), in_(std::move(in)), out_(1), pool_(pool) {}
-  const ep::KernelInfo& info() const override { return info_; }
-  size_t num_inputs() const override { return in_.size(); }
-  size_t num_outputs() const override { return 1; }
-  const Value* input_value(size_t i) const override { return i < in_.size() && !in_[i].is_none() ? &in_[i] : nullptr; }
-  bool output_requested(size_t i) const override { return i == 0; }
-  Result<Tensor*> allocate_output(size_t, DataType dt, const Dims& s) override {
-    out_[0] = Value(Tensor(dt, s));
-    return &out_[0].tensor();
-  }
-  Status set_output(size_t, Value v) override {
-    out_[0] = std::move(v);
-    return Status::Ok();
-  }
-  ep::ThreadPool& pool() override { return pool_; }
-  Status error(const std::string& m, StatusCode c) const override { return info_.error(m, c); }
-  Tensor& out() { return out_[0].tensor(); }
-
- private:
-  const ep::KernelInfo& info_;
-  std::vector<Value> in_;
-  std::vector<Value> out_;
-  ep::ThreadPool& pool_;
-};
-
 Tensor run_with_const_b(const std::string& op, int64_t opset, std::vector<ir::Attribute> attrs, std::vector<Value> in) {
   ir::Node node;
   node.name = "n";
@@ -340,10 +313,10 @@ Tensor run_with_const_b(const std::string& op, int64_t opset, std::vector<ir::At
   auto k = ops::cpu_provider_registry()->find("", op, opset)->factory(info);
   EXPECT_TRUE(k.ok());
   ep::ThreadPool pool(2);
-  ConstCtx ctx(info, in, pool);
+  ep::StandaloneContext ctx(info, in, pool);
   Status st = k.value()->compute(ctx);
   EXPECT_TRUE(st.ok()) << st.to_string();
-  return ctx.out();
+  return ctx.output(0).tensor();
 }
 }  // namespace
 
@@ -373,4 +346,32 @@ TEST(OpsLinalgErrors, BadShapesAndEquationsAreErrors) {
   }
   EXPECT_FALSE(run_kernel({"Det", "", 11, {}, {a}}).ok());
   EXPECT_FALSE(run_kernel({"MatMulInteger", "", 10, {}, {a, a}}).ok());  // float operands
+}
+
+// MatMul and Gemm pick their GEMM kernels' tier at creation (KernelInfo::isa()): the portable tier
+// forced with isa=scalar gives the same products as the CPU's best.
+TEST(OpsLinalgMatMul, IsaOverrideKeepsResults) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> a(37 * 130), b(130 * 45), c(45);
+  for (float& v : a) v = d(rng);
+  for (float& v : b) v = d(rng);
+  for (float& v : c) v = d(rng);
+  for (const char* op : {"MatMul", "Gemm"}) {
+    KernelRun run;
+    run.op_type = op;
+    run.opset = 13;
+    run.threads = 2;
+    run.inputs = {Tensor::from_vector<float>(DataType::kFloat, {37, 130}, a),
+                  Tensor::from_vector<float>(DataType::kFloat, {130, 45}, b)};
+    if (std::string(op) == "Gemm") run.inputs.push_back(Tensor::from_vector<float>(DataType::kFloat, {45}, c));
+    auto best = run_kernel(run);
+    run.overrides = {{"isa", "scalar"}};
+    auto scalar = run_kernel(run);
+    ASSERT_TRUE(best.ok() && scalar.ok()) << op;
+    const Tensor& x = best.value()[0].tensor();
+    const Tensor& y = scalar.value()[0].tensor();
+    ASSERT_EQ(x.shape(), y.shape());
+    for (int64_t i = 0; i < x.numel(); ++i) ASSERT_NEAR(x.data<float>()[i], y.data<float>()[i], 1e-4f) << op << " " << i;
+  }
 }

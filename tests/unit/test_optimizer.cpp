@@ -3,157 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 
-#include "ops/cpu_provider.h"
-#include "nxrt/session.h"
-#include "onnx/model_writer.h"
-#include "optimizer/optimizer.h"
+#include "optimizer_test_util.h"
 
 using namespace nxrt;
+using namespace nxrt::optest;
 
-namespace {
-
-ir::Attribute A_i(const std::string& n, int64_t v) {
-  ir::Attribute a;
-  a.name = n;
-  a.type = ir::Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-ir::Attribute A_f(const std::string& n, float v) {
-  ir::Attribute a;
-  a.name = n;
-  a.type = ir::Attribute::Type::kFloat;
-  a.f = v;
-  return a;
-}
-ir::Attribute A_is(const std::string& n, std::vector<int64_t> v) {
-  ir::Attribute a;
-  a.name = n;
-  a.type = ir::Attribute::Type::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-ir::Attribute A_t(const std::string& n, Tensor t) {
-  ir::Attribute a;
-  a.name = n;
-  a.type = ir::Attribute::Type::kTensor;
-  a.t = std::move(t);
-  return a;
-}
-
-Tensor random_tensor(const Dims& shape, uint32_t seed, float lo = -1.f, float hi = 1.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  Tensor t(DataType::kFloat, shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
-
-Tensor scalar_f(float v) { return Tensor::from_vector<float>(DataType::kFloat, {}, {v}); }
-Tensor ints(std::vector<int64_t> v) {
-  const int64_t n = static_cast<int64_t>(v.size());
-  return Tensor::from_vector<int64_t>(DataType::kInt64, {n}, v);
-}
-
-struct ModelBuilder {
-  ir::Model m;
-  explicit ModelBuilder(int64_t opset) {
-    m.ir_version = 8;
-    m.opset_imports.push_back({"", opset});
-    m.graph.name = "g";
-  }
-  static ir::ValueInfo vi(const std::string& name, const std::vector<int64_t>& dims) {
-    ir::ValueInfo v;
-    v.name = name;
-    v.type.kind = ir::TypeInfo::Kind::kTensor;
-    v.type.elem_type = DataType::kFloat;
-    v.type.has_shape = true;
-    for (int64_t d : dims) v.type.dims.push_back(d >= 0 ? ir::Dim::fixed(d) : ir::Dim::named("n"));
-    return v;
-  }
-  void input(const std::string& name, const std::vector<int64_t>& dims) { m.graph.inputs.push_back(vi(name, dims)); }
-  void output(const std::string& name) {
-    ir::ValueInfo v;
-    v.name = name;
-    v.type.kind = ir::TypeInfo::Kind::kTensor;
-    v.type.elem_type = DataType::kFloat;
-    m.graph.outputs.push_back(v);
-  }
-  void init(const std::string& name, Tensor t) { m.graph.initializers[name] = std::move(t); }
-  ir::Node& node(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
-                 std::vector<ir::Attribute> attrs = {}) {
-    ir::Node n;
-    n.name = op + "_" + std::to_string(m.graph.nodes.size());
-    n.op_type = op;
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    n.attributes = std::move(attrs);
-    m.graph.nodes.push_back(std::move(n));
-    return m.graph.nodes.back();
-  }
-};
-
-// The model after optimization at `level`, and its op types in order.
-ir::Model optimized(const ir::Model& m, OptLevel level, optimizer::Stats* stats = nullptr) {
-  ir::Model copy = m;
-  optimizer::Options o;
-  o.registry = ops::cpu_provider_registry().get();
-  o.level = level;
-  Status s = optimizer::optimize(copy, o, stats);
-  EXPECT_TRUE(s.ok()) << s.to_string();
-  return copy;
-}
-std::vector<std::string> ops_of(const ir::Model& m) {
-  std::vector<std::string> r;
-  for (const auto& n : m.graph.nodes) r.push_back((n.domain.empty() ? "" : n.domain + "::") + n.op_type);
-  return r;
-}
-
-// Runs the model at `level` (NXRT_OPT_LEVEL must not be set in the test environment).
-std::vector<Tensor> run_at(const ir::Model& m, OptLevel level, const std::vector<std::pair<std::string, Value>>& feeds) {
-  std::string bytes = onnx::serialize_model(m);
-  SessionOptions so;
-  so.opt_level = level;
-  auto s = Session::create_from_bytes(bytes.data(), bytes.size(), so);
-  EXPECT_TRUE(s.ok()) << s.status().to_string();
-  if (!s.ok()) return {};
-  auto out = (*s)->run(feeds);
-  EXPECT_TRUE(out.ok()) << out.status().to_string();
-  if (!out.ok()) return {};
-  std::vector<Tensor> r;
-  for (auto& v : *out) r.push_back(v.tensor());
-  return r;
-}
-
-// Outputs at level all (and basic) equal those at level disabled within tolerance.
-void expect_same_numerics(const ir::Model& m, const std::vector<std::pair<std::string, Value>>& feeds,
-                          double tol = 1e-5) {
-  auto ref = run_at(m, OptLevel::kDisabled, feeds);
-  for (OptLevel level : {OptLevel::kBasic, OptLevel::kAll}) {
-    auto got = run_at(m, level, feeds);
-    ASSERT_EQ(got.size(), ref.size());
-    for (size_t k = 0; k < ref.size(); ++k) {
-      ASSERT_EQ(got[k].shape(), ref[k].shape()) << "output " << k;
-      ASSERT_EQ(got[k].dtype(), ref[k].dtype());
-      const float* a = ref[k].data<float>();
-      const float* b = got[k].data<float>();
-      for (int64_t i = 0; i < ref[k].numel(); ++i) {
-        ASSERT_NEAR(a[i], b[i], tol * (1 + std::fabs(a[i]))) << "output " << k << " element " << i << " level "
-                                                             << static_cast<int>(level);
-      }
-    }
-  }
-}
-
-int count_op(const ir::Model& m, const std::string& op) {
-  int c = 0;
-  for (const auto& n : m.graph.nodes) c += n.op_type == op;
-  return c;
-}
-
-}  // namespace
 
 TEST(Optimizer, DisabledLeavesTheGraphAlone) {
   ModelBuilder b(17);
@@ -284,14 +139,8 @@ TEST(OptimizerDeadCode, RemovesUnreadNodesKeepsSubgraphCaptures) {
     g->outputs = {o};
     return g;
   };
-  ir::Attribute then_b, else_b;
-  then_b.name = "then_branch";
-  then_b.type = ir::Attribute::Type::kGraph;
-  then_b.g = branch("captured");
-  else_b.name = "else_branch";
-  else_b.type = ir::Attribute::Type::kGraph;
-  else_b.g = branch("renamed_in_branch");
-  b.node("If", {"cond"}, {"y"}, {then_b, else_b});
+  b.node("If", {"cond"}, {"y"},
+         {A_g("then_branch", branch("captured")), A_g("else_branch", branch("renamed_in_branch"))});
   b.output("y");
   ir::Model o = optimized(b.m, OptLevel::kAll);
   EXPECT_EQ(ops_of(o), (std::vector<std::string>{"Abs", "Identity", "If"}));
@@ -490,29 +339,13 @@ TEST(OptimizerFusedGemm, GemmSigmoid) {
   expect_same_numerics(b.m, {{"x", Value(random_tensor({4, 6}, 24))}});
 }
 
-namespace {
-void add_layer_norm(ModelBuilder& b, const std::vector<int64_t>& axes, const std::string& gamma) {
-  b.init("two", scalar_f(2.f));
-  b.init("eps", scalar_f(1e-5f));
-  b.node("ReduceMean", {"x"}, {"m"}, {A_is("axes", axes)});
-  b.node("Sub", {"x", "m"}, {"d"});
-  b.node("Pow", {"d", "two"}, {"p"});
-  b.node("ReduceMean", {"p"}, {"v"}, {A_is("axes", axes)});
-  b.node("Add", {"v", "eps"}, {"e"});
-  b.node("Sqrt", {"e"}, {"s"});
-  b.node("Div", {"d", "s"}, {"n"});
-  b.node("Mul", {"n", gamma}, {"g"});
-  b.node("Add", {"g", "beta"}, {"y"});
-  b.output("y");
-}
-}  // namespace
-
 TEST(OptimizerLayerNorm, FusesThePattern) {
   ModelBuilder b(13);
   b.input("x", {2, 3, 16});
   b.init("gamma", random_tensor({16}, 25));
   b.init("beta", random_tensor({1, 16}, 26));
   add_layer_norm(b, {-1}, "gamma");
+  b.output("y");
   optimizer::Stats st;
   ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll, &st)), (std::vector<std::string>{"nxrt::LayerNormalization"}));
   expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 3, 16}, 27, -3, 5))}}, 1e-4);
@@ -524,12 +357,14 @@ TEST(OptimizerLayerNorm, RefusesPositiveAxesAndWideScale) {
   b.init("gamma", random_tensor({16}, 25));
   b.init("beta", random_tensor({16}, 26));
   add_layer_norm(b, {2}, "gamma");
+  b.output("y");
   EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "LayerNormalization"), 0);
   ModelBuilder w(13);
   w.input("x", {2, 3, 16});
   w.init("gamma", random_tensor({3, 16}, 25));  // rank 2 over a 1-axis normalization
   w.init("beta", random_tensor({16}, 26));
   add_layer_norm(w, {-1}, "gamma");
+  w.output("y");
   EXPECT_EQ(count_op(optimized(w.m, OptLevel::kAll), "LayerNormalization"), 0);
   expect_same_numerics(w.m, {{"x", Value(random_tensor({2, 3, 16}, 28))}}, 1e-4);
 }
@@ -538,20 +373,7 @@ TEST(OptimizerRmsNorm, FusesDivAndReciprocalForms) {
   for (bool recip : {false, true}) {
     ModelBuilder b(13);
     b.input("x", {3, 8});
-    b.init("two", scalar_f(2.f));
-    b.init("eps", scalar_f(1e-6f));
-    b.init("gamma", random_tensor({8}, 29));
-    b.node("Pow", {"x", "two"}, {"p"});
-    b.node("ReduceMean", {"p"}, {"v"}, {A_is("axes", {-1})});
-    b.node("Add", {"v", "eps"}, {"e"});
-    b.node("Sqrt", {"e"}, {"s"});
-    if (recip) {
-      b.node("Reciprocal", {"s"}, {"r"});
-      b.node("Mul", {"x", "r"}, {"n"});
-    } else {
-      b.node("Div", {"x", "s"}, {"n"});
-    }
-    b.node("Mul", {"gamma", "n"}, {"y"});
+    add_rms_norm(b, 8, recip);
     b.output("y");
     ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::RMSNormalization"}));
     expect_same_numerics(b.m, {{"x", Value(random_tensor({3, 8}, 30, -2, 2))}}, 1e-4);
@@ -559,54 +381,24 @@ TEST(OptimizerRmsNorm, FusesDivAndReciprocalForms) {
 }
 
 TEST(OptimizerGelu, FusesErfAndTanhForms) {
-  {
-    ModelBuilder b(13);
-    b.input("x", {4, 7});
-    b.init("sqrt2", scalar_f(1.4142135f));
-    b.init("one", scalar_f(1.f));
-    b.init("half", scalar_f(0.5f));
-    b.node("Div", {"x", "sqrt2"}, {"u"});
-    b.node("Erf", {"u"}, {"e"});
-    b.node("Add", {"e", "one"}, {"a"});
-    b.node("Mul", {"x", "a"}, {"m"});
-    b.node("Mul", {"m", "half"}, {"y"});
-    b.output("y");
-    ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::Gelu"}));
-    expect_same_numerics(b.m, {{"x", Value(random_tensor({4, 7}, 31, -4, 4))}}, 1e-5);
-  }
-  {
-    ModelBuilder b(13);
-    b.input("x", {4, 7});
-    b.init("three", scalar_f(3.f));
-    b.init("k", scalar_f(0.044715f));
-    b.init("c", scalar_f(0.7978845608f));
-    b.init("one", scalar_f(1.f));
-    b.init("half", scalar_f(0.5f));
-    b.node("Mul", {"x", "half"}, {"h"});
-    b.node("Pow", {"x", "three"}, {"x3"});
-    b.node("Mul", {"k", "x3"}, {"q"});
-    b.node("Add", {"x", "q"}, {"w"});
-    b.node("Mul", {"w", "c"}, {"u"});
-    b.node("Tanh", {"u"}, {"t"});
-    b.node("Add", {"one", "t"}, {"a"});
-    b.node("Mul", {"h", "a"}, {"y"});
-    b.output("y");
-    ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::Gelu"}));
-    expect_same_numerics(b.m, {{"x", Value(random_tensor({4, 7}, 32, -4, 4))}}, 1e-5);
+  uint32_t seed = 31;
+  for (bool tanh : {false, true}) {
+    for (int tail = 0; tail < 3; ++tail) {
+      ModelBuilder b(13);
+      b.input("x", {4, 7});
+      add_gelu(b, tanh, tail);
+      b.output("y");
+      ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::Gelu"}))
+          << (tanh ? "tanh" : "erf") << " tail " << tail;
+      expect_same_numerics(b.m, {{"x", Value(random_tensor({4, 7}, seed++, -4, 4))}}, 1e-5);
+    }
   }
 }
 
 TEST(OptimizerGelu, RefusesWrongConstantsAndSharedIntermediates) {
   ModelBuilder b(13);
   b.input("x", {4, 7});
-  b.init("sqrt2", scalar_f(1.5f));  // not sqrt(2)
-  b.init("one", scalar_f(1.f));
-  b.init("half", scalar_f(0.5f));
-  b.node("Div", {"x", "sqrt2"}, {"u"});
-  b.node("Erf", {"u"}, {"e"});
-  b.node("Add", {"e", "one"}, {"a"});
-  b.node("Mul", {"x", "a"}, {"m"});
-  b.node("Mul", {"m", "half"}, {"y"});
+  add_gelu(b, false, 0, 1.5f);  // not sqrt(2)
   b.output("y");
   EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "Gelu"), 0);
   b.m.graph.initializers["sqrt2"] = scalar_f(1.4142135f);
@@ -826,7 +618,7 @@ TEST(OptimizerFusedMatMul, RefusesABiasThatCouldWidenAScalarResult) {
   expect_same_numerics(b.m, {{"x", Value(random_tensor({4}, 95))}});
 }
 
-// bn_relu.cpp: BatchNormalization (constant statistics) + Relu -> nxrt::BatchNormRelu.
+// fusions/fuse_bn_relu.cpp: BatchNormalization (constant statistics) + Relu -> nxrt::BatchNormRelu.
 TEST(OptimizerBnRelu, FusesStandaloneBatchNormAndRelu) {
   ModelBuilder b(15);
   b.input("x", {1, 4, 5, 5});
@@ -843,7 +635,7 @@ TEST(OptimizerBnRelu, FusesStandaloneBatchNormAndRelu) {
   expect_same_numerics(b.m, {{"x", Value(random_tensor({1, 4, 5, 5}, 11, -3.f, 3.f))}}, 1e-5);
 }
 
-// fold_affine_pointwise.cpp: Mul(scalar) -> Add(scalar) -> 1x1 Conv (groups, stride 2) folds into W, B;
+// fusions/fold_affine_pointwise.cpp: Mul(scalar) -> Add(scalar) -> 1x1 Conv (groups, stride 2) folds into W, B;
 // a padded 1x1 Conv does not.
 TEST(OptimizerAffinePointwise, FoldsScalarAffineIntoUnpaddedOneByOneConv) {
   for (int padded = 0; padded < 2; ++padded) {

@@ -172,10 +172,15 @@ TEST(SmallCnnDepthwise, VectorizedMatchesNaiveOnRandomShapes) {
     // The engine's depthwise path takes the same kernel.
     ConvWeights<float> cw;
     cw.prepare(wshape, s.group, w);
-    std::vector<float> y2(static_cast<size_t>(ny), 7.f);
     ep::ThreadPool pool(2);
-    conv_forward<float>(s, x.data(), cw, b.data(), y2.data(), &pool, ConvPath::kDepthwise);
-    for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y2[i], ref[i], 1e-4f * (1.f + std::fabs(ref[i])));
+    for (ConvPath path : {ConvPath::kDepthwiseWindow, ConvPath::kDepthwiseScalar}) {
+      if (conv_path_applies(s, path)) {  // group > 1 (one channel and one group is a plain conv)
+        ASSERT_EQ(conv_chosen_path(s, cw, ConvConfig(path), nullptr, 2), path);
+      }
+      std::vector<float> y2(static_cast<size_t>(ny), 7.f);
+      conv_forward<float>(s, x.data(), cw, b.data(), y2.data(), &pool, path);
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y2[i], ref[i], 1e-4f * (1.f + std::fabs(ref[i])));
+    }
   }
   EXPECT_GT(ran, 120);
 }

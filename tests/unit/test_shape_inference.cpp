@@ -311,6 +311,24 @@ TEST(ShapeInference, UnknownOpGivesUnknownRankAndIsListed) {
   EXPECT_EQ(shape::describe_ops_without_shape_fn(m.g()), "my.domain::FancyOp 1\n");
 }
 
+TEST(ShapeInference, EmbedLayerNormalization) {
+  M m(11);
+  m.model.opset_imports.push_back({"com.microsoft", 1});
+  m.g().inputs = {vi("ids", DataType::kInt32, {D("batch"), D("seq")}), vi("pos", DataType::kInt32, {D("batch"), D("seq")})};
+  m.g().initializers["wte"] = Tensor(DataType::kFloat, {100, 32});
+  m.g().initializers["wpe"] = Tensor(DataType::kFloat, {64, 32});
+  m.g().initializers["gamma"] = Tensor(DataType::kFloat, {32});
+  m.g().initializers["beta"] = Tensor(DataType::kFloat, {32});
+  ir::Node n = node("eln", "EmbedLayerNormalization", {"ids", "", "wte", "wpe", "", "gamma", "beta", "", "pos"},
+                    {"y", "mask_index", "sum"});
+  n.domain = "com.microsoft";
+  m.g().nodes = {n};
+  ASSERT_TRUE(m.infer().ok());
+  EXPECT_EQ(m.str("y"), "float32[batch,seq,32]");
+  EXPECT_EQ(m.str("sum"), "float32[batch,seq,32]");
+  EXPECT_EQ(m.str("mask_index"), "int32[batch]");
+}
+
 TEST(ShapeInference, LlmContribOps) {
   M m(21);
   m.model.opset_imports.push_back({"com.microsoft", 1});

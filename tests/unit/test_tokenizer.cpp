@@ -9,6 +9,8 @@
 
 #include "genai/json.h"
 #include "genai/tokenizer.h"
+#include "genai/unicode.h"
+#include "genai/utf8.h"
 #include "tokenizer_test_util.h"
 
 using nxrt::StatusCode;
@@ -43,6 +45,7 @@ const std::string G = "\xC4\xA0";  // byte-level space 'Ġ'
 }  // namespace
 
 TEST(GenaiTokenizer, MergesFollowRank) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
   Spec a;
   a.merges = {{"b", "c"}, {"a", "b"}};
   EXPECT_EQ(tokens_of(load(make_byte_level(a)), "abc"), (Strs{"a", "bc"}));
@@ -53,6 +56,7 @@ TEST(GenaiTokenizer, MergesFollowRank) {
 }
 
 TEST(GenaiTokenizer, EqualRanksMergeLeftmostFirst) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
   Spec s;
   s.merges = {{"a", "a"}};
   EXPECT_EQ(tokens_of(load(make_byte_level(s)), "aaa"), (Strs{"aa", "a"}));
@@ -60,6 +64,7 @@ TEST(GenaiTokenizer, EqualRanksMergeLeftmostFirst) {
 }
 
 TEST(GenaiTokenizer, HelloWorldRoundTrip) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
   Spec s;
   s.merges = {{"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"}, {G, "w"}, {G + "w", "o"}, {"r", "l"}};
   Tokenizer t = load(make_byte_level(s));
@@ -76,6 +81,7 @@ TEST(GenaiTokenizer, HelloWorldRoundTrip) {
 }
 
 TEST(GenaiTokenizer, PreTokenizerSplitsContractionsAndDigits) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
   Spec s;
   s.merges = {{"'", "s"}, {"'", "S"}, {"1", "2"}};
   Tokenizer t = load(make_byte_level(s));
@@ -93,6 +99,7 @@ TEST(GenaiTokenizer, PreTokenizerSplitsContractionsAndDigits) {
 }
 
 TEST(GenaiTokenizer, AddedTokensSplitFirstLongestMatch) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
   Spec s;
   s.added = {{"<|endoftext|>", true, false, false}, {"<tool>", false, false, false}, {"<a>", true, false, false},
              {"<a><b>", true, false, false}};
@@ -117,6 +124,7 @@ TEST(GenaiTokenizer, AddedTokensSplitFirstLongestMatch) {
 }
 
 TEST(GenaiTokenizer, AddedTokenLstripRstrip) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
   Spec s;
   s.added = {{"<T>", true, true, true}};
   Tokenizer t = load(make_byte_level(s));
@@ -124,6 +132,7 @@ TEST(GenaiTokenizer, AddedTokenLstripRstrip) {
 }
 
 TEST(GenaiTokenizer, TemplateProcessingAddsBos) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
   Spec s;
   s.added = {{"<s>", true, false, false}};
   s.post = Json::object(
@@ -151,6 +160,7 @@ TEST(GenaiTokenizer, TemplateProcessingAddsBos) {
 }
 
 TEST(GenaiTokenizer, NfcNormalizer) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
   Spec s;
   s.normalizer = Json::object({{"type", Json::string("NFC")}});
   Tokenizer t = load(make_byte_level(s));
@@ -164,6 +174,7 @@ TEST(GenaiTokenizer, NfcNormalizer) {
 }
 
 TEST(GenaiTokenizer, InvalidUtf8InputIsReadWithReplacementCharacters) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
   Tokenizer t = load(make_byte_level(Spec{}));
   auto bad = t.encode("a\xFF" "b\xE2\x82");
   auto fixed = t.encode("a\xEF\xBF\xBD" "b\xEF\xBF\xBD");
@@ -172,6 +183,7 @@ TEST(GenaiTokenizer, InvalidUtf8InputIsReadWithReplacementCharacters) {
 }
 
 TEST(GenaiTokenizer, StreamingHoldsBackIncompleteUtf8) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
   Tokenizer t = load(make_byte_level(Spec{}));
   std::string text = "a\xC3\xA9\xF0\x9F\x98\x80z";  // a é 😀 z: byte-level ids are single bytes here
   auto ids = t.encode(text);
@@ -203,6 +215,7 @@ TEST(GenaiTokenizer, StreamingHoldsBackIncompleteUtf8) {
 }
 
 TEST(GenaiTokenizer, StreamingSkipsSpecialTokens) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
   Spec s;
   s.added = {{"<|im_end|>", true, false, false}};
   Tokenizer t = load(make_byte_level(s));
@@ -320,6 +333,7 @@ TEST(GenaiTokenizer, ErrorsAreValues) {
 }
 
 TEST(GenaiTokenizer, ConcurrentEncodeIsConsistent) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
   Spec s;
   s.merges = {{"h", "e"}, {"l", "l"}, {"he", "ll"}, {"hell", "o"}};
   Tokenizer t = load(make_byte_level(s));
@@ -380,6 +394,7 @@ TEST(GenaiTokenizer, UnknownCharactersWithoutByteFallback) {
 }
 
 TEST(GenaiTokenizer, RandomBytesNeverFail) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
   // Deterministic garbage: encode must succeed, decode must give back the sanitized input, and the
   // stream must agree with decode.
   Spec s;
@@ -417,6 +432,7 @@ TEST(GenaiTokenizer, RandomBytesNeverFail) {
 }
 
 TEST(GenaiTokenizer, DigitsPreTokenizer) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
   for (bool individual : {false, true}) {
     Spec s;
     s.merges = {{"1", "2"}, {"a", "b"}, {"b", "1"}};
@@ -434,4 +450,65 @@ TEST(GenaiTokenizer, DigitsPreTokenizer) {
     // "b1" never merges: digits are split from letters.
     EXPECT_EQ(tokens_of(t, "ab12x"), individual ? (Strs{"ab", "1", "2", "x"}) : (Strs{"ab", "12", "x"}));
   }
+}
+
+// NXRT_WITH_TOKENIZER_LIBS: with PCRE2/ICU the regex and Unicode components load and work; without them
+// each fails to load with a not_implemented error naming the component and the build option, and the
+// components that need neither (here: String patterns, Metaspace, byte_fallback) keep working.
+TEST(GenaiTokenizer, RegexAndUnicodeComponentsFollowTheBuildOption) {
+  const bool libs = nxrt::genai::tokenizer_libs_available();
+  auto with = [](const char* key, Json value) {
+    Json j = make_byte_level(Spec{});
+    for (auto& m : j.mutable_object()) {
+      if (m.first == key) m.second = std::move(value);
+    }
+    return j;
+  };
+  auto type = [](const char* t) { return Json::object({{"type", Json::string(t)}}); };
+  struct Case {
+    const char* component;  // what the error must name
+    Json file;
+  };
+  std::vector<Case> cases = {
+      {"pre_tokenizer Split", make_byte_level(Spec{})},  // Split with a Regex pattern
+      {"normalizer NFC", with("normalizer", type("NFC"))},
+      {"normalizer NFKD", with("normalizer", type("NFKD"))},
+      {"normalizer Lowercase", with("normalizer", type("Lowercase"))},
+      {"pre_tokenizer ByteLevel", with("pre_tokenizer", type("ByteLevel"))},  // use_regex defaults to true
+      {"pre_tokenizer Digits", with("pre_tokenizer", type("Digits"))},
+      {"pre_tokenizer WhitespaceSplit", with("pre_tokenizer", type("WhitespaceSplit"))},
+      {"normalizer Replace",
+       with("normalizer", Json::object({{"type", Json::string("Replace")},
+                                        {"pattern", Json::object({{"Regex", Json::string("a+")}})},
+                                        {"content", Json::string("a")}}))},
+  };
+  for (const Case& c : cases) {
+    auto t = Tokenizer::from_json_text(c.file.dump());
+    if (libs) {
+      ASSERT_TRUE(t.ok()) << c.component << ": " << t.status().to_string();
+      auto ids = t->encode("Hello World 42");
+      ASSERT_TRUE(ids.ok()) << c.component;
+      EXPECT_FALSE(ids->empty()) << c.component;
+    } else {
+      ASSERT_FALSE(t.ok()) << c.component << " loaded without PCRE2/ICU";
+      EXPECT_EQ(t.status().code(), StatusCode::kNotImplemented) << c.component;
+      EXPECT_NE(t.status().message().find(c.component), std::string::npos) << t.status().message();
+      EXPECT_NE(t.status().message().find("built without PCRE2/ICU (NXRT_WITH_TOKENIZER_LIBS=OFF)"), std::string::npos)
+          << t.status().message();
+    }
+  }
+  // Without a regex: String split pattern + ByteLevel without use_regex, Metaspace.
+  Json literal = with("pre_tokenizer",
+                      Json::object({{"type", Json::string("Sequence")},
+                                    {"pretokenizers",
+                                     Json::array({Json::object({{"type", Json::string("Split")},
+                                                                {"pattern", Json::object({{"String", Json::string(" ")}})},
+                                                                {"behavior", Json::string("MergedWithNext")}}),
+                                                  Json::object({{"type", Json::string("ByteLevel")},
+                                                                {"use_regex", Json::boolean(false)}})})}}));
+  Tokenizer t = load(literal);
+  EXPECT_EQ(tokens_of(t, "ab cd"), (Strs{"a", "b", G, "c", "d"}));
+  auto ids = t.encode("caf\xC3\xA9 ok");
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(t.decode(*ids).value(), "caf\xC3\xA9 ok");
 }

@@ -6,6 +6,14 @@
 #include <vector>
 
 #include "genai/json.h"
+#include "genai/unicode.h"
+
+// For tests whose tokenizers need PCRE2 or ICU (a regex pre-tokenizer, NFC...): skipped in a build
+// without them (NXRT_WITH_TOKENIZER_LIBS=OFF), where loading such a tokenizer is an error by design
+// (GenaiTokenizer.RegexAndUnicodeComponentsFollowTheBuildOption checks that error).
+#define NXRT_SKIP_WITHOUT_TOKENIZER_LIBS()                  \
+  if (!::nxrt::genai::tokenizer_libs_available()) GTEST_SKIP() \
+      << "nxrt was built without PCRE2/ICU (NXRT_WITH_TOKENIZER_LIBS=OFF)"
 
 namespace nxrt::test {
 

@@ -7,6 +7,9 @@
 // --dump-logits FILE writes the logits row each new token was chosen from as a .npy (float32
 // [new_tokens, vocab], the layout of tools/genai_reference.py's step_logits.npy); the buffer is sized before
 // generation, and without the flag the decode loop does no extra work.
+// Several prompts (repeated --prompt-ids, or several prompt texts) run as one batch, left-padded with
+// pad_token_id; --num-beams runs beam search. Every returned sequence is printed (--json: "sequences",
+// prompt and padding included, as Generator::get_sequence returns them).
 #include <algorithm>
 #include <chrono>
 #include <cerrno>
@@ -30,26 +33,35 @@ double now_ms() {
 }
 
 const char* kUsage =
-    "usage: nxrt generate MODEL_DIR [\"PROMPT TEXT\" | --prompt-file F | --prompt-ids 1,2,3 | --prompt-len N]\n"
+    "usage: nxrt generate MODEL_DIR [\"PROMPT TEXT\"... | --prompt-file F | --prompt-ids 1,2,3... | --prompt-len N]\n"
     "                     [--chat] [--system TEXT] [--stop STR]... [--ignore-eos] [--max-new-tokens N] [--max-length N]\n"
     "                     [--threads N] [--opt disabled|basic|all] [--warmup W] [--json]\n"
     "                     [--do-sample] [--top-k K] [--top-p P] [--min-p P] [--temperature T]\n"
     "                     [--repetition-penalty R] [--seed S] [--stop-at-eos] [--dump-logits FILE]\n"
+    "                     [--num-beams N] [--num-return-sequences N] [--length-penalty X] [--min-length N]\n"
+    "                     [--no-repeat-ngram-size N]\n"
     "  MODEL_DIR           folder with genai_config.json and the decoder .onnx (or the genai_config.json)\n"
     "  PROMPT TEXT         text to tokenize with the folder's tokenizer ('-': standard input); the reply streams\n"
-    "                      to stdout as text, a summary line goes to stderr, generation stops at EOS\n"
+    "                      to stdout as text, a summary line goes to stderr, generation stops at EOS; several\n"
+    "                      prompt texts run as one batch (each reply printed after generation, \"[i] text\")\n"
     "  --prompt-file F     the prompt text from a file ('-': standard input)\n"
     "  --chat              wrap the prompt in the model's chat template (chat_template.jinja or\n"
     "                      tokenizer_config.json), with the generation prompt; --system TEXT adds a system turn\n"
     "  --stop STR          stop before STR (repeatable; not printed)\n"
     "  --ignore-eos        text mode: keep generating past EOS\n"
-    "  --prompt-ids LIST   prompt token ids, comma-separated\n"
+    "  --prompt-ids LIST   prompt token ids, comma-separated; repeat it for a batch (shorter prompts are\n"
+    "                      left-padded with pad_token_id)\n"
     "  --prompt-len N      N prompt ids drawn with a fixed seed from [0, vocab) (default 16; same ids as ort generate)\n"
     "  --max-new-tokens N  tokens to generate, the first one from the prefill (default 32)\n"
     "  --max-length N      KV capacity (default prompt + new tokens; at most model.context_length)\n"
     "  --json              one JSON line with the keys of `ort generate` (text mode adds \"text\")\n"
     "  --dump-logits FILE  write the logits row each new token was chosen from (row 0: the prefill's last\n"
-    "                      position) as NumPy .npy, float32 [new_tokens, vocab] (of the measured run)\n";
+    "                      position) as NumPy .npy, float32 [new_tokens, vocab] (of the measured run; one prompt)\n"
+    "  --num-beams N       beam search with N beams per prompt (ends at max length or when every prompt has N\n"
+    "                      finished hypotheses); --num-return-sequences K (<= N) sequences per prompt, best first;\n"
+    "                      --length-penalty X scores a hypothesis sum(log p) / length^X (default 1)\n"
+    "  --min-length N      no EOS before the sequence (prompt included) has N tokens\n"
+    "  --no-repeat-ngram-size N  never repeat an N-gram of the sequence\n";
 
 [[noreturn]] void usage(const std::string& msg) { cli::usage_exit(msg, kUsage); }
 
@@ -66,7 +78,9 @@ double median(std::vector<double> v) {
 }
 
 struct RunResult {
-  std::vector<int64_t> tokens;
+  std::vector<int64_t> tokens;  // generated tokens of sequence 0
+  std::vector<std::vector<int64_t>> sequences;  // every returned sequence (prompt and padding included)
+  int64_t steps_run = 0;
   double prefill_ms = 0, ttft_ms = 0, decode_ms = 0;
   std::vector<double> steps;
   std::string kv_update;
@@ -79,9 +93,11 @@ Status dump_row(genai::Generator& gen, std::vector<float>* dump) {
   return Status::Ok();
 }
 
-// `dump`: when non-null, receives each new token's logits row (reserved by the caller).
+// `prompt`: batch_size rows of `prompt_len` ids (row-major). `dump`: when non-null, receives each new
+// token's logits row (reserved by the caller; one row only).
 Result<RunResult> generate_once(const genai::Model& model, const genai::GeneratorParams& params,
-                                const std::vector<int64_t>& prompt, int64_t new_tokens, std::vector<float>* dump) {
+                                const std::vector<int64_t>& prompt, int64_t prompt_len, int64_t new_tokens,
+                                std::vector<float>* dump) {
   NXRT_ASSIGN_OR_RETURN(std::unique_ptr<genai::Generator> gen, genai::Generator::create(model, params));
   RunResult r;
   const double t0 = now_ms();
@@ -89,19 +105,45 @@ Result<RunResult> generate_once(const genai::Model& model, const genai::Generato
   r.prefill_ms = gen->stats().last_run_ms;
   if (dump) NXRT_RETURN_IF_ERROR(dump_row(*gen, dump));
   NXRT_RETURN_IF_ERROR(gen->generate_next_token());
-  r.tokens.push_back(gen->next_token());
+  r.steps_run = 1;
   r.ttft_ms = now_ms() - t0;
   const double t2 = now_ms();
   for (int64_t k = 1; k < new_tokens && !gen->is_done(); ++k) {
     const double ts = now_ms();
     if (dump) NXRT_RETURN_IF_ERROR(dump_row(*gen, dump));  // runs the model over the pending token
     NXRT_RETURN_IF_ERROR(gen->generate_next_token());
-    r.tokens.push_back(gen->next_token());
     r.steps.push_back(now_ms() - ts);
+    ++r.steps_run;
   }
   r.decode_ms = now_ms() - t2;
   r.kv_update = gen->kv_update();
+  for (size_t i = 0; i < gen->num_sequences(); ++i) r.sequences.push_back(gen->get_sequence(i));
+  if (!r.sequences.empty() && static_cast<int64_t>(r.sequences[0].size()) > prompt_len) {
+    r.tokens.assign(r.sequences[0].begin() + prompt_len, r.sequences[0].end());
+  }
   return r;
+}
+
+std::string join_ids(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+// Left-pads every prompt to the longest with pad_token_id; row-major [prompts, longest].
+Result<std::vector<int64_t>> pad_prompts(const std::vector<std::vector<int64_t>>& prompts, int64_t pad, int64_t* longest) {
+  *longest = 0;
+  for (const auto& p : prompts) *longest = std::max<int64_t>(*longest, static_cast<int64_t>(p.size()));
+  std::vector<int64_t> out;
+  for (const auto& p : prompts) {
+    const int64_t missing = *longest - static_cast<int64_t>(p.size());
+    if (missing > 0 && pad < 0) {
+      return invalid_argument("prompts of different lengths need model.pad_token_id in genai_config.json to pad them");
+    }
+    out.insert(out.end(), static_cast<size_t>(missing), pad);
+    out.insert(out.end(), p.begin(), p.end());
+  }
+  return out;
 }
 
 // Writes float32 [rows, cols] as NumPy .npy (format 1.0, little-endian, C order).
@@ -128,10 +170,25 @@ Status write_npy(const std::string& path, const std::vector<float>& v, int64_t r
 struct SetFlags {
   bool sample, top_k, top_p, temp, rep;
 };
+// Batch and beam options of the command line (one row, no beams unless given).
+struct BatchFlags {
+  int64_t batch_size = 1;
+  int64_t num_beams = 1;
+  int64_t num_return_sequences = 1;
+  double length_penalty = 1.0;
+  int64_t min_length = 0;
+  int64_t no_repeat_ngram_size = 0;
+};
 genai::GeneratorParams search_params(const genai::Model& model, const genai::SearchOptions& so, int64_t capacity,
-                                     SetFlags set) {
+                                     SetFlags set, const BatchFlags& bf = {}) {
   genai::GeneratorParams params(model);
   params.search.max_length = capacity;
+  params.search.batch_size = bf.batch_size;
+  params.search.num_beams = bf.num_beams;
+  params.search.num_return_sequences = bf.num_return_sequences;
+  params.search.length_penalty = bf.length_penalty;
+  params.search.min_length = bf.min_length;
+  params.search.no_repeat_ngram_size = bf.no_repeat_ngram_size;
   if (set.sample) params.search.do_sample = so.do_sample;
   else params.search.do_sample = false;  // greedy unless asked, whatever the config's search defaults
   if (set.top_k) params.search.top_k = so.top_k;
@@ -145,6 +202,7 @@ genai::GeneratorParams search_params(const genai::Model& model, const genai::Sea
 }
 
 struct TextRequest {
+  std::vector<std::string> prompt_texts;  // several: one batch
   std::string prompt_text, prompt_file;
   bool chat, has_system;
   std::string system_text;
@@ -155,6 +213,31 @@ struct TextRequest {
   std::string opt;
   double create_ms;
 };
+
+// A text prompt's ids: through the chat template with --chat (which writes its own BOS), checked against
+// the model's vocabulary.
+Result<std::vector<int64_t>> encode_prompt(const genai::Model& model, const genai::Tokenizer& tok, const TextRequest& q,
+                                           std::string text) {
+  genai::EncodeOptions eo;
+  if (q.chat) {
+    std::string messages = "[";
+    if (q.has_system) messages += "{\"role\":\"system\",\"content\":" + cli::json_quote(q.system_text) + "},";
+    messages += "{\"role\":\"user\",\"content\":" + cli::json_quote(text) + "}]";
+    NXRT_ASSIGN_OR_RETURN(text, tok.apply_chat_template(messages, "", true));
+    eo.add_special_tokens = false;
+  }
+  NXRT_ASSIGN_OR_RETURN(std::vector<int32_t> ids32, tok.encode(text, eo));
+  std::vector<int64_t> ids(ids32.begin(), ids32.end());
+  if (ids.empty()) return invalid_argument("the prompt encodes to no tokens");
+  const int64_t vocab = model.vocab_size();
+  for (int64_t t : ids) {
+    if (vocab > 0 && t >= vocab) {
+      return invalid_argument("prompt token " + std::to_string(t) + " is outside the model's vocabulary (" +
+                              std::to_string(vocab) + "): tokenizer and model do not match");
+    }
+  }
+  return ids;
+}
 
 // Text mode: tokenize (through the chat template with --chat), stream the reply, summary on stderr.
 int run_text(const genai::Model& model, const TextRequest& q, const genai::SearchOptions& so, bool set_sample,
@@ -168,27 +251,9 @@ int run_text(const genai::Model& model, const TextRequest& q, const genai::Searc
   auto tok_r = genai::Tokenizer::create(model);
   if (!tok_r.ok()) return fail(tok_r.status());
   const genai::Tokenizer& tok = tok_r.value();
-  genai::EncodeOptions eo;
-  if (q.chat) {
-    std::string messages = "[";
-    if (q.has_system) messages += "{\"role\":\"system\",\"content\":" + cli::json_quote(q.system_text) + "},";
-    messages += "{\"role\":\"user\",\"content\":" + cli::json_quote(text) + "}]";
-    auto rendered = tok.apply_chat_template(messages, "", true);
-    if (!rendered.ok()) return fail(rendered.status());
-    text = std::move(rendered).value();
-    eo.add_special_tokens = false;  // the template writes its own BOS
-  }
-  auto ids_r = tok.encode(text, eo);
-  if (!ids_r.ok()) return fail(ids_r.status());
-  const std::vector<int64_t> prompt(ids_r->begin(), ids_r->end());
-  if (prompt.empty()) return fail(invalid_argument("the prompt encodes to no tokens"));
-  const int64_t vocab = model.vocab_size();
-  for (int64_t t : prompt) {
-    if (vocab > 0 && t >= vocab) {
-      return fail(invalid_argument("prompt token " + std::to_string(t) + " is outside the model's vocabulary (" +
-                                   std::to_string(vocab) + "): tokenizer and model do not match"));
-    }
-  }
+  auto prompt_r = encode_prompt(model, tok, q, text);
+  if (!prompt_r.ok()) return fail(prompt_r.status());
+  const std::vector<int64_t> prompt = std::move(prompt_r).value();
   const int64_t total = static_cast<int64_t>(prompt.size()) + q.new_tokens;
   const int64_t capacity = q.max_length < 0 ? total : q.max_length;
   if (capacity < total) usage("--max-length " + std::to_string(capacity) + " < prompt + new tokens (" + std::to_string(total) + ")");
@@ -246,17 +311,94 @@ int run_text(const genai::Model& model, const TextRequest& q, const genai::Searc
   return 0;
 }
 
+
+// Several text prompts (or beam search) in one batch: every reply is printed after generation, "[i] text".
+int run_text_batch(const genai::Model& model, const TextRequest& q, const genai::SearchOptions& so, SetFlags set,
+                   const BatchFlags& bf_in) {
+  auto tok_r = genai::Tokenizer::create(model);
+  if (!tok_r.ok()) return fail(tok_r.status());
+  const genai::Tokenizer& tok = tok_r.value();
+  std::vector<std::vector<int64_t>> prompts;
+  for (const std::string& text : q.prompt_texts) {
+    auto ids = encode_prompt(model, tok, q, text);
+    if (!ids.ok()) return fail(ids.status().with_context("prompt " + std::to_string(prompts.size()) + ": "));
+    prompts.push_back(std::move(ids).value());
+  }
+  int64_t longest = 0;
+  auto padded = pad_prompts(prompts, model.config().pad_token_id, &longest);
+  if (!padded.ok()) return fail(padded.status());
+  const int64_t total = longest + q.new_tokens;
+  const int64_t capacity = q.max_length < 0 ? total : q.max_length;
+  if (capacity < total) usage("--max-length " + std::to_string(capacity) + " < prompt + new tokens (" + std::to_string(total) + ")");
+  const genai::Config& cfg = model.config();
+  if (cfg.context_length > 0 && capacity > cfg.context_length) {
+    return fail(invalid_argument("prompt + new tokens " + std::to_string(capacity) + " exceeds model.context_length " +
+                                 std::to_string(cfg.context_length) + " (context overflow)"));
+  }
+  genai::SearchOptions plain = so;
+  plain.stop_at_eos = !q.ignore_eos;
+  BatchFlags bf = bf_in;
+  bf.batch_size = static_cast<int64_t>(prompts.size());
+  const genai::GeneratorParams params = search_params(model, plain, capacity, set, bf);
+  for (int64_t w = 0; w < q.warmup; ++w) {
+    auto r = generate_once(model, params, padded.value(), longest, q.new_tokens, nullptr);
+    if (!r.ok()) return fail(r.status());
+  }
+  auto rr = generate_once(model, params, padded.value(), longest, q.new_tokens, nullptr);
+  if (!rr.ok()) return fail(rr.status());
+  const RunResult& r = rr.value();
+  const std::vector<int64_t> eos = cli::text_eos_ids(model, tok);
+  std::vector<std::string> texts;
+  for (const auto& seq : r.sequences) {
+    // The reply: what follows the padded prompt, up to its first EOS (unless --ignore-eos) and its first
+    // stop string.
+    std::vector<int32_t> reply;
+    for (size_t i = static_cast<size_t>(longest); i < seq.size(); ++i) {
+      if (!q.ignore_eos && std::find(eos.begin(), eos.end(), seq[i]) != eos.end()) break;
+      reply.push_back(static_cast<int32_t>(seq[i]));
+    }
+    auto text = tok.decode(reply, true);
+    if (!text.ok()) return fail(text.status());
+    std::string t = std::move(text).value();
+    size_t cut = t.size();
+    for (const std::string& stop : q.stops) cut = std::min(cut, t.find(stop));
+    t.resize(cut);
+    texts.push_back(std::move(t));
+  }
+  const std::string decode_tok_s =
+      r.steps_run > 1 ? num(static_cast<double>(r.steps_run - 1) / (r.decode_ms / 1000.0)) : "null";
+  if (q.json) {
+    std::string seqs, txt;
+    for (size_t i = 0; i < r.sequences.size(); ++i) seqs += std::string(i ? "," : "") + "[" + join_ids(r.sequences[i]) + "]";
+    for (size_t i = 0; i < texts.size(); ++i) txt += std::string(i ? "," : "") + cli::json_quote(texts[i]);
+    std::printf("{\"prompts\":%zu,\"prompt_tokens\":%lld,\"new_tokens\":%lld,\"create_ms\":%s,\"prefill_ms\":%s,"
+                "\"decode_tok_s\":%s,\"ttft_ms\":%s,\"num_beams\":%lld,\"kv_update\":\"%s\",\"sequences\":[%s],"
+                "\"texts\":[%s],\"runtime\":\"nxrt\"}\n",
+                prompts.size(), static_cast<long long>(longest), static_cast<long long>(r.steps_run),
+                num(q.create_ms).c_str(), num(r.prefill_ms).c_str(), decode_tok_s.c_str(), num(r.ttft_ms).c_str(),
+                static_cast<long long>(bf.num_beams), r.kv_update.c_str(), seqs.c_str(), txt.c_str());
+  } else {
+    for (size_t i = 0; i < texts.size(); ++i) std::printf("[%zu] %s\n", i, texts[i].c_str());
+  }
+  std::fprintf(stderr, "prompts %zu  prompt_tokens %lld (padded)  new_tokens %lld  ttft %s ms  decode %s tok/s\n",
+               prompts.size(), static_cast<long long>(longest), static_cast<long long>(r.steps_run),
+               num(r.ttft_ms).c_str(), decode_tok_s.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_generate(int argc, char** argv) {
-  std::string model_path, prompt_ids, opt = "all", dump_path;
-  std::string prompt_text, prompt_file, system_text;
-  bool has_prompt_text = false, chat = false, has_system = false, ignore_eos = false;
+  std::string model_path, opt = "all", dump_path;
+  std::vector<std::string> prompt_ids_list, prompt_texts;
+  std::string prompt_file, system_text;
+  bool chat = false, has_system = false, ignore_eos = false;
   std::vector<std::string> stops;
   int64_t prompt_len = -1, new_tokens = 32, max_length = -1, warmup = 0;
   int threads = 1;
-  bool json = false, has_prompt_ids = false;
+  bool json = false;
   genai::SearchOptions so;
+  BatchFlags bf;
   bool set_sample = false, set_top_k = false, set_top_p = false, set_temp = false, set_rep = false;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
@@ -265,14 +407,8 @@ int cmd_generate(int argc, char** argv) {
       return 0;
     }
     if (a.rfind("--", 0) != 0) {
-      if (model_path.empty()) {
-        model_path = a;
-      } else if (!has_prompt_text) {
-        prompt_text = a;
-        has_prompt_text = true;
-      } else {
-        usage("unexpected argument '" + a + "' (quote the prompt text)");
-      }
+      if (model_path.empty()) model_path = a;
+      else prompt_texts.push_back(a);
       continue;
     }
     std::string val;
@@ -295,7 +431,7 @@ int cmd_generate(int argc, char** argv) {
       if (i + 1 >= argc) usage(a + " needs a value");
       val = argv[++i];
     }
-    if (a == "--prompt-ids") { prompt_ids = val; has_prompt_ids = true; }
+    if (a == "--prompt-ids") prompt_ids_list.push_back(val);
     else if (a == "--prompt-file") prompt_file = val;
     else if (a == "--system") { system_text = val; has_system = true; }
     else if (a == "--stop") {
@@ -315,6 +451,11 @@ int cmd_generate(int argc, char** argv) {
     else if (a == "--min-p") so.min_p = parse_real(a, val);
     else if (a == "--temperature") { so.temperature = parse_real(a, val); set_temp = true; }
     else if (a == "--repetition-penalty") { so.repetition_penalty = parse_real(a, val); set_rep = true; }
+    else if (a == "--num-beams") bf.num_beams = parse_count(a, val);
+    else if (a == "--num-return-sequences") bf.num_return_sequences = parse_count(a, val);
+    else if (a == "--length-penalty") bf.length_penalty = parse_real(a, val);
+    else if (a == "--min-length") bf.min_length = parse_count(a, val);
+    else if (a == "--no-repeat-ngram-size") bf.no_repeat_ngram_size = parse_count(a, val);
     else if (a == "--dump-logits") {
       if (val.empty()) usage("--dump-logits needs a file name");
       dump_path = val;
@@ -324,18 +465,28 @@ int cmd_generate(int argc, char** argv) {
   if (model_path.empty()) usage("missing MODEL_DIR");
   if (threads < 1) usage("--threads must be at least 1");
   if (new_tokens < 1) usage("--max-new-tokens must be at least 1");
+  if (bf.num_beams < 1) usage("--num-beams must be at least 1");
+  if (bf.num_return_sequences < 1 || bf.num_return_sequences > bf.num_beams) {
+    usage("--num-return-sequences must be between 1 and --num-beams");
+  }
+  if (bf.num_beams > 1 && set_sample) usage("--do-sample does not go with --num-beams (beam search does not sample)");
+  const bool has_prompt_ids = !prompt_ids_list.empty();
   if (has_prompt_ids && prompt_len >= 0) usage("give --prompt-ids or --prompt-len, not both");
   if (prompt_len == 0) usage("--prompt-len must be at least 1");
-  const bool text_mode = has_prompt_text || !prompt_file.empty();
-  if (has_prompt_text && !prompt_file.empty()) usage("give the prompt text or --prompt-file, not both");
+  const bool text_mode = !prompt_texts.empty() || !prompt_file.empty();
+  if (!prompt_texts.empty() && !prompt_file.empty()) usage("give the prompt text or --prompt-file, not both");
   if (text_mode && (has_prompt_ids || prompt_len >= 0)) usage("give a text prompt or --prompt-ids/--prompt-len, not both");
   if (!text_mode && (chat || has_system || !stops.empty() || ignore_eos)) {
     usage("--chat, --system, --stop and --ignore-eos need a text prompt (PROMPT TEXT or --prompt-file)");
   }
   if (has_system && !chat) usage("--system needs --chat");
   if (text_mode && !dump_path.empty()) usage("--dump-logits works with --prompt-ids/--prompt-len");
-  std::vector<int64_t> prompt;
-  if (has_prompt_ids) {
+  if (!dump_path.empty() && (prompt_ids_list.size() > 1 || bf.num_beams > 1)) {
+    usage("--dump-logits works with one prompt and no beam search");
+  }
+  std::vector<std::vector<int64_t>> prompts;
+  for (const std::string& prompt_ids : prompt_ids_list) {
+    std::vector<int64_t> prompt;
     size_t p = 0;
     while (p <= prompt_ids.size()) {
       size_t q = prompt_ids.find(',', p);
@@ -352,6 +503,7 @@ int cmd_generate(int argc, char** argv) {
       p = q + 1;
     }
     if (prompt.empty()) usage("--prompt-ids is empty");
+    prompts.push_back(std::move(prompt));
   }
 
   genai::ModelOptions mo;
@@ -364,22 +516,37 @@ int cmd_generate(int argc, char** argv) {
   const genai::Model& model = *model_r.value();
   const genai::Config& cfg = model.config();
   const int64_t vocab = model.vocab_size();
+  const SetFlags set{set_sample, set_top_k, set_top_p, set_temp, set_rep};
   if (text_mode) {
-    TextRequest req{prompt_text, prompt_file, chat, has_system, system_text, stops, ignore_eos, json, new_tokens,
-                    max_length, warmup, threads, opt, create_ms};
+    TextRequest req{prompt_texts, prompt_texts.empty() ? "" : prompt_texts[0], prompt_file, chat, has_system,
+                    system_text, stops, ignore_eos, json, new_tokens, max_length, warmup, threads, opt, create_ms};
+    if (prompt_texts.size() > 1 || bf.num_beams > 1) {
+      if (!prompt_file.empty()) {
+        auto r = cli::read_text(prompt_file);
+        if (!r.ok()) return fail(r.status());
+        req.prompt_texts = {std::move(r).value()};
+      }
+      return run_text_batch(model, req, so, set, bf);
+    }
     return run_text(model, req, so, set_sample, set_top_k, set_top_p, set_temp, set_rep);
   }
   if (!has_prompt_ids) {
     if (vocab <= 0) {
       return fail(invalid_argument("vocab size unknown (logits shape is symbolic and genai_config has no model.vocab_size)"));
     }
-    prompt = genai::seeded_prompt(prompt_len < 0 ? 16 : prompt_len, vocab);
+    prompts.push_back(genai::seeded_prompt(prompt_len < 0 ? 16 : prompt_len, vocab));
   } else if (vocab > 0) {
-    for (int64_t t : prompt) {
-      if (t >= vocab) usage("--prompt-ids: " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(vocab) + ")");
+    for (const auto& prompt : prompts) {
+      for (int64_t t : prompt) {
+        if (t >= vocab) usage("--prompt-ids: " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(vocab) + ")");
+      }
     }
   }
-  const int64_t total = static_cast<int64_t>(prompt.size()) + new_tokens;
+  int64_t prompt_width = 0;
+  auto padded = pad_prompts(prompts, cfg.pad_token_id, &prompt_width);
+  if (!padded.ok()) return fail(padded.status());
+  const std::vector<int64_t>& prompt = padded.value();
+  const int64_t total = prompt_width + new_tokens;
   const int64_t capacity = max_length < 0 ? total : max_length;
   if (capacity < total) {
     usage("--max-length " + std::to_string(capacity) + " < prompt + new tokens (" + std::to_string(total) + ")");
@@ -390,47 +557,56 @@ int cmd_generate(int argc, char** argv) {
                                  std::to_string(cfg.context_length) + " (context overflow)"));
   }
 
-  genai::GeneratorParams params =
-      search_params(model, so, capacity, {set_sample, set_top_k, set_top_p, set_temp, set_rep});
+  bf.batch_size = static_cast<int64_t>(prompts.size());
+  genai::GeneratorParams params = search_params(model, so, capacity, set, bf);
 
   for (int64_t w = 0; w < warmup; ++w) {
-    auto r = generate_once(model, params, prompt, new_tokens, nullptr);
+    auto r = generate_once(model, params, prompt, prompt_width, new_tokens, nullptr);
     if (!r.ok()) return fail(r.status());
   }
   std::vector<float> dump;
   if (!dump_path.empty() && vocab > 0) dump.reserve(static_cast<size_t>(new_tokens * vocab));
-  auto rr = generate_once(model, params, prompt, new_tokens, dump_path.empty() ? nullptr : &dump);
+  auto rr = generate_once(model, params, prompt, prompt_width, new_tokens, dump_path.empty() ? nullptr : &dump);
   if (!rr.ok()) return fail(rr.status());
   const RunResult& r = rr.value();
-  const size_t n = r.tokens.size();
+  const size_t n = static_cast<size_t>(r.steps_run);
   if (!dump_path.empty()) {
     const int64_t cols = n ? static_cast<int64_t>(dump.size() / n) : vocab;
     Status s = write_npy(dump_path, dump, static_cast<int64_t>(n), cols);
     if (!s.ok()) return fail(s);
   }
-  std::string toks;
-  for (size_t i = 0; i < n; ++i) toks += (i ? "," : "") + std::to_string(r.tokens[i]);
+  const std::string toks = join_ids(r.tokens);
   const std::string decode_tok_s = n > 1 ? num(static_cast<double>(n - 1) / (r.decode_ms / 1000.0)) : "null";
   const std::string step_med = r.steps.empty() ? "null" : num(median(r.steps));
-  const bool share = cfg.past_present_share_buffer;
+  const bool share = params.search.past_present_share_buffer;
+  const bool several = prompts.size() > 1 || bf.num_beams > 1;
   if (json) {
+    std::string seqs;
+    if (several) {
+      seqs = ",\"sequences\":[";
+      for (size_t i = 0; i < r.sequences.size(); ++i) seqs += std::string(i ? "," : "") + "[" + join_ids(r.sequences[i]) + "]";
+      seqs += "]";
+    }
     std::printf(
-        "{\"prompt_tokens\":%zu,\"new_tokens\":%zu,\"create_ms\":%s,\"prefill_ms\":%s,\"prefill_tok_s\":%s,"
+        "{\"prompt_tokens\":%lld,\"new_tokens\":%zu,\"create_ms\":%s,\"prefill_ms\":%s,\"prefill_tok_s\":%s,"
         "\"decode_tok_s\":%s,\"ttft_ms\":%s,\"tokens\":[%s],\"threads\":%d,\"share_buffer\":%s,\"kv_update\":\"%s\","
-        "\"kv_capacity\":%s,\"decode_step_ms_median\":%s,\"warmup\":%lld,\"opt\":\"%s\",\"runtime\":\"nxrt\"}\n",
-        prompt.size(), n, num(create_ms).c_str(), num(r.prefill_ms).c_str(),
-        num(static_cast<double>(prompt.size()) / (r.prefill_ms / 1000.0)).c_str(), decode_tok_s.c_str(),
+        "\"kv_capacity\":%s,\"decode_step_ms_median\":%s,\"warmup\":%lld,\"opt\":\"%s\",\"runtime\":\"nxrt\"%s}\n",
+        static_cast<long long>(prompt_width), n, num(create_ms).c_str(), num(r.prefill_ms).c_str(),
+        num(static_cast<double>(prompt_width) / (r.prefill_ms / 1000.0)).c_str(), decode_tok_s.c_str(),
         num(r.ttft_ms).c_str(), toks.c_str(), threads, share ? "true" : "false", r.kv_update.c_str(),
         share ? std::to_string(capacity).c_str() : "null", step_med.c_str(), static_cast<long long>(warmup),
-        opt.c_str());
+        opt.c_str(), seqs.c_str());
   } else {
-    std::string p;
-    for (size_t i = 0; i < prompt.size(); ++i) p += (i ? "," : "") + std::to_string(prompt[i]);
-    std::printf("prompt: %s\ntokens: %s\n", p.c_str(), toks.c_str());
-    std::printf("prompt_tokens %zu  new_tokens %zu  create %s ms  prefill %s ms (%s tok/s)  ttft %s ms  decode %s tok/s "
+    if (several) {
+      for (size_t i = 0; i < prompts.size(); ++i) std::printf("prompt %zu: %s\n", i, join_ids(prompts[i]).c_str());
+      for (size_t i = 0; i < r.sequences.size(); ++i) std::printf("sequence %zu: %s\n", i, join_ids(r.sequences[i]).c_str());
+    } else {
+      std::printf("prompt: %s\ntokens: %s\n", join_ids(prompt).c_str(), toks.c_str());
+    }
+    std::printf("prompt_tokens %lld  new_tokens %zu  create %s ms  prefill %s ms (%s tok/s)  ttft %s ms  decode %s tok/s "
                 "(median step %s ms)  kv %s capacity %lld  threads %d\n",
-                prompt.size(), n, num(create_ms).c_str(), num(r.prefill_ms).c_str(),
-                num(static_cast<double>(prompt.size()) / (r.prefill_ms / 1000.0)).c_str(), num(r.ttft_ms).c_str(),
+                static_cast<long long>(prompt_width), n, num(create_ms).c_str(), num(r.prefill_ms).c_str(),
+                num(static_cast<double>(prompt_width) / (r.prefill_ms / 1000.0)).c_str(), num(r.ttft_ms).c_str(),
                 decode_tok_s.c_str(), step_med.c_str(), r.kv_update.c_str(), static_cast<long long>(capacity),
                 threads);
   }

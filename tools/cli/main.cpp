@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "nxrt/session.h"
+#include "text_session.h"
 
 using namespace nxrt;
 
@@ -45,11 +46,20 @@ namespace {
   std::exit(2);
 }
 
-int fail(const Status& s) {
-  std::string m = s.to_string();
-  std::replace(m.begin(), m.end(), '\n', ' ');
-  std::fprintf(stderr, "error: %s\n", m.c_str());
-  return 1;
+int fail(const Status& s) { return cli::report_error(s); }
+
+// Calls handle(arg, value) for each argument of a command; value() takes the argument after a flag (a
+// usage error when there is none).
+template <typename Handle>
+void for_each_arg(int argc, char** argv, Handle&& handle) {
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_exit(a + " needs a value");
+      return argv[++i];
+    };
+    handle(a, value);
+  }
 }
 
 double now_ms() {
@@ -140,19 +150,14 @@ int cmd_run(int argc, char** argv) {
   std::vector<std::string> inputs;
   std::string out_dir;
   SessionOptions opts;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage_exit(a + " needs a value");
-      return argv[++i];
-    };
+  for_each_arg(argc, argv, [&](const std::string& a, auto& next) {
     if (a == "--input") inputs.push_back(next());
     else if (a == "--output-dir") out_dir = next();
     else if (a == "--threads" || a == "--opt") opts = parse_common(a, next(), opts);
     else if (!a.empty() && a[0] == '-') usage_exit("unknown option " + a);
     else if (model.empty()) model = a;
     else usage_exit("unexpected argument " + a);
-  }
+  });
   if (model.empty()) usage_exit("run needs a model");
   auto session = Session::create(model, opts);
   if (!session.ok()) return fail(session.status());
@@ -236,12 +241,7 @@ int cmd_bench(int argc, char** argv) {
   SessionOptions opts;
   int warmup = 5, runs = 20;
   std::map<std::string, int64_t> dims;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage_exit(a + " needs a value");
-      return argv[++i];
-    };
+  for_each_arg(argc, argv, [&](const std::string& a, auto& next) {
     if (a == "--input") inputs.push_back(next());
     else if (a == "--threads" || a == "--opt") opts = parse_common(a, next(), opts);
     else if (a == "--warmup") warmup = std::max(0, std::atoi(next().c_str()));
@@ -254,7 +254,7 @@ int cmd_bench(int argc, char** argv) {
     } else if (!a.empty() && a[0] == '-') usage_exit("unknown option " + a);
     else if (model.empty()) model = a;
     else usage_exit("unexpected argument " + a);
-  }
+  });
   if (model.empty()) usage_exit("bench needs a model");
   double t0 = now_ms();
   auto session = Session::create(model, opts);
@@ -485,12 +485,7 @@ int cmd_test(int argc, char** argv) {
   std::string report, ids_file, root;
   bool quiet = false;
   SessionOptions opts;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) usage_exit(a + " needs a value");
-      return argv[++i];
-    };
+  for_each_arg(argc, argv, [&](const std::string& a, auto& next) {
     if (a == "--jobs" || a == "-j") jobs = std::max(1, std::atoi(next().c_str()));
     else if (a == "--timeout") timeout_s = std::atof(next().c_str());
     else if (a == "--report") report = next();
@@ -502,7 +497,7 @@ int cmd_test(int argc, char** argv) {
     else if (a == "--opt") opts = parse_common(a, next(), opts);
     else if (!a.empty() && a[0] == '-') usage_exit("unknown option " + a);
     else dirs.push_back(a);
-  }
+  });
   std::vector<TestCase> tests;
   int missing = 0;
   if (!ids_file.empty()) {
@@ -640,6 +635,9 @@ int cmd_info(int argc, char** argv) {
   auto s = inspect_model(argv[0]);
   if (!s.ok()) return fail(s.status());
   std::printf("cpu: %s\n", cpu_summary().c_str());
+  auto tier = kernel_tier_summary();
+  if (!tier.ok()) return fail(tier.status());
+  std::printf("kernel tier: %s\n", tier->c_str());
   std::printf("model: %s\nir_version: %lld\nproducer: %s\nopsets:", argv[0], static_cast<long long>(s->ir_version),
               s->producer.c_str());
   for (const auto& [d, v] : s->opsets) std::printf(" %s=%lld", d.empty() ? "ai.onnx" : d.c_str(), static_cast<long long>(v));

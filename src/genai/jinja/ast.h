@@ -66,7 +66,4 @@ struct TemplateError : std::runtime_error {
 // "LINE:COL" (1-based, columns in code points) of byte offset `pos` in `source`.
 std::string line_col(const std::string& source, uint32_t pos);
 
-// Code-point helper shared by the parser and the renderer (is_js_space and append_utf8: genai/json.h).
-uint32_t next_cp(const std::string& s, size_t& i);  // decodes at i (bad bytes: U+FFFD, one byte) and advances
-
 }  // namespace nxrt::genai::jinja

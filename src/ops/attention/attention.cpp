@@ -35,15 +35,6 @@ void load_bhsd(const T* src, bool is3d, int64_t B, int64_t H, int64_t S, int64_t
       }
 }
 
-template <typename T, typename C>
-inline T to_storage(C v) {
-  if constexpr (std::is_same_v<T, C>) {
-    return v;
-  } else {
-    return T(static_cast<float>(v));
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Attention
 struct AttnShapes {
@@ -51,8 +42,66 @@ struct AttnShapes {
   int64_t B = 0, Hq = 0, Hkv = 0, Sq = 0, Skv = 0, P = 0, D = 0, Dv = 0;
 };
 
+// attn_mask as additive values in C over its own shape (bool: 0 / -inf), with broadcast strides into
+// (B, Hq, Sq, T) set on p.
+template <typename C>
+Status attention_mask(ep::KernelContext& ctx, const Tensor& mask, C* maskv, AttnProblem<C>* p) {
+  const int64_t B = p->B, Hq = p->Hq, Sq = p->Sq, Tt = p->T;
+  const Dims& md = mask.shape();
+  if (md.empty() || md.size() > 4) return ctx.error("attn_mask must have rank 1..4, got " + dims_str(md));
+  Dims m4(4, 1);
+  for (size_t i = 0; i < md.size(); ++i) m4[4 - md.size() + i] = md[i];
+  const int64_t want[3] = {B, Hq, Sq};
+  for (int i = 0; i < 3; ++i) {
+    if (m4[i] != 1 && m4[i] != want[i]) {
+      return ctx.error("attn_mask shape " + dims_str(md) + " does not broadcast to (batch, q_heads, q_seq, total_seq) = (" +
+                       std::to_string(B) + "," + std::to_string(Hq) + "," + std::to_string(Sq) + "," + std::to_string(Tt) + ")",
+                       StatusCode::kInvalidArgument);
+    }
+  }
+  if (m4[3] > Tt) return ctx.error("attn_mask last dim " + std::to_string(m4[3]) + " exceeds total sequence length " + std::to_string(Tt), StatusCode::kInvalidArgument);
+  const int64_t n = mask.numel();
+  if (mask.dtype() == DataType::kBool) {
+    const bool* mb = mask.data<bool>();
+    for (int64_t x = 0; x < n; ++x) maskv[x] = mb[x] ? C(0) : -std::numeric_limits<C>::infinity();
+  } else if (!load_floats(mask.dtype(), mask.raw_data(), n, maskv).ok()) {
+    return ctx.error("attn_mask must be bool or a float type, got " + std::string(dtype_name(mask.dtype())), StatusCode::kInvalidArgument);
+  }
+  p->mask = maskv;
+  p->mask_len = m4[3];
+  p->mask_si = m4[2] == 1 ? 0 : m4[3];
+  p->mask_sh = m4[1] == 1 ? 0 : m4[2] * m4[3];
+  p->mask_sb = m4[0] == 1 ? 0 : m4[1] * m4[2] * m4[3];
+  return Status::Ok();
+}
+
+// nonpad_kv_seqlen (opset 24, int64/int32 [B]) into nonpad; with is_causal, each batch's causal offset
+// (the past length, else nonpad - Sq, else 0) into offsets.
+template <typename C>
+Status attention_lengths(ep::KernelContext& ctx, const Tensor* nonpad_t, bool has_past, int64_t P, int64_t* nonpad,
+                         int64_t* offsets, AttnProblem<C>* p) {
+  const int64_t B = p->B, Sq = p->Sq;
+  if (nonpad_t) {
+    if (nonpad_t->numel() != B || (nonpad_t->dtype() != DataType::kInt64 && nonpad_t->dtype() != DataType::kInt32)) {
+      return ctx.error("nonpad_kv_seqlen must be int64 with batch_size (" + std::to_string(B) + ") values, got " + nonpad_t->describe(), StatusCode::kInvalidArgument);
+    }
+    for (int64_t b = 0; b < B; ++b)
+      nonpad[b] = nonpad_t->dtype() == DataType::kInt64 ? nonpad_t->data<int64_t>()[b] : nonpad_t->data<int32_t>()[b];
+    p->nonpad = nonpad;
+  }
+  if (p->causal) {
+    for (int64_t b = 0; b < B; ++b) {
+      offsets[b] = 0;
+      if (has_past) offsets[b] = P;
+      else if (nonpad_t) offsets[b] = nonpad[b] - Sq;
+    }
+    p->causal_offset = offsets;
+  }
+  return Status::Ok();
+}
+
 template <typename T>
-Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
+Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh, bool reference) {
   using C = compute_t<T>;
   const auto& info = ctx.info();
   const Tensor& Q = ctx.input(0);
@@ -125,60 +174,9 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
   p.softcap = static_cast<C>(info.attr_float("softcap", 0.f));
   p.causal = info.attr_int("is_causal", 0) != 0;
 
-  // Mask -> additive values in C over its own shape, with broadcast strides into (B, Hq, Sq, T).
-  if (mask) {
-    const Dims& md = mask->shape();
-    if (md.empty() || md.size() > 4) return ctx.error("attn_mask must have rank 1..4, got " + dims_str(md));
-    Dims m4(4, 1);
-    for (size_t i = 0; i < md.size(); ++i) m4[4 - md.size() + i] = md[i];
-    const int64_t want[3] = {B, Hq, Sq};
-    for (int i = 0; i < 3; ++i) {
-      if (m4[i] != 1 && m4[i] != want[i]) {
-        return ctx.error("attn_mask shape " + dims_str(md) + " does not broadcast to (batch, q_heads, q_seq, total_seq) = (" +
-                         std::to_string(B) + "," + std::to_string(Hq) + "," + std::to_string(Sq) + "," + std::to_string(Tt) + ")",
-                         StatusCode::kInvalidArgument);
-      }
-    }
-    if (m4[3] > Tt) return ctx.error("attn_mask last dim " + std::to_string(m4[3]) + " exceeds total sequence length " + std::to_string(Tt), StatusCode::kInvalidArgument);
-    const int64_t n = mask->numel();
-    C* maskv = lay.at<C>(mask_off);
-    if (mask->dtype() == DataType::kBool) {
-      const bool* mb = mask->data<bool>();
-      for (int64_t x = 0; x < n; ++x) maskv[x] = mb[x] ? C(0) : -std::numeric_limits<C>::infinity();
-    } else {
-      Status st = dispatch_float(mask->dtype(), [&](auto tag) -> Status {
-        using M = decltype(tag);
-        const M* mm = mask->data<M>();
-        for (int64_t x = 0; x < n; ++x) maskv[x] = static_cast<C>(static_cast<compute_t<M>>(mm[x]));
-        return Status::Ok();
-      }, [&] { return ctx.error("attn_mask must be bool or a float type, got " + std::string(dtype_name(mask->dtype())), StatusCode::kInvalidArgument); });
-      NXRT_RETURN_IF_ERROR(st);
-    }
-    p.mask = maskv;
-    p.mask_len = m4[3];
-    p.mask_si = m4[2] == 1 ? 0 : m4[3];
-    p.mask_sh = m4[1] == 1 ? 0 : m4[2] * m4[3];
-    p.mask_sb = m4[0] == 1 ? 0 : m4[1] * m4[2] * m4[3];
-  }
-
-  int64_t* nonpad = lay.at<int64_t>(nonpad_off);
-  if (nonpad_t) {
-    if (nonpad_t->numel() != B || (nonpad_t->dtype() != DataType::kInt64 && nonpad_t->dtype() != DataType::kInt32)) {
-      return ctx.error("nonpad_kv_seqlen must be int64 with batch_size (" + std::to_string(B) + ") values, got " + nonpad_t->describe(), StatusCode::kInvalidArgument);
-    }
-    for (int64_t b = 0; b < B; ++b)
-      nonpad[b] = nonpad_t->dtype() == DataType::kInt64 ? nonpad_t->data<int64_t>()[b] : nonpad_t->data<int32_t>()[b];
-    p.nonpad = nonpad;
-  }
-  if (p.causal) {
-    int64_t* offsets = lay.at<int64_t>(offsets_off);
-    for (int64_t b = 0; b < B; ++b) {
-      offsets[b] = 0;
-      if (past_k) offsets[b] = P;
-      else if (nonpad_t) offsets[b] = nonpad[b] - Sq;
-    }
-    p.causal_offset = offsets;
-  }
+  if (mask) NXRT_RETURN_IF_ERROR(attention_mask(ctx, *mask, lay.at<C>(mask_off), &p));
+  NXRT_RETURN_IF_ERROR(attention_lengths(ctx, nonpad_t, past_k != nullptr, P, lay.at<int64_t>(nonpad_off),
+                                         lay.at<int64_t>(offsets_off), &p));
 
   // Outputs.
   Dims yshape = sh.is3d ? Dims{B, Sq, Hq * Dv} : Dims{B, Hq, Sq, Dv};
@@ -205,41 +203,42 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh) {
     p.y = y;
   }
   if constexpr (std::is_same_v<C, float>) {
-    attention_fast(p, &ctx.pool());
+    if (reference) attention_reference(p);
+    else attention_fast(p, &ctx.pool());
   } else {
     attention_reference(p);
   }
 
   T* yo = Y->data<T>();
   if (y && !sh.is3d) {
-    for (int64_t x = 0; x < B * Hq * Sq * Dv; ++x) yo[x] = to_storage<T, C>(y[x]);
+    for (int64_t x = 0; x < B * Hq * Sq * Dv; ++x) yo[x] = from_compute<T>(y[x]);
   } else if (y) {
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < Hq; ++h)
         for (int64_t s = 0; s < Sq; ++s) {
           const C* in = y + ((b * Hq + h) * Sq + s) * Dv;
           T* out = yo + ((b * Sq + s) * Hq + h) * Dv;
-          for (int64_t e = 0; e < Dv; ++e) out[e] = to_storage<T, C>(in[e]);
+          for (int64_t e = 0; e < Dv; ++e) out[e] = from_compute<T>(in[e]);
         }
   }
   if (ctx.output_requested(1)) {
     NXRT_ASSIGN_OR_RETURN(Tensor * pk, ctx.allocate_output(1, dtype_of<T>(), Dims{B, Hkv, Tt, D}));
     T* o = pk->data<T>();
-    for (int64_t x = 0; x < B * Hkv * Tt * D; ++x) o[x] = to_storage<T, C>(kp[x]);
+    for (int64_t x = 0; x < B * Hkv * Tt * D; ++x) o[x] = from_compute<T>(kp[x]);
   }
   if (ctx.output_requested(2)) {
     NXRT_ASSIGN_OR_RETURN(Tensor * pv, ctx.allocate_output(2, dtype_of<T>(), Dims{B, Hkv, Tt, Dv}));
     T* o = pv->data<T>();
-    for (int64_t x = 0; x < B * Hkv * Tt * Dv; ++x) o[x] = to_storage<T, C>(vp[x]);
+    for (int64_t x = 0; x < B * Hkv * Tt * Dv; ++x) o[x] = from_compute<T>(vp[x]);
   }
   if (QK && qk) {
     T* o = QK->data<T>();
-    for (int64_t x = 0; x < B * Hq * Sq * Tt; ++x) o[x] = to_storage<T, C>(qk[x]);
+    for (int64_t x = 0; x < B * Hq * Sq * Tt; ++x) o[x] = from_compute<T>(qk[x]);
   }
   return Status::Ok();
 }
 
-Status attention(ep::KernelContext& ctx) {
+Status attention(ep::KernelContext& ctx, bool reference) {
   const auto& info = ctx.info();
   if (!ctx.has_input(0) || !ctx.has_input(1) || !ctx.has_input(2)) return ctx.error("Q, K and V are required", StatusCode::kInvalidArgument);
   const Tensor& Q = ctx.input(0);
@@ -289,7 +288,7 @@ Status attention(ep::KernelContext& ctx) {
     }
     sh.P = pk.dim(2);
   }
-  return dispatch_float(Q.dtype(), [&](auto tag) -> Status { return attention_typed<decltype(tag)>(ctx, sh); },
+  return dispatch_float(Q.dtype(), [&](auto tag) -> Status { return attention_typed<decltype(tag)>(ctx, sh, reference); },
                         [&] { return ctx.error("Attention supports float, double, float16, bfloat16", StatusCode::kInvalidArgument); });
 }
 
@@ -365,8 +364,8 @@ Status rotary_embedding(ep::KernelContext& ctx) {
             const int64_t i2 = interleaved ? 2 * k + 1 : k + half;
             const C x1 = static_cast<C>(xi[i1]), x2 = static_cast<C>(xi[i2]);
             const C ck = static_cast<C>(cbuf[k]), sk = static_cast<C>(sbuf[k]);
-            yi[i1] = to_storage<T, C>(ck * x1 - sk * x2);
-            yi[i2] = to_storage<T, C>(sk * x1 + ck * x2);
+            yi[i1] = from_compute<T>(ck * x1 - sk * x2);
+            yi[i2] = from_compute<T>(sk * x1 + ck * x2);
           }
           for (int64_t d = rot; d < D; ++d) yi[d] = xi[d];
         }
@@ -460,21 +459,13 @@ Status swiglu(ep::KernelContext& ctx) {
     auto f = [&](C av, C bv) -> C { return av / (C(1) + std::exp(-al * av)) * bv; };
     const int64_t n = shape_numel(out);
     if (A.shape() == out && Bt.shape() == out) {
-      for (int64_t i = 0; i < n; ++i) y[i] = to_storage<T, C>(f(static_cast<C>(a[i]), static_cast<C>(b[i])));
+      for (int64_t i = 0; i < n; ++i) y[i] = from_compute<T>(f(static_cast<C>(a[i]), static_cast<C>(b[i])));
       return Status::Ok();
     }
     const Dims sa = broadcast_strides(A.shape(), out), sb = broadcast_strides(Bt.shape(), out);
-    const int64_t rank = static_cast<int64_t>(out.size());
-    Dims ix(out.size(), 0);
-    int64_t oa = 0, ob = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      y[i] = to_storage<T, C>(f(static_cast<C>(a[oa]), static_cast<C>(b[ob])));
-      for (int64_t d = rank - 1; d >= 0; --d) {
-        if (++ix[d] < out[d]) { oa += sa[d]; ob += sb[d]; break; }
-        oa -= sa[d] * (out[d] - 1); ob -= sb[d] * (out[d] - 1);
-        ix[d] = 0;
-      }
-    }
+    auto cur = strided_cursor(out, out.size(), sa, sb);
+    for (int64_t i = 0; i < n; ++i, cur.next())
+      y[i] = from_compute<T>(f(static_cast<C>(a[cur.offset(0)]), static_cast<C>(b[cur.offset(1)])));
     return Status::Ok();
   }, [&] { return ctx.error("SwiGLU supports float, double, float16, bfloat16", StatusCode::kInvalidArgument); });
 }
@@ -482,7 +473,7 @@ Status swiglu(ep::KernelContext& ctx) {
 }  // namespace
 
 void register_attention_ops(ep::KernelRegistry& r) {
-  r.add_fn("", "Attention", 23, INT64_MAX, &attention);
+  r.add_class<ReferenceSwitchKernel<&attention>>("", "Attention", 23);
   r.add_fn("", "RotaryEmbedding", 23, INT64_MAX, &rotary_embedding);
   r.add_fn("", "TensorScatter", 24, INT64_MAX, &tensor_scatter);
   r.add_fn("", "SwiGLU", 1, INT64_MAX, &swiglu);

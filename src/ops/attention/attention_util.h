@@ -3,11 +3,10 @@
 // (the contract every fast path is tested against) and a float32 fast form built on gemm_f32.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
-namespace nxrt::ep {
-class ThreadPool;
-}
+#include "ops/common.h"
 
 namespace nxrt::ops {
 
@@ -42,5 +41,30 @@ void attention_reference(const AttnProblem<float>& p);
 void attention_reference(const AttnProblem<double>& p);
 // GEMM-based float32 path (same results within float rounding). pool may be null.
 void attention_fast(const AttnProblem<float>& p, ep::ThreadPool* pool);
+
+// A float/double/float16/bfloat16 input as compute-type values; another dtype is an error naming it.
+template <typename C>
+Result<std::vector<C>> read_float_input(const ep::KernelContext& ctx, const Tensor& t, const char* name) {
+  auto v = read_floats_as<C>(t);
+  if (!v.ok()) {
+    return ctx.error(std::string(name) + " must be a float tensor, got " + t.describe(), StatusCode::kInvalidArgument);
+  }
+  return v;
+}
+
+// A stateless attention op whose function takes `reference`: the kernel override reference=1
+// (KernelInfo::overrides), read once at creation.
+template <Status (*Fn)(ep::KernelContext&, bool reference)>
+class ReferenceSwitchKernel final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    reference_ = info.overrides().reference();
+    return Status::Ok();
+  }
+  Status compute(ep::KernelContext& ctx) override { return Fn(ctx, reference_); }
+
+ private:
+  bool reference_ = false;
+};
 
 }  // namespace nxrt::ops

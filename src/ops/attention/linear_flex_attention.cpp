@@ -12,29 +12,6 @@
 namespace nxrt::ops {
 namespace {
 
-template <typename T, typename C>
-inline T store(C v) {
-  if constexpr (std::is_same_v<T, C>) {
-    return v;
-  } else {
-    return T(static_cast<float>(v));
-  }
-}
-
-// Any float tensor -> compute-type vector.
-template <typename C>
-Result<std::vector<C>> load_float(const ep::KernelContext& ctx, const Tensor& t, const char* name) {
-  std::vector<C> out(static_cast<size_t>(t.numel()));
-  Status st = dispatch_float(t.dtype(), [&](auto tag) -> Status {
-    using T = decltype(tag);
-    const T* p = t.data<T>();
-    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<C>(static_cast<compute_t<T>>(p[i]));
-    return Status::Ok();
-  }, [&] { return ctx.error(std::string(name) + " must be a float tensor, got " + t.describe(), StatusCode::kInvalidArgument); });
-  NXRT_RETURN_IF_ERROR(st);
-  return out;
-}
-
 // ---------------------------------------------------------------------------------------------
 // LinearAttention: recurrent state S[b, hkv] (d_k x d_v) updated per step by the update rule
 // (linear / gated / delta / gated_delta), read by every query head of the group.
@@ -76,14 +53,14 @@ Status linear_attention(ep::KernelContext& ctx) {
   const double scale = scale_attr == 0.f ? 1.0 / std::sqrt(static_cast<double>(dk)) : scale_attr;
 
   using C = float;
-  NXRT_ASSIGN_OR_RETURN(auto q, load_float<C>(ctx, Q, "query"));
-  NXRT_ASSIGN_OR_RETURN(auto kk, load_float<C>(ctx, K, "key"));
-  NXRT_ASSIGN_OR_RETURN(auto vv, load_float<C>(ctx, V, "value"));
+  NXRT_ASSIGN_OR_RETURN(auto q, read_float_input<C>(ctx, Q, "query"));
+  NXRT_ASSIGN_OR_RETURN(auto kk, read_float_input<C>(ctx, K, "key"));
+  NXRT_ASSIGN_OR_RETURN(auto vv, read_float_input<C>(ctx, V, "value"));
   std::vector<C> dc, bt, eg, state(static_cast<size_t>(B * Hkv * dk * dv), 0.f);
-  if (decay) { NXRT_ASSIGN_OR_RETURN(dc, load_float<C>(ctx, *decay, "decay")); }
-  if (beta) { NXRT_ASSIGN_OR_RETURN(bt, load_float<C>(ctx, *beta, "beta")); }
-  if (erase) { NXRT_ASSIGN_OR_RETURN(eg, load_float<C>(ctx, *erase, "erase_gate")); }
-  if (past) { NXRT_ASSIGN_OR_RETURN(state, load_float<C>(ctx, *past, "past_state")); }
+  if (decay) { NXRT_ASSIGN_OR_RETURN(dc, read_float_input<C>(ctx, *decay, "decay")); }
+  if (beta) { NXRT_ASSIGN_OR_RETURN(bt, read_float_input<C>(ctx, *beta, "beta")); }
+  if (erase) { NXRT_ASSIGN_OR_RETURN(eg, read_float_input<C>(ctx, *erase, "erase_gate")); }
+  if (past) { NXRT_ASSIGN_OR_RETURN(state, read_float_input<C>(ctx, *past, "past_state")); }
   std::vector<C> out(static_cast<size_t>(B * T * Hq * dv));
   std::vector<C> vt(static_cast<size_t>(dv)), ke(static_cast<size_t>(dk));
   for (int64_t b = 0; b < B; ++b)
@@ -126,7 +103,7 @@ Status linear_attention(ep::KernelContext& ctx) {
     return dispatch_float(dst->dtype(), [&](auto tag) -> Status {
       using TT = decltype(tag);
       TT* p = dst->data<TT>();
-      for (size_t i = 0; i < src.size(); ++i) p[i] = store<TT, compute_t<TT>>(static_cast<compute_t<TT>>(src[i]));
+      for (size_t i = 0; i < src.size(); ++i) p[i] = from_compute<TT>(static_cast<compute_t<TT>>(src[i]));
       return Status::Ok();
     }, [&] { return ctx.error("LinearAttention supports float, double, float16, bfloat16", StatusCode::kInvalidArgument); });
   };
@@ -173,7 +150,7 @@ Status flex_attention(ep::KernelContext& ctx) {
           for (int64_t j = 0; j < S; ++j) {
             C acc = 0;
             for (int64_t d = 0; d < D; ++d) acc += static_cast<C>(qi[d]) * static_cast<C>(kb[j * D + d]);
-            sc[((b * Hq + h) * L + i) * S + j] = store<T, C>(static_cast<C>(acc * scale));
+            sc[((b * Hq + h) * L + i) * S + j] = from_compute<T>(static_cast<C>(acc * scale));
           }
         }
       }
@@ -188,7 +165,7 @@ Status flex_attention(ep::KernelContext& ctx) {
         const bool* m = r.data<bool>();
         T* d = t.data<T>();
         for (int64_t x = 0; x < t.numel(); ++x)
-          if (!m[x]) d[x] = store<T, C>(-std::numeric_limits<C>::infinity());
+          if (!m[x]) d[x] = from_compute<T>(-std::numeric_limits<C>::infinity());
         return Status::Ok();
       }
       if (r.dtype() != t.dtype()) return ctx.error(std::string(name) + " returned " + r.describe() + ", expected dtype of Q");
@@ -206,7 +183,7 @@ Status flex_attention(ep::KernelContext& ctx) {
       C sum = 0;
       std::vector<C> e(static_cast<size_t>(S));
       for (int64_t j = 0; j < S; ++j) { e[j] = std::exp(static_cast<C>(row[j]) - mx); sum += e[j]; }
-      for (int64_t j = 0; j < S; ++j) row[j] = store<T, C>(e[j] / sum);
+      for (int64_t j = 0; j < S; ++j) row[j] = from_compute<T>(e[j] / sum);
     }
     NXRT_RETURN_IF_ERROR(run_mod("prob_mod", scores));
     sc = scores.data<T>();
@@ -220,7 +197,7 @@ Status flex_attention(ep::KernelContext& ctx) {
           for (int64_t e = 0; e < Dv; ++e) {
             C acc = 0;
             for (int64_t j = 0; j < S; ++j) acc += static_cast<C>(p[j]) * static_cast<C>(vb[j * Dv + e]);
-            y[((b * Hq + h) * L + i) * Dv + e] = store<T, C>(acc);
+            y[((b * Hq + h) * L + i) * Dv + e] = from_compute<T>(acc);
           }
         }
       }

@@ -1,8 +1,8 @@
 // com.microsoft attention ops: GroupQueryAttention (LLM decoders), MultiHeadAttention and Attention
 // (BERT/GPT-2 exports). Each op prepares float Q/K/V in [B, heads, seq, head_size] plus an additive
 // bias, then runs the shared scaled-dot-product core (ops/attention/attention_util.h): attention_fast (GEMM,
-// threads over batch x heads) or, with the internal test attribute _nxrt_reference=1,
-// attention_reference (plain loops, double accumulation).
+// threads over batch x heads) or, with the kernel override reference=1, attention_reference (plain
+// loops, double accumulation).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -31,44 +31,8 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 bool is_attn_float(DataType t) { return t == DataType::kFloat || t == DataType::kFloat16 || t == DataType::kBFloat16; }
 
-// Reads element i of a float-like tensor as float.
-inline float getf(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DataType::kFloat: return t.data<float>()[i];
-    case DataType::kFloat16: return static_cast<float>(t.data<Float16>()[i]);
-    case DataType::kBFloat16: return static_cast<float>(t.data<BFloat16>()[i]);
-    default: return 0.f;
-  }
-}
-std::vector<float> to_float_vec(const Tensor& t) {
-  std::vector<float> v(static_cast<size_t>(t.numel()));
-  if (v.empty()) return v;  // an empty tensor may have no data pointer (memcpy from null is UB)
-  if (t.dtype() == DataType::kFloat) {
-    std::memcpy(v.data(), t.data<float>(), v.size() * sizeof(float));
-  } else {
-    for (size_t i = 0; i < v.size(); ++i) v[i] = getf(t, static_cast<int64_t>(i));
-  }
-  return v;
-}
-// Writes float values into a float/float16/bfloat16 tensor buffer.
-void store_floats(const float* src, int64_t n, DataType dt, void* dst, int64_t offset = 0) {
-  if (n <= 0) return;
-  switch (dt) {
-    case DataType::kFloat: std::memcpy(static_cast<float*>(dst) + offset, src, static_cast<size_t>(n) * sizeof(float)); break;
-    case DataType::kFloat16: {
-      Float16* d = static_cast<Float16*>(dst) + offset;
-      for (int64_t i = 0; i < n; ++i) d[i] = Float16(src[i]);
-      break;
-    }
-    case DataType::kBFloat16: {
-      BFloat16* d = static_cast<BFloat16*>(dst) + offset;
-      for (int64_t i = 0; i < n; ++i) d[i] = BFloat16(src[i]);
-      break;
-    }
-    default: break;
-  }
-}
-size_t elem_size(DataType dt) { return dt == DataType::kFloat ? 4 : 2; }
+// Element i of a contiguous tensor, as a byte pointer (for the float conversions).
+uint8_t* elem_at(Tensor& t, int64_t i) { return static_cast<uint8_t*>(t.raw_data()) + i * (dtype_bits(t.dtype()) / 8); }
 
 // Vector helpers for the single-token decode loops: AVX2 with runtime dispatch, scalar otherwise.
 #if defined(__x86_64__) || defined(__i386__)
@@ -197,12 +161,11 @@ Status run_core(ep::KernelContext& ctx, AttnProblem<float>& p, Tensor* out, bool
   std::vector<float> y(static_cast<size_t>(p.B * p.Hq * p.Sq * p.Dv));
   p.y = y.data();
   if (reference) attention_reference(p); else attention_fast(p, &ctx.pool());
-  std::vector<float> row(static_cast<size_t>(p.Dv));
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t h = 0; h < p.Hq; ++h)
       for (int64_t s = 0; s < p.Sq; ++s)
-        store_floats(y.data() + ((b * p.Hq + h) * p.Sq + s) * p.Dv, p.Dv, out->dtype(), out->raw_data(),
-                     (b * p.Sq + s) * p.Hq * p.Dv + h * p.Dv);
+        NXRT_RETURN_IF_ERROR(store_floats(y.data() + ((b * p.Hq + h) * p.Sq + s) * p.Dv, p.Dv, out->dtype(),
+                                          elem_at(*out, (b * p.Sq + s) * p.Hq * p.Dv + h * p.Dv)));
   return Status::Ok();
 }
 
@@ -213,7 +176,7 @@ Status add_attention_bias(ep::KernelContext& ctx, const Tensor& ab, int64_t B, i
       ab.dim(3) != T)
     return ctx.error("attention_bias must be (batch or 1, heads or 1, " + std::to_string(S) + ", " + std::to_string(T) +
                      "), got " + ab.describe(), StatusCode::kInvalidArgument);
-  const std::vector<float> v = to_float_vec(ab);
+  NXRT_ASSIGN_OR_RETURN(const std::vector<float> v, read_float_input<float>(ctx, ab, "attention_bias"));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < N; ++h) {
       const float* src = v.data() + ((ab.dim(0) == 1 ? 0 : b) * ab.dim(1) + (ab.dim(1) == 1 ? 0 : h)) * S * T;
@@ -232,6 +195,52 @@ Status add_attention_bias(ep::KernelContext& ctx, const Tensor& ab, int64_t B, i
 //   max(total_sequence_length, cap). When present_key is the same memory as past_key (shared buffer),
 //   only the new rows are written. Query row s attends to keys [0, past_b + s] (causal), limited to
 //   the last local_window_size of them when local_window_size > 0.
+//
+// compute() runs four steps: validate (inputs, per-batch lengths, rotary positions), rotate (Q and
+// the new K rows rotated, V copied, all as float in step scratch), append (the new rows into present)
+// and attend (single-token decode, multi-row fast path over the float present buffers, or the
+// reference core).
+
+// What the steps of one GroupQueryAttention call share. Per-batch lengths and rotary positions live
+// in step scratch, so a decode step allocates nothing.
+struct GqaCall {
+  DataType dt = DataType::kFloat;
+  int64_t B = 0, S = 0, D = 0;
+  int64_t cap = 0;          // rows of the past buffers (0 without a past)
+  int64_t total = 0;        // total_sequence_length
+  int64_t present_len = 0;  // max(total, cap)
+  bool packed = false;      // Q holds Q, K and V
+  bool first_prompt = false;
+  const Tensor* Q = nullptr;
+  const Tensor* K = nullptr;  // nullptr when packed
+  const Tensor* V = nullptr;
+  const Tensor* PK = nullptr;  // past key/value, or nullptr
+  const Tensor* PV = nullptr;
+  const Tensor* cos = nullptr;  // rotary caches, or nullptr
+  const Tensor* sin = nullptr;
+  const Tensor* AB = nullptr;  // attention_bias, or nullptr
+  RotaryParams rp;
+  int64_t* past = nullptr;  // [B] past length
+  int64_t* tot = nullptr;   // [B] total length (seqlens_k + 1)
+  int64_t* pos = nullptr;   // [B * S] rotary position of each new row
+};
+
+// The float arrays of one call, in step scratch: float inputs are read in place, float16/bfloat16
+// ones converted.
+struct GqaFloats {
+  float* q = nullptr;           // rotated Q [B, H, S, D]
+  float* kn = nullptr;          // new K rows, rotated [B, kvH, S, D]
+  float* vn = nullptr;          // new V rows [B, kvH, S, D]
+  float* dec_scores = nullptr;  // single-token decode: scores [B * kvH, group * present_len]
+  const float* qin = nullptr;   // query input [B, S, qkv_row]
+  const float* kin = nullptr;   // key/value inputs [B, S, kvH * D] (not packed)
+  const float* vin = nullptr;
+  const float* cosv = nullptr;  // rotary caches
+  const float* sinv = nullptr;
+  const float* abias = nullptr;  // attention bias, element (b, h, s, t) at b*ab_b + h*ab_h + s*ab_t + t
+  int64_t ab_b = 0, ab_h = 0, ab_t = 0;
+};
+
 class GroupQueryAttention final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo& info) {
@@ -246,7 +255,7 @@ class GroupQueryAttention final : public ep::Kernel {
     rotary_ = info.attr_int("do_rotary", 0) != 0;
     interleaved_ = info.attr_int("rotary_interleaved", 0) != 0;
     causal_ = info.attr_int("causal", 1) != 0;
-    reference_ = info.attr_int("_nxrt_reference", 0) != 0;
+    reference_ = info.overrides().reference();
     if (info.attr_int("smooth_softmax", 0) != 0) return info.error("smooth_softmax is not supported", StatusCode::kNotImplemented);
     if (info.attr_int("qk_output", 0) != 0) return info.error("qk_output is not supported", StatusCode::kNotImplemented);
     if (info.attr_int("sliding_window_cache", 0) != 0) return info.error("sliding_window_cache is not supported", StatusCode::kNotImplemented);
@@ -257,366 +266,397 @@ class GroupQueryAttention final : public ep::Kernel {
   }
 
   Status compute(ep::KernelContext& ctx) override {
-    const Tensor& Q = ctx.input(0);
-    const DataType dt = Q.dtype();
+    GqaCall c;
+    NXRT_RETURN_IF_ERROR(validate(ctx, &c));
+    NXRT_RETURN_IF_ERROR(rotary_positions(ctx, &c));
+    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, c.dt, Dims{c.B, c.S, H_ * c.D}));
+    const Dims pshape{c.B, kvH_, c.present_len, c.D};
+    Tensor* presK = nullptr;
+    Tensor* presV = nullptr;
+    if (ctx.output_requested(1)) { NXRT_ASSIGN_OR_RETURN(presK, ctx.allocate_output(1, c.dt, pshape)); }
+    if (ctx.output_requested(2)) { NXRT_ASSIGN_OR_RETURN(presV, ctx.allocate_output(2, c.dt, pshape)); }
+    if (ctx.output_requested(3)) return ctx.error("output_qk is not supported", StatusCode::kNotImplemented);
+    NXRT_RETURN_IF_ERROR(attention_bias(ctx, &c));
+    const bool fast = !reference_ && c.dt == DataType::kFloat && presK && presV;
+    const bool decode = fast && c.S == 1;
+    GqaFloats f;
+    NXRT_RETURN_IF_ERROR(float_inputs(ctx, c, decode, &f));
+    rotate(c, f);
+    append(c, presK, c.PK, f.kn);
+    append(c, presV, c.PV, f.vn);
+    if (decode) {
+      attend_decode(ctx, c, f, *presK, *presV, Y);
+      return Status::Ok();
+    }
+    if (fast) {
+      attend_rows(ctx, c, f, *presK, *presV, Y);
+      return Status::Ok();
+    }
+    return attend_reference(ctx, c, f, Y);
+  }
+
+ private:
+  // Input dtypes and shapes, and the per-batch past and total lengths from seqlens_k.
+  Status validate(ep::KernelContext& ctx, GqaCall* c) const {
+    c->Q = &ctx.input(0);
+    const Tensor& Q = *c->Q;
+    const DataType dt = c->dt = Q.dtype();
     if (!is_attn_float(dt)) return ctx.error(std::string("query must be float32/float16/bfloat16, got ") + dtype_name(dt), StatusCode::kInvalidArgument);
     if (Q.rank() != 3) return ctx.error("query must be 3-D (batch, seq, hidden), got " + Q.describe(), StatusCode::kInvalidArgument);
-    const bool packed = !ctx.has_input(1);
-    if (packed != !ctx.has_input(2)) return ctx.error("key and value must both be given or both be absent (packed QKV)", StatusCode::kInvalidArgument);
-    const int64_t B = Q.dim(0), S = Q.dim(1);
+    c->packed = !ctx.has_input(1);
+    if (c->packed != !ctx.has_input(2)) return ctx.error("key and value must both be given or both be absent (packed QKV)", StatusCode::kInvalidArgument);
+    const int64_t B = c->B = Q.dim(0), S = c->S = Q.dim(1);
     int64_t D;
-    if (packed) {
+    if (c->packed) {
       if (Q.dim(2) % (H_ + 2 * kvH_)) return ctx.error("packed QKV hidden " + std::to_string(Q.dim(2)) + " not divisible by num_heads + 2 * kv_num_heads", StatusCode::kInvalidArgument);
       D = Q.dim(2) / (H_ + 2 * kvH_);
     } else {
       if (Q.dim(2) % H_) return ctx.error("query hidden not divisible by num_heads", StatusCode::kInvalidArgument);
       D = Q.dim(2) / H_;
-      const Tensor& K = ctx.input(1);
-      const Tensor& V = ctx.input(2);
+      c->K = &ctx.input(1);
+      c->V = &ctx.input(2);
       const Dims want{B, S, kvH_ * D};
-      if (K.dtype() != dt || V.dtype() != dt || K.shape() != want || V.shape() != want)
-        return ctx.error("key/value must be " + std::string(dtype_name(dt)) + shape_to_string(want) + ", got " + K.describe() + ", " + V.describe(), StatusCode::kInvalidArgument);
+      if (c->K->dtype() != dt || c->V->dtype() != dt || c->K->shape() != want || c->V->shape() != want)
+        return ctx.error("key/value must be " + std::string(dtype_name(dt)) + shape_to_string(want) + ", got " + c->K->describe() + ", " + c->V->describe(), StatusCode::kInvalidArgument);
     }
-    const Tensor* PK = ctx.has_input(3) ? &ctx.input(3) : nullptr;
-    const Tensor* PV = ctx.has_input(4) ? &ctx.input(4) : nullptr;
+    c->D = D;
+    const Tensor* PK = c->PK = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+    const Tensor* PV = c->PV = ctx.has_input(4) ? &ctx.input(4) : nullptr;
     if ((PK == nullptr) != (PV == nullptr)) return ctx.error("past_key and past_value must be given together", StatusCode::kInvalidArgument);
-    int64_t cap = 0;
     if (PK) {
       if (PK->dtype() != dt || PK->rank() != 4 || PK->dim(0) != B || PK->dim(1) != kvH_ || PK->dim(3) != D || PV->shape() != PK->shape() || PV->dtype() != dt)
         return ctx.error("past_key/past_value must be " + std::string(dtype_name(dt)) + " (batch, kv_num_heads, cap, head_size) = (" +
                          std::to_string(B) + ", " + std::to_string(kvH_) + ", cap, " + std::to_string(D) + "), got " + PK->describe() + ", " + PV->describe(), StatusCode::kInvalidArgument);
-      cap = PK->dim(2);
+      c->cap = PK->dim(2);
     }
     if (!ctx.has_input(5) || !ctx.has_input(6)) return ctx.error("seqlens_k and total_sequence_length are required", StatusCode::kInvalidArgument);
     const Tensor& SL = ctx.input(5);
     const Tensor& TS = ctx.input(6);
     if (SL.dtype() != DataType::kInt32 || SL.numel() != B) return ctx.error("seqlens_k must be int32 (batch), got " + SL.describe(), StatusCode::kInvalidArgument);
     if (TS.dtype() != DataType::kInt32 || TS.numel() != 1) return ctx.error("total_sequence_length must be an int32 scalar, got " + TS.describe(), StatusCode::kInvalidArgument);
-    const int64_t total = TS.data<int32_t>()[0];
+    const int64_t total = c->total = TS.data<int32_t>()[0];
     const int32_t* seqlens = SL.data<int32_t>();
-    const bool first_prompt = S == total;
-    const int64_t present_len = std::max(total, cap);
-    // Per-batch lengths and rotary positions live in step scratch (a decode step allocates nothing).
+    c->first_prompt = S == total;
+    c->present_len = std::max(total, c->cap);
     NXRT_ASSIGN_OR_RETURN(void* meta, ctx.workspace(static_cast<size_t>(2 * B + B * S) * sizeof(int64_t)));
-    int64_t* past = static_cast<int64_t*>(meta);
-    int64_t* tot = past + B;
-    int64_t* pos = tot + B;
+    c->past = static_cast<int64_t*>(meta);
+    c->tot = c->past + B;
+    c->pos = c->tot + B;
     for (int64_t b = 0; b < B; ++b) {
       const int64_t t = static_cast<int64_t>(seqlens[b]) + 1;
-      tot[static_cast<size_t>(b)] = t;
-      const int64_t p = first_prompt ? 0 : t - S;
-      if (t < 1 || t > total || p < 0 || p > cap || p + S > present_len)
+      c->tot[b] = t;
+      const int64_t p = c->first_prompt ? 0 : t - S;
+      if (t < 1 || t > total || p < 0 || p > c->cap || p + S > c->present_len)
         return ctx.error("seqlens_k[" + std::to_string(b) + "] = " + std::to_string(seqlens[b]) + " inconsistent with sequence length " +
-                         std::to_string(S) + ", total_sequence_length " + std::to_string(total) + " and past length " + std::to_string(cap), StatusCode::kInvalidArgument);
-      past[static_cast<size_t>(b)] = p;
+                         std::to_string(S) + ", total_sequence_length " + std::to_string(total) + " and past length " + std::to_string(c->cap), StatusCode::kInvalidArgument);
+      c->past[b] = p;
     }
-    // Rotary caches.
-    RotaryParams rp;
-    const Tensor* cos_t = nullptr;
-    const Tensor* sin_t = nullptr;
-    if (rotary_) {
-      if (!ctx.has_input(7) || !ctx.has_input(8)) return ctx.error("do_rotary needs cos_cache and sin_cache", StatusCode::kInvalidArgument);
-      const Tensor& Cc = ctx.input(7);
-      const Tensor& Sc = ctx.input(8);
-      if (Cc.rank() != 2 || Sc.shape() != Cc.shape() || Cc.dim(1) * 2 > D || Cc.dtype() != dt || Sc.dtype() != dt)
-        return ctx.error("cos_cache/sin_cache must be " + std::string(dtype_name(dt)) + " (max_seq, rotary_dim/2) with rotary_dim <= head_size " + std::to_string(D) + ", got " + Cc.describe() + ", " + Sc.describe(), StatusCode::kInvalidArgument);
-      rp.rot = Cc.dim(1) * 2;
-      rp.cache_width = Cc.dim(1);
-      rp.interleaved = interleaved_;
-      cos_t = &Cc;
-      sin_t = &Sc;
-      if (ctx.has_input(9)) {
-        const Tensor& P = ctx.input(9);
-        if (P.numel() != B * S || (P.dtype() != DataType::kInt64 && P.dtype() != DataType::kInt32))
-          return ctx.error("position_ids must be int64/int32 (batch, seq), got " + P.describe(), StatusCode::kInvalidArgument);
-        auto pv = [&P](int64_t i) -> int64_t { return P.dtype() == DataType::kInt64 ? P.data<int64_t>()[i] : P.data<int32_t>()[i]; };
-        // As documented (and as ORT's CPU kernel does): the first prompt uses only the first element.
-        for (int64_t b = 0; b < B; ++b)
-          for (int64_t s = 0; s < S; ++s) pos[b * S + s] = first_prompt ? pv(0) + s : pv(b * S + s);
-      } else {
-        for (int64_t b = 0; b < B; ++b)
-          for (int64_t s = 0; s < S; ++s) pos[b * S + s] = past[b] + s;
-      }
-      for (int64_t i = 0; i < B * S; ++i)
-        if (const int64_t v = pos[i]; v < 0 || v >= Cc.dim(0)) return ctx.error("rotary position " + std::to_string(v) + " out of range of cos_cache rows " + std::to_string(Cc.dim(0)), StatusCode::kInvalidArgument);
-    }
-    // Outputs.
-    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, dt, Dims{B, S, H_ * D}));
-    const Dims pshape{B, kvH_, present_len, D};
-    Tensor* presK = nullptr;
-    Tensor* presV = nullptr;
-    if (ctx.output_requested(1)) { NXRT_ASSIGN_OR_RETURN(presK, ctx.allocate_output(1, dt, pshape)); }
-    if (ctx.output_requested(2)) { NXRT_ASSIGN_OR_RETURN(presV, ctx.allocate_output(2, dt, pshape)); }
-    if (ctx.output_requested(3)) return ctx.error("output_qk is not supported", StatusCode::kNotImplemented);
+    return Status::Ok();
+  }
 
-    // Q (rotated) as float [B, H, S, D]; new K/V rows (K rotated) as float [B, kvH, S, D].
-    const int64_t qkv_row = packed ? (H_ + 2 * kvH_) * D : H_ * D;
-    // Float scratch from the step workspace: rotated Q [B, H, S, D], new K/V rows [B, kvH, S, D],
-    // decode scores; float16/bfloat16 inputs (and caches, bias) converted into it, float ones read
-    // in place.
-    const Tensor* AB = ctx.has_input(10) ? &ctx.input(10) : nullptr;
-    const bool conv = dt != DataType::kFloat;
-    size_t fbytes = 0;
-    auto need = [&](int64_t n) { fbytes += (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64; };
-    need(B * H_ * S * D);
-    need(B * kvH_ * S * D);
-    need(B * kvH_ * S * D);
-    const bool decode_path = !reference_ && dt == DataType::kFloat && ctx.output_requested(1) &&
-                             ctx.output_requested(2) && S == 1;
-    if (decode_path) need(B * H_ * present_len);  // its scores; multi-row steps use per-thread rows
-    if (conv) {
-      need(Q.numel());
-      if (!packed) { need(ctx.input(1).numel()); need(ctx.input(2).numel()); }
-      if (rotary_) { need(cos_t->numel()); need(sin_t->numel()); }
-      if (AB) need(AB->numel());
+  // With do_rotary: the caches' shapes and each new row's position (position_ids, or past + s).
+  Status rotary_positions(ep::KernelContext& ctx, GqaCall* c) const {
+    if (!rotary_) return Status::Ok();
+    const int64_t B = c->B, S = c->S;
+    if (!ctx.has_input(7) || !ctx.has_input(8)) return ctx.error("do_rotary needs cos_cache and sin_cache", StatusCode::kInvalidArgument);
+    const Tensor& Cc = ctx.input(7);
+    const Tensor& Sc = ctx.input(8);
+    if (Cc.rank() != 2 || Sc.shape() != Cc.shape() || Cc.dim(1) * 2 > c->D || Cc.dtype() != c->dt || Sc.dtype() != c->dt)
+      return ctx.error("cos_cache/sin_cache must be " + std::string(dtype_name(c->dt)) + " (max_seq, rotary_dim/2) with rotary_dim <= head_size " + std::to_string(c->D) + ", got " + Cc.describe() + ", " + Sc.describe(), StatusCode::kInvalidArgument);
+    c->rp.rot = Cc.dim(1) * 2;
+    c->rp.cache_width = Cc.dim(1);
+    c->rp.interleaved = interleaved_;
+    c->cos = &Cc;
+    c->sin = &Sc;
+    int64_t* pos = c->pos;
+    if (ctx.has_input(9)) {
+      const Tensor& P = ctx.input(9);
+      if (P.numel() != B * S || (P.dtype() != DataType::kInt64 && P.dtype() != DataType::kInt32))
+        return ctx.error("position_ids must be int64/int32 (batch, seq), got " + P.describe(), StatusCode::kInvalidArgument);
+      auto pv = [&P](int64_t i) -> int64_t { return P.dtype() == DataType::kInt64 ? P.data<int64_t>()[i] : P.data<int32_t>()[i]; };
+      // As documented (and as ORT's CPU kernel does): the first prompt uses only the first element.
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S; ++s) pos[b * S + s] = c->first_prompt ? pv(0) + s : pv(b * S + s);
+    } else {
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S; ++s) pos[b * S + s] = c->past[b] + s;
     }
-    NXRT_ASSIGN_OR_RETURN(void* fscratch, ctx.workspace(fbytes));
-    uint8_t* fcur = static_cast<uint8_t*>(fscratch);
-    auto take = [&](int64_t n) {
-      float* r = reinterpret_cast<float*>(fcur);
-      fcur += (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
-      return r;
-    };
-    auto as_float = [&](const Tensor& t) -> const float* {
-      if (!conv) return t.data<float>();
-      float* d = take(t.numel());
-      for (int64_t i = 0; i < t.numel(); ++i) d[i] = getf(t, i);
-      return d;
-    };
-    float* q = take(B * H_ * S * D);
-    float* kn = take(B * kvH_ * S * D);
-    float* vn = take(B * kvH_ * S * D);
-    float* dec_scores = decode_path ? take(B * H_ * present_len) : nullptr;
-    const float* qin = as_float(Q);
-    const float* kin = packed ? nullptr : as_float(ctx.input(1));
-    const float* vin = packed ? nullptr : as_float(ctx.input(2));
-    const float* cosv = rotary_ ? as_float(*cos_t) : nullptr;
-    const float* sinv = rotary_ ? as_float(*sin_t) : nullptr;
-    for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < B * S; ++i)
+      if (const int64_t v = pos[i]; v < 0 || v >= Cc.dim(0)) return ctx.error("rotary position " + std::to_string(v) + " out of range of cos_cache rows " + std::to_string(Cc.dim(0)), StatusCode::kInvalidArgument);
+    return Status::Ok();
+  }
+
+  // attention_bias (input 10): (batch or 1, num_heads or 1, S, >= the longest past + S).
+  Status attention_bias(ep::KernelContext& ctx, GqaCall* c) const {
+    if (!ctx.has_input(10)) return Status::Ok();
+    const Tensor& ab = ctx.input(10);
+    int64_t need_len = 0;
+    for (int64_t b = 0; b < c->B; ++b) need_len = std::max(need_len, c->past[b] + c->S);
+    if (ab.rank() != 4 || (ab.dim(0) != c->B && ab.dim(0) != 1) || (ab.dim(1) != H_ && ab.dim(1) != 1) || ab.dim(2) != c->S || ab.dim(3) < need_len)
+      return ctx.error("attention_bias must be (batch or 1, num_heads or 1, " + std::to_string(c->S) + ", total_sequence_length), got " + ab.describe(), StatusCode::kInvalidArgument);
+    c->AB = &ab;
+    return Status::Ok();
+  }
+
+  // One step workspace for the float arrays (GqaFloats); float inputs are read in place.
+  Status float_inputs(ep::KernelContext& ctx, const GqaCall& c, bool decode, GqaFloats* f) const {
+    const int64_t B = c.B, S = c.S, D = c.D;
+    const bool conv = c.dt != DataType::kFloat;
+    ScratchLayout lay;
+    const size_t q_off = lay.add<float>(B * H_ * S * D);
+    const size_t k_off = lay.add<float>(B * kvH_ * S * D);
+    const size_t v_off = lay.add<float>(B * kvH_ * S * D);
+    const size_t dec_off = decode ? lay.add<float>(B * H_ * c.present_len) : 0;  // multi-row steps use per-thread rows
+    const Tensor* ins[6] = {c.Q, c.K, c.V, c.cos, c.sin, c.AB};
+    size_t in_off[6] = {};
+    for (int i = 0; i < 6; ++i)
+      if (conv && ins[i]) in_off[i] = lay.add<float>(ins[i]->numel());
+    NXRT_RETURN_IF_ERROR(lay.allocate(ctx));
+    f->q = lay.at<float>(q_off);
+    f->kn = lay.at<float>(k_off);
+    f->vn = lay.at<float>(v_off);
+    f->dec_scores = decode ? lay.at<float>(dec_off) : nullptr;
+    const float* as_float[6] = {};
+    for (int i = 0; i < 6; ++i) {
+      if (!ins[i]) continue;
+      if (!conv) {
+        as_float[i] = ins[i]->data<float>();
+        continue;
+      }
+      float* d = lay.at<float>(in_off[i]);
+      NXRT_RETURN_IF_ERROR(load_floats(c.dt, ins[i]->raw_data(), ins[i]->numel(), d));
+      as_float[i] = d;
+    }
+    f->qin = as_float[0];
+    f->kin = as_float[1];
+    f->vin = as_float[2];
+    f->cosv = as_float[3];
+    f->sinv = as_float[4];
+    f->abias = as_float[5];
+    if (c.AB) {
+      const Tensor& ab = *c.AB;
+      f->ab_b = ab.dim(0) == 1 ? 0 : ab.dim(1) * S * ab.dim(3);
+      f->ab_h = ab.dim(1) == 1 ? 0 : S * ab.dim(3);
+      f->ab_t = ab.dim(3);
+    }
+    return Status::Ok();
+  }
+
+  // Q (rotated) into q [B, H, S, D]; the new K rows (rotated) and V rows into kn / vn [B, kvH, S, D].
+  void rotate(const GqaCall& c, const GqaFloats& f) const {
+    const int64_t S = c.S, D = c.D;
+    const int64_t qkv_row = c.packed ? (H_ + 2 * kvH_) * D : H_ * D;
+    const RotaryParams& rp = c.rp;
+    for (int64_t b = 0; b < c.B; ++b)
       for (int64_t s = 0; s < S; ++s) {
-        const float* row = qin + (b * S + s) * qkv_row;
-        const float* krow = packed ? row + H_ * D : kin + (b * S + s) * kvH_ * D;
-        const float* vrow = packed ? row + (H_ + kvH_) * D : vin + (b * S + s) * kvH_ * D;
-        const int64_t ps = pos[b * S + s];
+        const float* row = f.qin + (b * S + s) * qkv_row;
+        const float* krow = c.packed ? row + H_ * D : f.kin + (b * S + s) * kvH_ * D;
+        const float* vrow = c.packed ? row + (H_ + kvH_) * D : f.vin + (b * S + s) * kvH_ * D;
+        const int64_t ps = rotary_ ? c.pos[b * S + s] : 0;
         for (int64_t h = 0; h < H_; ++h) {
-          float* dst = q + ((b * H_ + h) * S + s) * D;
-          if (rotary_) rotate_head(row + h * D, dst, D, cosv + ps * rp.cache_width, sinv + ps * rp.cache_width, rp);
+          float* dst = f.q + ((b * H_ + h) * S + s) * D;
+          if (rotary_) rotate_head(row + h * D, dst, D, f.cosv + ps * rp.cache_width, f.sinv + ps * rp.cache_width, rp);
           else std::copy(row + h * D, row + (h + 1) * D, dst);
         }
         for (int64_t h = 0; h < kvH_; ++h) {
-          float* kd = kn + ((b * kvH_ + h) * S + s) * D;
-          if (rotary_) rotate_head(krow + h * D, kd, D, cosv + ps * rp.cache_width, sinv + ps * rp.cache_width, rp);
+          float* kd = f.kn + ((b * kvH_ + h) * S + s) * D;
+          if (rotary_) rotate_head(krow + h * D, kd, D, f.cosv + ps * rp.cache_width, f.sinv + ps * rp.cache_width, rp);
           else std::copy(krow + h * D, krow + (h + 1) * D, kd);
-          std::copy(vrow + h * D, vrow + (h + 1) * D, vn + ((b * kvH_ + h) * S + s) * D);
+          std::copy(vrow + h * D, vrow + (h + 1) * D, f.vn + ((b * kvH_ + h) * S + s) * D);
         }
       }
-    // Present: past rows (unless shared) and the new rows; rows past each batch's end zeroed.
-    const size_t es = elem_size(dt);
-    auto fill_present = [&](Tensor* pres, const Tensor* pst, const float* nw) {
-      if (!pres) return;
-      const bool shared = pst && pres->raw_data() == pst->raw_data();
-      uint8_t* base = static_cast<uint8_t*>(pres->raw_data());
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t h = 0; h < kvH_; ++h) {
-          const int64_t pb = past[b];
-          const int64_t head_off = (b * kvH_ + h) * present_len * D;
-          if (!shared) {
-            if (pb > 0) std::memcpy(base + head_off * es, static_cast<const uint8_t*>(pst->raw_data()) + (b * kvH_ + h) * cap * D * es, static_cast<size_t>(pb * D) * es);
-            std::memset(base + (head_off + (pb + S) * D) * es, 0, static_cast<size_t>((present_len - pb - S) * D) * es);
-          }
-          store_floats(nw + (b * kvH_ + h) * S * D, S * D, dt, base, head_off + pb * D);
+  }
+
+  // present = the past rows (unless present shares the past's buffer) then the new rows; rows past
+  // each batch's end zeroed.
+  void append(const GqaCall& c, Tensor* pres, const Tensor* pst, const float* rows) const {
+    if (!pres) return;
+    const int64_t S = c.S, D = c.D, len = c.present_len;
+    const size_t es = static_cast<size_t>(dtype_bits(c.dt) / 8);
+    const bool shared = pst && pres->raw_data() == pst->raw_data();
+    uint8_t* base = static_cast<uint8_t*>(pres->raw_data());
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t h = 0; h < kvH_; ++h) {
+        const int64_t pb = c.past[b];
+        const int64_t head_off = (b * kvH_ + h) * len * D;
+        if (!shared) {
+          if (pb > 0) std::memcpy(base + head_off * es, static_cast<const uint8_t*>(pst->raw_data()) + (b * kvH_ + h) * c.cap * D * es, static_cast<size_t>(pb * D) * es);
+          std::memset(base + (head_off + (pb + S) * D) * es, 0, static_cast<size_t>((len - pb - S) * D) * es);
         }
-    };
-    fill_present(presK, PK, kn);
-    fill_present(presV, PV, vn);
-    const float* abias = nullptr;
-    int64_t ab_b = 0, ab_h = 0, ab_t = 0;
-    if (AB) {
-      const Tensor& ab = *AB;
-      int64_t need_len = 0;
-      for (int64_t b = 0; b < B; ++b) need_len = std::max(need_len, past[b] + S);
-      if (ab.rank() != 4 || (ab.dim(0) != B && ab.dim(0) != 1) || (ab.dim(1) != H_ && ab.dim(1) != 1) || ab.dim(2) != S || ab.dim(3) < need_len)
-        return ctx.error("attention_bias must be (batch or 1, num_heads or 1, " + std::to_string(S) + ", total_sequence_length), got " + ab.describe(), StatusCode::kInvalidArgument);
-      abias = as_float(ab);
-      ab_b = ab.dim(0) == 1 ? 0 : ab.dim(1) * S * ab.dim(3);
-      ab_h = ab.dim(1) == 1 ? 0 : S * ab.dim(3);
-      ab_t = ab.dim(3);
-    }
-    if (decode_path) {  // presK and presV are allocated exactly when outputs 1 and 2 are requested
-      // Single-token decode: per (batch, KV head), each cached K/V row is read once for the whole
-      // group of query heads sharing it. Threads over (batch, KV head).
-      const float* kbase = presK->data<float>();
-      const float* vbase = presV->data<float>();
-      float* ybase = Y->data<float>();
-      const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(D));
-      const int64_t group = H_ / kvH_;
-      auto work = [&](int64_t w0, int64_t w1) {
-        for (int64_t w = w0; w < w1; ++w) {
-          const int64_t b = w / kvH_, hk = w % kvH_;
-          const int64_t pb = past[b];
-          const int64_t L = pb + 1;
-          const int64_t lim = causal_ ? L : std::min(L, tot[b]);
-          const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
-          const int64_t n = std::max<int64_t>(0, lim - start);
-          const float* kh = kbase + (b * kvH_ + hk) * present_len * D;
-          const float* vh = vbase + (b * kvH_ + hk) * present_len * D;
-          // This item's scores: group * n <= group * present_len floats of its own slice.
-          float* sc = dec_scores + w * group * present_len;
-          const float* q0 = q + (b * H_ + hk * group) * D;  // S == 1: heads are consecutive rows
+        if (S * D > 0) (void)store_floats(rows + (b * kvH_ + h) * S * D, S * D, c.dt, base + (head_off + pb * D) * es);
+      }
+  }
+
+  float scale(int64_t D) const { return scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(D)); }
+
+  // Single-token decode over the float present buffers: per (batch, KV head), each cached K/V row is
+  // read once for the whole group of query heads sharing it. Threads over (batch, KV head).
+  void attend_decode(ep::KernelContext& ctx, const GqaCall& c, const GqaFloats& f, const Tensor& presK,
+                     const Tensor& presV, Tensor* Y) const {
+    const int64_t D = c.D, present_len = c.present_len;
+    const float* kbase = presK.data<float>();
+    const float* vbase = presV.data<float>();
+    float* ybase = Y->data<float>();
+    const float sc_mul = scale(D);
+    const int64_t group = H_ / kvH_;
+    auto work = [&](int64_t w0, int64_t w1) {
+      for (int64_t w = w0; w < w1; ++w) {
+        const int64_t b = w / kvH_, hk = w % kvH_;
+        const int64_t L = c.past[b] + 1;
+        const int64_t lim = causal_ ? L : std::min(L, c.tot[b]);
+        const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
+        const int64_t n = std::max<int64_t>(0, lim - start);
+        const float* kh = kbase + (b * kvH_ + hk) * present_len * D;
+        const float* vh = vbase + (b * kvH_ + hk) * present_len * D;
+        // This item's scores: group * n <= group * present_len floats of its own slice.
+        float* sc = f.dec_scores + w * group * present_len;
+        const float* q0 = f.q + (b * H_ + hk * group) * D;  // S == 1: heads are consecutive rows
 #if defined(__x86_64__) || defined(__i386__)
-          if (has_avx2() && D % 8 == 0) {
-            scores_avx2(q0, group, kh + start * D, n, D, scale, sc);
-          } else
+        if (has_avx2() && D % 8 == 0) {
+          scores_avx2(q0, group, kh + start * D, n, D, sc_mul, sc);
+        } else
 #endif
-          {
-            for (int64_t g = 0; g < group; ++g)
-              for (int64_t j = 0; j < n; ++j) sc[g * n + j] = dotf(q0 + g * D, kh + (start + j) * D, D) * scale;
-          }
-          for (int64_t g = 0; g < group; ++g) {
-            float* r = sc + g * n;
-            const int64_t h = hk * group + g;
-            if (softcap_ > 0.f)
-              for (int64_t j = 0; j < n; ++j) r[j] = softcap_ * std::tanh(r[j] / softcap_);
-            if (abias) {
-              const float* a = abias + b * ab_b + h * ab_h + start;
-              for (int64_t j = 0; j < n; ++j) r[j] += a[j];
-            }
-            softmax_row(r, n);
-          }
-          // Output rows of the group's heads are consecutive in y ([B, 1, H * D]).
-          float* yo = ybase + b * H_ * D + hk * group * D;
-          std::fill(yo, yo + group * D, 0.f);
+        {
           for (int64_t g = 0; g < group; ++g)
-            for (int64_t j = 0; j < n; ++j) {
-              const float pj = sc[g * n + j];
-              if (pj != 0.f) axpyf(pj, vh + (start + j) * D, yo + g * D, D);
-            }
+            for (int64_t j = 0; j < n; ++j) sc[g * n + j] = dotf(q0 + g * D, kh + (start + j) * D, D) * sc_mul;
         }
-      };
-      ctx.pool().parallel_for(B * kvH_, 1, work);
-      return Status::Ok();
-    }
-    if (!reference_ && dt == DataType::kFloat && presK && presV) {
-      // Fast path straight over the float present buffers (no copy of the cache): threads over
-      // (batch, head); GEMMs for multi-row steps, dot loops for single-token decode.
-      const float* kbase = presK->data<float>();
-      const float* vbase = presV->data<float>();
-      float* ybase = Y->data<float>();
-      const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(D));
-      const int64_t group = H_ / kvH_;
-      // Multi-row steps (prefill, chunks) take query rows in blocks: a block's scores cover only the
-      // keys its rows can see (causal: past + last row of the block), so about half of a prompt's
-      // score matrix is never computed, and the score block stays in cache.
-      constexpr int64_t kRowBlock = 64;
-      auto work = [&](int64_t w0, int64_t w1) {
-        // Per-thread scratch that only grows (no allocation once warm).
-        thread_local std::vector<float> sc_buf, o_buf;
-        const int64_t rb = std::min<int64_t>(S, kRowBlock);
-        for (int64_t w = w0; w < w1; ++w) {
-          const int64_t b = w / H_, h = w % H_, hk = h / group;
-          const int64_t pb = past[b];
-          const int64_t Lb = pb + S;
-          if (sc_buf.size() < static_cast<size_t>(rb * Lb)) sc_buf.resize(static_cast<size_t>(rb * Lb));
-          if (o_buf.size() < static_cast<size_t>(rb * D)) o_buf.resize(static_cast<size_t>(rb * D));
-          const float* kh = kbase + (b * kvH_ + hk) * present_len * D;
-          const float* vh = vbase + (b * kvH_ + hk) * present_len * D;
-          const float* qh = q + (b * H_ + h) * S * D;
-          for (int64_t i0 = 0; i0 < S; i0 += rb) {
-            const int64_t i1 = std::min(S, i0 + rb), rows = i1 - i0;
-            const int64_t kend = causal_ ? std::min(Lb, pb + i1) : Lb;
-            float* sc = sc_buf.data();
-            if (S > 1) {
-              gemm_f32(false, true, rows, kend, D, scale, qh + i0 * D, D, kh, D, 0.f, sc, kend, nullptr);
-            } else {
-              // Keys outside the window/causal range are skipped (their scores are never read).
-              const int64_t L = pb + 1;
-              const int64_t lim = causal_ ? L : std::min(Lb, tot[b]);
-              const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
-              for (int64_t j = start; j < lim; ++j) sc[j] = dotf(qh, kh + j * D, D) * scale;
-            }
-            for (int64_t i = i0; i < i1; ++i) {
-              float* r = sc + (i - i0) * kend;
-              const int64_t L = pb + i + 1;
-              const int64_t lim = std::min(kend, causal_ ? L : std::min(Lb, tot[b]));
-              const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
-              if (softcap_ > 0.f)
-                for (int64_t j = start; j < lim; ++j) r[j] = softcap_ * std::tanh(r[j] / softcap_);
-              if (abias) {
-                const float* a = abias + b * ab_b + h * ab_h + i * ab_t;
-                for (int64_t j = start; j < lim; ++j) r[j] += a[j];
-              }
-              std::fill(r, r + std::min(start, kend), 0.f);
-              if (lim > start) softmax_row(r + start, lim - start);
-              if (lim < kend) std::fill(r + std::max(lim, start), r + kend, 0.f);
-            }
-            if (S > 1) {
-              float* out = o_buf.data();
-              gemm_f32(false, false, rows, D, kend, 1.f, sc, kend, vh, D, 0.f, out, D, nullptr);
-              for (int64_t i = i0; i < i1; ++i)
-                std::copy(out + (i - i0) * D, out + (i - i0 + 1) * D, ybase + (b * S + i) * H_ * D + h * D);
-            } else {
-              float* yo = ybase + b * H_ * D + h * D;
-              std::fill(yo, yo + D, 0.f);
-              for (int64_t j = 0; j < kend; ++j) {
-                const float pj = sc[j];
-                if (pj == 0.f) continue;
-                axpyf(pj, vh + j * D, yo, D);
-              }
-            }
+        for (int64_t g = 0; g < group; ++g) {
+          float* r = sc + g * n;
+          const int64_t h = hk * group + g;
+          if (softcap_ > 0.f)
+            for (int64_t j = 0; j < n; ++j) r[j] = softcap_ * std::tanh(r[j] / softcap_);
+          if (f.abias) {
+            const float* a = f.abias + b * f.ab_b + h * f.ab_h + start;
+            for (int64_t j = 0; j < n; ++j) r[j] += a[j];
           }
+          softmax_row(r, n);
         }
-      };
-      ctx.pool().parallel_for(B * H_, 1, work);
-      return Status::Ok();
+        // Output rows of the group's heads are consecutive in y ([B, 1, H * D]).
+        float* yo = ybase + b * H_ * D + hk * group * D;
+        std::fill(yo, yo + group * D, 0.f);
+        for (int64_t g = 0; g < group; ++g)
+          for (int64_t j = 0; j < n; ++j) {
+            const float pj = sc[g * n + j];
+            if (pj != 0.f) axpyf(pj, vh + (start + j) * D, yo + g * D, D);
+          }
+      }
+    };
+    ctx.pool().parallel_for(c.B * kvH_, 1, work);
+  }
+
+  // The softcap, bias, window/causal limits and softmax of score row i (query row i of the block
+  // starting at i0) over keys [0, kend).
+  void finish_score_row(const GqaCall& c, const GqaFloats& f, int64_t b, int64_t h, int64_t i, int64_t kend,
+                        float* r) const {
+    const int64_t pb = c.past[b], Lb = pb + c.S;
+    const int64_t L = pb + i + 1;
+    const int64_t lim = std::min(kend, causal_ ? L : std::min(Lb, c.tot[b]));
+    const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
+    if (softcap_ > 0.f)
+      for (int64_t j = start; j < lim; ++j) r[j] = softcap_ * std::tanh(r[j] / softcap_);
+    if (f.abias) {
+      const float* a = f.abias + b * f.ab_b + h * f.ab_h + i * f.ab_t;
+      for (int64_t j = start; j < lim; ++j) r[j] += a[j];
     }
-    // Float K/V over the keys the problem reads: [B, kvH, Tm, D], Tm = max over batches of past + S.
+    std::fill(r, r + std::min(start, kend), 0.f);
+    if (lim > start) softmax_row(r + start, lim - start);
+    if (lim < kend) std::fill(r + std::max(lim, start), r + kend, 0.f);
+  }
+
+  // Multi-row steps (prefill, chunks) straight over the float present buffers (no copy of the cache),
+  // threads over (batch, head). Query rows go in blocks whose scores cover only the keys the block's
+  // rows can see (causal: past + last row of the block), so about half of a prompt's score matrix is
+  // never computed, and the score block stays in cache.
+  void attend_rows(ep::KernelContext& ctx, const GqaCall& c, const GqaFloats& f, const Tensor& presK,
+                   const Tensor& presV, Tensor* Y) const {
+    const int64_t S = c.S, D = c.D, present_len = c.present_len;
+    const float* kbase = presK.data<float>();
+    const float* vbase = presV.data<float>();
+    float* ybase = Y->data<float>();
+    const float sc_mul = scale(D);
+    const int64_t group = H_ / kvH_;
+    constexpr int64_t kRowBlock = 64;
+    auto work = [&](int64_t w0, int64_t w1) {
+      // Per-thread scratch that only grows (no allocation once warm).
+      thread_local std::vector<float> sc_buf, o_buf;
+      const int64_t rb = std::min<int64_t>(S, kRowBlock);
+      for (int64_t w = w0; w < w1; ++w) {
+        const int64_t b = w / H_, h = w % H_, hk = h / group;
+        const int64_t pb = c.past[b];
+        const int64_t Lb = pb + S;
+        if (sc_buf.size() < static_cast<size_t>(rb * Lb)) sc_buf.resize(static_cast<size_t>(rb * Lb));
+        if (o_buf.size() < static_cast<size_t>(rb * D)) o_buf.resize(static_cast<size_t>(rb * D));
+        const float* kh = kbase + (b * kvH_ + hk) * present_len * D;
+        const float* vh = vbase + (b * kvH_ + hk) * present_len * D;
+        const float* qh = f.q + (b * H_ + h) * S * D;
+        for (int64_t i0 = 0; i0 < S; i0 += rb) {
+          const int64_t i1 = std::min(S, i0 + rb), rows = i1 - i0;
+          const int64_t kend = causal_ ? std::min(Lb, pb + i1) : Lb;
+          float* sc = sc_buf.data();
+          gemm_f32(false, true, rows, kend, D, sc_mul, qh + i0 * D, D, kh, D, 0.f, sc, kend, nullptr);
+          for (int64_t i = i0; i < i1; ++i) finish_score_row(c, f, b, h, i, kend, sc + (i - i0) * kend);
+          float* out = o_buf.data();
+          gemm_f32(false, false, rows, D, kend, 1.f, sc, kend, vh, D, 0.f, out, D, nullptr);
+          for (int64_t i = i0; i < i1; ++i)
+            std::copy(out + (i - i0) * D, out + (i - i0 + 1) * D, ybase + (b * S + i) * H_ * D + h * D);
+        }
+      }
+    };
+    ctx.pool().parallel_for(c.B * H_, 1, work);
+  }
+
+  // The reference core (any float dtype; reference=1; present not requested): float K/V over the keys
+  // the problem reads, [B, kvH, Tm, D] with Tm = max over batches of past + S, and masks for the
+  // window and the bias.
+  Status attend_reference(ep::KernelContext& ctx, const GqaCall& c, const GqaFloats& f, Tensor* Y) const {
+    const int64_t B = c.B, S = c.S, D = c.D;
     int64_t Tm = 0;
-    for (int64_t b = 0; b < B; ++b) Tm = std::max(Tm, past[b] + S);
+    for (int64_t b = 0; b < B; ++b) Tm = std::max(Tm, c.past[b] + S);
     std::vector<float> kf(static_cast<size_t>(B * kvH_ * Tm * D), 0.f), vf(kf.size(), 0.f);
+    const size_t es = static_cast<size_t>(dtype_bits(c.dt) / 8);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < kvH_; ++h) {
-        const int64_t pb = past[b];
+        const int64_t pb = c.past[b];
         float* kd = kf.data() + (b * kvH_ + h) * Tm * D;
         float* vd = vf.data() + (b * kvH_ + h) * Tm * D;
-        for (int64_t j = 0; j < pb; ++j)
-          for (int64_t d = 0; d < D; ++d) {
-            kd[j * D + d] = getf(*PK, ((b * kvH_ + h) * cap + j) * D + d);
-            vd[j * D + d] = getf(*PV, ((b * kvH_ + h) * cap + j) * D + d);
-          }
-        std::copy(kn + (b * kvH_ + h) * S * D, kn + (b * kvH_ + h + 1) * S * D, kd + pb * D);
-        std::copy(vn + (b * kvH_ + h) * S * D, vn + (b * kvH_ + h + 1) * S * D, vd + pb * D);
+        if (pb > 0) {
+          const size_t src = static_cast<size_t>((b * kvH_ + h) * c.cap * D) * es;
+          NXRT_RETURN_IF_ERROR(load_floats(c.dt, static_cast<const uint8_t*>(c.PK->raw_data()) + src, pb * D, kd));
+          NXRT_RETURN_IF_ERROR(load_floats(c.dt, static_cast<const uint8_t*>(c.PV->raw_data()) + src, pb * D, vd));
+        }
+        std::copy(f.kn + (b * kvH_ + h) * S * D, f.kn + (b * kvH_ + h + 1) * S * D, kd + pb * D);
+        std::copy(f.vn + (b * kvH_ + h) * S * D, f.vn + (b * kvH_ + h + 1) * S * D, vd + pb * D);
       }
     AttnProblem<float> p;
     p.B = B; p.Hq = H_; p.Hkv = kvH_; p.Sq = S; p.T = Tm; p.D = D; p.Dv = D;
-    p.scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(D));
+    p.scale = scale(D);
     p.softcap = softcap_;
-    p.q = q; p.k = kf.data(); p.v = vf.data();
-    std::vector<int64_t> offs(past, past + B), nonpad(static_cast<size_t>(B));
-    for (int64_t b = 0; b < B; ++b) nonpad[static_cast<size_t>(b)] = std::min(Tm, past[b] + S);
+    p.q = f.q; p.k = kf.data(); p.v = vf.data();
+    std::vector<int64_t> offs(c.past, c.past + B), nonpad(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) nonpad[static_cast<size_t>(b)] = std::min(Tm, c.past[b] + S);
     if (causal_) {
       p.causal = true;
       p.causal_offset = offs.data();
     } else {
-      for (int64_t b = 0; b < B; ++b) nonpad[static_cast<size_t>(b)] = std::min(nonpad[static_cast<size_t>(b)], tot[b]);
+      for (int64_t b = 0; b < B; ++b) nonpad[static_cast<size_t>(b)] = std::min(nonpad[static_cast<size_t>(b)], c.tot[b]);
     }
     p.nonpad = nonpad.data();
     std::vector<float> mask;
-    const bool has_bias = ctx.has_input(10);
-    if (window_ > 0 || has_bias) {
-      const int64_t Hb = has_bias ? H_ : 1;
+    if (window_ > 0 || f.abias) {
+      const int64_t Hb = f.abias ? H_ : 1;
       mask.assign(static_cast<size_t>(B * Hb * S * Tm), 0.f);
-      if (has_bias) {
+      if (f.abias) {
         for (int64_t b = 0; b < B; ++b)
           for (int64_t h = 0; h < H_; ++h)
             for (int64_t s = 0; s < S; ++s)
               for (int64_t j = 0; j < Tm; ++j)
-                mask[static_cast<size_t>(((b * H_ + h) * S + s) * Tm + j)] = abias[static_cast<size_t>(b * ab_b + h * ab_h + s * ab_t + j)];
+                mask[static_cast<size_t>(((b * H_ + h) * S + s) * Tm + j)] = f.abias[static_cast<size_t>(b * f.ab_b + h * f.ab_h + s * f.ab_t + j)];
       }
       if (window_ > 0) {
         for (int64_t b = 0; b < B; ++b)
           for (int64_t h = 0; h < Hb; ++h)
             for (int64_t s = 0; s < S; ++s) {
-              const int64_t L = past[b] + s + 1;
+              const int64_t L = c.past[b] + s + 1;
               const int64_t start = L > window_ ? L - window_ : 0;  // the last local_window_size keys (as ORT's CPU kernel)
               float* m = mask.data() + ((b * Hb + h) * S + s) * Tm;
               for (int64_t j = 0; j < std::min(start, Tm); ++j) m[j] = -kInf;
@@ -631,7 +671,6 @@ class GroupQueryAttention final : public ep::Kernel {
     return run_core(ctx, p, Y, reference_);
   }
 
- private:
   int64_t H_ = 0, kvH_ = 0, window_ = -1;
   float scale_ = 0.f, softcap_ = 0.f;
   bool rotary_ = false, interleaved_ = false, causal_ = true, reference_ = false;
@@ -700,17 +739,39 @@ Status finish_mask(ep::KernelContext& ctx, AttnProblem<float>& p, std::vector<fl
   return Status::Ok();
 }
 
+// MultiHeadAttention's and Attention's float heads: q [B, N, S, H], k/v (past + new) [B, N, T, H / Hv].
+struct OrtHeads {
+  const float* q;
+  const float* k;
+  const float* v;
+  int64_t B, N, S, T, H, Hv, P;
+};
+
+// Their shared tail: the key mask (input mask_idx) with the causal past and attention_bias (input 5),
+// then the core into Y.
+Status run_ort_heads(ep::KernelContext& ctx, const OrtHeads& h, float scale_attr, bool causal, float filter, int mask_idx,
+                     Tensor* Y, bool reference) {
+  AttnProblem<float> p;
+  p.B = h.B; p.Hq = h.N; p.Hkv = h.N; p.Sq = h.S; p.T = h.T; p.D = h.H; p.Dv = h.Hv;
+  p.scale = scale_attr != 0.f ? scale_attr : 1.f / std::sqrt(static_cast<float>(h.H));
+  p.q = h.q; p.k = h.k; p.v = h.v;
+  std::vector<float> keymask, full;
+  const size_t mi = static_cast<size_t>(mask_idx);
+  NXRT_RETURN_IF_ERROR(prepare_mask(ctx, ctx.has_input(mi) ? &ctx.input(mi) : nullptr, causal, h.B, h.S, h.T, h.P, filter, &keymask));
+  NXRT_RETURN_IF_ERROR(finish_mask(ctx, p, keymask, 5, &full));
+  return run_core(ctx, p, Y, reference);
+}
+
 // ---------------------------------------------------------------------------------------------
 // MultiHeadAttention (inputs: query, key, value, bias, key_padding_mask, attention_bias, past_key,
 // past_value, past_sequence_length, cache_indirection; outputs: output, present_key, present_value, qk).
-Status multi_head_attention(ep::KernelContext& ctx) {
+Status multi_head_attention(ep::KernelContext& ctx, bool reference) {
   const auto& info = ctx.info();
   const int64_t N = info.attr_int("num_heads", 0);
   if (N <= 0) return info.error("num_heads must be positive");
   const float filter = info.attr_float("mask_filter_value", -10000.f);
   const bool causal = info.attr_int("unidirectional", 0) != 0;
   const float scale_attr = info.attr_float("scale", 0.f);
-  const bool reference = info.attr_int("_nxrt_reference", 0) != 0;
   const Tensor& Qt = ctx.input(0);
   const DataType dt = Qt.dtype();
   if (!is_attn_float(dt)) return ctx.error(std::string("query must be float32/float16/bfloat16, got ") + dtype_name(dt), StatusCode::kInvalidArgument);
@@ -721,9 +782,9 @@ Status multi_head_attention(ep::KernelContext& ctx) {
   const int64_t B = Qt.dim(0), S = Qt.rank() >= 2 ? Qt.dim(1) : 0;
   int64_t H = 0, Hv = 0, L = 0;
   std::vector<float> bias;
-  if (ctx.has_input(3)) bias = to_float_vec(ctx.input(3));
+  if (ctx.has_input(3)) { NXRT_ASSIGN_OR_RETURN(bias, read_float_input<float>(ctx, ctx.input(3), "bias")); }
   std::vector<float> q, knew, vnew;  // [B, N, S, H], [B, N, L, H], [B, N, L, Hv]
-  const std::vector<float> qin = to_float_vec(Qt);
+  NXRT_ASSIGN_OR_RETURN(const std::vector<float> qin, read_float_input<float>(ctx, Qt, "query"));
   auto split_heads = [&](const float* src, int64_t rows, int64_t row_stride, int64_t col0, int64_t hs, const float* b,
                          std::vector<float>* dst) {
     dst->assign(static_cast<size_t>(B * N * rows * hs), 0.f);
@@ -756,7 +817,7 @@ Status multi_head_attention(ep::KernelContext& ctx) {
     if (!bias.empty() && static_cast<int64_t>(bias.size()) < 2 * hidden) return ctx.error("bias too short", StatusCode::kInvalidArgument);
     split_heads(qin.data(), S, hidden, 0, H, bias.empty() ? nullptr : bias.data(), &q);
     if (!Kt) return ctx.error("key is required unless query is packed QKV", StatusCode::kInvalidArgument);
-    const std::vector<float> kin = to_float_vec(*Kt);
+    NXRT_ASSIGN_OR_RETURN(const std::vector<float> kin, read_float_input<float>(ctx, *Kt, "key"));
     if (Kt->rank() == 5) {
       // Packed KV (B, L, N, 2, H).
       if (Vt || Kt->dim(2) != N || Kt->dim(3) != 2 || Kt->dim(4) != H) return ctx.error("packed KV must be (batch, kv_seq, num_heads, 2, head_size) without value, got " + Kt->describe(), StatusCode::kInvalidArgument);
@@ -777,7 +838,7 @@ Status multi_head_attention(ep::KernelContext& ctx) {
       L = Kt->dim(2);
       Hv = Vt->dim(3);
       knew = kin;
-      vnew = to_float_vec(*Vt);
+      NXRT_ASSIGN_OR_RETURN(vnew, read_float_input<float>(ctx, *Vt, "value"));
       kv_bnsh = true;
     } else {
       if (!Vt || Kt->rank() != 3 || Vt->rank() != 3 || Kt->dim(2) != hidden || Vt->dim(1) != Kt->dim(1) || Vt->dim(2) % N)
@@ -786,7 +847,7 @@ Status multi_head_attention(ep::KernelContext& ctx) {
       Hv = Vt->dim(2) / N;
       if (!bias.empty() && static_cast<int64_t>(bias.size()) != 2 * hidden + N * Hv) return ctx.error("bias must have 2 * hidden + v_hidden elements", StatusCode::kInvalidArgument);
       split_heads(kin.data(), L, hidden, 0, H, bias.empty() ? nullptr : bias.data() + hidden, &knew);
-      const std::vector<float> vin = to_float_vec(*Vt);
+      NXRT_ASSIGN_OR_RETURN(const std::vector<float> vin, read_float_input<float>(ctx, *Vt, "value"));
       split_heads(vin.data(), L, N * Hv, 0, Hv, bias.empty() ? nullptr : bias.data() + 2 * hidden, &vnew);
     }
   }
@@ -804,8 +865,9 @@ Status multi_head_attention(ep::KernelContext& ctx) {
   const int64_t T = P + L;
   std::vector<float> kf(static_cast<size_t>(B * N * T * H)), vf(static_cast<size_t>(B * N * T * Hv));
   {
-    const std::vector<float> pk = PK ? to_float_vec(*PK) : std::vector<float>();
-    const std::vector<float> pv = PV ? to_float_vec(*PV) : std::vector<float>();
+    std::vector<float> pk, pv;
+    if (PK) { NXRT_ASSIGN_OR_RETURN(pk, read_float_input<float>(ctx, *PK, "past_key")); }
+    if (PV) { NXRT_ASSIGN_OR_RETURN(pv, read_float_input<float>(ctx, *PV, "past_value")); }
     for (int64_t bh = 0; bh < B * N; ++bh) {
       if (P) {
         std::copy(pk.begin() + bh * P * H, pk.begin() + (bh + 1) * P * H, kf.begin() + bh * T * H);
@@ -818,26 +880,20 @@ Status multi_head_attention(ep::KernelContext& ctx) {
   NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, dt, Dims{B, S, N * Hv}));
   if (ctx.output_requested(1)) {
     NXRT_ASSIGN_OR_RETURN(Tensor * pk, ctx.allocate_output(1, dt, Dims{B, N, T, H}));
-    store_floats(kf.data(), static_cast<int64_t>(kf.size()), dt, pk->raw_data());
+    NXRT_RETURN_IF_ERROR(store_floats(kf.data(), static_cast<int64_t>(kf.size()), dt, pk->raw_data()));
   }
   if (ctx.output_requested(2)) {
     NXRT_ASSIGN_OR_RETURN(Tensor * pv, ctx.allocate_output(2, dt, Dims{B, N, T, Hv}));
-    store_floats(vf.data(), static_cast<int64_t>(vf.size()), dt, pv->raw_data());
+    NXRT_RETURN_IF_ERROR(store_floats(vf.data(), static_cast<int64_t>(vf.size()), dt, pv->raw_data()));
   }
-  AttnProblem<float> p;
-  p.B = B; p.Hq = N; p.Hkv = N; p.Sq = S; p.T = T; p.D = H; p.Dv = Hv;
-  p.scale = scale_attr != 0.f ? scale_attr : 1.f / std::sqrt(static_cast<float>(H));
-  p.q = q.data(); p.k = kf.data(); p.v = vf.data();
-  std::vector<float> keymask, full;
-  NXRT_RETURN_IF_ERROR(prepare_mask(ctx, ctx.has_input(4) ? &ctx.input(4) : nullptr, causal, B, S, T, P, filter, &keymask));
-  NXRT_RETURN_IF_ERROR(finish_mask(ctx, p, keymask, 5, &full));
-  return run_core(ctx, p, Y, reference);
+  const OrtHeads heads{q.data(), kf.data(), vf.data(), B, N, S, T, H, Hv, P};
+  return run_ort_heads(ctx, heads, scale_attr, causal, filter, 4, Y, reference);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Attention (BERT/GPT-2): input (B, S, Din) x weights (Din, Dq + Dk + Dv) + bias; mask_index;
 // past (2, B, N, P, H) -> present (2, B, N, P + S, H).
-Status ms_attention(ep::KernelContext& ctx) {
+Status ms_attention(ep::KernelContext& ctx, bool reference) {
   const auto& info = ctx.info();
   const int64_t N = info.attr_int("num_heads", 0);
   if (N <= 0) return info.error("num_heads must be positive");
@@ -846,7 +902,6 @@ Status ms_attention(ep::KernelContext& ctx) {
   const float filter = info.attr_float("mask_filter_value", -10000.f);
   const bool causal = info.attr_int("unidirectional", 0) != 0;
   const float scale_attr = info.attr_float("scale", 0.f);
-  const bool reference = info.attr_int("_nxrt_reference", 0) != 0;
   const Tensor& X = ctx.input(0);
   const Tensor& W = ctx.input(1);
   const DataType dt = X.dtype();
@@ -863,12 +918,14 @@ Status ms_attention(ep::KernelContext& ctx) {
     return info.error("qkv_hidden_sizes must be 3 values (q == k) divisible by num_heads summing to weights dim 1");
   const int64_t H = qkv[0] / N, Hv = qkv[2] / N, Dt = W.dim(1);
   // Projection: [B*S, Din] x [Din, Dt] (+ bias).
-  std::vector<float> x = to_float_vec(X), w = to_float_vec(W), proj(static_cast<size_t>(B * S * Dt));
+  NXRT_ASSIGN_OR_RETURN(const std::vector<float> x, read_float_input<float>(ctx, X, "input"));
+  NXRT_ASSIGN_OR_RETURN(const std::vector<float> w, read_float_input<float>(ctx, W, "weights"));
+  std::vector<float> proj(static_cast<size_t>(B * S * Dt));
   gemm_f32(false, false, B * S, Dt, Din, 1.f, x.data(), Din, w.data(), Dt, 0.f, proj.data(), Dt, &ctx.pool());
   if (ctx.has_input(2)) {
     const Tensor& bt = ctx.input(2);
     if (bt.numel() != Dt) return ctx.error("bias must have " + std::to_string(Dt) + " elements, got " + bt.describe(), StatusCode::kInvalidArgument);
-    const std::vector<float> bv = to_float_vec(bt);
+    NXRT_ASSIGN_OR_RETURN(const std::vector<float> bv, read_float_input<float>(ctx, bt, "bias"));
     for (int64_t r = 0; r < B * S; ++r)
       for (int64_t c = 0; c < Dt; ++c) proj[static_cast<size_t>(r * Dt + c)] += bv[static_cast<size_t>(c)];
   }
@@ -882,7 +939,8 @@ Status ms_attention(ep::KernelContext& ctx) {
   if (ctx.has_input(6)) return ctx.error("past_sequence_length is not supported", StatusCode::kNotImplemented);
   const int64_t T = P + S;
   std::vector<float> q(static_cast<size_t>(B * N * S * H)), kf(static_cast<size_t>(B * N * T * H)), vf(static_cast<size_t>(B * N * T * Hv));
-  const std::vector<float> pst = past ? to_float_vec(*past) : std::vector<float>();
+  std::vector<float> pst;
+  if (past) { NXRT_ASSIGN_OR_RETURN(pst, read_float_input<float>(ctx, *past, "past")); }
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < N; ++h) {
       const int64_t bh = b * N + h;
@@ -900,25 +958,19 @@ Status ms_attention(ep::KernelContext& ctx) {
   NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, dt, Dims{B, S, N * Hv}));
   if (ctx.output_requested(1)) {
     NXRT_ASSIGN_OR_RETURN(Tensor * pr, ctx.allocate_output(1, dt, Dims{2, B, N, T, H}));
-    store_floats(kf.data(), static_cast<int64_t>(kf.size()), dt, pr->raw_data());
-    store_floats(vf.data(), static_cast<int64_t>(vf.size()), dt, pr->raw_data(), static_cast<int64_t>(kf.size()));
+    NXRT_RETURN_IF_ERROR(store_floats(kf.data(), static_cast<int64_t>(kf.size()), dt, pr->raw_data()));
+    NXRT_RETURN_IF_ERROR(store_floats(vf.data(), static_cast<int64_t>(vf.size()), dt, elem_at(*pr, static_cast<int64_t>(kf.size()))));
   }
-  AttnProblem<float> p;
-  p.B = B; p.Hq = N; p.Hkv = N; p.Sq = S; p.T = T; p.D = H; p.Dv = Hv;
-  p.scale = scale_attr != 0.f ? scale_attr : 1.f / std::sqrt(static_cast<float>(H));
-  p.q = q.data(); p.k = kf.data(); p.v = vf.data();
-  std::vector<float> keymask, full;
-  NXRT_RETURN_IF_ERROR(prepare_mask(ctx, ctx.has_input(3) ? &ctx.input(3) : nullptr, causal, B, S, T, P, filter, &keymask));
-  NXRT_RETURN_IF_ERROR(finish_mask(ctx, p, keymask, 5, &full));
-  return run_core(ctx, p, Y, reference);
+  const OrtHeads heads{q.data(), kf.data(), vf.data(), B, N, S, T, H, Hv, P};
+  return run_ort_heads(ctx, heads, scale_attr, causal, filter, 3, Y, reference);
 }
 
 }  // namespace
 
 void register_contrib_attention(ep::KernelRegistry& r) {
   r.add_class<GroupQueryAttention>(kMs, "GroupQueryAttention", 1);
-  r.add_fn(kMs, "MultiHeadAttention", 1, INT64_MAX, &multi_head_attention);
-  r.add_fn(kMs, "Attention", 1, INT64_MAX, &ms_attention);
+  r.add_class<ReferenceSwitchKernel<&multi_head_attention>>(kMs, "MultiHeadAttention", 1);
+  r.add_class<ReferenceSwitchKernel<&ms_attention>>(kMs, "Attention", 1);
 }
 
 }  // namespace nxrt::ops::contrib

@@ -19,13 +19,6 @@ namespace {
 using ep::KernelContext;
 using ep::KernelInfo;
 
-// The "native" element types: whole bytes, converted with C++ arithmetic (bool stored as one byte).
-template <typename F, typename E>
-Status dispatch_native(DataType dt, F&& f, E&& unsupported) {
-  if (dt == DataType::kBool) return f(bool{});
-  return dispatch_numeric(dt, f, unsupported);
-}
-
 // Float -> integer as C casts behave on x86 (what numpy's astype gives there): truncate toward zero;
 // narrow targets (<= 32-bit signed, 8/16-bit unsigned) convert through int32, uint32 and int64
 // through int64, where out-of-range and NaN give the "integer indefinite" minimum, then the low bits
@@ -191,6 +184,33 @@ std::string format_native(S v) {
 
 // ---- generic loaders / storers (exotic types go through these)
 
+// The whole-byte ("native") dtypes read into V values and written from them, element by element with
+// C++ conversion semantics (cast_one); `what` names V's kind in the error.
+template <typename V>
+Status load_native_values(const Tensor& in, V* out, const char* what) {
+  return dispatch_native(
+      in.dtype(),
+      [&](auto tag) -> Status {
+        using S = decltype(tag);
+        const void* p = in.raw_data();
+        for (int64_t i = 0, n = in.numel(); i < n; ++i) out[i] = cast_one<V>(load_native<S>(p, i));
+        return Status::Ok();
+      },
+      [&] { return invalid_argument(std::string("cannot read ") + dtype_name(in.dtype()) + " as " + what); });
+}
+template <typename V>
+Status store_native_values(const V* v, Tensor* out, const char* what) {
+  return dispatch_native(
+      out->dtype(),
+      [&](auto tag) -> Status {
+        using D = decltype(tag);
+        void* p = out->raw_data();
+        for (int64_t i = 0, n = out->numel(); i < n; ++i) store_native<D>(p, i, cast_one<D>(v[i]));
+        return Status::Ok();
+      },
+      [&] { return invalid_argument(std::string("cannot write ") + what + " as " + dtype_name(out->dtype())); });
+}
+
 Status load_ints(const Tensor& in, std::vector<int64_t>* out) {
   const int64_t n = in.numel();
   out->resize(static_cast<size_t>(n));
@@ -211,15 +231,7 @@ Status load_ints(const Tensor& in, std::vector<int64_t>* out) {
     }
     return Status::Ok();
   }
-  return dispatch_native(
-      t,
-      [&](auto tag) -> Status {
-        using S = decltype(tag);
-        const void* p = in.raw_data();
-        for (int64_t i = 0; i < n; ++i) (*out)[i] = cast_one<int64_t>(load_native<S>(p, i));
-        return Status::Ok();
-      },
-      [&] { return invalid_argument(std::string("cannot read ") + dtype_name(t) + " as integers"); });
+  return load_native_values(in, out->data(), "integers");
 }
 
 Status store_ints(const std::vector<int64_t>& v, Tensor* out) {
@@ -232,15 +244,7 @@ Status store_ints(const std::vector<int64_t>& v, Tensor* out) {
     for (int64_t i = 0; i < n; ++i) subbyte_set(p, i, bits, static_cast<uint32_t>(v[i]));
     return Status::Ok();
   }
-  return dispatch_native(
-      t,
-      [&](auto tag) -> Status {
-        using D = decltype(tag);
-        void* p = out->raw_data();
-        for (int64_t i = 0; i < n; ++i) store_native<D>(p, i, cast_one<D>(v[i]));
-        return Status::Ok();
-      },
-      [&] { return invalid_argument(std::string("cannot write integers as ") + dtype_name(t)); });
+  return store_native_values(v.data(), out, "integers");
 }
 
 Status store_doubles(const std::vector<double>& v, Tensor* out, const CastOptions& opts) {
@@ -275,15 +279,7 @@ Status store_doubles(const std::vector<double>& v, Tensor* out, const CastOption
     for (int64_t i = 0; i < n; ++i) p[i] = format_float(static_cast<float>(v[i]));
     return Status::Ok();
   }
-  return dispatch_native(
-      t,
-      [&](auto tag) -> Status {
-        using D = decltype(tag);
-        void* p = out->raw_data();
-        for (int64_t i = 0; i < n; ++i) store_native<D>(p, i, cast_one<D>(v[i]));
-        return Status::Ok();
-      },
-      [&] { return invalid_argument(std::string("cannot write numbers as ") + dtype_name(t)); });
+  return store_native_values(v.data(), out, "numbers");
 }
 
 }  // namespace
@@ -314,15 +310,7 @@ Status load_as_double(const Tensor& in, std::vector<double>* out) {
     for (int64_t i = 0; i < n; ++i) (*out)[i] = parse_double(p[i]);
     return Status::Ok();
   }
-  return dispatch_native(
-      t,
-      [&](auto tag) -> Status {
-        using S = decltype(tag);
-        const void* p = in.raw_data();
-        for (int64_t i = 0; i < n; ++i) (*out)[i] = cast_one<double>(load_native<S>(p, i));
-        return Status::Ok();
-      },
-      [&] { return invalid_argument(std::string("cannot read ") + dtype_name(t) + " as numbers"); });
+  return load_native_values(in, out->data(), "numbers");
 }
 
 Status cast_tensor(const Tensor& in, Tensor* out, const CastOptions& opts, ep::ThreadPool* pool) {
@@ -632,14 +620,7 @@ Status QuantizeLinear(KernelContext& ctx) {
   const bool in_double = prec == DataType::kDouble;
   // Rounds a value to the precision type (float16/bfloat16 results of a float division are correctly
   // rounded, float having more than twice their mantissa bits).
-  auto to_prec = [prec](double v) -> double {
-    switch (prec) {
-      case DataType::kDouble: return v;
-      case DataType::kFloat16: return half_to_float(float_to_half(static_cast<float>(v)));
-      case DataType::kBFloat16: return bf16_to_float(float_to_bf16(static_cast<float>(v)));
-      default: return static_cast<float>(v);
-    }
-  };
+  auto to_prec = [prec](double v) { return round_to_float_dtype(v, prec); };
   const int64_t n = x.numel();
   std::vector<double> yv(static_cast<size_t>(n));
   const bool has_zp = zp != nullptr;

@@ -11,12 +11,14 @@
 
 #include "ops/common.h"
 #include "ops/contrib/contrib_util.h"
+#include "ops/contrib/gather_block_quantized_rows.h"
 #include "ops/gemm/gemm.h"
 
 namespace nxrt::ops::contrib {
 
 void register_contrib_matmulnbits(ep::KernelRegistry& r);
 void register_contrib_attention(ep::KernelRegistry& r);
+void register_contrib_embed_layer_norm(ep::KernelRegistry& r);  // embed_layer_norm.cpp
 
 namespace {
 
@@ -27,7 +29,7 @@ const char* kMs = "com.microsoft";
 //   sum = input + skip + bias (skip broadcast over leading dims), y = norm(sum) * gamma (+ beta).
 template <typename T>
 Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, int64_t axis_from, float eps) {
-  using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  using C = compute_t<T>;
   const Tensor& X = ctx.input(0);
   const int gamma_idx = has_skip ? 2 : 1;
   const Tensor& G = ctx.input(gamma_idx);
@@ -86,36 +88,19 @@ Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, i
   }
   const T* x = X.data<T>();
   void* yraw = Y->raw_data();
-  auto put = [ydt, yraw](int64_t i, C v) {
-    switch (ydt) {
-      case DataType::kFloat: static_cast<float*>(yraw)[i] = static_cast<float>(v); break;
-      case DataType::kDouble: static_cast<double*>(yraw)[i] = static_cast<double>(v); break;
-      case DataType::kFloat16: static_cast<Float16*>(yraw)[i] = Float16(static_cast<float>(v)); break;
-      default: static_cast<BFloat16*>(yraw)[i] = BFloat16(static_cast<float>(v)); break;
-    }
-  };
   // gamma/beta/bias may have another float dtype than the input (ORT's mixed-precision exports): those
   // are converted into step scratch; ones already in the compute type are read in place.
   NXRT_ASSIGN_OR_RETURN(void* scratch, ctx.workspace(static_cast<size_t>(3 * H) * sizeof(C)));
-  auto load_vec = [&](const Tensor* t, C* slot) -> const C* {
-    if (!t) return nullptr;
+  auto load_vec = [&](const Tensor* t, C* slot) -> Result<const C*> {
+    if (!t) return static_cast<const C*>(nullptr);
     if (t->dtype() == dtype_of<C>()) return t->data<C>();
-    for (int64_t i = 0; i < H; ++i) {
-      double v = 0;
-      switch (t->dtype()) {
-        case DataType::kFloat: v = t->data<float>()[i]; break;
-        case DataType::kDouble: v = t->data<double>()[i]; break;
-        case DataType::kFloat16: v = static_cast<float>(t->data<Float16>()[i]); break;
-        default: v = static_cast<float>(t->data<BFloat16>()[i]); break;
-      }
-      slot[i] = static_cast<C>(v);
-    }
-    return slot;
+    NXRT_RETURN_IF_ERROR(load_floats(t->dtype(), t->raw_data(), H, slot));
+    return static_cast<const C*>(slot);
   };
   C* slots = static_cast<C*>(scratch);
-  const C* gamma = load_vec(&G, slots);
-  const C* beta = load_vec(Bt, slots + H);
-  const C* bias = load_vec(Bias, slots + 2 * H);
+  NXRT_ASSIGN_OR_RETURN(const C* gamma, load_vec(&G, slots));
+  NXRT_ASSIGN_OR_RETURN(const C* beta, load_vec(Bt, slots + H));
+  NXRT_ASSIGN_OR_RETURN(const C* bias, load_vec(Bias, slots + 2 * H));
   // No per-row scratch: the pre-norm value (input + skip + bias) is cheap to recompute on each pass.
   auto work = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -163,7 +148,11 @@ Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, i
           else yr[i] = T(static_cast<float>(normed(i)));
         }
       } else {
-        for (int64_t i = 0; i < H; ++i) put(r * H + i, normed(i));
+        // Y of the scale's dtype (checked to be a float dtype): converted a row at a time.
+        thread_local std::vector<C> row;  // grow-only: no allocation once warm
+        if (row.size() < static_cast<size_t>(H)) row.resize(static_cast<size_t>(H));
+        for (int64_t i = 0; i < H; ++i) row[static_cast<size_t>(i)] = normed(i);
+        (void)store_floats(row.data(), H, ydt, static_cast<uint8_t*>(yraw) + r * H * (dtype_bits(ydt) / 8));
       }
     }
   };
@@ -218,7 +207,7 @@ Status gelu_family(ep::KernelContext& ctx) {
   NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), X.shape()));
   return dispatch_float(X.dtype(), [&](auto tag) -> Status {
     using T = decltype(tag);
-    using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    using C = compute_t<T>;
     const T* x = X.data<T>();
     const T* b = bias ? bias->data<T>() : nullptr;
     T* y = Y->data<T>();
@@ -385,17 +374,11 @@ Status fused_matmul(ep::KernelContext& ctx) {
     NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, A.dtype(), out));
     const int64_t nb = shape_numel(bo);
     const Dims sta = broadcast_strides(ba, bo), stb = broadcast_strides(bb, bo);
-    const Dims ost = contiguous_strides(bo);
     T* y = Y->data<T>();
     std::vector<float> fa, fb, fc(static_cast<size_t>(M * N));
-    for (int64_t bi = 0; bi < nb; ++bi) {
-      int64_t oa = 0, ob = 0, rem = bi;
-      for (size_t d = 0; d < bo.size(); ++d) {
-        const int64_t c = ost[d] ? rem / ost[d] : 0;
-        rem -= c * ost[d];
-        oa += c * sta[d];
-        ob += c * stb[d];
-      }
+    auto batch = strided_cursor(bo, bo.size(), sta, stb);
+    for (int64_t bi = 0; bi < nb; ++bi, batch.next()) {
+      const int64_t oa = batch.offset(0), ob = batch.offset(1);
       const double* pa = a.data() + oa * M * K;
       const double* pb = b.data() + ob * K * N;
       T* py = y + bi * M * N;
@@ -486,44 +469,50 @@ Status gather_block_quantized(ep::KernelContext& ctx) {
   const Dims dstr = contiguous_strides(ds), sstr = contiguous_strides(ss);
   const int64_t qstride = dstr[static_cast<size_t>(qax)], qdim = ds[static_cast<size_t>(qax)];
   const int64_t nidx = static_cast<int64_t>(ind.size());
+  if (gather_block_quantized_rows_apply(dt, r, gax, qax, bits))  // an embedding table: row by row
+    return gather_block_quantized_rows(ctx, data, ind, scales, zp, bits, block, ds[1], Y);
   QData qd{dt, bits, static_cast<const uint8_t*>(data.raw_data())};
   QData qz{dt, bits, zp ? static_cast<const uint8_t*>(zp->raw_data()) : nullptr};
   const int dflt_zp = dt == DataType::kUInt8 ? (1 << (bits - 1)) : 0;
-  return dispatch_float(scales.dtype(), [&](auto tag) -> Status {
+  // uint8 zero points pack each row of the scale grid's last dim on its own (ceil(last * bits / 8) bytes,
+  // as MatMulNBits and ORT do); int4/uint4 tensors pack all elements consecutively.
+  const int64_t zlast = ss.back(), zper = 8 / bits, zrow = (zlast + zper - 1) / zper;
+  auto zero_point = [&](int64_t se) {
+    if (dt != DataType::kUInt8 || bits == 8) return qz.get(se);
+    const int64_t row = se / zlast, c = se % zlast;
+    return (qz.p[row * zrow + c / zper] >> ((c % zper) * bits)) & ((1 << bits) - 1);
+  };
+  return dispatch_gbq_scale_type(ctx, scales.dtype(), [&](auto tag) -> Status {
     using T = decltype(tag);
-    if constexpr (std::is_same_v<T, double>) {
-      return ctx.error("scales must be float32/float16/bfloat16", StatusCode::kInvalidArgument);
-    } else {
-      const T* sc = scales.data<T>();
-      T* y = Y->data<T>();
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t i = 0; i < nidx; ++i) {
-          int64_t g = ind[static_cast<size_t>(i)];
-          if (g < 0) g += G;
-          T* yo = y + (o * nidx + i) * inner;
-          if (g < 0 || g >= G) {
-            for (int64_t t = 0; t < inner; ++t) yo[t] = T(0.f);
-            continue;
-          }
-          const int64_t base = (o * G + g) * inner;
-          for (int64_t t = 0; t < inner; ++t) {
-            const int64_t e = base + t;
-            // Scale index: same coordinates with the quantize-axis coordinate divided by block.
-            const int64_t qc = (e / qstride) % qdim;
-            int64_t se = 0, rem = e;
-            for (size_t d = 0; d < ds.size(); ++d) {
-              int64_t c = rem / dstr[d];
-              rem -= c * dstr[d];
-              if (static_cast<int64_t>(d) == qax) c = qc / block;
-              se += c * sstr[d];
-            }
-            const int z = zp ? qz.get(se) : dflt_zp;
-            y[(o * nidx + i) * inner + t] = T(static_cast<float>(qd.get(e) - z) * static_cast<float>(sc[se]));
-          }
+    const T* sc = scales.data<T>();
+    T* y = Y->data<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < nidx; ++i) {
+        int64_t g = ind[static_cast<size_t>(i)];
+        if (g < 0) g += G;
+        T* yo = y + (o * nidx + i) * inner;
+        if (g < 0 || g >= G) {
+          for (int64_t t = 0; t < inner; ++t) yo[t] = T(0.f);
+          continue;
         }
-      return Status::Ok();
-    }
-  }, [&] { return ctx.error(std::string("scales must be float32/float16/bfloat16, got ") + dtype_name(scales.dtype()), StatusCode::kInvalidArgument); });
+        const int64_t base = (o * G + g) * inner;
+        for (int64_t t = 0; t < inner; ++t) {
+          const int64_t e = base + t;
+          // Scale index: same coordinates with the quantize-axis coordinate divided by block.
+          const int64_t qc = (e / qstride) % qdim;
+          int64_t se = 0, rem = e;
+          for (size_t d = 0; d < ds.size(); ++d) {
+            int64_t c = rem / dstr[d];
+            rem -= c * dstr[d];
+            if (static_cast<int64_t>(d) == qax) c = qc / block;
+            se += c * sstr[d];
+          }
+          const int z = zp ? zero_point(se) : dflt_zp;
+          y[(o * nidx + i) * inner + t] = T(static_cast<float>(qd.get(e) - z) * static_cast<float>(sc[se]));
+        }
+      }
+    return Status::Ok();
+  });
 }
 
 }  // namespace
@@ -543,6 +532,7 @@ void register_contrib_ops_all(ep::KernelRegistry& r) {
   r.add_fn(kMs, "GatherBlockQuantized", 1, INT64_MAX, &gather_block_quantized);
   register_contrib_matmulnbits(r);
   register_contrib_attention(r);
+  register_contrib_embed_layer_norm(r);
 }
 
 }  // namespace nxrt::ops::contrib

@@ -110,18 +110,20 @@ __attribute__((target("avx2,fma"))) void quantize_block_avx2(const float* a, int
 }  // namespace
 #endif
 
-void quantize_a_row(const float* a, int64_t K, int64_t block, int64_t kpad, int8_t* out, float* sa, float* sq) {
-  const int64_t kb = kpad / block;
+void quantize_a_row(const float* a, int64_t K, int64_t block, int64_t kpad, int8_t* out, float* sa, float* sq,
+                    ep::IsaTier isa) {
 #ifdef NXRT_MNB_X86
-  if (block % 16 == 0 && matmulnbits_has_avx2()) {
+  if (block % 16 == 0 && isa >= ep::IsaTier::kAvx2 && matmulnbits_has_avx2()) {
     const int64_t full = K / block;  // blocks entirely inside K
+    // (An AVX-512 body measured slower: a block of 32 is two 16-lane vectors, and the reductions cost more.)
     for (int64_t j = 0; j < full; ++j) quantize_block_avx2(a + j * block, block, out + j * block, sa + j, sq + j);
     quantize_a_row_tail(a, K, block, kpad, out, sa, sq, full);
     return;
   }
+#else
+  (void)isa;
 #endif
   quantize_a_row_tail(a, K, block, kpad, out, sa, sq, 0);
-  (void)kb;
 }
 
 void quantize_a_row_tail(const float* a, int64_t K, int64_t block, int64_t kpad, int8_t* out, float* sa, float* sq,
@@ -501,11 +503,11 @@ size_t matmulnbits_fast_workspace(int64_t M, const QuantWeights& W, int accuracy
 }
 
 void matmulnbits_fast(const float* A, int64_t M, const QuantWeights& W, int accuracy_level, const float* bias, float* Y,
-                      ep::ThreadPool* pool, bool force_scalar, void* workspace) {
+                      ep::ThreadPool* pool, ep::IsaTier isa, void* workspace) {
   const int64_t N = W.N, K = W.K;
   if (M == 0 || N == 0) return;
   const bool int8 = accuracy_level == 4;
-  const bool use_avx2 = !force_scalar && matmulnbits_has_avx2();
+  const bool use_avx2 = isa >= ep::IsaTier::kAvx2 && matmulnbits_has_avx2();
   if (!int8 && M > 8) {
     // Prefill: dequantize panels of N and run the float GEMM on each.
     constexpr int64_t NP = 64;
@@ -546,7 +548,7 @@ void matmulnbits_fast(const float* A, int64_t M, const QuantWeights& W, int accu
     if (int8) {
       for (int64_t m = 0; m < M; ++m)
         quantize_a_row(A + m * K, K, W.block, W.kpad, P.aq + m * W.kpad, P.sa + m * W.kb,
-                       P.asum + m * W.kb);
+                       P.asum + m * W.kb, isa);
     } else {
       for (int64_t m = 0; m < M; ++m) {
         std::memcpy(P.af + m * W.kpad, A + m * K, static_cast<size_t>(K) * sizeof(float));
@@ -594,6 +596,9 @@ class MatMulNBits final : public ep::Kernel {
     bits_ = info.attr_int("bits", 4);
     block_ = info.attr_int("block_size", -1);
     acc_ = static_cast<int>(info.attr_int("accuracy_level", 0));
+    // The tier is decided here, once: NXRT_ISA / isa=... cap it for tests and diagnosis.
+    isa_ = info.isa();
+    panel_kernel_ = choose_panel_kernel(isa_);
     if (K_ <= 0 || N_ <= 0) return info.error("attributes K and N are required and must be positive (K=" + std::to_string(K_) + ", N=" + std::to_string(N_) + ")");
     if (bits_ != 2 && bits_ != 4 && bits_ != 8) return info.error("bits must be 2, 4 or 8, got " + std::to_string(bits_));
     if (block_ < 16 || (block_ & (block_ - 1)) != 0) return info.error("block_size must be a power of 2 >= 16, got " + std::to_string(block_));
@@ -683,14 +688,14 @@ class MatMulNBits final : public ep::Kernel {
     } else if (!panels->empty()) {
       void* ws = nullptr;
       NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(matmulnbits_panels_workspace(M, *panels)));
-      matmulnbits_panels(a, M, *panels, bp, y, &ctx.pool(), matmulnbits_best_panel_isa(), ws);
+      matmulnbits_panels(a, M, *panels, bp, y, &ctx.pool(), panel_kernel_, ws);
     } else {
       // ORT's int8 path (accuracy_level 4) covers 4- and 8-bit weights with uint8 (or no) zero points;
       // float zero points and 2-bit weights compute in float, as there.
       const int level = acc_ == 4 && (float_zp_ || bits_ == 2) ? 0 : acc_;
       void* ws = nullptr;
       NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(matmulnbits_fast_workspace(M, *W, level)));
-      matmulnbits_fast(a, M, *W, level, bp, y, &ctx.pool(), false, ws);
+      matmulnbits_fast(a, M, *W, level, bp, y, &ctx.pool(), isa_, ws);
     }
     if (A.dtype() == DataType::kFloat16) {
       Float16* o = Y->data<Float16>();
@@ -761,7 +766,8 @@ class MatMulNBits final : public ep::Kernel {
     }
     if (acc_ == 4 && bits_ == 4 && !float_zp_) {
       // int8 activations x 4-bit codes: the column-panel kernel serves decode and prefill alike.
-      *panels = pack_quant_panels(B.data<uint8_t>(), scales.data(), zps.data(), K_, N_, bits_, block_);
+      *panels = pack_quant_panels(B.data<uint8_t>(), scales.data(), zps.data(), K_, N_, bits_, block_,
+                                  panel_kernel_info(panel_kernel_).cols);
       return Status::Ok();
     }
     *W = pack_quant_weights(B.data<uint8_t>(), scales.data(), zps.data(), K_, N_, bits_, block_);
@@ -770,6 +776,8 @@ class MatMulNBits final : public ep::Kernel {
 
   int64_t K_ = 0, N_ = 0, bits_ = 4, block_ = 32;
   int acc_ = 0;
+  ep::IsaTier isa_ = ep::IsaTier::kScalar;
+  PanelKernel panel_kernel_ = PanelKernel::kScalar;
   bool packed_ = false;
   mutable bool float_zp_ = false;
   QuantWeights W_;

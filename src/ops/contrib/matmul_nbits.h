@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ep/cpu_features.h"
+
 namespace nxrt::ep {
 class ThreadPool;
 }
@@ -47,7 +49,10 @@ QuantWeights pack_quant_weights(const uint8_t* B, const float* scales, const flo
 
 // Quantizes one row of A ([K] floats) per block to int8 exactly as both kernels do. out: kpad
 // int8 (zero past K); sa[kb]: block scales; sq[kb]: block scale * sum of the block's int8 values.
-void quantize_a_row(const float* a, int64_t K, int64_t block, int64_t kpad, int8_t* out, float* sa, float* sq);
+// Every tier gives the same bits (the AVX2 body, which every tier from avx2 up runs, does the plain
+// loop's arithmetic).
+void quantize_a_row(const float* a, int64_t K, int64_t block, int64_t kpad, int8_t* out, float* sa, float* sq,
+                    ep::IsaTier isa = ep::cpu_isa_tier());
 // The plain loop quantize_a_row runs for blocks [first_block, kpad / block) (all of them: the reference).
 void quantize_a_row_tail(const float* a, int64_t K, int64_t block, int64_t kpad, int8_t* out, float* sa, float* sq,
                          int64_t first_block);
@@ -57,46 +62,97 @@ void matmulnbits_reference(const float* A, int64_t M, const uint8_t* B, const fl
                            const int32_t* g_idx, int64_t K, int64_t N, int64_t bits, int64_t block, int accuracy_level,
                            const float* bias, float* Y);
 
-// Fast path over packed weights; threads over N. force_scalar: skip the AVX2 kernels (tests).
+// Fast path over packed weights; threads over N. isa: the highest tier the kernels may use (kScalar runs
+// the plain loops; the row kernels have AVX2 bodies, which every tier above takes).
 // workspace: matmulnbits_fast_workspace(M, W, accuracy_level) bytes of scratch, or nullptr to allocate
 // (the M <= 8 paths use it; larger M at accuracy 0 dequantizes panels into its own buffers).
 void matmulnbits_fast(const float* A, int64_t M, const QuantWeights& W, int accuracy_level, const float* bias, float* Y,
-                      ep::ThreadPool* pool, bool force_scalar = false, void* workspace = nullptr);
+                      ep::ThreadPool* pool, ep::IsaTier isa = ep::cpu_isa_tier(), void* workspace = nullptr);
 size_t matmulnbits_fast_workspace(int64_t M, const QuantWeights& W, int accuracy_level);
 
 bool matmulnbits_has_avx2();
 
-// ---- accuracy_level 4, 4-bit weights: the column-panel layout (contrib/matmul_nbits_int8.cpp) ----
-// Columns in panels of 16 (N padded); a panel holds, per group of 4 k, 32 bytes: byte c*4 + t
-// (c in 0..7, t in 0..3) carries code(column c, k = 4g + t) in its low nibble and code(column 8 + c,
-// same k) in its high nibble, so one 32-byte load unpacks (and, shift+and) to two vectors of 8 columns
-// x 4 consecutive k. Codes are the raw unsigned values; zero points live in zterm = zp * scale.
-struct QuantPanels {
-  int64_t K = 0, N = 0, block = 32;
-  int64_t kb = 0;      // ceil(K / block)
-  int64_t kpad = 0;    // kb * block
-  int64_t groups = 0;  // kpad / 4
-  int64_t panels = 0;  // ceil(N / 16)
-  std::vector<uint8_t> data;  // panels * groups * 32
-  std::vector<float> scale;   // panels * kb * 16 (0 for padding columns)
-  std::vector<float> zterm;   // panels * kb * 16; empty when every block has zero point uniform_zp
-  float uniform_zp = 0.f;
-  bool empty() const { return data.empty(); }
+// A 64-byte aligned, zero-filled byte buffer for packed weights; large ones are 2 MB aligned and
+// marked for transparent huge pages (a decode step streams every byte of them, and 4 KB pages would
+// cost a TLB miss per 4 KB).
+class PackedBytes {
+ public:
+  PackedBytes() = default;
+  explicit PackedBytes(size_t bytes);
+  ~PackedBytes();
+  PackedBytes(PackedBytes&& o) noexcept;
+  PackedBytes& operator=(PackedBytes&& o) noexcept;
+  PackedBytes(const PackedBytes&) = delete;
+  PackedBytes& operator=(const PackedBytes&) = delete;
+  uint8_t* data() { return p_; }
+  const uint8_t* data() const { return p_; }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+
+ private:
+  void release();
+  uint8_t* p_ = nullptr;
+  size_t n_ = 0, mapped_ = 0;
 };
 
-enum class PanelIsa { kScalar, kAvx2, kVnni };
+// ---- accuracy_level 4, 4-bit (and 2-bit) weights: the column-panel layout (matmul_nbits_int8.cpp) ----
+// Columns in panels of `cols` (16 for the AVX2 and scalar kernels, 32 for AVX-512 and AMX; N padded).
+// A panel is kb records, one per block of K, each 64-byte aligned and read front to back:
+//   codes   block / 4 groups of cols * 2 bytes: group g holds k = 4g..4g+3; byte c*4 + t (c < cols/2,
+//           t < 4) carries code(column c, k = 4g + t) in its low nibble and code(column cols/2 + c,
+//           same k) in its high nibble, so one load unpacks (and, shift+and) to two vectors whose 32-bit
+//           lanes each hold 4 consecutive k of one column (vpdpbusd's and AMX's B layout).
+//   scales  cols block scales, fp16 when every scale of the matrix converts to fp16 and back unchanged
+//           (the packed copy then reads 2 bytes per block instead of 4, with the same values), else fp32
+//   zps     cols zero-point bytes, only when the zero points differ between blocks (else uniform_zp)
+// Codes are the raw unsigned values; padding columns have scale 0 and zero point 0.
+struct QuantPanels {
+  int64_t K = 0, N = 0, block = 32;
+  int64_t kb = 0;       // ceil(K / block)
+  int64_t kpad = 0;     // kb * block
+  int64_t cols = 16;    // columns per panel: 16 or 32
+  int64_t panels = 0;   // ceil(N / cols)
+  int64_t group_bytes = 0, scale_offset = 0, zp_offset = 0, record_bytes = 0;
+  bool fp16_scales = false;
+  bool zp_table = false;  // false: every code's zero point is uniform_zp
+  float uniform_zp = 0.f;
+  PackedBytes data;     // panels * kb * record_bytes
+  bool empty() const { return data.empty(); }
+  const uint8_t* panel(int64_t p) const { return data.data() + p * kb * record_bytes; }
+  // Bytes a pass over all weights reads (codes, scales, zero points).
+  size_t bytes() const { return data.size(); }
+};
 
-// B as in the raw layout above, bits 2 or 4.
+// B as in the raw layout above, bits 2 or 4; cols 16 or 32 (panel_kernel_cols(kernel)).
 QuantPanels pack_quant_panels(const uint8_t* B, const float* scales, const float* zps, int64_t K, int64_t N,
-                              int64_t bits, int64_t block);
-bool matmulnbits_has_vnni();
-PanelIsa matmulnbits_best_panel_isa();
+                              int64_t bits, int64_t block, int64_t cols = 16);
+
+// The microkernels over QuantPanels, named by operation, tile and ISA in XNNPACK's manner: qd8 = int8
+// activations quantized per block at run time, f32 = float output, qb4w = block-quantized 4-bit weights;
+// MRxNR = rows of A x columns per call. The AMX kernel takes prefill (many rows); fewer rows than
+// amx_min_rows go to the AVX512-VNNI tile.
+enum class PanelKernel { kScalar, kAvx2, kAvx512Vnni, kAmx };
+struct PanelKernelInfo {
+  PanelKernel kernel;
+  const char* name;   // e.g. "qd8_f32_qb4w_gemm_4x32__avx512vnni"
+  int64_t cols;       // the panel width it reads
+  ep::IsaTier tier;   // the lowest tier that may choose it
+};
+const std::vector<PanelKernelInfo>& panel_kernels();  // every kernel, scalar first
+const PanelKernelInfo& panel_kernel_info(PanelKernel k);
+// Whether this CPU (and OS, for AMX) can run the kernel.
+bool panel_kernel_supported(PanelKernel k);
+// The kernel a MatMulNBits of tier `tier` uses on this CPU: AMX when the tier allows it and the OS
+// granted the tiles (else AVX512-VNNI, and the refusal is printed once), AVX512-VNNI at the avx512
+// tier when the CPU has VNNI (else AVX2), AVX2, scalar.
+PanelKernel choose_panel_kernel(ep::IsaTier tier);
+
 // Scratch bytes matmulnbits_panels needs for M rows (int8 A and its block scales).
 size_t matmulnbits_panels_workspace(int64_t M, const QuantPanels& W);
 // Y[M, N] = quant8(A) * W (+ bias): A quantized per block as quantize_a_row does, integer block dots,
 // the same result as matmulnbits_reference at accuracy_level 4 up to float summation order.
-// workspace: matmulnbits_panels_workspace(M, W) bytes, or nullptr to allocate.
+// kernel must read W's panel width; workspace: matmulnbits_panels_workspace(M, W) bytes, or nullptr.
 void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const float* bias, float* Y,
-                        ep::ThreadPool* pool, PanelIsa isa, void* workspace);
+                        ep::ThreadPool* pool, PanelKernel kernel, void* workspace);
 
 }  // namespace nxrt::ops::contrib

@@ -1,224 +1,310 @@
 // MatMulNBits at accuracy_level 4 for 4-bit (and 2-bit) weights: int8 activations times weight codes
-// in column panels, one kernel for decode (M = 1) and prefill (M in the hundreds).
+// in column panels, one layout for decode (M = 1) and prefill (M in the hundreds). This file packs the
+// panels, holds the scalar tile, the table of microkernels and the driver; the vector tiles live in
+// matmul_nbits_{avx2,avx512,amx}.cpp.
 //
-// Why panels: the row layout (contrib/matmul_nbits.cpp) dots one weight row with one A row, so every
-// block's partial sum sits across the 8 lanes of a vector and costs a convert, a scale and finally a
-// horizontal add per (row, column). Here a vector's lanes are 8 output columns: each 32-bit lane holds
-// 4 consecutive k of its column, an A quad is broadcast, and vpdpbusd (or vpmaddubsw on plain AVX2)
-// accumulates 8 columns at once; the float work per block is 4 vector ops per 8 columns, and a loaded
-// weight vector serves MR rows of A. See contrib/matmul_nbits.h for the layout.
+// Why panels: a row layout (contrib/matmul_nbits.cpp) dots one weight row with one A row, so every
+// block's partial sum sits across the lanes of a vector and costs a convert, a scale and finally a
+// horizontal add per (row, column). Here a vector's 32-bit lanes are output columns, each holding 4
+// consecutive k of its column; an A quad is broadcast and vpdpbusd (or vpmaddubsw on plain AVX2)
+// accumulates a vector of columns at once, the float work per block is a few vector ops per vector of
+// columns, and a loaded weight vector serves MR rows of A. The same bytes are AMX's B-tile rows once
+// the nibbles are split. See contrib/matmul_nbits.h for the layout.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "ep/cpu_features.h"
 #include "ep/thread_pool.h"
+#include "nxrt/float_types.h"
 #include "ops/contrib/matmul_nbits.h"
+#include "ops/contrib/matmul_nbits_panel_kernels.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define NXRT_MNB_PANEL_X86 1
+#if defined(__linux__)
+#include <sys/mman.h>
 #endif
 
 namespace nxrt::ops::contrib {
 
-namespace {
+// ---- PackedBytes ------------------------------------------------------------------------------
 
-// Byte offset and shift of (column c of the panel, k) inside the panel's group data.
-inline void panel_slot(int64_t c, int64_t k, int64_t* byte, int* shift) {
-  *byte = (k / 4) * 32 + (c % 8) * 4 + (k % 4);
-  *shift = c < 8 ? 0 : 4;
+namespace {
+constexpr size_t kHugePage = size_t{2} << 20;
 }
 
-}  // namespace
+PackedBytes::PackedBytes(size_t bytes) : n_(bytes) {
+  if (bytes == 0) return;
+#if defined(__linux__)
+  if (bytes >= kHugePage) {
+    // Over-map by one huge page and trim, so the buffer starts on a 2 MB boundary.
+    const size_t len = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    void* raw = mmap(nullptr, len + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw != MAP_FAILED) {
+      const uintptr_t base = reinterpret_cast<uintptr_t>(raw);
+      const uintptr_t aligned = (base + kHugePage - 1) / kHugePage * kHugePage;
+      if (aligned > base) munmap(raw, aligned - base);
+      const uintptr_t end = base + len + kHugePage;
+      if (end > aligned + len) munmap(reinterpret_cast<void*>(aligned + len), end - (aligned + len));
+      p_ = reinterpret_cast<uint8_t*>(aligned);
+      mapped_ = len;
+      madvise(p_, len, MADV_HUGEPAGE);  // a hint: without THP the pages stay 4 KB
+      return;                           // anonymous mappings are zero-filled
+    }
+  }
+#endif
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  p_ = static_cast<uint8_t*>(std::aligned_alloc(64, rounded));
+  if (!p_) throw std::bad_alloc();
+  std::memset(p_, 0, rounded);
+}
+
+void PackedBytes::release() {
+  if (!p_) return;
+#if defined(__linux__)
+  if (mapped_) {
+    munmap(p_, mapped_);
+  } else {
+    std::free(p_);
+  }
+#else
+  std::free(p_);
+#endif
+  p_ = nullptr;
+  n_ = mapped_ = 0;
+}
+
+PackedBytes::~PackedBytes() { release(); }
+PackedBytes::PackedBytes(PackedBytes&& o) noexcept : p_(o.p_), n_(o.n_), mapped_(o.mapped_) {
+  o.p_ = nullptr;
+  o.n_ = o.mapped_ = 0;
+}
+PackedBytes& PackedBytes::operator=(PackedBytes&& o) noexcept {
+  if (this != &o) {
+    release();
+    p_ = o.p_;
+    n_ = o.n_;
+    mapped_ = o.mapped_;
+    o.p_ = nullptr;
+    o.n_ = o.mapped_ = 0;
+  }
+  return *this;
+}
+
+// ---- packing ----------------------------------------------------------------------------------
 
 QuantPanels pack_quant_panels(const uint8_t* B, const float* scales, const float* zps, int64_t K, int64_t N,
-                              int64_t bits, int64_t block) {
+                              int64_t bits, int64_t block, int64_t cols) {
   QuantPanels W;
   W.K = K;
   W.N = N;
   W.block = block;
   W.kb = (K + block - 1) / block;
   W.kpad = W.kb * block;
-  W.groups = W.kpad / 4;
-  W.panels = (N + 15) / 16;
+  W.cols = cols;
+  W.panels = (N + cols - 1) / cols;
+  const int64_t count = N * W.kb;
+  // fp16 scales only when that loses nothing: every scale converts to fp16 and back unchanged.
+  bool fp16 = count > 0;
+  for (int64_t i = 0; i < count && fp16; ++i) {
+    const float s = scales[i];
+    fp16 = float_bits(half_to_float(float_to_half(s))) == float_bits(s);
+  }
+  bool uniform = count > 0;
+  for (int64_t i = 1; i < count && uniform; ++i) uniform = zps[i] == zps[0];
+  W.fp16_scales = fp16;
+  W.zp_table = !uniform;
+  W.uniform_zp = uniform ? zps[0] : 0.f;
+  W.group_bytes = cols * 2;
+  W.scale_offset = block / 4 * W.group_bytes;
+  W.zp_offset = W.scale_offset + cols * (fp16 ? 2 : 4);
+  W.record_bytes = (W.zp_offset + (W.zp_table ? cols : 0) + 63) / 64 * 64;
+  W.data = PackedBytes(static_cast<size_t>(W.panels * W.kb * W.record_bytes));
   const int64_t blob = block * bits / 8;
-  const int64_t panel_bytes = W.groups * 32;
-  W.data.assign(static_cast<size_t>(W.panels * panel_bytes), 0);
-  W.scale.assign(static_cast<size_t>(W.panels * W.kb * 16), 0.f);
-  // One zero point for every block (the default, or a model that stores a constant one): no table.
-  bool uniform = N * W.kb > 0;
-  for (int64_t i = 1; i < N * W.kb && uniform; ++i) uniform = zps[i] == zps[0];
-  if (uniform) W.uniform_zp = zps[0];
-  else W.zterm.assign(W.scale.size(), 0.f);
+  const int64_t half = cols / 2;
   for (int64_t n = 0; n < N; ++n) {
-    const int64_t p = n / 16, c = n % 16;
-    uint8_t* pd = W.data.data() + p * panel_bytes;
+    const int64_t p = n / cols, c = n % cols, lane = c % half;
+    const int shift = c < half ? 0 : 4;
     for (int64_t j = 0; j < W.kb; ++j) {
+      uint8_t* rec = W.data.data() + (p * W.kb + j) * W.record_bytes;
       const uint8_t* bl = B + (n * W.kb + j) * blob;
+      const int64_t kend = std::min(block, K - j * block);
       int64_t kk = 0;
       if (bits == 4) {
         // Four codes (two blob bytes) fill one column's 4 bytes of a group: no per-element index math.
-        const int shift = c < 8 ? 0 : 4;
-        const int64_t kend = std::min(block, K - j * block);
         for (; kk + 4 <= kend; kk += 4) {
           const uint8_t b0 = bl[kk / 2], b1 = bl[kk / 2 + 1];
-          uint8_t* d = pd + ((j * block + kk) / 4) * 32 + (c % 8) * 4;
+          uint8_t* d = rec + (kk / 4) * W.group_bytes + lane * 4;
           d[0] = static_cast<uint8_t>(d[0] | ((b0 & 15) << shift));
           d[1] = static_cast<uint8_t>(d[1] | ((b0 >> 4) << shift));
           d[2] = static_cast<uint8_t>(d[2] | ((b1 & 15) << shift));
           d[3] = static_cast<uint8_t>(d[3] | ((b1 >> 4) << shift));
         }
       }
-      for (; kk < block && j * block + kk < K; ++kk) {
-        int64_t byte;
-        int shift;
-        panel_slot(c, j * block + kk, &byte, &shift);
-        pd[byte] = static_cast<uint8_t>(pd[byte] | (raw_code(bl, kk, bits) << shift));
+      for (; kk < kend; ++kk) {
+        uint8_t* d = rec + (kk / 4) * W.group_bytes + lane * 4 + kk % 4;
+        *d = static_cast<uint8_t>(*d | (raw_code(bl, kk, bits) << shift));
       }
       const float s = scales[n * W.kb + j];
-      W.scale[static_cast<size_t>((p * W.kb + j) * 16 + c)] = s;
-      if (!uniform) W.zterm[static_cast<size_t>((p * W.kb + j) * 16 + c)] = zps[n * W.kb + j] * s;
+      if (fp16) {
+        const uint16_t h = float_to_half(s);
+        std::memcpy(rec + W.scale_offset + 2 * c, &h, 2);
+      } else {
+        std::memcpy(rec + W.scale_offset + 4 * c, &s, 4);
+      }
+      if (W.zp_table) rec[W.zp_offset + c] = static_cast<uint8_t>(zps[n * W.kb + j]);
     }
   }
   return W;
 }
 
-bool matmulnbits_has_vnni() { return ep::cpu_has_avx512_vnni(); }
+// ---- the scalar tile --------------------------------------------------------------------------
 
-PanelIsa matmulnbits_best_panel_isa() {
-  if (matmulnbits_has_vnni()) return PanelIsa::kVnni;
-  if (matmulnbits_has_avx2()) return PanelIsa::kAvx2;
-  return PanelIsa::kScalar;
-}
-
-namespace {
-
-// The portable tile: same arithmetic as the vector tiles (exact int32 block dots, then the float
-// scale / zero-point terms in the same order).
-void panel_tile_scalar(int64_t rows, const int8_t* a, int64_t lda, const float* sa, const float* sq, int64_t lds,
-                       const uint8_t* w, const float* ws, const float* wz, float zp, int64_t kb, int64_t gpb, float* y,
-                       int64_t ldy, int64_t ncols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    float f[16] = {};
-    for (int64_t b = 0; b < kb; ++b) {
-      int32_t acc[16] = {};
-      for (int64_t g = b * gpb; g < (b + 1) * gpb; ++g) {
-        const uint8_t* wg = w + g * 32;
-        const int8_t* ag = a + r * lda + g * 4;
-        for (int c = 0; c < 16; ++c) {
-          const int shift = c < 8 ? 0 : 4;
-          for (int t = 0; t < 4; ++t) acc[c] += ((wg[(c % 8) * 4 + t] >> shift) & 15) * ag[t];
+// Same arithmetic as the vector tiles: exact int32 block dots, then the float scale / zero-point
+// terms in the same order. Any panel width, any number of rows.
+void qd8_f32_qb4w_gemm_1x16__scalar(const QuantPanels& W, const PanelTile& t) {
+  const int64_t cols = W.cols, half = cols / 2, gpb = W.block / 4;
+  for (int64_t r = 0; r < t.rows; ++r) {
+    float f[32] = {};
+    for (int64_t b = 0; b < W.kb; ++b) {
+      const uint8_t* rec = t.panel + b * W.record_bytes;
+      int32_t acc[32] = {};
+      for (int64_t g = 0; g < gpb; ++g) {
+        const uint8_t* wg = rec + g * W.group_bytes;
+        const int8_t* ag = t.a + r * t.lda + b * W.block + g * 4;
+        for (int64_t c = 0; c < cols; ++c) {
+          const int shift = c < half ? 0 : 4;
+          for (int q = 0; q < 4; ++q) acc[c] += ((wg[(c % half) * 4 + q] >> shift) & 15) * ag[q];
         }
       }
-      const float sar = sa[r * lds + b], sqr = sq[r * lds + b];
-      for (int c = 0; c < 16; ++c) {
-        if (wz) f[c] = f[c] + static_cast<float>(acc[c]) * (ws[b * 16 + c] * sar) - wz[b * 16 + c] * sqr;
-        else f[c] = f[c] + ws[b * 16 + c] * (static_cast<float>(acc[c]) * sar - zp * sqr);
+      const float sar = t.sa[r * t.lds + b], sqr = t.sq[r * t.lds + b];
+      for (int64_t c = 0; c < cols; ++c) {
+        const float s = panel_scale(W, rec, c);
+        if (W.zp_table) {
+          const float zterm = static_cast<float>(rec[W.zp_offset + c]) * s;
+          f[c] = f[c] + static_cast<float>(acc[c]) * (s * sar) - zterm * sqr;
+        } else {
+          f[c] = f[c] + s * (static_cast<float>(acc[c]) * sar - W.uniform_zp * sqr);
+        }
       }
     }
-    std::memcpy(y + r * ldy, f, static_cast<size_t>(ncols) * sizeof(float));
+    std::memcpy(t.y + r * t.ldy, f, static_cast<size_t>(t.ncols) * sizeof(float));
   }
 }
 
-#ifdef NXRT_MNB_PANEL_X86
-#define NXRT_PANEL_TARGET "avx2,fma,avx512f,avx512vl,avx512vnni"
-#define NXRT_PANEL_NAME panel_tile_vnni
-#define NXRT_PANEL_VNNI 1
-#include "ops/contrib/matmul_nbits_panel_tile.inc"
-#undef NXRT_PANEL_TARGET
-#undef NXRT_PANEL_NAME
-#undef NXRT_PANEL_VNNI
-#define NXRT_PANEL_TARGET "avx2,fma"
-#define NXRT_PANEL_NAME panel_tile_avx2
-#define NXRT_PANEL_VNNI 0
-#include "ops/contrib/matmul_nbits_panel_tile.inc"
-#undef NXRT_PANEL_TARGET
-#undef NXRT_PANEL_NAME
-#undef NXRT_PANEL_VNNI
-#endif
+// ---- the table of kernels ---------------------------------------------------------------------
 
-// Rows per tile: VNNI has 32 vector registers (AVX-512VL), plain AVX2 16.
-constexpr int kMrVnni = 4;
-constexpr int kMrAvx2 = 2;
-
-// Tiles of fewer than MR rows (the tail of M) take the next smaller instantiation.
-template <PanelIsa kIsa, int MR>
-void tile_upto(int64_t rows, const int8_t* a, int64_t lda, const float* sa, const float* sq, int64_t lds,
-               const uint8_t* w, const float* ws, const float* wz, float zp, int64_t kb, int64_t gpb, float* y,
-               int64_t ldy, int64_t ncols) {
-#ifdef NXRT_MNB_PANEL_X86
-  if constexpr (MR > 1) {
-    if (rows < MR) return tile_upto<kIsa, MR - 1>(rows, a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
-  }
-  if constexpr (kIsa == PanelIsa::kVnni) {
-    if (wz) panel_tile_vnni<MR, false>(a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
-    else panel_tile_vnni<MR, true>(a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
-  } else {
-    if (wz) panel_tile_avx2<MR, false>(a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
-    else panel_tile_avx2<MR, true>(a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
-  }
-#else
-  panel_tile_scalar(rows, a, lda, sa, sq, lds, w, ws, wz, zp, kb, gpb, y, ldy, ncols);
-#endif
+const std::vector<PanelKernelInfo>& panel_kernels() {
+  static const std::vector<PanelKernelInfo> k = {
+      {PanelKernel::kScalar, "qd8_f32_qb4w_gemm_1x16__scalar", 16, ep::IsaTier::kScalar},
+      {PanelKernel::kAvx2, "qd8_f32_qb4w_gemm_2x16__avx2", 16, ep::IsaTier::kAvx2},
+      {PanelKernel::kAvx512Vnni, "qd8_f32_qb4w_gemm_4x32__avx512vnni", 32, ep::IsaTier::kAvx512},
+      {PanelKernel::kAmx, "qd8_f32_qb4w_gemm_32x32__amx", 32, ep::IsaTier::kAmx},
+  };
+  return k;
 }
 
+const PanelKernelInfo& panel_kernel_info(PanelKernel k) { return panel_kernels()[static_cast<size_t>(k)]; }
+
+bool panel_kernel_supported(PanelKernel k) {
+  const ep::IsaTier cpu = ep::cpu_isa_tier();
+  switch (k) {
+    case PanelKernel::kScalar: return true;
+    case PanelKernel::kAvx2: return cpu >= ep::IsaTier::kAvx2 && ep::cpu_has_f16c();
+    case PanelKernel::kAvx512Vnni: return cpu >= ep::IsaTier::kAvx512 && ep::cpu_has_avx512_vnni() && ep::cpu_has_f16c();
+    case PanelKernel::kAmx:
+      return cpu >= ep::IsaTier::kAmx && panel_kernel_supported(PanelKernel::kAvx512Vnni) && ep::amx_tiles_usable();
+  }
+  return false;
+}
+
+PanelKernel choose_panel_kernel(ep::IsaTier tier) {
+  if (tier >= ep::IsaTier::kAmx && ep::cpu_isa_tier() >= ep::IsaTier::kAmx) {
+    if (panel_kernel_supported(PanelKernel::kAmx)) return PanelKernel::kAmx;
+    static const bool said = [] {
+      std::fprintf(stderr, "nxrt: MatMulNBits uses AVX512-VNNI instead of AMX: %s\n",
+                   ep::amx_unavailable_reason().c_str());
+      return true;
+    }();
+    (void)said;
+  }
+  if (tier >= ep::IsaTier::kAvx512 && panel_kernel_supported(PanelKernel::kAvx512Vnni)) return PanelKernel::kAvx512Vnni;
+  if (tier >= ep::IsaTier::kAvx2 && panel_kernel_supported(PanelKernel::kAvx2)) return PanelKernel::kAvx2;
+  return PanelKernel::kScalar;
+}
+
+// ---- the driver -------------------------------------------------------------------------------
+
+namespace {
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+size_t up64(size_t b) { return (b + 63) / 64 * 64; }
+// A's rows, rounded up to whole AMX tiles (the padding rows are zero) when AMX may take them.
+int64_t padded_rows(int64_t M) { return M < kAmxMinRows ? M : round_up(M, 32); }
 }  // namespace
 
 size_t matmulnbits_panels_workspace(int64_t M, const QuantPanels& W) {
   // int8 rows, then block scales and scale*sum, each 64-byte aligned.
-  auto up = [](size_t b) { return (b + 63) / 64 * 64; };
-  return up(static_cast<size_t>(M * W.kpad)) + 2 * up(static_cast<size_t>(M * W.kb) * sizeof(float));
+  const int64_t rows = padded_rows(M);
+  return up64(static_cast<size_t>(rows * W.kpad)) + 2 * up64(static_cast<size_t>(rows * W.kb) * sizeof(float));
 }
 
 void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const float* bias, float* Y,
-                        ep::ThreadPool* pool, PanelIsa isa, void* workspace) {
+                        ep::ThreadPool* pool, PanelKernel kernel, void* workspace) {
   const int64_t N = W.N, K = W.K;
   if (M == 0 || N == 0) return;
+  const bool amx = kernel == PanelKernel::kAmx && M >= kAmxMinRows;
+  if (kernel == PanelKernel::kAmx && !amx) kernel = PanelKernel::kAvx512Vnni;
   std::vector<uint8_t> own;
   if (!workspace) {
     own.resize(matmulnbits_panels_workspace(M, W));
     workspace = own.data();
   }
-  auto up = [](size_t b) { return (b + 63) / 64 * 64; };
+  const int64_t rows = padded_rows(M);
+  const ep::IsaTier quant_isa = panel_kernel_info(kernel).tier;
   int8_t* aq = static_cast<int8_t*>(workspace);
-  float* sa = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + up(static_cast<size_t>(M * W.kpad)));
-  float* sq = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(sa) + up(static_cast<size_t>(M * W.kb) * sizeof(float)));
+  float* sa = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + up64(static_cast<size_t>(rows * W.kpad)));
+  float* sq = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(sa) + up64(static_cast<size_t>(rows * W.kb) * sizeof(float)));
   auto quant = [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m)
-      quantize_a_row(A + m * K, K, W.block, W.kpad, aq + m * W.kpad, sa + m * W.kb, sq + m * W.kb);
+      quantize_a_row(A + m * K, K, W.block, W.kpad, aq + m * W.kpad, sa + m * W.kb, sq + m * W.kb, quant_isa);
   };
   if (pool && M >= 16) pool->parallel_for(M, 8, quant); else quant(0, M);
+  if (amx) {
+    // The AMX tile reads whole 32-row blocks of A: the padding rows are zero (scale 0 too).
+    std::memset(aq + M * W.kpad, 0, static_cast<size_t>((rows - M) * W.kpad));
+    std::fill(sa + M * W.kb, sa + rows * W.kb, 0.f);
+  }
 
-  const int64_t gpb = W.block / 4;
-  const int64_t panel_bytes = W.groups * 32;
-  const int64_t mr = isa == PanelIsa::kVnni ? kMrVnni : isa == PanelIsa::kAvx2 ? kMrAvx2 : 1;
+  const int64_t panel_bytes = W.kb * W.record_bytes;
+  const int64_t mr = kernel == PanelKernel::kAvx512Vnni ? 4 : kernel == PanelKernel::kAvx2 ? 2 : 1;
+  void (*tile)(const QuantPanels&, const PanelTile&) =
+      kernel == PanelKernel::kAvx512Vnni ? qd8_f32_qb4w_gemm_4x32__avx512vnni
+      : kernel == PanelKernel::kAvx2     ? qd8_f32_qb4w_gemm_2x16__avx2
+                                         : qd8_f32_qb4w_gemm_1x16__scalar;
   // Rows of A per pass over a task's panels: the int8 rows (mc * kpad bytes) stay in L2 while the
   // panels stream by.
   const int64_t mc = std::max<int64_t>(mr, std::min<int64_t>(M, (256 * 1024) / std::max<int64_t>(1, W.kpad)) / mr * mr);
   auto work = [&](int64_t p0, int64_t p1) {
+    if (amx) {
+      qd8_f32_qb4w_gemm_32x32__amx(W, aq, W.kpad, sa, W.kb, M, p0, p1, Y, N);
+      return;
+    }
     for (int64_t m0 = 0; m0 < M; m0 += mc) {
       const int64_t m1 = std::min(M, m0 + mc);
       for (int64_t p = p0; p < p1; ++p) {
-        const uint8_t* w = W.data.data() + p * panel_bytes;
-        const float* ws = W.scale.data() + p * W.kb * 16;
-        const float* wz = W.zterm.empty() ? nullptr : W.zterm.data() + p * W.kb * 16;
-        const float zp = W.uniform_zp;
-        const int64_t ncols = std::min<int64_t>(16, N - p * 16);
+        PanelTile t;
+        t.lda = W.kpad;
+        t.lds = W.kb;
+        t.panel = W.panel(p);
+        t.ldy = N;
+        t.ncols = std::min<int64_t>(W.cols, N - p * W.cols);
         for (int64_t m = m0; m < m1; m += mr) {
-          const int64_t rows = std::min(mr, m1 - m);
-          const int8_t* a = aq + m * W.kpad;
-          float* y = Y + m * N + p * 16;
-          switch (isa) {
-            case PanelIsa::kVnni:
-              tile_upto<PanelIsa::kVnni, kMrVnni>(rows, a, W.kpad, sa + m * W.kb, sq + m * W.kb, W.kb, w, ws, wz, zp, W.kb, gpb, y, N, ncols);
-              break;
-            case PanelIsa::kAvx2:
-              tile_upto<PanelIsa::kAvx2, kMrAvx2>(rows, a, W.kpad, sa + m * W.kb, sq + m * W.kb, W.kb, w, ws, wz, zp, W.kb, gpb, y, N, ncols);
-              break;
-            case PanelIsa::kScalar:
-              panel_tile_scalar(rows, a, W.kpad, sa + m * W.kb, sq + m * W.kb, W.kb, w, ws, wz, zp, W.kb, gpb, y, N, ncols);
-              break;
-          }
+          t.rows = std::min(mr, m1 - m);
+          t.a = aq + m * W.kpad;
+          t.sa = sa + m * W.kb;
+          t.sq = sq + m * W.kb;
+          t.y = Y + m * N + p * W.cols;
+          tile(W, t);
         }
       }
     }

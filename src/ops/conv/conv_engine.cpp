@@ -1,7 +1,6 @@
 #include "ops/conv/conv_engine.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -168,7 +167,7 @@ struct Im2colPanels {
   }
 };
 
-// Direct strips: a float 2-D conv with a short reduction (16 <= C/group * kh * kw <= 256, kernel > 1x1) and
+// kPaddedRowsGemm: a float 2-D conv with a short reduction (16 <= C/group * kh * kw <= 256, kernel > 1x1) and
 // rows of >= 12 outputs, horizontal stride 1 or 2 (the stems of CNNs: 3 input channels, 3x3 or 7x7,
 // stride 2). The group's input is copied once into zero-padded planes (stride 2: each padded row split
 // into its even and odd columns), so the im2col row of tap (c, kh, kw) for 16 consecutive outputs of one
@@ -179,22 +178,15 @@ struct Im2colPanels {
 // SqueezeNet's stem 2x slower). Measured at one thread, in-model: the 7x7/2 3->64 stems of ResNet-50,
 // DenseNet-121 and Inception-v2 2.84 -> 2.40-2.47 ms, ShuffleNet's 3x3/2 3->24 0.35 -> 0.28 ms,
 // SqueezeNet's 3x3/2 3->64 0.66 -> 0.675 (even).
-// NXRT_CONV_STRIPS=0 in the environment keeps these convs on the packed implicit GEMM (A/B measurements).
-bool direct_strips_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("NXRT_CONV_STRIPS");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
-  return on;
-}
+// The kernel override conv.skip=padded-rows-gemm keeps these convs on the implicit GEMM (A/B measurements).
 
-// 2-D geometry (no depth axis) with horizontal stride 1 or 2: what plan_strips can lay out.
+// 2-D geometry (no depth axis) with horizontal stride 1 or 2: what plan_padded_input can lay out.
 bool strided_2d(const ConvShape& s) {
   const Geom3& g = s.g;
   return g.in[0] == 1 && g.out[0] == 1 && g.k[0] == 1 && g.pb[0] == 0 && (g.s[2] == 1 || g.s[2] == 2);
 }
 
-bool direct_strips_apply(const ConvShape& s) {
+bool padded_rows_apply(const ConvShape& s) {
   const Geom3& g = s.g;
   if (!strided_2d(s)) return false;
   const int64_t kvol = g.k[1] * g.k[2];
@@ -202,23 +194,23 @@ bool direct_strips_apply(const ConvShape& s) {
   return kvol > 1 && K >= 16 && K <= kGemmKC && g.out[2] >= 12 && (g.s[2] == 1 || g.s[2] == 2);
 }
 
-struct StripPlan {
+struct PaddedInputPlan {
   int64_t Hp = 0, Wrow = 0;  // padded rows; floats per padded row (stride 2: both phases, 2 * half)
   int64_t half = 0;          // stride 2: floats per phase row
   int64_t plane = 0;         // floats per channel
   std::vector<int64_t> boff;  // per tap (c, kh, kw)
-  std::vector<float> xpad;    // the group's padded input (fill_strip_input), Cg * plane floats
+  std::vector<float> xpad;    // the group's padded input (fill_padded_input), Cg * plane floats
 };
 
 // The calling thread's plan, rebuilt for `s` (its buffers are reused, so a run allocates nothing once
 // they have grown). Valid until the next call on this thread; the GEMM's workers read it through the
 // returned reference (a thread_local named inside their lambdas would be their own, empty copy).
-StripPlan& plan_strips(const ConvShape& s) {
+PaddedInputPlan& plan_padded_input(const ConvShape& s) {
   const Geom3& g = s.g;
   const int64_t Cg = s.C / s.group, KH = g.k[1], KW = g.k[2], dh = g.d[1], dw = g.d[2];
   const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
   const int64_t ow_round = (OW + 15) / 16 * 16;
-  thread_local StripPlan p;
+  thread_local PaddedInputPlan p;
   p.Hp = std::max(g.pb[1] + IH, (OH - 1) * g.s[1] + (KH - 1) * dh + 1);
   if (g.s[2] == 1) {
     p.Wrow = std::max(g.pb[2] + IW, ow_round + (KW - 1) * dw);
@@ -240,7 +232,7 @@ StripPlan& plan_strips(const ConvShape& s) {
 }
 
 // The group's input (Cg planes of IH x IW) into p.xpad, the zero-padded layout of `p`.
-void fill_strip_input(const ConvShape& s, StripPlan& p, const float* x, bool avx2, ep::ThreadPool* pool) {
+void fill_padded_input(const ConvShape& s, PaddedInputPlan& p, const float* x, bool avx2, ep::ThreadPool* pool) {
   float* const xp = p.xpad.data();
   const Geom3& g = s.g;
   const int64_t Cg = s.C / s.group, IH = g.in[1], IW = g.in[2], pt = g.pb[1], pl = g.pb[2];
@@ -284,12 +276,12 @@ void fill_strip_input(const ConvShape& s, StripPlan& p, const float* x, bool avx
   }
 }
 
-// Im2colPanels over the zero-padded (stride 2: phase-split) input copy of plan_strips: every run of
+// Im2colPanels over the zero-padded (stride 2: phase-split) input copy of plan_padded_input: every run of
 // outputs along a row is one contiguous copy at offset boff[k] (no bounds tests, zero fills or strided
 // gathers), which halved the packing cost of ResNet-50's stride-2 3x3 convs.
 struct PaddedIm2colPanels {
   const Geom3& g;
-  const StripPlan& sp;  // its xpad filled for the current image and group
+  const PaddedInputPlan& sp;  // its xpad filled for the current image and group
 
   void operator()(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) const {
     const int64_t OW = g.out[2];
@@ -417,10 +409,9 @@ void ConvWeights<CT>::prepare(const Dims& w_shape, int64_t group_count, std::vec
   const int64_t M = w_shape[0];
   const int64_t Mg = M / group;
   const int64_t K = shape_numel(w_shape) / std::max<int64_t>(1, M);
-  packed.assign(static_cast<size_t>(group), {});
-  for (int64_t gi = 0; gi < group; ++gi) {
-    convgemm::pack_a<CT>(false, Mg, K, raw.data() + gi * Mg * K, K, CT(1), &packed[gi]);
-  }
+  packed.clear();
+  packed.reserve(static_cast<size_t>(group));
+  for (int64_t gi = 0; gi < group; ++gi) packed.push_back(pack_a<CT>(false, Mg, K, raw.data() + gi * Mg * K, K));
   wino.reset();
   small.reset();
   if constexpr (std::is_same_v<CT, float>) {
@@ -436,214 +427,273 @@ void ConvWeights<CT>::prepare(const Dims& w_shape, int64_t group_count, std::vec
   }
 }
 
-bool conv_path_applies(const ConvShape& s, ConvPath path) {
-  const Geom3& g = s.g;
-  switch (path) {
-    case ConvPath::kAuto:
-    case ConvPath::kIm2col:
-      return true;
-    case ConvPath::kPointwise:
-      for (int i = 0; i < 3; ++i) {
-        if (g.k[i] != 1 || g.s[i] != 1 || g.pb[i] != 0 || g.pe[i] != 0) return false;
-      }
-      return true;
-    case ConvPath::kDepthwise:
-      return s.group > 1 && s.C == s.group;
-    case ConvPath::kWinograd:
-      return winograd_applies(s);
+namespace {
+
+constexpr uint32_t path_bit(ConvPath p) { return 1u << static_cast<int>(p); }
+
+struct ConvPathName {
+  ConvPath path;
+  const char* name;
+};
+constexpr ConvPathName kConvPathNames[] = {
+    {ConvPath::kAuto, "auto"},
+    {ConvPath::kReference, "reference"},
+    {ConvPath::kIm2col, "im2col"},
+    {ConvPath::kImplicitGemm, "implicit-gemm"},
+    {ConvPath::kPaddedRowsGemm, "padded-rows-gemm"},
+    {ConvPath::kPointwise, "pointwise"},
+    {ConvPath::kDepthwiseWindow, "depthwise-window"},
+    {ConvPath::kDepthwiseScalar, "depthwise-scalar"},
+    {ConvPath::kWinograd, "winograd"},
+    {ConvPath::kSmallSpatialDirect, "small-spatial-direct"},
+    {ConvPath::kSmallSpatialTransposed, "small-spatial-transposed"},
+};
+
+bool is_pointwise(const Geom3& g) {
+  for (int i = 0; i < 3; ++i) {
+    if (g.k[i] != 1 || g.s[i] != 1 || g.pb[i] != 0 || g.pe[i] != 0) return false;
   }
-  return false;
+  return true;
 }
 
+// What one conv_forward call hands its path.
 template <typename CT>
-bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
-                  ep::ThreadPool* pool, ConvPath path, const ConvPost* post) {
+struct ConvCall {
+  const ConvShape& s;
+  const CT* x;
+  const ConvWeights<CT>& w;
+  const CT* bias;
+  CT* y;
+  ep::ThreadPool* pool;
+  const ConvConfig& cfg;
+  const ConvPost* post;
+
+  int64_t Cg() const { return s.C / s.group; }
+  int64_t Mg() const { return s.M / s.group; }
+  const CT* x_group(int64_t n, int64_t gi) const { return x + (n * s.C + gi * Cg()) * s.g.in_size(); }
+  CT* y_group(int64_t n, int64_t gi) const { return y + (n * s.M + gi * Mg()) * s.g.out_size(); }
+
   // The GEMM store's epilogue for group gi of image n: bias, then post (float).
-  auto gemm_epilogue = [&](int64_t n, int64_t gi, const CT* b) {
+  GemmEpilogue epilogue(int64_t n, int64_t gi) const {
     GemmEpilogue ep;
     if constexpr (std::is_same_v<CT, float>) {
-      if (b) {
+      if (bias) {
         ep.bias_kind = GemmBias::kPerRow;
-        ep.bias = b + gi * (s.M / s.group);
+        ep.bias = bias + gi * Mg();
       }
       if (post) {
         if (post->residual) {
-          ep.residual = post->residual + (n * s.M + gi * (s.M / s.group)) * s.g.out_size();
+          ep.residual = post->residual + (n * s.M + gi * Mg()) * s.g.out_size();
           ep.ldr = s.g.out_size();
         }
         ep.act = post->act;
-        ep.clip_min = post->clip_min;
-        ep.clip_max = post->clip_max;
+        ep.act_a = post->act_a;
+        ep.act_b = post->act_b;
       }
     }
     return ep;
-  };
-  const Geom3& g = s.g;
-  const int64_t G = s.group;
-  const int64_t Cg = s.C / G, Mg = s.M / G;
-  const int64_t in_size = g.in_size(), out_size = g.out_size(), kvol = g.kvol();
-  if constexpr (std::is_same_v<CT, float>) {
-    if (post && post->pre_scale) {
-      // The pre-activated input goes into the 1x1 GEMM's B panels (PreactPanels); nothing else takes it.
-      if (G != 1 || !conv_path_applies(s, ConvPath::kPointwise) || !post->pre_shift) return false;
-      for (int64_t n = 0; n < s.N; ++n) {
-        const PreactPanels panels{x + n * s.C * in_size, in_size, post->pre_scale, post->pre_shift,
-                                  gemm_using_avx2()};
-        const GemmEpilogue ep = gemm_epilogue(n, 0, bias);
-        gemm_f32_packed_a_gen_b(s.M, out_size, s.C, 1.f, w.packed[0].data.data(), panels, 0.f,
-                                y + n * s.M * out_size, out_size, pool, &ep);
-      }
+  }
+};
+
+// Whether the prepared weights (and `post`) let a path that applies to the shape run.
+template <typename CT>
+bool weights_serve(const ConvShape& s, const ConvWeights<CT>& w, const ConvPost* post, ConvPath path) {
+  switch (path) {
+    case ConvPath::kWinograd:
+      return w.wino && w.shape.size() == 4 && w.shape[0] == s.M && w.shape[1] == s.C;
+    case ConvPath::kSmallSpatialDirect:
+    case ConvPath::kSmallSpatialTransposed: {
+      if (!w.small || static_cast<int64_t>(w.packed.size()) != s.group) return false;
+      if (post && post->act != Activation::kNone && post->act != Activation::kRelu && post->act != Activation::kClip)
+        return false;
+      return w.packed[0].M == s.M / s.group && w.packed[0].K == s.C / s.group * s.g.kvol();
+    }
+    case ConvPath::kDepthwiseWindow:
+    case ConvPath::kDepthwiseScalar:
+      return !w.raw.empty();
+    default:
       return true;
-    }
-    // Winograd when the weights were transformed for this shape and, under kAuto, the shape is big
-    // enough to win (winograd_preferred).
-    if ((path == ConvPath::kWinograd || (path == ConvPath::kAuto && winograd_preferred(s))) && w.wino &&
-        w.shape.size() == 4 && w.shape[0] == s.M && w.shape[1] == s.C && winograd_applies(s)) {
-      winograd_conv(s, x, w.wino->get(w.packed[0], s.M, s.C), bias, y, pool);
-      return false;
-    }
-    if (path == ConvPath::kAuto && small_spatial_try(s, x, w.small.get(), w.packed, bias, y, pool, post)) return true;
   }
-  if (path == ConvPath::kWinograd) path = ConvPath::kIm2col;
-  if (path == ConvPath::kAuto) {
-    if (conv_path_applies(s, ConvPath::kPointwise)) {
-      path = ConvPath::kPointwise;
-    } else if (conv_path_applies(s, ConvPath::kDepthwise)) {
-      path = ConvPath::kDepthwise;
-    } else {
-      path = ConvPath::kIm2col;
-    }
-  } else if (!conv_path_applies(s, path)) {
-    path = ConvPath::kIm2col;
-  }
+}
 
-  if (path == ConvPath::kDepthwise) {
-    const bool vec = std::is_same_v<CT, float> && dwconv::applies(g);
-    auto body = [&](int64_t p0, int64_t p1) {
-      if constexpr (std::is_same_v<CT, float>) {
-        // A chunk of planes on the window engine (the next plane's input copied in while one computes).
-        if (vec) return dwconv::planes_f32(g, s.C, s.M, x, w.raw.data(), bias, y, p0, p1);
+// The kAuto rule: Winograd where preferred, the small-spatial paths where their share of the vector
+// lanes wins (small_spatial_choice), then 1x1 GEMM, depthwise, and the general GEMM paths.
+template <typename CT>
+ConvPath auto_path(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfig& cfg, const ConvPost* post,
+                   int threads) {
+  constexpr bool kFloat = std::is_same_v<CT, float>;
+  if (kFloat) {
+    if (!cfg.skipped(ConvPath::kWinograd) && winograd_preferred(s) && weights_serve(s, w, post, ConvPath::kWinograd))
+      return ConvPath::kWinograd;
+    if (!cfg.skipped(ConvPath::kSmallSpatialDirect) && weights_serve(s, w, post, ConvPath::kSmallSpatialDirect)) {
+      switch (small_spatial_choice(s, threads, cfg.isa)) {
+        case SmallSpatialChoice::kNone: break;
+        case SmallSpatialChoice::kDirect: return ConvPath::kSmallSpatialDirect;
+        case SmallSpatialChoice::kTransposed: return ConvPath::kSmallSpatialTransposed;
       }
-      for (int64_t p = p0; p < p1; ++p) {
-        const int64_t n = p / s.M, m = p % s.M;
-        const int64_t c = m / Mg;
-        CT* yp = y + p * out_size;
-        if constexpr (std::is_same_v<CT, float>) {
-          if (vec) {
-            dwconv::plane_f32(g, x + (n * s.C + c) * in_size, w.raw.data() + m * kvol, bias ? bias[m] : 0.f, yp);
-            continue;
-          }
-        }
-        std::fill(yp, yp + out_size, bias ? bias[m] : CT(0));
-        depthwise_plane(g, x + (n * s.C + c) * in_size, w.raw.data() + m * kvol, yp);
-      }
-    };
-    const int64_t planes = s.N * s.M;
-    if (pool) {
-      pool->parallel_for(planes, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, out_size * kvol)), body);
-    } else {
-      body(0, planes);
     }
-    return false;
   }
+  if (is_pointwise(s.g)) return ConvPath::kPointwise;
+  if (conv_path_applies(s, ConvPath::kDepthwiseScalar, kFloat, cfg.isa)) {
+    return conv_path_applies(s, ConvPath::kDepthwiseWindow, kFloat, cfg.isa) ? ConvPath::kDepthwiseWindow
+                                                                             : ConvPath::kDepthwiseScalar;
+  }
+  if (!kFloat) return ConvPath::kIm2col;
+  if (!cfg.skipped(ConvPath::kPaddedRowsGemm) && padded_rows_apply(s)) return ConvPath::kPaddedRowsGemm;
+  return ConvPath::kImplicitGemm;
+}
 
-  if (path == ConvPath::kPointwise && out_size == 1 && !w.raw.empty()) {
+template <typename CT>
+void run_depthwise(const ConvCall<CT>& c, bool window) {
+  const ConvShape& s = c.s;
+  const Geom3& g = s.g;
+  const int64_t in_size = g.in_size(), out_size = g.out_size(), kvol = g.kvol();
+  const CT* w = c.w.raw.data();
+  auto body = [&](int64_t p0, int64_t p1) {
+    if constexpr (std::is_same_v<CT, float>) {
+      // A chunk of planes on the window engine (the next plane's input copied in while one computes).
+      if (window) return dwconv::planes_f32(g, s.C, s.M, c.x, w, c.bias, c.y, p0, p1);
+    }
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t n = p / s.M, m = p % s.M;
+      const int64_t ch = m / c.Mg();
+      CT* yp = c.y + p * out_size;
+      std::fill(yp, yp + out_size, c.bias ? c.bias[m] : CT(0));
+      depthwise_plane(g, c.x + (n * s.C + ch) * in_size, w + m * kvol, yp);
+    }
+  };
+  const int64_t planes = s.N * s.M;
+  if (c.pool) {
+    c.pool->parallel_for(planes, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, out_size * kvol)), body);
+  } else {
+    body(0, planes);
+  }
+}
+
+// Returns whether the GEMM store applied bias and post (float); for double only the bias.
+template <typename CT>
+bool run_pointwise(const ConvCall<CT>& c) {
+  const ConvShape& s = c.s;
+  const int64_t G = s.group, Cg = c.Cg(), Mg = c.Mg();
+  const int64_t in_size = s.g.in_size(), out_size = s.g.out_size();
+  if (out_size == 1 && !c.w.raw.empty()) {
     // One output position: y[n, m] = bias[m] + W[m, :] . x[n, group(m) channels], a small GEMV.
     for (int64_t n = 0; n < s.N; ++n)
       for (int64_t m = 0; m < s.M; ++m) {
-        const CT* wr = w.raw.data() + m * Cg;
-        const CT* xg = x + (n * s.C + (m / Mg) * Cg) * in_size;
+        const CT* wr = c.w.raw.data() + m * Cg;
+        const CT* xg = c.x_group(n, m / Mg);
         CT acc[4] = {CT(0), CT(0), CT(0), CT(0)};
         int64_t k = 0;
         for (; k + 4 <= Cg; k += 4)
           for (int j = 0; j < 4; ++j) acc[j] += wr[k + j] * xg[k + j];
         CT r = (acc[0] + acc[1]) + (acc[2] + acc[3]);
         for (; k < Cg; ++k) r += wr[k] * xg[k];
-        y[n * s.M + m] = (bias ? bias[m] : CT(0)) + r;
+        c.y[n * s.M + m] = (c.bias ? c.bias[m] : CT(0)) + r;
       }
     return false;
   }
+  auto one_group = [&](int64_t n, int64_t gi, ep::ThreadPool* gemm_pool) {
+    CT* yg = c.y_group(n, gi);
+    if constexpr (std::is_same_v<CT, float>) {
+      // Bias and post are applied in the GEMM's store (one pass over y instead of fill + accumulate).
+      const GemmEpilogue ep = c.epilogue(n, gi);
+      gemm_f32_packed_a(Mg, out_size, Cg, 1.f, c.w.packed[gi].data.data(), false, c.x_group(n, gi), in_size, 0.f,
+                        yg, out_size, gemm_pool, &ep, c.cfg.isa);
+      return;
+    }
+    fill_bias(yg, Mg, out_size, c.bias ? c.bias + gi * Mg : nullptr);
+    gemm_packed_a<CT>(c.w.packed[gi], out_size, false, c.x_group(n, gi), in_size, CT(1), yg, out_size, gemm_pool,
+                      c.cfg.isa);
+  };
+  // Grouped 1x1 convs (ShuffleNet) have groups too small for the GEMM to split: split the groups.
+  const bool by_group = c.pool && c.pool->num_threads() > 1 && G > 1 && Mg * Cg * out_size < (int64_t{1} << 20);
+  for (int64_t n = 0; n < s.N; ++n) {
+    if (by_group) {
+      c.pool->parallel_for(G, 1, [&](int64_t g0, int64_t g1) {
+        for (int64_t gi = g0; gi < g1; ++gi) one_group(n, gi, nullptr);
+      });
+    } else {
+      for (int64_t gi = 0; gi < G; ++gi) one_group(n, gi, c.pool);
+    }
+  }
+  return std::is_same_v<CT, float>;
+}
 
-  if (path == ConvPath::kPointwise) {
-    auto one_group = [&](int64_t n, int64_t gi, ep::ThreadPool* gemm_pool) {
-      CT* yg = y + (n * s.M + gi * Mg) * out_size;
-      const CT* xg = x + (n * s.C + gi * Cg) * in_size;
-      if constexpr (std::is_same_v<CT, float>) {
-        // Bias and post are applied in the GEMM's store (one pass over y instead of fill + accumulate).
-        const GemmEpilogue ep = gemm_epilogue(n, gi, bias);
-        gemm_f32_packed_a(Mg, out_size, Cg, 1.f, w.packed[gi].data.data(), false, xg, in_size, 0.f, yg, out_size,
-                          gemm_pool, &ep);
-        return;
-      }
-      fill_bias(yg, Mg, out_size, bias ? bias + gi * Mg : nullptr);
-      convgemm::gemm_packed<CT>(w.packed[gi], out_size, false, xg, in_size, yg, out_size, true, gemm_pool);
-    };
-    // Grouped 1x1 convs (ShuffleNet) have groups too small for the GEMM to split: split the groups.
-    const bool by_group = pool && pool->num_threads() > 1 && G > 1 && Mg * Cg * out_size < (int64_t{1} << 20);
-    for (int64_t n = 0; n < s.N; ++n) {
-      if (by_group) {
-        pool->parallel_for(G, 1, [&](int64_t g0, int64_t g1) {
-          for (int64_t gi = g0; gi < g1; ++gi) one_group(n, gi, nullptr);
-        });
+// kPointwise with FusedConv's pre-activation packed into the B panels (PreactPanels).
+bool run_pointwise_preact(const ConvCall<float>& c) {
+  const ConvShape& s = c.s;
+  const int64_t in_size = s.g.in_size(), out_size = s.g.out_size();
+  for (int64_t n = 0; n < s.N; ++n) {
+    const PreactPanels panels{c.x + n * s.C * in_size, in_size, c.post->pre_scale, c.post->pre_shift,
+                              gemm_vector_kernels(c.cfg.isa)};
+    const GemmEpilogue ep = c.epilogue(n, 0);
+    gemm_f32_packed_a_gen_b(s.M, out_size, s.C, 1.f, c.w.packed[0].data.data(), panels, 0.f,
+                            c.y + n * s.M * out_size, out_size, c.pool, &ep, c.cfg.isa);
+  }
+  return true;
+}
+
+void run_padded_rows_gemm(const ConvCall<float>& c) {
+  const ConvShape& s = c.s;
+  const Geom3& g = s.g;
+  const int64_t Mg = c.Mg(), K = c.Cg() * g.kvol(), out_size = g.out_size();
+  const int64_t OH = g.out[1], OW = g.out[2];
+  PaddedInputPlan& sp = plan_padded_input(s);
+  for (int64_t n = 0; n < s.N; ++n) {
+    for (int64_t gi = 0; gi < s.group; ++gi) {
+      fill_padded_input(s, sp, c.x_group(n, gi), gemm_vector_kernels(c.cfg.isa), c.pool);
+      float* yg = c.y_group(n, gi);
+      const GemmEpilogue ep = c.epilogue(n, gi);
+      const float* a = c.w.packed[gi].data.data();
+      // One task per output row: all Mg channels of its OW outputs.
+      auto body = [&](int64_t r0, int64_t r1) {
+        for (int64_t oh = r0; oh < r1; ++oh) {
+          gemm_f32_strips(Mg, K, a, sp.xpad.data() + oh * g.s[1] * sp.Wrow, sp.boff.data(), OW, yg, out_size,
+                          oh * OW, &ep, c.cfg.isa);
+        }
+      };
+      // ~Mg * K * OW multiply-adds a row: keep chunks above ~100k of them.
+      const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 17) / std::max<int64_t>(1, Mg * K * OW));
+      if (c.pool && OH > grain) {
+        c.pool->parallel_for(OH, grain, body);
       } else {
-        for (int64_t gi = 0; gi < G; ++gi) one_group(n, gi, pool);
+        body(0, OH);
       }
     }
-    return std::is_same_v<CT, float>;
   }
+}
 
-  const int64_t K = Cg * kvol;
-  if constexpr (std::is_same_v<CT, float>) {
-    if (direct_strips_enabled() && direct_strips_apply(s)) {
-      StripPlan& sp = plan_strips(s);
-      const int64_t OH = g.out[1], OW = g.out[2];
-      for (int64_t n = 0; n < s.N; ++n) {
-        for (int64_t gi = 0; gi < G; ++gi) {
-          fill_strip_input(s, sp, x + (n * s.C + gi * Cg) * in_size, gemm_using_avx2(), pool);
-          float* yg = y + (n * s.M + gi * Mg) * out_size;
-          const GemmEpilogue ep = gemm_epilogue(n, gi, bias);
-          const float* a = w.packed[gi].data.data();
-          // One task per output row: all Mg channels of its OW outputs.
-          auto body = [&](int64_t r0, int64_t r1) {
-            for (int64_t oh = r0; oh < r1; ++oh) {
-              gemm_f32_strips(Mg, K, a, sp.xpad.data() + oh * g.s[1] * sp.Wrow, sp.boff.data(), OW, yg,
-                              out_size, oh * OW, &ep);
-            }
-          };
-          // ~Mg * K * OW multiply-adds a row: keep chunks above ~100k of them.
-          const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 17) / std::max<int64_t>(1, Mg * K * OW));
-          if (pool && OH > grain) {
-            pool->parallel_for(OH, grain, body);
-          } else {
-            body(0, OH);
-          }
-        }
+// y_g = W_g * im2col(x_g) with the im2col panels packed per task, the bias added in the GEMM's store.
+// 2-D convs with stride_w 1 or 2 and a kernel wider than 1x1 pack from the padded copy.
+void run_implicit_gemm(const ConvCall<float>& c) {
+  const ConvShape& s = c.s;
+  const Geom3& g = s.g;
+  const int64_t Mg = c.Mg(), K = c.Cg() * g.kvol(), out_size = g.out_size();
+  const bool vec = gemm_vector_kernels(c.cfg.isa);
+  PaddedInputPlan* sp = strided_2d(s) && g.kvol() > 1 ? &plan_padded_input(s) : nullptr;
+  for (int64_t n = 0; n < s.N; ++n) {
+    for (int64_t gi = 0; gi < s.group; ++gi) {
+      float* yg = c.y_group(n, gi);
+      const GemmEpilogue ep = c.epilogue(n, gi);
+      const float* a = c.w.packed[gi].data.data();
+      if (sp) {
+        fill_padded_input(s, *sp, c.x_group(n, gi), vec, c.pool);
+        const PaddedIm2colPanels panels{g, *sp};
+        gemm_f32_packed_a_gen_b(Mg, out_size, K, 1.f, a, panels, 0.f, yg, out_size, c.pool, &ep, c.cfg.isa);
+        continue;
       }
-      return true;
+      const Im2colPanels panels{g, c.x_group(n, gi), vec};
+      gemm_f32_packed_a_gen_b(Mg, out_size, K, 1.f, a, panels, 0.f, yg, out_size, c.pool, &ep, c.cfg.isa);
     }
-    // Implicit GEMM: y_g = W_g * im2col(x_g) with the im2col panels packed per task (Im2colPanels), the
-    // bias added in the GEMM's store.
-    // 2-D convs with stride_w 1 or 2 and a kernel wider than 1x1 pack from the padded copy.
-    StripPlan* sp = strided_2d(s) && kvol > 1 ? &plan_strips(s) : nullptr;
-    for (int64_t n = 0; n < s.N; ++n) {
-      for (int64_t gi = 0; gi < G; ++gi) {
-        float* yg = y + (n * s.M + gi * Mg) * out_size;
-        const GemmEpilogue ep = gemm_epilogue(n, gi, bias);
-        if (sp) {
-          fill_strip_input(s, *sp, x + (n * s.C + gi * Cg) * in_size, gemm_using_avx2(), pool);
-          const PaddedIm2colPanels panels{g, *sp};
-          gemm_f32_packed_a_gen_b(Mg, out_size, K, 1.f, w.packed[gi].data.data(), panels, 0.f, yg, out_size, pool,
-                                  &ep);
-          continue;
-        }
-        const Im2colPanels panels{g, x + (n * s.C + gi * Cg) * in_size, gemm_using_avx2()};
-        gemm_f32_packed_a_gen_b(Mg, out_size, K, 1.f, w.packed[gi].data.data(), panels, 0.f, yg, out_size, pool,
-                                &ep);
-      }
-    }
-    return true;
   }
-  // im2col + GEMM, over chunks of output rows so the column buffer stays bounded.
+}
+
+// im2col + GEMM, over chunks of output rows so the column buffer stays bounded. Adds the bias only.
+template <typename CT>
+void run_im2col(const ConvCall<CT>& c) {
+  const ConvShape& s = c.s;
+  const Geom3& g = s.g;
+  const int64_t Mg = c.Mg(), K = c.Cg() * g.kvol(), out_size = g.out_size();
   const int64_t OW = g.out[2];
   const int64_t total_rows = g.out[0] * g.out[1];
   constexpr int64_t kColBudget = int64_t(1) << 22;  // elements
@@ -651,23 +701,23 @@ bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
   rows_per_chunk = std::min(rows_per_chunk, total_rows);
   std::vector<CT> col(static_cast<size_t>(K * rows_per_chunk * OW));
   for (int64_t n = 0; n < s.N; ++n) {
-    for (int64_t gi = 0; gi < G; ++gi) {
-      CT* yg = y + (n * s.M + gi * Mg) * out_size;
-      fill_bias(yg, Mg, out_size, bias ? bias + gi * Mg : nullptr);
-      const CT* xg = x + (n * s.C + gi * Cg) * in_size;
+    for (int64_t gi = 0; gi < s.group; ++gi) {
+      CT* yg = c.y_group(n, gi);
+      fill_bias(yg, Mg, out_size, c.bias ? c.bias + gi * Mg : nullptr);
       for (int64_t r0 = 0; r0 < total_rows; r0 += rows_per_chunk) {
         const int64_t r1 = std::min(total_rows, r0 + rows_per_chunk);
         const int64_t cols = (r1 - r0) * OW;
-        im2col(g, Cg, xg, r0, r1, col.data(), pool);
-        convgemm::gemm_packed<CT>(w.packed[gi], cols, false, col.data(), cols, yg + r0 * OW, out_size, true, pool);
+        im2col(g, c.Cg(), c.x_group(n, gi), r0, r1, col.data(), c.pool);
+        gemm_packed_a<CT>(c.w.packed[gi], cols, false, col.data(), cols, CT(1), yg + r0 * OW, out_size, c.pool,
+                          c.cfg.isa);
       }
     }
   }
-  return false;
 }
 
-template <typename CT>
-void conv_naive(const ConvShape& s, const CT* x, const CT* w, const CT* bias, CT* y) {
+// The direct definition with the weights read through `w_at(m, k)` (k over C/group x kernel).
+template <typename CT, typename WeightAt>
+void conv_direct(const ConvShape& s, const CT* x, WeightAt w_at, const CT* bias, CT* y) {
   const Geom3& g = s.g;
   const int64_t Cg = s.C / s.group, Mg = s.M / s.group;
   for (int64_t n = 0; n < s.N; ++n)
@@ -686,7 +736,7 @@ void conv_naive(const ConvShape& s, const CT* x, const CT* w, const CT* bias, CT
                     const int64_t iw = ow * g.s[2] - g.pb[2] + kw * g.d[2];
                     if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) continue;
                     const CT xv = x[(((n * s.C + gi * Cg + c) * g.in[0] + id) * g.in[1] + ih) * g.in[2] + iw];
-                    const CT wv = w[(((m * Cg + c) * g.k[0] + kd) * g.k[1] + kh) * g.k[2] + kw];
+                    const CT wv = w_at(m, ((c * g.k[0] + kd) * g.k[1] + kh) * g.k[2] + kw);
                     acc += static_cast<double>(xv) * static_cast<double>(wv);
                   }
             y[(((n * s.M + m) * g.out[0] + od) * g.out[1] + oh) * g.out[2] + ow] = static_cast<CT>(acc);
@@ -694,12 +744,161 @@ void conv_naive(const ConvShape& s, const CT* x, const CT* w, const CT* bias, CT
     }
 }
 
+// kReference on prepared weights: element (m, k) read back from the group's packed operand.
+template <typename CT>
+void run_reference(const ConvCall<CT>& c) {
+  constexpr int64_t R = kGemmPanelRows<CT>;
+  const int64_t Mg = c.Mg();
+  auto w_at = [&](int64_t m, int64_t k) {
+    const PackedA<CT>& pa = c.w.packed[m / Mg];
+    const int64_t i = m % Mg, k0 = k / kGemmKC * kGemmKC, kc = std::min(kGemmKC, pa.K - k0);
+    return pa.data[k0 * pa.m_padded + (i / R) * R * kc + (k - k0) * R + i % R];
+  };
+  conv_direct(c.s, c.x, w_at, c.bias, c.y);
+}
+
+}  // namespace
+
+const char* conv_path_name(ConvPath p) {
+  for (const ConvPathName& e : kConvPathNames) {
+    if (e.path == p) return e.name;
+  }
+  return "?";
+}
+
+std::optional<ConvPath> parse_conv_path(std::string_view name) {
+  for (const ConvPathName& e : kConvPathNames) {
+    if (name == e.name) return e.path;
+  }
+  return std::nullopt;
+}
+
+ConvConfig conv_config(const ep::KernelInfo& info) {
+  const ep::KernelOverrides& o = info.overrides();
+  ConvConfig cfg(ConvPath::kAuto, info.isa());
+  if (o.reference()) {
+    cfg.path = ConvPath::kReference;
+  } else if (auto p = parse_conv_path(o.get("conv.path"))) {
+    cfg.path = *p;
+  }
+  const std::string_view skip = o.get("conv.skip");
+  if (skip == "winograd") cfg.auto_skips |= path_bit(ConvPath::kWinograd);
+  if (skip == "padded-rows-gemm") cfg.auto_skips |= path_bit(ConvPath::kPaddedRowsGemm);
+  if (skip == "small-spatial") {
+    cfg.auto_skips |= path_bit(ConvPath::kSmallSpatialDirect) | path_bit(ConvPath::kSmallSpatialTransposed);
+  }
+  return cfg;
+}
+
+bool conv_path_applies(const ConvShape& s, ConvPath path, bool is_float, ep::IsaTier isa) {
+  const bool depthwise = s.group > 1 && s.C == s.group;
+  switch (path) {
+    case ConvPath::kAuto:
+    case ConvPath::kReference:
+    case ConvPath::kIm2col:
+      return true;
+    case ConvPath::kImplicitGemm:
+      return is_float;
+    case ConvPath::kPaddedRowsGemm:
+      return is_float && padded_rows_apply(s);
+    case ConvPath::kPointwise:
+      return is_pointwise(s.g);
+    case ConvPath::kDepthwiseScalar:
+      return depthwise;
+    case ConvPath::kDepthwiseWindow:
+      return is_float && depthwise && dwconv::applies(s.g);
+    case ConvPath::kWinograd:
+      return is_float && winograd_applies(s);
+    case ConvPath::kSmallSpatialDirect:
+    case ConvPath::kSmallSpatialTransposed:
+      return is_float && small_spatial_applies(s, isa);
+  }
+  return false;
+}
+
+template <typename CT>
+ConvPath conv_chosen_path(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfig& cfg, const ConvPost* post,
+                          int threads) {
+  constexpr bool kFloat = std::is_same_v<CT, float>;
+  if (cfg.path != ConvPath::kAuto && conv_path_applies(s, cfg.path, kFloat, cfg.isa) &&
+      weights_serve(s, w, post, cfg.path)) {
+    return cfg.path;
+  }
+  return auto_path(s, w, cfg, post, threads);
+}
+
+template <typename CT>
+bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
+                  ep::ThreadPool* pool, const ConvConfig& cfg, const ConvPost* post) {
+  const ConvCall<CT> c{s, x, w, bias, y, pool, cfg, post};
+  if constexpr (std::is_same_v<CT, float>) {
+    if (post && post->pre_scale) {
+      // The pre-activated input goes into the 1x1 GEMM's B panels; nothing else takes it (the caller
+      // must then not use the output).
+      if (s.group != 1 || !is_pointwise(s.g) || !post->pre_shift) return false;
+      return run_pointwise_preact(c);
+    }
+  }
+  const ConvPath path = conv_chosen_path(s, w, cfg, post, pool ? pool->num_threads() : 1);
+  switch (path) {
+    case ConvPath::kReference:
+      run_reference(c);
+      return false;
+    case ConvPath::kDepthwiseWindow:
+    case ConvPath::kDepthwiseScalar:
+      run_depthwise(c, path == ConvPath::kDepthwiseWindow);
+      return false;
+    case ConvPath::kPointwise:
+      return run_pointwise(c);
+    case ConvPath::kAuto:  // never chosen
+    case ConvPath::kIm2col:
+      run_im2col(c);
+      return false;
+    default:
+      break;
+  }
+  if constexpr (std::is_same_v<CT, float>) {
+    switch (path) {
+      case ConvPath::kWinograd:
+        winograd_conv(s, x, w.wino->get(w.packed[0], s.M, s.C), bias, y, pool, cfg.isa);
+        return false;
+      case ConvPath::kSmallSpatialTransposed:
+        small_spatial_conv(s, x, w.small->get(w.packed), bias, y, pool, post);
+        return true;
+      case ConvPath::kSmallSpatialDirect: {
+        if (small_spatial_direct_conv(s, x, w.packed, bias, y, pool, post)) return true;
+        ConvConfig rest = cfg;  // it declined this shape: the kAuto choice without it
+        rest.path = ConvPath::kAuto;
+        rest.auto_skips |= path_bit(ConvPath::kSmallSpatialDirect) | path_bit(ConvPath::kSmallSpatialTransposed);
+        return conv_forward(s, x, w, bias, y, pool, rest, post);
+      }
+      case ConvPath::kPaddedRowsGemm:
+        run_padded_rows_gemm(c);
+        return true;
+      default:
+        run_implicit_gemm(c);
+        return true;
+    }
+  }
+  return false;
+}
+
+template <typename CT>
+void conv_naive(const ConvShape& s, const CT* x, const CT* w, const CT* bias, CT* y) {
+  const int64_t K = s.C / s.group * s.g.kvol();
+  conv_direct(s, x, [&](int64_t m, int64_t k) { return w[m * K + k]; }, bias, y);
+}
+
 template struct ConvWeights<float>;
 template struct ConvWeights<double>;
 template bool conv_forward<float>(const ConvShape&, const float*, const ConvWeights<float>&, const float*, float*,
-                                  ep::ThreadPool*, ConvPath, const ConvPost*);
+                                  ep::ThreadPool*, const ConvConfig&, const ConvPost*);
 template bool conv_forward<double>(const ConvShape&, const double*, const ConvWeights<double>&, const double*,
-                                   double*, ep::ThreadPool*, ConvPath, const ConvPost*);
+                                   double*, ep::ThreadPool*, const ConvConfig&, const ConvPost*);
+template ConvPath conv_chosen_path<float>(const ConvShape&, const ConvWeights<float>&, const ConvConfig&,
+                                          const ConvPost*, int);
+template ConvPath conv_chosen_path<double>(const ConvShape&, const ConvWeights<double>&, const ConvConfig&,
+                                           const ConvPost*, int);
 template void conv_naive<float>(const ConvShape&, const float*, const float*, const float*, float*);
 template void conv_naive<double>(const ConvShape&, const double*, const double*, const double*, double*);
 

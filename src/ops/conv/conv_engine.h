@@ -1,11 +1,14 @@
 // The convolution engine behind Conv, ConvInteger and QLinearConv (and the transposed variant behind
 // ConvTranspose). Exposed so unit tests can force each path and compare them.
 #pragma once
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <vector>
 
+#include "ep/cpu_features.h"
 #include "ep/kernel.h"
-#include "ops/gemm/conv_gemm.h"
 #include "ops/conv/small_spatial.h"
 #include "ops/gemm/gemm.h"
 #include "ops/conv/conv_geometry.h"
@@ -13,14 +16,45 @@
 
 namespace nxrt::ops {
 
+// Every way conv_forward can compute a convolution. kAuto picks per shape (conv_engine.cpp, choose_path);
+// the others force one, for tests and diagnosis: a forced path runs where it applies
+// (conv_path_applies) and elsewhere the conv takes the kAuto choice.
 enum class ConvPath {
-  kAuto,       // pick the fastest applicable path
-  kIm2col,     // general: im2col + GEMM, correct for every attribute combination
-  kPointwise,  // 1x1 kernel, stride 1, no pads: GEMM straight on the input
-  kDepthwise,  // one input channel per group: direct loops
-  kWinograd,   // float 2-D 3x3, stride 1, dilation 1, group 1: Winograd F(4x4, 3x3) (conv/winograd.h);
-               // needs ConvWeights prepared with `winograd`
+  kAuto,
+  kReference,               // conv_naive: the direct definition, double accumulation
+  kIm2col,                  // the column matrix written in chunks of output rows, then a GEMM: every
+                            // attribute combination and type (double convs take it)
+  kImplicitGemm,            // float: the GEMM packs its im2col panels straight from the image (or from the
+                            // zero-padded copy for 2-D kernels over 1x1), no column matrix
+  kPaddedRowsGemm,          // float 2-D, 16..256-long reductions, rows of >= 12 outputs, stride_w 1 or 2
+                            // (CNN stems): the input copied once into zero-padded planes so each tap's
+                            // 16 outputs are contiguous, and the GEMM reads those rows in place, unpacked
+  kPointwise,               // 1x1 kernel, stride 1, no pads: the GEMM straight on the input
+  kDepthwiseWindow,         // float depthwise on the window engine (conv/depthwise.h)
+  kDepthwiseScalar,         // depthwise (one input channel per group), per-tap loops
+  kWinograd,                // float 2-D 3x3, stride 1, dilation 1, group 1: Winograd F(4x4, 3x3) (conv/winograd.h);
+                            // needs ConvWeights prepared with `winograd`
+  kSmallSpatialDirect,      // float, planes of 2..256 pixels, AVX-512: 6 channels x up to 48 pixels a tile on
+                            // the conv's packed weights (conv/small_spatial.h)
+  kSmallSpatialTransposed,  // the same shapes as Y^T = col^T W^T, pixels as the broadcast dimension
 };
+// The names the `conv.path` kernel override takes ("auto", "reference", "im2col", "implicit-gemm",
+// "padded-rows-gemm", "pointwise", "depthwise-window", "depthwise-scalar", "winograd",
+// "small-spatial-direct", "small-spatial-transposed").
+const char* conv_path_name(ConvPath p);
+std::optional<ConvPath> parse_conv_path(std::string_view name);
+
+// What a conv kernel decided at creation from its KernelInfo (conv_config): the path to force, the paths
+// kAuto must not pick, and the instruction-set tier for the GEMM and the paths' own vector code.
+struct ConvConfig {
+  ConvConfig(ConvPath p = ConvPath::kAuto, ep::IsaTier tier = ep::cpu_isa_tier()) : path(p), isa(tier) {}
+  ConvPath path;
+  ep::IsaTier isa;
+  uint32_t auto_skips = 0;  // bit (1 << ConvPath) set: kAuto does not choose that path
+  bool skipped(ConvPath p) const { return (auto_skips >> static_cast<int>(p)) & 1u; }
+};
+// From the kernel overrides (ep/kernel_overrides.h): conv.path, conv.skip, reference=1 (kReference) and isa.
+ConvConfig conv_config(const ep::KernelInfo& info);
 
 struct ConvShape {
   int64_t N = 0, C = 0, M = 0, group = 1;
@@ -34,7 +68,7 @@ struct ConvWeights {
   Dims shape;                 // W's shape (M, C/group, k...)
   int64_t group = 1;
   std::vector<CT> raw;        // W in compute type (kept for depthwise, and for small 1x1 weights)
-  std::vector<convgemm::PackedA<CT>> packed;  // per group
+  std::vector<PackedA<CT>> packed;  // per group
   // float, 3x3, group 1, prepared with `winograd`: the Winograd weights (transformed on first use).
   std::shared_ptr<const WinogradCache> wino;
   // float, not depthwise: W^T for the small-spatial path (conv/small_spatial.h), packed on first use.
@@ -48,8 +82,8 @@ struct ConvWeights {
 // is in cache; conv_forward reports whether it did.
 struct ConvPost {
   const float* residual = nullptr;
-  GemmActivation act = GemmActivation::kNone;  // kNone, kRelu or kClip
-  float clip_min = 0.f, clip_max = 0.f;
+  Activation act = Activation::kNone;  // kNone, kRelu or kClip
+  float act_a = 0.f, act_b = 0.f;     // Clip's min and max
   // Pre-activation of the input (FusedConv inputs 4 and 5, from a BN-ReLU before a 1x1 conv):
   // x' = max(x * pre_scale[c] + pre_shift[c], 0) per input channel, applied while packing. Only 1x1,
   // stride-1, unpadded, group-1 convs take it; conv_forward returns false for anything else and the
@@ -58,12 +92,17 @@ struct ConvPost {
   const float* pre_shift = nullptr;
 };
 
-// y[N, M, out...] = conv(x[N, C, in...], w) + bias (bias may be null). Paths other than kAuto and kIm2col
-// fall back to kIm2col when they do not apply. With `post` (float only), returns whether the path also
-// applied it; when false the caller applies it to y.
+// y[N, M, out...] = conv(x[N, C, in...], w) + bias (bias may be null), on cfg.path (see ConvPath). With
+// `post` (float only), returns whether the path also applied it; when false the caller applies it to y.
 template <typename CT>
 bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
-                  ep::ThreadPool* pool, ConvPath path = ConvPath::kAuto, const ConvPost* post = nullptr);
+                  ep::ThreadPool* pool, const ConvConfig& cfg = ConvConfig(), const ConvPost* post = nullptr);
+
+// The path conv_forward runs for this conv (kAuto resolved, a forced path that does not apply replaced
+// by the kAuto choice).
+template <typename CT>
+ConvPath conv_chosen_path(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfig& cfg, const ConvPost* post,
+                          int threads);
 
 // Implemented by the Conv kernel for nxrt::FusedConv: computes the node with `post` fused where the path
 // allows. Returns whether it applied post (false: y holds conv + bias and the caller finishes it).
@@ -74,8 +113,9 @@ class ConvWithPost {
   virtual Result<bool> compute_with_post(ep::KernelContext& ctx, const ConvPost& post, const Dims* residual_shape) = 0;
 };
 
-// Whether a path applies to a shape (tests).
-bool conv_path_applies(const ConvShape& s, ConvPath path);
+// Whether a path can compute this shape in this type at this tier (weights aside: kWinograd also needs
+// them prepared with `winograd`, the small-spatial paths their cache).
+bool conv_path_applies(const ConvShape& s, ConvPath path, bool is_float = true, ep::IsaTier isa = ep::cpu_isa_tier());
 
 // The direct definition, for tests.
 template <typename CT>

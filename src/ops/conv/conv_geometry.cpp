@@ -60,57 +60,16 @@ Status forward_geometry(const WindowAttrs& a, const Dims& spatial_in, const Dims
     if (k < 1) return invalid_argument("kernel dims must be >= 1, got " + ints_str(kernel));
     const int64_t s = a.strides.empty() ? 1 : a.strides[i];
     const int64_t d = a.dilations.empty() ? 1 : a.dilations[i];
-    const int64_t dk = (k - 1) * d + 1;
-    int64_t pb = 0, pe = 0, out = 0;
-    switch (a.auto_pad) {
-      case AutoPad::kNotSet: {
-        if (!a.pads.empty()) {
-          pb = a.pads[i];
-          pe = a.pads[i + n];
-        }
-        const int64_t span = in + pb + pe - dk;
-        if (span < 0) {
-          return invalid_argument("window " + std::to_string(dk) + " (kernel " + ints_str(kernel) +
-                                  ", dilations) is larger than the padded input " + ints_str(spatial_in));
-        }
-        if (a.ceil_mode) {
-          out = (span + s - 1) / s + 1;
-          if ((out - 1) * s >= in + pb) --out;  // the last window must start inside the input or left pad
-        } else {
-          out = span / s + 1;
-        }
-        break;
-      }
-      case AutoPad::kValid: {
-        const int64_t span = in - dk;
-        if (span < 0) {
-          return invalid_argument("window " + std::to_string(dk) + " is larger than the input " +
-                                  ints_str(spatial_in) + " with auto_pad VALID");
-        }
-        out = a.ceil_mode ? (span + s - 1) / s + 1 : span / s + 1;
-        break;
-      }
-      case AutoPad::kSameUpper:
-      case AutoPad::kSameLower: {
-        out = (in + s - 1) / s;
-        const int64_t total = std::max<int64_t>(0, (out - 1) * s + dk - in);
-        if (a.auto_pad == AutoPad::kSameUpper) {
-          pb = total / 2;
-          pe = total - pb;
-        } else {
-          pe = total / 2;
-          pb = total - pe;
-        }
-        break;
-      }
+    const bool given = a.auto_pad == AutoPad::kNotSet && !a.pads.empty();
+    const shape::WindowAxis ax = shape::window_axis(in, k, s, d, given ? a.pads[i] : 0, given ? a.pads[i + n] : 0,
+                                                    a.ceil_mode, a.auto_pad);
+    if (!ax.fits) {
+      return invalid_argument("window " + std::to_string((k - 1) * d + 1) + " (kernel " + ints_str(kernel) +
+                              ", dilations) is larger than the " +
+                              (a.auto_pad == AutoPad::kValid ? "input " + ints_str(spatial_in) + " with auto_pad VALID"
+                                                             : "padded input " + ints_str(spatial_in)));
     }
-    g->in[j] = in;
-    g->k[j] = k;
-    g->s[j] = s;
-    g->d[j] = d;
-    g->pb[j] = pb;
-    g->pe[j] = pe;
-    g->out[j] = out;
+    g->set_axis(j, in, ax.out, k, s, d, ax.pad_begin, ax.pad_end);
   }
   return Status::Ok();
 }

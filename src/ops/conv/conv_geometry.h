@@ -7,10 +7,11 @@
 #include <vector>
 
 #include "ops/common.h"
+#include "shape/window_size.h"
 
 namespace nxrt::ops {
 
-enum class AutoPad { kNotSet, kSameUpper, kSameLower, kValid };
+using AutoPad = shape::WindowAutoPad;  // kNotSet, kSameUpper, kSameLower, kValid
 
 // Geometry of one conv/pool problem, spatial axes normalized to 3 (leading axes size 1).
 struct Geom3 {
@@ -25,6 +26,10 @@ struct Geom3 {
   int64_t in_size() const { return in[0] * in[1] * in[2]; }
   int64_t out_size() const { return out[0] * out[1] * out[2]; }
   int64_t kvol() const { return k[0] * k[1] * k[2]; }
+  // Sets axis j (0..2 of the normalized three).
+  void set_axis(size_t j, int64_t in_, int64_t out_, int64_t k_, int64_t s_, int64_t d_, int64_t pb_, int64_t pe_) {
+    in[j] = in_, out[j] = out_, k[j] = k_, s[j] = s_, d[j] = d_, pb[j] = pb_, pe[j] = pe_;
+  }
 };
 
 // The window attributes shared by Conv, ConvTranspose and the pools.
@@ -37,8 +42,9 @@ struct WindowAttrs {
   Status parse(const ep::KernelInfo& info, bool with_ceil);
 };
 
-// Fills g (in, k, s, d, pads, out) for a forward window op (Conv, pools). `spatial_in` are the input's
-// spatial dims, `kernel` the kernel's. Errors name the shapes.
+// Fills g (in, k, s, d, pads, out) for a forward window op (Conv, pools), each axis by
+// shape::window_axis (the rule shape inference uses too). `spatial_in` are the input's spatial dims,
+// `kernel` the kernel's. Errors name the shapes.
 Status forward_geometry(const WindowAttrs& a, const Dims& spatial_in, const Dims& kernel, Geom3* g);
 
 // Output shape [N, C, out...] for the real spatial axes of g.

@@ -69,6 +69,7 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
     NXRT_RETURN_IF_ERROR(attrs_.parse(info, false));
     group_ = info.attr_int("group", 1);
     if (group_ < 1) return info.error("group must be >= 1, got " + std::to_string(group_));
+    cfg_ = conv_config(info);
     if (const Tensor* w = info.const_input(1)) {
       if (w->rank() >= 3 && w->dim(0) % group_ == 0) {
         if (w->dtype() == DataType::kDouble) {
@@ -170,12 +171,12 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
           fused = post;
         }
       }
-      const bool done = conv_forward<CT>(s, xp, *wp, B ? bias.data() : nullptr, Y->data<CT>(), &ctx.pool(),
-                                         ConvPath::kAuto, fused);
+      const bool done = conv_forward<CT>(s, xp, *wp, B ? bias.data() : nullptr, Y->data<CT>(), &ctx.pool(), cfg_,
+                                         fused);
       if (applied) *applied = fused && done;
     } else {
       std::vector<CT> ybuf(static_cast<size_t>(Y->numel()));
-      conv_forward<CT>(s, xp, *wp, B ? bias.data() : nullptr, ybuf.data(), &ctx.pool());
+      conv_forward<CT>(s, xp, *wp, B ? bias.data() : nullptr, ybuf.data(), &ctx.pool(), cfg_);
       T* yo = Y->data<T>();
       for (int64_t i = 0; i < Y->numel(); ++i) yo[i] = from_ct<T>(ybuf[i]);
     }
@@ -193,6 +194,7 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
 
   WindowAttrs attrs_;
   int64_t group_ = 1;
+  ConvConfig cfg_;  // the path / tier overrides, read at creation
   ConvWeights<float> wf_;
   ConvWeights<double> wd_;
   bool have_wf_ = false, have_wd_ = false;
@@ -251,7 +253,8 @@ struct IntWeights {
 
 // Runs the integer conv of inputs (x at 0, w at w_idx) with zero points; returns the double sums.
 Status integer_conv(ep::KernelContext& ctx, const WindowAttrs& attrs, int64_t group, size_t w_idx, size_t xzp_idx,
-                    size_t wzp_idx, const IntWeights& pre, ConvShape* s, std::vector<double>* y) {
+                    size_t wzp_idx, const IntWeights& pre, const ConvConfig& cfg, ConvShape* s,
+                    std::vector<double>* y) {
   const Tensor& X = ctx.input(0);
   if (!ctx.has_input(w_idx)) return ctx.error("missing input w");
   const Tensor& W = ctx.input(w_idx);
@@ -273,22 +276,37 @@ Status integer_conv(ep::KernelContext& ctx, const WindowAttrs& attrs, int64_t gr
   }
   y->assign(static_cast<size_t>(s->N * s->M * s->g.out_size()), 0.0);
   if (y->empty()) return Status::Ok();
-  conv_forward<double>(*s, xv.data(), *w, nullptr, y->data(), &ctx.pool());
+  conv_forward<double>(*s, xv.data(), *w, nullptr, y->data(), &ctx.pool(), cfg);
   return Status::Ok();
 }
 
-class ConvIntegerKernel final : public ep::Kernel {
- public:
-  Status init(const ep::KernelInfo& info) {
-    NXRT_RETURN_IF_ERROR(attrs_.parse(info, false));
-    group_ = info.attr_int("group", 1);
-    pre_.init(info, 1, 3, group_);
+// What ConvInteger and QLinearConv share: attributes, weights prepared at creation, the path overrides.
+struct IntegerConv {
+  WindowAttrs attrs;
+  int64_t group = 1;
+  IntWeights pre;
+  ConvConfig cfg;
+  size_t w_idx = 1, xzp_idx = 2, wzp_idx = 3;
+  Status init(const ep::KernelInfo& info, size_t w, size_t xzp, size_t wzp) {
+    NXRT_RETURN_IF_ERROR(attrs.parse(info, false));
+    group = info.attr_int("group", 1);
+    w_idx = w, xzp_idx = xzp, wzp_idx = wzp;
+    pre.init(info, w_idx, wzp_idx, group);
+    cfg = conv_config(info);
     return Status::Ok();
   }
+  Status run(ep::KernelContext& ctx, ConvShape* s, std::vector<double>* y) const {
+    return integer_conv(ctx, attrs, group, w_idx, xzp_idx, wzp_idx, pre, cfg, s, y);
+  }
+};
+
+class ConvIntegerKernel final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) { return conv_.init(info, 1, 2, 3); }
   Status compute(ep::KernelContext& ctx) override {
     ConvShape s;
     std::vector<double> y;
-    NXRT_RETURN_IF_ERROR(integer_conv(ctx, attrs_, group_, 1, 2, 3, pre_, &s, &y));
+    NXRT_RETURN_IF_ERROR(conv_.run(ctx, &s, &y));
     NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, DataType::kInt32, geom_output_shape(s.N, s.M, s.g)));
     int32_t* yo = Y->data<int32_t>();
     for (size_t i = 0; i < y.size(); ++i) yo[i] = static_cast<int32_t>(std::llround(y[i]));
@@ -296,26 +314,19 @@ class ConvIntegerKernel final : public ep::Kernel {
   }
 
  private:
-  WindowAttrs attrs_;
-  int64_t group_ = 1;
-  IntWeights pre_;
+  IntegerConv conv_;
 };
 
 class QLinearConvKernel final : public ep::Kernel {
  public:
-  Status init(const ep::KernelInfo& info) {
-    NXRT_RETURN_IF_ERROR(attrs_.parse(info, false));
-    group_ = info.attr_int("group", 1);
-    pre_.init(info, 3, 5, group_);
-    return Status::Ok();
-  }
+  Status init(const ep::KernelInfo& info) { return conv_.init(info, 3, 2, 5); }
   Status compute(ep::KernelContext& ctx) override {
     for (size_t i : {1, 4, 6}) {
       if (!ctx.has_input(i)) return ctx.error("missing scale input " + std::to_string(i));
     }
     ConvShape s;
     std::vector<double> y;
-    NXRT_RETURN_IF_ERROR(integer_conv(ctx, attrs_, group_, 3, 2, 5, pre_, &s, &y));
+    NXRT_RETURN_IF_ERROR(conv_.run(ctx, &s, &y));
     NXRT_ASSIGN_OR_RETURN(std::vector<double> xs, read_double_values(ctx.input(1)));
     NXRT_ASSIGN_OR_RETURN(std::vector<double> ws, read_double_values(ctx.input(4)));
     NXRT_ASSIGN_OR_RETURN(std::vector<double> ys, read_double_values(ctx.input(6)));
@@ -356,9 +367,7 @@ class QLinearConvKernel final : public ep::Kernel {
   }
 
  private:
-  WindowAttrs attrs_;
-  int64_t group_ = 1;
-  IntWeights pre_;
+  IntegerConv conv_;
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -372,6 +381,7 @@ class ConvTransposeKernel final : public ep::Kernel {
     if (group_ < 1) return info.error("group must be >= 1, got " + std::to_string(group_));
     output_padding_ = info.attr_ints("output_padding");
     output_shape_ = info.attr_ints("output_shape");
+    isa_ = info.isa();
     if (const Tensor* w = info.const_input(1)) {
       if (w->rank() >= 3 && w->dim(0) % group_ == 0) {
         if (w->dtype() == DataType::kDouble) {
@@ -459,13 +469,7 @@ class ConvTransposeKernel final : public ep::Kernel {
         out = full - pb - pe;
       }
       if (out < 0) return ctx.error("computed output size " + std::to_string(out) + " is negative");
-      g->in[j] = in;
-      g->out[j] = out;
-      g->k[j] = k;
-      g->s[j] = s;
-      g->d[j] = d;
-      g->pb[j] = pb;
-      g->pe[j] = pe;
+      g->set_axis(j, in, out, k, s, d, pb, pe);
     }
     return Status::Ok();
   }
@@ -505,8 +509,8 @@ class ConvTransposeKernel final : public ep::Kernel {
     }
     const int64_t kvol = g.kvol(), in_size = g.in_size(), out_size = g.out_size();
     const int64_t rows = Mg * kvol;
-    std::vector<convgemm::PackedA<CT>> local;
-    const std::vector<convgemm::PackedA<CT>>* pk;
+    std::vector<PackedA<CT>> local;
+    const std::vector<PackedA<CT>>* pk;
     if constexpr (std::is_same_v<CT, double>) {
       pk = &packed_d_;
     } else {
@@ -517,7 +521,7 @@ class ConvTransposeKernel final : public ep::Kernel {
       pack_transposed(W.shape(), wv, &local);
       pk = &local;
     }
-    const std::vector<convgemm::PackedA<CT>>& packed = *pk;
+    const std::vector<PackedA<CT>>& packed = *pk;
     std::vector<CT> ybuf;
     CT* y;
     if constexpr (std::is_same_v<T, CT>) {
@@ -531,7 +535,7 @@ class ConvTransposeKernel final : public ep::Kernel {
     for (int64_t n = 0; n < N; ++n) {
       for (int64_t gi = 0; gi < group_; ++gi) {
         const CT* xg = xv.data() + (n * C + gi * Cg) * in_size;
-        convgemm::gemm_packed<CT>(packed[gi], in_size, false, xg, in_size, col.data(), in_size, false, &ctx.pool());
+        gemm_packed_a<CT>(packed[gi], in_size, false, xg, in_size, CT(0), col.data(), in_size, &ctx.pool(), isa_);
         auto body = [&](int64_t m0, int64_t m1) {
           for (int64_t m = m0; m < m1; ++m) {
             CT* yp = y + (n * M + gi * Mg + m) * out_size;
@@ -573,21 +577,20 @@ class ConvTransposeKernel final : public ep::Kernel {
 
   // Per group, the GEMM operand W_g^T: (M/group * kvol) x (C/group).
   template <typename CT>
-  void pack_transposed(const Dims& w_shape, const std::vector<CT>& wv, std::vector<convgemm::PackedA<CT>>* out) const {
+  void pack_transposed(const Dims& w_shape, const std::vector<CT>& wv, std::vector<PackedA<CT>>* out) const {
     const int64_t Cg = w_shape[0] / group_;
     const int64_t rows = shape_numel(w_shape) / std::max<int64_t>(1, w_shape[0]);
-    out->assign(static_cast<size_t>(group_), {});
-    for (int64_t gi = 0; gi < group_; ++gi) {
-      convgemm::pack_a<CT>(true, rows, Cg, wv.data() + gi * Cg * rows, rows, CT(1), &(*out)[gi]);
-    }
+    out->clear();
+    for (int64_t gi = 0; gi < group_; ++gi) out->push_back(pack_a<CT>(true, rows, Cg, wv.data() + gi * Cg * rows, rows));
   }
 
   WindowAttrs attrs_;
   int64_t group_ = 1;
   std::vector<int64_t> output_padding_, output_shape_;
   Dims packed_shape_;
-  std::vector<convgemm::PackedA<float>> packed_f_;
-  std::vector<convgemm::PackedA<double>> packed_d_;
+  std::vector<PackedA<float>> packed_f_;
+  std::vector<PackedA<double>> packed_d_;
+  ep::IsaTier isa_ = ep::cpu_isa_tier();
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -600,6 +603,7 @@ class DeformConvKernel final : public ep::Kernel {
     attrs_.auto_pad = AutoPad::kNotSet;
     group_ = info.attr_int("group", 1);
     offset_group_ = info.attr_int("offset_group", 1);
+    isa_ = info.isa();
     if (group_ < 1 || offset_group_ < 1) return info.error("group and offset_group must be >= 1");
     return Status::Ok();
   }
@@ -696,7 +700,7 @@ class DeformConvKernel final : public ep::Kernel {
         ctx.pool().parallel_for(K, 1, body);
         CT* yg = ybuf.data() + (n * s.M + gi * Mg) * out_size;
         for (int64_t m = 0; m < Mg; ++m) std::fill(yg + m * out_size, yg + (m + 1) * out_size, B ? bias[gi * Mg + m] : CT(0));
-        convgemm::gemm_packed<CT>(w.packed[gi], out_size, false, col.data(), out_size, yg, out_size, true, &ctx.pool());
+        gemm_packed_a<CT>(w.packed[gi], out_size, false, col.data(), out_size, CT(1), yg, out_size, &ctx.pool(), isa_);
       }
     }
     T* yo = Y->data<T>();
@@ -704,6 +708,7 @@ class DeformConvKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
+  ep::IsaTier isa_ = ep::cpu_isa_tier();
   WindowAttrs attrs_;
   int64_t group_ = 1, offset_group_ = 1;
 };

@@ -1,7 +1,6 @@
 #include "ops/conv/small_spatial.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "ep/cpu_features.h"
@@ -24,14 +23,12 @@ constexpr int kMaxNV = 3;   // vectors per tile: 7 x 48 accumulators
 constexpr int kTileCols = kVec * kMaxNV;
 static_assert(kGemmNR == kVec, "the kernel reads PackedB panels one vector wide");
 
-bool cpu_ok() {
+// The kernels use AVX-512F/VL (and the engine's AVX2 GEMM kernels beside them): the AVX-512 tier.
+bool tier_ok(ep::IsaTier isa) {
 #ifdef NXRT_SSP_X86
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return ep::cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
-  }();
-  return has && gemm_using_avx2();
+  return isa >= ep::IsaTier::kAvx512 && ep::cpu_isa_tier() >= ep::IsaTier::kAvx512;
 #else
+  (void)isa;
   return false;
 #endif
 }
@@ -276,9 +273,9 @@ void small_spatial_prepare(int64_t M, int64_t group, int64_t K, const float* w, 
   for (int64_t g = 0; g < group; ++g) out->wt.push_back(pack_b_f32(true, K, Mg, w + g * Mg * K, K));
 }
 
-const SmallSpatialWeights& SmallSpatialCache::get(const std::vector<convgemm::PackedA<float>>& packed) const {
+const SmallSpatialWeights& SmallSpatialCache::get(const std::vector<PackedA<float>>& packed) const {
   std::call_once(once_, [&] {
-    // Repack each group's PackedAF32 (gemm/gemm.h: per K block of kGemmKC starting at k0, offset k0 * m_padded,
+    // Repack each group's PackedA<float> (gemm/gemm.h: per K block of kGemmKC starting at k0, offset k0 * m_padded,
     // 6-row panels of kc x 6, element (i, k) at panel i / 6, k * 6 + i % 6) straight into the PackedB
     // layout of W^T (per K block at k0 * n_padded, 16-column panels of kc x 16, element (k, j) at panel
     // j / 16, k * 16 + j % 16): both use the same K blocks, and no unpacked temporary is made.
@@ -311,8 +308,8 @@ const SmallSpatialWeights& SmallSpatialCache::get(const std::vector<convgemm::Pa
   return w_;
 }
 
-bool small_spatial_applies(const ConvShape& s) {
-  if (!cpu_ok()) return false;
+bool small_spatial_applies(const ConvShape& s, ep::IsaTier isa) {
+  if (!tier_ok(isa)) return false;
   const Geom3& g = s.g;
   if (s.N < 1 || s.group < 1 || s.C % s.group != 0 || s.M % s.group != 0) return false;
   if (s.C == s.group && s.M == s.group) return false;  // depthwise
@@ -346,12 +343,8 @@ bool small_spatial_applies(const ConvShape& s) {
 // planes over 16x16 (3x3 s2 128->128 56->28: 2.62 -> 2.30 but 1.31 -> 1.37 at 2 threads).
 // Winograd is checked before this hook in conv_forward, so 3x3 convs it prefers at 7x7 stay there
 // (3x3 128->32 @7x7: Winograd 0.084, transposed 0.040).
-SmallSpatialChoice small_spatial_choice(const ConvShape& s, int threads) {
-  static const bool disabled = [] {
-    const char* e = std::getenv("NXRT_CONV_SMALL_SPATIAL");
-    return e && std::strcmp(e, "0") == 0;
-  }();
-  if (disabled || !small_spatial_applies(s)) return SmallSpatialChoice::kNone;
+SmallSpatialChoice small_spatial_choice(const ConvShape& s, int threads, ep::IsaTier isa) {
+  if (!small_spatial_applies(s, isa)) return SmallSpatialChoice::kNone;
   const int64_t P = s.g.out_size();
   const int64_t Mg = s.M / s.group, K = s.C / s.group * s.g.kvol();
   const bool pointwise = s.g.kvol() == 1 && s.g.s[0] == 1 && s.g.s[1] == 1 && s.g.s[2] == 1 && s.g.pb[0] == 0 &&
@@ -386,8 +379,8 @@ bool small_spatial_preferred(const ConvShape& s, int threads) {
 void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWeights& w, const float* bias,
                         float* y, ep::ThreadPool* pool, const ConvPost* post) {
   const float* residual = post ? post->residual : nullptr;
-  const int act = !post ? 0 : post->act == GemmActivation::kRelu ? 1 : post->act == GemmActivation::kClip ? 2 : 0;
-  const float clip_lo = post ? post->clip_min : 0.f, clip_hi = post ? post->clip_max : 0.f;
+  const int act = !post ? 0 : post->act == Activation::kRelu ? 1 : post->act == Activation::kClip ? 2 : 0;
+  const float clip_lo = post ? post->act_a : 0.f, clip_hi = post ? post->act_b : 0.f;
   const Geom3& g = s.g;
   const int64_t G = s.group, Cg = s.C / G, Mg = s.M / G, kvol = g.kvol();
   const int64_t K = Cg * kvol;
@@ -539,7 +532,7 @@ namespace {
 #ifdef NXRT_SSP_X86
 struct DirectArgs {
   int64_t K;
-  const float* apk;  // the group's PackedAF32 data
+  const float* apk;  // the group's PackedA<float> data
   int64_t m_padded, pi;
   const float* b;  // B[k * ldb + pixel], at the tile's first pixel
   int64_t ldb;
@@ -629,7 +622,7 @@ void run_direct_tile(int nv, bool tail, const DirectArgs& d) {
 
 }  // namespace
 
-bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::vector<convgemm::PackedA<float>>& packed,
+bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::vector<PackedA<float>>& packed,
                                const float* bias, float* y, ep::ThreadPool* pool, const ConvPost* post) {
 #ifdef NXRT_SSP_X86
   const Geom3& g = s.g;
@@ -691,9 +684,9 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
   base.K = K;
   base.ldb = pointwise ? P : Pp;
   base.ldy = P;
-  base.act = !post ? 0 : post->act == GemmActivation::kRelu ? 1 : post->act == GemmActivation::kClip ? 2 : 0;
-  base.lo = post ? post->clip_min : 0.f;
-  base.hi = post ? post->clip_max : 0.f;
+  base.act = !post ? 0 : post->act == Activation::kRelu ? 1 : post->act == Activation::kClip ? 2 : 0;
+  base.lo = post ? post->act_a : 0.f;
+  base.hi = post ? post->act_b : 0.f;
   const float* residual = post ? post->residual : nullptr;
   auto work = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
@@ -734,27 +727,6 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
   (void)s, (void)x, (void)packed, (void)bias, (void)y, (void)pool, (void)post;
   return false;
 #endif
-}
-
-bool small_spatial_try(const ConvShape& s, const float* x, const SmallSpatialCache* cache,
-                       const std::vector<convgemm::PackedA<float>>& packed, const float* bias, float* y,
-                       ep::ThreadPool* pool, const ConvPost* post) {
-  if (!cache || packed.empty() || static_cast<int64_t>(packed.size()) != s.group) return false;
-  if (post && post->act != GemmActivation::kNone && post->act != GemmActivation::kRelu &&
-      post->act != GemmActivation::kClip)
-    return false;
-  const int64_t K = s.C / std::max<int64_t>(1, s.group) * s.g.kvol();
-  if (packed[0].M != s.M / s.group || packed[0].K != K) return false;
-  switch (small_spatial_choice(s, pool ? pool->num_threads() : 1)) {
-    case SmallSpatialChoice::kNone:
-      return false;
-    case SmallSpatialChoice::kDirect:
-      return small_spatial_direct_conv(s, x, packed, bias, y, pool, post);
-    case SmallSpatialChoice::kTransposed:
-      small_spatial_conv(s, x, cache->get(packed), bias, y, pool, post);
-      return true;
-  }
-  return false;
 }
 
 }  // namespace nxrt::ops

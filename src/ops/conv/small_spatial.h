@@ -15,15 +15,15 @@
 //   last pixel as a 6-lane FMA on the weight panel instead of a whole 16-wide vector.
 //
 // small_spatial_choice picks between them and the usual path (the kAuto rule, see the .cpp).
-// They run on CPUs with AVX-512F/VL (and when the GEMM engine's AVX2 kernels are allowed,
-// gemm_using_avx2); elsewhere small_spatial_applies is false and the conv stays on its usual path.
+// They run at the AVX-512 tier and above (the conv kernel's KernelInfo::isa(), capped by the CPU);
+// below it small_spatial_applies is false and the conv stays on its usual path.
 #pragma once
 #include <cstdint>
 #include <mutex>
 #include <vector>
 
 #include "nxrt/dims.h"
-#include "ops/gemm/conv_gemm.h"
+#include "ep/cpu_features.h"
 #include "ops/gemm/gemm.h"
 
 namespace nxrt::ep {
@@ -49,23 +49,23 @@ bool small_spatial_weights_apply(const Dims& w_shape, int64_t group);
 void small_spatial_prepare(int64_t M, int64_t group, int64_t K, const float* w, SmallSpatialWeights* out);
 
 // The path's weights, built on first use (thread-safe) from the conv's packed GEMM weights
-// (convgemm::pack_a of each group's Mg x K block, scale 1).
+// (pack_a of each group's Mg x K block, scale 1).
 class SmallSpatialCache {
  public:
-  const SmallSpatialWeights& get(const std::vector<convgemm::PackedA<float>>& packed) const;
+  const SmallSpatialWeights& get(const std::vector<PackedA<float>>& packed) const;
 
  private:
   mutable std::once_flag once_;
   mutable SmallSpatialWeights w_;
 };
 
-// Whether the path can compute this conv on this CPU.
-bool small_spatial_applies(const ConvShape& s);
+// Whether the paths can compute this conv at this tier.
+bool small_spatial_applies(const ConvShape& s, ep::IsaTier isa = ep::cpu_isa_tier());
 
 // The kAuto choice: the usual path, the direct orientation on the conv's packed weights (1x1 convs on
 // planes of 16q + 1 pixels, no extra copy), or the transposed product (W^T copy).
 enum class SmallSpatialChoice { kNone, kDirect, kTransposed };
-SmallSpatialChoice small_spatial_choice(const ConvShape& s, int threads);
+SmallSpatialChoice small_spatial_choice(const ConvShape& s, int threads, ep::IsaTier isa = ep::cpu_isa_tier());
 
 // Whether it is expected to beat the usual path (im2col / pointwise GEMM) at this many threads: the
 // kAuto rule, from measurements (see the .cpp).
@@ -77,15 +77,9 @@ bool small_spatial_preferred(const ConvShape& s, int threads);
 void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWeights& w, const float* bias,
                         float* y, ep::ThreadPool* pool, const ConvPost* post = nullptr);
 
-// The direct orientation on the conv's own packed weights (convgemm::pack_a per group), no extra copy:
+// The direct orientation on the conv's own packed weights (pack_a per group), no extra copy:
 // y = conv + bias (+ post). Requires small_spatial_applies(s). Returns false where it cannot run.
-bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::vector<convgemm::PackedA<float>>& packed,
+bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::vector<PackedA<float>>& packed,
                                const float* bias, float* y, ep::ThreadPool* pool, const ConvPost* post = nullptr);
-
-// conv_forward's kAuto hook: runs the path when `cache` is set, the shape is preferred and the packed
-// weights match; returns whether it ran (and then it also applied `post`, when given).
-bool small_spatial_try(const ConvShape& s, const float* x, const SmallSpatialCache* cache,
-                       const std::vector<convgemm::PackedA<float>>& packed, const float* bias, float* y,
-                       ep::ThreadPool* pool, const ConvPost* post = nullptr);
 
 }  // namespace nxrt::ops

@@ -1,7 +1,6 @@
 #include "ops/conv/winograd.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "ep/thread_pool.h"
@@ -19,13 +18,12 @@ namespace {
 
 constexpr int kPts = 36;  // 6x6 transform domain
 
-int64_t g_block_tiles = 0;
-bool g_force_scalar = false;
-
-bool use_avx2() {
+// The AVX2 transforms go with the engine's vector GEMM kernels (the tier the conv kernel chose).
+bool use_avx2(ep::IsaTier isa) {
 #ifdef NXRT_WINO_X86
-  return !g_force_scalar && gemm_using_avx2();
+  return gemm_vector_kernels(isa);
 #else
+  (void)isa;
   return false;
 #endif
 }
@@ -347,12 +345,12 @@ bool winograd_weights_apply(const Dims& w_shape, int64_t group) {
 void winograd_prepare(int64_t M, int64_t C, const float* w, WinogradWeights* out) {
   out->M = M;
   out->C = C;
-  // Written straight in the PackedAF32 layout (gemm/gemm.h; what pack_a_f32 would produce from the M x C
+  // Written straight in the PackedA<float> layout (gemm/gemm.h; what pack_a<float> would produce from the M x C
   // matrix of each point): per K block of kGemmKC channels starting at k0 (offset k0 * m_padded), panels
   // of kGemmMR rows, element (m, c) at (m / MR) * MR * kc + (c - k0) * MR + m % MR; rows past M stay zero.
   const int64_t m_padded = (M + kGemmMR - 1) / kGemmMR * kGemmMR;
-  out->u.assign(kPts, PackedAF32());
-  for (PackedAF32& pk : out->u) {
+  out->u.assign(kPts, PackedA<float>());
+  for (PackedA<float>& pk : out->u) {
     pk.M = M;
     pk.K = C;
     pk.m_padded = m_padded;
@@ -372,9 +370,9 @@ void winograd_prepare(int64_t M, int64_t C, const float* w, WinogradWeights* out
   }
 }
 
-const WinogradWeights& WinogradCache::get(const convgemm::PackedA<float>& packed, int64_t M, int64_t C) const {
+const WinogradWeights& WinogradCache::get(const PackedA<float>& packed, int64_t M, int64_t C) const {
   std::call_once(once_, [&] {
-    // Unpack the PackedAF32 layout (gemm/gemm.h): per K block of kGemmKC starting at k0 (offset k0 * m_padded),
+    // Unpack the PackedA<float> layout (gemm/gemm.h): per K block of kGemmKC starting at k0 (offset k0 * m_padded),
     // MR-row panels of kc x MR values, element (i, k) at panel i / MR, k * MR + i % MR.
     const int64_t K = C * 9;
     const int64_t m_padded = (M + kGemmMR - 1) / kGemmMR * kGemmMR;
@@ -412,23 +410,16 @@ bool winograd_applies(const ConvShape& s) {
 // 0.135 -> 0.220, 64->64 @4x4 0.030 -> 0.062: 4x4 tiles cover them poorly), and few channels
 // (3->64 @224x224 2.6 -> 7.9: the transforms dominate).
 // Rule: >= 8 input and output channels, outputs >= 7x7, and >= 8 tiles in the batch or C * M <= 128 * 128.
-// NXRT_CONV_WINOGRAD=0 in the environment turns the kAuto choice off (A/B measurements).
+// The kernel override conv.skip=winograd takes it out of the kAuto choice (A/B measurements).
 bool winograd_preferred(const ConvShape& s) {
-  static const bool disabled = [] {
-    const char* e = std::getenv("NXRT_CONV_WINOGRAD");
-    return e && std::strcmp(e, "0") == 0;
-  }();
-  if (disabled || !winograd_applies(s)) return false;
+  if (!winograd_applies(s)) return false;
   if (s.C < 8 || s.M < 8 || std::min(s.g.out[1], s.g.out[2]) < 7) return false;
   const int64_t tiles = s.N * ((s.g.out[1] + 3) / 4) * ((s.g.out[2] + 3) / 4);
   return tiles >= 8 || s.C * s.M <= 128 * 128;
 }
 
-void winograd_set_block_tiles(int64_t tiles) { g_block_tiles = tiles; }
-void winograd_set_force_scalar(bool scalar) { g_force_scalar = scalar; }
-
 void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w, const float* bias, float* y,
-                   ep::ThreadPool* pool) {
+                   ep::ThreadPool* pool, ep::IsaTier isa, int64_t block_tiles) {
   Plan p;
   p.N = s.N;
   p.C = s.C;
@@ -451,7 +442,7 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
   // channels, at most ~8 MiB of buffers, and at least 24 tiles so the GEMMs keep the 16-column micro-kernel
   // busy. Measured (ms at 28 / 56 tiles): 64->64 @56x56 0.94 / 1.20, 128->32 @56x56 1.21 / 1.45,
   // 128->128 @28x28 0.94 / 0.85.
-  int64_t want = g_block_tiles;
+  int64_t want = block_tiles;
   if (want <= 0) {
     const int64_t per_tile = 144 * (p.C + p.M);
     want = std::max<int64_t>((int64_t(512) << 10) / per_tile, p.C * p.M / (p.C + p.M));
@@ -466,7 +457,7 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
   const int threads = pool && macs >= (int64_t(1) << 22) ? pool->num_threads() : 1;
   // Prefer whole blocks per thread (one wake-up per call): smaller blocks when that gives every thread
   // a few of them and keeps >= 24 tiles per GEMM.
-  if (threads > 1 && g_block_tiles <= 0) {
+  if (threads > 1 && block_tiles <= 0) {
     const int64_t rows_for_split = (total_rows + 4 * threads - 1) / (4 * threads);  // ~4 blocks a thread
     if (rows_for_split < rows_per_block && rows_for_split * p.TW >= 24) rows_per_block = rows_for_split;
   }
@@ -480,7 +471,7 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
   const size_t v_floats = static_cast<size_t>(kPts * cstride + 16);
   const size_t m_floats = static_cast<size_t>(kPts * mstride + 16);
   const size_t in_floats = static_cast<size_t>(12 * input_plane(rows_per_block * p.TW));
-  const bool avx2 = use_avx2();
+  const bool avx2 = use_avx2(isa);
 
   auto input_phase = [&](const float* xin, int64_t R0, int64_t R1, int64_t c0, int64_t c1, float* V) {
 #ifdef NXRT_WINO_X86
@@ -504,7 +495,7 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
   auto gemms = [&](int64_t cols, const float* V, float* Mx, int64_t xi0, int64_t xi1) {
     for (int64_t xi = xi0; xi < xi1; ++xi) {
       gemm_f32_packed_a(p.M, cols, p.C, 1.f, w.u[xi].data.data(), false, V + xi * cstride, ld, 0.f,
-                        Mx + xi * mstride, ld, nullptr);
+                        Mx + xi * mstride, ld, nullptr, nullptr, isa);
     }
   };
 

@@ -6,14 +6,14 @@
 // Interpolation points 0, +-1, +-2 and infinity (the usual matrices of Lavin & Gray). The element-wise
 // products summed over input channels become 36 GEMMs, one per transform-domain point xi:
 //   M_xi[Cout x tiles] = U_xi[Cout x Cin] * V_xi[Cin x tiles]
-// U_xi (the transformed weights) is prepared once and stored as packed left GEMM operands (PackedAF32),
+// U_xi (the transformed weights) is prepared once and stored as packed left GEMM operands (PackedA<float>),
 // so the calls run straight on the shared float GEMM engine (ops/gemm/gemm.h).
 //
 // Work is cut into blocks of whole tile rows (across the batch) sized so the transformed input and the
 // GEMM results of a block stay near L2. Blocks are split over the threads when there are enough of them;
 // otherwise each block's three phases (input transform over channels, GEMMs over xi, output transform
 // over output channels) are split. The transforms are AVX2+FMA (8 tiles a vector, chosen at run time
-// together with the GEMM kernels, see gemm_using_avx2) with a portable scalar fallback.
+// together with the GEMM kernels, see gemm_vector_kernels) with a portable scalar fallback.
 //
 // Accuracy: the F(4,3) transforms scale values by up to ~10 (the +-2 points), so the result's error is
 // larger than that of direct fp32 summation: max error 2e-5..6e-5 of the output's rms on random data
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "nxrt/dims.h"
-#include "ops/gemm/conv_gemm.h"
+#include "ep/cpu_features.h"
 #include "ops/gemm/gemm.h"
 
 namespace nxrt::ep {
@@ -37,7 +37,7 @@ struct ConvShape;
 
 struct WinogradWeights {
   int64_t M = 0, C = 0;
-  std::vector<PackedAF32> u;  // 36 packed M x C operands, xi = 6 * row + col of the 6x6 transform domain
+  std::vector<PackedA<float>> u;  // 36 packed M x C operands, xi = 6 * row + col of the 6x6 transform domain
   bool empty() const { return u.empty(); }
 };
 
@@ -52,8 +52,8 @@ void winograd_prepare(int64_t M, int64_t C, const float* w, WinogradWeights* out
 // only their 1x packed copy instead of the 4x transformed one.
 class WinogradCache {
  public:
-  // `packed`: the M x (C * 9) weights packed by convgemm::pack_a (scale 1), the same every call.
-  const WinogradWeights& get(const convgemm::PackedA<float>& packed, int64_t M, int64_t C) const;
+  // `packed`: the M x (C * 9) weights packed by pack_a (scale 1), the same every call.
+  const WinogradWeights& get(const PackedA<float>& packed, int64_t M, int64_t C) const;
 
  private:
   mutable std::once_flag once_;
@@ -68,11 +68,10 @@ bool winograd_preferred(const ConvShape& s);
 
 // y[N, M, OH, OW] = conv(x, w) + bias (bias may be null). Requires winograd_applies(s) and w prepared
 // for s.M x s.C.
+// The transforms and products use vector code at `isa` (scalar transforms below the AVX2 tier);
+// `block_tiles` > 0 forces the tiles per block (tests and tuning; 0: the sizing rule).
 void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w, const float* bias, float* y,
-                   ep::ThreadPool* pool);
+                   ep::ThreadPool* pool, ep::IsaTier isa = ep::cpu_isa_tier(), int64_t block_tiles = 0);
 
-// Tuning/tests: force the number of tiles per block (0 = automatic) and the scalar transforms.
-void winograd_set_block_tiles(int64_t tiles);
-void winograd_set_force_scalar(bool scalar);
 
 }  // namespace nxrt::ops

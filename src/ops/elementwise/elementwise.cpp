@@ -22,57 +22,13 @@ namespace {
 using ep::KernelContext;
 using ep::KernelInfo;
 
-// ---------------------------------------------------------------------------------------------
-// dtype dispatch beyond common.h
-
-template <typename F, typename E>
-Status dispatch_signed_numeric(DataType dt, F&& f, E&& unsupported) {
-  switch (dt) {
-    case DataType::kFloat: return f(float{});
-    case DataType::kDouble: return f(double{});
-    case DataType::kFloat16: return f(Float16{});
-    case DataType::kBFloat16: return f(BFloat16{});
-    case DataType::kInt8: return f(int8_t{});
-    case DataType::kInt16: return f(int16_t{});
-    case DataType::kInt32: return f(int32_t{});
-    case DataType::kInt64: return f(int64_t{});
-    default: return dispatch_error(unsupported);
-  }
-}
-
-template <typename F, typename E>
-Status dispatch_integer(DataType dt, F&& f, E&& unsupported) {
-  switch (dt) {
-    case DataType::kInt8: return f(int8_t{});
-    case DataType::kInt16: return f(int16_t{});
-    case DataType::kInt32: return f(int32_t{});
-    case DataType::kInt64: return f(int64_t{});
-    case DataType::kUInt8: return f(uint8_t{});
-    case DataType::kUInt16: return f(uint16_t{});
-    case DataType::kUInt32: return f(uint32_t{});
-    case DataType::kUInt64: return f(uint64_t{});
-    default: return dispatch_error(unsupported);
-  }
-}
-
-template <typename F, typename E>
-Status dispatch_unsigned(DataType dt, F&& f, E&& unsupported) {
-  switch (dt) {
-    case DataType::kUInt8: return f(uint8_t{});
-    case DataType::kUInt16: return f(uint16_t{});
-    case DataType::kUInt32: return f(uint32_t{});
-    case DataType::kUInt64: return f(uint64_t{});
-    default: return dispatch_error(unsupported);
-  }
-}
-
 enum class TypeSet { kFloat, kNumeric, kSigned, kInteger, kUnsigned, kBool };
 
 template <TypeSet S, typename F, typename E>
 Status dispatch_set(DataType dt, F&& f, E&& unsupported) {
   if constexpr (S == TypeSet::kFloat) return dispatch_float(dt, f, unsupported);
   else if constexpr (S == TypeSet::kNumeric) return dispatch_numeric(dt, f, unsupported);
-  else if constexpr (S == TypeSet::kSigned) return dispatch_signed_numeric(dt, f, unsupported);
+  else if constexpr (S == TypeSet::kSigned) return dispatch_signed(dt, f, unsupported);
   else if constexpr (S == TypeSet::kInteger) return dispatch_integer(dt, f, unsupported);
   else if constexpr (S == TypeSet::kUnsigned) return dispatch_unsigned(dt, f, unsupported);
   else {
@@ -83,17 +39,6 @@ Status dispatch_set(DataType dt, F&& f, E&& unsupported) {
 
 Status bad_dtype(const KernelContext& ctx, DataType dt, const char* what = "input") {
   return ctx.error(std::string("unsupported ") + what + " dtype " + dtype_name(dt), StatusCode::kNotImplemented);
-}
-
-template <typename T>
-constexpr bool is_float_like_v = std::is_floating_point_v<T> || std::is_same_v<T, Float16> ||
-                                 std::is_same_v<T, BFloat16>;
-
-// Converts a compute value back to storage type T.
-template <typename T, typename C>
-inline T to_storage(C v) {
-  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) return T(static_cast<float>(v));
-  else return static_cast<T>(v);
 }
 
 // Double -> integer without UB: NaN -> 0, clamped to the type's range.
@@ -119,7 +64,7 @@ template <typename T, typename Op>
 void map_unary(ep::ThreadPool& pool, const T* in, T* out, int64_t n, const Op& op, int64_t grain) {
   using C = compute_t<T>;
   ew::run_flat(pool, n, grain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) out[i] = to_storage<T>(op(static_cast<C>(in[i])));
+    for (int64_t i = b; i < e; ++i) out[i] = from_compute<T>(op(static_cast<C>(in[i])));
   });
 }
 
@@ -355,7 +300,7 @@ Status float_predicate(KernelContext& ctx, Pred pred) {
       [&](auto tag) -> Status {
         using T = decltype(tag);
         const T* in = x.data<T>();
-        for (int64_t i = 0; i < n; ++i) o[i] = pred(static_cast<double>(static_cast<compute_t<T>>(in[i])));
+        for (int64_t i = 0; i < n; ++i) o[i] = pred(to_compute<double>(in[i]));
         return Status::Ok();
       },
       [&] { return bad_dtype(ctx, x.dtype()); });
@@ -500,7 +445,7 @@ struct Lift {
   T operator()(T a, T b) const {
     using C = compute_t<T>;
     if constexpr (std::is_same_v<C, T>) return f(a, b);
-    else return to_storage<T>(f(static_cast<C>(a), static_cast<C>(b)));
+    else return from_compute<T>(f(static_cast<C>(a), static_cast<C>(b)));
   }
 };
 
@@ -583,7 +528,7 @@ Status Mod(KernelContext& ctx) {
           }
         }
         ew::apply_binary(ctx.pool(), plan, a.data<T>(), b.data<T>(), y->data<T>(), [fmod](T x, T z) {
-          return to_storage<T>(mod_value<C>(static_cast<C>(x), static_cast<C>(z), fmod));
+          return from_compute<T>(mod_value<C>(static_cast<C>(x), static_cast<C>(z), fmod));
         });
         return Status::Ok();
       },
@@ -618,9 +563,9 @@ inline T pow_value(T x, E y) {
   using CE = compute_t<E>;
   if constexpr (is_float_like_v<T>) {
     if constexpr (std::is_same_v<CT, float> && std::is_same_v<CE, float>) {
-      return to_storage<T>(std::pow(static_cast<float>(x), static_cast<float>(y)));
+      return from_compute<T>(std::pow(static_cast<float>(x), static_cast<float>(y)));
     } else {
-      return to_storage<T>(std::pow(static_cast<double>(static_cast<CT>(x)), static_cast<double>(static_cast<CE>(y))));
+      return from_compute<T>(std::pow(static_cast<double>(static_cast<CT>(x)), static_cast<double>(static_cast<CE>(y))));
     }
   } else {
     if constexpr (std::is_integral_v<CE>) {
@@ -826,7 +771,7 @@ Status variadic_kernel(KernelContext& ctx) {
         if constexpr (kMean) {
           using C = compute_t<T>;
           const C inv = static_cast<C>(ins.size());
-          for (int64_t i = 0, n = y->numel(); i < n; ++i) o[i] = to_storage<T>(static_cast<C>(o[i]) / inv);
+          for (int64_t i = 0, n = y->numel(); i < n; ++i) o[i] = from_compute<T>(static_cast<C>(o[i]) / inv);
         }
         return Status::Ok();
       },
@@ -882,7 +827,7 @@ Status Clip(KernelContext& ctx) {
             C v = static_cast<C>(in[i]);
             v = v < lo ? lo : v;
             v = v > hi ? hi : v;
-            out[i] = to_storage<T>(v);
+            out[i] = from_compute<T>(v);
           }
         });
         return Status::Ok();
@@ -924,7 +869,7 @@ Status PRelu(KernelContext& ctx) {
         using C = compute_t<T>;
         ew::apply_binary(ctx.pool(), plan, x.data<T>(), slope.data<T>(), y->data<T>(), [](T v, T s) {
           C cv = static_cast<C>(v);
-          return cv < C(0) ? to_storage<T>(mul_wrap<C>(cv, static_cast<C>(s))) : v;
+          return cv < C(0) ? from_compute<T>(mul_wrap<C>(cv, static_cast<C>(s))) : v;
         });
         return Status::Ok();
       },

@@ -15,6 +15,7 @@
 
 #include "ep/kernel.h"
 #include "ep/thread_pool.h"
+#include "ir/strided_cursor.h"
 #include "nxrt/tensor.h"
 
 namespace nxrt::ops::ew {
@@ -88,35 +89,24 @@ inline BcastPlan make_plan(const Dims& out, const std::vector<const Dims*>& ins)
 // Calls fn(out_offset, in_offsets, len) for each row piece of flat output range [begin, end).
 template <int N, typename Fn>
 void for_each_row(const BcastPlan& p, int64_t begin, int64_t end, Fn&& fn) {
-  const int r = static_cast<int>(p.dims.size());
+  const size_t r = p.dims.size();
   const int64_t inner = p.dims[r - 1];
-  Dims coord(static_cast<size_t>(r), 0);  // inline: no allocation per call
-  int64_t rem = begin;
-  for (int d = r - 1; d >= 0; --d) {
-    coord[d] = rem % p.dims[d];
-    rem /= p.dims[d];
-  }
-  int64_t base[N > 0 ? N : 1] = {};
-  for (int k = 0; k < N; ++k)
-    for (int d = 0; d < r - 1; ++d) base[k] += coord[d] * p.strides[k][d];
-  int64_t j = coord[r - 1];
+  std::array<const int64_t*, N> strides;
+  for (int k = 0; k < N; ++k) strides[k] = p.strides[k].data();
+  ir::StridedCursor<N> rows(p.dims.data(), r - 1, strides);  // the row's start in each input
+  rows.seek(begin / inner);
+  int64_t j = begin % inner;
   int64_t pos = begin;
   while (pos < end) {
     const int64_t len = std::min(inner - j, end - pos);
     int64_t offs[N > 0 ? N : 1];
-    for (int k = 0; k < N; ++k) offs[k] = base[k] + j * p.strides[k][r - 1];
+    for (int k = 0; k < N; ++k) offs[k] = rows.offset(k) + j * p.strides[k][r - 1];
     fn(pos, static_cast<const int64_t*>(offs), len);
     pos += len;
     j += len;
     if (j == inner) {
       j = 0;
-      for (int d = r - 2; d >= 0; --d) {
-        ++coord[d];
-        for (int k = 0; k < N; ++k) base[k] += p.strides[k][d];
-        if (coord[d] < p.dims[d]) break;
-        for (int k = 0; k < N; ++k) base[k] -= p.strides[k][d] * p.dims[d];
-        coord[d] = 0;
-      }
+      rows.next();
     }
   }
 }
@@ -169,11 +159,7 @@ void apply_binary(ep::ThreadPool& pool, const BcastPlan& p, const A* a, const B*
 
 // Checks that inputs [0, n) are present tensors (a malformed node must not reach ctx.input()).
 inline Status need_inputs(const ep::KernelContext& ctx, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    const Value* v = ctx.input_value(i);
-    if (v == nullptr) return ctx.error("required input " + std::to_string(i) + " is missing", StatusCode::kInvalidModel);
-    if (!v->is_tensor()) return ctx.error("input " + std::to_string(i) + " must be a tensor", StatusCode::kInvalidArgument);
-  }
+  for (size_t i = 0; i < n; ++i) NXRT_RETURN_IF_ERROR(ctx.required_tensor(i, nullptr).status());
   return Status::Ok();
 }
 

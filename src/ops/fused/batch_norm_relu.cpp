@@ -1,5 +1,5 @@
 // nxrt::BatchNormRelu(X, scale, B, mean, var), attribute epsilon: Relu(BatchNormalization(X, ...)), the
-// kernel of the optimizer's BN-ReLU fusion (optimizer/bn_relu.cpp): one per-channel scale/shift +
+// kernel of the optimizer's BN-ReLU fusion (optimizer/fusions/fuse_bn_relu.cpp): one per-channel scale/shift +
 // max(0, .) pass instead of two.
 //
 // The kernel folds the statistics into a = scale / sqrt(var + eps) and b = B - mean * a in double

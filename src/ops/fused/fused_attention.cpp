@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "ep/kernel.h"
+#include "ep/standalone_context.h"
 #include "ops/common.h"
 #include "ops/gemm/gemm.h"
 #include "ops/fused/fused_ops.h"
@@ -18,39 +19,6 @@
 namespace nxrt::ops {
 
 namespace {
-
-// A context over local values, for running the fallback ops.
-class LocalContext final : public ep::KernelContext {
- public:
-  LocalContext(const ep::KernelInfo& info, std::vector<Value> inputs, ep::KernelContext& outer)
-      : info_(info), inputs_(std::move(inputs)), outputs_(1), outer_(outer) {}
-  const ep::KernelInfo& info() const override { return info_; }
-  size_t num_inputs() const override { return inputs_.size(); }
-  size_t num_outputs() const override { return 1; }
-  const Value* input_value(size_t i) const override {
-    return i < inputs_.size() && !inputs_[i].is_none() ? &inputs_[i] : nullptr;
-  }
-  bool output_requested(size_t i) const override { return i == 0; }
-  Result<Tensor*> allocate_output(size_t i, DataType dtype, const Dims& shape) override {
-    if (i != 0) return outer_.error("fused attention: unexpected output");
-    outputs_[0] = Value(Tensor(dtype, shape));
-    return &outputs_[0].tensor();
-  }
-  Status set_output(size_t i, Value v) override {
-    if (i != 0) return outer_.error("fused attention: unexpected output");
-    outputs_[0] = std::move(v);
-    return Status::Ok();
-  }
-  ep::ThreadPool& pool() override { return outer_.pool(); }
-  Status error(const std::string& msg, StatusCode code) const override { return outer_.error(msg, code); }
-  Value& result() { return outputs_[0]; }
-
- private:
-  const ep::KernelInfo& info_;
-  std::vector<Value> inputs_;
-  std::vector<Value> outputs_;
-  ep::KernelContext& outer_;
-};
 
 struct Step {
   ir::Node node;
@@ -108,9 +76,9 @@ class FusedAttentionKernel final : public ep::Kernel {
   }
 
   Result<Value> run_step(ep::KernelContext& ctx, size_t i, std::vector<Value> in) {
-    LocalContext lc(*steps_[i]->info, std::move(in), ctx);
+    ep::StandaloneContext lc(*steps_[i]->info, std::move(in), ctx);
     NXRT_RETURN_IF_ERROR(steps_[i]->kernel->compute(lc));
-    Value r = lc.result();
+    Value r = lc.output(0);
     if (r.is_tensor() && !r.tensor().is_contiguous()) r = Value(r.tensor().contiguous());
     return r;
   }

@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "ep/kernel.h"
+#include "ep/standalone_context.h"
 #include "ops/common.h"
 #include "ops/conv/conv_engine.h"
 #include "ops/fused/fused_ops.h"
@@ -27,44 +28,16 @@ struct ActParams {
   float a = 0, b = 0;
 };
 
-template <Activation A, typename CT>
-inline CT act_of(CT v, const ActParams& p) {
-  if constexpr (A == Activation::kNone) return v;
-  if constexpr (A == Activation::kRelu) return v < CT(0) ? CT(0) : v;
-  if constexpr (A == Activation::kClip) return v < CT(p.a) ? CT(p.a) : (v > CT(p.b) ? CT(p.b) : v);
-  if constexpr (A == Activation::kSigmoid) return CT(1) / (CT(1) + std::exp(-v));
-  if constexpr (A == Activation::kTanh) return std::tanh(v);
-  if constexpr (A == Activation::kLeakyRelu) return v >= CT(0) ? v : CT(p.a) * v;
-  if constexpr (A == Activation::kHardSigmoid) return std::max(CT(0), std::min(CT(1), CT(p.a) * v + CT(p.b)));
-  if constexpr (A == Activation::kHardSwish) return v * std::max(CT(0), std::min(CT(1), v / CT(6) + CT(0.5)));
-  return v;
-}
-
-template <typename CT>
-inline CT apply_act(CT v, const ActParams& p) {
-  switch (p.kind) {
-    case Activation::kNone: return v;
-    case Activation::kRelu: return act_of<Activation::kRelu>(v, p);
-    case Activation::kClip: return act_of<Activation::kClip>(v, p);
-    case Activation::kSigmoid: return act_of<Activation::kSigmoid>(v, p);
-    case Activation::kTanh: return act_of<Activation::kTanh>(v, p);
-    case Activation::kLeakyRelu: return act_of<Activation::kLeakyRelu>(v, p);
-    case Activation::kHardSigmoid: return act_of<Activation::kHardSigmoid>(v, p);
-    case Activation::kHardSwish: return act_of<Activation::kHardSwish>(v, p);
-  }
-  return v;
-}
-
 // y = act(y [+ z]) over [i0, i1), the activation fixed at compile time so the loop vectorizes.
 template <Activation A, typename T, typename CT>
 void epilogue_range(T* yd, const T* zd, int64_t i0, int64_t i1, const ActParams& p) {
   if (zd) {
     for (int64_t i = i0; i < i1; ++i) {
       const CT s = static_cast<CT>(T(static_cast<CT>(yd[i]) + static_cast<CT>(zd[i])));
-      yd[i] = T(act_of<A>(s, p));
+      yd[i] = T(activation_of<A>(s, p.a, p.b));
     }
   } else {
-    for (int64_t i = i0; i < i1; ++i) yd[i] = T(act_of<A>(static_cast<CT>(yd[i]), p));
+    for (int64_t i = i0; i < i1; ++i) yd[i] = T(activation_of<A>(static_cast<CT>(yd[i]), p.a, p.b));
   }
 }
 
@@ -76,6 +49,7 @@ void epilogue_dispatch(T* yd, const T* zd, int64_t i0, int64_t i1, const ActPara
     case Activation::kClip: return epilogue_range<Activation::kClip, T, CT>(yd, zd, i0, i1, p);
     case Activation::kSigmoid: return epilogue_range<Activation::kSigmoid, T, CT>(yd, zd, i0, i1, p);
     case Activation::kTanh: return epilogue_range<Activation::kTanh, T, CT>(yd, zd, i0, i1, p);
+    case Activation::kGelu: return epilogue_range<Activation::kGelu, T, CT>(yd, zd, i0, i1, p);
     case Activation::kLeakyRelu: return epilogue_range<Activation::kLeakyRelu, T, CT>(yd, zd, i0, i1, p);
     case Activation::kHardSigmoid: return epilogue_range<Activation::kHardSigmoid, T, CT>(yd, zd, i0, i1, p);
     case Activation::kHardSwish: return epilogue_range<Activation::kHardSwish, T, CT>(yd, zd, i0, i1, p);
@@ -85,49 +59,42 @@ void epilogue_dispatch(T* yd, const T* zd, int64_t i0, int64_t i1, const ActPara
 template <typename T>
 using ct_of = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-// Forwards a wrapped kernel's context to the fused node's context: inputs 0..n-1, output 0.
-class ForwardContext final : public ep::KernelContext {
+// The wrapped Conv/Gemm/MatMul's view of the fused node (a StandaloneContext nested in the fused
+// node's context, so pool, workspaces and errors are the fused node's). Inputs are the fused node's
+// first n_in (input 0 replaceable: FusedConv's pre-activated X). Output 0 is the fused node's own
+// output 0 when the wrapped op allocates it at the residual's shape (or there is no residual), so the
+// epilogue then runs in place; any other shape, or a view the op sets, is a temporary owned here that
+// compute() combines into output 0 (is_temp_).
+class ForwardContext final : public ep::StandaloneContext {
  public:
   ForwardContext(ep::KernelContext& outer, const ep::KernelInfo& info, size_t n_in, const Dims* z_shape)
-      : outer_(outer), info_(info), n_in_(n_in), z_shape_(z_shape) {}
-  const ep::KernelInfo& info() const override { return info_; }
+      : StandaloneContext(info, {}, outer), n_in_(n_in), z_shape_(z_shape) {}
   size_t num_inputs() const override { return n_in_; }
-  size_t num_outputs() const override { return 1; }
   const Value* input_value(size_t i) const override {
     if (i == 0 && in0_override_) return in0_override_;
-    return i < n_in_ ? outer_.input_value(i) : nullptr;
+    return i < n_in_ ? outer()->input_value(i) : nullptr;
   }
-  // Input 0 as the wrapped op sees it (FusedConv's pre-activated X on the general path).
-  const Value* in0_override_ = nullptr;
-  bool output_requested(size_t i) const override { return i == 0; }
   Result<Tensor*> allocate_output(size_t i, DataType dtype, const Dims& shape) override {
-    if (i != 0) return outer_.error("fused kernel: the wrapped op allocated output " + std::to_string(i));
-    if (!z_shape_ || *z_shape_ == shape) {
-      NXRT_ASSIGN_OR_RETURN(out_, outer_.allocate_output(0, dtype, shape));
-      return out_;
-    }
-    temp_ = Tensor(dtype, shape);
-    out_ = &temp_;
-    is_temp_ = true;
+    if (i != 0) return error("fused kernel: the wrapped op allocated output " + std::to_string(i));
+    const bool in_place = !z_shape_ || *z_shape_ == shape;
+    NXRT_ASSIGN_OR_RETURN(out_, in_place ? outer()->allocate_output(0, dtype, shape)
+                                         : StandaloneContext::allocate_output(0, dtype, shape));
+    is_temp_ = !in_place;
     return out_;
   }
   Status set_output(size_t i, Value v) override {
-    if (i != 0 || !v.is_tensor()) return outer_.error("fused kernel: the wrapped op set a non-tensor output");
-    temp_ = v.tensor().contiguous(true);
-    out_ = &temp_;
+    if (i != 0 || !v.is_tensor()) return error("fused kernel: the wrapped op set a non-tensor output");
+    NXRT_RETURN_IF_ERROR(StandaloneContext::set_output(0, Value(v.tensor().contiguous(true))));
+    out_ = &output(0).tensor();
     is_temp_ = true;
     return Status::Ok();
   }
-  ep::ThreadPool& pool() override { return outer_.pool(); }
-  Status error(const std::string& msg, StatusCode code) const override { return outer_.error(msg, code); }
 
-  Tensor* out_ = nullptr;
-  Tensor temp_;
-  bool is_temp_ = false;
+  const Value* in0_override_ = nullptr;
+  Tensor* out_ = nullptr;  // the wrapped op's result
+  bool is_temp_ = false;   // out_ is a temporary, not the fused node's output 0
 
  private:
-  ep::KernelContext& outer_;
-  const ep::KernelInfo& info_;
   size_t n_in_;
   const Dims* z_shape_;
 };
@@ -176,6 +143,7 @@ class FusedKernel final : public ep::Kernel {
     }
     inner_info_->graph_ = info.graph();
     inner_info_->registry_ = info.registry();
+    inner_info_->overrides_ = &info.overrides();  // the wrapped kernel honours the same forced choices
     if (!info.registry()) return info.error("created without a kernel registry: cannot make its " + inner_op_);
     const ep::KernelDef* def = info.registry()->find("", inner_op_, opset);
     if (!def) return info.error("no CPU kernel for " + inner_op_ + " at opset " + std::to_string(opset));
@@ -207,11 +175,9 @@ class FusedKernel final : public ep::Kernel {
         (!z || z->dtype() == DataType::kFloat)) {
       ConvPost post;
       post.residual = z ? z->data<float>() : nullptr;
-      post.act = act_.kind == Activation::kRelu   ? GemmActivation::kRelu
-                 : act_.kind == Activation::kClip ? GemmActivation::kClip
-                                                  : GemmActivation::kNone;
-      post.clip_min = act_.a;
-      post.clip_max = act_.b;
+      post.act = act_.kind;
+      post.act_a = act_.a;
+      post.act_b = act_.b;
       if (pre) {
         post.pre_scale = pre_scale_.data();
         post.pre_shift = pre_shift_.data();
@@ -303,7 +269,7 @@ class FusedKernel final : public ep::Kernel {
           for (int64_t i = 0; i < total; ++i) {
             CT s = static_cast<CT>(yd[yo]);
             if (zd) s = static_cast<CT>(T(s + static_cast<CT>(zd[zo])));
-            od[i] = T(apply_act(s, act_));
+            od[i] = T(apply_activation(act_.kind, s, act_.a, act_.b));
             for (size_t d = r; d-- > 0;) {
               ++idx[d];
               yo += ys[d];
@@ -333,20 +299,8 @@ class FusedKernel final : public ep::Kernel {
 
 }  // namespace
 
-Result<Activation> parse_activation(const std::string& s) {
-  if (s.empty()) return Activation::kNone;
-  if (s == "Relu") return Activation::kRelu;
-  if (s == "Clip") return Activation::kClip;
-  if (s == "Sigmoid") return Activation::kSigmoid;
-  if (s == "Tanh") return Activation::kTanh;
-  if (s == "LeakyRelu") return Activation::kLeakyRelu;
-  if (s == "HardSigmoid") return Activation::kHardSigmoid;
-  if (s == "HardSwish") return Activation::kHardSwish;
-  return invalid_model("unknown fused activation '" + s + "'");
-}
-
 void register_fused_attention(ep::KernelRegistry& r);  // fused_attention.cpp
-void register_bn_relu(ep::KernelRegistry& r);          // bn_relu.cpp
+void register_bn_relu(ep::KernelRegistry& r);          // batch_norm_relu.cpp
 
 void register_fused_ops(ep::KernelRegistry& r) {
   register_fused_attention(r);

@@ -5,11 +5,11 @@
 
 #include "ep/kernel.h"
 #include "nxrt/status.h"
+#include "ops/gemm/activation.h"
 
 namespace nxrt::ops {
 
-enum class Activation { kNone, kRelu, kClip, kSigmoid, kTanh, kLeakyRelu, kHardSigmoid, kHardSwish };
-Result<Activation> parse_activation(const std::string& s);
+// The fused ops' "activation" attribute: ops::Activation and parse_activation (ops/gemm/activation.h).
 
 // y = max(x * a + b, 0) over n floats (BatchNormRelu's inner loop; AVX2 where available; a NaN
 // comes out 0). Also FusedConv's pre-activation on its general path.

@@ -1,4 +1,6 @@
-// Single-precision GEMM used by MatMul, Gemm, Einsum, attention and (through im2col / 1x1) Conv.
+// The one GEMM module: the float32 engine behind MatMul, Gemm, Einsum, attention, Conv (1x1, implicit
+// GEMM, Winograd's products), ConvTranspose, ConvInteger, DeformConv and the recurrent ops; the
+// float64 GEMM; one packed-left-operand type; one reference.
 //
 //   C[M,N] = epilogue( alpha * op(A)[M,K] * op(B)[K,N] + beta * C )
 //
@@ -7,11 +9,13 @@
 // The epilogue (GemmEpilogue) is applied in this order, fused into the kernel's store while the tile
 // of C is in cache:  v += bias (per column j or per row i);  v += residual[i, j];  v = act(v).
 //
-// One engine serves every entry point: an AVX2+FMA 6x16 register-blocked micro-kernel (chosen at run
-// time when the CPU has AVX2 and FMA; otherwise a portable plain-loop kernel), KC x NC panels of
-// op(B) and MC x KC blocks of op(A) packed per task, tasks over M/N blocks on the thread pool (small
-// problems stay on the calling thread). Constant operands can be packed once (PackedB for weights on
-// the right as in MatMul/Gemm, PackedAF32 for weights on the left as in Conv) and reused by every call.
+// float: KC x NC panels of op(B) and MC x KC blocks of op(A) packed per task, a 6x16 register-blocked
+// micro-kernel over them, tasks over M/N blocks on the thread pool (small problems stay on the calling
+// thread). The micro-kernels and the other ISA-specific pieces come as sets, one per instruction-set
+// tier (gemm_kernels.h: f32_gemm_6x16__scalar, f32_gemm_6x16__avx2, ...); every entry point takes the
+// tier its kernel chose once (KernelInfo::isa()) and runs the best set at or below it.
+// Constant operands can be packed once (PackedB for weights on the right as in MatMul/Gemm, PackedA
+// for weights on the left as in Conv) and reused by every call.
 //
 // `pool` may be null (single-threaded). Calls made from inside a parallel_for of the pool run
 // single-threaded (the pool runs nested parallel_for inline).
@@ -19,7 +23,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "ep/cpu_features.h"
 #include "ep/function_ref.h"
+#include "ops/gemm/activation.h"
 
 namespace nxrt::ep {
 class ThreadPool;
@@ -27,7 +33,6 @@ class ThreadPool;
 
 namespace nxrt::ops {
 
-enum class GemmActivation : uint8_t { kNone, kRelu, kClip, kSigmoid, kTanh, kGelu /* erf form */ };
 enum class GemmBias : uint8_t { kNone, kPerColumn /* bias[j], N values */, kPerRow /* bias[i], M values */ };
 
 struct GemmEpilogue {
@@ -35,10 +40,10 @@ struct GemmEpilogue {
   const float* bias = nullptr;
   const float* residual = nullptr;  // M x N, row stride ldr; may alias C only when it equals C exactly
   int64_t ldr = 0;
-  GemmActivation act = GemmActivation::kNone;
-  float clip_min = 0.f, clip_max = 0.f;  // kClip bounds
+  Activation act = Activation::kNone;
+  float act_a = 0.f, act_b = 0.f;  // the activation's parameters (ops/gemm/activation.h; Clip: min, max)
   bool empty() const {
-    return (bias_kind == GemmBias::kNone || bias == nullptr) && residual == nullptr && act == GemmActivation::kNone;
+    return (bias_kind == GemmBias::kNone || bias == nullptr) && residual == nullptr && act == Activation::kNone;
   }
 };
 
@@ -46,6 +51,9 @@ struct GemmEpilogue {
 // C(i0, j0). Exposed for callers that produce C by other means; the GEMM entry points fuse it.
 void gemm_apply_epilogue(const GemmEpilogue& ep, int64_t i0, int64_t j0, int64_t rows, int64_t cols, float* c,
                          int64_t ldc);
+
+constexpr int64_t kGemmKC = 256;  // K block of the packed layouts
+constexpr int kGemmMR = 6, kGemmNR = 16;  // the float engine's tile: A panels of 6 rows, B panels of 16 columns
 
 // op(B) packed once for repeated GEMMs against the same right operand (constant weights): the panel
 // layout the engine consumes, so calls skip packing B.
@@ -55,35 +63,42 @@ struct PackedB {
   std::vector<float> data;  // per K block of the kernel: n_padded x kc, in NR-wide column panels
   bool empty() const { return data.empty(); }
 };
-PackedB pack_b_f32(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb);
+PackedB pack_b_f32(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb, ep::IsaTier isa = ep::cpu_isa_tier());
 
-// op(A) packed once (constant left operand: conv weights). Layout (shared with convgemm::PackedA<float>):
-// per K block of kGemmKC rows starting at k0, at offset k0 * m_padded, ceil(M/6) panels of kc x 6
-// values (panel p at p * 6 * kc, element (r, k) at k * 6 + r), zero-padded to m_padded rows.
-struct PackedAF32 {
+// The row panel height of the packed left operand: the engine's tile rows (6 for float, 4 for double).
+template <typename T> constexpr int kGemmPanelRows = 0;
+template <> inline constexpr int kGemmPanelRows<float> = kGemmMR;
+template <> inline constexpr int kGemmPanelRows<double> = 4;
+
+// op(A) packed once (a constant left operand: conv and recurrent weights), for float and double alike.
+// Layout: per K block of kGemmKC rows starting at k0, at offset k0 * m_padded, ceil(M/R) panels of
+// kc x R values (R = kGemmPanelRows<T>; panel p at p * R * kc, element (r, k) at k * R + r), zero-padded
+// to m_padded rows.
+template <typename T>
+struct PackedA {
   int64_t M = 0, K = 0;
   int64_t m_padded = 0;
-  std::vector<float> data;
+  std::vector<T> data;
   bool empty() const { return data.empty(); }
 };
-PackedAF32 pack_a_f32(bool transA, int64_t M, int64_t K, const float* A, int64_t lda, float scale = 1.f);
-constexpr int64_t kGemmKC = 256;  // K block of both packed layouts
-constexpr int kGemmMR = 6, kGemmNR = 16;
+template <typename T>
+PackedA<T> pack_a(bool transA, int64_t M, int64_t K, const T* A, int64_t lda, T scale = T(1));
 
-// The general entry point.
+// The general float entry point.
 void gemm_f32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
               const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
-              const GemmEpilogue* epilogue = nullptr);
+              const GemmEpilogue* epilogue = nullptr, ep::IsaTier isa = ep::cpu_isa_tier());
 
 // C = epilogue(alpha * op(A) * B + beta * C) with B prepacked by pack_b_f32.
 void gemm_f32_packed(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedB& B, float beta,
-                     float* C, int64_t ldc, ep::ThreadPool* pool, const GemmEpilogue* epilogue = nullptr);
+                     float* C, int64_t ldc, ep::ThreadPool* pool, const GemmEpilogue* epilogue = nullptr,
+                     ep::IsaTier isa = ep::cpu_isa_tier());
 
-// C = epilogue(alpha * A * op(B) + beta * C) with A prepacked by pack_a_f32 (or convgemm::pack_a<float>):
-// `a_packed` points at data laid out as PackedAF32 for an M x K matrix.
+// C = epilogue(alpha * A * op(B) + beta * C) with A prepacked: `a_packed` points at data laid out as
+// PackedA<float> for an M x K matrix.
 void gemm_f32_packed_a(int64_t M, int64_t N, int64_t K, float alpha, const float* a_packed, bool transB,
                        const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
-                       const GemmEpilogue* epilogue = nullptr);
+                       const GemmEpilogue* epilogue = nullptr, ep::IsaTier isa = ep::cpu_isa_tier());
 
 // Writes op(B)[p0:p0+kc, j0:j0+nc] as the engine's B block: ceil(nc/kGemmNR) panels of kc x kGemmNR
 // floats (panel q at q * kGemmNR * kc, element (k, j) at k * kGemmNR + j), columns past nc zero. The
@@ -95,7 +110,7 @@ using GemmBPacker = ep::FunctionRef<void(int64_t p0, int64_t kc, int64_t j0, int
 // column matrix is written). Tasks split N first, so no two tasks pack the same B block.
 void gemm_f32_packed_a_gen_b(int64_t M, int64_t N, int64_t K, float alpha, const float* a_packed, GemmBPacker pack_b,
                              float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
-                             const GemmEpilogue* epilogue = nullptr);
+                             const GemmEpilogue* epilogue = nullptr, ep::IsaTier isa = ep::cpu_isa_tier());
 
 // A run of columns of an implicit GEMM whose B rows are read in place (a conv's padded input):
 //   C[0:M, j0:j0+ncols] = epilogue(A * B),  B(k, j) = brow[boff[k] + j],
@@ -103,21 +118,34 @@ void gemm_f32_packed_a_gen_b(int64_t M, int64_t N, int64_t K, float alpha, const
 // must have ncols rounded up to 16 readable floats (columns past ncols are computed and dropped). Runs
 // on the calling thread; callers split the work.
 void gemm_f32_strips(int64_t M, int64_t K, const float* a_packed, const float* brow, const int64_t* boff,
-                     int64_t ncols, float* C, int64_t ldc, int64_t j0, const GemmEpilogue* epilogue = nullptr);
+                     int64_t ncols, float* C, int64_t ldc, int64_t j0, const GemmEpilogue* epilogue = nullptr,
+                     ep::IsaTier isa = ep::cpu_isa_tier());
 
-// Plain triple-loop GEMM with the same contract (double accumulation): the reference for tests.
-void gemm_f32_reference(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                        int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
-                        const GemmEpilogue* epilogue = nullptr);
-
-// Same contract in double precision (blocked less aggressively; used by MatMul/Gemm/Einsum on double).
+// The float64 GEMM, same contract without the epilogue (blocked less aggressively: MatMul/Gemm/Einsum on
+// double and the double conv / recurrent paths). `a_packed`, when set, is op(A) as PackedA<double>
+// (transA and A are then ignored).
 void gemm_f64(bool transA, bool transB, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
-              int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc, ep::ThreadPool* pool);
+              int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc, ep::ThreadPool* pool,
+              const PackedA<double>* a_packed = nullptr);
 
-// Kernel selection: whether the AVX2+FMA kernels are in use, and a switch for tests/benchmarks to force
-// the portable kernels (false) or return to automatic selection (true). Not thread-safe against
-// concurrent GEMMs; set it before running.
-bool gemm_using_avx2();
-void gemm_set_allow_avx2(bool allow);
+// Typed front doors for code templated on the compute type (the conv family, the recurrent ops): float
+// goes to the f32 engine, double to gemm_f64.
+template <typename T>
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+          int64_t ldb, T beta, T* C, int64_t ldc, ep::ThreadPool* pool, ep::IsaTier isa = ep::cpu_isa_tier());
+// C = A * op(B) + beta * C with A prepacked (N columns).
+template <typename T>
+void gemm_packed_a(const PackedA<T>& A, int64_t N, bool transB, const T* B, int64_t ldb, T beta, T* C, int64_t ldc,
+                   ep::ThreadPool* pool, ep::IsaTier isa = ep::cpu_isa_tier());
+
+// The plain triple loop with the same contract (double accumulation; the epilogue for float): what
+// every engine and micro-kernel is tested against.
+template <typename T>
+void gemm_reference(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                    const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const GemmEpilogue* epilogue = nullptr);
+
+// Whether the float engine runs vector (AVX2+) kernels at this tier on this CPU (the conv paths that pair
+// their own vector code with the engine's ask it).
+bool gemm_vector_kernels(ep::IsaTier isa);
 
 }  // namespace nxrt::ops

@@ -211,7 +211,7 @@ Status eye_like_compute(ep::KernelContext& ctx) {
       [&](auto tag) -> Status {
         using T = decltype(tag);
         if constexpr (std::is_integral_v<T>) fill(T(1));
-        else fill(T(static_cast<compute_t<T>>(1)));
+        else fill(from_compute<T>(1));
         return Status::Ok();
       },
       [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(dt), StatusCode::kNotImplemented); });

@@ -81,7 +81,7 @@ Status loss_compute(ep::KernelContext& ctx) {
         dt,
         [&](auto tag) -> Status {
           using T = decltype(tag);
-          for (size_t i = 0; i < vals.size(); ++i) out->data<T>()[i] = T(static_cast<compute_t<T>>(vals[i]));
+          for (size_t i = 0; i < vals.size(); ++i) out->data<T>()[i] = from_compute<T>(vals[i]);
           return Status::Ok();
         },
         [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(dt), StatusCode::kNotImplemented); });

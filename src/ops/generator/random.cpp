@@ -88,7 +88,7 @@ Status bernoulli_compute(ep::KernelContext& ctx) {
         T* yd = y->data<T>();
         for (size_t i = 0; i < bits.size(); ++i) {
           if constexpr (std::is_integral_v<T>) yd[i] = static_cast<T>(bits[i]);
-          else yd[i] = T(static_cast<compute_t<T>>(bits[i]));
+          else yd[i] = from_compute<T>(bits[i]);
         }
         return Status::Ok();
       },

@@ -16,13 +16,6 @@ namespace {
 
 std::string itos(int64_t v) { return std::to_string(v); }
 
-Status require_input(KernelContext& ctx, size_t i, const char* name) {
-  if (!ctx.has_input(i) || !ctx.input_value(i)->is_tensor()) {
-    return ctx.error(std::string("required tensor input '") + name + "' is missing", StatusCode::kInvalidModel);
-  }
-  return Status::Ok();
-}
-
 // ------------------------------------------------------------------------------------------------
 // GridSample
 
@@ -54,10 +47,8 @@ void cubic_coeffs(double t, double* c) {
 }
 
 Status grid_sample_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "X"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "grid"));
-  const Tensor& x = ctx.input(0);
-  const Tensor& grid = ctx.input(1);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "X"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& grid, ctx.required_tensor(1, "grid"));
   const auto& info = ctx.info();
   std::string mode = info.attr_string("mode", info.opset() >= 20 ? "linear" : "bilinear");
   if (mode == "bilinear") mode = "linear";
@@ -101,7 +92,7 @@ Status grid_sample_fn(KernelContext& ctx) {
         T* dst = out->data<T>();
         std::vector<int64_t> idx(static_cast<size_t>(nd * taps));
         std::vector<double> w(static_cast<size_t>(nd * taps));
-        std::vector<int> t(static_cast<size_t>(nd));
+        const Dims tap_shape(static_cast<size_t>(nd), taps);  // one tap per spatial dim per term
         for (int64_t n = 0; n < N; ++n) {
           for (int64_t p = 0; p < npts; ++p) {
             const double* g = gv->data() + (n * npts + p) * nd;
@@ -148,28 +139,23 @@ Status grid_sample_fn(KernelContext& ctx) {
             for (int64_t ch = 0; ch < C; ++ch) {
               const T* plane = src + (n * C + ch) * img;
               double acc = 0;
-              std::fill(t.begin(), t.end(), 0);
-              while (true) {
+              auto t = strided_cursor(tap_shape, tap_shape.size());
+              do {
                 double wt = 1;
                 int64_t off = 0;
                 bool zero = false;
                 for (int64_t d = 0; d < nd; ++d) {
-                  const int64_t i = idx[d * taps + t[d]];
+                  const int64_t k = d * taps + t.index(static_cast<size_t>(d));
+                  const int64_t i = idx[k];
                   if (i < 0) {
                     zero = true;
                     break;
                   }
-                  wt *= w[d * taps + t[d]];
+                  wt *= w[k];
                   off += i * st[d];
                 }
-                if (!zero && wt != 0) acc += wt * to_double(plane[off]);
-                int64_t d = nd - 1;
-                for (; d >= 0; --d) {
-                  if (++t[d] < taps) break;
-                  t[d] = 0;
-                }
-                if (d < 0) break;
-              }
+                if (!zero && wt != 0) acc += wt * to_compute<double>(plane[off]);
+              } while (t.next());
               dst[(n * C + ch) * npts + p] = from_double<T>(acc);
             }
           }
@@ -183,12 +169,8 @@ Status grid_sample_fn(KernelContext& ctx) {
 // AffineGrid
 
 Status affine_grid_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "theta"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "size"));
-  const Tensor& theta = ctx.input(0);
-  auto sz = read_indices(ctx.input(1), "size");
-  if (!sz.ok()) return ctx.error(sz.status().message());
-  const std::vector<int64_t>& size = *sz;
+  NXRT_ASSIGN_OR_RETURN(const Tensor& theta, ctx.required_tensor(0, "theta"));
+  NXRT_ASSIGN_OR_RETURN(const std::vector<int64_t> size, required_indices(ctx, 1, "size"));
   const bool align = ctx.info().attr_int("align_corners", 0) != 0;
   if (size.size() != 4 && size.size() != 5) return ctx.error("size " + ints_to_string(size) + " must have 4 or 5 values");
   const int64_t nd = static_cast<int64_t>(size.size()) - 2;
@@ -247,11 +229,9 @@ Status affine_grid_fn(KernelContext& ctx) {
 // RoiAlign
 
 Status roi_align_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "X"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "rois"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 2, "batch_indices"));
-  const Tensor& x = ctx.input(0);
-  const Tensor& rois_t = ctx.input(1);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "X"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& rois_t, ctx.required_tensor(1, "rois"));
+  NXRT_RETURN_IF_ERROR(ctx.required_tensor(2, "batch_indices").status());
   const auto& info = ctx.info();
   const std::string mode = info.attr_string("mode", "avg");
   if (mode != "avg" && mode != "max") return ctx.error("unsupported mode '" + mode + "'", StatusCode::kInvalidModel);
@@ -348,10 +328,10 @@ Status roi_align_fn(KernelContext& ctx) {
                 for (int64_t s = 0; s < gh * gw; ++s, ++q) {
                   const Pre& e = pre[q];
                   if (mode == "avg") {
-                    for (int j = 0; j < 4; ++j) val += e.w[j] * to_double(plane[e.p[j]]);
+                    for (int j = 0; j < 4; ++j) val += e.w[j] * to_compute<double>(plane[e.p[j]]);
                   } else {
-                    double m = e.w[0] * to_double(plane[e.p[0]]);
-                    for (int j = 1; j < 4; ++j) m = std::max(m, e.w[j] * to_double(plane[e.p[j]]));
+                    double m = e.w[0] * to_compute<double>(plane[e.p[0]]);
+                    for (int j = 1; j < 4; ++j) m = std::max(m, e.w[j] * to_compute<double>(plane[e.p[j]]));
                     val = first ? m : std::max(val, m);
                     first = false;
                   }
@@ -371,10 +351,8 @@ Status roi_align_fn(KernelContext& ctx) {
 // NonMaxSuppression
 
 Status nms_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "boxes"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "scores"));
-  const Tensor& boxes_t = ctx.input(0);
-  const Tensor& scores_t = ctx.input(1);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& boxes_t, ctx.required_tensor(0, "boxes"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& scores_t, ctx.required_tensor(1, "scores"));
   if (boxes_t.rank() != 3 || boxes_t.dim(2) != 4 || scores_t.rank() != 3 || scores_t.dim(0) != boxes_t.dim(0) ||
       scores_t.dim(2) != boxes_t.dim(1)) {
     return ctx.error("boxes " + boxes_t.describe() + " and scores " + scores_t.describe() +

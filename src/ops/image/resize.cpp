@@ -240,32 +240,6 @@ void apply_plan(const AxisPlan& plan, const S* src, D* dst, int64_t outer, int64
   pool.parallel_for(outer, std::max<int64_t>(1, (int64_t{1} << 15) / per), body);
 }
 
-template <typename E>
-void gather_nearest(const E* src, E* dst, const Dims& in_shape, const Dims& out_shape,
-                    const std::vector<std::vector<int64_t>>& maps) {
-  const size_t r = out_shape.size();
-  const int64_t n = shape_numel(out_shape);
-  if (n == 0) return;
-  if (r == 0) {
-    dst[0] = src[0];
-    return;
-  }
-  const Dims cs = contiguous_strides(in_shape);
-  const int64_t inner = out_shape[r - 1];
-  const int64_t* last = maps[r - 1].data();
-  std::vector<int64_t> idx(r, 0);
-  for (int64_t done = 0; done < n; done += inner) {
-    int64_t base = 0;
-    for (size_t a = 0; a + 1 < r; ++a) base += maps[a][idx[a]] * cs[a];
-    const E* s = src + base;
-    E* d = dst + done;
-    for (int64_t i = 0; i < inner; ++i) d[i] = s[last[i]];
-    for (size_t a = r - 1; a-- > 0;) {
-      if (++idx[a] < out_shape[a]) break;
-      idx[a] = 0;
-    }
-  }
-}
 
 Status run_resize(KernelContext& ctx, const Tensor& x, const ResizeParams& p, const std::vector<double>& scales,
                   const Dims& out_shape, const std::vector<double>& roi) {
@@ -291,14 +265,8 @@ Status run_resize(KernelContext& ctx, const Tensor& x, const ResizeParams& p, co
         maps[a] = plan_axis(p, x.shape()[a], out_shape[a], scales[a], 0.0, 1.0).idx;
       }
     }
-    return dispatch_elem(
-        x.dtype(),
-        [&](auto tag) {
-          using E = decltype(tag);
-          gather_nearest(elem_ptr<E>(x), elem_ptr<E>(*out), x.shape(), out_shape, maps);
-          return Status::Ok();
-        },
-        [&] { return ctx.error("unsupported dtype " + x.describe()); });
+    if (!gather_axis_maps(x, *out, maps)) return ctx.error("unsupported dtype " + x.describe());
+    return Status::Ok();
   }
   // Axes that change; each gets one separable pass.
   std::vector<int64_t> passes;
@@ -359,8 +327,7 @@ Result<std::vector<double>> float_input(KernelContext& ctx, size_t i, const char
 bool present(KernelContext& ctx, size_t i) { return ctx.has_input(i) && ctx.input(i).numel() > 0; }
 
 Status resize_fn(KernelContext& ctx) {
-  if (!ctx.has_input(0)) return ctx.error("required input 'X' is missing", StatusCode::kInvalidModel);
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "X"));
   const auto& info = ctx.info();
   const int64_t opset = info.opset();
   const int64_t r = x.rank();
@@ -485,8 +452,7 @@ Status resize_fn(KernelContext& ctx) {
 }
 
 Status upsample_fn(KernelContext& ctx) {
-  if (!ctx.has_input(0)) return ctx.error("required input 'X' is missing", StatusCode::kInvalidModel);
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "X"));
   const auto& info = ctx.info();
   const int64_t opset = info.opset();
   const int64_t r = x.rank();

@@ -301,17 +301,12 @@ Status einsum_compute(ep::KernelContext& ctx) {
     std::vector<Tensor> fins;
     for (const Tensor* t : ins) {
       Tensor f(DataType::kFloat, t->shape());
-      const uint16_t* h = t->data<uint16_t>();
-      for (int64_t i = 0; i < t->numel(); ++i)
-        f.data<float>()[i] = dt == DataType::kFloat16 ? half_to_float(h[i]) : bf16_to_float(h[i]);
+      NXRT_RETURN_IF_ERROR(load_floats(dt, t->raw_data(), t->numel(), f.data<float>()));
       fins.push_back(f);
     }
     Tensor fy(DataType::kFloat, out_shape);
     NXRT_RETURN_IF_ERROR(einsum_typed<float>(ctx, plan, fins, &fy));
-    uint16_t* o = y->data<uint16_t>();
-    for (int64_t i = 0; i < fy.numel(); ++i)
-      o[i] = dt == DataType::kFloat16 ? float_to_half(fy.data<float>()[i]) : float_to_bf16(fy.data<float>()[i]);
-    return Status::Ok();
+    return store_floats(fy.data<float>(), fy.numel(), dt, y->raw_data());
   }
   std::vector<Tensor> tins;
   for (const Tensor* t : ins) tins.push_back(*t);
@@ -319,7 +314,7 @@ Status einsum_compute(ep::KernelContext& ctx) {
       dt,
       [&](auto tag) -> Status {
         using T = decltype(tag);
-        if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+        if constexpr (is_reduced_float_v<T>) {
           return Status::Ok();
         } else {
           return einsum_typed<T>(ctx, plan, tins, y);

@@ -96,15 +96,6 @@ Status matmul_integer_compute(ep::KernelContext& ctx) {
 // Scales as float values, rounded through their own dtype.
 Result<std::vector<double>> scales(const Tensor& t) { return read_double_values(t); }
 
-double round_to_scale_type(double v, DataType dt) {
-  switch (dt) {
-    case DataType::kFloat: return static_cast<double>(static_cast<float>(v));
-    case DataType::kFloat16: return half_to_float(float_to_half(static_cast<float>(v)));
-    case DataType::kBFloat16: return bf16_to_float(float_to_bf16(static_cast<float>(v)));
-    default: return v;
-  }
-}
-
 template <typename TO>
 void store_quant(double v, TO* out) {
   double r = std::nearbyint(v);  // ties to even under the default rounding mode
@@ -247,19 +238,10 @@ Status qlinear_matmul_compute(ep::KernelContext& ctx) {
   // Batch index of A/B for each output batch (broadcast).
   std::vector<int64_t> a_of(static_cast<size_t>(nb)), b_of(static_cast<size_t>(nb));
   {
-    std::vector<int64_t> idx(s.batch.size(), 0);
-    for (int64_t i = 0; i < nb; ++i) {
-      int64_t oa = 0, ob = 0;
-      for (size_t d = 0; d < s.batch.size(); ++d) {
-        oa += idx[d] * s.a_batch_strides[d];
-        ob += idx[d] * s.b_batch_strides[d];
-      }
-      a_of[i] = oa;
-      b_of[i] = ob;
-      for (size_t d = s.batch.size(); d-- > 0;) {
-        if (++idx[d] < s.batch[d]) break;
-        idx[d] = 0;
-      }
+    auto cur = strided_cursor(s.batch, s.batch.size(), s.a_batch_strides, s.b_batch_strides);
+    for (int64_t i = 0; i < nb; ++i, cur.next()) {
+      a_of[i] = cur.offset(0);
+      b_of[i] = cur.offset(1);
     }
   }
   for (int64_t bi = 0; bi < nb; ++bi) {
@@ -268,7 +250,7 @@ Status qlinear_matmul_compute(ep::KernelContext& ctx) {
       for (int64_t n = 0; n < s.N; ++n) {
         const double sbn = sbv.value()[pb.value().at(b_of[bi], n)];
         const double syn = syv.value()[py.value().at(bi, n)];
-        const double mult = round_to_scale_type(round_to_scale_type(sam * sbn, st) / syn, st);
+        const double mult = round_to_float_dtype(round_to_float_dtype(sam * sbn, st) / syn, st);
         const int64_t o = (bi * s.M + m) * s.N + n;
         const double zp = zyv[pzy.value().at(bi, n)];
         if (is_f8(out_dt)) {

@@ -4,6 +4,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ep/cpu_features.h"
 #include "ops/common.h"
 #include "ops/gemm/gemm.h"
 
@@ -28,9 +29,11 @@ struct MatMulShape {
 Result<MatMulShape> matmul_shape(const Dims& a, const Dims& b);
 
 // Y[batch, M, N] = A x B for contiguous row-major operands laid out per MatMulShape.
-// float/double go through the blocked GEMM; reduced floats compute in float; integers wrap.
+// float/double go through the blocked GEMM (float at the caller's tier); reduced floats compute in float;
+// integers wrap.
 template <typename T>
-void matmul_batched(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool);
+void matmul_batched(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool,
+                    ep::IsaTier isa = ep::cpu_isa_tier());
 
 // Integer GEMM (row-major, C = A x B, wrapping arithmetic in AccT).
 template <typename T, typename AccT>

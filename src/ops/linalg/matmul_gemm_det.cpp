@@ -49,28 +49,17 @@ void batch_offsets(const MatMulShape& s, std::vector<int64_t>* ao, std::vector<i
   const int64_t nb = s.batch_count();
   ao->resize(static_cast<size_t>(nb));
   bo->resize(static_cast<size_t>(nb));
-  const size_t r = s.batch.size();
-  std::vector<int64_t> idx(r, 0);
-  int64_t oa = 0, ob = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    (*ao)[i] = oa;
-    (*bo)[i] = ob;
-    for (size_t d = r; d-- > 0;) {
-      ++idx[d];
-      oa += s.a_batch_strides[d];
-      ob += s.b_batch_strides[d];
-      if (idx[d] < s.batch[d]) break;
-      oa -= s.a_batch_strides[d] * s.batch[d];
-      ob -= s.b_batch_strides[d] * s.batch[d];
-      idx[d] = 0;
-    }
+  auto cur = strided_cursor(s.batch, s.batch.size(), s.a_batch_strides, s.b_batch_strides);
+  for (int64_t i = 0; i < nb; ++i, cur.next()) {
+    (*ao)[i] = cur.offset(0);
+    (*bo)[i] = cur.offset(1);
   }
 }
 
 template <typename T>
-void gemm_plain(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, ep::ThreadPool* pool) {
+void gemm_plain(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, ep::ThreadPool* pool, ep::IsaTier isa) {
   if constexpr (std::is_same_v<T, float>) {
-    gemm_f32(false, false, M, N, K, 1.f, A, K, B, N, 0.f, C, N, pool);
+    gemm_f32(false, false, M, N, K, 1.f, A, K, B, N, 0.f, C, N, pool, nullptr, isa);
   } else if constexpr (std::is_same_v<T, double>) {
     gemm_f64(false, false, M, N, K, 1.0, A, K, B, N, 0.0, C, N, pool);
   } else {
@@ -99,57 +88,56 @@ void gemm_plain(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, e
 }
 
 template <typename T>
-void matmul_batched_native(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool) {
+void matmul_batched_native(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool,
+                           ep::IsaTier isa) {
   const int64_t nb = s.batch_count();
   const int64_t M = s.M, N = s.N, K = s.K;
   if (nb == 0 || M == 0 || N == 0) return;
   // B shared and A's batches contiguous in order: one tall GEMM.
   if (s.b_shared() && s.a_batches == nb) {
-    gemm_plain<T>(nb * M, N, K, A, B, Y, &pool);
+    gemm_plain<T>(nb * M, N, K, A, B, Y, &pool, isa);
     return;
   }
   std::vector<int64_t> ao, bo;
   batch_offsets(s, &ao, &bo);
   const int64_t work = M * N * std::max<int64_t>(K, 1);
   if (nb == 1 || work >= (int64_t(1) << 18)) {
-    for (int64_t i = 0; i < nb; ++i) gemm_plain<T>(M, N, K, A + ao[i] * M * K, B + bo[i] * K * N, Y + i * M * N, &pool);
+    for (int64_t i = 0; i < nb; ++i) {
+      gemm_plain<T>(M, N, K, A + ao[i] * M * K, B + bo[i] * K * N, Y + i * M * N, &pool, isa);
+    }
   } else {
     pool.parallel_for(nb, std::max<int64_t>(1, (int64_t(1) << 16) / work), [&](int64_t b0, int64_t b1) {
       for (int64_t i = b0; i < b1; ++i)
-        gemm_plain<T>(M, N, K, A + ao[i] * M * K, B + bo[i] * K * N, Y + i * M * N, nullptr);
+        gemm_plain<T>(M, N, K, A + ao[i] * M * K, B + bo[i] * K * N, Y + i * M * N, nullptr, isa);
     });
   }
 }
 
-std::vector<float> to_float(const void* p, DataType dt, int64_t n) {
+// n float16/bfloat16 values as float.
+template <typename T>
+std::vector<float> to_float(const T* p, int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
-  const uint16_t* h = static_cast<const uint16_t*>(p);
-  if (dt == DataType::kFloat16) {
-    for (int64_t i = 0; i < n; ++i) v[i] = half_to_float(h[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) v[i] = bf16_to_float(h[i]);
-  }
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = to_compute<float>(p[i]);
   return v;
 }
 
 }  // namespace
 
 template <typename T>
-void matmul_batched(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool) {
-  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
-    const DataType dt = dtype_of<T>();
-    std::vector<float> a = to_float(A, dt, s.a_batches * s.M * s.K);
-    std::vector<float> b = to_float(B, dt, s.b_batches * s.K * s.N);
+void matmul_batched(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool, ep::IsaTier isa) {
+  if constexpr (is_reduced_float_v<T>) {
+    std::vector<float> a = to_float(A, s.a_batches * s.M * s.K);
+    std::vector<float> b = to_float(B, s.b_batches * s.K * s.N);
     std::vector<float> y(static_cast<size_t>(s.batch_count() * s.M * s.N));
-    matmul_batched_native<float>(a.data(), b.data(), y.data(), s, pool);
+    matmul_batched_native<float>(a.data(), b.data(), y.data(), s, pool, isa);
     for (size_t i = 0; i < y.size(); ++i) Y[i] = T(y[i]);
   } else {
-    matmul_batched_native<T>(A, B, Y, s, pool);
+    matmul_batched_native<T>(A, B, Y, s, pool, isa);
   }
 }
 
 #define NXRT_INSTANTIATE_MATMUL(T) \
-  template void matmul_batched<T>(const T*, const T*, T*, const MatMulShape&, ep::ThreadPool&);
+  template void matmul_batched<T>(const T*, const T*, T*, const MatMulShape&, ep::ThreadPool&, ep::IsaTier);
 NXRT_INSTANTIATE_MATMUL(float)
 NXRT_INSTANTIATE_MATMUL(double)
 NXRT_INSTANTIATE_MATMUL(Float16)
@@ -166,7 +154,7 @@ NXRT_INSTANTIATE_MATMUL(uint64_t)
 
 namespace {
 
-Status matmul_compute(ep::KernelContext& ctx) {
+Status matmul_compute(ep::KernelContext& ctx, ep::IsaTier isa) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   if (a.dtype() != b.dtype()) {
@@ -186,7 +174,7 @@ Status matmul_compute(ep::KernelContext& ctx) {
           std::fill(yd, yd + y->numel(), T(0));
           return Status::Ok();
         }
-        matmul_batched<T>(a.data<T>(), b.data<T>(), yd, s, ctx.pool());
+        matmul_batched<T>(a.data<T>(), b.data<T>(), yd, s, ctx.pool(), isa);
         return Status::Ok();
       },
       [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(a.dtype()), StatusCode::kNotImplemented); });
@@ -197,11 +185,11 @@ Status matmul_compute(ep::KernelContext& ctx) {
 
 template <typename T>
 Status gemm_typed(ep::KernelContext& ctx, const Tensor& a, const Tensor& b, const Tensor* c, bool ta, bool tb,
-                  float alpha, float beta, int64_t M, int64_t N, int64_t K, Tensor* y) {
+                  float alpha, float beta, int64_t M, int64_t N, int64_t K, Tensor* y, ep::IsaTier isa) {
   T* yd = y->data<T>();
   const bool use_c = c != nullptr && beta != 0.f;
   // Fill Y with broadcast C (as compute type), then accumulate.
-  using Cm = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  using Cm = compute_t<T>;
   std::vector<Cm> cbuf;
   Cm* out;
   std::vector<Cm> ybuf;
@@ -226,8 +214,8 @@ Status gemm_typed(ep::KernelContext& ctx, const Tensor& a, const Tensor& b, cons
       ap = a.data<T>();
       bp = b.data<T>();
     } else {
-      abuf = to_float(a.raw_data(), a.dtype(), a.numel());
-      bbuf = to_float(b.raw_data(), b.dtype(), b.numel());
+      abuf = to_float(a.data<T>(), a.numel());
+      bbuf = to_float(b.data<T>(), b.numel());
       ap = abuf.data();
       bp = bbuf.data();
     }
@@ -235,7 +223,7 @@ Status gemm_typed(ep::KernelContext& ctx, const Tensor& a, const Tensor& b, cons
     if constexpr (std::is_same_v<Cm, double>) {
       gemm_f64(ta, tb, M, N, K, alpha, ap, lda, bp, ldb, use_c ? beta : 0.0, out, N, &ctx.pool());
     } else {
-      gemm_f32(ta, tb, M, N, K, alpha, ap, lda, bp, ldb, use_c ? beta : 0.f, out, N, &ctx.pool());
+      gemm_f32(ta, tb, M, N, K, alpha, ap, lda, bp, ldb, use_c ? beta : 0.f, out, N, &ctx.pool(), nullptr, isa);
     }
     if constexpr (!std::is_same_v<T, Cm>) {
       for (int64_t i = 0; i < M * N; ++i) yd[i] = T(out[i]);
@@ -267,7 +255,7 @@ Status gemm_typed(ep::KernelContext& ctx, const Tensor& a, const Tensor& b, cons
   return Status::Ok();
 }
 
-Status gemm_compute(ep::KernelContext& ctx) {
+Status gemm_compute(ep::KernelContext& ctx, ep::IsaTier isa) {
   const auto& info = ctx.info();
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
@@ -305,7 +293,7 @@ Status gemm_compute(ep::KernelContext& ctx) {
       a.dtype(),
       [&](auto tag) -> Status {
         using T = decltype(tag);
-        return gemm_typed<T>(ctx, a, b, c ? &c2 : nullptr, ta, tb, alpha, beta, M, N, K, y);
+        return gemm_typed<T>(ctx, a, b, c ? &c2 : nullptr, ta, tb, alpha, beta, M, N, K, y, isa);
       },
       [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(a.dtype()), StatusCode::kNotImplemented); });
 }
@@ -332,7 +320,7 @@ Status det_compute(ep::KernelContext& ctx) {
           std::vector<double> m(static_cast<size_t>(n * n));
           for (int64_t bi = b0; bi < b1; ++bi) {
             const T* src = xd + bi * n * n;
-            for (int64_t i = 0; i < n * n; ++i) m[i] = static_cast<double>(static_cast<compute_t<T>>(src[i]));
+            for (int64_t i = 0; i < n * n; ++i) m[i] = to_compute<double>(src[i]);
             double det = 1.0;
             for (int64_t col = 0; col < n; ++col) {
               int64_t piv = col;
@@ -360,7 +348,7 @@ Status det_compute(ep::KernelContext& ctx) {
                 for (int64_t k = col + 1; k < n; ++k) m[r * n + k] -= f * m[col * n + k];
               }
             }
-            yd[bi] = T(static_cast<compute_t<T>>(det));
+            yd[bi] = from_compute<T>(det);
           }
         });
         return Status::Ok();
@@ -374,10 +362,11 @@ Status det_compute(ep::KernelContext& ctx) {
 class MatMulKernel final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo& info) {
+    isa_ = info.isa();
     const Tensor* b = info.const_input(1);
     if (b && b->dtype() == DataType::kFloat && b->rank() == 2 && b->numel() > 0) {
       Tensor bc = b->contiguous();
-      packed_ = pack_b_f32(false, b->dim(0), b->dim(1), bc.data<float>(), b->dim(1));
+      packed_ = pack_b_f32(false, b->dim(0), b->dim(1), bc.data<float>(), b->dim(1), isa_);
       b_shape_ = b->shape();
     }
     return Status::Ok();
@@ -385,7 +374,7 @@ class MatMulKernel final : public ep::Kernel {
   bool reads_const_input_data(size_t i) const override { return !(i == 1 && !packed_.empty()); }
   Status compute(ep::KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
-    if (packed_.empty()) return matmul_compute(ctx);
+    if (packed_.empty()) return matmul_compute(ctx, isa_);
     // B was packed at creation (and its bytes may be gone): only a float A can pair with it.
     if (a.dtype() != DataType::kFloat)
       return ctx.error(std::string("A must be float32 like the constant B, got ") + a.describe(), StatusCode::kInvalidArgument);
@@ -396,24 +385,26 @@ class MatMulKernel final : public ep::Kernel {
     if (y->numel() == 0) return Status::Ok();
     // B has no batch dims: A's batches fold into M.
     gemm_f32_packed(false, s.batch_count() * s.M, 1.f, a.data<float>(), s.K, packed_, 0.f, y->data<float>(), s.N,
-                    &ctx.pool());
+                    &ctx.pool(), nullptr, isa_);
     return Status::Ok();
   }
 
  private:
   PackedB packed_;
   Dims b_shape_;
+  ep::IsaTier isa_ = ep::cpu_isa_tier();  // the GEMM kernels' tier, chosen at creation
 };
 
 class GemmKernel final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo& info) {
+    isa_ = info.isa();
     const Tensor* b = info.const_input(1);
     tb_ = info.attr_int("transB", 0) != 0;
     if (b && b->dtype() == DataType::kFloat && b->rank() == 2 && b->numel() > 0) {
       Tensor bc = b->contiguous();
       const int64_t K = tb_ ? b->dim(1) : b->dim(0), N = tb_ ? b->dim(0) : b->dim(1);
-      packed_ = pack_b_f32(tb_, K, N, bc.data<float>(), b->dim(1));
+      packed_ = pack_b_f32(tb_, K, N, bc.data<float>(), b->dim(1), isa_);
       b_shape_ = b->shape();
     }
     return Status::Ok();
@@ -423,7 +414,7 @@ class GemmKernel final : public ep::Kernel {
     const auto& info = ctx.info();
     const Tensor& a = ctx.input(0);
     const Tensor* c = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-    if (packed_.empty()) return gemm_compute(ctx);
+    if (packed_.empty()) return gemm_compute(ctx, isa_);
     // B was packed at creation (and its bytes may be gone): inputs that cannot pair with it are errors
     // reported here, without the general kernel.
     if (a.dtype() != DataType::kFloat || a.rank() != 2 || (c && c->dtype() != DataType::kFloat) ||
@@ -456,7 +447,7 @@ class GemmKernel final : public ep::Kernel {
       if (row_vec || col_vec) {
         ep.bias_kind = row_vec ? GemmBias::kPerColumn : GemmBias::kPerRow;
         ep.bias = c->data<float>();
-        gemm_f32_packed(ta, M, alpha, a.data<float>(), ta ? M : K, packed_, 0.f, yd, N, &ctx.pool(), &ep);
+        gemm_f32_packed(ta, M, alpha, a.data<float>(), ta ? M : K, packed_, 0.f, yd, N, &ctx.pool(), &ep, isa_);
         return Status::Ok();
       }
     }
@@ -467,7 +458,8 @@ class GemmKernel final : public ep::Kernel {
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < N; ++j) yd[i * N + j] = cd[i * cst[0] + j * cst[1]];
     }
-    gemm_f32_packed(ta, M, alpha, a.data<float>(), ta ? M : K, packed_, use_c ? beta : 0.f, yd, N, &ctx.pool());
+    gemm_f32_packed(ta, M, alpha, a.data<float>(), ta ? M : K, packed_, use_c ? beta : 0.f, yd, N, &ctx.pool(), nullptr,
+                    isa_);
     return Status::Ok();
   }
 
@@ -475,6 +467,7 @@ class GemmKernel final : public ep::Kernel {
   bool tb_ = false;
   PackedB packed_;
   Dims b_shape_;
+  ep::IsaTier isa_ = ep::cpu_isa_tier();  // the GEMM kernels' tier, chosen at creation
 };
 
 }  // namespace

@@ -595,7 +595,7 @@ class LabelEncoderKernel final : public ep::Kernel {
     default_ = Tensor(vt, {1});
     return dispatch_numeric(vt, [&](auto tag) {
       using T = decltype(tag);
-      default_.data<T>()[0] = static_cast<T>(static_cast<compute_t<T>>(d));
+      default_.data<T>()[0] = from_compute<T>(d);
       return Status::Ok();
     }, [&] { return info.error(std::string("unsupported values dtype ") + dtype_name(vt)); });
   }

@@ -99,7 +99,7 @@ Result<Rows> read_rows(const ep::KernelContext& ctx, size_t i) {
     using T = decltype(tag);
     const T* p = x.data<T>();
     r.v.resize(static_cast<size_t>(x.numel()));
-    for (int64_t k = 0, n = x.numel(); k < n; ++k) r.v[static_cast<size_t>(k)] = static_cast<double>(static_cast<compute_t<T>>(p[k]));
+    for (int64_t k = 0, n = x.numel(); k < n; ++k) r.v[static_cast<size_t>(k)] = to_compute<double>(p[k]);
     return Status::Ok();
   }, bad));
   if (x.rank() == 0) {

@@ -472,7 +472,7 @@ class TreeEnsembleKernel final : public ep::Kernel {
       T* py = y->data<T>();
       return score_rows(ctx, forest_, x, [&](int64_t r, std::vector<double>& row) {
         ml::apply_post_transform(post_, row.data(), t);
-        for (int64_t k = 0; k < t; ++k) py[r * t + k] = static_cast<T>(static_cast<compute_t<T>>(row[static_cast<size_t>(k)]));
+        for (int64_t k = 0; k < t; ++k) py[r * t + k] = from_compute<T>(row[static_cast<size_t>(k)]);
       });
     }, [&] { return ctx.error("unsupported dtype", StatusCode::kNotImplemented); });
   }

@@ -12,35 +12,15 @@ namespace nxrt::ops {
 
 namespace {
 
-template <typename T>
-using ct_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-template <typename CT, typename T>
-inline CT load(T v) {
-  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
-    return static_cast<CT>(static_cast<float>(v));
-  } else {
-    return static_cast<CT>(v);
-  }
-}
-template <typename T, typename CT>
-inline T store(CT v) {
-  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
-    return T(static_cast<float>(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
-
 // Mean and (biased) variance of n values at stride 1.
 template <typename T>
 void mean_var(const T* x, int64_t n, double* mean, double* var) {
   double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(load<float>(x[i]));
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(to_compute<float>(x[i]));
   const double m = n > 0 ? s / static_cast<double>(n) : 0.0;
   double v = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const double d = static_cast<double>(load<float>(x[i])) - m;
+    const double d = static_cast<double>(to_compute<float>(x[i])) - m;
     v += d * d;
   }
   *mean = m;
@@ -60,9 +40,9 @@ void mean_var<double>(const double* x, int64_t n, double* mean, double* var) {
 // y[i] = x[i] * a + b over n values.
 template <typename T>
 void affine(const T* x, T* y, int64_t n, double a, double b) {
-  using CT = ct_t<T>;
+  using CT = compute_t<T>;
   const CT af = static_cast<CT>(a), bf = static_cast<CT>(b);
-  for (int64_t i = 0; i < n; ++i) y[i] = store<T>(load<CT>(x[i]) * af + bf);
+  for (int64_t i = 0; i < n; ++i) y[i] = from_compute<T>(to_compute<CT>(x[i]) * af + bf);
 }
 
 // `t` expanded (unidirectional broadcast) to `shape`, as double values.
@@ -76,16 +56,8 @@ Result<std::vector<double>> broadcast_to(const Tensor& t, const Dims& shape, con
   const Dims st = broadcast_strides(t.shape(), shape);
   const int64_t n = shape_numel(shape);
   std::vector<double> r(static_cast<size_t>(n));
-  Dims idx(shape.size(), 0);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t off = 0;
-    for (size_t d = 0; d < shape.size(); ++d) off += idx[d] * st[d];
-    r[i] = v[off];
-    for (size_t d = shape.size(); d-- > 0;) {
-      if (++idx[d] < shape[d]) break;
-      idx[d] = 0;
-    }
-  }
+  auto cur = strided_cursor(shape, shape.size(), st);
+  for (int64_t i = 0; i < n; ++i, cur.next()) r[i] = v[cur.offset(0)];
   return r;
 }
 
@@ -147,7 +119,7 @@ Status batch_norm(ep::KernelContext& ctx) {
               double s = 0;
               for (int64_t n = 0; n < N; ++n) {
                 const T* p = x + (n * C + c) * plane;
-                for (int64_t i = 0; i < plane; ++i) s += static_cast<double>(load<ct_t<T>>(p[i]));
+                for (int64_t i = 0; i < plane; ++i) s += static_cast<double>(to_compute<compute_t<T>>(p[i]));
               }
               const double cnt = static_cast<double>(N * plane);
               const double m = cnt > 0 ? s / cnt : 0.0;
@@ -155,7 +127,7 @@ Status batch_norm(ep::KernelContext& ctx) {
               for (int64_t n = 0; n < N; ++n) {
                 const T* p = x + (n * C + c) * plane;
                 for (int64_t i = 0; i < plane; ++i) {
-                  const double d = static_cast<double>(load<ct_t<T>>(p[i])) - m;
+                  const double d = static_cast<double>(to_compute<compute_t<T>>(p[i])) - m;
                   v += d * d;
                 }
               }
@@ -183,7 +155,7 @@ Status batch_norm(ep::KernelContext& ctx) {
                 like.dtype(),
                 [&](auto t2) -> Status {
                   using U = decltype(t2);
-                  for (size_t i = 0; i < v.size(); ++i) o->data<U>()[i] = store<U>(static_cast<ct_t<U>>(v[i]));
+                  for (size_t i = 0; i < v.size(); ++i) o->data<U>()[i] = from_compute<U>(static_cast<compute_t<U>>(v[i]));
                   return Status::Ok();
                 },
                 [&] { return unsupported_dtype(ctx, like.dtype()); });
@@ -342,7 +314,7 @@ Status last_axes_norm(ep::KernelContext& ctx) {
       X.dtype(),
       [&](auto tag) -> Status {
         using T = decltype(tag);
-        using CT = ct_t<T>;
+        using CT = compute_t<T>;
         NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), X.shape()));
         // Per-row statistics are kept only for LayerNormalization's optional outputs.
         bool want_stats = false;
@@ -384,7 +356,7 @@ Status last_axes_norm(ep::KernelContext& ctx) {
                                     if constexpr (kRms) {
                                       double s = 0;
                                       for (int64_t i = 0; i < inner; ++i) {
-                                        const double a = static_cast<double>(load<CT>(xr[i]));
+                                        const double a = static_cast<double>(to_compute<CT>(xr[i]));
                                         s += a * a;
                                       }
                                       v = inner > 0 ? s / static_cast<double>(inner) : 0.0;
@@ -400,10 +372,10 @@ Status last_axes_norm(ep::KernelContext& ctx) {
                                     const CT mc = static_cast<CT>(m), ic = static_cast<CT>(inv);
                                     if (!b_ct) {
                                       for (int64_t i = 0; i < inner; ++i)
-                                        yr[i] = store<T>((load<CT>(xr[i]) - mc) * ic * sc_ct[i]);
+                                        yr[i] = from_compute<T>((to_compute<CT>(xr[i]) - mc) * ic * sc_ct[i]);
                                     } else {
                                       for (int64_t i = 0; i < inner; ++i)
-                                        yr[i] = store<T>((load<CT>(xr[i]) - mc) * ic * sc_ct[i] + b_ct[i]);
+                                        yr[i] = from_compute<T>((to_compute<CT>(xr[i]) - mc) * ic * sc_ct[i] + b_ct[i]);
                                     }
                                   }
                                 });
@@ -416,7 +388,7 @@ Status last_axes_norm(ep::KernelContext& ctx) {
                 stash,
                 [&](auto t2) -> Status {
                   using U = decltype(t2);
-                  for (size_t i = 0; i < src.size(); ++i) o->data<U>()[i] = store<U>(static_cast<ct_t<U>>(src[i]));
+                  for (size_t i = 0; i < src.size(); ++i) o->data<U>()[i] = from_compute<U>(static_cast<compute_t<U>>(src[i]));
                   return Status::Ok();
                 },
                 [&] { return ctx.error(std::string("unsupported stash_type ") + dtype_name(stash)); }));
@@ -445,7 +417,7 @@ Status lp_norm(ep::KernelContext& ctx) {
       X.dtype(),
       [&](auto tag) -> Status {
         using T = decltype(tag);
-        using CT = ct_t<T>;
+        using CT = compute_t<T>;
         NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), X.shape()));
         const T* x = X.data<T>();
         T* y = Y->data<T>();
@@ -455,12 +427,12 @@ Status lp_norm(ep::KernelContext& ctx) {
             T* yp = y + o * n * inner + i;
             double s = 0;
             for (int64_t k = 0; k < n; ++k) {
-              const double v = static_cast<double>(load<CT>(xp[k * inner]));
+              const double v = static_cast<double>(to_compute<CT>(xp[k * inner]));
               s += p == 1 ? std::fabs(v) : v * v;
             }
             const double norm = p == 1 ? s : std::sqrt(s);
             const CT inv = norm > 0 ? static_cast<CT>(1.0 / norm) : CT(0);
-            for (int64_t k = 0; k < n; ++k) yp[k * inner] = store<T>(load<CT>(xp[k * inner]) * inv);
+            for (int64_t k = 0; k < n; ++k) yp[k * inner] = from_compute<T>(to_compute<CT>(xp[k * inner]) * inv);
           }
         }
         return Status::Ok();
@@ -492,27 +464,16 @@ Status mvn(ep::KernelContext& ctx) {
       X.dtype(),
       [&](auto tag) -> Status {
         using T = decltype(tag);
-        using CT = ct_t<T>;
+        using CT = compute_t<T>;
         NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), X.shape()));
         const T* x = X.data<T>();
         T* y = Y->data<T>();
         std::vector<int64_t> slot_of(static_cast<size_t>(n));
-        Dims idx(static_cast<size_t>(rank), 0);
-        int64_t off = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          slot_of[i] = off;
-          for (int64_t d = rank; d-- > 0;) {
-            if (++idx[d] < X.dim(d)) {
-              off += kst[d];
-              break;
-            }
-            off -= kst[d] * (X.dim(d) - 1);
-            idx[d] = 0;
-          }
-        }
+        auto cur = strided_cursor(X.shape(), X.shape().size(), kst);
+        for (int64_t i = 0; i < n; ++i, cur.next()) slot_of[i] = cur.offset(0);
         std::vector<double> s(static_cast<size_t>(slots), 0.0), s2(static_cast<size_t>(slots), 0.0);
         for (int64_t i = 0; i < n; ++i) {
-          const double v = static_cast<double>(load<CT>(x[i]));
+          const double v = static_cast<double>(to_compute<CT>(x[i]));
           s[slot_of[i]] += v;
           s2[slot_of[i]] += v * v;
         }
@@ -524,7 +485,7 @@ Status mvn(ep::KernelContext& ctx) {
         }
         for (int64_t i = 0; i < n; ++i) {
           const int64_t k = slot_of[i];
-          y[i] = store<T>(static_cast<CT>((static_cast<double>(load<CT>(x[i])) - mean[k]) / denom[k]));
+          y[i] = from_compute<T>(static_cast<CT>((static_cast<double>(to_compute<CT>(x[i])) - mean[k]) / denom[k]));
         }
         return Status::Ok();
       },

@@ -168,14 +168,9 @@ void sum_pool_planes(const Geom3& g, const Windows& win, const T* x, T* y, SumKi
   }
 }
 
-// The row-wise float paths (pool/row_pool.h); NXRT_POOL_REFERENCE=1 forces the per-window reference.
-bool fast_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("NXRT_POOL_REFERENCE");
-    return !(e && *e && *e != '0');
-  }();
-  return on;
-}
+// The row-wise float paths (pool/row_pool.h) run unless the kernel override reference=1 asks for the
+// per-window loops (read when the kernel is created).
+bool row_paths_allowed(const ep::KernelInfo& info) { return !info.overrides().reference(); }
 
 // Shared front end of the windowed pools.
 class PoolBase : public ep::Kernel {
@@ -183,6 +178,7 @@ class PoolBase : public ep::Kernel {
   Status init_base(const ep::KernelInfo& info) {
     NXRT_RETURN_IF_ERROR(attrs_.parse(info, true));
     if (attrs_.kernel_shape.empty()) return info.error("attribute kernel_shape is required");
+    row_paths_ = row_paths_allowed(info);
     return Status::Ok();
   }
 
@@ -201,6 +197,7 @@ class PoolBase : public ep::Kernel {
   int64_t grain(const Geom3& g) const { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.out_size() * g.kvol())); }
 
   WindowAttrs attrs_;
+  bool row_paths_ = true;  // the row-wise float paths (reference=1 turns them off)
 };
 
 class MaxPoolKernel final : public PoolBase {
@@ -227,7 +224,7 @@ class MaxPoolKernel final : public PoolBase {
         ind = I->data<int64_t>();
       }
       if (Y->numel() == 0) return Status::Ok();
-      const bool fast = fast_enabled() && rowpool::applies(g);
+      const bool fast = row_paths_ && rowpool::applies(g);
       Windows win(g);
       const T* x = X.data<T>();
       T* y = Y->data<T>();
@@ -262,8 +259,6 @@ class MaxPoolKernel final : public PoolBase {
 };
 
 class SumPoolKernel final : public PoolBase {
-  const bool use_fast_ = fast_enabled();
-
  public:
   explicit SumPoolKernel(SumKind kind = SumKind::kAverage) : kind_(kind) {}
   Status init_kind(const ep::KernelInfo& info, SumKind kind) {
@@ -292,7 +287,7 @@ class SumPoolKernel final : public PoolBase {
           const T* x = X.data<T>();
           T* y = Y->data<T>();
           if constexpr (std::is_same_v<T, float>) {
-            if (kind_ == SumKind::kAverage && use_fast_ && rowpool::applies(g)) {
+            if (kind_ == SumKind::kAverage && row_paths_ && rowpool::applies(g)) {
               ctx.pool().parallel_for(planes, grain(g), [&](int64_t p0, int64_t p1) {
                 rowpool::avg_pool_2d(g, x, y, count_include_pad_, p0, p1);
               });
@@ -331,7 +326,7 @@ struct LpPoolKernel final : ep::Kernel {
 enum class GlobalKind { kAverage, kMax, kLp };
 
 template <GlobalKind kind>
-Status global_pool(ep::KernelContext& ctx) {
+Status global_pool(ep::KernelContext& ctx, bool row_paths) {
   const Tensor& X = ctx.input(0);
   if (X.rank() < 2) return ctx.error("input must have rank >= 2 (N, C, ...), got " + X.describe());
   double p = 2.0;
@@ -353,7 +348,7 @@ Status global_pool(ep::KernelContext& ctx) {
         const T* x = X.data<T>();
         T* y = Y->data<T>();
         if constexpr (kind == GlobalKind::kAverage && std::is_same_v<T, float>) {
-          if (fast_enabled()) {
+          if (row_paths) {
             ctx.pool().parallel_for(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, plane)),
                                     [&](int64_t p0, int64_t p1) { rowpool::global_avg(x, y, plane, p0, p1); });
             return Status::Ok();
@@ -386,6 +381,19 @@ Status global_pool(ep::KernelContext& ctx) {
       },
       [&] { return ctx.error(std::string("global pooling does not support dtype ") + dtype_name(X.dtype())); });
 }
+
+template <GlobalKind kind>
+class GlobalPoolKernel final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    row_paths_ = row_paths_allowed(info);
+    return Status::Ok();
+  }
+  Status compute(ep::KernelContext& ctx) override { return global_pool<kind>(ctx, row_paths_); }
+
+ private:
+  bool row_paths_ = true;
+};
 
 // ------------------------------------------------------------------------------------------------
 // MaxUnpool
@@ -592,9 +600,9 @@ void register_pool_kernels(ep::KernelRegistry& r) {
   r.add_class<MaxPoolKernel>("", "MaxPool", 1);
   r.add_class<AveragePoolKernel>("", "AveragePool", 1);
   r.add_class<LpPoolKernel>("", "LpPool", 1);
-  r.add_fn("GlobalAveragePool", &global_pool<GlobalKind::kAverage>);
-  r.add_fn("GlobalMaxPool", &global_pool<GlobalKind::kMax>);
-  r.add_fn("GlobalLpPool", &global_pool<GlobalKind::kLp>);
+  r.add_class<GlobalPoolKernel<GlobalKind::kAverage>>("", "GlobalAveragePool", 1);
+  r.add_class<GlobalPoolKernel<GlobalKind::kMax>>("", "GlobalMaxPool", 1);
+  r.add_class<GlobalPoolKernel<GlobalKind::kLp>>("", "GlobalLpPool", 1);
   r.add_class<MaxUnpoolKernel>("", "MaxUnpool", 9);
   r.add_fn("MaxRoiPool", &max_roi_pool);
   r.add_fn("LRN", &lrn);

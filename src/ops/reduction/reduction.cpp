@@ -22,8 +22,6 @@ namespace {
 
 enum class RK { kSum, kSumSquare, kL1, kL2, kLogSum, kLogSumExp, kMean, kProd, kMax, kMin };
 
-template <typename T>
-constexpr bool is_float_like_v = std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
 
 // The accumulator type and the per-kind element map / combine / finalize.
 template <typename T, RK K>
@@ -49,7 +47,7 @@ struct Red {
     }
   }
   static A widen(T x) {
-    if constexpr (kFloat) return static_cast<A>(static_cast<compute_t<T>>(x));
+    if constexpr (kFloat) return to_compute<A>(x);
     else if constexpr (std::is_same_v<A, uint64_t> && std::is_signed_v<T>) return static_cast<uint64_t>(static_cast<int64_t>(x));
     else return static_cast<A>(x);
   }
@@ -90,18 +88,18 @@ struct Red {
     if constexpr (K == RK::kL2) {
       return saturate_cast<T>(std::sqrt(static_cast<double>(acc)));
     } else if constexpr (K == RK::kLogSum) {
-      if constexpr (kFloat) return T(static_cast<compute_t<T>>(std::log(acc)));
+      if constexpr (kFloat) return from_compute<T>(std::log(acc));
       else return saturate_cast<T>(std::log(acc));
     } else if constexpr (K == RK::kMean) {
       if constexpr (kFloat) {
-        return T(static_cast<compute_t<T>>(acc / static_cast<A>(count)));
+        return from_compute<T>(acc / static_cast<A>(count));
       } else if constexpr (std::is_signed_v<T>) {
         return count == 0 ? T(0) : static_cast<T>(static_cast<int64_t>(acc) / count);
       } else {
         return count == 0 ? T(0) : static_cast<T>(acc / static_cast<uint64_t>(count));
       }
     } else if constexpr (kFloat) {
-      return T(static_cast<compute_t<T>>(acc));
+      return from_compute<T>(acc);
     } else if constexpr (std::is_same_v<A, uint64_t> && std::is_signed_v<T>) {
       return static_cast<T>(static_cast<int64_t>(acc));
     } else {
@@ -119,7 +117,7 @@ struct LSE {
     C r;
     if (std::isinf(m)) r = m;  // all -inf (or empty): -inf; any +inf: +inf
     else r = m + std::log(s);
-    if constexpr (is_float_like_v<T>) return T(static_cast<compute_t<T>>(r));
+    if constexpr (is_float_like_v<T>) return from_compute<T>(r);
     else return saturate_cast<T>(static_cast<double>(r));
   }
 };

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <type_traits>
 
-#include "ops/gemm/conv_gemm.h"
+#include "ops/gemm/gemm.h"
 #include "ops/conv/conv_geometry.h"
 
 namespace nxrt::ops {
@@ -17,7 +17,7 @@ namespace {
 
 enum class RnnKind { kRnn, kGru, kLstm };
 
-struct Activation {
+struct RnnActivation {  // the ONNX RNN/GRU/LSTM activation list (stable Sigmoid, Affine, Elu, ...)
   enum Kind { kRelu, kTanh, kSigmoid, kAffine, kLeakyRelu, kThresholdedRelu, kScaledTanh, kHardSigmoid, kElu,
               kSoftsign, kSoftplus };
   Kind kind = kTanh;
@@ -61,7 +61,7 @@ std::string lower(std::string s) {
 
 // Builds the activation list; alpha/beta values are consumed in order by the functions that take them.
 Status parse_activations(const ep::KernelInfo& info, const std::vector<std::string>& names,
-                         std::vector<Activation>* out) {
+                         std::vector<RnnActivation>* out) {
   const std::vector<float> alphas = info.attr_floats("activation_alpha");
   const std::vector<float> betas = info.attr_floats("activation_beta");
   size_t ai = 0, bi = 0;
@@ -69,38 +69,38 @@ Status parse_activations(const ep::KernelInfo& info, const std::vector<std::stri
   auto next_b = [&](float d) { return bi < betas.size() ? betas[bi++] : d; };
   for (const std::string& raw : names) {
     const std::string n = lower(raw);
-    Activation a;
+    RnnActivation a;
     if (n == "relu") {
-      a.kind = Activation::kRelu;
+      a.kind = RnnActivation::kRelu;
     } else if (n == "tanh") {
-      a.kind = Activation::kTanh;
+      a.kind = RnnActivation::kTanh;
     } else if (n == "sigmoid") {
-      a.kind = Activation::kSigmoid;
+      a.kind = RnnActivation::kSigmoid;
     } else if (n == "affine") {
-      a.kind = Activation::kAffine;
+      a.kind = RnnActivation::kAffine;
       a.alpha = next_a(1.f);
       a.beta = next_b(0.f);
     } else if (n == "leakyrelu") {
-      a.kind = Activation::kLeakyRelu;
+      a.kind = RnnActivation::kLeakyRelu;
       a.alpha = next_a(0.01f);
     } else if (n == "thresholdedrelu") {
-      a.kind = Activation::kThresholdedRelu;
+      a.kind = RnnActivation::kThresholdedRelu;
       a.alpha = next_a(1.f);
     } else if (n == "scaledtanh") {
-      a.kind = Activation::kScaledTanh;
+      a.kind = RnnActivation::kScaledTanh;
       a.alpha = next_a(1.f);
       a.beta = next_b(1.f);
     } else if (n == "hardsigmoid") {
-      a.kind = Activation::kHardSigmoid;
+      a.kind = RnnActivation::kHardSigmoid;
       a.alpha = next_a(0.2f);
       a.beta = next_b(0.5f);
     } else if (n == "elu") {
-      a.kind = Activation::kElu;
+      a.kind = RnnActivation::kElu;
       a.alpha = next_a(1.f);
     } else if (n == "softsign") {
-      a.kind = Activation::kSoftsign;
+      a.kind = RnnActivation::kSoftsign;
     } else if (n == "softplus") {
-      a.kind = Activation::kSoftplus;
+      a.kind = RnnActivation::kSoftplus;
     } else {
       return info.error("unknown activation '" + raw + "'");
     }
@@ -123,6 +123,7 @@ class RnnKernel final : public ep::Kernel {
   static constexpr size_t kActsPerDir = kKind == RnnKind::kRnn ? 1 : (kKind == RnnKind::kGru ? 2 : 3);
 
   Status init(const ep::KernelInfo& info) {
+    isa_ = info.isa();
     const std::string dir = info.attr_string("direction", "forward");
     if (dir == "forward") {
       dirs_ = 1;
@@ -265,11 +266,6 @@ class RnnKernel final : public ep::Kernel {
     std::vector<CT> xw(static_cast<size_t>(S * Bn * GH)), hr(static_cast<size_t>(Bn * GH));
     std::vector<CT> h, c, gate(static_cast<size_t>(GH)), rh(static_cast<size_t>(Bn * Hd)), hh(static_cast<size_t>(Bn * Hd));
     ep::ThreadPool* pool = &ctx.pool();
-    const CT clip = static_cast<CT>(clip_);
-    auto clamp = [&](CT* v, int64_t n) {
-      if (clip_ > 0)
-        for (int64_t i = 0; i < n; ++i) v[i] = std::max(-clip, std::min(clip, v[i]));
-    };
 
     for (int64_t d = 0; d < D; ++d) {
       const bool reverse = reverse_only_ || d == 1;
@@ -278,9 +274,9 @@ class RnnKernel final : public ep::Kernel {
       const CT* wb = bias.data() + d * 2 * GH;
       const CT* rb = wb + GH;
       const CT* pd = peep.data() + d * 3 * Hd;
-      const Activation* act = acts_.data() + d * kActsPerDir;
+      const RnnActivation* act = acts_.data() + d * kActsPerDir;
       // xw = X * W^T + Wb + Rb (GRU with linear_before_reset keeps Rb of the h gate for later).
-      convgemm::gemm<CT>(false, true, S * Bn, GH, I, CT(1), x.data(), I, wd, I, CT(0), xw.data(), GH, pool);
+      gemm<CT>(false, true, S * Bn, GH, I, CT(1), x.data(), I, wd, I, CT(0), xw.data(), GH, pool, isa_);
       for (int64_t row = 0; row < S * Bn; ++row) {
         CT* p = xw.data() + row * GH;
         for (int64_t j = 0; j < GH; ++j) {
@@ -294,71 +290,15 @@ class RnnKernel final : public ep::Kernel {
       for (int64_t s = 0; s < S; ++s) {
         // hr = H * R^T; for GRU without linear_before_reset only the z and r gates here.
         const int64_t ncols = (kKind == RnnKind::kGru && !linear_before_reset_) ? 2 * Hd : GH;
-        convgemm::gemm<CT>(false, true, Bn, ncols, Hd, CT(1), h.data(), Hd, rd, Hd, CT(0), hr.data(), GH, nullptr);
+        gemm<CT>(false, true, Bn, ncols, Hd, CT(1), h.data(), Hd, rd, Hd, CT(0), hr.data(), GH, nullptr, isa_);
         for (int64_t b = 0; b < Bn; ++b) {
           if (s >= lens[b]) continue;
           const int64_t t = reverse ? lens[b] - 1 - s : s;
           const CT* xg = xw.data() + (t * Bn + b) * GH;
           const CT* hg = hr.data() + b * GH;
           CT* hb = h.data() + b * Hd;
-          if constexpr (kKind == RnnKind::kRnn) {
-            for (int64_t j = 0; j < Hd; ++j) gate[j] = xg[j] + hg[j];
-            clamp(gate.data(), Hd);
-            act[0].apply(gate.data(), Hd);
-            std::copy(gate.data(), gate.data() + Hd, hb);
-          } else if constexpr (kKind == RnnKind::kLstm) {
-            CT* cb = c.data() + b * Hd;
-            CT* gi = gate.data();
-            CT* go = gi + Hd;
-            CT* gf = go + Hd;
-            CT* gc = gf + Hd;
-            for (int64_t j = 0; j < GH; ++j) gate[j] = xg[j] + hg[j];
-            for (int64_t j = 0; j < Hd; ++j) {
-              gi[j] += pd[j] * cb[j];
-              gf[j] += pd[2 * Hd + j] * cb[j];
-            }
-            clamp(gi, Hd);
-            act[0].apply(gi, Hd);
-            if (input_forget_) {
-              for (int64_t j = 0; j < Hd; ++j) gf[j] = CT(1) - gi[j];
-            } else {
-              clamp(gf, Hd);
-              act[0].apply(gf, Hd);
-            }
-            clamp(gc, Hd);
-            act[1].apply(gc, Hd);
-            for (int64_t j = 0; j < Hd; ++j) cb[j] = gf[j] * cb[j] + gi[j] * gc[j];
-            for (int64_t j = 0; j < Hd; ++j) go[j] += pd[Hd + j] * cb[j];
-            clamp(go, Hd);
-            act[0].apply(go, Hd);
-            for (int64_t j = 0; j < Hd; ++j) gc[j] = cb[j];  // h(Ct)
-            act[2].apply(gc, Hd);
-            for (int64_t j = 0; j < Hd; ++j) hb[j] = go[j] * gc[j];
-          } else {  // GRU: gates z, r, h
-            CT* gz = gate.data();
-            CT* gr = gz + Hd;
-            CT* gh = gr + Hd;
-            for (int64_t j = 0; j < 2 * Hd; ++j) gate[j] = xg[j] + hg[j];
-            clamp(gz, 2 * Hd);
-            act[0].apply(gz, 2 * Hd);
-            if (linear_before_reset_) {
-              for (int64_t j = 0; j < Hd; ++j) gh[j] = xg[2 * Hd + j] + gr[j] * (hg[2 * Hd + j] + rb[2 * Hd + j]);
-            } else {
-              // (r . H) * Rh^T for this batch row
-              CT* rhb = rh.data() + b * Hd;
-              for (int64_t j = 0; j < Hd; ++j) rhb[j] = gr[j] * hb[j];
-              const CT* rhw = rd + 2 * Hd * Hd;
-              for (int64_t j = 0; j < Hd; ++j) {
-                CT acc = 0;
-                const CT* wr = rhw + j * Hd;
-                for (int64_t k = 0; k < Hd; ++k) acc += rhb[k] * wr[k];
-                gh[j] = xg[2 * Hd + j] + acc;
-              }
-            }
-            clamp(gh, Hd);
-            act[1].apply(gh, Hd);
-            for (int64_t j = 0; j < Hd; ++j) hb[j] = (CT(1) - gz[j]) * gh[j] + gz[j] * hb[j];
-          }
+          CT* cb = kKind == RnnKind::kLstm ? c.data() + b * Hd : nullptr;
+          cell<CT>(xg, hg, hb, cb, gate.data(), rh.data() + b * Hd, rd, rb, pd, act, Hd);
           std::copy(hb, hb + Hd, y.data() + ((t * D + d) * Bn + b) * Hd);
         }
       }
@@ -366,10 +306,87 @@ class RnnKernel final : public ep::Kernel {
       if constexpr (kKind == RnnKind::kLstm) std::copy(c.begin(), c.end(), yc.begin() + d * Bn * Hd);
     }
 
+    return write_outputs<T, CT>(ctx, X.dtype(), S, D, Bn, Hd, state_shape, y, yh, yc);
+  }
+
+  // One time step of one batch row: hb (and, for LSTM, cb) from the gate sums xg (input side, biases
+  // added) and hg (recurrent side); gate holds kGates * Hd scratch values, rhb Hd (GRU).
+  template <typename CT>
+  void cell(const CT* xg, const CT* hg, CT* hb, CT* cb, CT* gate, CT* rhb, const CT* rd, const CT* rb, const CT* pd,
+            const RnnActivation* act, int64_t Hd) const {
+    [[maybe_unused]] const int64_t GH = kGates * Hd;
+    const CT clip = static_cast<CT>(clip_);
+    auto clamp = [&](CT* v, int64_t n) {
+      if (clip_ > 0)
+        for (int64_t i = 0; i < n; ++i) v[i] = std::max(-clip, std::min(clip, v[i]));
+    };
+    if constexpr (kKind == RnnKind::kRnn) {
+      for (int64_t j = 0; j < Hd; ++j) gate[j] = xg[j] + hg[j];
+      clamp(gate, Hd);
+      act[0].apply(gate, Hd);
+      std::copy(gate, gate + Hd, hb);
+    } else if constexpr (kKind == RnnKind::kLstm) {
+      CT* gi = gate;
+      CT* go = gi + Hd;
+      CT* gf = go + Hd;
+      CT* gc = gf + Hd;
+      for (int64_t j = 0; j < GH; ++j) gate[j] = xg[j] + hg[j];
+      for (int64_t j = 0; j < Hd; ++j) {
+        gi[j] += pd[j] * cb[j];
+        gf[j] += pd[2 * Hd + j] * cb[j];
+      }
+      clamp(gi, Hd);
+      act[0].apply(gi, Hd);
+      if (input_forget_) {
+        for (int64_t j = 0; j < Hd; ++j) gf[j] = CT(1) - gi[j];
+      } else {
+        clamp(gf, Hd);
+        act[0].apply(gf, Hd);
+      }
+      clamp(gc, Hd);
+      act[1].apply(gc, Hd);
+      for (int64_t j = 0; j < Hd; ++j) cb[j] = gf[j] * cb[j] + gi[j] * gc[j];
+      for (int64_t j = 0; j < Hd; ++j) go[j] += pd[Hd + j] * cb[j];
+      clamp(go, Hd);
+      act[0].apply(go, Hd);
+      for (int64_t j = 0; j < Hd; ++j) gc[j] = cb[j];  // h(Ct)
+      act[2].apply(gc, Hd);
+      for (int64_t j = 0; j < Hd; ++j) hb[j] = go[j] * gc[j];
+    } else {  // GRU: gates z, r, h
+      CT* gz = gate;
+      CT* gr = gz + Hd;
+      CT* gh = gr + Hd;
+      for (int64_t j = 0; j < 2 * Hd; ++j) gate[j] = xg[j] + hg[j];
+      clamp(gz, 2 * Hd);
+      act[0].apply(gz, 2 * Hd);
+      if (linear_before_reset_) {
+        for (int64_t j = 0; j < Hd; ++j) gh[j] = xg[2 * Hd + j] + gr[j] * (hg[2 * Hd + j] + rb[2 * Hd + j]);
+      } else {
+        // (r . H) * Rh^T for this batch row
+        for (int64_t j = 0; j < Hd; ++j) rhb[j] = gr[j] * hb[j];
+        const CT* rhw = rd + 2 * Hd * Hd;
+        for (int64_t j = 0; j < Hd; ++j) {
+          CT acc = 0;
+          const CT* wr = rhw + j * Hd;
+          for (int64_t k = 0; k < Hd; ++k) acc += rhb[k] * wr[k];
+          gh[j] = xg[2 * Hd + j] + acc;
+        }
+      }
+      clamp(gh, Hd);
+      act[1].apply(gh, Hd);
+      for (int64_t j = 0; j < Hd; ++j) hb[j] = (CT(1) - gz[j]) * gh[j] + gz[j] * hb[j];
+    }
+  }
+
+  // Y (all steps) and the final states in the requested layout.
+  template <typename T, typename CT>
+  Status write_outputs(ep::KernelContext& ctx, DataType dt, int64_t S, int64_t D, int64_t Bn, int64_t Hd,
+                       const Dims& state_shape, const std::vector<CT>& y, const std::vector<CT>& yh,
+                       const std::vector<CT>& yc) const {
     // Outputs in the requested layout.
     if (ctx.num_outputs() > 0 && ctx.output_requested(0)) {
       const Dims ys = layout_ == 0 ? Dims{S, D, Bn, Hd} : Dims{Bn, S, D, Hd};
-      NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), ys));
+      NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, dt, ys));
       T* yo = Y->data<T>();
       for (int64_t t = 0; t < S; ++t)
         for (int64_t d = 0; d < D; ++d)
@@ -381,7 +398,7 @@ class RnnKernel final : public ep::Kernel {
     }
     auto write_state = [&](size_t idx, const std::vector<CT>& st) -> Status {
       if (idx >= ctx.num_outputs() || !ctx.output_requested(idx)) return Status::Ok();
-      NXRT_ASSIGN_OR_RETURN(Tensor * O, ctx.allocate_output(idx, X.dtype(), state_shape));
+      NXRT_ASSIGN_OR_RETURN(Tensor * O, ctx.allocate_output(idx, dt, state_shape));
       T* o = O->data<T>();
       for (int64_t d = 0; d < D; ++d)
         for (int64_t b = 0; b < Bn; ++b) {
@@ -403,7 +420,8 @@ class RnnKernel final : public ep::Kernel {
   float clip_ = 0;
   bool linear_before_reset_ = false;
   bool input_forget_ = false;
-  std::vector<Activation> acts_;
+  std::vector<RnnActivation> acts_;
+  ep::IsaTier isa_ = ep::cpu_isa_tier();
 };
 
 }  // namespace

@@ -15,15 +15,6 @@ using fft::cd;
 
 constexpr int64_t kMaxDftLength = int64_t{1} << 30;
 
-template <typename T>
-inline double load(T v) {
-  return static_cast<double>(static_cast<compute_t<T>>(v));
-}
-template <typename T>
-inline T store(double v) {
-  return T(static_cast<compute_t<T>>(v));
-}
-
 // A scalar (or one-element) integer input.
 Result<int64_t> scalar_int(ep::KernelContext& ctx, size_t i, const char* what) {
   const Tensor& t = ctx.input(i);
@@ -78,7 +69,7 @@ void dft_lines(const T* in, T* out, const DftJob& j, const fft::Plan& plan, cons
     const T* src = in + (o * j.in_len * j.inner + i) * j.cin;
     T* dst = out + (o * j.out_len * j.inner + i) * j.cout;
     if (real_fwd) {
-      for (int64_t k = 0; k < copy; ++k) rbuf[k] = load(src[k * in_step]);
+      for (int64_t k = 0; k < copy; ++k) rbuf[k] = to_compute<double>(src[k * in_step]);
       rplan->forward(rbuf.data(), buf.data(), s1, s2);
       if (!j.onesided) {
         for (int64_t k = n / 2 + 1; k < n; ++k) buf[k] = std::conj(buf[n - k]);
@@ -86,9 +77,9 @@ void dft_lines(const T* in, T* out, const DftJob& j, const fft::Plan& plan, cons
     } else {
       std::fill(buf.begin(), buf.end(), cd(0, 0));
       if (j.cin == 2) {
-        for (int64_t k = 0; k < copy; ++k) buf[k] = cd(load(src[k * in_step]), load(src[k * in_step + 1]));
+        for (int64_t k = 0; k < copy; ++k) buf[k] = cd(to_compute<double>(src[k * in_step]), to_compute<double>(src[k * in_step + 1]));
       } else {
-        for (int64_t k = 0; k < copy; ++k) buf[k] = cd(load(src[k * in_step]), 0.0);
+        for (int64_t k = 0; k < copy; ++k) buf[k] = cd(to_compute<double>(src[k * in_step]), 0.0);
       }
       if (irfft) {
         // Hermitian extension of the one-sided spectrum; the real part of the inverse drops the
@@ -99,11 +90,11 @@ void dft_lines(const T* in, T* out, const DftJob& j, const fft::Plan& plan, cons
     }
     const double scale = j.inverse ? 1.0 / static_cast<double>(n) : 1.0;
     if (j.cout == 1) {
-      for (int64_t k = 0; k < j.out_len; ++k) dst[k * out_step] = store<T>(buf[k].real() * scale);
+      for (int64_t k = 0; k < j.out_len; ++k) dst[k * out_step] = from_compute<T>(buf[k].real() * scale);
     } else {
       for (int64_t k = 0; k < j.out_len; ++k) {
-        dst[k * out_step] = store<T>(buf[k].real() * scale);
-        dst[k * out_step + 1] = store<T>(buf[k].imag() * scale);
+        dst[k * out_step] = from_compute<T>(buf[k].real() * scale);
+        dst[k * out_step + 1] = from_compute<T>(buf[k].imag() * scale);
       }
     }
   }
@@ -238,21 +229,21 @@ Status stft_compute(ep::KernelContext& ctx) {
             const int64_t avail = std::min(wlen, len - begin);  // samples inside the signal
             const T* src = in + (b * len + begin) * cin;
             if (cin == 1) {
-              for (int64_t k = 0; k < avail; ++k) rbuf[k] = load(src[k]) * window[k];
+              for (int64_t k = 0; k < avail; ++k) rbuf[k] = to_compute<double>(src[k]) * window[k];
               for (int64_t k = avail; k < fl; ++k) rbuf[k] = 0.0;
               rplan.forward(rbuf.data(), buf.data(), s1, s2);
               if (!onesided) {
                 for (int64_t k = fl / 2 + 1; k < fl; ++k) buf[k] = std::conj(buf[fl - k]);
               }
             } else {
-              for (int64_t k = 0; k < avail; ++k) buf[k] = cd(load(src[2 * k]), load(src[2 * k + 1])) * window[k];
+              for (int64_t k = 0; k < avail; ++k) buf[k] = cd(to_compute<double>(src[2 * k]), to_compute<double>(src[2 * k + 1])) * window[k];
               for (int64_t k = avail; k < fl; ++k) buf[k] = cd(0, 0);
               plan.transform(buf.data(), false, s1);
             }
             T* dst = out + t * bins * 2;
             for (int64_t k = 0; k < bins; ++k) {
-              dst[2 * k] = store<T>(buf[k].real());
-              dst[2 * k + 1] = store<T>(buf[k].imag());
+              dst[2 * k] = from_compute<T>(buf[k].real());
+              dst[2 * k + 1] = from_compute<T>(buf[k].imag());
             }
           }
         });
@@ -289,7 +280,7 @@ Status write_values(ep::KernelContext& ctx, DataType dt, const Dims& shape, cons
           if constexpr (std::is_integral_v<T>) {
             out[i] = static_cast<T>(static_cast<int64_t>(v[i]));  // values lie in [-1, 1]: truncates like numpy
           } else {
-            out[i] = store<T>(v[i]);
+            out[i] = from_compute<T>(v[i]);
           }
         }
         return Status::Ok();

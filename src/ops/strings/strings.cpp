@@ -21,9 +21,9 @@ void register_tfidf_ops(ep::KernelRegistry& r);  // strings/tfidf.cpp
 namespace {
 
 Status require_string_input(ep::KernelContext& ctx, size_t i) {
-  if (!ctx.has_input(i) || !ctx.input_value(i)->is_tensor()) return ctx.error("input " + std::to_string(i) + " is missing");
-  if (ctx.input(i).dtype() != DataType::kString) {
-    return ctx.error("input " + std::to_string(i) + " must be a string tensor, got " + ctx.input(i).describe(),
+  NXRT_ASSIGN_OR_RETURN(const Tensor& t, ctx.required_tensor(i, nullptr));
+  if (t.dtype() != DataType::kString) {
+    return ctx.error("input " + std::to_string(i) + " must be a string tensor, got " + t.describe(),
                      StatusCode::kInvalidArgument);
   }
   return Status::Ok();
@@ -63,20 +63,10 @@ Status string_concat(ep::KernelContext& ctx) {
   Dims sa = broadcast_strides(a.shape(), out_shape), sb = broadcast_strides(b.shape(), out_shape);
   size_t r = out_shape.size();
   int64_t inner = out_shape[r - 1], ia_step = sa[r - 1], ib_step = sb[r - 1];
-  Dims idx(r, 0);
-  int64_t oa = 0, ob = 0;
-  for (int64_t o = 0; o < n; o += inner) {
+  auto rows = strided_cursor(out_shape, r - 1, sa, sb);
+  for (int64_t o = 0; o < n; o += inner, rows.next()) {
+    const int64_t oa = rows.offset(0), ob = rows.offset(1);
     for (int64_t k = 0; k < inner; ++k) py[o + k] = pa[oa + k * ia_step] + pb[ob + k * ib_step];
-    for (int64_t d = static_cast<int64_t>(r) - 2; d >= 0; --d) {
-      size_t du = static_cast<size_t>(d);
-      ++idx[du];
-      oa += sa[du];
-      ob += sb[du];
-      if (idx[du] < out_shape[du]) break;
-      oa -= sa[du] * idx[du];
-      ob -= sb[du] * idx[du];
-      idx[du] = 0;
-    }
   }
   return Status::Ok();
 }

@@ -100,8 +100,7 @@ class TfIdfVectorizerKernel final : public ep::Kernel {
   }
 
   Status compute(ep::KernelContext& ctx) override {
-    if (!ctx.has_input(0)) return ctx.error("input X is missing");
-    const Tensor& x = ctx.input(0);
+    NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "X"));
     DataType dt = x.dtype();
     if (strings_ ? dt != DataType::kString : (dt != DataType::kInt32 && dt != DataType::kInt64)) {
       return ctx.error(std::string("input must be ") + (strings_ ? "a string tensor (pool_strings is set)" :

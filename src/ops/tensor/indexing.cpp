@@ -17,22 +17,6 @@ namespace {
 
 std::string itos(int64_t v) { return std::to_string(v); }
 
-Status require_input(KernelContext& ctx, size_t i, const char* name) {
-  if (!ctx.has_input(i)) {
-    return ctx.error(std::string("required input '") + name + "' is missing", StatusCode::kInvalidModel);
-  }
-  if (!ctx.input_value(i)->is_tensor()) {
-    return ctx.error(std::string("input '") + name + "' must be a tensor, got " + ctx.input_value(i)->describe());
-  }
-  return Status::Ok();
-}
-
-Result<std::vector<int64_t>> index_input(KernelContext& ctx, size_t i, const char* name) {
-  auto v = read_indices(ctx.input(i), name);
-  if (!v.ok()) return ctx.error(v.status().message());
-  return v;
-}
-
 // Normalizes index values against `dim` in place (negative counts from the end); error on out-of-range.
 // `what` is a callable making the message prefix: built only on error.
 template <typename Idx, typename What>
@@ -60,10 +44,8 @@ Status dispatch_any(KernelContext& ctx, DataType dt, F&& f) {
 // Gather family
 
 Status gather_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "data"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "indices"));
-  const Tensor& x = ctx.input(0);
-  const Tensor& it = ctx.input(1);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "data"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& it, ctx.required_tensor(1, "indices"));
   const int64_t a0 = ctx.info().attr_int("axis", 0);
   int64_t axis = a0;
   if (!normalize_axis(&axis, x.rank())) {
@@ -76,7 +58,7 @@ Status gather_fn(KernelContext& ctx) {
   } else if (it.dtype() == DataType::kInt32) {
     idx.assign(it.data<int32_t>(), it.data<int32_t>() + it.numel());
   } else {
-    NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> v, index_input(ctx, 1, "indices"));
+    NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> v, required_indices(ctx, 1, "indices"));
     idx = v;
   }
   const int64_t dim = x.shape()[axis];
@@ -120,10 +102,8 @@ Status gather_fn(KernelContext& ctx) {
 }
 
 Status gather_elements_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "data"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "indices"));
-  const Tensor& x = ctx.input(0);
-  const Tensor& it = ctx.input(1);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "data"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& it, ctx.required_tensor(1, "indices"));
   const int64_t r = x.rank();
   const int64_t a0 = ctx.info().attr_int("axis", 0);
   int64_t axis = a0;
@@ -134,7 +114,7 @@ Status gather_elements_fn(KernelContext& ctx) {
       return ctx.error("indices " + it.describe() + " exceed data " + x.describe() + " on axis " + itos(d));
     }
   }
-  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> idx, index_input(ctx, 1, "indices"));
+  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> idx, required_indices(ctx, 1, "indices"));
   NXRT_RETURN_IF_ERROR(check_indices(ctx, idx, x.shape()[axis], [&] { return "GatherElements on data " + x.describe(); }));
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), it.shape()));
   if (out->numel() == 0) return Status::Ok();
@@ -144,27 +124,17 @@ Status gather_elements_fn(KernelContext& ctx) {
     const E* s = elem_ptr<E>(x);
     E* d = elem_ptr<E>(*out);
     const int64_t n = it.numel();
-    std::vector<int64_t> pos(static_cast<size_t>(r), 0);
-    int64_t base = 0;  // data offset of pos with axis coordinate 0
-    for (int64_t k = 0; k < n; ++k) {
-      d[k] = s[base + idx[k] * xs[axis]];
-      for (int64_t a = r - 1; a >= 0; --a) {
-        ++pos[a];
-        if (a != axis) base += xs[a];
-        if (pos[a] < it.shape()[a]) break;
-        if (a != axis) base -= xs[a] * it.shape()[a];
-        pos[a] = 0;
-      }
-    }
+    Dims rest = xs;  // the data offset of each index position without its axis coordinate
+    rest[axis] = 0;
+    auto cur = strided_cursor(it.shape(), it.shape().size(), rest);
+    for (int64_t k = 0; k < n; ++k, cur.next()) d[k] = s[cur.offset(0) + idx[k] * xs[axis]];
     return Status::Ok();
   });
 }
 
 Status gather_nd_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "data"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "indices"));
-  const Tensor& x = ctx.input(0);
-  const Tensor& it = ctx.input(1);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "data"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& it, ctx.required_tensor(1, "indices"));
   const int64_t r = x.rank(), q = it.rank();
   const int64_t b = ctx.info().opset() >= 12 ? ctx.info().attr_int("batch_dims", 0) : 0;
   if (q < 1) return ctx.error("indices " + it.describe() + " must have rank >= 1");
@@ -179,7 +149,7 @@ Status gather_nd_fn(KernelContext& ctx) {
   }
   const int64_t k = it.shape()[q - 1];
   if (k > r - b) return ctx.error("indices " + it.describe() + " index more dims than data " + x.describe() + " has");
-  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> idx, index_input(ctx, 1, "indices"));
+  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> idx, required_indices(ctx, 1, "indices"));
   Dims out_shape(it.shape().begin(), it.shape().end() - 1);
   out_shape.insert(out_shape.end(), x.shape().begin() + b + k, x.shape().end());
   int64_t slice = 1;
@@ -293,12 +263,9 @@ Status scatter_run(KernelContext& ctx, const Tensor& x, const Tensor& upd, const
 }
 
 Status scatter_elements_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "data"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "indices"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 2, "updates"));
-  const Tensor& x = ctx.input(0);
-  const Tensor& it = ctx.input(1);
-  const Tensor& upd = ctx.input(2);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "data"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& it, ctx.required_tensor(1, "indices"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& upd, ctx.required_tensor(2, "updates"));
   NXRT_ASSIGN_OR_RETURN(Reduction red, parse_reduction(ctx));
   const int64_t r = x.rank();
   const int64_t a0 = ctx.info().attr_int("axis", 0);
@@ -313,32 +280,21 @@ Status scatter_elements_fn(KernelContext& ctx) {
       return ctx.error("indices " + it.describe() + " exceed data " + x.describe() + " on axis " + itos(d));
     }
   }
-  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> idx, index_input(ctx, 1, "indices"));
+  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> idx, required_indices(ctx, 1, "indices"));
   NXRT_RETURN_IF_ERROR(check_indices(ctx, idx, x.shape()[axis], [&] { return "ScatterElements into data " + x.describe(); }));
   const Dims xs = contiguous_strides(x.shape());
   std::vector<int64_t> dst(idx.size());
-  std::vector<int64_t> pos(static_cast<size_t>(r), 0);
-  int64_t base = 0;
-  for (size_t k = 0; k < idx.size(); ++k) {
-    dst[k] = base + idx[k] * xs[axis];
-    for (int64_t a = r - 1; a >= 0; --a) {
-      ++pos[a];
-      if (a != axis) base += xs[a];
-      if (pos[a] < it.shape()[a]) break;
-      if (a != axis) base -= xs[a] * it.shape()[a];
-      pos[a] = 0;
-    }
-  }
+  Dims rest = xs;  // the data offset of each index position without its axis coordinate
+  rest[axis] = 0;
+  auto cur = strided_cursor(it.shape(), it.shape().size(), rest);
+  for (size_t k = 0; k < idx.size(); ++k, cur.next()) dst[k] = cur.offset(0) + idx[k] * xs[axis];
   return scatter_run(ctx, x, upd, dst, 1, red);
 }
 
 Status scatter_nd_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "data"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "indices"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 2, "updates"));
-  const Tensor& x = ctx.input(0);
-  const Tensor& it = ctx.input(1);
-  const Tensor& upd = ctx.input(2);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "data"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& it, ctx.required_tensor(1, "indices"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& upd, ctx.required_tensor(2, "updates"));
   NXRT_ASSIGN_OR_RETURN(Reduction red, parse_reduction(ctx));
   const int64_t r = x.rank(), q = it.rank();
   if (q < 1) return ctx.error("indices " + it.describe() + " must have rank >= 1");
@@ -350,7 +306,7 @@ Status scatter_nd_fn(KernelContext& ctx) {
     return ctx.error("updates " + upd.describe() + " must be " + std::string(dtype_name(x.dtype())) +
                      shape_to_string(want) + " for data " + x.describe() + " and indices " + it.describe());
   }
-  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> idx, index_input(ctx, 1, "indices"));
+  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> idx, required_indices(ctx, 1, "indices"));
   const Dims xs = contiguous_strides(x.shape());
   int64_t run = 1;
   for (int64_t i = k; i < r; ++i) run *= x.shape()[i];
@@ -378,10 +334,8 @@ Status scatter_nd_fn(KernelContext& ctx) {
 // Compress, NonZero
 
 Status compress_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "input"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "condition"));
-  const Tensor& x = ctx.input(0);
-  const Tensor& cond = ctx.input(1);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "input"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& cond, ctx.required_tensor(1, "condition"));
   if (cond.rank() != 1) return ctx.error("condition " + cond.describe() + " must be 1-D");
   auto cv = read_int_values(cond);
   if (!cv.ok()) return ctx.error("condition must be bool, got " + cond.describe());
@@ -432,8 +386,7 @@ Status compress_fn(KernelContext& ctx) {
 }
 
 Status nonzero_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "X"));
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "X"));
   const int64_t n = x.numel();
   std::vector<int64_t> hits;
   Status s = Status::Ok();
@@ -567,8 +520,7 @@ Status unique_impl(KernelContext& ctx, const Tensor& x, const std::vector<K>& ke
 }
 
 Status unique_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "X"));
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "X"));
   const bool sorted = ctx.info().attr_int("sorted", 1) != 0;
   const bool has_axis = ctx.info().has_attr("axis");
   int64_t axis = 0;
@@ -601,16 +553,14 @@ Status unique_fn(KernelContext& ctx) {
 // TopK
 
 Status topk_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "X"));
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "X"));
   const int64_t opset = ctx.info().opset();
   int64_t k;
   if (opset < 10) {
     if (!ctx.info().has_attr("k")) return ctx.error("attribute 'k' is missing", StatusCode::kInvalidModel);
     k = ctx.info().attr_int("k", 0);
   } else {
-    NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "K"));
-    NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> kv, index_input(ctx, 1, "K"));
+    NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> kv, required_indices(ctx, 1, "K"));
     if (kv.size() != 1) return ctx.error("K must hold one value, got " + ctx.input(1).describe());
     k = kv[0];
   }

@@ -33,27 +33,11 @@ void zero_fill(Tensor& t) {
   if (t.nbytes()) std::memset(t.raw_data(), 0, t.nbytes());
 }
 
-Status require_input(KernelContext& ctx, size_t i, const char* name) {
-  if (!ctx.has_input(i)) return ctx.error(std::string("required input '") + name + "' is missing",
-                                          StatusCode::kInvalidModel);
-  if (!ctx.input_value(i)->is_tensor()) {
-    return ctx.error(std::string("input '") + name + "' must be a tensor, got " + ctx.input_value(i)->describe());
-  }
-  return Status::Ok();
-}
-
-Result<std::vector<int64_t>> int_input(KernelContext& ctx, size_t i, const char* name) {
-  auto v = read_indices(ctx.input(i), name);
-  if (!v.ok()) return ctx.error(v.status().message());
-  return v;
-}
-
 // ------------------------------------------------------------------------------------------------
 // Shape, Size
 
 Status shape_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "data"));
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "data"));
   const int64_t r = x.rank();
   int64_t start = 0, end = r;
   if (ctx.info().opset() >= 15) {
@@ -71,9 +55,9 @@ Status shape_fn(KernelContext& ctx) {
 }
 
 Status size_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "data"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "data"));
   NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, DataType::kInt64, {}));
-  *out->data<int64_t>() = ctx.input(0).numel();
+  *out->data<int64_t>() = x.numel();
   return Status::Ok();
 }
 
@@ -126,19 +110,17 @@ Result<Dims> reshape_dims(const Dims& in, const Dims& shape, bool allowzero) {
 }
 
 Status reshape_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "data"));
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "data"));
   Dims shape;  // inline: reading the target shape allocates nothing
   if (ctx.info().opset() < 5) {
     if (!ctx.info().has_attr("shape")) return ctx.error("attribute 'shape' is missing", StatusCode::kInvalidModel);
     shape = ctx.info().attr_ints("shape");
   } else {
-    NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "shape"));
-    const Tensor& st = ctx.input(1);
+    NXRT_ASSIGN_OR_RETURN(const Tensor& st, ctx.required_tensor(1, "shape"));
     if (st.dtype() == DataType::kInt64) {
       shape.assign(st.data<int64_t>(), st.data<int64_t>() + st.numel());
     } else {
-      NXRT_ASSIGN_OR_RETURN(auto v, int_input(ctx, 1, "shape"));
+      NXRT_ASSIGN_OR_RETURN(auto v, required_indices(ctx, 1, "shape"));
       shape = v;
     }
   }
@@ -149,8 +131,7 @@ Status reshape_fn(KernelContext& ctx) {
 }
 
 Status flatten_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "input"));
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "input"));
   const int64_t r = x.rank();
   int64_t axis = ctx.info().attr_int("axis", 1);
   const int64_t a0 = axis;
@@ -178,15 +159,14 @@ Result<Dims> axes_from_attr_or_input(KernelContext& ctx, size_t input_index, boo
     *given = true;
     const Tensor& t = ctx.input(input_index);
     if (t.dtype() == DataType::kInt64) return Dims(t.data<int64_t>(), t.data<int64_t>() + t.numel());
-    NXRT_ASSIGN_OR_RETURN(auto v, int_input(ctx, input_index, "axes"));
+    NXRT_ASSIGN_OR_RETURN(auto v, required_indices(ctx, input_index, "axes"));
     return Dims(v);
   }
   return Dims{};
 }
 
 Status squeeze_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "data"));
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "data"));
   const int64_t r = x.rank();
   bool given = false;
   NXRT_ASSIGN_OR_RETURN(Dims axes, axes_from_attr_or_input(ctx, 1, &given));
@@ -214,8 +194,7 @@ Status squeeze_fn(KernelContext& ctx) {
 }
 
 Status unsqueeze_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "data"));
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "data"));
   bool given = false;
   NXRT_ASSIGN_OR_RETURN(Dims axes, axes_from_attr_or_input(ctx, 1, &given));
   if (!given) return ctx.error("axes are required", StatusCode::kInvalidModel);
@@ -272,8 +251,7 @@ class TransposeKernel final : public ep::Kernel {
 };
 
 Status TransposeKernel::compute(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "data"));
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "data"));
   auto layout = transpose_layout(x.shape(), perm_);
   if (!layout.ok()) return ctx.error(layout.status().message() + " (input " + x.describe() + ")", StatusCode::kInvalidModel);
   return set_view_output(ctx, x, *layout);
@@ -283,8 +261,8 @@ Status concat_fn(KernelContext& ctx) {
   std::vector<const Tensor*> ins;
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
     if (ctx.has_input(i)) {
-      NXRT_RETURN_IF_ERROR(require_input(ctx, i, "inputs"));
-      ins.push_back(&ctx.input(i));
+      NXRT_ASSIGN_OR_RETURN(const Tensor& in, ctx.required_tensor(i, "inputs"));
+      ins.push_back(&in);
     }
   }
   if (ins.empty()) return ctx.error("no inputs", StatusCode::kInvalidModel);
@@ -358,8 +336,7 @@ class ConcatKernel final : public ep::Kernel {
 };
 
 Status split_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "input"));
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "input"));
   const int64_t opset = ctx.info().opset();
   const int64_t a0 = ctx.info().attr_int("axis", 0);
   int64_t axis = a0;
@@ -374,7 +351,7 @@ Status split_fn(KernelContext& ctx) {
     split = ctx.info().attr_ints("split");
     given = true;
   } else if ((opset >= 13 || opset == 1) && ctx.has_input(1)) {
-    NXRT_ASSIGN_OR_RETURN(split, int_input(ctx, 1, "split"));
+    NXRT_ASSIGN_OR_RETURN(split, required_indices(ctx, 1, "split"));
     given = true;
   }
   if (given && !split.empty()) {
@@ -427,8 +404,7 @@ Status split_fn(KernelContext& ctx) {
 }
 
 Status slice_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "data"));
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "data"));
   std::vector<int64_t> starts, ends, axes, steps;
   if (ctx.info().opset() < 10) {
     if (!ctx.info().has_attr("starts") || !ctx.info().has_attr("ends")) {
@@ -438,15 +414,13 @@ Status slice_fn(KernelContext& ctx) {
     ends = ctx.info().attr_ints("ends");
     axes = ctx.info().attr_ints("axes");
   } else {
-    NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "starts"));
-    NXRT_RETURN_IF_ERROR(require_input(ctx, 2, "ends"));
-    NXRT_ASSIGN_OR_RETURN(starts, int_input(ctx, 1, "starts"));
-    NXRT_ASSIGN_OR_RETURN(ends, int_input(ctx, 2, "ends"));
+    NXRT_ASSIGN_OR_RETURN(starts, required_indices(ctx, 1, "starts"));
+    NXRT_ASSIGN_OR_RETURN(ends, required_indices(ctx, 2, "ends"));
     if (ctx.has_input(3)) {
-      NXRT_ASSIGN_OR_RETURN(axes, int_input(ctx, 3, "axes"));
+      NXRT_ASSIGN_OR_RETURN(axes, required_indices(ctx, 3, "axes"));
     }
     if (ctx.has_input(4)) {
-      NXRT_ASSIGN_OR_RETURN(steps, int_input(ctx, 4, "steps"));
+      NXRT_ASSIGN_OR_RETURN(steps, required_indices(ctx, 4, "steps"));
     }
   }
   if (axes.empty() && !starts.empty()) {
@@ -460,10 +434,8 @@ Status slice_fn(KernelContext& ctx) {
 }
 
 Status expand_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "input"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "shape"));
-  const Tensor& x = ctx.input(0);
-  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, int_input(ctx, 1, "shape"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "input"));
+  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, required_indices(ctx, 1, "shape"));
   for (int64_t d : shape) {
     if (d < 0) return ctx.error("shape " + ints_to_string(shape) + " has a negative dim");
   }
@@ -478,23 +450,19 @@ Status expand_fn(KernelContext& ctx) {
 }
 
 Status tile_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "input"));
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "input"));
   const int64_t r = x.rank();
   std::vector<int64_t> repeats;
   if (ctx.info().opset() < 6) {
-    NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "tiles"));
-    NXRT_RETURN_IF_ERROR(require_input(ctx, 2, "axis"));
-    NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> tiles, int_input(ctx, 1, "tiles"));
-    NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> ax, int_input(ctx, 2, "axis"));
+    NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> tiles, required_indices(ctx, 1, "tiles"));
+    NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> ax, required_indices(ctx, 2, "axis"));
     if (tiles.size() != 1 || ax.size() != 1) return ctx.error("tiles and axis must be scalars");
     int64_t a = ax[0];
     if (!normalize_axis(&a, r)) return ctx.error("axis " + itos(ax[0]) + " out of range for " + x.describe());
     repeats.assign(static_cast<size_t>(r), 1);
     repeats[a] = tiles[0];
   } else {
-    NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "repeats"));
-    NXRT_ASSIGN_OR_RETURN(repeats, int_input(ctx, 1, "repeats"));
+    NXRT_ASSIGN_OR_RETURN(repeats, required_indices(ctx, 1, "repeats"));
   }
   if (static_cast<int64_t>(repeats.size()) != r) {
     return ctx.error("repeats " + ints_to_string(repeats) + " must have one entry per input dim " +
@@ -544,35 +512,9 @@ int64_t pad_source(int64_t o, int64_t pad_begin, int64_t dim, int mode) {
   }
 }
 
-template <typename E>
-void pad_gather(const E* src, E* dst, const Dims& in_shape, const Dims& out_shape,
-                const std::vector<std::vector<int64_t>>& maps) {
-  const size_t r = out_shape.size();
-  const Dims cs = contiguous_strides(in_shape);
-  const int64_t n = shape_numel(out_shape);
-  if (n == 0) return;
-  if (r == 0) {
-    dst[0] = src[0];
-    return;
-  }
-  const int64_t inner = out_shape[r - 1];
-  const std::vector<int64_t>& last = maps[r - 1];
-  std::vector<int64_t> idx(r, 0);
-  for (int64_t done = 0; done < n; done += inner) {
-    int64_t base = 0;
-    for (size_t a = 0; a + 1 < r; ++a) base += maps[a][idx[a]] * cs[a];
-    E* d = dst + done;
-    for (int64_t i = 0; i < inner; ++i) d[i] = src[base + last[i]];
-    for (size_t a = r - 1; a-- > 0;) {
-      if (++idx[a] < out_shape[a]) break;
-      idx[a] = 0;
-    }
-  }
-}
 
 Status pad_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "data"));
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "data"));
   const int64_t opset = ctx.info().opset();
   const int64_t r = x.rank();
   const std::string mode_s = ctx.info().attr_string("mode", "constant");
@@ -590,10 +532,9 @@ Status pad_fn(KernelContext& ctx) {
     if (!ctx.info().has_attr(name)) return ctx.error(std::string("attribute '") + name + "' is missing", StatusCode::kInvalidModel);
     pads = ctx.info().attr_ints(name);
   } else {
-    NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "pads"));
-    NXRT_ASSIGN_OR_RETURN(pads, int_input(ctx, 1, "pads"));
+    NXRT_ASSIGN_OR_RETURN(pads, required_indices(ctx, 1, "pads"));
     if (opset >= 18 && ctx.has_input(3)) {
-      NXRT_ASSIGN_OR_RETURN(axes, int_input(ctx, 3, "axes"));
+      NXRT_ASSIGN_OR_RETURN(axes, required_indices(ctx, 3, "axes"));
     }
   }
   if (axes.empty()) {
@@ -681,25 +622,18 @@ Status pad_fn(KernelContext& ctx) {
   if (dtype_is_subbyte(x.dtype())) {
     Tensor u = subbyte_unpack(x);
     Tensor o(DataType::kUInt8, out_shape);
-    pad_gather(u.data<uint8_t>(), o.data<uint8_t>(), x.shape(), out_shape, maps);
+    gather_axis_maps(u.data<uint8_t>(), o.data<uint8_t>(), x.shape(), out_shape, maps);
     return ctx.set_output(0, Value(subbyte_pack(o, x.dtype())));
   }
-  return dispatch_elem(
-      x.dtype(),
-      [&](auto tag) {
-        using E = decltype(tag);
-        pad_gather(elem_ptr<E>(x), elem_ptr<E>(*out), x.shape(), out_shape, maps);
-        return Status::Ok();
-      },
-      [&] { return ctx.error("unsupported dtype " + x.describe()); });
+  if (!gather_axis_maps(x, *out, maps)) return ctx.error("unsupported dtype " + x.describe());
+  return Status::Ok();
 }
 
 // ------------------------------------------------------------------------------------------------
 // DepthToSpace, SpaceToDepth
 
 Status depth_to_space_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "input"));
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "input"));
   const int64_t b = ctx.info().attr_int("blocksize", 0);
   const std::string mode = ctx.info().opset() >= 11 ? ctx.info().attr_string("mode", "DCR") : "DCR";
   if (mode != "DCR" && mode != "CRD") return ctx.error("unknown mode '" + mode + "'", StatusCode::kInvalidModel);
@@ -721,8 +655,7 @@ Status depth_to_space_fn(KernelContext& ctx) {
 }
 
 Status space_to_depth_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "input"));
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "input"));
   const int64_t b = ctx.info().attr_int("blocksize", 0);
   if (b <= 0 || b > (int64_t{1} << 20)) {
     return ctx.error("blocksize " + itos(b) + " must be in [1, 2^20]", StatusCode::kInvalidModel);
@@ -741,12 +674,11 @@ Status space_to_depth_fn(KernelContext& ctx) {
 // Trilu, ReverseSequence
 
 Status trilu_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "input"));
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "input"));
   if (x.rank() < 2) return ctx.error("input " + x.describe() + " must have rank >= 2");
   int64_t k = 0;
   if (ctx.has_input(1)) {
-    NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> kv, int_input(ctx, 1, "k"));
+    NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> kv, required_indices(ctx, 1, "k"));
     if (kv.size() != 1) return ctx.error("k must be a scalar, got " + ctx.input(1).describe());
     k = kv[0];
   }
@@ -792,9 +724,8 @@ Status trilu_fn(KernelContext& ctx) {
 }
 
 Status reverse_sequence_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "input"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "sequence_lens"));
-  const Tensor& x = ctx.input(0);
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "input"));
+  NXRT_RETURN_IF_ERROR(ctx.required_tensor(1, "sequence_lens").status());
   const int64_t ba = ctx.info().attr_int("batch_axis", 1);
   const int64_t ta = ctx.info().attr_int("time_axis", 0);
   if (x.rank() < 2) return ctx.error("input " + x.describe() + " must have rank >= 2");
@@ -802,7 +733,7 @@ Status reverse_sequence_fn(KernelContext& ctx) {
     return ctx.error("batch_axis " + itos(ba) + " and time_axis " + itos(ta) + " must be 0 and 1 in some order",
                      StatusCode::kInvalidModel);
   }
-  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> lens, int_input(ctx, 1, "sequence_lens"));
+  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> lens, required_indices(ctx, 1, "sequence_lens"));
   const int64_t B = x.dim(ba), T = x.dim(ta);
   if (static_cast<int64_t>(lens.size()) != B) {
     return ctx.error("sequence_lens has " + itos(lens.size()) + " entries but the batch size is " + itos(B));
@@ -830,13 +761,11 @@ Status reverse_sequence_fn(KernelContext& ctx) {
 // OneHot
 
 Status onehot_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "indices"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "depth"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 2, "values"));
-  const Tensor& ind = ctx.input(0);
-  const Tensor& values = ctx.input(2);
-  auto dv = read_double_values(ctx.input(1));
-  if (!dv.ok() || dv->size() != 1) return ctx.error("depth must be a numeric scalar, got " + ctx.input(1).describe());
+  NXRT_ASSIGN_OR_RETURN(const Tensor& ind, ctx.required_tensor(0, "indices"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& depth_t, ctx.required_tensor(1, "depth"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& values, ctx.required_tensor(2, "values"));
+  auto dv = read_double_values(depth_t);
+  if (!dv.ok() || dv->size() != 1) return ctx.error("depth must be a numeric scalar, got " + depth_t.describe());
   const double depth_d = (*dv)[0];
   if (!(depth_d >= 1) || depth_d > 1e12) return ctx.error("depth " + std::to_string(depth_d) + " must be >= 1");
   const int64_t depth = static_cast<int64_t>(depth_d);
@@ -885,10 +814,8 @@ Status onehot_fn(KernelContext& ctx) {
 // CenterCropPad
 
 Status center_crop_pad_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "input_data"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "shape"));
-  const Tensor& x = ctx.input(0);
-  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, int_input(ctx, 1, "shape"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "input_data"));
+  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> shape, required_indices(ctx, 1, "shape"));
   const int64_t r = x.rank();
   std::vector<int64_t> axes = ctx.info().attr_ints("axes");
   if (axes.empty()) {
@@ -934,12 +861,9 @@ Status center_crop_pad_fn(KernelContext& ctx) {
 // Col2Im
 
 Status col2im_fn(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 0, "input"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 1, "image_shape"));
-  NXRT_RETURN_IF_ERROR(require_input(ctx, 2, "block_shape"));
-  const Tensor& x = ctx.input(0);
-  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> image, int_input(ctx, 1, "image_shape"));
-  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> block, int_input(ctx, 2, "block_shape"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "input"));
+  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> image, required_indices(ctx, 1, "image_shape"));
+  NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> block, required_indices(ctx, 2, "block_shape"));
   const size_t nd = image.size();
   if (block.size() != nd || nd == 0) {
     return ctx.error("image_shape " + ints_to_string(image) + " and block_shape " + ints_to_string(block) +

@@ -28,6 +28,25 @@ Result<std::vector<int64_t>> read_indices(const Tensor& t, const char* what) {
   return read_int_values(t);
 }
 
+bool gather_axis_maps(const Tensor& x, Tensor& out, const std::vector<std::vector<int64_t>>& maps) {
+  const Status st = dispatch_elem(
+      x.dtype(),
+      [&](auto tag) {
+        using E = decltype(tag);
+        gather_axis_maps(elem_ptr<E>(x), elem_ptr<E>(out), x.shape(), out.shape(), maps);
+        return Status::Ok();
+      },
+      [] { return invalid_argument("unsupported dtype"); });
+  return st.ok();
+}
+
+Result<std::vector<int64_t>> required_indices(const ep::KernelContext& ctx, size_t i, const char* name) {
+  NXRT_ASSIGN_OR_RETURN(const Tensor& t, ctx.required_tensor(i, name));
+  auto v = read_indices(t, name);
+  if (!v.ok()) return ctx.error(v.status().message());
+  return v;
+}
+
 Result<StridedLayout> slice_layout(const Dims& in_shape, const std::vector<int64_t>& starts,
                                    const std::vector<int64_t>& ends, const std::vector<int64_t>& axes,
                                    const std::vector<int64_t>& steps) {
@@ -134,6 +153,7 @@ void coalesce(Dims& shape, Dims& a, Dims& b) {
 
 template <typename E>
 void copy_loop(const E* src, E* dst, Dims shape, Dims ss, Dims ds) {
+  if (shape_numel(shape) == 0) return;
   size_t r = shape.size();
   // Transpose-like copies (destination contiguous inside, source strided inside, with some other dim
   // contiguous in the source): move that dim next to the last one and copy in cache-sized tiles.
@@ -148,14 +168,11 @@ void copy_loop(const E* src, E* dst, Dims shape, Dims ss, Dims ds) {
       std::swap(ds[k], ds[r - 2]);
       const int64_t A = shape[r - 2], B = shape[r - 1];
       const int64_t dsa = ds[r - 2], ssb = ss[r - 1];
-      int64_t outer = 1;
-      for (size_t i = 0; i + 2 < r; ++i) outer *= shape[i];
-      std::vector<int64_t> idx(r, 0);
-      int64_t so = 0, dof = 0;
+      auto cur = strided_cursor(shape, r - 2, ss, ds);
       constexpr int64_t kTile = 32;
-      for (int64_t o = 0; o < outer; ++o) {
-        const E* s = src + so;
-        E* d = dst + dof;
+      do {
+        const E* s = src + cur.offset(0);
+        E* d = dst + cur.offset(1);
         for (int64_t a0 = 0; a0 < A; a0 += kTile) {
           const int64_t a1 = std::min(A, a0 + kTile);
           for (int64_t b0 = 0; b0 < B; b0 += kTile) {
@@ -167,27 +184,15 @@ void copy_loop(const E* src, E* dst, Dims shape, Dims ss, Dims ds) {
             }
           }
         }
-        for (size_t ax = r - 2; ax-- > 0;) {
-          ++idx[ax];
-          so += ss[ax];
-          dof += ds[ax];
-          if (idx[ax] < shape[ax]) break;
-          so -= ss[ax] * shape[ax];
-          dof -= ds[ax] * shape[ax];
-          idx[ax] = 0;
-        }
-      }
+      } while (cur.next());
       return;
     }
   }
   const int64_t inner = shape[r - 1], is = ss[r - 1], id = ds[r - 1];
-  int64_t outer = 1;
-  for (size_t i = 0; i + 1 < r; ++i) outer *= shape[i];
-  std::vector<int64_t> idx(r, 0);
-  int64_t so = 0, dof = 0;
-  for (int64_t o = 0; o < outer; ++o) {
-    const E* s = src + so;
-    E* d = dst + dof;
+  auto cur = strided_cursor(shape, r - 1, ss, ds);
+  do {
+    const E* s = src + cur.offset(0);
+    E* d = dst + cur.offset(1);
     if (is == 1 && id == 1) {
       if constexpr (std::is_trivially_copyable_v<E>) {
         std::memcpy(d, s, static_cast<size_t>(inner) * sizeof(E));
@@ -199,16 +204,7 @@ void copy_loop(const E* src, E* dst, Dims shape, Dims ss, Dims ds) {
     } else {
       for (int64_t i = 0; i < inner; ++i) d[i * id] = s[i * is];
     }
-    for (size_t ax = r - 1; ax-- > 0;) {
-      ++idx[ax];
-      so += ss[ax];
-      dof += ds[ax];
-      if (idx[ax] < shape[ax]) break;
-      so -= ss[ax] * shape[ax];
-      dof -= ds[ax] * shape[ax];
-      idx[ax] = 0;
-    }
-  }
+  } while (cur.next());
 }
 
 inline uint8_t get_bits(const uint8_t* p, int bits, int64_t e) {
@@ -253,22 +249,10 @@ void copy_elements(const Tensor& src, int64_t src_offset, const Dims& src_stride
     const int bits = dtype_bits(dt);
     const auto* s = static_cast<const uint8_t*>(src.raw_data());
     auto* d = static_cast<uint8_t*>(dst.raw_data());
-    const size_t r = shape.size();
-    std::vector<int64_t> idx(r, 0);
-    const int64_t n = shape_numel(shape);
-    int64_t so = src_offset, dof = dst_offset;
-    for (int64_t k = 0; k < n; ++k) {
-      set_bits(d, bits, dof, get_bits(s, bits, so));
-      for (size_t ax = r; ax-- > 0;) {
-        ++idx[ax];
-        so += ss[ax];
-        dof += ds[ax];
-        if (idx[ax] < shape[ax]) break;
-        so -= ss[ax] * shape[ax];
-        dof -= ds[ax] * shape[ax];
-        idx[ax] = 0;
-      }
-    }
+    StridedCursor<2> cur(shape.data(), shape.size(), {ss.data(), ds.data()}, {src_offset, dst_offset});
+    do {
+      set_bits(d, bits, cur.offset(1), get_bits(s, bits, cur.offset(0)));
+    } while (cur.next());
     return;
   }
   (void)dispatch_elem(

@@ -48,14 +48,6 @@ Tensor subbyte_pack(const Tensor& u8, DataType dt);
 // contiguous, any dtype).
 void copy_run(const Tensor& src, int64_t src_index, Tensor& dst, int64_t dst_index, int64_t count);
 
-// Element-type dispatch for movement ops: f(tag) with tag an unsigned type of the element's size,
-// Bytes16, or std::string. Sub-byte dtypes are not handled (callers unpack them first).
-template <typename F, typename E>
-Status dispatch_elem(DataType dt, F&& f, E&& unsupported) {
-  if (dt == DataType::kString) return f(std::string{});
-  return dispatch_by_size(dt, std::forward<F>(f), unsupported);
-}
-
 // Element pointers of a contiguous tensor for a dispatch_elem tag type.
 template <typename E>
 const E* elem_ptr(const Tensor& t) {
@@ -74,18 +66,11 @@ E* elem_ptr(Tensor& t) {
   }
 }
 
-// Scalar conversions for numeric storage types (float16/bfloat16 through float; bool as 0/1).
-template <typename T>
-double to_double(T v) {
-  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
-    return static_cast<double>(static_cast<float>(v));
-  } else {
-    return static_cast<double>(v);
-  }
-}
+// A double stored as numeric type T: float16/bfloat16 through float, bool as v != 0, integers
+// saturated (NaN -> 0). (The other way is to_compute<double>.)
 template <typename T>
 T from_double(double v) {
-  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+  if constexpr (is_reduced_float_v<T>) {
     return T(static_cast<float>(v));
   } else if constexpr (std::is_same_v<T, bool>) {
     return v != 0;
@@ -109,7 +94,39 @@ bool shape_is_sane(const Dims& shape);
 // "[1,2,3]" for error messages.
 std::string ints_to_string(const std::vector<int64_t>& v);
 
+// dst (contiguous, out_shape) element (i0, i1, ...) = src (contiguous, in_shape) element
+// (maps[0][i0], maps[1][i1], ...): each output axis picks its source index through its own map (Pad's
+// edge/reflect/wrap modes, Resize's nearest mode).
+template <typename E>
+void gather_axis_maps(const E* src, E* dst, const Dims& in_shape, const Dims& out_shape,
+                      const std::vector<std::vector<int64_t>>& maps) {
+  const size_t r = out_shape.size();
+  const int64_t n = shape_numel(out_shape);
+  if (n == 0) return;
+  if (r == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  const Dims cs = contiguous_strides(in_shape);
+  const int64_t inner = out_shape[r - 1];
+  const int64_t* last = maps[r - 1].data();
+  auto rows = strided_cursor(out_shape, r - 1);
+  for (int64_t done = 0; done < n; done += inner, rows.next()) {
+    int64_t base = 0;
+    for (size_t a = 0; a + 1 < r; ++a) base += maps[a][rows.index(a)] * cs[a];
+    const E* s = src + base;
+    E* d = dst + done;
+    for (int64_t i = 0; i < inner; ++i) d[i] = s[last[i]];
+  }
+}
+// The same over contiguous tensors of any whole-byte or string dtype (out: out_shape, x's dtype); false
+// for another dtype.
+bool gather_axis_maps(const Tensor& x, Tensor& out, const std::vector<std::vector<int64_t>>& maps);
+
 // Reads an integer index input tensor (int32/int64) into int64 values; error message on other dtypes.
 Result<std::vector<int64_t>> read_indices(const Tensor& t, const char* what);
+// Input i, which the op requires, read by read_indices; errors (missing, not a tensor, another dtype)
+// name the input and the node.
+Result<std::vector<int64_t>> required_indices(const ep::KernelContext& ctx, size_t i, const char* name);
 
 }  // namespace nxrt::ops

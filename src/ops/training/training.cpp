@@ -73,7 +73,7 @@ Status for_each_group(ep::KernelContext& ctx, int64_t n, int64_t in_groups, int6
       Status st = dispatch_float(x.dtype(), [&](auto tag) -> Status {
         using T = decltype(tag);
         T* d = o->data<T>();
-        for (int64_t e = 0; e < m; ++e) d[e] = T(static_cast<compute_t<T>>(out[g][e]));
+        for (int64_t e = 0; e < m; ++e) d[e] = from_compute<T>(out[g][e]);
         return Status::Ok();
       }, [&] { return ctx.error("optimizer tensors must be float or double", StatusCode::kInvalidArgument); });
       NXRT_RETURN_IF_ERROR(st);
@@ -173,22 +173,8 @@ Arr filled(const Dims& shape, double value) {
 template <typename F>
 void for_each_broadcast(const Dims& out, const Dims& sa, const Dims& sb, F&& f) {
   const int64_t n = shape_numel(out);
-  const size_t r = out.size();
-  std::vector<int64_t> idx(r, 0);
-  int64_t oa = 0, ob = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    f(i, oa, ob);
-    for (size_t d = r; d-- > 0;) {
-      if (++idx[d] < out[d]) {
-        oa += sa[d];
-        ob += sb[d];
-        break;
-      }
-      oa -= sa[d] * (out[d] - 1);
-      ob -= sb[d] * (out[d] - 1);
-      idx[d] = 0;
-    }
-  }
+  auto cur = strided_cursor(out, out.size(), sa, sb);
+  for (int64_t i = 0; i < n; ++i, cur.next()) f(i, cur.offset(0), cur.offset(1));
 }
 
 // Elementwise binary op with numpy broadcasting.
@@ -405,7 +391,7 @@ class GradientKernel : public ep::Kernel {
       NXRT_RETURN_IF_ERROR(dispatch_float(x.dtype(), [&](auto tag) -> Status {
         using T = decltype(tag);
         T* d = o->data<T>();
-        for (size_t e = 0; e < g.v.size(); ++e) d[e] = T(static_cast<compute_t<T>>(g.v[e]));
+        for (size_t e = 0; e < g.v.size(); ++e) d[e] = from_compute<T>(g.v[e]);
         return Status::Ok();
       }, [&] { return ctx.error("Gradient: x '" + xs_[i] + "' must be a float tensor, got " + x.describe(), StatusCode::kInvalidArgument); }));
     }

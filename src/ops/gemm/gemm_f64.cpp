@@ -1,4 +1,5 @@
-// The double-precision GEMM (gemm_f64); the float engine lives in gemm/gemm_f32.cpp.
+// The double-precision GEMM (gemm_f64), the typed front doors (gemm<T>, gemm_packed_a<T>, pack_a<double>)
+// and the reference; the float engine lives in gemm/gemm_f32.cpp.
 // Cache-blocked GEMM: B is packed into KC x NC panels of NR-wide column strips, A into MC x KC blocks
 // of MR-high row strips (zero-padded at the edges), and a register-blocked MR x NR micro-kernel (plain
 // loops over constant trip counts, which g++ -O3 keeps in vector registers) runs over the packed
@@ -17,67 +18,48 @@ namespace {
 
 template <typename T> struct GemmParams;
 template <> struct GemmParams<double> {
-  static constexpr int MR = 4, NR = 4;
+  static constexpr int MR = kGemmPanelRows<double>, NR = 4;
   static constexpr int64_t MC = 64, KC = 256, NC = 256;
 };
 
-template <typename T>
-inline T op_at(const T* X, int64_t ld, bool trans, int64_t r, int64_t c) {
-  return trans ? X[c * ld + r] : X[r * ld + c];
+// Packs X[i0:i0+mc, p0:p0+kc] (X(i, p) = trans ? X[p * ld + i] : X[i * ld + p]) as ceil(mc/R) strips, each
+// kc x R (the strip's row index fastest), zero-padded: A's row panels with R = MR, and B's column panels
+// with R = NR on B viewed transposed.
+template <typename T, int R>
+void pack_strips(const T* X, int64_t ld, bool trans, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T* out) {
+  for (int64_t ir = 0; ir < mc; ir += R) {
+    const int64_t rows = std::min<int64_t>(R, mc - ir);
+    T* dst = out + ir * kc;
+    if (!trans) {
+      for (int64_t i = 0; i < R; ++i) {
+        if (i < rows) {
+          const T* src = X + (i0 + ir + i) * ld + p0;
+          for (int64_t p = 0; p < kc; ++p) dst[p * R + i] = src[p];
+        } else {
+          for (int64_t p = 0; p < kc; ++p) dst[p * R + i] = T(0);
+        }
+      }
+    } else {
+      for (int64_t p = 0; p < kc; ++p) {
+        const T* src = X + (p0 + p) * ld + i0 + ir;
+        int64_t i = 0;
+        for (; i < rows; ++i) dst[p * R + i] = src[i];
+        for (; i < R; ++i) dst[p * R + i] = T(0);
+      }
+    }
+  }
 }
 
-// Packs op(A)[i0:i0+mc, p0:p0+kc] as ceil(mc/MR) strips, each kc x MR (row index fastest).
+// op(A)[i0:i0+mc, p0:p0+kc] as ceil(mc/MR) strips of kc x MR.
 template <typename T>
 void pack_a(const T* A, int64_t lda, bool transA, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T* out) {
-  constexpr int MR = GemmParams<T>::MR;
-  for (int64_t ir = 0; ir < mc; ir += MR) {
-    const int64_t rows = std::min<int64_t>(MR, mc - ir);
-    T* dst = out + ir * kc;
-    if (!transA) {
-      for (int64_t i = 0; i < MR; ++i) {
-        if (i < rows) {
-          const T* src = A + (i0 + ir + i) * lda + p0;
-          for (int64_t p = 0; p < kc; ++p) dst[p * MR + i] = src[p];
-        } else {
-          for (int64_t p = 0; p < kc; ++p) dst[p * MR + i] = T(0);
-        }
-      }
-    } else {
-      for (int64_t p = 0; p < kc; ++p) {
-        const T* src = A + (p0 + p) * lda + i0 + ir;
-        int64_t i = 0;
-        for (; i < rows; ++i) dst[p * MR + i] = src[i];
-        for (; i < MR; ++i) dst[p * MR + i] = T(0);
-      }
-    }
-  }
+  pack_strips<T, GemmParams<T>::MR>(A, lda, transA, i0, mc, p0, kc, out);
 }
 
-// Packs op(B)[p0:p0+kc, j0:j0+nc] as ceil(nc/NR) strips, each kc x NR (column index fastest).
+// op(B)[p0:p0+kc, j0:j0+nc] as ceil(nc/NR) strips of kc x NR (column index fastest): op(B)^T's row strips.
 template <typename T>
 void pack_b(const T* B, int64_t ldb, bool transB, int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out) {
-  constexpr int NR = GemmParams<T>::NR;
-  for (int64_t jr = 0; jr < nc; jr += NR) {
-    const int64_t cols = std::min<int64_t>(NR, nc - jr);
-    T* dst = out + jr * kc;
-    if (!transB) {
-      for (int64_t p = 0; p < kc; ++p) {
-        const T* src = B + (p0 + p) * ldb + j0 + jr;
-        int64_t j = 0;
-        for (; j < cols; ++j) dst[p * NR + j] = src[j];
-        for (; j < NR; ++j) dst[p * NR + j] = T(0);
-      }
-    } else {
-      for (int64_t j = 0; j < NR; ++j) {
-        if (j < cols) {
-          const T* src = B + (j0 + jr + j) * ldb + p0;
-          for (int64_t p = 0; p < kc; ++p) dst[p * NR + j] = src[p];
-        } else {
-          for (int64_t p = 0; p < kc; ++p) dst[p * NR + j] = T(0);
-        }
-      }
-    }
-  }
+  pack_strips<T, GemmParams<T>::NR>(B, ldb, !transB, j0, nc, p0, kc, out);
 }
 
 // acc[MR*NR] = sum_p a[p*MR + i] * b[p*NR + j]. The flat accumulator with fully unrolled constant loops is
@@ -199,7 +181,7 @@ void gemv_packed(int64_t N, int64_t K, T alpha, const T* a, const T* packed, int
 template <typename T>
 void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
                   const T* B, int64_t ldb, T beta, T* C, int64_t ldc, ep::ThreadPool* pool,
-                  const T* prepacked = nullptr, int64_t n_padded = 0) {
+                  const T* prepacked = nullptr, int64_t n_padded = 0, const PackedA<T>* a_packed = nullptr) {
   using P = GemmParams<T>;
   constexpr int MR = P::MR, NR = P::NR;
   if (M <= 0 || N <= 0) return;
@@ -217,8 +199,8 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T a
     }
     return;
   }
-  if (prepacked) {
-    // fall through to the blocked path; B panels come from the prepacked buffer
+  if (prepacked || a_packed) {
+    // fall through to the blocked path; panels come from the prepacked buffers
   } else if (M == 1) {
     if (transA && lda != 1) {
       std::vector<T> a(static_cast<size_t>(K));
@@ -229,7 +211,7 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T a
     }
     return;
   }
-  if (!prepacked && N == 1) {
+  if (!prepacked && !a_packed && N == 1) {
     // C[M,1] = op(A) b: the transpose problem y[1,M] = b^T op(A)^T, with y strided by ldc.
     std::vector<T> b(static_cast<size_t>(K));
     for (int64_t k = 0; k < K; ++k) b[k] = transB ? B[k] : B[k * ldb];
@@ -279,13 +261,19 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T a
           pack_b(B, ldb, transB, p0, kc, j0, nc, b_buf.data());
           bpanels = b_buf.data();
         }
-        pack_a(A, lda, transA, i0, mc, p0, kc, a_buf.data());
+        const T* apanels;
+        if (a_packed) {
+          apanels = a_packed->data.data() + p0 * a_packed->m_padded + i0 * kc;
+        } else {
+          pack_a(A, lda, transA, i0, mc, p0, kc, a_buf.data());
+          apanels = a_buf.data();
+        }
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const int64_t cols = std::min<int64_t>(NR, nc - jr);
           const T* bp = bpanels + jr * kc;
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int64_t rows = std::min<int64_t>(MR, mc - ir);
-            micro_kernel<T>(kc, a_buf.data() + ir * kc, bp, acc);
+            micro_kernel<T>(kc, apanels + ir * kc, bp, acc);
             store_tile<T>(acc, rows, cols, alpha, beta, first, C + (i0 + ir) * ldc + j0 + jr, ldc);
           }
         }
@@ -298,8 +286,86 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T a
 }  // namespace
 
 void gemm_f64(bool transA, bool transB, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
-              int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc, ep::ThreadPool* pool) {
-  gemm_blocked<double>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
+              int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc, ep::ThreadPool* pool,
+              const PackedA<double>* a_packed) {
+  gemm_blocked<double>(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool, nullptr, 0, a_packed);
 }
+
+template <>
+PackedA<double> pack_a<double>(bool transA, int64_t M, int64_t K, const double* A, int64_t lda, double scale) {
+  constexpr int64_t R = kGemmPanelRows<double>;
+  PackedA<double> pa;
+  pa.M = M;
+  pa.K = K;
+  pa.m_padded = (M + R - 1) / R * R;
+  pa.data.assign(static_cast<size_t>(std::max<int64_t>(1, pa.m_padded * K)), 0.0);
+  for (int64_t k0 = 0; k0 < K && M > 0; k0 += kGemmKC) {
+    const int64_t kc = std::min(kGemmKC, K - k0);
+    double* blk = pa.data.data() + k0 * pa.m_padded;
+    pack_a(A, lda, transA, 0, M, k0, kc, blk);
+    if (scale != 1.0) {
+      for (int64_t i = 0; i < pa.m_padded * kc; ++i) blk[i] *= scale;
+    }
+  }
+  return pa;
+}
+
+template <>
+void gemm<float>(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
+                 ep::IsaTier isa) {
+  gemm_f32(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool, nullptr, isa);
+}
+
+template <>
+void gemm<double>(bool transA, bool transB, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
+                  int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc, ep::ThreadPool* pool,
+                  ep::IsaTier) {
+  gemm_f64(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
+}
+
+template <>
+void gemm_packed_a<float>(const PackedA<float>& A, int64_t N, bool transB, const float* B, int64_t ldb, float beta,
+                          float* C, int64_t ldc, ep::ThreadPool* pool, ep::IsaTier isa) {
+  if (A.M <= 0 || N <= 0) return;
+  gemm_f32_packed_a(A.M, N, A.K, 1.f, A.data.data(), transB, B, ldb, beta, C, ldc, pool, nullptr, isa);
+}
+
+template <>
+void gemm_packed_a<double>(const PackedA<double>& A, int64_t N, bool transB, const double* B, int64_t ldb,
+                           double beta, double* C, int64_t ldc, ep::ThreadPool* pool, ep::IsaTier) {
+  gemm_f64(false, transB, A.M, N, A.K, 1.0, nullptr, 0, B, ldb, beta, C, ldc, pool, &A);
+}
+
+template <typename T>
+void gemm_reference(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                    const T* B, int64_t ldb, T beta, T* C, int64_t ldc, const GemmEpilogue* epilogue) {
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const T a = transA ? A[k * lda + i] : A[i * lda + k];
+        const T b = transB ? B[j * ldb + k] : B[k * ldb + j];
+        s += static_cast<double>(a) * static_cast<double>(b);
+      }
+      const T v = static_cast<T>(alpha * s);
+      C[i * ldc + j] = beta == T(0) ? v : v + beta * C[i * ldc + j];
+    }
+  }
+  if (!epilogue || epilogue->empty()) return;
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) {
+      T& v = C[i * ldc + j];
+      if (epilogue->bias && epilogue->bias_kind == GemmBias::kPerColumn) v += epilogue->bias[j];
+      if (epilogue->bias && epilogue->bias_kind == GemmBias::kPerRow) v += epilogue->bias[i];
+      if (epilogue->residual) v += epilogue->residual[i * epilogue->ldr + j];
+      v = apply_activation(epilogue->act, v, epilogue->act_a, epilogue->act_b);
+    }
+  }
+}
+template void gemm_reference<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
+                                    int64_t, float, float*, int64_t, const GemmEpilogue*);
+template void gemm_reference<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
+                                     const double*, int64_t, double, double*, int64_t, const GemmEpilogue*);
 
 }  // namespace nxrt::ops

@@ -33,7 +33,8 @@
 
 #include "ir/float8_types.h"
 #include "nxrt/float_types.h"
-#include "optimizer/graph_util.h"
+#include "optimizer/passes.h"
+#include "optimizer/rewrite.h"
 
 namespace nxrt::optimizer {
 
@@ -198,54 +199,58 @@ Packed pack(PassContext& pc, ir::Graph& g, const Tensor& x, const Tensor& scale,
   return P;
 }
 
+struct DqMatMul : Match {
+  const Tensor *x = nullptr, *scale = nullptr, *zp = nullptr;
+  int64_t block = 0;
+  DataType out_t = DataType::kFloat;
+  std::vector<int> targets;  // the MatMuls reading the dequantized weight as B
+};
+
+// Every MatMul that reads the dequantized tensor as B is taken (and rewritten in place: same position,
+// same output); the DequantizeLinear too when nothing else reads its output.
+bool match(Rewriter& rw, int anchor, DqMatMul& m) {
+  const ir::Node& dq = rw.node(anchor);
+  if (!match_dq(rw.pc, rw.gi, dq, &m.x, &m.scale, &m.zp, &m.block, &m.out_t)) return false;
+  const std::string& w = dq.outputs[0];
+  auto it = rw.gi.consumers.find(w);
+  if (it == rw.gi.consumers.end()) return false;
+  for (int c : it->second) {
+    const ir::Node& mm = rw.node(c);
+    if (!is_onnx(&mm, "MatMul") || mm.inputs.size() != 2 || mm.outputs.size() != 1 || mm.outputs[0].empty()) continue;
+    if (mm.inputs[1] != w || mm.inputs[0] == w || mm.inputs[0].empty()) continue;
+    if (std::find(m.targets.begin(), m.targets.end(), c) == m.targets.end()) m.targets.push_back(c);  // listed once
+  }
+  if (m.targets.empty()) return false;
+  m.nodes = m.targets;
+  // Removed here rather than by dead-code removal: constant folding would otherwise materialize it first.
+  // (The quantized initializers of removed DequantizeLinears go with dead-code removal.)
+  if (!rw.gi.protected_names.count(w) && rw.gi.num_uses(w) == static_cast<int>(m.targets.size())) m.take(anchor);
+  return true;
+}
+
+bool build(Rewriter& rw, const DqMatMul& m, Rewrite& r) {
+  const Packed P = pack(rw.pc, rw.g, *m.x, *m.scale, m.zp, m.block, m.out_t);
+  int n = rw.done();
+  for (int c : m.targets) {
+    const ir::Node& mm = rw.node(c);
+    std::vector<std::string> inputs = {mm.inputs[0], P.b, P.scales};
+    if (!P.zp.empty()) inputs.push_back(P.zp);
+    r.replace(c, make_node(mm.name.empty() ? "MatMulNBits_" + std::to_string(n) : mm.name + "_nbits", kMsDomain,
+                           "MatMulNBits", std::move(inputs), {mm.outputs[0]},
+                           {make_attr_i("K", P.K), make_attr_i("N", P.N), make_attr_i("bits", P.bits),
+                            make_attr_i("block_size", P.block), make_attr_i("accuracy_level", 0)}));
+    ++n;
+  }
+  r.count = static_cast<int>(m.targets.size());
+  return true;
+}
+
+// DequantizeLinear's block_size exists from opset 21.
+const Fusion<DqMatMul> kDqMatMul{.stat = "fused_dq_matmul", .anchor = {{"DequantizeLinear"}}, .min_opset = 21,
+                                 .match = match, .build = build, .domain = kMsDomain, .domain_version = 1};
+
 }  // namespace
 
-int fuse_dq_matmul(PassContext& pc, GraphInfo& gi) {
-  ir::Graph& g = gi.g;
-  int done = 0;
-  std::vector<bool> dead(g.nodes.size(), false);
-  // Rewrites MatMuls in place (same position, same output), so node indices stay valid.
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const ir::Node& dq = g.nodes[i];
-    const Tensor *x = nullptr, *scale = nullptr, *zp = nullptr;
-    int64_t block = 0;
-    DataType out_t = DataType::kFloat;
-    if (!is_onnx(&dq, "DequantizeLinear") || !match_dq(pc, gi, dq, &x, &scale, &zp, &block, &out_t)) continue;
-    const std::string w = dq.outputs[0];
-    auto it = gi.consumers.find(w);
-    if (it == gi.consumers.end()) continue;
-    std::vector<int> targets;
-    for (int c : it->second) {
-      const ir::Node& mm = g.nodes[static_cast<size_t>(c)];
-      if (!is_onnx(&mm, "MatMul") || mm.inputs.size() != 2 || mm.outputs.size() != 1 || mm.outputs[0].empty())
-        continue;
-      if (mm.inputs[1] != w || mm.inputs[0] == w || mm.inputs[0].empty()) continue;
-      bool dup = false;  // a node listed twice in consumers
-      for (int t : targets) dup |= t == c;
-      if (!dup) targets.push_back(c);
-    }
-    if (targets.empty()) continue;
-    const Packed P = pack(pc, g, *x, *scale, zp, block, out_t);
-    for (int c : targets) {
-      ir::Node& mm = g.nodes[static_cast<size_t>(c)];
-      ir::Node fused;
-      fused.name = mm.name.empty() ? "MatMulNBits_" + std::to_string(done) : mm.name + "_nbits";
-      fused.domain = kMsDomain;
-      fused.op_type = "MatMulNBits";
-      fused.inputs = {mm.inputs[0], P.b, P.scales};
-      if (!P.zp.empty()) fused.inputs.push_back(P.zp);
-      fused.outputs = {mm.outputs[0]};
-      fused.attributes = {make_attr_i("K", P.K), make_attr_i("N", P.N), make_attr_i("bits", P.bits),
-                          make_attr_i("block_size", P.block), make_attr_i("accuracy_level", 0)};
-      mm = std::move(fused);
-      pc.count("fused_dq_matmul");
-      ++done;
-    }
-    // Removed here rather than by dead-code removal: constant folding would otherwise materialize it first.
-    if (!gi.protected_names.count(w) && gi.num_uses(w) == static_cast<int>(targets.size())) dead[i] = true;
-  }
-  // The quantized initializers of removed DequantizeLinears go with dead-code removal.
-  return finish_rewrites(pc, g, dead, done, kMsDomain, 1);
-}
+int fuse_dq_matmul(PassContext& pc, GraphInfo& gi) { return run_fusion(pc, gi, kDqMatMul); }
 
 }  // namespace nxrt::optimizer

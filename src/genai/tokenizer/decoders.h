@@ -1,0 +1,30 @@
+// tokenizer.json decoders: ByteLevel ByteFallback Fuse Replace Strip Metaspace Sequence. A decoder chain
+// turns the token strings of ids back into text pieces (bytes, not necessarily UTF-8).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nxrt/status.h"
+
+namespace nxrt::genai {
+class Json;
+}
+
+namespace nxrt::genai::tok {
+
+struct DecodeToken {
+  std::string text;
+  bool added = false;  // an added token: passes through ByteLevel unchanged
+};
+using DecodeTokens = std::vector<DecodeToken>;
+
+struct Decoder {
+  virtual ~Decoder() = default;
+  virtual Status decode_chain(DecodeTokens& tokens) const = 0;
+};
+
+// The decoder the tokenizer.json object `j` describes; not_implemented for an unknown type.
+Result<std::unique_ptr<Decoder>> make_decoder(const Json& j);
+
+}  // namespace nxrt::genai::tok

@@ -1,0 +1,194 @@
+// qd8_f32_qb4w_gemm_32x32__amx: MatMulNBits prefill on AMX-INT8 tiles (Sapphire Rapids and later).
+//
+// A task takes whole 32-column panels (layout in contrib/matmul_nbits.h). Each panel is first unpacked
+// once into AMX's B layout: per block two 16-column tiles whose 64-byte rows hold 16 columns x 4
+// consecutive k as signed bytes (code - zero point). The panel's group bytes already are those rows
+// (low nibbles: columns 0-15, high nibbles: 16-31), so the unpack is and / shift+and / subtract, no
+// shuffle. Then for every 32 rows of A: per block, 2 A tiles x 2 B tiles -> 4 int32 C tiles (tdpbssd,
+// K = min(block, 64) per instruction), stored and folded into float accumulators with the block's
+// scales: y += (dot * a_scale) * w_scale. Folding the zero point into the codes leaves no zero-point
+// term, and the 32 x 32 floats stay in L1 between blocks.
+#include "ops/contrib/matmul_nbits_panel_kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <algorithm>
+
+namespace nxrt::ops::contrib {
+
+namespace {
+
+#define NXRT_AMX_TARGET "amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx2,fma,f16c"
+
+// The LDTILECFG memory operand (palette 1).
+struct alignas(64) TileConfig {
+  uint8_t palette_id = 0;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Tiles: 0-3 C (rows 0-15 / 16-31 x columns 0-15 / 16-31), 4-5 A (rows 0-15 / 16-31), 6-7 B.
+__attribute__((target(NXRT_AMX_TARGET))) void configure_tiles(int64_t kstep) {
+  TileConfig c;
+  c.palette_id = 1;
+  for (int i = 0; i < 4; ++i) {
+    c.rows[i] = 16;
+    c.colsb[i] = 64;
+  }
+  for (int i = 4; i < 6; ++i) {
+    c.rows[i] = 16;
+    c.colsb[i] = static_cast<uint16_t>(kstep);
+  }
+  for (int i = 6; i < 8; ++i) {
+    c.rows[i] = static_cast<uint8_t>(kstep / 4);
+    c.colsb[i] = 64;
+  }
+  _tile_loadconfig(&c);
+}
+
+// One panel's codes as signed tile rows: block b, column half h, group g at ((b * 2 + h) * gpb + g) * 64;
+// its scales as float [kb][32].
+__attribute__((target(NXRT_AMX_TARGET))) void unpack_panel(const QuantPanels& W, const uint8_t* panel, int8_t* codes,
+                                                           float* scales) {
+  const __m512i m0f = _mm512_set1_epi8(0x0f);
+  const int64_t gpb = W.block / 4;
+  const __m512i zu = _mm512_set1_epi8(static_cast<char>(static_cast<int>(W.uniform_zp)));
+  const __m512i spread = _mm512_set1_epi32(0x01010101);
+  for (int64_t b = 0; b < W.kb; ++b) {
+    const uint8_t* rec = panel + b * W.record_bytes;
+    __m512i z0 = zu, z1 = zu;
+    if (W.zp_table) {
+      // Column c's zero point in all 4 bytes of its lane.
+      const uint8_t* zp = rec + W.zp_offset;
+      z0 = _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp))), spread);
+      z1 = _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp + 16))), spread);
+    }
+    int8_t* lo = codes + (b * 2) * gpb * 64;
+    int8_t* hi = lo + gpb * 64;
+    for (int64_t g = 0; g < gpb; ++g) {
+      const __m512i v = _mm512_loadu_si512(rec + g * 64);
+      _mm512_storeu_si512(lo + g * 64, _mm512_sub_epi8(_mm512_and_si512(v, m0f), z0));
+      _mm512_storeu_si512(hi + g * 64, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m0f), z1));
+    }
+    const uint8_t* s = rec + W.scale_offset;
+    if (W.fp16_scales) {
+      _mm512_storeu_ps(scales + b * 32, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s))));
+      _mm512_storeu_ps(scales + b * 32 + 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32))));
+    } else {
+      std::memcpy(scales + b * 32, s, 32 * sizeof(float));
+    }
+  }
+}
+
+// Rows [m0, m0 + rows) (rows <= 32; A holds 32 readable rows from m0) against one unpacked panel.
+// kFull: rows == 32, the loops over rows have a fixed count.
+template <bool kFull>
+__attribute__((target(NXRT_AMX_TARGET))) void panel_rows(const QuantPanels& W, const int8_t* codes,
+                                                         const float* scales, const int8_t* a, int64_t lda,
+                                                         const float* sa, int64_t lds, int64_t rows_in, float* y,
+                                                         int64_t ldy, int64_t ncols, int64_t kstep) {
+  const int64_t rows = kFull ? 32 : rows_in;
+  alignas(64) int32_t c[32 * 32];
+  alignas(64) float f[32 * 32];
+  std::memset(f, 0, static_cast<size_t>(rows) * 32 * sizeof(float));
+  const int64_t gpb = W.block / 4, steps = W.block / kstep, srows = kstep / 4;
+  const bool two = rows > 16;  // the second 16-row A tile holds real rows
+  for (int64_t b = 0; b < W.kb; ++b) {
+    _tile_zero(0);
+    _tile_zero(1);
+    if (two) {
+      _tile_zero(2);
+      _tile_zero(3);
+    }
+    for (int64_t s = 0; s < steps; ++s) {
+      const int8_t* a0 = a + b * W.block + s * kstep;
+      const int8_t* b0 = codes + ((b * 2) * gpb + s * srows) * 64;
+      _tile_loadd(4, a0, lda);
+      _tile_loadd(6, b0, 64);
+      _tile_loadd(7, b0 + gpb * 64, 64);
+      _tile_dpbssd(0, 4, 6);
+      _tile_dpbssd(1, 4, 7);
+      if (two) {
+        _tile_loadd(5, a0 + 16 * lda, lda);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+      }
+    }
+    _tile_stored(0, c, 128);
+    _tile_stored(1, c + 16, 128);
+    if (two) {
+      _tile_stored(2, c + 16 * 32, 128);
+      _tile_stored(3, c + 16 * 32 + 16, 128);
+    }
+    const __m512 s0 = _mm512_loadu_ps(scales + b * 32), s1 = _mm512_loadu_ps(scales + b * 32 + 16);
+    for (int64_t r = 0; r < rows; ++r) {
+      const __m512 sar = _mm512_set1_ps(sa[r * lds + b]);
+      float* fr = f + r * 32;
+      const int32_t* cr = c + r * 32;
+      _mm512_store_ps(fr, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cr)), sar), s0, _mm512_load_ps(fr)));
+      _mm512_store_ps(fr + 16, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cr + 16)), sar), s1,
+                                               _mm512_load_ps(fr + 16)));
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * ldy, f + r * 32, static_cast<size_t>(ncols) * sizeof(float));
+}
+
+// Grow-only per-thread scratch for one unpacked panel.
+struct UnpackScratch {
+  PackedBytes codes, scales;
+};
+
+}  // namespace
+
+__attribute__((target(NXRT_AMX_TARGET))) void qd8_f32_qb4w_gemm_32x32__amx(const QuantPanels& W, const int8_t* a,
+                                                                           int64_t lda, const float* sa, int64_t lds,
+                                                                           int64_t M, int64_t p0, int64_t p1,
+                                                                           float* Y, int64_t ldy) {
+  // Panels are unpacked a group at a time (the group's tiles stay in L2, about 512 KB), then each
+  // 32-row block of A (kpad * 32 bytes, in L1 for the model sizes that matter) meets every panel of
+  // the group before the next rows are read.
+  const int64_t panel_code_bytes = W.kpad * 32, panel_scales = W.kb * 32;
+  const int64_t group = std::clamp<int64_t>((512 * 1024) / std::max<int64_t>(1, panel_code_bytes), 1, p1 - p0);
+  thread_local UnpackScratch scratch;
+  const size_t code_bytes = static_cast<size_t>(group * panel_code_bytes);
+  const size_t scale_bytes = static_cast<size_t>(group * panel_scales) * sizeof(float);
+  if (scratch.codes.size() < code_bytes) scratch.codes = PackedBytes(code_bytes);
+  if (scratch.scales.size() < scale_bytes) scratch.scales = PackedBytes(scale_bytes);
+  int8_t* codes = reinterpret_cast<int8_t*>(scratch.codes.data());
+  float* scales = reinterpret_cast<float*>(scratch.scales.data());
+  const int64_t kstep = std::min<int64_t>(W.block, 64);
+  configure_tiles(kstep);
+  for (int64_t g0 = p0; g0 < p1; g0 += group) {
+    const int64_t g1 = std::min(p1, g0 + group);
+    for (int64_t p = g0; p < g1; ++p)
+      unpack_panel(W, W.panel(p), codes + (p - g0) * panel_code_bytes, scales + (p - g0) * panel_scales);
+    for (int64_t m0 = 0; m0 < M; m0 += 32) {
+      for (int64_t p = g0; p < g1; ++p) {
+        const int64_t ncols = std::min<int64_t>(32, W.N - p * 32);
+        const int64_t rows = std::min<int64_t>(32, M - m0);
+        (rows == 32 ? panel_rows<true> : panel_rows<false>)(W, codes + (p - g0) * panel_code_bytes,
+                                                            scales + (p - g0) * panel_scales, a + m0 * lda, lda,
+                                                            sa + m0 * lds, lds, rows, Y + m0 * ldy + p * 32, ldy,
+                                                            ncols, kstep);
+      }
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace nxrt::ops::contrib
+
+#else
+
+namespace nxrt::ops::contrib {
+// Off x86-64 there are no tiles: panel_kernel_supported(kAmx) is false, so nothing calls this.
+void qd8_f32_qb4w_gemm_32x32__amx(const QuantPanels& W, const int8_t* a, int64_t lda, const float* sa, int64_t lds,
+                                  int64_t M, int64_t p0, int64_t p1, float* Y, int64_t ldy) {
+  (void)W, (void)a, (void)lda, (void)sa, (void)lds, (void)M, (void)p0, (void)p1, (void)Y, (void)ldy;
+}
+}  // namespace nxrt::ops::contrib
+
+#endif

@@ -1,0 +1,67 @@
+// The microkernels of the column-panel MatMulNBits path (accuracy_level 4, 4-bit codes), one file per
+// ISA: matmul_nbits_int8.cpp (scalar, the driver), matmul_nbits_avx2.cpp, matmul_nbits_avx512.cpp,
+// matmul_nbits_amx.cpp. Internal to src/ops/contrib; the public face is contrib/matmul_nbits.h.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "nxrt/float_types.h"
+#include "ops/contrib/matmul_nbits.h"
+
+namespace nxrt::ops::contrib {
+
+// One call's rows of quantized A against one panel of W.
+struct PanelTile {
+  const int8_t* a = nullptr;  // rows of int8 A, lda apart (kpad values each, zero past K)
+  int64_t lda = 0;
+  const float* sa = nullptr;  // per row and block: A's block scale
+  const float* sq = nullptr;  // per row and block: A's block scale * sum of the block's int8 values
+  int64_t lds = 0;
+  const uint8_t* panel = nullptr;  // the panel's kb records
+  float* y = nullptr;              // rows x ncols outputs, ldy apart
+  int64_t ldy = 0;
+  int64_t rows = 0, ncols = 0;
+};
+
+// rows <= 1 (any panel width; also the reference the vector tiles are compared with).
+void qd8_f32_qb4w_gemm_1x16__scalar(const QuantPanels& W, const PanelTile& t);
+// rows <= 2, 16-column panels.
+void qd8_f32_qb4w_gemm_2x16__avx2(const QuantPanels& W, const PanelTile& t);
+// rows <= 4, 32-column panels.
+void qd8_f32_qb4w_gemm_4x32__avx512vnni(const QuantPanels& W, const PanelTile& t);
+
+// AMX: panels [p0, p1) of W against all M rows of A (a: M rounded up to 32 rows, the padding rows
+// zero). Configures the tiles on the calling thread and releases them before returning.
+void qd8_f32_qb4w_gemm_32x32__amx(const QuantPanels& W, const int8_t* a, int64_t lda, const float* sa, int64_t lds,
+                                  int64_t M, int64_t p0, int64_t p1, float* Y, int64_t ldy);
+
+// Fewer rows than this go to the AVX512-VNNI tile even when AMX is chosen: a 16-row tile computes its
+// padding rows too, and a decode step is bound by reading the weights, not by arithmetic.
+constexpr int64_t kAmxMinRows = 8;
+
+// Calls body(fp16, zp_table) with W's record format as two std::bool_constant, so a vector tile is
+// instantiated once per format.
+template <typename F>
+void with_record_format(const QuantPanels& W, F&& body) {
+  if (W.fp16_scales) {
+    if (W.zp_table) body(std::true_type{}, std::true_type{}); else body(std::true_type{}, std::false_type{});
+  } else {
+    if (W.zp_table) body(std::false_type{}, std::true_type{}); else body(std::false_type{}, std::false_type{});
+  }
+}
+
+// Block scale of column c in record `rec`.
+inline float panel_scale(const QuantPanels& W, const uint8_t* rec, int64_t c) {
+  const uint8_t* s = rec + W.scale_offset;
+  if (W.fp16_scales) {
+    uint16_t h;
+    std::memcpy(&h, s + 2 * c, 2);
+    return half_to_float(h);
+  }
+  float f;
+  std::memcpy(&f, s + 4 * c, 4);
+  return f;
+}
+
+}  // namespace nxrt::ops::contrib

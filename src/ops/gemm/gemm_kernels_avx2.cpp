@@ -1,0 +1,331 @@
+// f32_gemm_6x16__avx2: the float engine's kernels (gemm_kernels.h) for AVX2 + FMA, built with target
+// attributes so the portable build runs them only where the CPU has them (f32_gemm_kernels).
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "ops/gemm/gemm_kernels.h"
+
+namespace nxrt::ops {
+
+using namespace gemm_detail;
+
+namespace {
+
+// One k step of the 6x16 AVX2 tile: B's row (16 floats at `bp`) times A's 6 values at `ak`, into the
+// accumulators c00..c51 of the enclosing kernel (micro_avx2_6x16 on packed panels, micro_rows_avx2 on
+// rows read in place).
+#define NXRT_FMA_ROW(r, x0, x1)          \
+  av = _mm256_broadcast_ss(ak_ + (r)); \
+  x0 = _mm256_fmadd_ps(av, b0, x0);    \
+  x1 = _mm256_fmadd_ps(av, b1, x1);
+#define NXRT_FMA_6x16(bp, ak)                                             \
+  {                                                                       \
+    const float* bp_ = (bp);                                              \
+    const float* ak_ = (ak);                                              \
+    const __m256 b0 = _mm256_loadu_ps(bp_), b1 = _mm256_loadu_ps(bp_ + 8); \
+    __m256 av;                                                            \
+    NXRT_FMA_ROW(0, c00, c01)                                             \
+    NXRT_FMA_ROW(1, c10, c11)                                             \
+    NXRT_FMA_ROW(2, c20, c21)                                             \
+    NXRT_FMA_ROW(3, c30, c31)                                             \
+    NXRT_FMA_ROW(4, c40, c41)                                             \
+    NXRT_FMA_ROW(5, c50, c51)                                             \
+  }
+
+// The 12 accumulators c00..c51 of a 6x16 tile, zeroed.
+#define NXRT_ZERO_6x16                                                     \
+  __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();             \
+  __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();             \
+  __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();             \
+  __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();             \
+  __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();             \
+  __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+
+// An edge tile: the 12 accumulators through a stack tile into C's mr x nr corner.
+#define NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)                               \
+  {                                                                                    \
+    alignas(32) float tmp[MR * NR];                                                    \
+    _mm256_store_ps(tmp + 0, c00);                                                     \
+    _mm256_store_ps(tmp + 8, c01);                                                     \
+    _mm256_store_ps(tmp + 16, c10);                                                    \
+    _mm256_store_ps(tmp + 24, c11);                                                    \
+    _mm256_store_ps(tmp + 32, c20);                                                    \
+    _mm256_store_ps(tmp + 40, c21);                                                    \
+    _mm256_store_ps(tmp + 48, c30);                                                    \
+    _mm256_store_ps(tmp + 56, c31);                                                    \
+    _mm256_store_ps(tmp + 64, c40);                                                    \
+    _mm256_store_ps(tmp + 72, c41);                                                    \
+    _mm256_store_ps(tmp + 80, c50);                                                    \
+    _mm256_store_ps(tmp + 88, c51);                                                    \
+    store_edge(tmp, c, ldc, mr, nr, alpha, beta);                                      \
+  }
+
+// Bias (per row, or per column), residual and Relu/Clip on one 16-column row (v0, v1) of C at (i, j0).
+// Relu as max(0, v) and Clip as min(hi, max(lo, v)) take v as the second operand, which the
+// instructions return when it is NaN: NaN passes, as in the scalar epilogue.
+__attribute__((target("avx2,fma"), always_inline)) inline void epilogue_row_avx2(const GemmEpilogue& ep, int64_t i,
+                                                                                 int64_t j0, __m256& v0, __m256& v1) {
+  if (ep.bias != nullptr && ep.bias_kind == GemmBias::kPerColumn) {
+    v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ep.bias + j0));
+    v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ep.bias + j0 + 8));
+  } else if (ep.bias != nullptr && ep.bias_kind == GemmBias::kPerRow) {
+    const __m256 b = _mm256_broadcast_ss(ep.bias + i);
+    v0 = _mm256_add_ps(v0, b);
+    v1 = _mm256_add_ps(v1, b);
+  }
+  if (ep.residual) {
+    const float* res = ep.residual + i * ep.ldr + j0;
+    v0 = _mm256_add_ps(v0, _mm256_loadu_ps(res));
+    v1 = _mm256_add_ps(v1, _mm256_loadu_ps(res + 8));
+  }
+  if (ep.act == Activation::kRelu) {
+    const __m256 zero = _mm256_setzero_ps();
+    v0 = _mm256_max_ps(zero, v0);
+    v1 = _mm256_max_ps(zero, v1);
+  } else if (ep.act == Activation::kClip) {
+    const __m256 lo = _mm256_set1_ps(ep.act_a), hi = _mm256_set1_ps(ep.act_b);
+    v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
+    v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
+  }
+}
+
+__attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float* a, const float* b, float* c,
+                                                          int64_t ldc, int mr, int nr, float alpha, float beta) {
+  NXRT_ZERO_6x16
+  for (int r = 0; r < mr; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 15), _MM_HINT_T0);
+  }
+#define NXRT_GEMM_STEP(off) NXRT_FMA_6x16(b + (off) * 16, a + (off) * 6)
+  // One k step per iteration: with 12 accumulators, 2 B vectors and a broadcast the kernel uses all 16
+  // ymm registers; unrolling by hand lets the compiler hoist loads of later steps and spill.
+#pragma GCC unroll 1
+  for (int64_t k = 0; k < kc; ++k) {
+    NXRT_GEMM_STEP(0)
+    a += 6;
+    b += 16;
+  }
+#undef NXRT_GEMM_STEP
+  const __m256 va = _mm256_set1_ps(alpha);
+  if (mr == MR && nr == NR) {
+    if (beta == 0.f) {
+#define NXRT_ROW(r, x0, x1)                                   \
+  _mm256_storeu_ps(c + (r)*ldc, _mm256_mul_ps(x0, va));       \
+  _mm256_storeu_ps(c + (r)*ldc + 8, _mm256_mul_ps(x1, va));
+      NXRT_ROW(0, c00, c01) NXRT_ROW(1, c10, c11) NXRT_ROW(2, c20, c21)
+      NXRT_ROW(3, c30, c31) NXRT_ROW(4, c40, c41) NXRT_ROW(5, c50, c51)
+#undef NXRT_ROW
+    } else if (beta == 1.f) {
+#define NXRT_ROW(r, x0, x1)                                                                   \
+  _mm256_storeu_ps(c + (r)*ldc, _mm256_fmadd_ps(x0, va, _mm256_loadu_ps(c + (r)*ldc)));       \
+  _mm256_storeu_ps(c + (r)*ldc + 8, _mm256_fmadd_ps(x1, va, _mm256_loadu_ps(c + (r)*ldc + 8)));
+      NXRT_ROW(0, c00, c01) NXRT_ROW(1, c10, c11) NXRT_ROW(2, c20, c21)
+      NXRT_ROW(3, c30, c31) NXRT_ROW(4, c40, c41) NXRT_ROW(5, c50, c51)
+#undef NXRT_ROW
+    } else {
+      const __m256 vb = _mm256_set1_ps(beta);
+#define NXRT_ROW(r, x0, x1)                                                                                    \
+  _mm256_storeu_ps(c + (r)*ldc, _mm256_fmadd_ps(x0, va, _mm256_mul_ps(vb, _mm256_loadu_ps(c + (r)*ldc))));     \
+  _mm256_storeu_ps(c + (r)*ldc + 8, _mm256_fmadd_ps(x1, va, _mm256_mul_ps(vb, _mm256_loadu_ps(c + (r)*ldc + 8))));
+      NXRT_ROW(0, c00, c01) NXRT_ROW(1, c10, c11) NXRT_ROW(2, c20, c21)
+      NXRT_ROW(3, c30, c31) NXRT_ROW(4, c40, c41) NXRT_ROW(5, c50, c51)
+#undef NXRT_ROW
+    }
+    return;
+  }
+  NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
+}
+
+// With `ep` (single K block, beta 0, full tile, epilogue_in_registers(ep)), the bias (per row), residual
+// and Relu/Clip are applied to the accumulators before the one store: returns true when it did.
+inline bool epilogue_in_registers(const GemmEpilogue* ep) {
+  return ep && (ep->bias_kind != GemmBias::kPerColumn || ep->bias == nullptr) &&
+         (ep->act == Activation::kNone || ep->act == Activation::kRelu || ep->act == Activation::kClip);
+}
+
+__attribute__((target("avx2,fma"))) bool micro_rows_avx2(int64_t kc, const float* a, const float* brow,
+                                                          const int64_t* boff, float* c, int64_t ldc, int mr, int nr,
+                                                          float alpha, float beta, const GemmEpilogue* ep,
+                                                          int64_t i0, int64_t j0) {
+  NXRT_ZERO_6x16
+#pragma GCC unroll 1
+  for (int64_t k = 0; k < kc; ++k) {
+    NXRT_FMA_6x16(brow + boff[k], a)
+    a += 6;
+  }
+  if (mr == MR && nr == NR && beta == 0.f && alpha == 1.f && (!ep || epilogue_in_registers(ep))) {
+    __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    for (int r = 0; r < MR; ++r) {
+      __m256 v0 = acc[r][0], v1 = acc[r][1];
+      if (ep) epilogue_row_avx2(*ep, i0 + r, j0, v0, v1);
+      _mm256_storeu_ps(c + r * ldc, v0);
+      _mm256_storeu_ps(c + r * ldc + 8, v1);
+    }
+    return ep != nullptr;
+  }
+  NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
+  return false;
+}
+
+// One full panel of a transposed B (16 rows of B, each contiguous in p) into kc x 16, through 8x8
+// register transposes: the scalar loop's strided stores made packing FC weights (transB Gemm, the bulk
+// of session creation for AlexNet / VGG) slower than the whole first run.
+__attribute__((target("avx2,fma"))) void pack_b_trans_panel_avx2(const float* B, int64_t ldb, int64_t kc,
+                                                                float* dst) {
+  static_assert(NR == 16, "two 8-lane halves per panel row");
+  int64_t p = 0;
+  for (; p + 8 <= kc; p += 8) {
+    for (int h = 0; h < 2; ++h) {
+      const float* s = B + (h * 8) * ldb + p;
+      __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ldb), r2 = _mm256_loadu_ps(s + 2 * ldb),
+             r3 = _mm256_loadu_ps(s + 3 * ldb), r4 = _mm256_loadu_ps(s + 4 * ldb), r5 = _mm256_loadu_ps(s + 5 * ldb),
+             r6 = _mm256_loadu_ps(s + 6 * ldb), r7 = _mm256_loadu_ps(s + 7 * ldb);
+      const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+      const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+      const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+      const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+      const __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+      float* d = dst + p * NR + h * 8;
+      _mm256_storeu_ps(d + 0 * NR, _mm256_permute2f128_ps(u0, u4, 0x20));
+      _mm256_storeu_ps(d + 1 * NR, _mm256_permute2f128_ps(u1, u5, 0x20));
+      _mm256_storeu_ps(d + 2 * NR, _mm256_permute2f128_ps(u2, u6, 0x20));
+      _mm256_storeu_ps(d + 3 * NR, _mm256_permute2f128_ps(u3, u7, 0x20));
+      _mm256_storeu_ps(d + 4 * NR, _mm256_permute2f128_ps(u0, u4, 0x31));
+      _mm256_storeu_ps(d + 5 * NR, _mm256_permute2f128_ps(u1, u5, 0x31));
+      _mm256_storeu_ps(d + 6 * NR, _mm256_permute2f128_ps(u2, u6, 0x31));
+      _mm256_storeu_ps(d + 7 * NR, _mm256_permute2f128_ps(u3, u7, 0x31));
+    }
+  }
+  for (; p < kc; ++p)
+    for (int64_t j = 0; j < NR; ++j) dst[p * NR + j] = B[j * ldb + p];
+}
+
+__attribute__((target("avx2,fma"))) inline float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+__attribute__((target("avx2,fma"))) void gemv_raw_avx2(bool transB, int64_t j0, int64_t j1, int64_t K, float alpha,
+                                                        const float* a, const float* B, int64_t ldb, float beta,
+                                                        float* y) {
+  if (transB) {
+    int64_t j = j0;
+    for (; j + 4 <= j1; j += 4) {
+      const float* b0 = B + j * ldb;
+      const float* b1 = b0 + ldb;
+      const float* b2 = b1 + ldb;
+      const float* b3 = b2 + ldb;
+      __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+      int64_t k = 0;
+      for (; k + 8 <= K; k += 8) {
+        const __m256 av = _mm256_loadu_ps(a + k);
+        s0 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b0 + k), s0);
+        s1 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b1 + k), s1);
+        s2 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b2 + k), s2);
+        s3 = _mm256_fmadd_ps(av, _mm256_loadu_ps(b3 + k), s3);
+      }
+      float r[4] = {hsum256(s0), hsum256(s1), hsum256(s2), hsum256(s3)};
+      for (; k < K; ++k) {
+        r[0] += a[k] * b0[k];
+        r[1] += a[k] * b1[k];
+        r[2] += a[k] * b2[k];
+        r[3] += a[k] * b3[k];
+      }
+      for (int t = 0; t < 4; ++t) y[j + t] = beta == 0.f ? alpha * r[t] : alpha * r[t] + beta * y[j + t];
+    }
+    if (j < j1) gemv_raw_cols(true, j, j1, K, alpha, a, B, ldb, beta, y);
+    return;
+  }
+  gemv_raw_cols(false, j0, j1, K, alpha, a, B, ldb, beta, y);
+}
+
+__attribute__((target("avx2,fma"))) void gemv_packed_avx2(int64_t q0, int64_t q1, int64_t N, int64_t K, float alpha,
+                                                           const float* a, const float* packed, int64_t n_padded,
+                                                           float beta, float* y) {
+  constexpr int64_t kSub = 64;
+  alignas(64) float acc[kSub * NR];
+  for (int64_t s0 = q0; s0 < q1; s0 += kSub) {
+    const int64_t s1 = std::min(q1, s0 + kSub);
+    for (int64_t p0 = 0; p0 < K; p0 += KC) {
+      const int64_t kc = std::min(KC, K - p0);
+      const float* ap = a + p0;
+      const float* bp = packed + p0 * n_padded + s0 * NR * kc;
+      for (int64_t q = s0; q < s1; ++q) {
+        float* ac = acc + (q - s0) * NR;
+        __m256 x0 = _mm256_setzero_ps(), x1 = _mm256_setzero_ps();
+        __m256 y0 = _mm256_setzero_ps(), y1 = _mm256_setzero_ps();
+        int64_t p = 0;
+        for (; p + 2 <= kc; p += 2) {
+          const __m256 a0 = _mm256_broadcast_ss(ap + p), a1 = _mm256_broadcast_ss(ap + p + 1);
+          x0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(bp), x0);
+          x1 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(bp + 8), x1);
+          y0 = _mm256_fmadd_ps(a1, _mm256_loadu_ps(bp + 16), y0);
+          y1 = _mm256_fmadd_ps(a1, _mm256_loadu_ps(bp + 24), y1);
+          bp += 32;
+        }
+        if (p < kc) {
+          const __m256 a0 = _mm256_broadcast_ss(ap + p);
+          x0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(bp), x0);
+          x1 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(bp + 8), x1);
+          bp += 16;
+        }
+        x0 = _mm256_add_ps(x0, y0);
+        x1 = _mm256_add_ps(x1, y1);
+        if (p0 == 0) {
+          _mm256_store_ps(ac, x0);
+          _mm256_store_ps(ac + 8, x1);
+        } else {
+          _mm256_store_ps(ac, _mm256_add_ps(_mm256_load_ps(ac), x0));
+          _mm256_store_ps(ac + 8, _mm256_add_ps(_mm256_load_ps(ac + 8), x1));
+        }
+      }
+    }
+    for (int64_t q = s0; q < s1; ++q) {
+      const int64_t jb = q * NR, cols = std::min<int64_t>(NR, N - jb);
+      for (int64_t j = 0; j < cols; ++j) {
+        const float v = alpha * acc[(q - s0) * NR + j];
+        y[jb + j] = beta == 0.f ? v : v + beta * y[jb + j];
+      }
+    }
+  }
+}
+
+// The epilogue on one full-width tile (16 columns) with AVX2: bias, residual and Relu/Clip/none in
+// registers, one pass over the tile while it is in L1. Other activations and edge tiles take the
+// portable loop.
+__attribute__((target("avx2,fma"))) bool epilogue_tile_avx2(const GemmEpilogue& ep, int64_t i0, int64_t j0,
+                                                            int64_t rows, int64_t cols, float* c, int64_t ldc) {
+  if (cols != NR || !(ep.act == Activation::kNone || ep.act == Activation::kRelu ||
+                      ep.act == Activation::kClip)) {
+    return false;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    float* cr = c + r * ldc;
+    __m256 v0 = _mm256_loadu_ps(cr), v1 = _mm256_loadu_ps(cr + 8);
+    epilogue_row_avx2(ep, i0 + r, j0, v0, v1);
+    _mm256_storeu_ps(cr, v0);
+    _mm256_storeu_ps(cr + 8, v1);
+  }
+  return true;
+}
+
+}  // namespace
+
+const F32GemmKernels kF32Gemm6x16Avx2 = {
+    "f32_gemm_6x16__avx2",     ep::IsaTier::kAvx2, &micro_avx2_6x16, &micro_rows_avx2, &epilogue_tile_avx2,
+    &pack_b_trans_panel_avx2, &gemv_raw_avx2,      &gemv_packed_avx2,
+};
+
+}  // namespace nxrt::ops
+#endif

@@ -1,0 +1,200 @@
+// The generic tester of the float GEMM engine's kernel variants (ops/gemm/gemm_kernels.h): every variant
+// this CPU runs (f32_gemm_6x16__scalar, f32_gemm_6x16__avx2, and any tier added later) has each of its
+// kernels checked on its own against a plain double-accumulating loop, on random panel depths, edge
+// tiles, alpha/beta values, epilogues and GEMV widths. A new variant listed in f32_gemm_kernel_variants()
+// is covered here without a new test.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "ops/gemm/gemm.h"
+#include "ops/gemm/gemm_kernels.h"
+
+namespace nxrt {
+namespace {
+
+using ops::F32GemmKernels;
+using ops::kGemmKC;
+constexpr int MR = ops::kGemmMR, NR = ops::kGemmNR;
+
+std::vector<float> rand_vec(std::mt19937& rng, size_t n) {
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<const F32GemmKernels*> supported_variants() {
+  std::vector<const F32GemmKernels*> out;
+  for (const F32GemmKernels* k : ops::f32_gemm_kernel_variants()) {
+    if (ops::f32_gemm_kernels_supported(*k)) out.push_back(k);
+  }
+  return out;
+}
+
+float tol_for(int64_t kc, float ref) { return (2e-6f * static_cast<float>(kc) + 1e-6f) * (1.f + std::fabs(ref)); }
+
+// tile and tile_rows: C[mr x nr] = alpha * A.B + beta * C on random depths (over one K block too) and edges.
+void check_tiles(const F32GemmKernels& k, std::mt19937& rng) {
+  static const int64_t depths[] = {1, 2, 7, 16, 63, 256, 300};
+  static const float alphas[] = {1.f, -0.5f, 2.f};
+  static const float betas[] = {0.f, 1.f, 0.3f};
+  for (int it = 0; it < 60; ++it) {
+    const int64_t kc = depths[rng() % 7];
+    const int mr = 1 + static_cast<int>(rng() % MR), nr = 1 + static_cast<int>(rng() % NR);
+    const float alpha = alphas[rng() % 3], beta = betas[rng() % 3];
+    const int64_t ldc = NR + 5;
+    const std::vector<float> a = rand_vec(rng, static_cast<size_t>(kc * MR)), b = rand_vec(rng, static_cast<size_t>(kc * NR));
+    std::vector<float> c0 = rand_vec(rng, static_cast<size_t>(MR * ldc));
+    if (beta == 0.f) std::fill(c0.begin(), c0.end(), std::nanf(""));  // beta 0 must not read C
+    std::vector<float> c = c0, c_rows = c0;
+    k.tile(kc, a.data(), b.data(), c.data(), ldc, mr, nr, alpha, beta);
+    // The same B rows scattered in memory for tile_rows (row p at brow + boff[p]).
+    std::vector<float> brow(static_cast<size_t>(kc * (NR + 3)));
+    std::vector<int64_t> boff(static_cast<size_t>(kc));
+    for (int64_t p = 0; p < kc; ++p) {
+      boff[p] = (kc - 1 - p) * (NR + 3);
+      std::copy(b.begin() + p * NR, b.begin() + (p + 1) * NR, brow.begin() + boff[p]);
+    }
+    k.tile_rows(kc, a.data(), brow.data(), boff.data(), c_rows.data(), ldc, mr, nr, alpha, beta, nullptr, 0, 0);
+    for (int r = 0; r < MR; ++r) {
+      for (int j = 0; j < ldc; ++j) {
+        const size_t at = static_cast<size_t>(r * ldc + j);
+        if (r >= mr || j >= nr) {  // outside the tile: untouched
+          ASSERT_TRUE((std::isnan(c[at]) && std::isnan(c0[at])) || c[at] == c0[at]) << k.name << " tile wrote outside";
+          ASSERT_TRUE((std::isnan(c_rows[at]) && std::isnan(c0[at])) || c_rows[at] == c0[at]);
+          continue;
+        }
+        double acc = 0;
+        for (int64_t p = 0; p < kc; ++p) acc += double(a[p * MR + r]) * double(b[p * NR + j]);
+        const float ref = static_cast<float>(alpha * acc) + (beta == 0.f ? 0.f : beta * c0[at]);
+        ASSERT_NEAR(c[at], ref, tol_for(kc, ref)) << k.name << " tile kc=" << kc << " mr=" << mr << " nr=" << nr;
+        ASSERT_NEAR(c_rows[at], ref, tol_for(kc, ref)) << k.name << " tile_rows kc=" << kc;
+      }
+    }
+  }
+}
+
+// tile_rows with the epilogue in its store, and epilogue_tile: both must equal gemm_apply_epilogue.
+void check_epilogues(const F32GemmKernels& k, std::mt19937& rng) {
+  for (int it = 0; it < 60; ++it) {
+    const int64_t kc = 1 + static_cast<int64_t>(rng() % 64);
+    const int mr = (it & 1) ? MR : 1 + static_cast<int>(rng() % MR);
+    const int nr = (it & 2) ? NR : 1 + static_cast<int>(rng() % NR);
+    const int64_t i0 = 6, j0 = 16, ldc = NR;
+    const std::vector<float> bias = rand_vec(rng, 64), res = rand_vec(rng, 64 * 64);
+    ops::GemmEpilogue ep;
+    ep.bias_kind = static_cast<ops::GemmBias>(rng() % 3);
+    ep.bias = bias.data();
+    ep.residual = (rng() & 1) ? res.data() : nullptr;
+    ep.ldr = 64;
+    ep.act = static_cast<ops::Activation>(rng() % 9);
+    ep.act_a = -0.2f;
+    ep.act_b = 0.3f;
+    const std::vector<float> a = rand_vec(rng, static_cast<size_t>(kc * MR)), b = rand_vec(rng, static_cast<size_t>(kc * NR));
+    std::vector<float> ref(static_cast<size_t>(MR * ldc), 0.f);
+    k.tile(kc, a.data(), b.data(), ref.data(), ldc, mr, nr, 1.f, 0.f);
+    std::vector<float> tiled = ref;
+    ops::gemm_apply_epilogue(ep, i0, j0, mr, nr, ref.data(), ldc);
+    if (!k.epilogue_tile || !k.epilogue_tile(ep, i0, j0, mr, nr, tiled.data(), ldc)) {
+      ops::gemm_apply_epilogue(ep, i0, j0, mr, nr, tiled.data(), ldc);
+    }
+    std::vector<int64_t> boff(static_cast<size_t>(kc));
+    for (int64_t p = 0; p < kc; ++p) boff[p] = p * NR;
+    std::vector<float> rows(static_cast<size_t>(MR * ldc), 0.f);
+    if (!k.tile_rows(kc, a.data(), b.data(), boff.data(), rows.data(), ldc, mr, nr, 1.f, 0.f, &ep, i0, j0)) {
+      ops::gemm_apply_epilogue(ep, i0, j0, mr, nr, rows.data(), ldc);
+    }
+    for (int r = 0; r < mr; ++r) {
+      for (int j = 0; j < nr; ++j) {
+        const float want = ref[r * ldc + j];
+        ASSERT_NEAR(tiled[r * ldc + j], want, 1e-5f * (1.f + std::fabs(want))) << k.name << " epilogue_tile act="
+                                                                                << int(ep.act);
+        ASSERT_NEAR(rows[r * ldc + j], want, tol_for(kc, want)) << k.name << " tile_rows+epilogue act=" << int(ep.act);
+      }
+    }
+  }
+}
+
+// pack_b_trans_panel: 16 rows of B (contiguous in k) into the kc x 16 panel.
+void check_pack(const F32GemmKernels& k, std::mt19937& rng) {
+  if (!k.pack_b_trans_panel) return;
+  for (int64_t kc : {1, 7, 8, 9, 64, 255, 256}) {
+    const int64_t ldb = kc + 3;
+    const std::vector<float> B = rand_vec(rng, static_cast<size_t>(NR * ldb));
+    std::vector<float> dst(static_cast<size_t>(kc * NR), -7.f);
+    k.pack_b_trans_panel(B.data(), ldb, kc, dst.data());
+    for (int64_t p = 0; p < kc; ++p)
+      for (int j = 0; j < NR; ++j) ASSERT_EQ(dst[p * NR + j], B[j * ldb + p]) << k.name << " kc=" << kc;
+  }
+}
+
+// gemv_raw (both B layouts) and gemv_packed over a PackedB.
+void check_gemv(const F32GemmKernels& k, std::mt19937& rng) {
+  for (int it = 0; it < 24; ++it) {
+    const int64_t N = 1 + static_cast<int64_t>(rng() % 700), K = 1 + static_cast<int64_t>(rng() % 600);
+    const bool transB = rng() & 1;
+    const float alpha = (it & 1) ? 1.f : -0.75f, beta = (it & 2) ? 0.f : 0.5f;
+    const int64_t ldb = (transB ? K : N) + 2;
+    const std::vector<float> a = rand_vec(rng, static_cast<size_t>(K));
+    const std::vector<float> B = rand_vec(rng, static_cast<size_t>((transB ? N : K) * ldb));
+    std::vector<float> y0 = rand_vec(rng, static_cast<size_t>(N));
+    if (beta == 0.f) std::fill(y0.begin(), y0.end(), std::nanf(""));
+    std::vector<float> y = y0, yp = y0, ref(static_cast<size_t>(N));
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < K; ++p) s += double(a[p]) * double(transB ? B[j * ldb + p] : B[p * ldb + j]);
+      ref[j] = static_cast<float>(alpha * s) + (beta == 0.f ? 0.f : beta * y0[j]);
+    }
+    const int64_t j0 = N / 3;  // a sub-range, as the threaded callers pass
+    k.gemv_raw(transB, 0, j0, K, alpha, a.data(), B.data(), ldb, beta, y.data());
+    k.gemv_raw(transB, j0, N, K, alpha, a.data(), B.data(), ldb, beta, y.data());
+    const ops::PackedB pb = ops::pack_b_f32(transB, K, N, B.data(), ldb, ep::IsaTier::kScalar);
+    const int64_t panels = pb.n_padded / NR;
+    k.gemv_packed(0, panels / 2, N, K, alpha, a.data(), pb.data.data(), pb.n_padded, beta, yp.data());
+    k.gemv_packed(panels / 2, panels, N, K, alpha, a.data(), pb.data.data(), pb.n_padded, beta, yp.data());
+    for (int64_t j = 0; j < N; ++j) {
+      ASSERT_NEAR(y[j], ref[j], tol_for(K, ref[j])) << k.name << " gemv_raw N=" << N << " K=" << K << " tb=" << transB;
+      ASSERT_NEAR(yp[j], ref[j], tol_for(K, ref[j])) << k.name << " gemv_packed N=" << N << " K=" << K;
+    }
+  }
+}
+
+TEST(GemmKernels, EverySupportedVariantAgainstReference) {
+  const auto variants = supported_variants();
+  ASSERT_FALSE(variants.empty());
+  EXPECT_EQ(variants.front(), &ops::kF32Gemm6x16Scalar);  // the portable variant runs everywhere
+  for (const F32GemmKernels* k : variants) {
+    SCOPED_TRACE(k->name);
+    ASSERT_NE(k->tile, nullptr);
+    ASSERT_NE(k->tile_rows, nullptr);
+    ASSERT_NE(k->gemv_raw, nullptr);
+    ASSERT_NE(k->gemv_packed, nullptr);
+    std::mt19937 rng(17);
+    check_tiles(*k, rng);
+    check_epilogues(*k, rng);
+    check_pack(*k, rng);
+    check_gemv(*k, rng);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+// The tier picks the best supported variant at or below it, and never one above it.
+TEST(GemmKernels, TierPicksBestVariantAtOrBelow) {
+  for (int t = 0; t <= static_cast<int>(ep::IsaTier::kAmx); ++t) {
+    const auto tier = static_cast<ep::IsaTier>(t);
+    const F32GemmKernels& k = ops::f32_gemm_kernels(tier);
+    EXPECT_LE(static_cast<int>(k.tier), t) << k.name;
+    EXPECT_TRUE(ops::f32_gemm_kernels_supported(k)) << k.name;
+    for (const F32GemmKernels* v : supported_variants()) {
+      if (static_cast<int>(v->tier) <= t) {
+        EXPECT_GE(k.tier, v->tier) << k.name << " passed over " << v->name;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nxrt

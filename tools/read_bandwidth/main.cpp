@@ -1,0 +1,118 @@
+// nxrt_read_bandwidth: how fast this machine streams memory into the cores right now, the anchor a
+// decode step's speed is compared with (bytes read per token / this = the weight-read limit).
+//
+//   nxrt_read_bandwidth [--mb N] [--threads T] [--rounds R]
+//
+// Each of T threads sums its contiguous slice of an N MB buffer (default 1024; pass the bytes a decode
+// step reads, so the buffer sits in the same level of the memory hierarchy as the weights) with 32-byte
+// loads, R rounds (default 10) after one untimed pass that touches every page. Prints one JSON line:
+// {"threads","mb","rounds","gbps_median","gbps_best","gbps_runs"}.
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace {
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) uint64_t sum_avx2(const uint64_t* p, size_t n) {
+  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a = _mm256_add_epi64(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    b = _mm256_add_epi64(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
+    c = _mm256_add_epi64(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
+    d = _mm256_add_epi64(d, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
+  }
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)));
+  uint64_t s = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+#endif
+
+uint64_t sum_plain(const uint64_t* p, size_t n) {
+  uint64_t s[4] = {};
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int j = 0; j < 4; ++j) s[j] += p[i + j];
+  for (; i < n; ++i) s[0] += p[i];
+  return s[0] + s[1] + s[2] + s[3];
+}
+
+uint64_t sum(const uint64_t* p, size_t n) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) return sum_avx2(p, n);
+#endif
+  return sum_plain(p, n);
+}
+
+int usage(const char* why) {
+  std::fprintf(stderr, "nxrt_read_bandwidth: %s\nusage: nxrt_read_bandwidth [--mb N] [--threads T] [--rounds R]\n", why);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  long mb = 1024, threads = 1, rounds = 10;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) return usage(("missing value after " + a).c_str());
+    char* end = nullptr;
+    const long v = std::strtol(argv[++i], &end, 10);
+    if (*end != '\0' || v <= 0) return usage(("bad value for " + a).c_str());
+    if (a == "--mb") mb = v;
+    else if (a == "--threads") threads = v;
+    else if (a == "--rounds") rounds = v;
+    else return usage(("unknown option " + a).c_str());
+  }
+  const size_t words = static_cast<size_t>(mb) * (1 << 20) / 8 / static_cast<size_t>(threads) / 16 * 16;
+  const size_t total = words * static_cast<size_t>(threads);
+  auto* buf = static_cast<uint64_t*>(std::aligned_alloc(64, total * 8));
+  if (!buf) return usage("out of memory");
+  for (size_t i = 0; i < total; ++i) buf[i] = i & 7;
+  std::vector<uint64_t> sums(static_cast<size_t>(threads));
+  std::vector<double> gbps;
+  std::barrier sync(threads + 1);
+  std::vector<std::thread> pool;
+  for (long t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (long r = 0; r <= rounds; ++r) {  // round 0 is the untimed pass
+        sync.arrive_and_wait();
+        sums[static_cast<size_t>(t)] += sum(buf + static_cast<size_t>(t) * words, words);
+        sync.arrive_and_wait();
+      }
+    });
+  }
+  for (long r = 0; r <= rounds; ++r) {
+    sync.arrive_and_wait();
+    const auto t0 = std::chrono::steady_clock::now();
+    sync.arrive_and_wait();
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) gbps.push_back(static_cast<double>(total) * 8 / sec / 1e9);
+  }
+  for (auto& th : pool) th.join();
+  uint64_t check = 0;
+  for (uint64_t s : sums) check += s;
+  std::vector<double> sorted = gbps;
+  std::sort(sorted.begin(), sorted.end());
+  std::printf("{\"threads\":%ld,\"mb\":%ld,\"rounds\":%ld,\"gbps_median\":%.2f,\"gbps_best\":%.2f,\"gbps_runs\":[", threads, mb,
+              rounds, sorted[sorted.size() / 2], sorted.back());
+  for (size_t i = 0; i < gbps.size(); ++i) std::printf("%s%.2f", i ? "," : "", gbps[i]);
+  std::printf("],\"checksum\":%llu}\n", static_cast<unsigned long long>(check % 1000));
+  std::free(buf);
+  return 0;
+}
