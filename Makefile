@@ -38,7 +38,7 @@ unit-test: build
 # The tiny LLM folders the build tree's ctest fixture wrote (make unit-test) let the real-decoder
 # allocation test run under the sanitizers too.
 asan-test: build-asan
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  env $$(test -d $(BUILD)/test-genai/onnx && echo NXRT_TEST_GENAI_DIR=$(abspath $(BUILD))/test-genai) \
 	  $(BUILD_ASAN)/nxrt_unit_tests --gtest_brief=1
 
@@ -93,7 +93,8 @@ perf: build
 check-trace: build
 	@/usr/bin/python3 scripts/check_trace.py --nxrt $(BUILD)/nxrt
 
-# RSS over 200 distinct sequence lengths in one process (tools/rss_driver): must stay flat.
+# RSS over 200 distinct sequence lengths in one process, then over 10,000 runs with random sequence
+# lengths and batch sizes (shape churn; RSS_CHURN_RUNS=N) (tools/rss_driver): must stay flat.
 rss-seqlen: build
 	@scripts/rss_seq_lengths.sh $(BUILD)
 

@@ -25,8 +25,8 @@ template <typename Fn>
 auto without_throwing(const char* what, Fn&& fn) -> decltype(fn()) {
   try {
     return fn();
-  } catch (const std::bad_alloc&) {
-    return runtime_error(std::string("out of memory while ") + what);
+  } catch (const std::bad_alloc& e) {
+    return runtime_error(std::string("out of memory while ") + what + ": " + e.what());
   }
 }
 

@@ -1,5 +1,6 @@
 #include "session/executor.h"
 
+#include "ir/allocation.h"
 #include "ir/symbols.h"
 
 #include <algorithm>
@@ -171,7 +172,11 @@ class ExecContext final : public ep::KernelContext {
   // A fresh contiguous tensor: from the session's buffer pool when there is one.
   Result<Tensor> new_tensor(DataType dtype, const Dims& shape) {
     if (!frame_.res || dtype == DataType::kString) return Tensor(dtype, shape);
-    size_t bytes = dtype_storage_bytes(dtype, shape_numel(shape));
+    size_t bytes = 0;
+    if (!shape_storage_bytes(dtype, shape, &bytes)) {
+      return error(std::string("cannot allocate ") + dtype_name(dtype) + shape_to_string(shape) +
+                   ": its size does not fit in memory");
+    }
     return Tensor(dtype, shape, frame_.res->buffers.acquire(bytes));
   }
 
@@ -790,9 +795,16 @@ Status GraphPlan::execute(Frame& frame, ep::ThreadPool& pool) const {
       }
       if (s.ok()) s = step.kernel->compute(ctx);
       if (s.ok()) s = ctx.finish_bound_outputs();
+    } catch (const AllocationError& e) {
+      // Allocation failure is an error value like any other, never an abort: the memory limit, a
+      // shape too large to allocate, a failed (or, in tests, injected) allocation.
+      s = ctx.error(e.what(), StatusCode::kRuntimeError);
     } catch (const std::bad_alloc&) {
-      // Allocation failure is an error value like any other, never an abort.
       s = ctx.error("out of memory", StatusCode::kRuntimeError);
+    } catch (const std::exception& e) {
+      // A library call inside a kernel that throws (std::length_error from a size no vector can
+      // take, ...) is a failed node, not a terminated process.
+      s = ctx.error(std::string("internal error: ") + e.what(), StatusCode::kRuntimeError);
     }
     if (observed) record_step(*frame.hooks, step, ctx.inputs(), t0, monotonic_us() - t0);
     if (!s.ok()) {
