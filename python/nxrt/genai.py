@@ -12,7 +12,8 @@
 
 Batches (batch_size rows, shorter prompts left-padded with pad_token_id) and beam search (num_beams,
 num_return_sequences, length_penalty, early_stopping) as in onnxruntime_genai; get_logits / set_logits
-between steps. The tokenizer and chat templates are not bound yet (docs/python.md, "nxrt.genai").
+between steps. Tokenizer(model): encode / encode_batch / decode / decode_batch, apply_chat_template
+(the folder's chat template, or template_str) and create_stream() for streaming detokenization.
 """
 from __future__ import annotations
 
@@ -26,11 +27,26 @@ from nxrt._nxrt import genai as _core
 
 GeneratorParams = _core.GeneratorParams
 Generator = _core.Generator
+TokenizerStream = _core.TokenizerStream
+
+
+class Tokenizer(_core.Tokenizer):
+    """The model folder's tokenizer (tokenizer.json, tokenizer_config.json, chat template)."""
+
+    def apply_chat_template(self, messages: Union[str, List[Dict[str, Any]]], *, template_str: Optional[str] = None,
+                            tools: Union[str, List[Dict[str, Any]], None] = None,
+                            add_generation_prompt: bool = True) -> str:
+        """Renders the chat template over messages and tools: JSON strings as onnxruntime_genai takes them
+        (nxrt also takes lists of dicts). Encode the result with add_special_tokens=False."""
+        if not isinstance(messages, str):
+            messages = json.dumps(messages)
+        if tools is not None and not isinstance(tools, str):
+            tools = json.dumps(tools)
+        return super().apply_chat_template(messages, template_str=template_str, tools=tools,
+                                           add_generation_prompt=add_generation_prompt)
 
 # onnxruntime_genai names that nxrt.genai does not have yet, with what is missing underneath.
 _NOT_YET = {
-    "Tokenizer": "the C++ tokenizer API (include/nxrt/genai.h) is not public yet",
-    "TokenizerStream": "the C++ tokenizer API (include/nxrt/genai.h) is not public yet",
     "MultiModalProcessor": "nxrt runs decoder-only text models",
     "Images": "nxrt runs decoder-only text models",
     "Audios": "nxrt runs decoder-only text models",
@@ -143,6 +159,8 @@ __all__ = [
     "Generator",
     "GeneratorParams",
     "Model",
+    "Tokenizer",
+    "TokenizerStream",
     "is_cuda_available",
     "is_dml_available",
     "is_openvino_available",

@@ -1,13 +1,16 @@
 // nxrt._nxrt.genai: Model, GeneratorParams and Generator over include/nxrt/genai.h, shaped like
 // onnxruntime_genai's Python API. nxrt/genai.py adds Config, the provider checks and is_*_available().
 //
-// Adding a binding for a new genai.h class (the Tokenizer, TokenizerStream) means one more bind_*
-// function below taking `const PyModel&`; the model object already outlives everything made from it.
+// Every object made from a Model (params, generator, tokenizer) holds a shared_ptr to it, so the model
+// outlives them whatever order Python drops them in.
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <algorithm>
+#include <climits>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -18,6 +21,7 @@
 #include "convert.h"
 #include "errors.h"
 #include "nxrt/genai.h"
+#include "nxrt/tokenizer.h"
 
 namespace nxrt::python {
 
@@ -267,12 +271,175 @@ void bind_generator(py::module_& m) {
                              [](PyGenerator& g) { return g.locked([](genai::Generator& gen) { return gen.max_length(); }); });
 }
 
+struct PyTokenizer {
+  std::shared_ptr<PyModel> model;
+  std::unique_ptr<genai::Tokenizer> tokenizer;
+  int64_t pad_token_id = -1;
+};
+
+struct PyTokenizerStream {
+  std::shared_ptr<PyTokenizer> tokenizer;  // the stream reads it: keep it alive
+  genai::TokenizerStream stream;
+};
+
+// Ids of a 1-d numpy int array or list (decode's input); `what` names the argument in errors.
+std::vector<int32_t> ids_from(const py::handle& obj, const char* what) {
+  py::array a = py::array::ensure(obj);
+  if (!a) raise_invalid_argument(std::string(what) + " must be a numpy array or a list of ints");
+  if (a.ndim() != 1) raise_invalid_argument(std::string(what) + " of shape " + text(a.attr("shape")) + ": expected [n]");
+  if (a.size() > 0 && a.dtype().kind() != 'i' && a.dtype().kind() != 'u') {
+    raise_invalid_argument(std::string(what) + " must be integers, got " + text(a.dtype()));
+  }
+  auto ids = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+  std::vector<int32_t> out(static_cast<size_t>(ids.size()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t v = ids.data()[i];
+    if (v < INT32_MIN || v > INT32_MAX) raise_invalid_argument(std::string(what) + " holds " + std::to_string(v) + ", not a token id");
+    out[i] = static_cast<int32_t>(v);
+  }
+  return out;
+}
+
+py::array_t<int32_t> int32_array(const std::vector<int32_t>& v) {
+  py::array_t<int32_t> out(static_cast<py::ssize_t>(v.size()));
+  std::copy(v.begin(), v.end(), out.mutable_data());
+  return out;
+}
+
+void bind_tokenizer(py::module_& m) {
+  py::class_<PyTokenizerStream>(m, "TokenizerStream",
+                                "Streaming detokenizer: decode(token) returns the text that token completes.")
+      .def(
+          "decode",
+          [](PyTokenizerStream& s, int64_t token) {
+            if (token < INT32_MIN || token > INT32_MAX) raise_invalid_argument(std::to_string(token) + " is not a token id");
+            return take(s.stream.step(static_cast<int32_t>(token)));
+          },
+          py::arg("token"),
+          "The text `token` completes (\"\" while a UTF-8 character is still split over tokens).");
+
+  py::class_<PyTokenizer, std::shared_ptr<PyTokenizer>>(
+      m, "Tokenizer", "The model folder's tokenizer.json + tokenizer_config.json (+ chat_template.jinja).")
+      .def(py::init([](std::shared_ptr<PyModel> model) {
+             auto created = [&] {
+               py::gil_scoped_release nogil;
+               return genai::Tokenizer::create(*model->model);
+             }();
+             auto t = std::make_shared<PyTokenizer>();
+             t->model = model;
+             t->tokenizer = std::make_unique<genai::Tokenizer>(take(std::move(created)));
+             t->pad_token_id = model->model->config().pad_token_id;
+             return t;
+           }),
+           py::arg("model"))
+      .def(
+          "encode",
+          [](const PyTokenizer& t, const std::string& text, bool add_special_tokens) {
+            auto ids = [&] {
+              py::gil_scoped_release nogil;
+              return t.tokenizer->encode(text, add_special_tokens);
+            }();
+            return int32_array(take(std::move(ids)));
+          },
+          py::arg("text"), py::arg("add_special_tokens") = true,
+          "Token ids of `text`, int32 [n]; special tokens written in the text become their ids.")
+      .def(
+          "encode_batch",
+          [](const PyTokenizer& t, const std::vector<std::string>& texts, bool add_special_tokens) {
+            std::vector<std::vector<int32_t>> rows;
+            {
+              py::gil_scoped_release nogil;
+              for (const auto& s : texts) {
+                auto r = t.tokenizer->encode(s, add_special_tokens);
+                if (!r.ok()) throw StatusError(r.status());  // translated once the GIL is back
+                rows.push_back(std::move(r).value());
+              }
+            }
+            size_t width = 0;
+            for (const auto& r : rows) width = std::max(width, r.size());
+            bool ragged = false;
+            for (const auto& r : rows) ragged = ragged || r.size() != width;
+            if (ragged && t.pad_token_id < 0) {
+              raise_invalid_argument("encode_batch: the prompts have different lengths and genai_config.json has no "
+                                     "pad_token_id to pad them with");
+            }
+            py::array_t<int32_t> out({static_cast<py::ssize_t>(rows.size()), static_cast<py::ssize_t>(width)});
+            int32_t* o = out.mutable_data();
+            for (const auto& r : rows) {  // left-padded, as Generator.append_tokens reads a batch
+              const size_t pad = width - r.size();
+              std::fill(o, o + pad, static_cast<int32_t>(t.pad_token_id));
+              std::copy(r.begin(), r.end(), o + pad);
+              o += width;
+            }
+            return out;
+          },
+          py::arg("texts"), py::arg("add_special_tokens") = true,
+          "Token ids of each text, int32 [len(texts), longest], shorter rows left-padded with pad_token_id "
+          "(what Generator.append_tokens takes for a batch).")
+      .def(
+          "decode",
+          [](const PyTokenizer& t, const py::handle& tokens, bool skip_special_tokens) {
+            std::vector<int32_t> ids = ids_from(tokens, "tokens");
+            return take(t.tokenizer->decode(ids, skip_special_tokens));
+          },
+          py::arg("tokens"), py::arg("skip_special_tokens") = false, "The text of int ids [n].")
+      .def(
+          "decode_batch",
+          [](const PyTokenizer& t, const py::handle& tokens, bool skip_special_tokens) {
+            py::array a = py::array::ensure(tokens);
+            if (!a || a.ndim() != 2) raise_invalid_argument("decode_batch takes int ids [batch, n]");
+            std::vector<std::string> out;
+            for (py::ssize_t i = 0; i < a.shape(0); ++i) {
+              std::vector<int32_t> ids = ids_from(a[py::int_(i)], "tokens row");
+              if (t.pad_token_id >= 0) {  // the left padding encode_batch added
+                size_t k = 0;
+                while (k < ids.size() && ids[k] == t.pad_token_id) ++k;
+                ids.erase(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k));
+              }
+              out.push_back(take(t.tokenizer->decode(ids, skip_special_tokens)));
+            }
+            return out;
+          },
+          py::arg("tokens"), py::arg("skip_special_tokens") = false,
+          "The text of each row of int ids [batch, n] (left padding dropped).")
+      .def(
+          "apply_chat_template",
+          [](const PyTokenizer& t, const std::string& messages, const std::optional<std::string>& template_str,
+             const std::optional<std::string>& tools, bool add_generation_prompt) {
+            if (!template_str) {
+              return take(t.tokenizer->apply_chat_template(messages, tools.value_or(""), add_generation_prompt));
+            }
+            std::string context = "{\"messages\": " + messages +
+                                  ", \"add_generation_prompt\": " + (add_generation_prompt ? "true" : "false");
+            if (tools && !tools->empty()) context += ", \"tools\": " + *tools;
+            context += "}";
+            return take(genai::render_chat_template(*template_str, context, &t.tokenizer->config(), "template_str"));
+          },
+          py::arg("messages"), py::kw_only(), py::arg("template_str") = py::none(), py::arg("tools") = py::none(),
+          py::arg("add_generation_prompt") = true,
+          "Renders the chat template (the folder's, or template_str) over messages (a JSON array string) and "
+          "tools (a JSON array string). Encode the result with add_special_tokens=False: the template writes "
+          "its own BOS.")
+      .def(
+          "create_stream",
+          [](std::shared_ptr<PyTokenizer> t, bool skip_special_tokens) {
+            return PyTokenizerStream{t, genai::TokenizerStream(t->tokenizer.get(), skip_special_tokens)};
+          },
+          py::arg("skip_special_tokens") = false, "A TokenizerStream over this tokenizer.")
+      .def("to_token_id", [](const PyTokenizer& t, const std::string& token) { return t.tokenizer->token_to_id(token); },
+           py::arg("token"), "The id of a token string (-1 when it is not in the vocabulary).")
+      .def("get_bos_token_id", [](const PyTokenizer& t) { return t.tokenizer->bos_token_id(); })
+      .def("get_eos_token_ids", [](const PyTokenizer& t) { return t.tokenizer->eos_token_ids(); })
+      .def("get_pad_token_id", [](const PyTokenizer& t) { return t.pad_token_id; });
+}
+
 }  // namespace
 
 void bind_genai(py::module_& m) {
   bind_model(m);
   bind_params(m);
   bind_generator(m);
+  bind_tokenizer(m);
 }
 
 }  // namespace nxrt::python
