@@ -106,6 +106,35 @@ TEST(ShapeOverflow, ConvKernelAndDilation) {
   EXPECT_HAS(infer_error(m), "dim arithmetic overflows int64");
 }
 
+TEST(ShapeOverflow, WindowPadsStridesAndZeroStride) {
+  // The output size of a window op is computed once checked, then by the rule the kernels share
+  // (shape/window_size.h), which is not: pads and strides near INT64_MAX must stop at the check.
+  {
+    ir::Model m;
+    m.graph.inputs.push_back(float_input("x", {1, 1, 8, 8}));
+    m.graph.nodes.push_back(make_node("pool", "MaxPool", {"x"}, {"y"},
+                                      {ints("kernel_shape", {2, 2}), ints("pads", {INT64_MAX - 2, 0, 0, 0}),
+                                       int_attr("ceil_mode", 1)}));
+    EXPECT_HAS(infer_error(m), "dim arithmetic overflows int64");
+  }
+  {
+    ir::Model m;
+    m.graph.inputs.push_back(float_input("x", {1, 1, 8, 8}));
+    m.graph.nodes.push_back(make_node("pool", "MaxPool", {"x"}, {"y"},
+                                      {ints("kernel_shape", {2, 2}), ints("strides", {INT64_MAX, 1}),
+                                       int_attr("ceil_mode", 1)}));
+    EXPECT_HAS(infer_error(m), "dim arithmetic overflows int64");
+  }
+  // A zero stride divides by nothing at load: the dim stays unknown and the kernel refuses it at run.
+  ir::Model m;
+  m.opset_imports.push_back({"", 18});
+  m.graph.inputs.push_back(float_input("x", {1, 1, 8, 8}));
+  m.graph.inputs.push_back(float_input("w", {1, 1, 3, 3}));
+  m.graph.nodes.push_back(make_node("conv", "Conv", {"x", "w"}, {"y"}, {ints("strides", {0, 1})}));
+  Status s = shape::infer_shapes(m);
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
 TEST(ShapeOverflow, RangeOverTheWholeInt64Line) {
   ir::Model m;
   m.graph.initializers["start"] = Tensor::scalar_int64(INT64_MIN);
