@@ -378,6 +378,7 @@ Status Parser::parse_attribute(const Field& msg, ir::Attribute* a, int graph_dep
   int64_t n_t = 0, n_g = 0, n_st = 0, n_tp = 0;
   int32_t type_value = 0;
   size_t type_offset = 0;
+  bool has_t = false;
   while (!r.done()) {
     NXRT_RETURN_IF_ERROR(r.next(f));
     switch (f.number) {
@@ -396,6 +397,7 @@ Status Parser::parse_attribute(const Field& msg, ir::Attribute* a, int graph_dep
         break;
       case 5:
         NXRT_RETURN_IF_ERROR(sub(f, "t", -1, [&] { return parse_tensor(f, &a->t, nullptr); }));
+        has_t = true;
         seen(T::kTensor);
         break;
       case 6:
@@ -445,6 +447,7 @@ Status Parser::parse_attribute(const Field& msg, ir::Attribute* a, int graph_dep
       case 21: NXRT_RETURN_IF_ERROR(read_str(f, "ref_attr_name", &a->ref_attr_name)); break;
       case 22:
         NXRT_RETURN_IF_ERROR(sub(f, "sparse_tensor", -1, [&] { return parse_sparse_tensor(f, &a->t, nullptr); }));
+        has_t = true;
         seen(T::kSparseTensor);
         break;
       case 23:
@@ -462,6 +465,18 @@ Status Parser::parse_attribute(const Field& msg, ir::Attribute* a, int graph_dep
     a->type = static_cast<T>(type_value);
   } else {
     a->type = first_set;  // IR version 1: infer from the field that is set
+  }
+  // A tensor or graph attribute must carry its value (unless it refers to a function's attribute):
+  // kernels and the writer take an attribute's type to mean its value is there.
+  if (a->ref_attr_name.empty()) {
+    const char* missing = (a->type == T::kTensor && !has_t)         ? "t"
+                          : (a->type == T::kSparseTensor && !has_t) ? "sparse_tensor"
+                          : (a->type == T::kGraph && !a->g)          ? "g"
+                                                                     : nullptr;
+    if (missing) {
+      return ctx_.error(msg.offset, "attribute '" + a->name + "' has type " + attribute_type_name(a->type) +
+                                        " but no " + missing + " field");
+    }
   }
   return Status::Ok();
 }
