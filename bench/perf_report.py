@@ -18,6 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTIONS = {
     "genai": "_GenAI figures (prefill/decode tokens/s, nxrt vs ORT) are written here by the GenAI benchmark script._",
     "micro": "_Kernel microbenchmarks are written here by the microbenchmark script._",
+    "cnn_isa": "_nxrt at the AVX2 cap and at the machine's own tier vs ORT, written by bench/isa_compare.sh._",
 }
 
 
@@ -246,6 +247,12 @@ def main():
              "RSS and CPU time, is kept in `build/perf/raw.jsonl`.")
     L.append("")
     kept = keep_sections(a.out)
+    L.append("## CNN models on an AVX-512 machine (`bench/isa_compare.sh`)")
+    L.append("")
+    L.append("<!-- cnn_isa:begin -->")
+    L.append(kept["cnn_isa"])
+    L.append("<!-- cnn_isa:end -->")
+    L.append("")
     L.append("## GenAI")
     L.append("")
     L.append("<!-- genai:begin -->")

@@ -24,6 +24,16 @@ def conv2d(x, w, b, pad):
     return out + b.reshape(1, -1, 1, 1)
 
 
+def save_case(out, model, inputs, outputs):
+    """OUT/model.onnx and OUT/test_data_set_0/{input,output}_K.pb from name -> array dicts, in order."""
+    os.makedirs(os.path.join(out, "test_data_set_0"), exist_ok=True)
+    onnx.save(model, os.path.join(out, "model.onnx"))
+    for kind, arrays in (("input", inputs), ("output", outputs)):
+        for k, (name, a) in enumerate(arrays.items()):
+            with open(os.path.join(out, "test_data_set_0", f"{kind}_{k}.pb"), "wb") as fh:
+                fh.write(numpy_helper.from_array(a, name).SerializeToString())
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "build/toy_cnn"
     rng = np.random.default_rng(2026)
@@ -75,12 +85,7 @@ def main():
     e = np.exp(logits - logits.max(axis=1, keepdims=True))
     probs = (e / e.sum(axis=1, keepdims=True)).astype(f)
 
-    os.makedirs(os.path.join(out, "test_data_set_0"), exist_ok=True)
-    onnx.save(model, os.path.join(out, "model.onnx"))
-    with open(os.path.join(out, "test_data_set_0", "input_0.pb"), "wb") as fh:
-        fh.write(numpy_helper.from_array(x, "image").SerializeToString())
-    with open(os.path.join(out, "test_data_set_0", "output_0.pb"), "wb") as fh:
-        fh.write(numpy_helper.from_array(probs, "probs").SerializeToString())
+    save_case(out, model, {"image": x}, {"probs": probs})
     print(f"wrote {out}/model.onnx and its test data (reference top class {int(probs.argmax())})")
 
 

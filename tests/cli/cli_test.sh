@@ -88,8 +88,15 @@ NXRT_LOG=loud "$nxrt" run "$m" --input "$in0" >/dev/null 2>"$work/err"; rc=$?
 check "bad NXRT_LOG is an error naming it" bash -c "test $rc -eq 1 && grep -q 'NXRT_LOG=loud' '$work/err'"
 NXRT_KERNEL_OVERRIDES=path=fast "$nxrt" run "$m" --input "$in0" >/dev/null 2>"$work/err"; rc=$?
 check "unknown kernel override is an error naming it" bash -c "test $rc -eq 1 && grep -q \"unknown kernel override 'path'\" '$work/err'"
+# The keyword-spotting CNN (20 small convs with LeakyRelu, FusedConv taking the activation into its
+# store) at every tier, fused and unfused, against its numpy reference.
+/usr/bin/python3 "$root/tools/make_kws_cnn.py" "$work/kws" >/dev/null
 for tier in scalar avx2 avx512 amx; do
   check "NXRT_ISA=$tier: output still matches the reference" bash -c "NXRT_ISA=$tier '$nxrt' test '$work/cnn' | tail -1 | grep -qx '1 passed, 0 failed'"
+  for opt in all disabled; do
+    check "NXRT_ISA=$tier --opt $opt: keyword-spotting CNN matches its reference" \
+      bash -c "NXRT_ISA=$tier '$nxrt' test '$work/kws' --opt $opt | tail -1 | grep -qx '1 passed, 0 failed'"
+  done
 done
 
 # trace: one complete event per executed node, valid JSON

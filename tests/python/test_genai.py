@@ -170,9 +170,10 @@ def test_availability_config_and_not_yet():
                   og.is_qnn_available, og.is_openvino_available):
         assert check() is False
     og.set_log_options(enabled=True)
-    with pytest.raises(AttributeError, match="Tokenizer is not available yet"):
-        og.Tokenizer  # noqa: B018
-    assert not hasattr(og, "TokenizerStream")
+    with pytest.raises(AttributeError, match="Adapters is not available yet: LoRA"):
+        og.Adapters  # noqa: B018
+    assert not hasattr(og, "MultiModalProcessor")
+    assert hasattr(og, "Tokenizer") and hasattr(og, "TokenizerStream")
     with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
         og.Nope  # noqa: B018
 

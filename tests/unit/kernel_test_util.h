@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,14 @@
 #include "ir/graph.h"
 
 namespace nxrt::testing {
+
+// n floats uniform in [-1, 1): the random operands of the kernel-against-reference tests.
+inline std::vector<float> random_floats(std::mt19937& rng, int64_t n) {
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(rng);
+  return v;
+}
 
 // Attribute builders.
 ir::Attribute attr_int(const std::string& name, int64_t v);

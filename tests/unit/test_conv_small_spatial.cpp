@@ -13,18 +13,14 @@
 #include "ops/conv/conv_engine.h"
 #include "ops/conv/small_spatial.h"
 #include "ops/gemm/gemm.h"
+#include "kernel_test_util.h"
 
 using namespace nxrt;
 using namespace nxrt::ops;
 
 namespace {
 
-std::vector<float> random_vec(std::mt19937& rng, int64_t n) {
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using nxrt::testing::random_floats;
 
 // Fills g.out from in/k/s/d/pads; false when the output is empty.
 bool finish(ConvShape* s) {
@@ -43,14 +39,15 @@ double path_error(const ConvShape& s, bool with_bias, std::mt19937& rng, ep::Thr
                   int post_mode = 0, bool direct = false) {
   const int64_t Cg = s.C / s.group;
   const int64_t kvol = s.g.kvol();
-  auto x = random_vec(rng, s.N * s.C * s.g.in_size());
-  auto w = random_vec(rng, s.M * Cg * kvol);
-  auto b = random_vec(rng, s.M);
+  auto x = random_floats(rng, s.N * s.C * s.g.in_size());
+  auto w = random_floats(rng, s.M * Cg * kvol);
+  auto b = random_floats(rng, s.M);
   const int64_t ny = s.N * s.M * s.g.out_size();
   std::vector<float> ref(static_cast<size_t>(ny)), y(static_cast<size_t>(ny), 123.f);
   conv_naive<float>(s, x.data(), w.data(), with_bias ? b.data() : nullptr, ref.data());
-  // post_mode 1: residual + Relu, 2: Clip(-0.5, 0.5) (nxrt::FusedConv's epilogue).
-  auto res = random_vec(rng, ny);
+  // post_mode 1: residual + Relu, 2: Clip(-0.5, 0.5), 3: residual + LeakyRelu(0.1) (nxrt::FusedConv's
+  // epilogue).
+  auto res = random_floats(rng, ny);
   ConvPost post;
   if (post_mode == 1) {
     post.residual = res.data();
@@ -60,6 +57,14 @@ double path_error(const ConvShape& s, bool with_bias, std::mt19937& rng, ep::Thr
     post.act = Activation::kClip;
     post.act_a = -0.5f, post.act_b = 0.5f;
     for (int64_t i = 0; i < ny; ++i) ref[i] = std::min(0.5f, std::max(-0.5f, ref[i]));
+  } else if (post_mode == 3) {
+    post.residual = res.data();
+    post.act = Activation::kLeakyRelu;
+    post.act_a = 0.1f;
+    for (int64_t i = 0; i < ny; ++i) {
+      const float v = ref[i] + res[i];
+      ref[i] = v >= 0.f ? v : 0.1f * v;
+    }
   }
   Dims ws{s.M, Cg};
   for (int i = 3 - s.g.nsp; i < 3; ++i) ws.push_back(s.g.k[i]);
@@ -80,7 +85,7 @@ double path_error(const ConvShape& s, bool with_bias, std::mt19937& rng, ep::Thr
   } else {
     SmallSpatialWeights sw;
     small_spatial_prepare(s.M, s.group, Cg * kvol, w.data(), &sw);
-    small_spatial_conv(s, x.data(), sw, with_bias ? b.data() : nullptr, y.data(), pool);
+    small_spatial_conv(s, x.data(), sw, with_bias ? b.data() : nullptr, y.data(), pool, post_mode ? &post : nullptr);
   }
   double err = 0;
   for (int64_t i = 0; i < ny; ++i) {
@@ -136,15 +141,18 @@ TEST(ConvSmallSpatial, MatchesNaiveOnRandomShapes) {
     if (s.C == s.group && s.M == s.group) continue;  // depthwise: not this path
     ASSERT_TRUE(small_spatial_applies(s)) << describe(s);
     const bool bias = iter % 3 != 0;
-    // modes 0, 1: transposed path with / without the pool; 2, 3: direct path with residual + Relu.
-    for (int mode = 0; mode < 4; ++mode) {
-      const double e = path_error(s, bias, rng, mode % 2 == 0 ? &pool : nullptr, false, mode / 2, mode >= 2);
+    // modes 0, 1: transposed path with / without the pool; 2, 3: direct path with residual + Relu; 4, 5:
+    // residual + LeakyRelu on the transposed / direct path.
+    for (int mode = 0; mode < 6; ++mode) {
+      const int post_mode = mode < 4 ? mode / 2 : 3;
+      const bool direct = mode < 4 ? mode >= 2 : mode == 5;
+      const double e = path_error(s, bias, rng, mode % 2 == 0 ? &pool : nullptr, false, post_mode, direct);
       ++ran;
       worst = std::max(worst, e);
       EXPECT_LT(e, 1e-4) << describe(s) << " mode " << mode;
     }
   }
-  EXPECT_GT(ran, 240);
+  EXPECT_GT(ran, 360);
   std::printf("[ConvSmallSpatial] %d runs, max |err| / (1 + |ref|) = %.3g\n", ran, worst);
 }
 
@@ -179,7 +187,7 @@ TEST(ConvSmallSpatial, ModelShapesThroughConvForward) {
     for (int i = 1; i < 3; ++i) s.g.pb[i] = s.g.pe[i] = c.p;
     ASSERT_TRUE(finish(&s));
     EXPECT_EQ(small_spatial_choice(s, 2) != SmallSpatialChoice::kNone, c.taken) << describe(s);
-    for (int mode = 0; mode < 6; ++mode) {
+    for (int mode = 0; mode < 8; ++mode) {
       const double e = path_error(s, true, rng, mode % 2 == 0 ? &pool : nullptr, true, mode / 2);
       EXPECT_LT(e, 1e-4) << describe(s) << " mode " << mode;
     }
@@ -230,9 +238,9 @@ TEST(ConvSmallSpatial, DISABLED_SmallSpatialBench) {
     for (int i = 1; i < 3; ++i) s.g.pb[i] = s.g.pe[i] = c.p;
     finish(&s);
     const int64_t Cg = c.C / c.G;
-    auto x = random_vec(rng, s.C * s.g.in_size());
-    auto w = random_vec(rng, s.M * Cg * c.k * c.k);
-    auto b = random_vec(rng, s.M);
+    auto x = random_floats(rng, s.C * s.g.in_size());
+    auto w = random_floats(rng, s.M * Cg * c.k * c.k);
+    auto b = random_floats(rng, s.M);
     std::vector<float> y(static_cast<size_t>(s.M * s.g.out_size()));
     ConvWeights<float> cw;
     cw.prepare(Dims{s.M, Cg, c.k, c.k}, c.G, w, c.s == 1);

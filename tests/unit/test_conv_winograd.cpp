@@ -24,12 +24,7 @@ using namespace nxrt::ops;
 
 namespace {
 
-std::vector<float> random_vec(std::mt19937& rng, int64_t n) {
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using nxrt::testing::random_floats;
 
 struct Case {
   int64_t N, C, M, H, W, pt, pl, pb, pr;
@@ -74,9 +69,9 @@ double winograd_error(const Case& c, std::mt19937& rng, ep::ThreadPool* pool, co
   const ConvShape s = shape_of(c);
   if (s.g.out[1] <= 0 || s.g.out[2] <= 0) return -1;
   EXPECT_TRUE(winograd_applies(s)) << what;
-  auto x = random_vec(rng, s.N * s.C * s.g.in_size());
-  auto w = random_vec(rng, s.M * s.C * 9);
-  auto b = random_vec(rng, s.M);
+  auto x = random_floats(rng, s.N * s.C * s.g.in_size());
+  auto w = random_floats(rng, s.M * s.C * 9);
+  auto b = random_floats(rng, s.M);
   const int64_t ny = s.N * s.M * s.g.out_size();
   std::vector<float> ref(ny), y(ny, 123.f);
   conv_naive<float>(s, x.data(), w.data(), c.bias ? b.data() : nullptr, ref.data());
@@ -192,7 +187,7 @@ TEST(ConvWinograd, PathSelection) {
   // Weights prepared without the hint (or with a non-3x3 shape) are not transformed, and a forced
   // kWinograd then takes the kAuto choice.
   std::mt19937 rng(3);
-  auto w = random_vec(rng, 8 * 4 * 9);
+  auto w = random_floats(rng, 8 * 4 * 9);
   ConvWeights<float> plain;
   plain.prepare(Dims{8, 4, 3, 3}, 1, w);
   EXPECT_TRUE(plain.wino == nullptr);
@@ -201,7 +196,7 @@ TEST(ConvWinograd, PathSelection) {
   EXPECT_TRUE(five.wino == nullptr);
   Case small{1, 4, 8, 6, 7, 1, 1, 1, 1, true};
   ConvShape ss = shape_of(small);
-  auto x = random_vec(rng, 4 * 6 * 7);
+  auto x = random_floats(rng, 4 * 6 * 7);
   std::vector<float> ref(8 * ss.g.out_size()), y(ref.size());
   conv_naive<float>(ss, x.data(), w.data(), w.data(), ref.data());
   EXPECT_NE(conv_chosen_path(ss, plain, ConvConfig(ConvPath::kWinograd), nullptr, 1), ConvPath::kWinograd);
@@ -216,9 +211,9 @@ TEST(ConvWinograd, ConvKernelUsesIt) {
   Case c{1, 16, 16, 10, 10, 1, 1, 1, 1, true};
   ConvShape s = shape_of(c);
   ASSERT_TRUE(winograd_preferred(s));
-  auto x = random_vec(rng, 16 * 100);
-  auto w = random_vec(rng, 16 * 16 * 9);
-  auto b = random_vec(rng, 16);
+  auto x = random_floats(rng, 16 * 100);
+  auto w = random_floats(rng, 16 * 16 * 9);
+  auto b = random_floats(rng, 16);
   std::vector<float> ref(16 * 100);
   conv_naive<float>(s, x.data(), w.data(), b.data(), ref.data());
   nxrt::testing::KernelRun run;

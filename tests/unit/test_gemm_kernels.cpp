@@ -1,13 +1,17 @@
 // The generic tester of the float GEMM engine's kernel variants (ops/gemm/gemm_kernels.h): every variant
-// this CPU runs (f32_gemm_6x16__scalar, f32_gemm_6x16__avx2, and any tier added later) has each of its
+// this CPU runs (f32_gemm_6x16__scalar, f32_gemm_6x16__avx2, f32_gemm_6x32__avx512, any tier added later) has each of its
 // kernels checked on its own against a plain double-accumulating loop, on random panel depths, edge
 // tiles, alpha/beta values, epilogues and GEMV widths. A new variant listed in f32_gemm_kernel_variants()
 // is covered here without a new test.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "ops/gemm/gemm.h"
 #include "ops/gemm/gemm_kernels.h"
@@ -36,28 +40,50 @@ std::vector<const F32GemmKernels*> supported_variants() {
 
 float tol_for(int64_t kc, float ref) { return (2e-6f * static_cast<float>(kc) + 1e-6f) * (1.f + std::fabs(ref)); }
 
+// B(p, j) of `panels` packed panels (kc x 16 each, panel q at q * 16 * kc).
+float packed_at(const std::vector<float>& b, int64_t kc, int64_t p, int j) {
+  return b[static_cast<size_t>((j / NR) * NR * kc + p * NR + j % NR)];
+}
+
+// The same B rows scattered in memory for tile_rows: row p (16 * panels floats) at brow + boff[p].
+void scatter_rows(const std::vector<float>& b, int64_t kc, int panels, std::vector<float>& brow,
+                  std::vector<int64_t>& boff) {
+  const int64_t width = NR * panels, stride = width + 3;
+  brow.assign(static_cast<size_t>(kc * stride), 0.f);
+  boff.assign(static_cast<size_t>(kc), 0);
+  for (int64_t p = 0; p < kc; ++p) {
+    boff[p] = (kc - 1 - p) * stride;
+    for (int j = 0; j < width; ++j) brow[boff[p] + j] = packed_at(b, kc, p, j);
+  }
+}
+
+// A tile width for this variant: mostly edges, both sides of every panel boundary, and full tiles.
+int random_nr(const F32GemmKernels& k, std::mt19937& rng) {
+  const int width = NR * k.n_panels;
+  return (rng() % 4 == 0) ? width : 1 + static_cast<int>(rng() % width);
+}
+
 // tile and tile_rows: C[mr x nr] = alpha * A.B + beta * C on random depths (over one K block too) and edges.
 void check_tiles(const F32GemmKernels& k, std::mt19937& rng) {
   static const int64_t depths[] = {1, 2, 7, 16, 63, 256, 300};
   static const float alphas[] = {1.f, -0.5f, 2.f};
   static const float betas[] = {0.f, 1.f, 0.3f};
-  for (int it = 0; it < 60; ++it) {
+  for (int it = 0; it < 120; ++it) {
     const int64_t kc = depths[rng() % 7];
-    const int mr = 1 + static_cast<int>(rng() % MR), nr = 1 + static_cast<int>(rng() % NR);
+    const int mr = 1 + static_cast<int>(rng() % MR), nr = random_nr(k, rng);
     const float alpha = alphas[rng() % 3], beta = betas[rng() % 3];
-    const int64_t ldc = NR + 5;
-    const std::vector<float> a = rand_vec(rng, static_cast<size_t>(kc * MR)), b = rand_vec(rng, static_cast<size_t>(kc * NR));
+    const int64_t ldc = NR * k.n_panels + 5;
+    // Only the panels nr reaches exist (the engine pads B to whole panels, not to whole tiles).
+    const int panels = (nr + NR - 1) / NR;
+    const std::vector<float> a = rand_vec(rng, static_cast<size_t>(kc * MR)),
+                             b = rand_vec(rng, static_cast<size_t>(kc * NR * panels));
     std::vector<float> c0 = rand_vec(rng, static_cast<size_t>(MR * ldc));
     if (beta == 0.f) std::fill(c0.begin(), c0.end(), std::nanf(""));  // beta 0 must not read C
     std::vector<float> c = c0, c_rows = c0;
     k.tile(kc, a.data(), b.data(), c.data(), ldc, mr, nr, alpha, beta);
-    // The same B rows scattered in memory for tile_rows (row p at brow + boff[p]).
-    std::vector<float> brow(static_cast<size_t>(kc * (NR + 3)));
-    std::vector<int64_t> boff(static_cast<size_t>(kc));
-    for (int64_t p = 0; p < kc; ++p) {
-      boff[p] = (kc - 1 - p) * (NR + 3);
-      std::copy(b.begin() + p * NR, b.begin() + (p + 1) * NR, brow.begin() + boff[p]);
-    }
+    std::vector<float> brow;
+    std::vector<int64_t> boff;
+    scatter_rows(b, kc, panels, brow, boff);
     k.tile_rows(kc, a.data(), brow.data(), boff.data(), c_rows.data(), ldc, mr, nr, alpha, beta, nullptr, 0, 0);
     for (int r = 0; r < MR; ++r) {
       for (int j = 0; j < ldc; ++j) {
@@ -68,7 +94,7 @@ void check_tiles(const F32GemmKernels& k, std::mt19937& rng) {
           continue;
         }
         double acc = 0;
-        for (int64_t p = 0; p < kc; ++p) acc += double(a[p * MR + r]) * double(b[p * NR + j]);
+        for (int64_t p = 0; p < kc; ++p) acc += double(a[p * MR + r]) * double(packed_at(b, kc, p, j));
         const float ref = static_cast<float>(alpha * acc) + (beta == 0.f ? 0.f : beta * c0[at]);
         ASSERT_NEAR(c[at], ref, tol_for(kc, ref)) << k.name << " tile kc=" << kc << " mr=" << mr << " nr=" << nr;
         ASSERT_NEAR(c_rows[at], ref, tol_for(kc, ref)) << k.name << " tile_rows kc=" << kc;
@@ -77,13 +103,15 @@ void check_tiles(const F32GemmKernels& k, std::mt19937& rng) {
   }
 }
 
-// tile_rows with the epilogue in its store, and epilogue_tile: both must equal gemm_apply_epilogue.
+// tile_rows and tile_epilogue with the epilogue in their store, and epilogue_tile: all must equal
+// gemm_apply_epilogue.
 void check_epilogues(const F32GemmKernels& k, std::mt19937& rng) {
-  for (int it = 0; it < 60; ++it) {
+  for (int it = 0; it < 120; ++it) {
     const int64_t kc = 1 + static_cast<int64_t>(rng() % 64);
     const int mr = (it & 1) ? MR : 1 + static_cast<int>(rng() % MR);
-    const int nr = (it & 2) ? NR : 1 + static_cast<int>(rng() % NR);
-    const int64_t i0 = 6, j0 = 16, ldc = NR;
+    const int nr = (it & 2) ? NR * k.n_panels : random_nr(k, rng);
+    const int panels = (nr + NR - 1) / NR;
+    const int64_t i0 = 6, j0 = 16, ldc = NR * k.n_panels;
     const std::vector<float> bias = rand_vec(rng, 64), res = rand_vec(rng, 64 * 64);
     ops::GemmEpilogue ep;
     ep.bias_kind = static_cast<ops::GemmBias>(rng() % 3);
@@ -93,7 +121,8 @@ void check_epilogues(const F32GemmKernels& k, std::mt19937& rng) {
     ep.act = static_cast<ops::Activation>(rng() % 9);
     ep.act_a = -0.2f;
     ep.act_b = 0.3f;
-    const std::vector<float> a = rand_vec(rng, static_cast<size_t>(kc * MR)), b = rand_vec(rng, static_cast<size_t>(kc * NR));
+    const std::vector<float> a = rand_vec(rng, static_cast<size_t>(kc * MR)),
+                             b = rand_vec(rng, static_cast<size_t>(kc * NR * panels));
     std::vector<float> ref(static_cast<size_t>(MR * ldc), 0.f);
     k.tile(kc, a.data(), b.data(), ref.data(), ldc, mr, nr, 1.f, 0.f);
     std::vector<float> tiled = ref;
@@ -101,10 +130,17 @@ void check_epilogues(const F32GemmKernels& k, std::mt19937& rng) {
     if (!k.epilogue_tile || !k.epilogue_tile(ep, i0, j0, mr, nr, tiled.data(), ldc)) {
       ops::gemm_apply_epilogue(ep, i0, j0, mr, nr, tiled.data(), ldc);
     }
-    std::vector<int64_t> boff(static_cast<size_t>(kc));
-    for (int64_t p = 0; p < kc; ++p) boff[p] = p * NR;
+    std::vector<float> in_store(static_cast<size_t>(MR * ldc), 0.f);
+    if (k.tile_epilogue) {
+      if (!k.tile_epilogue(kc, a.data(), b.data(), in_store.data(), ldc, mr, nr, ep, i0, j0)) {
+        ops::gemm_apply_epilogue(ep, i0, j0, mr, nr, in_store.data(), ldc);
+      }
+    }
+    std::vector<float> brow;
+    std::vector<int64_t> boff;
+    scatter_rows(b, kc, panels, brow, boff);
     std::vector<float> rows(static_cast<size_t>(MR * ldc), 0.f);
-    if (!k.tile_rows(kc, a.data(), b.data(), boff.data(), rows.data(), ldc, mr, nr, 1.f, 0.f, &ep, i0, j0)) {
+    if (!k.tile_rows(kc, a.data(), brow.data(), boff.data(), rows.data(), ldc, mr, nr, 1.f, 0.f, &ep, i0, j0)) {
       ops::gemm_apply_epilogue(ep, i0, j0, mr, nr, rows.data(), ldc);
     }
     for (int r = 0; r < mr; ++r) {
@@ -113,6 +149,9 @@ void check_epilogues(const F32GemmKernels& k, std::mt19937& rng) {
         ASSERT_NEAR(tiled[r * ldc + j], want, 1e-5f * (1.f + std::fabs(want))) << k.name << " epilogue_tile act="
                                                                                 << int(ep.act);
         ASSERT_NEAR(rows[r * ldc + j], want, tol_for(kc, want)) << k.name << " tile_rows+epilogue act=" << int(ep.act);
+        if (k.tile_epilogue) {
+          ASSERT_NEAR(in_store[r * ldc + j], want, tol_for(kc, want)) << k.name << " tile_epilogue act=" << int(ep.act);
+        }
       }
     }
   }
@@ -162,9 +201,49 @@ void check_gemv(const F32GemmKernels& k, std::mt19937& rng) {
   }
 }
 
+// rows_exact variants: tile_rows must not read past the nr columns of a B row. Each row ends right before
+// an inaccessible page (a read past it faults), on every edge width.
+void check_rows_exact(const F32GemmKernels& k, std::mt19937& rng) {
+  if (!k.rows_exact) return;
+  const long page = sysconf(_SC_PAGESIZE);
+  void* mem = mmap(nullptr, static_cast<size_t>(2 * page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<char*>(mem) + page, static_cast<size_t>(page), PROT_NONE), 0);
+  float* end = reinterpret_cast<float*>(static_cast<char*>(mem) + page);
+  for (int nr = 1; nr <= NR * k.n_panels; ++nr) {
+    const int64_t kc = 3;
+    const int panels = (nr + NR - 1) / NR;
+    const std::vector<float> a = rand_vec(rng, static_cast<size_t>(kc * MR)),
+                             b = rand_vec(rng, static_cast<size_t>(kc * NR * panels));
+    // Row p ends p rows of nr before the guard page: row 0 touches it.
+    std::vector<int64_t> boff(static_cast<size_t>(kc));
+    float* base = end - kc * nr;
+    for (int64_t p = 0; p < kc; ++p) {
+      boff[p] = (kc - 1 - p) * nr;
+      for (int j = 0; j < nr; ++j) base[boff[p] + j] = packed_at(b, kc, p, j);
+    }
+    std::vector<float> c(static_cast<size_t>(MR * NR * k.n_panels), 0.f);
+    k.tile_rows(kc, a.data(), base, boff.data(), c.data(), NR * k.n_panels, MR, nr, 1.f, 0.f, nullptr, 0, 0);
+    for (int r = 0; r < MR; ++r)
+      for (int j = 0; j < nr; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < kc; ++p) acc += double(a[p * MR + r]) * double(packed_at(b, kc, p, j));
+        ASSERT_NEAR(c[r * NR * k.n_panels + j], acc, tol_for(kc, static_cast<float>(acc))) << k.name << " nr=" << nr;
+      }
+  }
+  munmap(mem, static_cast<size_t>(2 * page));
+}
+
 TEST(GemmKernels, EverySupportedVariantAgainstReference) {
   const auto variants = supported_variants();
   ASSERT_FALSE(variants.empty());
+  // Say which variants this machine cannot check (their tier is above the CPU's).
+  for (const F32GemmKernels* k : ops::f32_gemm_kernel_variants()) {
+    if (!ops::f32_gemm_kernels_supported(*k)) {
+      std::printf("[ SKIPPED  ] %s: this CPU lacks tier %s, variant not checked\n", k->name,
+                  ep::isa_tier_name(k->tier));
+    }
+  }
   EXPECT_EQ(variants.front(), &ops::kF32Gemm6x16Scalar);  // the portable variant runs everywhere
   for (const F32GemmKernels* k : variants) {
     SCOPED_TRACE(k->name);
@@ -172,10 +251,13 @@ TEST(GemmKernels, EverySupportedVariantAgainstReference) {
     ASSERT_NE(k->tile_rows, nullptr);
     ASSERT_NE(k->gemv_raw, nullptr);
     ASSERT_NE(k->gemv_packed, nullptr);
+    ASSERT_GE(k->n_panels, 1);
+    std::printf("[ CHECKED  ] %s\n", k->name);
     std::mt19937 rng(17);
     check_tiles(*k, rng);
     check_epilogues(*k, rng);
     check_pack(*k, rng);
+    check_rows_exact(*k, rng);
     check_gemv(*k, rng);
     if (::testing::Test::HasFatalFailure()) return;
   }

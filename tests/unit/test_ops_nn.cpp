@@ -22,12 +22,7 @@ using nxrt::testing::run_kernel;
 
 namespace {
 
-std::vector<float> random_vec(std::mt19937& rng, int64_t n) {
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using nxrt::testing::random_floats;
 
 void expect_close(const std::vector<float>& a, const std::vector<float>& b, float tol, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
@@ -46,9 +41,9 @@ std::vector<float> values(const Value& v) {
 void expect_conv_matches_naive(std::mt19937& rng, const ConvShape& s, const Dims& wshape, ConvPath path,
                                std::initializer_list<ep::ThreadPool*> pools, const std::string& what) {
   SCOPED_TRACE(what + " path " + conv_path_name(path));
-  auto x = random_vec(rng, s.N * s.C * s.g.in_size());
-  auto w = random_vec(rng, shape_numel(wshape));
-  auto b = random_vec(rng, s.M);
+  auto x = random_floats(rng, s.N * s.C * s.g.in_size());
+  auto w = random_floats(rng, shape_numel(wshape));
+  auto b = random_floats(rng, s.M);
   std::vector<float> ref(static_cast<size_t>(s.N * s.M * s.g.out_size()));
   conv_naive<float>(s, x.data(), w.data(), b.data(), ref.data());
   ConvWeights<float> cw;
@@ -71,7 +66,7 @@ TEST(OpsNnGemm, MatchesReferenceOnOddShapes) {
     const int64_t M = sh[0], N = sh[1], K = sh[2];
     for (int ta = 0; ta < 2; ++ta)
       for (int tb = 0; tb < 2; ++tb) {
-        auto A = random_vec(rng, M * K), B = random_vec(rng, K * N), C0 = random_vec(rng, M * N);
+        auto A = random_floats(rng, M * K), B = random_floats(rng, K * N), C0 = random_floats(rng, M * N);
         auto C1 = C0;
         const int64_t lda = ta ? M : K, ldb = tb ? K : N;
         gemm<float>(ta, tb, M, N, K, 0.5f, A.data(), lda, B.data(), ldb, 2.f, C0.data(), N, &pool);
@@ -111,9 +106,9 @@ TEST(OpsNnConv, PathsMatchNaiveOnRandomShapes) {
     ++ran;
     Dims wshape{s.M, Cg};
     for (auto k : kernel) wshape.push_back(k);
-    auto x = random_vec(rng, s.N * s.C * s.g.in_size());
-    auto w = random_vec(rng, shape_numel(wshape));
-    auto b = random_vec(rng, s.M);
+    auto x = random_floats(rng, s.N * s.C * s.g.in_size());
+    auto w = random_floats(rng, shape_numel(wshape));
+    auto b = random_floats(rng, s.M);
     const int64_t ny = s.N * s.M * s.g.out_size();
     std::vector<float> ref(ny);
     conv_naive<float>(s, x.data(), w.data(), b.data(), ref.data());
@@ -318,7 +313,7 @@ TEST(OpsNnConvTranspose, MatchesScatterDefinition) {
     const int64_t kh = 1 + pick(rng) % 3, kw = 1 + pick(rng) % 3, sh = 1 + pick(rng) % 3, sw = 1 + pick(rng) % 2;
     const int64_t dh = 1 + pick(rng) % 2, dw = 1;
     const int64_t pt = pick(rng) % 2, pl = pick(rng) % 2, pb = pick(rng) % 2, pr = 0;
-    auto x = random_vec(rng, C * H * W), w = random_vec(rng, C * Mg * kh * kw), b = random_vec(rng, M);
+    auto x = random_floats(rng, C * H * W), w = random_floats(rng, C * Mg * kh * kw), b = random_floats(rng, M);
     const int64_t OH = sh * (H - 1) + (kh - 1) * dh + 1 - pt - pb, OW = sw * (W - 1) + (kw - 1) * dw + 1 - pl - pr;
     std::vector<float> ref(M * OH * OW);
     for (int64_t m = 0; m < M; ++m)
@@ -348,7 +343,7 @@ TEST(OpsNnConvTranspose, MatchesScatterDefinition) {
 
 TEST(OpsNnConv, Float16MatchesFloat) {
   std::mt19937 rng(11);
-  auto x = random_vec(rng, 2 * 3 * 5 * 5), w = random_vec(rng, 4 * 3 * 3 * 3);
+  auto x = random_floats(rng, 2 * 3 * 5 * 5), w = random_floats(rng, 4 * 3 * 3 * 3);
   std::vector<Float16> xh, wh;
   for (float v : x) xh.push_back(Float16(v));
   for (float v : w) wh.push_back(Float16(v));
@@ -392,9 +387,9 @@ TEST(OpsNnRnn, BidirectionalMatchesForwardAndReverseRuns) {
   std::mt19937 rng(5);
   for (RnnCase rc : {RnnCase{"RNN", 1}, RnnCase{"GRU", 3}, RnnCase{"LSTM", 4}}) {
     const int64_t G = rc.gates, S = rc.S, B = rc.B, I = rc.I, H = rc.H;
-    auto x = random_vec(rng, S * B * I);
-    auto w = random_vec(rng, 2 * G * H * I), r = random_vec(rng, 2 * G * H * H), bias = random_vec(rng, 2 * 2 * G * H);
-    auto h0 = random_vec(rng, 2 * B * H);
+    auto x = random_floats(rng, S * B * I);
+    auto w = random_floats(rng, 2 * G * H * I), r = random_floats(rng, 2 * G * H * H), bias = random_floats(rng, 2 * 2 * G * H);
+    auto h0 = random_floats(rng, 2 * B * H);
     const size_t nout = rc.op == "LSTM" ? 3 : 2;
     auto bi = run_op(rc.op, 14, {attr_int("hidden_size", H), attr_string("direction", "bidirectional")},
                      {ftensor({S, B, I}, x), ftensor({2, G * H, I}, w), ftensor({2, G * H, H}, r),
@@ -422,8 +417,8 @@ TEST(OpsNnRnn, LayoutOneAndSequenceLens) {
   std::mt19937 rng(6);
   for (RnnCase rc : {RnnCase{"RNN", 1}, RnnCase{"GRU", 3}, RnnCase{"LSTM", 4}}) {
     const int64_t G = rc.gates, S = rc.S, B = rc.B, I = rc.I, H = rc.H;
-    auto x = random_vec(rng, S * B * I);
-    auto w = random_vec(rng, G * H * I), r = random_vec(rng, G * H * H);
+    auto x = random_floats(rng, S * B * I);
+    auto w = random_floats(rng, G * H * I), r = random_floats(rng, G * H * H);
     std::vector<int32_t> lens = {4, 2, 0};
     const size_t nout = rc.op == "LSTM" ? 3 : 2;
     std::vector<ir::Attribute> attrs = {attr_int("hidden_size", H), attr_string("direction", "reverse")};
@@ -539,7 +534,7 @@ TEST(OpsNnConv, ConstantWeightsMatchRuntimeWeights) {
   // float Conv: regular and depthwise.
   for (int64_t group : {1, 4}) {
     const int64_t C = 4, M = 8, Cg = C / group;
-    auto x = random_vec(rng, 2 * C * 6 * 6), w = random_vec(rng, M * Cg * 3 * 3), b = random_vec(rng, M);
+    auto x = random_floats(rng, 2 * C * 6 * 6), w = random_floats(rng, M * Cg * 3 * 3), b = random_floats(rng, M);
     std::vector<Value> in = {ftensor({2, C, 6, 6}, x), ftensor({M, Cg, 3, 3}, w), ftensor({M}, b)};
     std::vector<ir::Attribute> attrs = {attr_int("group", group), attr_ints("pads", {1, 1, 1, 1}), attr_ints("strides", {2, 1})};
     auto a = run_with_const("Conv", 11, attrs, in, {1, 2});
@@ -571,7 +566,7 @@ TEST(OpsNnConv, ConstantWeightsMatchRuntimeWeights) {
 
 TEST(OpsNnConvTranspose, ConstantWeightsMatchRuntimeWeights) {
   std::mt19937 rng(22);
-  auto x = random_vec(rng, 1 * 4 * 3 * 3), w = random_vec(rng, 4 * 3 * 2 * 2);
+  auto x = random_floats(rng, 1 * 4 * 3 * 3), w = random_floats(rng, 4 * 3 * 2 * 2);
   std::vector<Value> in = {ftensor({1, 4, 3, 3}, x), ftensor({4, 3, 2, 2}, w)};
   std::vector<ir::Attribute> attrs = {attr_int("group", 2), attr_ints("strides", {2, 2})};
   auto a = run_with_const("ConvTranspose", 11, attrs, in, {1});
@@ -623,7 +618,7 @@ TEST(OpsNnPool, RandomConfigsMatchDirectReference) {
     ++ran;
     Dims xs{N, C};
     for (auto v : in) xs.push_back(v);
-    auto x = random_vec(rng, shape_numel(xs));
+    auto x = random_floats(rng, shape_numel(xs));
     const bool cip = pick(rng) % 2;
     std::vector<ir::Attribute> attrs = {attr_ints("kernel_shape", a.kernel_shape), attr_ints("strides", a.strides),
                                         attr_ints("dilations", a.dilations), attr_int("ceil_mode", a.ceil_mode)};
@@ -692,7 +687,7 @@ TEST(OpsNnConvTranspose, RandomOutputShapeAndAutoPadRun) {
     if (mode == 0) attrs.push_back(attr_ints("output_shape", os));
     if (mode == 1) attrs.push_back(attr_string("auto_pad", iter % 2 ? "SAME_UPPER" : "SAME_LOWER"));
     auto out = run_op("ConvTranspose", 22, attrs,
-                      {ftensor(xs, random_vec(rng, shape_numel(xs))), ftensor(ws, random_vec(rng, shape_numel(ws)))});
+                      {ftensor(xs, random_floats(rng, shape_numel(xs))), ftensor(ws, random_floats(rng, shape_numel(ws)))});
     ASSERT_TRUE(out.ok()) << out.status().to_string();
     const Tensor& y = out.value()[0].tensor();
     for (int i = 0; i < nsp; ++i) {
@@ -707,7 +702,7 @@ TEST(OpsNnConvTranspose, RandomOutputShapeAndAutoPadRun) {
 
 TEST(OpsNnConv, DeformConvZeroOffsetsEqualConv) {
   std::mt19937 rng(33);
-  auto x = random_vec(rng, 1 * 4 * 5 * 6), w = random_vec(rng, 6 * 2 * 3 * 2);
+  auto x = random_floats(rng, 1 * 4 * 5 * 6), w = random_floats(rng, 6 * 2 * 3 * 2);
   std::vector<ir::Attribute> attrs = {attr_int("group", 2), attr_ints("pads", {1, 0, 1, 1}), attr_ints("strides", {2, 1}),
                                       attr_ints("kernel_shape", {3, 2})};
   auto conv = run_op("Conv", 22, attrs, {ftensor({1, 4, 5, 6}, x), ftensor({6, 2, 3, 2}, w)});
@@ -745,8 +740,8 @@ TEST(OpsNnConv, PathOverridesThroughTheKernel) {
   };
   for (const Shape& sh : shapes) {
     const int64_t Cg = sh.C / sh.group;
-    auto x = random_vec(rng, 2 * sh.C * sh.H * sh.H), w = random_vec(rng, sh.M * Cg * sh.k * sh.k);
-    auto b = random_vec(rng, sh.M);
+    auto x = random_floats(rng, 2 * sh.C * sh.H * sh.H), w = random_floats(rng, sh.M * Cg * sh.k * sh.k);
+    auto b = random_floats(rng, sh.M);
     nxrt::testing::KernelRun run;
     run.op_type = "Conv";
     run.opset = 11;
@@ -813,7 +808,7 @@ TEST(OpsNnConv, ConvConfigFromOverrides) {
 // reference=1 turns the pools' row-wise float paths off; both give the same values.
 TEST(OpsNnPool, ReferenceOverrideMatchesRowPaths) {
   std::mt19937 rng(43);
-  auto x = random_vec(rng, 2 * 3 * 17 * 19);
+  auto x = random_floats(rng, 2 * 3 * 17 * 19);
   struct Op {
     const char* type;
     std::vector<ir::Attribute> attrs;
@@ -880,8 +875,8 @@ TEST(OpsNnConv, FusedConvOnEveryForcedPath) {
   for (const Shape& sh : shapes) {
     const int64_t Cg = sh.C / sh.group;
     const int64_t out = (sh.H + 2 * sh.pad - sh.k) / sh.stride + 1;
-    auto x = random_vec(rng, sh.C * sh.H * sh.H), w = random_vec(rng, sh.M * Cg * sh.k * sh.k);
-    auto b = random_vec(rng, sh.M), z = random_vec(rng, sh.M * out * out);
+    auto x = random_floats(rng, sh.C * sh.H * sh.H), w = random_floats(rng, sh.M * Cg * sh.k * sh.k);
+    auto b = random_floats(rng, sh.M), z = random_floats(rng, sh.M * out * out);
     ConvShape s;
     s.N = 1, s.C = sh.C, s.M = sh.M, s.group = sh.group;
     WindowAttrs a;

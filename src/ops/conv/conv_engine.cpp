@@ -431,6 +431,10 @@ namespace {
 
 constexpr uint32_t path_bit(ConvPath p) { return 1u << static_cast<int>(p); }
 
+// The most output channels and input channels (per group) a 1x1 conv runs on its unpacked input with
+// (pointwise_unpacked). Deeper reductions lose: each tile then walks hundreds of input rows apart.
+constexpr int64_t kPointwiseUnpackedMaxRows = 64, kPointwiseUnpackedMaxK = 128;
+
 struct ConvPathName {
   ConvPath path;
   const char* name;
@@ -504,8 +508,7 @@ bool weights_serve(const ConvShape& s, const ConvWeights<CT>& w, const ConvPost*
     case ConvPath::kSmallSpatialDirect:
     case ConvPath::kSmallSpatialTransposed: {
       if (!w.small || static_cast<int64_t>(w.packed.size()) != s.group) return false;
-      if (post && post->act != Activation::kNone && post->act != Activation::kRelu && post->act != Activation::kClip)
-        return false;
+      if (post && !conv_post_activation(post->act)) return false;
       return w.packed[0].M == s.M / s.group && w.packed[0].K == s.C / s.group * s.g.kvol();
     }
     case ConvPath::kDepthwiseWindow:
@@ -571,6 +574,44 @@ void run_depthwise(const ConvCall<CT>& c, bool window) {
 }
 
 // Returns whether the GEMM store applied bias and post (float); for double only the bias.
+// Few output channels: packing the input into B panels costs about what the product does, since every
+// packed column serves at most 64 rows. Where the GEMM reads B rows exactly (gemm_f32_strips_exact:
+// AVX-512 masked loads) the strips run on the input itself. Measured on a Sapphire Rapids, 1 thread,
+// best of 40 (SqueezeNet's shapes): 64->16 at 55x55 0.082 -> 0.058 ms, 128->16 0.167 -> 0.12-0.13,
+// 16->64 0.074 -> 0.065; 256->32 at 27x27 0.100 -> 0.118 and 512->64 at 13x13 0.078 -> 0.085-0.096
+// (hence the K limit).
+bool pointwise_unpacked(ep::IsaTier isa, int64_t Mg, int64_t Cg, int64_t out_size) {
+  return Mg <= kPointwiseUnpackedMaxRows && Cg >= 16 && Cg <= kPointwiseUnpackedMaxK && out_size >= 32 &&
+         gemm_f32_strips_exact(isa);
+}
+
+// One group of a 1x1 conv on the strips: B(k, j) = x[k * in_size + j], column chunks over the threads.
+void run_pointwise_unpacked(const ConvCall<float>& c, int64_t n, int64_t gi, const GemmEpilogue& ep,
+                            ep::ThreadPool* pool) {
+  const int64_t Mg = c.Mg(), Cg = c.Cg(), in_size = c.s.g.in_size(), out_size = c.s.g.out_size();
+  thread_local std::vector<int64_t> boff;
+  boff.resize(static_cast<size_t>(Cg));
+  for (int64_t k = 0; k < Cg; ++k) boff[k] = k * in_size;
+  const int64_t* offs = boff.data();
+  // Chunks of whole 32-column tiles whose B block (Cg rows) stays within ~96 KiB (L2), at least 64 columns.
+  const int64_t chunk = std::max<int64_t>(64, (int64_t(24) << 10) / Cg / 32 * 32);
+  const int64_t chunks = (out_size + chunk - 1) / chunk;
+  const float* xg = c.x_group(n, gi);
+  float* yg = c.y_group(n, gi);
+  const float* a = c.w.packed[gi].data.data();
+  auto body = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t j0 = t * chunk, nc = std::min(chunk, out_size - j0);
+      gemm_f32_strips(Mg, Cg, a, xg + j0, offs, nc, yg, out_size, j0, &ep, c.cfg.isa);
+    }
+  };
+  if (pool && pool->num_threads() > 1 && chunks > 1 && Mg * Cg * out_size >= (int64_t(1) << 18)) {
+    pool->parallel_for(chunks, 1, body);
+  } else {
+    body(0, chunks);
+  }
+}
+
 template <typename CT>
 bool run_pointwise(const ConvCall<CT>& c) {
   const ConvShape& s = c.s;
@@ -597,6 +638,10 @@ bool run_pointwise(const ConvCall<CT>& c) {
     if constexpr (std::is_same_v<CT, float>) {
       // Bias and post are applied in the GEMM's store (one pass over y instead of fill + accumulate).
       const GemmEpilogue ep = c.epilogue(n, gi);
+      if (pointwise_unpacked(c.cfg.isa, Mg, Cg, out_size)) {
+        run_pointwise_unpacked(c, n, gi, ep, gemm_pool);
+        return;
+      }
       gemm_f32_packed_a(Mg, out_size, Cg, 1.f, c.w.packed[gi].data.data(), false, c.x_group(n, gi), in_size, 0.f,
                         yg, out_size, gemm_pool, &ep, c.cfg.isa);
       return;

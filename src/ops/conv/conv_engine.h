@@ -82,8 +82,8 @@ struct ConvWeights {
 // is in cache; conv_forward reports whether it did.
 struct ConvPost {
   const float* residual = nullptr;
-  Activation act = Activation::kNone;  // kNone, kRelu or kClip
-  float act_a = 0.f, act_b = 0.f;     // Clip's min and max
+  Activation act = Activation::kNone;  // conv_post_activation(act)
+  float act_a = 0.f, act_b = 0.f;     // Clip's min and max; LeakyRelu's slope in act_a
   // Pre-activation of the input (FusedConv inputs 4 and 5, from a BN-ReLU before a 1x1 conv):
   // x' = max(x * pre_scale[c] + pre_shift[c], 0) per input channel, applied while packing. Only 1x1,
   // stride-1, unpadded, group-1 convs take it; conv_forward returns false for anything else and the
@@ -91,6 +91,12 @@ struct ConvPost {
   const float* pre_scale = nullptr;
   const float* pre_shift = nullptr;
 };
+
+// The activations a ConvPost may carry (every path that applies post applies these): none, Relu, Clip,
+// LeakyRelu.
+inline bool conv_post_activation(Activation a) {
+  return a == Activation::kNone || a == Activation::kRelu || a == Activation::kClip || a == Activation::kLeakyRelu;
+}
 
 // y[N, M, out...] = conv(x[N, C, in...], w) + bias (bias may be null), on cfg.path (see ConvPath). With
 // `post` (float only), returns whether the path also applied it; when false the caller applies it to y.

@@ -23,6 +23,18 @@ constexpr int kMaxNV = 3;   // vectors per tile: 7 x 48 accumulators
 constexpr int kTileCols = kVec * kMaxNV;
 static_assert(kGemmNR == kVec, "the kernel reads PackedB panels one vector wide");
 
+// The post activation the kernels apply in their store: 0 none, 1 Relu, 2 Clip (lo, hi), 3 LeakyRelu
+// (slope in lo).
+int small_spatial_act_code(const ConvPost* post) {
+  if (!post) return 0;
+  switch (post->act) {
+    case Activation::kRelu: return 1;
+    case Activation::kClip: return 2;
+    case Activation::kLeakyRelu: return 3;
+    default: return 0;
+  }
+}
+
 // The kernels use AVX-512F/VL (and the engine's AVX2 GEMM kernels beside them): the AVX-512 tier.
 bool tier_ok(ep::IsaTier isa) {
 #ifdef NXRT_SSP_X86
@@ -142,6 +154,9 @@ __attribute__((target("avx512f,avx512vl"))) void tile_avx512(int64_t k0, int64_t
         if (res) val = _mm256_add_ps(val, _mm256_maskz_loadu_ps(rmask, res + off));
         if (act == 1) val = _mm256_max_ps(val, _mm256_setzero_ps());
         if (act == 2) val = _mm256_min_ps(_mm256_max_ps(val, _mm256_set1_ps(lo_clip)), _mm256_set1_ps(hi_clip));
+        if (act == 3)  // LeakyRelu, slope in lo_clip: a * v where !(v >= 0)
+          val = _mm256_mask_mul_ps(val, _mm256_cmp_ps_mask(val, _mm256_setzero_ps(), _CMP_NGE_UQ), val,
+                                   _mm256_set1_ps(lo_clip));
         _mm256_mask_storeu_ps(y + off, rmask, val);
       }
     }
@@ -193,7 +208,7 @@ struct TileArgs {
   int nrows, mcount;
   const float* bias;
   const float* res;  // residual at y's offset, or null
-  int act;           // 0 none, 1 relu, 2 clip
+  int act;           // small_spatial_act_code
   float lo, hi;
 };
 
@@ -379,7 +394,7 @@ bool small_spatial_preferred(const ConvShape& s, int threads) {
 void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWeights& w, const float* bias,
                         float* y, ep::ThreadPool* pool, const ConvPost* post) {
   const float* residual = post ? post->residual : nullptr;
-  const int act = !post ? 0 : post->act == Activation::kRelu ? 1 : post->act == Activation::kClip ? 2 : 0;
+  const int act = small_spatial_act_code(post);
   const float clip_lo = post ? post->act_a : 0.f, clip_hi = post ? post->act_b : 0.f;
   const Geom3& g = s.g;
   const int64_t G = s.group, Cg = s.C / G, Mg = s.M / G, kvol = g.kvol();
@@ -504,6 +519,7 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
                   if (residual) v += residual[yo + j * P];
                   if (act == 1) v = v > 0.f ? v : 0.f;
                   if (act == 2) v = std::min(std::max(v, clip_lo), clip_hi);
+                  if (act == 3) v = activation_of<Activation::kLeakyRelu>(v, clip_lo, 0.f);
                   yr[j * P] = v;
                 }
               }
@@ -596,6 +612,9 @@ __attribute__((target("avx512f,avx512vl,fma"))) void direct_tile(const DirectArg
       if (rr) val = _mm512_add_ps(val, _mm512_maskz_loadu_ps(m, rr + v * kVec));
       if (d.act == 1) val = _mm512_max_ps(val, _mm512_setzero_ps());
       if (d.act == 2) val = _mm512_min_ps(_mm512_max_ps(val, _mm512_set1_ps(d.lo)), _mm512_set1_ps(d.hi));
+      if (d.act == 3)
+        val = _mm512_mask_mul_ps(val, _mm512_cmp_ps_mask(val, _mm512_setzero_ps(), _CMP_NGE_UQ), val,
+                                 _mm512_set1_ps(d.lo));
       _mm512_mask_storeu_ps(yr + v * kVec, m, val);
     }
     if constexpr (TAIL) {
@@ -603,6 +622,7 @@ __attribute__((target("avx512f,avx512vl,fma"))) void direct_tile(const DirectArg
       if (rr) val += rr[NV * kVec];
       if (d.act == 1) val = val > 0.f ? val : 0.f;
       if (d.act == 2) val = std::min(std::max(val, d.lo), d.hi);
+      if (d.act == 3) val = activation_of<Activation::kLeakyRelu>(val, d.lo, 0.f);
       yr[NV * kVec] = val;
     }
   }
@@ -684,7 +704,7 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
   base.K = K;
   base.ldb = pointwise ? P : Pp;
   base.ldy = P;
-  base.act = !post ? 0 : post->act == Activation::kRelu ? 1 : post->act == Activation::kClip ? 2 : 0;
+  base.act = small_spatial_act_code(post);
   base.lo = post ? post->act_a : 0.f;
   base.hi = post ? post->act_b : 0.f;
   const float* residual = post ? post->residual : nullptr;

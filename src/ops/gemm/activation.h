@@ -29,7 +29,11 @@ inline CT activation_of(CT v, float a, float b) {
   if constexpr (A == Activation::kSigmoid) return CT(1) / (CT(1) + std::exp(-v));
   if constexpr (A == Activation::kTanh) return std::tanh(v);
   if constexpr (A == Activation::kGelu) return CT(0.5) * v * (CT(1) + std::erf(v * CT(0.70710678118654752)));
-  if constexpr (A == Activation::kLeakyRelu) return v >= CT(0) ? v : CT(a) * v;
+  // max(v, 0) + a * min(v, 0): v >= 0 ? v : a * v (NaN and infinities alike; a zero product may come out
+  // +0 where the select gives -0), with no branch: GCC keeps a multiply on one side of a select a branch
+  // per element under its default -ftrapping-math, mispredicted at every sign change, and does not
+  // vectorize the loop.
+  if constexpr (A == Activation::kLeakyRelu) return std::max(v, CT(0)) + CT(a) * std::min(v, CT(0));
   if constexpr (A == Activation::kHardSigmoid) return std::max(CT(0), std::min(CT(1), CT(a) * v + CT(b)));
   if constexpr (A == Activation::kHardSwish) return v * std::max(CT(0), std::min(CT(1), v / CT(6) + CT(0.5)));
 }

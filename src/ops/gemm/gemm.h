@@ -9,10 +9,10 @@
 // The epilogue (GemmEpilogue) is applied in this order, fused into the kernel's store while the tile
 // of C is in cache:  v += bias (per column j or per row i);  v += residual[i, j];  v = act(v).
 //
-// float: KC x NC panels of op(B) and MC x KC blocks of op(A) packed per task, a 6x16 register-blocked
-// micro-kernel over them, tasks over M/N blocks on the thread pool (small problems stay on the calling
+// float: KC x NC panels of op(B) and MC x KC blocks of op(A) packed per task, a 6x16 (AVX-512: 6x32)
+// register-blocked micro-kernel over them, tasks over M/N blocks on the thread pool (small problems stay on the calling
 // thread). The micro-kernels and the other ISA-specific pieces come as sets, one per instruction-set
-// tier (gemm_kernels.h: f32_gemm_6x16__scalar, f32_gemm_6x16__avx2, ...); every entry point takes the
+// tier (gemm_kernels.h: f32_gemm_6x16__scalar, f32_gemm_6x16__avx2, f32_gemm_6x32__avx512); every entry point takes the
 // tier its kernel chose once (KernelInfo::isa()) and runs the best set at or below it.
 // Constant operands can be packed once (PackedB for weights on the right as in MatMul/Gemm, PackedA
 // for weights on the left as in Conv) and reused by every call.
@@ -115,11 +115,15 @@ void gemm_f32_packed_a_gen_b(int64_t M, int64_t N, int64_t K, float alpha, const
 // A run of columns of an implicit GEMM whose B rows are read in place (a conv's padded input):
 //   C[0:M, j0:j0+ncols] = epilogue(A * B),  B(k, j) = brow[boff[k] + j],
 // A prepacked for an M x K matrix (as gemm_f32_packed_a). Columns go in strips of 16: each row start
-// must have ncols rounded up to 16 readable floats (columns past ncols are computed and dropped). Runs
-// on the calling thread; callers split the work.
+// must have ncols rounded up to 16 readable floats (columns past ncols are computed and dropped), unless
+// gemm_f32_strips_exact(isa). Runs on the calling thread; callers split the work.
 void gemm_f32_strips(int64_t M, int64_t K, const float* a_packed, const float* brow, const int64_t* boff,
                      int64_t ncols, float* C, int64_t ldc, int64_t j0, const GemmEpilogue* epilogue = nullptr,
                      ep::IsaTier isa = ep::cpu_isa_tier());
+
+// Whether gemm_f32_strips at this tier reads only the ncols columns of each B row (AVX-512: masked loads),
+// so the rows need no readable slack: a 1x1 conv can run it on its input tensor, unpacked.
+bool gemm_f32_strips_exact(ep::IsaTier isa);
 
 // The float64 GEMM, same contract without the epilogue (blocked less aggressively: MatMul/Gemm/Einsum on
 // double and the double conv / recurrent paths). `a_packed`, when set, is op(A) as PackedA<double>

@@ -7,8 +7,9 @@
 //   NC <= 1024 a KC x NC block of packed B (<= 1 MiB, L2/L3) streamed under each A micro-panel
 // Loop order per task (one NC column block x a range of MC row blocks):
 //   for each KC block: pack B (or point into PackedB); for each MC block: pack A (or point into
-//   PackedA<float>); for each 6-row micro-panel of A: for each 16-column micro-panel of B: micro-kernel.
-// The epilogue runs on each 6x16 tile of C right after its last K block.
+//   PackedA<float>); for each 6-row micro-panel of A: for each run of n_panels 16-column micro-panels of B
+//   (one for AVX2, two for AVX-512): micro-kernel.
+// The epilogue runs on each tile of C right after its last K block.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -253,6 +254,7 @@ void engine(const F32GemmKernels& kern, int64_t M, int64_t N, int64_t K, float a
   const int64_t chunk_rows = ((m_panels + m_chunks - 1) / m_chunks) * MR;
   m_chunks = (M + chunk_rows - 1) / chunk_rows;
   const int64_t tasks = n_blocks * m_chunks;
+  const int64_t tile_cols = NR * kern.n_panels;  // one call covers n_panels adjacent B panels
   const int64_t a_stride_k = as.packed ? as.m_padded : 0;
   const float* bpacked = bs.packed ? bs.packed->data.data() : nullptr;
   const int64_t n_padded = bs.packed ? bs.packed->n_padded : 0;
@@ -270,6 +272,7 @@ void engine(const F32GemmKernels& kern, int64_t M, int64_t N, int64_t K, float a
         const int64_t kc = std::min(KC, K - p0);
         const bool last_k = p0 + kc >= K;
         const float beta_k = p0 == 0 ? beta : 1.f;
+        const bool ep_in_tile = last_k && ep && kern.tile_epilogue && alpha == 1.f && beta_k == 0.f;
         const float* bblk;
         if (bpacked) {
           bblk = bpacked + p0 * n_padded + j0 * kc;
@@ -295,9 +298,14 @@ void engine(const F32GemmKernels& kern, int64_t M, int64_t N, int64_t K, float a
             const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
             const float* ap = ablk + ir * kc;
             float* crow = C + (i0 + ir) * ldc + j0;
-            for (int64_t jr = 0; jr < nc; jr += NR) {
-              const int nr = static_cast<int>(std::min<int64_t>(NR, nc - jr));
-              kern.tile(kc, ap, bblk + jr * kc, crow + jr, ldc, mr, nr, alpha, beta_k);
+            for (int64_t jr = 0; jr < nc; jr += tile_cols) {
+              const int nr = static_cast<int>(std::min<int64_t>(tile_cols, nc - jr));
+              if (ep_in_tile) {
+                // false: the tile stored the plain product and the epilogue follows.
+                if (kern.tile_epilogue(kc, ap, bblk + jr * kc, crow + jr, ldc, mr, nr, *ep, i0 + ir, j0 + jr)) continue;
+              } else {
+                kern.tile(kc, ap, bblk + jr * kc, crow + jr, ldc, mr, nr, alpha, beta_k);
+              }
               if (last_k && ep) {
                 if (kern.epilogue_tile && kern.epilogue_tile(*ep, i0 + ir, j0 + jr, mr, nr, crow + jr, ldc)) continue;
                 gemm_apply_epilogue(*ep, i0 + ir, j0 + jr, mr, nr, crow + jr, ldc);
@@ -335,6 +343,7 @@ void gemm_apply_epilogue(const GemmEpilogue& ep, int64_t i0, int64_t j0, int64_t
       const float* res = ep.residual + (i0 + r) * ep.ldr + j0;
       for (int64_t j = 0; j < cols; ++j) cr[j] += res[j];
     }
+    const float a = ep.act_a, b = ep.act_b;
     switch (ep.act) {
       case Activation::kNone:
         break;
@@ -342,10 +351,13 @@ void gemm_apply_epilogue(const GemmEpilogue& ep, int64_t i0, int64_t j0, int64_t
         for (int64_t j = 0; j < cols; ++j) cr[j] = activation_of<Activation::kRelu>(cr[j], 0.f, 0.f);
         break;
       case Activation::kClip:
-        for (int64_t j = 0; j < cols; ++j) cr[j] = activation_of<Activation::kClip>(cr[j], ep.act_a, ep.act_b);
+        for (int64_t j = 0; j < cols; ++j) cr[j] = activation_of<Activation::kClip>(cr[j], a, b);
+        break;
+      case Activation::kLeakyRelu:
+        for (int64_t j = 0; j < cols; ++j) cr[j] = activation_of<Activation::kLeakyRelu>(cr[j], a, b);
         break;
       default:
-        for (int64_t j = 0; j < cols; ++j) cr[j] = apply_activation(ep.act, cr[j], ep.act_a, ep.act_b);
+        for (int64_t j = 0; j < cols; ++j) cr[j] = apply_activation(ep.act, cr[j], a, b);
         break;
     }
   }
@@ -435,12 +447,13 @@ void gemm_f32_strips(int64_t M, int64_t K, const float* a_packed, const float* b
   if (ep && ep->empty()) ep = nullptr;
   const F32GemmKernels& kern = f32_gemm_kernels(isa);
   const int64_t m_padded = (M + MR - 1) / MR * MR;
+  const int64_t tile_cols = NR * kern.n_panels;
   // A panel outer, strips inner: the stores run along the panel's 6 output rows (prefetchable streams)
   // rather than down all M rows of one strip.
   for (int64_t i0 = 0; i0 < M; i0 += MR) {
     const int mr = static_cast<int>(std::min<int64_t>(MR, M - i0));
-    for (int64_t js = 0; js < ncols; js += NR) {
-      const int nrr = static_cast<int>(std::min<int64_t>(NR, ncols - js));
+    for (int64_t js = 0; js < ncols; js += tile_cols) {
+      const int nrr = static_cast<int>(std::min<int64_t>(tile_cols, ncols - js));
       float* c = C + i0 * ldc + j0 + js;
       bool ep_done = false;
       for (int64_t p0 = 0; p0 < K; p0 += KC) {

@@ -1,6 +1,7 @@
 // The float32 GEMM engine's instruction-set-specific pieces (internal to ops/gemm and its tests).
 //
-// A variant is a set of functions for one tier, named <type>_<op>_<tile>__<isa> ("f32_gemm_6x16__avx2"):
+// A variant is a set of functions for one tier, named <type>_<op>_<tile>__<isa> ("f32_gemm_6x16__avx2",
+// "f32_gemm_6x32__avx512"):
 // the register-blocked tile over packed panels, the same tile reading B rows in place, the epilogue on
 // one tile, one transposed-B panel's packing and the two GEMV loops. The engine (gemm_f32.cpp) owns
 // blocking, packing layout and threading, and calls the variant f32_gemm_kernels(isa) picks: the best
@@ -24,15 +25,25 @@ namespace nxrt::ops {
 struct F32GemmKernels {
   const char* name;
   ep::IsaTier tier;  // what the CPU must support
-  // C[mr x nr] = alpha * (A panel . B panel) + beta * C (beta == 0: C not read); a: kc x 6 (row index
-  // fastest), b: kc x 16 (column index fastest); mr <= 6, nr <= 16 (edge tiles).
+  // B panels (16 columns each) one tile call covers: nr <= 16 * n_panels. Panel q of a call follows the
+  // first at b + q * 16 * kc (packed), or at brow + boff[k] + q * 16 (rows read in place).
+  int n_panels;
+  // tile_rows reads exactly the nr columns of each B row (masked loads): rows need no readable slack.
+  bool rows_exact;
+  // C[mr x nr] = alpha * (A panel . B panels) + beta * C (beta == 0: C not read); a: kc x 6 (row index
+  // fastest), b: kc x 16 per panel (column index fastest); mr <= 6, nr <= 16 * n_panels (edge tiles). A
+  // panel past the first is read only when nr reaches into it.
   void (*tile)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr, float alpha,
                float beta);
-  // The tile with B's row k read in place at brow + boff[k] (16 readable floats). With `ep` set (the
+  // The tile with B's row k read in place at brow + boff[k] (nr rounded up to 16 readable floats). With `ep` set (the
   // only K block, beta 0, alpha 1) it may apply the epilogue for C(i0, j0) in its store: returns whether
   // it did.
   bool (*tile_rows)(int64_t kc, const float* a, const float* brow, const int64_t* boff, float* c, int64_t ldc,
                     int mr, int nr, float alpha, float beta, const GemmEpilogue* ep, int64_t i0, int64_t j0);
+  // The tile with the epilogue for C(i0, j0) applied in its store (the last K block, alpha 1, beta 0):
+  // returns whether it did (false: C holds the plain product). Null: tile, then epilogue_tile.
+  bool (*tile_epilogue)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr,
+                        const GemmEpilogue& ep, int64_t i0, int64_t j0);
   // The epilogue on one tile of C at (i0, j0); false when it does not handle this one (the engine then
   // runs gemm_apply_epilogue). Null: always the portable one.
   bool (*epilogue_tile)(const GemmEpilogue& ep, int64_t i0, int64_t j0, int64_t rows, int64_t cols, float* c,
@@ -59,9 +70,15 @@ const F32GemmKernels& f32_gemm_kernels(ep::IsaTier isa);
 extern const F32GemmKernels kF32Gemm6x16Scalar;
 #if defined(__x86_64__) || defined(__i386__)
 extern const F32GemmKernels kF32Gemm6x16Avx2;
+extern const F32GemmKernels kF32Gemm6x32Avx512;
 #endif
 
 namespace gemm_detail {
+
+#if defined(__x86_64__) || defined(__i386__)
+// The AVX2 variant's transposed-B panel packing (8x8 register transposes), shared by the AVX-512 one.
+__attribute__((target("avx2,fma"))) void pack_b_trans_panel_avx2(const float* B, int64_t ldb, int64_t kc, float* dst);
+#endif
 
 constexpr int MR = kGemmMR, NR = kGemmNR;
 constexpr int64_t KC = kGemmKC;

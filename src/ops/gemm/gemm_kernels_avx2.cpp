@@ -88,7 +88,17 @@ __attribute__((target("avx2,fma"), always_inline)) inline void epilogue_row_avx2
     const __m256 lo = _mm256_set1_ps(ep.act_a), hi = _mm256_set1_ps(ep.act_b);
     v0 = _mm256_min_ps(hi, _mm256_max_ps(lo, v0));
     v1 = _mm256_min_ps(hi, _mm256_max_ps(lo, v1));
+  } else if (ep.act == Activation::kLeakyRelu) {
+    // v >= 0 ? v : a * v; a NaN fails the (ordered) compare and takes a * NaN = NaN.
+    const __m256 zero = _mm256_setzero_ps(), slope = _mm256_set1_ps(ep.act_a);
+    v0 = _mm256_blendv_ps(_mm256_mul_ps(slope, v0), v0, _mm256_cmp_ps(v0, zero, _CMP_GE_OQ));
+    v1 = _mm256_blendv_ps(_mm256_mul_ps(slope, v1), v1, _mm256_cmp_ps(v1, zero, _CMP_GE_OQ));
   }
+}
+
+// The activations epilogue_row_avx2 applies.
+inline bool act_in_registers(Activation a) {
+  return a == Activation::kNone || a == Activation::kRelu || a == Activation::kClip || a == Activation::kLeakyRelu;
 }
 
 __attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float* a, const float* b, float* c,
@@ -141,8 +151,7 @@ __attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float
 // With `ep` (single K block, beta 0, full tile, epilogue_in_registers(ep)), the bias (per row), residual
 // and Relu/Clip are applied to the accumulators before the one store: returns true when it did.
 inline bool epilogue_in_registers(const GemmEpilogue* ep) {
-  return ep && (ep->bias_kind != GemmBias::kPerColumn || ep->bias == nullptr) &&
-         (ep->act == Activation::kNone || ep->act == Activation::kRelu || ep->act == Activation::kClip);
+  return ep && (ep->bias_kind != GemmBias::kPerColumn || ep->bias == nullptr) && act_in_registers(ep->act);
 }
 
 __attribute__((target("avx2,fma"))) bool micro_rows_avx2(int64_t kc, const float* a, const float* brow,
@@ -167,46 +176,6 @@ __attribute__((target("avx2,fma"))) bool micro_rows_avx2(int64_t kc, const float
   }
   NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
   return false;
-}
-
-// One full panel of a transposed B (16 rows of B, each contiguous in p) into kc x 16, through 8x8
-// register transposes: the scalar loop's strided stores made packing FC weights (transB Gemm, the bulk
-// of session creation for AlexNet / VGG) slower than the whole first run.
-__attribute__((target("avx2,fma"))) void pack_b_trans_panel_avx2(const float* B, int64_t ldb, int64_t kc,
-                                                                float* dst) {
-  static_assert(NR == 16, "two 8-lane halves per panel row");
-  int64_t p = 0;
-  for (; p + 8 <= kc; p += 8) {
-    for (int h = 0; h < 2; ++h) {
-      const float* s = B + (h * 8) * ldb + p;
-      __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ldb), r2 = _mm256_loadu_ps(s + 2 * ldb),
-             r3 = _mm256_loadu_ps(s + 3 * ldb), r4 = _mm256_loadu_ps(s + 4 * ldb), r5 = _mm256_loadu_ps(s + 5 * ldb),
-             r6 = _mm256_loadu_ps(s + 6 * ldb), r7 = _mm256_loadu_ps(s + 7 * ldb);
-      const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-      const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-      const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-      const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-      const __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
-      const __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
-      const __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
-      const __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
-      const __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
-      const __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
-      const __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
-      const __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
-      float* d = dst + p * NR + h * 8;
-      _mm256_storeu_ps(d + 0 * NR, _mm256_permute2f128_ps(u0, u4, 0x20));
-      _mm256_storeu_ps(d + 1 * NR, _mm256_permute2f128_ps(u1, u5, 0x20));
-      _mm256_storeu_ps(d + 2 * NR, _mm256_permute2f128_ps(u2, u6, 0x20));
-      _mm256_storeu_ps(d + 3 * NR, _mm256_permute2f128_ps(u3, u7, 0x20));
-      _mm256_storeu_ps(d + 4 * NR, _mm256_permute2f128_ps(u0, u4, 0x31));
-      _mm256_storeu_ps(d + 5 * NR, _mm256_permute2f128_ps(u1, u5, 0x31));
-      _mm256_storeu_ps(d + 6 * NR, _mm256_permute2f128_ps(u2, u6, 0x31));
-      _mm256_storeu_ps(d + 7 * NR, _mm256_permute2f128_ps(u3, u7, 0x31));
-    }
-  }
-  for (; p < kc; ++p)
-    for (int64_t j = 0; j < NR; ++j) dst[p * NR + j] = B[j * ldb + p];
 }
 
 __attribute__((target("avx2,fma"))) inline float hsum256(__m256 v) {
@@ -301,15 +270,12 @@ __attribute__((target("avx2,fma"))) void gemv_packed_avx2(int64_t q0, int64_t q1
   }
 }
 
-// The epilogue on one full-width tile (16 columns) with AVX2: bias, residual and Relu/Clip/none in
+// The epilogue on one full-width tile (16 columns) with AVX2: bias, residual and Relu/Clip/LeakyRelu/none in
 // registers, one pass over the tile while it is in L1. Other activations and edge tiles take the
 // portable loop.
 __attribute__((target("avx2,fma"))) bool epilogue_tile_avx2(const GemmEpilogue& ep, int64_t i0, int64_t j0,
                                                             int64_t rows, int64_t cols, float* c, int64_t ldc) {
-  if (cols != NR || !(ep.act == Activation::kNone || ep.act == Activation::kRelu ||
-                      ep.act == Activation::kClip)) {
-    return false;
-  }
+  if (cols != NR || !act_in_registers(ep.act)) return false;
   for (int64_t r = 0; r < rows; ++r) {
     float* cr = c + r * ldc;
     __m256 v0 = _mm256_loadu_ps(cr), v1 = _mm256_loadu_ps(cr + 8);
@@ -322,8 +288,52 @@ __attribute__((target("avx2,fma"))) bool epilogue_tile_avx2(const GemmEpilogue& 
 
 }  // namespace
 
+namespace gemm_detail {
+
+// One full panel of a transposed B (16 rows of B, each contiguous in p) into kc x 16, through 8x8
+// register transposes: the scalar loop's strided stores made packing FC weights (transB Gemm, the bulk
+// of session creation for AlexNet / VGG) slower than the whole first run.
+__attribute__((target("avx2,fma"))) void pack_b_trans_panel_avx2(const float* B, int64_t ldb, int64_t kc,
+                                                                float* dst) {
+  static_assert(NR == 16, "two 8-lane halves per panel row");
+  int64_t p = 0;
+  for (; p + 8 <= kc; p += 8) {
+    for (int h = 0; h < 2; ++h) {
+      const float* s = B + (h * 8) * ldb + p;
+      __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ldb), r2 = _mm256_loadu_ps(s + 2 * ldb),
+             r3 = _mm256_loadu_ps(s + 3 * ldb), r4 = _mm256_loadu_ps(s + 4 * ldb), r5 = _mm256_loadu_ps(s + 5 * ldb),
+             r6 = _mm256_loadu_ps(s + 6 * ldb), r7 = _mm256_loadu_ps(s + 7 * ldb);
+      const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+      const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+      const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+      const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+      const __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m256 u4 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m256 u5 = _mm256_shuffle_ps(t4, t6, _MM_SHUFFLE(3, 2, 3, 2));
+      const __m256 u6 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(1, 0, 1, 0));
+      const __m256 u7 = _mm256_shuffle_ps(t5, t7, _MM_SHUFFLE(3, 2, 3, 2));
+      float* d = dst + p * NR + h * 8;
+      _mm256_storeu_ps(d + 0 * NR, _mm256_permute2f128_ps(u0, u4, 0x20));
+      _mm256_storeu_ps(d + 1 * NR, _mm256_permute2f128_ps(u1, u5, 0x20));
+      _mm256_storeu_ps(d + 2 * NR, _mm256_permute2f128_ps(u2, u6, 0x20));
+      _mm256_storeu_ps(d + 3 * NR, _mm256_permute2f128_ps(u3, u7, 0x20));
+      _mm256_storeu_ps(d + 4 * NR, _mm256_permute2f128_ps(u0, u4, 0x31));
+      _mm256_storeu_ps(d + 5 * NR, _mm256_permute2f128_ps(u1, u5, 0x31));
+      _mm256_storeu_ps(d + 6 * NR, _mm256_permute2f128_ps(u2, u6, 0x31));
+      _mm256_storeu_ps(d + 7 * NR, _mm256_permute2f128_ps(u3, u7, 0x31));
+    }
+  }
+  for (; p < kc; ++p)
+    for (int64_t j = 0; j < NR; ++j) dst[p * NR + j] = B[j * ldb + p];
+}
+
+}  // namespace gemm_detail
+
 const F32GemmKernels kF32Gemm6x16Avx2 = {
-    "f32_gemm_6x16__avx2",     ep::IsaTier::kAvx2, &micro_avx2_6x16, &micro_rows_avx2, &epilogue_tile_avx2,
+    "f32_gemm_6x16__avx2",     ep::IsaTier::kAvx2, 1, false, &micro_avx2_6x16, &micro_rows_avx2, nullptr, &epilogue_tile_avx2,
     &pack_b_trans_panel_avx2, &gemv_raw_avx2,      &gemv_packed_avx2,
 };
 

@@ -80,7 +80,7 @@ void gemv_packed_scalar(int64_t q0, int64_t q1, int64_t N, int64_t K, float alph
 }  // namespace
 
 const F32GemmKernels kF32Gemm6x16Scalar = {
-    "f32_gemm_6x16__scalar", ep::IsaTier::kScalar, &tile_scalar, &tile_rows_scalar, nullptr, nullptr,
+    "f32_gemm_6x16__scalar", ep::IsaTier::kScalar, 1, false, &tile_scalar, &tile_rows_scalar, nullptr, nullptr, nullptr,
     &gemv_raw_scalar,        &gemv_packed_scalar,
 };
 
@@ -89,6 +89,7 @@ const std::vector<const F32GemmKernels*>& f32_gemm_kernel_variants() {
       &kF32Gemm6x16Scalar,
 #if defined(__x86_64__) || defined(__i386__)
       &kF32Gemm6x16Avx2,
+      &kF32Gemm6x32Avx512,
 #endif
   };
   return all;
@@ -116,5 +117,7 @@ const F32GemmKernels& f32_gemm_kernels(ep::IsaTier isa) {
 }
 
 bool gemm_vector_kernels(ep::IsaTier isa) { return f32_gemm_kernels(isa).tier >= ep::IsaTier::kAvx2; }
+
+bool gemm_f32_strips_exact(ep::IsaTier isa) { return f32_gemm_kernels(isa).rows_exact; }
 
 }  // namespace nxrt::ops

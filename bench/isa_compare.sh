@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# nxrt at two ISA tiers vs ONNX Runtime on one machine: per round and model, `ort bench`, `nxrt bench`
+# under NXRT_ISA=avx2 and `nxrt bench` at the machine's own tier run one after another (fresh processes,
+# the order rotating each round), so every ratio compares runs of the same round. Medians over rounds
+# of the per-round medians and of the per-round ratios go into docs/PERF.md between
+# <!-- cnn_isa:begin --> and <!-- cnn_isa:end --> (one table per machine kind: the section names the CPU
+# and its tier; an AVX2-only machine's rows are the avx2 column alone).
+#
+#   bench/isa_compare.sh [--models DIR,DIR,...] [--threads 1] [--rounds 5] [--warmup 3] [--runs 10]
+#                        [--nxrt PATH] [--ort PATH] [--out docs/PERF.md] [--report-only]
+# A model is a folder holding model.onnx and test_data_set_0/input_K.pb (e.g. ../shared/models/light/
+# light_resnet50, or the keyword-spotting CNN tools/make_kws_cnn.py writes).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+models="" threads=1 rounds=5 warmup=3 runs=10 out="$root/docs/PERF.md" report_only=0
+nxrt="$root/build/nxrt"
+ort="${NXRT_ORT:-}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --models) models="$2"; shift 2 ;;
+    --threads) threads="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --warmup) warmup="$2"; shift 2 ;;
+    --runs) runs="$2"; shift 2 ;;
+    --nxrt) nxrt="$2"; shift 2 ;;
+    --ort) ort="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --report-only) report_only=1; shift ;;
+    -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
+    *) echo "isa_compare: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ -z "$ort" ] && ort="$("$root/scripts/setup_ort_tool.sh" "$root/build/ort-tool" || true)"
+raw="$root/build/perf/isa_raw.jsonl"
+mkdir -p "$(dirname "$raw")"
+if [ "$report_only" = 0 ]; then
+  [ -n "$models" ] || { echo "isa_compare: --models DIR,DIR,... is required" >&2; exit 2; }
+  [ -x "$nxrt" ] || { echo "isa_compare: $nxrt not built" >&2; exit 1; }
+  [ -x "$ort" ] || { echo "isa_compare: no ORT tool (--ort or NXRT_ORT; ../shared/tools/ort/README.md)" >&2; exit 1; }
+  : >"$raw"
+  tier="$("$nxrt" info "${models%%,*}/model.onnx" 2>/dev/null | sed -n 's/^cpu: //p' | head -n1 || true)"
+  echo "{\"load_start\": \"$(cut -d' ' -f1-3 /proc/loadavg)\", \"rounds\": $rounds, \"warmup\": $warmup, \"runs\": $runs, \"tier\": \"$tier\", \"commit\": \"$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')\"}" >>"$raw"
+  one() {  # one WHO ISA MODEL_DIR THREADS ROUND
+    local who="$1" isa="$2" dir="$3" t="$4" r="$5" ins=() f line
+    while IFS= read -r f; do [ -f "$f" ] && ins+=(--input "$f"); done < <(printf '%s\n' "$dir"/test_data_set_0/input_*.pb | sort -V)
+    if [ "$who" = ort ]; then
+      line="$("$ort" bench "$dir/model.onnx" "${ins[@]}" --threads "$t" --warmup "$warmup" --runs "$runs" 2>/dev/null | tail -n1)"
+    elif [ "$isa" = default ]; then
+      line="$(env -u NXRT_ISA "$nxrt" bench "$dir/model.onnx" "${ins[@]}" --threads "$t" --warmup "$warmup" --runs "$runs" 2>/dev/null | tail -n1)"
+    else
+      line="$(NXRT_ISA="$isa" "$nxrt" bench "$dir/model.onnx" "${ins[@]}" --threads "$t" --warmup "$warmup" --runs "$runs" 2>/dev/null | tail -n1)"
+    fi
+    case "$line" in "{"*) ;; *) line='{"error": "no result"}' ;; esac
+    echo "{\"model\": \"$(basename "$dir")\", \"who\": \"$who\", \"isa\": \"$isa\", \"threads\": $t, \"round\": $r, \"result\": $line}" >>"$raw"
+  }
+  for t in ${threads//,/ }; do
+    for r in $(seq 1 "$rounds"); do
+      for dir in ${models//,/ }; do
+        # Rotate the order each round so no runtime always runs first (or right after a cache-warm peer).
+        case $((r % 3)) in
+          0) one ort - "$dir" "$t" "$r"; one nxrt avx2 "$dir" "$t" "$r"; one nxrt default "$dir" "$t" "$r" ;;
+          1) one nxrt avx2 "$dir" "$t" "$r"; one nxrt default "$dir" "$t" "$r"; one ort - "$dir" "$t" "$r" ;;
+          2) one nxrt default "$dir" "$t" "$r"; one ort - "$dir" "$t" "$r"; one nxrt avx2 "$dir" "$t" "$r" ;;
+        esac
+      done
+    done
+  done
+  echo "{\"load_end\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}" >>"$raw"
+fi
+cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -n1)"
+/usr/bin/python3 - "$raw" "$out" "$cpu" <<'EOF'
+import json, os, re, statistics, sys
+raw, out, cpu = sys.argv[1:4]
+recs, load = [], {}
+for line in open(raw):
+    d = json.loads(line)
+    if "model" in d:
+        recs.append(d)
+    else:
+        load.update(d)
+def ms(d):
+    return d["result"].get("median_ms")
+rows = []
+keys = sorted({(d["model"], d["threads"]) for d in recs})
+for model, t in keys:
+    per_round = {}
+    for d in recs:
+        if d["model"] == model and d["threads"] == t and ms(d) is not None:
+            per_round.setdefault(d["round"], {})[d["who"] + ":" + d["isa"]] = ms(d)
+    def col(k):
+        v = [r[k] for r in per_round.values() if k in r]
+        return statistics.median(v) if v else None
+    def ratio(k, rr=per_round):
+        v = [r["ort:-"] / r[k] for r in rr.values() if k in r and "ort:-" in r]
+        return statistics.median(v) if v else None
+    # The same from each process's p10 (its fastest tenth of runs): less swayed by other processes.
+    p10 = {}
+    for d in recs:
+        if d["model"] == model and d["threads"] == t and d["result"].get("p10_ms") is not None:
+            p10.setdefault(d["round"], {})[d["who"] + ":" + d["isa"]] = d["result"]["p10_ms"]
+    rows.append((model, t, col("nxrt:avx2"), col("nxrt:default"), col("ort:-"), ratio("nxrt:avx2"),
+                 ratio("nxrt:default"), len(per_round), ratio("nxrt:avx2", p10), ratio("nxrt:default", p10)))
+def f(x, p=2):
+    return "-" if x is None else (f"{x:.{p}f}" if x < 100 else f"{x:.0f}")
+ncpu = os.cpu_count()
+tier, commit = load.get("tier", ""), load.get("commit", "?")
+rounds, warmup, runs = load.get("rounds", "?"), load.get("warmup", "?"), load.get("runs", "?")
+L = [f"**Machine:** {tier or cpu}, {ncpu} logical CPUs. **Commit:** `{commit}`. Load average (1/5/15 min) at the start "
+     f"{load.get('load_start', '?')}, at the end {load.get('load_end', '?')}: a shared machine, so compare "
+     f"the ratios (each taken within one round), not the absolute times. Rounds {rounds}, warmup {warmup}, "
+     f"runs {runs}; each cell is the median over rounds of the per-round medians (ratios: median of the "
+     f"per-round ORT/nxrt; the p10 columns take each process's fastest tenth of runs instead of its median).", "",
+     "| model | threads | nxrt avx2 ms | nxrt own tier ms | ORT ms | ORT/nxrt (avx2 cap) | ORT/nxrt (own tier) "
+     "| p10 ratio (avx2 cap) | p10 ratio (own tier) | rounds |",
+     "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+for r in rows:
+    L.append(f"| {r[0]} | {r[1]} | {f(r[2])} | {f(r[3])} | {f(r[4])} | {f(r[5])} | {f(r[6])} | {f(r[8])} | "
+             f"{f(r[9])} | {r[7]} |")
+L.append("")
+L.append("nxrt avx2: `NXRT_ISA=avx2` (the AVX2 kernels on this machine); own tier: the tier `nxrt info` names. "
+         "kws_cnn is the keyword-spotting-shaped CNN `tools/make_kws_cnn.py` writes (20 small convs with "
+         "LeakyRelu, Max and MaxPool on a [1, 76, 32, 1] input); the light_* models are ../shared/models/light.")
+for t in sorted({r[1] for r in rows}):
+    for i, name in ((5, "avx2 cap"), (6, "own tier")):
+        v = [r[i] for r in rows if r[1] == t and r[i]]
+        if v:
+            g = statistics.geometric_mean(v)
+            L.append("")
+            L.append(f"Geomean ORT/nxrt at {t} thread(s), {name}: **{g:.2f}** over {len(v)} models "
+                     f"(nxrt faster on {sum(1 for x in v if x > 1)}).")
+body = "\n".join(L)
+print(body)
+text = open(out).read() if os.path.exists(out) else "## GenAI\n"
+section = f"<!-- cnn_isa:begin -->\n{body}\n<!-- cnn_isa:end -->"
+if "<!-- cnn_isa:begin -->" in text:
+    text = re.sub(r"<!-- cnn_isa:begin -->.*?<!-- cnn_isa:end -->", lambda m: section, text, flags=re.S)
+else:
+    text = text.replace("## GenAI", "## CNN models on an AVX-512 machine (`bench/isa_compare.sh`)\n\n" + section + "\n\n## GenAI", 1)
+open(out, "w").write(text)
+EOF

@@ -1,0 +1,319 @@
+// f32_gemm_6x32__avx512: the float engine's kernels (gemm_kernels.h) for AVX-512 (F/VL/BW/DQ), built with
+// target attributes so the portable build runs them only where the CPU has them (f32_gemm_kernels).
+//
+// The packed layouts stay the engine's (A panels of 6 rows, B panels of 16 columns): one zmm register is
+// one B panel row, and a tile covers two adjacent panels (6 x 32, 12 accumulators). Six accumulators
+// (one panel) would leave the two FMA ports waiting on the 4-cycle FMA latency; twelve keep them busy
+// with 2 B loads and 6 broadcasts per 12 FMAs. Edge tiles use masked loads and stores, so the fused
+// epilogue (bias, residual, Relu/Clip/LeakyRelu/HardSigmoid/HardSwish) runs in registers on every tile.
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "ops/gemm/gemm_kernels.h"
+
+namespace nxrt::ops {
+
+using namespace gemm_detail;
+
+#define NXRT_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
+
+namespace {
+
+constexpr int kPanels = 2;  // B panels per tile
+
+// Columns [16 * q, 16 * q + 16) of an nr-wide row that exist.
+inline __mmask16 col_mask(int64_t nr, int q) {
+  const int64_t n = std::clamp<int64_t>(nr - 16 * q, 0, 16);
+  return static_cast<__mmask16>((1u << n) - 1u);
+}
+
+// The activations applied in registers; the others (Sigmoid, Tanh, Gelu) go to the portable loop.
+inline bool act_in_registers(Activation a) {
+  return a == Activation::kNone || a == Activation::kRelu || a == Activation::kClip ||
+         a == Activation::kLeakyRelu || a == Activation::kHardSigmoid || a == Activation::kHardSwish;
+}
+
+inline bool epilogue_in_registers(const GemmEpilogue& ep) { return act_in_registers(ep.act); }
+
+// act(v) as activation_of<> defines it, NaN included: max/min return their second operand when either
+// is NaN, so Relu and Clip pass a NaN v, and HardSigmoid's min(x, 1) turns a NaN into 1 as std::min(1, x).
+NXRT_AVX512 inline __m512 activate(const GemmEpilogue& ep, __m512 v) {
+  const __m512 zero = _mm512_setzero_ps();
+  switch (ep.act) {
+    case Activation::kRelu:
+      return _mm512_max_ps(zero, v);
+    case Activation::kClip:
+      return _mm512_min_ps(_mm512_set1_ps(ep.act_b), _mm512_max_ps(_mm512_set1_ps(ep.act_a), v));
+    case Activation::kLeakyRelu: {
+      const __mmask16 neg = _mm512_cmp_ps_mask(v, zero, _CMP_NGE_UQ);  // !(v >= 0): negative or NaN
+      return _mm512_mask_mul_ps(v, neg, v, _mm512_set1_ps(ep.act_a));
+    }
+    case Activation::kHardSigmoid: {
+      const __m512 x = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(ep.act_a), v), _mm512_set1_ps(ep.act_b));
+      return _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(1.f)), zero);
+    }
+    case Activation::kHardSwish: {
+      const __m512 x = _mm512_add_ps(_mm512_div_ps(v, _mm512_set1_ps(6.f)), _mm512_set1_ps(0.5f));
+      return _mm512_mul_ps(v, _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(1.f)), zero));
+    }
+    default:
+      return v;
+  }
+}
+
+// Bias, residual and activation on 16 columns (mask m) of row i of C starting at column j.
+NXRT_AVX512 inline __m512 epilogue_vec(const GemmEpilogue& ep, int64_t i, int64_t j, __mmask16 m, __m512 v) {
+  if (ep.bias != nullptr && ep.bias_kind == GemmBias::kPerColumn) {
+    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, ep.bias + j));
+  } else if (ep.bias != nullptr && ep.bias_kind == GemmBias::kPerRow) {
+    v = _mm512_add_ps(v, _mm512_set1_ps(ep.bias[i]));
+  }
+  if (ep.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, ep.residual + i * ep.ldr + j));
+  return activate(ep, v);
+}
+
+// The accumulators of an MR x (16 * NP) tile. `b_row(k)` is B's row k (16 * NP floats, panel q at
+// b_row(k) + q * pstride), of which lanes outside bm[q] are not read (zero).
+template <int NP, typename BRow>
+NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, const float* a, BRow b_row,
+                                                                  int64_t pstride, const __mmask16 (&bm)[NP],
+                                                                  __m512 (&acc)[MR][NP]) {
+  if constexpr (NP == 1) {
+    // One panel: 6 accumulators are too few chains for two FMA ports at 4 cycles latency (Winograd's
+    // products on 13x13 planes are all one-panel tiles). Even and odd k go to separate sets, added last.
+    __m512 even[MR], odd[MR];
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) even[r] = odd[r] = _mm512_setzero_ps();
+    int64_t k = 0;
+#pragma GCC unroll 1
+    for (; k + 2 <= kc; k += 2) {
+      const __m512 b0 = _mm512_maskz_loadu_ps(bm[0], b_row(k)), b1 = _mm512_maskz_loadu_ps(bm[0], b_row(k + 1));
+#pragma GCC unroll 6
+      for (int r = 0; r < MR; ++r) {
+        even[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), b0, even[r]);
+        odd[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + r]), b1, odd[r]);
+      }
+      a += 2 * MR;
+    }
+    if (k < kc) {
+      const __m512 b0 = _mm512_maskz_loadu_ps(bm[0], b_row(k));
+#pragma GCC unroll 6
+      for (int r = 0; r < MR; ++r) even[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), b0, even[r]);
+    }
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) acc[r][0] = _mm512_add_ps(even[r], odd[r]);
+    return;
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 2
+    for (int q = 0; q < NP; ++q) acc[r][q] = _mm512_setzero_ps();
+#pragma GCC unroll 1
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* bp = b_row(k);
+    __m512 b[NP];
+#pragma GCC unroll 2
+    for (int q = 0; q < NP; ++q) b[q] = _mm512_maskz_loadu_ps(bm[q], bp + q * pstride);
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r]);
+#pragma GCC unroll 2
+      for (int q = 0; q < NP; ++q) acc[r][q] = _mm512_fmadd_ps(av, b[q], acc[r][q]);
+    }
+    a += MR;
+  }
+}
+
+// C[mr x nr] = alpha * acc + beta * C (beta 0: C not read), or with `ep` (alpha 1, beta 0) the epilogue
+// for C(i0, j0) applied before the store.
+template <int NP>
+NXRT_AVX512 inline __attribute__((always_inline)) void store_tile(__m512 (&acc)[MR][NP], float* c, int64_t ldc,
+                                                                  int mr, int nr, float alpha, float beta,
+                                                                  const GemmEpilogue* ep, int64_t i0, int64_t j0) {
+  __mmask16 m[NP];
+#pragma GCC unroll 2
+  for (int q = 0; q < NP; ++q) m[q] = col_mask(nr, q);
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r) {
+    if (r >= mr) break;
+    float* cr = c + r * ldc;
+#pragma GCC unroll 2
+    for (int q = 0; q < NP; ++q) {
+      __m512 v = acc[r][q];
+      if (ep) {
+        v = epilogue_vec(*ep, i0 + r, j0 + 16 * q, m[q], v);
+      } else if (beta == 0.f) {
+        v = _mm512_mul_ps(v, va);
+      } else if (beta == 1.f) {
+        v = _mm512_fmadd_ps(v, va, _mm512_maskz_loadu_ps(m[q], cr + 16 * q));
+      } else {
+        v = _mm512_fmadd_ps(v, va, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m[q], cr + 16 * q)));
+      }
+      _mm512_mask_storeu_ps(cr + 16 * q, m[q], v);
+    }
+  }
+}
+
+template <int NP>
+NXRT_AVX512 void tile_np(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr,
+                         float alpha, float beta, const GemmEpilogue* ep = nullptr, int64_t i0 = 0, int64_t j0 = 0) {
+  for (int r = 0; r < mr; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * NP - 1), _MM_HINT_T0);
+  }
+  __m512 acc[MR][NP];
+  __mmask16 all[NP];  // packed panels are padded: whole rows
+#pragma GCC unroll 2
+  for (int q = 0; q < NP; ++q) all[q] = 0xFFFF;
+  accumulate<NP>(kc, a, [b](int64_t k) { return b + k * NR; }, NR * kc, all, acc);
+  store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
+}
+
+// One or two 16-column panels (nr <= 32): the second panel exists only when nr > 16.
+NXRT_AVX512 void tile_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr,
+                             float alpha, float beta) {
+  if (nr > NR) {
+    tile_np<2>(kc, a, b, c, ldc, mr, nr, alpha, beta);
+  } else {
+    tile_np<1>(kc, a, b, c, ldc, mr, nr, alpha, beta);
+  }
+}
+
+// The epilogue in the store saves the pass epilogue_tile makes over the tile afterwards.
+NXRT_AVX512 bool tile_epilogue_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr,
+                                      int nr, const GemmEpilogue& ep, int64_t i0, int64_t j0) {
+  const GemmEpilogue* fused = epilogue_in_registers(ep) ? &ep : nullptr;
+  if (nr > NR) {
+    tile_np<2>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
+  } else {
+    tile_np<1>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
+  }
+  return fused != nullptr;
+}
+
+template <int NP>
+NXRT_AVX512 bool tile_rows_np(int64_t kc, const float* a, const float* brow, const int64_t* boff, float* c,
+                              int64_t ldc, int mr, int nr, float alpha, float beta, const GemmEpilogue* ep, int64_t i0,
+                              int64_t j0) {
+  __m512 acc[MR][NP];
+  __mmask16 bm[NP];  // rows read in place: only their nr columns
+#pragma GCC unroll 2
+  for (int q = 0; q < NP; ++q) bm[q] = col_mask(nr, q);
+  accumulate<NP>(kc, a, [brow, boff](int64_t k) { return brow + boff[k]; }, NR, bm, acc);
+  const bool fuse = ep && beta == 0.f && alpha == 1.f && epilogue_in_registers(*ep);
+  store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, fuse ? ep : nullptr, i0, j0);
+  return fuse;
+}
+
+// B rows read in place: only the nr columns of each row are read (rows_exact).
+NXRT_AVX512 bool tile_rows_avx512(int64_t kc, const float* a, const float* brow, const int64_t* boff, float* c,
+                                  int64_t ldc, int mr, int nr, float alpha, float beta, const GemmEpilogue* ep,
+                                  int64_t i0, int64_t j0) {
+  if (nr > NR) return tile_rows_np<2>(kc, a, brow, boff, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
+  return tile_rows_np<1>(kc, a, brow, boff, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
+}
+
+// The epilogue on any tile (masked edges) for the activations act_in_registers takes.
+NXRT_AVX512 bool epilogue_tile_avx512(const GemmEpilogue& ep, int64_t i0, int64_t j0, int64_t rows, int64_t cols,
+                                      float* c, int64_t ldc) {
+  if (!epilogue_in_registers(ep)) return false;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* cr = c + r * ldc;
+    for (int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 m = col_mask(cols - j, 0);
+      const __m512 v = epilogue_vec(ep, i0 + r, j0 + j, m, _mm512_maskz_loadu_ps(m, cr + j));
+      _mm512_mask_storeu_ps(cr + j, m, v);
+    }
+  }
+  return true;
+}
+
+NXRT_AVX512 void gemv_raw_avx512(bool transB, int64_t j0, int64_t j1, int64_t K, float alpha, const float* a,
+                                 const float* B, int64_t ldb, float beta, float* y) {
+  if (!transB) {
+    gemv_raw_cols(false, j0, j1, K, alpha, a, B, ldb, beta, y);
+    return;
+  }
+  // y[j] = a . B[j, :], four rows of B at a time; the K tail through a masked load.
+  const int64_t k16 = K / 16 * 16;
+  const __mmask16 tail = col_mask(K - k16, 0);
+  int64_t j = j0;
+  for (; j + 4 <= j1; j += 4) {
+    const float* b0 = B + j * ldb;
+    const float* b1 = b0 + ldb;
+    const float* b2 = b1 + ldb;
+    const float* b3 = b2 + ldb;
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps(), s2 = _mm512_setzero_ps(), s3 = _mm512_setzero_ps();
+    for (int64_t k = 0; k < k16; k += 16) {
+      const __m512 av = _mm512_loadu_ps(a + k);
+      s0 = _mm512_fmadd_ps(av, _mm512_loadu_ps(b0 + k), s0);
+      s1 = _mm512_fmadd_ps(av, _mm512_loadu_ps(b1 + k), s1);
+      s2 = _mm512_fmadd_ps(av, _mm512_loadu_ps(b2 + k), s2);
+      s3 = _mm512_fmadd_ps(av, _mm512_loadu_ps(b3 + k), s3);
+    }
+    if (tail) {
+      const __m512 av = _mm512_maskz_loadu_ps(tail, a + k16);
+      s0 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(tail, b0 + k16), s0);
+      s1 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(tail, b1 + k16), s1);
+      s2 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(tail, b2 + k16), s2);
+      s3 = _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(tail, b3 + k16), s3);
+    }
+    const float r[4] = {_mm512_reduce_add_ps(s0), _mm512_reduce_add_ps(s1), _mm512_reduce_add_ps(s2),
+                        _mm512_reduce_add_ps(s3)};
+    for (int t = 0; t < 4; ++t) y[j + t] = beta == 0.f ? alpha * r[t] : alpha * r[t] + beta * y[j + t];
+  }
+  if (j < j1) gemv_raw_cols(true, j, j1, K, alpha, a, B, ldb, beta, y);
+}
+
+// Panels [q0, q1) of a PackedB: one zmm per panel row; two accumulators per panel (even and odd k).
+NXRT_AVX512 void gemv_packed_avx512(int64_t q0, int64_t q1, int64_t N, int64_t K, float alpha, const float* a,
+                                    const float* packed, int64_t n_padded, float beta, float* y) {
+  constexpr int64_t kSub = 64;
+  alignas(64) float acc[kSub * NR];
+  for (int64_t s0 = q0; s0 < q1; s0 += kSub) {
+    const int64_t s1 = std::min(q1, s0 + kSub);
+    for (int64_t p0 = 0; p0 < K; p0 += KC) {
+      const int64_t kc = std::min(KC, K - p0);
+      const float* ap = a + p0;
+      const float* bp = packed + p0 * n_padded + s0 * NR * kc;
+      for (int64_t q = s0; q < s1; ++q) {
+        __m512 x0 = _mm512_setzero_ps(), x1 = _mm512_setzero_ps();
+        int64_t p = 0;
+        for (; p + 2 <= kc; p += 2) {
+          x0 = _mm512_fmadd_ps(_mm512_set1_ps(ap[p]), _mm512_loadu_ps(bp), x0);
+          x1 = _mm512_fmadd_ps(_mm512_set1_ps(ap[p + 1]), _mm512_loadu_ps(bp + NR), x1);
+          bp += 2 * NR;
+        }
+        if (p < kc) {
+          x0 = _mm512_fmadd_ps(_mm512_set1_ps(ap[p]), _mm512_loadu_ps(bp), x0);
+          bp += NR;
+        }
+        float* ac = acc + (q - s0) * NR;
+        const __m512 x = _mm512_add_ps(x0, x1);
+        _mm512_store_ps(ac, p0 == 0 ? x : _mm512_add_ps(_mm512_load_ps(ac), x));
+      }
+    }
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    for (int64_t q = s0; q < s1; ++q) {
+      const int64_t jb = q * NR;
+      const __mmask16 m = col_mask(N - jb, 0);
+      __m512 v = _mm512_mul_ps(va, _mm512_load_ps(acc + (q - s0) * NR));
+      if (beta != 0.f) v = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m, y + jb), v);
+      _mm512_mask_storeu_ps(y + jb, m, v);
+    }
+  }
+}
+
+}  // namespace
+
+const F32GemmKernels kF32Gemm6x32Avx512 = {
+    "f32_gemm_6x32__avx512", ep::IsaTier::kAvx512, kPanels, true,    &tile_avx512,       &tile_rows_avx512,
+    &tile_epilogue_avx512,
+    &epilogue_tile_avx512,  &pack_b_trans_panel_avx2, &gemv_raw_avx512, &gemv_packed_avx512,
+};
+
+}  // namespace nxrt::ops
+#endif

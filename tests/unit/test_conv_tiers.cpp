@@ -1,0 +1,131 @@
+// The conv engine's GEMM paths (implicit GEMM, padded rows, pointwise, im2col) and its kAuto choice at
+// every ISA tier this CPU runs (ConvConfig::isa: the GEMM kernel variant and the paths' own vector code),
+// with and without nxrt::FusedConv's post (residual + Relu / Clip / LeakyRelu), against the direct
+// definition (conv_naive) on random shapes. Tiers above the CPU's are named in the output as not run.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ep/cpu_features.h"
+#include "ep/thread_pool.h"
+#include "ops/conv/conv_engine.h"
+#include "kernel_test_util.h"
+
+using namespace nxrt;
+using namespace nxrt::ops;
+
+namespace {
+
+using nxrt::testing::random_floats;
+
+// A random 2-D conv shape the GEMM paths take: channels and widths that cross the 6-row and 16/32-column
+// tile edges, 3x3 or 1x1 kernels, stride 1 or 2, one or two groups.
+bool random_shape(std::mt19937& rng, int iter, ConvShape* s) {
+  std::uniform_int_distribution<int> pick(0, 1 << 20);
+  s->N = 1 + pick(rng) % 2;
+  s->group = iter % 6 == 0 ? 2 : 1;  // grouped 1x1 convs too (each group its own GEMM)
+  s->C = s->group * (1 + pick(rng) % 40);
+  s->M = s->group * (1 + pick(rng) % 70);
+  Geom3& g = s->g;
+  g.nsp = 2;
+  const bool pointwise = iter % 3 == 0;
+  for (int i = 1; i < 3; ++i) {
+    g.in[i] = 3 + pick(rng) % 40;
+    g.k[i] = pointwise ? 1 : 3;
+    g.s[i] = pointwise ? 1 : 1 + pick(rng) % 2;
+    g.d[i] = 1;
+    g.pb[i] = g.pe[i] = pointwise ? 0 : 1;
+  }
+  for (int i = 1; i < 3; ++i) {
+    const int64_t avail = g.in[i] + g.pb[i] + g.pe[i];
+    if (avail < g.k[i]) return false;
+    g.out[i] = (avail - g.k[i]) / g.s[i] + 1;
+  }
+  return true;
+}
+
+struct PostCase {
+  Activation act;
+  bool residual;
+};
+
+float apply_post(const PostCase& p, float v, float res) {
+  if (p.residual) v += res;
+  switch (p.act) {
+    case Activation::kRelu: return v < 0.f ? 0.f : v;
+    case Activation::kClip: return std::min(0.5f, std::max(-0.5f, v));
+    case Activation::kLeakyRelu: return v >= 0.f ? v : 0.1f * v;
+    default: return v;
+  }
+}
+
+}  // namespace
+
+TEST(ConvTiers, GemmPathsAndAutoAtEveryTierAgainstNaive) {
+  const ep::IsaTier cpu = ep::cpu_isa_tier();
+  for (int t = static_cast<int>(cpu) + 1; t <= static_cast<int>(ep::IsaTier::kAmx); ++t) {
+    std::printf("[ SKIPPED  ] tier %s: not on this CPU, conv paths not checked there\n",
+                ep::isa_tier_name(static_cast<ep::IsaTier>(t)));
+  }
+  const ConvPath paths[] = {ConvPath::kAuto, ConvPath::kImplicitGemm, ConvPath::kPaddedRowsGemm,
+                            ConvPath::kPointwise, ConvPath::kIm2col};
+  const PostCase posts[] = {{Activation::kNone, false},
+                            {Activation::kRelu, true},
+                            {Activation::kClip, false},
+                            {Activation::kLeakyRelu, true},
+                            {Activation::kLeakyRelu, false}};
+  ep::ThreadPool pool(2);
+  std::mt19937 rng(2121);
+  int ran = 0;
+  for (int ti = 0; ti <= static_cast<int>(cpu); ++ti) {
+    const auto tier = static_cast<ep::IsaTier>(ti);
+    SCOPED_TRACE(std::string("tier ") + ep::isa_tier_name(tier));
+    int ran_tier = 0;
+    for (int iter = 0; iter < 24; ++iter) {
+      ConvShape s;
+      if (!random_shape(rng, iter, &s)) continue;
+      const Dims wshape{s.M, s.C / s.group, s.g.k[1], s.g.k[2]};
+      const auto x = random_floats(rng, s.N * s.C * s.g.in_size());
+      const auto w = random_floats(rng, shape_numel(wshape));
+      const auto b = random_floats(rng, s.M);
+      const int64_t ny = s.N * s.M * s.g.out_size();
+      const auto res = random_floats(rng, ny);
+      std::vector<float> conv(static_cast<size_t>(ny));
+      conv_naive<float>(s, x.data(), w.data(), b.data(), conv.data());
+      ConvWeights<float> cw;
+      cw.prepare(wshape, s.group, w, /*winograd=*/true);
+      for (ConvPath path : paths) {
+        if (path != ConvPath::kAuto && !conv_path_applies(s, path, true, tier)) continue;
+        const PostCase& pc = posts[(iter + static_cast<int>(path)) % 5];
+        ConvPost post;
+        post.act = pc.act;
+        post.residual = pc.residual ? res.data() : nullptr;
+        post.act_a = pc.act == Activation::kClip ? -0.5f : 0.1f;
+        post.act_b = 0.5f;
+        for (ep::ThreadPool* p : {static_cast<ep::ThreadPool*>(nullptr), &pool}) {
+          std::vector<float> y(static_cast<size_t>(ny), 123.f);
+          const bool applied = conv_forward<float>(s, x.data(), cw, b.data(), y.data(), p, ConvConfig(path, tier), &post);
+          for (int64_t i = 0; i < ny; ++i) {
+            const float want = apply_post(pc, conv[i], res[i]);
+            const float got = applied ? y[i] : apply_post(pc, y[i], res[i]);
+            // Winograd (kAuto may take it) carries ~5e-5 relative error; the GEMM paths ~1e-6.
+            ASSERT_NEAR(got, want, 2e-4f * (1.f + std::fabs(want)))
+                << conv_path_name(path) << " chose " << conv_path_name(conv_chosen_path(s, cw, ConvConfig(path, tier), &post, 1))
+                << " N" << s.N << " C" << s.C << " M" << s.M << " in " << s.g.in[1] << "x" << s.g.in[2] << " k"
+                << s.g.k[1] << " s" << s.g.s[1] << " act " << static_cast<int>(pc.act) << " res " << pc.residual
+                << " at " << i;
+          }
+          ++ran_tier;
+        }
+      }
+    }
+    EXPECT_GT(ran_tier, 60);
+    ran += ran_tier;
+    std::printf("[ CHECKED  ] tier %s: %d conv runs\n", ep::isa_tier_name(tier), ran_tier);
+  }
+  EXPECT_GT(ran, 0);
+}
