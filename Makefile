@@ -11,7 +11,7 @@ CMAKE_FLAGS ?=
 
 .PHONY: all deps build build-asan test unit-test asan-test conformance demo report fuzz clean check-ort \
 	perf fetch-bench-models check-trace rss-seqlen
-.PHONY: check-tokenizers check-templates fuzz-templates fuzz-serve-api
+.PHONY: check-tokenizers check-templates fuzz-templates fuzz-all fuzz-serve-api
 .PHONY: microbench
 .PHONY: conformance-levels
 .PHONY: python-overhead
@@ -38,7 +38,7 @@ unit-test: build
 # The tiny LLM folders the build tree's ctest fixture wrote (make unit-test) let the real-decoder
 # allocation test run under the sanitizers too.
 asan-test: build-asan
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  env $$(test -d $(BUILD)/test-genai/onnx && echo NXRT_TEST_GENAI_DIR=$(abspath $(BUILD))/test-genai) \
 	  $(BUILD_ASAN)/nxrt_unit_tests --gtest_brief=1
 
@@ -93,25 +93,24 @@ perf: build
 check-trace: build
 	@/usr/bin/python3 scripts/check_trace.py --nxrt $(BUILD)/nxrt
 
-# RSS over 200 distinct sequence lengths in one process (tools/rss_driver): must stay flat.
+# RSS over 200 distinct sequence lengths in one process, then over 10,000 runs with random sequence
+# lengths and batch sizes (shape churn; RSS_CHURN_RUNS=N) (tools/rss_driver): must stay flat.
 rss-seqlen: build
 	@scripts/rss_seq_lengths.sh $(BUILD)
 
+# libFuzzer (clang) on what nxrt parses: scripts/fuzz.sh builds the targets into build-fuzz/ and runs
+# each for FUZZ_SECONDS (default 60), seeded with tests/fuzz/corpus/<target>/ (docs/RELIABILITY.md).
+#   fuzz            the ONNX model reader
+#   fuzz-templates  the chat-template engine (parser + renderer)
+#   fuzz-all        every target, one after another: model_reader value_pb templates tokenizer genai_config
 fuzz: deps
-	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNXRT_FUZZ=ON \
-	  -DNXRT_BUILD_TESTS=OFF >/dev/null
-	@ninja -C build-fuzz -j$(JOBS) nxrt_fuzz_model_reader
-	@mkdir -p build-fuzz/corpus && build-fuzz/nxrt_fuzz_model_reader build-fuzz/corpus tests/fuzz/corpus \
-	  -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048
+	@scripts/fuzz.sh model_reader
 
-# libFuzzer on the chat-template engine (parser + renderer), seeded with tests/fuzz/corpus/templates.
 fuzz-templates: deps
-	@CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNXRT_FUZZ=ON \
-	  -DNXRT_BUILD_TESTS=OFF >/dev/null
-	@ninja -C build-fuzz -j$(JOBS) nxrt_fuzz_templates
-	@set -o pipefail; mkdir -p build-fuzz/corpus-templates && build-fuzz/nxrt_fuzz_templates build-fuzz/corpus-templates \
-	  tests/fuzz/corpus/templates -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048 -timeout=10 \
-	  -max_len=4096 -print_final_stats=1 -artifact_prefix=build-fuzz/ 2>&1 | tail -40
+	@scripts/fuzz.sh templates
+
+fuzz-all: deps
+	@scripts/fuzz.sh
 
 # libFuzzer on `nxrt serve`'s request parsing (tools/cli/serve_api.cpp), seeded with tests/fuzz/corpus/serve_api.
 fuzz-serve-api: deps

@@ -3,8 +3,12 @@
 # (tools/make_seqlen_model.py: x float[1, seq, 256], 2 blocks of LayerNorm + 4-head attention with
 # Softmax(QK^T) + MLP) at 200 distinct sequence lengths (1..200 shuffled with a seed) and prints VmRSS /
 # VmHWM after each run (tools/rss_driver, public API only). Verdict: RSS after run 20 vs after run 200
-# within max(5%, 4 MB). Exit status of the driver (0 PASS, 1 FAIL, 2 error).
-#   usage: scripts/rss_seq_lengths.sh [BUILD_DIR] [driver options: --threads T --seed S --lengths N ...]
+# within max(5%, 4 MB). Then the shape-churn test: the same encoder with a symbolic batch axis, 10,000
+# runs in one process, each at a random sequence length in 1..200 and batch in 1..4; verdict: the peak
+# RSS over runs 5,001..10,000 vs the peak over runs 1,000..5,000 within max(5%, 4 MB). Exit status: 0 when both PASS, else the first
+# failing driver's (1 FAIL, 2 error).
+#   usage: scripts/rss_seq_lengths.sh [BUILD_DIR] [driver options: --threads T --seed S ...]
+#   RSS_CHURN_RUNS=N changes the churn run count (0 skips it).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
@@ -19,3 +23,12 @@ if [ ! -f "$model" ] || [ "$root/tools/make_seqlen_model.py" -nt "$model" ]; the
   /usr/bin/python3 "$root/tools/make_seqlen_model.py" "$model" --blocks 2 --seed 0
 fi
 "$build/nxrt_rss_driver" "$model" --lengths 200 --min 1 --max 200 --seed 1 --check-at 20 "$@"
+runs="${RSS_CHURN_RUNS:-10000}"
+[ "$runs" -gt 0 ] || exit 0
+churn_model="$work/seqlen_encoder_batch.onnx"
+if [ ! -f "$churn_model" ] || [ "$root/tools/make_seqlen_model.py" -nt "$churn_model" ]; then
+  /usr/bin/python3 "$root/tools/make_seqlen_model.py" "$churn_model" --blocks 2 --seed 0 --dynamic-batch
+fi
+echo
+"$build/nxrt_rss_driver" "$churn_model" --runs "$runs" --min 1 --max 200 --batch-max 4 --seed 2 \
+  --check-at $((runs / 10 > 0 ? runs / 10 : 1)) --every $((runs / 20 > 0 ? runs / 20 : 1)) "$@"

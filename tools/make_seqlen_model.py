@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """Writes a small transformer-style encoder with a dynamic sequence axis for the RSS-over-sequence-
-lengths test (scripts/rss_seq_lengths.sh): input x float[1, seq, 256], output y float[1, seq, 256].
+lengths test (scripts/rss_seq_lengths.sh): input x float[1, seq, 256], output y float[1, seq, 256]
+(with --dynamic-batch: x, y float[batch, seq, 256], for the shape-churn test).
 Each of --blocks pre-norm blocks is
     h = LayerNormalization(x); Q,K,V = h @ Wq, h @ Wk, h @ Wv  (4 heads of 64: Reshape + Transpose)
     x = x + (Softmax(Q K^T / 8) V, heads merged) @ Wo
     x = x + Relu(LayerNormalization(x) @ W1 + b1) @ W2 + b2      (hidden 1024)
 with seeded constant weights (initializers). Opset 17 (LayerNormalization).
 
-  make_seqlen_model.py OUT.onnx [--blocks 2] [--seed 0]
+  make_seqlen_model.py OUT.onnx [--blocks 2] [--seed 0] [--dynamic-batch]
 """
 import argparse
 
@@ -23,6 +24,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--blocks", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dynamic-batch", action="store_true", help="a symbolic batch axis instead of 1")
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
     inits, nodes = [], []
@@ -39,9 +41,10 @@ def main():
         return outs[0]
 
     hd = D // HEADS
-    split = const("split_heads", np.array([1, -1, HEADS, hd], np.int64))
-    merge = const("merge_heads", np.array([1, -1, D], np.int64))
+    split = const("split_heads", np.array([0, -1, HEADS, hd], np.int64))
+    merge = const("merge_heads", np.array([0, -1, D], np.int64))
     scale = const("scale", np.array(1.0 / np.sqrt(hd), np.float32))
+    batch = "batch" if a.dynamic_batch else 1
     x = "x"
     for b in range(a.blocks):
         p = f"b{b}_"
@@ -51,7 +54,7 @@ def main():
         for t in "qkv":
             m = node("MatMul", [h, w(p + "w" + t, D, D)], [p + t])
             r = node("Reshape", [m, split], [p + t + "_r"])
-            # q, v: [1, H, seq, hd]; k: [1, H, hd, seq] (already transposed for Q K^T)
+            # (Reshape's 0 keeps the batch axis) q, v: [B, H, seq, hd]; k: [B, H, hd, seq] (already transposed for Q K^T)
             perm = [0, 2, 3, 1] if t == "k" else [0, 2, 1, 3]
             heads[t] = node("Transpose", [r], [p + t + "_t"], perm=perm)
         s = node("MatMul", [heads["q"], heads["k"]], [p + "scores"])
@@ -74,8 +77,8 @@ def main():
         x = node("Identity", [x], ["y"])
     graph = helper.make_graph(
         nodes, "seqlen_encoder",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "seq", D])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "seq", D])], inits)
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, "seq", D])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, "seq", D])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="nxrt-make-seqlen")
     model.ir_version = 8
     onnx.checker.check_model(model)

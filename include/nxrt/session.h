@@ -37,6 +37,10 @@ struct SessionOptions {
   // Write the graph as optimized (before kernels are built) to this ONNX file; empty: don't. Fused
   // nodes are in nxrt's own domain, so the file is for nxrt (and for reading), not for other runtimes.
   std::string optimized_model_path;
+  // The most bytes the session's buffer pool may hold (node outputs, kernel workspaces; not the
+  // weights): an allocation that would exceed it fails the run with an error naming the node. 0: taken
+  // from NXRT_MEMORY_LIMIT ("512M", "2G", a plain byte count; unset = no limit).
+  size_t memory_limit = 0;
 };
 
 // Declared type of a graph input or output.

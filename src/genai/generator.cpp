@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <random>
 
 #include "nxrt/float_types.h"
@@ -83,6 +84,11 @@ void Generator::Impl::reset() {
   if (beam) beam->reset();
 }
 
+// A failed allocation outside Session::run (the KV cache, feeds, logits) is an error value too.
+static Status allocation_failed(const std::bad_alloc& e) {
+  return runtime_error(std::string("out of memory in the generator: ") + e.what());
+}
+
 Status Generator::Impl::append(const int64_t* ids, int64_t per_row) {
   if (per_row <= 0) return invalid_argument("append_tokens: no tokens");
   if (beams > 1 && len > 0) {
@@ -127,7 +133,12 @@ Status Generator::Impl::append(const int64_t* ids, int64_t per_row) {
   std::fill(row_done.begin(), row_done.end(), 0);  // finished rows continue with the new tokens
   done = false;
   logits_ready = false;
-  Status s = run_pending();
+  Status s;
+  try {
+    s = run_pending();
+  } catch (const std::bad_alloc& e) {
+    s = allocation_failed(e);
+  }
   if (!s.ok()) {
     len = old;
     return s;
@@ -445,7 +456,7 @@ Status GeneratorParams::set_search_option_bool(const std::string& name, bool val
   return Status::Ok();
 }
 
-Result<std::unique_ptr<Generator>> Generator::create(const Model& model, const GeneratorParams& params) {
+Result<std::unique_ptr<Generator>> Generator::create(const Model& model, const GeneratorParams& params) try {
   const Config& c = model.config();
   const Model::Impl& m = model.impl();
   const SearchOptions& o = params.search;
@@ -483,6 +494,8 @@ Result<std::unique_ptr<Generator>> Generator::create(const Model& model, const G
     return invalid_argument("batch_size * num_beams * max_length is too large");
   }
   return std::make_unique<Generator>(std::make_unique<Impl>(model, o, cap));
+} catch (const std::bad_alloc& e) {
+  return allocation_failed(e);
 }
 
 Status Generator::append_tokens(const std::vector<int64_t>& ids) {
@@ -515,7 +528,7 @@ Status Generator::append_tokens(const Tensor& ids) {
   return append_tokens(v);
 }
 
-Status Generator::generate_next_token() {
+Status Generator::generate_next_token() try {
   Impl& g = *impl_;
   if (g.len == 0 && !g.logits_ready) return invalid_argument("generate_next_token: call append_tokens first");
   if (is_done()) {
@@ -523,11 +536,13 @@ Status Generator::generate_next_token() {
                             (g.beam ? " or every prompt has num_beams hypotheses)" : " or EOS)"));
   }
   return g.pick_next();
+} catch (const std::bad_alloc& e) {
+  return allocation_failed(e);
 }
 
 bool Generator::is_done() const { return impl_->done || impl_->len >= impl_->capacity; }
 
-Result<std::vector<float>> Generator::get_logits() {
+Result<std::vector<float>> Generator::get_logits() try {
   Impl& g = *impl_;
   if (!g.logits_ready) NXRT_RETURN_IF_ERROR(g.run_pending());
   std::vector<float> out(static_cast<size_t>(g.rows * g.vocab));
@@ -536,9 +551,11 @@ Result<std::vector<float>> Generator::get_logits() {
     for (int64_t j = 0; j < g.vocab; ++j) out[static_cast<size_t>(r * g.vocab + j)] = row.get(j);
   }
   return out;
+} catch (const std::bad_alloc& e) {
+  return allocation_failed(e);
 }
 
-Status Generator::set_logits(const std::vector<float>& logits) {
+Status Generator::set_logits(const std::vector<float>& logits) try {
   Impl& g = *impl_;
   if (g.len > g.run_len) NXRT_RETURN_IF_ERROR(g.run_pending());  // keeps the caches in step with the tokens
   if (g.vocab <= 0) return invalid_argument("set_logits: the vocabulary size is unknown before the first run");
@@ -552,6 +569,8 @@ Status Generator::set_logits(const std::vector<float>& logits) {
   }
   g.logits_ready = true;
   return Status::Ok();
+} catch (const std::bad_alloc& e) {
+  return allocation_failed(e);
 }
 
 Status Generator::rewind_to(size_t length) {

@@ -111,13 +111,14 @@ std::vector<int32_t> Tokenizer::with_config_bos(std::vector<int32_t> ids, bool a
   return ids;
 }
 
-Status Tokenizer::Impl::decode_raw(std::span<const int32_t> ids, bool skip_special, std::string& out) const {
+Status Tokenizer::Impl::decode_raw(std::span<const int32_t> ids, bool skip_special, std::string& out,
+                                   bool continues) const {
   DecodeTokens toks;
   toks.reserve(ids.size());
   for (int32_t id : ids) {
     NXRT_RETURN_IF_ERROR(check_id(id));
     if (skip_special && special_flag[id]) continue;
-    toks.push_back({id_to_token[id], added_flag[id] != 0});
+    toks.push_back({id_to_token[id], added_flag[id] != 0, continues && toks.empty()});
   }
   if (decoder) {
     NXRT_RETURN_IF_ERROR(decoder->decode_chain(toks));
@@ -192,8 +193,9 @@ Result<std::string> TokenizerStream::step(int32_t id) {
   ids_.push_back(id);
   std::span<const int32_t> all(ids_);
   std::string prefix_raw, new_raw;
-  NXRT_RETURN_IF_ERROR(m.decode_raw(all.subspan(prefix_, read_ - prefix_), false, prefix_raw));
-  NXRT_RETURN_IF_ERROR(m.decode_raw(all.subspan(prefix_), false, new_raw));
+  // Both windows start at prefix_: past the start of the text they decode as a continuation.
+  NXRT_RETURN_IF_ERROR(m.decode_raw(all.subspan(prefix_, read_ - prefix_), false, prefix_raw, prefix_ > 0));
+  NXRT_RETURN_IF_ERROR(m.decode_raw(all.subspan(prefix_), false, new_raw, prefix_ > 0));
   if (new_raw.size() <= prefix_raw.size()) return std::string();
   std::string_view added = std::string_view(new_raw).substr(prefix_raw.size());
   if (utf8_complete_prefix(added) != added.size()) return std::string();  // wait for the rest
@@ -208,8 +210,8 @@ std::string TokenizerStream::flush() {
   std::span<const int32_t> all(ids_);
   std::string prefix_raw, new_raw;
   std::string out;
-  if (m.decode_raw(all.subspan(prefix_, read_ - prefix_), false, prefix_raw).ok() &&
-      m.decode_raw(all.subspan(prefix_), false, new_raw).ok() && new_raw.size() > prefix_raw.size()) {
+  if (m.decode_raw(all.subspan(prefix_, read_ - prefix_), false, prefix_raw, prefix_ > 0).ok() &&
+      m.decode_raw(all.subspan(prefix_), false, new_raw, prefix_ > 0).ok() && new_raw.size() > prefix_raw.size()) {
     out = utf8_sanitize(std::string_view(new_raw).substr(prefix_raw.size()));
   }
   ids_.clear();

@@ -1,8 +1,11 @@
 #include "nxrt/tensor.h"
 
+#include "ir/alloc_faults.h"
+#include "ir/allocation.h"
 #include "ir/strided_cursor.h"
 
 #include <atomic>
+#include <cstdint>
 #include <type_traits>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +31,18 @@ std::string shape_to_string(const Dims& shape) {
   return s + "]";
 }
 
+bool shape_storage_bytes(DataType dtype, const Dims& shape, size_t* bytes) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return false;
+  }
+  const uint64_t bits = dtype == DataType::kString ? 8 * sizeof(std::string) : static_cast<uint64_t>(dtype_bits(dtype));
+  uint64_t total_bits = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(n), bits, &total_bits) || total_bits / 8 > PTRDIFF_MAX) return false;
+  *bytes = static_cast<size_t>((total_bits + 7) / 8);
+  return true;
+}
+
 Dims contiguous_strides(const Dims& shape) {
   Dims st(shape.size());
   int64_t acc = 1;
@@ -48,6 +63,30 @@ std::atomic<uint64_t> g_storage_allocations{0};
 uint64_t storage_allocation_count(bool reset) {
   return reset ? g_storage_allocations.exchange(0) : g_storage_allocations.load();
 }
+
+// ---- fault injection (ir/alloc_faults.h) ----
+
+namespace {
+// > 0: the allocation that brings it to 0 fails. Read on every allocation, so off costs one relaxed
+// load and a branch that is never taken.
+std::atomic<int64_t> g_fault_countdown{0};
+std::atomic<bool> g_fault_fired{false};
+
+void maybe_inject_fault(size_t bytes) {
+  if (g_fault_countdown.load(std::memory_order_relaxed) <= 0) return;
+  if (g_fault_countdown.fetch_sub(1, std::memory_order_relaxed) != 1) return;
+  g_fault_fired.store(true, std::memory_order_relaxed);
+  throw AllocationError("injected allocation failure (a test) of " + std::to_string(bytes) + " bytes");
+}
+}  // namespace
+
+namespace fault_injection {
+void inject_allocation_failure(uint64_t n) {
+  g_fault_fired.store(false);
+  g_fault_countdown.store(static_cast<int64_t>(n));
+}
+bool injected_allocation_failure_fired() { return g_fault_fired.load(); }
+}  // namespace fault_injection
 
 namespace {
 constexpr size_t kMappedBlock = size_t(4) << 20;
@@ -70,6 +109,7 @@ Storage::LongLivedScope::LongLivedScope() { ++tl_long_lived; }
 Storage::LongLivedScope::~LongLivedScope() { --tl_long_lived; }
 
 std::shared_ptr<Storage> Storage::allocate(size_t bytes) {
+  maybe_inject_fault(bytes);
   g_storage_allocations.fetch_add(1, std::memory_order_relaxed);
   auto s = std::shared_ptr<Storage>(new Storage());
   size_t rounded = (bytes + 63) / 64 * 64;
@@ -87,8 +127,8 @@ std::shared_ptr<Storage> Storage::allocate(size_t bytes) {
       return s;
     }
   }
-  s->data_ = std::aligned_alloc(64, rounded);
-  if (!s->data_) throw std::bad_alloc();
+  s->data_ = bytes <= PTRDIFF_MAX ? std::aligned_alloc(64, rounded) : nullptr;
+  if (!s->data_) throw AllocationError("cannot allocate " + std::to_string(bytes) + " bytes");
   std::memset(s->data_, 0, rounded);
   s->bytes_ = bytes;
   s->owned_ = true;
@@ -104,6 +144,7 @@ std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes, std::shared_p
 }
 
 std::shared_ptr<Storage> Storage::strings(size_t count) {
+  maybe_inject_fault(count * sizeof(std::string));
   auto s = std::shared_ptr<Storage>(new Storage());
   s->is_strings_ = true;
   s->strings_.resize(count);
@@ -124,11 +165,15 @@ Storage::~Storage() {
 // Tensor
 
 Tensor::Tensor(DataType dtype, Dims shape) : dtype_(dtype), shape_(std::move(shape)) {
-  int64_t n = shape_numel(shape_);
+  size_t bytes = 0;
+  if (!shape_storage_bytes(dtype_, shape_, &bytes)) {
+    throw AllocationError(std::string("cannot allocate a tensor of ") + dtype_name(dtype_) + shape_to_string(shape_) +
+                          ": its size does not fit in memory");
+  }
   if (dtype_ == DataType::kString) {
-    storage_ = Storage::strings(static_cast<size_t>(n));
+    storage_ = Storage::strings(static_cast<size_t>(shape_numel(shape_)));
   } else {
-    storage_ = Storage::allocate(dtype_storage_bytes(dtype_, n));
+    storage_ = Storage::allocate(bytes);
   }
 }
 

@@ -33,6 +33,20 @@ std::shared_ptr<ir::Graph> deep_copy_graph(const ir::Graph& g) {
   return c;
 }
 
+// Nodes in `nodes` and in every subgraph they hold: what instantiating them copies.
+size_t count_nodes(const std::vector<ir::Node>& nodes) {
+  size_t n = nodes.size();
+  for (const auto& node : nodes) {
+    for (const auto& a : node.attributes) {
+      if (a.g) n += count_nodes(a.g->nodes);
+      for (const auto& sg : a.graphs) {
+        if (sg) n += count_nodes(sg->nodes);
+      }
+    }
+  }
+  return n;
+}
+
 void collect_names(const ir::Graph& g, std::vector<const std::string*>& out) {
   for (const auto& v : g.inputs) out.push_back(&v.name);
   for (const auto& v : g.outputs) out.push_back(&v.name);
@@ -51,7 +65,7 @@ void collect_names(const ir::Graph& g, std::vector<const std::string*>& out) {
 
 class Expander {
  public:
-  explicit Expander(ir::Model& m) : m_(m) {
+  Expander(ir::Model& m, const ReaderLimits& limits) : m_(m), limits_(limits) {
     for (const auto& f : m.functions) {
       fns_.emplace(std::make_tuple(ir::canonical_domain(f.domain), f.name, f.overload), &f);
     }
@@ -116,8 +130,9 @@ class Expander {
     for (auto& node : nodes) {
       const bool has_subgraph = std::any_of(node.attributes.begin(), node.attributes.end(),
                                             [](const ir::Attribute& a) { return a.g || !a.graphs.empty(); });
-      if (has_subgraph && graph_depth + 1 > kMaxGraphDepth) {
-        return invalid_model(node.label() + ": subgraphs nested deeper than " + std::to_string(kMaxGraphDepth) +
+      if (has_subgraph && graph_depth + 1 > limits_.max_graph_depth) {
+        return invalid_model(node.label() + ": subgraphs nested deeper than " +
+                             std::to_string(limits_.max_graph_depth) +
                              " after function expansion");
       }
       for (auto& a : node.attributes) {
@@ -131,14 +146,19 @@ class Expander {
         out.push_back(std::move(node));
         continue;
       }
-      if (depth >= kMaxFunctionDepth) {
-        return invalid_model(node.label() + ": function calls nested deeper than " + std::to_string(kMaxFunctionDepth) +
-                             " (is function '" + fn->name + "' recursive?)");
+      if (depth >= limits_.max_function_depth) {
+        return invalid_model(node.label() + ": function calls nested deeper than " +
+                             std::to_string(limits_.max_function_depth) + " (is function '" + fn->name +
+                             "' recursive?)");
       }
-      instantiated_ += fn->nodes.size();
-      if (instantiated_ > kMaxExpandedNodes) {
+      // Subgraph nodes count too: a body with a large If branch, called through a few levels of
+      // functions that each call the next twice, would otherwise copy that branch exponentially often.
+      auto [it, fresh] = body_nodes_.try_emplace(fn, 0);
+      if (fresh) it->second = count_nodes(fn->nodes);
+      instantiated_ += it->second;
+      if (instantiated_ > limits_.max_expanded_nodes) {
         return invalid_model(node.label() + ": function expansion produces more than " +
-                             std::to_string(kMaxExpandedNodes) + " nodes");
+                             std::to_string(limits_.max_expanded_nodes) + " nodes");
       }
       NXRT_RETURN_IF_ERROR(merge_opsets(*fn));
       std::vector<ir::Node> body;
@@ -256,9 +276,9 @@ class Expander {
     return c;
   }
 
-  static constexpr size_t kMaxExpandedNodes = size_t{1} << 20;
-
   ir::Model& m_;
+  const ReaderLimits& limits_;
+  std::unordered_map<const ir::Function*, size_t> body_nodes_;  // count_nodes of each function's body
   std::map<std::tuple<std::string, std::string, std::string>, const ir::Function*> fns_;
   std::string prefix_base_;
   int64_t counter_ = 0;
@@ -267,6 +287,6 @@ class Expander {
 
 }  // namespace
 
-Status expand_functions(ir::Model& model) { return Expander(model).run(); }
+Status expand_functions(ir::Model& model, const ReaderLimits& limits) { return Expander(model, limits).run(); }
 
 }  // namespace nxrt::onnx

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <new>
 
 #include "onnx/function_expand.h"
 #include "onnx/mapped_file.h"
@@ -19,16 +20,27 @@ std::string dirname_of(const std::string& path) {
   return path.substr(0, slash);
 }
 
+// Runs fn; an allocation that fails inside (a model as large as the memory left) is an error value.
+template <typename Fn>
+auto without_throwing(const char* what, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc& e) {
+    return runtime_error(std::string("out of memory while ") + what + ": " + e.what());
+  }
+}
+
 Result<std::unique_ptr<ir::Model>> load_impl(const uint8_t* data, size_t size, std::shared_ptr<void> keepalive,
                                              const std::string& base_dir, const LoadOptions& opts) {
   ParseOptions po;
   po.keepalive = keepalive;
   po.base_dir = base_dir;
   po.max_densify_bytes = opts.max_densify_bytes;
+  po.limits = opts.limits;
   auto model = std::make_unique<ir::Model>();
   Parser parser(data, size, po);
   NXRT_RETURN_IF_ERROR(parser.parse_model(model.get()));
-  if (opts.expand_functions) NXRT_RETURN_IF_ERROR(expand_functions(*model));
+  if (opts.expand_functions) NXRT_RETURN_IF_ERROR(expand_functions(*model, opts.limits));
   model->backing = std::move(keepalive);
   return model;
 }
@@ -37,34 +49,41 @@ Result<std::unique_ptr<ir::Model>> load_impl(const uint8_t* data, size_t size, s
 
 Result<std::unique_ptr<ir::Model>> load_model_file(const std::string& path, const LoadOptions& opts) {
   NXRT_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::open(path));
-  auto r = load_impl(file->data(), file->size(), file, dirname_of(path), opts);
+  auto r = without_throwing("reading the model",
+                            [&] { return load_impl(file->data(), file->size(), file, dirname_of(path), opts); });
   if (!r.ok()) return r.status().with_context(path + ": ");
   return r;
 }
 
 Result<std::unique_ptr<ir::Model>> load_model_bytes(const void* data, size_t size, std::shared_ptr<void> keepalive,
                                                     const std::string& base_dir, const LoadOptions& opts) {
-  return load_impl(static_cast<const uint8_t*>(data), size, std::move(keepalive), base_dir, opts);
+  return without_throwing("reading the model", [&] {
+    return load_impl(static_cast<const uint8_t*>(data), size, std::move(keepalive), base_dir, opts);
+  });
 }
 
 Result<Value> read_value_pb(const std::string& path, const ir::TypeInfo* expected, std::string* name) {
   NXRT_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::open(path));
   ParseOptions po;
   po.keepalive = file;
-  Parser parser(file->data(), file->size(), po);
-  Value v;
-  Status s = parser.parse_value(expected, &v, name);
-  if (!s.ok()) return s.with_context(path + ": ");
-  return v;
+  return without_throwing("reading a value", [&]() -> Result<Value> {
+    Parser parser(file->data(), file->size(), po);
+    Value v;
+    Status s = parser.parse_value(expected, &v, name);
+    if (!s.ok()) return s.with_context(path + ": ");
+    return v;
+  });
 }
 
 Result<Value> parse_value_pb(const void* data, size_t size, const ir::TypeInfo* expected, std::string* name) {
   ParseOptions po;
   po.borrow_raw = false;  // the caller's buffer may not outlive the value
-  Parser parser(static_cast<const uint8_t*>(data), size, po);
-  Value v;
-  NXRT_RETURN_IF_ERROR(parser.parse_value(expected, &v, name));
-  return v;
+  return without_throwing("reading a value", [&]() -> Result<Value> {
+    Parser parser(static_cast<const uint8_t*>(data), size, po);
+    Value v;
+    NXRT_RETURN_IF_ERROR(parser.parse_value(expected, &v, name));
+    return v;
+  });
 }
 
 Status write_value_pb(const std::string& path, const Value& value, const std::string& name) {

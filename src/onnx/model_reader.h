@@ -17,6 +17,7 @@
 #include <string>
 
 #include "ir/graph.h"
+#include "onnx/limits.h"
 #include "nxrt/status.h"
 #include "nxrt/tensor.h"
 
@@ -25,9 +26,11 @@ namespace nxrt::onnx {
 struct LoadOptions {
   // Expand model-local functions (FunctionProto) into their call sites.
   bool expand_functions = true;
-  // Sparse tensors (initializers, attributes) are densified at load; a dense size above this is an
-  // error rather than an allocation the file cannot justify.
+  // Sparse tensors (initializers, attributes) are densified at load; a dense size above this, all of
+  // them together, is an error rather than an allocation the file cannot justify.
   size_t max_densify_bytes = size_t{1} << 30;
+  // Bounds on nesting, counts, ranks and string sizes (onnx/limits.h).
+  ReaderLimits limits;
 };
 
 // mmaps `path`; external data is resolved relative to the model's folder.

@@ -149,6 +149,37 @@ Status Parser::sub(const Field& f, const char* name, int64_t index, Fn&& fn) {
   return fn();
 }
 
+Status Parser::read_str(const Field& f, const char* field, std::string* out) {
+  // Strings that hold data rather than name something.
+  static constexpr const char* kText[] = {"doc_string", "s", "strings", "string_data", "key", "value", "string_keys"};
+  bool text = false;
+  for (const char* t : kText) text = text || std::strcmp(t, field) == 0;
+  const size_t limit = text ? opts_.limits.max_string_bytes : opts_.limits.max_name_bytes;
+  if (f.type == wire::kLen && f.size > limit) {
+    return ctx_.error(f.offset, "string of " + std::to_string(f.size) + " bytes, more than the " +
+                                    std::to_string(limit) + " allowed for " + (text ? "a string" : "a name"),
+                      field);
+  }
+  return wire::read_string(ctx_, f, field, out);
+}
+
+Status Parser::count_entry(size_t* counter, size_t limit, const Field& f, const char* field, int64_t index,
+                           const char* what) {
+  if (++*counter <= limit) return Status::Ok();
+  ctx_.push(field, index);
+  Status s = ctx_.error(f.offset, std::string("more than ") + std::to_string(limit) + " " + what + " in the file");
+  ctx_.pop();
+  return s;
+}
+
+Status Parser::check_rank(size_t rank, size_t offset, const std::string& what) {
+  if (rank > opts_.limits.max_rank) {
+    return ctx_.error(offset, what + " has " + std::to_string(rank) + " dims, more than the " +
+                                  std::to_string(opts_.limits.max_rank) + " allowed");
+  }
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------------------------------------
 // ModelProto
 
@@ -162,11 +193,11 @@ Status Parser::parse_model(ir::Model* m) {
     NXRT_RETURN_IF_ERROR(r.next(f));
     switch (f.number) {
       case 1: NXRT_RETURN_IF_ERROR(wire::read_int64(ctx_, f, "ir_version", &m->ir_version)); break;
-      case 2: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "producer_name", &m->producer_name)); break;
-      case 3: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "producer_version", &m->producer_version)); break;
-      case 4: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "domain", &m->domain)); break;
+      case 2: NXRT_RETURN_IF_ERROR(read_str(f, "producer_name", &m->producer_name)); break;
+      case 3: NXRT_RETURN_IF_ERROR(read_str(f, "producer_version", &m->producer_version)); break;
+      case 4: NXRT_RETURN_IF_ERROR(read_str(f, "domain", &m->domain)); break;
       case 5: NXRT_RETURN_IF_ERROR(wire::read_int64(ctx_, f, "model_version", &m->model_version)); break;
-      case 6: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "doc_string", &m->doc)); break;
+      case 6: NXRT_RETURN_IF_ERROR(read_str(f, "doc_string", &m->doc)); break;
       case 7:
         if (has_graph) return ctx_.error(f.offset, "a second graph", "graph");
         has_graph = true;
@@ -212,7 +243,7 @@ Status Parser::parse_opset(const Field& msg, ir::OpsetImport* o) {
   while (!r.done()) {
     NXRT_RETURN_IF_ERROR(r.next(f));
     switch (f.number) {
-      case 1: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "domain", &o->domain)); break;
+      case 1: NXRT_RETURN_IF_ERROR(read_str(f, "domain", &o->domain)); break;
       case 2: NXRT_RETURN_IF_ERROR(wire::read_int64(ctx_, f, "version", &o->version)); break;
       default: NXRT_RETURN_IF_ERROR(r.skip(f));
     }
@@ -226,8 +257,8 @@ Status Parser::parse_string_pair(const Field& msg, std::pair<std::string, std::s
   while (!r.done()) {
     NXRT_RETURN_IF_ERROR(r.next(f));
     switch (f.number) {
-      case 1: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "key", &kv->first)); break;
-      case 2: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "value", &kv->second)); break;
+      case 1: NXRT_RETURN_IF_ERROR(read_str(f, "key", &kv->first)); break;
+      case 2: NXRT_RETURN_IF_ERROR(read_str(f, "value", &kv->second)); break;
       default: NXRT_RETURN_IF_ERROR(r.skip(f));
     }
   }
@@ -238,8 +269,8 @@ Status Parser::parse_string_pair(const Field& msg, std::pair<std::string, std::s
 // GraphProto
 
 Status Parser::parse_graph(const Field& msg, ir::Graph* g, int graph_depth) {
-  if (graph_depth > kMaxGraphDepth) {
-    return ctx_.error(msg.offset, "subgraphs nested deeper than " + std::to_string(kMaxGraphDepth));
+  if (graph_depth > opts_.limits.max_graph_depth) {
+    return ctx_.error(msg.offset, "subgraphs nested deeper than " + std::to_string(opts_.limits.max_graph_depth));
   }
   wire::Reader r(ctx_, msg.data, msg.size);
   Field f;
@@ -250,17 +281,20 @@ Status Parser::parse_graph(const Field& msg, ir::Graph* g, int graph_depth) {
     NXRT_RETURN_IF_ERROR(r.next(f));
     switch (f.number) {
       case 1: {
+        NXRT_RETURN_IF_ERROR(count_entry(&nodes_, opts_.limits.max_nodes, f, "node", n_node, "nodes"));
         g->nodes.emplace_back();
         node_offsets.push_back(f.offset);
         NXRT_RETURN_IF_ERROR(
             sub(f, "node", n_node++, [&] { return parse_node(f, &g->nodes.back(), graph_depth); }));
         break;
       }
-      case 2: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "name", &g->name)); break;
+      case 2: NXRT_RETURN_IF_ERROR(read_str(f, "name", &g->name)); break;
       case 5:
       case 15: {
         const bool sparse = f.number == 15;
         const char* field = sparse ? "sparse_initializer" : "initializer";
+        NXRT_RETURN_IF_ERROR(count_entry(&initializers_, opts_.limits.max_initializers, f, field,
+                                         sparse ? n_sparse : n_init, "initializers"));
         Tensor t;
         std::string name;
         NXRT_RETURN_IF_ERROR(sub(f, field, sparse ? n_sparse++ : n_init++, [&]() -> Status {
@@ -273,13 +307,15 @@ Status Parser::parse_graph(const Field& msg, ir::Graph* g, int graph_depth) {
         g->initializers.emplace(std::move(name), std::move(t));
         break;
       }
-      case 10: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "doc_string", &g->doc)); break;
+      case 10: NXRT_RETURN_IF_ERROR(read_str(f, "doc_string", &g->doc)); break;
       case 11:
       case 12:
       case 13: {
         std::vector<ir::ValueInfo>& list = f.number == 11 ? g->inputs : f.number == 12 ? g->outputs : g->value_info;
         const char* field = f.number == 11 ? "input" : f.number == 12 ? "output" : "value_info";
         int64_t& idx = f.number == 11 ? n_in : f.number == 12 ? n_out : n_vi;
+        NXRT_RETURN_IF_ERROR(count_entry(&value_infos_, opts_.limits.max_value_infos, f, field, idx,
+                                         "graph inputs, outputs and value_info entries"));
         list.emplace_back();
         NXRT_RETURN_IF_ERROR(sub(f, field, idx++, [&] { return parse_value_info(f, &list.back()); }));
         break;
@@ -305,23 +341,25 @@ Status Parser::parse_node(const Field& msg, ir::Node* n, int graph_depth) {
     switch (f.number) {
       case 1:
         n->inputs.emplace_back();
-        NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "input", &n->inputs.back()));
+        NXRT_RETURN_IF_ERROR(read_str(f, "input", &n->inputs.back()));
         break;
       case 2:
         n->outputs.emplace_back();
-        NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "output", &n->outputs.back()));
+        NXRT_RETURN_IF_ERROR(read_str(f, "output", &n->outputs.back()));
         break;
-      case 3: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "name", &n->name)); break;
-      case 4: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "op_type", &n->op_type)); break;
+      case 3: NXRT_RETURN_IF_ERROR(read_str(f, "name", &n->name)); break;
+      case 4: NXRT_RETURN_IF_ERROR(read_str(f, "op_type", &n->op_type)); break;
       case 5: {
+        NXRT_RETURN_IF_ERROR(
+            count_entry(&attributes_, opts_.limits.max_attributes, f, "attribute", n_attr, "attributes"));
         n->attributes.emplace_back();
         NXRT_RETURN_IF_ERROR(
             sub(f, "attribute", n_attr++, [&] { return parse_attribute(f, &n->attributes.back(), graph_depth); }));
         break;
       }
-      case 6: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "doc_string", &n->doc)); break;
-      case 7: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "domain", &n->domain)); break;
-      case 8: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "overload", &n->overload)); break;
+      case 6: NXRT_RETURN_IF_ERROR(read_str(f, "doc_string", &n->doc)); break;
+      case 7: NXRT_RETURN_IF_ERROR(read_str(f, "domain", &n->domain)); break;
+      case 8: NXRT_RETURN_IF_ERROR(read_str(f, "overload", &n->overload)); break;
       default: NXRT_RETURN_IF_ERROR(r.skip(f));
     }
   }
@@ -340,10 +378,11 @@ Status Parser::parse_attribute(const Field& msg, ir::Attribute* a, int graph_dep
   int64_t n_t = 0, n_g = 0, n_st = 0, n_tp = 0;
   int32_t type_value = 0;
   size_t type_offset = 0;
+  bool has_t = false;
   while (!r.done()) {
     NXRT_RETURN_IF_ERROR(r.next(f));
     switch (f.number) {
-      case 1: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "name", &a->name)); break;
+      case 1: NXRT_RETURN_IF_ERROR(read_str(f, "name", &a->name)); break;
       case 2:
         NXRT_RETURN_IF_ERROR(wire::read_float(ctx_, f, "f", &a->f));
         seen(T::kFloat);
@@ -353,11 +392,12 @@ Status Parser::parse_attribute(const Field& msg, ir::Attribute* a, int graph_dep
         seen(T::kInt);
         break;
       case 4:
-        NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "s", &a->s));
+        NXRT_RETURN_IF_ERROR(read_str(f, "s", &a->s));
         seen(T::kString);
         break;
       case 5:
         NXRT_RETURN_IF_ERROR(sub(f, "t", -1, [&] { return parse_tensor(f, &a->t, nullptr); }));
+        has_t = true;
         seen(T::kTensor);
         break;
       case 6:
@@ -375,7 +415,7 @@ Status Parser::parse_attribute(const Field& msg, ir::Attribute* a, int graph_dep
         break;
       case 9:
         a->strings.emplace_back();
-        NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "strings", &a->strings.back()));
+        NXRT_RETURN_IF_ERROR(read_str(f, "strings", &a->strings.back()));
         seen(T::kStrings);
         break;
       case 10:
@@ -404,9 +444,10 @@ Status Parser::parse_attribute(const Field& msg, ir::Attribute* a, int graph_dep
         has_type = true;
         type_offset = f.offset;
         break;
-      case 21: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "ref_attr_name", &a->ref_attr_name)); break;
+      case 21: NXRT_RETURN_IF_ERROR(read_str(f, "ref_attr_name", &a->ref_attr_name)); break;
       case 22:
         NXRT_RETURN_IF_ERROR(sub(f, "sparse_tensor", -1, [&] { return parse_sparse_tensor(f, &a->t, nullptr); }));
+        has_t = true;
         seen(T::kSparseTensor);
         break;
       case 23:
@@ -425,6 +466,18 @@ Status Parser::parse_attribute(const Field& msg, ir::Attribute* a, int graph_dep
   } else {
     a->type = first_set;  // IR version 1: infer from the field that is set
   }
+  // A tensor or graph attribute must carry its value (unless it refers to a function's attribute):
+  // kernels and the writer take an attribute's type to mean its value is there.
+  if (a->ref_attr_name.empty()) {
+    const char* missing = (a->type == T::kTensor && !has_t)         ? "t"
+                          : (a->type == T::kSparseTensor && !has_t) ? "sparse_tensor"
+                          : (a->type == T::kGraph && !a->g)          ? "g"
+                                                                     : nullptr;
+    if (missing) {
+      return ctx_.error(msg.offset, "attribute '" + a->name + "' has type " + attribute_type_name(a->type) +
+                                        " but no " + missing + " field");
+    }
+  }
   return Status::Ok();
 }
 
@@ -434,9 +487,9 @@ Status Parser::parse_value_info(const Field& msg, ir::ValueInfo* v) {
   while (!r.done()) {
     NXRT_RETURN_IF_ERROR(r.next(f));
     switch (f.number) {
-      case 1: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "name", &v->name)); break;
+      case 1: NXRT_RETURN_IF_ERROR(read_str(f, "name", &v->name)); break;
       case 2: NXRT_RETURN_IF_ERROR(sub(f, "type", -1, [&] { return parse_type(f, &v->type); })); break;
-      case 3: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "doc_string", &v->doc)); break;
+      case 3: NXRT_RETURN_IF_ERROR(read_str(f, "doc_string", &v->doc)); break;
       default: NXRT_RETURN_IF_ERROR(r.skip(f));
     }
   }
@@ -548,6 +601,7 @@ Status Parser::parse_shape(const Field& msg, ir::TypeInfo* t) {
       NXRT_RETURN_IF_ERROR(r.skip(f));
       continue;
     }
+    NXRT_RETURN_IF_ERROR(check_rank(t->dims.size() + 1, f.offset, "shape"));
     t->dims.emplace_back();
     ir::Dim& d = t->dims.back();
     NXRT_RETURN_IF_ERROR(sub(f, "dim", n_dim++, [&]() -> Status {
@@ -561,7 +615,7 @@ Status Parser::parse_shape(const Field& msg, ir::TypeInfo* t) {
           d.value = v >= 0 ? v : -1;  // a negative dim_value is treated as unknown
           d.symbol.clear();
         } else if (g.number == 2) {
-          NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, g, "dim_param", &d.symbol));
+          NXRT_RETURN_IF_ERROR(read_str(g, "dim_param", &d.symbol));
           d.value = -1;
         } else {
           NXRT_RETURN_IF_ERROR(r2.skip(g));
@@ -584,25 +638,28 @@ Status Parser::parse_function(const Field& msg, ir::Function* fn) {
   while (!r.done()) {
     NXRT_RETURN_IF_ERROR(r.next(f));
     switch (f.number) {
-      case 1: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "name", &fn->name)); break;
+      case 1: NXRT_RETURN_IF_ERROR(read_str(f, "name", &fn->name)); break;
       case 4:
         fn->inputs.emplace_back();
-        NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "input", &fn->inputs.back()));
+        NXRT_RETURN_IF_ERROR(read_str(f, "input", &fn->inputs.back()));
         break;
       case 5:
         fn->outputs.emplace_back();
-        NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "output", &fn->outputs.back()));
+        NXRT_RETURN_IF_ERROR(read_str(f, "output", &fn->outputs.back()));
         break;
       case 6:
         fn->attribute_names.emplace_back();
-        NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "attribute", &fn->attribute_names.back()));
+        NXRT_RETURN_IF_ERROR(read_str(f, "attribute", &fn->attribute_names.back()));
         break;
       case 11:
+        NXRT_RETURN_IF_ERROR(
+            count_entry(&attributes_, opts_.limits.max_attributes, f, "attribute_proto", n_attr, "attributes"));
         fn->attribute_defaults.emplace_back();
         NXRT_RETURN_IF_ERROR(sub(f, "attribute_proto", n_attr++,
                                  [&] { return parse_attribute(f, &fn->attribute_defaults.back(), 0); }));
         break;
       case 7:
+        NXRT_RETURN_IF_ERROR(count_entry(&nodes_, opts_.limits.max_nodes, f, "node", n_node, "nodes"));
         fn->nodes.emplace_back();
         node_offsets.push_back(f.offset);
         NXRT_RETURN_IF_ERROR(sub(f, "node", n_node++, [&] { return parse_node(f, &fn->nodes.back(), 0); }));
@@ -612,8 +669,8 @@ Status Parser::parse_function(const Field& msg, ir::Function* fn) {
         NXRT_RETURN_IF_ERROR(
             sub(f, "opset_import", n_opset++, [&] { return parse_opset(f, &fn->opset_imports.back()); }));
         break;
-      case 10: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "domain", &fn->domain)); break;
-      case 13: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "overload", &fn->overload)); break;
+      case 10: NXRT_RETURN_IF_ERROR(read_str(f, "domain", &fn->domain)); break;
+      case 13: NXRT_RETURN_IF_ERROR(read_str(f, "overload", &fn->overload)); break;
       default: NXRT_RETURN_IF_ERROR(r.skip(f));  // doc_string, value_info, metadata_props
     }
   }
@@ -650,10 +707,10 @@ Status Parser::parse_tensor(const Field& msg, Tensor* t, std::string* name) {
       case 5: NXRT_RETURN_IF_ERROR(wire::append_varints32(ctx_, f, "int32_data", &tf.i32)); break;
       case 6:
         tf.strs.emplace_back();
-        NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "string_data", &tf.strs.back()));
+        NXRT_RETURN_IF_ERROR(read_str(f, "string_data", &tf.strs.back()));
         break;
       case 7: NXRT_RETURN_IF_ERROR(wire::append_varints(ctx_, f, "int64_data", &tf.i64)); break;
-      case 8: NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "name", &tf.name)); break;
+      case 8: NXRT_RETURN_IF_ERROR(read_str(f, "name", &tf.name)); break;
       case 9:
         NXRT_RETURN_IF_ERROR(wire::expect_type(ctx_, f, wire::kLen, "raw_data"));
         tf.has_raw = true;
@@ -686,6 +743,7 @@ Status Parser::build_tensor(TensorFields& tf, Tensor* out) {
                                            " (known: 1.." + std::to_string(kMaxDataType) + ")");
   }
   const DataType dt = static_cast<DataType>(tf.data_type);
+  NXRT_RETURN_IF_ERROR(check_rank(tf.dims.size(), tf.offset, tensor_desc(tf.name, dt, {})));
   int64_t n = 0;
   if (!checked_numel(tf.dims, &n)) {
     return ctx_.error(tf.offset, tensor_desc(tf.name, dt, tf.dims) + ": invalid dims (negative or overflowing)");
@@ -906,11 +964,16 @@ Status Parser::densify(const Tensor& values, const Tensor& indices, const Dims& 
   const DataType dt = values.dtype();
   const std::string desc = "sparse tensor '" + name + "' (" + dtype_name(dt) + shape_to_string(dims) + ")";
   int64_t dense_n = 0;
+  NXRT_RETURN_IF_ERROR(check_rank(dims.size(), offset, desc));
   if (!checked_numel(dims, &dense_n)) return ctx_.error(offset, desc + ": invalid dims");
-  if (dtype_storage_bytes(dt, dense_n) > opts_.max_densify_bytes) {
-    return ctx_.error(offset, desc + ": too large to densify (" + std::to_string(dtype_storage_bytes(dt, dense_n)) +
-                                  " bytes)");
+  const size_t dense_bytes = dtype_storage_bytes(dt, dense_n);
+  if (dense_bytes > opts_.max_densify_bytes - densified_bytes_) {
+    return ctx_.error(offset, desc + ": too large to densify (" + std::to_string(dense_bytes) + " bytes), with " +
+                                  std::to_string(densified_bytes_) + " of the " +
+                                  std::to_string(opts_.max_densify_bytes) +
+                                  " bytes allowed for all sparse tensors used");
   }
+  densified_bytes_ += dense_bytes;
   const int64_t nnz = values.numel();
   if (values.rank() != 1) return ctx_.error(offset, desc + ": values must be 1-D, got " + values.describe());
   if (indices.dtype() != DataType::kInt64 && indices.dtype() != DataType::kInt32) {
@@ -1016,7 +1079,7 @@ Status Parser::parse_sequence(const Field& msg, const ir::TypeInfo* expected, Va
     switch (f.number) {
       case 1: {
         std::string nm;
-        NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "name", &nm));
+        NXRT_RETURN_IF_ERROR(read_str(f, "name", &nm));
         if (name) *name = nm;
         break;
       }
@@ -1073,7 +1136,7 @@ Status Parser::parse_optional(const Field& msg, const ir::TypeInfo* expected, Va
     switch (f.number) {
       case 1: {
         std::string nm;
-        NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "name", &nm));
+        NXRT_RETURN_IF_ERROR(read_str(f, "name", &nm));
         if (name) *name = nm;
         break;
       }
@@ -1124,7 +1187,7 @@ Status Parser::parse_map(const Field& msg, const ir::TypeInfo* expected, Value* 
     switch (f.number) {
       case 1: {
         std::string nm;
-        NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "name", &nm));
+        NXRT_RETURN_IF_ERROR(read_str(f, "name", &nm));
         if (name) *name = nm;
         break;
       }
@@ -1132,7 +1195,7 @@ Status Parser::parse_map(const Field& msg, const ir::TypeInfo* expected, Value* 
       case 3: NXRT_RETURN_IF_ERROR(wire::append_varints(ctx_, f, "keys", &m.int_keys)); break;
       case 4:
         m.string_keys.emplace_back();
-        NXRT_RETURN_IF_ERROR(wire::read_string(ctx_, f, "string_keys", &m.string_keys.back()));
+        NXRT_RETURN_IF_ERROR(read_str(f, "string_keys", &m.string_keys.back()));
         break;
       case 5:
         values_offset = f.offset;
@@ -1141,6 +1204,15 @@ Status Parser::parse_map(const Field& msg, const ir::TypeInfo* expected, Value* 
         break;
       default: NXRT_RETURN_IF_ERROR(r.skip(f));
     }
+  }
+  if (m.key_type == DataType::kUndefined) {
+    // key_type absent: the expected map type's, else the map cannot be told apart from garbage.
+    if (!expected || expected->elem_type == DataType::kUndefined) return ctx_.error(msg.offset, "map has no key_type");
+    m.key_type = expected->elem_type;
+  }
+  if (m.key_type != DataType::kString && (!dtype_is_integer(m.key_type) || dtype_bits(m.key_type) < 8)) {
+    return ctx_.error(msg.offset, std::string("map key_type ") + dtype_name(m.key_type) +
+                                      " is not an integer or string type");
   }
   const size_t nkeys = m.key_type == DataType::kString ? m.string_keys.size() : m.int_keys.size();
   const size_t nvals = has_values ? values.items().size() : 0;

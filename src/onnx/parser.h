@@ -9,6 +9,7 @@
 #include "ir/graph.h"
 #include "nxrt/status.h"
 #include "nxrt/tensor.h"
+#include "onnx/limits.h"
 #include "onnx/mapped_file.h"
 #include "onnx/wire.h"
 
@@ -18,10 +19,9 @@ struct ParseOptions {
   std::shared_ptr<void> keepalive;  // holds the parsed bytes alive for zero-copy tensors
   bool borrow_raw = true;           // raw_data aligned to its element size is borrowed, not copied
   std::string base_dir;             // external data folder ("" = external data is an error)
-  size_t max_densify_bytes = size_t{1} << 30;  // sparse tensors larger than this when dense: error
+  size_t max_densify_bytes = size_t{1} << 30;  // all sparse tensors together, when dense: more is an error
+  ReaderLimits limits;
 };
-
-constexpr int kMaxGraphDepth = 64;
 
 class Parser {
  public:
@@ -46,6 +46,13 @@ class Parser {
   Status parse_string_pair(const wire::Field& msg, std::pair<std::string, std::string>* kv);
   Status parse_function(const wire::Field& msg, ir::Function* fn);
   Status parse_dtype(const wire::Field& f, const char* name, DataType* out, bool allow_undefined);
+  // A string field, bounded by limits.max_string_bytes (data: doc strings, string attributes and
+  // tensors, metadata) or limits.max_name_bytes (every other string).
+  Status read_str(const wire::Field& f, const char* field, std::string* out);
+  // Counts one more repeated entry (field[index]) of a kind against its limit.
+  Status count_entry(size_t* counter, size_t limit, const wire::Field& f, const char* field, int64_t index,
+                     const char* what);
+  Status check_rank(size_t rank, size_t offset, const std::string& what);
 
   Status build_tensor(TensorFields& tf, Tensor* out);
   Status load_external(TensorFields& tf, DataType dt, const Dims& dims, int64_t numel, Tensor* out);
@@ -65,6 +72,9 @@ class Parser {
   size_t size_;
   ParseOptions opts_;
   std::map<std::string, std::shared_ptr<MappedFile>> external_files_;
+  // Entries parsed so far, against opts_.limits, and bytes densified against max_densify_bytes.
+  size_t nodes_ = 0, attributes_ = 0, initializers_ = 0, value_infos_ = 0;
+  size_t densified_bytes_ = 0;
 };
 
 }  // namespace nxrt::onnx

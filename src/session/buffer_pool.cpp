@@ -1,8 +1,11 @@
 #include "session/buffer_pool.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 namespace nxrt::session {
 
@@ -31,6 +34,15 @@ std::shared_ptr<Storage> BufferPool::acquire(size_t bytes) {
     if (poison_) std::memset(best->storage->data(), 0xFF, best->capacity);
     return best->storage;
   }
+  if (limit_ > 0 && bytes > limit_ - std::min(held_, limit_)) {
+    trim();  // free blocks count against the limit: give them back before refusing
+    if (bytes > limit_ - std::min(held_, limit_)) {
+      throw AllocationError("memory limit exceeded: a new buffer of " + std::to_string(bytes) +
+                            " bytes would take the session's buffers from " + std::to_string(held_) +
+                            " bytes past its limit of " + std::to_string(limit_) +
+                            " (SessionOptions::memory_limit / NXRT_MEMORY_LIMIT)");
+    }
+  }
   Block b;
   b.storage = Storage::allocate(bytes);
   b.storage->mark_pooled();
@@ -39,6 +51,7 @@ std::shared_ptr<Storage> BufferPool::acquire(size_t bytes) {
   ++stats_.allocations;
   if (poison_) std::memset(b.storage->data(), 0xFF, bytes);
   blocks_.push_back(std::move(b));
+  held_ += bytes;
   return blocks_.back().storage;
 }
 
@@ -48,6 +61,7 @@ void BufferPool::end_run() {
     Block& b = blocks_[i];
     if (b.last_run != run_ && b.storage.use_count() == 1) {
       ++stats_.trimmed;
+      held_ -= b.capacity;
       continue;
     }
     if (keep != i) blocks_[keep] = std::move(b);
@@ -62,6 +76,7 @@ void BufferPool::trim() {
   for (size_t i = 0; i < blocks_.size(); ++i) {
     if (blocks_[i].storage.use_count() == 1) {
       ++stats_.trimmed;
+      held_ -= blocks_[i].capacity;
       continue;
     }
     if (keep != i) blocks_[keep] = std::move(blocks_[i]);
@@ -73,9 +88,33 @@ void BufferPool::trim() {
 BufferPoolStats BufferPool::stats() const {
   BufferPoolStats s = stats_;
   s.blocks = blocks_.size();
-  s.bytes = 0;
-  for (const Block& b : blocks_) s.bytes += b.capacity;
+  s.bytes = held_;
   return s;
+}
+
+Result<size_t> parse_byte_size(const std::string& text, const std::string& what) {
+  size_t i = 0;
+  uint64_t v = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    if (__builtin_mul_overflow(v, uint64_t{10}, &v) || __builtin_add_overflow(v, uint64_t(text[i] - '0'), &v)) {
+      return invalid_argument(what + "='" + text + "' is too large");
+    }
+    ++i;
+  }
+  std::string unit = text.substr(i);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  int shift = -1;
+  if (unit.empty() || unit == "B") shift = 0;
+  for (const auto& [prefix, s] : {std::pair<char, int>{'K', 10}, {'M', 20}, {'G', 30}, {'T', 40}}) {
+    if (unit == std::string(1, prefix) || unit == std::string(1, prefix) + "B" || unit == std::string(1, prefix) + "IB") {
+      shift = s;
+    }
+  }
+  if (i == 0 || shift < 0) {
+    return invalid_argument(what + "='" + text + "' is not a byte count (digits and an optional K, M, G or T)");
+  }
+  if (shift > 0 && v > (UINT64_MAX >> shift)) return invalid_argument(what + "='" + text + "' is too large");
+  return static_cast<size_t>(v << shift);
 }
 
 }  // namespace nxrt::session

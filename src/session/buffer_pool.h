@@ -11,8 +11,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "nxrt/status.h"
+#include "ir/allocation.h"
 #include "nxrt/tensor.h"
 
 namespace nxrt::session {
@@ -30,8 +33,14 @@ class BufferPool {
   BufferPool();
   // A storage of at least `bytes`. Contents are unspecified (zero when the block is new; with
   // NXRT_POISON_BUFFERS=1 every acquired block is filled with 0xFF bytes, to find kernels that read
-  // outputs they did not write).
+  // outputs they did not write). Throws AllocationError when the memory cannot be had or a new block
+  // would take the pool past its limit (after it freed its free blocks); the executor turns that
+  // into an error naming the node.
   std::shared_ptr<Storage> acquire(size_t bytes);
+  // The most bytes the pool may hold (in use or free); 0 = no limit. Blocks that callers still hold
+  // (outputs they fetched) count until they are dropped.
+  void set_limit(size_t bytes) { limit_ = bytes; }
+  size_t limit() const { return limit_; }
   // Marks a run boundary: frees blocks that were not acquired since the previous call.
   void end_run();
   // Frees every free block.
@@ -47,7 +56,13 @@ class BufferPool {
   std::vector<Block> blocks_;
   uint64_t run_ = 1;
   bool poison_ = false;
+  size_t limit_ = 0;
+  size_t held_ = 0;  // sum of the blocks' capacities
   BufferPoolStats stats_;
 };
+
+// A byte count as NXRT_MEMORY_LIMIT gives it: digits with an optional K, M, G or T suffix (powers of
+// 1024; "KiB"/"KB"/"K" alike), e.g. "512M", "2G", "1048576". Errors name `what`.
+Result<size_t> parse_byte_size(const std::string& text, const std::string& what);
 
 }  // namespace nxrt::session

@@ -1,6 +1,8 @@
 // Captured replay: the record, the recorder, the replay and the slot state machine (see capture.h).
 #include "session/capture.h"
 
+#include "ir/allocation.h"
+
 #include <algorithm>
 #include <deque>
 #include <new>
@@ -621,6 +623,8 @@ Status CaptureController::record(Slot& s, Frame& frame, ep::ThreadPool& pool) {
       const ScheduleEntry& e = s.schedule->steps[k];
       st = plan_.run_step(k, frame, pool, e.captured ? "recording" : "seam", e.captured ? nullptr : &e.reason);
     }
+  } catch (const AllocationError& e) {
+    st = Status(StatusCode::kRuntimeError, std::string(e.what()) + " (while recording a captured step)");
   } catch (const std::bad_alloc&) {
     st = Status(StatusCode::kRuntimeError, "out of memory while recording a captured step");
   }
@@ -726,6 +730,8 @@ Status CaptureController::replay(Slot& s, Frame& frame, ep::ThreadPool& pool) {
     Status st;
     try {
       st = step.kernel->compute(ctx);
+    } catch (const AllocationError& e) {
+      st = ctx.error(e.what(), StatusCode::kRuntimeError);
     } catch (const std::bad_alloc&) {
       st = ctx.error("out of memory", StatusCode::kRuntimeError);
     }

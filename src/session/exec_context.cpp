@@ -1,5 +1,7 @@
 #include "session/exec_context.h"
 
+#include "ir/allocation.h"
+
 #include <utility>
 
 namespace nxrt::session {
@@ -177,7 +179,11 @@ Status ExecContext::finish_bound_outputs() {
 // A fresh contiguous tensor: from the session's buffer pool when there is one.
 Result<Tensor> ExecContext::new_tensor(DataType dtype, const Dims& shape) {
   if (!frame_.res || dtype == DataType::kString) return Tensor(dtype, shape);
-  size_t bytes = dtype_storage_bytes(dtype, shape_numel(shape));
+  size_t bytes = 0;
+  if (!shape_storage_bytes(dtype, shape, &bytes)) {
+    return error(std::string("cannot allocate ") + dtype_name(dtype) + shape_to_string(shape) +
+                 ": its size does not fit in memory");
+  }
   return Tensor(dtype, shape, frame_.res->buffers.acquire(bytes));
 }
 

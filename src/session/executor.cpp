@@ -1,5 +1,6 @@
 #include "session/executor.h"
 
+#include "ir/allocation.h"
 #include "ir/symbols.h"
 #include "session/exec_context.h"
 
@@ -514,9 +515,16 @@ Status GraphPlan::run_step(size_t k, Frame& frame, ep::ThreadPool& pool, const c
     }
     if (s.ok()) s = step.kernel->compute(ctx);
     if (s.ok()) s = ctx.finish_bound_outputs();
+  } catch (const AllocationError& e) {
+    // Allocation failure is an error value like any other, never an abort: the memory limit, a
+    // shape too large to allocate, a failed (or, in tests, injected) allocation.
+    s = ctx.error(e.what(), StatusCode::kRuntimeError);
   } catch (const std::bad_alloc&) {
-    // Allocation failure is an error value like any other, never an abort.
     s = ctx.error("out of memory", StatusCode::kRuntimeError);
+  } catch (const std::exception& e) {
+    // A library call inside a kernel that throws (std::length_error from a size no vector can
+    // take, ...) is a failed node, not a terminated process.
+    s = ctx.error(std::string("internal error: ") + e.what(), StatusCode::kRuntimeError);
   }
   if (observed) {
     record_step(*frame.hooks, step, ctx.input_array(), ctx.num_inputs(), t0, monotonic_us() - t0, capture_tag, why);

@@ -214,6 +214,11 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   impl->capture = std::make_unique<session::CaptureController>(*impl->plan, capture,
                                                                 session::classifier_mode_from_env());
   impl->res.eviction_listener = impl->capture.get();
+  size_t memory_limit = opts.memory_limit;
+  if (const char* env = std::getenv("NXRT_MEMORY_LIMIT"); env && *env && memory_limit == 0) {
+    NXRT_ASSIGN_OR_RETURN(memory_limit, session::parse_byte_size(env, "NXRT_MEMORY_LIMIT"));
+  }
+  impl->res.buffers.set_limit(memory_limit);
   if (impl->log_level >= session::LogLevel::kInfo) {
     const double t_end = session::monotonic_us();
     char line[320];
@@ -228,16 +233,27 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
-Result<std::unique_ptr<Session>> Session::create(const std::string& model_path, const SessionOptions& opts) {
-  return make_session([&] { return onnx::load_model_file(model_path); }, opts);
+// An allocation that fails outside a kernel (loading, optimizing, planning, binding feeds) ends the
+// call with an error, like one inside a kernel does (GraphPlan::execute).
+static Status allocation_failed(const char* during, const std::bad_alloc& e) {
+  return runtime_error(std::string("out of memory ") + during + ": " + e.what());
 }
 
-Result<std::unique_ptr<Session>> Session::create_from_bytes(const void* data, size_t size, const SessionOptions& opts) {
+Result<std::unique_ptr<Session>> Session::create(const std::string& model_path, const SessionOptions& opts) try {
+  return make_session([&] { return onnx::load_model_file(model_path); }, opts);
+} catch (const std::bad_alloc& e) {
+  return allocation_failed("while creating the session", e);
+}
+
+Result<std::unique_ptr<Session>> Session::create_from_bytes(const void* data, size_t size,
+                                                            const SessionOptions& opts) try {
   // The session keeps its own copy: initializers point into these bytes, and the caller's buffer may
   // not outlive the session.
   auto copy = std::shared_ptr<char[]>(new char[size > 0 ? size : 1]);
   if (size > 0) std::memcpy(copy.get(), data, size);
   return make_session([&] { return onnx::load_model_bytes(copy.get(), size, copy, ""); }, opts);
+} catch (const std::bad_alloc& e) {
+  return allocation_failed("while creating the session", e);
 }
 
 const std::vector<ValueMeta>& Session::inputs() const { return impl_->inputs; }
@@ -273,7 +289,7 @@ bool is_output_name(const Session::Impl& impl, const std::string& name) {
 }  // namespace
 
 Result<std::vector<Value>> Session::run(const std::vector<std::pair<std::string, Value>>& feeds,
-                                        const std::vector<std::string>& output_names) {
+                                        const std::vector<std::string>& output_names) try {
   std::lock_guard<std::mutex> lock(impl_->mu);
   const session::GraphPlan& plan = *impl_->plan;
   session::Frame& frame = impl_->frame;
@@ -305,6 +321,8 @@ Result<std::vector<Value>> Session::run(const std::vector<std::pair<std::string,
     outs.push_back(std::move(v));
   }
   return outs;
+} catch (const std::bad_alloc& e) {
+  return allocation_failed("during the run", e);
 }
 
 Status Session::execute_frame() {
@@ -334,7 +352,7 @@ Status Session::execute_frame() {
   return st;
 }
 
-Status Session::run(IoBinding& b) {
+Status Session::run(IoBinding& b) try {
   std::lock_guard<std::mutex> lock(impl_->mu);
   const session::GraphPlan& plan = *impl_->plan;
   session::Frame& frame = impl_->frame;
@@ -400,6 +418,8 @@ Status Session::run(IoBinding& b) {
     out.value = std::move(v);
   }
   return Status::Ok();
+} catch (const std::bad_alloc& e) {
+  return allocation_failed("during the run", e);
 }
 
 KernelCacheStats Session::kernel_cache_stats() const {

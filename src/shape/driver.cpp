@@ -6,6 +6,7 @@
 
 #include "shape/node_context.h"
 #include "shape/shape_inference.h"
+#include "shape/symbolic.h"
 
 namespace nxrt::shape {
 
@@ -145,7 +146,12 @@ Result<std::vector<ValueFacts>> Driver::infer_subgraph(ir::Graph& g, const Scope
     const OpSchema* schema = find_schema(node.domain, node.op_type, c.opset);
     Status st;
     if (schema && schema->shape_fn) {
+      take_overflow_note();
       st = schema->shape_fn(c);
+      // An overflow wins over the rule's own error, which may only follow from the saturated value.
+      if (std::string note = take_overflow_note(); !note.empty()) {
+        st = c.error("dim arithmetic overflows int64 (" + note + "): the model's dims or attributes are out of range");
+      }
     } else {
       missing[node.domain.empty() ? node.op_type : node.domain + "::" + node.op_type]++;
       // Still infer subgraphs of unknown ops so their values get facts.

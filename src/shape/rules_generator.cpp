@@ -84,7 +84,7 @@ Status op_range(NodeContext& c) {
   auto s = c.sym_scalar(0), l = c.sym_scalar(1), d = c.sym_scalar(2);
   SymDim n;
   if (s && l && d && s->is_const() && l->is_const() && d->is_const() && d->value != 0) {
-    n = SymDim::c(std::max<int64_t>(0, -floordiv_i(-(l->value - s->value), d->value)));
+    n = SymDim::c(std::max<int64_t>(0, ceildiv_i(sub_i(l->value, s->value), d->value)));
   } else if (s && l && d && d->is_const() && d->value == 1) {
     n = sub(c.S, *l, *s);
   } else if (s && l && d) {
@@ -95,7 +95,7 @@ Status op_range(NodeContext& c) {
   ValueFacts v = tensor(dt, {n});
   if (n.is_const() && n.value <= static_cast<int64_t>(kMaxValues) && is_int_dtype(dt)) {
     v.has_values = true;
-    for (int64_t i = 0; i < n.value; ++i) v.values.push_back(SymDim::c(s->value + i * d->value));
+    for (int64_t i = 0; i < n.value; ++i) v.values.push_back(SymDim::c(add_i(s->value, mul_i(i, d->value))));
   }
   c.set(0, std::move(v));
   return Status::Ok();

@@ -2,6 +2,7 @@
 // pads), normalizations, Dropout, the RNNs, Resize/Upsample and NonMaxSuppression.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "shape/node_context.h"
 #include "shape/symbolic.h"
@@ -16,18 +17,27 @@ namespace {
 // Conv-style spatial output size.
 SymDim conv_out(SymbolTable& S, SymDim in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, bool ceil_mode,
                 const std::string& auto_pad) {
-  int64_t ek = (k - 1) * d + 1;
+  // Checked first: kernel, dilation, pads and stride come from the file, and window_axis (shared with
+  // the kernels) computes with them unchecked. An overflow is noted (a load error naming the node).
+  if (s <= 0 || d <= 0 || k <= 0) return SymDim::s(S.mint());  // the kernel refuses these at run time
+  const int64_t ek = add_i(mul_i(sub_i(k, 1), d), 1);
   if (in.is_const()) {  // the kernels' rule (shape/window_size.h)
     const WindowAutoPad ap = auto_pad == "SAME_UPPER"   ? WindowAutoPad::kSameUpper
                              : auto_pad == "SAME_LOWER" ? WindowAutoPad::kSameLower
                              : auto_pad == "VALID"      ? WindowAutoPad::kValid
                                                         : WindowAutoPad::kNotSet;
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
+    auto saturated = [](int64_t v) { return v == kMax || v == kMin; };  // the overflow is noted
+    const int64_t span = sub_i(add_i(add_i(in.value, pb), pe), ek);
+    if (saturated(ek) || saturated(span)) return SymDim::s(S.mint());
+    // Bounds SAME's in + stride - 1 + dk and ceil_mode's (out - 1) * stride.
+    if (saturated(add_i(add_i(add_i(in.value, s), ek), span < 0 ? -span : span))) return SymDim::s(S.mint());
     return SymDim::c(window_axis(in.value, k, s, d, pb, pe, ceil_mode, ap).out);
   }
   // A symbolic size: the same rule as an expression.
   if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") return ceildiv(S, in, SymDim::c(s));
   if (auto_pad == "VALID") { pb = pe = 0; }
-  SymDim x = add(S, {in, SymDim::c(pb + pe - ek)});
+  SymDim x = add(S, {in, SymDim::c(sub_i(add_i(pb, pe), ek))});
   if (s == 1) return add(S, {x, SymDim::c(1)});
   return add(S, {ceil_mode ? ceildiv(S, x, SymDim::c(s)) : floordiv(S, x, SymDim::c(s)), SymDim::c(1)});
 }
@@ -103,9 +113,9 @@ Status op_conv_like(NodeContext& c) {
           continue;
         }
         if (auto_pad == "VALID") pads[i] = pads[i + ns] = 0;
-        int64_t ek = (kernel[i] - 1) * dil[i] + 1;
+        const int64_t ek = add_i(mul_i(sub_i(kernel[i], 1), dil[i]), 1);
         SymDim t = mul(c.S, {add(c.S, {in, SymDim::c(-1)}), SymDim::c(strides[i])});
-        dims.push_back(add(c.S, {t, SymDim::c(opad[i] + ek - pads[i] - pads[i + ns])}));
+        dims.push_back(add(c.S, {t, SymDim::c(sub_i(sub_i(add_i(opad[i], ek), pads[i]), pads[i + ns]))}));
       }
     } else {
       for (size_t i = 0; i < ns; ++i) {

@@ -114,8 +114,8 @@ Status op_reshape(NodeContext& c) {
     for (const auto& d : out) all_const = all_const && d.is_const();
     if (all_const) {
       int64_t a = 1, b = 1;
-      for (const auto& d : x.dims) a *= d.value;
-      for (const auto& d : out) b *= d.value;
+      for (const auto& d : x.dims) a = mul_i(a, d.value);
+      for (const auto& d : out) b = mul_i(b, d.value);
       if (a != b) return c.error("cannot reshape " + c.shape_str(x) + " to " + c.S.dims_string(*target));
     }
   }
@@ -313,7 +313,7 @@ Status op_split(NodeContext& c) {
       for (int64_t s : *sizes) parts.push_back(SymDim::c(s));
       if (d.is_const()) {
         int64_t sum = 0;
-        for (int64_t s : *sizes) sum += s;
+        for (int64_t s : *sizes) sum = add_i(sum, s);
         if (sum != d.value) {
           return c.error("split sizes sum to " + std::to_string(sum) + " but the axis of " + c.shape_str(x) +
                          " is " + std::to_string(d.value));
@@ -326,18 +326,20 @@ Status op_split(NodeContext& c) {
     int64_t k = c.opset >= 18 && c.attr("num_outputs") ? c.ai("num_outputs", static_cast<int64_t>(n))
                                                       : static_cast<int64_t>(n);
     if (k <= 0) return c.error("num_outputs must be positive");
+    // Parts past the node's outputs are never used (and num_outputs comes from the file).
+    const int64_t made = std::min<int64_t>(k, static_cast<int64_t>(n));
     if (d.is_const()) {
-      int64_t each = c.opset >= 18 ? -floordiv_i(-d.value, k) : d.value / k;
+      int64_t each = c.opset >= 18 ? ceildiv_i(d.value, k) : d.value / k;
       if (c.opset < 18 && d.value % k != 0) {
         return c.error("axis of " + c.shape_str(x) + " does not split evenly into " + std::to_string(k));
       }
-      for (int64_t i = 0; i < k; ++i) {
-        parts.push_back(SymDim::c(std::max<int64_t>(0, std::min(each, d.value - i * each))));
+      for (int64_t i = 0; i < made; ++i) {
+        parts.push_back(SymDim::c(std::max<int64_t>(0, std::min(each, sub_i(d.value, mul_i(i, each))))));
       }
     } else {
       SymDim each = c.opset >= 18 ? ceildiv(c.S, d, SymDim::c(k)) : floordiv(c.S, d, SymDim::c(k));
-      for (int64_t i = 0; i < k; ++i) parts.push_back(i + 1 < k || c.opset < 18 ? each : SymDim::s(c.S.mint()));
-      if (c.opset >= 18 && k > 1 && !parts.empty()) parts.back() = sub(c.S, d, mul(c.S, {each, SymDim::c(k - 1)}));
+      for (int64_t i = 0; i < made; ++i) parts.push_back(i + 1 < k || c.opset < 18 ? each : SymDim::s(c.S.mint()));
+      if (c.opset >= 18 && k > 1 && made == k) parts.back() = sub(c.S, d, mul(c.S, {each, SymDim::c(k - 1)}));
     }
   }
   for (size_t i = 0; i < n; ++i) {
@@ -513,7 +515,7 @@ Status op_depth_space(NodeContext& c) {
   const ValueFacts& x = c.input(0);
   if (!x.has_shape || x.dims.size() != 4) return same_as_input0(c);
   int64_t b = c.ai("blocksize", 1);
-  SymDim bb = SymDim::c(b * b);
+  SymDim bb = SymDim::c(mul_i(b, b));
   std::vector<SymDim> d = x.dims;
   if (c.n->op_type == "DepthToSpace") {
     d[1] = floordiv(c.S, d[1], bb);

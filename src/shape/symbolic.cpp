@@ -2,7 +2,9 @@
 #include "shape/symbolic.h"
 
 #include <algorithm>
+#include <climits>
 #include <functional>
+#include <utility>
 
 namespace nxrt::shape {
 
@@ -11,11 +13,46 @@ using ir::SymbolTable;
 
 namespace {
 
+thread_local std::string tl_overflow_note;
+
+int64_t overflowed(const char* op, int64_t a, int64_t b, int64_t saturated) {
+  if (tl_overflow_note.empty()) {
+    tl_overflow_note = std::to_string(a) + " " + op + " " + std::to_string(b);
+  }
+  return saturated;
+}
+
+int64_t saturate(bool positive) { return positive ? INT64_MAX : INT64_MIN; }
+
+}  // namespace
+
+int64_t add_i(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return overflowed("+", a, b, saturate(b > 0));
+  return r;
+}
+
+int64_t sub_i(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r)) return overflowed("-", a, b, saturate(b < 0));
+  return r;
+}
+
+int64_t mul_i(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) return overflowed("*", a, b, saturate((a < 0) == (b < 0)));
+  return r;
+}
+
+std::string take_overflow_note() { return std::exchange(tl_overflow_note, std::string()); }
+
+namespace {
+
 // Splits a dim into its constant factor (multiplied into c) and its symbol factors, looking through
 // derived products.
 void collect_factors(const SymbolTable& S, SymDim d, int64_t& c, std::vector<int32_t>& syms) {
   if (d.is_const()) {
-    c *= d.value;
+    c = mul_i(c, d.value);
     return;
   }
   const ir::DerivedSymbol* dv = S.derived(d.sym);
@@ -71,7 +108,7 @@ SymDim add(SymbolTable& S, const std::vector<SymDim>& ds) {
   std::vector<SymDim> terms;
   std::function<void(SymDim)> collect = [&](SymDim d) {
     if (d.is_const()) {
-      c += d.value;
+      c = add_i(c, d.value);
       return;
     }
     const ir::DerivedSymbol* dv = S.derived(d.sym);
@@ -90,8 +127,8 @@ SymDim add(SymbolTable& S, const std::vector<SymDim>& ds) {
 }
 
 SymDim sub(SymbolTable& S, SymDim a, SymDim b) {
-  if (a.is_const() && b.is_const()) return SymDim::c(a.value - b.value);
-  if (b.is_const()) return add(S, {a, SymDim::c(-b.value)});  // canonical: a sum with a constant term
+  if (a.is_const() && b.is_const()) return SymDim::c(sub_i(a.value, b.value));
+  if (b.is_const()) return add(S, {a, SymDim::c(sub_i(0, b.value))});  // canonical: a sum with a constant term
   if (S.same(a, b)) return SymDim::c(0);
   if (!a.is_const()) {
     const ir::DerivedSymbol* dv = S.derived(a.sym);
@@ -108,8 +145,16 @@ SymDim sub(SymbolTable& S, SymDim a, SymDim b) {
 }
 
 int64_t floordiv_i(int64_t a, int64_t b) {
+  if (b == -1) return sub_i(0, a);  // INT64_MIN / -1 does not fit
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+int64_t ceildiv_i(int64_t a, int64_t b) {
+  if (b == -1) return sub_i(0, a);
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) == (b < 0))) ++q;
   return q;
 }
 
@@ -125,7 +170,7 @@ SymDim ceildiv(SymbolTable& S, SymDim a, SymDim b) {
   if (b.is_const() && b.value == 1) return a;
   if (a.is_const() && b.is_const()) {
     if (b.value == 0) return SymDim::s(S.mint_opaque());
-    return SymDim::c(-floordiv_i(-a.value, b.value));
+    return SymDim::c(ceildiv_i(a.value, b.value));
   }
   return SymDim::s(S.derive("ceil_div", {a, b}));
 }

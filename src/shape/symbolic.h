@@ -20,8 +20,17 @@ std::optional<ir::SymDim> divide(ir::SymbolTable& S, const std::vector<ir::SymDi
 ir::SymDim add(ir::SymbolTable& S, const std::vector<ir::SymDim>& ds);
 // a - b (a sum that contains b loses that term).
 ir::SymDim sub(ir::SymbolTable& S, ir::SymDim a, ir::SymDim b);
-// Floor division of integers (rounds toward negative infinity, unlike C's `/`).
+// Constant arithmetic is checked. A result outside int64 (a model whose dims or attributes are
+// absurd) is noted and saturated, or gives a fresh symbol where a SymDim is returned; the driver turns
+// the note into a load error naming the node ("dim arithmetic overflows int64: ...").
+int64_t add_i(int64_t a, int64_t b);
+int64_t sub_i(int64_t a, int64_t b);
+int64_t mul_i(int64_t a, int64_t b);
+// The first overflow noted on this thread since the last call ("" when none); clears it.
+std::string take_overflow_note();
+// Floor / ceiling division of integers (round toward negative / positive infinity, unlike C's `/`).
 int64_t floordiv_i(int64_t a, int64_t b);
+int64_t ceildiv_i(int64_t a, int64_t b);
 // floor(a / b) and ceil(a / b); a zero constant divisor gives a fresh symbol.
 ir::SymDim floordiv(ir::SymbolTable& S, ir::SymDim a, ir::SymDim b);
 ir::SymDim ceildiv(ir::SymbolTable& S, ir::SymDim a, ir::SymDim b);

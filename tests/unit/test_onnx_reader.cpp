@@ -1047,11 +1047,11 @@ TEST(OnnxReader, LoadsLightModels) {
 
 TEST(OnnxReader, TruncationsAndBitFlipsOfSeedModelsNeverCrash) {
   // Deterministic mini-fuzz over the fuzzing seeds (subgraphs, sequences, sub-byte types, functions).
-  const fs::path corpus = fs::path(NXRT_SOURCE_DIR) / "tests" / "fuzz" / "corpus";
+  const fs::path corpus = fs::path(NXRT_SOURCE_DIR) / "tests" / "fuzz" / "corpus" / "model_reader";
   if (!fs::exists(corpus)) GTEST_SKIP() << corpus << " not found";
   int files = 0, loads = 0;
   for (const auto& e : fs::directory_iterator(corpus)) {
-    if (!e.is_regular_file()) continue;  // corpus/templates/ seeds the chat-template fuzzer
+    if (!e.is_regular_file()) continue;
     std::ifstream f(e.path(), std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     if (bytes.size() > 4096) continue;

@@ -6,12 +6,18 @@
 //   nxrt_rss_driver MODEL.onnx [--lengths N] [--min L] [--max L] [--seed S] [--threads T]
 //                   [--every K] [--check-at A] [--tolerance-pct P] [--tolerance-mb M]
 //                   [--self-test-leak-kb K]   (keeps K kB per run: the verdict must then FAIL)
+//                   [--runs R] [--batch-max B]   (shape churn, below)
 //
 // Every symbolic or unknown dim of every float input takes the current length (default the N distinct
 // lengths min..max = 1..200, shuffled with the seed). After run k it prints VmRSS and VmHWM from
 // /proc/self/status. The verdict compares VmRSS after run A (default 20) with after the last run:
 // PASS when it grew by at most max(P% of the run-A value, M MB) (defaults 5% and 4 MB). Exit 0 on
 // PASS, 1 on FAIL, 2 on a usage or runtime error.
+//
+// Shape churn (--runs R): R runs, each at a length drawn uniformly from [min, max] (repeats allowed)
+// and, with --batch-max B, a symbolic leading dim drawn from [1, B] (the batch): the pool, the kernel
+// cache's variants and the allocator see a new mix of shapes on every run. The verdict then compares
+// the peak RSS over runs N/2+1..N with the peak over runs A..N/2 (same tolerance).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -53,7 +59,7 @@ int usage(const char* msg) {
 
 int main(int argc, char** argv) {
   std::string model;
-  int n = 200, lo = 1, hi = -1, every = 10, check_at = 20;
+  int n = 200, lo = 1, hi = -1, every = 10, check_at = 20, runs = 0, batch_max = 0;
   unsigned seed = 1;
   double tol_pct = 5.0, tol_mb = 4.0;
   long leak_kb = 0;  // --self-test-leak-kb: keep this much per run, to show the verdict catches growth
@@ -71,6 +77,8 @@ int main(int argc, char** argv) {
     else if (a == "--check-at") check_at = std::atoi(argv[++i]);
     else if (a == "--tolerance-pct") tol_pct = std::atof(argv[++i]);
     else if (a == "--tolerance-mb") tol_mb = std::atof(argv[++i]);
+    else if (a == "--runs") runs = std::atoi(argv[++i]);
+    else if (a == "--batch-max") batch_max = std::atoi(argv[++i]);
     else if (a == "--self-test-leak-kb") leak_kb = std::atol(argv[++i]);
     else if (!a.empty() && a[0] == '-') return usage(("unknown option " + a).c_str());
     else if (model.empty()) model = a;
@@ -78,15 +86,28 @@ int main(int argc, char** argv) {
   }
   if (model.empty()) return usage("no model");
   if (hi < 0) hi = lo + n - 1;
-  if (n < 1 || lo < 1 || hi - lo + 1 < n) return usage("need --lengths N distinct values in [--min, --max]");
-  if (check_at < 1 || check_at > n) return usage("--check-at must be in [1, --lengths]");
-
-  // N distinct lengths: the whole range when it holds exactly N, else N drawn from it; shuffled.
   std::mt19937 rng(seed);
-  std::vector<int> lengths(static_cast<size_t>(hi - lo + 1));
-  std::iota(lengths.begin(), lengths.end(), lo);
-  std::shuffle(lengths.begin(), lengths.end(), rng);
-  lengths.resize(static_cast<size_t>(n));
+  std::vector<int> lengths, batches;
+  if (runs > 0) {
+    if (lo < 1 || hi < lo || batch_max < 0) return usage("--runs needs 1 <= --min <= --max and --batch-max >= 0");
+    std::uniform_int_distribution<int> pick_len(lo, hi), pick_batch(1, std::max(1, batch_max));
+    for (int k = 0; k < runs; ++k) {
+      lengths.push_back(pick_len(rng));
+      batches.push_back(batch_max > 0 ? pick_batch(rng) : 1);
+    }
+    n = runs;
+  } else {
+    if (n < 1 || lo < 1 || hi - lo + 1 < n) return usage("need --lengths N distinct values in [--min, --max]");
+    // N distinct lengths: the whole range when it holds exactly N, else N drawn from it; shuffled.
+    lengths.resize(static_cast<size_t>(hi - lo + 1));
+    std::iota(lengths.begin(), lengths.end(), lo);
+    std::shuffle(lengths.begin(), lengths.end(), rng);
+    lengths.resize(static_cast<size_t>(n));
+    batches.assign(lengths.size(), 1);
+  }
+  if (check_at < 1 || check_at > (runs > 0 ? n / 2 : n)) {
+    return usage("--check-at must be in [1, --lengths] (with --runs: [1, runs / 2])");
+  }
 
   Mem before = read_mem();
   auto session = nxrt::Session::create(model, opts);
@@ -95,16 +116,21 @@ int main(int argc, char** argv) {
     return 2;
   }
   Mem created = read_mem();
-  std::printf("model %s, %d distinct lengths in [%d, %d] (seed %u), %d thread(s)\n", model.c_str(), n, lo, hi, seed,
-              opts.threads);
+  if (runs > 0) {
+    std::printf("model %s, shape churn: %d runs, lengths drawn from [%d, %d], batch from [1, %d] (seed %u), %d "
+                "thread(s)\n", model.c_str(), n, lo, hi, std::max(1, batch_max), seed, opts.threads);
+  } else {
+    std::printf("model %s, %d distinct lengths in [%d, %d] (seed %u), %d thread(s)\n", model.c_str(), n, lo, hi, seed,
+                opts.threads);
+  }
   std::printf("RSS MB: process start %.1f, after Session::create %.1f\n", before.rss_mb, created.rss_mb);
-  std::printf("%5s %5s %8s %10s %10s\n", "run", "len", "max len", "VmRSS MB", "VmHWM MB");
+  std::printf("%5s %5s %5s %8s %10s %10s\n", "run", "batch", "len", "max len", "VmRSS MB", "VmHWM MB");
 
   std::uniform_real_distribution<float> uf(-1.f, 1.f);
   std::vector<Mem> after;
   int max_len = 0, max_len_at_check = 0;
   for (int k = 0; k < n; ++k) {
-    int len = lengths[static_cast<size_t>(k)];
+    const int len = lengths[static_cast<size_t>(k)], batch = batches[static_cast<size_t>(k)];
     max_len = std::max(max_len, len);
     std::vector<std::pair<std::string, nxrt::Value>> feeds;
     for (const auto& m : (*session)->inputs()) {
@@ -115,7 +141,10 @@ int main(int argc, char** argv) {
         return 2;
       }
       nxrt::Dims shape;
-      for (int64_t d : m.shape) shape.push_back(d < 0 ? len : d);
+      for (size_t i = 0; i < m.shape.size(); ++i) {
+        const int64_t d = m.shape[i];
+        shape.push_back(d >= 0 ? d : i == 0 && batch_max > 0 ? batch : len);
+      }
       nxrt::Tensor t(nxrt::DataType::kFloat, shape);
       float* p = t.data<float>();
       for (int64_t i = 0; i < t.numel(); ++i) p[i] = uf(rng);
@@ -123,7 +152,8 @@ int main(int argc, char** argv) {
     }
     auto out = (*session)->run(feeds);
     if (!out.ok()) {
-      std::fprintf(stderr, "error: run %d (length %d): %s\n", k + 1, len, out.status().message().c_str());
+      std::fprintf(stderr, "error: run %d (batch %d, length %d): %s\n", k + 1, batch, len,
+                   out.status().message().c_str());
       return 2;
     }
     out->clear();  // outputs released before measuring, as a caller done with them would
@@ -131,7 +161,8 @@ int main(int argc, char** argv) {
     after.push_back(read_mem());
     if (k + 1 == check_at) max_len_at_check = max_len;
     if ((k + 1) % every == 0 || k == 0 || k + 1 == check_at || k + 1 == n) {
-      std::printf("%5d %5d %8d %10.1f %10.1f\n", k + 1, len, max_len, after.back().rss_mb, after.back().hwm_mb);
+      std::printf("%5d %5d %5d %8d %10.1f %10.1f\n", k + 1, batch, len, max_len, after.back().rss_mb,
+                  after.back().hwm_mb);
     }
   }
   double a = after[static_cast<size_t>(check_at - 1)].rss_mb, b = after.back().rss_mb;
@@ -142,11 +173,33 @@ int main(int argc, char** argv) {
   }
   double allowed = std::max(a * tol_pct / 100.0, tol_mb);
   bool pass = b - a <= allowed;
+  // Under churn the RSS after a run follows that run's shape (the pool keeps what the last run used),
+  // so the verdict compares peaks instead: the highest RSS after any run of the second half against
+  // the highest over runs A..N/2. Memory that grows with the number of runs or shapes seen raises the
+  // second peak; a flat process has both peaks at the largest shapes.
+  double peak_first = 0, peak_second = 0;
+  if (runs > 0) {
+    const size_t half = static_cast<size_t>(n / 2);
+    for (size_t k = static_cast<size_t>(check_at - 1); k < after.size(); ++k) {
+      double& peak = k < half ? peak_first : peak_second;
+      peak = std::max(peak, after[k].rss_mb);
+    }
+    allowed = std::max(peak_first * tol_pct / 100.0, tol_mb);
+    pass = peak_second - peak_first <= allowed;
+  }
   std::printf(
       "RSS after run %d: %.1f MB (longest length so far %d); after run %d: %.1f MB (longest %d); growth %+.1f MB "
       "(%+.1f%%), allowed %.1f MB; range over runs %d..%d: %.1f..%.1f MB; peak (VmHWM) %.1f MB\n",
       check_at, a, max_len_at_check, n, b, max_len, b - a, a > 0 ? 100.0 * (b - a) / a : 0.0, allowed, check_at, n,
       lo_rss, hi_rss, after.back().hwm_mb);
+  double max_rss = 0;
+  for (const Mem& m : after) max_rss = std::max(max_rss, m.rss_mb);
+  std::printf("RSS MB over all %d runs: after Session::create %.1f, after run 1 %.1f, after the last %.1f, max %.1f\n", n,
+              created.rss_mb, after.front().rss_mb, after.back().rss_mb, max_rss);
+  if (runs > 0) {
+    std::printf("churn: peak RSS over runs %d..%d %.1f MB, over runs %d..%d %.1f MB; growth %+.1f MB, allowed %.1f MB\n",
+                check_at, n / 2, peak_first, n / 2 + 1, n, peak_second, peak_second - peak_first, allowed);
+  }
   std::printf("verdict: %s\n", pass ? "PASS (RSS flat across sequence lengths)" : "FAIL (RSS grows with the number of distinct lengths)");
   return pass ? 0 : 1;
 }

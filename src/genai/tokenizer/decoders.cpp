@@ -63,6 +63,7 @@ struct ByteFallbackDecoder : Decoder {
 struct FuseDecoder : Decoder {
   Status decode_chain(DecodeTokens& tokens) const override {
     DecodeToken all;
+    all.continues = !tokens.empty() && tokens.front().continues;
     for (const DecodeToken& t : tokens) all.text += t.text;
     all.added = true;  // already decoded
     tokens.assign(1, std::move(all));
@@ -91,7 +92,10 @@ struct StripDecoder : Decoder {
     if (content.empty()) return Status::Ok();
     for (DecodeToken& t : tokens) {
       std::string_view s = t.text;
-      for (int64_t i = 0; i < start && s.substr(0, content.size()) == content; ++i) s.remove_prefix(content.size());
+      const int64_t strip_start = t.continues ? 0 : start;
+      for (int64_t i = 0; i < strip_start && s.substr(0, content.size()) == content; ++i) {
+        s.remove_prefix(content.size());
+      }
       for (int64_t i = 0; i < stop && s.size() >= content.size() &&
                           s.substr(s.size() - content.size()) == content;
            ++i) {
@@ -119,7 +123,7 @@ struct MetaspaceDecoder : Decoder {
         pos = at + replacement.size();
       }
       r.append(s.substr(pos));
-      if (i == 0 && strip_first && !r.empty() && r[0] == ' ') r.erase(0, 1);
+      if (i == 0 && strip_first && !tokens[i].continues && !r.empty() && r[0] == ' ') r.erase(0, 1);
       tokens[i].text = std::move(r);
     }
     return Status::Ok();

@@ -16,6 +16,10 @@ namespace nxrt::genai::tok {
 struct DecodeToken {
   std::string text;
   bool added = false;  // an added token: passes through ByteLevel unchanged
+  // Set on the first token of a piece that continues a sequence (a streaming decoder's window past
+  // the start): what decoders do at the start of a text only (Strip's start, Metaspace's first-space
+  // removal) is not done then, so pieces decoded this way join into the whole text's decoding.
+  bool continues = false;
 };
 using DecodeTokens = std::vector<DecodeToken>;
 

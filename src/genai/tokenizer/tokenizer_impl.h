@@ -75,7 +75,8 @@ struct Tokenizer::Impl {
   void split_added(std::string_view text, const tok::AddedSplitter& splitter,
                    std::vector<tok::AddedSplitter::Section>& secs, std::vector<std::string_view>& views) const;
   // The decoder chain's output for `ids` (bytes, not necessarily valid UTF-8).
-  Status decode_raw(std::span<const int32_t> ids, bool skip_special, std::string& out) const;
+  // `continues`: the ids follow earlier ones of the same text (a streaming window past the start).
+  Status decode_raw(std::span<const int32_t> ids, bool skip_special, std::string& out, bool continues = false) const;
 };
 
 }  // namespace nxrt::genai
