@@ -2,12 +2,18 @@
 //
 // A task takes whole 32-column panels (layout in contrib/matmul_nbits.h). Each panel is first unpacked
 // once into AMX's B layout: per block two 16-column tiles whose 64-byte rows hold 16 columns x 4
-// consecutive k as signed bytes (code - zero point). The panel's group bytes already are those rows
-// (low nibbles: columns 0-15, high nibbles: 16-31), so the unpack is and / shift+and / subtract, no
-// shuffle. Then for every 32 rows of A: per block, 2 A tiles x 2 B tiles -> 4 int32 C tiles (tdpbssd,
-// K = min(block, 64) per instruction), stored and folded into float accumulators with the block's
-// scales: y += (dot * a_scale) * w_scale. Folding the zero point into the codes leaves no zero-point
-// term, and the 32 x 32 floats stay in L1 between blocks.
+// consecutive k as unsigned bytes (the raw codes). The panel's group bytes already are those rows
+// (low nibbles: columns 0-15, high nibbles: 16-31), so the unpack is and / shift+and, no shuffle.
+// Then for every 32 rows of A: per block, 2 A tiles x 2 B tiles -> 4 int32 C tiles (tdpbsud: signed A
+// x unsigned codes, K = min(block, 64) per instruction), stored and folded into float accumulators.
+//
+// Batch invariance: fewer than kAmxMinRows rows go to the AVX512-VNNI tile, so a row's output must not
+// depend on which of the two computed it. Both produce the same exact int32 block dot (codes x int8 A)
+// and fold it into the float accumulator with the same operations in the same order, block by block:
+//   uniform zero point: y = fma(s, fmsub(float(dot), sa, zp * sq), y)
+//   zero-point table:   y = fnmadd(zp * s, sq, fma(float(dot), s * sa, y))
+// (s: the column's block scale, sa / sq: the row's block scale and scale * sum of its int8 values).
+// The 32 x 32 floats stay in L1 between blocks.
 #include "ops/contrib/matmul_nbits_panel_kernels.h"
 
 #if defined(__x86_64__)
@@ -49,47 +55,52 @@ __attribute__((target(NXRT_AMX_TARGET))) void configure_tiles(int64_t kstep) {
   _tile_loadconfig(&c);
 }
 
-// One panel's codes as signed tile rows: block b, column half h, group g at ((b * 2 + h) * gpb + g) * 64;
-// its scales as float [kb][32].
-__attribute__((target(NXRT_AMX_TARGET))) void unpack_panel(const QuantPanels& W, const uint8_t* panel, int8_t* codes,
-                                                           float* scales) {
+// One panel's codes as unsigned tile rows: block b, column half h, group g at ((b * 2 + h) * gpb + g) * 64;
+// its scales as float [kb][32]; with a zero-point table also zp * scale as float [kb][32] (zs), computed
+// as the VNNI tile does.
+__attribute__((target(NXRT_AMX_TARGET))) void unpack_panel(const QuantPanels& W, const uint8_t* panel, uint8_t* codes,
+                                                           float* scales, float* zs) {
   const __m512i m0f = _mm512_set1_epi8(0x0f);
   const int64_t gpb = W.block / 4;
-  const __m512i zu = _mm512_set1_epi8(static_cast<char>(static_cast<int>(W.uniform_zp)));
-  const __m512i spread = _mm512_set1_epi32(0x01010101);
   for (int64_t b = 0; b < W.kb; ++b) {
     const uint8_t* rec = panel + b * W.record_bytes;
-    __m512i z0 = zu, z1 = zu;
-    if (W.zp_table) {
-      // Column c's zero point in all 4 bytes of its lane.
-      const uint8_t* zp = rec + W.zp_offset;
-      z0 = _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp))), spread);
-      z1 = _mm512_mullo_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp + 16))), spread);
-    }
-    int8_t* lo = codes + (b * 2) * gpb * 64;
-    int8_t* hi = lo + gpb * 64;
+    uint8_t* lo = codes + (b * 2) * gpb * 64;
+    uint8_t* hi = lo + gpb * 64;
     for (int64_t g = 0; g < gpb; ++g) {
       const __m512i v = _mm512_loadu_si512(rec + g * 64);
-      _mm512_storeu_si512(lo + g * 64, _mm512_sub_epi8(_mm512_and_si512(v, m0f), z0));
-      _mm512_storeu_si512(hi + g * 64, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m0f), z1));
+      _mm512_storeu_si512(lo + g * 64, _mm512_and_si512(v, m0f));
+      _mm512_storeu_si512(hi + g * 64, _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f));
     }
     const uint8_t* s = rec + W.scale_offset;
+    __m512 s0, s1;
     if (W.fp16_scales) {
-      _mm512_storeu_ps(scales + b * 32, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s))));
-      _mm512_storeu_ps(scales + b * 32 + 16, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32))));
+      s0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
+      s1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32)));
     } else {
-      std::memcpy(scales + b * 32, s, 32 * sizeof(float));
+      s0 = _mm512_loadu_ps(s);
+      s1 = _mm512_loadu_ps(s + 64);
+    }
+    _mm512_storeu_ps(scales + b * 32, s0);
+    _mm512_storeu_ps(scales + b * 32 + 16, s1);
+    if (W.zp_table) {
+      const uint8_t* zp = rec + W.zp_offset;
+      const __m512 z0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp))));
+      const __m512 z1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(zp + 16))));
+      _mm512_storeu_ps(zs + b * 32, _mm512_mul_ps(z0, s0));
+      _mm512_storeu_ps(zs + b * 32 + 16, _mm512_mul_ps(z1, s1));
     }
   }
 }
 
 // Rows [m0, m0 + rows) (rows <= 32; A holds 32 readable rows from m0) against one unpacked panel.
-// kFull: rows == 32, the loops over rows have a fixed count.
-template <bool kFull>
-__attribute__((target(NXRT_AMX_TARGET))) void panel_rows(const QuantPanels& W, const int8_t* codes,
-                                                         const float* scales, const int8_t* a, int64_t lda,
-                                                         const float* sa, int64_t lds, int64_t rows_in, float* y,
-                                                         int64_t ldy, int64_t ncols, int64_t kstep) {
+// kFull: rows == 32, the loops over rows have a fixed count. kZpTable: W.zp_table (zs holds zp * scale).
+// sat / zqt: the rows' block terms as [kb][32] (see amx_row_terms), read contiguously.
+template <bool kFull, bool kZpTable>
+__attribute__((target(NXRT_AMX_TARGET))) void panel_rows(const QuantPanels& W, const uint8_t* codes,
+                                                         const float* scales, const float* zs, const int8_t* a,
+                                                         int64_t lda, const float* sat, const float* zqt,
+                                                         int64_t rows_in, float* y, int64_t ldy, int64_t ncols,
+                                                         int64_t kstep) {
   const int64_t rows = kFull ? 32 : rows_in;
   alignas(64) int32_t c[32 * 32];
   alignas(64) float f[32 * 32];
@@ -105,16 +116,16 @@ __attribute__((target(NXRT_AMX_TARGET))) void panel_rows(const QuantPanels& W, c
     }
     for (int64_t s = 0; s < steps; ++s) {
       const int8_t* a0 = a + b * W.block + s * kstep;
-      const int8_t* b0 = codes + ((b * 2) * gpb + s * srows) * 64;
+      const uint8_t* b0 = codes + ((b * 2) * gpb + s * srows) * 64;
       _tile_loadd(4, a0, lda);
       _tile_loadd(6, b0, 64);
       _tile_loadd(7, b0 + gpb * 64, 64);
-      _tile_dpbssd(0, 4, 6);
-      _tile_dpbssd(1, 4, 7);
+      _tile_dpbsud(0, 4, 6);
+      _tile_dpbsud(1, 4, 7);
       if (two) {
         _tile_loadd(5, a0 + 16 * lda, lda);
-        _tile_dpbssd(2, 5, 6);
-        _tile_dpbssd(3, 5, 7);
+        _tile_dpbsud(2, 5, 6);
+        _tile_dpbsud(3, 5, 7);
       }
     }
     _tile_stored(0, c, 128);
@@ -123,14 +134,24 @@ __attribute__((target(NXRT_AMX_TARGET))) void panel_rows(const QuantPanels& W, c
       _tile_stored(2, c + 16 * 32, 128);
       _tile_stored(3, c + 16 * 32 + 16, 128);
     }
+    // The VNNI tile's fold, operation for operation (see the top of this file).
     const __m512 s0 = _mm512_loadu_ps(scales + b * 32), s1 = _mm512_loadu_ps(scales + b * 32 + 16);
     for (int64_t r = 0; r < rows; ++r) {
-      const __m512 sar = _mm512_set1_ps(sa[r * lds + b]);
       float* fr = f + r * 32;
       const int32_t* cr = c + r * 32;
-      _mm512_store_ps(fr, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cr)), sar), s0, _mm512_load_ps(fr)));
-      _mm512_store_ps(fr + 16, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(cr + 16)), sar), s1,
-                                               _mm512_load_ps(fr + 16)));
+      const __m512 d0 = _mm512_cvtepi32_ps(_mm512_load_si512(cr)), d1 = _mm512_cvtepi32_ps(_mm512_load_si512(cr + 16));
+      const __m512 sar = _mm512_set1_ps(sat[b * 32 + r]);
+      if constexpr (!kZpTable) {
+        const __m512 zq = _mm512_set1_ps(zqt[b * 32 + r]);
+        _mm512_store_ps(fr, _mm512_fmadd_ps(s0, _mm512_fmsub_ps(d0, sar, zq), _mm512_load_ps(fr)));
+        _mm512_store_ps(fr + 16, _mm512_fmadd_ps(s1, _mm512_fmsub_ps(d1, sar, zq), _mm512_load_ps(fr + 16)));
+      } else {
+        const __m512 sqr = _mm512_set1_ps(zqt[b * 32 + r]);
+        const __m512 z0 = _mm512_loadu_ps(zs + b * 32), z1 = _mm512_loadu_ps(zs + b * 32 + 16);
+        _mm512_store_ps(fr, _mm512_fnmadd_ps(z0, sqr, _mm512_fmadd_ps(d0, _mm512_mul_ps(s0, sar), _mm512_load_ps(fr))));
+        _mm512_store_ps(fr + 16,
+                        _mm512_fnmadd_ps(z1, sqr, _mm512_fmadd_ps(d1, _mm512_mul_ps(s1, sar), _mm512_load_ps(fr + 16))));
+      }
     }
   }
   for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * ldy, f + r * 32, static_cast<size_t>(ncols) * sizeof(float));
@@ -138,15 +159,15 @@ __attribute__((target(NXRT_AMX_TARGET))) void panel_rows(const QuantPanels& W, c
 
 // Grow-only per-thread scratch for one unpacked panel.
 struct UnpackScratch {
-  PackedBytes codes, scales;
+  PackedBytes codes, scales, zs;
 };
 
 }  // namespace
 
 __attribute__((target(NXRT_AMX_TARGET))) void qd8_f32_qb4w_gemm_32x32__amx(const QuantPanels& W, const int8_t* a,
-                                                                           int64_t lda, const float* sa, int64_t lds,
-                                                                           int64_t M, int64_t p0, int64_t p1,
-                                                                           float* Y, int64_t ldy) {
+                                                                           int64_t lda, const float* terms, int64_t M,
+                                                                           int64_t p0, int64_t p1, float* Y,
+                                                                           int64_t ldy) {
   // Panels are unpacked a group at a time (the group's tiles stay in L2, about 512 KB), then each
   // 32-row block of A (kpad * 32 bytes, in L1 for the model sizes that matter) meets every panel of
   // the group before the next rows are read.
@@ -157,22 +178,27 @@ __attribute__((target(NXRT_AMX_TARGET))) void qd8_f32_qb4w_gemm_32x32__amx(const
   const size_t scale_bytes = static_cast<size_t>(group * panel_scales) * sizeof(float);
   if (scratch.codes.size() < code_bytes) scratch.codes = PackedBytes(code_bytes);
   if (scratch.scales.size() < scale_bytes) scratch.scales = PackedBytes(scale_bytes);
-  int8_t* codes = reinterpret_cast<int8_t*>(scratch.codes.data());
+  if (W.zp_table && scratch.zs.size() < scale_bytes) scratch.zs = PackedBytes(scale_bytes);
+  uint8_t* codes = scratch.codes.data();
   float* scales = reinterpret_cast<float*>(scratch.scales.data());
+  float* zs = W.zp_table ? reinterpret_cast<float*>(scratch.zs.data()) : nullptr;
   const int64_t kstep = std::min<int64_t>(W.block, 64);
   configure_tiles(kstep);
   for (int64_t g0 = p0; g0 < p1; g0 += group) {
     const int64_t g1 = std::min(p1, g0 + group);
     for (int64_t p = g0; p < g1; ++p)
-      unpack_panel(W, W.panel(p), codes + (p - g0) * panel_code_bytes, scales + (p - g0) * panel_scales);
+      unpack_panel(W, W.panel(p), codes + (p - g0) * panel_code_bytes, scales + (p - g0) * panel_scales,
+                   zs ? zs + (p - g0) * panel_scales : nullptr);
     for (int64_t m0 = 0; m0 < M; m0 += 32) {
+      const int64_t rows = std::min<int64_t>(32, M - m0);
+      const float* sat = terms + (m0 / 32) * 2 * panel_scales;
+      const float* zqt = sat + panel_scales;
       for (int64_t p = g0; p < g1; ++p) {
         const int64_t ncols = std::min<int64_t>(32, W.N - p * 32);
-        const int64_t rows = std::min<int64_t>(32, M - m0);
-        (rows == 32 ? panel_rows<true> : panel_rows<false>)(W, codes + (p - g0) * panel_code_bytes,
-                                                            scales + (p - g0) * panel_scales, a + m0 * lda, lda,
-                                                            sa + m0 * lds, lds, rows, Y + m0 * ldy + p * 32, ldy,
-                                                            ncols, kstep);
+        auto rows_fn = W.zp_table ? (rows == 32 ? panel_rows<true, true> : panel_rows<false, true>)
+                                  : (rows == 32 ? panel_rows<true, false> : panel_rows<false, false>);
+        rows_fn(W, codes + (p - g0) * panel_code_bytes, scales + (p - g0) * panel_scales,
+                zs ? zs + (p - g0) * panel_scales : nullptr, a + m0 * lda, lda, sat, zqt, rows, Y + m0 * ldy + p * 32, ldy, ncols, kstep);
       }
     }
   }
@@ -185,9 +211,9 @@ __attribute__((target(NXRT_AMX_TARGET))) void qd8_f32_qb4w_gemm_32x32__amx(const
 
 namespace nxrt::ops::contrib {
 // Off x86-64 there are no tiles: panel_kernel_supported(kAmx) is false, so nothing calls this.
-void qd8_f32_qb4w_gemm_32x32__amx(const QuantPanels& W, const int8_t* a, int64_t lda, const float* sa, int64_t lds,
-                                  int64_t M, int64_t p0, int64_t p1, float* Y, int64_t ldy) {
-  (void)W, (void)a, (void)lda, (void)sa, (void)lds, (void)M, (void)p0, (void)p1, (void)Y, (void)ldy;
+void qd8_f32_qb4w_gemm_32x32__amx(const QuantPanels& W, const int8_t* a, int64_t lda, const float* terms, int64_t M,
+                                  int64_t p0, int64_t p1, float* Y, int64_t ldy) {
+  (void)W, (void)a, (void)lda, (void)terms, (void)M, (void)p0, (void)p1, (void)Y, (void)ldy;
 }
 }  // namespace nxrt::ops::contrib
 

@@ -245,7 +245,24 @@ int64_t padded_rows(int64_t M) { return M < kAmxMinRows ? M : round_up(M, 32); }
 size_t matmulnbits_panels_workspace(int64_t M, const QuantPanels& W) {
   // int8 rows, then block scales and scale*sum, each 64-byte aligned.
   const int64_t rows = padded_rows(M);
-  return up64(static_cast<size_t>(rows * W.kpad)) + 2 * up64(static_cast<size_t>(rows * W.kb) * sizeof(float));
+  const size_t terms = M < kAmxMinRows ? 0 : up64(amx_row_terms_floats(W, rows) * sizeof(float));
+  return up64(static_cast<size_t>(rows * W.kpad)) + 2 * up64(static_cast<size_t>(rows * W.kb) * sizeof(float)) + terms;
+}
+
+void amx_row_terms(const QuantPanels& W, const float* sa, const float* sq, int64_t M, int64_t rows, float* terms) {
+  const int64_t kb = W.kb;
+  for (int64_t m0 = 0; m0 < rows; m0 += 32) {
+    float* sat = terms + (m0 / 32) * 2 * kb * 32;
+    float* zqt = sat + kb * 32;
+    for (int64_t r = 0; r < 32; ++r) {
+      const int64_t m = m0 + r;
+      for (int64_t b = 0; b < kb; ++b) {
+        const bool real = m < M;
+        sat[b * 32 + r] = real ? sa[m * kb + b] : 0.f;
+        zqt[b * 32 + r] = !real ? 0.f : W.zp_table ? sq[m * kb + b] : W.uniform_zp * sq[m * kb + b];
+      }
+    }
+  }
 }
 
 void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const float* bias, float* Y,
@@ -269,10 +286,12 @@ void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const f
       quantize_a_row(A + m * K, K, W.block, W.kpad, aq + m * W.kpad, sa + m * W.kb, sq + m * W.kb, quant_isa);
   };
   if (pool && M >= 16) pool->parallel_for(M, 8, quant); else quant(0, M);
+  float* terms = nullptr;
   if (amx) {
-    // The AMX tile reads whole 32-row blocks of A: the padding rows are zero (scale 0 too).
+    // The AMX tile reads whole 32-row blocks of A: the padding rows are zero (their terms too).
     std::memset(aq + M * W.kpad, 0, static_cast<size_t>((rows - M) * W.kpad));
-    std::fill(sa + M * W.kb, sa + rows * W.kb, 0.f);
+    terms = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(sq) + up64(static_cast<size_t>(rows * W.kb) * sizeof(float)));
+    amx_row_terms(W, sa, sq, M, rows, terms);
   }
 
   const int64_t panel_bytes = W.kb * W.record_bytes;
@@ -286,7 +305,7 @@ void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const f
   const int64_t mc = std::max<int64_t>(mr, std::min<int64_t>(M, (256 * 1024) / std::max<int64_t>(1, W.kpad)) / mr * mr);
   auto work = [&](int64_t p0, int64_t p1) {
     if (amx) {
-      qd8_f32_qb4w_gemm_32x32__amx(W, aq, W.kpad, sa, W.kb, M, p0, p1, Y, N);
+      qd8_f32_qb4w_gemm_32x32__amx(W, aq, W.kpad, terms, M, p0, p1, Y, N);
       return;
     }
     for (int64_t m0 = 0; m0 < M; m0 += mc) {

@@ -32,9 +32,16 @@ void qd8_f32_qb4w_gemm_2x16__avx2(const QuantPanels& W, const PanelTile& t);
 void qd8_f32_qb4w_gemm_4x32__avx512vnni(const QuantPanels& W, const PanelTile& t);
 
 // AMX: panels [p0, p1) of W against all M rows of A (a: M rounded up to 32 rows, the padding rows
-// zero). Configures the tiles on the calling thread and releases them before returning.
-void qd8_f32_qb4w_gemm_32x32__amx(const QuantPanels& W, const int8_t* a, int64_t lda, const float* sa, int64_t lds,
-                                  int64_t M, int64_t p0, int64_t p1, float* Y, int64_t ldy);
+// zero). Configures the tiles on the calling thread and releases them before returning. Each row's
+// result has the same bits as the AVX512-VNNI tile's (the kAmxMinRows switch is batch-invariant).
+// terms: amx_row_terms' table for A's rows.
+void qd8_f32_qb4w_gemm_32x32__amx(const QuantPanels& W, const int8_t* a, int64_t lda, const float* terms, int64_t M, int64_t p0, int64_t p1, float* Y, int64_t ldy);
+
+// The per-row block terms the AMX fold reads, per 32-row block of A (padding rows zero): [kb][32] A
+// block scales, then [kb][32] of uniform_zp * (scale * sum) (the very product the VNNI tile takes) or,
+// with a zero-point table, scale * sum. sa / sq: [rows][kb] as quantize_a_row writes them.
+void amx_row_terms(const QuantPanels& W, const float* sa, const float* sq, int64_t M, int64_t rows, float* terms);
+inline size_t amx_row_terms_floats(const QuantPanels& W, int64_t rows) { return static_cast<size_t>(2 * rows * W.kb); }
 
 // Fewer rows than this go to the AVX512-VNNI tile even when AMX is chosen: a 16-row tile computes its
 // padding rows too, and a decode step is bound by reading the weights, not by arithmetic.
