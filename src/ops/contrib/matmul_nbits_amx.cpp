@@ -92,9 +92,66 @@ __attribute__((target(NXRT_AMX_TARGET))) void unpack_panel(const QuantPanels& W,
   }
 }
 
+// Block b's int32 dots of up to 32 rows x 32 columns into c (row r at c + r * 32).
+__attribute__((target(NXRT_AMX_TARGET))) inline void block_dots(const QuantPanels& W, const uint8_t* codes,
+                                                                const int8_t* a, int64_t lda, int64_t b, bool two,
+                                                                int64_t kstep, int32_t* c) {
+  const int64_t gpb = W.block / 4, steps = W.block / kstep, srows = kstep / 4;
+  _tile_zero(0);
+  _tile_zero(1);
+  if (two) {
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int64_t s = 0; s < steps; ++s) {
+    const int8_t* a0 = a + b * W.block + s * kstep;
+    const uint8_t* b0 = codes + ((b * 2) * gpb + s * srows) * 64;
+    _tile_loadd(4, a0, lda);
+    _tile_loadd(6, b0, 64);
+    _tile_loadd(7, b0 + gpb * 64, 64);
+    _tile_dpbsud(0, 4, 6);
+    _tile_dpbsud(1, 4, 7);
+    if (two) {
+      _tile_loadd(5, a0 + 16 * lda, lda);
+      _tile_dpbsud(2, 5, 6);
+      _tile_dpbsud(3, 5, 7);
+    }
+  }
+  _tile_stored(0, c, 128);
+  _tile_stored(1, c + 16, 128);
+  if (two) {
+    _tile_stored(2, c + 16 * 32, 128);
+    _tile_stored(3, c + 16 * 32 + 16, 128);
+  }
+}
+
+// Folds row r's dots of block b (cr: 32 int32) into its accumulators: the VNNI tile's operations, in
+// its order (see the top of this file).
+template <bool kZpTable>
+__attribute__((target(NXRT_AMX_TARGET))) inline void fold_block(const float* scales, const float* zs,
+                                                                const float* sat, const float* zqt, int64_t b,
+                                                                int64_t r, const int32_t* cr, __m512* f0, __m512* f1) {
+  const __m512 s0 = _mm512_load_ps(scales + b * 32), s1 = _mm512_load_ps(scales + b * 32 + 16);
+  const __m512 d0 = _mm512_cvtepi32_ps(_mm512_load_si512(cr)), d1 = _mm512_cvtepi32_ps(_mm512_load_si512(cr + 16));
+  const __m512 sar = _mm512_set1_ps(sat[b * 32 + r]);
+  if constexpr (!kZpTable) {
+    const __m512 zq = _mm512_set1_ps(zqt[b * 32 + r]);
+    *f0 = _mm512_fmadd_ps(s0, _mm512_fmsub_ps(d0, sar, zq), *f0);
+    *f1 = _mm512_fmadd_ps(s1, _mm512_fmsub_ps(d1, sar, zq), *f1);
+  } else {
+    const __m512 sqr = _mm512_set1_ps(zqt[b * 32 + r]);
+    const __m512 z0 = _mm512_load_ps(zs + b * 32), z1 = _mm512_load_ps(zs + b * 32 + 16);
+    *f0 = _mm512_fnmadd_ps(z0, sqr, _mm512_fmadd_ps(d0, _mm512_mul_ps(s0, sar), *f0));
+    *f1 = _mm512_fnmadd_ps(z1, sqr, _mm512_fmadd_ps(d1, _mm512_mul_ps(s1, sar), *f1));
+  }
+}
+
 // Rows [m0, m0 + rows) (rows <= 32; A holds 32 readable rows from m0) against one unpacked panel.
 // kFull: rows == 32, the loops over rows have a fixed count. kZpTable: W.zp_table (zs holds zp * scale).
-// sat / zqt: the rows' block terms as [kb][32] (see amx_row_terms), read contiguously.
+// sat / zqt: the rows' block terms as [kb][32] (see amx_row_terms), read contiguously. Blocks go in
+// pairs: both blocks' dots are stored, then each row's accumulators take block b and then b + 1 in
+// registers (the same operations in the same order as one block at a time, with half the float
+// accumulator loads and stores).
 template <bool kFull, bool kZpTable>
 __attribute__((target(NXRT_AMX_TARGET))) void panel_rows(const QuantPanels& W, const uint8_t* codes,
                                                          const float* scales, const float* zs, const int8_t* a,
@@ -102,56 +159,31 @@ __attribute__((target(NXRT_AMX_TARGET))) void panel_rows(const QuantPanels& W, c
                                                          int64_t rows_in, float* y, int64_t ldy, int64_t ncols,
                                                          int64_t kstep) {
   const int64_t rows = kFull ? 32 : rows_in;
-  alignas(64) int32_t c[32 * 32];
+  alignas(64) int32_t c[2][32 * 32];
   alignas(64) float f[32 * 32];
   std::memset(f, 0, static_cast<size_t>(rows) * 32 * sizeof(float));
-  const int64_t gpb = W.block / 4, steps = W.block / kstep, srows = kstep / 4;
   const bool two = rows > 16;  // the second 16-row A tile holds real rows
-  for (int64_t b = 0; b < W.kb; ++b) {
-    _tile_zero(0);
-    _tile_zero(1);
-    if (two) {
-      _tile_zero(2);
-      _tile_zero(3);
-    }
-    for (int64_t s = 0; s < steps; ++s) {
-      const int8_t* a0 = a + b * W.block + s * kstep;
-      const uint8_t* b0 = codes + ((b * 2) * gpb + s * srows) * 64;
-      _tile_loadd(4, a0, lda);
-      _tile_loadd(6, b0, 64);
-      _tile_loadd(7, b0 + gpb * 64, 64);
-      _tile_dpbsud(0, 4, 6);
-      _tile_dpbsud(1, 4, 7);
-      if (two) {
-        _tile_loadd(5, a0 + 16 * lda, lda);
-        _tile_dpbsud(2, 5, 6);
-        _tile_dpbsud(3, 5, 7);
-      }
-    }
-    _tile_stored(0, c, 128);
-    _tile_stored(1, c + 16, 128);
-    if (two) {
-      _tile_stored(2, c + 16 * 32, 128);
-      _tile_stored(3, c + 16 * 32 + 16, 128);
-    }
-    // The VNNI tile's fold, operation for operation (see the top of this file).
-    const __m512 s0 = _mm512_loadu_ps(scales + b * 32), s1 = _mm512_loadu_ps(scales + b * 32 + 16);
+  int64_t b = 0;
+  for (; b + 2 <= W.kb; b += 2) {
+    block_dots(W, codes, a, lda, b, two, kstep, c[0]);
+    block_dots(W, codes, a, lda, b + 1, two, kstep, c[1]);
     for (int64_t r = 0; r < rows; ++r) {
       float* fr = f + r * 32;
-      const int32_t* cr = c + r * 32;
-      const __m512 d0 = _mm512_cvtepi32_ps(_mm512_load_si512(cr)), d1 = _mm512_cvtepi32_ps(_mm512_load_si512(cr + 16));
-      const __m512 sar = _mm512_set1_ps(sat[b * 32 + r]);
-      if constexpr (!kZpTable) {
-        const __m512 zq = _mm512_set1_ps(zqt[b * 32 + r]);
-        _mm512_store_ps(fr, _mm512_fmadd_ps(s0, _mm512_fmsub_ps(d0, sar, zq), _mm512_load_ps(fr)));
-        _mm512_store_ps(fr + 16, _mm512_fmadd_ps(s1, _mm512_fmsub_ps(d1, sar, zq), _mm512_load_ps(fr + 16)));
-      } else {
-        const __m512 sqr = _mm512_set1_ps(zqt[b * 32 + r]);
-        const __m512 z0 = _mm512_loadu_ps(zs + b * 32), z1 = _mm512_loadu_ps(zs + b * 32 + 16);
-        _mm512_store_ps(fr, _mm512_fnmadd_ps(z0, sqr, _mm512_fmadd_ps(d0, _mm512_mul_ps(s0, sar), _mm512_load_ps(fr))));
-        _mm512_store_ps(fr + 16,
-                        _mm512_fnmadd_ps(z1, sqr, _mm512_fmadd_ps(d1, _mm512_mul_ps(s1, sar), _mm512_load_ps(fr + 16))));
-      }
+      __m512 f0 = _mm512_load_ps(fr), f1 = _mm512_load_ps(fr + 16);
+      fold_block<kZpTable>(scales, zs, sat, zqt, b, r, c[0] + r * 32, &f0, &f1);
+      fold_block<kZpTable>(scales, zs, sat, zqt, b + 1, r, c[1] + r * 32, &f0, &f1);
+      _mm512_store_ps(fr, f0);
+      _mm512_store_ps(fr + 16, f1);
+    }
+  }
+  if (b < W.kb) {
+    block_dots(W, codes, a, lda, b, two, kstep, c[0]);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* fr = f + r * 32;
+      __m512 f0 = _mm512_load_ps(fr), f1 = _mm512_load_ps(fr + 16);
+      fold_block<kZpTable>(scales, zs, sat, zqt, b, r, c[0] + r * 32, &f0, &f1);
+      _mm512_store_ps(fr, f0);
+      _mm512_store_ps(fr + 16, f1);
     }
   }
   for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * ldy, f + r * 32, static_cast<size_t>(ncols) * sizeof(float));
