@@ -77,4 +77,17 @@ class Parser {
   size_t densified_bytes_ = 0;
 };
 
+// Runs `fn` inside the length-delimited field `f`, named `name` (index `index`, -1 for a singular
+// field) in error paths, refusing nesting deeper than wire::kMaxMessageDepth. Defined here because the
+// model readers (parser.cpp) and the value readers (parser_values.cpp) both use it.
+template <typename Fn>
+Status Parser::sub(const wire::Field& f, const char* name, int64_t index, Fn&& fn) {
+  NXRT_RETURN_IF_ERROR(wire::expect_type(ctx_, f, wire::kLen, name));
+  wire::Scope scope(ctx_, name, index);
+  if (ctx_.depth > wire::kMaxMessageDepth) {
+    return ctx_.error(f.offset, "messages nested deeper than " + std::to_string(wire::kMaxMessageDepth));
+  }
+  return fn();
+}
+
 }  // namespace nxrt::onnx
