@@ -47,18 +47,23 @@ Status op_matmul(NodeContext& c) {
   return Status::Ok();
 }
 
+// `y` broadcast with optional input `i` when both have shapes (a fused residual or mask widens it).
+Status widen_by_input(NodeContext& c, size_t i, DataType dt, ValueFacts* y) {
+  if (!c.has(i) || !c.input(i).has_shape || !y->has_shape) return Status::Ok();
+  bool known;
+  std::vector<SymDim> dims;
+  NXRT_RETURN_IF_ERROR(broadcast(c, {y, &c.input(i)}, &known, &dims));
+  *y = tensor(dt, dims);
+  return Status::Ok();
+}
+
 // nxrt::FusedMatMul(A, B, bias?, Z?) = act(MatMul(A, B) + bias + Z): the product, widened by Z if it
 // broadcasts wider (bias is 1-D over the last axis).
 Status op_nxrt_fused_matmul(NodeContext& c) {
   const DataType dt = c.input(0).dtype;
   ValueFacts y;
   NXRT_RETURN_IF_ERROR(matmul_facts(c, c.input(0), c.input(1), dt, &y));
-  if (c.has(3) && c.input(3).has_shape && y.has_shape) {
-    bool known;
-    std::vector<SymDim> dims;
-    NXRT_RETURN_IF_ERROR(broadcast(c, {&y, &c.input(3)}, &known, &dims));
-    y = tensor(dt, dims);
-  }
+  NXRT_RETURN_IF_ERROR(widen_by_input(c, 3, dt, &y));
   c.set(0, std::move(y));
   return Status::Ok();
 }
@@ -69,12 +74,7 @@ Status op_fused_attention(NodeContext& c) {
   const DataType dt = c.input(0).dtype;
   ValueFacts scores;
   NXRT_RETURN_IF_ERROR(matmul_facts(c, c.input(0), c.input(1), dt, &scores));
-  if (c.has(3) && c.input(3).has_shape && scores.has_shape) {
-    bool known;
-    std::vector<SymDim> dims;
-    NXRT_RETURN_IF_ERROR(broadcast(c, {&scores, &c.input(3)}, &known, &dims));
-    scores = tensor(dt, dims);
-  }
+  NXRT_RETURN_IF_ERROR(widen_by_input(c, 3, dt, &scores));
   ValueFacts y;
   NXRT_RETURN_IF_ERROR(matmul_facts(c, scores, c.input(2), dt, &y));
   c.set(0, std::move(y));
