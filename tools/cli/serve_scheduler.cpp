@@ -97,6 +97,10 @@ std::string Metrics::render() const {
   auto head = [&](const char* name, const char* type, const char* help) {
     o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
   };
+  auto counter = [&](const char* name, const char* help, int64_t value) {
+    head(name, "counter", help);
+    o += std::string(name) + " " + std::to_string(value) + "\n";
+  };
   head("nxrt_http_requests_total", "counter", "HTTP requests answered, by path and status code.");
   for (const auto& [key, n] : requests_) {
     o += "nxrt_http_requests_total{path=\"" + key.first + "\",code=\"" + std::to_string(key.second) + "\"} " +
@@ -104,22 +108,14 @@ std::string Metrics::render() const {
   }
   head("nxrt_request_finish_total", "counter", "Generation requests ended, by finish reason.");
   for (const auto& [reason, n] : finishes_) o += "nxrt_request_finish_total{reason=\"" + reason + "\"} " + std::to_string(n) + "\n";
-  head("nxrt_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.");
-  o += "nxrt_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
-  head("nxrt_prefix_cache_hit_tokens_total", "counter", "Prompt tokens taken from a cached prefix instead of prefilled.");
-  o += "nxrt_prefix_cache_hit_tokens_total " + std::to_string(reused_tokens_) + "\n";
-  head("nxrt_generation_tokens_total", "counter", "Tokens generated.");
-  o += "nxrt_generation_tokens_total " + std::to_string(generated_tokens_) + "\n";
-  head("nxrt_decode_steps_total", "counter", "Batched decode steps (one model run each).");
-  o += "nxrt_decode_steps_total " + std::to_string(decode_steps_) + "\n";
-  head("nxrt_decode_rows_total", "counter", "Rows decoded over all steps (/ steps = the mean decode batch).");
-  o += "nxrt_decode_rows_total " + std::to_string(decode_rows_) + "\n";
-  head("nxrt_prefill_runs_total", "counter", "Prefill runs (one model run each, one or more prompts).");
-  o += "nxrt_prefill_runs_total " + std::to_string(prefill_runs_) + "\n";
-  head("nxrt_prefill_rows_total", "counter", "Prompt pieces prefilled over all prefill runs.");
-  o += "nxrt_prefill_rows_total " + std::to_string(prefill_rows_) + "\n";
-  head("nxrt_prefill_positions_total", "counter", "Prompt tokens run by prefill runs.");
-  o += "nxrt_prefill_positions_total " + std::to_string(prefill_positions_) + "\n";
+  counter("nxrt_prompt_tokens_total", "Prompt tokens of admitted requests.", prompt_tokens_);
+  counter("nxrt_prefix_cache_hit_tokens_total", "Prompt tokens taken from a cached prefix instead of prefilled.", reused_tokens_);
+  counter("nxrt_generation_tokens_total", "Tokens generated.", generated_tokens_);
+  counter("nxrt_decode_steps_total", "Batched decode steps (one model run each).", decode_steps_);
+  counter("nxrt_decode_rows_total", "Rows decoded over all steps (/ steps = the mean decode batch).", decode_rows_);
+  counter("nxrt_prefill_runs_total", "Prefill runs (one model run each, one or more prompts).", prefill_runs_);
+  counter("nxrt_prefill_rows_total", "Prompt pieces prefilled over all prefill runs.", prefill_rows_);
+  counter("nxrt_prefill_positions_total", "Prompt tokens run by prefill runs.", prefill_positions_);
   auto hist = [&](const char* name, const char* help, const Histogram& h) {
     head(name, "histogram", help);
     int64_t cum = 0;
