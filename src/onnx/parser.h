@@ -60,6 +60,8 @@ class Parser {
                  const std::string& name, Tensor* out);
 
   Status parse_sequence(const wire::Field& msg, const ir::TypeInfo* expected, Value* out, std::string* name);
+  Status parse_element(const wire::Field& f, const ir::TypeInfo* inner, const char* const* names, int64_t index,
+                       Value* out);
   Status parse_optional(const wire::Field& msg, const ir::TypeInfo* expected, Value* out, std::string* name);
   Status parse_map(const wire::Field& msg, const ir::TypeInfo* expected, Value* out, std::string* name);
 

@@ -3,6 +3,8 @@
 // readers are in parser.cpp.
 #include "onnx/parser.h"
 
+#include <cstring>
+
 namespace nxrt::onnx {
 
 using wire::Field;
@@ -45,6 +47,36 @@ Status Parser::parse_value(const ir::TypeInfo* expected, Value* out, std::string
   }
 }
 
+namespace {
+// The element fields SequenceProto (repeated) and OptionalProto (singular) share, numbers 3 to 7.
+constexpr const char* kSequenceFields[5] = {"tensor_values", "sparse_tensor_values", "sequence_values",
+                                            "map_values", "optional_values"};
+constexpr const char* kOptionalFields[5] = {"tensor_value", "sparse_tensor_value", "sequence_value", "map_value",
+                                            "optional_value"};
+}  // namespace
+
+// One element of a sequence or optional: field f (number 3 to 7) named names[f.number - 3] in errors,
+// at `index` (-1 for a singular field).
+Status Parser::parse_element(const Field& f, const ir::TypeInfo* inner, const char* const* names, int64_t index,
+                             Value* out) {
+  const char* field = names[f.number - 3];
+  switch (f.number) {
+    case 3:
+    case 4: {
+      Tensor t;
+      const bool sparse = f.number == 4;
+      NXRT_RETURN_IF_ERROR(sub(f, field, index, [&] {
+        return sparse ? parse_sparse_tensor(f, &t, nullptr) : parse_tensor(f, &t, nullptr);
+      }));
+      *out = Value(std::move(t));
+      return Status::Ok();
+    }
+    case 5: return sub(f, field, index, [&] { return parse_sequence(f, inner, out, nullptr); });
+    case 6: return sub(f, field, index, [&] { return parse_map(f, inner, out, nullptr); });
+    default: return sub(f, field, index, [&] { return parse_optional(f, inner, out, nullptr); });
+  }
+}
+
 Status Parser::parse_sequence(const Field& msg, const ir::TypeInfo* expected, Value* out, std::string* name) {
   const ir::TypeInfo* inner = expected ? expected->inner.get() : nullptr;
   wire::Reader r(ctx_, msg.data, msg.size);
@@ -66,29 +98,12 @@ Status Parser::parse_sequence(const Field& msg, const ir::TypeInfo* expected, Va
         break;
       }
       case 3:
-      case 4: {
-        Tensor t;
-        const bool sparse = f.number == 4;
-        NXRT_RETURN_IF_ERROR(sub(f, sparse ? "sparse_tensor_values" : "tensor_values", idx[f.number]++, [&] {
-          return sparse ? parse_sparse_tensor(f, &t, nullptr) : parse_tensor(f, &t, nullptr);
-        }));
-        items.emplace_back(std::move(t));
-        break;
-      }
+      case 4:
       case 5:
-        items.emplace_back();
-        NXRT_RETURN_IF_ERROR(sub(f, "sequence_values", idx[5]++,
-                                 [&] { return parse_sequence(f, inner, &items.back(), nullptr); }));
-        break;
       case 6:
-        items.emplace_back();
-        NXRT_RETURN_IF_ERROR(
-            sub(f, "map_values", idx[6]++, [&] { return parse_map(f, inner, &items.back(), nullptr); }));
-        break;
       case 7:
         items.emplace_back();
-        NXRT_RETURN_IF_ERROR(
-            sub(f, "optional_values", idx[7]++, [&] { return parse_optional(f, inner, &items.back(), nullptr); }));
+        NXRT_RETURN_IF_ERROR(parse_element(f, inner, kSequenceFields, idx[f.number]++, &items.back()));
         break;
       default: NXRT_RETURN_IF_ERROR(r.skip(f));
     }
@@ -123,26 +138,11 @@ Status Parser::parse_optional(const Field& msg, const ir::TypeInfo* expected, Va
         break;
       }
       case 3:
-      case 4: {
-        Tensor t;
-        const bool sparse = f.number == 4;
-        NXRT_RETURN_IF_ERROR(sub(f, sparse ? "sparse_tensor_value" : "tensor_value", -1, [&] {
-          return sparse ? parse_sparse_tensor(f, &t, nullptr) : parse_tensor(f, &t, nullptr);
-        }));
-        v = Value(std::move(t));
-        has = true;
-        break;
-      }
+      case 4:
       case 5:
-        NXRT_RETURN_IF_ERROR(sub(f, "sequence_value", -1, [&] { return parse_sequence(f, inner, &v, nullptr); }));
-        has = true;
-        break;
       case 6:
-        NXRT_RETURN_IF_ERROR(sub(f, "map_value", -1, [&] { return parse_map(f, inner, &v, nullptr); }));
-        has = true;
-        break;
       case 7:
-        NXRT_RETURN_IF_ERROR(sub(f, "optional_value", -1, [&] { return parse_optional(f, inner, &v, nullptr); }));
+        NXRT_RETURN_IF_ERROR(parse_element(f, inner, kOptionalFields, -1, &v));
         has = true;
         break;
       default: NXRT_RETURN_IF_ERROR(r.skip(f));
