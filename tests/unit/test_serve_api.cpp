@@ -74,6 +74,9 @@ TEST(ServeApi, ErrorsNameTheField) {
   };
   const Case cases[] = {
       {"{not json", true, "", "invalid_json"},
+      // A number beyond double range fails nlohmann's parse with out_of_range, not parse_error (fuzz).
+      {R"({"messages":[{"role":"user","content":"x"}],"temperature":1e400})", true, "", "invalid_json"},
+      {"3333333333333333333e333", true, "", "invalid_json"},
       {"[1,2]", true, "body", "invalid_type"},
       {R"({"model":"m"})", true, "messages", "missing_required_parameter"},
       {R"({"messages":"hi"})", true, "messages", "invalid_type"},

@@ -225,6 +225,12 @@ ParsedRequest parse_completion_request(std::string_view body, bool chat, int64_t
       (void)again;
     } catch (const json::parse_error& e) {
       where = " (byte " + std::to_string(e.byte) + ")";
+    } catch (const json::exception& e) {
+      // A number too large for a double (out_of_range.406) fails the first parse too but is not a
+      // parse_error; say what it was instead of letting the exception escape.
+      std::string what = e.what();
+      if (what.size() > 160) what = what.substr(0, 160) + "...";
+      where = " (" + what + ")";
     }
     out.error.message = "We could not parse the JSON body of your request" + where +
                         ". The body must be a JSON object; see https://platform.openai.com/docs/api-reference.";
