@@ -5,6 +5,7 @@
 #include "session/exec_context.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -37,10 +38,11 @@ class PlannedSubgraph final : public ep::SubgraphRunner {
       return ctx.error("subgraph '" + plan_->graph().name + "' takes " + std::to_string(plan_->input_slots().size()) +
                        " inputs, given " + std::to_string(inputs.size()));
     }
-    // Reuse one frame across calls (a Loop body runs many times); nested use gets a fresh one.
+    // Reuse one frame across calls (a Loop body runs many times); nested use, or a concurrent run of
+    // the session in the same subgraph, gets a fresh one.
     Frame local;
-    Frame& frame = busy_ ? local : cached_;
-    busy_ = true;
+    const bool took_cached = !busy_.exchange(true, std::memory_order_acquire);
+    Frame& frame = took_cached ? cached_ : local;
     frame.plan = plan_.get();
     frame.parent = &exec->frame();
     frame.hooks = exec->frame().hooks;
@@ -59,7 +61,7 @@ class PlannedSubgraph final : public ep::SubgraphRunner {
     }
     GraphPlan::clear_frame(frame);
     for (auto& v : inputs) v = Value();
-    if (&frame == &cached_) busy_ = false;
+    if (took_cached) busy_.store(false, std::memory_order_release);
     if (!s.ok()) return s.with_context("in subgraph '" + plan_->graph().name + "': ");
     return Status::Ok();
   }
@@ -67,7 +69,7 @@ class PlannedSubgraph final : public ep::SubgraphRunner {
  private:
   std::unique_ptr<GraphPlan> plan_;
   Frame cached_;
-  bool busy_ = false;
+  std::atomic<bool> busy_{false};
 };
 
 bool same_shapes(const KernelVariantEntry& e, const Value* const* inputs, size_t n) {
@@ -86,12 +88,13 @@ bool same_shapes(const KernelVariantEntry& e, const Value* const* inputs, size_t
 // The entry a miss specializes into: a free one, a new one below the bound, else the least recently
 // used, preferring variants no capture record points at. An evicted variant is destroyed here (its
 // state, and with it whatever it held, is freed); records that pointed at it are dropped first.
+// Called with the cache's mutex held.
 size_t entry_for_miss(const PlanStep& step, RunResources& res) {
   NodeKernelCache& c = step.cache;
   for (size_t k = 0; k < c.variants.size(); ++k) {
     if (!c.variants[k].valid) return k;
   }
-  if (c.variants.size() < res.variants_per_node) {
+  if (c.variants.size() < res.cache->variants_per_node) {
     c.variants.emplace_back();
     return c.variants.size() - 1;
   }
@@ -103,7 +106,9 @@ size_t entry_for_miss(const PlanStep& step, RunResources& res) {
     }
   }
   KernelVariantEntry& e = c.variants[victim];
-  if (e.recorded_by != 0 && res.eviction_listener) res.eviction_listener->on_recorded_variant_evicted(e.recorded_by, *step.node);
+  if (e.recorded_by != 0 && res.cache->eviction_listener) {
+    res.cache->eviction_listener->on_recorded_variant_evicted(e.recorded_by, *step.node);
+  }
   e.recorded_by = 0;
   e.state.reset();
   e.valid = false;
@@ -112,17 +117,20 @@ size_t entry_for_miss(const PlanStep& step, RunResources& res) {
 }
 
 // The kernel cache lookup for one step: the variant for the current input shapes, created on a miss.
-Result<const ep::KernelVariant*> lookup_variant(const PlanStep& step, ExecContext& ctx, RunResources& res) {
+// The caller holds the returned reference for the step, so another run's eviction cannot free it.
+Result<std::shared_ptr<const ep::KernelVariant>> lookup_variant(const PlanStep& step, ExecContext& ctx,
+                                                                RunResources& res) {
   NodeKernelCache& c = step.cache;
   const Value* const* in = ctx.input_array();
   const size_t n = ctx.num_inputs();
-  const uint64_t now = ++res.cache_clock;
+  const uint64_t now = res.cache->clock.fetch_add(1, std::memory_order_relaxed) + 1;
+  std::lock_guard<std::mutex> lock(c.mu);
   if (c.prebound >= 0 && same_shapes(c.variants[static_cast<size_t>(c.prebound)], in, n)) {
     KernelVariantEntry& e = c.variants[static_cast<size_t>(c.prebound)];
     e.last_used = now;
     ++res.cache_stats.prebound_hits;
     ctx.set_variant_entry(c.prebound);
-    return e.state.get();
+    return e.state;
   }
   for (size_t k = 0; k < c.variants.size(); ++k) {
     if (same_shapes(c.variants[k], in, n)) {
@@ -130,7 +138,7 @@ Result<const ep::KernelVariant*> lookup_variant(const PlanStep& step, ExecContex
       c.prebound = static_cast<int>(k);
       ++res.cache_stats.hits;
       ctx.set_variant_entry(c.prebound);
-      return c.variants[k].state.get();
+      return c.variants[k].state;
     }
   }
   ++res.cache_stats.misses;
@@ -159,7 +167,7 @@ Result<const ep::KernelVariant*> lookup_variant(const PlanStep& step, ExecContex
   e.valid = true;
   c.prebound = static_cast<int>(slot);
   ctx.set_variant_entry(c.prebound);
-  return e.state.get();
+  return e.state;
 }
 
 void collect_graph_attrs(const ir::Node& node, std::vector<std::pair<std::string, const ir::Graph*>>* out) {
@@ -508,7 +516,7 @@ Status GraphPlan::run_step(size_t k, Frame& frame, ep::ThreadPool& pool, const c
     if (s.ok() && frame.res) {
       auto v = lookup_variant(step, ctx, *frame.res);
       if (v.ok()) {
-        ctx.set_variant(v.value());
+        ctx.set_variant(std::move(v).value());
       } else {
         s = v.status();
       }
@@ -527,7 +535,8 @@ Status GraphPlan::run_step(size_t k, Frame& frame, ep::ThreadPool& pool, const c
     s = ctx.error(std::string("internal error: ") + e.what(), StatusCode::kRuntimeError);
   }
   if (observed) {
-    record_step(*frame.hooks, step, ctx.input_array(), ctx.num_inputs(), t0, monotonic_us() - t0, capture_tag, why);
+    record_step(*frame.hooks, step, ctx.input_array(), ctx.num_inputs(), ctx.variant_entry(), t0, monotonic_us() - t0,
+                capture_tag, why);
   }
   if (!s.ok()) {
     if (s.message().rfind("node '", 0) == 0) return s;

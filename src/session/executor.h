@@ -5,8 +5,10 @@
 // (their last use, counting reads made by subgraphs from outer scope), so buffers are released as
 // soon as nothing needs them.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -27,7 +29,9 @@ class GraphPlan;
 struct KernelVariantEntry {
   std::vector<DataType> dtypes;  // kUndefined for an absent or non-tensor input
   std::vector<Dims> shapes;
-  std::unique_ptr<ep::KernelVariant> state;
+  // Shared with the runs computing with it: an eviction by one run never frees a variant another run
+  // is using (the last holder frees it).
+  std::shared_ptr<const ep::KernelVariant> state;
   uint64_t last_used = 0;
   bool valid = false;        // false: a free entry (its specialize failed), reused by the next miss
   uint32_t recorded_by = 0;  // bit per capture slot whose record points at `state` (capture.h)
@@ -37,10 +41,21 @@ struct KernelVariantEntry {
 // used evicted (a variant a capture record uses only when every variant is recorded). `prebound` is
 // the variant the node ran with last; a call with the same shapes takes it without searching (the
 // steady state of a decode loop or of fixed-shape serving). Entries never move, so an index names a
-// variant for as long as it lives.
+// variant for as long as it lives. Concurrent runs look up, insert and evict under `mu` (held for
+// the lookup and, on a miss, for specialize: a second run at the same new shapes waits for the first
+// one's variant instead of building its own).
 struct NodeKernelCache {
+  NodeKernelCache() = default;
+  // Moved only while the plan is built (before any run), so the mutex is not carried over.
+  NodeKernelCache(NodeKernelCache&& o) noexcept : variants(std::move(o.variants)), prebound(o.prebound) {}
+  NodeKernelCache& operator=(NodeKernelCache&& o) noexcept {
+    variants = std::move(o.variants);
+    prebound = o.prebound;
+    return *this;
+  }
   std::vector<KernelVariantEntry> variants;
   int prebound = -1;
+  mutable std::mutex mu;
 };
 
 // Told when the kernel cache evicts a variant that capture records point at (before it is destroyed),
@@ -51,13 +66,22 @@ class VariantEvictionListener {
   virtual void on_recorded_variant_evicted(uint32_t recorded_by, const ir::Node& node) = 0;
 };
 
-// Session-wide state that every frame of a run shares (the main graph's and every subgraph's).
-struct RunResources {
-  BufferPool buffers;
-  KernelCacheStats cache_stats;
-  uint64_t cache_clock = 0;
-  size_t variants_per_node = 4;  // NXRT_KERNEL_CACHE_VARIANTS_PER_NODE overrides
+// What every run of a session shares about the kernel caches.
+struct KernelCacheConfig {
+  std::atomic<uint64_t> clock{0};  // least-recently-used order across all runs
+  size_t variants_per_node = 4;    // NXRT_KERNEL_CACHE_VARIANTS_PER_NODE overrides
   VariantEvictionListener* eviction_listener = nullptr;
+};
+
+// The state of one run in flight that every frame of it shares (the main graph's and every
+// subgraph's). A session keeps a few of these (one per concurrent run, session.cpp) and reuses them.
+struct RunResources {
+  // `budget`: the session's memory budget shared by its pools (null: this pool's own).
+  explicit RunResources(MemoryBudget* budget = nullptr) : buffers(budget) {}
+  BufferPool buffers;
+  KernelCacheStats cache_stats;  // this context's counters; the session sums them
+  KernelCacheConfig own_cache;   // used when nothing shares the caches (tests, tools)
+  KernelCacheConfig* cache = &own_cache;
 };
 
 // A Concat whose inputs are produced straight into its output (concat-in-place planning): when every
@@ -93,7 +117,7 @@ struct PlanStep {
   std::vector<std::unique_ptr<ep::SubgraphRunner>> subgraphs;
   std::vector<int> reads;            // every slot the step reads: inputs, then its subgraphs' captures
   const char* capture_decline = nullptr;  // KernelDef::capture_decline (function kernels)
-  mutable NodeKernelCache cache;   // runs of a session are serialized, so the cache needs no lock
+  mutable NodeKernelCache cache;   // shared by concurrent runs: locks its own mutex
 };
 
 class ExecContext;
