@@ -10,6 +10,7 @@
 #include <cstring>
 #include <new>
 #include <set>
+#include <shared_mutex>
 #include <unordered_set>
 
 namespace nxrt::session {
@@ -88,7 +89,7 @@ bool same_shapes(const KernelVariantEntry& e, const Value* const* inputs, size_t
 // The entry a miss specializes into: a free one, a new one below the bound, else the least recently
 // used, preferring variants no capture record points at. An evicted variant is destroyed here (its
 // state, and with it whatever it held, is freed); records that pointed at it are dropped first.
-// Called with the cache's mutex held.
+// Called with the cache's mutex held exclusively.
 size_t entry_for_miss(const PlanStep& step, RunResources& res) {
   NodeKernelCache& c = step.cache;
   for (size_t k = 0; k < c.variants.size(); ++k) {
@@ -102,7 +103,11 @@ size_t entry_for_miss(const PlanStep& step, RunResources& res) {
   for (int pass = 0; pass < 2 && victim == c.variants.size(); ++pass) {
     for (size_t k = 0; k < c.variants.size(); ++k) {
       if (pass == 0 && c.variants[k].recorded_by != 0) continue;
-      if (victim == c.variants.size() || c.variants[k].last_used < c.variants[victim].last_used) victim = k;
+      if (victim == c.variants.size() ||
+          c.variants[k].last_used.load(std::memory_order_relaxed) <
+              c.variants[victim].last_used.load(std::memory_order_relaxed)) {
+        victim = k;
+      }
     }
   }
   KernelVariantEntry& e = c.variants[victim];
@@ -124,20 +129,34 @@ Result<std::shared_ptr<const ep::KernelVariant>> lookup_variant(const PlanStep& 
   const Value* const* in = ctx.input_array();
   const size_t n = ctx.num_inputs();
   const uint64_t now = res.cache->clock.fetch_add(1, std::memory_order_relaxed) + 1;
-  std::lock_guard<std::mutex> lock(c.mu);
-  if (c.prebound >= 0 && same_shapes(c.variants[static_cast<size_t>(c.prebound)], in, n)) {
-    KernelVariantEntry& e = c.variants[static_cast<size_t>(c.prebound)];
-    e.last_used = now;
-    ++res.cache_stats.prebound_hits;
-    ctx.set_variant_entry(c.prebound);
-    return e.state;
+  {
+    std::shared_lock<std::shared_mutex> lock(c.mu);
+    const int pb = c.prebound.load(std::memory_order_relaxed);
+    if (pb >= 0 && same_shapes(c.variants[static_cast<size_t>(pb)], in, n)) {
+      KernelVariantEntry& e = c.variants[static_cast<size_t>(pb)];
+      e.last_used.store(now, std::memory_order_relaxed);
+      ++res.cache_stats.prebound_hits;
+      ctx.set_variant_entry(pb);
+      return e.state;
+    }
+    for (size_t k = 0; k < c.variants.size(); ++k) {
+      if (same_shapes(c.variants[k], in, n)) {
+        c.variants[k].last_used.store(now, std::memory_order_relaxed);
+        c.prebound.store(static_cast<int>(k), std::memory_order_relaxed);
+        ++res.cache_stats.hits;
+        ctx.set_variant_entry(static_cast<int>(k));
+        return c.variants[k].state;
+      }
+    }
   }
+  std::unique_lock<std::shared_mutex> lock(c.mu);
+  // Another run may have added these shapes between the two locks.
   for (size_t k = 0; k < c.variants.size(); ++k) {
     if (same_shapes(c.variants[k], in, n)) {
-      c.variants[k].last_used = now;
-      c.prebound = static_cast<int>(k);
+      c.variants[k].last_used.store(now, std::memory_order_relaxed);
+      c.prebound.store(static_cast<int>(k), std::memory_order_relaxed);
       ++res.cache_stats.hits;
-      ctx.set_variant_entry(c.prebound);
+      ctx.set_variant_entry(static_cast<int>(k));
       return c.variants[k].state;
     }
   }
@@ -156,17 +175,17 @@ Result<std::shared_ptr<const ep::KernelVariant>> lookup_variant(const PlanStep& 
       e.shapes[i].clear();
     }
   }
-  e.last_used = now;
+  e.last_used.store(now, std::memory_order_relaxed);
   auto state = step.kernel->specialize(
       ep::SpecializeContext(*step.info, n, e.dtypes.data(), e.shapes.data(), ctx.pool().num_threads()));
   if (!state.ok()) {
-    c.prebound = -1;
+    c.prebound.store(-1, std::memory_order_relaxed);
     return state.status();
   }
   e.state = std::move(state).value();
   e.valid = true;
-  c.prebound = static_cast<int>(slot);
-  ctx.set_variant_entry(c.prebound);
+  c.prebound.store(static_cast<int>(slot), std::memory_order_relaxed);
+  ctx.set_variant_entry(static_cast<int>(slot));
   return e.state;
 }
 

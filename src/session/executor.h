@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -27,12 +28,17 @@ class GraphPlan;
 // One shape variant of a node in the kernel cache: the input dtypes and shapes it was specialized
 // for and what the kernel built for them.
 struct KernelVariantEntry {
+  KernelVariantEntry() = default;
+  // Moved only while the cache's mutex is held exclusively (the entry vector grows).
+  KernelVariantEntry(KernelVariantEntry&& o) noexcept
+      : dtypes(std::move(o.dtypes)), shapes(std::move(o.shapes)), state(std::move(o.state)),
+        last_used(o.last_used.load(std::memory_order_relaxed)), valid(o.valid), recorded_by(o.recorded_by) {}
   std::vector<DataType> dtypes;  // kUndefined for an absent or non-tensor input
   std::vector<Dims> shapes;
   // Shared with the runs computing with it: an eviction by one run never frees a variant another run
   // is using (the last holder frees it).
   std::shared_ptr<const ep::KernelVariant> state;
-  uint64_t last_used = 0;
+  std::atomic<uint64_t> last_used{0};  // stamped by hits under the shared lock
   bool valid = false;        // false: a free entry (its specialize failed), reused by the next miss
   uint32_t recorded_by = 0;  // bit per capture slot whose record points at `state` (capture.h)
 };
@@ -41,21 +47,22 @@ struct KernelVariantEntry {
 // used evicted (a variant a capture record uses only when every variant is recorded). `prebound` is
 // the variant the node ran with last; a call with the same shapes takes it without searching (the
 // steady state of a decode loop or of fixed-shape serving). Entries never move, so an index names a
-// variant for as long as it lives. Concurrent runs look up, insert and evict under `mu` (held for
-// the lookup and, on a miss, for specialize: a second run at the same new shapes waits for the first
-// one's variant instead of building its own).
+// variant for as long as it lives. Concurrent runs find variants under `mu` held shared (a hit
+// blocks no other run: it only stamps atomics), and insert or evict under `mu` held exclusively (also
+// for specialize on a miss, so a second run at the same new shapes takes the first one's variant).
 struct NodeKernelCache {
   NodeKernelCache() = default;
   // Moved only while the plan is built (before any run), so the mutex is not carried over.
-  NodeKernelCache(NodeKernelCache&& o) noexcept : variants(std::move(o.variants)), prebound(o.prebound) {}
+  NodeKernelCache(NodeKernelCache&& o) noexcept
+      : variants(std::move(o.variants)), prebound(o.prebound.load(std::memory_order_relaxed)) {}
   NodeKernelCache& operator=(NodeKernelCache&& o) noexcept {
     variants = std::move(o.variants);
-    prebound = o.prebound;
+    prebound.store(o.prebound.load(std::memory_order_relaxed), std::memory_order_relaxed);
     return *this;
   }
   std::vector<KernelVariantEntry> variants;
-  int prebound = -1;
-  mutable std::mutex mu;
+  std::atomic<int> prebound{-1};
+  mutable std::shared_mutex mu;
 };
 
 // Told when the kernel cache evicts a variant that capture records point at (before it is destroyed),
