@@ -57,7 +57,12 @@ std::shared_ptr<Storage> BufferPool::acquire(size_t bytes) {
   }
   if (!reserve(bytes)) {
     trim();  // free blocks count against the limit: give them back before refusing
-    if (!reserve(bytes)) {
+    bool ok = reserve(bytes);
+    if (!ok && budget_->reclaim_idle) {
+      budget_->reclaim_idle();  // and those idle pools keep
+      ok = reserve(bytes);
+    }
+    if (!ok) {
       throw AllocationError("memory limit exceeded: a new buffer of " + std::to_string(bytes) +
                             " bytes would take the session's buffers from " +
                             std::to_string(budget_->held.load(std::memory_order_relaxed)) +

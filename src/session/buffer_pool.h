@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,9 @@ struct BufferPoolStats {
 struct MemoryBudget {
   std::atomic<size_t> limit{0};  // 0 = no limit
   std::atomic<size_t> held{0};
+  // Frees the free blocks of pools no run is using (the session's idle run contexts), so a run is not
+  // refused for memory that idle pools keep; set before any run, may be empty.
+  std::function<void()> reclaim_idle;
 };
 
 class BufferPool {

@@ -249,6 +249,12 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
     if (n > 0) impl->max_run_contexts = static_cast<size_t>(n);
   }
   impl->idle_contexts.push_back(impl->new_context());
+  // A run short of memory under the limit frees what idle contexts' pools keep (an idle context is
+  // only taken under contexts_mu, so no run uses it meanwhile).
+  impl->memory.reclaim_idle = [im = impl.get()] {
+    std::lock_guard<std::mutex> lock(im->contexts_mu);
+    for (Session::Impl::RunContext* c : im->idle_contexts) c->res.buffers.trim();
+  };
   impl->input_meta.assign(impl->plan->num_slots(), nullptr);
   impl->output_slot.assign(impl->plan->num_slots(), false);
   for (const auto& m : impl->inputs) impl->input_meta[static_cast<size_t>(impl->plan->slot(m.name))] = &m;
