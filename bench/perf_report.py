@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Turns bench/compare_ort.sh's raw records (build/perf/raw.jsonl, one JSON object per bench process)
-into docs/PERF.md. Everything between <!-- genai:begin --> / <!-- genai:end --> and
-<!-- micro:begin --> / <!-- micro:end --> in an existing PERF.md is kept as it is (other scripts own it).
+into docs/PERF.md. Only the top section (before the first "## " heading) is rewritten: every later
+section of an existing PERF.md (the per-machine CNN and GenAI tables, captured replay, microbenchmarks:
+other scripts and sessions own them) is kept as it is; a new file gets empty marked sections.
 
   perf_report.py --raw build/perf/raw.jsonl --out docs/PERF.md [--nxrt build/nxrt] [--ort ORT] [--settings TEXT]
 """
@@ -83,6 +84,15 @@ def keep_sections(path):
             if m:
                 kept[k] = m.group(1).rstrip("\n")
     return {k: kept.get(k, v) for k, v in SECTIONS.items()}
+
+
+def later_sections(path):
+    """The text of an existing PERF.md from its first "## " heading on (None when there is none)."""
+    if not os.path.exists(path):
+        return None
+    text = open(path).read()
+    m = re.search(r"^## ", text, re.M)
+    return text[m.start():].rstrip("\n") if m else None
 
 
 def other_cpu_share(start, end, recs):
@@ -246,6 +256,13 @@ def main():
              "`bench/compare_ort.sh --help` lists the options. Every bench process's JSON line, with its peak "
              "RSS and CPU time, is kept in `build/perf/raw.jsonl`.")
     L.append("")
+    tail = later_sections(a.out)
+    if tail is not None:
+        L.append(tail)
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+        with open(a.out, "w") as f:
+            f.write("\n".join(L) + "\n")
+        return
     kept = keep_sections(a.out)
     L.append("## CNN models on an AVX-512 machine (`bench/isa_compare.sh`)")
     L.append("")
