@@ -7,12 +7,15 @@
 # and its tier; an AVX2-only machine's rows are the avx2 column alone).
 #
 #   bench/isa_compare.sh [--models DIR,DIR,...] [--threads 1] [--rounds 5] [--warmup 3] [--runs 10]
-#                        [--nxrt PATH] [--ort PATH] [--out docs/PERF.md] [--report-only]
+#                        [--nxrt PATH] [--ort PATH] [--out docs/PERF.md] [--section NAME] [--report-only]
+# --section: the marker name of the block written (default cnn_isa); give each machine kind its own
+# (e.g. cnn_isa_zen5) so one machine's table never replaces another's. A block not yet in the file is
+# added, with a heading naming the CPU, before "## GenAI".
 # A model is a folder holding model.onnx and test_data_set_0/input_K.pb (e.g. ../shared/models/light/
 # light_resnet50, or the keyword-spotting CNN tools/make_kws_cnn.py writes).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-models="" threads=1 rounds=5 warmup=3 runs=10 out="$root/docs/PERF.md" report_only=0
+models="" threads=1 rounds=5 warmup=3 runs=10 out="$root/docs/PERF.md" report_only=0 section=cnn_isa
 nxrt="$root/build/nxrt"
 ort="${NXRT_ORT:-}"
 while [ $# -gt 0 ]; do
@@ -25,6 +28,7 @@ while [ $# -gt 0 ]; do
     --nxrt) nxrt="$2"; shift 2 ;;
     --ort) ort="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
+    --section) section="$2"; shift 2 ;;
     --report-only) report_only=1; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
     *) echo "isa_compare: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -68,9 +72,9 @@ if [ "$report_only" = 0 ]; then
   echo "{\"load_end\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}" >>"$raw"
 fi
 cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -n1)"
-/usr/bin/python3 - "$raw" "$out" "$cpu" <<'EOF'
+/usr/bin/python3 - "$raw" "$out" "$cpu" "$section" <<'EOF'
 import json, os, re, statistics, sys
-raw, out, cpu = sys.argv[1:4]
+raw, out, cpu, block = sys.argv[1:5]
 recs, load = [], {}
 for line in open(raw):
     d = json.loads(line)
@@ -140,10 +144,12 @@ for t in sorted({r[1] for r in rows}):
 body = "\n".join(L)
 print(body)
 text = open(out).read() if os.path.exists(out) else "## GenAI\n"
-section = f"<!-- cnn_isa:begin -->\n{body}\n<!-- cnn_isa:end -->"
-if "<!-- cnn_isa:begin -->" in text:
-    text = re.sub(r"<!-- cnn_isa:begin -->.*?<!-- cnn_isa:end -->", lambda m: section, text, flags=re.S)
+begin, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
+section = f"{begin}\n{body}\n{end}"
+if begin in text:
+    text = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda m: section, text, flags=re.S)
 else:
-    text = text.replace("## GenAI", "## CNN models on an AVX-512 machine (`bench/isa_compare.sh`)\n\n" + section + "\n\n## GenAI", 1)
+    heading = f"## CNN models on {tier or cpu} (`bench/isa_compare.sh --section {block}`)"
+    text = text.replace("## GenAI", heading + "\n\n" + section + "\n\n## GenAI", 1)
 open(out, "w").write(text)
 EOF
