@@ -22,13 +22,15 @@ std::string Stats::summary() const {
   return s + (t.empty() ? "" : "; time: " + t);
 }
 
-OptLevel opt_level_from_env(OptLevel dflt) {
+Result<OptLevel> opt_level_from_env(OptLevel dflt) {
   const char* e = std::getenv("NXRT_OPT_LEVEL");
   if (!e || !*e) return dflt;
   if (!std::strcmp(e, "disabled") || !std::strcmp(e, "0")) return OptLevel::kDisabled;
   if (!std::strcmp(e, "basic") || !std::strcmp(e, "1")) return OptLevel::kBasic;
   if (!std::strcmp(e, "all") || !std::strcmp(e, "2") || !std::strcmp(e, "extended")) return OptLevel::kAll;
-  return dflt;
+  // A typo must not silently run at another level than the one asked for.
+  return invalid_argument(std::string("NXRT_OPT_LEVEL=") + e +
+                          ": the value must be one of disabled|basic|all (or 0|1|2, extended)");
 }
 
 namespace {

@@ -61,7 +61,8 @@ struct Stats {
 // graph as it was.
 Status optimize(ir::Model& model, const Options& options, Stats* stats = nullptr);
 
-// Reads NXRT_OPT_LEVEL (disabled|basic|all, or 0|1|2); returns `dflt` when unset or unrecognized.
-OptLevel opt_level_from_env(OptLevel dflt);
+// Reads NXRT_OPT_LEVEL (disabled|basic|all, or 0|1|2); returns `dflt` when unset, an error naming the
+// value when it is not one of those.
+Result<OptLevel> opt_level_from_env(OptLevel dflt);
 
 }  // namespace nxrt::optimizer

@@ -144,7 +144,9 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   {
     // NXRT_OPT_LEVEL overrides the option (conformance runs at each level).
     optimizer::Options oo;
-    oo.level = optimizer::opt_level_from_env(opts.opt_level);
+    Result<OptLevel> level = optimizer::opt_level_from_env(opts.opt_level);
+    if (!level.ok()) return level.status();
+    oo.level = level.value();
     oo.registry = impl->registry.get();
     optimizer::Stats stats;
     t0 = session::monotonic_us();

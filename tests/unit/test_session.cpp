@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -193,4 +194,16 @@ TEST(Session, IoBindingClearsInputsAndOutputsSeparately) {
   Status missing = (*s)->run(b);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.message().find("required but was not bound"), std::string::npos) << missing.message();
+}
+
+TEST(Session, UnknownOptLevelInTheEnvironmentIsAnError) {
+  const std::string bytes = relu_add_model();
+  ::setenv("NXRT_OPT_LEVEL", "fastest", 1);
+  auto bad = Session::create_from_bytes(bytes.data(), bytes.size());
+  ::setenv("NXRT_OPT_LEVEL", "basic", 1);
+  auto good = Session::create_from_bytes(bytes.data(), bytes.size());
+  ::unsetenv("NXRT_OPT_LEVEL");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("NXRT_OPT_LEVEL=fastest"), std::string::npos) << bad.status().to_string();
+  EXPECT_TRUE(good.ok()) << good.status().to_string();
 }
