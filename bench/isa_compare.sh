@@ -7,12 +7,15 @@
 # and its tier; an AVX2-only machine's rows are the avx2 column alone).
 #
 #   bench/isa_compare.sh [--models DIR,DIR,...] [--threads 1] [--rounds 5] [--warmup 3] [--runs 10]
-#                        [--nxrt PATH] [--ort PATH] [--out docs/PERF.md] [--report-only]
+#                        [--nxrt PATH] [--ort PATH] [--out docs/PERF.md] [--section NAME] [--report-only]
+# --section: the marker name of the block written (default cnn_isa); give each machine kind its own
+# (e.g. cnn_isa_zen5) so one machine's table never replaces another's. A block not yet in the file is
+# added, with a heading naming the CPU, before "## GenAI".
 # A model is a folder holding model.onnx and test_data_set_0/input_K.pb (e.g. ../shared/models/light/
 # light_resnet50, or the keyword-spotting CNN tools/make_kws_cnn.py writes).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-models="" threads=1 rounds=5 warmup=3 runs=10 out="$root/docs/PERF.md" report_only=0
+models="" threads=1 rounds=5 warmup=3 runs=10 out="$root/docs/PERF.md" report_only=0 section=cnn_isa
 nxrt="$root/build/nxrt"
 ort="${NXRT_ORT:-}"
 while [ $# -gt 0 ]; do
@@ -25,6 +28,7 @@ while [ $# -gt 0 ]; do
     --nxrt) nxrt="$2"; shift 2 ;;
     --ort) ort="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
+    --section) section="$2"; shift 2 ;;
     --report-only) report_only=1; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
     *) echo "isa_compare: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -68,9 +72,9 @@ if [ "$report_only" = 0 ]; then
   echo "{\"load_end\": \"$(cut -d' ' -f1-3 /proc/loadavg)\"}" >>"$raw"
 fi
 cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -n1)"
-/usr/bin/python3 - "$raw" "$out" "$cpu" <<'EOF'
+/usr/bin/python3 - "$raw" "$out" "$cpu" "$section" <<'EOF'
 import json, os, re, statistics, sys
-raw, out, cpu = sys.argv[1:4]
+raw, out, cpu, block = sys.argv[1:5]
 recs, load = [], {}
 for line in open(raw):
     d = json.loads(line)
@@ -98,8 +102,15 @@ for model, t in keys:
     for d in recs:
         if d["model"] == model and d["threads"] == t and d["result"].get("p10_ms") is not None:
             p10.setdefault(d["round"], {})[d["who"] + ":" + d["isa"]] = d["result"]["p10_ms"]
+    # And from each process's median CPU time per run (all its threads, user + system; both bench tools
+    # print cpu_median_ms): on a loaded machine this leaves out the time a run waited for a CPU.
+    cpu = {}
+    for d in recs:
+        if d["model"] == model and d["threads"] == t and d["result"].get("cpu_median_ms"):
+            cpu.setdefault(d["round"], {})[d["who"] + ":" + d["isa"]] = d["result"]["cpu_median_ms"]
     rows.append((model, t, col("nxrt:avx2"), col("nxrt:default"), col("ort:-"), ratio("nxrt:avx2"),
-                 ratio("nxrt:default"), len(per_round), ratio("nxrt:avx2", p10), ratio("nxrt:default", p10)))
+                 ratio("nxrt:default"), len(per_round), ratio("nxrt:avx2", p10), ratio("nxrt:default", p10),
+                 ratio("nxrt:avx2", cpu), ratio("nxrt:default", cpu)))
 def f(x, p=2):
     return "-" if x is None else (f"{x:.{p}f}" if x < 100 else f"{x:.0f}")
 ncpu = os.cpu_count()
@@ -109,19 +120,21 @@ L = [f"**Machine:** {tier or cpu}, {ncpu} logical CPUs. **Commit:** `{commit}`. 
      f"{load.get('load_start', '?')}, at the end {load.get('load_end', '?')}: a shared machine, so compare "
      f"the ratios (each taken within one round), not the absolute times. Rounds {rounds}, warmup {warmup}, "
      f"runs {runs}; each cell is the median over rounds of the per-round medians (ratios: median of the "
-     f"per-round ORT/nxrt; the p10 columns take each process's fastest tenth of runs instead of its median).", "",
+     f"per-round ORT/nxrt; the p10 columns take each process's fastest tenth of runs instead of its median; "
+     f"the CPU columns each process's median CPU time per run, all threads, user + system: with 2 threads "
+     f"that includes ORT's spinning workers, so only the 1-thread CPU ratios compare work done).", "",
      "| model | threads | nxrt avx2 ms | nxrt own tier ms | ORT ms | ORT/nxrt (avx2 cap) | ORT/nxrt (own tier) "
-     "| p10 ratio (avx2 cap) | p10 ratio (own tier) | rounds |",
-     "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+     "| p10 ratio (avx2 cap) | p10 ratio (own tier) | CPU-time ratio (avx2 cap) | CPU-time ratio (own tier) | rounds |",
+     "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for r in rows:
     L.append(f"| {r[0]} | {r[1]} | {f(r[2])} | {f(r[3])} | {f(r[4])} | {f(r[5])} | {f(r[6])} | {f(r[8])} | "
-             f"{f(r[9])} | {r[7]} |")
+             f"{f(r[9])} | {f(r[10])} | {f(r[11])} | {r[7]} |")
 L.append("")
 L.append("nxrt avx2: `NXRT_ISA=avx2` (the AVX2 kernels on this machine); own tier: the tier `nxrt info` names. "
          "kws_cnn is the keyword-spotting-shaped CNN `tools/make_kws_cnn.py` writes (20 small convs with "
          "LeakyRelu, Max and MaxPool on a [1, 76, 32, 1] input); the light_* models are ../shared/models/light.")
 for t in sorted({r[1] for r in rows}):
-    for i, name in ((5, "avx2 cap"), (6, "own tier")):
+    for i, name in ((5, "avx2 cap"), (6, "own tier"), (10, "avx2 cap, CPU time"), (11, "own tier, CPU time")):
         v = [r[i] for r in rows if r[1] == t and r[i]]
         if v:
             g = statistics.geometric_mean(v)
@@ -131,10 +144,12 @@ for t in sorted({r[1] for r in rows}):
 body = "\n".join(L)
 print(body)
 text = open(out).read() if os.path.exists(out) else "## GenAI\n"
-section = f"<!-- cnn_isa:begin -->\n{body}\n<!-- cnn_isa:end -->"
-if "<!-- cnn_isa:begin -->" in text:
-    text = re.sub(r"<!-- cnn_isa:begin -->.*?<!-- cnn_isa:end -->", lambda m: section, text, flags=re.S)
+begin, end = f"<!-- {block}:begin -->", f"<!-- {block}:end -->"
+section = f"{begin}\n{body}\n{end}"
+if begin in text:
+    text = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda m: section, text, flags=re.S)
 else:
-    text = text.replace("## GenAI", "## CNN models on an AVX-512 machine (`bench/isa_compare.sh`)\n\n" + section + "\n\n## GenAI", 1)
+    heading = f"## CNN models on {tier or cpu} (`bench/isa_compare.sh --section {block}`)"
+    text = text.replace("## GenAI", heading + "\n\n" + section + "\n\n## GenAI", 1)
 open(out, "w").write(text)
 EOF

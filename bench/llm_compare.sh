@@ -150,7 +150,8 @@ block = begin + "\n" + "\n".join(out) + "\n" + end
 if begin in text:
     text = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: block, text, flags=re.S)
 else:  # after the last GenAI block
-    last = max(text.rfind("<!-- genai:end -->"), *[m.start() for m in re.finditer(r"<!-- genai-[^>]*:end -->", text)])
+    # max() of one int is a TypeError: the list form also serves a file with no genai-* block yet.
+    last = max([text.rfind("<!-- genai:end -->")] + [m.start() for m in re.finditer(r"<!-- genai-[^>]*:end -->", text)])
     stop = text.index("-->", last) + 3
     text = text[:stop] + "\n\n" + block + text[stop:]
 open(perf, "w").write(text)

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Turns bench/compare_ort.sh's raw records (build/perf/raw.jsonl, one JSON object per bench process)
-into docs/PERF.md. Everything between <!-- genai:begin --> / <!-- genai:end --> and
-<!-- micro:begin --> / <!-- micro:end --> in an existing PERF.md is kept as it is (other scripts own it).
+into docs/PERF.md. Only the top section (before the first "## " heading) is rewritten: every later
+section of an existing PERF.md (the per-machine CNN and GenAI tables, captured replay, microbenchmarks:
+other scripts and sessions own them) is kept as it is; a new file gets empty marked sections.
 
   perf_report.py --raw build/perf/raw.jsonl --out docs/PERF.md [--nxrt build/nxrt] [--ort ORT] [--settings TEXT]
 """
@@ -85,6 +86,15 @@ def keep_sections(path):
     return {k: kept.get(k, v) for k, v in SECTIONS.items()}
 
 
+def later_sections(path):
+    """The text of an existing PERF.md from its first "## " heading on (None when there is none)."""
+    if not os.path.exists(path):
+        return None
+    text = open(path).read()
+    m = re.search(r"^## ", text, re.M)
+    return text[m.start():].rstrip("\n") if m else None
+
+
 def other_cpu_share(start, end, recs):
     """Fraction of all CPU time between two /proc/stat 'cpu' lines spent by processes other than the
     benchmark's own (their user+sys from /usr/bin/time). None when unknown."""
@@ -146,7 +156,7 @@ def main():
             order.append(key)
         groups[key][r["runtime_id"]].append(r)
 
-    rows, ratios = [], {}
+    rows, ratios, cpu_ratios = [], {}, {}
     for key in order:
         model, t = key
         cells = {}
@@ -161,12 +171,18 @@ def main():
                 "ms": med(ms), "spread": spread(ms), "create": med([r["create_ms"] for r in ok]),
                 "first": med([r["first_run_ms"] for r in ok]),
                 "rss": med([r["peak_rss_kb"] / 1024 for r in ok if "peak_rss_kb" in r]),
+                "cpu": med([r["cpu_median_ms"] for r in ok if r.get("cpu_median_ms")]),
                 "n": len(ok),
             }
         n, o = cells["nxrt"], cells["ort"]
         ratio = o["ms"] / n["ms"] if n["ms"] and o["ms"] else None
         if ratio:
             ratios.setdefault(t, []).append(ratio)
+        # Per-run CPU time (both bench tools print cpu_median_ms): on a loaded machine the work done,
+        # without the time spent waiting for a CPU.
+        n["cpu_ratio"] = o["cpu"] / n["cpu"] if n["cpu"] and o["cpu"] else None
+        if n["cpu_ratio"]:
+            cpu_ratios.setdefault(t, []).append(n["cpu_ratio"])
         rows.append((model, t, n, o, ratio, "; ".join(errs)))
 
     info = machine(a.nxrt, a.ort or "")
@@ -201,14 +217,17 @@ def main():
              "`--threads N` intra-op threads and their default (full) graph optimisation. "
              "ORT/nxrt > 1 means nxrt is faster. Create: session creation (load + optimise + plan; ORT's "
              "`InferenceSession.create`). Peak RSS: `/usr/bin/time -f %M` of the whole process, median over "
-             "rounds (ORT's includes the node.js runtime, roughly 40–50 MB).")
+             "rounds (ORT's includes the node.js runtime, roughly 40–50 MB). CPU-time ratio: ORT/nxrt of the "
+             "median over rounds of each process's median CPU time per run (all threads, user + system); with "
+             "more than one thread it counts spinning workers too.")
     L.append("")
-    L.append("| model | threads | nxrt ms | ORT ms | ORT/nxrt | nxrt create ms | ORT create ms | "
+    L.append("| model | threads | nxrt ms | ORT ms | ORT/nxrt | CPU-time ratio | nxrt create ms | ORT create ms | "
              "nxrt peak RSS MB | ORT peak RSS MB |")
-    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for model, t, n, o, ratio, err in rows:
         r = f"{ratio:.2f}" if ratio else "–"
-        L.append(f"| {model} | {t} | {fmt(n['ms'])}{n['spread']} | {fmt(o['ms'])}{o['spread']} | {r} | "
+        c = f"{n['cpu_ratio']:.2f}" if n["cpu_ratio"] else "–"
+        L.append(f"| {model} | {t} | {fmt(n['ms'])}{n['spread']} | {fmt(o['ms'])}{o['spread']} | {r} | {c} | "
                  f"{fmt(n['create'])} | {fmt(o['create'])} | {fmt(n['rss'], 1)} | {fmt(o['rss'], 1)} |")
     L.append("")
     summary = []
@@ -223,6 +242,10 @@ def main():
     if allr:
         g = math.exp(sum(math.log(x) for x in allr) / len(allr))
         summary.append(f"all: **{g:.2f}**")
+    for t in sorted(cpu_ratios):
+        rs = cpu_ratios[t]
+        g = math.exp(sum(math.log(x) for x in rs) / len(rs))
+        summary.append(f"by CPU time at {t} thread(s): **{g:.2f}** (nxrt ahead on {sum(1 for x in rs if x > 1)})")
     L.append("**Summary:** " + ("; ".join(summary) if summary else "no model ran on both runtimes") + ".")
     errs = [(m, t, e) for m, t, _, _, _, e in rows if e]
     if errs:
@@ -246,6 +269,13 @@ def main():
              "`bench/compare_ort.sh --help` lists the options. Every bench process's JSON line, with its peak "
              "RSS and CPU time, is kept in `build/perf/raw.jsonl`.")
     L.append("")
+    tail = later_sections(a.out)
+    if tail is not None:
+        L.append(tail)
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+        with open(a.out, "w") as f:
+            f.write("\n".join(L) + "\n")
+        return
     kept = keep_sections(a.out)
     L.append("## CNN models on an AVX-512 machine (`bench/isa_compare.sh`)")
     L.append("")

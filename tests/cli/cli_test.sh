@@ -55,9 +55,11 @@ check "usage error exits 2" test "$rc" -eq 2
 
 # bench: one JSON line with the contract's keys
 out=$("$nxrt" bench "$m" --runs 3 --warmup 1 --dim batch=2)
-for k in create_ms first_run_ms median_ms p10_ms p90_ms runs threads peak_rss_mb; do
+for k in create_ms first_run_ms median_ms p10_ms p90_ms runs threads cpu_median_ms peak_rss_mb; do
   check "bench prints $k" grep -q "\"$k\":" <<<"$out"
 done
+cpu_ms=$(sed -n 's/.*"cpu_median_ms":\([0-9.]*\).*/\1/p' <<<"$out")
+check "bench cpu_median_ms is a positive time" awk -v v="$cpu_ms" 'BEGIN { exit !(v > 0) }'
 check "bench is one line" test "$(wc -l <<<"$out")" -eq 1
 
 # info
