@@ -123,7 +123,12 @@ class Tokenizer {
 
 // Streaming detokenizer: feed ids one by one; each step returns the text completed by that id (possibly
 // empty), holding back bytes of an unfinished UTF-8 sequence. The concatenation of every step plus
-// flush() equals Tokenizer::decode of all the ids.
+// flush() equals Tokenizer::decode of all the ids. flush() adds text only when the ids end inside a
+// UTF-8 sequence (it gives U+FFFD there, as decode() does), so a caller that never flushes (the
+// onnxruntime-genai API has no flush) misses only that. A decoder that strips characters at the end of
+// the text (a Strip with `stop` > 0 after a Fuse) gets the same guarantee without flush(): such
+// characters are held back until a later id puts text after them, and never come out otherwise, as
+// decode() drops them too.
 class TokenizerStream {
  public:
   explicit TokenizerStream(const Tokenizer* tokenizer, bool skip_special_tokens = false)

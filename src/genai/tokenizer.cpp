@@ -185,6 +185,15 @@ int32_t Tokenizer::eos_token_id() const { return impl_->post.last_special(); }
 // ---------------------------------------------------------------------------------------------------
 // Streaming (the DecodeStream scheme of tokenizers: decode a short window ids[prefix_, end) and emit
 // what it adds over ids[prefix_, read_), once it does not end inside a UTF-8 sequence).
+//
+// A decoder chain that strips the end of the whole text (Fuse, then Strip with `stop` > 0) breaks the
+// window scheme: a window's end is not the text's end, and a window made of strippable characters
+// only strips fewer of them than the whole text does, so characters already emitted could not be
+// taken back. For such a chain the window always starts at the first id: the stream then emits what
+// decode() of all the ids so far adds over decode() of the ids before, which only grows by appending
+// (the characters the end strip removes are held back until a later id makes them part of the text's
+// middle, and are never emitted if no such id comes, as decode() drops them). The cost is a decode of
+// the whole text so far at each step; no public tokenizer.json we know of uses `stop` > 0.
 // ---------------------------------------------------------------------------------------------------
 Result<std::string> TokenizerStream::step(int32_t id) {
   const Tokenizer::Impl& m = tok_->impl();
@@ -200,7 +209,7 @@ Result<std::string> TokenizerStream::step(int32_t id) {
   std::string_view added = std::string_view(new_raw).substr(prefix_raw.size());
   if (utf8_complete_prefix(added) != added.size()) return std::string();  // wait for the rest
   std::string text = utf8_sanitize(added);
-  prefix_ = read_;
+  if (!m.decoder_strips_text_end) prefix_ = read_;
   read_ = ids_.size();
   return text;
 }

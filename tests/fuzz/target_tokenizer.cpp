@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "fuzz_targets.h"
-#include "genai/json.h"
 #include "genai/tokenizer.h"
 
 namespace nxrt::fuzz {
@@ -21,21 +20,6 @@ namespace {
 constexpr std::string_view kSample = "Hello, world! 123 héllo  \t\n<|im_start|>user\nñ 日本語 🙂";
 
 bool has_message(const Status& s) { return !s.message().empty(); }
-
-// A decoder (or a Sequence of them) with a Strip that removes characters at the end (`stop` > 0).
-// Streaming such a chain is the open finding 3 of docs/RELIABILITY.md (its input is kept in
-// tests/fuzz/open/): until it is fixed the stream-equals-decode check skips these tokenizers, so a
-// fuzz run does not stop on a known bug; everything else about them is still checked.
-bool strips_at_end(const genai::Json* d) {
-  if (!d || !d->is_object()) return false;
-  if (d->get_string("type") == "Strip" && d->get_int("stop") > 0) return true;
-  const genai::Json* items = d->find("decoders");
-  if (!items || !items->is_array()) return false;
-  for (const genai::Json& item : items->as_array()) {
-    if (strips_at_end(&item)) return true;
-  }
-  return false;
-}
 
 // decode(ids) and the streamed steps + flush() agree, or decode refuses the ids.
 bool check_decode(const genai::Tokenizer& tok, const std::vector<int32_t>& ids, bool skip_special) {
@@ -48,7 +32,11 @@ bool check_decode(const genai::Tokenizer& tok, const std::vector<int32_t>& ids, 
     if (!piece.ok()) return false;  // decode accepted every id, so must each step
     streamed += *piece;
   }
-  streamed += stream.flush();
+  // flush() gives text only for ids that end inside a UTF-8 sequence (U+FFFD, as decode gives), so a
+  // caller that never flushes (the onnxruntime-genai API) misses nothing else.
+  const std::string rest = stream.flush();
+  if (!rest.empty() && !whole->ends_with("\xEF\xBF\xBD")) return false;
+  streamed += rest;
   return streamed == *whole;
 }
 
@@ -62,8 +50,6 @@ bool tokenizer(const uint8_t* data, size_t size) {
   const std::string_view text = nul == std::string_view::npos ? kSample : in.substr(nul + 1);
   auto tok = genai::Tokenizer::from_json_text(json);
   if (!tok.ok()) return has_message(tok.status());
-  auto root = genai::parse_json(json);  // it loaded, so it parses
-  const bool check_stream = !(root.ok() && strips_at_end(root->find("decoder")));
   for (bool special : {true, false}) {
     genai::EncodeOptions eo;
     eo.add_special_tokens = special;
@@ -78,7 +64,7 @@ bool tokenizer(const uint8_t* data, size_t size) {
     }
     auto back = tok->decode(std::span<const int32_t>(*ids));
     if (!back.ok()) return false;  // ids the tokenizer made itself must decode
-    if (check_stream && !check_decode(*tok, *ids, special)) return false;
+    if (!check_decode(*tok, *ids, special)) return false;
   }
   // Ids from the text's bytes, some past the vocabulary.
   std::vector<int32_t> raw;
@@ -86,13 +72,6 @@ bool tokenizer(const uint8_t* data, size_t size) {
   for (size_t i = 0; i + 1 < text.size() && raw.size() < 256; i += 2) {
     const int64_t v = static_cast<uint8_t>(text[i]) | (static_cast<uint8_t>(text[i + 1]) << 8);
     raw.push_back(static_cast<int32_t>(v % span) - 1);
-  }
-  if (!check_stream) {  // still: every id decodes or is refused with a message
-    for (bool special : {false, true}) {
-      auto r = tok->decode(std::span<const int32_t>(raw), special);
-      if (!r.ok() && !has_message(r.status())) return false;
-    }
-    return true;
   }
   return check_decode(*tok, raw, false) && check_decode(*tok, raw, true);
 }

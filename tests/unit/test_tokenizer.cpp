@@ -2,6 +2,7 @@
 // files are compared with tokenizers.js by scripts/check_tokenizers.sh).
 #include <gtest/gtest.h>
 
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -226,6 +227,59 @@ TEST(GenaiTokenizer, StreamingSkipsSpecialTokens) {
   for (int32_t id : *ids) out += stream.step(id).value();
   out += stream.flush();
   EXPECT_EQ(out, "ok");
+}
+
+// A decoder that strips the end of the whole text (Strip `stop` after Fuse) drops trailing spaces only
+// at the text's end: the stream holds them back until a later id puts text after them, so what has
+// been streamed after each id equals decode() of the ids so far (a caller who stops anywhere, flush()
+// or not, has decode's text). The same Strip without Fuse strips each token alone.
+TEST(GenaiTokenizer, StreamingHoldsBackWhatTheEndStripRemoves) {
+  NXRT_SKIP_WITHOUT_TOKENIZER_LIBS();
+  auto make = [](bool fuse) {
+    const std::string strip = R"({"type": "Strip", "content": " ", "start": 0, "stop": 2})";
+    const std::string decoder =
+        fuse ? R"({"type": "Sequence", "decoders": [{"type": "Fuse"}, )" + strip + "]}" : strip;
+    return Tokenizer::from_json_text(
+        R"({"added_tokens": [{"id": 4, "content": "<s>", "special": true}], "decoder": )" + decoder +
+        R"(, "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, " ": 2, "a ": 3, "<s>": 4, "  ": 5}, "merges": []}})");
+  };
+  const int32_t a = 0, b = 1, sp = 2, a_sp = 3, bos = 4, sp2 = 5;
+  auto fused = make(true);
+  ASSERT_TRUE(fused.ok()) << fused.status().to_string();
+  // While spaces end the text, decode strips two of them; once "a" follows, none. (Windows that ended
+  // the text at their own end used to lose one of these spaces.)
+  const std::vector<int32_t> ids = {a, sp, sp2, sp, a};
+  auto stream = fused->create_stream();
+  std::vector<std::string> steps;
+  for (int32_t id : ids) steps.push_back(stream.step(id).value());
+  EXPECT_EQ(steps, (Strs{"a", "", " ", " ", "  a"}));
+  EXPECT_EQ(stream.flush(), "");
+  EXPECT_EQ(fused->decode(ids).value(), "a    a");
+
+  const std::vector<std::vector<int32_t>> cases = {
+      ids, {sp, sp2, sp, a}, {a, sp, sp, sp, b, sp, sp, sp}, {a_sp, sp, bos, sp2, b, bos, sp}, {bos, sp, sp},
+      {a, sp, bos, bos, sp, sp2, a_sp, b}};
+  for (bool fuse : {true, false}) {
+    auto tok = make(fuse);
+    ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+    for (bool skip_special : {false, true}) {
+      for (const std::vector<int32_t>& c : cases) {
+        auto s = tok->create_stream(skip_special);
+        std::string streamed;
+        for (size_t n = 1; n <= c.size(); ++n) {
+          streamed += s.step(c[n - 1]).value();
+          auto want = tok->decode(std::span<const int32_t>(c.data(), n), skip_special);
+          ASSERT_TRUE(want.ok()) << want.status().to_string();
+          EXPECT_EQ(streamed, *want) << "fuse " << fuse << ", skip_special " << skip_special << ", ids " << n;
+        }
+        EXPECT_EQ(s.flush(), "");
+      }
+    }
+  }
+  // Without Fuse, Strip acts on each token: "a " loses its space wherever it stands.
+  auto per_token = make(false);
+  ASSERT_TRUE(per_token.ok());
+  EXPECT_EQ(per_token->decode(std::vector<int32_t>{a_sp, b, sp, a}).value(), "aba");
 }
 
 TEST(GenaiTokenizer, ByteFallbackLlama2Style) {

@@ -69,6 +69,10 @@ struct FuseDecoder : Decoder {
     tokens.assign(1, std::move(all));
     return Status::Ok();
   }
+  bool strips_text_end(bool& fused) const override {
+    fused = true;
+    return false;
+  }
 };
 
 struct ReplaceDecoder : Decoder {
@@ -105,6 +109,8 @@ struct StripDecoder : Decoder {
     }
     return Status::Ok();
   }
+  // Without a Fuse before it, Strip acts on each token alone, wherever the text ends.
+  bool strips_text_end(bool& fused) const override { return fused && stop > 0 && !content.empty(); }
 };
 
 struct MetaspaceDecoder : Decoder {
@@ -135,6 +141,12 @@ struct SequenceDecoder : Decoder {
   Status decode_chain(DecodeTokens& tokens) const override {
     for (const auto& d : items) NXRT_RETURN_IF_ERROR(d->decode_chain(tokens));
     return Status::Ok();
+  }
+  bool strips_text_end(bool& fused) const override {
+    for (const auto& d : items) {
+      if (d->strips_text_end(fused)) return true;
+    }
+    return false;
   }
 };
 

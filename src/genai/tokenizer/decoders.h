@@ -26,6 +26,14 @@ using DecodeTokens = std::vector<DecodeToken>;
 struct Decoder {
   virtual ~Decoder() = default;
   virtual Status decode_chain(DecodeTokens& tokens) const = 0;
+  // Whether this decoder (the rest of a chain, with `fused` telling whether a Fuse came before) removes
+  // characters at the end of the whole text: a Strip with `stop` > 0 after a Fuse. Such a chain's
+  // output for a prefix of the ids can end shorter than the same characters do once more ids follow,
+  // so a streaming decoder must not take a window's end for the text's end (TokenizerStream::step).
+  virtual bool strips_text_end(bool& fused) const {
+    (void)fused;
+    return false;
+  }
 };
 
 // The decoder the tokenizer.json object `j` describes; not_implemented for an unknown type.

@@ -124,6 +124,8 @@ Status read_pipeline(const Json& root, Tokenizer::Impl& m) {
   }
   if (const Json* d = root.find("decoder"); d && !d->is_null()) {
     NXRT_ASSIGN_OR_RETURN(m.decoder, tok::make_decoder(*d));
+    bool fused = false;
+    m.decoder_strips_text_end = m.decoder->strips_text_end(fused);
   }
   if (const Json* pp = root.find("post_processor"); pp && !pp->is_null()) {
     NXRT_RETURN_IF_ERROR(tok::read_post_processor(*pp, m.vocab, m.post));

@@ -44,6 +44,9 @@ struct Tokenizer::Impl {
   std::unique_ptr<tok::Normalizer> normalizer;
   std::unique_ptr<tok::PreTokenizer> pre_tokenizer;
   std::unique_ptr<tok::Decoder> decoder;
+  // The decoder chain strips characters at the end of the whole text (Decoder::strips_text_end), so
+  // TokenizerStream decodes from the first id on instead of from a short window.
+  bool decoder_strips_text_end = false;
   tok::PostProcessor post;
 
   // Word cache: pre-token -> ids.
