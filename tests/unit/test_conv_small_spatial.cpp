@@ -281,6 +281,49 @@ TEST(ConvSmallSpatial, DISABLED_SmallSpatialBench) {
   }
 }
 
+// kAuto with weights prepared for Winograd too (as the Conv kernel prepares 3x3 stride-1 convs): on a 7x7
+// plane the transposed path comes before Winograd (its 4x4 tiles cover 64 outputs for 49); on 14x14
+// Winograd keeps the conv. Either way the output matches the direct definition.
+TEST(ConvSmallSpatial, AutoOrderWithWinogradWeights) {
+  ConvShape probe;
+  probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;
+  finish(&probe);
+  if (!small_spatial_applies(probe)) GTEST_SKIP() << "no AVX-512F on this CPU";
+  std::mt19937 rng(11);
+  ep::ThreadPool pool(2);
+  struct C {
+    int64_t C, M, H;
+    ConvPath expected;
+  };
+  const C cases[] = {{128, 32, 7, ConvPath::kSmallSpatialTransposed},  // DenseNet-121 block 4
+                     {64, 48, 7, ConvPath::kSmallSpatialTransposed},
+                     {128, 32, 14, ConvPath::kWinograd}};             // DenseNet-121 block 3
+  for (const C& c : cases) {
+    ConvShape s;
+    s.N = 1, s.C = c.C, s.M = c.M, s.g.nsp = 2;
+    s.g.in[1] = s.g.in[2] = c.H;
+    s.g.k[1] = s.g.k[2] = 3;
+    s.g.pb[1] = s.g.pb[2] = s.g.pe[1] = s.g.pe[2] = 1;
+    ASSERT_TRUE(finish(&s));
+    ASSERT_TRUE(winograd_preferred(s)) << describe(s);
+    auto x = random_floats(rng, s.C * s.g.in_size());
+    auto w = random_floats(rng, s.M * s.C * 9);
+    auto b = random_floats(rng, s.M);
+    ConvWeights<float> cw;
+    cw.prepare(Dims{s.M, s.C, 3, 3}, 1, w, true);
+    for (int threads : {1, 2}) {
+      EXPECT_EQ(conv_chosen_path<float>(s, cw, ConvConfig(), nullptr, threads), c.expected) << describe(s);
+    }
+    const int64_t ny = s.M * s.g.out_size();
+    std::vector<float> ref(static_cast<size_t>(ny)), y(static_cast<size_t>(ny), 123.f);
+    conv_naive<float>(s, x.data(), w.data(), b.data(), ref.data());
+    conv_forward<float>(s, x.data(), cw, b.data(), y.data(), &pool);
+    double err = 0;
+    for (int64_t i = 0; i < ny; ++i) err = std::max(err, std::fabs(double(y[i]) - ref[i]) / (1.0 + std::fabs(ref[i])));
+    EXPECT_LT(err, 1e-4) << describe(s);
+  }
+}
+
 TEST(ConvSmallSpatial, Choice) {
   ConvShape probe;
   probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;
@@ -301,9 +344,10 @@ TEST(ConvSmallSpatial, Choice) {
   EXPECT_EQ(choice(544, 544, 7, 1, 1, 4), SmallSpatialChoice::kDirect);   // grouped
   EXPECT_EQ(choice(512, 512, 7, 3, 1), SmallSpatialChoice::kTransposed);
   EXPECT_EQ(choice(256, 256, 28, 3, 2), SmallSpatialChoice::kTransposed);  // 3x3 stride 2 -> 14x14
-  EXPECT_EQ(choice(1024, 256, 14, 1, 1), SmallSpatialChoice::kNone);      // 1x1 at 14x14: +6% share only
-  EXPECT_EQ(choice(1024, 256, 14, 1, 1, 1, 2), SmallSpatialChoice::kDirect);  // ... but at 2 threads
-  EXPECT_EQ(choice(272, 272, 14, 1, 1, 4), SmallSpatialChoice::kNone);
+  EXPECT_EQ(choice(1024, 256, 14, 1, 1), SmallSpatialChoice::kDirect);    // 1x1 at 14x14, 1 thread
+  EXPECT_EQ(choice(1024, 256, 14, 1, 1, 1, 2), SmallSpatialChoice::kDirect);  // ... and at 2 threads
+  EXPECT_EQ(choice(272, 272, 14, 1, 1, 4), SmallSpatialChoice::kDirect);
+  EXPECT_EQ(choice(64, 16, 4, 1, 1), SmallSpatialChoice::kNone);           // 1x1 on 16 pixels: the usual path
   EXPECT_EQ(choice(128, 512, 28, 1, 1), SmallSpatialChoice::kNone);
   EXPECT_EQ(choice(3, 64, 7, 3, 1), SmallSpatialChoice::kNone);            // K < 32
 }

@@ -519,15 +519,15 @@ bool weights_serve(const ConvShape& s, const ConvWeights<CT>& w, const ConvPost*
   }
 }
 
-// The kAuto rule: Winograd where preferred, the small-spatial paths where their share of the vector
-// lanes wins (small_spatial_choice), then 1x1 GEMM, depthwise, and the general GEMM paths.
+// The kAuto rule: the small-spatial paths where their share of the vector lanes wins
+// (small_spatial_choice, which leaves planes over 8x8 to Winograd where it is preferred), Winograd where
+// preferred, then 1x1 GEMM, depthwise, and the general GEMM paths. Small-spatial comes first so a 3x3
+// conv on a 7x7 plane, where Winograd's 4x4 tiles cover 64 outputs for 49, takes the transposed path.
 template <typename CT>
 ConvPath auto_path(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfig& cfg, const ConvPost* post,
                    int threads) {
   constexpr bool kFloat = std::is_same_v<CT, float>;
   if (kFloat) {
-    if (!cfg.skipped(ConvPath::kWinograd) && winograd_preferred(s) && weights_serve(s, w, post, ConvPath::kWinograd))
-      return ConvPath::kWinograd;
     if (!cfg.skipped(ConvPath::kSmallSpatialDirect) && weights_serve(s, w, post, ConvPath::kSmallSpatialDirect)) {
       switch (small_spatial_choice(s, threads, cfg.isa)) {
         case SmallSpatialChoice::kNone: break;
@@ -535,6 +535,8 @@ ConvPath auto_path(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
         case SmallSpatialChoice::kTransposed: return ConvPath::kSmallSpatialTransposed;
       }
     }
+    if (!cfg.skipped(ConvPath::kWinograd) && winograd_preferred(s) && weights_serve(s, w, post, ConvPath::kWinograd))
+      return ConvPath::kWinograd;
   }
   if (is_pointwise(s.g)) return ConvPath::kPointwise;
   if (conv_path_applies(s, ConvPath::kDepthwiseScalar, kFloat, cfg.isa)) {
