@@ -324,6 +324,62 @@ TEST(ConvSmallSpatial, AutoOrderWithWinogradWeights) {
   }
 }
 
+// FusedConv's pre-activation (x' = max(x * scale[c] + shift[c], 0) before a 1x1 conv, DenseNet) on small
+// planes: kAuto takes the direct path with it; random shapes (planes of 16q + 1 and others, batch 2,
+// residual + activation) against conv_naive on the pre-activated input, at 1 and 2 threads.
+TEST(ConvSmallSpatial, DirectWithPreActivationMatchesNaive) {
+  ConvShape probe;
+  probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;
+  finish(&probe);
+  if (!small_spatial_applies(probe)) GTEST_SKIP() << "no AVX-512F on this CPU";
+  std::mt19937 rng(17);
+  ep::ThreadPool pool(2);
+  std::uniform_int_distribution<int> pick(0, 1 << 20);
+  const int64_t sides[] = {5, 7, 9, 13, 14, 16};
+  for (int trial = 0; trial < 24; ++trial) {
+    ConvShape s;
+    s.N = 1 + pick(rng) % 2;
+    s.C = 32 + pick(rng) % 300;
+    s.M = 8 + pick(rng) % 140;
+    s.g.nsp = 2;
+    s.g.in[1] = sides[pick(rng) % 6];
+    s.g.in[2] = sides[pick(rng) % 6];
+    ASSERT_TRUE(finish(&s));
+    const int64_t P = s.g.out_size(), ny = s.N * s.M * P;
+    auto x = random_floats(rng, s.N * s.C * P);
+    auto w = random_floats(rng, s.M * s.C);
+    auto b = random_floats(rng, s.M);
+    auto scale = random_floats(rng, s.C);
+    auto shift = random_floats(rng, s.C);
+    auto res = random_floats(rng, ny);
+    std::vector<float> xp(x.size());
+    for (int64_t i = 0; i < static_cast<int64_t>(x.size()); ++i) {
+      const int64_t c = (i / P) % s.C;
+      xp[i] = std::max(0.f, x[i] * scale[c] + shift[c]);
+    }
+    std::vector<float> ref(static_cast<size_t>(ny));
+    conv_naive<float>(s, xp.data(), w.data(), b.data(), ref.data());
+    const bool with_res = trial % 2 == 1;
+    for (int64_t i = 0; i < ny; ++i) ref[i] = std::max(0.f, ref[i] + (with_res ? res[i] : 0.f));
+    ConvPost post;
+    post.residual = with_res ? res.data() : nullptr;
+    post.act = Activation::kRelu;
+    post.pre_scale = scale.data();
+    post.pre_shift = shift.data();
+    ConvWeights<float> cw;
+    cw.prepare(Dims{s.M, s.C, 1, 1}, 1, w, false);
+    const bool expect_direct = small_spatial_choice(s, 1) == SmallSpatialChoice::kDirect;
+    EXPECT_EQ(expect_direct, P > 16) << describe(s);
+    for (ep::ThreadPool* tp : {static_cast<ep::ThreadPool*>(nullptr), &pool}) {
+      std::vector<float> y(static_cast<size_t>(ny), 123.f);
+      ASSERT_TRUE(conv_forward<float>(s, x.data(), cw, b.data(), y.data(), tp, ConvConfig(), &post)) << describe(s);
+      double err = 0;
+      for (int64_t i = 0; i < ny; ++i) err = std::max(err, std::fabs(double(y[i]) - ref[i]) / (1.0 + std::fabs(ref[i])));
+      EXPECT_LT(err, 1e-4) << describe(s) << (tp ? " 2 threads" : " 1 thread");
+    }
+  }
+}
+
 TEST(ConvSmallSpatial, Choice) {
   ConvShape probe;
   probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;

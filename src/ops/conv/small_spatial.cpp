@@ -6,6 +6,7 @@
 #include "ep/cpu_features.h"
 #include "ep/thread_pool.h"
 #include "ops/conv/conv_engine.h"
+#include "ops/fused/fused_ops.h"
 #include "ops/gemm/mapped_scratch.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -650,6 +651,25 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
   const int threads = pool ? pool->num_threads() : 1;
   bool pointwise = true;
   for (int i = 0; i < 3; ++i) pointwise = pointwise && g.k[i] == 1 && g.s[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
+  // FusedConv's pre-activation (a BN-ReLU before a 1x1 conv, DenseNet): x' = max(x * scale[c] + shift[c], 0)
+  // written once per call (C x P floats, 1/M of the product's work), then read in place like x.
+  if (post && post->pre_scale) {
+    if (!pointwise || G != 1 || !post->pre_shift) return false;
+    thread_local MappedScratch pre_scr;
+    float* xp = pre_scr.get(static_cast<size_t>(s.N * s.C * P));
+    auto preact = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t c = t % s.C;
+        scale_shift_relu(x + t * P, xp + t * P, P, post->pre_scale[c], post->pre_shift[c]);
+      }
+    };
+    if (pool && threads > 1 && s.N * s.C * P > (int64_t{1} << 16)) {
+      pool->parallel_for(s.N * s.C, 1, preact);
+    } else {
+      preact(0, s.N * s.C);
+    }
+    x = xp;
+  }
   // B: x itself (1x1, stride 1, no pads) or col[K][Pp] per image (rows padded to whole vectors so
   // the loads are aligned).
   const int64_t Pp = (P + kVec - 1) / kVec * kVec;
