@@ -325,8 +325,9 @@ TEST(ConvSmallSpatial, AutoOrderWithWinogradWeights) {
 }
 
 // FusedConv's pre-activation (x' = max(x * scale[c] + shift[c], 0) before a 1x1 conv, DenseNet) on small
-// planes: kAuto takes the direct path with it; random shapes (planes of 16q + 1 and others, batch 2,
-// residual + activation) against conv_naive on the pre-activated input, at 1 and 2 threads.
+// planes: the direct path forced and kAuto (direct on 16q + 1 planes such as 7x7 and 9x9, else the preact
+// GEMM) on random shapes (batch 1-2, with and without a residual, Relu) against conv_naive on the
+// pre-activated input, at 1 and 2 threads.
 TEST(ConvSmallSpatial, DirectWithPreActivationMatchesNaive) {
   ConvShape probe;
   probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;
@@ -335,7 +336,7 @@ TEST(ConvSmallSpatial, DirectWithPreActivationMatchesNaive) {
   std::mt19937 rng(17);
   ep::ThreadPool pool(2);
   std::uniform_int_distribution<int> pick(0, 1 << 20);
-  const int64_t sides[] = {5, 7, 9, 13, 14, 16};
+  const int64_t sides[] = {5, 7, 9, 13, 14, 16};  // 7x7, 9x9: 16q + 1 pixels
   for (int trial = 0; trial < 24; ++trial) {
     ConvShape s;
     s.N = 1 + pick(rng) % 2;
@@ -368,14 +369,16 @@ TEST(ConvSmallSpatial, DirectWithPreActivationMatchesNaive) {
     post.pre_shift = shift.data();
     ConvWeights<float> cw;
     cw.prepare(Dims{s.M, s.C, 1, 1}, 1, w, false);
-    const bool expect_direct = small_spatial_choice(s, 1) == SmallSpatialChoice::kDirect;
-    EXPECT_EQ(expect_direct, P > 16) << describe(s);
-    for (ep::ThreadPool* tp : {static_cast<ep::ThreadPool*>(nullptr), &pool}) {
-      std::vector<float> y(static_cast<size_t>(ny), 123.f);
-      ASSERT_TRUE(conv_forward<float>(s, x.data(), cw, b.data(), y.data(), tp, ConvConfig(), &post)) << describe(s);
-      double err = 0;
-      for (int64_t i = 0; i < ny; ++i) err = std::max(err, std::fabs(double(y[i]) - ref[i]) / (1.0 + std::fabs(ref[i])));
-      EXPECT_LT(err, 1e-4) << describe(s) << (tp ? " 2 threads" : " 1 thread");
+    for (ConvPath path : {ConvPath::kSmallSpatialDirect, ConvPath::kAuto}) {
+      for (ep::ThreadPool* tp : {static_cast<ep::ThreadPool*>(nullptr), &pool}) {
+        std::vector<float> y(static_cast<size_t>(ny), 123.f);
+        ASSERT_TRUE(conv_forward<float>(s, x.data(), cw, b.data(), y.data(), tp, ConvConfig(path), &post))
+            << describe(s);
+        double err = 0;
+        for (int64_t i = 0; i < ny; ++i)
+          err = std::max(err, std::fabs(double(y[i]) - ref[i]) / (1.0 + std::fabs(ref[i])));
+        EXPECT_LT(err, 1e-4) << describe(s) << " " << conv_path_name(path) << (tp ? " 2 threads" : " 1 thread");
+      }
     }
   }
 }
@@ -400,9 +403,9 @@ TEST(ConvSmallSpatial, Choice) {
   EXPECT_EQ(choice(544, 544, 7, 1, 1, 4), SmallSpatialChoice::kDirect);   // grouped
   EXPECT_EQ(choice(512, 512, 7, 3, 1), SmallSpatialChoice::kTransposed);
   EXPECT_EQ(choice(256, 256, 28, 3, 2), SmallSpatialChoice::kTransposed);  // 3x3 stride 2 -> 14x14
-  EXPECT_EQ(choice(1024, 256, 14, 1, 1), SmallSpatialChoice::kDirect);    // 1x1 at 14x14, 1 thread
-  EXPECT_EQ(choice(1024, 256, 14, 1, 1, 1, 2), SmallSpatialChoice::kDirect);  // ... and at 2 threads
-  EXPECT_EQ(choice(272, 272, 14, 1, 1, 4), SmallSpatialChoice::kDirect);
+  EXPECT_EQ(choice(1024, 256, 14, 1, 1), SmallSpatialChoice::kNone);      // 1x1 at 14x14: +6% share only
+  EXPECT_EQ(choice(1024, 256, 14, 1, 1, 1, 2), SmallSpatialChoice::kDirect);  // ... but at 2 threads
+  EXPECT_EQ(choice(272, 272, 14, 1, 1, 4), SmallSpatialChoice::kNone);
   EXPECT_EQ(choice(64, 16, 4, 1, 1), SmallSpatialChoice::kNone);           // 1x1 on 16 pixels: the usual path
   EXPECT_EQ(choice(128, 512, 28, 1, 1), SmallSpatialChoice::kNone);
   EXPECT_EQ(choice(3, 64, 7, 3, 1), SmallSpatialChoice::kNone);            // K < 32

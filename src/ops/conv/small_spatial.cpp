@@ -343,7 +343,7 @@ bool small_spatial_applies(const ConvShape& s, ep::IsaTier isa) {
 // each image's pixels to 16-column panels (49 -> 64); the transposed path pads the pixels of the batch
 // to 7-row tiles (49 -> 49, 196 -> 196, 169 -> 175) and the output channels to 16; the direct path pads
 // like the usual one except a last pixel alone (16q + 1), which costs 1/12 of a vector.
-// - 1x1 convs (any stride) on planes over 16 pixels: direct (see below).
+// - 1x1 convs (any stride): direct when its share is 5% higher (7x7 outputs) or at 2+ threads (see below).
 // - other convs: transposed when its share is not lower (both paths pack x then), unless Winograd is
 //   preferred on a plane over 8x8.
 // - planes of 2..256 pixels, K >= 32, >= 8 output channels a group.
@@ -352,7 +352,7 @@ bool small_spatial_applies(const ConvShape& s, ep::IsaTier isa) {
 //   1x1 512->2048 @7x7 1.27 -> 0.93 / 0.62 -> 0.46 (direct);  1x1 2048->512 @7x7 1.26 -> 0.93 / 0.68 -> 0.46;
 //   1x1 1024->2048 s2 14->7 2.99 -> 2.04 / 1.36 -> 0.96;     1x1 1024->352 @7x7 0.52 -> 0.32 / 0.22 -> 0.16;
 //   1x1 544->544 g4 @7x7 0.093 -> 0.068 / 0.047 -> 0.035;    1x1 1024->256 @14x14 2 threads 0.59 -> 0.51;
-//   1x1 576->224 @14x14 2 threads 0.28 -> 0.25 (1 thread: 1.00 -> 1.01 and 0.51 -> 0.50; faster on Zen 5);
+//   1x1 576->224 @14x14 2 threads 0.28 -> 0.25 (1 thread: 1.00 -> 1.01 and 0.51 -> 0.50, so not taken);
 //   3x3 512->512 @7x7 3.43 -> 2.39 / 1.86 -> 1.43 (transposed); 3x3 192->320 @7x7 0.73 -> 0.50 / 0.38 -> 0.28;
 //   3x3 224->224 @7x7 0.62 -> 0.41 / 0.34 -> 0.24;            3x3 s2 256->256 28->14 2.53 -> 2.19 / 1.39 -> 1.20.
 // Left to the usual paths: 3x3 @13x13..14x14 (Winograd: 3x3 256->256 @14x14 0.85 vs 2.16 transposed),
@@ -360,7 +360,6 @@ bool small_spatial_applies(const ConvShape& s, ep::IsaTier isa) {
 // conv_forward's kAuto asks this rule before Winograd, so 3x3 convs Winograd would take at 7x7 come here
 // (3x3 128->32 @7x7: Winograd 0.084, transposed 0.040; Zen 5, ms of CPU: 0.069 -> 0.026).
 SmallSpatialChoice small_spatial_choice(const ConvShape& s, int threads, ep::IsaTier isa) {
-  (void)threads;  // the measured rules are the same at every thread count
   if (!small_spatial_applies(s, isa)) return SmallSpatialChoice::kNone;
   const int64_t P = s.g.out_size();
   const int64_t Mg = s.M / s.group, K = s.C / s.group * s.g.kvol();
@@ -374,14 +373,20 @@ SmallSpatialChoice small_spatial_choice(const ConvShape& s, int threads, ep::Isa
   const double rows = double(s.N * P);
   const double share_new = (double(Mg) / up(Mg, kVec)) * (rows / up(s.N * P, kRows));
   const double share_old = (double(Mg) / up(Mg, kGemmMR)) * (double(P) / up(P, kGemmNR));
-  // 1x1 convs (any stride) on planes over 16 pixels: the direct path, on the conv's own weights. At 2+
-  // threads it splits the output channels evenly over the threads (Zen 4: 1x1 1024->256 @14x14 0.59 ->
-  // 0.51 ms, 576->224 @14x14 0.28 -> 0.25). At 1 thread it tied with the usual path on Zen 4 (1.00 ->
-  // 1.01, 0.50 -> 0.50) and wins on Zen 5, where its 6 x 48 tile on unpacked rows beats packing x for the
-  // 6 x 32 GEMM tile (ms of CPU, medians of 5, nxrt_microbench BM_ConvSmallPlane, usual -> direct):
-  // 1024->256 @14x14 0.584 -> 0.576, 256->1024 0.565 -> 0.544, 640->128 0.193 -> 0.170, 576->64 0.092 ->
-  // 0.076; 512->64 @13x13 0.068 -> 0.057.
-  if (s.g.kvol() == 1 && P > kVec) return SmallSpatialChoice::kDirect;
+  // 1x1 convs (any stride): the direct path, on the conv's own weights, when its share is higher (planes
+  // of 16q + 1 pixels) or at 2+ threads (it splits the output channels evenly over the threads: 1x1
+  // 1024->256 @14x14 0.59 -> 0.51 ms, 576->224 @14x14 0.28 -> 0.25 at 2 threads; 1.00 -> 1.01 and
+  // 0.50 -> 0.50 at 1). At 1 thread on 14x14 it stays off: on a Zen 5 it wins in isolation
+  // (nxrt_microbench BM_ConvSmallPlane, ms of CPU: 640->128 0.193 -> 0.170, 1024->256 0.584 -> 0.576)
+  // but not inside ResNet-50 / DenseNet-121 runs (per-node trace: 1024->256 @14x14 4.41 -> 4.65 ms over
+  // its convs), where x (up to 800 KiB) is read again per 6-channel panel over the whole K and spills
+  // out of L2 beside the streamed weights, while the GEMM's K blocks keep its panels in cache.
+  if (s.g.kvol() == 1 && P > kVec) {
+    const int64_t rem = P % kVec;
+    const double cost = double(P / kVec) + (rem == 1 ? 1.0 / 12 : rem > 0 ? 1.0 : 0.0);
+    const double share_direct = (double(Mg) / up(Mg, kGemmMR)) * (double(P) / kVec) / cost;
+    if (share_direct >= share_old * 1.05 || threads >= 2) return SmallSpatialChoice::kDirect;
+  }
   // The transposed path keeps a second copy of the weights: 1x1 convs need a 10% better share for it.
   return share_new >= share_old * (pointwise ? 1.10 : 1.0) ? SmallSpatialChoice::kTransposed
                                                            : SmallSpatialChoice::kNone;
