@@ -7,6 +7,7 @@ export CCACHE_BASEDIR := $(CURDIR)
 JOBS ?= 2
 BUILD ?= build
 BUILD_ASAN ?= build-asan
+BUILD_TSAN ?= build-tsan
 CMAKE_FLAGS ?=
 
 .PHONY: all deps build build-asan test unit-test asan-test conformance demo report fuzz clean check-ort \
@@ -15,6 +16,7 @@ CMAKE_FLAGS ?=
 .PHONY: microbench
 .PHONY: conformance-levels
 .PHONY: python-overhead
+.PHONY: tsan build-tsan bench-concurrency
 
 all: build
 
@@ -41,6 +43,18 @@ asan-test: build-asan
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  env $$(test -d $(BUILD)/test-genai/onnx && echo NXRT_TEST_GENAI_DIR=$(abspath $(BUILD))/test-genai) \
 	  $(BUILD_ASAN)/nxrt_unit_tests --gtest_brief=1
+
+# The unit tests that run a session from many threads (and the executor, kernel cache, capture and
+# thread pool tests they lean on) under ThreadSanitizer, built with clang in its own build folder.
+TSAN_FILTER ?= ConcurrentRuns.*:ThreadPool.*:Executor*.*:KernelLifecycle.*:Capture*.*:Session.*:MemoryLimit.*
+build-tsan: deps
+	@CC=clang CXX=clang++ cmake -S . -B $(BUILD_TSAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DNXRT_WERROR=ON -DNXRT_TSAN=ON -DNXRT_PYTHON=OFF >/dev/null
+	@ninja -C $(BUILD_TSAN) -j$(JOBS) nxrt_unit_tests
+
+tsan: build-tsan
+	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  $(BUILD_TSAN)/nxrt_unit_tests --gtest_brief=1 --gtest_filter='$(TSAN_FILTER)'
 
 conformance: build
 	@scripts/run_conformance.sh $(BUILD)/nxrt
@@ -120,6 +134,10 @@ fuzz-serve-api: deps
 	@set -o pipefail; mkdir -p build-fuzz/corpus-serve-api && build-fuzz/nxrt_fuzz_serve_api build-fuzz/corpus-serve-api \
 	  tests/fuzz/corpus/serve_api -max_total_time=$${FUZZ_SECONDS:-60} -rss_limit_mb=2048 -timeout=10 \
 	  -max_len=8192 -print_final_stats=1 -artifact_prefix=build-fuzz/ 2>&1 | tail -20
+
+# Aggregate throughput of 1/2/4/8 concurrent runs on one session (bench/concurrency.sh --help).
+bench-concurrency: build
+	@bench/concurrency.sh --nxrt $(BUILD)/nxrt $(BENCH_CONCURRENCY_ARGS)
 
 # CPU microbenchmarks (GEMM/GEMV GFLOP/s and GB/s, memory bandwidth, ResNet-50 convs, Add/Softmax/LayerNorm).
 # Extra flags: make microbench BENCH_ARGS=--benchmark_filter=Gemm

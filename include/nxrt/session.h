@@ -200,7 +200,6 @@ class Session {
   explicit Session(std::unique_ptr<Impl> impl);
 
  private:
-  Status execute_frame();
   std::unique_ptr<Impl> impl_;
 };
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <mutex>
 #include <thread>
@@ -26,6 +27,9 @@ namespace {
 // Spin iterations (each a pause, ~tens of ns) before a waiting thread sleeps on the futex: long enough
 // to catch back-to-back parallel_for calls of one inference, short enough that an idle pool is idle.
 constexpr int kSpinIters = 4000;
+
+// How long callers keep running inline after two of them met (see Impl::shared_until_ns).
+constexpr int64_t kSharedWindowNs = 2'000'000;
 
 thread_local int tl_parallel_depth = 0;
 
@@ -55,6 +59,11 @@ void futex_wake(std::atomic<uint32_t>* addr, int count) {
 struct ThreadPool::Impl {
   std::vector<std::thread> workers;
   std::mutex call_mu;  // one caller at a time; a second concurrent caller runs inline
+  // Until when (steady clock, ns) every caller runs inline because two callers met recently: several
+  // runs of a session in flight at once then each compute on their own thread, rather than one of
+  // them driving the pool's workers while the others' threads compete with those workers for the
+  // cores (a pooled loop whose worker was preempted holding a chunk waits for it).
+  std::atomic<int64_t> shared_until_ns{0};
 
   alignas(64) std::atomic<uint32_t> gen{0};
   std::atomic<uint32_t> sleepers{0};
@@ -154,8 +163,15 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
     return;
   }
   Impl& im = *impl_;
+  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (now_ns < im.shared_until_ns.load(std::memory_order_relaxed)) {
+    fn(0, n);
+    return;
+  }
   std::unique_lock<std::mutex> lk(im.call_mu, std::try_to_lock);
   if (!lk.owns_lock()) {  // another thread is using the pool: do the work here rather than wait
+    im.shared_until_ns.store(now_ns + kSharedWindowNs, std::memory_order_relaxed);
     fn(0, n);
     return;
   }

@@ -15,10 +15,28 @@ namespace {
 bool fits(size_t capacity, size_t bytes) { return capacity >= bytes && capacity <= 2 * bytes + 4096; }
 }  // namespace
 
-BufferPool::BufferPool() {
+BufferPool::BufferPool(MemoryBudget* budget) : budget_(budget ? budget : &own_budget_) {
   const char* p = std::getenv("NXRT_POISON_BUFFERS");
   poison_ = p && *p && std::string(p) != "0";
   blocks_.reserve(64);
+}
+
+// The blocks go when the pool goes (callers may still hold some: those outlive it on their own).
+BufferPool::~BufferPool() { give_back(held_); }
+
+bool BufferPool::reserve(size_t bytes) {
+  const size_t limit = budget_->limit.load(std::memory_order_relaxed);
+  size_t held = budget_->held.load(std::memory_order_relaxed);
+  do {
+    if (limit > 0 && bytes > limit - std::min(held, limit)) return false;
+  } while (!budget_->held.compare_exchange_weak(held, held + bytes, std::memory_order_relaxed));
+  held_ += bytes;
+  return true;
+}
+
+void BufferPool::give_back(size_t bytes) {
+  held_ -= bytes;
+  budget_->held.fetch_sub(bytes, std::memory_order_relaxed);
 }
 
 std::shared_ptr<Storage> BufferPool::acquire(size_t bytes) {
@@ -31,27 +49,40 @@ std::shared_ptr<Storage> BufferPool::acquire(size_t bytes) {
   if (best) {
     best->last_run = run_;
     ++stats_.reuses;
-    if (poison_) std::memset(best->storage->data(), 0xFF, best->capacity);
-    return best->storage;
+    // The copy's reference-count increment (acq_rel) reads the release decrement of whoever dropped
+    // the block last, possibly on another thread: their reads of it happen before our writes.
+    std::shared_ptr<Storage> block = best->storage;
+    if (poison_) std::memset(block->data(), 0xFF, best->capacity);
+    return block;
   }
-  if (limit_ > 0 && bytes > limit_ - std::min(held_, limit_)) {
+  if (!reserve(bytes)) {
     trim();  // free blocks count against the limit: give them back before refusing
-    if (bytes > limit_ - std::min(held_, limit_)) {
+    bool ok = reserve(bytes);
+    if (!ok && budget_->reclaim_idle) {
+      budget_->reclaim_idle();  // and those idle pools keep
+      ok = reserve(bytes);
+    }
+    if (!ok) {
       throw AllocationError("memory limit exceeded: a new buffer of " + std::to_string(bytes) +
-                            " bytes would take the session's buffers from " + std::to_string(held_) +
-                            " bytes past its limit of " + std::to_string(limit_) +
+                            " bytes would take the session's buffers from " +
+                            std::to_string(budget_->held.load(std::memory_order_relaxed)) +
+                            " bytes past its limit of " + std::to_string(limit()) +
                             " (SessionOptions::memory_limit / NXRT_MEMORY_LIMIT)");
     }
   }
   Block b;
-  b.storage = Storage::allocate(bytes);
+  try {
+    b.storage = Storage::allocate(bytes);
+  } catch (...) {
+    give_back(bytes);
+    throw;
+  }
   b.storage->mark_pooled();
   b.capacity = bytes;
   b.last_run = run_;
   ++stats_.allocations;
   if (poison_) std::memset(b.storage->data(), 0xFF, bytes);
   blocks_.push_back(std::move(b));
-  held_ += bytes;
   return blocks_.back().storage;
 }
 
@@ -61,7 +92,7 @@ void BufferPool::end_run() {
     Block& b = blocks_[i];
     if (b.last_run != run_ && b.storage.use_count() == 1) {
       ++stats_.trimmed;
-      held_ -= b.capacity;
+      give_back(b.capacity);
       continue;
     }
     if (keep != i) blocks_[keep] = std::move(b);
@@ -76,7 +107,7 @@ void BufferPool::trim() {
   for (size_t i = 0; i < blocks_.size(); ++i) {
     if (blocks_[i].storage.use_count() == 1) {
       ++stats_.trimmed;
-      held_ -= blocks_[i].capacity;
+      give_back(blocks_[i].capacity);
       continue;
     }
     if (keep != i) blocks_[keep] = std::move(blocks_[i]);

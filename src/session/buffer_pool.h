@@ -8,8 +8,10 @@
 // did not touch to the system, so a stream of changing shapes (new prompt lengths) cannot grow memory
 // without limit: what stays is what the most recent run needed.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,19 +30,33 @@ struct BufferPoolStats {
   uint64_t trimmed = 0;       // blocks returned to the system by end_run
 };
 
+// The bytes all buffer pools of one session hold together, against the session's memory limit (a
+// session keeps one pool per concurrent run). Pools reserve from it atomically.
+struct MemoryBudget {
+  std::atomic<size_t> limit{0};  // 0 = no limit
+  std::atomic<size_t> held{0};
+  // Frees the free blocks of pools no run is using (the session's idle run contexts), so a run is not
+  // refused for memory that idle pools keep; set before any run, may be empty.
+  std::function<void()> reclaim_idle;
+};
+
 class BufferPool {
  public:
-  BufferPool();
+  // `budget`: shared with the session's other pools; null: the pool keeps its own.
+  explicit BufferPool(MemoryBudget* budget = nullptr);
+  ~BufferPool();
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
   // A storage of at least `bytes`. Contents are unspecified (zero when the block is new; with
   // NXRT_POISON_BUFFERS=1 every acquired block is filled with 0xFF bytes, to find kernels that read
   // outputs they did not write). Throws AllocationError when the memory cannot be had or a new block
   // would take the pool past its limit (after it freed its free blocks); the executor turns that
   // into an error naming the node.
   std::shared_ptr<Storage> acquire(size_t bytes);
-  // The most bytes the pool may hold (in use or free); 0 = no limit. Blocks that callers still hold
-  // (outputs they fetched) count until they are dropped.
-  void set_limit(size_t bytes) { limit_ = bytes; }
-  size_t limit() const { return limit_; }
+  // The most bytes the pool (with the others sharing its budget) may hold, in use or free; 0 = no
+  // limit. Blocks that callers still hold (outputs they fetched) count until they are dropped.
+  void set_limit(size_t bytes) { budget_->limit.store(bytes, std::memory_order_relaxed); }
+  size_t limit() const { return budget_->limit.load(std::memory_order_relaxed); }
   // Marks a run boundary: frees blocks that were not acquired since the previous call.
   void end_run();
   // Frees every free block.
@@ -53,11 +69,16 @@ class BufferPool {
     size_t capacity = 0;
     uint64_t last_run = 0;
   };
+  // Takes `bytes` from the budget; false when that would pass its limit.
+  bool reserve(size_t bytes);
+  void give_back(size_t bytes);
+
   std::vector<Block> blocks_;
   uint64_t run_ = 1;
   bool poison_ = false;
-  size_t limit_ = 0;
-  size_t held_ = 0;  // sum of the blocks' capacities
+  MemoryBudget own_budget_;
+  MemoryBudget* budget_ = &own_budget_;
+  size_t held_ = 0;  // sum of this pool's blocks' capacities
   BufferPoolStats stats_;
 };
 

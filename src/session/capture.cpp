@@ -77,6 +77,9 @@ class CaptureRecord {
   std::vector<std::shared_ptr<Storage>> workspaces;
   std::vector<size_t> workspace_bytes;
   std::vector<std::shared_ptr<Storage>> variant_workspaces;
+  // The variants the nodes point at: a record never replays a freed variant, even when a concurrent
+  // eager run evicted it (that eviction drops the record at the next captured run).
+  std::vector<std::shared_ptr<const ep::KernelVariant>> variants;
   std::vector<Node> nodes;
   std::vector<Seam> seams;
   std::vector<Export> exports;        // seams' ranges
@@ -208,6 +211,7 @@ class Recorder final : public StepObserver {
     CaptureRecord::Node n;
     n.step = k;
     n.variant = ctx.variant();
+    if (n.variant) r_.variants.push_back(ctx.variant_ref());
     if (ctx.variant_entry() >= 0 && n.variant) {
       auto& e = step.cache.variants[static_cast<size_t>(ctx.variant_entry())];
       e.recorded_by |= r_.mark_bit;
@@ -556,6 +560,26 @@ void CaptureController::reset(const std::string& why) {
 
 void CaptureController::on_recorded_variant_evicted(uint32_t recorded_by, const ir::Node& node) {
   const std::string why = "the kernel-cache variant of node '" + node.name + "' (" + node.op_type + ") was evicted";
+  if (!in_run_) {
+    // An eager run beside others (Session::run): the records belong to whoever runs the controller
+    // next, which drops them before it looks at them.
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    pending_evictions_.push_back({recorded_by, why});
+    return;
+  }
+  drop_evicted(recorded_by, why);
+}
+
+void CaptureController::apply_pending_evictions() {
+  std::vector<std::pair<uint32_t, std::string>> pending;
+  {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    pending.swap(pending_evictions_);
+  }
+  for (const auto& [bits, why] : pending) drop_evicted(bits, why);
+}
+
+void CaptureController::drop_evicted(uint32_t recorded_by, const std::string& why) {
   for (int i = 0; i < kSlots; ++i) {
     if (!(recorded_by & (1u << i))) continue;
     Slot& s = slots_[i];
@@ -575,6 +599,14 @@ Status CaptureController::run_eager(Frame& frame, ep::ThreadPool& pool) {
 
 Status CaptureController::run(const BindingView& b, Frame& frame, ep::ThreadPool& pool) {
   if (!enabled_) return run_eager(frame, pool);
+  apply_pending_evictions();
+  in_run_ = true;
+  Status st = run_slot(b, frame, pool);
+  in_run_ = false;
+  return st;
+}
+
+Status CaptureController::run_slot(const BindingView& b, Frame& frame, ep::ThreadPool& pool) {
   Slot* slot = nullptr;
   for (Slot& s : slots_) {
     if (matches(s, b)) slot = &s;
@@ -735,7 +767,9 @@ Status CaptureController::replay(Slot& s, Frame& frame, ep::ThreadPool& pool) {
     } catch (const std::bad_alloc&) {
       st = ctx.error("out of memory", StatusCode::kRuntimeError);
     }
-    if (observed) record_step(*frame.hooks, step, ctx.input_array(), n.nin, t0, monotonic_us() - t0, "captured");
+    if (observed) {
+      record_step(*frame.hooks, step, ctx.input_array(), n.nin, -1, t0, monotonic_us() - t0, "captured");
+    }
     if (!st.ok()) {
       if (st.message().rfind("node '", 0) == 0) return st;
       return ctx.error(st.message(), st.code());

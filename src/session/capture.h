@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -63,12 +64,19 @@ class CaptureController final : public VariantEvictionListener {
   CaptureController& operator=(const CaptureController&) = delete;
 
   bool enabled() const { return enabled_; }
+  // Concurrency: run, reset, stats, describe and apply_pending_evictions are called by one thread at a
+  // time with no other run of the session in flight (the session's exclusive lock).
+  // on_recorded_variant_evicted may also come from eager runs of the session running side by side
+  // (shared lock): those are queued and applied by the next exclusive call.
+  //
   // Runs the main graph for one bound step (the frame holds the inputs, frame.bound the outputs):
   // eagerly, recording, or as a replay, as the slot of this binding's signature says.
   Status run(const BindingView& b, Frame& frame, ep::ThreadPool& pool);
   // The caller's sequence moved (rewind, reset, a new request): every record is dropped.
   void reset(const std::string& why);
   void on_recorded_variant_evicted(uint32_t recorded_by, const ir::Node& node) override;
+  // Drops the records that evictions by concurrent eager runs invalidated.
+  void apply_pending_evictions();
 
   CaptureStats stats() const;
   // The schedule with the given KV pairs bound to one buffer each (nxrt info --capture).
@@ -101,6 +109,8 @@ class CaptureController final : public VariantEvictionListener {
   Slot& take_slot(const BindingView& b);
   const CaptureSchedule& schedule_for(const BindingView& b);
   void drop_record(Slot& s, const std::string& why, CaptureState next);
+  void drop_evicted(uint32_t recorded_by, const std::string& why);
+  Status run_slot(const BindingView& b, Frame& frame, ep::ThreadPool& pool);
   Status run_eager(Frame& frame, ep::ThreadPool& pool);
   Status record(Slot& s, Frame& frame, ep::ThreadPool& pool);
   Status replay(Slot& s, Frame& frame, ep::ThreadPool& pool);
@@ -113,6 +123,9 @@ class CaptureController final : public VariantEvictionListener {
   std::map<std::string, std::unique_ptr<CaptureSchedule>> schedules_;  // by pinned KV pairs
   std::vector<std::pair<int, const Tensor*>> input_defaults_;  // graph inputs with an initializer default
   CaptureStats stats_;
+  bool in_run_ = false;  // inside run(): evictions come from this run's own steps
+  std::mutex pending_mu_;
+  std::vector<std::pair<uint32_t, std::string>> pending_evictions_;  // (recorded_by, why)
 };
 
 }  // namespace nxrt::session

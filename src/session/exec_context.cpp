@@ -27,8 +27,8 @@ Status step_error(const PlanStep& step, const Value* const* inputs, size_t n, co
                           describe_inputs(inputs, n) + ": " + msg);
 }
 
-void record_step(const RunHooks& hooks, const PlanStep& step, const Value* const* inputs, size_t n, double t0,
-                 double dur, const char* capture, const std::string* why) {
+void record_step(const RunHooks& hooks, const PlanStep& step, const Value* const* inputs, size_t n,
+                 int variant_entry, double t0, double dur, const char* capture, const std::string* why) {
   const ir::Node& node = *step.node;
   if (hooks.profile) hooks.profile->add(node.domain.empty() ? node.op_type : node.domain + "::" + node.op_type, dur);
   if (hooks.tracer) {
@@ -37,7 +37,7 @@ void record_step(const RunHooks& hooks, const PlanStep& step, const Value* const
                        json_escape(node.domain.empty() ? "ai.onnx" : node.domain) +
                        "\",\"opset\":" + std::to_string(step.info->opset()) + ",\"inputs\":\"" +
                        json_escape(describe_inputs(inputs, n)) + "\",\"kernel_variant\":" +
-                       std::to_string(step.cache.prebound);
+                       std::to_string(variant_entry);
     if (capture) args += ",\"capture\":\"" + std::string(capture) + "\"";
     if (why) args += ",\"why\":\"" + json_escape(*why) + "\"";
     hooks.tracer->span(node.op_type, "node", t0, dur, args);
@@ -128,9 +128,9 @@ Result<void*> ExecContext::workspace(size_t bytes) {
   return workspaces_.hold(frame_.res->buffers.acquire(bytes));
 }
 
-void ExecContext::set_variant(const ep::KernelVariant* v) {
-  variant_ = v;
-  const size_t bytes = v ? v->workspace_bytes() : 0;
+void ExecContext::set_variant(std::shared_ptr<const ep::KernelVariant> v) {
+  variant_ = std::move(v);
+  const size_t bytes = variant_ ? variant_->workspace_bytes() : 0;
   if (bytes > 0 && frame_.res) variant_ws_ = frame_.res->buffers.acquire(bytes);
 }
 

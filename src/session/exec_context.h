@@ -26,8 +26,10 @@ Status step_error(const PlanStep& step, const Value* const* inputs, size_t n, co
 
 // One executed node on the trace / op profile. `capture`: "captured", "seam", "recording" or null
 // (a plain eager run); `why`: the seam's reason.
-void record_step(const RunHooks& hooks, const PlanStep& step, const Value* const* inputs, size_t n, double t0,
-                 double dur, const char* capture = nullptr, const std::string* why = nullptr);
+// `variant_entry`: the kernel-cache entry the step ran with (-1: none).
+void record_step(const RunHooks& hooks, const PlanStep& step, const Value* const* inputs, size_t n,
+                 int variant_entry, double t0, double dur, const char* capture = nullptr,
+                 const std::string* why = nullptr);
 
 // Pooled blocks a context holds until its step ends (workspaces): inline for the usual few, so a
 // step allocates nothing to remember them.
@@ -69,10 +71,12 @@ class ExecContext final : public ep::KernelContext {
   Status set_output(size_t i, Value v) override;
   ep::ThreadPool& pool() override { return pool_; }
   Result<void*> workspace(size_t bytes) override;
-  const ep::KernelVariant* variant() const override { return variant_; }
+  const ep::KernelVariant* variant() const override { return variant_.get(); }
+  const std::shared_ptr<const ep::KernelVariant>& variant_ref() const { return variant_; }
   void* variant_workspace() const override { return variant_ws_ ? variant_ws_->data() : nullptr; }
-  // Sets the variant and reserves the workspace it declares (from the buffer pool).
-  void set_variant(const ep::KernelVariant* v);
+  // Sets the variant (held until the step ends) and reserves the workspace it declares (from the
+  // buffer pool).
+  void set_variant(std::shared_ptr<const ep::KernelVariant> v);
 
   Status error(const std::string& msg, StatusCode code) const override {
     return step_error(step_, inputs_, num_inputs_, msg, code);
@@ -147,7 +151,7 @@ class ExecContext final : public ep::KernelContext {
   std::vector<PendingBound> pending_bound_;
   std::vector<CopiedOutput> copied_;  // filled only while a recorder watches (Frame::observer)
   Produced produced_[kMaxTrackedOutputs] = {};
-  const ep::KernelVariant* variant_ = nullptr;
+  std::shared_ptr<const ep::KernelVariant> variant_;
   int variant_entry_ = -1;
 };
 

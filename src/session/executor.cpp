@@ -5,10 +5,12 @@
 #include "session/exec_context.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <set>
+#include <shared_mutex>
 #include <unordered_set>
 
 namespace nxrt::session {
@@ -37,10 +39,11 @@ class PlannedSubgraph final : public ep::SubgraphRunner {
       return ctx.error("subgraph '" + plan_->graph().name + "' takes " + std::to_string(plan_->input_slots().size()) +
                        " inputs, given " + std::to_string(inputs.size()));
     }
-    // Reuse one frame across calls (a Loop body runs many times); nested use gets a fresh one.
+    // Reuse one frame across calls (a Loop body runs many times); nested use, or a concurrent run of
+    // the session in the same subgraph, gets a fresh one.
     Frame local;
-    Frame& frame = busy_ ? local : cached_;
-    busy_ = true;
+    const bool took_cached = !busy_.exchange(true, std::memory_order_acquire);
+    Frame& frame = took_cached ? cached_ : local;
     frame.plan = plan_.get();
     frame.parent = &exec->frame();
     frame.hooks = exec->frame().hooks;
@@ -59,7 +62,7 @@ class PlannedSubgraph final : public ep::SubgraphRunner {
     }
     GraphPlan::clear_frame(frame);
     for (auto& v : inputs) v = Value();
-    if (&frame == &cached_) busy_ = false;
+    if (took_cached) busy_.store(false, std::memory_order_release);
     if (!s.ok()) return s.with_context("in subgraph '" + plan_->graph().name + "': ");
     return Status::Ok();
   }
@@ -67,7 +70,7 @@ class PlannedSubgraph final : public ep::SubgraphRunner {
  private:
   std::unique_ptr<GraphPlan> plan_;
   Frame cached_;
-  bool busy_ = false;
+  std::atomic<bool> busy_{false};
 };
 
 bool same_shapes(const KernelVariantEntry& e, const Value* const* inputs, size_t n) {
@@ -86,12 +89,13 @@ bool same_shapes(const KernelVariantEntry& e, const Value* const* inputs, size_t
 // The entry a miss specializes into: a free one, a new one below the bound, else the least recently
 // used, preferring variants no capture record points at. An evicted variant is destroyed here (its
 // state, and with it whatever it held, is freed); records that pointed at it are dropped first.
+// Called with the cache's mutex held exclusively.
 size_t entry_for_miss(const PlanStep& step, RunResources& res) {
   NodeKernelCache& c = step.cache;
   for (size_t k = 0; k < c.variants.size(); ++k) {
     if (!c.variants[k].valid) return k;
   }
-  if (c.variants.size() < res.variants_per_node) {
+  if (c.variants.size() < res.cache->variants_per_node) {
     c.variants.emplace_back();
     return c.variants.size() - 1;
   }
@@ -99,11 +103,17 @@ size_t entry_for_miss(const PlanStep& step, RunResources& res) {
   for (int pass = 0; pass < 2 && victim == c.variants.size(); ++pass) {
     for (size_t k = 0; k < c.variants.size(); ++k) {
       if (pass == 0 && c.variants[k].recorded_by != 0) continue;
-      if (victim == c.variants.size() || c.variants[k].last_used < c.variants[victim].last_used) victim = k;
+      if (victim == c.variants.size() ||
+          c.variants[k].last_used.load(std::memory_order_relaxed) <
+              c.variants[victim].last_used.load(std::memory_order_relaxed)) {
+        victim = k;
+      }
     }
   }
   KernelVariantEntry& e = c.variants[victim];
-  if (e.recorded_by != 0 && res.eviction_listener) res.eviction_listener->on_recorded_variant_evicted(e.recorded_by, *step.node);
+  if (e.recorded_by != 0 && res.cache->eviction_listener) {
+    res.cache->eviction_listener->on_recorded_variant_evicted(e.recorded_by, *step.node);
+  }
   e.recorded_by = 0;
   e.state.reset();
   e.valid = false;
@@ -112,25 +122,42 @@ size_t entry_for_miss(const PlanStep& step, RunResources& res) {
 }
 
 // The kernel cache lookup for one step: the variant for the current input shapes, created on a miss.
-Result<const ep::KernelVariant*> lookup_variant(const PlanStep& step, ExecContext& ctx, RunResources& res) {
+// The caller holds the returned reference for the step, so another run's eviction cannot free it.
+Result<std::shared_ptr<const ep::KernelVariant>> lookup_variant(const PlanStep& step, ExecContext& ctx,
+                                                                RunResources& res) {
   NodeKernelCache& c = step.cache;
   const Value* const* in = ctx.input_array();
   const size_t n = ctx.num_inputs();
-  const uint64_t now = ++res.cache_clock;
-  if (c.prebound >= 0 && same_shapes(c.variants[static_cast<size_t>(c.prebound)], in, n)) {
-    KernelVariantEntry& e = c.variants[static_cast<size_t>(c.prebound)];
-    e.last_used = now;
-    ++res.cache_stats.prebound_hits;
-    ctx.set_variant_entry(c.prebound);
-    return e.state.get();
+  const uint64_t now = res.cache->clock.fetch_add(1, std::memory_order_relaxed) + 1;
+  {
+    std::shared_lock<std::shared_mutex> lock(c.mu);
+    const int pb = c.prebound.load(std::memory_order_relaxed);
+    if (pb >= 0 && same_shapes(c.variants[static_cast<size_t>(pb)], in, n)) {
+      KernelVariantEntry& e = c.variants[static_cast<size_t>(pb)];
+      e.last_used.store(now, std::memory_order_relaxed);
+      ++res.cache_stats.prebound_hits;
+      ctx.set_variant_entry(pb);
+      return e.state;
+    }
+    for (size_t k = 0; k < c.variants.size(); ++k) {
+      if (same_shapes(c.variants[k], in, n)) {
+        c.variants[k].last_used.store(now, std::memory_order_relaxed);
+        c.prebound.store(static_cast<int>(k), std::memory_order_relaxed);
+        ++res.cache_stats.hits;
+        ctx.set_variant_entry(static_cast<int>(k));
+        return c.variants[k].state;
+      }
+    }
   }
+  std::unique_lock<std::shared_mutex> lock(c.mu);
+  // Another run may have added these shapes between the two locks.
   for (size_t k = 0; k < c.variants.size(); ++k) {
     if (same_shapes(c.variants[k], in, n)) {
-      c.variants[k].last_used = now;
-      c.prebound = static_cast<int>(k);
+      c.variants[k].last_used.store(now, std::memory_order_relaxed);
+      c.prebound.store(static_cast<int>(k), std::memory_order_relaxed);
       ++res.cache_stats.hits;
-      ctx.set_variant_entry(c.prebound);
-      return c.variants[k].state.get();
+      ctx.set_variant_entry(static_cast<int>(k));
+      return c.variants[k].state;
     }
   }
   ++res.cache_stats.misses;
@@ -148,18 +175,18 @@ Result<const ep::KernelVariant*> lookup_variant(const PlanStep& step, ExecContex
       e.shapes[i].clear();
     }
   }
-  e.last_used = now;
+  e.last_used.store(now, std::memory_order_relaxed);
   auto state = step.kernel->specialize(
       ep::SpecializeContext(*step.info, n, e.dtypes.data(), e.shapes.data(), ctx.pool().num_threads()));
   if (!state.ok()) {
-    c.prebound = -1;
+    c.prebound.store(-1, std::memory_order_relaxed);
     return state.status();
   }
   e.state = std::move(state).value();
   e.valid = true;
-  c.prebound = static_cast<int>(slot);
-  ctx.set_variant_entry(c.prebound);
-  return e.state.get();
+  c.prebound.store(static_cast<int>(slot), std::memory_order_relaxed);
+  ctx.set_variant_entry(static_cast<int>(slot));
+  return e.state;
 }
 
 void collect_graph_attrs(const ir::Node& node, std::vector<std::pair<std::string, const ir::Graph*>>* out) {
@@ -508,7 +535,7 @@ Status GraphPlan::run_step(size_t k, Frame& frame, ep::ThreadPool& pool, const c
     if (s.ok() && frame.res) {
       auto v = lookup_variant(step, ctx, *frame.res);
       if (v.ok()) {
-        ctx.set_variant(v.value());
+        ctx.set_variant(std::move(v).value());
       } else {
         s = v.status();
       }
@@ -527,7 +554,8 @@ Status GraphPlan::run_step(size_t k, Frame& frame, ep::ThreadPool& pool, const c
     s = ctx.error(std::string("internal error: ") + e.what(), StatusCode::kRuntimeError);
   }
   if (observed) {
-    record_step(*frame.hooks, step, ctx.input_array(), ctx.num_inputs(), t0, monotonic_us() - t0, capture_tag, why);
+    record_step(*frame.hooks, step, ctx.input_array(), ctx.num_inputs(), ctx.variant_entry(), t0, monotonic_us() - t0,
+                capture_tag, why);
   }
   if (!s.ok()) {
     if (s.message().rfind("node '", 0) == 0) return s;

@@ -5,8 +5,11 @@
 // (their last use, counting reads made by subgraphs from outer scope), so buffers are released as
 // soon as nothing needs them.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -25,10 +28,17 @@ class GraphPlan;
 // One shape variant of a node in the kernel cache: the input dtypes and shapes it was specialized
 // for and what the kernel built for them.
 struct KernelVariantEntry {
+  KernelVariantEntry() = default;
+  // Moved only while the cache's mutex is held exclusively (the entry vector grows).
+  KernelVariantEntry(KernelVariantEntry&& o) noexcept
+      : dtypes(std::move(o.dtypes)), shapes(std::move(o.shapes)), state(std::move(o.state)),
+        last_used(o.last_used.load(std::memory_order_relaxed)), valid(o.valid), recorded_by(o.recorded_by) {}
   std::vector<DataType> dtypes;  // kUndefined for an absent or non-tensor input
   std::vector<Dims> shapes;
-  std::unique_ptr<ep::KernelVariant> state;
-  uint64_t last_used = 0;
+  // Shared with the runs computing with it: an eviction by one run never frees a variant another run
+  // is using (the last holder frees it).
+  std::shared_ptr<const ep::KernelVariant> state;
+  std::atomic<uint64_t> last_used{0};  // stamped by hits under the shared lock
   bool valid = false;        // false: a free entry (its specialize failed), reused by the next miss
   uint32_t recorded_by = 0;  // bit per capture slot whose record points at `state` (capture.h)
 };
@@ -37,10 +47,22 @@ struct KernelVariantEntry {
 // used evicted (a variant a capture record uses only when every variant is recorded). `prebound` is
 // the variant the node ran with last; a call with the same shapes takes it without searching (the
 // steady state of a decode loop or of fixed-shape serving). Entries never move, so an index names a
-// variant for as long as it lives.
+// variant for as long as it lives. Concurrent runs find variants under `mu` held shared (a hit
+// blocks no other run: it only stamps atomics), and insert or evict under `mu` held exclusively (also
+// for specialize on a miss, so a second run at the same new shapes takes the first one's variant).
 struct NodeKernelCache {
+  NodeKernelCache() = default;
+  // Moved only while the plan is built (before any run), so the mutex is not carried over.
+  NodeKernelCache(NodeKernelCache&& o) noexcept
+      : variants(std::move(o.variants)), prebound(o.prebound.load(std::memory_order_relaxed)) {}
+  NodeKernelCache& operator=(NodeKernelCache&& o) noexcept {
+    variants = std::move(o.variants);
+    prebound.store(o.prebound.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    return *this;
+  }
   std::vector<KernelVariantEntry> variants;
-  int prebound = -1;
+  std::atomic<int> prebound{-1};
+  mutable std::shared_mutex mu;
 };
 
 // Told when the kernel cache evicts a variant that capture records point at (before it is destroyed),
@@ -51,13 +73,22 @@ class VariantEvictionListener {
   virtual void on_recorded_variant_evicted(uint32_t recorded_by, const ir::Node& node) = 0;
 };
 
-// Session-wide state that every frame of a run shares (the main graph's and every subgraph's).
-struct RunResources {
-  BufferPool buffers;
-  KernelCacheStats cache_stats;
-  uint64_t cache_clock = 0;
-  size_t variants_per_node = 4;  // NXRT_KERNEL_CACHE_VARIANTS_PER_NODE overrides
+// What every run of a session shares about the kernel caches.
+struct KernelCacheConfig {
+  std::atomic<uint64_t> clock{0};  // least-recently-used order across all runs
+  size_t variants_per_node = 4;    // NXRT_KERNEL_CACHE_VARIANTS_PER_NODE overrides
   VariantEvictionListener* eviction_listener = nullptr;
+};
+
+// The state of one run in flight that every frame of it shares (the main graph's and every
+// subgraph's). A session keeps a few of these (one per concurrent run, session.cpp) and reuses them.
+struct RunResources {
+  // `budget`: the session's memory budget shared by its pools (null: this pool's own).
+  explicit RunResources(MemoryBudget* budget = nullptr) : buffers(budget) {}
+  BufferPool buffers;
+  KernelCacheStats cache_stats;  // this context's counters; the session sums them
+  KernelCacheConfig own_cache;   // used when nothing shares the caches (tests, tools)
+  KernelCacheConfig* cache = &own_cache;
 };
 
 // A Concat whose inputs are produced straight into its output (concat-in-place planning): when every
@@ -93,7 +124,7 @@ struct PlanStep {
   std::vector<std::unique_ptr<ep::SubgraphRunner>> subgraphs;
   std::vector<int> reads;            // every slot the step reads: inputs, then its subgraphs' captures
   const char* capture_decline = nullptr;  // KernelDef::capture_decline (function kernels)
-  mutable NodeKernelCache cache;   // runs of a session are serialized, so the cache needs no lock
+  mutable NodeKernelCache cache;   // shared by concurrent runs: locks its own mutex
 };
 
 class ExecContext;

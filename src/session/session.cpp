@@ -4,8 +4,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <shared_mutex>
 #include <unordered_set>
 
 #include <sys/mman.h>
@@ -44,20 +47,61 @@ struct Session::Impl {
   std::unique_ptr<session::Tracer> tracer;
   std::unique_ptr<session::OpProfile> profile;
   session::RunHooks hooks;
-  size_t runs = 0;
-  // One run at a time: the main frame, the buffer pool and the kernel caches are reused across runs.
-  std::mutex mu;
-  session::RunResources res;
-  session::Frame frame;
+  std::atomic<size_t> runs{0};
+  std::atomic<uint64_t> bound_eager_runs{0};  // bound runs that did not go through the capture controller
+  // Concurrent runs. Every run holds `run_mu` shared, except a bound run that goes through captured
+  // replay (and the calls that read or change session-wide run state: stats, reset_capture,
+  // end_profiling), which hold it exclusively. A run in flight owns one RunContext (frame, buffer
+  // pool, binding scratch); kernels and their cached variants are shared (NodeKernelCache locks).
+  mutable std::shared_mutex run_mu;
+  session::KernelCacheConfig cache_config;
+  session::MemoryBudget memory;
+  struct RunContext {
+    session::RunResources res;
+    session::Frame frame;
+    std::vector<session::BoundInput> bound_inputs;
+    std::vector<session::BoundOutput> bound_outputs;
+    explicit RunContext(session::MemoryBudget* budget) : res(budget) {}
+  };
+  // Every context made so far (the first one is the one captured replay uses), and the idle ones.
+  // At most `max_run_contexts` exist; a run that finds none idle and the bound reached waits for one.
+  std::mutex contexts_mu;
+  std::condition_variable context_freed;
+  std::vector<std::unique_ptr<RunContext>> contexts;
+  std::vector<RunContext*> idle_contexts;
+  size_t max_run_contexts = 8;
   // Per slot: the declared type of the graph input it holds (null for other slots), and whether it
   // is a graph output. Name checks on every run become index lookups.
   std::vector<const ValueMeta*> input_meta;
   std::vector<bool> output_slot;
-  // Captured replay of bound runs (session/capture.h); the binding of the run in progress.
+  // Captured replay of bound runs (session/capture.h).
   std::unique_ptr<session::CaptureController> capture;
-  std::vector<session::BoundInput> bound_inputs;
-  std::vector<session::BoundOutput> bound_outputs;
-  const session::BindingView* bound_run = nullptr;
+
+  RunContext* new_context() {
+    auto c = std::make_unique<RunContext>(&memory);
+    c->res.cache = &cache_config;
+    c->frame.plan = plan.get();
+    c->frame.slots.resize(plan->num_slots());
+    c->frame.hooks = &hooks;
+    c->frame.res = &c->res;
+    contexts.push_back(std::move(c));
+    return contexts.back().get();
+  }
+  RunContext* acquire_context() {
+    std::unique_lock<std::mutex> lock(contexts_mu);
+    while (idle_contexts.empty() && contexts.size() >= max_run_contexts) context_freed.wait(lock);
+    if (idle_contexts.empty()) return new_context();
+    RunContext* c = idle_contexts.back();
+    idle_contexts.pop_back();
+    return c;
+  }
+  void release_context(RunContext* c) {
+    {
+      std::lock_guard<std::mutex> lock(contexts_mu);
+      idle_contexts.push_back(c);
+    }
+    context_freed.notify_one();
+  }
 
   ~Impl() {
     if (tracer && !tracer->write()) std::fprintf(stderr, "nxrt: could not write trace %s\n", tracer->path().c_str());
@@ -198,16 +242,23 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   impl->pool = std::make_unique<ep::ThreadPool>(opts.threads);
   if (const char* v = std::getenv("NXRT_KERNEL_CACHE_VARIANTS_PER_NODE")) {
     long n = std::strtol(v, nullptr, 10);
-    if (n > 0) impl->res.variants_per_node = static_cast<size_t>(n);
+    if (n > 0) impl->cache_config.variants_per_node = static_cast<size_t>(n);
   }
-  impl->frame.plan = impl->plan.get();
-  impl->frame.slots.resize(impl->plan->num_slots());
+  if (const char* v = std::getenv("NXRT_MAX_CONCURRENT_RUNS")) {
+    long n = std::strtol(v, nullptr, 10);
+    if (n > 0) impl->max_run_contexts = static_cast<size_t>(n);
+  }
+  impl->idle_contexts.push_back(impl->new_context());
+  // A run short of memory under the limit frees what idle contexts' pools keep (an idle context is
+  // only taken under contexts_mu, so no run uses it meanwhile).
+  impl->memory.reclaim_idle = [im = impl.get()] {
+    std::lock_guard<std::mutex> lock(im->contexts_mu);
+    for (Session::Impl::RunContext* c : im->idle_contexts) c->res.buffers.trim();
+  };
   impl->input_meta.assign(impl->plan->num_slots(), nullptr);
   impl->output_slot.assign(impl->plan->num_slots(), false);
   for (const auto& m : impl->inputs) impl->input_meta[static_cast<size_t>(impl->plan->slot(m.name))] = &m;
   for (const auto& m : impl->outputs) impl->output_slot[static_cast<size_t>(impl->plan->slot(m.name))] = true;
-  impl->frame.hooks = &impl->hooks;
-  impl->frame.res = &impl->res;
   bool capture = opts.capture != 0;
   if (opts.capture < 0) {
     const char* e = std::getenv("NXRT_CAPTURE");
@@ -215,12 +266,12 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   }
   impl->capture = std::make_unique<session::CaptureController>(*impl->plan, capture,
                                                                 session::classifier_mode_from_env());
-  impl->res.eviction_listener = impl->capture.get();
+  impl->cache_config.eviction_listener = impl->capture.get();
   size_t memory_limit = opts.memory_limit;
   if (const char* env = std::getenv("NXRT_MEMORY_LIMIT"); env && *env && memory_limit == 0) {
     NXRT_ASSIGN_OR_RETURN(memory_limit, session::parse_byte_size(env, "NXRT_MEMORY_LIMIT"));
   }
-  impl->res.buffers.set_limit(memory_limit);
+  impl->memory.limit = memory_limit;
   if (impl->log_level >= session::LogLevel::kInfo) {
     const double t_end = session::monotonic_us();
     char line[320];
@@ -268,15 +319,30 @@ Result<std::vector<Value>> Session::run(const std::vector<std::pair<std::string,
 }
 
 namespace {
-// The main frame is reused: whatever happens in a run, it leaves the frame empty (and unbound) for
-// the next one, and marks the run boundary for the buffer pool.
-struct FrameReset {
-  Session::Impl& impl;
-  ~FrameReset() {
-    session::GraphPlan::clear_frame(impl.frame);
-    for (auto& p : impl.frame.bound) p = nullptr;
-    impl.res.buffers.end_run();
+// A run context of the session, held for one run: whatever happens in the run, the frame is left
+// empty (and unbound) for the next run that takes the context, the buffer pool's run boundary is
+// marked, and the context goes back to the idle list.
+class ContextLease {
+ public:
+  // `ctx` given: a context the caller may use without taking it from the idle list (the exclusive
+  // lock is held, so no other run is in flight).
+  ContextLease(Session::Impl& impl, Session::Impl::RunContext* ctx = nullptr)
+      : impl_(impl), ctx_(ctx ? ctx : impl.acquire_context()), owned_(ctx == nullptr) {}
+  ~ContextLease() {
+    session::GraphPlan::clear_frame(ctx_->frame);
+    for (auto& p : ctx_->frame.bound) p = nullptr;
+    ctx_->res.buffers.end_run();
+    if (owned_) impl_.release_context(ctx_);
   }
+  ContextLease(const ContextLease&) = delete;
+  ContextLease& operator=(const ContextLease&) = delete;
+  Session::Impl::RunContext& operator*() const { return *ctx_; }
+  Session::Impl::RunContext* operator->() const { return ctx_; }
+
+ private:
+  Session::Impl& impl_;
+  Session::Impl::RunContext* ctx_;
+  bool owned_;
 };
 
 // The graph-input metadata for `name`, or null when it is not a graph input.
@@ -290,12 +356,14 @@ bool is_output_name(const Session::Impl& impl, const std::string& name) {
 }
 }  // namespace
 
+static Status execute_frame(Session::Impl& impl, session::Frame& frame, const session::BindingView* bound);
+
 Result<std::vector<Value>> Session::run(const std::vector<std::pair<std::string, Value>>& feeds,
                                         const std::vector<std::string>& output_names) try {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::shared_lock<std::shared_mutex> lock(impl_->run_mu);
   const session::GraphPlan& plan = *impl_->plan;
-  session::Frame& frame = impl_->frame;
-  FrameReset reset{*impl_};
+  ContextLease ctx(*impl_);
+  session::Frame& frame = ctx->frame;
   std::unordered_set<std::string> fed;
   for (const auto& [name, value] : feeds) {
     const ValueMeta* meta = input_meta_of(*impl_, name);
@@ -314,7 +382,7 @@ Result<std::vector<Value>> Session::run(const std::vector<std::pair<std::string,
     if (!is_output_name(*impl_, name)) return invalid_argument("'" + name + "' is not an output of the model");
     out_slots.push_back(plan.slot(name));
   }
-  NXRT_RETURN_IF_ERROR(execute_frame());
+  NXRT_RETURN_IF_ERROR(execute_frame(*impl_, frame, nullptr));
   std::vector<Value> outs;
   for (int s : out_slots) {
     Value v = frame.slots[static_cast<size_t>(s)];
@@ -327,20 +395,23 @@ Result<std::vector<Value>> Session::run(const std::vector<std::pair<std::string,
   return allocation_failed("during the run", e);
 }
 
-Status Session::execute_frame() {
+// `bound`: the binding of a bound run that goes through captured replay (the caller holds the
+// exclusive lock); null: an eager run (feeds, or a bound run beside others).
+static Status execute_frame(Session::Impl& impl, session::Frame& frame, const session::BindingView* bound) {
+  Session::Impl* impl_ = &impl;
   double t0 = session::monotonic_us();
   Status st;
-  const CaptureStats before = impl_->tracer ? impl_->capture->stats() : CaptureStats();
-  if (impl_->bound_run) {
-    st = impl_->capture->run(*impl_->bound_run, impl_->frame, *impl_->pool);
+  const CaptureStats before = impl_->tracer && bound ? impl_->capture->stats() : CaptureStats();
+  if (bound) {
+    st = impl_->capture->run(*bound, frame, *impl_->pool);
   } else {
-    st = impl_->plan->prepare_frame(impl_->frame);
-    if (st.ok()) st = impl_->plan->execute(impl_->frame, *impl_->pool);
+    st = impl_->plan->prepare_frame(frame);
+    if (st.ok()) st = impl_->plan->execute(frame, *impl_->pool);
   }
+  const size_t run = impl_->runs.fetch_add(1, std::memory_order_relaxed);
   if (impl_->tracer) {
-    std::string args = "\"run\":" + std::to_string(impl_->runs) + ",\"steps\":" +
-                       std::to_string(impl_->plan->num_steps());
-    if (impl_->bound_run) {
+    std::string args = "\"run\":" + std::to_string(run) + ",\"steps\":" + std::to_string(impl_->plan->num_steps());
+    if (bound) {
       const CaptureStats after = impl_->capture->stats();
       const char* how = after.replayed_runs > before.replayed_runs       ? "replay"
                         : after.replay_fallbacks > before.replay_fallbacks ? "replay, finished eagerly"
@@ -348,16 +419,19 @@ Status Session::execute_frame() {
                                                                          : "eager";
       args += ",\"capture\":\"" + std::string(how) + "\"";
     }
-    impl_->tracer->span(impl_->runs == 0 ? "first run" : "run", "session", t0, session::monotonic_us() - t0, args);
+    impl_->tracer->span(run == 0 ? "first run" : "run", "session", t0, session::monotonic_us() - t0, args);
   }
-  ++impl_->runs;
   return st;
 }
 
 Status Session::run(IoBinding& b) try {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  // Captured replay keeps one set of records per session: a bound run uses it when it can have the
+  // session to itself right away; beside other runs it runs eagerly (same results, no replay).
+  std::unique_lock<std::shared_mutex> exclusive(impl_->run_mu, std::defer_lock);
+  std::shared_lock<std::shared_mutex> shared(impl_->run_mu, std::defer_lock);
+  if (!impl_->capture->enabled() || !exclusive.try_lock()) shared.lock();
+  const bool captured = exclusive.owns_lock();
   const session::GraphPlan& plan = *impl_->plan;
-  session::Frame& frame = impl_->frame;
   if (b.resolved_for_ != this) {
     b.input_slots_.clear();
     b.output_slots_.clear();
@@ -378,7 +452,9 @@ Status Session::run(IoBinding& b) try {
     }
     b.resolved_for_ = this;
   }
-  FrameReset reset{*impl_};
+  // Captured replay always runs in the first context: its records hold that context's pool blocks.
+  ContextLease ctx(*impl_, captured ? impl_->contexts.front().get() : nullptr);
+  session::Frame& frame = ctx->frame;
   for (size_t i = 0; i < b.inputs_.size(); ++i) {
     const ValueMeta* meta = impl_->input_meta[static_cast<size_t>(b.input_slots_[i])];
     NXRT_RETURN_IF_ERROR(session::check_feed(*meta, b.inputs_[i].value));
@@ -389,18 +465,22 @@ Status Session::run(IoBinding& b) try {
     b.outputs_[k].value = Value();
     if (b.outputs_[k].has_buffer) frame.bound[static_cast<size_t>(b.output_slots_[k])] = &b.outputs_[k].buffer;
   }
-  // What the capture controller compares against its records (vectors keep their capacity).
-  impl_->bound_inputs.resize(b.inputs_.size());
-  for (size_t i = 0; i < b.inputs_.size(); ++i) impl_->bound_inputs[i] = {b.input_slots_[i], &b.inputs_[i].value};
-  impl_->bound_outputs.resize(b.outputs_.size());
-  for (size_t k = 0; k < b.outputs_.size(); ++k) {
-    impl_->bound_outputs[k] = {b.output_slots_[k], b.outputs_[k].has_buffer ? &b.outputs_[k].buffer : nullptr};
+  Status run_status;
+  if (captured) {
+    // What the capture controller compares against its records (vectors keep their capacity).
+    ctx->bound_inputs.resize(b.inputs_.size());
+    for (size_t i = 0; i < b.inputs_.size(); ++i) ctx->bound_inputs[i] = {b.input_slots_[i], &b.inputs_[i].value};
+    ctx->bound_outputs.resize(b.outputs_.size());
+    for (size_t k = 0; k < b.outputs_.size(); ++k) {
+      ctx->bound_outputs[k] = {b.output_slots_[k], b.outputs_[k].has_buffer ? &b.outputs_[k].buffer : nullptr};
+    }
+    const session::BindingView view{&b, ctx->bound_inputs.data(), ctx->bound_inputs.size(),
+                                    ctx->bound_outputs.data(), ctx->bound_outputs.size()};
+    run_status = execute_frame(*impl_, frame, &view);
+  } else {
+    impl_->bound_eager_runs.fetch_add(1, std::memory_order_relaxed);
+    run_status = execute_frame(*impl_, frame, nullptr);
   }
-  const session::BindingView view{&b, impl_->bound_inputs.data(), impl_->bound_inputs.size(),
-                                  impl_->bound_outputs.data(), impl_->bound_outputs.size()};
-  impl_->bound_run = &view;
-  Status run_status = execute_frame();
-  impl_->bound_run = nullptr;
   NXRT_RETURN_IF_ERROR(run_status);
   for (size_t k = 0; k < b.outputs_.size(); ++k) {
     auto& out = b.outputs_[k];
@@ -424,46 +504,60 @@ Status Session::run(IoBinding& b) try {
   return allocation_failed("during the run", e);
 }
 
+// The calls below read or change what every run shares: they wait for the runs in flight.
 KernelCacheStats Session::kernel_cache_stats() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  KernelCacheStats s = impl_->res.cache_stats;
+  std::unique_lock<std::shared_mutex> lock(impl_->run_mu);
+  KernelCacheStats s;
+  for (const auto& c : impl_->contexts) {
+    const KernelCacheStats& r = c->res.cache_stats;
+    s.hits += r.hits;
+    s.misses += r.misses;
+    s.prebound_hits += r.prebound_hits;
+    s.evictions += r.evictions;
+  }
   s.entries = 0;
   impl_->plan->for_each_cache([&](const session::NodeKernelCache& c) { s.entries += c.variants.size(); });
   return s;
 }
 
 CaptureStats Session::capture_stats() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->capture->stats();
+  std::unique_lock<std::shared_mutex> lock(impl_->run_mu);
+  impl_->capture->apply_pending_evictions();
+  CaptureStats st = impl_->capture->stats();
+  st.eager_runs += impl_->bound_eager_runs.load(std::memory_order_relaxed);
+  return st;
 }
 
 void Session::reset_capture() {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::unique_lock<std::shared_mutex> lock(impl_->run_mu);
+  impl_->capture->apply_pending_evictions();
   impl_->capture->reset("the caller reset (rewind or a new sequence)");
 }
 
 std::string Session::describe_capture(const std::vector<std::pair<std::string, std::string>>& shared_kv) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::unique_lock<std::shared_mutex> lock(impl_->run_mu);
   std::vector<session::SharedKvPair> pairs;
   for (const auto& [past, present] : shared_kv) pairs.push_back({past, present});
   return impl_->capture->describe(pairs);
 }
 
 MemoryStats Session::memory_stats() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  session::BufferPoolStats p = impl_->res.buffers.stats();
+  std::unique_lock<std::shared_mutex> lock(impl_->run_mu);
   MemoryStats m;
-  m.blocks = p.blocks;
-  m.bytes = p.bytes;
-  m.allocations = p.allocations;
-  m.reuses = p.reuses;
+  for (const auto& c : impl_->contexts) {
+    session::BufferPoolStats p = c->res.buffers.stats();
+    m.blocks += p.blocks;
+    m.bytes += p.bytes;
+    m.allocations += p.allocations;
+    m.reuses += p.reuses;
+  }
   return m;
 }
 
 const ModelMetadata& Session::metadata() const { return impl_->metadata; }
 
 Result<std::string> Session::end_profiling() {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::unique_lock<std::shared_mutex> lock(impl_->run_mu);
   if (!impl_->tracer) return std::string();
   const std::string path = impl_->tracer->path();
   const bool written = impl_->tracer->write();

@@ -1,6 +1,7 @@
 #include "session/trace.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 
@@ -28,10 +29,20 @@ std::string json_escape(const std::string& s) {
   return o;
 }
 
+namespace {
+// A small number per thread for the trace's "tid" (1 for the first thread that records).
+int trace_thread_id() {
+  static std::atomic<int> next{1};
+  thread_local const int id = next.fetch_add(1);
+  return id;
+}
+}  // namespace
+
 void Tracer::span(const std::string& name, const std::string& category, double start_us, double dur_us,
                   const std::string& args_json) {
+  const int tid = trace_thread_id();
   std::lock_guard<std::mutex> lk(mu_);
-  events_.push_back({name, category, args_json, start_us - origin_us_, dur_us});
+  events_.push_back({name, category, args_json, start_us - origin_us_, dur_us, tid});
 }
 
 bool Tracer::write() const {
@@ -44,7 +55,7 @@ bool Tracer::write() const {
     char nums[96];
     std::snprintf(nums, sizeof nums, "\"ts\":%.3f,\"dur\":%.3f", e.ts, e.dur);
     out << "{\"name\":\"" << json_escape(e.name) << "\",\"cat\":\"" << json_escape(e.category)
-        << "\",\"ph\":\"X\",\"pid\":1,\"tid\":1," << nums << ",\"args\":{" << e.args << "}}"
+        << "\",\"ph\":\"X\",\"pid\":1,\"tid\":" << e.tid << "," << nums << ",\"args\":{" << e.args << "}}"
         << (i + 1 < events_.size() ? ",\n" : "\n");
   }
   out << "]}\n";
@@ -52,6 +63,7 @@ bool Tracer::write() const {
 }
 
 std::string OpProfile::table() const {
+  std::lock_guard<std::mutex> lk(mu_);
   std::vector<std::pair<double, std::string>> rows;
   double total = 0;
   for (const auto& [op, e] : totals_) {

@@ -17,7 +17,8 @@ inline double monotonic_us() {
 class Tracer {
  public:
   explicit Tracer(std::string path) : path_(std::move(path)), origin_us_(monotonic_us()) {}
-  // A complete event ("ph":"X"). `args_json` is the inside of the args object (may be empty).
+  // A complete event ("ph":"X") on the calling thread's track (concurrent runs of a session get one
+  // track each). `args_json` is the inside of the args object (may be empty).
   void span(const std::string& name, const std::string& category, double start_us, double dur_us,
             const std::string& args_json);
   // Writes the JSON file; returns false on an I/O error.
@@ -28,6 +29,7 @@ class Tracer {
   struct Event {
     std::string name, category, args;
     double ts, dur;
+    int tid;
   };
   std::string path_;
   double origin_us_;
@@ -37,7 +39,9 @@ class Tracer {
 
 class OpProfile {
  public:
+  // Concurrent runs of a session add to one profile.
   void add(const std::string& op, double us) {
+    std::lock_guard<std::mutex> lk(mu_);
     auto& e = totals_[op];
     e.first += us;
     e.second += 1;
@@ -46,6 +50,7 @@ class OpProfile {
   std::string table() const;
 
  private:
+  mutable std::mutex mu_;
   std::map<std::string, std::pair<double, long>> totals_;
 };
 

@@ -1,5 +1,5 @@
 """The GIL is released while a model runs, so other Python threads make progress; runs on one session
-from several threads are correct (they take turns inside nxrt)."""
+from several threads are correct (they run at once inside nxrt, each with its own run context)."""
 import sys
 import threading
 import time

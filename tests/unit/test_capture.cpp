@@ -683,7 +683,7 @@ TEST(KernelLifecycle, VariantsHoldPerShapeStateAndWorkspaceAndEvictionFreesThem)
   auto plan = session::GraphPlan::build(m.graph, session::PlanEnv{&m, &reg, nullptr, {}}, {});
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   session::RunResources res;
-  res.variants_per_node = 2;
+  res.cache->variants_per_node = 2;
   ep::ThreadPool pool(1);
   session::Frame frame;
   frame.plan = plan->get();

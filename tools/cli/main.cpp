@@ -20,7 +20,9 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nxrt/session.h"
@@ -38,6 +40,7 @@ namespace {
                "usage:\n"
                "  nxrt run MODEL.onnx [--input FILE.pb]... [--output-dir DIR] [--threads N] [--opt LEVEL]\n"
                "  nxrt bench MODEL.onnx [--input FILE.pb]... [--threads N] [--opt LEVEL] [--warmup W] [--runs R] [--dim NAME=V]...\n"
+               "             [--concurrency N,M,... [--rounds K]]  (aggregate throughput of N runs at once on one session)\n"
                "  nxrt test DIR... [--jobs N] [--timeout S] [--report FILE] [--ids-file FILE --root DIR] [--opt LEVEL]\n"
                "  (LEVEL: disabled|basic|all, default all; the NXRT_OPT_LEVEL environment variable overrides it)\n"
                "  nxrt info MODEL.onnx [--shapes]   (--shapes: inferred shape of every value, symbol lineage)\n"
@@ -248,18 +251,83 @@ double quantile(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
+std::string loadavg() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+// --concurrency: `runs` runs of one session shared by N threads (each takes the next run until all are
+// taken), for every N in the list, `rounds` times with the Ns alternating inside each round so load on
+// a shared machine hits them alike. Per N: median aggregate throughput, its ratio to the first N's in
+// the same rounds, and median process CPU time per run.
+int bench_concurrency(Session& session, const std::vector<std::pair<std::string, Value>>& feeds,
+                      const std::vector<int>& levels, int runs, int rounds, int intra_op_threads) {
+  std::map<int, std::vector<double>> per_s, cpu_per_run;
+  const std::string load_before = loadavg();
+  for (int r = 0; r < rounds; ++r) {
+    for (int n : levels) {
+      std::atomic<int> next{0};
+      std::atomic<bool> failed{false};
+      std::string error;
+      const double c0 = process_cpu_ms(), t0 = now_ms();
+      std::vector<std::thread> ts;
+      for (int t = 0; t < n; ++t) {
+        ts.emplace_back([&] {
+          while (next.fetch_add(1) < runs) {
+            auto out = session.run(feeds);
+            if (!out.ok() && !failed.exchange(true)) error = out.status().to_string();
+          }
+        });
+      }
+      for (auto& th : ts) th.join();
+      const double wall = now_ms() - t0, cpu = process_cpu_ms() - c0;
+      if (failed) return fail(runtime_error(error));
+      per_s[n].push_back(runs / (wall / 1e3));
+      cpu_per_run[n].push_back(cpu / runs);
+    }
+  }
+  const double base = quantile(per_s[levels[0]], 0.5);
+  std::printf("{\"concurrency\":[");
+  for (size_t i = 0; i < levels.size(); ++i) {
+    const int n = levels[i];
+    const double med = quantile(per_s[n], 0.5);
+    std::printf("%s{\"n\":%d,\"runs_per_s\":%.2f,\"ratio_to_n%d\":%.3f,\"cpu_ms_per_run\":%.3f,"
+                "\"runs_per_s_min\":%.2f,\"runs_per_s_max\":%.2f}",
+                i ? "," : "", n, med, levels[0], base > 0 ? med / base : 0.0, quantile(cpu_per_run[n], 0.5),
+                quantile(per_s[n], 0), quantile(per_s[n], 1));
+  }
+  std::printf("],\"runs\":%d,\"rounds\":%d,\"intra_op_threads\":%d,\"cpus\":%u,\"loadavg_before\":\"%s\","
+              "\"loadavg_after\":\"%s\",\"runtime\":\"nxrt\"}\n",
+              runs, rounds, intra_op_threads, std::thread::hardware_concurrency(), load_before.c_str(), loadavg().c_str());
+  return 0;
+}
+
 int cmd_bench(int argc, char** argv) {
   std::string model;
   std::vector<std::string> inputs;
   SessionOptions opts;
-  int warmup = 5, runs = 20;
+  int warmup = 5, runs = 20, rounds = 5;
+  std::vector<int> concurrency;
   std::map<std::string, int64_t> dims;
   for_each_arg(argc, argv, [&](const std::string& a, auto& next) {
     if (a == "--input") inputs.push_back(next());
     else if (a == "--threads" || a == "--opt") opts = parse_common(a, next(), opts);
     else if (a == "--warmup") warmup = std::max(0, std::atoi(next().c_str()));
     else if (a == "--runs") runs = std::max(1, std::atoi(next().c_str()));
-    else if (a == "--dim") {
+    else if (a == "--rounds") rounds = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--concurrency") {
+      std::string list = next();
+      for (size_t p = 0; p < list.size();) {
+        size_t q = list.find(',', p);
+        if (q == std::string::npos) q = list.size();
+        const int n = std::atoi(list.substr(p, q - p).c_str());
+        if (n < 1) usage_exit("--concurrency takes a list of thread counts, e.g. 1,2,4,8");
+        concurrency.push_back(n);
+        p = q + 1;
+      }
+    } else if (a == "--dim") {
       std::string d = next();
       auto eq = d.find('=');
       if (eq == std::string::npos) usage_exit("--dim takes NAME=V");
@@ -293,6 +361,7 @@ int cmd_bench(int argc, char** argv) {
     auto r = (*session)->run(*feeds);
     if (!r.ok()) return fail(r.status());
   }
+  if (!concurrency.empty()) return bench_concurrency(**session, *feeds, concurrency, runs, rounds, opts.threads);
   std::vector<double> times, cpu_times;
   for (int i = 0; i < runs; ++i) {
     t0 = now_ms();

@@ -7,6 +7,7 @@
 //                   [--every K] [--check-at A] [--tolerance-pct P] [--tolerance-mb M]
 //                   [--self-test-leak-kb K]   (keeps K kB per run: the verdict must then FAIL)
 //                   [--runs R] [--batch-max B]   (shape churn, below)
+//                   [--concurrent C]   (C threads share the runs on the one session)
 //
 // Every symbolic or unknown dim of every float input takes the current length (default the N distinct
 // lengths min..max = 1..200, shuffled with the seed). After run k it prints VmRSS and VmHWM from
@@ -19,6 +20,7 @@
 // cache's variants and the allocator see a new mix of shapes on every run. The verdict then compares
 // the peak RSS over runs N/2+1..N with the peak over runs A..N/2 (same tolerance).
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +28,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nxrt/session.h"
@@ -59,7 +62,7 @@ int usage(const char* msg) {
 
 int main(int argc, char** argv) {
   std::string model;
-  int n = 200, lo = 1, hi = -1, every = 10, check_at = 20, runs = 0, batch_max = 0;
+  int n = 200, lo = 1, hi = -1, every = 10, check_at = 20, runs = 0, batch_max = 0, concurrent = 1;
   unsigned seed = 1;
   double tol_pct = 5.0, tol_mb = 4.0;
   long leak_kb = 0;  // --self-test-leak-kb: keep this much per run, to show the verdict catches growth
@@ -79,6 +82,7 @@ int main(int argc, char** argv) {
     else if (a == "--tolerance-mb") tol_mb = std::atof(argv[++i]);
     else if (a == "--runs") runs = std::atoi(argv[++i]);
     else if (a == "--batch-max") batch_max = std::atoi(argv[++i]);
+    else if (a == "--concurrent") concurrent = std::max(1, std::atoi(argv[++i]));
     else if (a == "--self-test-leak-kb") leak_kb = std::atol(argv[++i]);
     else if (!a.empty() && a[0] == '-') return usage(("unknown option " + a).c_str());
     else if (model.empty()) model = a;
@@ -118,7 +122,8 @@ int main(int argc, char** argv) {
   Mem created = read_mem();
   if (runs > 0) {
     std::printf("model %s, shape churn: %d runs, lengths drawn from [%d, %d], batch from [1, %d] (seed %u), %d "
-                "thread(s)\n", model.c_str(), n, lo, hi, std::max(1, batch_max), seed, opts.threads);
+                "intra-op thread(s), %d concurrent run(s)\n", model.c_str(), n, lo, hi, std::max(1, batch_max), seed,
+                opts.threads, concurrent);
   } else {
     std::printf("model %s, %d distinct lengths in [%d, %d] (seed %u), %d thread(s)\n", model.c_str(), n, lo, hi, seed,
                 opts.threads);
@@ -127,18 +132,17 @@ int main(int argc, char** argv) {
   std::printf("%5s %5s %5s %8s %10s %10s\n", "run", "batch", "len", "max len", "VmRSS MB", "VmHWM MB");
 
   std::uniform_real_distribution<float> uf(-1.f, 1.f);
-  std::vector<Mem> after;
-  int max_len = 0, max_len_at_check = 0;
-  for (int k = 0; k < n; ++k) {
+  std::vector<Mem> after(static_cast<size_t>(n));
+  // Run k: feeds at its batch and length with values from `r`; RSS after it into after[k].
+  auto run_one = [&](int k, std::mt19937& r) -> bool {
     const int len = lengths[static_cast<size_t>(k)], batch = batches[static_cast<size_t>(k)];
-    max_len = std::max(max_len, len);
     std::vector<std::pair<std::string, nxrt::Value>> feeds;
     for (const auto& m : (*session)->inputs()) {
       if (m.has_default) continue;
       if (m.kind != nxrt::ValueMeta::Kind::kTensor || m.dtype != nxrt::DataType::kFloat) {
         std::fprintf(stderr, "error: input '%s' is %s; this driver feeds float tensors only\n", m.name.c_str(),
                      m.describe().c_str());
-        return 2;
+        return false;
       }
       nxrt::Dims shape;
       for (size_t i = 0; i < m.shape.size(); ++i) {
@@ -147,23 +151,52 @@ int main(int argc, char** argv) {
       }
       nxrt::Tensor t(nxrt::DataType::kFloat, shape);
       float* p = t.data<float>();
-      for (int64_t i = 0; i < t.numel(); ++i) p[i] = uf(rng);
+      for (int64_t i = 0; i < t.numel(); ++i) p[i] = uf(r);
       feeds.push_back({m.name, nxrt::Value(std::move(t))});
     }
     auto out = (*session)->run(feeds);
     if (!out.ok()) {
       std::fprintf(stderr, "error: run %d (batch %d, length %d): %s\n", k + 1, batch, len,
                    out.status().message().c_str());
-      return 2;
+      return false;
     }
     out->clear();  // outputs released before measuring, as a caller done with them would
-    if (leak_kb > 0) leaked.emplace_back(static_cast<size_t>(leak_kb) * 1024, static_cast<char>(k | 1));
-    after.push_back(read_mem());
+    after[static_cast<size_t>(k)] = read_mem();
+    return true;
+  };
+  int max_len = 0, max_len_at_check = 0;
+  auto report = [&](int k) {
+    max_len = std::max(max_len, lengths[static_cast<size_t>(k)]);
     if (k + 1 == check_at) max_len_at_check = max_len;
     if ((k + 1) % every == 0 || k == 0 || k + 1 == check_at || k + 1 == n) {
-      std::printf("%5d %5d %5d %8d %10.1f %10.1f\n", k + 1, batch, len, max_len, after.back().rss_mb,
-                  after.back().hwm_mb);
+      std::printf("%5d %5d %5d %8d %10.1f %10.1f\n", k + 1, batches[static_cast<size_t>(k)],
+                  lengths[static_cast<size_t>(k)], max_len, after[static_cast<size_t>(k)].rss_mb,
+                  after[static_cast<size_t>(k)].hwm_mb);
     }
+  };
+  if (concurrent <= 1) {
+    for (int k = 0; k < n; ++k) {
+      if (!run_one(k, rng)) return 2;
+      if (leak_kb > 0) leaked.emplace_back(static_cast<size_t>(leak_kb) * 1024, static_cast<char>(k | 1));
+      report(k);
+    }
+  } else {
+    // Concurrent churn: `concurrent` threads take the runs in order from one counter, each run with
+    // its own value generator (seeded by the run), all on the one session.
+    std::atomic<int> next{0};
+    std::atomic<bool> failed{false};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < concurrent; ++t) {
+      threads.emplace_back([&] {
+        for (int k; !failed && (k = next.fetch_add(1)) < n;) {
+          std::mt19937 r(seed * 7919u + static_cast<unsigned>(k));
+          if (!run_one(k, r)) failed = true;
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    if (failed) return 2;
+    for (int k = 0; k < n; ++k) report(k);
   }
   double a = after[static_cast<size_t>(check_at - 1)].rss_mb, b = after.back().rss_mb;
   double lo_rss = a, hi_rss = a;

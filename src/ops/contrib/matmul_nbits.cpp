@@ -614,7 +614,7 @@ class MatMulNBits final : public ep::Kernel {
     const bool g_const = !info.input_present(4) || info.const_input(4);
     if (B && S && zp_const && g_const) {
       Status st = prepare(*B, *S, info.input_present(3) ? info.const_input(3) : nullptr,
-                          info.input_present(4) ? info.const_input(4) : nullptr, &W_, &P_, &dense_);
+                          info.input_present(4) ? info.const_input(4) : nullptr, &W_, &P_, &dense_, &float_zp_);
       if (!st.ok()) return info.error(st.message());
       packed_ = true;
     }
@@ -635,9 +635,11 @@ class MatMulNBits final : public ep::Kernel {
     const QuantWeights* W = &W_;
     const QuantPanels* panels = &P_;
     const std::vector<float>* dense = &dense_;
+    bool float_zp = float_zp_;
     if (!packed_) {
+      // Weights given at run time are prepared per call into locals: concurrent runs share the kernel.
       Status st = prepare(ctx.input(1), ctx.input(2), ctx.has_input(3) ? &ctx.input(3) : nullptr,
-                          ctx.has_input(4) ? &ctx.input(4) : nullptr, &local, &local_panels, &local_dense);
+                          ctx.has_input(4) ? &ctx.input(4) : nullptr, &local, &local_panels, &local_dense, &float_zp);
       if (!st.ok()) return ctx.error(st.message(), StatusCode::kInvalidArgument);
       W = &local;
       panels = &local_panels;
@@ -692,7 +694,7 @@ class MatMulNBits final : public ep::Kernel {
     } else {
       // ORT's int8 path (accuracy_level 4) covers 4- and 8-bit weights with uint8 (or no) zero points;
       // float zero points and 2-bit weights compute in float, as there.
-      const int level = acc_ == 4 && (float_zp_ || bits_ == 2) ? 0 : acc_;
+      const int level = acc_ == 4 && (float_zp || bits_ == 2) ? 0 : acc_;
       void* ws = nullptr;
       NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(matmulnbits_fast_workspace(M, *W, level)));
       matmulnbits_fast(a, M, *W, level, bp, y, &ctx.pool(), isa_, ws);
@@ -723,8 +725,9 @@ class MatMulNBits final : public ep::Kernel {
   }
 
   // Decodes scales/zero points and packs B (or builds dense weights when g_idx is non-trivial).
+  // `float_zp`: set when the zero points are floats.
   Status prepare(const Tensor& B, const Tensor& S, const Tensor* Z, const Tensor* G, QuantWeights* W,
-                 QuantPanels* panels, std::vector<float>* dense) const {
+                 QuantPanels* panels, std::vector<float>* dense, bool* float_zp) const {
     const int64_t kblocks = (K_ + block_ - 1) / block_;
     const int64_t blob = block_ * bits_ / 8;
     if (B.dtype() != DataType::kUInt8 || B.numel() != N_ * kblocks * blob)
@@ -744,7 +747,7 @@ class MatMulNBits final : public ep::Kernel {
           for (int64_t j = 0; j < kblocks; ++j)
             zps[static_cast<size_t>(n * kblocks + j)] = static_cast<float>(raw_code(z + n * row, j, bits_));
       } else {
-        float_zp_ = true;
+        *float_zp = true;
         if (Z->numel() != N_ * kblocks)
           return invalid_argument("float zero_points must have N*k_blocks=" + std::to_string(N_ * kblocks) + " elements, got " + Z->describe());
         NXRT_ASSIGN_OR_RETURN(zps, read_floats(*Z));
@@ -764,7 +767,7 @@ class MatMulNBits final : public ep::Kernel {
         }
       return Status::Ok();
     }
-    if (acc_ == 4 && bits_ == 4 && !float_zp_) {
+    if (acc_ == 4 && bits_ == 4 && !*float_zp) {
       // int8 activations x 4-bit codes: the column-panel kernel serves decode and prefill alike.
       *panels = pack_quant_panels(B.data<uint8_t>(), scales.data(), zps.data(), K_, N_, bits_, block_,
                                   panel_kernel_info(panel_kernel_).cols);
@@ -779,7 +782,7 @@ class MatMulNBits final : public ep::Kernel {
   ep::IsaTier isa_ = ep::IsaTier::kScalar;
   PanelKernel panel_kernel_ = PanelKernel::kScalar;
   bool packed_ = false;
-  mutable bool float_zp_ = false;
+  bool float_zp_ = false;  // the packed weights' zero points are floats
   QuantWeights W_;
   QuantPanels P_;  // instead of W_ for accuracy_level 4 with 4-bit codes and integer zero points
   std::vector<float> dense_;

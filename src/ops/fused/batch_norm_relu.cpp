@@ -56,7 +56,7 @@ class BatchNormReluKernel final : public ep::Kernel {
     if (all) {
       std::vector<const Tensor*> p;
       for (size_t i = 1; i < 5; ++i) p.push_back(info.const_input(i));
-      Status st = fold(p);
+      Status st = fold(p, eps_, &folded_params_);
       if (!st.ok()) return info.error(st.message());
       folded_ = true;
     }
@@ -68,12 +68,19 @@ class BatchNormReluKernel final : public ep::Kernel {
       if (!ctx.has_input(i)) return ctx.error("missing input " + std::to_string(i));
     const Tensor& X = ctx.input(0);
     if (X.rank() < 1) return ctx.error("X must have rank >= 1, got " + X.describe());
+    Params local;  // parameters given at run time: folded per call (concurrent runs share the kernel)
+    const Params* fp = &folded_params_;
     if (!folded_) {
       std::vector<const Tensor*> p;
       for (size_t i = 1; i < 5; ++i) p.push_back(&ctx.input(i));
-      Status st = fold(p);
+      Status st = fold(p, eps_, &local);
       if (!st.ok()) return ctx.error(st.message());
+      fp = &local;
     }
+    const std::vector<double>& a_ = fp->a;
+    const std::vector<double>& b_ = fp->b;
+    const std::vector<float>& af_ = fp->af;
+    const std::vector<float>& bf_ = fp->bf;
     const int64_t N = X.dim(0);
     const int64_t C = X.rank() >= 2 ? X.dim(1) : 1;
     const int64_t plane = (N * C) > 0 ? X.numel() / (N * C) : 0;
@@ -116,17 +123,20 @@ class BatchNormReluKernel final : public ep::Kernel {
   }
 
  private:
-  Status fold(const std::vector<const Tensor*>& p) {
-    NXRT_RETURN_IF_ERROR(ir::fold_batch_norm(p, eps_, &a_, &b_));
-    af_.assign(a_.begin(), a_.end());
-    bf_.assign(b_.begin(), b_.end());
+  struct Params {
+    std::vector<double> a, b;
+    std::vector<float> af, bf;
+  };
+  static Status fold(const std::vector<const Tensor*>& p, double eps, Params* out) {
+    NXRT_RETURN_IF_ERROR(ir::fold_batch_norm(p, eps, &out->a, &out->b));
+    out->af.assign(out->a.begin(), out->a.end());
+    out->bf.assign(out->b.begin(), out->b.end());
     return Status::Ok();
   }
 
   double eps_ = 1e-5;
   bool folded_ = false;
-  std::vector<double> a_, b_;
-  std::vector<float> af_, bf_;
+  Params folded_params_;
 };
 
 }  // namespace

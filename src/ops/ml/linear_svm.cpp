@@ -329,6 +329,7 @@ class SVMClassifierKernel final : public ep::Kernel {
   }
 
   Status compute(ep::KernelContext& ctx) override {
+    bool raw_label = false;  // per call: concurrent runs share the kernel
     NXRT_ASSIGN_OR_RETURN(ml::Rows x, ml::read_rows(ctx, 0));
     bool svc = vectors_ > 0;
     if (svc && static_cast<int64_t>(svm_.sv.size()) != vectors_ * x.c) {
@@ -396,7 +397,7 @@ class SVMClassifierKernel final : public ep::Kernel {
           if (!has_proba && all_positive_ && max_weight >= 0.5) idx = 1;
         } else {
           idx = max_weight > 0 ? 1 : 0;
-          raw_label_ = true;
+          raw_label = true;
         }
       }
       label[static_cast<size_t>(r)] = idx;
@@ -410,7 +411,7 @@ class SVMClassifierKernel final : public ep::Kernel {
         for (int64_t c = 0; c < width; ++c) z->data<float>()[r * width + c] = static_cast<float>(out_rows[static_cast<size_t>(r)][static_cast<size_t>(c)]);
       }
     }
-    if (raw_label_ || labels_.size() == 0) {
+    if (raw_label || labels_.size() == 0) {
       ml::Labels raw;  // label value = index
       return ml::write_labels(ctx, 0, raw, label);
     }
@@ -447,7 +448,6 @@ class SVMClassifierKernel final : public ep::Kernel {
   std::vector<int64_t> starts_, per_class_;
   std::vector<double> prob_a_, prob_b_;
   bool all_positive_ = true;
-  bool raw_label_ = false;
 };
 
 }  // namespace
