@@ -159,8 +159,9 @@ const ConvCase kConvCases[] = {
 
 // Runs conv_forward on case `cc` (batch 1, square kernel, symmetric pads) on `path`; reports GFLOP/s
 // counted as 2 * M * K * pixels. `winograd`: prepare the weights for the Winograd path too.
+// `skip_unless_path`: a forced path that does not apply to the case is reported as skipped.
 void run_conv_case(benchmark::State& state, const ConvCase& cc, int threads, ops::ConvPath path, bool winograd,
-                   const std::string& label) {
+                   const std::string& label, bool skip_unless_path = false) {
   ops::ConvShape s;
   s.N = 1;
   s.C = cc.C;
@@ -181,6 +182,14 @@ void run_conv_case(benchmark::State& state, const ConvCase& cc, int threads, ops
   cw.prepare(Dims{cc.M, cc.C, cc.k, cc.k}, 1, w, winograd);
   std::vector<float> y(cc.M * s.g.out_size());
   ep::ThreadPool& pool = pool_for(threads);
+  if (skip_unless_path) {
+    // A forced path that does not apply runs the kAuto choice: report it as not run, not as that path.
+    const ops::ConvPath ran = ops::conv_chosen_path<float>(s, cw, ops::ConvConfig(path), nullptr, threads);
+    if (ran != path) {
+      state.SkipWithError((std::string(ops::conv_path_name(path)) + " does not apply").c_str());
+      return;
+    }
+  }
   for (auto _ : state) {
     ops::conv_forward<float>(s, x.data(), cw, bias.data(), y.data(), &pool, path);
     benchmark::DoNotOptimize(y.data());
@@ -213,6 +222,36 @@ void BM_Conv3x3Path(benchmark::State& state) {
                 wino ? ops::ConvPath::kWinograd : ops::ConvPath::kImplicitGemm, true, wino ? "winograd " : "im2col ");
 }
 BENCHMARK(BM_Conv3x3Path)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- Convs on small planes (7x7, 14x14: ResNet-50's last stages, DenseNet-121's dense layers), each
+// path forced; CPU time, so a loaded machine still compares the paths' work ----------------------------
+const ConvCase kSmallPlaneCases[] = {
+    {1024, 256, 14, 14, 1, 1, 0},  // ResNet-50 stage 3 reduce
+    {256, 1024, 14, 14, 1, 1, 0},  // ResNet-50 stage 3 expand
+    {2048, 512, 7, 7, 1, 1, 0},    // ResNet-50 stage 4 reduce
+    {512, 2048, 7, 7, 1, 1, 0},    // ResNet-50 stage 4 expand
+    {512, 512, 7, 7, 3, 1, 1},     // ResNet-50 stage 4 3x3
+    {640, 128, 14, 14, 1, 1, 0},   // DenseNet-121 block 3 bottleneck
+    {128, 32, 14, 14, 3, 1, 1},    // DenseNet-121 block 3 3x3
+    {992, 128, 7, 7, 1, 1, 0},     // DenseNet-121 block 4 bottleneck
+    {128, 32, 7, 7, 3, 1, 1},      // DenseNet-121 block 4 3x3
+    {256, 128, 14, 14, 1, 1, 0},   // DenseNet-121 block 3 first bottleneck
+    {576, 64, 14, 14, 1, 1, 0},    // Inception-v2 block 4 reduce
+    {64, 256, 13, 13, 1, 1, 0},    // SqueezeNet fire 9 expand
+    {512, 64, 13, 13, 1, 1, 0},    // SqueezeNet fire 9 squeeze
+};
+const ops::ConvPath kSmallPlanePaths[] = {ops::ConvPath::kAuto, ops::ConvPath::kPointwise,
+                                          ops::ConvPath::kImplicitGemm, ops::ConvPath::kSmallSpatialDirect,
+                                          ops::ConvPath::kSmallSpatialTransposed, ops::ConvPath::kWinograd};
+
+void BM_ConvSmallPlane(benchmark::State& state) {
+  const ConvCase& cc = kSmallPlaneCases[state.range(0)];
+  const ops::ConvPath path = kSmallPlanePaths[state.range(1)];
+  run_conv_case(state, cc, 1, path, true,
+                std::string(ops::conv_path_name(path)) + " " + std::to_string(cc.k) + "x" + std::to_string(cc.k) + " ",
+                path != ops::ConvPath::kAuto);
+}
+BENCHMARK(BM_ConvSmallPlane)->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {0, 1, 2, 3, 4, 5}})->Unit(benchmark::kMillisecond);
 
 // ---- Memory-bound kernels through the registry (kernel_test_util) ---------------------------------
 constexpr int64_t kRows = 4096, kCols = 1024;  // 16 MiB per tensor

@@ -281,6 +281,108 @@ TEST(ConvSmallSpatial, DISABLED_SmallSpatialBench) {
   }
 }
 
+// kAuto with weights prepared for Winograd too (as the Conv kernel prepares 3x3 stride-1 convs): on a 7x7
+// plane the transposed path comes before Winograd (its 4x4 tiles cover 64 outputs for 49); on 14x14
+// Winograd keeps the conv. Either way the output matches the direct definition.
+TEST(ConvSmallSpatial, AutoOrderWithWinogradWeights) {
+  ConvShape probe;
+  probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;
+  finish(&probe);
+  if (!small_spatial_applies(probe)) GTEST_SKIP() << "no AVX-512F on this CPU";
+  std::mt19937 rng(11);
+  ep::ThreadPool pool(2);
+  struct C {
+    int64_t C, M, H;
+    ConvPath expected;
+  };
+  const C cases[] = {{128, 32, 7, ConvPath::kSmallSpatialTransposed},  // DenseNet-121 block 4
+                     {64, 48, 7, ConvPath::kSmallSpatialTransposed},
+                     {128, 32, 14, ConvPath::kWinograd}};             // DenseNet-121 block 3
+  for (const C& c : cases) {
+    ConvShape s;
+    s.N = 1, s.C = c.C, s.M = c.M, s.g.nsp = 2;
+    s.g.in[1] = s.g.in[2] = c.H;
+    s.g.k[1] = s.g.k[2] = 3;
+    s.g.pb[1] = s.g.pb[2] = s.g.pe[1] = s.g.pe[2] = 1;
+    ASSERT_TRUE(finish(&s));
+    ASSERT_TRUE(winograd_preferred(s)) << describe(s);
+    auto x = random_floats(rng, s.C * s.g.in_size());
+    auto w = random_floats(rng, s.M * s.C * 9);
+    auto b = random_floats(rng, s.M);
+    ConvWeights<float> cw;
+    cw.prepare(Dims{s.M, s.C, 3, 3}, 1, w, true);
+    for (int threads : {1, 2}) {
+      EXPECT_EQ(conv_chosen_path<float>(s, cw, ConvConfig(), nullptr, threads), c.expected) << describe(s);
+    }
+    const int64_t ny = s.M * s.g.out_size();
+    std::vector<float> ref(static_cast<size_t>(ny)), y(static_cast<size_t>(ny), 123.f);
+    conv_naive<float>(s, x.data(), w.data(), b.data(), ref.data());
+    conv_forward<float>(s, x.data(), cw, b.data(), y.data(), &pool);
+    double err = 0;
+    for (int64_t i = 0; i < ny; ++i) err = std::max(err, std::fabs(double(y[i]) - ref[i]) / (1.0 + std::fabs(ref[i])));
+    EXPECT_LT(err, 1e-4) << describe(s);
+  }
+}
+
+// FusedConv's pre-activation (x' = max(x * scale[c] + shift[c], 0) before a 1x1 conv, DenseNet) on small
+// planes: the direct path forced and kAuto (direct on 16q + 1 planes such as 7x7 and 9x9, else the preact
+// GEMM) on random shapes (batch 1-2, with and without a residual, Relu) against conv_naive on the
+// pre-activated input, at 1 and 2 threads.
+TEST(ConvSmallSpatial, DirectWithPreActivationMatchesNaive) {
+  ConvShape probe;
+  probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;
+  finish(&probe);
+  if (!small_spatial_applies(probe)) GTEST_SKIP() << "no AVX-512F on this CPU";
+  std::mt19937 rng(17);
+  ep::ThreadPool pool(2);
+  std::uniform_int_distribution<int> pick(0, 1 << 20);
+  const int64_t sides[] = {5, 7, 9, 13, 14, 16};  // 7x7, 9x9: 16q + 1 pixels
+  for (int trial = 0; trial < 24; ++trial) {
+    ConvShape s;
+    s.N = 1 + pick(rng) % 2;
+    s.C = 32 + pick(rng) % 300;
+    s.M = 8 + pick(rng) % 140;
+    s.g.nsp = 2;
+    s.g.in[1] = sides[pick(rng) % 6];
+    s.g.in[2] = sides[pick(rng) % 6];
+    ASSERT_TRUE(finish(&s));
+    const int64_t P = s.g.out_size(), ny = s.N * s.M * P;
+    auto x = random_floats(rng, s.N * s.C * P);
+    auto w = random_floats(rng, s.M * s.C);
+    auto b = random_floats(rng, s.M);
+    auto scale = random_floats(rng, s.C);
+    auto shift = random_floats(rng, s.C);
+    auto res = random_floats(rng, ny);
+    std::vector<float> xp(x.size());
+    for (int64_t i = 0; i < static_cast<int64_t>(x.size()); ++i) {
+      const int64_t c = (i / P) % s.C;
+      xp[i] = std::max(0.f, x[i] * scale[c] + shift[c]);
+    }
+    std::vector<float> ref(static_cast<size_t>(ny));
+    conv_naive<float>(s, xp.data(), w.data(), b.data(), ref.data());
+    const bool with_res = trial % 2 == 1;
+    for (int64_t i = 0; i < ny; ++i) ref[i] = std::max(0.f, ref[i] + (with_res ? res[i] : 0.f));
+    ConvPost post;
+    post.residual = with_res ? res.data() : nullptr;
+    post.act = Activation::kRelu;
+    post.pre_scale = scale.data();
+    post.pre_shift = shift.data();
+    ConvWeights<float> cw;
+    cw.prepare(Dims{s.M, s.C, 1, 1}, 1, w, false);
+    for (ConvPath path : {ConvPath::kSmallSpatialDirect, ConvPath::kAuto}) {
+      for (ep::ThreadPool* tp : {static_cast<ep::ThreadPool*>(nullptr), &pool}) {
+        std::vector<float> y(static_cast<size_t>(ny), 123.f);
+        ASSERT_TRUE(conv_forward<float>(s, x.data(), cw, b.data(), y.data(), tp, ConvConfig(path), &post))
+            << describe(s);
+        double err = 0;
+        for (int64_t i = 0; i < ny; ++i)
+          err = std::max(err, std::fabs(double(y[i]) - ref[i]) / (1.0 + std::fabs(ref[i])));
+        EXPECT_LT(err, 1e-4) << describe(s) << " " << conv_path_name(path) << (tp ? " 2 threads" : " 1 thread");
+      }
+    }
+  }
+}
+
 TEST(ConvSmallSpatial, Choice) {
   ConvShape probe;
   probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;
@@ -304,6 +406,7 @@ TEST(ConvSmallSpatial, Choice) {
   EXPECT_EQ(choice(1024, 256, 14, 1, 1), SmallSpatialChoice::kNone);      // 1x1 at 14x14: +6% share only
   EXPECT_EQ(choice(1024, 256, 14, 1, 1, 1, 2), SmallSpatialChoice::kDirect);  // ... but at 2 threads
   EXPECT_EQ(choice(272, 272, 14, 1, 1, 4), SmallSpatialChoice::kNone);
+  EXPECT_EQ(choice(64, 16, 4, 1, 1), SmallSpatialChoice::kNone);           // 1x1 on 16 pixels: the usual path
   EXPECT_EQ(choice(128, 512, 28, 1, 1), SmallSpatialChoice::kNone);
   EXPECT_EQ(choice(3, 64, 7, 3, 1), SmallSpatialChoice::kNone);            // K < 32
 }

@@ -6,6 +6,7 @@
 #include "ep/cpu_features.h"
 #include "ep/thread_pool.h"
 #include "ops/conv/conv_engine.h"
+#include "ops/fused/fused_ops.h"
 #include "ops/gemm/mapped_scratch.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -356,8 +357,8 @@ bool small_spatial_applies(const ConvShape& s, ep::IsaTier isa) {
 //   3x3 224->224 @7x7 0.62 -> 0.41 / 0.34 -> 0.24;            3x3 s2 256->256 28->14 2.53 -> 2.19 / 1.39 -> 1.20.
 // Left to the usual paths: 3x3 @13x13..14x14 (Winograd: 3x3 256->256 @14x14 0.85 vs 2.16 transposed),
 // planes over 16x16 (3x3 s2 128->128 56->28: 2.62 -> 2.30 but 1.31 -> 1.37 at 2 threads).
-// Winograd is checked before this hook in conv_forward, so 3x3 convs it prefers at 7x7 stay there
-// (3x3 128->32 @7x7: Winograd 0.084, transposed 0.040).
+// conv_forward's kAuto asks this rule before Winograd, so 3x3 convs Winograd would take at 7x7 come here
+// (3x3 128->32 @7x7: Winograd 0.084, transposed 0.040; Zen 5, ms of CPU: 0.069 -> 0.026).
 SmallSpatialChoice small_spatial_choice(const ConvShape& s, int threads, ep::IsaTier isa) {
   if (!small_spatial_applies(s, isa)) return SmallSpatialChoice::kNone;
   const int64_t P = s.g.out_size();
@@ -375,7 +376,11 @@ SmallSpatialChoice small_spatial_choice(const ConvShape& s, int threads, ep::Isa
   // 1x1 convs (any stride): the direct path, on the conv's own weights, when its share is higher (planes
   // of 16q + 1 pixels) or at 2+ threads (it splits the output channels evenly over the threads: 1x1
   // 1024->256 @14x14 0.59 -> 0.51 ms, 576->224 @14x14 0.28 -> 0.25 at 2 threads; 1.00 -> 1.01 and
-  // 0.50 -> 0.50 at 1).
+  // 0.50 -> 0.50 at 1). At 1 thread on 14x14 it stays off: on a Zen 5 it wins in isolation
+  // (nxrt_microbench BM_ConvSmallPlane, ms of CPU: 640->128 0.193 -> 0.170, 1024->256 0.584 -> 0.576)
+  // but not inside ResNet-50 / DenseNet-121 runs (per-node trace: 1024->256 @14x14 4.41 -> 4.65 ms over
+  // its convs), where x (up to 800 KiB) is read again per 6-channel panel over the whole K and spills
+  // out of L2 beside the streamed weights, while the GEMM's K blocks keep its panels in cache.
   if (s.g.kvol() == 1 && P > kVec) {
     const int64_t rem = P % kVec;
     const double cost = double(P / kVec) + (rem == 1 ? 1.0 / 12 : rem > 0 ? 1.0 : 0.0);
@@ -651,6 +656,25 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
   const int threads = pool ? pool->num_threads() : 1;
   bool pointwise = true;
   for (int i = 0; i < 3; ++i) pointwise = pointwise && g.k[i] == 1 && g.s[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
+  // FusedConv's pre-activation (a BN-ReLU before a 1x1 conv, DenseNet): x' = max(x * scale[c] + shift[c], 0)
+  // written once per call (C x P floats, 1/M of the product's work), then read in place like x.
+  if (post && post->pre_scale) {
+    if (!pointwise || G != 1 || !post->pre_shift) return false;
+    thread_local MappedScratch pre_scr;
+    float* xp = pre_scr.get(static_cast<size_t>(s.N * s.C * P));
+    auto preact = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t c = t % s.C;
+        scale_shift_relu(x + t * P, xp + t * P, P, post->pre_scale[c], post->pre_shift[c]);
+      }
+    };
+    if (pool && threads > 1 && s.N * s.C * P > (int64_t{1} << 16)) {
+      pool->parallel_for(s.N * s.C, 1, preact);
+    } else {
+      preact(0, s.N * s.C);
+    }
+    x = xp;
+  }
   // B: x itself (1x1, stride 1, no pads) or col[K][Pp] per image (rows padded to whole vectors so
   // the loads are aligned).
   const int64_t Pp = (P + kVec - 1) / kVec * kVec;

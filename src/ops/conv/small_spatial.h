@@ -78,7 +78,8 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
                         float* y, ep::ThreadPool* pool, const ConvPost* post = nullptr);
 
 // The direct orientation on the conv's own packed weights (pack_a per group), no extra copy:
-// y = conv + bias (+ post). Requires small_spatial_applies(s). Returns false where it cannot run.
+// y = conv + bias (+ post, its pre-activation included for 1x1 stride-1 unpadded group-1 convs).
+// Requires small_spatial_applies(s). Returns false where it cannot run.
 bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::vector<PackedA<float>>& packed,
                                const float* bias, float* y, ep::ThreadPool* pool, const ConvPost* post = nullptr);
 
