@@ -53,7 +53,7 @@ build-tsan: deps
 	@ninja -C $(BUILD_TSAN) -j$(JOBS) nxrt_unit_tests
 
 tsan: build-tsan
-	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1 \
 	  $(BUILD_TSAN)/nxrt_unit_tests --gtest_brief=1 --gtest_filter='$(TSAN_FILTER)'
 
 conformance: build

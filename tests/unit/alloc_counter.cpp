@@ -27,7 +27,7 @@ void maybe_trace() {
   t_in_trace = false;
 }
 
-void* counted(std::size_t n, std::size_t align) {
+[[maybe_unused]] void* counted(std::size_t n, std::size_t align) {
   if (g_armed.load(std::memory_order_relaxed)) {
     g_count.fetch_add(1, std::memory_order_relaxed);
     maybe_trace();
@@ -53,6 +53,10 @@ void AllocCounter::disarm() { g_armed = false; }
 uint64_t AllocCounter::count() { return g_count.load() + nxrt::storage_allocation_count(false); }
 }  // namespace nxrt::test
 
+// ThreadSanitizer's runtime defines operator new/delete itself (strongly, unlike ASan's), so a TSan
+// build (NXRT_TSAN) keeps its own and counts only tensor storage blocks; the release and ASan builds
+// count every allocation.
+#ifndef NXRT_TSAN_BUILD
 void* operator new(std::size_t n) {
   void* p = counted(n, 0);
   if (!p) throw std::bad_alloc();
@@ -83,3 +87,4 @@ void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+#endif  // NXRT_TSAN_BUILD
