@@ -129,6 +129,18 @@ Result<std::shared_ptr<const ep::KernelVariant>> lookup_variant(const PlanStep& 
   const Value* const* in = ctx.input_array();
   const size_t n = ctx.num_inputs();
   const uint64_t now = res.cache->clock.fetch_add(1, std::memory_order_relaxed) + 1;
+  // A hit by scanning the entries (under either lock): stamps it and makes it the prebound guess.
+  auto scan_for_hit = [&]() -> const KernelVariantEntry* {
+    for (size_t k = 0; k < c.variants.size(); ++k) {
+      if (!same_shapes(c.variants[k], in, n)) continue;
+      c.variants[k].last_used.store(now, std::memory_order_relaxed);
+      c.prebound.store(static_cast<int>(k), std::memory_order_relaxed);
+      ++res.cache_stats.hits;
+      ctx.set_variant_entry(static_cast<int>(k));
+      return &c.variants[k];
+    }
+    return nullptr;
+  };
   {
     std::shared_lock<std::shared_mutex> lock(c.mu);
     const int pb = c.prebound.load(std::memory_order_relaxed);
@@ -139,27 +151,11 @@ Result<std::shared_ptr<const ep::KernelVariant>> lookup_variant(const PlanStep& 
       ctx.set_variant_entry(pb);
       return e.state;
     }
-    for (size_t k = 0; k < c.variants.size(); ++k) {
-      if (same_shapes(c.variants[k], in, n)) {
-        c.variants[k].last_used.store(now, std::memory_order_relaxed);
-        c.prebound.store(static_cast<int>(k), std::memory_order_relaxed);
-        ++res.cache_stats.hits;
-        ctx.set_variant_entry(static_cast<int>(k));
-        return c.variants[k].state;
-      }
-    }
+    if (const KernelVariantEntry* hit = scan_for_hit()) return hit->state;
   }
   std::unique_lock<std::shared_mutex> lock(c.mu);
   // Another run may have added these shapes between the two locks.
-  for (size_t k = 0; k < c.variants.size(); ++k) {
-    if (same_shapes(c.variants[k], in, n)) {
-      c.variants[k].last_used.store(now, std::memory_order_relaxed);
-      c.prebound.store(static_cast<int>(k), std::memory_order_relaxed);
-      ++res.cache_stats.hits;
-      ctx.set_variant_entry(static_cast<int>(k));
-      return c.variants[k].state;
-    }
-  }
+  if (const KernelVariantEntry* hit = scan_for_hit()) return hit->state;
   ++res.cache_stats.misses;
   // A miss reuses an entry in place (its vectors keep their capacity), so even a stream of new shapes
   // (a growing attention mask) allocates nothing here beyond what specialize builds.
