@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <climits>
 #include <mutex>
 #include <thread>
@@ -27,9 +26,6 @@ namespace {
 // Spin iterations (each a pause, ~tens of ns) before a waiting thread sleeps on the futex: long enough
 // to catch back-to-back parallel_for calls of one inference, short enough that an idle pool is idle.
 constexpr int kSpinIters = 4000;
-
-// How long callers keep running inline after two of them met (see Impl::shared_until_ns).
-constexpr int64_t kSharedWindowNs = 2'000'000;
 
 thread_local int tl_parallel_depth = 0;
 
@@ -59,11 +55,11 @@ void futex_wake(std::atomic<uint32_t>* addr, int count) {
 struct ThreadPool::Impl {
   std::vector<std::thread> workers;
   std::mutex call_mu;  // one caller at a time; a second concurrent caller runs inline
-  // Until when (steady clock, ns) every caller runs inline because two callers met recently: several
-  // runs of a session in flight at once then each compute on their own thread, rather than one of
-  // them driving the pool's workers while the others' threads compete with those workers for the
-  // cores (a pooled loop whose worker was preempted holding a chunk waits for it).
-  std::atomic<int64_t> shared_until_ns{0};
+  // Open CallerScopes (session runs in flight). Above one, every caller runs its loops inline: the
+  // runs then each compute on their own thread, rather than one of them driving the workers while the
+  // others' threads compete with those workers for the cores (a pooled loop whose worker was
+  // preempted holding a chunk waits for it), and idle workers stop spinning.
+  alignas(64) std::atomic<int> callers{0};
 
   alignas(64) std::atomic<uint32_t> gen{0};
   std::atomic<uint32_t> sleepers{0};
@@ -91,7 +87,7 @@ struct ThreadPool::Impl {
     uint32_t seen = 0;
     for (;;) {
       uint32_t g = gen.load(std::memory_order_acquire);
-      for (int i = 0; g == seen && i < kSpinIters; ++i) {
+      for (int i = 0; g == seen && i < kSpinIters && callers.load(std::memory_order_relaxed) <= 1; ++i) {
         NXRT_CPU_RELAX();
         g = gen.load(std::memory_order_acquire);
       }
@@ -163,15 +159,12 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
     return;
   }
   Impl& im = *impl_;
-  const int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::steady_clock::now().time_since_epoch()).count();
-  if (now_ns < im.shared_until_ns.load(std::memory_order_relaxed)) {
+  if (im.callers.load(std::memory_order_relaxed) > 1) {  // runs in flight beside this one
     fn(0, n);
     return;
   }
   std::unique_lock<std::mutex> lk(im.call_mu, std::try_to_lock);
   if (!lk.owns_lock()) {  // another thread is using the pool: do the work here rather than wait
-    im.shared_until_ns.store(now_ns + kSharedWindowNs, std::memory_order_relaxed);
     fn(0, n);
     return;
   }
@@ -188,6 +181,11 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
   im.wait_done();
   im.fn = nullptr;
 }
+
+ThreadPool::CallerScope::CallerScope(ThreadPool& pool) : pool_(pool) {
+  pool_.impl_->callers.fetch_add(1, std::memory_order_relaxed);
+}
+ThreadPool::CallerScope::~CallerScope() { pool_.impl_->callers.fetch_sub(1, std::memory_order_relaxed); }
 
 void ThreadPool::parallel_for_2d(int64_t rows, int64_t cols, int64_t tile_rows, int64_t tile_cols,
                                  FunctionRef<void(int64_t, int64_t, int64_t, int64_t)> fn) {

@@ -6,6 +6,9 @@
 // - Idle workers spin briefly, then sleep on a futex: an idle pool uses no CPU.
 // - parallel_for called from inside a parallel_for of this pool (or while another thread is using the
 //   pool) runs inline on the calling thread: nesting never deadlocks.
+// - Several callers at once (concurrent session runs, each inside a CallerScope): while more than one
+//   scope is open every parallel_for runs inline on its caller, so N runs use N threads and never
+//   the workers as well (no oversubscription); with one scope left the workers serve it again.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -32,6 +35,18 @@ class ThreadPool {
   // fn(r0, r1, c0, c1) once per tile, tiles spread over the threads.
   void parallel_for_2d(int64_t rows, int64_t cols, int64_t tile_rows, int64_t tile_cols,
                        FunctionRef<void(int64_t, int64_t, int64_t, int64_t)> fn);
+
+  // Marks one caller (a session run) in flight for its lifetime; see the header comment.
+  class CallerScope {
+   public:
+    explicit CallerScope(ThreadPool& pool);
+    ~CallerScope();
+    CallerScope(const CallerScope&) = delete;
+    CallerScope& operator=(const CallerScope&) = delete;
+
+   private:
+    ThreadPool& pool_;
+  };
 
   // CPUs this process may run on (sched_getaffinity; at least 1).
   static int available_cpus();

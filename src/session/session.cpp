@@ -399,6 +399,7 @@ Result<std::vector<Value>> Session::run(const std::vector<std::pair<std::string,
 // exclusive lock); null: an eager run (feeds, or a bound run beside others).
 static Status execute_frame(Session::Impl& impl, session::Frame& frame, const session::BindingView* bound) {
   Session::Impl* impl_ = &impl;
+  ep::ThreadPool::CallerScope in_flight(*impl.pool);  // concurrent runs compute inline, one thread each
   double t0 = session::monotonic_us();
   Status st;
   const CaptureStats before = impl_->tracer && bound ? impl_->capture->stats() : CaptureStats();

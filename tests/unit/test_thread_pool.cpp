@@ -90,6 +90,39 @@ TEST(ThreadPool, ConcurrentCallersBothComplete) {
   EXPECT_EQ(total.load(), 400000);
 }
 
+// Two runs in flight (two CallerScopes open): every loop runs whole on its caller, so N runs use N
+// threads; with one scope left the workers serve it again.
+TEST(ThreadPool, CallersInFlightRunInline) {
+  ep::ThreadPool pool(2);
+  if (pool.num_threads() < 2) GTEST_SKIP() << "one CPU: the pool has no worker to leave idle";
+  const auto self = std::this_thread::get_id();
+  std::mutex mu;
+  std::set<std::thread::id> ids;
+  auto record = [&](int64_t, int64_t) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    std::lock_guard<std::mutex> lk(mu);
+    ids.insert(std::this_thread::get_id());
+  };
+  {
+    ep::ThreadPool::CallerScope first(pool);
+    ep::ThreadPool::CallerScope second(pool);
+    for (int rep = 0; rep < 20; ++rep) {
+      int calls = 0;
+      pool.parallel_for(64, 1, [&](int64_t b, int64_t e) {
+        ++calls;
+        EXPECT_EQ(b, 0);
+        EXPECT_EQ(e, 64);
+        record(b, e);
+      });
+      EXPECT_EQ(calls, 1);
+    }
+    EXPECT_EQ(ids, std::set<std::thread::id>{self});
+  }
+  ep::ThreadPool::CallerScope alone(pool);
+  for (int rep = 0; rep < 50 && ids.size() < 2; ++rep) pool.parallel_for(64, 1, record);
+  EXPECT_EQ(ids.size(), 2u) << "one scope open: the worker should take chunks again";
+}
+
 TEST(ThreadPool, TwoDimensionalTiles) {
   ep::ThreadPool pool(2);
   const int64_t R = 37, C = 53;
