@@ -147,6 +147,8 @@ TEST(Gemm, LargerThanBlocksAndThreaded) {
       {false, false, 250, 530, 600, 1.f, 0.f, {}, Operand::kRaw},
       {true, true, 131, 515, 513, 0.5f, 1.f, {}, Operand::kPackedB},
       {false, true, 127, 1029, 259, 1.f, 0.f, {}, Operand::kPackedA},
+      // K 200: column blocks narrowed to 640 (half an L2 of packed B), three of them.
+      {false, false, 64, 1300, 200, 1.f, 0.f, {}, Operand::kPackedA},
       {false, false, 1, 1100, 1030, 1.f, 0.f, {}, Operand::kPackedB},
       {false, true, 1, 1100, 1030, 1.f, 0.5f, {}, Operand::kRaw},
       {false, false, 1, 1100, 1030, 2.f, 0.f, {}, Operand::kRaw},

@@ -4,7 +4,8 @@
 // Blocking (Zen 4 / Haswell-class core: 32 KiB L1d, 1 MiB L2):
 //   KC = 256   a 6 x KC A micro-panel (6 KiB) and a KC x 16 B micro-panel (16 KiB) fit L1 together
 //   MC = 144   an MC x KC block of packed A (144 KiB), walked one 6-row micro-panel (L1) at a time
-//   NC <= 1024 a KC x NC block of packed B (<= 1 MiB, L2/L3) streamed under each A micro-panel
+//   NC <= 1024 a KC x NC block of packed B streamed under each A micro-panel, at most half the L2
+//              (512 KiB: 512 columns at KC = 256), so it is read from L2 and not L3 (block_columns)
 // Loop order per task (one NC column block x a range of MC row blocks):
 //   for each KC block: pack B (or point into PackedB); for each MC block: pack A (or point into
 //   PackedA<float>); for each 6-row micro-panel of A: for each run of n_panels 16-column micro-panels of B
@@ -27,6 +28,20 @@ constexpr int MR = kGemmMR, NR = kGemmNR;
 constexpr int64_t KC = kGemmKC;
 constexpr int64_t MC = 144;
 constexpr int64_t NC = 1024;
+// The most bytes of packed B one column block holds: half of a 1 MiB L2, leaving room for the C rows
+// and A panels that stream past it.
+constexpr int64_t kBBlockBytes = int64_t(512) << 10;
+
+// The widest column block for a K of `K`: NC, narrowed (whole panels) so KC x columns stays within
+// kBBlockBytes. Every 6-row A micro-panel re-reads the whole block, so a block that spills out of L2
+// is fetched from L3 once per micro-panel. Zen 5 (1 MiB L2), 1 thread, in-model per-node trace (lower
+// quartile): DenseNet-121's twelve pre-activated 1x1 ->128 convs @28x28 (K 128-480) 5.1-5.2 -> 4.7 ms,
+// its 512->256 @28x28 1.26-1.28 -> 1.14-1.15; ResNet-50's 256->128 @56x56 1.46-1.51 -> 1.31-1.42.
+int64_t block_columns(int64_t K) {
+  const int64_t kc = std::max<int64_t>(1, std::min(K, KC));
+  const int64_t cols = kBBlockBytes / (kc * int64_t(sizeof(float))) / NR * NR;
+  return std::clamp<int64_t>(cols, 16 * NR, NC);
+}
 // Below this many multiply-adds a GEMM stays on the calling thread (waking workers costs more).
 constexpr int64_t kParallelMacs = int64_t(1) << 20;
 
@@ -215,10 +230,11 @@ void engine(const F32GemmKernels& kern, int64_t M, int64_t N, int64_t K, float a
   }
 
   const int threads = threads_for(pool, M * N * K);
-  // Column blocks of at most NC, evened out to whole panels (block jb covers panels
+  // Column blocks of at most nc_max, evened out to whole panels (block jb covers panels
   // [jb * panels / n_blocks, (jb + 1) * panels / n_blocks)); row chunks so every thread has work.
   const int64_t panels = (N + NR - 1) / NR;
-  int64_t n_blocks = (N + NC - 1) / NC;
+  const int64_t nc_max = block_columns(K);
+  int64_t n_blocks = (N + nc_max - 1) / nc_max;
   // With A prepacked (conv weights) and B packed per task (a raw image for 1x1 convs, im2col panels
   // for the implicit GEMM), row chunks would each pack the same B block again, and B's packing costs
   // about as much per column as a 16-row slice of the product. Under 512 rows, split the columns over
@@ -233,7 +249,7 @@ void engine(const F32GemmKernels& kern, int64_t M, int64_t N, int64_t K, float a
                        panels >= 2 * threads;
   if (split_n) {
     const int64_t per_thread = (panels + threads - 1) / threads;
-    const int64_t sub = (per_thread * NR + NC - 1) / NC;  // blocks per thread, each <= NC columns
+    const int64_t sub = (per_thread * NR + nc_max - 1) / nc_max;  // blocks per thread, each <= nc_max columns
     n_blocks = std::min<int64_t>(panels, static_cast<int64_t>(threads) * sub);
   } else {
     n_blocks = std::min<int64_t>(panels, n_blocks);
