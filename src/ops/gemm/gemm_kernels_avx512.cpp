@@ -157,6 +157,18 @@ NXRT_AVX512 inline __attribute__((always_inline)) void store_tile(__m512 (&acc)[
   }
 }
 
+// The residual rows the epilogue of an mr x (16 * NP) tile at C(i0, j0) will read: a 1x1 conv's
+// residual was written several convs earlier and is no longer in L1/L2, and the epilogue's loads come
+// after the k loop, where nothing else hides their latency (ResNet-50's expand convs, K 64-512).
+template <int NP>
+inline void prefetch_residual(const GemmEpilogue& ep, int mr, int64_t i0, int64_t j0) {
+  for (int r = 0; r < mr; ++r) {
+    const float* row = ep.residual + (i0 + r) * ep.ldr + j0;
+    _mm_prefetch(reinterpret_cast<const char*>(row), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(row + 16 * NP - 1), _MM_HINT_T0);
+  }
+}
+
 template <int NP>
 NXRT_AVX512 void tile_np(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr,
                          float alpha, float beta, const GemmEpilogue* ep = nullptr, int64_t i0 = 0, int64_t j0 = 0) {
@@ -164,6 +176,7 @@ NXRT_AVX512 void tile_np(int64_t kc, const float* a, const float* b, float* c, i
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * NP - 1), _MM_HINT_T0);
   }
+  if (ep && ep->residual) prefetch_residual<NP>(*ep, mr, i0, j0);
   __m512 acc[MR][NP];
   __mmask16 all[NP];  // packed panels are padded: whole rows
 #pragma GCC unroll 2
@@ -202,8 +215,9 @@ NXRT_AVX512 bool tile_rows_np(int64_t kc, const float* a, const float* brow, con
   __mmask16 bm[NP];  // rows read in place: only their nr columns
 #pragma GCC unroll 2
   for (int q = 0; q < NP; ++q) bm[q] = col_mask(nr, q);
-  accumulate<NP>(kc, a, [brow, boff](int64_t k) { return brow + boff[k]; }, NR, bm, acc);
   const bool fuse = ep && beta == 0.f && alpha == 1.f && epilogue_in_registers(*ep);
+  if (fuse && ep->residual) prefetch_residual<NP>(*ep, mr, i0, j0);
+  accumulate<NP>(kc, a, [brow, boff](int64_t k) { return brow + boff[k]; }, NR, bm, acc);
   store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, fuse ? ep : nullptr, i0, j0);
   return fuse;
 }
