@@ -5,10 +5,14 @@
 # VmHWM after each run (tools/rss_driver, public API only). Verdict: RSS after run 20 vs after run 200
 # within max(5%, 4 MB). Then the shape-churn test: the same encoder with a symbolic batch axis, 10,000
 # runs in one process, each at a random sequence length in 1..200 and batch in 1..4; verdict: the peak
-# RSS over runs 5,001..10,000 vs the peak over runs 1,000..5,000 within max(5%, 4 MB). Exit status: 0 when both PASS, else the first
-# failing driver's (1 FAIL, 2 error).
+# RSS over runs 5,001..10,000 vs the peak over runs 1,000..5,000 within max(5%, 4 MB). Then the same churn
+# with 4 threads sharing the runs on the one session (--concurrent 4): each run context keeps its last
+# run's blocks, so the peak is what four contexts at large shapes hold at once; the first half must be
+# long enough for every context to have held the largest shapes (10,000 runs are). Exit status: 0 when
+# all PASS, else the first failing driver's (1 FAIL, 2 error).
 #   usage: scripts/rss_seq_lengths.sh [BUILD_DIR] [driver options: --threads T --seed S ...]
-#   RSS_CHURN_RUNS=N changes the churn run count (0 skips it).
+#   RSS_CHURN_RUNS=N changes the churn run count (0 skips both churn tests);
+#   RSS_CHURN_CONCURRENT=C the concurrent churn's thread count (default 4; 0 skips it).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
@@ -32,3 +36,8 @@ fi
 echo
 "$build/nxrt_rss_driver" "$churn_model" --runs "$runs" --min 1 --max 200 --batch-max 4 --seed 2 \
   --check-at $((runs / 10 > 0 ? runs / 10 : 1)) --every $((runs / 20 > 0 ? runs / 20 : 1)) "$@"
+concurrent="${RSS_CHURN_CONCURRENT:-4}"
+[ "$concurrent" -gt 0 ] || exit 0
+echo
+"$build/nxrt_rss_driver" "$churn_model" --runs "$runs" --min 1 --max 200 --batch-max 4 --seed 2 \
+  --check-at $((runs / 10 > 0 ? runs / 10 : 1)) --every $((runs / 20 > 0 ? runs / 20 : 1)) --concurrent "$concurrent" "$@"

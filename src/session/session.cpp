@@ -50,8 +50,8 @@ struct Session::Impl {
   std::atomic<size_t> runs{0};
   std::atomic<uint64_t> bound_eager_runs{0};  // bound runs that did not go through the capture controller
   // Concurrent runs. Every run holds `run_mu` shared, except a bound run that goes through captured
-  // replay (and the calls that read or change session-wide run state: stats, reset_capture,
-  // end_profiling), which hold it exclusively. A run in flight owns one RunContext (frame, buffer
+  // replay (and the calls that read or change capture state: capture_stats, reset_capture,
+  // describe_capture, and end_profiling), which hold it exclusively. A run in flight owns one RunContext (frame, buffer
   // pool, binding scratch); kernels and their cached variants are shared (NodeKernelCache locks).
   mutable std::shared_mutex run_mu;
   session::KernelCacheConfig cache_config;
@@ -61,6 +61,11 @@ struct Session::Impl {
     session::Frame frame;
     std::vector<session::BoundInput> bound_inputs;
     std::vector<session::BoundOutput> bound_outputs;
+    // The counters as of this context's last finished run, copied under `contexts_mu` when the run
+    // ends: kernel_cache_stats and memory_stats read these, so they never wait for runs in flight
+    // (nor read counters a run is writing).
+    KernelCacheStats finished_cache_stats;
+    session::BufferPoolStats finished_pool_stats;
     explicit RunContext(session::MemoryBudget* budget) : res(budget) {}
   };
   // Every context made so far (the first one is the one captured replay uses), and the idle ones.
@@ -95,12 +100,16 @@ struct Session::Impl {
     idle_contexts.pop_back();
     return c;
   }
-  void release_context(RunContext* c) {
+  // The end of a run in `c`: publishes its counters and, when the run took `c` from the idle list
+  // (`owned`), gives it back.
+  void finish_context(RunContext* c, bool owned) {
     {
       std::lock_guard<std::mutex> lock(contexts_mu);
-      idle_contexts.push_back(c);
+      c->finished_cache_stats = c->res.cache_stats;
+      c->finished_pool_stats = c->res.buffers.stats();
+      if (owned) idle_contexts.push_back(c);
     }
-    context_freed.notify_one();
+    if (owned) context_freed.notify_one();
   }
 
   ~Impl() {
@@ -253,7 +262,10 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   // only taken under contexts_mu, so no run uses it meanwhile).
   impl->memory.reclaim_idle = [im = impl.get()] {
     std::lock_guard<std::mutex> lock(im->contexts_mu);
-    for (Session::Impl::RunContext* c : im->idle_contexts) c->res.buffers.trim();
+    for (Session::Impl::RunContext* c : im->idle_contexts) {
+      c->res.buffers.trim();
+      c->finished_pool_stats = c->res.buffers.stats();
+    }
   };
   impl->input_meta.assign(impl->plan->num_slots(), nullptr);
   impl->output_slot.assign(impl->plan->num_slots(), false);
@@ -332,7 +344,7 @@ class ContextLease {
     session::GraphPlan::clear_frame(ctx_->frame);
     for (auto& p : ctx_->frame.bound) p = nullptr;
     ctx_->res.buffers.end_run();
-    if (owned_) impl_.release_context(ctx_);
+    impl_.finish_context(ctx_, owned_);
   }
   ContextLease(const ContextLease&) = delete;
   ContextLease& operator=(const ContextLease&) = delete;
@@ -505,22 +517,43 @@ Status Session::run(IoBinding& b) try {
   return allocation_failed("during the run", e);
 }
 
-// The calls below read or change what every run shares: they wait for the runs in flight.
+// Counters of finished runs: read without waiting for the runs in flight (each context publishes
+// its counters when its run ends, finish_context).
 KernelCacheStats Session::kernel_cache_stats() const {
-  std::unique_lock<std::shared_mutex> lock(impl_->run_mu);
   KernelCacheStats s;
-  for (const auto& c : impl_->contexts) {
-    const KernelCacheStats& r = c->res.cache_stats;
-    s.hits += r.hits;
-    s.misses += r.misses;
-    s.prebound_hits += r.prebound_hits;
-    s.evictions += r.evictions;
+  {
+    std::lock_guard<std::mutex> lock(impl_->contexts_mu);
+    for (const auto& c : impl_->contexts) {
+      const KernelCacheStats& r = c->finished_cache_stats;
+      s.hits += r.hits;
+      s.misses += r.misses;
+      s.prebound_hits += r.prebound_hits;
+      s.evictions += r.evictions;
+    }
   }
   s.entries = 0;
-  impl_->plan->for_each_cache([&](const session::NodeKernelCache& c) { s.entries += c.variants.size(); });
+  impl_->plan->for_each_cache([&](const session::NodeKernelCache& c) {
+    std::shared_lock<std::shared_mutex> lock(c.mu);
+    s.entries += c.variants.size();
+  });
   return s;
 }
 
+MemoryStats Session::memory_stats() const {
+  std::lock_guard<std::mutex> lock(impl_->contexts_mu);
+  MemoryStats m;
+  for (const auto& c : impl_->contexts) {
+    const session::BufferPoolStats& p = c->finished_pool_stats;
+    m.blocks += p.blocks;
+    m.bytes += p.bytes;
+    m.allocations += p.allocations;
+    m.reuses += p.reuses;
+  }
+  return m;
+}
+
+// The calls below read or change capture state, which only a run holding the session alone uses:
+// they wait for the runs in flight.
 CaptureStats Session::capture_stats() const {
   std::unique_lock<std::shared_mutex> lock(impl_->run_mu);
   impl_->capture->apply_pending_evictions();
@@ -540,19 +573,6 @@ std::string Session::describe_capture(const std::vector<std::pair<std::string, s
   std::vector<session::SharedKvPair> pairs;
   for (const auto& [past, present] : shared_kv) pairs.push_back({past, present});
   return impl_->capture->describe(pairs);
-}
-
-MemoryStats Session::memory_stats() const {
-  std::unique_lock<std::shared_mutex> lock(impl_->run_mu);
-  MemoryStats m;
-  for (const auto& c : impl_->contexts) {
-    session::BufferPoolStats p = c->res.buffers.stats();
-    m.blocks += p.blocks;
-    m.bytes += p.bytes;
-    m.allocations += p.allocations;
-    m.reuses += p.reuses;
-  }
-  return m;
 }
 
 const ModelMetadata& Session::metadata() const { return impl_->metadata; }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -308,4 +309,34 @@ TEST(ConcurrentRuns, MemoryLimitCoversEveryRunContext) {
   EXPECT_EQ(other.load(), 0);
   EXPECT_GT(ok.load(), 0);
   EXPECT_LE(s.memory_stats().bytes, o.memory_limit);
+}
+
+// kernel_cache_stats and memory_stats read the counters of finished runs: they answer while a long
+// run is in flight instead of waiting for it (a server polling stats beside a stream of runs), and
+// once that run ends its counters are in them.
+TEST(ConcurrentRuns, StatsAnswerWhileARunIsInFlight) {
+  auto s = session_of(dynamic_model());
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->run(dynamic_feeds(1)).ok());
+  const KernelCacheStats before = s->kernel_cache_stats();
+  EXPECT_GT(before.misses, 0u);
+  EXPECT_GT(s->memory_stats().bytes, 0u);
+  // A Loop of many steps over 2048 x 8 values: long enough that the stats calls below, made 100 ms
+  // after it starts, come while it is still running.
+  std::atomic<bool> long_run_done{false};
+  std::thread long_run([&] {
+    auto r = s->run({{"x", Value(random_tensor({2048, 8}, 7))}, {"M", Value(Tensor::scalar_int64(3000))}});
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    long_run_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const KernelCacheStats during = s->kernel_cache_stats();
+  const MemoryStats memory_during = s->memory_stats();
+  const bool answered_during_run = !long_run_done.load();
+  long_run.join();
+  EXPECT_TRUE(answered_during_run) << "the stats calls waited for the run in flight";
+  EXPECT_EQ(during.misses, before.misses);  // the long run's counters are not in yet
+  EXPECT_GT(memory_during.bytes, 0u);
+  const KernelCacheStats after = s->kernel_cache_stats();
+  EXPECT_GT(after.hits + after.misses, during.hits + during.misses);
 }
