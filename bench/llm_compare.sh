@@ -6,7 +6,8 @@
 # nxrt_read_bandwidth over a buffer the size of a decode step's reads); the table takes medians over
 # rounds and compares the greedy tokens. Results go to docs/PERF.md between
 # <!-- genai-<kind>-<model>:begin --> and <!-- genai-<kind>-<model>:end -->: tables per machine kind
-# (kind: "avx512-amx" when `nxrt info` reports tier avx512 or amx, else "avx2") and model folder.
+# (kind: the kernel tier `nxrt info` reports, "amx", "avx512" or "avx2": an AMX machine's table and an
+# AVX-512-only machine's, e.g. a Zen 5, each keep their own block) and model folder.
 #
 #   bench/llm_compare.sh [--model DIR] [--gguf FILE] [--threads 1,2] [--rounds 3] [--prompt-len 512]
 #                        [--new 32] [--llamacpp DIR] [--ort PATH] [--report-only]
@@ -67,7 +68,7 @@ PY
 fi
 info="$("$nxrt" info "$model/model.onnx" | grep -E '^(cpu|kernel tier): ')"
 tier="$(sed -n 's/^kernel tier: \([a-z0-9]*\).*/\1/p' <<<"$info")"
-case "$tier" in avx512|amx) kind=avx512-amx cols=32 ;; *) kind=avx2 cols=16 ;; esac
+case "$tier" in amx) kind=amx cols=32 ;; avx512) kind=avx512 cols=32 ;; *) kind=avx2 cols=16 ;; esac
 maxlen=$((plen + newt))
 bytes="$(/usr/bin/python3 "$root/bench/llm_bytes_per_token.py" "$model" --cols "$cols" --position $((plen + newt / 2)))"
 mb=$(/usr/bin/python3 -c "import json,sys; print(max(64, json.loads(sys.argv[1])['bytes_per_token'] // 1000000))" "$bytes")
@@ -115,7 +116,7 @@ def prefix(a, b):
 b = json.loads(bytes_json)
 cpu = info.splitlines()[0].removeprefix("cpu: ")
 tier_line = info.splitlines()[1] if len(info.splitlines()) > 1 else ""
-title = {"avx512-amx": "AVX-512 / AMX machine", "avx2": "AVX2-only machine"}[kind]
+title = {"amx": "AMX machine", "avx512": "AVX-512 machine (no AMX)", "avx2": "AVX2-only machine"}[kind]
 out = [f"### {title}, `{os.path.basename(model)}`: nxrt vs ORT vs llama.cpp (`bench/llm_compare.sh`)", "",
        f"**CPU:** {cpu}; nxrt {tier_line}. Load average at the start {meta.get('start_load', '?')}, at the end "
        f"{meta.get('end_load', '?')} (the machine is shared; every round alternates the runtimes).", "",

@@ -18,6 +18,8 @@
 #include "nxrt/genai.h"
 #include "nxrt/session.h"
 #include "onnx/model_writer.h"
+#include "ops/conv/conv_engine.h"
+#include "ops/conv/winograd.h"
 #include "ops/cpu_provider.h"
 #include "session/capture.h"
 #include "session/capture_schedule.h"
@@ -757,4 +759,58 @@ TEST(KernelLifecycle, SpecializedSignalAndEinsumKernelsMatchTheirPerCallResults)
   }
   const KernelCacheStats st = (*cached)->kernel_cache_stats();
   EXPECT_GE(st.hits, 3u) << "the second round found the variants";
+}
+
+TEST(KernelLifecycle, ConvVariantsHoldTheirPlansAndEvictionFreesThemAndTheirWeights) {
+  // One 3x3 conv (+ Relu, which the optimizer may fuse: the FusedConv wrapper forwards the variant) at
+  // shapes that take Winograd (12x12, 16x16) and shapes that do not (3x3 .. 6x6). Each shape gets its
+  // own ConvVariant; the Winograd shapes share one transformed copy of the weights, which goes with
+  // the last variant that uses it; the session's outputs equal a fresh session's at every shape.
+  ir::Model m;
+  m.ir_version = 8;
+  m.opset_imports.push_back({"", 17});
+  ir::Graph& g = m.graph;
+  g.inputs = {tensor_info("x", DataType::kFloat, {fixed(1), fixed(16), named("h"), named("w")})};
+  g.outputs = {shapeless("y")};
+  g.initializers["W"] = random_tensor({16, 16, 3, 3}, 11);
+  g.initializers["B"] = random_tensor({16}, 12);
+  g.nodes = {graph_node("Conv", {"x", "W", "B"}, {"c"}, {attr_ints("pads", {1, 1, 1, 1})}),
+             graph_node("Relu", {"c"}, {"y"})};
+  std::string bytes = onnx::serialize_model(m);
+  const int64_t variants0 = ops::conv_variants_live(), wino0 = ops::winograd_weights_live();
+  auto cached = Session::create_from_bytes(bytes.data(), bytes.size());
+  ASSERT_TRUE(cached.ok()) << cached.status().to_string();
+  auto run = [&](int64_t hw) {
+    const Tensor x = random_tensor({1, 16, hw, hw}, 20 + static_cast<uint32_t>(hw));
+    auto got = (*cached)->run({{"x", Value(x)}});
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    auto fresh = Session::create_from_bytes(bytes.data(), bytes.size());
+    ASSERT_TRUE(fresh.ok());
+    auto want = (*fresh)->run({{"x", Value(x)}});
+    ASSERT_TRUE(want.ok()) << want.status().to_string();
+    const Tensor& a = (*got)[0].tensor();
+    const Tensor& b = (*want)[0].tensor();
+    ASSERT_EQ(a.shape(), (Dims{1, 16, hw, hw}));
+    ASSERT_EQ(a.shape(), b.shape());
+    ASSERT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0) << hw << "x" << hw;
+  };
+  run(12);
+  run(16);
+  run(12);
+  EXPECT_EQ(ops::conv_variants_live() - variants0, 2) << "one variant per shape";
+  EXPECT_EQ(ops::winograd_weights_live() - wino0, 1) << "both Winograd shapes share one transformed copy";
+  run(4);
+  run(5);
+  run(6);  // a fifth shape: 16x16 (least recently used) is evicted
+  EXPECT_EQ(ops::conv_variants_live() - variants0, 4) << "the per-node bound";
+  EXPECT_EQ(ops::winograd_weights_live() - wino0, 1) << "12x12 still holds the transformed weights";
+  run(3);  // 12x12 is evicted: nothing takes Winograd any more
+  EXPECT_EQ(ops::conv_variants_live() - variants0, 4);
+  EXPECT_EQ(ops::winograd_weights_live() - wino0, 0) << "evicting the last Winograd variant freed its weights";
+  EXPECT_EQ((*cached)->kernel_cache_stats().evictions, 2u);
+  run(12);  // planned again, weights transformed again
+  EXPECT_EQ(ops::winograd_weights_live() - wino0, 1);
+  cached->reset();
+  EXPECT_EQ(ops::conv_variants_live(), variants0);
+  EXPECT_EQ(ops::winograd_weights_live(), wino0);
 }

@@ -79,7 +79,7 @@ double winograd_error(const Case& c, std::mt19937& rng, ep::ThreadPool* pool, co
   cw.prepare(Dims{s.M, s.C, 3, 3}, 1, w, true);
   EXPECT_TRUE(cw.wino != nullptr) << what;
   if (mode.block_tiles > 0) {
-    winograd_conv(s, x.data(), cw.wino->get(cw.packed[0], s.M, s.C), c.bias ? b.data() : nullptr, y.data(), pool,
+    winograd_conv(s, x.data(), *cw.wino->acquire(cw.packed[0], s.M, s.C), c.bias ? b.data() : nullptr, y.data(), pool,
                   mode.isa, mode.block_tiles);
   } else {
     const ConvConfig cfg(ConvPath::kWinograd, mode.isa);

@@ -97,6 +97,8 @@ template <typename Gather>
 void pack_rows_into_panels(int64_t kc, int64_t nc, float* dst, Gather gather) {
   constexpr int64_t NR = kGemmNR;
   const int64_t panels = (nc + NR - 1) / NR;
+  // Per-thread scratch of the packing threads, not per-shape state: at most one GEMM column block
+  // (NC = 1024 floats, gemm_f32.cpp) whatever the conv, grown once per thread and kept.
   thread_local std::vector<float> row_buf;
   if (row_buf.size() < static_cast<size_t>(panels * NR)) row_buf.resize(static_cast<size_t>(panels * NR));
   float* row = row_buf.data();
@@ -125,6 +127,7 @@ struct Im2colPanels {
     struct Run {
       int64_t od, oh, ow0, ow1, off;
     };
+    // Per-thread and per block (at most NC / OW + 2 runs whatever the shape), not per-shape state.
     thread_local std::vector<Run> runs;
     runs.clear();
     for (int64_t j = j0; j < j0 + nc;) {
@@ -194,46 +197,35 @@ bool padded_rows_apply(const ConvShape& s) {
   return kvol > 1 && K >= 16 && K <= kGemmKC && g.out[2] >= 12 && (g.s[2] == 1 || g.s[2] == 2);
 }
 
-struct PaddedInputPlan {
-  int64_t Hp = 0, Wrow = 0;  // padded rows; floats per padded row (stride 2: both phases, 2 * half)
-  int64_t half = 0;          // stride 2: floats per phase row
-  int64_t plane = 0;         // floats per channel
-  std::vector<int64_t> boff;  // per tap (c, kh, kw)
-  std::vector<float> xpad;    // the group's padded input (fill_padded_input), Cg * plane floats
-};
-
-// The calling thread's plan, rebuilt for `s` (its buffers are reused, so a run allocates nothing once
-// they have grown). Valid until the next call on this thread; the GEMM's workers read it through the
-// returned reference (a thread_local named inside their lambdas would be their own, empty copy).
-PaddedInputPlan& plan_padded_input(const ConvShape& s) {
+// The padded layout of s (ConvPlan's Hp, Wrow, half, plane and per-tap offsets boff), decided once per
+// shape by conv_plan; the copy itself (Cg * plane floats) lives in the plan's workspace.
+void plan_padded_input(const ConvShape& s, ConvPlan* p) {
   const Geom3& g = s.g;
   const int64_t Cg = s.C / s.group, KH = g.k[1], KW = g.k[2], dh = g.d[1], dw = g.d[2];
   const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
   const int64_t ow_round = (OW + 15) / 16 * 16;
-  thread_local PaddedInputPlan p;
-  p.Hp = std::max(g.pb[1] + IH, (OH - 1) * g.s[1] + (KH - 1) * dh + 1);
+  p->padded = true;
+  p->Hp = std::max(g.pb[1] + IH, (OH - 1) * g.s[1] + (KH - 1) * dh + 1);
   if (g.s[2] == 1) {
-    p.Wrow = std::max(g.pb[2] + IW, ow_round + (KW - 1) * dw);
+    p->Wrow = std::max(g.pb[2] + IW, ow_round + (KW - 1) * dw);
   } else {
-    p.half = std::max((g.pb[2] + IW + 1) / 2, ow_round + (KW - 1) * dw / 2);
-    p.Wrow = 2 * p.half;
+    p->half = std::max((g.pb[2] + IW + 1) / 2, ow_round + (KW - 1) * dw / 2);
+    p->Wrow = 2 * p->half;
   }
-  p.plane = p.Hp * p.Wrow;
-  p.xpad.resize(static_cast<size_t>(Cg * p.plane));
-  p.boff.resize(static_cast<size_t>(Cg * KH * KW));
+  p->plane = p->Hp * p->Wrow;
+  p->boff.resize(static_cast<size_t>(Cg * KH * KW));
   for (int64_t c = 0; c < Cg; ++c)
     for (int64_t kh = 0; kh < KH; ++kh)
       for (int64_t kw = 0; kw < KW; ++kw) {
         const int64_t col = kw * dw;
-        const int64_t in_row = g.s[2] == 1 ? col : (col % 2) * p.half + col / 2;
-        p.boff[(c * KH + kh) * KW + kw] = c * p.plane + kh * dh * p.Wrow + in_row;
+        const int64_t in_row = g.s[2] == 1 ? col : (col % 2) * p->half + col / 2;
+        p->boff[(c * KH + kh) * KW + kw] = c * p->plane + kh * dh * p->Wrow + in_row;
       }
-  return p;
 }
 
-// The group's input (Cg planes of IH x IW) into p.xpad, the zero-padded layout of `p`.
-void fill_padded_input(const ConvShape& s, PaddedInputPlan& p, const float* x, bool avx2, ep::ThreadPool* pool) {
-  float* const xp = p.xpad.data();
+// The group's input (Cg planes of IH x IW) into xp, the zero-padded layout of `p`.
+void fill_padded_input(const ConvShape& s, const ConvPlan& p, float* xp, const float* x, bool avx2,
+                       ep::ThreadPool* pool) {
   const Geom3& g = s.g;
   const int64_t Cg = s.C / s.group, IH = g.in[1], IW = g.in[2], pt = g.pb[1], pl = g.pb[2];
   // Tasks of up to 16 padded rows of one channel: each zeroes its rows, then copies the input rows
@@ -276,19 +268,20 @@ void fill_padded_input(const ConvShape& s, PaddedInputPlan& p, const float* x, b
   }
 }
 
-// Im2colPanels over the zero-padded (stride 2: phase-split) input copy of plan_padded_input: every run of
+// Im2colPanels over the zero-padded (stride 2: phase-split) input copy of fill_padded_input: every run of
 // outputs along a row is one contiguous copy at offset boff[k] (no bounds tests, zero fills or strided
 // gathers), which halved the packing cost of ResNet-50's stride-2 3x3 convs.
 struct PaddedIm2colPanels {
   const Geom3& g;
-  const PaddedInputPlan& sp;  // its xpad filled for the current image and group
+  const ConvPlan& sp;
+  const float* xpad;  // filled for the current image and group
 
   void operator()(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst) const {
     const int64_t OW = g.out[2];
     struct Run {
       int64_t src, len, off;
     };
-    thread_local std::vector<Run> runs;
+    thread_local std::vector<Run> runs;  // as in Im2colPanels: per block, bounded by NC
     runs.clear();
     for (int64_t j = j0; j < j0 + nc;) {
       const int64_t oh = j / OW, ow0 = j % OW, len = std::min(OW - ow0, j0 + nc - j);
@@ -296,7 +289,7 @@ struct PaddedIm2colPanels {
       j += len;
     }
     pack_rows_into_panels(kc, nc, dst, [&](int64_t k, float* row) {
-      const float* base = sp.xpad.data() + sp.boff[p0 + k];
+      const float* base = xpad + sp.boff[p0 + k];
       for (const Run& r : runs) std::memcpy(row + r.off, base + r.src, sizeof(float) * r.len);
     });
   }
@@ -471,6 +464,8 @@ struct ConvCall {
   ep::ThreadPool* pool;
   const ConvConfig& cfg;
   const ConvPost* post;
+  const ConvPlan& plan;
+  void* ws;  // plan.workspace_bytes
 
   int64_t Cg() const { return s.C / s.group; }
   int64_t Mg() const { return s.M / s.group; }
@@ -590,11 +585,8 @@ bool pointwise_unpacked(ep::IsaTier isa, int64_t Mg, int64_t Cg, int64_t out_siz
 // One group of a 1x1 conv on the strips: B(k, j) = x[k * in_size + j], column chunks over the threads.
 void run_pointwise_unpacked(const ConvCall<float>& c, int64_t n, int64_t gi, const GemmEpilogue& ep,
                             ep::ThreadPool* pool) {
-  const int64_t Mg = c.Mg(), Cg = c.Cg(), in_size = c.s.g.in_size(), out_size = c.s.g.out_size();
-  thread_local std::vector<int64_t> boff;
-  boff.resize(static_cast<size_t>(Cg));
-  for (int64_t k = 0; k < Cg; ++k) boff[k] = k * in_size;
-  const int64_t* offs = boff.data();
+  const int64_t Mg = c.Mg(), Cg = c.Cg(), out_size = c.s.g.out_size();
+  const int64_t* offs = c.plan.row_offsets.data();  // k * in_size
   // Chunks of whole 32-column tiles whose B block (Cg rows) stays within ~96 KiB (L2), at least 64 columns.
   const int64_t chunk = std::max<int64_t>(64, (int64_t(24) << 10) / Cg / 32 * 32);
   const int64_t chunks = (out_size + chunk - 1) / chunk;
@@ -685,17 +677,18 @@ void run_padded_rows_gemm(const ConvCall<float>& c) {
   const Geom3& g = s.g;
   const int64_t Mg = c.Mg(), K = c.Cg() * g.kvol(), out_size = g.out_size();
   const int64_t OH = g.out[1], OW = g.out[2];
-  PaddedInputPlan& sp = plan_padded_input(s);
+  const ConvPlan& sp = c.plan;
+  float* const xpad = static_cast<float*>(c.ws);
   for (int64_t n = 0; n < s.N; ++n) {
     for (int64_t gi = 0; gi < s.group; ++gi) {
-      fill_padded_input(s, sp, c.x_group(n, gi), gemm_vector_kernels(c.cfg.isa), c.pool);
+      fill_padded_input(s, sp, xpad, c.x_group(n, gi), gemm_vector_kernels(c.cfg.isa), c.pool);
       float* yg = c.y_group(n, gi);
       const GemmEpilogue ep = c.epilogue(n, gi);
       const float* a = c.w.packed[gi].data.data();
       // One task per output row: all Mg channels of its OW outputs.
       auto body = [&](int64_t r0, int64_t r1) {
         for (int64_t oh = r0; oh < r1; ++oh) {
-          gemm_f32_strips(Mg, K, a, sp.xpad.data() + oh * g.s[1] * sp.Wrow, sp.boff.data(), OW, yg, out_size,
+          gemm_f32_strips(Mg, K, a, xpad + oh * g.s[1] * sp.Wrow, sp.boff.data(), OW, yg, out_size,
                           oh * OW, &ep, c.cfg.isa);
         }
       };
@@ -717,15 +710,16 @@ void run_implicit_gemm(const ConvCall<float>& c) {
   const Geom3& g = s.g;
   const int64_t Mg = c.Mg(), K = c.Cg() * g.kvol(), out_size = g.out_size();
   const bool vec = gemm_vector_kernels(c.cfg.isa);
-  PaddedInputPlan* sp = strided_2d(s) && g.kvol() > 1 ? &plan_padded_input(s) : nullptr;
+  const ConvPlan* sp = c.plan.padded ? &c.plan : nullptr;
+  float* const xpad = static_cast<float*>(c.ws);
   for (int64_t n = 0; n < s.N; ++n) {
     for (int64_t gi = 0; gi < s.group; ++gi) {
       float* yg = c.y_group(n, gi);
       const GemmEpilogue ep = c.epilogue(n, gi);
       const float* a = c.w.packed[gi].data.data();
       if (sp) {
-        fill_padded_input(s, *sp, c.x_group(n, gi), vec, c.pool);
-        const PaddedIm2colPanels panels{g, *sp};
+        fill_padded_input(s, *sp, xpad, c.x_group(n, gi), vec, c.pool);
+        const PaddedIm2colPanels panels{g, *sp, xpad};
         gemm_f32_packed_a_gen_b(Mg, out_size, K, 1.f, a, panels, 0.f, yg, out_size, c.pool, &ep, c.cfg.isa);
         continue;
       }
@@ -740,13 +734,11 @@ template <typename CT>
 void run_im2col(const ConvCall<CT>& c) {
   const ConvShape& s = c.s;
   const Geom3& g = s.g;
-  const int64_t Mg = c.Mg(), K = c.Cg() * g.kvol(), out_size = g.out_size();
+  const int64_t Mg = c.Mg(), out_size = g.out_size();
   const int64_t OW = g.out[2];
   const int64_t total_rows = g.out[0] * g.out[1];
-  constexpr int64_t kColBudget = int64_t(1) << 22;  // elements
-  int64_t rows_per_chunk = std::max<int64_t>(1, kColBudget / std::max<int64_t>(1, K * OW));
-  rows_per_chunk = std::min(rows_per_chunk, total_rows);
-  std::vector<CT> col(static_cast<size_t>(K * rows_per_chunk * OW));
+  const int64_t rows_per_chunk = c.plan.im2col_rows;
+  CT* const col = static_cast<CT*>(c.ws);  // K x rows_per_chunk * OW
   for (int64_t n = 0; n < s.N; ++n) {
     for (int64_t gi = 0; gi < s.group; ++gi) {
       CT* yg = c.y_group(n, gi);
@@ -754,8 +746,8 @@ void run_im2col(const ConvCall<CT>& c) {
       for (int64_t r0 = 0; r0 < total_rows; r0 += rows_per_chunk) {
         const int64_t r1 = std::min(total_rows, r0 + rows_per_chunk);
         const int64_t cols = (r1 - r0) * OW;
-        im2col(g, c.Cg(), c.x_group(n, gi), r0, r1, col.data(), c.pool);
-        gemm_packed_a<CT>(c.w.packed[gi], cols, false, col.data(), cols, CT(1), yg + r0 * OW, out_size, c.pool,
+        im2col(g, c.Cg(), c.x_group(n, gi), r0, r1, col, c.pool);
+        gemm_packed_a<CT>(c.w.packed[gi], cols, false, col, cols, CT(1), yg + r0 * OW, out_size, c.pool,
                           c.cfg.isa);
       }
     }
@@ -874,30 +866,109 @@ ConvPath conv_chosen_path(const ConvShape& s, const ConvWeights<CT>& w, const Co
   return auto_path(s, w, cfg, post, threads);
 }
 
+bool operator==(const ConvShape& a, const ConvShape& b) {
+  const Geom3 &x = a.g, &y = b.g;
+  if (a.N != b.N || a.C != b.C || a.M != b.M || a.group != b.group || x.nsp != y.nsp) return false;
+  for (int i = 0; i < 3; ++i) {
+    if (x.in[i] != y.in[i] || x.out[i] != y.out[i] || x.k[i] != y.k[i] || x.s[i] != y.s[i] || x.d[i] != y.d[i] ||
+        x.pb[i] != y.pb[i] || x.pe[i] != y.pe[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
+// conv_plan for a call with `post` (null, or one whose activation the paths may not apply: then the
+// small-spatial paths are not chosen, as weights_serve says).
 template <typename CT>
-bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
-                  ep::ThreadPool* pool, const ConvConfig& cfg, const ConvPost* post) {
-  const ConvCall<CT> c{s, x, w, bias, y, pool, cfg, post};
+ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfig& cfg, int threads, bool pre,
+                   const ConvPost* post) {
+  ConvPlan p;
+  p.s = s;
+  p.threads = threads;
+  p.pre = pre;
+  if (pre) {
+    if constexpr (std::is_same_v<CT, float>) {
+      // The pre-activated input goes into the 1x1 GEMM's B panels; nothing else takes it. Where the direct
+      // small-spatial path's lane share wins (AVX-512, planes of 16q + 1 pixels: 7x7) it takes it too (a
+      // pre-activated copy of x, then rows read in place). Its 2-thread rule is not used here: the copy's
+      // cost there is unmeasured. Zen 5, DenseNet-121's 16 bottlenecks at 7x7 (per-node trace, 1 thread):
+      // 1.34 -> 1.17 ms. A forced kSmallSpatialDirect takes it wherever the path applies (tests).
+      if (s.group == 1 && is_pointwise(s.g)) {
+        const bool forced = cfg.path == ConvPath::kSmallSpatialDirect &&
+                            conv_path_applies(s, ConvPath::kSmallSpatialDirect, true, cfg.isa);
+        const bool chosen = cfg.path == ConvPath::kAuto && !cfg.skipped(ConvPath::kSmallSpatialDirect) &&
+                            small_spatial_choice(s, 1, cfg.isa) == SmallSpatialChoice::kDirect;
+        p.pre_direct = (forced || chosen) && weights_serve(s, w, post, ConvPath::kSmallSpatialDirect);
+      }
+    }
+    return p;
+  }
+  p.path = conv_chosen_path(s, w, cfg, post, threads);
+  const Geom3& g = s.g;
+  const int64_t Cg = s.C / s.group;
+  switch (p.path) {
+    case ConvPath::kPointwise:
+      p.row_offsets.resize(static_cast<size_t>(Cg));
+      for (int64_t k = 0; k < Cg; ++k) p.row_offsets[k] = k * g.in_size();
+      break;
+    case ConvPath::kIm2col: {
+      // The column matrix in chunks of output rows, so it stays bounded.
+      constexpr int64_t kColBudget = int64_t(1) << 22;  // elements
+      const int64_t K = Cg * g.kvol(), OW = g.out[2], total_rows = g.out[0] * g.out[1];
+      p.im2col_rows = std::min(total_rows, std::max<int64_t>(1, kColBudget / std::max<int64_t>(1, K * OW)));
+      p.workspace_bytes = static_cast<size_t>(K * p.im2col_rows * OW) * sizeof(CT);
+      break;
+    }
+    case ConvPath::kWinograd:
+      if constexpr (std::is_same_v<CT, float>) p.wino = w.wino->acquire(w.packed[0], s.M, s.C);
+      break;
+    case ConvPath::kSmallSpatialTransposed:
+      if constexpr (std::is_same_v<CT, float>) p.small = w.small->acquire(w.packed);
+      break;
+    case ConvPath::kPaddedRowsGemm:
+    case ConvPath::kImplicitGemm:
+      // 2-D convs with stride_w 1 or 2 and a kernel wider than 1x1 pack from the padded copy.
+      if (std::is_same_v<CT, float> && (p.path == ConvPath::kPaddedRowsGemm || (strided_2d(s) && g.kvol() > 1))) {
+        plan_padded_input(s, &p);
+        p.workspace_bytes = static_cast<size_t>(Cg * p.plane) * sizeof(float);
+      }
+      break;
+    default:
+      break;
+  }
+  return p;
+}
+
+}  // namespace
+
+template <typename CT>
+ConvPlan conv_plan(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfig& cfg, int threads, bool pre) {
+  return plan_conv(s, w, cfg, threads, pre, nullptr);
+}
+
+bool conv_plan_fits(const ConvPlan& plan, const ConvShape& s, ep::ThreadPool* pool, const ConvPost* post) {
+  const bool pre = post && post->pre_scale;
+  return plan.s == s && plan.threads == (pool ? pool->num_threads() : 1) && plan.pre == pre &&
+         (!post || conv_post_activation(post->act));
+}
+
+template <typename CT>
+bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
+                          ep::ThreadPool* pool, const ConvConfig& cfg, const ConvPost* post, void* workspace) {
+  const ConvShape& s = plan.s;
+  const ConvCall<CT> c{s, x, w, bias, y, pool, cfg, post, plan, workspace};
   if constexpr (std::is_same_v<CT, float>) {
     if (post && post->pre_scale) {
-      // The pre-activated input goes into the 1x1 GEMM's B panels; nothing else takes it (the caller
-      // must then not use the output).
+      // (plan_conv says which path takes it; the caller must not use the output when this is false.)
       if (s.group != 1 || !is_pointwise(s.g) || !post->pre_shift) return false;
-      // Where the direct small-spatial path's lane share wins (AVX-512, planes of 16q + 1 pixels: 7x7) it
-      // takes it too (a pre-activated copy of x, then rows read in place). Its 2-thread rule is not
-      // used here: the copy's cost there is unmeasured. Zen 5, DenseNet-121's 16 bottlenecks at 7x7
-      // (per-node trace, 1 thread): 1.34 -> 1.17 ms.
-      // A forced kSmallSpatialDirect takes it wherever the path applies (tests).
-      const bool forced = cfg.path == ConvPath::kSmallSpatialDirect &&
-                          conv_path_applies(s, ConvPath::kSmallSpatialDirect, true, cfg.isa);
-      const bool chosen = cfg.path == ConvPath::kAuto && !cfg.skipped(ConvPath::kSmallSpatialDirect) &&
-                          small_spatial_choice(s, 1, cfg.isa) == SmallSpatialChoice::kDirect;
-      const bool direct_ok = (forced || chosen) && weights_serve(s, w, post, ConvPath::kSmallSpatialDirect);
-      if (direct_ok && small_spatial_direct_conv(s, x, w.packed, bias, y, pool, post)) return true;
+      if (plan.pre_direct && small_spatial_direct_conv(s, x, w.packed, bias, y, pool, post)) return true;
       return run_pointwise_preact(c);
     }
   }
-  const ConvPath path = conv_chosen_path(s, w, cfg, post, pool ? pool->num_threads() : 1);
+  const ConvPath path = plan.path;
   switch (path) {
     case ConvPath::kReference:
       run_reference(c);
@@ -918,14 +989,14 @@ bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
   if constexpr (std::is_same_v<CT, float>) {
     switch (path) {
       case ConvPath::kWinograd:
-        winograd_conv(s, x, w.wino->get(w.packed[0], s.M, s.C), bias, y, pool, cfg.isa);
+        winograd_conv(s, x, *plan.wino, bias, y, pool, cfg.isa);
         return false;
       case ConvPath::kSmallSpatialTransposed:
-        small_spatial_conv(s, x, w.small->get(w.packed), bias, y, pool, post);
+        small_spatial_conv(s, x, *plan.small, bias, y, pool, post);
         return true;
       case ConvPath::kSmallSpatialDirect: {
         if (small_spatial_direct_conv(s, x, w.packed, bias, y, pool, post)) return true;
-        ConvConfig rest = cfg;  // it declined this shape: the kAuto choice without it
+        ConvConfig rest = cfg;  // it declined this shape (a build without it): the kAuto choice without it
         rest.path = ConvPath::kAuto;
         rest.auto_skips |= path_bit(ConvPath::kSmallSpatialDirect) | path_bit(ConvPath::kSmallSpatialTransposed);
         return conv_forward(s, x, w, bias, y, pool, rest, post);
@@ -942,6 +1013,21 @@ bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
 }
 
 template <typename CT>
+bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
+                  ep::ThreadPool* pool, const ConvConfig& cfg, const ConvPost* post) {
+  const bool pre = post && post->pre_scale;
+  const ConvPost* plan_post = post && !conv_post_activation(post->act) ? post : nullptr;
+  const ConvPlan plan = plan_conv(s, w, cfg, pool ? pool->num_threads() : 1, pre, plan_post);
+  std::vector<float> ws;
+  void* wp = nullptr;
+  if (plan.workspace_bytes > 0) {
+    ws.resize(plan.workspace_bytes / sizeof(float) + 16);
+    wp = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t(63));
+  }
+  return conv_forward_planned(plan, x, w, bias, y, pool, cfg, post, wp);
+}
+
+template <typename CT>
 void conv_naive(const ConvShape& s, const CT* x, const CT* w, const CT* bias, CT* y) {
   const int64_t K = s.C / s.group * s.g.kvol();
   conv_direct(s, x, [&](int64_t m, int64_t k) { return w[m * K + k]; }, bias, y);
@@ -953,6 +1039,13 @@ template bool conv_forward<float>(const ConvShape&, const float*, const ConvWeig
                                   ep::ThreadPool*, const ConvConfig&, const ConvPost*);
 template bool conv_forward<double>(const ConvShape&, const double*, const ConvWeights<double>&, const double*,
                                    double*, ep::ThreadPool*, const ConvConfig&, const ConvPost*);
+template bool conv_forward_planned<float>(const ConvPlan&, const float*, const ConvWeights<float>&, const float*,
+                                          float*, ep::ThreadPool*, const ConvConfig&, const ConvPost*, void*);
+template bool conv_forward_planned<double>(const ConvPlan&, const double*, const ConvWeights<double>&,
+                                           const double*, double*, ep::ThreadPool*, const ConvConfig&,
+                                           const ConvPost*, void*);
+template ConvPlan conv_plan<float>(const ConvShape&, const ConvWeights<float>&, const ConvConfig&, int, bool);
+template ConvPlan conv_plan<double>(const ConvShape&, const ConvWeights<double>&, const ConvConfig&, int, bool);
 template ConvPath conv_chosen_path<float>(const ConvShape&, const ConvWeights<float>&, const ConvConfig&,
                                           const ConvPost*, int);
 template ConvPath conv_chosen_path<double>(const ConvShape&, const ConvWeights<double>&, const ConvConfig&,

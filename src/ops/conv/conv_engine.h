@@ -98,11 +98,52 @@ inline bool conv_post_activation(Activation a) {
   return a == Activation::kNone || a == Activation::kRelu || a == Activation::kClip || a == Activation::kLeakyRelu;
 }
 
+// Everything conv_forward decides from the shape, made once per shape by conv_plan: the Conv kernel's
+// specialize keeps it in its variant (ConvVariant in conv_ops.cpp), and the plain conv_forward below
+// makes one per call. Immutable once made, so concurrent calls at the shape share it.
+struct ConvPlan {
+  ConvShape s;
+  int threads = 1;                      // the pool size it was made for (work splits depend on it)
+  bool pre = false;                     // made for FusedConv's pre-activation (ConvPost::pre_scale)
+  bool pre_direct = false;              // pre: the small-spatial direct path takes it (else the 1x1 GEMM)
+  ConvPath path = ConvPath::kAuto;      // the resolved path (not pre)
+  // The zero-padded input copy of kPaddedRowsGemm and of kImplicitGemm's 2-D kernels over 1x1
+  // (conv_engine.cpp, PaddedIm2colPanels): its geometry and each tap's offset (c, kh, kw).
+  bool padded = false;
+  int64_t Hp = 0, Wrow = 0, half = 0, plane = 0;
+  std::vector<int64_t> boff;
+  std::vector<int64_t> row_offsets;     // kPointwise on the strips: input row k at k * in_size
+  int64_t im2col_rows = 0;              // kIm2col: output rows per column-matrix chunk
+  // The path's extra weights (transformed / transposed copies of the packed ones), shared by every
+  // plan of the conv that takes the path and freed with the last of them.
+  std::shared_ptr<const WinogradWeights> wino;
+  std::shared_ptr<const SmallSpatialWeights> small;
+  // Workspace: the padded input copy or the im2col chunk, at offset 0 (64-byte aligned).
+  size_t workspace_bytes = 0;
+};
+
+// The plan for s on weights w (prepared for s) at `threads` threads; `pre`: for a call with a
+// pre-activation. A post other than conv_post_activation's is not planned for: conv_forward then plans
+// per call.
+template <typename CT>
+ConvPlan conv_plan(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfig& cfg, int threads, bool pre);
+
 // y[N, M, out...] = conv(x[N, C, in...], w) + bias (bias may be null), on cfg.path (see ConvPath). With
 // `post` (float only), returns whether the path also applied it; when false the caller applies it to y.
+// Plans per call (conv_plan) and takes its workspace from the heap.
 template <typename CT>
 bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
                   ep::ThreadPool* pool, const ConvConfig& cfg = ConvConfig(), const ConvPost* post = nullptr);
+// The same on a plan made for this shape, thread count and pre-activation (conv_plan_fits), with
+// plan.workspace_bytes of 64-byte-aligned scratch at `workspace`: no shape-dependent planning.
+template <typename CT>
+bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
+                          ep::ThreadPool* pool, const ConvConfig& cfg, const ConvPost* post, void* workspace);
+// Whether `plan` serves this call (same shape, pool size, pre-activation, a post it planned for).
+bool conv_plan_fits(const ConvPlan& plan, const ConvShape& s, ep::ThreadPool* pool, const ConvPost* post);
+bool operator==(const ConvShape& a, const ConvShape& b);
+// Conv kernel variants (conv_ops.cpp) alive now, all nodes: what tests watch to see eviction free them.
+int64_t conv_variants_live();
 
 // The path conv_forward runs for this conv (kAuto resolved, a forced path that does not apply replaced
 // by the kAuto choice).
@@ -116,6 +157,10 @@ ConvPath conv_chosen_path(const ConvShape& s, const ConvWeights<CT>& w, const Co
 class ConvWithPost {
  public:
   virtual ~ConvWithPost() = default;
+  // Kernel::specialize for the calls compute_with_post will make: `pre_activation` when their post
+  // carries FusedConv's pre-activation (it changes the path).
+  virtual Result<std::unique_ptr<ep::KernelVariant>> specialize_with_post(const ep::SpecializeContext& sc,
+                                                                          bool pre_activation) const = 0;
   virtual Result<bool> compute_with_post(ep::KernelContext& ctx, const ConvPost& post, const Dims* residual_shape) = 0;
 };
 

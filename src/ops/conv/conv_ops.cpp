@@ -1,5 +1,6 @@
 // Conv, ConvTranspose, ConvInteger, QLinearConv, DeformConv.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <type_traits>
 
@@ -30,25 +31,26 @@ Result<std::vector<CT>> tensor_values(const Tensor& t) {
 
 Dims spatial_of(const Dims& shape) { return Dims(shape.begin() + 2, shape.end()); }
 
-// Checks X/W/B of a forward conv and fills the shape. `w_per_group_in` is W's dim 1.
-Status conv_shape(const ep::KernelContext& ctx, const WindowAttrs& attrs, int64_t group, const Dims& x,
-                  const Dims& w, ConvShape* s) {
-  if (x.size() < 3) return ctx.error("input X must have rank >= 3 (N, C, spatial...), got " + shape_to_string(x));
+// Checks X/W of a forward conv and fills the shape; `err` makes the error from its message.
+template <typename Err>
+Status conv_shape_checked(const WindowAttrs& attrs, int64_t group, const Dims& x, const Dims& w, ConvShape* s,
+                          Err err) {
+  if (x.size() < 3) return err("input X must have rank >= 3 (N, C, spatial...), got " + shape_to_string(x));
   if (w.size() != x.size()) {
-    return ctx.error("W " + shape_to_string(w) + " must have the same rank as X " + shape_to_string(x));
+    return err("W " + shape_to_string(w) + " must have the same rank as X " + shape_to_string(x));
   }
-  if (group < 1) return ctx.error("group must be >= 1, got " + std::to_string(group));
+  if (group < 1) return err("group must be >= 1, got " + std::to_string(group));
   if (w[1] * group != x[1]) {
-    return ctx.error("X has " + std::to_string(x[1]) + " channels but W " + shape_to_string(w) + " with group " +
+    return err("X has " + std::to_string(x[1]) + " channels but W " + shape_to_string(w) + " with group " +
                      std::to_string(group) + " expects " + std::to_string(w[1] * group));
   }
   if (w[0] % group != 0) {
-    return ctx.error("W's output channels " + std::to_string(w[0]) + " are not divisible by group " +
+    return err("W's output channels " + std::to_string(w[0]) + " are not divisible by group " +
                      std::to_string(group));
   }
   Dims kernel = spatial_of(w);
   if (!attrs.kernel_shape.empty() && attrs.kernel_shape != kernel) {
-    return ctx.error("kernel_shape " + shape_to_string(attrs.kernel_shape) + " does not match W " +
+    return err("kernel_shape " + shape_to_string(attrs.kernel_shape) + " does not match W " +
                      shape_to_string(w));
   }
   s->N = x[0];
@@ -56,9 +58,27 @@ Status conv_shape(const ep::KernelContext& ctx, const WindowAttrs& attrs, int64_
   s->M = w[0];
   s->group = group;
   Status st = forward_geometry(attrs, spatial_of(x), kernel, &s->g);
-  if (!st.ok()) return ctx.error(st.message(), st.code());
+  if (!st.ok()) return err(st.message(), st.code());
   return Status::Ok();
 }
+
+Status conv_shape(const ep::KernelContext& ctx, const WindowAttrs& attrs, int64_t group, const Dims& x,
+                  const Dims& w, ConvShape* s) {
+  return conv_shape_checked(attrs, group, x, w, s, [&](const std::string& m, StatusCode c = StatusCode::kRuntimeError) {
+    return ctx.error(m, c);
+  });
+}
+
+std::atomic<int64_t> g_conv_variants_live{0};
+
+// A Conv node's state at one input shape: the engine's plan (path, padded-input layout, offsets, the
+// path's extra weights) and the workspace it declares. Made by specialize, shared by concurrent runs.
+struct ConvVariant final : ep::KernelVariant {
+  ConvVariant() { g_conv_variants_live.fetch_add(1, std::memory_order_relaxed); }
+  ~ConvVariant() override { g_conv_variants_live.fetch_sub(1, std::memory_order_relaxed); }
+  size_t workspace_bytes() const override { return plan.workspace_bytes; }
+  ConvPlan plan;
+};
 
 // ------------------------------------------------------------------------------------------------
 // Conv
@@ -116,6 +136,35 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
   // Prepared constant weights are all run() uses (W's dtype must equal X's, its shape is fixed).
   bool reads_const_input_data(size_t i) const override { return !(i == 1 && (have_wf_ || have_wd_)); }
 
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    return specialize_with_post(sc, false);
+  }
+
+  // A plan for the prepared weights at these shapes. None (compute plans per call or reports the
+  // problem) when W is not a prepared constant or the shapes are wrong.
+  Result<std::unique_ptr<ep::KernelVariant>> specialize_with_post(const ep::SpecializeContext& sc,
+                                                                  bool pre_activation) const override {
+    std::unique_ptr<ep::KernelVariant> none;
+    if (!sc.has_input(0) || !sc.has_input(1) || sc.dtype(1) != sc.dtype(0)) return none;
+    const DataType dt = sc.dtype(0);
+    ConvShape s;
+    auto err = [](const std::string& m, StatusCode c = StatusCode::kRuntimeError) { return Status(c, m); };
+    if (!conv_shape_checked(attrs_, group_, sc.shape(0), sc.shape(1), &s, err).ok()) return none;
+    if (s.N * s.M * s.g.out_size() == 0) return none;
+    auto v = std::make_unique<ConvVariant>();
+    if (dt == DataType::kDouble) {
+      if (!have_wd_ || wd_.shape != sc.shape(1)) return none;
+      v->plan = conv_plan<double>(s, wd_, cfg_, sc.num_threads(), false);
+    } else if (dtype_is_float(dt)) {
+      if (!have_wf_ || wf_.shape != sc.shape(1)) return none;
+      // Only float X carries a post into the engine (run()).
+      v->plan = conv_plan<float>(s, wf_, cfg_, sc.num_threads(), pre_activation && dt == DataType::kFloat);
+    } else {
+      return none;
+    }
+    return std::unique_ptr<ep::KernelVariant>(std::move(v));
+  }
+
  private:
   // `post` (FusedConv) is passed on to the engine for float when the residual has Y's shape and is not
   // Y's buffer; *applied says whether it was applied.
@@ -140,6 +189,8 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
 
     const ConvWeights<CT>* wp = nullptr;
     ConvWeights<CT> local;
+    // The variant's plan serves when it was made for these weights (the prepared ones) and this call.
+    const auto* variant = dynamic_cast<const ConvVariant*>(ctx.variant());
     if constexpr (std::is_same_v<CT, double>) {
       if (have_wd_ && wd_.shape == W.shape()) wp = &wd_;
     } else {
@@ -171,12 +222,24 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
           fused = post;
         }
       }
-      const bool done = conv_forward<CT>(s, xp, *wp, B ? bias.data() : nullptr, Y->data<CT>(), &ctx.pool(), cfg_,
-                                         fused);
+      bool done;
+      if (variant && wp != &local && conv_plan_fits(variant->plan, s, &ctx.pool(), fused)) {
+        NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, *variant));
+        done = conv_forward_planned<CT>(variant->plan, xp, *wp, B ? bias.data() : nullptr, Y->data<CT>(),
+                                        &ctx.pool(), cfg_, fused, ws);
+      } else {
+        done = conv_forward<CT>(s, xp, *wp, B ? bias.data() : nullptr, Y->data<CT>(), &ctx.pool(), cfg_, fused);
+      }
       if (applied) *applied = fused && done;
     } else {
       std::vector<CT> ybuf(static_cast<size_t>(Y->numel()));
-      conv_forward<CT>(s, xp, *wp, B ? bias.data() : nullptr, ybuf.data(), &ctx.pool(), cfg_);
+      if (variant && wp != &local && conv_plan_fits(variant->plan, s, &ctx.pool(), nullptr)) {
+        NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, *variant));
+        conv_forward_planned<CT>(variant->plan, xp, *wp, B ? bias.data() : nullptr, ybuf.data(), &ctx.pool(), cfg_,
+                                 nullptr, ws);
+      } else {
+        conv_forward<CT>(s, xp, *wp, B ? bias.data() : nullptr, ybuf.data(), &ctx.pool(), cfg_);
+      }
       T* yo = Y->data<T>();
       for (int64_t i = 0; i < Y->numel(); ++i) yo[i] = from_ct<T>(ybuf[i]);
     }
@@ -783,6 +846,8 @@ Status causal_conv_with_state(ep::KernelContext& ctx) {
 }
 
 }  // namespace
+
+int64_t conv_variants_live() { return g_conv_variants_live.load(std::memory_order_relaxed); }
 
 void register_conv_kernels(ep::KernelRegistry& r) {
   r.add_class<ConvKernel>("", "Conv", 1);

@@ -289,22 +289,26 @@ void small_spatial_prepare(int64_t M, int64_t group, int64_t K, const float* w, 
   for (int64_t g = 0; g < group; ++g) out->wt.push_back(pack_b_f32(true, K, Mg, w + g * Mg * K, K));
 }
 
-const SmallSpatialWeights& SmallSpatialCache::get(const std::vector<PackedA<float>>& packed) const {
-  std::call_once(once_, [&] {
+std::shared_ptr<const SmallSpatialWeights> SmallSpatialCache::acquire(const std::vector<PackedA<float>>& packed) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto live = w_.lock()) return live;
+  auto out = std::make_shared<SmallSpatialWeights>();
+  SmallSpatialWeights& w = *out;
+  {
     // Repack each group's PackedA<float> (gemm/gemm.h: per K block of kGemmKC starting at k0, offset k0 * m_padded,
     // 6-row panels of kc x 6, element (i, k) at panel i / 6, k * 6 + i % 6) straight into the PackedB
     // layout of W^T (per K block at k0 * n_padded, 16-column panels of kc x 16, element (k, j) at panel
     // j / 16, k * 16 + j % 16): both use the same K blocks, and no unpacked temporary is made.
     const int64_t group = static_cast<int64_t>(packed.size());
-    if (group == 0) return;
+    if (group == 0) return out;
     const int64_t Mg = packed[0].M, K = packed[0].K;
     const int64_t m_padded = (Mg + kGemmMR - 1) / kGemmMR * kGemmMR;
-    w_.M = Mg * group;
-    w_.group = group;
-    w_.K = K;
-    w_.wt.resize(static_cast<size_t>(group));
+    w.M = Mg * group;
+    w.group = group;
+    w.K = K;
+    w.wt.resize(static_cast<size_t>(group));
     for (int64_t g = 0; g < group; ++g) {
-      PackedB& pb = w_.wt[static_cast<size_t>(g)];
+      PackedB& pb = w.wt[static_cast<size_t>(g)];
       pb.K = K;
       pb.N = Mg;
       pb.n_padded = (Mg + kVec - 1) / kVec * kVec;
@@ -320,8 +324,9 @@ const SmallSpatialWeights& SmallSpatialCache::get(const std::vector<PackedA<floa
         }
       }
     }
-  });
-  return w_;
+  }
+  w_ = out;
+  return out;
 }
 
 bool small_spatial_applies(const ConvShape& s, ep::IsaTier isa) {

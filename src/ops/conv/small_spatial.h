@@ -19,6 +19,7 @@
 // below it small_spatial_applies is false and the conv stays on its usual path.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -48,15 +49,17 @@ bool small_spatial_weights_apply(const Dims& w_shape, int64_t group);
 // Packs W (M x K row-major, K = C/group * kvol) for the path.
 void small_spatial_prepare(int64_t M, int64_t group, int64_t K, const float* w, SmallSpatialWeights* out);
 
-// The path's weights, built on first use (thread-safe) from the conv's packed GEMM weights
-// (pack_a of each group's Mg x K block, scale 1).
+// The transposed path's weights (W^T per group), made from the conv's packed GEMM weights when a plan
+// that takes the path is made (conv_plan) and shared by every live plan that takes it, freed with the
+// last one: the same lifetime as WinogradCache's, for the same reason (a second copy of the weights
+// only while a shape that uses it is cached).
 class SmallSpatialCache {
  public:
-  const SmallSpatialWeights& get(const std::vector<PackedA<float>>& packed) const;
+  std::shared_ptr<const SmallSpatialWeights> acquire(const std::vector<PackedA<float>>& packed) const;
 
  private:
-  mutable std::once_flag once_;
-  mutable SmallSpatialWeights w_;
+  mutable std::mutex mu_;
+  mutable std::weak_ptr<const SmallSpatialWeights> w_;
 };
 
 // Whether the paths can compute this conv at this tier.

@@ -1,6 +1,7 @@
 #include "ops/conv/winograd.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -371,8 +372,23 @@ void winograd_prepare(int64_t M, int64_t C, const float* w, WinogradWeights* out
   }
 }
 
-const WinogradWeights& WinogradCache::get(const PackedA<float>& packed, int64_t M, int64_t C) const {
-  std::call_once(once_, [&] {
+namespace {
+std::atomic<int64_t> g_winograd_live{0};
+// WinogradWeights that count themselves live (winograd_weights_live).
+struct CountedWinogradWeights final : WinogradWeights {
+  CountedWinogradWeights() { g_winograd_live.fetch_add(1, std::memory_order_relaxed); }
+  ~CountedWinogradWeights() { g_winograd_live.fetch_sub(1, std::memory_order_relaxed); }
+};
+}  // namespace
+
+int64_t winograd_weights_live() { return g_winograd_live.load(std::memory_order_relaxed); }
+
+std::shared_ptr<const WinogradWeights> WinogradCache::acquire(const PackedA<float>& packed, int64_t M,
+                                                              int64_t C) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto live = w_.lock()) return live;
+  auto out = std::make_shared<CountedWinogradWeights>();
+  {
     // Unpack the PackedA<float> layout (gemm/gemm.h): per K block of kGemmKC starting at k0 (offset k0 * m_padded),
     // MR-row panels of kc x MR values, element (i, k) at panel i / MR, k * MR + i % MR.
     const int64_t K = C * 9;
@@ -386,9 +402,10 @@ const WinogradWeights& WinogradCache::get(const PackedA<float>& packed, int64_t 
         for (int64_t k = 0; k < kc; ++k) w[i * K + k0 + k] = panel[k * kGemmMR];
       }
     }
-    winograd_prepare(M, C, w.data(), &w_);
-  });
-  return w_;
+    winograd_prepare(M, C, w.data(), out.get());
+  }
+  w_ = out;
+  return out;
 }
 
 bool winograd_applies(const ConvShape& s) {

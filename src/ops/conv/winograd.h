@@ -20,6 +20,7 @@
 // (im2col + GEMM: ~2e-6), measured in tests/unit/test_conv_winograd.cpp.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -47,18 +48,24 @@ bool winograd_weights_apply(const Dims& w_shape, int64_t group);
 // Transforms w (M x C x 3 x 3, row-major).
 void winograd_prepare(int64_t M, int64_t C, const float* w, WinogradWeights* out);
 
-// The transformed weights of one conv, built on first use (thread-safe) from the conv's packed GEMM
-// weights, so convs that never take the path (stride known only at run time, outputs too small) keep
-// only their 1x packed copy instead of the 4x transformed one.
+// The transformed weights of one conv, made from the conv's packed GEMM weights when a plan that takes
+// the path is made (conv_plan, at specialize) and shared by every live plan that takes it: they go
+// with the last such plan (evicted variants free them), so convs that never take the path (stride
+// known only at run time, outputs too small) keep only their 1x packed copy instead of the 4x
+// transformed one. Not in the kernel at creation for that reason, and not per plan so that several
+// shapes of one conv share one copy.
 class WinogradCache {
  public:
-  // `packed`: the M x (C * 9) weights packed by pack_a (scale 1), the same every call.
-  const WinogradWeights& get(const PackedA<float>& packed, int64_t M, int64_t C) const;
+  // `packed`: the M x (C * 9) weights packed by pack_a (scale 1), the same every call. Thread-safe.
+  std::shared_ptr<const WinogradWeights> acquire(const PackedA<float>& packed, int64_t M, int64_t C) const;
 
  private:
-  mutable std::once_flag once_;
-  mutable WinogradWeights w_;
+  mutable std::mutex mu_;
+  mutable std::weak_ptr<const WinogradWeights> w_;
 };
+
+// Transformed weight sets alive now (all convs): what tests watch to see eviction free them.
+int64_t winograd_weights_live();
 
 // Whether the path can compute this conv (2-D, 3x3, stride 1, dilation 1, group 1).
 bool winograd_applies(const ConvShape& s);

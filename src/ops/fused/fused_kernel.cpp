@@ -94,6 +94,11 @@ class ForwardContext final : public ep::StandaloneContext {
     return Status::Ok();
   }
 
+  // The wrapped kernel's variant is the fused node's own (FusedKernel::specialize asks the wrapped
+  // kernel for it), with its reserved workspace.
+  const ep::KernelVariant* variant() const override { return outer()->variant(); }
+  void* variant_workspace() const override { return outer()->variant_workspace(); }
+
   const Value* in0_override_ = nullptr;
   Tensor* out_ = nullptr;  // the wrapped op's result
   bool is_temp_ = false;   // out_ is a temporary, not the fused node's output 0
@@ -157,6 +162,26 @@ class FusedKernel final : public ep::Kernel {
 
   // The wrapped kernel's inputs are forwarded unchanged: it decides for them.
   bool reads_const_input_data(size_t i) const override { return i >= n_inner_ || inner_->reads_const_input_data(i); }
+
+  // The wrapped kernel's variant for its inputs (the fused node's first n_inner_), as compute() will
+  // call it: a Conv with the pre-activation in its post when compute_with_post will carry it.
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    const size_t n = std::min(n_inner_, sc.num_inputs());
+    std::vector<DataType> dtypes(n);
+    std::vector<Dims> shapes(n);
+    for (size_t i = 0; i < n; ++i) {
+      dtypes[i] = sc.dtype(i);
+      shapes[i] = sc.shape(i);
+    }
+    const ep::SpecializeContext inner(*inner_info_, n, dtypes.data(), shapes.data(), sc.num_threads());
+    if (const auto* conv_post = dynamic_cast<const ConvWithPost*>(inner_.get())) {
+      const bool z_ok = !sc.has_input(3) || sc.dtype(3) == DataType::kFloat;
+      const bool pre = !pre_scale_.empty() && conv_post_activation(act_.kind) && sc.dtype(0) == DataType::kFloat &&
+                       z_ok;
+      return conv_post->specialize_with_post(inner, pre);
+    }
+    return inner_->specialize(inner);
+  }
   Status compute(ep::KernelContext& ctx) override {
     const Tensor* z = ctx.has_input(3) ? &ctx.input(3) : nullptr;
     const Tensor* bias = has_bias_ && ctx.has_input(2) ? &ctx.input(2) : nullptr;
