@@ -81,6 +81,11 @@ std::string layer_name(const std::string& pattern, int64_t layer);
 
 struct ModelOptions {
   SessionOptions session;  // threads, optimization level
+  // Compute the logits of each row's last position only, not of every position of a prefill (the LM
+  // head then costs one position per row). Applies when the logits are a per-position projection
+  // (SessionOptions::position_selected_outputs); other graphs keep every position. Tokens and logits
+  // are the same either way.
+  bool last_position_logits = true;
 };
 
 class Model {
@@ -101,6 +106,9 @@ class Model {
   // How the decoder's caches are laid out and fed, in words (docs/genai.md, "Export styles"):
   // e.g. "key/value per layer, rows at their own lengths (GroupQueryAttention seqlens)".
   std::string cache_layout() const;
+  // Whether the session computes the logits of each row's last position only (ModelOptions::
+  // last_position_logits, applied when the logits are a per-position projection).
+  bool last_position_logits() const;
 
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);

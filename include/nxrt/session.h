@@ -41,6 +41,13 @@ struct SessionOptions {
   // weights): an allocation that would exceed it fails the run with an error naming the node. 0: taken
   // from NXRT_MEMORY_LIMIT ("512M", "2G", a plain byte count; unset = no limit).
   size_t memory_limit = 0;
+  // Outputs computed only at the positions the caller asks for, e.g. an LLM's logits during prefill
+  // (the LM head then runs over one position per row instead of the whole sequence). For each name the
+  // session adds the input `<name>_positions`, int64 [batch, k], and the output becomes [batch, k, n]:
+  // row b holds the output at positions[b, 0..k) (negative counts from the end). The output must be a
+  // per-position projection of a [batch, seq, hidden] value (MatMul / MatMulNBits, then optionally Cast,
+  // Tanh, or Add/Sub/Mul/Div with a constant); otherwise creation fails with NotImplemented.
+  std::vector<std::string> position_selected_outputs;
 };
 
 // Declared type of a graph input or output.

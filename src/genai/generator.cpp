@@ -64,6 +64,7 @@ Generator::Impl::Impl(const Model& model_, const SearchOptions& o, int64_t cap)
   mask_store = Tensor(m.has_mask ? m.mask_dtype : DataType::kInt64, Dims{rows * capacity});
   pos_store = Tensor(m.has_position_ids ? m.pos_dtype : DataType::kInt64, Dims{rows * capacity});
   use_cache_t = Tensor(DataType::kBool, Dims{1});
+  select_store = Tensor(DataType::kInt64, Dims{rows, 1});
   if (vocab > 0) seen.assign(static_cast<size_t>(vocab), 0);
   m.session->reset_capture();  // a new generation: captured-replay records start over
 }
@@ -195,6 +196,7 @@ Status Generator::Impl::run_pending() {
     }
   }
   use_cache_t.data<bool>()[0] = run_len > 0;
+  for (int64_t r = 0; r < rows; ++r) select_store.data<int64_t>()[r] = run_pos[static_cast<size_t>(r)];
   // Let go of the last logits first, so the session's pool hands the same block to this run's.
   logits_value = Value();
   const double t0 = now_ms();
@@ -225,6 +227,7 @@ Status Generator::Impl::run_feeds(int64_t S, int64_t T) {
   if (m.has_mask) feeds.push_back({c.attention_mask, Value(view2d(mask_store, rows, T))});
   if (m.has_position_ids) feeds.push_back({c.position_ids, Value(view2d(pos_store, rows, S))});
   if (m.has_use_cache_branch) feeds.push_back({c.use_cache_branch, Value(use_cache_t)});
+  if (!m.logits_positions.empty()) feeds.push_back({m.logits_positions, Value(select_store)});
   cache->add_feeds(&feeds);
   // Through one IoBinding with runtime-allocated outputs, so that steady steps can be captured and
   // replayed (the growing past only feeds eager seams; session/capture.h).
@@ -254,6 +257,7 @@ Status Generator::Impl::run_bound(int64_t S, int64_t T) {
     if (m.has_mask) mask_in = bind.bind_input(c.attention_mask, Value(view2d(mask_store, rows, T)));
     if (m.has_position_ids) pos_in = bind.bind_input(c.position_ids, Value(view2d(pos_store, rows, S)));
     if (m.has_use_cache_branch) ucb_in = bind.bind_input(c.use_cache_branch, Value(use_cache_t));
+    if (!m.logits_positions.empty()) select_in = bind.bind_input(m.logits_positions, Value(select_store));
     logits_out = bind.bind_output(c.logits);
     cache->bind(&bind);  // outputs 1.. are the presents
     bound_ready = true;
@@ -261,6 +265,7 @@ Status Generator::Impl::run_bound(int64_t S, int64_t T) {
   bind.set_input(ids_in, Value(view2d(ids_store, rows, S)));
   if (m.has_mask) bind.set_input(mask_in, Value(view2d(mask_store, rows, T)));
   if (m.has_position_ids) bind.set_input(pos_in, Value(view2d(pos_store, rows, S)));
+  if (!m.logits_positions.empty()) bind.set_input(select_in, Value(select_store));
   NXRT_RETURN_IF_ERROR(m.session->run(bind));
   if (!bound_checked) {
     NXRT_RETURN_IF_ERROR(cache->check_bound(bind, logits_out + 1));
@@ -287,7 +292,7 @@ Status Generator::Impl::take_logits(const Tensor& lt, int64_t S) {
   vocab = V;
   if (seen.size() < static_cast<size_t>(V)) seen.assign(static_cast<size_t>(V), 0);
   const int64_t S1 = lt.dim(1);
-  if (S1 == 1 && S > 1) {
+  if (S1 == 1 && S > 1 && m.logits_positions.empty()) {
     for (int64_t r = 0; r < rows; ++r) {
       if (run_pos[static_cast<size_t>(r)] != S - 1) {
         return not_implemented("logits " + lt.describe() + " hold the last position only, but row " + str(r) +
@@ -298,6 +303,7 @@ Status Generator::Impl::take_logits(const Tensor& lt, int64_t S) {
   Tensor t = lt;  // shares the storage: the rows are read and edited in place
   char* base = static_cast<char*>(t.raw_data());
   const size_t es = dtype_storage_bytes(t.dtype(), 1);
+  // With logits_positions fed, row r's single position is run_pos[r].
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t pos = S1 == 1 ? 0 : run_pos[static_cast<size_t>(r)];
     logit_rows[static_cast<size_t>(r)] = {base + static_cast<size_t>((r * S1 + pos) * V) * es, t.dtype(), V};

@@ -49,12 +49,13 @@ struct Generator::Impl {
   // Feeds: the ids / mask / positions of a run are views over capacity-sized storage, so a step's
   // tensors are made without allocating.
   Tensor ids_store, mask_store, pos_store, use_cache_t;
+  Tensor select_store;  // [rows, 1]: run_pos, when the model computes logits where asked (logits_positions)
   std::vector<int64_t> run_pos;  // per row: output position of its last real token in the run
   // Shared-buffer models run through an IoBinding (caches bound in place, logits pooled).
   IoBinding bind;
   IoBinding feed_bind;  // run_feeds: caches that grow (or are copied) between steps
   bool bound_ready = false, bound_checked = false;
-  size_t ids_in = 0, mask_in = 0, pos_in = 0, ucb_in = 0, logits_out = 0;
+  size_t ids_in = 0, mask_in = 0, pos_in = 0, ucb_in = 0, select_in = 0, logits_out = 0;
   Stats stats;
 
   Impl(const Model& model_, const SearchOptions& o, int64_t cap);

@@ -1,5 +1,6 @@
 #include "genai/model.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -109,6 +110,7 @@ Status resolve_io(Model::Impl* m, const std::map<std::string, int>& op_histogram
   if (mask) known.insert(c.attention_mask);
   if (pos) known.insert(c.position_ids);
   if (ucb) known.insert(c.use_cache_branch);
+  if (!m->logits_positions.empty()) known.insert(m->logits_positions);
   m->caches.clear();
   m->has_state = m->has_combined = false;
   bool first_kv = true;
@@ -217,7 +219,22 @@ Model::~Model() = default;
 Result<std::unique_ptr<Model>> Model::create(const std::string& path, const ModelOptions& opts) {
   auto impl = std::make_unique<Impl>();
   NXRT_ASSIGN_OR_RETURN(impl->config, read_config(path));
-  NXRT_ASSIGN_OR_RETURN(impl->session, Session::create(impl->config.decoder_path, opts.session));
+  SessionOptions so = opts.session;
+  const std::string& logits = impl->config.logits;
+  const bool select = opts.last_position_logits &&
+                      std::find(so.position_selected_outputs.begin(), so.position_selected_outputs.end(), logits) ==
+                          so.position_selected_outputs.end();
+  if (select) so.position_selected_outputs.push_back(logits);
+  Result<std::unique_ptr<Session>> session = Session::create(impl->config.decoder_path, so);
+  if (select && !session.ok() && session.status().message().find("position_selected_outputs:") != std::string::npos) {
+    // The logits are not a plain projection of the hidden state (the rewrite says where it stopped), or
+    // the graph has a value of the input's name: run with logits at every position.
+    session = Session::create(impl->config.decoder_path, opts.session);
+  } else if (select && session.ok()) {
+    impl->logits_positions = logits + "_positions";
+  }
+  if (!session.ok()) return session.status();
+  impl->session = std::move(session).value();
   NXRT_ASSIGN_OR_RETURN(ModelSummary summary, inspect_model(impl->config.decoder_path));
   NXRT_RETURN_IF_ERROR(resolve_io(impl.get(), summary.op_histogram));
   return std::make_unique<Model>(std::move(impl));
@@ -227,6 +244,7 @@ const Config& Model::config() const { return impl_->config; }
 Session& Model::session() const { return *impl_->session; }
 int64_t Model::vocab_size() const { return impl_->vocab; }
 DataType Model::kv_dtype() const { return impl_->kv_dtype; }
+bool Model::last_position_logits() const { return !impl_->logits_positions.empty(); }
 
 std::string Model::cache_layout() const {
   const Impl& m = *impl_;

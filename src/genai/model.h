@@ -62,6 +62,10 @@ struct Model::Impl {
   bool static_cache = false;
   std::string attention_ops;    // the attention ops found in the graph, for messages and cache_layout()
   std::vector<std::string> fetch_names;  // logits, then the presents in caches order
+  // The session computes logits only where asked (SessionOptions::position_selected_outputs): the
+  // input "<logits>_positions" (int64 [batch, k]) the runs feed each row's last position through.
+  // Empty: the logits cover every position of a run.
+  std::string logits_positions;
 };
 
 // Resolves and checks the decoder IO named by `config` against the session's inputs and outputs;

@@ -101,6 +101,9 @@ Status SequenceBatch::Impl::run(const std::vector<RowFeed>& feeds) {
   Tensor ids(m.ids_dtype, Dims{n, S});
   Tensor pos(m.has_position_ids ? m.pos_dtype : DataType::kInt64, Dims{n, S});
   Tensor mask(m.mask_dtype, Dims{n, T});
+  // Where each row's logits are read: its last fed token (an idle row: any position, 0).
+  Tensor select(DataType::kInt64, Dims{n, 1});
+  for (int64_t b = 0; b < n; ++b) select.data<int64_t>()[b] = std::max<int64_t>(count[static_cast<size_t>(b)] - 1, 0);
   for (int64_t b = 0; b < n; ++b) {
     const std::vector<int64_t>* f = feed_of[static_cast<size_t>(b)];
     const int64_t s0 = start[static_cast<size_t>(b)];
@@ -116,6 +119,7 @@ Status SequenceBatch::Impl::run(const std::vector<RowFeed>& feeds) {
   bind.bind_input(c.input_ids, Value(ids));
   bind.bind_input(c.attention_mask, Value(mask));
   if (m.has_position_ids) bind.bind_input(c.position_ids, Value(pos));
+  if (!m.logits_positions.empty()) bind.bind_input(m.logits_positions, Value(select));
   const size_t logits_out = bind.bind_output(c.logits);
   for (size_t k = 0; k < m.caches.size(); ++k) {
     views.push_back(rows_view(caches[k], first, n));
@@ -146,7 +150,7 @@ Status SequenceBatch::Impl::run(const std::vector<RowFeed>& feeds) {
   for (size_t i = 0; i < feeds.size(); ++i) {
     const int64_t b = feeds[i].row - first;
     const int64_t last = count[static_cast<size_t>(b)] - 1;
-    if (S1 == 1 && last != S - 1) {
+    if (S1 == 1 && last != S - 1 && m.logits_positions.empty()) {
       return not_implemented("logits " + lt.describe() + " hold the last position only, but row " + str(feeds[i].row) +
                              " ends earlier in this run");
     }

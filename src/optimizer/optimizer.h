@@ -23,6 +23,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "ep/kernel.h"
 #include "ir/graph.h"
@@ -60,6 +61,13 @@ struct Stats {
 // Optimizes `model` in place. Errors only for internal failures; a pass that cannot apply leaves the
 // graph as it was.
 Status optimize(ir::Model& model, const Options& options, Stats* stats = nullptr);
+
+// SessionOptions::position_selected_outputs (select_positions.cpp): for each named output, a
+// per-position projection of a [batch, seq, hidden] value, inserts nxrt::SelectPositions in front of its
+// matmul and the graph input `<output>_positions` (int64 [batch, k]); the output becomes [batch, k, n].
+// Runs between two rounds of load-time shape inference (it reads the first's facts). An output that is
+// not such a projection is a NotImplemented error naming where the walk back from it stopped.
+Status select_output_positions(ir::Model& model, const std::vector<std::string>& outputs);
 
 // Reads NXRT_OPT_LEVEL (disabled|basic|all, or 0|1|2); returns `dflt` when unset, an error naming the
 // value when it is not one of those.

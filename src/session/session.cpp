@@ -191,6 +191,11 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   // Load-time shape inference over the graph and its subgraphs (results on Graph::shape_facts); an
   // inconsistent model is rejected here, naming the original node.
   NXRT_RETURN_IF_ERROR(shape::infer_shapes(*impl->model));
+  if (!opts.position_selected_outputs.empty()) {
+    // A change of the graph's interface the caller asked for, made at every optimization level.
+    NXRT_RETURN_IF_ERROR(optimizer::select_output_positions(*impl->model, opts.position_selected_outputs));
+    NXRT_RETURN_IF_ERROR(shape::infer_shapes(*impl->model));
+  }
   const size_t nodes_loaded = impl->model->graph.nodes.size();
   const double t_shapes = session::monotonic_us();
   double t_optimized = t_shapes;

@@ -146,12 +146,33 @@ Status op_onehot(NodeContext& c) {
   return Status::Ok();
 }
 
+// nxrt::SelectPositions(X [batch, seq, ...], positions [batch, k]) -> [batch, k, ...] (ops/tensor/indexing.cpp).
+Status op_select_positions(NodeContext& c) {
+  const ValueFacts &x = c.input(0), &p = c.input(1);
+  if (!x.has_shape) {
+    c.set(0, tensor_unknown_rank(x.dtype));
+    return Status::Ok();
+  }
+  if (x.dims.size() < 2) return c.error("X " + c.shape_str(x) + " must be [batch, seq, ...] (rank >= 2)");
+  std::vector<SymDim> out = x.dims;
+  if (p.has_shape) {
+    if (p.dims.size() != 2) return c.error("positions " + c.shape_str(p) + " must be [batch, k]");
+    NXRT_RETURN_IF_ERROR(c.unify(x.dims[0], p.dims[0], "the batch of X and of positions", &out[0]));
+    out[1] = p.dims[1];
+  } else {
+    out[1] = SymDim::s(c.S.mint());
+  }
+  c.set(0, tensor(x.dtype, out));
+  return Status::Ok();
+}
+
 }  // namespace
 
 void add_indexing_schemas(SchemaList& s) {
   s.add("Gather", &op_gather);
   s.add("GatherElements", &op_gather_elements);
   s.add("GatherND", &op_gather_nd);
+  s.add(ir::kNxrtDomain, "SelectPositions", &op_select_positions);
   for (const char* op : {"ScatterElements", "ScatterND", "Scatter"}) s.add(op, &same_as_input0).rank(kSameAsInput0);
   s.add("TopK", &op_topk).rank(kSameAsInput0);
   s.add("NonZero", &op_nonzero);

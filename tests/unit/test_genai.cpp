@@ -652,6 +652,53 @@ TEST(GenaiOgFolders, Lfm2HybridCarriesConvStates) {
   EXPECT_EQ(run_to_end(**model, bp, {0, 0, 195, 731, 5, 6, 7, 8}).size(), 40u);
 }
 
+// ModelOptions::last_position_logits (on by default): the LM head runs over each row's last position
+// only. Against the same folder with logits at every position: the same next-token logits after a
+// prefill of rows of different lengths (rows at their own lengths with GroupQueryAttention, aligned
+// with pads otherwise), and the same tokens to the end.
+TEST(GenaiOgFolders, LastPositionLogitsEqualEveryPositionLogits) {
+  int checked = 0;
+  for (const char* name : {"tiny-random-gpt2-fp32", "tiny-qwen35-cuda", "tiny-random-lfm2-fp32"}) {
+    SCOPED_TRACE(name);
+    if (!have_og(name)) continue;
+    auto last = Model::create(og_folder(name));
+    ASSERT_TRUE(last.ok()) << last.status().to_string();
+    ModelOptions every_opts;
+    every_opts.last_position_logits = false;
+    auto every = Model::create(og_folder(name), every_opts);
+    ASSERT_TRUE(every.ok()) << every.status().to_string();
+    EXPECT_FALSE((*every)->last_position_logits());
+    std::printf("  %s: last_position_logits %s\n", name, (*last)->last_position_logits() ? "on" : "off (fallback)");
+    if (!(*last)->last_position_logits()) continue;  // logits that are not a plain projection: nothing to compare
+    ++checked;
+    const int64_t pad = (*last)->config().pad_token_id >= 0 ? (*last)->config().pad_token_id : 0;
+    const std::vector<int64_t> prompt = {pad, pad, 10, 20, 30, 40, 7, 8, 9, 10, 11, 12};
+    std::vector<std::vector<float>> logits;
+    std::vector<std::vector<int64_t>> tokens;
+    for (Model* m : {last->get(), every->get()}) {
+      GeneratorParams p(*m);
+      p.search.max_length = 12;
+      p.search.batch_size = 2;
+      auto gen = Generator::create(*m, p);
+      ASSERT_TRUE(gen.ok()) << gen.status().to_string();
+      ASSERT_TRUE((*gen)->append_tokens(prompt).ok());
+      auto l = (*gen)->get_logits();
+      ASSERT_TRUE(l.ok()) << l.status().to_string();
+      logits.push_back(*l);
+      while (!(*gen)->is_done()) ASSERT_TRUE((*gen)->generate_next_token().ok());
+      std::vector<int64_t> all = (*gen)->get_sequence(0), row1 = (*gen)->get_sequence(1);
+      all.insert(all.end(), row1.begin(), row1.end());
+      tokens.push_back(all);
+    }
+    ASSERT_EQ(logits[0].size(), logits[1].size());
+    for (size_t i = 0; i < logits[0].size(); ++i) {
+      ASSERT_NEAR(logits[0][i], logits[1][i], 1e-3 * (1 + std::fabs(logits[1][i]))) << "entry " << i;
+    }
+    EXPECT_EQ(tokens[0], tokens[1]);
+  }
+  if (checked == 0) GTEST_SKIP() << "no genai-og folder with a projected LM head found";
+}
+
 // A toy folder, its model and a generator of `batch` rows (max_length 12); `tune` adjusts the options.
 // Members are destroyed generator first, folder last.
 struct ToyRun {

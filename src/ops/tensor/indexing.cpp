@@ -1,5 +1,5 @@
 // Indexing ops: Gather, GatherElements, GatherND, Scatter, ScatterElements, ScatterND, Compress, NonZero,
-// Unique, TopK. Every index is checked before any element is touched; data-dependent outputs (NonZero,
+// Unique, TopK, and nxrt::SelectPositions. Every index is checked before any element is touched; data-dependent outputs (NonZero,
 // Compress, Unique, TopK) are sized at run time.
 #include <algorithm>
 #include <cmath>
@@ -188,6 +188,50 @@ Status gather_nd_fn(KernelContext& ctx) {
     for (size_t t = 0; t < offs.size(); ++t) std::copy(s + offs[t], s + offs[t] + slice, d + t * slice);
     return Status::Ok();
   });
+}
+
+// nxrt::SelectPositions(X [batch, seq, ...], positions int64 [batch, k]) -> [batch, k, ...]: row b of the
+// output holds X[b, positions[b, j]] for j < k (a negative position counts from the end of the sequence).
+// Inserted by SessionOptions::position_selected_outputs in front of a per-position projection (an LLM's
+// LM head), so that the projection runs over the k positions the caller needs, not the whole sequence.
+// Equal to GatherND(X, Unsqueeze(positions, -1), batch_dims=1); a plain row copy, it needs no other
+// variant.
+Status select_positions_fn(KernelContext& ctx) {
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "X"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& p, ctx.required_tensor(1, "positions"));
+  if (x.rank() < 2) return ctx.error("X " + x.describe() + " must be [batch, seq, ...] (rank >= 2)");
+  if (p.dtype() != DataType::kInt64 || p.rank() != 2 || p.dim(0) != x.dim(0)) {
+    return ctx.error("positions " + p.describe() + " must be int64 [batch, k] with batch " + itos(x.dim(0)) +
+                     " (that of X " + x.describe() + ")");
+  }
+  if (dtype_is_subbyte(x.dtype())) return ctx.error("X " + x.describe() + ": sub-byte dtypes are not supported");
+  const int64_t batch = x.dim(0), seq = x.dim(1), k = p.dim(1);
+  const Tensor pc = p.contiguous();
+  const int64_t* pos = pc.data<int64_t>();
+  for (int64_t i = 0; i < batch * k; ++i) {
+    const int64_t v = pos[i];
+    if (v < -seq || v >= seq) {
+      return ctx.error("positions[" + itos(i / k) + ", " + itos(i % k) + "] = " + itos(v) + " is outside the sequence of " +
+                       itos(seq) + " positions of X " + x.describe());
+    }
+  }
+  Dims out_shape = x.shape();
+  out_shape[1] = k;
+  NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
+  if (out->numel() == 0) return Status::Ok();
+  const Tensor xc = x.contiguous();
+  const size_t row_bytes = dtype_storage_bytes(x.dtype(), static_cast<size_t>(x.numel() / std::max<int64_t>(1, batch * seq)));
+  const char* src = static_cast<const char*>(xc.raw_data());
+  char* dst = static_cast<char*>(out->raw_data());
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t v = pos[b * k + j];
+      if (v < 0) v += seq;
+      std::memcpy(dst + static_cast<size_t>(b * k + j) * row_bytes, src + static_cast<size_t>(b * seq + v) * row_bytes,
+                  row_bytes);
+    }
+  }
+  return Status::Ok();
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -621,6 +665,7 @@ void register_indexing_ops(ep::KernelRegistry& r) {
   r.add_fn("Gather", &gather_fn);
   r.add_fn("GatherElements", &gather_elements_fn);
   r.add_fn("GatherND", &gather_nd_fn);
+  r.add_fn(ir::kNxrtDomain, "SelectPositions", 1, INT64_MAX, &select_positions_fn);
   r.add_fn("Scatter", &scatter_elements_fn);
   r.add_fn("ScatterElements", &scatter_elements_fn);
   r.add_fn("ScatterND", &scatter_nd_fn);
