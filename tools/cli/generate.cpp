@@ -39,7 +39,7 @@ const char* kUsage =
     "                     [--do-sample] [--top-k K] [--top-p P] [--min-p P] [--temperature T]\n"
     "                     [--repetition-penalty R] [--seed S] [--stop-at-eos] [--dump-logits FILE]\n"
     "                     [--num-beams N] [--num-return-sequences N] [--length-penalty X] [--min-length N]\n"
-    "                     [--no-repeat-ngram-size N]\n"
+    "                     [--no-repeat-ngram-size N] [--logits last|every]\n"
     "  MODEL_DIR           folder with genai_config.json and the decoder .onnx (or the genai_config.json)\n"
     "  PROMPT TEXT         text to tokenize with the folder's tokenizer ('-': standard input); the reply streams\n"
     "                      to stdout as text, a summary line goes to stderr, generation stops at EOS; several\n"
@@ -61,7 +61,9 @@ const char* kUsage =
     "                      finished hypotheses); --num-return-sequences K (<= N) sequences per prompt, best first;\n"
     "                      --length-penalty X scores a hypothesis sum(log p) / length^X (default 1)\n"
     "  --min-length N      no EOS before the sequence (prompt included) has N tokens\n"
-    "  --no-repeat-ngram-size N  never repeat an N-gram of the sequence\n";
+    "  --no-repeat-ngram-size N  never repeat an N-gram of the sequence\n"
+    "  --logits last|every the LM head runs over each row's last position only (default, when the logits are\n"
+    "                      a plain projection) or over every position of a run, as onnxruntime-genai does\n";
 
 [[noreturn]] void usage(const std::string& msg) { cli::usage_exit(msg, kUsage); }
 
@@ -397,6 +399,7 @@ int cmd_generate(int argc, char** argv) {
   int64_t prompt_len = -1, new_tokens = 32, max_length = -1, warmup = 0;
   int threads = 1;
   bool json = false;
+  bool last_logits = true;
   genai::SearchOptions so;
   BatchFlags bf;
   bool set_sample = false, set_top_k = false, set_top_p = false, set_temp = false, set_rep = false;
@@ -459,6 +462,9 @@ int cmd_generate(int argc, char** argv) {
     else if (a == "--dump-logits") {
       if (val.empty()) usage("--dump-logits needs a file name");
       dump_path = val;
+    } else if (a == "--logits") {
+      if (val != "last" && val != "every") usage("--logits takes last|every");
+      last_logits = val == "last";
     } else if (a == "--seed") so.random_seed = static_cast<uint64_t>(parse_count(a, val));
     else usage("unknown option " + a);
   }
@@ -508,6 +514,7 @@ int cmd_generate(int argc, char** argv) {
 
   genai::ModelOptions mo;
   mo.session.threads = threads;
+  mo.last_position_logits = last_logits;
   mo.session.opt_level = opt == "disabled" ? OptLevel::kDisabled : opt == "basic" ? OptLevel::kBasic : OptLevel::kAll;
   const double c0 = now_ms();
   auto model_r = genai::Model::create(model_path, mo);

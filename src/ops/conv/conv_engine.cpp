@@ -923,7 +923,10 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
       break;
     }
     case ConvPath::kWinograd:
-      if constexpr (std::is_same_v<CT, float>) p.wino = w.wino->acquire(w.packed[0], s.M, s.C);
+      if constexpr (std::is_same_v<CT, float>) {
+        p.wino = w.wino->acquire(w.packed[0], s.M, s.C);
+        p.wino_plan = winograd_plan(s, threads, cfg.isa);
+      }
       break;
     case ConvPath::kSmallSpatialTransposed:
       if constexpr (std::is_same_v<CT, float>) p.small = w.small->acquire(w.packed);
@@ -989,7 +992,7 @@ bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<C
   if constexpr (std::is_same_v<CT, float>) {
     switch (path) {
       case ConvPath::kWinograd:
-        winograd_conv(s, x, *plan.wino, bias, y, pool, cfg.isa);
+        winograd_conv(plan.wino_plan, x, *plan.wino, bias, y, pool);
         return false;
       case ConvPath::kSmallSpatialTransposed:
         small_spatial_conv(s, x, *plan.small, bias, y, pool, post);

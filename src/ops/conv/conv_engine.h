@@ -117,6 +117,7 @@ struct ConvPlan {
   // The path's extra weights (transformed / transposed copies of the packed ones), shared by every
   // plan of the conv that takes the path and freed with the last of them.
   std::shared_ptr<const WinogradWeights> wino;
+  WinogradPlan wino_plan;               // kWinograd: its tiling, blocks and thread split
   std::shared_ptr<const SmallSpatialWeights> small;
   // Workspace: the padded input copy or the im2col chunk, at offset 0 (64-byte aligned).
   size_t workspace_bytes = 0;

@@ -289,9 +289,7 @@ void small_spatial_prepare(int64_t M, int64_t group, int64_t K, const float* w, 
   for (int64_t g = 0; g < group; ++g) out->wt.push_back(pack_b_f32(true, K, Mg, w + g * Mg * K, K));
 }
 
-std::shared_ptr<const SmallSpatialWeights> SmallSpatialCache::acquire(const std::vector<PackedA<float>>& packed) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (auto live = w_.lock()) return live;
+static std::shared_ptr<SmallSpatialWeights> make_small_spatial_weights(const std::vector<PackedA<float>>& packed) {
   auto out = std::make_shared<SmallSpatialWeights>();
   SmallSpatialWeights& w = *out;
   {
@@ -325,8 +323,11 @@ std::shared_ptr<const SmallSpatialWeights> SmallSpatialCache::acquire(const std:
       }
     }
   }
-  w_ = out;
   return out;
+}
+
+std::shared_ptr<const SmallSpatialWeights> SmallSpatialCache::acquire(const std::vector<PackedA<float>>& packed) const {
+  return lazy_.acquire([&] { return make_small_spatial_weights(packed); });
 }
 
 bool small_spatial_applies(const ConvShape& s, ep::IsaTier isa) {

@@ -25,6 +25,7 @@
 
 #include "nxrt/dims.h"
 #include "ep/cpu_features.h"
+#include "ops/conv/shared_weights.h"
 #include "ops/gemm/gemm.h"
 
 namespace nxrt::ep {
@@ -58,8 +59,7 @@ class SmallSpatialCache {
   std::shared_ptr<const SmallSpatialWeights> acquire(const std::vector<PackedA<float>>& packed) const;
 
  private:
-  mutable std::mutex mu_;
-  mutable std::weak_ptr<const SmallSpatialWeights> w_;
+  SharedLazyWeights<SmallSpatialWeights> lazy_;
 };
 
 // Whether the paths can compute this conv at this tier.

@@ -63,10 +63,7 @@ inline void at_1d(const float* m, int64_t sm, float* y, int64_t sy) {
 }
 
 // Geometry of one call.
-struct Plan {
-  int64_t N, C, M, IH, IW, OH, OW, pt, pl;  // pt/pl: top/left pads
-  int64_t TH, TW;                           // tiles per image (4x4 outputs each)
-};
+using Plan = WinogradPlan;
 
 // ---- Input transform: V[xi][c][j] for the tile rows [R0, R1) of a block (j = (R - R0) * TW + tw) ----
 
@@ -383,10 +380,7 @@ struct CountedWinogradWeights final : WinogradWeights {
 
 int64_t winograd_weights_live() { return g_winograd_live.load(std::memory_order_relaxed); }
 
-std::shared_ptr<const WinogradWeights> WinogradCache::acquire(const PackedA<float>& packed, int64_t M,
-                                                              int64_t C) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (auto live = w_.lock()) return live;
+static std::shared_ptr<WinogradWeights> make_winograd_weights(const PackedA<float>& packed, int64_t M, int64_t C) {
   auto out = std::make_shared<CountedWinogradWeights>();
   {
     // Unpack the PackedA<float> layout (gemm/gemm.h): per K block of kGemmKC starting at k0 (offset k0 * m_padded),
@@ -404,8 +398,12 @@ std::shared_ptr<const WinogradWeights> WinogradCache::acquire(const PackedA<floa
     }
     winograd_prepare(M, C, w.data(), out.get());
   }
-  w_ = out;
   return out;
+}
+
+std::shared_ptr<const WinogradWeights> WinogradCache::acquire(const PackedA<float>& packed, int64_t M,
+                                                              int64_t C) const {
+  return lazy_.acquire([&] { return make_winograd_weights(packed, M, C); });
 }
 
 bool winograd_applies(const ConvShape& s) {
@@ -439,9 +437,8 @@ bool winograd_preferred(const ConvShape& s) {
 // The most output channels whose products read V in place (winograd_conv's `strips`).
 constexpr int64_t kWinogradStripsMaxM = 128;
 
-void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w, const float* bias, float* y,
-                   ep::ThreadPool* pool, ep::IsaTier isa, int64_t block_tiles) {
-  Plan p;
+WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa, int64_t block_tiles) {
+  WinogradPlan p;
   p.N = s.N;
   p.C = s.C;
   p.M = s.M;
@@ -453,8 +450,11 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
   p.pl = s.g.pb[2];
   p.TH = (p.OH + 3) / 4;
   p.TW = (p.OW + 3) / 4;
-  const int64_t total_rows = p.N * p.TH;
-  if (total_rows == 0 || p.M == 0) return;
+  p.isa = isa;
+  p.avx2 = use_avx2(isa);
+  p.total_rows = p.N * p.TH;
+  if (p.total_rows == 0 || p.M == 0) return p;  // nblocks 0: nothing to compute
+  const int64_t total_rows = p.total_rows;
 
   // Tiles per block: the block's transformed input (36 x C) and products (36 x M) take 144 * (C + M)
   // bytes per tile, and every block streams all 36 transformed weight matrices (144 * C * M bytes).
@@ -475,24 +475,57 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
   // transforms (~100 operations per tile and channel, in and out), which dominate with few channels:
   // SqueezeNet's 16->64 @55x55 (7.2M multiply-adds, 0.45 ms) ran on one thread under a GEMM-only count.
   const int64_t macs = kPts * p.M * p.C * total_rows * p.TW + 100 * (p.C + p.M) * total_rows * p.TW;
-  const int threads = pool && macs >= (int64_t(1) << 22) ? pool->num_threads() : 1;
+  const int threads = pool_threads > 1 && macs >= (int64_t(1) << 22) ? pool_threads : 1;
   // Prefer whole blocks per thread (one wake-up per call): smaller blocks when that gives every thread
   // a few of them and keeps >= 24 tiles per GEMM.
   if (threads > 1 && block_tiles <= 0) {
     const int64_t rows_for_split = (total_rows + 4 * threads - 1) / (4 * threads);  // ~4 blocks a thread
     if (rows_for_split < rows_per_block && rows_for_split * p.TW >= 24) rows_per_block = rows_for_split;
   }
-  int64_t nblocks = (total_rows + rows_per_block - 1) / rows_per_block;
+  const int64_t nblocks = (total_rows + rows_per_block - 1) / rows_per_block;
   // Enough blocks for the threads to take whole blocks with >= 80% balance: split blocks (one wake-up per
   // call, buffers per thread); else split each block's three phases over the threads.
   const int64_t rounds = (nblocks + threads - 1) / threads;
-  const bool split_blocks = threads > 1 && nblocks >= 2 * threads && 5 * nblocks >= 4 * rounds * threads;
-  const int64_t ld = rows_per_block * p.TW + 8;  // 8 spare columns: see input_avx2
-  const int64_t cstride = p.C * ld, mstride = p.M * ld;
-  const size_t v_floats = static_cast<size_t>(kPts * cstride + 16);
-  const size_t m_floats = static_cast<size_t>(kPts * mstride + 16);
-  const size_t in_floats = static_cast<size_t>(12 * input_plane(rows_per_block * p.TW));
-  const bool avx2 = use_avx2(isa);
+  p.threads = threads;
+  p.rows_per_block = rows_per_block;
+  p.nblocks = nblocks;
+  p.split_blocks = threads > 1 && nblocks >= 2 * threads && 5 * nblocks >= 4 * rounds * threads;
+  p.ld = rows_per_block * p.TW + 8;  // 8 spare columns: see input_avx2
+  p.cstride = p.C * p.ld;
+  p.mstride = p.M * p.ld;
+  p.v_floats = static_cast<size_t>(kPts * p.cstride + 16);
+  p.m_floats = static_cast<size_t>(kPts * p.mstride + 16);
+  p.in_floats = static_cast<size_t>(12 * input_plane(rows_per_block * p.TW));
+  // With few output channels, and where the strips read B rows exactly (AVX-512 masked loads), the 36
+  // products read the transformed input V in place instead of packing each C x cols slice into B panels
+  // first (a copy of all of V per block, which only M / 6 A panels then share). Zen 5, 1 thread, in-model
+  // per-node trace (lower quartile): DenseNet-121's 128->32 3x3 convs @56x56 7.7-7.9 -> 6.6-7.0 ms over
+  // 6 convs, @28x28 4.0 -> 3.4-3.5 over 12. With many panels the unaligned rows (ld is not a multiple of
+  // 16) cost more than the packing saves: Inception-v2's 64->192 @56x56 1.95 -> 2.14 ms, hence the limit.
+  p.strips = p.M <= kWinogradStripsMaxM && gemm_f32_strips_exact(isa);
+  if (p.strips) {
+    p.row_offsets.resize(static_cast<size_t>(p.C));
+    for (int64_t c = 0; c < p.C; ++c) p.row_offsets[static_cast<size_t>(c)] = c * p.ld;
+  }
+  return p;
+}
+
+void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w, const float* bias, float* y,
+                   ep::ThreadPool* pool, ep::IsaTier isa, int64_t block_tiles) {
+  winograd_conv(winograd_plan(s, pool ? pool->num_threads() : 1, isa, block_tiles), x, w, bias, y, pool);
+}
+
+void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
+                   ep::ThreadPool* pool) {
+  if (p.nblocks == 0) return;
+  const int64_t total_rows = p.total_rows, rows_per_block = p.rows_per_block, nblocks = p.nblocks;
+  const int64_t ld = p.ld, cstride = p.cstride, mstride = p.mstride;
+  const size_t v_floats = p.v_floats, m_floats = p.m_floats, in_floats = p.in_floats;
+  const bool avx2 = p.avx2, strips = p.strips, split_blocks = p.split_blocks;
+  const ep::IsaTier isa = p.isa;
+  // A pool smaller than the plan's (a plan is made at the pool's size) runs the blocks it is given.
+  const int threads = pool ? std::min(p.threads, pool->num_threads()) : 1;
+  const int64_t* boff = strips ? p.row_offsets.data() : nullptr;
 
   auto input_phase = [&](const float* xin, int64_t R0, int64_t R1, int64_t c0, int64_t c1, float* V) {
 #ifdef NXRT_WINO_X86
@@ -513,20 +546,6 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
 #endif
     output_scalar(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride);
   };
-  // With few output channels, and where the strips read B rows exactly (AVX-512 masked loads), the 36
-  // products read the transformed input V in place instead of packing each C x cols slice into B panels
-  // first (a copy of all of V per block, which only M / 6 A panels then share). Zen 5, 1 thread, in-model
-  // per-node trace (lower quartile): DenseNet-121's 128->32 3x3 convs @56x56 7.7-7.9 -> 6.6-7.0 ms over
-  // 6 convs, @28x28 4.0 -> 3.4-3.5 over 12. With many panels the unaligned rows (ld is not a multiple of
-  // 16) cost more than the packing saves: Inception-v2's 64->192 @56x56 1.95 -> 2.14 ms, hence the limit.
-  const bool strips = p.M <= kWinogradStripsMaxM && gemm_f32_strips_exact(isa);
-  thread_local std::vector<int64_t> row_offsets;  // the workers read it through `boff`
-  const int64_t* boff = nullptr;
-  if (strips) {
-    row_offsets.resize(static_cast<size_t>(p.C));
-    for (int64_t c = 0; c < p.C; ++c) row_offsets[c] = c * ld;
-    boff = row_offsets.data();
-  }
   auto gemms = [&](int64_t cols, const float* V, float* Mx, int64_t xi0, int64_t xi1) {
     if (strips) {
       for (int64_t xi = xi0; xi < xi1; ++xi)

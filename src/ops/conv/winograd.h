@@ -26,6 +26,7 @@
 
 #include "nxrt/dims.h"
 #include "ep/cpu_features.h"
+#include "ops/conv/shared_weights.h"
 #include "ops/gemm/gemm.h"
 
 namespace nxrt::ep {
@@ -60,8 +61,7 @@ class WinogradCache {
   std::shared_ptr<const WinogradWeights> acquire(const PackedA<float>& packed, int64_t M, int64_t C) const;
 
  private:
-  mutable std::mutex mu_;
-  mutable std::weak_ptr<const WinogradWeights> w_;
+  SharedLazyWeights<WinogradWeights> lazy_;
 };
 
 // Transformed weight sets alive now (all convs): what tests watch to see eviction free them.
@@ -73,10 +73,36 @@ bool winograd_applies(const ConvShape& s);
 // Whether it is expected to beat im2col + GEMM on this shape (the kAuto rule; see the .cpp).
 bool winograd_preferred(const ConvShape& s);
 
-// y[N, M, OH, OW] = conv(x, w) + bias (bias may be null). Requires winograd_applies(s) and w prepared
-// for s.M x s.C.
-// The transforms and products use vector code at `isa` (scalar transforms below the AVX2 tier);
+// Everything winograd_conv decides from the shape, the pool size and the tier: the tiling, the block
+// size and count, how the work splits over threads, the buffer sizes, and the row offsets the in-place
+// products read. Made once per shape (ConvPlan holds one, made when the conv's variant specializes);
+// immutable afterwards, so concurrent calls share it.
+struct WinogradPlan {
+  int64_t N = 0, C = 0, M = 0, IH = 0, IW = 0, OH = 0, OW = 0, pt = 0, pl = 0;  // pt/pl: top/left pads
+  int64_t TH = 0, TW = 0;                 // tiles per image (4x4 outputs each)
+  int64_t total_rows = 0;                 // N * TH tile rows
+  int64_t rows_per_block = 1, nblocks = 0;
+  int threads = 1;                        // 1: the calling thread does it all (small problems)
+  bool split_blocks = false;              // threads take whole blocks (else each block's phases split)
+  int64_t ld = 0, cstride = 0, mstride = 0;
+  size_t v_floats = 0, m_floats = 0, in_floats = 0;  // per-thread buffers (transformed input, products, input rows)
+  ep::IsaTier isa = ep::IsaTier::kScalar;
+  bool avx2 = false;                      // vector transforms
+  bool strips = false;                    // products read V in place through row_offsets
+  std::vector<int64_t> row_offsets;       // strips: c * ld per input channel
+};
+
+// The plan of winograd_conv for `s` (winograd_applies(s)) run on a pool of `pool_threads` threads.
 // `block_tiles` > 0 forces the tiles per block (tests and tuning; 0: the sizing rule).
+WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa = ep::cpu_isa_tier(),
+                           int64_t block_tiles = 0);
+
+// y[N, M, OH, OW] = conv(x, w) + bias (bias may be null), as `p` plans it; w prepared for p.M x p.C.
+// The transforms and products use vector code at p.isa (scalar transforms below the AVX2 tier).
+void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
+                   ep::ThreadPool* pool);
+
+// Plans and runs in one call (tests, benchmarks).
 void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w, const float* bias, float* y,
                    ep::ThreadPool* pool, ep::IsaTier isa = ep::cpu_isa_tier(), int64_t block_tiles = 0);
 

@@ -12,6 +12,7 @@
 // Also registered under "nxrt": LayerNormalization, RMSNormalization, Gelu, HardSwish and Swish, the
 // ai.onnx kernels (opset 17 / 23 / 20 / 14 / 24 semantics), so fusions work on models importing older opsets.
 #include <cmath>
+#include <optional>
 
 #include "ep/kernel.h"
 #include "ep/standalone_context.h"
@@ -163,6 +164,13 @@ class FusedKernel final : public ep::Kernel {
   // The wrapped kernel's inputs are forwarded unchanged: it decides for them.
   bool reads_const_input_data(size_t i) const override { return i >= n_inner_ || inner_->reads_const_input_data(i); }
 
+  // Whether a wrapped Conv takes the epilogue (residual, activation and any pre-activation) into its
+  // GEMM: float X and residual, and Relu/Clip/LeakyRelu/no activation. specialize plans for what
+  // compute then does, so both ask here.
+  bool epilogue_in_conv(DataType x, std::optional<DataType> z) const {
+    return conv_post_activation(act_.kind) && x == DataType::kFloat && (!z || *z == DataType::kFloat);
+  }
+
   // The wrapped kernel's variant for its inputs (the fused node's first n_inner_), as compute() will
   // call it: a Conv with the pre-activation in its post when compute_with_post will carry it.
   Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
@@ -175,9 +183,8 @@ class FusedKernel final : public ep::Kernel {
     }
     const ep::SpecializeContext inner(*inner_info_, n, dtypes.data(), shapes.data(), sc.num_threads());
     if (const auto* conv_post = dynamic_cast<const ConvWithPost*>(inner_.get())) {
-      const bool z_ok = !sc.has_input(3) || sc.dtype(3) == DataType::kFloat;
-      const bool pre = !pre_scale_.empty() && conv_post_activation(act_.kind) && sc.dtype(0) == DataType::kFloat &&
-                       z_ok;
+      const bool pre = !pre_scale_.empty() &&
+                       epilogue_in_conv(sc.dtype(0), sc.has_input(3) ? std::optional(sc.dtype(3)) : std::nullopt);
       return conv_post->specialize_with_post(inner, pre);
     }
     return inner_->specialize(inner);
@@ -197,10 +204,8 @@ class FusedKernel final : public ep::Kernel {
     // Conv on float with Relu/Clip/LeakyRelu/no activation: the residual and activation go into the GEMM's
     // store (and a pre-activation into its input packing).
     auto* conv_post = dynamic_cast<ConvWithPost*>(inner_.get());
-    const bool post_act = conv_post_activation(act_.kind);
     Value preact;  // the general path's pre-activated X
-    if (conv_post && post_act && ctx.input(0).dtype() == DataType::kFloat &&
-        (!z || z->dtype() == DataType::kFloat)) {
+    if (conv_post && epilogue_in_conv(ctx.input(0).dtype(), z ? std::optional(z->dtype()) : std::nullopt)) {
       ConvPost post;
       post.residual = z ? z->data<float>() : nullptr;
       post.act = act_.kind;
