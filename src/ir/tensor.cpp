@@ -48,7 +48,9 @@ Dims contiguous_strides(const Dims& shape) {
   int64_t acc = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= shape[i];
+    // Only an empty shape (a 0 dim further left) can overflow here, e.g. [0, 2^40, 2^40]: its strides
+    // address no element, so a saturated value serves (fuzzing found the overflow, docs/RELIABILITY.md).
+    if (i > 0 && __builtin_mul_overflow(acc, shape[i], &acc)) acc = INT64_MAX;
   }
   return st;
 }

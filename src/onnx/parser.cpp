@@ -982,6 +982,9 @@ Status Parser::densify(const Tensor& values, const Tensor& indices, const Dims& 
   auto index_at = [&](int64_t k) -> int64_t {
     return indices.dtype() == DataType::kInt64 ? indices.data<int64_t>()[k] : indices.data<int32_t>()[k];
   };
+  // An empty dense shape has no position for any value (and its strides may be saturated: see
+  // contiguous_strides), so the first value is out of range.
+  if (dense_n == 0 && nnz > 0) return ctx_.error(offset, desc + ": index 0 is out of range (the dense shape is empty)");
   Tensor dense(dt, dims);
   const Dims strides = contiguous_strides(dims);
   const int bits = dtype_bits(dt);

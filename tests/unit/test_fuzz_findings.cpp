@@ -118,3 +118,24 @@ TEST(FuzzFindings, StreamingEqualsDecodeWithStripStop5) {
   // With special tokens skipped the input has a run of spaces longer than the strip takes.
   EXPECT_GT(checked_spaces, 0u);
 }
+
+// value_pb, fifth campaign (2026-12-02): a SparseTensorProto whose dense dims hold a 0 and, to its
+// right, dims whose product overflows int64 ([.., 0, ~1.5e18, 100]-like). The dense tensor is empty, so
+// its byte size is fine, but contiguous_strides multiplied on past int64 (UBSan: signed overflow in
+// ir/tensor.cpp). Strides of an empty shape now saturate (they address no element), and densifying
+// values into an empty dense shape is an error naming the first value.
+TEST(FuzzFindings, SparseTensorWithEmptyHugeDenseShape) {
+  const std::string bytes = corpus_file("value_pb", "finding_sparse_empty_dense_shape_stride_overflow.pb");
+  ASSERT_FALSE(bytes.empty());
+  ir::TypeInfo sparse;
+  sparse.kind = ir::TypeInfo::Kind::kSparseTensor;
+  sparse.elem_type = DataType::kFloat;
+  auto r = onnx::parse_value_pb(bytes.data(), bytes.size(), &sparse);
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.status().message(), "out of range");
+  // The strides themselves: exact where the product fits, saturated where it overflows.
+  const int64_t big = int64_t{1} << 40;
+  EXPECT_EQ(contiguous_strides({3, 0, big, big}), (Dims{0, INT64_MAX, big, 1}));
+  EXPECT_EQ(contiguous_strides({2, 3, 4}), (Dims{12, 4, 1}));
+  EXPECT_EQ(contiguous_strides({5, 0, 7}), (Dims{0, 7, 1}));
+}
