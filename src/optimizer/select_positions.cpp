@@ -57,6 +57,21 @@ Status select_one(ir::Model& model, GraphInfo& gi, const std::string& output) {
   if (!of || !of->has_shape || of->dims.size() != 3) {
     return not_implemented(where + "it is not known to be [batch, seq, n] (rank 3)");
   }
+  // Whatever reads the output inside the graph would see its new shape: refuse rather than change it.
+  if (gi.num_uses(output) > 0) return not_implemented(where + "nodes of the graph read it too");
+  for (const ir::Node& node : g.nodes) {
+    for (const ir::Attribute& a : node.attributes) {
+      std::vector<const ir::Graph*> subgraphs;
+      if (a.g) subgraphs.push_back(a.g.get());
+      for (const auto& sg : a.graphs) subgraphs.push_back(sg.get());
+      for (const ir::Graph* sg : subgraphs) {
+        const std::vector<std::string> reads = outer_reads(*sg);
+        if (std::find(reads.begin(), reads.end(), output) != reads.end()) {
+          return not_implemented(where + "a subgraph of node " + node.label() + " reads it");
+        }
+      }
+    }
+  }
   constexpr int64_t rank = 3;
   std::vector<std::string> on_the_way;  // values whose declared shapes the rewrite invalidates
 

@@ -157,6 +157,13 @@ TEST(SelectPositions, RefusesOutputsThatAreNotPerPositionProjections) {
     refused(b.m, {"logits"}, StatusCode::kNotImplemented, "Softmax");
   }
   {
+    // Another output is computed from it: that one would change shape too.
+    ModelBuilder b = lm_head_model();
+    b.node("Softmax", {"logits"}, {"probs"}, {A_i("axis", -1)});
+    b.output("probs");
+    refused(b.m, {"logits"}, StatusCode::kNotImplemented, "nodes of the graph read it too");
+  }
+  {
     // The matmul's output is an output too: its positions cannot be dropped.
     ModelBuilder b = lm_head_model();
     b.output("mm");
