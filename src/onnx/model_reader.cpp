@@ -75,9 +75,11 @@ Result<Value> read_value_pb(const std::string& path, const ir::TypeInfo* expecte
   });
 }
 
-Result<Value> parse_value_pb(const void* data, size_t size, const ir::TypeInfo* expected, std::string* name) {
+Result<Value> parse_value_pb(const void* data, size_t size, const ir::TypeInfo* expected, std::string* name,
+                             size_t max_densify_bytes) {
   ParseOptions po;
   po.borrow_raw = false;  // the caller's buffer may not outlive the value
+  po.max_densify_bytes = max_densify_bytes;
   return without_throwing("reading a value", [&]() -> Result<Value> {
     Parser parser(static_cast<const uint8_t*>(data), size, po);
     Value v;

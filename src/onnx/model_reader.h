@@ -42,9 +42,11 @@ Result<std::unique_ptr<ir::Model>> load_model_bytes(const void* data, size_t siz
 
 // Test-data files (.pb): a TensorProto, SequenceProto, OptionalProto or MapProto, chosen by `expected`
 // (the graph input/output type); with expected == nullptr or kind unknown a TensorProto is assumed.
-// `name` receives the proto's name field when not null.
+// `name` receives the proto's name field when not null. A sparse tensor is densified up to
+// `max_densify_bytes` (as LoadOptions::max_densify_bytes; the fuzz target lowers it to its memory limit).
 Result<Value> read_value_pb(const std::string& path, const ir::TypeInfo* expected, std::string* name = nullptr);
-Result<Value> parse_value_pb(const void* data, size_t size, const ir::TypeInfo* expected, std::string* name = nullptr);
+Result<Value> parse_value_pb(const void* data, size_t size, const ir::TypeInfo* expected, std::string* name = nullptr,
+                             size_t max_densify_bytes = size_t{1} << 30);
 // Writes a value in the matching proto (tensors use raw_data, strings use string_data).
 Status write_value_pb(const std::string& path, const Value& value, const std::string& name);
 std::string serialize_value_pb(const Value& value, const std::string& name);
