@@ -221,16 +221,17 @@ Result<std::unique_ptr<Model>> Model::create(const std::string& path, const Mode
   NXRT_ASSIGN_OR_RETURN(impl->config, read_config(path));
   SessionOptions so = opts.session;
   const std::string& logits = impl->config.logits;
-  const bool select = opts.last_position_logits &&
-                      std::find(so.position_selected_outputs.begin(), so.position_selected_outputs.end(), logits) ==
-                          so.position_selected_outputs.end();
+  // The caller may have listed the logits among the session's position-selected outputs already.
+  const bool listed = std::find(so.position_selected_outputs.begin(), so.position_selected_outputs.end(), logits) !=
+                      so.position_selected_outputs.end();
+  const bool select = opts.last_position_logits && !listed;
   if (select) so.position_selected_outputs.push_back(logits);
   Result<std::unique_ptr<Session>> session = Session::create(impl->config.decoder_path, so);
   if (select && !session.ok() && session.status().message().find("position_selected_outputs:") != std::string::npos) {
     // The logits are not a plain projection of the hidden state (the rewrite says where it stopped), or
     // the graph has a value of the input's name: run with logits at every position.
     session = Session::create(impl->config.decoder_path, opts.session);
-  } else if (select && session.ok()) {
+  } else if ((select || listed) && session.ok()) {
     impl->logits_positions = logits + "_positions";
   }
   if (!session.ok()) return session.status();

@@ -668,6 +668,13 @@ TEST(GenaiOgFolders, LastPositionLogitsEqualEveryPositionLogits) {
     auto every = Model::create(og_folder(name), every_opts);
     ASSERT_TRUE(every.ok()) << every.status().to_string();
     EXPECT_FALSE((*every)->last_position_logits());
+    // Listing the logits in the session's options instead comes to the same.
+    ModelOptions listed_opts;
+    listed_opts.last_position_logits = false;
+    listed_opts.session.position_selected_outputs = {(*last)->config().logits};
+    auto listed = Model::create(og_folder(name), listed_opts);
+    ASSERT_TRUE(listed.ok()) << listed.status().to_string();
+    EXPECT_EQ((*listed)->last_position_logits(), (*last)->last_position_logits());
     std::printf("  %s: last_position_logits %s\n", name, (*last)->last_position_logits() ? "on" : "off (fallback)");
     if (!(*last)->last_position_logits()) continue;  // logits that are not a plain projection: nothing to compare
     ++checked;
