@@ -139,3 +139,17 @@ TEST(FuzzFindings, SparseTensorWithEmptyHugeDenseShape) {
   EXPECT_EQ(contiguous_strides({2, 3, 4}), (Dims{12, 4, 1}));
   EXPECT_EQ(contiguous_strides({5, 0, 7}), (Dims{0, 7, 1}));
 }
+
+// tokenizer, fifth campaign (2026-12-02): a decoder chain ending in Strip whose `content` is " <unk"
+// (a mutation of " "), with stop 5 after Fuse. The streaming decoder's end-strip handling assumes the
+// strip removes whole characters, and the streamed text differed from decode(). Hugging Face's Strip
+// strips one character (its content is a char), so such a tokenizer.json would not load there either:
+// now it is a load error naming the content.
+TEST(FuzzFindings, StripDecoderContentIsOneCharacter) {
+  const std::string bytes = corpus_file("tokenizer", "finding_strip_multichar_content.json");
+  ASSERT_FALSE(bytes.empty());
+  const std::string json = bytes.substr(0, bytes.find('\0'));
+  auto tok = genai::Tokenizer::from_json_text(json);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_HAS(tok.status().message(), "decoder Strip: content ' <unk' is not one character");
+}

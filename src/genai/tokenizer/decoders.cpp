@@ -166,6 +166,13 @@ Result<std::unique_ptr<Decoder>> make_decoder(const Json& j) {
   if (type == "Strip") {
     auto d = std::make_unique<StripDecoder>();
     d->content = j.get_string("content", " ");
+    // tokenizers' Strip decoder strips one character (its `content` is a char): a longer string is no
+    // tokenizer it would load, and the streaming decoder relies on the end strip removing whole
+    // characters (fuzzing found " <unk" breaking streamed == decode).
+    if (d->content.empty() || utf8_step(d->content, 0) != static_cast<int>(d->content.size())) {
+      return invalid_argument("tokenizer.json: decoder Strip: content '" + d->content +
+                              "' is not one character (Strip strips a single character)");
+    }
     d->start = j.get_int("start", 0);
     d->stop = j.get_int("stop", 0);
     return std::unique_ptr<Decoder>(std::move(d));
