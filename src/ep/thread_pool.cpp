@@ -28,6 +28,24 @@ namespace {
 constexpr int kSpinIters = 4000;
 
 thread_local int tl_parallel_depth = 0;
+// The pool whose slot tl_slot is (a worker's own pool, or the pool a caller is driving), see slot().
+thread_local const void* tl_slot_pool = nullptr;
+thread_local int tl_slot = 0;
+
+// A caller driving a job of `pool` takes slot 0 for it, and restores what it had (it may be a worker of
+// another pool, or a caller of this one higher up) afterwards.
+struct SlotGuard {
+  const void* saved_pool;
+  int saved_slot;
+  explicit SlotGuard(const void* pool) : saved_pool(tl_slot_pool), saved_slot(tl_slot) {
+    tl_slot_pool = pool;
+    tl_slot = 0;
+  }
+  ~SlotGuard() {
+    tl_slot_pool = saved_pool;
+    tl_slot = saved_slot;
+  }
+};
 
 struct DepthGuard {
   DepthGuard() { ++tl_parallel_depth; }
@@ -83,7 +101,9 @@ struct ThreadPool::Impl {
     }
   }
 
-  void worker_loop() {
+  void worker_loop(const ThreadPool* pool, int slot) {
+    tl_slot_pool = pool;
+    tl_slot = slot;
     uint32_t seen = 0;
     for (;;) {
       uint32_t g = gen.load(std::memory_order_acquire);
@@ -137,10 +157,12 @@ int ThreadPool::available_cpus() {
 
 bool ThreadPool::in_parallel_region() { return tl_parallel_depth > 0; }
 
+int ThreadPool::slot() const { return tl_slot_pool == this ? tl_slot : 0; }
+
 ThreadPool::ThreadPool(int num_threads) : num_threads_(1), impl_(std::make_unique<Impl>()) {
   const int avail = available_cpus();
   num_threads_ = num_threads <= 0 ? avail : std::max(1, std::min(num_threads, avail));
-  for (int i = 1; i < num_threads_; ++i) impl_->workers.emplace_back([this] { impl_->worker_loop(); });
+  for (int i = 1; i < num_threads_; ++i) impl_->workers.emplace_back([this, i] { impl_->worker_loop(this, i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -177,6 +199,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
                                                     // generation may join this job: it is complete now
   im.gen.fetch_add(1, std::memory_order_seq_cst);  // publishes the job (release)
   if (im.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake(&im.gen, INT_MAX);
+  SlotGuard slot(this);
   im.run_chunks();
   im.wait_done();
   im.fn = nullptr;

@@ -54,6 +54,14 @@ class ThreadPool {
   // Whether the calling thread is currently inside a parallel_for of some pool (a worker or a caller).
   static bool in_parallel_region();
 
+  // The calling thread's slot in [0, num_threads()): inside a parallel_for of this pool, the threads
+  // running its chunks have distinct slots (the caller 0, worker i i + 1), and a loop nested in a chunk
+  // (which runs inline) keeps its thread's slot. Outside one, and on threads that are not this pool's,
+  // 0. Why: a kernel's per-thread scratch is one slot of the workspace its variant declared
+  // (num_threads() slots), so two chunks running at once never share scratch. Concurrent session runs
+  // each run inline on their own thread with slot 0, each on its own run's workspace.
+  int slot() const;
+
  private:
   struct Impl;
   int num_threads_;

@@ -78,6 +78,50 @@ TEST(ThreadPool, NestedRunsInline) {
   EXPECT_FALSE(ep::ThreadPool::in_parallel_region());
 }
 
+// Chunks running at the same time hold distinct slots below num_threads(), and a loop nested in a
+// chunk keeps the chunk's slot: per-thread scratch indexed by slot is never shared by two chunks.
+TEST(ThreadPool, SlotsAreDistinctAmongConcurrentChunks) {
+  for (int threads : {1, 2, 4}) {
+    ep::ThreadPool pool(threads);
+    const int n = pool.num_threads();
+    std::vector<std::atomic<int>> in_use(static_cast<size_t>(n));
+    std::atomic<int> bad{0}, nested_changed{0};
+    std::set<int> seen;
+    std::mutex mu;
+    EXPECT_EQ(pool.slot(), 0);
+    for (int rep = 0; rep < 20; ++rep) {
+      pool.parallel_for(64, 1, [&](int64_t b, int64_t e) {
+        const int s = pool.slot();
+        if (s < 0 || s >= n) {
+          bad.fetch_add(1);
+          return;
+        }
+        if (in_use[static_cast<size_t>(s)].exchange(1) != 0) bad.fetch_add(1);
+        for (int64_t i = b; i < e; ++i) std::this_thread::sleep_for(std::chrono::microseconds(20));
+        pool.parallel_for(8, 1, [&](int64_t, int64_t) {
+          if (pool.slot() != s) nested_changed.fetch_add(1);
+        });
+        {
+          std::lock_guard<std::mutex> lk(mu);
+          seen.insert(s);
+        }
+        in_use[static_cast<size_t>(s)].store(0);
+      });
+    }
+    EXPECT_EQ(bad.load(), 0) << threads << " threads";
+    EXPECT_EQ(nested_changed.load(), 0) << threads << " threads";
+    EXPECT_GE(seen.size(), 1u);
+    EXPECT_EQ(pool.slot(), 0);  // the caller's slot is restored after the loop
+    // A thread of another pool asking this one: slot 0 of this pool, whatever its own slot there.
+    ep::ThreadPool other(2);
+    std::atomic<int> foreign_nonzero{0};
+    other.parallel_for(8, 1, [&](int64_t, int64_t) {
+      if (pool.slot() != 0) foreign_nonzero.fetch_add(1);
+    });
+    EXPECT_EQ(foreign_nonzero.load(), 0);
+  }
+}
+
 TEST(ThreadPool, ConcurrentCallersBothComplete) {
   ep::ThreadPool pool(2);
   std::atomic<int64_t> total{0};
