@@ -122,6 +122,133 @@ __attribute__((target("avx2,fma"))) void softmax_row_avx2(float* r, int64_t n) {
   for (; j < n; ++j) r[j] *= inv;
 }
 bool has_avx2() { return ep::cpu_has_avx2_fma(); }
+
+// The single-token decode step on AVX-512 for head sizes 16 * DV (f32_gqa_decode_*__avx512). Per KV
+// head, G query heads attend to the same n cached rows.
+#define NXRT_GQA_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma")))
+
+NXRT_GQA_AVX512 inline __m256 half_sum(__m512 v) {
+  return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+}
+
+// out[g * n + j] = scale * q_g . k_j. Blocks of 4 key rows outer and the G heads inner, so each block
+// (4 x D floats) is read from memory once and from L1 by the other heads; the AVX2 loop went head by
+// head and read all n rows G times.
+template <int DV>
+NXRT_GQA_AVX512 void gqa_scores_avx512(const float* q, int64_t G, const float* k, int64_t n, float scale, float* out) {
+  constexpr int64_t D = 16 * DV;
+  const __m128 vs = _mm_set1_ps(scale);
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float* k0 = k + j * D;
+    // The block after next: the cache rows come from memory (one pass per step), and the G heads'
+    // work on a block is short next to a memory round trip.
+    for (int64_t off = 8 * D; off < 12 * D; off += 16) _mm_prefetch(reinterpret_cast<const char*>(k0 + off), _MM_HINT_T0);
+    for (int64_t g = 0; g < G; ++g) {
+      const float* qg = q + g * D;
+      __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+#pragma GCC unroll 8
+      for (int c = 0; c < DV; ++c) {
+        const __m512 qv = _mm512_loadu_ps(qg + 16 * c);
+        a0 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + 16 * c), a0);
+        a1 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + D + 16 * c), a1);
+        a2 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + 2 * D + 16 * c), a2);
+        a3 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + 3 * D + 16 * c), a3);
+      }
+      // Four horizontal sums into one 4-lane vector: halves added, then the AVX2 hadd tree.
+      const __m256 h01 = _mm256_hadd_ps(half_sum(a0), half_sum(a1)), h23 = _mm256_hadd_ps(half_sum(a2), half_sum(a3));
+      const __m256 h = _mm256_hadd_ps(h01, h23);
+      const __m128 r = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+      _mm_storeu_ps(out + g * n + j, _mm_mul_ps(r, vs));
+    }
+  }
+  for (; j < n; ++j) {
+    const float* kj = k + j * D;
+    for (int64_t g = 0; g < G; ++g) {
+      __m512 a = _mm512_setzero_ps();
+#pragma GCC unroll 8
+      for (int c = 0; c < DV; ++c) a = _mm512_fmadd_ps(_mm512_loadu_ps(q + g * D + 16 * c), _mm512_loadu_ps(kj + 16 * c), a);
+      out[g * n + j] = _mm512_reduce_add_ps(a) * scale;
+    }
+  }
+}
+
+// y_h = sum_j p[h * n + j] v_j for HC heads, the outputs held in HC x DV registers for the whole pass
+// over the n value rows (the AVX2 loop added each row into y through memory, a store-to-load chain).
+template <int DV, int HC>
+NXRT_GQA_AVX512 void gqa_pv_avx512(const float* p, int64_t n, const float* v, float* y) {
+  constexpr int64_t D = 16 * DV;
+  __m512 acc[HC][DV];
+#pragma GCC unroll 8
+  for (int h = 0; h < HC; ++h)
+#pragma GCC unroll 8
+    for (int c = 0; c < DV; ++c) acc[h][c] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; ++j) {
+    const float* vj = v + j * D;
+    if (j % 4 == 0)
+      for (int64_t off = 8 * D; off < 12 * D; off += 16) _mm_prefetch(reinterpret_cast<const char*>(vj + off), _MM_HINT_T0);
+    __m512 vv[DV];
+#pragma GCC unroll 8
+    for (int c = 0; c < DV; ++c) vv[c] = _mm512_loadu_ps(vj + 16 * c);
+#pragma GCC unroll 8
+    for (int h = 0; h < HC; ++h) {
+      const __m512 ph = _mm512_set1_ps(p[h * n + j]);
+#pragma GCC unroll 8
+      for (int c = 0; c < DV; ++c) acc[h][c] = _mm512_fmadd_ps(ph, vv[c], acc[h][c]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int h = 0; h < HC; ++h)
+#pragma GCC unroll 8
+    for (int c = 0; c < DV; ++c) _mm512_storeu_ps(y + h * D + 16 * c, acc[h][c]);
+}
+
+// Heads per pass: at most 24 accumulators (DV each), so the pass keeps them, DV value registers and a
+// broadcast within the 32 zmm registers.
+template <int DV>
+constexpr int kGqaMaxHeadsPerPass = 24 / DV;
+
+template <int DV>
+NXRT_GQA_AVX512 void gqa_pv_heads_avx512(const float* p, int64_t G, int64_t n, const float* v, float* y) {
+  constexpr int64_t D = 16 * DV;
+  constexpr int kMax = kGqaMaxHeadsPerPass<DV>;
+  // Passes of near-equal size (7 heads at D 64: 4 + 3 rather than 6 + 1).
+  const int64_t passes = (G + kMax - 1) / kMax;
+  int64_t g = 0;
+  for (int64_t ps = 0; ps < passes; ++ps) {
+    const int64_t hc = (G - g + (passes - ps) - 1) / (passes - ps);
+    const float* pg = p + g * n;
+    float* yg = y + g * D;
+    switch (hc) {
+      case 1: gqa_pv_avx512<DV, 1>(pg, n, v, yg); break;
+      case 2: if constexpr (kMax >= 2) gqa_pv_avx512<DV, 2>(pg, n, v, yg); break;
+      case 3: if constexpr (kMax >= 3) gqa_pv_avx512<DV, 3>(pg, n, v, yg); break;
+      case 4: if constexpr (kMax >= 4) gqa_pv_avx512<DV, 4>(pg, n, v, yg); break;
+      case 5: if constexpr (kMax >= 5) gqa_pv_avx512<DV, 5>(pg, n, v, yg); break;
+      default: if constexpr (kMax >= 6) gqa_pv_avx512<DV, 6>(pg, n, v, yg); break;
+    }
+    g += hc;
+  }
+}
+
+// The head sizes the AVX-512 decode step takes: 64 (Qwen2.5-0.5B, Llama-3.2-1B's 64), 96 (Phi-3) and
+// 128 (most 1-8B decoders).
+bool gqa_decode_avx512_head_size(int64_t D) { return D == 64 || D == 96 || D == 128; }
+
+void gqa_scores_avx512_any(const float* q, int64_t G, const float* k, int64_t n, int64_t D, float scale, float* out) {
+  switch (D) {
+    case 64: return gqa_scores_avx512<4>(q, G, k, n, scale, out);
+    case 96: return gqa_scores_avx512<6>(q, G, k, n, scale, out);
+    default: return gqa_scores_avx512<8>(q, G, k, n, scale, out);
+  }
+}
+void gqa_pv_avx512_any(const float* p, int64_t G, int64_t n, const float* v, int64_t D, float* y) {
+  switch (D) {
+    case 64: return gqa_pv_heads_avx512<4>(p, G, n, v, y);
+    case 96: return gqa_pv_heads_avx512<6>(p, G, n, v, y);
+    default: return gqa_pv_heads_avx512<8>(p, G, n, v, y);
+  }
+}
 #endif
 void softmax_row(float* r, int64_t n) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -261,6 +388,7 @@ class GroupQueryAttention final : public ep::Kernel {
     interleaved_ = info.attr_int("rotary_interleaved", 0) != 0;
     causal_ = info.attr_int("causal", 1) != 0;
     reference_ = info.overrides().reference();
+    decode_avx512_ = info.overrides().isa() >= ep::IsaTier::kAvx512;
     if (info.attr_int("smooth_softmax", 0) != 0) return info.error("smooth_softmax is not supported", StatusCode::kNotImplemented);
     if (info.attr_int("qk_output", 0) != 0) return info.error("qk_output is not supported", StatusCode::kNotImplemented);
     if (info.attr_int("sliding_window_cache", 0) != 0) return info.error("sliding_window_cache is not supported", StatusCode::kNotImplemented);
@@ -491,8 +619,25 @@ class GroupQueryAttention final : public ep::Kernel {
 
   float scale(int64_t D) const { return scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(D)); }
 
+  // Softcap, bias and softmax of the decode scores of KV head hk's group (rows of n at sc).
+  void finish_decode_scores(const GqaFloats& f, int64_t b, int64_t hk, int64_t group, int64_t start, int64_t n,
+                            float* sc) const {
+    for (int64_t g = 0; g < group; ++g) {
+      float* r = sc + g * n;
+      const int64_t h = hk * group + g;
+      if (softcap_ > 0.f)
+        for (int64_t j = 0; j < n; ++j) r[j] = softcap_ * std::tanh(r[j] / softcap_);
+      if (f.abias) {
+        const float* a = f.abias + b * f.ab_b + h * f.ab_h + start;
+        for (int64_t j = 0; j < n; ++j) r[j] += a[j];
+      }
+      softmax_row(r, n);
+    }
+  }
+
   // Single-token decode over the float present buffers: per (batch, KV head), each cached K/V row is
-  // read once for the whole group of query heads sharing it. Threads over (batch, KV head).
+  // read once for the whole group of query heads sharing it. Threads over (batch, KV head). On
+  // AVX-512 (the kernel's tier, chosen at creation) head sizes 64/96/128 take gqa_*_avx512.
   void attend_decode(ep::KernelContext& ctx, const GqaCall& c, const GqaFloats& f, const Tensor& presK,
                      const Tensor& presV, Tensor* Y) const {
     const int64_t D = c.D, present_len = c.present_len;
@@ -501,6 +646,9 @@ class GroupQueryAttention final : public ep::Kernel {
     float* ybase = Y->data<float>();
     const float sc_mul = scale(D);
     const int64_t group = H_ / kvH_;
+#if defined(__x86_64__) || defined(__i386__)
+    const bool avx512 = decode_avx512_ && gqa_decode_avx512_head_size(D);
+#endif
     auto work = [&](int64_t w0, int64_t w1) {
       for (int64_t w = w0; w < w1; ++w) {
         const int64_t b = w / kvH_, hk = w % kvH_;
@@ -513,7 +661,14 @@ class GroupQueryAttention final : public ep::Kernel {
         // This item's scores: group * n <= group * present_len floats of its own slice.
         float* sc = f.dec_scores + w * group * present_len;
         const float* q0 = f.q + (b * H_ + hk * group) * D;  // S == 1: heads are consecutive rows
+        float* yo = ybase + b * H_ * D + hk * group * D;    // the group's output rows, consecutive
 #if defined(__x86_64__) || defined(__i386__)
+        if (avx512) {
+          gqa_scores_avx512_any(q0, group, kh + start * D, n, D, sc_mul, sc);
+          finish_decode_scores(f, b, hk, group, start, n, sc);
+          gqa_pv_avx512_any(sc, group, n, vh + start * D, D, yo);
+          continue;
+        }
         if (has_avx2() && D % 8 == 0) {
           scores_avx2(q0, group, kh + start * D, n, D, sc_mul, sc);
         } else
@@ -522,19 +677,7 @@ class GroupQueryAttention final : public ep::Kernel {
           for (int64_t g = 0; g < group; ++g)
             for (int64_t j = 0; j < n; ++j) sc[g * n + j] = dotf(q0 + g * D, kh + (start + j) * D, D) * sc_mul;
         }
-        for (int64_t g = 0; g < group; ++g) {
-          float* r = sc + g * n;
-          const int64_t h = hk * group + g;
-          if (softcap_ > 0.f)
-            for (int64_t j = 0; j < n; ++j) r[j] = softcap_ * std::tanh(r[j] / softcap_);
-          if (f.abias) {
-            const float* a = f.abias + b * f.ab_b + h * f.ab_h + start;
-            for (int64_t j = 0; j < n; ++j) r[j] += a[j];
-          }
-          softmax_row(r, n);
-        }
-        // Output rows of the group's heads are consecutive in y ([B, 1, H * D]).
-        float* yo = ybase + b * H_ * D + hk * group * D;
+        finish_decode_scores(f, b, hk, group, start, n, sc);
         std::fill(yo, yo + group * D, 0.f);
         for (int64_t g = 0; g < group; ++g)
           for (int64_t j = 0; j < n; ++j) {
@@ -694,6 +837,7 @@ class GroupQueryAttention final : public ep::Kernel {
   int64_t H_ = 0, kvH_ = 0, window_ = -1;
   float scale_ = 0.f, softcap_ = 0.f;
   bool rotary_ = false, interleaved_ = false, causal_ = true, reference_ = false;
+  bool decode_avx512_ = false;  // the tier (overrides().isa(), at creation) allows the AVX-512 decode step
 };
 
 // ---------------------------------------------------------------------------------------------
