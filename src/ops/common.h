@@ -64,6 +64,10 @@ class ScratchLayout {
   }
   template <typename T>
   T* at(size_t off) const { return reinterpret_cast<T*>(base_ + off); }
+  // The bytes the arrays take (what a variant declares as workspace).
+  size_t bytes() const { return bytes_; }
+  // The arrays in `base` (64-byte aligned, bytes() of it) instead of allocate().
+  void bind(void* base) { base_ = static_cast<uint8_t*>(base); }
 
  private:
   size_t bytes_ = 0;

@@ -1,7 +1,10 @@
 #include "ops/conv/conv_engine.h"
 
 #include <algorithm>
+#include <span>
+#include <cassert>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 
 #include "ops/conv/depthwise.h"
@@ -97,11 +100,10 @@ template <typename Gather>
 void pack_rows_into_panels(int64_t kc, int64_t nc, float* dst, Gather gather) {
   constexpr int64_t NR = kGemmNR;
   const int64_t panels = (nc + NR - 1) / NR;
-  // Per-thread scratch of the packing threads, not per-shape state: at most one GEMM column block
-  // (NC = 1024 floats, gemm_f32.cpp) whatever the conv, grown once per thread and kept.
-  thread_local std::vector<float> row_buf;
-  if (row_buf.size() < static_cast<size_t>(panels * NR)) row_buf.resize(static_cast<size_t>(panels * NR));
-  float* row = row_buf.data();
+  // One row of the block on the packing thread's stack: at most kGemmMaxBlockCols floats (4 KB)
+  // whatever the conv.
+  alignas(64) float row[(kGemmMaxBlockCols + NR - 1) / NR * NR];
+  assert(panels * NR <= static_cast<int64_t>(sizeof(row) / sizeof(float)));
   std::fill(row + nc, row + panels * NR, 0.f);
   for (int64_t k = 0; k < kc; ++k) {
     gather(k, row);
@@ -127,14 +129,16 @@ struct Im2colPanels {
     struct Run {
       int64_t od, oh, ow0, ow1, off;
     };
-    // Per-thread and per block (at most NC / OW + 2 runs whatever the shape), not per-shape state.
-    thread_local std::vector<Run> runs;
-    runs.clear();
+    // Per block, on the packing thread's stack: one run per output row the block touches, at most
+    // nc <= kGemmMaxBlockCols of them (1-pixel rows).
+    Run runs_buf[kGemmMaxBlockCols];
+    int64_t nruns = 0;
     for (int64_t j = j0; j < j0 + nc;) {
       const int64_t r = j / OW, ow0 = j % OW, ow1 = std::min(OW, ow0 + (j0 + nc - j));
-      runs.push_back({r / OH, r % OH, ow0, ow1, j - j0});
+      runs_buf[nruns++] = {r / OH, r % OH, ow0, ow1, j - j0};
       j += ow1 - ow0;
     }
+    const std::span<const Run> runs(runs_buf, static_cast<size_t>(nruns));
     pack_rows_into_panels(kc, nc, dst, [&](int64_t k, float* row) {
       const int64_t kr = p0 + k;
       const int64_t c = kr / kvol, rem = kr % kvol;
@@ -281,13 +285,14 @@ struct PaddedIm2colPanels {
     struct Run {
       int64_t src, len, off;
     };
-    thread_local std::vector<Run> runs;  // as in Im2colPanels: per block, bounded by NC
-    runs.clear();
+    Run runs_buf[kGemmMaxBlockCols];  // as in Im2colPanels: per block, on the stack
+    int64_t nruns = 0;
     for (int64_t j = j0; j < j0 + nc;) {
       const int64_t oh = j / OW, ow0 = j % OW, len = std::min(OW - ow0, j0 + nc - j);
-      runs.push_back({oh * g.s[1] * sp.Wrow + ow0, len, j - j0});
+      runs_buf[nruns++] = {oh * g.s[1] * sp.Wrow + ow0, len, j - j0};
       j += len;
     }
+    const std::span<const Run> runs(runs_buf, static_cast<size_t>(nruns));
     pack_rows_into_panels(kc, nc, dst, [&](int64_t k, float* row) {
       const float* base = xpad + sp.boff[p0 + k];
       for (const Run& r : runs) std::memcpy(row + r.off, base + r.src, sizeof(float) * r.len);
@@ -902,6 +907,7 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
         const bool chosen = cfg.path == ConvPath::kAuto && !cfg.skipped(ConvPath::kSmallSpatialDirect) &&
                             small_spatial_choice(s, 1, cfg.isa) == SmallSpatialChoice::kDirect;
         p.pre_direct = (forced || chosen) && weights_serve(s, w, post, ConvPath::kSmallSpatialDirect);
+        if (p.pre_direct) p.workspace_bytes = small_spatial_direct_workspace_bytes(s, true);
       }
     }
     return p;
@@ -926,10 +932,17 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
       if constexpr (std::is_same_v<CT, float>) {
         p.wino = w.wino->acquire(w.packed[0], s.M, s.C);
         p.wino_plan = winograd_plan(s, threads, cfg.isa);
+        p.workspace_bytes = p.wino_plan.workspace_bytes;
       }
       break;
     case ConvPath::kSmallSpatialTransposed:
-      if constexpr (std::is_same_v<CT, float>) p.small = w.small->acquire(w.packed);
+      if constexpr (std::is_same_v<CT, float>) {
+        p.small = w.small->acquire(w.packed);
+        p.workspace_bytes = small_spatial_workspace_bytes(s, threads);
+      }
+      break;
+    case ConvPath::kSmallSpatialDirect:
+      if constexpr (std::is_same_v<CT, float>) p.workspace_bytes = small_spatial_direct_workspace_bytes(s, false);
       break;
     case ConvPath::kPaddedRowsGemm:
     case ConvPath::kImplicitGemm:
@@ -967,7 +980,7 @@ bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<C
     if (post && post->pre_scale) {
       // (plan_conv says which path takes it; the caller must not use the output when this is false.)
       if (s.group != 1 || !is_pointwise(s.g) || !post->pre_shift) return false;
-      if (plan.pre_direct && small_spatial_direct_conv(s, x, w.packed, bias, y, pool, post)) return true;
+      if (plan.pre_direct && small_spatial_direct_conv(s, x, w.packed, bias, y, pool, post, workspace)) return true;
       return run_pointwise_preact(c);
     }
   }
@@ -992,13 +1005,13 @@ bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<C
   if constexpr (std::is_same_v<CT, float>) {
     switch (path) {
       case ConvPath::kWinograd:
-        winograd_conv(plan.wino_plan, x, *plan.wino, bias, y, pool);
+        winograd_conv(plan.wino_plan, x, *plan.wino, bias, y, pool, workspace);
         return false;
       case ConvPath::kSmallSpatialTransposed:
-        small_spatial_conv(s, x, *plan.small, bias, y, pool, post);
+        small_spatial_conv(s, x, *plan.small, bias, y, pool, post, workspace, plan.threads);
         return true;
       case ConvPath::kSmallSpatialDirect: {
-        if (small_spatial_direct_conv(s, x, w.packed, bias, y, pool, post)) return true;
+        if (small_spatial_direct_conv(s, x, w.packed, bias, y, pool, post, workspace)) return true;
         ConvConfig rest = cfg;  // it declined this shape (a build without it): the kAuto choice without it
         rest.path = ConvPath::kAuto;
         rest.auto_skips |= path_bit(ConvPath::kSmallSpatialDirect) | path_bit(ConvPath::kSmallSpatialTransposed);
@@ -1021,11 +1034,11 @@ bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
   const bool pre = post && post->pre_scale;
   const ConvPost* plan_post = post && !conv_post_activation(post->act) ? post : nullptr;
   const ConvPlan plan = plan_conv(s, w, cfg, pool ? pool->num_threads() : 1, pre, plan_post);
-  std::vector<float> ws;
+  std::unique_ptr<float[]> ws;  // uninitialized: the paths write their scratch before reading it
   void* wp = nullptr;
   if (plan.workspace_bytes > 0) {
-    ws.resize(plan.workspace_bytes / sizeof(float) + 16);
-    wp = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) & ~uintptr_t(63));
+    ws = std::make_unique_for_overwrite<float[]>(plan.workspace_bytes / sizeof(float) + 16);
+    wp = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.get()) + 63) & ~uintptr_t(63));
   }
   return conv_forward_planned(plan, x, w, bias, y, pool, cfg, post, wp);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "ep/cpu_features.h"
 #include "ep/thread_pool.h"
@@ -237,14 +238,21 @@ struct Src {
 // The input as both paths pack it: x itself when the conv has no pads, else a zero-padded copy of all
 // N * C planes in `scratch`. `koff` gets the offsets of the kernel taps (kd, kh, kw) from a window's
 // origin in that layout.
-Src padded_source(const ConvShape& s, const float* x, MappedScratch& scratch, std::vector<int64_t>* koff) {
+bool has_pads(const Geom3& g) { return g.pb[0] || g.pb[1] || g.pb[2] || g.pe[0] || g.pe[1] || g.pe[2]; }
+
+// Floats of the padded copy padded_source writes (0 without pads).
+int64_t padded_floats(const ConvShape& s) {
+  const Geom3& g = s.g;
+  if (!has_pads(g)) return 0;
+  return s.N * s.C * (g.in[0] + g.pb[0] + g.pe[0]) * (g.in[1] + g.pb[1] + g.pe[1]) * (g.in[2] + g.pb[2] + g.pe[2]);
+}
+
+Src padded_source(const ConvShape& s, const float* x, float* xp, int64_t* koff) {
   const Geom3& g = s.g;
   Src src;
-  const bool padded = g.pb[0] || g.pb[1] || g.pb[2] || g.pe[0] || g.pe[1] || g.pe[2];
-  if (padded) {
+  if (has_pads(g)) {
     for (int i = 0; i < 3; ++i) src.dims[i] = g.in[i] + g.pb[i] + g.pe[i];
     src.cs = src.dims[0] * src.dims[1] * src.dims[2];
-    float* xp = scratch.get(static_cast<size_t>(s.N * s.C * src.cs));
     std::memset(xp, 0, sizeof(float) * static_cast<size_t>(s.N * s.C * src.cs));
     const int64_t in_size = g.in_size();
     for (int64_t nc = 0; nc < s.N * s.C; ++nc) {
@@ -262,12 +270,66 @@ Src padded_source(const ConvShape& s, const float* x, MappedScratch& scratch, st
     src.x = x;
   }
   const int64_t plane1 = src.dims[1] * src.dims[2];
-  koff->resize(static_cast<size_t>(g.kvol()));
   for (int64_t kd = 0, t = 0; kd < g.k[0]; ++kd)
     for (int64_t kh = 0; kh < g.k[1]; ++kh)
       for (int64_t kw = 0; kw < g.k[2]; ++kw, ++t)
-        (*koff)[t] = kd * g.d[0] * plane1 + kh * g.d[1] * src.dims[2] + kw * g.d[2];
+        koff[t] = kd * g.d[0] * plane1 + kh * g.d[1] * src.dims[2] + kw * g.d[2];
   return src;
+}
+
+// The transposed path's scratch in one workspace: the tap offsets, the padded input copy, the packed
+// col^T of every group and one accumulator slot per pool thread (its work items' chunked K).
+struct TransposedScratch {
+  ScratchLayout lay;
+  size_t koff = 0, pad = 0, a = 0, acc = 0;
+  int64_t acc_floats = 0;  // per slot
+  int slots = 1;
+};
+TransposedScratch transposed_scratch(const ConvShape& s, int threads) {
+  const int64_t Cg = s.C / s.group, K = Cg * s.g.kvol();
+  const int64_t rows = s.N * s.g.out_size(), panels = (rows + kRows - 1) / kRows;
+  const bool chunked = K > 2 * kGemmKC + kGemmKC;
+  TransposedScratch t;
+  t.slots = std::max(1, threads);
+  t.acc_floats = (chunked ? panels : 1) * kRows * kTileCols;
+  t.koff = t.lay.add<int64_t>(s.g.kvol());
+  t.pad = t.lay.add<float>(padded_floats(s));
+  t.a = t.lay.add<float>(s.group * panels * K * kRows);
+  t.acc = t.lay.add<float>(t.slots * ((t.acc_floats + 15) / 16 * 16));
+  return t;
+}
+
+// The direct path's: the tap offsets and each output pixel's window offset, the pre-activated input
+// (FusedConv's BN-ReLU before a 1x1), the padded copy and the im2col rows (not for 1x1 convs).
+struct DirectScratch {
+  ScratchLayout lay;
+  size_t koff = 0, pbase = 0, pre = 0, pad = 0, col = 0;
+};
+bool direct_pointwise(const Geom3& g) {
+  bool pw = true;
+  for (int i = 0; i < 3; ++i) pw = pw && g.k[i] == 1 && g.s[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
+  return pw;
+}
+DirectScratch direct_scratch(const ConvShape& s, bool pre) {
+  const Geom3& g = s.g;
+  const int64_t P = g.out_size(), Pp = (P + kVec - 1) / kVec * kVec, K = s.C / s.group * g.kvol();
+  const bool pointwise = direct_pointwise(g);
+  DirectScratch d;
+  d.koff = d.lay.add<int64_t>(g.kvol());
+  d.pbase = d.lay.add<int64_t>(pointwise ? 0 : P);
+  d.pre = d.lay.add<float>(pre ? s.N * s.C * P : 0);
+  d.pad = d.lay.add<float>(pointwise ? 0 : padded_floats(s));
+  d.col = d.lay.add<float>(pointwise ? 0 : s.N * s.group * K * Pp);
+  return d;
+}
+
+// Runs fn(workspace) on `ws` or, when null (the one-call entry points: tests, benchmarks), on a heap
+// buffer of `bytes`.
+template <typename F>
+auto with_workspace(void* ws, size_t bytes, F&& fn) {
+  if (ws || bytes == 0) return fn(ws);
+  const auto heap = std::make_unique_for_overwrite<float[]>(bytes / sizeof(float) + 16);
+  return fn(reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(heap.get()) + 63) & ~uintptr_t(63)));
 }
 
 }  // namespace
@@ -402,8 +464,20 @@ bool small_spatial_preferred(const ConvShape& s, int threads) {
   return small_spatial_choice(s, threads) != SmallSpatialChoice::kNone;
 }
 
+size_t small_spatial_workspace_bytes(const ConvShape& s, int threads) { return transposed_scratch(s, threads).lay.bytes(); }
+
+size_t small_spatial_direct_workspace_bytes(const ConvShape& s, bool pre) { return direct_scratch(s, pre).lay.bytes(); }
+
 void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWeights& w, const float* bias,
                         float* y, ep::ThreadPool* pool, const ConvPost* post) {
+  const int threads = pool ? pool->num_threads() : 1;
+  with_workspace(nullptr, small_spatial_workspace_bytes(s, threads), [&](void* ws) {
+    small_spatial_conv(s, x, w, bias, y, pool, post, ws, threads);
+  });
+}
+
+void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWeights& w, const float* bias,
+                        float* y, ep::ThreadPool* pool, const ConvPost* post, void* workspace, int slots) {
   const float* residual = post ? post->residual : nullptr;
   const int act = small_spatial_act_code(post);
   const float clip_lo = post ? post->act_a : 0.f, clip_hi = post ? post->act_b : 0.f;
@@ -414,15 +488,21 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
   const int64_t rows = s.N * P;
   const int64_t panels = (rows + kRows - 1) / kRows;
   const int threads = pool ? pool->num_threads() : 1;
-
-  thread_local MappedScratch pad_scr, a_scr;
-  std::vector<int64_t> koff;
-  const Src src = padded_source(s, x, pad_scr, &koff);
+  if (threads > slots) {  // a pool wider than the workspace was sized for: size one for it
+    small_spatial_conv(s, x, w, bias, y, pool, post);
+    return;
+  }
+  TransposedScratch scr = transposed_scratch(s, slots);
+  scr.lay.bind(workspace);
+  int64_t* koff = scr.lay.at<int64_t>(scr.koff);
+  const Src src = padded_source(s, x, scr.lay.at<float>(scr.pad), koff);
   const int64_t plane1 = src.dims[1] * src.dims[2];
 
   // col^T packed: per group, per panel of 7 rows (pixels of all images), K x 7.
   const int64_t a_group = panels * K * kRows;
-  float* abuf = a_scr.get(static_cast<size_t>(G * a_group));
+  float* abuf = scr.lay.at<float>(scr.a);
+  float* acc_slots = scr.lay.at<float>(scr.acc);
+  const int64_t acc_stride = (scr.acc_floats + 15) / 16 * 16;
   auto pack = [&](int64_t t0, int64_t t1) {
     int64_t base[kRows];
     for (int64_t t = t0; t < t1; ++t) {
@@ -442,11 +522,11 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
         step2 = step2 && base[r] == base[0] + 2 * r;
       }
       if (step1) {
-        pack_panel_contiguous(src.x + base[0], src.cs, Cg, koff.data(), kvol, dst);
+        pack_panel_contiguous(src.x + base[0], src.cs, Cg, koff, kvol, dst);
         continue;
       }
       if (step2) {
-        pack_panel_stride2(src.x + base[0], src.cs, Cg, koff.data(), kvol, dst);
+        pack_panel_stride2(src.x + base[0], src.cs, Cg, koff, kvol, dst);
         continue;
       }
 #endif
@@ -481,8 +561,7 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
   constexpr int64_t kChunk = 2 * kGemmKC;
   const bool chunked = K > kChunk + kChunk / 2;
   auto work = [&](int64_t t0, int64_t t1) {
-    thread_local MappedScratch acc_scr;
-    float* accs = acc_scr.get(static_cast<size_t>((chunked ? panels : 1) * kRows * kTileCols));
+    float* accs = acc_slots + (pool ? pool->slot() : 0) * acc_stride;  // this thread's slot
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t gi = t / parts, part = t % parts;
       const int64_t v0 = part * nvec / parts, v1 = (part + 1) * nvec / parts;
@@ -655,19 +734,29 @@ void run_direct_tile(int nv, bool tail, const DirectArgs& d) {
 
 bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::vector<PackedA<float>>& packed,
                                const float* bias, float* y, ep::ThreadPool* pool, const ConvPost* post) {
+  const bool pre = post && post->pre_scale;
+  return with_workspace(nullptr, small_spatial_direct_workspace_bytes(s, pre), [&](void* ws) {
+    return small_spatial_direct_conv(s, x, packed, bias, y, pool, post, ws);
+  });
+}
+
+bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::vector<PackedA<float>>& packed,
+                               const float* bias, float* y, ep::ThreadPool* pool, const ConvPost* post,
+                               void* workspace) {
 #ifdef NXRT_SSP_X86
   const Geom3& g = s.g;
   const int64_t G = s.group, Cg = s.C / G, Mg = s.M / G, kvol = g.kvol();
   const int64_t K = Cg * kvol, P = g.out_size();
   const int threads = pool ? pool->num_threads() : 1;
-  bool pointwise = true;
-  for (int i = 0; i < 3; ++i) pointwise = pointwise && g.k[i] == 1 && g.s[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
+  const bool pointwise = direct_pointwise(g);
+  const bool pre = post && post->pre_scale;
+  DirectScratch scr = direct_scratch(s, pre);
+  scr.lay.bind(workspace);
   // FusedConv's pre-activation (a BN-ReLU before a 1x1 conv, DenseNet): x' = max(x * scale[c] + shift[c], 0)
   // written once per call (C x P floats, 1/M of the product's work), then read in place like x.
-  if (post && post->pre_scale) {
+  if (pre) {
     if (!pointwise || G != 1 || !post->pre_shift) return false;
-    thread_local MappedScratch pre_scr;
-    float* xp = pre_scr.get(static_cast<size_t>(s.N * s.C * P));
+    float* xp = scr.lay.at<float>(scr.pre);
     auto preact = [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t c = t % s.C;
@@ -684,17 +773,17 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
   // B: x itself (1x1, stride 1, no pads) or col[K][Pp] per image (rows padded to whole vectors so
   // the loads are aligned).
   const int64_t Pp = (P + kVec - 1) / kVec * kVec;
-  thread_local MappedScratch pad_scr, col_scr;
   const float* cols = nullptr;
   if (!pointwise) {
-    std::vector<int64_t> koff, pbase(static_cast<size_t>(P));
-    const Src src = padded_source(s, x, pad_scr, &koff);
+    int64_t* koff = scr.lay.at<int64_t>(scr.koff);
+    int64_t* pbase = scr.lay.at<int64_t>(scr.pbase);
+    const Src src = padded_source(s, x, scr.lay.at<float>(scr.pad), koff);
     const int64_t plane1 = src.dims[1] * src.dims[2];
     for (int64_t p = 0; p < P; ++p) {
       const int64_t ow = p % g.out[2], oh = (p / g.out[2]) % g.out[1], od = p / (g.out[2] * g.out[1]);
       pbase[p] = od * g.s[0] * plane1 + oh * g.s[1] * src.dims[2] + ow * g.s[2];
     }
-    float* colbuf = col_scr.get(static_cast<size_t>(s.N * G * K * Pp));
+    float* colbuf = scr.lay.at<float>(scr.col);
     const int64_t OW = g.out[2], orows = P / OW;
     auto pack = [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {  // t = (image, channel)
@@ -703,7 +792,7 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
         for (int64_t kp = 0; kp < kvol; ++kp, dst += Pp) {
           const float* xk = xc + koff[kp];
           for (int64_t r = 0; r < orows; ++r) {
-            const int64_t* pb = pbase.data() + r * OW;
+            const int64_t* pb = pbase + r * OW;
             float* dr = dst + r * OW;
             if (g.s[2] == 1) {
               std::memcpy(dr, xk + pb[0], sizeof(float) * OW);
@@ -774,7 +863,7 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
   }
   return true;
 #else
-  (void)s, (void)x, (void)packed, (void)bias, (void)y, (void)pool, (void)post;
+  (void)s, (void)x, (void)packed, (void)bias, (void)y, (void)pool, (void)post, (void)workspace;
   return false;
 #endif
 }

@@ -79,11 +79,24 @@ bool small_spatial_preferred(const ConvShape& s, int threads);
 // With `post`: y = act(conv + bias + residual) (nxrt::FusedConv's epilogue), applied in the write-back.
 void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWeights& w, const float* bias,
                         float* y, ep::ThreadPool* pool, const ConvPost* post = nullptr);
+// The same with its scratch in `workspace` (64-byte aligned, small_spatial_workspace_bytes(s, slots)
+// bytes: the padded input, the packed col^T and one accumulator slot per pool thread, indexed by
+// ThreadPool::slot()), as a conv's plan declares it; a pool of more than `slots` threads gets a heap
+// workspace instead. The overload above allocates one per call (tests, benchmarks).
+size_t small_spatial_workspace_bytes(const ConvShape& s, int slots);
+void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWeights& w, const float* bias,
+                        float* y, ep::ThreadPool* pool, const ConvPost* post, void* workspace, int slots);
 
 // The direct orientation on the conv's own packed weights (pack_a per group), no extra copy:
 // y = conv + bias (+ post, its pre-activation included for 1x1 stride-1 unpadded group-1 convs).
 // Requires small_spatial_applies(s). Returns false where it cannot run.
 bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::vector<PackedA<float>>& packed,
                                const float* bias, float* y, ep::ThreadPool* pool, const ConvPost* post = nullptr);
+// The same with its scratch (the pre-activated input with `pre`, the padded copy and im2col rows of a
+// conv wider than 1x1; no per-thread part) in `workspace` of small_spatial_direct_workspace_bytes.
+size_t small_spatial_direct_workspace_bytes(const ConvShape& s, bool pre);
+bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::vector<PackedA<float>>& packed,
+                               const float* bias, float* y, ep::ThreadPool* pool, const ConvPost* post,
+                               void* workspace);
 
 }  // namespace nxrt::ops

@@ -1,6 +1,7 @@
 #include "ops/conv/winograd.h"
 
 #include <algorithm>
+#include <memory>
 #include <atomic>
 #include <cstring>
 #include <vector>
@@ -28,16 +29,6 @@ bool use_avx2(ep::IsaTier isa) {
   (void)isa;
   return false;
 #endif
-}
-
-// A thread's transformed-input and product buffers (one pair per thread, shared by both threading modes:
-// one call at a time runs on a thread).
-struct Buffers {
-  MappedScratch v, m;
-};
-Buffers& thread_buffers() {
-  thread_local Buffers b;
-  return b;
 }
 
 // ---- 1-D transforms (points 0, +-1, +-2, inf), written once for scalars --------------------------
@@ -496,6 +487,11 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
   p.v_floats = static_cast<size_t>(kPts * p.cstride + 16);
   p.m_floats = static_cast<size_t>(kPts * p.mstride + 16);
   p.in_floats = static_cast<size_t>(12 * input_plane(rows_per_block * p.TW));
+  // One slot (V, products, input rows) per thread of the pool, whichever thread runs a block.
+  p.slots = std::max(1, pool_threads);
+  auto round16 = [](size_t n) { return (n + 15) / 16 * 16; };  // each buffer 64-byte aligned
+  p.slot_floats = round16(p.v_floats) + round16(p.m_floats) + round16(p.in_floats);
+  p.workspace_bytes = static_cast<size_t>(p.slots) * p.slot_floats * sizeof(float);
   // With few output channels, and where the strips read B rows exactly (AVX-512 masked loads), the 36
   // products read the transformed input V in place instead of packing each C x cols slice into B panels
   // first (a copy of all of V per block, which only M / 6 A panels then share). Zen 5, 1 thread, in-model
@@ -512,15 +508,30 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
 
 void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w, const float* bias, float* y,
                    ep::ThreadPool* pool, ep::IsaTier isa, int64_t block_tiles) {
-  winograd_conv(winograd_plan(s, pool ? pool->num_threads() : 1, isa, block_tiles), x, w, bias, y, pool);
+  const WinogradPlan p = winograd_plan(s, pool ? pool->num_threads() : 1, isa, block_tiles);
+  const auto ws = std::make_unique_for_overwrite<float[]>(p.workspace_bytes / sizeof(float) + 16);
+  winograd_conv(p, x, w, bias, y, pool, reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ws.get()) + 63) & ~uintptr_t(63)));
 }
 
 void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
-                   ep::ThreadPool* pool) {
+                   ep::ThreadPool* pool, void* workspace) {
   if (p.nblocks == 0) return;
+  if (pool && pool->num_threads() > p.slots) {  // a pool wider than the plan's slots: a slot for each thread
+    WinogradPlan wide = p;
+    wide.slots = pool->num_threads();
+    wide.workspace_bytes = static_cast<size_t>(wide.slots) * p.slot_floats * sizeof(float);
+    const auto heap = std::make_unique_for_overwrite<float[]>(wide.workspace_bytes / sizeof(float) + 16);
+    winograd_conv(wide, x, w, bias, y, pool,
+                  reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(heap.get()) + 63) & ~uintptr_t(63)));
+    return;
+  }
+  // The calling thread's slot of the workspace: transformed input V, products Mx, input rows.
+  float* const ws = static_cast<float*>(workspace);
+  const size_t slot_floats = p.slot_floats, v_off = 0, m_off = (p.v_floats + 15) / 16 * 16,
+               in_off = m_off + (p.m_floats + 15) / 16 * 16;
+  auto slot = [&]() { return ws + static_cast<size_t>(pool ? pool->slot() : 0) * slot_floats; };
   const int64_t total_rows = p.total_rows, rows_per_block = p.rows_per_block, nblocks = p.nblocks;
   const int64_t ld = p.ld, cstride = p.cstride, mstride = p.mstride;
-  const size_t v_floats = p.v_floats, m_floats = p.m_floats, in_floats = p.in_floats;
   const bool avx2 = p.avx2, strips = p.strips, split_blocks = p.split_blocks;
   const ep::IsaTier isa = p.isa;
   // A pool smaller than the plan's (a plan is made at the pool's size) runs the blocks it is given.
@@ -530,8 +541,7 @@ void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights&
   auto input_phase = [&](const float* xin, int64_t R0, int64_t R1, int64_t c0, int64_t c1, float* V) {
 #ifdef NXRT_WINO_X86
     if (avx2) {
-      thread_local MappedScratch rs;
-      input_avx2(p, xin, R0, R1, c0, c1, V, ld, cstride, rs.get(in_floats));
+      input_avx2(p, xin, R0, R1, c0, c1, V, ld, cstride, slot() + in_off);
       return;
     }
 #endif
@@ -561,9 +571,8 @@ void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights&
 
   if (split_blocks || threads == 1) {
     auto body = [&](int64_t b0, int64_t b1) {
-      Buffers& bufs = thread_buffers();
-      float* V = bufs.v.get(v_floats);
-      float* Mx = bufs.m.get(m_floats);
+      float* V = slot() + v_off;
+      float* Mx = slot() + m_off;
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t R0 = b * rows_per_block, R1 = std::min(total_rows, R0 + rows_per_block);
         const int64_t cols = (R1 - R0) * p.TW;
@@ -579,10 +588,9 @@ void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights&
     }
     return;
   }
-  // Few blocks: each phase split over the threads, buffers shared.
-  Buffers& bufs = thread_buffers();
-  float* V = bufs.v.get(v_floats);
-  float* Mx = bufs.m.get(m_floats);
+  // Few blocks: each phase split over the threads, the caller's V and Mx shared (input rows per thread).
+  float* V = slot() + v_off;
+  float* Mx = slot() + m_off;
   for (int64_t b = 0; b < nblocks; ++b) {
     const int64_t R0 = b * rows_per_block, R1 = std::min(total_rows, R0 + rows_per_block);
     const int64_t cols = (R1 - R0) * p.TW;

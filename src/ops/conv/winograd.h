@@ -86,6 +86,11 @@ struct WinogradPlan {
   bool split_blocks = false;              // threads take whole blocks (else each block's phases split)
   int64_t ld = 0, cstride = 0, mstride = 0;
   size_t v_floats = 0, m_floats = 0, in_floats = 0;  // per-thread buffers (transformed input, products, input rows)
+  // The workspace winograd_conv takes: `slots` (the pool's threads) slots of slot_floats, one per thread
+  // (ThreadPool::slot()), each holding those three buffers.
+  int slots = 1;
+  size_t slot_floats = 0;
+  size_t workspace_bytes = 0;
   ep::IsaTier isa = ep::IsaTier::kScalar;
   bool avx2 = false;                      // vector transforms
   bool strips = false;                    // products read V in place through row_offsets
@@ -99,8 +104,9 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
 
 // y[N, M, OH, OW] = conv(x, w) + bias (bias may be null), as `p` plans it; w prepared for p.M x p.C.
 // The transforms and products use vector code at p.isa (scalar transforms below the AVX2 tier).
+// `workspace`: p.workspace_bytes, 64-byte aligned (a conv plan declares it).
 void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
-                   ep::ThreadPool* pool);
+                   ep::ThreadPool* pool, void* workspace);
 
 // Plans and runs in one call (tests, benchmarks).
 void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w, const float* bias, float* y,

@@ -100,9 +100,14 @@ void gemm_f32_packed_a(int64_t M, int64_t N, int64_t K, float alpha, const float
                        const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
                        const GemmEpilogue* epilogue = nullptr, ep::IsaTier isa = ep::cpu_isa_tier());
 
+// The widest column block the engine hands a B packer (its NC of 1024 columns plus a panel of rounding
+// when blocks are evened out), so a packer can keep per-block scratch on its stack.
+constexpr int64_t kGemmMaxBlockCols = 1024 + kGemmNR;
+
 // Writes op(B)[p0:p0+kc, j0:j0+nc] as the engine's B block: ceil(nc/kGemmNR) panels of kc x kGemmNR
 // floats (panel q at q * kGemmNR * kc, element (k, j) at k * kGemmNR + j), columns past nc zero. The
-// engine calls it once per task and K block, from the thread running that task, with nc <= N.
+// engine calls it once per task and K block, from the thread running that task, with
+// nc <= min(N, kGemmMaxBlockCols).
 using GemmBPacker = ep::FunctionRef<void(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* dst)>;
 
 // C = epilogue(alpha * A * B + beta * C) with A prepacked (as gemm_f32_packed_a) and B produced block by

@@ -12,6 +12,7 @@
 //   (one for AVX2, two for AVX-512): micro-kernel.
 // The epilogue runs on each tile of C right after its last K block.
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -28,6 +29,7 @@ constexpr int MR = kGemmMR, NR = kGemmNR;
 constexpr int64_t KC = kGemmKC;
 constexpr int64_t MC = 144;
 constexpr int64_t NC = 1024;
+static_assert(NC + NR <= kGemmMaxBlockCols, "B packers size their stack scratch by kGemmMaxBlockCols");
 // The most bytes of packed B one column block holds: half of a 1 MiB L2, leaving room for the C rows
 // and A panels that stream past it.
 constexpr int64_t kBBlockBytes = int64_t(512) << 10;
@@ -255,6 +257,7 @@ void engine(const F32GemmKernels& kern, int64_t M, int64_t N, int64_t K, float a
     n_blocks = std::min<int64_t>(panels, n_blocks);
   }
   const int64_t nc_blk = (panels + n_blocks - 1) / n_blocks * NR;  // the widest block
+  assert(nc_blk <= kGemmMaxBlockCols);
   auto block_cols = [&](int64_t jb, int64_t* j0, int64_t* nc) {
     *j0 = jb * panels / n_blocks * NR;
     *nc = std::min(N, (jb + 1) * panels / n_blocks * NR) - *j0;
