@@ -48,6 +48,9 @@ struct SessionOptions {
   // per-position projection of a [batch, seq, hidden] value (MatMul / MatMulNBits, then optionally Cast,
   // Tanh, or Add/Sub/Mul/Div with a constant); otherwise creation fails with NotImplemented.
   std::vector<std::string> position_selected_outputs;
+  // true: an output of position_selected_outputs the rewrite refuses keeps every position instead of
+  // failing creation; Session::position_selected_outputs() lists the outputs that were rewritten.
+  bool position_selection_optional = false;
 };
 
 // Declared type of a graph input or output.
@@ -197,6 +200,9 @@ class Session {
   std::string describe_capture(const std::vector<std::pair<std::string, std::string>>& shared_kv) const;
   MemoryStats memory_stats() const;
   const ModelMetadata& metadata() const;
+  // The outputs of SessionOptions::position_selected_outputs that were rewritten (each with its input
+  // `<name>_positions`), in the order asked; fewer than asked only with position_selection_optional.
+  const std::vector<std::string>& position_selected_outputs() const;
 
   // Writes the trace recorded so far (SessionOptions::trace_path or NXRT_TRACE) and stops tracing.
   // Returns the file written, or "" when the session was not tracing.

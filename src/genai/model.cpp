@@ -225,17 +225,17 @@ Result<std::unique_ptr<Model>> Model::create(const std::string& path, const Mode
   const bool listed = std::find(so.position_selected_outputs.begin(), so.position_selected_outputs.end(), logits) !=
                       so.position_selected_outputs.end();
   const bool select = opts.last_position_logits && !listed;
-  if (select) so.position_selected_outputs.push_back(logits);
-  Result<std::unique_ptr<Session>> session = Session::create(impl->config.decoder_path, so);
-  if (select && !session.ok() && session.status().message().find("position_selected_outputs:") != std::string::npos) {
-    // The logits are not a plain projection of the hidden state (the rewrite says where it stopped), or
-    // the graph has a value of the input's name: run with logits at every position.
-    session = Session::create(impl->config.decoder_path, opts.session);
-  } else if ((select || listed) && session.ok()) {
-    impl->logits_positions = logits + "_positions";
+  if (select) {
+    // Logits that are not a plain projection of the hidden state (or a graph with a value of the
+    // input's name) stay at every position: the session says which outputs it rewrote.
+    so.position_selected_outputs.push_back(logits);
+    so.position_selection_optional = true;
   }
+  Result<std::unique_ptr<Session>> session = Session::create(impl->config.decoder_path, so);
   if (!session.ok()) return session.status();
   impl->session = std::move(session).value();
+  const std::vector<std::string>& rewritten = impl->session->position_selected_outputs();
+  if (std::find(rewritten.begin(), rewritten.end(), logits) != rewritten.end()) impl->logits_positions = logits + "_positions";
   NXRT_ASSIGN_OR_RETURN(ModelSummary summary, inspect_model(impl->config.decoder_path));
   NXRT_RETURN_IF_ERROR(resolve_io(impl.get(), summary.op_histogram));
   return std::make_unique<Model>(std::move(impl));

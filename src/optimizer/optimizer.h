@@ -66,8 +66,11 @@ Status optimize(ir::Model& model, const Options& options, Stats* stats = nullptr
 // per-position projection of a [batch, seq, hidden] value, inserts nxrt::SelectPositions in front of its
 // matmul and the graph input `<output>_positions` (int64 [batch, k]); the output becomes [batch, k, n].
 // Runs between two rounds of load-time shape inference (it reads the first's facts). An output that is
-// not such a projection is a NotImplemented error naming where the walk back from it stopped.
-Status select_output_positions(ir::Model& model, const std::vector<std::string>& outputs);
+// not such a projection is a NotImplemented error naming where the walk back from it stopped (an
+// unknown output or a taken input name: InvalidArgument); with `optional` that output is left as it was
+// instead. Returns the outputs rewritten.
+Result<std::vector<std::string>> select_output_positions(ir::Model& model, const std::vector<std::string>& outputs,
+                                                         bool optional = false);
 
 // Reads NXRT_OPT_LEVEL (disabled|basic|all, or 0|1|2); returns `dflt` when unset, an error naming the
 // value when it is not one of those.

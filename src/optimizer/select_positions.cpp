@@ -150,13 +150,21 @@ Status select_one(ir::Model& model, GraphInfo& gi, const std::string& output) {
 
 }  // namespace
 
-Status select_output_positions(ir::Model& model, const std::vector<std::string>& outputs) {
+Result<std::vector<std::string>> select_output_positions(ir::Model& model, const std::vector<std::string>& outputs,
+                                                         bool optional) {
+  std::vector<std::string> done;
   for (const std::string& o : outputs) {
     // Fresh analysis per output: the previous one inserted a node.
     GraphInfo gi(model.graph, true, model.ir_version);
-    NXRT_RETURN_IF_ERROR(select_one(model, gi, o));
+    Status st = select_one(model, gi, o);
+    if (st.ok()) {
+      done.push_back(o);
+    } else if (!optional) {
+      return st;
+    }
+    // Optional: a refusal leaves the graph as it was (select_one refuses before changing anything).
   }
-  return Status::Ok();
+  return done;
 }
 
 }  // namespace nxrt::optimizer

@@ -43,6 +43,7 @@ struct Session::Impl {
   std::vector<ValueMeta> inputs;
   std::vector<ValueMeta> outputs;
   ModelMetadata metadata;
+  std::vector<std::string> position_selected;  // SessionOptions::position_selected_outputs rewritten
   SessionOptions options;
   std::unique_ptr<session::Tracer> tracer;
   std::unique_ptr<session::OpProfile> profile;
@@ -193,7 +194,9 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
   NXRT_RETURN_IF_ERROR(shape::infer_shapes(*impl->model));
   if (!opts.position_selected_outputs.empty()) {
     // A change of the graph's interface the caller asked for, made at every optimization level.
-    NXRT_RETURN_IF_ERROR(optimizer::select_output_positions(*impl->model, opts.position_selected_outputs));
+    NXRT_ASSIGN_OR_RETURN(impl->position_selected,
+                          optimizer::select_output_positions(*impl->model, opts.position_selected_outputs,
+                                                             opts.position_selection_optional));
     NXRT_RETURN_IF_ERROR(shape::infer_shapes(*impl->model));
   }
   const size_t nodes_loaded = impl->model->graph.nodes.size();
@@ -581,6 +584,7 @@ std::string Session::describe_capture(const std::vector<std::pair<std::string, s
 }
 
 const ModelMetadata& Session::metadata() const { return impl_->metadata; }
+const std::vector<std::string>& Session::position_selected_outputs() const { return impl_->position_selected; }
 
 Result<std::string> Session::end_profiling() {
   std::unique_lock<std::shared_mutex> lock(impl_->run_mu);

@@ -87,11 +87,13 @@ ModelBuilder lm_head_model() {
   return b;
 }
 
-Result<std::unique_ptr<Session>> session_of(const ir::Model& m, OptLevel level, std::vector<std::string> selected) {
+Result<std::unique_ptr<Session>> session_of(const ir::Model& m, OptLevel level, std::vector<std::string> selected,
+                                            bool optional = false) {
   const std::string bytes = onnx::serialize_model(m);
   SessionOptions so;
   so.opt_level = level;
   so.position_selected_outputs = std::move(selected);
+  so.position_selection_optional = optional;
   return Session::create_from_bytes(bytes.data(), bytes.size(), so);
 }
 
@@ -110,6 +112,7 @@ TEST(SelectPositions, SessionOutputsTheAskedPositionsOfTheFullOutput) {
     SCOPED_TRACE(static_cast<int>(level));
     auto s = session_of(m, level, {"logits"});
     ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_EQ((*s)->position_selected_outputs(), std::vector<std::string>{"logits"});
     // The new input, declared int64 [batch, logits_positions].
     const ValueMeta* in = nullptr;
     for (const auto& v : (*s)->inputs()) in = v.name == "logits_positions" ? &v : in;
@@ -147,6 +150,16 @@ TEST(SelectPositions, RefusesOutputsThatAreNotPerPositionProjections) {
     EXPECT_EQ(s.status().code(), code) << s.status().to_string();
     EXPECT_NE(s.status().message().find(says), std::string::npos) << s.status().message();
     EXPECT_NE(s.status().message().find("position_selected_outputs"), std::string::npos) << s.status().message();
+    // Optional (what genai asks for): the session is made with the output at every position, and says
+    // it rewrote nothing.
+    auto kept = session_of(m, OptLevel::kAll, names, true);
+    ASSERT_TRUE(kept.ok()) << says << ": " << kept.status().to_string();
+    EXPECT_TRUE((*kept)->position_selected_outputs().empty()) << says;
+    size_t position_inputs = 0;
+    for (const auto& v : (*kept)->inputs()) position_inputs += v.name == "logits_positions";
+    size_t model_position_inputs = 0;
+    for (const auto& v : m.graph.inputs) model_position_inputs += v.name == "logits_positions";
+    EXPECT_EQ(position_inputs, model_position_inputs) << says;
   };
   refused(lm_head_model().m, {"nope"}, StatusCode::kInvalidArgument, "no such output");
   {
