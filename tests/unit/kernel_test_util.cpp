@@ -1,5 +1,6 @@
 #include "kernel_test_util.h"
 
+#include <cstring>
 #include <random>
 
 #include "ep/standalone_context.h"
@@ -14,6 +15,27 @@ ir::Attribute make(const std::string& name, ir::Attribute::Type t) {
   a.type = t;
   return a;
 }
+// A standalone context that hands compute a variant and its workspace (reserved up front, as the
+// executor does), filled with a byte pattern so scratch read before written shows.
+class VariantContext final : public ep::StandaloneContext {
+ public:
+  VariantContext(const ep::KernelInfo& info, std::vector<Value> inputs, ep::ThreadPool& pool,
+                 const ep::KernelVariant* v)
+      : ep::StandaloneContext(info, std::move(inputs), pool), variant_(v) {
+    const size_t bytes = v ? v->workspace_bytes() : 0;
+    if (bytes > 0) {
+      ws_ = Storage::allocate(bytes);
+      std::memset(ws_->data(), 0xA5, bytes);
+    }
+  }
+  const ep::KernelVariant* variant() const override { return variant_; }
+  void* variant_workspace() const override { return ws_ ? ws_->data() : nullptr; }
+
+ private:
+  const ep::KernelVariant* variant_;
+  std::shared_ptr<Storage> ws_;
+};
+
 }  // namespace
 
 Tensor random_tensor(Dims shape, uint32_t seed) {
@@ -107,7 +129,20 @@ Result<std::vector<Value>> run_kernel(const KernelRun& run) {
   auto kernel = def->factory(info);
   if (!kernel.ok()) return kernel.status();
   ep::ThreadPool pool(run.threads);
-  ep::StandaloneContext ctx(info, run.inputs, pool);
+  std::unique_ptr<ep::KernelVariant> variant;
+  if (run.specialize) {
+    std::vector<DataType> dtypes;
+    std::vector<Dims> shapes;
+    for (const Value& v : run.inputs) {
+      dtypes.push_back(v.is_tensor() ? v.tensor().dtype() : DataType::kUndefined);
+      shapes.push_back(v.is_tensor() ? v.tensor().shape() : Dims{});
+    }
+    ep::SpecializeContext sc(info, dtypes.size(), dtypes.data(), shapes.data(),
+                             run.specialize_threads > 0 ? run.specialize_threads : pool.num_threads());
+    NXRT_ASSIGN_OR_RETURN(variant, kernel.value()->specialize(sc));
+  }
+  if (run.variant_workspace_bytes) *run.variant_workspace_bytes = variant ? variant->workspace_bytes() : 0;
+  VariantContext ctx(info, run.inputs, pool, variant.get());
   NXRT_RETURN_IF_ERROR(kernel.value()->compute(ctx));
   return std::move(ctx.outputs());
 }

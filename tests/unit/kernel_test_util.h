@@ -51,6 +51,13 @@ struct KernelRun {
   int threads = 1;
   // Kernel overrides (ep/kernel_overrides.h), e.g. {"reference", "1"} or {"isa", "scalar"}.
   std::map<std::string, std::string> overrides;
+  // Calls Kernel::specialize first, at the inputs' dtypes and shapes for `specialize_threads` threads
+  // (0: `threads`), and runs compute with that variant and its workspace reserved, as the executor's
+  // kernel cache does. false: no variant (constant folding, fused wrappers).
+  bool specialize = false;
+  int specialize_threads = 0;
+  // When set, receives the variant's workspace_bytes() (0: no variant was made).
+  size_t* variant_workspace_bytes = nullptr;
 };
 
 // Creates the kernel from the CPU registry and runs it once; returns the outputs.
