@@ -8,6 +8,7 @@
 
 #include "nxrt/float_types.h"
 #include "kernel_test_util.h"
+#include "variant_test_util.h"
 
 using namespace nxrt;
 using nxrt::testing::attr_float;
@@ -191,44 +192,6 @@ TEST(ContribOps, EmbedLayerNormSumsEmbeddingsAndNormalizes) {
   EXPECT_NE(bad.status().message().find("input_ids[0, 1] = 7"), std::string::npos) << bad.status().to_string();
 }
 
-namespace {
-
-// Runs `base` at 1 and 2 threads, without a variant, with one (its per-thread rows a slot of the
-// variant's workspace each), and with one specialized for fewer threads than the pool (the slots then
-// come from step scratch): every output equals the 1-thread run without a variant, bit for bit.
-void expect_same_with_and_without_variant(const KernelRun& base, bool expect_workspace) {
-  KernelRun ref_run = base;
-  ref_run.threads = 1;
-  auto ref = run_kernel(ref_run);
-  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
-  struct Case { int threads; bool specialize; int specialize_threads; };
-  for (const Case c : {Case{1, false, 0}, Case{2, false, 0}, Case{1, true, 0}, Case{2, true, 0}, Case{2, true, 1}}) {
-    SCOPED_TRACE("threads " + std::to_string(c.threads) + " specialize " + std::to_string(c.specialize) + "/" +
-                 std::to_string(c.specialize_threads));
-    KernelRun r = base;
-    r.threads = c.threads;
-    r.specialize = c.specialize;
-    r.specialize_threads = c.specialize_threads;
-    size_t ws = 0;
-    r.variant_workspace_bytes = &ws;
-    auto got = run_kernel(r);
-    ASSERT_TRUE(got.ok()) << got.status().to_string();
-    if (c.specialize) {
-      EXPECT_EQ(ws > 0, expect_workspace);
-    }
-    ASSERT_EQ(got->size(), ref->size());
-    for (size_t o = 0; o < ref->size(); ++o) {
-      if (!(*ref)[o].is_tensor()) continue;
-      const Tensor& a = (*ref)[o].tensor();
-      const Tensor& b = (*got)[o].tensor();
-      ASSERT_EQ(a.shape(), b.shape());
-      ASSERT_EQ(a.dtype(), b.dtype());
-      EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0) << "output " << o;
-    }
-  }
-}
-
-}  // namespace
 
 TEST(ContribOps, EmbedLayerNormRowScratchIsAVariantSlot) {
   const int64_t B = 4, S = 40, H = 48, V = 50, P = 64;
@@ -243,7 +206,7 @@ TEST(ContribOps, EmbedLayerNormRowScratchIsAVariantSlot) {
               nxrt::testing::random_tensor({P, H}, 2), Value(), nxrt::testing::random_tensor({H}, 3),
               nxrt::testing::random_tensor({H}, 4)};
   r.num_outputs = 3;
-  expect_same_with_and_without_variant(r, true);
+  nxrt::testing::expect_variant_paths_equal(r, true);
 }
 
 TEST(ContribOps, SimplifiedLayerNormConvertedRowsAreVariantSlots) {
@@ -259,8 +222,8 @@ TEST(ContribOps, SimplifiedLayerNormConvertedRowsAreVariantSlots) {
   r.opset = 1;
   r.inputs = {x, Tensor::from_vector<Float16>(DataType::kFloat16, {H}, g16)};
   r.num_outputs = 2;
-  expect_same_with_and_without_variant(r, true);
+  nxrt::testing::expect_variant_paths_equal(r, true);
   // Same dtypes: no conversion, no scratch, no variant.
   r.inputs = {x, g32};
-  expect_same_with_and_without_variant(r, false);
+  nxrt::testing::expect_variant_paths_equal(r, false);
 }
