@@ -398,9 +398,10 @@ void TapPlan::run_planes(const float* x, int64_t x_stride, const float* w, int64
 void TapPlan::run_planes_in(float* scratch, const float* x, int64_t x_stride, const float* w, int64_t w_stride,
                             const float* bias, bool bias_per_plane, float* y, int64_t count, bool vec) const {
   if (!built_ || count <= 0) return;
-  // The scratch's contents are unspecified: its pad cells are written here, once per call.
+  // The scratch's contents are unspecified: its pad cells are written here, once per call (in the
+  // buffers this call uses: one plane uses one).
   const float pad = op_ == PlaneOp::kMax ? -std::numeric_limits<float>::infinity() : 0.f;
-  std::fill(scratch, scratch + scratch_floats(), pad);
+  std::fill(scratch, scratch + std::min<int64_t>(nbuf_, count) * bufsz_, pad);
   run_on(scratch, x, x_stride, w, w_stride, bias, bias_per_plane, y, count, vec);
 }
 
