@@ -123,6 +123,9 @@ Result<std::vector<Value>> run_kernel(const KernelRun& run) {
   if (!def) return not_implemented("no CPU kernel for " + run.op_type + " at opset " + std::to_string(run.opset));
   ep::KernelInfo info(node, run.opset);
   info.const_inputs_.assign(run.inputs.size(), nullptr);
+  for (size_t i : run.const_inputs) {
+    if (i < run.inputs.size() && run.inputs[i].is_tensor()) info.const_inputs_[i] = &run.inputs[i].tensor();
+  }
   info.registry_ = ops::cpu_provider_registry().get();
   NXRT_ASSIGN_OR_RETURN(ep::KernelOverrides overrides, ep::KernelOverrides::parse(run.overrides));
   info.overrides_ = &overrides;

@@ -55,6 +55,8 @@ struct KernelRun {
   // (0: `threads`), and runs compute with that variant and its workspace reserved, as the executor's
   // kernel cache does. false: no variant (constant folding, fused wrappers).
   bool specialize = false;
+  // Inputs the kernel sees as constants at creation (KernelInfo::const_input: initializers it may pack).
+  std::vector<size_t> const_inputs;
   int specialize_threads = 0;
   // When set, receives the variant's workspace_bytes() (0: no variant was made).
   size_t* variant_workspace_bytes = nullptr;

@@ -16,6 +16,7 @@
 #include "ep/thread_pool.h"
 #include "nxrt/float_types.h"
 #include "kernel_test_util.h"
+#include "variant_test_util.h"
 #include "ops/contrib/matmul_nbits.h"
 
 using namespace nxrt;
@@ -453,8 +454,10 @@ TEST(ContribMatMulNBits, DISABLED_MatMulNBitsBench) {
           if (kernel_filter && !std::strstr(k.name, kernel_filter)) continue;
           QuantPanels P = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), s.K, s.N, 4, 32, k.cols);
           std::vector<float> y(static_cast<size_t>(M * s.N));
-          std::vector<uint8_t> ws(matmulnbits_panels_workspace(M, P));
-          auto call = [&] { matmulnbits_panels(p.A.data(), M, P, nullptr, y.data(), &pool, k.kernel, ws.data()); };
+          const NBitsPanelsPlan plan = matmulnbits_panels_plan(M, P, k.kernel, pool.num_threads());
+          std::vector<uint8_t> ws(plan.workspace_bytes() + 64);
+          void* ws64 = ws.data() + (64 - reinterpret_cast<uintptr_t>(ws.data()) % 64) % 64;
+          auto call = [&] { matmulnbits_panels_run(plan, p.A.data(), P, nullptr, y.data(), &pool, ws64); };
           call();
           const int reps = M == 1 ? std::max<int>(5, static_cast<int>(2e9 / (s.K * s.N))) : 3;
           // One thread: CPU time of this thread (the machine may be shared); more: wall time.
@@ -491,5 +494,47 @@ TEST(ContribMatMulNBits, DISABLED_MatMulNBitsBench) {
         std::printf("threads %d K %5ld N %6ld M %ld %-36s %8.3f ms\n", threads, static_cast<long>(s.K),
                     static_cast<long>(s.N), static_cast<long>(M), "row layout, accuracy_level 0", sec * 1e3);
       }
+  }
+}
+
+// With constant weights the kernel packs them at creation and specialize plans the tiling for A's rows
+// (decode rows, prefill panels, the int8 panel path) with num_threads slots of per-thread scratch: the
+// result is the same bits with and without the variant, at 1 and 2 threads, and close to the reference.
+TEST(ContribMatMulNBits, VariantTilingAndSlotsMatchPerCallPlan) {
+  struct Case { const char* what; int64_t M, K, N, bits, block, acc; };
+  const Case cases[] = {
+      {"float decode", 1, 256, 300, 4, 32, 0},
+      {"float 5 rows", 5, 200, 120, 4, 16, 0},
+      {"float prefill", 20, 128, 200, 4, 32, 0},
+      {"int8 rows 8-bit", 5, 256, 300, 8, 32, 4},   // the int8 row path: per-thread scale products
+      {"int8 rows 8-bit block 64", 1, 512, 260, 8, 64, 4},
+      {"int8 panels decode", 1, 256, 300, 4, 32, 4},
+      {"int8 panels prefill", 40, 128, 100, 4, 32, 4},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::mt19937 rng(static_cast<uint32_t>(c.M * 131 + c.N));
+    Problem p = make(rng, c.M, c.K, c.N, c.bits, c.block, false);
+    const int64_t kb = (c.K + c.block - 1) / c.block;
+    KernelRun run;
+    run.op_type = "MatMulNBits";
+    run.domain = "com.microsoft";
+    run.opset = 1;
+    run.attributes = {attr_int("K", c.K), attr_int("N", c.N), attr_int("bits", c.bits), attr_int("block_size", c.block),
+                      attr_int("accuracy_level", c.acc)};
+    run.inputs = {Tensor::from_vector(DataType::kFloat, {c.M, c.K}, p.A),
+                  Tensor::from_vector(DataType::kUInt8, {c.N, kb, c.block * c.bits / 8}, p.B),
+                  Tensor::from_vector(DataType::kFloat, {c.N * kb}, p.scales)};
+    run.const_inputs = {1, 2};
+    nxrt::testing::expect_variant_paths_equal(run, true);  // the prepared A at least
+    run.specialize = true;
+    run.threads = 2;
+    auto out = run_kernel(run);
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    const Tensor& y = (*out)[0].tensor();
+    std::vector<float> ref(static_cast<size_t>(c.M * c.N));
+    matmulnbits_reference(p.A.data(), c.M, p.B.data(), p.scales.data(), p.zps.data(), nullptr, c.K, c.N, c.bits, c.block,
+                          static_cast<int>(c.acc), nullptr, ref.data());
+    expect_close(std::vector<float>(y.data<float>(), y.data<float>() + y.numel()), ref, 1e-3, 1e-3, c.what);
   }
 }

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "nxrt/float_types.h"
 #include "kernel_test_util.h"
+#include "variant_test_util.h"
 
 using namespace nxrt;
 using nxrt::testing::attr_float;
@@ -188,4 +190,40 @@ TEST(ContribOps, EmbedLayerNormSumsEmbeddingsAndNormalizes) {
   auto bad = run("EmbedLayerNormalization", {}, {bad_ids, Value(), word, pos, Value(), gamma, beta}, 1);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("input_ids[0, 1] = 7"), std::string::npos) << bad.status().to_string();
+}
+
+
+TEST(ContribOps, EmbedLayerNormRowScratchIsAVariantSlot) {
+  const int64_t B = 4, S = 40, H = 48, V = 50, P = 64;
+  std::mt19937 rng(7);
+  std::vector<int32_t> ids(static_cast<size_t>(B * S));
+  for (auto& v : ids) v = static_cast<int32_t>(rng() % V);
+  KernelRun r;
+  r.op_type = "EmbedLayerNormalization";
+  r.domain = "com.microsoft";
+  r.opset = 1;
+  r.inputs = {Tensor::from_vector<int32_t>(DataType::kInt32, {B, S}, ids), Value(), nxrt::testing::random_tensor({V, H}, 1),
+              nxrt::testing::random_tensor({P, H}, 2), Value(), nxrt::testing::random_tensor({H}, 3),
+              nxrt::testing::random_tensor({H}, 4)};
+  r.num_outputs = 3;
+  nxrt::testing::expect_variant_paths_equal(r, true);
+}
+
+TEST(ContribOps, SimplifiedLayerNormConvertedRowsAreVariantSlots) {
+  // Y takes gamma's dtype (float16), converted a row at a time through the thread's slot.
+  const int64_t rows = 1024, H = 64;
+  Tensor x = nxrt::testing::random_tensor({4, rows / 4, H}, 5);
+  Tensor g32 = nxrt::testing::random_tensor({H}, 6);
+  std::vector<Float16> g16;
+  for (int64_t i = 0; i < H; ++i) g16.push_back(Float16(g32.data<float>()[i]));
+  KernelRun r;
+  r.op_type = "SimplifiedLayerNormalization";
+  r.domain = "";
+  r.opset = 1;
+  r.inputs = {x, Tensor::from_vector<Float16>(DataType::kFloat16, {H}, g16)};
+  r.num_outputs = 2;
+  nxrt::testing::expect_variant_paths_equal(r, true);
+  // Same dtypes: no conversion, no scratch, no variant.
+  r.inputs = {x, g32};
+  nxrt::testing::expect_variant_paths_equal(r, false);
 }

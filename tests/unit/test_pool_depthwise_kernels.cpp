@@ -8,6 +8,7 @@
 #include <random>
 
 #include "kernel_test_util.h"
+#include "variant_test_util.h"
 #include "ops/conv/depthwise.h"
 #include "ops/conv/conv_engine.h"
 #include "ops/pool/row_pool.h"
@@ -271,6 +272,52 @@ TEST(SmallCnnThreadPool, ShortJobsBackToBackCoverEveryIndexOnce) {
         for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
       });
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "job " << job << " i " << i;
+    }
+  }
+}
+
+// MaxPool / AveragePool keep the row-wise plan in their variant and run each chunk on its thread's slot
+// of the variant's workspace: every path (global average, window engine, tap passes, row passes) gives
+// the same with and without a variant at 1 and 2 threads, and matches the per-window loops.
+TEST(SmallCnnPool, VariantPlanAndSlotsMatchPerCallPlanAndReference) {
+  struct Shape {
+    const char* what;
+    int64_t h, w;
+    std::vector<int64_t> kernel, strides, dilations, pads;
+  };
+  const Shape shapes[] = {
+      {"engine 3x3", 20, 20, {3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}},
+      {"engine stride 2", 21, 19, {3, 3}, {2, 2}, {1, 1}, {0, 1, 1, 0}},
+      {"taps 9x9", 24, 24, {9, 9}, {1, 1}, {1, 1}, {2, 2, 2, 2}},
+      {"rows 9x9 stride 3", 30, 30, {9, 9}, {3, 3}, {1, 1}, {1, 1, 1, 1}},
+      {"global", 12, 13, {12, 13}, {1, 1}, {1, 1}, {0, 0, 0, 0}},
+  };
+  for (const Shape& sh : shapes) {
+    for (const char* op : {"MaxPool", "AveragePool"}) {
+      for (int cip = 0; cip < (std::string(op) == "AveragePool" ? 2 : 1); ++cip) {
+        SCOPED_TRACE(std::string(sh.what) + " " + op + " cip " + std::to_string(cip));
+        nxrt::testing::KernelRun r;
+        r.op_type = op;
+        r.opset = 19;
+        r.attributes = {nxrt::testing::attr_ints("kernel_shape", sh.kernel), nxrt::testing::attr_ints("strides", sh.strides),
+                        nxrt::testing::attr_ints("dilations", sh.dilations), nxrt::testing::attr_ints("pads", sh.pads)};
+        if (cip) r.attributes.push_back(nxrt::testing::attr_int("count_include_pad", 1));
+        r.inputs = {nxrt::testing::random_tensor({2, 9, sh.h, sh.w}, 21)};
+        // The global average (a window over the whole plane) needs no scratch.
+        nxrt::testing::expect_variant_paths_equal(r, !(sh.kernel[0] == sh.h && std::string(op) == "AveragePool"));
+        r.specialize = true;
+        r.threads = 2;
+        auto fast = nxrt::testing::run_kernel(r);
+        ASSERT_TRUE(fast.ok()) << fast.status().to_string();
+        r.specialize = false;
+        r.overrides = {{"reference", "1"}};
+        auto ref = nxrt::testing::run_kernel(r);
+        ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+        const Tensor& a = (*fast)[0].tensor();
+        const Tensor& b = (*ref)[0].tensor();
+        ASSERT_EQ(a.shape(), b.shape());
+        for (int64_t i = 0; i < a.numel(); ++i) ASSERT_NEAR(a.data<float>()[i], b.data<float>()[i], 1e-5f) << i;
+      }
     }
   }
 }

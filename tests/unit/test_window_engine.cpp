@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -135,6 +136,15 @@ TEST(WindowEngine, EngineMatchesDefinitionOnRandomGeometries) {
             ASSERT_EQ(y[y.size() - 1 - i], 77.f) << what;
           }
           expect_close(std::vector<float>(y0, y0 + planes * out_size), ref, what + " run_planes");
+          // A plan without buffers of its own on caller scratch full of garbage (a kernel variant's plan
+          // on a thread's slot): the same bits as run_planes.
+          const std::vector<float> own(y0, y0 + planes * out_size);
+          TapPlan shared;
+          ASSERT_TRUE(shared.prepare(g, op, cip != 0, /*own_buffers=*/false)) << what;
+          std::vector<float> scratch(static_cast<size_t>(shared.scratch_floats()), std::nanf(""));
+          std::fill(y.begin(), y.end(), 77.f);
+          shared.run_planes_in(scratch.data(), x.data(), x_stride, w.data(), kvol, bias.data(), true, y0, planes, vec != 0);
+          ASSERT_EQ(std::memcmp(y0, own.data(), own.size() * sizeof(float)), 0) << what << " run_planes_in";
         }
       }
     }

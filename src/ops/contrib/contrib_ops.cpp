@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ep/slot_scratch.h"
 #include "ops/common.h"
 #include "ops/contrib/contrib_util.h"
 #include "ops/contrib/gather_block_quantized_rows.h"
@@ -102,6 +103,11 @@ Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, i
   NXRT_ASSIGN_OR_RETURN(const C* beta, load_vec(Bt, slots + H));
   NXRT_ASSIGN_OR_RETURN(const C* bias, load_vec(Bias, slots + 2 * H));
   // No per-row scratch: the pre-norm value (input + skip + bias) is cheap to recompute on each pass.
+  // A Y of another dtype is converted a row at a time, through the thread's slot (norm_slot_bytes).
+  ep::SlotScratch row_slots;
+  if (ydt != X.dtype()) {
+    NXRT_ASSIGN_OR_RETURN(row_slots, ep::take_slots(ctx, static_cast<size_t>(H) * sizeof(C)));
+  }
   auto work = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = x + r * H;
@@ -149,10 +155,9 @@ Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, i
         }
       } else {
         // Y of the scale's dtype (checked to be a float dtype): converted a row at a time.
-        thread_local std::vector<C> row;  // grow-only: no allocation once warm
-        if (row.size() < static_cast<size_t>(H)) row.resize(static_cast<size_t>(H));
-        for (int64_t i = 0; i < H; ++i) row[static_cast<size_t>(i)] = normed(i);
-        (void)store_floats(row.data(), H, ydt, static_cast<uint8_t*>(yraw) + r * H * (dtype_bits(ydt) / 8));
+        C* row = row_slots.mine<C>();
+        for (int64_t i = 0; i < H; ++i) row[i] = normed(i);
+        (void)store_floats(row, H, ydt, static_cast<uint8_t*>(yraw) + r * H * (dtype_bits(ydt) / 8));
       }
     }
   };
@@ -181,6 +186,20 @@ Status skip_simplified_layer_norm(ep::KernelContext& ctx) {
   NXRT_RETURN_IF_ERROR(check_rank(ctx));
   return skip_norm_dispatch(ctx, true, true, ctx.input(0).rank() - 1, ctx.info().attr_float("epsilon", 1e-12f));
 }
+// SimplifiedLayerNormalization's per-thread scratch: a row of the compute type when Y (the scale's
+// dtype) differs from the input's; the Skip variants write T and need none.
+size_t simplified_norm_slot_bytes(const ep::SpecializeContext& sc) {
+  const Dims& x = sc.shape(0);
+  const DataType xt = sc.dtype(0), yt = sc.dtype(1);
+  if (x.empty() || !sc.has_input(1) || yt == xt) return 0;
+  int64_t axis = sc.info().attr_int("axis", -1);
+  if (!normalize_axis(&axis, static_cast<int64_t>(x.size()))) return 0;
+  int64_t H = 1;
+  for (size_t d = static_cast<size_t>(axis); d < x.size(); ++d) H *= x[d];
+  if (H <= 0) return 0;
+  return static_cast<size_t>(H) * (xt == DataType::kDouble ? sizeof(double) : sizeof(float));
+}
+
 Status simplified_layer_norm(ep::KernelContext& ctx) {
   NXRT_RETURN_IF_ERROR(check_rank(ctx));
   int64_t axis = ctx.info().attr_int("axis", -1);
@@ -521,8 +540,10 @@ void register_contrib_ops_all(ep::KernelRegistry& r) {
   r.add_fn(kMs, "SkipLayerNormalization", 1, INT64_MAX, &skip_layer_norm);
   r.add_fn(kMs, "SkipSimplifiedLayerNormalization", 1, INT64_MAX, &skip_simplified_layer_norm);
   // ORT registers SimplifiedLayerNormalization in the ai.onnx domain (opset 1); exports use both.
-  r.add_fn("", "SimplifiedLayerNormalization", 1, INT64_MAX, &simplified_layer_norm);
-  r.add_fn(kMs, "SimplifiedLayerNormalization", 1, INT64_MAX, &simplified_layer_norm);
+  ep::add_slot_fn(r, "", "SimplifiedLayerNormalization", 1, INT64_MAX, &simplified_layer_norm,
+                  &simplified_norm_slot_bytes);
+  ep::add_slot_fn(r, kMs, "SimplifiedLayerNormalization", 1, INT64_MAX, &simplified_layer_norm,
+                  &simplified_norm_slot_bytes);
   r.add_fn(kMs, "Gelu", 1, INT64_MAX, &gelu_family<0>);
   r.add_fn(kMs, "FastGelu", 1, INT64_MAX, &gelu_family<1>);
   r.add_fn(kMs, "BiasGelu", 1, INT64_MAX, &gelu_family<2>);

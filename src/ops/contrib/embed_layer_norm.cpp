@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ep/slot_scratch.h"
 #include "ops/common.h"
 
 namespace nxrt::ops::contrib {
@@ -109,9 +110,10 @@ Status embed_layer_norm(ep::KernelContext& ctx) {
     const T* be = beta ? beta->data<T>() : nullptr;
     T* y = Y->data<T>();
     T* es = sum_out ? sum_out->data<T>() : nullptr;
+    // Each chunk's row of sums: its thread's slot of the variant's workspace (or of step scratch).
+    NXRT_ASSIGN_OR_RETURN(ep::SlotScratch slots, ep::take_slots(ctx, static_cast<size_t>(H) * sizeof(float)));
     auto work = [&](int64_t r0, int64_t r1) {
-      thread_local std::vector<float> row;
-      row.resize(static_cast<size_t>(H));
+      float* row = slots.mine<float>();
       for (int64_t i = r0; i < r1; ++i) {
         const int64_t s = i % S;
         const int64_t w = id_at(ids, i);
@@ -121,20 +123,20 @@ Status embed_layer_norm(ep::KernelContext& ctx) {
         for (int64_t h = 0; h < H; ++h) {
           float v = static_cast<float>(wt[w * H + h]) + static_cast<float>(pt[p * H + h]);
           if (segrow) v += static_cast<float>(segrow[h]);
-          row[static_cast<size_t>(h)] = v;
+          row[h] = v;
           mean += v;
           if (es) es[i * H + h] = T(v);
         }
         mean /= static_cast<double>(H);
         double var = 0;
         for (int64_t h = 0; h < H; ++h) {
-          const double d = row[static_cast<size_t>(h)] - mean;
+          const double d = row[h] - mean;
           var += d * d;
         }
         var /= static_cast<double>(H);
         const double inv = 1.0 / std::sqrt(var + static_cast<double>(eps));
         for (int64_t h = 0; h < H; ++h) {
-          float v = static_cast<float>((row[static_cast<size_t>(h)] - mean) * inv) * static_cast<float>(g[h]);
+          float v = static_cast<float>((row[h] - mean) * inv) * static_cast<float>(g[h]);
           if (be) v += static_cast<float>(be[h]);
           y[i * H + h] = T(v);
         }
@@ -145,10 +147,16 @@ Status embed_layer_norm(ep::KernelContext& ctx) {
   }, [&] { return ctx.error(std::string("embeddings must be float32/float16/bfloat16/double, got ") + dtype_name(dt), StatusCode::kInvalidArgument); });
 }
 
+// Per-thread scratch: one float row of hidden (word_embedding's second dim) per slot.
+size_t embed_slot_bytes(const ep::SpecializeContext& sc) {
+  const Dims& w = sc.shape(2);
+  return w.size() == 2 && w[1] > 0 ? static_cast<size_t>(w[1]) * sizeof(float) : 0;
+}
+
 }  // namespace
 
 void register_contrib_embed_layer_norm(ep::KernelRegistry& r) {
-  r.add_fn("com.microsoft", "EmbedLayerNormalization", 1, INT64_MAX, &embed_layer_norm);
+  ep::add_slot_fn(r, "com.microsoft", "EmbedLayerNormalization", 1, INT64_MAX, &embed_layer_norm, &embed_slot_bytes);
 }
 
 }  // namespace nxrt::ops::contrib

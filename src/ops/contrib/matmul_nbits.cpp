@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "ep/slot_scratch.h"
 #include "ep/thread_pool.h"
 #include "ops/common.h"
 #include "ops/gemm/gemm.h"
@@ -315,10 +316,12 @@ __attribute__((target("avx2,fma"), always_inline)) inline void chunk_f32(const u
   }
 }
 
-// Up to MR rows of A against rows [n0, n1) of W, integer dot products.
+// Up to MR rows of A against rows [n0, n1) of W, integer dot products. ssbuf: MR * W.kb floats of the
+// calling thread's scratch (the products of weight and A block scales).
 template <int MR>
 __attribute__((target("avx2,fma"))) void rows_int8_avx2(const PreparedA& P, int64_t m0, const QuantWeights& W,
-                                                        int64_t n0, int64_t n1, float* Y, int64_t ldy) {
+                                                        int64_t n0, int64_t n1, float* Y, int64_t ldy,
+                                                        float* ssbuf) {
   const int64_t chunks = W.kpad / 32;
   const bool eight = W.bits == 8;
   const int64_t block = W.block;
@@ -331,11 +334,8 @@ __attribute__((target("avx2,fma"))) void rows_int8_avx2(const PreparedA& P, int6
     sarow[r] = P.sa + (m0 + r) * P.kb;
     asrow[r] = P.asum + (m0 + r) * P.kb;
   }
-  // Per-thread, grow-only: no allocation once warm.
-  thread_local std::vector<float> ssbuf;
-  if (ssbuf.size() < static_cast<size_t>(MR * W.kb)) ssbuf.resize(static_cast<size_t>(MR * W.kb));
   float* ss[MR];
-  for (int r = 0; r < MR; ++r) ss[r] = ssbuf.data() + r * W.kb;
+  for (int r = 0; r < MR; ++r) ss[r] = ssbuf + r * W.kb;
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* w = W.data.data() + n * W.row_bytes;
     const float* sc = W.scale.data() + n * W.kb;
@@ -455,21 +455,24 @@ __attribute__((target("avx2,fma"))) void rows_f32_avx2(const PreparedA& P, int64
 }
 #endif
 
+// ss: the calling thread's scratch of kRowsMR * W.kb floats (the int8 AVX2 rows).
+constexpr int64_t kRowsMR = 4;
 void rows_dispatch(const PreparedA& P, const QuantWeights& W, bool int8, int64_t n0, int64_t n1, float* Y, int64_t ldy,
-                   bool use_avx2) {
+                   bool use_avx2, float* ss) {
   int64_t m = 0;
 #ifdef NXRT_MNB_X86
   if (use_avx2) {
-    for (; m + 4 <= P.M; m += 4) {
-      if (int8) rows_int8_avx2<4>(P, m, W, n0, n1, Y, ldy); else rows_f32_avx2<4>(P, m, W, n0, n1, Y, ldy);
+    for (; m + kRowsMR <= P.M; m += kRowsMR) {
+      if (int8) rows_int8_avx2<kRowsMR>(P, m, W, n0, n1, Y, ldy, ss); else rows_f32_avx2<kRowsMR>(P, m, W, n0, n1, Y, ldy);
     }
     for (; m < P.M; ++m) {
-      if (int8) rows_int8_avx2<1>(P, m, W, n0, n1, Y, ldy); else rows_f32_avx2<1>(P, m, W, n0, n1, Y, ldy);
+      if (int8) rows_int8_avx2<1>(P, m, W, n0, n1, Y, ldy, ss); else rows_f32_avx2<1>(P, m, W, n0, n1, Y, ldy);
     }
     return;
   }
 #else
   (void)use_avx2;
+  (void)ss;
 #endif
   rows_scalar(P, m, P.M, W, int8, n0, n1, Y, ldy);
 }
@@ -498,39 +501,74 @@ void dequant_rows(const QuantWeights& W, int64_t n0, int64_t n1, float* out) {
 
 }  // namespace
 
-size_t matmulnbits_fast_workspace(int64_t M, const QuantWeights& W, int accuracy_level) {
-  return prepared_a_bytes(M, W.kpad, W.kb, accuracy_level == 4);
+NBitsFastPlan matmulnbits_fast_plan(int64_t M, const QuantWeights& W, int accuracy_level, ep::IsaTier isa,
+                                    int threads) {
+  NBitsFastPlan p;
+  p.M = M;
+  p.int8 = accuracy_level == 4;
+  p.use_avx2 = isa >= ep::IsaTier::kAvx2 && matmulnbits_has_avx2();
+  p.isa = isa;
+  p.slots = std::max(1, threads);
+  if (!p.int8 && M > 8) {
+    // Prefill: dequantize panels of N and run the float GEMM on each, a panel per task.
+    p.prefill = true;
+    p.panels = (W.N + p.panel_cols - 1) / p.panel_cols;
+    p.grain = 1;
+    p.slot_bytes = static_cast<size_t>(p.panel_cols * W.K) * sizeof(float);
+  } else {
+    p.prepared_bytes = prepared_a_bytes(M, W.kpad, W.kb, p.int8);
+    // Thread over N in chunks sized so each task streams a few hundred KB of weights.
+    p.grain = std::max<int64_t>(8, (64 * 1024) / std::max<int64_t>(1, W.row_bytes));
+    if (p.int8 && p.use_avx2) p.slot_bytes = static_cast<size_t>(kRowsMR * W.kb) * sizeof(float);
+  }
+  return p;
 }
+
+size_t NBitsFastPlan::workspace_bytes() const { return prepared_bytes + ep::SlotScratch::bytes(slot_bytes, slots); }
 
 void matmulnbits_fast(const float* A, int64_t M, const QuantWeights& W, int accuracy_level, const float* bias, float* Y,
                       ep::ThreadPool* pool, ep::IsaTier isa, void* workspace) {
-  const int64_t N = W.N, K = W.K;
+  const NBitsFastPlan plan = matmulnbits_fast_plan(M, W, accuracy_level, isa, pool ? pool->num_threads() : 1);
+  matmulnbits_fast_run(plan, A, W, bias, Y, pool, workspace);
+}
+
+void matmulnbits_fast_run(const NBitsFastPlan& plan, const float* A, const QuantWeights& W, const float* bias,
+                          float* Y, ep::ThreadPool* pool, void* workspace) {
+  const int64_t N = W.N, K = W.K, M = plan.M;
   if (M == 0 || N == 0) return;
-  const bool int8 = accuracy_level == 4;
-  const bool use_avx2 = isa >= ep::IsaTier::kAvx2 && matmulnbits_has_avx2();
-  if (!int8 && M > 8) {
-    // Prefill: dequantize panels of N and run the float GEMM on each.
-    constexpr int64_t NP = 64;
-    const int64_t panels = (N + NP - 1) / NP;
+  const int threads = pool ? pool->num_threads() : 1;
+  if (threads > plan.slots) {
+    // More threads than the plan has slots: scratch of its own, so no two threads share a slot.
+    NBitsFastPlan mine = plan;
+    mine.slots = threads;
+    return matmulnbits_fast_run(mine, A, W, bias, Y, pool, nullptr);
+  }
+  std::vector<uint8_t> own;
+  if (!workspace) {
+    own.resize(plan.workspace_bytes() + 64);
+    workspace = own.data() + (64 - reinterpret_cast<uintptr_t>(own.data()) % 64) % 64;
+  }
+  // The calling thread's slot of the per-thread scratch after the prepared A.
+  uint8_t* slot0 = static_cast<uint8_t*>(workspace) + plan.prepared_bytes;
+  const size_t stride = ep::SlotScratch::stride(plan.slot_bytes);
+  auto my_slot = [&] { return reinterpret_cast<float*>(slot0 + static_cast<size_t>(pool ? pool->slot() : 0) * stride); };
+  const bool int8 = plan.int8;
+  if (plan.prefill) {
+    const int64_t NP = plan.panel_cols;
     auto work = [&](int64_t p0, int64_t p1) {
-      std::vector<float> buf(static_cast<size_t>(NP * K));
+      float* buf = my_slot();
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t n0 = p * NP, n1 = std::min(N, n0 + NP);
-        dequant_rows(W, n0, n1, buf.data());
-        gemm_f32(false, true, M, n1 - n0, K, 1.f, A, K, buf.data(), K, 0.f, Y + n0, N, nullptr);
+        dequant_rows(W, n0, n1, buf);
+        gemm_f32(false, true, M, n1 - n0, K, 1.f, A, K, buf, K, 0.f, Y + n0, N, nullptr);
       }
     };
-    if (pool && panels > 1) pool->parallel_for(panels, 1, work); else work(0, panels);
+    if (pool && plan.panels > 1) pool->parallel_for(plan.panels, plan.grain, work); else work(0, plan.panels);
   } else {
     PreparedA P;
     P.M = M;
     P.kpad = W.kpad;
     P.kb = W.kb;
-    std::vector<uint8_t> own;
-    if (!workspace) {
-      own.resize(prepared_a_bytes(M, W.kpad, W.kb, int8));
-      workspace = own.data();
-    }
     {
       auto up = [](size_t b) { return (b + 63) / 64 * 64; };
       uint8_t* cur = static_cast<uint8_t*>(workspace);
@@ -548,7 +586,7 @@ void matmulnbits_fast(const float* A, int64_t M, const QuantWeights& W, int accu
     if (int8) {
       for (int64_t m = 0; m < M; ++m)
         quantize_a_row(A + m * K, K, W.block, W.kpad, P.aq + m * W.kpad, P.sa + m * W.kb,
-                       P.asum + m * W.kb, isa);
+                       P.asum + m * W.kb, plan.isa);
     } else {
       for (int64_t m = 0; m < M; ++m) {
         std::memcpy(P.af + m * W.kpad, A + m * K, static_cast<size_t>(K) * sizeof(float));
@@ -561,10 +599,8 @@ void matmulnbits_fast(const float* A, int64_t M, const QuantWeights& W, int accu
         }
       }
     }
-    // Thread over N in chunks sized so each task streams a few hundred KB of weights.
-    const int64_t grain = std::max<int64_t>(8, (64 * 1024) / std::max<int64_t>(1, W.row_bytes));
-    auto work = [&](int64_t n0, int64_t n1) { rows_dispatch(P, W, int8, n0, n1, Y, N, use_avx2); };
-    if (pool && N > grain) pool->parallel_for(N, grain, work); else work(0, N);
+    auto work = [&](int64_t n0, int64_t n1) { rows_dispatch(P, W, int8, n0, n1, Y, N, plan.use_avx2, my_slot()); };
+    if (pool && N > plan.grain) pool->parallel_for(N, plan.grain, work); else work(0, N);
   }
   if (bias) {
     for (int64_t m = 0; m < M; ++m)
@@ -587,6 +623,15 @@ Result<std::vector<float>> read_floats(const Tensor& t) {
   }
   return out;
 }
+
+// The tiling for one M (rows of A) on the packed weights, and the scratch it runs on: the panel path's
+// or the row path's plan, each with num_threads slots of per-thread scratch. Made by specialize.
+struct NBitsVariant final : ep::KernelVariant {
+  bool use_panels = false;
+  NBitsFastPlan fast;
+  NBitsPanelsPlan panels;
+  size_t workspace_bytes() const override { return use_panels ? panels.workspace_bytes() : fast.workspace_bytes(); }
+};
 
 class MatMulNBits final : public ep::Kernel {
  public:
@@ -623,6 +668,26 @@ class MatMulNBits final : public ep::Kernel {
 
   // Packed weights, scales, zero points and g_idx are all compute() uses once prepared.
   bool reads_const_input_data(size_t i) const override { return !(packed_ && i >= 1 && i <= 4); }
+
+  // The tiling and scratch for A's rows on the packed weights (none for weights given at run time or
+  // the dense g_idx path).
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    std::unique_ptr<ep::KernelVariant> none;
+    const DataType dt = sc.dtype(0);
+    const Dims& a = sc.shape(0);
+    if (!packed_ || !dense_.empty() || a.empty() || a.back() != K_) return none;
+    if (dt != DataType::kFloat && dt != DataType::kFloat16 && dt != DataType::kBFloat16) return none;
+    int64_t numel = 1;
+    for (int64_t d : a) numel *= d;
+    auto v = std::make_unique<NBitsVariant>();
+    if (!P_.empty()) {
+      v->use_panels = true;
+      v->panels = matmulnbits_panels_plan(numel / K_, P_, panel_kernel_, sc.num_threads());
+    } else {
+      v->fast = matmulnbits_fast_plan(numel / K_, W_, fast_level(), isa_, sc.num_threads());
+    }
+    return std::unique_ptr<ep::KernelVariant>(std::move(v));
+  }
   Status compute(ep::KernelContext& ctx) override {
     const Tensor& A = ctx.input(0);
     if (A.dtype() != DataType::kFloat && A.dtype() != DataType::kFloat16 && A.dtype() != DataType::kBFloat16)
@@ -687,17 +752,35 @@ class MatMulNBits final : public ep::Kernel {
       if (bp)
         for (int64_t m = 0; m < M; ++m)
           for (int64_t n = 0; n < N_; ++n) y[m * N_ + n] += bp[n];
-    } else if (!panels->empty()) {
-      void* ws = nullptr;
-      NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(matmulnbits_panels_workspace(M, *panels)));
-      matmulnbits_panels(a, M, *panels, bp, y, &ctx.pool(), panel_kernel_, ws);
     } else {
-      // ORT's int8 path (accuracy_level 4) covers 4- and 8-bit weights with uint8 (or no) zero points;
-      // float zero points and 2-bit weights compute in float, as there.
-      const int level = acc_ == 4 && (float_zp || bits_ == 2) ? 0 : acc_;
+      // The variant's plan when it was made for these rows of the packed weights and this many threads;
+      // else one made now (weights given at run time, no kernel cache), on step scratch.
+      const int threads = ctx.pool().num_threads();
+      const auto* v = packed_ ? dynamic_cast<const NBitsVariant*>(ctx.variant()) : nullptr;
+      const bool use_panels = !panels->empty();
+      if (v && (v->use_panels != use_panels || (use_panels ? v->panels.M != M || v->panels.slots < threads
+                                                              : v->fast.M != M || v->fast.slots < threads))) {
+        v = nullptr;
+      }
       void* ws = nullptr;
-      NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(matmulnbits_fast_workspace(M, *W, level)));
-      matmulnbits_fast(a, M, *W, level, bp, y, &ctx.pool(), isa_, ws);
+      if (use_panels) {
+        const NBitsPanelsPlan plan = v ? v->panels : matmulnbits_panels_plan(M, *panels, panel_kernel_, threads);
+        if (v) {
+          NXRT_ASSIGN_OR_RETURN(ws, ep::variant_workspace(ctx, *v));
+        } else {
+          NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(plan.workspace_bytes()));
+        }
+        matmulnbits_panels_run(plan, a, *panels, bp, y, &ctx.pool(), ws);
+      } else {
+        const int level = packed_ ? fast_level() : fast_level(float_zp);
+        const NBitsFastPlan plan = v ? v->fast : matmulnbits_fast_plan(M, *W, level, isa_, threads);
+        if (v) {
+          NXRT_ASSIGN_OR_RETURN(ws, ep::variant_workspace(ctx, *v));
+        } else {
+          NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(plan.workspace_bytes()));
+        }
+        matmulnbits_fast_run(plan, a, *W, bp, y, &ctx.pool(), ws);
+      }
     }
     if (A.dtype() == DataType::kFloat16) {
       Float16* o = Y->data<Float16>();
@@ -710,6 +793,11 @@ class MatMulNBits final : public ep::Kernel {
   }
 
  private:
+  // ORT's int8 path (accuracy_level 4) covers 4- and 8-bit weights with uint8 (or no) zero points;
+  // float zero points and 2-bit weights compute in float, as there.
+  int fast_level(bool float_zp) const { return acc_ == 4 && (float_zp || bits_ == 2) ? 0 : acc_; }
+  int fast_level() const { return fast_level(float_zp_); }
+
   Status check_gidx(const Tensor& g, const ep::KernelInfo*, bool* trivial) const {
     if (g.dtype() != DataType::kInt32 || g.numel() != K_)
       return invalid_argument("g_idx must be int32 with K=" + std::to_string(K_) + " elements, got " + g.describe());

@@ -62,13 +62,36 @@ void matmulnbits_reference(const float* A, int64_t M, const uint8_t* B, const fl
                            const int32_t* g_idx, int64_t K, int64_t N, int64_t bits, int64_t block, int accuracy_level,
                            const float* bias, float* Y);
 
+// What the fast path decides for M rows of A on W: the tiling (prefill panels or decode rows, the work
+// split) and its scratch, the prepared A then `slots` slots of per-thread scratch (a task's dequantized
+// panel, or the int8 rows' scale products), one per pool thread (ThreadPool::slot()). The MatMulNBits
+// kernel makes it once per shape at specialize (its variant); matmulnbits_fast makes it per call.
+struct NBitsFastPlan {
+  int64_t M = 0;
+  bool int8 = false;      // accuracy_level 4: int8 A, integer dots
+  bool prefill = false;   // float and M > 8: dequantize panels of panel_cols rows of W, float GEMM on each
+  bool use_avx2 = false;
+  ep::IsaTier isa = ep::IsaTier::kScalar;
+  int64_t panel_cols = 64;
+  int64_t panels = 0;     // prefill: ceil(N / panel_cols)
+  int64_t grain = 1;      // parallel_for grain: panels (prefill) or columns of Y (decode rows)
+  size_t prepared_bytes = 0;  // the prepared A (decode rows), a multiple of 64
+  size_t slot_bytes = 0;      // per-thread scratch (0: none)
+  int slots = 1;
+  // prepared_bytes + slots slots of slot_bytes (each 64-byte aligned).
+  size_t workspace_bytes() const;
+};
+NBitsFastPlan matmulnbits_fast_plan(int64_t M, const QuantWeights& W, int accuracy_level, ep::IsaTier isa, int threads);
+// workspace: plan.workspace_bytes() (64-byte aligned), or nullptr to allocate. A pool with more threads
+// than plan.slots runs on scratch allocated here (no two threads ever share a slot).
+void matmulnbits_fast_run(const NBitsFastPlan& plan, const float* A, const QuantWeights& W, const float* bias,
+                          float* Y, ep::ThreadPool* pool, void* workspace);
+
 // Fast path over packed weights; threads over N. isa: the highest tier the kernels may use (kScalar runs
-// the plain loops; the row kernels have AVX2 bodies, which every tier above takes).
-// workspace: matmulnbits_fast_workspace(M, W, accuracy_level) bytes of scratch, or nullptr to allocate
-// (the M <= 8 paths use it; larger M at accuracy 0 dequantizes panels into its own buffers).
+// the plain loops; the row kernels have AVX2 bodies, which every tier above takes). The plan for the
+// pool's threads, then matmulnbits_fast_run (workspace: that plan's workspace_bytes(), or nullptr).
 void matmulnbits_fast(const float* A, int64_t M, const QuantWeights& W, int accuracy_level, const float* bias, float* Y,
                       ep::ThreadPool* pool, ep::IsaTier isa = ep::cpu_isa_tier(), void* workspace = nullptr);
-size_t matmulnbits_fast_workspace(int64_t M, const QuantWeights& W, int accuracy_level);
 
 bool matmulnbits_has_avx2();
 
@@ -147,12 +170,33 @@ bool panel_kernel_supported(PanelKernel k);
 // tier when the CPU has VNNI (else AVX2), AVX2, scalar.
 PanelKernel choose_panel_kernel(ep::IsaTier tier);
 
-// Scratch bytes matmulnbits_panels needs for M rows (int8 A and its block scales).
-size_t matmulnbits_panels_workspace(int64_t M, const QuantPanels& W);
+// What the panel path decides for M rows of A on W: the microkernel (AMX only from kAmxMinRows rows),
+// the tiling (rows per pass, panels per task) and its scratch: the quantized A (int8 rows, block
+// scales, AMX row terms), then `slots` slots of per-thread scratch (AMX: a task's group of unpacked
+// panels). Made once per shape by MatMulNBits' specialize, or per call by matmulnbits_panels.
+struct NBitsPanelsPlan {
+  int64_t M = 0;
+  PanelKernel kernel = PanelKernel::kScalar;  // the one that runs (kAmx only when amx)
+  bool amx = false;
+  int64_t rows = 0;        // A's rows in the workspace (M, or rounded up to whole 32-row AMX tiles)
+  int64_t mr = 1;          // rows per microkernel call
+  int64_t mc = 1;          // rows of A per pass over a task's panels
+  int64_t grain = 1;       // panels per task
+  int64_t amx_group = 0;   // AMX: panels unpacked together
+  size_t a_bytes = 0;      // the quantized A, a multiple of 64
+  size_t slot_bytes = 0;   // per-thread scratch (0: none)
+  int slots = 1;
+  size_t workspace_bytes() const;
+};
+NBitsPanelsPlan matmulnbits_panels_plan(int64_t M, const QuantPanels& W, PanelKernel kernel, int threads);
 // Y[M, N] = quant8(A) * W (+ bias): A quantized per block as quantize_a_row does, integer block dots,
 // the same result as matmulnbits_reference at accuracy_level 4 up to float summation order.
-// kernel must read W's panel width; workspace: matmulnbits_panels_workspace(M, W) bytes, or nullptr.
+// plan.kernel must read W's panel width; workspace: plan.workspace_bytes() (64-byte aligned), or
+// nullptr to allocate. A pool with more threads than plan.slots runs on scratch allocated here.
+void matmulnbits_panels_run(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias,
+                            float* Y, ep::ThreadPool* pool, void* workspace);
+// The plan for the pool's threads, then matmulnbits_panels_run.
 void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const float* bias, float* Y,
-                        ep::ThreadPool* pool, PanelKernel kernel, void* workspace);
+                        ep::ThreadPool* pool, PanelKernel kernel, void* workspace = nullptr);
 
 }  // namespace nxrt::ops::contrib

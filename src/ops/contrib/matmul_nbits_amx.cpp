@@ -189,31 +189,25 @@ __attribute__((target(NXRT_AMX_TARGET))) void panel_rows(const QuantPanels& W, c
   for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * ldy, f + r * 32, static_cast<size_t>(ncols) * sizeof(float));
 }
 
-// Grow-only per-thread scratch for one unpacked panel.
-struct UnpackScratch {
-  PackedBytes codes, scales, zs;
-};
-
 }  // namespace
 
 __attribute__((target(NXRT_AMX_TARGET))) void qd8_f32_qb4w_gemm_32x32__amx(const QuantPanels& W, const int8_t* a,
                                                                            int64_t lda, const float* terms, int64_t M,
                                                                            int64_t p0, int64_t p1, float* Y,
-                                                                           int64_t ldy) {
+                                                                           int64_t ldy, int64_t group_max,
+                                                                           uint8_t* scratch) {
   // Panels are unpacked a group at a time (the group's tiles stay in L2, about 512 KB), then each
   // 32-row block of A (kpad * 32 bytes, in L1 for the model sizes that matter) meets every panel of
   // the group before the next rows are read.
   const int64_t panel_code_bytes = W.kpad * 32, panel_scales = W.kb * 32;
-  const int64_t group = std::clamp<int64_t>((512 * 1024) / std::max<int64_t>(1, panel_code_bytes), 1, p1 - p0);
-  thread_local UnpackScratch scratch;
-  const size_t code_bytes = static_cast<size_t>(group * panel_code_bytes);
-  const size_t scale_bytes = static_cast<size_t>(group * panel_scales) * sizeof(float);
-  if (scratch.codes.size() < code_bytes) scratch.codes = PackedBytes(code_bytes);
-  if (scratch.scales.size() < scale_bytes) scratch.scales = PackedBytes(scale_bytes);
-  if (W.zp_table && scratch.zs.size() < scale_bytes) scratch.zs = PackedBytes(scale_bytes);
-  uint8_t* codes = scratch.codes.data();
-  float* scales = reinterpret_cast<float*>(scratch.scales.data());
-  float* zs = W.zp_table ? reinterpret_cast<float*>(scratch.zs.data()) : nullptr;
+  // The scratch (amx_unpack_scratch_bytes(W, group_max)) holds group_max panels: codes, scales, zero terms.
+  const int64_t group = std::clamp<int64_t>(group_max, 1, std::max<int64_t>(1, p1 - p0));
+  auto up = [](size_t b) { return (b + 63) / 64 * 64; };
+  const size_t code_bytes = up(static_cast<size_t>(group_max * panel_code_bytes));
+  const size_t scale_bytes = up(static_cast<size_t>(group_max * panel_scales) * sizeof(float));
+  uint8_t* codes = scratch;
+  float* scales = reinterpret_cast<float*>(scratch + code_bytes);
+  float* zs = W.zp_table ? reinterpret_cast<float*>(scratch + code_bytes + scale_bytes) : nullptr;
   const int64_t kstep = std::min<int64_t>(W.block, 64);
   configure_tiles(kstep);
   for (int64_t g0 = p0; g0 < p1; g0 += group) {
@@ -244,8 +238,8 @@ __attribute__((target(NXRT_AMX_TARGET))) void qd8_f32_qb4w_gemm_32x32__amx(const
 namespace nxrt::ops::contrib {
 // Off x86-64 there are no tiles: panel_kernel_supported(kAmx) is false, so nothing calls this.
 void qd8_f32_qb4w_gemm_32x32__amx(const QuantPanels& W, const int8_t* a, int64_t lda, const float* terms, int64_t M,
-                                  int64_t p0, int64_t p1, float* Y, int64_t ldy) {
-  (void)W, (void)a, (void)lda, (void)terms, (void)M, (void)p0, (void)p1, (void)Y, (void)ldy;
+                                  int64_t p0, int64_t p1, float* Y, int64_t ldy, int64_t group, uint8_t* scratch) {
+  (void)W, (void)a, (void)lda, (void)terms, (void)M, (void)p0, (void)p1, (void)Y, (void)ldy, (void)group, (void)scratch;
 }
 }  // namespace nxrt::ops::contrib
 

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "ep/cpu_features.h"
+#include "ep/slot_scratch.h"
 #include "ep/thread_pool.h"
 #include "nxrt/float_types.h"
 #include "ops/contrib/matmul_nbits.h"
@@ -242,13 +243,6 @@ size_t up64(size_t b) { return (b + 63) / 64 * 64; }
 int64_t padded_rows(int64_t M) { return M < kAmxMinRows ? M : round_up(M, 32); }
 }  // namespace
 
-size_t matmulnbits_panels_workspace(int64_t M, const QuantPanels& W) {
-  // int8 rows, then block scales and scale*sum, each 64-byte aligned.
-  const int64_t rows = padded_rows(M);
-  const size_t terms = M < kAmxMinRows ? 0 : up64(amx_row_terms_floats(W, rows) * sizeof(float));
-  return up64(static_cast<size_t>(rows * W.kpad)) + 2 * up64(static_cast<size_t>(rows * W.kb) * sizeof(float)) + terms;
-}
-
 void amx_row_terms(const QuantPanels& W, const float* sa, const float* sq, int64_t M, int64_t rows, float* terms) {
   const int64_t kb = W.kb;
   for (int64_t m0 = 0; m0 < rows; m0 += 32) {
@@ -265,22 +259,66 @@ void amx_row_terms(const QuantPanels& W, const float* sa, const float* sq, int64
   }
 }
 
+NBitsPanelsPlan matmulnbits_panels_plan(int64_t M, const QuantPanels& W, PanelKernel kernel, int threads) {
+  NBitsPanelsPlan p;
+  p.M = M;
+  p.amx = kernel == PanelKernel::kAmx && M >= kAmxMinRows;
+  p.kernel = kernel == PanelKernel::kAmx && !p.amx ? PanelKernel::kAvx512Vnni : kernel;
+  p.slots = std::max(1, threads);
+  // int8 rows, then block scales and scale*sum, then (AMX) the row terms, each 64-byte aligned.
+  p.rows = padded_rows(M);
+  const size_t terms = p.amx ? up64(amx_row_terms_floats(W, p.rows) * sizeof(float)) : 0;
+  p.a_bytes = up64(static_cast<size_t>(p.rows * W.kpad)) + 2 * up64(static_cast<size_t>(p.rows * W.kb) * sizeof(float)) + terms;
+  p.mr = p.kernel == PanelKernel::kAvx512Vnni ? 4 : p.kernel == PanelKernel::kAvx2 ? 2 : 1;
+  // Rows of A per pass over a task's panels: the int8 rows (mc * kpad bytes) stay in L2 while the
+  // panels stream by.
+  p.mc = std::max<int64_t>(p.mr, std::min<int64_t>(M, (256 * 1024) / std::max<int64_t>(1, W.kpad)) / p.mr * p.mr);
+  // Tasks of a few panels: decode streams each panel once (tasks of >= 64 KB of weights), prefill
+  // reuses the task's panels across the rows.
+  const int64_t panel_bytes = W.kb * W.record_bytes;
+  const int64_t grain = std::max<int64_t>(1, (64 * 1024) / std::max<int64_t>(1, panel_bytes));
+  p.grain = std::min(grain, std::max<int64_t>(1, W.panels / 8));
+  if (p.amx) {
+    p.amx_group = amx_panel_group(W);
+    p.slot_bytes = amx_unpack_scratch_bytes(W, p.amx_group);
+  }
+  return p;
+}
+
+size_t NBitsPanelsPlan::workspace_bytes() const { return a_bytes + ep::SlotScratch::bytes(slot_bytes, slots); }
+
 void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const float* bias, float* Y,
                         ep::ThreadPool* pool, PanelKernel kernel, void* workspace) {
-  const int64_t N = W.N, K = W.K;
+  const NBitsPanelsPlan plan = matmulnbits_panels_plan(M, W, kernel, pool ? pool->num_threads() : 1);
+  matmulnbits_panels_run(plan, A, W, bias, Y, pool, workspace);
+}
+
+void matmulnbits_panels_run(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias,
+                            float* Y, ep::ThreadPool* pool, void* workspace) {
+  const int64_t N = W.N, K = W.K, M = plan.M;
   if (M == 0 || N == 0) return;
-  const bool amx = kernel == PanelKernel::kAmx && M >= kAmxMinRows;
-  if (kernel == PanelKernel::kAmx && !amx) kernel = PanelKernel::kAvx512Vnni;
+  const int threads = pool ? pool->num_threads() : 1;
+  if (threads > plan.slots) {
+    // More threads than the plan has slots: scratch of its own, so no two threads share a slot.
+    NBitsPanelsPlan mine = plan;
+    mine.slots = threads;
+    return matmulnbits_panels_run(mine, A, W, bias, Y, pool, nullptr);
+  }
   std::vector<uint8_t> own;
   if (!workspace) {
-    own.resize(matmulnbits_panels_workspace(M, W));
-    workspace = own.data();
+    own.resize(plan.workspace_bytes() + 64);
+    workspace = own.data() + (64 - reinterpret_cast<uintptr_t>(own.data()) % 64) % 64;
   }
-  const int64_t rows = padded_rows(M);
+  const bool amx = plan.amx;
+  const PanelKernel kernel = plan.kernel;
+  const int64_t rows = plan.rows;
   const ep::IsaTier quant_isa = panel_kernel_info(kernel).tier;
   int8_t* aq = static_cast<int8_t*>(workspace);
   float* sa = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + up64(static_cast<size_t>(rows * W.kpad)));
   float* sq = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(sa) + up64(static_cast<size_t>(rows * W.kb) * sizeof(float)));
+  // The per-thread scratch (AMX unpacked panels): the calling thread's slot after the quantized A.
+  uint8_t* slot0 = static_cast<uint8_t*>(workspace) + plan.a_bytes;
+  const size_t stride = ep::SlotScratch::stride(plan.slot_bytes);
   auto quant = [&](int64_t m0, int64_t m1) {
     for (int64_t m = m0; m < m1; ++m)
       quantize_a_row(A + m * K, K, W.block, W.kpad, aq + m * W.kpad, sa + m * W.kb, sq + m * W.kb, quant_isa);
@@ -294,18 +332,15 @@ void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const f
     amx_row_terms(W, sa, sq, M, rows, terms);
   }
 
-  const int64_t panel_bytes = W.kb * W.record_bytes;
-  const int64_t mr = kernel == PanelKernel::kAvx512Vnni ? 4 : kernel == PanelKernel::kAvx2 ? 2 : 1;
+  const int64_t mr = plan.mr, mc = plan.mc;
   void (*tile)(const QuantPanels&, const PanelTile&) =
       kernel == PanelKernel::kAvx512Vnni ? qd8_f32_qb4w_gemm_4x32__avx512vnni
       : kernel == PanelKernel::kAvx2     ? qd8_f32_qb4w_gemm_2x16__avx2
                                          : qd8_f32_qb4w_gemm_1x16__scalar;
-  // Rows of A per pass over a task's panels: the int8 rows (mc * kpad bytes) stay in L2 while the
-  // panels stream by.
-  const int64_t mc = std::max<int64_t>(mr, std::min<int64_t>(M, (256 * 1024) / std::max<int64_t>(1, W.kpad)) / mr * mr);
   auto work = [&](int64_t p0, int64_t p1) {
     if (amx) {
-      qd8_f32_qb4w_gemm_32x32__amx(W, aq, W.kpad, terms, M, p0, p1, Y, N);
+      uint8_t* scratch = slot0 + static_cast<size_t>(pool ? pool->slot() : 0) * stride;
+      qd8_f32_qb4w_gemm_32x32__amx(W, aq, W.kpad, terms, M, p0, p1, Y, N, plan.amx_group, scratch);
       return;
     }
     for (int64_t m0 = 0; m0 < M; m0 += mc) {
@@ -328,10 +363,7 @@ void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const f
       }
     }
   };
-  // Tasks of a few panels: decode streams each panel once (tasks of >= 64 KB of weights), prefill
-  // reuses the task's panels across the rows.
-  const int64_t grain = std::max<int64_t>(1, (64 * 1024) / std::max<int64_t>(1, panel_bytes));
-  if (pool && W.panels > 1) pool->parallel_for(W.panels, std::min(grain, std::max<int64_t>(1, W.panels / 8)), work);
+  if (pool && W.panels > 1) pool->parallel_for(W.panels, plan.grain, work);
   else work(0, W.panels);
   if (bias) {
     for (int64_t m = 0; m < M; ++m)

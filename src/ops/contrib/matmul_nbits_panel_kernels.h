@@ -34,8 +34,25 @@ void qd8_f32_qb4w_gemm_4x32__avx512vnni(const QuantPanels& W, const PanelTile& t
 // AMX: panels [p0, p1) of W against all M rows of A (a: M rounded up to 32 rows, the padding rows
 // zero). Configures the tiles on the calling thread and releases them before returning. Each row's
 // result has the same bits as the AVX512-VNNI tile's (the kAmxMinRows switch is batch-invariant).
-// terms: amx_row_terms' table for A's rows.
-void qd8_f32_qb4w_gemm_32x32__amx(const QuantPanels& W, const int8_t* a, int64_t lda, const float* terms, int64_t M, int64_t p0, int64_t p1, float* Y, int64_t ldy);
+// terms: amx_row_terms' table for A's rows. Panels are unpacked `group` at a time (amx_panel_group)
+// into `scratch`: amx_unpack_scratch_bytes(W, group) bytes, 64-byte aligned, the calling thread's own.
+void qd8_f32_qb4w_gemm_32x32__amx(const QuantPanels& W, const int8_t* a, int64_t lda, const float* terms, int64_t M,
+                                  int64_t p0, int64_t p1, float* Y, int64_t ldy, int64_t group, uint8_t* scratch);
+
+// Panels the AMX kernel unpacks together: the group's tiles stay in L2 (about 512 KB).
+inline int64_t amx_panel_group(const QuantPanels& W) {
+  const int64_t panel_code_bytes = W.kpad * 32;
+  const int64_t g = (512 * 1024) / (panel_code_bytes > 0 ? panel_code_bytes : 1);
+  return g < 1 ? 1 : g > W.panels && W.panels > 0 ? W.panels : g;
+}
+// Scratch for `group` unpacked panels: codes, then scales and (zero-point table) zero terms, each
+// 64-byte aligned.
+inline size_t amx_unpack_scratch_bytes(const QuantPanels& W, int64_t group) {
+  auto up = [](size_t b) { return (b + 63) / 64 * 64; };
+  const size_t codes = static_cast<size_t>(group * W.kpad * 32);
+  const size_t scales = static_cast<size_t>(group * W.kb * 32) * sizeof(float);
+  return up(codes) + up(scales) * (W.zp_table ? 2 : 1);
+}
 
 // The per-row block terms the AMX fold reads, per 32-row block of A (padding rows zero): [kb][32] A
 // block scales, then [kb][32] of uniform_zp * (scale * sum) (the very product the VNNI tile takes) or,

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "ep/thread_pool.h"
@@ -240,12 +241,18 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T a
   const int64_t n_blocks = (N + nc_blk - 1) / nc_blk;
   const int64_t kc_blk = P::KC;
 
+  // Per-thread packing buffers, sized to this problem (blocks no larger than M, N, K): one slot per
+  // pool thread in one allocation per call, each task on its thread's slot (ThreadPool::slot()).
+  const int64_t kc_max = std::min(kc_blk, K);
+  const size_t a_need = a_packed ? 0 : static_cast<size_t>(((std::min(mc_blk, M) + MR - 1) / MR * MR) * kc_max);
+  const size_t b_need = prepacked ? 0 : static_cast<size_t>(((std::min(nc_blk, N) + NR - 1) / NR * NR) * kc_max);
+  const size_t slot_elems = (a_need + b_need + 7) / 8 * 8;  // 64-byte multiple
+  const int slots = pool ? pool->num_threads() : 1;
+  std::unique_ptr<T[]> scratch(new T[slot_elems * static_cast<size_t>(slots)]);
+
   auto tile = [&](int64_t t0, int64_t t1) {
-    thread_local std::vector<T> a_buf, b_buf;
-    const size_t a_need = static_cast<size_t>(((mc_blk + MR - 1) / MR * MR) * kc_blk);
-    const size_t b_need = static_cast<size_t>(((nc_blk + NR - 1) / NR * NR) * kc_blk);
-    if (a_buf.size() < a_need) a_buf.resize(a_need);
-    if (!prepacked && b_buf.size() < b_need) b_buf.resize(b_need);
+    T* a_buf = scratch.get() + static_cast<size_t>(pool ? pool->slot() : 0) * slot_elems;
+    T* b_buf = a_buf + a_need;
     alignas(64) T acc[MR * NR];
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t ib = t / n_blocks, jb = t % n_blocks;
@@ -258,15 +265,15 @@ void gemm_blocked(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T a
         if (prepacked) {
           bpanels = prepacked + p0 * n_padded + j0 * kc;
         } else {
-          pack_b(B, ldb, transB, p0, kc, j0, nc, b_buf.data());
-          bpanels = b_buf.data();
+          pack_b(B, ldb, transB, p0, kc, j0, nc, b_buf);
+          bpanels = b_buf;
         }
         const T* apanels;
         if (a_packed) {
           apanels = a_packed->data.data() + p0 * a_packed->m_padded + i0 * kc;
         } else {
-          pack_a(A, lda, transA, i0, mc, p0, kc, a_buf.data());
-          apanels = a_buf.data();
+          pack_a(A, lda, transA, i0, mc, p0, kc, a_buf);
+          apanels = a_buf;
         }
         for (int64_t jr = 0; jr < nc; jr += NR) {
           const int64_t cols = std::min<int64_t>(NR, nc - jr);

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "ops/conv/conv_geometry.h"
+#include "ep/slot_scratch.h"
 #include "ops/pool/row_pool.h"
 
 namespace nxrt::ops {
@@ -172,6 +173,14 @@ void sum_pool_planes(const Geom3& g, const Windows& win, const T* x, T* y, SumKi
 // per-window loops (read when the kernel is created).
 bool row_paths_allowed(const ep::KernelInfo& info) { return !info.overrides().reference(); }
 
+// The row-wise path's plan for one input shape and the per-thread scratch it runs on (slots of the
+// workspace, one per pool thread).
+struct PoolVariant final : ep::KernelVariant {
+  rowpool::Plan plan;
+  int slots = 1;
+  size_t workspace_bytes() const override { return ep::SlotScratch::bytes(plan.scratch_bytes, slots); }
+};
+
 // Shared front end of the windowed pools.
 class PoolBase : public ep::Kernel {
  public:
@@ -196,6 +205,45 @@ class PoolBase : public ep::Kernel {
   }
   int64_t grain(const Geom3& g) const { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.out_size() * g.kvol())); }
 
+  // The row-wise float path's plan at float X of these shapes (none when that path would not run).
+  Result<std::unique_ptr<ep::KernelVariant>> specialize_rows(const ep::SpecializeContext& sc, bool max,
+                                                             bool cip) const {
+    std::unique_ptr<ep::KernelVariant> none;
+    const Dims& x = sc.shape(0);
+    if (!row_paths_ || sc.dtype(0) != DataType::kFloat || x.size() < 3) return none;
+    Dims sp(x.begin() + 2, x.end());
+    if (attrs_.kernel_shape.size() != sp.size()) return none;
+    Geom3 g;
+    if (!forward_geometry(attrs_, sp, attrs_.kernel_shape, &g).ok()) return none;
+    auto v = std::make_unique<PoolVariant>();
+    if (!rowpool::make_plan(g, max, cip, &v->plan)) return none;
+    v->slots = sc.num_threads();
+    return std::unique_ptr<ep::KernelVariant>(std::move(v));
+  }
+
+  // Planes [0, planes) through the row-wise path: the variant's plan when it was made for g, each
+  // chunk on its thread's slot of the variant's workspace; else a plan made now on step scratch.
+  Status run_rows(ep::KernelContext& ctx, const Geom3& g, bool max, bool cip, const float* x, float* y,
+                  int64_t planes) const {
+    const auto* v = dynamic_cast<const PoolVariant*>(ctx.variant());
+    rowpool::Plan local;
+    const rowpool::Plan* plan = &local;
+    void* ws = nullptr;
+    if (v && v->plan.fits(g) && v->plan.max == max && v->plan.cip == (!max && cip)) {
+      plan = &v->plan;
+      NXRT_ASSIGN_OR_RETURN(ws, ep::variant_workspace(ctx, *v));
+    } else {
+      v = nullptr;
+      rowpool::make_plan(g, max, cip, &local);
+    }
+    NXRT_ASSIGN_OR_RETURN(ep::SlotScratch slots, ep::SlotScratch::take(ctx, ws, v ? v->plan.scratch_bytes : 0,
+                                                                      v ? v->slots : 0, plan->scratch_bytes));
+    ctx.pool().parallel_for(planes, grain(g), [&](int64_t p0, int64_t p1) {
+      rowpool::run(*plan, x, y, p0, p1, slots.mine());
+    });
+    return Status::Ok();
+  }
+
   WindowAttrs attrs_;
   bool row_paths_ = true;  // the row-wise float paths (reference=1 turns them off)
 };
@@ -207,6 +255,11 @@ class MaxPoolKernel final : public PoolBase {
     storage_order_ = info.attr_int("storage_order", 0);
     if (storage_order_ != 0 && storage_order_ != 1) return info.error("storage_order must be 0 or 1");
     return Status::Ok();
+  }
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    // The indices output takes the per-window loops.
+    if (sc.info().output_present(1)) return std::unique_ptr<ep::KernelVariant>();
+    return specialize_rows(sc, true, false);
   }
   Status compute(ep::KernelContext& ctx) override {
     const Tensor& X = ctx.input(0);
@@ -228,15 +281,12 @@ class MaxPoolKernel final : public PoolBase {
       Windows win(g);
       const T* x = X.data<T>();
       T* y = Y->data<T>();
+      if constexpr (std::is_same_v<T, float>) {
+        if (fast && !ind) return run_rows(ctx, g, true, false, x, y, planes);
+      }
       ctx.pool().parallel_for(planes, grain(g), [&](int64_t p0, int64_t p1) {
         if (ind) {
           max_pool_planes<T, true>(g, win, x, y, ind, storage_order_ == 1, p0, p1);
-        } else if constexpr (std::is_same_v<T, float>) {
-          if (fast) {
-            rowpool::max_pool_2d(g, x, y, p0, p1);
-          } else {
-            max_pool_planes<T, false>(g, win, x, y, nullptr, false, p0, p1);
-          }
         } else {
           max_pool_planes<T, false>(g, win, x, y, nullptr, false, p0, p1);
         }
@@ -273,6 +323,10 @@ class SumPoolKernel final : public PoolBase {
     }
     return Status::Ok();
   }
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    if (kind_ != SumKind::kAverage) return std::unique_ptr<ep::KernelVariant>();
+    return specialize_rows(sc, false, count_include_pad_);
+  }
   Status compute(ep::KernelContext& ctx) override {
     const Tensor& X = ctx.input(0);
     Geom3 g;
@@ -288,10 +342,7 @@ class SumPoolKernel final : public PoolBase {
           T* y = Y->data<T>();
           if constexpr (std::is_same_v<T, float>) {
             if (kind_ == SumKind::kAverage && row_paths_ && rowpool::applies(g)) {
-              ctx.pool().parallel_for(planes, grain(g), [&](int64_t p0, int64_t p1) {
-                rowpool::avg_pool_2d(g, x, y, count_include_pad_, p0, p1);
-              });
-              return Status::Ok();
+              return run_rows(ctx, g, false, count_include_pad_, x, y, planes);
             }
           }
           Windows win(g);
@@ -313,6 +364,9 @@ struct AveragePoolKernel final : ep::Kernel {
   SumPoolKernel k;
   Status init(const ep::KernelInfo& info) { return k.init_kind(info, SumKind::kAverage); }
   Status compute(ep::KernelContext& ctx) override { return k.compute(ctx); }
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    return k.specialize(sc);
+  }
 };
 struct LpPoolKernel final : ep::Kernel {
   SumPoolKernel k;

@@ -37,10 +37,10 @@ inline int64_t taps_inside(int64_t start, int64_t k, int64_t d, int64_t lo, int6
 // vertical pass (the window's rows reduced column by column) and one horizontal pass (KW taps of that
 // row). kMax: max with NaN skipped (v > best ? v : best from -inf, as the reference); else sums divided
 // by the valid (or, count_include_pad, padded) tap count. K / S > 0: kernel size and stride fixed at
-// compile time (dilation 1); 0: read from g.
+// compile time (dilation 1); 0: read from g. scratch: rows_scratch_floats(g) floats.
 template <bool kMax, int K, int S>
 __attribute__((always_inline)) inline void pool_rows(const Geom3& g, const float* x, float* y, bool cip,
-                                                     int64_t p0, int64_t p1) {
+                                                     int64_t p0, int64_t p1, float* scratch) {
   const int64_t IH = g.in[1], IW = g.in[2], OH = g.out[1], OW = g.out[2];
   const int64_t KH = K ? K : g.k[1], KW = K ? K : g.k[2];
   const int64_t sh = S ? S : g.s[1], sw = S ? S : g.s[2];
@@ -49,10 +49,7 @@ __attribute__((always_inline)) inline void pool_rows(const Geom3& g, const float
   const float pad = kMax ? -std::numeric_limits<float>::infinity() : 0.f;
   const int64_t Hp = std::max(pbh + IH, (OH - 1) * sh + (KH - 1) * dh + 1);
   const int64_t Wp = std::max(pbw + IW, (OW - 1) * sw + (KW - 1) * dw + 1);
-  thread_local std::vector<float> scratch;
-  const size_t need = static_cast<size_t>(Hp * Wp + Wp + 2 * OW + OH);
-  if (scratch.size() < need) scratch.resize(need);
-  float* __restrict buf = scratch.data();
+  float* __restrict buf = scratch;
   float* __restrict tv = buf + Hp * Wp;
   float* __restrict wc = tv + Wp;  // per output column: tap count (average)
   float* __restrict hc = wc + OW;  // per output row
@@ -110,20 +107,28 @@ __attribute__((always_inline)) inline void pool_rows(const Geom3& g, const float
 }
 
 template <bool kMax>
-NXRT_POOL_AVX2 void pool_rows_avx2(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, int64_t p1) {
-  pool_rows<kMax, 0, 0>(g, x, y, cip, p0, p1);
+NXRT_POOL_AVX2 void pool_rows_avx2(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, int64_t p1,
+                                   float* scratch) {
+  pool_rows<kMax, 0, 0>(g, x, y, cip, p0, p1, scratch);
 }
 template <bool kMax>
-void pool_rows_plain(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, int64_t p1) {
-  pool_rows<kMax, 0, 0>(g, x, y, cip, p0, p1);
+void pool_rows_plain(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, int64_t p1, float* scratch) {
+  pool_rows<kMax, 0, 0>(g, x, y, cip, p0, p1, scratch);
+}
+
+int64_t rows_scratch_floats(const Geom3& g) {
+  const int64_t Hp = std::max(g.pb[1] + g.in[1], (g.out[1] - 1) * g.s[1] + (g.k[1] - 1) * g.d[1] + 1);
+  const int64_t Wp = std::max(g.pb[2] + g.in[2], (g.out[2] - 1) * g.s[2] + (g.k[2] - 1) * g.d[2] + 1);
+  return Hp * Wp + Wp + 2 * g.out[2] + g.out[1];
 }
 
 // The padded-plane path for horizontal stride 1 or 2 without horizontal dilation (every CNN pool):
 // per output row one vertical tap pass over the window's rows and one horizontal tap pass (AVX2 when
 // available). Stride-2 rows are stored even columns first (window::pad_plane), so both passes read
-// contiguous runs.
+// contiguous runs. scratch: taps_scratch_floats(g) floats.
 template <bool kMax>
-void pool_taps(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, int64_t p1, bool avx2) {
+void pool_taps(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, int64_t p1, bool avx2,
+               float* scratch) {
   using window::TapOp;
   constexpr TapOp op = kMax ? TapOp::kMax : TapOp::kSum;
   const int64_t IH = g.in[1], IW = g.in[2], OH = g.out[1], OW = g.out[2];
@@ -134,13 +139,12 @@ void pool_taps(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, i
   const int64_t Wp = std::max(pbw + IW, (OW - 1) * sw + KW);
   const bool split = sw == 2;
   const int64_t ne = window::even_len(Wp);
-  std::vector<float> scratch(static_cast<size_t>(Hp * Wp + 2 * Wp + OW + OH));
-  float* buf = scratch.data();
+  float* buf = scratch;
   float* row_tmp = buf + Hp * Wp;
   float* tv = row_tmp + Wp;
   float* wc = tv + Wp;
   float* hc = wc + OW;
-  std::vector<const float*> src(static_cast<size_t>(std::max(KH, KW)));
+  const float* src[64];  // KH, KW <= 64 on this path
   if (!kMax) {
     for (int64_t ow = 0; ow < OW; ++ow) {
       const int64_t st = ow * sw - pbw;
@@ -156,10 +160,10 @@ void pool_taps(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, i
     float* yp = y + p * OH * OW;
     for (int64_t oh = 0; oh < OH; ++oh) {
       for (int64_t kh = 0; kh < KH; ++kh) src[kh] = buf + (oh * sh + kh * dh) * Wp;
-      window::taps<op>(avx2, src.data(), nullptr, static_cast<int>(KH), pad, tv, Wp);
+      window::taps<op>(avx2, src, nullptr, static_cast<int>(KH), pad, tv, Wp);
       for (int64_t kw = 0; kw < KW; ++kw) src[kw] = split ? tv + (kw % 2 ? ne : 0) + kw / 2 : tv + kw;
       float* yr = yp + oh * OW;
-      window::taps<op>(avx2, src.data(), nullptr, static_cast<int>(KW), pad, yr, OW);
+      window::taps<op>(avx2, src, nullptr, static_cast<int>(KW), pad, yr, OW);
       if (!kMax) {
         const float h = hc[oh];
         for (int64_t ow = 0; ow < OW; ++ow) {
@@ -171,21 +175,33 @@ void pool_taps(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, i
   }
 }
 
+int64_t taps_scratch_floats(const Geom3& g) {
+  const int64_t Hp = std::max(g.pb[1] + g.in[1], (g.out[1] - 1) * g.s[1] + (g.k[1] - 1) * g.d[1] + 1);
+  const int64_t Wp = std::max(g.pb[2] + g.in[2], (g.out[2] - 1) * g.s[2] + g.k[2]);
+  return Hp * Wp + 2 * Wp + g.out[2] + g.out[1];
+}
+
+bool is_global_avg(const Geom3& g) {
+  // A window covering the whole unpadded plane (a GlobalAveragePool written as AveragePool).
+  return g.out[1] == 1 && g.out[2] == 1 && g.k[1] == g.in[1] && g.k[2] == g.in[2] && g.d[1] == 1 && g.d[2] == 1 &&
+         g.pb[1] == 0 && g.pb[2] == 0 && g.pe[1] == 0 && g.pe[2] == 0;
+}
+
 template <bool kMax>
-void pool_any(const Geom3& g, const float* x, float* y, bool cip, int64_t p0, int64_t p1) {
-  // Windows of up to 64 taps: the shared window engine (window/window_engine.h), every stride and dilation.
-  constexpr window::PlaneOp op = kMax ? window::PlaneOp::kMax : window::PlaneOp::kAvg;
-  window::TapPlan& plan = window::TapPlan::for_thread(op);
-  if (plan.prepare(g, op, cip)) {
-    plan.run_planes(x + p0 * g.in_size(), g.in_size(), nullptr, 0, nullptr, false, y + p0 * g.out_size(), p1 - p0);
-    return;
+void run_path(const Plan& p, const float* x, float* y, int64_t p0, int64_t p1, float* scratch) {
+  const Geom3& g = p.g;
+  switch (p.path) {
+    case Plan::Path::kGlobalAvg: global_avg(x + p0 * g.in_size(), y + p0, g.in_size(), 0, p1 - p0); return;
+    case Plan::Path::kEngine:
+      p.engine.run_planes_in(scratch, x + p0 * g.in_size(), g.in_size(), nullptr, 0, nullptr, false,
+                             y + p0 * g.out_size(), p1 - p0);
+      return;
+    case Plan::Path::kTaps: return pool_taps<kMax>(g, x, y, p.cip, p0, p1, p.avx2, scratch);
+    case Plan::Path::kRows:
+      if (p.avx2) return pool_rows_avx2<kMax>(g, x, y, p.cip, p0, p1, scratch);
+      return pool_rows_plain<kMax>(g, x, y, p.cip, p0, p1, scratch);
+    case Plan::Path::kNone: return;
   }
-  const bool avx2 = has_avx2();
-  if ((g.s[2] == 1 || g.s[2] == 2) && g.d[2] == 1 && g.k[1] <= 64 && g.k[2] <= 64) {
-    return pool_taps<kMax>(g, x, y, cip, p0, p1, avx2);
-  }
-  if (avx2) return pool_rows_avx2<kMax>(g, x, y, cip, p0, p1);
-  pool_rows_plain<kMax>(g, x, y, cip, p0, p1);
 }
 
 __attribute__((always_inline)) inline void global_avg_body(const float* x, float* y, int64_t plane, int64_t q0,
@@ -216,18 +232,63 @@ bool applies(const Geom3& g) {
          g.out[1] > 0;
 }
 
+bool make_plan(const Geom3& g, bool max, bool count_include_pad, Plan* p) {
+  *p = Plan();
+  if (!applies(g)) return false;
+  p->g = g;
+  p->max = max;
+  p->cip = !max && count_include_pad;
+  p->avx2 = has_avx2();
+  int64_t floats = 0;
+  const window::PlaneOp op = max ? window::PlaneOp::kMax : window::PlaneOp::kAvg;
+  if (!max && is_global_avg(g)) {
+    p->path = Plan::Path::kGlobalAvg;
+  } else if (p->engine.prepare(g, op, p->cip, /*own_buffers=*/false)) {
+    // Windows of up to 64 taps: the shared window engine (window/window_engine.h), every stride and dilation.
+    p->path = Plan::Path::kEngine;
+    floats = p->engine.scratch_floats();
+  } else if ((g.s[2] == 1 || g.s[2] == 2) && g.d[2] == 1 && g.k[1] <= 64 && g.k[2] <= 64) {
+    p->path = Plan::Path::kTaps;
+    floats = taps_scratch_floats(g);
+  } else {
+    p->path = Plan::Path::kRows;
+    floats = rows_scratch_floats(g);
+  }
+  p->scratch_bytes = static_cast<size_t>(floats) * sizeof(float);
+  return true;
+}
+
+bool Plan::fits(const Geom3& h) const {
+  if (path == Path::kNone) return false;
+  for (int a = 0; a < 3; ++a) {
+    if (g.in[a] != h.in[a] || g.out[a] != h.out[a] || g.k[a] != h.k[a] || g.s[a] != h.s[a] || g.d[a] != h.d[a] ||
+        g.pb[a] != h.pb[a] || g.pe[a] != h.pe[a]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void run(const Plan& p, const float* x, float* y, int64_t p0, int64_t p1, void* scratch) {
+  if (p.max) {
+    run_path<true>(p, x, y, p0, p1, static_cast<float*>(scratch));
+  } else {
+    run_path<false>(p, x, y, p0, p1, static_cast<float*>(scratch));
+  }
+}
+
 void max_pool_2d(const Geom3& g, const float* x, float* y, int64_t p0, int64_t p1) {
-  pool_any<true>(g, x, y, false, p0, p1);
+  Plan p;
+  if (!make_plan(g, true, false, &p)) return;
+  std::vector<float> scratch(p.scratch_bytes / sizeof(float));
+  run(p, x, y, p0, p1, scratch.data());
 }
 
 void avg_pool_2d(const Geom3& g, const float* x, float* y, bool count_include_pad, int64_t p0, int64_t p1) {
-  // A window covering the whole unpadded plane (a GlobalAveragePool written as AveragePool).
-  if (g.out[1] == 1 && g.out[2] == 1 && g.k[1] == g.in[1] && g.k[2] == g.in[2] && g.d[1] == 1 && g.d[2] == 1 &&
-      g.pb[1] == 0 && g.pb[2] == 0 && g.pe[1] == 0 && g.pe[2] == 0) {
-    global_avg(x + p0 * g.in_size(), y + p0, g.in_size(), 0, p1 - p0);
-    return;
-  }
-  pool_any<false>(g, x, y, count_include_pad, p0, p1);
+  Plan p;
+  if (!make_plan(g, false, count_include_pad, &p)) return;
+  std::vector<float> scratch(p.scratch_bytes / sizeof(float));
+  run(p, x, y, p0, p1, scratch.data());
 }
 
 void global_avg(const float* x, float* y, int64_t plane, int64_t q0, int64_t q1) {

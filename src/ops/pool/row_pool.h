@@ -4,16 +4,40 @@
 // that buffer. Results equal the per-window reference (pool/pool_ops.cpp) exactly for max and up to
 // float summation order for average.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "ops/conv/conv_geometry.h"
+#include "ops/window/window_engine.h"
 
 namespace nxrt::ops::rowpool {
 
 // Whether the row-wise path handles this geometry (depth axis trivial: 1-D or 2-D pools).
 bool applies(const Geom3& g);
 
-// Planes [p0, p1) of x (each g.in_size()) into y (each g.out_size()).
+// What the row-wise path decides at one geometry: which loop runs (the window engine's plan, built
+// here, for windows of up to 64 taps) and the scratch each thread needs. Made once per shape (the pool
+// kernels' variant) and read-only afterwards: concurrent chunks and runs share it, each on its own
+// scratch.
+struct Plan {
+  enum class Path { kNone, kGlobalAvg, kEngine, kTaps, kRows };
+  Path path = Path::kNone;
+  Geom3 g;
+  bool max = false;
+  bool cip = false;   // count_include_pad (average)
+  bool avx2 = false;
+  window::TapPlan engine;    // kEngine: prepared without buffers of its own
+  size_t scratch_bytes = 0;  // per thread (a chunk's planes run on one thread's scratch)
+  // Whether the plan was made for geometry h.
+  bool fits(const Geom3& h) const;
+};
+// false (p->path kNone) when !applies(g).
+bool make_plan(const Geom3& g, bool max, bool count_include_pad, Plan* p);
+// Planes [p0, p1) of x (each g.in_size()) into y (each g.out_size()); scratch: p.scratch_bytes, 64-byte
+// aligned, contents unspecified, used by no other thread meanwhile.
+void run(const Plan& p, const float* x, float* y, int64_t p0, int64_t p1, void* scratch);
+
+// make_plan + run with scratch allocated per call (tests).
 void max_pool_2d(const Geom3& g, const float* x, float* y, int64_t p0, int64_t p1);
 void avg_pool_2d(const Geom3& g, const float* x, float* y, bool count_include_pad, int64_t p0, int64_t p1);
 

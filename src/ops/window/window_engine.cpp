@@ -244,10 +244,10 @@ bool TapPlan::supports(const Geom3& g) {
   return Hp < (int64_t{1} << 20) && Wp < (int64_t{1} << 20) && Hp * Wp + 2 * Wp + 64 < (int64_t{1} << 30);
 }
 
-bool TapPlan::prepare(const Geom3& g, PlaneOp op, bool cip) {
+bool TapPlan::prepare(const Geom3& g, PlaneOp op, bool cip, bool own_buffers) {
   int64_t key[16];
   make_key(g, op, op == PlaneOp::kAvg && cip, key);
-  if (built_ && std::memcmp(key, key_, sizeof(key)) == 0) return true;
+  if (built_ && std::memcmp(key, key_, sizeof(key)) == 0 && own_buffers == !buf_.empty()) return true;
   built_ = false;
   if (!supports(g)) return false;
   std::memcpy(key_, key, sizeof(key));
@@ -311,7 +311,11 @@ bool TapPlan::prepare(const Geom3& g, PlaneOp op, bool cip) {
   // should not hold two copies of an image-sized plane. A fresh vector, so a plan that served a large
   // plane gives that memory back.
   nbuf_ = bufsz_ <= kDoubleBufferMax ? 2 : 1;
-  std::vector<float>(static_cast<size_t>(nbuf_ * bufsz_), pad).swap(buf_);
+  if (own_buffers) {
+    std::vector<float>(static_cast<size_t>(nbuf_ * bufsz_), pad).swap(buf_);
+  } else {
+    std::vector<float>().swap(buf_);
+  }
 
   cnt_.clear();
   if (op == PlaneOp::kAvg) {
@@ -331,8 +335,8 @@ bool TapPlan::prepare(const Geom3& g, PlaneOp op, bool cip) {
   return true;
 }
 
-void TapPlan::fill(const float* x, bool vec, int which) {
-  float* buf = buf_.data() + which * bufsz_;
+void TapPlan::fill(const float* x, bool vec, float* bufs, int which) const {
+  float* buf = bufs + which * bufsz_;
   const float pad = op_ == PlaneOp::kMax ? -std::numeric_limits<float>::infinity() : 0.f;
 #ifdef NXRT_SC_X86
   if (vec && SW_ <= 2) {
@@ -387,16 +391,31 @@ void TapPlan::run(const float* x, const float* w, float bias, float* y, bool vec
 
 void TapPlan::run_planes(const float* x, int64_t x_stride, const float* w, int64_t w_stride, const float* bias,
                          bool bias_per_plane, float* y, int64_t count, bool vec) {
+  if (!built_ || count <= 0 || buf_.empty()) return;
+  run_on(buf_.data(), x, x_stride, w, w_stride, bias, bias_per_plane, y, count, vec);
+}
+
+void TapPlan::run_planes_in(float* scratch, const float* x, int64_t x_stride, const float* w, int64_t w_stride,
+                            const float* bias, bool bias_per_plane, float* y, int64_t count, bool vec) const {
   if (!built_ || count <= 0) return;
+  // The scratch's contents are unspecified: its pad cells are written here, once per call (in the
+  // buffers this call uses: one plane uses one).
+  const float pad = op_ == PlaneOp::kMax ? -std::numeric_limits<float>::infinity() : 0.f;
+  std::fill(scratch, scratch + std::min<int64_t>(nbuf_, count) * bufsz_, pad);
+  run_on(scratch, x, x_stride, w, w_stride, bias, bias_per_plane, y, count, vec);
+}
+
+void TapPlan::run_on(float* bufs, const float* x, int64_t x_stride, const float* w, int64_t w_stride,
+                     const float* bias, bool bias_per_plane, float* y, int64_t count, bool vec) const {
   const bool avx2 = vec && has_avx2();
-  fill(x, avx2, 0);
+  fill(x, avx2, bufs, 0);
   for (int64_t i = 0; i < count; ++i) {
     // The next plane's copy goes first: the current plane's loads then never wait on just-stored rows.
     const int cur = nbuf_ == 2 ? static_cast<int>(i & 1) : 0;
-    if (nbuf_ == 2 && i + 1 < count) fill(x + (i + 1) * x_stride, avx2, 1 - cur);
-    if (nbuf_ == 1 && i > 0) fill(x + i * x_stride, avx2, 0);
+    if (nbuf_ == 2 && i + 1 < count) fill(x + (i + 1) * x_stride, avx2, bufs, 1 - cur);
+    if (nbuf_ == 1 && i > 0) fill(x + i * x_stride, avx2, bufs, 0);
     const float b = bias ? bias[bias_per_plane ? i : 0] : 0.f;
-    jobs(buf_.data() + cur * bufsz_, w ? w + i * w_stride : nullptr, b, y + i * OH_ * OW_, avx2);
+    jobs(bufs + cur * bufsz_, w ? w + i * w_stride : nullptr, b, y + i * OH_ * OW_, avx2);
   }
 }
 

@@ -1,9 +1,9 @@
 // One engine for the small-CNN window kernels over NCHW float planes: depthwise convolution
 // (conv/depthwise.cpp), MaxPool and AveragePool (pool/row_pool.cpp). A TapPlan holds everything about one
-// window geometry that does not depend on the data, built once per geometry and reused for every plane
-// of every run on that thread:
+// window geometry that does not depend on the data, built once per geometry (at specialize: a kernel
+// variant's, run on a thread's slot of scratch with run_planes_in) and reused for every plane:
 //   - a padded plane buffer (pad value: 0 for conv / average, -inf for max) whose pad cells are written
-//     once; each plane only rewrites its interior cells. With horizontal stride S > 1 each padded row is
+//     once (per prepare, or per run_planes_in call); each plane only rewrites its interior cells. With horizontal stride S > 1 each padded row is
 //     stored phase by phase (columns 0, S, 2S, ... then 1, S+1, ... : "split" rows), so every tap of a
 //     strided output row reads a contiguous run;
 //   - the tap offsets (kh, kw) -> offset in that buffer (dilation folds in here);
@@ -33,7 +33,9 @@ class TapPlan {
 
   // (Re)builds for g unless the last build was for the same geometry and op. `cip`: AveragePool's
   // count_include_pad (ignored for other ops). Returns false (nothing built) when !supports(g).
-  bool prepare(const Geom3& g, PlaneOp op, bool cip);
+  // own_buffers false: the plan holds no padded planes (a kernel variant's plan, shared by concurrent
+  // runs): only run_planes_in runs it, on the caller's scratch.
+  bool prepare(const Geom3& g, PlaneOp op, bool cip, bool own_buffers = true);
 
   // One plane: y[OH*OW] from x[IH*IW]. kConv: bias + sum of w[kh*KW+kw] * window; kMax: max over the
   // window with NaN skipped (v > acc ? v : acc from -inf, the reference's rule); kAvg: sum / count
@@ -48,11 +50,21 @@ class TapPlan {
   void run_planes(const float* x, int64_t x_stride, const float* w, int64_t w_stride, const float* bias,
                   bool bias_per_plane, float* y, int64_t count, bool vec = true);
 
+  // run_planes on `scratch` (scratch_floats() floats, contents unspecified: its pad cells are written
+  // first) instead of the plan's own buffers: a const plan (a kernel variant's) on a thread's slot.
+  void run_planes_in(float* scratch, const float* x, int64_t x_stride, const float* w, int64_t w_stride,
+                     const float* bias, bool bias_per_plane, float* y, int64_t count, bool vec = true) const;
+  // Floats of scratch run_planes_in needs (the padded planes and their slack); valid once prepared.
+  int64_t scratch_floats() const { return nbuf_ * bufsz_; }
+
   // A per-thread plan for each kernel family (so interleaved conv and pool nodes keep their plans).
+  // Only conv/depthwise.cpp still uses it; the pools keep their plan in their kernel variant.
   static TapPlan& for_thread(PlaneOp op);
 
  private:
-  void fill(const float* x, bool vec, int which);
+  void fill(const float* x, bool vec, float* bufs, int which) const;
+  void run_on(float* bufs, const float* x, int64_t x_stride, const float* w, int64_t w_stride, const float* bias,
+              bool bias_per_plane, float* y, int64_t count, bool vec) const;
   void jobs(const float* buf, const float* w, float bias, float* y, bool avx2) const;
 
   // Key.
@@ -68,7 +80,8 @@ class TapPlan {
   std::vector<int32_t> job_buf_, job_y_, job_n_;  // per job: buffer start, output start, lanes to store
   int64_t nfull_ = 0;                             // jobs [0, nfull_) store all 8 lanes
   int64_t tail0_ = 0;                             // first output of the jobs after them
-  std::vector<float> buf_;            // nbuf_ padded planes (+ slack for the last vectors' extra lanes)
+  std::vector<float> buf_;            // nbuf_ padded planes (+ slack for the last vectors' extra lanes);
+                                      // empty when prepared without own buffers
   int64_t bufsz_ = 0;                 // floats per padded plane in buf_
   int64_t nbuf_ = 2;                  // padded planes in buf_ (1 for large planes)
   std::vector<float> cnt_;            // kAvg: divisor per output (+ 8 ones)
