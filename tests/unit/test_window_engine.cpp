@@ -152,9 +152,10 @@ TEST(WindowEngine, EngineMatchesDefinitionOnRandomGeometries) {
   EXPECT_GT(ran, 250);
 }
 
-// One per-thread plan switching geometries and ops back and forth keeps giving the right answers (the
-// pad cells of a reused buffer stay pad; a rebuilt plan forgets the old geometry).
+// One plan per op with buffers of its own, switching geometries back and forth, keeps giving the right
+// answers (the pad cells of a reused buffer stay pad; a rebuilt plan forgets the old geometry).
 TEST(WindowEngine, ReusedPlanAcrossGeometries) {
+  TapPlan plans[3];
   std::mt19937 rng(4);
   std::vector<Geom3> geoms;
   for (int iter = 0; geoms.size() < 6; ++iter) {
@@ -164,7 +165,7 @@ TEST(WindowEngine, ReusedPlanAcrossGeometries) {
   for (int round = 0; round < 3; ++round)
     for (const Geom3& g : geoms)
       for (PlaneOp op : {PlaneOp::kConv, PlaneOp::kMax, PlaneOp::kAvg}) {
-        TapPlan& plan = TapPlan::for_thread(op);
+        TapPlan& plan = plans[static_cast<int>(op)];
         ASSERT_TRUE(plan.prepare(g, op, round == 1));
         auto x = rand_vec(rng, g.in_size());
         auto w = rand_vec(rng, g.k[1] * g.k[2]);

@@ -556,8 +556,14 @@ void run_depthwise(const ConvCall<CT>& c, bool window) {
   const CT* w = c.w.raw.data();
   auto body = [&](int64_t p0, int64_t p1) {
     if constexpr (std::is_same_v<CT, float>) {
-      // A chunk of planes on the window engine (the next plane's input copied in while one computes).
-      if (window) return dwconv::planes_f32(g, s.C, s.M, c.x, w, c.bias, c.y, p0, p1);
+      // A chunk of planes on the window engine (the next plane's input copied in while one computes),
+      // on this thread's slot of the plan's scratch.
+      if (window) {
+        const ConvPlan& pl = c.plan;
+        float* slot = static_cast<float*>(c.ws) + pl.dw_offset / sizeof(float) +
+                      static_cast<int64_t>(c.pool ? c.pool->slot() : 0) * pl.dw_slot_floats;
+        return dwconv::planes_f32(pl.dw_plan.get(), slot, g, s.C, s.M, c.x, w, c.bias, c.y, p0, p1);
+      }
     }
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t n = p / s.M, m = p % s.M;
@@ -916,6 +922,15 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
   const Geom3& g = s.g;
   const int64_t Cg = s.C / s.group;
   switch (p.path) {
+    case ConvPath::kDepthwiseWindow:
+      if constexpr (std::is_same_v<CT, float>) {
+        // The window engine's plan, and a slot of padded planes per pool thread in the workspace.
+        p.dw_plan = dwconv::plan_f32(g);
+        p.dw_slot_floats = (dwconv::scratch_floats(p.dw_plan.get()) + 15) / 16 * 16;
+        p.dw_offset = 0;
+        p.workspace_bytes = static_cast<size_t>(std::max(1, threads) * p.dw_slot_floats) * sizeof(float);
+      }
+      break;
     case ConvPath::kPointwise:
       p.row_offsets.resize(static_cast<size_t>(Cg));
       for (int64_t k = 0; k < Cg; ++k) p.row_offsets[k] = k * g.in_size();

@@ -13,6 +13,7 @@
 #include "ops/gemm/gemm.h"
 #include "ops/conv/conv_geometry.h"
 #include "ops/conv/winograd.h"
+#include "ops/window/window_engine.h"
 
 namespace nxrt::ops {
 
@@ -119,6 +120,11 @@ struct ConvPlan {
   std::shared_ptr<const WinogradWeights> wino;
   WinogradPlan wino_plan;               // kWinograd: its tiling, blocks and thread split
   std::shared_ptr<const SmallSpatialWeights> small;
+  // kDepthwiseWindow (float): the window engine's plan (null: the plain loops) and the floats of each
+  // pool thread's slot of scratch it runs on, at dw_offset in the workspace.
+  std::shared_ptr<const window::TapPlan> dw_plan;
+  int64_t dw_slot_floats = 0;
+  size_t dw_offset = 0;
   // Workspace: the padded input copy or the im2col chunk, at offset 0 (64-byte aligned).
   size_t workspace_bytes = 0;
 };

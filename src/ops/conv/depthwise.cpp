@@ -3,6 +3,7 @@
 #include "ops/window/window_engine.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace nxrt::ops::dwconv {
 
@@ -29,25 +30,25 @@ void plane_naive(const Geom3& g, const float* x, const float* w, float bias, flo
 
 }  // namespace
 
-void plane_f32(const Geom3& g, const float* x, const float* w, float bias, float* y) {
-  window::TapPlan& plan = window::TapPlan::for_thread(window::PlaneOp::kConv);
-  if (!plan.prepare(g, window::PlaneOp::kConv, false)) return plane_naive(g, x, w, bias, y);
-  plan.run(x, w, bias, y);
+std::shared_ptr<const window::TapPlan> plan_f32(const Geom3& g) {
+  auto plan = std::make_shared<window::TapPlan>();
+  if (!plan->prepare(g, window::PlaneOp::kConv, false, /*own_buffers=*/false)) return nullptr;
+  return plan;
 }
 
-void planes_f32(const Geom3& g, int64_t C, int64_t M, const float* x, const float* w, const float* bias, float* y,
-                int64_t p0, int64_t p1) {
+int64_t scratch_floats(const window::TapPlan* plan) { return plan ? plan->scratch_floats() : 0; }
+
+void planes_f32(const window::TapPlan* plan, float* scratch, const Geom3& g, int64_t C, int64_t M, const float* x,
+                const float* w, const float* bias, float* y, int64_t p0, int64_t p1) {
   if (p1 <= p0) return;
   const int64_t in_size = g.in_size(), out_size = g.out_size(), kvol = g.k[1] * g.k[2];
   const int64_t mult = C > 0 ? M / C : 1;
-  window::TapPlan& plan = window::TapPlan::for_thread(window::PlaneOp::kConv);
-  const bool ok = plan.prepare(g, window::PlaneOp::kConv, false);
-  if (ok && mult == 1) {
+  if (plan && mult == 1) {
     // Runs of planes inside one image: consecutive input planes, weights and biases.
     for (int64_t p = p0; p < p1;) {
       const int64_t n = p / M, m = p % M, cnt = std::min(p1 - p, M - m);
-      plan.run_planes(x + (n * C + m) * in_size, in_size, w + m * kvol, kvol, bias ? bias + m : nullptr, true,
-                      y + p * out_size, cnt);
+      plan->run_planes_in(scratch, x + (n * C + m) * in_size, in_size, w + m * kvol, kvol, bias ? bias + m : nullptr,
+                          true, y + p * out_size, cnt);
       p += cnt;
     }
     return;
@@ -56,12 +57,23 @@ void planes_f32(const Geom3& g, int64_t C, int64_t M, const float* x, const floa
     const int64_t n = p / M, m = p % M;
     const float* xp = x + (n * C + m / mult) * in_size;
     const float b = bias ? bias[m] : 0.f;
-    if (ok) {
-      plan.run(xp, w + m * kvol, b, y + p * out_size);
+    if (plan) {
+      plan->run_planes_in(scratch, xp, in_size, w + m * kvol, kvol, &b, false, y + p * out_size, 1);
     } else {
       plane_naive(g, xp, w + m * kvol, b, y + p * out_size);
     }
   }
+}
+
+void planes_f32(const Geom3& g, int64_t C, int64_t M, const float* x, const float* w, const float* bias, float* y,
+                int64_t p0, int64_t p1) {
+  const std::shared_ptr<const window::TapPlan> plan = plan_f32(g);
+  std::vector<float> scratch(static_cast<size_t>(scratch_floats(plan.get())));
+  planes_f32(plan.get(), scratch.data(), g, C, M, x, w, bias, y, p0, p1);
+}
+
+void plane_f32(const Geom3& g, const float* x, const float* w, float bias, float* y) {
+  planes_f32(g, 1, 1, x, w, &bias, y, 0, 1);
 }
 
 }  // namespace nxrt::ops::dwconv

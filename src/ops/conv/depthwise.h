@@ -5,19 +5,32 @@
 // loop there stays the reference (and handles every other geometry).
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "ops/conv/conv_geometry.h"
+#include "ops/window/window_engine.h"
 
 namespace nxrt::ops::dwconv {
 
 bool applies(const Geom3& g);
 
-// y[OH, OW] = bias + conv(x[IH, IW], w[KH, KW]) for one channel.
-void plane_f32(const Geom3& g, const float* x, const float* w, float bias, float* y);
+// The window engine's plan for depthwise convs of geometry g, prepared without buffers of its own (the
+// conv's plan keeps it, shared by concurrent runs), or null when the engine does not take g.
+std::shared_ptr<const window::TapPlan> plan_f32(const Geom3& g);
+// Floats of per-thread scratch planes_f32 runs `plan` on (0 for a null plan).
+int64_t scratch_floats(const window::TapPlan* plan);
 
 // Output planes [p0, p1) of a depthwise conv over N images: plane p = n * M + m reads input plane
 // n * C + m / (M / C), weights w + m * KH * KW and bias[m] (bias may be null). M must be a multiple of C.
+// `plan` (plan_f32(g); null: the plain per-output loops) runs on `scratch`, the calling thread's
+// scratch_floats(plan) floats (contents unspecified).
+void planes_f32(const window::TapPlan* plan, float* scratch, const Geom3& g, int64_t C, int64_t M, const float* x,
+                const float* w, const float* bias, float* y, int64_t p0, int64_t p1);
+
+// The same with a plan and scratch made per call (tests).
 void planes_f32(const Geom3& g, int64_t C, int64_t M, const float* x, const float* w, const float* bias, float* y,
                 int64_t p0, int64_t p1);
+// y[OH, OW] = bias + conv(x[IH, IW], w[KH, KW]) for one channel (plan and scratch per call; tests).
+void plane_f32(const Geom3& g, const float* x, const float* w, float bias, float* y);
 
 }  // namespace nxrt::ops::dwconv

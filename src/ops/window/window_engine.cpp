@@ -419,9 +419,5 @@ void TapPlan::run_on(float* bufs, const float* x, int64_t x_stride, const float*
   }
 }
 
-TapPlan& TapPlan::for_thread(PlaneOp op) {
-  thread_local TapPlan plans[3];
-  return plans[static_cast<int>(op)];
-}
 
 }  // namespace nxrt::ops::window

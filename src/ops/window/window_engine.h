@@ -57,10 +57,6 @@ class TapPlan {
   // Floats of scratch run_planes_in needs (the padded planes and their slack); valid once prepared.
   int64_t scratch_floats() const { return nbuf_ * bufsz_; }
 
-  // A per-thread plan for each kernel family (so interleaved conv and pool nodes keep their plans).
-  // Only conv/depthwise.cpp still uses it; the pools keep their plan in their kernel variant.
-  static TapPlan& for_thread(PlaneOp op);
-
  private:
   void fill(const float* x, bool vec, float* bufs, int which) const;
   void run_on(float* bufs, const float* x, int64_t x_stride, const float* w, int64_t w_stride, const float* bias,
