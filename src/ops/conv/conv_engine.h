@@ -119,8 +119,12 @@ struct ConvPlan {
   std::shared_ptr<const WinogradWeights> wino;
   WinogradPlan wino_plan;               // kWinograd: its tiling, blocks and thread split
   std::shared_ptr<const SmallSpatialWeights> small;
-  // Workspace: the padded input copy or the im2col chunk, at offset 0 (64-byte aligned).
+  // Workspace: the padded input copy or the im2col chunk, at offset 0 (64-byte aligned); then, for the
+  // float paths that run the GEMM engine on unpacked B (pointwise, im2col, implicit GEMM, pre-activated
+  // pointwise), its packing scratch: gemm_slots slots of gemm_slot_floats at gemm_offset (64-byte aligned).
   size_t workspace_bytes = 0;
+  size_t gemm_offset = 0, gemm_slot_floats = 0;
+  int gemm_slots = 0;
 };
 
 // The plan for s on weights w (prepared for s) at `threads` threads; `pre`: for a call with a
