@@ -474,6 +474,12 @@ struct ConvCall {
 
   int64_t Cg() const { return s.C / s.group; }
   int64_t Mg() const { return s.M / s.group; }
+  // The GEMM engine's packing scratch in the workspace (none: the engine allocates per call).
+  GemmScratch gemm_scratch() const {
+    if (!ws || plan.gemm_slots == 0) return {};
+    return {reinterpret_cast<float*>(static_cast<char*>(ws) + plan.gemm_offset), plan.gemm_slot_floats,
+            plan.gemm_slots};
+  }
   const CT* x_group(int64_t n, int64_t gi) const { return x + (n * s.C + gi * Cg()) * s.g.in_size(); }
   CT* y_group(int64_t n, int64_t gi) const { return y + (n * s.M + gi * Mg()) * s.g.out_size(); }
 
@@ -638,8 +644,15 @@ bool run_pointwise(const ConvCall<CT>& c) {
       }
     return false;
   }
+  const GemmScratch gs_all = c.gemm_scratch();
+  // gemm_pool null: a group inside a parallel_for chunk, whose GEMM runs on this thread's slot alone.
   auto one_group = [&](int64_t n, int64_t gi, ep::ThreadPool* gemm_pool) {
     CT* yg = c.y_group(n, gi);
+    GemmScratch gs = gs_all;
+    if (!gemm_pool && gs.base && c.pool) {
+      gs.base += static_cast<size_t>(c.pool->slot()) * gs.slot_floats;
+      gs.slots = 1;
+    }
     if constexpr (std::is_same_v<CT, float>) {
       // Bias and post are applied in the GEMM's store (one pass over y instead of fill + accumulate).
       const GemmEpilogue ep = c.epilogue(n, gi);
@@ -648,12 +661,12 @@ bool run_pointwise(const ConvCall<CT>& c) {
         return;
       }
       gemm_f32_packed_a(Mg, out_size, Cg, 1.f, c.w.packed[gi].data.data(), false, c.x_group(n, gi), in_size, 0.f,
-                        yg, out_size, gemm_pool, &ep, c.cfg.isa);
+                        yg, out_size, gemm_pool, &ep, c.cfg.isa, &gs);
       return;
     }
     fill_bias(yg, Mg, out_size, c.bias ? c.bias + gi * Mg : nullptr);
     gemm_packed_a<CT>(c.w.packed[gi], out_size, false, c.x_group(n, gi), in_size, CT(1), yg, out_size, gemm_pool,
-                      c.cfg.isa);
+                      c.cfg.isa, &gs);
   };
   // Grouped 1x1 convs (ShuffleNet) have groups too small for the GEMM to split: split the groups.
   const bool by_group = c.pool && c.pool->num_threads() > 1 && G > 1 && Mg * Cg * out_size < (int64_t{1} << 20);
@@ -673,12 +686,13 @@ bool run_pointwise(const ConvCall<CT>& c) {
 bool run_pointwise_preact(const ConvCall<float>& c) {
   const ConvShape& s = c.s;
   const int64_t in_size = s.g.in_size(), out_size = s.g.out_size();
+  const GemmScratch gs = c.gemm_scratch();
   for (int64_t n = 0; n < s.N; ++n) {
     const PreactPanels panels{c.x + n * s.C * in_size, in_size, c.post->pre_scale, c.post->pre_shift,
                               gemm_vector_kernels(c.cfg.isa)};
     const GemmEpilogue ep = c.epilogue(n, 0);
     gemm_f32_packed_a_gen_b(s.M, out_size, s.C, 1.f, c.w.packed[0].data.data(), panels, 0.f,
-                            c.y + n * s.M * out_size, out_size, c.pool, &ep, c.cfg.isa);
+                            c.y + n * s.M * out_size, out_size, c.pool, &ep, c.cfg.isa, &gs);
   }
   return true;
 }
@@ -723,6 +737,7 @@ void run_implicit_gemm(const ConvCall<float>& c) {
   const bool vec = gemm_vector_kernels(c.cfg.isa);
   const ConvPlan* sp = c.plan.padded ? &c.plan : nullptr;
   float* const xpad = static_cast<float*>(c.ws);
+  const GemmScratch gs = c.gemm_scratch();
   for (int64_t n = 0; n < s.N; ++n) {
     for (int64_t gi = 0; gi < s.group; ++gi) {
       float* yg = c.y_group(n, gi);
@@ -731,11 +746,11 @@ void run_implicit_gemm(const ConvCall<float>& c) {
       if (sp) {
         fill_padded_input(s, *sp, xpad, c.x_group(n, gi), vec, c.pool);
         const PaddedIm2colPanels panels{g, *sp, xpad};
-        gemm_f32_packed_a_gen_b(Mg, out_size, K, 1.f, a, panels, 0.f, yg, out_size, c.pool, &ep, c.cfg.isa);
+        gemm_f32_packed_a_gen_b(Mg, out_size, K, 1.f, a, panels, 0.f, yg, out_size, c.pool, &ep, c.cfg.isa, &gs);
         continue;
       }
       const Im2colPanels panels{g, c.x_group(n, gi), vec};
-      gemm_f32_packed_a_gen_b(Mg, out_size, K, 1.f, a, panels, 0.f, yg, out_size, c.pool, &ep, c.cfg.isa);
+      gemm_f32_packed_a_gen_b(Mg, out_size, K, 1.f, a, panels, 0.f, yg, out_size, c.pool, &ep, c.cfg.isa, &gs);
     }
   }
 }
@@ -750,6 +765,7 @@ void run_im2col(const ConvCall<CT>& c) {
   const int64_t total_rows = g.out[0] * g.out[1];
   const int64_t rows_per_chunk = c.plan.im2col_rows;
   CT* const col = static_cast<CT*>(c.ws);  // K x rows_per_chunk * OW
+  const GemmScratch gs = c.gemm_scratch();
   for (int64_t n = 0; n < s.N; ++n) {
     for (int64_t gi = 0; gi < s.group; ++gi) {
       CT* yg = c.y_group(n, gi);
@@ -759,7 +775,7 @@ void run_im2col(const ConvCall<CT>& c) {
         const int64_t cols = (r1 - r0) * OW;
         im2col(g, c.Cg(), c.x_group(n, gi), r0, r1, col, c.pool);
         gemm_packed_a<CT>(c.w.packed[gi], cols, false, col, cols, CT(1), yg + r0 * OW, out_size, c.pool,
-                          c.cfg.isa);
+                          c.cfg.isa, &gs);
       }
     }
   }
@@ -891,6 +907,15 @@ bool operator==(const ConvShape& a, const ConvShape& b) {
 
 namespace {
 
+// Appends `threads` slots of `floats` (the GEMM engine's packing scratch) to p's workspace.
+void add_gemm_slots(ConvPlan* p, size_t floats, int threads) {
+  if (floats == 0) return;
+  p->gemm_offset = (p->workspace_bytes + 63) / 64 * 64;
+  p->gemm_slot_floats = floats;
+  p->gemm_slots = std::max(1, threads);
+  p->workspace_bytes = p->gemm_offset + floats * sizeof(float) * static_cast<size_t>(p->gemm_slots);
+}
+
 // conv_plan for a call with `post` (null, or one whose activation the paths may not apply: then the
 // small-spatial paths are not chosen, as weights_serve says).
 template <typename CT>
@@ -914,6 +939,8 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
                             small_spatial_choice(s, 1, cfg.isa) == SmallSpatialChoice::kDirect;
         p.pre_direct = (forced || chosen) && weights_serve(s, w, post, ConvPath::kSmallSpatialDirect);
         if (p.pre_direct) p.workspace_bytes = small_spatial_direct_workspace_bytes(s, true);
+        // The 1x1 GEMM on pre-activated panels (also when the direct path declines).
+        add_gemm_slots(&p, gemm_f32_scratch_floats(s.M, s.g.out_size(), s.C, true, false), threads);
       }
     }
     return p;
@@ -921,6 +948,8 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
   p.path = conv_chosen_path(s, w, cfg, post, threads);
   const Geom3& g = s.g;
   const int64_t Cg = s.C / s.group;
+  const int64_t Mg = s.M / s.group;
+  constexpr bool f32 = std::is_same_v<CT, float>;
   switch (p.path) {
     case ConvPath::kDepthwiseWindow:
       if constexpr (std::is_same_v<CT, float>) {
@@ -934,6 +963,8 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
     case ConvPath::kPointwise:
       p.row_offsets.resize(static_cast<size_t>(Cg));
       for (int64_t k = 0; k < Cg; ++k) p.row_offsets[k] = k * g.in_size();
+      if (f32 && !pointwise_unpacked(cfg.isa, Mg, Cg, g.out_size()))
+        add_gemm_slots(&p, gemm_f32_scratch_floats(Mg, g.out_size(), Cg, true, false), threads);
       break;
     case ConvPath::kIm2col: {
       // The column matrix in chunks of output rows, so it stays bounded.
@@ -941,6 +972,13 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
       const int64_t K = Cg * g.kvol(), OW = g.out[2], total_rows = g.out[0] * g.out[1];
       p.im2col_rows = std::min(total_rows, std::max<int64_t>(1, kColBudget / std::max<int64_t>(1, K * OW)));
       p.workspace_bytes = static_cast<size_t>(K * p.im2col_rows * OW) * sizeof(CT);
+      if (f32 && total_rows > 0) {  // chunks of im2col_rows rows and the last one (the engine's blocks are not monotone in N)
+        const int64_t last = total_rows - (total_rows - 1) / p.im2col_rows * p.im2col_rows;
+        add_gemm_slots(&p,
+                       std::max(gemm_f32_scratch_floats(Mg, p.im2col_rows * OW, K, true, false),
+                                gemm_f32_scratch_floats(Mg, last * OW, K, true, false)),
+                       threads);
+      }
       break;
     }
     case ConvPath::kWinograd:
@@ -966,6 +1004,8 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
         plan_padded_input(s, &p);
         p.workspace_bytes = static_cast<size_t>(Cg * p.plane) * sizeof(float);
       }
+      if (f32 && p.path == ConvPath::kImplicitGemm)  // (kPaddedRowsGemm's strips pack nothing)
+        add_gemm_slots(&p, gemm_f32_scratch_floats(Mg, g.out_size(), Cg * g.kvol(), true, false), threads);
       break;
     default:
       break;

@@ -125,8 +125,12 @@ struct ConvPlan {
   std::shared_ptr<const window::TapPlan> dw_plan;
   int64_t dw_slot_floats = 0;
   size_t dw_offset = 0;
-  // Workspace: the padded input copy or the im2col chunk, at offset 0 (64-byte aligned).
+  // Workspace: the padded input copy or the im2col chunk, at offset 0 (64-byte aligned); then, for the
+  // float paths that run the GEMM engine on unpacked B (pointwise, im2col, implicit GEMM, pre-activated
+  // pointwise), its packing scratch: gemm_slots slots of gemm_slot_floats at gemm_offset (64-byte aligned).
   size_t workspace_bytes = 0;
+  size_t gemm_offset = 0, gemm_slot_floats = 0;
+  int gemm_slots = 0;
 };
 
 // The plan for s on weights w (prepared for s) at `threads` threads; `pre`: for a call with a

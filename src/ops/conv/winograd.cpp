@@ -489,9 +489,6 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
   p.in_floats = static_cast<size_t>(12 * input_plane(rows_per_block * p.TW));
   // One slot (V, products, input rows) per thread of the pool, whichever thread runs a block.
   p.slots = std::max(1, pool_threads);
-  auto round16 = [](size_t n) { return (n + 15) / 16 * 16; };  // each buffer 64-byte aligned
-  p.slot_floats = round16(p.v_floats) + round16(p.m_floats) + round16(p.in_floats);
-  p.workspace_bytes = static_cast<size_t>(p.slots) * p.slot_floats * sizeof(float);
   // With few output channels, and where the strips read B rows exactly (AVX-512 masked loads), the 36
   // products read the transformed input V in place instead of packing each C x cols slice into B panels
   // first (a copy of all of V per block, which only M / 6 A panels then share). Zen 5, 1 thread, in-model
@@ -502,7 +499,16 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
   if (p.strips) {
     p.row_offsets.resize(static_cast<size_t>(p.C));
     for (int64_t c = 0; c < p.C; ++c) p.row_offsets[static_cast<size_t>(c)] = c * p.ld;
+  } else {
+    // Each product packs its B block (C x cols of V) on the thread running it: room for the widest, of
+    // a full block or the last one (the engine's blocks are not monotone in the column count).
+    const int64_t last_rows = total_rows - (nblocks - 1) * rows_per_block;
+    p.gemm_floats = std::max(gemm_f32_scratch_floats(p.M, rows_per_block * p.TW, p.C, true, false),
+                             gemm_f32_scratch_floats(p.M, last_rows * p.TW, p.C, true, false));
   }
+  auto round16 = [](size_t n) { return (n + 15) / 16 * 16; };  // each buffer 64-byte aligned
+  p.slot_floats = round16(p.v_floats) + round16(p.m_floats) + round16(p.in_floats) + p.gemm_floats;
+  p.workspace_bytes = static_cast<size_t>(p.slots) * p.slot_floats * sizeof(float);
   return p;
 }
 
@@ -528,7 +534,7 @@ void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights&
   // The calling thread's slot of the workspace: transformed input V, products Mx, input rows.
   float* const ws = static_cast<float*>(workspace);
   const size_t slot_floats = p.slot_floats, v_off = 0, m_off = (p.v_floats + 15) / 16 * 16,
-               in_off = m_off + (p.m_floats + 15) / 16 * 16;
+               in_off = m_off + (p.m_floats + 15) / 16 * 16, g_off = in_off + (p.in_floats + 15) / 16 * 16;
   auto slot = [&]() { return ws + static_cast<size_t>(pool ? pool->slot() : 0) * slot_floats; };
   const int64_t total_rows = p.total_rows, rows_per_block = p.rows_per_block, nblocks = p.nblocks;
   const int64_t ld = p.ld, cstride = p.cstride, mstride = p.mstride;
@@ -563,9 +569,12 @@ void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights&
                         nullptr, isa);
       return;
     }
+    // Called inside a chunk (or on the one thread): the GEMM runs single-threaded on this thread's
+    // slot, whose packing region is its own even where V and Mx are the caller's (phases split).
+    const GemmScratch gs{slot() + g_off, p.gemm_floats, 1};
     for (int64_t xi = xi0; xi < xi1; ++xi) {
       gemm_f32_packed_a(p.M, cols, p.C, 1.f, w.u[xi].data.data(), false, V + xi * cstride, ld, 0.f,
-                        Mx + xi * mstride, ld, nullptr, nullptr, isa);
+                        Mx + xi * mstride, ld, nullptr, nullptr, isa, &gs);
     }
   };
 

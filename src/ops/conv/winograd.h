@@ -86,8 +86,9 @@ struct WinogradPlan {
   bool split_blocks = false;              // threads take whole blocks (else each block's phases split)
   int64_t ld = 0, cstride = 0, mstride = 0;
   size_t v_floats = 0, m_floats = 0, in_floats = 0;  // per-thread buffers (transformed input, products, input rows)
+  size_t gemm_floats = 0;  // the products' GEMM packing scratch (gemm_f32_scratch_floats; 0 with strips)
   // The workspace winograd_conv takes: `slots` (the pool's threads) slots of slot_floats, one per thread
-  // (ThreadPool::slot()), each holding those three buffers.
+  // (ThreadPool::slot()), each holding those four buffers.
   int slots = 1;
   size_t slot_floats = 0;
   size_t workspace_bytes = 0;

@@ -84,21 +84,42 @@ struct PackedA {
 template <typename T>
 PackedA<T> pack_a(bool transA, int64_t M, int64_t K, const T* A, int64_t lda, T scale = T(1));
 
+// Per-thread packing scratch for the float engine (its A block when A is not prepacked, its B block when
+// B is not a PackedB, including a GemmBPacker's destination), handed in by the
+// caller: `slots` slots of `slot_floats` floats each, slot i at base + i * slot_floats (64-byte aligned
+// when base is and slot_floats is a multiple of 16, as gemm_f32_scratch_floats returns). The engine uses
+// slot `pool ? pool->slot() : 0`, so a call made inside a parallel_for chunk uses its thread's slot.
+// Without one, or when it has fewer slots than the pool has threads or its slots are smaller than
+// gemm_f32_scratch_floats for the call, the engine allocates exactly what the call needs (heap, per call).
+struct GemmScratch {
+  float* base = nullptr;
+  size_t slot_floats = 0;
+  int slots = 0;
+};
+
+// Floats per slot the engine uses for an M x N x K product (a multiple of 16; 0 when it packs nothing):
+// `a_packed`: A prepacked (PackedA layout); `b_packed`: B a PackedB (a GemmBPacker still needs its block:
+// pass false). Blocks are no larger than the problem (K block min(K, kGemmKC), A block at most 144 rows,
+// B block at most one column block). Independent of the thread count.
+size_t gemm_f32_scratch_floats(int64_t M, int64_t N, int64_t K, bool a_packed, bool b_packed);
+
 // The general float entry point.
 void gemm_f32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
               const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
-              const GemmEpilogue* epilogue = nullptr, ep::IsaTier isa = ep::cpu_isa_tier());
+              const GemmEpilogue* epilogue = nullptr, ep::IsaTier isa = ep::cpu_isa_tier(),
+              const GemmScratch* scratch = nullptr);
 
 // C = epilogue(alpha * op(A) * B + beta * C) with B prepacked by pack_b_f32.
 void gemm_f32_packed(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedB& B, float beta,
                      float* C, int64_t ldc, ep::ThreadPool* pool, const GemmEpilogue* epilogue = nullptr,
-                     ep::IsaTier isa = ep::cpu_isa_tier());
+                     ep::IsaTier isa = ep::cpu_isa_tier(), const GemmScratch* scratch = nullptr);
 
 // C = epilogue(alpha * A * op(B) + beta * C) with A prepacked: `a_packed` points at data laid out as
 // PackedA<float> for an M x K matrix.
 void gemm_f32_packed_a(int64_t M, int64_t N, int64_t K, float alpha, const float* a_packed, bool transB,
                        const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
-                       const GemmEpilogue* epilogue = nullptr, ep::IsaTier isa = ep::cpu_isa_tier());
+                       const GemmEpilogue* epilogue = nullptr, ep::IsaTier isa = ep::cpu_isa_tier(),
+                       const GemmScratch* scratch = nullptr);
 
 // The widest column block the engine hands a B packer (its NC of 1024 columns plus a panel of rounding
 // when blocks are evened out), so a packer can keep per-block scratch on its stack.
@@ -115,7 +136,8 @@ using GemmBPacker = ep::FunctionRef<void(int64_t p0, int64_t kc, int64_t j0, int
 // column matrix is written). Tasks split N first, so no two tasks pack the same B block.
 void gemm_f32_packed_a_gen_b(int64_t M, int64_t N, int64_t K, float alpha, const float* a_packed, GemmBPacker pack_b,
                              float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
-                             const GemmEpilogue* epilogue = nullptr, ep::IsaTier isa = ep::cpu_isa_tier());
+                             const GemmEpilogue* epilogue = nullptr, ep::IsaTier isa = ep::cpu_isa_tier(),
+                             const GemmScratch* scratch = nullptr);
 
 // A run of columns of an implicit GEMM whose B rows are read in place (a conv's padded input):
 //   C[0:M, j0:j0+ncols] = epilogue(A * B),  B(k, j) = brow[boff[k] + j],
@@ -141,11 +163,12 @@ void gemm_f64(bool transA, bool transB, int64_t M, int64_t N, int64_t K, double 
 // goes to the f32 engine, double to gemm_f64.
 template <typename T>
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
-          int64_t ldb, T beta, T* C, int64_t ldc, ep::ThreadPool* pool, ep::IsaTier isa = ep::cpu_isa_tier());
-// C = A * op(B) + beta * C with A prepacked (N columns).
+          int64_t ldb, T beta, T* C, int64_t ldc, ep::ThreadPool* pool, ep::IsaTier isa = ep::cpu_isa_tier(),
+          const GemmScratch* scratch = nullptr);
+// C = A * op(B) + beta * C with A prepacked (N columns). `scratch`: the float engine's (ignored for double).
 template <typename T>
 void gemm_packed_a(const PackedA<T>& A, int64_t N, bool transB, const T* B, int64_t ldb, T beta, T* C, int64_t ldc,
-                   ep::ThreadPool* pool, ep::IsaTier isa = ep::cpu_isa_tier());
+                   ep::ThreadPool* pool, ep::IsaTier isa = ep::cpu_isa_tier(), const GemmScratch* scratch = nullptr);
 
 // The plain triple loop with the same contract (double accumulation; the epilogue for float): what
 // every engine and micro-kernel is tested against.

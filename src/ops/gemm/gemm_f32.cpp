@@ -15,11 +15,11 @@
 #include <cassert>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "ep/thread_pool.h"
 #include "ops/gemm/gemm_kernels.h"
-#include "ops/gemm/mapped_scratch.h"
 
 namespace nxrt::ops {
 
@@ -44,6 +44,37 @@ int64_t block_columns(int64_t K) {
   const int64_t cols = kBBlockBytes / (kc * int64_t(sizeof(float))) / NR * NR;
   return std::clamp<int64_t>(cols, 16 * NR, NC);
 }
+// The engine's column blocks before any split over threads: n_blocks of at most nc_max columns, evened
+// out to whole panels. A split over threads (split_n) only makes the blocks narrower.
+int64_t plain_column_blocks(int64_t N, int64_t K) {
+  const int64_t panels = (N + NR - 1) / NR;
+  const int64_t nc_max = block_columns(K);
+  return std::min<int64_t>(panels, (N + nc_max - 1) / nc_max);
+}
+constexpr size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+
+// Floats of the A block (before the B block) and of the whole slot; see gemm_f32_scratch_floats.
+// Must match engine(): its GEMV paths (M == 1 with A raw, N == 1 with both raw) pack nothing.
+struct ScratchNeed {
+  size_t a = 0, total = 0;
+};
+ScratchNeed scratch_need(int64_t M, int64_t N, int64_t K, bool a_packed, bool b_packed) {
+  ScratchNeed s;
+  if (M <= 0 || N <= 0 || K <= 0) return s;
+  if (M == 1 && !a_packed) return s;
+  if (N == 1 && !a_packed && !b_packed) return s;
+  const int64_t kc = std::min(K, KC);
+  if (!a_packed) s.a = round16(static_cast<size_t>(std::min<int64_t>(MC, (M + MR - 1) / MR * MR) * kc));
+  s.total = s.a;
+  if (!b_packed) {
+    const int64_t panels = (N + NR - 1) / NR;
+    const int64_t n_blocks = plain_column_blocks(N, K);
+    const int64_t nc_blk = (panels + n_blocks - 1) / n_blocks * NR;
+    s.total += round16(static_cast<size_t>(nc_blk * kc));
+  }
+  return s;
+}
+
 // Below this many multiply-adds a GEMM stays on the calling thread (waking workers costs more).
 constexpr int64_t kParallelMacs = int64_t(1) << 20;
 
@@ -198,7 +229,8 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
 
 
 void engine(const F32GemmKernels& kern, int64_t M, int64_t N, int64_t K, float alpha, const ASrc& as, const BSrc& bs,
-            float beta, float* C, int64_t ldc, const GemmEpilogue* ep, ep::ThreadPool* pool) {
+            float beta, float* C, int64_t ldc, const GemmEpilogue* ep, ep::ThreadPool* pool,
+            const GemmScratch* scratch) {
   if (M <= 0 || N <= 0) return;
   if (ep && ep->empty()) ep = nullptr;
   if (K <= 0 || alpha == 0.f) {
@@ -256,8 +288,9 @@ void engine(const F32GemmKernels& kern, int64_t M, int64_t N, int64_t K, float a
   } else {
     n_blocks = std::min<int64_t>(panels, n_blocks);
   }
-  const int64_t nc_blk = (panels + n_blocks - 1) / n_blocks * NR;  // the widest block
+  [[maybe_unused]] const int64_t nc_blk = (panels + n_blocks - 1) / n_blocks * NR;  // the widest block
   assert(nc_blk <= kGemmMaxBlockCols);
+  assert(n_blocks >= plain_column_blocks(N, K));  // so scratch_need's B block covers nc_blk
   auto block_cols = [&](int64_t jb, int64_t* j0, int64_t* nc) {
     *j0 = jb * panels / n_blocks * NR;
     *nc = std::min(N, (jb + 1) * panels / n_blocks * NR) - *j0;
@@ -278,10 +311,43 @@ void engine(const F32GemmKernels& kern, int64_t M, int64_t N, int64_t K, float a
   const float* bpacked = bs.packed ? bs.packed->data.data() : nullptr;
   const int64_t n_padded = bs.packed ? bs.packed->n_padded : 0;
 
+  // Packing scratch: the caller's slot of `scratch` (pool->slot(): distinct among the chunks running at
+  // once, kept by a call nested in a chunk), else this call's own, one slot per thread that runs tasks.
+  const ScratchNeed need = scratch_need(M, N, K, as.packed != nullptr, bpacked != nullptr);
+  std::unique_ptr<float[]> own;
+  float* scr_base = nullptr;
+  size_t scr_stride = 0;
+  int scr_slots = 0;
+  bool scr_by_slot = false;  // index by pool->slot() (else the one slot 0)
+  if (need.total > 0) {
+    const int pool_threads = pool ? pool->num_threads() : 1;
+    if (scratch && scratch->base && scratch->slot_floats >= need.total && scratch->slots >= pool_threads) {
+      scr_base = scratch->base;
+      scr_stride = scratch->slot_floats;
+      scr_slots = scratch->slots;
+      scr_by_slot = pool != nullptr;
+    } else {
+      // Tasks on several threads: they hold distinct slots in [0, num_threads()); else only this thread.
+      const bool parallel = threads > 1 && tasks > 1;
+      const int slots = parallel ? pool_threads : 1;
+      own = std::make_unique_for_overwrite<float[]>(need.total * static_cast<size_t>(slots) + 16);
+      scr_base = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(own.get()) + 63) & ~uintptr_t(63));
+      scr_stride = need.total;
+      scr_slots = slots;
+      scr_by_slot = parallel;
+    }
+  }
+
   auto task = [&](int64_t t0, int64_t t1) {
-    thread_local MappedScratch a_scr, b_scr;
-    float* abuf = as.packed ? nullptr : a_scr.get(static_cast<size_t>(MC * KC));
-    float* bbuf = bpacked ? nullptr : b_scr.get(static_cast<size_t>(nc_blk * KC));
+    float* slot = nullptr;
+    if (scr_base) {
+      const int s = scr_by_slot ? pool->slot() : 0;
+      assert(s >= 0 && s < scr_slots);
+      (void)scr_slots;
+      slot = scr_base + static_cast<size_t>(s) * scr_stride;
+    }
+    float* abuf = as.packed ? nullptr : slot;
+    float* bbuf = bpacked ? nullptr : slot + need.a;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t jb = t / m_chunks, mb = t % m_chunks;
       int64_t j0, nc;
@@ -382,6 +448,10 @@ void gemm_apply_epilogue(const GemmEpilogue& ep, int64_t i0, int64_t j0, int64_t
   }
 }
 
+size_t gemm_f32_scratch_floats(int64_t M, int64_t N, int64_t K, bool a_packed, bool b_packed) {
+  return scratch_need(M, N, K, a_packed, b_packed).total;
+}
+
 PackedB pack_b_f32(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb, ep::IsaTier isa) {
   const F32GemmKernels& kern = f32_gemm_kernels(isa);
   PackedB pb;
@@ -413,7 +483,7 @@ PackedA<float> pack_a<float>(bool transA, int64_t M, int64_t K, const float* A, 
 
 void gemm_f32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
               const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
-              const GemmEpilogue* epilogue, ep::IsaTier isa) {
+              const GemmEpilogue* epilogue, ep::IsaTier isa, const GemmScratch* scratch) {
   ASrc as;
   as.A = A;
   as.lda = lda;
@@ -422,23 +492,24 @@ void gemm_f32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float a
   bs.B = B;
   bs.ldb = ldb;
   bs.trans = transB;
-  engine(f32_gemm_kernels(isa), M, N, K, alpha, as, bs, beta, C, ldc, epilogue, pool);
+  engine(f32_gemm_kernels(isa), M, N, K, alpha, as, bs, beta, C, ldc, epilogue, pool, scratch);
 }
 
 void gemm_f32_packed(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedB& B, float beta,
-                     float* C, int64_t ldc, ep::ThreadPool* pool, const GemmEpilogue* epilogue, ep::IsaTier isa) {
+                     float* C, int64_t ldc, ep::ThreadPool* pool, const GemmEpilogue* epilogue, ep::IsaTier isa,
+                     const GemmScratch* scratch) {
   ASrc as;
   as.A = A;
   as.lda = lda;
   as.trans = transA;
   BSrc bs;
   bs.packed = &B;
-  engine(f32_gemm_kernels(isa), M, B.N, B.K, alpha, as, bs, beta, C, ldc, epilogue, pool);
+  engine(f32_gemm_kernels(isa), M, B.N, B.K, alpha, as, bs, beta, C, ldc, epilogue, pool, scratch);
 }
 
 void gemm_f32_packed_a(int64_t M, int64_t N, int64_t K, float alpha, const float* a_packed, bool transB,
                        const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
-                       const GemmEpilogue* epilogue, ep::IsaTier isa) {
+                       const GemmEpilogue* epilogue, ep::IsaTier isa, const GemmScratch* scratch) {
   ASrc as;
   as.packed = a_packed;
   as.m_padded = (M + MR - 1) / MR * MR;
@@ -446,18 +517,18 @@ void gemm_f32_packed_a(int64_t M, int64_t N, int64_t K, float alpha, const float
   bs.B = B;
   bs.ldb = ldb;
   bs.trans = transB;
-  engine(f32_gemm_kernels(isa), M, N, K, alpha, as, bs, beta, C, ldc, epilogue, pool);
+  engine(f32_gemm_kernels(isa), M, N, K, alpha, as, bs, beta, C, ldc, epilogue, pool, scratch);
 }
 
 void gemm_f32_packed_a_gen_b(int64_t M, int64_t N, int64_t K, float alpha, const float* a_packed, GemmBPacker pack_b,
                              float beta, float* C, int64_t ldc, ep::ThreadPool* pool, const GemmEpilogue* epilogue,
-                             ep::IsaTier isa) {
+                             ep::IsaTier isa, const GemmScratch* scratch) {
   ASrc as;
   as.packed = a_packed;
   as.m_padded = (M + MR - 1) / MR * MR;
   BSrc bs;
   bs.gen = &pack_b;
-  engine(f32_gemm_kernels(isa), M, N, K, alpha, as, bs, beta, C, ldc, epilogue, pool);
+  engine(f32_gemm_kernels(isa), M, N, K, alpha, as, bs, beta, C, ldc, epilogue, pool, scratch);
 }
 
 void gemm_f32_strips(int64_t M, int64_t K, const float* a_packed, const float* brow, const int64_t* boff,

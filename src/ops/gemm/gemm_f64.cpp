@@ -320,27 +320,28 @@ PackedA<double> pack_a<double>(bool transA, int64_t M, int64_t K, const double* 
 template <>
 void gemm<float>(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                  const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
-                 ep::IsaTier isa) {
-  gemm_f32(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool, nullptr, isa);
+                 ep::IsaTier isa, const GemmScratch* scratch) {
+  gemm_f32(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool, nullptr, isa, scratch);
 }
 
 template <>
 void gemm<double>(bool transA, bool transB, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
                   int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc, ep::ThreadPool* pool,
-                  ep::IsaTier) {
+                  ep::IsaTier, const GemmScratch*) {
   gemm_f64(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool);
 }
 
 template <>
 void gemm_packed_a<float>(const PackedA<float>& A, int64_t N, bool transB, const float* B, int64_t ldb, float beta,
-                          float* C, int64_t ldc, ep::ThreadPool* pool, ep::IsaTier isa) {
+                          float* C, int64_t ldc, ep::ThreadPool* pool, ep::IsaTier isa, const GemmScratch* scratch) {
   if (A.M <= 0 || N <= 0) return;
-  gemm_f32_packed_a(A.M, N, A.K, 1.f, A.data.data(), transB, B, ldb, beta, C, ldc, pool, nullptr, isa);
+  gemm_f32_packed_a(A.M, N, A.K, 1.f, A.data.data(), transB, B, ldb, beta, C, ldc, pool, nullptr, isa, scratch);
 }
 
 template <>
 void gemm_packed_a<double>(const PackedA<double>& A, int64_t N, bool transB, const double* B, int64_t ldb,
-                           double beta, double* C, int64_t ldc, ep::ThreadPool* pool, ep::IsaTier) {
+                           double beta, double* C, int64_t ldc, ep::ThreadPool* pool, ep::IsaTier,
+                           const GemmScratch*) {
   gemm_f64(false, transB, A.M, N, A.K, 1.0, nullptr, 0, B, ldb, beta, C, ldc, pool, &A);
 }
 

@@ -30,10 +30,13 @@ Result<MatMulShape> matmul_shape(const Dims& a, const Dims& b);
 
 // Y[batch, M, N] = A x B for contiguous row-major operands laid out per MatMulShape.
 // float/double go through the blocked GEMM (float at the caller's tier); reduced floats compute in float;
-// integers wrap.
+// integers wrap. `scratch`: the float GEMM's packing scratch for pool.num_threads() slots of
+// matmul_scratch_floats(s) (else the GEMM allocates per call).
 template <typename T>
 void matmul_batched(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool,
-                    ep::IsaTier isa = ep::cpu_isa_tier());
+                    ep::IsaTier isa = ep::cpu_isa_tier(), const GemmScratch* scratch = nullptr);
+// Floats per slot of the float GEMM's packing scratch matmul_batched<float> uses for s.
+size_t matmul_scratch_floats(const MatMulShape& s);
 
 // Integer GEMM (row-major, C = A x B, wrapping arithmetic in AccT).
 template <typename T, typename AccT>

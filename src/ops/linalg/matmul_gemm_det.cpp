@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "ep/slot_scratch.h"
 #include "ep/thread_pool.h"
 #include "ops/common.h"
 #include "ops/gemm/gemm.h"
@@ -57,9 +58,10 @@ void batch_offsets(const MatMulShape& s, std::vector<int64_t>* ao, std::vector<i
 }
 
 template <typename T>
-void gemm_plain(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, ep::ThreadPool* pool, ep::IsaTier isa) {
+void gemm_plain(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, ep::ThreadPool* pool, ep::IsaTier isa,
+                const GemmScratch* scratch) {
   if constexpr (std::is_same_v<T, float>) {
-    gemm_f32(false, false, M, N, K, 1.f, A, K, B, N, 0.f, C, N, pool, nullptr, isa);
+    gemm_f32(false, false, M, N, K, 1.f, A, K, B, N, 0.f, C, N, pool, nullptr, isa, scratch);
   } else if constexpr (std::is_same_v<T, double>) {
     gemm_f64(false, false, M, N, K, 1.0, A, K, B, N, 0.0, C, N, pool);
   } else {
@@ -89,13 +91,13 @@ void gemm_plain(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, e
 
 template <typename T>
 void matmul_batched_native(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool,
-                           ep::IsaTier isa) {
+                           ep::IsaTier isa, const GemmScratch* scratch) {
   const int64_t nb = s.batch_count();
   const int64_t M = s.M, N = s.N, K = s.K;
   if (nb == 0 || M == 0 || N == 0) return;
   // B shared and A's batches contiguous in order: one tall GEMM.
   if (s.b_shared() && s.a_batches == nb) {
-    gemm_plain<T>(nb * M, N, K, A, B, Y, &pool, isa);
+    gemm_plain<T>(nb * M, N, K, A, B, Y, &pool, isa, scratch);
     return;
   }
   std::vector<int64_t> ao, bo;
@@ -103,12 +105,16 @@ void matmul_batched_native(const T* A, const T* B, T* Y, const MatMulShape& s, e
   const int64_t work = M * N * std::max<int64_t>(K, 1);
   if (nb == 1 || work >= (int64_t(1) << 18)) {
     for (int64_t i = 0; i < nb; ++i) {
-      gemm_plain<T>(M, N, K, A + ao[i] * M * K, B + bo[i] * K * N, Y + i * M * N, &pool, isa);
+      gemm_plain<T>(M, N, K, A + ao[i] * M * K, B + bo[i] * K * N, Y + i * M * N, &pool, isa, scratch);
     }
   } else {
     pool.parallel_for(nb, std::max<int64_t>(1, (int64_t(1) << 16) / work), [&](int64_t b0, int64_t b1) {
+      // Single-threaded GEMMs in a chunk: this thread's slot alone.
+      GemmScratch one;
+      if (scratch && scratch->base && scratch->slots > pool.slot())
+        one = {scratch->base + static_cast<size_t>(pool.slot()) * scratch->slot_floats, scratch->slot_floats, 1};
       for (int64_t i = b0; i < b1; ++i)
-        gemm_plain<T>(M, N, K, A + ao[i] * M * K, B + bo[i] * K * N, Y + i * M * N, nullptr, isa);
+        gemm_plain<T>(M, N, K, A + ao[i] * M * K, B + bo[i] * K * N, Y + i * M * N, nullptr, isa, &one);
     });
   }
 }
@@ -123,21 +129,30 @@ std::vector<float> to_float(const T* p, int64_t n) {
 
 }  // namespace
 
+size_t matmul_scratch_floats(const MatMulShape& s) {
+  const int64_t nb = s.batch_count();
+  if (nb == 0 || s.M == 0 || s.N == 0 || s.K == 0) return 0;
+  const int64_t M = s.b_shared() && s.a_batches == nb ? nb * s.M : s.M;  // as matmul_batched_native
+  return gemm_f32_scratch_floats(M, s.N, s.K, false, false);
+}
+
 template <typename T>
-void matmul_batched(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool, ep::IsaTier isa) {
+void matmul_batched(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool, ep::IsaTier isa,
+                    const GemmScratch* scratch) {
   if constexpr (is_reduced_float_v<T>) {
     std::vector<float> a = to_float(A, s.a_batches * s.M * s.K);
     std::vector<float> b = to_float(B, s.b_batches * s.K * s.N);
     std::vector<float> y(static_cast<size_t>(s.batch_count() * s.M * s.N));
-    matmul_batched_native<float>(a.data(), b.data(), y.data(), s, pool, isa);
+    matmul_batched_native<float>(a.data(), b.data(), y.data(), s, pool, isa, scratch);
     for (size_t i = 0; i < y.size(); ++i) Y[i] = T(y[i]);
   } else {
-    matmul_batched_native<T>(A, B, Y, s, pool, isa);
+    matmul_batched_native<T>(A, B, Y, s, pool, isa, scratch);
   }
 }
 
 #define NXRT_INSTANTIATE_MATMUL(T) \
-  template void matmul_batched<T>(const T*, const T*, T*, const MatMulShape&, ep::ThreadPool&, ep::IsaTier);
+  template void matmul_batched<T>(const T*, const T*, T*, const MatMulShape&, ep::ThreadPool&, ep::IsaTier, \
+                                  const GemmScratch*);
 NXRT_INSTANTIATE_MATMUL(float)
 NXRT_INSTANTIATE_MATMUL(double)
 NXRT_INSTANTIATE_MATMUL(Float16)
@@ -153,6 +168,22 @@ NXRT_INSTANTIATE_MATMUL(uint64_t)
 #undef NXRT_INSTANTIATE_MATMUL
 
 namespace {
+
+// The float GEMM's packing scratch a MatMul / Gemm variant declared (a SlotVariant: slots of whole
+// floats), or none (the engine then allocates per call).
+GemmScratch variant_gemm_scratch(ep::KernelContext& ctx) {
+  const auto* v = dynamic_cast<const ep::SlotVariant*>(ctx.variant());
+  if (!v) return {};
+  Result<void*> ws = ep::variant_workspace(ctx, *v);
+  if (!ws.ok()) return {};
+  return {static_cast<float*>(*ws), ep::SlotScratch::stride(v->slot_bytes) / sizeof(float), v->slots};
+}
+
+// A variant of `floats` per slot for sc.num_threads() slots (none when 0).
+Result<std::unique_ptr<ep::KernelVariant>> gemm_slot_variant(const ep::SpecializeContext& sc, size_t floats) {
+  if (floats == 0) return std::unique_ptr<ep::KernelVariant>();
+  return std::unique_ptr<ep::KernelVariant>(std::make_unique<ep::SlotVariant>(floats * sizeof(float), sc.num_threads()));
+}
 
 Status matmul_compute(ep::KernelContext& ctx, ep::IsaTier isa) {
   const Tensor& a = ctx.input(0);
@@ -174,7 +205,8 @@ Status matmul_compute(ep::KernelContext& ctx, ep::IsaTier isa) {
           std::fill(yd, yd + y->numel(), T(0));
           return Status::Ok();
         }
-        matmul_batched<T>(a.data<T>(), b.data<T>(), yd, s, ctx.pool(), isa);
+        const GemmScratch gs = variant_gemm_scratch(ctx);
+        matmul_batched<T>(a.data<T>(), b.data<T>(), yd, s, ctx.pool(), isa, &gs);
         return Status::Ok();
       },
       [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(a.dtype()), StatusCode::kNotImplemented); });
@@ -223,7 +255,8 @@ Status gemm_typed(ep::KernelContext& ctx, const Tensor& a, const Tensor& b, cons
     if constexpr (std::is_same_v<Cm, double>) {
       gemm_f64(ta, tb, M, N, K, alpha, ap, lda, bp, ldb, use_c ? beta : 0.0, out, N, &ctx.pool());
     } else {
-      gemm_f32(ta, tb, M, N, K, alpha, ap, lda, bp, ldb, use_c ? beta : 0.f, out, N, &ctx.pool(), nullptr, isa);
+      const GemmScratch gs = variant_gemm_scratch(ctx);
+      gemm_f32(ta, tb, M, N, K, alpha, ap, lda, bp, ldb, use_c ? beta : 0.f, out, N, &ctx.pool(), nullptr, isa, &gs);
     }
     if constexpr (!std::is_same_v<T, Cm>) {
       for (int64_t i = 0; i < M * N; ++i) yd[i] = T(out[i]);
@@ -372,6 +405,19 @@ class MatMulKernel final : public ep::Kernel {
     return Status::Ok();
   }
   bool reads_const_input_data(size_t i) const override { return !(i == 1 && !packed_.empty()); }
+  // The float GEMM's packing scratch for these shapes, one slot per thread.
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    if (!sc.has_input(0) || !sc.has_input(1)) return std::unique_ptr<ep::KernelVariant>();
+    const DataType dt = sc.dtype(0);
+    if (dt != DataType::kFloat && dt != DataType::kFloat16 && dt != DataType::kBFloat16)
+      return std::unique_ptr<ep::KernelVariant>();
+    auto sr = matmul_shape(sc.shape(0), packed_.empty() ? sc.shape(1) : b_shape_);
+    if (!sr.ok()) return std::unique_ptr<ep::KernelVariant>();
+    const MatMulShape& s = sr.value();
+    if (packed_.empty()) return gemm_slot_variant(sc, matmul_scratch_floats(s));
+    if (dt != DataType::kFloat) return std::unique_ptr<ep::KernelVariant>();
+    return gemm_slot_variant(sc, gemm_f32_scratch_floats(s.batch_count() * s.M, s.N, s.K, false, true));
+  }
   Status compute(ep::KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     if (packed_.empty()) return matmul_compute(ctx, isa_);
@@ -384,8 +430,9 @@ class MatMulKernel final : public ep::Kernel {
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kFloat, s.out_shape));
     if (y->numel() == 0) return Status::Ok();
     // B has no batch dims: A's batches fold into M.
+    const GemmScratch gs = variant_gemm_scratch(ctx);
     gemm_f32_packed(false, s.batch_count() * s.M, 1.f, a.data<float>(), s.K, packed_, 0.f, y->data<float>(), s.N,
-                    &ctx.pool(), nullptr, isa_);
+                    &ctx.pool(), nullptr, isa_, &gs);
     return Status::Ok();
   }
 
@@ -410,6 +457,21 @@ class GemmKernel final : public ep::Kernel {
     return Status::Ok();
   }
   bool reads_const_input_data(size_t i) const override { return !(i == 1 && !packed_.empty()); }
+  // The float GEMM's packing scratch for these shapes, one slot per thread.
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    if (!sc.has_input(0) || !sc.has_input(1)) return std::unique_ptr<ep::KernelVariant>();
+    const DataType dt = sc.dtype(0);
+    const Dims& as = sc.shape(0);
+    const Dims& bs = packed_.empty() ? sc.shape(1) : b_shape_;
+    if ((dt != DataType::kFloat && dt != DataType::kFloat16 && dt != DataType::kBFloat16) || as.size() != 2 ||
+        bs.size() != 2)
+      return std::unique_ptr<ep::KernelVariant>();
+    const bool ta = sc.info().attr_int("transA", 0) != 0;
+    const int64_t M = ta ? as[1] : as[0], K = ta ? as[0] : as[1], N = tb_ ? bs[0] : bs[1];
+    if (packed_.empty()) return gemm_slot_variant(sc, gemm_f32_scratch_floats(M, N, K, false, false));
+    if (dt != DataType::kFloat) return std::unique_ptr<ep::KernelVariant>();
+    return gemm_slot_variant(sc, gemm_f32_scratch_floats(M, packed_.N, K, false, true));
+  }
   Status compute(ep::KernelContext& ctx) override {
     const auto& info = ctx.info();
     const Tensor& a = ctx.input(0);
@@ -447,7 +509,8 @@ class GemmKernel final : public ep::Kernel {
       if (row_vec || col_vec) {
         ep.bias_kind = row_vec ? GemmBias::kPerColumn : GemmBias::kPerRow;
         ep.bias = c->data<float>();
-        gemm_f32_packed(ta, M, alpha, a.data<float>(), ta ? M : K, packed_, 0.f, yd, N, &ctx.pool(), &ep, isa_);
+        const GemmScratch gs = variant_gemm_scratch(ctx);
+        gemm_f32_packed(ta, M, alpha, a.data<float>(), ta ? M : K, packed_, 0.f, yd, N, &ctx.pool(), &ep, isa_, &gs);
         return Status::Ok();
       }
     }
@@ -458,8 +521,9 @@ class GemmKernel final : public ep::Kernel {
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < N; ++j) yd[i * N + j] = cd[i * cst[0] + j * cst[1]];
     }
+    const GemmScratch gs = variant_gemm_scratch(ctx);
     gemm_f32_packed(ta, M, alpha, a.data<float>(), ta ? M : K, packed_, use_c ? beta : 0.f, yd, N, &ctx.pool(), nullptr,
-                    isa_);
+                    isa_, &gs);
     return Status::Ok();
   }
 
