@@ -17,6 +17,7 @@
 #pragma once
 #include <cassert>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -84,6 +85,21 @@ class SlotScratch {
   char* base_ = nullptr;
   size_t stride_ = 0;
   int slots_ = 0;
+};
+
+// Scratch for a plan run without the workspace its kernel declares (the one-call entry points of tests
+// and benchmarks, a context without a variant, a pool wider than the plan's slots): `bytes` of
+// uninitialized heap, 64-byte aligned (never null, 0 bytes included), freed with the object.
+class HeapScratch {
+ public:
+  explicit HeapScratch(size_t bytes) : buf_(std::make_unique_for_overwrite<unsigned char[]>(bytes + 64)) {}
+  void* get() const {
+    const auto p = reinterpret_cast<uintptr_t>(buf_.get());
+    return reinterpret_cast<void*>((p + 63) & ~uintptr_t(63));
+  }
+
+ private:
+  std::unique_ptr<unsigned char[]> buf_;
 };
 
 // A variant whose only state is per-thread scratch: `slots` slots of `slot_bytes` (the workspace).

@@ -5,6 +5,7 @@
 #include "ep/cpu_features.h"
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -543,11 +544,9 @@ void matmulnbits_fast_run(const NBitsFastPlan& plan, const float* A, const Quant
     mine.slots = threads;
     return matmulnbits_fast_run(mine, A, W, bias, Y, pool, nullptr);
   }
-  std::vector<uint8_t> own;
-  if (!workspace) {
-    own.resize(plan.workspace_bytes() + 64);
-    workspace = own.data() + (64 - reinterpret_cast<uintptr_t>(own.data()) % 64) % 64;
-  }
+  const std::optional<ep::HeapScratch> own =
+      workspace ? std::nullopt : std::optional<ep::HeapScratch>(std::in_place, plan.workspace_bytes());
+  if (!workspace) workspace = own->get();
   // The calling thread's slot of the per-thread scratch after the prepared A.
   uint8_t* slot0 = static_cast<uint8_t*>(workspace) + plan.prepared_bytes;
   const size_t stride = ep::SlotScratch::stride(plan.slot_bytes);

@@ -11,6 +11,7 @@
 // columns, and a loaded weight vector serves MR rows of A. The same bytes are AMX's B-tile rows once
 // the nibbles are split. See contrib/matmul_nbits.h for the layout.
 #include <algorithm>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -304,11 +305,9 @@ void matmulnbits_panels_run(const NBitsPanelsPlan& plan, const float* A, const Q
     mine.slots = threads;
     return matmulnbits_panels_run(mine, A, W, bias, Y, pool, nullptr);
   }
-  std::vector<uint8_t> own;
-  if (!workspace) {
-    own.resize(plan.workspace_bytes() + 64);
-    workspace = own.data() + (64 - reinterpret_cast<uintptr_t>(own.data()) % 64) % 64;
-  }
+  const std::optional<ep::HeapScratch> own =
+      workspace ? std::nullopt : std::optional<ep::HeapScratch>(std::in_place, plan.workspace_bytes());
+  if (!workspace) workspace = own->get();
   const bool amx = plan.amx;
   const PanelKernel kernel = plan.kernel;
   const int64_t rows = plan.rows;

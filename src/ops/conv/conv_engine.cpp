@@ -1,12 +1,14 @@
 #include "ops/conv/conv_engine.h"
 
 #include <algorithm>
+#include <optional>
 #include <span>
 #include <cassert>
 #include <cstring>
 #include <memory>
 #include <type_traits>
 
+#include "ep/slot_scratch.h"
 #include "ops/conv/depthwise.h"
 #include "ops/gemm/gemm.h"
 
@@ -1089,13 +1091,10 @@ bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
   const bool pre = post && post->pre_scale;
   const ConvPost* plan_post = post && !conv_post_activation(post->act) ? post : nullptr;
   const ConvPlan plan = plan_conv(s, w, cfg, pool ? pool->num_threads() : 1, pre, plan_post);
-  std::unique_ptr<float[]> ws;  // uninitialized: the paths write their scratch before reading it
-  void* wp = nullptr;
-  if (plan.workspace_bytes > 0) {
-    ws = std::make_unique_for_overwrite<float[]>(plan.workspace_bytes / sizeof(float) + 16);
-    wp = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.get()) + 63) & ~uintptr_t(63));
-  }
-  return conv_forward_planned(plan, x, w, bias, y, pool, cfg, post, wp);
+  // Uninitialized: the paths write their scratch before reading it.
+  const std::optional<ep::HeapScratch> ws =
+      plan.workspace_bytes > 0 ? std::optional<ep::HeapScratch>(std::in_place, plan.workspace_bytes) : std::nullopt;
+  return conv_forward_planned(plan, x, w, bias, y, pool, cfg, post, ws ? ws->get() : nullptr);
 }
 
 template <typename CT>

@@ -1,14 +1,15 @@
 #include "ops/conv/small_spatial.h"
 
 #include <algorithm>
+#include <optional>
 #include <cstring>
 #include <memory>
 
+#include "ep/slot_scratch.h"
 #include "ep/cpu_features.h"
 #include "ep/thread_pool.h"
 #include "ops/conv/conv_engine.h"
 #include "ops/fused/fused_ops.h"
-#include "ops/gemm/mapped_scratch.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -328,8 +329,8 @@ DirectScratch direct_scratch(const ConvShape& s, bool pre) {
 template <typename F>
 auto with_workspace(void* ws, size_t bytes, F&& fn) {
   if (ws || bytes == 0) return fn(ws);
-  const auto heap = std::make_unique_for_overwrite<float[]>(bytes / sizeof(float) + 16);
-  return fn(reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(heap.get()) + 63) & ~uintptr_t(63)));
+  const ep::HeapScratch heap(bytes);
+  return fn(heap.get());
 }
 
 }  // namespace

@@ -1,14 +1,15 @@
 #include "ops/conv/winograd.h"
 
 #include <algorithm>
+#include <optional>
 #include <memory>
 #include <atomic>
 #include <cstring>
 #include <vector>
 
+#include "ep/slot_scratch.h"
 #include "ep/thread_pool.h"
 #include "ops/conv/conv_engine.h"
-#include "ops/gemm/mapped_scratch.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -515,8 +516,8 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
 void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w, const float* bias, float* y,
                    ep::ThreadPool* pool, ep::IsaTier isa, int64_t block_tiles) {
   const WinogradPlan p = winograd_plan(s, pool ? pool->num_threads() : 1, isa, block_tiles);
-  const auto ws = std::make_unique_for_overwrite<float[]>(p.workspace_bytes / sizeof(float) + 16);
-  winograd_conv(p, x, w, bias, y, pool, reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ws.get()) + 63) & ~uintptr_t(63)));
+  const ep::HeapScratch ws(p.workspace_bytes);
+  winograd_conv(p, x, w, bias, y, pool, ws.get());
 }
 
 void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
@@ -526,9 +527,8 @@ void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights&
     WinogradPlan wide = p;
     wide.slots = pool->num_threads();
     wide.workspace_bytes = static_cast<size_t>(wide.slots) * p.slot_floats * sizeof(float);
-    const auto heap = std::make_unique_for_overwrite<float[]>(wide.workspace_bytes / sizeof(float) + 16);
-    winograd_conv(wide, x, w, bias, y, pool,
-                  reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(heap.get()) + 63) & ~uintptr_t(63)));
+    const ep::HeapScratch heap(wide.workspace_bytes);
+    winograd_conv(wide, x, w, bias, y, pool, heap.get());
     return;
   }
   // The calling thread's slot of the workspace: transformed input V, products Mx, input rows.

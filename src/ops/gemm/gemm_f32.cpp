@@ -12,12 +12,14 @@
 //   (one for AVX2, two for AVX-512): micro-kernel.
 // The epilogue runs on each tile of C right after its last K block.
 #include <algorithm>
+#include <optional>
 #include <cassert>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include "ep/slot_scratch.h"
 #include "ep/thread_pool.h"
 #include "ops/gemm/gemm_kernels.h"
 
@@ -314,7 +316,7 @@ void engine(const F32GemmKernels& kern, int64_t M, int64_t N, int64_t K, float a
   // Packing scratch: the caller's slot of `scratch` (pool->slot(): distinct among the chunks running at
   // once, kept by a call nested in a chunk), else this call's own, one slot per thread that runs tasks.
   const ScratchNeed need = scratch_need(M, N, K, as.packed != nullptr, bpacked != nullptr);
-  std::unique_ptr<float[]> own;
+  std::optional<ep::HeapScratch> own;
   float* scr_base = nullptr;
   size_t scr_stride = 0;
   int scr_slots = 0;
@@ -330,8 +332,8 @@ void engine(const F32GemmKernels& kern, int64_t M, int64_t N, int64_t K, float a
       // Tasks on several threads: they hold distinct slots in [0, num_threads()); else only this thread.
       const bool parallel = threads > 1 && tasks > 1;
       const int slots = parallel ? pool_threads : 1;
-      own = std::make_unique_for_overwrite<float[]>(need.total * static_cast<size_t>(slots) + 16);
-      scr_base = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(own.get()) + 63) & ~uintptr_t(63));
+      own.emplace(need.total * static_cast<size_t>(slots) * sizeof(float));
+      scr_base = static_cast<float*>(own->get());
       scr_stride = need.total;
       scr_slots = slots;
       scr_by_slot = parallel;
