@@ -5,7 +5,6 @@
 #include "ep/cpu_features.h"
 
 #include <algorithm>
-#include <optional>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -533,20 +532,24 @@ void matmulnbits_fast(const float* A, int64_t M, const QuantWeights& W, int accu
   matmulnbits_fast_run(plan, A, W, bias, Y, pool, workspace);
 }
 
+namespace {
+void fast_run_on(const NBitsFastPlan& plan, const float* A, const QuantWeights& W, const float* bias, float* Y,
+                 ep::ThreadPool* pool, void* workspace);
+}  // namespace
+
 void matmulnbits_fast_run(const NBitsFastPlan& plan, const float* A, const QuantWeights& W, const float* bias,
                           float* Y, ep::ThreadPool* pool, void* workspace) {
+  if (plan.M == 0 || W.N == 0) return;
+  run_on_plan_workspace(plan, pool, workspace, [&](const NBitsFastPlan& p, void* ws) {
+    fast_run_on(p, A, W, bias, Y, pool, ws);
+  });
+}
+
+namespace {
+// matmulnbits_fast_run on a workspace that serves the plan (its slots cover the pool's threads).
+void fast_run_on(const NBitsFastPlan& plan, const float* A, const QuantWeights& W, const float* bias, float* Y,
+                 ep::ThreadPool* pool, void* workspace) {
   const int64_t N = W.N, K = W.K, M = plan.M;
-  if (M == 0 || N == 0) return;
-  const int threads = pool ? pool->num_threads() : 1;
-  if (threads > plan.slots) {
-    // More threads than the plan has slots: scratch of its own, so no two threads share a slot.
-    NBitsFastPlan mine = plan;
-    mine.slots = threads;
-    return matmulnbits_fast_run(mine, A, W, bias, Y, pool, nullptr);
-  }
-  const std::optional<ep::HeapScratch> own =
-      workspace ? std::nullopt : std::optional<ep::HeapScratch>(std::in_place, plan.workspace_bytes());
-  if (!workspace) workspace = own->get();
   // The calling thread's slot of the per-thread scratch after the prepared A.
   uint8_t* slot0 = static_cast<uint8_t*>(workspace) + plan.prepared_bytes;
   const size_t stride = ep::SlotScratch::stride(plan.slot_bytes);
@@ -606,6 +609,7 @@ void matmulnbits_fast_run(const NBitsFastPlan& plan, const float* A, const Quant
       for (int64_t n = 0; n < N; ++n) Y[m * N + n] += bias[n];
   }
 }
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // The kernel.

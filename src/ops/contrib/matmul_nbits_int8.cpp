@@ -11,7 +11,6 @@
 // columns, and a loaded weight vector serves MR rows of A. The same bytes are AMX's B-tile rows once
 // the nibbles are split. See contrib/matmul_nbits.h for the layout.
 #include <algorithm>
-#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -294,20 +293,24 @@ void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const f
   matmulnbits_panels_run(plan, A, W, bias, Y, pool, workspace);
 }
 
+namespace {
+void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias, float* Y,
+                   ep::ThreadPool* pool, void* workspace);
+}  // namespace
+
 void matmulnbits_panels_run(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias,
                             float* Y, ep::ThreadPool* pool, void* workspace) {
+  if (plan.M == 0 || W.N == 0) return;
+  run_on_plan_workspace(plan, pool, workspace, [&](const NBitsPanelsPlan& p, void* ws) {
+    panels_run_on(p, A, W, bias, Y, pool, ws);
+  });
+}
+
+namespace {
+// matmulnbits_panels_run on a workspace that serves the plan (its slots cover the pool's threads).
+void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias, float* Y,
+                   ep::ThreadPool* pool, void* workspace) {
   const int64_t N = W.N, K = W.K, M = plan.M;
-  if (M == 0 || N == 0) return;
-  const int threads = pool ? pool->num_threads() : 1;
-  if (threads > plan.slots) {
-    // More threads than the plan has slots: scratch of its own, so no two threads share a slot.
-    NBitsPanelsPlan mine = plan;
-    mine.slots = threads;
-    return matmulnbits_panels_run(mine, A, W, bias, Y, pool, nullptr);
-  }
-  const std::optional<ep::HeapScratch> own =
-      workspace ? std::nullopt : std::optional<ep::HeapScratch>(std::in_place, plan.workspace_bytes());
-  if (!workspace) workspace = own->get();
   const bool amx = plan.amx;
   const PanelKernel kernel = plan.kernel;
   const int64_t rows = plan.rows;
@@ -369,5 +372,6 @@ void matmulnbits_panels_run(const NBitsPanelsPlan& plan, const float* A, const Q
       for (int64_t n = 0; n < N; ++n) Y[m * N + n] += bias[n];
   }
 }
+}  // namespace
 
 }  // namespace nxrt::ops::contrib
