@@ -67,6 +67,17 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
   }
 }
 
+// A MatMulNBits run of K x N weights (`bits` bits, `block` per scale), accuracy_level `level`.
+KernelRun nbits_run(int64_t K, int64_t N, int64_t bits, int64_t block, int64_t level) {
+  KernelRun run;
+  run.op_type = "MatMulNBits";
+  run.domain = "com.microsoft";
+  run.opset = 1;
+  run.attributes = {attr_int("K", K), attr_int("N", N), attr_int("bits", bits), attr_int("block_size", block),
+                    attr_int("accuracy_level", level)};
+  return run;
+}
+
 }  // namespace
 
 TEST(ContribMatMulNBits, FastMatchesReferenceRandomShapes) {
@@ -187,12 +198,7 @@ TEST(ContribMatMulNBits, EachForcedTierMatchesReference) {
         std::vector<float> ref(static_cast<size_t>(M * N));
         matmulnbits_reference(p.A.data(), M, p.B.data(), p.scales.data(), p.zps.data(), nullptr, K, N, bits, block, level,
                               nullptr, ref.data());
-        KernelRun run;
-        run.op_type = "MatMulNBits";
-        run.domain = "com.microsoft";
-        run.opset = 1;
-        run.attributes = {attr_int("K", K), attr_int("N", N), attr_int("bits", bits), attr_int("block_size", block),
-                          attr_int("accuracy_level", level)};
+        KernelRun run = nbits_run(K, N, bits, block, level);
         run.inputs = {Tensor::from_vector(DataType::kFloat, {M, K}, p.A),
                       Tensor::from_vector(DataType::kUInt8, {N, kb, block / 2}, p.B),
                       Tensor::from_vector(DataType::kFloat, {N * kb}, p.scales)};
@@ -222,12 +228,7 @@ TEST(ContribMatMulNBits, EachRowIsIndependentOfTheBatch) {
   auto run_rows = [](const Problem& p, const std::vector<uint8_t>& zpk, int64_t zrow, bool zp, bool bias, int level,
                      const char* tier, int64_t r0, int64_t M, std::vector<float>* y) {
     const int64_t kb = (p.K + p.block - 1) / p.block;
-    KernelRun run;
-    run.op_type = "MatMulNBits";
-    run.domain = "com.microsoft";
-    run.opset = 1;
-    run.attributes = {attr_int("K", p.K), attr_int("N", p.N), attr_int("bits", p.bits), attr_int("block_size", p.block),
-                      attr_int("accuracy_level", level)};
+    KernelRun run = nbits_run(p.K, p.N, p.bits, p.block, level);
     std::vector<float> a(p.A.begin() + r0 * p.K, p.A.begin() + (r0 + M) * p.K);
     run.inputs = {Tensor::from_vector(DataType::kFloat, {M, p.K}, a),
                   Tensor::from_vector(DataType::kUInt8, {p.N, kb, p.block * p.bits / 8}, p.B),
@@ -363,11 +364,7 @@ TEST(ContribMatMulNBits, KernelFloat16PackedZeroPointsBiasAndGidx) {
   std::vector<int32_t> g(static_cast<size_t>(K));
   for (int64_t k = 0; k < K; ++k) g[static_cast<size_t>(k)] = static_cast<int32_t>((k / 16 + 1) % kb);
   for (int variant = 0; variant < 2; ++variant) {
-    KernelRun run;
-    run.op_type = "MatMulNBits";
-    run.domain = "com.microsoft";
-    run.opset = 1;
-    run.attributes = {attr_int("K", K), attr_int("N", N), attr_int("bits", bits), attr_int("block_size", block)};
+    KernelRun run = nbits_run(K, N, bits, block, 0);  // accuracy_level 0, as when the attribute is absent
     run.inputs = {Tensor::from_vector(DataType::kFloat16, {M, K}, a16), Tensor::from_vector(DataType::kUInt8, {N, kb, 8}, p.B),
                   Tensor::from_vector(DataType::kFloat16, {N * kb}, s16), Tensor::from_vector(DataType::kUInt8, {N, zrow}, zpk),
                   variant == 1 ? Value(Tensor::from_vector(DataType::kInt32, {K}, g)) : Value(),
@@ -516,12 +513,7 @@ TEST(ContribMatMulNBits, VariantTilingAndSlotsMatchPerCallPlan) {
     std::mt19937 rng(static_cast<uint32_t>(c.M * 131 + c.N));
     Problem p = make(rng, c.M, c.K, c.N, c.bits, c.block, false);
     const int64_t kb = (c.K + c.block - 1) / c.block;
-    KernelRun run;
-    run.op_type = "MatMulNBits";
-    run.domain = "com.microsoft";
-    run.opset = 1;
-    run.attributes = {attr_int("K", c.K), attr_int("N", c.N), attr_int("bits", c.bits), attr_int("block_size", c.block),
-                      attr_int("accuracy_level", c.acc)};
+    KernelRun run = nbits_run(c.K, c.N, c.bits, c.block, c.acc);
     run.inputs = {Tensor::from_vector(DataType::kFloat, {c.M, c.K}, p.A),
                   Tensor::from_vector(DataType::kUInt8, {c.N, kb, c.block * c.bits / 8}, p.B),
                   Tensor::from_vector(DataType::kFloat, {c.N * kb}, p.scales)};
