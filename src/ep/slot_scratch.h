@@ -102,6 +102,26 @@ class HeapScratch {
   std::unique_ptr<unsigned char[]> buf_;
 };
 
+// Runs run(plan, workspace) on scratch that serves the plan: `workspace` when given and the pool has no
+// more threads than the plan has slots; else a copy of the plan with a slot per pool thread (or the plan
+// itself, when only the workspace is missing) on heap scratch of its own. `Plan` has `slots` and
+// workspace_bytes() (WinogradPlan, NBitsFastPlan, NBitsPanelsPlan).
+template <typename Plan, typename Run>
+void run_on_plan_workspace(const Plan& plan, const ep::ThreadPool* pool, void* workspace, Run&& run) {
+  const int threads = pool ? pool->num_threads() : 1;
+  if (threads > plan.slots) {  // no two threads may share a slot
+    Plan wide = plan;
+    wide.slots = threads;
+    const ep::HeapScratch own(wide.workspace_bytes());
+    return run(wide, own.get());
+  }
+  if (!workspace) {
+    const ep::HeapScratch own(plan.workspace_bytes());
+    return run(plan, own.get());
+  }
+  run(plan, workspace);
+}
+
 // A variant whose only state is per-thread scratch: `slots` slots of `slot_bytes` (the workspace).
 struct SlotVariant : KernelVariant {
   SlotVariant(size_t slot_bytes_, int slots_) : slot_bytes(slot_bytes_), slots(slots_) {}

@@ -540,7 +540,7 @@ void fast_run_on(const NBitsFastPlan& plan, const float* A, const QuantWeights& 
 void matmulnbits_fast_run(const NBitsFastPlan& plan, const float* A, const QuantWeights& W, const float* bias,
                           float* Y, ep::ThreadPool* pool, void* workspace) {
   if (plan.M == 0 || W.N == 0) return;
-  run_on_plan_workspace(plan, pool, workspace, [&](const NBitsFastPlan& p, void* ws) {
+  ep::run_on_plan_workspace(plan, pool, workspace, [&](const NBitsFastPlan& p, void* ws) {
     fast_run_on(p, A, W, bias, Y, pool, ws);
   });
 }

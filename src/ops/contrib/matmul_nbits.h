@@ -17,7 +17,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "ep/slot_scratch.h"
 #include "ep/cpu_features.h"
 
 namespace nxrt::ep {
@@ -62,26 +61,6 @@ void quantize_a_row_tail(const float* a, int64_t K, int64_t block, int64_t kpad,
 void matmulnbits_reference(const float* A, int64_t M, const uint8_t* B, const float* scales, const float* zps,
                            const int32_t* g_idx, int64_t K, int64_t N, int64_t bits, int64_t block, int accuracy_level,
                            const float* bias, float* Y);
-
-// Runs run(plan, workspace) on scratch that serves the plan: `workspace` when given and the pool has no
-// more threads than the plan has slots; else a copy of the plan with a slot per pool thread (or the plan
-// itself, when only the workspace is missing) on heap scratch of its own. `Plan` has `slots` and
-// workspace_bytes() (NBitsFastPlan, NBitsPanelsPlan).
-template <typename Plan, typename Run>
-void run_on_plan_workspace(const Plan& plan, const ep::ThreadPool* pool, void* workspace, Run&& run) {
-  const int threads = pool ? pool->num_threads() : 1;
-  if (threads > plan.slots) {  // no two threads may share a slot
-    Plan wide = plan;
-    wide.slots = threads;
-    const ep::HeapScratch own(wide.workspace_bytes());
-    return run(wide, own.get());
-  }
-  if (!workspace) {
-    const ep::HeapScratch own(plan.workspace_bytes());
-    return run(plan, own.get());
-  }
-  run(plan, workspace);
-}
 
 // What the fast path decides for M rows of A on W: the tiling (prefill panels or decode rows, the work
 // split) and its scratch, the prepared A then `slots` slots of per-thread scratch (a task's dequantized

@@ -301,7 +301,7 @@ void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanel
 void matmulnbits_panels_run(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias,
                             float* Y, ep::ThreadPool* pool, void* workspace) {
   if (plan.M == 0 || W.N == 0) return;
-  run_on_plan_workspace(plan, pool, workspace, [&](const NBitsPanelsPlan& p, void* ws) {
+  ep::run_on_plan_workspace(plan, pool, workspace, [&](const NBitsPanelsPlan& p, void* ws) {
     panels_run_on(p, A, W, bias, Y, pool, ws);
   });
 }

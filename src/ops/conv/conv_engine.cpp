@@ -1,11 +1,10 @@
 #include "ops/conv/conv_engine.h"
 
 #include <algorithm>
-#include <optional>
-#include <span>
 #include <cassert>
 #include <cstring>
-#include <memory>
+#include <optional>
+#include <span>
 #include <type_traits>
 
 #include "ep/slot_scratch.h"
@@ -568,8 +567,7 @@ void run_depthwise(const ConvCall<CT>& c, bool window) {
       // on this thread's slot of the plan's scratch.
       if (window) {
         const ConvPlan& pl = c.plan;
-        float* slot = static_cast<float*>(c.ws) + pl.dw_offset / sizeof(float) +
-                      static_cast<int64_t>(c.pool ? c.pool->slot() : 0) * pl.dw_slot_floats;
+        float* slot = static_cast<float*>(c.ws) + static_cast<int64_t>(c.pool ? c.pool->slot() : 0) * pl.dw_slot_floats;
         return dwconv::planes_f32(pl.dw_plan.get(), slot, g, s.C, s.M, c.x, w, c.bias, c.y, p0, p1);
       }
     }
@@ -958,7 +956,6 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
         // The window engine's plan, and a slot of padded planes per pool thread in the workspace.
         p.dw_plan = dwconv::plan_f32(g);
         p.dw_slot_floats = (dwconv::scratch_floats(p.dw_plan.get()) + 15) / 16 * 16;
-        p.dw_offset = 0;
         p.workspace_bytes = static_cast<size_t>(std::max(1, threads) * p.dw_slot_floats) * sizeof(float);
       }
       break;
@@ -987,7 +984,7 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
       if constexpr (std::is_same_v<CT, float>) {
         p.wino = w.wino->acquire(w.packed[0], s.M, s.C);
         p.wino_plan = winograd_plan(s, threads, cfg.isa);
-        p.workspace_bytes = p.wino_plan.workspace_bytes;
+        p.workspace_bytes = p.wino_plan.workspace_bytes();
       }
       break;
     case ConvPath::kSmallSpatialTransposed:

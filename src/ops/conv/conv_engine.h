@@ -121,10 +121,9 @@ struct ConvPlan {
   WinogradPlan wino_plan;               // kWinograd: its tiling, blocks and thread split
   std::shared_ptr<const SmallSpatialWeights> small;
   // kDepthwiseWindow (float): the window engine's plan (null: the plain loops) and the floats of each
-  // pool thread's slot of scratch it runs on, at dw_offset in the workspace.
+  // pool thread's slot of scratch it runs on (the workspace holds one slot per thread).
   std::shared_ptr<const window::TapPlan> dw_plan;
   int64_t dw_slot_floats = 0;
-  size_t dw_offset = 0;
   // Workspace: the padded input copy or the im2col chunk, at offset 0 (64-byte aligned); then, for the
   // float paths that run the GEMM engine on unpacked B (pointwise, im2col, implicit GEMM, pre-activated
   // pointwise), its packing scratch: gemm_slots slots of gemm_slot_floats at gemm_offset (64-byte aligned).

@@ -1,12 +1,10 @@
 #include "ops/conv/small_spatial.h"
 
 #include <algorithm>
-#include <optional>
 #include <cstring>
-#include <memory>
 
-#include "ep/slot_scratch.h"
 #include "ep/cpu_features.h"
+#include "ep/slot_scratch.h"
 #include "ep/thread_pool.h"
 #include "ops/conv/conv_engine.h"
 #include "ops/fused/fused_ops.h"
@@ -278,25 +276,27 @@ Src padded_source(const ConvShape& s, const float* x, float* xp, int64_t* koff) 
   return src;
 }
 
+// The transposed path's K chunks: long K runs in chunks of kTransposedKChunk so a tile's slice of W^T
+// stays in L2 across the pixel panels, the accumulators of every panel waiting in the thread's slot.
+constexpr int64_t kTransposedKChunk = 2 * kGemmKC;
+bool transposed_chunked(int64_t K) { return K > kTransposedKChunk + kTransposedKChunk / 2; }
+
 // The transposed path's scratch in one workspace: the tap offsets, the padded input copy, the packed
 // col^T of every group and one accumulator slot per pool thread (its work items' chunked K).
 struct TransposedScratch {
   ScratchLayout lay;
   size_t koff = 0, pad = 0, a = 0, acc = 0;
-  int64_t acc_floats = 0;  // per slot
-  int slots = 1;
+  int64_t acc_stride = 0;  // floats per accumulator slot (64-byte aligned)
 };
 TransposedScratch transposed_scratch(const ConvShape& s, int threads) {
   const int64_t Cg = s.C / s.group, K = Cg * s.g.kvol();
   const int64_t rows = s.N * s.g.out_size(), panels = (rows + kRows - 1) / kRows;
-  const bool chunked = K > 2 * kGemmKC + kGemmKC;
   TransposedScratch t;
-  t.slots = std::max(1, threads);
-  t.acc_floats = (chunked ? panels : 1) * kRows * kTileCols;
+  t.acc_stride = ((transposed_chunked(K) ? panels : 1) * kRows * kTileCols + 15) / 16 * 16;
   t.koff = t.lay.add<int64_t>(s.g.kvol());
   t.pad = t.lay.add<float>(padded_floats(s));
   t.a = t.lay.add<float>(s.group * panels * K * kRows);
-  t.acc = t.lay.add<float>(t.slots * ((t.acc_floats + 15) / 16 * 16));
+  t.acc = t.lay.add<float>(std::max(1, threads) * t.acc_stride);
   return t;
 }
 
@@ -322,15 +322,6 @@ DirectScratch direct_scratch(const ConvShape& s, bool pre) {
   d.pad = d.lay.add<float>(pointwise ? 0 : padded_floats(s));
   d.col = d.lay.add<float>(pointwise ? 0 : s.N * s.group * K * Pp);
   return d;
-}
-
-// Runs fn(workspace) on `ws` or, when null (the one-call entry points: tests, benchmarks), on a heap
-// buffer of `bytes`.
-template <typename F>
-auto with_workspace(void* ws, size_t bytes, F&& fn) {
-  if (ws || bytes == 0) return fn(ws);
-  const ep::HeapScratch heap(bytes);
-  return fn(heap.get());
 }
 
 }  // namespace
@@ -472,9 +463,8 @@ size_t small_spatial_direct_workspace_bytes(const ConvShape& s, bool pre) { retu
 void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWeights& w, const float* bias,
                         float* y, ep::ThreadPool* pool, const ConvPost* post) {
   const int threads = pool ? pool->num_threads() : 1;
-  with_workspace(nullptr, small_spatial_workspace_bytes(s, threads), [&](void* ws) {
-    small_spatial_conv(s, x, w, bias, y, pool, post, ws, threads);
-  });
+  const ep::HeapScratch ws(small_spatial_workspace_bytes(s, threads));
+  small_spatial_conv(s, x, w, bias, y, pool, post, ws.get(), threads);
 }
 
 void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWeights& w, const float* bias,
@@ -503,7 +493,6 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
   const int64_t a_group = panels * K * kRows;
   float* abuf = scr.lay.at<float>(scr.a);
   float* acc_slots = scr.lay.at<float>(scr.acc);
-  const int64_t acc_stride = (scr.acc_floats + 15) / 16 * 16;
   auto pack = [&](int64_t t0, int64_t t1) {
     int64_t base[kRows];
     for (int64_t t = t0; t < t1; ++t) {
@@ -559,10 +548,10 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
   // tiles of 3 vectors, with 2-vector tiles rather than a 1-vector one at its end when it can (a
   // 1-vector tile does 7 FMAs a k step for 8 loads). Long K runs in chunks so a tile's slice of W^T
   // stays in L2 across the pixel panels; the accumulators of every panel then wait in `accs`.
-  constexpr int64_t kChunk = 2 * kGemmKC;
-  const bool chunked = K > kChunk + kChunk / 2;
+  constexpr int64_t kChunk = kTransposedKChunk;
+  const bool chunked = transposed_chunked(K);
   auto work = [&](int64_t t0, int64_t t1) {
-    float* accs = acc_slots + (pool ? pool->slot() : 0) * acc_stride;  // this thread's slot
+    float* accs = acc_slots + (pool ? pool->slot() : 0) * scr.acc_stride;  // this thread's slot
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t gi = t / parts, part = t % parts;
       const int64_t v0 = part * nvec / parts, v1 = (part + 1) * nvec / parts;
@@ -735,10 +724,8 @@ void run_direct_tile(int nv, bool tail, const DirectArgs& d) {
 
 bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::vector<PackedA<float>>& packed,
                                const float* bias, float* y, ep::ThreadPool* pool, const ConvPost* post) {
-  const bool pre = post && post->pre_scale;
-  return with_workspace(nullptr, small_spatial_direct_workspace_bytes(s, pre), [&](void* ws) {
-    return small_spatial_direct_conv(s, x, packed, bias, y, pool, post, ws);
-  });
+  const ep::HeapScratch ws(small_spatial_direct_workspace_bytes(s, post && post->pre_scale));
+  return small_spatial_direct_conv(s, x, packed, bias, y, pool, post, ws.get());
 }
 
 bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::vector<PackedA<float>>& packed,

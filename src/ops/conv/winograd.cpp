@@ -1,10 +1,9 @@
 #include "ops/conv/winograd.h"
 
 #include <algorithm>
-#include <optional>
-#include <memory>
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "ep/slot_scratch.h"
@@ -508,33 +507,38 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
                              gemm_f32_scratch_floats(p.M, last_rows * p.TW, p.C, true, false));
   }
   auto round16 = [](size_t n) { return (n + 15) / 16 * 16; };  // each buffer 64-byte aligned
-  p.slot_floats = round16(p.v_floats) + round16(p.m_floats) + round16(p.in_floats) + p.gemm_floats;
-  p.workspace_bytes = static_cast<size_t>(p.slots) * p.slot_floats * sizeof(float);
+  p.m_off = round16(p.v_floats);
+  p.in_off = p.m_off + round16(p.m_floats);
+  p.gemm_off = p.in_off + round16(p.in_floats);
+  p.slot_floats = p.gemm_off + p.gemm_floats;
   return p;
 }
 
 void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w, const float* bias, float* y,
                    ep::ThreadPool* pool, ep::IsaTier isa, int64_t block_tiles) {
-  const WinogradPlan p = winograd_plan(s, pool ? pool->num_threads() : 1, isa, block_tiles);
-  const ep::HeapScratch ws(p.workspace_bytes);
-  winograd_conv(p, x, w, bias, y, pool, ws.get());
+  winograd_conv(winograd_plan(s, pool ? pool->num_threads() : 1, isa, block_tiles), x, w, bias, y, pool, nullptr);
 }
+
+namespace {
+void winograd_run(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
+                  ep::ThreadPool* pool, void* workspace);
+}  // namespace
 
 void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
                    ep::ThreadPool* pool, void* workspace) {
   if (p.nblocks == 0) return;
-  if (pool && pool->num_threads() > p.slots) {  // a pool wider than the plan's slots: a slot for each thread
-    WinogradPlan wide = p;
-    wide.slots = pool->num_threads();
-    wide.workspace_bytes = static_cast<size_t>(wide.slots) * p.slot_floats * sizeof(float);
-    const ep::HeapScratch heap(wide.workspace_bytes);
-    winograd_conv(wide, x, w, bias, y, pool, heap.get());
-    return;
-  }
+  ep::run_on_plan_workspace(p, pool, workspace, [&](const WinogradPlan& q, void* ws) {
+    winograd_run(q, x, w, bias, y, pool, ws);
+  });
+}
+
+namespace {
+// winograd_conv on a workspace that serves the plan (a slot for every thread of the pool).
+void winograd_run(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
+                  ep::ThreadPool* pool, void* workspace) {
   // The calling thread's slot of the workspace: transformed input V, products Mx, input rows.
   float* const ws = static_cast<float*>(workspace);
-  const size_t slot_floats = p.slot_floats, v_off = 0, m_off = (p.v_floats + 15) / 16 * 16,
-               in_off = m_off + (p.m_floats + 15) / 16 * 16, g_off = in_off + (p.in_floats + 15) / 16 * 16;
+  const size_t slot_floats = p.slot_floats, m_off = p.m_off, in_off = p.in_off, g_off = p.gemm_off;
   auto slot = [&]() { return ws + static_cast<size_t>(pool ? pool->slot() : 0) * slot_floats; };
   const int64_t total_rows = p.total_rows, rows_per_block = p.rows_per_block, nblocks = p.nblocks;
   const int64_t ld = p.ld, cstride = p.cstride, mstride = p.mstride;
@@ -580,7 +584,7 @@ void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights&
 
   if (split_blocks || threads == 1) {
     auto body = [&](int64_t b0, int64_t b1) {
-      float* V = slot() + v_off;
+      float* V = slot();
       float* Mx = slot() + m_off;
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t R0 = b * rows_per_block, R1 = std::min(total_rows, R0 + rows_per_block);
@@ -598,7 +602,7 @@ void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights&
     return;
   }
   // Few blocks: each phase split over the threads, the caller's V and Mx shared (input rows per thread).
-  float* V = slot() + v_off;
+  float* V = slot();
   float* Mx = slot() + m_off;
   for (int64_t b = 0; b < nblocks; ++b) {
     const int64_t R0 = b * rows_per_block, R1 = std::min(total_rows, R0 + rows_per_block);
@@ -608,5 +612,6 @@ void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights&
     pool->parallel_for(p.M, 1, [&](int64_t m0, int64_t m1) { output_phase(Mx, R0, R1, m0, m1); });
   }
 }
+}  // namespace
 
 }  // namespace nxrt::ops

@@ -88,10 +88,12 @@ struct WinogradPlan {
   size_t v_floats = 0, m_floats = 0, in_floats = 0;  // per-thread buffers (transformed input, products, input rows)
   size_t gemm_floats = 0;  // the products' GEMM packing scratch (gemm_f32_scratch_floats; 0 with strips)
   // The workspace winograd_conv takes: `slots` (the pool's threads) slots of slot_floats, one per thread
-  // (ThreadPool::slot()), each holding those four buffers.
+  // (ThreadPool::slot()), each holding those four buffers: V at 0, then the products, input rows and
+  // GEMM scratch at these offsets (floats, 64-byte aligned).
   int slots = 1;
+  size_t m_off = 0, in_off = 0, gemm_off = 0;
   size_t slot_floats = 0;
-  size_t workspace_bytes = 0;
+  size_t workspace_bytes() const { return static_cast<size_t>(slots) * slot_floats * sizeof(float); }
   ep::IsaTier isa = ep::IsaTier::kScalar;
   bool avx2 = false;                      // vector transforms
   bool strips = false;                    // products read V in place through row_offsets
@@ -105,7 +107,8 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
 
 // y[N, M, OH, OW] = conv(x, w) + bias (bias may be null), as `p` plans it; w prepared for p.M x p.C.
 // The transforms and products use vector code at p.isa (scalar transforms below the AVX2 tier).
-// `workspace`: p.workspace_bytes, 64-byte aligned (a conv plan declares it).
+// `workspace`: p.workspace_bytes(), 64-byte aligned (a conv plan declares it); null, or a pool with more
+// threads than p.slots: scratch of its own (ep::run_on_plan_workspace).
 void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
                    ep::ThreadPool* pool, void* workspace);
 

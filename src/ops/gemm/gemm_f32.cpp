@@ -12,11 +12,10 @@
 //   (one for AVX2, two for AVX-512): micro-kernel.
 // The epilogue runs on each tile of C right after its last K block.
 #include <algorithm>
-#include <optional>
 #include <cassert>
 #include <cstdint>
 #include <cstring>
-#include <memory>
+#include <optional>
 #include <vector>
 
 #include "ep/slot_scratch.h"
