@@ -648,11 +648,7 @@ bool run_pointwise(const ConvCall<CT>& c) {
   // gemm_pool null: a group inside a parallel_for chunk, whose GEMM runs on this thread's slot alone.
   auto one_group = [&](int64_t n, int64_t gi, ep::ThreadPool* gemm_pool) {
     CT* yg = c.y_group(n, gi);
-    GemmScratch gs = gs_all;
-    if (!gemm_pool && gs.base && c.pool) {
-      gs.base += static_cast<size_t>(c.pool->slot()) * gs.slot_floats;
-      gs.slots = 1;
-    }
+    const GemmScratch gs = !gemm_pool && c.pool ? gs_all.only_slot(c.pool->slot()) : gs_all;
     if constexpr (std::is_same_v<CT, float>) {
       // Bias and post are applied in the GEMM's store (one pass over y instead of fill + accumulate).
       const GemmEpilogue ep = c.epilogue(n, gi);

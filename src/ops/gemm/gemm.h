@@ -95,6 +95,12 @@ struct GemmScratch {
   float* base = nullptr;
   size_t slot_floats = 0;
   int slots = 0;
+  // Slot `slot` alone, for a single-threaded GEMM run inside a parallel_for chunk on that thread's
+  // slot; none (the engine then allocates) when there is no such slot.
+  GemmScratch only_slot(int slot) const {
+    if (!base || slot < 0 || slot >= slots) return {};
+    return {base + static_cast<size_t>(slot) * slot_floats, slot_floats, 1};
+  }
 };
 
 // Floats per slot the engine uses for an M x N x K product (a multiple of 16; 0 when it packs nothing):

@@ -110,9 +110,7 @@ void matmul_batched_native(const T* A, const T* B, T* Y, const MatMulShape& s, e
   } else {
     pool.parallel_for(nb, std::max<int64_t>(1, (int64_t(1) << 16) / work), [&](int64_t b0, int64_t b1) {
       // Single-threaded GEMMs in a chunk: this thread's slot alone.
-      GemmScratch one;
-      if (scratch && scratch->base && scratch->slots > pool.slot())
-        one = {scratch->base + static_cast<size_t>(pool.slot()) * scratch->slot_floats, scratch->slot_floats, 1};
+      const GemmScratch one = scratch ? scratch->only_slot(pool.slot()) : GemmScratch{};
       for (int64_t i = b0; i < b1; ++i)
         gemm_plain<T>(M, N, K, A + ao[i] * M * K, B + bo[i] * K * N, Y + i * M * N, nullptr, isa, &one);
     });
