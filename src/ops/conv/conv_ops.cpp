@@ -1,5 +1,6 @@
 // Conv, ConvTranspose, ConvInteger, QLinearConv, DeformConv.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <type_traits>
@@ -67,6 +68,75 @@ Status conv_shape(const ep::KernelContext& ctx, const WindowAttrs& attrs, int64_
   return conv_shape_checked(attrs, group, x, w, s, [&](const std::string& m, StatusCode c = StatusCode::kRuntimeError) {
     return ctx.error(m, c);
   });
+}
+
+// A shape error found while making a variant. It names no node: the executor adds the node and its
+// inputs to what specialize returns, and compute without a variant reports it through ctx.error.
+Status variant_error(const std::string& msg, StatusCode code = StatusCode::kRuntimeError) { return Status(code, msg); }
+
+// The dtype and shape of each input: all a variant is made from, copied from the SpecializeContext at
+// specialize or from the inputs when compute runs without a variant (then it is made per call).
+struct InputFacts {
+  static constexpr size_t kMax = 9;  // QLinearConv's inputs, the most of the family
+  size_t n = 0;
+  std::array<DataType, kMax> dtypes{};
+  std::array<Dims, kMax> shapes{};
+
+  bool has(size_t i) const { return i < n && dtypes[i] != DataType::kUndefined; }
+  DataType dtype(size_t i) const { return i < n ? dtypes[i] : DataType::kUndefined; }
+  const Dims& shape(size_t i) const {
+    static const Dims none;
+    return i < n ? shapes[i] : none;
+  }
+  std::string describe(size_t i) const { return std::string(dtype_name(dtype(i))) + shape_to_string(shape(i)); }
+
+  static InputFacts of(const ep::SpecializeContext& sc) {
+    InputFacts f;
+    f.n = std::min(sc.num_inputs(), kMax);
+    for (size_t i = 0; i < f.n; ++i) {
+      f.dtypes[i] = sc.dtype(i);
+      if (sc.has_input(i)) f.shapes[i] = sc.shape(i);
+    }
+    return f;
+  }
+  static InputFacts of(const ep::KernelContext& ctx) {
+    InputFacts f;
+    f.n = std::min(ctx.num_inputs(), kMax);
+    for (size_t i = 0; i < f.n; ++i) {
+      const Value* v = ctx.input_value(i);
+      if (v && v->is_tensor()) {
+        f.dtypes[i] = v->tensor().dtype();
+        f.shapes[i] = v->tensor().shape();
+      }
+    }
+    return f;
+  }
+  // Whether ctx's inputs have these dtypes and shapes (no copy: this runs on every call).
+  bool describes(const ep::KernelContext& ctx) const {
+    if (std::min(ctx.num_inputs(), kMax) != n) return false;
+    for (size_t i = 0; i < n; ++i) {
+      const Value* v = ctx.input_value(i);
+      const bool tensor = v && v->is_tensor();
+      if (!tensor) {
+        if (dtypes[i] != DataType::kUndefined) return false;
+        continue;
+      }
+      if (v->tensor().dtype() != dtypes[i] || v->tensor().shape() != shapes[i]) return false;
+    }
+    return true;
+  }
+};
+
+// The context's variant when it is a V made for these inputs (`in` holds what it was made for), else
+// one made now by make(InputFacts, threads) into `own`: a context without a kernel cache (constant
+// folding, unit tests) runs the same code as one with a variant. Errors name the node.
+template <typename V, typename Make>
+Result<const V*> variant_or_make(ep::KernelContext& ctx, std::unique_ptr<V>* own, Make&& make) {
+  if (const auto* v = dynamic_cast<const V*>(ctx.variant()); v && v->in.describes(ctx)) return v;
+  Result<std::unique_ptr<V>> made = make(InputFacts::of(ctx), ctx.pool().num_threads());
+  if (!made.ok()) return ctx.error(made.status().message(), made.status().code());
+  *own = std::move(made).value();
+  return static_cast<const V*>(own->get());
 }
 
 std::atomic<int64_t> g_conv_variants_live{0};
@@ -266,20 +336,32 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
 // ------------------------------------------------------------------------------------------------
 // ConvInteger and QLinearConv: exact integer sums, computed in double (exact below 2^53).
 
-// Zero point values: scalar (broadcast to n) or n values.
-Result<std::vector<double>> zero_points(const ep::KernelContext& ctx, size_t idx, int64_t n, const char* what) {
-  if (!ctx.has_input(idx)) return std::vector<double>(static_cast<size_t>(n), 0.0);
-  const Tensor& t = ctx.input(idx);
-  NXRT_ASSIGN_OR_RETURN(std::vector<double> v, read_double_values(t));
-  if (v.size() == 1) return std::vector<double>(static_cast<size_t>(n), v[0]);
-  if (static_cast<int64_t>(v.size()) != n) {
-    return ctx.error(std::string(what) + " " + t.describe() + " must be a scalar or have " + std::to_string(n) +
-                     " values");
-  }
+bool is_8bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
+
+// Element i of a numeric tensor (a zero point, a scale, a bias value) as double, read in place.
+Result<double> element_as_double(const Tensor& t, int64_t i) {
+  double v = 0;
+  NXRT_RETURN_IF_ERROR(dispatch_numeric(
+      t.dtype(),
+      [&](auto tag) {
+        using E = decltype(tag);
+        v = to_ct<double>(t.data<E>()[i]);
+        return Status::Ok();
+      },
+      [&] { return invalid_argument(std::string("unsupported dtype ") + dtype_name(t.dtype())); }));
   return v;
 }
 
-bool is_8bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
+// A zero point (or scale) input at make time: absent, a scalar or `n` values.
+Status check_per_channel(const InputFacts& in, size_t idx, int64_t n, const char* what) {
+  if (!in.has(idx)) return Status::Ok();
+  const int64_t count = shape_numel(in.shape(idx));
+  if (count != 1 && count != n) {
+    return variant_error(std::string(what) + " " + in.describe(idx) + " must be a scalar or have " +
+                         std::to_string(n) + " values");
+  }
+  return Status::Ok();
+}
 
 // w - w_zero_point (scalar or per output channel) in double.
 Result<std::vector<double>> centered_weights(const Tensor& W, const std::vector<double>& wzp) {
@@ -297,7 +379,7 @@ struct IntWeights {
   ConvWeights<double> w;
   void init(const ep::KernelInfo& info, size_t w_idx, size_t wzp_idx, int64_t group) {
     const Tensor* W = info.const_input(w_idx);
-    if (!W || W->rank() < 3 || group < 1 || W->dim(0) % group != 0 || !is_8bit_dtype(W->dtype())) return;
+    if (!W || W->rank() < 3 || group < 1 || W->dim(0) % group != 0 || !is_8bit(W->dtype())) return;
     std::vector<double> wzp{0.0};
     if (info.input_present(wzp_idx)) {
       const Tensor* z = info.const_input(wzp_idx);
@@ -311,39 +393,25 @@ struct IntWeights {
     w.prepare(W->shape(), group, std::move(wv.value()));
     ready = true;
   }
-  static bool is_8bit_dtype(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
 };
 
-// Runs the integer conv of inputs (x at 0, w at w_idx) with zero points; returns the double sums.
-Status integer_conv(ep::KernelContext& ctx, const WindowAttrs& attrs, int64_t group, size_t w_idx, size_t xzp_idx,
-                    size_t wzp_idx, const IntWeights& pre, const ConvConfig& cfg, ConvShape* s,
-                    std::vector<double>* y) {
-  const Tensor& X = ctx.input(0);
-  if (!ctx.has_input(w_idx)) return ctx.error("missing input w");
-  const Tensor& W = ctx.input(w_idx);
-  if (!is_8bit(X.dtype()) || !is_8bit(W.dtype())) {
-    return ctx.error(std::string("x and w must be uint8 or int8, got ") + dtype_name(X.dtype()) + " and " +
-                     dtype_name(W.dtype()));
-  }
-  NXRT_RETURN_IF_ERROR(conv_shape(ctx, attrs, group, X.shape(), W.shape(), s));
-  NXRT_ASSIGN_OR_RETURN(std::vector<double> xzp, zero_points(ctx, xzp_idx, 1, "x_zero_point"));
-  NXRT_ASSIGN_OR_RETURN(std::vector<double> wzp, zero_points(ctx, wzp_idx, s->M, "w_zero_point"));
-  NXRT_ASSIGN_OR_RETURN(std::vector<double> xv, tensor_values<double>(X));
-  for (double& v : xv) v -= xzp[0];
-  ConvWeights<double> local;
-  const ConvWeights<double>* w = &pre.w;
-  if (!pre.ready || pre.w.shape != W.shape() || pre.w.group != group) {
-    NXRT_ASSIGN_OR_RETURN(std::vector<double> wv, centered_weights(W, wzp));
-    local.prepare(W.shape(), group, std::move(wv));
-    w = &local;
-  }
-  y->assign(static_cast<size_t>(s->N * s->M * s->g.out_size()), 0.0);
-  if (y->empty()) return Status::Ok();
-  conv_forward<double>(*s, xv.data(), *w, nullptr, y->data(), &ctx.pool(), cfg);
-  return Status::Ok();
-}
+// A ConvInteger / QLinearConv node's state at one set of input dtypes and shapes: the checked shapes,
+// the double engine's plan when the weights prepared at creation serve them, and the workspace: x
+// minus its zero point and the exact sums (both in double), then the plan's own scratch.
+struct IntegerConvVariant final : ep::KernelVariant {
+  size_t workspace_bytes() const override { return scratch.bytes(); }
+  InputFacts in;  // what it was made for
+  ConvShape s;
+  Dims y_shape;
+  DataType y_dtype = DataType::kUndefined;  // QLinearConv's output dtype
+  bool planned = false;
+  ConvPlan plan;
+  ScratchLayout scratch;
+  size_t x_centered = 0, sums = 0, plan_ws = 0;
+};
 
-// What ConvInteger and QLinearConv share: attributes, weights prepared at creation, the path overrides.
+// What ConvInteger and QLinearConv share: attributes, weights prepared at creation, the path overrides,
+// and the integer conv itself.
 struct IntegerConv {
   WindowAttrs attrs;
   int64_t group = 1;
@@ -358,21 +426,102 @@ struct IntegerConv {
     cfg = conv_config(info);
     return Status::Ok();
   }
-  Status run(ep::KernelContext& ctx, ConvShape* s, std::vector<double>* y) const {
-    return integer_conv(ctx, attrs, group, w_idx, xzp_idx, wzp_idx, pre, cfg, s, y);
+
+  // The checks and buffers of the conv part (x at 0, w at w_idx, their zero points).
+  Result<std::unique_ptr<IntegerConvVariant>> make_variant(const InputFacts& in, int threads) const {
+    if (!in.has(0)) return variant_error("missing input x");
+    if (!in.has(w_idx)) return variant_error("missing input w");
+    if (!is_8bit(in.dtype(0)) || !is_8bit(in.dtype(w_idx))) {
+      return variant_error(std::string("x and w must be uint8 or int8, got ") + dtype_name(in.dtype(0)) + " and " +
+                           dtype_name(in.dtype(w_idx)));
+    }
+    auto v = std::make_unique<IntegerConvVariant>();
+    v->in = in;
+    ConvShape& s = v->s;
+    NXRT_RETURN_IF_ERROR(conv_shape_checked(attrs, group, in.shape(0), in.shape(w_idx), &s,
+                                            [](const std::string& m, StatusCode c = StatusCode::kRuntimeError) {
+                                              return variant_error(m, c);
+                                            }));
+    NXRT_RETURN_IF_ERROR(check_per_channel(in, xzp_idx, 1, "x_zero_point"));
+    NXRT_RETURN_IF_ERROR(check_per_channel(in, wzp_idx, s.M, "w_zero_point"));
+    v->y_shape = geom_output_shape(s.N, s.M, s.g);
+    v->x_centered = v->scratch.add<double>(s.N * s.C * s.g.in_size());
+    v->sums = v->scratch.add<double>(s.N * s.M * s.g.out_size());
+    if (pre.ready && pre.w.shape == in.shape(w_idx) && s.N * s.M * s.g.out_size() > 0) {
+      v->plan = conv_plan<double>(s, pre.w, cfg, threads, false);
+      v->planned = true;
+      v->plan_ws = v->scratch.add<unsigned char>(static_cast<int64_t>(v->plan.workspace_bytes));
+    }
+    return v;
+  }
+
+  // The exact sums conv(x - x_zero_point, w - w_zero_point) in the variant's workspace (*sums).
+  Status run(ep::KernelContext& ctx, const IntegerConvVariant& v, const double** sums) const {
+    const ConvShape& s = v.s;
+    const Tensor& X = ctx.input(0);
+    const Tensor& W = ctx.input(w_idx);
+    NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, v));
+    ScratchLayout scratch = v.scratch;
+    scratch.bind(ws);
+    double* y = scratch.at<double>(v.sums);
+    *sums = y;
+    const int64_t y_count = s.N * s.M * s.g.out_size();
+    if (y_count == 0) return Status::Ok();
+    double xzp = 0;
+    if (ctx.has_input(xzp_idx)) {
+      NXRT_ASSIGN_OR_RETURN(xzp, element_as_double(ctx.input(xzp_idx), 0));
+    }
+    double* xv = scratch.at<double>(v.x_centered);
+    if (X.dtype() == DataType::kUInt8) {
+      const uint8_t* x = X.data<uint8_t>();
+      for (int64_t i = 0; i < X.numel(); ++i) xv[i] = static_cast<double>(x[i]) - xzp;
+    } else {
+      const int8_t* x = X.data<int8_t>();
+      for (int64_t i = 0; i < X.numel(); ++i) xv[i] = static_cast<double>(x[i]) - xzp;
+    }
+    // Weights prepared at creation serve when they are this W; others are centered now (they are data).
+    ConvWeights<double> local;
+    const ConvWeights<double>* w = &pre.w;
+    if (!pre.ready || pre.w.shape != W.shape()) {
+      std::vector<double> wzp{0.0};
+      if (ctx.has_input(wzp_idx)) {
+        NXRT_ASSIGN_OR_RETURN(wzp, read_double_values(ctx.input(wzp_idx)));
+      }
+      NXRT_ASSIGN_OR_RETURN(std::vector<double> wv, centered_weights(W, wzp));
+      local.prepare(W.shape(), group, std::move(wv));
+      w = &local;
+    }
+    std::fill(y, y + y_count, 0.0);
+    if (v.planned && w == &pre.w && conv_plan_fits(v.plan, s, &ctx.pool(), nullptr)) {
+      conv_forward_planned<double>(v.plan, xv, *w, nullptr, y, &ctx.pool(), cfg, nullptr,
+                                   scratch.at<unsigned char>(v.plan_ws));
+    } else {
+      conv_forward<double>(s, xv, *w, nullptr, y, &ctx.pool(), cfg);
+    }
+    return Status::Ok();
   }
 };
 
 class ConvIntegerKernel final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo& info) { return conv_.init(info, 1, 2, 3); }
+
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    NXRT_ASSIGN_OR_RETURN(std::unique_ptr<IntegerConvVariant> v, conv_.make_variant(InputFacts::of(sc), sc.num_threads()));
+    return std::unique_ptr<ep::KernelVariant>(std::move(v));
+  }
+
   Status compute(ep::KernelContext& ctx) override {
-    ConvShape s;
-    std::vector<double> y;
-    NXRT_RETURN_IF_ERROR(conv_.run(ctx, &s, &y));
-    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, DataType::kInt32, geom_output_shape(s.N, s.M, s.g)));
+    std::unique_ptr<IntegerConvVariant> own;
+    NXRT_ASSIGN_OR_RETURN(const IntegerConvVariant* v,
+                          variant_or_make<IntegerConvVariant>(ctx, &own, [&](const InputFacts& in, int threads) {
+                            return conv_.make_variant(in, threads);
+                          }));
+    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, DataType::kInt32, v->y_shape));
+    const double* y = nullptr;
+    NXRT_RETURN_IF_ERROR(conv_.run(ctx, *v, &y));
     int32_t* yo = Y->data<int32_t>();
-    for (size_t i = 0; i < y.size(); ++i) yo[i] = static_cast<int32_t>(std::llround(y[i]));
+    for (int64_t i = 0; i < Y->numel(); ++i) yo[i] = static_cast<int32_t>(std::llround(y[i]));
     return Status::Ok();
   }
 
@@ -383,45 +532,49 @@ class ConvIntegerKernel final : public ep::Kernel {
 class QLinearConvKernel final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo& info) { return conv_.init(info, 3, 2, 5); }
+
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    NXRT_ASSIGN_OR_RETURN(std::unique_ptr<IntegerConvVariant> v, make_variant(InputFacts::of(sc), sc.num_threads()));
+    return std::unique_ptr<ep::KernelVariant>(std::move(v));
+  }
+
   Status compute(ep::KernelContext& ctx) override {
-    for (size_t i : {1, 4, 6}) {
-      if (!ctx.has_input(i)) return ctx.error("missing scale input " + std::to_string(i));
+    std::unique_ptr<IntegerConvVariant> own;
+    NXRT_ASSIGN_OR_RETURN(const IntegerConvVariant* v,
+                          variant_or_make<IntegerConvVariant>(ctx, &own, [&](const InputFacts& in, int threads) {
+                            return make_variant(in, threads);
+                          }));
+    const ConvShape& s = v->s;
+    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, v->y_dtype, v->y_shape));
+    const double* y = nullptr;
+    NXRT_RETURN_IF_ERROR(conv_.run(ctx, *v, &y));
+    if (Y->numel() == 0) return Status::Ok();
+    const Tensor& w_scale = ctx.input(4);
+    NXRT_ASSIGN_OR_RETURN(const double xs, element_as_double(ctx.input(1), 0));
+    NXRT_ASSIGN_OR_RETURN(const double ys, element_as_double(ctx.input(6), 0));
+    double yzp = 0;
+    if (ctx.has_input(7)) {
+      NXRT_ASSIGN_OR_RETURN(yzp, element_as_double(ctx.input(7), 0));
     }
-    ConvShape s;
-    std::vector<double> y;
-    NXRT_RETURN_IF_ERROR(conv_.run(ctx, &s, &y));
-    NXRT_ASSIGN_OR_RETURN(std::vector<double> xs, read_double_values(ctx.input(1)));
-    NXRT_ASSIGN_OR_RETURN(std::vector<double> ws, read_double_values(ctx.input(4)));
-    NXRT_ASSIGN_OR_RETURN(std::vector<double> ys, read_double_values(ctx.input(6)));
-    if (xs.size() != 1 || ys.size() != 1) return ctx.error("x_scale and y_scale must be scalars");
-    if (ws.size() != 1 && static_cast<int64_t>(ws.size()) != s.M) {
-      return ctx.error("w_scale must be a scalar or have " + std::to_string(s.M) + " values");
-    }
-    NXRT_ASSIGN_OR_RETURN(std::vector<double> yzp, zero_points(ctx, 7, 1, "y_zero_point"));
-    DataType yt = ctx.has_input(7) ? ctx.input(7).dtype() : ctx.input(0).dtype();
-    if (!is_8bit(yt)) return ctx.error(std::string("y_zero_point must be uint8 or int8, got ") + dtype_name(yt));
-    std::vector<double> bias;
-    if (ctx.has_input(8)) {
-      NXRT_ASSIGN_OR_RETURN(bias, read_double_values(ctx.input(8)));
-      if (static_cast<int64_t>(bias.size()) != s.M) {
-        return ctx.error("B " + ctx.input(8).describe() + " must have " + std::to_string(s.M) + " values");
-      }
-    }
-    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, yt, geom_output_shape(s.N, s.M, s.g)));
-    const double lo = yt == DataType::kUInt8 ? 0.0 : -128.0, hi = yt == DataType::kUInt8 ? 255.0 : 127.0;
+    const bool u8 = v->y_dtype == DataType::kUInt8;
+    const double lo = u8 ? 0.0 : -128.0, hi = u8 ? 255.0 : 127.0;
     const int64_t plane = s.g.out_size();
-    for (int64_t n = 0; n < s.N; ++n) {
-      for (int64_t m = 0; m < s.M; ++m) {
-        const double scale = xs[0] * ws[ws.size() == 1 ? 0 : m] / ys[0];
-        const double b = bias.empty() ? 0.0 : bias[m];
+    for (int64_t m = 0; m < s.M; ++m) {
+      NXRT_ASSIGN_OR_RETURN(const double wsc, element_as_double(w_scale, w_scale.numel() == 1 ? 0 : m));
+      const double scale = xs * wsc / ys;
+      double b = 0.0;
+      if (ctx.has_input(8)) {
+        NXRT_ASSIGN_OR_RETURN(b, element_as_double(ctx.input(8), m));
+      }
+      for (int64_t n = 0; n < s.N; ++n) {
         const size_t base = static_cast<size_t>((n * s.M + m) * plane);
         for (int64_t i = 0; i < plane; ++i) {
-          double v = std::nearbyint((y[base + i] + b) * scale) + yzp[0];
-          v = std::min(hi, std::max(lo, v));
-          if (yt == DataType::kUInt8) {
-            Y->data<uint8_t>()[base + i] = static_cast<uint8_t>(v);
+          double q = std::nearbyint((y[base + i] + b) * scale) + yzp;
+          q = std::min(hi, std::max(lo, q));
+          if (u8) {
+            Y->data<uint8_t>()[base + i] = static_cast<uint8_t>(q);
           } else {
-            Y->data<int8_t>()[base + i] = static_cast<int8_t>(v);
+            Y->data<int8_t>()[base + i] = static_cast<int8_t>(q);
           }
         }
       }
@@ -430,11 +583,63 @@ class QLinearConvKernel final : public ep::Kernel {
   }
 
  private:
+  // The conv part's variant with QLinearConv's own checks: the scales, y_zero_point and the bias.
+  Result<std::unique_ptr<IntegerConvVariant>> make_variant(const InputFacts& in, int threads) const {
+    for (size_t i : {1, 4, 6}) {
+      if (!in.has(i)) return variant_error("missing scale input " + std::to_string(i));
+    }
+    NXRT_ASSIGN_OR_RETURN(std::unique_ptr<IntegerConvVariant> v, conv_.make_variant(in, threads));
+    const int64_t M = v->s.M;
+    if (shape_numel(in.shape(1)) != 1 || shape_numel(in.shape(6)) != 1) {
+      return variant_error("x_scale and y_scale must be scalars");
+    }
+    const int64_t w_scales = shape_numel(in.shape(4));
+    if (w_scales != 1 && w_scales != M) {
+      return variant_error("w_scale must be a scalar or have " + std::to_string(M) + " values");
+    }
+    NXRT_RETURN_IF_ERROR(check_per_channel(in, 7, 1, "y_zero_point"));
+    v->y_dtype = in.has(7) ? in.dtype(7) : in.dtype(0);
+    if (!is_8bit(v->y_dtype)) {
+      return variant_error(std::string("y_zero_point must be uint8 or int8, got ") + dtype_name(v->y_dtype));
+    }
+    if (in.has(8) && shape_numel(in.shape(8)) != M) {
+      return variant_error("B " + in.describe(8) + " must have " + std::to_string(M) + " values");
+    }
+    return v;
+  }
+
   IntegerConv conv_;
 };
-
 // ------------------------------------------------------------------------------------------------
 // ConvTranspose: col = W_g^T * X_g (GEMM), then col2im scatter-adds into Y.
+
+// One kernel tap of a ConvTranspose on the three normalized axes: input position i lands on output
+// i * s + o0, and inputs [lo, hi) are those whose output lies inside Y (none: the tap adds nothing).
+struct TransposedTap {
+  int64_t o0[3];
+  int64_t lo[3], hi[3];
+  bool reaches_output = false;
+};
+
+// A ConvTranspose node's state at one set of input dtypes and shapes: the checked geometry, each tap's
+// input ranges (the col2im loop bounds) and the workspace compute takes its buffers from.
+struct ConvTransposeVariant final : ep::KernelVariant {
+  size_t workspace_bytes() const override { return scratch.bytes(); }
+  InputFacts in;  // what it was made for
+  int64_t N = 0, C = 0, Cg = 0, M = 0, Mg = 0;
+  Geom3 g;
+  Dims y_shape;
+  std::vector<TransposedTap> taps;  // kvol, in W's (kd, kh, kw) order
+  // Workspace arrays (offsets into `scratch`): one group's column matrix (Mg * kvol rows of in_size);
+  // for float16/bfloat16 X, one group's input converted, one image's output before conversion and,
+  // like a bias of another dtype than the compute type, the bias converted; the float GEMM's packing
+  // scratch, gemm_slots slots of gemm_slot_floats.
+  ScratchLayout scratch;
+  size_t col = 0, x_conv = 0, y_conv = 0, bias_conv = 0, gemm = 0;
+  bool converts_x = false, converts_bias = false;
+  size_t gemm_slot_floats = 0;
+  int gemm_slots = 0;
+};
 
 class ConvTransposeKernel final : public ep::Kernel {
  public:
@@ -460,31 +665,39 @@ class ConvTransposeKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    NXRT_ASSIGN_OR_RETURN(std::unique_ptr<ConvTransposeVariant> v, make_variant(InputFacts::of(sc), sc.num_threads()));
+    return std::unique_ptr<ep::KernelVariant>(std::move(v));
+  }
+
   Status compute(ep::KernelContext& ctx) override {
-    const Tensor& X = ctx.input(0);
+    std::unique_ptr<ConvTransposeVariant> own;
+    NXRT_ASSIGN_OR_RETURN(const ConvTransposeVariant* v,
+                          variant_or_make<ConvTransposeVariant>(
+                              ctx, &own, [&](const InputFacts& in, int threads) { return make_variant(in, threads); }));
     return dispatch_float(
-        X.dtype(),
+        v->in.dtype(0),
         [&](auto tag) {
           using T = decltype(tag);
-          return run<T, ct_of<T>>(ctx);
+          return run<T, ct_of<T>>(ctx, *v);
         },
-        [&] { return ctx.error(std::string("ConvTranspose does not support dtype ") + dtype_name(X.dtype())); });
+        [&] { return ctx.error(std::string("ConvTranspose does not support dtype ") + dtype_name(v->in.dtype(0))); });
   }
 
  private:
-  Status geometry(const ep::KernelContext& ctx, const Dims& x, const Dims& w, Geom3* g) const {
+  Status geometry(const Dims& x, const Dims& w, Geom3* g) const {
     const size_t n = x.size() - 2;
-    if (n < 1 || n > 3) return ctx.error("only 1 to 3 spatial axes are supported, X is " + shape_to_string(x),
-                                         StatusCode::kNotImplemented);
+    if (n < 1 || n > 3) return variant_error("only 1 to 3 spatial axes are supported, X is " + shape_to_string(x),
+                                             StatusCode::kNotImplemented);
     Dims kernel(w.begin() + 2, w.end());
     if (!attrs_.kernel_shape.empty() && attrs_.kernel_shape != kernel) {
-      return ctx.error("kernel_shape " + shape_to_string(attrs_.kernel_shape) + " does not match W " +
-                       shape_to_string(w));
+      return variant_error("kernel_shape " + shape_to_string(attrs_.kernel_shape) + " does not match W " +
+                           shape_to_string(w));
     }
     auto check_len = [&](const std::vector<int64_t>& v, size_t want, const char* what) -> Status {
       if (!v.empty() && v.size() != want) {
-        return ctx.error(std::string(what) + " " + shape_to_string(v) + " must have " + std::to_string(want) +
-                         " values");
+        return variant_error(std::string(what) + " " + shape_to_string(v) + " must have " + std::to_string(want) +
+                             " values");
       }
       return Status::Ok();
     };
@@ -495,8 +708,8 @@ class ConvTransposeKernel final : public ep::Kernel {
       NXRT_RETURN_IF_ERROR(check_len(attrs_.pads, 2 * n, "pads"));
     }
     if (!output_shape_.empty() && output_shape_.size() != n && output_shape_.size() != n + 2) {
-      return ctx.error("output_shape " + shape_to_string(output_shape_) + " must have " + std::to_string(n) +
-                       " values");
+      return variant_error("output_shape " + shape_to_string(output_shape_) + " must have " + std::to_string(n) +
+                           " values");
     }
     *g = Geom3();
     g->nsp = static_cast<int>(n);
@@ -531,47 +744,100 @@ class ConvTransposeKernel final : public ep::Kernel {
         }
         out = full - pb - pe;
       }
-      if (out < 0) return ctx.error("computed output size " + std::to_string(out) + " is negative");
+      if (out < 0) return variant_error("computed output size " + std::to_string(out) + " is negative");
       g->set_axis(j, in, out, k, s, d, pb, pe);
     }
     return Status::Ok();
   }
 
+  // Everything compute needs that follows from the inputs' dtypes and shapes; the errors a wrong shape
+  // gets (they name no node: the executor, or compute through ctx.error, adds it).
+  Result<std::unique_ptr<ConvTransposeVariant>> make_variant(const InputFacts& in, int threads) const {
+    if (!in.has(0)) return variant_error("missing input X");
+    if (!in.has(1)) return variant_error("missing input W");
+    const DataType dt = in.dtype(0);
+    if (dt != DataType::kFloat && dt != DataType::kDouble && dt != DataType::kFloat16 && dt != DataType::kBFloat16) {
+      return variant_error(std::string("ConvTranspose does not support dtype ") + dtype_name(dt));
+    }
+    if (in.dtype(1) != dt) {
+      return variant_error(std::string("W dtype ") + dtype_name(in.dtype(1)) + " differs from X dtype " +
+                           dtype_name(dt));
+    }
+    const Dims& xs = in.shape(0);
+    const Dims& ws = in.shape(1);
+    if (xs.size() < 3 || ws.size() != xs.size()) {
+      return variant_error("X " + shape_to_string(xs) + " and W " + shape_to_string(ws) +
+                           " must have the same rank >= 3");
+    }
+    auto v = std::make_unique<ConvTransposeVariant>();
+    v->in = in;
+    v->N = xs[0];
+    v->C = xs[1];
+    if (ws[0] != v->C || v->C % group_ != 0) {
+      return variant_error("W " + shape_to_string(ws) + " must have X's " + std::to_string(v->C) +
+                           " channels first, divisible by group " + std::to_string(group_));
+    }
+    v->Cg = v->C / group_;
+    v->Mg = ws[1];
+    v->M = v->Mg * group_;
+    NXRT_RETURN_IF_ERROR(geometry(xs, ws, &v->g));
+    if (in.has(2) && (in.dtype(2) != dt || shape_numel(in.shape(2)) != v->M)) {
+      return variant_error("bias " + in.describe(2) + " must be " + dtype_name(dt) + " with " + std::to_string(v->M) +
+                           " values");
+    }
+    v->y_shape = geom_output_shape(v->N, v->M, v->g);
+    const Geom3& g = v->g;
+    v->taps.resize(static_cast<size_t>(g.kvol()));
+    for (int64_t kidx = 0; kidx < g.kvol(); ++kidx) {
+      const int64_t kpos[3] = {kidx / (g.k[1] * g.k[2]), (kidx / g.k[2]) % g.k[1], kidx % g.k[2]};
+      TransposedTap& t = v->taps[static_cast<size_t>(kidx)];
+      t.reaches_output = true;
+      for (int a = 0; a < 3; ++a) {
+        t.o0[a] = kpos[a] * g.d[a] - g.pb[a];
+        // inputs i with 0 <= i * s + o0 < out
+        const int64_t lo = t.o0[a] >= 0 ? 0 : (-t.o0[a] + g.s[a] - 1) / g.s[a];
+        const int64_t hi = (g.out[a] - 1 - t.o0[a]) < 0 ? 0 : (g.out[a] - 1 - t.o0[a]) / g.s[a] + 1;
+        t.lo[a] = std::min(lo, g.in[a]);
+        t.hi[a] = std::min(hi, g.in[a]);
+        if (t.hi[a] <= t.lo[a]) t.reaches_output = false;
+      }
+    }
+    const bool dbl = dt == DataType::kDouble;
+    const size_t ct_bytes = dbl ? sizeof(double) : sizeof(float);
+    const int64_t in_size = g.in_size(), out_size = g.out_size(), rows = v->Mg * g.kvol();
+    auto add_ct = [&](int64_t n) { return v->scratch.add<unsigned char>(n * static_cast<int64_t>(ct_bytes)); };
+    v->col = add_ct(rows * in_size);
+    v->converts_x = dt == DataType::kFloat16 || dt == DataType::kBFloat16;
+    if (v->converts_x) {
+      v->x_conv = add_ct(v->Cg * in_size);
+      v->y_conv = add_ct(v->M * out_size);
+    }
+    v->converts_bias = in.has(2) && v->converts_x;
+    if (v->converts_bias) v->bias_conv = add_ct(v->M);
+    if (!dbl) {
+      v->gemm_slot_floats = gemm_f32_scratch_floats(rows, in_size, v->Cg, true, false);
+      if (v->gemm_slot_floats > 0) {
+        v->gemm_slots = std::max(1, threads);
+        v->gemm = v->scratch.add<float>(static_cast<int64_t>(v->gemm_slot_floats) * v->gemm_slots);
+      }
+    }
+    return v;
+  }
+
   template <typename T, typename CT>
-  Status run(ep::KernelContext& ctx) {
+  Status run(ep::KernelContext& ctx, const ConvTransposeVariant& v) const {
     const Tensor& X = ctx.input(0);
-    if (!ctx.has_input(1)) return ctx.error("missing input W");
     const Tensor& W = ctx.input(1);
-    if (W.dtype() != X.dtype()) {
-      return ctx.error(std::string("W dtype ") + dtype_name(W.dtype()) + " differs from X dtype " +
-                       dtype_name(X.dtype()));
-    }
-    if (X.rank() < 3 || W.rank() != X.rank()) {
-      return ctx.error("X " + shape_to_string(X.shape()) + " and W " + shape_to_string(W.shape()) +
-                       " must have the same rank >= 3");
-    }
-    const int64_t N = X.dim(0), C = X.dim(1);
-    if (W.dim(0) != C || C % group_ != 0) {
-      return ctx.error("W " + shape_to_string(W.shape()) + " must have X's " + std::to_string(C) +
-                       " channels first, divisible by group " + std::to_string(group_));
-    }
-    const int64_t Cg = C / group_, Mg = W.dim(1), M = Mg * group_;
-    Geom3 g;
-    NXRT_RETURN_IF_ERROR(geometry(ctx, X.shape(), W.shape(), &g));
     const Tensor* B = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-    if (B && (B->dtype() != X.dtype() || B->numel() != M)) {
-      return ctx.error("bias " + B->describe() + " must be " + dtype_name(X.dtype()) + " with " +
-                       std::to_string(M) + " values");
-    }
-    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), geom_output_shape(N, M, g)));
+    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), v.y_shape));
     if (Y->numel() == 0) return Status::Ok();
-    NXRT_ASSIGN_OR_RETURN(std::vector<CT> xv, tensor_values<CT>(X));
-    std::vector<CT> bias;
-    if (B) {
-      NXRT_ASSIGN_OR_RETURN(bias, tensor_values<CT>(*B));
-    }
+    const Geom3& g = v.g;
+    const int64_t N = v.N, C = v.C, Cg = v.Cg, M = v.M, Mg = v.Mg;
     const int64_t kvol = g.kvol(), in_size = g.in_size(), out_size = g.out_size();
-    const int64_t rows = Mg * kvol;
+    NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, v));
+    ScratchLayout scratch = v.scratch;
+    scratch.bind(ws);
+    // Constant weights were packed at creation; others are packed now (they are data).
     std::vector<PackedA<CT>> local;
     const std::vector<PackedA<CT>>* pk;
     if constexpr (std::is_same_v<CT, double>) {
@@ -585,44 +851,54 @@ class ConvTransposeKernel final : public ep::Kernel {
       pk = &local;
     }
     const std::vector<PackedA<CT>>& packed = *pk;
-    std::vector<CT> ybuf;
-    CT* y;
-    if constexpr (std::is_same_v<T, CT>) {
-      y = Y->data<CT>();
-    } else {
-      ybuf.resize(static_cast<size_t>(Y->numel()));
-      y = ybuf.data();
+    const CT* bias = nullptr;
+    if (B) {
+      if constexpr (std::is_same_v<T, CT>) {
+        bias = B->data<CT>();
+      } else {
+        CT* b = scratch.at<CT>(v.bias_conv);
+        convert_buffer<T, CT>(B->data<T>(), b, M);
+        bias = b;
+      }
     }
-    std::vector<CT> col(static_cast<size_t>(rows * in_size));
-    const int64_t KH = g.k[1], KW = g.k[2], OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
+    GemmScratch gs;
+    if (v.gemm_slots > 0) gs = {scratch.at<float>(v.gemm), v.gemm_slot_floats, v.gemm_slots};
+    CT* col = scratch.at<CT>(v.col);
+    const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
     for (int64_t n = 0; n < N; ++n) {
+      // T == CT: X and Y are read and written in place; otherwise through the converted buffers.
+      CT* y_image;
+      if constexpr (std::is_same_v<T, CT>) {
+        y_image = Y->data<CT>() + n * M * out_size;
+      } else {
+        y_image = scratch.at<CT>(v.y_conv);
+      }
       for (int64_t gi = 0; gi < group_; ++gi) {
-        const CT* xg = xv.data() + (n * C + gi * Cg) * in_size;
-        gemm_packed_a<CT>(packed[gi], in_size, false, xg, in_size, CT(0), col.data(), in_size, &ctx.pool(), isa_);
+        const CT* xg;
+        if constexpr (std::is_same_v<T, CT>) {
+          xg = X.data<CT>() + (n * C + gi * Cg) * in_size;
+        } else {
+          CT* xc = scratch.at<CT>(v.x_conv);
+          convert_buffer<T, CT>(X.data<T>() + (n * C + gi * Cg) * in_size, xc, Cg * in_size);
+          xg = xc;
+        }
+        gemm_packed_a<CT>(packed[gi], in_size, false, xg, in_size, CT(0), col, in_size, &ctx.pool(), isa_, &gs);
         auto body = [&](int64_t m0, int64_t m1) {
           for (int64_t m = m0; m < m1; ++m) {
-            CT* yp = y + (n * M + gi * Mg + m) * out_size;
-            std::fill(yp, yp + out_size, B ? bias[gi * Mg + m] : CT(0));
+            CT* yp = y_image + (gi * Mg + m) * out_size;
+            std::fill(yp, yp + out_size, bias ? bias[gi * Mg + m] : CT(0));
             for (int64_t kidx = 0; kidx < kvol; ++kidx) {
-              const int64_t kd = kidx / (KH * KW), kh = (kidx / KW) % KH, kw = kidx % KW;
-              const CT* crow = col.data() + (m * kvol + kidx) * in_size;
-              const int64_t wbase = kw * g.d[2] - g.pb[2];
-              // input columns iw whose output column iw*s + wbase lies in [0, OW)
-              int64_t lo = wbase >= 0 ? 0 : (-wbase + g.s[2] - 1) / g.s[2];
-              int64_t hi = (OW - 1 - wbase) < 0 ? 0 : (OW - 1 - wbase) / g.s[2] + 1;
-              lo = std::min(lo, IW);
-              hi = std::min(hi, IW);
-              if (hi <= lo) continue;
-              for (int64_t id = 0; id < g.in[0]; ++id) {
-                const int64_t od = id * g.s[0] - g.pb[0] + kd * g.d[0];
-                if (od < 0 || od >= g.out[0]) continue;
-                for (int64_t ih = 0; ih < IH; ++ih) {
-                  const int64_t oh = ih * g.s[1] - g.pb[1] + kh * g.d[1];
-                  if (oh < 0 || oh >= OH) continue;
+              const TransposedTap& t = v.taps[static_cast<size_t>(kidx)];
+              if (!t.reaches_output) continue;
+              const CT* crow = col + (m * kvol + kidx) * in_size;
+              const int64_t sw = g.s[2], ow0 = t.o0[2], lo = t.lo[2], hi = t.hi[2];
+              for (int64_t id = t.lo[0]; id < t.hi[0]; ++id) {
+                const int64_t od = id * g.s[0] + t.o0[0];
+                for (int64_t ih = t.lo[1]; ih < t.hi[1]; ++ih) {
+                  const int64_t oh = ih * g.s[1] + t.o0[1];
                   CT* yrow = yp + (od * OH + oh) * OW;
                   const CT* c = crow + (id * IH + ih) * IW;
-                  const int64_t sw = g.s[2];
-                  for (int64_t iw = lo; iw < hi; ++iw) yrow[iw * sw + wbase] += c[iw];
+                  for (int64_t iw = lo; iw < hi; ++iw) yrow[iw * sw + ow0] += c[iw];
                 }
               }
             }
@@ -630,10 +906,10 @@ class ConvTransposeKernel final : public ep::Kernel {
         };
         ctx.pool().parallel_for(Mg, 1, body);
       }
-    }
-    if constexpr (!std::is_same_v<T, CT>) {
-      T* yo = Y->data<T>();
-      for (int64_t i = 0; i < Y->numel(); ++i) yo[i] = from_ct<T>(ybuf[i]);
+      if constexpr (!std::is_same_v<T, CT>) {
+        T* yo = Y->data<T>() + n * M * out_size;
+        for (int64_t i = 0; i < M * out_size; ++i) yo[i] = from_ct<T>(y_image[i]);
+      }
     }
     return Status::Ok();
   }
@@ -655,9 +931,26 @@ class ConvTransposeKernel final : public ep::Kernel {
   std::vector<PackedA<double>> packed_d_;
   ep::IsaTier isa_ = ep::cpu_isa_tier();
 };
-
 // ------------------------------------------------------------------------------------------------
 // DeformConv (2-D): bilinear sampling at offset positions (times the mask) into columns, then GEMM.
+
+// A DeformConv node's state at one set of input dtypes and shapes: the checked geometry and the
+// workspace compute takes its buffers from.
+struct DeformConvVariant final : ep::KernelVariant {
+  size_t workspace_bytes() const override { return scratch.bytes(); }
+  InputFacts in;  // what it was made for
+  ConvShape s;
+  Dims y_shape;
+  int64_t K = 0;  // rows of one group's column matrix: C/group * kvol
+  // Workspace arrays (offsets into `scratch`): one group's column matrix (K rows of out_size); for
+  // float16/bfloat16 X, one image's input, offsets, mask and output converted to float; a bias of
+  // another dtype than the compute type, converted; the float GEMM's packing scratch.
+  ScratchLayout scratch;
+  size_t col = 0, x_conv = 0, off_conv = 0, mask_conv = 0, y_conv = 0, bias_conv = 0, gemm = 0;
+  bool converts = false, converts_bias = false;
+  size_t gemm_slot_floats = 0;
+  int gemm_slots = 0;
+};
 
 class DeformConvKernel final : public ep::Kernel {
  public:
@@ -668,83 +961,193 @@ class DeformConvKernel final : public ep::Kernel {
     offset_group_ = info.attr_int("offset_group", 1);
     isa_ = info.isa();
     if (group_ < 1 || offset_group_ < 1) return info.error("group and offset_group must be >= 1");
+    // Constant weights are prepared (converted and packed per group) once.
+    if (const Tensor* w = info.const_input(1)) {
+      if (w->rank() == 4 && w->dim(0) % group_ == 0) {
+        if (w->dtype() == DataType::kDouble) {
+          auto v = tensor_values<double>(*w);
+          if (v.ok()) wd_.prepare(w->shape(), group_, std::move(v.value()));
+        } else if (dtype_is_float(w->dtype())) {
+          auto v = tensor_values<float>(*w);
+          if (v.ok()) wf_.prepare(w->shape(), group_, std::move(v.value()));
+        }
+      }
+    }
     return Status::Ok();
   }
 
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    NXRT_ASSIGN_OR_RETURN(std::unique_ptr<DeformConvVariant> v, make_variant(InputFacts::of(sc), sc.num_threads()));
+    return std::unique_ptr<ep::KernelVariant>(std::move(v));
+  }
+
   Status compute(ep::KernelContext& ctx) override {
-    const Tensor& X = ctx.input(0);
+    std::unique_ptr<DeformConvVariant> own;
+    NXRT_ASSIGN_OR_RETURN(const DeformConvVariant* v,
+                          variant_or_make<DeformConvVariant>(
+                              ctx, &own, [&](const InputFacts& in, int threads) { return make_variant(in, threads); }));
     return dispatch_float(
-        X.dtype(),
+        v->in.dtype(0),
         [&](auto tag) {
           using T = decltype(tag);
-          return run<T, ct_of<T>>(ctx);
+          return run<T, ct_of<T>>(ctx, *v);
         },
-        [&] { return ctx.error(std::string("DeformConv does not support dtype ") + dtype_name(X.dtype())); });
+        [&] { return ctx.error(std::string("DeformConv does not support dtype ") + dtype_name(v->in.dtype(0))); });
   }
 
  private:
+  Result<std::unique_ptr<DeformConvVariant>> make_variant(const InputFacts& in, int threads) const {
+    if (!in.has(0)) return variant_error("missing input X");
+    if (!in.has(1) || !in.has(2)) return variant_error("missing input W or offset");
+    const DataType dt = in.dtype(0);
+    if (dt != DataType::kFloat && dt != DataType::kDouble && dt != DataType::kFloat16 && dt != DataType::kBFloat16) {
+      return variant_error(std::string("DeformConv does not support dtype ") + dtype_name(dt));
+    }
+    if (in.shape(0).size() != 4) {
+      return variant_error("DeformConv supports 2-D inputs (N, C, H, W), got " + in.describe(0),
+                           StatusCode::kNotImplemented);
+    }
+    if (in.dtype(1) != dt || in.dtype(2) != dt) return variant_error("W and offset must have X's dtype");
+    auto v = std::make_unique<DeformConvVariant>();
+    v->in = in;
+    ConvShape& s = v->s;
+    NXRT_RETURN_IF_ERROR(conv_shape_checked(attrs_, group_, in.shape(0), in.shape(1), &s,
+                                            [](const std::string& m, StatusCode c = StatusCode::kRuntimeError) {
+                                              return variant_error(m, c);
+                                            }));
+    const Geom3& g = s.g;
+    const int64_t kvol = g.k[1] * g.k[2], OH = g.out[1], OW = g.out[2], out_size = OH * OW;
+    if (s.C % offset_group_ != 0) return variant_error("channels are not divisible by offset_group");
+    const Dims want_off{s.N, offset_group_ * kvol * 2, OH, OW};
+    if (in.shape(2) != want_off) {
+      return variant_error("offset " + in.describe(2) + " must have shape " + shape_to_string(want_off));
+    }
+    if (in.has(3) && shape_numel(in.shape(3)) != s.M) {
+      return variant_error("B " + in.describe(3) + " must have " + std::to_string(s.M) + " values");
+    }
+    const Dims want_mask{s.N, offset_group_ * kvol, OH, OW};
+    if (in.has(4) && in.shape(4) != want_mask) {
+      return variant_error("mask " + in.describe(4) + " must have shape " + shape_to_string(want_mask));
+    }
+    if (in.has(4) && in.dtype(4) != dt) return variant_error("mask must have X's dtype");
+    v->y_shape = geom_output_shape(s.N, s.M, g);
+    v->K = s.C / group_ * kvol;
+    const bool dbl = dt == DataType::kDouble;
+    const size_t ct_bytes = dbl ? sizeof(double) : sizeof(float);
+    auto add_ct = [&](int64_t n) { return v->scratch.add<unsigned char>(n * static_cast<int64_t>(ct_bytes)); };
+    v->col = add_ct(v->K * out_size);
+    v->converts = dt == DataType::kFloat16 || dt == DataType::kBFloat16;
+    if (v->converts) {
+      v->x_conv = add_ct(s.C * g.in_size());
+      v->off_conv = add_ct(shape_numel(want_off) / std::max<int64_t>(1, s.N));
+      if (in.has(4)) v->mask_conv = add_ct(shape_numel(want_mask) / std::max<int64_t>(1, s.N));
+      v->y_conv = add_ct(s.M * out_size);
+    }
+    v->converts_bias = in.has(3) && in.dtype(3) != (dbl ? DataType::kDouble : DataType::kFloat);
+    if (v->converts_bias) v->bias_conv = add_ct(s.M);
+    if (!dbl) {
+      v->gemm_slot_floats = gemm_f32_scratch_floats(s.M / group_, out_size, v->K, true, false);
+      if (v->gemm_slot_floats > 0) {
+        v->gemm_slots = std::max(1, threads);
+        v->gemm = v->scratch.add<float>(static_cast<int64_t>(v->gemm_slot_floats) * v->gemm_slots);
+      }
+    }
+    return v;
+  }
+
   template <typename T, typename CT>
-  Status run(ep::KernelContext& ctx) {
+  Status run(ep::KernelContext& ctx, const DeformConvVariant& v) const {
     const Tensor& X = ctx.input(0);
-    if (!ctx.has_input(1) || !ctx.has_input(2)) return ctx.error("missing input W or offset");
     const Tensor& W = ctx.input(1);
     const Tensor& O = ctx.input(2);
-    if (X.rank() != 4) return ctx.error("DeformConv supports 2-D inputs (N, C, H, W), got " + X.describe(),
-                                        StatusCode::kNotImplemented);
-    if (W.dtype() != X.dtype() || O.dtype() != X.dtype()) return ctx.error("W and offset must have X's dtype");
-    ConvShape s;
-    NXRT_RETURN_IF_ERROR(conv_shape(ctx, attrs_, group_, X.shape(), W.shape(), &s));
+    const Tensor* B = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+    const Tensor* Mk = ctx.has_input(4) ? &ctx.input(4) : nullptr;
+    const ConvShape& s = v.s;
     const Geom3& g = s.g;
     const int64_t KH = g.k[1], KW = g.k[2], kvol = KH * KW, OH = g.out[1], OW = g.out[2];
     const int64_t out_size = OH * OW, IH = g.in[1], IW = g.in[2];
-    if (s.C % offset_group_ != 0) return ctx.error("channels are not divisible by offset_group");
-    const Dims want_off{s.N, offset_group_ * kvol * 2, OH, OW};
-    if (O.shape() != want_off) {
-      return ctx.error("offset " + O.describe() + " must have shape " + shape_to_string(want_off));
-    }
-    const Tensor* B = ctx.has_input(3) ? &ctx.input(3) : nullptr;
-    const Tensor* Mk = ctx.has_input(4) ? &ctx.input(4) : nullptr;
-    if (B && B->numel() != s.M) return ctx.error("B " + B->describe() + " must have " + std::to_string(s.M) + " values");
-    const Dims want_mask{s.N, offset_group_ * kvol, OH, OW};
-    if (Mk && Mk->shape() != want_mask) {
-      return ctx.error("mask " + Mk->describe() + " must have shape " + shape_to_string(want_mask));
-    }
-    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), geom_output_shape(s.N, s.M, g)));
+    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), v.y_shape));
     if (Y->numel() == 0) return Status::Ok();
-    NXRT_ASSIGN_OR_RETURN(std::vector<CT> xv, tensor_values<CT>(X));
-    NXRT_ASSIGN_OR_RETURN(std::vector<CT> wv, tensor_values<CT>(W));
-    NXRT_ASSIGN_OR_RETURN(std::vector<CT> ov, tensor_values<CT>(O));
-    std::vector<CT> mv, bias;
-    if (Mk) {
-      NXRT_ASSIGN_OR_RETURN(mv, tensor_values<CT>(*Mk));
+    NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, v));
+    ScratchLayout scratch = v.scratch;
+    scratch.bind(ws);
+    // Constant weights were prepared at creation; others are prepared now (they are data).
+    const ConvWeights<CT>* w = nullptr;
+    if constexpr (std::is_same_v<CT, double>) {
+      if (!wd_.packed.empty() && wd_.shape == W.shape()) w = &wd_;
+    } else {
+      if (!wf_.packed.empty() && wf_.shape == W.shape()) w = &wf_;
     }
+    ConvWeights<CT> local;
+    if (!w) {
+      NXRT_ASSIGN_OR_RETURN(std::vector<CT> wv, tensor_values<CT>(W));
+      local.prepare(W.shape(), group_, std::move(wv));
+      w = &local;
+    }
+    const CT* bias = nullptr;
     if (B) {
-      NXRT_ASSIGN_OR_RETURN(bias, tensor_values<CT>(*B));
+      if (v.converts_bias) {
+        CT* b = scratch.at<CT>(v.bias_conv);
+        NXRT_RETURN_IF_ERROR(dispatch_numeric(
+            B->dtype(),
+            [&](auto tag) {
+              using BT = decltype(tag);
+              convert_buffer<BT, CT>(B->data<BT>(), b, s.M);
+              return Status::Ok();
+            },
+            [&] { return ctx.error(std::string("unsupported bias dtype ") + dtype_name(B->dtype())); }));
+        bias = b;
+      } else {
+        bias = B->data<CT>();
+      }
     }
-    ConvWeights<CT> w;
-    w.prepare(W.shape(), group_, std::move(wv));
-    const int64_t G = group_, Cg = s.C / G, Mg = s.M / G, K = Cg * kvol;
+    GemmScratch gs;
+    if (v.gemm_slots > 0) gs = {scratch.at<float>(v.gemm), v.gemm_slot_floats, v.gemm_slots};
+    CT* col = scratch.at<CT>(v.col);
+    const int64_t G = group_, Cg = s.C / G, Mg = s.M / G, K = v.K;
     const int64_t ch_per_og = s.C / offset_group_;
-    std::vector<CT> col(static_cast<size_t>(K * out_size));
-    std::vector<CT> ybuf(static_cast<size_t>(Y->numel()));
+    const int64_t x_image = s.C * IH * IW, off_image = offset_group_ * kvol * 2 * out_size;
+    const int64_t mask_image = offset_group_ * kvol * out_size;
     for (int64_t n = 0; n < s.N; ++n) {
+      // T == CT: the inputs are read and Y written in place; otherwise through one image converted.
+      const CT *x_n, *off_n, *mask_n = nullptr;
+      CT* y_n;
+      if constexpr (std::is_same_v<T, CT>) {
+        x_n = X.data<CT>() + n * x_image;
+        off_n = O.data<CT>() + n * off_image;
+        if (Mk) mask_n = Mk->data<CT>() + n * mask_image;
+        y_n = Y->data<CT>() + n * s.M * out_size;
+      } else {
+        CT* xc = scratch.at<CT>(v.x_conv);
+        CT* oc = scratch.at<CT>(v.off_conv);
+        convert_buffer<T, CT>(X.data<T>() + n * x_image, xc, x_image);
+        convert_buffer<T, CT>(O.data<T>() + n * off_image, oc, off_image);
+        x_n = xc;
+        off_n = oc;
+        if (Mk) {
+          CT* mc = scratch.at<CT>(v.mask_conv);
+          convert_buffer<T, CT>(Mk->data<T>() + n * mask_image, mc, mask_image);
+          mask_n = mc;
+        }
+        y_n = scratch.at<CT>(v.y_conv);
+      }
       for (int64_t gi = 0; gi < G; ++gi) {
         auto body = [&](int64_t r0, int64_t r1) {
           for (int64_t row = r0; row < r1; ++row) {
             const int64_t c = gi * Cg + row / kvol, kidx = row % kvol;
             const int64_t kh = kidx / KW, kw = kidx % KW;
             const int64_t og = c / ch_per_og;
-            const CT* xc = xv.data() + (n * s.C + c) * IH * IW;
-            const CT* offy = ov.data() + ((n * offset_group_ + og) * kvol * 2 + 2 * kidx) * out_size;
+            const CT* xc = x_n + c * IH * IW;
+            const CT* offy = off_n + (og * kvol * 2 + 2 * kidx) * out_size;
             const CT* offx = offy + out_size;
-            const CT* mk = Mk ? mv.data() + ((n * offset_group_ + og) * kvol + kidx) * out_size : nullptr;
-            CT* dst = col.data() + row * out_size;
+            const CT* mk = mask_n ? mask_n + (og * kvol + kidx) * out_size : nullptr;
+            CT* dst = col + row * out_size;
             for (int64_t oh = 0; oh < OH; ++oh) {
               for (int64_t ow = 0; ow < OW; ++ow) {
                 const int64_t p = oh * OW + ow;
                 const CT h = static_cast<CT>(oh * g.s[1] - g.pb[1] + kh * g.d[1]) + offy[p];
                 const CT wq = static_cast<CT>(ow * g.s[2] - g.pb[2] + kw * g.d[2]) + offx[p];
-                CT v = 0;
+                CT val = 0;
                 if (h > CT(-1) && h < CT(IH) && wq > CT(-1) && wq < CT(IW)) {
                   const CT hf = std::floor(h), wf = std::floor(wq);
                   const int64_t h0 = static_cast<int64_t>(hf), w0 = static_cast<int64_t>(wf);
@@ -752,30 +1155,34 @@ class DeformConvKernel final : public ep::Kernel {
                   auto at = [&](int64_t yy, int64_t xx) -> CT {
                     return (yy >= 0 && yy < IH && xx >= 0 && xx < IW) ? xc[yy * IW + xx] : CT(0);
                   };
-                  v = (1 - lh) * (1 - lw) * at(h0, w0) + (1 - lh) * lw * at(h0, w0 + 1) +
-                      lh * (1 - lw) * at(h0 + 1, w0) + lh * lw * at(h0 + 1, w0 + 1);
+                  val = (1 - lh) * (1 - lw) * at(h0, w0) + (1 - lh) * lw * at(h0, w0 + 1) +
+                        lh * (1 - lw) * at(h0 + 1, w0) + lh * lw * at(h0 + 1, w0 + 1);
                 }
-                dst[p] = mk ? v * mk[p] : v;
+                dst[p] = mk ? val * mk[p] : val;
               }
             }
           }
         };
         ctx.pool().parallel_for(K, 1, body);
-        CT* yg = ybuf.data() + (n * s.M + gi * Mg) * out_size;
-        for (int64_t m = 0; m < Mg; ++m) std::fill(yg + m * out_size, yg + (m + 1) * out_size, B ? bias[gi * Mg + m] : CT(0));
-        gemm_packed_a<CT>(w.packed[gi], out_size, false, col.data(), out_size, CT(1), yg, out_size, &ctx.pool(), isa_);
+        CT* yg = y_n + gi * Mg * out_size;
+        for (int64_t m = 0; m < Mg; ++m)
+          std::fill(yg + m * out_size, yg + (m + 1) * out_size, bias ? bias[gi * Mg + m] : CT(0));
+        gemm_packed_a<CT>(w->packed[gi], out_size, false, col, out_size, CT(1), yg, out_size, &ctx.pool(), isa_, &gs);
+      }
+      if constexpr (!std::is_same_v<T, CT>) {
+        T* yo = Y->data<T>() + n * s.M * out_size;
+        for (int64_t i = 0; i < s.M * out_size; ++i) yo[i] = from_ct<T>(y_n[i]);
       }
     }
-    T* yo = Y->data<T>();
-    for (int64_t i = 0; i < Y->numel(); ++i) yo[i] = from_ct<T>(ybuf[i]);
     return Status::Ok();
   }
 
   ep::IsaTier isa_ = ep::cpu_isa_tier();
   WindowAttrs attrs_;
   int64_t group_ = 1, offset_group_ = 1;
+  ConvWeights<float> wf_;  // constant W prepared at creation (float, float16, bfloat16 W)
+  ConvWeights<double> wd_;
 };
-
 // ------------------------------------------------------------------------------------------------
 // CausalConvWithState (27): depthwise causal 1-D conv over [past_state | input], optional SiLU, and
 // the last k-1 positions of that sequence as present_state.
