@@ -180,7 +180,7 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
     return Status::Ok();
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const Tensor& X = ctx.input(0);
     return dispatch_float(
         X.dtype(),
@@ -191,7 +191,7 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
         [&] { return ctx.error(std::string("Conv does not support dtype ") + dtype_name(X.dtype())); });
   }
 
-  Result<bool> compute_with_post(ep::KernelContext& ctx, const ConvPost& post, const Dims* residual_shape) override {
+  Result<bool> compute_with_post(ep::KernelContext& ctx, const ConvPost& post, const Dims* residual_shape) const override {
     const Tensor& X = ctx.input(0);
     bool applied = false;
     NXRT_RETURN_IF_ERROR(dispatch_float(
@@ -239,7 +239,7 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
   // `post` (FusedConv) is passed on to the engine for float when the residual has Y's shape and is not
   // Y's buffer; *applied says whether it was applied.
   template <typename T, typename CT>
-  Status run(ep::KernelContext& ctx, const ConvPost* post, const Dims* residual_shape, bool* applied) {
+  Status run(ep::KernelContext& ctx, const ConvPost* post, const Dims* residual_shape, bool* applied) const {
     const Tensor& X = ctx.input(0);
     if (!ctx.has_input(1)) return ctx.error("missing input W");
     const Tensor& W = ctx.input(1);
@@ -511,7 +511,7 @@ class ConvIntegerKernel final : public ep::Kernel {
     return std::unique_ptr<ep::KernelVariant>(std::move(v));
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     std::unique_ptr<IntegerConvVariant> own;
     NXRT_ASSIGN_OR_RETURN(const IntegerConvVariant* v,
                           variant_or_make<IntegerConvVariant>(ctx, &own, [&](const InputFacts& in, int threads) {
@@ -538,7 +538,7 @@ class QLinearConvKernel final : public ep::Kernel {
     return std::unique_ptr<ep::KernelVariant>(std::move(v));
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     std::unique_ptr<IntegerConvVariant> own;
     NXRT_ASSIGN_OR_RETURN(const IntegerConvVariant* v,
                           variant_or_make<IntegerConvVariant>(ctx, &own, [&](const InputFacts& in, int threads) {
@@ -670,7 +670,7 @@ class ConvTransposeKernel final : public ep::Kernel {
     return std::unique_ptr<ep::KernelVariant>(std::move(v));
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     std::unique_ptr<ConvTransposeVariant> own;
     NXRT_ASSIGN_OR_RETURN(const ConvTransposeVariant* v,
                           variant_or_make<ConvTransposeVariant>(
@@ -981,7 +981,7 @@ class DeformConvKernel final : public ep::Kernel {
     return std::unique_ptr<ep::KernelVariant>(std::move(v));
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     std::unique_ptr<DeformConvVariant> own;
     NXRT_ASSIGN_OR_RETURN(const DeformConvVariant* v,
                           variant_or_make<DeformConvVariant>(
