@@ -368,7 +368,7 @@ class AttentionKernel final : public ep::Kernel {
     return std::unique_ptr<ep::KernelVariant>(std::move(v));
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     // Without a variant (a context without a kernel cache) the same plan is made for this call.
     const auto* var = dynamic_cast<const AttnVariant*>(ctx.variant());
     AttnVariant local;

@@ -416,7 +416,7 @@ class MatMulKernel final : public ep::Kernel {
     if (dt != DataType::kFloat) return std::unique_ptr<ep::KernelVariant>();
     return gemm_slot_variant(sc, gemm_f32_scratch_floats(s.batch_count() * s.M, s.N, s.K, false, true));
   }
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const Tensor& a = ctx.input(0);
     if (packed_.empty()) return matmul_compute(ctx, isa_);
     // B was packed at creation (and its bytes may be gone): only a float A can pair with it.
@@ -470,7 +470,7 @@ class GemmKernel final : public ep::Kernel {
     if (dt != DataType::kFloat) return std::unique_ptr<ep::KernelVariant>();
     return gemm_slot_variant(sc, gemm_f32_scratch_floats(M, packed_.N, K, false, true));
   }
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const auto& info = ctx.info();
     const Tensor& a = ctx.input(0);
     const Tensor* c = ctx.has_input(2) ? &ctx.input(2) : nullptr;
