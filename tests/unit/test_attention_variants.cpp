@@ -187,6 +187,7 @@ void expect_variant_matches(const Case& c, const std::map<std::string, std::stri
   SCOPED_TRACE(c.what);
   const Outcome ref = run_case(c, 1, 0, overrides);
   ASSERT_FALSE(ref.outs.empty());
+  EXPECT_GT(ref.workspace_calls, 0) << "a call without a variant takes its plan's scratch from ctx.workspace";
   struct Run { int threads, specialize_threads; };
   for (const Run r : {Run{2, 0}, Run{1, 1}, Run{2, 2}, Run{2, 1}}) {
     const std::string what = c.what + " threads " + std::to_string(r.threads) + " variant for " +
