@@ -664,6 +664,10 @@ class ConvTransposeKernel final : public ep::Kernel {
     }
     return Status::Ok();
   }
+  // A constant W packed above is read only through the packed copy (compute checks just its shape).
+  bool reads_const_input_data(size_t i) const override {
+    return !(i == 1 && (!packed_f_.empty() || !packed_d_.empty()));
+  }
 
   Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
     NXRT_ASSIGN_OR_RETURN(std::unique_ptr<ConvTransposeVariant> v, make_variant(InputFacts::of(sc), sc.num_threads()));
@@ -974,6 +978,10 @@ class DeformConvKernel final : public ep::Kernel {
       }
     }
     return Status::Ok();
+  }
+  // A constant W prepared above is read only through its copy (compute checks just its shape).
+  bool reads_const_input_data(size_t i) const override {
+    return !(i == 1 && (!wf_.packed.empty() || !wd_.packed.empty()));
   }
 
   Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
