@@ -75,7 +75,7 @@ void KernelRegistry::add_fn(const std::string& domain, const std::string& op_typ
                             ComputeFn fn) {
   struct FnKernel final : Kernel {
     ComputeFn fn;
-    Status compute(KernelContext& ctx) override { return fn(ctx); }
+    Status compute(KernelContext& ctx) const override { return fn(ctx); }
   };
   add(KernelDef{domain, op_type, since, end, [fn](const KernelInfo&) -> Result<std::unique_ptr<Kernel>> {
                   auto k = std::make_unique<FnKernel>();

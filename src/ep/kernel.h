@@ -201,7 +201,10 @@ class KernelContext {
 class Kernel {
  public:
   virtual ~Kernel() = default;
-  virtual Status compute(KernelContext& ctx) = 0;
+  // Runs the node. const because one Kernel (attributes, packed weights) serves every run of its node,
+  // concurrent runs included: per-shape state belongs in the variant, per-run state in the context's
+  // outputs and workspace, so nothing a compute writes can race with another run.
+  virtual Status compute(KernelContext& ctx) const = 0;
   // Whether input i may be given as a strided view (else the executor gathers it contiguous first).
   virtual bool accepts_strided_input(size_t /*i*/) const { return false; }
   // Whether output i may be handed out by allocate_output as a strided tensor (a caller-bound output

@@ -148,7 +148,7 @@ class SlotFnKernel final : public Kernel {
  public:
   using SlotBytesFn = size_t (*)(const SpecializeContext&);
   SlotFnKernel(ComputeFn fn, SlotBytesFn slot_bytes) : fn_(fn), slot_bytes_(slot_bytes) {}
-  Status compute(KernelContext& ctx) override { return fn_(ctx); }
+  Status compute(KernelContext& ctx) const override { return fn_(ctx); }
   Result<std::unique_ptr<KernelVariant>> specialize(const SpecializeContext& sc) const override {
     const size_t b = slot_bytes_(sc);
     if (b == 0) return std::unique_ptr<KernelVariant>();

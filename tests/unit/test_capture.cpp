@@ -653,7 +653,7 @@ class ProbeKernel final : public ep::Kernel {
     ++specializations;
     return std::unique_ptr<ep::KernelVariant>(std::make_unique<ProbeVariant>(shape_numel(sc.shape(0))));
   }
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const auto* v = dynamic_cast<const ProbeVariant*>(ctx.variant());
     if (!v) return ctx.error("no variant");
     if (v->n() != ctx.input(0).numel()) return ctx.error("variant of another shape");

@@ -67,7 +67,7 @@ class ReferenceSwitchKernel final : public ep::Kernel {
     reference_ = info.overrides().reference();
     return Status::Ok();
   }
-  Status compute(ep::KernelContext& ctx) override { return Fn(ctx, reference_); }
+  Status compute(ep::KernelContext& ctx) const override { return Fn(ctx, reference_); }
 
  private:
   bool reference_ = false;

@@ -398,7 +398,7 @@ class GroupQueryAttention final : public ep::Kernel {
     return Status::Ok();
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     GqaCall c;
     NXRT_RETURN_IF_ERROR(validate(ctx, &c));
     NXRT_RETURN_IF_ERROR(rotary_positions(ctx, &c));

@@ -691,7 +691,7 @@ class MatMulNBits final : public ep::Kernel {
     }
     return std::unique_ptr<ep::KernelVariant>(std::move(v));
   }
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const Tensor& A = ctx.input(0);
     if (A.dtype() != DataType::kFloat && A.dtype() != DataType::kFloat16 && A.dtype() != DataType::kBFloat16)
       return ctx.error(std::string("A must be float32/float16/bfloat16, got ") + dtype_name(A.dtype()), StatusCode::kInvalidArgument);

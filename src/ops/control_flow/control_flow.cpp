@@ -142,7 +142,7 @@ class ScanKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     ep::SubgraphRunner* body = ctx.info().subgraph("body");
     if (!body) return ctx.error("Scan has no body attribute");
     if (opset_ < 9) return compute_v8(ctx, body);

@@ -177,7 +177,7 @@ class ConvWithPost {
   // carries FusedConv's pre-activation (it changes the path).
   virtual Result<std::unique_ptr<ep::KernelVariant>> specialize_with_post(const ep::SpecializeContext& sc,
                                                                           bool pre_activation) const = 0;
-  virtual Result<bool> compute_with_post(ep::KernelContext& ctx, const ConvPost& post, const Dims* residual_shape) = 0;
+  virtual Result<bool> compute_with_post(ep::KernelContext& ctx, const ConvPost& post, const Dims* residual_shape) const = 0;
 };
 
 // Whether a path can compute this shape in this type at this tier (weights aside: kWinograd also needs

@@ -110,7 +110,7 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
     return Status::Ok();
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const Tensor& X = ctx.input(0);
     return dispatch_float(
         X.dtype(),
@@ -121,7 +121,7 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
         [&] { return ctx.error(std::string("Conv does not support dtype ") + dtype_name(X.dtype())); });
   }
 
-  Result<bool> compute_with_post(ep::KernelContext& ctx, const ConvPost& post, const Dims* residual_shape) override {
+  Result<bool> compute_with_post(ep::KernelContext& ctx, const ConvPost& post, const Dims* residual_shape) const override {
     const Tensor& X = ctx.input(0);
     bool applied = false;
     NXRT_RETURN_IF_ERROR(dispatch_float(
@@ -169,7 +169,7 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
   // `post` (FusedConv) is passed on to the engine for float when the residual has Y's shape and is not
   // Y's buffer; *applied says whether it was applied.
   template <typename T, typename CT>
-  Status run(ep::KernelContext& ctx, const ConvPost* post, const Dims* residual_shape, bool* applied) {
+  Status run(ep::KernelContext& ctx, const ConvPost* post, const Dims* residual_shape, bool* applied) const {
     const Tensor& X = ctx.input(0);
     if (!ctx.has_input(1)) return ctx.error("missing input W");
     const Tensor& W = ctx.input(1);
@@ -366,7 +366,7 @@ struct IntegerConv {
 class ConvIntegerKernel final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo& info) { return conv_.init(info, 1, 2, 3); }
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     ConvShape s;
     std::vector<double> y;
     NXRT_RETURN_IF_ERROR(conv_.run(ctx, &s, &y));
@@ -383,7 +383,7 @@ class ConvIntegerKernel final : public ep::Kernel {
 class QLinearConvKernel final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo& info) { return conv_.init(info, 3, 2, 5); }
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     for (size_t i : {1, 4, 6}) {
       if (!ctx.has_input(i)) return ctx.error("missing scale input " + std::to_string(i));
     }
@@ -460,7 +460,7 @@ class ConvTransposeKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const Tensor& X = ctx.input(0);
     return dispatch_float(
         X.dtype(),
@@ -538,7 +538,7 @@ class ConvTransposeKernel final : public ep::Kernel {
   }
 
   template <typename T, typename CT>
-  Status run(ep::KernelContext& ctx) {
+  Status run(ep::KernelContext& ctx) const {
     const Tensor& X = ctx.input(0);
     if (!ctx.has_input(1)) return ctx.error("missing input W");
     const Tensor& W = ctx.input(1);
@@ -671,7 +671,7 @@ class DeformConvKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const Tensor& X = ctx.input(0);
     return dispatch_float(
         X.dtype(),
@@ -684,7 +684,7 @@ class DeformConvKernel final : public ep::Kernel {
 
  private:
   template <typename T, typename CT>
-  Status run(ep::KernelContext& ctx) {
+  Status run(ep::KernelContext& ctx) const {
     const Tensor& X = ctx.input(0);
     if (!ctx.has_input(1) || !ctx.has_input(2)) return ctx.error("missing input W or offset");
     const Tensor& W = ctx.input(1);

@@ -63,7 +63,7 @@ class BatchNormReluKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     for (size_t i = 0; i < 5; ++i)
       if (!ctx.has_input(i)) return ctx.error("missing input " + std::to_string(i));
     const Tensor& X = ctx.input(0);

@@ -69,7 +69,7 @@ class FusedAttentionKernel final : public ep::Kernel {
     return std::unique_ptr<ep::KernelVariant>(std::move(v));
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const Tensor& q = ctx.input(0);
     const Tensor& kt = ctx.input(1);
     const Tensor& v = ctx.input(2);
@@ -107,7 +107,7 @@ class FusedAttentionKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
-  Result<Value> run_step(ep::KernelContext& ctx, size_t i, std::vector<Value> in) {
+  Result<Value> run_step(ep::KernelContext& ctx, size_t i, std::vector<Value> in) const {
     ep::StandaloneContext lc(*steps_[i]->info, std::move(in), ctx);
     NXRT_RETURN_IF_ERROR(steps_[i]->kernel->compute(lc));
     Value r = lc.output(0);
@@ -116,7 +116,7 @@ class FusedAttentionKernel final : public ep::Kernel {
   }
 
   Status fallback(ep::KernelContext& ctx, const Tensor& q, const Tensor& kt, const Tensor& v, const Tensor* mask,
-                  const Tensor* scale) {
+                  const Tensor* scale) const {
     size_t k = 0;
     NXRT_ASSIGN_OR_RETURN(Value s, run_step(ctx, k++, {Value(q), Value(kt)}));
     if (!scale_op_.empty()) {
@@ -189,7 +189,7 @@ class FusedAttentionKernel final : public ep::Kernel {
   }
 
   Status fast(ep::KernelContext& ctx, const Variant& pv, const Tensor& q, const Tensor& kt, const Tensor& v,
-              const Tensor* mask, const Tensor* scale) {
+              const Tensor* mask, const Tensor* scale) const {
     const int64_t S = pv.S, D = pv.D, L = pv.L, Dv = pv.Dv, nb = pv.nb;
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kFloat, pv.out_shape));
     NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, pv));

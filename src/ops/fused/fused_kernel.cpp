@@ -189,7 +189,7 @@ class FusedKernel final : public ep::Kernel {
     }
     return inner_->specialize(inner);
   }
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const Tensor* z = ctx.has_input(3) ? &ctx.input(3) : nullptr;
     const Tensor* bias = has_bias_ && ctx.has_input(2) ? &ctx.input(2) : nullptr;
     ForwardContext fc(ctx, *inner_info_, n_inner_, z ? &z->shape() : nullptr);

@@ -304,7 +304,7 @@ class EinsumKernel final : public ep::Kernel {
     return std::unique_ptr<ep::KernelVariant>(std::move(v));
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     std::vector<const Tensor*> ins;
     for (size_t i = 0; i < ctx.num_inputs(); ++i) {
       if (!ctx.has_input(i)) return ctx.error("missing input " + std::to_string(i));

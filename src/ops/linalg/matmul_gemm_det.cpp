@@ -473,7 +473,7 @@ class MatMulKernel final : public ep::Kernel {
     if (dt != DataType::kFloat) return std::unique_ptr<ep::KernelVariant>();
     return gemm_plan_variant<MatMulVariant>(sc, packed_b_plan(s, sc.num_threads()));
   }
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const Tensor& a = ctx.input(0);
     if (packed_.empty()) return matmul_compute(ctx, isa_);
     // B was packed at creation (and its bytes may be gone): only a float A can pair with it.
@@ -542,7 +542,7 @@ class GemmKernel final : public ep::Kernel {
     if (dt != DataType::kFloat || K != packed_.K) return std::unique_ptr<ep::KernelVariant>();
     return gemm_plan_variant<GemmVariant>(sc, packed_b_plan(M, ta, sc.num_threads()));
   }
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const auto& info = ctx.info();
     const Tensor& a = ctx.input(0);
     const Tensor* c = ctx.has_input(2) ? &ctx.input(2) : nullptr;

@@ -38,7 +38,7 @@ class LinearRegressorKernel final : public ep::Kernel {
     return ml::read_post_transform(info, &post_);
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     NXRT_ASSIGN_OR_RETURN(ml::Rows x, ml::read_rows(ctx, 0));
     if (static_cast<int64_t>(coef_.size()) != targets_ * x.c) {
       return ctx.error("coefficients has " + std::to_string(coef_.size()) + " values; expected targets (" +
@@ -76,7 +76,7 @@ class LinearClassifierKernel final : public ep::Kernel {
     return ml::read_post_transform(info, &post_);
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     NXRT_ASSIGN_OR_RETURN(ml::Rows x, ml::read_rows(ctx, 0));
     if (x.c == 0 || coef_.size() % static_cast<size_t>(x.c) != 0) {
       return ctx.error("coefficients (" + std::to_string(coef_.size()) + ") is not a multiple of the feature count " +
@@ -209,7 +209,7 @@ class SVMRegressorKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     NXRT_ASSIGN_OR_RETURN(ml::Rows x, ml::read_rows(ctx, 0));
     bool svc = n_supports_ > 0;
     int64_t need = svc ? n_supports_ * x.c : x.c;
@@ -328,7 +328,7 @@ class SVMClassifierKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     bool raw_label = false;  // per call: concurrent runs share the kernel
     NXRT_ASSIGN_OR_RETURN(ml::Rows x, ml::read_rows(ctx, 0));
     bool svc = vectors_ > 0;

@@ -542,7 +542,7 @@ class LabelEncoderKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     NXRT_ASSIGN_OR_RETURN(const Tensor* x, tensor_input(ctx, 0));
     DataType xt = x->dtype();
     if (v1_) {
@@ -609,7 +609,7 @@ class LabelEncoderKernel final : public ep::Kernel {
     return b;
   }
 
-  Status emit(ep::KernelContext& ctx, const Dims& shape, const std::vector<int64_t>& hit) {
+  Status emit(ep::KernelContext& ctx, const Dims& shape, const std::vector<int64_t>& hit) const {
     DataType vt = values_.dtype();
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, vt, shape));
     if (vt == DataType::kString) {
@@ -628,7 +628,7 @@ class LabelEncoderKernel final : public ep::Kernel {
     }, [&] { return ctx.error(std::string("unsupported values dtype ") + dtype_name(vt), StatusCode::kNotImplemented); });
   }
 
-  Status emit_v1(ep::KernelContext& ctx, const Dims& shape) {
+  Status emit_v1(ep::KernelContext& ctx, const Dims& shape) const {
     const Tensor& x = ctx.input(0);
     int64_t n = x.numel();
     if (x.dtype() == DataType::kString) {

@@ -284,7 +284,7 @@ class TreeEnsembleRegressorKernel final : public ep::Kernel {
     return ml::read_post_transform(info, &post_);
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     NXRT_ASSIGN_OR_RETURN(ml::Rows x, ml::read_rows(ctx, 0));
     NXRT_RETURN_IF_ERROR(check_features(ctx, forest_, x));
     int64_t t = forest_.n_targets;
@@ -326,7 +326,7 @@ class TreeEnsembleClassifierKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     NXRT_ASSIGN_OR_RETURN(ml::Rows x, ml::read_rows(ctx, 0));
     NXRT_RETURN_IF_ERROR(check_features(ctx, forest_, x));
     int64_t e = static_cast<int64_t>(labels_.size());
@@ -457,7 +457,7 @@ class TreeEnsembleKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const Tensor* xt = ctx.has_input(0) ? &ctx.input(0) : nullptr;
     if (!xt || (xt->dtype() != DataType::kFloat && xt->dtype() != DataType::kDouble && xt->dtype() != DataType::kFloat16)) {
       return ctx.error("X must be float, double or float16, got " + (xt ? xt->describe() : std::string("nothing")),

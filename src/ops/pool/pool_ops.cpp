@@ -261,7 +261,7 @@ class MaxPoolKernel final : public PoolBase {
     if (sc.info().output_present(1)) return std::unique_ptr<ep::KernelVariant>();
     return specialize_rows(sc, true, false);
   }
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const Tensor& X = ctx.input(0);
     Geom3 g;
     NXRT_RETURN_IF_ERROR(geometry(ctx, X, &g));
@@ -327,7 +327,7 @@ class SumPoolKernel final : public PoolBase {
     if (kind_ != SumKind::kAverage) return std::unique_ptr<ep::KernelVariant>();
     return specialize_rows(sc, false, count_include_pad_);
   }
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const Tensor& X = ctx.input(0);
     Geom3 g;
     NXRT_RETURN_IF_ERROR(geometry(ctx, X, &g));
@@ -363,7 +363,7 @@ class SumPoolKernel final : public PoolBase {
 struct AveragePoolKernel final : ep::Kernel {
   SumPoolKernel k;
   Status init(const ep::KernelInfo& info) { return k.init_kind(info, SumKind::kAverage); }
-  Status compute(ep::KernelContext& ctx) override { return k.compute(ctx); }
+  Status compute(ep::KernelContext& ctx) const override { return k.compute(ctx); }
   Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
     return k.specialize(sc);
   }
@@ -371,7 +371,7 @@ struct AveragePoolKernel final : ep::Kernel {
 struct LpPoolKernel final : ep::Kernel {
   SumPoolKernel k;
   Status init(const ep::KernelInfo& info) { return k.init_kind(info, SumKind::kLp); }
-  Status compute(ep::KernelContext& ctx) override { return k.compute(ctx); }
+  Status compute(ep::KernelContext& ctx) const override { return k.compute(ctx); }
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -443,7 +443,7 @@ class GlobalPoolKernel final : public ep::Kernel {
     row_paths_ = row_paths_allowed(info);
     return Status::Ok();
   }
-  Status compute(ep::KernelContext& ctx) override { return global_pool<kind>(ctx, row_paths_); }
+  Status compute(ep::KernelContext& ctx) const override { return global_pool<kind>(ctx, row_paths_); }
 
  private:
   bool row_paths_ = true;
@@ -461,7 +461,7 @@ class MaxUnpoolKernel final : public ep::Kernel {
     if (kernel_.empty()) return info.error("attribute kernel_shape is required");
     return Status::Ok();
   }
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const Tensor& X = ctx.input(0);
     if (!ctx.has_input(1)) return ctx.error("missing input I");
     const Tensor& I = ctx.input(1);

@@ -165,7 +165,7 @@ class RnnKernel final : public ep::Kernel {
     return parse_activations(info, names, &acts_);
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const Tensor& X = ctx.input(0);
     return dispatch_float(
         X.dtype(),
@@ -179,7 +179,7 @@ class RnnKernel final : public ep::Kernel {
 
  private:
   template <typename T, typename CT>
-  Status run(ep::KernelContext& ctx) {
+  Status run(ep::KernelContext& ctx) const {
     const Tensor& X = ctx.input(0);
     if (!ctx.has_input(1) || !ctx.has_input(2)) return ctx.error("missing input W or R");
     const Tensor& W = ctx.input(1);

@@ -240,7 +240,7 @@ class DftKernel final : public ep::Kernel {
     return std::unique_ptr<ep::KernelVariant>(make(j.value(), lines));
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const auto& info = ctx.info();
     const Tensor& x = ctx.input(0);
     std::optional<int64_t> axis, length;
@@ -331,7 +331,7 @@ class StftKernel final : public ep::Kernel {
     return std::unique_ptr<ep::KernelVariant>(make(j.value()));
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     const Tensor& x = ctx.input(0);
     NXRT_ASSIGN_OR_RETURN(int64_t step, scalar_int(ctx, 1, "frame_step"));
     const bool has_window = ctx.has_input(2);

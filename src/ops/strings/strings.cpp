@@ -93,7 +93,7 @@ class StringNormalizerKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     NXRT_RETURN_IF_ERROR(require_string_input(ctx, 0));
     const Tensor& x = ctx.input(0);
     bool two_d = x.rank() == 2;
@@ -230,7 +230,7 @@ class RegexFullMatchKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     NXRT_RETURN_IF_ERROR(require_string_input(ctx, 0));
     const Tensor& x = ctx.input(0);
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kBool, x.shape()));
@@ -251,7 +251,7 @@ class RegexFullMatchKernel final : public ep::Kernel {
   Status init(const ep::KernelInfo& info) {
     return info.error("RegexFullMatch: nxrt was built without RE2 (NXRT_WITH_RE2=OFF)", StatusCode::kNotImplemented);
   }
-  Status compute(ep::KernelContext& ctx) override { return ctx.error("RegexFullMatch: built without RE2"); }
+  Status compute(ep::KernelContext& ctx) const override { return ctx.error("RegexFullMatch: built without RE2"); }
 };
 #endif
 

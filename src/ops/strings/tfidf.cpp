@@ -99,7 +99,7 @@ class TfIdfVectorizerKernel final : public ep::Kernel {
     return Status::Ok();
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "X"));
     DataType dt = x.dtype();
     if (strings_ ? dt != DataType::kString : (dt != DataType::kInt32 && dt != DataType::kInt64)) {

@@ -244,13 +244,13 @@ class TransposeKernel final : public ep::Kernel {
     perm_ = info.attr_ints("perm");
     return Status::Ok();
   }
-  Status compute(KernelContext& ctx) override;
+  Status compute(KernelContext& ctx) const override;
 
  private:
   Dims perm_;
 };
 
-Status TransposeKernel::compute(KernelContext& ctx) {
+Status TransposeKernel::compute(KernelContext& ctx) const {
   NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "data"));
   auto layout = transpose_layout(x.shape(), perm_);
   if (!layout.ok()) return ctx.error(layout.status().message() + " (input " + x.describe() + ")", StatusCode::kInvalidModel);
@@ -330,7 +330,7 @@ Status concat_fn(KernelContext& ctx) {
 class ConcatKernel final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo&) { return Status::Ok(); }
-  Status compute(KernelContext& ctx) override { return concat_fn(ctx); }
+  Status compute(KernelContext& ctx) const override { return concat_fn(ctx); }
   bool accepts_strided_input(size_t) const override { return true; }
   bool accepts_strided_output(size_t) const override { return true; }
 };

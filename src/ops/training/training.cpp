@@ -359,7 +359,7 @@ class GradientKernel : public ep::Kernel {
     return Status::Ok();
   }
 
-  Status compute(ep::KernelContext& ctx) override {
+  Status compute(ep::KernelContext& ctx) const override {
     std::map<std::string, Arr> val = constants_;
     for (size_t i = 0; i < xs_.size() + zs_.size(); ++i) {
       if (!ctx.has_input(i)) return ctx.error("Gradient inputs may not be omitted", StatusCode::kInvalidArgument);
