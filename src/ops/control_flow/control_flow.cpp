@@ -191,7 +191,7 @@ class ScanKernel final : public ep::Kernel {
   Result<std::vector<std::vector<Tensor>>> run_sequence(ep::KernelContext& ctx, ep::SubgraphRunner* body,
                                                         std::vector<Value>& states, const std::vector<Tensor>& scan_in,
                                                         const std::vector<int64_t>& axes, int64_t seq_len,
-                                                        Reverse reversed) {
+                                                        Reverse reversed) const {
     const size_t n = states.size();
     if (body->num_inputs() != n + scan_in.size()) {
       return ctx.error("body takes " + std::to_string(body->num_inputs()) + " inputs, Scan provides " +
@@ -216,7 +216,7 @@ class ScanKernel final : public ep::Kernel {
   }
 
   // Scan-8: input 0 is optional sequence_lens; states and scan inputs carry a leading batch axis.
-  Status compute_v8(ep::KernelContext& ctx, ep::SubgraphRunner* body) {
+  Status compute_v8(ep::KernelContext& ctx, ep::SubgraphRunner* body) const {
     const size_t m = static_cast<size_t>(num_scan_inputs_);
     if (ctx.num_inputs() < m + 1) return ctx.error("fewer inputs than num_scan_inputs + 1");
     const size_t n = ctx.num_inputs() - 1 - m;

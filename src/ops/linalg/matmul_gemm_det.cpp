@@ -1,6 +1,7 @@
 // MatMul, Gemm, Det.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "ep/slot_scratch.h"
