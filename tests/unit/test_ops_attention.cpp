@@ -131,8 +131,9 @@ TEST(OpsAttention, FastPathMatchesReference) {
     if (p.qk_mode >= 0) p.qk_out = qk2.data();
     p.y = y2.data();
     ep::ThreadPool pool(2);
-    std::vector<float> scratch(ops::attention_fast_scratch_bytes(p, &pool) / sizeof(float));
-    ops::attention_fast(p, &pool, scratch.data());
+    const ops::AttnFastPlan fp = ops::attention_fast_plan(p, pool.num_threads());
+    std::vector<float> scratch(fp.bytes() / sizeof(float));
+    ops::attention_fast(p, fp, &pool, scratch.data());
     SCOPED_TRACE("trial " + std::to_string(trial));
     near_all(y2, y1, 1e-4f);
     if (p.qk_mode >= 0) near_all(qk2, qk1, 1e-4f);
@@ -261,8 +262,9 @@ TEST(OpsAttention, DISABLED_FastPathTiming) {
   auto t0 = std::chrono::steady_clock::now();
   ops::attention_reference(p);
   auto t1 = std::chrono::steady_clock::now();
-  std::vector<float> scratch(ops::attention_fast_scratch_bytes(p, &pool) / sizeof(float));
-  for (int i = 0; i < 5; ++i) ops::attention_fast(p, &pool, scratch.data());
+  const ops::AttnFastPlan fp = ops::attention_fast_plan(p, pool.num_threads());
+  std::vector<float> scratch(fp.bytes() / sizeof(float));
+  for (int i = 0; i < 5; ++i) ops::attention_fast(p, fp, &pool, scratch.data());
   auto t2 = std::chrono::steady_clock::now();
   std::printf("reference %.2f ms, fast %.2f ms (1 thread)\n", std::chrono::duration<double, std::milli>(t1 - t0).count(),
               std::chrono::duration<double, std::milli>(t2 - t1).count() / 5);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -37,118 +38,203 @@ void load_bhsd(const T* src, bool is3d, int64_t B, int64_t H, int64_t S, int64_t
 
 // ---------------------------------------------------------------------------------------------
 // Attention
+//
+// A call is planned from its inputs' dtypes and shapes (AttnPlan: once per shape set at specialize, or
+// per call without a variant): the validated dimensions, the mask's broadcast strides, which inputs are
+// read in place, the step scratch layout (converted Q/K/V, present, mask values, lengths, the output in
+// the compute type, the fast core's score blocks) and the fast core's work split. compute reads the
+// values (mask, nonpad_kv_seqlen) and runs the plan.
 struct AttnShapes {
   bool is3d = false;
   int64_t B = 0, Hq = 0, Hkv = 0, Sq = 0, Skv = 0, P = 0, D = 0, Dv = 0;
 };
 
-// attn_mask as additive values in C over its own shape (bool: 0 / -inf), with broadcast strides into
-// (B, Hq, Sq, T) set on p.
-template <typename C>
-Status attention_mask(ep::KernelContext& ctx, const Tensor& mask, C* maskv, AttnProblem<C>* p) {
-  const int64_t B = p->B, Hq = p->Hq, Sq = p->Sq, Tt = p->T;
-  const Dims& md = mask.shape();
-  if (md.empty() || md.size() > 4) return ctx.error("attn_mask must have rank 1..4, got " + dims_str(md));
-  Dims m4(4, 1);
-  for (size_t i = 0; i < md.size(); ++i) m4[4 - md.size() + i] = md[i];
-  const int64_t want[3] = {B, Hq, Sq};
-  for (int i = 0; i < 3; ++i) {
-    if (m4[i] != 1 && m4[i] != want[i]) {
-      return ctx.error("attn_mask shape " + dims_str(md) + " does not broadcast to (batch, q_heads, q_seq, total_seq) = (" +
-                       std::to_string(B) + "," + std::to_string(Hq) + "," + std::to_string(Sq) + "," + std::to_string(Tt) + ")",
-                       StatusCode::kInvalidArgument);
-    }
-  }
-  if (m4[3] > Tt) return ctx.error("attn_mask last dim " + std::to_string(m4[3]) + " exceeds total sequence length " + std::to_string(Tt), StatusCode::kInvalidArgument);
-  const int64_t n = mask.numel();
-  if (mask.dtype() == DataType::kBool) {
-    const bool* mb = mask.data<bool>();
-    for (int64_t x = 0; x < n; ++x) maskv[x] = mb[x] ? C(0) : -std::numeric_limits<C>::infinity();
-  } else if (!load_floats(mask.dtype(), mask.raw_data(), n, maskv).ok()) {
-    return ctx.error("attn_mask must be bool or a float type, got " + std::string(dtype_name(mask.dtype())), StatusCode::kInvalidArgument);
-  }
-  p->mask = maskv;
-  p->mask_len = m4[3];
-  p->mask_si = m4[2] == 1 ? 0 : m4[3];
-  p->mask_sh = m4[1] == 1 ? 0 : m4[2] * m4[3];
-  p->mask_sb = m4[0] == 1 ? 0 : m4[1] * m4[2] * m4[3];
-  return Status::Ok();
-}
+// The dtypes and shapes the plan reads (kUndefined: absent or not a tensor).
+struct AttnInputFacts {
+  static constexpr size_t kInputs = 7;
+  DataType dt[kInputs] = {};
+  const Dims* dims[kInputs] = {};
+  bool has(size_t i) const { return dt[i] != DataType::kUndefined; }
+};
 
-// nonpad_kv_seqlen (opset 24, int64/int32 [B]) into nonpad; with is_causal, each batch's causal offset
-// (the past length, else nonpad - Sq, else 0) into offsets.
-template <typename C>
-Status attention_lengths(ep::KernelContext& ctx, const Tensor* nonpad_t, bool has_past, int64_t P, int64_t* nonpad,
-                         int64_t* offsets, AttnProblem<C>* p) {
-  const int64_t B = p->B, Sq = p->Sq;
-  if (nonpad_t) {
-    if (nonpad_t->numel() != B || (nonpad_t->dtype() != DataType::kInt64 && nonpad_t->dtype() != DataType::kInt32)) {
-      return ctx.error("nonpad_kv_seqlen must be int64 with batch_size (" + std::to_string(B) + ") values, got " + nonpad_t->describe(), StatusCode::kInvalidArgument);
-    }
-    for (int64_t b = 0; b < B; ++b)
-      nonpad[b] = nonpad_t->dtype() == DataType::kInt64 ? nonpad_t->data<int64_t>()[b] : nonpad_t->data<int32_t>()[b];
-    p->nonpad = nonpad;
+struct AttnPlan {
+  AttnShapes sh;
+  DataType dt = DataType::kFloat;
+  int64_t T = 0;  // P + Skv
+  bool mask = false;
+  int64_t mask_numel = 0, mask_len = 0, mask_si = 0, mask_sh = 0, mask_sb = 0;
+  bool nonpad = false;  // opset 24 nonpad_kv_seqlen given
+  bool want_qk = false;
+  int qk_mode = 0;
+  bool q_direct = false, kv_direct = false, y_direct = false;  // read / written in place
+  bool fast = false;  // float compute type, not the reference: attention_fast on fp's split
+  AttnFastPlan fp;
+  ScratchLayout lay;
+  size_t q_off = 0, k_off = 0, v_off = 0, kn_off = 0, vn_off = 0, mask_off = 0, nonpad_off = 0, offsets_off = 0,
+         y_off = 0, qk_off = 0, fast_off = 0;
+};
+
+struct AttnVariant final : ep::KernelVariant {
+  AttnPlan plan;
+  size_t workspace_bytes() const override { return plan.lay.bytes(); }
+};
+
+// The plan for these input dtypes and shapes; an error for inputs the op rejects whatever their values.
+Status plan_attention(const ep::KernelInfo& info, const AttnInputFacts& in, bool want_qk, bool reference, int threads,
+                      AttnPlan* out) {
+  AttnPlan& pl = *out;
+  if (!in.has(0) || !in.has(1) || !in.has(2)) return invalid_argument("Q, K and V are required");
+  const Dims& Q = *in.dims[0];
+  const Dims& K = *in.dims[1];
+  const Dims& V = *in.dims[2];
+  const DataType dt = pl.dt = in.dt[0];
+  if (in.dt[1] != dt || in.dt[2] != dt) return invalid_argument("Q, K, V must share one dtype");
+  AttnShapes& sh = pl.sh;
+  if (Q.size() != K.size() || Q.size() != V.size() || (Q.size() != 3 && Q.size() != 4)) {
+    return invalid_argument("Q, K, V must all be 3-D or all 4-D");
   }
-  if (p->causal) {
-    for (int64_t b = 0; b < B; ++b) {
-      offsets[b] = 0;
-      if (has_past) offsets[b] = P;
-      else if (nonpad_t) offsets[b] = nonpad[b] - Sq;
+  sh.is3d = Q.size() == 3;
+  sh.B = Q[0];
+  if (K[0] != sh.B || V[0] != sh.B) return invalid_argument("Q, K, V batch sizes differ");
+  if (sh.is3d) {
+    sh.Hq = info.attr_int("q_num_heads", 0);
+    sh.Hkv = info.attr_int("kv_num_heads", 0);
+    if (sh.Hq <= 0 || sh.Hkv <= 0) return info.error("3-D Q/K/V need positive q_num_heads and kv_num_heads attributes");
+    if (Q[2] % sh.Hq != 0 || K[2] % sh.Hkv != 0 || V[2] % sh.Hkv != 0) {
+      return invalid_argument("hidden sizes must divide by the head counts (q_num_heads " + std::to_string(sh.Hq) +
+                              ", kv_num_heads " + std::to_string(sh.Hkv) + ")");
     }
-    p->causal_offset = offsets;
+    sh.Sq = Q[1]; sh.Skv = K[1];
+    sh.D = Q[2] / sh.Hq;
+    if (K[2] / sh.Hkv != sh.D) return invalid_argument("Q and K head sizes differ");
+    sh.Dv = V[2] / sh.Hkv;
+    if (V[1] != sh.Skv) return invalid_argument("K and V sequence lengths differ");
+  } else {
+    sh.Hq = Q[1]; sh.Hkv = K[1];
+    sh.Sq = Q[2]; sh.Skv = K[2];
+    sh.D = Q[3];
+    if (K[3] != sh.D) return invalid_argument("Q and K head sizes differ");
+    if (V[1] != sh.Hkv || V[2] != sh.Skv) return invalid_argument("K and V must agree on heads and sequence length");
+    sh.Dv = V[3];
+  }
+  if (sh.Hkv <= 0 || sh.Hq % sh.Hkv != 0) {
+    return invalid_argument("q_num_heads (" + std::to_string(sh.Hq) + ") must be a multiple of kv_num_heads (" + std::to_string(sh.Hkv) + ")");
+  }
+  const bool hp = in.has(4), hv = in.has(5);
+  if (hp != hv) return invalid_argument("past_key and past_value must be given together");
+  if (hp) {
+    const Dims& pk = *in.dims[4];
+    const Dims& pv = *in.dims[5];
+    if (in.dt[4] != dt || in.dt[5] != dt) return invalid_argument("past_key/past_value dtype must match Q");
+    if (pk.size() != 4 || pv.size() != 4 || pk[0] != sh.B || pk[1] != sh.Hkv || pk[3] != sh.D ||
+        pv[0] != sh.B || pv[1] != sh.Hkv || pv[2] != pk[2] || pv[3] != sh.Dv) {
+      return invalid_argument("past_key must be (batch, kv_heads, past_len, head_size) and past_value (batch, kv_heads, past_len, v_head_size)");
+    }
+    sh.P = pk[2];
+  }
+  if (dt != DataType::kFloat && dt != DataType::kDouble && dt != DataType::kFloat16 && dt != DataType::kBFloat16)
+    return invalid_argument("Attention supports float, double, float16, bfloat16");
+  const int64_t B = sh.B, Hq = sh.Hq, Hkv = sh.Hkv, Sq = sh.Sq, D = sh.D, Dv = sh.Dv;
+  const int64_t Tt = pl.T = sh.P + sh.Skv;
+
+  // attn_mask: broadcast strides into (B, Hq, Sq, T); its values (bool: 0 / -inf) are read at compute.
+  pl.mask = in.has(3);
+  if (pl.mask) {
+    const Dims& md = *in.dims[3];
+    if (md.empty() || md.size() > 4) return invalid_argument("attn_mask must have rank 1..4, got " + shape_to_string(md));
+    Dims m4(4, 1);
+    for (size_t i = 0; i < md.size(); ++i) m4[4 - md.size() + i] = md[i];
+    const int64_t want[3] = {B, Hq, Sq};
+    for (int i = 0; i < 3; ++i) {
+      if (m4[i] != 1 && m4[i] != want[i]) {
+        return invalid_argument("attn_mask shape " + shape_to_string(md) + " does not broadcast to (batch, q_heads, q_seq, total_seq) = (" +
+                                std::to_string(B) + "," + std::to_string(Hq) + "," + std::to_string(Sq) + "," + std::to_string(Tt) + ")");
+      }
+    }
+    if (m4[3] > Tt) return invalid_argument("attn_mask last dim " + std::to_string(m4[3]) + " exceeds total sequence length " + std::to_string(Tt));
+    const DataType mdt = in.dt[3];
+    if (mdt != DataType::kBool && mdt != DataType::kFloat && mdt != DataType::kDouble && mdt != DataType::kFloat16 &&
+        mdt != DataType::kBFloat16)
+      return invalid_argument("attn_mask must be bool or a float type, got " + std::string(dtype_name(mdt)));
+    pl.mask_numel = shape_numel(md);
+    pl.mask_len = m4[3];
+    pl.mask_si = m4[2] == 1 ? 0 : m4[3];
+    pl.mask_sh = m4[1] == 1 ? 0 : m4[2] * m4[3];
+    pl.mask_sb = m4[0] == 1 ? 0 : m4[1] * m4[2] * m4[3];
+  }
+  pl.nonpad = info.opset() >= 24 && in.has(6);
+  if (pl.nonpad && (shape_numel(*in.dims[6]) != B || (in.dt[6] != DataType::kInt64 && in.dt[6] != DataType::kInt32))) {
+    const std::string got = std::string(dtype_name(in.dt[6])) + shape_to_string(*in.dims[6]);
+    return invalid_argument("nonpad_kv_seqlen must be int64 with batch_size (" + std::to_string(B) + ") values, got " + got);
+  }
+  pl.want_qk = want_qk;
+  if (want_qk) {
+    const int64_t mode = info.attr_int("qk_matmul_output_mode", 0);
+    if (mode < 0 || mode > 3) return info.error("qk_matmul_output_mode must be 0..3, got " + std::to_string(mode));
+    pl.qk_mode = static_cast<int>(mode);
+  }
+
+  // 4-D inputs already in the compute type are used in place; everything else is copied into
+  // [B, H, S, D] compute-type buffers (present = concat(past, new) along the sequence axis). Every
+  // buffer a step needs is in one step workspace (nothing allocated per decode step).
+  const bool same_type = dt == DataType::kFloat || dt == DataType::kDouble;  // compute type == dtype
+  const bool c_double = dt == DataType::kDouble;
+  pl.q_direct = same_type && !sh.is3d;
+  pl.kv_direct = pl.q_direct && sh.P == 0;
+  pl.y_direct = pl.q_direct;
+  ScratchLayout& lay = pl.lay;
+  auto add_c = [&](int64_t n) { return c_double ? lay.add<double>(n) : lay.add<float>(n); };
+  pl.q_off = pl.q_direct ? 0 : add_c(B * Hq * Sq * D);
+  if (!pl.kv_direct) {
+    pl.k_off = add_c(B * Hkv * Tt * D);
+    pl.v_off = add_c(B * Hkv * Tt * Dv);
+    pl.kn_off = add_c(B * Hkv * sh.Skv * D);
+    pl.vn_off = add_c(B * Hkv * sh.Skv * Dv);
+  }
+  pl.mask_off = pl.mask ? add_c(pl.mask_numel) : 0;
+  pl.nonpad_off = lay.add<int64_t>(B);
+  pl.offsets_off = lay.add<int64_t>(B);
+  pl.y_off = pl.y_direct ? 0 : add_c(B * Hq * Sq * Dv);
+  pl.qk_off = (want_qk && !same_type) ? add_c(B * Hq * Sq * Tt) : 0;
+  pl.fast = !reference && !c_double;
+  if (pl.fast) {
+    pl.fp = attention_fast_plan(B, Hq, Sq, Tt, D, Dv, threads);
+    pl.fast_off = lay.add<float>(static_cast<int64_t>(pl.fp.bytes() / sizeof(float)));
   }
   return Status::Ok();
 }
 
 template <typename T>
-Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh, bool reference) {
+Status attention_typed(ep::KernelContext& ctx, const AttnPlan& pl, const ScratchLayout& lay) {
   using C = compute_t<T>;
   const auto& info = ctx.info();
+  const AttnShapes& sh = pl.sh;
   const Tensor& Q = ctx.input(0);
   const Tensor& K = ctx.input(1);
   const Tensor& V = ctx.input(2);
-  const Tensor* mask = ctx.has_input(3) ? &ctx.input(3) : nullptr;
   const Tensor* past_k = ctx.has_input(4) ? &ctx.input(4) : nullptr;
-  const Tensor* past_v = ctx.has_input(5) ? &ctx.input(5) : nullptr;
-  const Tensor* nonpad_t = (info.opset() >= 24 && ctx.has_input(6)) ? &ctx.input(6) : nullptr;
+  const Tensor* past_v = past_k ? &ctx.input(5) : nullptr;
   const int64_t B = sh.B, Hq = sh.Hq, Hkv = sh.Hkv, Sq = sh.Sq, P = sh.P, D = sh.D, Dv = sh.Dv;
-  const int64_t Tt = P + sh.Skv;
+  const int64_t Tt = pl.T;
 
-  // 4-D inputs already in the compute type are used in place; everything else is copied into
-  // [B, H, S, D] compute-type buffers (present = concat(past, new) along the sequence axis).
   constexpr bool kSameType = std::is_same_v<T, C>;
-  const bool direct = kSameType && !sh.is3d;
   const C* qp = nullptr;
   const C* kp = nullptr;
   const C* vp = nullptr;
   if constexpr (kSameType) {
-    if (direct) qp = Q.data<T>();
-    if (direct && P == 0) { kp = K.data<T>(); vp = V.data<T>(); }
+    if (pl.q_direct) qp = Q.data<T>();
+    if (pl.kv_direct) { kp = K.data<T>(); vp = V.data<T>(); }
   }
-  // Every buffer this step needs comes from one step workspace (nothing allocated per decode step).
-  const bool want_qk = ctx.output_requested(3);
-  ScratchLayout lay;
-  const size_t q_off = qp ? 0 : lay.add<C>(B * Hq * Sq * D);
-  const size_t k_off = kp ? 0 : lay.add<C>(B * Hkv * Tt * D);
-  const size_t v_off = kp ? 0 : lay.add<C>(B * Hkv * Tt * Dv);
-  const size_t kn_off = kp ? 0 : lay.add<C>(B * Hkv * sh.Skv * D);
-  const size_t vn_off = kp ? 0 : lay.add<C>(B * Hkv * sh.Skv * Dv);
-  const size_t mask_off = mask ? lay.add<C>(mask->numel()) : 0;
-  const size_t nonpad_off = lay.add<int64_t>(B);
-  const size_t offsets_off = lay.add<int64_t>(B);
-  const size_t y_off = direct ? 0 : lay.add<C>(B * Hq * Sq * Dv);
-  const size_t qk_off = (want_qk && !kSameType) ? lay.add<C>(B * Hq * Sq * Tt) : 0;
-  NXRT_RETURN_IF_ERROR(lay.allocate(ctx));
   if (!qp) {
-    C* q = lay.at<C>(q_off);
+    C* q = lay.at<C>(pl.q_off);
     load_bhsd(Q.data<T>(), sh.is3d, B, Hq, Sq, D, q);
     qp = q;
   }
   if (!kp) {
-    C* k = lay.at<C>(k_off);
-    C* v = lay.at<C>(v_off);
-    C* kn = lay.at<C>(kn_off);
-    C* vn = lay.at<C>(vn_off);
+    C* k = lay.at<C>(pl.k_off);
+    C* v = lay.at<C>(pl.v_off);
+    C* kn = lay.at<C>(pl.kn_off);
+    C* vn = lay.at<C>(pl.vn_off);
     load_bhsd(K.data<T>(), sh.is3d, B, Hkv, sh.Skv, D, kn);
     load_bhsd(V.data<T>(), sh.is3d, B, Hkv, sh.Skv, Dv, vn);
     const T* pk = past_k ? past_k->data<T>() : nullptr;
@@ -174,9 +260,34 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh, bool refere
   p.softcap = static_cast<C>(info.attr_float("softcap", 0.f));
   p.causal = info.attr_int("is_causal", 0) != 0;
 
-  if (mask) NXRT_RETURN_IF_ERROR(attention_mask(ctx, *mask, lay.at<C>(mask_off), &p));
-  NXRT_RETURN_IF_ERROR(attention_lengths(ctx, nonpad_t, past_k != nullptr, P, lay.at<int64_t>(nonpad_off),
-                                         lay.at<int64_t>(offsets_off), &p));
+  if (pl.mask) {
+    const Tensor& mask = ctx.input(3);
+    C* maskv = lay.at<C>(pl.mask_off);
+    if (mask.dtype() == DataType::kBool) {
+      const bool* mb = mask.data<bool>();
+      for (int64_t x = 0; x < pl.mask_numel; ++x) maskv[x] = mb[x] ? C(0) : -std::numeric_limits<C>::infinity();
+    } else {
+      NXRT_RETURN_IF_ERROR(load_floats(mask.dtype(), mask.raw_data(), pl.mask_numel, maskv));
+    }
+    p.mask = maskv;
+    p.mask_len = pl.mask_len;
+    p.mask_si = pl.mask_si;
+    p.mask_sh = pl.mask_sh;
+    p.mask_sb = pl.mask_sb;
+  }
+  // nonpad_kv_seqlen (opset 24) per batch; with is_causal, each batch's causal offset (the past
+  // length, else nonpad - Sq, else 0).
+  int64_t* nonpad = lay.at<int64_t>(pl.nonpad_off);
+  if (pl.nonpad) {
+    const Tensor& t = ctx.input(6);
+    for (int64_t b = 0; b < B; ++b) nonpad[b] = t.dtype() == DataType::kInt64 ? t.data<int64_t>()[b] : t.data<int32_t>()[b];
+    p.nonpad = nonpad;
+  }
+  if (p.causal) {
+    int64_t* offsets = lay.at<int64_t>(pl.offsets_off);
+    for (int64_t b = 0; b < B; ++b) offsets[b] = past_k ? P : pl.nonpad ? nonpad[b] - Sq : 0;
+    p.causal_offset = offsets;
+  }
 
   // Outputs.
   Dims yshape = sh.is3d ? Dims{B, Sq, Hq * Dv} : Dims{B, Hq, Sq, Dv};
@@ -184,30 +295,27 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh, bool refere
   C* y = nullptr;
   C* qk = nullptr;
   Tensor* QK = nullptr;
-  const int64_t mode = info.attr_int("qk_matmul_output_mode", 0);
-  if (want_qk) {
-    if (mode < 0 || mode > 3) return info.error("qk_matmul_output_mode must be 0..3, got " + std::to_string(mode));
+  if (pl.want_qk) {
     NXRT_ASSIGN_OR_RETURN(QK, ctx.allocate_output(3, dtype_of<T>(), Dims{B, Hq, Sq, Tt}));
-    p.qk_mode = static_cast<int>(mode);
+    p.qk_mode = pl.qk_mode;
     if constexpr (kSameType) p.qk_out = QK->data<T>();
     if (!p.qk_out) {
-      qk = lay.at<C>(qk_off);
+      qk = lay.at<C>(pl.qk_off);
       p.qk_out = qk;
     }
   }
   if constexpr (kSameType) {
-    if (direct) p.y = Y->data<T>();
+    if (pl.y_direct) p.y = Y->data<T>();
   }
   if (!p.y) {
-    y = lay.at<C>(y_off);
+    y = lay.at<C>(pl.y_off);
     p.y = y;
   }
   if constexpr (std::is_same_v<C, float>) {
-    if (reference) {
-      attention_reference(p);
+    if (pl.fast) {
+      attention_fast(p, pl.fp, &ctx.pool(), lay.at<float>(pl.fast_off));
     } else {
-      NXRT_ASSIGN_OR_RETURN(void* scratch, ctx.workspace(attention_fast_scratch_bytes(p, &ctx.pool())));
-      attention_fast(p, &ctx.pool(), static_cast<float*>(scratch));
+      attention_reference(p);
     }
   } else {
     attention_reference(p);
@@ -242,59 +350,52 @@ Status attention_typed(ep::KernelContext& ctx, const AttnShapes& sh, bool refere
   return Status::Ok();
 }
 
-Status attention(ep::KernelContext& ctx, bool reference) {
-  const auto& info = ctx.info();
-  if (!ctx.has_input(0) || !ctx.has_input(1) || !ctx.has_input(2)) return ctx.error("Q, K and V are required", StatusCode::kInvalidArgument);
-  const Tensor& Q = ctx.input(0);
-  const Tensor& K = ctx.input(1);
-  const Tensor& V = ctx.input(2);
-  if (K.dtype() != Q.dtype() || V.dtype() != Q.dtype()) return ctx.error("Q, K, V must share one dtype", StatusCode::kInvalidArgument);
-  AttnShapes sh;
-  if (Q.rank() != K.rank() || Q.rank() != V.rank() || (Q.rank() != 3 && Q.rank() != 4)) {
-    return ctx.error("Q, K, V must all be 3-D or all 4-D", StatusCode::kInvalidArgument);
+class AttentionKernel final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    reference_ = info.overrides().reference();
+    return Status::Ok();
   }
-  sh.is3d = Q.rank() == 3;
-  sh.B = Q.dim(0);
-  if (K.dim(0) != sh.B || V.dim(0) != sh.B) return ctx.error("Q, K, V batch sizes differ", StatusCode::kInvalidArgument);
-  if (sh.is3d) {
-    sh.Hq = info.attr_int("q_num_heads", 0);
-    sh.Hkv = info.attr_int("kv_num_heads", 0);
-    if (sh.Hq <= 0 || sh.Hkv <= 0) return info.error("3-D Q/K/V need positive q_num_heads and kv_num_heads attributes");
-    if (Q.dim(2) % sh.Hq != 0 || K.dim(2) % sh.Hkv != 0 || V.dim(2) % sh.Hkv != 0) {
-      return ctx.error("hidden sizes must divide by the head counts (q_num_heads " + std::to_string(sh.Hq) +
-                       ", kv_num_heads " + std::to_string(sh.Hkv) + ")", StatusCode::kInvalidArgument);
+
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    AttnInputFacts in;
+    for (size_t i = 0; i < AttnInputFacts::kInputs; ++i) {
+      in.dt[i] = sc.has_input(i) ? sc.dtype(i) : DataType::kUndefined;
+      in.dims[i] = &sc.shape(i);
     }
-    sh.Sq = Q.dim(1); sh.Skv = K.dim(1);
-    sh.D = Q.dim(2) / sh.Hq;
-    if (K.dim(2) / sh.Hkv != sh.D) return ctx.error("Q and K head sizes differ", StatusCode::kInvalidArgument);
-    sh.Dv = V.dim(2) / sh.Hkv;
-    if (V.dim(1) != sh.Skv) return ctx.error("K and V sequence lengths differ", StatusCode::kInvalidArgument);
-  } else {
-    sh.Hq = Q.dim(1); sh.Hkv = K.dim(1);
-    sh.Sq = Q.dim(2); sh.Skv = K.dim(2);
-    sh.D = Q.dim(3);
-    if (K.dim(3) != sh.D) return ctx.error("Q and K head sizes differ", StatusCode::kInvalidArgument);
-    if (V.dim(1) != sh.Hkv || V.dim(2) != sh.Skv) return ctx.error("K and V must agree on heads and sequence length", StatusCode::kInvalidArgument);
-    sh.Dv = V.dim(3);
+    auto v = std::make_unique<AttnVariant>();
+    NXRT_RETURN_IF_ERROR(plan_attention(sc.info(), in, sc.info().output_present(3), reference_, sc.num_threads(), &v->plan));
+    return std::unique_ptr<ep::KernelVariant>(std::move(v));
   }
-  if (sh.Hkv <= 0 || sh.Hq % sh.Hkv != 0) {
-    return ctx.error("q_num_heads (" + std::to_string(sh.Hq) + ") must be a multiple of kv_num_heads (" + std::to_string(sh.Hkv) + ")", StatusCode::kInvalidArgument);
-  }
-  const bool hp = ctx.has_input(4), hv = ctx.has_input(5);
-  if (hp != hv) return ctx.error("past_key and past_value must be given together", StatusCode::kInvalidArgument);
-  if (hp) {
-    const Tensor& pk = ctx.input(4);
-    const Tensor& pv = ctx.input(5);
-    if (pk.dtype() != Q.dtype() || pv.dtype() != Q.dtype()) return ctx.error("past_key/past_value dtype must match Q", StatusCode::kInvalidArgument);
-    if (pk.rank() != 4 || pv.rank() != 4 || pk.dim(0) != sh.B || pk.dim(1) != sh.Hkv || pk.dim(3) != sh.D ||
-        pv.dim(0) != sh.B || pv.dim(1) != sh.Hkv || pv.dim(2) != pk.dim(2) || pv.dim(3) != sh.Dv) {
-      return ctx.error("past_key must be (batch, kv_heads, past_len, head_size) and past_value (batch, kv_heads, past_len, v_head_size)", StatusCode::kInvalidArgument);
+
+  Status compute(ep::KernelContext& ctx) const override {
+    // Without a variant (a context without a kernel cache) the same plan is made for this call.
+    const auto* var = dynamic_cast<const AttnVariant*>(ctx.variant());
+    AttnVariant local;
+    if (!var) {
+      static const Dims kNoDims;
+      AttnInputFacts in;
+      for (size_t i = 0; i < AttnInputFacts::kInputs; ++i) {
+        const Value* v = ctx.input_value(i);
+        const bool t = v && v->is_tensor();
+        in.dt[i] = t ? v->tensor().dtype() : DataType::kUndefined;
+        in.dims[i] = t ? &v->tensor().shape() : &kNoDims;
+      }
+      const Status s = plan_attention(ctx.info(), in, ctx.output_requested(3), reference_, ctx.pool().num_threads(), &local.plan);
+      if (!s.ok()) return plan_error(ctx, s);
+      var = &local;
     }
-    sh.P = pk.dim(2);
+    const AttnPlan& pl = var->plan;
+    NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, *var));
+    ScratchLayout lay = pl.lay;
+    lay.bind(ws);
+    return dispatch_float(pl.dt, [&](auto tag) -> Status { return attention_typed<decltype(tag)>(ctx, pl, lay); },
+                          [&] { return ctx.error("Attention supports float, double, float16, bfloat16", StatusCode::kInvalidArgument); });
   }
-  return dispatch_float(Q.dtype(), [&](auto tag) -> Status { return attention_typed<decltype(tag)>(ctx, sh, reference); },
-                        [&] { return ctx.error("Attention supports float, double, float16, bfloat16", StatusCode::kInvalidArgument); });
-}
+
+ private:
+  bool reference_ = false;
+};
 
 // ---------------------------------------------------------------------------------------------
 // RotaryEmbedding (opset 23)
@@ -477,7 +578,7 @@ Status swiglu(ep::KernelContext& ctx) {
 }  // namespace
 
 void register_attention_ops(ep::KernelRegistry& r) {
-  r.add_class<ReferenceSwitchKernel<&attention>>("", "Attention", 23);
+  r.add_class<AttentionKernel>("", "Attention", 23);
   r.add_fn("", "RotaryEmbedding", 23, INT64_MAX, &rotary_embedding);
   r.add_fn("", "TensorScatter", 24, INT64_MAX, &tensor_scatter);
   r.add_fn("", "SwiGLU", 1, INT64_MAX, &swiglu);

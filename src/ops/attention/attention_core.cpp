@@ -138,25 +138,38 @@ void reference_impl(const AttnProblem<C>& p) {
 void attention_reference(const AttnProblem<float>& p) { reference_impl(p); }
 void attention_reference(const AttnProblem<double>& p) { reference_impl(p); }
 
-int64_t attention_fast_workers(const AttnProblem<float>& p, const ep::ThreadPool* pool) {
-  const int64_t n = p.B * p.Hq;
-  if (!pool || n <= 1) return 1;
-  return std::max<int64_t>(1, std::min<int64_t>(n, pool->num_threads()));
+size_t gemm_scratch_floats_bound(int64_t M, int64_t n_max, int64_t k_max) {
+  if (M <= 0 || n_max <= 0 || k_max <= 0) return 0;
+  // The A block for M rows (N = 2 with B prepacked: the engine's A-block size alone).
+  const size_t a = gemm_f32_scratch_floats(M, 2, k_max, false, true);
+  // The B block: at most the columns of the problem rounded to panels, at most the widest block.
+  const int64_t cols = std::min<int64_t>((n_max + kGemmNR - 1) / kGemmNR * kGemmNR, kGemmMaxBlockCols);
+  const size_t b = static_cast<size_t>(cols * std::min<int64_t>(k_max, kGemmKC));
+  return a + (b + 15) / 16 * 16;
 }
 
-size_t attention_fast_scratch_bytes(const AttnProblem<float>& p, const ep::ThreadPool* pool) {
-  return static_cast<size_t>(attention_fast_workers(p, pool) * p.Sq * p.T) * sizeof(float);
+AttnFastPlan attention_fast_plan(int64_t B, int64_t Hq, int64_t Sq, int64_t T, int64_t D, int64_t Dv, int threads) {
+  AttnFastPlan fp;
+  const int64_t n = B * Hq;
+  fp.workers = n <= 1 ? 1 : std::max<int64_t>(1, std::min<int64_t>(n, threads));
+  const size_t scores = (static_cast<size_t>(std::max<int64_t>(0, Sq * T)) + 15) / 16 * 16;
+  fp.gemm_off = scores;
+  // Scores Sq x T x D, outputs Sq x Dv x T.
+  fp.gemm_floats = std::max(gemm_scratch_floats_bound(Sq, T, D), gemm_scratch_floats_bound(Sq, Dv, T));
+  fp.worker_floats = scores + fp.gemm_floats;
+  return fp;
 }
 
-void attention_fast(const AttnProblem<float>& p, ep::ThreadPool* pool, float* scratch) {
+void attention_fast(const AttnProblem<float>& p, const AttnFastPlan& plan, ep::ThreadPool* pool, float* scratch) {
   const int64_t group = p.Hq / p.Hkv;
   const int64_t T = p.T, Sq = p.Sq;
   if (Sq == 0) return;
   const int64_t n = p.B * p.Hq;
-  const int64_t workers = attention_fast_workers(p, pool);
+  const int64_t workers = plan.workers;
   auto work = [&](int64_t w0, int64_t w1) {
     for (int64_t wk = w0; wk < w1; ++wk) {
-      float* s = scratch + wk * Sq * T;
+      float* s = scratch + static_cast<size_t>(wk) * plan.worker_floats;
+      const GemmScratch gemm_slot{s + plan.gemm_off, plan.gemm_floats, 1};
       for (int64_t bh = wk * n / workers; bh < (wk + 1) * n / workers; ++bh) {
         const int64_t b = bh / p.Hq, h = bh % p.Hq, hk = h / group;
         const float* qb = p.q + bh * Sq * p.D;
@@ -164,7 +177,8 @@ void attention_fast(const AttnProblem<float>& p, ep::ThreadPool* pool, float* sc
         const float* vb = p.v + (b * p.Hkv + hk) * T * p.Dv;
         if (T > 0) {
           if (p.D > 0) {
-            gemm_f32(false, true, Sq, T, p.D, p.scale, qb, p.D, kb, p.D, 0.f, s, T, nullptr);
+            gemm_f32(false, true, Sq, T, p.D, p.scale, qb, p.D, kb, p.D, 0.f, s, T, nullptr, nullptr, ep::cpu_isa_tier(),
+                     &gemm_slot);
           } else {
             std::fill(s, s + Sq * T, 0.f);
           }
@@ -182,7 +196,8 @@ void attention_fast(const AttnProblem<float>& p, ep::ThreadPool* pool, float* sc
         bool finite_v = true;
         for (int64_t x = 0; x < T * p.Dv && finite_v; ++x) finite_v = std::isfinite(vb[x]);
         if (finite_v) {
-          gemm_f32(false, false, Sq, p.Dv, T, 1.f, s, T, vb, p.Dv, 0.f, yb, p.Dv, nullptr);
+          gemm_f32(false, false, Sq, p.Dv, T, 1.f, s, T, vb, p.Dv, 0.f, yb, p.Dv, nullptr, nullptr, ep::cpu_isa_tier(),
+                   &gemm_slot);
         } else {
           for (int64_t i = 0; i < Sq; ++i) {
             float* yi = yb + i * p.Dv;
@@ -198,10 +213,10 @@ void attention_fast(const AttnProblem<float>& p, ep::ThreadPool* pool, float* sc
       }
     }
   };
-  if (workers > 1) {
+  if (workers > 1 && pool) {
     pool->parallel_for(workers, 1, work);
   } else {
-    work(0, 1);
+    work(0, workers);
   }
 }
 

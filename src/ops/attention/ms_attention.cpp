@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -283,15 +284,21 @@ void axpyf(float alpha, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
-// Runs the core and writes y [B, Hq, S, Dv] into the output [B, S, Hq * Dv] of dtype dt.
-Status run_core(ep::KernelContext& ctx, AttnProblem<float>& p, Tensor* out, bool reference) {
+// Runs the core and writes y [B, Hq, S, Dv] into the output [B, S, Hq * Dv] of dtype dt. The fast core
+// runs on `planned` and its scratch when the caller planned it (for a key bound >= p.T), else on a
+// split planned here with scratch from ctx.workspace.
+Status run_core(ep::KernelContext& ctx, AttnProblem<float>& p, Tensor* out, bool reference,
+                const AttnFastPlan* planned = nullptr, float* planned_scratch = nullptr) {
   std::vector<float> y(static_cast<size_t>(p.B * p.Hq * p.Sq * p.Dv));
   p.y = y.data();
   if (reference) {
     attention_reference(p);
+  } else if (planned) {
+    attention_fast(p, *planned, &ctx.pool(), planned_scratch);
   } else {
-    NXRT_ASSIGN_OR_RETURN(void* scratch, ctx.workspace(attention_fast_scratch_bytes(p, &ctx.pool())));
-    attention_fast(p, &ctx.pool(), static_cast<float*>(scratch));
+    const AttnFastPlan fp = attention_fast_plan(p, ctx.pool().num_threads());
+    NXRT_ASSIGN_OR_RETURN(void* scratch, ctx.workspace(fp.bytes()));
+    attention_fast(p, fp, &ctx.pool(), static_cast<float*>(scratch));
   }
   for (int64_t b = 0; b < p.B; ++b)
     for (int64_t h = 0; h < p.Hq; ++h)
@@ -328,20 +335,87 @@ Status add_attention_bias(ep::KernelContext& ctx, const Tensor& ab, int64_t B, i
 //   only the new rows are written. Query row s attends to keys [0, past_b + s] (causal), limited to
 //   the last local_window_size of them when local_window_size > 0.
 //
-// compute() runs four steps: validate (inputs, per-batch lengths, rotary positions), rotate (Q and
-// the new K rows rotated, V copied, all as float in step scratch), append (the new rows into present)
-// and attend (single-token decode, multi-row fast path over the float present buffers, or the
-// reference core).
+// A call is planned from its inputs' dtypes and shapes (GqaPlan: once per shape set at specialize, or
+// per call without a variant), then compute runs five steps: read lengths (per-batch past and total
+// lengths from seqlens_k, rotary positions), rotate (Q and the new K rows rotated, V copied, all as
+// float in step scratch), append (the new rows into present) and attend (the plan's path).
 
-// What the steps of one GroupQueryAttention call share. Per-batch lengths and rotary positions live
-// in step scratch, so a decode step allocates nothing.
-struct GqaCall {
+// The path a call takes: decided by dtype, the number of new rows and which outputs are requested.
+enum class GqaPath {
+  kDecode,     // float32, one new row, presents requested: per (batch, KV head) over the present buffers
+  kRows,       // float32, several new rows, presents requested: query blocks over the present buffers
+  kReference,  // reference=1, float16/bfloat16, or presents not requested: the attention core on copies
+};
+
+// The decode path's score and value loops.
+enum class GqaDecodeKernel {
+  kAvx512,  // gqa_*_avx512 (the kernel's tier allows AVX-512, head size 64/96/128)
+  kAvx2,    // scores_avx2 (head size a multiple of 8), value rows by axpyf
+  kPlain,   // dotf / axpyf (AVX2 loops with remainders where the CPU has AVX2)
+};
+
+// Rows of a query block on the multi-row path: the block's score rows stay in cache.
+constexpr int64_t kGqaRowBlock = 64;
+
+// Everything a GroupQueryAttention call decides from its inputs' dtypes and shapes: the validated
+// dimensions, the path and decode kernel, the multi-row work split and the step scratch layout. Each
+// batch row's valid KV length is a value (seqlens_k), so every buffer is sized for the most keys a query
+// row can see, kv_bound = cap + S (read_lengths rejects a past longer than cap), and the lengths are
+// read at compute: the plan is right for every run at its shapes.
+struct GqaPlan {
   DataType dt = DataType::kFloat;
   int64_t B = 0, S = 0, D = 0;
-  int64_t cap = 0;          // rows of the past buffers (0 without a past)
+  int64_t cap = 0;       // rows of the past buffers (0 without a past)
+  int64_t kv_bound = 0;  // cap + S
+  bool packed = false;   // query holds Q, K and V
+  bool past = false;     // past_key/past_value given
+  RotaryParams rp;            // with do_rotary
+  int64_t rotary_rows = 0;    // rows of cos_cache/sin_cache
+  bool position_ids = false;  // with do_rotary: input 9 given
+  bool bias = false;          // attention_bias (input 10) given
+  int64_t ab_b = 0, ab_h = 0, ab_t = 0, ab_len = 0;  // its strides (b, h, s) and its last dim
+  GqaPath path = GqaPath::kReference;
+  GqaDecodeKernel decode_kernel = GqaDecodeKernel::kPlain;
+  // kRows: (batch, head) pairs in row_workers fixed ranges; worker w's scratch (worker_floats at
+  // rows_off + w * worker_floats) is a score block of row_block x kv_bound, an output block of
+  // row_block x D and the GEMM's packing slot (gemm_floats).
+  int64_t row_block = 0, row_workers = 1;
+  size_t worker_floats = 0, out_block_off = 0, gemm_off = 0, gemm_floats = 0;
+  // kReference without reference=1 (float16/bfloat16, presents not requested): the fast core's split
+  // for the key bound (every run's keys, max past + S, are at most kv_bound).
+  bool core_fast = false;
+  AttnFastPlan core;
+  // Step scratch: lengths and positions (int64 [2B + B*S]), rotated Q and new K/V rows, the decode
+  // scores ([B * kvH] items of group * kv_bound), the multi-row workers' blocks, the fast core's
+  // blocks, and float copies of float16/bfloat16 inputs (Q, K, V, cos, sin, bias).
+  ScratchLayout lay;
+  size_t meta_off = 0, q_off = 0, k_off = 0, v_off = 0, scores_off = 0, rows_off = 0, core_off = 0;
+  size_t in_off[6] = {};
+};
+
+struct GqaVariant final : ep::KernelVariant {
+  GqaPlan plan;
+  size_t workspace_bytes() const override { return plan.lay.bytes(); }
+};
+
+// The dtypes and shapes plan() reads, from a SpecializeContext or from a call's inputs (kUndefined:
+// absent or not a tensor).
+struct GqaInputFacts {
+  static constexpr size_t kInputs = 11;
+  DataType dt[kInputs] = {};
+  const Dims* dims[kInputs] = {};
+  bool has(size_t i) const { return dt[i] != DataType::kUndefined; }
+  std::string describe(size_t i) const {
+    return has(i) ? std::string(dtype_name(dt[i])) + shape_to_string(*dims[i]) : std::string("none");
+  }
+};
+
+// What the steps of one GroupQueryAttention call share: the plan, the inputs, and the values read at
+// compute. Per-batch lengths and rotary positions live in the plan's step scratch.
+struct GqaCall {
+  const GqaPlan* plan = nullptr;
   int64_t total = 0;        // total_sequence_length
   int64_t present_len = 0;  // max(total, cap)
-  bool packed = false;      // Q holds Q, K and V
   bool first_prompt = false;
   const Tensor* Q = nullptr;
   const Tensor* K = nullptr;  // nullptr when packed
@@ -351,19 +425,20 @@ struct GqaCall {
   const Tensor* cos = nullptr;  // rotary caches, or nullptr
   const Tensor* sin = nullptr;
   const Tensor* AB = nullptr;  // attention_bias, or nullptr
-  RotaryParams rp;
   int64_t* past = nullptr;  // [B] past length
   int64_t* tot = nullptr;   // [B] total length (seqlens_k + 1)
   int64_t* pos = nullptr;   // [B * S] rotary position of each new row
 };
 
-// The float arrays of one call, in step scratch: float inputs are read in place, float16/bfloat16
-// ones converted.
+// The float arrays of one call, in the plan's step scratch: float inputs are read in place,
+// float16/bfloat16 ones converted.
 struct GqaFloats {
   float* q = nullptr;           // rotated Q [B, H, S, D]
   float* kn = nullptr;          // new K rows, rotated [B, kvH, S, D]
   float* vn = nullptr;          // new V rows [B, kvH, S, D]
-  float* dec_scores = nullptr;  // single-token decode: scores [B * kvH, group * present_len]
+  float* dec_scores = nullptr;  // decode path: item w's scores at w * group * kv_bound
+  float* rows = nullptr;        // multi-row path: the workers' blocks
+  float* core = nullptr;        // reference path on the fast core: its planned scratch
   const float* qin = nullptr;   // query input [B, S, qkv_row]
   const float* kin = nullptr;   // key/value inputs [B, S, kvH * D] (not packed)
   const float* vin = nullptr;
@@ -398,111 +473,223 @@ class GroupQueryAttention final : public ep::Kernel {
     return Status::Ok();
   }
 
+  // Cheap enough to run every decode step of a growing KV cache (new shapes each step): a few integer
+  // decisions and one small object, no buffers.
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    GqaInputFacts in;
+    for (size_t i = 0; i < GqaInputFacts::kInputs; ++i) {
+      in.dt[i] = sc.has_input(i) ? sc.dtype(i) : DataType::kUndefined;
+      in.dims[i] = &sc.shape(i);
+    }
+    const ep::KernelInfo& info = sc.info();
+    auto v = std::make_unique<GqaVariant>();
+    NXRT_RETURN_IF_ERROR(plan(in, info.output_present(1), info.output_present(2), info.output_present(3),
+                              sc.num_threads(), &v->plan));
+    return std::unique_ptr<ep::KernelVariant>(std::move(v));
+  }
+
   Status compute(ep::KernelContext& ctx) const override {
+    // Without a variant (a context without a kernel cache) the same plan is made for this call.
+    const auto* var = dynamic_cast<const GqaVariant*>(ctx.variant());
+    GqaVariant local;
+    if (!var) {
+      static const Dims kNoDims;
+      GqaInputFacts in;
+      for (size_t i = 0; i < GqaInputFacts::kInputs; ++i) {
+        const Value* v = ctx.input_value(i);
+        const bool t = v && v->is_tensor();
+        in.dt[i] = t ? v->tensor().dtype() : DataType::kUndefined;
+        in.dims[i] = t ? &v->tensor().shape() : &kNoDims;
+      }
+      const Status s = plan(in, ctx.output_requested(1), ctx.output_requested(2), ctx.output_requested(3),
+                            ctx.pool().num_threads(), &local.plan);
+      if (!s.ok()) return plan_error(ctx, s);
+      var = &local;
+    }
+    const GqaPlan& p = var->plan;
+    NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, *var));
+    ScratchLayout lay = p.lay;
+    lay.bind(ws);
     GqaCall c;
-    NXRT_RETURN_IF_ERROR(validate(ctx, &c));
+    c.plan = &p;
+    c.Q = &ctx.input(0);
+    if (!p.packed) {
+      c.K = &ctx.input(1);
+      c.V = &ctx.input(2);
+    }
+    if (p.past) {
+      c.PK = &ctx.input(3);
+      c.PV = &ctx.input(4);
+    }
+    if (rotary_) {
+      c.cos = &ctx.input(7);
+      c.sin = &ctx.input(8);
+    }
+    if (p.bias) c.AB = &ctx.input(10);
+    c.past = lay.at<int64_t>(p.meta_off);
+    c.tot = c.past + p.B;
+    c.pos = c.tot + p.B;
+    NXRT_RETURN_IF_ERROR(read_lengths(ctx, &c));
     NXRT_RETURN_IF_ERROR(rotary_positions(ctx, &c));
-    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, c.dt, Dims{c.B, c.S, H_ * c.D}));
-    const Dims pshape{c.B, kvH_, c.present_len, c.D};
+    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, p.dt, Dims{p.B, p.S, H_ * p.D}));
+    const Dims pshape{p.B, kvH_, c.present_len, p.D};
     Tensor* presK = nullptr;
     Tensor* presV = nullptr;
-    if (ctx.output_requested(1)) { NXRT_ASSIGN_OR_RETURN(presK, ctx.allocate_output(1, c.dt, pshape)); }
-    if (ctx.output_requested(2)) { NXRT_ASSIGN_OR_RETURN(presV, ctx.allocate_output(2, c.dt, pshape)); }
-    if (ctx.output_requested(3)) return ctx.error("output_qk is not supported", StatusCode::kNotImplemented);
-    NXRT_RETURN_IF_ERROR(attention_bias(ctx, &c));
-    const bool fast = !reference_ && c.dt == DataType::kFloat && presK && presV;
-    const bool decode = fast && c.S == 1;
+    if (ctx.output_requested(1)) { NXRT_ASSIGN_OR_RETURN(presK, ctx.allocate_output(1, p.dt, pshape)); }
+    if (ctx.output_requested(2)) { NXRT_ASSIGN_OR_RETURN(presV, ctx.allocate_output(2, p.dt, pshape)); }
     GqaFloats f;
-    NXRT_RETURN_IF_ERROR(float_inputs(ctx, c, decode, &f));
+    NXRT_RETURN_IF_ERROR(float_inputs(c, lay, &f));
     rotate(c, f);
     append(c, presK, c.PK, f.kn);
     append(c, presV, c.PV, f.vn);
-    if (decode) {
-      attend_decode(ctx, c, f, *presK, *presV, Y);
-      return Status::Ok();
+    switch (p.path) {
+      case GqaPath::kDecode: attend_decode(ctx, c, f, *presK, *presV, Y); return Status::Ok();
+      case GqaPath::kRows: attend_rows(ctx, c, f, *presK, *presV, Y); return Status::Ok();
+      case GqaPath::kReference: break;
     }
-    if (fast) return attend_rows(ctx, c, f, *presK, *presV, Y);
     return attend_reference(ctx, c, f, Y);
   }
 
  private:
-  // Input dtypes and shapes, and the per-batch past and total lengths from seqlens_k.
-  Status validate(ep::KernelContext& ctx, GqaCall* c) const {
-    c->Q = &ctx.input(0);
-    const Tensor& Q = *c->Q;
-    const DataType dt = c->dt = Q.dtype();
-    if (!is_attn_float(dt)) return ctx.error(std::string("query must be float32/float16/bfloat16, got ") + dtype_name(dt), StatusCode::kInvalidArgument);
-    if (Q.rank() != 3) return ctx.error("query must be 3-D (batch, seq, hidden), got " + Q.describe(), StatusCode::kInvalidArgument);
-    c->packed = !ctx.has_input(1);
-    if (c->packed != !ctx.has_input(2)) return ctx.error("key and value must both be given or both be absent (packed QKV)", StatusCode::kInvalidArgument);
-    const int64_t B = c->B = Q.dim(0), S = c->S = Q.dim(1);
+  // The plan for these input dtypes and shapes (see GqaPlan); an error for inputs the op rejects
+  // whatever their values. `threads`: the pool compute runs on.
+  Status plan(const GqaInputFacts& in, bool present_k, bool present_v, bool output_qk, int threads,
+              GqaPlan* out) const {
+    GqaPlan& p = *out;
+    const DataType dt = p.dt = in.dt[0];
+    if (!in.has(0)) return invalid_argument("query is required");
+    if (!is_attn_float(dt)) return invalid_argument(std::string("query must be float32/float16/bfloat16, got ") + dtype_name(dt));
+    const Dims& Q = *in.dims[0];
+    if (Q.size() != 3) return invalid_argument("query must be 3-D (batch, seq, hidden), got " + in.describe(0));
+    p.packed = !in.has(1);
+    if (p.packed != !in.has(2)) return invalid_argument("key and value must both be given or both be absent (packed QKV)");
+    const int64_t B = p.B = Q[0], S = p.S = Q[1];
     int64_t D;
-    if (c->packed) {
-      if (Q.dim(2) % (H_ + 2 * kvH_)) return ctx.error("packed QKV hidden " + std::to_string(Q.dim(2)) + " not divisible by num_heads + 2 * kv_num_heads", StatusCode::kInvalidArgument);
-      D = Q.dim(2) / (H_ + 2 * kvH_);
+    if (p.packed) {
+      if (Q[2] % (H_ + 2 * kvH_)) return invalid_argument("packed QKV hidden " + std::to_string(Q[2]) + " not divisible by num_heads + 2 * kv_num_heads");
+      D = Q[2] / (H_ + 2 * kvH_);
     } else {
-      if (Q.dim(2) % H_) return ctx.error("query hidden not divisible by num_heads", StatusCode::kInvalidArgument);
-      D = Q.dim(2) / H_;
-      c->K = &ctx.input(1);
-      c->V = &ctx.input(2);
+      if (Q[2] % H_) return invalid_argument("query hidden not divisible by num_heads");
+      D = Q[2] / H_;
       const Dims want{B, S, kvH_ * D};
-      if (c->K->dtype() != dt || c->V->dtype() != dt || c->K->shape() != want || c->V->shape() != want)
-        return ctx.error("key/value must be " + std::string(dtype_name(dt)) + shape_to_string(want) + ", got " + c->K->describe() + ", " + c->V->describe(), StatusCode::kInvalidArgument);
+      if (in.dt[1] != dt || in.dt[2] != dt || *in.dims[1] != want || *in.dims[2] != want)
+        return invalid_argument("key/value must be " + std::string(dtype_name(dt)) + shape_to_string(want) + ", got " + in.describe(1) + ", " + in.describe(2));
     }
-    c->D = D;
-    const Tensor* PK = c->PK = ctx.has_input(3) ? &ctx.input(3) : nullptr;
-    const Tensor* PV = c->PV = ctx.has_input(4) ? &ctx.input(4) : nullptr;
-    if ((PK == nullptr) != (PV == nullptr)) return ctx.error("past_key and past_value must be given together", StatusCode::kInvalidArgument);
-    if (PK) {
-      if (PK->dtype() != dt || PK->rank() != 4 || PK->dim(0) != B || PK->dim(1) != kvH_ || PK->dim(3) != D || PV->shape() != PK->shape() || PV->dtype() != dt)
-        return ctx.error("past_key/past_value must be " + std::string(dtype_name(dt)) + " (batch, kv_num_heads, cap, head_size) = (" +
-                         std::to_string(B) + ", " + std::to_string(kvH_) + ", cap, " + std::to_string(D) + "), got " + PK->describe() + ", " + PV->describe(), StatusCode::kInvalidArgument);
-      c->cap = PK->dim(2);
+    p.D = D;
+    p.past = in.has(3);
+    if (p.past != in.has(4)) return invalid_argument("past_key and past_value must be given together");
+    if (p.past) {
+      const Dims& PK = *in.dims[3];
+      if (in.dt[3] != dt || PK.size() != 4 || PK[0] != B || PK[1] != kvH_ || PK[3] != D || *in.dims[4] != PK || in.dt[4] != dt)
+        return invalid_argument("past_key/past_value must be " + std::string(dtype_name(dt)) + " (batch, kv_num_heads, cap, head_size) = (" +
+                                std::to_string(B) + ", " + std::to_string(kvH_) + ", cap, " + std::to_string(D) + "), got " + in.describe(3) + ", " + in.describe(4));
+      p.cap = PK[2];
     }
-    if (!ctx.has_input(5) || !ctx.has_input(6)) return ctx.error("seqlens_k and total_sequence_length are required", StatusCode::kInvalidArgument);
-    const Tensor& SL = ctx.input(5);
-    const Tensor& TS = ctx.input(6);
-    if (SL.dtype() != DataType::kInt32 || SL.numel() != B) return ctx.error("seqlens_k must be int32 (batch), got " + SL.describe(), StatusCode::kInvalidArgument);
-    if (TS.dtype() != DataType::kInt32 || TS.numel() != 1) return ctx.error("total_sequence_length must be an int32 scalar, got " + TS.describe(), StatusCode::kInvalidArgument);
-    const int64_t total = c->total = TS.data<int32_t>()[0];
-    const int32_t* seqlens = SL.data<int32_t>();
-    c->first_prompt = S == total;
-    c->present_len = std::max(total, c->cap);
-    NXRT_ASSIGN_OR_RETURN(void* meta, ctx.workspace(static_cast<size_t>(2 * B + B * S) * sizeof(int64_t)));
-    c->past = static_cast<int64_t*>(meta);
-    c->tot = c->past + B;
-    c->pos = c->tot + B;
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t t = static_cast<int64_t>(seqlens[b]) + 1;
-      c->tot[b] = t;
-      const int64_t p = c->first_prompt ? 0 : t - S;
-      if (t < 1 || t > total || p < 0 || p > c->cap || p + S > c->present_len)
-        return ctx.error("seqlens_k[" + std::to_string(b) + "] = " + std::to_string(seqlens[b]) + " inconsistent with sequence length " +
-                         std::to_string(S) + ", total_sequence_length " + std::to_string(total) + " and past length " + std::to_string(c->cap), StatusCode::kInvalidArgument);
-      c->past[b] = p;
+    p.kv_bound = p.cap + S;
+    if (!in.has(5) || !in.has(6)) return invalid_argument("seqlens_k and total_sequence_length are required");
+    if (in.dt[5] != DataType::kInt32 || shape_numel(*in.dims[5]) != B) return invalid_argument("seqlens_k must be int32 (batch), got " + in.describe(5));
+    if (in.dt[6] != DataType::kInt32 || shape_numel(*in.dims[6]) != 1) return invalid_argument("total_sequence_length must be an int32 scalar, got " + in.describe(6));
+    if (rotary_) {
+      if (!in.has(7) || !in.has(8)) return invalid_argument("do_rotary needs cos_cache and sin_cache");
+      const Dims& Cc = *in.dims[7];
+      if (Cc.size() != 2 || *in.dims[8] != Cc || Cc[1] * 2 > D || in.dt[7] != dt || in.dt[8] != dt)
+        return invalid_argument("cos_cache/sin_cache must be " + std::string(dtype_name(dt)) + " (max_seq, rotary_dim/2) with rotary_dim <= head_size " + std::to_string(D) + ", got " + in.describe(7) + ", " + in.describe(8));
+      p.rp.rot = Cc[1] * 2;
+      p.rp.cache_width = Cc[1];
+      p.rp.interleaved = interleaved_;
+      p.rotary_rows = Cc[0];
+      p.position_ids = in.has(9);
+      if (p.position_ids && (shape_numel(*in.dims[9]) != B * S || (in.dt[9] != DataType::kInt64 && in.dt[9] != DataType::kInt32)))
+        return invalid_argument("position_ids must be int64/int32 (batch, seq), got " + in.describe(9));
+    }
+    if (output_qk) return not_implemented("output_qk is not supported");
+    p.bias = in.has(10);
+    if (p.bias) {
+      // Its last dim must also cover the longest past + S: checked in read_lengths.
+      const Dims& ab = *in.dims[10];
+      if (ab.size() != 4 || (ab[0] != B && ab[0] != 1) || (ab[1] != H_ && ab[1] != 1) || ab[2] != S)
+        return invalid_argument("attention_bias must be (batch or 1, num_heads or 1, " + std::to_string(S) + ", total_sequence_length), got " + in.describe(10));
+      p.ab_len = ab[3];
+      p.ab_b = ab[0] == 1 ? 0 : ab[1] * S * ab[3];
+      p.ab_h = ab[1] == 1 ? 0 : S * ab[3];
+      p.ab_t = ab[3];
+    }
+
+    const bool fast = !reference_ && dt == DataType::kFloat && present_k && present_v;
+    p.path = !fast ? GqaPath::kReference : S == 1 ? GqaPath::kDecode : GqaPath::kRows;
+    p.decode_kernel = GqaDecodeKernel::kPlain;
+#if defined(__x86_64__) || defined(__i386__)
+    if (decode_avx512_ && gqa_decode_avx512_head_size(D)) p.decode_kernel = GqaDecodeKernel::kAvx512;
+    else if (has_avx2() && D % 8 == 0) p.decode_kernel = GqaDecodeKernel::kAvx2;
+#endif
+    const int64_t group = H_ / kvH_;
+    if (p.path == GqaPath::kRows) {
+      p.row_block = std::min<int64_t>(S, kGqaRowBlock);
+      p.row_workers = std::max<int64_t>(1, std::min<int64_t>(B * H_, threads));
+      const auto round16 = [](size_t n) { return (n + 15) / 16 * 16; };  // 64-byte aligned blocks
+      const int64_t rb = p.row_block;
+      p.out_block_off = round16(static_cast<size_t>(rb * p.kv_bound));
+      p.gemm_off = p.out_block_off + round16(static_cast<size_t>(rb * D));
+      // Scores: rows x kend x D (kend <= kv_bound); outputs: rows x D x kend.
+      p.gemm_floats = std::max(gemm_scratch_floats_bound(rb, p.kv_bound, D), gemm_scratch_floats_bound(rb, D, p.kv_bound));
+      p.worker_floats = p.gemm_off + p.gemm_floats;
+    }
+    ScratchLayout& lay = p.lay;
+    p.meta_off = lay.add<int64_t>(2 * B + B * S);
+    p.q_off = lay.add<float>(B * H_ * S * D);
+    p.k_off = lay.add<float>(B * kvH_ * S * D);
+    p.v_off = lay.add<float>(B * kvH_ * S * D);
+    if (p.path == GqaPath::kDecode) p.scores_off = lay.add<float>(B * kvH_ * group * p.kv_bound);
+    if (p.path == GqaPath::kRows) p.rows_off = lay.add<float>(p.row_workers * static_cast<int64_t>(p.worker_floats));
+    p.core_fast = p.path == GqaPath::kReference && !reference_;
+    if (p.core_fast) {
+      p.core = attention_fast_plan(B, H_, S, p.kv_bound, D, D, threads);
+      p.core_off = lay.add<float>(static_cast<int64_t>(p.core.bytes() / sizeof(float)));
+    }
+    if (dt != DataType::kFloat) {
+      const size_t inputs[6] = {0, 1, 2, 7, 8, 10};
+      for (int i = 0; i < 6; ++i) {
+        const size_t k = inputs[i];
+        const bool used = in.has(k) && (k != 7 && k != 8 ? true : rotary_);
+        if (used) p.in_off[i] = lay.add<float>(shape_numel(*in.dims[k]));
+      }
     }
     return Status::Ok();
   }
 
-  // With do_rotary: the caches' shapes and each new row's position (position_ids, or past + s).
+  // The per-batch past and total lengths from seqlens_k and total_sequence_length (values: checked
+  // against the plan's shapes here, every call).
+  Status read_lengths(ep::KernelContext& ctx, GqaCall* c) const {
+    const GqaPlan& p = *c->plan;
+    const int64_t B = p.B, S = p.S;
+    const int64_t total = c->total = ctx.input(6).data<int32_t>()[0];
+    const int32_t* seqlens = ctx.input(5).data<int32_t>();
+    c->first_prompt = S == total;
+    c->present_len = std::max(total, p.cap);
+    int64_t need_len = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t t = static_cast<int64_t>(seqlens[b]) + 1;
+      c->tot[b] = t;
+      const int64_t pb = c->first_prompt ? 0 : t - S;
+      if (t < 1 || t > total || pb < 0 || pb > p.cap || pb + S > c->present_len)
+        return ctx.error("seqlens_k[" + std::to_string(b) + "] = " + std::to_string(seqlens[b]) + " inconsistent with sequence length " +
+                         std::to_string(S) + ", total_sequence_length " + std::to_string(total) + " and past length " + std::to_string(p.cap), StatusCode::kInvalidArgument);
+      c->past[b] = pb;
+      need_len = std::max(need_len, pb + S);
+    }
+    if (p.bias && p.ab_len < need_len)
+      return ctx.error("attention_bias must be (batch or 1, num_heads or 1, " + std::to_string(S) + ", total_sequence_length), got " + c->AB->describe(), StatusCode::kInvalidArgument);
+    return Status::Ok();
+  }
+
+  // With do_rotary: each new row's position (position_ids, or past + s).
   Status rotary_positions(ep::KernelContext& ctx, GqaCall* c) const {
     if (!rotary_) return Status::Ok();
-    const int64_t B = c->B, S = c->S;
-    if (!ctx.has_input(7) || !ctx.has_input(8)) return ctx.error("do_rotary needs cos_cache and sin_cache", StatusCode::kInvalidArgument);
-    const Tensor& Cc = ctx.input(7);
-    const Tensor& Sc = ctx.input(8);
-    if (Cc.rank() != 2 || Sc.shape() != Cc.shape() || Cc.dim(1) * 2 > c->D || Cc.dtype() != c->dt || Sc.dtype() != c->dt)
-      return ctx.error("cos_cache/sin_cache must be " + std::string(dtype_name(c->dt)) + " (max_seq, rotary_dim/2) with rotary_dim <= head_size " + std::to_string(c->D) + ", got " + Cc.describe() + ", " + Sc.describe(), StatusCode::kInvalidArgument);
-    c->rp.rot = Cc.dim(1) * 2;
-    c->rp.cache_width = Cc.dim(1);
-    c->rp.interleaved = interleaved_;
-    c->cos = &Cc;
-    c->sin = &Sc;
+    const GqaPlan& p = *c->plan;
+    const int64_t B = p.B, S = p.S;
     int64_t* pos = c->pos;
-    if (ctx.has_input(9)) {
+    if (p.position_ids) {
       const Tensor& P = ctx.input(9);
-      if (P.numel() != B * S || (P.dtype() != DataType::kInt64 && P.dtype() != DataType::kInt32))
-        return ctx.error("position_ids must be int64/int32 (batch, seq), got " + P.describe(), StatusCode::kInvalidArgument);
       auto pv = [&P](int64_t i) -> int64_t { return P.dtype() == DataType::kInt64 ? P.data<int64_t>()[i] : P.data<int32_t>()[i]; };
       // As documented (and as ORT's CPU kernel does): the first prompt uses only the first element.
       for (int64_t b = 0; b < B; ++b)
@@ -512,40 +699,21 @@ class GroupQueryAttention final : public ep::Kernel {
         for (int64_t s = 0; s < S; ++s) pos[b * S + s] = c->past[b] + s;
     }
     for (int64_t i = 0; i < B * S; ++i)
-      if (const int64_t v = pos[i]; v < 0 || v >= Cc.dim(0)) return ctx.error("rotary position " + std::to_string(v) + " out of range of cos_cache rows " + std::to_string(Cc.dim(0)), StatusCode::kInvalidArgument);
+      if (const int64_t v = pos[i]; v < 0 || v >= p.rotary_rows) return ctx.error("rotary position " + std::to_string(v) + " out of range of cos_cache rows " + std::to_string(p.rotary_rows), StatusCode::kInvalidArgument);
     return Status::Ok();
   }
 
-  // attention_bias (input 10): (batch or 1, num_heads or 1, S, >= the longest past + S).
-  Status attention_bias(ep::KernelContext& ctx, GqaCall* c) const {
-    if (!ctx.has_input(10)) return Status::Ok();
-    const Tensor& ab = ctx.input(10);
-    int64_t need_len = 0;
-    for (int64_t b = 0; b < c->B; ++b) need_len = std::max(need_len, c->past[b] + c->S);
-    if (ab.rank() != 4 || (ab.dim(0) != c->B && ab.dim(0) != 1) || (ab.dim(1) != H_ && ab.dim(1) != 1) || ab.dim(2) != c->S || ab.dim(3) < need_len)
-      return ctx.error("attention_bias must be (batch or 1, num_heads or 1, " + std::to_string(c->S) + ", total_sequence_length), got " + ab.describe(), StatusCode::kInvalidArgument);
-    c->AB = &ab;
-    return Status::Ok();
-  }
-
-  // One step workspace for the float arrays (GqaFloats); float inputs are read in place.
-  Status float_inputs(ep::KernelContext& ctx, const GqaCall& c, bool decode, GqaFloats* f) const {
-    const int64_t B = c.B, S = c.S, D = c.D;
-    const bool conv = c.dt != DataType::kFloat;
-    ScratchLayout lay;
-    const size_t q_off = lay.add<float>(B * H_ * S * D);
-    const size_t k_off = lay.add<float>(B * kvH_ * S * D);
-    const size_t v_off = lay.add<float>(B * kvH_ * S * D);
-    const size_t dec_off = decode ? lay.add<float>(B * H_ * c.present_len) : 0;  // multi-row steps use per-thread rows
+  // The float arrays (GqaFloats) in the plan's step scratch; float inputs are read in place.
+  Status float_inputs(const GqaCall& c, const ScratchLayout& lay, GqaFloats* f) const {
+    const GqaPlan& p = *c.plan;
+    const bool conv = p.dt != DataType::kFloat;
+    f->q = lay.at<float>(p.q_off);
+    f->kn = lay.at<float>(p.k_off);
+    f->vn = lay.at<float>(p.v_off);
+    f->dec_scores = p.path == GqaPath::kDecode ? lay.at<float>(p.scores_off) : nullptr;
+    f->rows = p.path == GqaPath::kRows ? lay.at<float>(p.rows_off) : nullptr;
+    f->core = p.core_fast ? lay.at<float>(p.core_off) : nullptr;
     const Tensor* ins[6] = {c.Q, c.K, c.V, c.cos, c.sin, c.AB};
-    size_t in_off[6] = {};
-    for (int i = 0; i < 6; ++i)
-      if (conv && ins[i]) in_off[i] = lay.add<float>(ins[i]->numel());
-    NXRT_RETURN_IF_ERROR(lay.allocate(ctx));
-    f->q = lay.at<float>(q_off);
-    f->kn = lay.at<float>(k_off);
-    f->vn = lay.at<float>(v_off);
-    f->dec_scores = decode ? lay.at<float>(dec_off) : nullptr;
     const float* as_float[6] = {};
     for (int i = 0; i < 6; ++i) {
       if (!ins[i]) continue;
@@ -553,8 +721,8 @@ class GroupQueryAttention final : public ep::Kernel {
         as_float[i] = ins[i]->data<float>();
         continue;
       }
-      float* d = lay.at<float>(in_off[i]);
-      NXRT_RETURN_IF_ERROR(load_floats(c.dt, ins[i]->raw_data(), ins[i]->numel(), d));
+      float* d = lay.at<float>(p.in_off[i]);
+      NXRT_RETURN_IF_ERROR(load_floats(p.dt, ins[i]->raw_data(), ins[i]->numel(), d));
       as_float[i] = d;
     }
     f->qin = as_float[0];
@@ -563,25 +731,23 @@ class GroupQueryAttention final : public ep::Kernel {
     f->cosv = as_float[3];
     f->sinv = as_float[4];
     f->abias = as_float[5];
-    if (c.AB) {
-      const Tensor& ab = *c.AB;
-      f->ab_b = ab.dim(0) == 1 ? 0 : ab.dim(1) * S * ab.dim(3);
-      f->ab_h = ab.dim(1) == 1 ? 0 : S * ab.dim(3);
-      f->ab_t = ab.dim(3);
-    }
+    f->ab_b = p.ab_b;
+    f->ab_h = p.ab_h;
+    f->ab_t = p.ab_t;
     return Status::Ok();
   }
 
   // Q (rotated) into q [B, H, S, D]; the new K rows (rotated) and V rows into kn / vn [B, kvH, S, D].
   void rotate(const GqaCall& c, const GqaFloats& f) const {
-    const int64_t S = c.S, D = c.D;
-    const int64_t qkv_row = c.packed ? (H_ + 2 * kvH_) * D : H_ * D;
-    const RotaryParams& rp = c.rp;
-    for (int64_t b = 0; b < c.B; ++b)
+    const GqaPlan& p = *c.plan;
+    const int64_t S = p.S, D = p.D;
+    const int64_t qkv_row = p.packed ? (H_ + 2 * kvH_) * D : H_ * D;
+    const RotaryParams& rp = p.rp;
+    for (int64_t b = 0; b < p.B; ++b)
       for (int64_t s = 0; s < S; ++s) {
         const float* row = f.qin + (b * S + s) * qkv_row;
-        const float* krow = c.packed ? row + H_ * D : f.kin + (b * S + s) * kvH_ * D;
-        const float* vrow = c.packed ? row + (H_ + kvH_) * D : f.vin + (b * S + s) * kvH_ * D;
+        const float* krow = p.packed ? row + H_ * D : f.kin + (b * S + s) * kvH_ * D;
+        const float* vrow = p.packed ? row + (H_ + kvH_) * D : f.vin + (b * S + s) * kvH_ * D;
         const int64_t ps = rotary_ ? c.pos[b * S + s] : 0;
         for (int64_t h = 0; h < H_; ++h) {
           float* dst = f.q + ((b * H_ + h) * S + s) * D;
@@ -601,19 +767,20 @@ class GroupQueryAttention final : public ep::Kernel {
   // each batch's end zeroed.
   void append(const GqaCall& c, Tensor* pres, const Tensor* pst, const float* rows) const {
     if (!pres) return;
-    const int64_t S = c.S, D = c.D, len = c.present_len;
-    const size_t es = static_cast<size_t>(dtype_bits(c.dt) / 8);
+    const GqaPlan& p = *c.plan;
+    const int64_t S = p.S, D = p.D, len = c.present_len;
+    const size_t es = static_cast<size_t>(dtype_bits(p.dt) / 8);
     const bool shared = pst && pres->raw_data() == pst->raw_data();
     uint8_t* base = static_cast<uint8_t*>(pres->raw_data());
-    for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t b = 0; b < p.B; ++b)
       for (int64_t h = 0; h < kvH_; ++h) {
         const int64_t pb = c.past[b];
         const int64_t head_off = (b * kvH_ + h) * len * D;
         if (!shared) {
-          if (pb > 0) std::memcpy(base + head_off * es, static_cast<const uint8_t*>(pst->raw_data()) + (b * kvH_ + h) * c.cap * D * es, static_cast<size_t>(pb * D) * es);
+          if (pb > 0) std::memcpy(base + head_off * es, static_cast<const uint8_t*>(pst->raw_data()) + (b * kvH_ + h) * p.cap * D * es, static_cast<size_t>(pb * D) * es);
           std::memset(base + (head_off + (pb + S) * D) * es, 0, static_cast<size_t>((len - pb - S) * D) * es);
         }
-        if (S * D > 0) (void)store_floats(rows + (b * kvH_ + h) * S * D, S * D, c.dt, base + (head_off + pb * D) * es);
+        if (S * D > 0) (void)store_floats(rows + (b * kvH_ + h) * S * D, S * D, p.dt, base + (head_off + pb * D) * es);
       }
   }
 
@@ -636,40 +803,40 @@ class GroupQueryAttention final : public ep::Kernel {
   }
 
   // Single-token decode over the float present buffers: per (batch, KV head), each cached K/V row is
-  // read once for the whole group of query heads sharing it. Threads over (batch, KV head). On
-  // AVX-512 (the kernel's tier, chosen at creation) head sizes 64/96/128 take gqa_*_avx512.
+  // read once for the whole group of query heads sharing it. Threads over (batch, KV head), each item
+  // with its own score rows (group * kv_bound floats), so the split does not change results. The plan
+  // chose the loops: on AVX-512 (the kernel's tier, chosen at creation) head sizes 64/96/128 take
+  // gqa_*_avx512.
   void attend_decode(ep::KernelContext& ctx, const GqaCall& c, const GqaFloats& f, const Tensor& presK,
                      const Tensor& presV, Tensor* Y) const {
-    const int64_t D = c.D, present_len = c.present_len;
+    const GqaPlan& p = *c.plan;
+    const int64_t D = p.D, present_len = c.present_len;
     const float* kbase = presK.data<float>();
     const float* vbase = presV.data<float>();
     float* ybase = Y->data<float>();
     const float sc_mul = scale(D);
     const int64_t group = H_ / kvH_;
-#if defined(__x86_64__) || defined(__i386__)
-    const bool avx512 = decode_avx512_ && gqa_decode_avx512_head_size(D);
-#endif
+    const GqaDecodeKernel kernel = p.decode_kernel;
     auto work = [&](int64_t w0, int64_t w1) {
       for (int64_t w = w0; w < w1; ++w) {
         const int64_t b = w / kvH_, hk = w % kvH_;
         const int64_t L = c.past[b] + 1;
         const int64_t lim = causal_ ? L : std::min(L, c.tot[b]);
         const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
-        const int64_t n = std::max<int64_t>(0, lim - start);
+        const int64_t n = std::max<int64_t>(0, lim - start);  // <= past + 1 <= kv_bound
         const float* kh = kbase + (b * kvH_ + hk) * present_len * D;
         const float* vh = vbase + (b * kvH_ + hk) * present_len * D;
-        // This item's scores: group * n <= group * present_len floats of its own slice.
-        float* sc = f.dec_scores + w * group * present_len;
+        float* sc = f.dec_scores + w * group * p.kv_bound;
         const float* q0 = f.q + (b * H_ + hk * group) * D;  // S == 1: heads are consecutive rows
         float* yo = ybase + b * H_ * D + hk * group * D;    // the group's output rows, consecutive
 #if defined(__x86_64__) || defined(__i386__)
-        if (avx512) {
+        if (kernel == GqaDecodeKernel::kAvx512) {
           gqa_scores_avx512_any(q0, group, kh + start * D, n, D, sc_mul, sc);
           finish_decode_scores(f, b, hk, group, start, n, sc);
           gqa_pv_avx512_any(sc, group, n, vh + start * D, D, yo);
           continue;
         }
-        if (has_avx2() && D % 8 == 0) {
+        if (kernel == GqaDecodeKernel::kAvx2) {
           scores_avx2(q0, group, kh + start * D, n, D, sc_mul, sc);
         } else
 #endif
@@ -686,14 +853,14 @@ class GroupQueryAttention final : public ep::Kernel {
           }
       }
     };
-    ctx.pool().parallel_for(c.B * kvH_, 1, work);
+    ctx.pool().parallel_for(p.B * kvH_, 1, work);
   }
 
   // The softcap, bias, window/causal limits and softmax of score row i (query row i of the block
   // starting at i0) over keys [0, kend).
   void finish_score_row(const GqaCall& c, const GqaFloats& f, int64_t b, int64_t h, int64_t i, int64_t kend,
                         float* r) const {
-    const int64_t pb = c.past[b], Lb = pb + c.S;
+    const int64_t pb = c.past[b], Lb = pb + c.plan->S;
     const int64_t L = pb + i + 1;
     const int64_t lim = std::min(kend, causal_ ? L : std::min(Lb, c.tot[b]));
     const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
@@ -708,41 +875,32 @@ class GroupQueryAttention final : public ep::Kernel {
     if (lim < kend) std::fill(r + std::max(lim, start), r + kend, 0.f);
   }
 
-  // Multi-row steps (prefill, chunks) straight over the float present buffers (no copy of the cache),
-  // threads over (batch, head). Query rows go in blocks whose scores cover only the keys the block's
-  // rows can see (causal: past + last row of the block), so about half of a prompt's score matrix is
-  // never computed, and the score block stays in cache.
-  Status attend_rows(ep::KernelContext& ctx, const GqaCall& c, const GqaFloats& f, const Tensor& presK,
-                     const Tensor& presV, Tensor* Y) const {
-    const int64_t S = c.S, D = c.D, present_len = c.present_len;
+  // Multi-row steps (prefill, chunks) straight over the float present buffers (no copy of the cache).
+  // Query rows go in blocks whose scores cover only the keys the block's rows can see (causal: past +
+  // last row of the block), so about half of a prompt's score matrix is never computed, and the score
+  // block stays in cache. (batch, head) pairs go in the plan's fixed ranges, one per worker, each with
+  // its own blocks and GEMM packing slot; a pair's arithmetic does not depend on the split.
+  void attend_rows(ep::KernelContext& ctx, const GqaCall& c, const GqaFloats& f, const Tensor& presK,
+                   const Tensor& presV, Tensor* Y) const {
+    const GqaPlan& p = *c.plan;
+    const int64_t S = p.S, D = p.D, present_len = c.present_len;
     const float* kbase = presK.data<float>();
     const float* vbase = presV.data<float>();
     float* ybase = Y->data<float>();
     const float sc_mul = scale(D);
     const int64_t group = H_ / kvH_;
-    constexpr int64_t kRowBlock = 64;
-    const int64_t rb = std::min<int64_t>(S, kRowBlock);
-    // (batch, head) pairs in fixed ranges, one per pool thread, each with a score block sized by the
-    // present length (every row block's keys fit) and an output block, from the step workspace.
-    const int64_t n = c.B * H_;
-    const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(n, ctx.pool().num_threads()));
-    for (int64_t b = 0; b < c.B; ++b) {
-      if (c.past[b] + S > present_len) {
-        return ctx.error("GroupQueryAttention: past " + std::to_string(c.past[b]) + " + " + std::to_string(S) +
-                         " new tokens exceed the present length " + std::to_string(present_len));
-      }
-    }
-    const int64_t per_worker = rb * present_len + rb * D;
-    NXRT_ASSIGN_OR_RETURN(void* ws, ctx.workspace(static_cast<size_t>(workers * per_worker) * sizeof(float)));
-    float* scratch = static_cast<float*>(ws);
+    const int64_t rb = p.row_block;
+    const int64_t n = p.B * H_;
+    const int64_t workers = p.row_workers;
     auto work = [&](int64_t k0, int64_t k1) {
       for (int64_t wk = k0; wk < k1; ++wk) {
-        float* sc_buf = scratch + wk * per_worker;
-        float* o_buf = sc_buf + rb * present_len;
+        float* sc_buf = f.rows + static_cast<size_t>(wk) * p.worker_floats;
+        float* o_buf = sc_buf + p.out_block_off;
+        const GemmScratch gemm_slot{sc_buf + p.gemm_off, p.gemm_floats, 1};
         for (int64_t w = wk * n / workers; w < (wk + 1) * n / workers; ++w) {
           const int64_t b = w / H_, h = w % H_, hk = h / group;
           const int64_t pb = c.past[b];
-          const int64_t Lb = pb + S;
+          const int64_t Lb = pb + S;  // <= kv_bound
           const float* kh = kbase + (b * kvH_ + hk) * present_len * D;
           const float* vh = vbase + (b * kvH_ + hk) * present_len * D;
           const float* qh = f.q + (b * H_ + h) * S * D;
@@ -750,10 +908,12 @@ class GroupQueryAttention final : public ep::Kernel {
             const int64_t i1 = std::min(S, i0 + rb), rows = i1 - i0;
             const int64_t kend = causal_ ? std::min(Lb, pb + i1) : Lb;
             float* sc = sc_buf;
-            gemm_f32(false, true, rows, kend, D, sc_mul, qh + i0 * D, D, kh, D, 0.f, sc, kend, nullptr);
+            gemm_f32(false, true, rows, kend, D, sc_mul, qh + i0 * D, D, kh, D, 0.f, sc, kend, nullptr, nullptr,
+                     ep::cpu_isa_tier(), &gemm_slot);
             for (int64_t i = i0; i < i1; ++i) finish_score_row(c, f, b, h, i, kend, sc + (i - i0) * kend);
             float* out = o_buf;
-            gemm_f32(false, false, rows, D, kend, 1.f, sc, kend, vh, D, 0.f, out, D, nullptr);
+            gemm_f32(false, false, rows, D, kend, 1.f, sc, kend, vh, D, 0.f, out, D, nullptr, nullptr, ep::cpu_isa_tier(),
+                     &gemm_slot);
             for (int64_t i = i0; i < i1; ++i)
               std::copy(out + (i - i0) * D, out + (i - i0 + 1) * D, ybase + (b * S + i) * H_ * D + h * D);
           }
@@ -765,27 +925,27 @@ class GroupQueryAttention final : public ep::Kernel {
     } else {
       work(0, 1);
     }
-    return Status::Ok();
   }
 
   // The reference core (any float dtype; reference=1; present not requested): float K/V over the keys
   // the problem reads, [B, kvH, Tm, D] with Tm = max over batches of past + S, and masks for the
   // window and the bias.
   Status attend_reference(ep::KernelContext& ctx, const GqaCall& c, const GqaFloats& f, Tensor* Y) const {
-    const int64_t B = c.B, S = c.S, D = c.D;
+    const GqaPlan& pl = *c.plan;
+    const int64_t B = pl.B, S = pl.S, D = pl.D;
     int64_t Tm = 0;
     for (int64_t b = 0; b < B; ++b) Tm = std::max(Tm, c.past[b] + S);
     std::vector<float> kf(static_cast<size_t>(B * kvH_ * Tm * D), 0.f), vf(kf.size(), 0.f);
-    const size_t es = static_cast<size_t>(dtype_bits(c.dt) / 8);
+    const size_t es = static_cast<size_t>(dtype_bits(pl.dt) / 8);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < kvH_; ++h) {
         const int64_t pb = c.past[b];
         float* kd = kf.data() + (b * kvH_ + h) * Tm * D;
         float* vd = vf.data() + (b * kvH_ + h) * Tm * D;
         if (pb > 0) {
-          const size_t src = static_cast<size_t>((b * kvH_ + h) * c.cap * D) * es;
-          NXRT_RETURN_IF_ERROR(load_floats(c.dt, static_cast<const uint8_t*>(c.PK->raw_data()) + src, pb * D, kd));
-          NXRT_RETURN_IF_ERROR(load_floats(c.dt, static_cast<const uint8_t*>(c.PV->raw_data()) + src, pb * D, vd));
+          const size_t src = static_cast<size_t>((b * kvH_ + h) * pl.cap * D) * es;
+          NXRT_RETURN_IF_ERROR(load_floats(pl.dt, static_cast<const uint8_t*>(c.PK->raw_data()) + src, pb * D, kd));
+          NXRT_RETURN_IF_ERROR(load_floats(pl.dt, static_cast<const uint8_t*>(c.PV->raw_data()) + src, pb * D, vd));
         }
         std::copy(f.kn + (b * kvH_ + h) * S * D, f.kn + (b * kvH_ + h + 1) * S * D, kd + pb * D);
         std::copy(f.vn + (b * kvH_ + h) * S * D, f.vn + (b * kvH_ + h + 1) * S * D, vd + pb * D);
@@ -831,7 +991,7 @@ class GroupQueryAttention final : public ep::Kernel {
       p.mask_si = Tm;
       p.mask_len = Tm;
     }
-    return run_core(ctx, p, Y, reference_);
+    return run_core(ctx, p, Y, reference_, pl.core_fast ? &pl.core : nullptr, f.core);
   }
 
   int64_t H_ = 0, kvH_ = 0, window_ = -1;
