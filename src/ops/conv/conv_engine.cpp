@@ -656,16 +656,17 @@ bool run_pointwise(const ConvCall<CT>& c) {
         run_pointwise_unpacked(c, n, gi, ep, gemm_pool);
         return;
       }
-      gemm_f32_packed_a(Mg, out_size, Cg, 1.f, c.w.packed[gi].data.data(), false, c.x_group(n, gi), in_size, 0.f,
-                        yg, out_size, gemm_pool, &ep, c.cfg.isa, &gs);
+      gemm_f32_packed_a(c.plan.gemm, 1.f, c.w.packed[gi].data.data(), c.x_group(n, gi), in_size, 0.f, yg, out_size,
+                        gemm_pool, &ep, &gs);
       return;
     }
     fill_bias(yg, Mg, out_size, c.bias ? c.bias + gi * Mg : nullptr);
     gemm_packed_a<CT>(c.w.packed[gi], out_size, false, c.x_group(n, gi), in_size, CT(1), yg, out_size, gemm_pool,
                       c.cfg.isa, &gs);
   };
-  // Grouped 1x1 convs (ShuffleNet) have groups too small for the GEMM to split: split the groups.
-  const bool by_group = c.pool && c.pool->num_threads() > 1 && G > 1 && Mg * Cg * out_size < (int64_t{1} << 20);
+  // Grouped 1x1 convs (ShuffleNet) have groups too small for the GEMM to split: split the groups
+  // (plan_conv decides, and plans the float GEMM for it).
+  const bool by_group = c.plan.pointwise_by_group && c.pool;
   for (int64_t n = 0; n < s.N; ++n) {
     if (by_group) {
       c.pool->parallel_for(G, 1, [&](int64_t g0, int64_t g1) {
@@ -687,8 +688,8 @@ bool run_pointwise_preact(const ConvCall<float>& c) {
     const PreactPanels panels{c.x + n * s.C * in_size, in_size, c.post->pre_scale, c.post->pre_shift,
                               gemm_vector_kernels(c.cfg.isa)};
     const GemmEpilogue ep = c.epilogue(n, 0);
-    gemm_f32_packed_a_gen_b(s.M, out_size, s.C, 1.f, c.w.packed[0].data.data(), panels, 0.f,
-                            c.y + n * s.M * out_size, out_size, c.pool, &ep, c.cfg.isa, &gs);
+    gemm_f32_packed_a_gen_b(c.plan.gemm, 1.f, c.w.packed[0].data.data(), panels, 0.f, c.y + n * s.M * out_size,
+                            out_size, c.pool, &ep, &gs);
   }
   return true;
 }
@@ -729,7 +730,7 @@ void run_padded_rows_gemm(const ConvCall<float>& c) {
 void run_implicit_gemm(const ConvCall<float>& c) {
   const ConvShape& s = c.s;
   const Geom3& g = s.g;
-  const int64_t Mg = c.Mg(), K = c.Cg() * g.kvol(), out_size = g.out_size();
+  const int64_t out_size = g.out_size();
   const bool vec = gemm_vector_kernels(c.cfg.isa);
   const ConvPlan* sp = c.plan.padded ? &c.plan : nullptr;
   float* const xpad = static_cast<float*>(c.ws);
@@ -742,11 +743,11 @@ void run_implicit_gemm(const ConvCall<float>& c) {
       if (sp) {
         fill_padded_input(s, *sp, xpad, c.x_group(n, gi), vec, c.pool);
         const PaddedIm2colPanels panels{g, *sp, xpad};
-        gemm_f32_packed_a_gen_b(Mg, out_size, K, 1.f, a, panels, 0.f, yg, out_size, c.pool, &ep, c.cfg.isa, &gs);
+        gemm_f32_packed_a_gen_b(c.plan.gemm, 1.f, a, panels, 0.f, yg, out_size, c.pool, &ep, &gs);
         continue;
       }
       const Im2colPanels panels{g, c.x_group(n, gi), vec};
-      gemm_f32_packed_a_gen_b(Mg, out_size, K, 1.f, a, panels, 0.f, yg, out_size, c.pool, &ep, c.cfg.isa, &gs);
+      gemm_f32_packed_a_gen_b(c.plan.gemm, 1.f, a, panels, 0.f, yg, out_size, c.pool, &ep, &gs);
     }
   }
 }
@@ -770,8 +771,14 @@ void run_im2col(const ConvCall<CT>& c) {
         const int64_t r1 = std::min(total_rows, r0 + rows_per_chunk);
         const int64_t cols = (r1 - r0) * OW;
         im2col(g, c.Cg(), c.x_group(n, gi), r0, r1, col, c.pool);
-        gemm_packed_a<CT>(c.w.packed[gi], cols, false, col, cols, CT(1), yg + r0 * OW, out_size, c.pool,
-                          c.cfg.isa, &gs);
+        if constexpr (std::is_same_v<CT, float>) {  // on the plan for a full chunk or the last one
+          const GemmPlan& gp = cols == c.plan.gemm.N ? c.plan.gemm : c.plan.gemm_last;
+          gemm_f32_packed_a(gp, 1.f, c.w.packed[gi].data.data(), col, cols, 1.f, yg + r0 * OW, out_size, c.pool,
+                            nullptr, &gs);
+        } else {
+          gemm_packed_a<CT>(c.w.packed[gi], cols, false, col, cols, CT(1), yg + r0 * OW, out_size, c.pool,
+                            c.cfg.isa, &gs);
+        }
       }
     }
   }
@@ -936,7 +943,9 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
         p.pre_direct = (forced || chosen) && weights_serve(s, w, post, ConvPath::kSmallSpatialDirect);
         if (p.pre_direct) p.workspace_bytes = small_spatial_direct_workspace_bytes(s, true);
         // The 1x1 GEMM on pre-activated panels (also when the direct path declines).
-        add_gemm_slots(&p, gemm_f32_scratch_floats(s.M, s.g.out_size(), s.C, true, false), threads);
+        p.gemm = gemm_f32_plan(s.M, s.g.out_size(), s.C, GemmA::kPacked, GemmB::kGenerated, false, false, threads,
+                               cfg.isa);
+        add_gemm_slots(&p, p.gemm.scratch_floats, threads);
       }
     }
     return p;
@@ -958,8 +967,14 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
     case ConvPath::kPointwise:
       p.row_offsets.resize(static_cast<size_t>(Cg));
       for (int64_t k = 0; k < Cg; ++k) p.row_offsets[k] = k * g.in_size();
-      if (f32 && !pointwise_unpacked(cfg.isa, Mg, Cg, g.out_size()))
-        add_gemm_slots(&p, gemm_f32_scratch_floats(Mg, g.out_size(), Cg, true, false), threads);
+      // Grouped 1x1 convs (ShuffleNet) have groups too small for the GEMM to split: the groups split
+      // over the threads instead, each group's GEMM single-threaded.
+      p.pointwise_by_group = threads > 1 && s.group > 1 && Mg * Cg * g.out_size() < (int64_t{1} << 20);
+      if (f32 && !pointwise_unpacked(cfg.isa, Mg, Cg, g.out_size())) {
+        p.gemm = gemm_f32_plan(Mg, g.out_size(), Cg, GemmA::kPacked, GemmB::kRaw, false, false,
+                               p.pointwise_by_group ? 1 : threads, cfg.isa);
+        add_gemm_slots(&p, p.gemm.scratch_floats, threads);
+      }
       break;
     case ConvPath::kIm2col: {
       // The column matrix in chunks of output rows, so it stays bounded.
@@ -969,10 +984,9 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
       p.workspace_bytes = static_cast<size_t>(K * p.im2col_rows * OW) * sizeof(CT);
       if (f32 && total_rows > 0) {  // chunks of im2col_rows rows and the last one (the engine's blocks are not monotone in N)
         const int64_t last = total_rows - (total_rows - 1) / p.im2col_rows * p.im2col_rows;
-        add_gemm_slots(&p,
-                       std::max(gemm_f32_scratch_floats(Mg, p.im2col_rows * OW, K, true, false),
-                                gemm_f32_scratch_floats(Mg, last * OW, K, true, false)),
-                       threads);
+        p.gemm = gemm_f32_plan(Mg, p.im2col_rows * OW, K, GemmA::kPacked, GemmB::kRaw, false, false, threads, cfg.isa);
+        p.gemm_last = gemm_f32_plan(Mg, last * OW, K, GemmA::kPacked, GemmB::kRaw, false, false, threads, cfg.isa);
+        add_gemm_slots(&p, std::max(p.gemm.scratch_floats, p.gemm_last.scratch_floats), threads);
       }
       break;
     }
@@ -999,8 +1013,11 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
         plan_padded_input(s, &p);
         p.workspace_bytes = static_cast<size_t>(Cg * p.plane) * sizeof(float);
       }
-      if (f32 && p.path == ConvPath::kImplicitGemm)  // (kPaddedRowsGemm's strips pack nothing)
-        add_gemm_slots(&p, gemm_f32_scratch_floats(Mg, g.out_size(), Cg * g.kvol(), true, false), threads);
+      if (f32 && p.path == ConvPath::kImplicitGemm) {  // (kPaddedRowsGemm's strips pack nothing)
+        p.gemm = gemm_f32_plan(Mg, g.out_size(), Cg * g.kvol(), GemmA::kPacked, GemmB::kGenerated, false, false,
+                               threads, cfg.isa);
+        add_gemm_slots(&p, p.gemm.scratch_floats, threads);
+      }
       break;
     default:
       break;

@@ -115,6 +115,12 @@ struct ConvPlan {
   std::vector<int64_t> boff;
   std::vector<int64_t> row_offsets;     // kPointwise on the strips: input row k at k * in_size
   int64_t im2col_rows = 0;              // kIm2col: output rows per column-matrix chunk
+  // The float GEMM engine's plans where a path runs it (made with the conv plan, for its pool size and
+  // tier): kPointwise's per-group product (single-threaded when the groups split over the threads),
+  // kImplicitGemm's and the pre-activated pointwise's products with generated B, kIm2col's product over
+  // a full chunk of output rows (gemm) and over the last one (gemm_last).
+  GemmPlan gemm, gemm_last;
+  bool pointwise_by_group = false;      // kPointwise: groups split over the threads, not each group's GEMM
   // The path's extra weights (transformed / transposed copies of the packed ones), shared by every
   // plan of the conv that takes the path and freed with the last of them.
   std::shared_ptr<const WinogradWeights> wino;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -503,8 +504,9 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
     // Each product packs its B block (C x cols of V) on the thread running it: room for the widest, of
     // a full block or the last one (the engine's blocks are not monotone in the column count).
     const int64_t last_rows = total_rows - (nblocks - 1) * rows_per_block;
-    p.gemm_floats = std::max(gemm_f32_scratch_floats(p.M, rows_per_block * p.TW, p.C, true, false),
-                             gemm_f32_scratch_floats(p.M, last_rows * p.TW, p.C, true, false));
+    p.gemm = gemm_f32_plan(p.M, rows_per_block * p.TW, p.C, GemmA::kPacked, GemmB::kRaw, false, false, 1, isa);
+    p.gemm_last = gemm_f32_plan(p.M, last_rows * p.TW, p.C, GemmA::kPacked, GemmB::kRaw, false, false, 1, isa);
+    p.gemm_floats = std::max(p.gemm.scratch_floats, p.gemm_last.scratch_floats);
   }
   auto round16 = [](size_t n) { return (n + 15) / 16 * 16; };  // each buffer 64-byte aligned
   p.m_off = round16(p.v_floats);
@@ -576,9 +578,11 @@ void winograd_run(const WinogradPlan& p, const float* x, const WinogradWeights& 
     // Called inside a chunk (or on the one thread): the GEMM runs single-threaded on this thread's
     // slot, whose packing region is its own even where V and Mx are the caller's (phases split).
     const GemmScratch gs{slot() + g_off, p.gemm_floats, 1};
+    const GemmPlan& gp = cols == p.gemm.N ? p.gemm : p.gemm_last;  // a full block or the last one
+    assert(gp.N == cols);
     for (int64_t xi = xi0; xi < xi1; ++xi) {
-      gemm_f32_packed_a(p.M, cols, p.C, 1.f, w.u[xi].data.data(), false, V + xi * cstride, ld, 0.f,
-                        Mx + xi * mstride, ld, nullptr, nullptr, isa, &gs);
+      gemm_f32_packed_a(gp, 1.f, w.u[xi].data.data(), V + xi * cstride, ld, 0.f, Mx + xi * mstride, ld, nullptr,
+                        nullptr, &gs);
     }
   };
 

@@ -86,7 +86,11 @@ struct WinogradPlan {
   bool split_blocks = false;              // threads take whole blocks (else each block's phases split)
   int64_t ld = 0, cstride = 0, mstride = 0;
   size_t v_floats = 0, m_floats = 0, in_floats = 0;  // per-thread buffers (transformed input, products, input rows)
-  size_t gemm_floats = 0;  // the products' GEMM packing scratch (gemm_f32_scratch_floats; 0 with strips)
+  // Not strips: the products' GEMM plans (a full block's columns and the last block's; single-threaded,
+  // each product runs on the thread that holds its block or phase) and their packing scratch (the larger
+  // scratch_floats of the two).
+  GemmPlan gemm, gemm_last;
+  size_t gemm_floats = 0;
   // The workspace winograd_conv takes: `slots` (the pool's threads) slots of slot_floats, one per thread
   // (ThreadPool::slot()), each holding those four buffers: V at 0, then the products, input rows and
   // GEMM scratch at these offsets (floats, 64-byte aligned).

@@ -19,6 +19,11 @@
 //
 // `pool` may be null (single-threaded). Calls made from inside a parallel_for of the pool run
 // single-threaded (the pool runs nested parallel_for inline).
+//
+// Create / reshape / run: everything the float engine decides from the shapes (path, threads, column
+// blocks, row chunks, scratch) is a GemmPlan (gemm_f32_plan). The entry points without a plan make one
+// per call; kernels that specialize make theirs once per shape (MatMul / Gemm variants, ConvPlan,
+// WinogradPlan) and run it through the plan-taking overloads.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -103,10 +108,69 @@ struct GemmScratch {
   }
 };
 
+struct F32GemmKernels;  // one tier's micro-kernels (gemm_kernels.h)
+
+// How the float engine gets its operands: op(A) raw (A with lda, transposed or not) or prepacked
+// (PackedA<float> layout); op(B) raw, a PackedB, or generated block by block by a GemmBPacker.
+enum class GemmA : uint8_t { kRaw, kPacked };
+enum class GemmB : uint8_t { kRaw, kPacked, kGenerated };
+
+// The way the engine computes a problem.
+enum class GemmPath : uint8_t {
+  kNothing,     // M or N is 0: C is not touched
+  kScaleC,      // K is 0: C = beta * C, then the epilogue
+  kGemvRow,     // M == 1, A raw, B raw or packed: one row of op(A) against op(B), column ranges per task
+  kGemvColumn,  // N == 1, both raw: the column as b^T op(A)^T, row ranges per task
+  kBlocked,     // packed blocks under the micro-kernel; tasks = column blocks x row chunks
+};
+
+// Everything the float engine decides from a problem's shape, operand forms, ISA tier and pool width,
+// made once by gemm_f32_plan (XNNPACK's create/reshape, where a run is XNNPACK's run): the path, the
+// micro-kernel set, the threads, the column blocks and row chunks its tasks cover and the packing
+// scratch it needs. The engine only executes a plan: every entry point without one makes one per call,
+// and callers that specialize keep theirs in their kernel variant. Plain data, so copies are cheap and
+// concurrent runs share one.
+struct GemmPlan {
+  // What it was made for.
+  int64_t M = 0, N = 0, K = 0;
+  GemmA a = GemmA::kRaw;
+  GemmB b = GemmB::kRaw;
+  bool trans_a = false, trans_b = false;  // of the raw operands (the GEMV paths' splits depend on them)
+  ep::IsaTier isa = ep::IsaTier::kScalar;
+  int pool_threads = 1;  // the width of the pool it runs on (1: none, or a call inside a parallel_for chunk)
+
+  const F32GemmKernels* kernels = nullptr;  // f32_gemm_kernels(isa)
+  GemmPath path = GemmPath::kNothing;
+  // Whether the problem has enough multiply-adds to be worth waking threads (the GEMV paths count each
+  // one 4 times: they are memory-bound). Independent of the width: a plan re-made for another width
+  // decides threads from it alone.
+  bool parallel_worth = false;
+  int threads = 1;      // threads its tasks run on: pool_threads when parallel_worth, else 1 (the caller)
+  int64_t tasks = 0;    // parallel_for items (the GEMV and blocked paths)
+  int64_t per_task = 0;  // GEMV paths: columns (kGemvColumn: rows) per task, or 16-column panels of a PackedB
+  // kBlocked: op(B)'s `panels` 16-column panels in n_blocks column blocks (block jb covers panels
+  // [jb * panels / n_blocks, (jb + 1) * panels / n_blocks)), M in m_chunks chunks of chunk_rows rows;
+  // task t is block t / m_chunks, chunk t % m_chunks. split_n: the threads split columns, not rows.
+  int64_t panels = 0, n_blocks = 0, m_chunks = 0, chunk_rows = 0;
+  bool split_n = false;
+  // Packing scratch per slot (floats, multiples of 16; 0 when the path packs nothing): the A block first
+  // (A raw), then the B block (B not a PackedB). Sized for the widest block at any width, so a plan
+  // re-made for another width (see the run-time conditions in gemm_f32.cpp) fits the same slots.
+  size_t scratch_a_floats = 0, scratch_floats = 0;
+  // Slots a run uses when it takes its own scratch: one per pool thread when tasks run on several.
+  int scratch_slots() const { return threads > 1 && tasks > 1 ? pool_threads : 1; }
+};
+
+// The plan for C[M,N] = op(A)[M,K] * op(B)[K,N] with the operands in these forms (transposes of raw
+// operands only), run on a pool of `pool_threads` threads (1: no pool, or from inside a parallel_for
+// chunk, where the pool runs nested loops inline) with the micro-kernels of `isa`.
+GemmPlan gemm_f32_plan(int64_t M, int64_t N, int64_t K, GemmA a, GemmB b, bool trans_a, bool trans_b,
+                       int pool_threads, ep::IsaTier isa = ep::cpu_isa_tier());
+
 // Floats per slot the engine uses for an M x N x K product (a multiple of 16; 0 when it packs nothing):
 // `a_packed`: A prepacked (PackedA layout); `b_packed`: B a PackedB (a GemmBPacker still needs its block:
 // pass false). Blocks are no larger than the problem (K block min(K, kGemmKC), A block at most 144 rows,
-// B block at most one column block). Independent of the thread count.
+// B block at most one column block). Independent of the thread count: GemmPlan::scratch_floats.
 size_t gemm_f32_scratch_floats(int64_t M, int64_t N, int64_t K, bool a_packed, bool b_packed);
 
 // The general float entry point.
@@ -127,6 +191,20 @@ void gemm_f32_packed_a(int64_t M, int64_t N, int64_t K, float alpha, const float
                        const GemmEpilogue* epilogue = nullptr, ep::IsaTier isa = ep::cpu_isa_tier(),
                        const GemmScratch* scratch = nullptr);
 
+// The entry points above on a plan made by gemm_f32_plan for the call's M, N, K, operand forms and
+// transposes (the plan carries them and the tier). A run whose conditions differ from the plan's (a
+// pool of another width, a call inside a parallel_for chunk) re-plans for them first, so the result
+// is the one-call entry point's, bit for bit, whatever the pool.
+void gemm_f32(const GemmPlan& plan, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+              float* C, int64_t ldc, ep::ThreadPool* pool, const GemmEpilogue* epilogue = nullptr,
+              const GemmScratch* scratch = nullptr);
+void gemm_f32_packed(const GemmPlan& plan, float alpha, const float* A, int64_t lda, const PackedB& B, float beta,
+                     float* C, int64_t ldc, ep::ThreadPool* pool, const GemmEpilogue* epilogue = nullptr,
+                     const GemmScratch* scratch = nullptr);
+void gemm_f32_packed_a(const GemmPlan& plan, float alpha, const float* a_packed, const float* B, int64_t ldb,
+                       float beta, float* C, int64_t ldc, ep::ThreadPool* pool, const GemmEpilogue* epilogue = nullptr,
+                       const GemmScratch* scratch = nullptr);
+
 // The widest column block the engine hands a B packer (its NC of 1024 columns plus a panel of rounding
 // when blocks are evened out), so a packer can keep per-block scratch on its stack.
 constexpr int64_t kGemmMaxBlockCols = 1024 + kGemmNR;
@@ -143,6 +221,10 @@ using GemmBPacker = ep::FunctionRef<void(int64_t p0, int64_t kc, int64_t j0, int
 void gemm_f32_packed_a_gen_b(int64_t M, int64_t N, int64_t K, float alpha, const float* a_packed, GemmBPacker pack_b,
                              float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
                              const GemmEpilogue* epilogue = nullptr, ep::IsaTier isa = ep::cpu_isa_tier(),
+                             const GemmScratch* scratch = nullptr);
+// The same on a plan (as the plan-taking entry points above).
+void gemm_f32_packed_a_gen_b(const GemmPlan& plan, float alpha, const float* a_packed, GemmBPacker pack_b, float beta,
+                             float* C, int64_t ldc, ep::ThreadPool* pool, const GemmEpilogue* epilogue = nullptr,
                              const GemmScratch* scratch = nullptr);
 
 // A run of columns of an implicit GEMM whose B rows are read in place (a conv's padded input):

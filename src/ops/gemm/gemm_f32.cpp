@@ -11,6 +11,9 @@
 //   PackedA<float>); for each 6-row micro-panel of A: for each run of n_panels 16-column micro-panels of B
 //   (one for AVX2, two for AVX-512): micro-kernel.
 // The epilogue runs on each tile of C right after its last K block.
+// gemm_f32_plan makes every one of these choices from the shape, the operand forms, the tier and the
+// pool's width (a GemmPlan); engine() checks the run-time conditions a plan cannot know and execute()
+// runs it. The loops above and the micro-kernels are the same whether a plan is made per call or kept.
 #include <algorithm>
 #include <cassert>
 #include <cstdint>
@@ -53,28 +56,6 @@ int64_t plain_column_blocks(int64_t N, int64_t K) {
   return std::min<int64_t>(panels, (N + nc_max - 1) / nc_max);
 }
 constexpr size_t round16(size_t n) { return (n + 15) / 16 * 16; }
-
-// Floats of the A block (before the B block) and of the whole slot; see gemm_f32_scratch_floats.
-// Must match engine(): its GEMV paths (M == 1 with A raw, N == 1 with both raw) pack nothing.
-struct ScratchNeed {
-  size_t a = 0, total = 0;
-};
-ScratchNeed scratch_need(int64_t M, int64_t N, int64_t K, bool a_packed, bool b_packed) {
-  ScratchNeed s;
-  if (M <= 0 || N <= 0 || K <= 0) return s;
-  if (M == 1 && !a_packed) return s;
-  if (N == 1 && !a_packed && !b_packed) return s;
-  const int64_t kc = std::min(K, KC);
-  if (!a_packed) s.a = round16(static_cast<size_t>(std::min<int64_t>(MC, (M + MR - 1) / MR * MR) * kc));
-  s.total = s.a;
-  if (!b_packed) {
-    const int64_t panels = (N + NR - 1) / NR;
-    const int64_t n_blocks = plain_column_blocks(N, K);
-    const int64_t nc_blk = (panels + n_blocks - 1) / n_blocks * NR;
-    s.total += round16(static_cast<size_t>(nc_blk * kc));
-  }
-  return s;
-}
 
 // Below this many multiply-adds a GEMM stays on the calling thread (waking workers costs more).
 constexpr int64_t kParallelMacs = int64_t(1) << 20;
@@ -165,9 +146,10 @@ void pack_b_block(const F32GemmKernels& kern, const float* B, int64_t ldb, bool 
 
 
 
-int threads_for(ep::ThreadPool* pool, int64_t macs) {
-  if (!pool || pool->num_threads() <= 1 || ep::ThreadPool::in_parallel_region() || macs < kParallelMacs) return 1;
-  return pool->num_threads();
+// The width a call on `pool` runs at now: 1 without a pool, and inside a parallel_for chunk (the pool
+// runs nested loops inline on the chunk's thread).
+int run_width(const ep::ThreadPool* pool) {
+  return pool && !ep::ThreadPool::in_parallel_region() ? pool->num_threads() : 1;
 }
 
 void run_tasks(ep::ThreadPool* pool, int threads, int64_t n, ep::FunctionRef<void(int64_t, int64_t)> fn) {
@@ -178,21 +160,21 @@ void run_tasks(ep::ThreadPool* pool, int threads, int64_t n, ep::FunctionRef<voi
   }
 }
 
-// y[1, N] = alpha * a[K] * op(B) + beta * y; B raw or packed.
-void gemv(const F32GemmKernels& kern, int64_t N, int64_t K, float alpha, const float* a, bool transB, const float* B,
+// y[1, N] = alpha * a[K] * op(B) + beta * y; B raw or packed; tasks of plan.per_task columns (B raw) or
+// 16-column panels (B packed). N, K: the GEMV's own (kGemvColumn runs it over op(A)^T: N = M).
+void gemv(const GemmPlan& plan, int64_t N, int64_t K, float alpha, const float* a, bool transB, const float* B,
           int64_t ldb, const PackedB* packed, float beta, float* y, ep::ThreadPool* pool) {
-  const int threads = threads_for(pool, N * K * 4);  // memory-bound: worth threads at smaller sizes
+  const F32GemmKernels& kern = *plan.kernels;
+  const int64_t per = plan.per_task;
   if (packed) {
     const int64_t panels = packed->n_padded / NR;
-    const int64_t per = std::max<int64_t>(1, (panels + threads * 4 - 1) / (threads * 4));
-    run_tasks(pool, threads, (panels + per - 1) / per, [&](int64_t t0, int64_t t1) {
+    run_tasks(pool, plan.threads, plan.tasks, [&](int64_t t0, int64_t t1) {
       const int64_t q0 = t0 * per, q1 = std::min(panels, t1 * per);
       kern.gemv_packed(q0, q1, N, K, alpha, a, packed->data.data(), packed->n_padded, beta, y);
     });
     return;
   }
-  const int64_t per = std::max<int64_t>(transB ? 4 : 64, (N + threads * 4 - 1) / (threads * 4) / 16 * 16);
-  run_tasks(pool, threads, (N + per - 1) / per, [&](int64_t t0, int64_t t1) {
+  run_tasks(pool, plan.threads, plan.tasks, [&](int64_t t0, int64_t t1) {
     const int64_t j0 = t0 * per, j1 = std::min(N, t1 * per);
     kern.gemv_raw(transB, j0, j1, K, alpha, a, B, ldb, beta, y);
   });
@@ -206,7 +188,6 @@ struct ASrc {
   int64_t lda = 0;
   bool trans = false;
   const float* packed = nullptr;  // PackedA<float> layout
-  int64_t m_padded = 0;
 };
 
 struct BSrc {
@@ -228,19 +209,19 @@ void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
   }
 }
 
-
-void engine(const F32GemmKernels& kern, int64_t M, int64_t N, int64_t K, float alpha, const ASrc& as, const BSrc& bs,
-            float beta, float* C, int64_t ldc, const GemmEpilogue* ep, ep::ThreadPool* pool,
-            const GemmScratch* scratch) {
-  if (M <= 0 || N <= 0) return;
+// Runs `plan` (made for these operands' forms and transposes, and for this pool's width at this call: see
+// engine()) on them.
+void execute(const GemmPlan& plan, float alpha, const ASrc& as, const BSrc& bs, float beta, float* C, int64_t ldc,
+             const GemmEpilogue* ep, ep::ThreadPool* pool, const GemmScratch* scratch) {
+  const int64_t M = plan.M, N = plan.N, K = plan.K;
+  if (plan.path == GemmPath::kNothing) return;
   if (ep && ep->empty()) ep = nullptr;
-  if (K <= 0 || alpha == 0.f) {
+  if (plan.path == GemmPath::kScaleC || alpha == 0.f) {
     scale_c(M, N, beta, C, ldc);
     if (ep) gemm_apply_epilogue(*ep, 0, 0, M, N, C, ldc);
     return;
   }
-  // GEMV: one row of op(A) (not prepacked).
-  if (M == 1 && !as.packed) {
+  if (plan.path == GemmPath::kGemvRow) {
     std::vector<float> tmp;
     const float* a = as.A;
     if (as.trans && as.lda != 1) {
@@ -248,97 +229,58 @@ void engine(const F32GemmKernels& kern, int64_t M, int64_t N, int64_t K, float a
       for (int64_t k = 0; k < K; ++k) tmp[k] = as.A[k * as.lda];
       a = tmp.data();
     }
-    gemv(kern, N, K, alpha, a, bs.trans, bs.B, bs.ldb, bs.packed, beta, C, pool);
+    gemv(plan, N, K, alpha, a, bs.trans, bs.B, bs.ldb, bs.packed, beta, C, pool);
     if (ep) gemm_apply_epilogue(*ep, 0, 0, 1, N, C, ldc);
     return;
   }
-  // N == 1 with raw operands: y[1, M] = b^T op(A)^T.
-  if (N == 1 && !as.packed && !bs.packed) {
+  if (plan.path == GemmPath::kGemvColumn) {  // y[1, M] = b^T op(A)^T
     std::vector<float> b(static_cast<size_t>(K)), y(static_cast<size_t>(M));
     for (int64_t k = 0; k < K; ++k) b[k] = bs.trans ? bs.B[k] : bs.B[k * bs.ldb];
     if (beta != 0.f)
       for (int64_t i = 0; i < M; ++i) y[i] = C[i * ldc];
-    gemv(kern, M, K, alpha, b.data(), !as.trans, as.A, as.lda, nullptr, beta, y.data(), pool);
+    gemv(plan, M, K, alpha, b.data(), !as.trans, as.A, as.lda, nullptr, beta, y.data(), pool);
     for (int64_t i = 0; i < M; ++i) C[i * ldc] = y[i];
     if (ep) gemm_apply_epilogue(*ep, 0, 0, M, 1, C, ldc);
     return;
   }
 
-  const int threads = threads_for(pool, M * N * K);
-  // Column blocks of at most nc_max, evened out to whole panels (block jb covers panels
-  // [jb * panels / n_blocks, (jb + 1) * panels / n_blocks)); row chunks so every thread has work.
-  const int64_t panels = (N + NR - 1) / NR;
-  const int64_t nc_max = block_columns(K);
-  int64_t n_blocks = (N + nc_max - 1) / nc_max;
-  // With A prepacked (conv weights) and B packed per task (a raw image for 1x1 convs, im2col panels
-  // for the implicit GEMM), row chunks would each pack the same B block again, and B's packing costs
-  // about as much per column as a 16-row slice of the product. Under 512 rows, split the columns over
-  // the threads instead (one or two blocks each, equal to a panel). With more rows the duplicate
-  // packing is cheap next to the product. Measured at 2 threads: ResNet-50's stride-2 3x3 convs (128,
-  // 256 rows) 1.4 ms split on N vs 2.1 / 1.8 on rows, 1024 rows 1.24 ms on rows vs 1.3-1.5 on N;
-  // DenseNet's 1x1 convs (128 rows, 784 columns, K 352-480) took 4 row chunks that each packed all of B
-  // and split 72 / 56 rows between the threads.
-  // Also when all of A is at most 1 MB (one L2): every column block then reads it from cache anyway.
-  // ResNet-50's 1x1/2 256->512 at 2 threads: 1.32 -> 1.07-1.12 ms on columns.
-  const bool split_n = threads > 1 && as.packed && !bs.packed && (M < 512 || M * K <= (int64_t(1) << 18)) &&
-                       panels >= 2 * threads;
-  if (split_n) {
-    const int64_t per_thread = (panels + threads - 1) / threads;
-    const int64_t sub = (per_thread * NR + nc_max - 1) / nc_max;  // blocks per thread, each <= nc_max columns
-    n_blocks = std::min<int64_t>(panels, static_cast<int64_t>(threads) * sub);
-  } else {
-    n_blocks = std::min<int64_t>(panels, n_blocks);
-  }
-  [[maybe_unused]] const int64_t nc_blk = (panels + n_blocks - 1) / n_blocks * NR;  // the widest block
-  assert(nc_blk <= kGemmMaxBlockCols);
-  assert(n_blocks >= plain_column_blocks(N, K));  // so scratch_need's B block covers nc_blk
+  const F32GemmKernels& kern = *plan.kernels;
+  const int64_t panels = plan.panels, n_blocks = plan.n_blocks, m_chunks = plan.m_chunks;
+  const int64_t chunk_rows = plan.chunk_rows, tasks = plan.tasks;
   auto block_cols = [&](int64_t jb, int64_t* j0, int64_t* nc) {
     *j0 = jb * panels / n_blocks * NR;
     *nc = std::min(N, (jb + 1) * panels / n_blocks * NR) - *j0;
   };
-  const int64_t m_panels = (M + MR - 1) / MR;
-  int64_t m_chunks = 1;
-  if (threads > 1 && !split_n) {
-    const int64_t want = 2 * threads;
-    m_chunks = std::min(m_panels, (want + n_blocks - 1) / n_blocks);
-    // Large M: chunks of whole MC blocks keep the A-block reuse.
-    m_chunks = std::max<int64_t>(m_chunks, 1);
-  }
-  const int64_t chunk_rows = ((m_panels + m_chunks - 1) / m_chunks) * MR;
-  m_chunks = (M + chunk_rows - 1) / chunk_rows;
-  const int64_t tasks = n_blocks * m_chunks;
   const int64_t tile_cols = NR * kern.n_panels;  // one call covers n_panels adjacent B panels
-  const int64_t a_stride_k = as.packed ? as.m_padded : 0;
+  const int64_t a_stride_k = as.packed ? (M + MR - 1) / MR * MR : 0;  // PackedA's m_padded
   const float* bpacked = bs.packed ? bs.packed->data.data() : nullptr;
   const int64_t n_padded = bs.packed ? bs.packed->n_padded : 0;
 
   // Packing scratch: the caller's slot of `scratch` (pool->slot(): distinct among the chunks running at
   // once, kept by a call nested in a chunk), else this call's own, one slot per thread that runs tasks.
-  const ScratchNeed need = scratch_need(M, N, K, as.packed != nullptr, bpacked != nullptr);
+  const size_t need_a = plan.scratch_a_floats, need = plan.scratch_floats;
   std::optional<ep::HeapScratch> own;
   float* scr_base = nullptr;
   size_t scr_stride = 0;
   int scr_slots = 0;
   bool scr_by_slot = false;  // index by pool->slot() (else the one slot 0)
-  if (need.total > 0) {
+  if (need > 0) {
     const int pool_threads = pool ? pool->num_threads() : 1;
-    if (scratch && scratch->base && scratch->slot_floats >= need.total && scratch->slots >= pool_threads) {
+    if (scratch && scratch->base && scratch->slot_floats >= need && scratch->slots >= pool_threads) {
       scr_base = scratch->base;
       scr_stride = scratch->slot_floats;
       scr_slots = scratch->slots;
       scr_by_slot = pool != nullptr;
     } else {
       // Tasks on several threads: they hold distinct slots in [0, num_threads()); else only this thread.
-      const bool parallel = threads > 1 && tasks > 1;
-      const int slots = parallel ? pool_threads : 1;
-      own.emplace(need.total * static_cast<size_t>(slots) * sizeof(float));
+      const int slots = plan.scratch_slots();
+      own.emplace(need * static_cast<size_t>(slots) * sizeof(float));
       scr_base = static_cast<float*>(own->get());
-      scr_stride = need.total;
+      scr_stride = need;
       scr_slots = slots;
-      scr_by_slot = parallel;
+      scr_by_slot = slots > 1;
     }
   }
-
   auto task = [&](int64_t t0, int64_t t1) {
     float* slot = nullptr;
     if (scr_base) {
@@ -348,7 +290,7 @@ void engine(const F32GemmKernels& kern, int64_t M, int64_t N, int64_t K, float a
       slot = scr_base + static_cast<size_t>(s) * scr_stride;
     }
     float* abuf = as.packed ? nullptr : slot;
-    float* bbuf = bpacked ? nullptr : slot + need.a;
+    float* bbuf = bpacked ? nullptr : slot + need_a;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t jb = t / m_chunks, mb = t % m_chunks;
       int64_t j0, nc;
@@ -402,7 +344,31 @@ void engine(const F32GemmKernels& kern, int64_t M, int64_t N, int64_t K, float a
       }
     }
   };
-  run_tasks(pool, threads, tasks, task);
+  run_tasks(pool, plan.threads, tasks, task);
+}
+
+// Runs `plan` on these operands. What a plan cannot know is checked here, at run time:
+// - the width the pool runs at now (run_width): another pool than the one planned for, or a call from
+//   inside a parallel_for chunk, which the pool runs inline on one thread. Where that changes the
+//   plan's thread decision (only when it found the problem worth threads), the plan is re-made for the
+//   width at hand: a few integer operations, no allocation, and the result is the one a per-call plan
+//   gives. Re-made rather than stored as a second, 1-thread plan, because any width may come (a plan
+//   for 2 threads on a pool of 4 re-plans too), and its scratch need is the same at every width, so the
+//   caller's slots still serve.
+// - the operand forms the entry point got (and a PackedB's own N and K): a plan made for other forms is
+//   re-made for these, so a mismatched plan costs a re-plan, never a wrong product.
+void engine(const GemmPlan& plan, float alpha, const ASrc& as, const BSrc& bs, float beta, float* C, int64_t ldc,
+            const GemmEpilogue* ep, ep::ThreadPool* pool, const GemmScratch* scratch) {
+  const GemmA a = as.packed ? GemmA::kPacked : GemmA::kRaw;
+  const GemmB b = bs.packed ? GemmB::kPacked : bs.gen ? GemmB::kGenerated : GemmB::kRaw;
+  const int64_t N = bs.packed ? bs.packed->N : plan.N, K = bs.packed ? bs.packed->K : plan.K;
+  const int width = run_width(pool);
+  const int want = plan.parallel_worth && width > 1 ? width : 1;
+  if (want != plan.threads || a != plan.a || b != plan.b || N != plan.N || K != plan.K || plan.kernels == nullptr) {
+    const GemmPlan now = gemm_f32_plan(plan.M, N, K, a, b, as.trans, bs.trans, width, plan.isa);
+    return execute(now, alpha, as, bs, beta, C, ldc, ep, pool, scratch);
+  }
+  execute(plan, alpha, as, bs, beta, C, ldc, ep, pool, scratch);
 }
 
 
@@ -449,8 +415,121 @@ void gemm_apply_epilogue(const GemmEpilogue& ep, int64_t i0, int64_t j0, int64_t
   }
 }
 
+GemmPlan gemm_f32_plan(int64_t M, int64_t N, int64_t K, GemmA a, GemmB b, bool trans_a, bool trans_b,
+                       int pool_threads, ep::IsaTier isa) {
+  GemmPlan p;
+  p.M = M;
+  p.N = N;
+  p.K = K;
+  p.a = a;
+  p.b = b;
+  p.trans_a = trans_a;
+  p.trans_b = trans_b;
+  p.isa = isa;
+  p.pool_threads = std::max(1, pool_threads);
+  p.kernels = &f32_gemm_kernels(isa);
+  if (M <= 0 || N <= 0) return p;  // kNothing
+  if (K <= 0) {
+    p.path = GemmPath::kScaleC;
+    return p;
+  }
+  auto decide_threads = [&](int64_t macs) {
+    p.parallel_worth = macs >= kParallelMacs;
+    p.threads = p.parallel_worth ? p.pool_threads : 1;
+  };
+  // GEMV over `n` outputs (columns of B, rows of op(A)) of B raw (`trans`: its outputs are rows, read
+  // along K) or packed: about 4 tasks a thread, raw ranges of whole 16-column groups (at least 64
+  // columns, or 4 rows), packed ranges of whole panels.
+  auto plan_gemv = [&](int64_t n, bool trans, bool packed) {
+    decide_threads(n * K * 4);  // memory-bound: worth threads at smaller sizes
+    const int64_t share = int64_t(p.threads) * 4;
+    if (packed) {
+      const int64_t panels = (n + NR - 1) / NR;
+      p.per_task = std::max<int64_t>(1, (panels + share - 1) / share);
+      p.tasks = (panels + p.per_task - 1) / p.per_task;
+    } else {
+      p.per_task = std::max<int64_t>(trans ? 4 : 64, (n + share - 1) / share / 16 * 16);
+      p.tasks = (n + p.per_task - 1) / p.per_task;
+    }
+  };
+  // GEMV: one row of op(A) (not prepacked) against B raw or packed.
+  if (M == 1 && a == GemmA::kRaw && b != GemmB::kGenerated) {
+    p.path = GemmPath::kGemvRow;
+    plan_gemv(N, trans_b, b == GemmB::kPacked);
+    return p;
+  }
+  // N == 1 with raw operands: y[1, M] = b^T op(A)^T, a GEMV over op(A)^T (rows of A when not transposed).
+  if (N == 1 && a == GemmA::kRaw && b == GemmB::kRaw) {
+    p.path = GemmPath::kGemvColumn;
+    plan_gemv(M, !trans_a, false);
+    return p;
+  }
+
+  p.path = GemmPath::kBlocked;
+  decide_threads(M * N * K);
+  const int threads = p.threads;
+  // Column blocks of at most nc_max, evened out to whole panels (block jb covers panels
+  // [jb * panels / n_blocks, (jb + 1) * panels / n_blocks)); row chunks so every thread has work.
+  const int64_t panels = (N + NR - 1) / NR;
+  const int64_t nc_max = block_columns(K);
+  int64_t n_blocks = (N + nc_max - 1) / nc_max;
+  // With A prepacked (conv weights) and B packed per task (a raw image for 1x1 convs, im2col panels
+  // for the implicit GEMM), row chunks would each pack the same B block again, and B's packing costs
+  // about as much per column as a 16-row slice of the product. Under 512 rows, split the columns over
+  // the threads instead (one or two blocks each, equal to a panel). With more rows the duplicate
+  // packing is cheap next to the product. Measured at 2 threads: ResNet-50's stride-2 3x3 convs (128,
+  // 256 rows) 1.4 ms split on N vs 2.1 / 1.8 on rows, 1024 rows 1.24 ms on rows vs 1.3-1.5 on N;
+  // DenseNet's 1x1 convs (128 rows, 784 columns, K 352-480) took 4 row chunks that each packed all of B
+  // and split 72 / 56 rows between the threads.
+  // Also when all of A is at most 1 MB (one L2): every column block then reads it from cache anyway.
+  // ResNet-50's 1x1/2 256->512 at 2 threads: 1.32 -> 1.07-1.12 ms on columns.
+  const bool split_n = threads > 1 && a == GemmA::kPacked && b != GemmB::kPacked &&
+                       (M < 512 || M * K <= (int64_t(1) << 18)) && panels >= 2 * threads;
+  if (split_n) {
+    const int64_t per_thread = (panels + threads - 1) / threads;
+    const int64_t sub = (per_thread * NR + nc_max - 1) / nc_max;  // blocks per thread, each <= nc_max columns
+    n_blocks = std::min<int64_t>(panels, static_cast<int64_t>(threads) * sub);
+  } else {
+    n_blocks = std::min<int64_t>(panels, n_blocks);
+  }
+  [[maybe_unused]] const int64_t nc_blk = (panels + n_blocks - 1) / n_blocks * NR;  // the widest block
+  assert(nc_blk <= kGemmMaxBlockCols);
+  assert(n_blocks >= plain_column_blocks(N, K));  // so the scratch's B block below covers nc_blk
+  const int64_t m_panels = (M + MR - 1) / MR;
+  int64_t m_chunks = 1;
+  if (threads > 1 && !split_n) {
+    const int64_t want = 2 * threads;
+    m_chunks = std::min(m_panels, (want + n_blocks - 1) / n_blocks);
+    // Large M: chunks of whole MC blocks keep the A-block reuse.
+    m_chunks = std::max<int64_t>(m_chunks, 1);
+  }
+  const int64_t chunk_rows = ((m_panels + m_chunks - 1) / m_chunks) * MR;
+  m_chunks = (M + chunk_rows - 1) / chunk_rows;
+  p.panels = panels;
+  p.n_blocks = n_blocks;
+  p.m_chunks = m_chunks;
+  p.chunk_rows = chunk_rows;
+  p.split_n = split_n;
+  p.tasks = n_blocks * m_chunks;
+
+  // Scratch per slot: an A block (up to MC rows of one K block) when A is raw, then a B block when B is
+  // not a PackedB, as wide as the widest block without a split over threads (a split only narrows
+  // blocks), so the need is the same at every width.
+  const int64_t kc = std::min(K, KC);
+  if (a == GemmA::kRaw) p.scratch_a_floats = round16(static_cast<size_t>(std::min<int64_t>(MC, m_panels * MR) * kc));
+  p.scratch_floats = p.scratch_a_floats;
+  if (b != GemmB::kPacked) {
+    const int64_t plain_blocks = plain_column_blocks(N, K);
+    const int64_t plain_blk = (panels + plain_blocks - 1) / plain_blocks * NR;
+    p.scratch_floats += round16(static_cast<size_t>(plain_blk * kc));
+  }
+  return p;
+}
+
 size_t gemm_f32_scratch_floats(int64_t M, int64_t N, int64_t K, bool a_packed, bool b_packed) {
-  return scratch_need(M, N, K, a_packed, b_packed).total;
+  return gemm_f32_plan(M, N, K, a_packed ? GemmA::kPacked : GemmA::kRaw, b_packed ? GemmB::kPacked : GemmB::kRaw,
+                       false, false, 1)
+      .scratch_floats;
 }
 
 PackedB pack_b_f32(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb, ep::IsaTier isa) {
@@ -482,54 +561,81 @@ PackedA<float> pack_a<float>(bool transA, int64_t M, int64_t K, const float* A, 
   return pa;
 }
 
+// The one-call entry points plan for the width the call runs at (run_width), then run that plan.
+
 void gemm_f32(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
               const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
               const GemmEpilogue* epilogue, ep::IsaTier isa, const GemmScratch* scratch) {
+  gemm_f32(gemm_f32_plan(M, N, K, GemmA::kRaw, GemmB::kRaw, transA, transB, run_width(pool), isa), alpha, A, lda, B,
+           ldb, beta, C, ldc, pool, epilogue, scratch);
+}
+
+void gemm_f32(const GemmPlan& plan, float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+              float* C, int64_t ldc, ep::ThreadPool* pool, const GemmEpilogue* epilogue, const GemmScratch* scratch) {
   ASrc as;
   as.A = A;
   as.lda = lda;
-  as.trans = transA;
+  as.trans = plan.trans_a;
   BSrc bs;
   bs.B = B;
   bs.ldb = ldb;
-  bs.trans = transB;
-  engine(f32_gemm_kernels(isa), M, N, K, alpha, as, bs, beta, C, ldc, epilogue, pool, scratch);
+  bs.trans = plan.trans_b;
+  engine(plan, alpha, as, bs, beta, C, ldc, epilogue, pool, scratch);
 }
 
 void gemm_f32_packed(bool transA, int64_t M, float alpha, const float* A, int64_t lda, const PackedB& B, float beta,
                      float* C, int64_t ldc, ep::ThreadPool* pool, const GemmEpilogue* epilogue, ep::IsaTier isa,
                      const GemmScratch* scratch) {
+  gemm_f32_packed(gemm_f32_plan(M, B.N, B.K, GemmA::kRaw, GemmB::kPacked, transA, false, run_width(pool), isa), alpha,
+                  A, lda, B, beta, C, ldc, pool, epilogue, scratch);
+}
+
+void gemm_f32_packed(const GemmPlan& plan, float alpha, const float* A, int64_t lda, const PackedB& B, float beta,
+                     float* C, int64_t ldc, ep::ThreadPool* pool, const GemmEpilogue* epilogue,
+                     const GemmScratch* scratch) {
   ASrc as;
   as.A = A;
   as.lda = lda;
-  as.trans = transA;
+  as.trans = plan.trans_a;
   BSrc bs;
   bs.packed = &B;
-  engine(f32_gemm_kernels(isa), M, B.N, B.K, alpha, as, bs, beta, C, ldc, epilogue, pool, scratch);
+  engine(plan, alpha, as, bs, beta, C, ldc, epilogue, pool, scratch);
 }
 
 void gemm_f32_packed_a(int64_t M, int64_t N, int64_t K, float alpha, const float* a_packed, bool transB,
                        const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ep::ThreadPool* pool,
                        const GemmEpilogue* epilogue, ep::IsaTier isa, const GemmScratch* scratch) {
+  gemm_f32_packed_a(gemm_f32_plan(M, N, K, GemmA::kPacked, GemmB::kRaw, false, transB, run_width(pool), isa), alpha,
+                    a_packed, B, ldb, beta, C, ldc, pool, epilogue, scratch);
+}
+
+void gemm_f32_packed_a(const GemmPlan& plan, float alpha, const float* a_packed, const float* B, int64_t ldb,
+                       float beta, float* C, int64_t ldc, ep::ThreadPool* pool, const GemmEpilogue* epilogue,
+                       const GemmScratch* scratch) {
   ASrc as;
   as.packed = a_packed;
-  as.m_padded = (M + MR - 1) / MR * MR;
   BSrc bs;
   bs.B = B;
   bs.ldb = ldb;
-  bs.trans = transB;
-  engine(f32_gemm_kernels(isa), M, N, K, alpha, as, bs, beta, C, ldc, epilogue, pool, scratch);
+  bs.trans = plan.trans_b;
+  engine(plan, alpha, as, bs, beta, C, ldc, epilogue, pool, scratch);
 }
 
 void gemm_f32_packed_a_gen_b(int64_t M, int64_t N, int64_t K, float alpha, const float* a_packed, GemmBPacker pack_b,
                              float beta, float* C, int64_t ldc, ep::ThreadPool* pool, const GemmEpilogue* epilogue,
                              ep::IsaTier isa, const GemmScratch* scratch) {
+  gemm_f32_packed_a_gen_b(gemm_f32_plan(M, N, K, GemmA::kPacked, GemmB::kGenerated, false, false, run_width(pool), isa),
+                          alpha, a_packed, pack_b, beta, C, ldc, pool, epilogue, scratch);
+}
+
+void gemm_f32_packed_a_gen_b(const GemmPlan& plan, float alpha, const float* a_packed, GemmBPacker pack_b, float beta,
+                             float* C, int64_t ldc, ep::ThreadPool* pool, const GemmEpilogue* epilogue,
+                             const GemmScratch* scratch) {
   ASrc as;
   as.packed = a_packed;
-  as.m_padded = (M + MR - 1) / MR * MR;
   BSrc bs;
   bs.gen = &pack_b;
-  engine(f32_gemm_kernels(isa), M, N, K, alpha, as, bs, beta, C, ldc, epilogue, pool, scratch);
+  engine(plan, alpha, as, bs, beta, C, ldc, epilogue, pool, scratch);
 }
 
 void gemm_f32_strips(int64_t M, int64_t K, const float* a_packed, const float* brow, const int64_t* boff,

@@ -28,15 +28,31 @@ struct MatMulShape {
 };
 Result<MatMulShape> matmul_shape(const Dims& a, const Dims& b);
 
+// How matmul_batched runs a batched product, decided from the shape once (MatMul's variant keeps it):
+// how the batches go over the threads, and the float engine's plan for one of its GEMMs (float and the
+// reduced floats, which compute in float; unused for other types).
+struct MatMulPlan {
+  enum class Batches : uint8_t {
+    kTall,    // B shared and A's batches contiguous: one GEMM of batch_count * M rows on the pool
+    kEach,    // one GEMM per batch in turn, each on the pool (one batch, or enough work in each)
+    kChunks,  // batches in parallel_for chunks, each GEMM single-threaded on its chunk's thread
+  };
+  Batches batches = Batches::kEach;
+  int64_t chunk_grain = 1;  // kChunks: the parallel_for grain (batches)
+  GemmPlan gemm;            // its packing scratch: gemm.scratch_floats per slot, a slot per pool thread
+};
+// The plan for s on a pool of `pool_threads` threads at tier `isa`.
+MatMulPlan matmul_plan(const MatMulShape& s, int pool_threads, ep::IsaTier isa = ep::cpu_isa_tier());
+
 // Y[batch, M, N] = A x B for contiguous row-major operands laid out per MatMulShape.
 // float/double go through the blocked GEMM (float at the caller's tier); reduced floats compute in float;
-// integers wrap. `scratch`: the float GEMM's packing scratch for pool.num_threads() slots of
-// matmul_scratch_floats(s) (else the GEMM allocates per call).
+// integers wrap. `plan`: matmul_plan(s, pool.num_threads(), isa), else made per call. `scratch`: the float
+// GEMM's packing scratch for pool.num_threads() slots of plan->gemm.scratch_floats (else the GEMM
+// allocates per call).
 template <typename T>
 void matmul_batched(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool,
-                    ep::IsaTier isa = ep::cpu_isa_tier(), const GemmScratch* scratch = nullptr);
-// Floats per slot of the float GEMM's packing scratch matmul_batched<float> uses for s.
-size_t matmul_scratch_floats(const MatMulShape& s);
+                    ep::IsaTier isa = ep::cpu_isa_tier(), const GemmScratch* scratch = nullptr,
+                    const MatMulPlan* plan = nullptr);
 
 // Integer GEMM (row-major, C = A x B, wrapping arithmetic in AccT).
 template <typename T, typename AccT>

@@ -1,6 +1,7 @@
 // MatMul, Gemm, Det.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "ep/slot_scratch.h"
@@ -57,11 +58,12 @@ void batch_offsets(const MatMulShape& s, std::vector<int64_t>* ao, std::vector<i
   }
 }
 
+// C = A * B (row-major, M x K times K x N); float on the engine's `plan` (made for these M, N, K).
 template <typename T>
-void gemm_plain(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, ep::ThreadPool* pool, ep::IsaTier isa,
-                const GemmScratch* scratch) {
+void gemm_plain(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, ep::ThreadPool* pool,
+                const GemmPlan& plan, const GemmScratch* scratch) {
   if constexpr (std::is_same_v<T, float>) {
-    gemm_f32(false, false, M, N, K, 1.f, A, K, B, N, 0.f, C, N, pool, nullptr, isa, scratch);
+    gemm_f32(plan, 1.f, A, K, B, N, 0.f, C, N, pool, nullptr, scratch);
   } else if constexpr (std::is_same_v<T, double>) {
     gemm_f64(false, false, M, N, K, 1.0, A, K, B, N, 0.0, C, N, pool);
   } else {
@@ -91,28 +93,26 @@ void gemm_plain(int64_t M, int64_t N, int64_t K, const T* A, const T* B, T* C, e
 
 template <typename T>
 void matmul_batched_native(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool,
-                           ep::IsaTier isa, const GemmScratch* scratch) {
+                           const MatMulPlan& plan, const GemmScratch* scratch) {
   const int64_t nb = s.batch_count();
   const int64_t M = s.M, N = s.N, K = s.K;
   if (nb == 0 || M == 0 || N == 0) return;
-  // B shared and A's batches contiguous in order: one tall GEMM.
-  if (s.b_shared() && s.a_batches == nb) {
-    gemm_plain<T>(nb * M, N, K, A, B, Y, &pool, isa, scratch);
+  if (plan.batches == MatMulPlan::Batches::kTall) {
+    gemm_plain<T>(nb * M, N, K, A, B, Y, &pool, plan.gemm, scratch);
     return;
   }
   std::vector<int64_t> ao, bo;
   batch_offsets(s, &ao, &bo);
-  const int64_t work = M * N * std::max<int64_t>(K, 1);
-  if (nb == 1 || work >= (int64_t(1) << 18)) {
+  if (plan.batches == MatMulPlan::Batches::kEach) {
     for (int64_t i = 0; i < nb; ++i) {
-      gemm_plain<T>(M, N, K, A + ao[i] * M * K, B + bo[i] * K * N, Y + i * M * N, &pool, isa, scratch);
+      gemm_plain<T>(M, N, K, A + ao[i] * M * K, B + bo[i] * K * N, Y + i * M * N, &pool, plan.gemm, scratch);
     }
   } else {
-    pool.parallel_for(nb, std::max<int64_t>(1, (int64_t(1) << 16) / work), [&](int64_t b0, int64_t b1) {
+    pool.parallel_for(nb, plan.chunk_grain, [&](int64_t b0, int64_t b1) {
       // Single-threaded GEMMs in a chunk: this thread's slot alone.
       const GemmScratch one = scratch ? scratch->only_slot(pool.slot()) : GemmScratch{};
       for (int64_t i = b0; i < b1; ++i)
-        gemm_plain<T>(M, N, K, A + ao[i] * M * K, B + bo[i] * K * N, Y + i * M * N, nullptr, isa, &one);
+        gemm_plain<T>(M, N, K, A + ao[i] * M * K, B + bo[i] * K * N, Y + i * M * N, nullptr, plan.gemm, &one);
     });
   }
 }
@@ -127,30 +127,48 @@ std::vector<float> to_float(const T* p, int64_t n) {
 
 }  // namespace
 
-size_t matmul_scratch_floats(const MatMulShape& s) {
+MatMulPlan matmul_plan(const MatMulShape& s, int pool_threads, ep::IsaTier isa) {
+  MatMulPlan p;
   const int64_t nb = s.batch_count();
-  if (nb == 0 || s.M == 0 || s.N == 0 || s.K == 0) return 0;
-  const int64_t M = s.b_shared() && s.a_batches == nb ? nb * s.M : s.M;  // as matmul_batched_native
-  return gemm_f32_scratch_floats(M, s.N, s.K, false, false);
+  const int64_t M = s.M, N = s.N, K = s.K;
+  // B shared and A's batches contiguous in order: one tall GEMM.
+  if (s.b_shared() && s.a_batches == nb) {
+    p.batches = MatMulPlan::Batches::kTall;
+    p.gemm = gemm_f32_plan(nb * M, N, K, GemmA::kRaw, GemmB::kRaw, false, false, pool_threads, isa);
+    return p;
+  }
+  const int64_t work = M * N * std::max<int64_t>(K, 1);
+  if (nb == 1 || work >= (int64_t(1) << 18)) {
+    p.batches = MatMulPlan::Batches::kEach;
+    p.gemm = gemm_f32_plan(M, N, K, GemmA::kRaw, GemmB::kRaw, false, false, pool_threads, isa);
+    return p;
+  }
+  // Small GEMMs: the batches over the threads, each GEMM on its chunk's thread (called without a pool).
+  p.batches = MatMulPlan::Batches::kChunks;
+  p.chunk_grain = std::max<int64_t>(1, (int64_t(1) << 16) / work);
+  p.gemm = gemm_f32_plan(M, N, K, GemmA::kRaw, GemmB::kRaw, false, false, 1, isa);
+  return p;
 }
 
 template <typename T>
 void matmul_batched(const T* A, const T* B, T* Y, const MatMulShape& s, ep::ThreadPool& pool, ep::IsaTier isa,
-                    const GemmScratch* scratch) {
+                    const GemmScratch* scratch, const MatMulPlan* plan) {
+  const MatMulPlan own = plan ? MatMulPlan{} : matmul_plan(s, pool.num_threads(), isa);
+  const MatMulPlan& p = plan ? *plan : own;
   if constexpr (is_reduced_float_v<T>) {
     std::vector<float> a = to_float(A, s.a_batches * s.M * s.K);
     std::vector<float> b = to_float(B, s.b_batches * s.K * s.N);
     std::vector<float> y(static_cast<size_t>(s.batch_count() * s.M * s.N));
-    matmul_batched_native<float>(a.data(), b.data(), y.data(), s, pool, isa, scratch);
+    matmul_batched_native<float>(a.data(), b.data(), y.data(), s, pool, p, scratch);
     for (size_t i = 0; i < y.size(); ++i) Y[i] = T(y[i]);
   } else {
-    matmul_batched_native<T>(A, B, Y, s, pool, isa, scratch);
+    matmul_batched_native<T>(A, B, Y, s, pool, p, scratch);
   }
 }
 
 #define NXRT_INSTANTIATE_MATMUL(T) \
   template void matmul_batched<T>(const T*, const T*, T*, const MatMulShape&, ep::ThreadPool&, ep::IsaTier, \
-                                  const GemmScratch*);
+                                  const GemmScratch*, const MatMulPlan*);
 NXRT_INSTANTIATE_MATMUL(float)
 NXRT_INSTANTIATE_MATMUL(double)
 NXRT_INSTANTIATE_MATMUL(Float16)
@@ -167,20 +185,53 @@ NXRT_INSTANTIATE_MATMUL(uint64_t)
 
 namespace {
 
-// The float GEMM's packing scratch a MatMul / Gemm variant declared (a SlotVariant: slots of whole
-// floats), or none (the engine then allocates per call).
-GemmScratch variant_gemm_scratch(ep::KernelContext& ctx) {
-  const auto* v = dynamic_cast<const ep::SlotVariant*>(ctx.variant());
-  if (!v) return {};
+// What MatMul and Gemm specialize for float, float16 and bfloat16 inputs (which compute in float): the
+// float engine's plan for these shapes at the pool's size, and its packing scratch, a slot of
+// plan.scratch_floats per pool thread, as the workspace. MatMul's carries how its batches run too.
+template <typename Plan>
+struct GemmPlanVariant final : ep::KernelVariant {
+  GemmPlanVariant(Plan p, int slots_) : plan(std::move(p)), slots(std::max(1, slots_)) {}
+  size_t slot_floats() const { return gemm_plan().scratch_floats; }
+  size_t workspace_bytes() const override { return slot_floats() * sizeof(float) * static_cast<size_t>(slots); }
+  const GemmPlan& gemm_plan() const {
+    if constexpr (std::is_same_v<Plan, MatMulPlan>) {
+      return plan.gemm;
+    } else {
+      return plan;
+    }
+  }
+  const Plan plan;
+  const int slots;
+};
+using MatMulVariant = GemmPlanVariant<MatMulPlan>;
+using GemmVariant = GemmPlanVariant<GemmPlan>;
+
+// The context's variant when it is a V (else null), with its scratch in `scratch` (none when its
+// workspace is not to be had: the engine then allocates per call).
+template <typename V>
+const V* gemm_variant(ep::KernelContext& ctx, GemmScratch* scratch) {
+  const auto* v = dynamic_cast<const V*>(ctx.variant());
+  if (!v) return nullptr;
+  *scratch = {};
   Result<void*> ws = ep::variant_workspace(ctx, *v);
-  if (!ws.ok()) return {};
-  return {static_cast<float*>(*ws), ep::SlotScratch::stride(v->slot_bytes) / sizeof(float), v->slots};
+  if (ws.ok() && *ws) *scratch = {static_cast<float*>(*ws), v->slot_floats(), v->slots};
+  return v;
 }
 
-// A variant of `floats` per slot for sc.num_threads() slots (none when 0).
-Result<std::unique_ptr<ep::KernelVariant>> gemm_slot_variant(const ep::SpecializeContext& sc, size_t floats) {
-  if (floats == 0) return std::unique_ptr<ep::KernelVariant>();
-  return std::unique_ptr<ep::KernelVariant>(std::make_unique<ep::SlotVariant>(floats * sizeof(float), sc.num_threads()));
+template <typename V, typename Plan>
+Result<std::unique_ptr<ep::KernelVariant>> gemm_plan_variant(const ep::SpecializeContext& sc, Plan plan) {
+  return std::unique_ptr<ep::KernelVariant>(std::make_unique<V>(std::move(plan), sc.num_threads()));
+}
+
+// Whether a plan was made for this product (a variant is made for the node's input shapes, so it always
+// is; a mismatch would be a caller's bug, which costs a per-call plan rather than a wrong product).
+bool gemm_plan_serves(const GemmPlan& p, int64_t M, int64_t N, int64_t K, GemmB b, bool ta, bool tb) {
+  return p.M == M && p.N == N && p.K == K && p.a == GemmA::kRaw && p.b == b && p.trans_a == ta &&
+         (b == GemmB::kPacked || p.trans_b == tb);
+}
+bool matmul_plan_serves(const MatMulPlan& p, const MatMulShape& s) {
+  const int64_t rows = p.batches == MatMulPlan::Batches::kTall ? s.batch_count() * s.M : s.M;
+  return gemm_plan_serves(p.gemm, rows, s.N, s.K, GemmB::kRaw, false, false);
 }
 
 Status matmul_compute(ep::KernelContext& ctx, ep::IsaTier isa) {
@@ -203,8 +254,10 @@ Status matmul_compute(ep::KernelContext& ctx, ep::IsaTier isa) {
           std::fill(yd, yd + y->numel(), T(0));
           return Status::Ok();
         }
-        const GemmScratch gs = variant_gemm_scratch(ctx);
-        matmul_batched<T>(a.data<T>(), b.data<T>(), yd, s, ctx.pool(), isa, &gs);
+        GemmScratch gs;
+        const MatMulVariant* v = gemm_variant<MatMulVariant>(ctx, &gs);
+        const MatMulPlan* plan = v && matmul_plan_serves(v->plan, s) ? &v->plan : nullptr;
+        matmul_batched<T>(a.data<T>(), b.data<T>(), yd, s, ctx.pool(), isa, &gs, plan);
         return Status::Ok();
       },
       [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(a.dtype()), StatusCode::kNotImplemented); });
@@ -253,8 +306,12 @@ Status gemm_typed(ep::KernelContext& ctx, const Tensor& a, const Tensor& b, cons
     if constexpr (std::is_same_v<Cm, double>) {
       gemm_f64(ta, tb, M, N, K, alpha, ap, lda, bp, ldb, use_c ? beta : 0.0, out, N, &ctx.pool());
     } else {
-      const GemmScratch gs = variant_gemm_scratch(ctx);
-      gemm_f32(ta, tb, M, N, K, alpha, ap, lda, bp, ldb, use_c ? beta : 0.f, out, N, &ctx.pool(), nullptr, isa, &gs);
+      GemmScratch gs;
+      const GemmVariant* v = gemm_variant<GemmVariant>(ctx, &gs);
+      const GemmPlan plan = v && gemm_plan_serves(v->plan, M, N, K, GemmB::kRaw, ta, tb)
+                                ? v->plan
+                                : gemm_f32_plan(M, N, K, GemmA::kRaw, GemmB::kRaw, ta, tb, ctx.pool().num_threads(), isa);
+      gemm_f32(plan, alpha, ap, lda, bp, ldb, use_c ? beta : 0.f, out, N, &ctx.pool(), nullptr, &gs);
     }
     if constexpr (!std::is_same_v<T, Cm>) {
       for (int64_t i = 0; i < M * N; ++i) yd[i] = T(out[i]);
@@ -403,7 +460,8 @@ class MatMulKernel final : public ep::Kernel {
     return Status::Ok();
   }
   bool reads_const_input_data(size_t i) const override { return !(i == 1 && !packed_.empty()); }
-  // The float GEMM's packing scratch for these shapes, one slot per thread.
+  // The float GEMM's plan for these shapes (with a constant B, the one GEMM A's batches fold into) and
+  // its packing scratch, one slot per thread.
   Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
     if (!sc.has_input(0) || !sc.has_input(1)) return std::unique_ptr<ep::KernelVariant>();
     const DataType dt = sc.dtype(0);
@@ -412,9 +470,9 @@ class MatMulKernel final : public ep::Kernel {
     auto sr = matmul_shape(sc.shape(0), packed_.empty() ? sc.shape(1) : b_shape_);
     if (!sr.ok()) return std::unique_ptr<ep::KernelVariant>();
     const MatMulShape& s = sr.value();
-    if (packed_.empty()) return gemm_slot_variant(sc, matmul_scratch_floats(s));
+    if (packed_.empty()) return gemm_plan_variant<MatMulVariant>(sc, matmul_plan(s, sc.num_threads(), isa_));
     if (dt != DataType::kFloat) return std::unique_ptr<ep::KernelVariant>();
-    return gemm_slot_variant(sc, gemm_f32_scratch_floats(s.batch_count() * s.M, s.N, s.K, false, true));
+    return gemm_plan_variant<MatMulVariant>(sc, packed_b_plan(s, sc.num_threads()));
   }
   Status compute(ep::KernelContext& ctx) const override {
     const Tensor& a = ctx.input(0);
@@ -427,14 +485,26 @@ class MatMulKernel final : public ep::Kernel {
     const MatMulShape& s = sr.value();
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kFloat, s.out_shape));
     if (y->numel() == 0) return Status::Ok();
-    // B has no batch dims: A's batches fold into M.
-    const GemmScratch gs = variant_gemm_scratch(ctx);
-    gemm_f32_packed(false, s.batch_count() * s.M, 1.f, a.data<float>(), s.K, packed_, 0.f, y->data<float>(), s.N,
-                    &ctx.pool(), nullptr, isa_, &gs);
+    GemmScratch gs;
+    const MatMulVariant* v = gemm_variant<MatMulVariant>(ctx, &gs);
+    const int64_t rows = s.batch_count() * s.M;
+    const MatMulPlan plan = v && gemm_plan_serves(v->plan.gemm, rows, s.N, s.K, GemmB::kPacked, false, false)
+                                ? v->plan
+                                : packed_b_plan(s, ctx.pool().num_threads());
+    gemm_f32_packed(plan.gemm, 1.f, a.data<float>(), s.K, packed_, 0.f, y->data<float>(), s.N, &ctx.pool(), nullptr,
+                    &gs);
     return Status::Ok();
   }
 
  private:
+  // B has no batch dims: A's batches fold into M of one GEMM against the packed B.
+  MatMulPlan packed_b_plan(const MatMulShape& s, int threads) const {
+    MatMulPlan p;
+    p.batches = MatMulPlan::Batches::kTall;
+    p.gemm = gemm_f32_plan(s.batch_count() * s.M, packed_.N, packed_.K, GemmA::kRaw, GemmB::kPacked, false, false,
+                           threads, isa_);
+    return p;
+  }
   PackedB packed_;
   Dims b_shape_;
   ep::IsaTier isa_ = ep::cpu_isa_tier();  // the GEMM kernels' tier, chosen at creation
@@ -466,9 +536,12 @@ class GemmKernel final : public ep::Kernel {
       return std::unique_ptr<ep::KernelVariant>();
     const bool ta = sc.info().attr_int("transA", 0) != 0;
     const int64_t M = ta ? as[1] : as[0], K = ta ? as[0] : as[1], N = tb_ ? bs[0] : bs[1];
-    if (packed_.empty()) return gemm_slot_variant(sc, gemm_f32_scratch_floats(M, N, K, false, false));
-    if (dt != DataType::kFloat) return std::unique_ptr<ep::KernelVariant>();
-    return gemm_slot_variant(sc, gemm_f32_scratch_floats(M, packed_.N, K, false, true));
+    if (packed_.empty()) {
+      return gemm_plan_variant<GemmVariant>(
+          sc, gemm_f32_plan(M, N, K, GemmA::kRaw, GemmB::kRaw, ta, tb_, sc.num_threads(), isa_));
+    }
+    if (dt != DataType::kFloat || K != packed_.K) return std::unique_ptr<ep::KernelVariant>();
+    return gemm_plan_variant<GemmVariant>(sc, packed_b_plan(M, ta, sc.num_threads()));
   }
   Status compute(ep::KernelContext& ctx) const override {
     const auto& info = ctx.info();
@@ -499,6 +572,11 @@ class GemmKernel final : public ep::Kernel {
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kFloat, Dims{M, N}));
     if (M == 0 || N == 0) return Status::Ok();
     float* yd = y->data<float>();
+    GemmScratch gs;
+    const GemmVariant* v = gemm_variant<GemmVariant>(ctx, &gs);
+    const GemmPlan plan = v && gemm_plan_serves(v->plan, M, N, K, GemmB::kPacked, ta, false)
+                              ? v->plan
+                              : packed_b_plan(M, ta, ctx.pool().num_threads());
     // A bias vector (C of shape [N], [1,N] or [M,1]) with beta == 1 is fused into the GEMM's store.
     if (use_c && beta == 1.f && c->numel() > 0) {
       GemmEpilogue ep;
@@ -507,8 +585,7 @@ class GemmKernel final : public ep::Kernel {
       if (row_vec || col_vec) {
         ep.bias_kind = row_vec ? GemmBias::kPerColumn : GemmBias::kPerRow;
         ep.bias = c->data<float>();
-        const GemmScratch gs = variant_gemm_scratch(ctx);
-        gemm_f32_packed(ta, M, alpha, a.data<float>(), ta ? M : K, packed_, 0.f, yd, N, &ctx.pool(), &ep, isa_, &gs);
+        gemm_f32_packed(plan, alpha, a.data<float>(), ta ? M : K, packed_, 0.f, yd, N, &ctx.pool(), &ep, &gs);
         return Status::Ok();
       }
     }
@@ -519,13 +596,16 @@ class GemmKernel final : public ep::Kernel {
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < N; ++j) yd[i * N + j] = cd[i * cst[0] + j * cst[1]];
     }
-    const GemmScratch gs = variant_gemm_scratch(ctx);
-    gemm_f32_packed(ta, M, alpha, a.data<float>(), ta ? M : K, packed_, use_c ? beta : 0.f, yd, N, &ctx.pool(), nullptr,
-                    isa_, &gs);
+    gemm_f32_packed(plan, alpha, a.data<float>(), ta ? M : K, packed_, use_c ? beta : 0.f, yd, N, &ctx.pool(), nullptr,
+                    &gs);
     return Status::Ok();
   }
 
  private:
+  GemmPlan packed_b_plan(int64_t M, bool ta, int threads) const {
+    return gemm_f32_plan(M, packed_.N, packed_.K, GemmA::kRaw, GemmB::kPacked, ta, false, threads, isa_);
+  }
+
   bool tb_ = false;
   PackedB packed_;
   Dims b_shape_;
