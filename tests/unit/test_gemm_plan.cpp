@@ -36,13 +36,6 @@ GemmB b_of(Form f) {
   return f == Form::kPackedB ? GemmB::kPacked : f == Form::kGenB ? GemmB::kGenerated : GemmB::kRaw;
 }
 
-std::vector<float> rand_vec(std::mt19937& rng, size_t n) {
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
 // One problem with its operands in every form.
 struct Problem {
   int64_t M, N, K;
@@ -58,10 +51,10 @@ struct Problem {
 Problem make_problem(std::mt19937& rng, int64_t M, int64_t N, int64_t K, bool ta, bool tb, float alpha, float beta,
                      ep::IsaTier isa) {
   Problem p{M, N, K, ta, tb, alpha, beta, {}, {}, {}, {}, {}, {}};
-  p.A = rand_vec(rng, static_cast<size_t>(M * K));
-  p.B = rand_vec(rng, static_cast<size_t>(K * N));
-  p.C0 = rand_vec(rng, static_cast<size_t>(M * N));
-  p.bias = rand_vec(rng, static_cast<size_t>(N));
+  p.A = nxrt::testing::random_floats(rng, M * K);
+  p.B = nxrt::testing::random_floats(rng, K * N);
+  p.C0 = nxrt::testing::random_floats(rng, M * N);
+  p.bias = nxrt::testing::random_floats(rng, N);
   p.pa = ops::pack_a<float>(ta, M, K, p.A.data(), p.lda());
   p.pb = ops::pack_b_f32(tb, K, N, p.B.data(), p.ldb(), isa);
   return p;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ep/thread_pool.h"
+#include "kernel_test_util.h"
 #include "ops/gemm/gemm.h"
 
 namespace nxrt {
@@ -20,13 +21,6 @@ namespace {
 using ops::GemmScratch;
 
 enum class Op { kRaw, kPackedA, kPackedB, kGenB };
-
-std::vector<float> rand_vec(std::mt19937& rng, size_t n) {
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 // 64-byte-aligned floats filled with a sentinel, so a test sees whether the engine wrote them.
 struct Buf {
@@ -107,11 +101,11 @@ TEST(GemmScratch, GivenFallbackAndNoneAreBitIdentical) {
     for (Op op : {Op::kRaw, Op::kPackedA, Op::kPackedB, Op::kGenB}) {
       Problem pr{sh.M, sh.N, sh.K, static_cast<bool>(rng() & 1), static_cast<bool>(rng() & 1), {}, {}, {}, {}};
       if (op == Op::kPackedA || op == Op::kGenB) pr.ta = false;
-      pr.A = rand_vec(rng, static_cast<size_t>(sh.M * sh.K));
-      pr.B = rand_vec(rng, static_cast<size_t>(sh.K * sh.N));
+      pr.A = nxrt::testing::random_floats(rng, sh.M * sh.K);
+      pr.B = nxrt::testing::random_floats(rng, sh.K * sh.N);
       pr.pa = ops::pack_a<float>(pr.ta, sh.M, sh.K, pr.A.data(), pr.ta ? sh.M : sh.K);
       pr.pb = ops::pack_b_f32(pr.tb, sh.K, sh.N, pr.B.data(), pr.tb ? sh.K : sh.N);
-      SCOPED_TRACE(testing::Message() << "M " << sh.M << " N " << sh.N << " K " << sh.K << " ta " << pr.ta << " tb "
+      SCOPED_TRACE(::testing::Message() << "M " << sh.M << " N " << sh.N << " K " << sh.K << " ta " << pr.ta << " tb "
                                       << pr.tb << " op " << static_cast<int>(op));
       const bool a_packed = op == Op::kPackedA || op == Op::kGenB, b_packed = op == Op::kPackedB;
       const size_t floats = ops::gemm_f32_scratch_floats(sh.M, sh.N, sh.K, a_packed, b_packed);
@@ -128,7 +122,7 @@ TEST(GemmScratch, GivenFallbackAndNoneAreBitIdentical) {
 
       for (ep::ThreadPool* pool : {&pool1, &pool2}) {
         const int t = pool->num_threads();
-        SCOPED_TRACE(testing::Message() << t << " threads");
+        SCOPED_TRACE(::testing::Message() << t << " threads");
         // Threads may split the columns into narrower blocks (another tiling of the edges: last bits
         // may differ from one thread's); at a thread count, scratch or not changes nothing.
         const std::vector<float> plain = run(pr, op, pool, nullptr);
@@ -172,8 +166,8 @@ TEST(GemmScratch, NestedInChunksUsesTheChunkThreadsSlot) {
   ep::ThreadPool pool(2);
   const int t = pool.num_threads();
   const int64_t M = 40, N = 700, K = 300, batches = 8;
-  const auto A = rand_vec(rng, static_cast<size_t>(batches * M * K));
-  const auto B = rand_vec(rng, static_cast<size_t>(K * N));
+  const auto A = nxrt::testing::random_floats(rng, batches * M * K);
+  const auto B = nxrt::testing::random_floats(rng, K * N);
   const size_t floats = ops::gemm_f32_scratch_floats(M, N, K, false, false);
   std::vector<float> want(static_cast<size_t>(batches * M * N)), got(want.size());
   for (int64_t b = 0; b < batches; ++b)
