@@ -226,6 +226,16 @@ std::vector<uint8_t> random_bytes(std::mt19937& rng, int64_t n) {
   return v;
 }
 
+// The ConvTranspose run of case `c` on inputs x, w, b (of one dtype).
+KernelRun transpose_run(const TransposeCase& c, Tensor x, Tensor w, Tensor b) {
+  KernelRun run;
+  run.op_type = "ConvTranspose";
+  run.opset = 22;
+  run.attributes = c.attrs;
+  run.inputs = {std::move(x), std::move(w), std::move(b)};
+  return run;
+}
+
 }  // namespace
 
 TEST(ConvFamilyVariants, ConvTransposeMatchesDefinitionWithAndWithoutVariant) {
@@ -236,11 +246,7 @@ TEST(ConvFamilyVariants, ConvTransposeMatchesDefinitionWithAndWithoutVariant) {
     const int64_t M = c.ws[1] * c.group;
     auto x = random_floats(rng, shape_numel(c.xs)), w = random_floats(rng, shape_numel(c.ws)),
          b = random_floats(rng, M);
-    KernelRun run;
-    run.op_type = "ConvTranspose";
-    run.opset = 22;
-    run.attributes = c.attrs;
-    run.inputs = {ftensor(c.xs, x), ftensor(c.ws, w), ftensor({M}, b)};
+    KernelRun run = transpose_run(c, ftensor(c.xs, x), ftensor(c.ws, w), ftensor({M}, b));
     auto out = run_kernel(run);
     ASSERT_TRUE(out.ok()) << out.status().to_string();
     const Tensor& y = (*out)[0].tensor();
@@ -265,11 +271,7 @@ TEST(ConvFamilyVariants, ConvTransposeFloat16AndDoubleWithAndWithoutVariant) {
     const int64_t M = c.ws[1] * c.group;
     auto x = random_floats(rng, shape_numel(c.xs)), w = random_floats(rng, shape_numel(c.ws)),
          b = random_floats(rng, M);
-    KernelRun run;
-    run.op_type = "ConvTranspose";
-    run.opset = 22;
-    run.attributes = c.attrs;
-    run.inputs = {htensor(c.xs, x), htensor(c.ws, w), htensor({M}, b)};
+    KernelRun run = transpose_run(c, htensor(c.xs, x), htensor(c.ws, w), htensor({M}, b));
     expect_variant_paths_equal(run, true);
     // float16 computes in float: its result is the float one rounded.
     auto half = run_kernel(run);
