@@ -1,5 +1,5 @@
 // The kernels that run the float GEMM on plans they keep in their variant (ConvTranspose, DeformConv,
-// RNN/GRU/LSTM, Einsum): each computes bit for bit the same with and without a variant, at 1 and 2
+// Einsum, RNN/GRU/LSTM): each computes bit for bit the same with and without a variant, at 1 and 2
 // threads (shapes large enough that the projections and column GEMMs split over the pool), and a float
 // LSTM run through a session at fixed shapes allocates nothing after its first run.
 #include <gtest/gtest.h>
@@ -96,6 +96,40 @@ TEST(GemmPlanCallers, DeformConvWithAndWithoutVariant) {
       expect_variant_paths_equal(run, true);
       run.const_inputs = {1};
       expect_variant_paths_equal(run, true);
+    }
+  }
+}
+
+TEST(GemmPlanCallers, EinsumWithAndWithoutVariant) {
+  std::mt19937 rng(1907);
+  struct Case {
+    std::string equation;
+    std::vector<Dims> shapes;
+    bool packs = true;  // whether a float product packs (declares scratch): not a GEMV
+  };
+  const std::vector<Case> cases = {
+      {"ij,jk->ik", {{37, 70}, {70, 45}}},
+      {"ij,kj->ik", {{64, 33}, {50, 33}}},
+      {"bij,bjk->bik", {{3, 20, 31}, {3, 31, 17}}},
+      {"bhid,bhjd->bhij", {{2, 3, 24, 16}, {2, 3, 19, 16}}},
+      {"...ij,jk->...ik", {{2, 3, 40, 12}, {12, 36}}},
+      {"abc,cd,de->abe", {{4, 9, 30}, {30, 25}, {25, 18}}},
+      {"ii,ij->j", {{21, 21}, {21, 40}}, false},
+      {"bn,anm,bm->ba", {{6, 14}, {5, 14, 11}, {6, 11}}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.equation);
+    std::vector<std::vector<float>> values;
+    for (const Dims& d : c.shapes) values.push_back(random_floats(rng, shape_numel(d)));
+    KernelRun run;
+    run.op_type = "Einsum";
+    run.opset = 12;
+    run.attributes = {attr_string("equation", c.equation)};
+    for (auto make : {&ftensor, &htensor, &dtensor}) {
+      const bool is_float = make == &ftensor || make == &htensor;
+      run.inputs.clear();
+      for (size_t i = 0; i < c.shapes.size(); ++i) run.inputs.push_back(make(c.shapes[i], values[i]));
+      expect_variant_paths_equal(run, is_float && c.packs);
     }
   }
 }
