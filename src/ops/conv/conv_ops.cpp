@@ -639,6 +639,8 @@ struct ConvTransposeVariant final : ep::KernelVariant {
   bool converts_x = false, converts_bias = false;
   size_t gemm_slot_floats = 0;
   int gemm_slots = 0;
+  // The float path's per-group GEMM col = W_g^T (packed) * X_g, planned once for these shapes.
+  GemmPlan gemm_plan;
 };
 
 class ConvTransposeKernel final : public ep::Kernel {
@@ -819,7 +821,9 @@ class ConvTransposeKernel final : public ep::Kernel {
     v->converts_bias = in.has(2) && v->converts_x;
     if (v->converts_bias) v->bias_conv = add_ct(v->M);
     if (!dbl) {
-      v->gemm_slot_floats = gemm_f32_scratch_floats(rows, in_size, v->Cg, true, false);
+      v->gemm_plan = gemm_f32_plan(rows, in_size, v->Cg, GemmA::kPacked, GemmB::kRaw, false, false,
+                                   std::max(1, threads), isa_);
+      v->gemm_slot_floats = v->gemm_plan.scratch_floats;
       if (v->gemm_slot_floats > 0) {
         v->gemm_slots = std::max(1, threads);
         v->gemm = v->scratch.add<float>(static_cast<int64_t>(v->gemm_slot_floats) * v->gemm_slots);
@@ -886,7 +890,12 @@ class ConvTransposeKernel final : public ep::Kernel {
           convert_buffer<T, CT>(X.data<T>() + (n * C + gi * Cg) * in_size, xc, Cg * in_size);
           xg = xc;
         }
-        gemm_packed_a<CT>(packed[gi], in_size, false, xg, in_size, CT(0), col, in_size, &ctx.pool(), isa_, &gs);
+        if constexpr (std::is_same_v<CT, float>) {
+          gemm_f32_packed_a(v.gemm_plan, 1.f, packed[gi].data.data(), xg, in_size, 0.f, col, in_size, &ctx.pool(),
+                            nullptr, &gs);
+        } else {
+          gemm_packed_a<CT>(packed[gi], in_size, false, xg, in_size, CT(0), col, in_size, &ctx.pool(), isa_, &gs);
+        }
         auto body = [&](int64_t m0, int64_t m1) {
           for (int64_t m = m0; m < m1; ++m) {
             CT* yp = y_image + (gi * Mg + m) * out_size;
@@ -954,6 +963,8 @@ struct DeformConvVariant final : ep::KernelVariant {
   bool converts = false, converts_bias = false;
   size_t gemm_slot_floats = 0;
   int gemm_slots = 0;
+  // The float path's per-group GEMM Y_g += W_g (packed) * col, planned once for these shapes.
+  GemmPlan gemm_plan;
 };
 
 class DeformConvKernel final : public ep::Kernel {
@@ -1054,7 +1065,9 @@ class DeformConvKernel final : public ep::Kernel {
     v->converts_bias = in.has(3) && in.dtype(3) != (dbl ? DataType::kDouble : DataType::kFloat);
     if (v->converts_bias) v->bias_conv = add_ct(s.M);
     if (!dbl) {
-      v->gemm_slot_floats = gemm_f32_scratch_floats(s.M / group_, out_size, v->K, true, false);
+      v->gemm_plan = gemm_f32_plan(s.M / group_, out_size, v->K, GemmA::kPacked, GemmB::kRaw, false, false,
+                                   std::max(1, threads), isa_);
+      v->gemm_slot_floats = v->gemm_plan.scratch_floats;
       if (v->gemm_slot_floats > 0) {
         v->gemm_slots = std::max(1, threads);
         v->gemm = v->scratch.add<float>(static_cast<int64_t>(v->gemm_slot_floats) * v->gemm_slots);
@@ -1175,7 +1188,12 @@ class DeformConvKernel final : public ep::Kernel {
         CT* yg = y_n + gi * Mg * out_size;
         for (int64_t m = 0; m < Mg; ++m)
           std::fill(yg + m * out_size, yg + (m + 1) * out_size, bias ? bias[gi * Mg + m] : CT(0));
-        gemm_packed_a<CT>(w->packed[gi], out_size, false, col, out_size, CT(1), yg, out_size, &ctx.pool(), isa_, &gs);
+        if constexpr (std::is_same_v<CT, float>) {
+          gemm_f32_packed_a(v.gemm_plan, 1.f, w->packed[gi].data.data(), col, out_size, 1.f, yg, out_size, &ctx.pool(),
+                            nullptr, &gs);
+        } else {
+          gemm_packed_a<CT>(w->packed[gi], out_size, false, col, out_size, CT(1), yg, out_size, &ctx.pool(), isa_, &gs);
+        }
       }
       if constexpr (!std::is_same_v<T, CT>) {
         T* yo = Y->data<T>() + n * s.M * out_size;

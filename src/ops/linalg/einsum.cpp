@@ -104,36 +104,47 @@ LT<T> sum_out(const LT<T>& src, const std::vector<int>& keep_set) {
   return LT<T>{out, kept};
 }
 
-template <typename T>
-LT<T> contract(const LT<T>& x0, const LT<T>& y0, const std::vector<int>& keep_set, ep::ThreadPool& pool) {
+// How one contraction runs, from the operands' labels alone (their sizes are the plan's): labels only in
+// one operand and not kept are summed out first (x_keep / y_keep: what each keeps), then the operands
+// are permuted to [batch, m, k] (xo) and [batch, k, n] (yo) and multiplied as a batched product `s`,
+// giving out_labels = batch, m, n.
+struct Contraction {
+  std::vector<int> x_keep, y_keep, xo, yo, out_labels;
+  MatMulShape s;
+};
+
+Contraction contraction(const std::vector<int>& x0_labels, const std::vector<int>& y0_labels,
+                        const std::vector<int>& keep_set, const std::vector<int64_t>& size_of) {
   auto has = [](const std::vector<int>& v, int l) { return std::find(v.begin(), v.end(), l) != v.end(); };
-  // Labels only in one operand and not kept are summed out first.
-  std::vector<int> keep_x = keep_set, keep_y = keep_set;
-  keep_x.insert(keep_x.end(), y0.labels.begin(), y0.labels.end());
-  keep_y.insert(keep_y.end(), x0.labels.begin(), x0.labels.end());
-  LT<T> x = sum_out(x0, keep_x), y = sum_out(y0, keep_y);
+  Contraction c;
+  c.x_keep = keep_set;
+  c.y_keep = keep_set;
+  c.x_keep.insert(c.x_keep.end(), y0_labels.begin(), y0_labels.end());
+  c.y_keep.insert(c.y_keep.end(), x0_labels.begin(), x0_labels.end());
+  std::vector<int> x_labels, y_labels;  // after sum_out, which keeps the order
+  for (int l : x0_labels)
+    if (has(c.x_keep, l)) x_labels.push_back(l);
+  for (int l : y0_labels)
+    if (has(c.y_keep, l)) y_labels.push_back(l);
   std::vector<int> batch, m, k, n;
-  std::vector<int64_t> size_of(128, 1);
-  for (size_t i = 0; i < x.labels.size(); ++i) size_of[x.labels[i]] = x.t.shape()[i];
-  for (size_t i = 0; i < y.labels.size(); ++i) size_of[y.labels[i]] = y.t.shape()[i];
-  for (int l : x.labels) {
-    if (has(y.labels, l)) (has(keep_set, l) ? batch : k).push_back(l);
+  for (int l : x_labels) {
+    if (has(y_labels, l)) (has(keep_set, l) ? batch : k).push_back(l);
     else m.push_back(l);
   }
-  for (int l : y.labels)
-    if (!has(x.labels, l)) n.push_back(l);
-  std::vector<int> xo = batch, yo = batch;
-  xo.insert(xo.end(), m.begin(), m.end());
-  xo.insert(xo.end(), k.begin(), k.end());
-  yo.insert(yo.end(), k.begin(), k.end());
-  yo.insert(yo.end(), n.begin(), n.end());
-  LT<T> xp = permute(x, xo), yp = permute(y, yo);
+  for (int l : y_labels)
+    if (!has(x_labels, l)) n.push_back(l);
+  c.xo = batch;
+  c.yo = batch;
+  c.xo.insert(c.xo.end(), m.begin(), m.end());
+  c.xo.insert(c.xo.end(), k.begin(), k.end());
+  c.yo.insert(c.yo.end(), k.begin(), k.end());
+  c.yo.insert(c.yo.end(), n.begin(), n.end());
   auto prod = [&](const std::vector<int>& ls) {
     int64_t p = 1;
     for (int l : ls) p *= size_of[l];
     return p;
   };
-  MatMulShape s;
+  MatMulShape& s = c.s;
   const int64_t nb = prod(batch);
   s.M = prod(m);
   s.K = prod(k);
@@ -142,23 +153,76 @@ LT<T> contract(const LT<T>& x0, const LT<T>& y0, const std::vector<int>& keep_se
   s.a_batch_strides = {1};
   s.b_batch_strides = {1};
   s.a_batches = s.b_batches = nb;
-  std::vector<int> out_labels = batch;
-  out_labels.insert(out_labels.end(), m.begin(), m.end());
-  out_labels.insert(out_labels.end(), n.begin(), n.end());
+  c.out_labels = batch;
+  c.out_labels.insert(c.out_labels.end(), m.begin(), m.end());
+  c.out_labels.insert(c.out_labels.end(), n.begin(), n.end());
+  return c;
+}
+
+// Contracts x0 with y0 as `c` says, the batched product on the plan `mp` (and the float GEMM's packing
+// scratch `gs`, when given).
+template <typename T>
+LT<T> contract(const LT<T>& x0, const LT<T>& y0, const Contraction& c, const std::vector<int64_t>& size_of,
+               const MatMulPlan& mp, const GemmScratch* gs, ep::ThreadPool& pool) {
+  LT<T> x = sum_out(x0, c.x_keep), y = sum_out(y0, c.y_keep);
+  LT<T> xp = permute(x, c.xo), yp = permute(y, c.yo);
   Dims out_shape;
-  for (int l : out_labels) out_shape.push_back(size_of[l]);
+  for (int l : c.out_labels) out_shape.push_back(size_of[l]);
   Tensor out(x.t.dtype(), out_shape);
-  if (out.numel() > 0 && s.K > 0) {
-    matmul_batched<T>(xp.t.template data<T>(), yp.t.template data<T>(), out.template data<T>(), s, pool);
+  if (out.numel() > 0 && c.s.K > 0) {
+    matmul_batched<T>(xp.t.template data<T>(), yp.t.template data<T>(), out.template data<T>(), c.s, pool,
+                      ep::cpu_isa_tier(), gs, &mp);
   }
-  return LT<T>{out, out_labels};
+  return LT<T>{out, c.out_labels};
 }
 
 struct Plan {
   std::vector<std::vector<int>> op_labels;  // per operand, per axis
   std::vector<int> out_labels;
   std::vector<int64_t> size_of;
+  // Operand i's distinct labels in order of first appearance (its axes after diagonals are taken), the
+  // labels kept when operand 0 is reduced alone, and contraction i - 1 with its batched product's plan
+  // (the float GEMM's blocking for these shapes), for operands 1..n-1 in turn.
+  std::vector<std::vector<int>> uniq_labels;
+  std::vector<int> keep_first;
+  std::vector<Contraction> contractions;
+  std::vector<MatMulPlan> matmuls;
+  size_t gemm_slot_floats = 0;  // the most packing scratch any of the products' GEMMs needs per slot
 };
+
+// Labels needed after operand i: output labels plus every label of operands > i.
+std::vector<int> needed_after(const Plan& p, size_t i) {
+  std::vector<int> keep = p.out_labels;
+  for (size_t j = i + 1; j < p.uniq_labels.size(); ++j) {
+    keep.insert(keep.end(), p.uniq_labels[j].begin(), p.uniq_labels[j].end());
+  }
+  return keep;
+}
+
+// Fills the plan's contraction sequence, each product planned for a pool of `threads` threads.
+void plan_contractions(Plan* p, int threads) {
+  p->uniq_labels.clear();
+  for (const std::vector<int>& labels : p->op_labels) {
+    std::vector<int> uniq;
+    for (int l : labels)
+      if (std::find(uniq.begin(), uniq.end(), l) == uniq.end()) uniq.push_back(l);
+    p->uniq_labels.push_back(std::move(uniq));
+  }
+  p->keep_first = needed_after(*p, 0);
+  std::vector<int> cur;
+  for (int l : p->uniq_labels[0])
+    if (std::find(p->keep_first.begin(), p->keep_first.end(), l) != p->keep_first.end()) cur.push_back(l);
+  p->contractions.clear();
+  p->matmuls.clear();
+  p->gemm_slot_floats = 0;
+  for (size_t i = 1; i < p->uniq_labels.size(); ++i) {
+    Contraction c = contraction(cur, p->uniq_labels[i], needed_after(*p, i), p->size_of);
+    p->matmuls.push_back(matmul_plan(c.s, std::max(1, threads)));
+    p->gemm_slot_floats = std::max(p->gemm_slot_floats, p->matmuls.back().gemm.scratch_floats);
+    cur = c.out_labels;
+    p->contractions.push_back(std::move(c));
+  }
+}
 
 Result<Plan> make_plan(const std::string& eq0, const std::vector<const Dims*>& ins) {
   std::string eq;
@@ -238,7 +302,8 @@ Result<Plan> make_plan(const std::string& eq0, const std::vector<const Dims*>& i
 }
 
 template <typename T>
-Status einsum_typed(ep::KernelContext& ctx, const Plan& plan, const std::vector<Tensor>& ins, Tensor* y) {
+Status einsum_typed(ep::KernelContext& ctx, const Plan& plan, const std::vector<Tensor>& ins, Tensor* y,
+                    const GemmScratch* gs) {
   // Operands with distinct labels (diagonals and broadcasting as strided views).
   std::vector<LT<T>> ops;
   for (size_t i = 0; i < ins.size(); ++i) {
@@ -260,17 +325,10 @@ Status einsum_typed(ep::KernelContext& ctx, const Plan& plan, const std::vector<
     Tensor view(ins[i].dtype(), shape, ins[i].storage(), ins[i].byte_offset(), strides);
     ops.push_back(LT<T>{view.contiguous(true), uniq});
   }
-  // Labels needed after operand i: output labels plus every label of operands > i.
-  auto needed_after = [&](size_t i) {
-    std::vector<int> keep = plan.out_labels;
-    for (size_t j = i + 1; j < ops.size(); ++j) keep.insert(keep.end(), ops[j].labels.begin(), ops[j].labels.end());
-    return keep;
-  };
-  LT<T> cur = sum_out(ops[0], [&] {
-    std::vector<int> keep = needed_after(0);
-    return keep;
-  }());
-  for (size_t i = 1; i < ops.size(); ++i) cur = contract(cur, ops[i], needed_after(i), ctx.pool());
+  LT<T> cur = sum_out(ops[0], plan.keep_first);
+  for (size_t i = 1; i < ops.size(); ++i) {
+    cur = contract(cur, ops[i], plan.contractions[i - 1], plan.size_of, plan.matmuls[i - 1], gs, ctx.pool());
+  }
   cur = sum_out(cur, plan.out_labels);
   // Output labels absent from cur (cannot happen for valid equations) would be size 1.
   LT<T> fin = permute(cur, plan.out_labels);
@@ -280,8 +338,11 @@ Status einsum_typed(ep::KernelContext& ctx, const Plan& plan, const std::vector<
 
 // The einsum plan (labels per operand, output labels, label sizes) is shape-dependent state: built
 // once per set of input shapes by specialize and kept in the kernel cache.
+// Its workspace is the float GEMM's packing scratch: a slot per pool thread.
 struct EinsumVariant final : ep::KernelVariant {
+  size_t workspace_bytes() const override { return gemm_slots * plan.gemm_slot_floats * sizeof(float); }
   Plan plan;
+  int gemm_slots = 0;
 };
 
 class EinsumKernel final : public ep::Kernel {
@@ -301,6 +362,11 @@ class EinsumKernel final : public ep::Kernel {
     if (!plan.ok()) return std::unique_ptr<ep::KernelVariant>();  // compute reports it with the inputs
     auto v = std::make_unique<EinsumVariant>();
     v->plan = std::move(plan).value();
+    plan_contractions(&v->plan, sc.num_threads());
+    const DataType dt = sc.dtype(0);
+    if (dt == DataType::kFloat || dt == DataType::kFloat16 || dt == DataType::kBFloat16) {
+      v->gemm_slots = std::max(1, sc.num_threads());
+    }
     return std::unique_ptr<ep::KernelVariant>(std::move(v));
   }
 
@@ -323,8 +389,14 @@ class EinsumKernel final : public ep::Kernel {
       auto pr = make_plan(equation_, shapes);
       if (!pr.ok()) return ctx.error(pr.status().message(), StatusCode::kInvalidArgument);
       local = std::move(pr).value();
+      plan_contractions(&local, ctx.pool().num_threads());
     }
     const Plan& plan = cached ? cached->plan : local;
+    GemmScratch gs;
+    if (cached && cached->workspace_bytes() > 0) {
+      NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, *cached));
+      gs = {static_cast<float*>(ws), plan.gemm_slot_floats, cached->gemm_slots};
+    }
     Dims out_shape;
     for (int l : plan.out_labels) out_shape.push_back(plan.size_of[l] < 0 ? 1 : plan.size_of[l]);
     const DataType dt = ins[0]->dtype();
@@ -337,7 +409,7 @@ class EinsumKernel final : public ep::Kernel {
         fins.push_back(f);
       }
       Tensor fy(DataType::kFloat, out_shape);
-      NXRT_RETURN_IF_ERROR(einsum_typed<float>(ctx, plan, fins, &fy));
+      NXRT_RETURN_IF_ERROR(einsum_typed<float>(ctx, plan, fins, &fy, &gs));
       return store_floats(fy.data<float>(), fy.numel(), dt, y->raw_data());
     }
     std::vector<Tensor> tins;
@@ -349,7 +421,7 @@ class EinsumKernel final : public ep::Kernel {
           if constexpr (is_reduced_float_v<T>) {
             return Status::Ok();
           } else {
-            return einsum_typed<T>(ctx, plan, tins, y);
+            return einsum_typed<T>(ctx, plan, tins, y, &gs);
           }
         },
         [&] { return ctx.error(std::string("unsupported dtype ") + dtype_name(dt), StatusCode::kNotImplemented); });

@@ -3,9 +3,15 @@
 //
 // Per direction, the input projection X*W^T (+ biases) runs as one GEMM over all time steps; each step
 // then does H*R^T as a GEMM and the gates elementwise.
+//
+// specialize checks the shapes once and makes an RnnVariant: the dims, the float GEMM's plans for the
+// projection and the step, and every per-call buffer as one declared workspace. compute without a
+// variant makes the same variant per call, so there is one code path.
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
+#include <memory>
 #include <type_traits>
 
 #include "ops/gemm/gemm.h"
@@ -109,12 +115,79 @@ Status parse_activations(const ep::KernelInfo& info, const std::vector<std::stri
   return Status::Ok();
 }
 
-template <typename CT, typename T>
-std::vector<CT> values_as(const Tensor& t) {
-  std::vector<CT> v(static_cast<size_t>(t.numel()));
-  convert_buffer<T, CT>(t.data<T>(), v.data(), t.numel());
-  return v;
-}
+Status variant_error(const std::string& msg) { return Status(StatusCode::kRuntimeError, msg); }
+
+// The dtype and shape of each input a variant was made for (X, W, R, B, sequence_lens, initial_h,
+// initial_c, P).
+struct RnnInputs {
+  static constexpr size_t kMax = 8;
+  size_t n = 0;
+  std::array<DataType, kMax> dtypes{};
+  std::array<Dims, kMax> shapes{};
+
+  bool has(size_t i) const { return i < n && dtypes[i] != DataType::kUndefined; }
+  const Dims& shape(size_t i) const {
+    static const Dims none;
+    return i < n ? shapes[i] : none;
+  }
+  static RnnInputs of(const ep::SpecializeContext& sc) {
+    RnnInputs f;
+    f.n = std::min(sc.num_inputs(), kMax);
+    for (size_t i = 0; i < f.n; ++i) {
+      f.dtypes[i] = sc.dtype(i);
+      if (sc.has_input(i)) f.shapes[i] = sc.shape(i);
+    }
+    return f;
+  }
+  static RnnInputs of(const ep::KernelContext& ctx) {
+    RnnInputs f;
+    f.n = std::min(ctx.num_inputs(), kMax);
+    for (size_t i = 0; i < f.n; ++i) {
+      const Value* v = ctx.input_value(i);
+      if (v && v->is_tensor()) {
+        f.dtypes[i] = v->tensor().dtype();
+        f.shapes[i] = v->tensor().shape();
+      } else {
+        f.dtypes[i] = DataType::kUndefined;
+      }
+    }
+    return f;
+  }
+  bool describes(const ep::KernelContext& ctx) const {
+    if (std::min(ctx.num_inputs(), kMax) != n) return false;
+    for (size_t i = 0; i < n; ++i) {
+      const Value* v = ctx.input_value(i);
+      if (!v || !v->is_tensor()) {
+        if (dtypes[i] != DataType::kUndefined) return false;
+        continue;
+      }
+      if (v->tensor().dtype() != dtypes[i] || v->tensor().shape() != shapes[i]) return false;
+    }
+    return true;
+  }
+};
+
+// An RNN/GRU/LSTM node's state at one set of input dtypes and shapes: the checked dims, the float
+// GEMM's plans and the workspace every buffer of compute comes from.
+struct RnnVariant final : ep::KernelVariant {
+  size_t workspace_bytes() const override { return scratch.bytes(); }
+  RnnInputs in;  // what it was made for
+  int64_t S = 0, Bn = 0, I = 0, D = 0, Hd = 0, GH = 0;  // seq_len, batch, input size, directions, hidden
+  int64_t step_cols = 0;  // columns of each step's H * R^T (GRU without linear_before_reset: z and r only)
+  Dims state_shape;
+  bool x_in_place = false;  // float X in layout 0 is already time-major: the projection reads it in place
+  // Float path: X * W^T over all steps on the pool, and each step's H * R^T on the calling thread.
+  GemmPlan proj_plan, step_plan;
+  // Workspace arrays (offsets into `scratch`, compute-type elements unless noted): X time-major; W and R
+  // converted (float16/bfloat16); biases, peepholes; Y [S, D, B, H]; final h and c per direction; the
+  // projection [S*B, GH]; one step's H * R^T; the running h and c; one row's gates and GRU's r . h; the
+  // sequence lengths (int64); the float GEMM's packing scratch (gemm_slots slots of gemm_slot_floats).
+  ScratchLayout scratch;
+  size_t x = 0, w_conv = 0, r_conv = 0, bias = 0, peep = 0, y = 0, yh = 0, yc = 0, xw = 0, hr = 0, h = 0, c = 0,
+         gate = 0, rh = 0, lens = 0, gemm = 0;
+  size_t gemm_slot_floats = 0;
+  int gemm_slots = 0;
+};
 
 template <RnnKind kKind>
 class RnnKernel final : public ep::Kernel {
@@ -124,6 +197,7 @@ class RnnKernel final : public ep::Kernel {
 
   Status init(const ep::KernelInfo& info) {
     isa_ = info.isa();
+    op_type_ = info.op_type();
     const std::string dir = info.attr_string("direction", "forward");
     if (dir == "forward") {
       dirs_ = 1;
@@ -165,148 +239,261 @@ class RnnKernel final : public ep::Kernel {
     return parse_activations(info, names, &acts_);
   }
 
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    NXRT_ASSIGN_OR_RETURN(std::unique_ptr<RnnVariant> v, make_variant(RnnInputs::of(sc), sc.num_threads()));
+    return std::unique_ptr<ep::KernelVariant>(std::move(v));
+  }
+
   Status compute(ep::KernelContext& ctx) const override {
-    const Tensor& X = ctx.input(0);
+    const RnnVariant* v = dynamic_cast<const RnnVariant*>(ctx.variant());
+    std::unique_ptr<RnnVariant> own;
+    if (!v || !v->in.describes(ctx)) {
+      Result<std::unique_ptr<RnnVariant>> made = make_variant(RnnInputs::of(ctx), ctx.pool().num_threads());
+      if (!made.ok()) return ctx.error(made.status().message(), made.status().code());
+      own = std::move(made).value();
+      v = own.get();
+    }
+    const DataType dt = v->in.dtypes[0];
     return dispatch_float(
-        X.dtype(),
+        dt,
         [&](auto tag) {
           using T = decltype(tag);
           using CT = std::conditional_t<std::is_same_v<T, double>, double, float>;
-          return run<T, CT>(ctx);
+          return run<T, CT>(ctx, *v);
         },
-        [&] { return ctx.error(std::string(ctx.info().op_type()) + " does not support dtype " + dtype_name(X.dtype())); });
+        [&] { return ctx.error(op_type_ + " does not support dtype " + dtype_name(dt)); });
   }
 
  private:
-  template <typename T, typename CT>
-  Status run(ep::KernelContext& ctx) const {
-    const Tensor& X = ctx.input(0);
-    if (!ctx.has_input(1) || !ctx.has_input(2)) return ctx.error("missing input W or R");
-    const Tensor& W = ctx.input(1);
-    const Tensor& R = ctx.input(2);
-    if (X.rank() != 3) return ctx.error("X must be 3-D, got " + X.describe());
-    const int64_t S = layout_ == 0 ? X.dim(0) : X.dim(1);
-    const int64_t Bn = layout_ == 0 ? X.dim(1) : X.dim(0);
-    const int64_t I = X.dim(2);
+  // Everything compute needs that follows from the inputs' dtypes and shapes; the errors a wrong shape
+  // gets (they name no node: the executor, or compute through ctx.error, adds it).
+  Result<std::unique_ptr<RnnVariant>> make_variant(const RnnInputs& in, int threads) const {
+    if (!in.has(0)) return variant_error("missing input X");
+    if (!in.has(1) || !in.has(2)) return variant_error("missing input W or R");
+    const DataType dt = in.dtypes[0];
+    const bool dbl = dt == DataType::kDouble;
+    if (dt != DataType::kFloat && !dbl && dt != DataType::kFloat16 && dt != DataType::kBFloat16) {
+      return variant_error(op_type_ + " does not support dtype " + dtype_name(dt));
+    }
+    auto describe = [&](size_t i) { return std::string(dtype_name(in.dtypes[i])) + shape_to_string(in.shape(i)); };
+    const Dims& xs = in.shape(0);
+    const Dims& ws = in.shape(1);
+    if (xs.size() != 3) return variant_error("X must be 3-D, got " + describe(0));
+    auto v = std::make_unique<RnnVariant>();
+    v->in = in;
+    const int64_t S = layout_ == 0 ? xs[0] : xs[1];
+    const int64_t Bn = layout_ == 0 ? xs[1] : xs[0];
+    const int64_t I = xs[2];
     const int64_t D = dirs_;
     int64_t Hd = hidden_;
-    if (Hd <= 0 && W.rank() == 3) Hd = W.dim(1) / kGates;
+    if (Hd <= 0 && ws.size() == 3) Hd = ws[1] / kGates;
     const int64_t GH = kGates * Hd;
-    if (W.dtype() != X.dtype() || R.dtype() != X.dtype()) return ctx.error("W and R must have X's dtype");
-    if (W.shape() != Dims{D, GH, I}) {
-      return ctx.error("W " + W.describe() + " must have shape " + shape_to_string({D, GH, I}));
+    if (in.dtypes[1] != dt || in.dtypes[2] != dt) return variant_error("W and R must have X's dtype");
+    if (ws != Dims{D, GH, I}) {
+      return variant_error("W " + describe(1) + " must have shape " + shape_to_string({D, GH, I}));
     }
-    if (R.shape() != Dims{D, GH, Hd}) {
-      return ctx.error("R " + R.describe() + " must have shape " + shape_to_string({D, GH, Hd}));
+    if (in.shape(2) != Dims{D, GH, Hd}) {
+      return variant_error("R " + describe(2) + " must have shape " + shape_to_string({D, GH, Hd}));
     }
+    if (in.has(3) && (in.dtypes[3] != dt || in.shape(3) != Dims{D, 2 * GH})) {
+      return variant_error("B " + describe(3) + " must have shape " + shape_to_string({D, 2 * GH}));
+    }
+    v->state_shape = layout_ == 0 ? Dims{D, Bn, Hd} : Dims{Bn, D, Hd};
+    for (size_t i : {size_t{5}, size_t{6}}) {
+      if (i == 6 && kKind != RnnKind::kLstm) continue;
+      if (in.has(i) && (in.dtypes[i] != dt || in.shape(i) != v->state_shape)) {
+        return variant_error("initial state " + describe(i) + " must have shape " + shape_to_string(v->state_shape));
+      }
+    }
+    if (kKind == RnnKind::kLstm && in.has(7) && (in.dtypes[7] != dt || in.shape(7) != Dims{D, 3 * Hd})) {
+      return variant_error("P " + describe(7) + " must have shape " + shape_to_string({D, 3 * Hd}));
+    }
+    if (in.has(4) && shape_numel(in.shape(4)) != Bn) return variant_error("sequence_lens must have batch_size values");
+    v->S = S;
+    v->Bn = Bn;
+    v->I = I;
+    v->D = D;
+    v->Hd = Hd;
+    v->GH = GH;
+    v->step_cols = (kKind == RnnKind::kGru && !linear_before_reset_) ? 2 * Hd : GH;
+    v->x_in_place = dt == DataType::kFloat && layout_ == 0;
+
+    const int64_t ct = dbl ? int64_t{sizeof(double)} : int64_t{sizeof(float)};
+    auto add_ct = [&](int64_t n) { return v->scratch.add<unsigned char>(n * ct); };
+    if (!v->x_in_place) v->x = add_ct(S * Bn * I);
+    if (dt != DataType::kFloat && !dbl) {
+      v->w_conv = add_ct(D * GH * I);
+      v->r_conv = add_ct(D * GH * Hd);
+    }
+    v->bias = add_ct(D * 2 * GH);
+    v->peep = add_ct(D * 3 * Hd);
+    v->y = add_ct(S * D * Bn * Hd);
+    v->yh = add_ct(D * Bn * Hd);
+    v->yc = add_ct(D * Bn * Hd);
+    v->xw = add_ct(S * Bn * GH);
+    v->hr = add_ct(Bn * GH);
+    v->h = add_ct(Bn * Hd);
+    v->c = add_ct(Bn * Hd);
+    v->gate = add_ct(GH);
+    v->rh = add_ct(Bn * Hd);
+    v->lens = v->scratch.add<int64_t>(Bn);
+    if (!dbl) {
+      v->proj_plan = gemm_f32_plan(S * Bn, GH, I, GemmA::kRaw, GemmB::kRaw, false, true, std::max(1, threads), isa_);
+      // The steps run on the calling thread (no pool): a width-1 plan, slot 0 of the scratch.
+      v->step_plan = gemm_f32_plan(Bn, v->step_cols, Hd, GemmA::kRaw, GemmB::kRaw, false, true, 1, isa_);
+      v->gemm_slot_floats = std::max(v->proj_plan.scratch_floats, v->step_plan.scratch_floats);
+      if (v->gemm_slot_floats > 0) {
+        v->gemm_slots = std::max(1, threads);
+        v->gemm = v->scratch.add<float>(static_cast<int64_t>(v->gemm_slot_floats) * v->gemm_slots);
+      }
+    }
+    return v;
+  }
+
+  template <typename T, typename CT>
+  Status run(ep::KernelContext& ctx, const RnnVariant& v) const {
+    const Tensor& X = ctx.input(0);
+    const Tensor& W = ctx.input(1);
+    const Tensor& R = ctx.input(2);
     auto opt = [&](size_t i) -> const Tensor* { return ctx.has_input(i) ? &ctx.input(i) : nullptr; };
     const Tensor* Bt = opt(3);
     const Tensor* SL = opt(4);
     const Tensor* H0 = opt(5);
     const Tensor* C0 = kKind == RnnKind::kLstm ? opt(6) : nullptr;
     const Tensor* P = kKind == RnnKind::kLstm ? opt(7) : nullptr;
-    if (Bt && (Bt->dtype() != X.dtype() || Bt->shape() != Dims{D, 2 * GH})) {
-      return ctx.error("B " + Bt->describe() + " must have shape " + shape_to_string({D, 2 * GH}));
-    }
-    const Dims state_shape = layout_ == 0 ? Dims{D, Bn, Hd} : Dims{Bn, D, Hd};
-    for (const Tensor* st : {H0, C0}) {
-      if (st && (st->dtype() != X.dtype() || st->shape() != state_shape)) {
-        return ctx.error("initial state " + st->describe() + " must have shape " + shape_to_string(state_shape));
-      }
-    }
-    if (P && (P->dtype() != X.dtype() || P->shape() != Dims{D, 3 * Hd})) {
-      return ctx.error("P " + P->describe() + " must have shape " + shape_to_string({D, 3 * Hd}));
-    }
-    std::vector<int64_t> lens(static_cast<size_t>(Bn), S);
+    const int64_t S = v.S, Bn = v.Bn, I = v.I, D = v.D, Hd = v.Hd, GH = v.GH;
+    NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, v));
+    ScratchLayout scratch = v.scratch;
+    scratch.bind(ws);
+    int64_t* lens = scratch.at<int64_t>(v.lens);
+    std::fill(lens, lens + Bn, S);
     if (SL) {
-      NXRT_ASSIGN_OR_RETURN(lens, read_int_values(*SL));
-      if (static_cast<int64_t>(lens.size()) != Bn) return ctx.error("sequence_lens must have batch_size values");
-      for (int64_t l : lens)
-        if (l < 0 || l > S) return ctx.error("sequence_lens value " + std::to_string(l) + " outside [0, " + std::to_string(S) + "]");
+      if (SL->dtype() == DataType::kInt32) {
+        for (int64_t b = 0; b < Bn; ++b) lens[b] = SL->data<int32_t>()[b];
+      } else if (SL->dtype() == DataType::kInt64) {
+        for (int64_t b = 0; b < Bn; ++b) lens[b] = SL->data<int64_t>()[b];
+      } else {
+        NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> read, read_int_values(*SL));
+        std::copy(read.begin(), read.end(), lens);
+      }
+      for (int64_t b = 0; b < Bn; ++b)
+        if (lens[b] < 0 || lens[b] > S)
+          return ctx.error("sequence_lens value " + std::to_string(lens[b]) + " outside [0, " + std::to_string(S) + "]");
     }
+    GemmScratch gs;
+    if (v.gemm_slots > 0) gs = {scratch.at<float>(v.gemm), v.gemm_slot_floats, v.gemm_slots};
 
-    // Inputs in compute type, time-major.
-    std::vector<CT> x(static_cast<size_t>(S * Bn * I));
-    {
+    // Inputs in compute type, time-major (float X in layout 0 already is: read in place).
+    const CT* x = nullptr;
+    if constexpr (std::is_same_v<T, CT>) {
+      if (v.x_in_place) x = X.data<CT>();
+    }
+    if (!x) {
+      CT* xt = scratch.at<CT>(v.x);
       const T* xs = X.data<T>();
       for (int64_t t = 0; t < S; ++t)
         for (int64_t b = 0; b < Bn; ++b) {
           const T* src = layout_ == 0 ? xs + (t * Bn + b) * I : xs + (b * S + t) * I;
-          convert_buffer<T, CT>(src, x.data() + (t * Bn + b) * I, I);
+          convert_buffer<T, CT>(src, xt + (t * Bn + b) * I, I);
         }
+      x = xt;
     }
-    // Float weights are used where they are (a 128-unit LSTM's W and R are 512 KB: copying them on
-    // every call cost more than the recurrence itself); other dtypes are converted once per call.
-    std::vector<CT> w_conv, r_conv;
+    // Float and double weights are used where they are (a 128-unit LSTM's W and R are 512 KB: copying
+    // them on every call cost more than the recurrence itself); float16/bfloat16 ones are converted.
     const CT* w_ptr = nullptr;
     const CT* r_ptr = nullptr;
     if constexpr (std::is_same_v<T, CT>) {
       w_ptr = W.data<T>();
       r_ptr = R.data<T>();
     } else {
-      w_conv = values_as<CT, T>(W);
-      r_conv = values_as<CT, T>(R);
-      w_ptr = w_conv.data();
-      r_ptr = r_conv.data();
+      CT* wc = scratch.at<CT>(v.w_conv);
+      CT* rc = scratch.at<CT>(v.r_conv);
+      convert_buffer<T, CT>(W.data<T>(), wc, W.numel());
+      convert_buffer<T, CT>(R.data<T>(), rc, R.numel());
+      w_ptr = wc;
+      r_ptr = rc;
     }
-    std::vector<CT> bias = Bt ? values_as<CT, T>(*Bt) : std::vector<CT>(static_cast<size_t>(D * 2 * GH), CT(0));
-    std::vector<CT> peep = P ? values_as<CT, T>(*P) : std::vector<CT>(static_cast<size_t>(D * 3 * Hd), CT(0));
-    auto state_in = [&](const Tensor* st, int64_t d, std::vector<CT>* out) {
-      out->assign(static_cast<size_t>(Bn * Hd), CT(0));
+    CT* bias = scratch.at<CT>(v.bias);
+    if (Bt) {
+      convert_buffer<T, CT>(Bt->data<T>(), bias, D * 2 * GH);
+    } else {
+      std::fill(bias, bias + D * 2 * GH, CT(0));
+    }
+    CT* peep = scratch.at<CT>(v.peep);
+    if (P) {
+      convert_buffer<T, CT>(P->data<T>(), peep, D * 3 * Hd);
+    } else {
+      std::fill(peep, peep + D * 3 * Hd, CT(0));
+    }
+    auto state_in = [&](const Tensor* st, int64_t d, CT* out) {
+      std::fill(out, out + Bn * Hd, CT(0));
       if (!st) return;
       const T* s = st->data<T>();
       for (int64_t b = 0; b < Bn; ++b) {
         const T* src = layout_ == 0 ? s + (d * Bn + b) * Hd : s + (b * D + d) * Hd;
-        convert_buffer<T, CT>(src, out->data() + b * Hd, Hd);
+        convert_buffer<T, CT>(src, out + b * Hd, Hd);
       }
     };
 
-    std::vector<CT> y(static_cast<size_t>(S * D * Bn * Hd), CT(0));  // [S, D, B, H]
-    std::vector<CT> yh(static_cast<size_t>(D * Bn * Hd)), yc(static_cast<size_t>(D * Bn * Hd));
-    std::vector<CT> xw(static_cast<size_t>(S * Bn * GH)), hr(static_cast<size_t>(Bn * GH));
-    std::vector<CT> h, c, gate(static_cast<size_t>(GH)), rh(static_cast<size_t>(Bn * Hd)), hh(static_cast<size_t>(Bn * Hd));
+    CT* y = scratch.at<CT>(v.y);  // [S, D, B, H]
+    std::fill(y, y + S * D * Bn * Hd, CT(0));
+    CT* yh = scratch.at<CT>(v.yh);
+    CT* yc = scratch.at<CT>(v.yc);
+    CT* xw = scratch.at<CT>(v.xw);
+    CT* hr = scratch.at<CT>(v.hr);
+    CT* h = scratch.at<CT>(v.h);
+    CT* c = scratch.at<CT>(v.c);
+    CT* gate = scratch.at<CT>(v.gate);
+    CT* rh = scratch.at<CT>(v.rh);
     ep::ThreadPool* pool = &ctx.pool();
 
     for (int64_t d = 0; d < D; ++d) {
       const bool reverse = reverse_only_ || d == 1;
       const CT* wd = w_ptr + d * GH * I;
       const CT* rd = r_ptr + d * GH * Hd;
-      const CT* wb = bias.data() + d * 2 * GH;
+      const CT* wb = bias + d * 2 * GH;
       const CT* rb = wb + GH;
-      const CT* pd = peep.data() + d * 3 * Hd;
+      const CT* pd = peep + d * 3 * Hd;
       const RnnActivation* act = acts_.data() + d * kActsPerDir;
       // xw = X * W^T + Wb + Rb (GRU with linear_before_reset keeps Rb of the h gate for later).
-      gemm<CT>(false, true, S * Bn, GH, I, CT(1), x.data(), I, wd, I, CT(0), xw.data(), GH, pool, isa_);
+      if constexpr (std::is_same_v<CT, float>) {
+        gemm_f32(v.proj_plan, 1.f, x, I, wd, I, 0.f, xw, GH, pool, nullptr, &gs);
+      } else {
+        gemm<CT>(false, true, S * Bn, GH, I, CT(1), x, I, wd, I, CT(0), xw, GH, pool, isa_);
+      }
       for (int64_t row = 0; row < S * Bn; ++row) {
-        CT* p = xw.data() + row * GH;
+        CT* p = xw + row * GH;
         for (int64_t j = 0; j < GH; ++j) {
           const bool keep_rb = kKind == RnnKind::kGru && linear_before_reset_ && j >= 2 * Hd;
           p[j] += wb[j] + (keep_rb ? CT(0) : rb[j]);
         }
       }
-      state_in(H0, d, &h);
-      if constexpr (kKind == RnnKind::kLstm) state_in(C0, d, &c);
+      state_in(H0, d, h);
+      if constexpr (kKind == RnnKind::kLstm) state_in(C0, d, c);
 
       for (int64_t s = 0; s < S; ++s) {
         // hr = H * R^T; for GRU without linear_before_reset only the z and r gates here.
-        const int64_t ncols = (kKind == RnnKind::kGru && !linear_before_reset_) ? 2 * Hd : GH;
-        gemm<CT>(false, true, Bn, ncols, Hd, CT(1), h.data(), Hd, rd, Hd, CT(0), hr.data(), GH, nullptr, isa_);
+        if constexpr (std::is_same_v<CT, float>) {
+          gemm_f32(v.step_plan, 1.f, h, Hd, rd, Hd, 0.f, hr, GH, nullptr, nullptr, &gs);
+        } else {
+          gemm<CT>(false, true, Bn, v.step_cols, Hd, CT(1), h, Hd, rd, Hd, CT(0), hr, GH, nullptr, isa_);
+        }
         for (int64_t b = 0; b < Bn; ++b) {
           if (s >= lens[b]) continue;
           const int64_t t = reverse ? lens[b] - 1 - s : s;
-          const CT* xg = xw.data() + (t * Bn + b) * GH;
-          const CT* hg = hr.data() + b * GH;
-          CT* hb = h.data() + b * Hd;
-          CT* cb = kKind == RnnKind::kLstm ? c.data() + b * Hd : nullptr;
-          cell<CT>(xg, hg, hb, cb, gate.data(), rh.data() + b * Hd, rd, rb, pd, act, Hd);
-          std::copy(hb, hb + Hd, y.data() + ((t * D + d) * Bn + b) * Hd);
+          const CT* xg = xw + (t * Bn + b) * GH;
+          const CT* hg = hr + b * GH;
+          CT* hb = h + b * Hd;
+          CT* cb = kKind == RnnKind::kLstm ? c + b * Hd : nullptr;
+          cell<CT>(xg, hg, hb, cb, gate, rh + b * Hd, rd, rb, pd, act, Hd);
+          std::copy(hb, hb + Hd, y + ((t * D + d) * Bn + b) * Hd);
         }
       }
-      std::copy(h.begin(), h.end(), yh.begin() + d * Bn * Hd);
-      if constexpr (kKind == RnnKind::kLstm) std::copy(c.begin(), c.end(), yc.begin() + d * Bn * Hd);
+      std::copy(h, h + Bn * Hd, yh + d * Bn * Hd);
+      if constexpr (kKind == RnnKind::kLstm) std::copy(c, c + Bn * Hd, yc + d * Bn * Hd);
     }
 
-    return write_outputs<T, CT>(ctx, X.dtype(), S, D, Bn, Hd, state_shape, y, yh, yc);
+    return write_outputs<T, CT>(ctx, X.dtype(), S, D, Bn, Hd, v.state_shape, y, yh, yc);
   }
 
   // One time step of one batch row: hb (and, for LSTM, cb) from the gate sums xg (input side, biases
@@ -381,8 +568,7 @@ class RnnKernel final : public ep::Kernel {
   // Y (all steps) and the final states in the requested layout.
   template <typename T, typename CT>
   Status write_outputs(ep::KernelContext& ctx, DataType dt, int64_t S, int64_t D, int64_t Bn, int64_t Hd,
-                       const Dims& state_shape, const std::vector<CT>& y, const std::vector<CT>& yh,
-                       const std::vector<CT>& yc) const {
+                       const Dims& state_shape, const CT* y, const CT* yh, const CT* yc) const {
     // Outputs in the requested layout.
     if (ctx.num_outputs() > 0 && ctx.output_requested(0)) {
       const Dims ys = layout_ == 0 ? Dims{S, D, Bn, Hd} : Dims{Bn, S, D, Hd};
@@ -391,18 +577,18 @@ class RnnKernel final : public ep::Kernel {
       for (int64_t t = 0; t < S; ++t)
         for (int64_t d = 0; d < D; ++d)
           for (int64_t b = 0; b < Bn; ++b) {
-            const CT* src = y.data() + ((t * D + d) * Bn + b) * Hd;
+            const CT* src = y + ((t * D + d) * Bn + b) * Hd;
             T* dst = layout_ == 0 ? yo + ((t * D + d) * Bn + b) * Hd : yo + ((b * S + t) * D + d) * Hd;
             for (int64_t j = 0; j < Hd; ++j) dst[j] = from_ct<T>(src[j]);
           }
     }
-    auto write_state = [&](size_t idx, const std::vector<CT>& st) -> Status {
+    auto write_state = [&](size_t idx, const CT* st) -> Status {
       if (idx >= ctx.num_outputs() || !ctx.output_requested(idx)) return Status::Ok();
       NXRT_ASSIGN_OR_RETURN(Tensor * O, ctx.allocate_output(idx, dt, state_shape));
       T* o = O->data<T>();
       for (int64_t d = 0; d < D; ++d)
         for (int64_t b = 0; b < Bn; ++b) {
-          const CT* src = st.data() + (d * Bn + b) * Hd;
+          const CT* src = st + (d * Bn + b) * Hd;
           T* dst = layout_ == 0 ? o + (d * Bn + b) * Hd : o + (b * D + d) * Hd;
           for (int64_t j = 0; j < Hd; ++j) dst[j] = from_ct<T>(src[j]);
         }
@@ -421,6 +607,7 @@ class RnnKernel final : public ep::Kernel {
   bool linear_before_reset_ = false;
   bool input_forget_ = false;
   std::vector<RnnActivation> acts_;
+  std::string op_type_;
   ep::IsaTier isa_ = ep::cpu_isa_tier();
 };
 
