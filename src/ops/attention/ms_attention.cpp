@@ -1497,7 +1497,6 @@ class MsAttention final : public ep::Kernel {
   // The plan for these input dtypes and shapes (see OrtAttnPlan); an error for inputs the op rejects
   // whatever their values.
   Status plan(const OrtInputFacts& in, const bool outs[4], int threads, OrtAttnPlan* out) const {
-    (void)outs;
     OrtAttnPlan& p = *out;
     const int64_t N = p.N = N_;
     p.causal = causal_;
@@ -1529,6 +1528,9 @@ class MsAttention final : public ep::Kernel {
       NXRT_RETURN_IF_ERROR(plan_float_input(in, 4, "past", &p));
     }
     if (in.has(6)) return not_implemented("past_sequence_length is not supported");
+    // present (2, B, N, T, H) holds K and V rows alike.
+    if (outs[1] && H != Hv)
+      return invalid_argument("present needs equal q/k and v head sizes, got " + std::to_string(H) + " and " + std::to_string(Hv));
     p.T = p.P + S;
     NXRT_RETURN_IF_ERROR(plan_float_input(in, 0, "input", &p));
     const bool packed = !w_packed_.empty();
