@@ -1238,8 +1238,8 @@ Status ort_attend(ep::KernelContext& ctx, const OrtAttnPlan& p, const ScratchLay
 }
 
 // The plan of a call without a variant, or the context's variant.
-template <typename Kernel>
-Result<const OrtAttnVariant*> ort_variant(const Kernel& k, ep::KernelContext& ctx, OrtAttnVariant* local) {
+template <typename OrtKernel>
+Result<const OrtAttnVariant*> ort_variant(const OrtKernel& k, ep::KernelContext& ctx, OrtAttnVariant* local) {
   if (const auto* var = dynamic_cast<const OrtAttnVariant*>(ctx.variant())) return var;
   bool outs[4] = {};
   for (size_t i = 0; i < 4; ++i) outs[i] = ctx.output_requested(i);
