@@ -308,23 +308,6 @@ Status run_core(ep::KernelContext& ctx, AttnProblem<float>& p, Tensor* out, bool
   return Status::Ok();
 }
 
-// attention_bias (B or 1, N or 1, S, T) added into mask[b, h, s, t] ([B, N, S, T]).
-Status add_attention_bias(ep::KernelContext& ctx, const Tensor& ab, int64_t B, int64_t N, int64_t S, int64_t T,
-                          std::vector<float>* mask) {
-  if (ab.rank() != 4 || (ab.dim(0) != B && ab.dim(0) != 1) || (ab.dim(1) != N && ab.dim(1) != 1) || ab.dim(2) != S ||
-      ab.dim(3) != T)
-    return ctx.error("attention_bias must be (batch or 1, heads or 1, " + std::to_string(S) + ", " + std::to_string(T) +
-                     "), got " + ab.describe(), StatusCode::kInvalidArgument);
-  NXRT_ASSIGN_OR_RETURN(const std::vector<float> v, read_float_input<float>(ctx, ab, "attention_bias"));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < N; ++h) {
-      const float* src = v.data() + ((ab.dim(0) == 1 ? 0 : b) * ab.dim(1) + (ab.dim(1) == 1 ? 0 : h)) * S * T;
-      float* dst = mask->data() + (b * N + h) * S * T;
-      for (int64_t i = 0; i < S * T; ++i) dst[i] += src[i];
-    }
-  return Status::Ok();
-}
-
 // ---------------------------------------------------------------------------------------------
 // GroupQueryAttention
 //   query (B, S, H*D) or packed (B, S, (H + 2*kvH) * D) when key/value are absent; past_key/value
@@ -1001,300 +984,585 @@ class GroupQueryAttention final : public ep::Kernel {
 };
 
 // ---------------------------------------------------------------------------------------------
-// ORT's mask preparation for Attention/MultiHeadAttention: an additive [B, S, T] mask holding
-// mask_filter_value where a key is masked (raw 0/1 masks, right-padding end positions (B),
-// left+right positions (2B), 3-D masks) and, when unidirectional, for keys after past + i.
-Status prepare_mask(ep::KernelContext& ctx, const Tensor* mi, bool causal, int64_t B, int64_t S, int64_t T, int64_t past,
-                    float filter, std::vector<float>* mask) {
-  if (!mi && !causal) return Status::Ok();
-  mask->assign(static_cast<size_t>(B * S * T), 0.f);
-  if (mi) {
-    if (mi->dtype() != DataType::kInt32) return ctx.error("mask must be int32, got " + mi->describe(), StatusCode::kInvalidArgument);
-    const int32_t* m = mi->data<int32_t>();
-    if (mi->rank() == 3) {
-      if (mi->shape() != Dims{B, S, T}) return ctx.error("3-D mask must be (batch, seq, total_seq) = " + shape_to_string(Dims{B, S, T}) + ", got " + mi->describe(), StatusCode::kInvalidArgument);
-      for (int64_t i = 0; i < B * S * T; ++i) (*mask)[static_cast<size_t>(i)] = m[i] > 0 ? 0.f : filter;
-    } else if (mi->rank() == 2) {
-      if (mi->shape() != Dims{B, T}) return ctx.error("2-D mask must be (batch, total_seq) = " + shape_to_string(Dims{B, T}) + ", got " + mi->describe(), StatusCode::kInvalidArgument);
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t s = 0; s < S; ++s)
-          for (int64_t t = 0; t < T; ++t) (*mask)[static_cast<size_t>((b * S + s) * T + t)] = m[b * T + t] > 0 ? 0.f : filter;
-    } else if (mi->rank() == 1 && (mi->dim(0) == B || mi->dim(0) == 2 * B)) {
-      const bool start = mi->dim(0) == 2 * B;
-      for (int64_t b = 0; b < B; ++b) {
-        const int64_t end = std::clamp<int64_t>(m[b], 0, T);
-        const int64_t st = start ? std::clamp<int64_t>(m[b + B], 0, T) : 0;
-        for (int64_t s = 0; s < S; ++s) {
-          float* r = mask->data() + (b * S + s) * T;
-          for (int64_t t = end; t < T; ++t) r[t] = filter;
-          for (int64_t t = 0; t < st; ++t) r[t] = filter;
-        }
-      }
-    } else {
-      return ctx.error("unsupported mask shape " + mi->describe() + " (supported: (B), (2B), (B, T), (B, S, T))", StatusCode::kNotImplemented);
-    }
-  }
-  if (causal)
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t s = 0; s < S; ++s)
-        for (int64_t t = past + s + 1; t < T; ++t) (*mask)[static_cast<size_t>((b * S + s) * T + t)] = filter;
-  return Status::Ok();
-}
+// MultiHeadAttention and com.microsoft Attention (ORT's BERT/GPT-2 attention). A call is planned from
+// its inputs' dtypes and shapes (OrtAttnPlan: once per shape set at specialize, or per call without a
+// variant: one code path), then compute fills Q and the past + new K/V rows head-major, the additive
+// mask, and runs the core, every buffer in the plan's step scratch. Mask contents and padding lengths
+// are values, read at compute.
 
-// Fills the problem's mask from the [B, S, T] key mask plus attention_bias (input index ab_idx).
-Status finish_mask(ep::KernelContext& ctx, AttnProblem<float>& p, std::vector<float>& keymask, int ab_idx,
-                   std::vector<float>* full) {
-  const bool has_ab = ab_idx >= 0 && ctx.has_input(static_cast<size_t>(ab_idx));
-  if (!has_ab) {
-    if (!keymask.empty()) {
-      p.mask = keymask.data();
-      p.mask_sb = p.Sq * p.T; p.mask_sh = 0; p.mask_si = p.T; p.mask_len = p.T;
-    }
-    return Status::Ok();
-  }
-  full->assign(static_cast<size_t>(p.B * p.Hq * p.Sq * p.T), 0.f);
-  if (!keymask.empty())
-    for (int64_t b = 0; b < p.B; ++b)
-      for (int64_t h = 0; h < p.Hq; ++h)
-        std::copy(keymask.begin() + b * p.Sq * p.T, keymask.begin() + (b + 1) * p.Sq * p.T, full->begin() + (b * p.Hq + h) * p.Sq * p.T);
-  NXRT_RETURN_IF_ERROR(add_attention_bias(ctx, ctx.input(static_cast<size_t>(ab_idx)), p.B, p.Hq, p.Sq, p.T, full));
-  p.mask = full->data();
-  p.mask_sb = p.Hq * p.Sq * p.T; p.mask_sh = p.Sq * p.T; p.mask_si = p.T; p.mask_len = p.T;
-  return Status::Ok();
-}
-
-// MultiHeadAttention's and Attention's float heads: q [B, N, S, H], k/v (past + new) [B, N, T, H / Hv].
-struct OrtHeads {
-  const float* q;
-  const float* k;
-  const float* v;
-  int64_t B, N, S, T, H, Hv, P;
+// ORT's mask index (Attention's mask_index, MultiHeadAttention's key_padding_mask): int32, one of these.
+enum class OrtMaskKind {
+  kNone,
+  kEnd,       // (B): keys [end_b, T) masked (right padding)
+  kStartEnd,  // (2B): keys [end_b, T) and [0, start_b) masked
+  kKeys,      // (B, T): key t of batch b masked where m[b, t] <= 0
+  kFull,      // (B, S, T): per query row
 };
 
-// Their shared tail: the key mask (input mask_idx) with the causal past and attention_bias (input 5),
-// then the core into Y.
-Status run_ort_heads(ep::KernelContext& ctx, const OrtHeads& h, float scale_attr, bool causal, float filter, int mask_idx,
-                     Tensor* Y, bool reference) {
-  AttnProblem<float> p;
-  p.B = h.B; p.Hq = h.N; p.Hkv = h.N; p.Sq = h.S; p.T = h.T; p.D = h.H; p.Dv = h.Hv;
-  p.scale = scale_attr != 0.f ? scale_attr : 1.f / std::sqrt(static_cast<float>(h.H));
-  p.q = h.q; p.k = h.k; p.v = h.v;
-  std::vector<float> keymask, full;
-  const size_t mi = static_cast<size_t>(mask_idx);
-  NXRT_RETURN_IF_ERROR(prepare_mask(ctx, ctx.has_input(mi) ? &ctx.input(mi) : nullptr, causal, h.B, h.S, h.T, h.P, filter, &keymask));
-  NXRT_RETURN_IF_ERROR(finish_mask(ctx, p, keymask, 5, &full));
-  return run_core(ctx, p, Y, reference);
+// How MultiHeadAttention's key and value arrive.
+enum class MhaKv {
+  kPackedQkv,  // query (B, S, N, 3, H) holds all three
+  kPackedKv,   // key (B, L, N, 2, H) holds both
+  kBnsh,       // key/value already (B, N, L, H / Hv): cross attention reusing a cache, no bias on them
+  kSeparate,   // key (B, L, N * H), value (B, L, N * Hv)
+};
+
+// The dtypes and shapes a plan reads, from a SpecializeContext or from a call's inputs (kUndefined:
+// absent or not a tensor).
+struct OrtInputFacts {
+  static constexpr size_t kInputs = 10;
+  DataType dt[kInputs] = {};
+  const Dims* dims[kInputs] = {};
+  bool has(size_t i) const { return i < kInputs && dt[i] != DataType::kUndefined; }
+  const Dims& shape(size_t i) const { return *dims[i]; }
+  size_t rank(size_t i) const { return dims[i]->size(); }
+  int64_t dim(size_t i, size_t d) const { return (*dims[i])[d]; }
+  int64_t numel(size_t i) const { return shape_numel(*dims[i]); }
+  std::string describe(size_t i) const {
+    return has(i) ? std::string(dtype_name(dt[i])) + shape_to_string(*dims[i]) : std::string("none");
+  }
+  static OrtInputFacts of(const ep::SpecializeContext& sc) {
+    OrtInputFacts in;
+    for (size_t i = 0; i < kInputs; ++i) {
+      in.dt[i] = sc.has_input(i) ? sc.dtype(i) : DataType::kUndefined;
+      in.dims[i] = &sc.shape(i);
+    }
+    return in;
+  }
+  static OrtInputFacts of(const ep::KernelContext& ctx) {
+    static const Dims kNoDims;
+    OrtInputFacts in;
+    for (size_t i = 0; i < kInputs; ++i) {
+      const Value* v = ctx.input_value(i);
+      const bool t = v && v->is_tensor();
+      in.dt[i] = t ? v->tensor().dtype() : DataType::kUndefined;
+      in.dims[i] = t ? &v->tensor().shape() : &kNoDims;
+    }
+    return in;
+  }
+};
+
+// Everything a MultiHeadAttention or com.microsoft Attention call decides from its inputs' dtypes and
+// shapes: the validated dimensions and layouts, the mask kind and attention_bias broadcast, the core's
+// work split, and one scratch layout for every per-call buffer.
+struct OrtAttnPlan {
+  DataType dt = DataType::kFloat;
+  int64_t B = 0, N = 0, S = 0, L = 0, P = 0, T = 0, H = 0, Hv = 0;  // T = P + L keys
+  OrtMaskKind mask = OrtMaskKind::kNone;
+  bool causal = false;
+  bool ab = false;               // attention_bias (input 5) given
+  int64_t ab_sb = 0, ab_sh = 0;  // its batch and head strides (0: broadcast)
+  bool masked() const { return mask != OrtMaskKind::kNone || causal || ab; }
+  // The mask buffer: [B, S, T], or [B, N, S, T] with attention_bias.
+  int64_t mask_heads() const { return ab ? N : 1; }
+  bool fast = false;  // the fast core (not reference=1) on `core`
+  AttnFastPlan core;
+  // MultiHeadAttention: the K/V layout and whether a bias (input 3) and past (6, 7) are given.
+  MhaKv kv = MhaKv::kSeparate;
+  bool bias = false;
+  // com.microsoft Attention: the projection [B * S, Din] x [Din, Dt] and q/k hidden size; its GEMM
+  // packing slots (one per thread).
+  int64_t Din = 0, Dt = 0, qk_hidden = 0;
+  size_t gemm_floats = 0;
+  int gemm_slots = 0;
+  // Step scratch: q [B, N, S, H], k [B, N, T, H], v [B, N, T, Hv] (past rows first), the mask, the
+  // core's output y [B, N, S, Hv], the fast core's blocks, Attention's projection and GEMM slots, and
+  // float copies of inputs of another float dtype (conv[i]; float inputs are read in place).
+  ScratchLayout lay;
+  size_t q_off = 0, k_off = 0, v_off = 0, mask_off = 0, y_off = 0, core_off = 0, proj_off = 0, gemm_off = 0;
+  bool conv[OrtInputFacts::kInputs] = {};
+  size_t conv_off[OrtInputFacts::kInputs] = {};
+};
+
+struct OrtAttnVariant final : ep::KernelVariant {
+  OrtAttnPlan plan;
+  size_t workspace_bytes() const override { return plan.lay.bytes(); }
+};
+
+// Input i is read as floats: in place when float32, else through a float copy in the step scratch.
+Status plan_float_input(const OrtInputFacts& in, size_t i, const char* name, OrtAttnPlan* p) {
+  const DataType t = in.dt[i];
+  if (t != DataType::kFloat && t != DataType::kFloat16 && t != DataType::kBFloat16 && t != DataType::kDouble)
+    return invalid_argument(std::string(name) + " must be a float tensor, got " + in.describe(i));
+  if (t != DataType::kFloat) {
+    p->conv[i] = true;
+    p->conv_off[i] = p->lay.add<float>(in.numel(i));
+  }
+  return Status::Ok();
+}
+
+Result<const float*> input_floats(const OrtAttnPlan& p, const ScratchLayout& lay, const Tensor& t, size_t i) {
+  if (!p.conv[i]) return t.data<float>();
+  float* d = lay.at<float>(p.conv_off[i]);
+  NXRT_RETURN_IF_ERROR(load_floats(t.dtype(), t.raw_data(), t.numel(), d));
+  return static_cast<const float*>(d);
+}
+
+// The mask index (input mi) and attention_bias (input 5) against the plan's B, N, S, T; then the shared
+// buffers: q, k, v, mask, y and the fast core's blocks (planned for `threads`).
+Status plan_mask_and_core(const OrtInputFacts& in, size_t mi, bool reference, int threads, OrtAttnPlan* out) {
+  OrtAttnPlan& p = *out;
+  const int64_t B = p.B, S = p.S, T = p.T, N = p.N;
+  if (in.has(mi)) {
+    if (in.dt[mi] != DataType::kInt32) return invalid_argument("mask must be int32, got " + in.describe(mi));
+    const Dims& m = in.shape(mi);
+    if (m.size() == 3) {
+      if (m != Dims{B, S, T})
+        return invalid_argument("3-D mask must be (batch, seq, total_seq) = " + shape_to_string(Dims{B, S, T}) + ", got " + in.describe(mi));
+      p.mask = OrtMaskKind::kFull;
+    } else if (m.size() == 2) {
+      if (m != Dims{B, T})
+        return invalid_argument("2-D mask must be (batch, total_seq) = " + shape_to_string(Dims{B, T}) + ", got " + in.describe(mi));
+      p.mask = OrtMaskKind::kKeys;
+    } else if (m.size() == 1 && (m[0] == B || m[0] == 2 * B)) {
+      p.mask = m[0] == 2 * B ? OrtMaskKind::kStartEnd : OrtMaskKind::kEnd;
+    } else {
+      return not_implemented("unsupported mask shape " + in.describe(mi) + " (supported: (B), (2B), (B, T), (B, S, T))");
+    }
+  }
+  if (in.has(5)) {
+    const Dims& a = in.shape(5);
+    if (a.size() != 4 || (a[0] != B && a[0] != 1) || (a[1] != N && a[1] != 1) || a[2] != S || a[3] != T)
+      return invalid_argument("attention_bias must be (batch or 1, heads or 1, " + std::to_string(S) + ", " +
+                              std::to_string(T) + "), got " + in.describe(5));
+    NXRT_RETURN_IF_ERROR(plan_float_input(in, 5, "attention_bias", &p));
+    p.ab = true;
+    p.ab_sb = a[0] == 1 ? 0 : a[1] * S * T;
+    p.ab_sh = a[1] == 1 ? 0 : S * T;
+  }
+  ScratchLayout& lay = p.lay;
+  p.q_off = lay.add<float>(B * N * S * p.H);
+  p.k_off = lay.add<float>(B * N * T * p.H);
+  p.v_off = lay.add<float>(B * N * T * p.Hv);
+  if (p.masked()) p.mask_off = lay.add<float>(B * p.mask_heads() * S * T);
+  p.y_off = lay.add<float>(B * N * S * p.Hv);
+  p.fast = !reference;
+  if (p.fast) {
+    p.core = attention_fast_plan(B, N, S, T, p.H, p.Hv, threads);
+    p.core_off = lay.add<float>(static_cast<int64_t>(p.core.bytes() / sizeof(float)));
+  }
+  return Status::Ok();
+}
+
+// Rows [0, rows) of src (row r of batch b at (b * rows + r) * row_stride + col0, head h at
+// h * head_stride) into dst [B, N, dst_rows, hs] from row row0, plus bias[h * hs + d] when given.
+void split_heads(const float* src, int64_t B, int64_t N, int64_t rows, int64_t row_stride, int64_t col0,
+                 int64_t head_stride, int64_t hs, const float* bias, float* dst, int64_t dst_rows, int64_t row0) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t h = 0; h < N; ++h) {
+        const float* s = src + (b * rows + r) * row_stride + col0 + h * head_stride;
+        float* d = dst + ((b * N + h) * dst_rows + row0 + r) * hs;
+        if (bias) {
+          const float* bh = bias + h * hs;
+          for (int64_t e = 0; e < hs; ++e) d[e] = s[e] + bh[e];
+        } else {
+          std::copy(s, s + hs, d);
+        }
+      }
+}
+
+// [B * N] blocks of rows x hs from src into dst [B, N, dst_rows, hs] from row row0.
+void copy_head_rows(const float* src, int64_t BN, int64_t rows, int64_t hs, float* dst, int64_t dst_rows, int64_t row0) {
+  for (int64_t bh = 0; bh < BN; ++bh)
+    std::copy(src + bh * rows * hs, src + (bh + 1) * rows * hs, dst + (bh * dst_rows + row0) * hs);
+}
+
+// The additive mask: mask_filter_value where the mask index masks a key or (unidirectional) a key lies
+// after past + i, plus attention_bias.
+void fill_ort_mask(const OrtAttnPlan& p, float filter, const int32_t* m, const float* ab, float* out) {
+  const int64_t B = p.B, S = p.S, T = p.T, Hm = p.mask_heads();
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t end = T, st = 0;
+    if (p.mask == OrtMaskKind::kEnd || p.mask == OrtMaskKind::kStartEnd) end = std::clamp<int64_t>(m[b], 0, T);
+    if (p.mask == OrtMaskKind::kStartEnd) st = std::clamp<int64_t>(m[b + B], 0, T);
+    for (int64_t h = 0; h < Hm; ++h)
+      for (int64_t s = 0; s < S; ++s) {
+        float* r = out + ((b * Hm + h) * S + s) * T;
+        switch (p.mask) {
+          case OrtMaskKind::kFull:
+            for (int64_t t = 0; t < T; ++t) r[t] = m[(b * S + s) * T + t] > 0 ? 0.f : filter;
+            break;
+          case OrtMaskKind::kKeys:
+            for (int64_t t = 0; t < T; ++t) r[t] = m[b * T + t] > 0 ? 0.f : filter;
+            break;
+          default:
+            for (int64_t t = 0; t < T; ++t) r[t] = t < st || t >= end ? filter : 0.f;
+            break;
+        }
+        if (p.causal)
+          for (int64_t t = p.P + s + 1; t < T; ++t) r[t] = filter;
+        if (ab) {
+          const float* a = ab + b * p.ab_sb + h * p.ab_sh + s * T;
+          for (int64_t t = 0; t < T; ++t) r[t] += a[t];
+        }
+      }
+  }
+}
+
+// The shared tail: the mask from the mask index (input mi) and attention_bias, the core over the plan's
+// q/k/v, y into Y [B, S, N * Hv].
+Status ort_attend(ep::KernelContext& ctx, const OrtAttnPlan& p, const ScratchLayout& lay, float scale_attr,
+                  float filter, size_t mi, Tensor* Y) {
+  AttnProblem<float> pr;
+  pr.B = p.B; pr.Hq = p.N; pr.Hkv = p.N; pr.Sq = p.S; pr.T = p.T; pr.D = p.H; pr.Dv = p.Hv;
+  pr.scale = scale_attr != 0.f ? scale_attr : 1.f / std::sqrt(static_cast<float>(p.H));
+  pr.q = lay.at<float>(p.q_off);
+  pr.k = lay.at<float>(p.k_off);
+  pr.v = lay.at<float>(p.v_off);
+  if (p.masked()) {
+    const float* ab = nullptr;
+    if (p.ab) { NXRT_ASSIGN_OR_RETURN(ab, input_floats(p, lay, ctx.input(5), 5)); }
+    const int32_t* m = p.mask != OrtMaskKind::kNone ? ctx.input(mi).data<int32_t>() : nullptr;
+    float* mask = lay.at<float>(p.mask_off);
+    fill_ort_mask(p, filter, m, ab, mask);
+    pr.mask = mask;
+    pr.mask_sb = p.mask_heads() * p.S * p.T;
+    pr.mask_sh = p.ab ? p.S * p.T : 0;
+    pr.mask_si = p.T;
+    pr.mask_len = p.T;
+  }
+  float* y = lay.at<float>(p.y_off);
+  pr.y = y;
+  if (p.fast) {
+    attention_fast(pr, p.core, &ctx.pool(), lay.at<float>(p.core_off));
+  } else {
+    attention_reference(pr);
+  }
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t h = 0; h < p.N; ++h)
+      for (int64_t s = 0; s < p.S; ++s)
+        NXRT_RETURN_IF_ERROR(store_floats(y + ((b * p.N + h) * p.S + s) * p.Hv, p.Hv, Y->dtype(),
+                                          elem_at(*Y, (b * p.S + s) * p.N * p.Hv + h * p.Hv)));
+  return Status::Ok();
+}
+
+// The plan of a call without a variant, or the context's variant.
+template <typename OrtKernel>
+Result<const OrtAttnVariant*> ort_variant(const OrtKernel& k, ep::KernelContext& ctx, OrtAttnVariant* local) {
+  if (const auto* var = dynamic_cast<const OrtAttnVariant*>(ctx.variant())) return var;
+  bool outs[4] = {};
+  for (size_t i = 0; i < 4; ++i) outs[i] = ctx.output_requested(i);
+  const Status s = k.plan(OrtInputFacts::of(ctx), outs, ctx.pool().num_threads(), &local->plan);
+  if (!s.ok()) return plan_error(ctx, s);
+  return static_cast<const OrtAttnVariant*>(local);
 }
 
 // ---------------------------------------------------------------------------------------------
 // MultiHeadAttention (inputs: query, key, value, bias, key_padding_mask, attention_bias, past_key,
 // past_value, past_sequence_length, cache_indirection; outputs: output, present_key, present_value, qk).
-Status multi_head_attention(ep::KernelContext& ctx, bool reference) {
-  const auto& info = ctx.info();
-  const int64_t N = info.attr_int("num_heads", 0);
-  if (N <= 0) return info.error("num_heads must be positive");
-  const float filter = info.attr_float("mask_filter_value", -10000.f);
-  const bool causal = info.attr_int("unidirectional", 0) != 0;
-  const float scale_attr = info.attr_float("scale", 0.f);
-  const Tensor& Qt = ctx.input(0);
-  const DataType dt = Qt.dtype();
-  if (!is_attn_float(dt)) return ctx.error(std::string("query must be float32/float16/bfloat16, got ") + dtype_name(dt), StatusCode::kInvalidArgument);
-  if (ctx.has_input(8) || ctx.has_input(9)) return ctx.error("past_sequence_length/cache_indirection are not supported", StatusCode::kNotImplemented);
-  if (ctx.output_requested(3)) return ctx.error("qk output is not supported", StatusCode::kNotImplemented);
-  const Tensor* Kt = ctx.has_input(1) ? &ctx.input(1) : nullptr;
-  const Tensor* Vt = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-  const int64_t B = Qt.dim(0), S = Qt.rank() >= 2 ? Qt.dim(1) : 0;
-  int64_t H = 0, Hv = 0, L = 0;
-  std::vector<float> bias;
-  if (ctx.has_input(3)) { NXRT_ASSIGN_OR_RETURN(bias, read_float_input<float>(ctx, ctx.input(3), "bias")); }
-  std::vector<float> q, knew, vnew;  // [B, N, S, H], [B, N, L, H], [B, N, L, Hv]
-  NXRT_ASSIGN_OR_RETURN(const std::vector<float> qin, read_float_input<float>(ctx, Qt, "query"));
-  auto split_heads = [&](const float* src, int64_t rows, int64_t row_stride, int64_t col0, int64_t hs, const float* b,
-                         std::vector<float>* dst) {
-    dst->assign(static_cast<size_t>(B * N * rows * hs), 0.f);
-    for (int64_t bb = 0; bb < B; ++bb)
-      for (int64_t s = 0; s < rows; ++s)
-        for (int64_t h = 0; h < N; ++h)
-          for (int64_t d = 0; d < hs; ++d)
-            (*dst)[static_cast<size_t>(((bb * N + h) * rows + s) * hs + d)] =
-                src[(bb * rows + s) * row_stride + col0 + h * hs + d] + (b ? b[h * hs + d] : 0.f);
-  };
-  bool kv_bnsh = false;
-  if (Qt.rank() == 5) {
-    // Packed QKV (B, S, N, 3, H).
-    if (Kt || Vt || Qt.dim(2) != N || Qt.dim(3) != 3) return ctx.error("packed QKV must be (batch, seq, num_heads, 3, head_size) without key/value, got " + Qt.describe(), StatusCode::kInvalidArgument);
-    H = Hv = Qt.dim(4);
-    L = S;
-    std::vector<float>* outs[3] = {&q, &knew, &vnew};
-    for (int w = 0; w < 3; ++w) {
-      outs[w]->assign(static_cast<size_t>(B * N * S * H), 0.f);
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t s = 0; s < S; ++s)
-          for (int64_t h = 0; h < N; ++h)
-            for (int64_t d = 0; d < H; ++d)
-              (*outs[w])[static_cast<size_t>(((b * N + h) * S + s) * H + d)] = qin[static_cast<size_t>((((b * S + s) * N + h) * 3 + w) * H + d)];
-    }
-  } else {
-    if (Qt.rank() != 3 || Qt.dim(2) % N) return ctx.error("query must be (batch, seq, num_heads * head_size), got " + Qt.describe(), StatusCode::kInvalidArgument);
-    H = Qt.dim(2) / N;
+class MultiHeadAttention final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    N_ = info.attr_int("num_heads", 0);
+    if (N_ <= 0) return info.error("num_heads must be positive");
+    filter_ = info.attr_float("mask_filter_value", -10000.f);
+    causal_ = info.attr_int("unidirectional", 0) != 0;
+    scale_ = info.attr_float("scale", 0.f);
+    reference_ = info.overrides().reference();
+    return Status::Ok();
+  }
+
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    bool outs[4] = {};
+    for (size_t i = 0; i < 4; ++i) outs[i] = sc.info().output_present(i);
+    auto v = std::make_unique<OrtAttnVariant>();
+    NXRT_RETURN_IF_ERROR(plan(OrtInputFacts::of(sc), outs, sc.num_threads(), &v->plan));
+    return std::unique_ptr<ep::KernelVariant>(std::move(v));
+  }
+
+  Status compute(ep::KernelContext& ctx) const override {
+    OrtAttnVariant local;
+    NXRT_ASSIGN_OR_RETURN(const OrtAttnVariant* var, ort_variant(*this, ctx, &local));
+    const OrtAttnPlan& p = var->plan;
+    NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, *var));
+    ScratchLayout lay = p.lay;
+    lay.bind(ws);
+    const int64_t B = p.B, N = p.N, S = p.S, L = p.L, P = p.P, T = p.T, H = p.H, Hv = p.Hv;
+    float* q = lay.at<float>(p.q_off);
+    float* k = lay.at<float>(p.k_off);
+    float* v = lay.at<float>(p.v_off);
+    NXRT_ASSIGN_OR_RETURN(const float* qin, input_floats(p, lay, ctx.input(0), 0));
+    const float* bias = nullptr;
+    if (p.bias) { NXRT_ASSIGN_OR_RETURN(bias, input_floats(p, lay, ctx.input(3), 3)); }
     const int64_t hidden = N * H;
-    if (!bias.empty() && static_cast<int64_t>(bias.size()) < 2 * hidden) return ctx.error("bias too short", StatusCode::kInvalidArgument);
-    split_heads(qin.data(), S, hidden, 0, H, bias.empty() ? nullptr : bias.data(), &q);
-    if (!Kt) return ctx.error("key is required unless query is packed QKV", StatusCode::kInvalidArgument);
-    NXRT_ASSIGN_OR_RETURN(const std::vector<float> kin, read_float_input<float>(ctx, *Kt, "key"));
-    if (Kt->rank() == 5) {
-      // Packed KV (B, L, N, 2, H).
-      if (Vt || Kt->dim(2) != N || Kt->dim(3) != 2 || Kt->dim(4) != H) return ctx.error("packed KV must be (batch, kv_seq, num_heads, 2, head_size) without value, got " + Kt->describe(), StatusCode::kInvalidArgument);
-      L = Kt->dim(1);
-      Hv = H;
-      knew.assign(static_cast<size_t>(B * N * L * H), 0.f);
-      vnew.assign(knew.size(), 0.f);
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t s = 0; s < L; ++s)
-          for (int64_t h = 0; h < N; ++h)
-            for (int64_t d = 0; d < H; ++d) {
-              knew[static_cast<size_t>(((b * N + h) * L + s) * H + d)] = kin[static_cast<size_t>((((b * L + s) * N + h) * 2 + 0) * H + d)];
-              vnew[static_cast<size_t>(((b * N + h) * L + s) * H + d)] = kin[static_cast<size_t>((((b * L + s) * N + h) * 2 + 1) * H + d)];
-            }
-    } else if (Kt->rank() == 4) {
-      // Key/value already in (B, N, L, H): cross attention reusing a cache; no bias on them.
-      if (!Vt || Vt->rank() != 4 || Kt->dim(1) != N || Kt->dim(3) != H) return ctx.error("4-D key/value must be (batch, num_heads, kv_seq, head_size), got " + Kt->describe(), StatusCode::kInvalidArgument);
-      L = Kt->dim(2);
-      Hv = Vt->dim(3);
-      knew = kin;
-      NXRT_ASSIGN_OR_RETURN(vnew, read_float_input<float>(ctx, *Vt, "value"));
-      kv_bnsh = true;
+    if (p.kv == MhaKv::kPackedQkv) {
+      split_heads(qin, B, N, S, N * 3 * H, 0, 3 * H, H, nullptr, q, S, 0);
+      split_heads(qin, B, N, S, N * 3 * H, H, 3 * H, H, nullptr, k, T, P);
+      split_heads(qin, B, N, S, N * 3 * H, 2 * H, 3 * H, H, nullptr, v, T, P);
     } else {
-      if (!Vt || Kt->rank() != 3 || Vt->rank() != 3 || Kt->dim(2) != hidden || Vt->dim(1) != Kt->dim(1) || Vt->dim(2) % N)
-        return ctx.error("key/value must be (batch, kv_seq, hidden), got " + Kt->describe() + (Vt ? ", " + Vt->describe() : std::string()), StatusCode::kInvalidArgument);
-      L = Kt->dim(1);
-      Hv = Vt->dim(2) / N;
-      if (!bias.empty() && static_cast<int64_t>(bias.size()) != 2 * hidden + N * Hv) return ctx.error("bias must have 2 * hidden + v_hidden elements", StatusCode::kInvalidArgument);
-      split_heads(kin.data(), L, hidden, 0, H, bias.empty() ? nullptr : bias.data() + hidden, &knew);
-      NXRT_ASSIGN_OR_RETURN(const std::vector<float> vin, read_float_input<float>(ctx, *Vt, "value"));
-      split_heads(vin.data(), L, N * Hv, 0, Hv, bias.empty() ? nullptr : bias.data() + 2 * hidden, &vnew);
-    }
-  }
-  // Past concatenation.
-  const Tensor* PK = ctx.has_input(6) ? &ctx.input(6) : nullptr;
-  const Tensor* PV = ctx.has_input(7) ? &ctx.input(7) : nullptr;
-  int64_t P = 0;
-  if (PK || PV) {
-    if (!PK || !PV || kv_bnsh || PK->rank() != 4 || PK->dim(0) != B || PK->dim(1) != N || PK->dim(3) != H || PV->rank() != 4 ||
-        PV->dim(2) != PK->dim(2) || PV->dim(3) != Hv)
-      return ctx.error("past_key/past_value must be (batch, num_heads, past, head_size) together, got " +
-                       (PK ? PK->describe() : std::string("none")) + ", " + (PV ? PV->describe() : std::string("none")), StatusCode::kInvalidArgument);
-    P = PK->dim(2);
-  }
-  const int64_t T = P + L;
-  std::vector<float> kf(static_cast<size_t>(B * N * T * H)), vf(static_cast<size_t>(B * N * T * Hv));
-  {
-    std::vector<float> pk, pv;
-    if (PK) { NXRT_ASSIGN_OR_RETURN(pk, read_float_input<float>(ctx, *PK, "past_key")); }
-    if (PV) { NXRT_ASSIGN_OR_RETURN(pv, read_float_input<float>(ctx, *PV, "past_value")); }
-    for (int64_t bh = 0; bh < B * N; ++bh) {
-      if (P) {
-        std::copy(pk.begin() + bh * P * H, pk.begin() + (bh + 1) * P * H, kf.begin() + bh * T * H);
-        std::copy(pv.begin() + bh * P * Hv, pv.begin() + (bh + 1) * P * Hv, vf.begin() + bh * T * Hv);
+      split_heads(qin, B, N, S, hidden, 0, H, H, bias, q, S, 0);
+      NXRT_ASSIGN_OR_RETURN(const float* kin, input_floats(p, lay, ctx.input(1), 1));
+      if (p.kv == MhaKv::kPackedKv) {
+        split_heads(kin, B, N, L, N * 2 * H, 0, 2 * H, H, nullptr, k, T, P);
+        split_heads(kin, B, N, L, N * 2 * H, H, 2 * H, H, nullptr, v, T, P);
+      } else {
+        NXRT_ASSIGN_OR_RETURN(const float* vin, input_floats(p, lay, ctx.input(2), 2));
+        if (p.kv == MhaKv::kBnsh) {
+          copy_head_rows(kin, B * N, L, H, k, T, P);
+          copy_head_rows(vin, B * N, L, Hv, v, T, P);
+        } else {
+          split_heads(kin, B, N, L, hidden, 0, H, H, bias ? bias + hidden : nullptr, k, T, P);
+          split_heads(vin, B, N, L, N * Hv, 0, Hv, Hv, bias ? bias + 2 * hidden : nullptr, v, T, P);
+        }
       }
-      std::copy(knew.begin() + bh * L * H, knew.begin() + (bh + 1) * L * H, kf.begin() + (bh * T + P) * H);
-      std::copy(vnew.begin() + bh * L * Hv, vnew.begin() + (bh + 1) * L * Hv, vf.begin() + (bh * T + P) * Hv);
     }
+    if (P > 0) {
+      NXRT_ASSIGN_OR_RETURN(const float* pk, input_floats(p, lay, ctx.input(6), 6));
+      NXRT_ASSIGN_OR_RETURN(const float* pv, input_floats(p, lay, ctx.input(7), 7));
+      copy_head_rows(pk, B * N, P, H, k, T, 0);
+      copy_head_rows(pv, B * N, P, Hv, v, T, 0);
+    }
+    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, p.dt, Dims{B, S, N * Hv}));
+    if (ctx.output_requested(1)) {
+      NXRT_ASSIGN_OR_RETURN(Tensor * pk, ctx.allocate_output(1, p.dt, Dims{B, N, T, H}));
+      NXRT_RETURN_IF_ERROR(store_floats(k, B * N * T * H, p.dt, pk->raw_data()));
+    }
+    if (ctx.output_requested(2)) {
+      NXRT_ASSIGN_OR_RETURN(Tensor * pv, ctx.allocate_output(2, p.dt, Dims{B, N, T, Hv}));
+      NXRT_RETURN_IF_ERROR(store_floats(v, B * N * T * Hv, p.dt, pv->raw_data()));
+    }
+    return ort_attend(ctx, p, lay, scale_, filter_, 4, Y);
   }
-  NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, dt, Dims{B, S, N * Hv}));
-  if (ctx.output_requested(1)) {
-    NXRT_ASSIGN_OR_RETURN(Tensor * pk, ctx.allocate_output(1, dt, Dims{B, N, T, H}));
-    NXRT_RETURN_IF_ERROR(store_floats(kf.data(), static_cast<int64_t>(kf.size()), dt, pk->raw_data()));
+
+  // The plan for these input dtypes and shapes (see OrtAttnPlan); an error for inputs the op rejects
+  // whatever their values. outs: which outputs are requested; threads: the pool compute runs on.
+  Status plan(const OrtInputFacts& in, const bool outs[4], int threads, OrtAttnPlan* out) const {
+    OrtAttnPlan& p = *out;
+    const int64_t N = p.N = N_;
+    p.causal = causal_;
+    if (!in.has(0)) return invalid_argument("query is required");
+    const DataType dt = p.dt = in.dt[0];
+    if (!is_attn_float(dt)) return invalid_argument(std::string("query must be float32/float16/bfloat16, got ") + dtype_name(dt));
+    if (in.has(8) || in.has(9)) return not_implemented("past_sequence_length/cache_indirection are not supported");
+    if (outs[3]) return not_implemented("qk output is not supported");
+    if (in.rank(0) < 2) return invalid_argument("query must be (batch, seq, num_heads * head_size), got " + in.describe(0));
+    const int64_t B = p.B = in.dim(0, 0), S = p.S = in.dim(0, 1);
+    NXRT_RETURN_IF_ERROR(plan_float_input(in, 0, "query", &p));
+    const bool has_k = in.has(1), has_v = in.has(2);
+    if (in.rank(0) == 5) {
+      if (has_k || has_v || in.dim(0, 2) != N || in.dim(0, 3) != 3)
+        return invalid_argument("packed QKV must be (batch, seq, num_heads, 3, head_size) without key/value, got " + in.describe(0));
+      p.kv = MhaKv::kPackedQkv;
+      p.H = p.Hv = in.dim(0, 4);
+      p.L = S;
+    } else {
+      if (in.rank(0) != 3 || in.dim(0, 2) % N)
+        return invalid_argument("query must be (batch, seq, num_heads * head_size), got " + in.describe(0));
+      const int64_t H = p.H = in.dim(0, 2) / N, hidden = N * H;
+      if (in.has(3)) {
+        NXRT_RETURN_IF_ERROR(plan_float_input(in, 3, "bias", &p));
+        if (in.numel(3) < 2 * hidden) return invalid_argument("bias too short: " + in.describe(3));
+        p.bias = true;
+      }
+      if (!has_k) return invalid_argument("key is required unless query is packed QKV");
+      NXRT_RETURN_IF_ERROR(plan_float_input(in, 1, "key", &p));
+      if (in.rank(1) == 5) {
+        if (has_v || in.dim(1, 0) != B || in.dim(1, 2) != N || in.dim(1, 3) != 2 || in.dim(1, 4) != H)
+          return invalid_argument("packed KV must be (batch, kv_seq, num_heads, 2, head_size) without value, got " + in.describe(1));
+        p.kv = MhaKv::kPackedKv;
+        p.L = in.dim(1, 1);
+        p.Hv = H;
+      } else if (in.rank(1) == 4) {
+        if (!has_v || in.rank(2) != 4 || in.dim(1, 0) != B || in.dim(1, 1) != N || in.dim(1, 3) != H ||
+            in.dim(2, 0) != B || in.dim(2, 1) != N || in.dim(2, 2) != in.dim(1, 2))
+          return invalid_argument("4-D key/value must be (batch, num_heads, kv_seq, head_size), got " + in.describe(1) + ", " + in.describe(2));
+        p.kv = MhaKv::kBnsh;
+        p.L = in.dim(1, 2);
+        p.Hv = in.dim(2, 3);
+      } else {
+        if (!has_v || in.rank(1) != 3 || in.rank(2) != 3 || in.dim(1, 0) != B || in.dim(2, 0) != B ||
+            in.dim(1, 2) != hidden || in.dim(2, 1) != in.dim(1, 1) || in.dim(2, 2) % N)
+          return invalid_argument("key/value must be (batch, kv_seq, hidden), got " + in.describe(1) + ", " + in.describe(2));
+        p.kv = MhaKv::kSeparate;
+        p.L = in.dim(1, 1);
+        p.Hv = in.dim(2, 2) / N;
+        if (p.bias && in.numel(3) != 2 * hidden + N * p.Hv)
+          return invalid_argument("bias must have 2 * hidden + v_hidden elements, got " + in.describe(3));
+      }
+      if (has_v) NXRT_RETURN_IF_ERROR(plan_float_input(in, 2, "value", &p));
+    }
+    if (in.has(6) || in.has(7)) {
+      const bool ok = in.has(6) && in.has(7) && p.kv != MhaKv::kBnsh && in.rank(6) == 4 && in.rank(7) == 4 &&
+                      in.dim(6, 0) == B && in.dim(6, 1) == N && in.dim(6, 3) == p.H && in.dim(7, 0) == B &&
+                      in.dim(7, 1) == N && in.dim(7, 2) == in.dim(6, 2) && in.dim(7, 3) == p.Hv;
+      if (!ok)
+        return invalid_argument("past_key/past_value must be (batch, num_heads, past, head_size) together, got " +
+                                in.describe(6) + ", " + in.describe(7));
+      p.P = in.dim(6, 2);
+      NXRT_RETURN_IF_ERROR(plan_float_input(in, 6, "past_key", &p));
+      NXRT_RETURN_IF_ERROR(plan_float_input(in, 7, "past_value", &p));
+    }
+    p.T = p.P + p.L;
+    return plan_mask_and_core(in, 4, reference_, threads, &p);
   }
-  if (ctx.output_requested(2)) {
-    NXRT_ASSIGN_OR_RETURN(Tensor * pv, ctx.allocate_output(2, dt, Dims{B, N, T, Hv}));
-    NXRT_RETURN_IF_ERROR(store_floats(vf.data(), static_cast<int64_t>(vf.size()), dt, pv->raw_data()));
-  }
-  const OrtHeads heads{q.data(), kf.data(), vf.data(), B, N, S, T, H, Hv, P};
-  return run_ort_heads(ctx, heads, scale_attr, causal, filter, 4, Y, reference);
-}
+
+ private:
+  int64_t N_ = 0;
+  float filter_ = -10000.f;
+  bool causal_ = false;
+  float scale_ = 0.f;
+  bool reference_ = false;
+};
 
 // ---------------------------------------------------------------------------------------------
 // Attention (BERT/GPT-2): input (B, S, Din) x weights (Din, Dq + Dk + Dv) + bias; mask_index;
-// past (2, B, N, P, H) -> present (2, B, N, P + S, H).
-Status ms_attention(ep::KernelContext& ctx, bool reference) {
-  const auto& info = ctx.info();
-  const int64_t N = info.attr_int("num_heads", 0);
-  if (N <= 0) return info.error("num_heads must be positive");
-  if (info.attr_int("do_rotary", 0) != 0) return info.error("do_rotary is not supported", StatusCode::kNotImplemented);
-  if (info.attr_int("past_present_share_buffer", 0) != 0) return info.error("past_present_share_buffer is not supported", StatusCode::kNotImplemented);
-  const float filter = info.attr_float("mask_filter_value", -10000.f);
-  const bool causal = info.attr_int("unidirectional", 0) != 0;
-  const float scale_attr = info.attr_float("scale", 0.f);
-  const Tensor& X = ctx.input(0);
-  const Tensor& W = ctx.input(1);
-  const DataType dt = X.dtype();
-  if (!is_attn_float(dt) || W.dtype() != dt) return ctx.error("input/weights must share a float32/float16/bfloat16 dtype", StatusCode::kInvalidArgument);
-  if (X.rank() != 3 || W.rank() != 2 || W.dim(0) != X.dim(2))
-    return ctx.error("input must be (batch, seq, in_hidden) and weights (in_hidden, qkv_hidden), got " + X.describe() + ", " + W.describe(), StatusCode::kInvalidArgument);
-  const int64_t B = X.dim(0), S = X.dim(1), Din = X.dim(2);
-  std::vector<int64_t> qkv = info.attr_ints("qkv_hidden_sizes", {});
-  if (qkv.empty()) {
-    if (W.dim(1) % 3) return ctx.error("weights dim 1 must be 3 * hidden without qkv_hidden_sizes", StatusCode::kInvalidArgument);
-    qkv = {W.dim(1) / 3, W.dim(1) / 3, W.dim(1) / 3};
-  }
-  if (qkv.size() != 3 || qkv[0] != qkv[1] || qkv[0] % N || qkv[2] % N || qkv[0] + qkv[1] + qkv[2] != W.dim(1))
-    return info.error("qkv_hidden_sizes must be 3 values (q == k) divisible by num_heads summing to weights dim 1");
-  const int64_t H = qkv[0] / N, Hv = qkv[2] / N, Dt = W.dim(1);
-  // Projection: [B*S, Din] x [Din, Dt] (+ bias).
-  NXRT_ASSIGN_OR_RETURN(const std::vector<float> x, read_float_input<float>(ctx, X, "input"));
-  NXRT_ASSIGN_OR_RETURN(const std::vector<float> w, read_float_input<float>(ctx, W, "weights"));
-  std::vector<float> proj(static_cast<size_t>(B * S * Dt));
-  gemm_f32(false, false, B * S, Dt, Din, 1.f, x.data(), Din, w.data(), Dt, 0.f, proj.data(), Dt, &ctx.pool());
-  if (ctx.has_input(2)) {
-    const Tensor& bt = ctx.input(2);
-    if (bt.numel() != Dt) return ctx.error("bias must have " + std::to_string(Dt) + " elements, got " + bt.describe(), StatusCode::kInvalidArgument);
-    NXRT_ASSIGN_OR_RETURN(const std::vector<float> bv, read_float_input<float>(ctx, bt, "bias"));
-    for (int64_t r = 0; r < B * S; ++r)
-      for (int64_t c = 0; c < Dt; ++c) proj[static_cast<size_t>(r * Dt + c)] += bv[static_cast<size_t>(c)];
-  }
-  const Tensor* past = ctx.has_input(4) ? &ctx.input(4) : nullptr;
-  int64_t P = 0;
-  if (past) {
-    if (past->rank() != 5 || past->dim(0) != 2 || past->dim(1) != B || past->dim(2) != N || past->dim(4) != H || H != Hv)
-      return ctx.error("past must be (2, batch, num_heads, past, head_size), got " + past->describe(), StatusCode::kInvalidArgument);
-    P = past->dim(3);
-  }
-  if (ctx.has_input(6)) return ctx.error("past_sequence_length is not supported", StatusCode::kNotImplemented);
-  const int64_t T = P + S;
-  std::vector<float> q(static_cast<size_t>(B * N * S * H)), kf(static_cast<size_t>(B * N * T * H)), vf(static_cast<size_t>(B * N * T * Hv));
-  std::vector<float> pst;
-  if (past) { NXRT_ASSIGN_OR_RETURN(pst, read_float_input<float>(ctx, *past, "past")); }
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < N; ++h) {
-      const int64_t bh = b * N + h;
-      if (P) {
-        std::copy(pst.begin() + bh * P * H, pst.begin() + (bh + 1) * P * H, kf.begin() + bh * T * H);
-        std::copy(pst.begin() + (B * N + bh) * P * H, pst.begin() + (B * N + bh + 1) * P * H, vf.begin() + bh * T * Hv);
-      }
-      for (int64_t s = 0; s < S; ++s) {
-        const float* row = proj.data() + (b * S + s) * Dt;
-        std::copy(row + h * H, row + (h + 1) * H, q.begin() + (bh * S + s) * H);
-        std::copy(row + qkv[0] + h * H, row + qkv[0] + (h + 1) * H, kf.begin() + (bh * T + P + s) * H);
-        std::copy(row + 2 * qkv[0] + h * Hv, row + 2 * qkv[0] + (h + 1) * Hv, vf.begin() + (bh * T + P + s) * Hv);
+// past (2, B, N, P, H) -> present (2, B, N, P + S, H). Constant weights (and bias) are converted to
+// float once at creation, the weights packed for the GEMM engine (pack_b_f32).
+class MsAttention final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    N_ = info.attr_int("num_heads", 0);
+    if (N_ <= 0) return info.error("num_heads must be positive");
+    if (info.attr_int("do_rotary", 0) != 0) return info.error("do_rotary is not supported", StatusCode::kNotImplemented);
+    if (info.attr_int("past_present_share_buffer", 0) != 0) return info.error("past_present_share_buffer is not supported", StatusCode::kNotImplemented);
+    filter_ = info.attr_float("mask_filter_value", -10000.f);
+    causal_ = info.attr_int("unidirectional", 0) != 0;
+    scale_ = info.attr_float("scale", 0.f);
+    qkv_ = info.attr_ints("qkv_hidden_sizes", {});
+    reference_ = info.overrides().reference();
+    isa_ = info.isa();
+    if (const Tensor* w = info.const_input(1); w && w->rank() == 2 && is_attn_float(w->dtype()) && w->numel() > 0) {
+      auto wf = read_floats_as<float>(*w);
+      if (wf.ok()) w_packed_ = pack_b_f32(false, w->dim(0), w->dim(1), wf.value().data(), w->dim(1), isa_);
+    }
+    if (const Tensor* b = info.const_input(2); b && is_attn_float(b->dtype())) {
+      auto bf = read_floats_as<float>(*b);
+      if (bf.ok()) {
+        bias_f_ = std::move(bf).value();
+        have_bias_ = true;
       }
     }
-  NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, dt, Dims{B, S, N * Hv}));
-  if (ctx.output_requested(1)) {
-    NXRT_ASSIGN_OR_RETURN(Tensor * pr, ctx.allocate_output(1, dt, Dims{2, B, N, T, H}));
-    NXRT_RETURN_IF_ERROR(store_floats(kf.data(), static_cast<int64_t>(kf.size()), dt, pr->raw_data()));
-    NXRT_RETURN_IF_ERROR(store_floats(vf.data(), static_cast<int64_t>(vf.size()), dt, elem_at(*pr, static_cast<int64_t>(kf.size()))));
+    return Status::Ok();
   }
-  const OrtHeads heads{q.data(), kf.data(), vf.data(), B, N, S, T, H, Hv, P};
-  return run_ort_heads(ctx, heads, scale_attr, causal, filter, 3, Y, reference);
-}
+  // Prepared constants are read only through their copies (compute checks just dtypes and shapes).
+  bool reads_const_input_data(size_t i) const override {
+    return !((i == 1 && !w_packed_.empty()) || (i == 2 && have_bias_));
+  }
+
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    bool outs[4] = {};
+    for (size_t i = 0; i < 4; ++i) outs[i] = sc.info().output_present(i);
+    auto v = std::make_unique<OrtAttnVariant>();
+    NXRT_RETURN_IF_ERROR(plan(OrtInputFacts::of(sc), outs, sc.num_threads(), &v->plan));
+    return std::unique_ptr<ep::KernelVariant>(std::move(v));
+  }
+
+  Status compute(ep::KernelContext& ctx) const override {
+    OrtAttnVariant local;
+    NXRT_ASSIGN_OR_RETURN(const OrtAttnVariant* var, ort_variant(*this, ctx, &local));
+    const OrtAttnPlan& p = var->plan;
+    NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, *var));
+    ScratchLayout lay = p.lay;
+    lay.bind(ws);
+    const int64_t B = p.B, N = p.N, S = p.S, P = p.P, T = p.T, H = p.H, Hv = p.Hv, Din = p.Din, Dt = p.Dt;
+    // Projection: [B*S, Din] x [Din, Dt] (+ bias).
+    NXRT_ASSIGN_OR_RETURN(const float* x, input_floats(p, lay, ctx.input(0), 0));
+    float* proj = lay.at<float>(p.proj_off);
+    const GemmScratch gs{p.gemm_floats > 0 ? lay.at<float>(p.gemm_off) : nullptr, p.gemm_floats, p.gemm_slots};
+    if (!w_packed_.empty()) {
+      gemm_f32_packed(false, B * S, 1.f, x, Din, w_packed_, 0.f, proj, Dt, &ctx.pool(), nullptr, isa_, &gs);
+    } else {
+      NXRT_ASSIGN_OR_RETURN(const float* w, input_floats(p, lay, ctx.input(1), 1));
+      gemm_f32(false, false, B * S, Dt, Din, 1.f, x, Din, w, Dt, 0.f, proj, Dt, &ctx.pool(), nullptr, isa_, &gs);
+    }
+    if (p.bias) {
+      const float* bv = bias_f_.data();
+      if (!have_bias_) { NXRT_ASSIGN_OR_RETURN(bv, input_floats(p, lay, ctx.input(2), 2)); }
+      for (int64_t r = 0; r < B * S; ++r)
+        for (int64_t c = 0; c < Dt; ++c) proj[r * Dt + c] += bv[c];
+    }
+    float* q = lay.at<float>(p.q_off);
+    float* k = lay.at<float>(p.k_off);
+    float* v = lay.at<float>(p.v_off);
+    const int64_t qk = p.qk_hidden;
+    split_heads(proj, B, N, S, Dt, 0, H, H, nullptr, q, S, 0);
+    split_heads(proj, B, N, S, Dt, qk, H, H, nullptr, k, T, P);
+    split_heads(proj, B, N, S, Dt, 2 * qk, Hv, Hv, nullptr, v, T, P);
+    if (P > 0) {
+      NXRT_ASSIGN_OR_RETURN(const float* pst, input_floats(p, lay, ctx.input(4), 4));
+      copy_head_rows(pst, B * N, P, H, k, T, 0);
+      copy_head_rows(pst + B * N * P * H, B * N, P, Hv, v, T, 0);
+    }
+    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, p.dt, Dims{B, S, N * Hv}));
+    if (ctx.output_requested(1)) {
+      NXRT_ASSIGN_OR_RETURN(Tensor * pr, ctx.allocate_output(1, p.dt, Dims{2, B, N, T, H}));
+      const int64_t kn = B * N * T * H;
+      NXRT_RETURN_IF_ERROR(store_floats(k, kn, p.dt, pr->raw_data()));
+      NXRT_RETURN_IF_ERROR(store_floats(v, B * N * T * Hv, p.dt, elem_at(*pr, kn)));
+    }
+    return ort_attend(ctx, p, lay, scale_, filter_, 3, Y);
+  }
+
+  // The plan for these input dtypes and shapes (see OrtAttnPlan); an error for inputs the op rejects
+  // whatever their values.
+  Status plan(const OrtInputFacts& in, const bool outs[4], int threads, OrtAttnPlan* out) const {
+    OrtAttnPlan& p = *out;
+    const int64_t N = p.N = N_;
+    p.causal = causal_;
+    if (!in.has(0) || !in.has(1)) return invalid_argument("input and weights are required");
+    const DataType dt = p.dt = in.dt[0];
+    if (!is_attn_float(dt) || in.dt[1] != dt) return invalid_argument("input/weights must share a float32/float16/bfloat16 dtype, got " + in.describe(0) + ", " + in.describe(1));
+    if (in.rank(0) != 3 || in.rank(1) != 2 || in.dim(1, 0) != in.dim(0, 2))
+      return invalid_argument("input must be (batch, seq, in_hidden) and weights (in_hidden, qkv_hidden), got " + in.describe(0) + ", " + in.describe(1));
+    const int64_t B = p.B = in.dim(0, 0), S = p.S = in.dim(0, 1), Din = p.Din = in.dim(0, 2), Dt = p.Dt = in.dim(1, 1);
+    std::vector<int64_t> qkv = qkv_;
+    if (qkv.empty()) {
+      if (Dt % 3) return invalid_argument("weights dim 1 must be 3 * hidden without qkv_hidden_sizes, got " + in.describe(1));
+      qkv = {Dt / 3, Dt / 3, Dt / 3};
+    }
+    if (qkv.size() != 3 || qkv[0] != qkv[1] || qkv[0] % N || qkv[2] % N || qkv[0] + qkv[1] + qkv[2] != Dt)
+      return invalid_model("qkv_hidden_sizes must be 3 values (q == k) divisible by num_heads summing to weights dim 1");
+    p.qk_hidden = qkv[0];
+    const int64_t H = p.H = qkv[0] / N, Hv = p.Hv = qkv[2] / N;
+    p.L = S;
+    if (in.has(2)) {
+      if (in.numel(2) != Dt) return invalid_argument("bias must have " + std::to_string(Dt) + " elements, got " + in.describe(2));
+      if (!have_bias_) NXRT_RETURN_IF_ERROR(plan_float_input(in, 2, "bias", &p));
+      p.bias = true;
+    }
+    if (in.has(4)) {
+      if (in.rank(4) != 5 || in.dim(4, 0) != 2 || in.dim(4, 1) != B || in.dim(4, 2) != N || in.dim(4, 4) != H || H != Hv)
+        return invalid_argument("past must be (2, batch, num_heads, past, head_size), got " + in.describe(4));
+      p.P = in.dim(4, 3);
+      NXRT_RETURN_IF_ERROR(plan_float_input(in, 4, "past", &p));
+    }
+    if (in.has(6)) return not_implemented("past_sequence_length is not supported");
+    // present (2, B, N, T, H) holds K and V rows alike.
+    if (outs[1] && H != Hv)
+      return invalid_argument("present needs equal q/k and v head sizes, got " + std::to_string(H) + " and " + std::to_string(Hv));
+    p.T = p.P + S;
+    NXRT_RETURN_IF_ERROR(plan_float_input(in, 0, "input", &p));
+    const bool packed = !w_packed_.empty();
+    if (packed && (in.dim(1, 0) != w_packed_.K || Dt != w_packed_.N))
+      return invalid_argument("weights " + in.describe(1) + " differ from the constant prepared at creation");
+    if (!packed) NXRT_RETURN_IF_ERROR(plan_float_input(in, 1, "weights", &p));
+    p.proj_off = p.lay.add<float>(B * S * Dt);
+    p.gemm_floats = gemm_f32_scratch_floats(B * S, Dt, Din, false, packed);
+    p.gemm_slots = std::max(1, threads);
+    if (p.gemm_floats > 0) p.gemm_off = p.lay.add<float>(static_cast<int64_t>(p.gemm_floats) * p.gemm_slots);
+    return plan_mask_and_core(in, 3, reference_, threads, &p);
+  }
+
+ private:
+  int64_t N_ = 0;
+  float filter_ = -10000.f;
+  bool causal_ = false;
+  float scale_ = 0.f;
+  std::vector<int64_t> qkv_;
+  bool reference_ = false;
+  ep::IsaTier isa_ = ep::IsaTier::kScalar;
+  PackedB w_packed_;           // constant weights, packed at creation (empty: read per call)
+  std::vector<float> bias_f_;  // constant bias as float
+  bool have_bias_ = false;
+};
 
 }  // namespace
 
 void register_contrib_attention(ep::KernelRegistry& r) {
   r.add_class<GroupQueryAttention>(kMs, "GroupQueryAttention", 1);
-  r.add_class<ReferenceSwitchKernel<&multi_head_attention>>(kMs, "MultiHeadAttention", 1);
-  r.add_class<ReferenceSwitchKernel<&ms_attention>>(kMs, "Attention", 1);
+  r.add_class<MultiHeadAttention>(kMs, "MultiHeadAttention", 1);
+  r.add_class<MsAttention>(kMs, "Attention", 1);
 }
 
 }  // namespace nxrt::ops::contrib
