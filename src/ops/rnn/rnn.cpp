@@ -14,12 +14,17 @@
 #include <memory>
 #include <type_traits>
 
+#include "ep/input_facts.h"
 #include "ops/gemm/gemm.h"
 #include "ops/conv/conv_geometry.h"
 
 namespace nxrt::ops {
 
 namespace {
+
+using ep::InputFacts;
+using ep::variant_error;
+using ep::variant_or_make;
 
 enum class RnnKind { kRnn, kGru, kLstm };
 
@@ -115,63 +120,11 @@ Status parse_activations(const ep::KernelInfo& info, const std::vector<std::stri
   return Status::Ok();
 }
 
-Status variant_error(const std::string& msg) { return Status(StatusCode::kRuntimeError, msg); }
-
-// The dtype and shape of each input a variant was made for (X, W, R, B, sequence_lens, initial_h,
-// initial_c, P).
-struct RnnInputs {
-  static constexpr size_t kMax = 8;
-  size_t n = 0;
-  std::array<DataType, kMax> dtypes{};
-  std::array<Dims, kMax> shapes{};
-
-  bool has(size_t i) const { return i < n && dtypes[i] != DataType::kUndefined; }
-  const Dims& shape(size_t i) const {
-    static const Dims none;
-    return i < n ? shapes[i] : none;
-  }
-  static RnnInputs of(const ep::SpecializeContext& sc) {
-    RnnInputs f;
-    f.n = std::min(sc.num_inputs(), kMax);
-    for (size_t i = 0; i < f.n; ++i) {
-      f.dtypes[i] = sc.dtype(i);
-      if (sc.has_input(i)) f.shapes[i] = sc.shape(i);
-    }
-    return f;
-  }
-  static RnnInputs of(const ep::KernelContext& ctx) {
-    RnnInputs f;
-    f.n = std::min(ctx.num_inputs(), kMax);
-    for (size_t i = 0; i < f.n; ++i) {
-      const Value* v = ctx.input_value(i);
-      if (v && v->is_tensor()) {
-        f.dtypes[i] = v->tensor().dtype();
-        f.shapes[i] = v->tensor().shape();
-      } else {
-        f.dtypes[i] = DataType::kUndefined;
-      }
-    }
-    return f;
-  }
-  bool describes(const ep::KernelContext& ctx) const {
-    if (std::min(ctx.num_inputs(), kMax) != n) return false;
-    for (size_t i = 0; i < n; ++i) {
-      const Value* v = ctx.input_value(i);
-      if (!v || !v->is_tensor()) {
-        if (dtypes[i] != DataType::kUndefined) return false;
-        continue;
-      }
-      if (v->tensor().dtype() != dtypes[i] || v->tensor().shape() != shapes[i]) return false;
-    }
-    return true;
-  }
-};
-
 // An RNN/GRU/LSTM node's state at one set of input dtypes and shapes: the checked dims, the float
 // GEMM's plans and the workspace every buffer of compute comes from.
 struct RnnVariant final : ep::KernelVariant {
   size_t workspace_bytes() const override { return scratch.bytes(); }
-  RnnInputs in;  // what it was made for
+  InputFacts in;  // what it was made for
   int64_t S = 0, Bn = 0, I = 0, D = 0, Hd = 0, GH = 0;  // seq_len, batch, input size, directions, hidden
   int64_t step_cols = 0;  // columns of each step's H * R^T (GRU without linear_before_reset: z and r only)
   Dims state_shape;
@@ -240,19 +193,16 @@ class RnnKernel final : public ep::Kernel {
   }
 
   Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
-    NXRT_ASSIGN_OR_RETURN(std::unique_ptr<RnnVariant> v, make_variant(RnnInputs::of(sc), sc.num_threads()));
+    NXRT_ASSIGN_OR_RETURN(std::unique_ptr<RnnVariant> v, make_variant(InputFacts::of(sc), sc.num_threads()));
     return std::unique_ptr<ep::KernelVariant>(std::move(v));
   }
 
   Status compute(ep::KernelContext& ctx) const override {
-    const RnnVariant* v = dynamic_cast<const RnnVariant*>(ctx.variant());
     std::unique_ptr<RnnVariant> own;
-    if (!v || !v->in.describes(ctx)) {
-      Result<std::unique_ptr<RnnVariant>> made = make_variant(RnnInputs::of(ctx), ctx.pool().num_threads());
-      if (!made.ok()) return ctx.error(made.status().message(), made.status().code());
-      own = std::move(made).value();
-      v = own.get();
-    }
+    NXRT_ASSIGN_OR_RETURN(const RnnVariant* v,
+                          variant_or_make<RnnVariant>(ctx, &own, [&](const InputFacts& in, int threads) {
+                            return make_variant(in, threads);
+                          }));
     const DataType dt = v->in.dtypes[0];
     return dispatch_float(
         dt,
@@ -267,7 +217,7 @@ class RnnKernel final : public ep::Kernel {
  private:
   // Everything compute needs that follows from the inputs' dtypes and shapes; the errors a wrong shape
   // gets (they name no node: the executor, or compute through ctx.error, adds it).
-  Result<std::unique_ptr<RnnVariant>> make_variant(const RnnInputs& in, int threads) const {
+  Result<std::unique_ptr<RnnVariant>> make_variant(const InputFacts& in, int threads) const {
     if (!in.has(0)) return variant_error("missing input X");
     if (!in.has(1) || !in.has(2)) return variant_error("missing input W or R");
     const DataType dt = in.dtypes[0];
