@@ -15,26 +15,6 @@ ir::Attribute make(const std::string& name, ir::Attribute::Type t) {
   a.type = t;
   return a;
 }
-// A standalone context that hands compute a variant and its workspace (reserved up front, as the
-// executor does), filled with a byte pattern so scratch read before written shows.
-class VariantContext final : public ep::StandaloneContext {
- public:
-  VariantContext(const ep::KernelInfo& info, std::vector<Value> inputs, ep::ThreadPool& pool,
-                 const ep::KernelVariant* v)
-      : ep::StandaloneContext(info, std::move(inputs), pool), variant_(v) {
-    const size_t bytes = v ? v->workspace_bytes() : 0;
-    if (bytes > 0) {
-      ws_ = Storage::allocate(bytes);
-      std::memset(ws_->data(), 0xA5, bytes);
-    }
-  }
-  const ep::KernelVariant* variant() const override { return variant_; }
-  void* variant_workspace() const override { return ws_ ? ws_->data() : nullptr; }
-
- private:
-  const ep::KernelVariant* variant_;
-  std::shared_ptr<Storage> ws_;
-};
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // Runs one CPU kernel on given inputs without a model or session: for unit tests of ops, and for
 // checking fast kernels against reference kernels on random shapes.
 #pragma once
+#include <cstring>
 #include <memory>
 #include <map>
 #include <random>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "ep/kernel.h"
+#include "ep/standalone_context.h"
 #include "ep/thread_pool.h"
 #include "ir/graph.h"
 
@@ -60,6 +62,33 @@ struct KernelRun {
   int specialize_threads = 0;
   // When set, receives the variant's workspace_bytes() (0: no variant was made).
   size_t* variant_workspace_bytes = nullptr;
+};
+
+// A context as the executor gives one: the variant (or none), its declared workspace reserved up front
+// (filled with a byte pattern, as a pooled block may hold garbage, so scratch read before written
+// shows), and every ctx.workspace request counted (a variant should leave none to ask for).
+class VariantContext final : public ep::StandaloneContext {
+ public:
+  VariantContext(const ep::KernelInfo& info, std::vector<Value> inputs, ep::ThreadPool& pool,
+                 const ep::KernelVariant* v)
+      : ep::StandaloneContext(info, std::move(inputs), pool), variant_(v) {
+    const size_t bytes = v ? v->workspace_bytes() : 0;
+    if (bytes > 0) {
+      ws_ = Storage::allocate(bytes);
+      std::memset(ws_->data(), 0xA5, bytes);
+    }
+  }
+  const ep::KernelVariant* variant() const override { return variant_; }
+  void* variant_workspace() const override { return ws_ ? ws_->data() : nullptr; }
+  Result<void*> workspace(size_t bytes) override {
+    ++workspace_calls;
+    return ep::StandaloneContext::workspace(bytes);
+  }
+  int workspace_calls = 0;
+
+ private:
+  const ep::KernelVariant* variant_;
+  std::shared_ptr<Storage> ws_;
 };
 
 // Creates the kernel from the CPU registry and runs it once; returns the outputs.

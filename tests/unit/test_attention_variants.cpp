@@ -26,8 +26,13 @@
 #include "ir/tensor_util.h"
 #include "kernel_test_util.h"
 #include "ops/cpu_provider.h"
+#include "variant_test_util.h"
 
 using namespace nxrt;
+using nxrt::testing::expect_variant_outcomes_match;
+using nxrt::testing::expect_outcome_bits_equal;
+using nxrt::testing::VariantOutcome;
+using nxrt::testing::VariantContext;
 using nxrt::test::AllocCounter;
 using nxrt::testing::attr_float;
 using nxrt::testing::attr_int;
@@ -47,31 +52,6 @@ Tensor to_float16(const Tensor& t) {
   return h;
 }
 
-// A context as the executor gives one: the variant (or none), its declared workspace reserved up front
-// (filled with garbage, as a pooled block may be), and every ctx.workspace request counted.
-class CountingContext final : public ep::StandaloneContext {
- public:
-  CountingContext(const ep::KernelInfo& info, std::vector<Value> inputs, ep::ThreadPool& pool,
-                  const ep::KernelVariant* v)
-      : ep::StandaloneContext(info, std::move(inputs), pool), variant_(v) {
-    const size_t bytes = v ? v->workspace_bytes() : 0;
-    if (bytes > 0) {
-      ws_ = Storage::allocate(bytes);
-      std::memset(ws_->data(), 0xA5, bytes);
-    }
-  }
-  const ep::KernelVariant* variant() const override { return variant_; }
-  void* variant_workspace() const override { return ws_ ? ws_->data() : nullptr; }
-  Result<void*> workspace(size_t bytes) override {
-    ++workspace_calls;
-    return ep::StandaloneContext::workspace(bytes);
-  }
-  int workspace_calls = 0;
-
- private:
-  const ep::KernelVariant* variant_;
-  std::shared_ptr<Storage> ws_;
-};
 
 // One node of a com.microsoft or ai.onnx attention op, its kernel created from the CPU registry.
 struct Node {
@@ -124,17 +104,12 @@ struct Case {
   std::string what;
 };
 
-struct Outcome {
-  std::vector<Tensor> outs;
-  int workspace_calls = 0;
-  size_t variant_bytes = 0;
-};
 
 // Runs the case once on a pool of `threads`: without a variant (specialize_threads 0) or with one made
 // for `specialize_threads`. A shared KV buffer is a fresh copy of the past each run.
-Outcome run_case(const Case& c, int threads, int specialize_threads,
+VariantOutcome run_case(const Case& c, int threads, int specialize_threads,
                  const std::map<std::string, std::string>& overrides = {}) {
-  Outcome r;
+  VariantOutcome r;
   auto n = make_node(c.domain, c.op, c.opset, c.attrs, c.in, c.outs, overrides);
   if (!n->kernel) return r;
   std::vector<Value> in = c.in;
@@ -152,7 +127,7 @@ Outcome run_case(const Case& c, int threads, int specialize_threads,
     r.variant_bytes = v ? v->workspace_bytes() : 0;
   }
   ep::ThreadPool pool(threads);
-  CountingContext ctx(*n->info, in, pool, v.get());
+  VariantContext ctx(*n->info, in, pool, v.get());
   if (c.share_kv) {
     ctx.bind_output(1, in[3]);
     ctx.bind_output(2, in[4]);
@@ -168,40 +143,13 @@ Outcome run_case(const Case& c, int threads, int specialize_threads,
   return r;
 }
 
-void expect_bit_equal(const Outcome& want, const Outcome& got, const std::string& what) {
-  ASSERT_EQ(want.outs.size(), got.outs.size()) << what;
-  for (size_t o = 0; o < want.outs.size(); ++o) {
-    const Tensor& a = want.outs[o];
-    const Tensor& b = got.outs[o];
-    ASSERT_EQ(a.dtype(), b.dtype()) << what << " output " << o;
-    ASSERT_EQ(a.shape(), b.shape()) << what << " output " << o;
-    if (!a.defined()) continue;
-    EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0) << what << " output " << o;
-  }
-}
 
-// The case without a variant at 1 thread against: no variant at 2 threads, a variant at 1 and 2
-// threads, and a variant made for 1 thread run on 2 (a pool wider than the plan). Every output bit for
-// bit; with a variant, compute asks ctx.workspace for nothing.
+// The case checked as expect_variant_outcomes_match (variant_test_util.h) says.
 void expect_variant_matches(const Case& c, const std::map<std::string, std::string>& overrides = {}) {
   SCOPED_TRACE(c.what);
-  const Outcome ref = run_case(c, 1, 0, overrides);
-  ASSERT_FALSE(ref.outs.empty());
-  EXPECT_GT(ref.workspace_calls, 0) << "a call without a variant takes its plan's scratch from ctx.workspace";
-  struct Run { int threads, specialize_threads; };
-  for (const Run r : {Run{2, 0}, Run{1, 1}, Run{2, 2}, Run{2, 1}}) {
-    const std::string what = c.what + " threads " + std::to_string(r.threads) + " variant for " +
-                             std::to_string(r.specialize_threads);
-    const Outcome got = run_case(c, r.threads, r.specialize_threads, overrides);
-    expect_bit_equal(ref, got, what);
-    if (r.specialize_threads > 0) {
-      EXPECT_GT(got.variant_bytes, 0u) << what;
-      // A pool wider than the plan may take its own scratch; otherwise everything is declared.
-      if (r.specialize_threads >= r.threads) {
-        EXPECT_EQ(got.workspace_calls, 0) << what << ": ctx.workspace asked";
-      }
-    }
-  }
+  expect_variant_outcomes_match(c.what, [&](int threads, int specialize_threads) {
+    return run_case(c, threads, specialize_threads, overrides);
+  });
 }
 
 // Random rotary caches [rows, D/2].
@@ -336,7 +284,7 @@ TEST(AttentionVariants, GqaFixedCapacityVariantServesEveryLengthWithoutAllocatin
       ASSERT_NE(*v, nullptr);
       ep::ThreadPool pool(2);
       Tensor y(DataType::kFloat, {B, S, H * D});
-      CountingContext ctx(*n->info, in, pool, v->get());
+      VariantContext ctx(*n->info, in, pool, v->get());
       ctx.bind_output(0, Value(y));
       ctx.bind_output(1, Value(pk));
       ctx.bind_output(2, Value(pv));
@@ -354,7 +302,7 @@ TEST(AttentionVariants, GqaFixedCapacityVariantServesEveryLengthWithoutAllocatin
         ref_in[5] = Value(seqlens.clone());
         ref_in[6] = Value(total.clone());
         ep::ThreadPool ref_pool(1);
-        CountingContext ref_ctx(*n->info, ref_in, ref_pool, nullptr);
+        VariantContext ref_ctx(*n->info, ref_in, ref_pool, nullptr);
         ref_ctx.bind_output(1, ref_in[3]);
         ref_ctx.bind_output(2, ref_in[4]);
         ASSERT_TRUE(n->kernel->compute(ref_ctx).ok());
@@ -385,7 +333,7 @@ TEST(AttentionVariants, GqaPresentLongerThanCacheUsesTheShapeBound) {
     c.in[5] = i32({1}, {static_cast<int32_t>(5 + S - 1)});
     c.what += " total 40";
     expect_variant_matches(c);
-    const Outcome o = run_case(c, 1, 1);
+    const VariantOutcome o = run_case(c, 1, 1);
     ASSERT_EQ(o.outs.size(), 3u);
     EXPECT_EQ(o.outs[1].shape(), (Dims{1, 1, 40, 64}));
   }
@@ -401,7 +349,7 @@ TEST(AttentionVariants, GqaShapeErrorsComeFromThePlan) {
   ASSERT_FALSE(v.ok());
   EXPECT_NE(v.status().message().find("past_key/past_value"), std::string::npos) << v.status().message();
   ep::ThreadPool pool(1);
-  CountingContext ctx(*n->info, c.in, pool, nullptr);
+  VariantContext ctx(*n->info, c.in, pool, nullptr);
   const Status s = n->kernel->compute(ctx);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("past_key/past_value"), std::string::npos) << s.message();
@@ -499,7 +447,7 @@ TEST(AttentionVariants, OnnxAttentionDecodeStepWithVariantAllocatesNothing) {
   ASSERT_TRUE(v.ok()) << v.status().to_string();
   ep::ThreadPool pool(2);
   Tensor y(DataType::kFloat, {B, Hq, 1, D});
-  CountingContext ctx(*n->info, in, pool, v->get());
+  VariantContext ctx(*n->info, in, pool, v->get());
   ctx.bind_output(0, Value(y));
   ASSERT_TRUE(n->kernel->compute(ctx).ok());
   AllocCounter::arm();

@@ -16,6 +16,9 @@
 #include "variant_test_util.h"
 
 using namespace nxrt;
+using nxrt::testing::f64_tensor;
+using nxrt::testing::f16_tensor;
+using nxrt::testing::f32_tensor;
 using nxrt::test::AllocCounter;
 using nxrt::testing::attr_int;
 using nxrt::testing::attr_ints;
@@ -29,19 +32,8 @@ using nxrt::testing::tensor_info;
 
 namespace {
 
-Tensor ftensor(const Dims& shape, const std::vector<float>& v) {
-  return Tensor::from_vector<float>(DataType::kFloat, shape, v);
-}
 
-Tensor htensor(const Dims& shape, const std::vector<float>& v) {
-  std::vector<Float16> h;
-  for (float f : v) h.push_back(Float16(f));
-  return Tensor::from_vector<Float16>(DataType::kFloat16, shape, h);
-}
 
-Tensor dtensor(const Dims& shape, const std::vector<float>& v) {
-  return Tensor::from_vector<double>(DataType::kDouble, shape, std::vector<double>(v.begin(), v.end()));
-}
 
 std::vector<float> floats_of(const Tensor& t) {
   std::vector<float> out;
@@ -246,7 +238,7 @@ TEST(ConvFamilyVariants, ConvTransposeMatchesDefinitionWithAndWithoutVariant) {
     const int64_t M = c.ws[1] * c.group;
     auto x = random_floats(rng, shape_numel(c.xs)), w = random_floats(rng, shape_numel(c.ws)),
          b = random_floats(rng, M);
-    KernelRun run = transpose_run(c, ftensor(c.xs, x), ftensor(c.ws, w), ftensor({M}, b));
+    KernelRun run = transpose_run(c, f32_tensor(c.xs, x), f32_tensor(c.ws, w), f32_tensor({M}, b));
     auto out = run_kernel(run);
     ASSERT_TRUE(out.ok()) << out.status().to_string();
     const Tensor& y = (*out)[0].tensor();
@@ -271,14 +263,14 @@ TEST(ConvFamilyVariants, ConvTransposeFloat16AndDoubleWithAndWithoutVariant) {
     const int64_t M = c.ws[1] * c.group;
     auto x = random_floats(rng, shape_numel(c.xs)), w = random_floats(rng, shape_numel(c.ws)),
          b = random_floats(rng, M);
-    KernelRun run = transpose_run(c, htensor(c.xs, x), htensor(c.ws, w), htensor({M}, b));
+    KernelRun run = transpose_run(c, f16_tensor(c.xs, x), f16_tensor(c.ws, w), f16_tensor({M}, b));
     expect_variant_paths_equal(run, true);
     // float16 computes in float: its result is the float one rounded.
     auto half = run_kernel(run);
     ASSERT_TRUE(half.ok()) << half.status().to_string();
     KernelRun as_float = run;
-    as_float.inputs = {ftensor(c.xs, floats_of(run.inputs[0].tensor())), ftensor(c.ws, floats_of(run.inputs[1].tensor())),
-                       ftensor({M}, floats_of(run.inputs[2].tensor()))};
+    as_float.inputs = {f32_tensor(c.xs, floats_of(run.inputs[0].tensor())), f32_tensor(c.ws, floats_of(run.inputs[1].tensor())),
+                       f32_tensor({M}, floats_of(run.inputs[2].tensor()))};
     auto full = run_kernel(as_float);
     ASSERT_TRUE(full.ok()) << full.status().to_string();
     const std::vector<float> h = floats_of((*half)[0].tensor()), f = floats_of((*full)[0].tensor());
@@ -287,7 +279,7 @@ TEST(ConvFamilyVariants, ConvTransposeFloat16AndDoubleWithAndWithoutVariant) {
     run.const_inputs = {1};
     expect_variant_paths_equal(run, true);
     KernelRun dbl = run;
-    dbl.inputs = {dtensor(c.xs, x), dtensor(c.ws, w), dtensor({M}, b)};
+    dbl.inputs = {f64_tensor(c.xs, x), f64_tensor(c.ws, w), f64_tensor({M}, b)};
     expect_variant_paths_equal(dbl, true);
   }
 }
@@ -316,7 +308,7 @@ TEST(ConvFamilyVariants, DeformConvWithAndWithoutVariant) {
     run.opset = 22;
     run.attributes = {attr_int("group", group), attr_int("offset_group", offset_group), attr_ints("strides", {sh, sw}),
                       attr_ints("dilations", {dh, 1}), attr_ints("pads", {pad, pad, pad, pad})};
-    for (auto make : {&ftensor, &htensor, &dtensor}) {
+    for (auto make : {&f32_tensor, &f16_tensor, &f64_tensor}) {
       run.inputs = {make(xs, x), make(ws, w), make(os, off), with_bias ? Value(make({M}, b)) : Value(),
                     with_mask ? Value(make(ms, mask)) : Value()};
       run.const_inputs = {};
@@ -387,15 +379,15 @@ TEST(ConvFamilyVariants, BadShapesAreClearErrorsNamingTheNode) {
     KernelRun run;
     run.op_type = "ConvTranspose";
     run.opset = 22;
-    run.inputs = {ftensor({1, 3, 4, 4}, std::vector<float>(48, 1.f)), ftensor({4, 2, 3, 3}, std::vector<float>(72, 1.f))};
+    run.inputs = {f32_tensor({1, 3, 4, 4}, std::vector<float>(48, 1.f)), f32_tensor({4, 2, 3, 3}, std::vector<float>(72, 1.f))};
     expect_shape_error(run, DataType::kFloat, "W [4,2,3,3] must have X's 3 channels first, divisible by group 1");
   }
   {
     KernelRun run;
     run.op_type = "DeformConv";
     run.opset = 22;
-    run.inputs = {ftensor({1, 2, 4, 4}, std::vector<float>(32, 1.f)), ftensor({3, 2, 3, 3}, std::vector<float>(54, 1.f)),
-                  ftensor({1, 18, 3, 3}, std::vector<float>(162, 0.f))};
+    run.inputs = {f32_tensor({1, 2, 4, 4}, std::vector<float>(32, 1.f)), f32_tensor({3, 2, 3, 3}, std::vector<float>(54, 1.f)),
+                  f32_tensor({1, 18, 3, 3}, std::vector<float>(162, 0.f))};
     expect_shape_error(run, DataType::kFloat, "offset float32[1,18,3,3] must have shape [1,18,2,2]");
   }
   {

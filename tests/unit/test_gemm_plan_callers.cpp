@@ -15,6 +15,9 @@
 #include "variant_test_util.h"
 
 using namespace nxrt;
+using nxrt::testing::f64_tensor;
+using nxrt::testing::f16_tensor;
+using nxrt::testing::f32_tensor;
 using nxrt::test::AllocCounter;
 using nxrt::testing::attr_int;
 using nxrt::testing::attr_ints;
@@ -27,19 +30,8 @@ using nxrt::testing::tensor_info;
 
 namespace {
 
-Tensor ftensor(const Dims& shape, const std::vector<float>& v) {
-  return Tensor::from_vector<float>(DataType::kFloat, shape, v);
-}
 
-Tensor htensor(const Dims& shape, const std::vector<float>& v) {
-  std::vector<Float16> h;
-  for (float f : v) h.push_back(Float16(f));
-  return Tensor::from_vector<Float16>(DataType::kFloat16, shape, h);
-}
 
-Tensor dtensor(const Dims& shape, const std::vector<float>& v) {
-  return Tensor::from_vector<double>(DataType::kDouble, shape, std::vector<double>(v.begin(), v.end()));
-}
 
 TEST(GemmPlanCallers, ConvTransposeWithAndWithoutVariant) {
   std::mt19937 rng(1901);
@@ -58,7 +50,7 @@ TEST(GemmPlanCallers, ConvTransposeWithAndWithoutVariant) {
     run.attributes = {attr_int("group", group), attr_ints("strides", {s, s}),
                       attr_ints("pads", {iter % 2, 0, 0, iter % 2})};
     run.num_outputs = 1;
-    for (auto make : {&ftensor, &htensor}) {
+    for (auto make : {&f32_tensor, &f16_tensor}) {
       run.inputs = {make(xs, x), make(ws, w), make({Mg * group}, b)};
       run.const_inputs = {};
       expect_variant_paths_equal(run, true);
@@ -89,7 +81,7 @@ TEST(GemmPlanCallers, DeformConvWithAndWithoutVariant) {
     run.opset = 22;
     run.attributes = {attr_int("group", group), attr_int("offset_group", offset_group),
                       attr_ints("pads", {pad, pad, pad, pad})};
-    for (auto make : {&ftensor, &htensor}) {
+    for (auto make : {&f32_tensor, &f16_tensor}) {
       run.inputs = {make(xs, x), make(ws, w), make(os, off), iter % 2 ? Value(make({M}, b)) : Value(),
                     iter % 3 ? Value(make(ms, mask)) : Value()};
       run.const_inputs = {};
@@ -125,8 +117,8 @@ TEST(GemmPlanCallers, EinsumWithAndWithoutVariant) {
     run.op_type = "Einsum";
     run.opset = 12;
     run.attributes = {attr_string("equation", c.equation)};
-    for (auto make : {&ftensor, &htensor, &dtensor}) {
-      const bool is_float = make == &ftensor || make == &htensor;
+    for (auto make : {&f32_tensor, &f16_tensor, &f64_tensor}) {
+      const bool is_float = make == &f32_tensor || make == &f16_tensor;
       run.inputs.clear();
       for (size_t i = 0; i < c.shapes.size(); ++i) run.inputs.push_back(make(c.shapes[i], values[i]));
       expect_variant_paths_equal(run, is_float && c.packs);
@@ -162,7 +154,7 @@ void check_recurrent(const std::string& op, int64_t gates, uint32_t seed) {
     run.attributes = {attr_int("hidden_size", H), attr_string("direction", direction), attr_int("layout", layout)};
     if (op == "GRU") run.attributes.push_back(attr_int("linear_before_reset", iter % 2));
     run.num_outputs = op == "LSTM" ? 3 : 2;
-    for (auto make : {&ftensor, &htensor, &dtensor}) {
+    for (auto make : {&f32_tensor, &f16_tensor, &f64_tensor}) {
       run.inputs = {make(xs, x), make({D, gates * H, I}, w), make({D, gates * H, H}, r),
                     with_bias ? Value(make({D, 2 * gates * H}, b)) : Value(),
                     with_lens ? Value(Tensor::from_vector<int32_t>(DataType::kInt32, {Bn}, lens)) : Value(),
@@ -188,8 +180,8 @@ TEST(GemmPlanCallers, RecurrentShapeErrorComesFromSpecialize) {
   run.attributes = {attr_int("hidden_size", 4)};
   run.num_outputs = 3;
   std::mt19937 rng(1906);
-  run.inputs = {ftensor({3, 2, 5}, random_floats(rng, 30)), ftensor({1, 16, 6}, random_floats(rng, 96)),
-                ftensor({1, 16, 4}, random_floats(rng, 64))};
+  run.inputs = {f32_tensor({3, 2, 5}, random_floats(rng, 30)), f32_tensor({1, 16, 6}, random_floats(rng, 96)),
+                f32_tensor({1, 16, 4}, random_floats(rng, 64))};
   for (bool specialize : {false, true}) {
     run.specialize = specialize;
     auto got = nxrt::testing::run_kernel(run);

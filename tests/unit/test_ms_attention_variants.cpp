@@ -22,8 +22,13 @@
 #include "ir/tensor_util.h"
 #include "kernel_test_util.h"
 #include "ops/cpu_provider.h"
+#include "variant_test_util.h"
 
 using namespace nxrt;
+using nxrt::testing::expect_variant_outcomes_match;
+using nxrt::testing::expect_outcome_bits_equal;
+using nxrt::testing::VariantOutcome;
+using nxrt::testing::VariantContext;
 using nxrt::test::AllocCounter;
 using nxrt::testing::attr_float;
 using nxrt::testing::attr_int;
@@ -44,31 +49,6 @@ Tensor to_dtype(const Tensor& t, DataType dt) {
   return h;
 }
 
-// A context as the executor gives one: the variant (or none), its declared workspace reserved up front
-// (filled with garbage, as a pooled block may be), and every ctx.workspace request counted.
-class CountingContext final : public ep::StandaloneContext {
- public:
-  CountingContext(const ep::KernelInfo& info, std::vector<Value> inputs, ep::ThreadPool& pool,
-                  const ep::KernelVariant* v)
-      : ep::StandaloneContext(info, std::move(inputs), pool), variant_(v) {
-    const size_t bytes = v ? v->workspace_bytes() : 0;
-    if (bytes > 0) {
-      ws_ = Storage::allocate(bytes);
-      std::memset(ws_->data(), 0xA5, bytes);
-    }
-  }
-  const ep::KernelVariant* variant() const override { return variant_; }
-  void* variant_workspace() const override { return ws_ ? ws_->data() : nullptr; }
-  Result<void*> workspace(size_t bytes) override {
-    ++workspace_calls;
-    return ep::StandaloneContext::workspace(bytes);
-  }
-  int workspace_calls = 0;
-
- private:
-  const ep::KernelVariant* variant_;
-  std::shared_ptr<Storage> ws_;
-};
 
 struct Case {
   std::string op = "MultiHeadAttention";
@@ -118,16 +98,11 @@ Result<std::unique_ptr<ep::KernelVariant>> specialize(const Node& n, const std::
   return n.kernel->specialize(ep::SpecializeContext(*n.info, dtypes.size(), dtypes.data(), shapes.data(), threads));
 }
 
-struct Outcome {
-  std::vector<Tensor> outs;
-  int workspace_calls = 0;
-  size_t variant_bytes = 0;
-};
 
 // Runs the case once on a pool of `threads`: without a variant (specialize_threads 0) or with one made
 // for `specialize_threads`.
-Outcome run_case(const Case& c, int threads, int specialize_threads, const std::map<std::string, std::string>& overrides) {
-  Outcome r;
+VariantOutcome run_case(const Case& c, int threads, int specialize_threads, const std::map<std::string, std::string>& overrides) {
+  VariantOutcome r;
   auto n = make_node(c, overrides);
   if (!n->kernel) return r;
   std::unique_ptr<ep::KernelVariant> v;
@@ -140,7 +115,7 @@ Outcome run_case(const Case& c, int threads, int specialize_threads, const std::
     r.variant_bytes = v ? v->workspace_bytes() : 0;
   }
   ep::ThreadPool pool(threads);
-  CountingContext ctx(*n->info, c.in, pool, v.get());
+  VariantContext ctx(*n->info, c.in, pool, v.get());
   const Status s = n->kernel->compute(ctx);
   EXPECT_TRUE(s.ok()) << c.what << ": " << s.to_string();
   if (!s.ok()) return r;
@@ -149,39 +124,13 @@ Outcome run_case(const Case& c, int threads, int specialize_threads, const std::
   return r;
 }
 
-void expect_bit_equal(const Outcome& want, const Outcome& got, const std::string& what) {
-  ASSERT_EQ(want.outs.size(), got.outs.size()) << what;
-  for (size_t o = 0; o < want.outs.size(); ++o) {
-    const Tensor& a = want.outs[o];
-    const Tensor& b = got.outs[o];
-    ASSERT_EQ(a.dtype(), b.dtype()) << what << " output " << o;
-    ASSERT_EQ(a.shape(), b.shape()) << what << " output " << o;
-    if (!a.defined()) continue;
-    EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0) << what << " output " << o;
-  }
-}
 
-// The case without a variant at 1 thread against: no variant at 2 threads, a variant at 1 and 2
-// threads, and a variant made for 1 thread run on 2. Every output bit for bit; with a variant for at
-// least the pool's threads, compute asks ctx.workspace for nothing.
+// The case checked as expect_variant_outcomes_match (variant_test_util.h) says.
 void expect_variant_matches(const Case& c, const std::map<std::string, std::string>& overrides = {}) {
   SCOPED_TRACE(c.what);
-  const Outcome ref = run_case(c, 1, 0, overrides);
-  ASSERT_FALSE(ref.outs.empty());
-  EXPECT_GT(ref.workspace_calls, 0) << "a call without a variant takes its plan's scratch from ctx.workspace";
-  struct Run { int threads, specialize_threads; };
-  for (const Run r : {Run{2, 0}, Run{1, 1}, Run{2, 2}, Run{2, 1}}) {
-    const std::string what = c.what + " threads " + std::to_string(r.threads) + " variant for " +
-                             std::to_string(r.specialize_threads);
-    const Outcome got = run_case(c, r.threads, r.specialize_threads, overrides);
-    expect_bit_equal(ref, got, what);
-    if (r.specialize_threads > 0) {
-      EXPECT_GT(got.variant_bytes, 0u) << what;
-      if (r.specialize_threads >= r.threads) {
-        EXPECT_EQ(got.workspace_calls, 0) << what << ": ctx.workspace asked";
-      }
-    }
-  }
+  expect_variant_outcomes_match(c.what, [&](int threads, int specialize_threads) {
+    return run_case(c, threads, specialize_threads, overrides);
+  });
 }
 
 // Mask kinds of the mask index (int32): none, (B) ends, (2B) ends and starts, (B, T), (B, S, T).
@@ -324,8 +273,8 @@ TEST(MsAttentionVariants, AttentionConstantWeightsArePreparedOnce) {
     EXPECT_TRUE(n->kernel->reads_const_input_data(0));
     Case rt = c;
     rt.const_inputs.clear();
-    const Outcome a = run_case(c, 2, 2, {});
-    const Outcome b = run_case(rt, 2, 2, {});
+    const VariantOutcome a = run_case(c, 2, 2, {});
+    const VariantOutcome b = run_case(rt, 2, 2, {});
     ASSERT_EQ(a.outs.size(), b.outs.size());
     for (size_t o = 0; o < a.outs.size(); ++o) {
       ASSERT_EQ(a.outs[o].shape(), b.outs[o].shape());
@@ -377,7 +326,7 @@ TEST(MsAttentionVariants, SteadyCallWithVariantAllocatesNothing) {
     auto v = specialize(*n, c->in, 2);
     ASSERT_TRUE(v.ok()) << v.status().to_string();
     ep::ThreadPool pool(2);
-    CountingContext ctx(*n->info, c->in, pool, v->get());
+    VariantContext ctx(*n->info, c->in, pool, v->get());
     ASSERT_TRUE(n->kernel->compute(ctx).ok());
     for (size_t o = 0; o < c->outs; ++o) ctx.bind_output(o, Value(ctx.outputs()[o].tensor().clone()));
     ASSERT_TRUE(n->kernel->compute(ctx).ok());
@@ -430,7 +379,7 @@ TEST(MsAttentionVariants, ShapeErrorsComeFromThePlan) {
     ASSERT_FALSE(v.ok());
     EXPECT_NE(v.status().message().find(b.text), std::string::npos) << v.status().message();
     ep::ThreadPool pool(1);
-    CountingContext ctx(*n->info, b.c.in, pool, nullptr);
+    VariantContext ctx(*n->info, b.c.in, pool, nullptr);
     const Status s = n->kernel->compute(ctx);
     ASSERT_FALSE(s.ok());
     EXPECT_NE(s.message().find(b.text), std::string::npos) << s.message();

@@ -5,6 +5,9 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
+
+#include "nxrt/float_types.h"
 
 #include "kernel_test_util.h"
 
@@ -45,5 +48,64 @@ inline void expect_variant_paths_equal(const KernelRun& base, bool expect_worksp
   }
 }
 
+
+// What one compute produced, for kernels run on their own context (attention: bound outputs, counted
+// workspace requests): the outputs (cloned), the ctx.workspace requests, the variant's workspace size.
+struct VariantOutcome {
+  std::vector<Tensor> outs;
+  int workspace_calls = 0;
+  size_t variant_bytes = 0;
+};
+
+inline void expect_outcome_bits_equal(const VariantOutcome& want, const VariantOutcome& got, const std::string& what) {
+  ASSERT_EQ(want.outs.size(), got.outs.size()) << what;
+  for (size_t o = 0; o < want.outs.size(); ++o) {
+    const Tensor& a = want.outs[o];
+    const Tensor& b = got.outs[o];
+    ASSERT_EQ(a.dtype(), b.dtype()) << what << " output " << o;
+    ASSERT_EQ(a.shape(), b.shape()) << what << " output " << o;
+    if (!a.defined()) continue;
+    EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0) << what << " output " << o;
+  }
+}
+
+// run(threads, specialize_threads) computes once on a pool of `threads`, without a variant
+// (specialize_threads 0) or with one made for specialize_threads. The run without a variant at 1 thread
+// (which must take its scratch from ctx.workspace) against: no variant at 2 threads, a variant at 1 and
+// 2 threads, and a variant made for 1 thread run on 2 (a pool wider than the plan). Every output bit for
+// bit; a variant declares a workspace, and with one made for at least the pool's threads compute asks
+// ctx.workspace for nothing (a wider pool may take its own scratch).
+template <typename Run>
+void expect_variant_outcomes_match(const std::string& what, Run&& run) {
+  const VariantOutcome ref = run(1, 0);
+  ASSERT_FALSE(ref.outs.empty());
+  EXPECT_GT(ref.workspace_calls, 0) << "a call without a variant takes its plan's scratch from ctx.workspace";
+  struct Case { int threads, specialize_threads; };
+  for (const Case r : {Case{2, 0}, Case{1, 1}, Case{2, 2}, Case{2, 1}}) {
+    const std::string label = what + " threads " + std::to_string(r.threads) + " variant for " +
+                              std::to_string(r.specialize_threads);
+    const VariantOutcome got = run(r.threads, r.specialize_threads);
+    expect_outcome_bits_equal(ref, got, label);
+    if (r.specialize_threads > 0) {
+      EXPECT_GT(got.variant_bytes, 0u) << label;
+      if (r.specialize_threads >= r.threads) {
+        EXPECT_EQ(got.workspace_calls, 0) << label << ": ctx.workspace asked";
+      }
+    }
+  }
+}
+
+// Tensors of `shape` holding v as float32, float16 or float64.
+inline Tensor f32_tensor(const Dims& shape, const std::vector<float>& v) {
+  return Tensor::from_vector<float>(DataType::kFloat, shape, v);
+}
+inline Tensor f16_tensor(const Dims& shape, const std::vector<float>& v) {
+  std::vector<Float16> h;
+  for (float f : v) h.push_back(Float16(f));
+  return Tensor::from_vector<Float16>(DataType::kFloat16, shape, h);
+}
+inline Tensor f64_tensor(const Dims& shape, const std::vector<float>& v) {
+  return Tensor::from_vector<double>(DataType::kDouble, shape, std::vector<double>(v.begin(), v.end()));
+}
 
 }  // namespace nxrt::testing
