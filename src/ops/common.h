@@ -1,6 +1,7 @@
 // Helpers shared by the CPU kernels. The dtype dispatch, broadcasting and value readers live in
 // ir/tensor_util.h (the optimizer and shape inference use them too) and are named here for the kernels.
 #pragma once
+#include <algorithm>
 #include <complex>
 #include <cstdint>
 #include <string>
@@ -11,6 +12,7 @@
 #include "nxrt/float_types.h"
 #include "ir/strided_cursor.h"
 #include "ir/tensor_util.h"
+#include "ops/gemm/gemm.h"
 #include "nxrt/tensor.h"
 
 namespace nxrt::ops {
@@ -72,6 +74,24 @@ class ScratchLayout {
  private:
   size_t bytes_ = 0;
   uint8_t* base_ = nullptr;
+};
+
+// The float GEMM's packing scratch as slots of a variant's ScratchLayout: reserve() one slot of `floats`
+// per thread at specialize (nothing when the GEMM packs nothing); scratch() hands them to the engine at
+// compute, once the layout is bound.
+struct GemmSlots {
+  size_t offset = 0, slot_floats = 0;
+  int slots = 0;
+  void reserve(ScratchLayout& layout, size_t floats, int threads) {
+    if (floats == 0) return;
+    slot_floats = floats;
+    slots = std::max(1, threads);
+    offset = layout.add<float>(static_cast<int64_t>(floats) * slots);
+  }
+  GemmScratch scratch(const ScratchLayout& layout) const {
+    if (slots == 0) return {};
+    return {layout.at<float>(offset), slot_floats, slots};
+  }
 };
 
 }  // namespace nxrt::ops

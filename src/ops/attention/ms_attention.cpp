@@ -1063,13 +1063,12 @@ struct OrtAttnPlan {
   // com.microsoft Attention: the projection [B * S, Din] x [Din, Dt] and q/k hidden size; its GEMM
   // packing slots (one per thread).
   int64_t Din = 0, Dt = 0, qk_hidden = 0;
-  size_t gemm_floats = 0;
-  int gemm_slots = 0;
+  GemmSlots gemm;
   // Step scratch: q [B, N, S, H], k [B, N, T, H], v [B, N, T, Hv] (past rows first), the mask, the
   // core's output y [B, N, S, Hv], the fast core's blocks, Attention's projection and GEMM slots, and
   // float copies of inputs of another float dtype (conv[i]; float inputs are read in place).
   ScratchLayout lay;
-  size_t q_off = 0, k_off = 0, v_off = 0, mask_off = 0, y_off = 0, core_off = 0, proj_off = 0, gemm_off = 0;
+  size_t q_off = 0, k_off = 0, v_off = 0, mask_off = 0, y_off = 0, core_off = 0, proj_off = 0;
   bool conv[OrtInputFacts::kInputs] = {};
   size_t conv_off[OrtInputFacts::kInputs] = {};
 };
@@ -1459,7 +1458,7 @@ class MsAttention final : public ep::Kernel {
     // Projection: [B*S, Din] x [Din, Dt] (+ bias).
     NXRT_ASSIGN_OR_RETURN(const float* x, input_floats(p, lay, ctx.input(0), 0));
     float* proj = lay.at<float>(p.proj_off);
-    const GemmScratch gs{p.gemm_floats > 0 ? lay.at<float>(p.gemm_off) : nullptr, p.gemm_floats, p.gemm_slots};
+    const GemmScratch gs = p.gemm.scratch(lay);
     if (!w_packed_.empty()) {
       gemm_f32_packed(false, B * S, 1.f, x, Din, w_packed_, 0.f, proj, Dt, &ctx.pool(), nullptr, isa_, &gs);
     } else {
@@ -1538,9 +1537,7 @@ class MsAttention final : public ep::Kernel {
       return invalid_argument("weights " + in.describe(1) + " differ from the constant prepared at creation");
     if (!packed) NXRT_RETURN_IF_ERROR(plan_float_input(in, 1, "weights", &p));
     p.proj_off = p.lay.add<float>(B * S * Dt);
-    p.gemm_floats = gemm_f32_scratch_floats(B * S, Dt, Din, false, packed);
-    p.gemm_slots = std::max(1, threads);
-    if (p.gemm_floats > 0) p.gemm_off = p.lay.add<float>(static_cast<int64_t>(p.gemm_floats) * p.gemm_slots);
+    p.gemm.reserve(p.lay, gemm_f32_scratch_floats(B * S, Dt, Din, false, packed), threads);
     return plan_mask_and_core(in, 3, reference_, threads, &p);
   }
 

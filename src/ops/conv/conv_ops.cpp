@@ -569,12 +569,11 @@ struct ConvTransposeVariant final : ep::KernelVariant {
   // Workspace arrays (offsets into `scratch`): one group's column matrix (Mg * kvol rows of in_size);
   // for float16/bfloat16 X, one group's input converted, one image's output before conversion and,
   // like a bias of another dtype than the compute type, the bias converted; the float GEMM's packing
-  // scratch, gemm_slots slots of gemm_slot_floats.
+  // scratch, one slot per thread.
   ScratchLayout scratch;
-  size_t col = 0, x_conv = 0, y_conv = 0, bias_conv = 0, gemm = 0;
+  size_t col = 0, x_conv = 0, y_conv = 0, bias_conv = 0;
   bool converts_x = false, converts_bias = false;
-  size_t gemm_slot_floats = 0;
-  int gemm_slots = 0;
+  GemmSlots gemm;
   // The float path's per-group GEMM col = W_g^T (packed) * X_g, planned once for these shapes.
   GemmPlan gemm_plan;
 };
@@ -759,11 +758,7 @@ class ConvTransposeKernel final : public ep::Kernel {
     if (!dbl) {
       v->gemm_plan = gemm_f32_plan(rows, in_size, v->Cg, GemmA::kPacked, GemmB::kRaw, false, false,
                                    std::max(1, threads), isa_);
-      v->gemm_slot_floats = v->gemm_plan.scratch_floats;
-      if (v->gemm_slot_floats > 0) {
-        v->gemm_slots = std::max(1, threads);
-        v->gemm = v->scratch.add<float>(static_cast<int64_t>(v->gemm_slot_floats) * v->gemm_slots);
-      }
+      v->gemm.reserve(v->scratch, v->gemm_plan.scratch_floats, threads);
     }
     return v;
   }
@@ -805,8 +800,7 @@ class ConvTransposeKernel final : public ep::Kernel {
         bias = b;
       }
     }
-    GemmScratch gs;
-    if (v.gemm_slots > 0) gs = {scratch.at<float>(v.gemm), v.gemm_slot_floats, v.gemm_slots};
+    const GemmScratch gs = v.gemm.scratch(scratch);
     CT* col = scratch.at<CT>(v.col);
     const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
     for (int64_t n = 0; n < N; ++n) {
@@ -895,10 +889,9 @@ struct DeformConvVariant final : ep::KernelVariant {
   // float16/bfloat16 X, one image's input, offsets, mask and output converted to float; a bias of
   // another dtype than the compute type, converted; the float GEMM's packing scratch.
   ScratchLayout scratch;
-  size_t col = 0, x_conv = 0, off_conv = 0, mask_conv = 0, y_conv = 0, bias_conv = 0, gemm = 0;
+  size_t col = 0, x_conv = 0, off_conv = 0, mask_conv = 0, y_conv = 0, bias_conv = 0;
   bool converts = false, converts_bias = false;
-  size_t gemm_slot_floats = 0;
-  int gemm_slots = 0;
+  GemmSlots gemm;
   // The float path's per-group GEMM Y_g += W_g (packed) * col, planned once for these shapes.
   GemmPlan gemm_plan;
 };
@@ -1003,11 +996,7 @@ class DeformConvKernel final : public ep::Kernel {
     if (!dbl) {
       v->gemm_plan = gemm_f32_plan(s.M / group_, out_size, v->K, GemmA::kPacked, GemmB::kRaw, false, false,
                                    std::max(1, threads), isa_);
-      v->gemm_slot_floats = v->gemm_plan.scratch_floats;
-      if (v->gemm_slot_floats > 0) {
-        v->gemm_slots = std::max(1, threads);
-        v->gemm = v->scratch.add<float>(static_cast<int64_t>(v->gemm_slot_floats) * v->gemm_slots);
-      }
+      v->gemm.reserve(v->scratch, v->gemm_plan.scratch_floats, threads);
     }
     return v;
   }
@@ -1058,8 +1047,7 @@ class DeformConvKernel final : public ep::Kernel {
         bias = B->data<CT>();
       }
     }
-    GemmScratch gs;
-    if (v.gemm_slots > 0) gs = {scratch.at<float>(v.gemm), v.gemm_slot_floats, v.gemm_slots};
+    const GemmScratch gs = v.gemm.scratch(scratch);
     CT* col = scratch.at<CT>(v.col);
     const int64_t G = group_, Cg = s.C / G, Mg = s.M / G, K = v.K;
     const int64_t ch_per_og = s.C / offset_group_;

@@ -134,12 +134,11 @@ struct RnnVariant final : ep::KernelVariant {
   // Workspace arrays (offsets into `scratch`, compute-type elements unless noted): X time-major; W and R
   // converted (float16/bfloat16); biases, peepholes; Y [S, D, B, H]; final h and c per direction; the
   // projection [S*B, GH]; one step's H * R^T; the running h and c; one row's gates and GRU's r . h; the
-  // sequence lengths (int64); the float GEMM's packing scratch (gemm_slots slots of gemm_slot_floats).
+  // sequence lengths (int64); the float GEMM's packing scratch (one slot per thread).
   ScratchLayout scratch;
   size_t x = 0, w_conv = 0, r_conv = 0, bias = 0, peep = 0, y = 0, yh = 0, yc = 0, xw = 0, hr = 0, h = 0, c = 0,
-         gate = 0, rh = 0, lens = 0, gemm = 0;
-  size_t gemm_slot_floats = 0;
-  int gemm_slots = 0;
+         gate = 0, rh = 0, lens = 0;
+  GemmSlots gemm;
 };
 
 template <RnnKind kKind>
@@ -291,11 +290,7 @@ class RnnKernel final : public ep::Kernel {
       v->proj_plan = gemm_f32_plan(S * Bn, GH, I, GemmA::kRaw, GemmB::kRaw, false, true, std::max(1, threads), isa_);
       // The steps run on the calling thread (no pool): a width-1 plan, slot 0 of the scratch.
       v->step_plan = gemm_f32_plan(Bn, v->step_cols, Hd, GemmA::kRaw, GemmB::kRaw, false, true, 1, isa_);
-      v->gemm_slot_floats = std::max(v->proj_plan.scratch_floats, v->step_plan.scratch_floats);
-      if (v->gemm_slot_floats > 0) {
-        v->gemm_slots = std::max(1, threads);
-        v->gemm = v->scratch.add<float>(static_cast<int64_t>(v->gemm_slot_floats) * v->gemm_slots);
-      }
+      v->gemm.reserve(v->scratch, std::max(v->proj_plan.scratch_floats, v->step_plan.scratch_floats), threads);
     }
     return v;
   }
@@ -330,8 +325,7 @@ class RnnKernel final : public ep::Kernel {
         if (lens[b] < 0 || lens[b] > S)
           return ctx.error("sequence_lens value " + std::to_string(lens[b]) + " outside [0, " + std::to_string(S) + "]");
     }
-    GemmScratch gs;
-    if (v.gemm_slots > 0) gs = {scratch.at<float>(v.gemm), v.gemm_slot_floats, v.gemm_slots};
+    const GemmScratch gs = v.gemm.scratch(scratch);
 
     // Inputs in compute type, time-major (float X in layout 0 already is: read in place).
     const CT* x = nullptr;
