@@ -15,6 +15,7 @@
 
 #include "ep/thread_pool.h"
 #include "kernel_test_util.h"
+#include "ops/contrib/matmul_nbits.h"
 #include "ops/conv/conv_engine.h"
 #include "ops/gemm/gemm.h"
 
@@ -302,6 +303,90 @@ void BM_LayerNorm(benchmark::State& state) {
   run_op(state, run, 2.0 * 4 * kRows * kCols);
 }
 BENCHMARK(BM_LayerNorm)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- int4 decode: one Qwen2.5-0.5B-shape token's MatMulNBits GEMVs (accuracy_level 4) --------------
+// 24 layers of q, k, v, o, gate, up, down and the 151936-row LM head, packed as the model's column
+// panels (fp32 block scales: random scales do not round-trip through fp16), run once each with M = 1 in
+// model order: the weight stream of a decode step (about 309 MB). GB/s = packed bytes read / time;
+// BM_NBitsDecodeStreamRead sums the same packed bytes with plain vector loads, the anchor it is held to.
+struct DecodeWeights {
+  std::vector<ops::contrib::QuantPanels> mats;
+  size_t bytes = 0;
+};
+const DecodeWeights& decode_weights() {
+  static const DecodeWeights w = [] {
+    DecodeWeights d;
+    const int64_t H = 896, KV = 128, F = 4864, V = 151936;
+    std::vector<std::pair<int64_t, int64_t>> shapes;  // {K, N}
+    for (int l = 0; l < 24; ++l)
+      for (auto kn : {std::pair{H, H}, {H, KV}, {H, KV}, {H, H}, {H, F}, {H, F}, {F, H}}) shapes.push_back(kn);
+    shapes.push_back({H, V});
+    std::mt19937 rng(7);
+    for (auto [K, N] : shapes) {
+      const int64_t kb = K / 32;
+      std::vector<uint8_t> B(static_cast<size_t>(N * kb * 16));
+      for (auto& b : B) b = static_cast<uint8_t>(rng());
+      std::vector<float> sc(static_cast<size_t>(N * kb)), zp(sc.size(), 8.f);
+      std::uniform_real_distribution<float> ds(0.001f, 0.02f);
+      for (auto& s : sc) s = ds(rng);
+      d.mats.push_back(ops::contrib::pack_quant_panels(B.data(), sc.data(), zp.data(), K, N, 4, 32, 32));
+      d.bytes += d.mats.back().bytes();
+    }
+    return d;
+  }();
+  return w;
+}
+
+void BM_NBitsDecode(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const DecodeWeights& w = decode_weights();
+  const auto kernel = ops::contrib::choose_panel_kernel(ep::cpu_isa_tier());
+  std::vector<ops::contrib::NBitsPanelsPlan> plans;
+  size_t ws = 0;
+  int64_t maxn = 0;
+  for (const auto& m : w.mats) {
+    plans.push_back(ops::contrib::matmulnbits_panels_plan(1, m, kernel, threads));
+    ws = std::max(ws, plans.back().workspace_bytes());
+    maxn = std::max(maxn, m.N);
+  }
+  std::vector<float> a = rand_vec(4864, 3), y(static_cast<size_t>(maxn));
+  auto* work = static_cast<uint8_t*>(std::aligned_alloc(64, (ws + 63) / 64 * 64));
+  ep::ThreadPool& pool = pool_for(threads);
+  for (auto _ : state) {
+    for (size_t i = 0; i < w.mats.size(); ++i)
+      ops::contrib::matmulnbits_panels_run(plans[i], a.data(), w.mats[i], nullptr, y.data(), &pool, work);
+    benchmark::DoNotOptimize(y.data());
+  }
+  std::free(work);
+  state.counters["GB/s"] = benchmark::Counter(double(w.bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_NBitsDecode)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_NBitsDecodeStreamRead(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const DecodeWeights& w = decode_weights();
+  ep::ThreadPool& pool = pool_for(threads);
+  uint64_t sink = 0;
+  for (auto _ : state) {
+    for (const auto& m : w.mats) {
+      const auto* p = reinterpret_cast<const uint64_t*>(m.data.data());
+      const int64_t words = static_cast<int64_t>(m.bytes() / 8);
+      std::vector<uint64_t> part(16 * 8, 0);
+      pool.parallel_for(words / 8, 512, [&](int64_t s, int64_t e) {
+        uint64_t acc[8] = {};
+        for (int64_t i = s; i < e; ++i)
+          for (int j = 0; j < 8; ++j) acc[j] += p[i * 8 + j];
+        uint64_t t = 0;
+        for (uint64_t v : acc) t += v;
+        part[static_cast<size_t>(pool.slot()) * 8] += t;
+      });
+      for (uint64_t v : part) sink += v;
+    }
+    benchmark::DoNotOptimize(sink);
+  }
+  state.counters["GB/s"] = benchmark::Counter(double(w.bytes) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_NBitsDecodeStreamRead)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 
