@@ -232,6 +232,63 @@ NXRT_GQA_AVX512 void gqa_pv_heads_avx512(const float* p, int64_t G, int64_t n, c
   }
 }
 
+// softmax_row_avx2 on 16 lanes (two running maxima and sums, a masked tail): the decode step's score
+// rows. The exponentials have softmax_row_avx2's bits; the sums add in another order.
+// GCC 12 reports its own headers' _mm512_undefined_ps() (the pass-through of unmasked AVX-512 ops) as
+// uninitialized once inlined here: a false positive.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+NXRT_GQA_AVX512 void softmax_row_avx512(float* r, int64_t n) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 m0 = ninf, m1 = ninf;
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) {
+    m0 = _mm512_max_ps(m0, _mm512_loadu_ps(r + j));
+    m1 = _mm512_max_ps(m1, _mm512_loadu_ps(r + j + 16));
+  }
+  for (; j < n; j += 16) {
+    const __mmask16 k = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+    m0 = _mm512_max_ps(m0, _mm512_mask_loadu_ps(ninf, k, r + j));
+  }
+  const __m512 m = _mm512_max_ps(m0, m1);
+  const __m256 m8 = _mm256_max_ps(_mm512_castps512_ps256(m), _mm512_extractf32x8_ps(m, 1));
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float mx = _mm_cvtss_f32(m4);
+  if (mx == -std::numeric_limits<float>::infinity()) {
+    std::fill(r, r + n, 0.f);
+    return;
+  }
+  const __m512 vm = _mm512_set1_ps(mx);
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  for (j = 0; j + 32 <= n; j += 32) {
+    const __m512 e0 = exp16_avx512(_mm512_sub_ps(_mm512_loadu_ps(r + j), vm));
+    const __m512 e1 = exp16_avx512(_mm512_sub_ps(_mm512_loadu_ps(r + j + 16), vm));
+    _mm512_storeu_ps(r + j, e0);
+    _mm512_storeu_ps(r + j + 16, e1);
+    s0 = _mm512_add_ps(s0, e0);
+    s1 = _mm512_add_ps(s1, e1);
+  }
+  for (; j < n; j += 16) {
+    const __mmask16 k = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+    const __m512 e = exp16_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, r + j), vm));
+    _mm512_mask_storeu_ps(r + j, k, e);
+    s0 = _mm512_add_ps(s0, _mm512_maskz_mov_ps(k, e));
+  }
+  const __m256 s8 = half_sum(_mm512_add_ps(s0, s1));
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+  const float sum = _mm_cvtss_f32(s4);
+  const __m512 vi = _mm512_set1_ps(sum > 0.f ? 1.f / sum : 0.f);
+  for (j = 0; j < n; j += 16) {
+    const __mmask16 k = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+    _mm512_mask_storeu_ps(r + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, r + j), vi));
+  }
+}
+#pragma GCC diagnostic pop
+
 // The head sizes the AVX-512 decode step takes: 64 (Qwen2.5-0.5B, Llama-3.2-1B's 64), 96 (Phi-3) and
 // 128 (most 1-8B decoders).
 bool gqa_decode_avx512_head_size(int64_t D) { return D == 64 || D == 96 || D == 128; }
@@ -771,7 +828,7 @@ class GroupQueryAttention final : public ep::Kernel {
 
   // Softcap, bias and softmax of the decode scores of KV head hk's group (rows of n at sc).
   void finish_decode_scores(const GqaFloats& f, int64_t b, int64_t hk, int64_t group, int64_t start, int64_t n,
-                            float* sc) const {
+                            float* sc, GqaDecodeKernel kernel) const {
     for (int64_t g = 0; g < group; ++g) {
       float* r = sc + g * n;
       const int64_t h = hk * group + g;
@@ -781,6 +838,12 @@ class GroupQueryAttention final : public ep::Kernel {
         const float* a = f.abias + b * f.ab_b + h * f.ab_h + start;
         for (int64_t j = 0; j < n; ++j) r[j] += a[j];
       }
+#if defined(__x86_64__) || defined(__i386__)
+      if (kernel == GqaDecodeKernel::kAvx512) {
+        softmax_row_avx512(r, n);
+        continue;
+      }
+#endif
       softmax_row(r, n);
     }
   }
@@ -815,7 +878,7 @@ class GroupQueryAttention final : public ep::Kernel {
 #if defined(__x86_64__) || defined(__i386__)
         if (kernel == GqaDecodeKernel::kAvx512) {
           gqa_scores_avx512_any(q0, group, kh + start * D, n, D, sc_mul, sc);
-          finish_decode_scores(f, b, hk, group, start, n, sc);
+          finish_decode_scores(f, b, hk, group, start, n, sc, kernel);
           gqa_pv_avx512_any(sc, group, n, vh + start * D, D, yo);
           continue;
         }
@@ -827,7 +890,7 @@ class GroupQueryAttention final : public ep::Kernel {
           for (int64_t g = 0; g < group; ++g)
             for (int64_t j = 0; j < n; ++j) sc[g * n + j] = dotf(q0 + g * D, kh + (start + j) * D, D) * sc_mul;
         }
-        finish_decode_scores(f, b, hk, group, start, n, sc);
+        finish_decode_scores(f, b, hk, group, start, n, sc, kernel);
         std::fill(yo, yo + group * D, 0.f);
         for (int64_t g = 0; g < group; ++g)
           for (int64_t j = 0; j < n; ++j) {
