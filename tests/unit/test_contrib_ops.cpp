@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 
+#include "ep/cpu_features.h"
 #include "nxrt/float_types.h"
 #include "kernel_test_util.h"
 #include "variant_test_util.h"
@@ -226,4 +227,91 @@ TEST(ContribOps, SimplifiedLayerNormConvertedRowsAreVariantSlots) {
   // Same dtypes: no conversion, no scratch, no variant.
   r.inputs = {x, g32};
   nxrt::testing::expect_variant_paths_equal(r, false);
+}
+
+namespace {
+Result<std::vector<Value>> run_isa(const std::string& op, std::vector<ir::Attribute> attrs, std::vector<Value> in,
+                                   size_t outs, const char* isa) {
+  KernelRun r;
+  r.op_type = op;
+  r.domain = "com.microsoft";
+  r.opset = 1;
+  r.attributes = std::move(attrs);
+  r.inputs = std::move(in);
+  r.num_outputs = outs;
+  r.threads = 2;
+  r.overrides = {{"isa", isa}};
+  return run_kernel(r);
+}
+Tensor rand_t(std::mt19937& rng, Dims s, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(static_cast<size_t>(shape_numel(s)));
+  for (auto& x : v) x = d(rng);
+  return ft(s, v);
+}
+}  // namespace
+
+// The AVX2 and AVX-512 row bodies (skip_norm_rows.h) against the plain loop (isa=scalar) on random
+// shapes, row lengths with and without vector tails, every optional input and output: the same
+// per-element arithmetic, the double sums in another order, so equal to within an ulp or two.
+TEST(ContribOps, SkipNormVectorRowsMatchPlainLoop) {
+  std::mt19937 rng(17);
+  const bool avx512 = ep::cpu_isa_tier() >= ep::IsaTier::kAvx512, avx2 = ep::cpu_has_avx2_fma();
+  if (!avx512) std::printf("[ SKIPPED  ] tier avx512: this CPU's best tier is %s\n", ep::isa_tier_name(ep::cpu_isa_tier()));
+  if (!avx2) std::printf("[ SKIPPED  ] tier avx2: this CPU has no AVX2+FMA\n");
+  int compared = 0, identical = 0, total = 0;
+  for (int it = 0; it < 36; ++it) {
+    const int64_t H = std::vector<int64_t>{1, 7, 8, 15, 16, 17, 31, 33, 64, 100, 896, 1031}[it % 12];
+    const int64_t rows = 1 + (it * 7) % 5;
+    const int kind = it % 3;  // 0 SkipLayerNormalization, 1 SkipSimplified, 2 Simplified (no skip)
+    const bool skip_rows_broadcast = it % 4 == 1;
+    Tensor x = rand_t(rng, {rows, H}, -3.f, 3.f);
+    Tensor skip = rand_t(rng, {skip_rows_broadcast ? 1 : rows, H}, -2.f, 2.f);
+    Tensor gamma = rand_t(rng, {H}, 0.5f, 1.5f), beta = rand_t(rng, {H}, -1.f, 1.f), bias = rand_t(rng, {H}, -0.5f, 0.5f);
+    std::string op;
+    std::vector<Value> in;
+    size_t outs = 1;
+    if (kind == 0) {
+      op = "SkipLayerNormalization";
+      in = {x, skip, gamma, beta};
+      if (it % 2) in.push_back(bias);
+      outs = 4;
+    } else if (kind == 1) {
+      op = "SkipSimplifiedLayerNormalization";
+      in = {x, skip, gamma};
+      if (it % 2) in.push_back(bias);
+      outs = 4;
+    } else {
+      op = "SimplifiedLayerNormalization";
+      in = {x, gamma};
+      outs = 2;
+    }
+    const std::vector<ir::Attribute> attrs = {attr_float("epsilon", 1e-5f)};
+    auto ref = run_isa(op, attrs, in, outs, "scalar");
+    ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+    for (const char* isa : {"avx512", "avx2"}) {
+      if ((std::string(isa) == "avx512" && !avx512) || (std::string(isa) == "avx2" && !avx2)) continue;
+      auto got = run_isa(op, attrs, in, outs, isa);
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      for (size_t o = 0; o < outs; ++o) {
+        const Value& a = (*got)[o];
+        const Value& b = (*ref)[o];
+        if (!a.is_tensor() || !b.is_tensor()) continue;
+        ASSERT_EQ(a.tensor().shape(), b.tensor().shape()) << op << " out " << o;
+        for (int64_t i = 0; i < a.tensor().numel(); ++i) {
+          const float u = a.tensor().data<float>()[i], v = b.tensor().data<float>()[i];
+          ASSERT_NEAR(u, v, 2e-6f * std::max(1.f, std::fabs(v))) << op << " " << isa << " H " << H << " out " << o << " at " << i;
+          identical += std::memcmp(&u, &v, 4) == 0;
+          ++total;
+        }
+      }
+      ++compared;
+    }
+  }
+  EXPECT_GE(compared, avx2 ? 36 : 0);
+  // The statistics' sums add in another order, which moves the last bit of an output now and then.
+  std::printf("vector rows: %d of %d outputs bit-identical to the plain loop\n", identical, total);
+  if (total > 0) {
+    EXPECT_GT(identical, total * 9 / 10) << identical << " of " << total << " bit-identical";
+  }
 }

@@ -13,6 +13,7 @@
 #include "ops/common.h"
 #include "ops/contrib/contrib_util.h"
 #include "ops/contrib/gather_block_quantized_rows.h"
+#include "ops/contrib/skip_norm_rows.h"
 #include "ops/gemm/gemm.h"
 
 namespace nxrt::ops::contrib {
@@ -107,6 +108,33 @@ Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, i
   ep::SlotScratch row_slots;
   if (ydt != X.dtype()) {
     NXRT_ASSIGN_OR_RETURN(row_slots, ep::take_slots(ctx, static_cast<size_t>(H) * sizeof(C)));
+  }
+  // float rows whose Y is float: the AVX2 / AVX-512 bodies of skip_norm_rows.h (the same per-element
+  // arithmetic, the double sums in vector lanes).
+  if constexpr (std::is_same_v<T, float>) {
+    const ep::IsaTier isa = ctx.info().isa();
+    if (ydt == X.dtype() && H > 0 && skip_norm_row_vectorized(isa)) {
+      ctx.pool().parallel_for(rows, std::max<int64_t>(1, 16384 / H), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          SkipNormRow row;
+          row.x = x + r * H;
+          row.skip = skip ? skip + (r % skip_rows) * H : nullptr;
+          row.bias = bias;
+          row.gamma = gamma;
+          row.beta = beta;
+          row.y = static_cast<float*>(yraw) + r * H;
+          row.sum_out = sum_out ? sum_out + r * H : nullptr;
+          row.H = H;
+          row.simplified = simplified;
+          row.eps = static_cast<double>(eps);
+          double mean = 0, inv = 0;
+          skip_norm_row_f32(isa, row, &mean, &inv);
+          if (mean_out) mean_out[r] = static_cast<float>(mean);
+          if (inv_out) inv_out[r] = static_cast<float>(inv);
+        }
+      });
+      return Status::Ok();
+    }
   }
   auto work = [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
