@@ -88,6 +88,18 @@ __attribute__((target("avx2,fma"))) inline void sigmoid_like_avx2(const float* x
     y[i] = t[0];
   }
 }
+
+// sigmoid_like_avx2 on 16 lanes (masked tail): lane for lane the same operations, so the same bits.
+__attribute__((target("avx512f,avx512dq,avx2,fma"))) inline void sigmoid_like_avx512(const float* x, float* y, int64_t n,
+                                                                                      float alpha, bool swish) {
+  const __m512 one = _mm512_set1_ps(1.f), neg = _mm512_set1_ps(swish ? -alpha : -1.f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+    const __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, exp16_avx512(_mm512_mul_ps(v, neg))));
+    _mm512_mask_storeu_ps(y + i, k, swish ? _mm512_mul_ps(v, s) : s);
+  }
+}
 #endif
 
 }  // namespace nxrt::ops

@@ -63,6 +63,36 @@ TEST(SimdMath, Exp16Avx512HasExp8Avx2Bits) {
   EXPECT_EQ(b[11], std::numeric_limits<float>::infinity());
   EXPECT_EQ(b[12], 0.f);
 }
+
+TEST(SimdMath, SigmoidLikeAvx512HasAvx2Bits) {
+  if (ep::cpu_isa_tier() < ep::IsaTier::kAvx512) {
+    std::printf("[ SKIPPED  ] tier avx512: this CPU's best tier is %s\n", ep::isa_tier_name(ep::cpu_isa_tier()));
+    GTEST_SKIP();
+  }
+  const std::vector<float> x = exp_inputs();
+  for (bool swish : {true, false})
+    for (float alpha : {1.f, 1.702f})
+      for (size_t n : {size_t(1), size_t(7), size_t(8), size_t(15), size_t(16), size_t(17), size_t(40), x.size()}) {
+        std::vector<float> a(n, -1.f), b(n + 16, -7.f);
+        ops::sigmoid_like_avx2(x.data(), a.data(), static_cast<int64_t>(n), alpha, swish);
+        ops::sigmoid_like_avx512(x.data(), b.data(), static_cast<int64_t>(n), alpha, swish);
+        for (size_t i = 0; i < n; ++i) {
+          if (std::isnan(a[i])) {
+            EXPECT_TRUE(std::isnan(b[i]));
+            continue;
+          }
+          ASSERT_EQ(bits(a[i]), bits(b[i])) << "swish " << swish << " n " << n << " x = " << x[i];
+        }
+        for (size_t i = n; i < n + 16; ++i) ASSERT_EQ(b[i], -7.f) << "wrote past n = " << n;  // masked tail
+        // And it is the function: sigmoid(x) or x * sigmoid(alpha x).
+        for (size_t i = 0; i < n; ++i) {
+          const double xi = x[i];
+          if (!std::isfinite(xi) || std::fabs(xi) > 50) continue;
+          const double sg = 1.0 / (1.0 + std::exp(-(swish ? alpha : 1.f) * xi)), want = swish ? xi * sg : sg;
+          EXPECT_NEAR(b[i], want, 1e-5 * std::max(1.0, std::fabs(want))) << "x = " << xi;
+        }
+      }
+}
 #endif
 
 }  // namespace

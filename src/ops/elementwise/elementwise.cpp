@@ -166,8 +166,14 @@ inline C sigmoid(C x) {
 NXRT_SIMPLE_UNARY(SigmoidOp, MathOp, sigmoid(x))
 
 // Sigmoid and Swish (SiLU in SwiGLU MLPs, fused from x * Sigmoid(x)): 8 lanes of exp_fast.
-bool sigmoid_like(const float* x, float* y, int64_t n, float alpha, bool swish, ep::ThreadPool& pool) {
+// avx512: the kernel's tier (KernelInfo::isa(), decided when the op is made) allows the 16-lane body,
+// which gives the 8-lane body's bits.
+bool sigmoid_like(const float* x, float* y, int64_t n, float alpha, bool swish, ep::ThreadPool& pool, bool avx512 = false) {
 #ifdef NXRT_SIMD_X86
+  if (avx512) {
+    ew::run_flat(pool, n, 16384, [&](int64_t b, int64_t e) { sigmoid_like_avx512(x + b, y + b, e - b, alpha, swish); });
+    return true;
+  }
   if (!simd_has_avx2()) return false;
   ew::run_flat(pool, n, 16384, [&](int64_t b, int64_t e) { sigmoid_like_avx2(x + b, y + b, e - b, alpha, swish); });
   return true;
@@ -263,11 +269,13 @@ struct GeluOp : MathOp {
 };
 struct SwishOp : MathOp {
   float alpha;
-  explicit SwishOp(const KernelInfo& i) : alpha(i.attr_float("alpha", 1.0f)) {}
+  bool avx512;  // the 16-lane body (sigmoid_like)
+  explicit SwishOp(const KernelInfo& i)
+      : alpha(i.attr_float("alpha", 1.0f)), avx512(i.isa() >= ep::IsaTier::kAvx512 && ep::cpu_isa_tier() >= ep::IsaTier::kAvx512) {}
   template <typename C> C operator()(C x) const { return x * sigmoid(C(C(alpha) * x)); }
 };
 bool simd_unary(const SwishOp& op, const float* x, float* y, int64_t n, ep::ThreadPool& pool) {
-  return sigmoid_like(x, y, n, op.alpha, true, pool);
+  return sigmoid_like(x, y, n, op.alpha, true, pool, op.avx512);
 }
 
 // ---------------------------------------------------------------------------------------------
