@@ -232,8 +232,8 @@ NXRT_GQA_AVX512 void gqa_pv_heads_avx512(const float* p, int64_t G, int64_t n, c
   }
 }
 
-// softmax_row_avx2 on 16 lanes (two running maxima and sums, a masked tail): the decode step's score
-// rows. The exponentials have softmax_row_avx2's bits; the sums add in another order.
+// softmax_row_avx2 on 16 lanes (two running maxima and sums, a masked tail): the score rows of the
+// decode step and of the multi-row path. The exponentials have softmax_row_avx2's bits; the sums add in another order.
 // GCC 12 reports its own headers' _mm512_undefined_ps() (the pass-through of unmasked AVX-512 ops) as
 // uninitialized once inlined here: a false positive.
 #pragma GCC diagnostic push
@@ -416,6 +416,7 @@ struct GqaPlan {
   int64_t ab_b = 0, ab_h = 0, ab_t = 0, ab_len = 0;  // its strides (b, h, s) and its last dim
   GqaPath path = GqaPath::kReference;
   GqaDecodeKernel decode_kernel = GqaDecodeKernel::kPlain;
+  bool softmax_avx512 = false;  // the score rows' softmax on 16 lanes (the tier allows AVX-512)
   // kRows: (batch, head) pairs in row_workers fixed ranges; worker w's scratch (worker_floats at
   // rows_off + w * worker_floats) is a score block of row_block x kv_bound, an output block of
   // row_block x D and the GEMM's packing slot (gemm_floats).
@@ -659,6 +660,7 @@ class GroupQueryAttention final : public ep::Kernel {
     p.path = !fast ? GqaPath::kReference : S == 1 ? GqaPath::kDecode : GqaPath::kRows;
     p.decode_kernel = GqaDecodeKernel::kPlain;
 #if defined(__x86_64__) || defined(__i386__)
+    p.softmax_avx512 = decode_avx512_ && ep::cpu_isa_tier() >= ep::IsaTier::kAvx512;
     if (decode_avx512_ && gqa_decode_avx512_head_size(D)) p.decode_kernel = GqaDecodeKernel::kAvx512;
     else if (has_avx2() && D % 8 == 0) p.decode_kernel = GqaDecodeKernel::kAvx2;
 #endif
@@ -917,7 +919,13 @@ class GroupQueryAttention final : public ep::Kernel {
       for (int64_t j = start; j < lim; ++j) r[j] += a[j];
     }
     std::fill(r, r + std::min(start, kend), 0.f);
-    if (lim > start) softmax_row(r + start, lim - start);
+    if (lim > start) {
+#if defined(__x86_64__) || defined(__i386__)
+      if (c.plan->softmax_avx512) softmax_row_avx512(r + start, lim - start);
+      else
+#endif
+        softmax_row(r + start, lim - start);
+    }
     if (lim < kend) std::fill(r + std::max(lim, start), r + kend, 0.f);
   }
 
