@@ -2,6 +2,7 @@
 
 #include "ep/cpu_features.h"
 
+#include "ops/pool/sep_max.h"
 #include "ops/window/window_simd.h"
 #include "ops/window/window_engine.h"
 
@@ -192,9 +193,10 @@ void run_path(const Plan& p, const float* x, float* y, int64_t p0, int64_t p1, f
   const Geom3& g = p.g;
   switch (p.path) {
     case Plan::Path::kGlobalAvg: global_avg(x + p0 * g.in_size(), y + p0, g.in_size(), 0, p1 - p0); return;
+    case Plan::Path::kSepMax: return sepmax::run(p.isa, g, x, y, p0, p1, scratch);
     case Plan::Path::kEngine:
       p.engine.run_planes_in(scratch, x + p0 * g.in_size(), g.in_size(), nullptr, 0, nullptr, false,
-                             y + p0 * g.out_size(), p1 - p0);
+                             y + p0 * g.out_size(), p1 - p0, p.avx2);
       return;
     case Plan::Path::kTaps: return pool_taps<kMax>(g, x, y, p.cip, p0, p1, p.avx2, scratch);
     case Plan::Path::kRows:
@@ -232,17 +234,22 @@ bool applies(const Geom3& g) {
          g.out[1] > 0;
 }
 
-bool make_plan(const Geom3& g, bool max, bool count_include_pad, Plan* p) {
+bool make_plan(const Geom3& g, bool max, bool count_include_pad, Plan* p, ep::IsaTier isa) {
   *p = Plan();
   if (!applies(g)) return false;
   p->g = g;
   p->max = max;
   p->cip = !max && count_include_pad;
-  p->avx2 = has_avx2();
+  p->isa = sepmax::body_tier(isa);
+  p->avx2 = p->isa >= ep::IsaTier::kAvx2 && has_avx2();
   int64_t floats = 0;
   const window::PlaneOp op = max ? window::PlaneOp::kMax : window::PlaneOp::kAvg;
   if (!max && is_global_avg(g)) {
     p->path = Plan::Path::kGlobalAvg;
+  } else if (max && sepmax::applies(g)) {
+    // Every CNN max pool: one horizontal pass per input row straight from the input, then a vertical one.
+    p->path = Plan::Path::kSepMax;
+    floats = sepmax::scratch_floats(g);
   } else if (p->engine.prepare(g, op, p->cip, /*own_buffers=*/false)) {
     // Windows of up to 64 taps: the shared window engine (window/window_engine.h), every stride and dilation.
     p->path = Plan::Path::kEngine;
@@ -277,9 +284,9 @@ void run(const Plan& p, const float* x, float* y, int64_t p0, int64_t p1, void* 
   }
 }
 
-void max_pool_2d(const Geom3& g, const float* x, float* y, int64_t p0, int64_t p1) {
+void max_pool_2d(const Geom3& g, const float* x, float* y, int64_t p0, int64_t p1, ep::IsaTier isa) {
   Plan p;
-  if (!make_plan(g, true, false, &p)) return;
+  if (!make_plan(g, true, false, &p, isa)) return;
   std::vector<float> scratch(p.scratch_bytes / sizeof(float));
   run(p, x, y, p0, p1, scratch.data());
 }
