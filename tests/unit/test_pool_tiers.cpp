@@ -143,10 +143,13 @@ TEST(PoolTiers, SeparableMaxBitExactAtEveryTier) {
         ASSERT_EQ(y[y.size() - 1 - i], 77.f) << what;
       }
       expect_bits(y0, ref.data(), planes * out_size, what);
-      // Through the row-wise plan (what the kernel runs): it picks this path at this tier.
+      // Through the row-wise plan (what the kernel runs): this path for rows of 24+ outputs, else the
+      // window engine (also bit-exact: its taps run in the reference's order).
       rowpool::Plan plan;
       ASSERT_TRUE(rowpool::make_plan(g, true, false, &plan, t)) << what;
-      ASSERT_EQ(plan.path, rowpool::Plan::Path::kSepMax) << what;
+      if (g.out[2] >= 24) {
+        ASSERT_EQ(plan.path, rowpool::Plan::Path::kSepMax) << what;
+      }
       ASSERT_EQ(plan.isa, t) << what;
       std::fill(y.begin(), y.end(), 77.f);
       rowpool::max_pool_2d(g, x0, y0, 0, planes, t);

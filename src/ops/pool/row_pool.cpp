@@ -182,6 +182,9 @@ int64_t taps_scratch_floats(const Geom3& g) {
   return Hp * Wp + 2 * Wp + g.out[2] + g.out[1];
 }
 
+// Output rows at least this wide take the separable max path (sep_max.h) when the engine could run.
+constexpr int64_t kSepMaxMinWidth = 24;
+
 bool is_global_avg(const Geom3& g) {
   // A window covering the whole unpadded plane (a GlobalAveragePool written as AveragePool).
   return g.out[1] == 1 && g.out[2] == 1 && g.k[1] == g.in[1] && g.k[2] == g.in[2] && g.d[1] == 1 && g.d[2] == 1 &&
@@ -246,8 +249,11 @@ bool make_plan(const Geom3& g, bool max, bool count_include_pad, Plan* p, ep::Is
   const window::PlaneOp op = max ? window::PlaneOp::kMax : window::PlaneOp::kAvg;
   if (!max && is_global_avg(g)) {
     p->path = Plan::Path::kGlobalAvg;
-  } else if (max && sepmax::applies(g)) {
-    // Every CNN max pool: one horizontal pass per input row straight from the input, then a vertical one.
+  } else if (max && sepmax::applies(g) && (g.out[2] >= kSepMaxMinWidth || !window::TapPlan::supports(g))) {
+    // CNN max pools with rows of 24+ outputs: one horizontal pass per input row straight from the
+    // input, then a vertical one. Narrower rows stay on the engine, whose 8 accumulator chains per
+    // plane beat per-row passes there (Zen 5: 256x27x27 -> 13x13 42 us on the engine vs 50-57 us,
+    // 480x14x14 stride 1: 51 vs 73-82 us; 128x55x55 -> 27x27: 100 vs 77 us; 64x111x111: 197 vs 112 us).
     p->path = Plan::Path::kSepMax;
     floats = sepmax::scratch_floats(g);
   } else if (p->engine.prepare(g, op, p->cip, /*own_buffers=*/false)) {

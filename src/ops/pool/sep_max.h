@@ -26,7 +26,8 @@ bool applies(const Geom3& g);
 // The tier the bodies run at for a requested tier: the best body at or below it that this CPU has.
 ep::IsaTier body_tier(ep::IsaTier requested);
 
-// Floats of scratch one call needs (the ring of KH row maxima, OW rounded up to 16 each).
+// Floats of scratch one call needs (a ring of KH rounded up to a power of two rows of maxima, OW
+// rounded up to 16 each).
 int64_t scratch_floats(const Geom3& g);
 
 // Planes [p0, p1) of x (each g.in_size()) into y (each g.out_size()) with the body of `tier`
