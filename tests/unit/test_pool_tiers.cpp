@@ -1,10 +1,15 @@
-// Float MaxPool's separable path (pool/sep_max.h) at every ISA tier this CPU runs, bit for bit against
+// The pooling kernels at every ISA tier this CPU runs. Float MaxPool's separable path (pool/sep_max.h),
+// bit for bit against
 // the per-window reference rule (acc = v > acc ? v : acc from -inf, taps row by row): random geometries
 // (horizontal stride 1 or 2, vertical stride 1-3, kernels up to 5x5 and wide rows of up to 32 taps,
 // pads, ceil-mode extents, 1-D windows, rows narrower than a vector), data with NaN, -inf, ties and
 // zeros of both signs (whose sign the tap order decides); nothing outside the outputs written. Then
 // the MaxPool kernel itself with the isa override against reference=1 on the shapes SqueezeNet,
-// ResNet-50 and Inception-v1 pool. Tiers above the CPU's are named in the output as not run.
+// ResNet-50 and Inception-v1 pool. The window engine (window/window_engine.h: MaxPool / AveragePool on
+// narrow rows, depthwise conv) prepared at each tier: max bit for bit against the reference rule,
+// average bit for bit against the plain loop (same summation order) and close to the definition, conv
+// the same bits at AVX2 and AVX-512 (same FMA order) and close to the definition. Tiers above the CPU's
+// are named in the output as not run.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,6 +24,7 @@
 #include "kernel_test_util.h"
 #include "ops/pool/row_pool.h"
 #include "ops/pool/sep_max.h"
+#include "ops/window/window_engine.h"
 
 using namespace nxrt;
 using namespace nxrt::ops;
@@ -206,4 +212,120 @@ TEST(PoolTiers, MaxPoolKernelAtEveryTierMatchesReference) {
                   std::string("shape ") + shape_to_string(c.shape) + " tier " + ep::isa_tier_name(t));
     }
   }
+}
+
+namespace {
+
+// Any window geometry the engine takes: strides 1-4, dilation, pads, ceil mode, 1-D.
+bool engine_geom(std::mt19937& rng, int iter, Geom3* g) {
+  std::uniform_int_distribution<int> pick(0, 1000);
+  WindowAttrs a;
+  const bool one_d = iter % 9 == 4;
+  Dims in{one_d ? 1 : 1 + pick(rng) % 33, iter % 13 == 2 ? 100 + pick(rng) % 100 : 1 + pick(rng) % 40};
+  Dims kernel{one_d ? 1 : 1 + pick(rng) % 5, 1 + pick(rng) % 5};
+  a.strides = {1 + pick(rng) % (iter % 4 == 0 ? 4 : 2), 1 + pick(rng) % (iter % 5 == 0 ? 4 : 2)};
+  a.dilations = {iter % 6 == 1 ? 1 + pick(rng) % 3 : 1, iter % 7 == 2 ? 1 + pick(rng) % 3 : 1};
+  for (int i = 0; i < 4; ++i) a.pads.push_back(pick(rng) % 4);
+  for (int i = 0; i < 2; ++i) {
+    const int64_t ext = (kernel[i] - 1) * a.dilations[i] + 1;
+    a.pads[i] = std::min<int64_t>(a.pads[i], ext - 1);
+    a.pads[i + 2] = std::min<int64_t>(a.pads[i + 2], ext - 1);
+  }
+  a.ceil_mode = iter % 3 == 1;
+  a.kernel_shape = kernel;
+  return forward_geometry(a, in, kernel, g).ok() && g->out_size() > 0;
+}
+
+// The engine's definitions in double (conv: bias + sum w x; average: / valid taps, or / padded taps).
+void engine_naive(const Geom3& g, window::PlaneOp op, bool cip, const float* x, const float* w, float bias,
+                  float* y) {
+  for (int64_t oh = 0; oh < g.out[1]; ++oh)
+    for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+      double acc = op == window::PlaneOp::kConv ? bias : 0.0;
+      int64_t valid = 0, padded = 0;
+      for (int64_t kh = 0; kh < g.k[1]; ++kh)
+        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+          const int64_t ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
+          const int64_t iw = ow * g.s[2] - g.pb[2] + kw * g.d[2];
+          padded += (ih >= -g.pb[1] && ih < g.in[1] + g.pe[1] && iw >= -g.pb[2] && iw < g.in[2] + g.pe[2]) ? 1 : 0;
+          if (ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) continue;
+          ++valid;
+          const double v = x[ih * g.in[2] + iw];
+          acc += op == window::PlaneOp::kConv ? static_cast<double>(w[kh * g.k[2] + kw]) * v : v;
+        }
+      if (op == window::PlaneOp::kAvg) {
+        const int64_t den = cip ? padded : valid;
+        acc = den > 0 ? acc / static_cast<double>(den) : 0.0;
+      }
+      y[oh * g.out[2] + ow] = static_cast<float>(acc);
+    }
+}
+
+}  // namespace
+
+TEST(PoolTiers, WindowEngineAtEveryTier) {
+  using window::PlaneOp;
+  const std::vector<ep::IsaTier> tiers = runnable_tiers("the window engine");
+  std::mt19937 rng(77);
+  std::uniform_int_distribution<int> pick(0, 1000);
+  std::uniform_real_distribution<float> val(-2.f, 2.f);
+  int ran = 0;
+  for (int iter = 0; iter < 300; ++iter) {
+    Geom3 g;
+    if (!engine_geom(rng, iter, &g) || !window::TapPlan::supports(g)) continue;
+    ++ran;
+    const int64_t planes = 1 + pick(rng) % 3, in_size = g.in_size(), out_size = g.out_size(), kvol = g.k[1] * g.k[2];
+    std::vector<float> xmax = tie_data(rng, planes * in_size, iter % 2 == 0), xr(static_cast<size_t>(planes * in_size));
+    for (auto& v : xr) v = val(rng);
+    std::vector<float> w(static_cast<size_t>(planes * kvol)), bias(static_cast<size_t>(planes));
+    for (auto& v : w) v = val(rng);
+    for (auto& v : bias) v = val(rng);
+    for (PlaneOp op : {PlaneOp::kMax, PlaneOp::kAvg, PlaneOp::kConv}) {
+      for (int cip = 0; cip < (op == PlaneOp::kAvg ? 2 : 1); ++cip) {
+        const std::vector<float>& x = op == PlaneOp::kMax ? xmax : xr;
+        std::vector<float> ref(static_cast<size_t>(planes * out_size));
+        for (int64_t p = 0; p < planes; ++p) {
+          if (op == PlaneOp::kMax) {
+            max_naive(g, x.data() + p * in_size, ref.data() + p * out_size);
+          } else {
+            engine_naive(g, op, cip != 0, x.data() + p * in_size, w.data() + p * kvol, bias[p],
+                         ref.data() + p * out_size);
+          }
+        }
+        std::vector<float> plain, conv_vec;  // the plain loop's bits; the first vector tier's conv bits
+        for (ep::IsaTier t : tiers) {
+          const std::string what = "iter " + std::to_string(iter) + " op " + std::to_string(static_cast<int>(op)) +
+                                   " cip " + std::to_string(cip) + " tier " + ep::isa_tier_name(t);
+          window::TapPlan plan;
+          ASSERT_TRUE(plan.prepare(g, op, cip != 0, /*own_buffers=*/false, t)) << what;
+          ASSERT_EQ(plan.tier(), t) << what;
+          std::vector<float> scratch(static_cast<size_t>(plan.scratch_floats()), std::nanf(""));
+          std::vector<float> y(static_cast<size_t>(planes * out_size + 32), 77.f);
+          float* y0 = y.data() + 16;
+          plan.run_planes_in(scratch.data(), x.data(), in_size, w.data(), kvol, bias.data(), true, y0, planes);
+          for (int i = 0; i < 16; ++i) {
+            ASSERT_EQ(y[i], 77.f) << what;
+            ASSERT_EQ(y[y.size() - 1 - i], 77.f) << what;
+          }
+          const std::vector<float> got(y0, y0 + planes * out_size);
+          if (op == PlaneOp::kMax) {
+            expect_bits(got.data(), ref.data(), planes * out_size, what);
+            continue;
+          }
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_NEAR(got[i], ref[i], 2e-5f * (1.f + std::fabs(ref[i]))) << what << " at " << i;
+          if (t == ep::IsaTier::kScalar) {
+            plain = got;
+          } else if (op == PlaneOp::kAvg && !plain.empty()) {
+            expect_bits(got.data(), plain.data(), planes * out_size, what + " vs plain");
+          } else if (op == PlaneOp::kConv && conv_vec.empty()) {
+            conv_vec = got;
+          } else if (op == PlaneOp::kConv) {
+            expect_bits(got.data(), conv_vec.data(), planes * out_size, what + " vs avx2");
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(ran, 200);
 }

@@ -256,7 +256,7 @@ bool make_plan(const Geom3& g, bool max, bool count_include_pad, Plan* p, ep::Is
     // 480x14x14 stride 1: 51 vs 73-82 us; 128x55x55 -> 27x27: 100 vs 77 us; 64x111x111: 197 vs 112 us).
     p->path = Plan::Path::kSepMax;
     floats = sepmax::scratch_floats(g);
-  } else if (p->engine.prepare(g, op, p->cip, /*own_buffers=*/false)) {
+  } else if (p->engine.prepare(g, op, p->cip, /*own_buffers=*/false, p->isa)) {
     // Windows of up to 64 taps: the shared window engine (window/window_engine.h), every stride and dilation.
     p->path = Plan::Path::kEngine;
     floats = p->engine.scratch_floats();
