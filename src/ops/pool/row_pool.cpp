@@ -182,8 +182,10 @@ int64_t taps_scratch_floats(const Geom3& g) {
   return Hp * Wp + 2 * Wp + g.out[2] + g.out[1];
 }
 
-// Output rows at least this wide take the separable max path (sep_max.h) when the engine could run.
-constexpr int64_t kSepMaxMinWidth = 24;
+// Output rows at least this wide take the separable max path (sep_max.h) when the engine could run
+// (horizontal stride 2 / 1).
+constexpr int64_t kSepMaxMinWidthS2 = 24;
+constexpr int64_t kSepMaxMinWidthS1 = 64;
 
 bool is_global_avg(const Geom3& g) {
   // A window covering the whole unpadded plane (a GlobalAveragePool written as AveragePool).
@@ -249,11 +251,13 @@ bool make_plan(const Geom3& g, bool max, bool count_include_pad, Plan* p, ep::Is
   const window::PlaneOp op = max ? window::PlaneOp::kMax : window::PlaneOp::kAvg;
   if (!max && is_global_avg(g)) {
     p->path = Plan::Path::kGlobalAvg;
-  } else if (max && sepmax::applies(g) && (g.out[2] >= kSepMaxMinWidth || !window::TapPlan::supports(g))) {
-    // CNN max pools with rows of 24+ outputs: one horizontal pass per input row straight from the
-    // input, then a vertical one. Narrower rows stay on the engine, whose 8 accumulator chains per
-    // plane beat per-row passes there (Zen 5: 256x27x27 -> 13x13 42 us on the engine vs 50-57 us,
-    // 480x14x14 stride 1: 51 vs 73-82 us; 128x55x55 -> 27x27: 100 vs 77 us; 64x111x111: 197 vs 112 us).
+  } else if (max && sepmax::applies(g) &&
+             (g.out[2] >= (g.s[2] == 2 ? kSepMaxMinWidthS2 : kSepMaxMinWidthS1) || !window::TapPlan::supports(g))) {
+    // CNN max pools with wide rows: one horizontal pass per input row straight from the input, then a
+    // vertical one. Narrower rows stay on the engine, whose 8 accumulator chains per plane beat per-row
+    // passes there. Zen 5, 1 thread, warm, us (separable vs engine): stride 2: 64x111x111 112 vs 197,
+    // 128x55x55 77 vs 97, 64x56x56 2x2 35 vs 50, 256x27x27 50 vs 43; stride 1 (no split copy for the
+    // engine to pay): 32x112x112 110 vs 180, 64x56x56 105 vs 92, 192x28x28 80 vs 78, 480x14x14 73 vs 52.
     p->path = Plan::Path::kSepMax;
     floats = sepmax::scratch_floats(g);
   } else if (p->engine.prepare(g, op, p->cip, /*own_buffers=*/false, p->isa)) {

@@ -307,7 +307,10 @@ bool TapPlan::supports(const Geom3& g) {
 bool TapPlan::prepare(const Geom3& g, PlaneOp op, bool cip, bool own_buffers, ep::IsaTier isa) {
   ep::IsaTier tier = ep::IsaTier::kScalar;
 #ifdef NXRT_SC_X86
-  if (isa >= ep::IsaTier::kAvx512 && ep::cpu_isa_tier() >= ep::IsaTier::kAvx512) {
+  // 16-float jobs only for rows of 16+ outputs: narrower rows would load twice the bytes for the same
+  // job count (Zen 5, 832x7x7 3x3/1 max: 49.6 us at 16 floats vs 38.5 at 8; 480x14x14 53-70 vs 52-55;
+  // 192x28x28: 76-80 vs 83-107).
+  if (isa >= ep::IsaTier::kAvx512 && ep::cpu_isa_tier() >= ep::IsaTier::kAvx512 && g.out[2] >= 16) {
     tier = ep::IsaTier::kAvx512;
   } else if (isa >= ep::IsaTier::kAvx2 && has_avx2()) {
     tier = ep::IsaTier::kAvx2;

@@ -39,7 +39,8 @@ class TapPlan {
   // count_include_pad (ignored for other ops). Returns false (nothing built) when !supports(g).
   // own_buffers false: the plan holds no padded planes (a kernel variant's plan, shared by concurrent
   // runs): only run_planes_in runs it, on the caller's scratch. `isa`: the highest tier the vector body
-  // may use (a kernel's KernelInfo::isa()), chosen here once: tier() is what this CPU has of it.
+  // may use (a kernel's KernelInfo::isa()), chosen here once: tier() is what this CPU has of it (AVX-512
+  // only for output rows of 16+; narrower ones run the AVX2 body).
   bool prepare(const Geom3& g, PlaneOp op, bool cip, bool own_buffers = true, ep::IsaTier isa = ep::cpu_isa_tier());
   // The vector body's tier (kScalar: the plain loop only); valid once prepared.
   ep::IsaTier tier() const { return tier_; }
