@@ -252,12 +252,14 @@ bool make_plan(const Geom3& g, bool max, bool count_include_pad, Plan* p, ep::Is
   if (!max && is_global_avg(g)) {
     p->path = Plan::Path::kGlobalAvg;
   } else if (max && sepmax::applies(g) &&
-             (g.out[2] >= (g.s[2] == 2 ? kSepMaxMinWidthS2 : kSepMaxMinWidthS1) || !window::TapPlan::supports(g))) {
+             (p->isa == ep::IsaTier::kScalar || g.out[2] >= (g.s[2] == 2 ? kSepMaxMinWidthS2 : kSepMaxMinWidthS1) ||
+              !window::TapPlan::supports(g))) {
     // CNN max pools with wide rows: one horizontal pass per input row straight from the input, then a
     // vertical one. Narrower rows stay on the engine, whose 8 accumulator chains per plane beat per-row
     // passes there. Zen 5, 1 thread, warm, us (separable vs engine): stride 2: 64x111x111 112 vs 197,
     // 128x55x55 77 vs 97, 64x56x56 2x2 35 vs 50, 256x27x27 50 vs 43; stride 1 (no split copy for the
     // engine to pay): 32x112x112 110 vs 180, 64x56x56 105 vs 92, 192x28x28 80 vs 78, 480x14x14 73 vs 52.
+    // The plain loops (scalar tier, non-x86) take it at every width: 480x14x14 131 vs 250+ us.
     p->path = Plan::Path::kSepMax;
     floats = sepmax::scratch_floats(g);
   } else if (p->engine.prepare(g, op, p->cip, /*own_buffers=*/false, p->isa)) {

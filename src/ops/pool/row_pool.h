@@ -17,8 +17,8 @@ namespace nxrt::ops::rowpool {
 bool applies(const Geom3& g);
 
 // What the row-wise path decides at one geometry: which loop runs (max pools without dilation,
-// horizontal stride 2 and output rows of 24+ or stride 1 and rows of 64+ (or windows the engine
-// refuses): the separable max of pool/sep_max.h; other windows of up to 64 taps: the window engine's plan, built here), the ISA tier its vector bodies run at and the scratch each thread
+// horizontal stride 2 and output rows of 24+ or stride 1 and rows of 64+, any at the scalar tier (or
+// windows the engine refuses): the separable max of pool/sep_max.h; other windows of up to 64 taps: the window engine's plan, built here), the ISA tier its vector bodies run at and the scratch each thread
 // needs. Made once per shape (the pool
 // kernels' variant) and read-only afterwards: concurrent chunks and runs share it, each on its own
 // scratch.

@@ -29,27 +29,48 @@ struct RowArgs {
 // Plain loops: h[j] = max over the taps j*SW - pl + kw inside [0, IW) in column order; y[j] = max of
 // rows[0..n)[j] in row order; both with acc = v > acc ? v : acc from -inf.
 struct PlainOps {
-  template <int, int>
-  static void row(const float* s, const RowArgs& a, float* h) {
-    for (int64_t j = 0; j < a.OW; ++j) {
+  static inline float edge(const float* s, const RowArgs& a, int SW, int KW, int64_t j) {
+    float acc = kNegInf;
+    for (int kw = 0; kw < KW; ++kw) {
+      const int64_t c = j * SW - a.pl + kw;
+      if (c < 0 || c >= a.IW) continue;
+      const float v = s[c];
+      acc = v > acc ? v : acc;
+    }
+    return acc;
+  }
+  template <int kSW, int kKW>
+  static inline void row(const float* __restrict s, const RowArgs& a, float* __restrict h) {
+    const int SW = kSW ? kSW : a.SW, KW = kKW ? kKW : a.KW;
+    // Outputs [jlo, jhi) have every tap inside the row: no bounds checks there (the loop vectorizes).
+    const int64_t jlo = std::min<int64_t>(a.OW, (a.pl + SW - 1) / SW);
+    const int64_t jhi = std::max<int64_t>(jlo, std::min<int64_t>(a.OW, a.IW + a.pl - KW >= 0 ? (a.IW + a.pl - KW) / SW + 1 : 0));
+    for (int64_t j = 0; j < jlo; ++j) h[j] = edge(s, a, SW, KW, j);
+    const float* __restrict b = s - a.pl;
+    for (int64_t j = jlo; j < jhi; ++j) {
       float acc = kNegInf;
-      for (int kw = 0; kw < a.KW; ++kw) {
-        const int64_t c = j * a.SW - a.pl + kw;
-        if (c < 0 || c >= a.IW) continue;
-        const float v = s[c];
+      for (int kw = 0; kw < KW; ++kw) {
+        const float v = b[j * SW + kw];
         acc = v > acc ? v : acc;
       }
       h[j] = acc;
     }
+    for (int64_t j = jhi; j < a.OW; ++j) h[j] = edge(s, a, SW, KW, j);
   }
-  static void vert(const float* const* rows, int n, int64_t OW, int64_t /*room*/, float* y) {
-    for (int64_t j = 0; j < OW; ++j) {
-      float acc = kNegInf;
-      for (int r = 0; r < n; ++r) {
-        const float v = rows[r][j];
-        acc = v > acc ? v : acc;
+  static void vert(const float* const* rows, int n, int64_t OW, int64_t /*room*/, float* __restrict y) {
+    if (n == 0) {
+      for (int64_t j = 0; j < OW; ++j) y[j] = kNegInf;
+      return;
+    }
+    // Row by row over the whole output row, in row order: the same first-maximal rule per column.
+    const float* __restrict r0 = rows[0];
+    for (int64_t j = 0; j < OW; ++j) y[j] = r0[j];
+    for (int r = 1; r < n; ++r) {
+      const float* __restrict rr = rows[r];
+      for (int64_t j = 0; j < OW; ++j) {
+        const float v = rr[j];
+        y[j] = v > y[j] ? v : y[j];
       }
-      y[j] = acc;
     }
   }
 };
@@ -199,7 +220,7 @@ inline void drive_any(const Geom3& g, const float* x, float* y, int64_t p0, int6
 }
 
 void run_plain(const Geom3& g, const float* x, float* y, int64_t p0, int64_t p1, float* ring) {
-  drive<PlainOps, 0, 0>(g, x, y, p0, p1, ring);
+  drive_any<PlainOps>(g, x, y, p0, p1, ring);
 }
 #ifdef NXRT_SM_X86
 // flatten: the drivers and row / vertical passes inline here, at this target.
