@@ -959,7 +959,7 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
     case ConvPath::kDepthwiseWindow:
       if constexpr (std::is_same_v<CT, float>) {
         // The window engine's plan, and a slot of padded planes per pool thread in the workspace.
-        p.dw_plan = dwconv::plan_f32(g);
+        p.dw_plan = dwconv::plan_f32(g, cfg.isa);
         p.dw_slot_floats = (dwconv::scratch_floats(p.dw_plan.get()) + 15) / 16 * 16;
         p.workspace_bytes = static_cast<size_t>(std::max(1, threads) * p.dw_slot_floats) * sizeof(float);
       }

@@ -30,9 +30,9 @@ void plane_naive(const Geom3& g, const float* x, const float* w, float bias, flo
 
 }  // namespace
 
-std::shared_ptr<const window::TapPlan> plan_f32(const Geom3& g) {
+std::shared_ptr<const window::TapPlan> plan_f32(const Geom3& g, ep::IsaTier isa) {
   auto plan = std::make_shared<window::TapPlan>();
-  if (!plan->prepare(g, window::PlaneOp::kConv, false, /*own_buffers=*/false)) return nullptr;
+  if (!plan->prepare(g, window::PlaneOp::kConv, false, /*own_buffers=*/false, isa)) return nullptr;
   return plan;
 }
 

@@ -15,8 +15,9 @@ namespace nxrt::ops::dwconv {
 bool applies(const Geom3& g);
 
 // The window engine's plan for depthwise convs of geometry g, prepared without buffers of its own (the
-// conv's plan keeps it, shared by concurrent runs), or null when the engine does not take g.
-std::shared_ptr<const window::TapPlan> plan_f32(const Geom3& g);
+// conv's plan keeps it, shared by concurrent runs), or null when the engine does not take g. `isa`: the
+// highest tier its vector body may use (the conv's ConvConfig::isa).
+std::shared_ptr<const window::TapPlan> plan_f32(const Geom3& g, ep::IsaTier isa = ep::cpu_isa_tier());
 // Floats of per-thread scratch planes_f32 runs `plan` on (0 for a null plan).
 int64_t scratch_floats(const window::TapPlan* plan);
 

@@ -188,6 +188,7 @@ class PoolBase : public ep::Kernel {
     NXRT_RETURN_IF_ERROR(attrs_.parse(info, true));
     if (attrs_.kernel_shape.empty()) return info.error("attribute kernel_shape is required");
     row_paths_ = row_paths_allowed(info);
+    isa_ = info.isa();
     return Status::Ok();
   }
 
@@ -216,7 +217,7 @@ class PoolBase : public ep::Kernel {
     Geom3 g;
     if (!forward_geometry(attrs_, sp, attrs_.kernel_shape, &g).ok()) return none;
     auto v = std::make_unique<PoolVariant>();
-    if (!rowpool::make_plan(g, max, cip, &v->plan)) return none;
+    if (!rowpool::make_plan(g, max, cip, &v->plan, isa_)) return none;
     v->slots = sc.num_threads();
     return std::unique_ptr<ep::KernelVariant>(std::move(v));
   }
@@ -234,7 +235,7 @@ class PoolBase : public ep::Kernel {
       NXRT_ASSIGN_OR_RETURN(ws, ep::variant_workspace(ctx, *v));
     } else {
       v = nullptr;
-      rowpool::make_plan(g, max, cip, &local);
+      rowpool::make_plan(g, max, cip, &local, isa_);
     }
     NXRT_ASSIGN_OR_RETURN(ep::SlotScratch slots, ep::SlotScratch::take(ctx, ws, v ? v->plan.scratch_bytes : 0,
                                                                       v ? v->slots : 0, plan->scratch_bytes));
@@ -246,6 +247,7 @@ class PoolBase : public ep::Kernel {
 
   WindowAttrs attrs_;
   bool row_paths_ = true;  // the row-wise float paths (reference=1 turns them off)
+  ep::IsaTier isa_ = ep::IsaTier::kScalar;  // the tier the row-wise plans may use (KernelInfo::isa())
 };
 
 class MaxPoolKernel final : public PoolBase {

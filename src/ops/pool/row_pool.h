@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ep/cpu_features.h"
 #include "ops/conv/conv_geometry.h"
 #include "ops/window/window_engine.h"
 
@@ -15,30 +16,36 @@ namespace nxrt::ops::rowpool {
 // Whether the row-wise path handles this geometry (depth axis trivial: 1-D or 2-D pools).
 bool applies(const Geom3& g);
 
-// What the row-wise path decides at one geometry: which loop runs (the window engine's plan, built
-// here, for windows of up to 64 taps) and the scratch each thread needs. Made once per shape (the pool
+// What the row-wise path decides at one geometry: which loop runs (max pools without dilation,
+// horizontal stride 2 and output rows of 24+ or stride 1 and rows of 64+, any at the scalar tier (or
+// windows the engine refuses): the separable max of pool/sep_max.h; other windows of up to 64 taps: the window engine's plan, built here), the ISA tier its vector bodies run at and the scratch each thread
+// needs. Made once per shape (the pool
 // kernels' variant) and read-only afterwards: concurrent chunks and runs share it, each on its own
 // scratch.
 struct Plan {
-  enum class Path { kNone, kGlobalAvg, kEngine, kTaps, kRows };
+  enum class Path { kNone, kGlobalAvg, kSepMax, kEngine, kTaps, kRows };
   Path path = Path::kNone;
   Geom3 g;
   bool max = false;
   bool cip = false;   // count_include_pad (average)
-  bool avx2 = false;
+  // The tier the bodies run at: the requested one (the kernel's KernelInfo::isa()) lowered to the best
+  // body this CPU has; chosen once here, never per call.
+  ep::IsaTier isa = ep::IsaTier::kScalar;
+  bool avx2 = false;  // isa >= kAvx2
   window::TapPlan engine;    // kEngine: prepared without buffers of its own
   size_t scratch_bytes = 0;  // per thread (a chunk's planes run on one thread's scratch)
   // Whether the plan was made for geometry h.
   bool fits(const Geom3& h) const;
 };
-// false (p->path kNone) when !applies(g).
-bool make_plan(const Geom3& g, bool max, bool count_include_pad, Plan* p);
+// false (p->path kNone) when !applies(g). `isa`: the highest tier the plan may use.
+bool make_plan(const Geom3& g, bool max, bool count_include_pad, Plan* p, ep::IsaTier isa = ep::cpu_isa_tier());
 // Planes [p0, p1) of x (each g.in_size()) into y (each g.out_size()); scratch: p.scratch_bytes, 64-byte
 // aligned, contents unspecified, used by no other thread meanwhile.
 void run(const Plan& p, const float* x, float* y, int64_t p0, int64_t p1, void* scratch);
 
 // make_plan + run with scratch allocated per call (tests).
-void max_pool_2d(const Geom3& g, const float* x, float* y, int64_t p0, int64_t p1);
+void max_pool_2d(const Geom3& g, const float* x, float* y, int64_t p0, int64_t p1,
+                 ep::IsaTier isa = ep::cpu_isa_tier());
 void avg_pool_2d(const Geom3& g, const float* x, float* y, bool count_include_pad, int64_t p0, int64_t p1);
 
 // y[q] = mean of x[q*plane .. (q+1)*plane) for q in [q0, q1).

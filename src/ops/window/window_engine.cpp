@@ -23,9 +23,10 @@ int64_t taps_inside(int64_t start, int64_t k, int64_t d, int64_t lo, int64_t hi)
   return n;
 }
 
-void make_key(const Geom3& g, PlaneOp op, bool cip, int64_t* k) {
-  const int64_t v[16] = {g.in[1], g.in[2], g.out[1], g.out[2], g.k[1], g.k[2],  g.s[1],               g.s[2],
-                         g.d[1],  g.d[2],  g.pb[1],  g.pb[2],  g.pe[1], g.pe[2], static_cast<int64_t>(op), cip ? 1 : 0};
+void make_key(const Geom3& g, PlaneOp op, bool cip, ep::IsaTier tier, int64_t* k) {
+  const int64_t v[17] = {g.in[1], g.in[2], g.out[1], g.out[2], g.k[1], g.k[2],  g.s[1],               g.s[2],
+                         g.d[1],  g.d[2],  g.pb[1],  g.pb[2],  g.pe[1], g.pe[2], static_cast<int64_t>(op), cip ? 1 : 0,
+                         static_cast<int64_t>(tier)};
   std::memcpy(k, v, sizeof(v));
 }
 
@@ -44,7 +45,7 @@ struct JobView {
   const int32_t* jy;
   const int32_t* jn;
   int64_t nj;     // a multiple of kGroup / 2
-  int64_t nfull;  // jobs [0, nfull) store all 8 lanes into y
+  int64_t nfull;  // jobs [0, nfull) store all their lanes (8 or 16) into y
   int64_t tail0;  // the first output of the later jobs (stored through a stack buffer); total when none
   int64_t total;  // outputs per plane
   const float* cnt;
@@ -153,6 +154,65 @@ NXRT_SC_AVX2 void jobs_avx2(const JobView& v, const float* w, float bias, float*
   for (int64_t i = tail0; i < v.total; ++i) y[i] = tail[i - tail0];
 }
 
+#define NXRT_SC_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
+
+template <PlaneOp op>
+NXRT_SC_AVX512 inline __m512 step512(__m512 acc, const float* p, __m512 wv) {
+  if constexpr (op == PlaneOp::kConv) return _mm512_fmadd_ps(wv, _mm512_loadu_ps(p), acc);
+  if constexpr (op == PlaneOp::kMax) return _mm512_max_ps(_mm512_loadu_ps(p), acc);  // v > acc ? v : acc
+  return _mm512_add_ps(acc, _mm512_loadu_ps(p));
+}
+
+// job_group with 16-float jobs: the same taps in the same order per lane; the plane's last, partial
+// jobs (from nfull on) store their jn lanes through a mask.
+template <PlaneOp op, int G>
+NXRT_SC_AVX512 __attribute__((always_inline)) inline void job_group512(
+    int64_t j, int T, const float* __restrict buf, const int64_t* __restrict off, const int32_t* __restrict jb,
+    const int32_t* __restrict jy, const int32_t* __restrict jn, const float* __restrict cnt,
+    const float* __restrict w, __m512 init, int64_t nfull, float* __restrict y) {
+  const float* b[G];
+  __m512 a[G];
+#pragma GCC unroll 8
+  for (int k = 0; k < G; ++k) {
+    b[k] = buf + jb[j + k];
+    a[k] = init;
+  }
+  for (int t = 0; t < T; ++t) {
+    const int64_t o = off[t];
+    __m512 wv = _mm512_setzero_ps();
+    if constexpr (op == PlaneOp::kConv) wv = _mm512_set1_ps(w[t]);
+#pragma GCC unroll 8
+    for (int k = 0; k < G; ++k) a[k] = step512<op>(a[k], b[k] + o, wv);
+  }
+  if constexpr (op == PlaneOp::kAvg) {
+#pragma GCC unroll 8
+    for (int k = 0; k < G; ++k) a[k] = _mm512_div_ps(a[k], _mm512_loadu_ps(cnt + jy[j + k]));
+  }
+  if (j + G <= nfull) {
+#pragma GCC unroll 8
+    for (int k = 0; k < G; ++k) _mm512_storeu_ps(y + jy[j + k], a[k]);
+  } else {
+    for (int k = 0; k < G; ++k) {
+      if (j + k < nfull) {
+        _mm512_storeu_ps(y + jy[j + k], a[k]);
+      } else {
+        _mm512_mask_storeu_ps(y + jy[j + k], static_cast<__mmask16>((1u << jn[j + k]) - 1u), a[k]);
+      }
+    }
+  }
+}
+
+template <PlaneOp op>
+NXRT_SC_AVX512 void jobs_avx512(const JobView& v, const float* w, float bias, float* __restrict y) {
+  const __m512 init = op == PlaneOp::kConv  ? _mm512_set1_ps(bias)
+                      : op == PlaneOp::kMax ? _mm512_set1_ps(-std::numeric_limits<float>::infinity())
+                                            : _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + kGroup <= v.nj; j += kGroup)
+    job_group512<op, kGroup>(j, v.T, v.buf, v.off, v.jb, v.jy, v.jn, v.cnt, w, init, v.nfull, y);
+  if (j < v.nj) job_group512<op, kGroup / 2>(j, v.T, v.buf, v.off, v.jb, v.jy, v.jn, v.cnt, w, init, v.nfull, y);
+}
+
 // d[0, n) = s[0, n). A row shorter than a vector is stored as one full vector with `pad` in the lanes
 // past n: the cells after the row are pad cells or cells a later row rewrites (fill goes forward).
 // `overread`: s[0, 8) may be read even when n < 8 (more of the plane follows).
@@ -244,15 +304,28 @@ bool TapPlan::supports(const Geom3& g) {
   return Hp < (int64_t{1} << 20) && Wp < (int64_t{1} << 20) && Hp * Wp + 2 * Wp + 64 < (int64_t{1} << 30);
 }
 
-bool TapPlan::prepare(const Geom3& g, PlaneOp op, bool cip, bool own_buffers) {
-  int64_t key[16];
-  make_key(g, op, op == PlaneOp::kAvg && cip, key);
+bool TapPlan::prepare(const Geom3& g, PlaneOp op, bool cip, bool own_buffers, ep::IsaTier isa) {
+  ep::IsaTier tier = ep::IsaTier::kScalar;
+#ifdef NXRT_SC_X86
+  // 16-float jobs only for rows of 16+ outputs: narrower rows would load twice the bytes for the same
+  // job count (Zen 5, 832x7x7 3x3/1 max: 49.6 us at 16 floats vs 38.5 at 8; 480x14x14 53-70 vs 52-55;
+  // 192x28x28: 76-80 vs 83-107).
+  if (isa >= ep::IsaTier::kAvx512 && ep::cpu_isa_tier() >= ep::IsaTier::kAvx512 && g.out[2] >= 16) {
+    tier = ep::IsaTier::kAvx512;
+  } else if (isa >= ep::IsaTier::kAvx2 && has_avx2()) {
+    tier = ep::IsaTier::kAvx2;
+  }
+#endif
+  int64_t key[17];
+  make_key(g, op, op == PlaneOp::kAvg && cip, tier, key);
   if (built_ && std::memcmp(key, key_, sizeof(key)) == 0 && own_buffers == !buf_.empty()) return true;
   built_ = false;
   if (!supports(g)) return false;
   std::memcpy(key_, key, sizeof(key));
   op_ = op;
   cip_ = op == PlaneOp::kAvg && cip;
+  tier_ = tier;
+  W_ = tier == ep::IsaTier::kAvx512 ? 16 : 8;
   IH_ = g.in[1];
   IW_ = g.in[2];
   OH_ = g.out[1];
@@ -286,11 +359,11 @@ bool TapPlan::prepare(const Geom3& g, PlaneOp op, bool cip, bool own_buffers) {
   const int64_t total = OH_ * OW_;
   int64_t max_jb = 0;
   for (int64_t oh = 0; oh < OH_; ++oh)
-    for (int64_t c = 0; c < OW_; c += 8) {
+    for (int64_t c = 0; c < OW_; c += W_) {
       const int64_t jb = oh * SH * Wp_ + c, jy = oh * OW_ + c;
       job_buf_.push_back(static_cast<int32_t>(jb));
       job_y_.push_back(static_cast<int32_t>(jy));
-      job_n_.push_back(static_cast<int32_t>(std::min<int64_t>(8, total - jy)));
+      job_n_.push_back(static_cast<int32_t>(std::min<int64_t>(W_, total - jy)));
       max_jb = std::max(max_jb, jb);
     }
   // Whole groups (8, or 4 at the end): the last job repeated (an idempotent re-store). Plans of 5-7
@@ -302,11 +375,11 @@ bool TapPlan::prepare(const Geom3& g, PlaneOp op, bool cip, bool own_buffers) {
     job_n_.push_back(job_n_.back());
   }
   nfull_ = 0;
-  while (nfull_ < static_cast<int64_t>(job_n_.size()) && job_n_[nfull_] == 8) ++nfull_;
+  while (nfull_ < static_cast<int64_t>(job_n_.size()) && job_n_[nfull_] == W_) ++nfull_;
   tail0_ = nfull_ < static_cast<int64_t>(job_n_.size()) ? job_y_[nfull_] : total;
   const float pad = op == PlaneOp::kMax ? -std::numeric_limits<float>::infinity() : 0.f;
   // Two padded planes: run_planes fills the next plane while the current one is computed.
-  bufsz_ = (std::max(Hp_ * Wp_, max_jb + max_off + 8) + 8 + 15) / 16 * 16;
+  bufsz_ = (std::max(Hp_ * Wp_, max_jb + max_off + W_) + W_ + 15) / 16 * 16;
   // Large planes get one buffer (each plane copied right before it is computed): a per-thread plan
   // should not hold two copies of an image-sized plane. A fresh vector, so a plan that served a large
   // plane gives that memory back.
@@ -319,7 +392,7 @@ bool TapPlan::prepare(const Geom3& g, PlaneOp op, bool cip, bool own_buffers) {
 
   cnt_.clear();
   if (op == PlaneOp::kAvg) {
-    cnt_.assign(static_cast<size_t>(total + 8), 1.f);
+    cnt_.assign(static_cast<size_t>(total + W_), 1.f);
     for (int64_t oh = 0; oh < OH_; ++oh) {
       const int64_t sh = oh * SH - pt_;
       const int64_t nh = cip_ ? taps_inside(sh, KH, DH, -pt_, IH_ + g.pe[1]) : taps_inside(sh, KH, DH, 0, IH_);
@@ -366,11 +439,18 @@ void TapPlan::fill(const float* x, bool vec, float* bufs, int which) const {
   }
 }
 
-void TapPlan::jobs(const float* buf, const float* w, float bias, float* y, bool avx2) const {
+void TapPlan::jobs(const float* buf, const float* w, float bias, float* y, bool vec) const {
   const JobView v{buf,         off_.data(), T_,     job_buf_.data(), job_y_.data(), job_n_.data(),
                   static_cast<int64_t>(job_buf_.size()), nfull_, tail0_, OH_ * OW_, cnt_.empty() ? nullptr : cnt_.data()};
 #ifdef NXRT_SC_X86
-  if (avx2) {
+  if (vec && tier_ == ep::IsaTier::kAvx512) {
+    switch (op_) {
+      case PlaneOp::kConv: return jobs_avx512<PlaneOp::kConv>(v, w, bias, y);
+      case PlaneOp::kMax: return jobs_avx512<PlaneOp::kMax>(v, w, bias, y);
+      case PlaneOp::kAvg: return jobs_avx512<PlaneOp::kAvg>(v, w, bias, y);
+    }
+  }
+  if (vec) {
     switch (op_) {
       case PlaneOp::kConv: return jobs_avx2<PlaneOp::kConv>(v, w, bias, y);
       case PlaneOp::kMax: return jobs_avx2<PlaneOp::kMax>(v, w, bias, y);
@@ -407,7 +487,8 @@ void TapPlan::run_planes_in(float* scratch, const float* x, int64_t x_stride, co
 
 void TapPlan::run_on(float* bufs, const float* x, int64_t x_stride, const float* w, int64_t w_stride,
                      const float* bias, bool bias_per_plane, float* y, int64_t count, bool vec) const {
-  const bool avx2 = vec && has_avx2();
+  // The plan's tier (chosen at prepare); the AVX2 plane copy serves the AVX-512 tier too.
+  const bool avx2 = vec && tier_ >= ep::IsaTier::kAvx2;
   fill(x, avx2, bufs, 0);
   for (int64_t i = 0; i < count; ++i) {
     // The next plane's copy goes first: the current plane's loads then never wait on just-stored rows.

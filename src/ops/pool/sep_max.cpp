@@ -1,0 +1,273 @@
+#include "ops/pool/sep_max.h"
+
+#include <algorithm>
+#include <limits>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NXRT_SM_X86 1
+#define NXRT_SM_AVX2 __attribute__((target("avx2,fma")))
+#define NXRT_SM_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
+#endif
+
+namespace nxrt::ops::sepmax {
+
+namespace {
+
+constexpr int64_t kRowAlign = 16;  // ring rows hold OW rounded up to this (the widest vector)
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+int64_t ring_width(const Geom3& g) { return (g.out[2] + kRowAlign - 1) / kRowAlign * kRowAlign; }
+int64_t ring_slots(const Geom3& g);
+
+// What one row pass needs.
+struct RowArgs {
+  int64_t IW, OW, pl;
+  int SW, KW;
+};
+
+// Plain loops: h[j] = max over the taps j*SW - pl + kw inside [0, IW) in column order; y[j] = max of
+// rows[0..n)[j] in row order; both with acc = v > acc ? v : acc from -inf.
+struct PlainOps {
+  static inline float edge(const float* s, const RowArgs& a, int SW, int KW, int64_t j) {
+    float acc = kNegInf;
+    for (int kw = 0; kw < KW; ++kw) {
+      const int64_t c = j * SW - a.pl + kw;
+      if (c < 0 || c >= a.IW) continue;
+      const float v = s[c];
+      acc = v > acc ? v : acc;
+    }
+    return acc;
+  }
+  template <int kSW, int kKW>
+  static inline void row(const float* __restrict s, const RowArgs& a, float* __restrict h) {
+    const int SW = kSW ? kSW : a.SW, KW = kKW ? kKW : a.KW;
+    // Outputs [jlo, jhi) have every tap inside the row: no bounds checks there (the loop vectorizes).
+    const int64_t jlo = std::min<int64_t>(a.OW, (a.pl + SW - 1) / SW);
+    const int64_t jhi = std::max<int64_t>(jlo, std::min<int64_t>(a.OW, a.IW + a.pl - KW >= 0 ? (a.IW + a.pl - KW) / SW + 1 : 0));
+    for (int64_t j = 0; j < jlo; ++j) h[j] = edge(s, a, SW, KW, j);
+    const float* __restrict b = s - a.pl;
+    for (int64_t j = jlo; j < jhi; ++j) {
+      float acc = kNegInf;
+      for (int kw = 0; kw < KW; ++kw) {
+        const float v = b[j * SW + kw];
+        acc = v > acc ? v : acc;
+      }
+      h[j] = acc;
+    }
+    for (int64_t j = jhi; j < a.OW; ++j) h[j] = edge(s, a, SW, KW, j);
+  }
+  static void vert(const float* const* rows, int n, int64_t OW, int64_t /*room*/, float* __restrict y) {
+    if (n == 0) {
+      for (int64_t j = 0; j < OW; ++j) y[j] = kNegInf;
+      return;
+    }
+    // Row by row over the whole output row, in row order: the same first-maximal rule per column.
+    const float* __restrict r0 = rows[0];
+    for (int64_t j = 0; j < OW; ++j) y[j] = r0[j];
+    for (int r = 1; r < n; ++r) {
+      const float* __restrict rr = rows[r];
+      for (int64_t j = 0; j < OW; ++j) {
+        const float v = rr[j];
+        y[j] = v > y[j] ? v : y[j];
+      }
+    }
+  }
+};
+
+#ifdef NXRT_SM_X86
+// 8-float vectors. A load at column c of a row of n floats: lanes outside [0, n) read as -inf (masked,
+// never touched).
+struct Avx2Ops {
+  NXRT_SM_AVX2 static inline __m256 load_clip(const float* s, int64_t c, int64_t n) {
+    if (c >= 0 && c + 8 <= n) return _mm256_loadu_ps(s + c);
+    const __m256i col = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                         _mm256_set1_epi32(static_cast<int32_t>(c)));
+    const __m256i m = _mm256_and_si256(_mm256_cmpgt_epi32(col, _mm256_set1_epi32(-1)),
+                                       _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(n)), col));
+    return _mm256_blendv_ps(_mm256_set1_ps(kNegInf), _mm256_maskload_ps(s + c, m), _mm256_castsi256_ps(m));
+  }
+  // Lanes 0, 2, .. 14 (even) / 1, 3, .. 15 (odd) of the 16 floats a:b.
+  NXRT_SM_AVX2 static inline __m256 even(__m256 a, __m256 b) {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+  }
+  NXRT_SM_AVX2 static inline __m256 odd(__m256 a, __m256 b) {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+  }
+  template <int kSW, int kKW>
+  NXRT_SM_AVX2 static inline void row(const float* s, const RowArgs& a, float* h) {
+    const int SW = kSW ? kSW : a.SW, KW = kKW ? kKW : a.KW;
+    for (int64_t j0 = 0; j0 < a.OW; j0 += 8) {
+      __m256 acc = _mm256_set1_ps(kNegInf);  // _mm256_max_ps(v, acc) is v > acc ? v : acc: NaN skipped, ties keep acc
+      if (SW == 2) {
+        const int64_t c0 = 2 * j0 - a.pl;
+        for (int k = 0; k < KW; k += 2) {
+          const __m256 lo = load_clip(s, c0 + k, a.IW), hi = load_clip(s, c0 + k + 8, a.IW);
+          acc = _mm256_max_ps(even(lo, hi), acc);
+          if (k + 1 < KW) acc = _mm256_max_ps(odd(lo, hi), acc);
+        }
+      } else {
+        const int64_t c0 = j0 - a.pl;
+        for (int k = 0; k < KW; ++k) acc = _mm256_max_ps(load_clip(s, c0 + k, a.IW), acc);
+      }
+      _mm256_storeu_ps(h + j0, acc);
+    }
+  }
+  NXRT_SM_AVX2 static inline void vert(const float* const* rows, int n, int64_t OW, int64_t room, float* y) {
+    for (int64_t j0 = 0; j0 < OW; j0 += 8) {
+      __m256 acc = _mm256_set1_ps(kNegInf);
+      for (int r = 0; r < n; ++r) acc = _mm256_max_ps(_mm256_loadu_ps(rows[r] + j0), acc);
+      if (j0 + 8 <= room) {
+        _mm256_storeu_ps(y + j0, acc);
+      } else {
+        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(OW - j0)),
+                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskstore_ps(y + j0, m, acc);
+      }
+    }
+  }
+};
+
+// 16-float vectors, masked loads and stores at the edges.
+struct Avx512Ops {
+  NXRT_SM_AVX512 static inline __m512 load_clip(const float* s, int64_t c, int64_t n, __m512 ninf) {
+    if (c >= 0 && c + 16 <= n) return _mm512_loadu_ps(s + c);
+    const int64_t lo = c < 0 ? -c : 0, hi = n - c < 16 ? n - c : 16;  // lanes [lo, hi) inside the row
+    if (hi <= lo) return ninf;
+    const uint32_t bits = ((1u << hi) - 1u) & ~((1u << lo) - 1u);
+    return _mm512_mask_loadu_ps(ninf, static_cast<__mmask16>(bits), s + c);
+  }
+  template <int kSW, int kKW>
+  NXRT_SM_AVX512 static inline void row(const float* s, const RowArgs& a, float* h) {
+    const int SW = kSW ? kSW : a.SW, KW = kKW ? kKW : a.KW;
+    const __m512 ninf = _mm512_set1_ps(kNegInf);
+    const __m512i ieven = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i iodd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int64_t j0 = 0; j0 < a.OW; j0 += 16) {
+      __m512 acc = ninf;  // _mm512_max_ps(v, acc) is v > acc ? v : acc: NaN skipped, ties keep acc
+      if (SW == 2) {
+        const int64_t c0 = 2 * j0 - a.pl;
+        for (int k = 0; k < KW; k += 2) {
+          const __m512 lo = load_clip(s, c0 + k, a.IW, ninf), hi = load_clip(s, c0 + k + 16, a.IW, ninf);
+          acc = _mm512_max_ps(_mm512_permutex2var_ps(lo, ieven, hi), acc);
+          if (k + 1 < KW) acc = _mm512_max_ps(_mm512_permutex2var_ps(lo, iodd, hi), acc);
+        }
+      } else {
+        const int64_t c0 = j0 - a.pl;
+        for (int k = 0; k < KW; ++k) acc = _mm512_max_ps(load_clip(s, c0 + k, a.IW, ninf), acc);
+      }
+      _mm512_storeu_ps(h + j0, acc);
+    }
+  }
+  NXRT_SM_AVX512 static inline void vert(const float* const* rows, int n, int64_t OW, int64_t room, float* y) {
+    for (int64_t j0 = 0; j0 < OW; j0 += 16) {
+      __m512 acc = _mm512_set1_ps(kNegInf);
+      for (int r = 0; r < n; ++r) acc = _mm512_max_ps(_mm512_loadu_ps(rows[r] + j0), acc);
+      if (j0 + 16 <= room) {
+        _mm512_storeu_ps(y + j0, acc);
+      } else {
+        _mm512_mask_storeu_ps(y + j0, static_cast<__mmask16>((1u << (OW - j0)) - 1u), acc);
+      }
+    }
+  }
+};
+#endif
+
+// Slots in the ring of row maxima: KH rounded up to a power of two (slot = row & (slots - 1)).
+int64_t ring_slots(const Geom3& g) {
+  int64_t r = 1;
+  while (r < g.k[1]) r *= 2;
+  return r;
+}
+
+// Per plane: output row oh reads input rows [oh*SH - pt, + KH) clipped to [0, IH); each of those rows'
+// horizontal maxima is computed once (rows only move forward), into ring slot row & (slots - 1).
+// kSW / kKW > 0: horizontal stride and kernel width fixed at compile time (0: read from g).
+template <class Ops, int kSW, int kKW>
+inline void drive(const Geom3& g, const float* x, float* y, int64_t p0, int64_t p1, float* ring) {
+  const int64_t IH = g.in[1], IW = g.in[2], OH = g.out[1], OW = g.out[2];
+  const int64_t KH = g.k[1], SH = g.s[1], pt = g.pb[1];
+  const int64_t RW = ring_width(g), mask = ring_slots(g) - 1;
+  const RowArgs ra{IW, OW, g.pb[2], static_cast<int>(g.s[2]), static_cast<int>(g.k[2])};
+  const float* rows[64];
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* xp = x + p * IH * IW;
+    float* yp = y + p * OH * OW;
+    int64_t next = 0;  // rows below it are computed (or skipped)
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const int64_t a = oh * SH - pt;
+      const int64_t r0 = std::max<int64_t>(a, 0), r1 = std::min(a + KH, IH);
+      for (int64_t r = std::max(next, r0); r < r1; ++r)
+        Ops::template row<kSW, kKW>(xp + r * IW, ra, ring + (r & mask) * RW);
+      next = std::max(next, r1);
+      int n = 0;
+      for (int64_t r = r0; r < r1; ++r) rows[n++] = ring + (r & mask) * RW;
+      // Vector stores may run past the row into outputs this call writes later (in order: they are
+      // overwritten); only past the call's last output are the lanes masked off.
+      Ops::vert(rows, n, OW, (p1 - p) * OH * OW - oh * OW, yp + oh * OW);
+    }
+  }
+}
+
+// The specializations every CNN uses (3x3 stride 2 or 1, 2x2 stride 2), else the generic loop.
+template <class Ops>
+inline void drive_any(const Geom3& g, const float* x, float* y, int64_t p0, int64_t p1, float* ring) {
+  const int64_t SW = g.s[2], KW = g.k[2];
+  if (SW == 2 && KW == 3) return drive<Ops, 2, 3>(g, x, y, p0, p1, ring);
+  if (SW == 1 && KW == 3) return drive<Ops, 1, 3>(g, x, y, p0, p1, ring);
+  if (SW == 2 && KW == 2) return drive<Ops, 2, 2>(g, x, y, p0, p1, ring);
+  drive<Ops, 0, 0>(g, x, y, p0, p1, ring);
+}
+
+void run_plain(const Geom3& g, const float* x, float* y, int64_t p0, int64_t p1, float* ring) {
+  drive_any<PlainOps>(g, x, y, p0, p1, ring);
+}
+#ifdef NXRT_SM_X86
+// flatten: the drivers and row / vertical passes inline here, at this target.
+NXRT_SM_AVX2 __attribute__((flatten)) void run_avx2(const Geom3& g, const float* x, float* y, int64_t p0,
+                                                    int64_t p1, float* ring) {
+  drive_any<Avx2Ops>(g, x, y, p0, p1, ring);
+}
+NXRT_SM_AVX512 __attribute__((flatten)) void run_avx512(const Geom3& g, const float* x, float* y, int64_t p0,
+                                                        int64_t p1, float* ring) {
+  drive_any<Avx512Ops>(g, x, y, p0, p1, ring);
+}
+#endif
+
+}  // namespace
+
+bool applies(const Geom3& g) {
+  if (g.in[0] != 1 || g.out[0] != 1 || g.k[0] != 1 || g.pb[0] != 0 || g.pe[0] != 0) return false;
+  for (int a = 1; a < 3; ++a) {
+    if (g.k[a] < 1 || g.s[a] < 1 || g.d[a] != 1 || g.pb[a] < 0 || g.pe[a] < 0 || g.out[a] < 1 || g.in[a] < 0) {
+      return false;
+    }
+  }
+  // Column indices stay well inside int32 (the AVX2 edge masks compare them as such).
+  return (g.s[2] == 1 || g.s[2] == 2) && g.k[2] <= 32 && g.k[1] <= 64 && g.in[2] < (int64_t{1} << 28) &&
+         g.out[2] < (int64_t{1} << 28) && g.pb[2] < (int64_t{1} << 20);
+}
+
+ep::IsaTier body_tier(ep::IsaTier requested) {
+#ifdef NXRT_SM_X86
+  if (requested >= ep::IsaTier::kAvx512 && ep::cpu_isa_tier() >= ep::IsaTier::kAvx512) return ep::IsaTier::kAvx512;
+  if (requested >= ep::IsaTier::kAvx2 && ep::cpu_has_avx2_fma()) return ep::IsaTier::kAvx2;
+#else
+  (void)requested;
+#endif
+  return ep::IsaTier::kScalar;
+}
+
+int64_t scratch_floats(const Geom3& g) { return ring_slots(g) * ring_width(g); }
+
+void run(ep::IsaTier tier, const Geom3& g, const float* x, float* y, int64_t p0, int64_t p1, float* scratch) {
+#ifdef NXRT_SM_X86
+  if (tier >= ep::IsaTier::kAvx512) return run_avx512(g, x, y, p0, p1, scratch);
+  if (tier >= ep::IsaTier::kAvx2) return run_avx2(g, x, y, p0, p1, scratch);
+#else
+  (void)tier;
+#endif
+  run_plain(g, x, y, p0, p1, scratch);
+}
+
+}  // namespace nxrt::ops::sepmax

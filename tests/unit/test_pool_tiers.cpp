@@ -1,0 +1,334 @@
+// The pooling kernels at every ISA tier this CPU runs. Float MaxPool's separable path (pool/sep_max.h),
+// bit for bit against
+// the per-window reference rule (acc = v > acc ? v : acc from -inf, taps row by row): random geometries
+// (horizontal stride 1 or 2, vertical stride 1-3, kernels up to 5x5 and wide rows of up to 32 taps,
+// pads, ceil-mode extents, 1-D windows, rows narrower than a vector), data with NaN, -inf, ties and
+// zeros of both signs (whose sign the tap order decides); nothing outside the outputs written. Then
+// the MaxPool kernel itself with the isa override against reference=1 on the shapes SqueezeNet,
+// ResNet-50 and Inception-v1 pool. The window engine (window/window_engine.h: MaxPool / AveragePool on
+// narrow rows, depthwise conv) prepared at each tier: max bit for bit against the reference rule,
+// average bit for bit against the plain loop (same summation order) and close to the definition, conv
+// the same bits at AVX2 and AVX-512 (same FMA order) and close to the definition. Tiers above the CPU's
+// are named in the output as not run.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ep/cpu_features.h"
+#include "kernel_test_util.h"
+#include "ops/pool/row_pool.h"
+#include "ops/pool/sep_max.h"
+#include "ops/window/window_engine.h"
+
+using namespace nxrt;
+using namespace nxrt::ops;
+
+namespace {
+
+constexpr ep::IsaTier kTiers[] = {ep::IsaTier::kScalar, ep::IsaTier::kAvx2, ep::IsaTier::kAvx512};
+
+// The tiers whose bodies this CPU runs; the others are reported as skipped.
+std::vector<ep::IsaTier> runnable_tiers(const char* what) {
+  std::vector<ep::IsaTier> out;
+  for (ep::IsaTier t : kTiers) {
+    if (sepmax::body_tier(t) == t) {
+      out.push_back(t);
+    } else {
+      std::printf("[ SKIPPED  ] tier %s: not on this CPU, %s not checked there\n", ep::isa_tier_name(t), what);
+    }
+  }
+  return out;
+}
+
+// The per-window definition with the reference's rule, in float, row-major tap order.
+void max_naive(const Geom3& g, const float* x, float* y) {
+  for (int64_t oh = 0; oh < g.out[1]; ++oh)
+    for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+      float acc = -std::numeric_limits<float>::infinity();
+      for (int64_t kh = 0; kh < g.k[1]; ++kh)
+        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+          const int64_t ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
+          const int64_t iw = ow * g.s[2] - g.pb[2] + kw * g.d[2];
+          if (ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) continue;
+          const float v = x[ih * g.in[2] + iw];
+          acc = v > acc ? v : acc;
+        }
+      y[oh * g.out[2] + ow] = acc;
+    }
+}
+
+// Values with many ties: small integers, +-0, and now and then NaN or -inf.
+std::vector<float> tie_data(std::mt19937& rng, int64_t n, bool specials) {
+  std::uniform_int_distribution<int> pick(0, 99);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) {
+    const int r = pick(rng);
+    if (specials && r < 3) {
+      x = std::numeric_limits<float>::quiet_NaN();
+    } else if (specials && r < 5) {
+      x = -std::numeric_limits<float>::infinity();
+    } else if (r < 30) {
+      x = r % 2 ? 0.f : -0.f;
+    } else {
+      x = static_cast<float>(r % 7) - 6.f;  // mostly negative: zeros are often the maximum
+    }
+  }
+  return v;
+}
+
+bool random_geom(std::mt19937& rng, int iter, Geom3* g) {
+  std::uniform_int_distribution<int> pick(0, 1000);
+  WindowAttrs a;
+  const bool one_d = iter % 9 == 4;
+  const bool wide_kernel = iter % 13 == 6;
+  Dims in{one_d ? 1 : 1 + pick(rng) % 30, iter % 17 == 3 ? 100 + pick(rng) % 130 : 1 + pick(rng) % 45};
+  Dims kernel{one_d ? 1 : 1 + pick(rng) % 5, wide_kernel ? 6 + pick(rng) % 27 : 1 + pick(rng) % 5};
+  a.strides = {1 + pick(rng) % 3, 1 + pick(rng) % 2};
+  a.dilations = {1, 1};
+  for (int i = 0; i < 4; ++i) a.pads.push_back(pick(rng) % 4);
+  for (int i = 0; i < 2; ++i) {  // pads below the kernel (the op requires it)
+    a.pads[i] = std::min<int64_t>(a.pads[i], kernel[i] - 1);
+    a.pads[i + 2] = std::min<int64_t>(a.pads[i + 2], kernel[i] - 1);
+  }
+  a.ceil_mode = iter % 3 == 1;
+  if (iter % 11 == 5) a.auto_pad = AutoPad::kSameUpper;
+  a.kernel_shape = kernel;
+  return forward_geometry(a, in, kernel, g).ok() && g->out_size() > 0;
+}
+
+void expect_bits(const float* got, const float* ref, int64_t n, const std::string& what) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t a = 0, b = 0;
+    std::memcpy(&a, got + i, 4);
+    std::memcpy(&b, ref + i, 4);
+    ASSERT_EQ(a, b) << what << " at " << i << ": " << got[i] << " vs " << ref[i];
+  }
+}
+
+}  // namespace
+
+TEST(PoolTiers, SeparableMaxBitExactAtEveryTier) {
+  const std::vector<ep::IsaTier> tiers = runnable_tiers("separable MaxPool");
+  std::mt19937 rng(2121);
+  std::uniform_int_distribution<int> pick(0, 1000);
+  int ran = 0;
+  for (int iter = 0; iter < 500; ++iter) {
+    Geom3 g;
+    if (!random_geom(rng, iter, &g)) continue;
+    ASSERT_TRUE(sepmax::applies(g)) << "iter " << iter;
+    ++ran;
+    const int64_t planes = 1 + pick(rng) % 3, in_size = g.in_size(), out_size = g.out_size();
+    // Planes back to back with guards before and after: reads past the input would see the guards'
+    // NaNs at least under ASan; writes past the output show in the output guards.
+    std::vector<float> x(static_cast<size_t>(planes * in_size + 32), std::numeric_limits<float>::quiet_NaN());
+    const std::vector<float> data = tie_data(rng, planes * in_size, iter % 2 == 0);
+    std::copy(data.begin(), data.end(), x.begin() + 16);
+    const float* x0 = x.data() + 16;
+    std::vector<float> ref(static_cast<size_t>(planes * out_size));
+    for (int64_t p = 0; p < planes; ++p) max_naive(g, x0 + p * in_size, ref.data() + p * out_size);
+    for (ep::IsaTier t : tiers) {
+      const std::string what = "iter " + std::to_string(iter) + " tier " + ep::isa_tier_name(t) + " in " +
+                               std::to_string(g.in[1]) + "x" + std::to_string(g.in[2]) + " k " +
+                               std::to_string(g.k[1]) + "x" + std::to_string(g.k[2]) + " s " +
+                               std::to_string(g.s[1]) + "," + std::to_string(g.s[2]);
+      std::vector<float> y(static_cast<size_t>(planes * out_size + 32), 77.f);
+      float* y0 = y.data() + 16;
+      // Garbage scratch: the path must not read what it did not write.
+      std::vector<float> scratch(static_cast<size_t>(sepmax::scratch_floats(g)), std::nanf(""));
+      const int64_t cut = planes > 1 ? 1 : planes;
+      sepmax::run(t, g, x0, y0, 0, cut, scratch.data());
+      sepmax::run(t, g, x0, y0, cut, planes, scratch.data());
+      for (int i = 0; i < 16; ++i) {
+        ASSERT_EQ(y[i], 77.f) << what;
+        ASSERT_EQ(y[y.size() - 1 - i], 77.f) << what;
+      }
+      expect_bits(y0, ref.data(), planes * out_size, what);
+      // Through the row-wise plan (what the kernel runs): this path for wide rows (stride 2: 24+
+      // outputs, stride 1: 64+) and at the scalar tier, else the window engine (also bit-exact: its taps run in the
+      // reference's order).
+      rowpool::Plan plan;
+      ASSERT_TRUE(rowpool::make_plan(g, true, false, &plan, t)) << what;
+      if (t == ep::IsaTier::kScalar || g.out[2] >= (g.s[2] == 2 ? 24 : 64)) {
+        ASSERT_EQ(plan.path, rowpool::Plan::Path::kSepMax) << what;
+      }
+      ASSERT_EQ(plan.isa, t) << what;
+      std::fill(y.begin(), y.end(), 77.f);
+      rowpool::max_pool_2d(g, x0, y0, 0, planes, t);
+      expect_bits(y0, ref.data(), planes * out_size, what + " (plan)");
+    }
+  }
+  EXPECT_GT(ran, 400);
+}
+
+// The MaxPool kernel (its specialized variant) at each tier against the per-window loops (reference=1),
+// on the pool shapes of SqueezeNet (ceil_mode), ResNet-50 and Inception-v1, and two odd ones.
+TEST(PoolTiers, MaxPoolKernelAtEveryTierMatchesReference) {
+  const std::vector<ep::IsaTier> tiers = runnable_tiers("the MaxPool kernel");
+  struct Case {
+    Dims shape;
+    std::vector<int64_t> k, s, pads;
+    int64_t ceil;
+  };
+  const Case cases[] = {
+      {{1, 96, 109, 109}, {3, 3}, {2, 2}, {0, 0, 0, 0}, 1},
+      {{1, 256, 54, 54}, {3, 3}, {2, 2}, {0, 0, 0, 0}, 1},
+      {{1, 512, 27, 27}, {3, 3}, {2, 2}, {0, 0, 0, 0}, 1},
+      {{1, 64, 112, 112}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 0},
+      {{1, 192, 28, 28}, {3, 3}, {1, 1}, {1, 1, 1, 1}, 0},
+      {{2, 3, 17, 31}, {2, 2}, {2, 2}, {0, 0, 0, 0}, 1},
+      {{1, 5, 9, 7}, {4, 3}, {3, 1}, {2, 1, 1, 2}, 0},
+  };
+  for (const Case& c : cases) {
+    Tensor x = nxrt::testing::random_tensor(c.shape, 7);
+    {  // ties and zeros of both signs in part of the input
+      float* d = x.data<float>();
+      for (int64_t i = 0; i < x.numel(); i += 5) d[i] = (i / 5) % 2 ? 0.f : -0.f;
+    }
+    auto make = [&](std::map<std::string, std::string> ov) {
+      nxrt::testing::KernelRun r;
+      r.op_type = "MaxPool";
+      r.attributes = {nxrt::testing::attr_ints("kernel_shape", c.k), nxrt::testing::attr_ints("strides", c.s),
+                      nxrt::testing::attr_ints("pads", c.pads), nxrt::testing::attr_int("ceil_mode", c.ceil)};
+      r.inputs = {Value(x)};
+      r.threads = 2;
+      r.specialize = true;
+      r.overrides = std::move(ov);
+      return nxrt::testing::run_kernel(r);
+    };
+    auto ref = make({{"reference", "1"}});
+    ASSERT_TRUE(ref.ok()) << ref.status().message();
+    const Tensor& rt = (*ref)[0].tensor();
+    for (ep::IsaTier t : tiers) {
+      auto got = make({{"isa", ep::isa_tier_name(t)}});
+      ASSERT_TRUE(got.ok()) << got.status().message();
+      const Tensor& gt = (*got)[0].tensor();
+      ASSERT_EQ(gt.shape(), rt.shape());
+      expect_bits(gt.data<float>(), rt.data<float>(), rt.numel(),
+                  std::string("shape ") + shape_to_string(c.shape) + " tier " + ep::isa_tier_name(t));
+    }
+  }
+}
+
+namespace {
+
+// Any window geometry the engine takes: strides 1-4, dilation, pads, ceil mode, 1-D.
+bool engine_geom(std::mt19937& rng, int iter, Geom3* g) {
+  std::uniform_int_distribution<int> pick(0, 1000);
+  WindowAttrs a;
+  const bool one_d = iter % 9 == 4;
+  Dims in{one_d ? 1 : 1 + pick(rng) % 33, iter % 13 == 2 ? 100 + pick(rng) % 100 : 1 + pick(rng) % 40};
+  Dims kernel{one_d ? 1 : 1 + pick(rng) % 5, 1 + pick(rng) % 5};
+  a.strides = {1 + pick(rng) % (iter % 4 == 0 ? 4 : 2), 1 + pick(rng) % (iter % 5 == 0 ? 4 : 2)};
+  a.dilations = {iter % 6 == 1 ? 1 + pick(rng) % 3 : 1, iter % 7 == 2 ? 1 + pick(rng) % 3 : 1};
+  for (int i = 0; i < 4; ++i) a.pads.push_back(pick(rng) % 4);
+  for (int i = 0; i < 2; ++i) {
+    const int64_t ext = (kernel[i] - 1) * a.dilations[i] + 1;
+    a.pads[i] = std::min<int64_t>(a.pads[i], ext - 1);
+    a.pads[i + 2] = std::min<int64_t>(a.pads[i + 2], ext - 1);
+  }
+  a.ceil_mode = iter % 3 == 1;
+  a.kernel_shape = kernel;
+  return forward_geometry(a, in, kernel, g).ok() && g->out_size() > 0;
+}
+
+// The engine's definitions in double (conv: bias + sum w x; average: / valid taps, or / padded taps).
+void engine_naive(const Geom3& g, window::PlaneOp op, bool cip, const float* x, const float* w, float bias,
+                  float* y) {
+  for (int64_t oh = 0; oh < g.out[1]; ++oh)
+    for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+      double acc = op == window::PlaneOp::kConv ? bias : 0.0;
+      int64_t valid = 0, padded = 0;
+      for (int64_t kh = 0; kh < g.k[1]; ++kh)
+        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+          const int64_t ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
+          const int64_t iw = ow * g.s[2] - g.pb[2] + kw * g.d[2];
+          padded += (ih >= -g.pb[1] && ih < g.in[1] + g.pe[1] && iw >= -g.pb[2] && iw < g.in[2] + g.pe[2]) ? 1 : 0;
+          if (ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) continue;
+          ++valid;
+          const double v = x[ih * g.in[2] + iw];
+          acc += op == window::PlaneOp::kConv ? static_cast<double>(w[kh * g.k[2] + kw]) * v : v;
+        }
+      if (op == window::PlaneOp::kAvg) {
+        const int64_t den = cip ? padded : valid;
+        acc = den > 0 ? acc / static_cast<double>(den) : 0.0;
+      }
+      y[oh * g.out[2] + ow] = static_cast<float>(acc);
+    }
+}
+
+}  // namespace
+
+TEST(PoolTiers, WindowEngineAtEveryTier) {
+  using window::PlaneOp;
+  const std::vector<ep::IsaTier> tiers = runnable_tiers("the window engine");
+  std::mt19937 rng(77);
+  std::uniform_int_distribution<int> pick(0, 1000);
+  std::uniform_real_distribution<float> val(-2.f, 2.f);
+  int ran = 0;
+  for (int iter = 0; iter < 300; ++iter) {
+    Geom3 g;
+    if (!engine_geom(rng, iter, &g) || !window::TapPlan::supports(g)) continue;
+    ++ran;
+    const int64_t planes = 1 + pick(rng) % 3, in_size = g.in_size(), out_size = g.out_size(), kvol = g.k[1] * g.k[2];
+    std::vector<float> xmax = tie_data(rng, planes * in_size, iter % 2 == 0), xr(static_cast<size_t>(planes * in_size));
+    for (auto& v : xr) v = val(rng);
+    std::vector<float> w(static_cast<size_t>(planes * kvol)), bias(static_cast<size_t>(planes));
+    for (auto& v : w) v = val(rng);
+    for (auto& v : bias) v = val(rng);
+    for (PlaneOp op : {PlaneOp::kMax, PlaneOp::kAvg, PlaneOp::kConv}) {
+      for (int cip = 0; cip < (op == PlaneOp::kAvg ? 2 : 1); ++cip) {
+        const std::vector<float>& x = op == PlaneOp::kMax ? xmax : xr;
+        std::vector<float> ref(static_cast<size_t>(planes * out_size));
+        for (int64_t p = 0; p < planes; ++p) {
+          if (op == PlaneOp::kMax) {
+            max_naive(g, x.data() + p * in_size, ref.data() + p * out_size);
+          } else {
+            engine_naive(g, op, cip != 0, x.data() + p * in_size, w.data() + p * kvol, bias[p],
+                         ref.data() + p * out_size);
+          }
+        }
+        std::vector<float> plain, conv_vec;  // the plain loop's bits; the first vector tier's conv bits
+        for (ep::IsaTier t : tiers) {
+          const std::string what = "iter " + std::to_string(iter) + " op " + std::to_string(static_cast<int>(op)) +
+                                   " cip " + std::to_string(cip) + " tier " + ep::isa_tier_name(t);
+          window::TapPlan plan;
+          ASSERT_TRUE(plan.prepare(g, op, cip != 0, /*own_buffers=*/false, t)) << what;
+          // AVX-512 jobs only for rows of 16+ outputs; narrower rows run the AVX2 body.
+          const ep::IsaTier expect = t == ep::IsaTier::kAvx512 && g.out[2] < 16 ? ep::IsaTier::kAvx2 : t;
+          ASSERT_EQ(plan.tier(), expect) << what;
+          std::vector<float> scratch(static_cast<size_t>(plan.scratch_floats()), std::nanf(""));
+          std::vector<float> y(static_cast<size_t>(planes * out_size + 32), 77.f);
+          float* y0 = y.data() + 16;
+          plan.run_planes_in(scratch.data(), x.data(), in_size, w.data(), kvol, bias.data(), true, y0, planes);
+          for (int i = 0; i < 16; ++i) {
+            ASSERT_EQ(y[i], 77.f) << what;
+            ASSERT_EQ(y[y.size() - 1 - i], 77.f) << what;
+          }
+          const std::vector<float> got(y0, y0 + planes * out_size);
+          if (op == PlaneOp::kMax) {
+            expect_bits(got.data(), ref.data(), planes * out_size, what);
+            continue;
+          }
+          for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_NEAR(got[i], ref[i], 2e-5f * (1.f + std::fabs(ref[i]))) << what << " at " << i;
+          if (t == ep::IsaTier::kScalar) {
+            plain = got;
+          } else if (op == PlaneOp::kAvg && !plain.empty()) {
+            expect_bits(got.data(), plain.data(), planes * out_size, what + " vs plain");
+          } else if (op == PlaneOp::kConv && conv_vec.empty()) {
+            conv_vec = got;
+          } else if (op == PlaneOp::kConv) {
+            expect_bits(got.data(), conv_vec.data(), planes * out_size, what + " vs avx2");
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(ran, 200);
+}
