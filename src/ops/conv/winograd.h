@@ -12,8 +12,9 @@
 // Work is cut into blocks of whole tile rows (across the batch) sized so the transformed input and the
 // GEMM results of a block stay near L2. Blocks are split over the threads when there are enough of them;
 // otherwise each block's three phases (input transform over channels, GEMMs over xi, output transform
-// over output channels) are split. The transforms are AVX2+FMA (8 tiles a vector, chosen at run time
-// together with the GEMM kernels, see gemm_vector_kernels) with a portable scalar fallback.
+// over output channels) are split. The transforms are AVX-512 (16 tiles a vector) or AVX2+FMA (8 tiles),
+// chosen from the tier when the plan is made (WinogradPlan::transforms; vector code only where the GEMM
+// kernels are vector code, see gemm_vector_kernels), with a portable scalar fallback.
 //
 // Accuracy: the F(4,3) transforms scale values by up to ~10 (the +-2 points), so the result's error is
 // larger than that of direct fp32 summation: max error 2e-5..6e-5 of the output's rms on random data
@@ -99,7 +100,11 @@ struct WinogradPlan {
   size_t slot_floats = 0;
   size_t workspace_bytes() const { return static_cast<size_t>(slots) * slot_floats * sizeof(float); }
   ep::IsaTier isa = ep::IsaTier::kScalar;
-  bool avx2 = false;                      // vector transforms
+  // The input and output transforms' code, chosen from the tier when the plan is made: scalar, AVX2 (8
+  // tiles a vector) or AVX-512 (16 tiles a vector, masked tails). The two vector variants do the same
+  // operations per element, so their results are bit-identical.
+  enum class Transforms : uint8_t { kScalar, kAvx2, kAvx512 };
+  Transforms transforms = Transforms::kScalar;
   bool strips = false;                    // products read V in place through row_offsets
   std::vector<int64_t> row_offsets;       // strips: c * ld per input channel
 };
@@ -110,7 +115,7 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
                            int64_t block_tiles = 0);
 
 // y[N, M, OH, OW] = conv(x, w) + bias (bias may be null), as `p` plans it; w prepared for p.M x p.C.
-// The transforms and products use vector code at p.isa (scalar transforms below the AVX2 tier).
+// The transforms run p.transforms' code and the products the GEMM kernels at p.isa.
 // `workspace`: p.workspace_bytes(), 64-byte aligned (a conv plan declares it); null, or a pool with more
 // threads than p.slots: scratch of its own (ep::run_on_plan_workspace).
 void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
