@@ -241,8 +241,9 @@ TEST(ConvWinograd, ConvKernelUsesIt) {
 
 // The transforms' code at every tier this CPU runs (WinogradPlan::transforms: scalar, AVX2, AVX-512)
 // against the direct definition on random shapes (narrow and wide rows, so groups of 8 / 16 tiles span
-// tile rows, batches and the image's edges), and the two vector variants bit-identical on the same
-// products (the same plan, only the transforms swapped). y is guarded on both sides (masked stores
+// tile rows, batches and the image's edges), with the post the output transform applies (residual,
+// Relu / Clip / LeakyRelu), and the two vector variants bit-identical on the same products (the same
+// plan, only the transforms swapped). y is guarded on both sides (masked stores
 // must stay inside it). Tiers above the CPU's are named in the output as not run.
 TEST(ConvWinograd, TransformsAtEveryTierMatchNaiveAndVectorVariantsBitIdentical) {
   using T = WinogradPlan::Transforms;
@@ -294,7 +295,7 @@ TEST(ConvWinograd, TransformsAtEveryTierMatchNaiveAndVectorVariantsBitIdentical)
     const std::string what = "iter " + std::to_string(iter) + " N" + std::to_string(c.N) + " C" + std::to_string(c.C) +
                              " M" + std::to_string(c.M) + " " + std::to_string(c.H) + "x" + std::to_string(c.W) +
                              " pads " + std::to_string(c.pt) + std::to_string(c.pl) + std::to_string(c.pb) +
-                             std::to_string(c.pr);
+                             std::to_string(c.pr) + " post " + std::to_string(iter % 5);
     const auto x = random_floats(rng, s.N * s.C * s.g.in_size());
     const auto w = random_floats(rng, s.M * s.C * 9);
     const auto b = random_floats(rng, s.M);
@@ -302,6 +303,26 @@ TEST(ConvWinograd, TransformsAtEveryTierMatchNaiveAndVectorVariantsBitIdentical)
     const int64_t ny = s.N * s.M * s.g.out_size();
     std::vector<float> ref(static_cast<size_t>(ny));
     conv_naive<float>(s, x.data(), w.data(), bias, ref.data());
+    // The post (FusedConv's epilogue) the output transform applies: none, Relu / LeakyRelu with a
+    // residual, Clip, LeakyRelu; the reference gets it per element.
+    const auto res = random_floats(rng, ny);
+    WinogradPost post;
+    const Activation acts[] = {Activation::kNone, Activation::kRelu, Activation::kClip, Activation::kLeakyRelu,
+                               Activation::kLeakyRelu};
+    post.act = acts[iter % 5];
+    post.residual = iter % 5 == 1 || iter % 5 == 3 ? res.data() : nullptr;
+    post.act_a = post.act == Activation::kClip ? -0.5f : 0.1f;
+    post.act_b = 0.5f;
+    // Errors are measured against the conv's own scale (the activations are 1-Lipschitz; Clip and Relu
+    // shrink the output's rms, not the transforms' error).
+    double conv_ss = 0;
+    for (float v : ref) conv_ss += double(v) * v;
+    const double conv_rms = std::max(std::sqrt(conv_ss / double(ny)), 1e-6);
+    for (int64_t i = 0; i < ny; ++i) {
+      float v = ref[static_cast<size_t>(i)];
+      if (post.residual) v += post.residual[i];
+      ref[static_cast<size_t>(i)] = apply_activation(post.act, v, post.act_a, post.act_b);
+    }
     ConvWeights<float> cw;
     cw.prepare(Dims{s.M, s.C, 3, 3}, 1, w, true);
     ASSERT_TRUE(cw.wino != nullptr) << what;
@@ -309,7 +330,7 @@ TEST(ConvWinograd, TransformsAtEveryTierMatchNaiveAndVectorVariantsBitIdentical)
     // Runs `plan` (on the pool or not); returns y without its guards, failing on a touched guard.
     auto run = [&](const WinogradPlan& plan, ep::ThreadPool* p, const std::string& how) {
       std::vector<float> buf(static_cast<size_t>(ny + 2 * kGuard), kSentinel);
-      winograd_conv(plan, x.data(), *wino, bias, buf.data() + kGuard, p, nullptr);
+      winograd_conv(plan, x.data(), *wino, bias, buf.data() + kGuard, p, nullptr, &post);
       for (int64_t i = 0; i < kGuard; ++i) {
         EXPECT_EQ(buf[static_cast<size_t>(i)], kSentinel) << what << " " << how << ": wrote before y";
         EXPECT_EQ(buf[static_cast<size_t>(ny + kGuard + i)], kSentinel) << what << " " << how << ": wrote past y";
@@ -317,12 +338,9 @@ TEST(ConvWinograd, TransformsAtEveryTierMatchNaiveAndVectorVariantsBitIdentical)
       return std::vector<float>(buf.begin() + kGuard, buf.end() - kGuard);
     };
     auto error = [&](const std::vector<float>& y) {
-      double ss = 0, err = 0;
-      for (int64_t i = 0; i < ny; ++i) {
-        ss += double(ref[i]) * ref[i];
-        err = std::isfinite(y[i]) ? std::max(err, std::fabs(double(y[i]) - ref[i])) : 1e9;
-      }
-      return err / std::max(std::sqrt(ss / double(ny)), 1e-6);
+      double err = 0;
+      for (int64_t i = 0; i < ny; ++i) err = std::isfinite(y[i]) ? std::max(err, std::fabs(double(y[i]) - ref[i])) : 1e9;
+      return err / conv_rms;
     };
     // Each tier's own plan (its GEMM kernels and transforms), default blocks on the pool and tiny blocks
     // without it, against the reference.

@@ -60,6 +60,28 @@ inline void at_1d(const float* m, int64_t sm, float* y, int64_t sy) {
 // Geometry of one call.
 using Plan = WinogradPlan;
 
+// The post of n outputs just stored at y (residual r at the same offsets, may be null): the scalar
+// definition, used by the scalar and AVX2 transforms on each stored row piece (still in L1). Not
+// inlined into the vector code, where the compiler could contract LeakyRelu's multiply-add.
+__attribute__((noinline)) void post_scalar(float* y, const float* r, int64_t n, const WinogradPost& post) {
+  const float a = post.act_a, b = post.act_b;
+  for (int64_t i = 0; i < n; ++i) {
+    float v = y[i];
+    if (r) v += r[i];
+    switch (post.act) {
+      case Activation::kRelu: v = activation_of<Activation::kRelu>(v, a, b); break;
+      case Activation::kClip: v = activation_of<Activation::kClip>(v, a, b); break;
+      case Activation::kLeakyRelu: v = activation_of<Activation::kLeakyRelu>(v, a, b); break;
+      default: break;
+    }
+    y[i] = v;
+  }
+}
+// Whether `post` changes anything.
+inline bool post_active(const WinogradPost* post) {
+  return post && (post->residual || post->act != Activation::kNone);
+}
+
 // ---- Input transform: V[xi][c][j] for the tile rows [R0, R1) of a block (j = (R - R0) * TW + tw) ----
 
 void input_scalar(const Plan& p, const float* x, int64_t R0, int64_t R1, int64_t c0, int64_t c1, float* V,
@@ -89,7 +111,8 @@ void input_scalar(const Plan& p, const float* x, int64_t R0, int64_t R1, int64_t
 // ---- Output transform: y tiles from Mx[xi][m][j] -------------------------------------------------------
 
 void output_scalar(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1, const float* bias,
-                   float* y, int64_t ld, int64_t mstride) {
+                   float* y, int64_t ld, int64_t mstride, const WinogradPost* post) {
+  const bool with_post = post_active(post);
   float mm[36], t[24], o[16];
   for (int64_t m = m0; m < m1; ++m) {
     const float b = bias ? bias[m] : 0.f;
@@ -107,6 +130,11 @@ void output_scalar(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64
           for (int q = 0; q < 4; ++q) {
             const int64_t ox = tw * 4 + q;
             if (ox < p.OW) ym[oy * p.OW + ox] = o[r * 4 + q] + b;
+          }
+          if (with_post) {
+            const int64_t at = (ym - y) + oy * p.OW + tw * 4;
+            post_scalar(y + at, post->residual ? post->residual + at : nullptr, std::min<int64_t>(4, p.OW - tw * 4),
+                        *post);
           }
         }
       }
@@ -262,7 +290,12 @@ WINO_AVX2 void input_avx2(const Plan& p, const float* x, int64_t R0, int64_t R1,
 
 // Same flat tile order as input_avx2; reads Mx up to 8 floats past the block's last tile (spare columns).
 WINO_AVX2 void output_avx2(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1,
-                           const float* bias, float* y, int64_t ld, int64_t mstride) {
+                           const float* bias, float* y, int64_t ld, int64_t mstride, const WinogradPost* post) {
+  const bool with_post = post_active(post);
+  auto post_at = [&](float* at, int64_t n) {
+    const int64_t off = at - y;
+    post_scalar(at, post->residual ? post->residual + off : nullptr, n, *post);
+  };
   alignas(32) float tmp[4][32];
   const int64_t tiles = (R1 - R0) * p.TW;
   for (int64_t m = m0; m < m1; ++m) {
@@ -287,6 +320,7 @@ WINO_AVX2 void output_avx2(const Plan& p, const float* Mx, int64_t R0, int64_t R
           at_vec(t[r], o);
           for (int q = 0; q < 4; ++q) o[q] = _mm256_add_ps(o[q], b);
           scatter_tiles(o, ym + r * p.OW);
+          if (with_post) post_at(ym + r * p.OW, 32);
         }
         continue;
       }
@@ -306,6 +340,7 @@ WINO_AVX2 void output_avx2(const Plan& p, const float* Mx, int64_t R0, int64_t R
         float* ym = y + ((n * p.M + m) * p.OH + th * 4) * p.OW + 4 * tw;
         for (int r = 0; r < 4 && th * 4 + r < p.OH; ++r) {
           std::memcpy(ym + r * p.OW, tmp[r] + 4 * (j - j0), sizeof(float) * ncols);
+          if (with_post) post_at(ym + r * p.OW, ncols);
         }
         j += len;
       }
@@ -457,8 +492,26 @@ struct OutSeg {
 // Same flat tile order as input_avx512. The stores of each group of 16 tiles (one masked store per run of
 // tiles within one tile row and one 4-tile vector, clipped to the image) are worked out once per batch
 // of groups and serve every output channel.
-WINO_AVX512 void output_avx512(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1,
-                               const float* bias, float* y, int64_t ld, int64_t mstride) {
+// The post on 16 values about to be stored at y offset `off` (lanes `mask`): the operations of
+// activation_of per element (max/min in the operand order that keeps NaN and -0 as it does; LeakyRelu's
+// multiply and add separate).
+template <Activation A>
+WINO_AVX512 inline __m512 post16(__m512 v, const float* residual, int64_t off, __mmask16 mask, __m512 a, __m512 b) {
+  if (residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, residual + off));
+  const __m512 zero = _mm512_setzero_ps();
+  if constexpr (A == Activation::kRelu) return _mm512_max_ps(zero, v);                    // v < 0 ? 0 : v
+  if constexpr (A == Activation::kClip) return _mm512_max_ps(a, _mm512_min_ps(b, v));     // v < a ? a : min
+  if constexpr (A == Activation::kLeakyRelu) {
+    return _mm512_add_ps(_mm512_max_ps(zero, v), _mm512_mul_ps(a, _mm512_min_ps(zero, v)));
+  }
+  return v;
+}
+
+template <Activation A>
+WINO_AVX512 void output_avx512_act(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1,
+                                   const float* bias, float* y, int64_t ld, int64_t mstride, const WinogradPost* post) {
+  const float* residual = post ? post->residual : nullptr;
+  const __m512 act_a = _mm512_set1_ps(post ? post->act_a : 0.f), act_b = _mm512_set1_ps(post ? post->act_b : 0.f);
   constexpr int kGroups = 8;  // groups per batch
   OutSeg segs[kGroups * 16];  // at most a store per tile
   int seg_end[kGroups];
@@ -489,7 +542,6 @@ WINO_AVX512 void output_avx512(const Plan& p, const float* Mx, int64_t R0, int64
     for (int64_t m = m0; m < m1; ++m) {
       const __m512 b = _mm512_set1_ps(bias ? bias[m] : 0.f);
       const float* src = Mx + m * ld;
-      float* ym = y + m * plane_out;
       int s0 = 0;
       for (int gi = 0; gi < ngroups; ++gi) {
         const int64_t j0 = g0 + 16 * gi;
@@ -521,12 +573,25 @@ WINO_AVX512 void output_avx512(const Plan& p, const float* Mx, int64_t R0, int64
             if (sg.shift) {
               val = _mm512_permutexvar_ps(_mm512_add_epi32(iota, _mm512_set1_epi32(4 * sg.shift)), val);
             }
-            _mm512_mask_storeu_ps(ym + sg.off + r * p.OW, sg.mask, val);
+            const int64_t at = m * plane_out + sg.off + r * p.OW;
+            if (A != Activation::kNone || residual) val = post16<A>(val, residual, at, sg.mask, act_a, act_b);
+            _mm512_mask_storeu_ps(y + at, sg.mask, val);
           }
         }
         s0 = s1;
       }
     }
+  }
+}
+
+WINO_AVX512 void output_avx512(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1,
+                               const float* bias, float* y, int64_t ld, int64_t mstride, const WinogradPost* post) {
+  switch (post ? post->act : Activation::kNone) {
+    case Activation::kRelu: return output_avx512_act<Activation::kRelu>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
+    case Activation::kClip: return output_avx512_act<Activation::kClip>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
+    case Activation::kLeakyRelu:
+      return output_avx512_act<Activation::kLeakyRelu>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
+    default: return output_avx512_act<Activation::kNone>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
   }
 }
 
@@ -744,21 +809,21 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
 
 namespace {
 void winograd_run(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
-                  ep::ThreadPool* pool, void* workspace);
+                  ep::ThreadPool* pool, void* workspace, const WinogradPost* post);
 }  // namespace
 
 void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
-                   ep::ThreadPool* pool, void* workspace) {
+                   ep::ThreadPool* pool, void* workspace, const WinogradPost* post) {
   if (p.nblocks == 0) return;
   ep::run_on_plan_workspace(p, pool, workspace, [&](const WinogradPlan& q, void* ws) {
-    winograd_run(q, x, w, bias, y, pool, ws);
+    winograd_run(q, x, w, bias, y, pool, ws, post);
   });
 }
 
 namespace {
 // winograd_conv on a workspace that serves the plan (a slot for every thread of the pool).
 void winograd_run(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
-                  ep::ThreadPool* pool, void* workspace) {
+                  ep::ThreadPool* pool, void* workspace, const WinogradPost* post) {
   // The calling thread's slot of the workspace: transformed input V, products Mx, input rows.
   float* const ws = static_cast<float*>(workspace);
   const size_t slot_floats = p.slot_floats, m_off = p.m_off, in_off = p.in_off, g_off = p.gemm_off;
@@ -788,15 +853,15 @@ void winograd_run(const WinogradPlan& p, const float* x, const WinogradWeights& 
   auto output_phase = [&](const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1) {
 #ifdef NXRT_WINO_X86
     if (transforms == WinogradPlan::Transforms::kAvx512) {
-      output_avx512(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride);
+      output_avx512(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
       return;
     }
     if (transforms == WinogradPlan::Transforms::kAvx2) {
-      output_avx2(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride);
+      output_avx2(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
       return;
     }
 #endif
-    output_scalar(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride);
+    output_scalar(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
   };
   auto gemms = [&](int64_t cols, const float* V, float* Mx, int64_t xi0, int64_t xi1) {
     if (strips) {

@@ -28,6 +28,7 @@
 #include "nxrt/dims.h"
 #include "ep/cpu_features.h"
 #include "ops/conv/shared_weights.h"
+#include "ops/gemm/activation.h"
 #include "ops/gemm/gemm.h"
 
 namespace nxrt::ep {
@@ -114,12 +115,26 @@ struct WinogradPlan {
 WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa = ep::cpu_isa_tier(),
                            int64_t block_tiles = 0);
 
-// y[N, M, OH, OW] = conv(x, w) + bias (bias may be null), as `p` plans it; w prepared for p.M x p.C.
+// What the output transform applies after the bias (FusedConv's epilogue, the conv engine's ConvPost
+// without a pre-activation): y = act(conv + bias + residual), residual (may be null) shaped like y, act
+// one of ConvPost's (winograd_post_applies). Per element: (v + bias) + residual, then the activation as
+// activation_of defines it, in every variant of the transforms.
+struct WinogradPost {
+  const float* residual = nullptr;
+  Activation act = Activation::kNone;
+  float act_a = 0.f, act_b = 0.f;  // Clip's min and max; LeakyRelu's slope in act_a
+};
+inline bool winograd_post_applies(Activation a) {
+  return a == Activation::kNone || a == Activation::kRelu || a == Activation::kClip || a == Activation::kLeakyRelu;
+}
+
+// y[N, M, OH, OW] = conv(x, w) + bias (bias may be null), as `p` plans it; w prepared for p.M x p.C; then
+// `post` when given (winograd_post_applies(post->act)).
 // The transforms run p.transforms' code and the products the GEMM kernels at p.isa.
 // `workspace`: p.workspace_bytes(), 64-byte aligned (a conv plan declares it); null, or a pool with more
 // threads than p.slots: scratch of its own (ep::run_on_plan_workspace).
 void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
-                   ep::ThreadPool* pool, void* workspace);
+                   ep::ThreadPool* pool, void* workspace, const WinogradPost* post = nullptr);
 
 // Plans and runs in one call (tests, benchmarks).
 void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w, const float* bias, float* y,
