@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "ep/slot_scratch.h"
 #include "ep/thread_pool.h"
 #include "kernel_test_util.h"
 #include "ops/conv/conv_engine.h"
@@ -190,8 +191,13 @@ void run_conv_case(benchmark::State& state, const ConvCase& cc, int threads, ops
       return;
     }
   }
+  // One plan for every iteration, as a Conv kernel's variant holds it: the Winograd / small-spatial
+  // weight copies it acquires are made once (conv_forward plans per call, and so made them per iteration).
+  const ops::ConvConfig cfg(path);
+  const ops::ConvPlan plan = ops::conv_plan<float>(s, cw, cfg, threads, false);
+  const ep::HeapScratch ws(plan.workspace_bytes);
   for (auto _ : state) {
-    ops::conv_forward<float>(s, x.data(), cw, bias.data(), y.data(), &pool, path);
+    ops::conv_forward_planned<float>(plan, x.data(), cw, bias.data(), y.data(), &pool, cfg, nullptr, ws.get());
     benchmark::DoNotOptimize(y.data());
   }
   const double flops = 2.0 * cc.M * s.g.out_size() * cc.C * cc.k * cc.k;
