@@ -480,18 +480,15 @@ WINO_AVX512 void input_avx512(const Plan& p, const float* x, int64_t R0, int64_t
   }
 }
 
-// One masked store of output_avx512: the tiles of a group that lie in one tile row, in one 4-tile
-// vector `q` of interleave16's output from tile `shift` (0..3) on; `cols` outputs from y offset `off`
-// (output channel 0) in each of `rows` output rows.
+// One masked store of output_avx512: the tiles of a group that lie in one tile row and in one 4-tile
+// vector `q` of interleave16's output, from its tile `shift` (0..3) on; the outputs in `mask`'s lanes
+// (clipped to the image's width) from y offset `off` (output channel 0) in each of `rows` output rows.
 struct OutSeg {
   int64_t off;
   __mmask16 mask;
   uint8_t q, shift, rows;
 };
 
-// Same flat tile order as input_avx512. The stores of each group of 16 tiles (one masked store per run of
-// tiles within one tile row and one 4-tile vector, clipped to the image) are worked out once per batch
-// of groups and serve every output channel.
 // The post on 16 values about to be stored at y offset `off` (lanes `mask`): the operations of
 // activation_of per element (max/min in the operand order that keeps NaN and -0 as it does; LeakyRelu's
 // multiply and add separate).
@@ -507,6 +504,9 @@ WINO_AVX512 inline __m512 post16(__m512 v, const float* residual, int64_t off, _
   return v;
 }
 
+// Same flat tile order as input_avx512. The stores of each group of 16 tiles (one masked store per run of
+// tiles within one tile row and one 4-tile vector, clipped to the image) are worked out once per batch
+// of groups and serve every output channel; the post (A: its activation) goes in before each store.
 template <Activation A>
 WINO_AVX512 void output_avx512_act(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1,
                                    const float* bias, float* y, int64_t ld, int64_t mstride, const WinogradPost* post) {
