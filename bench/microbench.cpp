@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ep/cpu_features.h"
+#include "ep/slot_scratch.h"
 #include "ep/thread_pool.h"
 #include "kernel_test_util.h"
 #include "ops/contrib/matmul_nbits.h"
@@ -195,8 +196,13 @@ void run_conv_case(benchmark::State& state, const ConvCase& cc, int threads, ops
       return;
     }
   }
+  // One plan for every iteration, as a Conv kernel's variant holds it: the Winograd / small-spatial
+  // weight copies it acquires are made once (conv_forward plans per call, and so made them per iteration).
+  const ops::ConvConfig cfg(path);
+  const ops::ConvPlan plan = ops::conv_plan<float>(s, cw, cfg, threads, false);
+  const ep::HeapScratch ws(plan.workspace_bytes);
   for (auto _ : state) {
-    ops::conv_forward<float>(s, x.data(), cw, bias.data(), y.data(), &pool, path);
+    ops::conv_forward_planned<float>(plan, x.data(), cw, bias.data(), y.data(), &pool, cfg, nullptr, ws.get());
     benchmark::DoNotOptimize(y.data());
   }
   const double flops = 2.0 * cc.M * s.g.out_size() * cc.C * cc.k * cc.k;
@@ -219,6 +225,9 @@ const ConvCase k3x3Cases[] = {
     {128, 128, 112, 112, 3, 1, 1},  // VGG-19 block 2
     {512, 512, 28, 28, 3, 1, 1},  // VGG-19 block 4
     {128, 32, 28, 28, 3, 1, 1},   // DenseNet-121 dense layer
+    {128, 32, 56, 56, 3, 1, 1},   // DenseNet-121 block 1 dense layer
+    {16, 64, 55, 55, 3, 1, 1},    // SqueezeNet fire 2 expand (few input channels: the transforms weigh)
+    {64, 256, 13, 13, 3, 1, 1},   // SqueezeNet fire 9 expand (4 tiles a row)
 };
 
 void BM_Conv3x3Path(benchmark::State& state) {
@@ -226,7 +235,7 @@ void BM_Conv3x3Path(benchmark::State& state) {
   run_conv_case(state, k3x3Cases[state.range(0)], static_cast<int>(state.range(1)),
                 wino ? ops::ConvPath::kWinograd : ops::ConvPath::kImplicitGemm, true, wino ? "winograd " : "im2col ");
 }
-BENCHMARK(BM_Conv3x3Path)->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Conv3x3Path)->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7}, {1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // ---- Convs on small planes (7x7, 14x14: ResNet-50's last stages, DenseNet-121's dense layers), each
 // path forced; CPU time, so a loaded machine still compares the paths' work ----------------------------

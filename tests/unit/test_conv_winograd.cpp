@@ -11,10 +11,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
 
 #include "kernel_test_util.h"
+#include "ep/cpu_features.h"
+#include "ep/thread_pool.h"
 #include "ops/conv/conv_engine.h"
 #include "ops/conv/winograd.h"
 #include "ops/gemm/gemm.h"
@@ -233,4 +237,148 @@ TEST(ConvWinograd, ConvKernelUsesIt) {
     err = std::max(err, std::fabs(double(t.data<float>()[i]) - ref[i]));
   }
   EXPECT_LT(err / std::sqrt(ss / 1600), kTol);
+}
+
+// The transforms' code at every tier this CPU runs (WinogradPlan::transforms: scalar, AVX2, AVX-512)
+// against the direct definition on random shapes (narrow and wide rows, so groups of 8 / 16 tiles span
+// tile rows, batches and the image's edges), with the post the output transform applies (residual,
+// Relu / Clip / LeakyRelu), and the two vector variants bit-identical on the same products (the same
+// plan, only the transforms swapped). y is guarded on both sides (masked stores
+// must stay inside it). Tiers above the CPU's are named in the output as not run.
+TEST(ConvWinograd, TransformsAtEveryTierMatchNaiveAndVectorVariantsBitIdentical) {
+  using T = WinogradPlan::Transforms;
+  const ep::IsaTier cpu = ep::cpu_isa_tier();
+  const char* names[] = {"scalar", "avx2", "avx512"};
+  std::vector<T> vec_transforms;
+  for (int t = 1; t <= 2; ++t) {
+    if (static_cast<int>(cpu) >= t) {
+      vec_transforms.push_back(static_cast<T>(t));
+    } else {
+      std::printf("[ SKIPPED  ] Winograd transforms %s: not on this CPU, not checked\n", names[t]);
+    }
+  }
+  // The plan takes its transforms from the tier.
+  {
+    const ConvShape s = shape_of(Case{1, 8, 8, 9, 9, 1, 1, 1, 1, true});
+    EXPECT_EQ(winograd_plan(s, 1, ep::IsaTier::kScalar).transforms, T::kScalar);
+    if (cpu >= ep::IsaTier::kAvx2) {
+      EXPECT_EQ(winograd_plan(s, 1, ep::IsaTier::kAvx2).transforms, T::kAvx2);
+    }
+    if (cpu >= ep::IsaTier::kAvx512) {
+      EXPECT_EQ(winograd_plan(s, 1, ep::IsaTier::kAvx512).transforms, T::kAvx512);
+    }
+    EXPECT_EQ(winograd_plan(s, 1, ep::IsaTier::kAmx).transforms, cpu >= ep::IsaTier::kAvx512 ? T::kAvx512
+                                                                   : cpu >= ep::IsaTier::kAvx2 ? T::kAvx2
+                                                                                               : T::kScalar);
+  }
+  std::mt19937 rng(2024);
+  std::uniform_int_distribution<int> pick(0, 1000);
+  ep::ThreadPool pool(2);
+  constexpr int64_t kGuard = 64;
+  constexpr float kSentinel = 123.f;
+  int ran = 0, compared = 0;
+  double worst = 0;
+  for (int iter = 0; iter < 36; ++iter) {
+    Case c;
+    c.N = 1 + iter % 3 / 2;
+    c.C = 1 + pick(rng) % 40;
+    c.M = 1 + pick(rng) % 40;
+    c.H = 1 + pick(rng) % 30;
+    c.W = iter % 4 == 0 ? 1 + pick(rng) % 6 : 1 + pick(rng) % (iter % 4 == 1 ? 120 : 60);
+    c.pt = pick(rng) % 3;
+    c.pl = pick(rng) % 3;
+    c.pb = pick(rng) % 3;
+    c.pr = pick(rng) % 3;
+    c.bias = iter % 3 != 1;
+    const ConvShape s = shape_of(c);
+    if (s.g.out[1] <= 0 || s.g.out[2] <= 0) continue;
+    const std::string what = "iter " + std::to_string(iter) + " N" + std::to_string(c.N) + " C" + std::to_string(c.C) +
+                             " M" + std::to_string(c.M) + " " + std::to_string(c.H) + "x" + std::to_string(c.W) +
+                             " pads " + std::to_string(c.pt) + std::to_string(c.pl) + std::to_string(c.pb) +
+                             std::to_string(c.pr) + " post " + std::to_string(iter % 5);
+    const auto x = random_floats(rng, s.N * s.C * s.g.in_size());
+    const auto w = random_floats(rng, s.M * s.C * 9);
+    const auto b = random_floats(rng, s.M);
+    const float* bias = c.bias ? b.data() : nullptr;
+    const int64_t ny = s.N * s.M * s.g.out_size();
+    std::vector<float> ref(static_cast<size_t>(ny));
+    conv_naive<float>(s, x.data(), w.data(), bias, ref.data());
+    // The post (FusedConv's epilogue) the output transform applies: none, Relu / LeakyRelu with a
+    // residual, Clip, LeakyRelu; the reference gets it per element.
+    const auto res = random_floats(rng, ny);
+    WinogradPost post;
+    const Activation acts[] = {Activation::kNone, Activation::kRelu, Activation::kClip, Activation::kLeakyRelu,
+                               Activation::kLeakyRelu};
+    post.act = acts[iter % 5];
+    post.residual = iter % 5 == 1 || iter % 5 == 3 ? res.data() : nullptr;
+    post.act_a = post.act == Activation::kClip ? -0.5f : 0.1f;
+    post.act_b = 0.5f;
+    // Errors are measured against the conv's own scale (the activations are 1-Lipschitz; Clip and Relu
+    // shrink the output's rms, not the transforms' error).
+    double conv_ss = 0;
+    for (float v : ref) conv_ss += double(v) * v;
+    const double conv_rms = std::max(std::sqrt(conv_ss / double(ny)), 1e-6);
+    for (int64_t i = 0; i < ny; ++i) {
+      float v = ref[static_cast<size_t>(i)];
+      if (post.residual) v += post.residual[i];
+      ref[static_cast<size_t>(i)] = apply_activation(post.act, v, post.act_a, post.act_b);
+    }
+    ConvWeights<float> cw;
+    cw.prepare(Dims{s.M, s.C, 3, 3}, 1, w, true);
+    ASSERT_TRUE(cw.wino != nullptr) << what;
+    const auto wino = cw.wino->acquire(cw.packed[0], s.M, s.C);
+    // Runs `plan` (on the pool or not); returns y without its guards, failing on a touched guard.
+    auto run = [&](const WinogradPlan& plan, ep::ThreadPool* p, const std::string& how) {
+      std::vector<float> buf(static_cast<size_t>(ny + 2 * kGuard), kSentinel);
+      winograd_conv(plan, x.data(), *wino, bias, buf.data() + kGuard, p, nullptr, &post);
+      for (int64_t i = 0; i < kGuard; ++i) {
+        EXPECT_EQ(buf[static_cast<size_t>(i)], kSentinel) << what << " " << how << ": wrote before y";
+        EXPECT_EQ(buf[static_cast<size_t>(ny + kGuard + i)], kSentinel) << what << " " << how << ": wrote past y";
+      }
+      return std::vector<float>(buf.begin() + kGuard, buf.end() - kGuard);
+    };
+    auto error = [&](const std::vector<float>& y) {
+      double err = 0;
+      for (int64_t i = 0; i < ny; ++i) err = std::isfinite(y[i]) ? std::max(err, std::fabs(double(y[i]) - ref[i])) : 1e9;
+      return err / conv_rms;
+    };
+    // Each tier's own plan (its GEMM kernels and transforms), default blocks on the pool and tiny blocks
+    // without it, against the reference.
+    for (int ti = 0; ti <= std::min(static_cast<int>(cpu), 2); ++ti) {
+      const auto tier = static_cast<ep::IsaTier>(ti);
+      for (int mode = 0; mode < 2; ++mode) {
+        ep::ThreadPool* p = mode == 0 ? &pool : nullptr;
+        const WinogradPlan plan = winograd_plan(s, p ? p->num_threads() : 1, tier, mode == 0 ? 0 : 8);
+        const double e = error(run(plan, p, names[ti]));
+        worst = std::max(worst, e);
+        EXPECT_LT(e, kTol) << what << " tier " << names[ti] << " mode " << mode;
+        ++ran;
+      }
+    }
+    // The vector transforms on one plan (the CPU's GEMM kernels): bit-identical.
+    if (vec_transforms.size() < 2) continue;
+    for (int mode = 0; mode < 2; ++mode) {
+      ep::ThreadPool* p = mode == 0 ? &pool : nullptr;
+      WinogradPlan plan = winograd_plan(s, p ? p->num_threads() : 1, cpu, mode == 0 ? 0 : 8);
+      std::vector<std::vector<float>> ys;
+      for (T t : vec_transforms) {
+        plan.transforms = t;
+        ys.push_back(run(plan, p, names[static_cast<int>(t)]));
+      }
+      for (size_t k = 1; k < ys.size(); ++k) {
+        for (int64_t i = 0; i < ny; ++i) {
+          uint32_t a, bb;
+          std::memcpy(&a, &ys[0][static_cast<size_t>(i)], 4);
+          std::memcpy(&bb, &ys[k][static_cast<size_t>(i)], 4);
+          ASSERT_EQ(a, bb) << what << " mode " << mode << ": " << names[static_cast<int>(vec_transforms[k])]
+                           << " differs from avx2 at " << i;
+        }
+      }
+      ++compared;
+    }
+  }
+  EXPECT_GT(ran, 60);
+  std::printf("[ CHECKED  ] Winograd transforms: %d runs against the reference (max |err| / rms(ref) = %.3g), %d "
+              "AVX2 / AVX-512 bit comparisons\n",
+              ran, worst, compared);
 }

@@ -1071,9 +1071,22 @@ bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<C
   }
   if constexpr (std::is_same_v<CT, float>) {
     switch (path) {
-      case ConvPath::kWinograd:
-        winograd_conv(plan.wino_plan, x, *plan.wino, bias, y, pool, workspace);
-        return false;
+      case ConvPath::kWinograd: {
+        // The post (residual, activation) in the output transform, as the GEMM paths take it in their store.
+        if (post && !winograd_post_applies(post->act)) {
+          winograd_conv(plan.wino_plan, x, *plan.wino, bias, y, pool, workspace);
+          return false;
+        }
+        WinogradPost wp;
+        if (post) {
+          wp.residual = post->residual;
+          wp.act = post->act;
+          wp.act_a = post->act_a;
+          wp.act_b = post->act_b;
+        }
+        winograd_conv(plan.wino_plan, x, *plan.wino, bias, y, pool, workspace, post ? &wp : nullptr);
+        return true;
+      }
       case ConvPath::kSmallSpatialTransposed:
         small_spatial_conv(s, x, *plan.small, bias, y, pool, post, workspace, plan.threads);
         return true;

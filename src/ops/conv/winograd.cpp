@@ -22,13 +22,16 @@ namespace {
 
 constexpr int kPts = 36;  // 6x6 transform domain
 
-// The AVX2 transforms go with the engine's vector GEMM kernels (the tier the conv kernel chose).
-bool use_avx2(ep::IsaTier isa) {
+// The vector transforms go with the engine's vector GEMM kernels (the tier the conv kernel chose), AVX-512
+// where that tier and the CPU have it.
+WinogradPlan::Transforms transforms_for(ep::IsaTier isa) {
 #ifdef NXRT_WINO_X86
-  return gemm_vector_kernels(isa);
+  if (!gemm_vector_kernels(isa)) return WinogradPlan::Transforms::kScalar;
+  if (std::min(isa, ep::cpu_isa_tier()) >= ep::IsaTier::kAvx512) return WinogradPlan::Transforms::kAvx512;
+  return WinogradPlan::Transforms::kAvx2;
 #else
   (void)isa;
-  return false;
+  return WinogradPlan::Transforms::kScalar;
 #endif
 }
 
@@ -56,6 +59,28 @@ inline void at_1d(const float* m, int64_t sm, float* y, int64_t sy) {
 
 // Geometry of one call.
 using Plan = WinogradPlan;
+
+// The post of n outputs just stored at y (residual r at the same offsets, may be null): the scalar
+// definition, used by the scalar and AVX2 transforms on each stored row piece (still in L1). Not
+// inlined into the vector code, where the compiler could contract LeakyRelu's multiply-add.
+__attribute__((noinline)) void post_scalar(float* y, const float* r, int64_t n, const WinogradPost& post) {
+  const float a = post.act_a, b = post.act_b;
+  for (int64_t i = 0; i < n; ++i) {
+    float v = y[i];
+    if (r) v += r[i];
+    switch (post.act) {
+      case Activation::kRelu: v = activation_of<Activation::kRelu>(v, a, b); break;
+      case Activation::kClip: v = activation_of<Activation::kClip>(v, a, b); break;
+      case Activation::kLeakyRelu: v = activation_of<Activation::kLeakyRelu>(v, a, b); break;
+      default: break;
+    }
+    y[i] = v;
+  }
+}
+// Whether `post` changes anything.
+inline bool post_active(const WinogradPost* post) {
+  return post && (post->residual || post->act != Activation::kNone);
+}
 
 // ---- Input transform: V[xi][c][j] for the tile rows [R0, R1) of a block (j = (R - R0) * TW + tw) ----
 
@@ -86,7 +111,8 @@ void input_scalar(const Plan& p, const float* x, int64_t R0, int64_t R1, int64_t
 // ---- Output transform: y tiles from Mx[xi][m][j] -------------------------------------------------------
 
 void output_scalar(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1, const float* bias,
-                   float* y, int64_t ld, int64_t mstride) {
+                   float* y, int64_t ld, int64_t mstride, const WinogradPost* post) {
+  const bool with_post = post_active(post);
   float mm[36], t[24], o[16];
   for (int64_t m = m0; m < m1; ++m) {
     const float b = bias ? bias[m] : 0.f;
@@ -104,6 +130,11 @@ void output_scalar(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64
           for (int q = 0; q < 4; ++q) {
             const int64_t ox = tw * 4 + q;
             if (ox < p.OW) ym[oy * p.OW + ox] = o[r * 4 + q] + b;
+          }
+          if (with_post) {
+            const int64_t at = (ym - y) + oy * p.OW + tw * 4;
+            post_scalar(y + at, post->residual ? post->residual + at : nullptr, std::min<int64_t>(4, p.OW - tw * 4),
+                        *post);
           }
         }
       }
@@ -185,7 +216,8 @@ WINO_AVX2 inline void scatter_tiles(const __m256* v, float* dst) {
 }
 
 // Floats of input-transform scratch for a block of `tiles` tiles: two planes of 6 x input_plane(tiles).
-inline int64_t input_plane(int64_t tiles) { return 4 * tiles + 48; }
+// (64 spare floats: the AVX-512 horizontal pass reads 64 floats from the last group's first tile on.)
+inline int64_t input_plane(int64_t tiles) { return 4 * tiles + 64; }
 
 // The tiles of the block are taken as one flat sequence j = (R - R0) * TW + tw, 8 at a time (a group may
 // span tile rows, so narrow images waste no lanes). Per channel, a vertical pass (B^T along the rows, on
@@ -258,7 +290,12 @@ WINO_AVX2 void input_avx2(const Plan& p, const float* x, int64_t R0, int64_t R1,
 
 // Same flat tile order as input_avx2; reads Mx up to 8 floats past the block's last tile (spare columns).
 WINO_AVX2 void output_avx2(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1,
-                           const float* bias, float* y, int64_t ld, int64_t mstride) {
+                           const float* bias, float* y, int64_t ld, int64_t mstride, const WinogradPost* post) {
+  const bool with_post = post_active(post);
+  auto post_at = [&](float* at, int64_t n) {
+    const int64_t off = at - y;
+    post_scalar(at, post->residual ? post->residual + off : nullptr, n, *post);
+  };
   alignas(32) float tmp[4][32];
   const int64_t tiles = (R1 - R0) * p.TW;
   for (int64_t m = m0; m < m1; ++m) {
@@ -283,6 +320,7 @@ WINO_AVX2 void output_avx2(const Plan& p, const float* Mx, int64_t R0, int64_t R
           at_vec(t[r], o);
           for (int q = 0; q < 4; ++q) o[q] = _mm256_add_ps(o[q], b);
           scatter_tiles(o, ym + r * p.OW);
+          if (with_post) post_at(ym + r * p.OW, 32);
         }
         continue;
       }
@@ -302,10 +340,258 @@ WINO_AVX2 void output_avx2(const Plan& p, const float* Mx, int64_t R0, int64_t R
         float* ym = y + ((n * p.M + m) * p.OH + th * 4) * p.OW + 4 * tw;
         for (int r = 0; r < 4 && th * 4 + r < p.OH; ++r) {
           std::memcpy(ym + r * p.OW, tmp[r] + 4 * (j - j0), sizeof(float) * ncols);
+          if (with_post) post_at(ym + r * p.OW, ncols);
         }
         j += len;
       }
     }
+  }
+}
+
+
+// ---- AVX-512: the AVX2 code's operations per element on 16 tiles a vector ------------------------------
+
+#define WINO_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
+
+WINO_AVX512 inline void bt_vec16(const __m512* d, __m512* o) {
+  const __m512 four = _mm512_set1_ps(4.f), two = _mm512_set1_ps(2.f);
+  const __m512 d42 = _mm512_sub_ps(d[4], d[2]);
+  const __m512 d31 = _mm512_sub_ps(d[3], d[1]);
+  o[0] = _mm512_fmadd_ps(four, _mm512_sub_ps(d[0], d[2]), d42);
+  o[1] = _mm512_fnmadd_ps(four, _mm512_add_ps(d[1], d[2]), _mm512_add_ps(d[3], d[4]));
+  o[2] = _mm512_fmadd_ps(four, _mm512_sub_ps(d[1], d[2]), _mm512_sub_ps(d[4], d[3]));
+  o[3] = _mm512_fmadd_ps(two, d31, d42);
+  o[4] = _mm512_fnmadd_ps(two, d31, d42);
+  o[5] = _mm512_fnmadd_ps(four, d31, _mm512_sub_ps(d[5], d[3]));
+}
+
+WINO_AVX512 inline void at_vec16(const __m512* m, __m512* y) {
+  const __m512 a = _mm512_add_ps(m[1], m[2]), b = _mm512_sub_ps(m[1], m[2]);
+  const __m512 c = _mm512_add_ps(m[3], m[4]), e = _mm512_sub_ps(m[3], m[4]);
+  y[0] = _mm512_add_ps(_mm512_add_ps(m[0], a), c);
+  y[1] = _mm512_fmadd_ps(_mm512_set1_ps(2.f), e, b);
+  y[2] = _mm512_fmadd_ps(_mm512_set1_ps(4.f), c, a);
+  y[3] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(8.f), e, b), m[5]);
+}
+
+// The low n lanes (n >= 16: all).
+inline __mmask16 lanes16(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << std::max<int64_t>(n, 0)) - 1);
+}
+
+// 16 tiles of 4 floats (tile t at p[4t, 4t + 4), four vectors of 4 tiles) -> out[j][t] = value j of tile t,
+// for the first `nout` values (2 or 4).
+WINO_AVX512 inline void gather16(const float* src, __m512* out, int nout) {
+  const __m512 r0 = _mm512_loadu_ps(src), r1 = _mm512_loadu_ps(src + 16);
+  const __m512 r2 = _mm512_loadu_ps(src + 32), r3 = _mm512_loadu_ps(src + 48);
+  // 128-bit lanes: tiles (0 2 4 6), (1 3 5 7), (8 10 12 14), (9 11 13 15), then lane L of ta..td holds
+  // tiles 4L, 4L + 1, 4L + 2, 4L + 3.
+  const __m512 s0 = _mm512_shuffle_f32x4(r0, r1, 0x88), s1 = _mm512_shuffle_f32x4(r0, r1, 0xDD);
+  const __m512 s2 = _mm512_shuffle_f32x4(r2, r3, 0x88), s3 = _mm512_shuffle_f32x4(r2, r3, 0xDD);
+  const __m512 ta = _mm512_shuffle_f32x4(s0, s2, 0x88), tb = _mm512_shuffle_f32x4(s1, s3, 0x88);
+  const __m512 tc = _mm512_shuffle_f32x4(s0, s2, 0xDD), td = _mm512_shuffle_f32x4(s1, s3, 0xDD);
+  // 4x4 transposes within the lanes.
+  const __m512 l01 = _mm512_unpacklo_ps(ta, tb), l23 = _mm512_unpacklo_ps(tc, td);
+  out[0] = _mm512_shuffle_ps(l01, l23, 0x44);
+  out[1] = _mm512_shuffle_ps(l01, l23, 0xEE);
+  if (nout > 2) {
+    const __m512 h01 = _mm512_unpackhi_ps(ta, tb), h23 = _mm512_unpackhi_ps(tc, td);
+    out[2] = _mm512_shuffle_ps(h01, h23, 0x44);
+    out[3] = _mm512_shuffle_ps(h01, h23, 0xEE);
+  }
+}
+
+// The inverse for 4 values: out[k] = tiles 4k .. 4k + 3 interleaved (value q of tile 4k + i at lane 4i + q).
+WINO_AVX512 inline void interleave16(const __m512* v, __m512* out) {
+  const __m512 l01 = _mm512_unpacklo_ps(v[0], v[1]), h01 = _mm512_unpackhi_ps(v[0], v[1]);
+  const __m512 l23 = _mm512_unpacklo_ps(v[2], v[3]), h23 = _mm512_unpackhi_ps(v[2], v[3]);
+  // Lane L of ta..td: tile 4L, 4L + 1, 4L + 2, 4L + 3.
+  const __m512 ta = _mm512_shuffle_ps(l01, l23, 0x44), tb = _mm512_shuffle_ps(l01, l23, 0xEE);
+  const __m512 tc = _mm512_shuffle_ps(h01, h23, 0x44), td = _mm512_shuffle_ps(h01, h23, 0xEE);
+  const __m512 s0 = _mm512_shuffle_f32x4(ta, tb, 0x44), s1 = _mm512_shuffle_f32x4(tc, td, 0x44);
+  const __m512 s2 = _mm512_shuffle_f32x4(ta, tb, 0xEE), s3 = _mm512_shuffle_f32x4(tc, td, 0xEE);
+  out[0] = _mm512_shuffle_f32x4(s0, s1, 0x88);
+  out[1] = _mm512_shuffle_f32x4(s0, s1, 0xDD);
+  out[2] = _mm512_shuffle_f32x4(s2, s3, 0x88);
+  out[3] = _mm512_shuffle_f32x4(s2, s3, 0xDD);
+}
+
+// input_avx2's passes 16 columns / tiles at a time: masked loads at the image's edges, masked stores for
+// the block's last tiles (so V's spare columns are not written).
+WINO_AVX512 void input_avx512(const Plan& p, const float* x, int64_t R0, int64_t R1, int64_t c0, int64_t c1,
+                              float* V, int64_t ld, int64_t cstride, float* scratch) {
+  const int64_t tiles = (R1 - R0) * p.TW;
+  const int64_t plane = input_plane(tiles);
+  float* A = scratch;
+  float* B = scratch + 6 * plane;
+  const int64_t row_w = 4 * p.TW;
+  const int64_t vcols = (row_w + 4 + 15) / 16 * 16;  // >= row_w + 4; spills stay within the plane
+  const __m512 zero = _mm512_setzero_ps();
+  for (int64_t c = c0; c < c1; ++c) {
+    for (int64_t R = R0; R < R1; ++R) {
+      const int64_t n = R / p.TH, th = R % p.TH;
+      const float* xc = x + (n * p.C + c) * p.IH * p.IW;
+      const float* xr[6];
+      for (int i = 0; i < 6; ++i) {
+        const int64_t iy = th * 4 - p.pt + i;
+        xr[i] = iy >= 0 && iy < p.IH ? xc + iy * p.IW : nullptr;
+      }
+      const int64_t off = (R - R0) * row_w;
+      for (int64_t col = 0; col < vcols; col += 16) {
+        const int64_t ix0 = col - p.pl;
+        const int64_t lo = std::max<int64_t>(0, -ix0), hi = std::min<int64_t>(16, p.IW - ix0);
+        __m512 d[6], o[6];
+        if (lo >= hi) {
+          for (int k = 0; k < 6; ++k) _mm512_storeu_ps(A + k * plane + off + col, zero);
+          continue;
+        }
+        if (lo == 0 && hi == 16) {
+          for (int i = 0; i < 6; ++i) d[i] = xr[i] ? _mm512_loadu_ps(xr[i] + ix0) : zero;
+        } else {
+          // Lanes outside [lo, hi) are masked off and not read.
+          const __mmask16 m = static_cast<__mmask16>(lanes16(hi) & ~lanes16(lo));
+          for (int i = 0; i < 6; ++i) d[i] = xr[i] ? _mm512_maskz_loadu_ps(m, xr[i] + ix0) : zero;
+        }
+        bt_vec16(d, o);
+        for (int k = 0; k < 6; ++k) _mm512_storeu_ps(A + k * plane + off + col, o[k]);
+      }
+      for (int k = 0; k < 6; ++k) {
+        const float* src = A + k * plane + off + 4;
+        float* dst = B + k * plane + off;
+        for (int64_t col = 0; col < row_w; col += 16) _mm512_storeu_ps(dst + col, _mm512_loadu_ps(src + col));
+      }
+    }
+    float* vc = V + c * ld;
+    for (int64_t j0 = 0; j0 < tiles; j0 += 16) {
+      const __mmask16 keep = lanes16(tiles - j0);
+      for (int k = 0; k < 6; ++k) {
+        __m512 d[6], o[6];
+        gather16(A + k * plane + 4 * j0, d, 4);
+        gather16(B + k * plane + 4 * j0, d + 4, 2);
+        bt_vec16(d, o);
+        float* dst = vc + (k * 6) * cstride + j0;
+        if (keep == 0xFFFF) {
+          for (int l = 0; l < 6; ++l) _mm512_storeu_ps(dst + l * cstride, o[l]);
+        } else {
+          for (int l = 0; l < 6; ++l) _mm512_mask_storeu_ps(dst + l * cstride, keep, o[l]);
+        }
+      }
+    }
+  }
+}
+
+// One masked store of output_avx512: the tiles of a group that lie in one tile row and in one 4-tile
+// vector `q` of interleave16's output, from its tile `shift` (0..3) on; the outputs in `mask`'s lanes
+// (clipped to the image's width) from y offset `off` (output channel 0) in each of `rows` output rows.
+struct OutSeg {
+  int64_t off;
+  __mmask16 mask;
+  uint8_t q, shift, rows;
+};
+
+// The post on 16 values about to be stored at y offset `off` (lanes `mask`): the operations of
+// activation_of per element (max/min in the operand order that keeps NaN and -0 as it does; LeakyRelu's
+// multiply and add separate).
+template <Activation A>
+WINO_AVX512 inline __m512 post16(__m512 v, const float* residual, int64_t off, __mmask16 mask, __m512 a, __m512 b) {
+  if (residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, residual + off));
+  const __m512 zero = _mm512_setzero_ps();
+  if constexpr (A == Activation::kRelu) return _mm512_max_ps(zero, v);                    // v < 0 ? 0 : v
+  if constexpr (A == Activation::kClip) return _mm512_max_ps(a, _mm512_min_ps(b, v));     // v < a ? a : min
+  if constexpr (A == Activation::kLeakyRelu) {
+    return _mm512_add_ps(_mm512_max_ps(zero, v), _mm512_mul_ps(a, _mm512_min_ps(zero, v)));
+  }
+  return v;
+}
+
+// Same flat tile order as input_avx512. The stores of each group of 16 tiles (one masked store per run of
+// tiles within one tile row and one 4-tile vector, clipped to the image) are worked out once per batch
+// of groups and serve every output channel; the post (A: its activation) goes in before each store.
+template <Activation A>
+WINO_AVX512 void output_avx512_act(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1,
+                                   const float* bias, float* y, int64_t ld, int64_t mstride, const WinogradPost* post) {
+  const float* residual = post ? post->residual : nullptr;
+  const __m512 act_a = _mm512_set1_ps(post ? post->act_a : 0.f), act_b = _mm512_set1_ps(post ? post->act_b : 0.f);
+  constexpr int kGroups = 8;  // groups per batch
+  OutSeg segs[kGroups * 16];  // at most a store per tile
+  int seg_end[kGroups];
+  const int64_t tiles = (R1 - R0) * p.TW;
+  const int64_t plane_out = p.OH * p.OW;
+  // permutexvar indices that move tile `shift` of a 4-tile vector to lanes 0..3.
+  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (int64_t g0 = 0; g0 < tiles; g0 += 16 * kGroups) {
+    const int64_t g1 = std::min(tiles, g0 + 16 * kGroups);
+    int ns = 0;
+    int ngroups = 0;
+    for (int64_t j0 = g0; j0 < g1; j0 += 16, ++ngroups) {
+      const int64_t nv = std::min<int64_t>(16, tiles - j0);
+      for (int64_t i = 0; i < nv;) {
+        const int64_t j = j0 + i, Rj = R0 + j / p.TW, tw = j % p.TW;
+        const int64_t len = std::min({4 - i % 4, p.TW - tw, nv - i});
+        const int64_t n = Rj / p.TH, th = Rj % p.TH;
+        OutSeg& s = segs[ns++];
+        s.off = ((n * p.M) * p.OH + th * 4) * p.OW + 4 * tw;
+        s.mask = lanes16(std::min(4 * len, p.OW - 4 * tw));
+        s.q = static_cast<uint8_t>(i / 4);
+        s.shift = static_cast<uint8_t>(i % 4);
+        s.rows = static_cast<uint8_t>(std::min<int64_t>(4, p.OH - th * 4));
+        i += len;
+      }
+      seg_end[ngroups] = ns;
+    }
+    for (int64_t m = m0; m < m1; ++m) {
+      const __m512 b = _mm512_set1_ps(bias ? bias[m] : 0.f);
+      const float* src = Mx + m * ld;
+      int s0 = 0;
+      for (int gi = 0; gi < ngroups; ++gi) {
+        const int64_t j0 = g0 + 16 * gi;
+        const __mmask16 valid = lanes16(tiles - j0);
+        // t[r][l] = sum_k A^T[r][k] M[k][l]
+        __m512 t[4][6];
+        for (int l = 0; l < 6; ++l) {
+          __m512 mk[6], yr[4];
+          if (valid == 0xFFFF) {
+            for (int k = 0; k < 6; ++k) mk[k] = _mm512_loadu_ps(src + (k * 6 + l) * mstride + j0);
+          } else {
+            for (int k = 0; k < 6; ++k) mk[k] = _mm512_maskz_loadu_ps(valid, src + (k * 6 + l) * mstride + j0);
+          }
+          at_vec16(mk, yr);
+          for (int r = 0; r < 4; ++r) t[r][l] = yr[r];
+        }
+        const int s1 = seg_end[gi];
+        int rows = 0;
+        for (int s = s0; s < s1; ++s) rows = std::max<int>(rows, segs[s].rows);
+        for (int r = 0; r < rows; ++r) {
+          __m512 o[4], v[4];
+          at_vec16(t[r], o);
+          for (int q = 0; q < 4; ++q) o[q] = _mm512_add_ps(o[q], b);
+          interleave16(o, v);
+          for (int s = s0; s < s1; ++s) {
+            const OutSeg& sg = segs[s];
+            if (r >= sg.rows) continue;
+            __m512 val = v[sg.q];
+            if (sg.shift) {
+              val = _mm512_permutexvar_ps(_mm512_add_epi32(iota, _mm512_set1_epi32(4 * sg.shift)), val);
+            }
+            const int64_t at = m * plane_out + sg.off + r * p.OW;
+            if (A != Activation::kNone || residual) val = post16<A>(val, residual, at, sg.mask, act_a, act_b);
+            _mm512_mask_storeu_ps(y + at, sg.mask, val);
+          }
+        }
+        s0 = s1;
+      }
+    }
+  }
+}
+
+WINO_AVX512 void output_avx512(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1,
+                               const float* bias, float* y, int64_t ld, int64_t mstride, const WinogradPost* post) {
+  switch (post ? post->act : Activation::kNone) {
+    case Activation::kRelu: return output_avx512_act<Activation::kRelu>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
+    case Activation::kClip: return output_avx512_act<Activation::kClip>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
+    case Activation::kLeakyRelu:
+      return output_avx512_act<Activation::kLeakyRelu>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
+    default: return output_avx512_act<Activation::kNone>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
   }
 }
 
@@ -443,7 +729,7 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
   p.TH = (p.OH + 3) / 4;
   p.TW = (p.OW + 3) / 4;
   p.isa = isa;
-  p.avx2 = use_avx2(isa);
+  p.transforms = transforms_for(isa);
   p.total_rows = p.N * p.TH;
   if (p.total_rows == 0 || p.M == 0) return p;  // nblocks 0: nothing to compute
   const int64_t total_rows = p.total_rows;
@@ -523,28 +809,29 @@ void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w,
 
 namespace {
 void winograd_run(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
-                  ep::ThreadPool* pool, void* workspace);
+                  ep::ThreadPool* pool, void* workspace, const WinogradPost* post);
 }  // namespace
 
 void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
-                   ep::ThreadPool* pool, void* workspace) {
+                   ep::ThreadPool* pool, void* workspace, const WinogradPost* post) {
   if (p.nblocks == 0) return;
   ep::run_on_plan_workspace(p, pool, workspace, [&](const WinogradPlan& q, void* ws) {
-    winograd_run(q, x, w, bias, y, pool, ws);
+    winograd_run(q, x, w, bias, y, pool, ws, post);
   });
 }
 
 namespace {
 // winograd_conv on a workspace that serves the plan (a slot for every thread of the pool).
 void winograd_run(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
-                  ep::ThreadPool* pool, void* workspace) {
+                  ep::ThreadPool* pool, void* workspace, const WinogradPost* post) {
   // The calling thread's slot of the workspace: transformed input V, products Mx, input rows.
   float* const ws = static_cast<float*>(workspace);
   const size_t slot_floats = p.slot_floats, m_off = p.m_off, in_off = p.in_off, g_off = p.gemm_off;
   auto slot = [&]() { return ws + static_cast<size_t>(pool ? pool->slot() : 0) * slot_floats; };
   const int64_t total_rows = p.total_rows, rows_per_block = p.rows_per_block, nblocks = p.nblocks;
   const int64_t ld = p.ld, cstride = p.cstride, mstride = p.mstride;
-  const bool avx2 = p.avx2, strips = p.strips, split_blocks = p.split_blocks;
+  const WinogradPlan::Transforms transforms = p.transforms;
+  const bool strips = p.strips, split_blocks = p.split_blocks;
   const ep::IsaTier isa = p.isa;
   // A pool smaller than the plan's (a plan is made at the pool's size) runs the blocks it is given.
   const int threads = pool ? std::min(p.threads, pool->num_threads()) : 1;
@@ -552,7 +839,11 @@ void winograd_run(const WinogradPlan& p, const float* x, const WinogradWeights& 
 
   auto input_phase = [&](const float* xin, int64_t R0, int64_t R1, int64_t c0, int64_t c1, float* V) {
 #ifdef NXRT_WINO_X86
-    if (avx2) {
+    if (transforms == WinogradPlan::Transforms::kAvx512) {
+      input_avx512(p, xin, R0, R1, c0, c1, V, ld, cstride, slot() + in_off);
+      return;
+    }
+    if (transforms == WinogradPlan::Transforms::kAvx2) {
       input_avx2(p, xin, R0, R1, c0, c1, V, ld, cstride, slot() + in_off);
       return;
     }
@@ -561,12 +852,16 @@ void winograd_run(const WinogradPlan& p, const float* x, const WinogradWeights& 
   };
   auto output_phase = [&](const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1) {
 #ifdef NXRT_WINO_X86
-    if (avx2) {
-      output_avx2(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride);
+    if (transforms == WinogradPlan::Transforms::kAvx512) {
+      output_avx512(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
+      return;
+    }
+    if (transforms == WinogradPlan::Transforms::kAvx2) {
+      output_avx2(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
       return;
     }
 #endif
-    output_scalar(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride);
+    output_scalar(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
   };
   auto gemms = [&](int64_t cols, const float* V, float* Mx, int64_t xi0, int64_t xi1) {
     if (strips) {

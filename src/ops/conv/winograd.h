@@ -12,8 +12,9 @@
 // Work is cut into blocks of whole tile rows (across the batch) sized so the transformed input and the
 // GEMM results of a block stay near L2. Blocks are split over the threads when there are enough of them;
 // otherwise each block's three phases (input transform over channels, GEMMs over xi, output transform
-// over output channels) are split. The transforms are AVX2+FMA (8 tiles a vector, chosen at run time
-// together with the GEMM kernels, see gemm_vector_kernels) with a portable scalar fallback.
+// over output channels) are split. The transforms are AVX-512 (16 tiles a vector) or AVX2+FMA (8 tiles),
+// chosen from the tier when the plan is made (WinogradPlan::transforms; vector code only where the GEMM
+// kernels are vector code, see gemm_vector_kernels), with a portable scalar fallback.
 //
 // Accuracy: the F(4,3) transforms scale values by up to ~10 (the +-2 points), so the result's error is
 // larger than that of direct fp32 summation: max error 2e-5..6e-5 of the output's rms on random data
@@ -27,6 +28,7 @@
 #include "nxrt/dims.h"
 #include "ep/cpu_features.h"
 #include "ops/conv/shared_weights.h"
+#include "ops/gemm/activation.h"
 #include "ops/gemm/gemm.h"
 
 namespace nxrt::ep {
@@ -99,7 +101,11 @@ struct WinogradPlan {
   size_t slot_floats = 0;
   size_t workspace_bytes() const { return static_cast<size_t>(slots) * slot_floats * sizeof(float); }
   ep::IsaTier isa = ep::IsaTier::kScalar;
-  bool avx2 = false;                      // vector transforms
+  // The input and output transforms' code, chosen from the tier when the plan is made: scalar, AVX2 (8
+  // tiles a vector) or AVX-512 (16 tiles a vector, masked tails). The two vector variants do the same
+  // operations per element, so their results are bit-identical.
+  enum class Transforms : uint8_t { kScalar, kAvx2, kAvx512 };
+  Transforms transforms = Transforms::kScalar;
   bool strips = false;                    // products read V in place through row_offsets
   std::vector<int64_t> row_offsets;       // strips: c * ld per input channel
 };
@@ -109,12 +115,26 @@ struct WinogradPlan {
 WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa = ep::cpu_isa_tier(),
                            int64_t block_tiles = 0);
 
-// y[N, M, OH, OW] = conv(x, w) + bias (bias may be null), as `p` plans it; w prepared for p.M x p.C.
-// The transforms and products use vector code at p.isa (scalar transforms below the AVX2 tier).
+// What the output transform applies after the bias (FusedConv's epilogue, the conv engine's ConvPost
+// without a pre-activation): y = act(conv + bias + residual), residual (may be null) shaped like y, act
+// one of ConvPost's (winograd_post_applies). Per element: (v + bias) + residual, then the activation as
+// activation_of defines it, in every variant of the transforms.
+struct WinogradPost {
+  const float* residual = nullptr;
+  Activation act = Activation::kNone;
+  float act_a = 0.f, act_b = 0.f;  // Clip's min and max; LeakyRelu's slope in act_a
+};
+inline bool winograd_post_applies(Activation a) {
+  return a == Activation::kNone || a == Activation::kRelu || a == Activation::kClip || a == Activation::kLeakyRelu;
+}
+
+// y[N, M, OH, OW] = conv(x, w) + bias (bias may be null), as `p` plans it; w prepared for p.M x p.C; then
+// `post` when given (winograd_post_applies(post->act)).
+// The transforms run p.transforms' code and the products the GEMM kernels at p.isa.
 // `workspace`: p.workspace_bytes(), 64-byte aligned (a conv plan declares it); null, or a pool with more
 // threads than p.slots: scratch of its own (ep::run_on_plan_workspace).
 void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
-                   ep::ThreadPool* pool, void* workspace);
+                   ep::ThreadPool* pool, void* workspace, const WinogradPost* post = nullptr);
 
 // Plans and runs in one call (tests, benchmarks).
 void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w, const float* bias, float* y,
