@@ -656,8 +656,12 @@ __attribute__((target("avx512f,avx512vl,fma"))) void direct_tile(const DirectArg
     const float* a = d.apk + p0 * d.m_padded + d.pi * 6 * kc;
     const float* bk = d.b + p0 * d.ldb;
     const int64_t ldb = d.ldb;
+    // The next channel panel's weights at the same k (one tile ahead): the packed weights stream from
+    // memory once per conv.
+    const int64_t pf = 6 * kc;
 #pragma GCC unroll 1
     for (int64_t k = 0; k < kc; ++k) {
+      _mm_prefetch(reinterpret_cast<const char*>(a + pf), _MM_HINT_T0);
       __m512 bv[NV];
 #pragma GCC unroll 3
       for (int v = 0; v < NV; ++v)
