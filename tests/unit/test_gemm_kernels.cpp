@@ -81,6 +81,12 @@ void check_tiles(const F32GemmKernels& k, std::mt19937& rng) {
     if (beta == 0.f) std::fill(c0.begin(), c0.end(), std::nanf(""));  // beta 0 must not read C
     std::vector<float> c = c0, c_rows = c0;
     k.tile(kc, a.data(), b.data(), c.data(), ldc, mr, nr, alpha, beta);
+    if (k.tile_prefetch_a) {  // the same product, bit for bit (it only adds prefetches)
+      std::vector<float> c_pf = c0;
+      k.tile_prefetch_a(kc, a.data(), b.data(), c_pf.data(), ldc, mr, nr, alpha, beta);
+      for (size_t i = 0; i < c.size(); ++i)
+        ASSERT_TRUE((std::isnan(c[i]) && std::isnan(c_pf[i])) || c[i] == c_pf[i]) << k.name << " tile_prefetch_a";
+    }
     std::vector<float> brow;
     std::vector<int64_t> boff;
     scatter_rows(b, kc, panels, brow, boff);
@@ -135,6 +141,13 @@ void check_epilogues(const F32GemmKernels& k, std::mt19937& rng) {
       if (!k.tile_epilogue(kc, a.data(), b.data(), in_store.data(), ldc, mr, nr, ep, i0, j0)) {
         ops::gemm_apply_epilogue(ep, i0, j0, mr, nr, in_store.data(), ldc);
       }
+    }
+    if (k.tile_epilogue_prefetch_a) {  // the same as tile_epilogue, bit for bit
+      std::vector<float> pf(static_cast<size_t>(MR * ldc), 0.f);
+      ASSERT_TRUE(k.tile_epilogue);
+      const bool fused = k.tile_epilogue_prefetch_a(kc, a.data(), b.data(), pf.data(), ldc, mr, nr, ep, i0, j0);
+      if (!fused) ops::gemm_apply_epilogue(ep, i0, j0, mr, nr, pf.data(), ldc);
+      ASSERT_TRUE(pf == in_store) << k.name << " tile_epilogue_prefetch_a act=" << int(ep.act);
     }
     std::vector<float> brow;
     std::vector<int64_t> boff;

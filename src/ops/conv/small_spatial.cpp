@@ -52,15 +52,18 @@ bool tier_ok(ep::IsaTier isa) {
 // from acc (7 x kTileCols); unless `last` they are saved to acc. When `last`: with y set, bias (or
 // null) is added and the tile is written transposed to y (row r, channel j at y[j * ldy + r]; nrows
 // rows, mcount channels valid: an in-register 8x16 transpose per vector and masked 7-float stores);
-// without y, the biased tile goes to acc for the caller to scatter.
+// without y, the biased tile goes to acc for the caller to scatter. Each k step also prefetches one
+// 64-byte line of [pf, pf + 16 * pf_lines) into L2 while any are left (weights the next tiles read).
 template <int NV>
 __attribute__((target("avx512f,avx512vl"))) void tile_avx512(int64_t k0, int64_t k1, int64_t K, const float* a,
                                                               const float* b, int64_t n_padded, int64_t q0,
                                                               float* acc, bool first, bool last, float* y,
                                                               int64_t ldy, int nrows, int mcount,
                                                               const float* bias, const float* res, int act,
-                                                              float lo_clip, float hi_clip) {
+                                                              float lo_clip, float hi_clip, const float* pf,
+                                                              int64_t pf_lines) {
   __m512 c[kRows][NV];
+  const float* pf_end = pf + 16 * pf_lines;
   if (first) {
 #pragma GCC unroll 7
     for (int r = 0; r < kRows; ++r)
@@ -80,6 +83,10 @@ __attribute__((target("avx512f,avx512vl"))) void tile_avx512(int64_t k0, int64_t
     const float* ap = a + p0 * kRows;
 #pragma GCC unroll 1
     for (int64_t k = 0; k < kend; ++k) {
+      if (pf < pf_end) {
+        _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T1);
+        pf += 16;
+      }
       __m512 bv[NV];
 #pragma GCC unroll 3
       for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(bp + v * bstride);
@@ -211,16 +218,26 @@ struct TileArgs {
   const float* res;  // residual at y's offset, or null
   int act;           // small_spatial_act_code
   float lo, hi;
+  const float* pf = nullptr;  // lines to prefetch (tile_avx512)
+  int64_t pf_lines = 0;
 };
+
+// A run of 64-byte lines of packed W^T to prefetch.
+struct PfRegion {
+  const float* at;
+  int64_t lines;
+};
+// KC blocks of one unchunked K (up to 1.5 chunks) or of one chunk.
+constexpr int kMaxPfRegions = 4;
 
 void run_tile(int nv, const TileArgs& t) {
 #ifdef NXRT_SSP_X86
   const float* bd = t.b->data.data();
   const int64_t np = t.b->n_padded;
   switch (nv) {
-    case 1: return tile_avx512<1>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias, t.res, t.act, t.lo, t.hi);
-    case 2: return tile_avx512<2>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias, t.res, t.act, t.lo, t.hi);
-    default: return tile_avx512<3>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias, t.res, t.act, t.lo, t.hi);
+    case 1: return tile_avx512<1>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias, t.res, t.act, t.lo, t.hi, t.pf, t.pf_lines);
+    case 2: return tile_avx512<2>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias, t.res, t.act, t.lo, t.hi, t.pf, t.pf_lines);
+    default: return tile_avx512<3>(t.k0, t.k1, t.K, t.a, bd, np, t.q0, t.acc, t.first, t.last, t.y, t.ldy, t.nrows, t.mcount, t.bias, t.res, t.act, t.lo, t.hi, t.pf, t.pf_lines);
   }
 #else
   (void)nv, (void)t;
@@ -576,7 +593,44 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
           ta.k1 = chunked ? std::min(K, k0 + kChunk) : K;
           ta.first = k0 == 0;
           ta.last = ta.k1 == K;
+          // The W^T slice the next (vectors, K chunk) step reads comes from memory (the weights stream
+          // once per conv) at a rate one tile cannot take from DRAM; the tiles of pixel panels 1.. prefetch it,
+          // split evenly, while they reread this slice from L2. Regions: one per KC block, nv' * kc lines.
+          PfRegion regs[kMaxPfRegions];
+          int nregs = 0;
+          {
+            int64_t nq = q, nk0 = ta.k1, nk1 = chunked ? std::min(K, ta.k1 + kChunk) : K;
+            int nnv = nv;
+            if (ta.k1 >= K) {
+              nq = q + nv;
+              const int64_t nleft = v1 - nq;
+              nnv = static_cast<int>(nleft == 4 ? 2 : std::min<int64_t>(kMaxNV, nleft));
+              nk0 = 0;
+              nk1 = chunked ? std::min(K, kChunk) : K;
+            }
+            if (nq < v1 && panels > 1) {
+              const float* bd = wt.data.data();
+              for (int64_t p = nk0; p < nk1 && nregs < kMaxPfRegions; p += kGemmKC) {
+                const int64_t kcp = std::min<int64_t>(kGemmKC, K - p);
+                regs[nregs++] = {bd + p * wt.n_padded + nq * kVec * kcp, nnv * kcp};
+              }
+            }
+          }
+          int64_t pf_total = 0;
+          for (int i = 0; i < nregs; ++i) pf_total += regs[i].lines;
+          const int64_t pf_share = panels > 1 ? (pf_total + panels - 2) / (panels - 1) : 0;
+          int reg = 0;
+          int64_t reg_off = 0;
           for (int64_t pi = 0; pi < panels; ++pi) {
+            ta.pf = nullptr;
+            ta.pf_lines = 0;
+            if (pi > 0 && reg < nregs) {
+              const int64_t n = std::min(pf_share, regs[reg].lines - reg_off);
+              ta.pf = regs[reg].at + reg_off * 16;
+              ta.pf_lines = n;
+              reg_off += n;
+              if (reg_off >= regs[reg].lines) ++reg, reg_off = 0;
+            }
             const int64_t row0 = pi * kRows;
             ta.nrows = static_cast<int>(std::min<int64_t>(kRows, rows - row0));
             const int64_t n0 = row0 / P, p0 = row0 % P;
@@ -656,8 +710,12 @@ __attribute__((target("avx512f,avx512vl,fma"))) void direct_tile(const DirectArg
     const float* a = d.apk + p0 * d.m_padded + d.pi * 6 * kc;
     const float* bk = d.b + p0 * d.ldb;
     const int64_t ldb = d.ldb;
+    // The next channel panel's weights at the same k (one tile ahead): the packed weights stream from
+    // memory once per conv.
+    const int64_t pf = 6 * kc;
 #pragma GCC unroll 1
     for (int64_t k = 0; k < kc; ++k) {
+      _mm_prefetch(reinterpret_cast<const char*>(a + pf), _MM_HINT_T0);
       __m512 bv[NV];
 #pragma GCC unroll 3
       for (int v = 0; v < NV; ++v)

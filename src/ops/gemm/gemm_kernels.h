@@ -57,6 +57,13 @@ struct F32GemmKernels {
   // The same over panels [q0, q1) of a PackedB (n_padded columns, N valid).
   void (*gemv_packed)(int64_t q0, int64_t q1, int64_t N, int64_t K, float alpha, const float* a,
                       const float* packed, int64_t n_padded, float beta, float* y);
+  // tile and tile_epilogue that also prefetch the next A micro-panel (a + 6 * kc, the next one in packed
+  // A) over their k loop; the engine calls them for the first tile of each micro-panel, so conv weights
+  // streamed from memory arrive one panel ahead. Null: tile / tile_epilogue.
+  void (*tile_prefetch_a)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr,
+                          float alpha, float beta);
+  bool (*tile_epilogue_prefetch_a)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr,
+                                   const GemmEpilogue& ep, int64_t i0, int64_t j0);
 };
 
 // Every variant compiled into this build, portable first.

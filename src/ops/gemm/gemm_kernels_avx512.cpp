@@ -76,10 +76,12 @@ NXRT_AVX512 inline __m512 epilogue_vec(const GemmEpilogue& ep, int64_t i, int64_
 
 // The accumulators of an MR x (16 * NP) tile. `b_row(k)` is B's row k (16 * NP floats, panel q at
 // b_row(k) + q * pstride), of which lanes outside bm[q] are not read (zero).
+// With pf > 0 each k step also prefetches A at a + pf (floats); tile_np's pf = MR * kc is the same k of
+// the next 6-row micro-panel.
 template <int NP, typename BRow>
 NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, const float* a, BRow b_row,
                                                                   int64_t pstride, const __mmask16 (&bm)[NP],
-                                                                  __m512 (&acc)[MR][NP]) {
+                                                                  __m512 (&acc)[MR][NP], int64_t pf = 0) {
   if constexpr (NP == 1) {
     // One panel: 6 accumulators are too few chains for two FMA ports at 4 cycles latency (Winograd's
     // products on 13x13 planes are all one-panel tiles). Even and odd k go to separate sets, added last.
@@ -89,6 +91,7 @@ NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, co
     int64_t k = 0;
 #pragma GCC unroll 1
     for (; k + 2 <= kc; k += 2) {
+      if (pf) _mm_prefetch(reinterpret_cast<const char*>(a + pf), _MM_HINT_T0);
       const __m512 b0 = _mm512_maskz_loadu_ps(bm[0], b_row(k)), b1 = _mm512_maskz_loadu_ps(bm[0], b_row(k + 1));
 #pragma GCC unroll 6
       for (int r = 0; r < MR; ++r) {
@@ -112,6 +115,7 @@ NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, co
     for (int q = 0; q < NP; ++q) acc[r][q] = _mm512_setzero_ps();
 #pragma GCC unroll 1
   for (int64_t k = 0; k < kc; ++k) {
+    if (pf) _mm_prefetch(reinterpret_cast<const char*>(a + pf), _MM_HINT_T0);
     const float* bp = b_row(k);
     __m512 b[NP];
 #pragma GCC unroll 2
@@ -169,7 +173,8 @@ inline void prefetch_residual(const GemmEpilogue& ep, int mr, int64_t i0, int64_
   }
 }
 
-template <int NP>
+// PF: also prefetch the next A micro-panel (a + MR * kc) over the k loop (tile_prefetch_a).
+template <int NP, bool PF = false>
 NXRT_AVX512 void tile_np(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr,
                          float alpha, float beta, const GemmEpilogue* ep = nullptr, int64_t i0 = 0, int64_t j0 = 0) {
   for (int r = 0; r < mr; ++r) {
@@ -181,28 +186,30 @@ NXRT_AVX512 void tile_np(int64_t kc, const float* a, const float* b, float* c, i
   __mmask16 all[NP];  // packed panels are padded: whole rows
 #pragma GCC unroll 2
   for (int q = 0; q < NP; ++q) all[q] = 0xFFFF;
-  accumulate<NP>(kc, a, [b](int64_t k) { return b + k * NR; }, NR * kc, all, acc);
+  accumulate<NP>(kc, a, [b](int64_t k) { return b + k * NR; }, NR * kc, all, acc, PF ? MR * kc : 0);
   store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
 }
 
 // One or two 16-column panels (nr <= 32): the second panel exists only when nr > 16.
+template <bool PF>
 NXRT_AVX512 void tile_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr,
                              float alpha, float beta) {
   if (nr > NR) {
-    tile_np<2>(kc, a, b, c, ldc, mr, nr, alpha, beta);
+    tile_np<2, PF>(kc, a, b, c, ldc, mr, nr, alpha, beta);
   } else {
-    tile_np<1>(kc, a, b, c, ldc, mr, nr, alpha, beta);
+    tile_np<1, PF>(kc, a, b, c, ldc, mr, nr, alpha, beta);
   }
 }
 
 // The epilogue in the store saves the pass epilogue_tile makes over the tile afterwards.
+template <bool PF>
 NXRT_AVX512 bool tile_epilogue_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr,
                                       int nr, const GemmEpilogue& ep, int64_t i0, int64_t j0) {
   const GemmEpilogue* fused = epilogue_in_registers(ep) ? &ep : nullptr;
   if (nr > NR) {
-    tile_np<2>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
+    tile_np<2, PF>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
   } else {
-    tile_np<1>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
+    tile_np<1, PF>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
   }
   return fused != nullptr;
 }
@@ -324,9 +331,10 @@ NXRT_AVX512 void gemv_packed_avx512(int64_t q0, int64_t q1, int64_t N, int64_t K
 }  // namespace
 
 const F32GemmKernels kF32Gemm6x32Avx512 = {
-    "f32_gemm_6x32__avx512", ep::IsaTier::kAvx512, kPanels, true,    &tile_avx512,       &tile_rows_avx512,
-    &tile_epilogue_avx512,
+    "f32_gemm_6x32__avx512", ep::IsaTier::kAvx512, kPanels, true,    &tile_avx512<false>,       &tile_rows_avx512,
+    &tile_epilogue_avx512<false>,
     &epilogue_tile_avx512,  &pack_b_trans_panel_avx2, &gemv_raw_avx512, &gemv_packed_avx512,
+    &tile_avx512<true>,     &tile_epilogue_avx512<true>,
 };
 
 }  // namespace nxrt::ops
