@@ -267,6 +267,24 @@ void BM_ConvSmallPlane(benchmark::State& state) {
 }
 BENCHMARK(BM_ConvSmallPlane)->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {0, 1, 2, 3, 4, 5}})->Unit(benchmark::kMillisecond);
 
+// ---- CNN stems: few input channels, 224x224, stride 2 (SqueezeNet 1.1's 3x3 3->64, ResNet-50's /
+// Inception's 7x7 3->64, ShuffleNet's 3x3 3->24), 1 thread, kAuto and padded-rows-gemm forced; CPU time --
+const ConvCase kStemCases[] = {
+    {3, 64, 224, 224, 3, 2, 0},  // SqueezeNet 1.1
+    {3, 64, 224, 224, 7, 2, 3},  // ResNet-50, Inception-v1/v2, DenseNet-121
+    {3, 24, 224, 224, 3, 2, 1},  // ShuffleNet
+};
+const ops::ConvPath kStemPaths[] = {ops::ConvPath::kAuto, ops::ConvPath::kPaddedRowsGemm};
+
+void BM_ConvStem(benchmark::State& state) {
+  const ConvCase& cc = kStemCases[state.range(0)];
+  const ops::ConvPath path = kStemPaths[state.range(1)];
+  run_conv_case(state, cc, 1, path, false,
+                std::string(ops::conv_path_name(path)) + " " + std::to_string(cc.k) + "x" + std::to_string(cc.k) + " ",
+                path != ops::ConvPath::kAuto);
+}
+BENCHMARK(BM_ConvStem)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
+
 // ---- Memory-bound kernels through the registry (kernel_test_util) ---------------------------------
 constexpr int64_t kRows = 4096, kCols = 1024;  // 16 MiB per tensor
 

@@ -129,3 +129,81 @@ TEST(ConvTiers, GemmPathsAndAutoAtEveryTierAgainstNaive) {
   }
   EXPECT_GT(ran, 0);
 }
+
+// Stem-shaped convs (1-4 input channels, 3x3 / 5x5 / 7x7 kernels, stride 1 or 2, pads, odd widths of 12+
+// outputs, output channels crossing the 12-row tile of padded-rows-gemm at the AVX-512 tier) on the
+// padded-rows path and kAuto, with and without FusedConv's post, at every tier this CPU runs.
+TEST(ConvTiers, StemShapesPaddedRowsAtEveryTierAgainstNaive) {
+  const ep::IsaTier cpu = ep::cpu_isa_tier();
+  for (int t = static_cast<int>(cpu) + 1; t <= static_cast<int>(ep::IsaTier::kAmx); ++t) {
+    std::printf("[ SKIPPED  ] tier %s: not on this CPU, stem convs not checked there\n",
+                ep::isa_tier_name(static_cast<ep::IsaTier>(t)));
+  }
+  const PostCase posts[] = {{Activation::kNone, false},
+                            {Activation::kRelu, true},
+                            {Activation::kClip, false},
+                            {Activation::kLeakyRelu, true}};
+  std::mt19937 rng(4711);
+  std::uniform_int_distribution<int> pick(0, 1 << 20);
+  ep::ThreadPool pool(2);
+  for (int ti = 0; ti <= static_cast<int>(cpu); ++ti) {
+    const auto tier = static_cast<ep::IsaTier>(ti);
+    SCOPED_TRACE(std::string("tier ") + ep::isa_tier_name(tier));
+    int ran_tier = 0;
+    for (int iter = 0; iter < 20; ++iter) {
+      ConvShape s;
+      s.N = 1;
+      s.group = 1;
+      s.C = 1 + iter % 4;
+      const int64_t ms[] = {1, 5, 11, 12, 13, 24, 29, 64, 70};
+      s.M = ms[pick(rng) % 9];
+      Geom3& g = s.g;
+      g.nsp = 2;
+      const int64_t k = 3 + 2 * (pick(rng) % 3);
+      const int64_t st = 1 + iter % 2;
+      for (int i = 1; i < 3; ++i) {
+        g.k[i] = k;
+        g.s[i] = st;
+        g.d[i] = 1;
+        g.pb[i] = pick(rng) % (k / 2 + 1);
+        g.pe[i] = pick(rng) % (k / 2 + 1);
+        g.in[i] = st * (12 + pick(rng) % 40) + k + (i == 2 ? 1 - 2 * (pick(rng) % 2) : 0);
+        g.out[i] = (g.in[i] + g.pb[i] + g.pe[i] - k) / st + 1;
+      }
+      const Dims wshape{s.M, s.C, k, k};
+      const auto x = random_floats(rng, s.C * g.in_size());
+      const auto w = random_floats(rng, shape_numel(wshape));
+      const auto b = random_floats(rng, s.M);
+      const int64_t ny = s.M * g.out_size();
+      const auto res = random_floats(rng, ny);
+      std::vector<float> conv(static_cast<size_t>(ny));
+      conv_naive<float>(s, x.data(), w.data(), b.data(), conv.data());
+      ConvWeights<float> cw;
+      cw.prepare(wshape, 1, w, /*winograd=*/false);
+      for (ConvPath path : {ConvPath::kPaddedRowsGemm, ConvPath::kAuto}) {
+        if (path != ConvPath::kAuto && !conv_path_applies(s, path, true, tier)) continue;
+        const PostCase& pc = posts[(iter + static_cast<int>(path)) % 4];
+        ConvPost post;
+        post.act = pc.act;
+        post.residual = pc.residual ? res.data() : nullptr;
+        post.act_a = pc.act == Activation::kClip ? -0.5f : 0.1f;
+        post.act_b = 0.5f;
+        for (ep::ThreadPool* p : {static_cast<ep::ThreadPool*>(nullptr), &pool}) {
+          std::vector<float> y(static_cast<size_t>(ny), 123.f);
+          const bool applied = conv_forward<float>(s, x.data(), cw, b.data(), y.data(), p, ConvConfig(path, tier), &post);
+          for (int64_t i = 0; i < ny; ++i) {
+            const float want = apply_post(pc, conv[i], res[i]);
+            const float got = applied ? y[i] : apply_post(pc, y[i], res[i]);
+            ASSERT_NEAR(got, want, 2e-4f * (1.f + std::fabs(want)))
+                << conv_path_name(path) << " C" << s.C << " M" << s.M << " in " << g.in[1] << "x" << g.in[2] << " k" << k
+                << " s" << st << " pads " << g.pb[1] << "," << g.pb[2] << "," << g.pe[1] << "," << g.pe[2] << " act "
+                << static_cast<int>(pc.act) << " res " << pc.residual << " at " << i;
+          }
+          ++ran_tier;
+        }
+      }
+    }
+    EXPECT_GT(ran_tier, 40);
+    std::printf("[ CHECKED  ] tier %s: %d stem conv runs\n", ep::isa_tier_name(tier), ran_tier);
+  }
+}
