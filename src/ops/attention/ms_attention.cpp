@@ -416,7 +416,6 @@ struct GqaPlan {
   int64_t ab_b = 0, ab_h = 0, ab_t = 0, ab_len = 0;  // its strides (b, h, s) and its last dim
   GqaPath path = GqaPath::kReference;
   GqaDecodeKernel decode_kernel = GqaDecodeKernel::kPlain;
-  bool softmax_avx512 = false;  // the score rows' softmax on 16 lanes (the tier allows AVX-512)
   // kRows: (batch, head) pairs in row_workers fixed ranges; worker w's scratch (worker_floats at
   // rows_off + w * worker_floats) is a score block of row_block x kv_bound, an output block of
   // row_block x D and the GEMM's packing slot (gemm_floats).
@@ -660,7 +659,6 @@ class GroupQueryAttention final : public ep::Kernel {
     p.path = !fast ? GqaPath::kReference : S == 1 ? GqaPath::kDecode : GqaPath::kRows;
     p.decode_kernel = GqaDecodeKernel::kPlain;
 #if defined(__x86_64__) || defined(__i386__)
-    p.softmax_avx512 = decode_avx512_ && ep::cpu_isa_tier() >= ep::IsaTier::kAvx512;
     if (decode_avx512_ && gqa_decode_avx512_head_size(D)) p.decode_kernel = GqaDecodeKernel::kAvx512;
     else if (has_avx2() && D % 8 == 0) p.decode_kernel = GqaDecodeKernel::kAvx2;
 #endif
@@ -921,7 +919,7 @@ class GroupQueryAttention final : public ep::Kernel {
     std::fill(r, r + std::min(start, kend), 0.f);
     if (lim > start) {
 #if defined(__x86_64__) || defined(__i386__)
-      if (c.plan->softmax_avx512) softmax_row_avx512(r + start, lim - start);
+      if (decode_avx512_) softmax_row_avx512(r + start, lim - start);
       else
 #endif
         softmax_row(r + start, lim - start);
@@ -1051,7 +1049,7 @@ class GroupQueryAttention final : public ep::Kernel {
   int64_t H_ = 0, kvH_ = 0, window_ = -1;
   float scale_ = 0.f, softcap_ = 0.f;
   bool rotary_ = false, interleaved_ = false, causal_ = true, reference_ = false;
-  bool decode_avx512_ = false;  // the tier (overrides().isa(), at creation) allows the AVX-512 decode step
+  bool decode_avx512_ = false;  // the tier (overrides().isa(), at creation) allows the AVX-512 decode step and softmax rows
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 // See skip_norm_rows.h. Two bodies, f32_skip_norm_row__avx512 (16 floats a step, 8 doubles a register)
 // and f32_skip_norm_row__avx2 (8 floats, 4 doubles); the tails run the plain loop's scalar arithmetic.
+// The plain loop itself is contrib_ops.cpp's (every dtype), which rows take below AVX2.
 #include "ops/contrib/skip_norm_rows.h"
 
 #include <cmath>
@@ -175,7 +176,7 @@ NXRT_SKIPNORM_AVX2 void row_avx2(const SkipNormRow& r, double* mean_out, double*
 
 bool skip_norm_row_vectorized(ep::IsaTier isa) {
 #if defined(__x86_64__)
-  return isa >= ep::IsaTier::kAvx2 && ep::cpu_has_avx2_fma();
+  return isa >= ep::IsaTier::kAvx2;
 #else
   (void)isa;
   return false;
@@ -184,31 +185,12 @@ bool skip_norm_row_vectorized(ep::IsaTier isa) {
 
 void skip_norm_row_f32(ep::IsaTier isa, const SkipNormRow& r, double* mean, double* inv) {
 #if defined(__x86_64__)
-  if (isa >= ep::IsaTier::kAvx512 && ep::cpu_isa_tier() >= ep::IsaTier::kAvx512) return row_avx512(r, mean, inv);
-  if (skip_norm_row_vectorized(isa)) return row_avx2(r, mean, inv);
+  // isa is the kernel's tier, already capped by the CPU.
+  if (isa >= ep::IsaTier::kAvx512) return row_avx512(r, mean, inv);
+  row_avx2(r, mean, inv);
+#else
+  (void)isa, (void)r, (void)mean, (void)inv;
 #endif
-  // The plain loop (only reached when skip_norm_row_vectorized is false; kept so every tier has a body).
-  double sum = 0, sq = 0;
-  for (int64_t i = 0; i < r.H; ++i) {
-    const float v = pre(r, i);
-    if (r.sum_out) r.sum_out[i] = v;
-    sum += v;
-    sq += static_cast<double>(v) * v;
-  }
-  const double m = r.simplified ? 0.0 : sum / static_cast<double>(r.H);
-  double var = 0;
-  if (r.simplified) {
-    var = sq / static_cast<double>(r.H);
-  } else {
-    for (int64_t i = 0; i < r.H; ++i) {
-      const double d = pre(r, i) - m;
-      var += d * d;
-    }
-    var /= static_cast<double>(r.H);
-  }
-  *mean = m;
-  *inv = 1.0 / std::sqrt(var + r.eps);
-  for (int64_t i = 0; i < r.H; ++i) r.y[i] = normed(r, i, *mean, *inv);
 }
 
 }  // namespace nxrt::ops::contrib

@@ -23,9 +23,11 @@ struct SkipNormRow {
   double eps = 0;
 };
 
-// Whether skip_norm_row_f32 has a vector body at this tier (AVX2 and up).
+// Whether skip_norm_row_f32 has a vector body at this tier (AVX2 and up; isa: the kernel's tier, which
+// KernelInfo::isa() caps by the CPU).
 bool skip_norm_row_vectorized(ep::IsaTier isa);
-// Normalizes one row; writes the row's mean (0 when simplified) and 1 / sqrt(var + eps).
+// Normalizes one row; writes the row's mean (0 when simplified) and 1 / sqrt(var + eps). Requires
+// skip_norm_row_vectorized(isa): below AVX2 the rows take contrib_ops.cpp's plain loop.
 void skip_norm_row_f32(ep::IsaTier isa, const SkipNormRow& r, double* mean, double* inv);
 
 }  // namespace nxrt::ops::contrib

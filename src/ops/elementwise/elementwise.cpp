@@ -271,7 +271,7 @@ struct SwishOp : MathOp {
   float alpha;
   bool avx512;  // the 16-lane body (sigmoid_like)
   explicit SwishOp(const KernelInfo& i)
-      : alpha(i.attr_float("alpha", 1.0f)), avx512(i.isa() >= ep::IsaTier::kAvx512 && ep::cpu_isa_tier() >= ep::IsaTier::kAvx512) {}
+      : alpha(i.attr_float("alpha", 1.0f)), avx512(i.isa() >= ep::IsaTier::kAvx512) {}  // isa(): capped by the CPU
   template <typename C> C operator()(C x) const { return x * sigmoid(C(C(alpha) * x)); }
 };
 bool simd_unary(const SwishOp& op, const float* x, float* y, int64_t n, ep::ThreadPool& pool) {
