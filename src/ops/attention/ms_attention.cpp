@@ -1316,6 +1316,17 @@ Result<const OrtAttnVariant*> ort_variant(const OrtKernel& k, ep::KernelContext&
   return static_cast<const OrtAttnVariant*>(local);
 }
 
+// The variant specialize makes: the kernel's plan at the inputs' dtypes and shapes and the outputs the
+// node has.
+template <typename OrtKernel>
+Result<std::unique_ptr<ep::KernelVariant>> ort_specialize(const OrtKernel& k, const ep::SpecializeContext& sc) {
+  bool outs[4] = {};
+  for (size_t i = 0; i < 4; ++i) outs[i] = sc.info().output_present(i);
+  auto v = std::make_unique<OrtAttnVariant>();
+  NXRT_RETURN_IF_ERROR(k.plan(OrtInputFacts::of(sc), outs, sc.num_threads(), &v->plan));
+  return std::unique_ptr<ep::KernelVariant>(std::move(v));
+}
+
 // ---------------------------------------------------------------------------------------------
 // MultiHeadAttention (inputs: query, key, value, bias, key_padding_mask, attention_bias, past_key,
 // past_value, past_sequence_length, cache_indirection; outputs: output, present_key, present_value, qk).
@@ -1332,11 +1343,7 @@ class MultiHeadAttention final : public ep::Kernel {
   }
 
   Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
-    bool outs[4] = {};
-    for (size_t i = 0; i < 4; ++i) outs[i] = sc.info().output_present(i);
-    auto v = std::make_unique<OrtAttnVariant>();
-    NXRT_RETURN_IF_ERROR(plan(OrtInputFacts::of(sc), outs, sc.num_threads(), &v->plan));
-    return std::unique_ptr<ep::KernelVariant>(std::move(v));
+    return ort_specialize(*this, sc);
   }
 
   Status compute(ep::KernelContext& ctx) const override {
@@ -1509,11 +1516,7 @@ class MsAttention final : public ep::Kernel {
   }
 
   Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
-    bool outs[4] = {};
-    for (size_t i = 0; i < 4; ++i) outs[i] = sc.info().output_present(i);
-    auto v = std::make_unique<OrtAttnVariant>();
-    NXRT_RETURN_IF_ERROR(plan(OrtInputFacts::of(sc), outs, sc.num_threads(), &v->plan));
-    return std::unique_ptr<ep::KernelVariant>(std::move(v));
+    return ort_specialize(*this, sc);
   }
 
   Status compute(ep::KernelContext& ctx) const override {
