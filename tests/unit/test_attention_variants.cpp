@@ -36,21 +36,12 @@ using nxrt::testing::VariantContext;
 using nxrt::test::AllocCounter;
 using nxrt::testing::attr_float;
 using nxrt::testing::attr_int;
+using nxrt::testing::float_tensor_as;
+using nxrt::testing::i32_tensor;
+using nxrt::testing::normal_tensor;
 
 namespace {
 
-Tensor rnd(std::mt19937& rng, Dims shape) {
-  Tensor t(DataType::kFloat, shape);
-  std::normal_distribution<float> d(0.f, 1.f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
-Tensor i32(Dims shape, std::vector<int32_t> v) { return Tensor::from_vector(DataType::kInt32, shape, v); }
-Tensor to_float16(const Tensor& t) {
-  Tensor h(DataType::kFloat16, t.shape());
-  EXPECT_TRUE(ir::store_floats(t.data<float>(), t.numel(), DataType::kFloat16, h.raw_data()).ok());
-  return h;
-}
 
 
 // One node of a com.microsoft or ai.onnx attention op, its kernel created from the CPU registry.
@@ -188,23 +179,23 @@ Case gqa_case(std::mt19937& rng, int64_t B, int64_t kvH, int64_t G, int64_t D, i
   }
   c.in.resize(11);
   if (packed) {
-    c.in[0] = rnd(rng, {B, S, (H + 2 * kvH) * D});
+    c.in[0] = normal_tensor(rng, {B, S, (H + 2 * kvH) * D});
   } else {
-    c.in[0] = rnd(rng, {B, S, H * D});
-    c.in[1] = rnd(rng, {B, S, kvH * D});
-    c.in[2] = rnd(rng, {B, S, kvH * D});
+    c.in[0] = normal_tensor(rng, {B, S, H * D});
+    c.in[1] = normal_tensor(rng, {B, S, kvH * D});
+    c.in[2] = normal_tensor(rng, {B, S, kvH * D});
   }
   if (cache != Cache::kNone) {
-    c.in[3] = rnd(rng, {B, kvH, cap, D});
-    c.in[4] = rnd(rng, {B, kvH, cap, D});
+    c.in[3] = normal_tensor(rng, {B, kvH, cap, D});
+    c.in[4] = normal_tensor(rng, {B, kvH, cap, D});
   }
-  c.in[5] = i32({B}, seqlens);
-  c.in[6] = i32({}, {total});
+  c.in[5] = i32_tensor({B}, seqlens);
+  c.in[6] = i32_tensor({}, {total});
   c.attrs = {attr_int("num_heads", H), attr_int("kv_num_heads", kvH)};
   if (rotary) add_rotary(rng, D, (D / 8) % 2 == 1, &c);
   if (window) c.attrs.push_back(attr_int("local_window_size", 5));
   if (softcap) c.attrs.push_back(attr_float("softcap", 3.f));
-  if (bias) c.in[10] = rnd(rng, {B, 1, S, total + (cache == Cache::kFixed ? 2 : 0)});
+  if (bias) c.in[10] = normal_tensor(rng, {B, 1, S, total + (cache == Cache::kFixed ? 2 : 0)});
   c.share_kv = cache == Cache::kFixedShared;
   c.what = "B " + std::to_string(B) + " kvH " + std::to_string(kvH) + " G " + std::to_string(G) + " D " +
            std::to_string(D) + " S " + std::to_string(S) + " past " + std::to_string(past) + " cache " +
@@ -245,7 +236,7 @@ TEST(AttentionVariants, GqaReferenceAndFloat16PathsMatchPerCallPlan) {
                       true, false, false, it == 4);
     expect_variant_matches(c, {{"reference", "1"}});
     for (Value& v : c.in) {
-      if (v.is_tensor() && v.tensor().dtype() == DataType::kFloat) v = Value(to_float16(v.tensor()));
+      if (v.is_tensor() && v.tensor().dtype() == DataType::kFloat) v = Value(float_tensor_as(v.tensor(), DataType::kFloat16));
     }
     c.what += " float16";
     expect_variant_matches(c);
@@ -262,11 +253,11 @@ TEST(AttentionVariants, GqaFixedCapacityVariantServesEveryLengthWithoutAllocatin
       SCOPED_TRACE("S " + std::to_string(S) + " D " + std::to_string(D));
       const int64_t B = 2, kvH = 2, G = 4, H = kvH * G, cap = 24;
       std::vector<Value> in(9);
-      in[0] = rnd(rng, {B, S, H * D});
-      in[1] = rnd(rng, {B, S, kvH * D});
-      in[2] = rnd(rng, {B, S, kvH * D});
-      Tensor pk = rnd(rng, {B, kvH, cap, D}), pv = rnd(rng, {B, kvH, cap, D});
-      Tensor seqlens = i32({B}, {0, 0}), total = i32({}, {0});
+      in[0] = normal_tensor(rng, {B, S, H * D});
+      in[1] = normal_tensor(rng, {B, S, kvH * D});
+      in[2] = normal_tensor(rng, {B, S, kvH * D});
+      Tensor pk = normal_tensor(rng, {B, kvH, cap, D}), pv = normal_tensor(rng, {B, kvH, cap, D});
+      Tensor seqlens = i32_tensor({B}, {0, 0}), total = i32_tensor({}, {0});
       in[3] = pk;
       in[4] = pv;
       in[5] = seqlens;
@@ -329,8 +320,8 @@ TEST(AttentionVariants, GqaPresentLongerThanCacheUsesTheShapeBound) {
   std::mt19937 rng(80);
   for (const int64_t S : {1, 2}) {
     Case c = gqa_case(rng, 1, 1, 2, 64, S, 5, Cache::kGrowing, false, true, false, false, false);
-    c.in[6] = i32({}, {40});  // present of 40 rows; past 5 + S new rows are valid
-    c.in[5] = i32({1}, {static_cast<int32_t>(5 + S - 1)});
+    c.in[6] = i32_tensor({}, {40});  // present of 40 rows; past 5 + S new rows are valid
+    c.in[5] = i32_tensor({1}, {static_cast<int32_t>(5 + S - 1)});
     c.what += " total 40";
     expect_variant_matches(c);
     const VariantOutcome o = run_case(c, 1, 1);
@@ -343,7 +334,7 @@ TEST(AttentionVariants, GqaPresentLongerThanCacheUsesTheShapeBound) {
 TEST(AttentionVariants, GqaShapeErrorsComeFromThePlan) {
   std::mt19937 rng(81);
   Case c = gqa_case(rng, 1, 1, 2, 16, 1, 3, Cache::kGrowing, false, false, false, false, false);
-  c.in[4] = rnd(rng, {1, 1, 2, 16});  // past_value shorter than past_key
+  c.in[4] = normal_tensor(rng, {1, 1, 2, 16});  // past_value shorter than past_key
   auto n = make_node(c.domain, c.op, c.opset, c.attrs, c.in, 3);
   auto v = specialize(*n, c.in, 1);
   ASSERT_FALSE(v.ok());
@@ -356,13 +347,6 @@ TEST(AttentionVariants, GqaShapeErrorsComeFromThePlan) {
 }
 
 namespace {
-
-Tensor to_dtype(const Tensor& t, DataType dt) {
-  if (dt == DataType::kFloat) return t;
-  Tensor h(dt, t.shape());
-  EXPECT_TRUE(ir::store_floats(t.data<float>(), t.numel(), dt, h.raw_data()).ok());
-  return h;
-}
 
 // A random ai.onnx Attention case (opset 24): 3-D or 4-D, grouped heads, a past, masks of every rank
 // (bool or additive), causal, nonpad_kv_seqlen, softcap, the qk output in each mode.
@@ -378,28 +362,28 @@ Case onnx_attention_case(std::mt19937& rng, int it, DataType dt) {
   const int64_t T = P + Skv;
   c.in.resize(7);
   if (is3d) {
-    c.in[0] = to_dtype(rnd(rng, {B, Sq, Hq * D}), dt);
-    c.in[1] = to_dtype(rnd(rng, {B, Skv, Hkv * D}), dt);
-    c.in[2] = to_dtype(rnd(rng, {B, Skv, Hkv * Dv}), dt);
+    c.in[0] = float_tensor_as(normal_tensor(rng, {B, Sq, Hq * D}), dt);
+    c.in[1] = float_tensor_as(normal_tensor(rng, {B, Skv, Hkv * D}), dt);
+    c.in[2] = float_tensor_as(normal_tensor(rng, {B, Skv, Hkv * Dv}), dt);
     c.attrs = {attr_int("q_num_heads", Hq), attr_int("kv_num_heads", Hkv)};
   } else {
-    c.in[0] = to_dtype(rnd(rng, {B, Hq, Sq, D}), dt);
-    c.in[1] = to_dtype(rnd(rng, {B, Hkv, Skv, D}), dt);
-    c.in[2] = to_dtype(rnd(rng, {B, Hkv, Skv, Dv}), dt);
+    c.in[0] = float_tensor_as(normal_tensor(rng, {B, Hq, Sq, D}), dt);
+    c.in[1] = float_tensor_as(normal_tensor(rng, {B, Hkv, Skv, D}), dt);
+    c.in[2] = float_tensor_as(normal_tensor(rng, {B, Hkv, Skv, Dv}), dt);
   }
   if (P > 0) {
-    c.in[4] = to_dtype(rnd(rng, {B, Hkv, P, D}), dt);
-    c.in[5] = to_dtype(rnd(rng, {B, Hkv, P, Dv}), dt);
+    c.in[4] = float_tensor_as(normal_tensor(rng, {B, Hkv, P, D}), dt);
+    c.in[5] = float_tensor_as(normal_tensor(rng, {B, Hkv, P, Dv}), dt);
   }
   switch (it % 4) {
-    case 1: c.in[3] = to_dtype(rnd(rng, {Sq, T}), dt); break;
+    case 1: c.in[3] = float_tensor_as(normal_tensor(rng, {Sq, T}), dt); break;
     case 2: {
       Tensor m(DataType::kBool, {B, 1, Sq, T});
       for (int64_t i = 0; i < m.numel(); ++i) m.data<bool>()[i] = (i * 7 + it) % 5 != 0;
       c.in[3] = m;
       break;
     }
-    case 3: c.in[3] = to_dtype(rnd(rng, {B, Hq, Sq, T - 1}), dt); break;
+    case 3: c.in[3] = float_tensor_as(normal_tensor(rng, {B, Hq, Sq, T - 1}), dt); break;
     default: break;
   }
   if (it % 5 == 3) {
@@ -435,9 +419,9 @@ TEST(AttentionVariants, OnnxAttentionDecodeStepWithVariantAllocatesNothing) {
   std::mt19937 rng(91);
   const int64_t B = 2, Hq = 4, Hkv = 2, D = 64, cap = 40;
   std::vector<Value> in(7);
-  in[0] = rnd(rng, {B, Hq, 1, D});
-  in[1] = rnd(rng, {B, Hkv, cap, D});
-  in[2] = rnd(rng, {B, Hkv, cap, D});
+  in[0] = normal_tensor(rng, {B, Hq, 1, D});
+  in[1] = normal_tensor(rng, {B, Hkv, cap, D});
+  in[2] = normal_tensor(rng, {B, Hkv, cap, D});
   Tensor mask(DataType::kBool, {B, 1, 1, cap});
   for (int64_t i = 0; i < mask.numel(); ++i) mask.data<bool>()[i] = i % cap < 17;
   in[3] = mask;
@@ -505,14 +489,14 @@ TEST(AttentionVariants, DISABLED_GqaDecodeStepBench) {
     const int64_t cap = 2048;
     for (const int64_t past : {128, 1024, 2000}) {
       std::vector<Value> in(7);
-      in[0] = rnd(rng, {1, 1, sh.H * sh.D});
-      in[1] = rnd(rng, {1, 1, sh.kvH * sh.D});
-      in[2] = rnd(rng, {1, 1, sh.kvH * sh.D});
-      Tensor pk = rnd(rng, {1, sh.kvH, cap, sh.D}), pv = rnd(rng, {1, sh.kvH, cap, sh.D});
+      in[0] = normal_tensor(rng, {1, 1, sh.H * sh.D});
+      in[1] = normal_tensor(rng, {1, 1, sh.kvH * sh.D});
+      in[2] = normal_tensor(rng, {1, 1, sh.kvH * sh.D});
+      Tensor pk = normal_tensor(rng, {1, sh.kvH, cap, sh.D}), pv = normal_tensor(rng, {1, sh.kvH, cap, sh.D});
       in[3] = pk;
       in[4] = pv;
-      in[5] = i32({1}, {static_cast<int32_t>(past)});
-      in[6] = i32({}, {static_cast<int32_t>(past + 1)});
+      in[5] = i32_tensor({1}, {static_cast<int32_t>(past)});
+      in[6] = i32_tensor({}, {static_cast<int32_t>(past + 1)});
       auto n = make_node("com.microsoft", "GroupQueryAttention", 1,
                          {attr_int("num_heads", sh.H), attr_int("kv_num_heads", sh.kvH)}, in, 3);
       ASSERT_NE(n->kernel, nullptr);

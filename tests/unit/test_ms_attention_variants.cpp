@@ -32,22 +32,11 @@ using nxrt::testing::VariantContext;
 using nxrt::test::AllocCounter;
 using nxrt::testing::attr_float;
 using nxrt::testing::attr_int;
+using nxrt::testing::float_tensor_as;
+using nxrt::testing::i32_tensor;
+using nxrt::testing::normal_tensor;
 
 namespace {
-
-Tensor rnd(std::mt19937& rng, Dims shape) {
-  Tensor t(DataType::kFloat, shape);
-  std::normal_distribution<float> d(0.f, 1.f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
-Tensor i32(Dims shape, std::vector<int32_t> v) { return Tensor::from_vector(DataType::kInt32, shape, v); }
-Tensor to_dtype(const Tensor& t, DataType dt) {
-  if (dt == DataType::kFloat) return t;
-  Tensor h(dt, t.shape());
-  EXPECT_TRUE(ir::store_floats(t.data<float>(), t.numel(), dt, h.raw_data()).ok());
-  return h;
-}
 
 
 struct Case {
@@ -141,23 +130,23 @@ Value make_mask(MaskKind k, int64_t B, int64_t S, int64_t T) {
     case MaskKind::kEnd: {
       std::vector<int32_t> v;
       for (int64_t b = 0; b < B; ++b) v.push_back(static_cast<int32_t>(T - b));
-      return i32({B}, v);
+      return i32_tensor({B}, v);
     }
     case MaskKind::kStartEnd: {
       std::vector<int32_t> v;
       for (int64_t b = 0; b < B; ++b) v.push_back(static_cast<int32_t>(T - b));
       for (int64_t b = 0; b < B; ++b) v.push_back(static_cast<int32_t>(b % 2));
-      return i32({2 * B}, v);
+      return i32_tensor({2 * B}, v);
     }
     case MaskKind::kKeys: {
       std::vector<int32_t> v;
       for (int64_t i = 0; i < B * T; ++i) v.push_back(i % 5 != 3);
-      return i32({B, T}, v);
+      return i32_tensor({B, T}, v);
     }
     case MaskKind::kFull: {
       std::vector<int32_t> v;
       for (int64_t i = 0; i < B * S * T; ++i) v.push_back(i % 7 != 2);
-      return i32({B, S, T}, v);
+      return i32_tensor({B, S, T}, v);
     }
   }
   return Value();
@@ -177,33 +166,33 @@ Case mha_case(std::mt19937& rng, int it, DataType dt) {
   const int64_t P = past ? 2 + it % 4 : 0, T = P + L;
   c.in.resize(8);
   switch (kv) {
-    case Kv::kPackedQkv: c.in[0] = rnd(rng, {B, S, N, 3, H}); break;
+    case Kv::kPackedQkv: c.in[0] = normal_tensor(rng, {B, S, N, 3, H}); break;
     case Kv::kPackedKv:
-      c.in[0] = rnd(rng, {B, S, N * H});
-      c.in[1] = rnd(rng, {B, L, N, 2, H});
+      c.in[0] = normal_tensor(rng, {B, S, N * H});
+      c.in[1] = normal_tensor(rng, {B, L, N, 2, H});
       break;
     case Kv::kCross:
-      c.in[0] = rnd(rng, {B, S, N * H});
-      c.in[1] = rnd(rng, {B, N, L, H});
-      c.in[2] = rnd(rng, {B, N, L, Hv});
+      c.in[0] = normal_tensor(rng, {B, S, N * H});
+      c.in[1] = normal_tensor(rng, {B, N, L, H});
+      c.in[2] = normal_tensor(rng, {B, N, L, Hv});
       break;
     case Kv::kSeparate:
-      c.in[0] = rnd(rng, {B, S, N * H});
-      c.in[1] = rnd(rng, {B, L, N * H});
-      c.in[2] = rnd(rng, {B, L, N * Hv});
-      if (it % 2 == 0) c.in[3] = rnd(rng, {2 * N * H + N * Hv});
+      c.in[0] = normal_tensor(rng, {B, S, N * H});
+      c.in[1] = normal_tensor(rng, {B, L, N * H});
+      c.in[2] = normal_tensor(rng, {B, L, N * Hv});
+      if (it % 2 == 0) c.in[3] = normal_tensor(rng, {2 * N * H + N * Hv});
       break;
   }
-  if (kv == Kv::kCross && it % 2 == 0) c.in[3] = rnd(rng, {3 * N * H});  // only Q's part applies
+  if (kv == Kv::kCross && it % 2 == 0) c.in[3] = normal_tensor(rng, {3 * N * H});  // only Q's part applies
   const MaskKind mk = static_cast<MaskKind>((it / 3) % 5);
   c.in[4] = make_mask(mk, B, S, T);
-  if (it % 4 == 2 || it % 7 == 3) c.in[5] = rnd(rng, {it % 2 ? B : 1, it % 3 ? N : 1, S, T});
+  if (it % 4 == 2 || it % 7 == 3) c.in[5] = normal_tensor(rng, {it % 2 ? B : 1, it % 3 ? N : 1, S, T});
   if (past) {
-    c.in[6] = rnd(rng, {B, N, P, H});
-    c.in[7] = rnd(rng, {B, N, P, Hv});
+    c.in[6] = normal_tensor(rng, {B, N, P, H});
+    c.in[7] = normal_tensor(rng, {B, N, P, Hv});
   }
   for (size_t i : {0, 1, 2, 3, 5, 6, 7})
-    if (c.in[i].is_tensor()) c.in[i] = to_dtype(c.in[i].tensor(), dt);
+    if (c.in[i].is_tensor()) c.in[i] = float_tensor_as(c.in[i].tensor(), dt);
   c.attrs = {attr_int("num_heads", N)};
   if (it % 5 == 1) c.attrs.push_back(attr_int("unidirectional", 1));
   if (it % 6 == 5) c.attrs.push_back(attr_float("scale", 0.3f));
@@ -224,13 +213,13 @@ Case ms_attention_case(std::mt19937& rng, int it, DataType dt) {
   const int64_t Hv = !past && it % 4 == 1 ? H + 8 : H;
   const int64_t P = past ? 1 + it % 5 : 0, T = P + S;
   c.in.resize(6);
-  c.in[0] = to_dtype(rnd(rng, {B, S, Din}), dt);
-  c.in[1] = to_dtype(rnd(rng, {Din, 2 * N * H + N * Hv}), dt);
-  if (it % 2 == 0) c.in[2] = to_dtype(rnd(rng, {2 * N * H + N * Hv}), dt);
+  c.in[0] = float_tensor_as(normal_tensor(rng, {B, S, Din}), dt);
+  c.in[1] = float_tensor_as(normal_tensor(rng, {Din, 2 * N * H + N * Hv}), dt);
+  if (it % 2 == 0) c.in[2] = float_tensor_as(normal_tensor(rng, {2 * N * H + N * Hv}), dt);
   const MaskKind mk = static_cast<MaskKind>((it / 2) % 5);
   c.in[3] = make_mask(mk, B, S, T);
-  if (past) c.in[4] = to_dtype(rnd(rng, {2, B, N, P, H}), dt);
-  if (it % 4 == 3) c.in[5] = to_dtype(rnd(rng, {1, it % 3 ? N : 1, S, T}), dt);
+  if (past) c.in[4] = float_tensor_as(normal_tensor(rng, {2, B, N, P, H}), dt);
+  if (it % 4 == 3) c.in[5] = float_tensor_as(normal_tensor(rng, {1, it % 3 ? N : 1, S, T}), dt);
   if (it % 3 != 2) c.const_inputs = {1, 2};
   if (!c.in[2].is_tensor()) c.const_inputs = it % 3 != 2 ? std::vector<size_t>{1} : std::vector<size_t>{};
   c.attrs = {attr_int("num_heads", N)};
@@ -293,14 +282,14 @@ TEST(MsAttentionVariants, SteadyCallWithVariantAllocatesNothing) {
   {
     const int64_t B = 2, N = 4, H = 64, P = 23, T = P + 1;
     mha.in.resize(8);
-    mha.in[0] = rnd(rng, {B, 1, N * H});
-    mha.in[1] = rnd(rng, {B, 1, N * H});
-    mha.in[2] = rnd(rng, {B, 1, N * H});
-    mha.in[3] = rnd(rng, {3 * N * H});
+    mha.in[0] = normal_tensor(rng, {B, 1, N * H});
+    mha.in[1] = normal_tensor(rng, {B, 1, N * H});
+    mha.in[2] = normal_tensor(rng, {B, 1, N * H});
+    mha.in[3] = normal_tensor(rng, {3 * N * H});
     mha.in[4] = make_mask(MaskKind::kKeys, B, 1, T);
-    mha.in[5] = rnd(rng, {1, N, 1, T});
-    mha.in[6] = rnd(rng, {B, N, P, H});
-    mha.in[7] = rnd(rng, {B, N, P, H});
+    mha.in[5] = normal_tensor(rng, {1, N, 1, T});
+    mha.in[6] = normal_tensor(rng, {B, N, P, H});
+    mha.in[7] = normal_tensor(rng, {B, N, P, H});
     mha.attrs = {attr_int("num_heads", N), attr_int("unidirectional", 1)};
     mha.what = "MHA decode";
   }
@@ -310,11 +299,11 @@ TEST(MsAttentionVariants, SteadyCallWithVariantAllocatesNothing) {
     gpt.op = "Attention";
     gpt.outs = 2;
     gpt.in.resize(5);
-    gpt.in[0] = rnd(rng, {B, 1, Din});
-    gpt.in[1] = rnd(rng, {Din, 3 * N * H});
-    gpt.in[2] = rnd(rng, {3 * N * H});
+    gpt.in[0] = normal_tensor(rng, {B, 1, Din});
+    gpt.in[1] = normal_tensor(rng, {Din, 3 * N * H});
+    gpt.in[2] = normal_tensor(rng, {3 * N * H});
     gpt.in[3] = make_mask(MaskKind::kKeys, B, 1, P + 1);
-    gpt.in[4] = rnd(rng, {2, B, N, P, H});
+    gpt.in[4] = normal_tensor(rng, {2, B, N, P, H});
     gpt.const_inputs = {1, 2};
     gpt.attrs = {attr_int("num_heads", N), attr_int("unidirectional", 1)};
     gpt.what = "Attention decode";
@@ -352,23 +341,23 @@ TEST(MsAttentionVariants, ShapeErrorsComeFromThePlan) {
   std::vector<Bad> bad;
   {
     Case c = mha_case(rng, 0, DataType::kFloat);  // separate K/V with a past
-    c.in[7] = rnd(rng, {c.in[6].tensor().dim(0), c.in[6].tensor().dim(1), c.in[6].tensor().dim(2) + 1, c.in[6].tensor().dim(3)});
+    c.in[7] = normal_tensor(rng, {c.in[6].tensor().dim(0), c.in[6].tensor().dim(1), c.in[6].tensor().dim(2) + 1, c.in[6].tensor().dim(3)});
     bad.push_back({c, "past_key/past_value"});
   }
   {
     Case c = mha_case(rng, 4, DataType::kFloat);
-    c.in[4] = i32({3, 1, 1, 1}, {1, 1, 1});
+    c.in[4] = i32_tensor({3, 1, 1, 1}, {1, 1, 1});
     bad.push_back({c, "unsupported mask shape"});
   }
   {
     Case c = ms_attention_case(rng, 0, DataType::kFloat);
-    c.in[2] = rnd(rng, {5});
+    c.in[2] = normal_tensor(rng, {5});
     c.const_inputs = {1};
     bad.push_back({c, "bias must have"});
   }
   {
     Case c = ms_attention_case(rng, 2, DataType::kFloat);
-    c.in[5] = rnd(rng, {1, 1, 1, 1});
+    c.in[5] = normal_tensor(rng, {1, 1, 1, 1});
     bad.push_back({c, "attention_bias must be"});
   }
   for (const Bad& b : bad) {

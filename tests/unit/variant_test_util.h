@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "ir/tensor_util.h"
 #include "nxrt/float_types.h"
 
 #include "kernel_test_util.h"
@@ -96,6 +98,21 @@ void expect_variant_outcomes_match(const std::string& what, Run&& run) {
 }
 
 // Tensors of `shape` holding v as float32, float16 or float64.
+// Random attention inputs: standard-normal floats, int32 values (lengths, positions), and a float
+// tensor converted to another float dtype with ir::store_floats' rounding (itself when dt is float).
+inline Tensor normal_tensor(std::mt19937& rng, Dims shape) {
+  Tensor t(DataType::kFloat, shape);
+  std::normal_distribution<float> d(0.f, 1.f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+inline Tensor i32_tensor(Dims shape, std::vector<int32_t> v) { return Tensor::from_vector(DataType::kInt32, shape, v); }
+inline Tensor float_tensor_as(const Tensor& t, DataType dt) {
+  if (dt == DataType::kFloat) return t;
+  Tensor h(dt, t.shape());
+  EXPECT_TRUE(ir::store_floats(t.data<float>(), t.numel(), dt, h.raw_data()).ok());
+  return h;
+}
 inline Tensor f32_tensor(const Dims& shape, const std::vector<float>& v) {
   return Tensor::from_vector<float>(DataType::kFloat, shape, v);
 }
