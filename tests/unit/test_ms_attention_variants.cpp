@@ -38,7 +38,6 @@ using nxrt::testing::normal_tensor;
 
 namespace {
 
-
 struct Case {
   std::string op = "MultiHeadAttention";
   std::vector<ir::Attribute> attrs;
