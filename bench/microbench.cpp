@@ -228,6 +228,10 @@ const ConvCase k3x3Cases[] = {
     {128, 32, 56, 56, 3, 1, 1},   // DenseNet-121 block 1 dense layer
     {16, 64, 55, 55, 3, 1, 1},    // SqueezeNet fire 2 expand (few input channels: the transforms weigh)
     {64, 256, 13, 13, 3, 1, 1},   // SqueezeNet fire 9 expand (4 tiles a row)
+    {32, 128, 27, 27, 3, 1, 1},   // SqueezeNet fire 4 expand (7 tile rows: two blocks)
+    {48, 192, 13, 13, 3, 1, 1},   // SqueezeNet fire 6 expand
+    {128, 32, 14, 14, 3, 1, 1},   // DenseNet-121 block 3 dense layer
+    {64, 192, 56, 56, 3, 1, 1},   // Inception-v2's second conv (many output channels)
 };
 
 void BM_Conv3x3Path(benchmark::State& state) {
@@ -235,7 +239,7 @@ void BM_Conv3x3Path(benchmark::State& state) {
   run_conv_case(state, k3x3Cases[state.range(0)], static_cast<int>(state.range(1)),
                 wino ? ops::ConvPath::kWinograd : ops::ConvPath::kImplicitGemm, true, wino ? "winograd " : "im2col ");
 }
-BENCHMARK(BM_Conv3x3Path)->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7}, {1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Conv3x3Path)->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // ---- Convs on small planes (7x7, 14x14: ResNet-50's last stages, DenseNet-121's dense layers), each
 // path forced; CPU time, so a loaded machine still compares the paths' work ----------------------------
