@@ -63,6 +63,38 @@ float apply_post(const PostCase& p, float v, float res) {
   }
 }
 
+// Runs `path` (or kAuto) on `s` at `tier`, on the calling thread and on `pool`, with FusedConv's post
+// `pc` (Clip's bounds -0.5/0.5, LeakyRelu's slope 0.1), and checks every output against the direct
+// definition `conv` with the same post applied (a path that did not apply the post gets it here).
+// Adds the runs checked to *runs; stops at the first output off (the caller then ends the test).
+void check_against_naive(const ConvShape& s, ConvPath path, ep::IsaTier tier, const PostCase& pc,
+                         const std::vector<float>& x, const ConvWeights<float>& cw, const std::vector<float>& b,
+                         const std::vector<float>& res, const std::vector<float>& conv, ep::ThreadPool& pool,
+                         int* runs) {
+  ConvPost post;
+  post.act = pc.act;
+  post.residual = pc.residual ? res.data() : nullptr;
+  post.act_a = pc.act == Activation::kClip ? -0.5f : 0.1f;
+  post.act_b = 0.5f;
+  const Geom3& g = s.g;
+  const int64_t ny = static_cast<int64_t>(conv.size());
+  for (ep::ThreadPool* p : {static_cast<ep::ThreadPool*>(nullptr), &pool}) {
+    std::vector<float> y(static_cast<size_t>(ny), 123.f);
+    const bool applied = conv_forward<float>(s, x.data(), cw, b.data(), y.data(), p, ConvConfig(path, tier), &post);
+    for (int64_t i = 0; i < ny; ++i) {
+      const float want = apply_post(pc, conv[i], res[i]);
+      const float got = applied ? y[i] : apply_post(pc, y[i], res[i]);
+      // Winograd (kAuto may take it) carries ~5e-5 relative error; the GEMM paths ~1e-6.
+      ASSERT_NEAR(got, want, 2e-4f * (1.f + std::fabs(want)))
+          << conv_path_name(path) << " chose " << conv_path_name(conv_chosen_path(s, cw, ConvConfig(path, tier), &post, 1))
+          << " N" << s.N << " C" << s.C << " M" << s.M << " in " << g.in[1] << "x" << g.in[2] << " k" << g.k[1]
+          << " s" << g.s[1] << " pads " << g.pb[1] << "," << g.pb[2] << "," << g.pe[1] << "," << g.pe[2] << " act "
+          << static_cast<int>(pc.act) << " res " << pc.residual << " at " << i;
+    }
+    ++*runs;
+  }
+}
+
 }  // namespace
 
 TEST(ConvTiers, GemmPathsAndAutoAtEveryTierAgainstNaive) {
@@ -101,26 +133,8 @@ TEST(ConvTiers, GemmPathsAndAutoAtEveryTierAgainstNaive) {
       for (ConvPath path : paths) {
         if (path != ConvPath::kAuto && !conv_path_applies(s, path, true, tier)) continue;
         const PostCase& pc = posts[(iter + static_cast<int>(path)) % 5];
-        ConvPost post;
-        post.act = pc.act;
-        post.residual = pc.residual ? res.data() : nullptr;
-        post.act_a = pc.act == Activation::kClip ? -0.5f : 0.1f;
-        post.act_b = 0.5f;
-        for (ep::ThreadPool* p : {static_cast<ep::ThreadPool*>(nullptr), &pool}) {
-          std::vector<float> y(static_cast<size_t>(ny), 123.f);
-          const bool applied = conv_forward<float>(s, x.data(), cw, b.data(), y.data(), p, ConvConfig(path, tier), &post);
-          for (int64_t i = 0; i < ny; ++i) {
-            const float want = apply_post(pc, conv[i], res[i]);
-            const float got = applied ? y[i] : apply_post(pc, y[i], res[i]);
-            // Winograd (kAuto may take it) carries ~5e-5 relative error; the GEMM paths ~1e-6.
-            ASSERT_NEAR(got, want, 2e-4f * (1.f + std::fabs(want)))
-                << conv_path_name(path) << " chose " << conv_path_name(conv_chosen_path(s, cw, ConvConfig(path, tier), &post, 1))
-                << " N" << s.N << " C" << s.C << " M" << s.M << " in " << s.g.in[1] << "x" << s.g.in[2] << " k"
-                << s.g.k[1] << " s" << s.g.s[1] << " act " << static_cast<int>(pc.act) << " res " << pc.residual
-                << " at " << i;
-          }
-          ++ran_tier;
-        }
+        check_against_naive(s, path, tier, pc, x, cw, b, res, conv, pool, &ran_tier);
+        if (::testing::Test::HasFatalFailure()) return;
       }
     }
     EXPECT_GT(ran_tier, 60);
@@ -183,24 +197,8 @@ TEST(ConvTiers, StemShapesPaddedRowsAtEveryTierAgainstNaive) {
       for (ConvPath path : {ConvPath::kPaddedRowsGemm, ConvPath::kAuto}) {
         if (path != ConvPath::kAuto && !conv_path_applies(s, path, true, tier)) continue;
         const PostCase& pc = posts[(iter + static_cast<int>(path)) % 4];
-        ConvPost post;
-        post.act = pc.act;
-        post.residual = pc.residual ? res.data() : nullptr;
-        post.act_a = pc.act == Activation::kClip ? -0.5f : 0.1f;
-        post.act_b = 0.5f;
-        for (ep::ThreadPool* p : {static_cast<ep::ThreadPool*>(nullptr), &pool}) {
-          std::vector<float> y(static_cast<size_t>(ny), 123.f);
-          const bool applied = conv_forward<float>(s, x.data(), cw, b.data(), y.data(), p, ConvConfig(path, tier), &post);
-          for (int64_t i = 0; i < ny; ++i) {
-            const float want = apply_post(pc, conv[i], res[i]);
-            const float got = applied ? y[i] : apply_post(pc, y[i], res[i]);
-            ASSERT_NEAR(got, want, 2e-4f * (1.f + std::fabs(want)))
-                << conv_path_name(path) << " C" << s.C << " M" << s.M << " in " << g.in[1] << "x" << g.in[2] << " k" << k
-                << " s" << st << " pads " << g.pb[1] << "," << g.pb[2] << "," << g.pe[1] << "," << g.pe[2] << " act "
-                << static_cast<int>(pc.act) << " res " << pc.residual << " at " << i;
-          }
-          ++ran_tier;
-        }
+        check_against_naive(s, path, tier, pc, x, cw, b, res, conv, pool, &ran_tier);
+        if (::testing::Test::HasFatalFailure()) return;
       }
     }
     EXPECT_GT(ran_tier, 40);
