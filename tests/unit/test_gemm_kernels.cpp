@@ -1,5 +1,5 @@
 // The generic tester of the float GEMM engine's kernel variants (ops/gemm/gemm_kernels.h): every variant
-// this CPU runs (f32_gemm_6x16__scalar, f32_gemm_6x16__avx2, f32_gemm_6x32__avx512, any tier added later) has each of its
+// this CPU runs (f32_gemm_6x16__scalar, f32_gemm_6x16__avx2, f32_gemm_6x64__avx512, any tier added later) has each of its
 // kernels checked on its own against a plain double-accumulating loop, on random panel depths, edge
 // tiles, alpha/beta values, epilogues and GEMV widths. A new variant listed in f32_gemm_kernel_variants()
 // is covered here without a new test.
@@ -118,12 +118,15 @@ void check_epilogues(const F32GemmKernels& k, std::mt19937& rng) {
     const int nr = (it & 2) ? NR * k.n_panels : random_nr(k, rng);
     const int panels = (nr + NR - 1) / NR;
     const int64_t i0 = 6, j0 = 16, ldc = NR * k.n_panels;
-    const std::vector<float> bias = rand_vec(rng, 64), res = rand_vec(rng, 64 * 64);
+    // Columns j0 .. j0 + nr of the bias and residual rows exist for the widest tile (j0 + 16 * n_panels).
+    const int64_t width = j0 + NR * k.n_panels;
+    const std::vector<float> bias = rand_vec(rng, static_cast<size_t>(width)),
+                             res = rand_vec(rng, static_cast<size_t>((i0 + MR) * width));
     ops::GemmEpilogue ep;
     ep.bias_kind = static_cast<ops::GemmBias>(rng() % 3);
     ep.bias = bias.data();
     ep.residual = (rng() & 1) ? res.data() : nullptr;
-    ep.ldr = 64;
+    ep.ldr = width;
     ep.act = static_cast<ops::Activation>(rng() % 9);
     ep.act_a = -0.2f;
     ep.act_b = 0.3f;

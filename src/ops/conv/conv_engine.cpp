@@ -604,8 +604,9 @@ void run_pointwise_unpacked(const ConvCall<float>& c, int64_t n, int64_t gi, con
                             ep::ThreadPool* pool) {
   const int64_t Mg = c.Mg(), Cg = c.Cg(), out_size = c.s.g.out_size();
   const int64_t* offs = c.plan.row_offsets.data();  // k * in_size
-  // Chunks of whole 32-column tiles whose B block (Cg rows) stays within ~96 KiB (L2), at least 64 columns.
-  const int64_t chunk = std::max<int64_t>(64, (int64_t(24) << 10) / Cg / 32 * 32);
+  // Chunks of whole 64-column tiles (the AVX-512 tile) whose B block (Cg rows) stays within ~96 KiB (L2), at
+  // least 64 columns.
+  const int64_t chunk = std::max<int64_t>(64, (int64_t(24) << 10) / Cg / 64 * 64);
   const int64_t chunks = (out_size + chunk - 1) / chunk;
   const float* xg = c.x_group(n, gi);
   float* yg = c.y_group(n, gi);
@@ -652,7 +653,7 @@ bool run_pointwise(const ConvCall<CT>& c) {
     if constexpr (std::is_same_v<CT, float>) {
       // Bias and post are applied in the GEMM's store (one pass over y instead of fill + accumulate).
       const GemmEpilogue ep = c.epilogue(n, gi);
-      if (pointwise_unpacked(c.cfg.isa, Mg, Cg, out_size)) {
+      if (c.plan.pointwise_unpacked) {
         run_pointwise_unpacked(c, n, gi, ep, gemm_pool);
         return;
       }
@@ -970,7 +971,8 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
       // Grouped 1x1 convs (ShuffleNet) have groups too small for the GEMM to split: the groups split
       // over the threads instead, each group's GEMM single-threaded.
       p.pointwise_by_group = threads > 1 && s.group > 1 && Mg * Cg * g.out_size() < (int64_t{1} << 20);
-      if (f32 && !pointwise_unpacked(cfg.isa, Mg, Cg, g.out_size())) {
+      p.pointwise_unpacked = f32 && pointwise_unpacked(cfg.isa, Mg, Cg, g.out_size());
+      if (f32 && !p.pointwise_unpacked) {
         p.gemm = gemm_f32_plan(Mg, g.out_size(), Cg, GemmA::kPacked, GemmB::kRaw, false, false,
                                p.pointwise_by_group ? 1 : threads, cfg.isa);
         add_gemm_slots(&p, p.gemm.scratch_floats, threads);

