@@ -22,6 +22,7 @@
 
 #include "ep/cpu_features.h"
 #include "kernel_test_util.h"
+#include "window_test_util.h"
 #include "ops/pool/row_pool.h"
 #include "ops/pool/sep_max.h"
 #include "ops/window/window_engine.h"
@@ -237,31 +238,6 @@ bool engine_geom(std::mt19937& rng, int iter, Geom3* g) {
   return forward_geometry(a, in, kernel, g).ok() && g->out_size() > 0;
 }
 
-// The engine's definitions in double (conv: bias + sum w x; average: / valid taps, or / padded taps).
-void engine_naive(const Geom3& g, window::PlaneOp op, bool cip, const float* x, const float* w, float bias,
-                  float* y) {
-  for (int64_t oh = 0; oh < g.out[1]; ++oh)
-    for (int64_t ow = 0; ow < g.out[2]; ++ow) {
-      double acc = op == window::PlaneOp::kConv ? bias : 0.0;
-      int64_t valid = 0, padded = 0;
-      for (int64_t kh = 0; kh < g.k[1]; ++kh)
-        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-          const int64_t ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
-          const int64_t iw = ow * g.s[2] - g.pb[2] + kw * g.d[2];
-          padded += (ih >= -g.pb[1] && ih < g.in[1] + g.pe[1] && iw >= -g.pb[2] && iw < g.in[2] + g.pe[2]) ? 1 : 0;
-          if (ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) continue;
-          ++valid;
-          const double v = x[ih * g.in[2] + iw];
-          acc += op == window::PlaneOp::kConv ? static_cast<double>(w[kh * g.k[2] + kw]) * v : v;
-        }
-      if (op == window::PlaneOp::kAvg) {
-        const int64_t den = cip ? padded : valid;
-        acc = den > 0 ? acc / static_cast<double>(den) : 0.0;
-      }
-      y[oh * g.out[2] + ow] = static_cast<float>(acc);
-    }
-}
-
 }  // namespace
 
 TEST(PoolTiers, WindowEngineAtEveryTier) {
@@ -289,7 +265,7 @@ TEST(PoolTiers, WindowEngineAtEveryTier) {
           if (op == PlaneOp::kMax) {
             max_naive(g, x.data() + p * in_size, ref.data() + p * out_size);
           } else {
-            engine_naive(g, op, cip != 0, x.data() + p * in_size, w.data() + p * kvol, bias[p],
+            nxrt::testing::window_naive(g, op, cip != 0, x.data() + p * in_size, w.data() + p * kvol, bias[p],
                          ref.data() + p * out_size);
           }
         }

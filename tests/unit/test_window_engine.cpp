@@ -13,11 +13,13 @@
 #include "ops/conv/conv_engine.h"
 #include "ops/pool/row_pool.h"
 #include "ops/window/window_engine.h"
+#include "window_test_util.h"
 
 using namespace nxrt;
 using namespace nxrt::ops;
 using window::PlaneOp;
 using window::TapPlan;
+using nxrt::testing::window_naive;
 
 namespace {
 
@@ -26,33 +28,6 @@ std::vector<float> rand_vec(std::mt19937& rng, int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
   for (auto& x : v) x = d(rng);
   return v;
-}
-
-// One plane by the definition: conv (bias + sum w * x over valid taps), max (NaN skipped, -inf when no
-// tap is valid), average (sum / valid taps, or / taps inside the padded extent with cip; 0 taps -> 0).
-void naive(const Geom3& g, PlaneOp op, bool cip, const float* x, const float* w, float bias, float* y) {
-  for (int64_t oh = 0; oh < g.out[1]; ++oh)
-    for (int64_t ow = 0; ow < g.out[2]; ++ow) {
-      double acc = op == PlaneOp::kMax ? -std::numeric_limits<double>::infinity() : op == PlaneOp::kConv ? bias : 0.0;
-      int64_t valid = 0, padded = 0;
-      for (int64_t kh = 0; kh < g.k[1]; ++kh)
-        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-          const int64_t ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
-          const int64_t iw = ow * g.s[2] - g.pb[2] + kw * g.d[2];
-          padded += (ih >= -g.pb[1] && ih < g.in[1] + g.pe[1] && iw >= -g.pb[2] && iw < g.in[2] + g.pe[2]) ? 1 : 0;
-          if (ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) continue;
-          ++valid;
-          const double v = x[ih * g.in[2] + iw];
-          if (op == PlaneOp::kConv) acc += static_cast<double>(w[kh * g.k[2] + kw]) * v;
-          if (op == PlaneOp::kMax) acc = v > acc ? v : acc;  // NaN skipped
-          if (op == PlaneOp::kAvg) acc += v;
-        }
-      if (op == PlaneOp::kAvg) {
-        const int64_t den = cip ? padded : valid;
-        acc = den > 0 ? acc / static_cast<double>(den) : 0.0;
-      }
-      y[oh * g.out[2] + ow] = static_cast<float>(acc);
-    }
 }
 
 void expect_close(const std::vector<float>& got, const std::vector<float>& ref, const std::string& what) {
@@ -113,7 +88,8 @@ TEST(WindowEngine, EngineMatchesDefinitionOnRandomGeometries) {
       for (int cip = 0; cip < (op == PlaneOp::kAvg ? 2 : 1); ++cip) {
         std::vector<float> ref(static_cast<size_t>(planes * out_size));
         for (int64_t p = 0; p < planes; ++p)
-          naive(g, op, cip != 0, x.data() + p * x_stride, w.data() + p * kvol, bias[p], ref.data() + p * out_size);
+          window_naive(g, op, cip != 0, x.data() + p * x_stride, w.data() + p * kvol, bias[p],
+                       ref.data() + p * out_size);
         for (int vec = 0; vec < 2; ++vec) {
           const std::string what = "iter " + std::to_string(iter) + " op " + std::to_string(static_cast<int>(op)) +
                                    " cip " + std::to_string(cip) + " vec " + std::to_string(vec);
@@ -171,7 +147,7 @@ TEST(WindowEngine, ReusedPlanAcrossGeometries) {
         auto w = rand_vec(rng, g.k[1] * g.k[2]);
         std::vector<float> y(static_cast<size_t>(g.out_size())), ref(y.size());
         plan.run(x.data(), w.data(), 0.5f, y.data());
-        naive(g, op, round == 1, x.data(), w.data(), 0.5f, ref.data());
+        window_naive(g, op, round == 1, x.data(), w.data(), 0.5f, ref.data());
         expect_close(y, ref, "round " + std::to_string(round));
       }
 }
@@ -251,7 +227,7 @@ TEST(SmallCnnPool, LargeWindowsTakeTheSeparablePath) {
         rowpool::avg_pool_2d(g, x.data(), y.data(), true, 0, 2);
       }
       for (int p = 0; p < 2; ++p)
-        naive(g, op, true, x.data() + p * g.in_size(), nullptr, 0.f, ref.data() + p * g.out_size());
+        window_naive(g, op, true, x.data() + p * g.in_size(), nullptr, 0.f, ref.data() + p * g.out_size());
       expect_close(y, ref, "k " + std::to_string(k));
     }
   }
@@ -277,7 +253,8 @@ TEST(WindowEngine, LargePlanesSingleBuffer) {
     for (PlaneOp op : {PlaneOp::kConv, PlaneOp::kMax, PlaneOp::kAvg}) {
       std::vector<float> ref(static_cast<size_t>(planes * g.out_size()));
       for (int64_t p = 0; p < planes; ++p)
-        naive(g, op, false, x.data() + p * g.in_size(), w.data() + p * 9, bias[p], ref.data() + p * g.out_size());
+        window_naive(g, op, false, x.data() + p * g.in_size(), w.data() + p * 9, bias[p],
+                     ref.data() + p * g.out_size());
       for (int vec = 0; vec < 2; ++vec) {
         TapPlan plan;
         ASSERT_TRUE(plan.prepare(g, op, false));
