@@ -234,12 +234,17 @@ const ConvCase k3x3Cases[] = {
     {64, 192, 56, 56, 3, 1, 1},   // Inception-v2's second conv (many output channels)
 };
 
+// Path 0: implicit GEMM (im2col panels), 1: Winograd, 2: padded-rows GEMM (direct, rows read in place).
+const ops::ConvPath k3x3Paths[] = {ops::ConvPath::kImplicitGemm, ops::ConvPath::kWinograd,
+                                   ops::ConvPath::kPaddedRowsGemm};
+const char* const k3x3PathLabels[] = {"im2col ", "winograd ", "padded-rows "};
+
 void BM_Conv3x3Path(benchmark::State& state) {
-  const bool wino = state.range(2) != 0;
-  run_conv_case(state, k3x3Cases[state.range(0)], static_cast<int>(state.range(1)),
-                wino ? ops::ConvPath::kWinograd : ops::ConvPath::kImplicitGemm, true, wino ? "winograd " : "im2col ");
+  const int64_t path = state.range(2);
+  run_conv_case(state, k3x3Cases[state.range(0)], static_cast<int>(state.range(1)), k3x3Paths[path], true,
+                k3x3PathLabels[path], path == 2);
 }
-BENCHMARK(BM_Conv3x3Path)->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Conv3x3Path)->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // ---- Convs on small planes (7x7, 14x14: ResNet-50's last stages, DenseNet-121's dense layers), each
 // path forced; CPU time, so a loaded machine still compares the paths' work ----------------------------
@@ -257,6 +262,7 @@ const ConvCase kSmallPlaneCases[] = {
     {576, 64, 14, 14, 1, 1, 0},    // Inception-v2 block 4 reduce
     {64, 256, 13, 13, 1, 1, 0},    // SqueezeNet fire 9 expand
     {512, 64, 13, 13, 1, 1, 0},    // SqueezeNet fire 9 squeeze
+    {512, 1000, 13, 13, 1, 1, 0},  // SqueezeNet classifier (its largest node)
 };
 const ops::ConvPath kSmallPlanePaths[] = {ops::ConvPath::kAuto, ops::ConvPath::kPointwise,
                                           ops::ConvPath::kImplicitGemm, ops::ConvPath::kSmallSpatialDirect,
@@ -269,7 +275,7 @@ void BM_ConvSmallPlane(benchmark::State& state) {
                 std::string(ops::conv_path_name(path)) + " " + std::to_string(cc.k) + "x" + std::to_string(cc.k) + " ",
                 path != ops::ConvPath::kAuto);
 }
-BENCHMARK(BM_ConvSmallPlane)->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {0, 1, 2, 3, 4, 5}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConvSmallPlane)->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}, {0, 1, 2, 3, 4, 5}})->Unit(benchmark::kMillisecond);
 
 // ---- CNN stems: few input channels, 224x224, stride 2 (SqueezeNet 1.1's 3x3 3->64, ResNet-50's /
 // Inception's 7x7 3->64, ShuffleNet's 3x3 3->24), 1 thread, kAuto and padded-rows-gemm forced; CPU time --
