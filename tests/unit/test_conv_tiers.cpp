@@ -145,7 +145,7 @@ TEST(ConvTiers, GemmPathsAndAutoAtEveryTierAgainstNaive) {
 }
 
 // Stem-shaped convs (1-4 input channels, 3x3 / 5x5 / 7x7 kernels, stride 1 or 2, pads, odd widths of 12+
-// outputs, output channels crossing the 12-row tile of padded-rows-gemm at the AVX-512 tier) on the
+// outputs, output channels crossing the 6-row A panels and 64-column tiles of the strips) on the
 // padded-rows path and kAuto, with and without FusedConv's post, at every tier this CPU runs.
 TEST(ConvTiers, StemShapesPaddedRowsAtEveryTierAgainstNaive) {
   const ep::IsaTier cpu = ep::cpu_isa_tier();

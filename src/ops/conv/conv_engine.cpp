@@ -185,7 +185,9 @@ struct Im2colPanels {
 // output rows (walking all channels of one 16-wide strip first stored down 64 planes at once and made
 // SqueezeNet's stem 2x slower). Measured at one thread, in-model: the 7x7/2 3->64 stems of ResNet-50,
 // DenseNet-121 and Inception-v2 2.84 -> 2.40-2.47 ms, ShuffleNet's 3x3/2 3->24 0.35 -> 0.28 ms,
-// SqueezeNet's 3x3/2 3->64 0.66 -> 0.675 (even).
+// SqueezeNet's 3x3/2 3->64 0.66 -> 0.675 (even). AVX-512 strips take the engine's 6 x 64 tile: a 12 x 32
+// tile over two A panels (its 12 broadcasts per 24 FMAs) measured 5-9% slower on all three stems (Zen 5,
+// 1 thread, BM_ConvStem: SqueezeNet 0.347 -> 0.322 ms, ResNet-50 1.38 -> 1.32, ShuffleNet 0.147 -> 0.134).
 // The kernel override conv.skip=padded-rows-gemm keeps these convs on the implicit GEMM (A/B measurements).
 
 // 2-D geometry (no depth axis) with horizontal stride 1 or 2: what plan_padded_input can lay out.
@@ -712,7 +714,7 @@ void run_padded_rows_gemm(const ConvCall<float>& c) {
       auto body = [&](int64_t r0, int64_t r1) {
         for (int64_t oh = r0; oh < r1; ++oh) {
           gemm_f32_strips(Mg, K, a, xpad + oh * g.s[1] * sp.Wrow, sp.boff.data(), OW, yg, out_size,
-                          oh * OW, &ep, c.cfg.isa, /*rows12=*/true);
+                          oh * OW, &ep, c.cfg.isa);
         }
       };
       // ~Mg * K * OW multiply-adds a row: keep chunks above ~100k of them.

@@ -234,12 +234,7 @@ void gemm_f32_packed_a_gen_b(const GemmPlan& plan, float alpha, const float* a_p
 // gemm_f32_strips_exact(isa). Runs on the calling thread; callers split the work.
 void gemm_f32_strips(int64_t M, int64_t K, const float* a_packed, const float* brow, const int64_t* boff,
                      int64_t ncols, float* C, int64_t ldc, int64_t j0, const GemmEpilogue* epilogue = nullptr,
-                     ep::IsaTier isa = ep::cpu_isa_tier(), bool rows12 = false);
-// rows12: pairs of full 6-row panels take the tier's 12-row tile (F32GemmKernels::tile_rows12) where it
-// has one and K fits one block: the stems' padded-rows-gemm (K 27..147, wide rows). Winograd's strip
-// products (32->128 @27x27) and the squeeze convs (128->16 @55x55) measured slower with it, so off by
-// default.
-
+                     ep::IsaTier isa = ep::cpu_isa_tier());
 // Whether gemm_f32_strips at this tier reads only the ncols columns of each B row (AVX-512: masked loads),
 // so the rows need no readable slack: a 1x1 conv can run it on its input tensor, unpacked.
 bool gemm_f32_strips_exact(ep::IsaTier isa);

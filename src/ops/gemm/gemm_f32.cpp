@@ -645,8 +645,7 @@ void gemm_f32_packed_a_gen_b(const GemmPlan& plan, float alpha, const float* a_p
 }
 
 void gemm_f32_strips(int64_t M, int64_t K, const float* a_packed, const float* brow, const int64_t* boff,
-                     int64_t ncols, float* C, int64_t ldc, int64_t j0, const GemmEpilogue* ep, ep::IsaTier isa,
-                     bool rows12) {
+                     int64_t ncols, float* C, int64_t ldc, int64_t j0, const GemmEpilogue* ep, ep::IsaTier isa) {
   if (M <= 0 || ncols <= 0) return;
   if (ep && ep->empty()) ep = nullptr;
   const F32GemmKernels& kern = f32_gemm_kernels(isa);
@@ -654,23 +653,7 @@ void gemm_f32_strips(int64_t M, int64_t K, const float* a_packed, const float* b
   const int64_t tile_cols = NR * kern.n_panels;
   // A panel outer, strips inner: the stores run along the panel's 6 output rows (prefetchable streams)
   // rather than down all M rows of one strip.
-  // One K block: pairs of full panels take the 12-row tile where the tier has one.
-  rows12 = rows12 && kern.tile_rows12 != nullptr && K <= KC;
-  int64_t i0 = 0;
-  if (rows12) {
-    for (; i0 + 2 * MR <= M; i0 += 2 * MR) {
-      for (int64_t js = 0; js < ncols; js += tile_cols) {
-        const int nrr = static_cast<int>(std::min<int64_t>(tile_cols, ncols - js));
-        float* c = C + i0 * ldc + j0 + js;
-        if (kern.tile_rows12(K, a_packed + i0 * K, brow + js, boff, c, ldc, nrr, ep, i0, j0 + js) || !ep) continue;
-        for (int64_t h = 0; h < 2 * MR; h += MR) {
-          if (kern.epilogue_tile && kern.epilogue_tile(*ep, i0 + h, j0 + js, MR, nrr, c + h * ldc, ldc)) continue;
-          gemm_apply_epilogue(*ep, i0 + h, j0 + js, MR, nrr, c + h * ldc, ldc);
-        }
-      }
-    }
-  }
-  for (; i0 < M; i0 += MR) {
+  for (int64_t i0 = 0; i0 < M; i0 += MR) {
     const int mr = static_cast<int>(std::min<int64_t>(MR, M - i0));
     for (int64_t js = 0; js < ncols; js += tile_cols) {
       const int nrr = static_cast<int>(std::min<int64_t>(tile_cols, ncols - js));

@@ -64,11 +64,6 @@ struct F32GemmKernels {
                           float alpha, float beta);
   bool (*tile_epilogue_prefetch_a)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr,
                                    const GemmEpilogue& ep, int64_t i0, int64_t j0);
-  // tile_rows over two full A panels (12 rows: a, then the next panel at a + 6 * kc), one K block (alpha 1,
-  // beta 0), the epilogue for C(i0, j0) in the store when `ep` is set: returns whether it applied it.
-  // Short reductions (the stems' K 27..147) spend half the loads of two 6-row calls on B. Null: none.
-  bool (*tile_rows12)(int64_t kc, const float* a, const float* brow, const int64_t* boff, float* c, int64_t ldc,
-                      int nr, const GemmEpilogue* ep, int64_t i0, int64_t j0);
 };
 
 // Every variant compiled into this build, portable first.

@@ -334,7 +334,7 @@ __attribute__((target("avx2,fma"))) void pack_b_trans_panel_avx2(const float* B,
 
 const F32GemmKernels kF32Gemm6x16Avx2 = {
     "f32_gemm_6x16__avx2",     ep::IsaTier::kAvx2, 1, false, &micro_avx2_6x16, &micro_rows_avx2, nullptr, &epilogue_tile_avx2,
-    &pack_b_trans_panel_avx2, &gemv_raw_avx2,      &gemv_packed_avx2, nullptr, nullptr, nullptr,
+    &pack_b_trans_panel_avx2, &gemv_raw_avx2,      &gemv_packed_avx2, nullptr, nullptr,
 };
 
 }  // namespace nxrt::ops

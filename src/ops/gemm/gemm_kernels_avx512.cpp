@@ -249,66 +249,6 @@ NXRT_AVX512 bool tile_rows_avx512(int64_t kc, const float* a, const float* brow,
   return tile_rows_np<1>(kc, a, brow, boff, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
 }
 
-// Two full 6-row A panels against one or two 16-column B panels read in place (12 x 16 * NP, up to 24
-// accumulators): each B row load and offset lookup serves 12 rows instead of 6, and the k loop runs once
-// for 12 rows. The stems' reductions (K 27..147) are short, so the loads and the per-k overhead weigh.
-template <int NP>
-NXRT_AVX512 bool tile_rows12_np(int64_t kc, const float* a, const float* brow, const int64_t* boff, float* c,
-                                int64_t ldc, int nr, const GemmEpilogue* ep, int64_t i0, int64_t j0) {
-  __mmask16 bm[NP];
-#pragma GCC unroll 4
-  for (int q = 0; q < NP; ++q) bm[q] = col_mask(nr, q);
-  const bool fuse = ep && epilogue_in_registers(*ep);
-  // The tile's C lines, for writing: a stem's output (64 planes of 12k floats) is past L2, and without
-  // this the stores after the short k loop waited on their line fills.
-  for (int r = 0; r < 2 * MR; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_ET0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + nr - 1), _MM_HINT_ET0);
-  }
-  if (fuse && ep->residual) {
-    prefetch_residual<NP>(*ep, MR, i0, j0);
-    prefetch_residual<NP>(*ep, MR, i0 + MR, j0);
-  }
-  __m512 lo[MR][NP], hi[MR][NP];
-#pragma GCC unroll 6
-  for (int r = 0; r < MR; ++r)
-#pragma GCC unroll 4
-    for (int q = 0; q < NP; ++q) lo[r][q] = hi[r][q] = _mm512_setzero_ps();
-  const float* a1 = a + MR * kc;
-#pragma GCC unroll 1
-  for (int64_t k = 0; k < kc; ++k) {
-    const float* bp = brow + boff[k];
-    __m512 b[NP];
-#pragma GCC unroll 4
-    for (int q = 0; q < NP; ++q) b[q] = _mm512_maskz_loadu_ps(bm[q], bp + 16 * q);
-#pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) {
-      const __m512 v0 = _mm512_set1_ps(a[k * MR + r]), v1 = _mm512_set1_ps(a1[k * MR + r]);
-#pragma GCC unroll 4
-      for (int q = 0; q < NP; ++q) {
-        lo[r][q] = _mm512_fmadd_ps(v0, b[q], lo[r][q]);
-        hi[r][q] = _mm512_fmadd_ps(v1, b[q], hi[r][q]);
-      }
-    }
-  }
-  const GemmEpilogue* e = fuse ? ep : nullptr;
-  store_tile<NP>(lo, c, ldc, MR, nr, 1.f, 0.f, e, i0, j0);
-  store_tile<NP>(hi, c + MR * ldc, ldc, MR, nr, 1.f, 0.f, e, i0 + MR, j0);
-  return fuse;
-}
-
-NXRT_AVX512 bool tile_rows12_avx512(int64_t kc, const float* a, const float* brow, const int64_t* boff, float* c,
-                                    int64_t ldc, int nr, const GemmEpilogue* ep, int64_t i0, int64_t j0) {
-  // At most 32 columns a call (24 accumulators): a wider run goes as two calls.
-  bool fused = true;
-  for (int j = 0; j < nr; j += 2 * NR) {
-    const int n = std::min(nr - j, 2 * NR);
-    fused = (n > NR ? tile_rows12_np<2>(kc, a, brow + j, boff, c + j, ldc, n, ep, i0, j0 + j)
-                    : tile_rows12_np<1>(kc, a, brow + j, boff, c + j, ldc, n, ep, i0, j0 + j)) && fused;
-  }
-  return fused;
-}
-
 // The epilogue on any tile (masked edges) for the activations act_in_registers takes.
 NXRT_AVX512 bool epilogue_tile_avx512(const GemmEpilogue& ep, int64_t i0, int64_t j0, int64_t rows, int64_t cols,
                                       float* c, int64_t ldc) {
@@ -406,7 +346,7 @@ const F32GemmKernels kF32Gemm6x64Avx512 = {
     "f32_gemm_6x64__avx512", ep::IsaTier::kAvx512, kPanels, true,    &tile_avx512<false>,       &tile_rows_avx512,
     &tile_epilogue_avx512<false>,
     &epilogue_tile_avx512,  &pack_b_trans_panel_avx2, &gemv_raw_avx512, &gemv_packed_avx512,
-    &tile_avx512<true>,     &tile_epilogue_avx512<true>, &tile_rows12_avx512,
+    &tile_avx512<true>,     &tile_epilogue_avx512<true>,
 };
 
 }  // namespace nxrt::ops

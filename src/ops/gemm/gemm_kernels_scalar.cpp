@@ -81,7 +81,7 @@ void gemv_packed_scalar(int64_t q0, int64_t q1, int64_t N, int64_t K, float alph
 
 const F32GemmKernels kF32Gemm6x16Scalar = {
     "f32_gemm_6x16__scalar", ep::IsaTier::kScalar, 1, false, &tile_scalar, &tile_rows_scalar, nullptr, nullptr, nullptr,
-    &gemv_raw_scalar,        &gemv_packed_scalar, nullptr, nullptr, nullptr,
+    &gemv_raw_scalar,        &gemv_packed_scalar, nullptr, nullptr,
 };
 
 const std::vector<const F32GemmKernels*>& f32_gemm_kernel_variants() {
