@@ -9,7 +9,7 @@
 // Loop order per task (one NC column block x a range of MC row blocks):
 //   for each KC block: pack B (or point into PackedB); for each MC block: pack A (or point into
 //   PackedA<float>); for each 6-row micro-panel of A: for each run of n_panels 16-column micro-panels of B
-//   (one for AVX2, two for AVX-512): micro-kernel.
+//   (one for AVX2, up to four for AVX-512): micro-kernel.
 // The epilogue runs on each tile of C right after its last K block.
 // gemm_f32_plan makes every one of these choices from the shape, the operand forms, the tier and the
 // pool's width (a GemmPlan); engine() checks the run-time conditions a plan cannot know and execute()
