@@ -13,6 +13,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "ops/gemm/gemm_kernels.h"
 
@@ -193,19 +194,20 @@ NXRT_AVX512 void tile_np(int64_t kc, const float* a, const float* b, float* c, i
   store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
 }
 
-// One to four 16-column panels (nr <= 64): panel q exists only when nr > 16 * q.
+// f(std::integral_constant<int, NP>{}) for the NP = 1..4 16-column panels an nr-wide tile covers
+// (nr <= 64): panel q exists only when nr > 16 * q. The one place the tile width becomes a template.
+template <typename F>
+NXRT_AVX512 inline __attribute__((always_inline)) decltype(auto) with_panels(int nr, F&& f) {
+  if (nr > 3 * NR) return f(std::integral_constant<int, 4>{});
+  if (nr > 2 * NR) return f(std::integral_constant<int, 3>{});
+  if (nr > NR) return f(std::integral_constant<int, 2>{});
+  return f(std::integral_constant<int, 1>{});
+}
+
 template <bool PF>
 NXRT_AVX512 void tile_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr,
                              float alpha, float beta) {
-  if (nr > 3 * NR) {
-    tile_np<4, PF>(kc, a, b, c, ldc, mr, nr, alpha, beta);
-  } else if (nr > 2 * NR) {
-    tile_np<3, PF>(kc, a, b, c, ldc, mr, nr, alpha, beta);
-  } else if (nr > NR) {
-    tile_np<2, PF>(kc, a, b, c, ldc, mr, nr, alpha, beta);
-  } else {
-    tile_np<1, PF>(kc, a, b, c, ldc, mr, nr, alpha, beta);
-  }
+  with_panels(nr, [&](auto np) { tile_np<decltype(np)::value, PF>(kc, a, b, c, ldc, mr, nr, alpha, beta); });
 }
 
 // The epilogue in the store saves the pass epilogue_tile makes over the tile afterwards.
@@ -213,15 +215,9 @@ template <bool PF>
 NXRT_AVX512 bool tile_epilogue_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr,
                                       int nr, const GemmEpilogue& ep, int64_t i0, int64_t j0) {
   const GemmEpilogue* fused = epilogue_in_registers(ep) ? &ep : nullptr;
-  if (nr > 3 * NR) {
-    tile_np<4, PF>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
-  } else if (nr > 2 * NR) {
-    tile_np<3, PF>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
-  } else if (nr > NR) {
-    tile_np<2, PF>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
-  } else {
-    tile_np<1, PF>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
-  }
+  with_panels(nr, [&](auto np) {
+    tile_np<decltype(np)::value, PF>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
+  });
   return fused != nullptr;
 }
 
@@ -244,10 +240,9 @@ NXRT_AVX512 bool tile_rows_np(int64_t kc, const float* a, const float* brow, con
 NXRT_AVX512 bool tile_rows_avx512(int64_t kc, const float* a, const float* brow, const int64_t* boff, float* c,
                                   int64_t ldc, int mr, int nr, float alpha, float beta, const GemmEpilogue* ep,
                                   int64_t i0, int64_t j0) {
-  if (nr > 3 * NR) return tile_rows_np<4>(kc, a, brow, boff, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
-  if (nr > 2 * NR) return tile_rows_np<3>(kc, a, brow, boff, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
-  if (nr > NR) return tile_rows_np<2>(kc, a, brow, boff, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
-  return tile_rows_np<1>(kc, a, brow, boff, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
+  return with_panels(nr, [&](auto np) {
+    return tile_rows_np<decltype(np)::value>(kc, a, brow, boff, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
+  });
 }
 
 // The epilogue on any tile (masked edges) for the activations act_in_registers takes.
