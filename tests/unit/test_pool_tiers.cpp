@@ -47,23 +47,6 @@ std::vector<ep::IsaTier> runnable_tiers(const char* what) {
   return out;
 }
 
-// The per-window definition with the reference's rule, in float, row-major tap order.
-void max_naive(const Geom3& g, const float* x, float* y) {
-  for (int64_t oh = 0; oh < g.out[1]; ++oh)
-    for (int64_t ow = 0; ow < g.out[2]; ++ow) {
-      float acc = -std::numeric_limits<float>::infinity();
-      for (int64_t kh = 0; kh < g.k[1]; ++kh)
-        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-          const int64_t ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
-          const int64_t iw = ow * g.s[2] - g.pb[2] + kw * g.d[2];
-          if (ih < 0 || ih >= g.in[1] || iw < 0 || iw >= g.in[2]) continue;
-          const float v = x[ih * g.in[2] + iw];
-          acc = v > acc ? v : acc;
-        }
-      y[oh * g.out[2] + ow] = acc;
-    }
-}
-
 // Values with many ties: small integers, +-0, and now and then NaN or -inf.
 std::vector<float> tie_data(std::mt19937& rng, int64_t n, bool specials) {
   std::uniform_int_distribution<int> pick(0, 99);
@@ -132,7 +115,11 @@ TEST(PoolTiers, SeparableMaxBitExactAtEveryTier) {
     std::copy(data.begin(), data.end(), x.begin() + 16);
     const float* x0 = x.data() + 16;
     std::vector<float> ref(static_cast<size_t>(planes * out_size));
-    for (int64_t p = 0; p < planes; ++p) max_naive(g, x0 + p * in_size, ref.data() + p * out_size);
+    // The window engine's max definition keeps the reference's rule (the first maximal tap in row-major
+    // order, NaN skipped); its double accumulator holds each float exactly, so the bits match.
+    for (int64_t p = 0; p < planes; ++p)
+      nxrt::testing::window_naive(g, window::PlaneOp::kMax, false, x0 + p * in_size, nullptr, 0.f,
+                                  ref.data() + p * out_size);
     for (ep::IsaTier t : tiers) {
       const std::string what = "iter " + std::to_string(iter) + " tier " + ep::isa_tier_name(t) + " in " +
                                std::to_string(g.in[1]) + "x" + std::to_string(g.in[2]) + " k " +
@@ -262,12 +249,8 @@ TEST(PoolTiers, WindowEngineAtEveryTier) {
         const std::vector<float>& x = op == PlaneOp::kMax ? xmax : xr;
         std::vector<float> ref(static_cast<size_t>(planes * out_size));
         for (int64_t p = 0; p < planes; ++p) {
-          if (op == PlaneOp::kMax) {
-            max_naive(g, x.data() + p * in_size, ref.data() + p * out_size);
-          } else {
-            nxrt::testing::window_naive(g, op, cip != 0, x.data() + p * in_size, w.data() + p * kvol, bias[p],
-                         ref.data() + p * out_size);
-          }
+          nxrt::testing::window_naive(g, op, cip != 0, x.data() + p * in_size, w.data() + p * kvol, bias[p],
+                                      ref.data() + p * out_size);
         }
         std::vector<float> plain, conv_vec;  // the plain loop's bits; the first vector tier's conv bits
         for (ep::IsaTier t : tiers) {
