@@ -208,6 +208,25 @@ TEST(OpsTensor, SplitVersions) {
   EXPECT_FALSE(run("Split", {Iota({5})}, {}, 13, 2).ok());                 // uneven before 18
 }
 
+// With every axis before the split axis of size 1, each output is a run of the input: a view of its
+// storage (a decode step's [1, 1, N] split copies nothing); otherwise the outputs are copies.
+TEST(OpsTensor, SplitOfContiguousRunsIsAView) {
+  const Tensor x = Iota({1, 1, 6});
+  auto v = run("Split", {x, I64v({2, 4})}, {attr_int("axis", -1)}, 13, 2);
+  ASSERT_TRUE(v.ok()) << v.status().to_string();
+  const Tensor& y1 = v.value()[1].tensor();
+  EXPECT_EQ(y1.shape(), (Dims{1, 1, 4}));
+  EXPECT_TRUE(y1.is_contiguous());
+  EXPECT_EQ(y1.data<float>(), x.data<float>() + 2);
+  EXPECT_EQ(fv(v.value()[0]), (std::vector<float>{0, 1}));
+  EXPECT_EQ(fv(v.value()[1]), (std::vector<float>{2, 3, 4, 5}));
+  const Tensor x2 = Iota({2, 6});
+  auto c = run("Split", {x2, I64v({2, 4})}, {attr_int("axis", 1)}, 13, 2);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(c.value()[1].tensor().data<float>(), x2.data<float>() + 2);
+  EXPECT_EQ(fv(c.value()[1]), (std::vector<float>{2, 3, 4, 5, 8, 9, 10, 11}));
+}
+
 TEST(OpsTensor, PadModes) {
   Tensor x = Iota({3});  // 0 1 2
   auto r = run("Pad", {x, I64v({2, 2})}, {attr_string("mode", "reflect")});

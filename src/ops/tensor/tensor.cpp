@@ -345,13 +345,22 @@ Status split_fn(KernelContext& ctx) {
   }
   const int64_t dim = x.shape()[axis];
   const int64_t n_out = static_cast<int64_t>(ctx.num_outputs());
-  std::vector<int64_t> split;
+  // Inline storage: a Split in a decode step (the optimizer splits sibling MatMulNBits outputs) runs
+  // without a heap allocation.
+  Dims split;
   bool given = false;
   if (opset < 13 && ctx.info().has_attr("split")) {
     split = ctx.info().attr_ints("split");
     given = true;
   } else if ((opset >= 13 || opset == 1) && ctx.has_input(1)) {
-    NXRT_ASSIGN_OR_RETURN(split, required_indices(ctx, 1, "split"));
+    NXRT_ASSIGN_OR_RETURN(const Tensor& st, ctx.required_tensor(1, "split"));
+    if (st.dtype() == DataType::kInt64 && st.rank() == 1 && st.is_contiguous()) {
+      const int64_t* p = st.data<int64_t>();
+      split.assign(p, p + st.numel());
+    } else {
+      NXRT_ASSIGN_OR_RETURN(std::vector<int64_t> v, required_indices(ctx, 1, "split"));
+      split = v;
+    }
     given = true;
   }
   if (given && !split.empty()) {
@@ -390,9 +399,21 @@ Status split_fn(KernelContext& ctx) {
     }
   }
   const Dims cs = contiguous_strides(x.shape());
+  // With every axis before `axis` of size 1 each output is a contiguous run of x: a view, no copy (a
+  // decode step's split of stacked MatMulNBits outputs, [1, 1, N]).
+  int64_t outer = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= x.shape()[d];
+  const bool views = outer == 1 && x.dtype() != DataType::kString && !dtype_is_subbyte(x.dtype()) && x.storage() &&
+                     x.is_contiguous();
   int64_t pos = 0;
   for (int64_t i = 0; i < n_out; ++i) {
-    if (ctx.output_requested(static_cast<size_t>(i))) {
+    if (views && ctx.output_requested(static_cast<size_t>(i))) {
+      Dims shape = x.shape();
+      shape[axis] = split[i];
+      const int64_t es = dtype_bits(x.dtype()) / 8;
+      NXRT_RETURN_IF_ERROR(ctx.set_output(static_cast<size_t>(i),
+                                          Value(Tensor(x.dtype(), std::move(shape), x.storage(), x.byte_offset() + pos * cs[axis] * es))));
+    } else if (ctx.output_requested(static_cast<size_t>(i))) {
       StridedLayout L{x.shape(), cs, pos * cs[axis]};
       L.shape[axis] = split[i];
       NXRT_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(static_cast<size_t>(i), x.dtype(), L.shape));
