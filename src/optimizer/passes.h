@@ -21,6 +21,9 @@ int remove_dead_code(PassContext& pc, GraphInfo& gi);
 // Blocked int4/uint4/int8/uint8 DequantizeLinear of a constant [K, N] weight feeding MatMul's B input:
 // rewritten into com.microsoft MatMulNBits. Runs before constant folding.
 int fuse_dq_matmul(PassContext& pc, GraphInfo& gi);
+// com.microsoft MatMulNBits nodes reading the same A with the same K, bits, block and accuracy level
+// (q/k/v, gate/up): one MatMulNBits over their weights stacked along N, then a Split of its output.
+int fuse_sibling_matmulnbits(PassContext& pc, GraphInfo& gi);
 // Conv followed by inference BatchNormalization: folded into W and B.
 int fold_conv_bn(PassContext& pc, GraphInfo& gi);
 // Conv followed by Mul / Add of a per-output-channel constant: folded into W and B.

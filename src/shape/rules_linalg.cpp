@@ -168,6 +168,30 @@ Status op_matmul_nbits(NodeContext& c) {
   return Status::Ok();
 }
 
+// nxrt::MatMulNBitsSplit: MatMulNBits whose output columns go to one output per `splits` entry.
+Status op_matmul_nbits_split(NodeContext& c) {
+  const ValueFacts& a = c.input(0);
+  const std::vector<int64_t> splits = c.aints("splits").value_or(std::vector<int64_t>{});
+  std::vector<SymDim> d;
+  if (a.has_shape && !a.dims.empty()) {
+    d = a.dims;
+    const int64_t k = c.ai("K", -1);
+    if (k > 0) {
+      SymDim r;
+      NXRT_RETURN_IF_ERROR(c.unify(d.back(), SymDim::c(k), "input " + c.shape_str(a) + " does not end in K=" + std::to_string(k), &r));
+    }
+  }
+  for (size_t i = 0; i < c.nout(); ++i) {
+    if (d.empty() || i >= splits.size()) {
+      c.set(i, tensor_unknown_rank(a.dtype));
+      continue;
+    }
+    d.back() = SymDim::c(splits[i]);
+    c.set(i, tensor(a.dtype, d));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void add_linalg_schemas(SchemaList& s) {
@@ -182,6 +206,7 @@ void add_linalg_schemas(SchemaList& s) {
   s.add(ir::kNxrtDomain, "FusedAttention", &op_fused_attention);
   s.add(ir::kNxrtDomain, "FusedMatMul", &op_nxrt_fused_matmul);
   s.add(ir::kNxrtDomain, "FusedGemm", &op_gemm);
+  s.add(ir::kNxrtDomain, "MatMulNBitsSplit", &op_matmul_nbits_split);
 }
 
 }  // namespace nxrt::shape

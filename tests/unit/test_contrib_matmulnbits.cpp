@@ -177,6 +177,135 @@ TEST(ContribMatMulNBits, PanelKernelsMatchReference) {
   check(p, false, "extremes", nullptr);
 }
 
+// Columns split among outputs (nxrt::MatMulNBitsSplit, NBitsColumnSplit): every panel kernel this
+// machine runs, decode and prefill rows (AMX from kAmxMinRows), 1 and 2 threads. Each output holds the
+// same bits as its columns of the unsplit product: a panel's columns are computed by the same tile from
+// the same quantized A either way, only written elsewhere.
+TEST(ContribMatMulNBits, ColumnSplitWritesEachOutputsColumns) {
+  std::mt19937 rng(23);
+  ep::ThreadPool pool(2);
+  const std::vector<int64_t> widths = {96, 32, 64, 45};  // every output but the last starts and ends on 32
+  std::vector<int64_t> first = {0};
+  for (int64_t w : widths) first.push_back(first.back() + w);
+  const int64_t N = first.back();
+  int kernels_run = 0;
+  for (const PanelKernelInfo& k : panel_kernels()) {
+    if (!panel_kernel_supported(k.kernel)) {
+      std::printf("[ SKIPPED  ] %s: this CPU/OS cannot run it\n", k.name);
+      continue;
+    }
+    ++kernels_run;
+    for (int64_t M : {1, 5, 40})
+      for (ep::ThreadPool* tp : {static_cast<ep::ThreadPool*>(nullptr), &pool}) {
+        Problem p = make(rng, M, 200, N, 4, 32, M == 5);
+        QuantPanels W = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), p.K, N, 4, 32, k.cols);
+        const NBitsPanelsPlan plan = matmulnbits_panels_plan(M, W, k.kernel, tp ? tp->num_threads() : 1);
+        std::vector<float> whole(static_cast<size_t>(M * N));
+        matmulnbits_panels_run(plan, p.A.data(), W, nullptr, whole.data(), tp, nullptr);
+        std::vector<std::vector<float>> parts;
+        std::vector<float*> outs;
+        for (int64_t w : widths) parts.emplace_back(static_cast<size_t>(M * w), -7.f);
+        for (auto& part : parts) outs.push_back(part.data());
+        const NBitsColumnSplit split{first.data(), outs.data(), static_cast<int>(widths.size())};
+        ASSERT_TRUE(split.fits(W)) << k.name;
+        matmulnbits_panels_run(plan, p.A.data(), W, nullptr, nullptr, tp, nullptr, &split);
+        for (size_t i = 0; i < widths.size(); ++i)
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < widths[i]; ++n)
+              ASSERT_EQ(parts[i][static_cast<size_t>(m * widths[i] + n)], whole[static_cast<size_t>(m * N + first[i] + n)])
+                  << k.name << (plan.amx ? " (AMX rows)" : "") << " M " << M << " output " << i << " row " << m << " col " << n;
+      }
+  }
+  EXPECT_GT(kernels_run, 0);
+  // Offsets off the panel grid do not fit (the kernel then computes the whole product and copies).
+  Problem p = make(rng, 1, 64, 80, 4, 32, false);
+  QuantPanels W = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), 64, 80, 4, 32, 16);
+  const int64_t off_grid[] = {0, 40, 80}, on_grid[] = {0, 48, 80};
+  EXPECT_FALSE((NBitsColumnSplit{off_grid, nullptr, 2}.fits(W)));
+  EXPECT_TRUE((NBitsColumnSplit{on_grid, nullptr, 2}.fits(W)));
+}
+
+// The op nxrt::MatMulNBitsSplit: its outputs are the columns of com.microsoft::MatMulNBits over the same
+// weights, through the panel path's direct writes (float32, splits on the panel grid) and through the
+// computed-then-copied product (float16 A; splits off the grid; a bias), and its attribute errors.
+TEST(ContribMatMulNBits, SplitOpOutputsAreTheColumnsOfMatMulNBits) {
+  std::mt19937 rng(29);
+  struct Case { std::vector<int64_t> widths; int64_t M; bool fp16, bias; };
+  const Case cases[] = {{{64, 32, 32}, 1, false, false}, {{64, 32, 40}, 7, false, false}, {{20, 44}, 3, false, false},
+                        {{32, 32}, 2, true, false},     {{64, 32}, 4, false, true}};
+  for (const Case& c : cases) {
+    int64_t N = 0;
+    for (int64_t w : c.widths) N += w;
+    const int64_t K = 96;
+    Problem p = make(rng, c.M, K, N, 4, 32, true);
+    const int64_t kb = K / 32;
+    Tensor B = Tensor::from_vector<uint8_t>(DataType::kUInt8, {N, kb, 16}, p.B);
+    Tensor S = Tensor::from_vector<float>(DataType::kFloat, {N * kb}, p.scales);
+    std::vector<uint8_t> zp(static_cast<size_t>(N * ((kb * 4 + 7) / 8)), 0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < kb; ++j)
+        zp[static_cast<size_t>(n * ((kb * 4 + 7) / 8) + j / 2)] |= static_cast<uint8_t>(static_cast<int>(p.zps[static_cast<size_t>(n * kb + j)]) << (4 * (j % 2)));
+    Tensor Z = Tensor::from_vector<uint8_t>(DataType::kUInt8, {static_cast<int64_t>(zp.size())}, zp);
+    Tensor A = Tensor::from_vector<float>(DataType::kFloat, {1, c.M, K}, p.A);
+    if (c.fp16) {
+      Tensor h(DataType::kFloat16, A.shape());
+      for (int64_t i = 0; i < A.numel(); ++i) h.data<Float16>()[i] = Float16(A.data<float>()[i]);
+      A = h;
+    }
+    std::vector<Value> inputs = {Value(A), Value(B), Value(S), Value(Z)};
+    if (c.bias) {
+      inputs.push_back(Value());
+      inputs.push_back(Value(Tensor::from_vector<float>(DataType::kFloat, {N}, p.bias)));
+    }
+    KernelRun whole = nbits_run(K, N, 4, 32, 4);
+    whole.specialize = true;
+    whole.inputs = inputs;
+    whole.const_inputs = {1, 2, 3};
+    auto w = run_kernel(whole);
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    KernelRun split = nbits_run(K, N, 4, 32, 4);
+    split.specialize = true;
+    split.op_type = "MatMulNBitsSplit";
+    split.domain = ir::kNxrtDomain;
+    split.attributes.push_back(nxrt::testing::attr_ints("splits", c.widths));
+    split.num_outputs = c.widths.size();
+    split.inputs = inputs;
+    split.const_inputs = {1, 2, 3};
+    auto got = run_kernel(split);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    ASSERT_EQ(got->size(), c.widths.size());
+    const Tensor& y = (*w)[0].tensor();
+    int64_t c0 = 0;
+    for (size_t i = 0; i < c.widths.size(); ++i) {
+      const Tensor& part = (*got)[i].tensor();
+      ASSERT_EQ(part.shape(), (Dims{1, c.M, c.widths[i]}));
+      ASSERT_EQ(part.dtype(), y.dtype());
+      for (int64_t m = 0; m < c.M; ++m)
+        for (int64_t n = 0; n < c.widths[i]; ++n) {
+          const size_t at = static_cast<size_t>(m * c.widths[i] + n), from = static_cast<size_t>(m * N + c0 + n);
+          if (c.fp16) {
+            ASSERT_EQ(part.data<Float16>()[at].bits, y.data<Float16>()[from].bits) << "output " << i;
+          } else {
+            ASSERT_EQ(part.data<float>()[at], y.data<float>()[from]) << "output " << i << " row " << m << " col " << n;
+          }
+        }
+      c0 += c.widths[i];
+    }
+  }
+  // Attribute errors name the problem.
+  KernelRun bad = nbits_run(64, 64, 4, 32, 4);
+  bad.op_type = "MatMulNBitsSplit";
+  bad.domain = ir::kNxrtDomain;
+  bad.attributes.push_back(nxrt::testing::attr_ints("splits", {32, 16}));
+  bad.num_outputs = 2;
+  bad.inputs = {Value(Tensor(DataType::kFloat, {1, 64})), Value(Tensor(DataType::kUInt8, {64, 2, 16})),
+                Value(Tensor(DataType::kFloat, {128}))};
+  bad.const_inputs = {1, 2};
+  auto r = run_kernel(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("splits sum to 48, not N=64"), std::string::npos) << r.status().to_string();
+}
+
 // The op at each forced tier (isa=scalar|avx2|avx512|amx, what NXRT_ISA sets): every tier this CPU has
 // gives the reference's result through the kernel the tier chooses, which never exceeds the tier. A
 // tier above this CPU's is named in the output as not run.

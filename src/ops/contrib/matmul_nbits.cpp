@@ -5,6 +5,7 @@
 #include "ep/cpu_features.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -650,6 +651,21 @@ class MatMulNBits final : public ep::Kernel {
     if (K_ <= 0 || N_ <= 0) return info.error("attributes K and N are required and must be positive (K=" + std::to_string(K_) + ", N=" + std::to_string(N_) + ")");
     if (bits_ != 2 && bits_ != 4 && bits_ != 8) return info.error("bits must be 2, 4 or 8, got " + std::to_string(bits_));
     if (block_ < 16 || (block_ & (block_ - 1)) != 0) return info.error("block_size must be a power of 2 >= 16, got " + std::to_string(block_));
+    if (info.op_type() == "MatMulNBitsSplit") {
+      // nxrt::MatMulNBitsSplit (the optimizer's stacked sibling MatMulNBits): output i is columns
+      // [sum of splits before i, + splits[i]) of the product.
+      const std::vector<int64_t> sizes = info.attr_ints("splits");
+      if (sizes.empty() || sizes.size() > kMaxSplitOutputs || sizes.size() != info.num_outputs())
+        return info.error("splits must give one size per output (at most " + std::to_string(kMaxSplitOutputs) + "), got " +
+                          std::to_string(sizes.size()) + " sizes for " + std::to_string(info.num_outputs()) + " outputs");
+      split_first_.push_back(0);
+      for (int64_t w : sizes) {
+        if (w <= 0) return info.error("splits must be positive, got " + std::to_string(w));
+        split_first_.push_back(split_first_.back() + w);
+      }
+      if (split_first_.back() != N_)
+        return info.error("splits sum to " + std::to_string(split_first_.back()) + ", not N=" + std::to_string(N_));
+    }
     if (info.input_present(4)) {
       if (info.const_input(4)) {
         const Tensor& g = *info.const_input(4);
@@ -725,10 +741,16 @@ class MatMulNBits final : public ep::Kernel {
         bias_in = bias.data();
       }
     }
-    Dims out_shape = A.shape();
-    out_shape.back() = N_;
     const int64_t M = A.numel() / K_;
-    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, A.dtype(), out_shape));
+    // One output, or (MatMulNBitsSplit) one per column range split_first_ gives.
+    const bool split = !split_first_.empty();
+    const size_t n_out = split ? split_first_.size() - 1 : 1;
+    std::array<Tensor*, kMaxSplitOutputs> outs{};
+    for (size_t i = 0; i < n_out; ++i) {
+      Dims shape = A.shape();
+      shape.back() = split ? split_first_[i + 1] - split_first_[i] : N_;
+      NXRT_ASSIGN_OR_RETURN(outs[i], ctx.allocate_output(i, A.dtype(), shape));
+    }
     const float* a = nullptr;
     std::vector<float> af;
     if (A.dtype() == DataType::kFloat) {
@@ -737,20 +759,23 @@ class MatMulNBits final : public ep::Kernel {
       NXRT_ASSIGN_OR_RETURN(af, read_floats(A));
       a = af.data();
     }
+    const bool f32 = A.dtype() == DataType::kFloat;
+    // y: the [M, N] product. A float32 single output is computed in place; otherwise into yf, then
+    // converted or split into the outputs below, unless the panel path writes the outputs directly.
     float* y = nullptr;
     std::vector<float> yf;
-    if (A.dtype() == DataType::kFloat) {
-      y = Y->data<float>();
-    } else {
+    auto product_buffer = [&]() {
+      if (f32 && !split) return outs[0]->data<float>();
       yf.resize(static_cast<size_t>(M * N_));
-      y = yf.data();
-    }
+      return yf.data();
+    };
     const float* bp = bias_in;
     if (!dense->empty()) {
       // g_idx with a non-trivial group map: dense float weights [N, K].
       if (acc_ == 4) {
         return ctx.error("accuracy_level 4 with a non-trivial g_idx is not supported", StatusCode::kNotImplemented);
       }
+      y = product_buffer();
       gemm_f32(false, true, M, N_, K_, 1.f, a, K_, dense->data(), K_, 0.f, y, N_, &ctx.pool());
       if (bp)
         for (int64_t m = 0; m < M; ++m)
@@ -773,6 +798,16 @@ class MatMulNBits final : public ep::Kernel {
         } else {
           NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(plan.workspace_bytes()));
         }
+        // Split outputs on panel boundaries (every split a multiple of the panel width): each panel's
+        // columns go straight to their output.
+        std::array<float*, kMaxSplitOutputs> out_data{};
+        for (size_t i = 0; i < n_out; ++i) out_data[i] = f32 ? outs[i]->data<float>() : nullptr;
+        const NBitsColumnSplit cs{split_first_.data(), out_data.data(), static_cast<int>(n_out)};
+        if (split && f32 && !bp && cs.fits(*panels)) {
+          matmulnbits_panels_run(plan, a, *panels, nullptr, nullptr, &ctx.pool(), ws, &cs);
+          return Status::Ok();
+        }
+        y = product_buffer();
         matmulnbits_panels_run(plan, a, *panels, bp, y, &ctx.pool(), ws);
       } else {
         const int level = packed_ ? fast_level() : fast_level(float_zp);
@@ -782,15 +817,30 @@ class MatMulNBits final : public ep::Kernel {
         } else {
           NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(plan.workspace_bytes()));
         }
+        y = product_buffer();
         matmulnbits_fast_run(plan, a, *W, bp, y, &ctx.pool(), ws);
       }
     }
-    if (A.dtype() == DataType::kFloat16) {
-      Float16* o = Y->data<Float16>();
-      for (size_t i = 0; i < yf.size(); ++i) o[i] = Float16(yf[i]);
-    } else if (A.dtype() == DataType::kBFloat16) {
-      BFloat16* o = Y->data<BFloat16>();
-      for (size_t i = 0; i < yf.size(); ++i) o[i] = BFloat16(yf[i]);
+    if (f32 && !split) return Status::Ok();
+    // Columns [c0, c0 + w) of y into each output, in its dtype.
+    for (size_t i = 0; i < n_out; ++i) {
+      const int64_t c0 = split ? split_first_[i] : 0, w = split ? split_first_[i + 1] - c0 : N_;
+      for (int64_t m = 0; m < M; ++m) {
+        const float* src = y + m * N_ + c0;
+        switch (A.dtype()) {
+          case DataType::kFloat: std::memcpy(outs[i]->data<float>() + m * w, src, static_cast<size_t>(w) * sizeof(float)); break;
+          case DataType::kFloat16: {
+            Float16* o = outs[i]->data<Float16>() + m * w;
+            for (int64_t n = 0; n < w; ++n) o[n] = Float16(src[n]);
+            break;
+          }
+          default: {
+            BFloat16* o = outs[i]->data<BFloat16>() + m * w;
+            for (int64_t n = 0; n < w; ++n) o[n] = BFloat16(src[n]);
+            break;
+          }
+        }
+      }
     }
     return Status::Ok();
   }
@@ -868,7 +918,9 @@ class MatMulNBits final : public ep::Kernel {
     return Status::Ok();
   }
 
+  static constexpr size_t kMaxSplitOutputs = 8;
   int64_t K_ = 0, N_ = 0, bits_ = 4, block_ = 32;
+  std::vector<int64_t> split_first_;  // MatMulNBitsSplit: outputs + 1 column offsets (empty: one output)
   int acc_ = 0;
   ep::IsaTier isa_ = ep::IsaTier::kScalar;
   PanelKernel panel_kernel_ = PanelKernel::kScalar;
@@ -883,6 +935,8 @@ class MatMulNBits final : public ep::Kernel {
 
 void register_contrib_matmulnbits(ep::KernelRegistry& r) {
   r.add_class<MatMulNBits>("com.microsoft", "MatMulNBits", 1);
+  // The optimizer's stacked sibling MatMulNBits (fuse_sibling_matmulnbits): one output per split.
+  r.add_class<MatMulNBits>(ir::kNxrtDomain, "MatMulNBitsSplit");
 }
 
 }  // namespace nxrt::ops::contrib

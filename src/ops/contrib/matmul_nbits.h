@@ -189,12 +189,22 @@ struct NBitsPanelsPlan {
   size_t workspace_bytes() const;
 };
 NBitsPanelsPlan matmulnbits_panels_plan(int64_t M, const QuantPanels& W, PanelKernel kernel, int threads);
+// Y's columns written to several outputs instead (nxrt::MatMulNBitsSplit): columns [first[i],
+// first[i + 1]) go to outputs[i], a row-major [M, first[i + 1] - first[i]] matrix. first[0] = 0,
+// first[count] = N, and every first[i] is a multiple of W.cols, so that each panel has one output.
+struct NBitsColumnSplit {
+  const int64_t* first = nullptr;  // count + 1 offsets
+  float* const* outputs = nullptr;
+  int count = 0;
+  bool fits(const QuantPanels& W) const;  // the offsets are panel boundaries of W
+};
 // Y[M, N] = quant8(A) * W (+ bias): A quantized per block as quantize_a_row does, integer block dots,
 // the same result as matmulnbits_reference at accuracy_level 4 up to float summation order.
 // plan.kernel must read W's panel width; workspace: plan.workspace_bytes() (64-byte aligned), or
 // nullptr to allocate. A pool with more threads than plan.slots runs on scratch allocated here.
+// split: Y's columns go to split->outputs (Y unused, no bias, split->fits(W)).
 void matmulnbits_panels_run(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias,
-                            float* Y, ep::ThreadPool* pool, void* workspace);
+                            float* Y, ep::ThreadPool* pool, void* workspace, const NBitsColumnSplit* split = nullptr);
 // The plan for the pool's threads, then matmulnbits_panels_run.
 void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const float* bias, float* Y,
                         ep::ThreadPool* pool, PanelKernel kernel, void* workspace = nullptr);

@@ -195,7 +195,7 @@ __attribute__((target(NXRT_AMX_TARGET))) void qd8_f32_qb4w_gemm_32x32__amx(const
                                                                            int64_t lda, const float* terms, int64_t M,
                                                                            int64_t p0, int64_t p1, float* Y,
                                                                            int64_t ldy, int64_t group_max,
-                                                                           uint8_t* scratch) {
+                                                                           uint8_t* scratch, int64_t y_col0) {
   // Panels are unpacked a group at a time (the group's tiles stay in L2, about 512 KB), then each
   // 32-row block of A (kpad * 32 bytes, in L1 for the model sizes that matter) meets every panel of
   // the group before the next rows are read.
@@ -220,11 +220,12 @@ __attribute__((target(NXRT_AMX_TARGET))) void qd8_f32_qb4w_gemm_32x32__amx(const
       const float* sat = terms + (m0 / 32) * 2 * panel_scales;
       const float* zqt = sat + panel_scales;
       for (int64_t p = g0; p < g1; ++p) {
-        const int64_t ncols = std::min<int64_t>(32, W.N - p * 32);
+        // Y holds columns [y_col0, y_col0 + ldy) of the product.
+        const int64_t ncols = std::min<int64_t>(32, std::min(W.N, y_col0 + ldy) - p * 32);
         auto rows_fn = W.zp_table ? (rows == 32 ? panel_rows<true, true> : panel_rows<false, true>)
                                   : (rows == 32 ? panel_rows<true, false> : panel_rows<false, false>);
         rows_fn(W, codes + (p - g0) * panel_code_bytes, scales + (p - g0) * panel_scales,
-                zs ? zs + (p - g0) * panel_scales : nullptr, a + m0 * lda, lda, sat, zqt, rows, Y + m0 * ldy + p * 32, ldy, ncols, kstep);
+                zs ? zs + (p - g0) * panel_scales : nullptr, a + m0 * lda, lda, sat, zqt, rows, Y + m0 * ldy + (p * 32 - y_col0), ldy, ncols, kstep);
       }
     }
   }
@@ -238,8 +239,9 @@ __attribute__((target(NXRT_AMX_TARGET))) void qd8_f32_qb4w_gemm_32x32__amx(const
 namespace nxrt::ops::contrib {
 // Off x86-64 there are no tiles: panel_kernel_supported(kAmx) is false, so nothing calls this.
 void qd8_f32_qb4w_gemm_32x32__amx(const QuantPanels& W, const int8_t* a, int64_t lda, const float* terms, int64_t M,
-                                  int64_t p0, int64_t p1, float* Y, int64_t ldy, int64_t group, uint8_t* scratch) {
-  (void)W, (void)a, (void)lda, (void)terms, (void)M, (void)p0, (void)p1, (void)Y, (void)ldy, (void)group, (void)scratch;
+                                  int64_t p0, int64_t p1, float* Y, int64_t ldy, int64_t group, uint8_t* scratch,
+                                  int64_t y_col0) {
+  (void)W, (void)a, (void)lda, (void)terms, (void)M, (void)p0, (void)p1, (void)Y, (void)ldy, (void)group, (void)scratch, (void)y_col0;
 }
 }  // namespace nxrt::ops::contrib
 

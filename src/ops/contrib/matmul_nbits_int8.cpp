@@ -11,6 +11,7 @@
 // columns, and a loaded weight vector serves MR rows of A. The same bytes are AMX's B-tile rows once
 // the nibbles are split. See contrib/matmul_nbits.h for the layout.
 #include <algorithm>
+#include <cassert>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -293,23 +294,32 @@ void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const f
   matmulnbits_panels_run(plan, A, W, bias, Y, pool, workspace);
 }
 
+bool NBitsColumnSplit::fits(const QuantPanels& W) const {
+  if (count <= 0 || first[0] != 0 || first[count] != W.N) return false;
+  for (int i = 0; i < count; ++i) {
+    if (first[i] % W.cols != 0 || first[i + 1] <= first[i]) return false;
+  }
+  return true;
+}
+
 namespace {
 void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias, float* Y,
-                   ep::ThreadPool* pool, void* workspace);
+                   ep::ThreadPool* pool, void* workspace, const NBitsColumnSplit* split);
 }  // namespace
 
 void matmulnbits_panels_run(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias,
-                            float* Y, ep::ThreadPool* pool, void* workspace) {
+                            float* Y, ep::ThreadPool* pool, void* workspace, const NBitsColumnSplit* split) {
   if (plan.M == 0 || W.N == 0) return;
+  assert(!split || (split->fits(W) && !bias));
   ep::run_on_plan_workspace(plan, pool, workspace, [&](const NBitsPanelsPlan& p, void* ws) {
-    panels_run_on(p, A, W, bias, Y, pool, ws);
+    panels_run_on(p, A, W, bias, Y, pool, ws, split);
   });
 }
 
 namespace {
 // matmulnbits_panels_run on a workspace that serves the plan (its slots cover the pool's threads).
 void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias, float* Y,
-                   ep::ThreadPool* pool, void* workspace) {
+                   ep::ThreadPool* pool, void* workspace, const NBitsColumnSplit* split) {
   const int64_t N = W.N, K = W.K, M = plan.M;
   const bool amx = plan.amx;
   const PanelKernel kernel = plan.kernel;
@@ -342,24 +352,44 @@ void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanel
   auto work = [&](int64_t p0, int64_t p1) {
     if (amx) {
       uint8_t* scratch = slot0 + static_cast<size_t>(pool ? pool->slot() : 0) * stride;
-      qd8_f32_qb4w_gemm_32x32__amx(W, aq, W.kpad, terms, M, p0, p1, Y, N, plan.amx_group, scratch);
+      if (!split) {
+        qd8_f32_qb4w_gemm_32x32__amx(W, aq, W.kpad, terms, M, p0, p1, Y, N, plan.amx_group, scratch);
+        return;
+      }
+      for (int s = 0; s < split->count; ++s) {  // the task's panels of each output
+        const int64_t q0 = std::max(p0, split->first[s] / W.cols), q1 = std::min(p1, split->first[s + 1] / W.cols);
+        if (q0 < q1) {
+          qd8_f32_qb4w_gemm_32x32__amx(W, aq, W.kpad, terms, M, q0, q1, split->outputs[s],
+                                       split->first[s + 1] - split->first[s], plan.amx_group, scratch, split->first[s]);
+        }
+      }
       return;
     }
     for (int64_t m0 = 0; m0 < M; m0 += mc) {
       const int64_t m1 = std::min(M, m0 + mc);
+      int s = 0;  // split: the output of panel p (panels ascend)
       for (int64_t p = p0; p < p1; ++p) {
         PanelTile t;
         t.lda = W.kpad;
         t.lds = W.kb;
         t.panel = W.panel(p);
+        // This panel's columns [c0, c0 + ncols) of y, a row-major matrix ldy wide.
+        float* y = Y;
+        int64_t c0 = p * W.cols;
         t.ldy = N;
-        t.ncols = std::min<int64_t>(W.cols, N - p * W.cols);
+        if (split) {
+          while (p * W.cols >= split->first[s + 1]) ++s;
+          y = split->outputs[s];
+          c0 = p * W.cols - split->first[s];
+          t.ldy = split->first[s + 1] - split->first[s];
+        }
+        t.ncols = std::min<int64_t>(W.cols, t.ldy - c0);
         for (int64_t m = m0; m < m1; m += mr) {
           t.rows = std::min(mr, m1 - m);
           t.a = aq + m * W.kpad;
           t.sa = sa + m * W.kb;
           t.sq = sq + m * W.kb;
-          t.y = Y + m * N + p * W.cols;
+          t.y = y + m * t.ldy + c0;
           tile(W, t);
         }
       }

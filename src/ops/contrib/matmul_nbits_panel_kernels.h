@@ -36,8 +36,10 @@ void qd8_f32_qb4w_gemm_4x32__avx512vnni(const QuantPanels& W, const PanelTile& t
 // result has the same bits as the AVX512-VNNI tile's (the kAmxMinRows switch is batch-invariant).
 // terms: amx_row_terms' table for A's rows. Panels are unpacked `group` at a time (amx_panel_group)
 // into `scratch`: amx_unpack_scratch_bytes(W, group) bytes, 64-byte aligned, the calling thread's own.
+// Y holds columns [y_col0, y_col0 + ldy) of the product (y_col0 a multiple of 32, the panels' first).
 void qd8_f32_qb4w_gemm_32x32__amx(const QuantPanels& W, const int8_t* a, int64_t lda, const float* terms, int64_t M,
-                                  int64_t p0, int64_t p1, float* Y, int64_t ldy, int64_t group, uint8_t* scratch);
+                                  int64_t p0, int64_t p1, float* Y, int64_t ldy, int64_t group, uint8_t* scratch,
+                                  int64_t y_col0 = 0);
 
 // Panels the AMX kernel unpacks together: the group's tiles stay in L2 (about 512 KB).
 inline int64_t amx_panel_group(const QuantPanels& W) {
