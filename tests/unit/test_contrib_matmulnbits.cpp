@@ -225,9 +225,9 @@ TEST(ContribMatMulNBits, ColumnSplitWritesEachOutputsColumns) {
   EXPECT_TRUE((NBitsColumnSplit{on_grid, nullptr, 2}.fits(W)));
 }
 
-// The op nxrt::MatMulNBitsSplit: its outputs are the columns of com.microsoft::MatMulNBits over the same
-// weights, through the panel path's direct writes (float32, splits on the panel grid) and through the
-// computed-then-copied product (float16 A; splits off the grid; a bias), and its attribute errors.
+// The op nxrt::MatMulNBitsSplit: its outputs are the columns of com.microsoft::MatMulNBits over the
+// stacked weights, through the panel path's direct writes (float32, splits on the panel grid) and through
+// the computed-then-copied product (float16 A; splits off the grid), and its input errors.
 TEST(ContribMatMulNBits, SplitOpOutputsAreTheColumnsOfMatMulNBits) {
   std::mt19937 rng(29);
   struct Case { std::vector<int64_t> widths; int64_t M; bool fp16, bias; };
@@ -253,14 +253,29 @@ TEST(ContribMatMulNBits, SplitOpOutputsAreTheColumnsOfMatMulNBits) {
       A = h;
     }
     std::vector<Value> inputs = {Value(A), Value(B), Value(S), Value(Z)};
-    if (c.bias) {
-      inputs.push_back(Value());
-      inputs.push_back(Value(Tensor::from_vector<float>(DataType::kFloat, {N}, p.bias)));
-    }
     KernelRun whole = nbits_run(K, N, 4, 32, 4);
     whole.specialize = true;
     whole.inputs = inputs;
     whole.const_inputs = {1, 2, 3};
+    // MatMulNBitsSplit reads each output's own weights, scales and zero points (rows of the above).
+    std::vector<Value> split_inputs = {Value(A)};
+    std::vector<size_t> split_consts;
+    int64_t n0 = 0;
+    const int64_t zrow = (kb * 4 + 7) / 8;
+    for (int64_t w : c.widths) {
+      split_consts.insert(split_consts.end(), {split_inputs.size(), split_inputs.size() + 1, split_inputs.size() + 2});
+      split_inputs.push_back(Value(Tensor::from_vector<uint8_t>(
+          DataType::kUInt8, {w, kb, 16}, std::vector<uint8_t>(p.B.begin() + n0 * kb * 16, p.B.begin() + (n0 + w) * kb * 16))));
+      split_inputs.push_back(Value(Tensor::from_vector<float>(
+          DataType::kFloat, {w * kb}, std::vector<float>(p.scales.begin() + n0 * kb, p.scales.begin() + (n0 + w) * kb))));
+      split_inputs.push_back(Value(Tensor::from_vector<uint8_t>(
+          DataType::kUInt8, {w * zrow}, std::vector<uint8_t>(zp.begin() + n0 * zrow, zp.begin() + (n0 + w) * zrow))));
+      n0 += w;
+    }
+    if (c.bias) {  // the unsplit op with a bias; the split op (no bias input) adds it to compare
+      whole.inputs.push_back(Value());
+      whole.inputs.push_back(Value(Tensor::from_vector<float>(DataType::kFloat, {N}, p.bias)));
+    }
     auto w = run_kernel(whole);
     ASSERT_TRUE(w.ok()) << w.status().to_string();
     KernelRun split = nbits_run(K, N, 4, 32, 4);
@@ -269,8 +284,8 @@ TEST(ContribMatMulNBits, SplitOpOutputsAreTheColumnsOfMatMulNBits) {
     split.domain = ir::kNxrtDomain;
     split.attributes.push_back(nxrt::testing::attr_ints("splits", c.widths));
     split.num_outputs = c.widths.size();
-    split.inputs = inputs;
-    split.const_inputs = {1, 2, 3};
+    split.inputs = split_inputs;
+    split.const_inputs = split_consts;
     auto got = run_kernel(split);
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     ASSERT_EQ(got->size(), c.widths.size());
@@ -285,6 +300,9 @@ TEST(ContribMatMulNBits, SplitOpOutputsAreTheColumnsOfMatMulNBits) {
           const size_t at = static_cast<size_t>(m * c.widths[i] + n), from = static_cast<size_t>(m * N + c0 + n);
           if (c.fp16) {
             ASSERT_EQ(part.data<Float16>()[at].bits, y.data<Float16>()[from].bits) << "output " << i;
+          } else if (c.bias) {
+            ASSERT_NEAR(part.data<float>()[at] + p.bias[static_cast<size_t>(c0 + n)], y.data<float>()[from], 1e-5)
+                << "output " << i << " row " << m << " col " << n;
           } else {
             ASSERT_EQ(part.data<float>()[at], y.data<float>()[from]) << "output " << i << " row " << m << " col " << n;
           }
@@ -298,12 +316,26 @@ TEST(ContribMatMulNBits, SplitOpOutputsAreTheColumnsOfMatMulNBits) {
   bad.domain = ir::kNxrtDomain;
   bad.attributes.push_back(nxrt::testing::attr_ints("splits", {32, 16}));
   bad.num_outputs = 2;
-  bad.inputs = {Value(Tensor(DataType::kFloat, {1, 64})), Value(Tensor(DataType::kUInt8, {64, 2, 16})),
-                Value(Tensor(DataType::kFloat, {128}))};
-  bad.const_inputs = {1, 2};
+  bad.inputs = {Value(Tensor(DataType::kFloat, {1, 64})), Value(Tensor(DataType::kUInt8, {32, 2, 16})),
+                Value(Tensor(DataType::kFloat, {64})), Value(), Value(Tensor(DataType::kUInt8, {16, 2, 16})),
+                Value(Tensor(DataType::kFloat, {32}))};
+  bad.const_inputs = {1, 2, 4, 5};
   auto r = run_kernel(bad);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("splits sum to 48, not N=64"), std::string::npos) << r.status().to_string();
+  // A part whose weights do not match its split size is named.
+  bad.attributes.back() = nxrt::testing::attr_ints("splits", {32, 32});
+  r = run_kernel(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("output 1's B must be uint8 [32, 2, 16]"), std::string::npos) << r.status().to_string();
+  // Zero points on one part only.
+  bad.inputs[4] = Value(Tensor(DataType::kUInt8, {32, 2, 16}));
+  bad.inputs[5] = Value(Tensor(DataType::kFloat, {64}));
+  bad.inputs[3] = Value(Tensor(DataType::kUInt8, {32}));
+  bad.const_inputs = {1, 2, 3, 4, 5};
+  r = run_kernel(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("zero points must be given for every output or none"), std::string::npos) << r.status().to_string();
 }
 
 // The op at each forced tier (isa=scalar|avx2|avx512|amx, what NXRT_ISA sets): every tier this CPU has

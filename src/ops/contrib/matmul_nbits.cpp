@@ -651,21 +651,7 @@ class MatMulNBits final : public ep::Kernel {
     if (K_ <= 0 || N_ <= 0) return info.error("attributes K and N are required and must be positive (K=" + std::to_string(K_) + ", N=" + std::to_string(N_) + ")");
     if (bits_ != 2 && bits_ != 4 && bits_ != 8) return info.error("bits must be 2, 4 or 8, got " + std::to_string(bits_));
     if (block_ < 16 || (block_ & (block_ - 1)) != 0) return info.error("block_size must be a power of 2 >= 16, got " + std::to_string(block_));
-    if (info.op_type() == "MatMulNBitsSplit") {
-      // nxrt::MatMulNBitsSplit (the optimizer's stacked sibling MatMulNBits): output i is columns
-      // [sum of splits before i, + splits[i]) of the product.
-      const std::vector<int64_t> sizes = info.attr_ints("splits");
-      if (sizes.empty() || sizes.size() > kMaxSplitOutputs || sizes.size() != info.num_outputs())
-        return info.error("splits must give one size per output (at most " + std::to_string(kMaxSplitOutputs) + "), got " +
-                          std::to_string(sizes.size()) + " sizes for " + std::to_string(info.num_outputs()) + " outputs");
-      split_first_.push_back(0);
-      for (int64_t w : sizes) {
-        if (w <= 0) return info.error("splits must be positive, got " + std::to_string(w));
-        split_first_.push_back(split_first_.back() + w);
-      }
-      if (split_first_.back() != N_)
-        return info.error("splits sum to " + std::to_string(split_first_.back()) + ", not N=" + std::to_string(N_));
-    }
+    if (info.op_type() == "MatMulNBitsSplit") return init_split(info);
     if (info.input_present(4)) {
       if (info.const_input(4)) {
         const Tensor& g = *info.const_input(4);
@@ -686,7 +672,7 @@ class MatMulNBits final : public ep::Kernel {
   }
 
   // Packed weights, scales, zero points and g_idx are all compute() uses once prepared.
-  bool reads_const_input_data(size_t i) const override { return !(packed_ && i >= 1 && i <= 4); }
+  bool reads_const_input_data(size_t i) const override { return !(packed_ && i >= 1 && (i <= 4 || !split_first_.empty())); }
 
   // The tiling and scratch for A's rows on the packed weights (none for weights given at run time or
   // the dense g_idx path).
@@ -731,7 +717,7 @@ class MatMulNBits final : public ep::Kernel {
     }
     std::vector<float> bias;  // a float16/bfloat16 bias converted; a float one is read in place
     const float* bias_in = nullptr;
-    if (ctx.has_input(5)) {
+    if (split_first_.empty() && ctx.has_input(5)) {  // (MatMulNBitsSplit's input 5 is a weight)
       const Tensor& bt = ctx.input(5);
       if (bt.numel() != N_) return ctx.error("bias must have N=" + std::to_string(N_) + " elements, got " + bt.describe(), StatusCode::kInvalidArgument);
       if (bt.dtype() == DataType::kFloat) {
@@ -846,6 +832,65 @@ class MatMulNBits final : public ep::Kernel {
   }
 
  private:
+  // nxrt::MatMulNBitsSplit (the optimizer's stacked sibling MatMulNBits): inputs A, then per output i
+  // B_i, scales_i, zero_points_i (or none), all constants; output i is columns [sum of splits before i,
+  // + splits[i]) of the product over the weights stacked along N. The stacked copy lives only while
+  // this packs it: the model keeps the siblings' own initializers (mapped from the file), which the
+  // session drops once packed, so stacking adds no weight bytes to the peak.
+  Status init_split(const ep::KernelInfo& info) {
+    const std::vector<int64_t> sizes = info.attr_ints("splits");
+    const size_t n = sizes.size();
+    if (n == 0 || n > kMaxSplitOutputs || n != info.num_outputs())
+      return info.error("splits must give one size per output (at most " + std::to_string(kMaxSplitOutputs) + "), got " +
+                        std::to_string(n) + " sizes for " + std::to_string(info.num_outputs()) + " outputs");
+    split_first_.push_back(0);
+    for (int64_t w : sizes) {
+      if (w <= 0) return info.error("splits must be positive, got " + std::to_string(w));
+      split_first_.push_back(split_first_.back() + w);
+    }
+    if (split_first_.back() != N_)
+      return info.error("splits sum to " + std::to_string(split_first_.back()) + ", not N=" + std::to_string(N_));
+    const int64_t kb = (K_ + block_ - 1) / block_, blob = block_ * bits_ / 8;
+    const Tensor* b0 = info.const_input(1);
+    const Tensor* s0 = info.const_input(2);
+    const Tensor* z0 = info.input_present(3) ? info.const_input(3) : nullptr;
+    if (!b0 || !s0 || (info.input_present(3) && !z0))
+      return info.error("weights, scales and zero points must be constants (initializers)");
+    const int64_t zrow = z0 && z0->dtype() == DataType::kUInt8 ? (kb * bits_ + 7) / 8 : kb;
+    Tensor B(DataType::kUInt8, {N_, kb, blob});
+    Tensor S(s0->dtype(), {N_ * kb});
+    Tensor Z(z0 ? z0->dtype() : DataType::kUInt8, {z0 ? N_ * zrow : 0});
+    size_t ob = 0, os = 0, oz = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t at = 1 + 3 * i;
+      const Tensor* b = info.const_input(at);
+      const Tensor* sc = info.const_input(at + 1);
+      const Tensor* z = info.input_present(at + 2) ? info.const_input(at + 2) : nullptr;
+      const std::string which = "output " + std::to_string(i) + "'s ";
+      if (!b || !sc || (info.input_present(at + 2) && !z))
+        return info.error(which + "weights, scales and zero points must be constants (initializers)");
+      if (b->dtype() != DataType::kUInt8 || b->numel() != sizes[i] * kb * blob || !b->is_contiguous())
+        return info.error(which + "B must be uint8 [" + std::to_string(sizes[i]) + ", " + std::to_string(kb) + ", " +
+                          std::to_string(blob) + "], got " + b->describe());
+      if (sc->dtype() != s0->dtype() || sc->numel() != sizes[i] * kb || !sc->is_contiguous())
+        return info.error(which + "scales must be " + dtype_name(s0->dtype()) + " with " + std::to_string(sizes[i] * kb) +
+                          " elements, got " + sc->describe());
+      if ((z != nullptr) != (z0 != nullptr) || (z && (z->dtype() != z0->dtype() || z->numel() != sizes[i] * zrow || !z->is_contiguous())))
+        return info.error(which + "zero points must be given for every output or none, " + std::to_string(sizes[i] * zrow) +
+                          " of one dtype" + (z ? ", got " + z->describe() : std::string()));
+      std::memcpy(B.data<uint8_t>() + ob, b->data<uint8_t>(), b->nbytes());
+      std::memcpy(S.data<uint8_t>() + os, sc->data<uint8_t>(), sc->nbytes());
+      if (z) std::memcpy(Z.data<uint8_t>() + oz, z->data<uint8_t>(), z->nbytes());
+      ob += b->nbytes();
+      os += sc->nbytes();
+      if (z) oz += z->nbytes();
+    }
+    Status st = prepare(B, S, z0 ? &Z : nullptr, nullptr, &W_, &P_, &dense_, &float_zp_);
+    if (!st.ok()) return info.error(st.message());
+    packed_ = true;
+    return Status::Ok();
+  }
+
   // ORT's int8 path (accuracy_level 4) covers 4- and 8-bit weights with uint8 (or no) zero points;
   // float zero points and 2-bit weights compute in float, as there.
   int fast_level(bool float_zp) const { return acc_ == 4 && (float_zp || bits_ == 2) ? 0 : acc_; }

@@ -3,8 +3,8 @@
 // nxrt::MatMulNBitsSplit over their weights stacked along N, whose outputs are the siblings' outputs:
 //
 //   Yq = MatMulNBits(A, Bq, Sq[, Zq]) (N = Nq)
-//   Yk = MatMulNBits(A, Bk, Sk[, Zk]) (N = Nk)   ->   Yq, Yk, Yv = nxrt::MatMulNBitsSplit(A, [Bq;Bk;Bv], [Sq;Sk;Sv]
-//   Yv = MatMulNBits(A, Bv, Sv[, Zv]) (N = Nv)            [, [Zq;Zk;Zv]]) (N = Nq + Nk + Nv, splits = [Nq, Nk, Nv])
+//   Yk = MatMulNBits(A, Bk, Sk[, Zk]) (N = Nk)   ->   Yq, Yk, Yv = nxrt::MatMulNBitsSplit(A, Bq, Sq, Zq, Bk, Sk, Zk, Bv, Sv, Zv)
+//   Yv = MatMulNBits(A, Bv, Sv[, Zv]) (N = Nv)            (N = Nq + Nk + Nv, splits = [Nq, Nk, Nv])
 //
 // Why: each MatMulNBits quantizes its A to int8 (accuracy_level 4) once per call, and at 2+ threads each
 // call is a parallel loop with its own hand-off and join. A decode step's k and v projections (N = 128
@@ -14,21 +14,22 @@
 // threads and -1.5% at 1 (in-process paired steps, both orders), prefill +2-3% tok/s.
 //
 // Every MatMulNBits input is stored per output column n (B [N, k_blocks, blob], scales [N * k_blocks],
-// zero points [N * ceil(k_blocks * bits / 8)]), so stacking along N is a concatenation of the bytes, and
-// each column of the stacked product comes from the same packed weights, the same quantized A and the
-// same tile as before: the outputs have the siblings' bits. The kernel writes each panel's columns
-// straight into their output (no product buffer, no split copy: a Split node after one MatMulNBits
-// copied 20 MB per layer in a 512-token prefill and lost 7% there).
+// zero points [N * ceil(k_blocks * bits / 8)]), so the kernel stacks the siblings' initializers along N
+// by concatenating their bytes while it packs them (the stacked copy lives only that long; the
+// siblings' own initializers, mapped from the file, are dropped by the session once packed: no weight
+// bytes are added to the peak). Each column of the stacked product comes from the same packed weights,
+// the same quantized A and the same tile as before: the outputs have the siblings' bits. The kernel
+// writes each panel's columns straight into their output (no product buffer, no split copy: a Split
+// node after one MatMulNBits over concatenated initializers copied 20 MB per layer in a 512-token
+// prefill, lost 7% there, and the concatenated copies raised the peak RSS by 96 MB).
 //
 // Taken: the column-panel path (accuracy_level 4, 4-bit codes, uint8 or no zero points), every input
 // but A a constant (initializer), no g_idx, no bias, one output; siblings agree on the dtypes of B and
 // scales and on whether zero points are given; each output but the last a multiple of 32 columns (the
 // widest panel), so every panel belongs to one output; at most 8 outputs. The stacked node takes the
 // first sibling's place in node order (A is computed there, and every reader of a sibling comes after
-// it). The concatenated initializers are heap copies that the kernel packs at session creation, after
-// which the session drops them (the kernel is their only reader).
+// it).
 #include <algorithm>
-#include <cstring>
 
 #include "optimizer/passes.h"
 #include "optimizer/rewrite.h"
@@ -122,38 +123,21 @@ bool match(Rewriter& rw, int anchor, SiblingNBits& m) {
   return m.parts.size() >= 2;
 }
 
-// The parts' tensors (b, s or z) back to back along N, as a new 1-D (B: [N, kb, blob]) initializer.
-std::string stack(Rewriter& rw, const SiblingNBits& m, const Tensor* NBitsNode::*which, const Dims& shape,
-                  const char* prefix) {
-  Tensor t((m.parts[0].*which)->dtype(), shape);
-  uint8_t* dst = t.data<uint8_t>();
-  size_t off = 0;
-  for (const NBitsNode& p : m.parts) {
-    const Tensor& src = *(p.*which);
-    std::memcpy(dst + off, src.data<uint8_t>(), src.nbytes());
-    off += src.nbytes();
-  }
-  return rw.add_initializer(prefix, std::move(t));
-}
-
 bool build(Rewriter& rw, const SiblingNBits& m, Rewrite& r) {
-  const NBitsKey& key = m.parts[0].key;
-  const int64_t kb = (key.K + key.block - 1) / key.block;
   int64_t n_total = 0;
   std::vector<int64_t> sizes;
-  for (const NBitsNode& p : m.parts) {
-    sizes.push_back(p.N);
-    n_total += p.N;
+  // A, then each sibling's weights, scales and zero points (the kernel stacks them while packing).
+  std::vector<std::string> inputs = {m.parts[0].key.a};
+  for (size_t i = 0; i < m.parts.size(); ++i) {
+    const ir::Node& n = rw.node(m.nodes[i]);
+    sizes.push_back(m.parts[i].N);
+    n_total += m.parts[i].N;
+    inputs.push_back(n.inputs[1]);
+    inputs.push_back(n.inputs[2]);
+    inputs.push_back(n.inputs.size() > 3 ? n.inputs[3] : std::string());
   }
+  while (inputs.back().empty()) inputs.pop_back();
   const ir::Node& first = rw.node(m.anchor);
-  std::vector<std::string> inputs = {key.a,
-                                     stack(rw, m, &NBitsNode::b, Dims{n_total, kb, key.block * key.bits / 8}, "mnb_stacked_B"),
-                                     stack(rw, m, &NBitsNode::s, Dims{n_total * kb}, "mnb_stacked_scales")};
-  if (key.z_t != DataType::kUndefined) {
-    int64_t z_total = 0;
-    for (const NBitsNode& p : m.parts) z_total += p.z->numel();
-    inputs.push_back(stack(rw, m, &NBitsNode::z, Dims{z_total}, "mnb_stacked_zero_points"));
-  }
   std::vector<ir::Attribute> attrs;
   for (const ir::Attribute& a : first.attributes) {
     if (a.name != "N") attrs.push_back(a);
