@@ -24,6 +24,9 @@ int fuse_dq_matmul(PassContext& pc, GraphInfo& gi);
 // com.microsoft MatMulNBits nodes reading the same A with the same K, bits, block and accuracy level
 // (q/k/v, gate/up): one MatMulNBits over their weights stacked along N, then a Split of its output.
 int fuse_sibling_matmulnbits(PassContext& pc, GraphInfo& gi);
+// 1x1 Conv / nxrt::FusedConv nodes reading the same X with the same attributes: one convolution over
+// their weights stacked along the output channels, then a Split of its output (views at batch 1).
+int fuse_sibling_pointwise_conv(PassContext& pc, GraphInfo& gi);
 // Conv followed by inference BatchNormalization: folded into W and B.
 int fold_conv_bn(PassContext& pc, GraphInfo& gi);
 // Conv followed by Mul / Add of a per-output-channel constant: folded into W and B.

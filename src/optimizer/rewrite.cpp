@@ -81,6 +81,7 @@ void Rewriter::apply(const Match& m, Rewrite& r, const char* stat) {
     taken_[static_cast<size_t>(at)] = false;
     g.nodes[static_cast<size_t>(at)] = std::move(n);
   }
+  for (auto& [at, n] : r.after) inserted_after_[at].push_back(std::move(n));
   for (auto& [from, to] : r.renames) renames_[from] = to;
   pc.count(r.stat ? r.stat : stat, r.count);
   done_ += r.count;
@@ -88,6 +89,25 @@ void Rewriter::apply(const Match& m, Rewrite& r, const char* stat) {
 
 int Rewriter::finish(const char* domain, int64_t version) {
   if (!done_) return 0;
+  if (!inserted_after_.empty()) {
+    // The inserted nodes go right after their position (node indices are not used past this point).
+    std::vector<ir::Node> nodes;
+    std::vector<bool> taken;
+    nodes.reserve(g.nodes.size());
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      nodes.push_back(std::move(g.nodes[i]));
+      taken.push_back(taken_[i]);
+      auto it = inserted_after_.find(static_cast<int>(i));
+      if (it == inserted_after_.end()) continue;
+      for (ir::Node& n : it->second) {
+        nodes.push_back(std::move(n));
+        taken.push_back(false);
+      }
+    }
+    g.nodes = std::move(nodes);
+    taken_ = std::move(taken);
+    inserted_after_.clear();
+  }
   if (!renames_.empty()) {
     for (auto& n : g.nodes) {
       for (auto& in : n.inputs) {

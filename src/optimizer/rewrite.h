@@ -33,10 +33,14 @@ struct Match {
 // What a build step makes of a match.
 struct Rewrite {
   std::vector<std::pair<int, ir::Node>> nodes;              // (position of a taken node, its replacement)
+  // (position of a taken node, a new node that runs right after the one written there): a replacement
+  // of more than one node.
+  std::vector<std::pair<int, ir::Node>> after;
   std::vector<std::pair<std::string, std::string>> renames;  // readers of .first read .second instead
   const char* stat = nullptr;  // the Stats key when not the fusion's
   int count = 1;               // rewrites this one stands for in Stats and the pass's result
   void replace(int at, ir::Node n) { nodes.emplace_back(at, std::move(n)); }
+  void insert_after(int at, ir::Node n) { after.emplace_back(at, std::move(n)); }
 };
 
 // The op types a pattern can start from, in canonical domains ("" is ai.onnx).
@@ -100,6 +104,7 @@ class Rewriter {
 
  private:
   std::vector<bool> taken_;
+  std::unordered_map<int, std::vector<ir::Node>> inserted_after_;  // Rewrite::after, placed by finish()
   std::unordered_map<std::string, std::string> renames_;
   std::unordered_map<std::string, int64_t> ranks_;
   bool ranks_known_ = false;
