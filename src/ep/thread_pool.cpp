@@ -92,8 +92,33 @@ struct ThreadPool::Impl {
   int64_t chunk = 1;
   alignas(64) std::atomic<int64_t> next{0};
 
-  void run_chunks() {
+  // Two threads: chunk indices claimed from both ends of one range, the caller from the front, the
+  // worker from the back (front in the low 32 bits, back in the high). Each thread then works on a
+  // contiguous part of every loop, and the same part loop after loop (the caller the low indices):
+  // consecutive ops that split their data alike (planes of a conv's output, then of the pool reading
+  // it) find their part in their own core's cache, and a GEMV streams one contiguous run of weights
+  // per thread. With chunks claimed in turn from one counter, each thread's chunks interleaved with
+  // the other's. Zen 5 (2 vCPUs), in-process paired runs in both orders: SqueezeNet -5%, ResNet-50
+  // -2.7%, Inception-v2 -1.4%, Qwen2.5-0.5B-shape decode step -9%. More threads keep the one counter.
+  bool two_ended = false;
+  alignas(64) std::atomic<uint64_t> ends{0};
+
+  void run_chunks(bool from_back = false) {
     DepthGuard depth;
+    if (two_ended) {
+      for (;;) {
+        uint64_t e = ends.load(std::memory_order_relaxed);
+        uint64_t want;
+        int64_t idx;
+        do {
+          const uint64_t f = e & 0xffffffffu, b = e >> 32;
+          if (f >= b) return;
+          idx = static_cast<int64_t>(from_back ? b - 1 : f);
+          want = from_back ? (f | ((b - 1) << 32)) : ((f + 1) | (b << 32));
+        } while (!ends.compare_exchange_weak(e, want, std::memory_order_relaxed));
+        (*fn)(idx * chunk, std::min(n, (idx + 1) * chunk));
+      }
+    }
     for (;;) {
       const int64_t b = next.fetch_add(chunk, std::memory_order_relaxed);
       if (b >= n) break;
@@ -120,7 +145,7 @@ struct ThreadPool::Impl {
       seen = g;
       if (stop.load(std::memory_order_acquire)) return;
       active.fetch_add(1, std::memory_order_seq_cst);
-      if (open.load(std::memory_order_seq_cst)) run_chunks();
+      if (open.load(std::memory_order_seq_cst)) run_chunks(/*from_back=*/true);
       if (active.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
           caller_sleeping.load(std::memory_order_seq_cst) != 0) {
         futex_wake(&active, 1);
@@ -195,6 +220,9 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
   im.n = n;
   im.chunk = std::max(grain, (n + chunks_wanted - 1) / chunks_wanted);
   im.next.store(0, std::memory_order_relaxed);
+  const int64_t nchunks = (n + im.chunk - 1) / im.chunk;
+  im.two_ended = num_threads_ == 2 && nchunks < (int64_t(1) << 31);
+  im.ends.store(static_cast<uint64_t>(nchunks) << 32, std::memory_order_relaxed);
   im.open.store(true, std::memory_order_seq_cst);   // a worker still registered from an earlier
                                                     // generation may join this job: it is complete now
   im.gen.fetch_add(1, std::memory_order_seq_cst);  // publishes the job (release)

@@ -4,6 +4,9 @@
 //   too). num_threads() is the requested count capped by the CPUs this process may run on
 //   (sched_getaffinity); a request <= 0 means "all of them". 1 thread = no worker threads.
 // - Idle workers spin briefly, then sleep on a futex: an idle pool uses no CPU.
+// - With two threads the caller claims chunks from the front of [0, n) and the worker from the back,
+//   so each takes a contiguous part of every loop (the caller the low indices, every time) while the
+//   split point still follows their speed.
 // - parallel_for called from inside a parallel_for of this pool (or while another thread is using the
 //   pool) runs inline on the calling thread: nesting never deadlocks.
 // - Several callers at once (concurrent session runs, each inside a CallerScope): while more than one

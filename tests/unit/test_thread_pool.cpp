@@ -65,6 +65,36 @@ TEST(ThreadPool, UsesWorkersAndCaller) {
   EXPECT_EQ(ids.size(), 2u);
 }
 
+// Two threads split every loop into two contiguous parts, the caller's the low one: each index is run
+// once, the caller's chunks form a prefix and the worker's the rest.
+TEST(ThreadPool, TwoThreadsTakeContiguousParts) {
+  ep::ThreadPool pool(2);
+  if (pool.num_threads() < 2) GTEST_SKIP() << "one CPU";
+  const auto self = std::this_thread::get_id();
+  bool worker_ran = false;
+  for (int rep = 0; rep < 50; ++rep) {
+    const int64_t n = 64 + rep;
+    std::vector<std::atomic<int>> by_caller(static_cast<size_t>(n)), hits(static_cast<size_t>(n));
+    pool.parallel_for(n, 1, [&](int64_t b, int64_t e) {
+      if (std::this_thread::get_id() == self) {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));  // let the worker take some
+      }
+      for (int64_t i = b; i < e; ++i) {
+        hits[static_cast<size_t>(i)].fetch_add(1);
+        by_caller[static_cast<size_t>(i)].store(std::this_thread::get_id() == self ? 1 : 0);
+      }
+    });
+    int64_t i = 0;
+    while (i < n && by_caller[static_cast<size_t>(i)].load() == 1) ++i;
+    worker_ran |= i < n;
+    for (int64_t j = 0; j < n; ++j) {
+      ASSERT_EQ(hits[static_cast<size_t>(j)].load(), 1) << "n " << n << " index " << j;
+      ASSERT_EQ(by_caller[static_cast<size_t>(j)].load(), j < i ? 1 : 0) << "n " << n << " index " << j << " caller prefix " << i;
+    }
+  }
+  EXPECT_TRUE(worker_ran);
+}
+
 TEST(ThreadPool, NestedRunsInline) {
   ep::ThreadPool pool(2);
   std::atomic<int64_t> total{0};
