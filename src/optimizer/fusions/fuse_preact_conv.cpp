@@ -25,16 +25,7 @@ bool pointwise_conv(const Rewriter& rw, const ir::Node& conv, const std::string&
   if (fused && conv.inputs.size() > 3) return false;
   const Tensor* w = rw.constant(conv.inputs[1]);
   if (!w || w->dtype() != DataType::kFloat || w->rank() != 4 || w->dim(2) != 1 || w->dim(3) != 1) return false;
-  if (attr_i(conv, "group", 1) != 1) return false;
-  const std::string pad_mode = attr_s(conv, "auto_pad", "NOTSET");
-  if (pad_mode != "NOTSET" && pad_mode != "VALID") return false;
-  for (const auto& a : conv.attributes) {
-    if (a.name != "strides" && a.name != "pads") continue;
-    for (int64_t v : a.ints) {
-      if (v != (a.name == "strides" ? 1 : 0)) return false;
-    }
-  }
-  return true;
+  return pointwise_conv_attributes(conv);
 }
 
 bool match(Rewriter& rw, int anchor, PreactConv& m) {

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "optimizer/fusions/fusion_util.h"
 #include "optimizer/passes.h"
 #include "optimizer/rewrite.h"
 
@@ -70,16 +71,7 @@ bool stackable(const Rewriter& rw, const ir::Node& n, const Tensor** w, const Te
       (!*b || (*b)->dtype() != DataType::kFloat || (*b)->numel() != (*w)->dim(0) || !(*b)->is_contiguous())) {
     return false;
   }
-  if (attr_i(n, "group", 1) != 1) return false;
-  const std::string pad_mode = attr_s(n, "auto_pad", "NOTSET");
-  if (pad_mode != "NOTSET" && pad_mode != "VALID") return false;
-  for (const auto& a : n.attributes) {
-    if (a.name != "strides" && a.name != "pads") continue;
-    for (int64_t v : a.ints) {
-      if (v != (a.name == "strides" ? 1 : 0)) return false;
-    }
-  }
-  return true;
+  return pointwise_conv_attributes(n);
 }
 
 struct SiblingConvs : Match {

@@ -100,6 +100,19 @@ ir::Node norm_node(Rewriter& rw, int anchor, int last, const Rewriter::FusedOp& 
                         make_attr_i("stash_type", dtype == DataType::kDouble ? 11 : 1)});
 }
 
+bool pointwise_conv_attributes(const ir::Node& conv) {
+  if (attr_i(conv, "group", 1) != 1) return false;
+  const std::string pad_mode = attr_s(conv, "auto_pad", "NOTSET");
+  if (pad_mode != "NOTSET" && pad_mode != "VALID") return false;
+  for (const auto& a : conv.attributes) {
+    if (a.name != "strides" && a.name != "pads") continue;
+    for (int64_t v : a.ints) {
+      if (v != (a.name == "strides" ? 1 : 0)) return false;
+    }
+  }
+  return true;
+}
+
 ir::Node with_weights(const ir::Node& conv, const std::string& w, const std::string& b) {
   ir::Node n = conv;
   n.inputs.resize(3);
