@@ -44,6 +44,18 @@ ir::Node* Rewriter::sole_producer(const std::string& value, const char* op, int*
   return n;
 }
 
+std::vector<int> Rewriter::later_readers(const std::string& value, int index) const {
+  std::vector<int> r;
+  auto it = gi.consumers.find(value);
+  if (it == gi.consumers.end()) return r;
+  for (int c : it->second) {
+    if (c > index && live(c)) r.push_back(c);
+  }
+  std::sort(r.begin(), r.end());
+  r.erase(std::unique(r.begin(), r.end()), r.end());
+  return r;
+}
+
 const std::unordered_map<std::string, int64_t>& Rewriter::ranks() {
   if (!ranks_known_) {
     ranks_ = infer_ranks(gi);

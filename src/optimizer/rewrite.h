@@ -78,6 +78,10 @@ class Rewriter {
   // ... when it is the ai.onnx op `op`.
   ir::Node* sole_producer(const std::string& value, const char* op, int* index = nullptr) const;
 
+  // The live nodes after node `index` that read `value`, in node order, each once (a pattern that
+  // gathers the siblings of a node: the other readers of its input).
+  std::vector<int> later_readers(const std::string& value, int index) const;
+
   // Ranks known without running the graph (infer_ranks), computed at the first call in the pass.
   const std::unordered_map<std::string, int64_t>& ranks();
 

@@ -16,23 +16,11 @@ struct PreactConv : Match {
   std::vector<const Tensor*> params;  // scale, B, mean, var
 };
 
-// A float 1x1, stride-1, unpadded, group-1 conv reading `x` as its input (Conv, or FusedConv without a
-// residual or a pre-activation yet).
-bool pointwise_conv(const Rewriter& rw, const ir::Node& conv, const std::string& x) {
-  const bool plain = is_onnx(&conv, "Conv");
-  const bool fused = conv.domain == kNxrtDomain && conv.op_type == "FusedConv";
-  if ((!plain && !fused) || conv.inputs.size() < 2 || conv.inputs[0] != x) return false;
-  if (fused && conv.inputs.size() > 3) return false;
-  const Tensor* w = rw.constant(conv.inputs[1]);
-  if (!w || w->dtype() != DataType::kFloat || w->rank() != 4 || w->dim(2) != 1 || w->dim(3) != 1) return false;
-  return pointwise_conv_attributes(conv);
-}
-
 bool match(Rewriter& rw, int anchor, PreactConv& m) {
   const ir::Node& bnr = rw.node(anchor);
   if (bnr.inputs.size() != 5 || !single_output(bnr) || bnr.inputs[0].empty()) return false;
   const ir::Node* conv = rw.sole_reader(bnr.outputs[0], &m.conv);
-  if (!conv || !pointwise_conv(rw, *conv, bnr.outputs[0])) return false;
+  if (!conv || conv->inputs[0] != bnr.outputs[0] || !pointwise_conv_weight(rw, *conv)) return false;
   const int64_t C = rw.constant(conv->inputs[1])->dim(1);
   if (!batch_norm_params(rw, bnr, &m.params) || m.params[0]->numel() != C) return false;
   m.nodes = {anchor, m.conv};

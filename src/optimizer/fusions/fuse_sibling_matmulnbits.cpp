@@ -29,8 +29,6 @@
 // widest panel), so every panel belongs to one output; at most 8 outputs. The stacked node takes the
 // first sibling's place in node order (A is computed there, and every reader of a sibling comes after
 // it).
-#include <algorithm>
-
 #include "optimizer/passes.h"
 #include "optimizer/rewrite.h"
 
@@ -41,56 +39,49 @@ namespace {
 constexpr const char* kMsDomain = "com.microsoft";
 constexpr size_t kMaxStacked = 8;  // nxrt::MatMulNBitsSplit's most outputs
 
-// What two MatMulNBits must share to be stacked.
+// What two MatMulNBits must share to be stacked (4-bit codes, accuracy_level 4 and uint8 B always).
 struct NBitsKey {
   std::string a;
-  int64_t K = 0, bits = 0, block = 0, accuracy = 0;
-  DataType b_t = DataType::kUndefined, s_t = DataType::kUndefined, z_t = DataType::kUndefined;  // z: kUndefined = none
+  int64_t K = 0, block = 0;
+  DataType s_t = DataType::kUndefined, z_t = DataType::kUndefined;  // z: kUndefined = no zero points
   bool operator==(const NBitsKey& o) const {
-    return a == o.a && K == o.K && bits == o.bits && block == o.block && accuracy == o.accuracy && b_t == o.b_t &&
-           s_t == o.s_t && z_t == o.z_t;
+    return a == o.a && K == o.K && block == o.block && s_t == o.s_t && z_t == o.z_t;
   }
 };
 
 struct NBitsNode {
   NBitsKey key;
   int64_t N = 0;
-  const Tensor *b = nullptr, *s = nullptr, *z = nullptr;
 };
 
-// A MatMulNBits this pass can stack: its facts, or false.
+// A MatMulNBits this pass can stack: its facts, or false. Only the column-panel path (accuracy_level 4,
+// 4-bit codes, uint8 or no zero points) writes each output directly; elsewhere the kernel would
+// compute into a buffer and copy it out.
 bool stackable(const Rewriter& rw, const ir::Node& n, NBitsNode* out) {
   if (n.op_type != "MatMulNBits" || ir::canonical_domain(n.domain) != kMsDomain) return false;
   if (n.inputs.size() < 3 || !single_output(n) || n.inputs[0].empty()) return false;
   for (size_t i = 4; i < n.inputs.size(); ++i) {
     if (!n.inputs[i].empty()) return false;  // g_idx, bias
   }
+  if (attr_i(n, "bits", 4) != 4 || attr_i(n, "accuracy_level", 0) != 4) return false;
   NBitsNode f;
   f.key.a = n.inputs[0];
   f.key.K = attr_i(n, "K", -1);
   f.N = attr_i(n, "N", -1);
-  f.key.bits = attr_i(n, "bits", 4);
   f.key.block = attr_i(n, "block_size", -1);
-  f.key.accuracy = attr_i(n, "accuracy_level", 0);
-  if (f.key.K <= 0 || f.N <= 0 || f.key.block <= 0 || (f.key.bits != 2 && f.key.bits != 4 && f.key.bits != 8)) return false;
-  f.b = rw.constant(n.inputs[1]);
-  f.s = rw.constant(n.inputs[2]);
-  if (!f.b || !f.s || !f.b->is_contiguous() || !f.s->is_contiguous()) return false;
+  if (f.key.K <= 0 || f.N <= 0 || f.key.block <= 0) return false;
+  const Tensor* b = rw.constant(n.inputs[1]);
+  const Tensor* s = rw.constant(n.inputs[2]);
+  if (!b || !s || !b->is_contiguous() || !s->is_contiguous()) return false;
   const int64_t kb = (f.key.K + f.key.block - 1) / f.key.block;
-  if (f.b->dtype() != DataType::kUInt8 || f.b->numel() != f.N * kb * (f.key.block * f.key.bits / 8)) return false;
-  if (f.s->numel() != f.N * kb) return false;
-  f.key.b_t = f.b->dtype();
-  f.key.s_t = f.s->dtype();
+  if (b->dtype() != DataType::kUInt8 || b->numel() != f.N * kb * (f.key.block / 2)) return false;
+  if (s->numel() != f.N * kb) return false;
+  f.key.s_t = s->dtype();
   if (n.inputs.size() > 3 && !n.inputs[3].empty()) {
-    f.z = rw.constant(n.inputs[3]);
-    if (!f.z || !f.z->is_contiguous()) return false;
-    const int64_t per_n = f.z->dtype() == DataType::kUInt8 ? (kb * f.key.bits + 7) / 8 : kb;
-    if (f.z->numel() != f.N * per_n) return false;
-    f.key.z_t = f.z->dtype();
+    const Tensor* z = rw.constant(n.inputs[3]);
+    if (!z || !z->is_contiguous() || z->dtype() != DataType::kUInt8 || z->numel() != f.N * ((kb * 4 + 7) / 8)) return false;
+    f.key.z_t = z->dtype();
   }
-  // The column-panel path (accuracy_level 4, 4-bit codes, integer zero points), which writes each
-  // output directly; elsewhere the kernel would compute into a buffer and copy it out.
-  if (f.key.accuracy != 4 || f.key.bits != 4 || (f.z && f.key.z_t != DataType::kUInt8)) return false;
   *out = f;
   return true;
 }
@@ -103,15 +94,10 @@ struct SiblingNBits : Match {
 bool match(Rewriter& rw, int anchor, SiblingNBits& m) {
   NBitsNode first;
   if (!stackable(rw, rw.node(anchor), &first)) return false;
-  auto it = rw.gi.consumers.find(first.key.a);
-  if (it == rw.gi.consumers.end()) return false;
   m.take(anchor);
   m.parts.push_back(first);
-  std::vector<int> readers = it->second;
-  std::sort(readers.begin(), readers.end());
-  for (int c : readers) {
+  for (int c : rw.later_readers(first.key.a, anchor)) {
     if (m.parts.size() == kMaxStacked) break;
-    if (c <= anchor || !rw.live(c) || std::find(m.nodes.begin(), m.nodes.end(), c) != m.nodes.end()) continue;
     NBitsNode f;
     if (!stackable(rw, rw.node(c), &f) || !(f.key == first.key)) continue;
     // Each output starts on a panel boundary (the widest panel, 32 columns), so every panel belongs to

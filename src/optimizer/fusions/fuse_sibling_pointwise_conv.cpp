@@ -56,22 +56,11 @@ bool same_attributes(const ir::Node& a, const ir::Node& b) {
 
 // A pointwise convolution this pass can stack: its weight (and bias, or nullptr).
 bool stackable(const Rewriter& rw, const ir::Node& n, const Tensor** w, const Tensor** b) {
-  const bool plain = is_onnx(&n, "Conv");
-  const bool fused = n.domain == kNxrtDomain && n.op_type == "FusedConv";
-  if ((!plain && !fused) || n.inputs.size() < 2 || n.inputs.size() > 3 || !single_output(n) || n.inputs[0].empty()) {
-    return false;
-  }
-  *w = rw.constant(n.inputs[1]);
-  *b = n.inputs.size() > 2 && !n.inputs[2].empty() ? rw.constant(n.inputs[2]) : nullptr;
-  if (!*w || (*w)->dtype() != DataType::kFloat || (*w)->rank() != 4 || (*w)->dim(2) != 1 || (*w)->dim(3) != 1 ||
-      !(*w)->is_contiguous()) {
-    return false;
-  }
-  if (n.inputs.size() > 2 && !n.inputs[2].empty() &&
-      (!*b || (*b)->dtype() != DataType::kFloat || (*b)->numel() != (*w)->dim(0) || !(*b)->is_contiguous())) {
-    return false;
-  }
-  return pointwise_conv_attributes(n);
+  *w = pointwise_conv_weight(rw, n);
+  if (!*w || n.inputs.size() > 3 || !single_output(n) || !(*w)->is_contiguous()) return false;
+  const bool has_bias = n.inputs.size() > 2 && !n.inputs[2].empty();
+  *b = has_bias ? rw.constant(n.inputs[2]) : nullptr;
+  return !has_bias || (*b && (*b)->dtype() == DataType::kFloat && (*b)->numel() == (*w)->dim(0) && (*b)->is_contiguous());
 }
 
 struct SiblingConvs : Match {
@@ -82,16 +71,11 @@ bool match(Rewriter& rw, int anchor, SiblingConvs& m) {
   const ir::Node& first = rw.node(anchor);
   const Tensor *w = nullptr, *b = nullptr;
   if (!stackable(rw, first, &w, &b)) return false;
-  auto it = rw.gi.consumers.find(first.inputs[0]);
-  if (it == rw.gi.consumers.end()) return false;
   m.take(anchor);
   m.w.push_back(w);
   m.b.push_back(b);
-  std::vector<int> readers = it->second;
-  std::sort(readers.begin(), readers.end());
-  for (int c : readers) {
+  for (int c : rw.later_readers(first.inputs[0], anchor)) {
     if (m.w.size() == kMaxStacked) break;
-    if (c <= anchor || !rw.live(c) || std::find(m.nodes.begin(), m.nodes.end(), c) != m.nodes.end()) continue;
     const ir::Node& n = rw.node(c);
     if (n.op_type != first.op_type || n.domain != first.domain || n.inputs[0] != first.inputs[0]) continue;
     if (!stackable(rw, n, &w, &b) || w->dim(1) != m.w[0]->dim(1) || !same_attributes(n, first)) continue;

@@ -100,17 +100,23 @@ ir::Node norm_node(Rewriter& rw, int anchor, int last, const Rewriter::FusedOp& 
                         make_attr_i("stash_type", dtype == DataType::kDouble ? 11 : 1)});
 }
 
-bool pointwise_conv_attributes(const ir::Node& conv) {
-  if (attr_i(conv, "group", 1) != 1) return false;
+const Tensor* pointwise_conv_weight(const Rewriter& rw, const ir::Node& conv) {
+  const bool plain = is_onnx(&conv, "Conv");
+  const bool fused = conv.domain == kNxrtDomain && conv.op_type == "FusedConv";
+  if ((!plain && !fused) || conv.inputs.size() < 2 || conv.inputs[0].empty()) return nullptr;
+  if (fused && conv.inputs.size() > 3) return nullptr;
+  const Tensor* w = rw.constant(conv.inputs[1]);
+  if (!w || w->dtype() != DataType::kFloat || w->rank() != 4 || w->dim(2) != 1 || w->dim(3) != 1) return nullptr;
+  if (attr_i(conv, "group", 1) != 1) return nullptr;
   const std::string pad_mode = attr_s(conv, "auto_pad", "NOTSET");
-  if (pad_mode != "NOTSET" && pad_mode != "VALID") return false;
+  if (pad_mode != "NOTSET" && pad_mode != "VALID") return nullptr;
   for (const auto& a : conv.attributes) {
     if (a.name != "strides" && a.name != "pads") continue;
     for (int64_t v : a.ints) {
-      if (v != (a.name == "strides" ? 1 : 0)) return false;
+      if (v != (a.name == "strides" ? 1 : 0)) return nullptr;
     }
   }
-  return true;
+  return w;
 }
 
 ir::Node with_weights(const ir::Node& conv, const std::string& w, const std::string& b) {

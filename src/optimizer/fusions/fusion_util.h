@@ -40,9 +40,9 @@ std::string norm_param_value(Rewriter& rw, const NormParam& p);
 ir::Node norm_node(Rewriter& rw, int anchor, int last, const Rewriter::FusedOp& f, std::vector<std::string> inputs,
                    int k, double eps, DataType dtype);
 
-// A conv's attributes leave a 1x1 kernel a plain matrix product over the channels: group 1, strides 1,
-// no padding (auto_pad NOTSET or VALID).
-bool pointwise_conv_attributes(const ir::Node& conv);
+// The constant weight of a float 1x1, stride-1, unpadded, group-1 conv (Conv, or nxrt::FusedConv
+// without a residual or a pre-activation): a plain matrix product over the channels. nullptr otherwise.
+const Tensor* pointwise_conv_weight(const Rewriter& rw, const ir::Node& conv);
 
 // A copy of `conv` reading weight `w` and bias `b` (initializer names) instead of its own.
 ir::Node with_weights(const ir::Node& conv, const std::string& w, const std::string& b);
