@@ -784,12 +784,10 @@ class MatMulNBits final : public ep::Kernel {
         } else {
           NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(plan.workspace_bytes()));
         }
-        // Split outputs on panel boundaries (every split a multiple of the panel width): each panel's
-        // columns go straight to their output.
-        std::array<float*, kMaxSplitOutputs> out_data{};
-        for (size_t i = 0; i < n_out; ++i) out_data[i] = f32 ? outs[i]->data<float>() : nullptr;
-        const NBitsColumnSplit cs{split_first_.data(), out_data.data(), static_cast<int>(n_out)};
-        if (split && f32 && !bp && cs.fits(*panels)) {
+        if (f32 && split_on_panels_) {  // each panel's columns go straight to their output
+          std::array<float*, kMaxSplitOutputs> out_data{};
+          for (size_t i = 0; i < n_out; ++i) out_data[i] = outs[i]->data<float>();
+          const NBitsColumnSplit cs{split_first_.data(), out_data.data(), static_cast<int>(n_out)};
           matmulnbits_panels_run(plan, a, *panels, nullptr, nullptr, &ctx.pool(), ws, &cs);
           return Status::Ok();
         }
@@ -888,6 +886,8 @@ class MatMulNBits final : public ep::Kernel {
     Status st = prepare(B, S, z0 ? &Z : nullptr, nullptr, &W_, &P_, &dense_, &float_zp_);
     if (!st.ok()) return info.error(st.message());
     packed_ = true;
+    // Every split on a panel boundary of the packed weights: the panel path writes the outputs directly.
+    split_on_panels_ = !P_.empty() && NBitsColumnSplit{split_first_.data(), nullptr, static_cast<int>(n)}.fits(P_);
     return Status::Ok();
   }
 
@@ -966,6 +966,7 @@ class MatMulNBits final : public ep::Kernel {
   static constexpr size_t kMaxSplitOutputs = 8;
   int64_t K_ = 0, N_ = 0, bits_ = 4, block_ = 32;
   std::vector<int64_t> split_first_;  // MatMulNBitsSplit: outputs + 1 column offsets (empty: one output)
+  bool split_on_panels_ = false;      // ... each offset a panel boundary of P_ (decided at creation)
   int acc_ = 0;
   ep::IsaTier isa_ = ep::IsaTier::kScalar;
   PanelKernel panel_kernel_ = PanelKernel::kScalar;
