@@ -150,44 +150,44 @@ Status op_einsum(NodeContext& c) {
   return Status::Ok();
 }
 
-Status op_matmul_nbits(NodeContext& c) {
+// MatMulNBits' A dims (last one checked against K), or empty when A's rank is unknown.
+Result<std::vector<SymDim>> matmul_nbits_a_dims(NodeContext& c) {
   const ValueFacts& a = c.input(0);
-  int64_t n = c.ai("N", -1);
-  if (!a.has_shape || a.dims.empty()) {
-    c.set(0, tensor_unknown_rank(a.dtype));
-    return Status::Ok();
-  }
+  if (!a.has_shape || a.dims.empty()) return std::vector<SymDim>{};
   std::vector<SymDim> d = a.dims;
   int64_t k = c.ai("K", -1);
   if (k > 0) {
     SymDim r;
     NXRT_RETURN_IF_ERROR(c.unify(d.back(), SymDim::c(k), "input " + c.shape_str(a) + " does not end in K=" + std::to_string(k), &r));
   }
+  return d;
+}
+
+Status op_matmul_nbits(NodeContext& c) {
+  const DataType dt = c.input(0).dtype;
+  NXRT_ASSIGN_OR_RETURN(std::vector<SymDim> d, matmul_nbits_a_dims(c));
+  if (d.empty()) {
+    c.set(0, tensor_unknown_rank(dt));
+    return Status::Ok();
+  }
+  int64_t n = c.ai("N", -1);
   d.back() = n > 0 ? SymDim::c(n) : SymDim::s(c.S.mint());
-  c.set(0, tensor(a.dtype, d));
+  c.set(0, tensor(dt, d));
   return Status::Ok();
 }
 
 // nxrt::MatMulNBitsSplit: MatMulNBits whose output columns go to one output per `splits` entry.
 Status op_matmul_nbits_split(NodeContext& c) {
-  const ValueFacts& a = c.input(0);
+  const DataType dt = c.input(0).dtype;
   const std::vector<int64_t> splits = c.aints("splits").value_or(std::vector<int64_t>{});
-  std::vector<SymDim> d;
-  if (a.has_shape && !a.dims.empty()) {
-    d = a.dims;
-    const int64_t k = c.ai("K", -1);
-    if (k > 0) {
-      SymDim r;
-      NXRT_RETURN_IF_ERROR(c.unify(d.back(), SymDim::c(k), "input " + c.shape_str(a) + " does not end in K=" + std::to_string(k), &r));
-    }
-  }
+  NXRT_ASSIGN_OR_RETURN(std::vector<SymDim> d, matmul_nbits_a_dims(c));
   for (size_t i = 0; i < c.nout(); ++i) {
     if (d.empty() || i >= splits.size()) {
-      c.set(i, tensor_unknown_rank(a.dtype));
+      c.set(i, tensor_unknown_rank(dt));
       continue;
     }
     d.back() = SymDim::c(splits[i]);
-    c.set(i, tensor(a.dtype, d));
+    c.set(i, tensor(dt, d));
   }
   return Status::Ok();
 }
