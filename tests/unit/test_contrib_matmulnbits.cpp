@@ -230,9 +230,12 @@ TEST(ContribMatMulNBits, ColumnSplitWritesEachOutputsColumns) {
 // the computed-then-copied product (float16 A; splits off the grid), and its input errors.
 TEST(ContribMatMulNBits, SplitOpOutputsAreTheColumnsOfMatMulNBits) {
   std::mt19937 rng(29);
-  struct Case { std::vector<int64_t> widths; int64_t M; bool fp16, bias; };
+  // bias: the unsplit op gets a bias and the split op each output's share (last_bias: the last output
+  // alone has one; the unsplit op's other columns add zeros).
+  struct Case { std::vector<int64_t> widths; int64_t M; bool fp16, bias, last_bias = false; };
   const Case cases[] = {{{64, 32, 32}, 1, false, false}, {{64, 32, 40}, 7, false, false}, {{20, 44}, 3, false, false},
-                        {{32, 32}, 2, true, false},     {{64, 32}, 4, false, true}};
+                        {{32, 32}, 2, true, false},     {{64, 32}, 4, false, true},       {{64, 32, 40}, 1, false, true, true},
+                        {{20, 44}, 3, false, true}};
   for (const Case& c : cases) {
     int64_t N = 0;
     for (int64_t w : c.widths) N += w;
@@ -272,9 +275,22 @@ TEST(ContribMatMulNBits, SplitOpOutputsAreTheColumnsOfMatMulNBits) {
           DataType::kUInt8, {w * zrow}, std::vector<uint8_t>(zp.begin() + n0 * zrow, zp.begin() + (n0 + w) * zrow))));
       n0 += w;
     }
-    if (c.bias) {  // the unsplit op with a bias; the split op (no bias input) adds it to compare
+    if (c.bias) {
+      if (c.last_bias) std::fill(p.bias.begin(), p.bias.end() - c.widths.back(), 0.f);
       whole.inputs.push_back(Value());
       whole.inputs.push_back(Value(Tensor::from_vector<float>(DataType::kFloat, {N}, p.bias)));
+      int64_t b0 = 0;
+      for (size_t i = 0; i < c.widths.size(); ++i) {
+        const int64_t bw = c.widths[i];
+        if (c.last_bias && i + 1 < c.widths.size()) {
+          split_inputs.push_back(Value());
+        } else {
+          split_consts.push_back(split_inputs.size());
+          split_inputs.push_back(Value(Tensor::from_vector<float>(
+              DataType::kFloat, {bw}, std::vector<float>(p.bias.begin() + b0, p.bias.begin() + b0 + bw))));
+        }
+        b0 += bw;
+      }
     }
     auto w = run_kernel(whole);
     ASSERT_TRUE(w.ok()) << w.status().to_string();
@@ -300,9 +316,6 @@ TEST(ContribMatMulNBits, SplitOpOutputsAreTheColumnsOfMatMulNBits) {
           const size_t at = static_cast<size_t>(m * c.widths[i] + n), from = static_cast<size_t>(m * N + c0 + n);
           if (c.fp16) {
             ASSERT_EQ(part.data<Float16>()[at].bits, y.data<Float16>()[from].bits) << "output " << i;
-          } else if (c.bias) {
-            ASSERT_NEAR(part.data<float>()[at] + p.bias[static_cast<size_t>(c0 + n)], y.data<float>()[from], 1e-5)
-                << "output " << i << " row " << m << " col " << n;
           } else {
             ASSERT_EQ(part.data<float>()[at], y.data<float>()[from]) << "output " << i << " row " << m << " col " << n;
           }
@@ -336,6 +349,22 @@ TEST(ContribMatMulNBits, SplitOpOutputsAreTheColumnsOfMatMulNBits) {
   r = run_kernel(bad);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("zero points must be given for every output or none"), std::string::npos) << r.status().to_string();
+  // A bias of the wrong size, and more inputs than weights and biases.
+  bad.inputs[3] = Value();
+  bad.inputs.push_back(Value());                                   // (output 1's zero points)
+  bad.inputs.push_back(Value(Tensor(DataType::kFloat, {32})));     // output 0's bias: 32 for 32 columns
+  bad.inputs.push_back(Value(Tensor(DataType::kFloat, {31})));     // output 1's: 31 for 32
+  bad.const_inputs = {1, 2, 4, 5, 7, 8};
+  r = run_kernel(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("output 1's bias must be a float32 constant with 32 elements"), std::string::npos)
+      << r.status().to_string();
+  bad.inputs.back() = Value(Tensor(DataType::kFloat, {32}));
+  bad.inputs.push_back(Value(Tensor(DataType::kFloat, {32})));
+  bad.const_inputs.push_back(9);
+  r = run_kernel(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("takes at most 9 inputs"), std::string::npos) << r.status().to_string();
 }
 
 // The op at each forced tier (isa=scalar|avx2|avx512|amx, what NXRT_ISA sets): every tier this CPU has

@@ -101,6 +101,44 @@ TEST(SiblingMatMulNBitsFusion, QkvBecomesOneSplitNode) {
   expect_same_outputs(b.m);
 }
 
+// q/k/v biases (Qwen): a float32 [N] Add that alone reads a sibling's product goes into the stacked
+// node, which then writes the Add's output; the sums are the unfused graph's, bit for bit.
+TEST(SiblingMatMulNBitsFusion, BiasAddsAreTakenIn) {
+  ModelBuilder b = build({{"q", 64}, {"k", 32}, {"v", 40}});
+  // q and v get a bias Add (v with the bias first); k's product is read by its own Add and by a Relu.
+  for (const char* y : {"q", "k", "v"}) {
+    b.m.graph.outputs.erase(std::remove_if(b.m.graph.outputs.begin(), b.m.graph.outputs.end(),
+                                           [&](const ir::ValueInfo& v) { return v.name == y; }),
+                            b.m.graph.outputs.end());
+  }
+  b.init("bq", random_tensor({64}, 31));
+  b.init("bk", random_tensor({32}, 32));
+  b.init("bv", random_tensor({40}, 33));
+  b.node("Add", {"q", "bq"}, {"q_sum"});
+  b.node("Add", {"k", "bk"}, {"k_sum"});
+  b.node("Relu", {"k"}, {"k_relu"});
+  b.node("Add", {"bv", "v"}, {"v_sum"});
+  for (const char* y : {"q_sum", "k_sum", "k_relu", "v_sum"}) b.output(y);
+  EXPECT_EQ(stacked_groups(b.m), 1);
+  const ir::Model o = optimized(b.m, OptLevel::kAll);
+  EXPECT_EQ(count_op(o, "Add"), 1);  // k's
+  for (const auto& n : o.graph.nodes) {
+    if (n.op_type != "MatMulNBitsSplit") continue;
+    EXPECT_EQ(n.outputs, (std::vector<std::string>{"q_sum", "k", "v_sum"}));
+    ASSERT_EQ(n.inputs.size(), 1u + 3 * 3 + 3);
+    EXPECT_EQ(std::vector<std::string>(n.inputs.end() - 3, n.inputs.end()), (std::vector<std::string>{"bq", "", "bv"}));
+  }
+  expect_same_outputs(b.m);
+  // A bias of another shape ([1, 64]) is left to its Add.
+  ModelBuilder c = build({{"q", 64}, {"k", 32}});
+  c.m.graph.outputs.erase(c.m.graph.outputs.begin());
+  c.init("bq", random_tensor({1, 64}, 34));
+  c.node("Add", {"q", "bq"}, {"q_sum"});
+  c.output("q_sum");
+  EXPECT_EQ(count_op(optimized(c.m, OptLevel::kAll), "Add"), 1);
+  expect_same_outputs(c.m);
+}
+
 TEST(SiblingMatMulNBitsFusion, ZeroPointsAreStackedToo) {
   const ModelBuilder b = build({{"gate", 96, 4, true}, {"up", 64, 4, true}});
   EXPECT_EQ(stacked_groups(b.m), 1);

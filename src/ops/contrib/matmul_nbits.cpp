@@ -717,6 +717,7 @@ class MatMulNBits final : public ep::Kernel {
     }
     std::vector<float> bias;  // a float16/bfloat16 bias converted; a float one is read in place
     const float* bias_in = nullptr;
+    if (!split_bias_.empty()) bias_in = split_bias_.data();
     if (split_first_.empty() && ctx.has_input(5)) {  // (MatMulNBitsSplit's input 5 is a weight)
       const Tensor& bt = ctx.input(5);
       if (bt.numel() != N_) return ctx.error("bias must have N=" + std::to_string(N_) + " elements, got " + bt.describe(), StatusCode::kInvalidArgument);
@@ -788,7 +789,7 @@ class MatMulNBits final : public ep::Kernel {
           std::array<float*, kMaxSplitOutputs> out_data{};
           for (size_t i = 0; i < n_out; ++i) out_data[i] = outs[i]->data<float>();
           const NBitsColumnSplit cs{split_first_.data(), out_data.data(), static_cast<int>(n_out)};
-          matmulnbits_panels_run(plan, a, *panels, nullptr, nullptr, &ctx.pool(), ws, &cs);
+          matmulnbits_panels_run(plan, a, *panels, bp, nullptr, &ctx.pool(), ws, &cs);
           return Status::Ok();
         }
         y = product_buffer();
@@ -831,8 +832,9 @@ class MatMulNBits final : public ep::Kernel {
 
  private:
   // nxrt::MatMulNBitsSplit (the optimizer's stacked sibling MatMulNBits): inputs A, then per output i
-  // B_i, scales_i, zero_points_i (or none), all constants; output i is columns [sum of splits before i,
-  // + splits[i]) of the product over the weights stacked along N. The stacked copy lives only while
+  // B_i, scales_i, zero_points_i (or none), then per output i an optional float32 bias_i [splits[i]],
+  // all constants; output i is columns [sum of splits before i, + splits[i]) of the product over the
+  // weights stacked along N, plus bias_i. The stacked copy lives only while
   // this packs it: the model keeps the siblings' own initializers (mapped from the file), which the
   // session drops once packed, so stacking adds no weight bytes to the peak.
   Status init_split(const ep::KernelInfo& info) {
@@ -882,6 +884,20 @@ class MatMulNBits final : public ep::Kernel {
       ob += b->nbytes();
       os += sc->nbytes();
       if (z) oz += z->nbytes();
+    }
+    // The biases (those of the outputs without one are zeros), stacked like the weights.
+    if (info.num_inputs() > 1 + 3 * n + n)
+      return info.error("takes at most " + std::to_string(1 + 4 * n) + " inputs (A, 3 weights per output, a bias per output), got " +
+                        std::to_string(info.num_inputs()));
+    for (size_t i = 0; i < n; ++i) {
+      const size_t at = 1 + 3 * n + i;
+      if (at >= info.num_inputs() || !info.input_present(at)) continue;
+      const Tensor* bt = info.const_input(at);
+      if (!bt || bt->dtype() != DataType::kFloat || bt->numel() != sizes[i] || !bt->is_contiguous())
+        return info.error("output " + std::to_string(i) + "'s bias must be a float32 constant with " + std::to_string(sizes[i]) +
+                          " elements" + (bt ? ", got " + bt->describe() : std::string()));
+      if (split_bias_.empty()) split_bias_.assign(static_cast<size_t>(N_), 0.f);
+      std::copy(bt->data<float>(), bt->data<float>() + sizes[i], split_bias_.begin() + split_first_[i]);
     }
     Status st = prepare(B, S, z0 ? &Z : nullptr, nullptr, &W_, &P_, &dense_, &float_zp_);
     if (!st.ok()) return info.error(st.message());
@@ -967,6 +983,7 @@ class MatMulNBits final : public ep::Kernel {
   int64_t K_ = 0, N_ = 0, bits_ = 4, block_ = 32;
   std::vector<int64_t> split_first_;  // MatMulNBitsSplit: outputs + 1 column offsets (empty: one output)
   bool split_on_panels_ = false;      // ... each offset a panel boundary of P_ (decided at creation)
+  std::vector<float> split_bias_;     // MatMulNBitsSplit with biases: N stacked bias values (else empty)
   int acc_ = 0;
   ep::IsaTier isa_ = ep::IsaTier::kScalar;
   PanelKernel panel_kernel_ = PanelKernel::kScalar;

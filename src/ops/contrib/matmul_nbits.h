@@ -202,7 +202,8 @@ struct NBitsColumnSplit {
 // the same result as matmulnbits_reference at accuracy_level 4 up to float summation order.
 // plan.kernel must read W's panel width; workspace: plan.workspace_bytes() (64-byte aligned), or
 // nullptr to allocate. A pool with more threads than plan.slots runs on scratch allocated here.
-// split: Y's columns go to split->outputs (Y unused, no bias, split->fits(W)).
+// split: Y's columns go to split->outputs (Y unused, split->fits(W)); bias, when given, holds all N
+// values and each output gets its columns' share.
 void matmulnbits_panels_run(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias,
                             float* Y, ep::ThreadPool* pool, void* workspace, const NBitsColumnSplit* split = nullptr);
 // The plan for the pool's threads, then matmulnbits_panels_run.

@@ -310,7 +310,7 @@ void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanel
 void matmulnbits_panels_run(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias,
                             float* Y, ep::ThreadPool* pool, void* workspace, const NBitsColumnSplit* split) {
   if (plan.M == 0 || W.N == 0) return;
-  assert(!split || (split->fits(W) && !bias));
+  assert(!split || split->fits(W));
   ep::run_on_plan_workspace(plan, pool, workspace, [&](const NBitsPanelsPlan& p, void* ws) {
     panels_run_on(p, A, W, bias, Y, pool, ws, split);
   });
@@ -397,9 +397,16 @@ void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanel
   };
   if (pool && W.panels > 1) pool->parallel_for(W.panels, plan.grain, work);
   else work(0, W.panels);
-  if (bias) {
+  if (bias && !split) {
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) Y[m * N + n] += bias[n];
+  }
+  if (bias && split) {  // bias holds N values; output s gets its columns' share
+    for (int s = 0; s < split->count; ++s) {
+      const int64_t c0 = split->first[s], w = split->first[s + 1] - c0;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < w; ++n) split->outputs[s][m * w + n] += bias[c0 + n];
+    }
   }
 }
 }  // namespace
