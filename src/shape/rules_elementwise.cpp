@@ -229,6 +229,7 @@ void add_elementwise_schemas(SchemaList& s) {
   // The optimizer's fused activations (src/ops/fused/ copies the ai.onnx kernels). Not marked in place:
   // the hand list this replaced reached only the ai.onnx defs, and whether these gain from it is unmeasured.
   for (const char* op : {"Swish", "HardSwish", "Gelu"}) s.add(ir::kNxrtDomain, op, &same_as_input0).rank(kSameAsInput0);
+  s.add(ir::kNxrtDomain, "SiluMul", &op_binary).rank(kBroadcast);  // Swish(x) * u, broadcasting as Mul
 }
 
 }  // namespace nxrt::shape

@@ -352,3 +352,53 @@ TEST(OpsElementwise, SigmoidAndSwishVectorPathMatchDefinition) {
     }
   }
 }
+
+// nxrt::SiluMul(x, u) = Swish(x) * u (the optimizer's SwiGLU fusion): same-shape float32 inputs give the
+// bits of nxrt::Swish then Mul at every tier the machine has (lengths across the kernel's 512-float
+// blocks and the vector tails), other shapes broadcast as Mul does, other float types compute in float.
+TEST(OpsElementwise, SiluMulIsSwishThenMul) {
+  std::vector<ir::Attribute> none;
+  auto run_nxrt = [](const std::string& op, std::vector<Value> in, const std::string& isa, int threads) {
+    KernelRun r;
+    r.op_type = op;
+    r.domain = "nxrt";
+    r.opset = 1;
+    r.inputs = std::move(in);
+    r.threads = threads;
+    if (!isa.empty()) r.overrides["isa"] = isa;
+    return run_kernel(r);
+  };
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-12.f, 12.f);
+  for (const char* isa : {"scalar", "avx2", ""}) {
+    for (int64_t n : {1, 15, 16, 17, 511, 512, 513, 1100, 40000}) {
+      std::vector<float> x(static_cast<size_t>(n)), u(static_cast<size_t>(n));
+      for (auto& v : x) v = dist(rng);
+      for (auto& v : u) v = dist(rng);
+      const Dims shape{1, n};
+      auto fused = run_nxrt("SiluMul", {ftensor(shape, x), ftensor(shape, u)}, isa, 2);
+      auto sw = run_nxrt("Swish", {ftensor(shape, x)}, isa, 2);
+      ASSERT_TRUE(fused.ok() && sw.ok()) << fused.status().to_string();
+      auto prod = run("Mul", {sw.value()[0], ftensor(shape, u)});
+      ASSERT_TRUE(prod.ok());
+      const auto got = values<float>(fused.value()[0]), want = values<float>(prod.value()[0]);
+      ASSERT_EQ(fused.value()[0].tensor().shape(), shape);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], want[i]) << "isa '" << isa << "' n " << n << " element " << i;
+    }
+  }
+  // Broadcast: u [3] across x [2, 3].
+  const std::vector<float> x{-2.f, 0.f, 1.f, 3.f, -0.5f, 8.f}, u{1.f, 2.f, -1.f};
+  auto b = run_nxrt("SiluMul", {ftensor({2, 3}, x), ftensor({3}, u)}, "", 1);
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  ASSERT_EQ(b.value()[0].tensor().shape(), (Dims{2, 3}));
+  const auto bv = values<float>(b.value()[0]);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = x[i] / (1.0 + std::exp(-double(x[i]))) * u[i % 3];
+    EXPECT_NEAR(bv[i], want, 1e-5 * (1 + std::fabs(want))) << i;
+  }
+  // Bad input: dtypes that differ, shapes that do not broadcast.
+  auto bad = run_nxrt("SiluMul", {ftensor({2}, {1, 2}), make<double>(DataType::kDouble, {2}, {1, 2})}, "", 1);
+  EXPECT_FALSE(bad.ok());
+  bad = run_nxrt("SiluMul", {ftensor({2}, {1, 2}), ftensor({3}, {1, 2, 3})}, "", 1);
+  EXPECT_FALSE(bad.ok());
+}

@@ -552,9 +552,31 @@ TEST(OptimizerSilu, SigmoidTimesItsInputBecomesSwish) {
   b.node("Mul", {"g", "u"}, {"y"});
   b.output("y");
   optimizer::Stats st;
-  ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll, &st)), (std::vector<std::string>{"nxrt::Swish", "Mul"}));
-  EXPECT_EQ(st.counts["fused_silu"], 1);
+  // The SwiGLU product takes the Mul of the SiLU and u in too.
+  ASSERT_EQ(ops_of(optimized(b.m, OptLevel::kAll, &st)), (std::vector<std::string>{"nxrt::SiluMul"}));
+  EXPECT_EQ(st.counts["fused_silu_mul"], 1);
   expect_same_numerics(b.m, {{"x", Value(random_tensor({2, 7}, 90, -8, 8))}, {"u", Value(random_tensor({2, 7}, 91))}});
+  // The SiLU read elsewhere too: Swish, then the Mul.
+  {
+    ModelBuilder c = b;
+    c.output("g");
+    optimizer::Stats sc;
+    ASSERT_EQ(ops_of(optimized(c.m, OptLevel::kAll, &sc)), (std::vector<std::string>{"nxrt::Swish", "Mul"}));
+    EXPECT_EQ(sc.counts["fused_silu"], 1);
+    expect_same_numerics(c.m, {{"x", Value(random_tensor({2, 7}, 92, -8, 8))}, {"u", Value(random_tensor({2, 7}, 93))}});
+  }
+  // u broadcast ([7] onto [2, 7]): SiluMul broadcasts as Mul does.
+  {
+    ModelBuilder c(14);
+    c.input("x", {2, 7});
+    c.input("u", {7});
+    c.node("Sigmoid", {"x"}, {"s"});
+    c.node("Mul", {"x", "s"}, {"g"});
+    c.node("Mul", {"u", "g"}, {"y"});
+    c.output("y");
+    ASSERT_EQ(ops_of(optimized(c.m, OptLevel::kAll)), (std::vector<std::string>{"nxrt::SiluMul"}));
+    expect_same_numerics(c.m, {{"x", Value(random_tensor({2, 7}, 94, -8, 8))}, {"u", Value(random_tensor({7}, 95))}});
+  }
   // The sigmoid read elsewhere, or multiplied by another tensor: left alone.
   b.output("s");
   EXPECT_EQ(count_op(optimized(b.m, OptLevel::kAll), "Swish"), 0);

@@ -494,6 +494,67 @@ Status binary_kernel(KernelContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// nxrt::SiluMul(x, u) = Swish(x) * u: a SwiGLU MLP's gate activation and product in one pass
+// (optimizer/fusions/fuse_silu.cpp fuses Mul(x * Sigmoid(x), u)). Same-shape float32 inputs take
+// Swish's vector body on blocks of x held in L1, then the product: the bits of Swish then Mul at the
+// same tier. Other shapes broadcast as Mul does and other float types compute in float (one rounding
+// where the two ops rounded twice).
+
+struct SiluMulF {
+  template <typename C> C operator()(C x, C u) const { return C(x * sigmoid(x)) * u; }
+};
+
+Status silu_mul(KernelContext& ctx) {
+  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 2));
+  const Tensor& x = ctx.input(0);
+  const Tensor& u = ctx.input(1);
+  if (x.dtype() != u.dtype()) {
+    return ctx.error(std::string("input dtypes differ: ") + dtype_name(x.dtype()) + " vs " + dtype_name(u.dtype()),
+                     StatusCode::kInvalidArgument);
+  }
+  BinaryShapes s;
+  NXRT_RETURN_IF_ERROR(binary_shapes(ctx, x, u, &s, /*legacy_capable=*/false));
+  NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), s.out));
+  if (x.dtype() == DataType::kFloat && x.shape() == u.shape()) {
+    const float* xp = x.data<float>();
+    const float* up = u.data<float>();
+    float* yp = y->data<float>();
+    const bool avx512 = ctx.info().isa() >= ep::IsaTier::kAvx512;
+    ew::run_flat(ctx.pool(), x.numel(), 16384, [&](int64_t b, int64_t e) {
+      constexpr int64_t kBlock = 512;
+      float sw[kBlock];
+      for (int64_t i0 = b; i0 < e; i0 += kBlock) {
+        const int64_t n = std::min(kBlock, e - i0);
+        bool done = false;
+#ifdef NXRT_SIMD_X86
+        if (avx512) {
+          sigmoid_like_avx512(xp + i0, sw, n, 1.f, true);
+          done = true;
+        } else if (simd_has_avx2()) {
+          sigmoid_like_avx2(xp + i0, sw, n, 1.f, true);
+          done = true;
+        }
+#endif
+        if (!done)
+          for (int64_t i = 0; i < n; ++i) sw[i] = xp[i0 + i] * sigmoid(xp[i0 + i]);
+        for (int64_t i = 0; i < n; ++i) yp[i0 + i] = sw[i] * up[i0 + i];
+      }
+    });
+    (void)avx512;
+    return Status::Ok();
+  }
+  ew::BcastPlan plan = ew::make_plan(s.out, {&s.a, &s.b});
+  return dispatch_set<TypeSet::kFloat>(
+      x.dtype(),
+      [&](auto tag) -> Status {
+        using T = decltype(tag);
+        ew::apply_binary(ctx.pool(), plan, x.data<T>(), u.data<T>(), y->data<T>(), Lift<T, SiluMulF>{SiluMulF{}});
+        return Status::Ok();
+      },
+      [&] { return bad_dtype(ctx, x.dtype()); });
+}
+
+// ---------------------------------------------------------------------------------------------
 // Mod
 
 template <typename C>
@@ -980,6 +1041,7 @@ void register_elementwise_ops(ep::KernelRegistry& r) {
   r.add_fn("Shrink", &unary_kernel<ShrinkOp, TypeSet::kNumeric>);
   r.add_fn("Gelu", &unary_kernel<GeluOp, TypeSet::kFloat>);
   r.add_fn("Swish", &unary_kernel<SwishOp, TypeSet::kFloat>);
+  r.add_fn(ir::kNxrtDomain, "SiluMul", 1, INT64_MAX, &silu_mul);
   r.add_fn("Clip", &Clip);
   // Binary arithmetic
   r.add_fn("Add", &binary_kernel<AddF, TypeSet::kNumeric>);
