@@ -165,6 +165,28 @@ TEST(ConvWinograd, LargerShapesAllThreadingModes) {
   std::printf("[ConvWinograd] larger shapes: max |err| / rms(ref) = %.3g\n", worst);
 }
 
+// Blocks split over 2 threads come in a multiple of 2, their rows spread evenly (sizes rows_per_block
+// and one fewer), so each thread gets an equal share where the rows allow; one thread keeps the
+// L2-sized blocks.
+TEST(ConvWinograd, BlocksSpreadEvenlyOverThreads) {
+  const ConvShape s = shape_of(Case{1, 64, 64, 56, 56, 1, 1, 1, 1, true});  // 14 tile rows of 14 tiles
+  const WinogradPlan two = winograd_plan(s, 2);
+  ASSERT_TRUE(two.split_blocks);
+  EXPECT_EQ(two.nblocks % 2, 0);
+  int64_t rows[2] = {0, 0}, covered = 0;
+  for (int64_t b = 0; b < two.nblocks; ++b) {
+    const int64_t r0 = b * two.total_rows / two.nblocks, r1 = (b + 1) * two.total_rows / two.nblocks;
+    EXPECT_EQ(r0, covered);
+    EXPECT_TRUE(r1 - r0 == two.rows_per_block || r1 - r0 == two.rows_per_block - 1) << "block " << b;
+    rows[b < two.nblocks / 2 ? 0 : 1] += r1 - r0;
+    covered = r1;
+  }
+  EXPECT_EQ(covered, two.total_rows);
+  EXPECT_EQ(rows[0], rows[1]);  // each end of the block range: 7 rows
+  const WinogradPlan one = winograd_plan(s, 1);
+  EXPECT_EQ(one.nblocks, (one.total_rows + one.rows_per_block - 1) / one.rows_per_block);
+}
+
 TEST(ConvWinograd, PathSelection) {
   Case c{1, 64, 64, 56, 56, 1, 1, 1, 1, true};
   ConvShape s = shape_of(c);

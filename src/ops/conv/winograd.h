@@ -83,7 +83,7 @@ struct WinogradPlan {
   int64_t N = 0, C = 0, M = 0, IH = 0, IW = 0, OH = 0, OW = 0, pt = 0, pl = 0;  // pt/pl: top/left pads
   int64_t TH = 0, TW = 0;                 // tiles per image (4x4 outputs each)
   int64_t total_rows = 0;                 // N * TH tile rows
-  int64_t rows_per_block = 1, nblocks = 0;
+  int64_t rows_per_block = 1, nblocks = 0;  // the larger block size: blocks of it or one row fewer, spread evenly
   int threads = 1;                        // 1: the calling thread does it all (small problems)
   bool split_blocks = false;              // threads take whole blocks (else each block's phases split)
   int64_t ld = 0, cstride = 0, mstride = 0;
