@@ -57,8 +57,14 @@ if [ "$report_only" = 0 ]; then
     case "$line" in "{"*) ;; *) line='{"error": "no result"}' ;; esac
     echo "{\"model\": \"$(basename "$dir")\", \"who\": \"$who\", \"isa\": \"$isa\", \"threads\": $t, \"round\": $r, \"result\": $line}" >>"$raw"
   }
+  lat="$root/build/nxrt_core_latency"
   for t in ${threads//,/ }; do
     for r in $(seq 1 "$rounds"); do
+      # Where the host placed two of the CPUs this round (2-thread speed moves with it on a VM).
+      if [ "$t" -gt 1 ] && [ -x "$lat" ]; then
+        line="$("$lat" --rounds 3 2>/dev/null | tail -n1)"
+        case "$line" in "{"*) echo "{\"core_latency\": $line, \"threads\": $t, \"round\": $r}" >>"$raw" ;; esac
+      fi
       for dir in ${models//,/ }; do
         # Rotate the order each round so no runtime always runs first (or right after a cache-warm peer).
         case $((r % 3)) in
@@ -76,10 +82,14 @@ cpu="$(lscpu | sed -n 's/^Model name: *//p' | head -n1)"
 import json, os, re, statistics, sys
 raw, out, cpu, block = sys.argv[1:5]
 recs, load = [], {}
+lat_ns = []
 for line in open(raw):
     d = json.loads(line)
     if "model" in d:
         recs.append(d)
+    elif "core_latency" in d:
+        if d["core_latency"].get("round_trip_ns_median"):
+            lat_ns.append(d["core_latency"]["round_trip_ns_median"])
     else:
         load.update(d)
 def ms(d):
@@ -123,6 +133,9 @@ L = [f"**Machine:** {tier or cpu}, {ncpu} logical CPUs. **Commit:** `{commit}`. 
      f"per-round ORT/nxrt; the p10 columns take each process's fastest tenth of runs instead of its median; "
      f"the CPU columns each process's median CPU time per run, all threads, user + system: with 2 threads "
      f"that includes ORT's spinning workers, so only the 1-thread CPU ratios compare work done).", "",
+     ] + ([f"Core-to-core round trip before each 2-thread round (`nxrt_core_latency`, where the host placed the "
+           f"two vCPUs; 2-thread speed moves with it): {min(lat_ns):.0f}-{max(lat_ns):.0f} ns, median "
+           f"{statistics.median(lat_ns):.0f}.", ""] if lat_ns else []) + [
      "| model | threads | nxrt avx2 ms | nxrt own tier ms | ORT ms | ORT/nxrt (avx2 cap) | ORT/nxrt (own tier) "
      "| p10 ratio (avx2 cap) | p10 ratio (own tier) | CPU-time ratio (avx2 cap) | CPU-time ratio (own tier) | rounds |",
      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]

@@ -22,6 +22,7 @@ model="" gguf="" threads="1,2" rounds=3 plen=512 newt=32 report_only=0
 llamacpp="${XDG_CACHE_HOME:-$HOME/.cache}/nxrt-llamacpp"
 ort="${ORT:-$root/build/ort-tool/ort}"
 nxrt="$root/build/nxrt" bw="$root/build/nxrt_read_bandwidth"
+lat="$root/build/nxrt_core_latency"
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model="$2"; shift 2 ;;
@@ -79,8 +80,10 @@ if [ "$report_only" = 0 ]; then
   start_load="$(cut -d' ' -f1-3 /proc/loadavg)"
   for r in $(seq 1 "$rounds"); do
     for t in ${threads//,/ }; do
-      for who in nxrt ort llamacpp bandwidth; do
+      for who in nxrt ort llamacpp bandwidth latency; do
         case "$who" in
+          latency) [ "$t" -gt 1 ] && [ -x "$lat" ] || continue  # where the host placed two of the vCPUs now
+                   line=$("$lat" --rounds 3 2>/dev/null | tail -1) ;;
           nxrt) line=$("$nxrt" generate "$model" --prompt-len "$plen" --max-new-tokens "$newt" --max-length "$maxlen" \
                        --threads "$t" --warmup 1 --json 2>/dev/null | tail -1) ;;
           ort) line=$("$ort" generate "$model" --prompt-len "$plen" --max-new-tokens "$newt" --max-length "$maxlen" \
@@ -128,7 +131,7 @@ out = [f"### {title}, `{os.path.basename(model)}`: nxrt vs ORT vs llama.cpp (`be
        f"({b['weights'] / 1e6:.1f} MB of MatMulNBits records, {b['kv'] / 1e6:.1f} MB of float32 KV cache at position "
        f"{b['position']}, {b['other'] / 1e6:.2f} MB other); limit = read bandwidth (nxrt_read_bandwidth over a buffer "
        f"that size, same round and thread count) / those bytes.", "",
-       "| threads | nxrt prefill tok/s | ORT | llama.cpp | nxrt/llama.cpp | nxrt decode tok/s | ORT | llama.cpp | nxrt/llama.cpp | read GB/s | nxrt decode % of limit | tokens equal nxrt/ORT, nxrt/llama.cpp |",
+       "| threads | nxrt prefill tok/s | ORT | llama.cpp | nxrt/llama.cpp | nxrt decode tok/s | ORT | llama.cpp | nxrt/llama.cpp | read GB/s | nxrt decode % of limit (of the medians; per round: median, range) | tokens equal nxrt/ORT, nxrt/llama.cpp |",
        "|---|---|---|---|---|---|---|---|---|---|---|---|"]
 for t in sorted({k[0] for k in by}):
     n, o, l, w = (by.get((t, k), []) for k in ("nxrt", "ort", "llamacpp", "bandwidth"))
@@ -140,8 +143,20 @@ for t in sorted({k[0] for k in by}):
     limit = gbps * 1e9 / b["bytes_per_token"]
     eq_o = min(prefix(x["tokens"], o[0]["tokens"]) for x in n) if o else 0
     eq_l = min(prefix(x["tokens"], l[0]["tokens"]) for x in n) if l else 0
+    # Each round's decode against that round's bandwidth (the anchor measured beside it), as well.
+    bw_round = {r["round"]: r["result"]["gbps_median"] for r in rows
+                if r["who"] == "bandwidth" and r["threads"] == t and r["result"]}
+    per_round = sorted(100 * r["result"]["decode_tok_s"] * b["bytes_per_token"] / (bw_round[r["round"]] * 1e9)
+                       for r in rows if r["who"] == "nxrt" and r["threads"] == t and r["result"]
+                       and r["result"].get("decode_tok_s") and r["round"] in bw_round)
+    paired = (f"; per round {med(per_round):.0f}% ({per_round[0]:.0f}-{per_round[-1]:.0f})" if per_round else "")
     out.append(f"| {t} | {npf:.1f} | {opf:.1f} | {lpf:.1f} | {npf / lpf:.2f} | {ndc:.1f} | {odc:.1f} | {ldc:.1f} | "
-               f"{ndc / ldc:.2f} | {gbps:.1f} | {100 * ndc / limit:.0f}% (limit {limit:.1f}) | {eq_o} / {eq_l} of {newt} |")
+               f"{ndc / ldc:.2f} | {gbps:.1f} | {100 * ndc / limit:.0f}% (limit {limit:.1f}){paired} | {eq_o} / {eq_l} of {newt} |")
+lat = sorted(r["result"]["round_trip_ns_median"] for r in rows
+             if r["who"] == "latency" and r["result"] and r["result"].get("round_trip_ns_median"))
+if lat:
+    out += ["", f"Core-to-core round trip before the 2-thread runs (`nxrt_core_latency`, where the host placed the two "
+                f"vCPUs; 2-thread speed and read bandwidth move with it): {lat[0]:.0f}-{lat[-1]:.0f} ns."]
 out += ["", "Rounds: " + ", ".join(f"{k[1]}@{k[0]}: {len(v)}" for k, v in sorted(by.items())) +
         f". Raw lines: build/perf/llm-{os.path.basename(model)}.jsonl. Reproduce: `bench/llm_compare.sh` (see its header)."]
 text = open(perf).read()
