@@ -464,8 +464,9 @@ bool has_zero(const T* p, int64_t n) {
   return false;
 }
 
-template <typename F, TypeSet S>
-Status binary_kernel(KernelContext& ctx) {
+// A two-input op's front end: both inputs present and of one dtype, their broadcast shapes (s), and
+// output 0 of the broadcast shape in that dtype.
+Result<Tensor*> binary_output(KernelContext& ctx, BinaryShapes* s, bool legacy_capable = true) {
   NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 2));
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
@@ -473,9 +474,16 @@ Status binary_kernel(KernelContext& ctx) {
     return ctx.error(std::string("input dtypes differ: ") + dtype_name(a.dtype()) + " vs " + dtype_name(b.dtype()),
                      StatusCode::kInvalidArgument);
   }
+  NXRT_RETURN_IF_ERROR(binary_shapes(ctx, a, b, s, legacy_capable));
+  return ctx.allocate_output(0, a.dtype(), s->out);
+}
+
+template <typename F, TypeSet S>
+Status binary_kernel(KernelContext& ctx) {
   BinaryShapes s;
-  NXRT_RETURN_IF_ERROR(binary_shapes(ctx, a, b, &s));
-  NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, a.dtype(), s.out));
+  NXRT_ASSIGN_OR_RETURN(Tensor * y, binary_output(ctx, &s));
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
   ew::BcastPlan plan = ew::make_plan(s.out, {&s.a, &s.b});
   return dispatch_set<S>(
       a.dtype(),
@@ -505,16 +513,10 @@ struct SiluMulF {
 };
 
 Status silu_mul(KernelContext& ctx) {
-  NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 2));
+  BinaryShapes s;
+  NXRT_ASSIGN_OR_RETURN(Tensor * y, binary_output(ctx, &s, /*legacy_capable=*/false));
   const Tensor& x = ctx.input(0);
   const Tensor& u = ctx.input(1);
-  if (x.dtype() != u.dtype()) {
-    return ctx.error(std::string("input dtypes differ: ") + dtype_name(x.dtype()) + " vs " + dtype_name(u.dtype()),
-                     StatusCode::kInvalidArgument);
-  }
-  BinaryShapes s;
-  NXRT_RETURN_IF_ERROR(binary_shapes(ctx, x, u, &s, /*legacy_capable=*/false));
-  NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), s.out));
   if (x.dtype() == DataType::kFloat && x.shape() == u.shape()) {
     const float* xp = x.data<float>();
     const float* up = u.data<float>();
