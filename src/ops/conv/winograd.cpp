@@ -800,7 +800,7 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
   } else {
     // Each product packs its B block (C x cols of V) on the thread running it: room for the widest, of
     // a full block or the last one (the engine's blocks are not monotone in the column count).
-    const int64_t last_rows = total_rows / nblocks;  // the smaller block size (block_rows)
+    const int64_t last_rows = total_rows / nblocks;  // the smaller block size (rows_per_block or one fewer)
     p.gemm = gemm_f32_plan(p.M, rows_per_block * p.TW, p.C, GemmA::kPacked, GemmB::kRaw, false, false, 1, isa);
     p.gemm_last = gemm_f32_plan(p.M, last_rows * p.TW, p.C, GemmA::kPacked, GemmB::kRaw, false, false, 1, isa);
     p.gemm_floats = std::max(p.gemm.scratch_floats, p.gemm_last.scratch_floats);

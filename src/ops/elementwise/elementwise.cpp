@@ -527,22 +527,12 @@ Status silu_mul(KernelContext& ctx) {
       float sw[kBlock];
       for (int64_t i0 = b; i0 < e; i0 += kBlock) {
         const int64_t n = std::min(kBlock, e - i0);
-        bool done = false;
-#ifdef NXRT_SIMD_X86
-        if (avx512) {
-          sigmoid_like_avx512(xp + i0, sw, n, 1.f, true);
-          done = true;
-        } else if (simd_has_avx2()) {
-          sigmoid_like_avx2(xp + i0, sw, n, 1.f, true);
-          done = true;
-        }
-#endif
-        if (!done)
+        // Swish's own dispatch (a block under run_flat's grain runs inline), else its scalar body.
+        if (!sigmoid_like(xp + i0, sw, n, 1.f, true, ctx.pool(), avx512))
           for (int64_t i = 0; i < n; ++i) sw[i] = xp[i0 + i] * sigmoid(xp[i0 + i]);
         for (int64_t i = 0; i < n; ++i) yp[i0 + i] = sw[i] * up[i0 + i];
       }
     });
-    (void)avx512;
     return Status::Ok();
   }
   ew::BcastPlan plan = ew::make_plan(s.out, {&s.a, &s.b});
