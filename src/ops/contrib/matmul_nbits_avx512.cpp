@@ -19,7 +19,7 @@ namespace {
 // six 640-byte records: a record takes ~50-100 cycles, a DRAM round trip ~400, so 1536 bytes (the
 // earlier figure) left the loop waiting. Zen 5, 1 thread, Qwen2.5-0.5B-shape decode at a 16-token
 // prompt, 6 alternated runs: median 59.7 -> 63.6 tok/s (3072 and 6144 no better, an extra L2
-// prefetch 8-16 KB ahead no better).
+// prefetch 8-16 KB ahead no better). With the NTA hint (decode) 2 KB and 8 KB were no better either.
 constexpr int64_t kPrefetchBytes = 4096;
 
 template <bool kF16>
@@ -51,7 +51,14 @@ __attribute__((target(NXRT_AVX512VNNI_TARGET))) void gemm_vnni(const QuantPanels
     const int8_t* ab = t.a + b * W.block;
     // Past the panel's end this reads into the next panel (the next task's, or nothing: a prefetch
     // never faults).
-    for (int64_t off = 0; off < rb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(rec + ahead + off), _MM_HINT_T0);
+    if constexpr (MR == 1) {
+      // Decode reads each record once: NTA keeps the stream from evicting the L2 and L3 (the KV cache,
+      // the activations) and spares the victim writes into L3 that a T0 stream makes.
+      for (int64_t off = 0; off < rb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(rec + ahead + off), _MM_HINT_NTA);
+    } else {
+      // Prefill reads a panel again for each pass over A's rows: keep it in L2.
+      for (int64_t off = 0; off < rb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(rec + ahead + off), _MM_HINT_T0);
+    }
     __m512i acc[MR][2];
     for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
     if constexpr (MR == 1) {
