@@ -11,6 +11,8 @@ namespace nxrt::ops::contrib {
 
 namespace {
 
+constexpr int64_t kDecodePrefetchBytes = 4096;
+
 // Block scales of the record's 16 columns as two vectors of 8.
 template <bool kF16>
 __attribute__((target("avx2,fma,f16c"))) inline void load_scales16(const uint8_t* s, __m256* s0, __m256* s1) {
@@ -35,13 +37,18 @@ __attribute__((target("avx2,fma,f16c"))) void gemm_avx2(const QuantPanels& W, co
   const int8_t* a = t.a;
   const float* sa = t.sa;
   const float* sq = t.sq;
+  const int64_t ahead = (kDecodePrefetchBytes + rb - 1) / rb * rb;
   __m256 f[MR][2];
   for (int r = 0; r < MR; ++r) f[r][0] = f[r][1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < kb; ++b) {
     const uint8_t* rec = panel + b * rb;
     const int8_t* ab = a + b * block;
-    if constexpr (MR == 1) {  // decode streams the weights once: fetch two records ahead across 4 KB pages
-      for (int64_t off = 0; off < rb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(rec + 2 * rb + off), _MM_HINT_T0);
+    if constexpr (MR == 1) {
+      // Decode streams the weights once: fetch about 4 KB ahead (the hardware prefetcher stops at 4 KB
+      // pages), NTA so the stream does not evict the L2/L3. Zen 5 capped at avx2, Qwen2.5-0.5B-shape
+      // decode steps alternated in one process, both orders: two records ahead with T0 (the earlier
+      // loop) 20.8 / 20.3 ms, 4 KB NTA 17.9 / 18.2 ms; 4 KB T0 and 2 KB NTA in between.
+      for (int64_t off = 0; off < rb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(rec + ahead + off), _MM_HINT_NTA);
     }
     __m256i acc[MR][2];
     for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
