@@ -363,6 +363,8 @@ const DecodeWeights& decode_weights() {
       for (auto kn : {std::pair{H, H}, {H, KV}, {H, KV}, {H, H}, {H, F}, {H, F}, {F, H}}) shapes.push_back(kn);
     shapes.push_back({H, V});
     std::mt19937 rng(7);
+    // The panel width of the kernel the machine's tier runs (32 columns on AVX-512, 16 on AVX2).
+    const int64_t cols = ops::contrib::panel_kernel_info(ops::contrib::choose_panel_kernel(ep::cpu_isa_tier())).cols;
     for (auto [K, N] : shapes) {
       const int64_t kb = K / 32;
       std::vector<uint8_t> B(static_cast<size_t>(N * kb * 16));
@@ -370,7 +372,7 @@ const DecodeWeights& decode_weights() {
       std::vector<float> sc(static_cast<size_t>(N * kb)), zp(sc.size(), 8.f);
       std::uniform_real_distribution<float> ds(0.001f, 0.02f);
       for (auto& s : sc) s = ds(rng);
-      d.mats.push_back(ops::contrib::pack_quant_panels(B.data(), sc.data(), zp.data(), K, N, 4, 32, 32));
+      d.mats.push_back(ops::contrib::pack_quant_panels(B.data(), sc.data(), zp.data(), K, N, 4, 32, cols));
       d.bytes += d.mats.back().bytes();
     }
     return d;

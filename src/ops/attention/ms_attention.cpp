@@ -35,6 +35,17 @@ bool is_attn_float(DataType t) { return t == DataType::kFloat || t == DataType::
 // Element i of a contiguous tensor, as a byte pointer (for the float conversions).
 uint8_t* elem_at(Tensor& t, int64_t i) { return static_cast<uint8_t*>(t.raw_data()) + i * (dtype_bits(t.dtype()) / 8); }
 
+// How far ahead of the rows in use the decode loops prefetch the cache rows: they come from memory
+// (one pass per step), and the G heads' work on a block of 4 rows is short next to a memory round
+// trip. In whole 4-row blocks, about 4 KB (4 blocks at D 64, 2 at D 128). Zen 5, Qwen2.5-0.5B shape
+// at ~540 cached tokens, traced GroupQueryAttention time per step over alternated processes (AVX-512
+// loops): 2 blocks ahead (the earlier figure) 0.96-1.14 ms, 4 KB 0.80-0.99, 4 KB with the value rows
+// fetched during the score pass 0.74-0.97; 8 and 16 KB no better.
+constexpr int64_t kGqaPrefetchBytes = 4096;
+constexpr int64_t gqa_prefetch_rows(int64_t D) { return (kGqaPrefetchBytes / (D * 4) + 3) / 4 * 4; }
+template <int64_t D>
+constexpr int64_t kGqaPrefetchRows = gqa_prefetch_rows(D);
+
 // Vector helpers for the single-token decode loops: AVX2 with runtime dispatch, scalar otherwise.
 #if defined(__x86_64__) || defined(__i386__)
 __attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, int64_t n) {
@@ -60,14 +71,21 @@ __attribute__((target("avx2,fma"))) void axpy_avx2(float alpha, const float* x, 
   for (; i < n; ++i) y[i] += alpha * x[i];
 }
 // out[g * n + j] = scale * q_g . k_j for G query rows (stride D) against n key rows (stride D); D % 8 == 0.
+// Blocks of 4 key rows outer and the G heads inner, as the AVX-512 loop: each block is read from
+// memory once and from L1 by the other heads (head by head, all n rows were read G times). v (may be
+// null): the value rows of the same keys, fetched block by block for the PV pass that follows.
 __attribute__((target("avx2,fma"))) void scores_avx2(const float* q, int64_t G, const float* k, int64_t n, int64_t D,
-                                                     float scale, float* out) {
-  for (int64_t g = 0; g < G; ++g) {
-    const float* qg = q + g * D;
-    float* o = out + g * n;
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-      const float* k0 = k + j * D;
+                                                     float scale, float* out, const float* v) {
+  const int64_t ahead = gqa_prefetch_rows(D) * D;
+  const __m128 vs = _mm_set1_ps(scale);
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float* k0 = k + j * D;
+    for (int64_t off = ahead; off < ahead + 4 * D; off += 16) _mm_prefetch(reinterpret_cast<const char*>(k0 + off), _MM_HINT_T0);
+    if (v)
+      for (int64_t off = 0; off < 4 * D; off += 16) _mm_prefetch(reinterpret_cast<const char*>(v + j * D + off), _MM_HINT_T0);
+    for (int64_t g = 0; g < G; ++g) {
+      const float* qg = q + g * D;
       __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
       for (int64_t d = 0; d < D; d += 8) {
         const __m256 qv = _mm256_loadu_ps(qg + d);
@@ -80,9 +98,55 @@ __attribute__((target("avx2,fma"))) void scores_avx2(const float* q, int64_t G, 
       const __m256 h01 = _mm256_hadd_ps(a0, a1), h23 = _mm256_hadd_ps(a2, a3);
       const __m256 h = _mm256_hadd_ps(h01, h23);
       const __m128 r = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-      _mm_storeu_ps(o + j, _mm_mul_ps(r, _mm_set1_ps(scale)));
+      _mm_storeu_ps(out + g * n + j, _mm_mul_ps(r, vs));
     }
-    for (; j < n; ++j) o[j] = dot_avx2(qg, k + j * D, D) * scale;
+  }
+  for (; j < n; ++j)
+    for (int64_t g = 0; g < G; ++g) out[g * n + j] = dot_avx2(q + g * D, k + j * D, D) * scale;
+}
+
+// y[0, 8 * CW) = sum_j p[j] v_j[0, 8 * CW) (rows D apart), the CW output vectors held in registers
+// over the whole pass (axpy through memory made a store-to-load chain per row). Each row's product is
+// added as axpy_avx2 adds it, in the same order, so the bits are the same; rows with p[j] == 0 are
+// skipped as before (a zero-weight row's non-finite values add nothing).
+template <int CW>
+__attribute__((target("avx2,fma"))) void pv_chunk_avx2(const float* p, int64_t n, const float* v, int64_t D, float* y) {
+  __m256 acc[CW];
+#pragma GCC unroll 8
+  for (int c = 0; c < CW; ++c) acc[c] = _mm256_setzero_ps();
+  const int64_t ahead = gqa_prefetch_rows(D) * D;
+  for (int64_t j = 0; j < n; ++j) {
+    const float* vj = v + j * D;
+    if (j % 4 == 0) _mm_prefetch(reinterpret_cast<const char*>(vj + ahead), _MM_HINT_T0);
+    if (p[j] == 0.f) continue;
+    const __m256 pj = _mm256_set1_ps(p[j]);
+#pragma GCC unroll 8
+    for (int c = 0; c < CW; ++c) acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * c), acc[c]);
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < CW; ++c) _mm256_storeu_ps(y + 8 * c, acc[c]);
+}
+
+// y_g = sum_j p[g * n + j] v_j for the G heads (D % 8 == 0): per head, passes of up to 8 vectors of
+// columns (16 ymm registers: 8 sums, the weight, the loads).
+__attribute__((target("avx2,fma"))) void pv_avx2(const float* p, int64_t G, int64_t n, const float* v, int64_t D,
+                                                 float* y) {
+  for (int64_t g = 0; g < G; ++g) {
+    for (int64_t c0 = 0; c0 < D / 8; c0 += 8) {
+      const float* pg = p + g * n;
+      const float* vc = v + 8 * c0;
+      float* yc = y + g * D + 8 * c0;
+      switch (std::min<int64_t>(8, D / 8 - c0)) {
+        case 1: pv_chunk_avx2<1>(pg, n, vc, D, yc); break;
+        case 2: pv_chunk_avx2<2>(pg, n, vc, D, yc); break;
+        case 3: pv_chunk_avx2<3>(pg, n, vc, D, yc); break;
+        case 4: pv_chunk_avx2<4>(pg, n, vc, D, yc); break;
+        case 5: pv_chunk_avx2<5>(pg, n, vc, D, yc); break;
+        case 6: pv_chunk_avx2<6>(pg, n, vc, D, yc); break;
+        case 7: pv_chunk_avx2<7>(pg, n, vc, D, yc); break;
+        default: pv_chunk_avx2<8>(pg, n, vc, D, yc); break;
+      }
+    }
   }
 }
 // In place over r[0, n): the row's max m, r = exp(r - m) normalized to sum 1 (all zero when every
@@ -131,16 +195,6 @@ bool has_avx2() { return ep::cpu_has_avx2_fma(); }
 NXRT_GQA_AVX512 inline __m256 half_sum(__m512 v) {
   return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
 }
-
-// How far ahead of the rows in use the decode loops prefetch the cache rows: they come from memory
-// (one pass per step), and the G heads' work on a block of 4 rows is short next to a memory round
-// trip. In whole 4-row blocks, about 4 KB (4 blocks at D 64, 2 at D 128). Zen 5, Qwen2.5-0.5B shape
-// at ~540 cached tokens, traced GroupQueryAttention time per step over alternated processes: 2 blocks
-// ahead (the earlier figure) 0.96-1.14 ms, 4 KB 0.80-0.99, 4 KB with the value rows fetched during the
-// score pass 0.74-0.97; 8 and 16 KB no better.
-constexpr int64_t kGqaPrefetchBytes = 4096;
-template <int64_t D>
-constexpr int64_t kGqaPrefetchRows = (kGqaPrefetchBytes / (D * 4) + 3) / 4 * 4;
 
 // out[g * n + j] = scale * q_g . k_j. Blocks of 4 key rows outer and the G heads inner, so each block
 // (4 x D floats) is read from memory once and from L1 by the other heads; the AVX2 loop went head by
@@ -405,7 +459,7 @@ enum class GqaPath {
 // The decode path's score and value loops.
 enum class GqaDecodeKernel {
   kAvx512,  // gqa_*_avx512 (the kernel's tier allows AVX-512, head size 64/96/128)
-  kAvx2,    // scores_avx2 (head size a multiple of 8), value rows by axpyf
+  kAvx2,    // scores_avx2 and pv_avx2 (head size a multiple of 8)
   kPlain,   // dotf / axpyf (AVX2 loops with remainders where the CPU has AVX2)
 };
 
@@ -898,8 +952,11 @@ class GroupQueryAttention final : public ep::Kernel {
           continue;
         }
         if (kernel == GqaDecodeKernel::kAvx2) {
-          scores_avx2(q0, group, kh + start * D, n, D, sc_mul, sc);
-        } else
+          scores_avx2(q0, group, kh + start * D, n, D, sc_mul, sc, vh + start * D);
+          finish_decode_scores(f, b, hk, group, start, n, sc, kernel);
+          pv_avx2(sc, group, n, vh + start * D, D, yo);
+          continue;
+        }
 #endif
         {
           for (int64_t g = 0; g < group; ++g)
