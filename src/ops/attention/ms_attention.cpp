@@ -208,10 +208,15 @@ NXRT_GQA_AVX512 void gqa_scores_avx512(const float* q, int64_t G, const float* k
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
     const float* k0 = k + j * D;
-    for (int64_t off = kGqaPrefetchRows<D> * D; off < (kGqaPrefetchRows<D> + 4) * D; off += 16)
-      _mm_prefetch(reinterpret_cast<const char*>(k0 + off), _MM_HINT_T0);
-    if (v)
-      for (int64_t off = 0; off < 4 * D; off += 16) _mm_prefetch(reinterpret_cast<const char*>(v + j * D + off), _MM_HINT_T0);
+    // Every other block, for the pair of blocks: the key rows ahead and the value rows of these keys.
+    // (Per block, as the AVX2 loop does, was slower here: traced GQA per step 0.90-0.96 ms against
+    // 0.74-0.86, 4 rounds of alternated processes.)
+    if (j % 8 == 0) {
+      for (int64_t off = kGqaPrefetchRows<D> * D; off < (kGqaPrefetchRows<D> + 8) * D; off += 16)
+        _mm_prefetch(reinterpret_cast<const char*>(k0 + off), _MM_HINT_T0);
+      if (v)
+        for (int64_t off = 0; off < 8 * D; off += 16) _mm_prefetch(reinterpret_cast<const char*>(v + j * D + off), _MM_HINT_T0);
+    }
     for (int64_t g = 0; g < G; ++g) {
       const float* qg = q + g * D;
       __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
