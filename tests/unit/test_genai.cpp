@@ -13,6 +13,8 @@
 #include <set>
 #include <fstream>
 #include <functional>
+#include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -245,6 +247,37 @@ TEST(GenaiPrompt, MatchesOrtGenerateSeededIds) {
   EXPECT_EQ(seeded_prompt(16, 512),
             (std::vector<int64_t>{37, 360, 462, 496, 20, 60, 82, 411, 204, 65, 278, 163, 509, 278, 135, 212}));
   EXPECT_EQ(seeded_prompt(4, 151936), (std::vector<int64_t>{11136, 106873, 137176, 147461}));
+}
+
+// argmax_first's vector passes against the one-pass rule (the first index of the largest non-NaN value,
+// 0 when all are NaN) on random rows: lengths around the 16-float blocks, ties, NaN, +-inf.
+TEST(GenaiSearch, ArgmaxFirstMatchesTheScalarRule) {
+  std::mt19937 rng(5);
+  auto scalar = [](const std::vector<float>& x) {
+    int64_t best = -1;
+    float bv = 0;
+    for (size_t j = 0; j < x.size(); ++j) {
+      if (std::isnan(x[j])) continue;
+      if (best < 0 || x[j] > bv) best = static_cast<int64_t>(j), bv = x[j];
+    }
+    return best < 0 ? int64_t{0} : best;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int it = 0; it < 400; ++it) {
+    const size_t n = 1 + static_cast<size_t>(rng() % 70);
+    std::vector<float> x(n);
+    const int kind = it % 5;  // 0 plain, 1 small ints (ties), 2 NaN-heavy, 3 all -inf / NaN, 4 +inf present
+    for (auto& v : x) {
+      const unsigned r = rng() % 8;
+      v = kind == 1 ? static_cast<float>(rng() % 4) : static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 7.f;
+      if (kind == 2 && r < 4) v = NAN;
+      if (kind == 3) v = r < 3 ? NAN : -inf;
+      if (kind == 4 && r == 0) v = inf;
+    }
+    EXPECT_EQ(argmax_first(x.data(), static_cast<int64_t>(n)), scalar(x)) << "it " << it << " n " << n;
+  }
+  std::vector<float> all_nan(37, NAN);
+  EXPECT_EQ(argmax_first(all_nan.data(), 37), 0);
 }
 
 TEST(GenaiSearch, GreedyTiesGoToLowestIdAndPenaltyApplies) {
