@@ -130,7 +130,8 @@ out = [f"### {title}, `{os.path.basename(model)}`: nxrt vs ORT vs llama.cpp (`be
        f"Weight-read limit: a decode step reads {b['bytes_per_token'] / 1e6:.1f} MB with nxrt's packing "
        f"({b['weights'] / 1e6:.1f} MB of MatMulNBits records, {b['kv'] / 1e6:.1f} MB of float32 KV cache at position "
        f"{b['position']}, {b['other'] / 1e6:.2f} MB other); limit = read bandwidth (nxrt_read_bandwidth over a buffer "
-       f"that size, same round and thread count) / those bytes.", "",
+       f"that size on 2 MB pages, same round and thread count; each of its rounds the faster of plain loads and loads "
+       f"behind a 4 KB non-temporal prefetch) / those bytes.", "",
        "| threads | nxrt prefill tok/s | ORT | llama.cpp | nxrt/llama.cpp | nxrt decode tok/s | ORT | llama.cpp | nxrt/llama.cpp | read GB/s | nxrt decode % of limit (of the medians; per round: median, range) | tokens equal nxrt/ORT, nxrt/llama.cpp |",
        "|---|---|---|---|---|---|---|---|---|---|---|---|"]
 for t in sorted({k[0] for k in by}):
