@@ -26,6 +26,8 @@ namespace {
 // Spin iterations (each a pause, ~tens of ns) before a waiting thread sleeps on the futex: long enough
 // to catch back-to-back parallel_for calls of one inference, short enough that an idle pool is idle.
 constexpr int kSpinIters = 4000;
+// Two threads claim at least 1/kTwoEndedMinParts of a loop at a time (see Impl::two_ended).
+constexpr int64_t kTwoEndedMinParts = 32;
 
 thread_local int tl_parallel_depth = 0;
 // The pool whose slot tl_slot is (a worker's own pool, or the pool a caller is driving), see slot().
@@ -92,15 +94,22 @@ struct ThreadPool::Impl {
   int64_t chunk = 1;
   alignas(64) std::atomic<int64_t> next{0};
 
-  // Two threads: chunk indices claimed from both ends of one range, the caller from the front, the
-  // worker from the back (front in the low 32 bits, back in the high). Each thread then works on a
-  // contiguous part of every loop, and the same part loop after loop (the caller the low indices):
-  // consecutive ops that split their data alike (planes of a conv's output, then of the pool reading
-  // it) find their part in their own core's cache, and a GEMV streams one contiguous run of weights
-  // per thread. With chunks claimed in turn from one counter, each thread's chunks interleaved with
-  // the other's. Zen 5 (2 vCPUs), in-process paired runs in both orders: SqueezeNet -5%, ResNet-50
-  // -2.7%, Inception-v2 -1.4%, Qwen2.5-0.5B-shape decode step -9%. More threads keep the one counter.
+  // Two threads: the range is claimed from both ends, the caller from the front, the worker from the
+  // back (front position in the low 32 bits, back in the high). Each thread then works on a contiguous
+  // part of every loop, and the same part loop after loop (the caller the low indices): consecutive ops
+  // that split their data alike (planes of a conv's output, then of the pool reading it) find their part
+  // in their own core's cache, and a GEMV streams one contiguous run of weights per thread. With chunks
+  // claimed in turn from one counter, each thread's chunks interleaved with the other's. Zen 5 (2 vCPUs),
+  // in-process paired runs in both orders: SqueezeNet -5%, ResNet-50 -2.7%, Inception-v2 -1.4%,
+  // Qwen2.5-0.5B-shape decode step -9%. More threads keep the one counter.
+  // Each claim takes a quarter of what is left, at least min_take items (the grain, and 1/32 of the
+  // range): big claims first, small ones where the two threads meet, so the one that finishes first
+  // waits for at most a small claim. (Eight equal chunks before: the caller spent ~7% of a 2-thread decode
+  // step waiting in parallel_for. Alternated processes, 2 threads: SqueezeNet 0.976 of the time, 8 of 8
+  // rounds faster; Inception-v2 0.987, ResNet-50 0.995, decode step 0.985; 1/16 of the range as good,
+  // 1/64 worse.)
   bool two_ended = false;
+  int64_t min_take = 1;
   alignas(64) std::atomic<uint64_t> ends{0};
 
   void run_chunks(bool from_back = false) {
@@ -109,14 +118,17 @@ struct ThreadPool::Impl {
       for (;;) {
         uint64_t e = ends.load(std::memory_order_relaxed);
         uint64_t want;
-        int64_t idx;
+        int64_t lo, hi;
         do {
-          const uint64_t f = e & 0xffffffffu, b = e >> 32;
+          const int64_t f = static_cast<int64_t>(e & 0xffffffffu), b = static_cast<int64_t>(e >> 32);
           if (f >= b) return;
-          idx = static_cast<int64_t>(from_back ? b - 1 : f);
-          want = from_back ? (f | ((b - 1) << 32)) : ((f + 1) | (b << 32));
+          const int64_t take = std::min(b - f, std::max(min_take, (b - f) / 4));
+          lo = from_back ? b - take : f;
+          hi = from_back ? b : f + take;
+          want = from_back ? (static_cast<uint64_t>(f) | (static_cast<uint64_t>(lo) << 32))
+                           : (static_cast<uint64_t>(hi) | (static_cast<uint64_t>(b) << 32));
         } while (!ends.compare_exchange_weak(e, want, std::memory_order_relaxed));
-        (*fn)(idx * chunk, std::min(n, (idx + 1) * chunk));
+        (*fn)(lo, hi);
       }
     }
     for (;;) {
@@ -220,9 +232,9 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
   im.n = n;
   im.chunk = std::max(grain, (n + chunks_wanted - 1) / chunks_wanted);
   im.next.store(0, std::memory_order_relaxed);
-  const int64_t nchunks = (n + im.chunk - 1) / im.chunk;
-  im.two_ended = num_threads_ == 2 && nchunks < (int64_t(1) << 31);
-  im.ends.store(static_cast<uint64_t>(nchunks) << 32, std::memory_order_relaxed);
+  im.two_ended = num_threads_ == 2 && n < (int64_t(1) << 31);
+  im.min_take = std::max(grain, (n + kTwoEndedMinParts - 1) / kTwoEndedMinParts);
+  im.ends.store(static_cast<uint64_t>(n) << 32, std::memory_order_relaxed);
   im.open.store(true, std::memory_order_seq_cst);   // a worker still registered from an earlier
                                                     // generation may join this job: it is complete now
   im.gen.fetch_add(1, std::memory_order_seq_cst);  // publishes the job (release)

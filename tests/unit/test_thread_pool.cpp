@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -93,6 +94,43 @@ TEST(ThreadPool, TwoThreadsTakeContiguousParts) {
     }
   }
   EXPECT_TRUE(worker_ran);
+}
+
+// Two threads claim a quarter of what is left at a time, never less than the grain nor 1/32 of the loop
+// (the last claim takes the rest): the claims shrink toward where the threads meet, so neither waits
+// long for the other's last one.
+TEST(ThreadPool, TwoThreadClaimsShrinkTowardTheMeetingPoint) {
+  ep::ThreadPool pool(2);
+  if (pool.num_threads() < 2) GTEST_SKIP() << "one CPU";
+  for (int64_t n : {5, 64, 1000, 4096, 100000}) {
+    for (int64_t grain : {1, 7, 300}) {
+      std::mutex mu;
+      std::vector<std::pair<int64_t, int64_t>> claims;
+      pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
+        std::lock_guard<std::mutex> lk(mu);
+        claims.emplace_back(b, e);
+      });
+      std::sort(claims.begin(), claims.end());
+      int64_t covered = 0;
+      const int64_t min_take = std::max(grain, (n + 31) / 32);
+      for (const auto& [b, e] : claims) {
+        ASSERT_EQ(b, covered) << "n " << n << " grain " << grain;
+        covered = e;
+        if (n > grain) {
+          EXPECT_LE(e - b, std::max(min_take, n / 4)) << "n " << n << " grain " << grain;
+        }
+      }
+      EXPECT_EQ(covered, n);
+      if (n > grain) {  // every claim but the smallest (the rest where the threads met) is >= min_take
+        int64_t small = 0;
+        for (const auto& [b, e] : claims) small += e - b < std::min(min_take, n) ? 1 : 0;
+        EXPECT_LE(small, 1) << "n " << n << " grain " << grain;
+      }
+      if (n >= 1000 && grain == 1) {
+        EXPECT_GE(claims.size(), 8u) << "n " << n;  // not two halves
+      }
+    }
+  }
 }
 
 TEST(ThreadPool, NestedRunsInline) {
