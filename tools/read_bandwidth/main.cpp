@@ -31,29 +31,17 @@
 namespace {
 
 #if defined(__x86_64__)
+// Sums n words with 32-byte loads and four accumulators; kPrefetch adds a non-temporal prefetch 4 KB
+// ahead of the loads (past the slice's end it is a no-op).
+template <bool kPrefetch>
 __attribute__((target("avx2"))) uint64_t sum_avx2(const uint64_t* p, size_t n) {
   __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    a = _mm256_add_epi64(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    b = _mm256_add_epi64(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
-    c = _mm256_add_epi64(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
-    d = _mm256_add_epi64(d, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
-  }
-  alignas(32) uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)));
-  uint64_t s = lanes[0] + lanes[1] + lanes[2] + lanes[3];
-  for (; i < n; ++i) s += p[i];
-  return s;
-}
-
-// sum_avx2 with a non-temporal prefetch 4 KB ahead of the loads (past the slice's end it is a no-op).
-__attribute__((target("avx2"))) uint64_t sum_avx2_prefetch(const uint64_t* p, size_t n) {
-  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + i + 512), _MM_HINT_NTA);
-    _mm_prefetch(reinterpret_cast<const char*>(p + i + 520), _MM_HINT_NTA);
+    if constexpr (kPrefetch) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + 512), _MM_HINT_NTA);
+      _mm_prefetch(reinterpret_cast<const char*>(p + i + 520), _MM_HINT_NTA);
+    }
     a = _mm256_add_epi64(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
     b = _mm256_add_epi64(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
     c = _mm256_add_epi64(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
@@ -79,7 +67,7 @@ uint64_t sum_plain(const uint64_t* p, size_t n) {
 uint64_t sum(const uint64_t* p, size_t n, bool prefetch) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) return prefetch ? sum_avx2_prefetch(p, n) : sum_avx2(p, n);
+  if (__builtin_cpu_supports("avx2")) return prefetch ? sum_avx2<true>(p, n) : sum_avx2<false>(p, n);
 #endif
   (void)prefetch;
   return sum_plain(p, n);
