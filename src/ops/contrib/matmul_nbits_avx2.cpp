@@ -11,8 +11,6 @@ namespace nxrt::ops::contrib {
 
 namespace {
 
-constexpr int64_t kDecodePrefetchBytes = 4096;
-
 // Block scales of the record's 16 columns as two vectors of 8.
 template <bool kF16>
 __attribute__((target("avx2,fma,f16c"))) inline void load_scales16(const uint8_t* s, __m256* s0, __m256* s1) {
@@ -37,7 +35,7 @@ __attribute__((target("avx2,fma,f16c"))) void gemm_avx2(const QuantPanels& W, co
   const int8_t* a = t.a;
   const float* sa = t.sa;
   const float* sq = t.sq;
-  const int64_t ahead = (kDecodePrefetchBytes + rb - 1) / rb * rb;
+  const int64_t ahead = panel_prefetch_ahead(rb);
   __m256 f[MR][2];
   for (int r = 0; r < MR; ++r) f[r][0] = f[r][1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < kb; ++b) {

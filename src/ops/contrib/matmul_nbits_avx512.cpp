@@ -14,14 +14,6 @@ namespace {
 
 #define NXRT_AVX512VNNI_TARGET "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"
 
-// How far ahead of the block being read the decode loop prefetches, in bytes of the weight stream.
-// The hardware prefetcher does not cross 4 KB pages; this keeps the stream going across them. About
-// six 640-byte records: a record takes ~50-100 cycles, a DRAM round trip ~400, so 1536 bytes (the
-// earlier figure) left the loop waiting. Zen 5, 1 thread, Qwen2.5-0.5B-shape decode at a 16-token
-// prompt, 6 alternated runs: median 59.7 -> 63.6 tok/s (3072 and 6144 no better, an extra L2
-// prefetch 8-16 KB ahead no better). With the NTA hint (decode) 2 KB and 8 KB were no better either.
-constexpr int64_t kPrefetchBytes = 4096;
-
 template <bool kF16>
 __attribute__((target(NXRT_AVX512VNNI_TARGET))) inline void load_scales32(const uint8_t* s, __m512* s0, __m512* s1) {
   if constexpr (kF16) {
@@ -43,7 +35,7 @@ template <int MR, bool kF16, bool kZpTable>
 __attribute__((target(NXRT_AVX512VNNI_TARGET))) void gemm_vnni(const QuantPanels& W, const PanelTile& t) {
   const __m512i m0f = _mm512_set1_epi8(0x0f);
   const int64_t gpb = W.block / 4, rb = W.record_bytes;
-  const int64_t ahead = (kPrefetchBytes + rb - 1) / rb * rb;
+  const int64_t ahead = panel_prefetch_ahead(rb);
   __m512 f[MR][2];
   for (int r = 0; r < MR; ++r) f[r][0] = f[r][1] = _mm512_setzero_ps();
   for (int64_t b = 0; b < W.kb; ++b) {
