@@ -108,16 +108,16 @@ __attribute__((target("avx2,fma"))) void scores_avx2(const float* q, int64_t G, 
 // y[0, 8 * CW) = sum_j p[j] v_j[0, 8 * CW) (rows D apart), the CW output vectors held in registers
 // over the whole pass (axpy through memory made a store-to-load chain per row). Each row's product is
 // added as axpy_avx2 adds it, in the same order, so the bits are the same; rows with p[j] == 0 are
-// skipped as before (a zero-weight row's non-finite values add nothing).
+// skipped as before (a zero-weight row's non-finite values add nothing). No prefetch here: scores_avx2
+// fetched these value rows (capped at avx2, traced GQA per step was the same with a prefetch of one line
+// or of every line 4 KB ahead, and without).
 template <int CW>
 __attribute__((target("avx2,fma"))) void pv_chunk_avx2(const float* p, int64_t n, const float* v, int64_t D, float* y) {
   __m256 acc[CW];
 #pragma GCC unroll 8
   for (int c = 0; c < CW; ++c) acc[c] = _mm256_setzero_ps();
-  const int64_t ahead = gqa_prefetch_rows(D) * D;
   for (int64_t j = 0; j < n; ++j) {
     const float* vj = v + j * D;
-    if (j % 4 == 0) _mm_prefetch(reinterpret_cast<const char*>(vj + ahead), _MM_HINT_T0);
     if (p[j] == 0.f) continue;
     const __m256 pj = _mm256_set1_ps(p[j]);
 #pragma GCC unroll 8
