@@ -407,6 +407,50 @@ TEST(ConvSmallSpatial, Choice) {
   EXPECT_EQ(choice(1024, 256, 14, 1, 1, 1, 2), SmallSpatialChoice::kDirect);  // ... but at 2 threads
   EXPECT_EQ(choice(272, 272, 14, 1, 1, 4), SmallSpatialChoice::kNone);
   EXPECT_EQ(choice(64, 16, 4, 1, 1), SmallSpatialChoice::kNone);           // 1x1 on 16 pixels: the usual path
-  EXPECT_EQ(choice(128, 512, 28, 1, 1), SmallSpatialChoice::kNone);
   EXPECT_EQ(choice(3, 64, 7, 3, 1), SmallSpatialChoice::kNone);            // K < 32
+  // 1x1 on planes over 256 pixels: direct on one thread up to 512 output channels and 768 KiB of weights;
+  // at 2 threads for up to 64 output channels (K >= 32, up to 80x80), or work too small to split.
+  EXPECT_EQ(choice(128, 512, 28, 1, 1), SmallSpatialChoice::kDirect);
+  EXPECT_EQ(choice(256, 32, 27, 1, 1), SmallSpatialChoice::kDirect);
+  EXPECT_EQ(choice(16, 64, 55, 1, 1), SmallSpatialChoice::kDirect);
+  EXPECT_EQ(choice(512, 1024, 28, 1, 1), SmallSpatialChoice::kNone);      // 2 MiB of weights
+  EXPECT_EQ(choice(12, 96, 160, 1, 1), SmallSpatialChoice::kNone);        // K < 16
+  EXPECT_EQ(choice(128, 512, 28, 1, 1, 1, 2), SmallSpatialChoice::kNone);
+  EXPECT_EQ(choice(256, 32, 27, 1, 1, 1, 2), SmallSpatialChoice::kDirect);
+  EXPECT_EQ(choice(48, 48, 160, 1, 1, 1, 2), SmallSpatialChoice::kNone);  // over 80x80
+  EXPECT_EQ(choice(16, 64, 55, 1, 1, 1, 2), SmallSpatialChoice::kNone);   // K < 32 ...
+  EXPECT_EQ(choice(16, 16, 17, 1, 1, 1, 2), SmallSpatialChoice::kDirect); // ... unless it runs on one thread
+}
+
+// The direct path where x is read in pixel blocks (over 512 KiB of it) and, on 2 threads, where the
+// threads split the pixels (planes of 96+ vectors) instead of the channel panels: against the reference,
+// with a remainder vector, a 16q + 1 tail, batch 2, groups and the fused residual + activation.
+TEST(ConvSmallSpatial, DirectLargePlanesMatchNaive) {
+  ConvShape probe;
+  probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;
+  finish(&probe);
+  if (!small_spatial_applies(probe)) GTEST_SKIP() << "no AVX-512F on this CPU";
+  std::mt19937 rng(29);
+  ep::ThreadPool pool(2);
+  struct C {
+    int64_t N, C, M, G, H, W;
+  };
+  const C cases[] = {
+      {1, 192, 40, 1, 40, 41},  // 1640 px (102 vectors + 8), x 1.2 MiB: pixel blocks of 21 vectors
+      {1, 64, 20, 1, 55, 55},   // 3025 px = 189 vectors + 1: the tail, x 756 KiB
+      {1, 48, 13, 1, 97, 33},   // 3201 px = 200 vectors + 1, 13 channels: a partial panel
+      {2, 96, 30, 1, 33, 33},   // batch 2 (items per image: panels, not pixels, at 2 threads)
+      {1, 128, 24, 2, 40, 40},  // 2 groups
+      {1, 32, 16, 1, 7, 9},     // small: one block, one thread
+  };
+  for (const C& c : cases) {
+    ConvShape s;
+    s.N = c.N, s.C = c.C, s.M = c.M, s.group = c.G, s.g.nsp = 2;
+    s.g.in[1] = c.H, s.g.in[2] = c.W;
+    ASSERT_TRUE(finish(&s));
+    for (int mode = 0; mode < 4; ++mode) {  // pool or not; no post / residual + LeakyRelu
+      const double e = path_error(s, true, rng, mode % 2 == 0 ? &pool : nullptr, false, mode < 2 ? 0 : 3, true);
+      EXPECT_LT(e, 1e-4) << describe(s) << " mode " << mode;
+    }
+  }
 }

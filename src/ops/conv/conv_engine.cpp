@@ -937,12 +937,13 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
       // small-spatial path's lane share wins (AVX-512, planes of 16q + 1 pixels: 7x7) it takes it too (a
       // pre-activated copy of x, then rows read in place). Its 2-thread rule is not used here: the copy's
       // cost there is unmeasured. Zen 5, DenseNet-121's 16 bottlenecks at 7x7 (per-node trace, 1 thread):
-      // 1.34 -> 1.17 ms. A forced kSmallSpatialDirect takes it wherever the path applies (tests).
+      // 1.34 -> 1.17 ms. Planes over 256 pixels keep the GEMM here: the direct rule for them was measured
+      // without the copy. A forced kSmallSpatialDirect takes it wherever the path applies (tests).
       if (s.group == 1 && is_pointwise(s.g)) {
         const bool forced = cfg.path == ConvPath::kSmallSpatialDirect &&
                             conv_path_applies(s, ConvPath::kSmallSpatialDirect, true, cfg.isa);
         const bool chosen = cfg.path == ConvPath::kAuto && !cfg.skipped(ConvPath::kSmallSpatialDirect) &&
-                            small_spatial_choice(s, 1, cfg.isa) == SmallSpatialChoice::kDirect;
+                            s.g.out_size() <= 256 && small_spatial_choice(s, 1, cfg.isa) == SmallSpatialChoice::kDirect;
         p.pre_direct = (forced || chosen) && weights_serve(s, w, post, ConvPath::kSmallSpatialDirect);
         if (p.pre_direct) p.workspace_bytes = small_spatial_direct_workspace_bytes(s, true);
         // The 1x1 GEMM on pre-activated panels (also when the direct path declines).

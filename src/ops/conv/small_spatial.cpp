@@ -22,6 +22,14 @@ constexpr int kRows = 7;    // pixels per tile (the broadcast dimension)
 constexpr int kVec = 16;    // output channels per vector (the PackedB panel width)
 constexpr int kMaxNV = 3;   // vectors per tile: 7 x 48 accumulators
 constexpr int kTileCols = kVec * kMaxNV;
+// The direct path: convs of fewer multiply-adds run on the calling thread (a wake-up costs more than
+// the split saves: PP-OCR cls's 1x1 32->16 @3x96 took 3 us split, 1-2 on one thread); inputs over twice
+// kDirectBlockBytes go in pixel blocks of about that size, each passed over by every 6-channel panel
+// while it stays in L2 (else every panel streams all of x from L3: PP-OCRv4 det's 1x1 48->48 @160x160
+// 1.60 -> 1.18 ms); at 2+ threads large planes split into ~kDirectBlocksPerThread pixel blocks a thread.
+constexpr int64_t kDirectParallelMacs = int64_t(1) << 20;
+constexpr int64_t kDirectBlockBytes = int64_t(256) << 10;
+constexpr int64_t kDirectBlocksPerThread = 4;
 static_assert(kGemmNR == kVec, "the kernel reads PackedB panels one vector wide");
 
 // The post activation the kernels apply in their store: 0 none, 1 Relu, 2 Clip (lo, hi), 3 LeakyRelu
@@ -442,6 +450,21 @@ SmallSpatialChoice small_spatial_choice(const ConvShape& s, int threads, ep::Isa
   const int64_t Mg = s.M / s.group, K = s.C / s.group * s.g.kvol();
   const bool pointwise = s.g.kvol() == 1 && s.g.s[0] == 1 && s.g.s[1] == 1 && s.g.s[2] == 1 && s.g.pb[0] == 0 &&
                          s.g.pb[1] == 0 && s.g.pb[2] == 0 && s.g.pe[0] == 0 && s.g.pe[1] == 0 && s.g.pe[2] == 0;
+  // 1x1 convs on planes over 256 pixels: direct where it beats the 1x1 GEMM, which packs B panels that
+  // only Mg / 6 A panels then share. On one thread (or work too small to split) for up to 512 output
+  // channels and 768 KiB of weights (each pixel block passes over all of them); at 2+ threads for few
+  // output channels (<= 64: the GEMM splits large problems better), K >= 32, planes up to 80x80. Zen 5,
+  // per-node traces over the CNNs of `make perf` (usual -> direct, ms): 1 thread: ResNet-50's 1x1s
+  // 28.3 -> 26.5 over the model, SqueezeNet 256->32 @27x27 0.130 -> 0.093, Inception-v1 192->32 @28x28
+  // 0.104 -> 0.061, PP-OCRv4 rec 128->128 @8x240 0.546 -> 0.436; 2 threads: SqueezeNet 128->16 @55x55
+  // 0.088 -> 0.070, PP-OCRv4 det 96->18 @80x80 0.217 -> 0.177. Left to the GEMM: K < 16 (det's 12->96
+  // @160x160 0.74 -> 0.90 direct), 1000+ output channels at 1 thread, 96+ at 2 (det 192->192 @40x40
+  // 1.67 -> 1.87).
+  if (pointwise && P > 256 && Mg >= 8 && K >= 16 && Mg * K * int64_t(sizeof(float)) <= (int64_t(768) << 10)) {
+    const bool one_thread = threads <= 1 || s.N * s.M * K * P < kDirectParallelMacs;
+    const bool take = one_thread ? Mg <= 512 : Mg <= 64 && K >= 32 && P <= 6400;
+    return take ? SmallSpatialChoice::kDirect : SmallSpatialChoice::kNone;
+  }
   if (P < 2 || P > 256 || K < 32 || Mg < 8) return SmallSpatialChoice::kNone;
   // Winograd F(4x4, 3x3) wins from 9x9 planes on (3x3 256->256 @14x14 0.87 ms vs 2.19 here); at 7x7
   // its 4x4 tiles cover 64 outputs for 49 and this path wins (3x3 128->32 @7x7 0.083 -> 0.040).
@@ -863,7 +886,27 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
   const int64_t nvec = full + (rem > 0 && !tail ? 1 : 0);
   const __mmask16 remmask = rem > 0 && !tail ? __mmask16((1u << rem) - 1) : __mmask16(0xFFFF);
   const int64_t cpanels = (Mg + 5) / 6;
-  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>((threads + s.N * G - 1) / (s.N * G), cpanels));
+  // Pixel blocks (in vectors, whole tiles): all of x when it fits twice in kDirectBlockBytes, else about
+  // that much of it (K rows of the block's pixels).
+  const int64_t vec_bytes = K * kVec * int64_t(sizeof(float));
+  int64_t block_vecs = nvec;
+  if (K * P * int64_t(sizeof(float)) > 2 * kDirectBlockBytes)
+    block_vecs = std::max<int64_t>(kMaxNV, kDirectBlockBytes / vec_bytes / kMaxNV * kMaxNV);
+  const bool parallel = pool && threads > 1 && s.N * s.M * K * P >= kDirectParallelMacs;
+  // Work items: with fewer images x groups than threads, pixel blocks where each thread gets a few of at
+  // least a tile (x read once overall, the weights by every thread), else panel ranges (each thread reads
+  // all of x: planes too small to split); with enough images x groups, one item each.
+  bool split_pixels = false;
+  if (parallel && s.N * G < threads) {
+    const int64_t want = (nvec + kDirectBlocksPerThread * threads - 1) / (kDirectBlocksPerThread * threads);
+    if (want >= kMaxNV) {
+      split_pixels = true;
+      block_vecs = std::min(block_vecs, (want + kMaxNV - 1) / kMaxNV * kMaxNV);
+    }
+  }
+  const int64_t pblocks = (nvec + block_vecs - 1) / block_vecs;
+  const int64_t parts = split_pixels ? pblocks
+                        : std::max<int64_t>(1, std::min<int64_t>((threads + s.N * G - 1) / (s.N * G), cpanels));
   DirectArgs base{};
   base.m_padded = (Mg + kGemmMR - 1) / kGemmMR * kGemmMR;
   base.K = K;
@@ -877,32 +920,38 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t ng = t / parts, part = t % parts;
       const int64_t n = ng / G, gi = ng % G;
-      const int64_t c0 = part * cpanels / parts, c1 = (part + 1) * cpanels / parts;
+      const int64_t c0 = split_pixels ? 0 : part * cpanels / parts;
+      const int64_t c1 = split_pixels ? cpanels : (part + 1) * cpanels / parts;
+      const int64_t v_lo = split_pixels ? part * block_vecs : 0;
+      const int64_t v_hi = split_pixels ? std::min(nvec, v_lo + block_vecs) : nvec;
       const float* b = pointwise ? x + (n * s.C + gi * Cg) * P : cols + (n * s.C + gi * Cg) * kvol * Pp;
       DirectArgs d = base;
       d.apk = packed[static_cast<size_t>(gi)].data.data();
-      for (int64_t pi = c0; pi < c1; ++pi) {
-        const int64_t m0 = pi * 6;
-        d.pi = pi;
-        d.rows = static_cast<int>(std::min<int64_t>(6, Mg - m0));
-        const int64_t yoff = (n * s.M + gi * Mg + m0) * P;
-        d.bias = bias ? bias + gi * Mg + m0 : nullptr;
-        for (int64_t v0 = 0; v0 < nvec;) {
-          const int64_t left = nvec - v0;
-          const int nv = static_cast<int>(left == 4 ? 2 : std::min<int64_t>(kMaxNV, left));
-          const bool last = v0 + nv >= nvec;
-          d.lastmask = last ? remmask : __mmask16(0xFFFF);
-          d.b = b + v0 * kVec;
-          d.y = y + yoff + v0 * kVec;
-          d.res = residual ? residual + yoff + v0 * kVec : nullptr;
-          run_direct_tile(nv, last && tail, d);
-          v0 += nv;
+      for (int64_t vb0 = v_lo; vb0 < v_hi; vb0 += block_vecs) {
+        const int64_t vb1 = std::min(v_hi, vb0 + block_vecs);
+        for (int64_t pi = c0; pi < c1; ++pi) {
+          const int64_t m0 = pi * 6;
+          d.pi = pi;
+          d.rows = static_cast<int>(std::min<int64_t>(6, Mg - m0));
+          const int64_t yoff = (n * s.M + gi * Mg + m0) * P;
+          d.bias = bias ? bias + gi * Mg + m0 : nullptr;
+          for (int64_t v0 = vb0; v0 < vb1;) {
+            const int64_t left = vb1 - v0;
+            const int nv = static_cast<int>(left == 4 ? 2 : std::min<int64_t>(kMaxNV, left));
+            const bool last = v0 + nv >= nvec;
+            d.lastmask = last ? remmask : __mmask16(0xFFFF);
+            d.b = b + v0 * kVec;
+            d.y = y + yoff + v0 * kVec;
+            d.res = residual ? residual + yoff + v0 * kVec : nullptr;
+            run_direct_tile(nv, last && tail, d);
+            v0 += nv;
+          }
         }
       }
     }
   };
   const int64_t items = s.N * G * parts;
-  if (pool && threads > 1 && items > 1) {
+  if (parallel && items > 1) {
     pool->parallel_for(items, 1, work);
   } else {
     work(0, items);
