@@ -34,6 +34,14 @@ bool finish(ConvShape* s) {
   return true;
 }
 
+// Whether this CPU runs the small-spatial paths (AVX-512F): the tests skip without them.
+bool paths_available() {
+  ConvShape probe;
+  probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;
+  finish(&probe);
+  return small_spatial_applies(probe);
+}
+
 // Max |y - ref| / (1 + |ref|) of the path (forced) on s.
 double path_error(const ConvShape& s, bool with_bias, std::mt19937& rng, ep::ThreadPool* pool, bool through_auto,
                   int post_mode = 0, bool direct = false) {
@@ -110,10 +118,7 @@ std::string describe(const ConvShape& s) {
 }  // namespace
 
 TEST(ConvSmallSpatial, MatchesNaiveOnRandomShapes) {
-  ConvShape probe;
-  probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;
-  finish(&probe);
-  if (!small_spatial_applies(probe)) GTEST_SKIP() << "no AVX-512F on this CPU";
+  if (!paths_available()) GTEST_SKIP() << "no AVX-512F on this CPU";
   std::mt19937 rng(17);
   ep::ThreadPool pool(2);
   std::uniform_int_distribution<int> pick(0, 1 << 20);
@@ -157,10 +162,7 @@ TEST(ConvSmallSpatial, MatchesNaiveOnRandomShapes) {
 }
 
 TEST(ConvSmallSpatial, ModelShapesThroughConvForward) {
-  ConvShape probe;
-  probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;
-  finish(&probe);
-  if (!small_spatial_applies(probe)) GTEST_SKIP() << "no AVX-512F on this CPU";
+  if (!paths_available()) GTEST_SKIP() << "no AVX-512F on this CPU";
   std::mt19937 rng(3);
   ep::ThreadPool pool(2);
   struct C {
@@ -285,10 +287,7 @@ TEST(ConvSmallSpatial, DISABLED_SmallSpatialBench) {
 // plane the transposed path comes before Winograd (its 4x4 tiles cover 64 outputs for 49); on 14x14
 // Winograd keeps the conv. Either way the output matches the direct definition.
 TEST(ConvSmallSpatial, AutoOrderWithWinogradWeights) {
-  ConvShape probe;
-  probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;
-  finish(&probe);
-  if (!small_spatial_applies(probe)) GTEST_SKIP() << "no AVX-512F on this CPU";
+  if (!paths_available()) GTEST_SKIP() << "no AVX-512F on this CPU";
   std::mt19937 rng(11);
   ep::ThreadPool pool(2);
   struct C {
@@ -329,10 +328,7 @@ TEST(ConvSmallSpatial, AutoOrderWithWinogradWeights) {
 // GEMM) on random shapes (batch 1-2, with and without a residual, Relu) against conv_naive on the
 // pre-activated input, at 1 and 2 threads.
 TEST(ConvSmallSpatial, DirectWithPreActivationMatchesNaive) {
-  ConvShape probe;
-  probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;
-  finish(&probe);
-  if (!small_spatial_applies(probe)) GTEST_SKIP() << "no AVX-512F on this CPU";
+  if (!paths_available()) GTEST_SKIP() << "no AVX-512F on this CPU";
   std::mt19937 rng(17);
   ep::ThreadPool pool(2);
   std::uniform_int_distribution<int> pick(0, 1 << 20);
@@ -384,10 +380,7 @@ TEST(ConvSmallSpatial, DirectWithPreActivationMatchesNaive) {
 }
 
 TEST(ConvSmallSpatial, Choice) {
-  ConvShape probe;
-  probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;
-  finish(&probe);
-  if (!small_spatial_applies(probe)) GTEST_SKIP() << "no AVX-512F on this CPU";
+  if (!paths_available()) GTEST_SKIP() << "no AVX-512F on this CPU";
   auto choice = [](int64_t C, int64_t M, int64_t H, int64_t k, int64_t st, int64_t G = 1, int threads = 1) {
     ConvShape s;
     s.N = 1, s.C = C, s.M = M, s.group = G, s.g.nsp = 2;
@@ -426,10 +419,7 @@ TEST(ConvSmallSpatial, Choice) {
 // threads split the pixels (planes of 96+ vectors) instead of the channel panels: against the reference,
 // with a remainder vector, a 16q + 1 tail, batch 2, groups and the fused residual + activation.
 TEST(ConvSmallSpatial, DirectLargePlanesMatchNaive) {
-  ConvShape probe;
-  probe.N = 1, probe.C = 4, probe.M = 16, probe.g.nsp = 2, probe.g.in[1] = probe.g.in[2] = 7;
-  finish(&probe);
-  if (!small_spatial_applies(probe)) GTEST_SKIP() << "no AVX-512F on this CPU";
+  if (!paths_available()) GTEST_SKIP() << "no AVX-512F on this CPU";
   std::mt19937 rng(29);
   ep::ThreadPool pool(2);
   struct C {
