@@ -416,7 +416,7 @@ TEST(ConvSmallSpatial, Choice) {
 }
 
 // The direct path where x is read in pixel blocks (over 512 KiB of it) and, on 2 threads, where the
-// threads split the pixels (planes of 96+ vectors) instead of the channel panels: against the reference,
+// threads split the pixels (one image, planes of 17+ vectors) instead of the channel panels: against the reference,
 // with a remainder vector, a 16q + 1 tail, batch 2, groups and the fused residual + activation.
 TEST(ConvSmallSpatial, DirectLargePlanesMatchNaive) {
   if (!paths_available()) GTEST_SKIP() << "no AVX-512F on this CPU";
@@ -429,7 +429,7 @@ TEST(ConvSmallSpatial, DirectLargePlanesMatchNaive) {
       {1, 192, 40, 1, 40, 41},  // 1640 px (102 vectors + 8), x 1.2 MiB: pixel blocks of 21 vectors
       {1, 64, 20, 1, 55, 55},   // 3025 px = 189 vectors + 1: the tail, x 756 KiB
       {1, 48, 13, 1, 97, 33},   // 3201 px = 200 vectors + 1, 13 channels: a partial panel
-      {2, 96, 30, 1, 33, 33},   // batch 2 (items per image: panels, not pixels, at 2 threads)
+      {2, 96, 30, 1, 33, 33},   // batch 2 (at 2 threads one item per image, no pixel split)
       {1, 128, 24, 2, 40, 40},  // 2 groups
       {1, 32, 16, 1, 7, 9},     // small: one block, one thread
   };

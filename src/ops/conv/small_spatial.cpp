@@ -30,6 +30,11 @@ constexpr int kTileCols = kVec * kMaxNV;
 constexpr int64_t kDirectParallelMacs = int64_t(1) << 20;
 constexpr int64_t kDirectBlockBytes = int64_t(256) << 10;
 constexpr int64_t kDirectBlocksPerThread = 4;
+// Whether the direct path splits this conv over a pool of `threads` (else it runs on the calling thread):
+// what small_spatial_choice's rule assumes and small_spatial_direct_conv does.
+bool direct_splits(const ConvShape& s, int threads) {
+  return threads > 1 && s.N * s.M * (s.C / s.group * s.g.kvol()) * s.g.out_size() >= kDirectParallelMacs;
+}
 static_assert(kGemmNR == kVec, "the kernel reads PackedB panels one vector wide");
 
 // The post activation the kernels apply in their store: 0 none, 1 Relu, 2 Clip (lo, hi), 3 LeakyRelu
@@ -461,8 +466,7 @@ SmallSpatialChoice small_spatial_choice(const ConvShape& s, int threads, ep::Isa
   // @160x160 0.74 -> 0.90 direct), 1000+ output channels at 1 thread, 96+ at 2 (det 192->192 @40x40
   // 1.67 -> 1.87).
   if (pointwise && P > 256 && Mg >= 8 && K >= 16 && Mg * K * int64_t(sizeof(float)) <= (int64_t(768) << 10)) {
-    const bool one_thread = threads <= 1 || s.N * s.M * K * P < kDirectParallelMacs;
-    const bool take = one_thread ? Mg <= 512 : Mg <= 64 && K >= 32 && P <= 6400;
+    const bool take = direct_splits(s, threads) ? Mg <= 64 && K >= 32 && P <= 6400 : Mg <= 512;
     return take ? SmallSpatialChoice::kDirect : SmallSpatialChoice::kNone;
   }
   if (P < 2 || P > 256 || K < 32 || Mg < 8) return SmallSpatialChoice::kNone;
@@ -892,7 +896,7 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
   int64_t block_vecs = nvec;
   if (K * P * int64_t(sizeof(float)) > 2 * kDirectBlockBytes)
     block_vecs = std::max<int64_t>(kMaxNV, kDirectBlockBytes / vec_bytes / kMaxNV * kMaxNV);
-  const bool parallel = pool && threads > 1 && s.N * s.M * K * P >= kDirectParallelMacs;
+  const bool parallel = pool && direct_splits(s, threads);
   // Work items: with fewer images x groups than threads, pixel blocks where each thread gets a few of at
   // least a tile (x read once overall, the weights by every thread), else panel ranges (each thread reads
   // all of x: planes too small to split); with enough images x groups, one item each.
