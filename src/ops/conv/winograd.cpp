@@ -61,8 +61,8 @@ inline void at_1d(const float* m, int64_t sm, float* y, int64_t sy) {
 using Plan = WinogradPlan;
 
 // The post of n outputs just stored at y (residual r at the same offsets, may be null): the scalar
-// definition, used by the scalar and AVX2 transforms on each stored row piece (still in L1). Not
-// inlined into the vector code, where the compiler could contract LeakyRelu's multiply-add.
+// definition, used by the scalar transforms on each stored row piece (still in L1). Not inlined, so the
+// compiler cannot contract LeakyRelu's multiply-add into the transform's arithmetic.
 __attribute__((noinline)) void post_scalar(float* y, const float* r, int64_t n, const WinogradPost& post) {
   const float a = post.act_a, b = post.act_b;
   for (int64_t i = 0; i < n; ++i) {
@@ -201,18 +201,25 @@ WINO_AVX2 inline void gather_tiles(const float* a, const float* b, __m256* out) 
   }
 }
 
-// Interleaves 8 tiles back: dst[4t + q] = v[q][t] for q < 4, t < 8 (writes dst[0, 32)).
-WINO_AVX2 inline void scatter_tiles(const __m256* v, float* dst) {
+// Interleaves 8 tiles back: out[i] holds dst[8i, 8i + 8) of dst[4t + q] = v[q][t] for q < 4, t < 8.
+WINO_AVX2 inline void interleave_tiles(const __m256* v, __m256* out) {
   const __m256 l01 = _mm256_unpacklo_ps(v[0], v[1]), h01 = _mm256_unpackhi_ps(v[0], v[1]);
   const __m256 l23 = _mm256_unpacklo_ps(v[2], v[3]), h23 = _mm256_unpackhi_ps(v[2], v[3]);
   const __m256 t04 = _mm256_shuffle_ps(l01, l23, 0x44);  // t0 | t4
   const __m256 t15 = _mm256_shuffle_ps(l01, l23, 0xEE);  // t1 | t5
   const __m256 t26 = _mm256_shuffle_ps(h01, h23, 0x44);  // t2 | t6
   const __m256 t37 = _mm256_shuffle_ps(h01, h23, 0xEE);  // t3 | t7
-  _mm256_storeu_ps(dst, _mm256_permute2f128_ps(t04, t15, 0x20));
-  _mm256_storeu_ps(dst + 8, _mm256_permute2f128_ps(t26, t37, 0x20));
-  _mm256_storeu_ps(dst + 16, _mm256_permute2f128_ps(t04, t15, 0x31));
-  _mm256_storeu_ps(dst + 24, _mm256_permute2f128_ps(t26, t37, 0x31));
+  out[0] = _mm256_permute2f128_ps(t04, t15, 0x20);
+  out[1] = _mm256_permute2f128_ps(t26, t37, 0x20);
+  out[2] = _mm256_permute2f128_ps(t04, t15, 0x31);
+  out[3] = _mm256_permute2f128_ps(t26, t37, 0x31);
+}
+
+// The same stored: writes dst[0, 32).
+WINO_AVX2 inline void scatter_tiles(const __m256* v, float* dst) {
+  __m256 out[4];
+  interleave_tiles(v, out);
+  for (int i = 0; i < 4; ++i) _mm256_storeu_ps(dst + 8 * i, out[i]);
 }
 
 // Floats of input-transform scratch for a block of `tiles` tiles: two planes of 6 x input_plane(tiles).
@@ -288,14 +295,46 @@ WINO_AVX2 void input_avx2(const Plan& p, const float* x, int64_t R0, int64_t R1,
   }
 }
 
+// The post on 8 values about to be stored (the residual at the same offsets already added): activation_of's
+// operations per element in post16's operand order (max/min keep NaN and -0 as activation_of does).
+template <Activation A>
+WINO_AVX2 inline __m256 act8(__m256 v, __m256 a, __m256 b) {
+  const __m256 zero = _mm256_setzero_ps();
+  if constexpr (A == Activation::kRelu) return _mm256_max_ps(zero, v);
+  if constexpr (A == Activation::kClip) return _mm256_max_ps(a, _mm256_min_ps(b, v));
+  if constexpr (A == Activation::kLeakyRelu) {
+    return _mm256_add_ps(_mm256_max_ps(zero, v), _mm256_mul_ps(a, _mm256_min_ps(zero, v)));
+  }
+  return v;
+}
+
+// n (<= 32) outputs from src to dst with the post (residual at dst's offsets from `res`, may be null).
+template <Activation A>
+WINO_AVX2 inline void store_post(float* dst, const float* src, int64_t n, const float* res, __m256 a, __m256 b) {
+  alignas(32) static const int32_t kTail[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(src + i);
+    if (res) v = _mm256_add_ps(v, _mm256_loadu_ps(res + i));
+    _mm256_storeu_ps(dst + i, act8<A>(v, a, b));
+  }
+  if (i < n) {
+    const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kTail + 8 - (n - i)));
+    __m256 v = _mm256_maskload_ps(src + i, mask);
+    if (res) v = _mm256_add_ps(v, _mm256_maskload_ps(res + i, mask));
+    _mm256_maskstore_ps(dst + i, mask, act8<A>(v, a, b));
+  }
+}
+
 // Same flat tile order as input_avx2; reads Mx up to 8 floats past the block's last tile (spare columns).
-WINO_AVX2 void output_avx2(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1,
-                           const float* bias, float* y, int64_t ld, int64_t mstride, const WinogradPost* post) {
-  const bool with_post = post_active(post);
-  auto post_at = [&](float* at, int64_t n) {
-    const int64_t off = at - y;
-    post_scalar(at, post->residual ? post->residual + off : nullptr, n, *post);
-  };
+// The post (A: its activation; the residual when post has one) goes in before each store, on values still
+// in registers (a scalar pass over the stored rows took half of SqueezeNet's 16->64 @55x55 conv: Zen 3).
+template <Activation A>
+WINO_AVX2 void output_avx2_act(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1,
+                               const float* bias, float* y, int64_t ld, int64_t mstride, const WinogradPost* post) {
+  const float* residual = post ? post->residual : nullptr;
+  const bool with_post = A != Activation::kNone || residual;
+  const __m256 act_a = _mm256_set1_ps(post ? post->act_a : 0.f), act_b = _mm256_set1_ps(post ? post->act_b : 0.f);
   alignas(32) float tmp[4][32];
   const int64_t tiles = (R1 - R0) * p.TW;
   for (int64_t m = m0; m < m1; ++m) {
@@ -319,8 +358,18 @@ WINO_AVX2 void output_avx2(const Plan& p, const float* Mx, int64_t R0, int64_t R
           __m256 o[4];
           at_vec(t[r], o);
           for (int q = 0; q < 4; ++q) o[q] = _mm256_add_ps(o[q], b);
-          scatter_tiles(o, ym + r * p.OW);
-          if (with_post) post_at(ym + r * p.OW, 32);
+          if (!with_post) {
+            scatter_tiles(o, ym + r * p.OW);
+            continue;
+          }
+          __m256 v[4];
+          interleave_tiles(o, v);
+          float* dst = ym + r * p.OW;
+          const float* res = residual ? residual + (dst - y) : nullptr;
+          for (int q = 0; q < 4; ++q) {
+            if (res) v[q] = _mm256_add_ps(v[q], _mm256_loadu_ps(res + 8 * q));
+            _mm256_storeu_ps(dst + 8 * q, act8<A>(v[q], act_a, act_b));
+          }
         }
         continue;
       }
@@ -339,12 +388,27 @@ WINO_AVX2 void output_avx2(const Plan& p, const float* Mx, int64_t R0, int64_t R
         const int64_t ncols = std::min(4 * len, p.OW - 4 * tw);
         float* ym = y + ((n * p.M + m) * p.OH + th * 4) * p.OW + 4 * tw;
         for (int r = 0; r < 4 && th * 4 + r < p.OH; ++r) {
-          std::memcpy(ym + r * p.OW, tmp[r] + 4 * (j - j0), sizeof(float) * ncols);
-          if (with_post) post_at(ym + r * p.OW, ncols);
+          float* dst = ym + r * p.OW;
+          if (with_post) {
+            store_post<A>(dst, tmp[r] + 4 * (j - j0), ncols, residual ? residual + (dst - y) : nullptr, act_a, act_b);
+          } else {
+            std::memcpy(dst, tmp[r] + 4 * (j - j0), sizeof(float) * ncols);
+          }
         }
         j += len;
       }
     }
+  }
+}
+
+WINO_AVX2 void output_avx2(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1,
+                           const float* bias, float* y, int64_t ld, int64_t mstride, const WinogradPost* post) {
+  switch (post ? post->act : Activation::kNone) {
+    case Activation::kRelu: return output_avx2_act<Activation::kRelu>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
+    case Activation::kClip: return output_avx2_act<Activation::kClip>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
+    case Activation::kLeakyRelu:
+      return output_avx2_act<Activation::kLeakyRelu>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
+    default: return output_avx2_act<Activation::kNone>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
   }
 }
 
