@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <random>
 
@@ -908,6 +909,71 @@ TEST(OpsNnConv, FusedConvOnEveryForcedPath) {
       // wrapped Conv kernel.
       if (static_cast<ConvPath>(pi) == ConvPath::kReference) {
         for (int64_t i = 0; i < t.numel(); ++i) ASSERT_EQ(t.data<float>()[i], ref[i]) << "reference at " << i;
+      }
+    }
+  }
+}
+
+// The FusedConv epilogue pass (activations the conv paths do not take in their store, and depthwise
+// convs): its AVX2 loop gives the baseline loop's bits for every activation, with and without a
+// residual, on a length that leaves a vector tail. The conv runs its reference path at both tiers so
+// only the pass differs; both are checked against activation_of on the reference conv.
+TEST(OpsNnConv, FusedConvEpilogueTiersAgree) {
+  if (ep::cpu_isa_tier() < ep::IsaTier::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU: the AVX2 pass is not checked";
+  std::mt19937 rng(53);
+  struct Case {
+    const char* act;
+    std::vector<float> params;
+    Activation kind;
+    int64_t group;
+  };
+  const Case cases[] = {{"HardSwish", {}, Activation::kHardSwish, 1},
+                        {"HardSigmoid", {0.3f, 0.4f}, Activation::kHardSigmoid, 1},
+                        {"Sigmoid", {}, Activation::kSigmoid, 1},
+                        {"Tanh", {}, Activation::kTanh, 1},
+                        {"LeakyRelu", {0.125f}, Activation::kLeakyRelu, 12},
+                        {"Clip", {-0.5f, 0.75f}, Activation::kClip, 12},
+                        {"Relu", {}, Activation::kRelu, 12}};
+  const int64_t C = 12, M = 12, H = 11, out = 9;  // 3x3 valid: 12 x 9 x 9 = 972 outputs (121 vectors + 4)
+  for (const Case& c : cases) {
+    for (bool residual : {false, true}) {
+      const int64_t Cg = C / c.group;
+      auto x = random_floats(rng, C * H * H), w = random_floats(rng, M * Cg * 9);
+      auto b = random_floats(rng, M), z = random_floats(rng, M * out * out);
+      // Values around the activations' bends (HardSwish's -3 and 3, Clip's bounds).
+      for (float& v : x) v *= 4.f;
+      ConvShape s;
+      s.N = 1, s.C = C, s.M = M, s.group = c.group;
+      WindowAttrs a;
+      ASSERT_TRUE(forward_geometry(a, Dims{H, H}, Dims{3, 3}, &s.g).ok());
+      std::vector<float> ref(static_cast<size_t>(M * out * out));
+      conv_naive<float>(s, x.data(), w.data(), b.data(), ref.data());
+      const float pa = c.params.size() > 0 ? c.params[0] : 0.f, pb = c.params.size() > 1 ? c.params[1] : 0.f;
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] = apply_activation(c.kind, residual ? ref[i] + z[i] : ref[i], pa, pb);
+      KernelRun run;
+      run.op_type = "FusedConv";
+      run.domain = "nxrt";
+      run.opset = 1;
+      run.attributes = {attr_int("group", c.group), attr_string("activation", c.act)};
+      if (!c.params.empty()) run.attributes.push_back(nxrt::testing::attr_floats("activation_params", c.params));
+      run.inputs = {ftensor({1, C, H, H}, x), ftensor({M, Cg, 3, 3}, w), ftensor({M}, b)};
+      if (residual) run.inputs.push_back(ftensor({1, M, out, out}, z));
+      std::vector<std::vector<float>> got;
+      for (const char* tier : {"scalar", "avx2"}) {
+        run.overrides = {{"conv.path", "reference"}, {"isa", tier}};
+        auto r = run_kernel(run);
+        ASSERT_TRUE(r.ok()) << c.act << " " << tier << ": " << r.status().to_string();
+        const Tensor& t = r.value()[0].tensor();
+        ASSERT_EQ(t.numel(), static_cast<int64_t>(ref.size()));
+        got.emplace_back(t.data<float>(), t.data<float>() + t.numel());
+        for (size_t i = 0; i < ref.size(); ++i) {
+          ASSERT_NEAR(got.back()[i], ref[i], 1e-5f * (1.f + std::fabs(ref[i]))) << c.act << " " << tier << " at " << i;
+        }
+      }
+      for (size_t i = 0; i < ref.size(); ++i) {
+        ASSERT_EQ(std::memcmp(&got[0][i], &got[1][i], sizeof(float)), 0)
+            << c.act << (residual ? " + residual" : "") << ": scalar " << got[0][i] << " vs avx2 " << got[1][i] << " at "
+            << i;
       }
     }
   }
