@@ -5,6 +5,7 @@
 #include <cassert>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "ep/slot_scratch.h"
@@ -80,6 +81,18 @@ __attribute__((noinline)) void post_scalar(float* y, const float* r, int64_t n, 
 // Whether `post` changes anything.
 inline bool post_active(const WinogradPost* post) {
   return post && (post->residual || post->act != Activation::kNone);
+}
+
+// Calls f(std::integral_constant<Activation, A>) for post's activation A (none without a post): the vector
+// output transforms are compiled once per activation WinogradPost takes.
+template <typename F>
+void with_post_activation(const WinogradPost* post, F&& f) {
+  switch (post ? post->act : Activation::kNone) {
+    case Activation::kRelu: return f(std::integral_constant<Activation, Activation::kRelu>{});
+    case Activation::kClip: return f(std::integral_constant<Activation, Activation::kClip>{});
+    case Activation::kLeakyRelu: return f(std::integral_constant<Activation, Activation::kLeakyRelu>{});
+    default: return f(std::integral_constant<Activation, Activation::kNone>{});
+  }
 }
 
 // ---- Input transform: V[xi][c][j] for the tile rows [R0, R1) of a block (j = (R - R0) * TW + tw) ----
@@ -401,15 +414,11 @@ WINO_AVX2 void output_avx2_act(const Plan& p, const float* Mx, int64_t R0, int64
   }
 }
 
-WINO_AVX2 void output_avx2(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1,
-                           const float* bias, float* y, int64_t ld, int64_t mstride, const WinogradPost* post) {
-  switch (post ? post->act : Activation::kNone) {
-    case Activation::kRelu: return output_avx2_act<Activation::kRelu>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
-    case Activation::kClip: return output_avx2_act<Activation::kClip>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
-    case Activation::kLeakyRelu:
-      return output_avx2_act<Activation::kLeakyRelu>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
-    default: return output_avx2_act<Activation::kNone>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
-  }
+void output_avx2(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1, const float* bias,
+                 float* y, int64_t ld, int64_t mstride, const WinogradPost* post) {
+  with_post_activation(post, [&](auto act) {
+    output_avx2_act<decltype(act)::value>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
+  });
 }
 
 
@@ -648,15 +657,11 @@ WINO_AVX512 void output_avx512_act(const Plan& p, const float* Mx, int64_t R0, i
   }
 }
 
-WINO_AVX512 void output_avx512(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1,
-                               const float* bias, float* y, int64_t ld, int64_t mstride, const WinogradPost* post) {
-  switch (post ? post->act : Activation::kNone) {
-    case Activation::kRelu: return output_avx512_act<Activation::kRelu>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
-    case Activation::kClip: return output_avx512_act<Activation::kClip>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
-    case Activation::kLeakyRelu:
-      return output_avx512_act<Activation::kLeakyRelu>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
-    default: return output_avx512_act<Activation::kNone>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
-  }
+void output_avx512(const Plan& p, const float* Mx, int64_t R0, int64_t R1, int64_t m0, int64_t m1, const float* bias,
+                   float* y, int64_t ld, int64_t mstride, const WinogradPost* post) {
+  with_post_activation(post, [&](auto act) {
+    output_avx512_act<decltype(act)::value>(p, Mx, R0, R1, m0, m1, bias, y, ld, mstride, post);
+  });
 }
 
 #endif  // NXRT_WINO_X86
