@@ -47,11 +47,6 @@ __attribute__((always_inline)) inline void epilogue_body(T* yd, const T* zd, int
   }
 }
 
-template <Activation A, typename T, typename CT>
-void epilogue_range(T* yd, const T* zd, int64_t i0, int64_t i1, const ActParams& p) {
-  epilogue_body<A, T, CT>(yd, zd, i0, i1, p);
-}
-
 // The same loop vectorized 8 floats wide (AVX2 tier and up). No FMA in the target, so nothing is contracted
 // and every element gets the baseline loop's bits. The pass runs on the output of a conv path that leaves
 // the activation to it (depthwise convs, HardSwish / HardSigmoid); at the baseline's 4-wide stores it took
@@ -71,7 +66,7 @@ void epilogue_tier(bool avx2, T* yd, const T* zd, int64_t i0, int64_t i1, const 
 #else
   (void)avx2;
 #endif
-  epilogue_range<A, T, CT>(yd, zd, i0, i1, p);
+  epilogue_body<A, T, CT>(yd, zd, i0, i1, p);
 }
 
 template <typename T, typename CT>

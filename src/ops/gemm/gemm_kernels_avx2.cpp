@@ -62,6 +62,20 @@ namespace {
     store_edge(tmp, c, ldc, mr, nr, alpha, beta);                                      \
   }
 
+// A full tile: the 12 accumulators into C's 6 x 16 rows, each row through epilogue_row_avx2 first when
+// `ep` (a const GemmEpilogue*) is set.
+#define NXRT_STORE_FULL_6x16(c, ldc, ep, i0, j0)                                                \
+  {                                                                                             \
+    const __m256 acc_[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}}; \
+    const GemmEpilogue* ep_ = (ep);                                                             \
+    for (int r = 0; r < MR; ++r) {                                                              \
+      __m256 v0 = acc_[r][0], v1 = acc_[r][1];                                                  \
+      if (ep_) epilogue_row_avx2(*ep_, (i0) + r, (j0), v0, v1);                                 \
+      _mm256_storeu_ps((c) + r * (ldc), v0);                                                    \
+      _mm256_storeu_ps((c) + r * (ldc) + 8, v1);                                                \
+    }                                                                                           \
+  }
+
 // Bias (per row, or per column), residual and Relu/Clip on one 16-column row (v0, v1) of C at (i, j0).
 // Relu as max(0, v) and Clip as min(hi, max(lo, v)) take v as the second operand, which the
 // instructions return when it is NaN: NaN passes, as in the scalar epilogue.
@@ -174,13 +188,7 @@ __attribute__((target("avx2,fma"))) bool tile_epilogue_avx2(int64_t kc, const fl
     }
   }
   NXRT_PRODUCT_6x16(kc, a, b, c, ldc, mr)
-  __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-  for (int r = 0; r < MR; ++r) {
-    __m256 v0 = acc[r][0], v1 = acc[r][1];
-    epilogue_row_avx2(ep, i0 + r, j0, v0, v1);
-    _mm256_storeu_ps(c + r * ldc, v0);
-    _mm256_storeu_ps(c + r * ldc + 8, v1);
-  }
+  NXRT_STORE_FULL_6x16(c, ldc, &ep, i0, j0)
   return true;
 }
 
@@ -195,13 +203,7 @@ __attribute__((target("avx2,fma"))) bool micro_rows_avx2(int64_t kc, const float
     a += 6;
   }
   if (mr == MR && nr == NR && beta == 0.f && alpha == 1.f && (!ep || epilogue_in_registers(ep))) {
-    __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-    for (int r = 0; r < MR; ++r) {
-      __m256 v0 = acc[r][0], v1 = acc[r][1];
-      if (ep) epilogue_row_avx2(*ep, i0 + r, j0, v0, v1);
-      _mm256_storeu_ps(c + r * ldc, v0);
-      _mm256_storeu_ps(c + r * ldc + 8, v1);
-    }
+    NXRT_STORE_FULL_6x16(c, ldc, ep, i0, j0)
     return ep != nullptr;
   }
   NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
