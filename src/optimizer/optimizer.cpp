@@ -74,6 +74,7 @@ constexpr PassSpec kPasses[] = {
     {"fuse_silu", &fuse_silu, OptLevel::kAll, Repeat::kOnce},
     {"fuse_activation", &fuse_activation, OptLevel::kAll, Repeat::kOnce},
     {"fuse_preact_conv", &fuse_preact_conv, OptLevel::kAll, Repeat::kOnce},  // after fuse_bn_relu, fuse_activation
+    {"fuse_channel_shuffle", &fuse_channel_shuffle, OptLevel::kAll, Repeat::kOnce},  // after fuse_preact_conv
     {"fuse_sibling_matmulnbits", &fuse_sibling_matmulnbits, OptLevel::kAll, Repeat::kOnce},
     {"fuse_sibling_pointwise_conv", &fuse_sibling_pointwise_conv, OptLevel::kAll, Repeat::kOnce},
     {"remove_dead_code", &remove_dead_code, OptLevel::kAll, Repeat::kOnce},

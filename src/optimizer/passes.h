@@ -53,5 +53,7 @@ int fuse_silu(PassContext& pc, GraphInfo& gi);
 int fuse_activation(PassContext& pc, GraphInfo& gi);
 // nxrt::BatchNormRelu read only by a 1x1 conv: moved into the conv's input packing.
 int fuse_preact_conv(PassContext& pc, GraphInfo& gi);
+// Reshape-Transpose-Reshape channel shuffle read only by a depthwise conv: read through the shuffle there.
+int fuse_channel_shuffle(PassContext& pc, GraphInfo& gi);
 
 }  // namespace nxrt::optimizer

@@ -220,6 +220,101 @@ TEST(OptimizerPreactConv, BatchNormReluMovesIntoOneByOneConv) {
   }
 }
 
+// ShuffleNet's channel shuffle (Reshape [N, G, K, H, W], Transpose axes 1 and 2, Reshape [N, G * K, H, W])
+// read only by a depthwise conv: the conv reads through the shuffle (FusedConv input_shuffle_shape).
+// Checked with a Relu and with a residual after the conv (fast path), and on what must not fuse: a
+// group-1 conv, another perm, a -1 in a shape, a second reader of the Transpose.
+TEST(OptimizerChannelShuffle, ReshapeTransposeReshapeMovesIntoDepthwiseConv) {
+  struct Case {
+    const char* what;
+    int64_t group;
+    std::vector<int64_t> perm;
+    bool minus_one, second_reader, relu, residual, fuses;
+  };
+  const Case cases[] = {
+      {"plain", 12, {0, 2, 1, 3, 4}, false, false, false, false, true},
+      {"relu", 12, {0, 2, 1, 3, 4}, false, false, true, false, true},
+      {"residual", 12, {0, 2, 1, 3, 4}, false, false, false, true, true},
+      {"group 1", 1, {0, 2, 1, 3, 4}, false, false, false, false, false},
+      {"other perm", 12, {0, 1, 2, 4, 3}, false, false, false, false, false},
+      {"minus one", 12, {0, 2, 1, 3, 4}, true, false, false, false, false},
+      {"second reader", 12, {0, 2, 1, 3, 4}, false, true, false, false, false},
+  };
+  int seed = 300;
+  for (const Case& cs : cases) {
+    ModelBuilder b(13);
+    b.input("x", {2, 12, 7, 9});
+    b.init("s1", ints({2, 3, 4, 7, 9}));
+    b.init("s2", ints({2, 12, cs.minus_one ? -1 : 7, 9}));
+    b.init("w", random_tensor({12, 12 / cs.group, 3, 3}, seed++));
+    b.init("wb", random_tensor({12}, seed++));
+    b.node("Reshape", {"x", "s1"}, {"r"});
+    b.node("Transpose", {"r"}, {"t"}, {A_is("perm", cs.perm)});
+    b.node("Reshape", {"t", "s2"}, {"u"});
+    b.node("Conv", {"u", "w", "wb"}, {"c"}, {A_i("group", cs.group), A_is("pads", {1, 1, 1, 1})});
+    std::vector<std::pair<std::string, Value>> feeds{{"x", Value(random_tensor({2, 12, 7, 9}, seed++, -2.f, 2.f))}};
+    std::string out = "c";
+    if (cs.relu) {
+      b.node("Relu", {"c"}, {"y"});
+      out = "y";
+    } else if (cs.residual) {
+      b.input("z", {2, 12, 7, 9});
+      b.node("Add", {"c", "z"}, {"y"});
+      out = "y";
+      feeds.push_back({"z", Value(random_tensor({2, 12, 7, 9}, seed++))});
+    }
+    b.output(out);
+    if (cs.second_reader) b.output("t");
+    optimizer::Stats st;
+    ir::Model o = optimized(b.m, OptLevel::kAll, &st);
+    EXPECT_EQ(st.counts["fused_channel_shuffle"], cs.fuses ? 1 : 0) << cs.what;
+    if (cs.fuses) {
+      EXPECT_EQ(ops_of(o), (std::vector<std::string>{"nxrt::FusedConv"})) << cs.what;
+    }
+    expect_same_numerics(b.m, feeds, 1e-5);
+  }
+}
+
+// The fused kernel on an X the shuffle's first Reshape accepts but that is not [A, G * K, d...] (the
+// same count, other spatial sizes): it makes the shuffled copy itself, so the result is the unfused
+// graph's; an X of another size is a clear error naming the attribute.
+TEST(OptimizerChannelShuffle, FusedConvShufflesAnyInputTheReshapeTakes) {
+  auto model = [](bool fused) {
+    ModelBuilder b(13);
+    b.input("x", {1, 6, -1, 8});
+    b.init("s1", ints({1, 2, 3, 4, 4}));
+    b.init("s2", ints({1, 6, 4, 4}));
+    b.init("w", random_tensor({6, 1, 3, 3}, 41));
+    if (fused) {
+      ir::Node& n = b.node("FusedConv", {"x", "w"}, {"y"},
+                           {A_i("group", 6), A_is("pads", {1, 1, 1, 1}), A_is("input_shuffle_shape", {1, 2, 3, 4, 4})});
+      n.domain = "nxrt";
+      b.m.opset_imports.push_back({"nxrt", 1});
+    } else {
+      b.node("Reshape", {"x", "s1"}, {"r"});
+      b.node("Transpose", {"r"}, {"t"}, {A_is("perm", {0, 2, 1, 3, 4})});
+      b.node("Reshape", {"t", "s2"}, {"u"});
+      b.node("Conv", {"u", "w"}, {"y"}, {A_i("group", 6), A_is("pads", {1, 1, 1, 1})});
+    }
+    b.output("y");
+    return b.m;
+  };
+  const Tensor x = random_tensor({1, 6, 2, 8}, 42);
+  const auto ref = run_at(model(false), OptLevel::kDisabled, {{"x", Value(x)}});
+  const auto got = run_at(model(true), OptLevel::kDisabled, {{"x", Value(x)}});
+  ASSERT_EQ(ref.size(), 1u);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].shape(), (Dims{1, 6, 4, 4}));
+  for (int64_t i = 0; i < ref[0].numel(); ++i) ASSERT_NEAR(got[0].data<float>()[i], ref[0].data<float>()[i], 1e-5f);
+
+  const std::string bytes = onnx::serialize_model(model(true));
+  auto s = Session::create_from_bytes(bytes.data(), bytes.size(), SessionOptions{});
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto bad = (*s)->run({{"x", Value(random_tensor({1, 6, 3, 8}, 43))}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().to_string().find("input_shuffle_shape"), std::string::npos) << bad.status().to_string();
+}
+
 TEST(OptimizerConvBn, RefusesWhenConvOutputHasAnotherReader) {
   ModelBuilder b(13);
   b.input("x", {1, 2, 4, 4});

@@ -203,6 +203,57 @@ TEST(SmallCnnDepthwise, PlanesMatchNaiveConv) {
   EXPECT_GT(ran, 70);
 }
 
+// A depthwise conv reading its input through a channel shuffle (ConvPost::input_shuffle: ShuffleNet's
+// Reshape-Transpose-Reshape folded into the conv) against the naive convolution of the shuffled copy:
+// dwconv::planes_f32 in two chunks (the window engine's listed planes, more than one list of 64), and
+// conv_forward on the depthwise paths (read in place) and on paths that take the shuffled copy (im2col,
+// reference), with and without a post.
+TEST(SmallCnnDepthwise, ShuffledInputMatchesConvOfShuffledCopy) {
+  std::mt19937 rng(21);
+  std::uniform_int_distribution<int> pick(0, 1000);
+  int ran = 0;
+  for (int iter = 0; iter < 60; ++iter) {
+    ConvShape s;
+    s.N = 1 + pick(rng) % 2;
+    const int64_t G = 2 + pick(rng) % 3, K = iter % 7 == 0 ? 40 : 1 + pick(rng) % 5;
+    s.group = s.C = G * K;
+    s.M = s.C * (iter % 5 == 0 ? 2 : 1);
+    if (!random_geom(rng, iter, &s.g)) continue;
+    ++ran;
+    const int64_t kh = s.g.k[1], kw = s.g.k[2], in_size = s.g.in_size();
+    auto x = rand_vec(rng, s.N * s.C * in_size);
+    auto w = rand_vec(rng, s.M * kh * kw);
+    auto b = rand_vec(rng, s.M);
+    std::vector<float> xs(x.size());
+    channel_shuffle_copy(x.data(), xs.data(), s.N, G, K, static_cast<size_t>(in_size) * sizeof(float));
+    for (int64_t c = 0; c < s.C; ++c)  // the copy and the map agree
+      ASSERT_EQ(xs[static_cast<size_t>(c * in_size)], x[static_cast<size_t>(shuffled_channel(c, s.C, G) * in_size)]);
+    const int64_t planes = s.N * s.M, out = s.g.out_size();
+    std::vector<float> ref(static_cast<size_t>(planes * out));
+    conv_naive<float>(s, xs.data(), w.data(), b.data(), ref.data());
+    auto check = [&](const std::vector<float>& y, const std::string& what) {
+      for (size_t i = 0; i < ref.size(); ++i)
+        ASSERT_NEAR(y[i], ref[i], 1e-4f * (1.f + std::fabs(ref[i]))) << what << " iter " << iter << " at " << i;
+    };
+    std::vector<float> y(ref.size(), 55.f);
+    const int64_t cut = planes > 1 ? 1 + pick(rng) % (planes - 1) : planes;
+    dwconv::planes_f32(s.g, s.C, s.M, x.data(), w.data(), b.data(), y.data(), 0, cut, G);
+    dwconv::planes_f32(s.g, s.C, s.M, x.data(), w.data(), b.data(), y.data(), cut, planes, G);
+    check(y, "planes_f32");
+    Dims wshape{s.M, 1, kh, kw};
+    ConvWeights<float> cw;
+    cw.prepare(wshape, s.group, w);
+    for (ConvPath path : {ConvPath::kDepthwiseWindow, ConvPath::kDepthwiseScalar, ConvPath::kIm2col, ConvPath::kReference}) {
+      ConvPost post;
+      post.input_shuffle = G;
+      std::fill(y.begin(), y.end(), 55.f);
+      conv_forward<float>(s, x.data(), cw, b.data(), y.data(), nullptr, ConvConfig(path), &post);
+      check(y, conv_path_name(path));
+    }
+  }
+  EXPECT_GT(ran, 35);
+}
+
 // Pools with more than 64 taps leave the engine for the separable row path; both stay exact.
 TEST(SmallCnnPool, LargeWindowsTakeTheSeparablePath) {
   std::mt19937 rng(13);

@@ -557,12 +557,15 @@ ConvPath auto_path(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
   return ConvPath::kImplicitGemm;
 }
 
+// Depthwise paths, which read the input plane by plane: a channel shuffle of the input (ConvPost::
+// input_shuffle) is a different plane per channel.
 template <typename CT>
 void run_depthwise(const ConvCall<CT>& c, bool window) {
   const ConvShape& s = c.s;
   const Geom3& g = s.g;
   const int64_t in_size = g.in_size(), out_size = g.out_size(), kvol = g.kvol();
   const CT* w = c.w.raw.data();
+  const int64_t shuffle = c.post && c.post->input_shuffle > 1 ? c.post->input_shuffle : 0;
   auto body = [&](int64_t p0, int64_t p1) {
     if constexpr (std::is_same_v<CT, float>) {
       // A chunk of planes on the window engine (the next plane's input copied in while one computes),
@@ -570,12 +573,12 @@ void run_depthwise(const ConvCall<CT>& c, bool window) {
       if (window) {
         const ConvPlan& pl = c.plan;
         float* slot = static_cast<float*>(c.ws) + static_cast<int64_t>(c.pool ? c.pool->slot() : 0) * pl.dw_slot_floats;
-        return dwconv::planes_f32(pl.dw_plan.get(), slot, g, s.C, s.M, c.x, w, c.bias, c.y, p0, p1);
+        return dwconv::planes_f32(pl.dw_plan.get(), slot, g, s.C, s.M, c.x, w, c.bias, c.y, p0, p1, shuffle);
       }
     }
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t n = p / s.M, m = p % s.M;
-      const int64_t ch = m / c.Mg();
+      const int64_t ch = shuffle ? shuffled_channel(m / c.Mg(), s.C, shuffle) : m / c.Mg();
       CT* yp = c.y + p * out_size;
       std::fill(yp, yp + out_size, c.bias ? c.bias[m] : CT(0));
       depthwise_plane(g, c.x + (n * s.C + ch) * in_size, w + m * kvol, yp);
@@ -1047,6 +1050,17 @@ template <typename CT>
 bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
                           ep::ThreadPool* pool, const ConvConfig& cfg, const ConvPost* post, void* workspace) {
   const ConvShape& s = plan.s;
+  const ConvPath path = plan.path;
+  if (post && post->input_shuffle > 1 &&
+      (plan.pre || (path != ConvPath::kDepthwiseWindow && path != ConvPath::kDepthwiseScalar))) {
+    // A path that reads X in its own channel order: the shuffled copy, then the call without the shuffle.
+    const size_t plane_bytes = static_cast<size_t>(s.g.in_size()) * sizeof(CT);
+    const ep::HeapScratch shuffled(static_cast<size_t>(s.N * s.C) * plane_bytes);
+    channel_shuffle_copy(x, shuffled.get(), s.N, post->input_shuffle, s.C / post->input_shuffle, plane_bytes);
+    ConvPost rest = *post;
+    rest.input_shuffle = 0;
+    return conv_forward_planned(plan, static_cast<const CT*>(shuffled.get()), w, bias, y, pool, cfg, &rest, workspace);
+  }
   const ConvCall<CT> c{s, x, w, bias, y, pool, cfg, post, plan, workspace};
   if constexpr (std::is_same_v<CT, float>) {
     if (post && post->pre_scale) {
@@ -1056,7 +1070,6 @@ bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<C
       return run_pointwise_preact(c);
     }
   }
-  const ConvPath path = plan.path;
   switch (path) {
     case ConvPath::kReference:
       run_reference(c);
@@ -1123,6 +1136,19 @@ bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
   const std::optional<ep::HeapScratch> ws =
       plan.workspace_bytes > 0 ? std::optional<ep::HeapScratch>(std::in_place, plan.workspace_bytes) : std::nullopt;
   return conv_forward_planned(plan, x, w, bias, y, pool, cfg, post, ws ? ws->get() : nullptr);
+}
+
+void channel_shuffle_copy(const void* x, void* y, int64_t outer, int64_t groups, int64_t per_group,
+                          size_t plane_bytes) {
+  const auto* src = static_cast<const unsigned char*>(x);
+  auto* dst = static_cast<unsigned char*>(y);
+  for (int64_t o = 0; o < outer; ++o) {
+    const unsigned char* so = src + static_cast<size_t>(o * groups * per_group) * plane_bytes;
+    unsigned char* d = dst + static_cast<size_t>(o * groups * per_group) * plane_bytes;
+    for (int64_t k = 0; k < per_group; ++k)
+      for (int64_t g = 0; g < groups; ++g, d += plane_bytes)
+        std::memcpy(d, so + static_cast<size_t>(g * per_group + k) * plane_bytes, plane_bytes);
+  }
 }
 
 template <typename CT>

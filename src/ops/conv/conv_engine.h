@@ -91,7 +91,21 @@ struct ConvPost {
   // caller must then not use the output.
   const float* pre_scale = nullptr;
   const float* pre_shift = nullptr;
+  // Channel shuffle of the input (FusedConv attribute `input_shuffle`, from ShuffleNet's Reshape-Transpose-
+  // Reshape before a depthwise conv): with G > 1 groups, the conv's input channel c is channel
+  // shuffled_channel(c, C, G) of x. The depthwise paths read those planes where they copy each plane in
+  // anyway; every other path gets a shuffled copy of x (conv_forward_planned). The caller checks C % G == 0.
+  int64_t input_shuffle = 0;
 };
+
+// Channel c of a channel shuffle's output over C channels in G groups ([G, C/G] transposed to [C/G, G]):
+// the input channel it holds.
+inline int64_t shuffled_channel(int64_t c, int64_t C, int64_t G) { return (c % G) * (C / G) + c / G; }
+
+// The channel shuffle as a copy: for each of `outer` blocks, y[k][g] = x[g][k] over g < groups, k < per_group,
+// each element a run of plane_bytes bytes (x and y do not overlap).
+void channel_shuffle_copy(const void* x, void* y, int64_t outer, int64_t groups, int64_t per_group,
+                          size_t plane_bytes);
 
 // The activations a ConvPost may carry (every path that applies post applies these): none, Relu, Clip,
 // LeakyRelu.

@@ -190,6 +190,10 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
       return ctx.error("bias " + B->describe() + " must be " + dtype_name(X.dtype()) + " with " +
                        std::to_string(s.M) + " values");
     }
+    if (post && post->input_shuffle > 1 && (!std::is_same_v<T, float> || s.C % post->input_shuffle != 0)) {
+      return ctx.error("input shuffle of " + std::to_string(post->input_shuffle) +
+                       " groups needs float X with a multiple of it as channels, got " + X.describe());
+    }
     NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), geom_output_shape(s.N, s.M, s.g)));
     if (Y->numel() == 0) return Status::Ok();
 
@@ -222,10 +226,14 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
     }
     if constexpr (std::is_same_v<T, CT>) {
       const ConvPost* fused = nullptr;
+      ConvPost shuffle_only;  // a post the residual keeps out: its input shuffle still applies
       if constexpr (std::is_same_v<T, float>) {
         if (post && (!post->residual || (residual_shape && *residual_shape == Y->shape() &&
                                          post->residual != Y->data<float>()))) {
           fused = post;
+        } else if (post && post->input_shuffle > 1) {
+          shuffle_only.input_shuffle = post->input_shuffle;
+          fused = &shuffle_only;
         }
       }
       bool done;
@@ -236,7 +244,7 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
       } else {
         done = conv_forward<CT>(s, xp, *wp, B ? bias.data() : nullptr, Y->data<CT>(), &ctx.pool(), cfg_, fused);
       }
-      if (applied) *applied = fused && done;
+      if (applied) *applied = fused && fused == post && done;
     } else {
       std::vector<CT> ybuf(static_cast<size_t>(Y->numel()));
       if (variant && wp != &local && conv_plan_fits(variant->plan, s, &ctx.pool(), nullptr)) {

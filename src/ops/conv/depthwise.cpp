@@ -39,23 +39,36 @@ std::shared_ptr<const window::TapPlan> plan_f32(const Geom3& g, ep::IsaTier isa)
 int64_t scratch_floats(const window::TapPlan* plan) { return plan ? plan->scratch_floats() : 0; }
 
 void planes_f32(const window::TapPlan* plan, float* scratch, const Geom3& g, int64_t C, int64_t M, const float* x,
-                const float* w, const float* bias, float* y, int64_t p0, int64_t p1) {
+                const float* w, const float* bias, float* y, int64_t p0, int64_t p1, int64_t shuffle) {
   if (p1 <= p0) return;
   const int64_t in_size = g.in_size(), out_size = g.out_size(), kvol = g.k[1] * g.k[2];
   const int64_t mult = C > 0 ? M / C : 1;
+  const bool shuffled = shuffle > 1;
+  // Input channel of input-channel index c (the shuffle's map, or c itself).
+  auto in_channel = [&](int64_t c) { return shuffled ? (c % shuffle) * (C / shuffle) + c / shuffle : c; };
   if (plan && mult == 1) {
-    // Runs of planes inside one image: consecutive input planes, weights and biases.
+    // Runs of planes inside one image: consecutive input planes, weights and biases; through a shuffle,
+    // the run's input planes listed (up to 64 a run).
+    constexpr int64_t kListed = 64;
+    const float* planes[kListed];
     for (int64_t p = p0; p < p1;) {
-      const int64_t n = p / M, m = p % M, cnt = std::min(p1 - p, M - m);
-      plan->run_planes_in(scratch, x + (n * C + m) * in_size, in_size, w + m * kvol, kvol, bias ? bias + m : nullptr,
-                          true, y + p * out_size, cnt);
+      const int64_t n = p / M, m = p % M, cnt = std::min({p1 - p, M - m, shuffled ? kListed : M});
+      const float* xn = x + n * C * in_size;
+      float* yp = y + p * out_size;
+      const float* bp = bias ? bias + m : nullptr;
+      if (shuffled) {
+        for (int64_t i = 0; i < cnt; ++i) planes[i] = xn + in_channel(m + i) * in_size;
+        plan->run_planes_at(scratch, planes, w + m * kvol, kvol, bp, true, yp, cnt);
+      } else {
+        plan->run_planes_in(scratch, xn + m * in_size, in_size, w + m * kvol, kvol, bp, true, yp, cnt);
+      }
       p += cnt;
     }
     return;
   }
   for (int64_t p = p0; p < p1; ++p) {
     const int64_t n = p / M, m = p % M;
-    const float* xp = x + (n * C + m / mult) * in_size;
+    const float* xp = x + (n * C + in_channel(m / mult)) * in_size;
     const float b = bias ? bias[m] : 0.f;
     if (plan) {
       plan->run_planes_in(scratch, xp, in_size, w + m * kvol, kvol, &b, false, y + p * out_size, 1);
@@ -66,10 +79,10 @@ void planes_f32(const window::TapPlan* plan, float* scratch, const Geom3& g, int
 }
 
 void planes_f32(const Geom3& g, int64_t C, int64_t M, const float* x, const float* w, const float* bias, float* y,
-                int64_t p0, int64_t p1) {
+                int64_t p0, int64_t p1, int64_t shuffle) {
   const std::shared_ptr<const window::TapPlan> plan = plan_f32(g);
   std::vector<float> scratch(static_cast<size_t>(scratch_floats(plan.get())));
-  planes_f32(plan.get(), scratch.data(), g, C, M, x, w, bias, y, p0, p1);
+  planes_f32(plan.get(), scratch.data(), g, C, M, x, w, bias, y, p0, p1, shuffle);
 }
 
 void plane_f32(const Geom3& g, const float* x, const float* w, float bias, float* y) {

@@ -24,13 +24,15 @@ int64_t scratch_floats(const window::TapPlan* plan);
 // Output planes [p0, p1) of a depthwise conv over N images: plane p = n * M + m reads input plane
 // n * C + m / (M / C), weights w + m * KH * KW and bias[m] (bias may be null). M must be a multiple of C.
 // `plan` (plan_f32(g); null: the plain per-output loops) runs on `scratch`, the calling thread's
-// scratch_floats(plan) floats (contents unspecified).
+// scratch_floats(plan) floats (contents unspecified). `shuffle` > 1: the input channels are read through a
+// channel shuffle of that many groups (input channel c is x's channel shuffled_channel(c, C, shuffle),
+// conv_engine.h's ConvPost::input_shuffle; C % shuffle == 0).
 void planes_f32(const window::TapPlan* plan, float* scratch, const Geom3& g, int64_t C, int64_t M, const float* x,
-                const float* w, const float* bias, float* y, int64_t p0, int64_t p1);
+                const float* w, const float* bias, float* y, int64_t p0, int64_t p1, int64_t shuffle = 0);
 
 // The same with a plan and scratch made per call (tests).
 void planes_f32(const Geom3& g, int64_t C, int64_t M, const float* x, const float* w, const float* bias, float* y,
-                int64_t p0, int64_t p1);
+                int64_t p0, int64_t p1, int64_t shuffle = 0);
 // y[OH, OW] = bias + conv(x[IH, IW], w[KH, KW]) for one channel (plan and scratch per call; tests).
 void plane_f32(const Geom3& g, const float* x, const float* w, float bias, float* y);
 

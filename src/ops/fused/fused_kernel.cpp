@@ -8,6 +8,10 @@
 // beta) and `inner_opset` (the opset the wrapped op is created at). The wrapped op's own kernel does the
 // heavy work (packed weights, im2col / pointwise / depthwise paths); the epilogue runs in place on its
 // output. Z normally has Y's shape; other broadcastable shapes take a general (slower) path.
+// FusedConv's `input_shuffle_shape` [A, G, K, d...] (optimizer fuse_channel_shuffle): the conv reads
+// Reshape(X, [A, G, K, d...]) with axes 1 and 2 swapped, as [A, G * K, d...] (a channel shuffle). When X
+// already has that shape the depthwise paths read the shuffled planes in place (ConvPost::input_shuffle);
+// otherwise the shuffled copy is made here.
 //
 // Also registered under "nxrt": LayerNormalization, RMSNormalization, Gelu, HardSwish and Swish, the
 // ai.onnx kernels (opset 17 / 23 / 20 / 14 / 24 semantics), so fusions work on models importing older opsets.
@@ -152,13 +156,15 @@ class FusedKernel final : public ep::Kernel {
       act_.a = p.size() > 0 ? p[0] : 0.2f;
       act_.b = p.size() > 1 ? p[1] : 0.5f;
     }
+    NXRT_RETURN_IF_ERROR(init_shuffle(info));
     const ir::Node& n = info.node();
     inner_node_.name = n.name;
     inner_node_.op_type = inner_op_;
     for (size_t i = 0; i < n_inner_ && i < n.inputs.size(); ++i) inner_node_.inputs.push_back(n.inputs[i]);
     inner_node_.outputs = {n.outputs.empty() ? std::string("y") : n.outputs[0]};
     for (const auto& a : n.attributes) {
-      if (a.name != "activation" && a.name != "activation_params" && a.name != "inner_opset")
+      if (a.name != "activation" && a.name != "activation_params" && a.name != "inner_opset" &&
+          a.name != "input_shuffle_shape")
         inner_node_.attributes.push_back(a);
     }
     const int64_t opset = info.attr_int("inner_opset", dflt_opset_);
@@ -174,6 +180,9 @@ class FusedKernel final : public ep::Kernel {
       }
       pre_scale_.assign(a->data<float>(), a->data<float>() + a->numel());
       pre_shift_.assign(b->data<float>(), b->data<float>() + b->numel());
+    }
+    if (!shuffle_split_.empty() && !pre_scale_.empty()) {
+      return info.error("input_shuffle_shape and a pre-activation (inputs 4, 5) cannot be combined");
     }
     inner_info_->graph_ = info.graph();
     inner_info_->registry_ = info.registry();
@@ -205,6 +214,10 @@ class FusedKernel final : public ep::Kernel {
       dtypes[i] = sc.dtype(i);
       shapes[i] = sc.shape(i);
     }
+    // The wrapped conv reads X shuffled, at the shuffle's shape.
+    if (!shuffle_split_.empty() && n > 0 && shape_numel(shapes[0]) == shape_numel(shuffled_shape_)) {
+      shapes[0] = shuffled_shape_;
+    }
     const ep::SpecializeContext inner(*inner_info_, n, dtypes.data(), shapes.data(), sc.num_threads());
     if (const auto* conv_post = dynamic_cast<const ConvWithPost*>(inner_.get())) {
       const bool pre = !pre_scale_.empty() &&
@@ -228,9 +241,31 @@ class FusedKernel final : public ep::Kernel {
     // Conv on float with Relu/Clip/LeakyRelu/no activation: the residual and activation go into the GEMM's
     // store (and a pre-activation into its input packing).
     auto* conv_post = dynamic_cast<ConvWithPost*>(inner_.get());
-    Value preact;  // the general path's pre-activated X
-    if (conv_post && epilogue_in_conv(ctx.input(0).dtype(), z ? std::optional(z->dtype()) : std::nullopt)) {
+    const bool in_conv =
+        conv_post && epilogue_in_conv(ctx.input(0).dtype(), z ? std::optional(z->dtype()) : std::nullopt);
+    Value preact;    // the general path's pre-activated X
+    Value shuffled;  // X shuffled, where the conv does not read it through the shuffle
+    int64_t shuffle_in_conv = 0;
+    if (!shuffle_split_.empty()) {
+      const Tensor& x0 = ctx.input(0);
+      if (x0.numel() != shape_numel(shuffled_shape_) || !dtype_is_float(x0.dtype())) {
+        return ctx.error("input_shuffle_shape " + shape_to_string(shuffle_split_) + " does not fit input " +
+                         x0.describe());
+      }
+      if (in_conv && x0.shape() == shuffled_shape_) {
+        shuffle_in_conv = shuffle_split_[1];
+      } else {
+        const Tensor xc = x0.contiguous();
+        Tensor xs(x0.dtype(), shuffled_shape_);
+        const int64_t A = shuffle_split_[0], G = shuffle_split_[1], K = shuffle_split_[2];
+        channel_shuffle_copy(xc.raw_data(), xs.raw_data(), A, G, K, dtype_storage_bytes(x0.dtype(), x0.numel() / (A * G * K)));
+        shuffled = Value(std::move(xs));
+        fc.in0_override_ = &shuffled;
+      }
+    }
+    if (in_conv) {
       ConvPost post;
+      post.input_shuffle = shuffle_in_conv;
       post.residual = z ? z->data<float>() : nullptr;
       post.act = act_.kind;
       post.act_a = act_.a;
@@ -348,7 +383,23 @@ class FusedKernel final : public ep::Kernel {
   size_t n_inner_ = 0;
   int64_t dflt_opset_ = 13;
   bool has_bias_ = false;
+  // FusedConv's input_shuffle_shape [A, G, K, d...] (empty: none) and the shape the conv reads, [A, G * K, d...].
+  Status init_shuffle(const ep::KernelInfo& info) {
+    shuffle_split_ = info.attr_ints("input_shuffle_shape", {});
+    if (shuffle_split_.empty()) return Status::Ok();
+    bool valid = info.op_type() == "FusedConv" && shuffle_split_.size() >= 3;
+    for (int64_t d : shuffle_split_) valid = valid && d > 0;
+    if (!valid) {
+      return info.error("input_shuffle_shape must be 3 or more positive sizes [A, G, K, ...] on a FusedConv, got " +
+                        shape_to_string(shuffle_split_));
+    }
+    shuffled_shape_ = {shuffle_split_[0], shuffle_split_[1] * shuffle_split_[2]};
+    shuffled_shape_.insert(shuffled_shape_.end(), shuffle_split_.begin() + 3, shuffle_split_.end());
+    return Status::Ok();
+  }
+
   std::vector<float> pre_scale_, pre_shift_;  // FusedConv pre-activation (empty: none)
+  Dims shuffle_split_, shuffled_shape_;
   ActParams act_;
   bool epilogue_avx2_ = false;  // the epilogue pass takes its AVX2 loop (the kernel's tier, at creation)
   ir::Node inner_node_;

@@ -472,29 +472,42 @@ void TapPlan::run(const float* x, const float* w, float bias, float* y, bool vec
 void TapPlan::run_planes(const float* x, int64_t x_stride, const float* w, int64_t w_stride, const float* bias,
                          bool bias_per_plane, float* y, int64_t count, bool vec) {
   if (!built_ || count <= 0 || buf_.empty()) return;
-  run_on(buf_.data(), x, x_stride, w, w_stride, bias, bias_per_plane, y, count, vec);
+  run_on(buf_.data(), x, x_stride, nullptr, w, w_stride, bias, bias_per_plane, y, count, vec);
+}
+
+// The scratch's contents are unspecified: its pad cells are written once per run (in the buffers the
+// run uses: one plane uses one).
+void TapPlan::reset_scratch(float* scratch, int64_t count) const {
+  const float pad = op_ == PlaneOp::kMax ? -std::numeric_limits<float>::infinity() : 0.f;
+  std::fill(scratch, scratch + std::min<int64_t>(nbuf_, count) * bufsz_, pad);
 }
 
 void TapPlan::run_planes_in(float* scratch, const float* x, int64_t x_stride, const float* w, int64_t w_stride,
                             const float* bias, bool bias_per_plane, float* y, int64_t count, bool vec) const {
   if (!built_ || count <= 0) return;
-  // The scratch's contents are unspecified: its pad cells are written here, once per call (in the
-  // buffers this call uses: one plane uses one).
-  const float pad = op_ == PlaneOp::kMax ? -std::numeric_limits<float>::infinity() : 0.f;
-  std::fill(scratch, scratch + std::min<int64_t>(nbuf_, count) * bufsz_, pad);
-  run_on(scratch, x, x_stride, w, w_stride, bias, bias_per_plane, y, count, vec);
+  reset_scratch(scratch, count);
+  run_on(scratch, x, x_stride, nullptr, w, w_stride, bias, bias_per_plane, y, count, vec);
 }
 
-void TapPlan::run_on(float* bufs, const float* x, int64_t x_stride, const float* w, int64_t w_stride,
-                     const float* bias, bool bias_per_plane, float* y, int64_t count, bool vec) const {
+void TapPlan::run_planes_at(float* scratch, const float* const* x_planes, const float* w, int64_t w_stride,
+                            const float* bias, bool bias_per_plane, float* y, int64_t count, bool vec) const {
+  if (!built_ || count <= 0) return;
+  reset_scratch(scratch, count);
+  run_on(scratch, nullptr, 0, x_planes, w, w_stride, bias, bias_per_plane, y, count, vec);
+}
+
+void TapPlan::run_on(float* bufs, const float* x, int64_t x_stride, const float* const* x_planes, const float* w,
+                     int64_t w_stride, const float* bias, bool bias_per_plane, float* y, int64_t count,
+                     bool vec) const {
   // The plan's tier (chosen at prepare); the AVX2 plane copy serves the AVX-512 tier too.
   const bool avx2 = vec && tier_ >= ep::IsaTier::kAvx2;
-  fill(x, avx2, bufs, 0);
+  auto plane = [&](int64_t i) { return x_planes ? x_planes[i] : x + i * x_stride; };
+  fill(plane(0), avx2, bufs, 0);
   for (int64_t i = 0; i < count; ++i) {
     // The next plane's copy goes first: the current plane's loads then never wait on just-stored rows.
     const int cur = nbuf_ == 2 ? static_cast<int>(i & 1) : 0;
-    if (nbuf_ == 2 && i + 1 < count) fill(x + (i + 1) * x_stride, avx2, bufs, 1 - cur);
-    if (nbuf_ == 1 && i > 0) fill(x + i * x_stride, avx2, bufs, 0);
+    if (nbuf_ == 2 && i + 1 < count) fill(plane(i + 1), avx2, bufs, 1 - cur);
+    if (nbuf_ == 1 && i > 0) fill(plane(i), avx2, bufs, 0);
     const float b = bias ? bias[bias_per_plane ? i : 0] : 0.f;
     jobs(bufs + cur * bufsz_, w ? w + i * w_stride : nullptr, b, y + i * OH_ * OW_, avx2);
   }

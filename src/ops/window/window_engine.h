@@ -62,13 +62,19 @@ class TapPlan {
   // first) instead of the plan's own buffers: a const plan (a kernel variant's) on a thread's slot.
   void run_planes_in(float* scratch, const float* x, int64_t x_stride, const float* w, int64_t w_stride,
                      const float* bias, bool bias_per_plane, float* y, int64_t count, bool vec = true) const;
+  // The same with plane i read from x_planes[i] (planes in any order: a depthwise conv reading through a
+  // channel shuffle).
+  void run_planes_at(float* scratch, const float* const* x_planes, const float* w, int64_t w_stride,
+                     const float* bias, bool bias_per_plane, float* y, int64_t count, bool vec = true) const;
   // Floats of scratch run_planes_in needs (the padded planes and their slack); valid once prepared.
   int64_t scratch_floats() const { return nbuf_ * bufsz_; }
 
  private:
   void fill(const float* x, bool vec, float* bufs, int which) const;
-  void run_on(float* bufs, const float* x, int64_t x_stride, const float* w, int64_t w_stride, const float* bias,
-              bool bias_per_plane, float* y, int64_t count, bool vec) const;
+  void reset_scratch(float* scratch, int64_t count) const;
+  // Plane i of the input: x_planes[i], or x + i * x_stride when x_planes is null.
+  void run_on(float* bufs, const float* x, int64_t x_stride, const float* const* x_planes, const float* w,
+              int64_t w_stride, const float* bias, bool bias_per_plane, float* y, int64_t count, bool vec) const;
   void jobs(const float* buf, const float* w, float bias, float* y, bool vec) const;
 
   // Key.
