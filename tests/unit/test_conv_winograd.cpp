@@ -187,6 +187,18 @@ TEST(ConvWinograd, BlocksSpreadEvenlyOverThreads) {
   EXPECT_EQ(one.nblocks, (one.total_rows + one.rows_per_block - 1) / one.rows_per_block);
 }
 
+// Convs with few tiles but many channels (DenseNet's 128->32 at 14x14 and 7x7: 16 and 4 tiles, ~0.17 ms
+// on one thread) split over the pool: their products stream all 36 weight matrices however few tiles
+// there are. A conv of few channels and tiles stays on the calling thread.
+TEST(ConvWinograd, FewTilesManyChannelsUseThePool) {
+  for (int64_t hw : {14, 7}) {
+    const ConvShape s = shape_of(Case{1, 128, 32, hw, hw, 1, 1, 1, 1, true});
+    EXPECT_EQ(winograd_plan(s, 2).threads, 2) << hw << "x" << hw;
+    EXPECT_EQ(winograd_plan(s, 1).threads, 1) << hw << "x" << hw;
+  }
+  EXPECT_EQ(winograd_plan(shape_of(Case{1, 16, 16, 8, 8, 1, 1, 1, 1, true}), 2).threads, 1);
+}
+
 TEST(ConvWinograd, PathSelection) {
   Case c{1, 64, 64, 56, 56, 1, 1, 1, 1, true};
   ConvShape s = shape_of(c);

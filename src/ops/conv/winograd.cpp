@@ -818,11 +818,19 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
   }
   int64_t rows_per_block = std::clamp<int64_t>((want + p.TW / 2) / p.TW, 1, total_rows);
   // Small problems (under ~50 us) stay on the calling thread: each parallel_for waits for every worker
-  // to wake, which costs more than it saves. The work counts the GEMMs' multiply-adds and the
-  // transforms (~100 operations per tile and channel, in and out), which dominate with few channels:
-  // SqueezeNet's 16->64 @55x55 (7.2M multiply-adds, 0.45 ms) ran on one thread under a GEMM-only count.
-  const int64_t macs = kPts * p.M * p.C * total_rows * p.TW + 100 * (p.C + p.M) * total_rows * p.TW;
-  const int threads = pool_threads > 1 && macs >= (int64_t(1) << 22) ? pool_threads : 1;
+  // to wake, which costs more than it saves. The work counts the GEMMs' multiply-adds, with the tiles
+  // rounded up to whole 16-column panels (however few tiles there are, the products stream all 36
+  // transformed weight matrices), and the transforms (~100 operations per tile and channel, in and
+  // out), which dominate with few channels: SqueezeNet's 16->64 @55x55 (7.2M multiply-adds, 0.45 ms)
+  // ran on one thread under a GEMM-only count. About 1M of these take 50-65 us on one Zen 3 thread
+  // (16->64 @55x55: 8.8M, 0.45 ms; DenseNet's 128->32 @14x14: 2.6M, 0.17 ms, and @7x7: 2.4M, 0.18 ms).
+  // Those two DenseNet convs stayed on one thread under a 4M gate and took 13% of its 2-thread run;
+  // split over 2 threads they take 0.09 and 0.10 ms. In-process paired runs at 2 threads, Zen 3:
+  // DenseNet-121 0.84-0.92 of the time, the keyword-spotting CNN 0.93, SqueezeNet, Inception-v2, PP-OCR
+  // rec and mobile cls, ResNet-50 within 1.5% either way.
+  const int64_t tiles = total_rows * p.TW, panel_tiles = (tiles + 15) / 16 * 16;
+  const int64_t macs = kPts * p.M * p.C * panel_tiles + 100 * (p.C + p.M) * tiles;
+  const int threads = pool_threads > 1 && macs >= (int64_t(1) << 20) ? pool_threads : 1;
   // Prefer whole blocks per thread (one wake-up per call): smaller blocks when that gives every thread
   // a few of them and keeps >= 24 tiles per GEMM.
   if (threads > 1 && block_tiles <= 0) {
