@@ -95,9 +95,12 @@ void matmulnbits_fast(const float* A, int64_t M, const QuantWeights& W, int accu
 
 bool matmulnbits_has_avx2();
 
-// A 64-byte aligned, zero-filled byte buffer for packed weights; large ones are 2 MB aligned and
-// marked for transparent huge pages (a decode step streams every byte of them, and 4 KB pages would
-// cost a TLB miss per 4 KB).
+struct PackedArenaChunk;
+
+// A 64-byte aligned, zero-filled byte buffer for packed weights, on transparent huge pages (a decode
+// step streams every byte of them, and 4 KB pages would cost a TLB miss per 4 KB): up to 16 MB out of
+// shared 32 MB chunks (matmul_nbits_int8.cpp's PackedArena), larger ones in a 2 MB-aligned mapping
+// of their own.
 class PackedBytes {
  public:
   PackedBytes() = default;
@@ -115,7 +118,8 @@ class PackedBytes {
  private:
   void release();
   uint8_t* p_ = nullptr;
-  size_t n_ = 0, mapped_ = 0;
+  size_t n_ = 0, mapped_ = 0;       // mapped_: the length of a mapping of its own
+  PackedArenaChunk* chunk_ = nullptr;  // the arena chunk it is in
 };
 
 // ---- accuracy_level 4, 4-bit (and 2-bit) weights: the column-panel layout (matmul_nbits_int8.cpp) ----
