@@ -34,6 +34,21 @@ namespace {
     NXRT_FMA_ROW(5, c50, c51)                                             \
   }
 
+// One k step of the left half (8 columns) of the tile: the edge tiles with at most 8 columns, whose right
+// half would be computed and dropped. Each kept column takes the same FMAs in the same order as in the
+// full tile, so the bits are the same.
+#define NXRT_FMA_6x8(bp, ak)                                 \
+  {                                                          \
+    const __m256 b0 = _mm256_loadu_ps(bp);                   \
+    const float* ak_ = (ak);                                 \
+    c00 = _mm256_fmadd_ps(_mm256_broadcast_ss(ak_ + 0), b0, c00); \
+    c10 = _mm256_fmadd_ps(_mm256_broadcast_ss(ak_ + 1), b0, c10); \
+    c20 = _mm256_fmadd_ps(_mm256_broadcast_ss(ak_ + 2), b0, c20); \
+    c30 = _mm256_fmadd_ps(_mm256_broadcast_ss(ak_ + 3), b0, c30); \
+    c40 = _mm256_fmadd_ps(_mm256_broadcast_ss(ak_ + 4), b0, c40); \
+    c50 = _mm256_fmadd_ps(_mm256_broadcast_ss(ak_ + 5), b0, c50); \
+  }
+
 // The 12 accumulators c00..c51 of a 6x16 tile, zeroed.
 #define NXRT_ZERO_6x16                                                     \
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();             \
@@ -132,6 +147,18 @@ inline bool act_in_registers(Activation a) {
 
 __attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float* a, const float* b, float* c,
                                                           int64_t ldc, int mr, int nr, float alpha, float beta) {
+  if (nr <= 8) {
+    // A narrow edge panel (a 7x7 plane's 49th column, 14x14's last 4): half the FMAs.
+    NXRT_ZERO_6x16
+#pragma GCC unroll 1
+    for (int64_t k = 0; k < kc; ++k) {
+      NXRT_FMA_6x8(b, a)
+      a += 6;
+      b += 16;
+    }
+    NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
+    return;
+  }
   NXRT_PRODUCT_6x16(kc, a, b, c, ldc, mr)
   const __m256 va = _mm256_set1_ps(alpha);
   if (mr == MR && nr == NR) {
@@ -197,6 +224,15 @@ __attribute__((target("avx2,fma"))) bool micro_rows_avx2(int64_t kc, const float
                                                           float alpha, float beta, const GemmEpilogue* ep,
                                                           int64_t i0, int64_t j0) {
   NXRT_ZERO_6x16
+  if (nr <= 8) {
+#pragma GCC unroll 1
+    for (int64_t k = 0; k < kc; ++k) {
+      NXRT_FMA_6x8(brow + boff[k], a)
+      a += 6;
+    }
+    NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
+    return false;
+  }
 #pragma GCC unroll 1
   for (int64_t k = 0; k < kc; ++k) {
     NXRT_FMA_6x16(brow + boff[k], a)
