@@ -260,12 +260,34 @@ Tensor* ExecContext::try_concat_placement(size_t i, DataType dtype, const Dims& 
   Value& out = frame_.slots[static_cast<size_t>(cg.out_slot)];
   const bool have = out.is_tensor() && out.tensor().dtype() == cg.dtype && out.tensor().shape() == cg.out_shape;
   if (input < 0) return have ? &out.tensor() : nullptr;  // the Concat: reuse the buffer its inputs are in
-  if (!have) {
-    size_t bytes = dtype_storage_bytes(cg.dtype, shape_numel(cg.out_shape));
-    out = Value(Tensor(cg.dtype, cg.out_shape, frame_.res->buffers.acquire(bytes)));
-  }
-  *slot = Value(Tensor(dtype, shape, out.tensor().storage(), cg.byte_offsets[static_cast<size_t>(input)]));
+  const Tensor* buf = group_buffer(g);
+  if (!buf) return nullptr;
+  *slot = Value(Tensor(dtype, shape, buf->storage(), buf->byte_offset() + cg.byte_offsets[static_cast<size_t>(input)]));
   return &slot->tensor();
+}
+
+// Group g's output buffer in its Concat's slot, made on first use: its range of the parent group's
+// buffer when it has one (made first), else a pool buffer. nullptr when the slot holds a tensor of
+// another dtype or shape (a run whose shapes differ from the plan's: plain copies).
+const Tensor* ExecContext::group_buffer(int g) {
+  const ConcatGroup& cg = frame_.plan->concat_groups()[static_cast<size_t>(g)];
+  Value& out = frame_.slots[static_cast<size_t>(cg.out_slot)];
+  if (out.is_tensor()) {
+    const Tensor& t = out.tensor();
+    return t.dtype() == cg.dtype && t.shape() == cg.out_shape ? &t : nullptr;
+  }
+  if (cg.parent >= 0) {
+    const Tensor* p = group_buffer(cg.parent);
+    if (p) {
+      const ConcatGroup& pg = frame_.plan->concat_groups()[static_cast<size_t>(cg.parent)];
+      out = Value(Tensor(cg.dtype, cg.out_shape, p->storage(),
+                         p->byte_offset() + pg.byte_offsets[static_cast<size_t>(cg.parent_input)]));
+      return &out.tensor();
+    }
+  }
+  const size_t bytes = dtype_storage_bytes(cg.dtype, shape_numel(cg.out_shape));
+  out = Value(Tensor(cg.dtype, cg.out_shape, frame_.res->buffers.acquire(bytes)));
+  return &out.tensor();
 }
 
 // Output 0 written over a dying input: same dtype and shape, contiguous, owned memory that nothing

@@ -446,8 +446,9 @@ void GraphPlan::plan_concat_groups(GraphPlan& plan, const ir::Graph& graph,
     for (const auto& d : f->dims) dims->push_back(d.value);
     return true;
   };
-  // Slot -> (group, input) for the producers' outputs.
+  // Slot -> (group, input) for the producers' outputs; a group's output slot -> the group.
   std::unordered_map<int, PlacedOutput> placed;
+  std::unordered_map<int, int> group_of_out;
   for (PlanStep& step : plan.steps_) {
     const ir::Node& node = *step.node;
     if (!node.domain.empty() || node.op_type != "Concat" || node.outputs.empty() || step.outputs[0] < 0) continue;
@@ -480,9 +481,15 @@ void GraphPlan::plan_concat_groups(GraphPlan& plan, const ir::Graph& graph,
       offset += shape_numel(dims) * es;
       along += dims[static_cast<size_t>(axis)];
       const int slot = step.inputs[j];
-      // A member: made by a node of this graph, read by this Concat alone, once.
-      if (producer.count(in) && slot >= 0 && readers[static_cast<size_t>(slot)] == 1 && seen.insert(in).second &&
-          !placed.count(slot)) {
+      // A member: made by a node of this graph, read by this Concat alone, once; or the output of an
+      // earlier group's Concat, read once here (its other readers only read it: their outputs are
+      // never placed over a buffer others reference, see try_inplace).
+      const auto earlier = group_of_out.find(slot);
+      const bool chained = slot >= 0 && earlier != group_of_out.end() &&
+                           plan.concat_groups_[static_cast<size_t>(earlier->second)].parent < 0 &&
+                           std::count(step.inputs.begin(), step.inputs.end(), slot) == 1;
+      if (producer.count(in) && slot >= 0 && (readers[static_cast<size_t>(slot)] == 1 || chained) &&
+          seen.insert(in).second && !placed.count(slot)) {
         members.push_back(static_cast<int>(j));
       }
     }
@@ -491,8 +498,17 @@ void GraphPlan::plan_concat_groups(GraphPlan& plan, const ir::Graph& graph,
       continue;
     }
     const int g = static_cast<int>(plan.concat_groups_.size());
-    for (int j : members) placed[step.inputs[static_cast<size_t>(j)]] = PlacedOutput{g, j};
+    for (int j : members) {
+      const int slot = step.inputs[static_cast<size_t>(j)];
+      placed[slot] = PlacedOutput{g, j};
+      const auto earlier = group_of_out.find(slot);
+      if (earlier != group_of_out.end()) {
+        plan.concat_groups_[static_cast<size_t>(earlier->second)].parent = g;
+        plan.concat_groups_[static_cast<size_t>(earlier->second)].parent_input = j;
+      }
+    }
     step.concat_group = g;
+    group_of_out[out_slot] = g;
     plan.concat_groups_.push_back(std::move(cg));
   }
   if (placed.empty()) return;

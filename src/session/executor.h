@@ -97,12 +97,17 @@ struct RunResources {
 // this Concat reads gets that range as its output (a view of the group's buffer, which is allocated
 // into the Concat's output slot when the first such producer runs); the Concat then copies only the
 // inputs that are not already in place. Shapes that differ at run time fall back to plain copies.
+// A group's output may itself be an input of a later group (DenseNet: each dense layer's Concat is the
+// first input of the next one, and also feeds that layer's conv): its buffer is then that range of
+// the later group's buffer (`parent`), so neither Concat copies anything.
 struct ConcatGroup {
   int out_slot = -1;
   DataType dtype = DataType::kUndefined;
   Dims out_shape;
   std::vector<Dims> in_shapes;        // per Concat input
   std::vector<int64_t> byte_offsets;  // per Concat input, into the output
+  int parent = -1;                    // the group this output is an input of (-1: none)
+  int parent_input = -1;              // which input of the parent's Concat
 };
 
 struct PlacedOutput {
