@@ -469,19 +469,27 @@ TEST(ExecutorMemory, KvGrowthConcatAppendsInPlaceIntoTheBoundBuffer) {
 // into their range of its output. Checked against values computed here, across runs (the buffers are
 // reused), with a graph input and a value read elsewhere too (both copied), a second Concat consuming
 // the first, a batch of 2 (dims before the axis are not 1: no planning) and axis 0.
+namespace {
+// An ai.onnx opset-13 model with graph `name`, and static dims: what the concat-in-place tests build on.
+ir::Model concat_model(const char* name) {
+  ir::Model m;
+  m.ir_version = 8;
+  m.opset_imports.push_back({"", 13});
+  m.graph.name = name;
+  return m;
+}
+std::vector<ir::Dim> fixed(std::initializer_list<int64_t> d) {
+  std::vector<ir::Dim> v;
+  for (int64_t x : d) v.push_back(ir::Dim::fixed(x));
+  return v;
+}
+}  // namespace
+
 TEST(ExecutorConcatInPlace, MatchesPlainConcatenation) {
   for (int64_t batch : {1, 2}) {
     for (int64_t axis : {0, 1}) {
-      ir::Model m;
-      m.ir_version = 8;
-      m.opset_imports.push_back({"", 13});
+      ir::Model m = concat_model("concat");
       ir::Graph& g = m.graph;
-      g.name = "concat";
-      auto fixed = [](std::initializer_list<int64_t> d) {
-        std::vector<ir::Dim> v;
-        for (int64_t x : d) v.push_back(ir::Dim::fixed(x));
-        return v;
-      };
       g.inputs = {tensor_info("x", DataType::kFloat, fixed({batch, 3, 5}))};
       std::vector<ir::Dim> ydims = fixed({batch, 3, 5});
       ydims[static_cast<size_t>(axis)] = ir::Dim::fixed((axis == 0 ? batch : 3) * 5);
@@ -532,16 +540,8 @@ TEST(ExecutorConcatInPlace, MatchesPlainConcatenation) {
 // Concat copies. Values checked against the plain definition over several runs (the buffers are
 // reused), on a chain of three, with the last Concat's output read by Identity (the graph output).
 TEST(ExecutorConcatInPlace, ChainedGroupsMatchPlainConcatenation) {
-  ir::Model m;
-  m.ir_version = 8;
-  m.opset_imports.push_back({"", 13});
+  ir::Model m = concat_model("dense");
   ir::Graph& g = m.graph;
-  g.name = "dense";
-  auto fixed = [](std::initializer_list<int64_t> d) {
-    std::vector<ir::Dim> v;
-    for (int64_t x : d) v.push_back(ir::Dim::fixed(x));
-    return v;
-  };
   g.inputs = {tensor_info("x", DataType::kFloat, fixed({1, 2, 3}))};
   g.outputs = {tensor_info("y", DataType::kFloat, fixed({1, 16, 3}))};
   auto axis1 = [] { return std::vector<ir::Attribute>{nxrt::testing::attr_int("axis", 1)}; };
