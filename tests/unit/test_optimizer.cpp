@@ -313,6 +313,18 @@ TEST(OptimizerChannelShuffle, FusedConvShufflesAnyInputTheReshapeTakes) {
   auto bad = (*s)->run({{"x", Value(random_tensor({1, 6, 3, 8}, 43))}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().to_string().find("input_shuffle_shape"), std::string::npos) << bad.status().to_string();
+
+  // An attribute that is not a shape (a zero, sizes whose product overflows) is an error naming it.
+  for (std::vector<int64_t> split : {std::vector<int64_t>{1, 0, 3, 4}, std::vector<int64_t>{1, int64_t(1) << 40, int64_t(1) << 40, 4}}) {
+    ir::Model m = model(true);
+    for (ir::Attribute& a : m.graph.nodes[0].attributes)
+      if (a.name == "input_shuffle_shape") a.ints = split;
+    const std::string mb = onnx::serialize_model(m);
+    auto made = Session::create_from_bytes(mb.data(), mb.size(), SessionOptions{});
+    Status st = made.ok() ? (*made)->run({{"x", Value(x)}}).status() : made.status();
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.to_string().find("input_shuffle_shape"), std::string::npos) << st.to_string();
+  }
 }
 
 TEST(OptimizerConvBn, RefusesWhenConvOutputHasAnotherReader) {

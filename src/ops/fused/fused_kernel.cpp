@@ -388,7 +388,8 @@ class FusedKernel final : public ep::Kernel {
     shuffle_split_ = info.attr_ints("input_shuffle_shape", {});
     if (shuffle_split_.empty()) return Status::Ok();
     bool valid = info.op_type() == "FusedConv" && shuffle_split_.size() >= 3;
-    for (int64_t d : shuffle_split_) valid = valid && d > 0;
+    int64_t total = 1;  // every size positive and their product representable (a model's attribute)
+    for (int64_t d : shuffle_split_) valid = valid && d > 0 && !__builtin_mul_overflow(total, d, &total);
     if (!valid) {
       return info.error("input_shuffle_shape must be 3 or more positive sizes [A, G, K, ...] on a FusedConv, got " +
                         shape_to_string(shuffle_split_));
