@@ -257,27 +257,28 @@ Tensor* ExecContext::try_concat_placement(size_t i, DataType dtype, const Dims& 
   if (dtype != cg.dtype || shape != (input >= 0 ? cg.in_shapes[static_cast<size_t>(input)] : cg.out_shape)) {
     return nullptr;
   }
-  Value& out = frame_.slots[static_cast<size_t>(cg.out_slot)];
-  const bool have = out.is_tensor() && out.tensor().dtype() == cg.dtype && out.tensor().shape() == cg.out_shape;
-  if (input < 0) return have ? &out.tensor() : nullptr;  // the Concat: reuse the buffer its inputs are in
-  const Tensor* buf = group_buffer(g);
+  // The Concat reuses the buffer its inputs are in (none made: it allocates its own).
+  if (input < 0) return group_buffer(g, /*make=*/false);
+  const Tensor* buf = group_buffer(g, /*make=*/true);
   if (!buf) return nullptr;
   *slot = Value(Tensor(dtype, shape, buf->storage(), buf->byte_offset() + cg.byte_offsets[static_cast<size_t>(input)]));
   return &slot->tensor();
 }
 
-// Group g's output buffer in its Concat's slot, made on first use: its range of the parent group's
-// buffer when it has one (made first), else a pool buffer. nullptr when the slot holds a tensor of
-// another dtype or shape (a run whose shapes differ from the plan's: plain copies).
-const Tensor* ExecContext::group_buffer(int g) {
+// Group g's output buffer in its Concat's slot, with `make` made on first use: its range of the parent
+// group's buffer when it has one (made first), else a pool buffer. nullptr when the slot holds a tensor
+// of another dtype or shape (a run whose shapes differ from the plan's: plain copies), or holds nothing
+// and `make` is false.
+Tensor* ExecContext::group_buffer(int g, bool make) {
   const ConcatGroup& cg = frame_.plan->concat_groups()[static_cast<size_t>(g)];
   Value& out = frame_.slots[static_cast<size_t>(cg.out_slot)];
   if (out.is_tensor()) {
-    const Tensor& t = out.tensor();
+    Tensor& t = out.tensor();
     return t.dtype() == cg.dtype && t.shape() == cg.out_shape ? &t : nullptr;
   }
+  if (!make) return nullptr;
   if (cg.parent >= 0) {
-    const Tensor* p = group_buffer(cg.parent);
+    const Tensor* p = group_buffer(cg.parent, true);
     if (p) {
       const ConcatGroup& pg = frame_.plan->concat_groups()[static_cast<size_t>(cg.parent)];
       out = Value(Tensor(cg.dtype, cg.out_shape, p->storage(),

@@ -117,7 +117,7 @@ class ExecContext final : public ep::KernelContext {
   Result<Tensor> bound_view(size_t i, DataType dtype, const Dims& shape, const Tensor& bound);
   Result<Tensor*> allocate_bound(size_t i, DataType dtype, const Dims& shape, const Tensor& bound, Value* slot);
   Tensor* try_concat_placement(size_t i, DataType dtype, const Dims& shape, Value* slot);
-  const Tensor* group_buffer(int g);
+  Tensor* group_buffer(int g, bool make);
   Tensor* try_inplace(DataType dtype, const Dims& shape, Value* slot);
   Value* out_slot(size_t i) {
     int s = step_.outputs[i];

@@ -12,6 +12,7 @@
 #include "ops/conv/small_spatial.h"
 #include "ops/gemm/gemm.h"
 #include "ops/conv/conv_geometry.h"
+#include "ops/conv/depthwise.h"
 #include "ops/conv/winograd.h"
 #include "ops/window/window_engine.h"
 
@@ -97,10 +98,6 @@ struct ConvPost {
   // anyway; every other path gets a shuffled copy of x (conv_forward_planned). The caller checks C % G == 0.
   int64_t input_shuffle = 0;
 };
-
-// Channel c of a channel shuffle's output over C channels in G groups ([G, C/G] transposed to [C/G, G]):
-// the input channel it holds.
-inline int64_t shuffled_channel(int64_t c, int64_t C, int64_t G) { return (c % G) * (C / G) + c / G; }
 
 // The channel shuffle as a copy: for each of `outer` blocks, y[k][g] = x[g][k] over g < groups, k < per_group,
 // each element a run of plane_bytes bytes (x and y do not overlap).

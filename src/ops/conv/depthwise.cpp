@@ -45,7 +45,7 @@ void planes_f32(const window::TapPlan* plan, float* scratch, const Geom3& g, int
   const int64_t mult = C > 0 ? M / C : 1;
   const bool shuffled = shuffle > 1;
   // Input channel of input-channel index c (the shuffle's map, or c itself).
-  auto in_channel = [&](int64_t c) { return shuffled ? (c % shuffle) * (C / shuffle) + c / shuffle : c; };
+  auto in_channel = [&](int64_t c) { return shuffled ? shuffled_channel(c, C, shuffle) : c; };
   if (plan && mult == 1) {
     // Runs of planes inside one image: consecutive input planes, weights and biases; through a shuffle,
     // the run's input planes listed (up to 64 a run).

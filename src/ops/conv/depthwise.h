@@ -10,6 +10,14 @@
 #include "ops/conv/conv_geometry.h"
 #include "ops/window/window_engine.h"
 
+namespace nxrt::ops {
+
+// Channel c of a channel shuffle's output over C channels in G groups ([G, C/G] transposed to [C/G, G]):
+// the input channel it holds.
+inline int64_t shuffled_channel(int64_t c, int64_t C, int64_t G) { return (c % G) * (C / G) + c / G; }
+
+}  // namespace nxrt::ops
+
 namespace nxrt::ops::dwconv {
 
 bool applies(const Geom3& g);
