@@ -153,3 +153,35 @@ TEST(FuzzFindings, StripDecoderContentIsOneCharacter) {
   ASSERT_FALSE(tok.ok());
   EXPECT_HAS(tok.status().message(), "decoder Strip: content ' <unk' is not one character");
 }
+
+// tokenizer, CI's campaign (2026-12-03): repeated digits made a vocabulary id 2000000001 in a file of
+// a few tokens. The id -> token table has a slot per id, so loading asked for 64 GB and libFuzzer
+// stopped on out-of-memory. Ids far past the token count are now a load error naming the id; a
+// vocabulary with a few unused ids (a padded one) still loads.
+TEST(FuzzFindings, TokenIdFarPastTheTokenCount) {
+  const std::string bytes = corpus_file("tokenizer", "finding_huge_sparse_id.json");
+  ASSERT_FALSE(bytes.empty());
+  auto tok = genai::Tokenizer::from_json_text(bytes);
+  ASSERT_FALSE(tok.ok());
+  EXPECT_HAS(tok.status().message(), "token id 2000000001 is far past its 4 tokens");
+
+  // The same from an added token's id.
+  std::string added = bytes;
+  added.replace(added.find("2000000001"), 10, "2");
+  added.replace(added.find("\"id\": 3"), 7, "\"id\": 70000");
+  auto tok_added = genai::Tokenizer::from_json_text(added);
+  ASSERT_FALSE(tok_added.ok());
+  EXPECT_HAS(tok_added.status().message(), "token id 70000 is far past its 4 tokens");
+
+  // Holes within the bound load, and the ids round-trip.
+  std::string holes = bytes;
+  holes.replace(holes.find("2000000001"), 10, "60000");
+  auto tok_holes = genai::Tokenizer::from_json_text(holes);
+  ASSERT_TRUE(tok_holes.ok()) << tok_holes.status().message();
+  auto ids = tok_holes->encode("ab");
+  ASSERT_TRUE(ids.ok()) << ids.status().message();
+  EXPECT_EQ(*ids, (std::vector<int32_t>{60000}));
+  auto text = tok_holes->decode(std::span<const int32_t>(*ids));
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "ab");
+}

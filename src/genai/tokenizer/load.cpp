@@ -50,6 +50,21 @@ Status read_added_tokens(const Json& root, Tokenizer::Impl& m, int32_t& max_id) 
   return Status::Ok();
 }
 
+// The id tables below have one slot per id up to the largest, so a file of a few tokens with an id
+// of two billion would ask for 64 GB (a fuzzed tokenizer.json did). Real vocabularies are dense or
+// nearly so (a model's padded vocabulary leaves at most a few thousand ids unused); ids more than
+// four times the token count past the end, with 64K to spare, mean a broken file, and the error says so.
+Status check_id_space(const Tokenizer::Impl& m, int32_t max_id) {
+  const size_t tokens = m.vocab.size() + m.added.size();
+  const size_t limit = 4 * tokens + 65536;
+  if (max_id >= 0 && static_cast<size_t>(max_id) >= limit) {
+    return invalid_model("tokenizer.json: token id " + std::to_string(max_id) + " is far past its " +
+                         std::to_string(tokens) + " tokens (ids must stay below " + std::to_string(limit) +
+                         ", 4 x the token count + 65536)");
+  }
+  return Status::Ok();
+}
+
 // id -> token and the per-id flags; added tokens override the vocabulary for their content, like
 // tokenizers.js.
 void index_tokens(Tokenizer::Impl& m, int32_t max_id) {
@@ -222,6 +237,7 @@ Result<Tokenizer> Tokenizer::from_json(const Json& root) {
   int32_t max_id = -1;
   NXRT_RETURN_IF_ERROR(read_vocab(*vocab, *impl, max_id));
   NXRT_RETURN_IF_ERROR(read_added_tokens(root, *impl, max_id));
+  NXRT_RETURN_IF_ERROR(check_id_space(*impl, max_id));
   index_tokens(*impl, max_id);
   NXRT_RETURN_IF_ERROR(read_merges(*merges, *impl));
   read_model_options(*model, *impl);
