@@ -108,6 +108,21 @@ void check_tiles(const F32GemmKernels& k, std::mt19937& rng) {
           }
       }
     }
+    {
+      // Nor on how many rows its tile has (the AVX2 tile runs edges of <= 4 and <= 2 rows on their rows'
+      // FMAs only): a 6-row tile on the same A panel gives the same first mr rows, in tile and tile_rows.
+      std::vector<float> c_six = c0, c_six_rows = c0;
+      k.tile(kc, a.data(), b.data(), c_six.data(), ldc, MR, nr, alpha, beta);
+      k.tile_rows(kc, a.data(), brow.data(), boff.data(), c_six_rows.data(), ldc, MR, nr, alpha, beta, nullptr, 0, 0);
+      for (int r = 0; r < mr; ++r)
+        for (int j = 0; j < nr; ++j) {
+          const size_t at = static_cast<size_t>(r * ldc + j);
+          ASSERT_TRUE((std::isnan(c[at]) && std::isnan(c_six[at])) || c[at] == c_six[at])
+              << k.name << " mr=" << mr << " differs from the 6-row tile at " << r << "," << j;
+          ASSERT_TRUE((std::isnan(c_rows[at]) && std::isnan(c_six_rows[at])) || c_rows[at] == c_six_rows[at])
+              << k.name << " tile_rows mr=" << mr << " differs from the 6-row tile at " << r << "," << j;
+        }
+    }
     for (int r = 0; r < MR; ++r) {
       for (int j = 0; j < ldc; ++j) {
         const size_t at = static_cast<size_t>(r * ldc + j);

@@ -34,6 +34,32 @@ namespace {
     NXRT_FMA_ROW(5, c50, c51)                                             \
   }
 
+// One k step of the tile's first 4 or 2 rows: the edge tiles of a matrix whose row count leaves 4 or 2
+// rows (M = 16, 64, 256, 1000: 4; M = 32, 128, 512: 2) in its last 6-row panel, whose other rows would
+// be computed and dropped. 8 or 4 FMAs a step instead of 12, each kept row's in the full tile's order
+// (the same bits); the 4 chains of the 2-row step wait on the FMA latency, so both take ~4 cycles a step
+// against 6.
+#define NXRT_FMA_4x16(bp, ak)                                             \
+  {                                                                       \
+    const float* bp_ = (bp);                                              \
+    const float* ak_ = (ak);                                              \
+    const __m256 b0 = _mm256_loadu_ps(bp_), b1 = _mm256_loadu_ps(bp_ + 8); \
+    __m256 av;                                                            \
+    NXRT_FMA_ROW(0, c00, c01)                                             \
+    NXRT_FMA_ROW(1, c10, c11)                                             \
+    NXRT_FMA_ROW(2, c20, c21)                                             \
+    NXRT_FMA_ROW(3, c30, c31)                                             \
+  }
+#define NXRT_FMA_2x16(bp, ak)                                             \
+  {                                                                       \
+    const float* bp_ = (bp);                                              \
+    const float* ak_ = (ak);                                              \
+    const __m256 b0 = _mm256_loadu_ps(bp_), b1 = _mm256_loadu_ps(bp_ + 8); \
+    __m256 av;                                                            \
+    NXRT_FMA_ROW(0, c00, c01)                                             \
+    NXRT_FMA_ROW(1, c10, c11)                                             \
+  }
+
 // One k step of the left half (8 columns) of the tile: the edge tiles with at most 8 columns, whose right
 // half would be computed and dropped. Each kept column takes the same FMAs in the same order as in the
 // full tile, so the bits are the same.
@@ -159,6 +185,27 @@ __attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float
     NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
     return;
   }
+  if (mr <= 4) {
+    // A short edge panel: only its rows' FMAs.
+    NXRT_ZERO_6x16
+    if (mr <= 2) {
+#pragma GCC unroll 1
+      for (int64_t k = 0; k < kc; ++k) {
+        NXRT_FMA_2x16(b, a)
+        a += 6;
+        b += 16;
+      }
+    } else {
+#pragma GCC unroll 1
+      for (int64_t k = 0; k < kc; ++k) {
+        NXRT_FMA_4x16(b, a)
+        a += 6;
+        b += 16;
+      }
+    }
+    NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
+    return;
+  }
   NXRT_PRODUCT_6x16(kc, a, b, c, ldc, mr)
   const __m256 va = _mm256_set1_ps(alpha);
   if (mr == MR && nr == NR) {
@@ -229,6 +276,23 @@ __attribute__((target("avx2,fma"))) bool micro_rows_avx2(int64_t kc, const float
     for (int64_t k = 0; k < kc; ++k) {
       NXRT_FMA_6x8(brow + boff[k], a)
       a += 6;
+    }
+    NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
+    return false;
+  }
+  if (mr <= 4) {
+    if (mr <= 2) {
+#pragma GCC unroll 1
+      for (int64_t k = 0; k < kc; ++k) {
+        NXRT_FMA_2x16(brow + boff[k], a)
+        a += 6;
+      }
+    } else {
+#pragma GCC unroll 1
+      for (int64_t k = 0; k < kc; ++k) {
+        NXRT_FMA_4x16(brow + boff[k], a)
+        a += 6;
+      }
     }
     NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
     return false;
