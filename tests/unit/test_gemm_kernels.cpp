@@ -150,10 +150,11 @@ void check_epilogues(const F32GemmKernels& k, std::mt19937& rng) {
     const int nr = (it & 2) ? NR * k.n_panels : random_nr(k, rng);
     const int panels = (nr + NR - 1) / NR;
     const int64_t i0 = 6, j0 = 16, ldc = NR * k.n_panels;
-    // Columns j0 .. j0 + nr of the bias and residual rows exist for the widest tile (j0 + 16 * n_panels).
+    // The bias and residual rows are `width` apart; the buffers end right after the tile's last column
+    // (j0 + nr, last row i0 + mr - 1), so a read past an edge tile's columns is out of bounds (ASan).
     const int64_t width = j0 + NR * k.n_panels;
-    const std::vector<float> bias = rand_vec(rng, static_cast<size_t>(width)),
-                             res = rand_vec(rng, static_cast<size_t>((i0 + MR) * width));
+    const std::vector<float> bias = rand_vec(rng, static_cast<size_t>(j0 + nr)),
+                             res = rand_vec(rng, static_cast<size_t>((i0 + mr - 1) * width + j0 + nr));
     ops::GemmEpilogue ep;
     ep.bias_kind = static_cast<ops::GemmBias>(rng() % 3);
     ep.bias = bias.data();
@@ -191,6 +192,11 @@ void check_epilogues(const F32GemmKernels& k, std::mt19937& rng) {
     if (!k.tile_rows(kc, a.data(), brow.data(), boff.data(), rows.data(), ldc, mr, nr, 1.f, 0.f, &ep, i0, j0)) {
       ops::gemm_apply_epilogue(ep, i0, j0, mr, nr, rows.data(), ldc);
     }
+    for (int r = 0; r < MR; ++r)
+      for (int j = 0; j < ldc; ++j)
+        if (r >= mr || j >= nr) {
+          ASSERT_EQ(tiled[r * ldc + j], ref[r * ldc + j]) << k.name << " epilogue_tile wrote outside";
+        }
     for (int r = 0; r < mr; ++r) {
       for (int j = 0; j < nr; ++j) {
         const float want = ref[r * ldc + j];

@@ -117,14 +117,23 @@ namespace {
     }                                                                                           \
   }
 
+// 8 floats at p, or only the lanes `m` sets (the rest 0, nothing read there) when m is given.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 load_lanes(const float* p, const __m256i* m) {
+  return m ? _mm256_maskload_ps(p, *m) : _mm256_loadu_ps(p);
+}
+
 // Bias (per row, or per column), residual and Relu/Clip on one 16-column row (v0, v1) of C at (i, j0).
+// With lane masks (m0, m1: the row's first 8 and last 8 columns; edge tiles) the per-column bias and the
+// residual are read only where the mask is set, so a row narrower than 16 reads nothing past its end.
 // Relu as max(0, v) and Clip as min(hi, max(lo, v)) take v as the second operand, which the
 // instructions return when it is NaN: NaN passes, as in the scalar epilogue.
 __attribute__((target("avx2,fma"), always_inline)) inline void epilogue_row_avx2(const GemmEpilogue& ep, int64_t i,
-                                                                                 int64_t j0, __m256& v0, __m256& v1) {
+                                                                                 int64_t j0, __m256& v0, __m256& v1,
+                                                                                 const __m256i* m0 = nullptr,
+                                                                                 const __m256i* m1 = nullptr) {
   if (ep.bias != nullptr && ep.bias_kind == GemmBias::kPerColumn) {
-    v0 = _mm256_add_ps(v0, _mm256_loadu_ps(ep.bias + j0));
-    v1 = _mm256_add_ps(v1, _mm256_loadu_ps(ep.bias + j0 + 8));
+    v0 = _mm256_add_ps(v0, load_lanes(ep.bias + j0, m0));
+    v1 = _mm256_add_ps(v1, load_lanes(ep.bias + j0 + 8, m1));
   } else if (ep.bias != nullptr && ep.bias_kind == GemmBias::kPerRow) {
     const __m256 b = _mm256_broadcast_ss(ep.bias + i);
     v0 = _mm256_add_ps(v0, b);
@@ -132,8 +141,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline void epilogue_row_avx2
   }
   if (ep.residual) {
     const float* res = ep.residual + i * ep.ldr + j0;
-    v0 = _mm256_add_ps(v0, _mm256_loadu_ps(res));
-    v1 = _mm256_add_ps(v1, _mm256_loadu_ps(res + 8));
+    v0 = _mm256_add_ps(v0, load_lanes(res, m0));
+    v1 = _mm256_add_ps(v1, load_lanes(res + 8, m1));
   }
   if (ep.act == Activation::kRelu) {
     const __m256 zero = _mm256_setzero_ps();
@@ -171,39 +180,80 @@ inline bool act_in_registers(Activation a) {
     b += 16;                                                                  \
   }
 
-__attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float* a, const float* b, float* c,
-                                                          int64_t ldc, int mr, int nr, float alpha, float beta) {
+// With `ep` (single K block, beta 0, full tile, epilogue_in_registers(ep)), the bias (per row), residual
+// and Relu/Clip are applied to the accumulators before the one store: returns true when it did.
+inline bool epilogue_in_registers(const GemmEpilogue* ep) {
+  return ep && (ep->bias_kind != GemmBias::kPerColumn || ep->bias == nullptr) && act_in_registers(ep->act);
+}
+
+// B's rows for edge_tile_avx2: 16 floats a k step in a packed panel, or rows read in place.
+struct PackedPanelRows {
+  const float* b;
+  const float* at(int64_t k) const { return b + k * NR; }
+};
+struct InPlaceRows {
+  const float* brow;
+  const int64_t* boff;
+  const float* at(int64_t k) const { return brow + boff[k]; }
+};
+
+// An edge tile (mr < 6 or nr < 16) on the FMAs of its rows and columns only: <= 8 columns on the left
+// half, else <= 2 or <= 4 rows on those rows (each kept element's FMAs in the full tile's order, so the
+// bits are the same). With `ep` (alpha 1, beta 0, epilogue_in_registers) the epilogue is applied to the
+// accumulators and the tile stored with masks (returns true); else stored plainly (returns false).
+template <class Rows>
+__attribute__((target("avx2,fma"), always_inline)) inline bool edge_tile_avx2(int64_t kc, const float* a, Rows rows,
+                                                                               float* c, int64_t ldc, int mr, int nr,
+                                                                               float alpha, float beta,
+                                                                               const GemmEpilogue* ep, int64_t i0,
+                                                                               int64_t j0) {
+  NXRT_ZERO_6x16
   if (nr <= 8) {
-    // A narrow edge panel (a 7x7 plane's 49th column, 14x14's last 4): half the FMAs.
-    NXRT_ZERO_6x16
 #pragma GCC unroll 1
     for (int64_t k = 0; k < kc; ++k) {
-      NXRT_FMA_6x8(b, a)
+      NXRT_FMA_6x8(rows.at(k), a)
       a += 6;
-      b += 16;
     }
-    NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
-    return;
+  } else if (mr <= 2) {
+#pragma GCC unroll 1
+    for (int64_t k = 0; k < kc; ++k) {
+      NXRT_FMA_2x16(rows.at(k), a)
+      a += 6;
+    }
+  } else if (mr <= 4) {
+#pragma GCC unroll 1
+    for (int64_t k = 0; k < kc; ++k) {
+      NXRT_FMA_4x16(rows.at(k), a)
+      a += 6;
+    }
+  } else {
+#pragma GCC unroll 1
+    for (int64_t k = 0; k < kc; ++k) {
+      NXRT_FMA_6x16(rows.at(k), a)
+      a += 6;
+    }
   }
-  if (mr <= 4) {
-    // A short edge panel: only its rows' FMAs.
-    NXRT_ZERO_6x16
-    if (mr <= 2) {
-#pragma GCC unroll 1
-      for (int64_t k = 0; k < kc; ++k) {
-        NXRT_FMA_2x16(b, a)
-        a += 6;
-        b += 16;
-      }
-    } else {
-#pragma GCC unroll 1
-      for (int64_t k = 0; k < kc; ++k) {
-        NXRT_FMA_4x16(b, a)
-        a += 6;
-        b += 16;
-      }
+  if (ep && alpha == 1.f && beta == 0.f && epilogue_in_registers(ep)) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane);
+    const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane);
+    const __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    for (int r = 0; r < mr; ++r) {
+      __m256 v0 = acc[r][0], v1 = acc[r][1];
+      epilogue_row_avx2(*ep, i0 + r, j0, v0, v1, &m0, &m1);
+      _mm256_maskstore_ps(c + r * ldc, m0, v0);
+      _mm256_maskstore_ps(c + r * ldc + 8, m1, v1);
     }
-    NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
+    return true;
+  }
+  NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
+  return false;
+}
+
+__attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float* a, const float* b, float* c,
+                                                          int64_t ldc, int mr, int nr, float alpha, float beta) {
+  if (mr < MR || nr < NR) {
+    edge_tile_avx2(kc, a, PackedPanelRows{b}, c, ldc, mr, nr, alpha, beta, nullptr, 0, 0);
     return;
   }
   NXRT_PRODUCT_6x16(kc, a, b, c, ldc, mr)
@@ -237,11 +287,6 @@ __attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float
   NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
 }
 
-// With `ep` (single K block, beta 0, full tile, epilogue_in_registers(ep)), the bias (per row), residual
-// and Relu/Clip are applied to the accumulators before the one store: returns true when it did.
-inline bool epilogue_in_registers(const GemmEpilogue* ep) {
-  return ep && (ep->bias_kind != GemmBias::kPerColumn || ep->bias == nullptr) && act_in_registers(ep->act);
-}
 
 // The last (and only) K block of a full tile with the epilogue applied to the accumulators before the one
 // store, which saves epilogue_tile's pass over the stored tile (reloading it from L1): 6% of ShuffleNet's
@@ -250,10 +295,11 @@ inline bool epilogue_in_registers(const GemmEpilogue* ep) {
 __attribute__((target("avx2,fma"))) bool tile_epilogue_avx2(int64_t kc, const float* a, const float* b, float* c,
                                                              int64_t ldc, int mr, int nr, const GemmEpilogue& ep,
                                                              int64_t i0, int64_t j0) {
-  if (mr != MR || nr != NR || !act_in_registers(ep.act)) {
+  if (!act_in_registers(ep.act)) {
     micro_avx2_6x16(kc, a, b, c, ldc, mr, nr, 1.f, 0.f);
     return false;
   }
+  if (mr != MR || nr != NR) return edge_tile_avx2(kc, a, PackedPanelRows{b}, c, ldc, mr, nr, 1.f, 0.f, &ep, i0, j0);
   if (ep.residual) {
     for (int r = 0; r < MR; ++r) {
       const float* res = ep.residual + (i0 + r) * ep.ldr + j0;
@@ -270,33 +316,8 @@ __attribute__((target("avx2,fma"))) bool micro_rows_avx2(int64_t kc, const float
                                                           const int64_t* boff, float* c, int64_t ldc, int mr, int nr,
                                                           float alpha, float beta, const GemmEpilogue* ep,
                                                           int64_t i0, int64_t j0) {
+  if (mr < MR || nr < NR) return edge_tile_avx2(kc, a, InPlaceRows{brow, boff}, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
   NXRT_ZERO_6x16
-  if (nr <= 8) {
-#pragma GCC unroll 1
-    for (int64_t k = 0; k < kc; ++k) {
-      NXRT_FMA_6x8(brow + boff[k], a)
-      a += 6;
-    }
-    NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
-    return false;
-  }
-  if (mr <= 4) {
-    if (mr <= 2) {
-#pragma GCC unroll 1
-      for (int64_t k = 0; k < kc; ++k) {
-        NXRT_FMA_2x16(brow + boff[k], a)
-        a += 6;
-      }
-    } else {
-#pragma GCC unroll 1
-      for (int64_t k = 0; k < kc; ++k) {
-        NXRT_FMA_4x16(brow + boff[k], a)
-        a += 6;
-      }
-    }
-    NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
-    return false;
-  }
 #pragma GCC unroll 1
   for (int64_t k = 0; k < kc; ++k) {
     NXRT_FMA_6x16(brow + boff[k], a)
@@ -407,13 +428,28 @@ __attribute__((target("avx2,fma"))) void gemv_packed_avx2(int64_t q0, int64_t q1
 // portable loop.
 __attribute__((target("avx2,fma"))) bool epilogue_tile_avx2(const GemmEpilogue& ep, int64_t i0, int64_t j0,
                                                             int64_t rows, int64_t cols, float* c, int64_t ldc) {
-  if (cols != NR || !act_in_registers(ep.act)) return false;
+  if (cols > NR || cols <= 0 || !act_in_registers(ep.act)) return false;
+  if (cols == NR) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float* cr = c + r * ldc;
+      __m256 v0 = _mm256_loadu_ps(cr), v1 = _mm256_loadu_ps(cr + 8);
+      epilogue_row_avx2(ep, i0 + r, j0, v0, v1);
+      _mm256_storeu_ps(cr, v0);
+      _mm256_storeu_ps(cr + 8, v1);
+    }
+    return true;
+  }
+  // An edge tile (a 111-wide output row's last 15 columns): masked loads and stores, where the
+  // portable epilogue's scalar loop took 13% of a 3->64 3x3 stride-2 conv.
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cols)), lane);
+  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cols) - 8), lane);
   for (int64_t r = 0; r < rows; ++r) {
     float* cr = c + r * ldc;
-    __m256 v0 = _mm256_loadu_ps(cr), v1 = _mm256_loadu_ps(cr + 8);
-    epilogue_row_avx2(ep, i0 + r, j0, v0, v1);
-    _mm256_storeu_ps(cr, v0);
-    _mm256_storeu_ps(cr + 8, v1);
+    __m256 v0 = _mm256_maskload_ps(cr, m0), v1 = _mm256_maskload_ps(cr + 8, m1);
+    epilogue_row_avx2(ep, i0 + r, j0, v0, v1, &m0, &m1);
+    _mm256_maskstore_ps(cr, m0, v0);
+    _mm256_maskstore_ps(cr + 8, m1, v1);
   }
   return true;
 }
