@@ -149,6 +149,11 @@ TEST(Gemm, LargerThanBlocksAndThreaded) {
       {false, true, 127, 1029, 259, 1.f, 0.f, {}, Operand::kPackedA},
       // K 200: column blocks narrowed to 640 (half an L2 of packed B), three of them.
       {false, false, 64, 1300, 200, 1.f, 0.f, {}, Operand::kPackedA},
+      // At most 6 row panels (M <= 36) against a raw B: 64-column blocks, here 48 of them and a partial
+      // one, over two K blocks; M 37 keeps the wide blocks.
+      {false, false, 16, 3025, 300, 1.f, 0.f, {}, Operand::kPackedA},
+      {false, true, 36, 1041, 128, 1.f, 1.f, {}, Operand::kPackedA},
+      {false, false, 37, 1041, 128, 1.f, 0.f, {}, Operand::kPackedA},
       {false, false, 1, 1100, 1030, 1.f, 0.f, {}, Operand::kPackedB},
       {false, true, 1, 1100, 1030, 1.f, 0.5f, {}, Operand::kRaw},
       {false, false, 1, 1100, 1030, 2.f, 0.f, {}, Operand::kRaw},

@@ -57,6 +57,10 @@ int64_t plain_column_blocks(int64_t N, int64_t K) {
 }
 constexpr size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
+// At most this many 6-row A micro-panels, a prepacked A against a raw B is packed and multiplied in
+// column blocks of kFewRowBlockCols (gemm_f32_plan says why).
+constexpr int64_t kFewRowPanels = 6, kFewRowBlockCols = 4 * NR;
+
 // Column blocks per thread when the threads split a GEMM's columns (GemmPlan::split_n).
 constexpr int64_t kSplitBlocksPerThread = 8;
 // Below this many multiply-adds a GEMM stays on the calling thread (waking workers costs more).
@@ -479,7 +483,16 @@ GemmPlan gemm_f32_plan(int64_t M, int64_t N, int64_t K, GemmA a, GemmB b, bool t
   // Column blocks of at most nc_max, evened out to whole panels (block jb covers panels
   // [jb * panels / n_blocks, (jb + 1) * panels / n_blocks)); row chunks so every thread has work.
   const int64_t panels = (N + NR - 1) / NR;
-  const int64_t nc_max = block_columns(K);
+  int64_t nc_max = block_columns(K);
+  // Few rows against a raw B (a 1x1 conv with 16-36 output channels on its input): each packed column
+  // then serves at most 6 A micro-panels, so a wide block buys no reuse, while packing it scatters each
+  // B row over up to 64 panels 8 KiB apart (as many pages as the L1 TLB holds) and the kernels read it
+  // back from L2. Blocks of 4 panels stay in L1 between the packing and the products. Zen 3, 1 thread,
+  // in-process paired runs: 1x1 convs 128->16 @55x55 0.85 of the time, 64->16 0.86, 256->32 @27x27
+  // 0.90, 192->32 @28x28 0.93, 128->32 @27x27 0.97, 480->16 @14x14 0.99; with 8 or 11 micro-panels
+  // (M 48, 64) 0.98-1.03, so those keep the wide blocks. In SqueezeNet (per-node traces of alternated
+  // processes) its M = 16 and 32 squeeze convs take 0.80-0.96 of the time.
+  if (a == GemmA::kPacked && b == GemmB::kRaw && (M + MR - 1) / MR <= kFewRowPanels) nc_max = kFewRowBlockCols;
   int64_t n_blocks = (N + nc_max - 1) / nc_max;
   // With A prepacked (conv weights) and B packed per task (a raw image for 1x1 convs, im2col panels
   // for the implicit GEMM), row chunks would each pack the same B block again, and B's packing costs
