@@ -491,8 +491,11 @@ GemmPlan gemm_f32_plan(int64_t M, int64_t N, int64_t K, GemmA a, GemmB b, bool t
   // in-process paired runs: 1x1 convs 128->16 @55x55 0.85 of the time, 64->16 0.86, 256->32 @27x27
   // 0.90, 192->32 @28x28 0.93, 128->32 @27x27 0.97, 480->16 @14x14 0.99; with 8 or 11 micro-panels
   // (M 48, 64) 0.98-1.03, so those keep the wide blocks. In SqueezeNet (per-node traces of alternated
-  // processes) its M = 16 and 32 squeeze convs take 0.80-0.96 of the time.
-  if (a == GemmA::kPacked && b == GemmB::kRaw && (M + MR - 1) / MR <= kFewRowPanels) nc_max = kFewRowBlockCols;
+  // processes) its M = 16 and 32 squeeze convs take 0.80-0.96 of the time. Only for the 16-column tile
+  // (AVX2, scalar): the AVX-512 tile spans 64 columns, so such a block would be one tile wide, and
+  // 1x1 convs with few outputs run unpacked there (conv_engine's pointwise_unpacked); not measured.
+  if (a == GemmA::kPacked && b == GemmB::kRaw && p.kernels->n_panels == 1 && (M + MR - 1) / MR <= kFewRowPanels)
+    nc_max = kFewRowBlockCols;
   int64_t n_blocks = (N + nc_max - 1) / nc_max;
   // With A prepacked (conv weights) and B packed per task (a raw image for 1x1 convs, im2col panels
   // for the implicit GEMM), row chunks would each pack the same B block again, and B's packing costs
