@@ -196,6 +196,10 @@ void check_epilogues(const F32GemmKernels& k, std::mt19937& rng) {
       for (int j = 0; j < ldc; ++j)
         if (r >= mr || j >= nr) {
           ASSERT_EQ(tiled[r * ldc + j], ref[r * ldc + j]) << k.name << " epilogue_tile wrote outside";
+          ASSERT_EQ(rows[r * ldc + j], 0.f) << k.name << " tile_rows+epilogue wrote outside";
+          if (k.tile_epilogue) {
+            ASSERT_EQ(in_store[r * ldc + j], 0.f) << k.name << " tile_epilogue wrote outside";
+          }
         }
     for (int r = 0; r < mr; ++r) {
       for (int j = 0; j < nr; ++j) {
