@@ -20,7 +20,8 @@ namespace {
   av = _mm256_broadcast_ss(ak_ + (r)); \
   x0 = _mm256_fmadd_ps(av, b0, x0);    \
   x1 = _mm256_fmadd_ps(av, b1, x1);
-#define NXRT_FMA_6x16(bp, ak)                                             \
+// The first `rows` rows (2, 4 or 6) of that k step: B's two vectors, then each row's broadcast and FMAs.
+#define NXRT_FMA_ROWS_16(bp, ak, rows)                                    \
   {                                                                       \
     const float* bp_ = (bp);                                              \
     const float* ak_ = (ak);                                              \
@@ -28,37 +29,24 @@ namespace {
     __m256 av;                                                            \
     NXRT_FMA_ROW(0, c00, c01)                                             \
     NXRT_FMA_ROW(1, c10, c11)                                             \
-    NXRT_FMA_ROW(2, c20, c21)                                             \
-    NXRT_FMA_ROW(3, c30, c31)                                             \
-    NXRT_FMA_ROW(4, c40, c41)                                             \
-    NXRT_FMA_ROW(5, c50, c51)                                             \
+    if constexpr ((rows) > 2) {                                           \
+      NXRT_FMA_ROW(2, c20, c21)                                           \
+      NXRT_FMA_ROW(3, c30, c31)                                           \
+    }                                                                     \
+    if constexpr ((rows) > 4) {                                           \
+      NXRT_FMA_ROW(4, c40, c41)                                           \
+      NXRT_FMA_ROW(5, c50, c51)                                           \
+    }                                                                     \
   }
+#define NXRT_FMA_6x16(bp, ak) NXRT_FMA_ROWS_16(bp, ak, 6)
 
 // One k step of the tile's first 4 or 2 rows: the edge tiles of a matrix whose row count leaves 4 or 2
 // rows (M = 16, 64, 256, 1000: 4; M = 32, 128, 512: 2) in its last 6-row panel, whose other rows would
 // be computed and dropped. 8 or 4 FMAs a step instead of 12, each kept row's in the full tile's order
 // (the same bits); the 4 chains of the 2-row step wait on the FMA latency, so both take ~4 cycles a step
 // against 6.
-#define NXRT_FMA_4x16(bp, ak)                                             \
-  {                                                                       \
-    const float* bp_ = (bp);                                              \
-    const float* ak_ = (ak);                                              \
-    const __m256 b0 = _mm256_loadu_ps(bp_), b1 = _mm256_loadu_ps(bp_ + 8); \
-    __m256 av;                                                            \
-    NXRT_FMA_ROW(0, c00, c01)                                             \
-    NXRT_FMA_ROW(1, c10, c11)                                             \
-    NXRT_FMA_ROW(2, c20, c21)                                             \
-    NXRT_FMA_ROW(3, c30, c31)                                             \
-  }
-#define NXRT_FMA_2x16(bp, ak)                                             \
-  {                                                                       \
-    const float* bp_ = (bp);                                              \
-    const float* ak_ = (ak);                                              \
-    const __m256 b0 = _mm256_loadu_ps(bp_), b1 = _mm256_loadu_ps(bp_ + 8); \
-    __m256 av;                                                            \
-    NXRT_FMA_ROW(0, c00, c01)                                             \
-    NXRT_FMA_ROW(1, c10, c11)                                             \
-  }
+#define NXRT_FMA_4x16(bp, ak) NXRT_FMA_ROWS_16(bp, ak, 4)
+#define NXRT_FMA_2x16(bp, ak) NXRT_FMA_ROWS_16(bp, ak, 2)
 
 // One k step of the left half (8 columns) of the tile: the edge tiles with at most 8 columns, whose right
 // half would be computed and dropped. Each kept column takes the same FMAs in the same order as in the
