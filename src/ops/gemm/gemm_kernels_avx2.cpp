@@ -200,6 +200,13 @@ __attribute__((target("avx2,fma"), always_inline)) inline void store_row_cols(fl
   }
 }
 
+// Lane masks of a row's first n columns (0 < n <= 16): m0 over columns 0-7, m1 over 8-15.
+__attribute__((target("avx2,fma"), always_inline)) inline void column_masks(int n, __m256i& m0, __m256i& m1) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane);
+  m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - 8), lane);
+}
+
 // B's rows for edge_tile_avx2: 16 floats a k step in a packed panel, or rows read in place.
 struct PackedPanelRows {
   const float* b;
@@ -214,7 +221,8 @@ struct InPlaceRows {
 // An edge tile (mr < 6 or nr < 16) on the FMAs of its rows and columns only: <= 8 columns on the left
 // half, else <= 2 or <= 4 rows on those rows (each kept element's FMAs in the full tile's order, so the
 // bits are the same). With `ep` (alpha 1, beta 0, epilogue_in_registers) the epilogue is applied to the
-// accumulators and the tile stored with masks (returns true); else stored plainly (returns false).
+// accumulators and its columns stored with plain stores (store_row_cols; returns true); else the plain
+// product goes through the stack tile (returns false).
 template <class Rows>
 __attribute__((target("avx2,fma"), always_inline)) inline bool edge_tile_avx2(int64_t kc, const float* a, Rows rows,
                                                                                float* c, int64_t ldc, int mr, int nr,
@@ -248,9 +256,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool edge_tile_avx2(in
     }
   }
   if (ep && alpha == 1.f && beta == 0.f && epilogue_in_registers(ep)) {
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane);
-    const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane);
+    __m256i m0, m1;
+    column_masks(nr, m0, m1);
     const __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
     for (int r = 0; r < mr; ++r) {
       __m256 v0 = acc[r][0], v1 = acc[r][1];
@@ -275,41 +282,39 @@ __attribute__((target("avx2,fma"))) void micro_avx2_6x16(int64_t kc, const float
     return;
   }
   NXRT_PRODUCT_6x16(kc, a, b, c, ldc, mr)
+  // A full tile (edge tiles returned above).
   const __m256 va = _mm256_set1_ps(alpha);
-  if (mr == MR && nr == NR) {
-    if (beta == 0.f) {
+  if (beta == 0.f) {
 #define NXRT_ROW(r, x0, x1)                                   \
   _mm256_storeu_ps(c + (r)*ldc, _mm256_mul_ps(x0, va));       \
   _mm256_storeu_ps(c + (r)*ldc + 8, _mm256_mul_ps(x1, va));
-      NXRT_ROW(0, c00, c01) NXRT_ROW(1, c10, c11) NXRT_ROW(2, c20, c21)
-      NXRT_ROW(3, c30, c31) NXRT_ROW(4, c40, c41) NXRT_ROW(5, c50, c51)
+    NXRT_ROW(0, c00, c01) NXRT_ROW(1, c10, c11) NXRT_ROW(2, c20, c21)
+    NXRT_ROW(3, c30, c31) NXRT_ROW(4, c40, c41) NXRT_ROW(5, c50, c51)
 #undef NXRT_ROW
-    } else if (beta == 1.f) {
+  } else if (beta == 1.f) {
 #define NXRT_ROW(r, x0, x1)                                                                   \
   _mm256_storeu_ps(c + (r)*ldc, _mm256_fmadd_ps(x0, va, _mm256_loadu_ps(c + (r)*ldc)));       \
   _mm256_storeu_ps(c + (r)*ldc + 8, _mm256_fmadd_ps(x1, va, _mm256_loadu_ps(c + (r)*ldc + 8)));
-      NXRT_ROW(0, c00, c01) NXRT_ROW(1, c10, c11) NXRT_ROW(2, c20, c21)
-      NXRT_ROW(3, c30, c31) NXRT_ROW(4, c40, c41) NXRT_ROW(5, c50, c51)
+    NXRT_ROW(0, c00, c01) NXRT_ROW(1, c10, c11) NXRT_ROW(2, c20, c21)
+    NXRT_ROW(3, c30, c31) NXRT_ROW(4, c40, c41) NXRT_ROW(5, c50, c51)
 #undef NXRT_ROW
-    } else {
-      const __m256 vb = _mm256_set1_ps(beta);
+  } else {
+    const __m256 vb = _mm256_set1_ps(beta);
 #define NXRT_ROW(r, x0, x1)                                                                                    \
   _mm256_storeu_ps(c + (r)*ldc, _mm256_fmadd_ps(x0, va, _mm256_mul_ps(vb, _mm256_loadu_ps(c + (r)*ldc))));     \
   _mm256_storeu_ps(c + (r)*ldc + 8, _mm256_fmadd_ps(x1, va, _mm256_mul_ps(vb, _mm256_loadu_ps(c + (r)*ldc + 8))));
-      NXRT_ROW(0, c00, c01) NXRT_ROW(1, c10, c11) NXRT_ROW(2, c20, c21)
-      NXRT_ROW(3, c30, c31) NXRT_ROW(4, c40, c41) NXRT_ROW(5, c50, c51)
+    NXRT_ROW(0, c00, c01) NXRT_ROW(1, c10, c11) NXRT_ROW(2, c20, c21)
+    NXRT_ROW(3, c30, c31) NXRT_ROW(4, c40, c41) NXRT_ROW(5, c50, c51)
 #undef NXRT_ROW
-    }
-    return;
   }
-  NXRT_STORE_EDGE_6x16(c, ldc, mr, nr, alpha, beta)
 }
 
 
 // The last (and only) K block of a full tile with the epilogue applied to the accumulators before the one
 // store, which saves epilogue_tile's pass over the stored tile (reloading it from L1): 6% of ShuffleNet's
-// run time and 3% of ResNet-50's at 1 thread on a Zen 3. Edge tiles and other activations store the plain
-// product and return false (the engine's epilogue follows).
+// run time and 3% of ResNet-50's at 1 thread on a Zen 3. Edge tiles take edge_tile_avx2 (the epilogue in
+// registers too); other activations store the plain product and return false (the engine's epilogue
+// follows).
 template <bool PF>
 __attribute__((target("avx2,fma"))) bool tile_epilogue_avx2(int64_t kc, const float* a, const float* b, float* c,
                                                              int64_t ldc, int mr, int nr, const GemmEpilogue& ep,
@@ -342,7 +347,7 @@ __attribute__((target("avx2,fma"))) bool micro_rows_avx2(int64_t kc, const float
     NXRT_FMA_6x16(brow + boff[k], a)
     a += 6;
   }
-  if (mr == MR && nr == NR && beta == 0.f && alpha == 1.f && (!ep || epilogue_in_registers(ep))) {
+  if (beta == 0.f && alpha == 1.f && (!ep || epilogue_in_registers(ep))) {
     NXRT_STORE_FULL_6x16(c, ldc, ep, i0, j0)
     return ep != nullptr;
   }
@@ -460,9 +465,8 @@ __attribute__((target("avx2,fma"))) bool epilogue_tile_avx2(const GemmEpilogue& 
   }
   // An edge tile (a 111-wide output row's last 15 columns): masked loads, plain stores of its columns
   // (store_row_cols), where the portable epilogue's scalar loop took 13% of a 3->64 3x3 stride-2 conv.
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cols)), lane);
-  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cols) - 8), lane);
+  __m256i m0, m1;
+  column_masks(static_cast<int>(cols), m0, m1);
   for (int64_t r = 0; r < rows; ++r) {
     float* cr = c + r * ldc;
     __m256 v0 = _mm256_maskload_ps(cr, m0), v1 = _mm256_maskload_ps(cr + 8, m1);
