@@ -70,10 +70,21 @@ __attribute__((target("avx2,fma"))) void axpy_avx2(float alpha, const float* x, 
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(a, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
   for (; i < n; ++i) y[i] += alpha * x[i];
 }
+// Horizontal sums of a0..a3 (one dot product each), times scale, into out[0, 4).
+__attribute__((target("avx2,fma"))) inline void store_dots4(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m128 scale,
+                                                           float* out) {
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  const __m128 r = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  _mm_storeu_ps(out, _mm_mul_ps(r, scale));
+}
+
 // out[g * n + j] = scale * q_g . k_j for G query rows (stride D) against n key rows (stride D); D % 8 == 0.
 // Blocks of 4 key rows outer and the G heads inner, as the AVX-512 loop: each block is read from
-// memory once and from L1 by the other heads (head by head, all n rows were read G times). v (may be
-// null): the value rows of the same keys, fetched block by block for the PV pass that follows.
+// memory once and from L1 by the other heads (head by head, all n rows were read G times). Heads go in
+// pairs: one head's four sums wait on the FMA latency at each step of 8 columns (4 cycles for 4 FMAs,
+// half the FMA ports' rate); a pair's eight fill it and share the key loads. Each head's sums take
+// the same steps in the same order as a head alone, so the bits do not depend on the pairing.
+// v (may be null): the value rows of the same keys, fetched block by block for the PV pass that follows.
 __attribute__((target("avx2,fma"))) void scores_avx2(const float* q, int64_t G, const float* k, int64_t n, int64_t D,
                                                      float scale, float* out, const float* v) {
   const int64_t ahead = gqa_prefetch_rows(D) * D;
@@ -84,7 +95,28 @@ __attribute__((target("avx2,fma"))) void scores_avx2(const float* q, int64_t G, 
     for (int64_t off = ahead; off < ahead + 4 * D; off += 16) _mm_prefetch(reinterpret_cast<const char*>(k0 + off), _MM_HINT_T0);
     if (v)
       for (int64_t off = 0; off < 4 * D; off += 16) _mm_prefetch(reinterpret_cast<const char*>(v + j * D + off), _MM_HINT_T0);
-    for (int64_t g = 0; g < G; ++g) {
+    int64_t g = 0;
+    for (; g + 2 <= G; g += 2) {
+      const float* qa = q + g * D;
+      const float* qb = qa + D;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+      for (int64_t d = 0; d < D; d += 8) {
+        const __m256 qva = _mm256_loadu_ps(qa + d), qvb = _mm256_loadu_ps(qb + d);
+        const __m256 k0v = _mm256_loadu_ps(k0 + d), k1v = _mm256_loadu_ps(k0 + D + d);
+        const __m256 k2v = _mm256_loadu_ps(k0 + 2 * D + d), k3v = _mm256_loadu_ps(k0 + 3 * D + d);
+        a0 = _mm256_fmadd_ps(qva, k0v, a0);
+        b0 = _mm256_fmadd_ps(qvb, k0v, b0);
+        a1 = _mm256_fmadd_ps(qva, k1v, a1);
+        b1 = _mm256_fmadd_ps(qvb, k1v, b1);
+        a2 = _mm256_fmadd_ps(qva, k2v, a2);
+        b2 = _mm256_fmadd_ps(qvb, k2v, b2);
+        a3 = _mm256_fmadd_ps(qva, k3v, a3);
+        b3 = _mm256_fmadd_ps(qvb, k3v, b3);
+      }
+      store_dots4(a0, a1, a2, a3, vs, out + g * n + j);
+      store_dots4(b0, b1, b2, b3, vs, out + (g + 1) * n + j);
+    }
+    if (g < G) {
       const float* qg = q + g * D;
       __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
       for (int64_t d = 0; d < D; d += 8) {
@@ -94,11 +126,7 @@ __attribute__((target("avx2,fma"))) void scores_avx2(const float* q, int64_t G, 
         a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 2 * D + d), a2);
         a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 3 * D + d), a3);
       }
-      // Horizontal sums of a0..a3 into one 4-lane vector.
-      const __m256 h01 = _mm256_hadd_ps(a0, a1), h23 = _mm256_hadd_ps(a2, a3);
-      const __m256 h = _mm256_hadd_ps(h01, h23);
-      const __m128 r = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-      _mm_storeu_ps(out + g * n + j, _mm_mul_ps(r, vs));
+      store_dots4(a0, a1, a2, a3, vs, out + g * n + j);
     }
   }
   for (; j < n; ++j)
@@ -106,16 +134,18 @@ __attribute__((target("avx2,fma"))) void scores_avx2(const float* q, int64_t G, 
 }
 
 // y[0, 8 * CW) = sum_j p[j] v_j[0, 8 * CW) (rows D apart), the CW output vectors held in registers
-// over the whole pass (axpy through memory made a store-to-load chain per row). Each row's product is
-// added as axpy_avx2 adds it, in the same order, so the bits are the same; rows with p[j] == 0 are
-// skipped as before (a zero-weight row's non-finite values add nothing). No prefetch here: scores_avx2
-// fetched these value rows (capped at avx2, traced GQA per step was the same with a prefetch of one line
-// or of every line 4 KB ahead, and without).
+// over the pass (axpy through memory made a store-to-load chain per row). Each row's product is added
+// as axpy_avx2 adds it, in the same order, so the bits are the same; rows with p[j] == 0 are skipped as
+// before (a zero-weight row's non-finite values add nothing). `resume`: the sums so far are in y (an
+// earlier block of rows; a float stored and reloaded is the same float, so the bits do not change).
+// No prefetch here: scores_avx2 fetched these value rows (capped at avx2, traced GQA per step was the
+// same with a prefetch of one line or of every line 4 KB ahead, and without).
 template <int CW>
-__attribute__((target("avx2,fma"))) void pv_chunk_avx2(const float* p, int64_t n, const float* v, int64_t D, float* y) {
+__attribute__((target("avx2,fma"))) void pv_chunk_avx2(const float* p, int64_t n, const float* v, int64_t D, float* y,
+                                                       bool resume) {
   __m256 acc[CW];
 #pragma GCC unroll 8
-  for (int c = 0; c < CW; ++c) acc[c] = _mm256_setzero_ps();
+  for (int c = 0; c < CW; ++c) acc[c] = resume ? _mm256_loadu_ps(y + 8 * c) : _mm256_setzero_ps();
   for (int64_t j = 0; j < n; ++j) {
     const float* vj = v + j * D;
     if (p[j] == 0.f) continue;
@@ -127,27 +157,40 @@ __attribute__((target("avx2,fma"))) void pv_chunk_avx2(const float* p, int64_t n
   for (int c = 0; c < CW; ++c) _mm256_storeu_ps(y + 8 * c, acc[c]);
 }
 
-// y_g = sum_j p[g * n + j] v_j for the G heads (D % 8 == 0): per head, passes of up to 8 vectors of
-// columns (16 ymm registers: 8 sums, the weight, the loads).
+// Value rows per block of pv_avx2: 16 KB, so a block read from L2 once stays in L1 for the group's
+// heads. Head by head over all n rows, each head read every row from L2 again (7 heads of Qwen2.5:
+// 256 bytes a row at L2's 32 bytes a cycle, twice the row's 8 FMAs).
+constexpr int64_t kPvBlockBytes = 16 * 1024;
+
+// y_g = sum_j p[g * n + j] v_j for the G heads (D % 8 == 0): rows in blocks of kPvBlockBytes, per
+// block each head in passes of up to 8 vectors of columns (16 ymm registers: 8 sums, the weight, the
+// loads), each pass resuming the head's sums of the blocks before.
 __attribute__((target("avx2,fma"))) void pv_avx2(const float* p, int64_t G, int64_t n, const float* v, int64_t D,
                                                  float* y) {
-  for (int64_t g = 0; g < G; ++g) {
-    for (int64_t c0 = 0; c0 < D / 8; c0 += 8) {
-      const float* pg = p + g * n;
-      const float* vc = v + 8 * c0;
-      float* yc = y + g * D + 8 * c0;
-      switch (std::min<int64_t>(8, D / 8 - c0)) {
-        case 1: pv_chunk_avx2<1>(pg, n, vc, D, yc); break;
-        case 2: pv_chunk_avx2<2>(pg, n, vc, D, yc); break;
-        case 3: pv_chunk_avx2<3>(pg, n, vc, D, yc); break;
-        case 4: pv_chunk_avx2<4>(pg, n, vc, D, yc); break;
-        case 5: pv_chunk_avx2<5>(pg, n, vc, D, yc); break;
-        case 6: pv_chunk_avx2<6>(pg, n, vc, D, yc); break;
-        case 7: pv_chunk_avx2<7>(pg, n, vc, D, yc); break;
-        default: pv_chunk_avx2<8>(pg, n, vc, D, yc); break;
+  const int64_t rows = std::max<int64_t>(4, kPvBlockBytes / (D * static_cast<int64_t>(sizeof(float))));
+  int64_t j0 = 0;
+  do {  // at least once: n == 0 writes zero sums
+    const int64_t nb = std::min(rows, n - j0);
+    for (int64_t g = 0; g < G; ++g) {
+      for (int64_t c0 = 0; c0 < D / 8; c0 += 8) {
+        const float* pg = p + g * n + j0;
+        const float* vc = v + j0 * D + 8 * c0;
+        float* yc = y + g * D + 8 * c0;
+        const bool resume = j0 > 0;
+        switch (std::min<int64_t>(8, D / 8 - c0)) {
+          case 1: pv_chunk_avx2<1>(pg, nb, vc, D, yc, resume); break;
+          case 2: pv_chunk_avx2<2>(pg, nb, vc, D, yc, resume); break;
+          case 3: pv_chunk_avx2<3>(pg, nb, vc, D, yc, resume); break;
+          case 4: pv_chunk_avx2<4>(pg, nb, vc, D, yc, resume); break;
+          case 5: pv_chunk_avx2<5>(pg, nb, vc, D, yc, resume); break;
+          case 6: pv_chunk_avx2<6>(pg, nb, vc, D, yc, resume); break;
+          case 7: pv_chunk_avx2<7>(pg, nb, vc, D, yc, resume); break;
+          default: pv_chunk_avx2<8>(pg, nb, vc, D, yc, resume); break;
+        }
       }
     }
-  }
+    j0 += nb;
+  } while (j0 < n);
 }
 // In place over r[0, n): the row's max m, r = exp(r - m) normalized to sum 1 (all zero when every
 // score is -inf). The softmax of one attention row.
