@@ -35,7 +35,8 @@ def panel_bytes(K, N, block, scales, zps, cols):
     fp16 = bool(np.all(s.astype(np.float16).astype(np.float32).view(np.uint32) == s.view(np.uint32)))
     zp_table = zps is not None and len(np.unique(zps)) > 1
     rec = block // 4 * cols * 2 + cols * (2 if fp16 else 4) + (cols if zp_table else 0)
-    rec = (rec + 63) // 64 * 64
+    align = 64 if cols >= 32 else 32  # pack_quant_panels: 64-byte records for 32 columns, 32 for 16
+    rec = (rec + align - 1) // align * align
     return panels * kb * rec
 
 

@@ -513,17 +513,23 @@ TEST(ContribMatMulNBits, PackedBytesAreAlignedZeroedAndDisjoint) {
   EXPECT_TRUE(none.empty());
 }
 
+// Both panel widths: fp16 records are shorter (block 32: 576 against 640 bytes for 32 columns, 288
+// against 320 for 16, whose records were once rounded up to 64 bytes and so read as many bytes as fp32).
 TEST(ContribMatMulNBits, PackedScalesAreFp16OnlyWhenExact) {
-  std::mt19937 rng(9);
-  Problem p = make(rng, 1, 64, 8, 4, 32, false);
-  QuantPanels fp32 = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), 64, 8, 4, 32, 32);
-  EXPECT_FALSE(fp32.fp16_scales);
-  round_scales_to_fp16(&p);
-  QuantPanels fp16 = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), 64, 8, 4, 32, 32);
-  EXPECT_TRUE(fp16.fp16_scales);
-  EXPECT_LT(fp16.bytes(), fp32.bytes());
-  EXPECT_FALSE(fp16.zp_table);
-  EXPECT_EQ(fp16.uniform_zp, 8.f);
+  for (const int64_t cols : {int64_t{32}, int64_t{16}}) {
+    std::mt19937 rng(9);
+    Problem p = make(rng, 1, 64, 8, 4, 32, false);
+    QuantPanels fp32 = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), 64, 8, 4, 32, cols);
+    EXPECT_FALSE(fp32.fp16_scales);
+    round_scales_to_fp16(&p);
+    QuantPanels fp16 = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), 64, 8, 4, 32, cols);
+    EXPECT_TRUE(fp16.fp16_scales);
+    EXPECT_EQ(fp32.record_bytes, cols * 16 + cols * 4) << cols;
+    EXPECT_EQ(fp16.record_bytes, cols * 16 + cols * 2) << cols;
+    EXPECT_LT(fp16.bytes(), fp32.bytes()) << cols;
+    EXPECT_FALSE(fp16.zp_table);
+    EXPECT_EQ(fp16.uniform_zp, 8.f);
+  }
 }
 
 // The vector A quantizer (AVX2) equals the plain loop bit for bit (values, scales, sums), K tails

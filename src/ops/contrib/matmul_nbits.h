@@ -124,7 +124,8 @@ class PackedBytes {
 
 // ---- accuracy_level 4, 4-bit (and 2-bit) weights: the column-panel layout (matmul_nbits_int8.cpp) ----
 // Columns in panels of `cols` (16 for the AVX2 and scalar kernels, 32 for AVX-512 and AMX; N padded).
-// A panel is kb records, one per block of K, each 64-byte aligned and read front to back:
+// A panel is kb records, one per block of K, each 64-byte aligned for 32 columns and 32-byte aligned for
+// 16 (the widest load of the kernel that reads it), read front to back:
 //   codes   block / 4 groups of cols * 2 bytes: group g holds k = 4g..4g+3; byte c*4 + t (c < cols/2,
 //           t < 4) carries code(column c, k = 4g + t) in its low nibble and code(column cols/2 + c,
 //           same k) in its high nibble, so one load unpacks (and, shift+and) to two vectors whose 32-bit

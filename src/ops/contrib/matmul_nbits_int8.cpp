@@ -207,7 +207,12 @@ QuantPanels pack_quant_panels(const uint8_t* B, const float* scales, const float
   W.group_bytes = cols * 2;
   W.scale_offset = block / 4 * W.group_bytes;
   W.zp_offset = W.scale_offset + cols * (fp16 ? 2 : 4);
-  W.record_bytes = (W.zp_offset + (W.zp_table ? cols : 0) + 63) / 64 * 64;
+  // Records start 64-byte aligned for the 32-column tiles (the AVX-512 and AMX kernels read a record in
+  // 64-byte lines); the 16-column tiles load 32 bytes at a time and need 32. Rounding those to 64 too
+  // made an fp16-scale record of block 32 as long as an fp32 one (288 -> 320 bytes), so their decode
+  // read the fp32 layout's bytes.
+  const int64_t align = cols >= 32 ? 64 : 32;
+  W.record_bytes = (W.zp_offset + (W.zp_table ? cols : 0) + align - 1) / align * align;
   W.data = PackedBytes(static_cast<size_t>(W.panels * W.kb * W.record_bytes));
   const int64_t blob = block * bits / 8;
   const int64_t half = cols / 2;
