@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from backend_data import REPO_ROOT, suite_roots
+from backend_data import REPO_ROOT, output_is_random, suite_roots
 
 FOLDERS = ["node", "simple", "pytorch-converted", "pytorch-operator"]
 SWEEP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conformance_sweep.py")
@@ -48,6 +48,10 @@ def test_python_passes_exactly_what_nxrt_test_passes(sweeps, suite):
     want = manifest(suite)
     newly_failing = {t: sweeps[suite]["failed"].get(t, "not found") for t in sorted(want - got)}
     assert not newly_failing, f"{len(newly_failing)} listed tests fail through Python: {newly_failing}"
-    assert got == want, f"passing through Python but not listed for nxrt test: {sorted(got - want)}"
+    # A test whose expected outputs are random draws passes only when the draws happen to agree (test_bernoulli:
+    # ten coin flips), so the manifest never lists one and a chance pass here is not a difference.
+    root = suite_roots()[suite]
+    extra = sorted(t for t in got - want if not output_is_random(os.path.join(root, t)))
+    assert not extra, f"passing through Python but not listed for nxrt test: {extra}"
     node = sum(1 for t in got if t.startswith("node/"))
     print(f"{suite}: {len(got)} passed ({node} node tests), {len(sweeps[suite]['failed'])} failed, as nxrt test")
