@@ -51,6 +51,13 @@ struct SessionOptions {
   // true: an output of position_selected_outputs the rewrite refuses keeps every position instead of
   // failing creation; Session::position_selected_outputs() lists the outputs that were rewritten.
   bool position_selection_optional = false;
+  // The element type of the KV cache of com.microsoft::GroupQueryAttention nodes. kFloat16 on a
+  // float32 model: their past_key / past_value graph inputs and present_key / present_value graph
+  // outputs become float16 (half the cache's memory, and of the bytes a decode step reads from it;
+  // attention still computes in float32 over the rounded rows). Nodes whose cache is not a plain graph
+  // input/output pair keep their types; Session::kv_cache_retyped() lists what changed.
+  // kUndefined: as the model declares. Any other type is an error at creation.
+  DataType kv_cache_dtype = DataType::kUndefined;
 };
 
 // Declared type of a graph input or output.
@@ -203,6 +210,8 @@ class Session {
   // The outputs of SessionOptions::position_selected_outputs that were rewritten (each with its input
   // `<name>_positions`), in the order asked; fewer than asked only with position_selection_optional.
   const std::vector<std::string>& position_selected_outputs() const;
+  // The graph inputs and outputs SessionOptions::kv_cache_dtype retyped (empty without it).
+  const std::vector<std::string>& kv_cache_retyped() const;
 
   // Writes the trace recorded so far (SessionOptions::trace_path or NXRT_TRACE) and stops tracing.
   // Returns the file written, or "" when the session was not tracing.

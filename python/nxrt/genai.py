@@ -109,11 +109,16 @@ class Config:
 
 class Model(_core.Model):
     """An LLM folder (genai_config.json and the decoder .onnx it names), from its path or a Config.
-    The decoder runs with genai_config.json's session_options.intra_op_num_threads, else every core."""
+    The decoder runs with genai_config.json's session_options.intra_op_num_threads, else every core.
+    kv_dtype (nxrt's own, not in onnxruntime_genai): "float16" keeps a float32 model's
+    GroupQueryAttention KV cache in float16 (half its memory and decode reads); "float32" (default): the
+    model's own cache type."""
 
-    def __init__(self, config_or_path: Union[Config, str, "os.PathLike[str]"]) -> None:
+    def __init__(self, config_or_path: Union[Config, str, "os.PathLike[str]"], kv_dtype: str = "float32") -> None:
         config = config_or_path if isinstance(config_or_path, Config) else Config(config_or_path)
-        super().__init__(config._path, threads=config._decoder_threads())
+        if kv_dtype not in ("float16", "float32"):
+            raise ValueError(f"kv_dtype must be 'float16' or 'float32', got {kv_dtype!r}")
+        super().__init__(config._path, threads=config._decoder_threads(), kv_float16=kv_dtype == "float16")
         self._config = config
 
     @property

@@ -72,6 +72,14 @@ Status optimize(ir::Model& model, const Options& options, Stats* stats = nullptr
 Result<std::vector<std::string>> select_output_positions(ir::Model& model, const std::vector<std::string>& outputs,
                                                          bool optional = false);
 
+// SessionOptions::kv_cache_dtype (kv_cache_dtype.cpp): the past_key / past_value graph inputs of
+// float32 com.microsoft::GroupQueryAttention nodes, and their present graph outputs, become `dtype`
+// (float16 only; anything else is InvalidArgument). A node is rewritten whole or not at all (its pasts
+// read only by such nodes, its presents read by no node). Run between two rounds of load-time shape
+// inference (it reads the first's dtypes). Returns the inputs and outputs retyped (none: the model has
+// no such cache, or it is float16 already).
+Result<std::vector<std::string>> retype_attention_caches(ir::Model& model, DataType dtype);
+
 // Reads NXRT_OPT_LEVEL (disabled|basic|all, or 0|1|2); returns `dflt` when unset, an error naming the
 // value when it is not one of those.
 Result<OptLevel> opt_level_from_env(OptLevel dflt);

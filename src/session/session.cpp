@@ -44,6 +44,7 @@ struct Session::Impl {
   std::vector<ValueMeta> outputs;
   ModelMetadata metadata;
   std::vector<std::string> position_selected;  // SessionOptions::position_selected_outputs rewritten
+  std::vector<std::string> kv_cache_retyped;   // SessionOptions::kv_cache_dtype: the inputs/outputs retyped
   SessionOptions options;
   std::unique_ptr<session::Tracer> tracer;
   std::unique_ptr<session::OpProfile> profile;
@@ -198,6 +199,11 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
                           optimizer::select_output_positions(*impl->model, opts.position_selected_outputs,
                                                              opts.position_selection_optional));
     NXRT_RETURN_IF_ERROR(shape::infer_shapes(*impl->model));
+  }
+  if (opts.kv_cache_dtype != DataType::kUndefined) {
+    // Also an interface change the caller asked for, at every optimization level.
+    NXRT_ASSIGN_OR_RETURN(impl->kv_cache_retyped, optimizer::retype_attention_caches(*impl->model, opts.kv_cache_dtype));
+    if (!impl->kv_cache_retyped.empty()) NXRT_RETURN_IF_ERROR(shape::infer_shapes(*impl->model));
   }
   const size_t nodes_loaded = impl->model->graph.nodes.size();
   const double t_shapes = session::monotonic_us();
@@ -585,6 +591,7 @@ std::string Session::describe_capture(const std::vector<std::pair<std::string, s
 
 const ModelMetadata& Session::metadata() const { return impl_->metadata; }
 const std::vector<std::string>& Session::position_selected_outputs() const { return impl_->position_selected; }
+const std::vector<std::string>& Session::kv_cache_retyped() const { return impl_->kv_cache_retyped; }
 
 Result<std::string> Session::end_profiling() {
   std::unique_lock<std::shared_mutex> lock(impl_->run_mu);

@@ -73,8 +73,11 @@ Status op_gqa(NodeContext& c) {
     NXRT_RETURN_IF_ERROR(c.unify(pk.dims[3], head, "past_key " + c.shape_str(pk) + " head size differs from query " + c.shape_str(q), &h));
     head = h;
   }
+  // present_* have the cache's type (T_CACHE): the past's when given (a float16 cache beside a float32
+  // query), else the query's.
+  const DataType cache_dt = c.has(3) && pk.dtype != DataType::kUndefined ? pk.dtype : dt;
   for (size_t i = 1; i < std::min<size_t>(c.nout(), 3); ++i) {
-    c.set(i, tensor(dt, {q.dims[0], SymDim::c(kvh), present_seq, head}));
+    c.set(i, tensor(cache_dt, {q.dims[0], SymDim::c(kvh), present_seq, head}));
   }
   return Status::Ok();
 }

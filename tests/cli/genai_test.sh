@@ -62,6 +62,15 @@ check "genai style: KV cache updated in place" test "$gkv" = "in-place"
 check "genai style: logits of the prefill and 31 decode steps match the reference (1e-3)" \
   $py "$root/tools/compare_logits.py" "$work/glogits.npy" "$work/gref/step_logits.npy" --min-rows 32
 check "genai style: prefill and decode logits match the reference" bash -c "'$nxrt' test '$work/gref' | tail -1 | grep -qx '1 passed, 0 failed'"
+# --kv-dtype float16: the GroupQueryAttention cache in float16; logits within 5e-3 of the row's max |logit|
+# (measured ~5e-4: the cached rows' rounding), the same 32 greedy tokens; a bad value is a usage error.
+"$nxrt" generate "$work/g" --prompt-len 16 --max-new-tokens 32 --kv-dtype float16 --json --dump-logits "$work/g16.npy" >"$work/g16.json" 2>/dev/null
+g16=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" "$work/g16.json" 2>/dev/null)
+check "genai style, float16 KV cache: same 32 greedy tokens as the reference" test "$g16" = "$gref"
+check "genai style, float16 KV cache: logits within 5e-3 of the reference" \
+  $py "$root/tools/compare_logits.py" "$work/g16.npy" "$work/gref/step_logits.npy" --min-rows 32 --tol 5e-3
+"$nxrt" generate "$work/g" --max-new-tokens 2 --kv-dtype int8 >/dev/null 2>&1; rc=$?
+check "--kv-dtype int8 is a usage error (2)" test "$rc" -eq 2
 # The embedding as GatherBlockQuantized over the tied lm_head's int4 weights (no float32 table) holds the
 # same values: same tokens as the float-table folder. With float16-valued scales the packed MatMulNBits
 # records keep scales in fp16 (exactly): the reference still matches.

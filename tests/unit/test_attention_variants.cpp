@@ -243,6 +243,70 @@ TEST(AttentionVariants, GqaReferenceAndFloat16PathsMatchPerCallPlan) {
   }
 }
 
+// A float16 KV cache beside a float32 query (SessionOptions::kv_cache_dtype): the cache holds each row
+// rounded to float16 once, and attention reads it widened. Against the float32 kernel fed the same
+// rounded past: present is bit-identical to that run's present rounded to float16 (the new rows are the
+// same floats, rounded when appended), and the output differs only by the new rows' rounding; against
+// the reference path (reference=1) over the float16 cache, the same values within float32 reordering.
+// Decode on the AVX2 loops (head sizes % 8 == 0) and on the plain ones (12), prefill and chunks on the
+// multi-row path, growing, fixed and shared caches; a variant matches a call without one, bit for bit.
+TEST(AttentionVariants, GqaFloat16CacheReadsTheRoundedRows) {
+  std::mt19937 rng(81);
+  const int64_t heads[] = {64, 32, 40, 12, 128, 8};
+  const Cache caches[] = {Cache::kGrowing, Cache::kFixed, Cache::kFixedShared};
+  auto as_float32 = [](const Tensor& t) {  // float_tensor_as converts from float32 only
+    Tensor f(DataType::kFloat, t.shape());
+    EXPECT_TRUE(ir::load_floats(t.dtype(), t.raw_data(), t.numel(), f.data<float>()).ok());
+    return f;
+  };
+  auto max_rel_diff = [&](const Tensor& a, const Tensor& b) {
+    const Tensor fa = as_float32(a), fb = as_float32(b);
+    double worst = 0;
+    for (int64_t i = 0; i < fa.numel(); ++i) {
+      const double x = fa.data<float>()[i], y = fb.data<float>()[i];
+      worst = std::max(worst, std::abs(x - y) / (1.0 + std::abs(y)));
+    }
+    return worst;
+  };
+  for (int it = 0; it < 24; ++it) {
+    const int64_t D = heads[it % 6];
+    const int64_t kvH = 1 + it % 2, G = 1 + (it * 5) % 7, B = 1 + (it / 3) % 2;
+    const bool decode = it % 3 != 2;
+    const int64_t S = decode ? 1 : (it % 4 == 0 ? 70 : 2 + it % 5);
+    const int64_t past = 1 + (it * 11) % 40;
+    Case c32 = gqa_case(rng, B, kvH, G, D, S, past, caches[it % 3], it % 5 == 0, it % 4 != 3, it % 7 == 2,
+                        it % 6 == 1, it % 8 == 5);
+    // The past as float16, and as float32 holding the same (rounded) values.
+    Case c16 = c32;
+    for (int k : {3, 4}) {
+      c16.in[k] = Value(float_tensor_as(c32.in[k].tensor(), DataType::kFloat16));
+      c32.in[k] = Value(as_float32(c16.in[k].tensor()));
+    }
+    c16.what += " float16 cache";
+    SCOPED_TRACE(c16.what);
+    expect_variant_matches(c16);
+    const VariantOutcome f16 = run_case(c16, 1, 1);
+    const VariantOutcome f32 = run_case(c32, 1, 1);
+    const VariantOutcome ref = run_case(c16, 1, 1, {{"reference", "1"}});
+    ASSERT_EQ(f16.outs.size(), 3u);
+    ASSERT_EQ(f32.outs.size(), 3u);
+    ASSERT_EQ(ref.outs.size(), 3u);
+    EXPECT_EQ(f16.outs[0].dtype(), DataType::kFloat);
+    for (int k : {1, 2}) {
+      ASSERT_EQ(f16.outs[k].dtype(), DataType::kFloat16);
+      const Tensor want = float_tensor_as(f32.outs[k], DataType::kFloat16);
+      ASSERT_EQ(want.shape(), f16.outs[k].shape());
+      EXPECT_EQ(std::memcmp(want.raw_data(), f16.outs[k].raw_data(), static_cast<size_t>(want.numel()) * 2), 0)
+          << "present " << k;
+      EXPECT_EQ(std::memcmp(ref.outs[k].raw_data(), f16.outs[k].raw_data(), static_cast<size_t>(want.numel()) * 2), 0)
+          << "reference present " << k;
+    }
+    EXPECT_LT(max_rel_diff(f16.outs[0], ref.outs[0]), 2e-5) << "against the reference path";
+    // The new rows' rounding (relative 2^-11) moves the output by about that much.
+    EXPECT_LT(max_rel_diff(f16.outs[0], f32.outs[0]), 5e-3) << "against the float32 cache";
+  }
+}
+
 // One variant of a fixed-capacity cache serves every length seqlens_k gives it: decode and 3-row chunks
 // at each past from 0 to the capacity, the same results as a call without a variant, and (the variant's
 // workspace reserved, outputs bound) no heap allocation and no ctx.workspace on the step.

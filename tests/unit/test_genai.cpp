@@ -438,6 +438,73 @@ TEST(GenaiGenerator, RealTinyDecodersDecodeWithoutAllocating) {
   }
 }
 
+// SessionOptions::kv_cache_dtype = float16 on a tiny float32 GroupQueryAttention folder: the past
+// inputs and present outputs become float16 (the generator allocates its cache from them), logits stay
+// within float16 rounding of the float32 cache's while the two greedy paths agree, a decode step still
+// allocates nothing and updates the cache in place. A folder without GroupQueryAttention (Attention +
+// TensorScatter) keeps its float32 cache.
+TEST(GenaiGenerator, Float16KvCacheOnARealTinyDecoder) {
+  const char* root = std::getenv("NXRT_TEST_GENAI_DIR");
+  if (!root) GTEST_SKIP() << "NXRT_TEST_GENAI_DIR unset (ctest sets it after writing the tiny models)";
+  ModelOptions f16;
+  f16.session.kv_cache_dtype = DataType::kFloat16;
+  // accuracy_level 0: int8 activations (level 4) would turn the cache's rounding into whole
+  // quantization steps, hiding what this compares.
+  auto plain = Model::create(std::string(root) + "/genai-acc0");
+  auto half = Model::create(std::string(root) + "/genai-acc0", f16);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  ASSERT_TRUE(half.ok()) << half.status().to_string();
+  EXPECT_EQ((*plain)->kv_dtype(), DataType::kFloat);
+  EXPECT_EQ((*half)->kv_dtype(), DataType::kFloat16);
+  const int64_t layers = (*half)->config().num_hidden_layers;
+  EXPECT_EQ((*half)->session().kv_cache_retyped().size(), static_cast<size_t>(4 * layers)) << "2 pasts + 2 presents per layer";
+  for (const auto& v : (*half)->session().inputs()) {
+    if (v.name.find("past_key_values") == 0) {
+      EXPECT_EQ(v.dtype, DataType::kFloat16) << v.name;
+    }
+  }
+  for (const auto& v : (*half)->session().outputs()) {
+    if (v.name.find("present") == 0) {
+      EXPECT_EQ(v.dtype, DataType::kFloat16) << v.name;
+    }
+  }
+
+  GeneratorParams pp(**plain), hp(**half);
+  pp.search.max_length = hp.search.max_length = 48;
+  auto gp = Generator::create(**plain, pp);
+  auto gh = Generator::create(**half, hp);
+  ASSERT_TRUE(gp.ok() && gh.ok());
+  const std::vector<int64_t> prompt = {5, 17, 3, 99, 42, 7, 8};
+  ASSERT_TRUE((*gp)->append_tokens(prompt).ok());
+  ASSERT_TRUE((*gh)->append_tokens(prompt).ok());
+  int compared = 0;
+  for (int step = 0; step < 12; ++step) {
+    auto lp = (*gp)->get_logits();
+    auto lh = (*gh)->get_logits();
+    ASSERT_TRUE(lp.ok() && lh.ok());
+    ASSERT_EQ(lp->size(), lh->size());
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < lp->size(); ++i) {
+      worst = std::max(worst, static_cast<double>(std::abs((*lp)[i] - (*lh)[i])));
+      scale = std::max(scale, static_cast<double>(std::abs((*lp)[i])));
+    }
+    EXPECT_LT(worst, 2e-3 * (1 + scale)) << "step " << step;  // measured: ~3e-3 at scale ~7
+    ++compared;
+    ASSERT_TRUE((*gp)->generate_next_token().ok());
+    ASSERT_TRUE((*gh)->generate_next_token().ok());
+    if ((*gp)->get_sequence(0) != (*gh)->get_sequence(0)) break;  // a near tie split the paths
+  }
+  EXPECT_GE(compared, 2);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE((*gh)->generate_next_token().ok());
+  EXPECT_EQ(allocations_over_decode_steps(**gh, 12), 0u) << "heap allocations over 12 float16-cache decode steps";
+  EXPECT_STREQ((*gh)->kv_update(), "in-place");
+
+  auto other = Model::create(std::string(root) + "/onnx", f16);
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  EXPECT_TRUE((*other)->session().kv_cache_retyped().empty());
+  EXPECT_EQ((*other)->kv_dtype(), DataType::kFloat);
+}
+
 TEST(GenaiGenerator, GrowingPastAndStopAtEos) {
   std::string d = toy_folder(false, "concat");
   FolderGuard guard{d};

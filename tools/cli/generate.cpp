@@ -35,7 +35,7 @@ double now_ms() {
 const char* kUsage =
     "usage: nxrt generate MODEL_DIR [\"PROMPT TEXT\"... | --prompt-file F | --prompt-ids 1,2,3... | --prompt-len N]\n"
     "                     [--chat] [--system TEXT] [--stop STR]... [--ignore-eos] [--max-new-tokens N] [--max-length N]\n"
-    "                     [--threads N] [--opt disabled|basic|all] [--warmup W] [--json]\n"
+    "                     [--threads N] [--opt disabled|basic|all] [--kv-dtype float16|float32] [--warmup W] [--json]\n"
     "                     [--do-sample] [--top-k K] [--top-p P] [--min-p P] [--temperature T]\n"
     "                     [--repetition-penalty R] [--seed S] [--stop-at-eos] [--dump-logits FILE]\n"
     "                     [--num-beams N] [--num-return-sequences N] [--length-penalty X] [--min-length N]\n"
@@ -54,6 +54,9 @@ const char* kUsage =
     "  --prompt-len N      N prompt ids drawn with a fixed seed from [0, vocab) (default 16; same ids as ort generate)\n"
     "  --max-new-tokens N  tokens to generate, the first one from the prefill (default 32)\n"
     "  --max-length N      KV capacity (default prompt + new tokens; at most model.context_length)\n"
+    "  --kv-dtype T        float16: keep a float32 model's GroupQueryAttention KV cache in float16 (half its\n"
+    "                      memory and decode reads; attention still computes in float32); float32 (default):\n"
+    "                      the model's own cache type\n"
     "  --json              one JSON line with the keys of `ort generate` (text mode adds \"text\")\n"
     "  --dump-logits FILE  write the logits row each new token was chosen from (row 0: the prefill's last\n"
     "                      position) as NumPy .npy, float32 [new_tokens, vocab] (of the measured run; one prompt)\n"
@@ -398,6 +401,7 @@ int cmd_generate(int argc, char** argv) {
   std::vector<std::string> stops;
   int64_t prompt_len = -1, new_tokens = 32, max_length = -1, warmup = 0;
   int threads = 1;
+  DataType kv_dtype = DataType::kUndefined;  // --kv-dtype
   bool json = false;
   bool last_logits = true;
   genai::SearchOptions so;
@@ -446,6 +450,7 @@ int cmd_generate(int argc, char** argv) {
     else if (a == "--max-length") max_length = parse_count(a, val);
     else if (a == "--warmup") warmup = parse_count(a, val);
     else if (a == "--threads") threads = static_cast<int>(parse_count(a, val));
+    else if (a == "--kv-dtype") kv_dtype = cli::kv_dtype_arg(val, kUsage);
     else if (a == "--opt") {
       if (val != "disabled" && val != "basic" && val != "extended" && val != "all") usage("--opt takes disabled|basic|all");
       opt = val;
@@ -514,6 +519,7 @@ int cmd_generate(int argc, char** argv) {
 
   genai::ModelOptions mo;
   mo.session.threads = threads;
+  mo.session.kv_cache_dtype = kv_dtype;
   mo.last_position_logits = last_logits;
   mo.session.opt_level = opt == "disabled" ? OptLevel::kDisabled : opt == "basic" ? OptLevel::kBasic : OptLevel::kAll;
   const double c0 = now_ms();

@@ -147,6 +147,12 @@ void usage_exit(const std::string& msg, const char* usage) {
   std::exit(2);
 }
 
+DataType kv_dtype_arg(const std::string& v, const char* usage) {
+  if (v == "float16") return DataType::kFloat16;
+  if (v == "float32") return DataType::kUndefined;
+  usage_exit("--kv-dtype takes float16 or float32, got '" + v + "'", usage);
+}
+
 int64_t count_arg(const std::string& flag, const std::string& v, const char* usage) {
   if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 12) {
     usage_exit(flag + " needs a non-negative integer, got '" + v + "'", usage);

@@ -72,6 +72,9 @@ std::string summary_line(const Reply& r);
 // A flag's value as a non-negative integer / a finite number, else a usage error.
 int64_t count_arg(const std::string& flag, const std::string& v, const char* usage);
 double real_arg(const std::string& flag, const std::string& v, const char* usage);
+// --kv-dtype: "float16" (SessionOptions::kv_cache_dtype) or "float32" (the model's own cache type,
+// kUndefined), else a usage error.
+DataType kv_dtype_arg(const std::string& v, const char* usage);
 // "error: STATUS" on one line of stderr; returns 1 (the exit code of a failed command).
 int report_error(const Status& s);
 

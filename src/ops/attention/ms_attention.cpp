@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ep/cpu_features.h"
@@ -78,6 +79,33 @@ __attribute__((target("avx2,fma"))) inline void store_dots4(__m256 a0, __m256 a1
   _mm_storeu_ps(out, _mm_mul_ps(r, scale));
 }
 
+// Eight cache elements as floats: float32 rows as they are, float16 rows (a float16 KV cache) widened
+// by vcvtph2ps (exact: every float16 is a float).
+__attribute__((target("avx2,fma,f16c"))) inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+__attribute__((target("avx2,fma,f16c"))) inline __m256 load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+// q . k over D (% 8 == 0) elements: dot_avx2's order of operations, for either cache element type.
+template <typename KV>
+__attribute__((target("avx2,fma,f16c"))) float dot_kv_avx2(const float* q, const KV* k, int64_t D) {
+  if constexpr (std::is_same_v<KV, float>) {
+    return dot_avx2(q, k, D);
+  } else {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= D; i += 16) {
+      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(k + i), s0);
+      s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load8(k + i + 8), s1);
+    }
+    for (; i + 8 <= D; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(k + i), s0);
+    s0 = _mm256_add_ps(s0, s1);
+    __m128 t = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
+    t = _mm_add_ss(t, _mm_movehdup_ps(t));
+    return _mm_cvtss_f32(t);
+  }
+}
+
 // out[g * n + j] = scale * q_g . k_j for G query rows (stride D) against n key rows (stride D); D % 8 == 0.
 // Blocks of 4 key rows outer and the G heads inner, as the AVX-512 loop: each block is read from
 // memory once and from L1 by the other heads (head by head, all n rows were read G times). Heads go in
@@ -85,16 +113,20 @@ __attribute__((target("avx2,fma"))) inline void store_dots4(__m256 a0, __m256 a1
 // half the FMA ports' rate); a pair's eight fill it and share the key loads. Each head's sums take
 // the same steps in the same order as a head alone, so the bits do not depend on the pairing.
 // v (may be null): the value rows of the same keys, fetched block by block for the PV pass that follows.
-__attribute__((target("avx2,fma"))) void scores_avx2(const float* q, int64_t G, const float* k, int64_t n, int64_t D,
-                                                     float scale, float* out, const float* v) {
+// KV: float, or uint16_t for a float16 cache (its rows are half the bytes: the prefetch distance stays
+// in rows, the lines per row halve).
+template <typename KV>
+__attribute__((target("avx2,fma,f16c"))) void scores_avx2(const float* q, int64_t G, const KV* k, int64_t n, int64_t D,
+                                                          float scale, float* out, const KV* v) {
+  constexpr int64_t kLine = 64 / static_cast<int64_t>(sizeof(KV));  // elements per cache line
   const int64_t ahead = gqa_prefetch_rows(D) * D;
   const __m128 vs = _mm_set1_ps(scale);
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
-    const float* k0 = k + j * D;
-    for (int64_t off = ahead; off < ahead + 4 * D; off += 16) _mm_prefetch(reinterpret_cast<const char*>(k0 + off), _MM_HINT_T0);
+    const KV* k0 = k + j * D;
+    for (int64_t off = ahead; off < ahead + 4 * D; off += kLine) _mm_prefetch(reinterpret_cast<const char*>(k0 + off), _MM_HINT_T0);
     if (v)
-      for (int64_t off = 0; off < 4 * D; off += 16) _mm_prefetch(reinterpret_cast<const char*>(v + j * D + off), _MM_HINT_T0);
+      for (int64_t off = 0; off < 4 * D; off += kLine) _mm_prefetch(reinterpret_cast<const char*>(v + j * D + off), _MM_HINT_T0);
     int64_t g = 0;
     for (; g + 2 <= G; g += 2) {
       const float* qa = q + g * D;
@@ -102,8 +134,8 @@ __attribute__((target("avx2,fma"))) void scores_avx2(const float* q, int64_t G, 
       __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
       for (int64_t d = 0; d < D; d += 8) {
         const __m256 qva = _mm256_loadu_ps(qa + d), qvb = _mm256_loadu_ps(qb + d);
-        const __m256 k0v = _mm256_loadu_ps(k0 + d), k1v = _mm256_loadu_ps(k0 + D + d);
-        const __m256 k2v = _mm256_loadu_ps(k0 + 2 * D + d), k3v = _mm256_loadu_ps(k0 + 3 * D + d);
+        const __m256 k0v = load8(k0 + d), k1v = load8(k0 + D + d);
+        const __m256 k2v = load8(k0 + 2 * D + d), k3v = load8(k0 + 3 * D + d);
         a0 = _mm256_fmadd_ps(qva, k0v, a0);
         b0 = _mm256_fmadd_ps(qvb, k0v, b0);
         a1 = _mm256_fmadd_ps(qva, k1v, a1);
@@ -121,16 +153,16 @@ __attribute__((target("avx2,fma"))) void scores_avx2(const float* q, int64_t G, 
       __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
       for (int64_t d = 0; d < D; d += 8) {
         const __m256 qv = _mm256_loadu_ps(qg + d);
-        a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + d), a0);
-        a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + D + d), a1);
-        a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 2 * D + d), a2);
-        a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 3 * D + d), a3);
+        a0 = _mm256_fmadd_ps(qv, load8(k0 + d), a0);
+        a1 = _mm256_fmadd_ps(qv, load8(k0 + D + d), a1);
+        a2 = _mm256_fmadd_ps(qv, load8(k0 + 2 * D + d), a2);
+        a3 = _mm256_fmadd_ps(qv, load8(k0 + 3 * D + d), a3);
       }
       store_dots4(a0, a1, a2, a3, vs, out + g * n + j);
     }
   }
   for (; j < n; ++j)
-    for (int64_t g = 0; g < G; ++g) out[g * n + j] = dot_avx2(q + g * D, k + j * D, D) * scale;
+    for (int64_t g = 0; g < G; ++g) out[g * n + j] = dot_kv_avx2(q + g * D, k + j * D, D) * scale;
 }
 
 // y[0, 8 * CW) = sum_j p[j] v_j[0, 8 * CW) (rows D apart), the CW output vectors held in registers
@@ -140,18 +172,18 @@ __attribute__((target("avx2,fma"))) void scores_avx2(const float* q, int64_t G, 
 // earlier block of rows; a float stored and reloaded is the same float, so the bits do not change).
 // No prefetch here: scores_avx2 fetched these value rows (capped at avx2, traced GQA per step was the
 // same with a prefetch of one line or of every line 4 KB ahead, and without).
-template <int CW>
-__attribute__((target("avx2,fma"))) void pv_chunk_avx2(const float* p, int64_t n, const float* v, int64_t D, float* y,
-                                                       bool resume) {
+template <int CW, typename KV>
+__attribute__((target("avx2,fma,f16c"))) void pv_chunk_avx2(const float* p, int64_t n, const KV* v, int64_t D, float* y,
+                                                            bool resume) {
   __m256 acc[CW];
 #pragma GCC unroll 8
   for (int c = 0; c < CW; ++c) acc[c] = resume ? _mm256_loadu_ps(y + 8 * c) : _mm256_setzero_ps();
   for (int64_t j = 0; j < n; ++j) {
-    const float* vj = v + j * D;
+    const KV* vj = v + j * D;
     if (p[j] == 0.f) continue;
     const __m256 pj = _mm256_set1_ps(p[j]);
 #pragma GCC unroll 8
-    for (int c = 0; c < CW; ++c) acc[c] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8 * c), acc[c]);
+    for (int c = 0; c < CW; ++c) acc[c] = _mm256_fmadd_ps(pj, load8(vj + 8 * c), acc[c]);
   }
 #pragma GCC unroll 8
   for (int c = 0; c < CW; ++c) _mm256_storeu_ps(y + 8 * c, acc[c]);
@@ -160,13 +192,14 @@ __attribute__((target("avx2,fma"))) void pv_chunk_avx2(const float* p, int64_t n
 // Value rows per block of pv_avx2: 16 KB, so a block read from L2 once stays in L1 for the group's
 // heads. Head by head over all n rows, each head read every row from L2 again (7 heads of Qwen2.5:
 // 256 bytes a row at L2's 32 bytes a cycle, twice the row's 8 FMAs).
-constexpr int64_t kPvBlockBytes = 16 * 1024;
+constexpr int64_t kPvBlockBytes = 16 * 1024;  // of float rows (a float16 cache's block has as many rows)
 
 // y_g = sum_j p[g * n + j] v_j for the G heads (D % 8 == 0): rows in blocks of kPvBlockBytes, per
 // block each head in passes of up to 8 vectors of columns (16 ymm registers: 8 sums, the weight, the
 // loads), each pass resuming the head's sums of the blocks before.
-__attribute__((target("avx2,fma"))) void pv_avx2(const float* p, int64_t G, int64_t n, const float* v, int64_t D,
-                                                 float* y) {
+template <typename KV>
+__attribute__((target("avx2,fma,f16c"))) void pv_avx2(const float* p, int64_t G, int64_t n, const KV* v, int64_t D,
+                                                      float* y) {
   const int64_t rows = std::max<int64_t>(4, kPvBlockBytes / (D * static_cast<int64_t>(sizeof(float))));
   int64_t j0 = 0;
   do {  // at least once: n == 0 writes zero sums
@@ -174,7 +207,7 @@ __attribute__((target("avx2,fma"))) void pv_avx2(const float* p, int64_t G, int6
     for (int64_t g = 0; g < G; ++g) {
       for (int64_t c0 = 0; c0 < D / 8; c0 += 8) {
         const float* pg = p + g * n + j0;
-        const float* vc = v + j0 * D + 8 * c0;
+        const KV* vc = v + j0 * D + 8 * c0;
         float* yc = y + g * D + 8 * c0;
         const bool resume = j0 > 0;
         switch (std::min<int64_t>(8, D / 8 - c0)) {
@@ -521,6 +554,10 @@ constexpr int64_t kGqaRowBlock = 64;
 // read at compute: the plan is right for every run at its shapes.
 struct GqaPlan {
   DataType dt = DataType::kFloat;
+  // The cache's element type (past and present, T_CACHE): dt, or float16 beside a float32 query (a
+  // float16 KV cache: half the bytes a decode step reads; new rows are rounded to float16 once, when
+  // appended, and every path reads them widened to float).
+  DataType kv_dt = DataType::kFloat;
   int64_t B = 0, S = 0, D = 0;
   int64_t cap = 0;       // rows of the past buffers (0 without a past)
   int64_t kv_bound = 0;  // cap + S
@@ -538,6 +575,9 @@ struct GqaPlan {
   // row_block x D and the GEMM's packing slot (gemm_floats).
   int64_t row_block = 0, row_workers = 1;
   size_t worker_floats = 0, out_block_off = 0, gemm_off = 0, gemm_floats = 0;
+  // kRows over a float16 cache: each worker's float copy of one (batch, KV head)'s key and value rows
+  // (2 x kv_bound x D floats at kv_copy_off in its block), made once per KV head its ranges reach.
+  size_t kv_copy_off = 0;
   // kReference without reference=1 (float16/bfloat16, presents not requested): the fast core's split
   // for the key bound (every run's keys, max past + S, are at most kv_bound).
   bool core_fast = false;
@@ -692,8 +732,8 @@ class GroupQueryAttention final : public ep::Kernel {
     const Dims pshape{p.B, kvH_, c.present_len, p.D};
     Tensor* presK = nullptr;
     Tensor* presV = nullptr;
-    if (ctx.output_requested(1)) { NXRT_ASSIGN_OR_RETURN(presK, ctx.allocate_output(1, p.dt, pshape)); }
-    if (ctx.output_requested(2)) { NXRT_ASSIGN_OR_RETURN(presV, ctx.allocate_output(2, p.dt, pshape)); }
+    if (ctx.output_requested(1)) { NXRT_ASSIGN_OR_RETURN(presK, ctx.allocate_output(1, p.kv_dt, pshape)); }
+    if (ctx.output_requested(2)) { NXRT_ASSIGN_OR_RETURN(presV, ctx.allocate_output(2, p.kv_dt, pshape)); }
     GqaFloats f;
     NXRT_RETURN_IF_ERROR(float_inputs(c, lay, &f));
     rotate(c, f);
@@ -735,11 +775,17 @@ class GroupQueryAttention final : public ep::Kernel {
     p.D = D;
     p.past = in.has(3);
     if (p.past != in.has(4)) return invalid_argument("past_key and past_value must be given together");
+    p.kv_dt = dt;
     if (p.past) {
       const Dims& PK = *in.dims[3];
-      if (in.dt[3] != dt || PK.size() != 4 || PK[0] != B || PK[1] != kvH_ || PK[3] != D || *in.dims[4] != PK || in.dt[4] != dt)
-        return invalid_argument("past_key/past_value must be " + std::string(dtype_name(dt)) + " (batch, kv_num_heads, cap, head_size) = (" +
-                                std::to_string(B) + ", " + std::to_string(kvH_) + ", cap, " + std::to_string(D) + "), got " + in.describe(3) + ", " + in.describe(4));
+      // The cache is the query's type, or float16 beside a float32 query.
+      const bool f16_cache = dt == DataType::kFloat && in.dt[3] == DataType::kFloat16;
+      const DataType kv = f16_cache ? DataType::kFloat16 : dt;
+      if (in.dt[3] != kv || PK.size() != 4 || PK[0] != B || PK[1] != kvH_ || PK[3] != D || *in.dims[4] != PK || in.dt[4] != kv)
+        return invalid_argument("past_key/past_value must be " + std::string(dtype_name(dt)) +
+                                (dt == DataType::kFloat ? " or float16" : "") + " (batch, kv_num_heads, cap, head_size) = (" +
+                                std::to_string(B) + ", " + std::to_string(kvH_) + ", cap, " + std::to_string(D) + "), both of one type, got " + in.describe(3) + ", " + in.describe(4));
+      p.kv_dt = kv;
       p.cap = PK[2];
     }
     p.kv_bound = p.cap + S;
@@ -776,8 +822,10 @@ class GroupQueryAttention final : public ep::Kernel {
     p.path = !fast ? GqaPath::kReference : S == 1 ? GqaPath::kDecode : GqaPath::kRows;
     p.decode_kernel = GqaDecodeKernel::kPlain;
 #if defined(__x86_64__) || defined(__i386__)
-    if (decode_avx512_ && gqa_decode_avx512_head_size(D)) p.decode_kernel = GqaDecodeKernel::kAvx512;
-    else if (has_avx2() && D % 8 == 0) p.decode_kernel = GqaDecodeKernel::kAvx2;
+    // A float16 cache takes the AVX2 loops at every tier (their loads widen it with F16C).
+    const bool f16_cache = p.kv_dt == DataType::kFloat16;
+    if (!f16_cache && decode_avx512_ && gqa_decode_avx512_head_size(D)) p.decode_kernel = GqaDecodeKernel::kAvx512;
+    else if (has_avx2() && D % 8 == 0 && (!f16_cache || ep::cpu_has_f16c())) p.decode_kernel = GqaDecodeKernel::kAvx2;
 #endif
     const int64_t group = H_ / kvH_;
     if (p.path == GqaPath::kRows) {
@@ -790,6 +838,10 @@ class GroupQueryAttention final : public ep::Kernel {
       // Scores: rows x kend x D (kend <= kv_bound); outputs: rows x D x kend.
       p.gemm_floats = std::max(gemm_scratch_floats_bound(rb, p.kv_bound, D), gemm_scratch_floats_bound(rb, D, p.kv_bound));
       p.worker_floats = p.gemm_off + p.gemm_floats;
+      if (p.kv_dt != DataType::kFloat) {
+        p.kv_copy_off = round16(p.worker_floats);
+        p.worker_floats = p.kv_copy_off + 2 * static_cast<size_t>(p.kv_bound * D);
+      }
     }
     ScratchLayout& lay = p.lay;
     p.meta_off = lay.add<int64_t>(2 * B + B * S);
@@ -926,7 +978,7 @@ class GroupQueryAttention final : public ep::Kernel {
     if (!pres) return;
     const GqaPlan& p = *c.plan;
     const int64_t S = p.S, D = p.D, len = c.present_len;
-    const size_t es = static_cast<size_t>(dtype_bits(p.dt) / 8);
+    const size_t es = static_cast<size_t>(dtype_bits(p.kv_dt) / 8);
     const bool shared = pst && pres->raw_data() == pst->raw_data();
     uint8_t* base = static_cast<uint8_t*>(pres->raw_data());
     for (int64_t b = 0; b < p.B; ++b)
@@ -937,7 +989,7 @@ class GroupQueryAttention final : public ep::Kernel {
           if (pb > 0) std::memcpy(base + head_off * es, static_cast<const uint8_t*>(pst->raw_data()) + (b * kvH_ + h) * p.cap * D * es, static_cast<size_t>(pb * D) * es);
           std::memset(base + (head_off + (pb + S) * D) * es, 0, static_cast<size_t>((len - pb - S) * D) * es);
         }
-        if (S * D > 0) (void)store_floats(rows + (b * kvH_ + h) * S * D, S * D, p.dt, base + (head_off + pb * D) * es);
+        if (S * D > 0) (void)store_floats(rows + (b * kvH_ + h) * S * D, S * D, p.kv_dt, base + (head_off + pb * D) * es);
       }
   }
 
@@ -970,12 +1022,19 @@ class GroupQueryAttention final : public ep::Kernel {
   // with its own score rows (group * kv_bound floats), so the split does not change results. The plan
   // chose the loops: on AVX-512 (the kernel's tier, chosen at creation) head sizes 64/96/128 take
   // gqa_*_avx512.
+  // A float16 cache (KV = uint16_t) takes the AVX2 loops or the plain ones, widening each element.
   void attend_decode(ep::KernelContext& ctx, const GqaCall& c, const GqaFloats& f, const Tensor& presK,
                      const Tensor& presV, Tensor* Y) const {
+    if (c.plan->kv_dt == DataType::kFloat16) return attend_decode_t<uint16_t>(ctx, c, f, presK, presV, Y);
+    attend_decode_t<float>(ctx, c, f, presK, presV, Y);
+  }
+  template <typename KV>
+  void attend_decode_t(ep::KernelContext& ctx, const GqaCall& c, const GqaFloats& f, const Tensor& presK,
+                       const Tensor& presV, Tensor* Y) const {
     const GqaPlan& p = *c.plan;
     const int64_t D = p.D, present_len = c.present_len;
-    const float* kbase = presK.data<float>();
-    const float* vbase = presV.data<float>();
+    const KV* kbase = static_cast<const KV*>(presK.raw_data());
+    const KV* vbase = static_cast<const KV*>(presV.raw_data());
     float* ybase = Y->data<float>();
     const float sc_mul = scale(D);
     const int64_t group = H_ / kvH_;
@@ -987,17 +1046,19 @@ class GroupQueryAttention final : public ep::Kernel {
         const int64_t lim = causal_ ? L : std::min(L, c.tot[b]);
         const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
         const int64_t n = std::max<int64_t>(0, lim - start);  // <= past + 1 <= kv_bound
-        const float* kh = kbase + (b * kvH_ + hk) * present_len * D;
-        const float* vh = vbase + (b * kvH_ + hk) * present_len * D;
+        const KV* kh = kbase + (b * kvH_ + hk) * present_len * D;
+        const KV* vh = vbase + (b * kvH_ + hk) * present_len * D;
         float* sc = f.dec_scores + w * group * p.kv_bound;
         const float* q0 = f.q + (b * H_ + hk * group) * D;  // S == 1: heads are consecutive rows
         float* yo = ybase + b * H_ * D + hk * group * D;    // the group's output rows, consecutive
 #if defined(__x86_64__) || defined(__i386__)
-        if (kernel == GqaDecodeKernel::kAvx512) {
-          gqa_scores_avx512_any(q0, group, kh + start * D, n, D, sc_mul, sc, vh + start * D);
-          finish_decode_scores(f, b, hk, group, start, n, sc, kernel);
-          gqa_pv_avx512_any(sc, group, n, vh + start * D, D, yo);
-          continue;
+        if constexpr (std::is_same_v<KV, float>) {
+          if (kernel == GqaDecodeKernel::kAvx512) {
+            gqa_scores_avx512_any(q0, group, kh + start * D, n, D, sc_mul, sc, vh + start * D);
+            finish_decode_scores(f, b, hk, group, start, n, sc, kernel);
+            gqa_pv_avx512_any(sc, group, n, vh + start * D, D, yo);
+            continue;
+          }
         }
         if (kernel == GqaDecodeKernel::kAvx2) {
           scores_avx2(q0, group, kh + start * D, n, D, sc_mul, sc, vh + start * D);
@@ -1006,16 +1067,30 @@ class GroupQueryAttention final : public ep::Kernel {
           continue;
         }
 #endif
-        {
+        if constexpr (std::is_same_v<KV, float>) {
           for (int64_t g = 0; g < group; ++g)
             for (int64_t j = 0; j < n; ++j) sc[g * n + j] = dotf(q0 + g * D, kh + (start + j) * D, D) * sc_mul;
+        } else {
+          for (int64_t g = 0; g < group; ++g)
+            for (int64_t j = 0; j < n; ++j) {
+              const KV* kr = kh + (start + j) * D;
+              float acc = 0.f;
+              for (int64_t d = 0; d < D; ++d) acc += q0[g * D + d] * half_to_float(kr[d]);
+              sc[g * n + j] = acc * sc_mul;
+            }
         }
         finish_decode_scores(f, b, hk, group, start, n, sc, kernel);
         std::fill(yo, yo + group * D, 0.f);
         for (int64_t g = 0; g < group; ++g)
           for (int64_t j = 0; j < n; ++j) {
             const float pj = sc[g * n + j];
-            if (pj != 0.f) axpyf(pj, vh + (start + j) * D, yo + g * D, D);
+            if (pj == 0.f) continue;
+            if constexpr (std::is_same_v<KV, float>) {
+              axpyf(pj, vh + (start + j) * D, yo + g * D, D);
+            } else {
+              const KV* vr = vh + (start + j) * D;
+              for (int64_t d = 0; d < D; ++d) yo[g * D + d] += pj * half_to_float(vr[d]);
+            }
           }
       }
     };
@@ -1056,8 +1131,11 @@ class GroupQueryAttention final : public ep::Kernel {
                    const Tensor& presV, Tensor* Y) const {
     const GqaPlan& p = *c.plan;
     const int64_t S = p.S, D = p.D, present_len = c.present_len;
-    const float* kbase = presK.data<float>();
-    const float* vbase = presV.data<float>();
+    const bool f16_cache = p.kv_dt == DataType::kFloat16;
+    const float* kbase = f16_cache ? nullptr : presK.data<float>();
+    const float* vbase = f16_cache ? nullptr : presV.data<float>();
+    const uint16_t* kbase16 = f16_cache ? static_cast<const uint16_t*>(presK.raw_data()) : nullptr;
+    const uint16_t* vbase16 = f16_cache ? static_cast<const uint16_t*>(presV.raw_data()) : nullptr;
     float* ybase = Y->data<float>();
     const float sc_mul = scale(D);
     const int64_t group = H_ / kvH_;
@@ -1069,12 +1147,29 @@ class GroupQueryAttention final : public ep::Kernel {
         float* sc_buf = f.rows + static_cast<size_t>(wk) * p.worker_floats;
         float* o_buf = sc_buf + p.out_block_off;
         const GemmScratch gemm_slot{sc_buf + p.gemm_off, p.gemm_floats, 1};
+        int64_t copied = -1;  // the (batch, KV head) whose float16 rows this worker widened last
         for (int64_t w = wk * n / workers; w < (wk + 1) * n / workers; ++w) {
           const int64_t b = w / H_, h = w % H_, hk = h / group;
           const int64_t pb = c.past[b];
           const int64_t Lb = pb + S;  // <= kv_bound
-          const float* kh = kbase + (b * kvH_ + hk) * present_len * D;
-          const float* vh = vbase + (b * kvH_ + hk) * present_len * D;
+          const float* kh;
+          const float* vh;
+          if (f16_cache) {
+            // The group's heads are consecutive pairs: widen each KV head's rows once per worker.
+            float* kc = sc_buf + p.kv_copy_off;
+            float* vc = kc + p.kv_bound * D;
+            if (copied != b * kvH_ + hk) {
+              const size_t off = static_cast<size_t>((b * kvH_ + hk) * present_len * D);
+              (void)load_floats(DataType::kFloat16, kbase16 + off, Lb * D, kc);
+              (void)load_floats(DataType::kFloat16, vbase16 + off, Lb * D, vc);
+              copied = b * kvH_ + hk;
+            }
+            kh = kc;
+            vh = vc;
+          } else {
+            kh = kbase + (b * kvH_ + hk) * present_len * D;
+            vh = vbase + (b * kvH_ + hk) * present_len * D;
+          }
           const float* qh = f.q + (b * H_ + h) * S * D;
           for (int64_t i0 = 0; i0 < S; i0 += rb) {
             const int64_t i1 = std::min(S, i0 + rb), rows = i1 - i0;
@@ -1108,7 +1203,7 @@ class GroupQueryAttention final : public ep::Kernel {
     int64_t Tm = 0;
     for (int64_t b = 0; b < B; ++b) Tm = std::max(Tm, c.past[b] + S);
     std::vector<float> kf(static_cast<size_t>(B * kvH_ * Tm * D), 0.f), vf(kf.size(), 0.f);
-    const size_t es = static_cast<size_t>(dtype_bits(pl.dt) / 8);
+    const size_t es = static_cast<size_t>(dtype_bits(pl.kv_dt) / 8);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < kvH_; ++h) {
         const int64_t pb = c.past[b];
@@ -1116,11 +1211,18 @@ class GroupQueryAttention final : public ep::Kernel {
         float* vd = vf.data() + (b * kvH_ + h) * Tm * D;
         if (pb > 0) {
           const size_t src = static_cast<size_t>((b * kvH_ + h) * pl.cap * D) * es;
-          NXRT_RETURN_IF_ERROR(load_floats(pl.dt, static_cast<const uint8_t*>(c.PK->raw_data()) + src, pb * D, kd));
-          NXRT_RETURN_IF_ERROR(load_floats(pl.dt, static_cast<const uint8_t*>(c.PV->raw_data()) + src, pb * D, vd));
+          NXRT_RETURN_IF_ERROR(load_floats(pl.kv_dt, static_cast<const uint8_t*>(c.PK->raw_data()) + src, pb * D, kd));
+          NXRT_RETURN_IF_ERROR(load_floats(pl.kv_dt, static_cast<const uint8_t*>(c.PV->raw_data()) + src, pb * D, vd));
         }
         std::copy(f.kn + (b * kvH_ + h) * S * D, f.kn + (b * kvH_ + h + 1) * S * D, kd + pb * D);
         std::copy(f.vn + (b * kvH_ + h) * S * D, f.vn + (b * kvH_ + h + 1) * S * D, vd + pb * D);
+        if (pl.kv_dt == DataType::kFloat16) {
+          // The new rows as a float16 cache holds them (what the other paths read back from present).
+          for (int64_t i = pb * D; i < (pb + S) * D; ++i) {
+            kd[i] = half_to_float(float_to_half(kd[i]));
+            vd[i] = half_to_float(float_to_half(vd[i]));
+          }
+        }
       }
     AttnProblem<float> p;
     p.B = B; p.Hq = H_; p.Hkv = kvH_; p.Sq = S; p.T = Tm; p.D = D; p.Dv = D;
