@@ -2,11 +2,12 @@
 """Bytes one decode step of an onnxruntime-genai style folder reads, as nxrt's kernels lay them out:
 the packed MatMulNBits weights (column-panel records: 4-bit codes, block scales in fp16 when every
 scale is a float16 value else fp32, zero-point bytes only when they differ), the KV cache rows attention
-reads at the given position (float32 K and V of every layer), the embedding row, and the remaining float
+reads at the given position (K and V of every layer, float32 or, with --kv-dtype float16, as
+`nxrt generate --kv-dtype float16` keeps them), the embedding row, and the remaining float
 initializers (norm weights, biases; cos/sin: one row each). Divided by the read bandwidth of the moment,
 this is the decode speed limit a memory-bound step cannot beat.
 
-  llm_bytes_per_token.py MODEL_DIR [--cols 32] [--position P]
+  llm_bytes_per_token.py MODEL_DIR [--cols 32] [--position P] [--kv-dtype float32|float16]
 
 --cols: 32 for the AVX-512 / AMX kernels, 16 for AVX2 and scalar (`nxrt info` prints the tier).
 --position: tokens in the cache while decoding (default: the middle of a 512 + 32 generation, 528).
@@ -45,6 +46,7 @@ def main():
     ap.add_argument("model_dir")
     ap.add_argument("--cols", type=int, default=32, choices=[16, 32])
     ap.add_argument("--position", type=int, default=528)
+    ap.add_argument("--kv-dtype", default="float32", choices=["float32", "float16"])
     a = ap.parse_args()
     cfg, m = load(a.model_dir)
     g = m.graph
@@ -68,7 +70,7 @@ def main():
     mc = cfg["model"]
     layers, kv_heads = mc["decoder"]["num_hidden_layers"], mc["decoder"]["num_key_value_heads"]
     head, hidden = mc["decoder"]["head_size"], mc["decoder"]["hidden_size"]
-    kv = 2 * layers * kv_heads * a.position * head * 4
+    kv = 2 * layers * kv_heads * a.position * head * (2 if a.kv_dtype == "float16" else 4)
     emb = hidden * 4
     other = 0
     for name, t in inits.items():
@@ -82,7 +84,7 @@ def main():
     total = weights + kv + emb + other
     print(json.dumps({"bytes_per_token": total, "weights": weights, "kv": kv, "embedding_row": emb, "other": other,
                       "matmulnbits": sum(1 for n in g.node if n.op_type == "MatMulNBits"), "cols": a.cols,
-                      "position": a.position}))
+                      "position": a.position, "kv_dtype": a.kv_dtype}))
 
 
 if __name__ == "__main__":

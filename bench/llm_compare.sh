@@ -10,15 +10,17 @@
 # AVX-512-only machine's, e.g. a Zen 5, each keep their own block) and model folder.
 #
 #   bench/llm_compare.sh [--model DIR] [--gguf FILE] [--threads 1,2] [--rounds 3] [--prompt-len 512]
-#                        [--new 32] [--llamacpp DIR] [--ort PATH] [--report-only]
+#                        [--new 32] [--llamacpp DIR] [--ort PATH] [--kv-dtype float32|float16] [--report-only]
 #
 # Without --model it builds the Qwen2.5-0.5B-shape int4 folder (tools/make_genai_model.py) under
 # build/genai-bench/. Without --gguf it converts the folder with genai_to_gguf.py (Q4_0: the same codes,
 # scales as fp16). --llamacpp: a set-up copy of ../shared/tools/llamacpp (default ~/.cache/nxrt-llamacpp;
-# run its setup.sh first). Raw JSON lines: build/perf/llm-<model>.jsonl.
+# run its setup.sh first). --kv-dtype: nxrt's KV cache (`nxrt generate --kv-dtype`; default float32, the
+# model's; llama.cpp keeps its default f16 cache, ORT the model's float32). Raw JSON lines:
+# build/perf/llm-<model>.jsonl.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-model="" gguf="" threads="1,2" rounds=3 plen=512 newt=32 report_only=0
+model="" gguf="" threads="1,2" rounds=3 plen=512 newt=32 report_only=0 kvdt=float32
 llamacpp="${XDG_CACHE_HOME:-$HOME/.cache}/nxrt-llamacpp"
 ort="${ORT:-$root/build/ort-tool/ort}"
 nxrt="$root/build/nxrt" bw="$root/build/nxrt_read_bandwidth"
@@ -33,6 +35,7 @@ while [ $# -gt 0 ]; do
     --new) newt="$2"; shift 2 ;;
     --llamacpp) llamacpp="$2"; shift 2 ;;
     --ort) ort="$2"; shift 2 ;;
+    --kv-dtype) kvdt="$2"; shift 2 ;;
     --report-only) report_only=1; shift ;;
     *) sed -n '2,20p' "$0" >&2; exit 2 ;;
   esac
@@ -71,7 +74,7 @@ info="$("$nxrt" info "$model/model.onnx" | grep -E '^(cpu|kernel tier): ')"
 tier="$(sed -n 's/^kernel tier: \([a-z0-9]*\).*/\1/p' <<<"$info")"
 case "$tier" in amx) kind=amx cols=32 ;; avx512) kind=avx512 cols=32 ;; *) kind=avx2 cols=16 ;; esac
 maxlen=$((plen + newt))
-bytes="$(/usr/bin/python3 "$root/bench/llm_bytes_per_token.py" "$model" --cols "$cols" --position $((plen + newt / 2)))"
+bytes="$(/usr/bin/python3 "$root/bench/llm_bytes_per_token.py" "$model" --cols "$cols" --position $((plen + newt / 2)) --kv-dtype "$kvdt")"
 mb=$(/usr/bin/python3 -c "import json,sys; print(max(64, json.loads(sys.argv[1])['bytes_per_token'] // 1000000))" "$bytes")
 raw="$root/build/perf/llm-$(basename "$model").jsonl"
 mkdir -p "$(dirname "$raw")"
@@ -85,7 +88,7 @@ if [ "$report_only" = 0 ]; then
           latency) [ "$t" -gt 1 ] && [ -x "$lat" ] || continue  # where the host placed two of the vCPUs now
                    line=$("$lat" --rounds 3 2>/dev/null | tail -1) ;;
           nxrt) line=$("$nxrt" generate "$model" --prompt-len "$plen" --max-new-tokens "$newt" --max-length "$maxlen" \
-                       --threads "$t" --warmup 1 --json 2>/dev/null | tail -1) ;;
+                       --threads "$t" --kv-dtype "$kvdt" --warmup 1 --json 2>/dev/null | tail -1) ;;
           ort) line=$("$ort" generate "$model" --prompt-len "$plen" --max-new-tokens "$newt" --max-length "$maxlen" \
                       --threads "$t" --warmup 1 2>/dev/null | tail -1) ;;
           llamacpp) line=$("$llamacpp/bench_llamacpp.sh" "$gguf" --threads "$t" --rounds 1 --warmup 1 \
@@ -128,7 +131,8 @@ out = [f"### {title}, `{os.path.basename(model)}`: nxrt vs ORT vs llama.cpp (`be
        f"(genai_to_gguf.py: the same 4-bit codes as Q4_0, scales rounded to fp16, embedding fp32). Prompt {plen} seeded "
        f"ids, {newt} new tokens, greedy, one warm-up generation per process; medians over rounds.", "",
        f"Weight-read limit: a decode step reads {b['bytes_per_token'] / 1e6:.1f} MB with nxrt's packing "
-       f"({b['weights'] / 1e6:.1f} MB of MatMulNBits records, {b['kv'] / 1e6:.1f} MB of float32 KV cache at position "
+       f"({b['weights'] / 1e6:.1f} MB of MatMulNBits records, {b['kv'] / 1e6:.1f} MB of {b.get('kv_dtype', 'float32')} KV cache "
+       f"(nxrt generate --kv-dtype {b.get('kv_dtype', 'float32')}; llama.cpp: its default f16 cache) at position "
        f"{b['position']}, {b['other'] / 1e6:.2f} MB other); limit = read bandwidth (nxrt_read_bandwidth over a buffer "
        f"that size on 2 MB pages, same round and thread count; each of its rounds the faster of plain loads and loads "
        f"behind a 4 KB non-temporal prefetch) / those bytes.", "",
