@@ -5,7 +5,7 @@
 # (nxrt generate, ort generate, llama.cpp through ../shared/tools/llamacpp's bench_llamacpp.sh, then
 # nxrt_read_bandwidth over a buffer the size of a decode step's reads); the table takes medians over
 # rounds and compares the greedy tokens. Results go to docs/PERF.md between
-# <!-- genai-<kind>-<model>:begin --> and <!-- genai-<kind>-<model>:end -->: tables per machine kind
+# <!-- genai-<kind>-<model>[-kvf16]:begin --> and <!-- ...:end -->: tables per machine kind
 # (kind: the kernel tier `nxrt info` reports, "amx", "avx512" or "avx2": an AMX machine's table and an
 # AVX-512-only machine's, e.g. a Zen 5, each keep their own block) and model folder.
 #
@@ -76,7 +76,8 @@ case "$tier" in amx) kind=amx cols=32 ;; avx512) kind=avx512 cols=32 ;; *) kind=
 maxlen=$((plen + newt))
 bytes="$(/usr/bin/python3 "$root/bench/llm_bytes_per_token.py" "$model" --cols "$cols" --position $((plen + newt / 2)) --kv-dtype "$kvdt")"
 mb=$(/usr/bin/python3 -c "import json,sys; print(max(64, json.loads(sys.argv[1])['bytes_per_token'] // 1000000))" "$bytes")
-raw="$root/build/perf/llm-$(basename "$model").jsonl"
+case "$kvdt" in float32) kvtag="" ;; float16) kvtag="-kvf16" ;; *) echo "llm_compare: --kv-dtype takes float32 or float16" >&2; exit 2 ;; esac
+raw="$root/build/perf/llm-$(basename "$model")$kvtag.jsonl"
 mkdir -p "$(dirname "$raw")"
 if [ "$report_only" = 0 ]; then
   : >"$raw"
@@ -123,7 +124,8 @@ b = json.loads(bytes_json)
 cpu = info.splitlines()[0].removeprefix("cpu: ")
 tier_line = info.splitlines()[1] if len(info.splitlines()) > 1 else ""
 title = {"amx": "AMX machine", "avx512": "AVX-512 machine (no AMX)", "avx2": "AVX2-only machine"}[kind]
-out = [f"### {title}, `{os.path.basename(model)}`: nxrt vs ORT vs llama.cpp (`bench/llm_compare.sh`)", "",
+kv_note = ", nxrt with a float16 KV cache (`--kv-dtype float16`)" if b.get("kv_dtype") == "float16" else ""
+out = [f"### {title}, `{os.path.basename(model)}`{kv_note}: nxrt vs ORT vs llama.cpp (`bench/llm_compare.sh`)", "",
        f"**CPU:** {cpu}; nxrt {tier_line}. Load average at the start {meta.get('start_load', '?')}, at the end "
        f"{meta.get('end_load', '?')} (the machine is shared; every round alternates the runtimes).", "",
        f"Model: `{os.path.basename(model)}` (tools/make_genai_model.py, Qwen2.5-0.5B shape, int4 MatMulNBits block 32 "
@@ -163,9 +165,10 @@ if lat:
     out += ["", f"Core-to-core round trip before the 2-thread runs (`nxrt_core_latency`, where the host placed the two "
                 f"vCPUs; 2-thread speed and read bandwidth move with it): {lat[0]:.0f}-{lat[-1]:.0f} ns."]
 out += ["", "Rounds: " + ", ".join(f"{k[1]}@{k[0]}: {len(v)}" for k, v in sorted(by.items())) +
-        f". Raw lines: build/perf/llm-{os.path.basename(model)}.jsonl. Reproduce: `bench/llm_compare.sh` (see its header)."]
+        f". Raw lines: {os.path.relpath(raw, os.path.dirname(os.path.dirname(perf)))}. Reproduce: `bench/llm_compare.sh` (see its header)."]
 text = open(perf).read()
-tag = f"genai-{kind}-{os.path.basename(model)}"
+# A float16-cache run keeps its own block beside the float32 one.
+tag = f"genai-{kind}-{os.path.basename(model)}" + ("-kvf16" if b.get("kv_dtype") == "float16" else "")
 begin, end = f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->"
 block = begin + "\n" + "\n".join(out) + "\n" + end
 if begin in text:
