@@ -20,7 +20,7 @@ if ! cmp -s "$root/tests/serve/package-lock.json" "$npm_dir/package-lock.json" |
   (cd "$npm_dir" && npm ci --no-audit --no-fund --loglevel=error) || { echo "error: npm ci failed in $npm_dir"; exit 1; }
 fi
 # Usage errors exit 2 naming the problem.
-for args in "" "--port 70000 M" "M --max-batch 0" "M --bogus 1"; do
+for args in "" "--port 70000 M" "M --max-batch 0" "M --bogus 1" "M --kv-dtype int8"; do
   # shellcheck disable=SC2086
   "$nxrt" serve $args >/dev/null 2>"$work/usage.err"
   rc=$?

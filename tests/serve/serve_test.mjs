@@ -336,5 +336,20 @@ const prompts = ['Hello there', 'Write a poem about rivers', 'abc', 'The quick b
   check('drain deadline: exits 0 within it', ex.code === 0 && Date.now() - t0 < 5000, `${JSON.stringify(ex)} after ${Date.now() - t0} ms`);
 }
 
+// ------------------------------------------------------------------ server D: a float16 KV cache
+{
+  const srv = await startServer(['--kv-dtype', 'float16', '--max-batch', '2', '--ctx', '128']);
+  await waitReady(srv.base);
+  const client = new OpenAI({ baseURL: srv.base + '/v1', apiKey: 'unused', maxRetries: 0 });
+  const model = (await client.models.list()).data[0].id;
+  const [a, b] = await Promise.all(['hello', 'a longer prompt than the other'].map((prompt) =>
+    client.completions.create({ model, prompt, max_tokens: 12, ignore_eos: true, temperature: 0 })));
+  check('--kv-dtype float16: two rows complete', a.choices[0].finish_reason === 'length' && b.choices[0].finish_reason === 'length' &&
+        a.usage.completion_tokens === 12 && b.usage.completion_tokens === 12, JSON.stringify([a.usage, b.usage]));
+  srv.proc.kill('SIGTERM');
+  const ex = await srv.exited;
+  check('--kv-dtype float16: server exits 0', ex.code === 0, JSON.stringify(ex));
+}
+
 console.log(`serve_test: ${pass} passed, ${fail} failed`);
 process.exit(fail ? 1 : 0);

@@ -49,20 +49,30 @@ constexpr int64_t kGqaPrefetchRows = gqa_prefetch_rows(D);
 
 // Vector helpers for the single-token decode loops: AVX2 with runtime dispatch, scalar otherwise.
 #if defined(__x86_64__) || defined(__i386__)
-__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, int64_t n) {
+// Eight cache elements as floats: float32 rows as they are, float16 rows (a float16 KV cache) widened
+// by vcvtph2ps (exact: every float16 is a float).
+__attribute__((target("avx2,fma,f16c"))) inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+__attribute__((target("avx2,fma,f16c"))) inline __m256 load8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline float widen(float x) { return x; }
+inline float widen(uint16_t h) { return half_to_float(h); }
+// a . b over n elements; b: float, or float16 bits (a float16 cache's row).
+template <typename B>
+__attribute__((target("avx2,fma,f16c"))) float dot_avx2(const float* a, const B* b, int64_t n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8(b + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load8(b + i + 8), s1);
   }
-  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8(b + i), s0);
   s0 = _mm256_add_ps(s0, s1);
   __m128 t = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
   t = _mm_add_ps(t, _mm_movehl_ps(t, t));
   t = _mm_add_ss(t, _mm_movehdup_ps(t));
   float r = _mm_cvtss_f32(t);
-  for (; i < n; ++i) r += a[i] * b[i];
+  for (; i < n; ++i) r += a[i] * widen(b[i]);
   return r;
 }
 __attribute__((target("avx2,fma"))) void axpy_avx2(float alpha, const float* x, float* y, int64_t n) {
@@ -77,33 +87,6 @@ __attribute__((target("avx2,fma"))) inline void store_dots4(__m256 a0, __m256 a1
   const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
   const __m128 r = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
   _mm_storeu_ps(out, _mm_mul_ps(r, scale));
-}
-
-// Eight cache elements as floats: float32 rows as they are, float16 rows (a float16 KV cache) widened
-// by vcvtph2ps (exact: every float16 is a float).
-__attribute__((target("avx2,fma,f16c"))) inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-__attribute__((target("avx2,fma,f16c"))) inline __m256 load8(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-// q . k over D (% 8 == 0) elements: dot_avx2's order of operations, for either cache element type.
-template <typename KV>
-__attribute__((target("avx2,fma,f16c"))) float dot_kv_avx2(const float* q, const KV* k, int64_t D) {
-  if constexpr (std::is_same_v<KV, float>) {
-    return dot_avx2(q, k, D);
-  } else {
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= D; i += 16) {
-      s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(k + i), s0);
-      s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load8(k + i + 8), s1);
-    }
-    for (; i + 8 <= D; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(k + i), s0);
-    s0 = _mm256_add_ps(s0, s1);
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
-    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    t = _mm_add_ss(t, _mm_movehdup_ps(t));
-    return _mm_cvtss_f32(t);
-  }
 }
 
 // out[g * n + j] = scale * q_g . k_j for G query rows (stride D) against n key rows (stride D); D % 8 == 0.
@@ -162,7 +145,7 @@ __attribute__((target("avx2,fma,f16c"))) void scores_avx2(const float* q, int64_
     }
   }
   for (; j < n; ++j)
-    for (int64_t g = 0; g < G; ++g) out[g * n + j] = dot_kv_avx2(q + g * D, k + j * D, D) * scale;
+    for (int64_t g = 0; g < G; ++g) out[g * n + j] = dot_avx2(q + g * D, k + j * D, D) * scale;
 }
 
 // y[0, 8 * CW) = sum_j p[j] v_j[0, 8 * CW) (rows D apart), the CW output vectors held in registers
