@@ -499,6 +499,13 @@ TEST(GenaiGenerator, Float16KvCacheOnARealTinyDecoder) {
   EXPECT_EQ(allocations_over_decode_steps(**gh, 12), 0u) << "heap allocations over 12 float16-cache decode steps";
   EXPECT_STREQ((*gh)->kv_update(), "in-place");
 
+  // Only float16 can be asked for: anything else fails creation, naming the option.
+  ModelOptions bad;
+  bad.session.kv_cache_dtype = DataType::kInt8;
+  auto refused = Model::create(std::string(root) + "/genai-acc0", bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("kv_cache_dtype"), std::string::npos) << refused.status().to_string();
+
   auto other = Model::create(std::string(root) + "/onnx", f16);
   ASSERT_TRUE(other.ok()) << other.status().to_string();
   EXPECT_TRUE((*other)->session().kv_cache_retyped().empty());
