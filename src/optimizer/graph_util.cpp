@@ -75,7 +75,10 @@ GraphInfo::GraphInfo(ir::Graph& graph, bool main_graph, int64_t ir_version)
     }
     for (const auto& a : n.attributes) {
       auto visit = [&](const ir::Graph& sg) {
-        for (const auto& name : outer_reads(sg)) protected_names.insert(name);
+        for (const auto& name : outer_reads(sg)) {
+          protected_names.insert(name);
+          captured.insert(name);
+        }
       };
       if (a.g) visit(*a.g);
       for (const auto& sg : a.graphs) {

@@ -41,6 +41,7 @@ class GraphInfo {
   std::unordered_map<std::string, int> producer;                 // value -> node index
   std::unordered_map<std::string, std::vector<int>> consumers;   // value -> reading node indices
   std::unordered_set<std::string> protected_names;               // graph outputs, subgraph captures
+  std::unordered_set<std::string> captured;                      // values nested subgraphs read
   std::unordered_set<std::string> input_names;
 
   const Tensor* constant(const std::string& name) const;

@@ -43,28 +43,18 @@ Result<std::vector<std::string>> retype_attention_caches(ir::Model& model, DataT
   }
   ir::Graph& g = model.graph;
   GraphInfo gi(g, true, model.ir_version);
-  // Values read by a subgraph of some node: their readers are not all visible as node inputs here.
-  std::set<std::string> captured;
-  for (const ir::Node& node : g.nodes) {
-    for (const ir::Attribute& a : node.attributes) {
-      std::vector<const ir::Graph*> subgraphs;
-      if (a.g) subgraphs.push_back(a.g.get());
-      for (const auto& sg : a.graphs) subgraphs.push_back(sg.get());
-      for (const ir::Graph* sg : subgraphs)
-        for (const std::string& r : outer_reads(*sg)) captured.insert(r);
-    }
-  }
   auto float_of = [&](const std::string& name) {
     const ir::ValueFacts* f = g.shape_facts ? g.shape_facts->find(name) : nullptr;
     return f && f->dtype == DataType::kFloat;
   };
   // A past input qualifies when it is a float32 graph input (not an initializer) that only
-  // GroupQueryAttention nodes read, in their past slots.
+  // GroupQueryAttention nodes read, in their past slots (not a graph output, no subgraph reads it).
   auto past_ok = [&](const std::string& name) {
-    if (name.empty() || !gi.input_names.count(name) || g.initializers.count(name) || captured.count(name)) return false;
+    if (name.empty() || !gi.input_names.count(name) || g.initializers.count(name) || gi.protected_names.count(name)) {
+      return false;
+    }
     const ir::ValueInfo* in = find_value(g.inputs, name);
     if (!in || in->type.kind != ir::TypeInfo::Kind::kTensor || in->type.elem_type != DataType::kFloat) return false;
-    if (find_value(g.outputs, name)) return false;
     auto it = gi.consumers.find(name);
     if (it == gi.consumers.end()) return false;
     for (int ci : it->second) {
@@ -79,7 +69,7 @@ Result<std::vector<std::string>> retype_attention_caches(ir::Model& model, DataT
   auto present_ok = [&](const ir::Node& n, size_t k) {
     if (k >= n.outputs.size() || n.outputs[k].empty()) return true;
     const std::string& name = n.outputs[k];
-    return find_value(g.outputs, name) && gi.num_uses(name) == 0 && !captured.count(name);
+    return find_value(g.outputs, name) && gi.num_uses(name) == 0 && !gi.captured.count(name);
   };
   std::set<std::string> inputs, outputs;
   for (const ir::Node& n : g.nodes) {

@@ -11,25 +11,6 @@ RTOL, ATOL = 1e-3, 1e-5
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
-# Ops whose outputs are drawn from a random stream: the suites' expected values come from numpy's generator,
-# which no runtime reproduces, so such a test passes only by chance (scripts/conformance_report.py keeps the
-# same set out of the manifest).
-RANDOM_OPS = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Bernoulli",
-              "Multinomial"}
-
-
-def output_is_random(test_dir):
-    """True when the test's expected outputs are random draws: a random op, or Dropout in training mode with a
-    ratio above zero (the zero_ratio tests keep every element and are exact)."""
-    import onnx
-    try:
-        ops = {n.op_type for n in onnx.load(os.path.join(test_dir, "model.onnx"), load_external_data=False).graph.node}
-    except Exception:
-        return False
-    name = os.path.basename(test_dir)
-    return bool(ops & RANDOM_OPS) or ("Dropout" in ops and "training" in name and "zero_ratio" not in name)
-
-
 def suite_roots():
     """{suite name: root} for the conformance suites of scripts/suites.sh that exist here."""
     shared = os.environ.get("NXRT_SHARED", os.path.join(REPO_ROOT, "..", "shared"))

@@ -1138,7 +1138,7 @@ class GroupQueryAttention final : public ep::Kernel {
           const float* kh;
           const float* vh;
           if (f16_cache) {
-            // The group's heads are consecutive pairs: widen each KV head's rows once per worker.
+            // A KV head's query heads are consecutive items: widen its rows once per worker.
             float* kc = sc_buf + p.kv_copy_off;
             float* vc = kc + p.kv_bound * D;
             if (copied != b * kvH_ + hk) {
