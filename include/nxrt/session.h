@@ -58,6 +58,10 @@ struct SessionOptions {
   // input/output pair keep their types; Session::kv_cache_retyped() lists what changed.
   // kUndefined: as the model declares. Any other type is an error at creation.
   DataType kv_cache_dtype = DataType::kUndefined;
+  // Optimizer passes not to run, by name (ORT's disabled_optimizers): e.g. {"fuse_matmulnbits_silu_mul"}
+  // to measure a fusion's effect in one process. A name that is no pass fails creation with an error
+  // that lists the passes (optimizer_pass_names()).
+  std::vector<std::string> disabled_optimizers;
 };
 
 // Declared type of a graph input or output.
@@ -241,6 +245,8 @@ std::string cpu_summary();
 // The tier kernels use in sessions made now, e.g. "avx2 (capped by isa=avx2)" under NXRT_ISA=avx2 on
 // an AVX-512 CPU, or "amx (AMX tiles granted by the OS)"; errors: a malformed NXRT_ISA / overrides.
 Result<std::string> kernel_tier_summary();
+// The optimizer's passes by name, in the order they run: what SessionOptions::disabled_optimizers takes.
+std::vector<std::string> optimizer_pass_names();
 // The keys SessionOptions::kernel_overrides accepts: key, allowed values ("a|b"), what it does.
 struct KernelOverrideKeyInfo {
   std::string key, values, what;

@@ -73,6 +73,9 @@ class OrtValue:
     def as_python(self) -> Any:
         """nxrt extension: the value as InferenceSession.run returns it."""
 
+def optimizer_pass_names() -> List[str]:
+    """nxrt's optimizer passes, by name, in the order they run."""
+
 class Session:
     """The C++ session behind nxrt.InferenceSession."""
     def __init__(
@@ -83,6 +86,7 @@ class Session:
         trace_path: str = "",
         optimized_model_path: str = "",
         log_level: int = -1,
+        disabled_optimizers: Sequence[str] = ...,
     ) -> None: ...
     @property
     def inputs(self) -> List[NodeArg]: ...

@@ -195,6 +195,27 @@ def _resolve_providers(
     return cpu_options
 
 
+def _nxrt_passes(names: Optional[Sequence[str]]) -> List[str]:
+    """disabled_optimizers: the names that are nxrt's passes (nxrt.optimizer_pass_names()). ONNX Runtime
+    ignores a name it does not know; its passes have other names than nxrt's, so such a name (say
+    'EliminateDropout') is skipped here with a RuntimeWarning instead of failing the session."""
+    if names is None:
+        return []
+    if isinstance(names, str):
+        names = [names]
+    known = set(_nxrt.optimizer_pass_names())
+    mine = [str(n) for n in names if str(n) in known]
+    others = [str(n) for n in names if str(n) not in known]
+    if others:
+        warnings.warn(
+            f"disabled_optimizers {others} are not nxrt optimizer passes and are ignored "
+            f"(nxrt's passes: {', '.join(_nxrt.optimizer_pass_names())})",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return mine
+
+
 class InferenceSession:
     """Loads an ONNX model and runs it, like onnxruntime.InferenceSession.
 
@@ -240,6 +261,7 @@ class InferenceSession:
             trace_path=trace_path,
             optimized_model_path=os.fspath(opts.optimized_model_filepath or ""),
             log_level=opts._nxrt_log_level(),
+            disabled_optimizers=_nxrt_passes(kwargs.get("disabled_optimizers")),
         )
         self._inputs = self._sess.inputs
         self._outputs = self._sess.outputs

@@ -127,6 +127,7 @@ Tensor tensor_at_address(DataType dtype, const std::vector<int64_t>& shape, uint
 }  // namespace
 
 void bind_session(py::module_& m) {
+  m.def("optimizer_pass_names", &optimizer_pass_names, "nxrt's optimizer passes, by name, in the order they run.");
   py::class_<NodeArg>(m, "NodeArg", "A graph input or output: name, shape and ONNX type string.")
       .def_property_readonly("name", [](const NodeArg& a) { return a.meta.name; }, "The value's name in the graph.")
       .def_property_readonly(
@@ -250,8 +251,9 @@ void bind_session(py::module_& m) {
 
   py::class_<PySession, std::shared_ptr<PySession>>(m, "Session", "The C++ session behind nxrt.InferenceSession.")
       .def(py::init([](const py::object& model, int threads, int opt_level, const std::string& trace_path,
-                       const std::string& optimized_model_path, int log_level) {
+                       const std::string& optimized_model_path, int log_level, const std::vector<std::string>& disabled) {
              SessionOptions o;
+             o.disabled_optimizers = disabled;
              o.threads = threads;
              o.opt_level = static_cast<OptLevel>(opt_level);
              o.trace_path = trace_path;
@@ -270,7 +272,8 @@ void bind_session(py::module_& m) {
              return std::make_shared<PySession>(std::move(s));
            }),
            py::arg("model"), py::arg("threads") = 1, py::arg("opt_level") = 2, py::arg("trace_path") = "",
-           py::arg("optimized_model_path") = "", py::arg("log_level") = -1)
+           py::arg("optimized_model_path") = "", py::arg("log_level") = -1,
+           py::arg("disabled_optimizers") = std::vector<std::string>{})
       .def_property_readonly("inputs", [](const PySession& s) { return s.inputs; })
       .def_property_readonly("outputs", [](const PySession& s) { return s.outputs; })
       .def_property_readonly("overridable_initializers", [](const PySession& s) { return s.overridable; })

@@ -1,5 +1,6 @@
 #include "optimizer/optimizer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -76,6 +77,7 @@ constexpr PassSpec kPasses[] = {
     {"fuse_preact_conv", &fuse_preact_conv, OptLevel::kAll, Repeat::kOnce},  // after fuse_bn_relu, fuse_activation
     {"fuse_channel_shuffle", &fuse_channel_shuffle, OptLevel::kAll, Repeat::kOnce},  // after fuse_preact_conv
     {"fuse_sibling_matmulnbits", &fuse_sibling_matmulnbits, OptLevel::kAll, Repeat::kOnce},
+    {"fuse_matmulnbits_silu_mul", &fuse_matmulnbits_silu_mul, OptLevel::kAll, Repeat::kOnce},  // after the two above
     {"fuse_sibling_pointwise_conv", &fuse_sibling_pointwise_conv, OptLevel::kAll, Repeat::kOnce},
     {"remove_dead_code", &remove_dead_code, OptLevel::kAll, Repeat::kOnce},
 };
@@ -94,6 +96,9 @@ int run_pass(PassContext& pc, ir::Graph& g, bool main_graph, const PassSpec& p) 
 bool runs_at(const PassSpec& p, OptLevel level) {
   return level == OptLevel::kAll || (level == OptLevel::kBasic && p.level == OptLevel::kBasic);
 }
+bool runs_at(const PassSpec& p, const Options& o) {
+  return runs_at(p, o.level) && std::find(o.disabled.begin(), o.disabled.end(), p.name) == o.disabled.end();
+}
 
 void optimize_graph(PassContext& pc, ir::Graph& g, bool main_graph) {
   // Subgraphs first: their outer-scope reads are recomputed from the (possibly rewritten) bodies.
@@ -105,7 +110,6 @@ void optimize_graph(PassContext& pc, ir::Graph& g, bool main_graph) {
       }
     }
   }
-  const OptLevel level = pc.options->level;
   const size_t count = std::size(kPasses);
   for (size_t i = 0; i < count;) {
     if (kPasses[i].repeat == Repeat::kInRound) {
@@ -114,7 +118,7 @@ void optimize_graph(PassContext& pc, ir::Graph& g, bool main_graph) {
       for (int round = 0; round < kMaxRuns; ++round) {
         int changed = 0;
         for (size_t k = i; k < end; ++k) {
-          if (runs_at(kPasses[k], level)) changed += run_pass(pc, g, main_graph, kPasses[k]);
+          if (runs_at(kPasses[k], *pc.options)) changed += run_pass(pc, g, main_graph, kPasses[k]);
         }
         if (!changed) break;
       }
@@ -122,7 +126,7 @@ void optimize_graph(PassContext& pc, ir::Graph& g, bool main_graph) {
       continue;
     }
     const PassSpec& p = kPasses[i++];
-    if (!runs_at(p, level)) continue;
+    if (!runs_at(p, *pc.options)) continue;
     const int runs = p.repeat == Repeat::kWhileChanging ? kMaxRuns : 1;
     for (int k = 0; k < runs && run_pass(pc, g, main_graph, p) > 0; ++k) {
     }
@@ -131,7 +135,22 @@ void optimize_graph(PassContext& pc, ir::Graph& g, bool main_graph) {
 
 }  // namespace
 
+std::vector<std::string> pass_names() {
+  std::vector<std::string> names;
+  for (const PassSpec& p : kPasses) {
+    if (std::find(names.begin(), names.end(), p.name) == names.end()) names.push_back(p.name);
+  }
+  return names;
+}
+
 Status optimize(ir::Model& model, const Options& options, Stats* stats) {
+  const std::vector<std::string> known = pass_names();
+  for (const std::string& d : options.disabled) {
+    if (std::find(known.begin(), known.end(), d) != known.end()) continue;
+    std::string list;
+    for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+    return invalid_argument("disabled_optimizers: '" + d + "' is no optimizer pass (the passes: " + list + ")");
+  }
   if (options.level == OptLevel::kDisabled) return Status::Ok();
   ep::ThreadPool pool(1);
   PassContext pc;

@@ -44,7 +44,12 @@ struct Options {
   int64_t max_folded_bytes = int64_t{64} << 20;
   // ConstantOfShape (weights written as "fill this shape") is folded up to this size.
   int64_t max_constant_of_shape_bytes = int64_t{1} << 30;
+  // Passes (kPasses' names, pass_names()) not to run; optimize() rejects a name that is no pass.
+  std::vector<std::string> disabled;
 };
+
+// Every pass's name, in the order they run.
+std::vector<std::string> pass_names();
 
 // What the passes did: pass name -> count (nodes folded, nodes fused, ...).
 struct Stats {

@@ -22,8 +22,10 @@ int remove_dead_code(PassContext& pc, GraphInfo& gi);
 // rewritten into com.microsoft MatMulNBits. Runs before constant folding.
 int fuse_dq_matmul(PassContext& pc, GraphInfo& gi);
 // com.microsoft MatMulNBits nodes reading the same A with the same K, bits, block and accuracy level
-// (q/k/v, gate/up): one MatMulNBits over their weights stacked along N, then a Split of its output.
+// (q/k/v, gate/up): one nxrt::MatMulNBitsSplit over their weights stacked along N, one output each.
 int fuse_sibling_matmulnbits(PassContext& pc, GraphInfo& gi);
+// A stacked gate/up pair that only nxrt::SiluMul reads: one nxrt::MatMulNBitsSiluMul writing the product.
+int fuse_matmulnbits_silu_mul(PassContext& pc, GraphInfo& gi);
 // 1x1 Conv / nxrt::FusedConv nodes reading the same X with the same attributes: one convolution over
 // their weights stacked along the output channels, then a Split of its output (views at batch 1).
 int fuse_sibling_pointwise_conv(PassContext& pc, GraphInfo& gi);

@@ -1,10 +1,11 @@
-// What this build can run and on what: the public registered_kernels(), cpu_summary() and
-// kernel_override_keys() (`nxrt info --ops`, `nxrt info --overrides`, the header of `nxrt info`).
+// What this build can run and on what: the public registered_kernels(), cpu_summary(),
+// optimizer_pass_names() and kernel_override_keys() (`nxrt info --ops`, `nxrt info --overrides`, the header of `nxrt info`).
 #include "ep/cpu_features.h"
 #include "ep/kernel.h"
 #include "ep/kernel_overrides.h"
 #include "nxrt/session.h"
 #include "ops/cpu_provider.h"
+#include "optimizer/optimizer.h"
 
 namespace nxrt {
 
@@ -17,6 +18,8 @@ std::vector<RegisteredKernel> registered_kernels() {
 }
 
 std::string cpu_summary() { return ep::cpu_description(); }
+
+std::vector<std::string> optimizer_pass_names() { return optimizer::pass_names(); }
 
 std::vector<KernelOverrideKeyInfo> kernel_override_keys() {
   std::vector<KernelOverrideKeyInfo> out;

@@ -215,6 +215,7 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
     if (!level.ok()) return level.status();
     oo.level = level.value();
     oo.registry = impl->registry.get();
+    oo.disabled = opts.disabled_optimizers;
     optimizer::Stats stats;
     t0 = session::monotonic_us();
     {

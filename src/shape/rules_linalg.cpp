@@ -207,6 +207,7 @@ void add_linalg_schemas(SchemaList& s) {
   s.add(ir::kNxrtDomain, "FusedMatMul", &op_nxrt_fused_matmul);
   s.add(ir::kNxrtDomain, "FusedGemm", &op_gemm);
   s.add(ir::kNxrtDomain, "MatMulNBitsSplit", &op_matmul_nbits_split);
+  s.add(ir::kNxrtDomain, "MatMulNBitsSiluMul", &op_matmul_nbits);  // Swish(A * gate) * (A * up): N columns
 }
 
 }  // namespace nxrt::shape

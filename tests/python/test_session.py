@@ -183,6 +183,28 @@ def test_optimized_model_filepath(tmp_path):
     np.testing.assert_array_equal(again.run(None, {"x": x})[0], sess.run(None, {"x": x})[0])
 
 
+def test_disabled_optimizers_skip_nxrt_passes_and_warn_on_other_names(tmp_path):
+    # y = x * Sigmoid(x): fuse_silu makes it one nxrt Swish node unless disabled by name.
+    model = model_bytes([helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"])],
+                        [info("x", TensorProto.FLOAT, [4])], [info("y", TensorProto.FLOAT, [4])])
+    assert "fuse_silu" in nxrt._nxrt.optimizer_pass_names()
+    x = np.array([-2.0, -0.5, 0.5, 3.0], np.float32)
+    ops = {}
+    for disabled in ([], ["fuse_silu"]):
+        so = nxrt.SessionOptions()
+        so.optimized_model_filepath = str(tmp_path / f"opt{len(disabled)}.onnx")
+        sess = nxrt.InferenceSession(model, so, disabled_optimizers=disabled)
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], x / (1 + np.exp(-x)), rtol=1e-6)
+        import onnx
+        ops[len(disabled)] = [n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node]
+    assert ops[0] == ["Swish"]
+    assert ops[1] == ["Sigmoid", "Mul"]
+    # An ONNX Runtime pass name means nothing to nxrt: ignored, with a warning naming it.
+    with pytest.warns(RuntimeWarning, match=r"\['EliminateDropout'\] are not nxrt optimizer passes"):
+        sess = nxrt.InferenceSession(model, disabled_optimizers=["EliminateDropout", "fuse_silu"])
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], x / (1 + np.exp(-x)), rtol=1e-6)
+
+
 def test_read_value_file_reads_backend_test_data(tmp_path):
     from onnx import numpy_helper
     sess = nxrt.InferenceSession(add_model())

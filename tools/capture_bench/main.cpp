@@ -1,10 +1,15 @@
 // Per-step time of bound steps with captured replay off and on (SessionOptions::capture), in one process:
 // two sessions of the same model, stepped in alternating rounds, so machine noise hits both alike.
-// Public API only.
+// With --disable, the two sessions both capture and differ in optimizer passes instead: the second
+// runs without the named ones (SessionOptions::disabled_optimizers), which measures what a fusion
+// gives. Public API only.
 //
 //   nxrt_capture_bench genai MODEL_DIR [--prompt-len P] [--steps N] [--rounds R] [--threads T]
-//       greedy decode steps (Generator: run the last token + pick the next); each round runs N steps
-//       per session from a fresh generator (prompt P seeded ids), timing every step after the first 4.
+//                      [--disable PASS[,PASS]]
+//       greedy decode steps (Generator: run the last token + pick the next); each round makes a fresh
+//       generator per session (prompt P seeded ids) and runs N steps of each in turns, timing every
+//       step after the first 4; the paired line is the median of the step-by-step ratios, the last
+//       line that of the prompt's (prefill) time per round, the sessions' order alternating.
 //   nxrt_capture_bench vad MODEL.onnx [--steps N] [--rounds R] [--threads T]
 //       a Silero VAD v5 stream: chunks of 64 + 512 samples of a seeded signal, the state carried in two
 //       bound buffers that swap each chunk (IoBinding), the probability in a bound buffer.
@@ -37,11 +42,13 @@ struct Args {
   std::string mode, path;
   int64_t prompt_len = 16, steps = 64, rounds = 5;
   int threads = 1;
+  std::vector<std::string> disable;  // --disable: the second session's disabled optimizer passes
 };
 
 [[noreturn]] void usage(const std::string& msg) {
   std::fprintf(stderr,
                "error: %s\nusage: nxrt_capture_bench genai MODEL_DIR [--prompt-len P] [--steps N] [--rounds R] [--threads T]\n"
+               "                          [--disable PASS[,PASS]]\n"
                "       nxrt_capture_bench vad MODEL.onnx [--steps N] [--rounds R] [--threads T]\n",
                msg.c_str());
   std::exit(2);
@@ -56,6 +63,16 @@ Args parse(int argc, char** argv) {
   for (int i = 3; i < argc; ++i) {
     const std::string k = argv[i];
     if (i + 1 >= argc) usage(k + " needs a value");
+    if (k == "--disable") {
+      std::string list = argv[++i];
+      for (size_t at = 0; at <= list.size();) {
+        const size_t end = std::min(list.find(',', at), list.size());
+        if (end > at) a.disable.push_back(list.substr(at, end - at));
+        at = end + 1;
+      }
+      if (a.disable.empty()) usage("--disable needs a pass name");
+      continue;
+    }
     const long long v = std::atoll(argv[++i]);
     if (v <= 0) usage(k + " must be a positive number");
     if (k == "--prompt-len") a.prompt_len = v;
@@ -76,11 +93,11 @@ double quantile(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
-void report(const char* kind, const std::vector<double>& us, const CaptureStats& st) {
-  std::printf("{\"capture\":\"%s\",\"steps\":%zu,\"median_us\":%.2f,\"p25_us\":%.2f,\"p75_us\":%.2f,"
+void report(const std::string& kind, const std::vector<double>& us, const CaptureStats& st) {
+  std::printf("{\"session\":\"%s\",\"steps\":%zu,\"median_us\":%.2f,\"p25_us\":%.2f,\"p75_us\":%.2f,"
               "\"replayed_runs\":%llu,\"recorded_runs\":%llu,\"eager_runs\":%llu,\"captured_nodes\":%zu,"
               "\"seam_nodes\":%zu}\n",
-              kind, us.size(), quantile(us, 0.5), quantile(us, 0.25), quantile(us, 0.75),
+              kind.c_str(), us.size(), quantile(us, 0.5), quantile(us, 0.25), quantile(us, 0.75),
               static_cast<unsigned long long>(st.replayed_runs), static_cast<unsigned long long>(st.recorded_runs),
               static_cast<unsigned long long>(st.eager_runs), st.captured_steps, st.seam_steps);
 }
@@ -90,7 +107,8 @@ int bench_genai(const Args& a) {
   for (int c = 0; c < 2; ++c) {
     genai::ModelOptions mo;
     mo.session.threads = a.threads;
-    mo.session.capture = c;
+    mo.session.capture = a.disable.empty() ? c : 1;
+    if (c == 1 && !a.disable.empty()) mo.session.disabled_optimizers = a.disable;
     auto m = genai::Model::create(a.path, mo);
     if (!m.ok()) {
       std::fprintf(stderr, "error: %s\n", m.status().to_string().c_str());
@@ -100,36 +118,59 @@ int bench_genai(const Args& a) {
   }
   const std::vector<int64_t> prompt = genai::seeded_prompt(a.prompt_len, models[0]->vocab_size(), 1234);
   std::vector<double> times[2];
+  std::vector<double> step_ratio;  // per step index of a round: the second session's step / the first's
+  std::vector<double> prefill_ratio;  // per round: the second session's prompt time / the first's
   constexpr int kWarm = 4;
   for (int64_t r = 0; r < a.rounds; ++r) {
-    for (int c = 0; c < 2; ++c) {
-      // Alternate which kind goes first, so neither always runs on a cooler cache.
-      const int kind = (r % 2 == 0) ? c : 1 - c;
-      genai::GeneratorParams params(*models[kind]);
+    // Both generators live through the round and take their steps in turns (the first to go
+    // alternating), so a slow stretch of the machine hits neighbouring steps of both.
+    std::unique_ptr<genai::Generator> gens[2];
+    double prefill_us[2] = {0, 0};
+    for (int k = 0; k < 2; ++k) {
+      const int c = (r % 2 == 0) ? k : 1 - k;
+      genai::GeneratorParams params(*models[c]);
       params.search.max_length = a.prompt_len + a.steps + 1;
-      auto gen = genai::Generator::create(*models[kind], params);
+      auto gen = genai::Generator::create(*models[c], params);
       if (!gen.ok()) {
         std::fprintf(stderr, "error: %s\n", gen.status().to_string().c_str());
         return 1;
       }
-      if (Status st = (*gen)->append_tokens(prompt); !st.ok()) {
+      gens[c] = std::move(gen).value();
+      const double t0 = now_us();
+      if (Status st = gens[c]->append_tokens(prompt); !st.ok()) {
         std::fprintf(stderr, "error: %s\n", st.to_string().c_str());
         return 1;
       }
-      for (int64_t i = 0; i < a.steps; ++i) {
+      prefill_us[c] = now_us() - t0;
+    }
+    prefill_ratio.push_back(prefill_us[1] / prefill_us[0]);
+    for (int64_t i = 0; i < a.steps; ++i) {
+      double dt[2] = {0, 0};
+      for (int c = 0; c < 2; ++c) {
+        const int kind = ((r + i) % 2 == 0) ? c : 1 - c;
         const double t0 = now_us();
-        Status st = (*gen)->generate_next_token();
-        const double dt = now_us() - t0;
+        Status st = gens[kind]->generate_next_token();
+        dt[kind] = now_us() - t0;
         if (!st.ok()) {
           std::fprintf(stderr, "error: %s\n", st.to_string().c_str());
           return 1;
         }
-        if (i >= kWarm) times[kind].push_back(dt);
       }
+      if (i < kWarm) continue;
+      for (int c = 0; c < 2; ++c) times[c].push_back(dt[c]);
+      step_ratio.push_back(dt[1] / dt[0]);
     }
   }
-  report("off", times[0], models[0]->session().capture_stats());
-  report("on", times[1], models[1]->session().capture_stats());
+  std::string without;
+  for (const std::string& d : a.disable) without += (without.empty() ? "without " : ",") + d;
+  report(a.disable.empty() ? "capture off" : "all passes", times[0], models[0]->session().capture_stats());
+  report(a.disable.empty() ? "capture on" : without, times[1], models[1]->session().capture_stats());
+  // Paired: each step against the other session's step of the same index, run right before or after it.
+  std::printf("{\"second_over_first_paired_median\":%.4f,\"p25\":%.4f,\"p75\":%.4f,\"pairs\":%zu,\"second_faster\":%zu}\n",
+              quantile(step_ratio, 0.5), quantile(step_ratio, 0.25), quantile(step_ratio, 0.75), step_ratio.size(),
+              static_cast<size_t>(std::count_if(step_ratio.begin(), step_ratio.end(), [](double x) { return x < 1.0; })));
+  std::printf("{\"prefill_second_over_first_median\":%.4f,\"p25\":%.4f,\"p75\":%.4f,\"rounds\":%zu}\n",
+              quantile(prefill_ratio, 0.5), quantile(prefill_ratio, 0.25), quantile(prefill_ratio, 0.75), prefill_ratio.size());
   return 0;
 }
 
@@ -180,8 +221,8 @@ int bench_vad(const Args& a) {
       }
     }
   }
-  report("off", times[0], sessions[0]->capture_stats());
-  report("on", times[1], sessions[1]->capture_stats());
+  report("capture off", times[0], sessions[0]->capture_stats());
+  report("capture on", times[1], sessions[1]->capture_stats());
   return 0;
 }
 

@@ -652,6 +652,7 @@ class MatMulNBits final : public ep::Kernel {
     if (bits_ != 2 && bits_ != 4 && bits_ != 8) return info.error("bits must be 2, 4 or 8, got " + std::to_string(bits_));
     if (block_ < 16 || (block_ & (block_ - 1)) != 0) return info.error("block_size must be a power of 2 >= 16, got " + std::to_string(block_));
     if (info.op_type() == "MatMulNBitsSplit") return init_split(info);
+    if (info.op_type() == "MatMulNBitsSiluMul") return init_silu_mul(info);
     if (info.input_present(4)) {
       if (info.const_input(4)) {
         const Tensor& g = *info.const_input(4);
@@ -672,7 +673,9 @@ class MatMulNBits final : public ep::Kernel {
   }
 
   // Packed weights, scales, zero points and g_idx are all compute() uses once prepared.
-  bool reads_const_input_data(size_t i) const override { return !(packed_ && i >= 1 && (i <= 4 || !split_first_.empty())); }
+  bool reads_const_input_data(size_t i) const override {
+    return !(packed_ && i >= 1 && (i <= 4 || !split_first_.empty() || silu_mul_));
+  }
 
   // The tiling and scratch for A's rows on the packed weights (none for weights given at run time or
   // the dense g_idx path).
@@ -687,7 +690,7 @@ class MatMulNBits final : public ep::Kernel {
     auto v = std::make_unique<NBitsVariant>();
     if (!P_.empty()) {
       v->use_panels = true;
-      v->panels = matmulnbits_panels_plan(numel / K_, P_, panel_kernel_, sc.num_threads());
+      v->panels = matmulnbits_panels_plan(numel / K_, P_, panel_kernel_, sc.num_threads(), silu_mul_);
     } else {
       v->fast = matmulnbits_fast_plan(numel / K_, W_, fast_level(), isa_, sc.num_threads());
     }
@@ -718,7 +721,8 @@ class MatMulNBits final : public ep::Kernel {
     std::vector<float> bias;  // a float16/bfloat16 bias converted; a float one is read in place
     const float* bias_in = nullptr;
     if (!split_bias_.empty()) bias_in = split_bias_.data();
-    if (split_first_.empty() && ctx.has_input(5)) {  // (MatMulNBitsSplit's input 5 is a weight)
+    if (silu_mul_) return compute_silu_mul(ctx, A);
+    if (split_first_.empty() && ctx.has_input(5)) {  // (MatMulNBitsSplit's and MatMulNBitsSiluMul's input 5 is a weight)
       const Tensor& bt = ctx.input(5);
       if (bt.numel() != N_) return ctx.error("bias must have N=" + std::to_string(N_) + " elements, got " + bt.describe(), StatusCode::kInvalidArgument);
       if (bt.dtype() == DataType::kFloat) {
@@ -831,12 +835,34 @@ class MatMulNBits final : public ep::Kernel {
   }
 
  private:
+  // MatMulNBitsSiluMul's call: float32 A (the fusion takes float32 products only), the panel path on
+  // the variant's plan (or one made now).
+  Status compute_silu_mul(ep::KernelContext& ctx, const Tensor& A) const {
+    if (A.dtype() != DataType::kFloat)
+      return ctx.error(std::string("A must be float32, got ") + dtype_name(A.dtype()), StatusCode::kInvalidArgument);
+    const int64_t M = A.numel() / K_;
+    Dims shape = A.shape();
+    shape.back() = N_ / 2;
+    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, DataType::kFloat, shape));
+    const int threads = ctx.pool().num_threads();
+    const auto* v = dynamic_cast<const NBitsVariant*>(ctx.variant());
+    if (v && (!v->use_panels || v->panels.M != M || v->panels.slots < threads || !v->panels.silu_mul)) v = nullptr;
+    const NBitsPanelsPlan plan = v ? v->panels : matmulnbits_panels_plan(M, P_, panel_kernel_, threads, true);
+    void* ws = nullptr;
+    if (v) {
+      NXRT_ASSIGN_OR_RETURN(ws, ep::variant_workspace(ctx, *v));
+    } else {
+      NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(plan.workspace_bytes()));
+    }
+    matmulnbits_panels_silu_mul_run(plan, A.data<float>(), P_, split_bias_.empty() ? nullptr : split_bias_.data(),
+                                    Y->data<float>(), &ctx.pool(), ws, isa_ >= ep::IsaTier::kAvx512);
+    return Status::Ok();
+  }
+
   // nxrt::MatMulNBitsSplit (the optimizer's stacked sibling MatMulNBits): inputs A, then per output i
   // B_i, scales_i, zero_points_i (or none), then per output i an optional float32 bias_i [splits[i]],
   // all constants; output i is columns [sum of splits before i, + splits[i]) of the product over the
-  // weights stacked along N, plus bias_i. The stacked copy lives only while
-  // this packs it: the model keeps the siblings' own initializers (mapped from the file), which the
-  // session drops once packed, so stacking adds no weight bytes to the peak.
+  // weights stacked along N (pack_stacked), plus bias_i.
   Status init_split(const ep::KernelInfo& info) {
     const std::vector<int64_t> sizes = info.attr_ints("splits");
     const size_t n = sizes.size();
@@ -850,60 +876,127 @@ class MatMulNBits final : public ep::Kernel {
     }
     if (split_first_.back() != N_)
       return info.error("splits sum to " + std::to_string(split_first_.back()) + ", not N=" + std::to_string(N_));
+    std::vector<StackedPart> parts;
+    NXRT_RETURN_IF_ERROR(stacked_parts(info, sizes, &parts));
+    // Output i's columns, whole, after output i - 1's.
+    std::vector<StackedRun> runs;
+    for (size_t i = 0; i < n; ++i) runs.push_back({i, 0, sizes[i]});
+    return pack_stacked(info, parts, runs);
+  }
+
+  // nxrt::MatMulNBitsSiluMul (optimizer/fusions/fuse_matmulnbits_silu_mul.cpp): inputs A, then the gate's
+  // B, scales, zero points (or none), the up's, then optional float32 biases for gate and up; N is each
+  // one's width. Y = Swish(A * gate + bias_g) * (A * up + bias_u). The two are stacked panel by panel
+  // (matmulnbits_panels_silu_mul_run), so N must be a multiple of the panel width.
+  Status init_silu_mul(const ep::KernelInfo& info) {
+    const int64_t n = N_;
+    if (info.num_outputs() != 1) return info.error("has one output, got " + std::to_string(info.num_outputs()));
+    if (acc_ != 4 || bits_ != 4) return info.error("takes accuracy_level 4 with 4-bit weights, got accuracy_level " + std::to_string(acc_) + ", bits " + std::to_string(bits_));
+    const int64_t cols = panel_kernel_info(panel_kernel_).cols;
+    if (n % cols != 0) return info.error("N=" + std::to_string(n) + " must be a multiple of the panel width " + std::to_string(cols));
+    N_ = 2 * n;
+    std::vector<StackedPart> parts;
+    NXRT_RETURN_IF_ERROR(stacked_parts(info, {n, n}, &parts));
+    if (parts[0].z && parts[0].z->dtype() != DataType::kUInt8) return info.error("zero points must be uint8, got " + parts[0].z->describe());
+    // Panel 2q: the gate's columns [q * cols, (q + 1) * cols); panel 2q + 1: the up's.
+    std::vector<StackedRun> runs;
+    for (int64_t c = 0; c < n; c += cols) {
+      runs.push_back({0, c, cols});
+      runs.push_back({1, c, cols});
+    }
+    NXRT_RETURN_IF_ERROR(pack_stacked(info, parts, runs));
+    if (P_.empty() || P_.cols != cols) return info.error("the weights did not pack into column panels");
+    silu_mul_ = true;
+    return Status::Ok();
+  }
+
+  // One stacked output's constants (inputs 1 + 3i, 2 + 3i, 3 + 3i) and its optional bias (input
+  // 1 + 3n + i), checked against the first output's dtypes and its own width.
+  struct StackedPart {
+    const Tensor* b = nullptr;
+    const Tensor* s = nullptr;
+    const Tensor* z = nullptr;
+    const Tensor* bias = nullptr;
+    int64_t width = 0;
+  };
+  // Columns [first, first + count) of part `part`, in the stacked order.
+  struct StackedRun {
+    size_t part = 0;
+    int64_t first = 0, count = 0;
+  };
+  Status stacked_parts(const ep::KernelInfo& info, const std::vector<int64_t>& sizes, std::vector<StackedPart>* out) const {
+    const size_t n = sizes.size();
     const int64_t kb = (K_ + block_ - 1) / block_, blob = block_ * bits_ / 8;
-    const Tensor* b0 = info.const_input(1);
     const Tensor* s0 = info.const_input(2);
     const Tensor* z0 = info.input_present(3) ? info.const_input(3) : nullptr;
-    if (!b0 || !s0 || (info.input_present(3) && !z0))
+    if (!info.const_input(1) || !s0 || (info.input_present(3) && !z0))
       return info.error("weights, scales and zero points must be constants (initializers)");
     const int64_t zrow = z0 && z0->dtype() == DataType::kUInt8 ? (kb * bits_ + 7) / 8 : kb;
-    Tensor B(DataType::kUInt8, {N_, kb, blob});
-    Tensor S(s0->dtype(), {N_ * kb});
-    Tensor Z(z0 ? z0->dtype() : DataType::kUInt8, {z0 ? N_ * zrow : 0});
-    size_t ob = 0, os = 0, oz = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const size_t at = 1 + 3 * i;
-      const Tensor* b = info.const_input(at);
-      const Tensor* sc = info.const_input(at + 1);
-      const Tensor* z = info.input_present(at + 2) ? info.const_input(at + 2) : nullptr;
-      const std::string which = "output " + std::to_string(i) + "'s ";
-      if (!b || !sc || (info.input_present(at + 2) && !z))
-        return info.error(which + "weights, scales and zero points must be constants (initializers)");
-      if (b->dtype() != DataType::kUInt8 || b->numel() != sizes[i] * kb * blob || !b->is_contiguous())
-        return info.error(which + "B must be uint8 [" + std::to_string(sizes[i]) + ", " + std::to_string(kb) + ", " +
-                          std::to_string(blob) + "], got " + b->describe());
-      if (sc->dtype() != s0->dtype() || sc->numel() != sizes[i] * kb || !sc->is_contiguous())
-        return info.error(which + "scales must be " + dtype_name(s0->dtype()) + " with " + std::to_string(sizes[i] * kb) +
-                          " elements, got " + sc->describe());
-      if ((z != nullptr) != (z0 != nullptr) || (z && (z->dtype() != z0->dtype() || z->numel() != sizes[i] * zrow || !z->is_contiguous())))
-        return info.error(which + "zero points must be given for every output or none, " + std::to_string(sizes[i] * zrow) +
-                          " of one dtype" + (z ? ", got " + z->describe() : std::string()));
-      std::memcpy(B.data<uint8_t>() + ob, b->data<uint8_t>(), b->nbytes());
-      std::memcpy(S.data<uint8_t>() + os, sc->data<uint8_t>(), sc->nbytes());
-      if (z) std::memcpy(Z.data<uint8_t>() + oz, z->data<uint8_t>(), z->nbytes());
-      ob += b->nbytes();
-      os += sc->nbytes();
-      if (z) oz += z->nbytes();
-    }
-    // The biases (those of the outputs without one are zeros), stacked like the weights.
     if (info.num_inputs() > 1 + 3 * n + n)
       return info.error("takes at most " + std::to_string(1 + 4 * n) + " inputs (A, 3 weights per output, a bias per output), got " +
                         std::to_string(info.num_inputs()));
     for (size_t i = 0; i < n; ++i) {
-      const size_t at = 1 + 3 * n + i;
-      if (at >= info.num_inputs() || !info.input_present(at)) continue;
-      const Tensor* bt = info.const_input(at);
-      if (!bt || bt->dtype() != DataType::kFloat || bt->numel() != sizes[i] || !bt->is_contiguous())
-        return info.error("output " + std::to_string(i) + "'s bias must be a float32 constant with " + std::to_string(sizes[i]) +
-                          " elements" + (bt ? ", got " + bt->describe() : std::string()));
-      if (split_bias_.empty()) split_bias_.assign(static_cast<size_t>(N_), 0.f);
-      std::copy(bt->data<float>(), bt->data<float>() + sizes[i], split_bias_.begin() + split_first_[i]);
+      const size_t at = 1 + 3 * i;
+      StackedPart p;
+      p.width = sizes[i];
+      p.b = info.const_input(at);
+      p.s = info.const_input(at + 1);
+      p.z = info.input_present(at + 2) ? info.const_input(at + 2) : nullptr;
+      const std::string which = "output " + std::to_string(i) + "'s ";
+      if (!p.b || !p.s || (info.input_present(at + 2) && !p.z))
+        return info.error(which + "weights, scales and zero points must be constants (initializers)");
+      if (p.b->dtype() != DataType::kUInt8 || p.b->numel() != sizes[i] * kb * blob || !p.b->is_contiguous())
+        return info.error(which + "B must be uint8 [" + std::to_string(sizes[i]) + ", " + std::to_string(kb) + ", " +
+                          std::to_string(blob) + "], got " + p.b->describe());
+      if (p.s->dtype() != s0->dtype() || p.s->numel() != sizes[i] * kb || !p.s->is_contiguous())
+        return info.error(which + "scales must be " + dtype_name(s0->dtype()) + " with " + std::to_string(sizes[i] * kb) +
+                          " elements, got " + p.s->describe());
+      if ((p.z != nullptr) != (z0 != nullptr) || (p.z && (p.z->dtype() != z0->dtype() || p.z->numel() != sizes[i] * zrow || !p.z->is_contiguous())))
+        return info.error(which + "zero points must be given for every output or none, " + std::to_string(sizes[i] * zrow) +
+                          " of one dtype" + (p.z ? ", got " + p.z->describe() : std::string()));
+      const size_t bat = 1 + 3 * n + i;
+      if (bat < info.num_inputs() && info.input_present(bat)) {
+        p.bias = info.const_input(bat);
+        if (!p.bias || p.bias->dtype() != DataType::kFloat || p.bias->numel() != sizes[i] || !p.bias->is_contiguous())
+          return info.error("output " + std::to_string(i) + "'s bias must be a float32 constant with " + std::to_string(sizes[i]) +
+                            " elements" + (p.bias ? ", got " + p.bias->describe() : std::string()));
+      }
+      out->push_back(p);
     }
-    Status st = prepare(B, S, z0 ? &Z : nullptr, nullptr, &W_, &P_, &dense_, &float_zp_);
+    return Status::Ok();
+  }
+
+  // Stacks the parts' columns in the order of `runs` (every column once) into one B, scales, zero
+  // points and bias (of the parts without one: zeros), then packs them. The stacked copy lives only
+  // while this packs it: the model keeps the parts' own initializers (mapped from the file), which the
+  // session drops once packed, so stacking adds no weight bytes to the peak.
+  Status pack_stacked(const ep::KernelInfo& info, const std::vector<StackedPart>& parts, const std::vector<StackedRun>& runs) {
+    const int64_t kb = (K_ + block_ - 1) / block_, blob = block_ * bits_ / 8;
+    const StackedPart& p0 = parts[0];
+    const size_t col_b = static_cast<size_t>(kb * blob), col_s = static_cast<size_t>(kb) * dtype_bits(p0.s->dtype()) / 8;
+    const size_t col_z = p0.z ? p0.z->nbytes() / static_cast<size_t>(p0.width) : 0;
+    Tensor B(DataType::kUInt8, {N_, kb, blob});
+    Tensor S(p0.s->dtype(), {N_ * kb});
+    Tensor Z(p0.z ? p0.z->dtype() : DataType::kUInt8, {p0.z ? N_ * static_cast<int64_t>(col_z / (dtype_bits(p0.z->dtype()) / 8)) : 0});
+    const bool any_bias = std::any_of(parts.begin(), parts.end(), [](const StackedPart& p) { return p.bias != nullptr; });
+    if (any_bias) split_bias_.assign(static_cast<size_t>(N_), 0.f);
+    int64_t col = 0;
+    for (const StackedRun& r : runs) {
+      const StackedPart& p = parts[r.part];
+      const size_t c0 = static_cast<size_t>(r.first), cn = static_cast<size_t>(r.count), at = static_cast<size_t>(col);
+      std::memcpy(B.data<uint8_t>() + at * col_b, p.b->data<uint8_t>() + c0 * col_b, cn * col_b);
+      std::memcpy(static_cast<uint8_t*>(S.raw_data()) + at * col_s, static_cast<const uint8_t*>(p.s->raw_data()) + c0 * col_s, cn * col_s);
+      if (p.z) std::memcpy(static_cast<uint8_t*>(Z.raw_data()) + at * col_z, static_cast<const uint8_t*>(p.z->raw_data()) + c0 * col_z, cn * col_z);
+      if (p.bias) std::copy(p.bias->data<float>() + c0, p.bias->data<float>() + c0 + cn, split_bias_.begin() + col);
+      col += r.count;
+    }
+    if (col != N_) return info.error("stacked " + std::to_string(col) + " columns, not N=" + std::to_string(N_));
+    Status st = prepare(B, S, p0.z ? &Z : nullptr, nullptr, &W_, &P_, &dense_, &float_zp_);
     if (!st.ok()) return info.error(st.message());
     packed_ = true;
     // Every split on a panel boundary of the packed weights: the panel path writes the outputs directly.
-    split_on_panels_ = !P_.empty() && NBitsColumnSplit{split_first_.data(), nullptr, static_cast<int>(n)}.fits(P_);
+    if (!split_first_.empty())
+      split_on_panels_ = !P_.empty() && NBitsColumnSplit{split_first_.data(), nullptr, static_cast<int>(parts.size())}.fits(P_);
     return Status::Ok();
   }
 
@@ -983,6 +1076,7 @@ class MatMulNBits final : public ep::Kernel {
   int64_t K_ = 0, N_ = 0, bits_ = 4, block_ = 32;
   std::vector<int64_t> split_first_;  // MatMulNBitsSplit: outputs + 1 column offsets (empty: one output)
   bool split_on_panels_ = false;      // ... each offset a panel boundary of P_ (decided at creation)
+  bool silu_mul_ = false;             // MatMulNBitsSiluMul: P_ holds gate/up panel pairs, one output of N_ / 2
   std::vector<float> split_bias_;     // MatMulNBitsSplit with biases: N stacked bias values (else empty)
   int acc_ = 0;
   ep::IsaTier isa_ = ep::IsaTier::kScalar;
@@ -1000,6 +1094,8 @@ void register_contrib_matmulnbits(ep::KernelRegistry& r) {
   r.add_class<MatMulNBits>("com.microsoft", "MatMulNBits", 1);
   // The optimizer's stacked sibling MatMulNBits (fuse_sibling_matmulnbits): one output per split.
   r.add_class<MatMulNBits>(ir::kNxrtDomain, "MatMulNBitsSplit");
+  // A gate/up pair and the SwiGLU product after it (fuse_matmulnbits_silu_mul): Swish(gate) * up.
+  r.add_class<MatMulNBits>(ir::kNxrtDomain, "MatMulNBitsSiluMul");
 }
 
 }  // namespace nxrt::ops::contrib

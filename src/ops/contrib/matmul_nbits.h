@@ -188,12 +188,15 @@ struct NBitsPanelsPlan {
   int64_t mc = 1;          // rows of A per pass over a task's panels
   int64_t grain = 1;       // panels per task
   int64_t amx_group = 0;   // AMX: panels unpacked together
+  bool silu_mul = false;   // the gate/up pair layout (matmulnbits_panels_silu_mul_run)
   size_t a_bytes = 0;      // the quantized A, a multiple of 64
-  size_t slot_bytes = 0;   // per-thread scratch (0: none)
+  size_t product_bytes = 0;  // silu_mul on AMX: the [M, W.N] product (0: none), after A
+  size_t slot_bytes = 0;   // per-thread scratch (0: none): AMX's unpacked panels, or silu_mul's tiles
   int slots = 1;
   size_t workspace_bytes() const;
 };
-NBitsPanelsPlan matmulnbits_panels_plan(int64_t M, const QuantPanels& W, PanelKernel kernel, int threads);
+NBitsPanelsPlan matmulnbits_panels_plan(int64_t M, const QuantPanels& W, PanelKernel kernel, int threads,
+                                        bool silu_mul = false);
 // Y's columns written to several outputs instead (nxrt::MatMulNBitsSplit): columns [first[i],
 // first[i + 1]) go to outputs[i], a row-major [M, first[i + 1] - first[i]] matrix. first[0] = 0,
 // first[count] = N, and every first[i] is a multiple of W.cols, so that each panel has one output.
@@ -211,6 +214,14 @@ struct NBitsColumnSplit {
 // values and each output gets its columns' share.
 void matmulnbits_panels_run(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias,
                             float* Y, ep::ThreadPool* pool, void* workspace, const NBitsColumnSplit* split = nullptr);
+// nxrt::MatMulNBitsSiluMul: W stacks a gate and an up matrix of N = W.N / 2 columns each panel by panel
+// (panel 2q: gate columns [q * cols, (q + 1) * cols); panel 2q + 1: up's same columns; N % cols == 0),
+// so that one task holds both halves of its outputs. Y[M, N] = Swish(A*Wg + bias_g) * (A*Wu + bias_u):
+// each half as matmulnbits_panels_run computes it (the same tiles and bits), bias (when given: W.N
+// values in W's column order) added as its Add did, then silu_mul_f32 (avx512: the kernel's tier) on the
+// task's own columns, so neither half is written to memory whole. plan: made with silu_mul = true.
+void matmulnbits_panels_silu_mul_run(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias,
+                                     float* Y, ep::ThreadPool* pool, void* workspace, bool avx512);
 // The plan for the pool's threads, then matmulnbits_panels_run.
 void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const float* bias, float* Y,
                         ep::ThreadPool* pool, PanelKernel kernel, void* workspace = nullptr);

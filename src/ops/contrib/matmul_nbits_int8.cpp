@@ -23,6 +23,7 @@
 #include "nxrt/float_types.h"
 #include "ops/contrib/matmul_nbits.h"
 #include "ops/contrib/matmul_nbits_panel_kernels.h"
+#include "ops/elementwise/silu_mul.h"
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -352,9 +353,10 @@ void amx_row_terms(const QuantPanels& W, const float* sa, const float* sq, int64
   }
 }
 
-NBitsPanelsPlan matmulnbits_panels_plan(int64_t M, const QuantPanels& W, PanelKernel kernel, int threads) {
+NBitsPanelsPlan matmulnbits_panels_plan(int64_t M, const QuantPanels& W, PanelKernel kernel, int threads, bool silu_mul) {
   NBitsPanelsPlan p;
   p.M = M;
+  p.silu_mul = silu_mul;
   p.amx = kernel == PanelKernel::kAmx && M >= kAmxMinRows;
   p.kernel = kernel == PanelKernel::kAmx && !p.amx ? PanelKernel::kAvx512Vnni : kernel;
   p.slots = std::max(1, threads);
@@ -374,11 +376,17 @@ NBitsPanelsPlan matmulnbits_panels_plan(int64_t M, const QuantPanels& W, PanelKe
   if (p.amx) {
     p.amx_group = amx_panel_group(W);
     p.slot_bytes = amx_unpack_scratch_bytes(W, p.amx_group);
+    // The AMX tile writes whole panel groups over all rows: the gate/up pair goes through the product.
+    if (silu_mul) p.product_bytes = up64(static_cast<size_t>(M * W.N) * sizeof(float));
+  } else if (silu_mul) {
+    p.slot_bytes = up64(static_cast<size_t>(2 * p.mc * W.cols) * sizeof(float));  // a pass's gate and up tiles
   }
   return p;
 }
 
-size_t NBitsPanelsPlan::workspace_bytes() const { return a_bytes + ep::SlotScratch::bytes(slot_bytes, slots); }
+size_t NBitsPanelsPlan::workspace_bytes() const {
+  return a_bytes + product_bytes + ep::SlotScratch::bytes(slot_bytes, slots);
+}
 
 void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const float* bias, float* Y,
                         ep::ThreadPool* pool, PanelKernel kernel, void* workspace) {
@@ -397,6 +405,8 @@ bool NBitsColumnSplit::fits(const QuantPanels& W) const {
 namespace {
 void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias, float* Y,
                    ep::ThreadPool* pool, void* workspace, const NBitsColumnSplit* split);
+void panels_silu_mul_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias,
+                            float* Y, ep::ThreadPool* pool, void* workspace, bool avx512);
 }  // namespace
 
 void matmulnbits_panels_run(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias,
@@ -409,38 +419,58 @@ void matmulnbits_panels_run(const NBitsPanelsPlan& plan, const float* A, const Q
 }
 
 namespace {
+// A's rows quantized into the front of a panel plan's workspace: int8 rows, block scales, scale * sum
+// and (AMX) the row terms.
+struct QuantizedA {
+  int8_t* aq = nullptr;
+  float* sa = nullptr;
+  float* sq = nullptr;
+  float* terms = nullptr;  // AMX only
+};
+QuantizedA quantize_a(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, ep::ThreadPool* pool,
+                      void* workspace) {
+  const int64_t K = W.K, M = plan.M, rows = plan.rows;
+  const ep::IsaTier quant_isa = panel_kernel_info(plan.kernel).tier;
+  QuantizedA q;
+  q.aq = static_cast<int8_t*>(workspace);
+  q.sa = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + up64(static_cast<size_t>(rows * W.kpad)));
+  q.sq = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(q.sa) + up64(static_cast<size_t>(rows * W.kb) * sizeof(float)));
+  auto quant = [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m)
+      quantize_a_row(A + m * K, K, W.block, W.kpad, q.aq + m * W.kpad, q.sa + m * W.kb, q.sq + m * W.kb, quant_isa);
+  };
+  if (pool && M >= 16) pool->parallel_for(M, 8, quant); else quant(0, M);
+  if (plan.amx) {
+    // The AMX tile reads whole 32-row blocks of A: the padding rows are zero (their terms too).
+    std::memset(q.aq + M * W.kpad, 0, static_cast<size_t>((rows - M) * W.kpad));
+    q.terms = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(q.sq) + up64(static_cast<size_t>(rows * W.kb) * sizeof(float)));
+    amx_row_terms(W, q.sa, q.sq, M, rows, q.terms);
+  }
+  return q;
+}
+
+using TileFn = void (*)(const QuantPanels&, const PanelTile&);
+TileFn tile_fn(PanelKernel kernel) {
+  return kernel == PanelKernel::kAvx512Vnni ? qd8_f32_qb4w_gemm_4x32__avx512vnni
+         : kernel == PanelKernel::kAvx2     ? qd8_f32_qb4w_gemm_2x16__avx2
+                                            : qd8_f32_qb4w_gemm_1x16__scalar;
+}
+
 // matmulnbits_panels_run on a workspace that serves the plan (its slots cover the pool's threads).
 void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias, float* Y,
                    ep::ThreadPool* pool, void* workspace, const NBitsColumnSplit* split) {
-  const int64_t N = W.N, K = W.K, M = plan.M;
+  const int64_t N = W.N, M = plan.M;
   const bool amx = plan.amx;
-  const PanelKernel kernel = plan.kernel;
-  const int64_t rows = plan.rows;
-  const ep::IsaTier quant_isa = panel_kernel_info(kernel).tier;
-  int8_t* aq = static_cast<int8_t*>(workspace);
-  float* sa = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + up64(static_cast<size_t>(rows * W.kpad)));
-  float* sq = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(sa) + up64(static_cast<size_t>(rows * W.kb) * sizeof(float)));
+  const QuantizedA qa = quantize_a(plan, A, W, pool, workspace);
+  const int8_t* aq = qa.aq;
+  const float* sa = qa.sa;
+  const float* sq = qa.sq;
+  const float* terms = qa.terms;
   // The per-thread scratch (AMX unpacked panels): the calling thread's slot after the quantized A.
-  uint8_t* slot0 = static_cast<uint8_t*>(workspace) + plan.a_bytes;
+  uint8_t* slot0 = static_cast<uint8_t*>(workspace) + plan.a_bytes + plan.product_bytes;
   const size_t stride = ep::SlotScratch::stride(plan.slot_bytes);
-  auto quant = [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m)
-      quantize_a_row(A + m * K, K, W.block, W.kpad, aq + m * W.kpad, sa + m * W.kb, sq + m * W.kb, quant_isa);
-  };
-  if (pool && M >= 16) pool->parallel_for(M, 8, quant); else quant(0, M);
-  float* terms = nullptr;
-  if (amx) {
-    // The AMX tile reads whole 32-row blocks of A: the padding rows are zero (their terms too).
-    std::memset(aq + M * W.kpad, 0, static_cast<size_t>((rows - M) * W.kpad));
-    terms = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(sq) + up64(static_cast<size_t>(rows * W.kb) * sizeof(float)));
-    amx_row_terms(W, sa, sq, M, rows, terms);
-  }
-
   const int64_t mr = plan.mr, mc = plan.mc;
-  void (*tile)(const QuantPanels&, const PanelTile&) =
-      kernel == PanelKernel::kAvx512Vnni ? qd8_f32_qb4w_gemm_4x32__avx512vnni
-      : kernel == PanelKernel::kAvx2     ? qd8_f32_qb4w_gemm_2x16__avx2
-                                         : qd8_f32_qb4w_gemm_1x16__scalar;
+  const TileFn tile = tile_fn(plan.kernel);
   auto work = [&](int64_t p0, int64_t p1) {
     if (amx) {
       uint8_t* scratch = slot0 + static_cast<size_t>(pool ? pool->slot() : 0) * stride;
@@ -501,6 +531,79 @@ void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanel
     }
   }
 }
+
+// matmulnbits_panels_silu_mul_run on a workspace that serves the plan. Tasks take whole gate/up pairs
+// of panels; per pass of rows both tiles go into the thread's slot (contiguous rows x cols blocks), the
+// pair's biases are added, silu_mul_f32 runs once over the block and its rows are copied into Y.
+void panels_silu_mul_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias,
+                            float* Y, ep::ThreadPool* pool, void* workspace, bool avx512) {
+  const int64_t M = plan.M, cols = W.cols, N = W.N / 2, pairs = W.panels / 2;
+  const QuantizedA qa = quantize_a(plan, A, W, pool, workspace);
+  float* product = plan.amx ? reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + plan.a_bytes) : nullptr;
+  uint8_t* slot0 = static_cast<uint8_t*>(workspace) + plan.a_bytes + plan.product_bytes;
+  const size_t stride = ep::SlotScratch::stride(plan.slot_bytes);
+  const TileFn tile = tile_fn(plan.kernel);
+  auto add_bias = [&](float* g, int64_t ldg, float* u, int64_t ldu, int64_t q, int64_t rows) {
+    const float* bg = bias + 2 * q * cols;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        g[r * ldg + c] += bg[c];
+        u[r * ldu + c] += bg[cols + c];
+      }
+  };
+  auto work = [&](int64_t q0, int64_t q1) {
+    uint8_t* slot = slot0 + static_cast<size_t>(pool ? pool->slot() : 0) * stride;
+    if (plan.amx) {
+      qd8_f32_qb4w_gemm_32x32__amx(W, qa.aq, W.kpad, qa.terms, M, 2 * q0, 2 * q1, product, W.N, plan.amx_group, slot);
+      for (int64_t q = q0; q < q1; ++q) {
+        float* g = product + 2 * q * cols;
+        float* u = g + cols;
+        if (bias) add_bias(g, W.N, u, W.N, q, M);
+        for (int64_t m = 0; m < M; ++m) silu_mul_f32(g + m * W.N, u + m * W.N, Y + m * N + q * cols, cols, avx512);
+      }
+      return;
+    }
+    float* gate = reinterpret_cast<float*>(slot);  // [mc, cols], then the up tile [mc, cols]
+    float* up = gate + plan.mc * cols;
+    for (int64_t m0 = 0; m0 < M; m0 += plan.mc) {
+      const int64_t m1 = std::min(M, m0 + plan.mc), rows = m1 - m0;
+      for (int64_t q = q0; q < q1; ++q) {
+        for (int half = 0; half < 2; ++half) {
+          PanelTile t;
+          t.lda = W.kpad;
+          t.lds = W.kb;
+          t.panel = W.panel(2 * q + half);
+          t.ncols = cols;
+          t.ldy = cols;
+          for (int64_t m = m0; m < m1; m += plan.mr) {
+            t.rows = std::min(plan.mr, m1 - m);
+            t.a = qa.aq + m * W.kpad;
+            t.sa = qa.sa + m * W.kb;
+            t.sq = qa.sq + m * W.kb;
+            t.y = (half == 0 ? gate : up) + (m - m0) * cols;
+            tile(W, t);
+          }
+        }
+        if (bias) add_bias(gate, cols, up, cols, q, rows);
+        silu_mul_f32(gate, up, gate, rows * cols, avx512);
+        for (int64_t r = 0; r < rows; ++r)
+          std::memcpy(Y + (m0 + r) * N + q * cols, gate + r * cols, static_cast<size_t>(cols) * sizeof(float));
+      }
+    }
+  };
+  const int64_t grain = std::max<int64_t>(1, plan.grain / 2);
+  if (pool && pairs > 1) pool->parallel_for(pairs, grain, work);
+  else work(0, pairs);
+}
 }  // namespace
+
+void matmulnbits_panels_silu_mul_run(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias,
+                                     float* Y, ep::ThreadPool* pool, void* workspace, bool avx512) {
+  if (plan.M == 0 || W.N == 0) return;
+  assert(plan.silu_mul && W.panels % 2 == 0);
+  ep::run_on_plan_workspace(plan, pool, workspace, [&](const NBitsPanelsPlan& p, void* ws) {
+    panels_silu_mul_run_on(p, A, W, bias, Y, pool, ws, avx512);
+  });
+}
 
 }  // namespace nxrt::ops::contrib

@@ -12,6 +12,7 @@
 #include "ir/float8_types.h"
 #include "ops/common.h"
 #include "ops/elementwise/elementwise_util.h"
+#include "ops/elementwise/silu_mul.h"
 #include "ops/reduction/reduction_math.h"
 #include "ops/simd_math.h"
 
@@ -528,17 +529,8 @@ Status silu_mul(KernelContext& ctx) {
     // waited. Zen 3, traced decode steps at 2 threads: SiluMul per step 155 -> 114 us (4 of 4
     // alternated processes).
     constexpr int64_t kSiluMulGrain = 2048;
-    ew::run_flat(ctx.pool(), x.numel(), kSiluMulGrain, [&](int64_t b, int64_t e) {
-      constexpr int64_t kBlock = 512;
-      float sw[kBlock];
-      for (int64_t i0 = b; i0 < e; i0 += kBlock) {
-        const int64_t n = std::min(kBlock, e - i0);
-        // Swish's own dispatch (a block under run_flat's grain runs inline), else its scalar body.
-        if (!sigmoid_like(xp + i0, sw, n, 1.f, true, ctx.pool(), avx512))
-          for (int64_t i = 0; i < n; ++i) sw[i] = xp[i0 + i] * sigmoid(xp[i0 + i]);
-        for (int64_t i = 0; i < n; ++i) yp[i0 + i] = sw[i] * up[i0 + i];
-      }
-    });
+    ew::run_flat(ctx.pool(), x.numel(), kSiluMulGrain,
+                 [&](int64_t b, int64_t e) { silu_mul_f32(xp + b, up + b, yp + b, e - b, avx512); });
     return Status::Ok();
   }
   ew::BcastPlan plan = ew::make_plan(s.out, {&s.a, &s.b});
@@ -993,6 +985,21 @@ Status Where(KernelContext& ctx) {
 }
 
 }  // namespace
+
+void silu_mul_f32(const float* x, const float* u, float* y, int64_t n, bool avx512) {
+  constexpr int64_t kBlock = 512;
+  float sw[kBlock];
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t m = std::min(kBlock, n - i0);
+#ifdef NXRT_SIMD_X86
+    if (avx512) sigmoid_like_avx512(x + i0, sw, m, 1.f, true);
+    else if (simd_has_avx2()) sigmoid_like_avx2(x + i0, sw, m, 1.f, true);
+    else
+#endif
+      for (int64_t i = 0; i < m; ++i) sw[i] = x[i0 + i] * sigmoid(x[i0 + i]);
+    for (int64_t i = 0; i < m; ++i) y[i0 + i] = sw[i] * u[i0 + i];
+  }
+}
 
 void register_elementwise_ops(ep::KernelRegistry& r) {
   // Unary math
