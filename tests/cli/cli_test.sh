@@ -71,6 +71,9 @@ check "info names the tier the kernels use" grep -Eq "^kernel tier: (scalar|avx2
 out=$(NXRT_ISA=scalar "$nxrt" info "$m")
 check "NXRT_ISA caps the kernel tier info prints" grep -q "^kernel tier: scalar (capped by isa=scalar)" <<<"$out"
 check "a bad NXRT_ISA is an info error" bash -c '! NXRT_ISA=sse9 "$1" info "$2" >/dev/null 2>&1' _ "$nxrt" "$m"
+out=$(NXRT_ISA=avx2 "$nxrt" info)
+check "info without a model names the cpu and the tier" grep -Eq "^cpu: .*tier (scalar|avx2|avx512|amx)$" <<<"$out"
+check "info without a model honours NXRT_ISA" grep -Eq "^kernel tier: (scalar|avx2( \(capped by isa=avx2\))?)$" <<<"$out"
 out=$("$nxrt" info --ops)
 check "info --ops lists ai.onnx Conv" grep -Eq "^ai.onnx +Conv +opset [0-9]+-" <<<"$out"
 check "info --ops lists com.microsoft MatMulNBits" grep -Eq "^com.microsoft +MatMulNBits " <<<"$out"

@@ -43,6 +43,7 @@ namespace {
                "             [--concurrency N,M,... [--rounds K]]  (aggregate throughput of N runs at once on one session)\n"
                "  nxrt test DIR... [--jobs N] [--timeout S] [--report FILE] [--ids-file FILE --root DIR] [--opt LEVEL]\n"
                "  (LEVEL: disabled|basic|all, default all; the NXRT_OPT_LEVEL environment variable overrides it)\n"
+               "  nxrt info                         this CPU, its features and the kernel tier chosen (NXRT_ISA caps it)\n"
                "  nxrt info MODEL.onnx [--shapes]   (--shapes: inferred shape of every value, symbol lineage)\n"
                "  nxrt info --ops                   every registered kernel: domain, op, opset range\n"
                "  nxrt info --overrides             the kernel override keys (tests, diagnosis)\n"
@@ -713,7 +714,15 @@ int print_override_keys() {
 }
 
 int cmd_info(int argc, char** argv) {
-  if (argc < 1) usage_exit("info needs a model, --ops, --overrides or --capture MODEL_DIR");
+  if (argc < 1) {
+    // No model: what this machine runs (the CPU, its features and the kernel tier chosen for it).
+    std::printf("cpu: %s\n", cpu_summary().c_str());
+    auto tier = kernel_tier_summary();
+    if (!tier.ok()) return fail(tier.status());
+    std::printf("kernel tier: %s\n", tier->c_str());
+    std::printf("(nxrt info MODEL.onnx | --ops | --overrides | --capture MODEL_DIR for more)\n");
+    return 0;
+  }
   if (std::string(argv[0]) == "--ops") return print_registered_ops();
   if (std::string(argv[0]) == "--overrides") return print_override_keys();
   if (std::string(argv[0]) == "--capture") return cmd_info_capture(argc - 1, argv + 1);

@@ -722,7 +722,7 @@ class MatMulNBits final : public ep::Kernel {
     const float* bias_in = nullptr;
     if (!split_bias_.empty()) bias_in = split_bias_.data();
     if (silu_mul_) return compute_silu_mul(ctx, A);
-    if (split_first_.empty() && ctx.has_input(5)) {  // (MatMulNBitsSplit's and MatMulNBitsSiluMul's input 5 is a weight)
+    if (split_first_.empty() && ctx.has_input(5)) {  // (MatMulNBitsSplit's input 5 is a weight)
       const Tensor& bt = ctx.input(5);
       if (bt.numel() != N_) return ctx.error("bias must have N=" + std::to_string(N_) + " elements, got " + bt.describe(), StatusCode::kInvalidArgument);
       if (bt.dtype() == DataType::kFloat) {
