@@ -20,15 +20,32 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 int64_t ring_width(const Geom3& g) { return (g.out[2] + kRowAlign - 1) / kRowAlign * kRowAlign; }
 int64_t ring_slots(const Geom3& g);
 
-// What one row pass needs.
+// What one row pass needs. [jv0, jv1): the outputs whose vectors (of `width` lanes, starting at
+// multiples of it) read only columns inside [0, IW): plain loads there, no edge checks (set by
+// interior_vectors for the vector width of the body that runs).
 struct RowArgs {
   int64_t IW, OW, pl;
   int SW, KW;
+  int64_t jv0 = 0, jv1 = 0;
 };
+
+// The range of RowArgs::jv0/jv1 for vectors of `width` outputs. A vector at output j0 reads columns
+// [c0, c0 + span) with c0 = j0 * SW - pl: stride 1 reads KW overlapping vectors (span width + KW - 1);
+// stride 2 reads pairs of vectors at the even taps (span 2 * width + the last even tap).
+void interior_vectors(RowArgs* a, int64_t width) {
+  const int64_t span = a->SW == 2 ? 2 * width + ((a->KW - 1) & ~int64_t{1}) : width + a->KW - 1;
+  int64_t j0 = 0;
+  while (j0 < a->OW && j0 * a->SW - a->pl < 0) j0 += width;
+  int64_t j1 = j0;
+  while (j1 + width <= a->OW && j1 * a->SW - a->pl + span <= a->IW) j1 += width;
+  a->jv0 = j0;
+  a->jv1 = j1;
+}
 
 // Plain loops: h[j] = max over the taps j*SW - pl + kw inside [0, IW) in column order; y[j] = max of
 // rows[0..n)[j] in row order; both with acc = v > acc ? v : acc from -inf.
 struct PlainOps {
+  static constexpr int64_t kWidth = 0;  // no vectors: row() does not read jv0 / jv1
   static inline float edge(const float* s, const RowArgs& a, int SW, int KW, int64_t j) {
     float acc = kNegInf;
     for (int kw = 0; kw < KW; ++kw) {
@@ -79,6 +96,7 @@ struct PlainOps {
 // 8-float vectors. A load at column c of a row of n floats: lanes outside [0, n) read as -inf (masked,
 // never touched).
 struct Avx2Ops {
+  static constexpr int64_t kWidth = 8;
   NXRT_SM_AVX2 static inline __m256 load_clip(const float* s, int64_t c, int64_t n) {
     if (c >= 0 && c + 8 <= n) return _mm256_loadu_ps(s + c);
     const __m256i col = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
@@ -97,7 +115,27 @@ struct Avx2Ops {
   template <int kSW, int kKW>
   NXRT_SM_AVX2 static inline void row(const float* s, const RowArgs& a, float* h) {
     const int SW = kSW ? kSW : a.SW, KW = kKW ? kKW : a.KW;
+    // The interior: every load inside the row (the same maxima in the same order as the edge loop).
+    for (int64_t j0 = a.jv0; j0 < a.jv1; j0 += 8) {
+      __m256 acc = _mm256_set1_ps(kNegInf);
+      if (SW == 2) {
+        const float* c = s + 2 * j0 - a.pl;
+        for (int k = 0; k < KW; k += 2) {
+          const __m256 lo = _mm256_loadu_ps(c + k), hi = _mm256_loadu_ps(c + k + 8);
+          acc = _mm256_max_ps(even(lo, hi), acc);
+          if (k + 1 < KW) acc = _mm256_max_ps(odd(lo, hi), acc);
+        }
+      } else {
+        const float* c = s + j0 - a.pl;
+        for (int k = 0; k < KW; ++k) acc = _mm256_max_ps(_mm256_loadu_ps(c + k), acc);
+      }
+      _mm256_storeu_ps(h + j0, acc);
+    }
     for (int64_t j0 = 0; j0 < a.OW; j0 += 8) {
+      if (j0 == a.jv0 && a.jv1 > a.jv0) {
+        j0 = a.jv1 - 8;
+        continue;
+      }
       __m256 acc = _mm256_set1_ps(kNegInf);  // _mm256_max_ps(v, acc) is v > acc ? v : acc: NaN skipped, ties keep acc
       if (SW == 2) {
         const int64_t c0 = 2 * j0 - a.pl;
@@ -114,7 +152,16 @@ struct Avx2Ops {
     }
   }
   NXRT_SM_AVX2 static inline void vert(const float* const* rows, int n, int64_t OW, int64_t room, float* y) {
-    for (int64_t j0 = 0; j0 < OW; j0 += 8) {
+    int64_t j0 = 0;
+    if (n == 3) {  // the usual window height: the same maxima in the same order, no row loop
+      const float *r0 = rows[0], *r1 = rows[1], *r2 = rows[2];
+      for (; j0 + 8 <= std::min(OW, room); j0 += 8) {
+        const __m256 acc = _mm256_max_ps(_mm256_loadu_ps(r2 + j0),
+                                         _mm256_max_ps(_mm256_loadu_ps(r1 + j0), _mm256_loadu_ps(r0 + j0)));
+        _mm256_storeu_ps(y + j0, acc);
+      }
+    }
+    for (; j0 < OW; j0 += 8) {
       __m256 acc = _mm256_set1_ps(kNegInf);
       for (int r = 0; r < n; ++r) acc = _mm256_max_ps(_mm256_loadu_ps(rows[r] + j0), acc);
       if (j0 + 8 <= room) {
@@ -130,6 +177,7 @@ struct Avx2Ops {
 
 // 16-float vectors, masked loads and stores at the edges.
 struct Avx512Ops {
+  static constexpr int64_t kWidth = 16;
   NXRT_SM_AVX512 static inline __m512 load_clip(const float* s, int64_t c, int64_t n, __m512 ninf) {
     if (c >= 0 && c + 16 <= n) return _mm512_loadu_ps(s + c);
     const int64_t lo = c < 0 ? -c : 0, hi = n - c < 16 ? n - c : 16;  // lanes [lo, hi) inside the row
@@ -143,7 +191,27 @@ struct Avx512Ops {
     const __m512 ninf = _mm512_set1_ps(kNegInf);
     const __m512i ieven = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i iodd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    // The interior: every load inside the row (the same maxima in the same order as the edge loop).
+    for (int64_t j0 = a.jv0; j0 < a.jv1; j0 += 16) {
+      __m512 acc = ninf;
+      if (SW == 2) {
+        const float* c = s + 2 * j0 - a.pl;
+        for (int k = 0; k < KW; k += 2) {
+          const __m512 lo = _mm512_loadu_ps(c + k), hi = _mm512_loadu_ps(c + k + 16);
+          acc = _mm512_max_ps(_mm512_permutex2var_ps(lo, ieven, hi), acc);
+          if (k + 1 < KW) acc = _mm512_max_ps(_mm512_permutex2var_ps(lo, iodd, hi), acc);
+        }
+      } else {
+        const float* c = s + j0 - a.pl;
+        for (int k = 0; k < KW; ++k) acc = _mm512_max_ps(_mm512_loadu_ps(c + k), acc);
+      }
+      _mm512_storeu_ps(h + j0, acc);
+    }
     for (int64_t j0 = 0; j0 < a.OW; j0 += 16) {
+      if (j0 == a.jv0 && a.jv1 > a.jv0) {
+        j0 = a.jv1 - 16;
+        continue;
+      }
       __m512 acc = ninf;  // _mm512_max_ps(v, acc) is v > acc ? v : acc: NaN skipped, ties keep acc
       if (SW == 2) {
         const int64_t c0 = 2 * j0 - a.pl;
@@ -160,7 +228,16 @@ struct Avx512Ops {
     }
   }
   NXRT_SM_AVX512 static inline void vert(const float* const* rows, int n, int64_t OW, int64_t room, float* y) {
-    for (int64_t j0 = 0; j0 < OW; j0 += 16) {
+    int64_t j0 = 0;
+    if (n == 3) {  // the usual window height: the same maxima in the same order, no row loop
+      const float *r0 = rows[0], *r1 = rows[1], *r2 = rows[2];
+      for (; j0 + 16 <= std::min(OW, room); j0 += 16) {
+        const __m512 acc = _mm512_max_ps(_mm512_loadu_ps(r2 + j0),
+                                         _mm512_max_ps(_mm512_loadu_ps(r1 + j0), _mm512_loadu_ps(r0 + j0)));
+        _mm512_storeu_ps(y + j0, acc);
+      }
+    }
+    for (; j0 < OW; j0 += 16) {
       __m512 acc = _mm512_set1_ps(kNegInf);
       for (int r = 0; r < n; ++r) acc = _mm512_max_ps(_mm512_loadu_ps(rows[r] + j0), acc);
       if (j0 + 16 <= room) {
@@ -188,7 +265,8 @@ inline void drive(const Geom3& g, const float* x, float* y, int64_t p0, int64_t 
   const int64_t IH = g.in[1], IW = g.in[2], OH = g.out[1], OW = g.out[2];
   const int64_t KH = g.k[1], SH = g.s[1], pt = g.pb[1];
   const int64_t RW = ring_width(g), mask = ring_slots(g) - 1;
-  const RowArgs ra{IW, OW, g.pb[2], static_cast<int>(g.s[2]), static_cast<int>(g.k[2])};
+  RowArgs ra{IW, OW, g.pb[2], static_cast<int>(g.s[2]), static_cast<int>(g.k[2])};
+  if constexpr (Ops::kWidth > 0) interior_vectors(&ra, Ops::kWidth);
   const float* rows[64];
   for (int64_t p = p0; p < p1; ++p) {
     const float* xp = x + p * IH * IW;
