@@ -31,9 +31,16 @@ check "DequantizeLinear + MatMul fused into MatMulNBits" bash -c \
 "$nxrt" generate "$work/m" --prompt-len 16 --max-new-tokens 24 --opt disabled --dump-logits "$work/logits0.npy" >/dev/null 2>&1
 check "unoptimized graph (DequantizeLinear + MatMul): logits match the reference (1e-3)" \
   $py "$root/tools/compare_logits.py" "$work/logits0.npy" "$work/ref/step_logits.npy" --min-rows 24
-keys='["create_ms", "decode_step_ms_median", "decode_tok_s", "kv_capacity", "kv_update", "new_tokens", "opt", "prefill_ms", "prefill_tok_s", "prompt_tokens", "runtime", "share_buffer", "threads", "tokens", "ttft_ms", "warmup"]'
+keys='["create_ms", "decode_step_ms_median", "decode_steps_ms", "decode_tok_s", "kv_capacity", "kv_update", "new_tokens", "opt", "prefill_ms", "prefill_tok_s", "prompt_tokens", "runtime", "share_buffer", "threads", "tokens", "ttft_ms", "warmup"]'
 gotkeys=$($py -c "import json,sys; print(json.dumps(sorted(json.load(open(sys.argv[1])))))" "$work/out.json" 2>/dev/null)
-check "--json has ort generate's keys" test "$gotkeys" = "$keys"
+check "--json has ort generate's keys (and nxrt's decode_steps_ms)" test "$gotkeys" = "$keys"
+check "decode_steps_ms: one time per decode step, their median the reported one" $py -c "
+import json, statistics, sys
+d = json.load(open(sys.argv[1]))
+s = d['decode_steps_ms']
+assert len(s) == d['new_tokens'] - 1 and all(t > 0 for t in s), s
+assert abs(statistics.median(s) - d['decode_step_ms_median']) <= 0.01, (statistics.median(s), d['decode_step_ms_median'])
+" "$work/out.json"
 check "nxrt test passes the reference data sets" bash -c "'$nxrt' test '$work/ref' | tail -1 | grep -qx '1 passed, 0 failed'"
 
 # Captured replay: the schedule of the static-cache decoder, and the same tokens with replay off.
@@ -108,7 +115,7 @@ if [ -x "$ort" ]; then
   otoks=$($py -c "import json,sys; print(json.load(open(sys.argv[1]))['tokens'])" "$work/ort.json" 2>/dev/null)
   check "ORT's tokens equal the reference" test "$otoks" = "$ref"
   okeys=$($py -c "import json,sys; print(json.dumps(sorted(json.load(open(sys.argv[1])))))" "$work/ort.json" 2>/dev/null)
-  check "ORT's key set is the same" test "$okeys" = "$keys"
+  check "ORT's key set is the same (but for nxrt's own decode_steps_ms)" test "$okeys" = "${keys/\"decode_steps_ms\", /}"
   # 32 greedy tokens side by side on the onnxruntime-genai style: at accuracy_level 0 against the
   # reference, and at accuracy_level 4 (both runtimes quantize activations to int8) against nxrt.
   "$ort" generate "$work/g" --prompt-len 16 --max-new-tokens 32 >"$work/ortg.json" 2>/dev/null

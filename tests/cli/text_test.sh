@@ -37,7 +37,7 @@ check "re-encoding the printed text gives the generated ids" bash -c \
   "test \"\$(tr -d ' \n' <'$work/g.reencoded')\" = \"\$($py -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))[\"tokens\"]).replace(\" \", \"\"))' '$work/g.json')\""
 check "prompt_tokens is the tokenized prompt's length" bash -c \
   "test \"\$(field '$work/g.json' prompt_tokens)\" = \"\$(printf '%s' 'Hello, world. Say something!' | '$tokenize' encode '$m' - | $py -c 'import json,sys; print(len(json.load(sys.stdin)))')\""
-keys='["create_ms", "decode_step_ms_median", "decode_tok_s", "kv_capacity", "kv_update", "new_tokens", "opt", "prefill_ms", "prefill_tok_s", "prompt_tokens", "runtime", "share_buffer", "text", "threads", "tokens", "ttft_ms", "warmup"]'
+keys='["create_ms", "decode_step_ms_median", "decode_steps_ms", "decode_tok_s", "kv_capacity", "kv_update", "new_tokens", "opt", "prefill_ms", "prefill_tok_s", "prompt_tokens", "runtime", "share_buffer", "text", "threads", "tokens", "ttft_ms", "warmup"]'
 check "--json keeps the generate keys and adds text" test "$($py -c "import json,sys; print(json.dumps(sorted(json.load(open(sys.argv[1])))))" "$work/g.json")" = "$keys"
 
 "$nxrt" generate "$m" "Hello, world. Say something!" --max-new-tokens 40 --ignore-eos >"$work/g.out" 2>"$work/g.err"

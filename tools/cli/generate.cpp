@@ -3,7 +3,8 @@
 //   create_ms: Model::create; prefill_ms: the prefill session run; prefill_tok_s = prompt / prefill_ms;
 //   ttft_ms: generation start to the first token (feeds, prefill, pick); decode_tok_s = (new_tokens - 1) /
 //   time from the first token to the last (null with one token); decode_step_ms_median: one decode step
-//   (run + pick). Exactly --max-new-tokens tokens; EOS stops only with --stop-at-eos.
+//   (run + pick); decode_steps_ms: every decode step's time in order (nxrt's own key). Exactly
+//   --max-new-tokens tokens; EOS stops only with --stop-at-eos.
 // --dump-logits FILE writes the logits row each new token was chosen from as a .npy (float32
 // [new_tokens, vocab], the layout of tools/genai_reference.py's step_logits.npy); the buffer is sized before
 // generation, and without the flag the decode loop does no extra work.
@@ -75,6 +76,18 @@ int fail(const Status& s) { return cli::report_error(s); }
 int64_t parse_count(const std::string& flag, const std::string& v) { return cli::count_arg(flag, v, kUsage); }
 double parse_real(const std::string& flag, const std::string& v) { return cli::real_arg(flag, v, kUsage); }
 std::string num(double x) { return cli::fixed3(x); }
+
+// The decode steps' times as a JSON array (ms, two decimals): where a generation's time goes step by step
+// (the first steps of a generation run slower than the steady ones; docs/PERF.md).
+std::string steps_json(const std::vector<double>& steps) {
+  std::string out = "[";
+  char buf[32];
+  for (size_t i = 0; i < steps.size(); ++i) {
+    std::snprintf(buf, sizeof(buf), "%s%.2f", i ? "," : "", steps[i]);
+    out += buf;
+  }
+  return out + "]";
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -301,13 +314,13 @@ int run_text(const genai::Model& model, const TextRequest& q, const genai::Searc
     std::printf(
         "{\"prompt_tokens\":%zu,\"new_tokens\":%zu,\"create_ms\":%s,\"prefill_ms\":%s,\"prefill_tok_s\":%s,"
         "\"decode_tok_s\":%s,\"ttft_ms\":%s,\"tokens\":[%s],\"threads\":%d,\"share_buffer\":%s,\"kv_update\":\"%s\","
-        "\"kv_capacity\":%s,\"decode_step_ms_median\":%s,\"warmup\":%lld,\"opt\":\"%s\",\"runtime\":\"nxrt\","
-        "\"text\":%s}\n",
+        "\"kv_capacity\":%s,\"decode_step_ms_median\":%s,\"decode_steps_ms\":%s,\"warmup\":%lld,\"opt\":\"%s\","
+        "\"runtime\":\"nxrt\",\"text\":%s}\n",
         prompt.size(), n, num(q.create_ms).c_str(), num(r.prefill_ms).c_str(),
         num(static_cast<double>(prompt.size()) / (r.prefill_ms / 1000.0)).c_str(), decode_tok_s.c_str(),
         num(r.ttft_ms).c_str(), toks.c_str(), q.threads, share ? "true" : "false", gen.value()->kv_update(),
-        share ? std::to_string(capacity).c_str() : "null", step_med.c_str(), static_cast<long long>(q.warmup),
-        q.opt.c_str(), cli::json_quote(r.text).c_str());
+        share ? std::to_string(capacity).c_str() : "null", step_med.c_str(), steps_json(r.steps).c_str(),
+        static_cast<long long>(q.warmup), q.opt.c_str(), cli::json_quote(r.text).c_str());
   } else {
     std::fputc('\n', stdout);
     std::fflush(stdout);
@@ -603,12 +616,13 @@ int cmd_generate(int argc, char** argv) {
     std::printf(
         "{\"prompt_tokens\":%lld,\"new_tokens\":%zu,\"create_ms\":%s,\"prefill_ms\":%s,\"prefill_tok_s\":%s,"
         "\"decode_tok_s\":%s,\"ttft_ms\":%s,\"tokens\":[%s],\"threads\":%d,\"share_buffer\":%s,\"kv_update\":\"%s\","
-        "\"kv_capacity\":%s,\"decode_step_ms_median\":%s,\"warmup\":%lld,\"opt\":\"%s\",\"runtime\":\"nxrt\"%s}\n",
+        "\"kv_capacity\":%s,\"decode_step_ms_median\":%s,\"decode_steps_ms\":%s,\"warmup\":%lld,\"opt\":\"%s\","
+        "\"runtime\":\"nxrt\"%s}\n",
         static_cast<long long>(prompt_width), n, num(create_ms).c_str(), num(r.prefill_ms).c_str(),
         num(static_cast<double>(prompt_width) / (r.prefill_ms / 1000.0)).c_str(), decode_tok_s.c_str(),
         num(r.ttft_ms).c_str(), toks.c_str(), threads, share ? "true" : "false", r.kv_update.c_str(),
-        share ? std::to_string(capacity).c_str() : "null", step_med.c_str(), static_cast<long long>(warmup),
-        opt.c_str(), seqs.c_str());
+        share ? std::to_string(capacity).c_str() : "null", step_med.c_str(), steps_json(r.steps).c_str(),
+        static_cast<long long>(warmup), opt.c_str(), seqs.c_str());
   } else {
     if (several) {
       for (size_t i = 0; i < prompts.size(); ++i) std::printf("prompt %zu: %s\n", i, join_ids(prompts[i]).c_str());
