@@ -713,13 +713,19 @@ int print_override_keys() {
   return 0;
 }
 
+// The "cpu:" and "kernel tier:" lines of `nxrt info` (an error when NXRT_ISA names no tier).
+Status print_cpu_and_tier() {
+  std::printf("cpu: %s\n", cpu_summary().c_str());
+  auto tier = kernel_tier_summary();
+  if (!tier.ok()) return tier.status();
+  std::printf("kernel tier: %s\n", tier->c_str());
+  return Status::Ok();
+}
+
 int cmd_info(int argc, char** argv) {
   if (argc < 1) {
     // No model: what this machine runs (the CPU, its features and the kernel tier chosen for it).
-    std::printf("cpu: %s\n", cpu_summary().c_str());
-    auto tier = kernel_tier_summary();
-    if (!tier.ok()) return fail(tier.status());
-    std::printf("kernel tier: %s\n", tier->c_str());
+    if (Status st = print_cpu_and_tier(); !st.ok()) return fail(st);
     std::printf("(nxrt info MODEL.onnx | --ops | --overrides | --capture MODEL_DIR for more)\n");
     return 0;
   }
@@ -728,10 +734,7 @@ int cmd_info(int argc, char** argv) {
   if (std::string(argv[0]) == "--capture") return cmd_info_capture(argc - 1, argv + 1);
   auto s = inspect_model(argv[0]);
   if (!s.ok()) return fail(s.status());
-  std::printf("cpu: %s\n", cpu_summary().c_str());
-  auto tier = kernel_tier_summary();
-  if (!tier.ok()) return fail(tier.status());
-  std::printf("kernel tier: %s\n", tier->c_str());
+  if (Status st = print_cpu_and_tier(); !st.ok()) return fail(st);
   std::printf("model: %s\nir_version: %lld\nproducer: %s\nopsets:", argv[0], static_cast<long long>(s->ir_version),
               s->producer.c_str());
   for (const auto& [d, v] : s->opsets) std::printf(" %s=%lld", d.empty() ? "ai.onnx" : d.c_str(), static_cast<long long>(v));
