@@ -76,6 +76,7 @@ constexpr PassSpec kPasses[] = {
     {"fuse_activation", &fuse_activation, OptLevel::kAll, Repeat::kOnce},
     {"fuse_preact_conv", &fuse_preact_conv, OptLevel::kAll, Repeat::kOnce},  // after fuse_bn_relu, fuse_activation
     {"fuse_channel_shuffle", &fuse_channel_shuffle, OptLevel::kAll, Repeat::kOnce},  // after fuse_preact_conv
+    {"fuse_conv_max_pool", &fuse_conv_max_pool, OptLevel::kAll, Repeat::kOnce},  // after the three above
     {"fuse_sibling_matmulnbits", &fuse_sibling_matmulnbits, OptLevel::kAll, Repeat::kOnce},
     {"fuse_matmulnbits_silu_mul", &fuse_matmulnbits_silu_mul, OptLevel::kAll, Repeat::kOnce},  // after the two above
     {"fuse_sibling_pointwise_conv", &fuse_sibling_pointwise_conv, OptLevel::kAll, Repeat::kOnce},

@@ -57,5 +57,7 @@ int fuse_activation(PassContext& pc, GraphInfo& gi);
 int fuse_preact_conv(PassContext& pc, GraphInfo& gi);
 // Reshape-Transpose-Reshape channel shuffle read only by a depthwise conv: read through the shuffle there.
 int fuse_channel_shuffle(PassContext& pc, GraphInfo& gi);
+// A 2-D float Conv / FusedConv read only by a MaxPool -> nxrt::ConvMaxPool (fuse_conv_max_pool.cpp).
+int fuse_conv_max_pool(PassContext& pc, GraphInfo& gi);
 
 }  // namespace nxrt::optimizer

@@ -45,7 +45,7 @@ SymDim conv_out(SymbolTable& S, SymDim in, int64_t k, int64_t s, int64_t d, int6
 Status op_conv_like(NodeContext& c) {
   const std::string& op = c.n->op_type;
   const ValueFacts& x = c.input(0);
-  bool is_pool = op.find("Pool") != std::string::npos;
+  bool is_pool = op.find("Pool") != std::string::npos && op != "ConvMaxPool";  // ConvMaxPool: the conv here
   bool qlinear = op == "QLinearConv";
   const ValueFacts& w = c.input(qlinear ? 3 : 1);
   DataType dt = x.dtype;
@@ -149,6 +149,35 @@ Status op_fused_conv(NodeContext& c) {
     for (size_t i = 0; same && i < y.dims.size(); ++i) same = c.S.same(y.dims[i], z.dims[i]);
     if (!same) c.set(0, tensor_unknown_rank(y.dtype));
   }
+  return Status::Ok();
+}
+
+// nxrt::ConvMaxPool (X, W, B?): the conv's output size per spatial axis, then the pool's over it
+// (attributes pool_kernel_shape, pool_strides, pool_dilations, pool_pads, pool_ceil_mode, pool_auto_pad).
+Status op_conv_max_pool(NodeContext& c) {
+  NXRT_RETURN_IF_ERROR(op_conv_like(c));
+  const ValueFacts y = c.out.empty() ? ValueFacts{} : c.out[0];
+  if (!y.has_shape || y.dims.size() < 3) return Status::Ok();
+  const size_t ns = y.dims.size() - 2;
+  std::vector<int64_t> kernel = c.aints("pool_kernel_shape").value_or(std::vector<int64_t>{});
+  std::vector<SymDim> dims = {y.dims[0], y.dims[1]};
+  if (kernel.size() != ns) {
+    for (size_t i = 0; i < ns; ++i) dims.push_back(SymDim::s(c.S.mint()));
+  } else {
+    std::vector<int64_t> strides = c.aints("pool_strides").value_or(std::vector<int64_t>(ns, 1));
+    std::vector<int64_t> dil = c.aints("pool_dilations").value_or(std::vector<int64_t>(ns, 1));
+    std::vector<int64_t> pads = c.aints("pool_pads").value_or(std::vector<int64_t>(2 * ns, 0));
+    if (strides.size() != ns) strides.assign(ns, 1);
+    if (dil.size() != ns) dil.assign(ns, 1);
+    if (pads.size() != 2 * ns) pads.assign(2 * ns, 0);
+    const std::string auto_pad = c.as("pool_auto_pad", "NOTSET");
+    const bool ceil_mode = c.ai("pool_ceil_mode", 0) != 0;
+    for (size_t i = 0; i < ns; ++i) {
+      dims.push_back(conv_out(c.S, y.dims[i + 2], kernel[i], strides[i], dil[i], pads[i], pads[i + ns], ceil_mode,
+                              auto_pad));
+    }
+  }
+  c.set(0, tensor(y.dtype, dims));
   return Status::Ok();
 }
 
@@ -352,6 +381,7 @@ void add_nn_schemas(SchemaList& s) {
   s.add("NonMaxSuppression", &op_nms);
   // The optimizer's fused ops (src/ops/fused/).
   s.add(ir::kNxrtDomain, "FusedConv", &op_fused_conv).rank(kSameAsInput0);
+  s.add(ir::kNxrtDomain, "ConvMaxPool", &op_conv_max_pool).rank(kSameAsInput0);
   s.add(ir::kNxrtDomain, "BatchNormRelu", &same_as_input0).rank(kSameAsInput0);
   // ai.onnx kernels registered again under "nxrt" for fusions on models importing older opsets.
   s.add(ir::kNxrtDomain, "LayerNormalization", &op_layernorm).rank(kSameAsInput0);

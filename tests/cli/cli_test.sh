@@ -104,6 +104,13 @@ for tier in scalar avx2 avx512 amx; do
   done
 done
 
+# --disable PASS: that optimizer pass does not run (an unknown name is an error naming it)
+"$nxrt" run "$m" --input "$in0" --disable fuse_activation --output-dir "$work/dis" >/dev/null; rc=$?
+check "--disable fuse_activation runs" test "$rc" -eq 0
+check "--disable: the fused run matches the unfused output" bash -c "cp '$work/dis/output_0.pb' '$work/cmp/test_data_set_0/output_0.pb' && '$nxrt' test '$work/cmp' | tail -1 | grep -qx '1 passed, 0 failed'"
+rc=0; "$nxrt" bench "$m" --input "$in0" --runs 1 --disable no_such_pass >/dev/null 2>"$work/err" || rc=$?
+check "--disable of no pass: exit 1 naming it" bash -c "test $rc -eq 1 && grep -q \"'no_such_pass' is no optimizer pass\" '$work/err'"
+
 # trace: one complete event per executed node, valid JSON
 # --opt disabled: the optimizer would fuse nodes, and this counts the file's nodes.
 NXRT_TRACE="$work/trace.json" "$nxrt" run "$m" --input "$in0" --opt disabled >/dev/null

@@ -38,11 +38,11 @@ namespace {
   std::fprintf(stderr, "error: %s\n", msg.c_str());
   std::fprintf(stderr,
                "usage:\n"
-               "  nxrt run MODEL.onnx [--input FILE.pb]... [--output-dir DIR] [--threads N] [--opt LEVEL]\n"
-               "  nxrt bench MODEL.onnx [--input FILE.pb]... [--threads N] [--opt LEVEL] [--warmup W] [--runs R] [--dim NAME=V]...\n"
+               "  nxrt run MODEL.onnx [--input FILE.pb]... [--output-dir DIR] [--threads N] [--opt LEVEL] [--disable PASS]...\n"
+               "  nxrt bench MODEL.onnx [--input FILE.pb]... [--threads N] [--opt LEVEL] [--disable PASS]... [--warmup W] [--runs R] [--dim NAME=V]...\n"
                "             [--concurrency N,M,... [--rounds K]]  (aggregate throughput of N runs at once on one session)\n"
                "  nxrt test DIR... [--jobs N] [--timeout S] [--report FILE] [--ids-file FILE --root DIR] [--opt LEVEL]\n"
-               "  (LEVEL: disabled|basic|all, default all; the NXRT_OPT_LEVEL environment variable overrides it)\n"
+               "  (LEVEL: disabled|basic|all, default all; the NXRT_OPT_LEVEL environment variable overrides it; --disable: an optimizer pass not to run, by name)\n"
                "  nxrt info                         this CPU, its features and the kernel tier chosen (NXRT_ISA caps it)\n"
                "  nxrt info MODEL.onnx [--shapes]   (--shapes: inferred shape of every value, symbol lineage)\n"
                "  nxrt info --ops                   every registered kernel: domain, op, opset range\n"
@@ -118,6 +118,7 @@ SessionOptions parse_common(const std::string& flag, const std::string& val, Ses
     else if (val == "all" || val == "extended") o.opt_level = OptLevel::kAll;
     else usage_exit("--opt takes disabled|basic|all");
   }
+  if (flag == "--disable") o.disabled_optimizers.push_back(val);  // an unknown pass: Session::create says which
   return o;
 }
 
@@ -170,7 +171,7 @@ int cmd_run(int argc, char** argv) {
   for_each_arg(argc, argv, [&](const std::string& a, auto& next) {
     if (a == "--input") inputs.push_back(next());
     else if (a == "--output-dir") out_dir = next();
-    else if (a == "--threads" || a == "--opt") opts = parse_common(a, next(), opts);
+    else if (a == "--threads" || a == "--opt" || a == "--disable") opts = parse_common(a, next(), opts);
     else if (!a.empty() && a[0] == '-') usage_exit("unknown option " + a);
     else if (model.empty()) model = a;
     else usage_exit("unexpected argument " + a);
@@ -314,7 +315,7 @@ int cmd_bench(int argc, char** argv) {
   std::map<std::string, int64_t> dims;
   for_each_arg(argc, argv, [&](const std::string& a, auto& next) {
     if (a == "--input") inputs.push_back(next());
-    else if (a == "--threads" || a == "--opt") opts = parse_common(a, next(), opts);
+    else if (a == "--threads" || a == "--opt" || a == "--disable") opts = parse_common(a, next(), opts);
     else if (a == "--warmup") warmup = std::max(0, std::atoi(next().c_str()));
     else if (a == "--runs") runs = std::max(1, std::atoi(next().c_str()));
     else if (a == "--rounds") rounds = std::max(1, std::atoi(next().c_str()));

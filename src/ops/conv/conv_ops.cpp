@@ -1214,7 +1214,10 @@ Status causal_conv_with_state(ep::KernelContext& ctx) {
 
 int64_t conv_variants_live() { return g_conv_variants_live.load(std::memory_order_relaxed); }
 
+void register_conv_max_pool(ep::KernelRegistry& r);  // conv_max_pool.cpp
+
 void register_conv_kernels(ep::KernelRegistry& r) {
+  register_conv_max_pool(r);
   r.add_class<ConvKernel>("", "Conv", 1);
   r.add_class<ConvTransposeKernel>("", "ConvTranspose", 1);
   r.add_class<ConvIntegerKernel>("", "ConvInteger", 10);

@@ -1,0 +1,428 @@
+// nxrt::ConvMaxPool(X, W, B?): Y = MaxPool(act(Conv(X, W, B))), float, 2-D (optimizer fuse_conv_max_pool).
+//
+// Attributes: the Conv's (kernel_shape, strides, pads, dilations, group, auto_pad), `activation` and
+// `activation_params` as nxrt::FusedConv has them (none, Relu, Clip, LeakyRelu), and the MaxPool's as
+// pool_kernel_shape, pool_strides, pool_pads, pool_dilations, pool_ceil_mode, pool_auto_pad.
+//
+// Why: a CNN stem's conv writes a large plane set (SqueezeNet's 64 x 111 x 111, 3.1 MB) that the max pool
+// after it reads once and shrinks four times. Written whole, that tensor leaves the core's L2 and comes
+// back from L3 or memory, and its stores miss first (Zen 5, 1 thread: SqueezeNet's stem takes 0.29 ms
+// alone, 0.40 ms inside the model, 0.56 ms after 64 MB of other reads). Here the conv runs on bands of
+// output rows, each band's rows go straight through the pool while they are in L2, and only the pooled
+// output is written. The pass fuses only convs that are cheap per output (see fuse_conv_max_pool.cpp);
+// the kernel runs any conv + max pool correctly.
+//
+// How: at specialize the pooled rows of every image are split evenly over the threads (each thread's
+// part contiguous, so the threads' output and input regions stay apart), and each part into bands of
+// rows whose conv rows and input rows fit ~512 KiB. A band copies its input rows (all channels) into
+// the thread's slot, runs the conv engine on them single-threaded (a ConvShape whose height is the
+// band's, with the image's top or bottom pad only where the band touches that edge), then pools each
+// plane of the result into its rows of Y. Bands of equal geometry share one conv plan and one pool plan,
+// all made at specialize. Where two bands' pool windows overlap (window taller than its stride), the
+// shared conv rows are computed by both (3x3/2 pools: one conv row per band).
+//
+// Results: the pool is exact; the conv rows are the conv engine's for the band's shape, which may take
+// another path than the whole image would (within the engine's tolerance of the reference).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "ep/kernel.h"
+#include "ep/slot_scratch.h"
+#include "ep/thread_pool.h"
+#include "ops/common.h"
+#include "ops/conv/conv_engine.h"
+#include "ops/conv/conv_geometry.h"
+#include "ops/pool/row_pool.h"
+
+namespace nxrt::ops {
+
+namespace {
+
+// What a band's conv and pool see; bands with equal geometry share their plans.
+struct BandGeom {
+  int64_t in_rows = 0, in_pb = 0, in_pe = 0;  // input rows copied, the conv's top / bottom pad
+  int64_t conv_rows = 0;                      // conv output rows (the pool's input rows)
+  int64_t pool_rows = 0, pool_pb = 0, pool_pe = 0;
+  bool operator==(const BandGeom&) const = default;
+};
+
+struct Band {
+  int64_t n = 0, p0 = 0;  // image, first pooled row
+  int64_t in_row = 0;     // first input row copied
+  size_t geom = 0;        // index into the variant's plans
+};
+
+struct BandPlan {
+  BandGeom bg;
+  ConvShape s;
+  ConvPlan conv;
+  rowpool::Plan pool;
+};
+
+// Every decision for one X shape and thread count.
+struct ConvMaxPoolVariant final : ep::KernelVariant {
+  ConvShape full;   // the whole conv (N, C, M, geometry)
+  Geom3 pg;         // the whole pool, over the conv's output
+  std::vector<BandPlan> plans;
+  std::vector<Band> bands;
+  std::vector<size_t> part_begin;  // parts (one per thread): bands [part_begin[t], part_begin[t + 1])
+  // Whole: no bands. The conv runs once over all of X on the pool (plans[0].conv, made for the pool's
+  // threads) into the workspace at whole_off, then the planes are pooled in parallel (plans[0].pool,
+  // each thread on its slot's pool scratch).
+  bool whole = false;
+  size_t whole_off = 0;  // where the slots start (whole: after the conv output and its workspace)
+  // One slot per thread: input rows, conv rows, the conv's workspace, the pool's scratch (64-byte aligned).
+  size_t x_off = 0, y_off = 0, conv_off = 0, pool_off = 0, slot_bytes = 0;
+  int slots = 1;
+  size_t workspace_bytes() const override { return whole_off + ep::SlotScratch::bytes(slot_bytes, slots); }
+};
+
+constexpr size_t align64(size_t b) { return (b + 63) / 64 * 64; }
+// Bytes of input rows plus conv rows a band aims at: half of a 1 MiB L2, so the pool reads the conv
+// rows from L2 (and the next band's copy does not push them out first).
+constexpr int64_t kBandBytes = int64_t(512) << 10;
+// The fewest conv rows a band may have (else the conv runs whole).
+constexpr int64_t kMinBandConvRows = 8;
+
+class ConvMaxPoolKernel final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    NXRT_RETURN_IF_ERROR(conv_attrs_.parse(info, false));
+    group_ = info.attr_int("group", 1);
+    if (group_ < 1) return info.error("group must be >= 1, got " + std::to_string(group_));
+    NXRT_RETURN_IF_ERROR(parse_pool_attrs(info));
+    NXRT_ASSIGN_OR_RETURN(act_, parse_activation(info.attr_string("activation", "")));
+    if (!conv_post_activation(act_)) {
+      return info.error("activation '" + info.attr_string("activation", "") +
+                        "' is not one ConvMaxPool applies (none, Relu, Clip, LeakyRelu)");
+    }
+    const std::vector<float> p = info.attr_floats("activation_params", {});
+    if (act_ == Activation::kClip) {
+      act_a_ = p.size() > 0 ? p[0] : -INFINITY;
+      act_b_ = p.size() > 1 ? p[1] : INFINITY;
+    } else if (act_ == Activation::kLeakyRelu) {
+      act_a_ = p.size() > 0 ? p[0] : 0.01f;
+    }
+    cfg_ = conv_config(info);
+    isa_ = info.isa();
+    // W and B prepared here when they are initializers; else (values a Constant node makes) per call.
+    if (const Tensor* w = info.const_input(1)) {
+      NXRT_RETURN_IF_ERROR(check_weights(*w, [&](const std::string& m) { return info.error(m); }));
+      prepare_weights(*w, &weights_);
+      have_w_ = true;
+    }
+    if (info.node().inputs.size() > 2 && !info.node().inputs[2].empty()) {
+      if (const Tensor* b = info.const_input(2)) {
+        if (b->dtype() != DataType::kFloat || (have_w_ && b->numel() != weights_.shape[0])) {
+          return info.error("B must be float with one value per output channel, got " + b->describe());
+        }
+        const Tensor bc = b->contiguous();
+        bias_.assign(bc.data<float>(), bc.data<float>() + bc.numel());
+        have_b_ = true;
+      }
+    }
+    return Status::Ok();
+  }
+
+  // W and B prepared at creation are not read again.
+  bool reads_const_input_data(size_t i) const override { return !((i == 1 && have_w_) || (i == 2 && have_b_)); }
+
+  Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
+    std::unique_ptr<ep::KernelVariant> none;
+    if (!have_w_ || !sc.has_input(0) || sc.dtype(0) != DataType::kFloat) return none;
+    auto v = make_variant(weights_, sc.shape(0), sc.num_threads());
+    if (!v.ok()) return none;  // compute reports it
+    return std::unique_ptr<ep::KernelVariant>(std::move(v.value()));
+  }
+
+  Status compute(ep::KernelContext& ctx) const override {
+    const Tensor& X = ctx.input(0);
+    if (X.dtype() != DataType::kFloat) {
+      return ctx.error(std::string("ConvMaxPool takes float X, got ") + dtype_name(X.dtype()));
+    }
+    const int threads = ctx.pool().num_threads();
+    ConvWeights<float> local_w;  // W computed in the graph: prepared per call
+    if (!have_w_) {
+      if (!ctx.has_input(1)) return ctx.error("missing input W");
+      NXRT_RETURN_IF_ERROR(check_weights(ctx.input(1), [&](const std::string& m) { return ctx.error(m); }));
+      prepare_weights(ctx.input(1), &local_w);
+    }
+    const ConvWeights<float>& w = have_w_ ? weights_ : local_w;
+    if (have_b_ && static_cast<int64_t>(bias_.size()) != w.shape[0]) {
+      return ctx.error("B has " + std::to_string(bias_.size()) + " values for " + std::to_string(w.shape[0]) +
+                       " output channels");
+    }
+    const float* bias = have_b_ ? bias_.data() : nullptr;
+    Tensor bias_tensor;
+    if (!have_b_ && ctx.has_input(2)) {
+      const Tensor& b = ctx.input(2);
+      if (b.dtype() != DataType::kFloat || b.numel() != w.shape[0]) {
+        return ctx.error("B must be float with one value per output channel (" + std::to_string(w.shape[0]) +
+                         "), got " + b.describe());
+      }
+      bias_tensor = b.contiguous();
+      bias = bias_tensor.data<float>();
+    }
+    const auto* v = have_w_ ? dynamic_cast<const ConvMaxPoolVariant*>(ctx.variant()) : nullptr;
+    std::unique_ptr<ConvMaxPoolVariant> local;
+    if (!v || v->slots < threads || !fits(*v, X.shape())) {
+      auto made = make_variant(w, X.shape(), threads);
+      if (!made.ok()) return ctx.error(made.status().message(), made.status().code());
+      local = std::move(made.value());
+      v = local.get();
+    }
+    const ConvShape& s = v->full;
+    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, DataType::kFloat,
+                                                          geom_output_shape(s.N, s.M, v->pg)));
+    if (Y->numel() == 0) return Status::Ok();
+    void* ws = nullptr;
+    if (!local) {
+      NXRT_ASSIGN_OR_RETURN(ws, ep::variant_workspace(ctx, *v));
+    }
+    if (!ws) {  // a variant made now: its workspace from the step's scratch
+      NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(v->workspace_bytes()));
+    }
+    NXRT_ASSIGN_OR_RETURN(ep::SlotScratch slots, ep::SlotScratch::take(ctx, static_cast<char*>(ws) + v->whole_off,
+                                                                      v->slot_bytes, v->slots, v->slot_bytes));
+    const Tensor xc = X.contiguous();
+    const float* x = xc.data<float>();
+    float* y = Y->data<float>();
+    ConvPost post;
+    post.act = act_;
+    post.act_a = act_a_;
+    post.act_b = act_b_;
+    if (v->whole) {
+      const BandPlan& q = v->plans[0];
+      float* yc = static_cast<float*>(ws);
+      const bool applied = conv_forward_planned<float>(q.conv, x, w, bias, yc, &ctx.pool(), cfg_, &post,
+                                                       static_cast<char*>(ws) + v->y_off);
+      const int64_t planes = s.N * s.M, conv_plane = s.g.out_size();
+      ctx.pool().parallel_for(planes, 1, [&](int64_t p0, int64_t p1) {
+        if (!applied && act_ != Activation::kNone) {
+          for (int64_t i = p0 * conv_plane; i < p1 * conv_plane; ++i) yc[i] = apply_activation(act_, yc[i], act_a_, act_b_);
+        }
+        rowpool::run(q.pool, yc, y, p0, p1, slots.mine<char>() + v->pool_off);
+      });
+      return Status::Ok();
+    }
+    const int64_t parts = static_cast<int64_t>(v->part_begin.size()) - 1;
+    ctx.pool().parallel_for(parts, 1, [&](int64_t t0, int64_t t1) {
+      char* slot = slots.mine<char>();
+      for (int64_t t = t0; t < t1; ++t) {
+        for (size_t b = v->part_begin[static_cast<size_t>(t)]; b < v->part_begin[static_cast<size_t>(t) + 1]; ++b) {
+          run_band(*v, v->bands[b], w, bias, x, y, post, slot);
+        }
+      }
+    });
+    return Status::Ok();
+  }
+
+ private:
+  Status parse_pool_attrs(const ep::KernelInfo& info) {
+    const std::string ap = info.attr_string("pool_auto_pad", "NOTSET");
+    if (ap == "NOTSET" || ap.empty()) pool_attrs_.auto_pad = AutoPad::kNotSet;
+    else if (ap == "SAME_UPPER") pool_attrs_.auto_pad = AutoPad::kSameUpper;
+    else if (ap == "SAME_LOWER") pool_attrs_.auto_pad = AutoPad::kSameLower;
+    else if (ap == "VALID") pool_attrs_.auto_pad = AutoPad::kValid;
+    else return info.error("pool_auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + ap + "'");
+    pool_attrs_.kernel_shape = info.attr_ints("pool_kernel_shape");
+    pool_attrs_.strides = info.attr_ints("pool_strides");
+    pool_attrs_.dilations = info.attr_ints("pool_dilations");
+    pool_attrs_.pads = info.attr_ints("pool_pads");
+    pool_attrs_.ceil_mode = info.attr_int("pool_ceil_mode", 0) != 0;
+    auto positive = [](const std::vector<int64_t>& v, int64_t lo) {
+      return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e >= lo; });
+    };
+    if (pool_attrs_.kernel_shape.size() != 2 || !positive(pool_attrs_.kernel_shape, 1) ||
+        !positive(pool_attrs_.strides, 1) || !positive(pool_attrs_.dilations, 1) || !positive(pool_attrs_.pads, 0)) {
+      return info.error("pool_kernel_shape must be 2 sizes >= 1 and pool_strides / pool_dilations >= 1, pool_pads "
+                        ">= 0; got kernel " + shape_to_string(pool_attrs_.kernel_shape) + ", strides " +
+                        shape_to_string(pool_attrs_.strides) + ", dilations " + shape_to_string(pool_attrs_.dilations) +
+                        ", pads " + shape_to_string(pool_attrs_.pads));
+    }
+    return Status::Ok();
+  }
+
+  bool fits(const ConvMaxPoolVariant& v, const Dims& x) const {
+    return x.size() == 4 && x[0] == v.full.N && x[1] == v.full.C && x[2] == v.full.g.in[1] && x[3] == v.full.g.in[2];
+  }
+
+  // The bands, their plans and the slot layout for X of shape x on `threads` threads.
+  Result<std::unique_ptr<ConvMaxPoolVariant>> make_variant(const ConvWeights<float>& weights, const Dims& x,
+                                                           int threads) const {
+    if (x.size() != 4) return invalid_argument("X must be [N, C, H, W], got " + shape_to_string(x));
+    const Dims& wshape = weights.shape;
+    if (x[1] != wshape[1] * group_) {
+      return invalid_argument("X " + shape_to_string(x) + " has " + std::to_string(x[1]) + " channels, W " +
+                              shape_to_string(wshape) + " with group " + std::to_string(group_) + " reads " +
+                              std::to_string(wshape[1] * group_));
+    }
+    auto v = std::make_unique<ConvMaxPoolVariant>();
+    ConvShape& s = v->full;
+    s.N = x[0];
+    s.C = x[1];
+    s.M = wshape[0];
+    s.group = group_;
+    NXRT_RETURN_IF_ERROR(forward_geometry(conv_attrs_, {x[2], x[3]}, {wshape[2], wshape[3]}, &s.g));
+    if (!conv_attrs_.kernel_shape.empty() && conv_attrs_.kernel_shape != Dims{wshape[2], wshape[3]}) {
+      return invalid_argument("kernel_shape " + shape_to_string(conv_attrs_.kernel_shape) + " differs from W " +
+                              shape_to_string(wshape));
+    }
+    NXRT_RETURN_IF_ERROR(forward_geometry(pool_attrs_, {s.g.out[1], s.g.out[2]}, pool_attrs_.kernel_shape, &v->pg));
+    const Geom3& cg = s.g;
+    const Geom3& pg = v->pg;
+    const int64_t IH = cg.in[1], IW = cg.in[2], OH = cg.out[1], OW = cg.out[2], PH = pg.out[1];
+    const int64_t cs = cg.s[1], cdk = (cg.k[1] - 1) * cg.d[1] + 1, cpt = cg.pb[1];
+    const int64_t ps = pg.s[1], pek = (pg.k[1] - 1) * pg.d[1] + 1, ppt = pg.pb[1];
+    v->slots = std::max(1, threads);
+    const int64_t rows = s.N * PH;
+    if (rows == 0 || s.M == 0 || OW == 0 || pg.out[2] == 0) {
+      v->part_begin = {0};
+      return v;
+    }
+    // Pooled rows a band: each adds ps conv rows (M x OW) and ps * cs input rows (C x IW).
+    const int64_t per_row = 4 * ps * (s.M * OW + cs * s.C * IW);
+    const int64_t band_rows = std::max<int64_t>(1, kBandBytes / std::max<int64_t>(1, per_row));
+    // Bands pay where the conv's output is much larger than its input rows (a stem: 3 channels in, 64 out)
+    // and each band has enough rows for the conv engine's tiles. Elsewhere (VGG's 64 -> 64 @224x224:
+    // bands of 4 rows, each copying as many input floats as it writes) the conv runs whole. Zen 5, 1
+    // thread, VGG-19 with bands everywhere: 1.45x the unfused time.
+    const int64_t conv_rows_per_band = std::min(OH, band_rows * ps);
+    if (4 * s.C * cs * IW > 2 * 4 * s.M * OW || conv_rows_per_band < kMinBandConvRows) {
+      v->whole = true;
+      BandPlan q;
+      q.s = s;
+      q.conv = conv_plan<float>(s, weights, cfg_, v->slots, false);
+      if (!rowpool::make_plan(pg, true, false, &q.pool, isa_)) {
+        return invalid_argument("no row-wise max pool for geometry of " + std::to_string(OH) + " rows");
+      }
+      // Workspace: the conv's output at 0, the conv's own workspace at y_off, then the pool slots.
+      v->y_off = align64(static_cast<size_t>(s.N * s.M * OH * OW) * sizeof(float));
+      v->whole_off = v->y_off + align64(q.conv.workspace_bytes);
+      v->pool_off = 0;
+      v->slot_bytes = align64(q.pool.scratch_bytes);
+      v->plans.push_back(std::move(q));
+      return v;
+    }
+    const int64_t parts = std::min<int64_t>(v->slots, rows);
+    size_t max_x = 0, max_y = 0, max_conv_ws = 0, max_pool_ws = 0;
+    v->part_begin.push_back(0);
+    for (int64_t t = 0; t < parts; ++t) {
+      const int64_t r0 = t * rows / parts, r1 = (t + 1) * rows / parts;
+      for (int64_t r = r0; r < r1;) {
+        const int64_t n = r / PH, p0 = r % PH;
+        const int64_t p1 = std::min({PH, p0 + band_rows, p0 + (r1 - r)});
+        // Conv rows the pooled rows [p0, p1) read, and the input rows those read.
+        const int64_t c0 = std::max<int64_t>(0, p0 * ps - ppt), c1 = std::min(OH, (p1 - 1) * ps - ppt + pek);
+        const int64_t i0 = c0 * cs - cpt, i1 = (c1 - 1) * cs - cpt + cdk;
+        BandGeom bg;
+        bg.in_pb = std::max<int64_t>(0, -i0);
+        bg.in_pe = std::max<int64_t>(0, i1 - IH);
+        bg.in_rows = std::min(IH, i1) - std::max<int64_t>(0, i0);
+        bg.conv_rows = c1 - c0;
+        bg.pool_rows = p1 - p0;
+        bg.pool_pb = ppt + c0 - p0 * ps;
+        bg.pool_pe = std::max<int64_t>(0, (p1 - 1) * ps - ppt + pek - c1);
+        Band b;
+        b.n = n;
+        b.p0 = p0;
+        b.in_row = std::max<int64_t>(0, i0);
+        auto it = std::find_if(v->plans.begin(), v->plans.end(), [&](const BandPlan& q) { return q.bg == bg; });
+        if (it == v->plans.end()) {
+          BandPlan q;
+          q.bg = bg;
+          q.s = s;
+          q.s.N = 1;
+          q.s.g.in[1] = bg.in_rows;
+          q.s.g.out[1] = bg.conv_rows;
+          q.s.g.pb[1] = bg.in_pb;
+          q.s.g.pe[1] = bg.in_pe;
+          q.conv = conv_plan<float>(q.s, weights, cfg_, 1, false);
+          Geom3 g = pg;
+          g.in[1] = bg.conv_rows;
+          g.out[1] = bg.pool_rows;
+          g.pb[1] = bg.pool_pb;
+          g.pe[1] = bg.pool_pe;
+          if (!rowpool::make_plan(g, true, false, &q.pool, isa_)) {
+            return invalid_argument("no row-wise max pool for a band of " + std::to_string(bg.conv_rows) + " rows");
+          }
+          max_x = std::max(max_x, static_cast<size_t>(s.C * bg.in_rows * IW));
+          max_y = std::max(max_y, static_cast<size_t>(s.M * bg.conv_rows * OW));
+          max_conv_ws = std::max(max_conv_ws, q.conv.workspace_bytes);
+          max_pool_ws = std::max(max_pool_ws, q.pool.scratch_bytes);
+          v->plans.push_back(std::move(q));
+          it = v->plans.end() - 1;
+        }
+        b.geom = static_cast<size_t>(it - v->plans.begin());
+        v->bands.push_back(b);
+        r += p1 - p0;
+      }
+      v->part_begin.push_back(v->bands.size());
+    }
+    v->x_off = 0;
+    v->y_off = align64(max_x * sizeof(float));
+    v->conv_off = v->y_off + align64(max_y * sizeof(float));
+    v->pool_off = v->conv_off + align64(max_conv_ws);
+    v->slot_bytes = v->pool_off + align64(max_pool_ws);
+    return v;
+  }
+
+  // One band on the calling thread: its input rows into the slot, the conv on them, then each plane's
+  // pooled rows into Y.
+  void run_band(const ConvMaxPoolVariant& v, const Band& b, const ConvWeights<float>& w, const float* bias,
+                const float* x, float* y, const ConvPost& post, char* slot) const {
+    const BandPlan& q = v.plans[b.geom];
+    const ConvShape& s = v.full;
+    const int64_t IH = s.g.in[1], IW = s.g.in[2], OW = s.g.out[2];
+    float* xb = reinterpret_cast<float*>(slot + v.x_off);
+    float* yb = reinterpret_cast<float*>(slot + v.y_off);
+    const size_t row_bytes = static_cast<size_t>(q.bg.in_rows * IW) * sizeof(float);
+    for (int64_t c = 0; c < s.C; ++c) {
+      std::memcpy(xb + c * q.bg.in_rows * IW, x + ((b.n * s.C + c) * IH + b.in_row) * IW, row_bytes);
+    }
+    const bool applied = conv_forward_planned<float>(q.conv, xb, w, bias, yb, nullptr, cfg_, &post, slot + v.conv_off);
+    const int64_t band_size = s.M * q.bg.conv_rows * OW;
+    if (!applied && act_ != Activation::kNone) {
+      for (int64_t i = 0; i < band_size; ++i) yb[i] = apply_activation(act_, yb[i], act_a_, act_b_);
+    }
+    const int64_t PH = v.pg.out[1], PW = v.pg.out[2];
+    const int64_t conv_plane = q.bg.conv_rows * OW;
+    void* pool_ws = slot + v.pool_off;
+    for (int64_t m = 0; m < s.M; ++m) {
+      rowpool::run(q.pool, yb + m * conv_plane, y + ((b.n * s.M + m) * PH + b.p0) * PW, 0, 1, pool_ws);
+    }
+  }
+
+  template <typename Err>
+  Status check_weights(const Tensor& w, Err&& err) const {
+    if (w.dtype() != DataType::kFloat || w.rank() != 4 || w.dim(0) % group_ != 0) {
+      return err("W must be float [M, C / group, kH, kW] with M a multiple of group " + std::to_string(group_) +
+                 ", got " + w.describe());
+    }
+    return Status::Ok();
+  }
+  void prepare_weights(const Tensor& w, ConvWeights<float>* out) const {
+    bool unit = true;
+    for (int64_t v : conv_attrs_.strides) unit = unit && v == 1;
+    for (int64_t v : conv_attrs_.dilations) unit = unit && v == 1;
+    const Tensor wc = w.contiguous();
+    out->prepare(w.shape(), group_, std::vector<float>(wc.data<float>(), wc.data<float>() + wc.numel()), unit);
+  }
+
+  WindowAttrs conv_attrs_, pool_attrs_;
+  int64_t group_ = 1;
+  Activation act_ = Activation::kNone;
+  float act_a_ = 0.f, act_b_ = 0.f;
+  ConvConfig cfg_;
+  ep::IsaTier isa_ = ep::IsaTier::kScalar;
+  ConvWeights<float> weights_;
+  std::vector<float> bias_;
+  bool have_w_ = false, have_b_ = false;
+};
+
+}  // namespace
+
+void register_conv_max_pool(ep::KernelRegistry& r) { r.add_class<ConvMaxPoolKernel>(ir::kNxrtDomain, "ConvMaxPool"); }
+
+}  // namespace nxrt::ops
