@@ -42,6 +42,22 @@ SymDim conv_out(SymbolTable& S, SymDim in, int64_t k, int64_t s, int64_t d, int6
   return add(S, {ceil_mode ? ceildiv(S, x, SymDim::c(s)) : floordiv(S, x, SymDim::c(s)), SymDim::c(1)});
 }
 
+// A window op's strides, dilations and pads for `ns` spatial axes, read from the attributes named
+// `prefix` + "strides" etc. (ConvMaxPool's pool reads "pool_..."); absent or mis-sized: the defaults.
+struct WindowInts {
+  std::vector<int64_t> strides, dil, pads;
+};
+WindowInts window_ints(const NodeContext& c, size_t ns, const std::string& prefix) {
+  WindowInts w;
+  w.strides = c.aints((prefix + "strides").c_str()).value_or(std::vector<int64_t>(ns, 1));
+  w.dil = c.aints((prefix + "dilations").c_str()).value_or(std::vector<int64_t>(ns, 1));
+  w.pads = c.aints((prefix + "pads").c_str()).value_or(std::vector<int64_t>(2 * ns, 0));
+  if (w.strides.size() != ns) w.strides.assign(ns, 1);
+  if (w.dil.size() != ns) w.dil.assign(ns, 1);
+  if (w.pads.size() != 2 * ns) w.pads.assign(2 * ns, 0);
+  return w;
+}
+
 Status op_conv_like(NodeContext& c) {
   const std::string& op = c.n->op_type;
   const ValueFacts& x = c.input(0);
@@ -90,12 +106,7 @@ Status op_conv_like(NodeContext& c) {
   if (kernel.size() != ns) {
     for (size_t i = 0; i < ns; ++i) dims.push_back(SymDim::s(c.S.mint()));
   } else {
-    std::vector<int64_t> strides = c.aints("strides").value_or(std::vector<int64_t>(ns, 1));
-    std::vector<int64_t> dil = c.aints("dilations").value_or(std::vector<int64_t>(ns, 1));
-    std::vector<int64_t> pads = c.aints("pads").value_or(std::vector<int64_t>(2 * ns, 0));
-    if (strides.size() != ns) strides.assign(ns, 1);
-    if (dil.size() != ns) dil.assign(ns, 1);
-    if (pads.size() != 2 * ns) pads.assign(2 * ns, 0);
+    auto [strides, dil, pads] = window_ints(c, ns, "");
     std::string auto_pad = c.as("auto_pad", "NOTSET");
     bool ceil_mode = c.ai("ceil_mode", 0) != 0;
     if (op == "ConvTranspose") {
@@ -164,12 +175,7 @@ Status op_conv_max_pool(NodeContext& c) {
   if (kernel.size() != ns) {
     for (size_t i = 0; i < ns; ++i) dims.push_back(SymDim::s(c.S.mint()));
   } else {
-    std::vector<int64_t> strides = c.aints("pool_strides").value_or(std::vector<int64_t>(ns, 1));
-    std::vector<int64_t> dil = c.aints("pool_dilations").value_or(std::vector<int64_t>(ns, 1));
-    std::vector<int64_t> pads = c.aints("pool_pads").value_or(std::vector<int64_t>(2 * ns, 0));
-    if (strides.size() != ns) strides.assign(ns, 1);
-    if (dil.size() != ns) dil.assign(ns, 1);
-    if (pads.size() != 2 * ns) pads.assign(2 * ns, 0);
+    const auto [strides, dil, pads] = window_ints(c, ns, "pool_");
     const std::string auto_pad = c.as("pool_auto_pad", "NOTSET");
     const bool ceil_mode = c.ai("pool_ceil_mode", 0) != 0;
     for (size_t i = 0; i < ns; ++i) {
