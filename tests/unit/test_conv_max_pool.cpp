@@ -149,6 +149,14 @@ TEST(ConvMaxPool, StemShapeManyBands) {
   check_case({1, 3, 16, 227, 227, 1, 3, 2, 1, 0, 3, 2, 0, 0, "Relu", true}, 11);
 }
 
+// Bands whose pool windows overlap by two rows (3x3 stride 1) and by three (5x5 stride 2): each band
+// after a part's first takes the rows it shares with the previous one over, and its first pooled rows
+// combine the two parts of their windows.
+TEST(ConvMaxPool, CarriedRowsBetweenBands) {
+  check_case({1, 2, 32, 150, 150, 1, 3, 1, 1, 1, 3, 1, 1, 0, "Relu", true}, 101);
+  check_case({1, 3, 32, 120, 120, 1, 3, 2, 1, 1, 5, 2, 2, 1, "", true}, 111);
+}
+
 // ResNet's stem shape (7x7/2 pad 3, pool 3x3/2 pad 1), smaller: pads at both ends of every axis.
 TEST(ConvMaxPool, PaddedConvAndPool) {
   check_case({1, 3, 8, 70, 62, 1, 7, 2, 1, 3, 3, 2, 1, 0, "", true}, 21);

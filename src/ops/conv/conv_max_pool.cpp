@@ -51,6 +51,12 @@ struct Band {
   int64_t n = 0, p0 = 0;  // image, first pooled row
   int64_t in_row = 0;     // first input row copied
   size_t geom = 0;        // index into the variant's plans
+  // Carry: the band's first `carry_rows` conv rows are the previous band's last ones (rows from
+  // carry_from of its output, whose planes are prev_rows long); only the rows after them are computed.
+  // The first carry_pooled pooled rows take the max of their windows' carried part (pool plan
+  // carry_geom over the carried rows) and of their computed part.
+  int64_t carry_rows = 0, carry_from = 0, prev_rows = 0, carry_pooled = 0;
+  size_t carry_geom = 0;
 };
 
 struct BandPlan {
@@ -65,6 +71,7 @@ struct ConvMaxPoolVariant final : ep::KernelVariant {
   ConvShape full;   // the whole conv (N, C, M, geometry)
   Geom3 pg;         // the whole pool, over the conv's output
   std::vector<BandPlan> plans;
+  std::vector<rowpool::Plan> carry_plans;  // the carried rows' part of the straddling pooled rows
   std::vector<Band> bands;
   std::vector<size_t> part_begin;  // parts (one per thread): bands [part_begin[t], part_begin[t + 1])
   // Whole: no bands. The conv runs once over all of X on the pool (plans[0].conv, made for the pool's
@@ -72,8 +79,9 @@ struct ConvMaxPoolVariant final : ep::KernelVariant {
   // each thread on its slot's pool scratch).
   bool whole = false;
   size_t whole_off = 0;  // where the slots start (whole: after the conv output and its workspace)
-  // One slot per thread: input rows, conv rows, the conv's workspace, the pool's scratch (64-byte aligned).
-  size_t x_off = 0, y_off = 0, conv_off = 0, pool_off = 0, slot_bytes = 0;
+  // One slot per thread: input rows, conv rows, the conv's workspace, the pool's scratch, the carried
+  // rows and their pooled part (64-byte aligned).
+  size_t x_off = 0, y_off = 0, conv_off = 0, pool_off = 0, carry_off = 0, carry_out_off = 0, slot_bytes = 0;
   int slots = 1;
   size_t workspace_bytes() const override { return whole_off + ep::SlotScratch::bytes(slot_bytes, slots); }
 };
@@ -308,25 +316,56 @@ class ConvMaxPoolKernel final : public ep::Kernel {
     const int64_t parts = std::min<int64_t>(v->slots, rows);
     size_t max_x = 0, max_y = 0, max_conv_ws = 0, max_pool_ws = 0;
     v->part_begin.push_back(0);
+    size_t max_carry = 0, max_carry_out = 0;
     for (int64_t t = 0; t < parts; ++t) {
       const int64_t r0 = t * rows / parts, r1 = (t + 1) * rows / parts;
+      int64_t prev_n = -1, prev_c0 = 0, prev_c1 = 0;  // the conv rows the part's previous band holds
       for (int64_t r = r0; r < r1;) {
         const int64_t n = r / PH, p0 = r % PH;
         const int64_t p1 = std::min({PH, p0 + band_rows, p0 + (r1 - r)});
-        // Conv rows the pooled rows [p0, p1) read, and the input rows those read.
+        // Conv rows the pooled rows [p0, p1) read; those the previous band of this part computed (pool
+        // windows taller than their stride overlap) are carried over, the rest computed from the input
+        // rows they read.
         const int64_t c0 = std::max<int64_t>(0, p0 * ps - ppt), c1 = std::min(OH, (p1 - 1) * ps - ppt + pek);
-        const int64_t i0 = c0 * cs - cpt, i1 = (c1 - 1) * cs - cpt + cdk;
+        Band b;
+        b.n = n;
+        b.p0 = p0;
+        int64_t cs0 = c0;  // the first conv row computed
+        if (prev_n == n && prev_c1 > c0 && prev_c1 < c1 && c0 >= prev_c0) {
+          cs0 = prev_c1;
+          b.carry_rows = prev_c1 - c0;
+          b.carry_from = c0 - prev_c0;
+          b.prev_rows = prev_c1 - prev_c0;
+          // Pooled rows whose windows start in the carried rows.
+          b.carry_pooled = std::min(p1 - p0, (prev_c1 + ppt + ps - 1) / ps - p0);
+          Geom3 g = pg;
+          g.in[1] = b.carry_rows;
+          g.out[1] = b.carry_pooled;
+          g.pb[1] = 0;
+          g.pe[1] = std::max<int64_t>(0, (b.carry_pooled - 1) * ps + pek - b.carry_rows);
+          auto ct = std::find_if(v->carry_plans.begin(), v->carry_plans.end(), [&](const rowpool::Plan& q) { return q.fits(g); });
+          if (ct == v->carry_plans.end()) {
+            rowpool::Plan q;
+            if (!rowpool::make_plan(g, true, false, &q, isa_)) {
+              return invalid_argument("no row-wise max pool for " + std::to_string(b.carry_rows) + " carried rows");
+            }
+            max_pool_ws = std::max(max_pool_ws, q.scratch_bytes);
+            v->carry_plans.push_back(std::move(q));
+            ct = v->carry_plans.end() - 1;
+          }
+          b.carry_geom = static_cast<size_t>(ct - v->carry_plans.begin());
+          max_carry = std::max(max_carry, static_cast<size_t>(s.M * b.carry_rows * OW));
+          max_carry_out = std::max(max_carry_out, static_cast<size_t>(b.carry_pooled * pg.out[2]));
+        }
+        const int64_t i0 = cs0 * cs - cpt, i1 = (c1 - 1) * cs - cpt + cdk;
         BandGeom bg;
         bg.in_pb = std::max<int64_t>(0, -i0);
         bg.in_pe = std::max<int64_t>(0, i1 - IH);
         bg.in_rows = std::min(IH, i1) - std::max<int64_t>(0, i0);
-        bg.conv_rows = c1 - c0;
+        bg.conv_rows = c1 - cs0;
         bg.pool_rows = p1 - p0;
-        bg.pool_pb = ppt + c0 - p0 * ps;
+        bg.pool_pb = ppt + cs0 - p0 * ps;  // the carried rows count as padding here
         bg.pool_pe = std::max<int64_t>(0, (p1 - 1) * ps - ppt + pek - c1);
-        Band b;
-        b.n = n;
-        b.p0 = p0;
         b.in_row = std::max<int64_t>(0, i0);
         auto it = std::find_if(v->plans.begin(), v->plans.end(), [&](const BandPlan& q) { return q.bg == bg; });
         if (it == v->plans.end()) {
@@ -356,6 +395,9 @@ class ConvMaxPoolKernel final : public ep::Kernel {
         }
         b.geom = static_cast<size_t>(it - v->plans.begin());
         v->bands.push_back(b);
+        prev_n = n;
+        prev_c0 = cs0;
+        prev_c1 = c1;
         r += p1 - p0;
       }
       v->part_begin.push_back(v->bands.size());
@@ -364,7 +406,9 @@ class ConvMaxPoolKernel final : public ep::Kernel {
     v->y_off = align64(max_x * sizeof(float));
     v->conv_off = v->y_off + align64(max_y * sizeof(float));
     v->pool_off = v->conv_off + align64(max_conv_ws);
-    v->slot_bytes = v->pool_off + align64(max_pool_ws);
+    v->carry_off = v->pool_off + align64(max_pool_ws);
+    v->carry_out_off = v->carry_off + align64(max_carry * sizeof(float));
+    v->slot_bytes = v->carry_out_off + align64(max_carry_out * sizeof(float));
     return v;
   }
 
@@ -377,6 +421,13 @@ class ConvMaxPoolKernel final : public ep::Kernel {
     const int64_t IH = s.g.in[1], IW = s.g.in[2], OW = s.g.out[2];
     float* xb = reinterpret_cast<float*>(slot + v.x_off);
     float* yb = reinterpret_cast<float*>(slot + v.y_off);
+    float* carry = reinterpret_cast<float*>(slot + v.carry_off);
+    if (b.carry_rows > 0) {  // the previous band's rows this one shares, before the conv overwrites them
+      const size_t n = static_cast<size_t>(b.carry_rows * OW) * sizeof(float);
+      for (int64_t m = 0; m < s.M; ++m) {
+        std::memcpy(carry + m * b.carry_rows * OW, yb + (m * b.prev_rows + b.carry_from) * OW, n);
+      }
+    }
     const size_t row_bytes = static_cast<size_t>(q.bg.in_rows * IW) * sizeof(float);
     for (int64_t c = 0; c < s.C; ++c) {
       std::memcpy(xb + c * q.bg.in_rows * IW, x + ((b.n * s.C + c) * IH + b.in_row) * IW, row_bytes);
@@ -389,8 +440,16 @@ class ConvMaxPoolKernel final : public ep::Kernel {
     const int64_t PH = v.pg.out[1], PW = v.pg.out[2];
     const int64_t conv_plane = q.bg.conv_rows * OW;
     void* pool_ws = slot + v.pool_off;
+    float* carry_out = reinterpret_cast<float*>(slot + v.carry_out_off);
     for (int64_t m = 0; m < s.M; ++m) {
-      rowpool::run(q.pool, yb + m * conv_plane, y + ((b.n * s.M + m) * PH + b.p0) * PW, 0, 1, pool_ws);
+      float* yo = y + ((b.n * s.M + m) * PH + b.p0) * PW;
+      rowpool::run(q.pool, yb + m * conv_plane, yo, 0, 1, pool_ws);
+      if (b.carry_rows > 0) {
+        // Straddling windows: their carried rows come first in the window, so on equal values the
+        // carried part's (the reference's first maximal tap in row-major order).
+        rowpool::run(v.carry_plans[b.carry_geom], carry + m * b.carry_rows * OW, carry_out, 0, 1, pool_ws);
+        for (int64_t i = 0; i < b.carry_pooled * PW; ++i) yo[i] = yo[i] > carry_out[i] ? yo[i] : carry_out[i];
+      }
     }
   }
 
