@@ -18,8 +18,9 @@
 // the thread's slot, runs the conv engine on them single-threaded (a ConvShape whose height is the
 // band's, with the image's top or bottom pad only where the band touches that edge), then pools each
 // plane of the result into its rows of Y. Bands of equal geometry share one conv plan and one pool plan,
-// all made at specialize. Where two bands' pool windows overlap (window taller than its stride), the
-// shared conv rows are computed by both (3x3/2 pools: one conv row per band).
+// all made at specialize. Where two bands' pool windows overlap (window taller than its stride), a band
+// takes the shared conv rows over from the previous band of its part (copied aside before its conv
+// overwrites them) and pools the straddling windows in two parts; a part's first band computes them.
 //
 // Results: the pool is exact; the conv rows are the conv engine's for the band's shape, which may take
 // another path than the whole image would (within the engine's tolerance of the reference).
