@@ -175,7 +175,9 @@ class ConvMaxPoolKernel final : public ep::Kernel {
     }
     const auto* v = have_w_ ? dynamic_cast<const ConvMaxPoolVariant*>(ctx.variant()) : nullptr;
     std::unique_ptr<ConvMaxPoolVariant> local;
-    if (!v || v->slots < threads || !fits(*v, X.shape())) {
+    // A variant serves this X and pool: all its parts run on fewer threads too, but a whole conv's plan
+    // was made for the pool's size.
+    if (!v || v->slots < threads || !fits(*v, X.shape()) || (v->whole && v->slots != threads)) {
       auto made = make_variant(w, X.shape(), threads);
       if (!made.ok()) return ctx.error(made.status().message(), made.status().code());
       local = std::move(made.value());
