@@ -14,10 +14,10 @@ const std::vector<KernelOverrideKey>& known_kernel_overrides() {
        "caps the instruction-set tier kernels choose from (default: the best this CPU has); NXRT_ISA sets it too"},
       {"conv.path",
        "auto|reference|im2col|implicit-gemm|padded-rows-gemm|pointwise|depthwise-window|depthwise-scalar|winograd|"
-       "small-spatial-direct|small-spatial-transposed",
+       "small-spatial-direct|small-spatial-transposed|strided-direct",
        "Conv, ConvInteger, QLinearConv, nxrt::FusedConv: run this path (ops/conv/conv_engine.h ConvPath) on every conv "
        "it applies to; the others keep the automatic choice. reference=1 wins over it"},
-      {"conv.skip", "none|winograd|small-spatial|padded-rows-gemm",
+      {"conv.skip", "none|winograd|small-spatial|padded-rows-gemm|strided-direct",
        "the same convs: the automatic choice never picks this path (A/B of one path on a whole model)"},
   };
   return keys;

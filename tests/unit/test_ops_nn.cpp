@@ -738,6 +738,8 @@ TEST(OpsNnConv, PathOverridesThroughTheKernel) {
       {64, 32, 1, 7, 1, 1, 0},   // 1x1 at 7x7: pointwise / small-spatial
       {8, 8, 8, 12, 3, 2, 1},    // depthwise
       {64, 48, 1, 7, 3, 1, 1},   // 3x3 at 7x7: small-spatial transposed on AVX-512
+      {32, 40, 1, 31, 3, 2, 1},  // 3x3/2, 40 outputs (2.5 blocks): strided direct on AVX-512
+      {24, 20, 1, 15, 1, 2, 0},  // 1x1/2: strided direct forced (channels past 16, every other column)
   };
   for (const Shape& sh : shapes) {
     const int64_t Cg = sh.C / sh.group;
@@ -757,8 +759,9 @@ TEST(OpsNnConv, PathOverridesThroughTheKernel) {
                                                               {{"isa", "scalar"}},
                                                               {{"conv.skip", "winograd"}},
                                                               {{"conv.skip", "small-spatial"}},
-                                                              {{"conv.skip", "padded-rows-gemm"}}};
-    for (int pi = 0; pi <= static_cast<int>(ConvPath::kSmallSpatialTransposed); ++pi) {
+                                                              {{"conv.skip", "padded-rows-gemm"}},
+                                                              {{"conv.skip", "strided-direct"}}};
+    for (int pi = 0; pi <= static_cast<int>(ConvPath::kStridedDirect); ++pi) {
       forced.push_back({{"conv.path", conv_path_name(static_cast<ConvPath>(pi))}});
     }
     for (const auto& o : forced) {
@@ -784,7 +787,7 @@ TEST(OpsNnConv, PathOverridesThroughTheKernel) {
 
 TEST(OpsNnConv, ConvConfigFromOverrides) {
   EXPECT_STREQ(conv_path_name(ConvPath::kPaddedRowsGemm), "padded-rows-gemm");
-  for (int pi = 0; pi <= static_cast<int>(ConvPath::kSmallSpatialTransposed); ++pi) {
+  for (int pi = 0; pi <= static_cast<int>(ConvPath::kStridedDirect); ++pi) {
     const auto p = static_cast<ConvPath>(pi);
     ASSERT_EQ(parse_conv_path(conv_path_name(p)), p);
   }
@@ -872,7 +875,7 @@ TEST(OpsNnConv, FusedConvOnEveryForcedPath) {
     int64_t C, M, group, H, k, stride, pad;
   };
   const Shape shapes[] = {{16, 16, 1, 10, 3, 1, 1}, {3, 12, 1, 31, 7, 2, 3}, {64, 32, 1, 7, 1, 1, 0},
-                          {8, 8, 8, 12, 3, 2, 1},   {64, 48, 1, 7, 3, 1, 1}};
+                          {8, 8, 8, 12, 3, 2, 1},   {64, 48, 1, 7, 3, 1, 1}, {32, 40, 1, 31, 3, 2, 1}};
   for (const Shape& sh : shapes) {
     const int64_t Cg = sh.C / sh.group;
     const int64_t out = (sh.H + 2 * sh.pad - sh.k) / sh.stride + 1;
@@ -895,7 +898,7 @@ TEST(OpsNnConv, FusedConvOnEveryForcedPath) {
                       attr_ints("pads", {sh.pad, sh.pad, sh.pad, sh.pad}), attr_string("activation", "Relu")};
     run.inputs = {ftensor({1, sh.C, sh.H, sh.H}, x), ftensor({sh.M, Cg, sh.k, sh.k}, w), ftensor({sh.M}, b),
                   ftensor({1, sh.M, out, out}, z)};
-    for (int pi = 0; pi <= static_cast<int>(ConvPath::kSmallSpatialTransposed); ++pi) {
+    for (int pi = 0; pi <= static_cast<int>(ConvPath::kStridedDirect); ++pi) {
       run.overrides = {{"conv.path", conv_path_name(static_cast<ConvPath>(pi))}};
       auto got = nxrt::testing::run_kernel(run);
       ASSERT_TRUE(got.ok()) << got.status().to_string();

@@ -415,9 +415,11 @@ void ConvWeights<CT>::prepare(const Dims& w_shape, int64_t group_count, std::vec
   for (int64_t gi = 0; gi < group; ++gi) packed.push_back(pack_a<CT>(false, Mg, K, raw.data() + gi * Mg * K, K));
   wino.reset();
   small.reset();
+  strided.reset();
   if constexpr (std::is_same_v<CT, float>) {
     if (winograd && winograd_weights_apply(w_shape, group)) wino = std::make_shared<WinogradCache>();
     if (small_spatial_weights_apply(w_shape, group)) small = std::make_shared<SmallSpatialCache>();
+    if (w_shape.size() == 4 && group == 1) strided = std::make_shared<StridedDirectCache>();
   }
   // The depthwise path (one input channel per group) reads the raw weights, and so does the pointwise
   // path for a single output position (squeeze-excitation FCs written as 1x1 convs), when small.
@@ -452,6 +454,7 @@ constexpr ConvPathName kConvPathNames[] = {
     {ConvPath::kWinograd, "winograd"},
     {ConvPath::kSmallSpatialDirect, "small-spatial-direct"},
     {ConvPath::kSmallSpatialTransposed, "small-spatial-transposed"},
+    {ConvPath::kStridedDirect, "strided-direct"},
 };
 
 bool is_pointwise(const Geom3& g) {
@@ -523,6 +526,8 @@ bool weights_serve(const ConvShape& s, const ConvWeights<CT>& w, const ConvPost*
     case ConvPath::kDepthwiseWindow:
     case ConvPath::kDepthwiseScalar:
       return !w.raw.empty();
+    case ConvPath::kStridedDirect:
+      return w.strided && w.packed.size() == 1 && w.packed[0].M == s.M && w.packed[0].K == s.C * s.g.kvol();
     default:
       return true;
   }
@@ -546,6 +551,9 @@ ConvPath auto_path(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
     }
     if (!cfg.skipped(ConvPath::kWinograd) && winograd_preferred(s) && weights_serve(s, w, post, ConvPath::kWinograd))
       return ConvPath::kWinograd;
+    if (!cfg.skipped(ConvPath::kStridedDirect) && strided_direct_preferred(s, cfg.isa) &&
+        weights_serve(s, w, post, ConvPath::kStridedDirect))
+      return ConvPath::kStridedDirect;
   }
   if (is_pointwise(s.g)) return ConvPath::kPointwise;
   if (conv_path_applies(s, ConvPath::kDepthwiseScalar, kFloat, cfg.isa)) {
@@ -859,6 +867,7 @@ ConvConfig conv_config(const ep::KernelInfo& info) {
   const std::string_view skip = o.get("conv.skip");
   if (skip == "winograd") cfg.auto_skips |= path_bit(ConvPath::kWinograd);
   if (skip == "padded-rows-gemm") cfg.auto_skips |= path_bit(ConvPath::kPaddedRowsGemm);
+  if (skip == "strided-direct") cfg.auto_skips |= path_bit(ConvPath::kStridedDirect);
   if (skip == "small-spatial") {
     cfg.auto_skips |= path_bit(ConvPath::kSmallSpatialDirect) | path_bit(ConvPath::kSmallSpatialTransposed);
   }
@@ -887,6 +896,8 @@ bool conv_path_applies(const ConvShape& s, ConvPath path, bool is_float, ep::Isa
     case ConvPath::kSmallSpatialDirect:
     case ConvPath::kSmallSpatialTransposed:
       return is_float && small_spatial_applies(s, isa);
+    case ConvPath::kStridedDirect:
+      return is_float && strided_direct_applies(s, isa);
   }
   return false;
 }
@@ -1014,6 +1025,12 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
     case ConvPath::kSmallSpatialDirect:
       if constexpr (std::is_same_v<CT, float>) p.workspace_bytes = small_spatial_direct_workspace_bytes(s, false);
       break;
+    case ConvPath::kStridedDirect:
+      if constexpr (std::is_same_v<CT, float>) {
+        p.strided = w.strided->acquire(w.packed[0], s.C, g.k[1], g.k[2]);
+        p.workspace_bytes = strided_direct_workspace_bytes(s);
+      }
+      break;
     case ConvPath::kPaddedRowsGemm:
     case ConvPath::kImplicitGemm:
       // 2-D convs with stride_w 1 or 2 and a kernel wider than 1x1 pack from the padded copy.
@@ -1117,6 +1134,14 @@ bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<C
       }
       case ConvPath::kPaddedRowsGemm:
         run_padded_rows_gemm(c);
+        return true;
+      case ConvPath::kStridedDirect:
+        // Bias, residual and activation in the store, for the activations conv_post_activation names.
+        if (post && !conv_post_activation(post->act)) {
+          strided_direct_conv(s, x, *plan.strided, bias, y, pool, nullptr, workspace);
+          return false;
+        }
+        strided_direct_conv(s, x, *plan.strided, bias, y, pool, post, workspace);
         return true;
       default:
         run_implicit_gemm(c);

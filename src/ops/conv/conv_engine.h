@@ -10,6 +10,7 @@
 #include "ep/cpu_features.h"
 #include "ep/kernel.h"
 #include "ops/conv/small_spatial.h"
+#include "ops/conv/strided_direct.h"
 #include "ops/gemm/gemm.h"
 #include "ops/conv/conv_geometry.h"
 #include "ops/conv/depthwise.h"
@@ -39,10 +40,12 @@ enum class ConvPath {
   kSmallSpatialDirect,      // float, planes of 2..256 pixels, AVX-512: 6 channels x up to 48 pixels a tile on
                             // the conv's packed weights (conv/small_spatial.h)
   kSmallSpatialTransposed,  // the same shapes as Y^T = col^T W^T, pixels as the broadcast dimension
+  kStridedDirect,           // float 2-D, group 1, stride >= 2, AVX-512: output channels in the vector, 12 pixels
+                            // a tile, no im2col (conv/strided_direct.h)
 };
 // The names the `conv.path` kernel override takes ("auto", "reference", "im2col", "implicit-gemm",
 // "padded-rows-gemm", "pointwise", "depthwise-window", "depthwise-scalar", "winograd",
-// "small-spatial-direct", "small-spatial-transposed").
+// "small-spatial-direct", "small-spatial-transposed", "strided-direct").
 const char* conv_path_name(ConvPath p);
 std::optional<ConvPath> parse_conv_path(std::string_view name);
 
@@ -75,6 +78,8 @@ struct ConvWeights {
   std::shared_ptr<const WinogradCache> wino;
   // float, not depthwise: W^T for the small-spatial path (conv/small_spatial.h), packed on first use.
   std::shared_ptr<const SmallSpatialCache> small;
+  // float, 4-D, group 1: the strided direct path's [M/16][K][16] copy, repacked on first use.
+  std::shared_ptr<const StridedDirectCache> strided;
   // `winograd`: the conv has stride 1 and dilation 1, so the Winograd path may run.
   void prepare(const Dims& w_shape, int64_t group_count, std::vector<CT> w, bool winograd = false);
 };
@@ -138,6 +143,7 @@ struct ConvPlan {
   std::shared_ptr<const WinogradWeights> wino;
   WinogradPlan wino_plan;               // kWinograd: its tiling, blocks and thread split
   std::shared_ptr<const SmallSpatialWeights> small;
+  std::shared_ptr<const StridedDirectWeights> strided;  // kStridedDirect
   // kDepthwiseWindow (float): the window engine's plan (null: the plain loops) and the floats of each
   // pool thread's slot of scratch it runs on (the workspace holds one slot per thread).
   std::shared_ptr<const window::TapPlan> dw_plan;

@@ -1,0 +1,374 @@
+#include "ops/conv/strided_direct.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ep/thread_pool.h"
+#include "ops/conv/conv_engine.h"
+#include "ops/gemm/activation.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NXRT_SD_X86 1
+#define NXRT_SD_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
+#endif
+
+namespace nxrt::ops {
+
+namespace {
+
+constexpr int kLanes = 16;  // output channels a block
+constexpr int kMaxTilePixels = 14;  // 2 blocks x 14 pixels: 28 accumulators, 2 weights, 1 broadcast
+
+// The padded input planes of one image: the rows and columns the windows read, zeros where they read
+// padding. Along an axis whose kernel is 1 (ResNet's 1x1/2), only every stride-th input row / column is
+// read, so only those are kept (sub = the stride) and the tiles step by 1 there.
+struct PaddedGeom {
+  int64_t Hp = 0, Wp = 0;
+  int64_t sub_h = 1, sub_w = 1;  // padded row r holds input row r * sub_h - pad_top (columns alike)
+  int64_t sh = 1, sw = 1;        // the tiles' strides in padded rows / columns
+};
+PaddedGeom padded_geom(const ConvShape& s) {
+  const Geom3& g = s.g;
+  PaddedGeom p;
+  p.sub_h = g.k[1] == 1 ? g.s[1] : 1;
+  p.sub_w = g.k[2] == 1 ? g.s[2] : 1;
+  p.sh = g.s[1] / p.sub_h;
+  p.sw = g.s[2] / p.sub_w;
+  p.Hp = (g.out[1] - 1) * p.sh + (g.k[1] - 1) * g.d[1] + 1;
+  p.Wp = (g.out[2] - 1) * p.sw + (g.k[2] - 1) * g.d[2] + 1;
+  return p;
+}
+
+// The packed GEMM weights (M x K, K = C * kH * kW in (c, kh, kw) order) repacked as [blocks][k'][16] with
+// k' = ((c / 16 * kH + kh) * kW + kw) * 16 + c % 16 over C rounded up to 16 (zeros past C and M): the
+// order the tiles walk the channel-blocked input in.
+std::shared_ptr<StridedDirectWeights> make_weights(const PackedA<float>& a, int64_t C, int64_t KH, int64_t KW) {
+  auto w = std::make_shared<StridedDirectWeights>();
+  const int64_t cpad = (C + kLanes - 1) / kLanes * kLanes;
+  w->M = a.M;
+  w->K = cpad * KH * KW;
+  w->C = C;
+  w->blocks = (a.M + kLanes - 1) / kLanes;
+  w->w.assign(static_cast<size_t>(w->blocks * w->K * kLanes), 0.f);
+  // PackedA: per K block of kGemmKC starting at k0 (offset k0 * m_padded), panels of kc x R (R =
+  // kGemmMR rows; panel p at p * R * kc, element (r, k) at k * R + r).
+  constexpr int64_t R = kGemmMR;
+  for (int64_t k = 0; k < a.K; ++k) {
+    const int64_t k0 = k / kGemmKC * kGemmKC, kc = std::min<int64_t>(kGemmKC, a.K - k0);
+    const int64_t c = k / (KH * KW), kh = k / KW % KH, kw = k % KW;
+    const int64_t kd = ((c / kLanes * KH + kh) * KW + kw) * kLanes + c % kLanes;
+    for (int64_t m = 0; m < a.M; ++m) {
+      const float v = a.data[static_cast<size_t>(k0 * a.m_padded + (m / R) * R * kc + (k - k0) * R + m % R)];
+      w->w[static_cast<size_t>(((m / kLanes) * w->K + kd) * kLanes + m % kLanes)] = v;
+    }
+  }
+  return w;
+}
+
+#ifdef NXRT_SD_X86
+// r[i] (row i: 16 values) -> r[j] = column j (16 values, one from each row).
+NXRT_SD_AVX512 inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // Within each 128-bit lane L, u[4j + k] = column 4L + k of rows 4j .. 4j + 3.
+  __m512 u[16];
+  for (int j = 0; j < 4; ++j) {
+    const __m512d a = _mm512_castps_pd(t[4 * j]), b = _mm512_castps_pd(t[4 * j + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * j + 2]), d = _mm512_castps_pd(t[4 * j + 3]);
+    u[4 * j + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    u[4 * j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    u[4 * j + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    u[4 * j + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int k = 0; k < 4; ++k) {
+    const __m512 e0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x88), o0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xDD);
+    const __m512 e1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x88), o1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xDD);
+    r[k] = _mm512_shuffle_f32x4(e0, e1, 0x88);       // lane 0 of each: column k
+    r[8 + k] = _mm512_shuffle_f32x4(e0, e1, 0xDD);   // lane 2: column 8 + k
+    r[4 + k] = _mm512_shuffle_f32x4(o0, o1, 0x88);   // lane 1: column 4 + k
+    r[12 + k] = _mm512_shuffle_f32x4(o0, o1, 0xDD);  // lane 3: column 12 + k
+  }
+}
+
+// One image's input into channel-blocked zero-padded planes xp[C / 16][Hp][Wp][16] (channels past C
+// zero): each pixel's 16 channels of a block in one cache line, so a tile's broadcasts over a block's
+// channels reuse the same 12 lines. 16 channels x 16 columns at a time, transposed in registers (every
+// sub_w-th input column: stride 2 takes the even lanes of two loads).
+NXRT_SD_AVX512 void pad_blocks(const ConvShape& s, const PaddedGeom& pg, const float* x, float* xp, int64_t cb0,
+                               int64_t cb1) {
+  const Geom3& g = s.g;
+  const int64_t IH = g.in[1], IW = g.in[2], pt = g.pb[1], pl = g.pb[2], plane = IH * IW;
+  // Padded columns [q0, q1) hold input columns q * sub_w - pl inside [0, IW).
+  const int64_t q0 = std::min(pg.Wp, (pl + pg.sub_w - 1) / pg.sub_w);
+  const int64_t q1 = std::max(q0, std::min(pg.Wp, (IW - 1 + pl) / pg.sub_w + 1));
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  for (int64_t cb = cb0; cb < cb1; ++cb) {
+    const int64_t nc = std::min<int64_t>(kLanes, s.C - cb * kLanes);
+    float* dst = xp + cb * pg.Hp * pg.Wp * kLanes;
+    const float* src = x + cb * kLanes * plane;
+    for (int64_t r = 0; r < pg.Hp; ++r) {
+      float* row = dst + r * pg.Wp * kLanes;
+      const int64_t ir = r * pg.sub_h - pt;
+      if (ir < 0 || ir >= IH) {
+        std::memset(row, 0, static_cast<size_t>(pg.Wp * kLanes) * sizeof(float));
+        continue;
+      }
+      for (int64_t q = 0; q < q0; ++q) _mm512_storeu_ps(row + q * kLanes, _mm512_setzero_ps());
+      for (int64_t q = q1; q < pg.Wp; ++q) _mm512_storeu_ps(row + q * kLanes, _mm512_setzero_ps());
+      for (int64_t qb = q0; qb < q1; qb += kLanes) {
+        const int64_t nq = std::min<int64_t>(kLanes, q1 - qb);
+        const int64_t iw0 = qb * pg.sub_w - pl;  // input column of padded column qb
+        __m512 v[kLanes];
+        for (int64_t c = 0; c < kLanes; ++c) {
+          if (c >= nc) {
+            v[c] = _mm512_setzero_ps();
+            continue;
+          }
+          const float* sr = src + c * plane + ir * IW + iw0;
+          if (pg.sub_w == 1) {
+            v[c] = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << nq) - 1u), sr);
+          } else if (pg.sub_w == 2) {
+            const int64_t avail = std::min<int64_t>(2 * kLanes, IW - iw0);  // input columns from iw0
+            const __m512 lo = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << std::min<int64_t>(16, avail)) - 1u), sr);
+            const __m512 hi = avail > 16 ? _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << (avail - 16)) - 1u), sr + 16)
+                                         : _mm512_setzero_ps();
+            v[c] = _mm512_permutex2var_ps(lo, even, hi);
+          } else {
+            alignas(64) float tmp[kLanes] = {};
+            for (int64_t q = 0; q < nq; ++q) tmp[q] = sr[q * pg.sub_w];
+            v[c] = _mm512_load_ps(tmp);
+          }
+        }
+        transpose16(v);
+        for (int64_t q = 0; q < nq; ++q) _mm512_storeu_ps(row + (qb + q) * kLanes, v[q]);
+      }
+    }
+  }
+}
+#endif
+
+struct TileArgs {
+  const float* xp;    // channel-blocked padded planes
+  int64_t plane;      // Hp * Wp * 16: one block of channels
+  int64_t Wp;
+  int64_t cblocks, KH, KW, dh, dw, sw;
+  const float* w[3];  // [K][16] of each of the tile's blocks
+  int64_t row0;       // padded row of tap (0, 0) for the tile's output row
+  int64_t col0;       // padded column of tap (0, 0) for the tile's first pixel
+};
+
+#ifdef NXRT_SD_X86
+// acc[j][p] += w_j(c, kh, kw) * x(c, row0 + kh * dh, col0 + p * sw + kw * dw) over all c, kh, kw; out[j][p][16].
+template <int P, int MB>
+NXRT_SD_AVX512 void tile_avx512(const TileArgs& t, float* out) {
+  static_assert(MB * P <= 28, "accumulators past the register file");
+  __m512 acc[MB][P];
+  for (int j = 0; j < MB; ++j)
+    for (int p = 0; p < P; ++p) acc[j][p] = _mm512_setzero_ps();
+  const float* wb[MB];
+  for (int j = 0; j < MB; ++j) wb[j] = t.w[j];
+  const int64_t pstep = t.sw * kLanes;  // floats from one pixel of the tile to the next
+  for (int64_t cb = 0; cb < t.cblocks; ++cb) {
+    const float* xc = t.xp + cb * t.plane + (t.row0 * t.Wp + t.col0) * kLanes;
+    for (int64_t kh = 0; kh < t.KH; ++kh) {
+      const float* xr = xc + kh * t.dh * t.Wp * kLanes;
+      for (int64_t kw = 0; kw < t.KW; ++kw) {
+        const float* xk = xr + kw * t.dw * kLanes;
+        for (int ci = 0; ci < kLanes; ++ci) {
+          __m512 a[MB];
+          for (int j = 0; j < MB; ++j) {
+            a[j] = _mm512_loadu_ps(wb[j]);
+            wb[j] += kLanes;
+          }
+          for (int p = 0; p < P; ++p) {
+            const __m512 v = _mm512_set1_ps(xk[p * pstep + ci]);
+            for (int j = 0; j < MB; ++j) acc[j][p] = _mm512_fmadd_ps(a[j], v, acc[j][p]);
+          }
+        }
+      }
+    }
+  }
+  for (int j = 0; j < MB; ++j)
+    for (int p = 0; p < P; ++p) _mm512_storeu_ps(out + (j * kMaxTilePixels + p) * kLanes, acc[j][p]);
+}
+
+template <int MB>
+void tile_pixels(int p, const TileArgs& t, float* out) {
+  switch (p) {
+    case 1: return tile_avx512<1, MB>(t, out);
+    case 2: return tile_avx512<2, MB>(t, out);
+    case 3: return tile_avx512<3, MB>(t, out);
+    case 4: return tile_avx512<4, MB>(t, out);
+    case 5: return tile_avx512<5, MB>(t, out);
+    case 6: return tile_avx512<6, MB>(t, out);
+    case 7: return tile_avx512<7, MB>(t, out);
+    case 8: return tile_avx512<8, MB>(t, out);
+    case 9: return tile_avx512<9, MB>(t, out);
+    case 10:
+      if constexpr (MB <= 2) return tile_avx512<10, MB>(t, out);
+      break;
+    case 11:
+      if constexpr (MB <= 2) return tile_avx512<11, MB>(t, out);
+      break;
+    case 12:
+      if constexpr (MB <= 2) return tile_avx512<12, MB>(t, out);
+      break;
+    case 13:
+      if constexpr (MB <= 2) return tile_avx512<13, MB>(t, out);
+      break;
+    default:
+      if constexpr (MB <= 2) return tile_avx512<14, MB>(t, out);
+      break;
+  }
+}
+// A tile's accumulators out[j][p][16] (block j, pixel p) into Y: each block's 16 x p values transposed so
+// each output channel's p pixels are one vector, then (v + bias) + residual and the activation, as
+// ConvPost orders them (the activations conv_post_activation names), stored masked.
+NXRT_SD_AVX512 void store_tile(const float* out, int mb, int p, int64_t b0, int64_t M, const float* bias, float* y,
+                               const float* res, int64_t plane, Activation act, float act_a, float act_b) {
+  const __mmask16 pm = static_cast<__mmask16>((1u << p) - 1u);
+  const __m512 zero = _mm512_setzero_ps(), va = _mm512_set1_ps(act_a), vb = _mm512_set1_ps(act_b);
+  for (int j = 0; j < mb; ++j) {
+    __m512 r[kLanes];
+    for (int q = 0; q < kLanes; ++q) r[q] = q < p ? _mm512_load_ps(out + (j * kMaxTilePixels + q) * kLanes) : zero;
+    transpose16(r);
+    const int64_t mbase = (b0 + j) * kLanes;
+    const int lanes = static_cast<int>(std::min<int64_t>(kLanes, M - mbase));
+    for (int l = 0; l < lanes; ++l) {
+      const int64_t m = mbase + l;
+      __m512 v = r[l];
+      if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(bias[m]));
+      if (res) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(pm, res + m * plane));
+      switch (act) {
+        case Activation::kRelu:
+          v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, zero);
+          break;
+        case Activation::kClip: {  // v < a ? a : (v > b ? b : v), both tests on v
+          const __mmask16 below = _mm512_cmp_ps_mask(v, va, _CMP_LT_OQ);
+          v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, vb, _CMP_GT_OQ), v, vb);
+          v = _mm512_mask_blend_ps(below, v, va);
+          break;
+        }
+        case Activation::kLeakyRelu: {
+          const __m512 hi = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, zero);
+          const __m512 lo = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(zero, v, _CMP_LT_OQ), v, zero);
+          v = _mm512_add_ps(hi, _mm512_mul_ps(va, lo));
+          break;
+        }
+        default:
+          break;
+      }
+      _mm512_mask_storeu_ps(y + m * plane, pm, v);
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+std::shared_ptr<const StridedDirectWeights> StridedDirectCache::acquire(const PackedA<float>& packed, int64_t C,
+                                                                        int64_t KH, int64_t KW) const {
+  return lazy_.acquire([&] { return make_weights(packed, C, KH, KW); });
+}
+
+bool strided_direct_applies(const ConvShape& s, ep::IsaTier isa) {
+#ifdef NXRT_SD_X86
+  if (isa < ep::IsaTier::kAvx512 || ep::cpu_isa_tier() < ep::IsaTier::kAvx512) return false;
+  const Geom3& g = s.g;
+  if (g.nsp != 2 || s.group != 1 || s.N < 1 || s.C < 1 || s.M < 1 || g.out_size() <= 0) return false;
+  for (int i = 1; i < 3; ++i) {
+    if (g.s[i] < 2 || g.pb[i] < 0 || g.pe[i] < 0 || g.d[i] < 1 || g.k[i] < 1) return false;
+  }
+  return true;
+#else
+  (void)s;
+  (void)isa;
+  return false;
+#endif
+}
+
+bool strided_direct_preferred(const ConvShape& s, ep::IsaTier isa) {
+  return strided_direct_applies(s, isa) && s.C >= 16 && s.M >= 16 && s.g.kvol() > 1;
+}
+
+size_t strided_direct_workspace_bytes(const ConvShape& s) {
+  const PaddedGeom pg = padded_geom(s);
+  const int64_t cpad = (s.C + kLanes - 1) / kLanes * kLanes;
+  return static_cast<size_t>(cpad * pg.Hp * pg.Wp) * sizeof(float);
+}
+
+void strided_direct_conv(const ConvShape& s, const float* x, const StridedDirectWeights& w, const float* bias,
+                         float* y, ep::ThreadPool* pool, const ConvPost* post, void* workspace) {
+#ifdef NXRT_SD_X86
+  const Geom3& g = s.g;
+  const PaddedGeom pg = padded_geom(s);
+  const int64_t OH = g.out[1], OW = g.out[2], plane_out = OH * OW, in_image = s.C * g.in_size();
+  // Tiles: the output row cut into equal runs of at most 14 pixels (28 -> 14 + 14, 14, 7), and the
+  // output channel blocks into groups of 2 (3 where the runs are 9 pixels or fewer), so each tile keeps
+  // 14-28 accumulators busy.
+  const int64_t runs = (OW + kMaxTilePixels - 1) / kMaxTilePixels, run_px = (OW + runs - 1) / runs;
+  const int64_t group = run_px <= 9 ? 3 : 2;
+  const int64_t K = w.K, groups = (w.blocks + group - 1) / group, items = OH * groups;
+  float* xp = static_cast<float*>(workspace);
+  const Activation act = post ? post->act : Activation::kNone;
+  const float act_a = post ? post->act_a : 0.f, act_b = post ? post->act_b : 0.f;
+  for (int64_t n = 0; n < s.N; ++n) {
+    const float* xn = x + n * in_image;
+    float* yn = y + n * s.M * plane_out;
+    const float* rn = post && post->residual ? post->residual + n * s.M * plane_out : nullptr;
+    const int64_t cblocks = (s.C + kLanes - 1) / kLanes;
+    auto pad = [&](int64_t c0, int64_t c1) { pad_blocks(s, pg, xn, xp, c0, c1); };
+    if (pool && pool->num_threads() > 1) {
+      pool->parallel_for(cblocks, 1, pad);
+    } else {
+      pad(0, cblocks);
+    }
+    // Items row-major over (output row, group of channel blocks).
+    auto body = [&](int64_t i0, int64_t i1) {
+      alignas(64) float out[3 * kMaxTilePixels * kLanes];
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t oh = i / groups, b0 = (i % groups) * group;
+        const int mb = static_cast<int>(std::min<int64_t>(group, w.blocks - b0));
+        TileArgs t;
+        t.xp = xp;
+        t.plane = pg.Hp * pg.Wp * kLanes;
+        t.Wp = pg.Wp;
+        t.cblocks = cblocks;
+        t.KH = g.k[1];
+        t.KW = g.k[2];
+        t.dh = g.d[1];
+        t.dw = g.d[2];
+        t.sw = pg.sw;
+        for (int j = 0; j < 3; ++j) t.w[j] = w.w.data() + (b0 + std::min(j, mb - 1)) * K * kLanes;
+        t.row0 = oh * pg.sh;
+        for (int64_t ow0 = 0; ow0 < OW; ow0 += run_px) {
+          const int p = static_cast<int>(std::min<int64_t>(run_px, OW - ow0));
+          t.col0 = ow0 * pg.sw;
+          if (mb == 3) {
+            tile_pixels<3>(p, t, out);
+          } else if (mb == 2) {
+            tile_pixels<2>(p, t, out);
+          } else {
+            tile_pixels<1>(p, t, out);
+          }
+          store_tile(out, mb, p, b0, s.M, bias, yn + oh * OW + ow0, rn ? rn + oh * OW + ow0 : nullptr, plane_out, act,
+                     act_a, act_b);
+        }
+      }
+    };
+    if (pool && pool->num_threads() > 1) {
+      pool->parallel_for(items, 1, body);
+    } else {
+      body(0, items);
+    }
+  }
+#else
+  (void)s, (void)x, (void)w, (void)bias, (void)y, (void)pool, (void)post, (void)workspace;
+#endif
+}
+
+}  // namespace nxrt::ops
