@@ -10,20 +10,15 @@
 #include <random>
 
 #include "ep/thread_pool.h"
+#include "kernel_test_util.h"
 #include "ops/conv/conv_engine.h"
 #include "ops/conv/strided_direct.h"
 
 using namespace nxrt;
 using namespace nxrt::ops;
+using nxrt::testing::random_floats;
 
 namespace {
-
-std::vector<float> random_floats(std::mt19937& rng, int64_t n) {
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& e : v) e = d(rng);
-  return v;
-}
 
 ConvShape shape_of(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W, int64_t k, int64_t stride, int64_t dil,
                    int64_t pt, int64_t pb) {
