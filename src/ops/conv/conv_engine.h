@@ -40,8 +40,8 @@ enum class ConvPath {
   kSmallSpatialDirect,      // float, planes of 2..256 pixels, AVX-512: 6 channels x up to 48 pixels a tile on
                             // the conv's packed weights (conv/small_spatial.h)
   kSmallSpatialTransposed,  // the same shapes as Y^T = col^T W^T, pixels as the broadcast dimension
-  kStridedDirect,           // float 2-D, group 1, stride >= 2, AVX-512: output channels in the vector, 12 pixels
-                            // a tile, no im2col (conv/strided_direct.h)
+  kStridedDirect,           // float 2-D, group 1, stride >= 2, AVX-512: output channels in the vector, up to 14
+                            // pixels a tile, no im2col (conv/strided_direct.h)
 };
 // The names the `conv.path` kernel override takes ("auto", "reference", "im2col", "implicit-gemm",
 // "padded-rows-gemm", "pointwise", "depthwise-window", "depthwise-scalar", "winograd",

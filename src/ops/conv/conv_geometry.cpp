@@ -6,8 +6,9 @@ namespace {
 std::string ints_str(const std::vector<int64_t>& v) { return shape_to_string(v); }
 }  // namespace
 
-Status WindowAttrs::parse(const ep::KernelInfo& info, bool with_ceil) {
-  std::string ap = info.attr_string("auto_pad", "NOTSET");
+Status WindowAttrs::parse(const ep::KernelInfo& info, bool with_ceil, const std::string& prefix) {
+  auto name = [&](const char* n) { return prefix + n; };
+  std::string ap = info.attr_string(name("auto_pad"), "NOTSET");
   if (ap == "NOTSET" || ap.empty()) {
     auto_pad = AutoPad::kNotSet;
   } else if (ap == "SAME_UPPER") {
@@ -17,21 +18,21 @@ Status WindowAttrs::parse(const ep::KernelInfo& info, bool with_ceil) {
   } else if (ap == "VALID") {
     auto_pad = AutoPad::kValid;
   } else {
-    return info.error("auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + ap + "'");
+    return info.error(name("auto_pad") + " must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + ap + "'");
   }
-  kernel_shape = info.attr_ints("kernel_shape");
-  strides = info.attr_ints("strides");
-  dilations = info.attr_ints("dilations");
-  pads = info.attr_ints("pads");
-  ceil_mode = with_ceil && info.attr_int("ceil_mode", 0) != 0;
+  kernel_shape = info.attr_ints(name("kernel_shape"));
+  strides = info.attr_ints(name("strides"));
+  dilations = info.attr_ints(name("dilations"));
+  pads = info.attr_ints(name("pads"));
+  ceil_mode = with_ceil && info.attr_int(name("ceil_mode"), 0) != 0;
   for (int64_t v : kernel_shape)
-    if (v < 1) return info.error("kernel_shape values must be >= 1, got " + ints_str(kernel_shape));
+    if (v < 1) return info.error(name("kernel_shape") + " values must be >= 1, got " + ints_str(kernel_shape));
   for (int64_t v : strides)
-    if (v < 1) return info.error("strides must be >= 1, got " + ints_str(strides));
+    if (v < 1) return info.error(name("strides") + " must be >= 1, got " + ints_str(strides));
   for (int64_t v : dilations)
-    if (v < 1) return info.error("dilations must be >= 1, got " + ints_str(dilations));
+    if (v < 1) return info.error(name("dilations") + " must be >= 1, got " + ints_str(dilations));
   for (int64_t v : pads)
-    if (v < 0) return info.error("pads must be >= 0, got " + ints_str(pads));
+    if (v < 0) return info.error(name("pads") + " must be >= 0, got " + ints_str(pads));
   return Status::Ok();
 }
 

@@ -38,8 +38,9 @@ struct WindowAttrs {
   std::vector<int64_t> kernel_shape;  // may be empty (conv: inferred from W)
   std::vector<int64_t> strides, dilations, pads;
   bool ceil_mode = false;
-  // Reads auto_pad, kernel_shape, strides, dilations, pads (and ceil_mode when `with_ceil`).
-  Status parse(const ep::KernelInfo& info, bool with_ceil);
+  // Reads auto_pad, kernel_shape, strides, dilations, pads (and ceil_mode when `with_ceil`), each named
+  // with `prefix` in front (nxrt::ConvMaxPool's pool attributes: "pool_").
+  Status parse(const ep::KernelInfo& info, bool with_ceil, const std::string& prefix = "");
 };
 
 // Fills g (in, k, s, d, pads, out) for a forward window op (Conv, pools), each axis by

@@ -62,8 +62,7 @@ struct Band {
 
 struct BandPlan {
   BandGeom bg;
-  ConvShape s;
-  ConvPlan conv;
+  ConvPlan conv;  // for the band's shape (conv.s)
   rowpool::Plan pool;
 };
 
@@ -210,9 +209,7 @@ class ConvMaxPoolKernel final : public ep::Kernel {
                                                        static_cast<char*>(ws) + v->y_off);
       const int64_t planes = s.N * s.M, conv_plane = s.g.out_size();
       ctx.pool().parallel_for(planes, 1, [&](int64_t p0, int64_t p1) {
-        if (!applied && act_ != Activation::kNone) {
-          for (int64_t i = p0 * conv_plane; i < p1 * conv_plane; ++i) yc[i] = apply_activation(act_, yc[i], act_a_, act_b_);
-        }
+        if (!applied) activate(yc + p0 * conv_plane, (p1 - p0) * conv_plane);
         rowpool::run(q.pool, yc, y, p0, p1, slots.mine<char>() + v->pool_off);
       });
       return Status::Ok();
@@ -231,28 +228,17 @@ class ConvMaxPoolKernel final : public ep::Kernel {
 
  private:
   Status parse_pool_attrs(const ep::KernelInfo& info) {
-    const std::string ap = info.attr_string("pool_auto_pad", "NOTSET");
-    if (ap == "NOTSET" || ap.empty()) pool_attrs_.auto_pad = AutoPad::kNotSet;
-    else if (ap == "SAME_UPPER") pool_attrs_.auto_pad = AutoPad::kSameUpper;
-    else if (ap == "SAME_LOWER") pool_attrs_.auto_pad = AutoPad::kSameLower;
-    else if (ap == "VALID") pool_attrs_.auto_pad = AutoPad::kValid;
-    else return info.error("pool_auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '" + ap + "'");
-    pool_attrs_.kernel_shape = info.attr_ints("pool_kernel_shape");
-    pool_attrs_.strides = info.attr_ints("pool_strides");
-    pool_attrs_.dilations = info.attr_ints("pool_dilations");
-    pool_attrs_.pads = info.attr_ints("pool_pads");
-    pool_attrs_.ceil_mode = info.attr_int("pool_ceil_mode", 0) != 0;
-    auto positive = [](const std::vector<int64_t>& v, int64_t lo) {
-      return std::all_of(v.begin(), v.end(), [&](int64_t e) { return e >= lo; });
-    };
-    if (pool_attrs_.kernel_shape.size() != 2 || !positive(pool_attrs_.kernel_shape, 1) ||
-        !positive(pool_attrs_.strides, 1) || !positive(pool_attrs_.dilations, 1) || !positive(pool_attrs_.pads, 0)) {
-      return info.error("pool_kernel_shape must be 2 sizes >= 1 and pool_strides / pool_dilations >= 1, pool_pads "
-                        ">= 0; got kernel " + shape_to_string(pool_attrs_.kernel_shape) + ", strides " +
-                        shape_to_string(pool_attrs_.strides) + ", dilations " + shape_to_string(pool_attrs_.dilations) +
-                        ", pads " + shape_to_string(pool_attrs_.pads));
+    NXRT_RETURN_IF_ERROR(pool_attrs_.parse(info, true, "pool_"));
+    if (pool_attrs_.kernel_shape.size() != 2) {
+      return info.error("pool_kernel_shape must be 2 sizes, got " + shape_to_string(pool_attrs_.kernel_shape));
     }
     return Status::Ok();
+  }
+
+  // act_ in place on n values (where the conv engine's path did not apply it in its store).
+  void activate(float* p, int64_t n) const {
+    if (act_ == Activation::kNone) return;
+    for (int64_t i = 0; i < n; ++i) p[i] = apply_activation(act_, p[i], act_a_, act_b_);
   }
 
   bool fits(const ConvMaxPoolVariant& v, const Dims& x) const {
@@ -303,7 +289,6 @@ class ConvMaxPoolKernel final : public ep::Kernel {
     if (4 * s.C * cs * IW > 2 * 4 * s.M * OW || conv_rows_per_band < kMinBandConvRows) {
       v->whole = true;
       BandPlan q;
-      q.s = s;
       q.conv = conv_plan<float>(s, weights, cfg_, v->slots, false);
       if (!rowpool::make_plan(pg, true, false, &q.pool, isa_)) {
         return invalid_argument("no row-wise max pool for geometry of " + std::to_string(OH) + " rows");
@@ -346,7 +331,8 @@ class ConvMaxPoolKernel final : public ep::Kernel {
           g.out[1] = b.carry_pooled;
           g.pb[1] = 0;
           g.pe[1] = std::max<int64_t>(0, (b.carry_pooled - 1) * ps + pek - b.carry_rows);
-          auto ct = std::find_if(v->carry_plans.begin(), v->carry_plans.end(), [&](const rowpool::Plan& q) { return q.fits(g); });
+          auto ct = std::find_if(v->carry_plans.begin(), v->carry_plans.end(),
+                                 [&](const rowpool::Plan& q) { return q.fits(g); });
           if (ct == v->carry_plans.end()) {
             rowpool::Plan q;
             if (!rowpool::make_plan(g, true, false, &q, isa_)) {
@@ -374,13 +360,13 @@ class ConvMaxPoolKernel final : public ep::Kernel {
         if (it == v->plans.end()) {
           BandPlan q;
           q.bg = bg;
-          q.s = s;
-          q.s.N = 1;
-          q.s.g.in[1] = bg.in_rows;
-          q.s.g.out[1] = bg.conv_rows;
-          q.s.g.pb[1] = bg.in_pb;
-          q.s.g.pe[1] = bg.in_pe;
-          q.conv = conv_plan<float>(q.s, weights, cfg_, 1, false);
+          ConvShape band = s;
+          band.N = 1;
+          band.g.in[1] = bg.in_rows;
+          band.g.out[1] = bg.conv_rows;
+          band.g.pb[1] = bg.in_pb;
+          band.g.pe[1] = bg.in_pe;
+          q.conv = conv_plan<float>(band, weights, cfg_, 1, false);
           Geom3 g = pg;
           g.in[1] = bg.conv_rows;
           g.out[1] = bg.pool_rows;
@@ -437,9 +423,7 @@ class ConvMaxPoolKernel final : public ep::Kernel {
     }
     const bool applied = conv_forward_planned<float>(q.conv, xb, w, bias, yb, nullptr, cfg_, &post, slot + v.conv_off);
     const int64_t band_size = s.M * q.bg.conv_rows * OW;
-    if (!applied && act_ != Activation::kNone) {
-      for (int64_t i = 0; i < band_size; ++i) yb[i] = apply_activation(act_, yb[i], act_a_, act_b_);
-    }
+    if (!applied) activate(yb, band_size);
     const int64_t PH = v.pg.out[1], PW = v.pg.out[2];
     const int64_t conv_plane = q.bg.conv_rows * OW;
     void* pool_ws = slot + v.pool_off;

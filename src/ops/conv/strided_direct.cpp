@@ -85,8 +85,10 @@ NXRT_SD_AVX512 inline void transpose16(__m512 r[16]) {
     u[4 * j + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
   }
   for (int k = 0; k < 4; ++k) {
-    const __m512 e0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x88), o0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xDD);
-    const __m512 e1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x88), o1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xDD);
+    const __m512 e0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x88);
+    const __m512 o0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xDD);
+    const __m512 e1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x88);
+    const __m512 o1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xDD);
     r[k] = _mm512_shuffle_f32x4(e0, e1, 0x88);       // lane 0 of each: column k
     r[8 + k] = _mm512_shuffle_f32x4(e0, e1, 0xDD);   // lane 2: column 8 + k
     r[4 + k] = _mm512_shuffle_f32x4(o0, o1, 0x88);   // lane 1: column 4 + k
@@ -96,7 +98,7 @@ NXRT_SD_AVX512 inline void transpose16(__m512 r[16]) {
 
 // One image's input into channel-blocked zero-padded planes xp[C / 16][Hp][Wp][16] (channels past C
 // zero): each pixel's 16 channels of a block in one cache line, so a tile's broadcasts over a block's
-// channels reuse the same 12 lines. 16 channels x 16 columns at a time, transposed in registers (every
+// channels reuse the same lines (one a pixel). 16 channels x 16 columns at a time, transposed in registers (every
 // sub_w-th input column: stride 2 takes the even lanes of two loads).
 NXRT_SD_AVX512 void pad_blocks(const ConvShape& s, const PaddedGeom& pg, const float* x, float* xp, int64_t cb0,
                                int64_t cb1) {
@@ -133,9 +135,9 @@ NXRT_SD_AVX512 void pad_blocks(const ConvShape& s, const PaddedGeom& pg, const f
             v[c] = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << nq) - 1u), sr);
           } else if (pg.sub_w == 2) {
             const int64_t avail = std::min<int64_t>(2 * kLanes, IW - iw0);  // input columns from iw0
-            const __m512 lo = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << std::min<int64_t>(16, avail)) - 1u), sr);
-            const __m512 hi = avail > 16 ? _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << (avail - 16)) - 1u), sr + 16)
-                                         : _mm512_setzero_ps();
+            const auto mask = [](int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); };
+            const __m512 lo = _mm512_maskz_loadu_ps(mask(std::min<int64_t>(16, avail)), sr);
+            const __m512 hi = avail > 16 ? _mm512_maskz_loadu_ps(mask(avail - 16), sr + 16) : _mm512_setzero_ps();
             v[c] = _mm512_permutex2var_ps(lo, even, hi);
           } else {
             alignas(64) float tmp[kLanes] = {};

@@ -1,18 +1,19 @@
-// Direct float convolution for 2-D convs with a stride of 2 or more (ResNet's 3x3/2 and 1x1/2
-// downsampling convs), group 1, at the AVX-512 tier: the conv engine's kStridedDirect path.
+// Direct float convolution for 2-D convs with a stride of 2 or more (ResNet's 3x3/2 downsampling
+// convs), group 1, at the AVX-512 tier: the conv engine's kStridedDirect path.
 //
-// Output channels are the vector (16 a block, two blocks a tile) and 12 pixels of one output row the
-// tile's other side: for every input channel and tap, the tile loads its two weight vectors once and
-// broadcasts each of its 12 input values against them (24 FMAs on 24 accumulators, no im2col). Why:
+// Output channels are the vector (16 a block, 2 blocks a tile, 3 where a row's runs are 9 pixels or
+// fewer) and a run of up to 14 pixels of one output row the tile's other side (rows cut into equal
+// runs: 28 -> 14 + 14): for every input channel and tap, the tile loads its weight vectors once and
+// broadcasts each of its pixels' input values against them (up to 28 accumulators, no im2col). Why:
 // stride 2 makes the GEMM paths gather every other input pixel into panels (implicit GEMM) or read rows
 // whose tails waste lanes (padded rows); ResNet-50's 3x3/2 128->128 @56x56 took 1.4-1.5 ms on any of
 // them at 1 thread on a Zen 5, against ORT's 1.07 ms for the same conv in NCHWc.
 //
 // The input image is first copied into channel-blocked zero-padded planes ([C/16][H][W][16], the
-// workspace), so a tile's broadcasts over one block's 16 channels reuse the same 12 cache lines and read
-// without bounds checks; the weights are repacked once per conv ([M/16][K][16] in that order) from its
-// packed GEMM weights, shared by every plan that takes the path (StridedDirectCache). Rows of output
-// times tile columns of output channels split over the threads, row-major, so the first thread takes the
+// workspace), so a tile's broadcasts over one block's 16 channels reuse the same cache lines (one a
+// pixel) and read without bounds checks; the weights are repacked once per conv ([M/16][K][16] in that order) from its
+// packed GEMM weights, shared by every plan that takes the path (StridedDirectCache). Output rows times
+// groups of output-channel blocks split over the threads, row-major, so the first thread takes the
 // top rows. The bias, FusedConv's residual and its activation (ConvPost) are applied in the store.
 #pragma once
 #include <cstdint>
