@@ -1,6 +1,6 @@
 // The strided direct conv path (ops/conv/strided_direct.h) against conv_naive on random strided shapes:
 // strides 2 and 3, 1x1 to 7x7 kernels, dilation, pads at either end, channel counts off the 16-lane
-// blocks (input and output), batches, 1 and 2 threads, with the bias and FusedConv's residual and
+// blocks (input and output; under 16 input channels, blocks of all of them), batches, 1 and 2 threads, with the bias and FusedConv's residual and
 // activations in its store; and where kAuto takes it. The path needs AVX-512: on other CPUs the test
 // says so and checks only that the path does not apply.
 #include <gtest/gtest.h>
@@ -106,13 +106,29 @@ TEST(ConvStridedDirect, ResNetShapes) {
   EXPECT_LT(strided_error(shape_of(1, 64, 80, 14, 14, 3, 2, 1, 1, 1), 3, &pool, rng), 2e-4);
 }
 
+// Under 16 input channels a block holds all of them ([Hp][Wp][C], no zero lanes): stems of 3 color
+// planes (AlexNet's 11x11/4, a 7x7/2 with pads, a 3x3/2), 1 and 15 channels, stride 4 with ragged edges.
+TEST(ConvStridedDirect, FewInputChannels) {
+  if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(13);
+  ep::ThreadPool pool(2);
+  EXPECT_LT(strided_error(shape_of(1, 3, 96, 67, 67, 11, 4, 1, 0, 0), 1, &pool, rng), 2e-4);
+  EXPECT_LT(strided_error(shape_of(2, 3, 64, 45, 38, 7, 2, 1, 3, 3), 0, nullptr, rng), 2e-4);
+  EXPECT_LT(strided_error(shape_of(1, 3, 24, 33, 33, 3, 2, 1, 1, 1), 2, &pool, rng), 2e-4);
+  EXPECT_LT(strided_error(shape_of(1, 1, 17, 29, 31, 5, 4, 1, 2, 1), 3, nullptr, rng), 2e-4);
+  EXPECT_LT(strided_error(shape_of(1, 15, 40, 30, 26, 3, 4, 2, 1, 2), 1, &pool, rng), 2e-4);
+}
+
 // kAuto takes the path for strided convs with 16+ input and output channels and a kernel over 1x1,
-// and leaves 1x1/2 convs and stems (3 channels) to the GEMM paths; not below the AVX-512 tier.
+// and leaves 1x1/2 convs and stride-2 stems (3 channels) to the GEMM paths, but takes a stride-4 stem;
+// not below the AVX-512 tier.
 TEST(ConvStridedDirect, AutoChoice) {
   const ConvShape s3 = shape_of(1, 128, 128, 56, 56, 3, 2, 1, 1, 1);
   const ConvShape s1 = shape_of(1, 256, 512, 56, 56, 1, 2, 1, 0, 0);
   const ConvShape stem = shape_of(1, 3, 64, 224, 224, 7, 2, 1, 3, 3);
   const ConvShape unit = shape_of(1, 64, 64, 56, 56, 3, 1, 1, 1, 1);
+  const ConvShape alex = shape_of(1, 3, 96, 227, 227, 11, 4, 1, 0, 0);
+  EXPECT_EQ(strided_direct_preferred(alex, ep::IsaTier::kAvx512), have_avx512());
   EXPECT_EQ(strided_direct_preferred(s3, ep::IsaTier::kAvx512), have_avx512());
   EXPECT_FALSE(strided_direct_preferred(s3, ep::IsaTier::kAvx2));
   EXPECT_FALSE(strided_direct_preferred(s1, ep::IsaTier::kAvx512));

@@ -40,15 +40,20 @@ PaddedGeom padded_geom(const ConvShape& s) {
   return p;
 }
 
+// Input channels a block of the padded input holds: 16, or all of them when there are fewer (a stem's
+// 3 color planes: [Hp][Wp][3], no lanes of zeros to multiply).
+int64_t input_block(int64_t C) { return C < kLanes ? C : kLanes; }
+
 // The packed GEMM weights (M x K, K = C * kH * kW in (c, kh, kw) order) repacked as [blocks][k'][16] with
 // k' = ((c / 16 * kH + kh) * kW + kw) * 16 + c % 16 over C rounded up to 16 (zeros past C and M): the
 // order the tiles walk the channel-blocked input in.
 std::shared_ptr<StridedDirectWeights> make_weights(const PackedA<float>& a, int64_t C, int64_t KH, int64_t KW) {
   auto w = std::make_shared<StridedDirectWeights>();
-  const int64_t cpad = (C + kLanes - 1) / kLanes * kLanes;
+  const int64_t cb = input_block(C), cpad = (C + cb - 1) / cb * cb;
   w->M = a.M;
   w->K = cpad * KH * KW;
   w->C = C;
+  w->cb = cb;
   w->blocks = (a.M + kLanes - 1) / kLanes;
   w->w.assign(static_cast<size_t>(w->blocks * w->K * kLanes), 0.f);
   // PackedA: per K block of kGemmKC starting at k0 (offset k0 * m_padded), panels of kc x R (R =
@@ -57,7 +62,7 @@ std::shared_ptr<StridedDirectWeights> make_weights(const PackedA<float>& a, int6
   for (int64_t k = 0; k < a.K; ++k) {
     const int64_t k0 = k / kGemmKC * kGemmKC, kc = std::min<int64_t>(kGemmKC, a.K - k0);
     const int64_t c = k / (KH * KW), kh = k / KW % KH, kw = k % KW;
-    const int64_t kd = ((c / kLanes * KH + kh) * KW + kw) * kLanes + c % kLanes;
+    const int64_t kd = ((c / cb * KH + kh) * KW + kw) * cb + c % cb;
     for (int64_t m = 0; m < a.M; ++m) {
       const float v = a.data[static_cast<size_t>(k0 * a.m_padded + (m / R) * R * kc + (k - k0) * R + m % R)];
       w->w[static_cast<size_t>(((m / kLanes) * w->K + kd) * kLanes + m % kLanes)] = v;
@@ -100,27 +105,30 @@ NXRT_SD_AVX512 inline void transpose16(__m512 r[16]) {
 // zero): each pixel's 16 channels of a block in one cache line, so a tile's broadcasts over a block's
 // channels reuse the same lines (one a pixel). 16 channels x 16 columns at a time, transposed in registers (every
 // sub_w-th input column: stride 2 takes the even lanes of two loads).
-NXRT_SD_AVX512 void pad_blocks(const ConvShape& s, const PaddedGeom& pg, const float* x, float* xp, int64_t cb0,
-                               int64_t cb1) {
+// Rows [i0, i1) of the planes taken as one sequence over (block, padded row).
+NXRT_SD_AVX512 void pad_blocks(const ConvShape& s, const PaddedGeom& pg, const float* x, float* xp, int64_t i0,
+                               int64_t i1) {
   const Geom3& g = s.g;
   const int64_t IH = g.in[1], IW = g.in[2], pt = g.pb[1], pl = g.pb[2], plane = IH * IW;
   // Padded columns [q0, q1) hold input columns q * sub_w - pl inside [0, IW).
   const int64_t q0 = std::min(pg.Wp, (pl + pg.sub_w - 1) / pg.sub_w);
   const int64_t q1 = std::max(q0, std::min(pg.Wp, (IW - 1 + pl) / pg.sub_w + 1));
   const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  for (int64_t cb = cb0; cb < cb1; ++cb) {
-    const int64_t nc = std::min<int64_t>(kLanes, s.C - cb * kLanes);
-    float* dst = xp + cb * pg.Hp * pg.Wp * kLanes;
-    const float* src = x + cb * kLanes * plane;
-    for (int64_t r = 0; r < pg.Hp; ++r) {
-      float* row = dst + r * pg.Wp * kLanes;
+  const int64_t width = input_block(s.C);  // floats a pixel of a block
+  const __mmask16 wm = static_cast<__mmask16>((1u << width) - 1u);
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t cb = i / pg.Hp, r = i % pg.Hp;
+    const int64_t nc = std::min<int64_t>(width, s.C - cb * width);
+    const float* src = x + cb * width * plane;
+    {
+      float* row = xp + (cb * pg.Hp + r) * pg.Wp * width;
       const int64_t ir = r * pg.sub_h - pt;
       if (ir < 0 || ir >= IH) {
-        std::memset(row, 0, static_cast<size_t>(pg.Wp * kLanes) * sizeof(float));
-        continue;
+        std::memset(row, 0, static_cast<size_t>(pg.Wp * width) * sizeof(float));
+        continue;  // the next row
       }
-      for (int64_t q = 0; q < q0; ++q) _mm512_storeu_ps(row + q * kLanes, _mm512_setzero_ps());
-      for (int64_t q = q1; q < pg.Wp; ++q) _mm512_storeu_ps(row + q * kLanes, _mm512_setzero_ps());
+      std::memset(row, 0, static_cast<size_t>(q0 * width) * sizeof(float));
+      std::memset(row + q1 * width, 0, static_cast<size_t>((pg.Wp - q1) * width) * sizeof(float));
       for (int64_t qb = q0; qb < q1; qb += kLanes) {
         const int64_t nq = std::min<int64_t>(kLanes, q1 - qb);
         const int64_t iw0 = qb * pg.sub_w - pl;  // input column of padded column qb
@@ -146,7 +154,11 @@ NXRT_SD_AVX512 void pad_blocks(const ConvShape& s, const PaddedGeom& pg, const f
           }
         }
         transpose16(v);
-        for (int64_t q = 0; q < nq; ++q) _mm512_storeu_ps(row + (qb + q) * kLanes, v[q]);
+        if (width == kLanes) {
+          for (int64_t q = 0; q < nq; ++q) _mm512_storeu_ps(row + (qb + q) * kLanes, v[q]);
+        } else {
+          for (int64_t q = 0; q < nq; ++q) _mm512_mask_storeu_ps(row + (qb + q) * width, wm, v[q]);
+        }
       }
     }
   }
@@ -155,7 +167,8 @@ NXRT_SD_AVX512 void pad_blocks(const ConvShape& s, const PaddedGeom& pg, const f
 
 struct TileArgs {
   const float* xp;    // channel-blocked padded planes
-  int64_t plane;      // Hp * Wp * 16: one block of channels
+  int64_t plane;      // Hp * Wp * cb: one block of channels
+  int64_t cb;         // channels a block (16, or C when C < 16)
   int64_t Wp;
   int64_t cblocks, KH, KW, dh, dw, sw;
   const float* w[3];  // [K][16] of each of the tile's blocks
@@ -165,7 +178,8 @@ struct TileArgs {
 
 #ifdef NXRT_SD_X86
 // acc[j][p] += w_j(c, kh, kw) * x(c, row0 + kh * dh, col0 + p * sw + kw * dw) over all c, kh, kw; out[j][p][16].
-template <int P, int MB>
+// kFull: blocks of 16 channels (the loop over a block's channels unrolled); else blocks of t.cb < 16.
+template <int P, int MB, bool kFull>
 NXRT_SD_AVX512 void tile_avx512(const TileArgs& t, float* out) {
   static_assert(MB * P <= 28, "accumulators past the register file");
   __m512 acc[MB][P];
@@ -173,14 +187,15 @@ NXRT_SD_AVX512 void tile_avx512(const TileArgs& t, float* out) {
     for (int p = 0; p < P; ++p) acc[j][p] = _mm512_setzero_ps();
   const float* wb[MB];
   for (int j = 0; j < MB; ++j) wb[j] = t.w[j];
-  const int64_t pstep = t.sw * kLanes;  // floats from one pixel of the tile to the next
+  const int64_t width = kFull ? kLanes : t.cb;
+  const int64_t pstep = t.sw * width;  // floats from one pixel of the tile to the next
   for (int64_t cb = 0; cb < t.cblocks; ++cb) {
-    const float* xc = t.xp + cb * t.plane + (t.row0 * t.Wp + t.col0) * kLanes;
+    const float* xc = t.xp + cb * t.plane + (t.row0 * t.Wp + t.col0) * width;
     for (int64_t kh = 0; kh < t.KH; ++kh) {
-      const float* xr = xc + kh * t.dh * t.Wp * kLanes;
+      const float* xr = xc + kh * t.dh * t.Wp * width;
       for (int64_t kw = 0; kw < t.KW; ++kw) {
-        const float* xk = xr + kw * t.dw * kLanes;
-        for (int ci = 0; ci < kLanes; ++ci) {
+        const float* xk = xr + kw * t.dw * width;
+        for (int64_t ci = 0; ci < width; ++ci) {
           __m512 a[MB];
           for (int j = 0; j < MB; ++j) {
             a[j] = _mm512_loadu_ps(wb[j]);
@@ -198,32 +213,32 @@ NXRT_SD_AVX512 void tile_avx512(const TileArgs& t, float* out) {
     for (int p = 0; p < P; ++p) _mm512_storeu_ps(out + (j * kMaxTilePixels + p) * kLanes, acc[j][p]);
 }
 
-template <int MB>
+template <int MB, bool kFull>
 void tile_pixels(int p, const TileArgs& t, float* out) {
   switch (p) {
-    case 1: return tile_avx512<1, MB>(t, out);
-    case 2: return tile_avx512<2, MB>(t, out);
-    case 3: return tile_avx512<3, MB>(t, out);
-    case 4: return tile_avx512<4, MB>(t, out);
-    case 5: return tile_avx512<5, MB>(t, out);
-    case 6: return tile_avx512<6, MB>(t, out);
-    case 7: return tile_avx512<7, MB>(t, out);
-    case 8: return tile_avx512<8, MB>(t, out);
-    case 9: return tile_avx512<9, MB>(t, out);
+    case 1: return tile_avx512<1, MB, kFull>(t, out);
+    case 2: return tile_avx512<2, MB, kFull>(t, out);
+    case 3: return tile_avx512<3, MB, kFull>(t, out);
+    case 4: return tile_avx512<4, MB, kFull>(t, out);
+    case 5: return tile_avx512<5, MB, kFull>(t, out);
+    case 6: return tile_avx512<6, MB, kFull>(t, out);
+    case 7: return tile_avx512<7, MB, kFull>(t, out);
+    case 8: return tile_avx512<8, MB, kFull>(t, out);
+    case 9: return tile_avx512<9, MB, kFull>(t, out);
     case 10:
-      if constexpr (MB <= 2) return tile_avx512<10, MB>(t, out);
+      if constexpr (MB <= 2) return tile_avx512<10, MB, kFull>(t, out);
       break;
     case 11:
-      if constexpr (MB <= 2) return tile_avx512<11, MB>(t, out);
+      if constexpr (MB <= 2) return tile_avx512<11, MB, kFull>(t, out);
       break;
     case 12:
-      if constexpr (MB <= 2) return tile_avx512<12, MB>(t, out);
+      if constexpr (MB <= 2) return tile_avx512<12, MB, kFull>(t, out);
       break;
     case 13:
-      if constexpr (MB <= 2) return tile_avx512<13, MB>(t, out);
+      if constexpr (MB <= 2) return tile_avx512<13, MB, kFull>(t, out);
       break;
     default:
-      if constexpr (MB <= 2) return tile_avx512<14, MB>(t, out);
+      if constexpr (MB <= 2) return tile_avx512<14, MB, kFull>(t, out);
       break;
   }
 }
@@ -294,12 +309,18 @@ bool strided_direct_applies(const ConvShape& s, ep::IsaTier isa) {
 }
 
 bool strided_direct_preferred(const ConvShape& s, ep::IsaTier isa) {
-  return strided_direct_applies(s, isa) && s.C >= 16 && s.M >= 16 && s.g.kvol() > 1;
+  if (!strided_direct_applies(s, isa) || s.M < 16 || s.g.kvol() <= 1) return false;
+  // Under 16 input channels (a stem's color planes) the tiles' stores (a 16 x 16 transpose a block) weigh
+  // more against few multiply-adds a pixel, and the GEMM paths win at stride 2 (Zen 5, 1 thread, alone:
+  // 3->64 3x3/2 @224 0.44 ms against 0.33, 7x7/2 1.41 against 1.36, 3->96 7x7/2 2.1-2.3 against 1.9-2.0);
+  // at stride 4 they gather every fourth pixel, and AlexNet's 3->96 11x11/4 @227 takes 1.15-1.22 ms here
+  // against 1.66-1.89.
+  return s.C >= 16 || std::min(s.g.s[1], s.g.s[2]) >= 4;
 }
 
 size_t strided_direct_workspace_bytes(const ConvShape& s) {
   const PaddedGeom pg = padded_geom(s);
-  const int64_t cpad = (s.C + kLanes - 1) / kLanes * kLanes;
+  const int64_t cb = input_block(s.C), cpad = (s.C + cb - 1) / cb * cb;
   return static_cast<size_t>(cpad * pg.Hp * pg.Wp) * sizeof(float);
 }
 
@@ -322,12 +343,13 @@ void strided_direct_conv(const ConvShape& s, const float* x, const StridedDirect
     const float* xn = x + n * in_image;
     float* yn = y + n * s.M * plane_out;
     const float* rn = post && post->residual ? post->residual + n * s.M * plane_out : nullptr;
-    const int64_t cblocks = (s.C + kLanes - 1) / kLanes;
+    const int64_t cblocks = (s.C + w.cb - 1) / w.cb;
     auto pad = [&](int64_t c0, int64_t c1) { pad_blocks(s, pg, xn, xp, c0, c1); };
     if (pool && pool->num_threads() > 1) {
-      pool->parallel_for(cblocks, 1, pad);
+      // Rows of the padded planes, 8 at least a chunk (a row is a few KB).
+    pool->parallel_for(cblocks * pg.Hp, 8, pad);
     } else {
-      pad(0, cblocks);
+      pad(0, cblocks * pg.Hp);
     }
     // Items row-major over (output row, group of channel blocks).
     auto body = [&](int64_t i0, int64_t i1) {
@@ -337,7 +359,8 @@ void strided_direct_conv(const ConvShape& s, const float* x, const StridedDirect
         const int mb = static_cast<int>(std::min<int64_t>(group, w.blocks - b0));
         TileArgs t;
         t.xp = xp;
-        t.plane = pg.Hp * pg.Wp * kLanes;
+        t.plane = pg.Hp * pg.Wp * w.cb;
+        t.cb = w.cb;
         t.Wp = pg.Wp;
         t.cblocks = cblocks;
         t.KH = g.k[1];
@@ -350,12 +373,13 @@ void strided_direct_conv(const ConvShape& s, const float* x, const StridedDirect
         for (int64_t ow0 = 0; ow0 < OW; ow0 += run_px) {
           const int p = static_cast<int>(std::min<int64_t>(run_px, OW - ow0));
           t.col0 = ow0 * pg.sw;
+          const bool full = w.cb == kLanes;
           if (mb == 3) {
-            tile_pixels<3>(p, t, out);
+            full ? tile_pixels<3, true>(p, t, out) : tile_pixels<3, false>(p, t, out);
           } else if (mb == 2) {
-            tile_pixels<2>(p, t, out);
+            full ? tile_pixels<2, true>(p, t, out) : tile_pixels<2, false>(p, t, out);
           } else {
-            tile_pixels<1>(p, t, out);
+            full ? tile_pixels<1, true>(p, t, out) : tile_pixels<1, false>(p, t, out);
           }
           store_tile(out, mb, p, b0, s.M, bias, yn + oh * OW + ow0, rn ? rn + oh * OW + ow0 : nullptr, plane_out, act,
                      act_a, act_b);

@@ -34,9 +34,10 @@ struct ConvShape;
 struct ConvPost;
 
 struct StridedDirectWeights {
-  int64_t M = 0, C = 0, K = 0, blocks = 0;  // K = C rounded up to 16, times kH * kW; blocks = ceil(M / 16)
+  int64_t M = 0, C = 0, K = 0, blocks = 0;  // K = C rounded up to cb, times kH * kW; blocks = ceil(M / 16)
+  int64_t cb = 16;                           // input channels a block: 16, or C when C < 16
   // [blocks][K][16]: output channel m at block m / 16, lane m % 16; input channel c, tap (kh, kw) at
-  // ((c / 16 * kH + kh) * kW + kw) * 16 + c % 16 (the channel-blocked input's order); zeros past C and M.
+  // ((c / cb * kH + kh) * kW + kw) * cb + c % cb (the channel-blocked input's order); zeros past C and M.
   std::vector<float> w;
 };
 
@@ -54,9 +55,10 @@ class StridedDirectCache {
 // Whether the path can compute this conv at this tier (2-D, group 1, a stride of 2 or more on each
 // axis, AVX-512 on this CPU and allowed by `isa`).
 bool strided_direct_applies(const ConvShape& s, ep::IsaTier isa);
-// Whether kAuto takes it: it applies, C >= 16 and M >= 16 (a block of each), and the kernel is wider than
-// 1x1. Zen 5, 1 thread, alone: 3x3/2 128->128 @56x56 1.32 ms against 1.48 on the implicit GEMM; 1x1/2
-// 256->512 @56x56 1.46 against 1.16 (the GEMM paths win there).
+// Whether kAuto takes it: it applies, M >= 16, the kernel is wider than 1x1, and C >= 16 (a block) or
+// the stride is 4 or more (AlexNet's 11x11/4 stem). Zen 5, 1 thread, alone: 3x3/2 128->128 @56x56 1.32
+// ms against 1.48 on the implicit GEMM; 1x1/2 256->512 @56x56 1.46 against 1.16 (the GEMM paths win
+// there).
 bool strided_direct_preferred(const ConvShape& s, ep::IsaTier isa);
 
 // Bytes of workspace a call needs: one image's zero-padded input planes.
