@@ -256,14 +256,21 @@ NXRT_GQA_AVX512 inline __m256 half_sum(__m512 v) {
 }
 
 // out[g * n + j] = scale * q_g . k_j. Blocks of 4 key rows outer and the G heads inner, so each block
-// (4 x D floats) is read from memory once and from L1 by the other heads; the AVX2 loop went head by
-// head and read all n rows G times. v (may be null): the value rows of the same keys, which the PV
-// pass reads next; each block's are fetched as its keys are scored, so that pass finds them in L2.
+// (4 x D floats) is read from memory once; its rows are held in registers while every head of the
+// group takes its 4 dot products (KB = 2 rows at a time for D 96 and 128, whose 4 rows would not fit), so
+// a head reloads only its own D floats of q. (The rows reloaded from L1 for each head made the loop
+// bound by its loads: 140 loads a block of 4 keys for 7 heads against 44 now, for 112 multiply-adds.)
+// v (may be null): the value rows of the same keys, which the PV pass reads next; each block's are
+// fetched as its keys are scored, so that pass finds them in L2. Each key's sum is the same chain of
+// multiply-adds over D and the same reduction tree (half_sum, hadd) as before, so the bits do not depend
+// on KB.
 template <int DV>
 NXRT_GQA_AVX512 void gqa_scores_avx512(const float* q, int64_t G, const float* k, int64_t n, float scale, float* out,
                                        const float* v) {
   constexpr int64_t D = 16 * DV;
+  constexpr int KB = DV <= 4 ? 4 : 2;  // key rows held in registers: KB * DV <= 16 zmm
   const __m128 vs = _mm_set1_ps(scale);
+  const __m512 zero = _mm512_setzero_ps();
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
     const float* k0 = k + j * D;
@@ -276,22 +283,36 @@ NXRT_GQA_AVX512 void gqa_scores_avx512(const float* q, int64_t G, const float* k
       if (v)
         for (int64_t off = 0; off < 8 * D; off += 16) _mm_prefetch(reinterpret_cast<const char*>(v + j * D + off), _MM_HINT_T0);
     }
-    for (int64_t g = 0; g < G; ++g) {
-      const float* qg = q + g * D;
-      __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    for (int64_t jb = 0; jb < 4; jb += KB) {
+      __m512 kr[KB][DV];
+#pragma GCC unroll 4
+      for (int b = 0; b < KB; ++b)
 #pragma GCC unroll 8
-      for (int c = 0; c < DV; ++c) {
-        const __m512 qv = _mm512_loadu_ps(qg + 16 * c);
-        a0 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + 16 * c), a0);
-        a1 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + D + 16 * c), a1);
-        a2 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + 2 * D + 16 * c), a2);
-        a3 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + 3 * D + 16 * c), a3);
+        for (int c = 0; c < DV; ++c) kr[b][c] = _mm512_loadu_ps(k0 + (jb + b) * D + 16 * c);
+      for (int64_t g = 0; g < G; ++g) {
+        const float* qg = q + g * D;
+        __m512 a[KB];
+#pragma GCC unroll 4
+        for (int b = 0; b < KB; ++b) a[b] = zero;
+#pragma GCC unroll 8
+        for (int c = 0; c < DV; ++c) {
+          const __m512 qv = _mm512_loadu_ps(qg + 16 * c);
+#pragma GCC unroll 4
+          for (int b = 0; b < KB; ++b) a[b] = _mm512_fmadd_ps(qv, kr[b][c], a[b]);
+        }
+        // KB horizontal sums into one 4-lane vector: halves added, then the AVX2 hadd tree (lanes past
+        // KB unused).
+        const __m256 h01 = _mm256_hadd_ps(half_sum(a[0]), half_sum(a[1]));
+        __m256 h23 = _mm256_setzero_ps();
+        if constexpr (KB == 4) h23 = _mm256_hadd_ps(half_sum(a[2]), half_sum(a[3]));
+        const __m256 h = _mm256_hadd_ps(h01, h23);
+        const __m128 r = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)), vs);
+        if constexpr (KB == 4) {
+          _mm_storeu_ps(out + g * n + j, r);
+        } else {
+          _mm_storel_pi(reinterpret_cast<__m64*>(out + g * n + j + jb), r);
+        }
       }
-      // Four horizontal sums into one 4-lane vector: halves added, then the AVX2 hadd tree.
-      const __m256 h01 = _mm256_hadd_ps(half_sum(a0), half_sum(a1)), h23 = _mm256_hadd_ps(half_sum(a2), half_sum(a3));
-      const __m256 h = _mm256_hadd_ps(h01, h23);
-      const __m128 r = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-      _mm_storeu_ps(out + g * n + j, _mm_mul_ps(r, vs));
     }
   }
   for (; j < n; ++j) {
