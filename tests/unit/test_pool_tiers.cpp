@@ -1,5 +1,6 @@
 // The pooling kernels at every ISA tier this CPU runs. Float MaxPool's separable path (pool/sep_max.h),
-// bit for bit against
+// and the flat path of "same" stride-1 max and average pools (pool/flat_pool.h, AVX-512), bit for bit
+// against
 // the per-window reference rule (acc = v > acc ? v : acc from -inf, taps row by row): random geometries
 // (horizontal stride 1 or 2, vertical stride 1-3, kernels up to 5x5 and wide rows of up to 32 taps,
 // pads, ceil-mode extents, 1-D windows, rows narrower than a vector), data with NaN, -inf, ties and
@@ -23,6 +24,7 @@
 #include "ep/cpu_features.h"
 #include "kernel_test_util.h"
 #include "window_test_util.h"
+#include "ops/pool/flat_pool.h"
 #include "ops/pool/row_pool.h"
 #include "ops/pool/sep_max.h"
 #include "ops/window/window_engine.h"
@@ -142,7 +144,9 @@ TEST(PoolTiers, SeparableMaxBitExactAtEveryTier) {
       // reference's order).
       rowpool::Plan plan;
       ASSERT_TRUE(rowpool::make_plan(g, true, false, &plan, t)) << what;
-      if (t == ep::IsaTier::kScalar || g.out[2] >= (g.s[2] == 2 ? 24 : 64)) {
+      if (flatpool::applies(g, t)) {
+        ASSERT_EQ(plan.path, rowpool::Plan::Path::kFlat) << what;
+      } else if (t == ep::IsaTier::kScalar || g.out[2] >= (g.s[2] == 2 ? 24 : 64)) {
         ASSERT_EQ(plan.path, rowpool::Plan::Path::kSepMax) << what;
       }
       ASSERT_EQ(plan.isa, t) << what;
@@ -152,6 +156,81 @@ TEST(PoolTiers, SeparableMaxBitExactAtEveryTier) {
     }
   }
   EXPECT_GT(ran, 400);
+}
+
+// The flat path (pool/flat_pool.h) on random "same" stride-1 windows (1x1 to 5x5, any split of the pads,
+// planes from 1 to 4096 floats: rows shorter and longer than a vector, one row, one column), several
+// planes a call and calls of part of the planes, as the row-wise plan runs it: max bit for bit against
+// the reference rule (tie data: NaN, -inf, zeros of both signs), average against the definition
+// (counting pads or not); nothing outside the outputs written. AVX-512 only: elsewhere the plan must
+// not take it.
+TEST(PoolTiers, FlatPoolSameWindows) {
+  std::mt19937 rng(4242);
+  std::uniform_int_distribution<int> pick(0, 1000);
+  const bool have = ep::cpu_isa_tier() >= ep::IsaTier::kAvx512;
+  if (!have) std::printf("[ SKIPPED  ] tier avx512: not on this CPU, the flat pool path not checked\n");
+  int ran = 0;
+  for (int iter = 0; iter < 300; ++iter) {
+    const int64_t kh = 1 + pick(rng) % 5, kw = 1 + pick(rng) % 5;
+    int64_t H = 1 + pick(rng) % 64, W = 1 + pick(rng) % 64;
+    if (iter % 10 == 3) H = 1;
+    if (iter % 10 == 7) W = 1;
+    if (H * W > flatpool::kFlatPoolMaxPlane) continue;
+    const int64_t pt = pick(rng) % kh, pl = pick(rng) % kw;
+    WindowAttrs a;
+    a.kernel_shape = {kh, kw};
+    a.strides = {1, 1};
+    a.dilations = {1, 1};
+    a.pads = {pt, pl, kh - 1 - pt, kw - 1 - pl};
+    Geom3 g;
+    ASSERT_TRUE(forward_geometry(a, Dims{H, W}, Dims{kh, kw}, &g).ok());
+    ASSERT_EQ(flatpool::applies(g, ep::IsaTier::kAvx512), have) << "iter " << iter;
+    EXPECT_FALSE(flatpool::applies(g, ep::IsaTier::kAvx2));
+    if (!have) continue;
+    ++ran;
+    const int64_t planes = 1 + pick(rng) % 40, plane = H * W;
+    const std::string what = "iter " + std::to_string(iter) + " " + std::to_string(H) + "x" + std::to_string(W) +
+                             " k " + std::to_string(kh) + "x" + std::to_string(kw) + " pads " + std::to_string(pt) +
+                             "," + std::to_string(pl) + " planes " + std::to_string(planes);
+    std::vector<float> x(static_cast<size_t>(planes * plane + 32), std::numeric_limits<float>::quiet_NaN());
+    const std::vector<float> data = tie_data(rng, planes * plane, iter % 2 == 0);
+    std::copy(data.begin(), data.end(), x.begin() + 16);
+    const float* x0 = x.data() + 16;
+    for (int mode = 0; mode < 3; ++mode) {  // max, average without pads, average counting pads
+      const bool max = mode == 0, cip = mode == 2;
+      const auto op = max ? window::PlaneOp::kMax : window::PlaneOp::kAvg;
+      std::vector<float> ref(static_cast<size_t>(planes * plane));
+      for (int64_t q = 0; q < planes; ++q)
+        nxrt::testing::window_naive(g, op, cip, x0 + q * plane, nullptr, 0.f, ref.data() + q * plane);
+      rowpool::Plan plan;
+      ASSERT_TRUE(rowpool::make_plan(g, max, cip, &plan, ep::IsaTier::kAvx512)) << what;
+      ASSERT_EQ(plan.path, rowpool::Plan::Path::kFlat) << what;
+      std::vector<float> y(static_cast<size_t>(planes * plane + 32), 77.f);
+      float* y0 = y.data() + 16;
+      std::vector<float> scratch(plan.scratch_bytes / sizeof(float), std::nanf(""));
+      const int64_t cut = pick(rng) % (planes + 1);
+      rowpool::run(plan, x0, y0, 0, cut, scratch.data());
+      rowpool::run(plan, x0, y0, cut, planes, scratch.data());
+      for (int i = 0; i < 16; ++i) {
+        ASSERT_EQ(y[i], 77.f) << what;
+        ASSERT_EQ(y[y.size() - 1 - i], 77.f) << what;
+      }
+      if (max) {
+        expect_bits(y0, ref.data(), planes * plane, what + " max");
+      } else {
+        for (int64_t i = 0; i < planes * plane; ++i) {
+          if (!std::isfinite(ref[i])) {  // NaN or an infinity in the window: the same non-finite value
+            ASSERT_TRUE(std::isnan(ref[i]) ? std::isnan(y0[i]) : y0[i] == ref[i]) << what << " avg at " << i;
+            continue;
+          }
+          ASSERT_NEAR(y0[i], ref[i], 1e-5 * (1 + std::fabs(ref[i]))) << what << (cip ? " avg cip" : " avg") << " at " << i;
+        }
+      }
+    }
+  }
+  if (have) {
+    EXPECT_GT(ran, 200);
+  }
 }
 
 // The MaxPool kernel (its specialized variant) at each tier against the per-window loops (reference=1),

@@ -9,6 +9,7 @@
 
 #include "ep/cpu_features.h"
 #include "ops/conv/conv_geometry.h"
+#include "ops/pool/flat_pool.h"
 #include "ops/window/window_engine.h"
 
 namespace nxrt::ops::rowpool {
@@ -16,14 +17,15 @@ namespace nxrt::ops::rowpool {
 // Whether the row-wise path handles this geometry (depth axis trivial: 1-D or 2-D pools).
 bool applies(const Geom3& g);
 
-// What the row-wise path decides at one geometry: which loop runs (max pools without dilation,
-// horizontal stride 2 and output rows of 24+ or stride 1 and rows of 64+, any at the scalar tier (or
-// windows the engine refuses): the separable max of pool/sep_max.h; other windows of up to 64 taps: the window engine's plan, built here), the ISA tier its vector bodies run at and the scratch each thread
-// needs. Made once per shape (the pool
-// kernels' variant) and read-only afterwards: concurrent chunks and runs share it, each on its own
-// scratch.
+// What the row-wise path decides at one geometry: which loop runs ("same" stride-1 max and average
+// windows on planes of up to 4096 floats at the AVX-512 tier: the flat path of pool/flat_pool.h; max
+// pools without dilation, horizontal stride 2 and output rows of 24+ or stride 1 and rows of 64+, any at
+// the scalar tier (or windows the engine refuses): the separable max of pool/sep_max.h; other windows of
+// up to 64 taps: the window engine's plan, built here), the ISA tier its vector bodies run at and the
+// scratch each thread needs. Made once per shape (the pool kernels' variant) and read-only afterwards:
+// concurrent chunks and runs share it, each on its own scratch.
 struct Plan {
-  enum class Path { kNone, kGlobalAvg, kSepMax, kEngine, kTaps, kRows };
+  enum class Path { kNone, kGlobalAvg, kFlat, kSepMax, kEngine, kTaps, kRows };
   Path path = Path::kNone;
   Geom3 g;
   bool max = false;
@@ -33,6 +35,7 @@ struct Plan {
   ep::IsaTier isa = ep::IsaTier::kScalar;
   bool avx2 = false;  // isa >= kAvx2
   window::TapPlan engine;    // kEngine: prepared without buffers of its own
+  flatpool::Plan flat;       // kFlat
   size_t scratch_bytes = 0;  // per thread (a chunk's planes run on one thread's scratch)
   // Whether the plan was made for geometry h.
   bool fits(const Geom3& h) const;

@@ -1,0 +1,172 @@
+#include "ops/pool/flat_pool.h"
+
+#include <algorithm>
+#include <limits>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NXRT_FP_X86 1
+#define NXRT_FP_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
+#endif
+
+namespace nxrt::ops::flatpool {
+
+namespace {
+
+constexpr int64_t kLanes = 16;
+
+// The window's taps along one axis that land inside [0, n) for position i (pad `pb` before it).
+int64_t taps_inside(int64_t i, int64_t k, int64_t pb, int64_t n) {
+  const int64_t lo = std::max<int64_t>(0, i - pb), hi = std::min<int64_t>(n, i - pb + k);
+  return std::max<int64_t>(0, hi - lo);
+}
+
+#ifdef NXRT_FP_X86
+// kK > 0: a kK x kK window, its tap loops unrolled (3x3, the usual one); 0: the plan's.
+template <bool kMax, int kK>
+NXRT_FP_AVX512 __attribute__((flatten)) void run_planes(const Plan& p, const float* x, float* y, int64_t p0,
+                                                        int64_t p1, float* h) {
+  const Geom3& g = p.g;
+  const int64_t KH = kK ? kK : g.k[1], KW = kK ? kK : g.k[2], pt = g.pb[1], pl = g.pb[2], W = p.W;
+  const int64_t plane = p.plane, nvec = p.nvec;
+  const __m512 ident = _mm512_set1_ps(kMax ? -std::numeric_limits<float>::infinity() : 0.f);
+  const uint16_t* hm = p.hmask.data();
+  const uint16_t* vm = p.vmask.data();
+  const __mmask16 last = plane % kLanes ? static_cast<__mmask16>((1u << (plane % kLanes)) - 1u) : __mmask16(0xffff);
+  const int64_t hstride = nvec * kLanes;
+  for (int64_t q0 = p0; q0 < p1; q0 += p.batch) {
+    const int64_t q1 = std::min(p1, q0 + p.batch);
+    // h[p] = reduce over kw of x[p + kw - pl] (taps whose column leaves the row masked off), for a
+    // batch of planes first: the vertical pass's loads straddle two of these stores, and reading them
+    // while they are still in the store buffer (a small plane's pass right after its own) stalls.
+    for (int64_t q = q0; q < q1; ++q) {
+      const float* xq = x + q * plane;
+      float* hq = h + (q - q0) * hstride;
+      for (int64_t v = 0; v < nvec; ++v) {
+        const float* xv = xq + v * kLanes - pl;
+        // Vectors [h_lo, h_hi) read inside the plane at every tap: plain loads, the mask applied in the
+        // max / add (acc where a tap leaves the row); the others load masked too.
+        const bool inside = v >= p.h_lo && v < p.h_hi;
+        __m512 acc = ident;
+#pragma GCC unroll 4
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          const __mmask16 m = hm[v * KW + kw];
+          const __m512 t = inside ? _mm512_loadu_ps(xv + kw) : _mm512_maskz_loadu_ps(m, xv + kw);
+          acc = kMax ? _mm512_mask_max_ps(acc, m, t, acc) : _mm512_mask_add_ps(acc, m, acc, t);
+        }
+        _mm512_storeu_ps(hq + v * kLanes, acc);
+      }
+    }
+    // y[p] = reduce over kh of h[p + (kh - pt) * W] (rows outside the plane masked off).
+    for (int64_t q = q0; q < q1; ++q) {
+      float* yq = y + q * plane;
+      const float* hq = h + (q - q0) * hstride;
+      for (int64_t v = 0; v < nvec; ++v) {
+        const float* hv = hq + v * kLanes - pt * W;
+        __m512 acc = ident;
+        if (v >= p.v_lo && v < p.v_hi) {  // every lane's window rows inside the plane: no masks
+#pragma GCC unroll 4
+          for (int64_t kh = 0; kh < KH; ++kh) {
+            const __m512 t = _mm512_loadu_ps(hv + kh * W);
+            acc = kMax ? _mm512_max_ps(t, acc) : _mm512_add_ps(acc, t);
+          }
+        } else {
+#pragma GCC unroll 4
+          for (int64_t kh = 0; kh < KH; ++kh) {
+            const __mmask16 m = vm[v * KH + kh];
+            const __m512 t = _mm512_maskz_loadu_ps(m, hv + kh * W);
+            acc = kMax ? _mm512_mask_max_ps(acc, m, t, acc) : _mm512_mask_add_ps(acc, m, acc, t);
+          }
+        }
+        if constexpr (!kMax) acc = _mm512_div_ps(acc, _mm512_loadu_ps(p.count.data() + v * kLanes));
+        if (v + 1 < nvec) {
+          _mm512_storeu_ps(yq + v * kLanes, acc);
+        } else {
+          _mm512_mask_storeu_ps(yq + v * kLanes, last, acc);
+        }
+      }
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+bool applies(const Geom3& g, ep::IsaTier isa) {
+#ifdef NXRT_FP_X86
+  if (isa < ep::IsaTier::kAvx512 || ep::cpu_isa_tier() < ep::IsaTier::kAvx512) return false;
+  if (g.in[0] != 1 || g.out[0] != 1 || g.k[0] != 1 || g.pb[0] != 0 || g.pe[0] != 0) return false;
+  for (int a = 1; a < 3; ++a) {
+    if (g.s[a] != 1 || g.d[a] != 1 || g.in[a] < 1 || g.out[a] != g.in[a] || g.k[a] < 1 || g.k[a] > 16) return false;
+    if (g.pb[a] < 0 || g.pe[a] < 0 || g.pb[a] >= g.k[a] || g.pe[a] >= g.k[a]) return false;
+  }
+  return g.in[1] * g.in[2] <= kFlatPoolMaxPlane;
+#else
+  (void)g;
+  (void)isa;
+  return false;
+#endif
+}
+
+Plan make_plan(const Geom3& g, bool max, bool count_include_pad) {
+  Plan p;
+  p.g = g;
+  p.max = max;
+  const int64_t H = g.in[1], W = g.in[2], KH = g.k[1], KW = g.k[2], pt = g.pb[1], pl = g.pb[2];
+  p.W = W;
+  p.plane = H * W;
+  p.nvec = (p.plane + kLanes - 1) / kLanes;
+  p.batch = std::clamp<int64_t>(256 / p.nvec, 1, 32);
+  p.hmask.assign(static_cast<size_t>(p.nvec * KW), 0);
+  p.vmask.assign(static_cast<size_t>(p.nvec * KH), 0);
+  for (int64_t v = 0; v < p.nvec; ++v) {
+    for (int64_t l = 0; l < kLanes; ++l) {
+      const int64_t pos = v * kLanes + l;
+      if (pos >= p.plane) break;
+      const int64_t i = pos / W, j = pos % W;
+      for (int64_t kw = 0; kw < KW; ++kw) {
+        const int64_t c = j + kw - pl;
+        if (c >= 0 && c < W) p.hmask[static_cast<size_t>(v * KW + kw)] |= static_cast<uint16_t>(1u << l);
+      }
+      for (int64_t kh = 0; kh < KH; ++kh) {
+        const int64_t r = i + kh - pt;
+        if (r >= 0 && r < H) p.vmask[static_cast<size_t>(v * KH + kh)] |= static_cast<uint16_t>(1u << l);
+      }
+    }
+  }
+  // Plain loads: horizontal vectors whose taps read [16 v - pl, 16 v + 15 + KW - 1 - pl] inside the
+  // plane; vertical vectors whose lanes (all inside the plane) see every window row inside it.
+  // (Last vector index v with 16 v + 15 + reach <= limit - 1: floor((limit - reach - 16) / 16); none when
+  // that is negative.)
+  auto last_vector = [](int64_t room) { return room < 0 ? int64_t{-1} : room / kLanes; };
+  p.h_lo = (pl + kLanes - 1) / kLanes;
+  p.h_hi = std::max(p.h_lo, last_vector(p.plane - (KW - 1 - pl) - kLanes) + 1);
+  p.v_lo = (pt * W + kLanes - 1) / kLanes;
+  p.v_hi = std::max(p.v_lo, std::min(last_vector((H - (KH - 1 - pt)) * W - kLanes) + 1, p.plane / kLanes));
+  if (!max) {
+    // Every window of a "same" stride-1 pool lies inside the padded plane, so counting pads counts KH x KW.
+    // (Lanes past the plane divide by 1: never stored.)
+    p.count.assign(static_cast<size_t>(p.nvec * kLanes), 1.f);
+    for (int64_t pos = 0; pos < p.plane; ++pos) {
+      const int64_t i = pos / W, j = pos % W;
+      const int64_t n = count_include_pad ? KH * KW : taps_inside(i, KH, pt, H) * taps_inside(j, KW, pl, W);
+      p.count[static_cast<size_t>(pos)] = static_cast<float>(n);
+    }
+  }
+  return p;
+}
+
+void run(const Plan& p, const float* x, float* y, int64_t p0, int64_t p1, float* scratch) {
+#ifdef NXRT_FP_X86
+  const bool k3 = p.g.k[1] == 3 && p.g.k[2] == 3;
+  if (p.max) {
+    k3 ? run_planes<true, 3>(p, x, y, p0, p1, scratch) : run_planes<true, 0>(p, x, y, p0, p1, scratch);
+  } else {
+    k3 ? run_planes<false, 3>(p, x, y, p0, p1, scratch) : run_planes<false, 0>(p, x, y, p0, p1, scratch);
+  }
+#else
+  (void)p, (void)x, (void)y, (void)p0, (void)p1, (void)scratch;
+#endif
+}
+
+}  // namespace nxrt::ops::flatpool
