@@ -96,27 +96,44 @@ TEST(ConvStridedDirect, MatchesNaiveOnRandomShapes) {
   }
 }
 
+namespace {
+
+// Fixed shapes against conv_naive: each with a post mode (see strided_error), on 2 threads or none, and
+// a tolerance.
+struct FixedCase {
+  ConvShape s;
+  int post_mode;
+  bool threaded;
+  double tol;
+};
+void expect_fixed_cases(uint32_t seed, const std::vector<FixedCase>& cases) {
+  std::mt19937 rng(seed);
+  ep::ThreadPool pool(2);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const FixedCase& c = cases[i];
+    EXPECT_LT(strided_error(c.s, c.post_mode, c.threaded ? &pool : nullptr, rng), c.tol) << "case " << i;
+  }
+}
+
+}  // namespace
+
 // ResNet-50's 3x3/2 convs (28 and 14 pixel rows: tiles of 14) and a 7-wide output (tiles of 3 blocks).
 TEST(ConvStridedDirect, ResNetShapes) {
   if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
-  std::mt19937 rng(11);
-  ep::ThreadPool pool(2);
-  EXPECT_LT(strided_error(shape_of(1, 128, 128, 56, 56, 3, 2, 1, 1, 1), 1, &pool, rng), 2e-4);
-  EXPECT_LT(strided_error(shape_of(1, 256, 256, 28, 28, 3, 2, 1, 1, 1), 0, nullptr, rng), 3e-4);
-  EXPECT_LT(strided_error(shape_of(1, 64, 80, 14, 14, 3, 2, 1, 1, 1), 3, &pool, rng), 2e-4);
+  expect_fixed_cases(11, {{shape_of(1, 128, 128, 56, 56, 3, 2, 1, 1, 1), 1, true, 2e-4},
+                          {shape_of(1, 256, 256, 28, 28, 3, 2, 1, 1, 1), 0, false, 3e-4},
+                          {shape_of(1, 64, 80, 14, 14, 3, 2, 1, 1, 1), 3, true, 2e-4}});
 }
 
 // Under 16 input channels a block holds all of them ([Hp][Wp][C], no zero lanes): stems of 3 color
 // planes (AlexNet's 11x11/4, a 7x7/2 with pads, a 3x3/2), 1 and 15 channels, stride 4 with ragged edges.
 TEST(ConvStridedDirect, FewInputChannels) {
   if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
-  std::mt19937 rng(13);
-  ep::ThreadPool pool(2);
-  EXPECT_LT(strided_error(shape_of(1, 3, 96, 67, 67, 11, 4, 1, 0, 0), 1, &pool, rng), 2e-4);
-  EXPECT_LT(strided_error(shape_of(2, 3, 64, 45, 38, 7, 2, 1, 3, 3), 0, nullptr, rng), 2e-4);
-  EXPECT_LT(strided_error(shape_of(1, 3, 24, 33, 33, 3, 2, 1, 1, 1), 2, &pool, rng), 2e-4);
-  EXPECT_LT(strided_error(shape_of(1, 1, 17, 29, 31, 5, 4, 1, 2, 1), 3, nullptr, rng), 2e-4);
-  EXPECT_LT(strided_error(shape_of(1, 15, 40, 30, 26, 3, 4, 2, 1, 2), 1, &pool, rng), 2e-4);
+  expect_fixed_cases(13, {{shape_of(1, 3, 96, 67, 67, 11, 4, 1, 0, 0), 1, true, 2e-4},
+                          {shape_of(2, 3, 64, 45, 38, 7, 2, 1, 3, 3), 0, false, 2e-4},
+                          {shape_of(1, 3, 24, 33, 33, 3, 2, 1, 1, 1), 2, true, 2e-4},
+                          {shape_of(1, 1, 17, 29, 31, 5, 4, 1, 2, 1), 3, false, 2e-4},
+                          {shape_of(1, 15, 40, 30, 26, 3, 4, 2, 1, 2), 1, true, 2e-4}});
 }
 
 // kAuto takes the path for strided convs with 16+ input and output channels and a kernel over 1x1,
