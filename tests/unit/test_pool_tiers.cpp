@@ -144,7 +144,7 @@ TEST(PoolTiers, SeparableMaxBitExactAtEveryTier) {
       // reference's order).
       rowpool::Plan plan;
       ASSERT_TRUE(rowpool::make_plan(g, true, false, &plan, t)) << what;
-      if (flatpool::applies(g, t)) {
+      if (flatpool::applies(g, true, t)) {
         ASSERT_EQ(plan.path, rowpool::Plan::Path::kFlat) << what;
       } else if (t == ep::IsaTier::kScalar || g.out[2] >= (g.s[2] == 2 ? 24 : 64)) {
         ASSERT_EQ(plan.path, rowpool::Plan::Path::kSepMax) << what;
@@ -158,8 +158,9 @@ TEST(PoolTiers, SeparableMaxBitExactAtEveryTier) {
   EXPECT_GT(ran, 400);
 }
 
-// The flat path (pool/flat_pool.h) on random "same" stride-1 windows (1x1 to 5x5, any split of the pads,
-// planes from 1 to 4096 floats: rows shorter and longer than a vector, one row, one column), several
+// The flat path (pool/flat_pool.h) on random "same" stride-1 windows and stride-2 max ones on rows under
+// 24 outputs (1x1 to 5x5, any split of the pads, ceil mode; planes from 1 to 4096 floats: rows shorter and
+// longer than a vector, one row, one column), several
 // planes a call and calls of part of the planes, as the row-wise plan runs it: max bit for bit against
 // the reference rule (tie data: NaN, -inf, zeros of both signs), average against the definition
 // (counting pads or not); nothing outside the outputs written. AVX-512 only: elsewhere the plan must
@@ -170,42 +171,54 @@ TEST(PoolTiers, FlatPoolSameWindows) {
   const bool have = ep::cpu_isa_tier() >= ep::IsaTier::kAvx512;
   if (!have) std::printf("[ SKIPPED  ] tier avx512: not on this CPU, the flat pool path not checked\n");
   int ran = 0;
-  for (int iter = 0; iter < 300; ++iter) {
+  for (int iter = 0; iter < 600; ++iter) {
     const int64_t kh = 1 + pick(rng) % 5, kw = 1 + pick(rng) % 5;
     int64_t H = 1 + pick(rng) % 64, W = 1 + pick(rng) % 64;
     if (iter % 10 == 3) H = 1;
     if (iter % 10 == 7) W = 1;
     if (H * W > flatpool::kFlatPoolMaxPlane) continue;
     const int64_t pt = pick(rng) % kh, pl = pick(rng) % kw;
+    const int64_t stride = iter % 2 ? 2 : 1;
     WindowAttrs a;
     a.kernel_shape = {kh, kw};
-    a.strides = {1, 1};
+    a.strides = {stride, stride};
     a.dilations = {1, 1};
-    a.pads = {pt, pl, kh - 1 - pt, kw - 1 - pl};
+    if (stride == 1) {  // "same": the output keeps the input's size
+      a.pads = {pt, pl, kh - 1 - pt, kw - 1 - pl};
+    } else {  // any pads under the kernel, ceil mode now and then
+      a.pads = {pt, pl, pick(rng) % kh, pick(rng) % kw};
+      a.ceil_mode = iter % 3 == 0;
+    }
     Geom3 g;
-    ASSERT_TRUE(forward_geometry(a, Dims{H, W}, Dims{kh, kw}, &g).ok());
-    ASSERT_EQ(flatpool::applies(g, ep::IsaTier::kAvx512), have) << "iter " << iter;
-    EXPECT_FALSE(flatpool::applies(g, ep::IsaTier::kAvx2));
+    if (!forward_geometry(a, Dims{H, W}, Dims{kh, kw}, &g).ok() || g.out_size() <= 0) continue;
+    if (stride == 2 && (2 * (g.out[1] - 1) >= H || 2 * (g.out[2] - 1) >= W || g.out[2] >= flatpool::kFlatPoolMaxStride2Width)) {
+      EXPECT_FALSE(flatpool::applies(g, true, ep::IsaTier::kAvx512)) << "iter " << iter;
+      continue;
+    }
+    ASSERT_EQ(flatpool::applies(g, true, ep::IsaTier::kAvx512), have) << "iter " << iter;
+    EXPECT_EQ(flatpool::applies(g, false, ep::IsaTier::kAvx512), have && stride == 1) << "iter " << iter;
+    EXPECT_FALSE(flatpool::applies(g, true, ep::IsaTier::kAvx2));
     if (!have) continue;
     ++ran;
-    const int64_t planes = 1 + pick(rng) % 40, plane = H * W;
+    const int64_t planes = 1 + pick(rng) % 40, plane = H * W, oplane = g.out_size();
     const std::string what = "iter " + std::to_string(iter) + " " + std::to_string(H) + "x" + std::to_string(W) +
-                             " k " + std::to_string(kh) + "x" + std::to_string(kw) + " pads " + std::to_string(pt) +
-                             "," + std::to_string(pl) + " planes " + std::to_string(planes);
+                             " k " + std::to_string(kh) + "x" + std::to_string(kw) + " s " + std::to_string(stride) +
+                             " pads " + std::to_string(g.pb[1]) + "," + std::to_string(g.pb[2]) + "," +
+                             std::to_string(g.pe[1]) + "," + std::to_string(g.pe[2]) + " planes " + std::to_string(planes);
     std::vector<float> x(static_cast<size_t>(planes * plane + 32), std::numeric_limits<float>::quiet_NaN());
     const std::vector<float> data = tie_data(rng, planes * plane, iter % 2 == 0);
     std::copy(data.begin(), data.end(), x.begin() + 16);
     const float* x0 = x.data() + 16;
-    for (int mode = 0; mode < 3; ++mode) {  // max, average without pads, average counting pads
+    for (int mode = 0; mode < (stride == 1 ? 3 : 1); ++mode) {  // max, average without / counting pads
       const bool max = mode == 0, cip = mode == 2;
       const auto op = max ? window::PlaneOp::kMax : window::PlaneOp::kAvg;
-      std::vector<float> ref(static_cast<size_t>(planes * plane));
+      std::vector<float> ref(static_cast<size_t>(planes * oplane));
       for (int64_t q = 0; q < planes; ++q)
-        nxrt::testing::window_naive(g, op, cip, x0 + q * plane, nullptr, 0.f, ref.data() + q * plane);
+        nxrt::testing::window_naive(g, op, cip, x0 + q * plane, nullptr, 0.f, ref.data() + q * oplane);
       rowpool::Plan plan;
       ASSERT_TRUE(rowpool::make_plan(g, max, cip, &plan, ep::IsaTier::kAvx512)) << what;
       ASSERT_EQ(plan.path, rowpool::Plan::Path::kFlat) << what;
-      std::vector<float> y(static_cast<size_t>(planes * plane + 32), 77.f);
+      std::vector<float> y(static_cast<size_t>(planes * oplane + 32), 77.f);
       float* y0 = y.data() + 16;
       std::vector<float> scratch(plan.scratch_bytes / sizeof(float), std::nanf(""));
       const int64_t cut = pick(rng) % (planes + 1);
@@ -216,9 +229,9 @@ TEST(PoolTiers, FlatPoolSameWindows) {
         ASSERT_EQ(y[y.size() - 1 - i], 77.f) << what;
       }
       if (max) {
-        expect_bits(y0, ref.data(), planes * plane, what + " max");
+        expect_bits(y0, ref.data(), planes * oplane, what + " max");
       } else {
-        for (int64_t i = 0; i < planes * plane; ++i) {
+        for (int64_t i = 0; i < planes * oplane; ++i) {
           if (!std::isfinite(ref[i])) {  // NaN or an infinity in the window: the same non-finite value
             ASSERT_TRUE(std::isnan(ref[i]) ? std::isnan(y0[i]) : y0[i] == ref[i]) << what << " avg at " << i;
             continue;
@@ -229,7 +242,7 @@ TEST(PoolTiers, FlatPoolSameWindows) {
     }
   }
   if (have) {
-    EXPECT_GT(ran, 200);
+    EXPECT_GT(ran, 350);
   }
 }
 

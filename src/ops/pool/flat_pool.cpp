@@ -57,6 +57,33 @@ NXRT_FP_AVX512 __attribute__((flatten)) void run_planes(const Plan& p, const flo
         _mm512_storeu_ps(hq + v * kLanes, acc);
       }
     }
+    if (kMax && p.stride2) {  // (applies: max pools only)
+      // Output row i: rows 2 i - pt + kh of h (those inside the plane), every column from 0 on, then the
+      // even columns: output j is h's column 2 j (its window starts at input column 2 j - pl).
+      const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+      const int64_t OH = g.out[1], OW = g.out[2], IH = g.in[1];
+      for (int64_t q = q0; q < q1; ++q) {
+        const float* hq = h + (q - q0) * hstride;
+        float* yq = y + q * OH * OW;
+        for (int64_t i = 0; i < OH; ++i) {
+          const int64_t r0 = std::max<int64_t>(0, 2 * i - pt), r1 = std::min<int64_t>(IH, 2 * i - pt + KH);
+          for (int64_t j0 = 0; j0 < OW; j0 += kLanes) {
+            __m512 lo = ident, hi = ident;
+            const float* hr = hq + r0 * W + 2 * j0;
+            for (int64_t r = r0; r < r1; ++r, hr += W) {
+              const __m512 a = _mm512_loadu_ps(hr), b = _mm512_loadu_ps(hr + kLanes);
+              lo = _mm512_max_ps(a, lo);
+              hi = _mm512_max_ps(b, hi);
+            }
+            const __m512 acc = _mm512_permutex2var_ps(lo, even, hi);
+            const int64_t n = std::min<int64_t>(kLanes, OW - j0);
+            const __mmask16 k = n == kLanes ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
+            _mm512_mask_storeu_ps(yq + i * OW + j0, k, acc);
+          }
+        }
+      }
+      continue;
+    }
     // y[p] = reduce over kh of h[p + (kh - pt) * W] (rows outside the plane masked off).
     for (int64_t q = q0; q < q1; ++q) {
       float* yq = y + q * plane;
@@ -92,17 +119,24 @@ NXRT_FP_AVX512 __attribute__((flatten)) void run_planes(const Plan& p, const flo
 
 }  // namespace
 
-bool applies(const Geom3& g, ep::IsaTier isa) {
+bool applies(const Geom3& g, bool max, ep::IsaTier isa) {
 #ifdef NXRT_FP_X86
   if (isa < ep::IsaTier::kAvx512 || ep::cpu_isa_tier() < ep::IsaTier::kAvx512) return false;
   if (g.in[0] != 1 || g.out[0] != 1 || g.k[0] != 1 || g.pb[0] != 0 || g.pe[0] != 0) return false;
+  const int64_t s = g.s[1];
+  if ((s != 1 && s != 2) || g.s[2] != s) return false;
+  if (s == 2 && (!max || g.out[2] >= kFlatPoolMaxStride2Width)) return false;
   for (int a = 1; a < 3; ++a) {
-    if (g.s[a] != 1 || g.d[a] != 1 || g.in[a] < 1 || g.out[a] != g.in[a] || g.k[a] < 1 || g.k[a] > 16) return false;
+    if (g.d[a] != 1 || g.in[a] < 1 || g.out[a] < 1 || g.k[a] < 1 || g.k[a] > 16) return false;
     if (g.pb[a] < 0 || g.pe[a] < 0 || g.pb[a] >= g.k[a] || g.pe[a] >= g.k[a]) return false;
+    // Stride 1: the output keeps the input's size. Stride 2: every output's window starts at a column
+    // (row) 2 j - pb whose anchor 2 j lies inside the input.
+    if (s == 1 ? g.out[a] != g.in[a] : 2 * (g.out[a] - 1) >= g.in[a]) return false;
   }
   return g.in[1] * g.in[2] <= kFlatPoolMaxPlane;
 #else
   (void)g;
+  (void)max;
   (void)isa;
   return false;
 #endif
@@ -115,6 +149,7 @@ Plan make_plan(const Geom3& g, bool max, bool count_include_pad) {
   const int64_t H = g.in[1], W = g.in[2], KH = g.k[1], KW = g.k[2], pt = g.pb[1], pl = g.pb[2];
   p.W = W;
   p.plane = H * W;
+  p.stride2 = g.s[1] == 2;
   p.nvec = (p.plane + kLanes - 1) / kLanes;
   p.batch = std::clamp<int64_t>(256 / p.nvec, 1, 32);
   p.hmask.assign(static_cast<size_t>(p.nvec * KW), 0);

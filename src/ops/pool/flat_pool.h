@@ -1,6 +1,8 @@
 // Stride-1 float MaxPool / AveragePool that keep the plane's size ("same" padding: a 3x3 window with
-// pads of 1, the pool branches of Inception modules) on planes of up to kFlatPoolMaxPlane floats, at the
-// AVX-512 tier: each plane is reduced as one flat run of 16-float vectors, not row by row.
+// pads of 1, the pool branches of Inception modules), and stride-2 MaxPool on narrow rows, on planes of up
+// to kFlatPoolMaxPlane floats at the AVX-512 tier: each plane is reduced as one flat run of 16-float
+// vectors, not row by row. Stride 2 runs the same horizontal pass over every input column, then the
+// vertical pass at the even rows only and keeps the even columns (output j's window starts at 2 j - pl).
 //
 // Why: these planes are small (7x7 to 56x56) and many (576 planes of 14x14 in Inception-v2), and the row
 // paths pay per row and per plane (a 14-wide row is one vector with 2 lanes idle plus the loop around
@@ -39,12 +41,21 @@ struct Plan {
   std::vector<uint16_t> hmask;         // [nvec][KW]: lanes whose tap kw stays inside their row
   std::vector<uint16_t> vmask;         // [nvec][KH]: lanes whose tap row kh is inside the plane
   std::vector<float> count;            // average: [nvec * 16] the taps each position divides by
-  int64_t scratch_floats() const { return batch * nvec * 16; }
+  bool stride2 = false;                // stride 2: the vertical pass at even rows, then the even columns
+  // (Stride 2 reads up to 32 floats past a plane's last row of h: slack after the batch.)
+  int64_t scratch_floats() const { return batch * nvec * 16 + 32; }
 };
 
-// Whether the path handles g at this tier: 2-D, stride 1, no dilation, output = input size on both axes,
-// pads smaller than the window, a plane of at most kFlatPoolMaxPlane floats, AVX-512 here and allowed.
-bool applies(const Geom3& g, ep::IsaTier isa);
+// The narrowest output rows the separable max path (pool/sep_max.h) takes at stride 2: this path takes
+// stride-2 max pools below it (it reduces every input column first, four times the outputs, which only
+// pays against the window engine's per-row costs on narrow rows; not for averages).
+constexpr int64_t kFlatPoolMaxStride2Width = 24;
+
+// Whether the path handles g at this tier for a max (`max`) or average pool: 2-D, no dilation, pads
+// smaller than the window, a plane of at most kFlatPoolMaxPlane floats, AVX-512 here and allowed; stride
+// 1 with the output the input's size on both axes, or (max only) stride 2 on both axes with every
+// window's anchor 2 i inside the input and output rows under kFlatPoolMaxStride2Width.
+bool applies(const Geom3& g, bool max, ep::IsaTier isa);
 
 // The plan for g (applies(g, ...)): max, or average counting pads or not (count_include_pad).
 Plan make_plan(const Geom3& g, bool max, bool count_include_pad);

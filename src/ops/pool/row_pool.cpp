@@ -252,11 +252,15 @@ bool make_plan(const Geom3& g, bool max, bool count_include_pad, Plan* p, ep::Is
   const window::PlaneOp op = max ? window::PlaneOp::kMax : window::PlaneOp::kAvg;
   if (!max && is_global_avg(g)) {
     p->path = Plan::Path::kGlobalAvg;
-  } else if (flatpool::applies(g, isa)) {
+  } else if (flatpool::applies(g, max, isa)) {
     // "Same" stride-1 windows on planes of up to 4096 floats (Inception's pool branches): each plane as
     // one flat run of vectors. Zen 5, in-process paired runs against the paths below: Inception-v2 0.973
     // of the time at 1 thread, 0.968 at 2; Inception-v1 0.997 / 0.969. Alone, 1 thread, us per call:
     // average 576x14x14 58 -> 34, 256x28x28 88 -> 51; max 1024x7x7 47 -> 17, 576x14x14 59 -> 30.
+    // Stride-2 max pools with rows too narrow for the separable path (SqueezeNet's 256x27x27 -> 13x13,
+    // Inception-v2's 320x28x28 and 576x14x14): 43 -> 37, 53 -> 45 and 39 -> 29 us against the window
+    // engine. Not where the separable path runs (192x56x56: 101 vs 98, 128x55x55: 69 vs 72) nor for
+    // average 2x2/2 (36 vs 42): it reduces every input column first, four times the outputs.
     p->path = Plan::Path::kFlat;
     p->flat = flatpool::make_plan(g, max, p->cip);
     floats = p->flat.scratch_floats();
