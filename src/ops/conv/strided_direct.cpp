@@ -45,8 +45,8 @@ PaddedGeom padded_geom(const ConvShape& s) {
 int64_t input_block(int64_t C) { return C < kLanes ? C : kLanes; }
 
 // The packed GEMM weights (M x K, K = C * kH * kW in (c, kh, kw) order) repacked as [blocks][k'][16] with
-// k' = ((c / 16 * kH + kh) * kW + kw) * 16 + c % 16 over C rounded up to 16 (zeros past C and M): the
-// order the tiles walk the channel-blocked input in.
+// k' = ((c / cb * kH + kh) * kW + kw) * cb + c % cb over C rounded up to cb (cb = input_block(C); zeros
+// past C and M): the order the tiles walk the channel-blocked input in.
 std::shared_ptr<StridedDirectWeights> make_weights(const PackedA<float>& a, int64_t C, int64_t KH, int64_t KW) {
   auto w = std::make_shared<StridedDirectWeights>();
   const int64_t cb = input_block(C), cpad = (C + cb - 1) / cb * cb;
@@ -120,45 +120,43 @@ NXRT_SD_AVX512 void pad_blocks(const ConvShape& s, const PaddedGeom& pg, const f
     const int64_t cb = i / pg.Hp, r = i % pg.Hp;
     const int64_t nc = std::min<int64_t>(width, s.C - cb * width);
     const float* src = x + cb * width * plane;
-    {
-      float* row = xp + (cb * pg.Hp + r) * pg.Wp * width;
-      const int64_t ir = r * pg.sub_h - pt;
-      if (ir < 0 || ir >= IH) {
-        std::memset(row, 0, static_cast<size_t>(pg.Wp * width) * sizeof(float));
-        continue;  // the next row
-      }
-      std::memset(row, 0, static_cast<size_t>(q0 * width) * sizeof(float));
-      std::memset(row + q1 * width, 0, static_cast<size_t>((pg.Wp - q1) * width) * sizeof(float));
-      for (int64_t qb = q0; qb < q1; qb += kLanes) {
-        const int64_t nq = std::min<int64_t>(kLanes, q1 - qb);
-        const int64_t iw0 = qb * pg.sub_w - pl;  // input column of padded column qb
-        __m512 v[kLanes];
-        for (int64_t c = 0; c < kLanes; ++c) {
-          if (c >= nc) {
-            v[c] = _mm512_setzero_ps();
-            continue;
-          }
-          const float* sr = src + c * plane + ir * IW + iw0;
-          if (pg.sub_w == 1) {
-            v[c] = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << nq) - 1u), sr);
-          } else if (pg.sub_w == 2) {
-            const int64_t avail = std::min<int64_t>(2 * kLanes, IW - iw0);  // input columns from iw0
-            const auto mask = [](int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); };
-            const __m512 lo = _mm512_maskz_loadu_ps(mask(std::min<int64_t>(16, avail)), sr);
-            const __m512 hi = avail > 16 ? _mm512_maskz_loadu_ps(mask(avail - 16), sr + 16) : _mm512_setzero_ps();
-            v[c] = _mm512_permutex2var_ps(lo, even, hi);
-          } else {
-            alignas(64) float tmp[kLanes] = {};
-            for (int64_t q = 0; q < nq; ++q) tmp[q] = sr[q * pg.sub_w];
-            v[c] = _mm512_load_ps(tmp);
-          }
+    float* row = xp + (cb * pg.Hp + r) * pg.Wp * width;
+    const int64_t ir = r * pg.sub_h - pt;
+    if (ir < 0 || ir >= IH) {
+      std::memset(row, 0, static_cast<size_t>(pg.Wp * width) * sizeof(float));
+      continue;
+    }
+    std::memset(row, 0, static_cast<size_t>(q0 * width) * sizeof(float));
+    std::memset(row + q1 * width, 0, static_cast<size_t>((pg.Wp - q1) * width) * sizeof(float));
+    for (int64_t qb = q0; qb < q1; qb += kLanes) {
+      const int64_t nq = std::min<int64_t>(kLanes, q1 - qb);
+      const int64_t iw0 = qb * pg.sub_w - pl;  // input column of padded column qb
+      __m512 v[kLanes];
+      for (int64_t c = 0; c < kLanes; ++c) {
+        if (c >= nc) {
+          v[c] = _mm512_setzero_ps();
+          continue;
         }
-        transpose16(v);
-        if (width == kLanes) {
-          for (int64_t q = 0; q < nq; ++q) _mm512_storeu_ps(row + (qb + q) * kLanes, v[q]);
+        const float* sr = src + c * plane + ir * IW + iw0;
+        if (pg.sub_w == 1) {
+          v[c] = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << nq) - 1u), sr);
+        } else if (pg.sub_w == 2) {
+          const int64_t avail = std::min<int64_t>(2 * kLanes, IW - iw0);  // input columns from iw0
+          const auto mask = [](int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); };
+          const __m512 lo = _mm512_maskz_loadu_ps(mask(std::min<int64_t>(16, avail)), sr);
+          const __m512 hi = avail > 16 ? _mm512_maskz_loadu_ps(mask(avail - 16), sr + 16) : _mm512_setzero_ps();
+          v[c] = _mm512_permutex2var_ps(lo, even, hi);
         } else {
-          for (int64_t q = 0; q < nq; ++q) _mm512_mask_storeu_ps(row + (qb + q) * width, wm, v[q]);
+          alignas(64) float tmp[kLanes] = {};
+          for (int64_t q = 0; q < nq; ++q) tmp[q] = sr[q * pg.sub_w];
+          v[c] = _mm512_load_ps(tmp);
         }
+      }
+      transpose16(v);
+      if (width == kLanes) {
+        for (int64_t q = 0; q < nq; ++q) _mm512_storeu_ps(row + (qb + q) * kLanes, v[q]);
+      } else {
+        for (int64_t q = 0; q < nq; ++q) _mm512_mask_storeu_ps(row + (qb + q) * width, wm, v[q]);
       }
     }
   }
