@@ -191,7 +191,7 @@ TEST(PoolTiers, FlatPoolSameWindows) {
     }
     Geom3 g;
     if (!forward_geometry(a, Dims{H, W}, Dims{kh, kw}, &g).ok() || g.out_size() <= 0) continue;
-    if (stride == 2 && (2 * (g.out[1] - 1) >= H || 2 * (g.out[2] - 1) >= W || g.out[2] >= flatpool::kFlatPoolMaxStride2Width)) {
+    if (stride == 2 && (2 * (g.out[1] - 1) >= H || 2 * (g.out[2] - 1) >= W || g.out[2] >= sepmax::kMinWidthS2)) {
       EXPECT_FALSE(flatpool::applies(g, true, ep::IsaTier::kAvx512)) << "iter " << iter;
       continue;
     }

@@ -32,6 +32,17 @@ struct Geom3 {
   }
 };
 
+// Count of a window's taps start + t * d (t in [0, k)) inside [lo, hi): the divisor of an average
+// pool's output along one axis ([0, n) without pads; [-pad_begin, n + pad_end) counting them).
+inline int64_t taps_inside(int64_t start, int64_t k, int64_t d, int64_t lo, int64_t hi) {
+  int64_t n = 0;
+  for (int64_t t = 0; t < k; ++t) {
+    const int64_t p = start + t * d;
+    n += (p >= lo && p < hi) ? 1 : 0;
+  }
+  return n;
+}
+
 // The window attributes shared by Conv, ConvTranspose and the pools.
 struct WindowAttrs {
   AutoPad auto_pad = AutoPad::kNotSet;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "ops/pool/sep_max.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define NXRT_FP_X86 1
@@ -14,12 +16,6 @@ namespace nxrt::ops::flatpool {
 namespace {
 
 constexpr int64_t kLanes = 16;
-
-// The window's taps along one axis that land inside [0, n) for position i (pad `pb` before it).
-int64_t taps_inside(int64_t i, int64_t k, int64_t pb, int64_t n) {
-  const int64_t lo = std::max<int64_t>(0, i - pb), hi = std::min<int64_t>(n, i - pb + k);
-  return std::max<int64_t>(0, hi - lo);
-}
 
 #ifdef NXRT_FP_X86
 // kK > 0: a kK x kK window, its tap loops unrolled (3x3, the usual one); 0: the plan's.
@@ -125,7 +121,7 @@ bool applies(const Geom3& g, bool max, ep::IsaTier isa) {
   if (g.in[0] != 1 || g.out[0] != 1 || g.k[0] != 1 || g.pb[0] != 0 || g.pe[0] != 0) return false;
   const int64_t s = g.s[1];
   if ((s != 1 && s != 2) || g.s[2] != s) return false;
-  if (s == 2 && (!max || g.out[2] >= kFlatPoolMaxStride2Width)) return false;
+  if (s == 2 && (!max || g.out[2] >= sepmax::kMinWidthS2)) return false;
   for (int a = 1; a < 3; ++a) {
     if (g.d[a] != 1 || g.in[a] < 1 || g.out[a] < 1 || g.k[a] < 1 || g.k[a] > 16) return false;
     if (g.pb[a] < 0 || g.pe[a] < 0 || g.pb[a] >= g.k[a] || g.pe[a] >= g.k[a]) return false;
@@ -153,7 +149,8 @@ Plan make_plan(const Geom3& g, bool max, bool count_include_pad) {
   p.nvec = (p.plane + kLanes - 1) / kLanes;
   p.batch = std::clamp<int64_t>(256 / p.nvec, 1, 32);
   p.hmask.assign(static_cast<size_t>(p.nvec * KW), 0);
-  p.vmask.assign(static_cast<size_t>(p.nvec * KH), 0);
+  // (Stride 2 reads whole rows of h in its vertical pass: no row masks.)
+  if (!p.stride2) p.vmask.assign(static_cast<size_t>(p.nvec * KH), 0);
   for (int64_t v = 0; v < p.nvec; ++v) {
     for (int64_t l = 0; l < kLanes; ++l) {
       const int64_t pos = v * kLanes + l;
@@ -163,7 +160,7 @@ Plan make_plan(const Geom3& g, bool max, bool count_include_pad) {
         const int64_t c = j + kw - pl;
         if (c >= 0 && c < W) p.hmask[static_cast<size_t>(v * KW + kw)] |= static_cast<uint16_t>(1u << l);
       }
-      for (int64_t kh = 0; kh < KH; ++kh) {
+      for (int64_t kh = 0; kh < KH && !p.stride2; ++kh) {
         const int64_t r = i + kh - pt;
         if (r >= 0 && r < H) p.vmask[static_cast<size_t>(v * KH + kh)] |= static_cast<uint16_t>(1u << l);
       }
@@ -184,7 +181,8 @@ Plan make_plan(const Geom3& g, bool max, bool count_include_pad) {
     p.count.assign(static_cast<size_t>(p.nvec * kLanes), 1.f);
     for (int64_t pos = 0; pos < p.plane; ++pos) {
       const int64_t i = pos / W, j = pos % W;
-      const int64_t n = count_include_pad ? KH * KW : taps_inside(i, KH, pt, H) * taps_inside(j, KW, pl, W);
+      const int64_t n =
+          count_include_pad ? KH * KW : taps_inside(i - pt, KH, 1, 0, H) * taps_inside(j - pl, KW, 1, 0, W);
       p.count[static_cast<size_t>(pos)] = static_cast<float>(n);
     }
   }

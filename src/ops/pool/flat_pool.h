@@ -39,22 +39,19 @@ struct Plan {
   int64_t h_lo = 0, h_hi = 0;          // vectors whose horizontal taps all read inside the plane
   int64_t v_lo = 0, v_hi = 0;          // vectors whose lanes' window rows all lie inside the plane
   std::vector<uint16_t> hmask;         // [nvec][KW]: lanes whose tap kw stays inside their row
-  std::vector<uint16_t> vmask;         // [nvec][KH]: lanes whose tap row kh is inside the plane
+  std::vector<uint16_t> vmask;         // stride 1: [nvec][KH]: lanes whose tap row kh is inside the plane
   std::vector<float> count;            // average: [nvec * 16] the taps each position divides by
   bool stride2 = false;                // stride 2: the vertical pass at even rows, then the even columns
   // (Stride 2 reads up to 32 floats past a plane's last row of h: slack after the batch.)
   int64_t scratch_floats() const { return batch * nvec * 16 + 32; }
 };
 
-// The narrowest output rows the separable max path (pool/sep_max.h) takes at stride 2: this path takes
-// stride-2 max pools below it (it reduces every input column first, four times the outputs, which only
-// pays against the window engine's per-row costs on narrow rows; not for averages).
-constexpr int64_t kFlatPoolMaxStride2Width = 24;
-
 // Whether the path handles g at this tier for a max (`max`) or average pool: 2-D, no dilation, pads
 // smaller than the window, a plane of at most kFlatPoolMaxPlane floats, AVX-512 here and allowed; stride
 // 1 with the output the input's size on both axes, or (max only) stride 2 on both axes with every
-// window's anchor 2 i inside the input and output rows under kFlatPoolMaxStride2Width.
+// window's anchor 2 i inside the input and output rows narrower than the separable max path takes
+// (sepmax::kMinWidthS2: this path reduces every input column first, four times the outputs, which only
+// pays against the window engine's per-row costs on narrow rows; not for averages).
 bool applies(const Geom3& g, bool max, ep::IsaTier isa);
 
 // The plan for g (applies(g, ...)): max, or average counting pads or not (count_include_pad).

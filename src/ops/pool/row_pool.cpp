@@ -23,16 +23,6 @@ bool has_avx2() { return false; }
 #define NXRT_POOL_AVX2
 #endif
 
-// Count of taps start + t*d (t in [0, k)) inside [lo, hi).
-inline int64_t taps_inside(int64_t start, int64_t k, int64_t d, int64_t lo, int64_t hi) {
-  int64_t n = 0;
-  for (int64_t t = 0; t < k; ++t) {
-    const int64_t p = start + t * d;
-    n += (p >= lo && p < hi) ? 1 : 0;
-  }
-  return n;
-}
-
 // Row-wise pooling of planes [p0, p1). Each plane is first copied into a padded scratch plane (pad =
 // -inf for max, 0 for average), so the window loops need no bounds checks; each output row is then one
 // vertical pass (the window's rows reduced column by column) and one horizontal pass (KW taps of that
@@ -182,11 +172,6 @@ int64_t taps_scratch_floats(const Geom3& g) {
   return Hp * Wp + 2 * Wp + g.out[2] + g.out[1];
 }
 
-// Output rows at least this wide take the separable max path (sep_max.h) when the engine could run
-// (horizontal stride 2 / 1).
-constexpr int64_t kSepMaxMinWidthS2 = 24;
-constexpr int64_t kSepMaxMinWidthS1 = 64;
-
 bool is_global_avg(const Geom3& g) {
   // A window covering the whole unpadded plane (a GlobalAveragePool written as AveragePool).
   return g.out[1] == 1 && g.out[2] == 1 && g.k[1] == g.in[1] && g.k[2] == g.in[2] && g.d[1] == 1 && g.d[2] == 1 &&
@@ -265,7 +250,7 @@ bool make_plan(const Geom3& g, bool max, bool count_include_pad, Plan* p, ep::Is
     p->flat = flatpool::make_plan(g, max, p->cip);
     floats = p->flat.scratch_floats();
   } else if (max && sepmax::applies(g) &&
-             (p->isa == ep::IsaTier::kScalar || g.out[2] >= (g.s[2] == 2 ? kSepMaxMinWidthS2 : kSepMaxMinWidthS1) ||
+             (p->isa == ep::IsaTier::kScalar || g.out[2] >= (g.s[2] == 2 ? sepmax::kMinWidthS2 : sepmax::kMinWidthS1) ||
               !window::TapPlan::supports(g))) {
     // CNN max pools with wide rows: one horizontal pass per input row straight from the input, then a
     // vertical one. Narrower rows stay on the engine, whose 8 accumulator chains per plane beat per-row

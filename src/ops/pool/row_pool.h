@@ -18,7 +18,8 @@ namespace nxrt::ops::rowpool {
 bool applies(const Geom3& g);
 
 // What the row-wise path decides at one geometry: which loop runs ("same" stride-1 max and average
-// windows on planes of up to 4096 floats at the AVX-512 tier: the flat path of pool/flat_pool.h; max
+// windows, and stride-2 max ones on rows under 24 outputs, on planes of up to 4096 floats at the
+// AVX-512 tier: the flat path of pool/flat_pool.h; max
 // pools without dilation, horizontal stride 2 and output rows of 24+ or stride 1 and rows of 64+, any at
 // the scalar tier (or windows the engine refuses): the separable max of pool/sep_max.h; other windows of
 // up to 64 taps: the window engine's plan, built here), the ISA tier its vector bodies run at and the

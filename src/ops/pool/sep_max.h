@@ -19,6 +19,12 @@
 
 namespace nxrt::ops::sepmax {
 
+// Output rows at least this wide take this path in the row-wise plan (pool/row_pool.h) where the window
+// engine could run them too (horizontal stride 2 / 1); narrower stride-2 max pools go to the flat path
+// (pool/flat_pool.h) at the AVX-512 tier.
+constexpr int64_t kMinWidthS2 = 24;
+constexpr int64_t kMinWidthS1 = 64;
+
 // Whether this path handles g (depth axis trivial, no dilation, horizontal stride 1 or 2, KW <= 32,
 // KH <= 64).
 bool applies(const Geom3& g);

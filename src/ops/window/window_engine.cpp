@@ -13,16 +13,6 @@ namespace {
 constexpr int kGroup = 8;  // jobs whose accumulators stay in registers together
 constexpr int64_t kDoubleBufferMax = int64_t{1} << 16;  // floats per padded plane (256 KB)
 
-// Count of taps start + t*d (t in [0, k)) inside [lo, hi).
-int64_t taps_inside(int64_t start, int64_t k, int64_t d, int64_t lo, int64_t hi) {
-  int64_t n = 0;
-  for (int64_t t = 0; t < k; ++t) {
-    const int64_t p = start + t * d;
-    n += (p >= lo && p < hi) ? 1 : 0;
-  }
-  return n;
-}
-
 void make_key(const Geom3& g, PlaneOp op, bool cip, ep::IsaTier tier, int64_t* k) {
   const int64_t v[17] = {g.in[1], g.in[2], g.out[1], g.out[2], g.k[1], g.k[2],  g.s[1],               g.s[2],
                          g.d[1],  g.d[2],  g.pb[1],  g.pb[2],  g.pe[1], g.pe[2], static_cast<int64_t>(op), cip ? 1 : 0,
