@@ -139,6 +139,57 @@ TEST(Gemm, EveryTierAgainstReference) {
   EXPECT_STREQ(ops::f32_gemm_kernels(ep::IsaTier::kScalar).name, "f32_gemm_6x16__scalar");
 }
 
+// Column counts whose last 64-column tile would hold a lone 16-column panel (65-80 past a multiple of 64:
+// 196 is a 14x14 plane) end in a 48-column tile and a 17-32-column one at the AVX-512 tile; every tier,
+// every operand form, 1 and 2 threads, with an epilogue, against the reference.
+TEST(Gemm, LonePanelTailsAtEveryTier) {
+  ep::ThreadPool pool(2);
+  std::mt19937 rng(4242);
+  for (int t = 0; t <= static_cast<int>(ep::cpu_isa_tier()); ++t) {
+    const auto tier = static_cast<ep::IsaTier>(t);
+    SCOPED_TRACE(ops::f32_gemm_kernels(tier).name);
+    for (const int64_t N : {65, 72, 80, 129, 196, 208}) {
+      for (const Operand op : {Operand::kRaw, Operand::kPackedB, Operand::kPackedA}) {
+        Case c;
+        c.M = N == 196 ? 40 : 13;
+        c.N = N;
+        c.K = N == 196 ? 300 : 37;
+        c.op = op;
+        c.ep.act = Activation::kRelu;
+        c.ep.bias_kind = GemmBias::kPerRow;
+        run_case(c, N % 2 ? &pool : nullptr, rng, tier);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// gemm_f32_strips (B rows read in place) over the same tails, against the reference, at the tiers that
+// read the rows exactly and the others (rows with 16 floats of readable slack).
+TEST(Gemm, StripsLonePanelTails) {
+  std::mt19937 rng(77);
+  for (int t = 0; t <= static_cast<int>(ep::cpu_isa_tier()); ++t) {
+    const auto tier = static_cast<ep::IsaTier>(t);
+    SCOPED_TRACE(ops::f32_gemm_kernels(tier).name);
+    for (const int64_t N : {65, 80, 196}) {
+      const int64_t M = 11, K = 29, ldb = N + 16, ldc = N + 3;
+      const std::vector<float> A = rand_vec(rng, static_cast<size_t>(M * K));
+      const std::vector<float> B = rand_vec(rng, static_cast<size_t>(K * ldb));
+      std::vector<int64_t> boff(static_cast<size_t>(K));
+      for (int64_t k = 0; k < K; ++k) boff[static_cast<size_t>(k)] = k * ldb;
+      const ops::PackedA<float> pa = ops::pack_a<float>(false, M, K, A.data(), K);
+      std::vector<float> C(static_cast<size_t>(M * ldc), 7.f), R = C;
+      ops::gemm_reference<float>(false, false, M, N, K, 1.f, A.data(), K, B.data(), ldb, 0.f, R.data(), ldc);
+      ops::gemm_f32_strips(M, K, pa.data.data(), B.data(), boff.data(), N, C.data(), ldc, 0, nullptr, tier);
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < ldc; ++j) {
+          const size_t at = static_cast<size_t>(i * ldc + j);
+          ASSERT_NEAR(C[at], R[at], 1e-4f * K) << "N=" << N << " at (" << i << ", " << j << ")";
+        }
+    }
+  }
+}
+
 TEST(Gemm, LargerThanBlocksAndThreaded) {
   std::mt19937 rng(7);
   ep::ThreadPool pool(2);
