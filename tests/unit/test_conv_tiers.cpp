@@ -144,6 +144,58 @@ TEST(ConvTiers, GemmPathsAndAutoAtEveryTierAgainstNaive) {
   EXPECT_GT(ran, 0);
 }
 
+// 1x1 convs at strides over 1 without pads (ResNet's projection shortcuts: kPointwise on the subsampled
+// input), strides 2 and 3 on either axis, odd sizes, batches, groups and one 3-D case, on kPointwise and
+// kAuto with FusedConv's post, at every tier this CPU runs, on 1 and 2 threads (the larger shapes split
+// the subsampling copy over both).
+TEST(ConvTiers, StridedPointwiseAtEveryTierAgainstNaive) {
+  const ep::IsaTier cpu = ep::cpu_isa_tier();
+  const PostCase posts[] = {{Activation::kNone, false}, {Activation::kRelu, true}, {Activation::kLeakyRelu, false}};
+  std::mt19937 rng(9090);
+  std::uniform_int_distribution<int> pick(0, 1 << 20);
+  ep::ThreadPool pool(2);
+  for (int ti = 0; ti <= static_cast<int>(cpu); ++ti) {
+    const auto tier = static_cast<ep::IsaTier>(ti);
+    SCOPED_TRACE(std::string("tier ") + ep::isa_tier_name(tier));
+    int ran_tier = 0;
+    for (int iter = 0; iter < 16; ++iter) {
+      ConvShape s;
+      s.N = 1 + iter % 2;
+      s.group = iter % 5 == 4 ? 2 : 1;
+      s.C = s.group * (1 + pick(rng) % 48);
+      s.M = s.group * (1 + pick(rng) % 40);
+      Geom3& g = s.g;
+      g.nsp = iter == 7 ? 3 : 2;
+      const int64_t strides[][3] = {{1, 2, 2}, {1, 3, 1}, {1, 1, 2}, {1, 2, 3}, {2, 2, 2}};
+      for (int i = 0; i < 3; ++i) {
+        g.k[i] = 1;
+        g.d[i] = 1;
+        g.pb[i] = g.pe[i] = 0;
+        g.s[i] = g.nsp == 3 ? strides[4][i] : strides[iter % 4][i];
+        g.in[i] = i == 0 ? (g.nsp == 3 ? 5 : 1) : 3 + pick(rng) % 57;
+        g.out[i] = (g.in[i] - 1) / g.s[i] + 1;
+      }
+      const Dims wshape = g.nsp == 3 ? Dims{s.M, s.C / s.group, 1, 1, 1} : Dims{s.M, s.C / s.group, 1, 1};
+      const auto x = random_floats(rng, s.N * s.C * g.in_size());
+      const auto w = random_floats(rng, shape_numel(wshape));
+      const auto b = random_floats(rng, s.M);
+      const int64_t ny = s.N * s.M * g.out_size();
+      const auto res = random_floats(rng, ny);
+      std::vector<float> conv(static_cast<size_t>(ny));
+      conv_naive<float>(s, x.data(), w.data(), b.data(), conv.data());
+      ConvWeights<float> cw;
+      cw.prepare(wshape, s.group, w, /*winograd=*/false);
+      ASSERT_TRUE(conv_path_applies(s, ConvPath::kPointwise, true, tier));
+      for (ConvPath path : {ConvPath::kPointwise, ConvPath::kAuto}) {
+        const PostCase& pc = posts[(iter + static_cast<int>(path)) % 3];
+        check_against_naive(s, path, tier, pc, x, cw, b, res, conv, pool, &ran_tier);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+    EXPECT_EQ(ran_tier, 16 * 2 * 2);
+  }
+}
+
 // Stem-shaped convs (1-4 input channels, 3x3 / 5x5 / 7x7 kernels, stride 1 or 2, pads, odd widths of 12+
 // outputs, output channels crossing the 6-row A panels and 64-column tiles of the strips) on the
 // padded-rows path and kAuto, with and without FusedConv's post, at every tier this CPU runs.

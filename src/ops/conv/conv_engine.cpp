@@ -464,6 +464,65 @@ bool is_pointwise(const Geom3& g) {
   return true;
 }
 
+// A 1x1 kernel without pads at a stride over 1 (ResNet's projection shortcuts): kPointwise runs it on
+// the subsampled input (see ConvPlan::subsample).
+bool is_strided_pointwise(const Geom3& g) {
+  bool strided = false;
+  for (int i = 0; i < 3; ++i) {
+    if (g.k[i] != 1 || g.pb[i] != 0 || g.pe[i] != 0) return false;
+    strided = strided || g.s[i] > 1;
+  }
+  return strided;
+}
+
+// The 1x1 stride-1 geometry over the subsampled input: its input is the strided conv's output grid.
+Geom3 subsampled_geometry(const Geom3& g) {
+  Geom3 u = g;
+  for (int i = 0; i < 3; ++i) {
+    u.in[i] = g.out[i];
+    u.s[i] = 1;
+    u.d[i] = 1;
+  }
+  return u;
+}
+
+// x[n, c, od * sd, oh * sh, ow * sw] into xs[n, c, od, oh, ow] for the output rows [r0, r1) of the
+// N * OD * OH rows (every channel of each).
+template <typename CT>
+void subsample_rows(const ConvShape& s, const CT* x, CT* xs, int64_t r0, int64_t r1, bool avx2) {
+  const Geom3& g = s.g;
+  const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
+  const int64_t sd = g.s[0], sh = g.s[1], sw = g.s[2];
+  // Plane by plane, rows in order within each (one forward stream per plane: with channels inner, each
+  // row visited every plane, 12 KB apart at 56x56, which the prefetchers do not follow).
+  for (int64_t n = r0 / (OD * OH); n * OD * OH < r1; ++n) {
+    const int64_t q0 = std::max(r0, n * OD * OH), q1 = std::min(r1, (n + 1) * OD * OH);
+    for (int64_t c = 0; c < s.C; ++c) {
+      const CT* xp = x + (n * s.C + c) * g.in_size();
+      CT* yp = xs + (n * s.C + c) * g.out_size();
+      for (int64_t q = q0; q < q1; ++q) {
+        const int64_t od = q / OH % OD, oh = q % OH;
+        const CT* src = xp + (od * sd * IH + oh * sh) * IW;
+        CT* dst = yp + (od * OH + oh) * OW;
+        if (sw == 1) {
+          std::copy(src, src + OW, dst);
+        } else if (sw == 2) {
+          int64_t j = 0;
+#if defined(__x86_64__) || defined(__i386__)
+          if constexpr (std::is_same_v<CT, float>) {
+            if (avx2) j = gather_even_avx2(src, OW, IW, dst);
+          }
+#endif
+          (void)avx2;
+          for (; j < OW; ++j) dst[j] = src[2 * j];
+        } else {
+          for (int64_t j = 0; j < OW; ++j) dst[j] = src[j * sw];
+        }
+      }
+    }
+  }
+}
+
 // What one conv_forward call hands its path.
 template <typename CT>
 struct ConvCall {
@@ -555,7 +614,7 @@ ConvPath auto_path(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
         weights_serve(s, w, post, ConvPath::kStridedDirect))
       return ConvPath::kStridedDirect;
   }
-  if (is_pointwise(s.g)) return ConvPath::kPointwise;
+  if (is_pointwise(s.g) || is_strided_pointwise(s.g)) return ConvPath::kPointwise;
   if (conv_path_applies(s, ConvPath::kDepthwiseScalar, kFloat, cfg.isa)) {
     return conv_path_applies(s, ConvPath::kDepthwiseWindow, kFloat, cfg.isa) ? ConvPath::kDepthwiseWindow
                                                                              : ConvPath::kDepthwiseScalar;
@@ -886,7 +945,7 @@ bool conv_path_applies(const ConvShape& s, ConvPath path, bool is_float, ep::Isa
     case ConvPath::kPaddedRowsGemm:
       return is_float && padded_rows_apply(s);
     case ConvPath::kPointwise:
-      return is_pointwise(s.g);
+      return is_pointwise(s.g) || is_strided_pointwise(s.g);
     case ConvPath::kDepthwiseScalar:
       return depthwise;
     case ConvPath::kDepthwiseWindow:
@@ -983,8 +1042,15 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
       }
       break;
     case ConvPath::kPointwise:
+      if (is_strided_pointwise(g)) {
+        // The subsampled input (all images) at offset 0; the GEMM below sees in = out (see ConvPlan).
+        p.subsample = true;
+        p.sub = s;
+        p.sub.g = subsampled_geometry(g);
+        p.workspace_bytes = static_cast<size_t>(s.N * s.C * g.out_size()) * sizeof(CT);
+      }
       p.row_offsets.resize(static_cast<size_t>(Cg));
-      for (int64_t k = 0; k < Cg; ++k) p.row_offsets[k] = k * g.in_size();
+      for (int64_t k = 0; k < Cg; ++k) p.row_offsets[k] = k * (p.subsample ? g.out_size() : g.in_size());
       // Grouped 1x1 convs (ShuffleNet) have groups too small for the GEMM to split: the groups split
       // over the threads instead, each group's GEMM single-threaded.
       p.pointwise_by_group = threads > 1 && s.group > 1 && Mg * Cg * g.out_size() < (int64_t{1} << 20);
@@ -1095,8 +1161,21 @@ bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<C
     case ConvPath::kDepthwiseScalar:
       run_depthwise(c, path == ConvPath::kDepthwiseWindow);
       return false;
-    case ConvPath::kPointwise:
-      return run_pointwise(c);
+    case ConvPath::kPointwise: {
+      if (!plan.subsample) return run_pointwise(c);
+      // Every kept input position copied once (rows split over the threads as the GEMM splits its
+      // columns), then the stride-1 GEMM on the copy.
+      CT* xs = static_cast<CT*>(workspace);
+      const bool avx2 = cfg.isa >= ep::IsaTier::kAvx2 && ep::cpu_has_avx2_fma();
+      const int64_t rows = s.N * s.g.out[0] * s.g.out[1];
+      const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, s.C * s.g.out[2]));
+      if (pool) {
+        pool->parallel_for(rows, grain, [&](int64_t r0, int64_t r1) { subsample_rows(s, x, xs, r0, r1, avx2); });
+      } else {
+        subsample_rows(s, x, xs, 0, rows, avx2);
+      }
+      return run_pointwise(ConvCall<CT>{plan.sub, xs, w, bias, y, pool, cfg, post, plan, workspace});
+    }
     case ConvPath::kAuto:  // never chosen
     case ConvPath::kIm2col:
       run_im2col(c);
