@@ -95,6 +95,25 @@ void check_against_naive(const ConvShape& s, ConvPath path, ep::IsaTier tier, co
   }
 }
 
+// Random input, weights (of shape wshape, prepared for the paths), bias and residual for s, and the
+// direct definition's output on them; drawn in that order from rng.
+struct ConvOperands {
+  std::vector<float> x, b, res, conv;
+  ConvWeights<float> cw;
+};
+ConvOperands make_operands(std::mt19937& rng, const ConvShape& s, const Dims& wshape, bool winograd) {
+  ConvOperands o;
+  o.x = random_floats(rng, s.N * s.C * s.g.in_size());
+  const auto w = random_floats(rng, shape_numel(wshape));
+  o.b = random_floats(rng, s.M);
+  const int64_t ny = s.N * s.M * s.g.out_size();
+  o.res = random_floats(rng, ny);
+  o.conv.resize(static_cast<size_t>(ny));
+  conv_naive<float>(s, o.x.data(), w.data(), o.b.data(), o.conv.data());
+  o.cw.prepare(wshape, s.group, w, winograd);
+  return o;
+}
+
 }  // namespace
 
 TEST(ConvTiers, GemmPathsAndAutoAtEveryTierAgainstNaive) {
@@ -121,19 +140,11 @@ TEST(ConvTiers, GemmPathsAndAutoAtEveryTierAgainstNaive) {
       ConvShape s;
       if (!random_shape(rng, iter, &s)) continue;
       const Dims wshape{s.M, s.C / s.group, s.g.k[1], s.g.k[2]};
-      const auto x = random_floats(rng, s.N * s.C * s.g.in_size());
-      const auto w = random_floats(rng, shape_numel(wshape));
-      const auto b = random_floats(rng, s.M);
-      const int64_t ny = s.N * s.M * s.g.out_size();
-      const auto res = random_floats(rng, ny);
-      std::vector<float> conv(static_cast<size_t>(ny));
-      conv_naive<float>(s, x.data(), w.data(), b.data(), conv.data());
-      ConvWeights<float> cw;
-      cw.prepare(wshape, s.group, w, /*winograd=*/true);
+      const ConvOperands o = make_operands(rng, s, wshape, /*winograd=*/true);
       for (ConvPath path : paths) {
         if (path != ConvPath::kAuto && !conv_path_applies(s, path, true, tier)) continue;
         const PostCase& pc = posts[(iter + static_cast<int>(path)) % 5];
-        check_against_naive(s, path, tier, pc, x, cw, b, res, conv, pool, &ran_tier);
+        check_against_naive(s, path, tier, pc, o.x, o.cw, o.b, o.res, o.conv, pool, &ran_tier);
         if (::testing::Test::HasFatalFailure()) return;
       }
     }
@@ -144,51 +155,51 @@ TEST(ConvTiers, GemmPathsAndAutoAtEveryTierAgainstNaive) {
   EXPECT_GT(ran, 0);
 }
 
-// 1x1 convs at strides over 1 without pads (ResNet's projection shortcuts: kPointwise on the subsampled
-// input), strides 2 and 3 on either axis, odd sizes, batches, groups and one 3-D case, on kPointwise and
-// kAuto with FusedConv's post, at every tier this CPU runs, on 1 and 2 threads (the larger shapes split
-// the subsampling copy over both).
-TEST(ConvTiers, StridedPointwiseAtEveryTierAgainstNaive) {
-  const ep::IsaTier cpu = ep::cpu_isa_tier();
-  const PostCase posts[] = {{Activation::kNone, false}, {Activation::kRelu, true}, {Activation::kLeakyRelu, false}};
-  std::mt19937 rng(9090);
+namespace {
+
+// A 1x1 conv at strides over 1 without pads (ResNet's projection shortcuts: kPointwise on the subsampled
+// input): strides 2 and 3 on either axis, odd sizes, batches (odd iters), groups (every fifth), and one
+// 3-D case (iter 7). The larger ones split the subsampling copy over 2 threads.
+ConvShape strided_pointwise_shape(std::mt19937& rng, int iter) {
   std::uniform_int_distribution<int> pick(0, 1 << 20);
+  ConvShape s;
+  s.N = 1 + iter % 2;
+  s.group = iter % 5 == 4 ? 2 : 1;
+  s.C = s.group * (1 + pick(rng) % 48);
+  s.M = s.group * (1 + pick(rng) % 40);
+  Geom3& g = s.g;
+  g.nsp = iter == 7 ? 3 : 2;
+  const int64_t strides[][3] = {{1, 2, 2}, {1, 3, 1}, {1, 1, 2}, {1, 2, 3}, {2, 2, 2}};
+  for (int i = 0; i < 3; ++i) {
+    g.k[i] = g.d[i] = 1;
+    g.pb[i] = g.pe[i] = 0;
+    g.s[i] = g.nsp == 3 ? strides[4][i] : strides[iter % 4][i];
+    g.in[i] = i == 0 ? (g.nsp == 3 ? 5 : 1) : 3 + pick(rng) % 57;
+    g.out[i] = (g.in[i] - 1) / g.s[i] + 1;
+  }
+  return s;
+}
+
+}  // namespace
+
+// Those shapes on kPointwise and kAuto with FusedConv's post, at every tier this CPU runs, on 1 and 2
+// threads, against the direct definition.
+TEST(ConvTiers, StridedPointwiseAtEveryTierAgainstNaive) {
+  const PostCase posts[] = {{Activation::kNone, false}, {Activation::kRelu, true}, {Activation::kLeakyRelu, false}};
   ep::ThreadPool pool(2);
-  for (int ti = 0; ti <= static_cast<int>(cpu); ++ti) {
+  std::mt19937 rng(9090);
+  for (int ti = 0; ti <= static_cast<int>(ep::cpu_isa_tier()); ++ti) {
     const auto tier = static_cast<ep::IsaTier>(ti);
     SCOPED_TRACE(std::string("tier ") + ep::isa_tier_name(tier));
     int ran_tier = 0;
     for (int iter = 0; iter < 16; ++iter) {
-      ConvShape s;
-      s.N = 1 + iter % 2;
-      s.group = iter % 5 == 4 ? 2 : 1;
-      s.C = s.group * (1 + pick(rng) % 48);
-      s.M = s.group * (1 + pick(rng) % 40);
-      Geom3& g = s.g;
-      g.nsp = iter == 7 ? 3 : 2;
-      const int64_t strides[][3] = {{1, 2, 2}, {1, 3, 1}, {1, 1, 2}, {1, 2, 3}, {2, 2, 2}};
-      for (int i = 0; i < 3; ++i) {
-        g.k[i] = 1;
-        g.d[i] = 1;
-        g.pb[i] = g.pe[i] = 0;
-        g.s[i] = g.nsp == 3 ? strides[4][i] : strides[iter % 4][i];
-        g.in[i] = i == 0 ? (g.nsp == 3 ? 5 : 1) : 3 + pick(rng) % 57;
-        g.out[i] = (g.in[i] - 1) / g.s[i] + 1;
-      }
-      const Dims wshape = g.nsp == 3 ? Dims{s.M, s.C / s.group, 1, 1, 1} : Dims{s.M, s.C / s.group, 1, 1};
-      const auto x = random_floats(rng, s.N * s.C * g.in_size());
-      const auto w = random_floats(rng, shape_numel(wshape));
-      const auto b = random_floats(rng, s.M);
-      const int64_t ny = s.N * s.M * g.out_size();
-      const auto res = random_floats(rng, ny);
-      std::vector<float> conv(static_cast<size_t>(ny));
-      conv_naive<float>(s, x.data(), w.data(), b.data(), conv.data());
-      ConvWeights<float> cw;
-      cw.prepare(wshape, s.group, w, /*winograd=*/false);
+      const ConvShape s = strided_pointwise_shape(rng, iter);
+      const Dims wshape = s.g.nsp == 3 ? Dims{s.M, s.C / s.group, 1, 1, 1} : Dims{s.M, s.C / s.group, 1, 1};
+      const ConvOperands o = make_operands(rng, s, wshape, /*winograd=*/false);
       ASSERT_TRUE(conv_path_applies(s, ConvPath::kPointwise, true, tier));
       for (ConvPath path : {ConvPath::kPointwise, ConvPath::kAuto}) {
         const PostCase& pc = posts[(iter + static_cast<int>(path)) % 3];
-        check_against_naive(s, path, tier, pc, x, cw, b, res, conv, pool, &ran_tier);
+        check_against_naive(s, path, tier, pc, o.x, o.cw, o.b, o.res, o.conv, pool, &ran_tier);
         if (::testing::Test::HasFatalFailure()) return;
       }
     }
@@ -237,19 +248,11 @@ TEST(ConvTiers, StemShapesPaddedRowsAtEveryTierAgainstNaive) {
         g.out[i] = (g.in[i] + g.pb[i] + g.pe[i] - k) / st + 1;
       }
       const Dims wshape{s.M, s.C, k, k};
-      const auto x = random_floats(rng, s.C * g.in_size());
-      const auto w = random_floats(rng, shape_numel(wshape));
-      const auto b = random_floats(rng, s.M);
-      const int64_t ny = s.M * g.out_size();
-      const auto res = random_floats(rng, ny);
-      std::vector<float> conv(static_cast<size_t>(ny));
-      conv_naive<float>(s, x.data(), w.data(), b.data(), conv.data());
-      ConvWeights<float> cw;
-      cw.prepare(wshape, 1, w, /*winograd=*/false);
+      const ConvOperands o = make_operands(rng, s, wshape, /*winograd=*/false);
       for (ConvPath path : {ConvPath::kPaddedRowsGemm, ConvPath::kAuto}) {
         if (path != ConvPath::kAuto && !conv_path_applies(s, path, true, tier)) continue;
         const PostCase& pc = posts[(iter + static_cast<int>(path)) % 4];
-        check_against_naive(s, path, tier, pc, x, cw, b, res, conv, pool, &ran_tier);
+        check_against_naive(s, path, tier, pc, o.x, o.cw, o.b, o.res, o.conv, pool, &ran_tier);
         if (::testing::Test::HasFatalFailure()) return;
       }
     }
