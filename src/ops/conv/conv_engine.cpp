@@ -32,9 +32,26 @@ inline void valid_range(int64_t base, int64_t s, int64_t in, int64_t out, int64_
   *hi = h;
 }
 
-// col[(c, kd, kh, kw), r*OW + ow] for output rows r in [r0, r1) (a row is one (od, oh) pair).
+#if defined(__x86_64__) || defined(__i386__)
+// out[i] = src[2 i] for i < n, 8 at a time with AVX2 while the 16 floats read stay below src + limit.
+__attribute__((target("avx2"))) int64_t gather_even_avx2(const float* src, int64_t n, int64_t limit, float* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n && 2 * i + 16 <= limit; i += 8) {
+    const __m256 a = _mm256_loadu_ps(src + 2 * i), b = _mm256_loadu_ps(src + 2 * i + 8);
+    // [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6]
+    const __m256 e = _mm256_shuffle_ps(a, b, 0x88);
+    _mm256_storeu_ps(out + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
+  }
+  return i;
+}
+#endif
+
+// col[(c, kd, kh, kw), r*OW + ow] for output rows r in [r0, r1) (a row is one (od, oh) pair). avx2: float
+// rows at stride 2 through gather_even_avx2. (For a 1x1 kernel without pads this is the input subsampled
+// at the strides: kPointwise's copy, ConvPlan::subsample.)
 template <typename CT>
-void im2col(const Geom3& g, int64_t channels, const CT* x, int64_t r0, int64_t r1, CT* col, ep::ThreadPool* pool) {
+void im2col(const Geom3& g, int64_t channels, const CT* x, int64_t r0, int64_t r1, CT* col, ep::ThreadPool* pool,
+            bool avx2) {
   const int64_t KD = g.k[0], KH = g.k[1], KW = g.k[2];
   const int64_t OH = g.out[1], OW = g.out[2];
   const int64_t ID = g.in[0], IH = g.in[1], IW = g.in[2];
@@ -67,7 +84,16 @@ void im2col(const Geom3& g, int64_t channels, const CT* x, int64_t r0, int64_t r
           if (hi > lo) std::memcpy(dst + lo, src + lo + wbase, sizeof(CT) * (hi - lo));
         } else {
           const int64_t sw = g.s[2];
-          for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[ow * sw + wbase];
+          int64_t ow = lo;
+#if defined(__x86_64__) || defined(__i386__)
+          if constexpr (std::is_same_v<CT, float>) {
+            // src + lo * 2 + wbase .. must stay inside the input row.
+            if (sw == 2 && avx2 && hi > lo)
+              ow += gather_even_avx2(src + lo * 2 + wbase, hi - lo, IW - (lo * 2 + wbase), dst + lo);
+          }
+#endif
+          (void)avx2;
+          for (; ow < hi; ++ow) dst[ow] = src[ow * sw + wbase];
         }
         for (int64_t ow = hi; ow < OW; ++ow) dst[ow] = CT(0);
       }
@@ -80,19 +106,6 @@ void im2col(const Geom3& g, int64_t channels, const CT* x, int64_t r0, int64_t r
   }
 }
 
-#if defined(__x86_64__) || defined(__i386__)
-// out[i] = src[2 i] for i < n, 8 at a time with AVX2 while the 16 floats read stay below src + limit.
-__attribute__((target("avx2"))) int64_t gather_even_avx2(const float* src, int64_t n, int64_t limit, float* out) {
-  int64_t i = 0;
-  for (; i + 8 <= n && 2 * i + 16 <= limit; i += 8) {
-    const __m256 a = _mm256_loadu_ps(src + 2 * i), b = _mm256_loadu_ps(src + 2 * i + 8);
-    // [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6]
-    const __m256 e = _mm256_shuffle_ps(a, b, 0x88);
-    _mm256_storeu_ps(out + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
-  }
-  return i;
-}
-#endif
 
 // The packers' common frame: for each of the kc rows of a block, `gather(k, row)` writes that row's nc
 // values contiguously into `row` (an L1-resident buffer of the calling thread, zero past nc up to the
@@ -486,43 +499,6 @@ Geom3 subsampled_geometry(const Geom3& g) {
   return u;
 }
 
-// x[n, c, od * sd, oh * sh, ow * sw] into xs[n, c, od, oh, ow] for the output rows [r0, r1) of the
-// N * OD * OH rows (every channel of each).
-template <typename CT>
-void subsample_rows(const ConvShape& s, const CT* x, CT* xs, int64_t r0, int64_t r1, bool avx2) {
-  const Geom3& g = s.g;
-  const int64_t OD = g.out[0], OH = g.out[1], OW = g.out[2], IH = g.in[1], IW = g.in[2];
-  const int64_t sd = g.s[0], sh = g.s[1], sw = g.s[2];
-  // Plane by plane, rows in order within each (one forward stream per plane: with channels inner, each
-  // row visited every plane, 12 KB apart at 56x56, which the prefetchers do not follow).
-  for (int64_t n = r0 / (OD * OH); n * OD * OH < r1; ++n) {
-    const int64_t q0 = std::max(r0, n * OD * OH), q1 = std::min(r1, (n + 1) * OD * OH);
-    for (int64_t c = 0; c < s.C; ++c) {
-      const CT* xp = x + (n * s.C + c) * g.in_size();
-      CT* yp = xs + (n * s.C + c) * g.out_size();
-      for (int64_t q = q0; q < q1; ++q) {
-        const int64_t od = q / OH % OD, oh = q % OH;
-        const CT* src = xp + (od * sd * IH + oh * sh) * IW;
-        CT* dst = yp + (od * OH + oh) * OW;
-        if (sw == 1) {
-          std::copy(src, src + OW, dst);
-        } else if (sw == 2) {
-          int64_t j = 0;
-#if defined(__x86_64__) || defined(__i386__)
-          if constexpr (std::is_same_v<CT, float>) {
-            if (avx2) j = gather_even_avx2(src, OW, IW, dst);
-          }
-#endif
-          (void)avx2;
-          for (; j < OW; ++j) dst[j] = src[2 * j];
-        } else {
-          for (int64_t j = 0; j < OW; ++j) dst[j] = src[j * sw];
-        }
-      }
-    }
-  }
-}
-
 // What one conv_forward call hands its path.
 template <typename CT>
 struct ConvCall {
@@ -853,7 +829,7 @@ void run_im2col(const ConvCall<CT>& c) {
       for (int64_t r0 = 0; r0 < total_rows; r0 += rows_per_chunk) {
         const int64_t r1 = std::min(total_rows, r0 + rows_per_chunk);
         const int64_t cols = (r1 - r0) * OW;
-        im2col(g, c.Cg(), c.x_group(n, gi), r0, r1, col, c.pool);
+        im2col(g, c.Cg(), c.x_group(n, gi), r0, r1, col, c.pool, gemm_vector_kernels(c.cfg.isa));
         if constexpr (std::is_same_v<CT, float>) {  // on the plan for a full chunk or the last one
           const GemmPlan& gp = cols == c.plan.gemm.N ? c.plan.gemm : c.plan.gemm_last;
           gemm_f32_packed_a(gp, 1.f, c.w.packed[gi].data.data(), col, cols, 1.f, yg + r0 * OW, out_size, c.pool,
@@ -1173,16 +1149,13 @@ bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<C
       return false;
     case ConvPath::kPointwise: {
       if (!plan.subsample) return run_pointwise(c);
-      // Every kept input position copied once (rows split over the threads as the GEMM splits its
-      // columns), then the stride-1 GEMM on the copy.
+      // Every kept input position copied once (the 1x1 kernel's im2col, image by image), then the
+      // stride-1 GEMM on the copy.
       CT* xs = static_cast<CT*>(workspace);
-      const bool avx2 = cfg.isa >= ep::IsaTier::kAvx2 && ep::cpu_has_avx2_fma();
-      const int64_t rows = s.N * s.g.out[0] * s.g.out[1];
-      const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, s.C * s.g.out[2]));
-      if (pool) {
-        pool->parallel_for(rows, grain, [&](int64_t r0, int64_t r1) { subsample_rows(s, x, xs, r0, r1, avx2); });
-      } else {
-        subsample_rows(s, x, xs, 0, rows, avx2);
+      const int64_t rows = s.g.out[0] * s.g.out[1];
+      for (int64_t n = 0; n < s.N; ++n) {
+        im2col(s.g, s.C, x + n * s.C * s.g.in_size(), 0, rows, xs + n * s.C * s.g.out_size(), pool,
+               gemm_vector_kernels(cfg.isa));
       }
       return run_pointwise(ConvCall<CT>{plan.sub, xs, w, bias, y, pool, cfg, post, plan, workspace});
     }
