@@ -17,8 +17,9 @@ const std::vector<KernelOverrideKey>& known_kernel_overrides() {
        "small-spatial-direct|small-spatial-transposed|strided-direct",
        "Conv, ConvInteger, QLinearConv, nxrt::FusedConv: run this path (ops/conv/conv_engine.h ConvPath) on every conv "
        "it applies to; the others keep the automatic choice. reference=1 wins over it"},
-      {"conv.skip", "none|winograd|small-spatial|padded-rows-gemm|strided-direct",
-       "the same convs: the automatic choice never picks this path (A/B of one path on a whole model)"},
+      {"conv.skip", "none|winograd|small-spatial|padded-rows-gemm|strided-direct|stem-lanes",
+       "the same convs: the automatic choice never picks this path (A/B of one path on a whole model); "
+       "stem-lanes: nxrt::ConvMaxPool's channels-last path (ops/conv/stem_lanes.h)"},
   };
   return keys;
 }

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "ep/cpu_features.h"
+#include "ops/conv/stem_lanes.h"
 #include "kernel_test_util.h"
 #include "optimizer_test_util.h"
 
@@ -184,6 +185,63 @@ TEST(ConvMaxPool, CeilModeGroupsDilationBatch) {
 TEST(ConvMaxPool, TinyPlanes) {
   check_case({1, 5, 7, 6, 6, 1, 3, 1, 1, 0, 2, 2, 0, 0, "Relu", true}, 61);
   check_case({3, 2, 3, 3, 9, 1, 1, 1, 1, 0, 3, 3, 0, 1, "", false}, 71);
+}
+
+// Whether the lanes path (ops/conv/stem_lanes.h) takes case c at the AVX-512 tier.
+bool lanes_take(const Case& c) {
+  const int64_t OH = out_size(c.H, c.k, c.s, c.d, c.pad, c.pad, false), OW = out_size(c.W, c.k, c.s, c.d, c.pad, c.pad, false);
+  const int64_t PH = out_size(OH, c.pk, c.ps, 1, c.ppad, c.ppad, c.ceil), PW = out_size(OW, c.pk, c.ps, 1, c.ppad, c.ppad, c.ceil);
+  ops::ConvShape s;
+  s.N = c.N;
+  s.C = c.C;
+  s.M = c.M;
+  s.group = c.group;
+  s.g.nsp = 2;
+  s.g.set_axis(1, c.H, OH, c.k, c.s, c.d, c.pad, c.pad);
+  s.g.set_axis(2, c.W, OW, c.k, c.s, c.d, c.pad, c.pad);
+  ops::Geom3 pg;
+  pg.nsp = 2;
+  pg.set_axis(1, OH, PH, c.pk, c.ps, 1, c.ppad, c.ppad);
+  pg.set_axis(2, OW, PW, c.pk, c.ps, 1, c.ppad, c.ppad);
+  const std::vector<float> w(static_cast<size_t>(c.M * c.C * c.k * c.k), 0.f);
+  ops::StemLanesPlan plan;
+  return ops::stem_lanes_plan(s, pg, w.data(), ep::IsaTier::kAvx512, &plan);
+}
+
+// The lanes path on random shapes it takes: 1-4 input channels, kernels 1-5, strides and dilations 1-2,
+// conv and pool pads, 1-64 output channels (partial 16-lane vectors), pool windows 2-3 at strides 1-3,
+// ceil mode, every activation, with and without bias, batches, rows shorter than its pixel block, at 1
+// and 2 threads; the same cases run the band path at the scalar and AVX2 tiers.
+TEST(ConvMaxPool, LanesPathRandomShapes) {
+  if (ep::cpu_isa_tier() < ep::IsaTier::kAvx512) std::printf("[ note ] no AVX-512 here: the lanes path not run\n");
+  std::mt19937 rng(2024);
+  const char* acts[] = {"", "Relu", "Clip", "LeakyRelu"};
+  auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  int taken = 0;
+  for (int it = 0; it < 40; ++it) {
+    Case c{};
+    c.N = pick(1, 2);
+    c.C = pick(1, 4);
+    c.M = it % 4 == 0 ? 64 : pick(1, 64);
+    c.group = 1;
+    c.k = pick(1, 5);
+    c.s = pick(1, 2);
+    c.d = it % 5 == 0 ? 2 : 1;
+    c.pad = pick(0, std::min<int64_t>(2, c.k - 1));
+    c.H = pick(c.k * c.d + 4, 40);
+    c.W = it % 7 == 0 ? pick(c.k * c.d, c.k * c.d + 3) : pick(c.k * c.d + 4, 48);  // some rows of a few pixels
+    c.pk = pick(2, 3);
+    c.ps = pick(1, 3);
+    c.ppad = pick(0, c.pk - 1);
+    c.ceil = pick(0, 1);
+    c.act = acts[it % 4];
+    c.bias = it % 3 != 1;
+    if (!lanes_take(c)) continue;
+    ++taken;
+    SCOPED_TRACE("case " + std::to_string(it));
+    check_case(c, 300 + static_cast<uint32_t>(it));
+  }
+  EXPECT_GE(taken, 30);
 }
 
 TEST(ConvMaxPool, Errors) {

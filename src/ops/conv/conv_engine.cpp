@@ -913,6 +913,7 @@ ConvConfig conv_config(const ep::KernelInfo& info) {
   if (skip == "winograd") cfg.auto_skips |= path_bit(ConvPath::kWinograd);
   if (skip == "padded-rows-gemm") cfg.auto_skips |= path_bit(ConvPath::kPaddedRowsGemm);
   if (skip == "strided-direct") cfg.auto_skips |= path_bit(ConvPath::kStridedDirect);
+  if (skip == "stem-lanes") cfg.skip_stem_lanes = true;
   if (skip == "small-spatial") {
     cfg.auto_skips |= path_bit(ConvPath::kSmallSpatialDirect) | path_bit(ConvPath::kSmallSpatialTransposed);
   }

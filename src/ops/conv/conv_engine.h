@@ -57,6 +57,7 @@ struct ConvConfig {
   ConvPath path;
   ep::IsaTier isa;
   uint32_t auto_skips = 0;  // bit (1 << ConvPath) set: kAuto does not choose that path
+  bool skip_stem_lanes = false;  // conv.skip=stem-lanes: nxrt::ConvMaxPool runs its bands (ops/conv/stem_lanes.h)
   bool skipped(ConvPath p) const { return (auto_skips >> static_cast<int>(p)) & 1u; }
 };
 // From the kernel overrides (ep/kernel_overrides.h): conv.path, conv.skip, reference=1 (kReference) and isa.

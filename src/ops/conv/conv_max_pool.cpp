@@ -34,6 +34,7 @@
 #include "ops/common.h"
 #include "ops/conv/conv_engine.h"
 #include "ops/conv/conv_geometry.h"
+#include "ops/conv/stem_lanes.h"
 #include "ops/pool/row_pool.h"
 
 namespace nxrt::ops {
@@ -78,6 +79,11 @@ struct ConvMaxPoolVariant final : ep::KernelVariant {
   // threads) into the workspace at whole_off, then the planes are pooled in parallel (plans[0].pool,
   // each thread on its slot's pool scratch).
   bool whole = false;
+  // Lanes: the channels-last path (ops/conv/stem_lanes.h) in `lanes_parts` contiguous runs of pooled rows,
+  // one slot of lanes.slot_bytes per thread; no bands.
+  bool use_lanes = false;
+  StemLanesPlan lanes;
+  int64_t lanes_parts = 0;
   size_t whole_off = 0;  // where the slots start (whole: after the conv output and its workspace)
   // One slot per thread: input rows, conv rows, the conv's workspace, the pool's scratch, the carried
   // rows and their pooled part (64-byte aligned).
@@ -118,6 +124,8 @@ class ConvMaxPoolKernel final : public ep::Kernel {
     if (const Tensor* w = info.const_input(1)) {
       NXRT_RETURN_IF_ERROR(check_weights(*w, [&](const std::string& m) { return info.error(m); }));
       prepare_weights(*w, &weights_);
+      const Tensor wc = w->contiguous();
+      raw_w_.assign(wc.data<float>(), wc.data<float>() + wc.numel());
       have_w_ = true;
     }
     if (info.node().inputs.size() > 2 && !info.node().inputs[2].empty()) {
@@ -202,6 +210,17 @@ class ConvMaxPoolKernel final : public ep::Kernel {
     post.act = act_;
     post.act_a = act_a_;
     post.act_b = act_b_;
+    if (v->use_lanes) {
+      // The bias in the padded channel count the lanes read (zero past M).
+      float bias16[16 * 4] = {};
+      if (bias) std::copy(bias, bias + s.M, bias16);
+      const int64_t rows = s.N * v->pg.out[1], parts = v->lanes_parts;
+      ctx.pool().parallel_for(parts, 1, [&](int64_t t0, int64_t t1) {
+        char* slot = slots.mine<char>();
+        for (int64_t t = t0; t < t1; ++t) stem_lanes_run(v->lanes, x, bias16, post, y, t * rows / parts, (t + 1) * rows / parts, slot);
+      });
+      return Status::Ok();
+    }
     if (v->whole) {
       const BandPlan& q = v->plans[0];
       float* yc = static_cast<float*>(ws);
@@ -276,6 +295,15 @@ class ConvMaxPoolKernel final : public ep::Kernel {
     const int64_t rows = s.N * PH;
     if (rows == 0 || s.M == 0 || OW == 0 || pg.out[2] == 0) {
       v->part_begin = {0};
+      return v;
+    }
+    // The lanes path where it applies, unless a conv path is forced (reference=1, conv.path: those run the
+    // conv engine as asked) or conv.skip=stem-lanes.
+    if (cfg_.path == ConvPath::kAuto && !cfg_.skip_stem_lanes && &weights == &weights_ && !raw_w_.empty() &&
+        stem_lanes_plan(s, pg, raw_w_.data(), isa_, &v->lanes)) {
+      v->use_lanes = true;
+      v->lanes_parts = std::min<int64_t>(v->slots, rows);
+      v->slot_bytes = v->lanes.slot_bytes;
       return v;
     }
     // Pooled rows a band: each adds ps conv rows (M x OW) and ps * cs input rows (C x IW).
@@ -463,6 +491,7 @@ class ConvMaxPoolKernel final : public ep::Kernel {
   ConvConfig cfg_;
   ep::IsaTier isa_ = ep::IsaTier::kScalar;
   ConvWeights<float> weights_;
+  std::vector<float> raw_w_;  // W as given, [M, C / group, kH, kW] (the lanes path packs it per shape)
   std::vector<float> bias_;
   bool have_w_ = false, have_b_ = false;
 };
