@@ -26,7 +26,10 @@ bool stem_lanes_plan(const ConvShape& s, const Geom3& pg, const float* w, ep::Is
   const Geom3& g = s.g;
   if (isa < ep::IsaTier::kAvx512 || !w) return false;
   if (g.in[0] != 1 || g.out[0] != 1 || g.k[0] != 1 || s.group != 1 || s.N < 1 || s.M < 1) return false;
-  if (s.M > 16 * kMaxVectors || s.C * g.k[1] * g.k[2] > kStemLanesMaxTaps) return false;
+  // Whole 16-channel vectors only: with a partial one the lanes left empty cost what they would compute
+  // (ShuffleNet's 3 -> 24 3x3/2 pad 1 stem, 2 vectors for 24 channels: Zen 5, in-model per-node trace,
+  // 1 thread 193-207 us on the bands, 237-244 here).
+  if (s.M % 16 != 0 || s.M > 16 * kMaxVectors || s.C * g.k[1] * g.k[2] > kStemLanesMaxTaps) return false;
   if (pg.d[1] != 1 || pg.d[2] != 1 || pg.out[1] < 1 || pg.out[2] < 1 || g.out[1] < 1 || g.out[2] < 1) return false;
   // Every pool window meets the conv output (ceil mode's last window starts inside it): a window with no
   // tap has no first value to start the max from.

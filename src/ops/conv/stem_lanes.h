@@ -36,7 +36,7 @@ struct StemLanesPlan {
   size_t xr_off = 0, row_off = 0, ring_off = 0, slot_bytes = 0;
 };
 
-// Whether the lanes path takes this conv + max pool at `isa` (AVX-512; group 1; M <= 64; C x kH x kW <=
+// Whether the lanes path takes this conv + max pool at `isa` (AVX-512; group 1; M 16, 32, 48 or 64; C x kH x kW <=
 // kStemLanesMaxTaps; pool window height <= kStemLanesMaxPoolRows, dilation 1; every pool window meets the
 // conv's output), and if so its plan. w: the conv's weights [M, C, kH, kW].
 constexpr int64_t kStemLanesMaxTaps = 64;
