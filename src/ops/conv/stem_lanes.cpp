@@ -212,19 +212,20 @@ NXRT_STEM_AVX512 void f32_maxpool_down_store__avx512(const float* const* wrows, 
 }
 
 template <int MV>
-NXRT_STEM_AVX512 void run_rows(const StemLanesPlan& pl, const float* x, const float* bias, const ActArgs& a,
+NXRT_STEM_AVX512 void run_rows(const StemLanesPlan& plan, const float* x, const float* bias, const ActArgs& a,
                                float* y, int64_t r0, int64_t r1, char* slot) {
-  const ConvShape& s = pl.s;
+  const ConvShape& s = plan.s;
   const Geom3& g = s.g;
-  const Geom3& pg = pl.pg;
+  const Geom3& pg = plan.pg;
   const int64_t C = s.C, M = s.M, IH = g.in[1], IW = g.in[2], OH = g.out[1], OW = g.out[2];
-  const int64_t KH = g.k[1], KW = g.k[2], sh = g.s[1], sw = g.s[2], dh = g.d[1], dw = g.d[2], pt = g.pb[1], pl_ = g.pb[2];
+  const int64_t KH = g.k[1], KW = g.k[2], sh = g.s[1], sw = g.s[2], dh = g.d[1], dw = g.d[2];
+  const int64_t pad_top = g.pb[1], pad_left = g.pb[2];
   const int64_t PH = pg.out[1], PW = pg.out[2], pk = pg.k[1], ps = pg.s[1], ppt = pg.pb[1];
-  const int64_t wp = pl.wp, m16 = 16 * MV;
-  float* xr = reinterpret_cast<float*>(slot + pl.xr_off);
+  const int64_t wp = plan.wp, m16 = 16 * MV;
+  float* xr = reinterpret_cast<float*>(slot + plan.xr_off);
   float* zero_row = xr + C * KH * wp;
-  float* row = reinterpret_cast<float*>(slot + pl.row_off);
-  float* ring = reinterpret_cast<float*>(slot + pl.ring_off);
+  float* row = reinterpret_cast<float*>(slot + plan.row_off);
+  float* ring = reinterpret_cast<float*>(slot + plan.ring_off);
   std::memset(zero_row, 0, static_cast<size_t>(wp) * sizeof(float));
   // The transpose reads whole 16-pixel blocks: each ring row's pixels past PW hold zeros (never stored).
   const int64_t ring_stride = (PW + 15) / 16 * 16 * m16;
@@ -245,24 +246,24 @@ NXRT_STEM_AVX512 void run_rows(const StemLanesPlan& pl, const float* x, const fl
     for (int64_t oh = c0; oh < c1; ++oh) {
       for (int64_t c = 0; c < C; ++c)
         for (int64_t kh = 0; kh < KH; ++kh) {
-          const int64_t ih = oh * sh - pt + kh * dh;
+          const int64_t ih = oh * sh - pad_top + kh * dh;
           const int64_t i = c * KH + kh;
           if (ih < 0 || ih >= IH) {
             rows_of[i] = zero_row;
-          } else if (pl.direct_rows) {
+          } else if (plan.direct_rows) {
             rows_of[i] = xn + (c * IH + ih) * IW;
           } else {
             float* d = xr + i * wp;
             std::memset(d, 0, static_cast<size_t>(wp) * sizeof(float));
-            const int64_t nc = std::min(IW, wp - pl_);
-            if (nc > 0) std::memcpy(d + pl_, xn + (c * IH + ih) * IW, static_cast<size_t>(nc) * sizeof(float));
+            const int64_t nc = std::min(IW, wp - pad_left);
+            if (nc > 0) std::memcpy(d + pad_left, xn + (c * IH + ih) * IW, static_cast<size_t>(nc) * sizeof(float));
             rows_of[i] = d;
           }
         }
       for (int64_t c = 0, t = 0; c < C; ++c)
         for (int64_t kh = 0; kh < KH; ++kh)
           for (int64_t kw = 0; kw < KW; ++kw, ++t) tap[t] = rows_of[c * KH + kh] + kw * dw;
-      conv_row<MV>(tap, pl.taps, sw, pl.w.data(), bias, OW, row, a);
+      conv_row<MV>(tap, plan.taps, sw, plan.w.data(), bias, OW, row, a);
       f32_maxpool_across_cl__avx512<MV>(row, OW, pg, ring + (oh % pk) * ring_stride);
       // Pooled rows whose windows end here (or at the conv's last row).
       while (next < p1) {
