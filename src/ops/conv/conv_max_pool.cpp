@@ -217,7 +217,9 @@ class ConvMaxPoolKernel final : public ep::Kernel {
       const int64_t rows = s.N * v->pg.out[1], parts = v->lanes_parts;
       ctx.pool().parallel_for(parts, 1, [&](int64_t t0, int64_t t1) {
         char* slot = slots.mine<char>();
-        for (int64_t t = t0; t < t1; ++t) stem_lanes_run(v->lanes, x, bias16, post, y, t * rows / parts, (t + 1) * rows / parts, slot);
+        for (int64_t t = t0; t < t1; ++t) {
+          stem_lanes_run(v->lanes, x, bias16, post, y, t * rows / parts, (t + 1) * rows / parts, slot);
+        }
       });
       return Status::Ok();
     }

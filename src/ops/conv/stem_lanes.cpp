@@ -33,7 +33,9 @@ bool stem_lanes_plan(const ConvShape& s, const Geom3& pg, const float* w, ep::Is
   if (pg.d[1] != 1 || pg.d[2] != 1 || pg.out[1] < 1 || pg.out[2] < 1 || g.out[1] < 1 || g.out[2] < 1) return false;
   // Every pool window meets the conv output (ceil mode's last window starts inside it): a window with no
   // tap has no first value to start the max from.
-  if ((pg.out[1] - 1) * pg.s[1] - pg.pb[1] >= g.out[1] || (pg.out[2] - 1) * pg.s[2] - pg.pb[2] >= g.out[2]) return false;
+  if ((pg.out[1] - 1) * pg.s[1] - pg.pb[1] >= g.out[1] || (pg.out[2] - 1) * pg.s[2] - pg.pb[2] >= g.out[2]) {
+    return false;
+  }
   if (pg.k[1] <= pg.pb[1] || pg.k[2] <= pg.pb[2] || pg.k[1] > kStemLanesMaxPoolRows) return false;
   StemLanesPlan q;
   q.s = s;
@@ -79,7 +81,9 @@ template <Activation A>
 NXRT_STEM_AVX512 inline __m512 activate(__m512 v, const ActArgs& a) {
   const __m512 zero = _mm512_setzero_ps();
   if constexpr (A == Activation::kRelu) return _mm512_max_ps(zero, v);
-  if constexpr (A == Activation::kClip) return _mm512_min_ps(_mm512_set1_ps(a.b), _mm512_max_ps(_mm512_set1_ps(a.a), v));
+  if constexpr (A == Activation::kClip) {
+    return _mm512_min_ps(_mm512_set1_ps(a.b), _mm512_max_ps(_mm512_set1_ps(a.a), v));
+  }
   if constexpr (A == Activation::kLeakyRelu)
     return _mm512_fmadd_ps(_mm512_set1_ps(a.a), _mm512_min_ps(zero, v), _mm512_max_ps(zero, v));
   return v;
