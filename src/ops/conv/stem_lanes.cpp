@@ -1,6 +1,7 @@
 // ConvMaxPool's lanes path (see stem_lanes.h). Microkernels: f32_conv_row_cl__avx512 (a conv output
-// row channels-last), f32_maxpool_across_cl__avx512 / f32_maxpool_down_cl__avx512 (the pool's two
-// passes on channels-last rows), f32_transpose_16x16__avx512 (a pooled row into the output planes).
+// row channels-last), f32_maxpool_across_cl__avx512 / f32_maxpool_down_store__avx512 (the pool's two
+// passes on channels-last rows, the second turning each pooled row into the output planes through
+// transpose16x16_avx512).
 #include "ops/conv/stem_lanes.h"
 
 #include <algorithm>
@@ -8,6 +9,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "ops/conv/transpose16.h"
 #endif
 
 namespace nxrt::ops {
@@ -161,38 +164,6 @@ NXRT_STEM_AVX512 void f32_maxpool_across_cl__avx512(const float* row, int64_t OW
   }
 }
 
-// r[i] (16 floats each) -> c[j] = (r[0][j], ..., r[15][j]).
-NXRT_STEM_AVX512 void f32_transpose_16x16__avx512(const __m512* r, __m512* c) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // u[4i + j], 128-bit lane k: rows 4i..4i+3 at column 4k + j.
-  for (int i = 0; i < 4; ++i) {
-    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-    const __m512d cc = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, cc));
-    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, cc));
-    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-  // t[j]: rows 0-3 / 0-3 / 4-7 / 4-7 at columns j, 8 + j, j, 8 + j; t[4 + j]: the same at 4 + j, 12 + j;
-  // t[8 + j], t[12 + j]: rows 8-15.
-  for (int j = 0; j < 4; ++j) {
-    t[j] = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);
-    t[4 + j] = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
-    t[8 + j] = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
-    t[12 + j] = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
-  }
-  for (int j = 0; j < 4; ++j) {
-    c[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
-    c[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
-    c[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
-    c[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd);
-  }
-}
-
 // Pooled row p: the max down its window's rows (wrows, in order; each PW pooled-across pixels, channels-
 // last, readable to a whole 16-pixel block), transposed 16 x 16 into plane row p of each channel's output:
 // y_m[p * PW + q] = max_r wrows[r][q][m].
@@ -202,15 +173,15 @@ NXRT_STEM_AVX512 void f32_maxpool_down_store__avx512(const float* const* wrows, 
   for (int64_t q0 = 0; q0 < PW; q0 += 16) {
     const __mmask16 keep = PW - q0 >= 16 ? __mmask16(0xffff) : __mmask16((1u << (PW - q0)) - 1);
     for (int v = 0; v < MV; ++v) {
-      __m512 r[16], c[16];
+      __m512 r[16];
       const int64_t off = q0 * 16 * MV + 16 * v;
       for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(wrows[0] + off + i * 16 * MV);
       for (int64_t k = 1; k < nrows; ++k)
         for (int i = 0; i < 16; ++i) r[i] = _mm512_max_ps(_mm512_loadu_ps(wrows[k] + off + i * 16 * MV), r[i]);
-      f32_transpose_16x16__avx512(r, c);
+      transpose16x16_avx512(r);
       const int64_t m0 = 16 * v, mn = std::min<int64_t>(16, M - m0);
       float* dst = y_img + m0 * plane + p * PW + q0;
-      for (int64_t j = 0; j < mn; ++j) _mm512_mask_storeu_ps(dst + j * plane, keep, c[j]);
+      for (int64_t j = 0; j < mn; ++j) _mm512_mask_storeu_ps(dst + j * plane, keep, r[j]);
     }
   }
 }

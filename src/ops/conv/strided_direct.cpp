@@ -5,6 +5,7 @@
 
 #include "ep/thread_pool.h"
 #include "ops/conv/conv_engine.h"
+#include "ops/conv/transpose16.h"
 #include "ops/gemm/activation.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -72,35 +73,6 @@ std::shared_ptr<StridedDirectWeights> make_weights(const PackedA<float>& a, int6
 }
 
 #ifdef NXRT_SD_X86
-// r[i] (row i: 16 values) -> r[j] = column j (16 values, one from each row).
-NXRT_SD_AVX512 inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // Within each 128-bit lane L, u[4j + k] = column 4L + k of rows 4j .. 4j + 3.
-  __m512 u[16];
-  for (int j = 0; j < 4; ++j) {
-    const __m512d a = _mm512_castps_pd(t[4 * j]), b = _mm512_castps_pd(t[4 * j + 1]);
-    const __m512d c = _mm512_castps_pd(t[4 * j + 2]), d = _mm512_castps_pd(t[4 * j + 3]);
-    u[4 * j + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    u[4 * j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    u[4 * j + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    u[4 * j + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-  for (int k = 0; k < 4; ++k) {
-    const __m512 e0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x88);
-    const __m512 o0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xDD);
-    const __m512 e1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x88);
-    const __m512 o1 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xDD);
-    r[k] = _mm512_shuffle_f32x4(e0, e1, 0x88);       // lane 0 of each: column k
-    r[8 + k] = _mm512_shuffle_f32x4(e0, e1, 0xDD);   // lane 2: column 8 + k
-    r[4 + k] = _mm512_shuffle_f32x4(o0, o1, 0x88);   // lane 1: column 4 + k
-    r[12 + k] = _mm512_shuffle_f32x4(o0, o1, 0xDD);  // lane 3: column 12 + k
-  }
-}
-
 // One image's input into channel-blocked zero-padded planes xp[C / 16][Hp][Wp][16] (channels past C
 // zero): each pixel's 16 channels of a block in one cache line, so a tile's broadcasts over a block's
 // channels reuse the same lines (one a pixel). 16 channels x 16 columns at a time, transposed in registers (every
@@ -152,7 +124,7 @@ NXRT_SD_AVX512 void pad_blocks(const ConvShape& s, const PaddedGeom& pg, const f
           v[c] = _mm512_load_ps(tmp);
         }
       }
-      transpose16(v);
+      transpose16x16_avx512(v);
       if (width == kLanes) {
         for (int64_t q = 0; q < nq; ++q) _mm512_storeu_ps(row + (qb + q) * kLanes, v[q]);
       } else {
@@ -250,7 +222,7 @@ NXRT_SD_AVX512 void store_tile(const float* out, int mb, int p, int64_t b0, int6
   for (int j = 0; j < mb; ++j) {
     __m512 r[kLanes];
     for (int q = 0; q < kLanes; ++q) r[q] = q < p ? _mm512_load_ps(out + (j * kMaxTilePixels + q) * kLanes) : zero;
-    transpose16(r);
+    transpose16x16_avx512(r);
     const int64_t mbase = (b0 + j) * kLanes;
     const int lanes = static_cast<int>(std::min<int64_t>(kLanes, M - mbase));
     for (int l = 0; l < lanes; ++l) {
