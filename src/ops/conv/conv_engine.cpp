@@ -470,22 +470,18 @@ constexpr ConvPathName kConvPathNames[] = {
     {ConvPath::kStridedDirect, "strided-direct"},
 };
 
-bool is_pointwise(const Geom3& g) {
+// A 1x1 kernel without pads, at any stride: kPointwise's convs (strides over 1, ResNet's projection
+// shortcuts, on the subsampled input: see ConvPlan::subsample).
+bool is_unpadded_1x1(const Geom3& g) {
   for (int i = 0; i < 3; ++i) {
-    if (g.k[i] != 1 || g.s[i] != 1 || g.pb[i] != 0 || g.pe[i] != 0) return false;
+    if (g.k[i] != 1 || g.pb[i] != 0 || g.pe[i] != 0) return false;
   }
   return true;
 }
 
-// A 1x1 kernel without pads at a stride over 1 (ResNet's projection shortcuts): kPointwise runs it on
-// the subsampled input (see ConvPlan::subsample).
-bool is_strided_pointwise(const Geom3& g) {
-  bool strided = false;
-  for (int i = 0; i < 3; ++i) {
-    if (g.k[i] != 1 || g.pb[i] != 0 || g.pe[i] != 0) return false;
-    strided = strided || g.s[i] > 1;
-  }
-  return strided;
+// ... at stride 1: the GEMM straight on the input.
+bool is_pointwise(const Geom3& g) {
+  return is_unpadded_1x1(g) && g.s[0] == 1 && g.s[1] == 1 && g.s[2] == 1;
 }
 
 // The 1x1 stride-1 geometry over the subsampled input: its input is the strided conv's output grid.
@@ -600,7 +596,7 @@ ConvPath auto_path(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
         weights_serve(s, w, post, ConvPath::kStridedDirect))
       return ConvPath::kStridedDirect;
   }
-  if (is_pointwise(s.g) || is_strided_pointwise(s.g)) return ConvPath::kPointwise;
+  if (is_unpadded_1x1(s.g)) return ConvPath::kPointwise;
   if (conv_path_applies(s, ConvPath::kDepthwiseScalar, kFloat, cfg.isa)) {
     return conv_path_applies(s, ConvPath::kDepthwiseWindow, kFloat, cfg.isa) ? ConvPath::kDepthwiseWindow
                                                                              : ConvPath::kDepthwiseScalar;
@@ -939,7 +935,7 @@ bool conv_path_applies(const ConvShape& s, ConvPath path, bool is_float, ep::Isa
     case ConvPath::kPaddedRowsGemm:
       return is_float && padded_rows_apply(s);
     case ConvPath::kPointwise:
-      return is_pointwise(s.g) || is_strided_pointwise(s.g);
+      return is_unpadded_1x1(s.g);
     case ConvPath::kDepthwiseScalar:
       return depthwise;
     case ConvPath::kDepthwiseWindow:
@@ -1036,7 +1032,7 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
       }
       break;
     case ConvPath::kPointwise:
-      if (is_strided_pointwise(g)) {
+      if (!is_pointwise(g)) {
         // The subsampled input (all images) at offset 0; the GEMM below sees in = out (see ConvPlan).
         p.subsample = true;
         p.sub = s;
