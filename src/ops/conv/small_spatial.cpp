@@ -276,10 +276,11 @@ int64_t padded_floats(const ConvShape& s) {
   return s.N * s.C * (g.in[0] + g.pb[0] + g.pe[0]) * (g.in[1] + g.pb[1] + g.pe[1]) * (g.in[2] + g.pb[2] + g.pe[2]);
 }
 
-// Planes of at least kPadParallelFloats floats in all (8K: copying and zeroing them takes ~5 us) are
-// copied on the pool's threads, plane by plane (ResNet-50's 512 x 7x7 planes: 26-33 us on the calling
-// thread, the other idle, inside each of its two 3x3 convs at 7x7).
-constexpr int64_t kPadParallelFloats = int64_t{1} << 13;
+// The input copies both paths make before their products (the padded planes below, the direct path's
+// gathered columns) run on the pool's threads, plane by plane, from kCopyParallelFloats floats in all
+// (8K: copying and zeroing them takes ~5 us). ResNet-50's 512 x 7x7 padded planes took 26-33 us on the
+// calling thread, the other idle, inside each of its two 3x3 convs at 7x7.
+constexpr int64_t kCopyParallelFloats = int64_t{1} << 13;
 
 Src padded_source(const ConvShape& s, const float* x, float* xp, int64_t* koff, ep::ThreadPool* pool) {
   const Geom3& g = s.g;
@@ -304,7 +305,7 @@ Src padded_source(const ConvShape& s, const float* x, float* xp, int64_t* koff, 
       }
     };
     const int64_t planes = s.N * s.C;
-    if (pool && pool->num_threads() > 1 && planes > 1 && planes * src.cs >= kPadParallelFloats) {
+    if (pool && pool->num_threads() > 1 && planes > 1 && planes * src.cs >= kCopyParallelFloats) {
       pool->parallel_for(planes, 1, copy);
     } else {
       copy(0, planes);
@@ -896,7 +897,7 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
     // On the pool from 8K gathered floats: ResNet-50's 1x1/2 1024->2048 @14x14 (50K, a scalar gather at
     // stride 2) took 30 us on the calling thread.
     const int64_t items = s.N * s.C;
-    if (pool && threads > 1 && items > 1 && s.N * G * K * P >= kPadParallelFloats) {
+    if (pool && threads > 1 && items > 1 && s.N * G * K * P >= kCopyParallelFloats) {
       pool->parallel_for(items, 1, pack);
     } else {
       pack(0, items);
