@@ -211,14 +211,13 @@ class ConvMaxPoolKernel final : public ep::Kernel {
     post.act_a = act_a_;
     post.act_b = act_b_;
     if (v->use_lanes) {
-      // The bias in the padded channel count the lanes read (zero past M).
-      float bias16[16 * 4] = {};
-      if (bias) std::copy(bias, bias + s.M, bias16);
+      const float zero_bias[16 * 4] = {};  // the lanes read M <= 64 bias values: zeros without a bias
+      const float* lanes_bias = bias ? bias : zero_bias;
       const int64_t rows = s.N * v->pg.out[1], parts = v->lanes_parts;
       ctx.pool().parallel_for(parts, 1, [&](int64_t t0, int64_t t1) {
         char* slot = slots.mine<char>();
         for (int64_t t = t0; t < t1; ++t) {
-          stem_lanes_run(v->lanes, x, bias16, post, y, t * rows / parts, (t + 1) * rows / parts, slot);
+          stem_lanes_run(v->lanes, x, lanes_bias, post, y, t * rows / parts, (t + 1) * rows / parts, slot);
         }
       });
       return Status::Ok();

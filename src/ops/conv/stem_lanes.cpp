@@ -43,19 +43,19 @@ bool stem_lanes_plan(const ConvShape& s, const Geom3& pg, const float* w, ep::Is
   StemLanesPlan q;
   q.s = s;
   q.pg = pg;
-  q.mv = (s.M + 15) / 16;
+  q.mv = s.M / 16;
   q.taps = s.C * g.k[1] * g.k[2];
-  const int64_t m16 = 16 * q.mv, OW = g.out[2], PW = pg.out[2];
+  const int64_t OW = g.out[2], PW = pg.out[2];
   q.wp = (OW - 1) * g.s[2] + (g.k[2] - 1) * g.d[2] + 1;
   q.direct_rows = g.pb[2] == 0 && q.wp <= g.in[2];
-  q.w.assign(static_cast<size_t>(q.taps * m16), 0.f);
+  q.w.resize(static_cast<size_t>(q.taps * s.M));
   for (int64_t m = 0; m < s.M; ++m)
-    for (int64_t t = 0; t < q.taps; ++t) q.w[static_cast<size_t>(t * m16 + m)] = w[m * q.taps + t];
+    for (int64_t t = 0; t < q.taps; ++t) q.w[static_cast<size_t>(t * s.M + m)] = w[m * q.taps + t];
   const int64_t in_rows = s.C * g.k[1] + 1;  // the kH input rows of each channel, and a zero row
   q.xr_off = 0;
   q.row_off = align64(static_cast<size_t>(in_rows * q.wp) * sizeof(float));
-  q.ring_off = q.row_off + align64(static_cast<size_t>(OW * m16) * sizeof(float));
-  q.slot_bytes = q.ring_off + align64(static_cast<size_t>(pg.k[1] * ((PW + 15) / 16 * 16) * m16) * sizeof(float));
+  q.ring_off = q.row_off + align64(static_cast<size_t>(OW * s.M) * sizeof(float));
+  q.slot_bytes = q.ring_off + align64(static_cast<size_t>(pg.k[1] * ((PW + 15) / 16 * 16) * s.M) * sizeof(float));
   *p = std::move(q);
   return true;
 #else
@@ -168,7 +168,7 @@ NXRT_STEM_AVX512 void f32_maxpool_across_cl__avx512(const float* row, int64_t OW
 // last, readable to a whole 16-pixel block), transposed 16 x 16 into plane row p of each channel's output:
 // y_m[p * PW + q] = max_r wrows[r][q][m].
 template <int MV>
-NXRT_STEM_AVX512 void f32_maxpool_down_store__avx512(const float* const* wrows, int64_t nrows, int64_t M, int64_t PW,
+NXRT_STEM_AVX512 void f32_maxpool_down_store__avx512(const float* const* wrows, int64_t nrows, int64_t PW,
                                                      float* y_img, int64_t plane, int64_t p) {
   for (int64_t q0 = 0; q0 < PW; q0 += 16) {
     const __mmask16 keep = PW - q0 >= 16 ? __mmask16(0xffff) : __mmask16((1u << (PW - q0)) - 1);
@@ -179,9 +179,8 @@ NXRT_STEM_AVX512 void f32_maxpool_down_store__avx512(const float* const* wrows, 
       for (int64_t k = 1; k < nrows; ++k)
         for (int i = 0; i < 16; ++i) r[i] = _mm512_max_ps(_mm512_loadu_ps(wrows[k] + off + i * 16 * MV), r[i]);
       transpose16x16_avx512(r);
-      const int64_t m0 = 16 * v, mn = std::min<int64_t>(16, M - m0);
-      float* dst = y_img + m0 * plane + p * PW + q0;
-      for (int64_t j = 0; j < mn; ++j) _mm512_mask_storeu_ps(dst + j * plane, keep, r[j]);
+      float* dst = y_img + 16 * v * plane + p * PW + q0;
+      for (int j = 0; j < 16; ++j) _mm512_mask_storeu_ps(dst + j * plane, keep, r[j]);
     }
   }
 }
@@ -245,7 +244,7 @@ NXRT_STEM_AVX512 void run_rows(const StemLanesPlan& plan, const float* x, const 
         const int64_t w0 = std::max<int64_t>(0, next * ps - ppt), w1 = std::min(OH, next * ps - ppt + pk);
         if (w1 - 1 > oh) break;
         for (int64_t k = w0; k < w1; ++k) wrows[k - w0] = ring + (k % pk) * ring_stride;
-        f32_maxpool_down_store__avx512<MV>(wrows, w1 - w0, M, PW, yn, plane, next);
+        f32_maxpool_down_store__avx512<MV>(wrows, w1 - w0, PW, yn, plane, next);
         ++next;
       }
     }

@@ -26,13 +26,13 @@ namespace nxrt::ops {
 struct StemLanesPlan {
   ConvShape s;   // the conv (group 1)
   Geom3 pg;      // the pool over the conv's output (dilation 1)
-  int64_t mv = 0;    // 16-lane vectors of output channels (M rounded up)
+  int64_t mv = 0;    // 16-lane vectors of output channels (M / 16)
   int64_t taps = 0;  // C x kH x kW
   int64_t wp = 0;    // a zero-padded input row: the floats a conv output row's taps read across
   bool direct_rows = false;  // no horizontal padding: the taps read X's rows in place
-  std::vector<float> w;      // [taps][16 * mv], zero past M
-  // One thread's slot: padded input rows (C x kH of wp, and one zero row), a conv row (OW x 16 mv), and the
-  // pool's window rows pooled across (kH_pool rows of PW pixels rounded up to 16, x 16 mv).
+  std::vector<float> w;      // [taps][M]
+  // One thread's slot: padded input rows (C x kH of wp, and one zero row), a conv row (OW x M), and the
+  // pool's window rows pooled across (kH_pool rows of PW pixels rounded up to 16, x M).
   size_t xr_off = 0, row_off = 0, ring_off = 0, slot_bytes = 0;
 };
 
@@ -43,8 +43,8 @@ constexpr int64_t kStemLanesMaxTaps = 64;
 constexpr int64_t kStemLanesMaxPoolRows = 8;
 bool stem_lanes_plan(const ConvShape& s, const Geom3& pg, const float* w, ep::IsaTier isa, StemLanesPlan* p);
 
-// Pooled rows [r0, r1) of the N x PH rows (image-major) of y on the calling thread. bias: 16 * mv floats
-// (zero past M); post: the activation (ConvPost::act, one conv_post_activation allows); slot: p.slot_bytes.
+// Pooled rows [r0, r1) of the N x PH rows (image-major) of y on the calling thread. bias: M floats; post:
+// the activation (ConvPost::act, one conv_post_activation allows); slot: p.slot_bytes.
 void stem_lanes_run(const StemLanesPlan& p, const float* x, const float* bias, const ConvPost& post, float* y,
                     int64_t r0, int64_t r1, char* slot);
 
