@@ -135,8 +135,9 @@ struct ConvPlan {
   // kPointwise on a 1x1 kernel at a stride over 1 (no pads): the kept input positions are copied
   // (x[.., oh * sh, ow * sw]: the 1x1 kernel's im2col) into the workspace at offset 0, and the stride-1
   // 1x1 conv `sub` (its input the output grid) runs on the copy. The GEMM then reads whole rows instead
-  // of gathering every other column while packing. Zen 5, 1 thread: ResNet-50's 256->512 1x1/2 @56x56 alone 1.24-1.29 -> 1.17-1.18 ms;
-  // in-model (per-node trace, alternated processes, pinned) 1.38-1.46 -> 1.20-1.28 ms.
+  // of gathering every other column while packing. Zen 5, 1 thread: ResNet-50's 256->512 1x1/2 @56x56
+  // alone 1.24-1.29 -> 1.17-1.18 ms; in-model (per-node trace, alternated processes, pinned) 1.38-1.46 ->
+  // 1.20-1.28 ms.
   bool subsample = false;
   ConvShape sub;
   int64_t im2col_rows = 0;              // kIm2col: output rows per column-matrix chunk
