@@ -426,12 +426,13 @@ TEST(ConvSmallSpatial, DirectLargePlanesMatchNaive) {
     int64_t N, C, M, G, H, W;
   };
   const C cases[] = {
-      {1, 192, 40, 1, 40, 41},  // 1640 px (102 vectors + 8), x 1.2 MiB: pixel blocks of 21 vectors
+      {1, 192, 40, 1, 40, 41},  // 1640 px (102 vectors + 8), x 1.2 MiB: pixel blocks of 20 vectors
       {1, 64, 20, 1, 55, 55},   // 3025 px = 189 vectors + 1: the tail, x 756 KiB
       {1, 48, 13, 1, 97, 33},   // 3201 px = 200 vectors + 1, 13 channels: a partial panel
       {2, 96, 30, 1, 33, 33},   // batch 2 (at 2 threads one item per image, no pixel split)
       {1, 128, 24, 2, 40, 40},  // 2 groups
       {1, 32, 16, 1, 7, 9},     // small: one block, one thread
+      {1, 40, 14, 1, 5, 13},    // 65 px = 4 vectors + 1: a 4-vector tile with the tail
   };
   for (const C& c : cases) {
     ConvShape s;

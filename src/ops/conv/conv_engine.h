@@ -38,7 +38,7 @@ enum class ConvPath {
   kDepthwiseScalar,         // depthwise (one input channel per group), per-tap loops
   kWinograd,                // float 2-D 3x3, stride 1, dilation 1, group 1: Winograd F(4x4, 3x3) (conv/winograd.h);
                             // needs ConvWeights prepared with `winograd`
-  kSmallSpatialDirect,      // float, planes of 2..256 pixels, AVX-512: 6 channels x up to 48 pixels a tile on
+  kSmallSpatialDirect,      // float, planes of 2..256 pixels, AVX-512: 6 channels x up to 64 pixels a tile on
                             // the conv's packed weights (conv/small_spatial.h)
   kSmallSpatialTransposed,  // the same shapes as Y^T = col^T W^T, pixels as the broadcast dimension
   kStridedDirect,           // float 2-D, group 1, stride >= 2, AVX-512: output channels in the vector, up to 14

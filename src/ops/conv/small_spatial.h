@@ -11,7 +11,7 @@
 //   kept only for convs that take this path. The tile is written back to NCHW transposed in registers,
 //   with the bias and FusedConv's residual / activation (ConvPost) applied.
 // - Direct (small_spatial_direct_conv): the usual orientation on the conv's own packed weights (no
-//   copy), 6 channels x up to 48 pixels a tile, and for planes of 16q + 1 pixels (49 = 3 x 16 + 1) the
+//   copy), 6 channels x up to 64 pixels a tile, and for planes of 16q + 1 pixels (49 = 3 x 16 + 1) the
 //   last pixel as a 6-lane FMA on the weight panel instead of a whole 16-wide vector.
 //
 // small_spatial_choice picks between them and the usual path (the kAuto rule, see the .cpp).
