@@ -286,45 +286,53 @@ int64_t padded_floats(const ConvShape& s) {
 // calling thread, the other idle, inside each of its two 3x3 convs at 7x7.
 constexpr int64_t kCopyParallelFloats = int64_t{1} << 13;
 
-Src padded_source(const ConvShape& s, const float* x, float* xp, int64_t* koff, ep::ThreadPool* pool) {
+// The layout padded_source gives (x, or the padded copy at xp), and the tap offsets, without copying.
+Src source_layout(const ConvShape& s, const float* x, float* xp, int64_t* koff) {
   const Geom3& g = s.g;
   Src src;
-  if (has_pads(g)) {
-    for (int i = 0; i < 3; ++i) src.dims[i] = g.in[i] + g.pb[i] + g.pe[i];
-    src.cs = src.dims[0] * src.dims[1] * src.dims[2];
-    const int64_t in_size = g.in_size(), IW = g.in[2], PWd = src.dims[2];
-    // Each plane: the pad rows and columns zeroed, the input rows copied between them (a plain loop: the
-    // rows are short).
-    auto copy = [&](int64_t t0, int64_t t1) {
-      for (int64_t nc = t0; nc < t1; ++nc) {
-        const float* xs = x + nc * in_size;
-        float* xd = xp + nc * src.cs;
-        std::memset(xd, 0, sizeof(float) * static_cast<size_t>(src.cs));
-        for (int64_t id = 0; id < g.in[0]; ++id)
-          for (int64_t ih = 0; ih < g.in[1]; ++ih) {
-            const float* r = xs + (id * g.in[1] + ih) * IW;
-            float* d = xd + ((id + g.pb[0]) * src.dims[1] + ih + g.pb[1]) * PWd + g.pb[2];
-            for (int64_t iw = 0; iw < IW; ++iw) d[iw] = r[iw];
-          }
-      }
-    };
-    const int64_t planes = s.N * s.C;
-    if (pool && pool->num_threads() > 1 && planes > 1 && planes * src.cs >= kCopyParallelFloats) {
-      pool->parallel_for(planes, 1, copy);
-    } else {
-      copy(0, planes);
-    }
-    src.x = xp;
-  } else {
-    for (int i = 0; i < 3; ++i) src.dims[i] = g.in[i];
-    src.cs = g.in_size();
-    src.x = x;
-  }
+  const bool pads = has_pads(g);
+  for (int i = 0; i < 3; ++i) src.dims[i] = g.in[i] + (pads ? g.pb[i] + g.pe[i] : 0);
+  src.cs = src.dims[0] * src.dims[1] * src.dims[2];
+  src.x = pads ? xp : x;
   const int64_t plane1 = src.dims[1] * src.dims[2];
   for (int64_t kd = 0, t = 0; kd < g.k[0]; ++kd)
     for (int64_t kh = 0; kh < g.k[1]; ++kh)
       for (int64_t kw = 0; kw < g.k[2]; ++kw, ++t)
         koff[t] = kd * g.d[0] * plane1 + kh * g.d[1] * src.dims[2] + kw * g.d[2];
+  return src;
+}
+
+// Writes the zero-padded copy of x's N * C planes at xp (src from source_layout; nothing without pads).
+void copy_padded(const ConvShape& s, const float* x, float* xp, const Src& src, ep::ThreadPool* pool) {
+  const Geom3& g = s.g;
+  if (!has_pads(g)) return;
+  const int64_t in_size = g.in_size(), IW = g.in[2], PWd = src.dims[2];
+  // Each plane: the pad rows and columns zeroed, the input rows copied between them (a plain loop: the
+  // rows are short).
+  auto copy = [&](int64_t t0, int64_t t1) {
+    for (int64_t nc = t0; nc < t1; ++nc) {
+      const float* xs = x + nc * in_size;
+      float* xd = xp + nc * src.cs;
+      std::memset(xd, 0, sizeof(float) * static_cast<size_t>(src.cs));
+      for (int64_t id = 0; id < g.in[0]; ++id)
+        for (int64_t ih = 0; ih < g.in[1]; ++ih) {
+          const float* r = xs + (id * g.in[1] + ih) * IW;
+          float* d = xd + ((id + g.pb[0]) * src.dims[1] + ih + g.pb[1]) * PWd + g.pb[2];
+          for (int64_t iw = 0; iw < IW; ++iw) d[iw] = r[iw];
+        }
+    }
+  };
+  const int64_t planes = s.N * s.C;
+  if (pool && pool->num_threads() > 1 && planes > 1 && planes * src.cs >= kCopyParallelFloats) {
+    pool->parallel_for(planes, 1, copy);
+  } else {
+    copy(0, planes);
+  }
+}
+
+Src padded_source(const ConvShape& s, const float* x, float* xp, int64_t* koff, ep::ThreadPool* pool) {
+  const Src src = source_layout(s, x, xp, koff);
+  copy_padded(s, x, xp, src, pool);
   return src;
 }
 
@@ -334,21 +342,46 @@ constexpr int64_t kTransposedKChunk = 2 * kGemmKC;
 bool transposed_chunked(int64_t K) { return K > kTransposedKChunk + kTransposedKChunk / 2; }
 
 // The transposed path's scratch in one workspace: the tap offsets, the padded input copy, the packed
-// col^T of every group and one accumulator slot per pool thread (its work items' chunked K).
+// col^T of every group (both copies one a thread with transposed_private_pack), one accumulator slot per
+// pool thread (its work items' chunked K) and the per-thread "packed" flags.
 struct TransposedScratch {
   ScratchLayout lay;
-  size_t koff = 0, pad = 0, a = 0, acc = 0;
+  size_t koff = 0, pad = 0, a = 0, acc = 0, packed = 0;
   int64_t acc_stride = 0;  // floats per accumulator slot (64-byte aligned)
+  int64_t pad_stride = 0;  // floats per padded copy (one, or one a thread: transposed_private_pack)
 };
+// col^T of one group: its pixel panels of 7 rows, K x 7 floats each.
+int64_t transposed_group_floats(const ConvShape& s) {
+  const int64_t K = s.C / s.group * s.g.kvol(), panels = (s.N * s.g.out_size() + kRows - 1) / kRows;
+  return panels * K * kRows;
+}
+
+// Whether each thread packs its own copy of the padded input and col^T (one group split over the threads
+// by output channels, so every thread reads all of col^T): a thread then reads only what it wrote itself.
+// Packed once and shared, each thread reads what the other wrote, and the next call's writer must first
+// take back the lines the reader holds; when the two vCPUs share no cache those transfers are slow. Zen 5,
+// 3x3 512->512 @7x7 (ResNet-50's stage 4) alone at 2 threads, processes alternated: 0.89-0.94 -> 0.80-0.90
+// ms in minutes where the shared padded copy and pack took 25 + 78 us a call (9 + 19 us in others); inside
+// ResNet-50 within noise. Only for col^T of at most kPrivatePackBytes (it should stay in L2).
+constexpr int64_t kPrivatePackBytes = int64_t(1) << 20;
+bool transposed_private_pack(const ConvShape& s, int threads) {
+  const int64_t nvec = (s.M / s.group + kVec - 1) / kVec;
+  return threads > 1 && s.group == 1 && nvec > 1 &&
+         transposed_group_floats(s) * int64_t(sizeof(float)) <= kPrivatePackBytes;
+}
+
 TransposedScratch transposed_scratch(const ConvShape& s, int threads) {
   const int64_t Cg = s.C / s.group, K = Cg * s.g.kvol();
   const int64_t rows = s.N * s.g.out_size(), panels = (rows + kRows - 1) / kRows;
+  const bool priv = transposed_private_pack(s, threads);
   TransposedScratch t;
   t.acc_stride = ((transposed_chunked(K) ? panels : 1) * kRows * kTileCols + 15) / 16 * 16;
   t.koff = t.lay.add<int64_t>(s.g.kvol());
-  t.pad = t.lay.add<float>(padded_floats(s));
-  t.a = t.lay.add<float>(s.group * panels * K * kRows);
+  t.pad_stride = (padded_floats(s) + 15) / 16 * 16;
+  t.pad = t.lay.add<float>((priv ? threads : 1) * t.pad_stride);
+  t.a = t.lay.add<float>((priv ? threads : s.group) * transposed_group_floats(s));
   t.acc = t.lay.add<float>(std::max(1, threads) * t.acc_stride);
+  t.packed = t.lay.add<int32_t>(std::max(1, threads));
   return t;
 }
 
@@ -552,14 +585,18 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
   TransposedScratch scr = transposed_scratch(s, slots);
   scr.lay.bind(workspace);
   int64_t* koff = scr.lay.at<int64_t>(scr.koff);
-  const Src src = padded_source(s, x, scr.lay.at<float>(scr.pad), koff, pool);
-  const int64_t plane1 = src.dims[1] * src.dims[2];
+  float* pad_base = scr.lay.at<float>(scr.pad);
+  const bool private_pack = transposed_private_pack(s, threads);
+  const Src layout = source_layout(s, x, pad_base, koff);
+  if (!private_pack) copy_padded(s, x, pad_base, layout, pool);
+  const int64_t plane1 = layout.dims[1] * layout.dims[2];
 
   // col^T packed: per group, per panel of 7 rows (pixels of all images), K x 7.
-  const int64_t a_group = panels * K * kRows;
+  const int64_t a_group = transposed_group_floats(s);
   float* abuf = scr.lay.at<float>(scr.a);
   float* acc_slots = scr.lay.at<float>(scr.acc);
-  auto pack = [&](int64_t t0, int64_t t1) {
+  // Panels [t0, t1) (over groups x panels) of the input `src` into the col^T copy at `out`.
+  auto pack_panels = [&](const Src& src, float* out, int64_t t0, int64_t t1) {
     int64_t base[kRows];
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t gi = t / panels, pi = t % panels;
@@ -570,7 +607,7 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
         const int64_t ow = p % g.out[2], oh = (p / g.out[2]) % g.out[1], od = p / (g.out[2] * g.out[1]);
         base[r] = (n * s.C + gi * Cg) * src.cs + od * g.s[0] * plane1 + oh * g.s[1] * src.dims[2] + ow * g.s[2];
       }
-      float* dst = abuf + gi * a_group + pi * K * kRows;
+      float* dst = out + gi * a_group + pi * K * kRows;
 #ifdef NXRT_SSP_X86
       bool step1 = true, step2 = true;
       for (int r = 1; r < kRows; ++r) {
@@ -597,12 +634,17 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
       }
     }
   };
+  auto pack = [&](int64_t t0, int64_t t1) { pack_panels(layout, abuf, t0, t1); };
   // With at least as many groups as threads, each work item is one whole group that packs its own
-  // input; otherwise the packing is a phase of its own (split over panels) before the GEMM items.
+  // input; with one group split over the threads each thread packs its own copy (private_pack, on its
+  // first item); otherwise the packing is a phase of its own (split over panels) before the GEMM items.
   const int64_t nvec = (Mg + kVec - 1) / kVec;
   const int64_t parts = G >= threads ? 1 : std::max<int64_t>(1, std::min<int64_t>(threads, nvec));
   const bool pack_in_item = parts == 1 && G > 1;
-  if (!pack_in_item) {
+  int32_t* packed_by_slot = scr.lay.at<int32_t>(scr.packed);
+  if (private_pack) {
+    std::fill(packed_by_slot, packed_by_slot + threads, 0);
+  } else if (!pack_in_item) {
     if (pool && threads > 1 && G * panels > 1 && G * a_group > (int64_t{1} << 16)) {
       pool->parallel_for(G * panels, 1, pack);
     } else {
@@ -623,6 +665,21 @@ void small_spatial_conv(const ConvShape& s, const float* x, const SmallSpatialWe
       const int64_t v0 = part * nvec / parts, v1 = (part + 1) * nvec / parts;
       if (pack_in_item) pack(gi * panels, (gi + 1) * panels);
       const float* ag = abuf + gi * a_group;
+      if (private_pack) {  // one group: this thread's copies, made on its first item
+        const int slot = pool->slot();
+        float* mine = abuf + slot * a_group;
+        if (!packed_by_slot[slot]) {
+          Src src = layout;
+          if (has_pads(g)) {
+            float* xp = pad_base + slot * scr.pad_stride;
+            src.x = xp;
+            copy_padded(s, x, xp, src, nullptr);
+          }
+          pack_panels(src, mine, 0, panels);
+          packed_by_slot[slot] = 1;
+        }
+        ag = mine;
+      }
       const PackedB& wt = w.wt[static_cast<size_t>(gi)];
       for (int64_t q = v0; q < v1;) {
         const int64_t left = v1 - q;
