@@ -773,7 +773,7 @@ void run_padded_rows_gemm(const ConvCall<float>& c) {
       auto body = [&](int64_t r0, int64_t r1) {
         for (int64_t oh = r0; oh < r1; ++oh) {
           gemm_f32_strips(Mg, K, a, xpad + oh * g.s[1] * sp.Wrow, sp.boff.data(), OW, yg, out_size,
-                          oh * OW, &ep, c.cfg.isa);
+                          oh * OW, &ep, c.cfg.isa, /*prefetch_c=*/true);
         }
       };
       // ~Mg * K * OW multiply-adds a row: keep chunks above ~100k of them.

@@ -232,9 +232,11 @@ void gemm_f32_packed_a_gen_b(const GemmPlan& plan, float alpha, const float* a_p
 // A prepacked for an M x K matrix (as gemm_f32_packed_a). Columns go in strips of 16: each row start
 // must have ncols rounded up to 16 readable floats (columns past ncols are computed and dropped), unless
 // gemm_f32_strips_exact(isa). Runs on the calling thread; callers split the work.
+// prefetch_c: each tile first prefetches (for writing) the C rows it will store, for callers whose C is
+// not in cache (a stem's output, written once).
 void gemm_f32_strips(int64_t M, int64_t K, const float* a_packed, const float* brow, const int64_t* boff,
                      int64_t ncols, float* C, int64_t ldc, int64_t j0, const GemmEpilogue* epilogue = nullptr,
-                     ep::IsaTier isa = ep::cpu_isa_tier());
+                     ep::IsaTier isa = ep::cpu_isa_tier(), bool prefetch_c = false);
 // Whether gemm_f32_strips at this tier reads only the ncols columns of each B row (AVX-512: masked loads),
 // so the rows need no readable slack: a 1x1 conv can run it on its input tensor, unpacked.
 bool gemm_f32_strips_exact(ep::IsaTier isa);

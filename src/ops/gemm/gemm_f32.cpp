@@ -685,7 +685,8 @@ void gemm_f32_packed_a_gen_b(const GemmPlan& plan, float alpha, const float* a_p
 }
 
 void gemm_f32_strips(int64_t M, int64_t K, const float* a_packed, const float* brow, const int64_t* boff,
-                     int64_t ncols, float* C, int64_t ldc, int64_t j0, const GemmEpilogue* ep, ep::IsaTier isa) {
+                     int64_t ncols, float* C, int64_t ldc, int64_t j0, const GemmEpilogue* ep, ep::IsaTier isa,
+                     bool prefetch_c) {
   if (M <= 0 || ncols <= 0) return;
   if (ep && ep->empty()) ep = nullptr;
   const F32GemmKernels& kern = f32_gemm_kernels(isa);
@@ -698,6 +699,15 @@ void gemm_f32_strips(int64_t M, int64_t K, const float* a_packed, const float* b
     for (int64_t js = 0, nrr = 0; js < ncols; js += nrr) {
       nrr = tile_width(ncols - js, tile_cols);
       float* c = C + i0 * ldc + j0 + js;
+      if (prefetch_c) {
+        // The tile's mr rows lie in separate output planes: more streams than the hardware prefetcher
+        // follows, so their lines would be fetched only at the stores after the k loop.
+        for (int r = 0; r < mr; ++r) {
+          const float* row = c + r * ldc;
+          for (int64_t j = 0; j < nrr; j += 16) __builtin_prefetch(row + j, 1, 3);
+          __builtin_prefetch(row + nrr - 1, 1, 3);  // an unaligned row's last line
+        }
+      }
       bool ep_done = false;
       for (int64_t p0 = 0; p0 < K; p0 += KC) {
         const int64_t kc = std::min(KC, K - p0);
