@@ -800,12 +800,10 @@ struct DirectArgs {
   const float* res;  // like y, or null
   int act;
   float lo, hi;
-  // The next tile's lines to bring in while this one runs (null: none): its y and residual rows (6 rows
-  // of pf_vecs vectors, ldy apart), and, on a block's first channel panel, its x rows (pf_x + k * ldb).
-  const float* pf_y;
-  const float* pf_res;
-  const float* pf_x;
+  // The next tile of this panel (NV vectors on), brought in while this one runs: its pf_vecs vectors (0:
+  // none) of the y and residual rows, and with pf_x (a block's first channel panel) of the x rows.
   int pf_vecs;
+  bool pf_x;
 };
 
 template <int NV, bool TAIL>
@@ -819,9 +817,11 @@ __attribute__((target("avx512f,avx512vl,fma"))) void direct_tile(const DirectArg
   const __mmask16 lastmask = d.lastmask;
   for (int r = 0; r < d.rows; ++r)
     for (int v = 0; v < d.pf_vecs; ++v) {
-      if (d.pf_y) __builtin_prefetch(d.pf_y + r * d.ldy + v * kVec, 1, 3);
-      if (d.pf_res) _mm_prefetch(reinterpret_cast<const char*>(d.pf_res + r * d.ldy + v * kVec), _MM_HINT_T0);
+      const int64_t at = r * d.ldy + (NV + v) * kVec;
+      __builtin_prefetch(d.y + at, 1, 3);
+      if (d.res) _mm_prefetch(reinterpret_cast<const char*>(d.res + at), _MM_HINT_T0);
     }
+  const int pf_x_vecs = d.pf_x ? d.pf_vecs : 0;
   for (int64_t p0 = 0; p0 < d.K; p0 += kGemmKC) {
     const int64_t kc = std::min<int64_t>(kGemmKC, d.K - p0);
     const float* a = d.apk + p0 * d.m_padded + d.pi * 6 * kc;
@@ -830,14 +830,11 @@ __attribute__((target("avx512f,avx512vl,fma"))) void direct_tile(const DirectArg
     // The next channel panel's weights at the same k (one tile ahead): the packed weights stream from
     // memory once per conv.
     const int64_t pf = 6 * kc;
-    const float* pfx = d.pf_x ? d.pf_x + p0 * d.ldb : nullptr;
 #pragma GCC unroll 1
     for (int64_t k = 0; k < kc; ++k) {
       _mm_prefetch(reinterpret_cast<const char*>(a + pf), _MM_HINT_T0);
-      if (pfx) {
-        for (int v = 0; v < d.pf_vecs; ++v) _mm_prefetch(reinterpret_cast<const char*>(pfx + v * kVec), _MM_HINT_T0);
-        pfx += ldb;
-      }
+      for (int v = 0; v < pf_x_vecs; ++v)
+        _mm_prefetch(reinterpret_cast<const char*>(bk + (NV + v) * kVec), _MM_HINT_T0);
       __m512 bv[NV];
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v)
@@ -1057,9 +1054,7 @@ bool small_spatial_direct_conv(const ConvShape& s, const float* x, const std::ve
             // model in-process paired 0.984 at 1 thread, 1.000 at 2 (where pixel blocks halve each stream).
             const int64_t nleft = vb1 - v0 - nv;
             d.pf_vecs = nleft > 0 ? direct_tile_vecs(nleft) : 0;
-            d.pf_y = nleft > 0 ? d.y + nv * kVec : nullptr;
-            d.pf_res = nleft > 0 && d.res ? d.res + nv * kVec : nullptr;
-            d.pf_x = nleft > 0 && pi == c0 ? d.b + nv * kVec : nullptr;
+            d.pf_x = pi == c0;
             run_direct_tile(nv, last && tail, d);
             v0 += nv;
           }
