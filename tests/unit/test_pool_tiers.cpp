@@ -144,7 +144,9 @@ TEST(PoolTiers, SeparableMaxBitExactAtEveryTier) {
       // reference's order).
       rowpool::Plan plan;
       ASSERT_TRUE(rowpool::make_plan(g, true, false, &plan, t)) << what;
-      if (flatpool::applies(g, true, t)) {
+      if (t == ep::IsaTier::kAvx512 && sepmax::narrow_applies(g)) {
+        ASSERT_EQ(plan.path, rowpool::Plan::Path::kSepMax) << what;
+      } else if (flatpool::applies(g, true, t)) {
         ASSERT_EQ(plan.path, rowpool::Plan::Path::kFlat) << what;
       } else if (t == ep::IsaTier::kScalar || g.out[2] >= (g.s[2] == 2 ? 24 : 64)) {
         ASSERT_EQ(plan.path, rowpool::Plan::Path::kSepMax) << what;
@@ -217,7 +219,9 @@ TEST(PoolTiers, FlatPoolSameWindows) {
         nxrt::testing::window_naive(g, op, cip, x0 + q * plane, nullptr, 0.f, ref.data() + q * oplane);
       rowpool::Plan plan;
       ASSERT_TRUE(rowpool::make_plan(g, max, cip, &plan, ep::IsaTier::kAvx512)) << what;
-      ASSERT_EQ(plan.path, rowpool::Plan::Path::kFlat) << what;
+      // 3x3 stride-2 max windows on narrow rows go to the separable path's register rows instead.
+      const bool narrow = max && sepmax::narrow_applies(g);
+      ASSERT_EQ(plan.path, narrow ? rowpool::Plan::Path::kSepMax : rowpool::Plan::Path::kFlat) << what;
       std::vector<float> y(static_cast<size_t>(planes * oplane + 32), 77.f);
       float* y0 = y.data() + 16;
       std::vector<float> scratch(plan.scratch_bytes / sizeof(float), std::nanf(""));
@@ -246,8 +250,72 @@ TEST(PoolTiers, FlatPoolSameWindows) {
   }
 }
 
+// The separable path's narrow-row body (AVX-512: 3x3 stride-2 windows, rows of up to 31 outputs held in
+// registers) on random planes: every width from 1 to 66 columns, 1 to 70 rows, start pads 0 or 1, end
+// pads 0-2, ceil mode, several planes a call and calls of part of the planes; bit for bit against the
+// reference rule on tie data (NaN, -inf, zeros of both signs), nothing outside the outputs written,
+// and the row-wise plan takes it. The masked loads must stay inside each row: the input sits between
+// NaN guards, which would show in the maxima of the edge windows if a load read past the row.
+TEST(PoolTiers, NarrowSeparableMaxBitExact) {
+  if (ep::cpu_isa_tier() < ep::IsaTier::kAvx512) {
+    std::printf("[ SKIPPED  ] tier avx512: not on this CPU, the narrow separable MaxPool body not checked\n");
+    return;
+  }
+  std::mt19937 rng(9191);
+  std::uniform_int_distribution<int> pick(0, 1000);
+  int ran = 0;
+  for (int iter = 0; iter < 700; ++iter) {
+    const int64_t H = 1 + pick(rng) % 70, W = 1 + iter % 66;
+    WindowAttrs a;
+    a.kernel_shape = {3, 3};
+    a.strides = {2, 2};
+    a.dilations = {1, 1};
+    a.pads = {pick(rng) % 2, pick(rng) % 2, pick(rng) % 3, pick(rng) % 3};
+    a.ceil_mode = iter % 3 == 0;
+    Geom3 g;
+    if (!forward_geometry(a, Dims{H, W}, Dims{3, 3}, &g).ok() || g.out_size() <= 0) continue;
+    if (g.out[2] > sepmax::kNarrowMaxOutputs) {
+      EXPECT_FALSE(sepmax::narrow_applies(g));
+      continue;
+    }
+    ASSERT_TRUE(sepmax::narrow_applies(g)) << "iter " << iter;
+    ++ran;
+    const int64_t planes = 1 + pick(rng) % 5, in_size = g.in_size(), out_size = g.out_size();
+    const std::string what = "iter " + std::to_string(iter) + " " + std::to_string(H) + "x" + std::to_string(W) +
+                             " pads " + std::to_string(g.pb[1]) + "," + std::to_string(g.pb[2]) + "," +
+                             std::to_string(g.pe[1]) + "," + std::to_string(g.pe[2]) + " out " +
+                             std::to_string(g.out[1]) + "x" + std::to_string(g.out[2]);
+    std::vector<float> x(static_cast<size_t>(planes * in_size + 128), std::numeric_limits<float>::quiet_NaN());
+    const std::vector<float> data = tie_data(rng, planes * in_size, iter % 2 == 0);
+    std::copy(data.begin(), data.end(), x.begin() + 64);
+    const float* x0 = x.data() + 64;
+    std::vector<float> ref(static_cast<size_t>(planes * out_size));
+    for (int64_t p = 0; p < planes; ++p)
+      nxrt::testing::window_naive(g, window::PlaneOp::kMax, false, x0 + p * in_size, nullptr, 0.f,
+                                  ref.data() + p * out_size);
+    std::vector<float> y(static_cast<size_t>(planes * out_size + 64), 77.f);
+    float* y0 = y.data() + 32;
+    std::vector<float> scratch(static_cast<size_t>(sepmax::scratch_floats(g)), std::nanf(""));
+    const int64_t cut = pick(rng) % (planes + 1);
+    sepmax::run(ep::IsaTier::kAvx512, g, x0, y0, 0, cut, scratch.data());
+    sepmax::run(ep::IsaTier::kAvx512, g, x0, y0, cut, planes, scratch.data());
+    for (int i = 0; i < 32; ++i) {
+      ASSERT_EQ(y[i], 77.f) << what;
+      ASSERT_EQ(y[y.size() - 1 - i], 77.f) << what;
+    }
+    expect_bits(y0, ref.data(), planes * out_size, what);
+    rowpool::Plan plan;
+    ASSERT_TRUE(rowpool::make_plan(g, true, false, &plan, ep::IsaTier::kAvx512)) << what;
+    ASSERT_EQ(plan.path, rowpool::Plan::Path::kSepMax) << what;
+    std::fill(y.begin(), y.end(), 77.f);
+    rowpool::max_pool_2d(g, x0, y0, 0, planes, ep::IsaTier::kAvx512);
+    expect_bits(y0, ref.data(), planes * out_size, what + " (plan)");
+  }
+  EXPECT_GT(ran, 500);
+}
+
 // The MaxPool kernel (its specialized variant) at each tier against the per-window loops (reference=1),
-// on the pool shapes of SqueezeNet (ceil_mode), ResNet-50 and Inception-v1, and two odd ones.
+// on the pool shapes of SqueezeNet (ceil_mode, and without), ResNet-50, Inception-v1 and -v2, and two odd ones.
 TEST(PoolTiers, MaxPoolKernelAtEveryTierMatchesReference) {
   const std::vector<ep::IsaTier> tiers = runnable_tiers("the MaxPool kernel");
   struct Case {
@@ -259,6 +327,8 @@ TEST(PoolTiers, MaxPoolKernelAtEveryTierMatchesReference) {
       {{1, 96, 109, 109}, {3, 3}, {2, 2}, {0, 0, 0, 0}, 1},
       {{1, 256, 54, 54}, {3, 3}, {2, 2}, {0, 0, 0, 0}, 1},
       {{1, 512, 27, 27}, {3, 3}, {2, 2}, {0, 0, 0, 0}, 1},
+      {{1, 128, 55, 55}, {3, 3}, {2, 2}, {0, 0, 0, 0}, 0},
+      {{1, 320, 28, 28}, {3, 3}, {2, 2}, {0, 0, 1, 1}, 0},
       {{1, 64, 112, 112}, {3, 3}, {2, 2}, {1, 1, 1, 1}, 0},
       {{1, 192, 28, 28}, {3, 3}, {1, 1}, {1, 1, 1, 1}, 0},
       {{2, 3, 17, 31}, {2, 2}, {2, 2}, {0, 0, 0, 0}, 1},
