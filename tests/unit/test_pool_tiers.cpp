@@ -250,8 +250,8 @@ TEST(PoolTiers, FlatPoolSameWindows) {
   }
 }
 
-// The separable path's narrow-row body (AVX-512: 3x3 stride-2 windows, rows of up to 31 outputs held in
-// registers) on random planes: every width from 1 to 66 columns, 1 to 70 rows, start pads 0 or 1, end
+// The separable path's narrow-row body (AVX-512: 3x3 stride-2 windows, rows of up to 63 outputs held in
+// registers) on random planes: every width from 1 to 132 columns, 1 to 70 rows, start pads 0 or 1, end
 // pads 0-2, ceil mode, several planes a call and calls of part of the planes; bit for bit against the
 // reference rule on tie data (NaN, -inf, zeros of both signs), nothing outside the outputs written,
 // and the row-wise plan takes it. The masked loads must stay inside each row: the input sits between
@@ -264,8 +264,8 @@ TEST(PoolTiers, NarrowSeparableMaxBitExact) {
   std::mt19937 rng(9191);
   std::uniform_int_distribution<int> pick(0, 1000);
   int ran = 0;
-  for (int iter = 0; iter < 700; ++iter) {
-    const int64_t H = 1 + pick(rng) % 70, W = 1 + iter % 66;
+  for (int iter = 0; iter < 800; ++iter) {
+    const int64_t H = 1 + pick(rng) % 70, W = 1 + iter % 132;
     WindowAttrs a;
     a.kernel_shape = {3, 3};
     a.strides = {2, 2};
@@ -311,7 +311,7 @@ TEST(PoolTiers, NarrowSeparableMaxBitExact) {
     rowpool::max_pool_2d(g, x0, y0, 0, planes, ep::IsaTier::kAvx512);
     expect_bits(y0, ref.data(), planes * out_size, what + " (plan)");
   }
-  EXPECT_GT(ran, 500);
+  EXPECT_GT(ran, 650);
 }
 
 // The MaxPool kernel (its specialized variant) at each tier against the per-window loops (reference=1),

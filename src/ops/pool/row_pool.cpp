@@ -238,11 +238,12 @@ bool make_plan(const Geom3& g, bool max, bool count_include_pad, Plan* p, ep::Is
   if (!max && is_global_avg(g)) {
     p->path = Plan::Path::kGlobalAvg;
   } else if (max && p->isa >= ep::IsaTier::kAvx512 && sepmax::narrow_applies(g)) {
-    // 3x3 stride-2 max pools on rows of up to 31 outputs (SqueezeNet's, Inception-v1's and -v2's after
-    // the stem, ZFNet's last): each row's maxima in registers, no scratch. Zen 5, 1 thread, warm, us:
-    // 128x55x55 74.6 -> 33.0 against the ring path below; against the flat path 256x27x27 35.7 -> 15.6,
-    // 480x27x27 68.0 -> 33.8, 832x13x13 39.3 -> 24.5, 320x28x28 (end pad 1) 47.0 -> 21.8, 576x14x14
-    // 27.2 -> 18.0. In SqueezeNet at 1 thread (alternated processes) 3.44-3.68 -> 3.25-3.39 ms.
+    // 3x3 stride-2 max pools on rows of up to 63 outputs (SqueezeNet's, Inception-v1's and -v2's,
+    // ZFNet's, the stems' 112x112 -> 56x56): each row's maxima in registers, no scratch. Zen 5, 1
+    // thread, us, input in cache: 128x55x55 74.6 -> 33.0 against the ring path below, 64x112x112 116 ->
+    // 66, 96x109x109 238 -> 115; against the flat path 256x27x27 35.7 -> 15.6, 480x27x27 68.0 -> 33.8,
+    // 832x13x13 39.3 -> 24.5, 320x28x28 (end pad 1) 47.0 -> 21.8, 576x14x14 27.2 -> 18.0. Input out of
+    // cache (16 copies in turn): 96x109x109 264 -> 140, 64x112x112 215 -> 110.
     p->path = Plan::Path::kSepMax;
   } else if (flatpool::applies(g, max, isa)) {
     // "Same" stride-1 windows on planes of up to 4096 floats (Inception's pool branches): each plane as

@@ -31,8 +31,8 @@ bool applies(const Geom3& g);
 
 // 3x3 stride-2 windows with pads of 0 or 1 at the start (any at the end) on rows of at most this many
 // outputs: at the AVX-512 tier a row's maxima stay in registers (no ring, no edge loop), which the
-// row-wise plan prefers to the flat path and the window engine for these shapes.
-constexpr int64_t kNarrowMaxOutputs = 31;
+// row-wise plan prefers to the ring, the flat path and the window engine for these shapes.
+constexpr int64_t kNarrowMaxOutputs = 63;
 bool narrow_applies(const Geom3& g);
 
 // The tier the bodies run at for a requested tier: the best body at or below it that this CPU has.
