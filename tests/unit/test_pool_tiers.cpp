@@ -250,6 +250,73 @@ TEST(PoolTiers, FlatPoolSameWindows) {
   }
 }
 
+// The flat path's register-row body (AVX-512: 3x3 "same" windows, pads of 1, rows of 12 to 64 floats):
+// every width from 1 to 70, heights 1 to the plane limit, max bit for bit against the reference rule
+// (tie data) and average (counting pads or not) against the definition, several planes a call and
+// calls of part of the planes (whose first and last rows take the masked loads: the body reads whole
+// vectors only inside the call's planes), guards around the output. Other widths take the flat body.
+TEST(PoolTiers, FlatPoolRegisterRows3x3) {
+  if (ep::cpu_isa_tier() < ep::IsaTier::kAvx512) {
+    std::printf("[ SKIPPED  ] tier avx512: not on this CPU, the flat pool's register rows not checked\n");
+    return;
+  }
+  std::mt19937 rng(5353);
+  std::uniform_int_distribution<int> pick(0, 1000);
+  int ran = 0;
+  for (int iter = 0; iter < 280; ++iter) {
+    const int64_t W = 1 + iter % 70;
+    const int64_t H = 1 + pick(rng) % std::min<int64_t>(70, flatpool::kFlatPoolMaxPlane / W);
+    WindowAttrs a;
+    a.kernel_shape = {3, 3};
+    a.strides = {1, 1};
+    a.dilations = {1, 1};
+    a.pads = {1, 1, 1, 1};
+    Geom3 g;
+    ASSERT_TRUE(forward_geometry(a, Dims{H, W}, Dims{3, 3}, &g).ok());
+    ASSERT_TRUE(flatpool::applies(g, true, ep::IsaTier::kAvx512)) << H << "x" << W;
+    ++ran;
+    const int64_t planes = 1 + pick(rng) % 6, plane = H * W;
+    const std::string what = "iter " + std::to_string(iter) + " " + std::to_string(H) + "x" + std::to_string(W) +
+                             " planes " + std::to_string(planes);
+    std::vector<float> x(static_cast<size_t>(planes * plane + 128), std::numeric_limits<float>::quiet_NaN());
+    const std::vector<float> data = tie_data(rng, planes * plane, iter % 2 == 0);
+    std::copy(data.begin(), data.end(), x.begin() + 64);
+    const float* x0 = x.data() + 64;
+    for (int mode = 0; mode < 3; ++mode) {  // max, average without / counting pads
+      const bool max = mode == 0, cip = mode == 2;
+      const auto op = max ? window::PlaneOp::kMax : window::PlaneOp::kAvg;
+      std::vector<float> ref(static_cast<size_t>(planes * plane));
+      for (int64_t q = 0; q < planes; ++q)
+        nxrt::testing::window_naive(g, op, cip, x0 + q * plane, nullptr, 0.f, ref.data() + q * plane);
+      const flatpool::Plan plan = flatpool::make_plan(g, max, cip);
+      const bool rows3 = W >= flatpool::kRows3MinWidth && W <= flatpool::kRows3MaxWidth;
+      ASSERT_EQ(plan.rows3_vectors, rows3 ? (W + 15) / 16 : 0) << what;
+      std::vector<float> y(static_cast<size_t>(planes * plane + 64), 77.f);
+      float* y0 = y.data() + 32;
+      std::vector<float> scratch(static_cast<size_t>(plan.scratch_floats()), std::nanf(""));
+      const int64_t cut = pick(rng) % (planes + 1);
+      flatpool::run(plan, x0, y0, 0, cut, scratch.data());
+      flatpool::run(plan, x0, y0, cut, planes, scratch.data());
+      for (int i = 0; i < 32; ++i) {
+        ASSERT_EQ(y[i], 77.f) << what;
+        ASSERT_EQ(y[y.size() - 1 - i], 77.f) << what;
+      }
+      if (max) {
+        expect_bits(y0, ref.data(), planes * plane, what + " max");
+        continue;
+      }
+      for (int64_t i = 0; i < planes * plane; ++i) {
+        if (!std::isfinite(ref[i])) {
+          ASSERT_TRUE(std::isnan(ref[i]) ? std::isnan(y0[i]) : y0[i] == ref[i]) << what << " avg at " << i;
+          continue;
+        }
+        ASSERT_NEAR(y0[i], ref[i], 1e-5 * (1 + std::fabs(ref[i]))) << what << (cip ? " avg cip" : " avg") << " at " << i;
+      }
+    }
+  }
+  EXPECT_GT(ran, 250);
+}
+
 // The separable path's narrow-row body (AVX-512: 3x3 stride-2 windows, rows of up to 63 outputs held in
 // registers) on random planes: every width from 1 to 132 columns, 1 to 70 rows, start pads 0 or 1, end
 // pads 0-2, ceil mode, several planes a call and calls of part of the planes; bit for bit against the

@@ -29,6 +29,12 @@ namespace nxrt::ops::flatpool {
 
 // The largest plane (floats) the path takes: its horizontal pass's scratch stays in L1.
 constexpr int64_t kFlatPoolMaxPlane = 4096;
+// 3x3 "same" windows (pads of 1) on rows of kRows3MinWidth to kRows3MaxWidth floats take the register-row
+// body: each row's horizontal reductions stay in up to 4 vectors for the vertical pass, no flat-plane
+// scratch. Narrower rows would leave most lanes idle (1024x7x7 average: 16 -> 28 us in cache), where the
+// flat run of vectors packs several rows into each.
+constexpr int64_t kRows3MinWidth = 12;
+constexpr int64_t kRows3MaxWidth = 64;
 
 // What the path decides once per shape: the masks of every vector's taps and the average's reciprocals.
 struct Plan {
@@ -42,6 +48,7 @@ struct Plan {
   std::vector<uint16_t> vmask;         // stride 1: [nvec][KH]: lanes whose tap row kh is inside the plane
   std::vector<float> count;            // average: [nvec * 16] the taps each position divides by
   bool stride2 = false;                // stride 2: the vertical pass at even rows, then the even columns
+  int rows3_vectors = 0;               // 3x3 "same" on register rows (kRows3MinWidth..kRows3MaxWidth): vectors a row
   // (Stride 2 reads up to 32 floats past a plane's last row of h: slack after the batch.)
   int64_t scratch_floats() const { return batch * nvec * 16 + 32; }
 };
