@@ -97,6 +97,33 @@ void expect_bits(const float* got, const float* ref, int64_t n, const std::strin
   }
 }
 
+// The `guard` floats before and after the outputs still hold 77 (what the test filled them with).
+void expect_guards(const std::vector<float>& y, int guard, const std::string& what) {
+  for (int i = 0; i < guard; ++i) {
+    ASSERT_EQ(y[static_cast<size_t>(i)], 77.f) << what;
+    ASSERT_EQ(y[y.size() - 1 - static_cast<size_t>(i)], 77.f) << what;
+  }
+}
+
+// An average pool's outputs against the definition: the same non-finite value where the window held
+// NaN or an infinity, else within rounding of the sums' order.
+void expect_avg_close(const float* got, const float* ref, int64_t n, const std::string& what) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(ref[i])) {
+      ASSERT_TRUE(std::isnan(ref[i]) ? std::isnan(got[i]) : got[i] == ref[i]) << what << " at " << i;
+      continue;
+    }
+    ASSERT_NEAR(got[i], ref[i], 1e-5 * (1 + std::fabs(ref[i]))) << what << " at " << i;
+  }
+}
+
+// Whether this CPU runs the AVX-512 tier; if not, says which check is skipped.
+bool have_avx512(const char* what) {
+  if (ep::cpu_isa_tier() >= ep::IsaTier::kAvx512) return true;
+  std::printf("[ SKIPPED  ] tier avx512: not on this CPU, %s not checked\n", what);
+  return false;
+}
+
 }  // namespace
 
 TEST(PoolTiers, SeparableMaxBitExactAtEveryTier) {
@@ -134,10 +161,7 @@ TEST(PoolTiers, SeparableMaxBitExactAtEveryTier) {
       const int64_t cut = planes > 1 ? 1 : planes;
       sepmax::run(t, g, x0, y0, 0, cut, scratch.data());
       sepmax::run(t, g, x0, y0, cut, planes, scratch.data());
-      for (int i = 0; i < 16; ++i) {
-        ASSERT_EQ(y[i], 77.f) << what;
-        ASSERT_EQ(y[y.size() - 1 - i], 77.f) << what;
-      }
+      ASSERT_NO_FATAL_FAILURE(expect_guards(y, 16, what));
       expect_bits(y0, ref.data(), planes * out_size, what);
       // Through the row-wise plan (what the kernel runs): this path for wide rows (stride 2: 24+
       // outputs, stride 1: 64+) and at the scalar tier, else the window engine (also bit-exact: its taps run in the
@@ -170,8 +194,7 @@ TEST(PoolTiers, SeparableMaxBitExactAtEveryTier) {
 TEST(PoolTiers, FlatPoolSameWindows) {
   std::mt19937 rng(4242);
   std::uniform_int_distribution<int> pick(0, 1000);
-  const bool have = ep::cpu_isa_tier() >= ep::IsaTier::kAvx512;
-  if (!have) std::printf("[ SKIPPED  ] tier avx512: not on this CPU, the flat pool path not checked\n");
+  const bool have = have_avx512("the flat pool path");
   int ran = 0;
   for (int iter = 0; iter < 600; ++iter) {
     const int64_t kh = 1 + pick(rng) % 5, kw = 1 + pick(rng) % 5;
@@ -228,20 +251,11 @@ TEST(PoolTiers, FlatPoolSameWindows) {
       const int64_t cut = pick(rng) % (planes + 1);
       rowpool::run(plan, x0, y0, 0, cut, scratch.data());
       rowpool::run(plan, x0, y0, cut, planes, scratch.data());
-      for (int i = 0; i < 16; ++i) {
-        ASSERT_EQ(y[i], 77.f) << what;
-        ASSERT_EQ(y[y.size() - 1 - i], 77.f) << what;
-      }
+      ASSERT_NO_FATAL_FAILURE(expect_guards(y, 16, what));
       if (max) {
         expect_bits(y0, ref.data(), planes * oplane, what + " max");
       } else {
-        for (int64_t i = 0; i < planes * oplane; ++i) {
-          if (!std::isfinite(ref[i])) {  // NaN or an infinity in the window: the same non-finite value
-            ASSERT_TRUE(std::isnan(ref[i]) ? std::isnan(y0[i]) : y0[i] == ref[i]) << what << " avg at " << i;
-            continue;
-          }
-          ASSERT_NEAR(y0[i], ref[i], 1e-5 * (1 + std::fabs(ref[i]))) << what << (cip ? " avg cip" : " avg") << " at " << i;
-        }
+        ASSERT_NO_FATAL_FAILURE(expect_avg_close(y0, ref.data(), planes * oplane, what + (cip ? " avg cip" : " avg")));
       }
     }
   }
@@ -256,10 +270,7 @@ TEST(PoolTiers, FlatPoolSameWindows) {
 // calls of part of the planes (whose first and last rows take the masked loads: the body reads whole
 // vectors only inside the call's planes), guards around the output. Other widths take the flat body.
 TEST(PoolTiers, FlatPoolRegisterRows3x3) {
-  if (ep::cpu_isa_tier() < ep::IsaTier::kAvx512) {
-    std::printf("[ SKIPPED  ] tier avx512: not on this CPU, the flat pool's register rows not checked\n");
-    return;
-  }
+  if (!have_avx512("the flat pool's register rows")) return;
   std::mt19937 rng(5353);
   std::uniform_int_distribution<int> pick(0, 1000);
   int ran = 0;
@@ -297,20 +308,11 @@ TEST(PoolTiers, FlatPoolRegisterRows3x3) {
       const int64_t cut = pick(rng) % (planes + 1);
       flatpool::run(plan, x0, y0, 0, cut, scratch.data());
       flatpool::run(plan, x0, y0, cut, planes, scratch.data());
-      for (int i = 0; i < 32; ++i) {
-        ASSERT_EQ(y[i], 77.f) << what;
-        ASSERT_EQ(y[y.size() - 1 - i], 77.f) << what;
-      }
+      ASSERT_NO_FATAL_FAILURE(expect_guards(y, 32, what));
       if (max) {
         expect_bits(y0, ref.data(), planes * plane, what + " max");
-        continue;
-      }
-      for (int64_t i = 0; i < planes * plane; ++i) {
-        if (!std::isfinite(ref[i])) {
-          ASSERT_TRUE(std::isnan(ref[i]) ? std::isnan(y0[i]) : y0[i] == ref[i]) << what << " avg at " << i;
-          continue;
-        }
-        ASSERT_NEAR(y0[i], ref[i], 1e-5 * (1 + std::fabs(ref[i]))) << what << (cip ? " avg cip" : " avg") << " at " << i;
+      } else {
+        ASSERT_NO_FATAL_FAILURE(expect_avg_close(y0, ref.data(), planes * plane, what + (cip ? " avg cip" : " avg")));
       }
     }
   }
@@ -324,10 +326,7 @@ TEST(PoolTiers, FlatPoolRegisterRows3x3) {
 // and the row-wise plan takes it. The masked loads must stay inside each row: the input sits between
 // NaN guards, which would show in the maxima of the edge windows if a load read past the row.
 TEST(PoolTiers, NarrowSeparableMaxBitExact) {
-  if (ep::cpu_isa_tier() < ep::IsaTier::kAvx512) {
-    std::printf("[ SKIPPED  ] tier avx512: not on this CPU, the narrow separable MaxPool body not checked\n");
-    return;
-  }
+  if (!have_avx512("the narrow separable MaxPool body")) return;
   std::mt19937 rng(9191);
   std::uniform_int_distribution<int> pick(0, 1000);
   int ran = 0;
@@ -366,10 +365,7 @@ TEST(PoolTiers, NarrowSeparableMaxBitExact) {
     const int64_t cut = pick(rng) % (planes + 1);
     sepmax::run(ep::IsaTier::kAvx512, g, x0, y0, 0, cut, scratch.data());
     sepmax::run(ep::IsaTier::kAvx512, g, x0, y0, cut, planes, scratch.data());
-    for (int i = 0; i < 32; ++i) {
-      ASSERT_EQ(y[i], 77.f) << what;
-      ASSERT_EQ(y[y.size() - 1 - i], 77.f) << what;
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_guards(y, 32, what));
     expect_bits(y0, ref.data(), planes * out_size, what);
     rowpool::Plan plan;
     ASSERT_TRUE(rowpool::make_plan(g, true, false, &plan, ep::IsaTier::kAvx512)) << what;
@@ -494,10 +490,7 @@ TEST(PoolTiers, WindowEngineAtEveryTier) {
           std::vector<float> y(static_cast<size_t>(planes * out_size + 32), 77.f);
           float* y0 = y.data() + 16;
           plan.run_planes_in(scratch.data(), x.data(), in_size, w.data(), kvol, bias.data(), true, y0, planes);
-          for (int i = 0; i < 16; ++i) {
-            ASSERT_EQ(y[i], 77.f) << what;
-            ASSERT_EQ(y[y.size() - 1 - i], 77.f) << what;
-          }
+          ASSERT_NO_FATAL_FAILURE(expect_guards(y, 16, what));
           const std::vector<float> got(y0, y0 + planes * out_size);
           if (op == PlaneOp::kMax) {
             expect_bits(got.data(), ref.data(), planes * out_size, what);
