@@ -253,9 +253,17 @@ NXRT_SM_AVX512 static inline __m512 narrow_load(const float* p, __mmask16 m, __m
   return m == 0xffff ? _mm512_loadu_ps(p) : _mm512_mask_loadu_ps(ninf, m, p);
 }
 
+// Row r of the plane at xp (IH rows of IW), or -inf for a padding row (which adds nothing to a max from
+// -inf).
 template <int NV>
-NXRT_SM_AVX512 static inline void narrow_row(const float* s, const __mmask16* mlo, const __mmask16* mhi, int64_t pl,
-                                             __m512 ninf, __m512i ie, __m512i io, __m512* h) {
+NXRT_SM_AVX512 static inline void narrow_row(const float* xp, int64_t r, int64_t IH, int64_t IW, const __mmask16* mlo,
+                                             const __mmask16* mhi, int64_t pl, __m512 ninf, __m512i ie, __m512i io,
+                                             __m512* h) {
+  if (r < 0 || r >= IH) {
+    for (int v = 0; v < NV; ++v) h[v] = ninf;
+    return;
+  }
+  const float* s = xp + r * IW;
   __m512 e[NV], o[NV];
   for (int v = 0; v < NV; ++v) {
     const float* b = s + 32 * v - pl;
@@ -294,20 +302,12 @@ NXRT_SM_AVX512 static inline void narrow_planes(const Geom3& g, const float* x, 
   for (int64_t p = p0; p < p1; ++p) {
     const float* xp = x + p * IH * IW;
     float* yp = y + p * OH * OW;
-    // Row r's maxima, or -inf for a padding row (which adds nothing to a max from -inf).
-    auto hrow = [&](int64_t r, __m512* h) {
-      if (r < 0 || r >= IH) {
-        for (int v = 0; v < NV; ++v) h[v] = ninf;
-        return;
-      }
-      narrow_row<NV>(xp + r * IW, mlo, mhi, pl, ninf, ie, io, h);
-    };
     __m512 top[NV], mid[NV], bot[NV];
-    hrow(-pt, top);
+    narrow_row<NV>(xp, -pt, IH, IW, mlo, mhi, pl, ninf, ie, io, top);
     for (int64_t oh = 0; oh < OH; ++oh) {
       const int64_t a = 2 * oh - pt;
-      hrow(a + 1, mid);
-      hrow(a + 2, bot);
+      narrow_row<NV>(xp, a + 1, IH, IW, mlo, mhi, pl, ninf, ie, io, mid);
+      narrow_row<NV>(xp, a + 2, IH, IW, mlo, mhi, pl, ninf, ie, io, bot);
       for (int v = 0; v < NV; ++v) {
         const __m512 m = _mm512_max_ps(bot[v], _mm512_max_ps(mid[v], top[v]));
         _mm512_mask_storeu_ps(yp + oh * OW + 16 * v, mst[v], m);
