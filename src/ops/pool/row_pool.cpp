@@ -172,10 +172,16 @@ int64_t taps_scratch_floats(const Geom3& g) {
   return Hp * Wp + 2 * Wp + g.out[2] + g.out[1];
 }
 
-bool is_global_avg(const Geom3& g) {
-  // A window covering the whole unpadded plane (a GlobalAveragePool written as AveragePool).
-  return g.out[1] == 1 && g.out[2] == 1 && g.k[1] == g.in[1] && g.k[2] == g.in[2] && g.d[1] == 1 && g.d[2] == 1 &&
-         g.pb[1] == 0 && g.pb[2] == 0 && g.pe[1] == 0 && g.pe[2] == 0;
+// One window covering the whole plane: a GlobalAveragePool written as AveragePool. Either exactly the
+// plane (no pads), or, when padded cells are not counted, any single window that reaches past it (pads at
+// the end, as Inception-v1's 7x7 pool over a 6x6 plane with pads 0,0,1,1): the mean of the plane either
+// way. (Counting padded cells would divide by the window's size: those stay on the window paths.)
+bool is_global_avg(const Geom3& g, bool count_include_pad) {
+  if (g.out[1] != 1 || g.out[2] != 1 || g.d[1] != 1 || g.d[2] != 1) return false;
+  if (g.k[1] == g.in[1] && g.k[2] == g.in[2] && g.pb[1] == 0 && g.pb[2] == 0 && g.pe[1] == 0 && g.pe[2] == 0) {
+    return true;
+  }
+  return !count_include_pad && g.k[1] - g.pb[1] >= g.in[1] && g.k[2] - g.pb[2] >= g.in[2];
 }
 
 template <bool kMax>
@@ -235,7 +241,7 @@ bool make_plan(const Geom3& g, bool max, bool count_include_pad, Plan* p, ep::Is
   p->avx2 = p->isa >= ep::IsaTier::kAvx2 && has_avx2();
   int64_t floats = 0;
   const window::PlaneOp op = max ? window::PlaneOp::kMax : window::PlaneOp::kAvg;
-  if (!max && is_global_avg(g)) {
+  if (!max && is_global_avg(g, count_include_pad)) {
     p->path = Plan::Path::kGlobalAvg;
   } else if (max && p->isa >= ep::IsaTier::kAvx512 && sepmax::narrow_applies(g)) {
     // 3x3 stride-2 max pools on rows of up to 63 outputs (SqueezeNet's, Inception-v1's and -v2's,
