@@ -133,22 +133,25 @@ NXRT_FP_AVX512 inline __m512 rows3_tap(__m512 acc, const float* s, __mmask16 m) 
   return kMax ? _mm512_mask_max_ps(acc, m, t, acc) : _mm512_mask_add_ps(acc, m, acc, t);
 }
 
+// Row s's horizontal reductions into h[0, NV), with the loads kPlain picks.
+template <bool kMax, int NV, bool kPlain>
+NXRT_FP_AVX512 inline void rows3_row_taps(const float* s, const __mmask16* ml, const __mmask16* mc, const __mmask16* mr,
+                                          __m512 ident, __m512* h) {
+  for (int v = 0; v < NV; ++v) {
+    __m512 acc = rows3_tap<kMax, kPlain>(ident, s + v * kLanes - 1, ml[v]);
+    acc = rows3_tap<kMax, kPlain>(acc, s + v * kLanes, mc[v]);
+    h[v] = rows3_tap<kMax, kPlain>(acc, s + v * kLanes + 1, mr[v]);
+  }
+}
+
 // Row s's horizontal reductions into h[0, NV); [lo, hi): the floats this call may read.
 template <bool kMax, int NV>
 NXRT_FP_AVX512 inline void rows3_row(const float* s, const float* lo, const float* hi, const __mmask16* ml,
                                      const __mmask16* mc, const __mmask16* mr, __m512 ident, __m512* h) {
   if (s - 1 >= lo && s + NV * kLanes + 1 <= hi) {
-    for (int v = 0; v < NV; ++v) {
-      __m512 acc = rows3_tap<kMax, true>(ident, s + v * kLanes - 1, ml[v]);
-      acc = rows3_tap<kMax, true>(acc, s + v * kLanes, mc[v]);
-      h[v] = rows3_tap<kMax, true>(acc, s + v * kLanes + 1, mr[v]);
-    }
-    return;
-  }
-  for (int v = 0; v < NV; ++v) {
-    __m512 acc = rows3_tap<kMax, false>(ident, s + v * kLanes - 1, ml[v]);
-    acc = rows3_tap<kMax, false>(acc, s + v * kLanes, mc[v]);
-    h[v] = rows3_tap<kMax, false>(acc, s + v * kLanes + 1, mr[v]);
+    rows3_row_taps<kMax, NV, true>(s, ml, mc, mr, ident, h);
+  } else {
+    rows3_row_taps<kMax, NV, false>(s, ml, mc, mr, ident, h);
   }
 }
 

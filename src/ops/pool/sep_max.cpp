@@ -246,6 +246,7 @@ struct Avx512Ops {
 // third tap is the even lanes one output on, whose last lane comes from the next pair's even lanes
 // (for the row's last vector, that lane belongs to no output). Taps in column order from -inf, rows in
 // row order: the reference's order, as the ring path.
+
 // A vector of a row: a plain load where all 16 columns lie inside it; else a masked one (-inf outside).
 // Zen 5 runs masked loads that miss the cache far slower than plain ones: with every load masked the
 // 96x109x109 pool took 535 us on an input out of cache, against 264 for the ring path and 140 now.
