@@ -1,5 +1,5 @@
-// The strided direct conv path (ops/conv/strided_direct.h) against conv_naive on random strided shapes:
-// strides 2 and 3, 1x1 to 7x7 kernels, dilation, pads at either end, channel counts off the 16-lane
+// The strided direct conv path (ops/conv/strided_direct.h) against conv_naive on random shapes:
+// strides 1 to 3, 1x1 to 7x7 kernels, dilation, pads at either end, channel counts off the 16-lane
 // blocks (input and output; under 16 input channels, blocks of all of them), batches, 1 and 2 threads, with the bias and FusedConv's residual and
 // activations in its store; and where kAuto takes it. The path needs AVX-512: on other CPUs the test
 // says so and checks only that the path does not apply.
@@ -80,7 +80,7 @@ TEST(ConvStridedDirect, MatchesNaiveOnRandomShapes) {
   std::uniform_int_distribution<int> pick(0, 1 << 20);
   for (int trial = 0; trial < 40; ++trial) {
     const int64_t k = std::vector<int64_t>{1, 3, 3, 5, 7}[pick(rng) % 5];
-    const int64_t stride = pick(rng) % 4 == 0 ? 3 : 2;
+    const int64_t stride = std::vector<int64_t>{1, 2, 2, 3}[pick(rng) % 4];
     const int64_t dil = k > 1 && pick(rng) % 5 == 0 ? 2 : 1;
     const int64_t C = 1 + pick(rng) % 40, M = 1 + pick(rng) % 50, N = 1 + pick(rng) % 2;
     const int64_t pt = pick(rng) % k, pb = pick(rng) % k;
@@ -136,9 +136,31 @@ TEST(ConvStridedDirect, FewInputChannels) {
                           {shape_of(1, 15, 40, 30, 26, 3, 4, 2, 1, 2), 1, true, 2e-4}});
 }
 
+// Where the weights are 4x the padded input or more the work items go group-major (the threads split
+// the output channels): ResNet-50's 3x3/2 512->512 @14x14 and its 3x3 512->512 @7x7, and a ragged
+// channel count with 3-block groups; row-major where the input is the larger (3x3/2 128->128 @56x56).
+// Both orders against conv_naive on 2 threads and none.
+TEST(ConvStridedDirect, GroupMajorOrder) {
+  const ConvShape down = shape_of(1, 512, 512, 14, 14, 3, 2, 1, 1, 1);
+  const ConvShape same = shape_of(1, 512, 512, 7, 7, 3, 1, 1, 1, 1);
+  const ConvShape ragged = shape_of(2, 70, 150, 9, 7, 3, 1, 1, 1, 1);
+  const ConvShape wide = shape_of(1, 128, 128, 56, 56, 3, 2, 1, 1, 1);
+  EXPECT_TRUE(strided_direct_plan(down).group_major);
+  EXPECT_TRUE(strided_direct_plan(same).group_major);
+  EXPECT_TRUE(strided_direct_plan(ragged).group_major);
+  EXPECT_EQ(strided_direct_plan(ragged).group, 3);
+  EXPECT_FALSE(strided_direct_plan(wide).group_major);
+  if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  expect_fixed_cases(17, {{down, 1, true, 3e-4},
+                          {same, 0, true, 3e-4},
+                          {same, 3, false, 3e-4},
+                          {ragged, 2, true, 2e-4},
+                          {ragged, 1, false, 2e-4}});
+}
+
 // kAuto takes the path for strided convs with 16+ input and output channels and a kernel over 1x1,
 // and leaves 1x1/2 convs and stride-2 stems (3 channels) to the GEMM paths, but takes a stride-4 stem;
-// not below the AVX-512 tier.
+// with stride 1 only 3x3 convs on planes of 8x8 or less, at 2+ threads; not below the AVX-512 tier.
 TEST(ConvStridedDirect, AutoChoice) {
   const ConvShape s3 = shape_of(1, 128, 128, 56, 56, 3, 2, 1, 1, 1);
   const ConvShape s1 = shape_of(1, 256, 512, 56, 56, 1, 2, 1, 0, 0);
@@ -150,7 +172,21 @@ TEST(ConvStridedDirect, AutoChoice) {
   EXPECT_FALSE(strided_direct_preferred(s3, ep::IsaTier::kAvx2));
   EXPECT_FALSE(strided_direct_preferred(s1, ep::IsaTier::kAvx512));
   EXPECT_FALSE(strided_direct_preferred(stem, ep::IsaTier::kAvx512));
-  EXPECT_FALSE(strided_direct_applies(unit, ep::IsaTier::kAvx512));
+  EXPECT_FALSE(strided_direct_preferred(unit, ep::IsaTier::kAvx512, 1));
+  EXPECT_FALSE(strided_direct_preferred(unit, ep::IsaTier::kAvx512, 2));
+  const ConvShape small = shape_of(1, 512, 512, 7, 7, 3, 1, 1, 1, 1);
+  const ConvShape small_5x5 = shape_of(1, 64, 64, 7, 7, 5, 1, 1, 2, 2);
+  EXPECT_FALSE(strided_direct_preferred(small, ep::IsaTier::kAvx512, 1));
+  EXPECT_EQ(strided_direct_preferred(small, ep::IsaTier::kAvx512, 2), have_avx512());
+  EXPECT_FALSE(strided_direct_preferred(small, ep::IsaTier::kAvx2, 2));
+  EXPECT_FALSE(strided_direct_preferred(small_5x5, ep::IsaTier::kAvx512, 2));
+  if (have_avx512()) {
+    ConvWeights<float> cs;
+    cs.prepare(Dims{512, 512, 3, 3}, 1, std::vector<float>(512 * 512 * 9, 0.01f), false);
+    const ConvConfig auto512(ConvPath::kAuto, ep::IsaTier::kAvx512);
+    EXPECT_EQ(conv_chosen_path<float>(small, cs, auto512, nullptr, 2), ConvPath::kStridedDirect);
+    EXPECT_NE(conv_chosen_path<float>(small, cs, auto512, nullptr, 1), ConvPath::kStridedDirect);
+  }
   if (have_avx512()) {
     ConvWeights<float> cw;
     cw.prepare(Dims{128, 128, 3, 3}, 1, std::vector<float>(128 * 128 * 9, 0.01f), false);

@@ -580,7 +580,7 @@ ConvPath auto_path(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
     // 128->192 @14x14 0.91 / 0.73, 256->256 0.97 / 0.83 alone; in-model per-node trace, 1 thread, those
     // four of Inception-v2 1.50-1.58 -> 1.24-1.36 ms; whole models (in-process paired, 1 / 2 threads):
     // Inception-v2 0.982 / 0.976, ResNet-50 0.987-0.991 / 0.997. (Narrower outputs are not measured.)
-    if (!cfg.skipped(ConvPath::kStridedDirect) && s.g.out[2] >= 7 && strided_direct_preferred(s, cfg.isa) &&
+    if (!cfg.skipped(ConvPath::kStridedDirect) && s.g.out[2] >= 7 && strided_direct_preferred(s, cfg.isa, threads) &&
         weights_serve(s, w, post, ConvPath::kStridedDirect))
       return ConvPath::kStridedDirect;
     if (!cfg.skipped(ConvPath::kSmallSpatialDirect) && weights_serve(s, w, post, ConvPath::kSmallSpatialDirect)) {
@@ -592,7 +592,7 @@ ConvPath auto_path(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
     }
     if (!cfg.skipped(ConvPath::kWinograd) && winograd_preferred(s) && weights_serve(s, w, post, ConvPath::kWinograd))
       return ConvPath::kWinograd;
-    if (!cfg.skipped(ConvPath::kStridedDirect) && strided_direct_preferred(s, cfg.isa) &&
+    if (!cfg.skipped(ConvPath::kStridedDirect) && strided_direct_preferred(s, cfg.isa, threads) &&
         weights_serve(s, w, post, ConvPath::kStridedDirect))
       return ConvPath::kStridedDirect;
   }
@@ -1084,6 +1084,7 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
     case ConvPath::kStridedDirect:
       if constexpr (std::is_same_v<CT, float>) {
         p.strided = w.strided->acquire(w.packed[0], s.C, g.k[1], g.k[2]);
+        p.sd_plan = strided_direct_plan(s);
         p.workspace_bytes = strided_direct_workspace_bytes(s);
       }
       break;
@@ -1204,10 +1205,10 @@ bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<C
       case ConvPath::kStridedDirect:
         // Bias, residual and activation in the store, for the activations conv_post_activation names.
         if (post && !conv_post_activation(post->act)) {
-          strided_direct_conv(s, x, *plan.strided, bias, y, pool, nullptr, workspace);
+          strided_direct_conv(plan.sd_plan, s, x, *plan.strided, bias, y, pool, nullptr, workspace);
           return false;
         }
-        strided_direct_conv(s, x, *plan.strided, bias, y, pool, post, workspace);
+        strided_direct_conv(plan.sd_plan, s, x, *plan.strided, bias, y, pool, post, workspace);
         return true;
       default:
         run_implicit_gemm(c);

@@ -154,6 +154,7 @@ struct ConvPlan {
   WinogradPlan wino_plan;               // kWinograd: its tiling, blocks and thread split
   std::shared_ptr<const SmallSpatialWeights> small;
   std::shared_ptr<const StridedDirectWeights> strided;  // kStridedDirect
+  StridedDirectPlan sd_plan;            // kStridedDirect: its tiles and work order
   // kDepthwiseWindow (float): the window engine's plan (null: the plain loops) and the floats of each
   // pool thread's slot of scratch it runs on (the workspace holds one slot per thread).
   std::shared_ptr<const window::TapPlan> dw_plan;

@@ -268,7 +268,7 @@ bool strided_direct_applies(const ConvShape& s, ep::IsaTier isa) {
   const Geom3& g = s.g;
   if (g.nsp != 2 || s.group != 1 || s.N < 1 || s.C < 1 || s.M < 1 || g.out_size() <= 0) return false;
   for (int i = 1; i < 3; ++i) {
-    if (g.s[i] < 2 || g.pb[i] < 0 || g.pe[i] < 0 || g.d[i] < 1 || g.k[i] < 1) return false;
+    if (g.s[i] < 1 || g.pb[i] < 0 || g.pe[i] < 0 || g.d[i] < 1 || g.k[i] < 1) return false;
   }
   return true;
 #else
@@ -278,8 +278,20 @@ bool strided_direct_applies(const ConvShape& s, ep::IsaTier isa) {
 #endif
 }
 
-bool strided_direct_preferred(const ConvShape& s, ep::IsaTier isa) {
+bool strided_direct_preferred(const ConvShape& s, ep::IsaTier isa, int threads) {
   if (!strided_direct_applies(s, isa) || s.M < 16 || s.g.kvol() <= 1) return false;
+  if (s.g.s[1] == 1 && s.g.s[2] == 1) {
+    // Stride 1: 3x3 convs on planes of 8x8 or less at 2+ threads, where the small-spatial transposed
+    // path (the one that takes them otherwise) has every thread pad and pack its own im2col copy of the
+    // whole input and the group-major order here has the threads split the output channels of one
+    // channel-blocked copy. Zen 5, in-model per-node trace, 2 threads: ResNet-50's 512->512 @7x7
+    // 0.72-1.02 -> 0.72-0.76 ms; in-process paired runs of the models, 2 threads (with the group-major
+    // order below): ResNet-50 0.979, Inception-v2 0.974, DenseNet-121 0.995. At 1 thread this path was
+    // no faster (512->512 @7x7 in-model 1.34-1.46 ms, 1.23-1.42 on the small-spatial one): left there.
+    return threads >= 2 && s.g.k[1] == 3 && s.g.k[2] == 3 && s.g.d[1] == 1 && s.g.d[2] == 1 && s.C >= 16 &&
+           std::max(s.g.out[1], s.g.out[2]) <= 8;
+  }
+  if (std::min(s.g.s[1], s.g.s[2]) < 2) return false;
   // Under 16 input channels (a stem's color planes) the tiles' stores (a 16 x 16 transpose a block) weigh
   // more against few multiply-adds a pixel, and the GEMM paths win at stride 2 (Zen 5, 1 thread, alone:
   // 3->64 3x3/2 @224 0.44 ms against 0.33, 7x7/2 1.41 against 1.36, 3->96 7x7/2 2.1-2.3 against 1.9-2.0);
@@ -294,17 +306,38 @@ size_t strided_direct_workspace_bytes(const ConvShape& s) {
   return static_cast<size_t>(cpad * pg.Hp * pg.Wp) * sizeof(float);
 }
 
-void strided_direct_conv(const ConvShape& s, const float* x, const StridedDirectWeights& w, const float* bias,
-                         float* y, ep::ThreadPool* pool, const ConvPost* post, void* workspace) {
+StridedDirectPlan strided_direct_plan(const ConvShape& s) {
+  StridedDirectPlan p;
+  const int64_t OW = s.g.out[2];
+  // Tiles: the output row cut into equal runs of at most 14 pixels (28 -> 14 + 14, 14, 7), and the
+  // output channel blocks into groups of 2 (3 where the runs are 9 pixels or fewer), so each tile keeps
+  // 14-28 accumulators busy.
+  p.runs = std::max<int64_t>(1, (OW + kMaxTilePixels - 1) / kMaxTilePixels);
+  p.run_px = (OW + p.runs - 1) / p.runs;
+  p.group = p.run_px <= 9 ? 3 : 2;
+  // Group-major where the repacked weights are 4x the padded input or more: row-major, every output row
+  // streams all the weights again, from L3 or memory once they outgrow L2 (ResNet-50's 512->512 3x3/2
+  // @14x14: 9.4 MB against 0.46 MB of input). Zen 5, channel-path alone with the caches flushed between
+  // calls, row-major -> group-major, 1 / 2 threads: that conv 2.04 -> 1.79 / 1.08 -> 0.78 ms, 256->256
+  // 3x3/2 @14x14 0.49 -> 0.35 / 0.30 -> 0.25; where the input is the larger (3x3/2 128->128 @56x56, 0.4x)
+  // it read all of the input on each thread instead of its rows' part: 0.90 -> 0.92 at 2 threads. ZFNet's
+  // 96->256 5x5/2 @54x54 (2.3x) even alone, 1.007 / 1.015 over the model in-process paired: left row-major.
+  const PaddedGeom pg = padded_geom(s);
+  const int64_t cb = input_block(s.C), cpad = (s.C + cb - 1) / cb * cb;
+  const int64_t weight_floats = (s.M + kLanes - 1) / kLanes * kLanes * cpad * s.g.k[1] * s.g.k[2];
+  p.group_major = weight_floats >= 4 * cpad * pg.Hp * pg.Wp;
+  return p;
+}
+
+void strided_direct_conv(const StridedDirectPlan& plan, const ConvShape& s, const float* x,
+                         const StridedDirectWeights& w, const float* bias, float* y, ep::ThreadPool* pool,
+                         const ConvPost* post, void* workspace) {
 #ifdef NXRT_SD_X86
   const Geom3& g = s.g;
   const PaddedGeom pg = padded_geom(s);
   const int64_t OH = g.out[1], OW = g.out[2], plane_out = OH * OW, in_image = s.C * g.in_size();
-  // Tiles: the output row cut into equal runs of at most 14 pixels (28 -> 14 + 14, 14, 7), and the
-  // output channel blocks into groups of 2 (3 where the runs are 9 pixels or fewer), so each tile keeps
-  // 14-28 accumulators busy.
-  const int64_t runs = (OW + kMaxTilePixels - 1) / kMaxTilePixels, run_px = (OW + runs - 1) / runs;
-  const int64_t group = run_px <= 9 ? 3 : 2;
+  const int64_t run_px = plan.run_px, group = plan.group;
+  const bool group_major = plan.group_major;
   const int64_t K = w.K, groups = (w.blocks + group - 1) / group, items = OH * groups;
   float* xp = static_cast<float*>(workspace);
   const Activation act = post ? post->act : Activation::kNone;
@@ -325,7 +358,7 @@ void strided_direct_conv(const ConvShape& s, const float* x, const StridedDirect
     auto body = [&](int64_t i0, int64_t i1) {
       alignas(64) float out[3 * kMaxTilePixels * kLanes];
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t oh = i / groups, b0 = (i % groups) * group;
+        const int64_t oh = group_major ? i % OH : i / groups, b0 = (group_major ? i / OH : i % groups) * group;
         const int mb = static_cast<int>(std::min<int64_t>(group, w.blocks - b0));
         TileArgs t;
         t.xp = xp;
@@ -363,7 +396,7 @@ void strided_direct_conv(const ConvShape& s, const float* x, const StridedDirect
     }
   }
 #else
-  (void)s, (void)x, (void)w, (void)bias, (void)y, (void)pool, (void)post, (void)workspace;
+  (void)plan, (void)s, (void)x, (void)w, (void)bias, (void)y, (void)pool, (void)post, (void)workspace;
 #endif
 }
 

@@ -59,14 +59,26 @@ bool strided_direct_applies(const ConvShape& s, ep::IsaTier isa);
 // the stride is 4 or more (AlexNet's 11x11/4 stem). Zen 5, 1 thread, alone: 3x3/2 128->128 @56x56 1.32
 // ms against 1.48 on the implicit GEMM; 1x1/2 256->512 @56x56 1.46 against 1.16 (the GEMM paths win
 // there).
-bool strided_direct_preferred(const ConvShape& s, ep::IsaTier isa);
+bool strided_direct_preferred(const ConvShape& s, ep::IsaTier isa, int threads = 1);
 
 // Bytes of workspace a call needs: one image's zero-padded input planes.
 size_t strided_direct_workspace_bytes(const ConvShape& s);
 
+// How a call cuts its work, decided from the shape once (ConvPlan holds it): output rows cut into `runs`
+// equal runs of at most run_px pixels, output-channel blocks in groups of `group`, and the work items
+// (output row x group) ordered row-major (the threads split the rows, each reading its part of the
+// input) or group-major (they split the output channels, and a group's weights serve all its rows while
+// they are in L2: where the weights outweigh the padded input).
+struct StridedDirectPlan {
+  int64_t runs = 1, run_px = 1, group = 2;
+  bool group_major = false;
+};
+StridedDirectPlan strided_direct_plan(const ConvShape& s);
+
 // y[N, M, OH, OW] = conv(x, w) + bias (bias may be null), then post's residual and activation
 // (conv_post_activation) when post is given. workspace: strided_direct_workspace_bytes(s), 64-byte aligned.
-void strided_direct_conv(const ConvShape& s, const float* x, const StridedDirectWeights& w, const float* bias,
-                         float* y, ep::ThreadPool* pool, const ConvPost* post, void* workspace);
+void strided_direct_conv(const StridedDirectPlan& plan, const ConvShape& s, const float* x,
+                         const StridedDirectWeights& w, const float* bias, float* y, ep::ThreadPool* pool,
+                         const ConvPost* post, void* workspace);
 
 }  // namespace nxrt::ops
