@@ -312,8 +312,8 @@ StridedDirectPlan strided_direct_plan(const ConvShape& s) {
   // Tiles: the output row cut into equal runs of at most 14 pixels (28 -> 14 + 14, 14, 7), and the
   // output channel blocks into groups of 2 (3 where the runs are 9 pixels or fewer), so each tile keeps
   // 14-28 accumulators busy.
-  p.runs = std::max<int64_t>(1, (OW + kMaxTilePixels - 1) / kMaxTilePixels);
-  p.run_px = (OW + p.runs - 1) / p.runs;
+  const int64_t runs = std::max<int64_t>(1, (OW + kMaxTilePixels - 1) / kMaxTilePixels);
+  p.run_px = (OW + runs - 1) / runs;
   p.group = p.run_px <= 9 ? 3 : 2;
   // Group-major where the repacked weights are 4x the padded input or more: row-major, every output row
   // streams all the weights again, from L3 or memory once they outgrow L2 (ResNet-50's 512->512 3x3/2
@@ -322,10 +322,10 @@ StridedDirectPlan strided_direct_plan(const ConvShape& s) {
   // 3x3/2 @14x14 0.49 -> 0.35 / 0.30 -> 0.25; where the input is the larger (3x3/2 128->128 @56x56, 0.4x)
   // it read all of the input on each thread instead of its rows' part: 0.90 -> 0.92 at 2 threads. ZFNet's
   // 96->256 5x5/2 @54x54 (2.3x) even alone, 1.007 / 1.015 over the model in-process paired: left row-major.
-  const PaddedGeom pg = padded_geom(s);
   const int64_t cb = input_block(s.C), cpad = (s.C + cb - 1) / cb * cb;
   const int64_t weight_floats = (s.M + kLanes - 1) / kLanes * kLanes * cpad * s.g.k[1] * s.g.k[2];
-  p.group_major = weight_floats >= 4 * cpad * pg.Hp * pg.Wp;
+  const int64_t input_floats = static_cast<int64_t>(strided_direct_workspace_bytes(s) / sizeof(float));
+  p.group_major = weight_floats >= 4 * input_floats;
   return p;
 }
 

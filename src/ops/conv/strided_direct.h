@@ -64,13 +64,13 @@ bool strided_direct_preferred(const ConvShape& s, ep::IsaTier isa, int threads =
 // Bytes of workspace a call needs: one image's zero-padded input planes.
 size_t strided_direct_workspace_bytes(const ConvShape& s);
 
-// How a call cuts its work, decided from the shape once (ConvPlan holds it): output rows cut into `runs`
-// equal runs of at most run_px pixels, output-channel blocks in groups of `group`, and the work items
-// (output row x group) ordered row-major (the threads split the rows, each reading its part of the
-// input) or group-major (they split the output channels, and a group's weights serve all its rows while
-// they are in L2: where the weights outweigh the padded input).
+// How a call cuts its work, decided from the shape once (ConvPlan holds it): output rows cut into equal
+// runs of at most run_px pixels, output-channel blocks in groups of `group`, and the work items (output
+// row x group) ordered row-major (the threads split the rows, each reading its part of the input) or
+// group-major (they split the output channels, and a group's weights serve all its rows while they are
+// in L2: where the weights are 4x the padded input or more).
 struct StridedDirectPlan {
-  int64_t runs = 1, run_px = 1, group = 2;
+  int64_t run_px = 1, group = 2;
   bool group_major = false;
 };
 StridedDirectPlan strided_direct_plan(const ConvShape& s);
