@@ -42,10 +42,11 @@ __attribute__((target("avx2,fma,f16c"))) void gemm_avx2(const QuantPanels& W, co
     const uint8_t* rec = panel + b * rb;
     const int8_t* ab = a + b * block;
     if constexpr (MR == 1) {
-      // Decode streams the weights once: fetch about 4 KB ahead (the hardware prefetcher stops at 4 KB
-      // pages), NTA so the stream does not evict the L2/L3. Zen 5 capped at avx2, Qwen2.5-0.5B-shape
+      // Decode streams the weights once: fetch kPanelPrefetchBytes ahead (the hardware prefetcher stops
+      // at 4 KB pages), NTA so the stream does not evict the L2/L3. Zen 5 capped at avx2, Qwen2.5-0.5B-shape
       // decode steps alternated in one process, both orders: two records ahead with T0 (the earlier
-      // loop) 20.8 / 20.3 ms, 4 KB NTA 17.9 / 18.2 ms; 4 KB T0 and 2 KB NTA in between.
+      // loop) 20.8 / 20.3 ms, 4 KB NTA 17.9 / 18.2 ms; 4 KB T0 and 2 KB NTA in between (8 KB since: see
+      // kPanelPrefetchBytes).
       for (int64_t off = 0; off < rb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(rec + ahead + off), _MM_HINT_NTA);
     }
     __m256i acc[MR][2];

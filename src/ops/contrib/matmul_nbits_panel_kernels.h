@@ -12,13 +12,19 @@
 namespace nxrt::ops::contrib {
 
 // How far ahead of the record being read the vector tiles prefetch the weight stream: the whole
-// records that cover 4 KB. The hardware prefetcher does not cross 4 KB pages; this keeps the stream
-// going across them. About six 640-byte records: a record takes ~50-100 cycles, a DRAM round trip
-// ~400, so 1536 bytes (the earlier figure) left the loop waiting. Zen 5, 1 thread, Qwen2.5-0.5B-shape
-// decode at a 16-token prompt, 6 alternated runs: median 59.7 -> 63.6 tok/s (3072 and 6144 no better,
-// an extra L2 prefetch 8-16 KB ahead no better). With the NTA hint (decode) 2 KB and 8 KB were no
-// better either, on the AVX512-VNNI and the AVX2 tiles.
-inline constexpr int64_t kPanelPrefetchBytes = 4096;
+// records that cover 8 KB. The hardware prefetcher does not cross 4 KB pages; this keeps the stream
+// going across them, with enough lines in flight to cover a loaded DRAM round trip at one core's share
+// of the bandwidth. Zen 5, measured where the memory is the same on both sides (this machine's VM
+// pages differ by up to ~40% in speed from one allocation to the next, so separate processes do not
+// compare): the LM-head-shape GEMV (85 MB) against a plain read of its own packed bytes, alternated
+// in one process, ran at 0.84-0.89 of the read at 4 KB, 0.92-0.95 at 8 KB and 0.91-0.96 at 16 KB
+// (1 thread), 0.83-0.93 / 0.93-1.09 / 0.99-1.14 (2 threads); in the Qwen2.5-0.5B-shape decode, steps
+// alternating between 4 and 8 KB in one process (prompt 512), the 8 KB steps were 2.2-5.1% faster at 2
+// threads (median of the per-process medians +2.4%, 6 of 7 processes faster) and 1.3-2.2% at 1;
+// 12 KB and 16 KB were no faster than 4 KB at 2 threads (the tail of each claim's prefetch lands in
+// panels the other thread reads), 16 KB 1.4% slower than 8 KB at 1. The AVX2 tile on the same machine
+// (NXRT_ISA=avx2): +1.4% at 1 thread, +0.4% at 2. (1536 bytes, the first figure, left the loop waiting.)
+inline constexpr int64_t kPanelPrefetchBytes = 8192;
 inline int64_t panel_prefetch_ahead(int64_t record_bytes) {
   return (kPanelPrefetchBytes + record_bytes - 1) / record_bytes * record_bytes;
 }
