@@ -46,6 +46,12 @@ class SubgraphRunner {
 // evicting a variant destroys it. A variant is immutable after specialize (only const members are
 // reachable from compute), so concurrent runs at the same shapes share it. The Kernel object itself
 // (packed weights and other shape-independent state) is shared by all variants of its node.
+// Constant bytes a kernel's pool worker reads first (see KernelVariant::worker_prefetch).
+struct WorkerPrefetch {
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
+
 class KernelVariant {
  public:
   virtual ~KernelVariant() = default;
@@ -53,6 +59,11 @@ class KernelVariant {
   // them before the node runs and hands them out through KernelContext::variant_workspace(), so a
   // captured replay finds them at a fixed address; 0: none.
   virtual size_t workspace_bytes() const { return 0; }
+  // The constant bytes (packed weights) the pool's worker reads first when compute runs at these
+  // shapes, from memory: a captured replay hands them to the idle worker (ThreadPool::
+  // prefetch_when_idle) when the node before it that also has some finishes, so the weight stream
+  // starts while the serial work between them runs. Must stay valid as long as the kernel; {}: none.
+  virtual WorkerPrefetch worker_prefetch() const { return {}; }
 };
 
 // How a kernel takes part in captured replay (src/session/capture.h): a steady decode step is

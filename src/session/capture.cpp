@@ -51,6 +51,9 @@ class CaptureRecord {
     size_t step = 0;
     const ep::KernelVariant* variant = nullptr;
     void* variant_ws = nullptr;
+    // When this node's variant has worker_prefetch bytes: those of the next such node (the first one
+    // after the last), handed to the idle worker once this node has run.
+    ep::WorkerPrefetch next_prefetch;
     uint32_t in0 = 0, nin = 0, out0 = 0, nout = 0, ws0 = 0, nws = 0, g0 = 0, ng = 0;
     bool elided = false;  // a view of fixed inputs: the recorded view stays valid
   };
@@ -142,8 +145,14 @@ class Recorder final : public StepObserver {
     return record_node(k, step, ctx);
   }
 
-  // After the last step: graph outputs that captured steps made are written to the frame at the end.
+  // After the last step: graph outputs that captured steps made are written to the frame at the end;
+  // each node whose worker reads weights first learns the next such node's (see Node::next_prefetch).
   void finish() {
+    std::vector<CaptureRecord::Node*> streams;
+    for (CaptureRecord::Node& n : r_.nodes)
+      if (!n.elided && n.variant && n.variant->worker_prefetch().bytes > 0) streams.push_back(&n);
+    for (size_t i = 0; i < streams.size(); ++i)
+      streams[i]->next_prefetch = streams[(i + 1) % streams.size()]->variant->worker_prefetch();
     for (int s : plan_.output_slots()) {
       if (origin_[static_cast<size_t>(s)] >= 0) {
         const auto& e = arena_origin(s);
@@ -785,6 +794,7 @@ Status CaptureController::replay(Slot& s, Frame& frame, ep::ThreadPool& pool) {
       resume = n.step + 1;
       break;
     }
+    if (n.next_prefetch.bytes > 0) pool.prefetch_when_idle(n.next_prefetch.data, n.next_prefetch.bytes);
   }
   if (stop.empty()) {
     for (const CaptureRecord::Export& e : r.final_exports) frame.slots[static_cast<size_t>(e.slot)] = *e.value;

@@ -726,6 +726,36 @@ TEST(ContribMatMulNBits, DISABLED_MatMulNBitsBench) {
 // With constant weights the kernel packs them at creation and specialize plans the tiling for A's rows
 // (decode rows, prefill panels, the int8 panel path) with num_threads slots of per-thread scratch: the
 // result is the same bits with and without the variant, at 1 and 2 threads, and close to the reference.
+// The bytes a decode GEMV's worker reads first (what a replay has the idle worker prefetch): the head of
+// its first claim of panels (gate/up pairs for the SiluMul layout), capped; nothing for more rows, one
+// thread or a pool size whose first chunks are not fixed. Checked against the pool's own first claim.
+TEST(ContribMatMulNBits, PanelsWorkerHeadIsTheWorkersFirstClaim) {
+  std::mt19937 rng(41);
+  for (const PanelKernelInfo& k : panel_kernels()) {
+    if (k.kernel == PanelKernel::kAmx) continue;  // AMX takes many rows only (its plans have none)
+    Problem p = make(rng, 1, 256, 640, 4, 32, false);
+    QuantPanels W = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), p.K, p.N, 4, 32, k.cols);
+    const size_t panel_bytes = static_cast<size_t>(W.kb * W.record_bytes);
+    for (bool silu : {false, true}) {
+      SCOPED_TRACE(std::string(k.name) + (silu ? " silu_mul" : ""));
+      const NBitsPanelsPlan plan = matmulnbits_panels_plan(1, W, k.kernel, 2, silu);
+      const int64_t per = silu ? 2 : 1, items = W.panels / per;
+      const int64_t grain = silu ? std::max<int64_t>(1, plan.grain / 2) : plan.grain;
+      const int64_t first = ep::ThreadPool::worker_first_claim(2, items, grain);
+      ASSERT_LT(first, items);
+      const PanelsWorkerHead all = matmulnbits_panels_worker_head(plan, W, SIZE_MAX);
+      EXPECT_EQ(all.data, W.panel(first * per));
+      EXPECT_EQ(all.bytes, static_cast<size_t>(items - first) * per * panel_bytes);
+      const PanelsWorkerHead capped = matmulnbits_panels_worker_head(plan, W, 1000);
+      EXPECT_EQ(capped.data, all.data);
+      EXPECT_EQ(capped.bytes, 1000u);
+      EXPECT_EQ(matmulnbits_panels_worker_head(matmulnbits_panels_plan(4, W, k.kernel, 2, silu), W, SIZE_MAX).bytes, 0u);
+      EXPECT_EQ(matmulnbits_panels_worker_head(matmulnbits_panels_plan(1, W, k.kernel, 1, silu), W, SIZE_MAX).bytes, 0u);
+      EXPECT_EQ(matmulnbits_panels_worker_head(matmulnbits_panels_plan(1, W, k.kernel, 4, silu), W, SIZE_MAX).bytes, 0u);
+    }
+  }
+}
+
 TEST(ContribMatMulNBits, VariantTilingAndSlotsMatchPerCallPlan) {
   struct Case { const char* what; int64_t M, K, N, bits, block, acc; };
   const Case cases[] = {

@@ -133,6 +133,78 @@ TEST(ThreadPool, TwoThreadClaimsShrinkTowardTheMeetingPoint) {
   }
 }
 
+// Each thread's first claim is a quarter of the loop (at least the least claim), whatever the other
+// has taken: the caller's is [0, q), the worker's [worker_first_claim, n), so a kernel knows before the
+// loop runs which bytes the worker reads first (KernelVariant::worker_prefetch).
+TEST(ThreadPool, TwoThreadFirstClaimsAreFixed) {
+  ep::ThreadPool pool(2);
+  if (pool.num_threads() < 2) GTEST_SKIP() << "one CPU";
+  const auto self = std::this_thread::get_id();
+  int worker_seen = 0;
+  for (int64_t n : {16, 64, 1000, 4096, 100000}) {
+    for (int64_t grain : {1, 7, 300}) {
+      const int64_t min_take = std::max(grain, (n + 31) / 32), q = std::max(min_take, n / 4);
+      const int64_t wfirst = ep::ThreadPool::worker_first_claim(2, n, grain);
+      if (n <= grain) {
+        EXPECT_EQ(wfirst, n) << "inline loop";
+        continue;
+      }
+      EXPECT_EQ(wfirst, n - std::min(q, n - q)) << "n " << n << " grain " << grain;
+      for (int rep = 0; rep < 4; ++rep) {
+        std::mutex mu;
+        std::pair<int64_t, int64_t> caller_first{-1, -1}, worker_first{-1, -1};
+        pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
+          const bool caller = std::this_thread::get_id() == self;
+          {
+            std::lock_guard<std::mutex> lk(mu);
+            auto& first = caller ? caller_first : worker_first;
+            if (first.first < 0) first = {b, e};
+          }
+          if (caller) std::this_thread::sleep_for(std::chrono::microseconds(50));  // let the worker in
+        });
+        EXPECT_EQ(caller_first, std::make_pair(int64_t{0}, q)) << "n " << n << " grain " << grain;
+        if (worker_first.first >= 0) {
+          ++worker_seen;
+          EXPECT_EQ(worker_first, std::make_pair(wfirst, n)) << "n " << n << " grain " << grain;
+        }
+      }
+    }
+  }
+  EXPECT_GT(worker_seen, 0);
+  // Other pool sizes: the workers' first chunks are not fixed.
+  EXPECT_EQ(ep::ThreadPool::worker_first_claim(1, 1000, 1), 1000);
+  EXPECT_EQ(ep::ThreadPool::worker_first_claim(4, 1000, 1), 1000);
+}
+
+// prefetch_when_idle only hints: loops stay exact while ranges are posted, replaced and dropped from two
+// threads at once (one of them a second caller of the pool), and on pools where it does nothing.
+TEST(ThreadPool, IdlePrefetchRangesKeepLoopsExact) {
+  std::vector<uint8_t> a(256 * 1024, 1), b(96 * 1024, 2);
+  for (int threads : {1, 2, 3}) {
+    ep::ThreadPool pool(threads);
+    std::atomic<bool> stop{false};
+    std::thread poster([&] {
+      for (int i = 0; !stop.load(); ++i) {
+        if (i % 3 == 0) pool.prefetch_when_idle(a.data(), a.size());
+        else if (i % 3 == 1) pool.prefetch_when_idle(b.data(), b.size());
+        else pool.prefetch_when_idle(nullptr, 4096);  // drops the pending range
+        std::this_thread::yield();
+      }
+    });
+    for (int rep = 0; rep < 300; ++rep) {
+      pool.prefetch_when_idle(rep % 2 ? a.data() : b.data(), rep % 2 ? a.size() : b.size());
+      const int64_t n = 100 + rep;
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.parallel_for(n, 1 + rep % 5, [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << threads << " threads, n " << n;
+    }
+    stop.store(true);
+    poster.join();
+  }
+}
+
 TEST(ThreadPool, NestedRunsInline) {
   ep::ThreadPool pool(2);
   std::atomic<int64_t> total{0};

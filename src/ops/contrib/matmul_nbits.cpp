@@ -630,11 +630,18 @@ Result<std::vector<float>> read_floats(const Tensor& t) {
 
 // The tiling for one M (rows of A) on the packed weights, and the scratch it runs on: the panel path's
 // or the row path's plan, each with num_threads slots of per-thread scratch. Made by specialize.
+// How much of the weights a decode GEMV's worker reads first that it may fetch while idle before the
+// node runs (KernelVariant::worker_prefetch): within its L2 with room to spare. (Zen 5, Qwen2.5-0.5B-
+// shape decode at 2 threads, steps alternating with and without in one process: see PERF.md.)
+constexpr size_t kWorkerPrefetchBytes = 192 * 1024;
+
 struct NBitsVariant final : ep::KernelVariant {
   bool use_panels = false;
   NBitsFastPlan fast;
   NBitsPanelsPlan panels;
+  ep::WorkerPrefetch head;  // a one-row panel plan on two threads: the head of the worker's first claim
   size_t workspace_bytes() const override { return use_panels ? panels.workspace_bytes() : fast.workspace_bytes(); }
+  ep::WorkerPrefetch worker_prefetch() const override { return head; }
 };
 
 class MatMulNBits final : public ep::Kernel {
@@ -691,6 +698,8 @@ class MatMulNBits final : public ep::Kernel {
     if (!P_.empty()) {
       v->use_panels = true;
       v->panels = matmulnbits_panels_plan(numel / K_, P_, panel_kernel_, sc.num_threads(), silu_mul_);
+      const PanelsWorkerHead h = matmulnbits_panels_worker_head(v->panels, P_, kWorkerPrefetchBytes);
+      v->head = {h.data, h.bytes};
     } else {
       v->fast = matmulnbits_fast_plan(numel / K_, W_, fast_level(), isa_, sc.num_threads());
     }

@@ -222,6 +222,15 @@ void matmulnbits_panels_run(const NBitsPanelsPlan& plan, const float* A, const Q
 // task's own columns, so neither half is written to memory whole. plan: made with silu_mul = true.
 void matmulnbits_panels_silu_mul_run(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias,
                                      float* Y, ep::ThreadPool* pool, void* workspace, bool avx512);
+// The packed bytes the pool's worker streams first when matmulnbits_panels_run (or, for a plan made
+// with silu_mul, matmulnbits_panels_silu_mul_run) runs `plan` with one row of A (a decode GEMV) on a
+// pool of plan.slots threads: the head of its first claim, at most max_bytes. {nullptr, 0} when
+// nothing is fixed (more rows, AMX, a pool size whose workers' first chunks are not known).
+struct PanelsWorkerHead {
+  const uint8_t* data = nullptr;
+  size_t bytes = 0;
+};
+PanelsWorkerHead matmulnbits_panels_worker_head(const NBitsPanelsPlan& plan, const QuantPanels& W, size_t max_bytes);
 // The plan for the pool's threads, then matmulnbits_panels_run.
 void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const float* bias, float* Y,
                         ep::ThreadPool* pool, PanelKernel kernel, void* workspace = nullptr);

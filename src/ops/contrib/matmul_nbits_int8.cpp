@@ -384,6 +384,18 @@ NBitsPanelsPlan matmulnbits_panels_plan(int64_t M, const QuantPanels& W, PanelKe
   return p;
 }
 
+PanelsWorkerHead matmulnbits_panels_worker_head(const NBitsPanelsPlan& plan, const QuantPanels& W, size_t max_bytes) {
+  if (plan.M != 1 || plan.amx || W.empty()) return {};
+  // The loops of panels_run_on and panels_silu_mul_run_on: panels, or gate/up pairs of panels.
+  const int64_t item_panels = plan.silu_mul ? 2 : 1;
+  const int64_t items = W.panels / item_panels;
+  const int64_t grain = plan.silu_mul ? std::max<int64_t>(1, plan.grain / 2) : plan.grain;
+  const int64_t first = ep::ThreadPool::worker_first_claim(plan.slots, items, grain);
+  if (first >= items) return {};
+  const int64_t item_bytes = item_panels * W.kb * W.record_bytes;
+  return {W.panel(first * item_panels), std::min<size_t>(max_bytes, static_cast<size_t>((items - first) * item_bytes))};
+}
+
 size_t NBitsPanelsPlan::workspace_bytes() const {
   return a_bytes + product_bytes + ep::SlotScratch::bytes(slot_bytes, slots);
 }
