@@ -8,8 +8,8 @@
 //   so each takes a contiguous part of every loop (the caller the low indices, every time) while the
 //   split point still follows their speed. Each side's first claim is fixed by n and the grain
 //   (worker_first_claim), so what the worker reads first is known before the loop runs.
-// - An idle two-thread worker can read ahead for the caller: prefetch_when_idle gives it a byte range
-//   (the weights a coming loop has it read first) to load into its caches while it waits.
+// - An idle two-thread worker can fetch ahead: prefetch_when_idle gives it a byte range (the weights a
+//   coming loop has it read first) to prefetch into its L2 while it waits.
 // - parallel_for called from inside a parallel_for of this pool (or while another thread is using the
 //   pool) runs inline on the calling thread: nesting never deadlocks.
 // - Several callers at once (concurrent session runs, each inside a CallerScope): while more than one
@@ -60,12 +60,13 @@ class ThreadPool {
   // size, whose workers' first chunks are not fixed.
   static int64_t worker_first_claim(int threads, int64_t n, int64_t grain);
 
-  // Two-thread pools: the worker reads [data, data + bytes) into its caches while it waits for the
-  // next parallel_for (plain loads, a few lines per spin iteration), resuming between loops until it
-  // has read it all or a later call replaces it. For the weights the worker streams first in a coming
-  // loop (KernelVariant::worker_prefetch): the memory bus works while the caller runs serial code.
-  // The caller must keep the bytes mapped until the next call or the pool's destruction. Other pool
-  // sizes, or nullptr / 0 bytes: nothing (a pending range is dropped).
+  // Two-thread pools: the worker prefetches [data, data + bytes) into its L2 while it waits for the
+  // next parallel_for (a few lines per spin iteration, not counted as spins), resuming between loops
+  // until it has fetched it all or a later call replaces it. For the weights the worker streams first
+  // in a coming loop (KernelVariant::worker_prefetch): the memory bus works while the caller runs
+  // serial code. Prefetches never fault, so the range need not outlive the call (memory freed
+  // meanwhile only wastes the reads). Other pool sizes, or nullptr / 0 bytes: nothing (a pending range
+  // is dropped).
   void prefetch_when_idle(const void* data, size_t bytes);
 
   // CPUs this process may run on (sched_getaffinity; at least 1).
