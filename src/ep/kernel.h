@@ -40,18 +40,18 @@ class SubgraphRunner {
   virtual Status run_into(KernelContext& ctx, std::vector<Value>& inputs, std::vector<Value>& outputs) = 0;
 };
 
-// Shape-specialized state: what Kernel::specialize decides once per distinct set of input dtypes and
-// shapes (a plan, a blocking choice, precomputed strides, tables) and the scratch memory compute needs
-// at those shapes. The executor's kernel cache keeps it per node, at most a few variants per node;
-// evicting a variant destroys it. A variant is immutable after specialize (only const members are
-// reachable from compute), so concurrent runs at the same shapes share it. The Kernel object itself
-// (packed weights and other shape-independent state) is shared by all variants of its node.
 // Constant bytes a kernel's pool worker reads first (see KernelVariant::worker_prefetch).
 struct WorkerPrefetch {
   const void* data = nullptr;
   size_t bytes = 0;
 };
 
+// Shape-specialized state: what Kernel::specialize decides once per distinct set of input dtypes and
+// shapes (a plan, a blocking choice, precomputed strides, tables) and the scratch memory compute needs
+// at those shapes. The executor's kernel cache keeps it per node, at most a few variants per node;
+// evicting a variant destroys it. A variant is immutable after specialize (only const members are
+// reachable from compute), so concurrent runs at the same shapes share it. The Kernel object itself
+// (packed weights and other shape-independent state) is shared by all variants of its node.
 class KernelVariant {
  public:
   virtual ~KernelVariant() = default;

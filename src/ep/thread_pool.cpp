@@ -30,6 +30,15 @@ namespace {
 constexpr int kSpinIters = 4000;
 // Two threads claim at least 1/kTwoEndedMinParts of a loop at a time (see Impl::two_ended).
 constexpr int64_t kTwoEndedMinParts = 32;
+// A two-thread loop's claim sizes (see Impl::two_ended): at least min_take items a claim, and each
+// side's first claim first_take. parallel_for claims by them and worker_first_claim predicts by them.
+struct TwoEndedTakes {
+  int64_t min_take, first_take;
+};
+TwoEndedTakes two_ended_takes(int64_t n, int64_t grain) {
+  const int64_t min_take = std::max(grain, (n + kTwoEndedMinParts - 1) / kTwoEndedMinParts);
+  return {min_take, std::max(min_take, n / 4)};
+}
 // Cache lines an idle worker prefetches per spin iteration from a prefetch_when_idle range.
 constexpr size_t kIdlePrefetchLines = 4;
 
@@ -277,8 +286,9 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
   im.chunk = std::max(grain, (n + chunks_wanted - 1) / chunks_wanted);
   im.next.store(0, std::memory_order_relaxed);
   im.two_ended = num_threads_ == 2 && n < (int64_t(1) << 31);
-  im.min_take = std::max(grain, (n + kTwoEndedMinParts - 1) / kTwoEndedMinParts);
-  im.first_take = std::max(im.min_take, n / 4);
+  const TwoEndedTakes takes = two_ended_takes(n, grain);
+  im.min_take = takes.min_take;
+  im.first_take = takes.first_take;
   im.ends.store(static_cast<uint64_t>(n) << 32, std::memory_order_relaxed);
   im.open.store(true, std::memory_order_seq_cst);   // a worker still registered from an earlier
                                                     // generation may join this job: it is complete now
@@ -293,9 +303,8 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
 int64_t ThreadPool::worker_first_claim(int threads, int64_t n, int64_t grain) {
   grain = std::max<int64_t>(1, grain);
   if (threads != 2 || n <= grain || n >= (int64_t(1) << 31)) return n;
-  const int64_t min_take = std::max(grain, (n + kTwoEndedMinParts - 1) / kTwoEndedMinParts);
   // The caller's first claim comes off the front, then the worker's off the back (either order).
-  const int64_t first_take = std::max(min_take, n / 4);
+  const int64_t first_take = two_ended_takes(n, grain).first_take;
   return n - std::min(first_take, std::max<int64_t>(0, n - first_take));
 }
 

@@ -723,9 +723,6 @@ TEST(ContribMatMulNBits, DISABLED_MatMulNBitsBench) {
   }
 }
 
-// With constant weights the kernel packs them at creation and specialize plans the tiling for A's rows
-// (decode rows, prefill panels, the int8 panel path) with num_threads slots of per-thread scratch: the
-// result is the same bits with and without the variant, at 1 and 2 threads, and close to the reference.
 // The bytes a decode GEMV's worker reads first (what a replay has the idle worker prefetch): the head of
 // its first claim of panels (gate/up pairs for the SiluMul layout), capped; nothing for more rows, one
 // thread or a pool size whose first chunks are not fixed. Checked against the pool's own first claim.
@@ -743,10 +740,10 @@ TEST(ContribMatMulNBits, PanelsWorkerHeadIsTheWorkersFirstClaim) {
       const int64_t grain = silu ? std::max<int64_t>(1, plan.grain / 2) : plan.grain;
       const int64_t first = ep::ThreadPool::worker_first_claim(2, items, grain);
       ASSERT_LT(first, items);
-      const PanelsWorkerHead all = matmulnbits_panels_worker_head(plan, W, SIZE_MAX);
+      const ep::WorkerPrefetch all = matmulnbits_panels_worker_head(plan, W, SIZE_MAX);
       EXPECT_EQ(all.data, W.panel(first * per));
       EXPECT_EQ(all.bytes, static_cast<size_t>(items - first) * per * panel_bytes);
-      const PanelsWorkerHead capped = matmulnbits_panels_worker_head(plan, W, 1000);
+      const ep::WorkerPrefetch capped = matmulnbits_panels_worker_head(plan, W, 1000);
       EXPECT_EQ(capped.data, all.data);
       EXPECT_EQ(capped.bytes, 1000u);
       EXPECT_EQ(matmulnbits_panels_worker_head(matmulnbits_panels_plan(4, W, k.kernel, 2, silu), W, SIZE_MAX).bytes, 0u);
@@ -756,6 +753,9 @@ TEST(ContribMatMulNBits, PanelsWorkerHeadIsTheWorkersFirstClaim) {
   }
 }
 
+// With constant weights the kernel packs them at creation and specialize plans the tiling for A's rows
+// (decode rows, prefill panels, the int8 panel path) with num_threads slots of per-thread scratch: the
+// result is the same bits with and without the variant, at 1 and 2 threads, and close to the reference.
 TEST(ContribMatMulNBits, VariantTilingAndSlotsMatchPerCallPlan) {
   struct Case { const char* what; int64_t M, K, N, bits, block, acc; };
   const Case cases[] = {

@@ -628,14 +628,14 @@ Result<std::vector<float>> read_floats(const Tensor& t) {
   return out;
 }
 
-// The tiling for one M (rows of A) on the packed weights, and the scratch it runs on: the panel path's
-// or the row path's plan, each with num_threads slots of per-thread scratch. Made by specialize.
 // How much of the weights a decode GEMV's worker reads first that it may fetch while idle before the
 // node runs (KernelVariant::worker_prefetch): within its L2 with room to spare. Zen 5, Qwen2.5-0.5B-
 // shape decode at 2 threads, steps alternating in one process: 1.9% faster with it than without (6 of
 // 6 processes); 512 KB no faster than 192.
 constexpr size_t kWorkerPrefetchBytes = 192 * 1024;
 
+// The tiling for one M (rows of A) on the packed weights, and the scratch it runs on: the panel path's
+// or the row path's plan, each with num_threads slots of per-thread scratch. Made by specialize.
 struct NBitsVariant final : ep::KernelVariant {
   bool use_panels = false;
   NBitsFastPlan fast;
@@ -699,8 +699,7 @@ class MatMulNBits final : public ep::Kernel {
     if (!P_.empty()) {
       v->use_panels = true;
       v->panels = matmulnbits_panels_plan(numel / K_, P_, panel_kernel_, sc.num_threads(), silu_mul_);
-      const PanelsWorkerHead h = matmulnbits_panels_worker_head(v->panels, P_, kWorkerPrefetchBytes);
-      v->head = {h.data, h.bytes};
+      v->head = matmulnbits_panels_worker_head(v->panels, P_, kWorkerPrefetchBytes);
     } else {
       v->fast = matmulnbits_fast_plan(numel / K_, W_, fast_level(), isa_, sc.num_threads());
     }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ep/cpu_features.h"
+#include "ep/kernel.h"
 
 namespace nxrt::ep {
 class ThreadPool;
@@ -226,11 +227,7 @@ void matmulnbits_panels_silu_mul_run(const NBitsPanelsPlan& plan, const float* A
 // with silu_mul, matmulnbits_panels_silu_mul_run) runs `plan` with one row of A (a decode GEMV) on a
 // pool of plan.slots threads: the head of its first claim, at most max_bytes. {nullptr, 0} when
 // nothing is fixed (more rows, AMX, a pool size whose workers' first chunks are not known).
-struct PanelsWorkerHead {
-  const uint8_t* data = nullptr;
-  size_t bytes = 0;
-};
-PanelsWorkerHead matmulnbits_panels_worker_head(const NBitsPanelsPlan& plan, const QuantPanels& W, size_t max_bytes);
+ep::WorkerPrefetch matmulnbits_panels_worker_head(const NBitsPanelsPlan& plan, const QuantPanels& W, size_t max_bytes);
 // The plan for the pool's threads, then matmulnbits_panels_run.
 void matmulnbits_panels(const float* A, int64_t M, const QuantPanels& W, const float* bias, float* Y,
                         ep::ThreadPool* pool, PanelKernel kernel, void* workspace = nullptr);

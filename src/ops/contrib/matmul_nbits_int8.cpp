@@ -353,6 +353,18 @@ void amx_row_terms(const QuantPanels& W, const float* sa, const float* sq, int64
   }
 }
 
+namespace {
+// The parallel loop of panels_run_on (one item a panel) or panels_silu_mul_run_on (one item a gate/up
+// pair of panels), for matmulnbits_panels_worker_head to predict the worker's first part.
+struct PanelLoop {
+  int64_t items = 0, grain = 1, panels_per_item = 1;
+};
+PanelLoop panel_loop(const NBitsPanelsPlan& plan, const QuantPanels& W, bool pairs) {
+  if (pairs) return {W.panels / 2, std::max<int64_t>(1, plan.grain / 2), 2};
+  return {W.panels, plan.grain, 1};
+}
+}  // namespace
+
 NBitsPanelsPlan matmulnbits_panels_plan(int64_t M, const QuantPanels& W, PanelKernel kernel, int threads, bool silu_mul) {
   NBitsPanelsPlan p;
   p.M = M;
@@ -384,16 +396,13 @@ NBitsPanelsPlan matmulnbits_panels_plan(int64_t M, const QuantPanels& W, PanelKe
   return p;
 }
 
-PanelsWorkerHead matmulnbits_panels_worker_head(const NBitsPanelsPlan& plan, const QuantPanels& W, size_t max_bytes) {
+ep::WorkerPrefetch matmulnbits_panels_worker_head(const NBitsPanelsPlan& plan, const QuantPanels& W, size_t max_bytes) {
   if (plan.M != 1 || plan.amx || W.empty()) return {};
-  // The loops of panels_run_on and panels_silu_mul_run_on: panels, or gate/up pairs of panels.
-  const int64_t item_panels = plan.silu_mul ? 2 : 1;
-  const int64_t items = W.panels / item_panels;
-  const int64_t grain = plan.silu_mul ? std::max<int64_t>(1, plan.grain / 2) : plan.grain;
-  const int64_t first = ep::ThreadPool::worker_first_claim(plan.slots, items, grain);
-  if (first >= items) return {};
-  const int64_t item_bytes = item_panels * W.kb * W.record_bytes;
-  return {W.panel(first * item_panels), std::min<size_t>(max_bytes, static_cast<size_t>((items - first) * item_bytes))};
+  const PanelLoop loop = panel_loop(plan, W, plan.silu_mul);
+  const int64_t first = ep::ThreadPool::worker_first_claim(plan.slots, loop.items, loop.grain);
+  if (first >= loop.items) return {};
+  const int64_t item_bytes = loop.panels_per_item * W.kb * W.record_bytes;
+  return {W.panel(first * loop.panels_per_item), std::min<size_t>(max_bytes, static_cast<size_t>((loop.items - first) * item_bytes))};
 }
 
 size_t NBitsPanelsPlan::workspace_bytes() const {
@@ -529,8 +538,9 @@ void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanel
       }
     }
   };
-  if (pool && W.panels > 1) pool->parallel_for(W.panels, plan.grain, work);
-  else work(0, W.panels);
+  const PanelLoop loop = panel_loop(plan, W, /*pairs=*/false);
+  if (pool && loop.items > 1) pool->parallel_for(loop.items, loop.grain, work);
+  else work(0, loop.items);
   if (bias && !split) {
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) Y[m * N + n] += bias[n];
@@ -549,7 +559,7 @@ void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanel
 // pair's biases are added, silu_mul_f32 runs once over the block and its rows are copied into Y.
 void panels_silu_mul_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanels& W, const float* bias,
                             float* Y, ep::ThreadPool* pool, void* workspace, bool avx512) {
-  const int64_t M = plan.M, cols = W.cols, N = W.N / 2, pairs = W.panels / 2;
+  const int64_t M = plan.M, cols = W.cols, N = W.N / 2;
   const QuantizedA qa = quantize_a(plan, A, W, pool, workspace);
   float* product = plan.amx ? reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + plan.a_bytes) : nullptr;
   uint8_t* slot0 = static_cast<uint8_t*>(workspace) + plan.a_bytes + plan.product_bytes;
@@ -603,9 +613,9 @@ void panels_silu_mul_run_on(const NBitsPanelsPlan& plan, const float* A, const Q
       }
     }
   };
-  const int64_t grain = std::max<int64_t>(1, plan.grain / 2);
-  if (pool && pairs > 1) pool->parallel_for(pairs, grain, work);
-  else work(0, pairs);
+  const PanelLoop loop = panel_loop(plan, W, /*pairs=*/true);  // tasks take whole gate/up pairs
+  if (pool && loop.items > 1) pool->parallel_for(loop.items, loop.grain, work);
+  else work(0, loop.items);
 }
 }  // namespace
 
