@@ -136,8 +136,9 @@ out = [f"### {title}, `{os.path.basename(model)}`{kv_note}: nxrt vs ORT vs llama
        f"({b['weights'] / 1e6:.1f} MB of MatMulNBits records, {b['kv'] / 1e6:.1f} MB of {b.get('kv_dtype', 'float32')} KV cache "
        f"(nxrt generate --kv-dtype {b.get('kv_dtype', 'float32')}; llama.cpp: its default f16 cache) at position "
        f"{b['position']}, {b['other'] / 1e6:.2f} MB other); limit = read bandwidth (nxrt_read_bandwidth over a buffer "
-       f"that size on 2 MB pages, same round and thread count; each of its rounds the faster of plain loads and loads "
-       f"behind a 4 KB non-temporal prefetch) / those bytes.", "",
+       f"that size on 2 MB pages, same round and thread count; each of its rounds the fastest of plain loads, loads "
+       f"behind a 4 KB non-temporal prefetch, and loads behind an 8 KB one plus one prefetch per 4 KB page 32 KB ahead) "
+       f"/ those bytes.", "",
        "| threads | nxrt prefill tok/s | ORT | llama.cpp | nxrt/llama.cpp | nxrt decode tok/s | ORT | llama.cpp | nxrt/llama.cpp | read GB/s | nxrt decode % of limit (of the medians; per round: median, range) | tokens equal nxrt/ORT, nxrt/llama.cpp |",
        "|---|---|---|---|---|---|---|---|---|---|---|---|"]
 for t in sorted({k[0] for k in by}):
