@@ -363,6 +363,14 @@ PanelLoop panel_loop(const NBitsPanelsPlan& plan, const QuantPanels& W, bool pai
   if (pairs) return {W.panels / 2, std::max<int64_t>(1, plan.grain / 2), 2};
   return {W.panels, plan.grain, 1};
 }
+
+// A decode task over panels [p0, p1): the tiles start each page of the stream kPanelPageAheadBytes
+// ahead of the record they read, so the task's own first pages get that start here. Qwen2.5-0.5B-shape
+// decode on the Zen 5 VM, steps alternating with and without in one process: +0.6% per step at 2
+// threads (9 processes, 0.2-1.6%), +0.8% at 1.
+void start_task_pages(const QuantPanels& W, int64_t p0, int64_t p1) {
+  prefetch_pages_ahead(W.panel(p0), std::min<int64_t>(kPanelPageAheadBytes, (p1 - p0) * W.kb * W.record_bytes), 0);
+}
 }  // namespace
 
 NBitsPanelsPlan matmulnbits_panels_plan(int64_t M, const QuantPanels& W, PanelKernel kernel, int threads, bool silu_mul) {
@@ -508,6 +516,7 @@ void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanel
       }
       return;
     }
+    if (M == 1) start_task_pages(W, p0, p1);
     for (int64_t m0 = 0; m0 < M; m0 += mc) {
       const int64_t m1 = std::min(M, m0 + mc);
       int s = 0;  // split: the output of panel p (panels ascend)
@@ -585,6 +594,7 @@ void panels_silu_mul_run_on(const NBitsPanelsPlan& plan, const float* A, const Q
       }
       return;
     }
+    if (M == 1) start_task_pages(W, 2 * q0, 2 * q1);
     float* gate = reinterpret_cast<float*>(slot);  // [mc, cols], then the up tile [mc, cols]
     float* up = gate + plan.mc * cols;
     for (int64_t m0 = 0; m0 < M; m0 += plan.mc) {
