@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "ops/gemm/gemm_kernels.h"
+#include "ops/stream_prefetch.h"
 
 namespace nxrt::ops {
 
@@ -407,7 +408,11 @@ __attribute__((target("avx2,fma"))) void gemv_packed_avx2(int64_t q0, int64_t q1
       const int64_t kc = std::min(KC, K - p0);
       const float* ap = a + p0;
       const float* bp = packed + p0 * n_padded + s0 * NR * kc;
+      // One contiguous run of packed B per (column block, K block): start its first pages now, and
+      // each later page kPageAheadBytes early (ops/stream_prefetch.h).
+      prefetch_pages_ahead(bp, std::min<int64_t>(kPageAheadBytes, (s1 - s0) * NR * kc * 4), 0);
       for (int64_t q = s0; q < s1; ++q) {
+        prefetch_pages_ahead(bp, NR * kc * 4);
         float* ac = acc + (q - s0) * NR;
         __m256 x0 = _mm256_setzero_ps(), x1 = _mm256_setzero_ps();
         __m256 y0 = _mm256_setzero_ps(), y1 = _mm256_setzero_ps();
