@@ -127,6 +127,7 @@ struct ThreadPool::Impl {
   bool two_ended = false;
   int64_t min_take = 1;
   int64_t first_take = 1;
+  int64_t take_divisor = 4;  // a later claim takes (what is left) / this (Schedule)
   alignas(64) std::atomic<uint64_t> ends{0};
 
   // The range an idle worker prefetches (prefetch_when_idle), under a sequence lock: odd while the
@@ -169,7 +170,7 @@ struct ThreadPool::Impl {
         do {
           const int64_t f = static_cast<int64_t>(e & 0xffffffffu), b = static_cast<int64_t>(e >> 32);
           if (f >= b) return;
-          const int64_t take = std::min(b - f, first ? first_take : std::max(min_take, (b - f) / 4));
+          const int64_t take = std::min(b - f, first ? first_take : std::max(min_take, (b - f) / take_divisor));
           lo = from_back ? b - take : f;
           hi = from_back ? b : f + take;
           want = from_back ? (static_cast<uint64_t>(f) | (static_cast<uint64_t>(lo) << 32))
@@ -263,7 +264,7 @@ ThreadPool::~ThreadPool() {
   for (auto& t : impl_->workers) t.join();
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn, Schedule schedule) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   if (num_threads_ == 1 || n <= grain || tl_parallel_depth > 0) {
@@ -289,6 +290,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
   const TwoEndedTakes takes = two_ended_takes(n, grain);
   im.min_take = takes.min_take;
   im.first_take = takes.first_take;
+  im.take_divisor = schedule == Schedule::kStreaming ? 2 : 4;
   im.ends.store(static_cast<uint64_t>(n) << 32, std::memory_order_relaxed);
   im.open.store(true, std::memory_order_seq_cst);   // a worker still registered from an earlier
                                                     // generation may join this job: it is complete now

@@ -7,7 +7,8 @@
 // - With two threads the caller claims chunks from the front of [0, n) and the worker from the back,
 //   so each takes a contiguous part of every loop (the caller the low indices, every time) while the
 //   split point still follows their speed. Each side's first claim is fixed by n and the grain
-//   (worker_first_claim), so what the worker reads first is known before the loop runs.
+//   (worker_first_claim), so what the worker reads first is known before the loop runs; later claims
+//   take a quarter of what is left, or half (Schedule::kStreaming).
 // - An idle two-thread worker can fetch ahead: prefetch_when_idle gives it a byte range (the weights a
 //   coming loop has it read first) to prefetch into its L2 while it waits.
 // - parallel_for called from inside a parallel_for of this pool (or while another thread is using the
@@ -33,9 +34,20 @@ class ThreadPool {
 
   int num_threads() const { return num_threads_; }
 
+  // How a two-thread loop's claims after the first shrink (other pool sizes take equal chunks).
+  enum class Schedule {
+    // Each claim a quarter of what is left (at least the least claim): balances items of uneven cost.
+    kGuided,
+    // Each claim half of what is left: for items of equal cost that each stream memory once (a decode
+    // GEMV's weight panels), where every claim restarts a thread's stream, so fewer, longer claims read
+    // faster; the end still meets within the least claim.
+    kStreaming,
+  };
+
   // Calls fn(begin, end) over [0, n) split into chunks of at least `grain` items, on all threads;
   // returns when every chunk is done. Runs inline when n <= grain or the pool has one thread.
-  void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn);
+  void parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn,
+                    Schedule schedule = Schedule::kGuided);
 
   // 2-D tiles: [0, rows) x [0, cols) cut into tile_rows x tile_cols tiles (edge tiles smaller); calls
   // fn(r0, r1, c0, c1) once per tile, tiles spread over the threads.

@@ -192,6 +192,26 @@ TEST(ThreadPool, TwoThreadFirstClaimsAreFixed) {
   EXPECT_EQ(ep::ThreadPool::worker_first_claim(4, 1000, 1), 1000);
 }
 
+// Schedule::kStreaming: later claims take half of what is left, so a two-thread loop of 1024 items
+// (least claim 32, first claims 256) is done in at most 7 claims whichever thread claims when (the
+// guided schedule takes up to 12), and still covers every item exactly once.
+TEST(ThreadPool, StreamingScheduleHalvesLaterClaims) {
+  ep::ThreadPool pool(2);
+  if (pool.num_threads() < 2) GTEST_SKIP() << "one CPU";
+  for (int rep = 0; rep < 20; ++rep) {
+    std::mutex mu;
+    std::vector<std::pair<int64_t, int64_t>> claims;
+    std::vector<int> hits(1024, 0);
+    pool.parallel_for(1024, 1, [&](int64_t b, int64_t e) {
+      std::lock_guard<std::mutex> lk(mu);
+      claims.emplace_back(b, e);
+      for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+    }, ep::ThreadPool::Schedule::kStreaming);
+    EXPECT_LE(claims.size(), 7u) << "rep " << rep;
+    for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], 1) << "item " << i << " rep " << rep;
+  }
+}
+
 // prefetch_when_idle only hints: loops stay exact while ranges are posted, replaced and dropped from two
 // threads at once (one of them a second caller of the pool), and on pools where it does nothing.
 TEST(ThreadPool, IdlePrefetchRangesKeepLoopsExact) {
