@@ -11,7 +11,7 @@ namespace nxrt::ops {
 // at 25-30 GB/s on one core and 60-65 on two, and at 32-36 / 70 with one prefetch per page 64 KB
 // ahead on top of a dense one 8 KB ahead; every second page gave 28-30, and which line of the page
 // made no difference: it is the page, not the line. 16, 32 and 64 KB ahead measured the same in the
-// decode (kPanelPageAheadBytes). Where translation is cheap it costs one prefetch per 4 KB.
+// int4 decode (matmul_nbits_panel_kernels.h). Where translation is cheap it costs one prefetch per 4 KB.
 inline constexpr int64_t kPageAheadBytes = 32768;
 
 // Calls touch(p) for the start p of each 4 KB page within (at + ahead, at + ahead + bytes]: called
@@ -36,6 +36,12 @@ inline void prefetch_pages_ahead(const void* at, int64_t bytes, int64_t ahead = 
     __builtin_prefetch(page, 0, 3);
 #endif
   });
+}
+
+// A run of `run_bytes` that a loop starts reading now, record by record, calling prefetch_pages_ahead
+// per record: the pages of its first kPageAheadBytes lie before any record's window, so start them here.
+inline void prefetch_first_pages(const void* run, int64_t run_bytes) {
+  prefetch_pages_ahead(run, run_bytes < kPageAheadBytes ? run_bytes : kPageAheadBytes, 0);
 }
 
 }  // namespace nxrt::ops

@@ -9,7 +9,7 @@
 // pages where the kernel gives them (madvise, as nxrt's packed weights are), and each round runs three
 // loops: plain loads; the same loads with a non-temporal prefetch 4 KB ahead; and loads behind a
 // non-temporal prefetch 8 KB ahead plus one prefetch per 4 KB page 32 KB ahead (how the decode GEMV
-// reads its weights, see kPanelPageAheadBytes; where address translation is costly, as on a VM whose
+// reads its weights, see ops/stream_prefetch.h; where address translation is costly, as on a VM whose
 // hypervisor shadows the page tables, one core streams much faster so). The round's figure is the
 // fastest of the three, so the anchor is the best this machine showed, not a loop nxrt's kernels could
 // beat. Prints one JSON line: {"threads","mb","rounds","gbps_median","gbps_best","gbps_runs",

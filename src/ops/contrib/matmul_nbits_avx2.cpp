@@ -48,7 +48,7 @@ __attribute__((target("avx2,fma,f16c"))) void gemm_avx2(const QuantPanels& W, co
       // loop) 20.8 / 20.3 ms, 4 KB NTA 17.9 / 18.2 ms; 4 KB T0 and 2 KB NTA in between (8 KB since: see
       // kPanelPrefetchBytes).
       for (int64_t off = 0; off < rb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(rec + ahead + off), _MM_HINT_NTA);
-      prefetch_pages_ahead(rec, rb, kPanelPageAheadBytes);
+      prefetch_pages_ahead(rec, rb);
     }
     __m256i acc[MR][2];
     for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();

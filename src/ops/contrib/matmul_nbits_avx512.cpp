@@ -47,7 +47,7 @@ __attribute__((target(NXRT_AVX512VNNI_TARGET))) void gemm_vnni(const QuantPanels
       // Decode reads each record once: NTA keeps the stream from evicting the L2 and L3 (the KV cache,
       // the activations) and spares the victim writes into L3 that a T0 stream makes.
       for (int64_t off = 0; off < rb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(rec + ahead + off), _MM_HINT_NTA);
-      prefetch_pages_ahead(rec, rb, kPanelPageAheadBytes);
+      prefetch_pages_ahead(rec, rb);
     } else {
       // Prefill reads a panel again for each pass over A's rows: keep it in L2.
       for (int64_t off = 0; off < rb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(rec + ahead + off), _MM_HINT_T0);

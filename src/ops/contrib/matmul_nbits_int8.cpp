@@ -364,22 +364,26 @@ PanelLoop panel_loop(const NBitsPanelsPlan& plan, const QuantPanels& W, bool pai
   return {W.panels, plan.grain, 1};
 }
 
-// Decode (one row) streams each panel once, at the same cost per panel: two threads claim half of what
-// is left each time (ThreadPool::Schedule::kStreaming), so each restarts its stream fewer times. Zen 5
+// Decode: one row of A, not on AMX (whose prefill loop is the one that runs then). It streams each
+// panel once (the worker's first claim can be prefetched, the tasks start their pages, the claims halve).
+bool panels_decode(const NBitsPanelsPlan& plan) { return plan.M == 1 && !plan.amx; }
+
+// Decode's panels cost the same: two threads claim half of what is left each time
+// (ThreadPool::Schedule::kStreaming), so each restarts its weight stream fewer times. Zen 5
 // VM, Qwen2.5-0.5B-shape decode at 2 threads, steps alternating with and without in one process: +1.2 to
 // +2.2% per step (5 processes each at three least-claim settings). Not for every loop: SqueezeNet's
 // convolutions at 2 threads ran 0.6-3.1% slower with halving claims (paired in one process), ResNet-50,
 // Inception-v2 and DenseNet-121 0.7-1.2% faster.
 ep::ThreadPool::Schedule panel_schedule(const NBitsPanelsPlan& plan) {
-  return plan.M == 1 && !plan.amx ? ep::ThreadPool::Schedule::kStreaming : ep::ThreadPool::Schedule::kGuided;
+  return panels_decode(plan) ? ep::ThreadPool::Schedule::kStreaming : ep::ThreadPool::Schedule::kGuided;
 }
 
-// A decode task over panels [p0, p1): the tiles start each page of the stream kPanelPageAheadBytes
-// ahead of the record they read, so the task's own first pages get that start here. Qwen2.5-0.5B-shape
+// A decode task over panels [p0, p1): the tiles start each page of the stream kPageAheadBytes ahead of
+// the record they read, so the task's own first pages get that start here. Qwen2.5-0.5B-shape
 // decode on the Zen 5 VM, steps alternating with and without in one process: +0.6% per step at 2
 // threads (9 processes, 0.2-1.6%), +0.8% at 1.
 void start_task_pages(const QuantPanels& W, int64_t p0, int64_t p1) {
-  prefetch_pages_ahead(W.panel(p0), std::min<int64_t>(kPanelPageAheadBytes, (p1 - p0) * W.kb * W.record_bytes), 0);
+  prefetch_first_pages(W.panel(p0), (p1 - p0) * W.kb * W.record_bytes);
 }
 }  // namespace
 
@@ -415,7 +419,7 @@ NBitsPanelsPlan matmulnbits_panels_plan(int64_t M, const QuantPanels& W, PanelKe
 }
 
 ep::WorkerPrefetch matmulnbits_panels_worker_head(const NBitsPanelsPlan& plan, const QuantPanels& W, size_t max_bytes) {
-  if (plan.M != 1 || plan.amx || W.empty()) return {};
+  if (!panels_decode(plan) || W.empty()) return {};
   const PanelLoop loop = panel_loop(plan, W, plan.silu_mul);
   const int64_t first = ep::ThreadPool::worker_first_claim(plan.slots, loop.items, loop.grain);
   if (first >= loop.items) return {};
@@ -526,7 +530,7 @@ void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanel
       }
       return;
     }
-    if (M == 1) start_task_pages(W, p0, p1);
+    if (panels_decode(plan)) start_task_pages(W, p0, p1);
     for (int64_t m0 = 0; m0 < M; m0 += mc) {
       const int64_t m1 = std::min(M, m0 + mc);
       int s = 0;  // split: the output of panel p (panels ascend)
@@ -604,7 +608,7 @@ void panels_silu_mul_run_on(const NBitsPanelsPlan& plan, const float* A, const Q
       }
       return;
     }
-    if (M == 1) start_task_pages(W, 2 * q0, 2 * q1);
+    if (panels_decode(plan)) start_task_pages(W, 2 * q0, 2 * q1);
     float* gate = reinterpret_cast<float*>(slot);  // [mc, cols], then the up tile [mc, cols]
     float* up = gate + plan.mc * cols;
     for (int64_t m0 = 0; m0 < M; m0 += plan.mc) {

@@ -30,11 +30,10 @@ inline int64_t panel_prefetch_ahead(int64_t record_bytes) {
   return (kPanelPrefetchBytes + record_bytes - 1) / record_bytes * record_bytes;
 }
 
-// Decode also starts each page of its stream early (prefetch_pages_ahead, once per record, after the
-// dense prefetch). Qwen2.5-0.5B-shape decode on the Zen 5 VM (prompt 512, steps alternating with and
+// Decode also starts each page of its stream kPageAheadBytes early (prefetch_pages_ahead, once per
+// record, after the dense prefetch). Qwen2.5-0.5B-shape decode on the Zen 5 VM (prompt 512, steps alternating with and
 // without in one process): 24% faster per step at 2 threads and 50% at 1 with the AVX-512 VNNI tile,
 // 14% / 12% with the AVX2 one; 16, 32 and 64 KB ahead, and T0 / T1 / NTA, within 0.6% of each other.
-inline constexpr int64_t kPanelPageAheadBytes = kPageAheadBytes;
 
 // One call's rows of quantized A against one panel of W.
 struct PanelTile {

@@ -311,7 +311,7 @@ NXRT_AVX512 void gemv_packed_avx512(int64_t q0, int64_t q1, int64_t N, int64_t K
       const float* bp = packed + p0 * n_padded + s0 * NR * kc;
       // One contiguous run of packed B per (column block, K block): start its first pages now, and
       // each later page kPageAheadBytes early (ops/stream_prefetch.h).
-      prefetch_pages_ahead(bp, std::min<int64_t>(kPageAheadBytes, (s1 - s0) * NR * kc * 4), 0);
+      prefetch_first_pages(bp, (s1 - s0) * NR * kc * 4);
       for (int64_t q = s0; q < s1; ++q) {
         prefetch_pages_ahead(bp, NR * kc * 4);
         __m512 x0 = _mm512_setzero_ps(), x1 = _mm512_setzero_ps();
