@@ -307,6 +307,47 @@ TEST(AttentionVariants, GqaFloat16CacheReadsTheRoundedRows) {
   }
 }
 
+// The decode loops read a float16 cache with the float32 loops' arithmetic (their loads widen each
+// element, which is exact): where every value the cache holds, the new rows included, is a float16
+// value, the output is bit-identical to the float32 cache's, at each tier this CPU has (AVX-512 for
+// head sizes 64/96/128, AVX2 forced with isa=avx2, and AVX2 for 40 at either).
+TEST(AttentionVariants, GqaFloat16CacheDecodeHasTheFloat32LoopsBits) {
+  std::mt19937 rng(83);
+  auto rounded = [](const Tensor& t) {  // the float32 tensor holding t's values rounded to float16
+    const Tensor h = float_tensor_as(t, DataType::kFloat16);
+    Tensor f(DataType::kFloat, t.shape());
+    EXPECT_TRUE(ir::load_floats(h.dtype(), h.raw_data(), h.numel(), f.data<float>()).ok());
+    return f;
+  };
+  std::vector<std::string> tiers = {ep::isa_tier_name(ep::cpu_isa_tier())};
+  if (ep::cpu_isa_tier() >= ep::IsaTier::kAvx512) tiers.push_back("avx2");
+  else std::printf("[ SKIPPED  ] tier avx512: this CPU's best tier is %s\n", ep::isa_tier_name(ep::cpu_isa_tier()));
+  int cases = 0;
+  for (int it = 0; it < 16; ++it) {
+    const int64_t D = it % 4 == 0 ? 64 : it % 4 == 1 ? 128 : it % 4 == 2 ? 96 : 40;
+    const int64_t kvH = 1 + it % 2, G = 1 + (it * 3) % 7, B = 1 + (it / 4) % 2;
+    const int64_t past = 3 + (it * 13) % 61;
+    Case c32 = gqa_case(rng, B, kvH, G, D, 1, past, it % 2 ? Cache::kFixed : Cache::kFixedShared, false, false,
+                        it % 5 == 1, it % 6 == 2, it % 7 == 3);
+    for (int k : {1, 2, 3, 4}) c32.in[k] = Value(rounded(c32.in[k].tensor()));
+    Case c16 = c32;
+    for (int k : {3, 4}) c16.in[k] = Value(float_tensor_as(c32.in[k].tensor(), DataType::kFloat16));
+    for (const std::string& tier : tiers) {
+      SCOPED_TRACE(c32.what + " isa " + tier);
+      const VariantOutcome f16 = run_case(c16, 2, 2, {{"isa", tier}});
+      const VariantOutcome f32 = run_case(c32, 2, 2, {{"isa", tier}});
+      ASSERT_EQ(f16.outs.size(), 3u);
+      ASSERT_EQ(f32.outs.size(), 3u);
+      const Tensor& y16 = f16.outs[0];
+      const Tensor& y32 = f32.outs[0];
+      ASSERT_EQ(y16.shape(), y32.shape());
+      EXPECT_EQ(std::memcmp(y16.raw_data(), y32.raw_data(), static_cast<size_t>(y32.numel()) * 4), 0);
+      ++cases;
+    }
+  }
+  EXPECT_GE(cases, 16);
+}
+
 // One variant of a fixed-capacity cache serves every length seqlens_k gives it: decode and 3-row chunks
 // at each past from 0 to the capacity, the same results as a call without a variant, and (the variant's
 // workspace reserved, outputs bound) no heap allocation and no ctx.workspace on the step.

@@ -260,6 +260,13 @@ NXRT_GQA_AVX512 inline __m256 half_sum(__m512 v) {
   return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
 }
 
+// Sixteen cache elements as floats: float32 rows as they are, float16 rows widened (exact), so a
+// float16 cache takes the float32 loops' arithmetic on the values it holds.
+NXRT_GQA_AVX512 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+NXRT_GQA_AVX512 inline __m512 load16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
 // out[g * n + j] = scale * q_g . k_j. Blocks of 4 key rows outer and the G heads inner, so each block
 // (4 x D floats) is read from memory once; its rows are held in registers while every head of the
 // group takes its 4 dot products (KB = 2 rows at a time for D 96 and 128, whose 4 rows would not fit), so
@@ -269,33 +276,37 @@ NXRT_GQA_AVX512 inline __m256 half_sum(__m512 v) {
 // fetched as its keys are scored, so that pass finds them in L2. Each key's sum is the same chain of
 // multiply-adds over D and the same reduction tree (half_sum, hadd) as before, so the bits do not depend
 // on KB.
-template <int DV>
-NXRT_GQA_AVX512 void gqa_scores_avx512(const float* q, int64_t G, const float* k, int64_t n, float scale, float* out,
-                                       const float* v) {
+// KV: float, or uint16_t for a float16 cache (rows of half the bytes: the prefetch distances stay in
+// rows, the lines per row halve).
+template <int DV, typename KV>
+NXRT_GQA_AVX512 void gqa_scores_avx512(const float* q, int64_t G, const KV* k, int64_t n, float scale, float* out,
+                                       const KV* v) {
   constexpr int64_t D = 16 * DV;
+  constexpr int64_t kLine = 64 / static_cast<int64_t>(sizeof(KV));  // elements per cache line
+  constexpr int64_t kRowBytes = D * static_cast<int64_t>(sizeof(KV));
   constexpr int KB = DV <= 4 ? 4 : 2;  // key rows held in registers: KB * DV <= 16 zmm
   const __m128 vs = _mm_set1_ps(scale);
   const __m512 zero = _mm512_setzero_ps();
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
-    const float* k0 = k + j * D;
+    const KV* k0 = k + j * D;
     // Every other block, for the pair of blocks: the key rows ahead and the value rows of these keys.
     // (Per block, as the AVX2 loop does, was slower here: traced GQA per step 0.90-0.96 ms against
     // 0.74-0.86, 4 rounds of alternated processes.)
     if (j % 8 == 0) {
-      for (int64_t off = kGqaPrefetchRows<D> * D; off < (kGqaPrefetchRows<D> + 8) * D; off += 16)
+      for (int64_t off = kGqaPrefetchRows<D> * D; off < (kGqaPrefetchRows<D> + 8) * D; off += kLine)
         _mm_prefetch(reinterpret_cast<const char*>(k0 + off), _MM_HINT_T0);
       if (v)
-        for (int64_t off = 0; off < 8 * D; off += 16) _mm_prefetch(reinterpret_cast<const char*>(v + j * D + off), _MM_HINT_T0);
-      prefetch_pages_ahead(k0, 8 * D * 4);
-      if (v) prefetch_pages_ahead(v + j * D, 8 * D * 4);
+        for (int64_t off = 0; off < 8 * D; off += kLine) _mm_prefetch(reinterpret_cast<const char*>(v + j * D + off), _MM_HINT_T0);
+      prefetch_pages_ahead(k0, 8 * kRowBytes);
+      if (v) prefetch_pages_ahead(v + j * D, 8 * kRowBytes);
     }
     for (int64_t jb = 0; jb < 4; jb += KB) {
       __m512 kr[KB][DV];
 #pragma GCC unroll 4
       for (int b = 0; b < KB; ++b)
 #pragma GCC unroll 8
-        for (int c = 0; c < DV; ++c) kr[b][c] = _mm512_loadu_ps(k0 + (jb + b) * D + 16 * c);
+        for (int c = 0; c < DV; ++c) kr[b][c] = load16(k0 + (jb + b) * D + 16 * c);
       for (int64_t g = 0; g < G; ++g) {
         const float* qg = q + g * D;
         __m512 a[KB];
@@ -323,11 +334,11 @@ NXRT_GQA_AVX512 void gqa_scores_avx512(const float* q, int64_t G, const float* k
     }
   }
   for (; j < n; ++j) {
-    const float* kj = k + j * D;
+    const KV* kj = k + j * D;
     for (int64_t g = 0; g < G; ++g) {
       __m512 a = _mm512_setzero_ps();
 #pragma GCC unroll 8
-      for (int c = 0; c < DV; ++c) a = _mm512_fmadd_ps(_mm512_loadu_ps(q + g * D + 16 * c), _mm512_loadu_ps(kj + 16 * c), a);
+      for (int c = 0; c < DV; ++c) a = _mm512_fmadd_ps(_mm512_loadu_ps(q + g * D + 16 * c), load16(kj + 16 * c), a);
       out[g * n + j] = _mm512_reduce_add_ps(a) * scale;
     }
   }
@@ -335,22 +346,23 @@ NXRT_GQA_AVX512 void gqa_scores_avx512(const float* q, int64_t G, const float* k
 
 // y_h = sum_j p[h * n + j] v_j for HC heads, the outputs held in HC x DV registers for the whole pass
 // over the n value rows (the AVX2 loop added each row into y through memory, a store-to-load chain).
-template <int DV, int HC>
-NXRT_GQA_AVX512 void gqa_pv_avx512(const float* p, int64_t n, const float* v, float* y) {
+template <int DV, int HC, typename KV>
+NXRT_GQA_AVX512 void gqa_pv_avx512(const float* p, int64_t n, const KV* v, float* y) {
   constexpr int64_t D = 16 * DV;
+  constexpr int64_t kLine = 64 / static_cast<int64_t>(sizeof(KV));
   __m512 acc[HC][DV];
 #pragma GCC unroll 8
   for (int h = 0; h < HC; ++h)
 #pragma GCC unroll 8
     for (int c = 0; c < DV; ++c) acc[h][c] = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; ++j) {
-    const float* vj = v + j * D;
+    const KV* vj = v + j * D;
     if (j % 4 == 0)
-      for (int64_t off = kGqaPrefetchRows<D> * D; off < (kGqaPrefetchRows<D> + 4) * D; off += 16)
+      for (int64_t off = kGqaPrefetchRows<D> * D; off < (kGqaPrefetchRows<D> + 4) * D; off += kLine)
         _mm_prefetch(reinterpret_cast<const char*>(vj + off), _MM_HINT_T0);
     __m512 vv[DV];
 #pragma GCC unroll 8
-    for (int c = 0; c < DV; ++c) vv[c] = _mm512_loadu_ps(vj + 16 * c);
+    for (int c = 0; c < DV; ++c) vv[c] = load16(vj + 16 * c);
 #pragma GCC unroll 8
     for (int h = 0; h < HC; ++h) {
       const __m512 ph = _mm512_set1_ps(p[h * n + j]);
@@ -369,8 +381,8 @@ NXRT_GQA_AVX512 void gqa_pv_avx512(const float* p, int64_t n, const float* v, fl
 template <int DV>
 constexpr int kGqaMaxHeadsPerPass = 24 / DV;
 
-template <int DV>
-NXRT_GQA_AVX512 void gqa_pv_heads_avx512(const float* p, int64_t G, int64_t n, const float* v, float* y) {
+template <int DV, typename KV>
+NXRT_GQA_AVX512 void gqa_pv_heads_avx512(const float* p, int64_t G, int64_t n, const KV* v, float* y) {
   constexpr int64_t D = 16 * DV;
   constexpr int kMax = kGqaMaxHeadsPerPass<DV>;
   // Passes of near-equal size (7 heads at D 64: 4 + 3 rather than 6 + 1).
@@ -381,12 +393,12 @@ NXRT_GQA_AVX512 void gqa_pv_heads_avx512(const float* p, int64_t G, int64_t n, c
     const float* pg = p + g * n;
     float* yg = y + g * D;
     switch (hc) {
-      case 1: gqa_pv_avx512<DV, 1>(pg, n, v, yg); break;
-      case 2: if constexpr (kMax >= 2) gqa_pv_avx512<DV, 2>(pg, n, v, yg); break;
-      case 3: if constexpr (kMax >= 3) gqa_pv_avx512<DV, 3>(pg, n, v, yg); break;
-      case 4: if constexpr (kMax >= 4) gqa_pv_avx512<DV, 4>(pg, n, v, yg); break;
-      case 5: if constexpr (kMax >= 5) gqa_pv_avx512<DV, 5>(pg, n, v, yg); break;
-      default: if constexpr (kMax >= 6) gqa_pv_avx512<DV, 6>(pg, n, v, yg); break;
+      case 1: gqa_pv_avx512<DV, 1, KV>(pg, n, v, yg); break;
+      case 2: if constexpr (kMax >= 2) gqa_pv_avx512<DV, 2, KV>(pg, n, v, yg); break;
+      case 3: if constexpr (kMax >= 3) gqa_pv_avx512<DV, 3, KV>(pg, n, v, yg); break;
+      case 4: if constexpr (kMax >= 4) gqa_pv_avx512<DV, 4, KV>(pg, n, v, yg); break;
+      case 5: if constexpr (kMax >= 5) gqa_pv_avx512<DV, 5, KV>(pg, n, v, yg); break;
+      default: if constexpr (kMax >= 6) gqa_pv_avx512<DV, 6, KV>(pg, n, v, yg); break;
     }
     g += hc;
   }
@@ -453,15 +465,17 @@ NXRT_GQA_AVX512 void softmax_row_avx512(float* r, int64_t n) {
 // 128 (most 1-8B decoders).
 bool gqa_decode_avx512_head_size(int64_t D) { return D == 64 || D == 96 || D == 128; }
 
-void gqa_scores_avx512_any(const float* q, int64_t G, const float* k, int64_t n, int64_t D, float scale, float* out,
-                           const float* v) {
+template <typename KV>
+void gqa_scores_avx512_any(const float* q, int64_t G, const KV* k, int64_t n, int64_t D, float scale, float* out,
+                           const KV* v) {
   switch (D) {
     case 64: return gqa_scores_avx512<4>(q, G, k, n, scale, out, v);
     case 96: return gqa_scores_avx512<6>(q, G, k, n, scale, out, v);
     default: return gqa_scores_avx512<8>(q, G, k, n, scale, out, v);
   }
 }
-void gqa_pv_avx512_any(const float* p, int64_t G, int64_t n, const float* v, int64_t D, float* y) {
+template <typename KV>
+void gqa_pv_avx512_any(const float* p, int64_t G, int64_t n, const KV* v, int64_t D, float* y) {
   switch (D) {
     case 64: return gqa_pv_heads_avx512<4>(p, G, n, v, y);
     case 96: return gqa_pv_heads_avx512<6>(p, G, n, v, y);
@@ -833,9 +847,10 @@ class GroupQueryAttention final : public ep::Kernel {
     p.path = !fast ? GqaPath::kReference : S == 1 ? GqaPath::kDecode : GqaPath::kRows;
     p.decode_kernel = GqaDecodeKernel::kPlain;
 #if defined(__x86_64__) || defined(__i386__)
-    // A float16 cache takes the AVX2 loops at every tier (their loads widen it with F16C).
+    // A float16 cache takes the same loops, whose loads widen it (AVX-512: vcvtph2ps is AVX512F; AVX2:
+    // with F16C).
     const bool f16_cache = p.kv_dt == DataType::kFloat16;
-    if (!f16_cache && decode_avx512_ && gqa_decode_avx512_head_size(D)) p.decode_kernel = GqaDecodeKernel::kAvx512;
+    if (decode_avx512_ && gqa_decode_avx512_head_size(D)) p.decode_kernel = GqaDecodeKernel::kAvx512;
     else if (has_avx2() && D % 8 == 0 && (!f16_cache || ep::cpu_has_f16c())) p.decode_kernel = GqaDecodeKernel::kAvx2;
 #endif
     const int64_t group = H_ / kvH_;
@@ -1033,7 +1048,7 @@ class GroupQueryAttention final : public ep::Kernel {
   // with its own score rows (group * kv_bound floats), so the split does not change results. The plan
   // chose the loops: on AVX-512 (the kernel's tier, chosen at creation) head sizes 64/96/128 take
   // gqa_*_avx512.
-  // A float16 cache (KV = uint16_t) takes the AVX2 loops or the plain ones, widening each element.
+  // A float16 cache (KV = uint16_t) takes the same loops, widening each element as it loads it.
   void attend_decode(ep::KernelContext& ctx, const GqaCall& c, const GqaFloats& f, const Tensor& presK,
                      const Tensor& presV, Tensor* Y) const {
     if (c.plan->kv_dt == DataType::kFloat16) return attend_decode_t<uint16_t>(ctx, c, f, presK, presV, Y);
@@ -1063,13 +1078,11 @@ class GroupQueryAttention final : public ep::Kernel {
         const float* q0 = f.q + (b * H_ + hk * group) * D;  // S == 1: heads are consecutive rows
         float* yo = ybase + b * H_ * D + hk * group * D;    // the group's output rows, consecutive
 #if defined(__x86_64__) || defined(__i386__)
-        if constexpr (std::is_same_v<KV, float>) {
-          if (kernel == GqaDecodeKernel::kAvx512) {
-            gqa_scores_avx512_any(q0, group, kh + start * D, n, D, sc_mul, sc, vh + start * D);
-            finish_decode_scores(f, b, hk, group, start, n, sc, kernel);
-            gqa_pv_avx512_any(sc, group, n, vh + start * D, D, yo);
-            continue;
-          }
+        if (kernel == GqaDecodeKernel::kAvx512) {
+          gqa_scores_avx512_any(q0, group, kh + start * D, n, D, sc_mul, sc, vh + start * D);
+          finish_decode_scores(f, b, hk, group, start, n, sc, kernel);
+          gqa_pv_avx512_any(sc, group, n, vh + start * D, D, yo);
+          continue;
         }
         if (kernel == GqaDecodeKernel::kAvx2) {
           scores_avx2(q0, group, kh + start * D, n, D, sc_mul, sc, vh + start * D);
