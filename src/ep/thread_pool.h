@@ -36,11 +36,12 @@ class ThreadPool {
 
   // How a two-thread loop's claims after the first shrink (other pool sizes take equal chunks).
   enum class Schedule {
-    // Each claim a quarter of what is left (at least the least claim): balances items of uneven cost.
+    // Each claim a quarter of what is left, at least 1/32 of the loop: balances items of uneven cost.
     kGuided,
-    // Each claim half of what is left: for items of equal cost that each stream memory once (a decode
-    // GEMV's weight panels), where every claim restarts a thread's stream, so fewer, longer claims read
-    // faster; the end still meets within the least claim.
+    // Each claim half of what is left, at least 1/128 of the loop: for items of equal cost that each
+    // stream memory once (a decode GEMV's weight panels), where every claim restarts a thread's
+    // stream, so fewer, longer claims read faster, and the two threads still meet within a small
+    // last claim. The first claims are kGuided's.
     kStreaming,
   };
 
