@@ -81,27 +81,40 @@ raw="$root/build/perf/llm-$(basename "$model")$kvtag.jsonl"
 mkdir -p "$(dirname "$raw")"
 if [ "$report_only" = 0 ]; then
   : >"$raw"
+  errf="$(mktemp)" failed=0
   start_load="$(cut -d' ' -f1-3 /proc/loadavg)"
   for r in $(seq 1 "$rounds"); do
     for t in ${threads//,/ }; do
       for who in nxrt ort llamacpp bandwidth latency; do
+        [ "$who" != latency ] || { [ "$t" -gt 1 ] && [ -x "$lat" ]; } || continue  # where the host placed two of the vCPUs now
+        # A run that fails is recorded as null (its cells read nan in the report) and named here with the
+        # end of its stderr, rather than ending the script without a word (set -e on the substitution).
+        rc=0
         case "$who" in
-          latency) [ "$t" -gt 1 ] && [ -x "$lat" ] || continue  # where the host placed two of the vCPUs now
-                   line=$("$lat" --rounds 3 2>/dev/null | tail -1) ;;
+          latency) line=$("$lat" --rounds 3 2>"$errf" | tail -1) || rc=$? ;;
           nxrt) line=$("$nxrt" generate "$model" --prompt-len "$plen" --max-new-tokens "$newt" --max-length "$maxlen" \
-                       --threads "$t" --kv-dtype "$kvdt" --warmup 1 --json 2>/dev/null | tail -1) ;;
+                       --threads "$t" --kv-dtype "$kvdt" --warmup 1 --json 2>"$errf" | tail -1) || rc=$? ;;
           ort) line=$("$ort" generate "$model" --prompt-len "$plen" --max-new-tokens "$newt" --max-length "$maxlen" \
-                      --threads "$t" --warmup 1 2>/dev/null | tail -1) ;;
+                      --threads "$t" --warmup 1 2>"$errf" | tail -1) || rc=$? ;;
           llamacpp) line=$("$llamacpp/bench_llamacpp.sh" "$gguf" --threads "$t" --rounds 1 --warmup 1 \
-                           --prompt-len "$plen" --new-tokens "$newt" 2>/dev/null | tail -1) ;;
-          bandwidth) line=$("$bw" --mb "$mb" --threads "$t" --rounds 10) ;;
+                           --prompt-len "$plen" --new-tokens "$newt" 2>"$errf" | tail -1) || rc=$? ;;
+          bandwidth) line=$("$bw" --mb "$mb" --threads "$t" --rounds 10 2>"$errf") || rc=$? ;;
         esac
+        if [ "$rc" != 0 ] || [ -z "$line" ]; then
+          echo "llm_compare: $who at $t thread(s), round $r failed (exit $rc); its stderr ends:" >&2
+          tail -n 5 "$errf" | sed 's/^/  /' >&2
+          [ "$who" != llamacpp ] || echo "  (llama.cpp: has $llamacpp/setup.sh been run?)" >&2
+          failed=$((failed + 1))
+          line=""
+        fi
         [ -n "$line" ] || line="null"
         echo "{\"who\":\"$who\",\"threads\":$t,\"round\":$r,\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"result\":$line}" >>"$raw"
         echo "$who threads=$t round=$r: $line" | cut -c1-200
       done
     done
   done
+  rm -f "$errf"
+  [ "$failed" = 0 ] || echo "llm_compare: $failed run(s) failed (above); the table shows nan for them" >&2
   end_load="$(cut -d' ' -f1-3 /proc/loadavg)"
   echo "{\"who\":\"meta\",\"start_load\":\"$start_load\",\"end_load\":\"$end_load\",\"bytes\":$bytes}" >>"$raw"
 fi
