@@ -36,15 +36,18 @@ constexpr int kSpinIters = 4000;
 // faster at 2 threads (steps alternating in one process, median of 9 processes, 8 of them faster).
 constexpr int64_t kTwoEndedMinParts = 32;
 constexpr int64_t kStreamingMinParts = 128;
-// A two-thread loop's claim sizes (see Impl::two_ended): at least min_take items a claim, and each
-// side's first claim first_take. parallel_for claims by them and worker_first_claim predicts by them;
-// first_take is the same for either schedule (worker_first_claim is not told which).
+// A two-thread loop's claims under a schedule (see Impl::two_ended): each side's first claim
+// first_take, later ones (what is left) / take_divisor but at least min_take items. parallel_for claims
+// by them and worker_first_claim predicts by them; first_take is the same for either schedule
+// (worker_first_claim is not told which).
 struct TwoEndedTakes {
-  int64_t min_take, first_take;
+  int64_t min_take, first_take, take_divisor;
 };
-TwoEndedTakes two_ended_takes(int64_t n, int64_t grain, int64_t min_parts = kTwoEndedMinParts) {
-  const int64_t min_take = std::max(grain, (n + min_parts - 1) / min_parts);
-  return {min_take, std::max(std::max(grain, (n + kTwoEndedMinParts - 1) / kTwoEndedMinParts), n / 4)};
+TwoEndedTakes two_ended_takes(int64_t n, int64_t grain, ThreadPool::Schedule schedule = ThreadPool::Schedule::kGuided) {
+  auto least = [&](int64_t parts) { return std::max(grain, (n + parts - 1) / parts); };
+  const bool streaming = schedule == ThreadPool::Schedule::kStreaming;
+  return {least(streaming ? kStreamingMinParts : kTwoEndedMinParts), std::max(least(kTwoEndedMinParts), n / 4),
+          streaming ? 2 : 4};
 }
 // Cache lines an idle worker prefetches per spin iteration from a prefetch_when_idle range.
 constexpr size_t kIdlePrefetchLines = 4;
@@ -294,11 +297,10 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
   im.chunk = std::max(grain, (n + chunks_wanted - 1) / chunks_wanted);
   im.next.store(0, std::memory_order_relaxed);
   im.two_ended = num_threads_ == 2 && n < (int64_t(1) << 31);
-  const TwoEndedTakes takes =
-      two_ended_takes(n, grain, schedule == Schedule::kStreaming ? kStreamingMinParts : kTwoEndedMinParts);
+  const TwoEndedTakes takes = two_ended_takes(n, grain, schedule);
   im.min_take = takes.min_take;
   im.first_take = takes.first_take;
-  im.take_divisor = schedule == Schedule::kStreaming ? 2 : 4;
+  im.take_divisor = takes.take_divisor;
   im.ends.store(static_cast<uint64_t>(n) << 32, std::memory_order_relaxed);
   im.open.store(true, std::memory_order_seq_cst);   // a worker still registered from an earlier
                                                     // generation may join this job: it is complete now

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -228,7 +229,9 @@ TEST(ThreadPool, StreamingScheduleHalvesLaterClaims) {
     std::vector<int64_t> sizes;
     for (const auto& [b, e] : claims) sizes.push_back(e - b);
     std::sort(sizes.begin(), sizes.end());
-    EXPECT_EQ(sizes, (std::vector<int64_t>{8, 8, 16, 32, 64, 128, 256, 256, 256})) << "rep " << rep << [&] { std::string o; for (auto& [b, e] : claims) o += " [" + std::to_string(b) + "," + std::to_string(e) + ")"; return o; }();
+    std::string order;  // the claims as they were recorded, for the message
+    for (const auto& [b, e] : claims) order += " [" + std::to_string(b) + "," + std::to_string(e) + ")";
+    EXPECT_EQ(sizes, (std::vector<int64_t>{8, 8, 16, 32, 64, 128, 256, 256, 256})) << "rep " << rep << order;
     ++checked;
   }
   EXPECT_GT(checked, 0);
