@@ -49,6 +49,9 @@ constexpr int64_t kGqaPrefetchBytes = 4096;
 constexpr int64_t gqa_prefetch_rows(int64_t D) { return (kGqaPrefetchBytes / (D * 4) + 3) / 4 * 4; }
 template <int64_t D>
 constexpr int64_t kGqaPrefetchRows = gqa_prefetch_rows(D);
+// Cache elements per 64-byte line (float32 or float16 rows): the stride of the loops' line prefetches.
+template <typename KV>
+constexpr int64_t kKvLine = 64 / static_cast<int64_t>(sizeof(KV));
 
 // Vector helpers for the single-token decode loops: AVX2 with runtime dispatch, scalar otherwise.
 #if defined(__x86_64__) || defined(__i386__)
@@ -104,15 +107,16 @@ __attribute__((target("avx2,fma"))) inline void store_dots4(__m256 a0, __m256 a1
 template <typename KV>
 __attribute__((target("avx2,fma,f16c"))) void scores_avx2(const float* q, int64_t G, const KV* k, int64_t n, int64_t D,
                                                           float scale, float* out, const KV* v) {
-  constexpr int64_t kLine = 64 / static_cast<int64_t>(sizeof(KV));  // elements per cache line
   const int64_t ahead = gqa_prefetch_rows(D) * D;
   const __m128 vs = _mm_set1_ps(scale);
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
     const KV* k0 = k + j * D;
-    for (int64_t off = ahead; off < ahead + 4 * D; off += kLine) _mm_prefetch(reinterpret_cast<const char*>(k0 + off), _MM_HINT_T0);
+    for (int64_t off = ahead; off < ahead + 4 * D; off += kKvLine<KV>)
+      _mm_prefetch(reinterpret_cast<const char*>(k0 + off), _MM_HINT_T0);
     if (v)
-      for (int64_t off = 0; off < 4 * D; off += kLine) _mm_prefetch(reinterpret_cast<const char*>(v + j * D + off), _MM_HINT_T0);
+      for (int64_t off = 0; off < 4 * D; off += kKvLine<KV>)
+        _mm_prefetch(reinterpret_cast<const char*>(v + j * D + off), _MM_HINT_T0);
     prefetch_pages_ahead(k0, 4 * D * static_cast<int64_t>(sizeof(KV)));
     if (v) prefetch_pages_ahead(v + j * D, 4 * D * static_cast<int64_t>(sizeof(KV)));
     int64_t g = 0;
@@ -282,7 +286,6 @@ template <int DV, typename KV>
 NXRT_GQA_AVX512 void gqa_scores_avx512(const float* q, int64_t G, const KV* k, int64_t n, float scale, float* out,
                                        const KV* v) {
   constexpr int64_t D = 16 * DV;
-  constexpr int64_t kLine = 64 / static_cast<int64_t>(sizeof(KV));  // elements per cache line
   constexpr int64_t kRowBytes = D * static_cast<int64_t>(sizeof(KV));
   constexpr int KB = DV <= 4 ? 4 : 2;  // key rows held in registers: KB * DV <= 16 zmm
   const __m128 vs = _mm_set1_ps(scale);
@@ -294,10 +297,11 @@ NXRT_GQA_AVX512 void gqa_scores_avx512(const float* q, int64_t G, const KV* k, i
     // (Per block, as the AVX2 loop does, was slower here: traced GQA per step 0.90-0.96 ms against
     // 0.74-0.86, 4 rounds of alternated processes.)
     if (j % 8 == 0) {
-      for (int64_t off = kGqaPrefetchRows<D> * D; off < (kGqaPrefetchRows<D> + 8) * D; off += kLine)
+      for (int64_t off = kGqaPrefetchRows<D> * D; off < (kGqaPrefetchRows<D> + 8) * D; off += kKvLine<KV>)
         _mm_prefetch(reinterpret_cast<const char*>(k0 + off), _MM_HINT_T0);
       if (v)
-        for (int64_t off = 0; off < 8 * D; off += kLine) _mm_prefetch(reinterpret_cast<const char*>(v + j * D + off), _MM_HINT_T0);
+        for (int64_t off = 0; off < 8 * D; off += kKvLine<KV>)
+          _mm_prefetch(reinterpret_cast<const char*>(v + j * D + off), _MM_HINT_T0);
       prefetch_pages_ahead(k0, 8 * kRowBytes);
       if (v) prefetch_pages_ahead(v + j * D, 8 * kRowBytes);
     }
@@ -349,7 +353,6 @@ NXRT_GQA_AVX512 void gqa_scores_avx512(const float* q, int64_t G, const KV* k, i
 template <int DV, int HC, typename KV>
 NXRT_GQA_AVX512 void gqa_pv_avx512(const float* p, int64_t n, const KV* v, float* y) {
   constexpr int64_t D = 16 * DV;
-  constexpr int64_t kLine = 64 / static_cast<int64_t>(sizeof(KV));
   __m512 acc[HC][DV];
 #pragma GCC unroll 8
   for (int h = 0; h < HC; ++h)
@@ -358,7 +361,7 @@ NXRT_GQA_AVX512 void gqa_pv_avx512(const float* p, int64_t n, const KV* v, float
   for (int64_t j = 0; j < n; ++j) {
     const KV* vj = v + j * D;
     if (j % 4 == 0)
-      for (int64_t off = kGqaPrefetchRows<D> * D; off < (kGqaPrefetchRows<D> + 4) * D; off += kLine)
+      for (int64_t off = kGqaPrefetchRows<D> * D; off < (kGqaPrefetchRows<D> + 4) * D; off += kKvLine<KV>)
         _mm_prefetch(reinterpret_cast<const char*>(vj + off), _MM_HINT_T0);
     __m512 vv[DV];
 #pragma GCC unroll 8
