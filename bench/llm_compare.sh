@@ -19,6 +19,9 @@
 # model's; llama.cpp keeps its default f16 cache, ORT the model's float32). Raw JSON lines:
 # build/perf/llm-<model>.jsonl.
 set -euo pipefail
+# Temporary files (the GGUF conversion's folder, the runs' stderr) go when the script ends, however it ends.
+tmp="" errf=""
+trap 'rm -rf "$tmp" "$errf"' EXIT
 root="$(cd "$(dirname "$0")/.." && pwd)"
 model="" gguf="" threads="1,2" rounds=3 plen=512 newt=32 report_only=0 kvdt=float32
 llamacpp="${XDG_CACHE_HOME:-$HOME/.cache}/nxrt-llamacpp"
@@ -52,7 +55,7 @@ if [ -z "$gguf" ]; then
   if [ ! -f "$gguf" ]; then
     # genai_to_gguf.py finds the projections by node name, "/model.layers.N/<attn|mlp>/<proj>/MatMulNBits";
     # make_genai_model.py names them "model.layers.N.<attn|mlp>.<proj>/MatMulNBits": convert a renamed copy.
-    tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+    tmp="$(mktemp -d)"
     /usr/bin/python3 - "$model" "$tmp" <<'PY'
 import onnx, os, sys
 src, dst = sys.argv[1], sys.argv[2]
@@ -113,7 +116,6 @@ if [ "$report_only" = 0 ]; then
       done
     done
   done
-  rm -f "$errf"
   [ "$failed" = 0 ] || echo "llm_compare: $failed run(s) failed (above); the table shows nan for them" >&2
   end_load="$(cut -d' ' -f1-3 /proc/loadavg)"
   echo "{\"who\":\"meta\",\"start_load\":\"$start_load\",\"end_load\":\"$end_load\",\"bytes\":$bytes}" >>"$raw"
