@@ -199,6 +199,20 @@ TEST(ConvWinograd, FewTilesManyChannelsUseThePool) {
   EXPECT_EQ(winograd_plan(shape_of(Case{1, 16, 16, 8, 8, 1, 1, 1, 1, true}), 2).threads, 1);
 }
 
+// The gate is a time (~50 us of one thread), so the AVX-512 tier, which does the work in about half of
+// it, sets it twice as high: the keyword-spotting CNN's 16->16 @76x32 (2.0M) splits at the AVX2 tier and
+// stays on the calling thread at AVX-512 (and AMX, whose Winograd runs the AVX-512 code).
+TEST(ConvWinograd, ThreadGateFollowsTheTier) {
+  const ConvShape s = shape_of(Case{1, 16, 16, 76, 32, 1, 1, 1, 1, true});
+  EXPECT_EQ(winograd_plan(s, 2, ep::IsaTier::kAvx2).threads, 2);
+  EXPECT_EQ(winograd_plan(s, 2, ep::IsaTier::kAvx512).threads, 1);
+  EXPECT_EQ(winograd_plan(s, 2, ep::IsaTier::kAmx).threads, 1);
+  // DenseNet's 128->32 @14x14 (2.6M) splits at every tier.
+  const ConvShape d = shape_of(Case{1, 128, 32, 14, 14, 1, 1, 1, 1, true});
+  for (ep::IsaTier t : {ep::IsaTier::kAvx2, ep::IsaTier::kAvx512, ep::IsaTier::kAmx})
+    EXPECT_EQ(winograd_plan(d, 2, t).threads, 2) << ep::isa_tier_name(t);
+}
+
 TEST(ConvWinograd, PathSelection) {
   Case c{1, 64, 64, 56, 56, 1, 1, 1, 1, true};
   ConvShape s = shape_of(c);

@@ -837,9 +837,15 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
   // split over 2 threads they take 0.09 and 0.10 ms. In-process paired runs at 2 threads, Zen 3:
   // DenseNet-121 0.84-0.92 of the time, the keyword-spotting CNN 0.93, SqueezeNet, Inception-v2, PP-OCR
   // rec and mobile cls, ResNet-50 within 1.5% either way.
+  // The gate is that time, so it moves with the tier: an AVX-512 thread does the work in about half the
+  // time (16-lane products and transforms), and there 1-2M of it (~25-45 us) ran no faster split. Zen 5
+  // (vCPUs ~420 ns apart), 2 threads, in-process paired runs: the keyword-spotting CNN 0.83-0.89 of the
+  // time with its 16->16 @76x32 and 24->24 @38x16 convs (2.0M and 1.2M) on one thread; they are the only
+  // Winograd convs of `make perf`'s models between the two gates.
   const int64_t tiles = total_rows * p.TW, panel_tiles = (tiles + 15) / 16 * 16;
   const int64_t macs = kPts * p.M * p.C * panel_tiles + 100 * (p.C + p.M) * tiles;
-  const int threads = pool_threads > 1 && macs >= (int64_t(1) << 20) ? pool_threads : 1;
+  const int64_t gate = isa >= ep::IsaTier::kAvx512 ? int64_t(2) << 20 : int64_t(1) << 20;
+  const int threads = pool_threads > 1 && macs >= gate ? pool_threads : 1;
   // Prefer whole blocks per thread (one wake-up per call): smaller blocks when that gives every thread
   // a few of them and keeps >= 24 tiles per GEMM.
   if (threads > 1 && block_tiles <= 0) {
