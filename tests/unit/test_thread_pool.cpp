@@ -128,7 +128,11 @@ TEST(ThreadPool, TwoThreadClaimsShrinkTowardTheMeetingPoint) {
         EXPECT_LE(small, 1) << "n " << n << " grain " << grain;
       }
       if (n >= 1000 && grain == 1) {
-        EXPECT_GE(claims.size(), 8u) << "n " << n;  // not two halves
+        // Not two halves. The fewest claims come when one thread claims until no more than the other's
+        // first claim (a quarter of the loop) is left and the other, arriving only then, takes all of
+        // it: at n 100000, 25000, 18750, 14062, 10547, 7910 and 23731 (six; a late worker under TSan
+        // did this, where the test once asked for eight).
+        EXPECT_GE(claims.size(), 6u) << "n " << n;
       }
     }
   }
