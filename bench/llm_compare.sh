@@ -108,9 +108,8 @@ if [ "$report_only" = 0 ]; then
           tail -n 5 "$errf" | sed 's/^/  /' >&2
           [ "$who" != llamacpp ] || echo "  (llama.cpp: has $llamacpp/setup.sh been run?)" >&2
           failed=$((failed + 1))
-          line=""
+          line="null"
         fi
-        [ -n "$line" ] || line="null"
         echo "{\"who\":\"$who\",\"threads\":$t,\"round\":$r,\"loadavg\":\"$(cut -d' ' -f1-3 /proc/loadavg)\",\"result\":$line}" >>"$raw"
         echo "$who threads=$t round=$r: $line" | cut -c1-200
       done
