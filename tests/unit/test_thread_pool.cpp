@@ -130,8 +130,8 @@ TEST(ThreadPool, TwoThreadClaimsShrinkTowardTheMeetingPoint) {
       if (n >= 1000 && grain == 1) {
         // Not two halves. The fewest claims come when one thread claims until no more than the other's
         // first claim (a quarter of the loop) is left and the other, arriving only then, takes all of
-        // it: at n 100000, 25000, 18750, 14062, 10547, 7910 and 23731 (six; a late worker under TSan
-        // did this, where the test once asked for eight).
+        // it: at n 100000, 25000, 18750, 14062, 10547, 7910 and 23731 (six, as a late worker under TSan
+        // claimed).
         EXPECT_GE(claims.size(), 6u) << "n " << n;
       }
     }
