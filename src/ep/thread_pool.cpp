@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <mutex>
 #include <thread>
@@ -25,9 +26,18 @@ namespace nxrt::ep {
 
 namespace {
 
-// Spin iterations (each a pause, ~tens of ns) before a waiting thread sleeps on the futex: long enough
-// to catch back-to-back parallel_for calls of one inference, short enough that an idle pool is idle.
-constexpr int kSpinIters = 4000;
+// How long a waiting thread spins before it sleeps on the futex. kIdleSpins pauses (each ~20-40 ns)
+// catch back-to-back parallel_for calls and an idle pool then sleeps. But waking a sleeper is not free
+// for the thread that wakes it: the futex_wake system call sends an inter-processor interrupt, and on
+// the Zen 5 VM it took the caller 21 us (median; 1.25 us for a call that wakes nobody), longer than many
+// of a CNN's split loops run. So a worker serving a session run (one CallerScope open) spins on through
+// the run's serial stretches, up to kInRunSpinUs more, past which a wake costs at most ~1% of the wait.
+// The keyword-spotting CNN at 2 threads on that VM was woken twice a run without it (its first pool and
+// its first split conv after ~110 us of one-thread convs).
+constexpr int kIdleSpins = 4000;
+constexpr double kInRunSpinUs = 2000;
+// Pause instructions between looks at the clock in the in-run spin.
+constexpr uint32_t kSpinClockEvery = 64;
 // Two threads claim at least 1/kTwoEndedMinParts of a loop at a time (see Impl::two_ended), or
 // 1/kStreamingMinParts under Schedule::kStreaming: its claims halve what is left, so they reach the
 // least claim in a few steps and the two threads then meet within one of it. A decode step's LM head
@@ -110,6 +120,10 @@ struct ThreadPool::Impl {
   alignas(64) std::atomic<uint32_t> active{0};  // workers registered for the current job
   std::atomic<bool> open{false};
   std::atomic<uint32_t> caller_sleeping{0};
+  // Counts (written by the caller holding call_mu, read by anyone): loops handed to the workers, and
+  // the futex wakes they took (see loops_split / worker_wakes).
+  std::atomic<uint64_t> loops_split{0};
+  std::atomic<uint64_t> worker_wakes{0};
 
   // Current job.
   alignas(64) const FunctionRef<void(int64_t, int64_t)>* fn = nullptr;
@@ -204,13 +218,23 @@ struct ThreadPool::Impl {
     ReadAhead ra;
     for (;;) {
       uint32_t g = gen.load(std::memory_order_acquire);
-      // Spins (the idle range's prefetches between pauses, not counted as spins), then sleeps.
-      for (int i = 0; g == seen && i < kSpinIters && callers.load(std::memory_order_relaxed) <= 1;) {
+      // Spins kIdleSpins pauses (prefetching the idle range between them, not counted), then, while a
+      // run is in flight, on for up to kInRunSpinUs; none while several runs are (they run inline).
+      for (int i = 0; g == seen && i < kIdleSpins && callers.load(std::memory_order_relaxed) <= 1;) {
         if (!read_ahead(ra)) {
           NXRT_CPU_RELAX();
           ++i;
         }
         g = gen.load(std::memory_order_acquire);
+      }
+      if (g == seen && callers.load(std::memory_order_relaxed) == 1) {
+        const auto spin_start = std::chrono::steady_clock::now();
+        const auto spin_limit = std::chrono::duration<double, std::micro>(kInRunSpinUs);
+        for (uint32_t i = 1; g == seen && callers.load(std::memory_order_relaxed) == 1; ++i) {
+          if (!read_ahead(ra)) NXRT_CPU_RELAX();
+          g = gen.load(std::memory_order_acquire);
+          if (i % kSpinClockEvery == 0 && std::chrono::steady_clock::now() - spin_start > spin_limit) break;
+        }
       }
       while (g == seen) {
         sleepers.fetch_add(1, std::memory_order_seq_cst);
@@ -234,7 +258,7 @@ struct ThreadPool::Impl {
   void wait_done() {
     open.store(false, std::memory_order_seq_cst);
     uint32_t p = active.load(std::memory_order_seq_cst);
-    for (int i = 0; p != 0 && i < kSpinIters; ++i) {
+    for (int i = 0; p != 0 && i < kIdleSpins; ++i) {
       NXRT_CPU_RELAX();
       p = active.load(std::memory_order_seq_cst);
     }
@@ -292,6 +316,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
     return;
   }
   const int64_t chunks_wanted = static_cast<int64_t>(num_threads_) * 4;
+  im.loops_split.store(im.loops_split.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   im.fn = &fn;
   im.n = n;
   im.chunk = std::max(grain, (n + chunks_wanted - 1) / chunks_wanted);
@@ -305,7 +330,10 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
   im.open.store(true, std::memory_order_seq_cst);   // a worker still registered from an earlier
                                                     // generation may join this job: it is complete now
   im.gen.fetch_add(1, std::memory_order_seq_cst);  // publishes the job (release)
-  if (im.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake(&im.gen, INT_MAX);
+  if (im.sleepers.load(std::memory_order_seq_cst) != 0) {
+    futex_wake(&im.gen, INT_MAX);
+    im.worker_wakes.store(im.worker_wakes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   SlotGuard slot(this);
   im.run_chunks();
   im.wait_done();
@@ -319,6 +347,9 @@ int64_t ThreadPool::worker_first_claim(int threads, int64_t n, int64_t grain) {
   const int64_t first_take = two_ended_takes(n, grain).first_take;
   return n - std::min(first_take, std::max<int64_t>(0, n - first_take));
 }
+
+uint64_t ThreadPool::loops_split() const { return impl_->loops_split.load(std::memory_order_relaxed); }
+uint64_t ThreadPool::worker_wakes() const { return impl_->worker_wakes.load(std::memory_order_relaxed); }
 
 void ThreadPool::prefetch_when_idle(const void* data, size_t bytes) {
   if (num_threads_ != 2) return;

@@ -3,7 +3,9 @@
 // - Persistent workers: num_threads() - 1 of them (the caller is the last thread and takes chunks
 //   too). num_threads() is the requested count capped by the CPUs this process may run on
 //   (sched_getaffinity); a request <= 0 means "all of them". 1 thread = no worker threads.
-// - Idle workers spin briefly, then sleep on a futex: an idle pool uses no CPU.
+// - Idle workers spin, then sleep on a futex: an idle pool uses no CPU. While a session run is in
+//   flight (a CallerScope) they spin through its serial stretches (up to ~2 ms) rather than sleep,
+//   since waking a sleeper costs the caller a system call.
 // - With two threads the caller claims chunks from the front of [0, n) and the worker from the back,
 //   so each takes a contiguous part of every loop (the caller the low indices, every time) while the
 //   split point still follows their speed. Each side's first claim is fixed by n and the grain
@@ -95,6 +97,12 @@ class ThreadPool {
   // (num_threads() slots), so two chunks running at once never share scratch. Concurrent session runs
   // each run inline on their own thread with slot 0, each on its own run's workspace.
   int slot() const;
+
+  // Counts since the pool was made, for traces and tests: parallel_for calls handed to the workers (not
+  // those run inline), and how many of those found a worker asleep and woke it (a system call the
+  // caller pays for; see the spin rule in thread_pool.cpp).
+  uint64_t loops_split() const;
+  uint64_t worker_wakes() const;
 
  private:
   struct Impl;

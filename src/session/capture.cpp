@@ -768,6 +768,7 @@ Status CaptureController::replay(Slot& s, Frame& frame, ep::ThreadPool& pool) {
     }
     ReplayContext ctx(step, r, n, pool, frame);
     const double t0 = observed ? monotonic_us() : 0;
+    const PoolActivity pool0 = observed ? PoolActivity::of(pool) : PoolActivity{};
     Status st;
     try {
       st = step.kernel->compute(ctx);
@@ -777,7 +778,8 @@ Status CaptureController::replay(Slot& s, Frame& frame, ep::ThreadPool& pool) {
       st = ctx.error("out of memory", StatusCode::kRuntimeError);
     }
     if (observed) {
-      record_step(*frame.hooks, step, ctx.input_array(), n.nin, -1, t0, monotonic_us() - t0, "captured");
+      record_step(*frame.hooks, step, ctx.input_array(), n.nin, -1, t0, monotonic_us() - t0,
+                  PoolActivity::of(pool).since(pool0), "captured");
     }
     if (!st.ok()) {
       if (st.message().rfind("node '", 0) == 0) return st;

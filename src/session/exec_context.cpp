@@ -28,7 +28,8 @@ Status step_error(const PlanStep& step, const Value* const* inputs, size_t n, co
 }
 
 void record_step(const RunHooks& hooks, const PlanStep& step, const Value* const* inputs, size_t n,
-                 int variant_entry, double t0, double dur, const char* capture, const std::string* why) {
+                 int variant_entry, double t0, double dur, PoolActivity pool, const char* capture,
+                 const std::string* why) {
   const ir::Node& node = *step.node;
   if (hooks.profile) hooks.profile->add(node.domain.empty() ? node.op_type : node.domain + "::" + node.op_type, dur);
   if (hooks.tracer) {
@@ -37,7 +38,8 @@ void record_step(const RunHooks& hooks, const PlanStep& step, const Value* const
                        json_escape(node.domain.empty() ? "ai.onnx" : node.domain) +
                        "\",\"opset\":" + std::to_string(step.info->opset()) + ",\"inputs\":\"" +
                        json_escape(describe_inputs(inputs, n)) + "\",\"kernel_variant\":" +
-                       std::to_string(variant_entry);
+                       std::to_string(variant_entry) + ",\"loops_split\":" + std::to_string(pool.loops_split) +
+                       ",\"worker_wakes\":" + std::to_string(pool.worker_wakes);
     if (capture) args += ",\"capture\":\"" + std::string(capture) + "\"";
     if (why) args += ",\"why\":\"" + json_escape(*why) + "\"";
     hooks.tracer->span(node.op_type, "node", t0, dur, args);

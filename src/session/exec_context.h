@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ep/kernel.h"
+#include "ep/thread_pool.h"
 #include "session/executor.h"
 
 namespace nxrt::session {
@@ -24,11 +25,23 @@ std::string describe_inputs(const Value* const* inputs, size_t n);
 Status step_error(const PlanStep& step, const Value* const* inputs, size_t n, const std::string& msg,
                   StatusCode code);
 
+// The thread pool's counters, read before and after a traced step: how many of its loops ran split over
+// the threads and how many woke a sleeping worker (each costs the caller a system call), so a trace
+// shows which nodes pay for cross-core work.
+struct PoolActivity {
+  uint64_t loops_split = 0, worker_wakes = 0;
+  static PoolActivity of(const ep::ThreadPool& pool) { return {pool.loops_split(), pool.worker_wakes()}; }
+  PoolActivity since(const PoolActivity& before) const {
+    return {loops_split - before.loops_split, worker_wakes - before.worker_wakes};
+  }
+};
+
 // One executed node on the trace / op profile. `capture`: "captured", "seam", "recording" or null
 // (a plain eager run); `why`: the seam's reason.
-// `variant_entry`: the kernel-cache entry the step ran with (-1: none).
+// `variant_entry`: the kernel-cache entry the step ran with (-1: none); `pool`: what the thread pool
+// did during the step.
 void record_step(const RunHooks& hooks, const PlanStep& step, const Value* const* inputs, size_t n,
-                 int variant_entry, double t0, double dur, const char* capture = nullptr,
+                 int variant_entry, double t0, double dur, PoolActivity pool, const char* capture = nullptr,
                  const std::string* why = nullptr);
 
 // Pooled blocks a context holds until its step ends (workspaces): inline for the usual few, so a

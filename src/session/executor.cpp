@@ -541,6 +541,7 @@ Status GraphPlan::run_step(size_t k, Frame& frame, ep::ThreadPool& pool, const c
   const bool observed = frame.hooks && frame.hooks->active();
   ExecContext ctx(step, frame, pool);
   double t0 = observed ? monotonic_us() : 0;
+  const PoolActivity pool0 = observed ? PoolActivity::of(pool) : PoolActivity{};
   Status s;
   try {
     s = ctx.bind_inputs();
@@ -567,7 +568,7 @@ Status GraphPlan::run_step(size_t k, Frame& frame, ep::ThreadPool& pool, const c
   }
   if (observed) {
     record_step(*frame.hooks, step, ctx.input_array(), ctx.num_inputs(), ctx.variant_entry(), t0, monotonic_us() - t0,
-                capture_tag, why);
+                PoolActivity::of(pool).since(pool0), capture_tag, why);
   }
   if (!s.ok()) {
     if (s.message().rfind("node '", 0) == 0) return s;

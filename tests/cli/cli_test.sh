@@ -114,11 +114,12 @@ check "--disable of no pass: exit 1 naming it" bash -c "test $rc -eq 1 && grep -
 # trace: one complete event per executed node, valid JSON
 # --opt disabled: the optimizer would fuse nodes, and this counts the file's nodes.
 NXRT_TRACE="$work/trace.json" "$nxrt" run "$m" --input "$in0" --opt disabled >/dev/null
-check "trace is valid JSON with one span per node" /usr/bin/python3 - "$work/trace.json" <<'PY'
+check "trace is valid JSON with one span per node (with its pool counts)" /usr/bin/python3 - "$work/trace.json" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))
 nodes = [e for e in t["traceEvents"] if e.get("cat") == "node"]
 assert len(nodes) == 10 and all(e["ph"] == "X" and "dur" in e for e in nodes), len(nodes)
+assert all(isinstance(e["args"].get(k), int) and e["args"][k] >= 0 for e in nodes for k in ("loops_split", "worker_wakes"))
 assert {e["name"] for e in t["traceEvents"] if e.get("cat") == "session"} >= {"load", "plan", "first run"}
 PY
 

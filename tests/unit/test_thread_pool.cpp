@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <set>
 #include <string>
@@ -408,6 +409,57 @@ TEST(ThreadPool, IdlePoolUsesNoCpu) {
   EXPECT_LT(used, 0.02) << "idle pool used " << used << " s of CPU in 1 s";
   pool.parallel_for(100, 1, [&](int64_t b, int64_t e) { acc.fetch_add(e - b); });
   EXPECT_EQ(acc.load(), 200);
+}
+
+// Inside a session run (a CallerScope) the worker spins through serial stretches shorter than the
+// in-run spin (~2 ms) rather than sleep, so the caller seldom pays a futex wake: 20 loops 600 us apart,
+// each of which would find a worker that only spun its idle spin (4000 pauses, ~80-280 us) asleep.
+// Timing on a shared machine: the scheduler may put both threads on one CPU for a while (the worker's
+// spin then runs out while it waits for the CPU) or deschedule the worker, so the best of three attempts
+// counts.
+TEST(ThreadPool, WorkerSpinsThroughARunsSerialStretches) {
+  ep::ThreadPool pool(2);
+  if (pool.num_threads() < 2) GTEST_SKIP() << "one CPU: the pool has no worker";
+  std::atomic<int64_t> acc{0};
+  auto busy_us = [](int us) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(us)) {
+    }
+  };
+  uint64_t fewest_wakes = UINT64_MAX;
+  for (int attempt = 0; attempt < 3 && fewest_wakes >= 4; ++attempt) {
+    ep::ThreadPool::CallerScope run(pool);
+    pool.parallel_for(64, 1, [&](int64_t b, int64_t e) { acc.fetch_add(e - b); });
+    const uint64_t w0 = pool.worker_wakes(), s0 = pool.loops_split();
+    for (int i = 0; i < 20; ++i) {
+      busy_us(600);
+      pool.parallel_for(64, 1, [&](int64_t b, int64_t e) { acc.fetch_add(e - b); });
+    }
+    EXPECT_EQ(pool.loops_split() - s0, 20u);
+    fewest_wakes = std::min(fewest_wakes, pool.worker_wakes() - w0);
+  }
+  EXPECT_EQ(acc.load() % (21 * 64), 0);
+  EXPECT_LT(fewest_wakes, 4u) << "the worker slept between the loops of one run (a worker that slept "
+                                 "after its idle spin is woken 20 times)";
+}
+
+// The in-run spin is bounded: a run that stays open with no loops leaves the worker asleep.
+TEST(ThreadPool, OpenRunWithoutLoopsUsesNoCpu) {
+  ep::ThreadPool pool(2);
+  std::atomic<int64_t> acc{0};
+  ep::ThreadPool::CallerScope run(pool);
+  pool.parallel_for(100, 1, [&](int64_t b, int64_t e) { acc.fetch_add(e - b); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // past both spins
+  const double c0 = process_cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  const double used = process_cpu_seconds() - c0;
+  EXPECT_LT(used, 0.02) << "a pool with a run open but no loops used " << used << " s of CPU in 1 s";
+  const uint64_t w0 = pool.worker_wakes();
+  pool.parallel_for(100, 1, [&](int64_t b, int64_t e) { acc.fetch_add(e - b); });
+  EXPECT_EQ(acc.load(), 200);
+  if (pool.num_threads() >= 2) {
+    EXPECT_EQ(pool.worker_wakes() - w0, 1u);  // the sleeping worker was woken
+  }
 }
 
 }  // namespace
