@@ -36,6 +36,10 @@ namespace {
 // its first split conv after ~110 us of one-thread convs).
 constexpr int kIdleSpins = 4000;
 constexpr double kInRunSpinUs = 2000;
+// How long after a run ends a worker still spins (about kIdleSpins' time, counted from the run's end
+// rather than from the worker's last loop): a session run in a loop (a benchmark, a generator's steps)
+// starts its next run within it.
+constexpr double kRunGapSpinUs = 100;
 // Pause instructions between looks at the clock in the in-run spin.
 constexpr uint32_t kSpinClockEvery = 64;
 // Two threads claim at least 1/kTwoEndedMinParts of a loop at a time (see Impl::two_ended), or
@@ -124,6 +128,24 @@ struct ThreadPool::Impl {
   // the futex wakes they took (see loops_split / worker_wakes).
   std::atomic<uint64_t> loops_split{0};
   std::atomic<uint64_t> worker_wakes{0};
+  // When the last session run ended (steady clock, ns; CallerScope's destructor).
+  std::atomic<int64_t> last_run_end_ns{INT64_MIN / 2};
+
+  using Clock = std::chrono::steady_clock;
+  static int64_t ns_of(Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  }
+  // Whether a worker that has spun its kIdleSpins and then on since spin_start spins on at `now`:
+  // while one run is in flight, up to kInRunSpinUs from spin_start; with none, until kRunGapSpinUs
+  // after the last one ended (the next of back-to-back runs starts within it); never beside several.
+  bool keep_spinning(Clock::time_point spin_start, Clock::time_point now) const {
+    const int runs = callers.load(std::memory_order_relaxed);
+    if (runs == 1) return now - spin_start < std::chrono::duration<double, std::micro>(kInRunSpinUs);
+    if (runs == 0)
+      return ns_of(now) - last_run_end_ns.load(std::memory_order_relaxed) < static_cast<int64_t>(kRunGapSpinUs * 1e3) &&
+             now - spin_start < std::chrono::duration<double, std::micro>(kInRunSpinUs);
+    return false;
+  }
 
   // Current job.
   alignas(64) const FunctionRef<void(int64_t, int64_t)>* fn = nullptr;
@@ -218,8 +240,8 @@ struct ThreadPool::Impl {
     ReadAhead ra;
     for (;;) {
       uint32_t g = gen.load(std::memory_order_acquire);
-      // Spins kIdleSpins pauses (prefetching the idle range between them, not counted), then, while a
-      // run is in flight, on for up to kInRunSpinUs; none while several runs are (they run inline).
+      // Spins kIdleSpins pauses (prefetching the idle range between them, not counted), then on while
+      // keep_spinning says so (a run in flight or just ended), then sleeps.
       for (int i = 0; g == seen && i < kIdleSpins && callers.load(std::memory_order_relaxed) <= 1;) {
         if (!read_ahead(ra)) {
           NXRT_CPU_RELAX();
@@ -227,13 +249,12 @@ struct ThreadPool::Impl {
         }
         g = gen.load(std::memory_order_acquire);
       }
-      if (g == seen && callers.load(std::memory_order_relaxed) == 1) {
-        const auto spin_start = std::chrono::steady_clock::now();
-        const auto spin_limit = std::chrono::duration<double, std::micro>(kInRunSpinUs);
-        for (uint32_t i = 1; g == seen && callers.load(std::memory_order_relaxed) == 1; ++i) {
+      if (g == seen) {
+        const Clock::time_point spin_start = Clock::now();
+        for (uint32_t i = 0; g == seen; ++i) {
+          if (i % kSpinClockEvery == 0 && !keep_spinning(spin_start, Clock::now())) break;
           if (!read_ahead(ra)) NXRT_CPU_RELAX();
           g = gen.load(std::memory_order_acquire);
-          if (i % kSpinClockEvery == 0 && std::chrono::steady_clock::now() - spin_start > spin_limit) break;
         }
       }
       while (g == seen) {
@@ -368,7 +389,10 @@ void ThreadPool::prefetch_when_idle(const void* data, size_t bytes) {
 ThreadPool::CallerScope::CallerScope(ThreadPool& pool) : pool_(pool) {
   pool_.impl_->callers.fetch_add(1, std::memory_order_relaxed);
 }
-ThreadPool::CallerScope::~CallerScope() { pool_.impl_->callers.fetch_sub(1, std::memory_order_relaxed); }
+ThreadPool::CallerScope::~CallerScope() {
+  pool_.impl_->last_run_end_ns.store(Impl::ns_of(Impl::Clock::now()), std::memory_order_relaxed);
+  pool_.impl_->callers.fetch_sub(1, std::memory_order_relaxed);
+}
 
 void ThreadPool::parallel_for_2d(int64_t rows, int64_t cols, int64_t tile_rows, int64_t tile_cols,
                                  FunctionRef<void(int64_t, int64_t, int64_t, int64_t)> fn) {

@@ -4,8 +4,9 @@
 //   too). num_threads() is the requested count capped by the CPUs this process may run on
 //   (sched_getaffinity); a request <= 0 means "all of them". 1 thread = no worker threads.
 // - Idle workers spin, then sleep on a futex: an idle pool uses no CPU. While a session run is in
-//   flight (a CallerScope) they spin through its serial stretches (up to ~2 ms) rather than sleep,
-//   since waking a sleeper costs the caller a system call.
+//   flight (a CallerScope) they spin through its serial stretches (up to ~2 ms), and on for ~100 us
+//   after it ends (the next of back-to-back runs), rather than sleep, since waking a sleeper costs the
+//   caller a system call.
 // - With two threads the caller claims chunks from the front of [0, n) and the worker from the back,
 //   so each takes a contiguous part of every loop (the caller the low indices, every time) while the
 //   split point still follows their speed. Each side's first claim is fixed by n and the grain

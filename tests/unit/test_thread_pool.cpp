@@ -443,6 +443,37 @@ TEST(ThreadPool, WorkerSpinsThroughARunsSerialStretches) {
                                  "after its idle spin is woken 20 times)";
 }
 
+// Back-to-back runs (a benchmark loop, a generator's steps): each run's loop comes first and its serial
+// part after it, so the worker is in its in-run spin when the run ends; the next run starts 30 us later
+// and its loop should find the worker still spinning (it spins on ~100 us past a run's end).
+TEST(ThreadPool, WorkerSpinsAcrossBackToBackRuns) {
+  ep::ThreadPool pool(2);
+  if (pool.num_threads() < 2) GTEST_SKIP() << "one CPU: the pool has no worker";
+  std::atomic<int64_t> acc{0};
+  auto busy_us = [](int us) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(us)) {
+    }
+  };
+  uint64_t fewest_wakes = UINT64_MAX;
+  for (int attempt = 0; attempt < 3 && fewest_wakes >= 4; ++attempt) {
+    {
+      ep::ThreadPool::CallerScope run(pool);
+      pool.parallel_for(64, 1, [&](int64_t b, int64_t e) { acc.fetch_add(e - b); });
+    }
+    const uint64_t w0 = pool.worker_wakes();
+    for (int i = 0; i < 20; ++i) {
+      busy_us(30);
+      ep::ThreadPool::CallerScope run(pool);
+      pool.parallel_for(64, 1, [&](int64_t b, int64_t e) { acc.fetch_add(e - b); });
+      busy_us(400);
+    }
+    fewest_wakes = std::min(fewest_wakes, pool.worker_wakes() - w0);
+  }
+  EXPECT_EQ(acc.load() % (21 * 64), 0);
+  EXPECT_LT(fewest_wakes, 4u) << "the worker slept between back-to-back runs";
+}
+
 // The in-run spin is bounded: a run that stays open with no loops leaves the worker asleep.
 TEST(ThreadPool, OpenRunWithoutLoopsUsesNoCpu) {
   ep::ThreadPool pool(2);
