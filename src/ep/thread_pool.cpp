@@ -124,10 +124,11 @@ struct ThreadPool::Impl {
   alignas(64) std::atomic<uint32_t> active{0};  // workers registered for the current job
   std::atomic<bool> open{false};
   std::atomic<uint32_t> caller_sleeping{0};
-  // Counts (written by the caller holding call_mu, read by anyone): loops handed to the workers, and
-  // the futex wakes they took (see loops_split / worker_wakes).
+  // Counts (written by the caller holding call_mu, read by anyone): loops handed to the workers, the
+  // futex wakes they took, and the caller's sleeps waiting for them (see loops_split etc.).
   std::atomic<uint64_t> loops_split{0};
   std::atomic<uint64_t> worker_wakes{0};
+  std::atomic<uint64_t> caller_sleeps{0};
   // When the last session run ended (steady clock, ns; CallerScope's destructor).
   std::atomic<int64_t> last_run_end_ns{INT64_MIN / 2};
 
@@ -283,7 +284,18 @@ struct ThreadPool::Impl {
       NXRT_CPU_RELAX();
       p = active.load(std::memory_order_seq_cst);
     }
+    // Then on, up to kInRunSpinUs: a sleeping caller costs the loop the worker's futex_wake (a system
+    // call it makes on finishing its chunk) and the caller's own wake-up.
+    if (p != 0) {
+      const Clock::time_point spin_start = Clock::now();
+      for (uint32_t i = 1; p != 0; ++i) {
+        NXRT_CPU_RELAX();
+        p = active.load(std::memory_order_seq_cst);
+        if (i % kSpinClockEvery == 0 && Clock::now() - spin_start > std::chrono::duration<double, std::micro>(kInRunSpinUs)) break;
+      }
+    }
     if (p == 0) return;
+    caller_sleeps.store(caller_sleeps.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     caller_sleeping.store(1, std::memory_order_seq_cst);
     while ((p = active.load(std::memory_order_seq_cst)) != 0) futex_wait(&active, p);
     caller_sleeping.store(0, std::memory_order_relaxed);
@@ -371,6 +383,7 @@ int64_t ThreadPool::worker_first_claim(int threads, int64_t n, int64_t grain) {
 
 uint64_t ThreadPool::loops_split() const { return impl_->loops_split.load(std::memory_order_relaxed); }
 uint64_t ThreadPool::worker_wakes() const { return impl_->worker_wakes.load(std::memory_order_relaxed); }
+uint64_t ThreadPool::caller_sleeps() const { return impl_->caller_sleeps.load(std::memory_order_relaxed); }
 
 void ThreadPool::prefetch_when_idle(const void* data, size_t bytes) {
   if (num_threads_ != 2) return;

@@ -100,10 +100,12 @@ class ThreadPool {
   int slot() const;
 
   // Counts since the pool was made, for traces and tests: parallel_for calls handed to the workers (not
-  // those run inline), and how many of those found a worker asleep and woke it (a system call the
-  // caller pays for; see the spin rule in thread_pool.cpp).
+  // those run inline), how many of those found a worker asleep and woke it (a system call the caller
+  // pays for; see the spin rule in thread_pool.cpp), and how many times a caller slept waiting for a
+  // worker to finish its chunk (the worker then pays a wake).
   uint64_t loops_split() const;
   uint64_t worker_wakes() const;
+  uint64_t caller_sleeps() const;
 
  private:
   struct Impl;
