@@ -456,6 +456,11 @@ std::optional<uint64_t> fewest_among_quiet_attempts(uint64_t good, Attempt attem
   return fewest;
 }
 
+// A 64-item loop that adds its item count to acc (the spin tests' loops: what they time is between them).
+void counting_loop(ep::ThreadPool& pool, std::atomic<int64_t>& acc) {
+  pool.parallel_for(64, 1, [&](int64_t b, int64_t e) { acc.fetch_add(e - b); });
+}
+
 // Inside a session run (a CallerScope) the worker spins through serial stretches shorter than the
 // in-run spin (~2 ms) rather than sleep, so the caller seldom pays a futex wake: 20 loops 600 us apart,
 // each of which would find a worker that only spun its idle spin (4000 pauses, ~80-280 us) asleep.
@@ -465,12 +470,12 @@ TEST(ThreadPool, WorkerSpinsThroughARunsSerialStretches) {
   std::atomic<int64_t> acc{0};
   const auto wakes = fewest_among_quiet_attempts(4, [&](auto&& sample) {
     ep::ThreadPool::CallerScope run(pool);
-    pool.parallel_for(64, 1, [&](int64_t b, int64_t e) { acc.fetch_add(e - b); });
+    counting_loop(pool, acc);
     const uint64_t w0 = pool.worker_wakes(), s0 = pool.loops_split();
     for (int i = 0; i < 20; ++i) {
       busy_us(600);
       if (i % 5 == 0) sample();
-      pool.parallel_for(64, 1, [&](int64_t b, int64_t e) { acc.fetch_add(e - b); });
+      counting_loop(pool, acc);
     }
     EXPECT_EQ(pool.loops_split() - s0, 20u);
     return pool.worker_wakes() - w0;
@@ -491,13 +496,13 @@ TEST(ThreadPool, WorkerSpinsAcrossBackToBackRuns) {
   const auto wakes = fewest_among_quiet_attempts(4, [&](auto&& sample) {
     {
       ep::ThreadPool::CallerScope run(pool);
-      pool.parallel_for(64, 1, [&](int64_t b, int64_t e) { acc.fetch_add(e - b); });
+      counting_loop(pool, acc);
     }
     const uint64_t w0 = pool.worker_wakes();
     for (int i = 0; i < 20; ++i) {
       busy_us(30);
       ep::ThreadPool::CallerScope run(pool);
-      pool.parallel_for(64, 1, [&](int64_t b, int64_t e) { acc.fetch_add(e - b); });
+      counting_loop(pool, acc);
       busy_us(400);
       if (i % 5 == 0) sample();
     }
