@@ -141,12 +141,12 @@ struct ThreadPool::Impl {
   // after the last one ended (the next of back-to-back runs starts within it); never beside several.
   bool keep_spinning(Clock::time_point spin_start, Clock::time_point now) const {
     const int runs = callers.load(std::memory_order_relaxed);
-    if (runs == 1) return now - spin_start < std::chrono::duration<double, std::micro>(kInRunSpinUs);
-    if (runs == 0)
-      return ns_of(now) - last_run_end_ns.load(std::memory_order_relaxed) < static_cast<int64_t>(kRunGapSpinUs * 1e3) &&
-             now - spin_start < std::chrono::duration<double, std::micro>(kInRunSpinUs);
-    return false;
+    if (runs > 1 || now - spin_start >= std::chrono::duration<double, std::micro>(kInRunSpinUs)) return false;
+    return runs == 1 ||
+           ns_of(now) - last_run_end_ns.load(std::memory_order_relaxed) < static_cast<int64_t>(kRunGapSpinUs * 1e3);
   }
+  // The counters above have one writer at a time (the caller holding call_mu): a relaxed load and store.
+  static void count(std::atomic<uint64_t>& c) { c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
 
   // Current job.
   alignas(64) const FunctionRef<void(int64_t, int64_t)>* fn = nullptr;
@@ -295,7 +295,7 @@ struct ThreadPool::Impl {
       }
     }
     if (p == 0) return;
-    caller_sleeps.store(caller_sleeps.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    count(caller_sleeps);
     caller_sleeping.store(1, std::memory_order_seq_cst);
     while ((p = active.load(std::memory_order_seq_cst)) != 0) futex_wait(&active, p);
     caller_sleeping.store(0, std::memory_order_relaxed);
@@ -349,7 +349,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
     return;
   }
   const int64_t chunks_wanted = static_cast<int64_t>(num_threads_) * 4;
-  im.loops_split.store(im.loops_split.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  Impl::count(im.loops_split);
   im.fn = &fn;
   im.n = n;
   im.chunk = std::max(grain, (n + chunks_wanted - 1) / chunks_wanted);
@@ -365,7 +365,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t
   im.gen.fetch_add(1, std::memory_order_seq_cst);  // publishes the job (release)
   if (im.sleepers.load(std::memory_order_seq_cst) != 0) {
     futex_wake(&im.gen, INT_MAX);
-    im.worker_wakes.store(im.worker_wakes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    Impl::count(im.worker_wakes);
   }
   SlotGuard slot(this);
   im.run_chunks();
