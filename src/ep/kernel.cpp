@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "ep/thread_pool.h"
+
 namespace nxrt::ep {
 
 namespace {
@@ -136,6 +138,15 @@ Result<std::reference_wrapper<const Tensor>> KernelContext::required_tensor(size
 Result<void*> KernelContext::workspace(size_t bytes) {
   fallback_workspaces_.push_back(Storage::allocate(bytes));
   return fallback_workspaces_.back()->data();
+}
+
+Result<SlotMemory> KernelContext::thread_slots(size_t bytes) {
+  SlotMemory m;
+  m.stride = (bytes + 63) / 64 * 64;
+  m.slots = pool().num_threads();
+  NXRT_ASSIGN_OR_RETURN(void* p, workspace(std::max<size_t>(64, m.stride * static_cast<size_t>(m.slots))));
+  m.base = static_cast<char*>(p);
+  return m;
 }
 
 const Dims& SpecializeContext::shape(size_t i) const {

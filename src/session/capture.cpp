@@ -409,6 +409,10 @@ class ReplayContext final : public ep::KernelContext {
     if (!frame_.res) return ep::KernelContext::workspace(bytes);
     return extra_ws_.hold(frame_.res->buffers.acquire(bytes));
   }
+  Result<ep::SlotMemory> thread_slots(size_t bytes) override {
+    if (!frame_.res) return ep::KernelContext::thread_slots(bytes);
+    return frame_.res->thread_slots.get(frame_.res->buffers, bytes, pool_.num_threads());
+  }
   const ep::KernelVariant* variant() const override { return n_.variant; }
   void* variant_workspace() const override { return n_.variant_ws; }
   Status error(const std::string& msg, StatusCode code) const override {

@@ -130,6 +130,11 @@ Result<void*> ExecContext::workspace(size_t bytes) {
   return workspaces_.hold(frame_.res->buffers.acquire(bytes));
 }
 
+Result<ep::SlotMemory> ExecContext::thread_slots(size_t bytes) {
+  if (!frame_.res) return ep::KernelContext::thread_slots(bytes);
+  return frame_.res->thread_slots.get(frame_.res->buffers, bytes, pool_.num_threads());
+}
+
 void ExecContext::set_variant(std::shared_ptr<const ep::KernelVariant> v) {
   variant_ = std::move(v);
   const size_t bytes = variant_ ? variant_->workspace_bytes() : 0;

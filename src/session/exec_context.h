@@ -84,6 +84,7 @@ class ExecContext final : public ep::KernelContext {
   Status set_output(size_t i, Value v) override;
   ep::ThreadPool& pool() override { return pool_; }
   Result<void*> workspace(size_t bytes) override;
+  Result<ep::SlotMemory> thread_slots(size_t bytes) override;
   const ep::KernelVariant* variant() const override { return variant_.get(); }
   const std::shared_ptr<const ep::KernelVariant>& variant_ref() const { return variant_; }
   void* variant_workspace() const override { return variant_ws_ ? variant_ws_->data() : nullptr; }

@@ -15,6 +15,19 @@
 
 namespace nxrt::session {
 
+ep::SlotMemory ThreadSlotArena::get(BufferPool& pool, size_t bytes, int slots) {
+  // Strides in whole 4 KB pages, grown by at least half: a model whose kernels ask for a little more
+  // one after another moves its slots a few times, not once per kernel.
+  const size_t stride = (std::max<size_t>(bytes, 1) + 4095) / 4096 * 4096;
+  if (!block_ || stride > stride_ || slots > slots_) {
+    if (stride > stride_) stride_ = std::max(stride, stride_ + stride_ / 2 / 4096 * 4096);
+    slots_ = std::max(slots, slots_);
+    block_.reset();
+    block_ = pool.acquire(stride_ * static_cast<size_t>(slots_));
+  }
+  return {static_cast<char*>(block_->data()), stride_, slots_};
+}
+
 namespace {
 
 // Runs a subgraph with its own plan; outer-scope names resolve through the calling node's frame.

@@ -82,10 +82,26 @@ struct KernelCacheConfig {
 
 // The state of one run in flight that every frame of it shares (the main graph's and every
 // subgraph's). A session keeps a few of these (one per concurrent run, session.cpp) and reuses them.
+// The per-thread scratch of one run context (KernelContext::thread_slots): one block from the context's
+// buffer pool, held for the context's life and never a tensor's, slot s at s * stride. Every kernel of
+// every run gets the same addresses, so a thread's slot stays in its own core's cache; a request for
+// more takes a bigger block (slots move once, while shapes still grow).
+class ThreadSlotArena {
+ public:
+  ep::SlotMemory get(BufferPool& pool, size_t bytes, int slots);
+  size_t bytes() const { return block_ ? block_->bytes() : 0; }
+
+ private:
+  std::shared_ptr<Storage> block_;
+  size_t stride_ = 0;
+  int slots_ = 0;
+};
+
 struct RunResources {
   // `budget`: the session's memory budget shared by its pools (null: this pool's own).
   explicit RunResources(MemoryBudget* budget = nullptr) : buffers(budget) {}
   BufferPool buffers;
+  ThreadSlotArena thread_slots;  // after `buffers`: its block goes back to the pool first
   KernelCacheStats cache_stats;  // this context's counters; the session sums them
   KernelCacheConfig own_cache;   // used when nothing shares the caches (tests, tools)
   KernelCacheConfig* cache = &own_cache;

@@ -127,6 +127,7 @@ Result<std::vector<Value>> run_kernel(const KernelRun& run) {
   if (run.variant_workspace_bytes) *run.variant_workspace_bytes = variant ? variant->workspace_bytes() : 0;
   VariantContext ctx(info, run.inputs, pool, variant.get());
   NXRT_RETURN_IF_ERROR(kernel.value()->compute(ctx));
+  if (run.thread_slot_bytes) *run.thread_slot_bytes = ctx.max_thread_slot_bytes;
   return std::move(ctx.outputs());
 }
 

@@ -62,11 +62,14 @@ struct KernelRun {
   int specialize_threads = 0;
   // When set, receives the variant's workspace_bytes() (0: no variant was made).
   size_t* variant_workspace_bytes = nullptr;
+  // When set, receives the most bytes per thread compute asked of ctx.thread_slots (0: none).
+  size_t* thread_slot_bytes = nullptr;
 };
 
 // A context as the executor gives one: the variant (or none), its declared workspace reserved up front
-// (filled with a byte pattern, as a pooled block may hold garbage, so scratch read before written
-// shows), and every ctx.workspace request counted (a variant should leave none to ask for).
+// and thread slots apart from it (both filled with a byte pattern, as a pooled block may hold garbage,
+// so scratch read before written shows), and every ctx.workspace request counted (a variant should
+// leave none to ask for).
 class VariantContext final : public ep::StandaloneContext {
  public:
   VariantContext(const ep::KernelInfo& info, std::vector<Value> inputs, ep::ThreadPool& pool,
@@ -84,11 +87,23 @@ class VariantContext final : public ep::StandaloneContext {
     ++workspace_calls;
     return ep::StandaloneContext::workspace(bytes);
   }
+  Result<ep::SlotMemory> thread_slots(size_t bytes) override {
+    max_thread_slot_bytes = std::max(max_thread_slot_bytes, bytes);
+    ep::SlotMemory m;
+    m.stride = (bytes + 63) / 64 * 64;
+    m.slots = pool().num_threads();
+    slots_.push_back(Storage::allocate(std::max<size_t>(64, m.stride * static_cast<size_t>(m.slots))));
+    std::memset(slots_.back()->data(), 0xA5, slots_.back()->bytes());
+    m.base = static_cast<char*>(slots_.back()->data());
+    return m;
+  }
   int workspace_calls = 0;
+  size_t max_thread_slot_bytes = 0;
 
  private:
   const ep::KernelVariant* variant_;
   std::shared_ptr<Storage> ws_;
+  std::vector<std::shared_ptr<Storage>> slots_;
 };
 
 // Creates the kernel from the CPU registry and runs it once; returns the outputs.

@@ -194,7 +194,7 @@ TEST(ContribOps, EmbedLayerNormSumsEmbeddingsAndNormalizes) {
 }
 
 
-TEST(ContribOps, EmbedLayerNormRowScratchIsAVariantSlot) {
+TEST(ContribOps, EmbedLayerNormRowScratchIsAThreadSlot) {
   const int64_t B = 4, S = 40, H = 48, V = 50, P = 64;
   std::mt19937 rng(7);
   std::vector<int32_t> ids(static_cast<size_t>(B * S));
@@ -210,7 +210,7 @@ TEST(ContribOps, EmbedLayerNormRowScratchIsAVariantSlot) {
   nxrt::testing::expect_variant_paths_equal(r, true);
 }
 
-TEST(ContribOps, SimplifiedLayerNormConvertedRowsAreVariantSlots) {
+TEST(ContribOps, SimplifiedLayerNormConvertedRowsAreThreadSlots) {
   // Y takes gamma's dtype (float16), converted a row at a time through the thread's slot.
   const int64_t rows = 1024, H = 64;
   Tensor x = nxrt::testing::random_tensor({4, rows / 4, H}, 5);
@@ -224,7 +224,7 @@ TEST(ContribOps, SimplifiedLayerNormConvertedRowsAreVariantSlots) {
   r.inputs = {x, Tensor::from_vector<Float16>(DataType::kFloat16, {H}, g16)};
   r.num_outputs = 2;
   nxrt::testing::expect_variant_paths_equal(r, true);
-  // Same dtypes: no conversion, no scratch, no variant.
+  // Same dtypes: no conversion, no scratch.
   r.inputs = {x, g32};
   nxrt::testing::expect_variant_paths_equal(r, false);
 }

@@ -378,7 +378,7 @@ TEST(ConvWinograd, TransformsAtEveryTierMatchNaiveAndVectorVariantsBitIdentical)
     // Runs `plan` (on the pool or not); returns y without its guards, failing on a touched guard.
     auto run = [&](const WinogradPlan& plan, ep::ThreadPool* p, const std::string& how) {
       std::vector<float> buf(static_cast<size_t>(ny + 2 * kGuard), kSentinel);
-      winograd_conv(plan, x.data(), *wino, bias, buf.data() + kGuard, p, nullptr, &post);
+      winograd_conv(plan, x.data(), *wino, bias, buf.data() + kGuard, p, ep::SlotMemory{}, &post);
       for (int64_t i = 0; i < kGuard; ++i) {
         EXPECT_EQ(buf[static_cast<size_t>(i)], kSentinel) << what << " " << how << ": wrote before y";
         EXPECT_EQ(buf[static_cast<size_t>(ny + kGuard + i)], kSentinel) << what << " " << how << ": wrote past y";

@@ -11,6 +11,7 @@
 #include "kernel_test_util.h"
 #include "nxrt/session.h"
 #include "onnx/model_writer.h"
+#include "session/executor.h"
 
 using namespace nxrt;
 using nxrt::test::AllocCounter;
@@ -572,5 +573,35 @@ TEST(ExecutorConcatInPlace, ChainedGroupsMatchPlainConcatenation) {
     c3 = c2;
     for (float v : c2) c3.push_back(std::fabs(v));
     for (size_t i = 0; i < c3.size(); ++i) ASSERT_NEAR(y.data<float>()[i], c3[i], 1e-6f) << "run " << run << " at " << i;
+  }
+}
+
+// A run context's thread slots: the same addresses for every request that fits (whatever the kernel),
+// a larger request moves them once to a block that serves it, and the block is the pool's (counted in
+// its bytes) but never handed to a tensor.
+TEST(ExecutorMemory, ThreadSlotsStayPutAndAreNoTensorsMemory) {
+  session::BufferPool pool;
+  session::ThreadSlotArena arena;
+  const ep::SlotMemory a = arena.get(pool, 1000, 2);
+  ASSERT_NE(a.base, nullptr);
+  EXPECT_GE(a.stride, 1000u);
+  EXPECT_EQ(a.stride % 64, 0u);
+  EXPECT_GE(a.slots, 2);
+  const ep::SlotMemory b = arena.get(pool, 10, 2);
+  EXPECT_EQ(b.base, a.base);
+  EXPECT_EQ(b.stride, a.stride);
+  const ep::SlotMemory c = arena.get(pool, 3 * a.stride, 2);
+  EXPECT_GE(c.stride, 3 * a.stride);
+  const ep::SlotMemory d = arena.get(pool, 1000, 1);  // fewer threads: the same slots
+  EXPECT_EQ(d.base, c.base);
+  EXPECT_EQ(d.stride, c.stride);
+  EXPECT_GE(d.slots, 2);
+  EXPECT_GE(pool.stats().bytes, c.stride * 2);
+  // Tensors get other memory, also after a run boundary frees what no one holds.
+  pool.end_run();
+  for (int i = 0; i < 4; ++i) {
+    auto t = pool.acquire(c.stride);
+    const char* p = static_cast<const char*>(t->data());
+    EXPECT_TRUE(p + c.stride <= c.base || p >= c.base + 2 * c.stride) << "tensor block inside the slots";
   }
 }

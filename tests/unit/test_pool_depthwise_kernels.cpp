@@ -277,7 +277,7 @@ TEST(SmallCnnThreadPool, ShortJobsBackToBackCoverEveryIndexOnce) {
 }
 
 // MaxPool / AveragePool keep the row-wise plan in their variant and run each chunk on its thread's slot
-// of the variant's workspace: every path (global average, window engine, tap passes, row passes) gives
+// (KernelContext::thread_slots): every path (global average, window engine, tap passes, row passes) gives
 // the same with and without a variant at 1 and 2 threads, and matches the per-window loops.
 TEST(SmallCnnPool, VariantPlanAndSlotsMatchPerCallPlanAndReference) {
   struct Shape {

@@ -15,10 +15,11 @@
 
 namespace nxrt::testing {
 
-// Runs `base` at 1 and 2 threads, without a variant, with one (its per-thread rows a slot of the
-// variant's workspace each), and with one specialized for fewer threads than the pool (the slots then
-// come from step scratch): every output equals the 1-thread run without a variant, bit for bit.
-inline void expect_variant_paths_equal(const KernelRun& base, bool expect_workspace) {
+// Runs `base` at 1 and 2 threads, without a variant, with one, and with one specialized for fewer
+// threads than the pool: every output equals the 1-thread run without a variant, bit for bit.
+// `expect_scratch`: whether compute uses scratch, a variant's workspace or thread slots (per-thread
+// rows), in the runs with a variant.
+inline void expect_variant_paths_equal(const KernelRun& base, bool expect_scratch) {
   KernelRun ref_run = base;
   ref_run.threads = 1;
   auto ref = run_kernel(ref_run);
@@ -31,12 +32,13 @@ inline void expect_variant_paths_equal(const KernelRun& base, bool expect_worksp
     r.threads = c.threads;
     r.specialize = c.specialize;
     r.specialize_threads = c.specialize_threads;
-    size_t ws = 0;
+    size_t ws = 0, slot_bytes = 0;
     r.variant_workspace_bytes = &ws;
+    r.thread_slot_bytes = &slot_bytes;
     auto got = run_kernel(r);
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     if (c.specialize) {
-      EXPECT_EQ(ws > 0, expect_workspace);
+      EXPECT_EQ(ws > 0 || slot_bytes > 0, expect_scratch);
     }
     ASSERT_EQ(got->size(), ref->size());
     for (size_t o = 0; o < ref->size(); ++o) {

@@ -104,10 +104,10 @@ Status skip_norm_typed(ep::KernelContext& ctx, bool simplified, bool has_skip, i
   NXRT_ASSIGN_OR_RETURN(const C* beta, load_vec(Bt, slots + H));
   NXRT_ASSIGN_OR_RETURN(const C* bias, load_vec(Bias, slots + 2 * H));
   // No per-row scratch: the pre-norm value (input + skip + bias) is cheap to recompute on each pass.
-  // A Y of another dtype is converted a row at a time, through the thread's slot (norm_slot_bytes).
+  // A Y of another dtype is converted a row at a time, through the thread's slot.
   ep::SlotScratch row_slots;
   if (ydt != X.dtype()) {
-    NXRT_ASSIGN_OR_RETURN(row_slots, ep::take_slots(ctx, static_cast<size_t>(H) * sizeof(C)));
+    NXRT_ASSIGN_OR_RETURN(row_slots, ep::SlotScratch::take(ctx, static_cast<size_t>(H) * sizeof(C)));
   }
   // float rows whose Y is float: the AVX2 / AVX-512 bodies of skip_norm_rows.h (the same per-element
   // arithmetic, the double sums in vector lanes).
@@ -213,19 +213,6 @@ Status skip_layer_norm(ep::KernelContext& ctx) {
 Status skip_simplified_layer_norm(ep::KernelContext& ctx) {
   NXRT_RETURN_IF_ERROR(check_rank(ctx));
   return skip_norm_dispatch(ctx, true, true, ctx.input(0).rank() - 1, ctx.info().attr_float("epsilon", 1e-12f));
-}
-// SimplifiedLayerNormalization's per-thread scratch: a row of the compute type when Y (the scale's
-// dtype) differs from the input's; the Skip variants write T and need none.
-size_t simplified_norm_slot_bytes(const ep::SpecializeContext& sc) {
-  const Dims& x = sc.shape(0);
-  const DataType xt = sc.dtype(0), yt = sc.dtype(1);
-  if (x.empty() || !sc.has_input(1) || yt == xt) return 0;
-  int64_t axis = sc.info().attr_int("axis", -1);
-  if (!normalize_axis(&axis, static_cast<int64_t>(x.size()))) return 0;
-  int64_t H = 1;
-  for (size_t d = static_cast<size_t>(axis); d < x.size(); ++d) H *= x[d];
-  if (H <= 0) return 0;
-  return static_cast<size_t>(H) * (xt == DataType::kDouble ? sizeof(double) : sizeof(float));
 }
 
 Status simplified_layer_norm(ep::KernelContext& ctx) {
@@ -568,10 +555,8 @@ void register_contrib_ops_all(ep::KernelRegistry& r) {
   r.add_fn(kMs, "SkipLayerNormalization", 1, INT64_MAX, &skip_layer_norm);
   r.add_fn(kMs, "SkipSimplifiedLayerNormalization", 1, INT64_MAX, &skip_simplified_layer_norm);
   // ORT registers SimplifiedLayerNormalization in the ai.onnx domain (opset 1); exports use both.
-  ep::add_slot_fn(r, "", "SimplifiedLayerNormalization", 1, INT64_MAX, &simplified_layer_norm,
-                  &simplified_norm_slot_bytes);
-  ep::add_slot_fn(r, kMs, "SimplifiedLayerNormalization", 1, INT64_MAX, &simplified_layer_norm,
-                  &simplified_norm_slot_bytes);
+  r.add_fn("", "SimplifiedLayerNormalization", 1, INT64_MAX, &simplified_layer_norm);
+  r.add_fn(kMs, "SimplifiedLayerNormalization", 1, INT64_MAX, &simplified_layer_norm);
   r.add_fn(kMs, "Gelu", 1, INT64_MAX, &gelu_family<0>);
   r.add_fn(kMs, "FastGelu", 1, INT64_MAX, &gelu_family<1>);
   r.add_fn(kMs, "BiasGelu", 1, INT64_MAX, &gelu_family<2>);

@@ -110,8 +110,8 @@ Status embed_layer_norm(ep::KernelContext& ctx) {
     const T* be = beta ? beta->data<T>() : nullptr;
     T* y = Y->data<T>();
     T* es = sum_out ? sum_out->data<T>() : nullptr;
-    // Each chunk's row of sums: its thread's slot of the variant's workspace (or of step scratch).
-    NXRT_ASSIGN_OR_RETURN(ep::SlotScratch slots, ep::take_slots(ctx, static_cast<size_t>(H) * sizeof(float)));
+    // Each chunk's row of sums: its thread's slot.
+    NXRT_ASSIGN_OR_RETURN(ep::SlotScratch slots, ep::SlotScratch::take(ctx, static_cast<size_t>(H) * sizeof(float)));
     auto work = [&](int64_t r0, int64_t r1) {
       float* row = slots.mine<float>();
       for (int64_t i = r0; i < r1; ++i) {
@@ -147,16 +147,10 @@ Status embed_layer_norm(ep::KernelContext& ctx) {
   }, [&] { return ctx.error(std::string("embeddings must be float32/float16/bfloat16/double, got ") + dtype_name(dt), StatusCode::kInvalidArgument); });
 }
 
-// Per-thread scratch: one float row of hidden (word_embedding's second dim) per slot.
-size_t embed_slot_bytes(const ep::SpecializeContext& sc) {
-  const Dims& w = sc.shape(2);
-  return w.size() == 2 && w[1] > 0 ? static_cast<size_t>(w[1]) * sizeof(float) : 0;
-}
-
 }  // namespace
 
 void register_contrib_embed_layer_norm(ep::KernelRegistry& r) {
-  ep::add_slot_fn(r, "com.microsoft", "EmbedLayerNormalization", 1, INT64_MAX, &embed_layer_norm, &embed_slot_bytes);
+  r.add_fn("com.microsoft", "EmbedLayerNormalization", 1, INT64_MAX, &embed_layer_norm);
 }
 
 }  // namespace nxrt::ops::contrib

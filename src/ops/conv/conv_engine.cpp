@@ -507,15 +507,15 @@ struct ConvCall {
   const ConvConfig& cfg;
   const ConvPost* post;
   const ConvPlan& plan;
-  void* ws;  // plan.workspace_bytes
+  void* ws;                 // plan.workspace_bytes
+  ep::SlotMemory slots;     // plan.slot_bytes for each thread of the pool
 
   int64_t Cg() const { return s.C / s.group; }
   int64_t Mg() const { return s.M / s.group; }
   // The GEMM engine's packing scratch in the workspace (none: the engine allocates per call).
   GemmScratch gemm_scratch() const {
-    if (!ws || plan.gemm_slots == 0) return {};
-    return {reinterpret_cast<float*>(static_cast<char*>(ws) + plan.gemm_offset), plan.gemm_slot_floats,
-            plan.gemm_slots};
+    if (!slots.base || plan.gemm_slot_floats == 0) return {};
+    return {reinterpret_cast<float*>(slots.base), slots.stride / sizeof(float), slots.slots};
   }
   const CT* x_group(int64_t n, int64_t gi) const { return x + (n * s.C + gi * Cg()) * s.g.in_size(); }
   CT* y_group(int64_t n, int64_t gi) const { return y + (n * s.M + gi * Mg()) * s.g.out_size(); }
@@ -621,7 +621,7 @@ void run_depthwise(const ConvCall<CT>& c, bool window) {
       // on this thread's slot of the plan's scratch.
       if (window) {
         const ConvPlan& pl = c.plan;
-        float* slot = static_cast<float*>(c.ws) + static_cast<int64_t>(c.pool ? c.pool->slot() : 0) * pl.dw_slot_floats;
+        float* slot = static_cast<float*>(c.slots.slot(c.pool ? c.pool->slot() : 0));
         return dwconv::planes_f32(pl.dw_plan.get(), slot, g, s.C, s.M, c.x, w, c.bias, c.y, p0, p1, shuffle);
       }
     }
@@ -976,13 +976,11 @@ bool operator==(const ConvShape& a, const ConvShape& b) {
 
 namespace {
 
-// Appends `threads` slots of `floats` (the GEMM engine's packing scratch) to p's workspace.
-void add_gemm_slots(ConvPlan* p, size_t floats, int threads) {
+// The GEMM engine's packing scratch, `floats` per thread, as p's per-thread slots.
+void add_gemm_slots(ConvPlan* p, size_t floats) {
   if (floats == 0) return;
-  p->gemm_offset = (p->workspace_bytes + 63) / 64 * 64;
   p->gemm_slot_floats = floats;
-  p->gemm_slots = std::max(1, threads);
-  p->workspace_bytes = p->gemm_offset + floats * sizeof(float) * static_cast<size_t>(p->gemm_slots);
+  p->slot_bytes = floats * sizeof(float);
 }
 
 // conv_plan for a call with `post` (null, or one whose activation the paths may not apply: then the
@@ -1012,7 +1010,7 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
         // The 1x1 GEMM on pre-activated panels (also when the direct path declines).
         p.gemm = gemm_f32_plan(s.M, s.g.out_size(), s.C, GemmA::kPacked, GemmB::kGenerated, false, false, threads,
                                cfg.isa);
-        add_gemm_slots(&p, p.gemm.scratch_floats, threads);
+        add_gemm_slots(&p, p.gemm.scratch_floats);
       }
     }
     return p;
@@ -1028,7 +1026,7 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
         // The window engine's plan, and a slot of padded planes per pool thread in the workspace.
         p.dw_plan = dwconv::plan_f32(g, cfg.isa);
         p.dw_slot_floats = (dwconv::scratch_floats(p.dw_plan.get()) + 15) / 16 * 16;
-        p.workspace_bytes = static_cast<size_t>(std::max(1, threads) * p.dw_slot_floats) * sizeof(float);
+        p.slot_bytes = static_cast<size_t>(p.dw_slot_floats) * sizeof(float);
       }
       break;
     case ConvPath::kPointwise:
@@ -1048,7 +1046,7 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
       if (f32 && !p.pointwise_unpacked) {
         p.gemm = gemm_f32_plan(Mg, g.out_size(), Cg, GemmA::kPacked, GemmB::kRaw, false, false,
                                p.pointwise_by_group ? 1 : threads, cfg.isa);
-        add_gemm_slots(&p, p.gemm.scratch_floats, threads);
+        add_gemm_slots(&p, p.gemm.scratch_floats);
       }
       break;
     case ConvPath::kIm2col: {
@@ -1061,7 +1059,7 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
         const int64_t last = total_rows - (total_rows - 1) / p.im2col_rows * p.im2col_rows;
         p.gemm = gemm_f32_plan(Mg, p.im2col_rows * OW, K, GemmA::kPacked, GemmB::kRaw, false, false, threads, cfg.isa);
         p.gemm_last = gemm_f32_plan(Mg, last * OW, K, GemmA::kPacked, GemmB::kRaw, false, false, threads, cfg.isa);
-        add_gemm_slots(&p, std::max(p.gemm.scratch_floats, p.gemm_last.scratch_floats), threads);
+        add_gemm_slots(&p, std::max(p.gemm.scratch_floats, p.gemm_last.scratch_floats));
       }
       break;
     }
@@ -1069,7 +1067,7 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
       if constexpr (std::is_same_v<CT, float>) {
         p.wino = w.wino->acquire(w.packed[0], s.M, s.C);
         p.wino_plan = winograd_plan(s, threads, cfg.isa);
-        p.workspace_bytes = p.wino_plan.workspace_bytes();
+        p.slot_bytes = p.wino_plan.slot_bytes();
       }
       break;
     case ConvPath::kSmallSpatialTransposed:
@@ -1098,7 +1096,7 @@ ConvPlan plan_conv(const ConvShape& s, const ConvWeights<CT>& w, const ConvConfi
       if (f32 && p.path == ConvPath::kImplicitGemm) {  // (kPaddedRowsGemm's strips pack nothing)
         p.gemm = gemm_f32_plan(Mg, g.out_size(), Cg * g.kvol(), GemmA::kPacked, GemmB::kGenerated, false, false,
                                threads, cfg.isa);
-        add_gemm_slots(&p, p.gemm.scratch_floats, threads);
+        add_gemm_slots(&p, p.gemm.scratch_floats);
       }
       break;
     default:
@@ -1122,7 +1120,15 @@ bool conv_plan_fits(const ConvPlan& plan, const ConvShape& s, ep::ThreadPool* po
 
 template <typename CT>
 bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
-                          ep::ThreadPool* pool, const ConvConfig& cfg, const ConvPost* post, void* workspace) {
+                          ep::ThreadPool* pool, const ConvConfig& cfg, const ConvPost* post, void* workspace,
+                          const ep::SlotMemory& slots) {
+  const int threads = pool ? pool->num_threads() : 1;
+  if (plan.slot_bytes > 0 && (!slots.base || slots.slots < threads || slots.stride < plan.slot_bytes)) {
+    const size_t stride = ep::SlotScratch::stride(plan.slot_bytes);
+    const ep::HeapScratch own(stride * static_cast<size_t>(threads));
+    return conv_forward_planned(plan, x, w, bias, y, pool, cfg, post, workspace,
+                                ep::SlotMemory{static_cast<char*>(own.get()), stride, threads});
+  }
   const ConvShape& s = plan.s;
   const ConvPath path = plan.path;
   if (post && post->input_shuffle > 1 &&
@@ -1133,9 +1139,10 @@ bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<C
     channel_shuffle_copy(x, shuffled.get(), s.N, post->input_shuffle, s.C / post->input_shuffle, plane_bytes);
     ConvPost rest = *post;
     rest.input_shuffle = 0;
-    return conv_forward_planned(plan, static_cast<const CT*>(shuffled.get()), w, bias, y, pool, cfg, &rest, workspace);
+    return conv_forward_planned(plan, static_cast<const CT*>(shuffled.get()), w, bias, y, pool, cfg, &rest, workspace,
+                                slots);
   }
-  const ConvCall<CT> c{s, x, w, bias, y, pool, cfg, post, plan, workspace};
+  const ConvCall<CT> c{s, x, w, bias, y, pool, cfg, post, plan, workspace, slots};
   if constexpr (std::is_same_v<CT, float>) {
     if (post && post->pre_scale) {
       // (plan_conv says which path takes it; the caller must not use the output when this is false.)
@@ -1162,7 +1169,7 @@ bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<C
         im2col(s.g, s.C, x + n * s.C * s.g.in_size(), 0, rows, xs + n * s.C * s.g.out_size(), pool,
                gemm_vector_kernels(cfg.isa));
       }
-      return run_pointwise(ConvCall<CT>{plan.sub, xs, w, bias, y, pool, cfg, post, plan, workspace});
+      return run_pointwise(ConvCall<CT>{plan.sub, xs, w, bias, y, pool, cfg, post, plan, workspace, slots});
     }
     case ConvPath::kAuto:  // never chosen
     case ConvPath::kIm2col:
@@ -1176,7 +1183,7 @@ bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<C
       case ConvPath::kWinograd: {
         // The post (residual, activation) in the output transform, as the GEMM paths take it in their store.
         if (post && !winograd_post_applies(post->act)) {
-          winograd_conv(plan.wino_plan, x, *plan.wino, bias, y, pool, workspace);
+          winograd_conv(plan.wino_plan, x, *plan.wino, bias, y, pool, slots);
           return false;
         }
         WinogradPost wp;
@@ -1186,7 +1193,7 @@ bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<C
           wp.act_a = post->act_a;
           wp.act_b = post->act_b;
         }
-        winograd_conv(plan.wino_plan, x, *plan.wino, bias, y, pool, workspace, post ? &wp : nullptr);
+        winograd_conv(plan.wino_plan, x, *plan.wino, bias, y, pool, slots, post ? &wp : nullptr);
         return true;
       }
       case ConvPath::kSmallSpatialTransposed:
@@ -1256,10 +1263,11 @@ template bool conv_forward<float>(const ConvShape&, const float*, const ConvWeig
 template bool conv_forward<double>(const ConvShape&, const double*, const ConvWeights<double>&, const double*,
                                    double*, ep::ThreadPool*, const ConvConfig&, const ConvPost*);
 template bool conv_forward_planned<float>(const ConvPlan&, const float*, const ConvWeights<float>&, const float*,
-                                          float*, ep::ThreadPool*, const ConvConfig&, const ConvPost*, void*);
+                                          float*, ep::ThreadPool*, const ConvConfig&, const ConvPost*, void*,
+                                          const ep::SlotMemory&);
 template bool conv_forward_planned<double>(const ConvPlan&, const double*, const ConvWeights<double>&,
                                            const double*, double*, ep::ThreadPool*, const ConvConfig&,
-                                           const ConvPost*, void*);
+                                           const ConvPost*, void*, const ep::SlotMemory&);
 template ConvPlan conv_plan<float>(const ConvShape&, const ConvWeights<float>&, const ConvConfig&, int, bool);
 template ConvPlan conv_plan<double>(const ConvShape&, const ConvWeights<double>&, const ConvConfig&, int, bool);
 template ConvPath conv_chosen_path<float>(const ConvShape&, const ConvWeights<float>&, const ConvConfig&,

@@ -156,15 +156,18 @@ struct ConvPlan {
   std::shared_ptr<const StridedDirectWeights> strided;  // kStridedDirect
   StridedDirectPlan sd_plan;            // kStridedDirect: its tiles and work order
   // kDepthwiseWindow (float): the window engine's plan (null: the plain loops) and the floats of each
-  // pool thread's slot of scratch it runs on (the workspace holds one slot per thread).
+  // pool thread's slot of scratch it runs on.
   std::shared_ptr<const window::TapPlan> dw_plan;
   int64_t dw_slot_floats = 0;
-  // Workspace: the padded input copy or the im2col chunk, at offset 0 (64-byte aligned); then, for the
-  // float paths that run the GEMM engine on unpacked B (pointwise, im2col, implicit GEMM, pre-activated
-  // pointwise), its packing scratch: gemm_slots slots of gemm_slot_floats at gemm_offset (64-byte aligned).
+  // Workspace: the padded input copy, the im2col chunk or the subsampled input, at offset 0.
   size_t workspace_bytes = 0;
-  size_t gemm_offset = 0, gemm_slot_floats = 0;
-  int gemm_slots = 0;
+  // Scratch each pool thread keeps to itself, apart from the workspace so that a session gives it the
+  // same per-thread memory for every conv (KernelContext::thread_slots): kWinograd's transformed input,
+  // products and input rows; kDepthwiseWindow's padded planes (dw_slot_floats); the GEMM engine's
+  // packing scratch (gemm_slot_floats) where a float path runs it on unpacked B (pointwise, im2col,
+  // implicit GEMM, pre-activated pointwise).
+  size_t slot_bytes = 0;
+  size_t gemm_slot_floats = 0;
 };
 
 // The plan for s on weights w (prepared for s) at `threads` threads; `pre`: for a call with a
@@ -181,9 +184,12 @@ bool conv_forward(const ConvShape& s, const CT* x, const ConvWeights<CT>& w, con
                   ep::ThreadPool* pool, const ConvConfig& cfg = ConvConfig(), const ConvPost* post = nullptr);
 // The same on a plan made for this shape, thread count and pre-activation (conv_plan_fits), with
 // plan.workspace_bytes of 64-byte-aligned scratch at `workspace`: no shape-dependent planning.
+// `slots`: plan.slot_bytes for each thread of the pool (KernelContext::thread_slots; without them, or
+// with too few, the path takes heap scratch of its own).
 template <typename CT>
 bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<CT>& w, const CT* bias, CT* y,
-                          ep::ThreadPool* pool, const ConvConfig& cfg, const ConvPost* post, void* workspace);
+                          ep::ThreadPool* pool, const ConvConfig& cfg, const ConvPost* post, void* workspace,
+                          const ep::SlotMemory& slots = {});
 // Whether `plan` serves this call (same shape, pool size, pre-activation, a post it planned for).
 bool conv_plan_fits(const ConvPlan& plan, const ConvShape& s, ep::ThreadPool* pool, const ConvPost* post);
 bool operator==(const ConvShape& a, const ConvShape& b);

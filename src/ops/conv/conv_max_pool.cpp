@@ -76,7 +76,7 @@ struct ConvMaxPoolVariant final : ep::KernelVariant {
   std::vector<Band> bands;
   std::vector<size_t> part_begin;  // parts (one per thread): bands [part_begin[t], part_begin[t + 1])
   // Whole: no bands. The conv runs once over all of X on the pool (plans[0].conv, made for the pool's
-  // threads) into the workspace at whole_off, then the planes are pooled in parallel (plans[0].pool,
+  // threads) into the workspace, then the planes are pooled in parallel (plans[0].pool,
   // each thread on its slot's pool scratch).
   bool whole = false;
   // Lanes: the channels-last path (ops/conv/stem_lanes.h) in `lanes_parts` contiguous runs of pooled rows,
@@ -84,12 +84,15 @@ struct ConvMaxPoolVariant final : ep::KernelVariant {
   bool use_lanes = false;
   StemLanesPlan lanes;
   int64_t lanes_parts = 0;
-  size_t whole_off = 0;  // where the slots start (whole: after the conv output and its workspace)
-  // One slot per thread: input rows, conv rows, the conv's workspace, the pool's scratch, the carried
-  // rows and their pooled part (64-byte aligned).
+  size_t whole_off = 0;  // the workspace's size (whole: the conv output and its workspace; else none)
+  // One slot per thread (KernelContext::thread_slots): input rows, conv rows, the conv's workspace and
+  // its own one slot, the pool's scratch, the carried rows and their pooled part (64-byte aligned).
   size_t x_off = 0, y_off = 0, conv_off = 0, pool_off = 0, carry_off = 0, carry_out_off = 0, slot_bytes = 0;
   int slots = 1;
-  size_t workspace_bytes() const override { return whole_off + ep::SlotScratch::bytes(slot_bytes, slots); }
+  // The slots are KernelContext::thread_slots (a whole conv's own slots share them: it ends before the
+  // pooling starts).
+  size_t workspace_bytes() const override { return whole_off; }
+  size_t thread_bytes() const { return std::max(slot_bytes, whole ? plans[0].conv.slot_bytes : size_t(0)); }
 };
 
 constexpr size_t align64(size_t b) { return (b + 63) / 64 * 64; }
@@ -201,8 +204,8 @@ class ConvMaxPoolKernel final : public ep::Kernel {
     if (!ws) {  // a variant made now: its workspace from the step's scratch
       NXRT_ASSIGN_OR_RETURN(ws, ctx.workspace(v->workspace_bytes()));
     }
-    NXRT_ASSIGN_OR_RETURN(ep::SlotScratch slots, ep::SlotScratch::take(ctx, static_cast<char*>(ws) + v->whole_off,
-                                                                      v->slot_bytes, v->slots, v->slot_bytes));
+    NXRT_ASSIGN_OR_RETURN(const ep::SlotMemory mem, ctx.thread_slots(v->thread_bytes()));
+    const ep::SlotScratch slots(ctx.pool(), mem);
     const Tensor xc = X.contiguous();
     const float* x = xc.data<float>();
     float* y = Y->data<float>();
@@ -226,7 +229,7 @@ class ConvMaxPoolKernel final : public ep::Kernel {
       const BandPlan& q = v->plans[0];
       float* yc = static_cast<float*>(ws);
       const bool applied = conv_forward_planned<float>(q.conv, x, w, bias, yc, &ctx.pool(), cfg_, &post,
-                                                       static_cast<char*>(ws) + v->y_off);
+                                                       static_cast<char*>(ws) + v->y_off, mem);
       const int64_t planes = s.N * s.M, conv_plane = s.g.out_size();
       ctx.pool().parallel_for(planes, 1, [&](int64_t p0, int64_t p1) {
         if (!applied) activate(yc + p0 * conv_plane, (p1 - p0) * conv_plane);
@@ -406,7 +409,7 @@ class ConvMaxPoolKernel final : public ep::Kernel {
           }
           max_x = std::max(max_x, static_cast<size_t>(s.C * bg.in_rows * IW));
           max_y = std::max(max_y, static_cast<size_t>(s.M * bg.conv_rows * OW));
-          max_conv_ws = std::max(max_conv_ws, q.conv.workspace_bytes);
+          max_conv_ws = std::max(max_conv_ws, align64(q.conv.workspace_bytes) + align64(q.conv.slot_bytes));
           max_pool_ws = std::max(max_pool_ws, q.pool.scratch_bytes);
           v->plans.push_back(std::move(q));
           it = v->plans.end() - 1;
@@ -450,7 +453,11 @@ class ConvMaxPoolKernel final : public ep::Kernel {
     for (int64_t c = 0; c < s.C; ++c) {
       std::memcpy(xb + c * q.bg.in_rows * IW, x + ((b.n * s.C + c) * IH + b.in_row) * IW, row_bytes);
     }
-    const bool applied = conv_forward_planned<float>(q.conv, xb, w, bias, yb, nullptr, cfg_, &post, slot + v.conv_off);
+    // The conv's own one slot after its workspace (conv_off holds both).
+    const size_t conv_ws = align64(q.conv.workspace_bytes);
+    const ep::SlotMemory conv_slot{slot + v.conv_off + conv_ws, align64(q.conv.slot_bytes), 1};
+    const bool applied =
+        conv_forward_planned<float>(q.conv, xb, w, bias, yb, nullptr, cfg_, &post, slot + v.conv_off, conv_slot);
     const int64_t band_size = s.M * q.bg.conv_rows * OW;
     if (!applied) activate(yb, band_size);
     const int64_t PH = v.pg.out[1], PW = v.pg.out[2];

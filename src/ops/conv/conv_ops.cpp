@@ -239,8 +239,12 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
       bool done;
       if (variant && wp != &local && conv_plan_fits(variant->plan, s, &ctx.pool(), fused)) {
         NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, *variant));
+        ep::SlotMemory slots;
+        if (variant->plan.slot_bytes > 0) {
+          NXRT_ASSIGN_OR_RETURN(slots, ctx.thread_slots(variant->plan.slot_bytes));
+        }
         done = conv_forward_planned<CT>(variant->plan, xp, *wp, B ? bias.data() : nullptr, Y->data<CT>(),
-                                        &ctx.pool(), cfg_, fused, ws);
+                                        &ctx.pool(), cfg_, fused, ws, slots);
       } else {
         done = conv_forward<CT>(s, xp, *wp, B ? bias.data() : nullptr, Y->data<CT>(), &ctx.pool(), cfg_, fused);
       }
@@ -249,8 +253,12 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
       std::vector<CT> ybuf(static_cast<size_t>(Y->numel()));
       if (variant && wp != &local && conv_plan_fits(variant->plan, s, &ctx.pool(), nullptr)) {
         NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, *variant));
+        ep::SlotMemory slots;
+        if (variant->plan.slot_bytes > 0) {
+          NXRT_ASSIGN_OR_RETURN(slots, ctx.thread_slots(variant->plan.slot_bytes));
+        }
         conv_forward_planned<CT>(variant->plan, xp, *wp, B ? bias.data() : nullptr, ybuf.data(), &ctx.pool(), cfg_,
-                                 nullptr, ws);
+                                 nullptr, ws, slots);
       } else {
         conv_forward<CT>(s, xp, *wp, B ? bias.data() : nullptr, ybuf.data(), &ctx.pool(), cfg_);
       }
@@ -437,8 +445,12 @@ struct IntegerConv {
     }
     std::fill(y, y + y_count, 0.0);
     if (v.planned && w == &pre.w && conv_plan_fits(v.plan, s, &ctx.pool(), nullptr)) {
+      ep::SlotMemory slots;
+      if (v.plan.slot_bytes > 0) {
+        NXRT_ASSIGN_OR_RETURN(slots, ctx.thread_slots(v.plan.slot_bytes));
+      }
       conv_forward_planned<double>(v.plan, xv, *w, nullptr, y, &ctx.pool(), cfg, nullptr,
-                                   scratch.at<unsigned char>(v.plan_ws));
+                                   scratch.at<unsigned char>(v.plan_ws), slots);
     } else {
       conv_forward<double>(s, xv, *w, nullptr, y, &ctx.pool(), cfg);
     }

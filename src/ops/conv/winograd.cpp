@@ -878,7 +878,6 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
   p.m_floats = static_cast<size_t>(kPts * p.mstride + 16);
   p.in_floats = static_cast<size_t>(12 * input_plane(rows_per_block * p.TW));
   // One slot (V, products, input rows) per thread of the pool, whichever thread runs a block.
-  p.slots = std::max(1, pool_threads);
   // With few output channels, and where the strips read B rows exactly (AVX-512 masked loads), the 36
   // products read the transformed input V in place instead of packing each C x cols slice into B panels
   // first (a copy of all of V per block, which only M / 6 A panels then share). Zen 5, 1 thread, in-model
@@ -907,30 +906,34 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
 
 void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w, const float* bias, float* y,
                    ep::ThreadPool* pool, ep::IsaTier isa, int64_t block_tiles) {
-  winograd_conv(winograd_plan(s, pool ? pool->num_threads() : 1, isa, block_tiles), x, w, bias, y, pool, nullptr);
+  winograd_conv(winograd_plan(s, pool ? pool->num_threads() : 1, isa, block_tiles), x, w, bias, y, pool, ep::SlotMemory{});
 }
 
 namespace {
 void winograd_run(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
-                  ep::ThreadPool* pool, void* workspace, const WinogradPost* post);
+                  ep::ThreadPool* pool, const ep::SlotMemory& slots, const WinogradPost* post);
 }  // namespace
 
 void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
-                   ep::ThreadPool* pool, void* workspace, const WinogradPost* post) {
+                   ep::ThreadPool* pool, const ep::SlotMemory& slots, const WinogradPost* post) {
   if (p.nblocks == 0) return;
-  ep::run_on_plan_workspace(p, pool, workspace, [&](const WinogradPlan& q, void* ws) {
-    winograd_run(q, x, w, bias, y, pool, ws, post);
-  });
+  const int threads = pool ? pool->num_threads() : 1;
+  if (slots.base && slots.slots >= threads && slots.stride >= p.slot_bytes()) {
+    winograd_run(p, x, w, bias, y, pool, slots, post);
+    return;
+  }
+  const size_t stride = ep::SlotScratch::stride(p.slot_bytes());
+  const ep::HeapScratch own(stride * static_cast<size_t>(threads));
+  winograd_run(p, x, w, bias, y, pool, ep::SlotMemory{static_cast<char*>(own.get()), stride, threads}, post);
 }
 
 namespace {
-// winograd_conv on a workspace that serves the plan (a slot for every thread of the pool).
+// winograd_conv on slots that serve the plan (a slot for every thread of the pool).
 void winograd_run(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
-                  ep::ThreadPool* pool, void* workspace, const WinogradPost* post) {
-  // The calling thread's slot of the workspace: transformed input V, products Mx, input rows.
-  float* const ws = static_cast<float*>(workspace);
-  const size_t slot_floats = p.slot_floats, m_off = p.m_off, in_off = p.in_off, g_off = p.gemm_off;
-  auto slot = [&]() { return ws + static_cast<size_t>(pool ? pool->slot() : 0) * slot_floats; };
+                  ep::ThreadPool* pool, const ep::SlotMemory& slots, const WinogradPost* post) {
+  // The calling thread's slot: transformed input V, products Mx, input rows.
+  const size_t m_off = p.m_off, in_off = p.in_off, g_off = p.gemm_off;
+  auto slot = [&]() { return static_cast<float*>(slots.slot(pool ? pool->slot() : 0)); };
   const int64_t total_rows = p.total_rows, nblocks = p.nblocks;
   const int64_t ld = p.ld, cstride = p.cstride, mstride = p.mstride;
   const WinogradPlan::Transforms transforms = p.transforms;

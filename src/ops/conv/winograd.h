@@ -27,6 +27,7 @@
 
 #include "nxrt/dims.h"
 #include "ep/cpu_features.h"
+#include "ep/kernel.h"
 #include "ops/conv/shared_weights.h"
 #include "ops/gemm/activation.h"
 #include "ops/gemm/gemm.h"
@@ -93,13 +94,12 @@ struct WinogradPlan {
   // scratch_floats of the two).
   GemmPlan gemm, gemm_last;
   size_t gemm_floats = 0;
-  // The workspace winograd_conv takes: `slots` (the pool's threads) slots of slot_floats, one per thread
-  // (ThreadPool::slot()), each holding those four buffers: V at 0, then the products, input rows and
-  // GEMM scratch at these offsets (floats, 64-byte aligned).
-  int slots = 1;
+  // Each thread's slot of scratch (winograd_conv's `slots`, ThreadPool::slot()) holds those four
+  // buffers: V at 0, then the products, input rows and GEMM scratch at these offsets (floats, 64-byte
+  // aligned).
   size_t m_off = 0, in_off = 0, gemm_off = 0;
   size_t slot_floats = 0;
-  size_t workspace_bytes() const { return static_cast<size_t>(slots) * slot_floats * sizeof(float); }
+  size_t slot_bytes() const { return slot_floats * sizeof(float); }
   ep::IsaTier isa = ep::IsaTier::kScalar;
   // The input and output transforms' code, chosen from the tier when the plan is made: scalar, AVX2 (8
   // tiles a vector) or AVX-512 (16 tiles a vector, masked tails). The two vector variants do the same
@@ -131,10 +131,10 @@ inline bool winograd_post_applies(Activation a) {
 // y[N, M, OH, OW] = conv(x, w) + bias (bias may be null), as `p` plans it; w prepared for p.M x p.C; then
 // `post` when given (winograd_post_applies(post->act)).
 // The transforms run p.transforms' code and the products the GEMM kernels at p.isa.
-// `workspace`: p.workspace_bytes(), 64-byte aligned (a conv plan declares it); null, or a pool with more
-// threads than p.slots: scratch of its own (ep::run_on_plan_workspace).
+// `slots`: p.slot_bytes() for each thread of the pool (KernelContext::thread_slots; ConvPlan::slot_bytes);
+// none, or fewer than the pool's threads: heap scratch of its own.
 void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights& w, const float* bias, float* y,
-                   ep::ThreadPool* pool, void* workspace, const WinogradPost* post = nullptr);
+                   ep::ThreadPool* pool, const ep::SlotMemory& slots, const WinogradPost* post = nullptr);
 
 // Plans and runs in one call (tests, benchmarks).
 void winograd_conv(const ConvShape& s, const float* x, const WinogradWeights& w, const float* bias, float* y,

@@ -126,6 +126,8 @@ class ForwardContext final : public ep::StandaloneContext {
   // kernel for it), with its reserved workspace.
   const ep::KernelVariant* variant() const override { return outer()->variant(); }
   void* variant_workspace() const override { return outer()->variant_workspace(); }
+  // And the node's per-thread slots: the fused kernel itself holds none while the wrapped one runs.
+  Result<ep::SlotMemory> thread_slots(size_t bytes) override { return outer()->thread_slots(bytes); }
 
   const Value* in0_override_ = nullptr;
   Tensor* out_ = nullptr;  // the wrapped op's result

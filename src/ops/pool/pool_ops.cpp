@@ -173,12 +173,10 @@ void sum_pool_planes(const Geom3& g, const Windows& win, const T* x, T* y, SumKi
 // per-window loops (read when the kernel is created).
 bool row_paths_allowed(const ep::KernelInfo& info) { return !info.overrides().reference(); }
 
-// The row-wise path's plan for one input shape and the per-thread scratch it runs on (slots of the
-// workspace, one per pool thread).
+// The row-wise path's plan for one input shape (its per-thread scratch, plan.scratch_bytes, comes
+// from KernelContext::thread_slots).
 struct PoolVariant final : ep::KernelVariant {
   rowpool::Plan plan;
-  int slots = 1;
-  size_t workspace_bytes() const override { return ep::SlotScratch::bytes(plan.scratch_bytes, slots); }
 };
 
 // Shared front end of the windowed pools.
@@ -218,27 +216,22 @@ class PoolBase : public ep::Kernel {
     if (!forward_geometry(attrs_, sp, attrs_.kernel_shape, &g).ok()) return none;
     auto v = std::make_unique<PoolVariant>();
     if (!rowpool::make_plan(g, max, cip, &v->plan, isa_)) return none;
-    v->slots = sc.num_threads();
     return std::unique_ptr<ep::KernelVariant>(std::move(v));
   }
 
-  // Planes [0, planes) through the row-wise path: the variant's plan when it was made for g, each
-  // chunk on its thread's slot of the variant's workspace; else a plan made now on step scratch.
+  // Planes [0, planes) through the row-wise path: the variant's plan when it was made for g, else a plan
+  // made now; each chunk on its thread's slot.
   Status run_rows(ep::KernelContext& ctx, const Geom3& g, bool max, bool cip, const float* x, float* y,
                   int64_t planes) const {
     const auto* v = dynamic_cast<const PoolVariant*>(ctx.variant());
     rowpool::Plan local;
     const rowpool::Plan* plan = &local;
-    void* ws = nullptr;
     if (v && v->plan.fits(g) && v->plan.max == max && v->plan.cip == (!max && cip)) {
       plan = &v->plan;
-      NXRT_ASSIGN_OR_RETURN(ws, ep::variant_workspace(ctx, *v));
     } else {
-      v = nullptr;
       rowpool::make_plan(g, max, cip, &local, isa_);
     }
-    NXRT_ASSIGN_OR_RETURN(ep::SlotScratch slots, ep::SlotScratch::take(ctx, ws, v ? v->plan.scratch_bytes : 0,
-                                                                      v ? v->slots : 0, plan->scratch_bytes));
+    NXRT_ASSIGN_OR_RETURN(ep::SlotScratch slots, ep::SlotScratch::take(ctx, plan->scratch_bytes));
     ctx.pool().parallel_for(planes, grain(g), [&](int64_t p0, int64_t p1) {
       rowpool::run(*plan, x, y, p0, p1, slots.mine());
     });
