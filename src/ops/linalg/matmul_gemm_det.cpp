@@ -186,13 +186,12 @@ NXRT_INSTANTIATE_MATMUL(uint64_t)
 namespace {
 
 // What MatMul and Gemm specialize for float, float16 and bfloat16 inputs (which compute in float): the
-// float engine's plan for these shapes at the pool's size, and its packing scratch, a slot of
-// plan.scratch_floats per pool thread, as the workspace. MatMul's carries how its batches run too.
+// float engine's plan for these shapes at the pool's size; its packing scratch, plan.scratch_floats per
+// pool thread, comes from KernelContext::thread_slots. MatMul's carries how its batches run too.
 template <typename Plan>
 struct GemmPlanVariant final : ep::KernelVariant {
-  GemmPlanVariant(Plan p, int slots_) : plan(std::move(p)), slots(std::max(1, slots_)) {}
+  explicit GemmPlanVariant(Plan p) : plan(std::move(p)) {}
   size_t slot_floats() const { return gemm_plan().scratch_floats; }
-  size_t workspace_bytes() const override { return slot_floats() * sizeof(float) * static_cast<size_t>(slots); }
   const GemmPlan& gemm_plan() const {
     if constexpr (std::is_same_v<Plan, MatMulPlan>) {
       return plan.gemm;
@@ -201,26 +200,26 @@ struct GemmPlanVariant final : ep::KernelVariant {
     }
   }
   const Plan plan;
-  const int slots;
 };
 using MatMulVariant = GemmPlanVariant<MatMulPlan>;
 using GemmVariant = GemmPlanVariant<GemmPlan>;
 
-// The context's variant when it is a V (else null), with its scratch in `scratch` (none when its
-// workspace is not to be had: the engine then allocates per call).
+// The context's variant when it is a V (else null), with its scratch in `scratch` (the thread slots;
+// none when they are not to be had: the engine then allocates per call).
 template <typename V>
 const V* gemm_variant(ep::KernelContext& ctx, GemmScratch* scratch) {
   const auto* v = dynamic_cast<const V*>(ctx.variant());
   if (!v) return nullptr;
   *scratch = {};
-  Result<void*> ws = ep::variant_workspace(ctx, *v);
-  if (ws.ok() && *ws) *scratch = {static_cast<float*>(*ws), v->slot_floats(), v->slots};
+  if (v->slot_floats() == 0) return v;
+  Result<ep::SlotMemory> slots = ctx.thread_slots(v->slot_floats() * sizeof(float));
+  if (slots.ok()) *scratch = {reinterpret_cast<float*>(slots->base), slots->stride / sizeof(float), slots->slots};
   return v;
 }
 
 template <typename V, typename Plan>
-Result<std::unique_ptr<ep::KernelVariant>> gemm_plan_variant(const ep::SpecializeContext& sc, Plan plan) {
-  return std::unique_ptr<ep::KernelVariant>(std::make_unique<V>(std::move(plan), sc.num_threads()));
+Result<std::unique_ptr<ep::KernelVariant>> gemm_plan_variant(const ep::SpecializeContext&, Plan plan) {
+  return std::unique_ptr<ep::KernelVariant>(std::make_unique<V>(std::move(plan)));
 }
 
 // Whether a plan was made for this product (a variant is made for the node's input shapes, so it always
