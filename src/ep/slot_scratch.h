@@ -82,6 +82,20 @@ class HeapScratch {
   std::unique_ptr<unsigned char[]> buf_;
 };
 
+// Thread slots on heap scratch of their own, for engines called without a context's (the one-call
+// entry points of tests and benchmarks): `slots` slots of `bytes_per_slot`, freed with the object.
+class HeapSlots {
+ public:
+  HeapSlots(size_t bytes_per_slot, int slots)
+      : stride_(SlotScratch::stride(bytes_per_slot)), slots_(slots), heap_(stride_ * static_cast<size_t>(slots)) {}
+  SlotMemory memory() const { return {static_cast<char*>(heap_.get()), stride_, slots_}; }
+
+ private:
+  size_t stride_;
+  int slots_;
+  HeapScratch heap_;
+};
+
 // Runs run(plan, workspace) on scratch that serves the plan: `workspace` when given and the pool has no
 // more threads than the plan has slots; else a copy of the plan with a slot per pool thread (or the plan
 // itself, when only the workspace is missing) on heap scratch of its own. `Plan` has `slots` and

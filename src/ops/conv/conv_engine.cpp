@@ -1124,10 +1124,8 @@ bool conv_forward_planned(const ConvPlan& plan, const CT* x, const ConvWeights<C
                           const ep::SlotMemory& slots) {
   const int threads = pool ? pool->num_threads() : 1;
   if (plan.slot_bytes > 0 && (!slots.base || slots.slots < threads || slots.stride < plan.slot_bytes)) {
-    const size_t stride = ep::SlotScratch::stride(plan.slot_bytes);
-    const ep::HeapScratch own(stride * static_cast<size_t>(threads));
-    return conv_forward_planned(plan, x, w, bias, y, pool, cfg, post, workspace,
-                                ep::SlotMemory{static_cast<char*>(own.get()), stride, threads});
+    const ep::HeapSlots own(plan.slot_bytes, threads);
+    return conv_forward_planned(plan, x, w, bias, y, pool, cfg, post, workspace, own.memory());
   }
   const ConvShape& s = plan.s;
   const ConvPath path = plan.path;

@@ -16,6 +16,12 @@ using ep::InputFacts;
 using ep::variant_error;
 using ep::variant_or_make;
 
+// The thread slots a conv plan runs on (none when it needs none).
+Result<ep::SlotMemory> plan_slots(ep::KernelContext& ctx, const ConvPlan& plan) {
+  if (plan.slot_bytes == 0) return ep::SlotMemory{};
+  return ctx.thread_slots(plan.slot_bytes);
+}
+
 template <typename T>
 using ct_of = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
@@ -239,10 +245,7 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
       bool done;
       if (variant && wp != &local && conv_plan_fits(variant->plan, s, &ctx.pool(), fused)) {
         NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, *variant));
-        ep::SlotMemory slots;
-        if (variant->plan.slot_bytes > 0) {
-          NXRT_ASSIGN_OR_RETURN(slots, ctx.thread_slots(variant->plan.slot_bytes));
-        }
+        NXRT_ASSIGN_OR_RETURN(const ep::SlotMemory slots, plan_slots(ctx, variant->plan));
         done = conv_forward_planned<CT>(variant->plan, xp, *wp, B ? bias.data() : nullptr, Y->data<CT>(),
                                         &ctx.pool(), cfg_, fused, ws, slots);
       } else {
@@ -253,10 +256,7 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
       std::vector<CT> ybuf(static_cast<size_t>(Y->numel()));
       if (variant && wp != &local && conv_plan_fits(variant->plan, s, &ctx.pool(), nullptr)) {
         NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, *variant));
-        ep::SlotMemory slots;
-        if (variant->plan.slot_bytes > 0) {
-          NXRT_ASSIGN_OR_RETURN(slots, ctx.thread_slots(variant->plan.slot_bytes));
-        }
+        NXRT_ASSIGN_OR_RETURN(const ep::SlotMemory slots, plan_slots(ctx, variant->plan));
         conv_forward_planned<CT>(variant->plan, xp, *wp, B ? bias.data() : nullptr, ybuf.data(), &ctx.pool(), cfg_,
                                  nullptr, ws, slots);
       } else {
@@ -445,10 +445,7 @@ struct IntegerConv {
     }
     std::fill(y, y + y_count, 0.0);
     if (v.planned && w == &pre.w && conv_plan_fits(v.plan, s, &ctx.pool(), nullptr)) {
-      ep::SlotMemory slots;
-      if (v.plan.slot_bytes > 0) {
-        NXRT_ASSIGN_OR_RETURN(slots, ctx.thread_slots(v.plan.slot_bytes));
-      }
+      NXRT_ASSIGN_OR_RETURN(const ep::SlotMemory slots, plan_slots(ctx, v.plan));
       conv_forward_planned<double>(v.plan, xv, *w, nullptr, y, &ctx.pool(), cfg, nullptr,
                                    scratch.at<unsigned char>(v.plan_ws), slots);
     } else {

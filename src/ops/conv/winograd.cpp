@@ -877,7 +877,6 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
   p.v_floats = static_cast<size_t>(kPts * p.cstride + 16);
   p.m_floats = static_cast<size_t>(kPts * p.mstride + 16);
   p.in_floats = static_cast<size_t>(12 * input_plane(rows_per_block * p.TW));
-  // One slot (V, products, input rows) per thread of the pool, whichever thread runs a block.
   // With few output channels, and where the strips read B rows exactly (AVX-512 masked loads), the 36
   // products read the transformed input V in place instead of packing each C x cols slice into B panels
   // first (a copy of all of V per block, which only M / 6 A panels then share). Zen 5, 1 thread, in-model
@@ -900,7 +899,7 @@ WinogradPlan winograd_plan(const ConvShape& s, int pool_threads, ep::IsaTier isa
   p.m_off = round16(p.v_floats);
   p.in_off = p.m_off + round16(p.m_floats);
   p.gemm_off = p.in_off + round16(p.in_floats);
-  p.slot_floats = p.gemm_off + p.gemm_floats;
+  p.slot_floats = p.gemm_off + p.gemm_floats;  // a slot per thread, whichever thread runs a block
   return p;
 }
 
@@ -922,9 +921,8 @@ void winograd_conv(const WinogradPlan& p, const float* x, const WinogradWeights&
     winograd_run(p, x, w, bias, y, pool, slots, post);
     return;
   }
-  const size_t stride = ep::SlotScratch::stride(p.slot_bytes());
-  const ep::HeapScratch own(stride * static_cast<size_t>(threads));
-  winograd_run(p, x, w, bias, y, pool, ep::SlotMemory{static_cast<char*>(own.get()), stride, threads}, post);
+  const ep::HeapSlots own(p.slot_bytes(), threads);
+  winograd_run(p, x, w, bias, y, pool, own.memory(), post);
 }
 
 namespace {
