@@ -286,22 +286,26 @@ TEST(ConvSmallSpatial, DISABLED_SmallSpatialBench) {
 // kAuto with weights prepared for Winograd too (as the Conv kernel prepares 3x3 stride-1 convs): on a 7x7
 // plane the transposed path comes before Winograd (its 4x4 tiles cover 64 outputs for 49) at 1 thread,
 // and the strided direct path before both at 2 (strided_direct_preferred); on 14x14 Winograd keeps the
-// conv. Either way the output matches the direct definition.
+// conv, and on planes 8 wide where its tiles fit closely and are 6 or more (winograd_tiles_fit). Either way the output matches the direct definition.
 TEST(ConvSmallSpatial, AutoOrderWithWinogradWeights) {
   if (!paths_available()) GTEST_SKIP() << "no AVX-512F on this CPU";
   std::mt19937 rng(11);
   ep::ThreadPool pool(2);
   struct C {
-    int64_t C, M, H;
+    int64_t C, M, H, W;
     ConvPath expected;
   };
-  const C cases[] = {{128, 32, 7, ConvPath::kSmallSpatialTransposed},  // DenseNet-121 block 4
-                     {64, 48, 7, ConvPath::kSmallSpatialTransposed},
-                     {128, 32, 14, ConvPath::kWinograd}};             // DenseNet-121 block 3
+  const C cases[] = {{128, 32, 7, 7, ConvPath::kSmallSpatialTransposed},  // DenseNet-121 block 4
+                     {64, 48, 7, 7, ConvPath::kSmallSpatialTransposed},
+                     {128, 32, 14, 14, ConvPath::kWinograd},            // DenseNet-121 block 3
+                     {32, 32, 19, 8, ConvPath::kWinograd},              // tiles cover 160 outputs for 152
+                     {32, 32, 9, 8, ConvPath::kSmallSpatialTransposed},   // 192 for 72
+                     {32, 32, 8, 8, ConvPath::kSmallSpatialTransposed}};  // 4 tiles
   for (const C& c : cases) {
     ConvShape s;
     s.N = 1, s.C = c.C, s.M = c.M, s.g.nsp = 2;
-    s.g.in[1] = s.g.in[2] = c.H;
+    s.g.in[1] = c.H;
+    s.g.in[2] = c.W;
     s.g.k[1] = s.g.k[2] = 3;
     s.g.pb[1] = s.g.pb[2] = s.g.pe[1] = s.g.pe[2] = 1;
     ASSERT_TRUE(finish(&s));

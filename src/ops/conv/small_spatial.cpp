@@ -483,6 +483,21 @@ bool small_spatial_applies(const ConvShape& s, ep::IsaTier isa) {
   return true;
 }
 
+// A plane 7 or 8 pixels on a side that Winograd's 4x4 tiles still cover closely (at most 15% of the
+// tiles' outputs past the plane) and with 6+ tiles: Winograd wins there too. Zen 5, 1 thread, one conv
+// alone (small-spatial -> Winograd, us): 32->32 @19x8 25.9 -> 17.2 (the keyword-spotting CNN's four),
+// @16x8 29.8 -> 24.0, @12x8 17.4 -> 16.4, @7x28 26.1 -> 18.0, 64->64 @8x24 82.9 -> 45.6, 128->32 @8x16
+// 73.2 -> 56.1, 256->256 @8x12 590 -> 542, 16->16 @8x32 18.9 -> 9.6 (2 threads alike or more); and
+// where it does not: 4 tiles (32->32 @8x8 12.9 -> 15.4, 128->32 @8x8 55.1 -> 65.6) or a third of
+// the tiles' outputs wasted (@9x8 18.8 -> 22.4, @7x14 17.4 -> 20.6). The keyword-spotting CNN whole
+// (in-process paired runs): 0.93-0.95 of the time at 1 thread, 0.88-0.92 at 2.
+namespace {
+bool winograd_tiles_fit(const ConvShape& s) {
+  const int64_t oh = s.g.out[1], ow = s.g.out[2], th = (oh + 3) / 4, tw = (ow + 3) / 4;
+  return s.N * th * tw >= 6 && 16 * th * tw * 100 <= 115 * oh * ow;
+}
+}  // namespace
+
 // The kAuto rule. Every path here and the usual ones run near the core's FMA peak on their padded work,
 // so the choice is the share of useful work: the usual path pads output channels to 6-row panels and
 // each image's pixels to 16-column panels (49 -> 64); the transposed path pads the pixels of the batch
@@ -490,7 +505,7 @@ bool small_spatial_applies(const ConvShape& s, ep::IsaTier isa) {
 // like the usual one except a last pixel alone (16q + 1), which costs 1/12 of a vector.
 // - 1x1 convs (any stride): direct when its share is 5% higher (7x7 outputs) or at 2+ threads (see below).
 // - other convs: transposed when its share is not lower (both paths pack x then), unless Winograd is
-//   preferred on a plane over 8x8.
+//   preferred on a plane over 8x8 or one its tiles fit (winograd_tiles_fit).
 // - planes of 2..256 pixels, K >= 32, >= 8 output channels a group.
 // Measured per conv (ms, usual -> chosen path, 1 thread / 2 threads; AMD EPYC Zen 4; main's fused-epilogue
 // GEMM paths as the usual ones):
@@ -527,7 +542,9 @@ SmallSpatialChoice small_spatial_choice(const ConvShape& s, int threads, ep::Isa
   if (P < 2 || P > 256 || K < 32 || Mg < 8) return SmallSpatialChoice::kNone;
   // Winograd F(4x4, 3x3) wins from 9x9 planes on (3x3 256->256 @14x14 0.87 ms vs 2.19 here); at 7x7
   // its 4x4 tiles cover 64 outputs for 49 and this path wins (3x3 128->32 @7x7 0.083 -> 0.040).
-  if (std::min(s.g.out[1], s.g.out[2]) > 8 && winograd_preferred(s)) return SmallSpatialChoice::kNone;
+  if (winograd_preferred(s) && (std::min(s.g.out[1], s.g.out[2]) > 8 || winograd_tiles_fit(s))) {
+    return SmallSpatialChoice::kNone;
+  }
   const auto up = [](int64_t v, int64_t m) { return double((v + m - 1) / m * m); };
   const double rows = double(s.N * P);
   const double share_new = (double(Mg) / up(Mg, kVec)) * (rows / up(s.N * P, kRows));
