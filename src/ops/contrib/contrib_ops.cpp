@@ -12,6 +12,7 @@
 #include "ep/slot_scratch.h"
 #include "ops/common.h"
 #include "ops/contrib/contrib_util.h"
+#include "ops/elementwise/vec_math.h"
 #include "ops/contrib/gather_block_quantized_rows.h"
 #include "ops/contrib/skip_norm_rows.h"
 #include "ops/gemm/gemm.h"
@@ -246,6 +247,22 @@ Status gelu_family(ep::KernelContext& ctx) {
     const T* b = bias ? bias->data<T>() : nullptr;
     T* y = Y->data<T>();
     const int64_t n = X.numel();
+    if constexpr (std::is_same_v<T, float>) {
+      // The vector GELUs of the kernel's tier (ops/elementwise/vec_math.h); the loop below is their
+      // reference. With a bias, whole rows (the bias is one row).
+      const vecmath::MapFn map = kind == 3 ? nullptr : vecmath::map_for_tier(ctx.info().isa());
+      if (map) {
+        const vecmath::Fn fn = kind == 1 ? vecmath::Fn::kGeluTanh : vecmath::Fn::kGeluErf;
+        if (!b) {
+          ctx.pool().parallel_for(n, 16384, [&](int64_t i0, int64_t i1) { map(fn, x + i0, nullptr, y + i0, i1 - i0); });
+        } else if (n > 0) {
+          ctx.pool().parallel_for(n / blen, std::max<int64_t>(1, 16384 / blen), [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) map(fn, x + r * blen, b, y + r * blen, blen);
+          });
+        }
+        return Status::Ok();
+      }
+    }
     auto work = [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         C v = static_cast<C>(static_cast<float>(x[i]));

@@ -13,6 +13,7 @@
 #include "ops/common.h"
 #include "ops/elementwise/elementwise_util.h"
 #include "ops/elementwise/silu_mul.h"
+#include "ops/elementwise/vec_math.h"
 #include "ops/reduction/reduction_math.h"
 #include "ops/simd_math.h"
 
@@ -130,10 +131,8 @@ NXRT_SIMPLE_UNARY(CeilOp, CheapOp, std::ceil(x))
 NXRT_SIMPLE_UNARY(FloorOp, CheapOp, std::floor(x))
 NXRT_SIMPLE_UNARY(RoundOp, CheapOp, std::nearbyint(x))
 NXRT_SIMPLE_UNARY(ReciprocalOp, CheapOp, C(1) / x)
-NXRT_SIMPLE_UNARY(SqrtOp, CheapOp, std::sqrt(x))
 NXRT_SIMPLE_UNARY(ReluOp, CheapOp, x > C(0) ? x : C(0))
 NXRT_SIMPLE_UNARY(SoftsignOp, CheapOp, x / (C(1) + std::fabs(x)))
-NXRT_SIMPLE_UNARY(ExpOp, MathOp, std::exp(x))
 NXRT_SIMPLE_UNARY(LogOp, MathOp, std::log(x))
 NXRT_SIMPLE_UNARY(SinOp, MathOp, std::sin(x))
 NXRT_SIMPLE_UNARY(CosOp, MathOp, std::cos(x))
@@ -143,14 +142,50 @@ NXRT_SIMPLE_UNARY(AcosOp, MathOp, std::acos(x))
 NXRT_SIMPLE_UNARY(AtanOp, MathOp, std::atan(x))
 NXRT_SIMPLE_UNARY(SinhOp, MathOp, std::sinh(x))
 NXRT_SIMPLE_UNARY(CoshOp, MathOp, std::cosh(x))
-NXRT_SIMPLE_UNARY(TanhOp, MathOp, std::tanh(x))
 NXRT_SIMPLE_UNARY(AsinhOp, MathOp, std::asinh(x))
 NXRT_SIMPLE_UNARY(AcoshOp, MathOp, std::acosh(x))
 NXRT_SIMPLE_UNARY(AtanhOp, MathOp, std::atanh(x))
-NXRT_SIMPLE_UNARY(ErfOp, MathOp, via_double(x, [](double v) { return std::erf(v); }))
 NXRT_SIMPLE_UNARY(SoftplusOp, MathOp, x > C(0) ? C(x + std::log1p(std::exp(-x))) : C(std::log1p(std::exp(x))))
 NXRT_SIMPLE_UNARY(MishOp, MathOp,
                   C(x * std::tanh(x > C(0) ? C(x + std::log1p(std::exp(-x))) : C(std::log1p(std::exp(x))))))
+
+// Ops with a float32 vector body (vec_math.h): the kernel's tier (KernelInfo::isa(), capped by the CPU
+// and NXRT_ISA, decided when the op is made) picks the AVX-512 or the AVX2 maps, lane for lane the
+// same operations; the functor is the reference (the scalar tier and other dtypes). Each element's
+// result depends only on its value, so the split over threads does not change it.
+bool vec_map(vecmath::Fn fn, ep::IsaTier tier, const float* x, float* y, int64_t n, ep::ThreadPool& pool) {
+  const vecmath::MapFn map = vecmath::map_for_tier(tier);
+  if (!map) return false;
+  ew::run_flat(pool, n, 16384, [&](int64_t b, int64_t e) { map(fn, x + b, nullptr, y + b, e - b); });
+  return true;
+}
+template <typename Base, vecmath::Fn F>
+struct VecMathOp : Base {
+  static constexpr vecmath::Fn kFn = F;
+  ep::IsaTier tier;
+  explicit VecMathOp(const KernelInfo& i) : tier(i.isa()) {}
+};
+template <typename Op>
+  requires requires { Op::kFn; }
+bool simd_unary(const Op& op, const float* x, float* y, int64_t n, ep::ThreadPool& pool) {
+  return vec_map(Op::kFn, op.tier, x, y, n, pool);
+}
+struct SqrtOp : VecMathOp<CheapOp, vecmath::Fn::kSqrt> {
+  using VecMathOp::VecMathOp;
+  template <typename C> C operator()(C x) const { return std::sqrt(x); }
+};
+struct ExpOp : VecMathOp<MathOp, vecmath::Fn::kExp> {
+  using VecMathOp::VecMathOp;
+  template <typename C> C operator()(C x) const { return std::exp(x); }
+};
+struct TanhOp : VecMathOp<MathOp, vecmath::Fn::kTanh> {
+  using VecMathOp::VecMathOp;
+  template <typename C> C operator()(C x) const { return std::tanh(x); }
+};
+struct ErfOp : VecMathOp<MathOp, vecmath::Fn::kErf> {
+  using VecMathOp::VecMathOp;
+  template <typename C> C operator()(C x) const { return via_double(x, [](double v) { return std::erf(v); }); }
+};
 
 template <typename C>
 inline C sigmoid(C x) {
@@ -259,7 +294,8 @@ struct ShrinkOp : CheapOp {
 };
 struct GeluOp : MathOp {
   bool tanh_approx;
-  explicit GeluOp(const KernelInfo& i) : tanh_approx(i.attr_string("approximate", "none") == "tanh") {}
+  ep::IsaTier tier;
+  explicit GeluOp(const KernelInfo& i) : tanh_approx(i.attr_string("approximate", "none") == "tanh"), tier(i.isa()) {}
   template <typename C> C operator()(C x) const {
     if (tanh_approx) {
       const C k = C(0.7978845608028654);  // sqrt(2/pi)
@@ -268,6 +304,9 @@ struct GeluOp : MathOp {
     return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476)));
   }
 };
+bool simd_unary(const GeluOp& op, const float* x, float* y, int64_t n, ep::ThreadPool& pool) {
+  return vec_map(op.tanh_approx ? vecmath::Fn::kGeluTanh : vecmath::Fn::kGeluErf, op.tier, x, y, n, pool);
+}
 struct SwishOp : MathOp {
   float alpha;
   bool avx512;  // the 16-lane body (sigmoid_like)

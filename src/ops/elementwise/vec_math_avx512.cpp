@@ -1,0 +1,63 @@
+// vec_math.h's maps on AVX-512 (16 lanes, masked tails). This file is compiled with -mavx512f/dq/bw/vl
+// (CMakeLists.txt) and includes nothing but the intrinsics and vec_math_impl.h: see there.
+#include "ops/elementwise/vec_math_impl.h"
+
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512DQ__)
+#include <immintrin.h>
+
+namespace nxrt::ops::vecmath {
+namespace {
+
+struct Avx512 {
+  using V = __m512;
+  using M = __mmask16;
+  static constexpr int kLanes = 16;
+  static M first(int n) { return static_cast<M>((1u << n) - 1); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static V load_n(const float* p, int n) { return _mm512_maskz_loadu_ps(first(n), p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static void store_n(float* p, V v, int n) { _mm512_mask_storeu_ps(p, first(n), v); }
+  static V set1(float f) { return _mm512_set1_ps(f); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }    // a b + c
+  static V fnmadd(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a b
+  static V fmsub(V a, V b, V c) { return _mm512_fmsub_ps(a, b, c); }    // a b - c
+  static V min(V a, V b) { return _mm512_min_ps(a, b); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V abs(V a) { return _mm512_andnot_ps(_mm512_set1_ps(-0.f), a); }
+  static V copysign(V mag, V sign) {
+    const V s = _mm512_set1_ps(-0.f);
+    return _mm512_or_ps(_mm512_andnot_ps(s, mag), _mm512_and_ps(s, sign));
+  }
+  static V sqrt(V a) { return _mm512_sqrt_ps(a); }
+  static V round(V a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static M lt(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+  static M gt(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+  static M isnan(V a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
+  static V select(M m, V if_true, V if_false) { return _mm512_mask_blend_ps(m, if_false, if_true); }
+  // p 2^k for an integral k in [-127, 128], as two factors 2^(k/2) 2^(k - k/2) (one would overflow
+  // the exponent field at the ends).
+  static V scale_pow2(V p, V k) {
+    const __m512i ki = _mm512_cvtps_epi32(k);
+    const __m512i k1 = _mm512_srai_epi32(ki, 1), k2 = _mm512_sub_epi32(ki, k1);
+    const __m512i bias = _mm512_set1_epi32(127);
+    const V s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k1, bias), 23));
+    const V s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k2, bias), 23));
+    return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+  }
+};
+
+}  // namespace
+
+void map_avx512(Fn fn, const float* x, const float* bias, float* y, int64_t n) { map_any<Avx512>(fn, x, bias, y, n); }
+
+}  // namespace nxrt::ops::vecmath
+
+#else
+namespace nxrt::ops::vecmath {
+void map_avx512(Fn, const float*, const float*, float*, int64_t) {}  // never called: no such CPU (see vec_math.h)
+}  // namespace nxrt::ops::vecmath
+#endif

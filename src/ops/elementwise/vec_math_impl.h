@@ -1,0 +1,181 @@
+// The algorithms of vec_math.h on a vector traits type T (vec_math_avx2.cpp, vec_math_avx512.cpp): T::V
+// holds T::kLanes floats, T::M a lane mask; every operation is an IEEE single-precision one (fused
+// multiply-adds included) with the same result in every lane at either width.
+//
+// Included only by those two files, each compiled for its instruction set: it uses nothing but the
+// traits, so no inline function of another header gets compiled here with instructions the rest of
+// the program must not assume.
+#pragma once
+#include <cstdint>
+
+#include "ops/elementwise/vec_math.h"
+
+namespace nxrt::ops::vecmath {
+namespace {
+
+// e^x: exp_fast's range reduction (x = k ln 2 + r, ln 2 in two parts), degree-6 polynomial and 2^k
+// applied as two factors (simd_math.h's exp8_avx2 / exp16_avx512, operation for operation): 0 below
+// -87.34, +inf above 88.72, NaN stays NaN.
+template <class T>
+inline typename T::V exp_v(typename T::V x) {
+  using V = typename T::V;
+  const V hi = T::set1(88.72283f), lo = T::set1(-87.33654f);
+  const V xc = T::min(T::max(x, lo), hi);
+  const V k = T::round(T::mul(xc, T::set1(1.44269504088896341f)));
+  V r = T::fnmadd(k, T::set1(0.693359375f), xc);
+  r = T::fnmadd(k, T::set1(-2.12194440e-4f), r);
+  V p = T::set1(1.9875691500E-4f);
+  p = T::fmadd(p, r, T::set1(1.3981999507E-3f));
+  p = T::fmadd(p, r, T::set1(8.3334519073E-3f));
+  p = T::fmadd(p, r, T::set1(4.1665795894E-2f));
+  p = T::fmadd(p, r, T::set1(1.6666665459E-1f));
+  p = T::fmadd(p, r, T::set1(5.0000001201E-1f));
+  p = T::add(T::fmadd(T::mul(p, r), r, r), T::set1(1.0f));
+  V v = T::scale_pow2(p, k);
+  v = T::select(T::lt(x, lo), T::set1(0.f), v);
+  v = T::select(T::gt(x, hi), T::set1(__builtin_inff()), v);
+  return T::select(T::isnan(x), x, v);
+}
+
+// tanh x. |x| < 0.625: x + x^3 P(x^2), P of degree 4 fitted (least squares on the relative error,
+// reweighted towards the worst points) to tanh on that interval: under 1 ulp in float arithmetic.
+// Past it, 1 - 2 / (e^{2|x|} + 1) with x's sign (tanh >= 0.55 there, so the subtraction loses under a
+// bit); e^{2|x|} = inf gives 1.
+template <class T>
+inline typename T::V tanh_v(typename T::V x) {
+  using V = typename T::V;
+  const V one = T::set1(1.f);
+  const V a = T::abs(x), z = T::mul(x, x);
+  V p = T::set1(-5.704057869e-03f);
+  p = T::fmadd(p, z, T::set1(2.063825913e-02f));
+  p = T::fmadd(p, z, T::set1(-5.373946577e-02f));
+  p = T::fmadd(p, z, T::set1(1.333143860e-01f));
+  p = T::fmadd(p, z, T::set1(-3.333328068e-01f));
+  const V small = T::copysign(T::fmadd(T::mul(x, z), p, x), x);  // tanh(-0) = -0
+  const V e = exp_v<T>(T::add(a, a));
+  const V big = T::copysign(T::sub(one, T::div(T::set1(2.f), T::add(e, one))), x);
+  return T::select(T::lt(a, T::set1(0.625f)), small, big);  // NaN: the second form, NaN
+}
+
+// erf x / x on |x| <= 1 as a polynomial in x^2 (degree 6, fitted like tanh's).
+template <class T>
+inline typename T::V erf_over_x(typename T::V z) {
+  using V = typename T::V;
+  V p = T::set1(7.852678391e-05f);
+  p = T::fmadd(p, z, T::set1(-8.009852027e-04f));
+  p = T::fmadd(p, z, T::set1(5.188290961e-03f));
+  p = T::fmadd(p, z, T::set1(-2.685379423e-02f));
+  p = T::fmadd(p, z, T::set1(1.128358468e-01f));
+  p = T::fmadd(p, z, T::set1(-3.761262596e-01f));
+  return T::fmadd(p, z, T::set1(1.128379107e+00f));
+}
+
+// erfc t for 1 <= t <= 10: e^{-t^2} s H(s) with s = 1 / (1 + t/2), H of degree 8 fitted to
+// erfc(t) e^{t^2} / s over [1, 9.45] (erfc underflows past ~9.3). t^2 is split into its float hi and
+// the exact rest lo (an FMA), e^{-t^2} ~ e^{-hi} (1 - lo): otherwise t^2's rounding alone would cost
+// t^2 ulps. About 5 ulp relative.
+template <class T>
+inline typename T::V erfc_tail(typename T::V t) {
+  using V = typename T::V;
+  const V one = T::set1(1.f);
+  const V s = T::div(one, T::fmadd(t, T::set1(0.5f), one));
+  V h = T::set1(-4.274824634e-02f);
+  h = T::fmadd(h, s, T::set1(2.351465821e-01f));
+  h = T::fmadd(h, s, T::set1(-4.262893200e-01f));
+  h = T::fmadd(h, s, T::set1(2.393399924e-01f));
+  h = T::fmadd(h, s, T::set1(-1.358888764e-02f));
+  h = T::fmadd(h, s, T::set1(2.007554919e-01f));
+  h = T::fmadd(h, s, T::set1(2.430530787e-01f));
+  h = T::fmadd(h, s, T::set1(2.824234962e-01f));
+  h = T::fmadd(h, s, T::set1(2.820824981e-01f));
+  const V hi = T::mul(t, t);
+  const V lo = T::fmsub(t, t, hi);
+  V e = exp_v<T>(T::sub(T::set1(0.f), hi));
+  e = T::fnmadd(e, lo, e);
+  return T::mul(T::mul(e, s), h);
+}
+
+template <class T>
+inline typename T::V erf_v(typename T::V x) {
+  using V = typename T::V;
+  const V one = T::set1(1.f);
+  const V t = T::abs(x);
+  const V small = T::mul(x, erf_over_x<T>(T::mul(x, x)));
+  const V big = T::copysign(T::sub(one, erfc_tail<T>(T::min(t, T::set1(10.f)))), x);
+  const V y = T::select(T::lt(t, one), small, big);
+  return T::select(T::isnan(x), x, y);
+}
+
+// x/2 (1 + erf z), z = x / sqrt 2: 1 + z erf(z)/z for |z| < 1; past it 2 - erfc |z| for z > 0 and
+// erfc |z| itself for z < 0, where 1 + erf z would cancel (x = -5: 1 + erf = 5.7e-7, ~10% off in
+// float). The order of the final products is the reference's (0.5 * x) * w.
+template <class T>
+inline typename T::V gelu_erf_v(typename T::V x) {
+  using V = typename T::V;
+  const V one = T::set1(1.f);
+  const V z = T::mul(x, T::set1(0.7071067811865476f));
+  const V t = T::abs(z);
+  const V small = T::fmadd(z, erf_over_x<T>(T::mul(z, z)), one);
+  const V ec = erfc_tail<T>(T::min(t, T::set1(10.f)));
+  const V big = T::select(T::lt(z, T::set1(0.f)), ec, T::sub(T::set1(2.f), ec));
+  const V y = T::mul(T::mul(T::set1(0.5f), x), T::select(T::lt(t, one), small, big));
+  return T::select(T::isnan(x), x, y);
+}
+
+// x/2 (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3), as x / (1 + e^{-2u}) (the same value, and no
+// cancellation where tanh u is near -1).
+template <class T>
+inline typename T::V gelu_tanh_v(typename T::V x) {
+  using V = typename T::V;
+  const V u = T::mul(T::set1(0.7978845608028654f), T::fmadd(T::mul(T::set1(0.044715f), x), T::mul(x, x), x));
+  return T::div(x, T::add(T::set1(1.f), exp_v<T>(T::mul(u, T::set1(-2.f)))));
+}
+
+template <class T, Fn F>
+inline typename T::V apply(typename T::V x) {
+  if constexpr (F == Fn::kExp) return exp_v<T>(x);
+  else if constexpr (F == Fn::kTanh) return tanh_v<T>(x);
+  else if constexpr (F == Fn::kErf) return erf_v<T>(x);
+  else if constexpr (F == Fn::kGeluErf) return gelu_erf_v<T>(x);
+  else if constexpr (F == Fn::kGeluTanh) return gelu_tanh_v<T>(x);
+  else return T::sqrt(x);
+}
+
+template <class T, Fn F, bool kBias>
+void map_fn(const float* x, const float* bias, float* y, int64_t n) {
+  using V = typename T::V;
+  constexpr int64_t L = T::kLanes;
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    V v = T::load(x + i);
+    if constexpr (kBias) v = T::add(v, T::load(bias + i));
+    T::store(y + i, apply<T, F>(v));
+  }
+  if (i < n) {
+    const int r = static_cast<int>(n - i);
+    V v = T::load_n(x + i, r);
+    if constexpr (kBias) v = T::add(v, T::load_n(bias + i, r));
+    T::store_n(y + i, apply<T, F>(v), r);
+  }
+}
+
+template <class T, Fn F>
+void map_fn_bias(const float* x, const float* bias, float* y, int64_t n) {
+  if (bias) map_fn<T, F, true>(x, bias, y, n);
+  else map_fn<T, F, false>(x, nullptr, y, n);
+}
+
+template <class T>
+void map_any(Fn fn, const float* x, const float* bias, float* y, int64_t n) {
+  switch (fn) {
+    case Fn::kExp: return map_fn_bias<T, Fn::kExp>(x, bias, y, n);
+    case Fn::kTanh: return map_fn_bias<T, Fn::kTanh>(x, bias, y, n);
+    case Fn::kErf: return map_fn_bias<T, Fn::kErf>(x, bias, y, n);
+    case Fn::kGeluErf: return map_fn_bias<T, Fn::kGeluErf>(x, bias, y, n);
+    case Fn::kGeluTanh: return map_fn_bias<T, Fn::kGeluTanh>(x, bias, y, n);
+    case Fn::kSqrt: return map_fn_bias<T, Fn::kSqrt>(x, bias, y, n);
+  }
+}
+
+}  // namespace
+}  // namespace nxrt::ops::vecmath

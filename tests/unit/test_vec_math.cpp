@@ -1,0 +1,267 @@
+// ops/elementwise/vec_math.h: each map at every tier the CPU has against the double-precision definition
+// (within the accuracy vec_math.h states), special values, tails of every length, the bias form, the
+// two tiers' bits against each other; and the ops that use them (Exp, Tanh, Erf, Sqrt, Gelu, com.microsoft
+// Gelu / FastGelu / BiasGelu) at each tier against their scalar reference loops (isa=scalar).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ep/cpu_features.h"
+#include "kernel_test_util.h"
+#include "ops/elementwise/vec_math.h"
+
+namespace {
+
+using namespace nxrt;
+using ops::vecmath::Fn;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+struct Tier {
+  const char* name;
+  ep::IsaTier tier;
+};
+// The vector tiers this CPU has; prints the ones it cannot test.
+std::vector<Tier> vector_tiers() {
+  std::vector<Tier> out;
+  for (Tier t : {Tier{"avx2", ep::IsaTier::kAvx2}, Tier{"avx512", ep::IsaTier::kAvx512}}) {
+    if (ep::cpu_isa_tier() >= t.tier) out.push_back(t);
+    else std::printf("[ SKIPPED  ] tier %s: this CPU's best tier is %s\n", t.name, ep::isa_tier_name(ep::cpu_isa_tier()));
+  }
+  return out;
+}
+
+const char* fn_name(Fn f) {
+  switch (f) {
+    case Fn::kExp: return "exp";
+    case Fn::kTanh: return "tanh";
+    case Fn::kErf: return "erf";
+    case Fn::kGeluErf: return "gelu(erf)";
+    case Fn::kGeluTanh: return "gelu(tanh)";
+    case Fn::kSqrt: return "sqrt";
+  }
+  return "?";
+}
+
+double exact(Fn f, double x) {
+  switch (f) {
+    case Fn::kExp: return std::exp(x);
+    case Fn::kTanh: return std::tanh(x);
+    case Fn::kErf: return std::erf(x);
+    case Fn::kGeluErf: return x < 0 ? 0.5 * x * std::erfc(-x / std::sqrt(2.0)) : 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case Fn::kGeluTanh: {
+      const double u = std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x);
+      return x / (1 + std::exp(-2 * u));  // = x/2 (1 + tanh u), without the cancellation
+    }
+    case Fn::kSqrt: return std::sqrt(x);
+  }
+  return 0;
+}
+
+// Whether got (float) is within the stated accuracy of the exact value at x.
+bool close_enough(Fn f, float x, float got, double want) {
+  const double ulp = std::ldexp(1.0, std::ilogb(std::max(std::fabs(want), 1.1754943508222875e-38)) - 23);
+  const double err = std::fabs(double(got) - want);
+  switch (f) {
+    case Fn::kExp:
+      if (x < -87.33654f) return got == 0.f;  // flushed below FLT_MIN
+      if (want > std::numeric_limits<float>::max()) return got == kInf;
+      return err <= 2 * ulp;
+    case Fn::kTanh: return err <= 2 * ulp;
+    case Fn::kErf: return err <= 3 * ulp || err <= 1e-7;
+    case Fn::kGeluErf:
+    case Fn::kGeluTanh: {
+      if (std::fabs(want) < 1e-30) return std::fabs(got) < 1e-29;
+      // Past |x| ~ 3 the exponent's argument (x^2 / 2, or 2u) carries its own float rounding, which
+      // e^arg turns into a relative error of about arg * 2^-23.
+      const double arg = f == Fn::kGeluErf ? 0.5 * double(x) * x
+                                           : std::fabs(2 * std::sqrt(2 / M_PI) * (x + 0.044715 * double(x) * x * x));
+      return err <= (1e-6 + 2.4e-7 * arg) * std::fabs(want) + 1e-37;
+    }
+    case Fn::kSqrt: return got == std::sqrt(x);
+  }
+  return false;
+}
+
+std::vector<float> inputs(Fn f) {
+  std::vector<float> v = {0.f, -0.f, 1e-30f, -1e-30f, 1e-8f, -1e-8f, 0.5f, -0.5f, 0.62499994f, 0.625f, -0.625f,
+                          0.9999999f, 1.f, -1.f, 1.0000001f, 2.f, -2.f, 3.9f, -3.9f, 9.f, -9.f, 13.f, -13.f, 20.f,
+                          -20.f, 88.7f, -87.3f, -87.34f, -100.f, 100.f};
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> unit(-1.f, 1.f), mid(-6.f, 6.f), wide(-90.f, 90.f);
+  for (int i = 0; i < 60000; ++i) v.push_back(i % 3 == 0 ? unit(rng) : i % 3 == 1 ? mid(rng) : wide(rng));
+  for (int e = -40; e <= 6; ++e) v.push_back(std::ldexp(1.3f, e)), v.push_back(-std::ldexp(1.3f, e));
+  if (f == Fn::kSqrt)
+    for (float& x : v) x = std::fabs(x);
+  return v;
+}
+
+std::vector<float> run_map(ep::IsaTier tier, Fn f, const std::vector<float>& x, const float* bias = nullptr) {
+  std::vector<float> y(x.size(), 123.f);
+  ops::vecmath::map_for_tier(tier)(f, x.data(), bias, y.data(), static_cast<int64_t>(x.size()));
+  return y;
+}
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+const Fn kAll[] = {Fn::kExp, Fn::kTanh, Fn::kErf, Fn::kGeluErf, Fn::kGeluTanh, Fn::kSqrt};
+
+}  // namespace
+
+TEST(VecMath, MapsMatchTheDefinitionAtEveryTier) {
+  for (const Tier& t : vector_tiers()) {
+    for (Fn f : kAll) {
+      const std::vector<float> x = inputs(f);
+      const std::vector<float> y = run_map(t.tier, f, x);
+      int bad = 0;
+      for (size_t i = 0; i < x.size() && bad < 5; ++i) {
+        const double want = exact(f, x[i]);
+        if (!close_enough(f, x[i], y[i], want)) {
+          ++bad;
+          ADD_FAILURE() << t.name << " " << fn_name(f) << "(" << x[i] << ") = " << y[i] << ", want " << want;
+        }
+      }
+    }
+  }
+}
+
+TEST(VecMath, SpecialValues) {
+  struct Case {
+    Fn f;
+    float x, want;  // want NaN: any NaN
+  };
+  const Case cases[] = {
+      {Fn::kExp, kInf, kInf},          {Fn::kExp, -kInf, 0.f},          {Fn::kExp, kNaN, kNaN},
+      {Fn::kTanh, kInf, 1.f},          {Fn::kTanh, -kInf, -1.f},        {Fn::kTanh, kNaN, kNaN},
+      {Fn::kTanh, -0.f, -0.f},         {Fn::kErf, kInf, 1.f},           {Fn::kErf, -kInf, -1.f},
+      {Fn::kErf, kNaN, kNaN},          {Fn::kErf, -0.f, -0.f},          {Fn::kGeluErf, kInf, kInf},
+      {Fn::kGeluErf, -kInf, kNaN},     {Fn::kGeluErf, kNaN, kNaN},      {Fn::kGeluErf, -30.f, -0.f},
+      {Fn::kGeluTanh, kInf, kInf},     {Fn::kGeluTanh, -kInf, kNaN},    {Fn::kGeluTanh, kNaN, kNaN},
+      {Fn::kGeluTanh, -30.f, -0.f},    {Fn::kSqrt, -0.f, -0.f},         {Fn::kSqrt, kInf, kInf},
+      {Fn::kSqrt, -1.f, kNaN},         {Fn::kSqrt, kNaN, kNaN},
+  };
+  for (const Tier& t : vector_tiers()) {
+    for (const Case& c : cases) {
+      const float got = run_map(t.tier, c.f, {c.x})[0];
+      const std::string what = std::string(t.name) + " " + fn_name(c.f) + "(" + std::to_string(c.x) + ") = " + std::to_string(got);
+      if (std::isnan(c.want)) EXPECT_TRUE(std::isnan(got)) << what;
+      else EXPECT_EQ(bits(got), bits(c.want)) << what;  // signs of zero included
+    }
+  }
+}
+
+// Every tail length of either width, the lanes past n untouched; the bias form equal to adding first.
+TEST(VecMath, TailsAndBias) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> d(-4.f, 4.f);
+  for (const Tier& t : vector_tiers()) {
+    for (Fn f : kAll) {
+      for (int64_t n = 0; n <= 40; ++n) {
+        std::vector<float> x(static_cast<size_t>(n) + 3), b(x.size()), xb(x.size());
+        for (size_t i = 0; i < x.size(); ++i) {
+          x[i] = d(rng), b[i] = d(rng);
+          if (f == Fn::kSqrt) x[i] = std::fabs(x[i]) + 5.f;
+          xb[i] = x[i] + b[i];
+        }
+        std::vector<float> y(x.size(), 7.f), yb(x.size(), 7.f), ysum(x.size(), 7.f);
+        const auto map = ops::vecmath::map_for_tier(t.tier);
+        map(f, x.data(), nullptr, y.data(), n);
+        map(f, x.data(), b.data(), yb.data(), n);
+        map(f, xb.data(), nullptr, ysum.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+          EXPECT_TRUE(close_enough(f, x[i], y[i], exact(f, x[i]))) << t.name << " " << fn_name(f) << " n " << n << " at " << i;
+          EXPECT_EQ(bits(yb[i]), bits(ysum[i])) << t.name << " " << fn_name(f) << " bias, n " << n << " at " << i;
+        }
+        for (size_t i = static_cast<size_t>(n); i < x.size(); ++i) {
+          EXPECT_EQ(y[i], 7.f) << t.name << " " << fn_name(f) << " wrote past n " << n;
+          EXPECT_EQ(yb[i], 7.f) << t.name << " " << fn_name(f) << " wrote past n " << n;
+        }
+      }
+    }
+  }
+}
+
+TEST(VecMath, Avx512HasAvx2Bits) {
+  if (ep::cpu_isa_tier() < ep::IsaTier::kAvx512) {
+    std::printf("[ SKIPPED  ] tier avx512: this CPU's best tier is %s\n", ep::isa_tier_name(ep::cpu_isa_tier()));
+    GTEST_SKIP();
+  }
+  for (Fn f : kAll) {
+    const std::vector<float> x = inputs(f);
+    const std::vector<float> a = run_map(ep::IsaTier::kAvx2, f, x), b = run_map(ep::IsaTier::kAvx512, f, x);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+      ASSERT_EQ(bits(a[i]), bits(b[i])) << fn_name(f) << "(" << x[i] << "): avx2 " << a[i] << ", avx512 " << b[i];
+    }
+  }
+}
+
+// The ops at each vector tier against their own scalar loops (isa=scalar: libm), on random shapes and 2
+// threads (the maps run per chunk).
+TEST(VecMath, OpsMatchTheirScalarReference) {
+  struct OpCase {
+    const char* op;
+    const char* domain;
+    int64_t opset;
+    std::vector<ir::Attribute> attrs;
+    bool bias;
+    double rtol, atol;
+  };
+  const OpCase ops_[] = {
+      {"Exp", "", 21, {}, false, 3e-7, 0},
+      {"Tanh", "", 21, {}, false, 3e-7, 0},
+      {"Erf", "", 21, {}, false, 4e-7, 1e-7},
+      {"Sqrt", "", 21, {}, false, 0, 0},
+      {"Gelu", "", 20, {}, false, 1e-6, 2e-7},
+      {"Gelu", "", 20, {nxrt::testing::attr_string("approximate", "tanh")}, false, 1e-6, 2e-7},
+      {"Gelu", "com.microsoft", 1, {}, false, 1e-6, 2e-7},
+      {"FastGelu", "com.microsoft", 1, {}, true, 1e-6, 2e-7},
+      {"FastGelu", "com.microsoft", 1, {}, false, 1e-6, 2e-7},
+      {"BiasGelu", "com.microsoft", 1, {}, true, 1e-6, 2e-7},
+  };
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<float> d(-7.f, 7.f);
+  for (const Tier& t : vector_tiers()) {
+    for (const OpCase& c : ops_) {
+      for (int it = 0; it < 4; ++it) {
+        const int64_t rows = 1 + static_cast<int64_t>(rng() % 300), cols = 1 + static_cast<int64_t>(rng() % 130);
+        std::vector<float> x(static_cast<size_t>(rows * cols)), b(static_cast<size_t>(cols));
+        for (float& v : x) v = std::string(c.op) == "Sqrt" ? std::fabs(d(rng)) : d(rng);
+        for (float& v : b) v = d(rng) * 0.2f;
+        auto run_at = [&](const char* isa) {
+          nxrt::testing::KernelRun run;
+          run.op_type = c.op;
+          run.domain = c.domain;
+          run.opset = c.opset;
+          run.attributes = c.attrs;
+          run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, Dims{rows, cols}, x)));
+          if (c.bias) run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, Dims{cols}, b)));
+          run.threads = 2;
+          run.overrides = {{"isa", isa}};
+          auto out = nxrt::testing::run_kernel(run);
+          EXPECT_TRUE(out.ok()) << c.op << " at " << isa << ": " << out.status().message();
+          return out.ok() ? std::vector<float>(out.value()[0].tensor().data<float>(),
+                                               out.value()[0].tensor().data<float>() + rows * cols)
+                          : std::vector<float>();
+        };
+        const std::vector<float> ref = run_at("scalar"), got = run_at(t.name);
+        ASSERT_EQ(ref.size(), got.size());
+        for (size_t i = 0; i < ref.size(); ++i)
+          ASSERT_NEAR(got[i], ref[i], c.rtol * std::fabs(ref[i]) + c.atol)
+              << t.name << " " << c.domain << " " << c.op << " [" << rows << ", " << cols << "] at " << i << ", x "
+              << x[i];
+      }
+    }
+  }
+}
