@@ -289,3 +289,37 @@ TEST(OpsCast, QuantizeFastPathMatchesGeneric) {
     }
   }
 }
+
+// Float <-> float16 (the F16C loops where the CPU has them) bit for bit the scalar conversions: every
+// float16 value to float, and to float16 every float16 value, the midpoints between neighbours (ties
+// to even), a float either side of each, the overflow edge, subnormals and NaNs with payloads; odd
+// lengths for the tails.
+TEST(OpsCast, Float16ConversionsMatchTheScalarBits) {
+  std::vector<uint16_t> halves(65536 + 3);
+  for (size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<uint16_t>(i);
+  Tensor h = Tensor::from_vector<uint16_t>(DataType::kFloat16, {static_cast<int64_t>(halves.size())}, halves);
+  auto r = run("Cast", {h}, {attr_int("to", static_cast<int64_t>(DataType::kFloat))});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const float* f = r.value()[0].tensor().data<float>();
+  for (size_t i = 0; i < halves.size(); ++i)
+    ASSERT_EQ(float_bits(f[i]), float_bits(half_to_float(halves[i]))) << "half 0x" << std::hex << halves[i];
+
+  std::vector<float> floats = {65504.f, 65519.99f, 65520.f, 1e9f, std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::denorm_min(), 1e-40f, -1e-40f, bits_float(0x7fa00001u),
+                               bits_float(0xffc12345u), bits_float(0x7f800001u)};
+  for (uint32_t b = 0; b < 0x7c00; ++b) {
+    const float v = half_to_float(static_cast<uint16_t>(b)), next = half_to_float(static_cast<uint16_t>(b + 1));
+    const float mid = static_cast<float>((double(v) + double(next)) / 2);
+    for (float x : {v, mid, std::nextafter(mid, 0.f), std::nextafter(mid, 1e9f)}) {
+      floats.push_back(x);
+      floats.push_back(-x);
+    }
+  }
+  floats.push_back(0.5f);  // an odd length
+  Tensor x = ftensor({static_cast<int64_t>(floats.size())}, floats);
+  r = run("Cast", {x}, {attr_int("to", static_cast<int64_t>(DataType::kFloat16))});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const uint16_t* hh = r.value()[0].tensor().data<uint16_t>();
+  for (size_t i = 0; i < floats.size(); ++i)
+    ASSERT_EQ(hh[i], float_to_half(floats[i])) << "float " << floats[i] << " (0x" << std::hex << float_bits(floats[i]) << ")";
+}

@@ -402,3 +402,63 @@ TEST(OpsElementwise, SiluMulIsSwishThenMul) {
   bad = run_nxrt("SiluMul", {ftensor({2}, {1, 2}), ftensor({3}, {1, 2, 3})}, "", 1);
   EXPECT_FALSE(bad.ok());
 }
+
+// Float Pow by a one-element exponent takes the multiply / sqrt forms (pow_float_by_constant): the
+// results against std::pow, special values included (pow's +0 at -0 and +inf at -inf for 0.5), and an
+// exponent without a form still goes through pow.
+TEST(OpsElementwise, PowByConstantExponentMatchesPow) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {0.f, -0.f, 1.f, -1.f, 2.5f, -2.5f, 1e-20f, 1e20f, -1e20f, inf, -inf,
+                          std::numeric_limits<float>::quiet_NaN(), 3e-39f};
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> d(-50.f, 50.f);
+  for (int i = 0; i < 5000; ++i) x.push_back(d(rng));
+  for (float e : {2.f, 3.f, 0.5f, -1.f, 1.f, 2.5f}) {
+    auto r = run("Pow", {ftensor({static_cast<int64_t>(x.size())}, x), ftensor({1}, {e})}, {}, 15, 2);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const std::vector<float> y = values<float>(r.value()[0]);
+    for (size_t i = 0; i < x.size(); ++i) {
+      // The correctly rounded power (double, then float: exact for 2 and 0.5), or powf itself where
+      // the general loop runs (2.5).
+      const float want = e == 2.5f ? std::pow(x[i], e) : static_cast<float>(std::pow(double(x[i]), double(e)));
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(y[i])) << x[i] << " ** " << e;
+      } else if (e == 3.f && std::isfinite(want)) {  // two roundings: within an ulp
+        EXPECT_LE(std::fabs(y[i] - want), std::fabs(want) * 1.2e-7f) << x[i] << " ** " << e;
+      } else {
+        EXPECT_EQ(y[i], want) << x[i] << " ** " << e;
+        EXPECT_EQ(std::signbit(y[i]), std::signbit(want)) << x[i] << " ** " << e;
+      }
+    }
+  }
+}
+
+// Where's branch-free select (every fixed-size width) against the definition, contiguous and
+// broadcast (a [rows, 1] condition, a scalar Y), on a random condition.
+TEST(OpsElementwise, WhereRandomConditionEveryWidth) {
+  std::mt19937 rng(3);
+  const int64_t rows = 37, cols = 129;
+  std::vector<uint8_t> c(rows * cols), crow(rows);
+  for (auto& v : c) v = rng() % 2;
+  for (auto& v : crow) v = rng() % 2;
+  auto check = [&](DataType dt, auto tag) {
+    using T = decltype(tag);
+    std::vector<T> x(rows * cols), y(rows * cols);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<T>(rng()), y[i] = static_cast<T>(rng());
+    auto r = run("Where", {make<uint8_t>(DataType::kBool, {rows, cols}, c), make<T>(dt, {rows, cols}, x),
+                           make<T>(dt, {rows, cols}, y)}, {}, 16, 2);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const std::vector<T> o = values<T>(r.value()[0]);
+    for (size_t i = 0; i < o.size(); ++i) ASSERT_EQ(o[i], c[i] ? x[i] : y[i]) << dtype_name(dt) << " at " << i;
+    r = run("Where", {make<uint8_t>(DataType::kBool, {rows, 1}, crow), make<T>(dt, {rows, cols}, x),
+                      make<T>(dt, {}, {y[0]})}, {}, 16, 2);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    const std::vector<T> ob = values<T>(r.value()[0]);
+    for (size_t i = 0; i < ob.size(); ++i)
+      ASSERT_EQ(ob[i], crow[i / cols] ? x[i] : y[0]) << dtype_name(dt) << " broadcast at " << i;
+  };
+  check(DataType::kUInt8, uint8_t{});
+  check(DataType::kInt16, int16_t{});
+  check(DataType::kInt32, int32_t{});
+  check(DataType::kInt64, int64_t{});
+}

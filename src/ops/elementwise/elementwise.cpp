@@ -677,6 +677,31 @@ inline T pow_value(T x, E y) {
   }
 }
 
+// Float x ** e for the exponents models raise to (a variance's square, GPT-2's GELU cube, a norm's
+// square root), without a pow call per element (~6 ns each; 4M elements 25.5 -> 1.5 ms on Zen 5): x * x
+// and 1 / x are the correctly rounded powers (libm's powf may be an ulp off), x * x * x is within an
+// ulp; e = 0.5 is sqrt(x) but for pow's +0 at -0 and +inf at -inf. Other exponents: false (the general
+// loop).
+bool pow_float_by_constant(ep::ThreadPool& pool, const float* x, float e, float* y, int64_t n) {
+  auto map = [&](auto f) {
+    ew::run_flat(pool, n, 32768, [&](int64_t b, int64_t end) {
+      for (int64_t i = b; i < end; ++i) y[i] = f(x[i]);
+    });
+    return true;
+  };
+  if (e == 2.f) return map([](float v) { return v * v; });
+  if (e == 1.f) return map([](float v) { return v; });
+  if (e == 3.f) return map([](float v) { return v * v * v; });
+  if (e == -1.f) return map([](float v) { return 1.f / v; });
+  if (e == 0.5f) {
+    return map([](float v) {
+      const float r = std::sqrt(v);
+      return v == 0.f ? 0.f : v == -std::numeric_limits<float>::infinity() ? -v : r;
+    });
+  }
+  return false;
+}
+
 Status Pow(KernelContext& ctx) {
   NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 2));
   const Tensor& a = ctx.input(0);
@@ -684,6 +709,11 @@ Status Pow(KernelContext& ctx) {
   BinaryShapes s;
   NXRT_RETURN_IF_ERROR(binary_shapes(ctx, a, b, &s));
   NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, a.dtype(), s.out));
+  if (a.dtype() == DataType::kFloat && b.dtype() == DataType::kFloat && b.numel() == 1 &&
+      y->numel() == a.numel() && pow_float_by_constant(ctx.pool(), a.data<float>(), b.data<float>()[0],
+                                                       y->data<float>(), a.numel())) {
+    return Status::Ok();
+  }
   ew::BcastPlan plan = ew::make_plan(s.out, {&s.a, &s.b});
   return dispatch_numeric(
       a.dtype(),
@@ -985,7 +1015,20 @@ void where_apply(ep::ThreadPool& pool, const ew::BcastPlan& p, const uint8_t* c,
     const T* px = x + offs[1];
     const T* py = y + offs[2];
     T* po = o + oo;
-    if (sc && sx && sy) {
+    if constexpr (std::is_unsigned_v<T>) {
+      // Both values read, then a mask picks one: no branch on the condition, which a data-dependent
+      // mask (attention masks, Greater on data) mispredicts about half the time (~5 ns an element),
+      // and the contiguous loop vectorizes.
+      auto pick = [](uint8_t cond, T a, T b) {
+        const T m = static_cast<T>(T(0) - static_cast<T>(cond != 0));
+        return static_cast<T>((a & m) | (b & static_cast<T>(~m)));
+      };
+      if (sc && sx && sy) {
+        for (int64_t j = 0; j < len; ++j) po[j] = pick(pc[j], px[j], py[j]);
+      } else {
+        for (int64_t j = 0; j < len; ++j) po[j] = pick(pc[j * sc], px[j * sx], py[j * sy]);
+      }
+    } else if (sc && sx && sy) {
       for (int64_t j = 0; j < len; ++j) po[j] = pc[j] ? px[j] : py[j];
     } else {
       for (int64_t j = 0; j < len; ++j) po[j] = pc[j * sc] ? px[j * sx] : py[j * sy];
