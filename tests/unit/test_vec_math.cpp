@@ -265,3 +265,62 @@ TEST(VecMath, OpsMatchTheirScalarReference) {
     }
   }
 }
+
+// Softmax / LogSoftmax over the last axis (vec_math.h's row bodies) and LayerNormalization /
+// RMSNormalization (contrib/skip_norm_rows.h's) at each vector tier against their scalar loops, on
+// random shapes at 2 threads; rows holding -inf (masked scores) and a NaN row for Softmax.
+TEST(VecMath, SoftmaxAndNormsMatchTheirScalarReference) {
+  std::mt19937 rng(31);
+  std::uniform_real_distribution<float> d(-9.f, 9.f);
+  struct OpCase {
+    const char* op;
+    int64_t opset;
+    int extra;  // 0: none; 1: Scale; 2: Scale and B
+    double rtol, atol;
+  };
+  const OpCase cases[] = {{"Softmax", 13, 0, 2e-6, 1e-9},         {"LogSoftmax", 13, 0, 2e-6, 2e-6},
+                          {"LayerNormalization", 17, 2, 2e-6, 2e-6}, {"LayerNormalization", 17, 1, 2e-6, 2e-6},
+                          {"RMSNormalization", 23, 1, 2e-6, 2e-6}};
+  for (const Tier& t : vector_tiers()) {
+    for (const OpCase& c : cases) {
+      for (int it = 0; it < 4; ++it) {
+        const int64_t rows = 1 + static_cast<int64_t>(rng() % 100), cols = 1 + static_cast<int64_t>(rng() % 300);
+        std::vector<float> x(static_cast<size_t>(rows * cols)), sc(static_cast<size_t>(cols)), b(sc.size());
+        for (float& v : x) v = d(rng);
+        for (float& v : sc) v = d(rng) * 0.3f;
+        for (float& v : b) v = d(rng) * 0.3f;
+        const bool softmax = c.extra == 0;
+        if (softmax) {
+          x[static_cast<size_t>(rng() % x.size())] = -kInf;
+          if (rows > 2) x[static_cast<size_t>(cols + rng() % cols)] = kNaN;  // all of row 1 NaN
+        }
+        auto run_at = [&](const char* isa) {
+          nxrt::testing::KernelRun run;
+          run.op_type = c.op;
+          run.opset = c.opset;
+          run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, Dims{rows, cols}, x)));
+          if (c.extra >= 1) run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, Dims{cols}, sc)));
+          if (c.extra >= 2) run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, Dims{cols}, b)));
+          run.threads = 2;
+          run.overrides = {{"isa", isa}};
+          auto out = nxrt::testing::run_kernel(run);
+          EXPECT_TRUE(out.ok()) << c.op << " at " << isa << ": " << out.status().message();
+          return out.ok() ? std::vector<float>(out.value()[0].tensor().data<float>(),
+                                               out.value()[0].tensor().data<float>() + rows * cols)
+                          : std::vector<float>();
+        };
+        const std::vector<float> ref = run_at("scalar"), got = run_at(t.name);
+        ASSERT_EQ(ref.size(), got.size());
+        for (size_t i = 0; i < ref.size(); ++i) {
+          if (std::isnan(ref[i]) || std::isinf(ref[i])) {
+            ASSERT_EQ(bits(got[i]) == bits(ref[i]) || (std::isnan(got[i]) && std::isnan(ref[i])), true)
+                << t.name << " " << c.op << " at " << i << ": " << got[i] << " vs " << ref[i];
+            continue;
+          }
+          ASSERT_NEAR(got[i], ref[i], c.rtol * std::fabs(ref[i]) + c.atol)
+              << t.name << " " << c.op << " [" << rows << ", " << cols << "] at " << i;
+        }
+      }
+    }
+  }
+}

@@ -16,4 +16,14 @@ MapFn map_for_tier(ep::IsaTier tier) {
   return nullptr;
 }
 
+SoftmaxRowFn softmax_row_for_tier(ep::IsaTier tier) {
+#if defined(__x86_64__)
+  if (tier >= ep::IsaTier::kAvx512) return &softmax_row_avx512;
+  if (tier >= ep::IsaTier::kAvx2) return &softmax_row_avx2;
+#else
+  (void)tier;
+#endif
+  return nullptr;
+}
+
 }  // namespace nxrt::ops::vecmath

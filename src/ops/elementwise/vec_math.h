@@ -35,6 +35,13 @@ enum class Fn : uint8_t {
 void map_avx2(Fn fn, const float* x, const float* bias, float* y, int64_t n);
 void map_avx512(Fn fn, const float* x, const float* bias, float* y, int64_t n);
 
+// y = softmax(x) (or log-softmax) over one row of n floats, on the calling thread; y may be x. Every
+// output is NaN where x holds a NaN, as in the scalar loops.
+void softmax_row_avx2(const float* x, float* y, int64_t n, bool log_softmax);
+void softmax_row_avx512(const float* x, float* y, int64_t n, bool log_softmax);
+using SoftmaxRowFn = void (*)(const float* x, float* y, int64_t n, bool log_softmax);
+SoftmaxRowFn softmax_row_for_tier(ep::IsaTier tier);  // null on the scalar tier
+
 // The map of a kernel's tier (KernelInfo::isa(), which the CPU has): AVX-512 or AVX2; null on the
 // scalar tier (and off x86), where kernels run their reference loops.
 using MapFn = void (*)(Fn fn, const float* x, const float* bias, float* y, int64_t n);

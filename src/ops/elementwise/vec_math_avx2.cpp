@@ -38,6 +38,23 @@ struct Avx2 {
   static M gt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
   static M isnan(V a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
   static V select(M m, V if_true, V if_false) { return _mm256_blendv_ps(if_false, if_true, m); }
+  static V load_n_fill(const float* p, int n, float fill) {
+    const __m256i m = first(n);
+    return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+  }
+  static M no_lanes() { return _mm256_setzero_ps(); }
+  static M lanes_or(M a, M b) { return _mm256_or_ps(a, b); }
+  static bool any(M m) { return _mm256_movemask_ps(m) != 0; }
+  static float hmax(V v) {
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+  }
+  static float hadd(V v) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+  }
   // p 2^k for an integral k in [-127, 128], as two factors (see vec_math_avx512.cpp).
   static V scale_pow2(V p, V k) {
     const __m256i ki = _mm256_cvtps_epi32(k);
@@ -52,11 +69,13 @@ struct Avx2 {
 }  // namespace
 
 void map_avx2(Fn fn, const float* x, const float* bias, float* y, int64_t n) { map_any<Avx2>(fn, x, bias, y, n); }
+void softmax_row_avx2(const float* x, float* y, int64_t n, bool log_softmax) { softmax_row<Avx2>(x, y, n, log_softmax); }
 
 }  // namespace nxrt::ops::vecmath
 
 #else
 namespace nxrt::ops::vecmath {
 void map_avx2(Fn, const float*, const float*, float*, int64_t) {}  // never called: no such CPU (see vec_math.h)
+void softmax_row_avx2(const float*, float*, int64_t, bool) {}
 }  // namespace nxrt::ops::vecmath
 #endif

@@ -38,6 +38,24 @@ struct Avx512 {
   static M gt(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
   static M isnan(V a) { return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q); }
   static V select(M m, V if_true, V if_false) { return _mm512_mask_blend_ps(m, if_false, if_true); }
+  static V load_n_fill(const float* p, int n, float fill) { return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), first(n), p); }
+  static M no_lanes() { return 0; }
+  static M lanes_or(M a, M b) { return static_cast<M>(a | b); }
+  static bool any(M m) { return m != 0; }
+  // (Not _mm512_reduce_*_ps or _mm512_castps512_ps256: in a file built with -mavx512f GCC 12 warns
+  // inside them, -Werror=uninitialized.)
+  static float hmax(V v) {
+    const __m256 h8 = _mm256_max_ps(_mm512_extractf32x8_ps(v, 0), _mm512_extractf32x8_ps(v, 1));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+  }
+  static float hadd(V v) {
+    const __m256 h8 = _mm256_add_ps(_mm512_extractf32x8_ps(v, 0), _mm512_extractf32x8_ps(v, 1));
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+  }
   // p 2^k for an integral k in [-127, 128], as two factors 2^(k/2) 2^(k - k/2) (one would overflow
   // the exponent field at the ends).
   static V scale_pow2(V p, V k) {
@@ -53,11 +71,15 @@ struct Avx512 {
 }  // namespace
 
 void map_avx512(Fn fn, const float* x, const float* bias, float* y, int64_t n) { map_any<Avx512>(fn, x, bias, y, n); }
+void softmax_row_avx512(const float* x, float* y, int64_t n, bool log_softmax) {
+  softmax_row<Avx512>(x, y, n, log_softmax);
+}
 
 }  // namespace nxrt::ops::vecmath
 
 #else
 namespace nxrt::ops::vecmath {
 void map_avx512(Fn, const float*, const float*, float*, int64_t) {}  // never called: no such CPU (see vec_math.h)
+void softmax_row_avx512(const float*, float*, int64_t, bool) {}
 }  // namespace nxrt::ops::vecmath
 #endif

@@ -131,6 +131,55 @@ inline typename T::V gelu_tanh_v(typename T::V x) {
   return T::div(x, T::add(T::set1(1.f), exp_v<T>(T::mul(u, T::set1(-2.f)))));
 }
 
+// Softmax (or log-softmax) of one row: the max (NaN anywhere makes every output NaN, as the scalar
+// loop's row_max does), e = e^{x - max} with its sum (e written to y for softmax), then y = e / sum as
+// e * (1 / sum), or (x - max) - log(sum). The sums add in lane order then across lanes, so the tiers'
+// bits may differ in the sum's last place.
+template <class T>
+void softmax_row(const float* x, float* y, int64_t n, bool log_softmax) {
+  using V = typename T::V;
+  using M = typename T::M;
+  constexpr int64_t L = T::kLanes;
+  const float ninf = -__builtin_inff();
+  V mx = T::set1(ninf);
+  M nan = T::no_lanes();
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const V v = T::load(x + i);
+    nan = T::lanes_or(nan, T::isnan(v));
+    mx = T::max(mx, v);
+  }
+  const int tail = static_cast<int>(n - i);
+  if (tail > 0) {
+    const V v = T::load_n_fill(x + i, tail, ninf);
+    nan = T::lanes_or(nan, T::isnan(v));
+    mx = T::max(mx, v);
+  }
+  const float m = T::any(nan) ? __builtin_nanf("") : T::hmax(mx);
+  const V vm = T::set1(m);
+  V sum = T::set1(0.f);
+  for (i = 0; i + L <= n; i += L) {
+    const V e = exp_v<T>(T::sub(T::load(x + i), vm));
+    if (!log_softmax) T::store(y + i, e);
+    sum = T::add(sum, e);
+  }
+  if (tail > 0) {
+    const V e = exp_v<T>(T::sub(T::load_n_fill(x + i, tail, ninf), vm));  // past n: e^-inf = 0
+    if (!log_softmax) T::store_n(y + i, e, tail);
+    sum = T::add(sum, e);
+  }
+  const float total = T::hadd(sum);
+  if (log_softmax) {
+    const V ls = T::set1(__builtin_logf(total));
+    for (i = 0; i + L <= n; i += L) T::store(y + i, T::sub(T::sub(T::load(x + i), vm), ls));
+    if (tail > 0) T::store_n(y + i, T::sub(T::sub(T::load_n(x + i, tail), vm), ls), tail);
+    return;
+  }
+  const V inv = T::set1(1.f / total);
+  for (i = 0; i + L <= n; i += L) T::store(y + i, T::mul(T::load(y + i), inv));
+  if (tail > 0) T::store_n(y + i, T::mul(T::load_n(y + i, tail), inv), tail);
+}
+
 template <class T, Fn F>
 inline typename T::V apply(typename T::V x) {
   if constexpr (F == Fn::kExp) return exp_v<T>(x);

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "ops/common.h"
+#include "ops/contrib/skip_norm_rows.h"
 
 namespace nxrt::ops {
 
@@ -347,38 +348,69 @@ Status last_axes_norm(ep::KernelContext& ctx) {
           b_ct = b_conv.data();
         }
         const bool round_stash = stash != DataType::kDouble && std::is_same_v<T, double>;
-        ctx.pool().parallel_for(outer, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, inner)),
-                                [&](int64_t r0, int64_t r1) {
-                                  for (int64_t r = r0; r < r1; ++r) {
-                                    const T* xr = x + r * inner;
-                                    T* yr = y + r * inner;
-                                    double m = 0, v;
-                                    if constexpr (kRms) {
-                                      double s = 0;
-                                      for (int64_t i = 0; i < inner; ++i) {
-                                        const double a = static_cast<double>(to_compute<CT>(xr[i]));
-                                        s += a * a;
+        bool vectorized = false;
+        if constexpr (std::is_same_v<T, float>) {
+          // Float rows on the vector body SkipLayerNormalization uses (statistics in double lanes,
+          // contrib/skip_norm_rows.h); the loop below is its reference (scalar tier, other dtypes).
+          // 4096 rows of 1024, 1 thread on Zen 5: 8.4 ms there, see the commit.
+          const ep::IsaTier isa = ctx.info().isa();
+          vectorized = contrib::skip_norm_row_vectorized(isa);
+          if (vectorized) {
+            ctx.pool().parallel_for(outer, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, inner)),
+                                    [&](int64_t r0, int64_t r1) {
+                                      for (int64_t r = r0; r < r1; ++r) {
+                                        contrib::SkipNormRow row;
+                                        row.x = x + r * inner;
+                                        row.gamma = sc_ct;
+                                        row.beta = b_ct;
+                                        row.y = y + r * inner;
+                                        row.H = inner;
+                                        row.simplified = kRms;
+                                        row.eps = eps;
+                                        double m = 0, inv = 0;
+                                        contrib::skip_norm_row_f32(isa, row, &m, &inv);
+                                        if (want_stats) {
+                                          means[r] = m;
+                                          invs[r] = inv;
+                                        }
                                       }
-                                      v = inner > 0 ? s / static_cast<double>(inner) : 0.0;
-                                    } else {
-                                      mean_var(xr, inner, &m, &v);
+                                    });
+          }
+        }
+        if (!vectorized) {
+          ctx.pool().parallel_for(outer, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, inner)),
+                                  [&](int64_t r0, int64_t r1) {
+                                    for (int64_t r = r0; r < r1; ++r) {
+                                      const T* xr = x + r * inner;
+                                      T* yr = y + r * inner;
+                                      double m = 0, v;
+                                      if constexpr (kRms) {
+                                        double s = 0;
+                                        for (int64_t i = 0; i < inner; ++i) {
+                                          const double a = static_cast<double>(to_compute<CT>(xr[i]));
+                                          s += a * a;
+                                        }
+                                        v = inner > 0 ? s / static_cast<double>(inner) : 0.0;
+                                      } else {
+                                        mean_var(xr, inner, &m, &v);
+                                      }
+                                      double inv = 1.0 / std::sqrt(v + eps);
+                                      if (round_stash) inv = static_cast<float>(inv);
+                                      if (want_stats) {
+                                        means[r] = m;
+                                        invs[r] = inv;
+                                      }
+                                      const CT mc = static_cast<CT>(m), ic = static_cast<CT>(inv);
+                                      if (!b_ct) {
+                                        for (int64_t i = 0; i < inner; ++i)
+                                          yr[i] = from_compute<T>((to_compute<CT>(xr[i]) - mc) * ic * sc_ct[i]);
+                                      } else {
+                                        for (int64_t i = 0; i < inner; ++i)
+                                          yr[i] = from_compute<T>((to_compute<CT>(xr[i]) - mc) * ic * sc_ct[i] + b_ct[i]);
+                                      }
                                     }
-                                    double inv = 1.0 / std::sqrt(v + eps);
-                                    if (round_stash) inv = static_cast<float>(inv);
-                                    if (want_stats) {
-                                      means[r] = m;
-                                      invs[r] = inv;
-                                    }
-                                    const CT mc = static_cast<CT>(m), ic = static_cast<CT>(inv);
-                                    if (!b_ct) {
-                                      for (int64_t i = 0; i < inner; ++i)
-                                        yr[i] = from_compute<T>((to_compute<CT>(xr[i]) - mc) * ic * sc_ct[i]);
-                                    } else {
-                                      for (int64_t i = 0; i < inner; ++i)
-                                        yr[i] = from_compute<T>((to_compute<CT>(xr[i]) - mc) * ic * sc_ct[i] + b_ct[i]);
-                                    }
-                                  }
-                                });
+                                  });
+        }
         if constexpr (!kRms) {
           for (size_t idx : {size_t(1), size_t(2)}) {
             if (idx >= ctx.num_outputs() || !ctx.output_requested(idx)) continue;
