@@ -13,6 +13,7 @@
 #include "ep/kernel.h"
 #include "ep/standalone_context.h"
 #include "ops/common.h"
+#include "ops/elementwise/vec_math.h"
 #include "ops/gemm/gemm.h"
 #include "ops/fused/fused_ops.h"
 
@@ -205,6 +206,9 @@ class FusedAttentionKernel final : public ep::Kernel {
     float* yd = y->data<float>();
     ep::ThreadPool& pool = ctx.pool();
     ep::ThreadPool* gemm_pool = pv.workers > 1 ? nullptr : &pool;
+    // The softmax rows on the unfused Softmax kernel's vector body at this tier (the same function, so
+    // the same bits as the unfused graph's Softmax); the scalar loop below where there is none.
+    const vecmath::SoftmaxRowFn softmax_row = vecmath::softmax_row_for_tier(ctx.info().isa());
     // Worker w takes batch items [w*nb/W, (w+1)*nb/W) with score block w: each item's arithmetic is
     // the same whatever the split, so results do not depend on the thread count.
     auto work = [&](int64_t w0, int64_t w1) {
@@ -223,6 +227,10 @@ class FusedAttentionKernel final : public ep::Kernel {
             if (md) {
               const float* mr = md + moff[b] + s * mrow;
               for (int64_t j = 0; j < L; ++j) row[j] += mr[j * mcol];
+            }
+            if (softmax_row) {
+              softmax_row(row, row, L, false);
+              continue;
             }
             float mx = -std::numeric_limits<float>::infinity();
             for (int64_t j = 0; j < L; ++j) mx = std::max(mx, row[j]);
