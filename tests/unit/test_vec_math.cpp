@@ -266,7 +266,7 @@ TEST(VecMath, OpsMatchTheirScalarReference) {
   }
 }
 
-// Softmax / LogSoftmax over the last axis (vec_math.h's row bodies) and LayerNormalization /
+// Softmax / LogSoftmax over the last axis (vec_math.h's row bodies) and down the columns (its exp map), LayerNormalization /
 // RMSNormalization (contrib/skip_norm_rows.h's) at each vector tier against their scalar loops, on
 // random shapes at 2 threads; rows holding -inf (masked scores) and a NaN row for Softmax.
 TEST(VecMath, SoftmaxAndNormsMatchTheirScalarReference) {
@@ -277,10 +277,11 @@ TEST(VecMath, SoftmaxAndNormsMatchTheirScalarReference) {
     int64_t opset;
     int extra;  // 0: none; 1: Scale; 2: Scale and B
     double rtol, atol;
+    int64_t axis = -1;  // 0: Softmax down the columns (the strided path)
   };
   const OpCase cases[] = {{"Softmax", 13, 0, 2e-6, 1e-9},         {"LogSoftmax", 13, 0, 2e-6, 2e-6},
-                          {"LayerNormalization", 17, 2, 2e-6, 2e-6}, {"LayerNormalization", 17, 1, 2e-6, 2e-6},
-                          {"RMSNormalization", 23, 1, 2e-6, 2e-6}};
+                          {"Softmax", 13, 0, 2e-6, 1e-9, 0},      {"LayerNormalization", 17, 2, 2e-6, 2e-6},
+                          {"LayerNormalization", 17, 1, 2e-6, 2e-6}, {"RMSNormalization", 23, 1, 2e-6, 2e-6}};
   for (const Tier& t : vector_tiers()) {
     for (const OpCase& c : cases) {
       for (int it = 0; it < 4; ++it) {
@@ -298,6 +299,7 @@ TEST(VecMath, SoftmaxAndNormsMatchTheirScalarReference) {
           nxrt::testing::KernelRun run;
           run.op_type = c.op;
           run.opset = c.opset;
+          if (c.axis != -1) run.attributes = {nxrt::testing::attr_int("axis", c.axis)};
           run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, Dims{rows, cols}, x)));
           if (c.extra >= 1) run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, Dims{cols}, sc)));
           if (c.extra >= 2) run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, Dims{cols}, b)));

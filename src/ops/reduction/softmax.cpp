@@ -100,8 +100,12 @@ void softmax_ori(const T* x, T* y, int64_t O, int64_t R, int64_t I, ep::KernelCo
     softmax_rows<T, K>(x, y, O, R, ctx);
     return;
   }
+  // Float softmax: the exponentials on the vector map of the kernel's tier (vec_math.h), a row of I
+  // at a time ([16, 64, 4096] over axis 1, 1 thread on Zen 5: 12.5 ms with exp_fast's loop).
+  const vecmath::MapFn exp_map = std::is_same_v<T, float> ? vecmath::map_for_tier(ctx.info().isa()) : nullptr;
   parallel_run(ctx, O, R * I * 8, [&](int64_t o0, int64_t o1) {
     std::vector<C> m(static_cast<size_t>(I)), s(static_cast<size_t>(I));
+    std::vector<C> neg_m(exp_map ? static_cast<size_t>(I) : 0);
     std::vector<int64_t> arg(static_cast<size_t>(I));
     std::vector<C> e(K == SM::kSoftmax ? static_cast<size_t>(R * I) : 0);
     for (int64_t o = o0; o < o1; ++o) {
@@ -141,6 +145,15 @@ void softmax_ori(const T* x, T* y, int64_t O, int64_t R, int64_t I, ep::KernelCo
           C* er = e.data() + r * I;
           C* sp = s.data();
           const C* mp = m.data();
+          if constexpr (std::is_same_v<T, float>) {
+            if (exp_map) {  // e = e^{x + (-max)}, the same value as x - max, on the vector exp
+              if (r == 0)
+                for (int64_t i = 0; i < I; ++i) neg_m[i] = -m[i];
+              exp_map(vecmath::Fn::kExp, xr, neg_m.data(), er, I);
+              for (int64_t i = 0; i < I; ++i) sp[i] += er[i];
+              continue;
+            }
+          }
           for (int64_t i = 0; i < I; ++i) {
             er[i] = exp_fast(static_cast<C>(xr[i]) - mp[i]);
             sp[i] += er[i];
