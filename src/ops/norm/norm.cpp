@@ -16,14 +16,29 @@ namespace {
 // Mean and (biased) variance of n values at stride 1.
 template <typename T>
 void mean_var(const T* x, int64_t n, double* mean, double* var) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(to_compute<float>(x[i]));
-  const double m = n > 0 ? s / static_cast<double>(n) : 0.0;
-  double v = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double d = static_cast<double>(to_compute<float>(x[i])) - m;
-    v += d * d;
+  // Eight running sums, element i into sum i % 8, added up at the end: the loops vectorize, where one
+  // running double total waited on each add (InstanceNormalization of 64 planes of 128x128 at 1 thread
+  // on Zen 5: 1.66 ms, most of it here).
+  constexpr int kLanes = 8;
+  double s[kLanes] = {}, q[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) s[j] += static_cast<double>(to_compute<float>(x[i + j]));
+  for (int j = 0; i + j < n; ++j) s[j] += static_cast<double>(to_compute<float>(x[i + j]));
+  double total = 0;
+  for (int j = 0; j < kLanes; ++j) total += s[j];
+  const double m = n > 0 ? total / static_cast<double>(n) : 0.0;
+  for (i = 0; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) {
+      const double d = static_cast<double>(to_compute<float>(x[i + j])) - m;
+      q[j] += d * d;
+    }
+  for (int j = 0; i + j < n; ++j) {
+    const double d = static_cast<double>(to_compute<float>(x[i + j])) - m;
+    q[j] += d * d;
   }
+  double v = 0;
+  for (int j = 0; j < kLanes; ++j) v += q[j];
   *mean = m;
   *var = n > 0 ? v / static_cast<double>(n) : 0.0;
 }
