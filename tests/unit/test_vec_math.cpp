@@ -46,6 +46,7 @@ const char* fn_name(Fn f) {
     case Fn::kGeluErf: return "gelu(erf)";
     case Fn::kGeluTanh: return "gelu(tanh)";
     case Fn::kSqrt: return "sqrt";
+    case Fn::kSigmoid: return "sigmoid";
   }
   return "?";
 }
@@ -61,6 +62,7 @@ double exact(Fn f, double x) {
       return x / (1 + std::exp(-2 * u));  // = x/2 (1 + tanh u), without the cancellation
     }
     case Fn::kSqrt: return std::sqrt(x);
+    case Fn::kSigmoid: return 1 / (1 + std::exp(-x));
   }
   return 0;
 }
@@ -86,6 +88,11 @@ bool close_enough(Fn f, float x, float got, double want) {
       return err <= (1e-6 + 2.4e-7 * arg) * std::fabs(want) + 1e-37;
     }
     case Fn::kSqrt: return got == std::sqrt(x);
+    case Fn::kSigmoid:
+      if (x > 87.33654f) return std::fabs(got - want) <= 2 * ulp;  // e^-x flushed to 0: exactly 1
+      if (want < 1.1754943508222875e-38)  // a subnormal result, or 0 where e^-x = inf
+        return got == 0.f || std::fabs(got - want) <= 4 * 1.401298464324817e-45;
+      return err <= 3 * ulp;
   }
   return false;
 }
@@ -115,7 +122,7 @@ uint32_t bits(float f) {
   return u;
 }
 
-const Fn kAll[] = {Fn::kExp, Fn::kTanh, Fn::kErf, Fn::kGeluErf, Fn::kGeluTanh, Fn::kSqrt};
+const Fn kAll[] = {Fn::kExp, Fn::kTanh, Fn::kErf, Fn::kGeluErf, Fn::kGeluTanh, Fn::kSqrt, Fn::kSigmoid};
 
 }  // namespace
 
@@ -149,7 +156,8 @@ TEST(VecMath, SpecialValues) {
       {Fn::kGeluErf, -kInf, kNaN},     {Fn::kGeluErf, kNaN, kNaN},      {Fn::kGeluErf, -30.f, -0.f},
       {Fn::kGeluTanh, kInf, kInf},     {Fn::kGeluTanh, -kInf, kNaN},    {Fn::kGeluTanh, kNaN, kNaN},
       {Fn::kGeluTanh, -30.f, -0.f},    {Fn::kSqrt, -0.f, -0.f},         {Fn::kSqrt, kInf, kInf},
-      {Fn::kSqrt, -1.f, kNaN},         {Fn::kSqrt, kNaN, kNaN},
+      {Fn::kSqrt, -1.f, kNaN},         {Fn::kSqrt, kNaN, kNaN},         {Fn::kSigmoid, kInf, 1.f},
+      {Fn::kSigmoid, -kInf, 0.f},      {Fn::kSigmoid, kNaN, kNaN},
   };
   for (const Tier& t : vector_tiers()) {
     for (const Case& c : cases) {
@@ -321,6 +329,68 @@ TEST(VecMath, SoftmaxAndNormsMatchTheirScalarReference) {
           }
           ASSERT_NEAR(got[i], ref[i], c.rtol * std::fabs(ref[i]) + c.atol)
               << t.name << " " << c.op << " [" << rows << ", " << cols << "] at " << i;
+        }
+      }
+    }
+  }
+}
+
+// nxrt::FusedConv / FusedMatMul with a Sigmoid or Tanh epilogue (and a residual Z) at every tier: the
+// GEMM store's epilogue or the fused kernel's epilogue pass applies the vector bodies at the vector
+// tiers and libm at the scalar one. Each against the same node without the activation at the same
+// tier (the conv paths differ between tiers in their sums' rounding) and the double-precision
+// function. Random shapes, 2 threads.
+TEST(VecMath, FusedActivationEpiloguesApplyTheActivation) {
+  std::mt19937 rng(41);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  auto floats = [&](size_t n, float scale) {
+    std::vector<float> v(n);
+    for (float& x : v) x = d(rng) * scale;
+    return v;
+  };
+  std::vector<Tier> tiers = vector_tiers();
+  tiers.insert(tiers.begin(), Tier{"scalar", ep::IsaTier::kScalar});
+  for (const Tier& t : tiers) {
+    for (const char* act : {"Sigmoid", "Tanh"}) {
+      for (int it = 0; it < 6; ++it) {
+        const bool conv = it % 2 == 0, residual = it % 3 == 0;
+        const int64_t C = 1 + static_cast<int64_t>(rng() % 24), M = 1 + static_cast<int64_t>(rng() % 20);
+        const int64_t H = 3 + static_cast<int64_t>(rng() % 30), W = 3 + static_cast<int64_t>(rng() % 40);
+        const int64_t k = it % 4 < 2 ? 3 : 1;
+        const Dims xs = conv ? Dims{1, C, H, W} : Dims{H, C}, ws = conv ? Dims{M, C, k, k} : Dims{C, M};
+        const Dims ys = conv ? Dims{1, M, H, W} : Dims{H, M};
+        const std::vector<float> x = floats(static_cast<size_t>(shape_numel(xs)), 2.f);
+        const std::vector<float> w = floats(static_cast<size_t>(shape_numel(ws)), 1.f);
+        const std::vector<float> b = floats(static_cast<size_t>(M), 1.f);
+        const std::vector<float> z = floats(static_cast<size_t>(shape_numel(ys)), 1.f);
+        auto run_with = [&](const std::string& activation) {
+          nxrt::testing::KernelRun run;
+          run.op_type = conv ? "FusedConv" : "FusedMatMul";
+          run.domain = "nxrt";
+          run.opset = 1;
+          if (!activation.empty()) run.attributes = {nxrt::testing::attr_string("activation", activation)};
+          if (conv) run.attributes.push_back(nxrt::testing::attr_ints("pads", {k / 2, k / 2, k / 2, k / 2}));
+          run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, xs, x)));
+          run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, ws, w)));
+          run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, Dims{M}, b)));
+          if (residual) run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, ys, z)));
+          run.threads = 2;
+          run.overrides = {{"isa", t.name}};
+          auto out = nxrt::testing::run_kernel(run);
+          EXPECT_TRUE(out.ok()) << run.op_type << " at " << t.name << ": " << out.status().message();
+          if (!out.ok()) return std::vector<float>();
+          const Tensor& y = out.value()[0].tensor();
+          return std::vector<float>(y.data<float>(), y.data<float>() + y.numel());
+        };
+        const std::vector<float> pre = run_with(""), got = run_with(act);
+        ASSERT_EQ(pre.size(), got.size());
+        ASSERT_EQ(got.size(), static_cast<size_t>(shape_numel(ys)));
+        const bool tanh = std::string(act) == "Tanh";
+        for (size_t i = 0; i < got.size(); ++i) {
+          const double want = tanh ? std::tanh(double(pre[i])) : 1 / (1 + std::exp(-double(pre[i])));
+          ASSERT_NEAR(got[i], want, 4e-7 * std::fabs(want) + 1e-9)
+              << t.name << " " << (conv ? "FusedConv " : "FusedMatMul ") << act << (residual ? " + Z" : "") << " at "
+              << i << " of " << pre[i];
         }
       }
     }

@@ -536,6 +536,7 @@ struct ConvCall {
         ep.act = post->act;
         ep.act_a = post->act_a;
         ep.act_b = post->act_b;
+        ep.isa = cfg.isa;
       }
     }
     return ep;

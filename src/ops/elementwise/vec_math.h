@@ -28,6 +28,7 @@ enum class Fn : uint8_t {
   kGeluErf,   // x/2 (1 + erf(x / sqrt 2))
   kGeluTanh,  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed as x / (1 + exp(-2u))
   kSqrt,
+  kSigmoid,   // 1 / (1 + e^{-x}) (the GEMM and fused-op epilogues' Sigmoid; the Sigmoid op has its own)
 };
 
 // y[i] = fn(x[i] + (bias ? bias[i] : 0)) for i < n, on the calling thread. y may be x. Call only where

@@ -187,7 +187,12 @@ inline typename T::V apply(typename T::V x) {
   else if constexpr (F == Fn::kErf) return erf_v<T>(x);
   else if constexpr (F == Fn::kGeluErf) return gelu_erf_v<T>(x);
   else if constexpr (F == Fn::kGeluTanh) return gelu_tanh_v<T>(x);
-  else return T::sqrt(x);
+  else if constexpr (F == Fn::kSigmoid) {
+    const typename T::V one = T::set1(1.f);
+    return T::div(one, T::add(one, exp_v<T>(T::sub(T::set1(0.f), x))));
+  } else {
+    return T::sqrt(x);
+  }
 }
 
 template <class T, Fn F, bool kBias>
@@ -223,6 +228,7 @@ void map_any(Fn fn, const float* x, const float* bias, float* y, int64_t n) {
     case Fn::kGeluErf: return map_fn_bias<T, Fn::kGeluErf>(x, bias, y, n);
     case Fn::kGeluTanh: return map_fn_bias<T, Fn::kGeluTanh>(x, bias, y, n);
     case Fn::kSqrt: return map_fn_bias<T, Fn::kSqrt>(x, bias, y, n);
+    case Fn::kSigmoid: return map_fn_bias<T, Fn::kSigmoid>(x, bias, y, n);
   }
 }
 

@@ -47,6 +47,9 @@ struct GemmEpilogue {
   int64_t ldr = 0;
   Activation act = Activation::kNone;
   float act_a = 0.f, act_b = 0.f;  // the activation's parameters (ops/gemm/activation.h; Clip: min, max)
+  // The caller's tier: the vector bodies (ops/elementwise/vec_math.h) at it apply Sigmoid, Tanh and Gelu,
+  // which the kernels do not take in registers; kScalar: libm per element (the reference).
+  ep::IsaTier isa = ep::IsaTier::kScalar;
   bool empty() const {
     return (bias_kind == GemmBias::kNone || bias == nullptr) && residual == nullptr && act == Activation::kNone;
   }

@@ -23,6 +23,7 @@
 
 #include "ep/slot_scratch.h"
 #include "ep/thread_pool.h"
+#include "ops/elementwise/vec_math.h"
 #include "ops/gemm/gemm_kernels.h"
 
 namespace nxrt::ops {
@@ -430,9 +431,19 @@ void gemm_apply_epilogue(const GemmEpilogue& ep, int64_t i0, int64_t j0, int64_t
       case Activation::kLeakyRelu:
         for (int64_t j = 0; j < cols; ++j) cr[j] = activation_of<Activation::kLeakyRelu>(cr[j], a, b);
         break;
-      default:
+      default: {
+        const vecmath::Fn fn = ep.act == Activation::kTanh   ? vecmath::Fn::kTanh
+                               : ep.act == Activation::kGelu ? vecmath::Fn::kGeluErf
+                                                             : vecmath::Fn::kSigmoid;
+        const bool vector_fn =
+            ep.act == Activation::kTanh || ep.act == Activation::kGelu || ep.act == Activation::kSigmoid;
+        if (const vecmath::MapFn map = vector_fn ? vecmath::map_for_tier(ep.isa) : nullptr) {
+          map(fn, cr, nullptr, cr, cols);
+          break;
+        }
         for (int64_t j = 0; j < cols; ++j) cr[j] = apply_activation(ep.act, cr[j], a, b);
         break;
+      }
     }
   }
 }
