@@ -12,7 +12,8 @@
 # (e.g. cnn_isa_zen5) so one machine's table never replaces another's. A block not yet in the file is
 # added, with a heading naming the CPU, before "## GenAI".
 # A model is a folder holding model.onnx and test_data_set_0/input_K.pb (e.g. ../shared/models/light/
-# light_resnet50, or the keyword-spotting CNN tools/make_kws_cnn.py writes).
+# light_resnet50, the keyword-spotting CNN tools/make_kws_cnn.py writes, or the encoder
+# tools/make_bert_encoder.py writes).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 models="" threads=1 rounds=5 warmup=3 runs=10 out="$root/docs/PERF.md" report_only=0 section=cnn_isa
@@ -145,7 +146,9 @@ for r in rows:
 L.append("")
 L.append("nxrt avx2: `NXRT_ISA=avx2` (the AVX2 kernels on this machine); own tier: the tier `nxrt info` names. "
          "kws_cnn is the keyword-spotting-shaped CNN `tools/make_kws_cnn.py` writes (20 small convs with "
-         "LeakyRelu, Max and MaxPool on a [1, 76, 32, 1] input); the light_* models are ../shared/models/light.")
+         "LeakyRelu, Max and MaxPool on a [1, 76, 32, 1] input); bert_encoder the BERT-base-shaped encoder "
+         "`tools/make_bert_encoder.py` writes (4 layers, seq 128, hidden 768, 12 heads); the light_* models are "
+         "../shared/models/light.")
 for t in sorted({r[1] for r in rows}):
     for i, name in ((5, "avx2 cap"), (6, "own tier"), (10, "avx2 cap, CPU time"), (11, "own tier, CPU time")):
         v = [r[i] for r in rows if r[1] == t and r[i]]
