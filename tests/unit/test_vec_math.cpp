@@ -47,6 +47,7 @@ const char* fn_name(Fn f) {
     case Fn::kGeluTanh: return "gelu(tanh)";
     case Fn::kSqrt: return "sqrt";
     case Fn::kSigmoid: return "sigmoid";
+    case Fn::kLog: return "log";
   }
   return "?";
 }
@@ -63,6 +64,7 @@ double exact(Fn f, double x) {
     }
     case Fn::kSqrt: return std::sqrt(x);
     case Fn::kSigmoid: return 1 / (1 + std::exp(-x));
+    case Fn::kLog: return std::log(x);
   }
   return 0;
 }
@@ -93,6 +95,9 @@ bool close_enough(Fn f, float x, float got, double want) {
       if (want < 1.1754943508222875e-38)  // a subnormal result, or 0 where e^-x = inf
         return got == 0.f || std::fabs(got - want) <= 4 * 1.401298464324817e-45;
       return err <= 3 * ulp;
+    case Fn::kLog:
+      if (x == 0.f) return got == -kInf;
+      return err <= 2 * ulp;
   }
   return false;
 }
@@ -105,8 +110,12 @@ std::vector<float> inputs(Fn f) {
   std::uniform_real_distribution<float> unit(-1.f, 1.f), mid(-6.f, 6.f), wide(-90.f, 90.f);
   for (int i = 0; i < 60000; ++i) v.push_back(i % 3 == 0 ? unit(rng) : i % 3 == 1 ? mid(rng) : wide(rng));
   for (int e = -40; e <= 6; ++e) v.push_back(std::ldexp(1.3f, e)), v.push_back(-std::ldexp(1.3f, e));
-  if (f == Fn::kSqrt)
+  if (f == Fn::kSqrt || f == Fn::kLog)
     for (float& x : v) x = std::fabs(x);
+  if (f == Fn::kLog)  // subnormals, the edges of the mantissa split, huge values
+    for (float x : {1e-40f, 3e-44f, 1.17549435e-38f, 1.41421354f, 1.41421366f, 0.70710677f, 1.0000001f, 0.99999994f,
+                    3.4e38f})
+      v.push_back(x);
   return v;
 }
 
@@ -122,7 +131,7 @@ uint32_t bits(float f) {
   return u;
 }
 
-const Fn kAll[] = {Fn::kExp, Fn::kTanh, Fn::kErf, Fn::kGeluErf, Fn::kGeluTanh, Fn::kSqrt, Fn::kSigmoid};
+const Fn kAll[] = {Fn::kExp, Fn::kTanh, Fn::kErf, Fn::kGeluErf, Fn::kGeluTanh, Fn::kSqrt, Fn::kSigmoid, Fn::kLog};
 
 }  // namespace
 
@@ -157,7 +166,9 @@ TEST(VecMath, SpecialValues) {
       {Fn::kGeluTanh, kInf, kInf},     {Fn::kGeluTanh, -kInf, kNaN},    {Fn::kGeluTanh, kNaN, kNaN},
       {Fn::kGeluTanh, -30.f, -0.f},    {Fn::kSqrt, -0.f, -0.f},         {Fn::kSqrt, kInf, kInf},
       {Fn::kSqrt, -1.f, kNaN},         {Fn::kSqrt, kNaN, kNaN},         {Fn::kSigmoid, kInf, 1.f},
-      {Fn::kSigmoid, -kInf, 0.f},      {Fn::kSigmoid, kNaN, kNaN},
+      {Fn::kSigmoid, -kInf, 0.f},      {Fn::kSigmoid, kNaN, kNaN},      {Fn::kLog, 0.f, -kInf},
+      {Fn::kLog, -0.f, -kInf},         {Fn::kLog, -1.f, kNaN},          {Fn::kLog, kInf, kInf},
+      {Fn::kLog, -kInf, kNaN},         {Fn::kLog, kNaN, kNaN},          {Fn::kLog, 1.f, 0.f},
   };
   for (const Tier& t : vector_tiers()) {
     for (const Case& c : cases) {
@@ -179,7 +190,7 @@ TEST(VecMath, TailsAndBias) {
         std::vector<float> x(static_cast<size_t>(n) + 3), b(x.size()), xb(x.size());
         for (size_t i = 0; i < x.size(); ++i) {
           x[i] = d(rng), b[i] = d(rng);
-          if (f == Fn::kSqrt) x[i] = std::fabs(x[i]) + 5.f;
+          if (f == Fn::kSqrt || f == Fn::kLog) x[i] = std::fabs(x[i]) + 5.f;
           xb[i] = x[i] + b[i];
         }
         std::vector<float> y(x.size(), 7.f), yb(x.size(), 7.f), ysum(x.size(), 7.f);
@@ -231,6 +242,7 @@ TEST(VecMath, OpsMatchTheirScalarReference) {
       {"Tanh", "", 21, {}, false, 3e-7, 0},
       {"Erf", "", 21, {}, false, 4e-7, 1e-7},
       {"Sqrt", "", 21, {}, false, 0, 0},
+      {"Log", "", 21, {}, false, 3e-7, 1e-7},
       {"Gelu", "", 20, {}, false, 1e-6, 2e-7},
       {"Gelu", "", 20, {nxrt::testing::attr_string("approximate", "tanh")}, false, 1e-6, 2e-7},
       {"Gelu", "com.microsoft", 1, {}, false, 1e-6, 2e-7},
@@ -245,7 +257,8 @@ TEST(VecMath, OpsMatchTheirScalarReference) {
       for (int it = 0; it < 4; ++it) {
         const int64_t rows = 1 + static_cast<int64_t>(rng() % 300), cols = 1 + static_cast<int64_t>(rng() % 130);
         std::vector<float> x(static_cast<size_t>(rows * cols)), b(static_cast<size_t>(cols));
-        for (float& v : x) v = std::string(c.op) == "Sqrt" ? std::fabs(d(rng)) : d(rng);
+        const bool positive = std::string(c.op) == "Sqrt" || std::string(c.op) == "Log";
+        for (float& v : x) v = positive ? std::fabs(d(rng)) : d(rng);
         for (float& v : b) v = d(rng) * 0.2f;
         auto run_at = [&](const char* isa) {
           nxrt::testing::KernelRun run;

@@ -133,7 +133,6 @@ NXRT_SIMPLE_UNARY(RoundOp, CheapOp, std::nearbyint(x))
 NXRT_SIMPLE_UNARY(ReciprocalOp, CheapOp, C(1) / x)
 NXRT_SIMPLE_UNARY(ReluOp, CheapOp, x > C(0) ? x : C(0))
 NXRT_SIMPLE_UNARY(SoftsignOp, CheapOp, x / (C(1) + std::fabs(x)))
-NXRT_SIMPLE_UNARY(LogOp, MathOp, std::log(x))
 NXRT_SIMPLE_UNARY(SinOp, MathOp, std::sin(x))
 NXRT_SIMPLE_UNARY(CosOp, MathOp, std::cos(x))
 NXRT_SIMPLE_UNARY(TanOp, MathOp, std::tan(x))
@@ -177,6 +176,10 @@ struct SqrtOp : VecMathOp<CheapOp, vecmath::Fn::kSqrt> {
 struct ExpOp : VecMathOp<MathOp, vecmath::Fn::kExp> {
   using VecMathOp::VecMathOp;
   template <typename C> C operator()(C x) const { return std::exp(x); }
+};
+struct LogOp : VecMathOp<MathOp, vecmath::Fn::kLog> {
+  using VecMathOp::VecMathOp;
+  template <typename C> C operator()(C x) const { return std::log(x); }
 };
 struct TanhOp : VecMathOp<MathOp, vecmath::Fn::kTanh> {
   using VecMathOp::VecMathOp;

@@ -11,7 +11,7 @@
 // 1e-30, plus about arg * 2^-23 past |x| ~ 3, where the exponential's argument arg (x^2 / 2, or 2u)
 // carries its own rounding (the erf form's negative tail is computed as x/2 erfc(-x/sqrt 2), and the
 // tanh form as x / (1 + e^{-2u}): 1 + erf and 1 + tanh would cancel there, ~10% off at x = -5); Sqrt
-// exact (IEEE). NaN inputs give NaN.
+// exact (IEEE); Log within 2 ulp (ln 0 = -inf, negatives NaN). NaN inputs give NaN.
 #pragma once
 #include <cstdint>
 
@@ -29,6 +29,7 @@ enum class Fn : uint8_t {
   kGeluTanh,  // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed as x / (1 + exp(-2u))
   kSqrt,
   kSigmoid,   // 1 / (1 + e^{-x}) (the GEMM and fused-op epilogues' Sigmoid; the Sigmoid op has its own)
+  kLog,       // ln x
 };
 
 // y[i] = fn(x[i] + (bias ? bias[i] : 0)) for i < n, on the calling thread. y may be x. Call only where

@@ -37,6 +37,14 @@ struct Avx2 {
   static M lt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
   static M gt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
   static M isnan(V a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
+  static M eq(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_EQ_OQ); }
+  // The unbiased exponent of a normal x as a float, and its significand with the exponent of 1 ([1, 2)).
+  static V exponent(V x) {
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(x), 23), _mm256_set1_epi32(127)));
+  }
+  static V mantissa(V x) {
+    return _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(_mm256_castps_si256(x), _mm256_set1_epi32(0x7fffff)), _mm256_set1_epi32(0x3f800000)));
+  }
   static V select(M m, V if_true, V if_false) { return _mm256_blendv_ps(if_false, if_true, m); }
   static V load_n_fill(const float* p, int n, float fill) {
     const __m256i m = first(n);

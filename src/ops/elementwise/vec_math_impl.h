@@ -13,6 +13,14 @@
 namespace nxrt::ops::vecmath {
 namespace {
 
+// c[0] x^(N-1) + ... + c[N-1] by Horner's rule, highest coefficient first (one FMA a step).
+template <class T, int N>
+inline typename T::V horner(typename T::V x, const float (&c)[N]) {
+  typename T::V p = T::set1(c[0]);
+  for (int i = 1; i < N; ++i) p = T::fmadd(p, x, T::set1(c[i]));
+  return p;
+}
+
 // e^x: exp_fast's range reduction (x = k ln 2 + r, ln 2 in two parts), degree-6 polynomial and 2^k
 // applied as two factors (simd_math.h's exp8_avx2 / exp16_avx512, operation for operation): 0 below
 // -87.34, +inf above 88.72, NaN stays NaN.
@@ -46,28 +54,47 @@ inline typename T::V tanh_v(typename T::V x) {
   using V = typename T::V;
   const V one = T::set1(1.f);
   const V a = T::abs(x), z = T::mul(x, x);
-  V p = T::set1(-5.704057869e-03f);
-  p = T::fmadd(p, z, T::set1(2.063825913e-02f));
-  p = T::fmadd(p, z, T::set1(-5.373946577e-02f));
-  p = T::fmadd(p, z, T::set1(1.333143860e-01f));
-  p = T::fmadd(p, z, T::set1(-3.333328068e-01f));
+  const V p = horner<T>(z, {-5.704057869e-03f, 2.063825913e-02f, -5.373946577e-02f, 1.333143860e-01f,
+                            -3.333328068e-01f});
   const V small = T::copysign(T::fmadd(T::mul(x, z), p, x), x);  // tanh(-0) = -0
   const V e = exp_v<T>(T::add(a, a));
   const V big = T::copysign(T::sub(one, T::div(T::set1(2.f), T::add(e, one))), x);
   return T::select(T::lt(a, T::set1(0.625f)), small, big);  // NaN: the second form, NaN
 }
 
+// ln x: x = 2^e m with m in [sqrt(1/2), sqrt(2)) (subnormal x scaled by 2^23 first), ln m = log1p(f),
+// f = m - 1 exact, as f + f^2 Q(f) with Q of degree 8 fitted here (under 1 ulp in float arithmetic),
+// plus e ln 2 in two parts (e * 0.693359375 is exact). ln 0 = -inf, ln of a negative = NaN, ln inf = inf.
+template <class T>
+inline typename T::V log_v(typename T::V x) {
+  using V = typename T::V;
+  const V one = T::set1(1.f);
+  const typename T::M sub = T::lt(x, T::set1(1.17549435e-38f));
+  const V xs = T::select(sub, T::mul(x, T::set1(8388608.f)), x);
+  V e = T::exponent(xs);
+  e = T::select(sub, T::sub(e, T::set1(23.f)), e);
+  V m = T::mantissa(xs);
+  const typename T::M big = T::gt(m, T::set1(1.41421356f));
+  m = T::select(big, T::mul(m, T::set1(0.5f)), m);
+  e = T::select(big, T::add(e, one), e);
+  const V f = T::sub(m, one);
+  const V q = horner<T>(f, {-7.624291629e-02f, 1.290722340e-01f, -1.324333996e-01f, 1.418139189e-01f,
+                            -1.660898477e-01f, 2.000199407e-01f, -2.500158846e-01f, 3.333332539e-01f,
+                            -4.999998808e-01f});
+  const V lg = T::fmadd(T::mul(f, f), q, f);
+  V y = T::fmadd(e, T::set1(0.693359375f), T::fmadd(e, T::set1(-2.12194440e-4f), lg));
+  const V zero = T::set1(0.f), inf = T::set1(__builtin_inff());
+  y = T::select(T::eq(x, zero), T::sub(zero, inf), y);
+  y = T::select(T::lt(x, zero), T::set1(__builtin_nanf("")), y);
+  y = T::select(T::eq(x, inf), inf, y);
+  return T::select(T::isnan(x), x, y);
+}
+
 // erf x / x on |x| <= 1 as a polynomial in x^2 (degree 6, fitted like tanh's).
 template <class T>
 inline typename T::V erf_over_x(typename T::V z) {
-  using V = typename T::V;
-  V p = T::set1(7.852678391e-05f);
-  p = T::fmadd(p, z, T::set1(-8.009852027e-04f));
-  p = T::fmadd(p, z, T::set1(5.188290961e-03f));
-  p = T::fmadd(p, z, T::set1(-2.685379423e-02f));
-  p = T::fmadd(p, z, T::set1(1.128358468e-01f));
-  p = T::fmadd(p, z, T::set1(-3.761262596e-01f));
-  return T::fmadd(p, z, T::set1(1.128379107e+00f));
+  return horner<T>(z, {7.852678391e-05f, -8.009852027e-04f, 5.188290961e-03f, -2.685379423e-02f,
+                       1.128358468e-01f, -3.761262596e-01f, 1.128379107e+00f});
 }
 
 // erfc t for 1 <= t <= 10: e^{-t^2} s H(s) with s = 1 / (1 + t/2), H of degree 8 fitted to
@@ -79,15 +106,9 @@ inline typename T::V erfc_tail(typename T::V t) {
   using V = typename T::V;
   const V one = T::set1(1.f);
   const V s = T::div(one, T::fmadd(t, T::set1(0.5f), one));
-  V h = T::set1(-4.274824634e-02f);
-  h = T::fmadd(h, s, T::set1(2.351465821e-01f));
-  h = T::fmadd(h, s, T::set1(-4.262893200e-01f));
-  h = T::fmadd(h, s, T::set1(2.393399924e-01f));
-  h = T::fmadd(h, s, T::set1(-1.358888764e-02f));
-  h = T::fmadd(h, s, T::set1(2.007554919e-01f));
-  h = T::fmadd(h, s, T::set1(2.430530787e-01f));
-  h = T::fmadd(h, s, T::set1(2.824234962e-01f));
-  h = T::fmadd(h, s, T::set1(2.820824981e-01f));
+  const V h = horner<T>(s, {-4.274824634e-02f, 2.351465821e-01f, -4.262893200e-01f, 2.393399924e-01f,
+                            -1.358888764e-02f, 2.007554919e-01f, 2.430530787e-01f, 2.824234962e-01f,
+                            2.820824981e-01f});
   const V hi = T::mul(t, t);
   const V lo = T::fmsub(t, t, hi);
   V e = exp_v<T>(T::sub(T::set1(0.f), hi));
@@ -187,6 +208,7 @@ inline typename T::V apply(typename T::V x) {
   else if constexpr (F == Fn::kErf) return erf_v<T>(x);
   else if constexpr (F == Fn::kGeluErf) return gelu_erf_v<T>(x);
   else if constexpr (F == Fn::kGeluTanh) return gelu_tanh_v<T>(x);
+  else if constexpr (F == Fn::kLog) return log_v<T>(x);
   else if constexpr (F == Fn::kSigmoid) {
     const typename T::V one = T::set1(1.f);
     return T::div(one, T::add(one, exp_v<T>(T::sub(T::set1(0.f), x))));
@@ -229,6 +251,7 @@ void map_any(Fn fn, const float* x, const float* bias, float* y, int64_t n) {
     case Fn::kGeluTanh: return map_fn_bias<T, Fn::kGeluTanh>(x, bias, y, n);
     case Fn::kSqrt: return map_fn_bias<T, Fn::kSqrt>(x, bias, y, n);
     case Fn::kSigmoid: return map_fn_bias<T, Fn::kSigmoid>(x, bias, y, n);
+    case Fn::kLog: return map_fn_bias<T, Fn::kLog>(x, bias, y, n);
   }
 }
 
