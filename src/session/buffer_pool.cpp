@@ -148,4 +148,21 @@ Result<size_t> parse_byte_size(const std::string& text, const std::string& what)
   return static_cast<size_t>(v << shift);
 }
 
+Result<Tensor> pooled_tensor(BufferPool* pool, DataType dtype, const Dims& shape) {
+  if (!pool || dtype == DataType::kString) return Tensor(dtype, shape);
+  size_t bytes = 0;
+  if (!shape_storage_bytes(dtype, shape, &bytes)) {
+    return invalid_argument(std::string("cannot allocate ") + dtype_name(dtype) + shape_to_string(shape) +
+                            ": its size does not fit in memory");
+  }
+  return Tensor(dtype, shape, pool->acquire(bytes));
+}
+
+Result<Tensor> pooled_copy(BufferPool* pool, const Tensor& src) {
+  if (!pool || src.dtype() == DataType::kString) return src.contiguous(true);
+  NXRT_ASSIGN_OR_RETURN(Tensor dst, pooled_tensor(pool, src.dtype(), src.shape()));
+  NXRT_RETURN_IF_ERROR(copy_tensor_into(src, dst));
+  return dst;
+}
+
 }  // namespace nxrt::session

@@ -86,4 +86,10 @@ class BufferPool {
 // 1024; "KiB"/"KB"/"K" alike), e.g. "512M", "2G", "1048576". Errors name `what`.
 Result<size_t> parse_byte_size(const std::string& text, const std::string& what);
 
+// A contiguous tensor of `dtype` and `shape` on a block of `pool` (null, or a string tensor: memory of
+// its own), and a contiguous copy of `src` (any strides) made the same way. The error names a shape
+// whose size does not fit in memory, or the strided copy's own.
+Result<Tensor> pooled_tensor(BufferPool* pool, DataType dtype, const Dims& shape);
+Result<Tensor> pooled_copy(BufferPool* pool, const Tensor& src);
+
 }  // namespace nxrt::session

@@ -183,22 +183,17 @@ Status ExecContext::finish_bound_outputs() {
   return Status::Ok();
 }
 
-// A fresh contiguous tensor: from the session's buffer pool when there is one.
+// A fresh contiguous tensor: from the session's buffer pool when there is one (errors name the node).
 Result<Tensor> ExecContext::new_tensor(DataType dtype, const Dims& shape) {
-  if (!frame_.res || dtype == DataType::kString) return Tensor(dtype, shape);
-  size_t bytes = 0;
-  if (!shape_storage_bytes(dtype, shape, &bytes)) {
-    return error(std::string("cannot allocate ") + dtype_name(dtype) + shape_to_string(shape) +
-                 ": its size does not fit in memory");
-  }
-  return Tensor(dtype, shape, frame_.res->buffers.acquire(bytes));
+  Result<Tensor> t = session::pooled_tensor(frame_.res ? &frame_.res->buffers : nullptr, dtype, shape);
+  if (!t.ok()) return error(t.status().message());
+  return t;
 }
 
 Result<Tensor> ExecContext::pooled_copy(const Tensor& src) {
-  if (!frame_.res || src.dtype() == DataType::kString) return src.contiguous(true);
-  NXRT_ASSIGN_OR_RETURN(Tensor dst, new_tensor(src.dtype(), src.shape()));
-  NXRT_RETURN_IF_ERROR(copy_into(src, dst));
-  return dst;
+  Result<Tensor> t = session::pooled_copy(frame_.res ? &frame_.res->buffers : nullptr, src);
+  if (!t.ok()) return error(t.status().message());
+  return t;
 }
 
 // Copies `src` (any strides) into `dst` (same dtype and shape, any strides).

@@ -383,14 +383,8 @@ const ValueMeta* input_meta_of(const Session::Impl& impl, const std::string& nam
 // on the Zen 5 VM, for 32 us of graph).
 Value materialized(session::Frame& frame, Value v) {
   if (!v.is_tensor() || v.tensor().is_contiguous()) return v;
-  const Tensor& t = v.tensor();
-  size_t bytes = 0;
-  if (!frame.res || t.dtype() == DataType::kString || !shape_storage_bytes(t.dtype(), t.shape(), &bytes)) {
-    return Value(t.contiguous());
-  }
-  Tensor dst(t.dtype(), t.shape(), frame.res->buffers.acquire(bytes));
-  if (!copy_tensor_into(t, dst).ok()) return Value(t.contiguous());
-  return Value(std::move(dst));
+  Result<Tensor> c = session::pooled_copy(frame.res ? &frame.res->buffers : nullptr, v.tensor());
+  return c.ok() ? Value(std::move(c).value()) : Value(v.tensor().contiguous());
 }
 
 bool is_output_name(const Session::Impl& impl, const std::string& name) {
