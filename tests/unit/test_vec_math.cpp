@@ -131,6 +131,21 @@ uint32_t bits(float f) {
   return u;
 }
 
+// Runs `run` on 2 threads at tier `isa`: output 0 as floats (empty, with a failure recorded, on an error).
+std::vector<float> run_at_tier(nxrt::testing::KernelRun run, const char* isa) {
+  run.threads = 2;
+  run.overrides = {{"isa", isa}};
+  auto out = nxrt::testing::run_kernel(run);
+  EXPECT_TRUE(out.ok()) << run.domain << " " << run.op_type << " at " << isa << ": " << out.status().message();
+  if (!out.ok()) return {};
+  const Tensor& y = out.value()[0].tensor();
+  return std::vector<float>(y.data<float>(), y.data<float>() + y.numel());
+}
+
+Value ftensor(const Dims& shape, const std::vector<float>& v) {
+  return Value(Tensor::from_vector(DataType::kFloat, shape, v));
+}
+
 const Fn kAll[] = {Fn::kExp, Fn::kTanh, Fn::kErf, Fn::kGeluErf, Fn::kGeluTanh, Fn::kSqrt, Fn::kSigmoid, Fn::kLog};
 
 }  // namespace
@@ -260,23 +275,14 @@ TEST(VecMath, OpsMatchTheirScalarReference) {
         const bool positive = std::string(c.op) == "Sqrt" || std::string(c.op) == "Log";
         for (float& v : x) v = positive ? std::fabs(d(rng)) : d(rng);
         for (float& v : b) v = d(rng) * 0.2f;
-        auto run_at = [&](const char* isa) {
-          nxrt::testing::KernelRun run;
-          run.op_type = c.op;
-          run.domain = c.domain;
-          run.opset = c.opset;
-          run.attributes = c.attrs;
-          run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, Dims{rows, cols}, x)));
-          if (c.bias) run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, Dims{cols}, b)));
-          run.threads = 2;
-          run.overrides = {{"isa", isa}};
-          auto out = nxrt::testing::run_kernel(run);
-          EXPECT_TRUE(out.ok()) << c.op << " at " << isa << ": " << out.status().message();
-          return out.ok() ? std::vector<float>(out.value()[0].tensor().data<float>(),
-                                               out.value()[0].tensor().data<float>() + rows * cols)
-                          : std::vector<float>();
-        };
-        const std::vector<float> ref = run_at("scalar"), got = run_at(t.name);
+        nxrt::testing::KernelRun run;
+        run.op_type = c.op;
+        run.domain = c.domain;
+        run.opset = c.opset;
+        run.attributes = c.attrs;
+        run.inputs.push_back(ftensor(Dims{rows, cols}, x));
+        if (c.bias) run.inputs.push_back(ftensor(Dims{cols}, b));
+        const std::vector<float> ref = run_at_tier(run, "scalar"), got = run_at_tier(run, t.name);
         ASSERT_EQ(ref.size(), got.size());
         for (size_t i = 0; i < ref.size(); ++i)
           ASSERT_NEAR(got[i], ref[i], c.rtol * std::fabs(ref[i]) + c.atol)
@@ -316,23 +322,14 @@ TEST(VecMath, SoftmaxAndNormsMatchTheirScalarReference) {
           x[static_cast<size_t>(rng() % x.size())] = -kInf;
           if (rows > 2) x[static_cast<size_t>(cols + rng() % cols)] = kNaN;  // all of row 1 NaN
         }
-        auto run_at = [&](const char* isa) {
-          nxrt::testing::KernelRun run;
-          run.op_type = c.op;
-          run.opset = c.opset;
-          if (c.axis != -1) run.attributes = {nxrt::testing::attr_int("axis", c.axis)};
-          run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, Dims{rows, cols}, x)));
-          if (c.extra >= 1) run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, Dims{cols}, sc)));
-          if (c.extra >= 2) run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, Dims{cols}, b)));
-          run.threads = 2;
-          run.overrides = {{"isa", isa}};
-          auto out = nxrt::testing::run_kernel(run);
-          EXPECT_TRUE(out.ok()) << c.op << " at " << isa << ": " << out.status().message();
-          return out.ok() ? std::vector<float>(out.value()[0].tensor().data<float>(),
-                                               out.value()[0].tensor().data<float>() + rows * cols)
-                          : std::vector<float>();
-        };
-        const std::vector<float> ref = run_at("scalar"), got = run_at(t.name);
+        nxrt::testing::KernelRun run;
+        run.op_type = c.op;
+        run.opset = c.opset;
+        if (c.axis != -1) run.attributes = {nxrt::testing::attr_int("axis", c.axis)};
+        run.inputs.push_back(ftensor(Dims{rows, cols}, x));
+        if (c.extra >= 1) run.inputs.push_back(ftensor(Dims{cols}, sc));
+        if (c.extra >= 2) run.inputs.push_back(ftensor(Dims{cols}, b));
+        const std::vector<float> ref = run_at_tier(run, "scalar"), got = run_at_tier(run, t.name);
         ASSERT_EQ(ref.size(), got.size());
         for (size_t i = 0; i < ref.size(); ++i) {
           if (std::isnan(ref[i]) || std::isinf(ref[i])) {
@@ -383,17 +380,9 @@ TEST(VecMath, FusedActivationEpiloguesApplyTheActivation) {
           run.opset = 1;
           if (!activation.empty()) run.attributes = {nxrt::testing::attr_string("activation", activation)};
           if (conv) run.attributes.push_back(nxrt::testing::attr_ints("pads", {k / 2, k / 2, k / 2, k / 2}));
-          run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, xs, x)));
-          run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, ws, w)));
-          run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, Dims{M}, b)));
-          if (residual) run.inputs.push_back(Value(Tensor::from_vector(DataType::kFloat, ys, z)));
-          run.threads = 2;
-          run.overrides = {{"isa", t.name}};
-          auto out = nxrt::testing::run_kernel(run);
-          EXPECT_TRUE(out.ok()) << run.op_type << " at " << t.name << ": " << out.status().message();
-          if (!out.ok()) return std::vector<float>();
-          const Tensor& y = out.value()[0].tensor();
-          return std::vector<float>(y.data<float>(), y.data<float>() + y.numel());
+          run.inputs = {ftensor(xs, x), ftensor(ws, w), ftensor(Dims{M}, b)};
+          if (residual) run.inputs.push_back(ftensor(ys, z));
+          return run_at_tier(run, t.name);
         };
         const std::vector<float> pre = run_with(""), got = run_with(act);
         ASSERT_EQ(pre.size(), got.size());

@@ -169,26 +169,20 @@ template <typename Op>
 bool simd_unary(const Op& op, const float* x, float* y, int64_t n, ep::ThreadPool& pool) {
   return vec_map(Op::kFn, op.tier, x, y, n, pool);
 }
-struct SqrtOp : VecMathOp<CheapOp, vecmath::Fn::kSqrt> {
-  using VecMathOp::VecMathOp;
-  template <typename C> C operator()(C x) const { return std::sqrt(x); }
-};
-struct ExpOp : VecMathOp<MathOp, vecmath::Fn::kExp> {
-  using VecMathOp::VecMathOp;
-  template <typename C> C operator()(C x) const { return std::exp(x); }
-};
-struct LogOp : VecMathOp<MathOp, vecmath::Fn::kLog> {
-  using VecMathOp::VecMathOp;
-  template <typename C> C operator()(C x) const { return std::log(x); }
-};
-struct TanhOp : VecMathOp<MathOp, vecmath::Fn::kTanh> {
-  using VecMathOp::VecMathOp;
-  template <typename C> C operator()(C x) const { return std::tanh(x); }
-};
-struct ErfOp : VecMathOp<MathOp, vecmath::Fn::kErf> {
-  using VecMathOp::VecMathOp;
-  template <typename C> C operator()(C x) const { return via_double(x, [](double v) { return std::erf(v); }); }
-};
+// NXRT_SIMPLE_UNARY with a vector body: `expr` stays the reference.
+#define NXRT_VEC_UNARY(Name, Base, fn, expr)          \
+  struct Name : VecMathOp<Base, vecmath::Fn::fn> {    \
+    using VecMathOp::VecMathOp;                       \
+    template <typename C>                             \
+    C operator()(C x) const {                         \
+      return expr;                                    \
+    }                                                 \
+  };
+NXRT_VEC_UNARY(SqrtOp, CheapOp, kSqrt, std::sqrt(x))
+NXRT_VEC_UNARY(ExpOp, MathOp, kExp, std::exp(x))
+NXRT_VEC_UNARY(LogOp, MathOp, kLog, std::log(x))
+NXRT_VEC_UNARY(TanhOp, MathOp, kTanh, std::tanh(x))
+NXRT_VEC_UNARY(ErfOp, MathOp, kErf, via_double(x, [](double v) { return std::erf(v); }))
 
 template <typename C>
 inline C sigmoid(C x) {

@@ -151,12 +151,7 @@ class FusedKernel final : public ep::Kernel {
     NXRT_ASSIGN_OR_RETURN(act_.kind, parse_activation(info.attr_string("activation", "")));
     // Sigmoid, Tanh and Gelu on the float vector bodies of the kernel's tier (ops/elementwise/vec_math.h)
     // rather than libm per element (a Tanh after a 3-channel 512x512 conv: ~18 ms of libm).
-    if (act_.kind == Activation::kSigmoid || act_.kind == Activation::kTanh || act_.kind == Activation::kGelu) {
-      act_fn_ = act_.kind == Activation::kTanh   ? vecmath::Fn::kTanh
-                : act_.kind == Activation::kGelu ? vecmath::Fn::kGeluErf
-                                                 : vecmath::Fn::kSigmoid;
-      act_map_ = vecmath::map_for_tier(info.isa());
-    }
+    if (activation_vector_fn(act_.kind, &act_fn_)) act_map_ = vecmath::map_for_tier(info.isa());
     std::vector<float> p = info.attr_floats("activation_params", {});
     if (act_.kind == Activation::kClip) {
       act_.a = p.size() > 0 ? p[0] : -INFINITY;

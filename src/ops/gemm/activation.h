@@ -8,6 +8,7 @@
 #include <string>
 
 #include "nxrt/status.h"
+#include "ops/elementwise/vec_math.h"
 
 namespace nxrt::ops {
 
@@ -52,6 +53,17 @@ inline CT apply_activation(Activation act, CT v, float a, float b) {
     case Activation::kHardSwish: return activation_of<Activation::kHardSwish>(v, a, b);
   }
   return v;
+}
+
+// The float vector map (ops/elementwise/vec_math.h) that computes `act`, for the activations the
+// kernels do not apply in registers: Sigmoid, Tanh and Gelu (erf form); false for the others.
+inline bool activation_vector_fn(Activation act, vecmath::Fn* fn) {
+  switch (act) {
+    case Activation::kSigmoid: *fn = vecmath::Fn::kSigmoid; return true;
+    case Activation::kTanh: *fn = vecmath::Fn::kTanh; return true;
+    case Activation::kGelu: *fn = vecmath::Fn::kGeluErf; return true;
+    default: return false;
+  }
 }
 
 }  // namespace nxrt::ops

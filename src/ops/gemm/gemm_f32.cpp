@@ -432,12 +432,8 @@ void gemm_apply_epilogue(const GemmEpilogue& ep, int64_t i0, int64_t j0, int64_t
         for (int64_t j = 0; j < cols; ++j) cr[j] = activation_of<Activation::kLeakyRelu>(cr[j], a, b);
         break;
       default: {
-        const vecmath::Fn fn = ep.act == Activation::kTanh   ? vecmath::Fn::kTanh
-                               : ep.act == Activation::kGelu ? vecmath::Fn::kGeluErf
-                                                             : vecmath::Fn::kSigmoid;
-        const bool vector_fn =
-            ep.act == Activation::kTanh || ep.act == Activation::kGelu || ep.act == Activation::kSigmoid;
-        if (const vecmath::MapFn map = vector_fn ? vecmath::map_for_tier(ep.isa) : nullptr) {
+        vecmath::Fn fn;
+        if (const vecmath::MapFn map = activation_vector_fn(ep.act, &fn) ? vecmath::map_for_tier(ep.isa) : nullptr) {
           map(fn, cr, nullptr, cr, cols);
           break;
         }
