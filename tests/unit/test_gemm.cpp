@@ -164,6 +164,41 @@ TEST(Gemm, LonePanelTailsAtEveryTier) {
   }
 }
 
+// A raw, non-transposed A is read in place by the tiers with tile_a_rows (no packing); a transposed
+// copy of it is packed. Both multiply the same values in the same order: the same bits, at every tier,
+// for raw and packed B, 1 and 2 threads, over several K blocks, row edges and an epilogue in the store.
+TEST(Gemm, InPlaceAMatchesPackedABitForBit) {
+  ep::ThreadPool pool(2);
+  std::mt19937 rng(515);
+  for (int t = 0; t <= static_cast<int>(ep::cpu_isa_tier()); ++t) {
+    const auto tier = static_cast<ep::IsaTier>(t);
+    SCOPED_TRACE(ops::f32_gemm_kernels(tier).name);
+    for (const auto& [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{128, 200, 600}, {13, 64, 37}, {7, 1000, 300},
+                                  {200, 33, 257}}) {
+      const int64_t lda = K + 3, ldt = M + 1;
+      const std::vector<float> A = rand_vec(rng, static_cast<size_t>(M * lda)), B = rand_vec(rng, static_cast<size_t>(K * N)),
+                               bias = rand_vec(rng, static_cast<size_t>(N));
+      std::vector<float> At(static_cast<size_t>(K * ldt));
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t k = 0; k < K; ++k) At[k * ldt + i] = A[i * lda + k];
+      GemmEpilogue ep;
+      ep.bias_kind = GemmBias::kPerColumn;
+      ep.bias = bias.data();
+      ep.act = Activation::kRelu;
+      const ops::PackedB pb = ops::pack_b_f32(false, K, N, B.data(), N, tier);
+      for (ep::ThreadPool* p : {static_cast<ep::ThreadPool*>(nullptr), &pool}) {
+        std::vector<float> in_place(static_cast<size_t>(M * N)), packed(in_place.size());
+        ops::gemm_f32_packed(false, M, 1.f, A.data(), lda, pb, 0.f, in_place.data(), N, p, &ep, tier);
+        ops::gemm_f32_packed(true, M, 1.f, At.data(), ldt, pb, 0.f, packed.data(), N, p, &ep, tier);
+        ASSERT_TRUE(in_place == packed) << "PackedB M=" << M << " N=" << N << " K=" << K;
+        ops::gemm_f32(false, false, M, N, K, 0.5f, A.data(), lda, B.data(), N, 0.f, in_place.data(), N, p, nullptr, tier);
+        ops::gemm_f32(true, false, M, N, K, 0.5f, At.data(), ldt, B.data(), N, 0.f, packed.data(), N, p, nullptr, tier);
+        ASSERT_TRUE(in_place == packed) << "raw B M=" << M << " N=" << N << " K=" << K;
+      }
+    }
+  }
+}
+
 // gemm_f32_strips (B rows read in place) over the same tails, against the reference, at the tiers that
 // read the rows exactly and the others (rows with 16 floats of readable slack).
 TEST(Gemm, StripsLonePanelTails) {

@@ -57,6 +57,17 @@ void scatter_rows(const std::vector<float>& b, int64_t kc, int panels, std::vect
   }
 }
 
+// A packed 6-row panel's first `mr` rows as a raw row-major A for tile_a_rows (row r at r * lda, lda >
+// kc); the buffer ends right after row mr - 1's last value, so a read of a row past mr, or past kc, is
+// out of bounds (ASan). Returns lda.
+int64_t raw_rows(const std::vector<float>& a, int64_t kc, int mr, std::vector<float>& rows) {
+  const int64_t lda = kc + 5;
+  rows.assign(static_cast<size_t>((mr - 1) * lda + kc), 0.f);
+  for (int r = 0; r < mr; ++r)
+    for (int64_t p = 0; p < kc; ++p) rows[r * lda + p] = a[p * MR + r];
+  return lda;
+}
+
 // A tile width for this variant: mostly edges, both sides of every panel boundary, and full tiles.
 int random_nr(const F32GemmKernels& k, std::mt19937& rng) {
   const int width = NR * k.n_panels;
@@ -86,6 +97,15 @@ void check_tiles(const F32GemmKernels& k, std::mt19937& rng) {
       k.tile_prefetch_a(kc, a.data(), b.data(), c_pf.data(), ldc, mr, nr, alpha, beta);
       for (size_t i = 0; i < c.size(); ++i)
         ASSERT_TRUE((std::isnan(c[i]) && std::isnan(c_pf[i])) || c[i] == c_pf[i]) << k.name << " tile_prefetch_a";
+    }
+    if (k.tile_a_rows) {  // A's rows in place: the same product as the packed panel, bit for bit
+      std::vector<float> arows;
+      const int64_t lda = raw_rows(a, kc, mr, arows);
+      std::vector<float> c_ar = c0;
+      ASSERT_FALSE(k.tile_a_rows(kc, arows.data(), lda, b.data(), c_ar.data(), ldc, mr, nr, alpha, beta, nullptr, 0, 0));
+      for (size_t i = 0; i < c.size(); ++i)
+        ASSERT_TRUE((std::isnan(c[i]) && std::isnan(c_ar[i])) || c[i] == c_ar[i])
+            << k.name << " tile_a_rows kc=" << kc << " mr=" << mr << " nr=" << nr << " at " << i;
     }
     std::vector<float> brow;
     std::vector<int64_t> boff;
@@ -192,9 +212,21 @@ void check_epilogues(const F32GemmKernels& k, std::mt19937& rng) {
     if (!k.tile_rows(kc, a.data(), brow.data(), boff.data(), rows.data(), ldc, mr, nr, 1.f, 0.f, &ep, i0, j0)) {
       ops::gemm_apply_epilogue(ep, i0, j0, mr, nr, rows.data(), ldc);
     }
+    std::vector<float> a_rows_out(static_cast<size_t>(MR * ldc), 0.f);
+    if (k.tile_a_rows) {
+      std::vector<float> arows;
+      const int64_t lda = raw_rows(a, kc, mr, arows);
+      if (!k.tile_a_rows(kc, arows.data(), lda, b.data(), a_rows_out.data(), ldc, mr, nr, 1.f, 0.f, &ep, i0, j0)) {
+        ops::gemm_apply_epilogue(ep, i0, j0, mr, nr, a_rows_out.data(), ldc);
+      }
+      if (k.tile_epilogue) {
+        ASSERT_TRUE(a_rows_out == in_store) << k.name << " tile_a_rows+epilogue act=" << int(ep.act);
+      }
+    }
     for (int r = 0; r < MR; ++r)
       for (int j = 0; j < ldc; ++j)
         if (r >= mr || j >= nr) {
+          ASSERT_EQ(a_rows_out[r * ldc + j], 0.f) << k.name << " tile_a_rows+epilogue wrote outside";
           ASSERT_EQ(tiled[r * ldc + j], ref[r * ldc + j]) << k.name << " epilogue_tile wrote outside";
           ASSERT_EQ(rows[r * ldc + j], 0.f) << k.name << " tile_rows+epilogue wrote outside";
           if (k.tile_epilogue) {
@@ -207,6 +239,10 @@ void check_epilogues(const F32GemmKernels& k, std::mt19937& rng) {
         ASSERT_NEAR(tiled[r * ldc + j], want, 1e-5f * (1.f + std::fabs(want))) << k.name << " epilogue_tile act="
                                                                                 << int(ep.act);
         ASSERT_NEAR(rows[r * ldc + j], want, tol_for(kc, want)) << k.name << " tile_rows+epilogue act=" << int(ep.act);
+        if (k.tile_a_rows) {
+          ASSERT_NEAR(a_rows_out[r * ldc + j], want, tol_for(kc, want)) << k.name << " tile_a_rows+epilogue act="
+                                                                       << int(ep.act);
+        }
         if (k.tile_epilogue) {
           ASSERT_NEAR(in_store[r * ldc + j], want, tol_for(kc, want)) << k.name << " tile_epilogue act=" << int(ep.act);
         }

@@ -178,8 +178,14 @@ TEST(GemmPlan, PlanRunEqualsOneCallEveryFormTierAndPool) {
           const int width = pool ? pool->num_threads() : 1;
           SCOPED_TRACE(::testing::Message() << "pool width " << width);
           const GemmPlan plan = plan_for(p, f, width, isa);
-          EXPECT_EQ(plan.scratch_floats, ops::gemm_f32_scratch_floats(sh.M, sh.N, sh.K, a_of(f) == GemmA::kPacked,
-                                                                      b_of(f) == GemmB::kPacked));
+          // The one-call bound covers the plan; equal unless this plan reads a raw A in place.
+          const size_t bound =
+              ops::gemm_f32_scratch_floats(sh.M, sh.N, sh.K, a_of(f) == GemmA::kPacked, b_of(f) == GemmB::kPacked);
+          if (plan.a_in_place) {
+            EXPECT_LE(plan.scratch_floats, bound);
+          } else {
+            EXPECT_EQ(plan.scratch_floats, bound);
+          }
           if (plan.threads > 1) ++planned_parallel;
           const std::vector<float> one_call = run(p, f, nullptr, pool, isa);
           expect_near(one_call, want, sh.K);

@@ -132,24 +132,33 @@ TEST(GemmScratch, GivenFallbackAndNoneAreBitIdentical) {
         for (size_t i = 0; i < ref.size(); ++i)
           ASSERT_NEAR(plain[i], ref[i], 1e-4f * static_cast<float>(sh.K) + 1e-4f) << "at " << i;
         EXPECT_EQ(run(pr, op, pool, nullptr), plain) << "no scratch, again";
-        {  // exactly what it needs, one slot per thread
+        // What this call packs (a raw, non-transposed A is read in place where the tier has tile_a_rows:
+        // then only a B block, or nothing), which the bound covers.
+        const size_t used = ops::gemm_f32_plan(sh.M, sh.N, sh.K, a_packed ? ops::GemmA::kPacked : ops::GemmA::kRaw,
+                                               b_packed           ? ops::GemmB::kPacked
+                                               : op == Op::kGenB  ? ops::GemmB::kGenerated
+                                                                  : ops::GemmB::kRaw,
+                                               pr.ta, pr.tb, t)
+                                .scratch_floats;
+        EXPECT_LE(used, floats);
+        {  // the bound, one slot per thread
           Buf b(floats * static_cast<size_t>(t));
           const GemmScratch gs{b.p, floats, t};
           EXPECT_EQ(run(pr, op, pool, &gs), plain) << "given";
-          if (floats > 0) {
+          if (used > 0) {
             EXPECT_TRUE(b.touched()) << "given scratch unused";
             ++given_used;
           }
         }
-        if (floats > 16) {  // slots too small: the fallback, the given memory untouched
-          Buf b((floats - 16) * static_cast<size_t>(t));
-          const GemmScratch gs{b.p, floats - 16, t};
+        if (used > 16) {  // slots too small: the fallback, the given memory untouched
+          Buf b((used - 16) * static_cast<size_t>(t));
+          const GemmScratch gs{b.p, used - 16, t};
           EXPECT_EQ(run(pr, op, pool, &gs), plain) << "too small";
           EXPECT_FALSE(b.touched()) << "too-small scratch written";
         }
-        if (t > 1 && floats > 0) {  // fewer slots than threads
-          Buf b(floats);
-          const GemmScratch gs{b.p, floats, 1};
+        if (t > 1 && used > 0) {  // fewer slots than threads
+          Buf b(used);
+          const GemmScratch gs{b.p, used, 1};
           EXPECT_EQ(run(pr, op, pool, &gs), plain) << "too few slots";
           EXPECT_FALSE(b.touched()) << "too-few-slot scratch written";
         }

@@ -156,6 +156,9 @@ struct GemmPlan {
   // task t is block t / m_chunks, chunk t % m_chunks. split_n: the threads split columns, not rows.
   int64_t panels = 0, n_blocks = 0, m_chunks = 0, chunk_rows = 0;
   bool split_n = false;
+  // A raw and not transposed, on a kernel set with tile_a_rows: the tiles read A's rows in place and A
+  // is not packed (no A block in the scratch below).
+  bool a_in_place = false;
   // Packing scratch per slot (floats, multiples of 16; 0 when the path packs nothing): the A block first
   // (A raw), then the B block (B not a PackedB). Sized for the widest block at any width, so a plan
   // re-made for another width (see the run-time conditions in gemm_f32.cpp) fits the same slots.
@@ -173,7 +176,9 @@ GemmPlan gemm_f32_plan(int64_t M, int64_t N, int64_t K, GemmA a, GemmB b, bool t
 // Floats per slot the engine uses for an M x N x K product (a multiple of 16; 0 when it packs nothing):
 // `a_packed`: A prepacked (PackedA layout); `b_packed`: B a PackedB (a GemmBPacker still needs its block:
 // pass false). Blocks are no larger than the problem (K block min(K, kGemmKC), A block at most 144 rows,
-// B block at most one column block). Independent of the thread count: GemmPlan::scratch_floats.
+// B block at most one column block). Independent of the thread count, and a bound over the tiers and
+// A's transpose: it counts an A block for a raw A, which a tier that reads A's rows in place
+// (GemmPlan::a_in_place, whose scratch_floats is then smaller) does not use.
 size_t gemm_f32_scratch_floats(int64_t M, int64_t N, int64_t K, bool a_packed, bool b_packed);
 
 // The general float entry point.

@@ -8,8 +8,9 @@
 //              (512 KiB: 512 columns at KC = 256), so it is read from L2 and not L3 (block_columns)
 // Loop order per task (one NC column block x a range of MC row blocks):
 //   for each KC block: pack B (or point into PackedB); for each MC block: pack A (or point into
-//   PackedA<float>); for each 6-row micro-panel of A: for each run of n_panels 16-column micro-panels of B
-//   (one for AVX2, up to four for AVX-512): micro-kernel.
+//   PackedA<float>, or, a raw non-transposed A on a tier with tile_a_rows, read its rows in place); for
+//   each 6-row micro-panel of A: for each run of n_panels 16-column micro-panels of B (one for AVX2, up
+//   to four for AVX-512): micro-kernel.
 // The epilogue runs on each tile of C right after its last K block.
 // gemm_f32_plan makes every one of these choices from the shape, the operand forms, the tier and the
 // pool's width (a GemmPlan); engine() checks the run-time conditions a plan cannot know and execute()
@@ -271,6 +272,8 @@ void execute(const GemmPlan& plan, float alpha, const ASrc& as, const BSrc& bs, 
   const int64_t tile_cols = NR * kern.n_panels;  // one call covers n_panels adjacent B panels
   const int64_t a_stride_k = as.packed ? (M + MR - 1) / MR * MR : 0;  // PackedA's m_padded
   const float* bpacked = bs.packed ? bs.packed->data.data() : nullptr;
+  // A raw and not transposed, on a variant that reads its rows in place (tile_a_rows): A is not packed.
+  const bool a_in_place = plan.a_in_place;
   const int64_t n_padded = bs.packed ? bs.packed->n_padded : 0;
 
   // Packing scratch: the caller's slot of `scratch` (pool->slot(): distinct among the chunks running at
@@ -330,10 +333,10 @@ void execute(const GemmPlan& plan, float alpha, const ASrc& as, const BSrc& bs, 
         }
         for (int64_t i0 = r0; i0 < r1; i0 += MC) {
           const int64_t mc = std::min(MC, r1 - i0);
-          const float* ablk;
+          const float* ablk = nullptr;
           if (as.packed) {
             ablk = as.packed + p0 * a_stride_k + i0 * kc;
-          } else {
+          } else if (!a_in_place) {
             pack_a_block(as.A, as.lda, as.trans, i0, mc, p0, kc, abuf, 1.f);
             ablk = abuf;
           }
@@ -341,10 +344,20 @@ void execute(const GemmPlan& plan, float alpha, const ASrc& as, const BSrc& bs, 
           // its rows, which keeps small-K problems (1x1 convs) from being bound by C traffic.
           for (int64_t ir = 0; ir < mc; ir += MR) {
             const int mr = static_cast<int>(std::min<int64_t>(MR, mc - ir));
-            const float* ap = ablk + ir * kc;
+            const float* ap = a_in_place ? as.A + (i0 + ir) * as.lda + p0 : ablk + ir * kc;
             float* crow = C + (i0 + ir) * ldc + j0;
             for (int64_t jr = 0, nr = 0; jr < nc; jr += nr) {
               nr = tile_width(nc - jr, tile_cols);
+              if (a_in_place) {
+                if (kern.tile_a_rows(kc, ap, as.lda, bblk + jr * kc, crow + jr, ldc, mr, nr, alpha, beta_k,
+                                     ep_in_tile ? ep : nullptr, i0 + ir, j0 + jr))
+                  continue;  // the epilogue rode on the store
+                if (last_k && ep) {
+                  if (kern.epilogue_tile && kern.epilogue_tile(*ep, i0 + ir, j0 + jr, mr, nr, crow + jr, ldc)) continue;
+                  gemm_apply_epilogue(*ep, i0 + ir, j0 + jr, mr, nr, crow + jr, ldc);
+                }
+                continue;
+              }
               // The panel's first tile also prefetches the next A micro-panel: packed conv weights come
               // from memory, and a 1x1 conv on 14x14 uses each panel for only 7 tiles. Prefetching in
               // every tile cost 3-5% where a panel serves 16 (56x56 blocks of 512 columns).
@@ -569,7 +582,11 @@ GemmPlan gemm_f32_plan(int64_t M, int64_t N, int64_t K, GemmA a, GemmB b, bool t
   // not a PackedB, as wide as the widest block without a split over threads (a split only narrows
   // blocks), so the need is the same at every width.
   const int64_t kc = std::min(K, KC);
-  if (a == GemmA::kRaw) p.scratch_a_floats = round16(static_cast<size_t>(std::min<int64_t>(MC, m_panels * MR) * kc));
+  // A raw and not transposed: the tier's tile_a_rows reads it in place (Zen 5, AVX-512, 128 x 768 x 768
+  // against a PackedB, 1 thread: packing A was ~6% of the time; BERT-shaped encoder 0.96 of its time).
+  p.a_in_place = a == GemmA::kRaw && !trans_a && p.kernels->tile_a_rows != nullptr;
+  if (a == GemmA::kRaw && !p.a_in_place)
+    p.scratch_a_floats = round16(static_cast<size_t>(std::min<int64_t>(MC, m_panels * MR) * kc));
   p.scratch_floats = p.scratch_a_floats;
   if (b != GemmB::kPacked) {
     const int64_t plain_blocks = plain_column_blocks(N, K);
@@ -580,8 +597,10 @@ GemmPlan gemm_f32_plan(int64_t M, int64_t N, int64_t K, GemmA a, GemmB b, bool t
 }
 
 size_t gemm_f32_scratch_floats(int64_t M, int64_t N, int64_t K, bool a_packed, bool b_packed) {
+  // Planned with a transposed raw A, which every tier packs: the bound then also covers a call at a tier
+  // that packs a non-transposed A (one without tile_a_rows).
   return gemm_f32_plan(M, N, K, a_packed ? GemmA::kPacked : GemmA::kRaw, b_packed ? GemmB::kPacked : GemmB::kRaw,
-                       false, false, 1)
+                       !a_packed, false, 1)
       .scratch_floats;
 }
 

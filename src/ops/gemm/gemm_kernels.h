@@ -64,6 +64,12 @@ struct F32GemmKernels {
                           float alpha, float beta);
   bool (*tile_epilogue_prefetch_a)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr,
                                    const GemmEpilogue& ep, int64_t i0, int64_t j0);
+  // The tile with A's rows read in place instead of a packed micro-panel: row r (r < mr) of the tile at
+  // a + r * lda, its kc values contiguous (a raw, non-transposed A). With `ep` set (the last K block,
+  // alpha 1, beta 0) it may apply the epilogue in its store: returns whether it did. The same products in
+  // the same order as `tile` on the packed panel, so the same bits. Null: the engine packs A.
+  bool (*tile_a_rows)(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, int mr, int nr,
+                      float alpha, float beta, const GemmEpilogue* ep, int64_t i0, int64_t j0);
 };
 
 // Every variant compiled into this build, portable first.

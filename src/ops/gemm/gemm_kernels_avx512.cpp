@@ -8,7 +8,8 @@
 // 1 thread, old and new binaries alternated (median new/old): a 1024^3 GEMM 0.985, ResNet-50's 1x1
 // 64->256 @56x56 0.926, the stems 0.92-0.96 (against a 12 x 32 two-panel tile). Edge tiles use masked
 // loads and stores, so the fused epilogue (bias, residual, Relu/Clip/LeakyRelu/HardSigmoid/HardSwish) runs
-// in registers on every tile.
+// in registers on every tile. tile_a_rows reads a raw A's 6 rows in place (ARows) instead of a packed
+// panel (APanel): the same k loop, so the same bits, without the engine's A packing.
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -79,12 +80,33 @@ NXRT_AVX512 inline __m512 epilogue_vec(const GemmEpilogue& ep, int64_t i, int64_
   return activate(ep, v);
 }
 
+// Where a tile reads A: a packed 6-row micro-panel (kc x 6, row index fastest), or A's rows in place.
+// at(r) is row r's value at the current k, at_next(r) the one at k + 1; next2() / next() step k by 2 / 1.
+struct APanel {
+  const float* a;
+  float at(int r) const { return a[r]; }
+  float at_next(int r) const { return a[MR + r]; }
+  void next() { a += MR; }
+  void next2() { a += 2 * MR; }
+  const float* prefetch_base() const { return a; }
+};
+// Rows read in place (row r at row[r], k along it): a raw, non-transposed A needs no packing.
+struct ARows {
+  const float* row[MR];
+  int64_t k = 0;
+  float at(int r) const { return row[r][k]; }
+  float at_next(int r) const { return row[r][k + 1]; }
+  void next() { ++k; }
+  void next2() { k += 2; }
+  const float* prefetch_base() const { return nullptr; }
+};
+
 // The accumulators of an MR x (16 * NP) tile. `b_row(k)` is B's row k (16 * NP floats, panel q at
 // b_row(k) + q * pstride), of which lanes outside bm[q] are not read (zero).
-// With pf > 0 each k step also prefetches A at a + pf (floats); tile_np's pf = MR * kc is the same k of
-// the next 6-row micro-panel.
-template <int NP, typename BRow>
-NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, const float* a, BRow b_row,
+// With pf > 0 each k step also prefetches A at a + pf (floats, packed A only); tile_np's pf = MR * kc is
+// the same k of the next 6-row micro-panel.
+template <int NP, typename ASrc, typename BRow>
+NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, ASrc a, BRow b_row,
                                                                   int64_t pstride, const __mmask16 (&bm)[NP],
                                                                   __m512 (&acc)[MR][NP], int64_t pf = 0) {
   if constexpr (NP == 1) {
@@ -96,19 +118,19 @@ NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, co
     int64_t k = 0;
 #pragma GCC unroll 1
     for (; k + 2 <= kc; k += 2) {
-      if (pf) _mm_prefetch(reinterpret_cast<const char*>(a + pf), _MM_HINT_T0);
+      if (pf) _mm_prefetch(reinterpret_cast<const char*>(a.prefetch_base() + pf), _MM_HINT_T0);
       const __m512 b0 = _mm512_maskz_loadu_ps(bm[0], b_row(k)), b1 = _mm512_maskz_loadu_ps(bm[0], b_row(k + 1));
 #pragma GCC unroll 6
       for (int r = 0; r < MR; ++r) {
-        even[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), b0, even[r]);
-        odd[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + r]), b1, odd[r]);
+        even[r] = _mm512_fmadd_ps(_mm512_set1_ps(a.at(r)), b0, even[r]);
+        odd[r] = _mm512_fmadd_ps(_mm512_set1_ps(a.at_next(r)), b1, odd[r]);
       }
-      a += 2 * MR;
+      a.next2();
     }
     if (k < kc) {
       const __m512 b0 = _mm512_maskz_loadu_ps(bm[0], b_row(k));
 #pragma GCC unroll 6
-      for (int r = 0; r < MR; ++r) even[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), b0, even[r]);
+      for (int r = 0; r < MR; ++r) even[r] = _mm512_fmadd_ps(_mm512_set1_ps(a.at(r)), b0, even[r]);
     }
 #pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) acc[r][0] = _mm512_add_ps(even[r], odd[r]);
@@ -120,18 +142,18 @@ NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, co
     for (int q = 0; q < NP; ++q) acc[r][q] = _mm512_setzero_ps();
 #pragma GCC unroll 1
   for (int64_t k = 0; k < kc; ++k) {
-    if (pf) _mm_prefetch(reinterpret_cast<const char*>(a + pf), _MM_HINT_T0);
+    if (pf) _mm_prefetch(reinterpret_cast<const char*>(a.prefetch_base() + pf), _MM_HINT_T0);
     const float* bp = b_row(k);
     __m512 b[NP];
 #pragma GCC unroll 4
     for (int q = 0; q < NP; ++q) b[q] = _mm512_maskz_loadu_ps(bm[q], bp + q * pstride);
 #pragma GCC unroll 6
     for (int r = 0; r < MR; ++r) {
-      const __m512 av = _mm512_set1_ps(a[r]);
+      const __m512 av = _mm512_set1_ps(a.at(r));
 #pragma GCC unroll 4
       for (int q = 0; q < NP; ++q) acc[r][q] = _mm512_fmadd_ps(av, b[q], acc[r][q]);
     }
-    a += MR;
+    a.next();
   }
 }
 
@@ -191,7 +213,7 @@ NXRT_AVX512 void tile_np(int64_t kc, const float* a, const float* b, float* c, i
   __mmask16 all[NP];  // packed panels are padded: whole rows
 #pragma GCC unroll 4
   for (int q = 0; q < NP; ++q) all[q] = 0xFFFF;
-  accumulate<NP>(kc, a, [b](int64_t k) { return b + k * NR; }, NR * kc, all, acc, PF ? MR * kc : 0);
+  accumulate<NP>(kc, APanel{a}, [b](int64_t k) { return b + k * NR; }, NR * kc, all, acc, PF ? MR * kc : 0);
   store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
 }
 
@@ -232,7 +254,7 @@ NXRT_AVX512 bool tile_rows_np(int64_t kc, const float* a, const float* brow, con
   for (int q = 0; q < NP; ++q) bm[q] = col_mask(nr, q);
   const bool fuse = ep && beta == 0.f && alpha == 1.f && epilogue_in_registers(*ep);
   if (fuse && ep->residual) prefetch_residual<NP>(*ep, mr, i0, j0);
-  accumulate<NP>(kc, a, [brow, boff](int64_t k) { return brow + boff[k]; }, NR, bm, acc);
+  accumulate<NP>(kc, APanel{a}, [brow, boff](int64_t k) { return brow + boff[k]; }, NR, bm, acc);
   store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, fuse ? ep : nullptr, i0, j0);
   return fuse;
 }
@@ -243,6 +265,38 @@ NXRT_AVX512 bool tile_rows_avx512(int64_t kc, const float* a, const float* brow,
                                   int64_t i0, int64_t j0) {
   return with_panels(nr, [&](auto np) {
     return tile_rows_np<decltype(np)::value>(kc, a, brow, boff, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
+  });
+}
+
+// The tile over packed B panels with A's rows read in place (tile_a_rows); rows past mr repeat the
+// last one (their accumulators are not stored).
+template <int NP>
+NXRT_AVX512 bool tile_a_rows_np(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
+                                int mr, int nr, float alpha, float beta, const GemmEpilogue* ep, int64_t i0,
+                                int64_t j0) {
+  for (int r = 0; r < mr; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * NP - 1), _MM_HINT_T0);
+  }
+  const bool fuse = ep && beta == 0.f && alpha == 1.f && epilogue_in_registers(*ep);
+  if (fuse && ep->residual) prefetch_residual<NP>(*ep, mr, i0, j0);
+  ARows rows;
+#pragma GCC unroll 6
+  for (int r = 0; r < MR; ++r) rows.row[r] = a + std::min(r, mr - 1) * lda;
+  __m512 acc[MR][NP];
+  __mmask16 all[NP];  // packed panels are padded: whole rows
+#pragma GCC unroll 4
+  for (int q = 0; q < NP; ++q) all[q] = 0xFFFF;
+  accumulate<NP>(kc, rows, [b](int64_t k) { return b + k * NR; }, NR * kc, all, acc);
+  store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, fuse ? ep : nullptr, i0, j0);
+  return fuse;
+}
+
+NXRT_AVX512 bool tile_a_rows_avx512(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
+                                    int mr, int nr, float alpha, float beta, const GemmEpilogue* ep, int64_t i0,
+                                    int64_t j0) {
+  return with_panels(nr, [&](auto np) {
+    return tile_a_rows_np<decltype(np)::value>(kc, a, lda, b, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
   });
 }
 
@@ -347,7 +401,7 @@ const F32GemmKernels kF32Gemm6x64Avx512 = {
     "f32_gemm_6x64__avx512", ep::IsaTier::kAvx512, kPanels, true,    &tile_avx512<false>,       &tile_rows_avx512,
     &tile_epilogue_avx512<false>,
     &epilogue_tile_avx512,  &pack_b_trans_panel_avx2, &gemv_raw_avx512, &gemv_packed_avx512,
-    &tile_avx512<true>,     &tile_epilogue_avx512<true>,
+    &tile_avx512<true>,     &tile_epilogue_avx512<true>, &tile_a_rows_avx512,
 };
 
 }  // namespace nxrt::ops
