@@ -150,6 +150,8 @@ TEST(ConvWinograd, LargerShapesAllThreadingModes) {
       {1, 128, 32, 14, 14, 1, 1, 1, 1, true},  // 4 tiles per row
       {1, 128, 128, 13, 14, 1, 1, 1, 1, true}, // one block, big enough to split its phases over threads
       {1, 260, 20, 9, 10, 0, 1, 2, 1, true},   // > 256 input channels: two K blocks in the packed weights
+      {1, 64, 3, 96, 80, 1, 1, 1, 1, true},    // few outputs on a larger plane (a last conv to an image)
+      {1, 33, 1, 30, 45, 1, 1, 1, 1, false},   // one output map, odd sizes
   };
   double worst = 0;
   // Threads split whole blocks (second case) or each block's phases (last case); mode 3 runs without a pool.
@@ -236,6 +238,12 @@ TEST(ConvWinograd, PathSelection) {
   EXPECT_TRUE(preferred(2, 512, 512, 7, 7));
   EXPECT_FALSE(preferred(1, 64, 64, 5, 5));
   EXPECT_FALSE(preferred(1, 3, 64, 224, 224));
+  // Few outputs with 32+ input channels go to Winograd (the GEMM paths would pack 9 C values a pixel for
+  // at most 7 products each); with fewer input channels they stay on the GEMM.
+  EXPECT_TRUE(preferred(1, 32, 3, 512, 512));
+  EXPECT_TRUE(preferred(1, 256, 1, 64, 64));
+  EXPECT_FALSE(preferred(1, 16, 3, 256, 256));
+  EXPECT_FALSE(preferred(1, 64, 3, 5, 5));
   // Weights prepared without the hint (or with a non-3x3 shape) are not transformed, and a forced
   // kWinograd then takes the kAuto choice.
   std::mt19937 rng(3);

@@ -781,11 +781,21 @@ bool winograd_applies(const ConvShape& s) {
 // weights, 4x the raw ones, are streamed for very few tiles), outputs under 7x7 (128->128 @5x5
 // 0.135 -> 0.220, 64->64 @4x4 0.030 -> 0.062: 4x4 tiles cover them poorly), and few channels
 // (3->64 @224x224 2.6 -> 7.9: the transforms dominate).
-// Rule: >= 8 input and output channels, outputs >= 7x7, and >= 8 tiles in the batch or C * M <= 128 * 128.
-// The kernel override conv.skip=winograd takes it out of the kAuto choice (A/B measurements).
+// Few output channels (a network's last conv to an image's 3 channels or to 1-7 maps) with 32+ input
+// channels: the GEMM paths then pack 9 C im2col values per pixel for at most 7 products each, while
+// Winograd's input transform is done once per tile for all M. Zen 5, 1 / 2 threads, ms auto (implicit
+// GEMM) -> Winograd: 32->3 @512x512 27.2 -> 6.7 / 20.2 -> 4.9, 64->3 @256x256 14.5 -> 4.3 / 11.0 -> 2.6,
+// 64->1 @128x128 3.2 -> 0.88, 32->4 @128x128 1.49 -> 0.29, 128->7 @56x56 1.32 -> 0.46, 64->3 @32x32
+// 0.20 -> 0.06, 256->1 @64x64 3.2 -> 1.5 / 1.48 -> 1.23; at the AVX2 cap 32->3 @512x512 28.7 -> 9.9,
+// 256->1 @64x64 3.4 -> 2.5 at 1 thread but 1.53 -> 1.59 at 2. With 8-16 input channels (K of 72-144: the
+// padded-rows GEMM) the two tie or Winograd loses at 2 threads (16->3 @256x256 at the AVX2 cap 0.60 ->
+// 0.63), so those keep the GEMM.
+// Rule: >= 8 input channels and >= 8 output channels (or >= 32 input channels), outputs >= 7x7, and >= 8
+// tiles in the batch or C * M <= 128 * 128. The kernel override conv.skip=winograd takes it out of the
+// kAuto choice (A/B measurements).
 bool winograd_preferred(const ConvShape& s) {
   if (!winograd_applies(s)) return false;
-  if (s.C < 8 || s.M < 8 || std::min(s.g.out[1], s.g.out[2]) < 7) return false;
+  if (s.C < 8 || (s.M < 8 && s.C < 32) || std::min(s.g.out[1], s.g.out[2]) < 7) return false;
   const int64_t tiles = s.N * ((s.g.out[1] + 3) / 4) * ((s.g.out[2] + 3) / 4);
   return tiles >= 8 || s.C * s.M <= 128 * 128;
 }
