@@ -176,8 +176,9 @@ TEST(Gemm, InPlaceAMatchesPackedABitForBit) {
     for (const auto& [M, N, K] : {std::tuple<int64_t, int64_t, int64_t>{128, 200, 600}, {13, 64, 37}, {7, 1000, 300},
                                   {200, 33, 257}}) {
       const int64_t lda = K + 3, ldt = M + 1;
-      const std::vector<float> A = rand_vec(rng, static_cast<size_t>(M * lda)), B = rand_vec(rng, static_cast<size_t>(K * N)),
-                               bias = rand_vec(rng, static_cast<size_t>(N));
+      const std::vector<float> A = rand_vec(rng, static_cast<size_t>(M * lda));
+      const std::vector<float> B = rand_vec(rng, static_cast<size_t>(K * N));
+      const std::vector<float> bias = rand_vec(rng, static_cast<size_t>(N));
       std::vector<float> At(static_cast<size_t>(K * ldt));
       for (int64_t i = 0; i < M; ++i)
         for (int64_t k = 0; k < K; ++k) At[k * ldt + i] = A[i * lda + k];
@@ -191,7 +192,8 @@ TEST(Gemm, InPlaceAMatchesPackedABitForBit) {
         ops::gemm_f32_packed(false, M, 1.f, A.data(), lda, pb, 0.f, in_place.data(), N, p, &ep, tier);
         ops::gemm_f32_packed(true, M, 1.f, At.data(), ldt, pb, 0.f, packed.data(), N, p, &ep, tier);
         ASSERT_TRUE(in_place == packed) << "PackedB M=" << M << " N=" << N << " K=" << K;
-        ops::gemm_f32(false, false, M, N, K, 0.5f, A.data(), lda, B.data(), N, 0.f, in_place.data(), N, p, nullptr, tier);
+        ops::gemm_f32(false, false, M, N, K, 0.5f, A.data(), lda, B.data(), N, 0.f, in_place.data(), N, p, nullptr,
+                      tier);
         ops::gemm_f32(true, false, M, N, K, 0.5f, At.data(), ldt, B.data(), N, 0.f, packed.data(), N, p, nullptr, tier);
         ASSERT_TRUE(in_place == packed) << "raw B M=" << M << " N=" << N << " K=" << K;
       }

@@ -102,7 +102,8 @@ void check_tiles(const F32GemmKernels& k, std::mt19937& rng) {
       std::vector<float> arows;
       const int64_t lda = raw_rows(a, kc, mr, arows);
       std::vector<float> c_ar = c0;
-      ASSERT_FALSE(k.tile_a_rows(kc, arows.data(), lda, b.data(), c_ar.data(), ldc, mr, nr, alpha, beta, nullptr, 0, 0));
+      ASSERT_FALSE(k.tile_a_rows(kc, arows.data(), lda, b.data(), c_ar.data(), ldc, mr, nr, alpha, beta, nullptr, 0, 0,
+                                 (it & 1) ? b.data() : nullptr));
       for (size_t i = 0; i < c.size(); ++i)
         ASSERT_TRUE((std::isnan(c[i]) && std::isnan(c_ar[i])) || c[i] == c_ar[i])
             << k.name << " tile_a_rows kc=" << kc << " mr=" << mr << " nr=" << nr << " at " << i;
@@ -216,7 +217,8 @@ void check_epilogues(const F32GemmKernels& k, std::mt19937& rng) {
     if (k.tile_a_rows) {
       std::vector<float> arows;
       const int64_t lda = raw_rows(a, kc, mr, arows);
-      if (!k.tile_a_rows(kc, arows.data(), lda, b.data(), a_rows_out.data(), ldc, mr, nr, 1.f, 0.f, &ep, i0, j0)) {
+      if (!k.tile_a_rows(kc, arows.data(), lda, b.data(), a_rows_out.data(), ldc, mr, nr, 1.f, 0.f, &ep, i0, j0,
+                         nullptr)) {
         ops::gemm_apply_epilogue(ep, i0, j0, mr, nr, a_rows_out.data(), ldc);
       }
       if (k.tile_epilogue) {

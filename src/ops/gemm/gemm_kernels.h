@@ -68,8 +68,10 @@ struct F32GemmKernels {
   // a + r * lda, its kc values contiguous (a raw, non-transposed A). With `ep` set (the last K block,
   // alpha 1, beta 0) it may apply the epilogue in its store: returns whether it did. The same products in
   // the same order as `tile` on the packed panel, so the same bits. Null: the engine packs A.
+  // pf_b (may be null): the tile also prefetches into L2 one 64-byte line from pf_b on per 4 k steps
+  // (ceil(kc / 4) lines), spread over its k loop: the engine's next packed-B block.
   bool (*tile_a_rows)(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, int mr, int nr,
-                      float alpha, float beta, const GemmEpilogue* ep, int64_t i0, int64_t j0);
+                      float alpha, float beta, const GemmEpilogue* ep, int64_t i0, int64_t j0, const float* pf_b);
 };
 
 // Every variant compiled into this build, portable first.

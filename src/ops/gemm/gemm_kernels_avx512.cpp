@@ -101,14 +101,31 @@ struct ARows {
   const float* prefetch_base() const { return nullptr; }
 };
 
+// Every 4th k step of a tile prefetches the next 64-byte line of `at` into L2 (the engine's next packed-B
+// block: tile_a_rows' pf_b): spread over the k loop, a line every ~50 cycles, so the misses to memory
+// never queue up in front of the FMAs, which a burst of them at the tile's start did.
+struct LineStream {
+  const char* at;
+  void maybe(int64_t k) {
+    if ((k & 3) == 0) {
+      _mm_prefetch(at, _MM_HINT_T1);
+      at += 64;
+    }
+  }
+};
+struct NoStream {
+  void maybe(int64_t) {}
+};
+
 // The accumulators of an MR x (16 * NP) tile. `b_row(k)` is B's row k (16 * NP floats, panel q at
 // b_row(k) + q * pstride), of which lanes outside bm[q] are not read (zero).
 // With pf > 0 each k step also prefetches A at a + pf (floats, packed A only); tile_np's pf = MR * kc is
 // the same k of the next 6-row micro-panel.
-template <int NP, typename ASrc, typename BRow>
+template <int NP, typename ASrc, typename BRow, typename Stream = NoStream>
 NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, ASrc a, BRow b_row,
                                                                   int64_t pstride, const __mmask16 (&bm)[NP],
-                                                                  __m512 (&acc)[MR][NP], int64_t pf = 0) {
+                                                                  __m512 (&acc)[MR][NP], int64_t pf = 0,
+                                                                  Stream stream = {}) {
   if constexpr (NP == 1) {
     // One panel: 6 accumulators are too few chains for two FMA ports at 4 cycles latency (Winograd's
     // products on 13x13 planes are all one-panel tiles). Even and odd k go to separate sets, added last.
@@ -143,6 +160,7 @@ NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, AS
 #pragma GCC unroll 1
   for (int64_t k = 0; k < kc; ++k) {
     if (pf) _mm_prefetch(reinterpret_cast<const char*>(a.prefetch_base() + pf), _MM_HINT_T0);
+    stream.maybe(k);
     const float* bp = b_row(k);
     __m512 b[NP];
 #pragma GCC unroll 4
@@ -273,7 +291,7 @@ NXRT_AVX512 bool tile_rows_avx512(int64_t kc, const float* a, const float* brow,
 template <int NP>
 NXRT_AVX512 bool tile_a_rows_np(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
                                 int mr, int nr, float alpha, float beta, const GemmEpilogue* ep, int64_t i0,
-                                int64_t j0) {
+                                int64_t j0, const float* pf_b) {
   for (int r = 0; r < mr; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * NP - 1), _MM_HINT_T0);
@@ -287,16 +305,21 @@ NXRT_AVX512 bool tile_a_rows_np(int64_t kc, const float* a, int64_t lda, const f
   __mmask16 all[NP];  // packed panels are padded: whole rows
 #pragma GCC unroll 4
   for (int q = 0; q < NP; ++q) all[q] = 0xFFFF;
-  accumulate<NP>(kc, rows, [b](int64_t k) { return b + k * NR; }, NR * kc, all, acc);
+  auto b_row = [b](int64_t k) { return b + k * NR; };
+  if (pf_b && NP > 1) {
+    accumulate<NP>(kc, rows, b_row, NR * kc, all, acc, 0, LineStream{reinterpret_cast<const char*>(pf_b)});
+  } else {
+    accumulate<NP>(kc, rows, b_row, NR * kc, all, acc);
+  }
   store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, fuse ? ep : nullptr, i0, j0);
   return fuse;
 }
 
 NXRT_AVX512 bool tile_a_rows_avx512(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
                                     int mr, int nr, float alpha, float beta, const GemmEpilogue* ep, int64_t i0,
-                                    int64_t j0) {
+                                    int64_t j0, const float* pf_b) {
   return with_panels(nr, [&](auto np) {
-    return tile_a_rows_np<decltype(np)::value>(kc, a, lda, b, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
+    return tile_a_rows_np<decltype(np)::value>(kc, a, lda, b, c, ldc, mr, nr, alpha, beta, ep, i0, j0, pf_b);
   });
 }
 
