@@ -284,6 +284,14 @@ TEST(GemmPlan, DecisionsFollowTheRules) {
   EXPECT_EQ(conv.m_chunks, 1);
   EXPECT_GE(conv.n_blocks, 2);
   EXPECT_FALSE(plan(64, 784, 576, GemmA::kPacked, GemmB::kGenerated, 1).split_n);
+  // A raw A against a PackedB (weights) under 512 rows splits the columns too (no weight block read by
+  // both cores); from 512 rows on, row chunks.
+  const GemmPlan linear = plan(128, 768, 768, GemmA::kRaw, GemmB::kPacked, 2);
+  EXPECT_TRUE(linear.split_n);
+  EXPECT_EQ(linear.m_chunks, 1);
+  EXPECT_GE(linear.n_blocks, 4);
+  EXPECT_FALSE(plan(512, 768, 768, GemmA::kRaw, GemmB::kPacked, 2).split_n);
+  EXPECT_FALSE(plan(128, 768, 768, GemmA::kRaw, GemmB::kRaw, 2).split_n);
   // The scratch need is the same at every width (a re-plan fits the caller's slots).
   for (GemmA a : {GemmA::kRaw, GemmA::kPacked})
     for (GemmB b : {GemmB::kRaw, GemmB::kPacked, GemmB::kGenerated})

@@ -563,8 +563,14 @@ GemmPlan gemm_f32_plan(int64_t M, int64_t N, int64_t K, GemmA a, GemmB b, bool t
   // and split 72 / 56 rows between the threads.
   // Also when all of A is at most 1 MB (one L2): every column block then reads it from cache anyway.
   // ResNet-50's 1x1/2 256->512 at 2 threads: 1.32 -> 1.07-1.12 ms on columns.
-  const bool split_n = threads > 1 && a == GemmA::kPacked && b != GemmB::kPacked &&
-                       (M < 512 || M * K <= (int64_t(1) << 18)) && panels >= 2 * threads;
+  // And with B a PackedB (a MatMul's weights) under 512 rows: row chunks would each stream the same
+  // weight blocks into their own core's L2, from memory in a model run. Zen 5, 2 threads, weights
+  // rotated past L3, in-process alternated, columns / row chunks: 128 x 768 x 768 0.96, 128 x 768 x 3072
+  // 0.98, 128 x 3072 x 768 0.95, 32-64 rows 0.90-0.98, 512 rows 0.98-0.99, 1024 rows 1.00-1.02 (hence the
+  // bound); warm weights 0.97-0.99 under 512 rows; the BERT-shaped encoder 0.963.
+  const bool split_n = threads > 1 && panels >= 2 * threads &&
+                       ((a == GemmA::kPacked && b != GemmB::kPacked && (M < 512 || M * K <= (int64_t(1) << 18))) ||
+                        (b == GemmB::kPacked && M < 512));
   if (split_n) {
     // Up to kSplitBlocksPerThread blocks a thread of >= 4 panels each, so the pool balances them: with
     // one block a thread, a thread that came late or read the other core's data held the other up
