@@ -502,6 +502,44 @@ TEST(OptimizerGelu, FusesErfAndTanhForms) {
   }
 }
 
+// The erf Gelu after a MatMul + bias becomes FusedMatMul's activation: the pattern fuse_gelu makes one
+// nxrt Gelu of, and ai.onnx Gelu (opset 20). Gelu's tanh approximation has no fused activation and
+// stays a node after the FusedMatMul.
+TEST(OptimizerGelu, ErfFormFusesIntoTheMatMulBefore) {
+  auto has_gelu_activation = [](const ir::Model& o) {
+    for (const auto& a : o.graph.nodes[0].attributes)
+      if (a.name == "activation" && a.s == "Gelu") return true;
+    return false;
+  };
+  for (int form = 0; form < 3; ++form) {  // 0: the written-out erf pattern; 1, 2: Gelu-20 none / tanh
+    ModelBuilder b(form == 0 ? 13 : 20);
+    b.input("in", {2, 5, 8});
+    b.init("w", random_tensor({8, 6}, 51));
+    b.init("bias", random_tensor({6}, 52));
+    b.node("MatMul", {"in", "w"}, {"mm"});
+    b.node("Add", {"mm", "bias"}, {"x"});
+    if (form == 0) {
+      add_gelu(b, false, 0);
+    } else {
+      ir::Attribute approx;
+      approx.name = "approximate";
+      approx.type = ir::Attribute::Type::kString;
+      approx.s = form == 1 ? "none" : "tanh";
+      b.node("Gelu", {"x"}, {"y"}, {approx});
+    }
+    b.output("y");
+    const ir::Model o = optimized(b.m, OptLevel::kAll);
+    if (form == 2) {
+      ASSERT_EQ(ops_of(o), (std::vector<std::string>{"nxrt::FusedMatMul", "Gelu"}));
+      EXPECT_FALSE(has_gelu_activation(o));
+    } else {
+      ASSERT_EQ(ops_of(o), (std::vector<std::string>{"nxrt::FusedMatMul"})) << "form " << form;
+      EXPECT_TRUE(has_gelu_activation(o));
+    }
+    expect_same_numerics(b.m, {{"in", Value(random_tensor({2, 5, 8}, 53, -2, 2))}}, 1e-5);
+  }
+}
+
 TEST(OptimizerGelu, RefusesWrongConstantsAndSharedIntermediates) {
   ModelBuilder b(13);
   b.input("x", {4, 7});

@@ -345,7 +345,84 @@ TEST(VecMath, SoftmaxAndNormsMatchTheirScalarReference) {
   }
 }
 
-// nxrt::FusedConv / FusedMatMul with a Sigmoid or Tanh epilogue (and a residual Z) at every tier: the
+// nxrt::FusedMatMul against a constant B (packed at creation: the bias, residual and in-register
+// activations ride on the GEMM's store, MatMulWithPost; Sigmoid / Tanh / Gelu one pass after it) and
+// against the same B as a plain input (the fused kernel's own passes), every activation the optimizer
+// fuses, with and without bias and residual, K over one K block, 2 threads, at every tier: both against
+// act(x.w + b + z) in double.
+TEST(VecMath, FusedMatMulEpilogueInTheStoreMatchesTheDefinition) {
+  std::mt19937 rng(43);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  auto floats = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = d(rng);
+    return v;
+  };
+  std::vector<Tier> tiers = vector_tiers();
+  tiers.insert(tiers.begin(), Tier{"scalar", ep::IsaTier::kScalar});
+  struct Act {
+    const char* name;
+    std::vector<float> params;
+  };
+  const Act acts[] = {{"", {}},          {"Relu", {}},    {"LeakyRelu", {0.1f}}, {"Clip", {-0.5f, 0.7f}},
+                      {"HardSigmoid", {0.2f, 0.5f}}, {"HardSwish", {}}, {"Sigmoid", {}},  {"Tanh", {}},
+                      {"Gelu", {}}};
+  auto act_ref = [](const Act& a, double v) {
+    const std::string n = a.name;
+    if (n == "Relu") return std::max(0.0, v);
+    if (n == "LeakyRelu") return v >= 0 ? v : a.params[0] * v;
+    if (n == "Clip") return std::min<double>(a.params[1], std::max<double>(a.params[0], v));
+    if (n == "HardSigmoid") return std::max(0.0, std::min(1.0, a.params[0] * v + a.params[1]));
+    if (n == "HardSwish") return v * std::max(0.0, std::min(1.0, v / 6 + 0.5));
+    if (n == "Sigmoid") return 1 / (1 + std::exp(-v));
+    if (n == "Tanh") return std::tanh(v);
+    if (n == "Gelu") return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    return v;
+  };
+  for (const Tier& t : tiers) {
+    for (const Act& act : acts) {
+      for (int it = 0; it < 4; ++it) {
+        const bool bias = it != 1, residual = it >= 2;
+        const int64_t H = 1 + static_cast<int64_t>(rng() % 40), C = 1 + static_cast<int64_t>(rng() % 300);
+        const int64_t M = 1 + static_cast<int64_t>(rng() % 100);
+        const std::vector<float> x = floats(static_cast<size_t>(H * C)), w = floats(static_cast<size_t>(C * M));
+        const std::vector<float> b = floats(static_cast<size_t>(M)), z = floats(static_cast<size_t>(H * M));
+        std::vector<double> want(static_cast<size_t>(H * M));
+        for (int64_t i = 0; i < H; ++i)
+          for (int64_t j = 0; j < M; ++j) {
+            double s = 0;
+            for (int64_t k = 0; k < C; ++k) s += double(x[i * C + k]) * w[k * M + j];
+            if (bias) s += b[j];
+            if (residual) s += z[i * M + j];
+            want[i * M + j] = act_ref(act, s);
+          }
+        for (bool constant_b : {true, false}) {
+          nxrt::testing::KernelRun run;
+          run.op_type = "FusedMatMul";
+          run.domain = "nxrt";
+          run.opset = 1;
+          run.threads = 2;
+          if (*act.name) run.attributes.push_back(nxrt::testing::attr_string("activation", act.name));
+          if (!act.params.empty())
+            run.attributes.push_back(nxrt::testing::attr_floats("activation_params", act.params));
+          run.inputs = {ftensor(Dims{H, C}, x), ftensor(Dims{C, M}, w), bias ? ftensor(Dims{M}, b) : Value()};
+          if (residual) run.inputs.push_back(ftensor(Dims{H, M}, z));
+          if (constant_b) run.const_inputs = {1};
+          const std::vector<float> got = run_at_tier(run, t.name);
+          ASSERT_EQ(got.size(), want.size());
+          for (size_t i = 0; i < got.size(); ++i) {
+            ASSERT_NEAR(got[i], want[i], 2e-6 * (std::sqrt(double(C)) + 1) * (1 + std::fabs(want[i])))
+                << t.name << " " << (*act.name ? act.name : "none") << (bias ? " + bias" : "")
+                << (residual ? " + Z" : "") << (constant_b ? " constant B" : " B input") << " [" << H << ", " << C
+                << "] x [" << C << ", " << M << "] at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// nxrt::FusedConv / FusedMatMul with a Sigmoid, Tanh or Gelu epilogue (and a residual Z) at every tier: the
 // GEMM store's epilogue or the fused kernel's epilogue pass applies the vector bodies at the vector
 // tiers and libm at the scalar one. Each against the same node without the activation at the same
 // tier (the conv paths differ between tiers in their sums' rounding) and the double-precision
@@ -361,7 +438,7 @@ TEST(VecMath, FusedActivationEpiloguesApplyTheActivation) {
   std::vector<Tier> tiers = vector_tiers();
   tiers.insert(tiers.begin(), Tier{"scalar", ep::IsaTier::kScalar});
   for (const Tier& t : tiers) {
-    for (const char* act : {"Sigmoid", "Tanh"}) {
+    for (const char* act : {"Sigmoid", "Tanh", "Gelu"}) {
       for (int it = 0; it < 6; ++it) {
         const bool conv = it % 2 == 0, residual = it % 3 == 0;
         const int64_t C = 1 + static_cast<int64_t>(rng() % 24), M = 1 + static_cast<int64_t>(rng() % 20);
@@ -387,10 +464,14 @@ TEST(VecMath, FusedActivationEpiloguesApplyTheActivation) {
         const std::vector<float> pre = run_with(""), got = run_with(act);
         ASSERT_EQ(pre.size(), got.size());
         ASSERT_EQ(got.size(), static_cast<size_t>(shape_numel(ys)));
-        const bool tanh = std::string(act) == "Tanh";
+        const bool tanh = std::string(act) == "Tanh", gelu = std::string(act) == "Gelu";
         for (size_t i = 0; i < got.size(); ++i) {
-          const double want = tanh ? std::tanh(double(pre[i])) : 1 / (1 + std::exp(-double(pre[i])));
-          ASSERT_NEAR(got[i], want, 4e-7 * std::fabs(want) + 1e-9)
+          const double v = pre[i];
+          const double want = tanh   ? std::tanh(v)
+                              : gelu ? 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))
+                                     : 1 / (1 + std::exp(-v));
+          // Gelu's 1 + erf(x) cancels for negative x: float's erf carries ~6e-8 there, times |x| / 2.
+          ASSERT_NEAR(got[i], want, 4e-7 * std::fabs(want) + (gelu ? 1e-7 * (1 + std::fabs(v)) : 1e-9))
               << t.name << " " << (conv ? "FusedConv " : "FusedMatMul ") << act << (residual ? " + Z" : "") << " at "
               << i << " of " << pre[i];
         }

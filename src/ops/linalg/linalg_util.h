@@ -28,6 +28,21 @@ struct MatMulShape {
 };
 Result<MatMulShape> matmul_shape(const Dims& a, const Dims& b);
 
+// A MatMul kernel that can apply a fused node's epilogue in its GEMM's store (FusedMatMul: a bias per
+// output column, a residual of the output's shape, the activation), which saves the passes over the
+// output the fused kernel would make after it. compute_with_post computes output 0 with `ep` applied
+// and returns true; or computes nothing and returns false when this call cannot take it (a B that was
+// not packed at creation, a residual of another shape than the output's), and the caller then runs
+// the plain compute and its own epilogue: a B that was not packed at creation, a bias that is not
+// `bias_len` = the output's N values, a residual whose shape is not the output's. `ep.residual`'s row
+// stride and `ep.isa` are set here (the output's N, the kernel's tier).
+class MatMulWithPost {
+ public:
+  virtual ~MatMulWithPost() = default;
+  virtual Result<bool> compute_with_post(ep::KernelContext& ctx, GemmEpilogue ep, int64_t bias_len,
+                                         const Dims* residual_shape) const = 0;
+};
+
 // How matmul_batched runs a batched product, decided from the shape once (MatMul's variant keeps it):
 // how the batches go over the threads, and the float engine's plan for one of its GEMMs (float and the
 // reduced floats, which compute in float; unused for other types).

@@ -446,7 +446,7 @@ Status det_compute(ep::KernelContext& ctx) {
 // ---------------------------------------------------------------------------------------------
 // Class kernels: a constant float32 right operand (an initializer) is packed once at creation.
 
-class MatMulKernel final : public ep::Kernel {
+class MatMulKernel final : public ep::Kernel, public MatMulWithPost {
  public:
   Status init(const ep::KernelInfo& info) {
     isa_ = info.isa();
@@ -474,28 +474,41 @@ class MatMulKernel final : public ep::Kernel {
     return gemm_plan_variant<MatMulVariant>(sc, packed_b_plan(s, sc.num_threads()));
   }
   Status compute(ep::KernelContext& ctx) const override {
-    const Tensor& a = ctx.input(0);
     if (packed_.empty()) return matmul_compute(ctx, isa_);
+    return compute_packed(ctx, nullptr, nullptr).status();
+  }
+  Result<bool> compute_with_post(ep::KernelContext& ctx, GemmEpilogue ep, int64_t bias_len,
+                                 const Dims* residual_shape) const override {
+    if (packed_.empty() || (ep.bias && bias_len != packed_.N)) return false;
+    ep.isa = isa_;
+    return compute_packed(ctx, &ep, residual_shape);
+  }
+
+ private:
+  // The product against the B packed at creation, with `ep` in the GEMM's store when given; false (and
+  // nothing computed) when the residual's shape is not the output's.
+  Result<bool> compute_packed(ep::KernelContext& ctx, GemmEpilogue* ep, const Dims* residual_shape) const {
+    const Tensor& a = ctx.input(0);
     // B was packed at creation (and its bytes may be gone): only a float A can pair with it.
     if (a.dtype() != DataType::kFloat)
       return ctx.error(std::string("A must be float32 like the constant B, got ") + a.describe(), StatusCode::kInvalidArgument);
     auto sr = matmul_shape(a.shape(), b_shape_);
     if (!sr.ok()) return ctx.error(sr.status().message(), StatusCode::kInvalidArgument);
     const MatMulShape& s = sr.value();
+    if (ep && ep->residual && (!residual_shape || *residual_shape != s.out_shape)) return false;
+    if (ep) ep->ldr = s.N;
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kFloat, s.out_shape));
-    if (y->numel() == 0) return Status::Ok();
+    if (y->numel() == 0) return true;
     GemmScratch gs;
     const MatMulVariant* v = gemm_variant<MatMulVariant>(ctx, &gs);
     const int64_t rows = s.batch_count() * s.M;
     const MatMulPlan plan = v && gemm_plan_serves(v->plan.gemm, rows, s.N, s.K, GemmB::kPacked, false, false)
                                 ? v->plan
                                 : packed_b_plan(s, ctx.pool().num_threads());
-    gemm_f32_packed(plan.gemm, 1.f, a.data<float>(), s.K, packed_, 0.f, y->data<float>(), s.N, &ctx.pool(), nullptr,
-                    &gs);
-    return Status::Ok();
+    gemm_f32_packed(plan.gemm, 1.f, a.data<float>(), s.K, packed_, 0.f, y->data<float>(), s.N, &ctx.pool(), ep, &gs);
+    return true;
   }
 
- private:
   // B has no batch dims: A's batches fold into M of one GEMM against the packed B.
   MatMulPlan packed_b_plan(const MatMulShape& s, int threads) const {
     MatMulPlan p;

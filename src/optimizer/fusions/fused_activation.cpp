@@ -53,6 +53,13 @@ bool clip_bounds(const Rewriter& rw, const ir::Node& n, std::vector<float>* boun
 
 bool match_fused_activation(const Rewriter& rw, const ir::Node& n, FusedActivation* act) {
   const std::string dom = ir::canonical_domain(n.domain);
+  // Gelu in its exact (erf) form: ai.onnx Gelu (opset 20) or the nxrt Gelu fuse_gelu makes of the
+  // written-out Div / Erf / Add / Mul / Mul. The tanh approximation has no fused activation.
+  if (n.op_type == "Gelu" && (dom.empty() || dom == kNxrtDomain)) {
+    if (n.inputs.size() != 1 || attr_s(n, "approximate", "none") != "none") return false;
+    *act = {"Gelu", {}};
+    return true;
+  }
   // nxrt::HardSwish is what fuse_hard_swish made of the ai.onnx pattern.
   if (!dom.empty() && !(dom == kNxrtDomain && n.op_type == "HardSwish")) return false;
   if (n.op_type == "Clip") {

@@ -1,6 +1,7 @@
 // The activation a fused nxrt node applies to its result: the one place the optimizer writes the
 // attribute contract that ops/fused parses (FusedConv, FusedGemm, FusedMatMul):
-//   activation         "" (none), "Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Clip"
+//   activation         "" (none), "Relu", "Sigmoid", "Tanh", "Gelu" (the erf form), "LeakyRelu", "HardSigmoid",
+//                      "HardSwish", "Clip"
 //   activation_params  LeakyRelu: alpha; HardSigmoid: alpha, beta; Clip: min, max (absent when empty)
 //   inner_opset        the ai.onnx opset the wrapped Conv / Gemm / MatMul is created at
 #pragma once
