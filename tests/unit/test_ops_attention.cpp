@@ -301,3 +301,58 @@ TEST(OpsAttention, ReducedAndDoublePrecisionMatchFloat) {
     }
   }
 }
+
+// nxrt::FusedAttention takes Q, Kt and V as strided views (the Transposes that split heads out of a
+// [B, S, H, D] projection): the fast path reads them in place (Kt, a view of K transposed, as B
+// transposed) with the same bits as contiguous copies, with and without a mask and scale, 1 and 2
+// threads; a view whose last axis is not unit-stride (Q read along columns) is copied first, same bits.
+TEST(FusedAttentionOp, StridedHeadViewsGiveTheContiguousBits) {
+  std::mt19937 rng(71);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  const int64_t Bn = 2, S = 19, H = 3, D = 8;
+  auto buffer = [&](int64_t n) {
+    Tensor t(DataType::kFloat, Dims{n});
+    for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = d(rng);
+    return t;
+  };
+  const int64_t n = Bn * S * H * D;
+  const Tensor qb = buffer(n), kb = buffer(n), vb = buffer(n);
+  // [B, S, H, D] seen as [B, H, S, D] (Q, V) and as [B, H, D, S] (Kt).
+  const Dims head_major{S * H * D, D, H * D, 1}, kt_strides{S * H * D, D, 1, H * D};
+  const Tensor q(DataType::kFloat, Dims{Bn, H, S, D}, qb.storage(), qb.byte_offset(), head_major);
+  const Tensor kt(DataType::kFloat, Dims{Bn, H, D, S}, kb.storage(), kb.byte_offset(), kt_strides);
+  const Tensor v(DataType::kFloat, Dims{Bn, H, S, D}, vb.storage(), vb.byte_offset(), head_major);
+  // Q [B, H, S, D] whose last axis has stride S (a view of a [B, H, D, S] buffer): not read in place.
+  const Tensor q_cols(DataType::kFloat, Dims{Bn, H, S, D}, qb.storage(), qb.byte_offset(),
+                      Dims{S * H * D, S * D, 1, S});
+  ASSERT_FALSE(q.is_contiguous());
+  ASSERT_FALSE(kt.is_contiguous());
+  Tensor mask(DataType::kFloat, Dims{Bn, 1, 1, S});
+  for (int64_t i = 0; i < Bn * S; ++i) mask.data<float>()[i] = i % 5 == 0 ? -1e4f : 0.f;
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool with_mask = variant & 1, cols = variant & 2;
+    for (int threads : {1, 2}) {
+      auto run_on = [&](const Tensor& qq, const Tensor& kk, const Tensor& vv) {
+        KernelRun run;
+        run.op_type = "FusedAttention";
+        run.domain = "nxrt";
+        run.opset = 1;
+        run.threads = threads;
+        run.specialize = true;
+        run.attributes = {attr_string("scale_op", "Div")};
+        run.inputs = {Value(qq), Value(kk), Value(vv), with_mask ? Value(mask) : Value(),
+                      Value(Tensor::scalar_float(2.8284271f))};
+        auto out = run_kernel(run);
+        EXPECT_TRUE(out.ok()) << out.status().message();
+        if (!out.ok()) return std::vector<float>{};
+        const Tensor& y = out.value()[0].tensor();
+        return std::vector<float>(y.data<float>(), y.data<float>() + y.numel());
+      };
+      const Tensor& qv = cols ? q_cols : q;
+      const std::vector<float> viewed = run_on(qv, kt, v);
+      const std::vector<float> copied = run_on(qv.contiguous(), kt.contiguous(), v.contiguous());
+      ASSERT_EQ(viewed.size(), static_cast<size_t>(Bn * H * S * D));
+      EXPECT_TRUE(viewed == copied) << "mask " << with_mask << " q by columns " << cols << " threads " << threads;
+    }
+  }
+}

@@ -6,6 +6,8 @@
 // Fast path (float32, Q/Kt/V of rank >= 2 with identical batch dims, a mask that broadcasts into the
 // scores without widening them): per batch item, scores = Q_b * Kt_b into a scratch [S, L], scale, mask,
 // softmax and P * V_b straight into the output; the [batch, S, L] score tensor is never materialized.
+// Q, Kt and V are read where they lie when they are the strided views a head split makes (a Transpose
+// of [B, S, H, D]: each head's matrix is rows of D contiguous floats H * D apart), not gathered first.
 // Anything else runs the original ops' kernels one after the other (exact fallback).
 #include <cmath>
 #include <limits>
@@ -25,6 +27,30 @@ struct Step {
   ir::Node node;
   std::unique_ptr<ep::KernelInfo> info;
   std::unique_ptr<ep::Kernel> kernel;
+};
+
+// Where batch item b's matrix of a rank-r operand starts (elements from data<float>()), and the row
+// strides of the three matrices; contiguous operands give b * rows * cols and the row lengths.
+struct StridedOperands {
+  // Whether every operand's matrices are addressable as the GEMM reads them: Q and V with unit stride
+  // along their last axis, Kt with unit stride along either of its last two.
+  static bool fit(const Tensor& q, const Tensor& kt, const Tensor& v) {
+    if (q.is_contiguous() && kt.is_contiguous() && v.is_contiguous()) return true;
+    const Dims qs = q.effective_strides(), ks = kt.effective_strides(), vs = v.effective_strides();
+    const size_t r = qs.size();
+    if (r < 2 || ks.size() != r || vs.size() != r) return false;
+    return qs[r - 1] == 1 && vs[r - 1] == 1 && (ks[r - 1] == 1 || ks[r - 2] == 1);
+  }
+  static int64_t item_offset(const Tensor& t, int64_t b) {
+    const Dims& sh = t.shape();
+    const Dims st = t.effective_strides();
+    int64_t off = 0;
+    for (size_t d = sh.size() - 2; d-- > 0;) {
+      off += (b % sh[d]) * st[d];
+      b /= sh[d];
+    }
+    return off;
+  }
 };
 
 class FusedAttentionKernel final : public ep::Kernel {
@@ -85,9 +111,17 @@ class FusedAttentionKernel final : public ep::Kernel {
            scale ? &scale->shape() : nullptr, ctx.pool().num_threads(), local);
       var = &local;
     }
-    if (var->fast) return fast(ctx, *var, q, kt, v, mask, scale);
-    return fallback(ctx, q, kt, v, mask, scale);
+    // Q, Kt and V may come as strided views (a Transpose splitting heads, accepts_strided_input): the
+    // fast path reads them in place where each matrix's rows are runs of contiguous floats (Kt's
+    // either way: a transposed view of K is B transposed); anything else gets contiguous copies here.
+    if (var->fast && StridedOperands::fit(q, kt, v)) return fast(ctx, *var, q, kt, v, mask, scale);
+    const Tensor qc = q.contiguous(), ktc = kt.contiguous(), vc = v.contiguous();
+    if (var->fast) return fast(ctx, *var, qc, ktc, vc, mask, scale);
+    return fallback(ctx, qc, ktc, vc, mask, scale);
   }
+  // The executor hands Q, Kt and V over as they are (views included); compute copies what the fast path
+  // cannot read in place. The mask and scale come contiguous.
+  bool accepts_strided_input(size_t i) const override { return i <= 2; }
 
  private:
   Status add_step(const ep::KernelInfo& info, const std::string& op, int64_t opset, std::vector<ir::Attribute> attrs) {
@@ -204,6 +238,12 @@ class FusedAttentionKernel final : public ep::Kernel {
     const int64_t* moff = pv.moff.data();
     const int64_t mrow = pv.mrow, mcol = pv.mcol;
     float* yd = y->data<float>();
+    // Row strides of Q, Kt (or, Kt a transposed view, its column stride: B transposed) and V.
+    const Dims qst = q.effective_strides(), kst = kt.effective_strides(), vst = v.effective_strides();
+    const size_t r = qst.size();
+    const int64_t lda = qst[r - 2], ldv = vst[r - 2];
+    const bool kt_trans = kst[r - 1] != 1;
+    const int64_t ldk = kt_trans ? kst[r - 1] : kst[r - 2];
     ep::ThreadPool& pool = ctx.pool();
     ep::ThreadPool* gemm_pool = pv.workers > 1 ? nullptr : &pool;
     // The softmax rows on the unfused Softmax kernel's vector body at this tier (the same function, so
@@ -216,7 +256,8 @@ class FusedAttentionKernel final : public ep::Kernel {
         float* p = scratch + w * S * L;
         const int64_t b0 = w * nb / pv.workers, b1 = (w + 1) * nb / pv.workers;
         for (int64_t b = b0; b < b1; ++b) {
-          gemm_f32(false, false, S, L, D, 1.f, qd + b * S * D, D, kd + b * D * L, L, 0.f, p, L, gemm_pool);
+          gemm_f32(false, kt_trans, S, L, D, 1.f, qd + StridedOperands::item_offset(q, b), lda,
+                   kd + StridedOperands::item_offset(kt, b), ldk, 0.f, p, L, gemm_pool);
           for (int64_t s = 0; s < S; ++s) {
             float* row = p + s * L;
             if (mul) {
@@ -242,7 +283,8 @@ class FusedAttentionKernel final : public ep::Kernel {
             const float inv = static_cast<float>(1.0 / sum);
             for (int64_t j = 0; j < L; ++j) row[j] *= inv;
           }
-          gemm_f32(false, false, S, Dv, L, 1.f, p, L, vd + b * L * Dv, Dv, 0.f, yd + b * S * Dv, Dv, gemm_pool);
+          gemm_f32(false, false, S, Dv, L, 1.f, p, L, vd + StridedOperands::item_offset(v, b), ldv, 0.f,
+                   yd + b * S * Dv, Dv, gemm_pool);
         }
       }
     };
