@@ -29,8 +29,7 @@ struct Step {
   std::unique_ptr<ep::Kernel> kernel;
 };
 
-// Where batch item b's matrix of a rank-r operand starts (elements from data<float>()), and the row
-// strides of the three matrices; contiguous operands give b * rows * cols and the row lengths.
+// How the fast path addresses Q, Kt and V when they are strided views.
 struct StridedOperands {
   // Whether every operand's matrices are addressable as the GEMM reads them: Q and V with unit stride
   // along their last axis, Kt with unit stride along either of its last two.
@@ -41,9 +40,9 @@ struct StridedOperands {
     if (r < 2 || ks.size() != r || vs.size() != r) return false;
     return qs[r - 1] == 1 && vs[r - 1] == 1 && (ks[r - 1] == 1 || ks[r - 2] == 1);
   }
-  static int64_t item_offset(const Tensor& t, int64_t b) {
-    const Dims& sh = t.shape();
-    const Dims st = t.effective_strides();
+  // Where batch item b's matrix of an operand of shape `sh` and strides `st` (effective_strides, taken
+  // once per call) starts, in elements from data<float>(); b * rows * cols for a contiguous one.
+  static int64_t item_offset(const Dims& sh, const Dims& st, int64_t b) {
     int64_t off = 0;
     for (size_t d = sh.size() - 2; d-- > 0;) {
       off += (b % sh[d]) * st[d];
@@ -256,8 +255,8 @@ class FusedAttentionKernel final : public ep::Kernel {
         float* p = scratch + w * S * L;
         const int64_t b0 = w * nb / pv.workers, b1 = (w + 1) * nb / pv.workers;
         for (int64_t b = b0; b < b1; ++b) {
-          gemm_f32(false, kt_trans, S, L, D, 1.f, qd + StridedOperands::item_offset(q, b), lda,
-                   kd + StridedOperands::item_offset(kt, b), ldk, 0.f, p, L, gemm_pool);
+          gemm_f32(false, kt_trans, S, L, D, 1.f, qd + StridedOperands::item_offset(q.shape(), qst, b), lda,
+                   kd + StridedOperands::item_offset(kt.shape(), kst, b), ldk, 0.f, p, L, gemm_pool);
           for (int64_t s = 0; s < S; ++s) {
             float* row = p + s * L;
             if (mul) {
@@ -283,7 +282,7 @@ class FusedAttentionKernel final : public ep::Kernel {
             const float inv = static_cast<float>(1.0 / sum);
             for (int64_t j = 0; j < L; ++j) row[j] *= inv;
           }
-          gemm_f32(false, false, S, Dv, L, 1.f, p, L, vd + StridedOperands::item_offset(v, b), ldv, 0.f,
+          gemm_f32(false, false, S, Dv, L, 1.f, p, L, vd + StridedOperands::item_offset(v.shape(), vst, b), ldv, 0.f,
                    yd + b * S * Dv, Dv, gemm_pool);
         }
       }

@@ -269,12 +269,7 @@ class FusedKernel final : public ep::Kernel {
         NXRT_ASSIGN_OR_RETURN(bool applied, mm_post->compute_with_post(fc, ep, bias ? bias->numel() : 0,
                                                                        z ? &z->shape() : nullptr));
         if (applied && fc.out_ && !fc.is_temp_) {
-          if (act_map_) {
-            float* yd = fc.out_->data<float>();
-            ctx.pool().parallel_for(fc.out_->numel(), 1 << 14, [&](int64_t i0, int64_t i1) {
-              act_map_(act_fn_, yd + i0, nullptr, yd + i0, i1 - i0);
-            });
-          }
+          if (act_map_) vector_activation_pass(ctx.pool(), fc.out_->data<float>(), nullptr, fc.out_->numel());
           return Status::Ok();
         }
         if (applied) return ctx.error("fused kernel: the MatMul applied the epilogue to a temporary output");
@@ -381,13 +376,8 @@ class FusedKernel final : public ep::Kernel {
             const ActParams act = act_;
             const bool avx2 = epilogue_avx2_;
             if constexpr (std::is_same_v<T, float>) {
-              if (act_map_) {  // y (+ z), then the activation's vector body
-                ActParams add_only = act;
-                add_only.kind = Activation::kNone;
-                ctx.pool().parallel_for(n, 1 << 14, [&](int64_t i0, int64_t i1) {
-                  if (zd) epilogue_dispatch<T, CT>(avx2, yd, zd, i0, i1, add_only);
-                  act_map_(act_fn_, yd + i0, nullptr, yd + i0, i1 - i0);
-                });
+              if (act_map_) {
+                vector_activation_pass(ctx.pool(), yd, zd, n);
                 return Status::Ok();
               }
             }
@@ -432,6 +422,16 @@ class FusedKernel final : public ep::Kernel {
   }
 
  private:
+  // y (+ z when given), then the activation's vector body (act_map_ set), in chunks over the pool.
+  void vector_activation_pass(ep::ThreadPool& pool, float* yd, const float* zd, int64_t n) const {
+    ActParams add_only = act_;
+    add_only.kind = Activation::kNone;
+    pool.parallel_for(n, 1 << 14, [&](int64_t i0, int64_t i1) {
+      if (zd) epilogue_dispatch<float, float>(epilogue_avx2_, yd, zd, i0, i1, add_only);
+      act_map_(act_fn_, yd + i0, nullptr, yd + i0, i1 - i0);
+    });
+  }
+
   std::string inner_op_;
   size_t n_inner_ = 0;
   int64_t dflt_opset_ = 13;

@@ -371,26 +371,21 @@ void execute(const GemmPlan& plan, float alpha, const ASrc& as, const BSrc& bs, 
             float* crow = C + (i0 + ir) * ldc + j0;
             for (int64_t jr = 0, nr = 0; jr < nc; jr += nr) {
               nr = tile_width(nc - jr, tile_cols);
+              // The panel's first tile also prefetches the next A micro-panel: packed conv weights come
+              // from memory, and a 1x1 conv on 14x14 uses each panel for only 7 tiles. Prefetching in
+              // every tile cost 3-5% where a panel serves 16 (56x56 blocks of 512 columns).
+              const bool pf = jr == 0;
+              // Each tile call below returns true when the epilogue rode on its store; else the plain
+              // product is stored and the epilogue (last K block) follows.
               if (a_in_place) {
                 const float* pf_b =
                     next_b_at < next_b_bytes ? reinterpret_cast<const float*>(next_b + next_b_at) : nullptr;
                 next_b_at += (kc + 3) / 4 * 64;  // the lines this tile is given (a one-panel tile skips them)
                 if (kern.tile_a_rows(kc, ap, as.lda, bblk + jr * kc, crow + jr, ldc, mr, nr, alpha, beta_k,
                                      ep_in_tile ? ep : nullptr, i0 + ir, j0 + jr, pf_b))
-                  continue;  // the epilogue rode on the store
-                if (last_k && ep) {
-                  if (kern.epilogue_tile && kern.epilogue_tile(*ep, i0 + ir, j0 + jr, mr, nr, crow + jr, ldc)) continue;
-                  gemm_apply_epilogue(*ep, i0 + ir, j0 + jr, mr, nr, crow + jr, ldc);
-                }
-                continue;
-              }
-              // The panel's first tile also prefetches the next A micro-panel: packed conv weights come
-              // from memory, and a 1x1 conv on 14x14 uses each panel for only 7 tiles. Prefetching in
-              // every tile cost 3-5% where a panel serves 16 (56x56 blocks of 512 columns).
-              const bool pf = jr == 0;
-              if (ep_in_tile) {
+                  continue;
+              } else if (ep_in_tile) {
                 auto* te = pf && kern.tile_epilogue_prefetch_a ? kern.tile_epilogue_prefetch_a : kern.tile_epilogue;
-                // false: the tile stored the plain product and the epilogue follows.
                 if (te(kc, ap, bblk + jr * kc, crow + jr, ldc, mr, nr, *ep, i0 + ir, j0 + jr)) continue;
               } else {
                 auto* t = pf && kern.tile_prefetch_a ? kern.tile_prefetch_a : kern.tile;

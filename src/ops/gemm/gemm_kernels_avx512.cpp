@@ -219,9 +219,11 @@ inline void prefetch_residual(const GemmEpilogue& ep, int mr, int64_t i0, int64_
 }
 
 // PF: also prefetch the next A micro-panel (a + MR * kc) over the k loop (tile_prefetch_a).
-template <int NP, bool PF = false>
-NXRT_AVX512 void tile_np(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr,
-                         float alpha, float beta, const GemmEpilogue* ep = nullptr, int64_t i0 = 0, int64_t j0 = 0) {
+// A: a packed panel (APanel) or rows in place (ARows); `stream`: what else the k loop prefetches.
+template <int NP, bool PF = false, typename ASrc = APanel, typename Stream = NoStream>
+NXRT_AVX512 void tile_np(int64_t kc, ASrc a, const float* b, float* c, int64_t ldc, int mr, int nr, float alpha,
+                         float beta, const GemmEpilogue* ep = nullptr, int64_t i0 = 0, int64_t j0 = 0,
+                         Stream stream = {}) {
   for (int r = 0; r < mr; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * NP - 1), _MM_HINT_T0);
@@ -231,7 +233,7 @@ NXRT_AVX512 void tile_np(int64_t kc, const float* a, const float* b, float* c, i
   __mmask16 all[NP];  // packed panels are padded: whole rows
 #pragma GCC unroll 4
   for (int q = 0; q < NP; ++q) all[q] = 0xFFFF;
-  accumulate<NP>(kc, APanel{a}, [b](int64_t k) { return b + k * NR; }, NR * kc, all, acc, PF ? MR * kc : 0);
+  accumulate<NP>(kc, a, [b](int64_t k) { return b + k * NR; }, NR * kc, all, acc, PF ? MR * kc : 0, stream);
   store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
 }
 
@@ -248,7 +250,7 @@ NXRT_AVX512 inline __attribute__((always_inline)) decltype(auto) with_panels(int
 template <bool PF>
 NXRT_AVX512 void tile_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int mr, int nr,
                              float alpha, float beta) {
-  with_panels(nr, [&](auto np) { tile_np<decltype(np)::value, PF>(kc, a, b, c, ldc, mr, nr, alpha, beta); });
+  with_panels(nr, [&](auto np) { tile_np<decltype(np)::value, PF>(kc, APanel{a}, b, c, ldc, mr, nr, alpha, beta); });
 }
 
 // The epilogue in the store saves the pass epilogue_tile makes over the tile afterwards.
@@ -257,7 +259,7 @@ NXRT_AVX512 bool tile_epilogue_avx512(int64_t kc, const float* a, const float* b
                                       int nr, const GemmEpilogue& ep, int64_t i0, int64_t j0) {
   const GemmEpilogue* fused = epilogue_in_registers(ep) ? &ep : nullptr;
   with_panels(nr, [&](auto np) {
-    tile_np<decltype(np)::value, PF>(kc, a, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
+    tile_np<decltype(np)::value, PF>(kc, APanel{a}, b, c, ldc, mr, nr, 1.f, 0.f, fused, i0, j0);
   });
   return fused != nullptr;
 }
@@ -292,27 +294,17 @@ template <int NP>
 NXRT_AVX512 bool tile_a_rows_np(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,
                                 int mr, int nr, float alpha, float beta, const GemmEpilogue* ep, int64_t i0,
                                 int64_t j0, const float* pf_b) {
-  for (int r = 0; r < mr; ++r) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * NP - 1), _MM_HINT_T0);
-  }
-  const bool fuse = ep && beta == 0.f && alpha == 1.f && epilogue_in_registers(*ep);
-  if (fuse && ep->residual) prefetch_residual<NP>(*ep, mr, i0, j0);
+  const GemmEpilogue* fused = ep && beta == 0.f && alpha == 1.f && epilogue_in_registers(*ep) ? ep : nullptr;
   ARows rows;
 #pragma GCC unroll 6
   for (int r = 0; r < MR; ++r) rows.row[r] = a + std::min(r, mr - 1) * lda;
-  __m512 acc[MR][NP];
-  __mmask16 all[NP];  // packed panels are padded: whole rows
-#pragma GCC unroll 4
-  for (int q = 0; q < NP; ++q) all[q] = 0xFFFF;
-  auto b_row = [b](int64_t k) { return b + k * NR; };
   if (pf_b && NP > 1) {
-    accumulate<NP>(kc, rows, b_row, NR * kc, all, acc, 0, LineStream{reinterpret_cast<const char*>(pf_b)});
+    const LineStream next_b{reinterpret_cast<const char*>(pf_b)};
+    tile_np<NP>(kc, rows, b, c, ldc, mr, nr, alpha, beta, fused, i0, j0, next_b);
   } else {
-    accumulate<NP>(kc, rows, b_row, NR * kc, all, acc);
+    tile_np<NP>(kc, rows, b, c, ldc, mr, nr, alpha, beta, fused, i0, j0);
   }
-  store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, fuse ? ep : nullptr, i0, j0);
-  return fuse;
+  return fused != nullptr;
 }
 
 NXRT_AVX512 bool tile_a_rows_avx512(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc,

@@ -32,10 +32,9 @@ Result<MatMulShape> matmul_shape(const Dims& a, const Dims& b);
 // output column, a residual of the output's shape, the activation), which saves the passes over the
 // output the fused kernel would make after it. compute_with_post computes output 0 with `ep` applied
 // and returns true; or computes nothing and returns false when this call cannot take it (a B that was
-// not packed at creation, a residual of another shape than the output's), and the caller then runs
-// the plain compute and its own epilogue: a B that was not packed at creation, a bias that is not
-// `bias_len` = the output's N values, a residual whose shape is not the output's. `ep.residual`'s row
-// stride and `ep.isa` are set here (the output's N, the kernel's tier).
+// not packed at creation, a bias that is not `bias_len` = the output's N values, a residual whose
+// shape is not the output's), and the caller then runs the plain compute and its own epilogue.
+// `ep.residual`'s row stride and `ep.isa` are set here (the output's N, the kernel's tier).
 class MatMulWithPost {
  public:
   virtual ~MatMulWithPost() = default;
