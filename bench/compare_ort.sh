@@ -12,13 +12,16 @@
 # scripts/fetch_bench_models.sh puts in build/bench-models/<name>/ (fetched first when missing, unless
 # --no-fetch); a NAME may also be a folder holding model.onnx + test_data_set_0/input_K.pb.
 # --quick: 1 round, threads 1, warmup 1, runs 5 (to check the script, not to publish numbers).
+# 1-thread rounds run both runtimes pinned to one CPU (taskset; round r on the r-th CPU this script may
+# use, cycling), so a round's pair shares a core: a VM's vCPUs can differ by ~20% (bench/isa_compare.sh).
+# --no-pin leaves placement to the scheduler.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 first_dir() { for d in "$@"; do [ -e "$d" ] && { echo "$d"; return; }; done; echo "$1"; }
 shared="${NXRT_SHARED:-$(first_dir "$root/../shared" "$root/../../shared")}"
 nxrt="$root/build/nxrt"
 ort="${NXRT_ORT:-$("$root/scripts/setup_ort_tool.sh" "$root/build/ort-tool" || true)}"
-models="all" threads="1,2" rounds=3 warmup=3 runs=10 out="$root/docs/PERF.md" fetch=1
+models="all" threads="1,2" rounds=3 warmup=3 runs=10 out="$root/docs/PERF.md" fetch=1 pin=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --models) models="$2"; shift 2 ;;
@@ -31,6 +34,7 @@ while [ $# -gt 0 ]; do
     --ort) ort="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --no-fetch) fetch=0; shift ;;
+    --no-pin) pin=0; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
     *) echo "compare_ort: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -70,13 +74,16 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
 # one RUNTIME NAME MODEL_DIR THREADS ROUND: one bench process; appends one record to $raw.
+read -r -a cpus <<<"$(/usr/bin/python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))')"
+command -v taskset >/dev/null || pin=0
 one() {
-  local rt="$1" name="$2" dir="$3" t="$4" r="$5" exe rc=0 ins=()
+  local rt="$1" name="$2" dir="$3" t="$4" r="$5" exe rc=0 ins=() run=()
   [ "$rt" = nxrt ] && exe="$nxrt" || exe="$ort"
+  [ "$pin" = 1 ] && [ "$t" = 1 ] && run=(taskset -c "${cpus[$(( (r - 1) % ${#cpus[@]} ))]}")
   # input_10.pb after input_2.pb: version sort.
   local f
   while IFS= read -r f; do [ -f "$f" ] && ins+=(--input "$f"); done < <(printf '%s\n' "$dir"/test_data_set_0/input_*.pb | sort -V)
-  /usr/bin/time -f "%M %U %S" -o "$tmp/rss" "$exe" bench "$dir/model.onnx" "${ins[@]}" --threads "$t" --warmup "$warmup" \
+  "${run[@]}" /usr/bin/time -f "%M %U %S" -o "$tmp/rss" "$exe" bench "$dir/model.onnx" "${ins[@]}" --threads "$t" --warmup "$warmup" \
     --runs "$runs" > "$tmp/out" 2> "$tmp/err" || rc=$?
   /usr/bin/python3 - "$raw" "$rt" "$name" "$t" "$r" "$rc" "$tmp/out" "$tmp/err" "$tmp/rss" <<'PY'
 import json, sys

@@ -14,9 +14,14 @@
 # A model is a folder holding model.onnx and test_data_set_0/input_K.pb (e.g. ../shared/models/light/
 # light_resnet50, the keyword-spotting CNN tools/make_kws_cnn.py writes, or the encoder
 # tools/make_bert_encoder.py writes).
+# 1-thread rounds pin every process of the round to one CPU (taskset; round r takes the r-th CPU this
+# script may run on, cycling), so each ratio compares runs on the same core: on a VM the vCPUs differ
+# (one Zen 5 host gave one vCPU ~30% less L2 and L3 bandwidth than the other, and ResNet-50 took 37 ms
+# on one and 46 on the other), and an unpinned process lands on either. --no-pin leaves placement to
+# the scheduler.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-models="" threads=1 rounds=5 warmup=3 runs=10 out="$root/docs/PERF.md" report_only=0 section=cnn_isa
+models="" threads=1 rounds=5 warmup=3 runs=10 out="$root/docs/PERF.md" report_only=0 section=cnn_isa pin=1
 nxrt="$root/build/nxrt"
 ort="${NXRT_ORT:-}"
 while [ $# -gt 0 ]; do
@@ -31,6 +36,7 @@ while [ $# -gt 0 ]; do
     --out) out="$2"; shift 2 ;;
     --section) section="$2"; shift 2 ;;
     --report-only) report_only=1; shift ;;
+    --no-pin) pin=0; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
     *) echo "isa_compare: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -45,18 +51,25 @@ if [ "$report_only" = 0 ]; then
   : >"$raw"
   tier="$("$nxrt" info "${models%%,*}/model.onnx" 2>/dev/null | sed -n 's/^cpu: //p' | head -n1 || true)"
   echo "{\"load_start\": \"$(cut -d' ' -f1-3 /proc/loadavg)\", \"rounds\": $rounds, \"warmup\": $warmup, \"runs\": $runs, \"tier\": \"$tier\", \"commit\": \"$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')\"}" >>"$raw"
+  # The CPUs this script may run on (the pinned 1-thread rounds cycle through them).
+  read -r -a cpus <<<"$(/usr/bin/python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)))')"
+  command -v taskset >/dev/null || pin=0
   one() {  # one WHO ISA MODEL_DIR THREADS ROUND
-    local who="$1" isa="$2" dir="$3" t="$4" r="$5" ins=() f line
+    local who="$1" isa="$2" dir="$3" t="$4" r="$5" ins=() f line run=() cpu=null
     while IFS= read -r f; do [ -f "$f" ] && ins+=(--input "$f"); done < <(printf '%s\n' "$dir"/test_data_set_0/input_*.pb | sort -V)
+    if [ "$pin" = 1 ] && [ "$t" = 1 ]; then
+      cpu="${cpus[$(( (r - 1) % ${#cpus[@]} ))]}"
+      run=(taskset -c "$cpu")
+    fi
     if [ "$who" = ort ]; then
-      line="$("$ort" bench "$dir/model.onnx" "${ins[@]}" --threads "$t" --warmup "$warmup" --runs "$runs" 2>/dev/null | tail -n1)"
+      line="$("${run[@]}" "$ort" bench "$dir/model.onnx" "${ins[@]}" --threads "$t" --warmup "$warmup" --runs "$runs" 2>/dev/null | tail -n1)"
     elif [ "$isa" = default ]; then
-      line="$(env -u NXRT_ISA "$nxrt" bench "$dir/model.onnx" "${ins[@]}" --threads "$t" --warmup "$warmup" --runs "$runs" 2>/dev/null | tail -n1)"
+      line="$("${run[@]}" env -u NXRT_ISA "$nxrt" bench "$dir/model.onnx" "${ins[@]}" --threads "$t" --warmup "$warmup" --runs "$runs" 2>/dev/null | tail -n1)"
     else
-      line="$(NXRT_ISA="$isa" "$nxrt" bench "$dir/model.onnx" "${ins[@]}" --threads "$t" --warmup "$warmup" --runs "$runs" 2>/dev/null | tail -n1)"
+      line="$("${run[@]}" env NXRT_ISA="$isa" "$nxrt" bench "$dir/model.onnx" "${ins[@]}" --threads "$t" --warmup "$warmup" --runs "$runs" 2>/dev/null | tail -n1)"
     fi
     case "$line" in "{"*) ;; *) line='{"error": "no result"}' ;; esac
-    echo "{\"model\": \"$(basename "$dir")\", \"who\": \"$who\", \"isa\": \"$isa\", \"threads\": $t, \"round\": $r, \"result\": $line}" >>"$raw"
+    echo "{\"model\": \"$(basename "$dir")\", \"who\": \"$who\", \"isa\": \"$isa\", \"threads\": $t, \"round\": $r, \"cpu\": $cpu, \"result\": $line}" >>"$raw"
   }
   lat="$root/build/nxrt_core_latency"
   for t in ${threads//,/ }; do
@@ -157,6 +170,41 @@ for t in sorted({r[1] for r in rows}):
             L.append("")
             L.append(f"Geomean ORT/nxrt at {t} thread(s), {name}: **{g:.2f}** over {len(v)} models "
                      f"(nxrt faster on {sum(1 for x in v if x > 1)}).")
+# Pinned 1-thread rounds: the same ratios per CPU, and how much the CPUs differ for each runtime.
+pinned = sorted({d["cpu"] for d in recs if d["threads"] == 1 and d.get("cpu") is not None})
+if pinned:
+    by_cpu = {}  # cpu -> model -> round -> who:isa -> ms
+    for d in recs:
+        if d["threads"] == 1 and d.get("cpu") is not None and ms(d) is not None:
+            by_cpu.setdefault(d["cpu"], {}).setdefault(d["model"], {}).setdefault(d["round"], {})[
+                d["who"] + ":" + d["isa"]] = ms(d)
+    def cpu_ratio(c, model):
+        v = [r["ort:-"] / r["nxrt:default"] for r in by_cpu[c][model].values() if "ort:-" in r and "nxrt:default" in r]
+        return statistics.median(v) if v else None
+    parts = []
+    for c in pinned:
+        v = [x for x in (cpu_ratio(c, m) for m in by_cpu[c]) if x]
+        if v:
+            parts.append(f"CPU {c} **{statistics.geometric_mean(v):.2f}** over {len(v)} models "
+                         f"(nxrt faster on {sum(1 for x in v if x > 1)})")
+    slow = []
+    if len(pinned) >= 2:
+        a, b = pinned[0], pinned[1]
+        for who, label in (("nxrt:default", "nxrt own tier"), ("ort:-", "ORT")):
+            q = []
+            for m in set(by_cpu.get(a, {})) & set(by_cpu.get(b, {})):
+                ta = [r[who] for r in by_cpu[a][m].values() if who in r]
+                tb = [r[who] for r in by_cpu[b][m].values() if who in r]
+                if ta and tb:
+                    q.append(statistics.median(tb) / statistics.median(ta))
+            if q:
+                slow.append(f"{label} {statistics.median(q):.2f}")
+    L.append("")
+    L.append("1-thread rounds ran pinned (taskset), every process of a round on one CPU, the CPU cycling "
+             f"through {', '.join(str(c) for c in pinned)} round by round. Geomean ORT/nxrt at 1 thread, own "
+             "tier, by CPU: " + "; ".join(parts) + "." +
+             (f" Median over models of the 1-thread time on CPU {pinned[1]} / CPU {pinned[0]}: " + ", ".join(slow) +
+              " (the vCPUs of a VM need not be alike)." if slow else ""))
 body = "\n".join(L)
 print(body)
 text = open(out).read() if os.path.exists(out) else "## GenAI\n"
