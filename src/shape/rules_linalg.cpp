@@ -77,6 +77,11 @@ Status op_fused_attention(NodeContext& c) {
   NXRT_RETURN_IF_ERROR(widen_by_input(c, 3, dt, &scores));
   ValueFacts y;
   NXRT_RETURN_IF_ERROR(matmul_facts(c, scores, c.input(2), dt, &y));
+  // transpose_output: heads merged back, [B, H, S, Dv] -> [B, S, H, Dv] (rank 4 only).
+  if (c.ai("transpose_output", 0) != 0 && y.has_shape) {
+    if (y.dims.size() != 4) return c.error("FusedAttention transpose_output needs rank-4 operands, got " + c.shape_str(y));
+    std::swap(y.dims[1], y.dims[2]);
+  }
   c.set(0, std::move(y));
   return Status::Ok();
 }

@@ -118,11 +118,14 @@ inline std::vector<std::string> ops_of(const ir::Model& m) {
   return r;
 }
 
-// Runs the model at `level` (NXRT_OPT_LEVEL must not be set in the test environment).
-inline std::vector<Tensor> run_at(const ir::Model& m, OptLevel level, const std::vector<std::pair<std::string, Value>>& feeds) {
+// Runs the model at `level` on `threads` intra-op threads (NXRT_OPT_LEVEL must not be set in the test
+// environment).
+inline std::vector<Tensor> run_at(const ir::Model& m, OptLevel level, const std::vector<std::pair<std::string, Value>>& feeds,
+                                  int threads = 1) {
   std::string bytes = onnx::serialize_model(m);
   SessionOptions so;
   so.opt_level = level;
+  so.threads = threads;
   auto s = Session::create_from_bytes(bytes.data(), bytes.size(), so);
   EXPECT_TRUE(s.ok()) << s.status().to_string();
   if (!s.ok()) return {};
@@ -136,10 +139,10 @@ inline std::vector<Tensor> run_at(const ir::Model& m, OptLevel level, const std:
 
 // Outputs at level all (and basic) equal those at level disabled within tolerance.
 inline void expect_same_numerics(const ir::Model& m, const std::vector<std::pair<std::string, Value>>& feeds,
-                          double tol = 1e-5) {
+                          double tol = 1e-5, int threads = 1) {
   auto ref = run_at(m, OptLevel::kDisabled, feeds);
   for (OptLevel level : {OptLevel::kBasic, OptLevel::kAll}) {
-    auto got = run_at(m, level, feeds);
+    auto got = run_at(m, level, feeds, threads);
     ASSERT_EQ(got.size(), ref.size());
     for (size_t k = 0; k < ref.size(); ++k) {
       ASSERT_EQ(got[k].shape(), ref[k].shape()) << "output " << k;

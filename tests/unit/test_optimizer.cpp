@@ -581,10 +581,11 @@ TEST(OptimizerConvAffine, RefusesConstantsThatAreNotPerChannel) {
 }
 
 namespace {
-// Y = Softmax(Q * Transpose(K) / 8 + mask) * V
+// Y = Softmax(Q * Transpose(K) / 8 + mask) * V; with `out_perm` (rank 4), Y then goes through
+// Transpose(perm = out_perm) and a Reshape that merges the last two axes (the heads merged back).
 ModelBuilder attention_model(const std::vector<int64_t>& q_shape, const std::vector<int64_t>& k_shape,
                              const std::vector<int64_t>& v_shape, const std::vector<int64_t>& mask_shape,
-                             int64_t softmax_axis = -1) {
+                             int64_t softmax_axis = -1, const std::vector<int64_t>& out_perm = {}) {
   ModelBuilder b(13);
   b.input("q", q_shape);
   b.input("k", k_shape);
@@ -600,9 +601,23 @@ ModelBuilder attention_model(const std::vector<int64_t>& q_shape, const std::vec
   b.node("Div", {"s", "scale"}, {"ss"});
   b.node("Add", {"mask", "ss"}, {"sm_in"});
   b.node("Softmax", {"sm_in"}, {"p"}, {A_i("axis", softmax_axis)});
-  b.node("MatMul", {"p", "v"}, {"y"});
+  if (out_perm.empty()) {
+    b.node("MatMul", {"p", "v"}, {"y"});
+  } else {
+    b.node("MatMul", {"p", "v"}, {"heads"});
+    b.node("Transpose", {"heads"}, {"merged"}, {A_is("perm", out_perm)});
+    b.init("merged_shape", Tensor::from_vector<int64_t>(DataType::kInt64, {3}, {0, 0, -1}));
+    b.node("Reshape", {"merged", "merged_shape"}, {"y"});
+  }
   b.output("y");
   return b;
+}
+
+// The attribute `name` of the first node of type `op` in m's main graph (nullptr: none).
+const ir::Attribute* attr_of(const ir::Model& m, const std::string& op, const std::string& name) {
+  for (const ir::Node& n : m.graph.nodes)
+    if (n.op_type == op) return n.find_attribute(name);
+  return nullptr;
 }
 }  // namespace
 
@@ -644,6 +659,34 @@ TEST(OptimizerAttention, SoftmaxOverAnotherAxisRunsTheFallback) {
                              {"k", Value(random_tensor({2, 7, 8}, 63))},
                              {"v", Value(random_tensor({2, 7, 4}, 64))},
                              {"mask", Value(random_tensor({5, 7}, 65))}});
+}
+
+TEST(OptimizerAttention, TakesTheTransposeThatMergesHeads) {
+  // [B, H, S, Dv] -> Transpose(0, 2, 1, 3) -> Reshape [B, S, H * Dv]: the Transpose goes into the fused
+  // node (transpose_output), on the fast path and on the exact fallback (batch dims broadcast).
+  const std::vector<int64_t> merge = {0, 2, 1, 3};
+  for (bool fallback : {false, true}) {
+    SCOPED_TRACE(fallback ? "fallback" : "fast path");
+    const std::vector<int64_t> kv_batch = fallback ? std::vector<int64_t>{2, 1} : std::vector<int64_t>{2, 3};
+    ModelBuilder b = attention_model({2, 3, 5, 8}, {kv_batch[0], kv_batch[1], 7, 8}, {kv_batch[0], kv_batch[1], 7, 4},
+                                     {1, 1, 5, 7}, -1, merge);
+    const ir::Model opt = optimized(b.m, OptLevel::kAll);
+    ASSERT_EQ(ops_of(opt), (std::vector<std::string>{"Transpose", "nxrt::FusedAttention", "Reshape"}));
+    const ir::Attribute* t = attr_of(opt, "FusedAttention", "transpose_output");
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->i, 1);
+    for (int threads : {1, 2}) {
+      expect_same_numerics(b.m, {{"q", Value(random_tensor({2, 3, 5, 8}, 66, -2, 2))},
+                                 {"k", Value(random_tensor({kv_batch[0], kv_batch[1], 7, 8}, 67, -2, 2))},
+                                 {"v", Value(random_tensor({kv_batch[0], kv_batch[1], 7, 4}, 68))},
+                                 {"mask", Value(random_tensor({1, 1, 5, 7}, 69, -5, 0))}},
+                           1e-5, threads);
+    }
+  }
+  // Any other permutation stays a Transpose of its own.
+  ModelBuilder c = attention_model({2, 3, 5, 8}, {2, 3, 7, 8}, {2, 3, 7, 4}, {1, 1, 5, 7}, -1, {0, 1, 3, 2});
+  EXPECT_EQ(ops_of(optimized(c.m, OptLevel::kAll)),
+            (std::vector<std::string>{"Transpose", "nxrt::FusedAttention", "Transpose", "Reshape"}));
 }
 
 TEST(OptimizerAttention, RefusesWhenScoresAreReadElsewhere) {

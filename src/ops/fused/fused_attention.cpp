@@ -1,7 +1,9 @@
 // nxrt::FusedAttention(Q, Kt, V, mask?, scale?): the unfused pattern
 //     Y = MatMul(Softmax(MatMul(Q, Kt) [*|/ scale] [+ mask], axis=-1), V)
 // with exactly those ops' semantics. Attributes: `scale_op` ("Mul", "Div" or ""), `softmax_opset`,
-// `softmax_axis` (the fast path needs it to be the last axis).
+// `softmax_axis` (the fast path needs it to be the last axis), `transpose_output` (1: Y is that result
+// with axes 1 and 2 swapped, rank 4 only: the Transpose(perm = [0, 2, 1, 3]) that merges heads, taken
+// by the optimizer; the fast path writes each head's rows H * Dv apart, straight into [B, S, H, Dv]).
 //
 // Fast path (float32, Q/Kt/V of rank >= 2 with identical batch dims, a mask that broadcasts into the
 // scores without widening them): per batch item, scores = Q_b * Kt_b into a scratch [S, L], scale, mask,
@@ -66,6 +68,7 @@ class FusedAttentionKernel final : public ep::Kernel {
     axis.type = ir::Attribute::Type::kInt;
     axis.i = info.attr_int("softmax_axis", -1);
     axis_ = axis.i;
+    transpose_output_ = info.attr_int("transpose_output", 0) != 0;
     NXRT_RETURN_IF_ERROR(add_step(info, "Softmax", sm_opset, {axis}));
     NXRT_RETURN_IF_ERROR(add_step(info, "MatMul", 13, {}));
     return Status::Ok();
@@ -163,6 +166,16 @@ class FusedAttentionKernel final : public ep::Kernel {
     ++k;
     NXRT_ASSIGN_OR_RETURN(s, run_step(ctx, k++, {s}));
     NXRT_ASSIGN_OR_RETURN(s, run_step(ctx, k++, {s, Value(v)}));
+    if (transpose_output_) {
+      // [B, H, S, Dv] -> [B, S, H, Dv]: a view with axes 1 and 2 swapped, then made contiguous.
+      const Tensor& t = s.tensor();
+      if (t.rank() != 4) return ctx.error("fused attention: transpose_output needs rank-4 operands, got " +
+                                          shape_to_string(t.shape()));
+      Dims sh = t.shape(), st = t.effective_strides();
+      std::swap(sh[1], sh[2]);
+      std::swap(st[1], st[2]);
+      s = Value(Tensor(t.dtype(), sh, t.storage(), t.byte_offset(), st).contiguous());
+    }
     return ctx.set_output(0, std::move(s));
   }
 
@@ -193,8 +206,10 @@ class FusedAttentionKernel final : public ep::Kernel {
     out.D = D;
     out.L = L;
     out.Dv = Dv;
+    if (transpose_output_ && r != 4) return;  // the fallback reports it
     out.out_shape = qs;
     out.out_shape[static_cast<size_t>(r - 1)] = Dv;
+    if (transpose_output_) std::swap(out.out_shape[1], out.out_shape[2]);
     out.nb = 1;
     for (int64_t i = 0; i < r - 2; ++i) out.nb *= qs[static_cast<size_t>(i)];
     // Batch items in parallel when there are enough of them, else each GEMM on the pool.
@@ -243,6 +258,11 @@ class FusedAttentionKernel final : public ep::Kernel {
     const int64_t lda = qst[r - 2], ldv = vst[r - 2];
     const bool kt_trans = kst[r - 1] != 1;
     const int64_t ldk = kt_trans ? kst[r - 1] : kst[r - 2];
+    // Item b's output rows: [S, Dv] at b * S * Dv, or with transpose_output (items b = (n, h) of
+    // [B, H]) rows H * Dv apart from n * S * H * Dv + h * Dv.
+    const int64_t H = transpose_output_ ? q.dim(1) : 1;
+    const int64_t ldy = H * Dv;
+    auto y_item = [&](int64_t b) { return yd + (b / H) * S * H * Dv + (b % H) * Dv; };
     ep::ThreadPool& pool = ctx.pool();
     ep::ThreadPool* gemm_pool = pv.workers > 1 ? nullptr : &pool;
     // The softmax rows on the unfused Softmax kernel's vector body at this tier (the same function, so
@@ -283,7 +303,7 @@ class FusedAttentionKernel final : public ep::Kernel {
             for (int64_t j = 0; j < L; ++j) row[j] *= inv;
           }
           gemm_f32(false, false, S, Dv, L, 1.f, p, L, vd + StridedOperands::item_offset(v.shape(), vst, b), ldv, 0.f,
-                   yd + b * S * Dv, Dv, gemm_pool);
+                   y_item(b), ldy, gemm_pool);
         }
       }
     };
@@ -297,6 +317,7 @@ class FusedAttentionKernel final : public ep::Kernel {
 
   std::string scale_op_;
   int64_t axis_ = -1;
+  bool transpose_output_ = false;
   std::vector<std::unique_ptr<Step>> steps_;
 };
 

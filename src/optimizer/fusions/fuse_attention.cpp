@@ -2,6 +2,10 @@
 //   y = MatMul(Softmax([MatMul(q, kt) (* or /) scale] [+ mask]), v)
 // with scale a constant scalar; the attributes keep the Softmax's semantics (scale_op: "Mul", "Div" or
 // ""; softmax_opset; softmax_axis, any axis: the kernel's fast path needs the last one at run time).
+// A Transpose(perm = [0, 2, 1, 3]) that alone reads y (the heads merged back: [B, H, S, Dv] ->
+// [B, S, H, Dv], before the Reshape to [B, S, H * Dv]) is taken too (transpose_output = 1): the kernel
+// writes each head's rows H * Dv apart, so the Reshape after it is a view, not a gather of the
+// transposed view.
 #include <cmath>
 
 #include "optimizer/fusions/fusion_util.h"
@@ -13,6 +17,7 @@ namespace {
 
 struct Attention : Match {
   int last = -1;
+  int transpose = -1;  // the merging Transpose taken with it, or -1
   int64_t axis = -1;
   std::string q, kt, mask, scale, scale_op;
 };
@@ -69,15 +74,27 @@ bool match(Rewriter& rw, int anchor, Attention& m) {
   if (!mm2 || mm2->inputs.size() != 2 || mm2->inputs[0] != sm.outputs[0] || mm2->inputs[1] == sm.outputs[0])
     return false;
   m.take(m.last);
+  int ti = -1;
+  const ir::Node* tr = rw.sole_reader(mm2->outputs[0], "Transpose", &ti);
+  const ir::Attribute* perm = tr ? tr->find_attribute("perm") : nullptr;
+  if (perm && perm->ints == std::vector<int64_t>{0, 2, 1, 3}) {
+    m.transpose = ti;
+    m.take(ti);
+  }
   return true;
 }
 
 bool build(Rewriter& rw, const Attention& m, Rewrite& r) {
   std::vector<std::string> inputs = {m.q, m.kt, rw.node(m.last).inputs[1], m.mask, m.scale};
   while (inputs.back().empty()) inputs.pop_back();
-  r.replace(m.last, rw.fused_node(m.anchor, m.last, {"Attention", "_attention", "FusedAttention"}, std::move(inputs),
-                                  {make_attr_s("scale_op", m.scale_op), make_attr_i("softmax_opset", rw.opset()),
-                                   make_attr_i("softmax_axis", m.axis)}));
+  std::vector<ir::Attribute> attrs = {make_attr_s("scale_op", m.scale_op), make_attr_i("softmax_opset", rw.opset()),
+                                      make_attr_i("softmax_axis", m.axis)};
+  if (m.transpose >= 0) attrs.push_back(make_attr_i("transpose_output", 1));
+  // Written where the last taken node was (the Transpose reads the second MatMul, so every input is
+  // produced before it), as that node's output.
+  const int last = m.transpose >= 0 ? m.transpose : m.last;
+  r.replace(last, rw.fused_node(m.anchor, last, {"Attention", "_attention", "FusedAttention"}, std::move(inputs),
+                                std::move(attrs)));
   return true;
 }
 
