@@ -117,11 +117,12 @@ struct NoStream {
   void maybe(int64_t) {}
 };
 
-// The accumulators of an MR x (16 * NP) tile. `b_row(k)` is B's row k (16 * NP floats, panel q at
-// b_row(k) + q * pstride), of which lanes outside bm[q] are not read (zero).
+// The accumulators of rows [0, R) of an MR x (16 * NP) tile (R < MR: the others are left unset). `b_row(k)`
+// is B's row k (16 * NP floats, panel q at b_row(k) + q * pstride), of which lanes outside bm[q] are not
+// read (zero).
 // With pf > 0 each k step also prefetches A at a + pf (floats, packed A only); tile_np's pf = MR * kc is
 // the same k of the next 6-row micro-panel.
-template <int NP, typename ASrc, typename BRow, typename Stream = NoStream>
+template <int NP, int R = MR, typename ASrc, typename BRow, typename Stream = NoStream>
 NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, ASrc a, BRow b_row,
                                                                   int64_t pstride, const __mmask16 (&bm)[NP],
                                                                   __m512 (&acc)[MR][NP], int64_t pf = 0,
@@ -129,16 +130,16 @@ NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, AS
   if constexpr (NP == 1) {
     // One panel: 6 accumulators are too few chains for two FMA ports at 4 cycles latency (Winograd's
     // products on 13x13 planes are all one-panel tiles). Even and odd k go to separate sets, added last.
-    __m512 even[MR], odd[MR];
+    __m512 even[R], odd[R];
 #pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) even[r] = odd[r] = _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) even[r] = odd[r] = _mm512_setzero_ps();
     int64_t k = 0;
 #pragma GCC unroll 1
     for (; k + 2 <= kc; k += 2) {
       if (pf) _mm_prefetch(reinterpret_cast<const char*>(a.prefetch_base() + pf), _MM_HINT_T0);
       const __m512 b0 = _mm512_maskz_loadu_ps(bm[0], b_row(k)), b1 = _mm512_maskz_loadu_ps(bm[0], b_row(k + 1));
 #pragma GCC unroll 6
-      for (int r = 0; r < MR; ++r) {
+      for (int r = 0; r < R; ++r) {
         even[r] = _mm512_fmadd_ps(_mm512_set1_ps(a.at(r)), b0, even[r]);
         odd[r] = _mm512_fmadd_ps(_mm512_set1_ps(a.at_next(r)), b1, odd[r]);
       }
@@ -147,14 +148,14 @@ NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, AS
     if (k < kc) {
       const __m512 b0 = _mm512_maskz_loadu_ps(bm[0], b_row(k));
 #pragma GCC unroll 6
-      for (int r = 0; r < MR; ++r) even[r] = _mm512_fmadd_ps(_mm512_set1_ps(a.at(r)), b0, even[r]);
+      for (int r = 0; r < R; ++r) even[r] = _mm512_fmadd_ps(_mm512_set1_ps(a.at(r)), b0, even[r]);
     }
 #pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) acc[r][0] = _mm512_add_ps(even[r], odd[r]);
+    for (int r = 0; r < R; ++r) acc[r][0] = _mm512_add_ps(even[r], odd[r]);
     return;
   }
 #pragma GCC unroll 6
-  for (int r = 0; r < MR; ++r)
+  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int q = 0; q < NP; ++q) acc[r][q] = _mm512_setzero_ps();
 #pragma GCC unroll 1
@@ -166,13 +167,28 @@ NXRT_AVX512 inline __attribute__((always_inline)) void accumulate(int64_t kc, AS
 #pragma GCC unroll 4
     for (int q = 0; q < NP; ++q) b[q] = _mm512_maskz_loadu_ps(bm[q], bp + q * pstride);
 #pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) {
+    for (int r = 0; r < R; ++r) {
       const __m512 av = _mm512_set1_ps(a.at(r));
 #pragma GCC unroll 4
       for (int q = 0; q < NP; ++q) acc[r][q] = _mm512_fmadd_ps(av, b[q], acc[r][q]);
     }
     a.next();
   }
+}
+
+// accumulate for the rows an mr-row tile stores: mr rounded up to 2, 4 or 6. Rows past mr (a packed
+// panel's zero padding, ARows' repeats of the last row) are never stored, so the last panel of an M that
+// is not a multiple of 6 does a third or two thirds of a full tile's multiply-adds (M = 128: 21 panels of
+// 6 and one of 2; Zen 5, 1 thread, BM_GemmTransformer 128 x 768 x 768 0.97 of the time, the BERT-shaped
+// encoder 0.984, alternated processes).
+template <int NP, typename ASrc, typename BRow, typename Stream = NoStream>
+NXRT_AVX512 inline __attribute__((always_inline)) void accumulate_rows(int mr, int64_t kc, ASrc a, BRow b_row,
+                                                                       int64_t pstride, const __mmask16 (&bm)[NP],
+                                                                       __m512 (&acc)[MR][NP], int64_t pf = 0,
+                                                                       Stream stream = {}) {
+  if (mr <= 2) return accumulate<NP, 2>(kc, a, b_row, pstride, bm, acc, pf, stream);
+  if (mr <= 4) return accumulate<NP, 4>(kc, a, b_row, pstride, bm, acc, pf, stream);
+  accumulate<NP, MR>(kc, a, b_row, pstride, bm, acc, pf, stream);
 }
 
 // C[mr x nr] = alpha * acc + beta * C (beta 0: C not read), or with `ep` (alpha 1, beta 0) the epilogue
@@ -233,7 +249,7 @@ NXRT_AVX512 void tile_np(int64_t kc, ASrc a, const float* b, float* c, int64_t l
   __mmask16 all[NP];  // packed panels are padded: whole rows
 #pragma GCC unroll 4
   for (int q = 0; q < NP; ++q) all[q] = 0xFFFF;
-  accumulate<NP>(kc, a, [b](int64_t k) { return b + k * NR; }, NR * kc, all, acc, PF ? MR * kc : 0, stream);
+  accumulate_rows<NP>(mr, kc, a, [b](int64_t k) { return b + k * NR; }, NR * kc, all, acc, PF ? MR * kc : 0, stream);
   store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, ep, i0, j0);
 }
 
@@ -274,7 +290,7 @@ NXRT_AVX512 bool tile_rows_np(int64_t kc, const float* a, const float* brow, con
   for (int q = 0; q < NP; ++q) bm[q] = col_mask(nr, q);
   const bool fuse = ep && beta == 0.f && alpha == 1.f && epilogue_in_registers(*ep);
   if (fuse && ep->residual) prefetch_residual<NP>(*ep, mr, i0, j0);
-  accumulate<NP>(kc, APanel{a}, [brow, boff](int64_t k) { return brow + boff[k]; }, NR, bm, acc);
+  accumulate_rows<NP>(mr, kc, APanel{a}, [brow, boff](int64_t k) { return brow + boff[k]; }, NR, bm, acc);
   store_tile<NP>(acc, c, ldc, mr, nr, alpha, beta, fuse ? ep : nullptr, i0, j0);
   return fuse;
 }
