@@ -211,7 +211,8 @@ def main():
                      "processes); these numbers are noisy — regenerate on a quiet machine.**")
             L.append("")
     L.append(f"**Settings:** {a.settings}. Each round is one fresh process per runtime (`nxrt bench` then "
-             "`ort bench`, alternating), reporting the median of its timed runs after its warm-up runs; "
+             "`ort bench`, alternating; at 1 thread both pinned to one CPU, the CPU cycling round by round, "
+             "unless `--no-pin`), reporting the median of its timed runs after its warm-up runs; "
              "the table gives the median over rounds of those per-round medians (± half the range of the "
              "per-round medians, relative). Both runtimes read the same `input_K.pb` files, use "
              "`--threads N` intra-op threads and their default (full) graph optimisation. "
