@@ -43,6 +43,12 @@ def machine(nxrt, ort):
             threads_per_core = v
         elif k == "Socket(s)":
             sockets = v
+    # `nxrt info`'s cpu line names the model, the ISA features nxrt uses and the kernel tier it picks:
+    # a table is comparable only with others from the same kind of machine.
+    for line in sh([nxrt, "info"]).splitlines():
+        if line.startswith("cpu: "):
+            cpu = line[len("cpu: "):].strip()
+            break
     commit = sh(["git", "rev-parse", "--short", "HEAD"]) or "?"
     if sh(["git", "status", "--porcelain", "--untracked-files=no"]):
         commit += " (with uncommitted changes)"
