@@ -356,3 +356,20 @@ TEST(FusedAttentionOp, StridedHeadViewsGiveTheContiguousBits) {
     }
   }
 }
+
+// transpose_output (the merging Transpose folded in) needs rank-4 operands: on rank 3 the kernel says
+// so instead of running the fast path with a shape it did not plan.
+TEST(FusedAttentionOp, TransposeOutputOnRankThreeIsAnError) {
+  KernelRun run;
+  run.op_type = "FusedAttention";
+  run.domain = "nxrt";
+  run.opset = 1;
+  run.specialize = true;
+  run.attributes = {attr_int("transpose_output", 1)};
+  run.inputs = {Value(nxrt::testing::random_tensor({2, 5, 8}, 81)), Value(nxrt::testing::random_tensor({2, 8, 7}, 82)),
+                Value(nxrt::testing::random_tensor({2, 7, 4}, 83))};
+  auto out = run_kernel(run);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("transpose_output needs rank-4"), std::string::npos)
+      << out.status().message();
+}

@@ -187,6 +187,7 @@ class FusedAttentionKernel final : public ep::Kernel {
     if (ms && mt != DataType::kFloat) return;
     const int64_t r = static_cast<int64_t>(qs.size());
     if (r < 2 || static_cast<int64_t>(kts.size()) != r || static_cast<int64_t>(vs.size()) != r) return;
+    if (transpose_output_ && r != 4) return;  // the fallback reports it
     if (axis_ != -1 && axis_ != r - 1) return;
     for (size_t i = 0; i + 2 < qs.size(); ++i) {
       if (qs[i] != kts[i] || qs[i] != vs[i]) return;
@@ -206,7 +207,6 @@ class FusedAttentionKernel final : public ep::Kernel {
     out.D = D;
     out.L = L;
     out.Dv = Dv;
-    if (transpose_output_ && r != 4) return;  // the fallback reports it
     out.out_shape = qs;
     out.out_shape[static_cast<size_t>(r - 1)] = Dv;
     if (transpose_output_) std::swap(out.out_shape[1], out.out_shape[2]);
