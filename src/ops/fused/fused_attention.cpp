@@ -20,6 +20,7 @@
 #include "ops/elementwise/vec_math.h"
 #include "ops/gemm/gemm.h"
 #include "ops/fused/fused_ops.h"
+#include "ops/tensor/tensor_util.h"
 
 namespace nxrt::ops {
 
@@ -166,17 +167,15 @@ class FusedAttentionKernel final : public ep::Kernel {
     ++k;
     NXRT_ASSIGN_OR_RETURN(s, run_step(ctx, k++, {s}));
     NXRT_ASSIGN_OR_RETURN(s, run_step(ctx, k++, {s, Value(v)}));
-    if (transpose_output_) {
-      // [B, H, S, Dv] -> [B, S, H, Dv]: a view with axes 1 and 2 swapped, then made contiguous.
-      const Tensor& t = s.tensor();
-      if (t.rank() != 4) return ctx.error("fused attention: transpose_output needs rank-4 operands, got " +
-                                          shape_to_string(t.shape()));
-      Dims sh = t.shape(), st = t.effective_strides();
-      std::swap(sh[1], sh[2]);
-      std::swap(st[1], st[2]);
-      s = Value(Tensor(t.dtype(), sh, t.storage(), t.byte_offset(), st).contiguous());
-    }
-    return ctx.set_output(0, std::move(s));
+    if (!transpose_output_) return ctx.set_output(0, std::move(s));
+    // [B, H, S, Dv] -> [B, S, H, Dv], gathered straight into the output (run_step's results are contiguous).
+    const Tensor& t = s.tensor();
+    if (t.rank() != 4) return ctx.error("fused attention: transpose_output needs rank-4 operands, got " +
+                                        shape_to_string(t.shape()));
+    NXRT_ASSIGN_OR_RETURN(StridedLayout merged, transpose_layout(t.shape(), Dims{0, 2, 1, 3}));
+    NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, t.dtype(), merged.shape));
+    copy_window(t, merged, *y, &ctx.pool());
+    return Status::Ok();
   }
 
   void plan(DataType qt, const Dims& qs, DataType ktt, const Dims& kts, DataType vt, const Dims& vs, DataType mt,
