@@ -177,6 +177,94 @@ TEST(ContribMatMulNBits, PanelKernelsMatchReference) {
   check(p, false, "extremes", nullptr);
 }
 
+// The AMX kernel's rows have the AVX512-VNNI tile's bits (the kAmxMinRows switch is batch-invariant,
+// see matmul_nbits_amx.cpp): plain products, the gate/up SiluMul pair layout (through the AMX product
+// buffer) and column splits, 1 and 2 threads, row counts on and off AMX's 32-row tiles, blocks 16..128,
+// uniform zero points and tables, fp16 and fp32 scale records. On a machine without AMX tiles the
+// emulated kernel (the same code with its tile instructions in scalar code) runs in its place, so the
+// unpacking, tile addressing, folding and the driver's AMX loops are checked on every AVX-512 machine.
+TEST(ContribMatMulNBits, AmxRowsHaveTheVnniTilesBits) {
+  if (!panel_kernel_supported(PanelKernel::kAvx512Vnni)) {
+    std::printf("[ SKIPPED  ] no AVX512-VNNI on this CPU (best tier %s): neither AMX kernel can run\n",
+                ep::isa_tier_name(ep::cpu_isa_tier()));
+    return;
+  }
+  std::mt19937 rng(53);
+  ep::ThreadPool pool(2);
+  int checked = 0;
+  for (PanelKernel amx : {PanelKernel::kAmx, PanelKernel::kAmxEmulated}) {
+    const char* name = panel_kernel_info(amx).name;
+    if (!panel_kernel_supported(amx)) {
+      std::printf("[ SKIPPED  ] %s: %s\n", name, ep::amx_unavailable_reason().c_str());
+      continue;
+    }
+    struct Shape { int64_t K, N, block; bool zp, fp16; };
+    // N a multiple of 64: the SiluMul layout's halves are whole panels.
+    for (const Shape& sh : {Shape{256, 128, 32, false, false}, Shape{200, 64, 16, true, true}, Shape{384, 192, 128, true, false},
+                            Shape{96, 64, 64, false, true}})
+      for (int64_t M : {int64_t{8}, int64_t{33}, int64_t{70}})
+        for (ep::ThreadPool* tp : {static_cast<ep::ThreadPool*>(nullptr), &pool}) {
+          const int threads = tp ? tp->num_threads() : 1;
+          const std::string what = std::string(name) + " K " + std::to_string(sh.K) + " N " + std::to_string(sh.N) +
+                                   " block " + std::to_string(sh.block) + " M " + std::to_string(M) +
+                                   (sh.zp ? " zp table" : " uniform zp") + (sh.fp16 ? " fp16 scales" : " fp32 scales") +
+                                   " threads " + std::to_string(threads);
+          SCOPED_TRACE(what);
+          Problem p = make(rng, M, sh.K, sh.N, 4, sh.block, sh.zp);
+          if (sh.fp16) round_scales_to_fp16(&p);
+          const QuantPanels W = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), sh.K, sh.N, 4, sh.block, 32);
+          ASSERT_EQ(W.fp16_scales, sh.fp16);
+          ASSERT_EQ(W.zp_table, sh.zp);
+          auto same_bits = [&](const std::vector<float>& got, const std::vector<float>& want, const char* part) {
+            ASSERT_EQ(got.size(), want.size());
+            for (size_t i = 0; i < got.size(); ++i)
+              ASSERT_EQ(float_bits(got[i]), float_bits(want[i])) << part << " element " << i << ": " << got[i] << " vs " << want[i];
+          };
+          // Plain product, with a bias.
+          const NBitsPanelsPlan on_amx = matmulnbits_panels_plan(M, W, amx, threads);
+          const NBitsPanelsPlan on_vnni = matmulnbits_panels_plan(M, W, PanelKernel::kAvx512Vnni, threads);
+          ASSERT_TRUE(on_amx.amx);
+          ASSERT_EQ(on_amx.kernel, amx);
+          std::vector<float> got(static_cast<size_t>(M * sh.N), -1.f), want(got.size(), -2.f);
+          matmulnbits_panels_run(on_amx, p.A.data(), W, p.bias.data(), got.data(), tp, nullptr);
+          matmulnbits_panels_run(on_vnni, p.A.data(), W, p.bias.data(), want.data(), tp, nullptr);
+          same_bits(got, want, "product");
+          // Columns split among outputs on the panel grid (ColumnSplitWritesEachOutputsColumns has a last
+          // output ending inside a panel).
+          const std::vector<int64_t> first = sh.N > 64 ? std::vector<int64_t>{0, 32, sh.N - 32, sh.N} : std::vector<int64_t>{0, 32, sh.N};
+          const int nout = static_cast<int>(first.size()) - 1;
+          std::vector<std::vector<float>> parts;
+          std::vector<float*> outs;
+          for (int i = 0; i < nout; ++i) parts.emplace_back(static_cast<size_t>(M * (first[i + 1] - first[i])), -3.f);
+          for (auto& part : parts) outs.push_back(part.data());
+          const NBitsColumnSplit split{first.data(), outs.data(), nout};
+          ASSERT_TRUE(split.fits(W));
+          matmulnbits_panels_run(on_amx, p.A.data(), W, nullptr, nullptr, tp, nullptr, &split);
+          std::vector<float> whole(got.size());
+          matmulnbits_panels_run(on_vnni, p.A.data(), W, nullptr, whole.data(), tp, nullptr);
+          for (int i = 0; i < nout; ++i) {
+            const int64_t w = first[i + 1] - first[i];
+            std::vector<float> cols(static_cast<size_t>(M * w));
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t n = 0; n < w; ++n) cols[static_cast<size_t>(m * w + n)] = whole[static_cast<size_t>(m * sh.N + first[i] + n)];
+            same_bits(parts[static_cast<size_t>(i)], cols, "split output");
+          }
+          // The SiluMul pair layout: W's panels alternate gate and up (N / 2 columns each), with the bias.
+          const NBitsPanelsPlan pair_amx = matmulnbits_panels_plan(M, W, amx, threads, /*silu_mul=*/true);
+          const NBitsPanelsPlan pair_vnni = matmulnbits_panels_plan(M, W, PanelKernel::kAvx512Vnni, threads, true);
+          ASSERT_TRUE(pair_amx.amx);
+          std::vector<float> g(static_cast<size_t>(M * sh.N / 2), -1.f), gw(g.size(), -2.f);
+          matmulnbits_panels_silu_mul_run(pair_amx, p.A.data(), W, p.bias.data(), g.data(), tp, nullptr, true);
+          matmulnbits_panels_silu_mul_run(pair_vnni, p.A.data(), W, p.bias.data(), gw.data(), tp, nullptr, true);
+          same_bits(g, gw, "silu_mul");
+          if (::testing::Test::HasFatalFailure()) return;
+          ++checked;
+        }
+  }
+  std::printf("[ INFO     ] %d AMX runs had the VNNI tile's bits\n", checked);
+  EXPECT_GT(checked, 0);
+}
+
 // Columns split among outputs (nxrt::MatMulNBitsSplit, NBitsColumnSplit): every panel kernel this
 // machine runs, decode and prefill rows (AMX from kAmxMinRows), 1 and 2 threads. Each output holds the
 // same bits as its columns of the unsplit product: a panel's columns are computed by the same tile from
@@ -235,7 +323,9 @@ TEST(ContribMatMulNBits, SplitOpOutputsAreTheColumnsOfMatMulNBits) {
   struct Case { std::vector<int64_t> widths; int64_t M; bool fp16, bias, last_bias = false; };
   const Case cases[] = {{{64, 32, 32}, 1, false, false}, {{64, 32, 40}, 7, false, false}, {{20, 44}, 3, false, false},
                         {{32, 32}, 2, true, false},     {{64, 32}, 4, false, true},       {{64, 32, 40}, 1, false, true, true},
-                        {{20, 44}, 3, false, true}};
+                        {{20, 44}, 3, false, true},
+                        // The last output ends inside a panel, on the prefill rows (AMX's on an AMX machine).
+                        {{64, 32, 40}, 9, false, true}};
   for (const Case& c : cases) {
     int64_t N = 0;
     for (int64_t w : c.widths) N += w;
@@ -676,6 +766,7 @@ TEST(ContribMatMulNBits, DISABLED_MatMulNBitsBench) {
         for (const PanelKernelInfo& k : panel_kernels()) {
           if (!panel_kernel_supported(k.kernel)) continue;
           if (M == 1 && k.kernel == PanelKernel::kAmx) continue;  // M = 1 runs the VNNI tile
+          if (k.kernel == PanelKernel::kAmxEmulated) continue;   // scalar tile emulation: a test aid
           if (M > 1 && k.kernel == PanelKernel::kScalar) continue;  // the reference, seconds per call
           if (kernel_filter && !std::strstr(k.name, kernel_filter)) continue;
           QuantPanels P = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), s.K, s.N, 4, 32, k.cols);
@@ -729,7 +820,8 @@ TEST(ContribMatMulNBits, DISABLED_MatMulNBitsBench) {
 TEST(ContribMatMulNBits, PanelsWorkerHeadIsTheWorkersFirstClaim) {
   std::mt19937 rng(41);
   for (const PanelKernelInfo& k : panel_kernels()) {
-    if (k.kernel == PanelKernel::kAmx) continue;  // AMX takes many rows only (its plans have none)
+    // AMX takes many rows only (its plans have none).
+    if (k.kernel == PanelKernel::kAmx || k.kernel == PanelKernel::kAmxEmulated) continue;
     Problem p = make(rng, 1, 256, 640, 4, 32, false);
     QuantPanels W = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), p.K, p.N, 4, 32, k.cols);
     const size_t panel_bytes = static_cast<size_t>(W.kb * W.record_bytes);

@@ -159,8 +159,10 @@ QuantPanels pack_quant_panels(const uint8_t* B, const float* scales, const float
 // The microkernels over QuantPanels, named by operation, tile and ISA in XNNPACK's manner: qd8 = int8
 // activations quantized per block at run time, f32 = float output, qb4w = block-quantized 4-bit weights;
 // MRxNR = rows of A x columns per call. The AMX kernel takes prefill (many rows); fewer rows than
-// amx_min_rows go to the AVX512-VNNI tile.
-enum class PanelKernel { kScalar, kAvx2, kAvx512Vnni, kAmx };
+// amx_min_rows go to the AVX512-VNNI tile. kAmxEmulated is the AMX kernel with its tile instructions
+// carried out in scalar code: never chosen (choose_panel_kernel), it lets the tests run everything else of
+// the AMX path (unpacking, tile addressing, folding, the driver's AMX loops) on AVX-512 machines without AMX.
+enum class PanelKernel { kScalar, kAvx2, kAvx512Vnni, kAmx, kAmxEmulated };
 struct PanelKernelInfo {
   PanelKernel kernel;
   const char* name;   // e.g. "qd8_f32_qb4w_gemm_4x32__avx512vnni"
@@ -182,7 +184,7 @@ PanelKernel choose_panel_kernel(ep::IsaTier tier);
 // panels). Made once per shape by MatMulNBits' specialize, or per call by matmulnbits_panels.
 struct NBitsPanelsPlan {
   int64_t M = 0;
-  PanelKernel kernel = PanelKernel::kScalar;  // the one that runs (kAmx only when amx)
+  PanelKernel kernel = PanelKernel::kScalar;  // the one that runs (kAmx or kAmxEmulated only when amx)
   bool amx = false;
   int64_t rows = 0;        // A's rows in the workspace (M, or rounded up to whole 32-row AMX tiles)
   int64_t mr = 1;          // rows per microkernel call

@@ -295,6 +295,8 @@ const std::vector<PanelKernelInfo>& panel_kernels() {
       {PanelKernel::kAvx2, "qd8_f32_qb4w_gemm_2x16__avx2", 16, ep::IsaTier::kAvx2},
       {PanelKernel::kAvx512Vnni, "qd8_f32_qb4w_gemm_4x32__avx512vnni", 32, ep::IsaTier::kAvx512},
       {PanelKernel::kAmx, "qd8_f32_qb4w_gemm_32x32__amx", 32, ep::IsaTier::kAmx},
+      // Never chosen (tests only); its tier is the one whose kernel it stands in for.
+      {PanelKernel::kAmxEmulated, "qd8_f32_qb4w_gemm_32x32__amx_emulated", 32, ep::IsaTier::kAmx},
   };
   return k;
 }
@@ -309,6 +311,8 @@ bool panel_kernel_supported(PanelKernel k) {
     case PanelKernel::kAvx512Vnni: return cpu >= ep::IsaTier::kAvx512 && ep::cpu_has_avx512_vnni() && ep::cpu_has_f16c();
     case PanelKernel::kAmx:
       return cpu >= ep::IsaTier::kAmx && panel_kernel_supported(PanelKernel::kAvx512Vnni) && ep::amx_tiles_usable();
+    case PanelKernel::kAmxEmulated:  // the AVX-512 code around the tiles, and the VNNI tile under kAmxMinRows rows
+      return panel_kernel_supported(PanelKernel::kAvx512Vnni);
   }
   return false;
 }
@@ -391,8 +395,9 @@ NBitsPanelsPlan matmulnbits_panels_plan(int64_t M, const QuantPanels& W, PanelKe
   NBitsPanelsPlan p;
   p.M = M;
   p.silu_mul = silu_mul;
-  p.amx = kernel == PanelKernel::kAmx && M >= kAmxMinRows;
-  p.kernel = kernel == PanelKernel::kAmx && !p.amx ? PanelKernel::kAvx512Vnni : kernel;
+  const bool amx_kernel = kernel == PanelKernel::kAmx || kernel == PanelKernel::kAmxEmulated;
+  p.amx = amx_kernel && M >= kAmxMinRows;
+  p.kernel = amx_kernel && !p.amx ? PanelKernel::kAvx512Vnni : kernel;
   p.slots = std::max(1, threads);
   // int8 rows, then block scales and scale*sum, then (AMX) the row terms, each 64-byte aligned.
   p.rows = padded_rows(M);
@@ -493,6 +498,12 @@ QuantizedA quantize_a(const NBitsPanelsPlan& plan, const float* A, const QuantPa
 }
 
 using TileFn = void (*)(const QuantPanels&, const PanelTile&);
+using AmxFn = void (*)(const QuantPanels&, const int8_t*, int64_t, const float*, int64_t, int64_t, int64_t, float*,
+                       int64_t, int64_t, uint8_t*, int64_t);
+// The AMX kernel of an amx plan: the tiles, or their emulation (tests).
+AmxFn amx_fn(PanelKernel kernel) {
+  return kernel == PanelKernel::kAmxEmulated ? qd8_f32_qb4w_gemm_32x32__amx_emulated : qd8_f32_qb4w_gemm_32x32__amx;
+}
 TileFn tile_fn(PanelKernel kernel) {
   return kernel == PanelKernel::kAvx512Vnni ? qd8_f32_qb4w_gemm_4x32__avx512vnni
          : kernel == PanelKernel::kAvx2     ? qd8_f32_qb4w_gemm_2x16__avx2
@@ -514,18 +525,21 @@ void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanel
   const size_t stride = ep::SlotScratch::stride(plan.slot_bytes);
   const int64_t mr = plan.mr, mc = plan.mc;
   const TileFn tile = tile_fn(plan.kernel);
+  const AmxFn amx_gemm = amx_fn(plan.kernel);
   auto work = [&](int64_t p0, int64_t p1) {
     if (amx) {
       uint8_t* scratch = slot0 + static_cast<size_t>(pool ? pool->slot() : 0) * stride;
       if (!split) {
-        qd8_f32_qb4w_gemm_32x32__amx(W, aq, W.kpad, terms, M, p0, p1, Y, N, plan.amx_group, scratch);
+        amx_gemm(W, aq, W.kpad, terms, M, p0, p1, Y, N, plan.amx_group, scratch, 0);
         return;
       }
       for (int s = 0; s < split->count; ++s) {  // the task's panels of each output
-        const int64_t q0 = std::max(p0, split->first[s] / W.cols), q1 = std::min(p1, split->first[s + 1] / W.cols);
+        // Rounded up: the last output may end inside W's last (partial) panel.
+        const int64_t q0 = std::max(p0, split->first[s] / W.cols);
+        const int64_t q1 = std::min(p1, (split->first[s + 1] + W.cols - 1) / W.cols);
         if (q0 < q1) {
-          qd8_f32_qb4w_gemm_32x32__amx(W, aq, W.kpad, terms, M, q0, q1, split->outputs[s],
-                                       split->first[s + 1] - split->first[s], plan.amx_group, scratch, split->first[s]);
+          amx_gemm(W, aq, W.kpad, terms, M, q0, q1, split->outputs[s], split->first[s + 1] - split->first[s],
+                   plan.amx_group, scratch, split->first[s]);
         }
       }
       return;
@@ -588,6 +602,7 @@ void panels_silu_mul_run_on(const NBitsPanelsPlan& plan, const float* A, const Q
   uint8_t* slot0 = static_cast<uint8_t*>(workspace) + plan.a_bytes + plan.product_bytes;
   const size_t stride = ep::SlotScratch::stride(plan.slot_bytes);
   const TileFn tile = tile_fn(plan.kernel);
+  const AmxFn amx_gemm = amx_fn(plan.kernel);
   auto add_bias = [&](float* g, int64_t ldg, float* u, int64_t ldu, int64_t q, int64_t rows) {
     const float* bg = bias + 2 * q * cols;
     for (int64_t r = 0; r < rows; ++r)
@@ -599,7 +614,7 @@ void panels_silu_mul_run_on(const NBitsPanelsPlan& plan, const float* A, const Q
   auto work = [&](int64_t q0, int64_t q1) {
     uint8_t* slot = slot0 + static_cast<size_t>(pool ? pool->slot() : 0) * stride;
     if (plan.amx) {
-      qd8_f32_qb4w_gemm_32x32__amx(W, qa.aq, W.kpad, qa.terms, M, 2 * q0, 2 * q1, product, W.N, plan.amx_group, slot);
+      amx_gemm(W, qa.aq, W.kpad, qa.terms, M, 2 * q0, 2 * q1, product, W.N, plan.amx_group, slot, 0);
       for (int64_t q = q0; q < q1; ++q) {
         float* g = product + 2 * q * cols;
         float* u = g + cols;

@@ -64,6 +64,11 @@ void qd8_f32_qb4w_gemm_4x32__avx512vnni(const QuantPanels& W, const PanelTile& t
 void qd8_f32_qb4w_gemm_32x32__amx(const QuantPanels& W, const int8_t* a, int64_t lda, const float* terms, int64_t M,
                                   int64_t p0, int64_t p1, float* Y, int64_t ldy, int64_t group, uint8_t* scratch,
                                   int64_t y_col0 = 0);
+// The same kernel with its tile instructions emulated in scalar code (PanelKernel::kAmxEmulated: for
+// tests on AVX-512 machines without AMX; same results, far slower). Needs no tile permission.
+void qd8_f32_qb4w_gemm_32x32__amx_emulated(const QuantPanels& W, const int8_t* a, int64_t lda, const float* terms,
+                                           int64_t M, int64_t p0, int64_t p1, float* Y, int64_t ldy, int64_t group,
+                                           uint8_t* scratch, int64_t y_col0 = 0);
 
 // Panels the AMX kernel unpacks together: the group's tiles stay in L2 (about 512 KB).
 inline int64_t amx_panel_group(const QuantPanels& W) {
