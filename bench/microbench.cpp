@@ -380,7 +380,8 @@ BENCHMARK(BM_LayerNorm)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealT
 // 24 layers of q, k, v, o, gate, up, down and the 151936-row LM head, packed as the model's column
 // panels (fp32 block scales: random scales do not round-trip through fp16), run once each with M = 1 in
 // model order: the weight stream of a decode step (about 309 MB). GB/s = packed bytes read / time;
-// BM_NBitsDecodeStreamRead sums the same packed bytes with plain vector loads, the anchor it is held to.
+// BM_NBitsDecodeStreamRead sums the same packed bytes with vector loads, the anchor it is held to: plain
+// loads, or behind the prefetch scheme of nxrt_read_bandwidth's fastest loop (the weight-read limit's).
 struct DecodeWeights {
   std::vector<ops::contrib::QuantPanels> mats;
   size_t bytes = 0;
@@ -450,11 +451,19 @@ void BM_NBitsDecode(benchmark::State& state) {
 BENCHMARK(BM_NBitsDecode)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Sums n 64-byte lines with 32-byte loads and four accumulators, nxrt_read_bandwidth's loop (the
-// baseline build has only SSE2, whose 16-byte loads read slower).
+// baseline build has only SSE2, whose 16-byte loads read slower). kPaged: also its fastest prefetch
+// scheme, the one llm_compare's weight-read limit takes (a non-temporal prefetch per line 8 KB ahead,
+// and one per 4 KB page 32 KB ahead).
 #if defined(__x86_64__)
+template <bool kPaged>
 __attribute__((target("avx2"))) uint64_t sum_lines_avx2(const uint64_t* p, int64_t lines) {
   __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
   for (int64_t i = 0; i + 1 < lines; i += 2) {
+    if constexpr (kPaged) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + i * 8 + 1024), _MM_HINT_NTA);
+      _mm_prefetch(reinterpret_cast<const char*>(p + i * 8 + 1032), _MM_HINT_NTA);
+      if ((reinterpret_cast<uintptr_t>(p + i * 8) & 4095) == 0) _mm_prefetch(reinterpret_cast<const char*>(p + i * 8 + 4096), _MM_HINT_T0);
+    }
     const __m256i* q = reinterpret_cast<const __m256i*>(p + i * 8);
     a = _mm256_add_epi64(a, _mm256_load_si256(q));
     b = _mm256_add_epi64(b, _mm256_load_si256(q + 1));
@@ -469,6 +478,7 @@ __attribute__((target("avx2"))) uint64_t sum_lines_avx2(const uint64_t* p, int64
 
 void BM_NBitsDecodeStreamRead(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
+  const bool paged = state.range(2) != 0;
   const DecodeWeights& w = decode_weights();
   ep::ThreadPool& pool = pool_for(threads);
   uint64_t sink = 0;
@@ -488,7 +498,7 @@ void BM_NBitsDecodeStreamRead(benchmark::State& state) {
         uint64_t t = 0;
         if (avx2) {
 #if defined(__x86_64__)
-          t = sum_lines_avx2(p + s * 8, e - s);
+          t = paged ? sum_lines_avx2<true>(p + s * 8, e - s) : sum_lines_avx2<false>(p + s * 8, e - s);
 #endif
         } else {
           for (int64_t i = s * 8; i < e * 8; ++i) t += p[i];
@@ -501,7 +511,9 @@ void BM_NBitsDecodeStreamRead(benchmark::State& state) {
   }
   state.counters["GB/s"] = benchmark::Counter(double(decode_bytes(w, first)) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_NBitsDecodeStreamRead)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+// Args: threads, whole step (0) or lm_head (1), plain loads (0) or with nxrt_read_bandwidth's page-ahead
+// prefetch (1).
+BENCHMARK(BM_NBitsDecodeStreamRead)->ArgsProduct({{1, 2}, {0, 1}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 
