@@ -108,7 +108,8 @@ struct HardwareTiles {
 // The same operations in scalar code, on eight 1 KB tiles in memory, as the ISA reference defines them
 // for palette 1: a tile has rows[t] rows of colsb[t] bytes; a load or store moves those rows, `stride`
 // bytes apart; TDPBSUD adds to each int32 C[m][n] the products of A's row m, 4 signed bytes per k, with
-// B's row k, 4 unsigned bytes at column n, for k < colsb[A] / 4 (int32 arithmetic, wrapping).
+// B's row k, 4 unsigned bytes at column n, for k < colsb[A] / 4 (int32 arithmetic, wrapping); tile
+// shapes that do not fit each other poison C instead of faulting.
 struct EmulatedTiles {
   alignas(64) uint8_t tiles[8][16 * 64] = {};
   TileConfig cfg;
@@ -128,6 +129,11 @@ struct EmulatedTiles {
   template <int C, int A, int B>
   void dot_signed_unsigned() {
     const int M = cfg.rows[C], N = cfg.colsb[C] / 4, K = cfg.colsb[A] / 4;
+    // Shapes the instruction refuses (#UD on hardware): C poisoned, so any test comparing it fails.
+    if (cfg.rows[A] != M || cfg.rows[B] != K || cfg.colsb[B] != cfg.colsb[C]) {
+      std::memset(tiles[C], 0x7f, sizeof(tiles[C]));
+      return;
+    }
     for (int m = 0; m < M; ++m)
       for (int n = 0; n < N; ++n) {
         int32_t c;
