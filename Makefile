@@ -56,8 +56,12 @@ tsan: build-tsan
 	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1 \
 	  $(BUILD_TSAN)/nxrt_unit_tests --gtest_brief=1 --gtest_filter='$(TSAN_FILTER)'
 
+# At 1 thread, then 2, then 4 even on a 2-CPU machine (pool=exact), so the split and 3+-thread paths
+# of the light models and node tests run too.
 conformance: build
 	@scripts/run_conformance.sh $(BUILD)/nxrt
+	@echo "== 2 threads"; THREADS=2 scripts/run_conformance.sh $(BUILD)/nxrt
+	@echo "== 4 threads (pool=exact: past this machine's CPUs)"; THREADS=4 NXRT_KERNEL_OVERRIDES=pool=exact scripts/run_conformance.sh $(BUILD)/nxrt
 
 # The manifest at every optimizer level (disabled, basic, all).
 conformance-levels: build

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test listed in tests/conformance/expected_pass.txt (lines "suite:id") over the suites
 # present on this machine; any listed test failing fails the run. OPT=disabled|basic|all (default all)
-# picks the optimizer level.
+# picks the optimizer level, THREADS (default 1) each session's intra-op threads (with
+# NXRT_KERNEL_OVERRIDES=pool=exact, that many even past this machine's CPUs).
 set -uo pipefail
 nxrt="$(realpath "${1:?usage: run_conformance.sh path/to/nxrt}")"
 source "$(dirname "$0")/suites.sh"
@@ -19,7 +20,7 @@ for s in "${SUITES[@]}"; do
   fi
   ran=1
   echo "suite $s: $n listed tests under $root"
-  "$nxrt" test --root "$root" --ids-file "$tmp/$s.ids" --jobs "${JOBS:-2}" --opt "${OPT:-all}" --quiet > "$tmp/$s.out" 2>&1
+  "$nxrt" test --root "$root" --ids-file "$tmp/$s.ids" --jobs "${JOBS:-2}" --opt "${OPT:-all}" --threads "${THREADS:-1}" --quiet > "$tmp/$s.out" 2>&1
   grep -v -E '^[0-9]+ passed, [0-9]+ failed$' "$tmp/$s.out" || true
   line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$tmp/$s.out" | tail -1)
   if [ -z "$line" ]; then echo "suite $s: the runner printed no summary"; total_fail=$((total_fail + n)); continue; fi

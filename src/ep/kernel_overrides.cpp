@@ -20,6 +20,10 @@ const std::vector<KernelOverrideKey>& known_kernel_overrides() {
       {"conv.skip", "none|winograd|small-spatial|padded-rows-gemm|strided-direct|stem-lanes",
        "the same convs: the automatic choice never picks this path (A/B of one path on a whole model); "
        "stem-lanes: nxrt::ConvMaxPool's channels-last path (ops/conv/stem_lanes.h)"},
+      {"pool", "capped|exact",
+       "exact: the session's thread pool has SessionOptions::threads threads even past this machine's CPUs "
+       "(oversubscribed: for tests of the 3+-thread paths, the one-counter chunks and plans for more threads, on small "
+       "machines; never for speed); capped (default): at most the CPUs"},
   };
   return keys;
 }

@@ -30,7 +30,15 @@ namespace nxrt::ep {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int num_threads);
+  // How the requested count becomes num_threads().
+  enum class Sizing {
+    kCappedByCpus,  // at most the CPUs this process may run on (<= 0: all of them)
+    // Exactly as requested (<= 0: all CPUs), even past the CPUs: for tests, so that a 2-CPU machine
+    // still runs the 3+-thread code paths (the one-counter chunks, slots past 1, plans for more
+    // threads) that users' bigger machines take. Oversubscribed, so for correctness only, not speed.
+    kExact,
+  };
+  explicit ThreadPool(int num_threads, Sizing sizing = Sizing::kCappedByCpus);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

@@ -117,7 +117,7 @@ VariantOutcome run_case(const Case& c, int threads, int specialize_threads,
     EXPECT_NE(v, nullptr) << c.what;
     r.variant_bytes = v ? v->workspace_bytes() : 0;
   }
-  ep::ThreadPool pool(threads);
+  ep::ThreadPool pool(threads, ep::ThreadPool::Sizing::kExact);
   VariantContext ctx(*n->info, in, pool, v.get());
   if (c.share_kv) {
     ctx.bind_output(1, in[3]);
@@ -607,7 +607,7 @@ TEST(AttentionVariants, DISABLED_GqaDecodeStepBench) {
       ASSERT_NE(n->kernel, nullptr);
       auto v = specialize(*n, in, threads);
       ASSERT_TRUE(v.ok());
-      ep::ThreadPool pool(threads);
+      ep::ThreadPool pool(threads, ep::ThreadPool::Sizing::kExact);
       SteadyContext ctx(*n->info, in, pool, v->get());
       Tensor y(DataType::kFloat, {1, 1, sh.H * sh.D});
       ctx.bind_output(0, Value(y));

@@ -232,7 +232,7 @@ TEST(GemmPlan, TwoThreadPlanRunsOnOneThreadAndInsideChunks) {
       EXPECT_EQ(got[0], serial) << "inside a chunk";
       EXPECT_EQ(got[1], serial) << "inside a chunk";
       // And on a pool wider than planned for (re-planned for its width).
-      ep::ThreadPool pool3(3);
+      ep::ThreadPool pool3(3, ep::ThreadPool::Sizing::kExact);
       if (pool3.num_threads() == 3) {
         EXPECT_EQ(run(p, f, &plan2, &pool3, isa), run(p, f, nullptr, &pool3, isa)) << "wider pool";
       }

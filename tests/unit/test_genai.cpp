@@ -438,6 +438,53 @@ TEST(GenaiGenerator, RealTinyDecodersDecodeWithoutAllocating) {
   }
 }
 
+// The thread count changes no result: the tiny real decoders (both styles), a batch of 4 left-padded
+// prompts, 12 greedy steps at 1, 2, 3 and 4 threads (pool=exact: 3 and 4 even on a 2-CPU machine, so
+// the one-counter chunks and plans for more threads run) give the same tokens and the same logits bit
+// for bit: every kernel on this path splits work, never a sum, between threads.
+TEST(GenaiGenerator, ThreadCountsGiveTheSameTokensAndLogits) {
+  const char* root = std::getenv("NXRT_TEST_GENAI_DIR");
+  if (!root) GTEST_SKIP() << "NXRT_TEST_GENAI_DIR unset (ctest sets it after writing the tiny models)";
+  for (const char* style : {"genai", "onnx"}) {
+    std::vector<std::vector<int64_t>> first_tokens;
+    std::vector<std::vector<float>> first_logits;
+    for (int threads : {1, 2, 3, 4}) {
+      SCOPED_TRACE(std::string(style) + " threads " + std::to_string(threads));
+      ModelOptions mo;
+      mo.session.threads = threads;
+      mo.session.kernel_overrides = {{"pool", "exact"}};
+      auto model = Model::create(std::string(root) + "/" + style, mo);
+      ASSERT_TRUE(model.ok()) << model.status().to_string();
+      const int64_t pad = (*model)->config().pad_token_id;
+      GeneratorParams params(**model);
+      params.search.max_length = 40;
+      params.search.batch_size = 4;
+      auto gen = Generator::create(**model, params);
+      ASSERT_TRUE(gen.ok()) << gen.status().to_string();
+      Generator& g = **gen;
+      ASSERT_TRUE(g.append_tokens({5, 17, 3, 99, 42, pad, pad, 7, 8, 9, pad, 11, 12, 13, 14, pad, pad, pad, pad, 21}).ok());
+      std::vector<int64_t> tokens;
+      std::vector<float> logits;
+      for (int i = 0; i < 12; ++i) {
+        auto l = g.get_logits();
+        ASSERT_TRUE(l.ok()) << l.status().to_string();
+        logits.insert(logits.end(), l->begin(), l->end());
+        ASSERT_TRUE(g.generate_next_token().ok());
+        for (int64_t t : g.get_next_tokens()) tokens.push_back(t);
+      }
+      if (threads == 1) {
+        first_tokens.push_back(tokens);
+        first_logits.push_back(logits);
+        continue;
+      }
+      EXPECT_EQ(tokens, first_tokens[0]);
+      ASSERT_EQ(logits.size(), first_logits[0].size());
+      for (size_t i = 0; i < logits.size(); ++i)
+        ASSERT_EQ(float_bits(logits[i]), float_bits(first_logits[0][i])) << "logit " << i << ": " << logits[i] << " vs " << first_logits[0][i];
+    }
+  }
+}
+
 // SessionOptions::kv_cache_dtype = float16 on a tiny float32 GroupQueryAttention folder: the past
 // inputs and present outputs become float16 (the generator allocates its cache from them), logits stay
 // within float16 rounding of the float32 cache's while the two greedy paths agree, a decode step still

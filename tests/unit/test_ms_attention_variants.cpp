@@ -102,7 +102,7 @@ VariantOutcome run_case(const Case& c, int threads, int specialize_threads, cons
     EXPECT_NE(v, nullptr) << c.what;
     r.variant_bytes = v ? v->workspace_bytes() : 0;
   }
-  ep::ThreadPool pool(threads);
+  ep::ThreadPool pool(threads, ep::ThreadPool::Sizing::kExact);
   VariantContext ctx(*n->info, c.in, pool, v.get());
   const Status s = n->kernel->compute(ctx);
   EXPECT_TRUE(s.ok()) << c.what << ": " << s.to_string();

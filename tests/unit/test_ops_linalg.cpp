@@ -44,7 +44,7 @@ void check_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, 
 
 TEST(OpsLinalgGemm, BlockedMatchesReferenceOnRandomShapes) {
   std::mt19937 rng(42);
-  ep::ThreadPool pool1(1), pool3(3);
+  ep::ThreadPool pool1(1), pool3(3, ep::ThreadPool::Sizing::kExact);
   const int64_t sizes[] = {1, 2, 3, 4, 5, 7, 15, 16, 17, 33, 65, 100, 257, 300};
   std::uniform_int_distribution<int> pick(0, sizeof(sizes) / sizeof(sizes[0]) - 1);
   for (int it = 0; it < 60; ++it) {
@@ -280,7 +280,7 @@ TEST(OpsLinalgQuant, QLinearMatMulInt8AndFloat8) {
 TEST(OpsLinalgGemm, PrepackedBMatchesReference) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> d(-1.f, 1.f);
-  ep::ThreadPool pool(3);
+  ep::ThreadPool pool(3, ep::ThreadPool::Sizing::kExact);
   const int64_t shapes[][3] = {{1, 1, 1}, {1, 37, 300}, {5, 17, 3}, {64, 33, 257}, {70, 530, 260}, {3, 1, 9}, {2, 1000, 40}};
   for (auto& sh : shapes)
     for (bool ta : {false, true})

@@ -61,7 +61,7 @@ void expect_conv_matches_naive(std::mt19937& rng, const ConvShape& s, const Dims
 
 TEST(OpsNnGemm, MatchesReferenceOnOddShapes) {
   std::mt19937 rng(1);
-  ep::ThreadPool pool(3);
+  ep::ThreadPool pool(3, ep::ThreadPool::Sizing::kExact);
   const int64_t shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {6, 16, 256}, {13, 37, 300}, {65, 250, 70}, {3, 600, 9}};
   for (auto& sh : shapes) {
     const int64_t M = sh[0], N = sh[1], K = sh[2];

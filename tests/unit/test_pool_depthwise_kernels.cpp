@@ -263,7 +263,7 @@ TEST(SmallCnnPointwise, SinglePositionGemvMatchesNaive) {
 // (workers joining late, or for the next job) must still cover every index exactly once.
 TEST(SmallCnnThreadPool, ShortJobsBackToBackCoverEveryIndexOnce) {
   for (int threads : {2, 3, 4}) {
-    ep::ThreadPool pool(threads);
+    ep::ThreadPool pool(threads, ep::ThreadPool::Sizing::kExact);
     std::vector<std::atomic<int>> hits(257);
     for (int job = 0; job < 3000; ++job) {
       const int64_t n = 1 + job % 257;

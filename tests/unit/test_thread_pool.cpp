@@ -31,11 +31,14 @@ TEST(ThreadPool, SizedFromAffinityCappedByRequest) {
   EXPECT_EQ(ep::ThreadPool(1000).num_threads(), avail);
   EXPECT_EQ(ep::ThreadPool(0).num_threads(), avail);
   EXPECT_EQ(ep::ThreadPool(2).num_threads(), std::min(2, avail));
+  // Tests' pools: the count asked for, past the CPUs too.
+  EXPECT_EQ(ep::ThreadPool(avail + 3, ep::ThreadPool::Sizing::kExact).num_threads(), avail + 3);
+  EXPECT_EQ(ep::ThreadPool(0, ep::ThreadPool::Sizing::kExact).num_threads(), avail);
 }
 
 TEST(ThreadPool, CoversRangeExactlyOnce) {
   for (int threads : {1, 2, 4}) {
-    ep::ThreadPool pool(threads);
+    ep::ThreadPool pool(threads, ep::ThreadPool::Sizing::kExact);
     for (int64_t n : {1, 2, 7, 100, 1000, 12345}) {
       for (int64_t grain : {1, 3, 64}) {
         std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
@@ -249,7 +252,7 @@ TEST(ThreadPool, StreamingScheduleHalvesLaterClaims) {
 TEST(ThreadPool, IdlePrefetchRangesKeepLoopsExact) {
   std::vector<uint8_t> a(256 * 1024, 1), b(96 * 1024, 2);
   for (int threads : {1, 2, 3}) {
-    ep::ThreadPool pool(threads);
+    ep::ThreadPool pool(threads, ep::ThreadPool::Sizing::kExact);
     std::atomic<bool> stop{false};
     std::thread poster([&] {
       for (int i = 0; !stop.load(); ++i) {
@@ -290,7 +293,7 @@ TEST(ThreadPool, NestedRunsInline) {
 // chunk keeps the chunk's slot: per-thread scratch indexed by slot is never shared by two chunks.
 TEST(ThreadPool, SlotsAreDistinctAmongConcurrentChunks) {
   for (int threads : {1, 2, 4}) {
-    ep::ThreadPool pool(threads);
+    ep::ThreadPool pool(threads, ep::ThreadPool::Sizing::kExact);
     const int n = pool.num_threads();
     std::vector<std::atomic<int>> in_use(static_cast<size_t>(n));
     std::atomic<int> bad{0}, nested_changed{0};

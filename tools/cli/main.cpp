@@ -41,7 +41,7 @@ namespace {
                "  nxrt run MODEL.onnx [--input FILE.pb]... [--output-dir DIR] [--threads N] [--opt LEVEL] [--disable PASS]...\n"
                "  nxrt bench MODEL.onnx [--input FILE.pb]... [--threads N] [--opt LEVEL] [--disable PASS]... [--warmup W] [--runs R] [--dim NAME=V]...\n"
                "             [--concurrency N,M,... [--rounds K]]  (aggregate throughput of N runs at once on one session)\n"
-               "  nxrt test DIR... [--jobs N] [--timeout S] [--report FILE] [--ids-file FILE --root DIR] [--opt LEVEL]\n"
+               "  nxrt test DIR... [--jobs N] [--timeout S] [--report FILE] [--ids-file FILE --root DIR] [--opt LEVEL] [--threads N]\n"
                "  (LEVEL: disabled|basic|all, default all; the NXRT_OPT_LEVEL environment variable overrides it; --disable: an optimizer pass not to run, by name)\n"
                "  nxrt info                         this CPU, its features and the kernel tier chosen (NXRT_ISA caps it)\n"
                "  nxrt info MODEL.onnx [--shapes]   (--shapes: inferred shape of every value, symbol lineage)\n"
@@ -580,7 +580,7 @@ int cmd_test(int argc, char** argv) {
     else if (a == "--rtol") rtol = std::atof(next().c_str());
     else if (a == "--atol") atol = std::atof(next().c_str());
     else if (a == "--quiet") quiet = true;
-    else if (a == "--opt") opts = parse_common(a, next(), opts);
+    else if (a == "--opt" || a == "--threads") opts = parse_common(a, next(), opts);
     else if (!a.empty() && a[0] == '-') usage_exit("unknown option " + a);
     else dirs.push_back(a);
   });
