@@ -126,7 +126,7 @@ void check_case(const Case& c, uint32_t seed) {
   double scale = 1e-3;
   for (double v : ref) scale = std::max(scale, std::fabs(v));
   for (const std::string& tier : tiers_here()) {
-    for (int threads : {1, 2}) {
+    for (int threads : {1, 2, 3}) {
       for (bool specialize : {true, false}) {
         KernelRun run = conv_pool_run(c, x, w, b);
         run.threads = threads;

@@ -345,7 +345,7 @@ TEST(GemmPlan, MatMulAndGemmWithAndWithoutVariantAreBitIdentical) {
   std::mt19937 rng(31);
   using nxrt::testing::attr_float;
   using nxrt::testing::attr_int;
-  for (int threads : {1, 2}) {
+  for (int threads : {1, 2, 3}) {
     // MatMul: a tall GEMM (B shared), a GEMM per batch, small batches in chunks, 1-D operands, a GEMV,
     // float16, and a constant (packed) B.
     const std::vector<std::pair<Dims, Dims>> mm = {

@@ -89,7 +89,7 @@ TEST(MatMulNBitsSiluMul, KernelHasTheBitsOfTheSplitPairThenSiluMul) {
       const int bias = it % 3;
       const Weights g = random_weights(rng, K, N), u = random_weights(rng, K, N);
       const Tensor A = random_tensor({M, K}, 100 + it);
-      for (int threads : {1, 2})
+      for (int threads : {1, 2, 3})
         for (bool specialize : {false, true}) {
           SCOPED_TRACE(std::string("tier ") + tier_name + " K " + std::to_string(K) + " N " + std::to_string(N) + " M " +
                        std::to_string(M) + " zp " + std::to_string(zp) + " bias " + std::to_string(bias) + " threads " +

@@ -331,7 +331,7 @@ TEST(FusedAttentionOp, StridedHeadViewsGiveTheContiguousBits) {
   for (int64_t i = 0; i < Bn * S; ++i) mask.data<float>()[i] = i % 5 == 0 ? -1e4f : 0.f;
   for (int variant = 0; variant < 4; ++variant) {
     const bool with_mask = variant & 1, cols = variant & 2;
-    for (int threads : {1, 2}) {
+    for (int threads : {1, 2, 3}) {
       auto run_on = [&](const Tensor& qq, const Tensor& kk, const Tensor& vv) {
         KernelRun run;
         run.op_type = "FusedAttention";
