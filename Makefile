@@ -45,8 +45,9 @@ asan-test: build-asan
 	  $(BUILD_ASAN)/nxrt_unit_tests --gtest_brief=1
 
 # The unit tests that run a session from many threads (and the executor, kernel cache, capture and
-# thread pool tests they lean on) under ThreadSanitizer, built with clang in its own build folder.
-TSAN_FILTER ?= ConcurrentRuns.*:ThreadPool.*:Executor*.*:KernelLifecycle.*:Capture*.*:Session.*:MemoryLimit.*
+# thread pool tests they lean on), and the tiny decoders' kernels at 1-4 threads (exact pools: the
+# one-counter chunks too), under ThreadSanitizer, built with clang in its own build folder.
+TSAN_FILTER ?= ConcurrentRuns.*:ThreadPool.*:Executor*.*:KernelLifecycle.*:Capture*.*:Session.*:MemoryLimit.*:GenaiGenerator.ThreadCounts*
 build-tsan: deps
 	@CC=clang CXX=clang++ cmake -S . -B $(BUILD_TSAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DNXRT_WERROR=ON -DNXRT_TSAN=ON -DNXRT_PYTHON=OFF >/dev/null
@@ -54,6 +55,7 @@ build-tsan: deps
 
 tsan: build-tsan
 	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1 \
+	  env $$(test -d $(BUILD)/test-genai/onnx && echo NXRT_TEST_GENAI_DIR=$(abspath $(BUILD))/test-genai) \
 	  $(BUILD_TSAN)/nxrt_unit_tests --gtest_brief=1 --gtest_filter='$(TSAN_FILTER)'
 
 # At 1 thread, then 2, then 4 even on a 2-CPU machine (pool=exact), so the split and 3+-thread paths
