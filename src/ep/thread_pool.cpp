@@ -319,7 +319,9 @@ int ThreadPool::slot() const { return tl_slot_pool == this ? tl_slot : 0; }
 
 ThreadPool::ThreadPool(int num_threads, Sizing sizing) : num_threads_(1), impl_(std::make_unique<Impl>()) {
   const int avail = available_cpus();
-  num_threads_ = num_threads <= 0 ? avail : sizing == Sizing::kExact ? num_threads : std::max(1, std::min(num_threads, avail));
+  num_threads_ = num_threads <= 0             ? avail
+                 : sizing == Sizing::kExact ? std::min(num_threads, kMaxExactThreads)
+                                            : std::max(1, std::min(num_threads, avail));
   for (int i = 1; i < num_threads_; ++i) impl_->workers.emplace_back([this, i] { impl_->worker_loop(this, i); });
 }
 

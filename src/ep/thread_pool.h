@@ -36,8 +36,10 @@ class ThreadPool {
     // Exactly as requested (<= 0: all CPUs), even past the CPUs: for tests, so that a 2-CPU machine
     // still runs the 3+-thread code paths (the one-counter chunks, slots past 1, plans for more
     // threads) that users' bigger machines take. Oversubscribed, so for correctness only, not speed.
+    // At most kMaxExactThreads (a session refuses more).
     kExact,
   };
+  static constexpr int kMaxExactThreads = 256;
   explicit ThreadPool(int num_threads, Sizing sizing = Sizing::kCappedByCpus);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;

@@ -263,8 +263,13 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
     impl->tracer->span("plan", "session", t0, session::monotonic_us() - t0,
                        "\"steps\":" + std::to_string(impl->plan->num_steps()));
   }
+  const bool exact_pool = impl->overrides.get("pool") == "exact";
+  if (exact_pool && opts.threads > ep::ThreadPool::kMaxExactThreads) {
+    return invalid_argument("kernel override pool=exact takes at most " + std::to_string(ep::ThreadPool::kMaxExactThreads) +
+                            " threads; SessionOptions::threads is " + std::to_string(opts.threads));
+  }
   impl->pool = std::make_unique<ep::ThreadPool>(
-      opts.threads, impl->overrides.get("pool") == "exact" ? ep::ThreadPool::Sizing::kExact : ep::ThreadPool::Sizing::kCappedByCpus);
+      opts.threads, exact_pool ? ep::ThreadPool::Sizing::kExact : ep::ThreadPool::Sizing::kCappedByCpus);
   if (const char* v = std::getenv("NXRT_KERNEL_CACHE_VARIANTS_PER_NODE")) {
     long n = std::strtol(v, nullptr, 10);
     if (n > 0) impl->cache_config.variants_per_node = static_cast<size_t>(n);

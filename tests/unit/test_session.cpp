@@ -48,6 +48,29 @@ std::string relu_add_model() { return onnx::serialize_model(relu_add_ir()); }
 
 }  // namespace
 
+// Kernel override pool=exact: the session runs on exactly `threads` threads even past this machine's
+// CPUs (here 4 on any machine: same result as 1 thread), and refuses more than the pool's limit with an
+// error naming both, instead of trying to start thousands of threads.
+TEST(Session, ExactPoolRunsPastTheCpusAndRefusesAbsurdCounts) {
+  const std::string bytes = relu_add_model();
+  const Value x(Tensor::from_vector<float>(DataType::kFloat, {2, 3}, {0, 0, 0, 1, 1, 1}));
+  SessionOptions o;
+  o.threads = 4;
+  o.kernel_overrides = {{"pool", "exact"}};
+  auto s = Session::create_from_bytes(bytes.data(), bytes.size(), o);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto out = (*s)->run({{"x", x}});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  const Tensor& y = (*out)[0].tensor();
+  EXPECT_EQ(std::vector<float>(y.data<float>(), y.data<float>() + 6), (std::vector<float>{1, 0, 0.5f, 2, 0, 1.5f}));
+  o.threads = 100000;
+  auto refused = Session::create_from_bytes(bytes.data(), bytes.size(), o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("pool=exact takes at most 256 threads; SessionOptions::threads is 100000"),
+            std::string::npos)
+      << refused.status().message();
+}
+
 TEST(Session, FromBytesOutlivesTheCallersBuffer) {
   std::string bytes = relu_add_model();
   auto s = Session::create_from_bytes(bytes.data(), bytes.size());
