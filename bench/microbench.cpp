@@ -7,9 +7,6 @@
 // Counters: GFLOP/s for GEMM and conv (2*M*N*K), GB/s for GEMV (weight bytes read), streams and kernels
 // (bytes read + written).
 #include <benchmark/benchmark.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include <cstring>
 #include <memory>
@@ -23,6 +20,7 @@
 #include "ops/contrib/matmul_nbits.h"
 #include "ops/conv/conv_engine.h"
 #include "ops/gemm/gemm.h"
+#include "../tools/read_bandwidth/read_loops.h"
 
 namespace {
 
@@ -450,32 +448,6 @@ void BM_NBitsDecode(benchmark::State& state) {
 // per-matrix hand-off, the kernel's own read speed).
 BENCHMARK(BM_NBitsDecode)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// Sums n 64-byte lines with 32-byte loads and four accumulators, nxrt_read_bandwidth's loop (the
-// baseline build has only SSE2, whose 16-byte loads read slower). kPaged: also its fastest prefetch
-// scheme, the one llm_compare's weight-read limit takes (a non-temporal prefetch per line 8 KB ahead,
-// and one per 4 KB page 32 KB ahead).
-#if defined(__x86_64__)
-template <bool kPaged>
-__attribute__((target("avx2"))) uint64_t sum_lines_avx2(const uint64_t* p, int64_t lines) {
-  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-  for (int64_t i = 0; i + 1 < lines; i += 2) {
-    if constexpr (kPaged) {
-      _mm_prefetch(reinterpret_cast<const char*>(p + i * 8 + 1024), _MM_HINT_NTA);
-      _mm_prefetch(reinterpret_cast<const char*>(p + i * 8 + 1032), _MM_HINT_NTA);
-      if ((reinterpret_cast<uintptr_t>(p + i * 8) & 4095) == 0) _mm_prefetch(reinterpret_cast<const char*>(p + i * 8 + 4096), _MM_HINT_T0);
-    }
-    const __m256i* q = reinterpret_cast<const __m256i*>(p + i * 8);
-    a = _mm256_add_epi64(a, _mm256_load_si256(q));
-    b = _mm256_add_epi64(b, _mm256_load_si256(q + 1));
-    c = _mm256_add_epi64(c, _mm256_load_si256(q + 2));
-    d = _mm256_add_epi64(d, _mm256_load_si256(q + 3));
-  }
-  alignas(32) uint64_t t[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(t), _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)));
-  return t[0] + t[1] + t[2] + t[3] + (lines % 2 ? p[(lines - 1) * 8] : 0);
-}
-#endif
-
 void BM_NBitsDecodeStreamRead(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   const bool paged = state.range(2) != 0;
@@ -489,21 +461,11 @@ void BM_NBitsDecodeStreamRead(benchmark::State& state) {
       const auto* p = reinterpret_cast<const uint64_t*>(m.data.data());
       const int64_t words = static_cast<int64_t>(m.bytes() / 8);
       std::vector<uint64_t> part(16 * 8, 0);
-#if defined(__x86_64__)
-      const bool avx2 = ep::cpu_has_avx2_fma();
-#else
-      const bool avx2 = false;
-#endif
+      // nxrt_read_bandwidth's own loops over 64-byte lines: plain (0), or behind its fastest prefetch
+      // scheme (2), the one the weight-read limit takes.
       pool.parallel_for(words / 8, 512, [&](int64_t s, int64_t e) {
-        uint64_t t = 0;
-        if (avx2) {
-#if defined(__x86_64__)
-          t = paged ? sum_lines_avx2<true>(p + s * 8, e - s) : sum_lines_avx2<false>(p + s * 8, e - s);
-#endif
-        } else {
-          for (int64_t i = s * 8; i < e * 8; ++i) t += p[i];
-        }
-        part[static_cast<size_t>(pool.slot()) * 8] += t;
+        part[static_cast<size_t>(pool.slot()) * 8] +=
+            read_loops::sum(p + s * 8, static_cast<size_t>(e - s) * 8, paged ? 2 : 0);
       });
       for (uint64_t v : part) sink += v;
     }
