@@ -498,8 +498,7 @@ QuantizedA quantize_a(const NBitsPanelsPlan& plan, const float* A, const QuantPa
 }
 
 using TileFn = void (*)(const QuantPanels&, const PanelTile&);
-using AmxFn = void (*)(const QuantPanels&, const int8_t*, int64_t, const float*, int64_t, int64_t, int64_t, float*,
-                       int64_t, int64_t, uint8_t*, int64_t);
+using AmxFn = decltype(&qd8_f32_qb4w_gemm_32x32__amx);  // the emulated kernel has the same signature
 // The AMX kernel of an amx plan: the tiles, or their emulation (tests).
 AmxFn amx_fn(PanelKernel kernel) {
   return kernel == PanelKernel::kAmxEmulated ? qd8_f32_qb4w_gemm_32x32__amx_emulated : qd8_f32_qb4w_gemm_32x32__amx;
