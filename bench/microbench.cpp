@@ -380,6 +380,16 @@ BENCHMARK(BM_LayerNorm)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealT
 // model order: the weight stream of a decode step (about 309 MB). GB/s = packed bytes read / time;
 // BM_NBitsDecodeStreamRead sums the same packed bytes with vector loads, the anchor it is held to: plain
 // loads, or behind the prefetch scheme of nxrt_read_bandwidth's fastest loop (the weight-read limit's).
+// The tier whose MatMulNBits tile the benchmarks below run: the CPU's, capped by NXRT_ISA as a session
+// caps it (NXRT_ISA=avx2 times the AVX2 tile on an AVX-512 machine).
+ep::IsaTier nbits_tier() {
+  ep::IsaTier t = ep::cpu_isa_tier();
+  if (const char* isa = std::getenv("NXRT_ISA"); isa && *isa) {
+    if (auto cap = ep::parse_isa_tier(isa); cap && *cap < t) t = *cap;
+  }
+  return t;
+}
+
 struct DecodeWeights {
   std::vector<ops::contrib::QuantPanels> mats;
   size_t bytes = 0;
@@ -394,7 +404,7 @@ const DecodeWeights& decode_weights() {
     shapes.push_back({H, V});
     std::mt19937 rng(7);
     // The panel width of the kernel the machine's tier runs (32 columns on AVX-512, 16 on AVX2).
-    const int64_t cols = ops::contrib::panel_kernel_info(ops::contrib::choose_panel_kernel(ep::cpu_isa_tier())).cols;
+    const int64_t cols = ops::contrib::panel_kernel_info(ops::contrib::choose_panel_kernel(nbits_tier())).cols;
     for (auto [K, N] : shapes) {
       const int64_t kb = K / 32;
       std::vector<uint8_t> B(static_cast<size_t>(N * kb * 16));
@@ -423,7 +433,7 @@ size_t decode_bytes(const DecodeWeights& w, size_t first) {
 void BM_NBitsDecode(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   const DecodeWeights& w = decode_weights();
-  const auto kernel = ops::contrib::choose_panel_kernel(ep::cpu_isa_tier());
+  const auto kernel = ops::contrib::choose_panel_kernel(nbits_tier());
   std::vector<ops::contrib::NBitsPanelsPlan> plans;
   size_t ws = 0;
   int64_t maxn = 0;
@@ -490,7 +500,7 @@ void BM_NBitsDecodeInCache(benchmark::State& state) {
   std::vector<uint8_t> B(static_cast<size_t>(N * (K / 32) * 16));
   for (auto& b : B) b = static_cast<uint8_t>(rng());
   std::vector<float> sc(static_cast<size_t>(N * (K / 32)), 0.01f), zp(sc.size(), 8.f);
-  const auto kernel = ops::contrib::choose_panel_kernel(ep::cpu_isa_tier());
+  const auto kernel = ops::contrib::choose_panel_kernel(nbits_tier());
   const int64_t cols = ops::contrib::panel_kernel_info(kernel).cols;
   const auto m = ops::contrib::pack_quant_panels(B.data(), sc.data(), zp.data(), K, N, 4, 32, cols);
   const auto plan = ops::contrib::matmulnbits_panels_plan(1, m, kernel, 1);
@@ -504,3 +514,38 @@ void BM_NBitsDecodeInCache(benchmark::State& state) {
   state.counters["GB/s"] = benchmark::Counter(double(m.bytes()) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_NBitsDecodeInCache)->Arg(896)->Arg(128)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The prefill product's compute rate: a 512-row A against one Qwen2.5-0.5B-shape projection (block
+// 32, accuracy_level 4), the machine's tier's tile (AMX where it runs). Args: K, N, threads. GOPS counts
+// a multiply and an add per weight per row; against the tier's int8 dot-product peak it says how much of
+// the core the tile uses.
+void BM_NBitsPrefill(benchmark::State& state) {
+  const int64_t M = 512, K = state.range(0), N = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  std::mt19937 rng(11);
+  std::vector<uint8_t> B(static_cast<size_t>(N * (K / 32) * 16));
+  for (auto& b : B) b = static_cast<uint8_t>(rng());
+  std::vector<float> sc(static_cast<size_t>(N * (K / 32))), zp(sc.size(), 8.f);
+  std::uniform_real_distribution<float> ds(0.001f, 0.02f);
+  for (auto& s : sc) s = ds(rng);
+  const auto kernel = ops::contrib::choose_panel_kernel(nbits_tier());
+  const int64_t cols = ops::contrib::panel_kernel_info(kernel).cols;
+  const auto m = ops::contrib::pack_quant_panels(B.data(), sc.data(), zp.data(), K, N, 4, 32, cols);
+  const auto plan = ops::contrib::matmulnbits_panels_plan(M, m, kernel, threads);
+  std::vector<float> a = rand_vec(M * K, 3), y(static_cast<size_t>(M * N));
+  auto* work = static_cast<uint8_t*>(std::aligned_alloc(64, (plan.workspace_bytes() + 63) / 64 * 64 + 64));
+  ep::ThreadPool& pool = pool_for(threads);
+  for (auto _ : state) {
+    ops::contrib::matmulnbits_panels_run(plan, a.data(), m, nullptr, y.data(), &pool, work);
+    benchmark::DoNotOptimize(y.data());
+  }
+  std::free(work);
+  state.counters["GOPS"] = benchmark::Counter(2.0 * M * K * N * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_NBitsPrefill)
+    ->Args({896, 4864, 1})
+    ->Args({4864, 896, 1})
+    ->Args({896, 896, 1})
+    ->Args({896, 4864, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
