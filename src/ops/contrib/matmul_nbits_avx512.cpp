@@ -61,7 +61,8 @@ __attribute__((target(NXRT_AVX512VNNI_TARGET))) void gemm_vnni(const QuantPanels
       prefetch_pages_ahead(rec, rb);
     } else {
       // Prefill reads a panel again for each pass over A's rows: keep it in L2.
-      for (int64_t off = 0; off < rb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(rec + ahead + off), _MM_HINT_T0);
+      if (t.prefetch_panel)
+        for (int64_t off = 0; off < rb; off += 64) _mm_prefetch(reinterpret_cast<const char*>(rec + ahead + off), _MM_HINT_T0);
     }
     __m512i acc[MR][2];
     for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();

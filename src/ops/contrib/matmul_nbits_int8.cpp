@@ -565,6 +565,7 @@ void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanel
         t.ncols = std::min<int64_t>(W.cols, t.ldy - c0);
         for (int64_t m = m0; m < m1; m += mr) {
           t.rows = std::min(mr, m1 - m);
+          t.prefetch_panel = m == m0;
           t.a = aq + m * W.kpad;
           t.sa = sa + m * W.kb;
           t.sq = sq + m * W.kb;
@@ -637,6 +638,7 @@ void panels_silu_mul_run_on(const NBitsPanelsPlan& plan, const float* A, const Q
           t.ldy = cols;
           for (int64_t m = m0; m < m1; m += plan.mr) {
             t.rows = std::min(plan.mr, m1 - m);
+            t.prefetch_panel = m == m0;
             t.a = qa.aq + m * W.kpad;
             t.sa = qa.sa + m * W.kb;
             t.sq = qa.sq + m * W.kb;
