@@ -3,11 +3,13 @@
 the packed MatMulNBits weights (column-panel records: 4-bit codes, block scales in fp16 when every
 scale is a float16 value else fp32, zero-point bytes only when they differ), the KV cache rows attention
 reads at the given position (K and V of every layer, float32 or, with --kv-dtype float16, as
-`nxrt generate --kv-dtype float16` keeps them), the embedding row, and the remaining float
+`nxrt generate --kv-dtype float16` keeps them; with --weight-scales float16 the block scales as
+`nxrt generate --weight-scales float16` packs them), the embedding row, and the remaining float
 initializers (norm weights, biases; cos/sin: one row each). Divided by the read bandwidth of the moment,
 this is the decode speed limit a memory-bound step cannot beat.
 
   llm_bytes_per_token.py MODEL_DIR [--cols 32] [--position P] [--kv-dtype float32|float16]
+                         [--weight-scales model|float16]
 
 --cols: 32 for the AVX-512 / AMX kernels, 16 for AVX2 and scalar (`nxrt info` prints the tier).
 --position: tokens in the cache while decoding (default: the middle of a 512 + 32 generation, 528).
@@ -29,10 +31,14 @@ def load(model_dir):
     return cfg, onnx.load(path, load_external_data=True)
 
 
-def panel_bytes(K, N, block, scales, zps, cols):
+def panel_bytes(K, N, block, scales, zps, cols, round_scales):
     kb = (K + block - 1) // block
     panels = (N + cols - 1) // cols
     s = scales.astype(np.float32).reshape(-1)
+    if round_scales:  # SessionOptions::matmulnbits_scale_dtype: kept when float16 cannot hold one as a normal
+        a = np.abs(s)
+        if np.all((a == 0) | ((a >= 2.0 ** -14) & (a <= 65504))):
+            s = s.astype(np.float16).astype(np.float32)
     fp16 = bool(np.all(s.astype(np.float16).astype(np.float32).view(np.uint32) == s.view(np.uint32)))
     zp_table = zps is not None and len(np.unique(zps)) > 1
     rec = block // 4 * cols * 2 + cols * (2 if fp16 else 4) + (cols if zp_table else 0)
@@ -47,6 +53,7 @@ def main():
     ap.add_argument("--cols", type=int, default=32, choices=[16, 32])
     ap.add_argument("--position", type=int, default=528)
     ap.add_argument("--kv-dtype", default="float32", choices=["float32", "float16"])
+    ap.add_argument("--weight-scales", default="model", choices=["model", "float16"])
     a = ap.parse_args()
     cfg, m = load(a.model_dir)
     g = m.graph
@@ -65,7 +72,7 @@ def main():
         zps = None
         if len(node.input) > 3 and node.input[3]:
             zps = arr(node.input[3])
-        weights += panel_bytes(K, N, block, arr(node.input[2]), zps, a.cols)
+        weights += panel_bytes(K, N, block, arr(node.input[2]), zps, a.cols, a.weight_scales == "float16")
         used.update(i for i in node.input[1:5] if i)
     mc = cfg["model"]
     layers, kv_heads = mc["decoder"]["num_hidden_layers"], mc["decoder"]["num_key_value_heads"]
@@ -84,7 +91,7 @@ def main():
     total = weights + kv + emb + other
     print(json.dumps({"bytes_per_token": total, "weights": weights, "kv": kv, "embedding_row": emb, "other": other,
                       "matmulnbits": sum(1 for n in g.node if n.op_type == "MatMulNBits"), "cols": a.cols,
-                      "position": a.position, "kv_dtype": a.kv_dtype}))
+                      "position": a.position, "kv_dtype": a.kv_dtype, "weight_scales": a.weight_scales}))
 
 
 if __name__ == "__main__":

@@ -5,25 +5,28 @@
 # (nxrt generate, ort generate, llama.cpp through ../shared/tools/llamacpp's bench_llamacpp.sh, then
 # nxrt_read_bandwidth over a buffer the size of a decode step's reads); the table takes medians over
 # rounds and compares the greedy tokens. Results go to docs/PERF.md between
-# <!-- genai-<kind>-<model>[-kvf16]:begin --> and <!-- ...:end -->: tables per machine kind
+# <!-- genai-<kind>-<model>[-kvf16][-ws16]:begin --> and <!-- ...:end -->: tables per machine kind
 # (kind: the kernel tier `nxrt info` reports, "amx", "avx512" or "avx2": an AMX machine's table and an
 # AVX-512-only machine's, e.g. a Zen 5, each keep their own block) and model folder.
 #
 #   bench/llm_compare.sh [--model DIR] [--gguf FILE] [--threads 1,2] [--rounds 3] [--prompt-len 512]
-#                        [--new 32] [--llamacpp DIR] [--ort PATH] [--kv-dtype float32|float16] [--report-only]
+#                        [--new 32] [--llamacpp DIR] [--ort PATH] [--kv-dtype float32|float16]
+#                        [--weight-scales model|float16] [--report-only]
 #
 # Without --model it builds the Qwen2.5-0.5B-shape int4 folder (tools/make_genai_model.py) under
 # build/genai-bench/. Without --gguf it converts the folder with genai_to_gguf.py (Q4_0: the same codes,
 # scales as fp16). --llamacpp: a set-up copy of ../shared/tools/llamacpp (default ~/.cache/nxrt-llamacpp;
 # run its setup.sh first). --kv-dtype: nxrt's KV cache (`nxrt generate --kv-dtype`; default float32, the
-# model's; llama.cpp keeps its default f16 cache, ORT the model's float32). Raw JSON lines:
+# model's; llama.cpp keeps its default f16 cache, ORT the model's float32). --weight-scales: nxrt's
+# MatMulNBits block scales (`nxrt generate --weight-scales`; default model: as the folder has them;
+# float16: rounded to float16 values and packed in 2 bytes, as llama.cpp's Q4_0 holds them). Raw JSON lines:
 # build/perf/llm-<model>.jsonl.
 set -euo pipefail
 # Temporary files (the GGUF conversion's folder, the runs' stderr) go when the script ends, however it ends.
 tmp="" errf=""
 trap 'rm -rf "$tmp" "$errf"' EXIT
 root="$(cd "$(dirname "$0")/.." && pwd)"
-model="" gguf="" threads="1,2" rounds=3 plen=512 newt=32 report_only=0 kvdt=float32
+model="" gguf="" threads="1,2" rounds=3 plen=512 newt=32 report_only=0 kvdt=float32 wscales=model
 llamacpp="${XDG_CACHE_HOME:-$HOME/.cache}/nxrt-llamacpp"
 ort="${ORT:-$root/build/ort-tool/ort}"
 nxrt="$root/build/nxrt" bw="$root/build/nxrt_read_bandwidth"
@@ -39,6 +42,7 @@ while [ $# -gt 0 ]; do
     --llamacpp) llamacpp="$2"; shift 2 ;;
     --ort) ort="$2"; shift 2 ;;
     --kv-dtype) kvdt="$2"; shift 2 ;;
+    --weight-scales) wscales="$2"; shift 2 ;;
     --report-only) report_only=1; shift ;;
     *) sed -n '2,20p' "$0" >&2; exit 2 ;;
   esac
@@ -77,10 +81,11 @@ info="$("$nxrt" info "$model/model.onnx" | grep -E '^(cpu|kernel tier): ')"
 tier="$(sed -n 's/^kernel tier: \([a-z0-9]*\).*/\1/p' <<<"$info")"
 case "$tier" in amx) kind=amx cols=32 ;; avx512) kind=avx512 cols=32 ;; *) kind=avx2 cols=16 ;; esac
 maxlen=$((plen + newt))
-bytes="$(/usr/bin/python3 "$root/bench/llm_bytes_per_token.py" "$model" --cols "$cols" --position $((plen + newt / 2)) --kv-dtype "$kvdt")"
+bytes="$(/usr/bin/python3 "$root/bench/llm_bytes_per_token.py" "$model" --cols "$cols" --position $((plen + newt / 2)) --kv-dtype "$kvdt" --weight-scales "$wscales")"
 mb=$(/usr/bin/python3 -c "import json,sys; print(max(64, json.loads(sys.argv[1])['bytes_per_token'] // 1000000))" "$bytes")
 case "$kvdt" in float32) kvtag="" ;; float16) kvtag="-kvf16" ;; *) echo "llm_compare: --kv-dtype takes float32 or float16" >&2; exit 2 ;; esac
-raw="$root/build/perf/llm-$(basename "$model")$kvtag.jsonl"
+case "$wscales" in model) wstag="" ;; float16) wstag="-ws16" ;; *) echo "llm_compare: --weight-scales takes model or float16" >&2; exit 2 ;; esac
+raw="$root/build/perf/llm-$(basename "$model")$kvtag$wstag.jsonl"
 mkdir -p "$(dirname "$raw")"
 if [ "$report_only" = 0 ]; then
   : >"$raw"
@@ -96,7 +101,7 @@ if [ "$report_only" = 0 ]; then
         case "$who" in
           latency) line=$("$lat" --rounds 3 2>"$errf" | tail -1) || rc=$? ;;
           nxrt) line=$("$nxrt" generate "$model" --prompt-len "$plen" --max-new-tokens "$newt" --max-length "$maxlen" \
-                       --threads "$t" --kv-dtype "$kvdt" --warmup 1 --json 2>"$errf" | tail -1) || rc=$? ;;
+                       --threads "$t" --kv-dtype "$kvdt" --weight-scales "$wscales" --warmup 1 --json 2>"$errf" | tail -1) || rc=$? ;;
           ort) line=$("$ort" generate "$model" --prompt-len "$plen" --max-new-tokens "$newt" --max-length "$maxlen" \
                       --threads "$t" --warmup 1 2>"$errf" | tail -1) || rc=$? ;;
           llamacpp) line=$("$llamacpp/bench_llamacpp.sh" "$gguf" --threads "$t" --rounds 1 --warmup 1 \
@@ -139,6 +144,8 @@ cpu = info.splitlines()[0].removeprefix("cpu: ")
 tier_line = info.splitlines()[1] if len(info.splitlines()) > 1 else ""
 title = {"amx": "AMX machine", "avx512": "AVX-512 machine (no AMX)", "avx2": "AVX2-only machine"}[kind]
 kv_note = ", nxrt with a float16 KV cache (`--kv-dtype float16`)" if b.get("kv_dtype") == "float16" else ""
+if b.get("weight_scales") == "float16":
+    kv_note += ", nxrt with float16 weight scales (`--weight-scales float16`)"
 out = [f"### {title}, `{os.path.basename(model)}`{kv_note}: nxrt vs ORT vs llama.cpp (`bench/llm_compare.sh`)", "",
        f"**CPU:** {cpu}; nxrt {tier_line}. Load average at the start {meta.get('start_load', '?')}, at the end "
        f"{meta.get('end_load', '?')} (the machine is shared; every round alternates the runtimes).", "",
@@ -183,7 +190,8 @@ out += ["", "Rounds: " + ", ".join(f"{k[1]}@{k[0]}: {len(v)}" for k, v in sorted
         f". Raw lines: {os.path.relpath(raw, os.path.dirname(os.path.dirname(perf)))}. Reproduce: `bench/llm_compare.sh` (see its header)."]
 text = open(perf).read()
 # A float16-cache run keeps its own block beside the float32 one.
-tag = f"genai-{kind}-{os.path.basename(model)}" + ("-kvf16" if b.get("kv_dtype") == "float16" else "")
+tag = (f"genai-{kind}-{os.path.basename(model)}" + ("-kvf16" if b.get("kv_dtype") == "float16" else "")
+       + ("-ws16" if b.get("weight_scales") == "float16" else ""))
 begin, end = f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->"
 block = begin + "\n" + "\n".join(out) + "\n" + end
 if begin in text:

@@ -58,6 +58,15 @@ struct SessionOptions {
   // input/output pair keep their types; Session::kv_cache_retyped() lists what changed.
   // kUndefined: as the model declares. Any other type is an error at creation.
   DataType kv_cache_dtype = DataType::kUndefined;
+  // The block scales com.microsoft::MatMulNBits nodes are packed with. kFloat16 on a model with float32
+  // scales: each scale is rounded to the nearest float16 value (at most 2^-11 relative), so the int4
+  // weights' packed records carry 2-byte scales, as in llama.cpp's Q4_0 (a Qwen2.5-0.5B-shape decode
+  // step then reads 291 MB instead of 322); outputs move by about that rounding. A node whose scales
+  // float16 cannot hold as normal numbers, or that are not a constant read only as MatMulNBits scales,
+  // keeps them (log level info counts the nodes rounded). kUndefined: as the model declares (scales
+  // that are all float16 values are packed as float16 anyway, losing nothing). Any other type is an
+  // error at creation.
+  DataType matmulnbits_scale_dtype = DataType::kUndefined;
   // Optimizer passes not to run, by name (ORT's disabled_optimizers): e.g. {"fuse_matmulnbits_silu_mul"}
   // to measure a fusion's effect in one process. A name that is no pass fails creation with an error
   // that lists the passes (optimizer_pass_names()).

@@ -112,13 +112,19 @@ class Model(_core.Model):
     The decoder runs with genai_config.json's session_options.intra_op_num_threads, else every core.
     kv_dtype (nxrt's own, not in onnxruntime_genai): "float16" keeps a float32 model's
     GroupQueryAttention KV cache in float16 (half its memory and decode reads); "float32" (default): the
-    model's own cache type."""
+    model's own cache type. weight_scales (nxrt's own): "float16" rounds a model's float32 MatMulNBits
+    block scales to float16 values, so its int4 weights are packed with 2-byte scales (fewer bytes per
+    decode step; outputs move by that rounding); "model" (default): the scales as they are."""
 
-    def __init__(self, config_or_path: Union[Config, str, "os.PathLike[str]"], kv_dtype: str = "float32") -> None:
+    def __init__(self, config_or_path: Union[Config, str, "os.PathLike[str]"], kv_dtype: str = "float32",
+                 weight_scales: str = "model") -> None:
         config = config_or_path if isinstance(config_or_path, Config) else Config(config_or_path)
         if kv_dtype not in ("float16", "float32"):
             raise ValueError(f"kv_dtype must be 'float16' or 'float32', got {kv_dtype!r}")
-        super().__init__(config._path, threads=config._decoder_threads(), kv_float16=kv_dtype == "float16")
+        if weight_scales not in ("float16", "model"):
+            raise ValueError(f"weight_scales must be 'float16' or 'model', got {weight_scales!r}")
+        super().__init__(config._path, threads=config._decoder_threads(), kv_float16=kv_dtype == "float16",
+                         weight_scales_float16=weight_scales == "float16")
         self._config = config
 
     @property

@@ -143,17 +143,19 @@ py::array_t<int32_t> int32_array(const std::vector<int64_t>& v) {
 
 void bind_model(py::module_& m) {
   py::class_<PyModel, std::shared_ptr<PyModel>>(m, "Model", "A decoder LLM folder (genai_config.json + .onnx).")
-      .def(py::init([](const std::string& path, int threads, bool kv_float16) {
+      .def(py::init([](const std::string& path, int threads, bool kv_float16, bool weight_scales_float16) {
              genai::ModelOptions o;
              o.session.threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
              if (kv_float16) o.session.kv_cache_dtype = DataType::kFloat16;
+             if (weight_scales_float16) o.session.matmulnbits_scale_dtype = DataType::kFloat16;
              auto created = [&] {
                py::gil_scoped_release nogil;
                return genai::Model::create(path, o);
              }();
              return std::make_shared<PyModel>(PyModel{take(std::move(created))});
            }),
-           py::arg("path"), py::arg("threads") = 0, py::arg("kv_float16") = false)
+           py::arg("path"), py::arg("threads") = 0, py::arg("kv_float16") = false,
+           py::arg("weight_scales_float16") = false)
       .def_property_readonly("vocab_size", [](const PyModel& pm) { return pm.model->vocab_size(); })
       .def_property_readonly("context_length", [](const PyModel& pm) { return pm.model->config().context_length; })
       .def_property_readonly("eos_token_ids", [](const PyModel& pm) { return pm.model->config().eos_token_ids; });

@@ -85,6 +85,21 @@ Result<std::vector<std::string>> select_output_positions(ir::Model& model, const
 // no such cache, or it is float16 already).
 Result<std::vector<std::string>> retype_attention_caches(ir::Model& model, DataType dtype);
 
+// SessionOptions::matmulnbits_scale_dtype (nbits_scale_dtype.cpp): each com.microsoft::MatMulNBits
+// node's float32 block scales rounded to the nearest float16 value (they stay float32 tensors), so the
+// kernels pack 2-byte scales (float16 only; anything else is InvalidArgument). A node keeps its scales
+// when one is outside float16's normal range or the scales are not a float32 initializer read only as
+// MatMulNBits scales. Idempotent. The session runs it before the optimizer (whose fusions carry the
+// scales into nxrt's fused MatMulNBits ops) and again after it (MatMulNBits nodes the optimizer made
+// from DequantizeLinear + MatMul). Counts: the MatMulNBits nodes, those whose scales it rounded, and
+// those whose scales were float16 values already (a node sharing a tensor seen before counts there).
+struct NbitsScalesRounded {
+  int nodes = 0;
+  int rounded = 0;
+  int float16 = 0;
+};
+Result<NbitsScalesRounded> round_matmulnbits_scales(ir::Model& model, DataType dtype);
+
 // Reads NXRT_OPT_LEVEL (disabled|basic|all, or 0|1|2); returns `dflt` when unset, an error naming the
 // value when it is not one of those.
 Result<OptLevel> opt_level_from_env(OptLevel dflt);

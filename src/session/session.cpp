@@ -205,6 +205,17 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
     NXRT_ASSIGN_OR_RETURN(impl->kv_cache_retyped, optimizer::retype_attention_caches(*impl->model, opts.kv_cache_dtype));
     if (!impl->kv_cache_retyped.empty()) NXRT_RETURN_IF_ERROR(shape::infer_shapes(*impl->model));
   }
+  if (opts.matmulnbits_scale_dtype != DataType::kUndefined) {
+    // Before the optimizer, whose fusions carry the scales into nxrt's fused MatMulNBits ops; at every
+    // level (the caller asked for it).
+    NXRT_ASSIGN_OR_RETURN(optimizer::NbitsScalesRounded r,
+                          optimizer::round_matmulnbits_scales(*impl->model, opts.matmulnbits_scale_dtype));
+    session::log_message(impl->log_level, session::LogLevel::kInfo,
+                         "matmulnbits_scale_dtype: of " + std::to_string(r.nodes) + " MatMulNBits nodes, " +
+                             std::to_string(r.rounded) + " had their scales rounded to float16 values, " +
+                             std::to_string(r.float16) + " had float16 values already, " +
+                             std::to_string(r.nodes - r.rounded - r.float16) + " keep theirs");
+  }
   const size_t nodes_loaded = impl->model->graph.nodes.size();
   const double t_shapes = session::monotonic_us();
   double t_optimized = t_shapes;
@@ -229,6 +240,16 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
     // The facts describe the graph that runs: infer again over the rewritten graph.
     if (oo.level != OptLevel::kDisabled) NXRT_RETURN_IF_ERROR(shape::infer_shapes(*impl->model));
     t_optimized = session::monotonic_us();
+  }
+  if (opts.matmulnbits_scale_dtype != DataType::kUndefined) {
+    // Again after the optimizer, which may have made MatMulNBits nodes (DequantizeLinear + MatMul).
+    NXRT_ASSIGN_OR_RETURN(optimizer::NbitsScalesRounded r,
+                          optimizer::round_matmulnbits_scales(*impl->model, opts.matmulnbits_scale_dtype));
+    if (r.rounded > 0) {
+      session::log_message(impl->log_level, session::LogLevel::kInfo,
+                           "matmulnbits_scale_dtype: the scales of " + std::to_string(r.rounded) +
+                               " MatMulNBits nodes the optimizer made rounded to float16 values");
+    }
   }
   if (std::string missing = shape::describe_ops_without_shape_fn(impl->model->graph); !missing.empty()) {
     for (char& c : missing) c = c == '\n' ? ',' : c;

@@ -90,6 +90,27 @@ def test_float16_kv_cache(folder, reference):
         og.Model(folder, kv_dtype="int8")
 
 
+def test_float16_weight_scales(folder, reference):
+    """weight_scales="float16" (nxrt's own option): float32 MatMulNBits scales rounded to float16 values
+    (a relative change of at most 2^-11 per scale); the logits stay within that of the float64 reference
+    and the greedy tokens are the same."""
+    ref_tokens, ref_logits = reference
+    model = og.Model(folder, weight_scales="float16")
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(PROMPT) + NEW_TOKENS, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(np.array(PROMPT, np.int32))
+    for step in range(NEW_TOKENS):
+        got, want = generator.get_logits()[0, 0], ref_logits[step]
+        assert np.abs(got - want).max() <= 3e-3 * np.abs(want).max(), step
+        generator.generate_next_token()
+        if generator.is_done():
+            break
+    assert generator.get_sequence(0).tolist()[len(PROMPT):] == ref_tokens[:NEW_TOKENS]
+    with pytest.raises(ValueError, match="weight_scales"):
+        og.Model(folder, weight_scales="int8")
+
+
 def test_rewind_and_regenerate(folder):
     model = og.Model(og.Config(folder))
     params = og.GeneratorParams(model)

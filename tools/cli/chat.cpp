@@ -30,13 +30,15 @@ namespace {
 const char* kUsage =
     "usage: nxrt chat MODEL_DIR [--system TEXT] [--max-new-tokens N] [--max-length N] [--threads N]\n"
     "                 [--opt disabled|basic|all] [--kv-dtype float16|float32] [--stop STR]... [--ignore-eos]\n"
+    "                 [--weight-scales float16|model]\n"
     "                 [--do-sample] [--top-k K]\n"
     "                 [--top-p P] [--temperature T] [--seed S]\n"
     "  one user message per line; commands: /reset, /system TEXT, /stats, /exit\n"
     "  --max-new-tokens N  reply length limit (default 256)\n"
     "  --max-length N      KV capacity for the whole conversation (default: the model's context length,\n"
     "                      at most 4096)\n"
-    "  --kv-dtype T        float16: a float16 KV cache for a float32 GroupQueryAttention model (as generate)\n";
+    "  --kv-dtype T        float16: a float16 KV cache for a float32 GroupQueryAttention model (as generate)\n"
+    "  --weight-scales S   float16: float32 MatMulNBits scales rounded to float16 values (as generate)\n";
 
 [[noreturn]] void usage(const std::string& msg) { cli::usage_exit(msg, kUsage); }
 
@@ -67,6 +69,7 @@ int cmd_chat(int argc, char** argv) {
   int64_t new_tokens = 256, max_length = -1;
   int threads = 1;
   DataType kv_dtype = DataType::kUndefined;  // --kv-dtype
+  DataType weight_scales = DataType::kUndefined;  // --weight-scales
   cli::ReplyLimits limits;
   genai::SearchOptions so;
   bool sample = false;
@@ -90,6 +93,7 @@ int cmd_chat(int argc, char** argv) {
     else if (a == "--max-length") max_length = count_arg(a, v);
     else if (a == "--threads") threads = static_cast<int>(count_arg(a, v));
     else if (a == "--kv-dtype") kv_dtype = cli::kv_dtype_arg(v, kUsage);
+    else if (a == "--weight-scales") weight_scales = cli::weight_scales_arg(v, kUsage);
     else if (a == "--opt") {
       if (v != "disabled" && v != "basic" && v != "all") usage("--opt takes disabled|basic|all");
       opt = v;
@@ -110,6 +114,7 @@ int cmd_chat(int argc, char** argv) {
   genai::ModelOptions mo;
   mo.session.threads = threads;
   mo.session.kv_cache_dtype = kv_dtype;
+  mo.session.matmulnbits_scale_dtype = weight_scales;
   mo.session.opt_level = opt == "disabled" ? OptLevel::kDisabled : opt == "basic" ? OptLevel::kBasic : OptLevel::kAll;
   auto model_r = genai::Model::create(model_path, mo);
   if (!model_r.ok()) return print_error(model_r.status()), 1;

@@ -37,6 +37,7 @@ const char* kUsage =
     "usage: nxrt generate MODEL_DIR [\"PROMPT TEXT\"... | --prompt-file F | --prompt-ids 1,2,3... | --prompt-len N]\n"
     "                     [--chat] [--system TEXT] [--stop STR]... [--ignore-eos] [--max-new-tokens N] [--max-length N]\n"
     "                     [--threads N] [--opt disabled|basic|all] [--kv-dtype float16|float32] [--warmup W] [--json]\n"
+    "                     [--weight-scales float16|model]\n"
     "                     [--do-sample] [--top-k K] [--top-p P] [--min-p P] [--temperature T]\n"
     "                     [--repetition-penalty R] [--seed S] [--stop-at-eos] [--dump-logits FILE]\n"
     "                     [--num-beams N] [--num-return-sequences N] [--length-penalty X] [--min-length N]\n"
@@ -58,6 +59,9 @@ const char* kUsage =
     "  --kv-dtype T        float16: keep a float32 model's GroupQueryAttention KV cache in float16 (half its\n"
     "                      memory and decode reads; attention still computes in float32); float32 (default):\n"
     "                      the model's own cache type\n"
+    "  --weight-scales S   float16: round a model's float32 MatMulNBits block scales to float16 values, so\n"
+    "                      the int4 weights are packed with 2-byte scales (fewer bytes a decode step reads;\n"
+    "                      outputs move by that rounding, <= 2^-11 of a scale); model (default): as they are\n"
     "  --json              one JSON line with the keys of `ort generate` (text mode adds \"text\")\n"
     "  --dump-logits FILE  write the logits row each new token was chosen from (row 0: the prefill's last\n"
     "                      position) as NumPy .npy, float32 [new_tokens, vocab] (of the measured run; one prompt)\n"
@@ -415,6 +419,7 @@ int cmd_generate(int argc, char** argv) {
   int64_t prompt_len = -1, new_tokens = 32, max_length = -1, warmup = 0;
   int threads = 1;
   DataType kv_dtype = DataType::kUndefined;  // --kv-dtype
+  DataType weight_scales = DataType::kUndefined;  // --weight-scales
   bool json = false;
   bool last_logits = true;
   genai::SearchOptions so;
@@ -464,6 +469,7 @@ int cmd_generate(int argc, char** argv) {
     else if (a == "--warmup") warmup = parse_count(a, val);
     else if (a == "--threads") threads = static_cast<int>(parse_count(a, val));
     else if (a == "--kv-dtype") kv_dtype = cli::kv_dtype_arg(val, kUsage);
+    else if (a == "--weight-scales") weight_scales = cli::weight_scales_arg(val, kUsage);
     else if (a == "--opt") {
       if (val != "disabled" && val != "basic" && val != "extended" && val != "all") usage("--opt takes disabled|basic|all");
       opt = val;
@@ -533,6 +539,7 @@ int cmd_generate(int argc, char** argv) {
   genai::ModelOptions mo;
   mo.session.threads = threads;
   mo.session.kv_cache_dtype = kv_dtype;
+  mo.session.matmulnbits_scale_dtype = weight_scales;
   mo.last_position_logits = last_logits;
   mo.session.opt_level = opt == "disabled" ? OptLevel::kDisabled : opt == "basic" ? OptLevel::kBasic : OptLevel::kAll;
   const double c0 = now_ms();

@@ -31,7 +31,7 @@ const char* kUsage =
     "usage: nxrt serve MODEL_DIR [--host 127.0.0.1] [--port 8080] [--model-name NAME] [--threads N]\n"
     "                  [--max-batch N] [--max-queue N] [--ctx N] [--api-key KEY] [--prefill-chunk N]\n"
     "                  [--max-body-bytes N] [--timeout S] [--drain-timeout S] [--max-n N] [--no-prefix-reuse]\n"
-    "                  [--kv-dtype float16|float32]\n"
+    "                  [--kv-dtype float16|float32] [--weight-scales float16|model]\n"
     "  An OpenAI-compatible server: GET /health, /v1/models, /metrics; POST /v1/chat/completions,\n"
     "  /v1/completions (stream true or false). docs/SERVING.md.\n"
     "  --max-batch N       requests decoded together: rows of the KV cache (default 4)\n"
@@ -46,6 +46,8 @@ const char* kUsage =
     "  --drain-timeout S   after SIGTERM, running requests get S seconds to finish (default 30)\n"
     "  --kv-dtype T        float16: a float16 KV cache for a float32 GroupQueryAttention model (half the\n"
     "                      cache memory per row); float32 (default): the model's own\n"
+    "  --weight-scales S   float16: float32 MatMulNBits scales rounded to float16 values (2-byte scales in\n"
+    "                      the packed int4 weights: fewer bytes per decode step); model (default): as they are\n"
     "  --max-n N           the largest n (choices per request, each a request of its own) (default 4)\n"
     "  --no-prefix-reuse   prefill every prompt whole (benchmarks: no cached prefixes)\n";
 
@@ -84,6 +86,7 @@ struct ServerState {
   SchedulerOptions sched;
   int threads = 1;
   DataType kv_dtype = DataType::kUndefined;  // --kv-dtype
+  DataType weight_scales = DataType::kUndefined;  // --weight-scales
   int64_t max_n = 4;
   int64_t created = unix_now();
   std::atomic<bool> ready{false}, draining{false};
@@ -331,6 +334,7 @@ int cmd_serve(int argc, char** argv) {
     else if (a == "--model-name") st.model_name = v;
     else if (a == "--threads") st.threads = static_cast<int>(count_arg(a, v));
     else if (a == "--kv-dtype") st.kv_dtype = cli::kv_dtype_arg(v, kUsage);
+    else if (a == "--weight-scales") st.weight_scales = cli::weight_scales_arg(v, kUsage);
     else if (a == "--max-batch") st.sched.max_batch = count_arg(a, v);
     else if (a == "--max-queue") st.sched.max_queue = count_arg(a, v);
     else if (a == "--ctx") ctx = count_arg(a, v);
@@ -461,6 +465,7 @@ int cmd_serve(int argc, char** argv) {
     genai::ModelOptions mo;
     mo.session.threads = st.threads;
     mo.session.kv_cache_dtype = st.kv_dtype;
+    mo.session.matmulnbits_scale_dtype = st.weight_scales;
     auto model = genai::Model::create(st.model_dir, mo);
     if (!model.ok()) {
       return fail(model.status().to_string());

@@ -153,6 +153,12 @@ DataType kv_dtype_arg(const std::string& v, const char* usage) {
   usage_exit("--kv-dtype takes float16 or float32, got '" + v + "'", usage);
 }
 
+DataType weight_scales_arg(const std::string& v, const char* usage) {
+  if (v == "float16") return DataType::kFloat16;
+  if (v == "model") return DataType::kUndefined;
+  usage_exit("--weight-scales takes float16 or model, got '" + v + "'", usage);
+}
+
 int64_t count_arg(const std::string& flag, const std::string& v, const char* usage) {
   if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 12) {
     usage_exit(flag + " needs a non-negative integer, got '" + v + "'", usage);

@@ -75,6 +75,9 @@ double real_arg(const std::string& flag, const std::string& v, const char* usage
 // --kv-dtype: "float16" (SessionOptions::kv_cache_dtype) or "float32" (the model's own cache type,
 // kUndefined), else a usage error.
 DataType kv_dtype_arg(const std::string& v, const char* usage);
+// --weight-scales: "float16" (SessionOptions::matmulnbits_scale_dtype) or "model" (the scales as the
+// model has them, kUndefined), else a usage error.
+DataType weight_scales_arg(const std::string& v, const char* usage);
 // "error: STATUS" on one line of stderr; returns 1 (the exit code of a failed command).
 int report_error(const Status& s);
 
