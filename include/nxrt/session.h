@@ -63,9 +63,10 @@ struct SessionOptions {
   // weights' packed records carry 2-byte scales, as in llama.cpp's Q4_0 (a Qwen2.5-0.5B-shape decode
   // step then reads 291 MB instead of 322); outputs move by about that rounding. A node whose scales
   // float16 cannot hold as normal numbers, or that are not a constant read only as MatMulNBits scales,
-  // keeps them (log level info counts the nodes rounded). kUndefined: as the model declares (scales
-  // that are all float16 values are packed as float16 anyway, losing nothing). Any other type is an
-  // error at creation.
+  // keeps them (log level info counts the nodes rounded). The rounded copies live until their node is
+  // packed (Qwen2.5-0.5B shape: peak RSS at creation +51 MB, steady -35 MB). kUndefined: as the model
+  // declares (scales that are all float16 values are packed as float16 anyway, losing nothing). Any
+  // other type is an error at creation.
   DataType matmulnbits_scale_dtype = DataType::kUndefined;
   // Optimizer passes not to run, by name (ORT's disabled_optimizers): e.g. {"fuse_matmulnbits_silu_mul"}
   // to measure a fusion's effect in one process. A name that is no pass fails creation with an error

@@ -93,10 +93,13 @@ Result<std::vector<std::string>> retype_attention_caches(ir::Model& model, DataT
 // scales into nxrt's fused MatMulNBits ops) and again after it (MatMulNBits nodes the optimizer made
 // from DequantizeLinear + MatMul). Counts: the MatMulNBits nodes, those whose scales it rounded, and
 // those whose scales were float16 values already (a node sharing a tensor seen before counts there).
+// `replaced`: the tensors the rounded copies replaced, for the caller to release (bytes borrowed from
+// the model's file mapping stay resident until told otherwise).
 struct NbitsScalesRounded {
   int nodes = 0;
   int rounded = 0;
   int float16 = 0;
+  std::vector<Tensor> replaced;
 };
 Result<NbitsScalesRounded> round_matmulnbits_scales(ir::Model& model, DataType dtype);
 
