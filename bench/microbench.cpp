@@ -8,12 +8,15 @@
 // (bytes read + written).
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "ep/cpu_features.h"
+#include "ep/kernel_overrides.h"
 #include "ep/slot_scratch.h"
 #include "ep/thread_pool.h"
 #include "kernel_test_util.h"
@@ -380,14 +383,19 @@ BENCHMARK(BM_LayerNorm)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealT
 // model order: the weight stream of a decode step (about 309 MB). GB/s = packed bytes read / time;
 // BM_NBitsDecodeStreamRead sums the same packed bytes with vector loads, the anchor it is held to: plain
 // loads, or behind the prefetch scheme of nxrt_read_bandwidth's fastest loop (the weight-read limit's).
-// The tier whose MatMulNBits tile the benchmarks below run: the CPU's, capped by NXRT_ISA as a session
-// caps it (NXRT_ISA=avx2 times the AVX2 tile on an AVX-512 machine).
+// The tier whose MatMulNBits tile the benchmarks below run: the CPU's, capped by NXRT_ISA (and
+// NXRT_KERNEL_OVERRIDES' isa) through the session's own reading of them (NXRT_ISA=avx2 times the AVX2
+// tile on an AVX-512 machine); a bad value ends the run naming it.
 ep::IsaTier nbits_tier() {
-  ep::IsaTier t = ep::cpu_isa_tier();
-  if (const char* isa = std::getenv("NXRT_ISA"); isa && *isa) {
-    if (auto cap = ep::parse_isa_tier(isa); cap && *cap < t) t = *cap;
-  }
-  return t;
+  static const ep::IsaTier tier = [] {
+    Result<ep::KernelOverrides> o = ep::KernelOverrides::from_options_and_env({});
+    if (!o.ok()) {
+      std::fprintf(stderr, "nxrt_microbench: %s\n", o.status().to_string().c_str());
+      std::exit(2);
+    }
+    return o->isa();
+  }();
+  return tier;
 }
 
 struct DecodeWeights {
