@@ -171,6 +171,63 @@ TEST(ContribAttention, GqaDecodeEveryTierMatchesReference) {
   EXPECT_GE(cases, 40);
 }
 
+// The decode step over caches longer than one chunk of the AVX-512 loop (512 keys at head size 64,
+// 341 at 96, 256 at 128): the online softmax across chunks against the reference, with biases that
+// mask whole chunks of one head (-inf) and that raise the maximum chunk after chunk (each raise
+// rescales the sum and outputs so far), a window that starts mid-chunk, softcap, groups of 1 to 16
+// heads and ragged batches. AVX2 (forced) too, whose loops take whole rows.
+TEST(ContribAttention, GqaDecodeLongCacheMatchesReference) {
+  std::mt19937 rng(33);
+  const bool avx512 = ep::cpu_isa_tier() >= ep::IsaTier::kAvx512;
+  if (!avx512) std::printf("[ SKIPPED  ] tier avx512: this CPU's best tier is %s\n", ep::isa_tier_name(ep::cpu_isa_tier()));
+  for (int it = 0; it < 8; ++it) {
+    const int64_t D = it % 3 == 0 ? 64 : it % 3 == 1 ? 128 : 96;
+    const int64_t kvH = 1 + it % 2, G = it % 4 == 0 ? 7 : it % 4 == 1 ? 1 : it % 4 == 2 ? 4 : 16;
+    const int64_t H = kvH * G, B = 1 + (it / 4) % 2, cap = 1100 + it * 60;
+    const int bias_kind = it % 3;  // 0 none, 1 head 0 masked over the first 600 keys + a ramp, 2 steep ramp
+    std::vector<int32_t> seqlens(static_cast<size_t>(B));
+    int32_t total = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t past = cap - 1 - 37 * b;  // ragged
+      seqlens[static_cast<size_t>(b)] = static_cast<int32_t>(past);
+      total = std::max<int32_t>(total, static_cast<int32_t>(past + 1));
+    }
+    std::vector<Value> in(7);
+    in[0] = rnd(rng, {B, 1, H * D});
+    in[1] = rnd(rng, {B, 1, kvH * D});
+    in[2] = rnd(rng, {B, 1, kvH * D});
+    in[3] = rnd(rng, {B, kvH, cap, D});
+    in[4] = rnd(rng, {B, kvH, cap, D});
+    in[5] = i32({B}, seqlens);
+    in[6] = i32({}, {total});
+    std::vector<ir::Attribute> attrs = {attr_int("num_heads", H), attr_int("kv_num_heads", kvH)};
+    if (it == 5) attrs.push_back(attr_int("local_window_size", 700));
+    if (it == 6) attrs.push_back(attr_float("softcap", 3.f));
+    if (bias_kind != 0) {
+      in.resize(11);
+      Tensor bias(DataType::kFloat, {B, H, 1, total});
+      float* bp = bias.data<float>();
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t j = 0; j < total; ++j) {
+            float v = (bias_kind == 1 ? 0.004f : 0.02f) * static_cast<float>(j);
+            if (bias_kind == 1 && h == 0 && j < 600) v = -std::numeric_limits<float>::infinity();
+            bp[(b * H + h) * total + j] = v;
+          }
+      in[10] = bias;
+    }
+    auto ref = run_ms("GroupQueryAttention", attrs, in, 3, true);
+    ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+    for (const char* isa : {"avx512", "avx2"}) {
+      if (std::string(isa) == "avx512" && !avx512) continue;
+      auto got = run_ms("GroupQueryAttention", attrs, in, 3, false, isa);
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      expect_near((*got)[0].tensor(), (*ref)[0].tensor(), 3e-5f,
+                  std::string(isa) + " it " + std::to_string(it) + " D " + std::to_string(D) + " G " + std::to_string(G));
+    }
+  }
+}
+
 TEST(ContribAttention, GqaSharedBufferAppendsInPlace) {
   std::mt19937 rng(9);
   const int64_t B = 2, H = 4, kvH = 2, D = 8, cap = 10;
