@@ -12,8 +12,8 @@
 # (e.g. cnn_isa_zen5) so one machine's table never replaces another's. A block not yet in the file is
 # added, with a heading naming the CPU, before "## GenAI".
 # A model is a folder holding model.onnx and test_data_set_0/input_K.pb (e.g. ../shared/models/light/
-# light_resnet50, the keyword-spotting CNN tools/make_kws_cnn.py writes, or the encoder
-# tools/make_bert_encoder.py writes).
+# light_resnet50, the keyword-spotting CNN tools/make_kws_cnn.py writes, the encoder
+# tools/make_bert_encoder.py writes, or the log-mel front end tools/make_mel_frontend.py writes).
 # 1-thread rounds pin every process of the round to one CPU (taskset; round r takes the r-th CPU this
 # script may run on, cycling), so each ratio compares runs on the same core: on a VM the vCPUs differ
 # (one Zen 5 host gave one vCPU ~30% less L2 and L3 bandwidth than the other, and ResNet-50 took 37 ms
@@ -160,7 +160,9 @@ L.append("")
 L.append("nxrt avx2: `NXRT_ISA=avx2` (the AVX2 kernels on this machine); own tier: the tier `nxrt info` names. "
          "kws_cnn is the keyword-spotting-shaped CNN `tools/make_kws_cnn.py` writes (20 small convs with "
          "LeakyRelu, Max and MaxPool on a [1, 76, 32, 1] input); bert_encoder the BERT-base-shaped encoder "
-         "`tools/make_bert_encoder.py` writes (4 layers, seq 128, hidden 768, 12 heads); the light_* models are "
+         "`tools/make_bert_encoder.py` writes (4 layers, seq 128, hidden 768, 12 heads); mel_frontend the log-mel "
+         "front end `tools/make_mel_frontend.py` writes (1 s at 16 kHz: STFT as a 512-tap stride-160 Conv to 514 "
+         "channels, power, an 80-band mel MatMul, Log); the light_* models are "
          "../shared/models/light.")
 for t in sorted({r[1] for r in rows}):
     for i, name in ((5, "avx2 cap"), (6, "own tier"), (10, "avx2 cap, CPU time"), (11, "own tier, CPU time")):

@@ -104,6 +104,16 @@ for tier in scalar avx2 avx512 amx; do
   done
 done
 
+# The log-mel front end (STFT as a one-channel Conv with a 512-tap kernel and stride 160, power, mel
+# MatMul, Log) at every tier, fused and unfused, against its float64 numpy DFT.
+/usr/bin/python3 "$root/tools/make_mel_frontend.py" "$work/mel" >/dev/null
+for tier in scalar avx2 avx512 amx; do
+  for opt in all disabled; do
+    check "NXRT_ISA=$tier --opt $opt: log-mel front end matches its reference" \
+      bash -c "NXRT_ISA=$tier '$nxrt' test '$work/mel' --opt $opt | tail -1 | grep -qx '1 passed, 0 failed'"
+  done
+done
+
 # --disable PASS: that optimizer pass does not run (an unknown name is an error naming it)
 "$nxrt" run "$m" --input "$in0" --disable fuse_activation --output-dir "$work/dis" >/dev/null; rc=$?
 check "--disable fuse_activation runs" test "$rc" -eq 0
