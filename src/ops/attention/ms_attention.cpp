@@ -277,9 +277,9 @@ NXRT_GQA_AVX512 inline __m512 load16(const uint16_t* p) {
 // a head reloads only its own D floats of q. (The rows reloaded from L1 for each head made the loop
 // bound by its loads: 140 loads a block of 4 keys for 7 heads against 44 now, for 112 multiply-adds.)
 // v (may be null): the value rows of the same keys, which the PV pass reads next; each block's are
-// fetched as its keys are scored, so that pass finds them in L2. Each key's sum is the same chain of
-// multiply-adds over D and the same reduction tree (half_sum, hadd) as before, so the bits do not depend
-// on KB.
+// fetched as its keys are scored, so that pass finds them in L2. Each key's sum is one chain of
+// multiply-adds over D, then a reduction tree fixed by the head size (KB follows D), the same for every
+// key of a block and every call.
 // KV: float, or uint16_t for a float16 cache (rows of half the bytes: the prefetch distances stay in
 // rows, the lines per row halve).
 template <int DV, typename KV>
@@ -322,13 +322,25 @@ NXRT_GQA_AVX512 void gqa_scores_avx512(const float* q, int64_t G, const KV* k, i
 #pragma GCC unroll 4
           for (int b = 0; b < KB; ++b) a[b] = _mm512_fmadd_ps(qv, kr[b][c], a[b]);
         }
-        // KB horizontal sums into one 4-lane vector: halves added, then the AVX2 hadd tree (lanes past
-        // KB unused).
-        const __m256 h01 = _mm256_hadd_ps(half_sum(a[0]), half_sum(a[1]));
-        __m256 h23 = _mm256_setzero_ps();
-        if constexpr (KB == 4) h23 = _mm256_hadd_ps(half_sum(a[2]), half_sum(a[3]));
-        const __m256 h = _mm256_hadd_ps(h01, h23);
-        const __m128 r = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)), vs);
+        // KB horizontal sums into one 4-lane vector (lanes past KB unused). Four rows: the accumulators
+        // interleaved in pairs and added within each 128-bit lane, then the pairs' 64-bit halves, leaving
+        // lane k of every 128-bit quarter a partial sum of a[k], the quarters added last (8 shuffles for
+        // the 4 sums; the hadd tree took 11, and this loop is bound by them: qwen2.5-0.5b's step,
+        // DISABLED_GqaDecodeStepBench with the two trees alternated in one process, 0.86-0.90 of the time).
+        // Two rows keep halves-added and the hadd tree (the interleaved form measured 1.06x there).
+        __m128 r;
+        if constexpr (KB == 4) {
+          const __m512 t01 = _mm512_add_ps(_mm512_unpacklo_ps(a[0], a[1]), _mm512_unpackhi_ps(a[0], a[1]));
+          const __m512 t23 = _mm512_add_ps(_mm512_unpacklo_ps(a[2], a[3]), _mm512_unpackhi_ps(a[2], a[3]));
+          const __m512 u =
+              _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t01), _mm512_castps_pd(t23))),
+                            _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t01), _mm512_castps_pd(t23))));
+          const __m256 h = half_sum(u);
+          r = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)), vs);
+        } else {
+          const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(half_sum(a[0]), half_sum(a[1])), _mm256_setzero_ps());
+          r = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)), vs);
+        }
         if constexpr (KB == 4) {
           _mm_storeu_ps(out + g * n + j, r);
         } else {
