@@ -5,7 +5,7 @@
 # (nxrt generate, ort generate, llama.cpp through ../shared/tools/llamacpp's bench_llamacpp.sh, then
 # nxrt_read_bandwidth over a buffer the size of a decode step's reads); the table takes medians over
 # rounds and compares the greedy tokens. Results go to docs/PERF.md between
-# <!-- genai-<kind>-<model>[-kvf16][-ws16]:begin --> and <!-- ...:end -->: tables per machine kind
+# <!-- genai-<kind>-<model>[-kvf16][-ws16][-p<prompt-len>]:begin --> and <!-- ...:end -->: tables per machine kind
 # (kind: the kernel tier `nxrt info` reports, "amx", "avx512" or "avx2": an AMX machine's table and an
 # AVX-512-only machine's, e.g. a Zen 5, each keep their own block) and model folder.
 #
@@ -81,11 +81,14 @@ info="$("$nxrt" info "$model/model.onnx" | grep -E '^(cpu|kernel tier): ')"
 tier="$(sed -n 's/^kernel tier: \([a-z0-9]*\).*/\1/p' <<<"$info")"
 case "$tier" in amx) kind=amx cols=32 ;; avx512) kind=avx512 cols=32 ;; *) kind=avx2 cols=16 ;; esac
 maxlen=$((plen + newt))
+llctx=$(( maxlen > 1024 ? (maxlen + 255) / 256 * 256 : 1024 ))  # llama.cpp's context: its default 1024, or the run's length
 bytes="$(/usr/bin/python3 "$root/bench/llm_bytes_per_token.py" "$model" --cols "$cols" --position $((plen + newt / 2)) --kv-dtype "$kvdt" --weight-scales "$wscales")"
 mb=$(/usr/bin/python3 -c "import json,sys; print(max(64, json.loads(sys.argv[1])['bytes_per_token'] // 1000000))" "$bytes")
 case "$kvdt" in float32) kvtag="" ;; float16) kvtag="-kvf16" ;; *) echo "llm_compare: --kv-dtype takes float32 or float16" >&2; exit 2 ;; esac
 case "$wscales" in model) wstag="" ;; float16) wstag="-ws16" ;; *) echo "llm_compare: --weight-scales takes model or float16" >&2; exit 2 ;; esac
-raw="$root/build/perf/llm-$(basename "$model")$kvtag$wstag.jsonl"
+# A prompt length other than the default keeps its own raw file and table (-p<len>), as the dtypes do.
+ptag=""; [ "$plen" = 512 ] || ptag="-p$plen"
+raw="$root/build/perf/llm-$(basename "$model")$kvtag$wstag$ptag.jsonl"
 mkdir -p "$(dirname "$raw")"
 if [ "$report_only" = 0 ]; then
   : >"$raw"
@@ -105,7 +108,7 @@ if [ "$report_only" = 0 ]; then
           ort) line=$("$ort" generate "$model" --prompt-len "$plen" --max-new-tokens "$newt" --max-length "$maxlen" \
                       --threads "$t" --warmup 1 2>"$errf" | tail -1) || rc=$? ;;
           llamacpp) line=$("$llamacpp/bench_llamacpp.sh" "$gguf" --threads "$t" --rounds 1 --warmup 1 \
-                           --prompt-len "$plen" --new-tokens "$newt" 2>"$errf" | tail -1) || rc=$? ;;
+                           --prompt-len "$plen" --new-tokens "$newt" --ctx "$llctx" 2>"$errf" | tail -1) || rc=$? ;;
           bandwidth) line=$("$bw" --mb "$mb" --threads "$t" --rounds 10 2>"$errf") || rc=$? ;;
         esac
         if [ "$rc" != 0 ] || [ -z "$line" ]; then
@@ -144,6 +147,8 @@ cpu = info.splitlines()[0].removeprefix("cpu: ")
 tier_line = info.splitlines()[1] if len(info.splitlines()) > 1 else ""
 title = {"amx": "AMX machine", "avx512": "AVX-512 machine (no AMX)", "avx2": "AVX2-only machine"}[kind]
 kv_note = ", nxrt with a float16 KV cache (`--kv-dtype float16`)" if b.get("kv_dtype") == "float16" else ""
+if plen != "512":
+    kv_note = f", prompt {plen} tokens" + kv_note
 if b.get("weight_scales") == "float16":
     kv_note += ", nxrt with float16 weight scales (`--weight-scales float16`)"
 out = [f"### {title}, `{os.path.basename(model)}`{kv_note}: nxrt vs ORT vs llama.cpp (`bench/llm_compare.sh`)", "",
@@ -191,7 +196,7 @@ out += ["", "Rounds: " + ", ".join(f"{k[1]}@{k[0]}: {len(v)}" for k, v in sorted
 text = open(perf).read()
 # A float16-cache run keeps its own block beside the float32 one.
 tag = (f"genai-{kind}-{os.path.basename(model)}" + ("-kvf16" if b.get("kv_dtype") == "float16" else "")
-       + ("-ws16" if b.get("weight_scales") == "float16" else ""))
+       + ("-ws16" if b.get("weight_scales") == "float16" else "") + ("" if plen == "512" else f"-p{plen}"))
 begin, end = f"<!-- {tag}:begin -->", f"<!-- {tag}:end -->"
 block = begin + "\n" + "\n".join(out) + "\n" + end
 if begin in text:
