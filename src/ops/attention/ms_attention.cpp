@@ -271,15 +271,71 @@ NXRT_GQA_AVX512 inline __m512 load16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
+// The scaled sums of a head's KB dot products (a[b]: row b's lane-wise products) to dst[0, KB). Four
+// rows: the accumulators interleaved in pairs and added within each 128-bit lane, then the pairs' 64-bit
+// halves, leaving lane k of every 128-bit quarter a partial sum of a[k], the quarters added last (8
+// shuffles for the 4 sums; the hadd tree took 11: qwen2.5-0.5b's step, DISABLED_GqaDecodeStepBench
+// with the two trees alternated in one process, 0.86-0.90 of the time). Two rows keep halves-added and
+// the hadd tree (the interleaved form measured 1.06x there).
+template <int KB>
+NXRT_GQA_AVX512 __attribute__((always_inline)) inline void store_head_sums(const __m512 (&a)[KB], __m128 vs, float* dst) {
+  if constexpr (KB == 4) {
+    const __m512 t01 = _mm512_add_ps(_mm512_unpacklo_ps(a[0], a[1]), _mm512_unpackhi_ps(a[0], a[1]));
+    const __m512 t23 = _mm512_add_ps(_mm512_unpacklo_ps(a[2], a[3]), _mm512_unpackhi_ps(a[2], a[3]));
+    const __m512 u = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t01), _mm512_castps_pd(t23))),
+                                   _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t01), _mm512_castps_pd(t23))));
+    const __m256 h = half_sum(u);
+    _mm_storeu_ps(dst, _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)), vs));
+  } else {
+    static_assert(KB == 2);
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(half_sum(a[0]), half_sum(a[1])), _mm256_setzero_ps());
+    _mm_storel_pi(reinterpret_cast<__m64*>(dst),
+                  _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)), vs));
+  }
+}
+
+// NH heads' dot products with KB key rows held in kr: out[h * n + b] = scale * q_h . k_b. Each head's
+// sums are one chain of multiply-adds over D per row (the bits of a head scored alone), the heads'
+// chains interleaved. DISABLED_GqaDecodeStepBench with one head at a time alternated in one process
+// (Zen 5, 1 thread): 0.95-0.97 of the time for the Qwen2.5-0.5B shape (2 heads at once; 3 measured
+// 0.99-1.01), 0.94-0.97 for Llama-3-8B's (4 heads, head size 128).
+template <int DV, int KB, int NH>
+NXRT_GQA_AVX512 __attribute__((always_inline)) inline void score_heads(const float* q, const __m512 (&kr)[KB][DV], __m128 vs,
+                                                                     float* out, int64_t n) {
+  constexpr int64_t D = 16 * DV;
+  __m512 a[NH][KB];
+#pragma GCC unroll 4
+  for (int h = 0; h < NH; ++h)
+#pragma GCC unroll 4
+    for (int b = 0; b < KB; ++b) a[h][b] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+  for (int c = 0; c < DV; ++c) {
+#pragma GCC unroll 4
+    for (int h = 0; h < NH; ++h) {
+      const __m512 qv = _mm512_loadu_ps(q + h * D + 16 * c);
+#pragma GCC unroll 4
+      for (int b = 0; b < KB; ++b) a[h][b] = _mm512_fmadd_ps(qv, kr[b][c], a[h][b]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int h = 0; h < NH; ++h) store_head_sums<KB>(a[h], vs, out + h * n);
+}
+
+// Query heads scored together (score_heads): KB * NH = 8 chains, within the 32 registers beside the
+// rows (KB * DV) and a query vector.
+template <int DV>
+constexpr int kGqaScoreHeads = DV <= 4 ? 2 : 4;
+
 // out[g * n + j] = scale * q_g . k_j. Blocks of 4 key rows outer and the G heads inner, so each block
 // (4 x D floats) is read from memory once; its rows are held in registers while every head of the
 // group takes its 4 dot products (KB = 2 rows at a time for D 96 and 128, whose 4 rows would not fit), so
 // a head reloads only its own D floats of q. (The rows reloaded from L1 for each head made the loop
 // bound by its loads: 140 loads a block of 4 keys for 7 heads against 44 now, for 112 multiply-adds.)
+// The heads go kGqaScoreHeads at a time (score_heads).
 // v (may be null): the value rows of the same keys, which the PV pass reads next; each block's are
 // fetched as its keys are scored, so that pass finds them in L2. Each key's sum is one chain of
 // multiply-adds over D, then a reduction tree fixed by the head size (KB follows D), the same for every
-// key of a block and every call.
+// key of a block and every call, however the heads are grouped.
 // KV: float, or uint16_t for a float16 cache (rows of half the bytes: the prefetch distances stay in
 // rows, the lines per row halve).
 template <int DV, typename KV>
@@ -288,8 +344,8 @@ NXRT_GQA_AVX512 void gqa_scores_avx512(const float* q, int64_t G, const KV* k, i
   constexpr int64_t D = 16 * DV;
   constexpr int64_t kRowBytes = D * static_cast<int64_t>(sizeof(KV));
   constexpr int KB = DV <= 4 ? 4 : 2;  // key rows held in registers: KB * DV <= 16 zmm
+  constexpr int NH = kGqaScoreHeads<DV>;
   const __m128 vs = _mm_set1_ps(scale);
-  const __m512 zero = _mm512_setzero_ps();
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
     const KV* k0 = k + j * D;
@@ -311,42 +367,10 @@ NXRT_GQA_AVX512 void gqa_scores_avx512(const float* q, int64_t G, const KV* k, i
       for (int b = 0; b < KB; ++b)
 #pragma GCC unroll 8
         for (int c = 0; c < DV; ++c) kr[b][c] = load16(k0 + (jb + b) * D + 16 * c);
-      for (int64_t g = 0; g < G; ++g) {
-        const float* qg = q + g * D;
-        __m512 a[KB];
-#pragma GCC unroll 4
-        for (int b = 0; b < KB; ++b) a[b] = zero;
-#pragma GCC unroll 8
-        for (int c = 0; c < DV; ++c) {
-          const __m512 qv = _mm512_loadu_ps(qg + 16 * c);
-#pragma GCC unroll 4
-          for (int b = 0; b < KB; ++b) a[b] = _mm512_fmadd_ps(qv, kr[b][c], a[b]);
-        }
-        // KB horizontal sums into one 4-lane vector (lanes past KB unused). Four rows: the accumulators
-        // interleaved in pairs and added within each 128-bit lane, then the pairs' 64-bit halves, leaving
-        // lane k of every 128-bit quarter a partial sum of a[k], the quarters added last (8 shuffles for
-        // the 4 sums; the hadd tree took 11, and this loop is bound by them: qwen2.5-0.5b's step,
-        // DISABLED_GqaDecodeStepBench with the two trees alternated in one process, 0.86-0.90 of the time).
-        // Two rows keep halves-added and the hadd tree (the interleaved form measured 1.06x there).
-        __m128 r;
-        if constexpr (KB == 4) {
-          const __m512 t01 = _mm512_add_ps(_mm512_unpacklo_ps(a[0], a[1]), _mm512_unpackhi_ps(a[0], a[1]));
-          const __m512 t23 = _mm512_add_ps(_mm512_unpacklo_ps(a[2], a[3]), _mm512_unpackhi_ps(a[2], a[3]));
-          const __m512 u =
-              _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t01), _mm512_castps_pd(t23))),
-                            _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t01), _mm512_castps_pd(t23))));
-          const __m256 h = half_sum(u);
-          r = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)), vs);
-        } else {
-          const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(half_sum(a[0]), half_sum(a[1])), _mm256_setzero_ps());
-          r = _mm_mul_ps(_mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)), vs);
-        }
-        if constexpr (KB == 4) {
-          _mm_storeu_ps(out + g * n + j, r);
-        } else {
-          _mm_storel_pi(reinterpret_cast<__m64*>(out + g * n + j + jb), r);
-        }
-      }
+      float* ob = out + j + jb;
+      int64_t g = 0;
+      for (; g + NH <= G; g += NH) score_heads<DV, KB, NH>(q + g * D, kr, vs, ob + g * n, n);
+      for (; g < G; ++g) score_heads<DV, KB, 1>(q + g * D, kr, vs, ob + g * n, n);
     }
   }
   for (; j < n; ++j) {
