@@ -186,22 +186,23 @@ __attribute__((target("avx2,fma,f16c"))) void pv_chunk_avx2(const float* p, int6
 // 256 bytes a row at L2's 32 bytes a cycle, twice the row's 8 FMAs).
 constexpr int64_t kPvBlockBytes = 16 * 1024;  // of float rows (a float16 cache's block has as many rows)
 
-// y_g = sum_j p[g * n + j] v_j for the G heads (D % 8 == 0): rows in blocks of kPvBlockBytes, per
-// block each head in passes of up to 8 vectors of columns (16 ymm registers: 8 sums, the weight, the
-// loads), each pass resuming the head's sums of the blocks before.
+// y_g = sum_j p[g * stride + j] v_j for the G heads (D % 8 == 0), added to what y holds when
+// `accumulate`: rows in blocks of kPvBlockBytes, per block each head in passes of up to 8 vectors of
+// columns (16 ymm registers: 8 sums, the weight, the loads), each pass resuming the head's sums of the
+// blocks before.
 template <typename KV>
-__attribute__((target("avx2,fma,f16c"))) void pv_avx2(const float* p, int64_t G, int64_t n, const KV* v, int64_t D,
-                                                      float* y) {
+__attribute__((target("avx2,fma,f16c"))) void pv_avx2(const float* p, int64_t G, int64_t stride, int64_t n, const KV* v,
+                                                      int64_t D, float* y, bool accumulate) {
   const int64_t rows = std::max<int64_t>(4, kPvBlockBytes / (D * static_cast<int64_t>(sizeof(float))));
   int64_t j0 = 0;
   do {  // at least once: n == 0 writes zero sums
     const int64_t nb = std::min(rows, n - j0);
     for (int64_t g = 0; g < G; ++g) {
       for (int64_t c0 = 0; c0 < D / 8; c0 += 8) {
-        const float* pg = p + g * n + j0;
+        const float* pg = p + g * stride + j0;
         const KV* vc = v + j0 * D + 8 * c0;
         float* yc = y + g * D + 8 * c0;
-        const bool resume = j0 > 0;
+        const bool resume = accumulate || j0 > 0;
         switch (std::min<int64_t>(8, D / 8 - c0)) {
           case 1: pv_chunk_avx2<1>(pg, nb, vc, D, yc, resume); break;
           case 2: pv_chunk_avx2<2>(pg, nb, vc, D, yc, resume); break;
@@ -217,9 +218,8 @@ __attribute__((target("avx2,fma,f16c"))) void pv_avx2(const float* p, int64_t G,
     j0 += nb;
   } while (j0 < n);
 }
-// In place over r[0, n): the row's max m, r = exp(r - m) normalized to sum 1 (all zero when every
-// score is -inf). The softmax of one attention row.
-__attribute__((target("avx2,fma"))) void softmax_row_avx2(float* r, int64_t n) {
+// The largest of r[0, n) (-inf when n is 0 or every element is -inf).
+__attribute__((target("avx2,fma"))) float row_max_avx2(const float* r, int64_t n) {
   __m256 mv = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(r + j));
@@ -228,13 +228,13 @@ __attribute__((target("avx2,fma"))) void softmax_row_avx2(float* r, int64_t n) {
   m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
   float mx = _mm_cvtss_f32(m4);
   for (; j < n; ++j) mx = std::max(mx, r[j]);
-  if (mx == -std::numeric_limits<float>::infinity()) {
-    std::fill(r, r + n, 0.f);
-    return;
-  }
+  return mx;
+}
+// r[j] = exp(r[j] - mx) over [0, n); returns their sum.
+__attribute__((target("avx2,fma"))) float exp_row_avx2(float* r, int64_t n, float mx) {
   const __m256 vm = _mm256_set1_ps(mx);
   __m256 sv = _mm256_setzero_ps();
-  j = 0;
+  int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
     const __m256 e = exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(r + j), vm));
     _mm256_storeu_ps(r + j, e);
@@ -248,11 +248,25 @@ __attribute__((target("avx2,fma"))) void softmax_row_avx2(float* r, int64_t n) {
     r[j] = exp_fast(r[j] - mx);
     sum += r[j];
   }
-  const float inv = sum > 0.f ? 1.f / sum : 0.f;
-  const __m256 vi = _mm256_set1_ps(inv);
-  j = 0;
+  return sum;
+}
+// r[0, n) *= f.
+__attribute__((target("avx2,fma"))) void scale_row_avx2(float* r, int64_t n, float f) {
+  const __m256 vi = _mm256_set1_ps(f);
+  int64_t j = 0;
   for (; j + 8 <= n; j += 8) _mm256_storeu_ps(r + j, _mm256_mul_ps(_mm256_loadu_ps(r + j), vi));
-  for (; j < n; ++j) r[j] *= inv;
+  for (; j < n; ++j) r[j] *= f;
+}
+// In place over r[0, n): the row's max m, r = exp(r - m) normalized to sum 1 (all zero when every
+// score is -inf). The softmax of one attention row.
+__attribute__((target("avx2,fma"))) void softmax_row_avx2(float* r, int64_t n) {
+  const float mx = row_max_avx2(r, n);
+  if (mx == -std::numeric_limits<float>::infinity()) {
+    std::fill(r, r + n, 0.f);
+    return;
+  }
+  const float sum = exp_row_avx2(r, n, mx);
+  scale_row_avx2(r, n, sum > 0.f ? 1.f / sum : 0.f);
 }
 bool has_avx2() { return ep::cpu_has_avx2_fma(); }
 
@@ -518,67 +532,6 @@ NXRT_GQA_AVX512 void softmax_row_avx512(float* r, int64_t n) {
 }
 #pragma GCC diagnostic pop
 
-// The AVX-512 decode step of one (batch, KV head): its G query heads over n cached rows, in chunks of
-// kGqaChunkRows keys. Each chunk is scored (its value rows fetched meanwhile), its scores become
-// exponentials against the running maximum, and its value rows are added into y while they are still
-// in L2 (online softmax: when a chunk raises a head's maximum, that head's sum and outputs so far are
-// scaled by exp(old - new); y is divided by the sum at the end). Before, the step scored all n keys,
-// ran a softmax over each whole row, then took the products: past ~1000 tokens the value rows fetched
-// during the key pass had left L2 by the time the products read them, and each score row was read
-// three more times. Zen 5, Qwen2.5-0.5B shape, steps alternating in one process, 1 thread: the step's
-// attention 3.45 -> 3.02 ms at 3000 cached tokens, 1.51 -> 1.37 at 1500 (2 threads: 2.36 -> 2.11 and
-// 1.20 -> 1.11). Chunks of 128 KB of value rows measured best (8-16 KB were slower than one
-// pass: each chunk costs a max and a sum per head); the rows come from the float32 size for either
-// cache dtype, so a float16 cache cuts chunks where a float32 one does and keeps its bits.
-// s: G * min(n, kGqaChunkRows) floats of scratch; adjust(s, j0, len) applies softcap and bias to the
-// chunk's score rows (stride len) of keys [j0, j0 + len). G at most kGqaMaxChunkedGroup (the stack
-// holds each head's maximum and sum); larger groups take the whole-row passes.
-constexpr int64_t kGqaMaxChunkedGroup = 64;
-constexpr int64_t kGqaChunkValueBytes = int64_t{128} << 10;
-template <int DV>
-constexpr int64_t kGqaChunkRows = kGqaChunkValueBytes / (16 * DV * static_cast<int64_t>(sizeof(float)));
-template <int DV, typename KV, typename Adjust>
-NXRT_GQA_AVX512 void gqa_decode_chunked_avx512(const float* q, int64_t G, const KV* k, const KV* v, int64_t n, float scale,
-                                               float* s, float* y, Adjust&& adjust) {
-  constexpr int64_t D = 16 * DV;
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  float mx[kGqaMaxChunkedGroup], sum[kGqaMaxChunkedGroup];
-  std::fill(mx, mx + G, kNegInf);
-  std::fill(sum, sum + G, 0.f);
-  for (int64_t j0 = 0; j0 < n; j0 += kGqaChunkRows<DV>) {
-    const int64_t len = std::min(kGqaChunkRows<DV>, n - j0);
-    gqa_scores_avx512<DV>(q, G, k + j0 * D, len, scale, s, v + j0 * D);
-    adjust(s, j0, len);
-    for (int64_t g = 0; g < G; ++g) {
-      float* r = s + g * len;
-      const float m = std::max(mx[g], row_max_avx512(r, len));
-      if (m == kNegInf) {  // no key of this head scored above -inf yet: nothing to add
-        std::fill(r, r + len, 0.f);
-        continue;
-      }
-      if (m != mx[g] && j0 > 0) {
-        const float shrink = mx[g] == kNegInf ? 0.f : std::exp(mx[g] - m);
-        sum[g] *= shrink;
-        scale_row_avx512(y + g * D, D, shrink);
-      }
-      mx[g] = m;
-      sum[g] += exp_row_avx512(r, len, m);
-    }
-    gqa_pv_heads_avx512<DV, KV>(s, G, len, len, v + j0 * D, y, /*accumulate=*/j0 > 0);
-  }
-  for (int64_t g = 0; g < G; ++g) scale_row_avx512(y + g * D, D, sum[g] > 0.f ? 1.f / sum[g] : 0.f);
-}
-template <typename KV, typename Adjust>
-void gqa_decode_chunked_avx512_any(const float* q, int64_t G, const KV* k, const KV* v, int64_t n, int64_t D, float scale,
-                                   float* s, float* y, Adjust&& adjust) {
-  switch (D) {
-    case 64: return gqa_decode_chunked_avx512<4>(q, G, k, v, n, scale, s, y, adjust);
-    case 96: return gqa_decode_chunked_avx512<6>(q, G, k, v, n, scale, s, y, adjust);
-    default: return gqa_decode_chunked_avx512<8>(q, G, k, v, n, scale, s, y, adjust);
-  }
-}
-
-
 // The head sizes the AVX-512 decode step takes: 64 (Qwen2.5-0.5B, Llama-3.2-1B's 64), 96 (Phi-3) and
 // 128 (most 1-8B decoders).
 bool gqa_decode_avx512_head_size(int64_t D) { return D == 64 || D == 96 || D == 128; }
@@ -593,13 +546,99 @@ void gqa_scores_avx512_any(const float* q, int64_t G, const KV* k, int64_t n, in
   }
 }
 template <typename KV>
-void gqa_pv_avx512_any(const float* p, int64_t G, int64_t n, const KV* v, int64_t D, float* y) {
+void gqa_pv_avx512_any(const float* p, int64_t G, int64_t stride, int64_t n, const KV* v, int64_t D, float* y,
+                       bool accumulate) {
   switch (D) {
-    case 64: return gqa_pv_heads_avx512<4>(p, G, n, n, v, y, false);
-    case 96: return gqa_pv_heads_avx512<6>(p, G, n, n, v, y, false);
-    default: return gqa_pv_heads_avx512<8>(p, G, n, n, v, y, false);
+    case 64: return gqa_pv_heads_avx512<4>(p, G, stride, n, v, y, accumulate);
+    case 96: return gqa_pv_heads_avx512<6>(p, G, stride, n, v, y, accumulate);
+    default: return gqa_pv_heads_avx512<8>(p, G, stride, n, v, y, accumulate);
   }
 }
+
+// The decode step of one (batch, KV head): its G query heads over n cached rows, in chunks of
+// gqa_chunk_rows(D) keys. Each chunk is scored (its value rows fetched meanwhile), its scores become
+// exponentials against the running maximum, and its value rows are added into y while they are still
+// in L2 (online softmax: when a chunk raises a head's maximum, that head's sum and outputs so far are
+// scaled by exp(old - new); y is divided by the sum at the end). Before, the step scored all n keys,
+// ran a softmax over each whole row, then took the products: past ~1000 tokens the value rows fetched
+// during the key pass had left L2 by the time the products read them, and each score row was read
+// three more times. Zen 5, Qwen2.5-0.5B shape, steps alternating in one process, the step's attention
+// at 3000 / 1500 cached tokens: AVX-512 loops 3.45 -> 3.02 and 1.51 -> 1.37 ms at 1 thread, 2.36 -> 2.11
+// and 1.20 -> 1.11 at 2; AVX2 loops (NXRT_ISA=avx2) 4.73 -> 4.25 and 2.49 -> 2.27 at 1 thread, 2.77 ->
+// 2.47 and 1.34 -> 1.26 at 2; at 512 tokens either within 1%. Chunks of 128 KB of value rows measured
+// best (8-16 KB were slower than one pass: each chunk costs a max and a sum per head); the rows come
+// from the float32 size for either cache dtype, so a float16 cache cuts chunks where a float32 one does
+// and keeps its bits.
+// Loops: the tier's score, row and value loops (GqaAvx512Loops, GqaAvx2Loops). s: G * min(n,
+// gqa_chunk_rows(D)) floats of scratch; adjust(s, j0, len) applies softcap and bias to the chunk's score
+// rows (stride len) of keys [j0, j0 + len). G at most kGqaMaxChunkedGroup (the stack holds each head's
+// maximum and sum); larger groups take the whole-row passes.
+constexpr int64_t kGqaMaxChunkedGroup = 64;
+constexpr int64_t kGqaChunkValueBytes = int64_t{128} << 10;
+inline int64_t gqa_chunk_rows(int64_t D) {
+  return std::max<int64_t>(4, kGqaChunkValueBytes / (D * static_cast<int64_t>(sizeof(float))));
+}
+template <typename Loops, typename KV, typename Adjust>
+void gqa_decode_chunked(const float* q, int64_t G, const KV* k, const KV* v, int64_t n, int64_t D, float scale, float* s,
+                        float* y, Adjust&& adjust) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  if (n == 0) {  // no key in reach: zero outputs, as the whole-row passes wrote
+    std::fill(y, y + G * D, 0.f);
+    return;
+  }
+  const int64_t chunk = gqa_chunk_rows(D);
+  float mx[kGqaMaxChunkedGroup], sum[kGqaMaxChunkedGroup];
+  std::fill(mx, mx + G, kNegInf);
+  std::fill(sum, sum + G, 0.f);
+  for (int64_t j0 = 0; j0 < n; j0 += chunk) {
+    const int64_t len = std::min(chunk, n - j0);
+    Loops::scores(q, G, k + j0 * D, len, D, scale, s, v + j0 * D);
+    adjust(s, j0, len);
+    for (int64_t g = 0; g < G; ++g) {
+      float* r = s + g * len;
+      const float m = std::max(mx[g], Loops::row_max(r, len));
+      if (m == kNegInf) {  // no key of this head scored above -inf yet: nothing to add
+        std::fill(r, r + len, 0.f);
+        continue;
+      }
+      if (m != mx[g] && j0 > 0) {
+        const float shrink = mx[g] == kNegInf ? 0.f : std::exp(mx[g] - m);
+        sum[g] *= shrink;
+        Loops::scale_row(y + g * D, D, shrink);
+      }
+      mx[g] = m;
+      sum[g] += Loops::exp_row(r, len, m);
+    }
+    Loops::pv(s, G, len, len, v + j0 * D, D, y, /*accumulate=*/j0 > 0);
+  }
+  for (int64_t g = 0; g < G; ++g) Loops::scale_row(y + g * D, D, sum[g] > 0.f ? 1.f / sum[g] : 0.f);
+}
+struct GqaAvx512Loops {
+  template <typename KV>
+  static void scores(const float* q, int64_t G, const KV* k, int64_t n, int64_t D, float scale, float* out, const KV* v) {
+    gqa_scores_avx512_any(q, G, k, n, D, scale, out, v);
+  }
+  static float row_max(const float* r, int64_t n) { return row_max_avx512(r, n); }
+  static float exp_row(float* r, int64_t n, float m) { return exp_row_avx512(r, n, m); }
+  static void scale_row(float* r, int64_t n, float f) { scale_row_avx512(r, n, f); }
+  template <typename KV>
+  static void pv(const float* p, int64_t G, int64_t stride, int64_t n, const KV* v, int64_t D, float* y, bool accumulate) {
+    gqa_pv_avx512_any(p, G, stride, n, v, D, y, accumulate);
+  }
+};
+struct GqaAvx2Loops {
+  template <typename KV>
+  static void scores(const float* q, int64_t G, const KV* k, int64_t n, int64_t D, float scale, float* out, const KV* v) {
+    scores_avx2(q, G, k, n, D, scale, out, v);
+  }
+  static float row_max(const float* r, int64_t n) { return row_max_avx2(r, n); }
+  static float exp_row(float* r, int64_t n, float m) { return exp_row_avx2(r, n, m); }
+  static void scale_row(float* r, int64_t n, float f) { scale_row_avx2(r, n, f); }
+  template <typename KV>
+  static void pv(const float* p, int64_t G, int64_t stride, int64_t n, const KV* v, int64_t D, float* y, bool accumulate) {
+    pv_avx2(p, G, stride, n, v, D, y, accumulate);
+  }
+};
 #endif
 void softmax_row(float* r, int64_t n) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -1213,23 +1252,24 @@ class GroupQueryAttention final : public ep::Kernel {
         const float* q0 = f.q + (b * H_ + hk * group) * D;  // S == 1: heads are consecutive rows
         float* yo = ybase + b * H_ * D + hk * group * D;    // the group's output rows, consecutive
 #if defined(__x86_64__) || defined(__i386__)
-        if (kernel == GqaDecodeKernel::kAvx512 && group <= kGqaMaxChunkedGroup) {
-          gqa_decode_chunked_avx512_any(q0, group, kh + start * D, vh + start * D, n, D, sc_mul, sc, yo,
-                                        [&](float* s, int64_t j0, int64_t len) {
-                                          adjust_decode_scores(f, b, hk, group, start + j0, len, s);
-                                        });
+        if ((kernel == GqaDecodeKernel::kAvx512 || kernel == GqaDecodeKernel::kAvx2) && group <= kGqaMaxChunkedGroup) {
+          auto adjust = [&](float* s, int64_t j0, int64_t len) { adjust_decode_scores(f, b, hk, group, start + j0, len, s); };
+          if (kernel == GqaDecodeKernel::kAvx512)
+            gqa_decode_chunked<GqaAvx512Loops>(q0, group, kh + start * D, vh + start * D, n, D, sc_mul, sc, yo, adjust);
+          else
+            gqa_decode_chunked<GqaAvx2Loops>(q0, group, kh + start * D, vh + start * D, n, D, sc_mul, sc, yo, adjust);
           continue;
         }
         if (kernel == GqaDecodeKernel::kAvx512) {
           gqa_scores_avx512_any(q0, group, kh + start * D, n, D, sc_mul, sc, vh + start * D);
           finish_decode_scores(f, b, hk, group, start, n, sc, kernel);
-          gqa_pv_avx512_any(sc, group, n, vh + start * D, D, yo);
+          gqa_pv_avx512_any(sc, group, n, n, vh + start * D, D, yo, false);
           continue;
         }
         if (kernel == GqaDecodeKernel::kAvx2) {
           scores_avx2(q0, group, kh + start * D, n, D, sc_mul, sc, vh + start * D);
           finish_decode_scores(f, b, hk, group, start, n, sc, kernel);
-          pv_avx2(sc, group, n, vh + start * D, D, yo);
+          pv_avx2(sc, group, n, n, vh + start * D, D, yo, false);
           continue;
         }
 #endif
