@@ -1221,7 +1221,8 @@ class GroupQueryAttention final : public ep::Kernel {
   // read once for the whole group of query heads sharing it. Threads over (batch, KV head), each item
   // with its own score rows (group * kv_bound floats), so the split does not change results. The plan
   // chose the loops: on AVX-512 (the kernel's tier, chosen at creation) head sizes 64/96/128 take
-  // gqa_*_avx512.
+  // gqa_*_avx512, elsewhere AVX2 takes head sizes divisible by 8; both go through gqa_decode_chunked
+  // (groups up to kGqaMaxChunkedGroup heads), the plain loops and larger groups through whole rows.
   // A float16 cache (KV = uint16_t) takes the same loops, widening each element as it loads it.
   void attend_decode(ep::KernelContext& ctx, const GqaCall& c, const GqaFloats& f, const Tensor& presK,
                      const Tensor& presV, Tensor* Y) const {
