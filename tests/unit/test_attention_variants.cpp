@@ -591,7 +591,8 @@ TEST(AttentionVariants, DISABLED_GqaDecodeStepBench) {
   const char* th = std::getenv("NXRT_BENCH_THREADS");
   const int threads = th ? std::atoi(th) : 1;
   struct Shape { const char* name; int64_t H, kvH, D; };
-  for (const Shape sh : {Shape{"qwen2.5-0.5b", 14, 2, 64}, Shape{"llama-3-8b", 32, 8, 128}}) {
+  // mqa-8x128: one KV head (multi-query), whose long rows the step splits into segments.
+  for (const Shape sh : {Shape{"qwen2.5-0.5b", 14, 2, 64}, Shape{"llama-3-8b", 32, 8, 128}, Shape{"mqa-8x128", 8, 1, 128}}) {
     const int64_t cap = 2048;
     for (const int64_t past : {128, 1024, 2000}) {
       std::vector<Value> in(7);

@@ -578,12 +578,18 @@ constexpr int64_t kGqaChunkValueBytes = int64_t{128} << 10;
 inline int64_t gqa_chunk_rows(int64_t D) {
   return std::max<int64_t>(4, kGqaChunkValueBytes / (D * static_cast<int64_t>(sizeof(float))));
 }
+// With m_out (and l_out): the step over a segment of a longer row (gqa_merge_segments): y keeps the
+// unnormalized sums, m_out[g] / l_out[g] each head's maximum and sum.
 template <typename Loops, typename KV, typename Adjust>
 void gqa_decode_chunked(const float* q, int64_t G, const KV* k, const KV* v, int64_t n, int64_t D, float scale, float* s,
-                        float* y, Adjust&& adjust) {
+                        float* y, Adjust&& adjust, float* m_out = nullptr, float* l_out = nullptr) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   if (n == 0) {  // no key in reach: zero outputs, as the whole-row passes wrote
     std::fill(y, y + G * D, 0.f);
+    if (m_out) {
+      std::fill(m_out, m_out + G, kNegInf);
+      std::fill(l_out, l_out + G, 0.f);
+    }
     return;
   }
   const int64_t chunk = gqa_chunk_rows(D);
@@ -611,7 +617,53 @@ void gqa_decode_chunked(const float* q, int64_t G, const KV* k, const KV* v, int
     }
     Loops::pv(s, G, len, len, v + j0 * D, D, y, /*accumulate=*/j0 > 0);
   }
+  if (m_out) {
+    std::copy(mx, mx + G, m_out);
+    std::copy(sum, sum + G, l_out);
+    return;
+  }
   for (int64_t g = 0; g < G; ++g) Loops::scale_row(y + g * D, D, sum[g] > 0.f ? 1.f / sum[g] : 0.f);
+}
+
+// A long row's keys go in segments of about kGqaSegmentChunks chunks, each its own work item, so more
+// threads than (batch, KV head) items share the cache reads (Qwen2.5's 2 KV heads a token, one in a
+// multi-query model); the segments' sums merge in order. DISABLED_GqaDecodeStepBench, segments against
+// one item per KV head alternated in one process, 2 threads (Zen 5): one KV head of 8 query heads at
+// head size 128, 0.62 / 0.58 of the time at 1024 / 2000 cached tokens.
+constexpr int64_t kGqaSegmentChunks = 4;
+inline int64_t gqa_segment_rows(int64_t D) { return kGqaSegmentChunks * gqa_chunk_rows(D); }
+// Segments of a row of n keys: one per seg_rows keys, but no more than bring the row's KV heads to
+// kGqaSegmentItems items (a model with 8 KV heads has enough items already: Llama-3-8B's shape in 16
+// segments ran 1.02-1.04x the time of 8 whole rows at 2 threads, each segment one more stream to
+// start). A function of n and the model's KV heads alone: a row's result depends on neither the batch
+// it is in nor the thread count.
+constexpr int64_t kGqaSegmentItems = 8;
+inline int64_t gqa_row_segments(int64_t n, int64_t seg_rows, int64_t kv_heads) {
+  const int64_t most = std::max<int64_t>(1, (kGqaSegmentItems + kv_heads - 1) / kv_heads);
+  return std::clamp<int64_t>((n + seg_rows - 1) / seg_rows, 1, most);
+}
+// y[g] = sum_p exp(m_p - M) y_p[g] / sum_p exp(m_p - M) l_p[g] over the segs segments' parts (part p at
+// parts + p * part_floats: G * D sums, then G maxima, then G sums), M the heads' largest maximum.
+inline void gqa_merge_segments(const float* parts, size_t part_floats, int64_t segs, int64_t G, int64_t D, float* y) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (int64_t g = 0; g < G; ++g) {
+    float M = kNegInf;
+    for (int64_t sg = 0; sg < segs; ++sg) M = std::max(M, parts[sg * part_floats + G * D + g]);
+    float* yg = y + g * D;
+    std::fill(yg, yg + D, 0.f);
+    if (M == kNegInf) continue;
+    float l = 0.f;
+    for (int64_t sg = 0; sg < segs; ++sg) {
+      const float* part = parts + sg * part_floats;
+      const float m = part[G * D + g];
+      if (m == kNegInf) continue;
+      const float w = std::exp(m - M);
+      l += w * part[G * D + G + g];
+      for (int64_t d = 0; d < D; ++d) yg[d] += w * part[g * D + d];
+    }
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    for (int64_t d = 0; d < D; ++d) yg[d] *= inv;
+  }
 }
 struct GqaAvx512Loops {
   template <typename KV>
@@ -770,6 +822,11 @@ struct GqaPlan {
   ScratchLayout lay;
   size_t meta_off = 0, q_off = 0, k_off = 0, v_off = 0, scores_off = 0, rows_off = 0, core_off = 0;
   size_t in_off[6] = {};
+  // kDecode through gqa_decode_chunked: keys per segment (gqa_segment_rows; 0: the whole-row loops),
+  // segments the key bound can need, and their parts ([B * kvH * max_segs] of part_floats at parts_off)
+  // when it can need more than one.
+  int64_t seg_rows = 0, max_segs = 1;
+  size_t part_floats = 0, parts_off = 0;
 };
 
 struct GqaVariant final : ep::KernelVariant {
@@ -816,6 +873,7 @@ struct GqaFloats {
   float* kn = nullptr;          // new K rows, rotated [B, kvH, S, D]
   float* vn = nullptr;          // new V rows [B, kvH, S, D]
   float* dec_scores = nullptr;  // decode path: item w's scores at w * group * kv_bound
+  float* dec_parts = nullptr;   // decode path in segments: their parts (GqaPlan::parts_off)
   float* rows = nullptr;        // multi-row path: the workers' blocks
   float* core = nullptr;        // reference path on the fast core: its planned scratch
   const float* qin = nullptr;   // query input [B, S, qkv_row]
@@ -1009,6 +1067,11 @@ class GroupQueryAttention final : public ep::Kernel {
     const bool f16_cache = p.kv_dt == DataType::kFloat16;
     if (decode_avx512_ && gqa_decode_avx512_head_size(D)) p.decode_kernel = GqaDecodeKernel::kAvx512;
     else if (has_avx2() && D % 8 == 0 && (!f16_cache || ep::cpu_has_f16c())) p.decode_kernel = GqaDecodeKernel::kAvx2;
+    if (p.path == GqaPath::kDecode && p.decode_kernel != GqaDecodeKernel::kPlain && H_ / kvH_ <= kGqaMaxChunkedGroup) {
+      p.seg_rows = gqa_segment_rows(D);
+      p.max_segs = gqa_row_segments(p.kv_bound, p.seg_rows, kvH_);
+      p.part_floats = static_cast<size_t>((H_ / kvH_) * (D + 2));
+    }
 #endif
     const int64_t group = H_ / kvH_;
     if (p.path == GqaPath::kRows) {
@@ -1032,6 +1095,7 @@ class GroupQueryAttention final : public ep::Kernel {
     p.k_off = lay.add<float>(B * kvH_ * S * D);
     p.v_off = lay.add<float>(B * kvH_ * S * D);
     if (p.path == GqaPath::kDecode) p.scores_off = lay.add<float>(B * kvH_ * group * p.kv_bound);
+    if (p.max_segs > 1) p.parts_off = lay.add<float>(B * kvH_ * p.max_segs * static_cast<int64_t>(p.part_floats));
     if (p.path == GqaPath::kRows) p.rows_off = lay.add<float>(p.row_workers * static_cast<int64_t>(p.worker_floats));
     p.core_fast = p.path == GqaPath::kReference && !reference_;
     if (p.core_fast) {
@@ -1103,6 +1167,7 @@ class GroupQueryAttention final : public ep::Kernel {
     f->kn = lay.at<float>(p.k_off);
     f->vn = lay.at<float>(p.v_off);
     f->dec_scores = p.path == GqaPath::kDecode ? lay.at<float>(p.scores_off) : nullptr;
+    f->dec_parts = p.max_segs > 1 ? lay.at<float>(p.parts_off) : nullptr;
     f->rows = p.path == GqaPath::kRows ? lay.at<float>(p.rows_off) : nullptr;
     f->core = p.core_fast ? lay.at<float>(p.core_off) : nullptr;
     const Tensor* ins[6] = {c.Q, c.K, c.V, c.cos, c.sin, c.AB};
@@ -1240,6 +1305,9 @@ class GroupQueryAttention final : public ep::Kernel {
     const float sc_mul = scale(D);
     const int64_t group = H_ / kvH_;
     const GqaDecodeKernel kernel = p.decode_kernel;
+#if defined(__x86_64__) || defined(__i386__)
+    if (p.seg_rows > 0) return attend_decode_segments<KV>(ctx, c, f, kbase, vbase, ybase);
+#endif
     auto work = [&](int64_t w0, int64_t w1) {
       for (int64_t w = w0; w < w1; ++w) {
         const int64_t b = w / kvH_, hk = w % kvH_;
@@ -1253,14 +1321,6 @@ class GroupQueryAttention final : public ep::Kernel {
         const float* q0 = f.q + (b * H_ + hk * group) * D;  // S == 1: heads are consecutive rows
         float* yo = ybase + b * H_ * D + hk * group * D;    // the group's output rows, consecutive
 #if defined(__x86_64__) || defined(__i386__)
-        if ((kernel == GqaDecodeKernel::kAvx512 || kernel == GqaDecodeKernel::kAvx2) && group <= kGqaMaxChunkedGroup) {
-          auto adjust = [&](float* s, int64_t j0, int64_t len) { adjust_decode_scores(f, b, hk, group, start + j0, len, s); };
-          if (kernel == GqaDecodeKernel::kAvx512)
-            gqa_decode_chunked<GqaAvx512Loops>(q0, group, kh + start * D, vh + start * D, n, D, sc_mul, sc, yo, adjust);
-          else
-            gqa_decode_chunked<GqaAvx2Loops>(q0, group, kh + start * D, vh + start * D, n, D, sc_mul, sc, yo, adjust);
-          continue;
-        }
         if (kernel == GqaDecodeKernel::kAvx512) {
           gqa_scores_avx512_any(q0, group, kh + start * D, n, D, sc_mul, sc, vh + start * D);
           finish_decode_scores(f, b, hk, group, start, n, sc, kernel);
@@ -1303,6 +1363,78 @@ class GroupQueryAttention final : public ep::Kernel {
     };
     ctx.pool().parallel_for(p.B * kvH_, 1, work);
   }
+
+#if defined(__x86_64__) || defined(__i386__)
+  // The decode step through gqa_decode_chunked (the plan set seg_rows): work items are (batch, KV head,
+  // segment; gqa_row_segments equal parts of the row); a row in one segment is written straight to the
+  // output, a longer one's segments leave parts that gqa_merge_segments combines in order after the
+  // loop. Each item's scores go in its own group * min(chunk, kv_bound) floats of dec_scores (items *
+  // that <= the group * kv_bound per (batch, KV head) the plan laid out: segments come only past 4
+  // chunks).
+  template <typename KV>
+  void attend_decode_segments(ep::KernelContext& ctx, const GqaCall& c, const GqaFloats& f, const KV* kbase,
+                              const KV* vbase, float* ybase) const {
+    const GqaPlan& p = *c.plan;
+    const int64_t D = p.D, present_len = c.present_len, group = H_ / kvH_;
+    const float sc_mul = scale(D);
+    const int64_t chunk_floats = group * std::min(gqa_chunk_rows(D), p.kv_bound);
+    // The keys row b can see: [start, start + n).
+    auto keys = [&](int64_t b, int64_t* start, int64_t* n) {
+      const int64_t L = c.past[b] + 1;
+      const int64_t lim = causal_ ? L : std::min(L, c.tot[b]);
+      *start = window_ > 0 && L > window_ ? L - window_ : 0;
+      *n = std::max<int64_t>(0, lim - *start);  // <= past + 1 <= kv_bound
+    };
+    auto segments_of = [&](int64_t n) { return gqa_row_segments(n, p.seg_rows, kvH_); };
+    int64_t segs = 1;  // this call's most segments of a row (<= max_segs)
+    for (int64_t b = 0; b < p.B; ++b) {
+      int64_t start, n;
+      keys(b, &start, &n);
+      segs = std::max(segs, segments_of(n));
+    }
+    auto work = [&](int64_t i0, int64_t i1) {
+      for (int64_t it = i0; it < i1; ++it) {
+        const int64_t w = it / segs, sg = it % segs;
+        const int64_t b = w / kvH_, hk = w % kvH_;
+        int64_t start, n;
+        keys(b, &start, &n);
+        const int64_t own = segments_of(n);
+        if (sg >= own) continue;
+        // Segments of equal size (a multiple of 4 keys), so a row just past a segment splits in halves
+        // rather than leaving one item a few keys: a function of n alone.
+        const int64_t per = own == 1 ? n : ((n + own - 1) / own + 3) / 4 * 4;
+        const int64_t j0 = sg * per, len = std::max<int64_t>(0, std::min(per, n - j0));
+        const KV* kh = kbase + (b * kvH_ + hk) * present_len * D + (start + j0) * D;
+        const KV* vh = vbase + (b * kvH_ + hk) * present_len * D + (start + j0) * D;
+        float* sc = f.dec_scores + it * chunk_floats;
+        const float* q0 = f.q + (b * H_ + hk * group) * D;  // S == 1: heads are consecutive rows
+        auto adjust = [&](float* s, int64_t k0, int64_t klen) {
+          adjust_decode_scores(f, b, hk, group, start + j0 + k0, klen, s);
+        };
+        float* yo = ybase + b * H_ * D + hk * group * D;  // the group's output rows, consecutive
+        float* part = own == 1 ? nullptr : f.dec_parts + it * p.part_floats;
+        float* y = part ? part : yo;
+        float* m_out = part ? part + group * D : nullptr;
+        float* l_out = part ? m_out + group : nullptr;
+        if (p.decode_kernel == GqaDecodeKernel::kAvx512)
+          gqa_decode_chunked<GqaAvx512Loops>(q0, group, kh, vh, len, D, sc_mul, sc, y, adjust, m_out, l_out);
+        else
+          gqa_decode_chunked<GqaAvx2Loops>(q0, group, kh, vh, len, D, sc_mul, sc, y, adjust, m_out, l_out);
+      }
+    };
+    ctx.pool().parallel_for(p.B * kvH_ * segs, 1, work);
+    if (segs == 1) return;
+    for (int64_t w = 0; w < p.B * kvH_; ++w) {
+      const int64_t b = w / kvH_, hk = w % kvH_;
+      int64_t start, n;
+      keys(b, &start, &n);
+      const int64_t own = segments_of(n);
+      if (own > 1)
+        gqa_merge_segments(f.dec_parts + w * segs * p.part_floats, p.part_floats, own, group, D,
+                           ybase + b * H_ * D + hk * group * D);
+    }
+  }
+#endif
 
   // The softcap, bias, window/causal limits and softmax of score row i (query row i of the block
   // starting at i0) over keys [0, kend).
