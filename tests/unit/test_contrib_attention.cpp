@@ -34,6 +34,33 @@ Tensor rnd(std::mt19937& rng, Dims shape, float scale = 1.f) {
 }
 Tensor i32(Dims shape, std::vector<int32_t> v) { return Tensor::from_vector(DataType::kInt32, shape, v); }
 
+// A GroupQueryAttention decode step's seven inputs (query, key, value, past key/value of cap rows,
+// seqlens_k, total_sequence_length) with random rows, batch b's past length pasts[b]; total: the
+// longest row's length.
+struct GqaDecodeInputs {
+  std::vector<Value> in;
+  int32_t total = 0;
+};
+GqaDecodeInputs gqa_decode_inputs(std::mt19937& rng, int64_t H, int64_t kvH, int64_t D, int64_t cap,
+                                  const std::vector<int64_t>& pasts) {
+  const int64_t B = static_cast<int64_t>(pasts.size());
+  GqaDecodeInputs r;
+  std::vector<int32_t> seqlens;
+  for (int64_t past : pasts) {
+    seqlens.push_back(static_cast<int32_t>(past));
+    r.total = std::max<int32_t>(r.total, static_cast<int32_t>(past + 1));
+  }
+  r.in.resize(7);
+  r.in[0] = rnd(rng, {B, 1, H * D});
+  r.in[1] = rnd(rng, {B, 1, kvH * D});
+  r.in[2] = rnd(rng, {B, 1, kvH * D});
+  r.in[3] = rnd(rng, {B, kvH, cap, D});
+  r.in[4] = rnd(rng, {B, kvH, cap, D});
+  r.in[5] = i32({B}, seqlens);
+  r.in[6] = i32({}, {r.total});
+  return r;
+}
+
 void expect_near(const Tensor& a, const Tensor& b, float tol, const std::string& what) {
   ASSERT_EQ(a.shape(), b.shape()) << what;
   for (int64_t i = 0; i < a.numel(); ++i)
@@ -139,21 +166,9 @@ TEST(ContribAttention, GqaDecodeEveryTierMatchesReference) {
     const int64_t kvH = 1 + it % 2, G = 1 + (it * 5) % 8, H = kvH * G, B = 1 + (it / 2) % 2;
     const int64_t cap = 1 + (it * 13) % 70;
     const bool window = it % 5 == 2, softcap = it % 6 == 1, bias = it % 7 == 3;
-    std::vector<int32_t> seqlens(static_cast<size_t>(B));
-    int32_t total = 0;
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t past = std::max<int64_t>(0, cap - 1 - b % 2);  // ragged: batch 1 one row shorter
-      seqlens[static_cast<size_t>(b)] = static_cast<int32_t>(past);
-      total = std::max<int32_t>(total, static_cast<int32_t>(past + 1));
-    }
-    std::vector<Value> in(7);
-    in[0] = rnd(rng, {B, 1, H * D});
-    in[1] = rnd(rng, {B, 1, kvH * D});
-    in[2] = rnd(rng, {B, 1, kvH * D});
-    in[3] = rnd(rng, {B, kvH, cap, D});
-    in[4] = rnd(rng, {B, kvH, cap, D});
-    in[5] = i32({B}, seqlens);
-    in[6] = i32({}, {total});
+    std::vector<int64_t> pasts;
+    for (int64_t b = 0; b < B; ++b) pasts.push_back(std::max<int64_t>(0, cap - 1 - b % 2));  // ragged: batch 1 one row shorter
+    auto [in, total] = gqa_decode_inputs(rng, H, kvH, D, cap, pasts);
     std::vector<ir::Attribute> attrs = {attr_int("num_heads", H), attr_int("kv_num_heads", kvH)};
     if (window) attrs.push_back(attr_int("local_window_size", 3));
     if (softcap) attrs.push_back(attr_float("softcap", 2.f));
@@ -190,21 +205,9 @@ TEST(ContribAttention, GqaDecodeLongCacheMatchesReference) {
     const int64_t kvH = 1 + it % 2, G = it % 4 == 0 ? 7 : it % 4 == 1 ? 1 : it % 4 == 2 ? 4 : 16;
     const int64_t H = kvH * G, B = 1 + (it / 4) % 2, cap = 1100 + it * 60;
     const int bias_kind = it % 3;  // 0 none, 1 head 0 masked over the first 600 keys + a ramp, 2 steep ramp
-    std::vector<int32_t> seqlens(static_cast<size_t>(B));
-    int32_t total = 0;
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t past = cap - 1 - 37 * b;  // ragged
-      seqlens[static_cast<size_t>(b)] = static_cast<int32_t>(past);
-      total = std::max<int32_t>(total, static_cast<int32_t>(past + 1));
-    }
-    std::vector<Value> in(7);
-    in[0] = rnd(rng, {B, 1, H * D});
-    in[1] = rnd(rng, {B, 1, kvH * D});
-    in[2] = rnd(rng, {B, 1, kvH * D});
-    in[3] = rnd(rng, {B, kvH, cap, D});
-    in[4] = rnd(rng, {B, kvH, cap, D});
-    in[5] = i32({B}, seqlens);
-    in[6] = i32({}, {total});
+    std::vector<int64_t> pasts;
+    for (int64_t b = 0; b < B; ++b) pasts.push_back(cap - 1 - 37 * b);  // ragged
+    auto [in, total] = gqa_decode_inputs(rng, H, kvH, D, cap, pasts);
     std::vector<ir::Attribute> attrs = {attr_int("num_heads", H), attr_int("kv_num_heads", kvH)};
     if (it == 5) attrs.push_back(attr_int("local_window_size", 700));
     if (it == 6) attrs.push_back(attr_float("softcap", 3.f));
@@ -248,26 +251,15 @@ TEST(ContribAttention, GqaDecodeSegmentsMatchReferenceAtAnyThreadCount) {
                          Shape{64, 1, 3, 1, 4200, 0, 3000, false}, Shape{128, 2, 2, 1, 2300, 1, 0, true}}) {
     SCOPED_TRACE("D " + std::to_string(sh.D) + " cap " + std::to_string(sh.cap));
     const int64_t H = sh.kvH * sh.G;
-    std::vector<int32_t> seqlens(static_cast<size_t>(sh.B));
-    int32_t total = 0;
-    for (int64_t b = 0; b < sh.B; ++b) {
-      const int64_t past = b == 0 ? sh.cap - 1 : 1500;  // batch 1 within one segment
-      seqlens[static_cast<size_t>(b)] = static_cast<int32_t>(past);
-      total = std::max<int32_t>(total, static_cast<int32_t>(past + 1));
-    }
-    std::vector<Value> in(7);
-    in[0] = rnd(rng, {sh.B, 1, H * sh.D});
-    in[1] = rnd(rng, {sh.B, 1, sh.kvH * sh.D});
-    in[2] = rnd(rng, {sh.B, 1, sh.kvH * sh.D});
-    Tensor pk = rnd(rng, {sh.B, sh.kvH, sh.cap, sh.D}), pv = rnd(rng, {sh.B, sh.kvH, sh.cap, sh.D});
+    std::vector<int64_t> pasts;
+    for (int64_t b = 0; b < sh.B; ++b) pasts.push_back(b == 0 ? sh.cap - 1 : 1500);  // batch 1 within one segment
+    auto [in, total] = gqa_decode_inputs(rng, H, sh.kvH, sh.D, sh.cap, pasts);
     if (sh.f16) {  // values a float16 cache holds exactly, so the reference reads the same numbers
-      for (Tensor* t : {&pk, &pv})
-        for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = static_cast<float>(Float16(t->data<float>()[i]));
+      for (size_t k : {3, 4}) {
+        Tensor& t = in[k].tensor();
+        for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(Float16(t.data<float>()[i]));
+      }
     }
-    in[3] = pk;
-    in[4] = pv;
-    in[5] = i32({sh.B}, seqlens);
-    in[6] = i32({}, {total});
     std::vector<ir::Attribute> attrs = {attr_int("num_heads", H), attr_int("kv_num_heads", sh.kvH)};
     if (sh.window > 0) attrs.push_back(attr_int("local_window_size", sh.window));
     if (sh.bias) {

@@ -1263,15 +1263,9 @@ class GroupQueryAttention final : public ep::Kernel {
   // Softcap, bias and softmax of the decode scores of KV head hk's group (rows of n at sc).
   void finish_decode_scores(const GqaFloats& f, int64_t b, int64_t hk, int64_t group, int64_t start, int64_t n,
                             float* sc, GqaDecodeKernel kernel) const {
+    adjust_decode_scores(f, b, hk, group, start, n, sc);
     for (int64_t g = 0; g < group; ++g) {
       float* r = sc + g * n;
-      const int64_t h = hk * group + g;
-      if (softcap_ > 0.f)
-        for (int64_t j = 0; j < n; ++j) r[j] = softcap_ * std::tanh(r[j] / softcap_);
-      if (f.abias) {
-        const float* a = f.abias + b * f.ab_b + h * f.ab_h + start;
-        for (int64_t j = 0; j < n; ++j) r[j] += a[j];
-      }
 #if defined(__x86_64__) || defined(__i386__)
       if (kernel == GqaDecodeKernel::kAvx512) {
         softmax_row_avx512(r, n);
