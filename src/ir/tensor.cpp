@@ -2,6 +2,7 @@
 
 #include "ir/alloc_faults.h"
 #include "ir/allocation.h"
+#include "ir/page_mapping.h"
 #include "ir/strided_cursor.h"
 
 #include <atomic>
@@ -94,11 +95,18 @@ namespace {
 constexpr size_t kMappedBlock = size_t(4) << 20;
 thread_local int tl_long_lived = 0;  // LongLivedScope depth on this thread
 
-// A zeroed anonymous mapping of `bytes` (rounded up to 4 KiB); *mapped gets its length. nullptr on
-// failure. (Not advised for transparent huge pages: with THP in "madvise" defrag mode that makes the
-// first touch compact memory synchronously, which took VGG-19's session creation from 0.5 s to 1.7 s
-// when memory was fragmented.)
+// A zeroed anonymous mapping for `bytes`; *mapped gets its length. nullptr on failure. On transparent
+// huge pages (rounded up to 2 MB) when the kernel has free 2 MB blocks for it, else on 4 KB pages (rounded
+// up to 4 KiB): see ir/page_mapping.h. On huge pages VGG-19's creation, which folds 548 MB of weights,
+// took 443 ms against 1.79 s on 4 KB pages (Zen 5 VM, 1 thread), AlexNet's 113 against 752.
 void* map_zeroed(size_t bytes, size_t* mapped) {
+  if (bytes >= ir::kHugePageBytes && ir::free_huge_pages_cover(bytes)) {
+    const size_t len = (bytes + ir::kHugePageBytes - 1) / ir::kHugePageBytes * ir::kHugePageBytes;
+    if (void* p = ir::map_zeroed_aligned(len, true)) {
+      *mapped = len;
+      return p;
+    }
+  }
   const size_t len = (bytes + 4095) / 4096 * 4096;
   void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return nullptr;

@@ -570,39 +570,6 @@ TEST(ContribMatMulNBits, EachRowIsIndependentOfTheBatch) {
 }
 
 // Scales go to fp16 in the packed copy only when that is exact; otherwise the record keeps fp32.
-// Packed-weight buffers share the arena's chunks: each is 64-byte aligned, zero-filled (also when it
-// comes after buffers that were written and released), and does not overlap the others; moves hand the
-// memory over, and sizes past the arena's limit and zero bytes work too.
-TEST(ContribMatMulNBits, PackedBytesAreAlignedZeroedAndDisjoint) {
-  std::mt19937 rng(3);
-  std::vector<PackedBytes> live;
-  for (int round = 0; round < 3; ++round) {
-    for (size_t bytes : {size_t{1}, size_t{100}, size_t{4096}, size_t{3} << 19, size_t{5} << 20, size_t{20} << 20,
-                         size_t{700}, size_t{9} << 20}) {
-      PackedBytes b(bytes);
-      ASSERT_EQ(b.size(), bytes);
-      ASSERT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 64, 0u) << bytes;
-      for (size_t i = 0; i < bytes; i += 997) ASSERT_EQ(b.data()[i], 0) << bytes << " at " << i;
-      ASSERT_EQ(b.data()[bytes - 1], 0) << bytes;
-      std::memset(b.data(), 0xA5, bytes);
-      live.push_back(std::move(b));
-    }
-    // Disjoint: every live buffer still holds its own fill.
-    for (PackedBytes& b : live) {
-      ASSERT_EQ(b.data()[0], 0xA5);
-      ASSERT_EQ(b.data()[b.size() - 1], 0xA5);
-    }
-    // Release a random half, keep the rest for the next round.
-    std::shuffle(live.begin(), live.end(), rng);
-    live.resize(live.size() / 2);
-  }
-  PackedBytes moved(std::move(live.front()));
-  EXPECT_TRUE(live.front().empty());
-  EXPECT_EQ(moved.data()[0], 0xA5);
-  PackedBytes none(0);
-  EXPECT_TRUE(none.empty());
-}
-
 // Both panel widths: fp16 records are shorter (block 32: 576 against 640 bytes for 32 columns, 288
 // against 320 for 16, whose records were once rounded up to 64 bytes and so read as many bytes as fp32).
 TEST(ContribMatMulNBits, PackedScalesAreFp16OnlyWhenExact) {

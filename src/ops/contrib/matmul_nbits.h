@@ -19,6 +19,7 @@
 
 #include "ep/cpu_features.h"
 #include "ep/kernel.h"
+#include "ops/packed_storage.h"
 
 namespace nxrt::ep {
 class ThreadPool;
@@ -95,33 +96,6 @@ void matmulnbits_fast(const float* A, int64_t M, const QuantWeights& W, int accu
                       ep::ThreadPool* pool, ep::IsaTier isa = ep::cpu_isa_tier(), void* workspace = nullptr);
 
 bool matmulnbits_has_avx2();
-
-struct PackedArenaChunk;
-
-// A 64-byte aligned, zero-filled byte buffer for packed weights, on transparent huge pages (a decode
-// step streams every byte of them, and 4 KB pages would cost a TLB miss per 4 KB): up to 16 MB out of
-// shared 32 MB chunks (matmul_nbits_int8.cpp's PackedArena), larger ones in a 2 MB-aligned mapping
-// of their own.
-class PackedBytes {
- public:
-  PackedBytes() = default;
-  explicit PackedBytes(size_t bytes);
-  ~PackedBytes();
-  PackedBytes(PackedBytes&& o) noexcept;
-  PackedBytes& operator=(PackedBytes&& o) noexcept;
-  PackedBytes(const PackedBytes&) = delete;
-  PackedBytes& operator=(const PackedBytes&) = delete;
-  uint8_t* data() { return p_; }
-  const uint8_t* data() const { return p_; }
-  size_t size() const { return n_; }
-  bool empty() const { return n_ == 0; }
-
- private:
-  void release();
-  uint8_t* p_ = nullptr;
-  size_t n_ = 0, mapped_ = 0;       // mapped_: the length of a mapping of its own
-  PackedArenaChunk* chunk_ = nullptr;  // the arena chunk it is in
-};
 
 // ---- accuracy_level 4, 4-bit (and 2-bit) weights: the column-panel layout (matmul_nbits_int8.cpp) ----
 // Columns in panels of `cols` (16 for the AVX2 and scalar kernels, 32 for AVX-512 and AMX; N padded).

@@ -449,7 +449,7 @@ static std::shared_ptr<SmallSpatialWeights> make_small_spatial_weights(const std
       pb.K = K;
       pb.N = Mg;
       pb.n_padded = (Mg + kVec - 1) / kVec * kVec;
-      pb.data.assign(static_cast<size_t>(std::max<int64_t>(1, pb.n_padded * K)), 0.f);
+      pb.data = PackedArray<float>(static_cast<size_t>(std::max<int64_t>(1, pb.n_padded * K)));
       for (int64_t k0 = 0; k0 < K; k0 += kGemmKC) {
         const int64_t kc = std::min(kGemmKC, K - k0);
         const float* src = packed[g].data.data() + k0 * m_padded;

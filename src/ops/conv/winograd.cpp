@@ -704,12 +704,13 @@ void winograd_prepare(int64_t M, int64_t C, const float* w, WinogradWeights* out
   // matrix of each point): per K block of kGemmKC channels starting at k0 (offset k0 * m_padded), panels
   // of kGemmMR rows, element (m, c) at (m / MR) * MR * kc + (c - k0) * MR + m % MR; rows past M stay zero.
   const int64_t m_padded = (M + kGemmMR - 1) / kGemmMR * kGemmMR;
-  out->u.assign(kPts, PackedA<float>());
+  out->u.clear();
+  out->u.resize(kPts);
   for (PackedA<float>& pk : out->u) {
     pk.M = M;
     pk.K = C;
     pk.m_padded = m_padded;
-    pk.data.assign(static_cast<size_t>(m_padded * C), 0.f);
+    pk.data = PackedArray<float>(static_cast<size_t>(m_padded * C));
   }
   double ut[36];
   for (int64_t k0 = 0; k0 < C; k0 += kGemmKC) {

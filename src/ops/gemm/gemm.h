@@ -31,6 +31,7 @@
 #include "ep/cpu_features.h"
 #include "ep/function_ref.h"
 #include "ops/gemm/activation.h"
+#include "ops/packed_storage.h"
 
 namespace nxrt::ep {
 class ThreadPool;
@@ -68,7 +69,7 @@ constexpr int kGemmMR = 6, kGemmNR = 16;  // the float engine's tile: A panels o
 struct PackedB {
   int64_t K = 0, N = 0;
   int64_t n_padded = 0;     // N rounded up to the panel width
-  std::vector<float> data;  // per K block of the kernel: n_padded x kc, in NR-wide column panels
+  PackedArray<float> data;  // per K block of the kernel: n_padded x kc, in NR-wide column panels
   bool empty() const { return data.empty(); }
 };
 PackedB pack_b_f32(bool transB, int64_t K, int64_t N, const float* B, int64_t ldb, ep::IsaTier isa = ep::cpu_isa_tier());
@@ -86,7 +87,7 @@ template <typename T>
 struct PackedA {
   int64_t M = 0, K = 0;
   int64_t m_padded = 0;
-  std::vector<T> data;
+  PackedArray<T> data;
   bool empty() const { return data.empty(); }
 };
 template <typename T>

@@ -637,7 +637,7 @@ PackedB pack_b_f32(bool transB, int64_t K, int64_t N, const float* B, int64_t ld
   pb.K = K;
   pb.N = N;
   pb.n_padded = (N + NR - 1) / NR * NR;
-  pb.data.assign(static_cast<size_t>(std::max<int64_t>(1, pb.n_padded * K)), 0.f);
+  pb.data = PackedArray<float>(static_cast<size_t>(std::max<int64_t>(1, pb.n_padded * K)));
   for (int64_t p0 = 0; p0 < K; p0 += KC) {
     const int64_t kc = std::min(KC, K - p0);
     pack_b_block(kern, B, ldb, transB, p0, kc, 0, N, pb.data.data() + p0 * pb.n_padded);
@@ -652,7 +652,7 @@ PackedA<float> pack_a<float>(bool transA, int64_t M, int64_t K, const float* A, 
   pa.M = M;
   pa.K = K;
   pa.m_padded = (M + MR - 1) / MR * MR;
-  pa.data.assign(static_cast<size_t>(std::max<int64_t>(1, pa.m_padded * K)), 0.f);
+  pa.data = PackedArray<float>(static_cast<size_t>(std::max<int64_t>(1, pa.m_padded * K)));
   for (int64_t p0 = 0; p0 < K; p0 += KC) {
     const int64_t kc = std::min(KC, K - p0);
     if (M > 0) pack_a_block(A, lda, transA, 0, M, p0, kc, pa.data.data() + p0 * pa.m_padded, scale);

@@ -305,7 +305,7 @@ PackedA<double> pack_a<double>(bool transA, int64_t M, int64_t K, const double* 
   pa.M = M;
   pa.K = K;
   pa.m_padded = (M + R - 1) / R * R;
-  pa.data.assign(static_cast<size_t>(std::max<int64_t>(1, pa.m_padded * K)), 0.0);
+  pa.data = PackedArray<double>(static_cast<size_t>(std::max<int64_t>(1, pa.m_padded * K)));
   for (int64_t k0 = 0; k0 < K && M > 0; k0 += kGemmKC) {
     const int64_t kc = std::min(kGemmKC, K - k0);
     double* blk = pa.data.data() + k0 * pa.m_padded;

@@ -1,0 +1,66 @@
+// Storage for weights packed once per kernel (conv and GEMM operands, Winograd-transformed filters,
+// MatMulNBits panels): 64-byte aligned, zero-filled, on transparent huge pages.
+//
+// Why not std::vector: a vector zero-fills what it allocates and glibc serves a large one from a fresh
+// 4 KB-page mapping, so packing a model's weights touched every page twice and took one page fault per
+// 4 KB. On a VM whose hypervisor shadows the guest's page tables a fault costs microseconds: VGG-19's
+// first run (where its Winograd filters are transformed) took 1.3 s against 0.11 s for later runs, and
+// memset plus faults were most of it. Fresh anonymous memory is already zero, and on 2 MB pages it
+// faults once per 2 MB; a decode step that streams packed weights also takes one TLB miss per 2 MB
+// instead of per 4 KB.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace nxrt::ops {
+
+struct PackedArenaChunk;
+
+// A 64-byte aligned, zero-filled byte buffer: up to 16 MB out of shared 32 MB chunks of huge pages
+// (packed_storage.cpp's PackedArena), larger ones in a 2 MB-aligned mapping of their own; from the heap
+// when under `heap_below` bytes, or where no mapping can be made.
+class PackedBytes {
+ public:
+  PackedBytes() = default;
+  explicit PackedBytes(size_t bytes, size_t heap_below = 0);
+  ~PackedBytes();
+  PackedBytes(PackedBytes&& o) noexcept;
+  PackedBytes& operator=(PackedBytes&& o) noexcept;
+  PackedBytes(const PackedBytes&) = delete;
+  PackedBytes& operator=(const PackedBytes&) = delete;
+  uint8_t* data() { return p_; }
+  const uint8_t* data() const { return p_; }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+
+ private:
+  void release();
+  uint8_t* p_ = nullptr;
+  size_t n_ = 0, mapped_ = 0;          // mapped_: the length of a mapping of its own
+  PackedArenaChunk* chunk_ = nullptr;  // the arena chunk it is in
+};
+
+// n values of T (float, double, int8 ...: a type whose zero is all zero bits) in PackedBytes, all zero
+// to begin with. Arrays under 256 KB come from the heap: a small model's packed weights (kws_cnn's, with
+// a few 64 KB Winograd operands) would otherwise back a whole 2 MB page for little (its peak RSS 18.5 ->
+// 21.4 MB with every array in the arena, 20.1 with the heap under 256 KB), and take few faults anyway.
+// (MatMulNBits panels take the arena at any size: a decode step streams them all, every step.)
+template <typename T>
+class PackedArray {
+ public:
+  static constexpr size_t kHeapBelowBytes = size_t{256} << 10;
+  PackedArray() = default;
+  explicit PackedArray(size_t n) : bytes_(n * sizeof(T), kHeapBelowBytes) {}
+  T* data() { return reinterpret_cast<T*>(bytes_.data()); }
+  const T* data() const { return reinterpret_cast<const T*>(bytes_.data()); }
+  size_t size() const { return bytes_.size() / sizeof(T); }  // (a moved-from PackedBytes is empty)
+  bool empty() const { return bytes_.empty(); }
+  T& operator[](size_t i) { return data()[i]; }
+  const T& operator[](size_t i) const { return data()[i]; }
+
+ private:
+  PackedBytes bytes_;
+};
+
+}  // namespace nxrt::ops
