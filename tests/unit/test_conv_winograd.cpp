@@ -10,11 +10,15 @@
 // transform coefficient, tile offset or padding case gives errors of order 1.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "kernel_test_util.h"
 #include "ep/cpu_features.h"
@@ -437,4 +441,49 @@ TEST(ConvWinograd, TransformsAtEveryTierMatchNaiveAndVectorVariantsBitIdentical)
   std::printf("[ CHECKED  ] Winograd transforms: %d runs against the reference (max |err| / rms(ref) = %.3g), %d "
               "AVX2 / AVX-512 bit comparisons\n",
               ran, worst, compared);
+}
+
+// The transformed filters: made from raw weights (winograd_prepare) and from the conv's packed GEMM
+// weights (WinogradCache, which reads the taps out of the PackedA layout, a filter's 9 taps sometimes
+// straddling two K blocks) they are the same bits, and each value is G g G^T of its filter (computed
+// here in double), at (m, c) of its point's PackedA layout, with the padding rows zero. Shapes: M not a
+// multiple of the panel height, C past one K block of the packed operands (256) and past it times 9.
+TEST(ConvWinograd, TransformedFiltersFromRawAndPackedWeightsAgree) {
+  const double G[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                          {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+  std::mt19937 rng(11);
+  for (auto [M, C] : {std::pair<int64_t, int64_t>{7, 5}, {13, 300}, {32, 29}, {6, 257}}) {
+    const std::vector<float> w = random_floats(rng, M * C * 9);
+    WinogradWeights raw;
+    winograd_prepare(M, C, w.data(), &raw);
+    const PackedA<float> packed = pack_a<float>(false, M, C * 9, w.data(), C * 9);
+    WinogradCache cache;
+    const std::shared_ptr<const WinogradWeights> from_packed = cache.acquire(packed, M, C);
+    ASSERT_EQ(raw.u.size(), 36u);
+    ASSERT_EQ(from_packed->u.size(), 36u);
+    const int64_t R = kGemmMR, m_padded = (M + R - 1) / R * R;
+    for (int xi = 0; xi < 36; ++xi) {
+      const PackedA<float>& a = raw.u[static_cast<size_t>(xi)];
+      const PackedA<float>& b = from_packed->u[static_cast<size_t>(xi)];
+      ASSERT_EQ(a.m_padded, m_padded);
+      ASSERT_EQ(a.data.size(), static_cast<size_t>(m_padded * C));
+      ASSERT_EQ(b.data.size(), a.data.size());
+      ASSERT_EQ(std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)), 0) << M << "x" << C << " point " << xi;
+      const int i = xi / 6, j = xi % 6;
+      for (int64_t k0 = 0; k0 < C; k0 += kGemmKC) {
+        const int64_t kc = std::min(kGemmKC, C - k0);
+        for (int64_t m = 0; m < m_padded; ++m)
+          for (int64_t c = k0; c < k0 + kc; ++c) {
+            double want = 0;
+            if (m < M) {
+              const float* g = w.data() + (m * C + c) * 9;
+              for (int r = 0; r < 3; ++r)
+                for (int s = 0; s < 3; ++s) want += G[i][r] * g[r * 3 + s] * G[j][s];
+            }
+            const float got = a.data[static_cast<size_t>(k0 * m_padded + (m / R) * R * kc + (c - k0) * R + m % R)];
+            ASSERT_NEAR(got, want, 1e-6 * (1 + std::fabs(want))) << M << "x" << C << " point " << xi << " m " << m << " c " << c;
+          }
+      }
+    }
+  }
 }

@@ -697,12 +697,22 @@ bool winograd_weights_apply(const Dims& w_shape, int64_t group) {
   return group == 1 && w_shape.size() == 4 && w_shape[2] == 3 && w_shape[3] == 3 && w_shape[0] > 0 && w_shape[1] > 0;
 }
 
-void winograd_prepare(int64_t M, int64_t C, const float* w, WinogradWeights* out) {
+namespace {
+
+// Transforms the M x C filters, filter (m, c)'s 9 taps coming from fetch(m, c, g). Written straight in
+// the PackedA<float> layout (gemm/gemm.h; what pack_a<float> would produce from the M x C matrix of each
+// point): per K block of kGemmKC channels starting at k0 (offset k0 * m_padded), panels of kGemmMR rows,
+// element (m, c) at (m / MR) * MR * kc + (c - k0) * MR + m % MR; rows past M stay zero.
+//
+// A filter's 36 values go to 36 matrices, which (each m_padded * C floats, handed out back to back)
+// often lie a power of two apart: 512 x 512 channels put them exactly 1 MB apart, so writing each value
+// where it belongs mapped all 36 streams onto the same L1 and L2 sets, and every store missed (145 ms
+// for those weights on a Zen 5 core). So a panel's filters are transformed kChunk channels at a time
+// into a small buffer, one contiguous run per point, and each run is copied out whole.
+template <typename Fetch>
+void prepare_transformed(int64_t M, int64_t C, Fetch fetch, WinogradWeights* out) {
   out->M = M;
   out->C = C;
-  // Written straight in the PackedA<float> layout (gemm/gemm.h; what pack_a<float> would produce from the M x C
-  // matrix of each point): per K block of kGemmKC channels starting at k0 (offset k0 * m_padded), panels
-  // of kGemmMR rows, element (m, c) at (m / MR) * MR * kc + (c - k0) * MR + m % MR; rows past M stay zero.
   const int64_t m_padded = (M + kGemmMR - 1) / kGemmMR * kGemmMR;
   out->u.clear();
   out->u.resize(kPts);
@@ -712,18 +722,39 @@ void winograd_prepare(int64_t M, int64_t C, const float* w, WinogradWeights* out
     pk.m_padded = m_padded;
     pk.data = PackedArray<float>(static_cast<size_t>(m_padded * C));
   }
+  constexpr int64_t kChunk = 16;  // channels per run: 36 runs of 16 x MR floats, 13.5 KB in all
+  float runs[kPts][kChunk * kGemmMR];
   double ut[36];
+  float g[9];
   for (int64_t k0 = 0; k0 < C; k0 += kGemmKC) {
     const int64_t kc = std::min(kGemmKC, C - k0);
-    for (int64_t m = 0; m < M; ++m) {
-      const int64_t base = k0 * m_padded + (m / kGemmMR) * kGemmMR * kc + m % kGemmMR;
-      for (int64_t c = k0; c < k0 + kc; ++c) {
-        filter_transform(w + (m * C + c) * 9, ut);
-        const int64_t at = base + (c - k0) * kGemmMR;
-        for (int xi = 0; xi < kPts; ++xi) out->u[xi].data[at] = static_cast<float>(ut[xi]);
+    for (int64_t m0 = 0; m0 < M; m0 += kGemmMR) {
+      const int64_t rows = std::min<int64_t>(kGemmMR, M - m0);
+      const int64_t panel = k0 * m_padded + m0 * kc;  // this panel's run of kc x MR values
+      for (int64_t c0 = k0; c0 < k0 + kc; c0 += kChunk) {
+        const int64_t cn = std::min(kChunk, k0 + kc - c0);
+        if (rows < kGemmMR) std::memset(runs, 0, sizeof(runs));  // padding rows stay zero
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = c0; c < c0 + cn; ++c) {
+            fetch(m0 + r, c, g);
+            filter_transform(g, ut);
+            const int64_t at = (c - c0) * kGemmMR + r;
+            for (int xi = 0; xi < kPts; ++xi) runs[xi][at] = static_cast<float>(ut[xi]);
+          }
+        }
+        const int64_t dst = panel + (c0 - k0) * kGemmMR;
+        for (int xi = 0; xi < kPts; ++xi)
+          std::memcpy(out->u[xi].data.data() + dst, runs[xi], static_cast<size_t>(cn * kGemmMR) * sizeof(float));
       }
     }
   }
+}
+
+}  // namespace
+
+void winograd_prepare(int64_t M, int64_t C, const float* w, WinogradWeights* out) {
+  prepare_transformed(
+      M, C, [w, C](int64_t m, int64_t c, float* g) { std::memcpy(g, w + (m * C + c) * 9, 9 * sizeof(float)); }, out);
 }
 
 namespace {
@@ -739,22 +770,23 @@ int64_t winograd_weights_live() { return g_winograd_live.load(std::memory_order_
 
 static std::shared_ptr<WinogradWeights> make_winograd_weights(const PackedA<float>& packed, int64_t M, int64_t C) {
   auto out = std::make_shared<CountedWinogradWeights>();
-  {
-    // Unpack the PackedA<float> layout (gemm/gemm.h): per K block of kGemmKC starting at k0 (offset k0 * m_padded),
-    // MR-row panels of kc x MR values, element (i, k) at panel i / MR, k * MR + i % MR.
-    const int64_t K = C * 9;
-    const int64_t m_padded = (M + kGemmMR - 1) / kGemmMR * kGemmMR;
-    std::vector<float> w(static_cast<size_t>(M * K));
-    for (int64_t k0 = 0; k0 < K; k0 += kGemmKC) {
-      const int64_t kc = std::min(kGemmKC, K - k0);
-      const float* blk = packed.data.data() + k0 * m_padded;
-      for (int64_t i = 0; i < M; ++i) {
-        const float* panel = blk + (i / kGemmMR) * kGemmMR * kc + i % kGemmMR;
-        for (int64_t k = 0; k < kc; ++k) w[i * K + k0 + k] = panel[k * kGemmMR];
-      }
-    }
-    winograd_prepare(M, C, w.data(), out.get());
-  }
+  // The taps read from the PackedA<float> layout (gemm/gemm.h) of the M x (C * 9) weights: per K block of
+  // kGemmKC starting at k0 (offset k0 * m_padded), MR-row panels of kc x MR values, element (i, k) at
+  // panel i / MR, k * MR + i % MR. A filter's 9 taps may straddle two K blocks.
+  const int64_t K = C * 9;
+  const int64_t m_padded = (M + kGemmMR - 1) / kGemmMR * kGemmMR;
+  const float* base = packed.data.data();
+  prepare_transformed(
+      M, C,
+      [=](int64_t m, int64_t c, float* g) {
+        for (int t = 0; t < 9; ++t) {
+          const int64_t k = c * 9 + t;
+          const int64_t k0 = k / kGemmKC * kGemmKC;
+          const int64_t kc = std::min(kGemmKC, K - k0);
+          g[t] = base[k0 * m_padded + (m / kGemmMR) * kGemmMR * kc + (k - k0) * kGemmMR + m % kGemmMR];
+        }
+      },
+      out.get());
   return out;
 }
 
