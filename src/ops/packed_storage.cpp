@@ -3,6 +3,8 @@
 
 #include "ir/page_mapping.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -94,10 +96,26 @@ class PackedArena {
 
 }  // namespace
 
-PackedBytes::PackedBytes(size_t bytes, size_t heap_below) : n_(bytes) {
+namespace {
+
+// Heap bytes handed to small_first buffers so far (never given back: a budget, not a count of live bytes).
+std::atomic<size_t> g_small_first_bytes{0};
+
+// Whether a small_first buffer of `bytes` still fits the budget (and takes its share of it if so).
+bool take_small_first_share(size_t bytes) {
+  size_t used = g_small_first_bytes.load(std::memory_order_relaxed);
+  do {
+    if (bytes > PackedBytes::kSmallFirstBytes - std::min(used, PackedBytes::kSmallFirstBytes)) return false;
+  } while (!g_small_first_bytes.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  return true;
+}
+
+}  // namespace
+
+PackedBytes::PackedBytes(size_t bytes, bool small_first) : n_(bytes) {
   if (bytes == 0) return;
 #if defined(__linux__)
-  if (bytes < heap_below) {
+  if (small_first && take_small_first_share(bytes)) {
     // the heap, below
   } else if (bytes <= kArenaMaxBytes) {
     p_ = PackedArena::instance().allocate(bytes, &chunk_);

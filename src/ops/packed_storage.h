@@ -19,11 +19,17 @@ struct PackedArenaChunk;
 
 // A 64-byte aligned, zero-filled byte buffer: up to 16 MB out of shared 32 MB chunks of huge pages
 // (packed_storage.cpp's PackedArena), larger ones in a 2 MB-aligned mapping of their own; from the heap
-// when under `heap_below` bytes, or where no mapping can be made.
+// where no mapping can be made, and, with `small_first`, while the process's first 4 MB of such buffers
+// last (kSmallFirstBytes, below).
 class PackedBytes {
  public:
   PackedBytes() = default;
-  explicit PackedBytes(size_t bytes, size_t heap_below = 0);
+  explicit PackedBytes(size_t bytes, bool small_first = false);
+  // The heap bytes `small_first` buffers may take, process-wide: a model whose packed arrays all fit in
+  // them (kws_cnn's 2.1 MB, 458 arrays) would gain nothing from 2 MB pages but back them whole (its peak
+  // RSS 18.5 -> 21.4 MB with every array in the arena, 19.3-20.1 this way), and a larger model's first
+  // few arrays take few faults anyway.
+  static constexpr size_t kSmallFirstBytes = size_t{4} << 20;
   ~PackedBytes();
   PackedBytes(PackedBytes&& o) noexcept;
   PackedBytes& operator=(PackedBytes&& o) noexcept;
@@ -42,16 +48,13 @@ class PackedBytes {
 };
 
 // n values of T (float, double, int8 ...: a type whose zero is all zero bits) in PackedBytes, all zero
-// to begin with. Arrays under 256 KB come from the heap: a small model's packed weights (kws_cnn's, with
-// a few 64 KB Winograd operands) would otherwise back a whole 2 MB page for little (its peak RSS 18.5 ->
-// 21.4 MB with every array in the arena, 20.1 with the heap under 256 KB), and take few faults anyway.
-// (MatMulNBits panels take the arena at any size: a decode step streams them all, every step.)
+// to begin with; small_first (MatMulNBits panels take the arena from the start: a decode step streams
+// them all, every step).
 template <typename T>
 class PackedArray {
  public:
-  static constexpr size_t kHeapBelowBytes = size_t{256} << 10;
   PackedArray() = default;
-  explicit PackedArray(size_t n) : bytes_(n * sizeof(T), kHeapBelowBytes) {}
+  explicit PackedArray(size_t n) : bytes_(n * sizeof(T), true) {}
   T* data() { return reinterpret_cast<T*>(bytes_.data()); }
   const T* data() const { return reinterpret_cast<const T*>(bytes_.data()); }
   size_t size() const { return bytes_.size() / sizeof(T); }  // (a moved-from PackedBytes is empty)
