@@ -1305,10 +1305,8 @@ class GroupQueryAttention final : public ep::Kernel {
     auto work = [&](int64_t w0, int64_t w1) {
       for (int64_t w = w0; w < w1; ++w) {
         const int64_t b = w / kvH_, hk = w % kvH_;
-        const int64_t L = c.past[b] + 1;
-        const int64_t lim = causal_ ? L : std::min(L, c.tot[b]);
-        const int64_t start = window_ > 0 && L > window_ ? L - window_ : 0;
-        const int64_t n = std::max<int64_t>(0, lim - start);  // <= past + 1 <= kv_bound
+        int64_t start, n;
+        decode_keys(c, b, &start, &n);
         const KV* kh = kbase + (b * kvH_ + hk) * present_len * D;
         const KV* vh = vbase + (b * kvH_ + hk) * present_len * D;
         float* sc = f.dec_scores + w * group * p.kv_bound;
@@ -1372,18 +1370,11 @@ class GroupQueryAttention final : public ep::Kernel {
     const int64_t D = p.D, present_len = c.present_len, group = H_ / kvH_;
     const float sc_mul = scale(D);
     const int64_t chunk_floats = group * std::min(gqa_chunk_rows(D), p.kv_bound);
-    // The keys row b can see: [start, start + n).
-    auto keys = [&](int64_t b, int64_t* start, int64_t* n) {
-      const int64_t L = c.past[b] + 1;
-      const int64_t lim = causal_ ? L : std::min(L, c.tot[b]);
-      *start = window_ > 0 && L > window_ ? L - window_ : 0;
-      *n = std::max<int64_t>(0, lim - *start);  // <= past + 1 <= kv_bound
-    };
     auto segments_of = [&](int64_t n) { return gqa_row_segments(n, p.seg_rows, kvH_); };
     int64_t segs = 1;  // this call's most segments of a row (<= max_segs)
     for (int64_t b = 0; b < p.B; ++b) {
       int64_t start, n;
-      keys(b, &start, &n);
+      decode_keys(c, b, &start, &n);
       segs = std::max(segs, segments_of(n));
     }
     auto work = [&](int64_t i0, int64_t i1) {
@@ -1391,7 +1382,7 @@ class GroupQueryAttention final : public ep::Kernel {
         const int64_t w = it / segs, sg = it % segs;
         const int64_t b = w / kvH_, hk = w % kvH_;
         int64_t start, n;
-        keys(b, &start, &n);
+        decode_keys(c, b, &start, &n);
         const int64_t own = segments_of(n);
         if (sg >= own) continue;
         // Segments of equal size (a multiple of 4 keys), so a row just past a segment splits in halves
@@ -1421,7 +1412,7 @@ class GroupQueryAttention final : public ep::Kernel {
     for (int64_t w = 0; w < p.B * kvH_; ++w) {
       const int64_t b = w / kvH_, hk = w % kvH_;
       int64_t start, n;
-      keys(b, &start, &n);
+      decode_keys(c, b, &start, &n);
       const int64_t own = segments_of(n);
       if (own > 1)
         gqa_merge_segments(f.dec_parts + w * segs * p.part_floats, p.part_floats, own, group, D,
@@ -1429,6 +1420,15 @@ class GroupQueryAttention final : public ep::Kernel {
     }
   }
 #endif
+
+  // The keys batch row b's decode query (S == 1) sees: [*start, *start + *n) of its cache, the causal or
+  // total-length limit and the local window applied (n <= past + 1 <= kv_bound).
+  void decode_keys(const GqaCall& c, int64_t b, int64_t* start, int64_t* n) const {
+    const int64_t L = c.past[b] + 1;
+    const int64_t lim = causal_ ? L : std::min(L, c.tot[b]);
+    *start = window_ > 0 && L > window_ ? L - window_ : 0;
+    *n = std::max<int64_t>(0, lim - *start);
+  }
 
   // The softcap, bias, window/causal limits and softmax of score row i (query row i of the block
   // starting at i0) over keys [0, kend).
