@@ -416,16 +416,15 @@ void depthwise_plane(const Geom3& g, const CT* x, const CT* w, CT* y) {
 }  // namespace
 
 template <typename CT>
-void ConvWeights<CT>::prepare(const Dims& w_shape, int64_t group_count, std::vector<CT> w, bool winograd) {
+bool ConvWeights<CT>::prepare_packed(const Dims& w_shape, int64_t group_count, const CT* w, bool winograd) {
   shape = w_shape;
   group = group_count;
-  raw = std::move(w);
   const int64_t M = w_shape[0];
   const int64_t Mg = M / group;
   const int64_t K = shape_numel(w_shape) / std::max<int64_t>(1, M);
   packed.clear();
   packed.reserve(static_cast<size_t>(group));
-  for (int64_t gi = 0; gi < group; ++gi) packed.push_back(pack_a<CT>(false, Mg, K, raw.data() + gi * Mg * K, K));
+  for (int64_t gi = 0; gi < group; ++gi) packed.push_back(pack_a<CT>(false, Mg, K, w + gi * Mg * K, K));
   wino.reset();
   small.reset();
   strided.reset();
@@ -437,10 +436,19 @@ void ConvWeights<CT>::prepare(const Dims& w_shape, int64_t group_count, std::vec
   // The depthwise path (one input channel per group) reads the raw weights, and so does the pointwise
   // path for a single output position (squeeze-excitation FCs written as 1x1 convs), when small.
   const bool small_pointwise = w_shape.size() >= 2 && K == w_shape[1] && M * K <= (int64_t{1} << 16);
-  if ((w_shape.size() < 2 || w_shape[1] != 1) && !small_pointwise) {
-    raw.clear();
-    raw.shrink_to_fit();
-  }
+  return (w_shape.size() >= 2 && w_shape[1] == 1) || small_pointwise;
+}
+
+template <typename CT>
+void ConvWeights<CT>::prepare(const Dims& w_shape, int64_t group_count, std::vector<CT> w, bool winograd) {
+  const bool keep_raw = prepare_packed(w_shape, group_count, w.data(), winograd);
+  raw = keep_raw ? std::move(w) : std::vector<CT>();
+}
+
+template <typename CT>
+void ConvWeights<CT>::prepare(const Dims& w_shape, int64_t group_count, const CT* w, bool winograd) {
+  const bool keep_raw = prepare_packed(w_shape, group_count, w, winograd);
+  raw = keep_raw ? std::vector<CT>(w, w + shape_numel(w_shape)) : std::vector<CT>();
 }
 
 namespace {

@@ -84,6 +84,15 @@ struct ConvWeights {
   std::shared_ptr<const StridedDirectCache> strided;
   // `winograd`: the conv has stride 1 and dilation 1, so the Winograd path may run.
   void prepare(const Dims& w_shape, int64_t group_count, std::vector<CT> w, bool winograd = false);
+  // The same from W's values in place (a constant initializer already in compute type): packs straight
+  // from w and copies it into `raw` only where a path reads the raw weights, so a model's large conv
+  // weights are not first copied into a temporary (a write pass and its page faults: ~100 MB for
+  // ResNet-50, ~550 MB for VGG-19).
+  void prepare(const Dims& w_shape, int64_t group_count, const CT* w, bool winograd = false);
+
+ private:
+  // Everything but `raw`; returns whether the raw weights must be kept.
+  bool prepare_packed(const Dims& w_shape, int64_t group_count, const CT* w, bool winograd);
 };
 
 // What nxrt::FusedConv applies after the bias: y = act(conv + bias + residual), where residual (may be

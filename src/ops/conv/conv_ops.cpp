@@ -110,6 +110,9 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
             wd_.prepare(w->shape(), group_, std::move(v.value()));
             have_wd_ = true;
           }
+        } else if (w->dtype() == DataType::kFloat && w->is_contiguous()) {
+          wf_.prepare(w->shape(), group_, w->data<float>(), unit_stride_dilation());
+          have_wf_ = true;
         } else if (dtype_is_float(w->dtype())) {
           auto v = tensor_values<float>(*w);
           if (v.ok()) {
@@ -928,6 +931,8 @@ class DeformConvKernel final : public ep::Kernel {
         if (w->dtype() == DataType::kDouble) {
           auto v = tensor_values<double>(*w);
           if (v.ok()) wd_.prepare(w->shape(), group_, std::move(v.value()));
+        } else if (w->dtype() == DataType::kFloat && w->is_contiguous()) {
+          wf_.prepare(w->shape(), group_, w->data<float>());
         } else if (dtype_is_float(w->dtype())) {
           auto v = tensor_values<float>(*w);
           if (v.ok()) wf_.prepare(w->shape(), group_, std::move(v.value()));
