@@ -565,6 +565,44 @@ TEST(OpsNnConv, ConstantWeightsMatchRuntimeWeights) {
   for (int64_t i = 0; i < qa->numel(); ++i) EXPECT_EQ(qa->data<int32_t>()[i], qr->data<int32_t>()[i]);
 }
 
+// Constant float32 weights are packed straight from the initializer (ConvWeights::prepare from a
+// pointer), the raw copy kept only for the paths that read it: every path's output must equal the one
+// from weights given at run time. Cases: the general GEMM path, Winograd (3x3, stride 1), depthwise
+// (raw weights), a single-position 1x1 (small pointwise, raw weights), a strided 1x1, and DeformConv.
+TEST(OpsNnConv, ConstantWeightsPackedInPlaceMatchRuntimeWeights) {
+  std::mt19937 rng(23);
+  struct Case {
+    int64_t N, C, M, H, W, k, group, stride, pad;
+  };
+  for (const Case& c : {Case{1, 16, 24, 10, 10, 3, 1, 1, 1}, Case{2, 5, 7, 9, 6, 3, 1, 2, 0}, Case{1, 8, 8, 7, 7, 3, 8, 1, 1},
+                        Case{1, 48, 24, 1, 1, 1, 1, 1, 0}, Case{1, 12, 20, 8, 8, 1, 1, 2, 0}, Case{1, 6, 9, 5, 5, 5, 3, 1, 2}}) {
+    SCOPED_TRACE("C " + std::to_string(c.C) + " M " + std::to_string(c.M) + " k " + std::to_string(c.k) + " group " +
+                 std::to_string(c.group));
+    const int64_t Cg = c.C / c.group;
+    auto x = random_floats(rng, c.N * c.C * c.H * c.W), w = random_floats(rng, c.M * Cg * c.k * c.k),
+         b = random_floats(rng, c.M);
+    std::vector<Value> in = {ftensor({c.N, c.C, c.H, c.W}, x), ftensor({c.M, Cg, c.k, c.k}, w), ftensor({c.M}, b)};
+    std::vector<ir::Attribute> attrs = {attr_int("group", c.group), attr_ints("pads", {c.pad, c.pad, c.pad, c.pad}),
+                                        attr_ints("strides", {c.stride, c.stride})};
+    auto a = run_with_const("Conv", 11, attrs, in, {1});
+    auto r = run_with_const("Conv", 11, attrs, in, {});
+    ASSERT_TRUE(a.ok() && r.ok()) << a.status().to_string() << r.status().to_string();
+    ASSERT_EQ(a->shape(), r->shape());
+    for (int64_t i = 0; i < a->numel(); ++i) ASSERT_EQ(a->data<float>()[i], r->data<float>()[i]) << "at " << i;
+  }
+  // DeformConv: zero offsets on a 3x3 kernel, constant float32 weights against run-time ones.
+  const int64_t C = 4, M = 6, H = 5, W = 5;
+  auto x = random_floats(rng, C * H * W), w = random_floats(rng, M * C * 9);
+  std::vector<float> off(static_cast<size_t>(18 * H * W), 0.25f);
+  std::vector<Value> in = {ftensor({1, C, H, W}, x), ftensor({M, C, 3, 3}, w), ftensor({1, 18, H, W}, off)};
+  std::vector<ir::Attribute> attrs = {attr_ints("pads", {1, 1, 1, 1})};
+  auto a = run_with_const("DeformConv", 19, attrs, in, {1});
+  auto r = run_with_const("DeformConv", 19, attrs, in, {});
+  ASSERT_TRUE(a.ok() && r.ok()) << a.status().to_string() << r.status().to_string();
+  ASSERT_EQ(a->shape(), (Dims{1, M, H, W}));
+  for (int64_t i = 0; i < a->numel(); ++i) ASSERT_EQ(a->data<float>()[i], r->data<float>()[i]) << "at " << i;
+}
+
 TEST(OpsNnConvTranspose, ConstantWeightsMatchRuntimeWeights) {
   std::mt19937 rng(22);
   auto x = random_floats(rng, 1 * 4 * 3 * 3), w = random_floats(rng, 4 * 3 * 2 * 2);
