@@ -86,8 +86,8 @@ struct ConvWeights {
   void prepare(const Dims& w_shape, int64_t group_count, std::vector<CT> w, bool winograd = false);
   // The same from W's values in place (a constant initializer already in compute type): packs straight
   // from w and copies it into `raw` only where a path reads the raw weights, so a model's large conv
-  // weights are not first copied into a temporary (a write pass and its page faults: ~100 MB for
-  // ResNet-50, ~550 MB for VGG-19).
+  // weights are not first copied into a temporary (a write pass and its page faults: ~94 MB for
+  // ResNet-50's convs, ~80 MB for VGG-19's).
   void prepare(const Dims& w_shape, int64_t group_count, const CT* w, bool winograd = false);
 
  private:
