@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <set>
 #include <shared_mutex>
@@ -53,10 +55,17 @@ class PlannedSubgraph final : public ep::SubgraphRunner {
                        " inputs, given " + std::to_string(inputs.size()));
     }
     // Reuse one frame across calls (a Loop body runs many times); nested use, or a concurrent run of
-    // the session in the same subgraph, gets a fresh one.
-    Frame local;
-    const bool took_cached = !busy_.exchange(true, std::memory_order_acquire);
-    Frame& frame = took_cached ? cached_ : local;
+    // the session in the same subgraph, gets a fresh one. The spare frame is handed over under a mutex
+    // (it was an atomic busy flag beside a member frame, which ThreadSanitizer reported as a race
+    // between two runs' uses of that frame under ConcurrentRuns.MemoryLimitCoversEveryRunContext, a
+    // few runs in a hundred); a frame owned by this call also goes away on any exit.
+    std::unique_ptr<Frame> owned;
+    {
+      std::lock_guard<std::mutex> lk(spare_mu_);
+      owned = std::move(spare_);
+    }
+    if (!owned) owned = std::make_unique<Frame>();
+    Frame& frame = *owned;
     frame.plan = plan_.get();
     frame.parent = &exec->frame();
     frame.hooks = exec->frame().hooks;
@@ -75,15 +84,18 @@ class PlannedSubgraph final : public ep::SubgraphRunner {
     }
     GraphPlan::clear_frame(frame);
     for (auto& v : inputs) v = Value();
-    if (took_cached) busy_.store(false, std::memory_order_release);
+    {
+      std::lock_guard<std::mutex> lk(spare_mu_);
+      if (!spare_) spare_ = std::move(owned);
+    }
     if (!s.ok()) return s.with_context("in subgraph '" + plan_->graph().name + "': ");
     return Status::Ok();
   }
 
  private:
   std::unique_ptr<GraphPlan> plan_;
-  Frame cached_;
-  std::atomic<bool> busy_{false};
+  std::mutex spare_mu_;
+  std::unique_ptr<Frame> spare_;  // the frame kept for the next call (null while a call has it)
 };
 
 bool same_shapes(const KernelVariantEntry& e, const Value* const* inputs, size_t n) {
