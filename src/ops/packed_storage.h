@@ -48,8 +48,9 @@ class PackedBytes {
 };
 
 // n values of T (float, double, int8 ...: a type whose zero is all zero bits) in PackedBytes, all zero
-// to begin with; small_first (MatMulNBits panels take the arena from the start: a decode step streams
-// them all, every step).
+// to begin with, allocated small_first (the heap while the process's kSmallFirstBytes last). MatMulNBits
+// panels use PackedBytes directly and take the arena from the start: a decode step streams them all,
+// every step.
 template <typename T>
 class PackedArray {
  public:

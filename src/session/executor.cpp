@@ -5,7 +5,6 @@
 #include "session/exec_context.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>

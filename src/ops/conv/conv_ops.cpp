@@ -41,6 +41,19 @@ Result<std::vector<CT>> tensor_values(const Tensor& t) {
   return out;
 }
 
+// A constant float-typed W (float32, float16, bfloat16) prepared into w: float32 packed straight from
+// the initializer, the others converted first. Returns whether it was prepared.
+bool prepare_float_weights(ConvWeights<float>& w, const Tensor& W, int64_t group, bool winograd) {
+  if (W.dtype() == DataType::kFloat && W.is_contiguous()) {
+    w.prepare(W.shape(), group, W.data<float>(), winograd);
+    return true;
+  }
+  auto v = tensor_values<float>(W);
+  if (!v.ok()) return false;
+  w.prepare(W.shape(), group, std::move(v.value()), winograd);
+  return true;
+}
+
 Dims spatial_of(const Dims& shape) { return Dims(shape.begin() + 2, shape.end()); }
 
 // Checks X/W of a forward conv and fills the shape; `err` makes the error from its message.
@@ -110,15 +123,8 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
             wd_.prepare(w->shape(), group_, std::move(v.value()));
             have_wd_ = true;
           }
-        } else if (w->dtype() == DataType::kFloat && w->is_contiguous()) {
-          wf_.prepare(w->shape(), group_, w->data<float>(), unit_stride_dilation());
-          have_wf_ = true;
         } else if (dtype_is_float(w->dtype())) {
-          auto v = tensor_values<float>(*w);
-          if (v.ok()) {
-            wf_.prepare(w->shape(), group_, std::move(v.value()), unit_stride_dilation());
-            have_wf_ = true;
-          }
+          have_wf_ = prepare_float_weights(wf_, *w, group_, unit_stride_dilation());
         }
       }
     }
@@ -931,11 +937,8 @@ class DeformConvKernel final : public ep::Kernel {
         if (w->dtype() == DataType::kDouble) {
           auto v = tensor_values<double>(*w);
           if (v.ok()) wd_.prepare(w->shape(), group_, std::move(v.value()));
-        } else if (w->dtype() == DataType::kFloat && w->is_contiguous()) {
-          wf_.prepare(w->shape(), group_, w->data<float>());
         } else if (dtype_is_float(w->dtype())) {
-          auto v = tensor_values<float>(*w);
-          if (v.ok()) wf_.prepare(w->shape(), group_, std::move(v.value()));
+          prepare_float_weights(wf_, *w, group_, false);
         }
       }
     }
