@@ -284,24 +284,35 @@ TEST(ContribMatMulNBits, ColumnSplitWritesEachOutputsColumns) {
     }
     ++kernels_run;
     for (int64_t M : {1, 5, 40})
-      for (ep::ThreadPool* tp : {static_cast<ep::ThreadPool*>(nullptr), &pool}) {
+      for (ep::ThreadPool* tp : {static_cast<ep::ThreadPool*>(nullptr), &pool})
+        for (bool use_bias : {false, true}) {
         Problem p = make(rng, M, 200, N, 4, 32, M == 5);
+        const float* bias = use_bias ? p.bias.data() : nullptr;  // each task adds its own columns' share
         QuantPanels W = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), p.K, N, 4, 32, k.cols);
         const NBitsPanelsPlan plan = matmulnbits_panels_plan(M, W, k.kernel, tp ? tp->num_threads() : 1);
         std::vector<float> whole(static_cast<size_t>(M * N));
-        matmulnbits_panels_run(plan, p.A.data(), W, nullptr, whole.data(), tp, nullptr);
+        matmulnbits_panels_run(plan, p.A.data(), W, bias, whole.data(), tp, nullptr);
+        if (use_bias) {  // the whole product with the bias: the product without it, plus the bias
+          std::vector<float> plain(whole.size());
+          matmulnbits_panels_run(plan, p.A.data(), W, nullptr, plain.data(), tp, nullptr);
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n)
+              ASSERT_EQ(whole[static_cast<size_t>(m * N + n)], plain[static_cast<size_t>(m * N + n)] + p.bias[static_cast<size_t>(n)])
+                  << k.name << " M " << M << " row " << m << " col " << n;
+        }
         std::vector<std::vector<float>> parts;
         std::vector<float*> outs;
         for (int64_t w : widths) parts.emplace_back(static_cast<size_t>(M * w), -7.f);
         for (auto& part : parts) outs.push_back(part.data());
         const NBitsColumnSplit split{first.data(), outs.data(), static_cast<int>(widths.size())};
         ASSERT_TRUE(split.fits(W)) << k.name;
-        matmulnbits_panels_run(plan, p.A.data(), W, nullptr, nullptr, tp, nullptr, &split);
+        matmulnbits_panels_run(plan, p.A.data(), W, bias, nullptr, tp, nullptr, &split);
         for (size_t i = 0; i < widths.size(); ++i)
           for (int64_t m = 0; m < M; ++m)
             for (int64_t n = 0; n < widths[i]; ++n)
               ASSERT_EQ(parts[i][static_cast<size_t>(m * widths[i] + n)], whole[static_cast<size_t>(m * N + first[i] + n)])
-                  << k.name << (plan.amx ? " (AMX rows)" : "") << " M " << M << " output " << i << " row " << m << " col " << n;
+                  << k.name << (plan.amx ? " (AMX rows)" : "") << (use_bias ? " with bias" : "") << " M " << M
+                  << " output " << i << " row " << m << " col " << n;
       }
   }
   EXPECT_GT(kernels_run, 0);
