@@ -420,30 +420,20 @@ void panels_run_on(const NBitsPanelsPlan& plan, const float* A, const QuantPanel
       }
     }
   };
-  // Each task adds the bias to the columns it wrote, while they are in its own cache: after the loop
-  // the caller read the worker's half of the outputs from the other core (the q/k/v projection's
-  // bias, Qwen2.5's, cost ~1.5 us a decode step's layer that way on the Zen 5 VM at 2 threads). The
-  // same additions as a pass after the loop, so the same bits.
-  auto work_with_bias = [&](int64_t p0, int64_t p1) {
-    work(p0, p1);
-    const int64_t n0 = p0 * W.cols, n1 = std::min(N, p1 * W.cols);
-    if (!split) {
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = n0; n < n1; ++n) Y[m * N + n] += bias[n];
-      return;
-    }
-    for (int s = 0; s < split->count; ++s) {  // bias holds N values; output s gets its columns' share
-      const int64_t c0 = split->first[s], w = split->first[s + 1] - c0;
-      const int64_t lo = std::max(n0, c0), hi = std::min(n1, c0 + w);
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = lo; n < hi; ++n) split->outputs[s][m * w + (n - c0)] += bias[n];
-    }
-  };
   const PanelLoop loop = panel_loop(plan, W, /*pairs=*/false);
-  ep::FunctionRef<void(int64_t, int64_t)> task = work;
-  if (bias) task = work_with_bias;
-  if (pool && loop.items > 1) pool->parallel_for(loop.items, loop.grain, task, panel_schedule(plan));
-  else task(0, loop.items);
+  if (pool && loop.items > 1) pool->parallel_for(loop.items, loop.grain, work, panel_schedule(plan));
+  else work(0, loop.items);
+  if (bias && !split) {
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) Y[m * N + n] += bias[n];
+  }
+  if (bias && split) {  // bias holds N values; output s gets its columns' share
+    for (int s = 0; s < split->count; ++s) {
+      const int64_t c0 = split->first[s], w = split->first[s + 1] - c0;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < w; ++n) split->outputs[s][m * w + n] += bias[c0 + n];
+    }
+  }
 }
 
 // matmulnbits_panels_silu_mul_run on a workspace that serves the plan. Tasks take whole gate/up pairs
