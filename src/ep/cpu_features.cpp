@@ -51,6 +51,19 @@ bool cpu_has_f16c() {
 #endif
 }
 
+bool cpu_has_avx_vnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    // CPUID.(EAX=7, ECX=1):EAX.AVX-VNNI[bit 4]; the YMM state the OS enables is AVX2's.
+    return cpu_has_avx2_fma() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
 namespace {
 struct AmxState {
   bool usable = false;
@@ -151,7 +164,7 @@ std::string cpu_description() {
       {"avx2", __builtin_cpu_supports("avx2") != 0},         {"fma", __builtin_cpu_supports("fma") != 0},
       {"avx512f", __builtin_cpu_supports("avx512f") != 0},   {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
       {"avx512vl", __builtin_cpu_supports("avx512vl") != 0}, {"avx512vnni", __builtin_cpu_supports("avx512vnni") != 0},
-      {"avx512bf16", __builtin_cpu_supports("avx512bf16") != 0},
+      {"avx512bf16", __builtin_cpu_supports("avx512bf16") != 0}, {"avxvnni", cpu_has_avx_vnni()},
       {"amx", cpu_isa_tier() == IsaTier::kAmx},
   };
   for (const auto& f : list) {

@@ -177,6 +177,44 @@ TEST(ContribMatMulNBits, PanelKernelsMatchReference) {
   check(p, false, "extremes", nullptr);
 }
 
+// The AVX-VNNI tile (vpdpbusd) writes the AVX2 tile's bits: both form the same exact 32-bit sums
+// (the AVX2 tile's 16-bit partial sums never saturate), so a CPU with AVX-VNNI computes what one
+// without it does. Random shapes over bits, blocks, rows (the 2-row tile and its 1-row tail), scale
+// and zero-point formats, and the extremes that put the AVX2 tile's 16-bit sums at their bound.
+TEST(ContribMatMulNBits, AvxVnniTileHasTheAvx2TilesBits) {
+  if (!panel_kernel_supported(PanelKernel::kAvxVnni)) {
+    std::printf("[ SKIPPED  ] %s: this CPU has no AVX-VNNI\n", panel_kernel_info(PanelKernel::kAvxVnni).name);
+    return;
+  }
+  std::mt19937 rng(71);
+  ep::ThreadPool pool(2);
+  auto compare = [&](const Problem& p, const std::string& what, ep::ThreadPool* tp) {
+    QuantPanels W = pack_quant_panels(p.B.data(), p.scales.data(), p.zps.data(), p.K, p.N, p.bits, p.block, 16);
+    std::vector<float> want(static_cast<size_t>(p.M * p.N), -1.f), got(want.size(), -2.f);
+    matmulnbits_panels(p.A.data(), p.M, W, p.bias.data(), want.data(), tp, PanelKernel::kAvx2, nullptr);
+    matmulnbits_panels(p.A.data(), p.M, W, p.bias.data(), got.data(), tp, PanelKernel::kAvxVnni, nullptr);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0) << what << " element " << i << ": " << got[i] << " vs " << want[i];
+  };
+  int cases = 0;
+  for (int64_t bits : {4, 2})
+    for (int64_t block : {16, 32, 64, 256})
+      for (int64_t M : {1, 2, 3, 5, 7, 40}) {  // the 4-row tile and its 3-, 2- and 1-row tails
+        std::uniform_int_distribution<int64_t> kd(1, 700), nd(1, 70);
+        const int64_t K = kd(rng), N = nd(rng);
+        Problem p = make(rng, M, K, N, bits, block, cases % 2 == 0);
+        if (cases % 4 < 2) round_scales_to_fp16(&p);
+        compare(p, "bits " + std::to_string(bits) + " block " + std::to_string(block) + " M,K,N " + std::to_string(M) + "," +
+                       std::to_string(K) + "," + std::to_string(N), cases % 2 ? &pool : nullptr);
+        if (::testing::Test::HasFatalFailure()) return;
+        ++cases;
+      }
+  Problem p = make(rng, 3, 512, 16, 4, 256, false);
+  std::fill(p.B.begin(), p.B.end(), 0xff);
+  for (int64_t i = 0; i < p.M * p.K; ++i) p.A[static_cast<size_t>(i)] = (i % 3 == 0) ? -2.f : 2.f;
+  compare(p, "extremes", nullptr);
+}
+
 // The AMX kernel's rows have the AVX512-VNNI tile's bits (the kAmxMinRows switch is batch-invariant,
 // see matmul_nbits_amx.cpp): plain products, the gate/up SiluMul pair layout (through the AMX product
 // buffer) and column splits, 1 and 2 threads, row counts on and off AMX's 32-row tiles, blocks 16..128,

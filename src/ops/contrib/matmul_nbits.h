@@ -136,7 +136,9 @@ QuantPanels pack_quant_panels(const uint8_t* B, const float* scales, const float
 // amx_min_rows go to the AVX512-VNNI tile. kAmxEmulated is the AMX kernel with its tile instructions
 // carried out in scalar code: never chosen (choose_panel_kernel), it lets the tests run everything else of
 // the AMX path (unpacking, tile addressing, folding, the driver's AMX loops) on AVX-512 machines without AMX.
-enum class PanelKernel { kScalar, kAvx2, kAvx512Vnni, kAmx, kAmxEmulated };
+// kAvxVnni is the AVX2 tile with AVX-VNNI's vpdpbusd (same panels and bits; listed last so the earlier
+// kernels keep their positions in panel_kernels()).
+enum class PanelKernel { kScalar, kAvx2, kAvx512Vnni, kAmx, kAmxEmulated, kAvxVnni };
 struct PanelKernelInfo {
   PanelKernel kernel;
   const char* name;   // e.g. "qd8_f32_qb4w_gemm_4x32__avx512vnni"
@@ -149,7 +151,7 @@ const PanelKernelInfo& panel_kernel_info(PanelKernel k);
 bool panel_kernel_supported(PanelKernel k);
 // The kernel a MatMulNBits of tier `tier` uses on this CPU: AMX when the tier allows it and the OS
 // granted the tiles (else AVX512-VNNI, and the refusal is printed once), AVX512-VNNI at the avx512
-// tier when the CPU has VNNI (else AVX2), AVX2, scalar.
+// tier when the CPU has VNNI (else AVX2), AVX2 (its AVX-VNNI form where the CPU has AVX-VNNI), scalar.
 PanelKernel choose_panel_kernel(ep::IsaTier tier);
 
 // What the panel path decides for M rows of A on W: the microkernel (AMX only from kAmxMinRows rows),

@@ -142,6 +142,8 @@ const std::vector<PanelKernelInfo>& panel_kernels() {
       {PanelKernel::kAmx, "qd8_f32_qb4w_gemm_32x32__amx", 32, ep::IsaTier::kAmx},
       // Never chosen (tests only); its tier is the one whose kernel it stands in for.
       {PanelKernel::kAmxEmulated, "qd8_f32_qb4w_gemm_32x32__amx_emulated", 32, ep::IsaTier::kAmx},
+      // The AVX2 tile with AVX-VNNI (same panels, same bits), chosen at the AVX2 tier where the CPU has it.
+      {PanelKernel::kAvxVnni, "qd8_f32_qb4w_gemm_4x16__avxvnni", 16, ep::IsaTier::kAvx2},
   };
   return k;
 }
@@ -153,6 +155,7 @@ bool panel_kernel_supported(PanelKernel k) {
   switch (k) {
     case PanelKernel::kScalar: return true;
     case PanelKernel::kAvx2: return cpu >= ep::IsaTier::kAvx2 && ep::cpu_has_f16c();
+    case PanelKernel::kAvxVnni: return panel_kernel_supported(PanelKernel::kAvx2) && ep::cpu_has_avx_vnni();
     case PanelKernel::kAvx512Vnni: return cpu >= ep::IsaTier::kAvx512 && ep::cpu_has_avx512_vnni() && ep::cpu_has_f16c();
     case PanelKernel::kAmx:
       return cpu >= ep::IsaTier::kAmx && panel_kernel_supported(PanelKernel::kAvx512Vnni) && ep::amx_tiles_usable();
@@ -173,6 +176,7 @@ PanelKernel choose_panel_kernel(ep::IsaTier tier) {
     (void)said;
   }
   if (tier >= ep::IsaTier::kAvx512 && panel_kernel_supported(PanelKernel::kAvx512Vnni)) return PanelKernel::kAvx512Vnni;
+  if (tier >= ep::IsaTier::kAvx2 && panel_kernel_supported(PanelKernel::kAvxVnni)) return PanelKernel::kAvxVnni;
   if (tier >= ep::IsaTier::kAvx2 && panel_kernel_supported(PanelKernel::kAvx2)) return PanelKernel::kAvx2;
   return PanelKernel::kScalar;
 }
@@ -248,7 +252,7 @@ NBitsPanelsPlan matmulnbits_panels_plan(int64_t M, const QuantPanels& W, PanelKe
   p.rows = padded_rows(M);
   const size_t terms = p.amx ? up64(amx_row_terms_floats(W, p.rows) * sizeof(float)) : 0;
   p.a_bytes = up64(static_cast<size_t>(p.rows * W.kpad)) + 2 * up64(static_cast<size_t>(p.rows * W.kb) * sizeof(float)) + terms;
-  p.mr = p.kernel == PanelKernel::kAvx512Vnni ? 4 : p.kernel == PanelKernel::kAvx2 ? 2 : 1;
+  p.mr = p.kernel == PanelKernel::kAvx512Vnni || p.kernel == PanelKernel::kAvxVnni ? 4 : p.kernel == PanelKernel::kAvx2 ? 2 : 1;
   // Rows of A per pass over a task's panels: the int8 rows (mc * kpad bytes) stay in L2 while the
   // panels stream by.
   p.mc = std::max<int64_t>(p.mr, std::min<int64_t>(M, (256 * 1024) / std::max<int64_t>(1, W.kpad)) / p.mr * p.mr);
@@ -351,6 +355,7 @@ AmxFn amx_fn(PanelKernel kernel) {
 TileFn tile_fn(PanelKernel kernel) {
   return kernel == PanelKernel::kAvx512Vnni ? qd8_f32_qb4w_gemm_4x32__avx512vnni
          : kernel == PanelKernel::kAvx2     ? qd8_f32_qb4w_gemm_2x16__avx2
+         : kernel == PanelKernel::kAvxVnni  ? qd8_f32_qb4w_gemm_4x16__avxvnni
                                             : qd8_f32_qb4w_gemm_1x16__scalar;
 }
 

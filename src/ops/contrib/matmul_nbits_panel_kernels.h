@@ -56,6 +56,8 @@ struct PanelTile {
 void qd8_f32_qb4w_gemm_1x16__scalar(const QuantPanels& W, const PanelTile& t);
 // rows <= 2, 16-column panels.
 void qd8_f32_qb4w_gemm_2x16__avx2(const QuantPanels& W, const PanelTile& t);
+// rows <= 4, the AVX2 tile's 16-column panels and bits with AVX-VNNI (cpu_has_avx_vnni() CPUs only).
+void qd8_f32_qb4w_gemm_4x16__avxvnni(const QuantPanels& W, const PanelTile& t);
 // rows <= 4, 32-column panels.
 void qd8_f32_qb4w_gemm_4x32__avx512vnni(const QuantPanels& W, const PanelTile& t);
 
