@@ -8,6 +8,7 @@
 #include "ep/thread_pool.h"
 #include "ops/common.h"
 #include "ops/linalg/linalg_util.h"
+#include "ops/linalg/qgemm_u8s8.h"
 #include "ops/reduction/reduction_util.h"
 
 namespace nxrt::ops {
@@ -266,10 +267,68 @@ Status qlinear_matmul_compute(ep::KernelContext& ctx) {
   return Status::Ok();
 }
 
+// MatMulInteger with a constant 2-D B (a quantized model's weights): B packed once at creation for the
+// tier's qgemm kernel (qgemm_u8s8.h), A's rows (any batch shape) through it. Other calls, and tiers
+// without a vector kernel, take matmul_integer_compute, the generic loop (also the tests' reference).
+class MatMulInteger final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    const Tensor* b = info.const_input(1);
+    if (!b || b->rank() != 2 || !is_8bit(b->dtype()) || b->dim(0) <= 0 || b->dim(1) <= 0) return Status::Ok();
+    const int64_t K = b->dim(0), N = b->dim(1);
+    std::vector<int32_t> zb(static_cast<size_t>(N), 0);
+    if (info.input_present(3)) {
+      const Tensor* z = info.const_input(3);
+      if (!z || z->dtype() != b->dtype() || (z->numel() != 1 && !(z->rank() == 1 && z->numel() == N))) return Status::Ok();
+      auto v = zero_points(z);
+      if (!v.ok()) return Status::Ok();
+      for (int64_t n = 0; n < N; ++n) zb[static_cast<size_t>(n)] = v.value()[z->numel() == 1 ? 0 : static_cast<size_t>(n)];
+    }
+    kernel_ = choose_qgemm_kernel(info.isa());
+    if (kernel_ == QGemmKernel::kNone) return Status::Ok();
+    packed_ = qgemm_pack_b(b->raw_data(), b->dtype() == DataType::kInt8, K, N);
+    zb_ = std::move(zb);
+    return Status::Ok();
+  }
+
+  Status compute(ep::KernelContext& ctx) const override {
+    if (packed_.empty()) return matmul_integer_compute(ctx);
+    const Tensor& a = ctx.input(0);
+    const int64_t K = packed_.K, N = packed_.N;
+    if (!is_8bit(a.dtype()) || a.rank() < 1 || a.dim(-1) != K) return matmul_integer_compute(ctx);
+    auto sr = matmul_shape(a.shape(), ctx.input(1).shape());
+    if (!sr.ok()) return matmul_integer_compute(ctx);
+    const MatMulShape& s = sr.value();
+    const int64_t rows = s.a_batches * s.M;
+    // a_zero_point: absent, one value, or per row (M values, or a_batches * M): per_index's modes.
+    const Tensor* za_t = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+    if (za_t && za_t->dtype() != a.dtype()) return matmul_integer_compute(ctx);
+    auto pi = per_index(za_t, s.M, s.a_batches, "a_zero_point");
+    if (!pi.ok()) return matmul_integer_compute(ctx);
+    auto zav = zero_points(za_t);
+    if (!zav.ok()) return matmul_integer_compute(ctx);
+    NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kInt32, s.out_shape));
+    if (y->numel() == 0) return Status::Ok();
+    const size_t ws_bytes = qgemm_workspace_bytes(packed_, rows);
+    NXRT_ASSIGN_OR_RETURN(void* ws, ctx.workspace(ws_bytes + static_cast<size_t>(rows) * sizeof(int32_t)));
+    int32_t* za = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(ws) + ws_bytes);
+    for (int64_t bt = 0; bt < s.a_batches; ++bt)
+      for (int64_t m = 0; m < s.M; ++m) za[bt * s.M + m] = zav.value()[static_cast<size_t>(pi.value().at(bt, m))];
+    qgemm_u8s8(kernel_, a.raw_data(), a.dtype() == DataType::kInt8, rows, K, za, packed_, zb_.data(), y->data<int32_t>(), N,
+               &ctx.pool(), ws);
+    return Status::Ok();
+  }
+
+ private:
+  QGemmKernel kernel_ = QGemmKernel::kNone;
+  QGemmPackedB packed_;
+  std::vector<int32_t> zb_;
+};
+
 }  // namespace
 
 void register_quant_matmul_ops(ep::KernelRegistry& r) {
-  r.add_fn("MatMulInteger", &matmul_integer_compute);
+  r.add_class<MatMulInteger>("", "MatMulInteger", 1);
   r.add_fn("QLinearMatMul", &qlinear_matmul_compute);
 }
 

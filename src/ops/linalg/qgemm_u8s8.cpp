@@ -1,0 +1,308 @@
+// See qgemm_u8s8.h.
+#include "ops/linalg/qgemm_u8s8.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ep/thread_pool.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace nxrt::ops {
+
+namespace {
+
+constexpr int64_t kCols = 16;         // columns per panel
+constexpr int64_t kRecordBytes = 64;  // one quad of k for a panel's 16 columns
+constexpr int64_t kRowBlock = 64;     // rows of A per task
+
+// Per row: alpha (za + oa) and c1 = K * alpha - SA, so that Y = D + c1 * beta - alpha * SB (mod 2^32).
+struct RowTerms {
+  int32_t alpha = 0, c1 = 0;
+};
+
+// What a tile needs besides its rows of Au and its panel.
+struct TileArgs {
+  const uint8_t* au = nullptr;  // rows of Au, kp bytes apart
+  int64_t kp = 0;
+  const int8_t* panel = nullptr;  // quads records of 64 bytes
+  int64_t quads = 0;
+  const RowTerms* rows = nullptr;
+  const int32_t* beta = nullptr;  // the panel's 16 beta values (zero past N)
+  const int32_t* sb = nullptr;    // the panel's 16 SB values
+  int32_t* y = nullptr;
+  int64_t ldy = 0;
+  int64_t ncols = 0;  // columns of the panel inside Y (<= 16)
+};
+
+// The rows' 4 Au bytes of quad q as one 32-bit value.
+inline int32_t quad_of(const uint8_t* row, int64_t q) {
+  int32_t v;
+  std::memcpy(&v, row + 4 * q, 4);
+  return v;
+}
+
+// Y's row r from a tile's 16 exact dot products d (the fold of the header's formula, in uint32 so the
+// wrap is defined).
+inline void fold_row_scalar(const int32_t* d, const RowTerms& t, const TileArgs& a, int32_t* y) {
+  for (int64_t c = 0; c < a.ncols; ++c) {
+    const uint32_t v = static_cast<uint32_t>(d[c]) + static_cast<uint32_t>(t.c1) * static_cast<uint32_t>(a.beta[c]) -
+                       static_cast<uint32_t>(t.alpha) * static_cast<uint32_t>(a.sb[c]);
+    y[c] = static_cast<int32_t>(v);
+  }
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#define NXRT_QGEMM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")))
+#define NXRT_QGEMM_AVX2 __attribute__((target("avx2,fma")))
+
+template <int MR>
+NXRT_QGEMM_AVX512 void tile_avx512vnni(const TileArgs& a, int rows) {
+  __m512i acc[MR];
+  for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_si512();
+  for (int64_t q = 0; q < a.quads; ++q) {
+    const __m512i w = _mm512_loadu_si512(a.panel + q * kRecordBytes);
+    for (int r = 0; r < MR; ++r) acc[r] = _mm512_dpbusd_epi32(acc[r], _mm512_set1_epi32(quad_of(a.au + r * a.kp, q)), w);
+  }
+  const __m512i beta = _mm512_loadu_si512(a.beta), sb = _mm512_loadu_si512(a.sb);
+  const __mmask16 keep = a.ncols >= 16 ? __mmask16(0xffff) : __mmask16((1u << a.ncols) - 1);
+  for (int r = 0; r < MR && r < rows; ++r) {
+    const __m512i y = _mm512_sub_epi32(_mm512_add_epi32(acc[r], _mm512_mullo_epi32(_mm512_set1_epi32(a.rows[r].c1), beta)),
+                                       _mm512_mullo_epi32(_mm512_set1_epi32(a.rows[r].alpha), sb));
+    _mm512_mask_storeu_epi32(a.y + r * a.ldy, keep, y);
+  }
+}
+
+// acc += the 4-byte dot products of u (unsigned) and s (signed) per 32-bit lane: AVX-VNNI's VEX
+// vpdpbusd, as an asm statement (the intrinsic needs the avxvnni target, which older toolchains lack).
+NXRT_QGEMM_AVX2 inline void dpbusd_vex(__m256i& acc, __m256i u, __m256i s) {
+  __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+}
+
+// Stores 16 int32 (two halves) of row y, the first ncols of them.
+NXRT_QGEMM_AVX2 inline void store16(int32_t* y, __m256i lo, __m256i hi, int64_t ncols) {
+  if (ncols >= 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y), lo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + 8), hi);
+    return;
+  }
+  alignas(32) int32_t t[16];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(t), lo);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(t + 8), hi);
+  std::memcpy(y, t, static_cast<size_t>(ncols) * sizeof(int32_t));
+}
+
+NXRT_QGEMM_AVX2 inline __m256i fold8(__m256i d, const RowTerms& t, const int32_t* beta, const int32_t* sb) {
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(beta));
+  const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb));
+  return _mm256_sub_epi32(_mm256_add_epi32(d, _mm256_mullo_epi32(_mm256_set1_epi32(t.c1), b)),
+                          _mm256_mullo_epi32(_mm256_set1_epi32(t.alpha), s));
+}
+
+template <int MR>
+NXRT_QGEMM_AVX2 void tile_avxvnni(const TileArgs& a, int rows) {
+  __m256i acc[MR][2];
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  for (int64_t q = 0; q < a.quads; ++q) {
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.panel + q * kRecordBytes));
+    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.panel + q * kRecordBytes + 32));
+    for (int r = 0; r < MR; ++r) {
+      const __m256i av = _mm256_set1_epi32(quad_of(a.au + r * a.kp, q));
+      dpbusd_vex(acc[r][0], av, w0);
+      dpbusd_vex(acc[r][1], av, w1);
+    }
+  }
+  for (int r = 0; r < MR && r < rows; ++r)
+    store16(a.y + r * a.ldy, fold8(acc[r][0], a.rows[r], a.beta, a.sb), fold8(acc[r][1], a.rows[r], a.beta + 8, a.sb + 8),
+            a.ncols);
+}
+
+// Plain AVX2: each record's four 16-byte column groups widened to int16 (shared by the rows), the
+// row's quad as four int16 repeated, vpmaddwd: 32-bit lanes of (k0 k1) and (k2 k3) pair sums per
+// column, added up over the quads and paired at the end (vphaddd, then vpermd back to column order).
+template <int MR>
+NXRT_QGEMM_AVX2 void tile_avx2(const TileArgs& a, int rows) {
+  __m256i acc[MR][4];
+  for (int r = 0; r < MR; ++r)
+    for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_setzero_si256();
+  for (int64_t q = 0; q < a.quads; ++q) {
+    const int8_t* rec = a.panel + q * kRecordBytes;
+    __m256i w[4];
+    for (int j = 0; j < 4; ++j) w[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 16 * j)));
+    for (int r = 0; r < MR; ++r) {
+      const uint32_t v = static_cast<uint32_t>(quad_of(a.au + r * a.kp, q));
+      const int64_t a16 = static_cast<int64_t>((v & 0xff) | ((v >> 8 & 0xff) << 16) | (static_cast<uint64_t>(v >> 16 & 0xff) << 32) |
+                                               (static_cast<uint64_t>(v >> 24) << 48));
+      const __m256i av = _mm256_set1_epi64x(a16);
+      for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_add_epi32(acc[r][j], _mm256_madd_epi16(w[j], av));
+    }
+  }
+  // hadd(x, y) per 128-bit half: x0+x1, x2+x3, y0+y1, y2+y3: columns 0, 1, 4, 5 | 2, 3, 6, 7 of the 8.
+  const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+  for (int r = 0; r < MR && r < rows; ++r) {
+    const __m256i lo = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(acc[r][0], acc[r][1]), order);
+    const __m256i hi = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(acc[r][2], acc[r][3]), order);
+    store16(a.y + r * a.ldy, fold8(lo, a.rows[r], a.beta, a.sb), fold8(hi, a.rows[r], a.beta + 8, a.sb + 8), a.ncols);
+  }
+}
+
+#endif
+
+// Rows [m0, m1) of the prepared Au against panels [p0, p1).
+void run_block(QGemmKernel kernel, const uint8_t* au, int64_t kp, const RowTerms* terms, const QGemmPackedB& B,
+               const int32_t* beta, int64_t m0, int64_t m1, int64_t p0, int64_t p1, int32_t* Y, int64_t ldy) {
+  for (int64_t p = p0; p < p1; ++p) {
+    TileArgs a;
+    a.kp = kp;
+    a.panel = B.data.data() + p * B.quads * kRecordBytes;
+    a.quads = B.quads;
+    a.beta = beta + p * kCols;
+    a.sb = B.col_sums.data() + p * kCols;
+    a.ldy = ldy;
+    a.ncols = std::min<int64_t>(kCols, B.N - p * kCols);
+    const int mr = kernel == QGemmKernel::kAvx2 ? 2 : 4;
+    for (int64_t m = m0; m < m1; m += mr) {
+      const int rows = static_cast<int>(std::min<int64_t>(mr, m1 - m));
+      a.au = au + m * kp;
+      a.rows = terms + m;
+      a.y = Y + m * ldy + p * kCols;
+#if defined(__x86_64__) || defined(__i386__)
+      switch (kernel) {
+        case QGemmKernel::kAvx512Vnni:
+          if (rows == 4) tile_avx512vnni<4>(a, rows); else if (rows == 3) tile_avx512vnni<3>(a, rows);
+          else if (rows == 2) tile_avx512vnni<2>(a, rows); else tile_avx512vnni<1>(a, rows);
+          continue;
+        case QGemmKernel::kAvxVnni:
+          if (rows == 4) tile_avxvnni<4>(a, rows); else if (rows == 3) tile_avxvnni<3>(a, rows);
+          else if (rows == 2) tile_avxvnni<2>(a, rows); else tile_avxvnni<1>(a, rows);
+          continue;
+        case QGemmKernel::kAvx2:
+          if (rows == 2) tile_avx2<2>(a, rows); else tile_avx2<1>(a, rows);
+          continue;
+        case QGemmKernel::kNone: break;
+      }
+#endif
+      // Portable tile (kNone: not chosen by MatMulInteger, which keeps its generic loop then).
+      for (int r = 0; r < rows; ++r) {
+        int32_t d[kCols] = {};
+        for (int64_t q = 0; q < a.quads; ++q)
+          for (int64_t c = 0; c < kCols; ++c)
+            for (int i = 0; i < 4; ++i)
+              d[c] = static_cast<int32_t>(static_cast<uint32_t>(d[c]) +
+                                          static_cast<uint32_t>(a.au[r * kp + 4 * q + i]) *
+                                              static_cast<uint32_t>(static_cast<int32_t>(a.panel[q * kRecordBytes + 4 * c + i])));
+        fold_row_scalar(d, a.rows[r], a, a.y + r * ldy);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const std::vector<QGemmKernelInfo>& qgemm_kernels() {
+  static const std::vector<QGemmKernelInfo> k = {
+      {QGemmKernel::kAvx2, "qu8s8_i32_gemm_2x16__avx2", ep::IsaTier::kAvx2},
+      {QGemmKernel::kAvxVnni, "qu8s8_i32_gemm_4x16__avxvnni", ep::IsaTier::kAvx2},
+      {QGemmKernel::kAvx512Vnni, "qu8s8_i32_gemm_4x16__avx512vnni", ep::IsaTier::kAvx512},
+  };
+  return k;
+}
+
+const char* qgemm_kernel_name(QGemmKernel k) {
+  for (const QGemmKernelInfo& i : qgemm_kernels())
+    if (i.kernel == k) return i.name;
+  return "generic integer matmul";
+}
+
+bool qgemm_kernel_supported(QGemmKernel k) {
+  const ep::IsaTier cpu = ep::cpu_isa_tier();
+  switch (k) {
+    case QGemmKernel::kNone: return true;
+    case QGemmKernel::kAvx2: return cpu >= ep::IsaTier::kAvx2;
+    case QGemmKernel::kAvxVnni: return cpu >= ep::IsaTier::kAvx2 && ep::cpu_has_avx_vnni();
+    case QGemmKernel::kAvx512Vnni: return cpu >= ep::IsaTier::kAvx512 && ep::cpu_has_avx512_vnni();
+  }
+  return false;
+}
+
+QGemmKernel choose_qgemm_kernel(ep::IsaTier tier) {
+  if (tier >= ep::IsaTier::kAvx512 && qgemm_kernel_supported(QGemmKernel::kAvx512Vnni)) return QGemmKernel::kAvx512Vnni;
+  if (tier >= ep::IsaTier::kAvx2 && qgemm_kernel_supported(QGemmKernel::kAvxVnni)) return QGemmKernel::kAvxVnni;
+  if (tier >= ep::IsaTier::kAvx2 && qgemm_kernel_supported(QGemmKernel::kAvx2)) return QGemmKernel::kAvx2;
+  return QGemmKernel::kNone;
+}
+
+QGemmPackedB qgemm_pack_b(const void* Bv, bool b_signed, int64_t K, int64_t N) {
+  QGemmPackedB P;
+  P.K = K;
+  P.N = N;
+  P.quads = (K + 3) / 4;
+  P.panels = (N + kCols - 1) / kCols;
+  P.ob = b_signed ? 0 : 128;
+  P.data.assign(static_cast<size_t>(P.panels * P.quads * kRecordBytes), 0);
+  P.col_sums.assign(static_cast<size_t>(P.panels * kCols), 0);
+  const uint8_t* B = static_cast<const uint8_t*>(Bv);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) {
+      const uint8_t raw = B[k * N + n];
+      const int32_t v = b_signed ? static_cast<int32_t>(static_cast<int8_t>(raw)) : static_cast<int32_t>(raw) - 128;
+      const int64_t p = n / kCols, c = n % kCols;
+      P.data[static_cast<size_t>((p * P.quads + k / 4) * kRecordBytes + 4 * c + k % 4)] = static_cast<int8_t>(v);
+      P.col_sums[static_cast<size_t>(n)] += v;
+    }
+  return P;
+}
+
+size_t qgemm_workspace_bytes(const QGemmPackedB& B, int64_t M) {
+  const size_t rows = static_cast<size_t>(M * B.quads * 4);
+  return (rows + 63) / 64 * 64 + static_cast<size_t>(M) * sizeof(RowTerms) + static_cast<size_t>(B.panels * kCols) * sizeof(int32_t);
+}
+
+void qgemm_u8s8(QGemmKernel kernel, const void* Av, bool a_signed, int64_t M, int64_t lda, const int32_t* za,
+                const QGemmPackedB& B, const int32_t* zb, int32_t* Y, int64_t ldy, ep::ThreadPool* pool,
+                void* workspace) {
+  if (M <= 0 || B.N <= 0) return;
+  const int64_t K = B.K, kp = B.quads * 4;
+  uint8_t* au = static_cast<uint8_t*>(workspace);
+  RowTerms* terms = reinterpret_cast<RowTerms*>(au + (static_cast<size_t>(M * kp) + 63) / 64 * 64);
+  int32_t* beta = reinterpret_cast<int32_t*>(terms + M);
+  const uint8_t* A = static_cast<const uint8_t*>(Av);
+  const uint8_t flip = a_signed ? 0x80 : 0;  // int8 + 128 as a byte: the sign bit flipped
+  const int32_t oa = a_signed ? 128 : 0;
+  auto prepare_rows = [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      uint8_t* dst = au + m * kp;
+      uint32_t sa = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        dst[k] = static_cast<uint8_t>(A[m * lda + k] ^ flip);
+        sa += dst[k];
+      }
+      std::memset(dst + K, 0, static_cast<size_t>(kp - K));
+      const int32_t alpha = za[m] + oa;
+      terms[m].alpha = alpha;
+      terms[m].c1 = static_cast<int32_t>(static_cast<uint32_t>(K) * static_cast<uint32_t>(alpha) - sa);
+    }
+  };
+  for (int64_t n = 0; n < B.panels * kCols; ++n) beta[n] = n < B.N ? zb[n] - B.ob : 0;
+  const int64_t row_blocks = (M + kRowBlock - 1) / kRowBlock;
+  // Panels per task: a few panels so that tasks stay many when M is small.
+  const int64_t panel_group = 4, groups = (B.panels + panel_group - 1) / panel_group;
+  if (pool) {
+    pool->parallel_for(row_blocks, 1, [&](int64_t b0, int64_t b1) { prepare_rows(b0 * kRowBlock, std::min(M, b1 * kRowBlock)); });
+    pool->parallel_for(row_blocks * groups, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t rb = t / groups, g = t % groups;
+        run_block(kernel, au, kp, terms, B, beta, rb * kRowBlock, std::min(M, (rb + 1) * kRowBlock), g * panel_group,
+                  std::min(B.panels, (g + 1) * panel_group), Y, ldy);
+      }
+    });
+  } else {
+    prepare_rows(0, M);
+    run_block(kernel, au, kp, terms, B, beta, 0, M, 0, B.panels, Y, ldy);
+  }
+}
+
+}  // namespace nxrt::ops

@@ -1,0 +1,61 @@
+// Exact int32 products of 8-bit matrices, for MatMulInteger with a constant B: the product is formed
+// as unsigned A bytes times signed B bytes (the VNNI dot product's operand kinds) with the zero points
+// and the sign shifts folded in afterwards from row and column sums, so every tier forms the same
+// exact sums (integer arithmetic, wrapping as int32 as the generic loop's does).
+//
+//   Y[m, n] = sum_k (A[m,k] - za[m]) * (B[k,n] - zb[n])
+//           = D[m,n] - beta[n] * SA[m] - alpha[m] * SB[n] + K * alpha[m] * beta[n]
+// with Au = A + oa (oa = 128 for int8 A, so Au is unsigned), Bs = B - ob (ob = 128 for uint8 B, so Bs
+// is signed), alpha = za + oa, beta = zb - ob, D = Au . Bs, SA = row sums of Au, SB = column sums of Bs.
+//
+// Microkernels (qgemm_kernels()), named by operation, tile and ISA:
+//   qu8s8_i32_gemm_4x16__avx512vnni  vpdpbusd on 512-bit registers (AVX512-VNNI, the avx512 tier)
+//   qu8s8_i32_gemm_4x16__avxvnni     the VEX vpdpbusd on two 256-bit halves (AVX-VNNI, the avx2 tier)
+//   qu8s8_i32_gemm_2x16__avx2        int16 vpmaddwd (exact: vpmaddubsw would saturate u8 x s8 pairs)
+// The reference is the generic integer matmul in integer_matmul.cpp, which the tests compare with.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ep/cpu_features.h"
+
+namespace nxrt::ep {
+class ThreadPool;
+}
+
+namespace nxrt::ops {
+
+enum class QGemmKernel { kNone, kAvx2, kAvxVnni, kAvx512Vnni };
+struct QGemmKernelInfo {
+  QGemmKernel kernel;
+  const char* name;
+  ep::IsaTier tier;  // the lowest tier that may choose it
+};
+const std::vector<QGemmKernelInfo>& qgemm_kernels();  // every vector kernel
+bool qgemm_kernel_supported(QGemmKernel k);           // whether this CPU runs it
+// The kernel a MatMulInteger of tier `tier` uses here (kNone: the generic loop).
+QGemmKernel choose_qgemm_kernel(ep::IsaTier tier);
+const char* qgemm_kernel_name(QGemmKernel k);
+
+// B [K, N] packed once: 16-column panels; per quad of k one 64-byte record holding column c's four
+// Bs bytes at 4c (k past K zero); col_sums[n] = SB[n] (zero past N).
+struct QGemmPackedB {
+  int64_t K = 0, N = 0, quads = 0, panels = 0;
+  int32_t ob = 0;
+  std::vector<int8_t> data;
+  std::vector<int32_t> col_sums;
+  bool empty() const { return data.empty(); }
+};
+QGemmPackedB qgemm_pack_b(const void* B, bool b_signed, int64_t K, int64_t N);
+
+// Scratch qgemm_u8s8 needs for M rows: the rows of Au padded to whole quads, then SA.
+size_t qgemm_workspace_bytes(const QGemmPackedB& B, int64_t M);
+
+// Y (M x N int32, ldy apart) for M rows of A (8-bit, signed or not, lda bytes apart) with per-row zero
+// points za (M values) and per-column ones zb (N values). `workspace`: qgemm_workspace_bytes.
+void qgemm_u8s8(QGemmKernel kernel, const void* A, bool a_signed, int64_t M, int64_t lda, const int32_t* za,
+                const QGemmPackedB& B, const int32_t* zb, int32_t* Y, int64_t ldy, ep::ThreadPool* pool,
+                void* workspace);
+
+}  // namespace nxrt::ops
