@@ -156,3 +156,86 @@ TEST(QGemmU8S8, DISABLED_KernelBench) {
 }
 }  // namespace
 }  // namespace nxrt
+
+namespace nxrt {
+namespace {
+// ConvInteger and QLinearConv with constant weights take the integer GEMM (channels-last patches, the
+// packed weights); the same nodes at isa=scalar take the exact double engine. Both must write the same
+// outputs over 1-D, 2-D and 3-D convs, strides, dilations, asymmetric pads, groups (depthwise
+// included), per-channel weight zero points and scales, every signedness of x and w, batches of 2 and
+// a bias, at 1 and 2 threads.
+TEST(OpsConvQuant, IntegerGemmPathMatchesDoublePath) {
+  std::mt19937 rng(29);
+  struct Case {
+    Dims x, w;
+    std::vector<int64_t> strides, dilations, pads;
+    int64_t group;
+  };
+  const std::vector<Case> cases = {
+      {{2, 8, 9, 11}, {16, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1},
+      {{1, 6, 13, 10}, {20, 3, 3, 2}, {2, 1}, {1, 2}, {0, 1, 2, 0}, 2},
+      {{2, 8, 7, 7}, {8, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 8},  // depthwise
+      {{1, 5, 12}, {7, 5, 4}, {3}, {2}, {2, 1}, 1},                   // 1-D
+      {{1, 4, 5, 6, 4}, {6, 4, 2, 3, 2}, {1, 2, 1}, {1, 1, 1}, {1, 0, 1, 0, 1, 0}, 1},  // 3-D
+      {{1, 64, 8, 8}, {33, 64, 1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1},  // 1x1, N off a panel
+  };
+  int checked = 0;
+  for (size_t ci = 0; ci < cases.size(); ++ci)
+    for (bool x_signed : {false, true})
+      for (bool w_signed : {false, true})
+        for (bool qlinear : {false, true}) {
+          const Case& c = cases[ci];
+          const DataType xdt = x_signed ? DataType::kInt8 : DataType::kUInt8, wdt = w_signed ? DataType::kInt8 : DataType::kUInt8;
+          const int64_t M = c.w[0];
+          Tensor x = Tensor::from_vector<uint8_t>(xdt, c.x, random_bytes(rng, static_cast<size_t>(shape_numel(c.x))));
+          Tensor w = Tensor::from_vector<uint8_t>(wdt, c.w, random_bytes(rng, static_cast<size_t>(shape_numel(c.w))));
+          Tensor xz = Tensor::from_vector<uint8_t>(xdt, {}, random_bytes(rng, 1));
+          Tensor wz = Tensor::from_vector<uint8_t>(wdt, {M}, random_bytes(rng, static_cast<size_t>(M)));
+          std::vector<ir::Attribute> attrs = {testing::attr_ints("strides", c.strides), testing::attr_ints("dilations", c.dilations),
+                                              testing::attr_ints("pads", c.pads), testing::attr_int("group", c.group)};
+          KernelRun run;
+          run.opset = 10;
+          run.attributes = attrs;
+          if (!qlinear) {
+            run.op_type = "ConvInteger";
+            run.inputs = {Value(x), Value(w), Value(xz), Value(wz)};
+            run.const_inputs = {1, 3};
+          } else {
+            std::uniform_real_distribution<float> sd(0.001f, 0.05f);
+            std::vector<float> ws(static_cast<size_t>(M));
+            for (float& v : ws) v = sd(rng);
+            std::uniform_int_distribution<int32_t> bd(-20000, 20000);
+            std::vector<int32_t> bias(static_cast<size_t>(M));
+            for (int32_t& v : bias) v = bd(rng);
+            const DataType ydt = (ci % 2) ? DataType::kInt8 : DataType::kUInt8;
+            run.op_type = "QLinearConv";
+            run.inputs = {Value(x), Value(Tensor::scalar_float(0.02f)), Value(xz), Value(w),
+                          Value(Tensor::from_vector<float>(DataType::kFloat, {M}, ws)), Value(wz), Value(Tensor::scalar_float(0.7f)),
+                          Value(Tensor::from_vector<uint8_t>(ydt, {}, random_bytes(rng, 1))),
+                          Value(Tensor::from_vector<int32_t>(DataType::kInt32, {M}, bias))};
+            run.const_inputs = {3, 4, 5, 8};
+          }
+          KernelRun ref = run;
+          ref.overrides = {{"isa", "scalar"}};
+          auto want = testing::run_kernel(ref);
+          ASSERT_TRUE(want.ok()) << want.status().to_string();
+          for (int threads : {1, 2}) {
+            run.threads = threads;
+            auto got = testing::run_kernel(run);
+            ASSERT_TRUE(got.ok()) << got.status().to_string();
+            const Tensor& g = (*got)[0].tensor();
+            const Tensor& wt = (*want)[0].tensor();
+            ASSERT_EQ(g.shape(), wt.shape());
+            ASSERT_EQ(g.nbytes(), wt.nbytes());
+            const uint8_t* gb = static_cast<const uint8_t*>(g.raw_data());
+            const uint8_t* wb = static_cast<const uint8_t*>(wt.raw_data());
+            for (size_t i = 0; i < g.nbytes(); ++i)
+              ASSERT_EQ(gb[i], wb[i]) << run.op_type << " case " << ci << (x_signed ? " x s8" : " x u8") << (w_signed ? " w s8" : " w u8")
+                                      << " threads " << threads << " byte " << i;
+            ++checked;
+          }
+        }
+  EXPECT_EQ(checked, static_cast<int>(cases.size()) * 2 * 2 * 2 * 2);
+}
+}  // namespace
+}  // namespace nxrt

@@ -3,10 +3,16 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include "ep/input_facts.h"
 #include "ops/conv/conv_engine.h"
+#include "ops/linalg/qgemm_u8s8.h"
 
 namespace nxrt::ops {
 
@@ -299,6 +305,42 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
 
 bool is_8bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
 
+#if defined(__x86_64__) || defined(__i386__)
+// out[o] = the byte of min(hi, max(lo, nearbyint((sums[o] + bias[o]) * scale[o]) + yzp)) for o < n, four
+// doubles at a time (vroundpd to nearest-even is nearbyint under the default mode; the same operations
+// in the same order as the scalar loop, so the same results). QLinearConv's integer GEMM path, which
+// runs only on AVX2 CPUs.
+__attribute__((target("avx2,fma"))) void quantize_sums_avx2(const int32_t* sums, const double* bias, const double* scale,
+                                                           int64_t n, double yzp, double lo, double hi, uint8_t* out) {
+  const __m256d vz = _mm256_set1_pd(yzp), vlo = _mm256_set1_pd(lo), vhi = _mm256_set1_pd(hi);
+  int64_t o = 0;
+  for (; o + 4 <= n; o += 4) {
+    const __m256d v = _mm256_mul_pd(_mm256_add_pd(_mm256_cvtepi32_pd(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sums + o))),
+                                                  _mm256_loadu_pd(bias + o)),
+                                    _mm256_loadu_pd(scale + o));
+    const __m256d r = _mm256_add_pd(_mm256_round_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
+    // max(r, lo) gives lo for a NaN r, as std::max(lo, r) does; then min with hi.
+    const __m128i q = _mm256_cvttpd_epi32(_mm256_min_pd(_mm256_max_pd(r, vlo), vhi));
+    alignas(16) int32_t t[4];
+    _mm_store_si128(reinterpret_cast<__m128i*>(t), q);
+    for (int i = 0; i < 4; ++i) out[o + i] = static_cast<uint8_t>(t[i]);
+  }
+  for (; o < n; ++o) {
+    const double q = std::min(hi, std::max(lo, std::nearbyint((static_cast<double>(sums[o]) + bias[o]) * scale[o]) + yzp));
+    out[o] = static_cast<uint8_t>(static_cast<int32_t>(q));
+  }
+}
+#endif
+
+// std::nearbyint under the default rounding mode (to nearest, ties to even) without the libm call:
+// adding and subtracting 1.5 * 2^52 (an even number) rounds any |v| < 2^51 to an integer that way
+// (a -0 result comes out +0, the same once y_zero_point is added); larger values, infinities and NaN
+// are returned as they are (nearbyint's results for them).
+inline double round_half_even(double v) {
+  if (!(std::fabs(v) < 0x1p51)) return v;
+  return (v + 0x1.8p52) - 0x1.8p52;  // two roundings: without -ffast-math the compiler keeps both
+}
+
 // Element i of a numeric tensor (a zero point, a scale, a bias value) as double, read in place.
 Result<double> element_as_double(const Tensor& t, int64_t i) {
   double v = 0;
@@ -356,6 +398,47 @@ struct IntWeights {
   }
 };
 
+// Constant 8-bit weights packed at creation for the integer GEMM (ops/linalg/qgemm_u8s8.h), per group:
+// B_g[k][o] = W[g * Mg + o] at k = tap * Cg + c (the taps outer, channels inner: a patch row is the
+// input's channels at each tap, contiguous in the channels-last copy of x the conv gathers from).
+struct IntQGemmWeights {
+  ops::QGemmKernel kernel = ops::QGemmKernel::kNone;
+  Dims shape;  // W's
+  std::vector<ops::QGemmPackedB> groups;
+  std::vector<int32_t> zb;  // w_zero_point per output channel
+  bool ready() const { return !groups.empty(); }
+  void init(const ep::KernelInfo& info, size_t w_idx, size_t wzp_idx, int64_t group) {
+    const Tensor* W = info.const_input(w_idx);
+    if (!W || W->rank() < 3 || W->rank() > 5 || group < 1 || W->dim(0) % group != 0 || !is_8bit(W->dtype())) return;
+    const int64_t M = W->dim(0), Mg = M / group, per_m = M > 0 ? W->numel() / M : 0;
+    const int64_t Cg = W->dim(1), kvol = Cg > 0 ? per_m / Cg : 0;
+    if (M <= 0 || per_m <= 0 || Cg <= 0) return;
+    std::vector<int32_t> zb(static_cast<size_t>(M), 0);
+    if (info.input_present(wzp_idx)) {
+      const Tensor* z = info.const_input(wzp_idx);
+      if (!z || z->dtype() != W->dtype() || (z->numel() != 1 && z->numel() != M)) return;
+      for (int64_t m = 0; m < M; ++m) {
+        auto v = element_as_double(*z, z->numel() == 1 ? 0 : m);
+        if (!v.ok()) return;
+        zb[static_cast<size_t>(m)] = static_cast<int32_t>(v.value());
+      }
+    }
+    kernel = ops::choose_qgemm_kernel(info.isa());
+    if (kernel == ops::QGemmKernel::kNone) return;
+    const uint8_t* w = static_cast<const uint8_t*>(W->raw_data());
+    std::vector<uint8_t> bg(static_cast<size_t>(per_m * Mg));
+    for (int64_t g = 0; g < group; ++g) {
+      for (int64_t o = 0; o < Mg; ++o)
+        for (int64_t c = 0; c < Cg; ++c)
+          for (int64_t t = 0; t < kvol; ++t)
+            bg[static_cast<size_t>((t * Cg + c) * Mg + o)] = w[(g * Mg + o) * per_m + c * kvol + t];
+      groups.push_back(ops::qgemm_pack_b(bg.data(), W->dtype() == DataType::kInt8, per_m, Mg));
+    }
+    this->zb = std::move(zb);
+    shape = W->shape();
+  }
+};
+
 // A ConvInteger / QLinearConv node's state at one set of input dtypes and shapes: the checked shapes,
 // the double engine's plan when the weights prepared at creation serve them, and the workspace: x
 // minus its zero point and the exact sums (both in double), then the plan's own scratch.
@@ -369,6 +452,10 @@ struct IntegerConvVariant final : ep::KernelVariant {
   ConvPlan plan;
   ScratchLayout scratch;
   size_t x_centered = 0, sums = 0, plan_ws = 0;
+  // The integer GEMM path (IntQGemmWeights serve this W): x channels-last, the GEMM's workspace and one
+  // group's int32 products [pixels, Mg].
+  bool qgemm = false;
+  size_t q_xt = 0, q_ws = 0, q_y = 0;
 };
 
 // What ConvInteger and QLinearConv share: attributes, weights prepared at creation, the path overrides,
@@ -377,13 +464,17 @@ struct IntegerConv {
   WindowAttrs attrs;
   int64_t group = 1;
   IntWeights pre;
+  IntQGemmWeights q;
   ConvConfig cfg;
   size_t w_idx = 1, xzp_idx = 2, wzp_idx = 3;
   Status init(const ep::KernelInfo& info, size_t w, size_t xzp, size_t wzp) {
     NXRT_RETURN_IF_ERROR(attrs.parse(info, false));
     group = info.attr_int("group", 1);
     w_idx = w, xzp_idx = xzp, wzp_idx = wzp;
-    pre.init(info, w_idx, wzp_idx, group);
+    // The integer GEMM's packed weights when the tier has a kernel for them, else the double engine's
+    // (8 bytes a weight: not both).
+    q.init(info, w_idx, wzp_idx, group);
+    if (!q.ready()) pre.init(info, w_idx, wzp_idx, group);
     cfg = conv_config(info);
     return Status::Ok();
   }
@@ -408,7 +499,15 @@ struct IntegerConv {
     v->y_shape = geom_output_shape(s.N, s.M, s.g);
     v->x_centered = v->scratch.add<double>(s.N * s.C * s.g.in_size());
     v->sums = v->scratch.add<double>(s.N * s.M * s.g.out_size());
-    if (pre.ready && pre.w.shape == in.shape(w_idx) && s.N * s.M * s.g.out_size() > 0) {
+    if (q.ready() && q.shape == in.shape(w_idx) && s.N * s.M * s.g.out_size() > 0) {
+      const int64_t P = s.g.out_size(), Mg = s.M / group;
+      size_t ws = 0;
+      for (const ops::QGemmPackedB& b : q.groups) ws = std::max(ws, ops::qgemm_workspace_bytes(b, P));
+      v->q_xt = v->scratch.add<uint8_t>(s.g.in_size() * s.C);
+      v->q_ws = v->scratch.add<unsigned char>(static_cast<int64_t>(ws));
+      v->q_y = v->scratch.add<int32_t>(P * Mg);
+      v->qgemm = true;
+    } else if (pre.ready && pre.w.shape == in.shape(w_idx) && s.N * s.M * s.g.out_size() > 0) {
       v->plan = conv_plan<double>(s, pre.w, cfg, threads, false);
       v->planned = true;
       v->plan_ws = v->scratch.add<unsigned char>(static_cast<int64_t>(v->plan.workspace_bytes));
@@ -416,8 +515,84 @@ struct IntegerConv {
     return v;
   }
 
-  // The exact sums conv(x - x_zero_point, w - w_zero_point) in the variant's workspace (*sums).
-  Status run(ep::KernelContext& ctx, const IntegerConvVariant& v, const double** sums) const {
+  // The exact sums through the integer GEMM: per image x goes channels-last (as unsigned bytes: int8
+  // values + 128), then per group each block of output pixels gathers its patch rows (the channels at
+  // each tap, x_zero_point where a tap falls in the padding, which centers to 0) inside the parallel
+  // loop and multiplies them by the packed weights; the int32 sums go to y as doubles, in NCHW.
+  // What the integer GEMM path hands its caller per image n and group g: the group's int32 sums as
+  // [pixels, Mg] (pixel p, the group's output channel o at p * Mg + o).
+  using GroupSums = ep::FunctionRef<void(int64_t n, int64_t g, const int32_t* sums)>;
+  Status run_qgemm(ep::KernelContext& ctx, const IntegerConvVariant& v, ScratchLayout& scratch, GroupSums sink) const {
+    const ConvShape& s = v.s;
+    const Geom3& g3 = s.g;
+    const Tensor& X = ctx.input(0);
+    const bool x_signed = X.dtype() == DataType::kInt8;
+    const uint8_t flip = x_signed ? 0x80 : 0;
+    int32_t xzp = 0;
+    if (ctx.has_input(xzp_idx)) {
+      NXRT_ASSIGN_OR_RETURN(const double z, element_as_double(ctx.input(xzp_idx), 0));
+      xzp = static_cast<int32_t>(z);
+    }
+    const uint8_t pad = static_cast<uint8_t>(static_cast<uint8_t>(xzp) ^ flip);
+    const int32_t alpha = xzp + (x_signed ? 128 : 0);
+    const int64_t C = s.C, Cg = C / group, Mg = s.M / group, P = g3.out_size(), plane = g3.in_size();
+    const int64_t kvol = g3.kvol(), K = kvol * Cg;
+    uint8_t* xt = scratch.at<uint8_t>(v.q_xt);
+    void* ws = scratch.at<unsigned char>(v.q_ws);
+    int32_t* yq = scratch.at<int32_t>(v.q_y);
+    const uint8_t* xb = static_cast<const uint8_t*>(X.raw_data());
+    for (int64_t n = 0; n < s.N; ++n) {
+      const uint8_t* xn = xb + n * C * plane;
+      // Channels-last in blocks of 16 pixels, so each block's rows (16 x C bytes) stay in L1 while every
+      // channel plane contributes its 16 contiguous bytes.
+      ctx.pool().parallel_for((plane + 15) / 16, 16, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t p0 = b * 16, np = std::min<int64_t>(16, plane - p0);
+          for (int64_t c = 0; c < C; ++c) {
+            const uint8_t* src = xn + c * plane + p0;
+            for (int64_t i = 0; i < np; ++i) xt[(p0 + i) * C + c] = static_cast<uint8_t>(src[i] ^ flip);
+          }
+        }
+      });
+      for (int64_t g = 0; g < group; ++g) {
+        const ops::QGemmPackedB& B = q.groups[static_cast<size_t>(g)];
+        const int64_t kp = B.quads * 4;
+        auto fill = [&](int64_t m0, int64_t m1, uint8_t* au, int32_t* sa) {
+          for (int64_t m = m0; m < m1; ++m) {
+            const int64_t o2 = m % g3.out[2], o1 = (m / g3.out[2]) % g3.out[1], o0 = m / (g3.out[2] * g3.out[1]);
+            uint8_t* dst = au + (m - m0) * kp;
+            int64_t k = 0;
+            for (int64_t t0 = 0; t0 < g3.k[0]; ++t0) {
+              const int64_t i0 = o0 * g3.s[0] - g3.pb[0] + t0 * g3.d[0];
+              for (int64_t t1 = 0; t1 < g3.k[1]; ++t1) {
+                const int64_t i1 = o1 * g3.s[1] - g3.pb[1] + t1 * g3.d[1];
+                for (int64_t t2 = 0; t2 < g3.k[2]; ++t2, k += Cg) {
+                  const int64_t i2 = o2 * g3.s[2] - g3.pb[2] + t2 * g3.d[2];
+                  if (i0 < 0 || i0 >= g3.in[0] || i1 < 0 || i1 >= g3.in[1] || i2 < 0 || i2 >= g3.in[2]) {
+                    std::memset(dst + k, pad, static_cast<size_t>(Cg));
+                  } else {
+                    std::memcpy(dst + k, xt + ((i0 * g3.in[1] + i1) * g3.in[2] + i2) * C + g * Cg, static_cast<size_t>(Cg));
+                  }
+                }
+              }
+            }
+            std::memset(dst + K, 0, static_cast<size_t>(kp - K));
+            uint32_t sum = 0;
+            for (int64_t i = 0; i < K; ++i) sum += dst[i];
+            sa[m - m0] = static_cast<int32_t>(sum);
+          }
+        };
+        ops::qgemm_u8s8_rows(q.kernel, P, fill, alpha, B, q.zb.data() + g * Mg, yq, Mg, &ctx.pool(), ws);
+        sink(n, g, yq);
+      }
+    }
+    return Status::Ok();
+  }
+
+  // The exact sums conv(x - x_zero_point, w - w_zero_point): through the integer GEMM when the variant
+  // takes it (each group's int32 sums handed to `sink`, *sums left null), else as doubles in the
+  // variant's workspace (*sums).
+  Status run(ep::KernelContext& ctx, const IntegerConvVariant& v, const double** sums, GroupSums sink) const {
     const ConvShape& s = v.s;
     const Tensor& X = ctx.input(0);
     const Tensor& W = ctx.input(w_idx);
@@ -425,9 +600,11 @@ struct IntegerConv {
     ScratchLayout scratch = v.scratch;
     scratch.bind(ws);
     double* y = scratch.at<double>(v.sums);
-    *sums = y;
+    *sums = nullptr;
     const int64_t y_count = s.N * s.M * s.g.out_size();
     if (y_count == 0) return Status::Ok();
+    if (v.qgemm && W.shape() == q.shape) return run_qgemm(ctx, v, scratch, sink);
+    *sums = y;
     double xzp = 0;
     if (ctx.has_input(xzp_idx)) {
       NXRT_ASSIGN_OR_RETURN(xzp, element_as_double(ctx.input(xzp_idx), 0));
@@ -467,6 +644,8 @@ struct IntegerConv {
 class ConvIntegerKernel final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo& info) { return conv_.init(info, 1, 2, 3); }
+  // Packed for the integer GEMM, W is read only through the packed copy (run checks just its shape).
+  bool reads_const_input_data(size_t i) const override { return !(i == conv_.w_idx && conv_.q.ready()); }
 
   Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
     NXRT_ASSIGN_OR_RETURN(std::unique_ptr<IntegerConvVariant> v, conv_.make_variant(InputFacts::of(sc), sc.num_threads()));
@@ -481,8 +660,19 @@ class ConvIntegerKernel final : public ep::Kernel {
                           }));
     NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, DataType::kInt32, v->y_shape));
     const double* y = nullptr;
-    NXRT_RETURN_IF_ERROR(conv_.run(ctx, *v, &y));
     int32_t* yo = Y->data<int32_t>();
+    const int64_t P = v->s.g.out_size(), M = v->s.M, Mg = M / conv_.group;
+    // The GEMM path's [pixels, Mg] sums into Y's NCHW planes.
+    auto sink = [&](int64_t n, int64_t g, const int32_t* sums) {
+      ctx.pool().parallel_for(Mg, 4, [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o) {
+          int32_t* dst = yo + (n * M + g * Mg + o) * P;
+          for (int64_t p = 0; p < P; ++p) dst[p] = sums[p * Mg + o];
+        }
+      });
+    };
+    NXRT_RETURN_IF_ERROR(conv_.run(ctx, *v, &y, sink));
+    if (!y) return Status::Ok();
     for (int64_t i = 0; i < Y->numel(); ++i) yo[i] = static_cast<int32_t>(std::llround(y[i]));
     return Status::Ok();
   }
@@ -494,6 +684,8 @@ class ConvIntegerKernel final : public ep::Kernel {
 class QLinearConvKernel final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo& info) { return conv_.init(info, 3, 2, 5); }
+  // As ConvIntegerKernel's.
+  bool reads_const_input_data(size_t i) const override { return !(i == conv_.w_idx && conv_.q.ready()); }
 
   Result<std::unique_ptr<ep::KernelVariant>> specialize(const ep::SpecializeContext& sc) const override {
     NXRT_ASSIGN_OR_RETURN(std::unique_ptr<IntegerConvVariant> v, make_variant(InputFacts::of(sc), sc.num_threads()));
@@ -508,9 +700,11 @@ class QLinearConvKernel final : public ep::Kernel {
                           }));
     const ConvShape& s = v->s;
     NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, v->y_dtype, v->y_shape));
-    const double* y = nullptr;
-    NXRT_RETURN_IF_ERROR(conv_.run(ctx, *v, &y));
-    if (Y->numel() == 0) return Status::Ok();
+    if (Y->numel() == 0) {
+      const double* none = nullptr;
+      return conv_.run(ctx, *v, &none, [](int64_t, int64_t, const int32_t*) {});
+    }
+    // Per output channel: scale = x_scale * w_scale / y_scale and the bias, read once a call.
     const Tensor& w_scale = ctx.input(4);
     NXRT_ASSIGN_OR_RETURN(const double xs, element_as_double(ctx.input(1), 0));
     NXRT_ASSIGN_OR_RETURN(const double ys, element_as_double(ctx.input(6), 0));
@@ -518,29 +712,65 @@ class QLinearConvKernel final : public ep::Kernel {
     if (ctx.has_input(7)) {
       NXRT_ASSIGN_OR_RETURN(yzp, element_as_double(ctx.input(7), 0));
     }
+    NXRT_ASSIGN_OR_RETURN(void* terms_ws, ctx.workspace(static_cast<size_t>(2 * s.M) * sizeof(double)));
+    double* scale = static_cast<double*>(terms_ws);
+    double* bias = scale + s.M;
+    for (int64_t m = 0; m < s.M; ++m) {
+      NXRT_ASSIGN_OR_RETURN(const double wsc, element_as_double(w_scale, w_scale.numel() == 1 ? 0 : m));
+      scale[m] = xs * wsc / ys;
+      bias[m] = 0.0;
+      if (ctx.has_input(8)) {
+        NXRT_ASSIGN_OR_RETURN(bias[m], element_as_double(ctx.input(8), m));
+      }
+    }
     const bool u8 = v->y_dtype == DataType::kUInt8;
     const double lo = u8 ? 0.0 : -128.0, hi = u8 ? 255.0 : 127.0;
     const int64_t plane = s.g.out_size();
-    for (int64_t m = 0; m < s.M; ++m) {
-      NXRT_ASSIGN_OR_RETURN(const double wsc, element_as_double(w_scale, w_scale.numel() == 1 ? 0 : m));
-      const double scale = xs * wsc / ys;
-      double b = 0.0;
-      if (ctx.has_input(8)) {
-        NXRT_ASSIGN_OR_RETURN(b, element_as_double(ctx.input(8), m));
-      }
-      for (int64_t n = 0; n < s.N; ++n) {
-        const size_t base = static_cast<size_t>((n * s.M + m) * plane);
-        for (int64_t i = 0; i < plane; ++i) {
-          double q = std::nearbyint((y[base + i] + b) * scale) + yzp;
-          q = std::min(hi, std::max(lo, q));
-          if (u8) {
-            Y->data<uint8_t>()[base + i] = static_cast<uint8_t>(q);
-          } else {
-            Y->data<int8_t>()[base + i] = static_cast<int8_t>(q);
+    uint8_t* out = static_cast<uint8_t*>(Y->raw_data());
+    // One output value from its exact sum, as the spec's reference computes it: the sum plus the bias,
+    // times the scale, rounded half to even, plus y_zero_point, saturated; stored as the byte of its
+    // uint8 or int8 value.
+    auto quantize = [&](double sum, int64_t m) -> uint8_t {
+      const double q = std::min(hi, std::max(lo, round_half_even((sum + bias[m]) * scale[m]) + yzp));
+      return u8 ? static_cast<uint8_t>(q) : static_cast<uint8_t>(static_cast<int8_t>(q));
+    };
+    const int64_t Mg = s.M / conv_.group;
+    // Blocks of kPixels pixels: each pixel's row of sums (contiguous over the channels) quantized into a
+    // small tile, then written out channel by channel (kPixels contiguous bytes of each NCHW plane).
+    constexpr int64_t kPixels = 16, kChannels = 256;
+    auto sink = [&](int64_t n, int64_t g, const int32_t* sums) {
+      ctx.pool().parallel_for((plane + kPixels - 1) / kPixels, 4, [&](int64_t b0, int64_t b1) {
+        uint8_t tile[kPixels][kChannels];
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t p0 = b * kPixels, np = std::min(kPixels, plane - p0);
+          for (int64_t c0 = 0; c0 < Mg; c0 += kChannels) {
+            const int64_t nc = std::min(kChannels, Mg - c0);
+            const double* sc = scale + g * Mg + c0;
+            const double* bi = bias + g * Mg + c0;
+            for (int64_t i = 0; i < np; ++i) {
+              const int32_t* row = sums + (p0 + i) * Mg + c0;
+#if defined(__x86_64__) || defined(__i386__)
+              quantize_sums_avx2(row, bi, sc, nc, yzp, lo, hi, tile[i]);  // the GEMM path implies AVX2
+#else
+              for (int64_t o = 0; o < nc; ++o) tile[i][o] = quantize(static_cast<double>(row[o]), g * Mg + c0 + o);
+#endif
+            }
+            for (int64_t o = 0; o < nc; ++o) {
+              uint8_t* dst = out + (n * s.M + g * Mg + c0 + o) * plane + p0;
+              for (int64_t i = 0; i < np; ++i) dst[i] = tile[i][o];
+            }
           }
         }
+      });
+    };
+    const double* y = nullptr;
+    NXRT_RETURN_IF_ERROR(conv_.run(ctx, *v, &y, sink));
+    if (!y) return Status::Ok();
+    for (int64_t m = 0; m < s.M; ++m)
+      for (int64_t n = 0; n < s.N; ++n) {
+        const size_t base = static_cast<size_t>((n * s.M + m) * plane);
+        for (int64_t i = 0; i < plane; ++i) out[base + i] = quantize(y[base + i], m);
       }
-    }
     return Status::Ok();
   }
 

@@ -76,6 +76,33 @@ NXRT_QGEMM_AVX512 void tile_avx512vnni(const TileArgs& a, int rows) {
   }
 }
 
+// Two adjacent panels (32 columns) at once: each row's broadcast quad serves both (a second TileArgs
+// `b` for the second panel: its panel, beta, sb, y and ncols).
+template <int MR>
+NXRT_QGEMM_AVX512 void tile2_avx512vnni(const TileArgs& a, const TileArgs& b, int rows) {
+  __m512i acc[MR][2];
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+  for (int64_t q = 0; q < a.quads; ++q) {
+    const __m512i w0 = _mm512_loadu_si512(a.panel + q * kRecordBytes);
+    const __m512i w1 = _mm512_loadu_si512(b.panel + q * kRecordBytes);
+    for (int r = 0; r < MR; ++r) {
+      const __m512i av = _mm512_set1_epi32(quad_of(a.au + r * a.kp, q));
+      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], av, w0);
+      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], av, w1);
+    }
+  }
+  for (int h = 0; h < 2; ++h) {
+    const TileArgs& t = h == 0 ? a : b;
+    const __m512i beta = _mm512_loadu_si512(t.beta), sb = _mm512_loadu_si512(t.sb);
+    const __mmask16 keep = t.ncols >= 16 ? __mmask16(0xffff) : __mmask16((1u << t.ncols) - 1);
+    for (int r = 0; r < MR && r < rows; ++r) {
+      const __m512i y = _mm512_sub_epi32(_mm512_add_epi32(acc[r][h], _mm512_mullo_epi32(_mm512_set1_epi32(t.rows[r].c1), beta)),
+                                         _mm512_mullo_epi32(_mm512_set1_epi32(t.rows[r].alpha), sb));
+      _mm512_mask_storeu_epi32(t.y + r * t.ldy, keep, y);
+    }
+  }
+}
+
 // acc += the 4-byte dot products of u (unsigned) and s (signed) per 32-bit lane: AVX-VNNI's VEX
 // vpdpbusd, as an asm statement (the intrinsic needs the avxvnni target, which older toolchains lack).
 NXRT_QGEMM_AVX2 inline void dpbusd_vex(__m256i& acc, __m256i u, __m256i s) {
@@ -154,7 +181,7 @@ NXRT_QGEMM_AVX2 void tile_avx2(const TileArgs& a, int rows) {
 // Rows [m0, m1) of the prepared Au against panels [p0, p1).
 void run_block(QGemmKernel kernel, const uint8_t* au, int64_t kp, const RowTerms* terms, const QGemmPackedB& B,
                const int32_t* beta, int64_t m0, int64_t m1, int64_t p0, int64_t p1, int32_t* Y, int64_t ldy) {
-  for (int64_t p = p0; p < p1; ++p) {
+  auto panel_args = [&](int64_t p) {
     TileArgs a;
     a.kp = kp;
     a.panel = B.data.data() + p * B.quads * kRecordBytes;
@@ -163,6 +190,26 @@ void run_block(QGemmKernel kernel, const uint8_t* au, int64_t kp, const RowTerms
     a.sb = B.col_sums.data() + p * kCols;
     a.ldy = ldy;
     a.ncols = std::min<int64_t>(kCols, B.N - p * kCols);
+    return a;
+  };
+  for (int64_t p = p0; p < p1; ++p) {
+    TileArgs a = panel_args(p);
+#if defined(__x86_64__) || defined(__i386__)
+    if (kernel == QGemmKernel::kAvx512Vnni && p + 1 < p1) {  // two panels per pass over the rows
+      TileArgs b = panel_args(p + 1);
+      for (int64_t m = m0; m < m1; m += 4) {
+        const int rows = static_cast<int>(std::min<int64_t>(4, m1 - m));
+        a.au = b.au = au + m * kp;
+        a.rows = b.rows = terms + m;
+        a.y = Y + m * ldy + p * kCols;
+        b.y = a.y + kCols;
+        if (rows == 4) tile2_avx512vnni<4>(a, b, rows); else if (rows == 3) tile2_avx512vnni<3>(a, b, rows);
+        else if (rows == 2) tile2_avx512vnni<2>(a, b, rows); else tile2_avx512vnni<1>(a, b, rows);
+      }
+      ++p;
+      continue;
+    }
+#endif
     const int mr = kernel == QGemmKernel::kAvx2 ? 2 : 4;
     for (int64_t m = m0; m < m1; m += mr) {
       const int rows = static_cast<int>(std::min<int64_t>(mr, m1 - m));
@@ -258,7 +305,43 @@ QGemmPackedB qgemm_pack_b(const void* Bv, bool b_signed, int64_t K, int64_t N) {
 
 size_t qgemm_workspace_bytes(const QGemmPackedB& B, int64_t M) {
   const size_t rows = static_cast<size_t>(M * B.quads * 4);
-  return (rows + 63) / 64 * 64 + static_cast<size_t>(M) * sizeof(RowTerms) + static_cast<size_t>(B.panels * kCols) * sizeof(int32_t);
+  return (rows + 63) / 64 * 64 + static_cast<size_t>(M) * sizeof(RowTerms) +
+         static_cast<size_t>(B.panels * kCols + M) * sizeof(int32_t);  // beta, then qgemm_u8s8_rows' row sums
+}
+
+namespace {
+// beta per packed column (zero past N) into `beta`.
+void fill_beta(const QGemmPackedB& B, const int32_t* zb, int32_t* beta) {
+  for (int64_t n = 0; n < B.panels * kCols; ++n) beta[n] = n < B.N ? zb[n] - B.ob : 0;
+}
+}  // namespace
+
+void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t alpha, const QGemmPackedB& B,
+                     const int32_t* zb, int32_t* Y, int64_t ldy, ep::ThreadPool* pool, void* workspace) {
+  if (M <= 0 || B.N <= 0) return;
+  const int64_t K = B.K, kp = B.quads * 4;
+  uint8_t* au = static_cast<uint8_t*>(workspace);
+  RowTerms* terms = reinterpret_cast<RowTerms*>(au + (static_cast<size_t>(M * kp) + 63) / 64 * 64);
+  int32_t* beta = reinterpret_cast<int32_t*>(terms + M);
+  int32_t* row_sums = beta + B.panels * kCols;
+  fill_beta(B, zb, beta);
+  // Blocks of up to kRowBlock rows, at least ~4 per thread when M allows (multiples of the 4-row tile).
+  const int threads = pool ? pool->num_threads() : 1;
+  int64_t block = (M + 4 * threads - 1) / (4 * threads);
+  block = std::max<int64_t>(4, std::min<int64_t>(kRowBlock, (block + 3) / 4 * 4));
+  const int64_t blocks = (M + block - 1) / block;
+  auto work = [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t m0 = b * block, m1 = std::min(M, m0 + block);
+      fill(m0, m1, au + m0 * kp, row_sums + m0);
+      for (int64_t m = m0; m < m1; ++m) {
+        terms[m].alpha = alpha;
+        terms[m].c1 = static_cast<int32_t>(static_cast<uint32_t>(K) * static_cast<uint32_t>(alpha) - static_cast<uint32_t>(row_sums[m]));
+      }
+      run_block(kernel, au, kp, terms, B, beta, m0, m1, 0, B.panels, Y, ldy);
+    }
+  };
+  if (pool) pool->parallel_for(blocks, 1, work); else work(0, blocks);
 }
 
 void qgemm_u8s8(QGemmKernel kernel, const void* Av, bool a_signed, int64_t M, int64_t lda, const int32_t* za,
@@ -286,7 +369,7 @@ void qgemm_u8s8(QGemmKernel kernel, const void* Av, bool a_signed, int64_t M, in
       terms[m].c1 = static_cast<int32_t>(static_cast<uint32_t>(K) * static_cast<uint32_t>(alpha) - sa);
     }
   };
-  for (int64_t n = 0; n < B.panels * kCols; ++n) beta[n] = n < B.N ? zb[n] - B.ob : 0;
+  fill_beta(B, zb, beta);
   const int64_t row_blocks = (M + kRowBlock - 1) / kRowBlock;
   // Panels per task: a few panels so that tasks stay many when M is small.
   const int64_t panel_group = 4, groups = (B.panels + panel_group - 1) / panel_group;

@@ -9,7 +9,8 @@
 // is signed), alpha = za + oa, beta = zb - ob, D = Au . Bs, SA = row sums of Au, SB = column sums of Bs.
 //
 // Microkernels (qgemm_kernels()), named by operation, tile and ISA:
-//   qu8s8_i32_gemm_4x16__avx512vnni  vpdpbusd on 512-bit registers (AVX512-VNNI, the avx512 tier)
+//   qu8s8_i32_gemm_4x16__avx512vnni  vpdpbusd on 512-bit registers (AVX512-VNNI, the avx512 tier;
+//                                    two adjacent panels per pass over the rows where it can: 4 x 32)
 //   qu8s8_i32_gemm_4x16__avxvnni     the VEX vpdpbusd on two 256-bit halves (AVX-VNNI, the avx2 tier)
 //   qu8s8_i32_gemm_2x16__avx2        int16 vpmaddwd (exact: vpmaddubsw would saturate u8 x s8 pairs)
 // The reference is the generic integer matmul in integer_matmul.cpp, which the tests compare with.
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "ep/cpu_features.h"
+#include "ep/function_ref.h"
 
 namespace nxrt::ep {
 class ThreadPool;
@@ -49,8 +51,19 @@ struct QGemmPackedB {
 };
 QGemmPackedB qgemm_pack_b(const void* B, bool b_signed, int64_t K, int64_t N);
 
-// Scratch qgemm_u8s8 needs for M rows: the rows of Au padded to whole quads, then SA.
+// Scratch qgemm_u8s8 and qgemm_u8s8_rows need for M rows: the rows of Au padded to whole quads and
+// the per-row terms.
 size_t qgemm_workspace_bytes(const QGemmPackedB& B, int64_t M);
+
+// Fills rows [m0, m1) of Au, (m1 - m0) rows of B.quads * 4 bytes starting at `au` (A + oa as unsigned
+// bytes, zero past K), and sa[m - m0] = the sum of row m's first K bytes.
+using QGemmFillRows = ep::FunctionRef<void(int64_t m0, int64_t m1, uint8_t* au, int32_t* sa)>;
+
+// Y for M rows of A that `fill` writes block by block inside the parallel loop (so a conv's patches are
+// gathered by the thread that multiplies them, while they are in its cache); alpha = za + oa, the same
+// for every row. Threads take blocks of rows, each against every panel.
+void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t alpha, const QGemmPackedB& B,
+                     const int32_t* zb, int32_t* Y, int64_t ldy, ep::ThreadPool* pool, void* workspace);
 
 // Y (M x N int32, ldy apart) for M rows of A (8-bit, signed or not, lda bytes apart) with per-row zero
 // points za (M values) and per-column ones zb (N values). `workspace`: qgemm_workspace_bytes.
