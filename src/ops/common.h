@@ -17,6 +17,15 @@
 
 namespace nxrt::ops {
 
+// std::nearbyint under the default rounding mode (to nearest, ties to even) without the libm call (on
+// the x86-64 baseline it is one): adding and subtracting 1.5 * 2^52 (an even number) rounds any
+// |v| < 2^51 that way (-0 comes out +0); larger values, infinities and NaN come back as they are, as
+// nearbyint returns them. The quantizing kernels' requantization uses it per output element.
+inline double round_half_even(double v) {
+  if (!(v < 0x1p51 && v > -0x1p51)) return v;
+  return (v + 0x1.8p52) - 0x1.8p52;  // two roundings: without -ffast-math the compiler keeps both
+}
+
 using ir::Bytes16;
 using ir::broadcast_all;
 using ir::broadcast_shapes;

@@ -239,3 +239,62 @@ TEST(OpsConvQuant, IntegerGemmPathMatchesDoublePath) {
 }
 }  // namespace
 }  // namespace nxrt
+
+namespace nxrt {
+namespace {
+// QLinearMatMul with B (and b_zero_point) constant takes the packed 8-bit GEMM for its sums; the same
+// node with B given at run time keeps the generic loop. The same output bytes for batched A, scalar and
+// per-row a_scale and a_zero_point, per-column b_scale and b_zero_point, every signedness of A, B and Y,
+// at each tier this CPU has and 1 and 2 threads.
+TEST(OpsLinalgQuant, QLinearMatMulPackedBMatchesGeneric) {
+  std::mt19937 rng(37);
+  std::uniform_real_distribution<float> sd(0.002f, 0.05f);
+  int checked = 0;
+  for (bool per_row : {false, true})
+    for (bool a_signed : {false, true})
+      for (bool b_signed : {false, true})
+        for (bool y_signed : {false, true}) {
+          const int64_t batches = 2, M = 3, K = 45, N = 37;
+          const DataType adt = a_signed ? DataType::kInt8 : DataType::kUInt8, bdt = b_signed ? DataType::kInt8 : DataType::kUInt8;
+          const DataType ydt = y_signed ? DataType::kInt8 : DataType::kUInt8;
+          auto floats = [&](int64_t n) {
+            std::vector<float> v(static_cast<size_t>(n));
+            for (float& x : v) x = sd(rng);
+            return v;
+          };
+          const int64_t na = per_row ? M : 1;
+          const Dims as_shape = per_row ? Dims{M} : Dims{};
+          Tensor a = Tensor::from_vector<uint8_t>(adt, {batches, M, K}, random_bytes(rng, static_cast<size_t>(batches * M * K)));
+          Tensor b = Tensor::from_vector<uint8_t>(bdt, {K, N}, random_bytes(rng, static_cast<size_t>(K * N)));
+          KernelRun generic{"QLinearMatMul", "", 10, {},
+                            {Value(a), Value(Tensor::from_vector<float>(DataType::kFloat, as_shape, floats(na))),
+                             Value(Tensor::from_vector<uint8_t>(adt, as_shape, random_bytes(rng, static_cast<size_t>(na)))), Value(b),
+                             Value(Tensor::from_vector<float>(DataType::kFloat, {N}, floats(N))),
+                             Value(Tensor::from_vector<uint8_t>(bdt, {N}, random_bytes(rng, static_cast<size_t>(N)))),
+                             Value(Tensor::scalar_float(0.3f)), Value(Tensor::from_vector<uint8_t>(ydt, {}, random_bytes(rng, 1)))}};
+          auto want = testing::run_kernel(generic);
+          ASSERT_TRUE(want.ok()) << want.status().to_string();
+          const Tensor& w = (*want)[0].tensor();
+          for (const char* tier : {"", "avx2"})
+            for (int threads : {1, 2}) {
+              KernelRun packed = generic;
+              packed.const_inputs = {3, 4, 5};
+              packed.threads = threads;
+              if (*tier) packed.overrides = {{"isa", tier}};
+              auto got = testing::run_kernel(packed);
+              ASSERT_TRUE(got.ok()) << got.status().to_string();
+              const Tensor& g = (*got)[0].tensor();
+              ASSERT_EQ(g.shape(), w.shape());
+              const uint8_t* gb = static_cast<const uint8_t*>(g.raw_data());
+              const uint8_t* wb = static_cast<const uint8_t*>(w.raw_data());
+              for (size_t i = 0; i < g.nbytes(); ++i)
+                ASSERT_EQ(gb[i], wb[i]) << (per_row ? "per-row" : "scalar") << " a " << (a_signed ? "s8" : "u8") << " b "
+                                        << (b_signed ? "s8" : "u8") << " y " << (y_signed ? "s8" : "u8") << " tier '" << tier
+                                        << "' threads " << threads << " byte " << i;
+              ++checked;
+            }
+        }
+  EXPECT_EQ(checked, 2 * 2 * 2 * 2 * 2 * 2);
+}
+}  // namespace
+}  // namespace nxrt

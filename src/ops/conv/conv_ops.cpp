@@ -332,14 +332,6 @@ __attribute__((target("avx2,fma"))) void quantize_sums_avx2(const int32_t* sums,
 }
 #endif
 
-// std::nearbyint under the default rounding mode (to nearest, ties to even) without the libm call:
-// adding and subtracting 1.5 * 2^52 (an even number) rounds any |v| < 2^51 to an integer that way
-// (a -0 result comes out +0, the same once y_zero_point is added); larger values, infinities and NaN
-// are returned as they are (nearbyint's results for them).
-inline double round_half_even(double v) {
-  if (!(std::fabs(v) < 0x1p51)) return v;
-  return (v + 0x1.8p52) - 0x1.8p52;  // two roundings: without -ffast-math the compiler keeps both
-}
 
 // Element i of a numeric tensor (a zero point, a scale, a bias value) as double, read in place.
 Result<double> element_as_double(const Tensor& t, int64_t i) {

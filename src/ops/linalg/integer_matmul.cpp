@@ -94,12 +94,59 @@ Status matmul_integer_compute(ep::KernelContext& ctx) {
   return Status::Ok();
 }
 
+// A constant 2-D 8-bit B (and its constant zero point) packed once at creation for the tier's 8-bit
+// GEMM (qgemm_u8s8.h): MatMulInteger's and QLinearMatMul's exact int32 sums for A's rows (any batch
+// shape), or nothing (sums() false) where the generic loop must take the call.
+struct PackedIntegerB {
+  QGemmKernel kernel = QGemmKernel::kNone;
+  QGemmPackedB packed;
+  std::vector<int32_t> zb;
+  bool ready() const { return !packed.empty(); }
+  void init(const ep::KernelInfo& info, size_t b_idx, size_t zb_idx) {
+    const Tensor* b = info.const_input(b_idx);
+    if (!b || b->rank() != 2 || !is_8bit(b->dtype()) || b->dim(0) <= 0 || b->dim(1) <= 0) return;
+    const int64_t K = b->dim(0), N = b->dim(1);
+    std::vector<int32_t> z(static_cast<size_t>(N), 0);
+    if (info.input_present(zb_idx)) {
+      const Tensor* zt = info.const_input(zb_idx);
+      if (!zt || zt->dtype() != b->dtype() || (zt->numel() != 1 && !(zt->rank() == 1 && zt->numel() == N))) return;
+      auto v = zero_points(zt);
+      if (!v.ok()) return;
+      for (int64_t n = 0; n < N; ++n) z[static_cast<size_t>(n)] = v.value()[zt->numel() == 1 ? 0 : static_cast<size_t>(n)];
+    }
+    kernel = choose_qgemm_kernel(info.isa());
+    if (kernel == QGemmKernel::kNone) return;
+    packed = qgemm_pack_b(b->raw_data(), b->dtype() == DataType::kInt8, K, N);
+    zb = std::move(z);
+  }
+  // sum_k (A - za)(B - zb) into out ([a_batches * M, N], s's shapes) when this call fits the packed B:
+  // A 8-bit with K columns, a_zero_point absent, one value or per row (M or a_batches * M values).
+  Result<bool> sums(ep::KernelContext& ctx, const Tensor& a, const Tensor* za_t, const MatMulShape& s, int32_t* out) const {
+    if (!ready() || !is_8bit(a.dtype()) || a.rank() < 1 || a.dim(-1) != packed.K || s.N != packed.N || s.b_batches != 1) return false;
+    if (za_t && za_t->dtype() != a.dtype()) return false;
+    auto pi = per_index(za_t, s.M, s.a_batches, "a_zero_point");
+    if (!pi.ok()) return false;
+    auto zav = zero_points(za_t);
+    if (!zav.ok()) return false;
+    const int64_t rows = s.a_batches * s.M;
+    if (rows == 0) return true;
+    const size_t ws_bytes = qgemm_workspace_bytes(packed, rows);
+    NXRT_ASSIGN_OR_RETURN(void* ws, ctx.workspace(ws_bytes + static_cast<size_t>(rows) * sizeof(int32_t)));
+    int32_t* za = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(ws) + ws_bytes);
+    for (int64_t bt = 0; bt < s.a_batches; ++bt)
+      for (int64_t m = 0; m < s.M; ++m) za[bt * s.M + m] = zav.value()[static_cast<size_t>(pi.value().at(bt, m))];
+    qgemm_u8s8(kernel, a.raw_data(), a.dtype() == DataType::kInt8, rows, packed.K, za, packed, zb.data(), out, packed.N,
+               &ctx.pool(), ws);
+    return true;
+  }
+};
+
 // Scales as float values, rounded through their own dtype.
 Result<std::vector<double>> scales(const Tensor& t) { return read_double_values(t); }
 
 template <typename TO>
 void store_quant(double v, TO* out) {
-  double r = std::nearbyint(v);  // ties to even under the default rounding mode
+  double r = round_half_even(v);  // std::nearbyint's result under the default rounding mode
   const double lo = static_cast<double>(std::numeric_limits<TO>::lowest());
   const double hi = static_cast<double>(std::numeric_limits<TO>::max());
   *out = static_cast<TO>(std::min(hi, std::max(lo, r)));
@@ -168,7 +215,7 @@ Result<std::vector<float>> centered_f8(const Tensor& x, const Tensor* zp, int64_
   return out;
 }
 
-Status qlinear_matmul_compute(ep::KernelContext& ctx) {
+Status qlinear_matmul_compute(ep::KernelContext& ctx, const PackedIntegerB* packed) {
   for (size_t i = 0; i < 8; ++i) {
     if (i != 2 && i != 5 && i != 7 && !ctx.has_input(i)) return ctx.error("missing input " + std::to_string(i));
   }
@@ -206,12 +253,16 @@ Status qlinear_matmul_compute(ep::KernelContext& ctx) {
     matmul_batched<float>(ac.value().data(), bc.value().data(), accf.data(), s, ctx.pool());
     std::copy(accf.begin(), accf.end(), acc.begin());
   } else {
-    auto ac = centered(a, za, s.a_batches, s.M, s.K, false, "a_zero_point");
-    if (!ac.ok()) return ctx.error(ac.status().message(), StatusCode::kInvalidArgument);
-    auto bc = centered(b, zb, s.b_batches, s.K, s.N, true, "b_zero_point");
-    if (!bc.ok()) return ctx.error(bc.status().message(), StatusCode::kInvalidArgument);
     std::vector<int32_t> acci(acc.size());
-    int_matmul(ac.value(), bc.value(), acci.data(), s, ctx.pool());
+    bool done = false;
+    if (packed) { NXRT_ASSIGN_OR_RETURN(done, packed->sums(ctx, a, za, s, acci.data())); }
+    if (!done) {
+      auto ac = centered(a, za, s.a_batches, s.M, s.K, false, "a_zero_point");
+      if (!ac.ok()) return ctx.error(ac.status().message(), StatusCode::kInvalidArgument);
+      auto bc = centered(b, zb, s.b_batches, s.K, s.N, true, "b_zero_point");
+      if (!bc.ok()) return ctx.error(bc.status().message(), StatusCode::kInvalidArgument);
+      int_matmul(ac.value(), bc.value(), acci.data(), s, ctx.pool());
+    }
     std::copy(acci.begin(), acci.end(), acc.begin());
   }
 
@@ -245,91 +296,96 @@ Status qlinear_matmul_compute(ep::KernelContext& ctx) {
       b_of[i] = cur.offset(1);
     }
   }
-  for (int64_t bi = 0; bi < nb; ++bi) {
-    for (int64_t m = 0; m < s.M; ++m) {
-      const double sam = sav.value()[pa.value().at(a_of[bi], m)];
-      for (int64_t n = 0; n < s.N; ++n) {
-        const double sbn = sbv.value()[pb.value().at(b_of[bi], n)];
-        const double syn = syv.value()[py.value().at(bi, n)];
-        const double mult = round_to_float_dtype(round_to_float_dtype(sam * sbn, st) / syn, st);
-        const int64_t o = (bi * s.M + m) * s.N + n;
-        const double zp = zyv[pzy.value().at(bi, n)];
-        if (is_f8(out_dt)) {
+  if (is_f8(out_dt)) {
+    for (int64_t bi = 0; bi < nb; ++bi)
+      for (int64_t m = 0; m < s.M; ++m) {
+        const double sam = sav.value()[pa.value().at(a_of[bi], m)];
+        for (int64_t n = 0; n < s.N; ++n) {
+          const double sbn = sbv.value()[pb.value().at(b_of[bi], n)];
+          const double syn = syv.value()[py.value().at(bi, n)];
+          const int64_t o = (bi * s.M + m) * s.N + n;
+          const double zp = zyv[pzy.value().at(bi, n)];
           y->data<uint8_t>()[o] = f8_encode(static_cast<float>(acc[o] * sam * sbn / syn + zp), out_dt);
-          continue;
         }
-        const double v = acc[o] * mult + zp;
-        if (out_dt == DataType::kUInt8) store_quant<uint8_t>(v, y->data<uint8_t>() + o);
-        else store_quant<int8_t>(v, y->data<int8_t>() + o);
+      }
+    return Status::Ok();
+  }
+  // 8-bit outputs, rows over the threads: each row's multipliers and zero points per column (made again
+  // only when the row's a_scale or batch changes them), then acc * mult + zp quantized.
+  const int64_t rows = nb * s.M;
+  uint8_t* out = static_cast<uint8_t*>(y->raw_data());
+  const bool u8 = out_dt == DataType::kUInt8;
+  ctx.pool().parallel_for(rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, s.N)), [&](int64_t r0, int64_t r1) {
+    std::vector<double> mult(static_cast<size_t>(s.N)), zpn(static_cast<size_t>(s.N));
+    int64_t made_bi = -1;
+    double made_sam = 0;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t bi = r / s.M, m = r % s.M;
+      const double sam = sav.value()[pa.value().at(a_of[bi], m)];
+      if (bi != made_bi || sam != made_sam || r == r0) {
+        for (int64_t n = 0; n < s.N; ++n) {
+          const double sbn = sbv.value()[pb.value().at(b_of[bi], n)];
+          const double syn = syv.value()[py.value().at(bi, n)];
+          mult[static_cast<size_t>(n)] = round_to_float_dtype(round_to_float_dtype(sam * sbn, st) / syn, st);
+          zpn[static_cast<size_t>(n)] = zyv[pzy.value().at(bi, n)];
+        }
+        made_bi = bi;
+        made_sam = sam;
+      }
+      const double* ar = acc.data() + r * s.N;
+      uint8_t* yr = out + r * s.N;
+      for (int64_t n = 0; n < s.N; ++n) {
+        const double v = ar[n] * mult[static_cast<size_t>(n)] + zpn[static_cast<size_t>(n)];
+        if (u8) store_quant<uint8_t>(v, yr + n);
+        else store_quant<int8_t>(v, reinterpret_cast<int8_t*>(yr + n));
       }
     }
-  }
+  });
   return Status::Ok();
 }
 
-// MatMulInteger with a constant 2-D B (a quantized model's weights): B packed once at creation for the
-// tier's qgemm kernel (qgemm_u8s8.h), A's rows (any batch shape) through it. Other calls, and tiers
-// without a vector kernel, take matmul_integer_compute, the generic loop (also the tests' reference).
+// MatMulInteger and QLinearMatMul with a constant 2-D B (a quantized model's weights): B packed once at
+// creation (PackedIntegerB), A's rows through the 8-bit GEMM. Other calls, and tiers without a vector
+// kernel, take the generic loop (also the tests' reference).
 class MatMulInteger final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo& info) {
-    const Tensor* b = info.const_input(1);
-    if (!b || b->rank() != 2 || !is_8bit(b->dtype()) || b->dim(0) <= 0 || b->dim(1) <= 0) return Status::Ok();
-    const int64_t K = b->dim(0), N = b->dim(1);
-    std::vector<int32_t> zb(static_cast<size_t>(N), 0);
-    if (info.input_present(3)) {
-      const Tensor* z = info.const_input(3);
-      if (!z || z->dtype() != b->dtype() || (z->numel() != 1 && !(z->rank() == 1 && z->numel() == N))) return Status::Ok();
-      auto v = zero_points(z);
-      if (!v.ok()) return Status::Ok();
-      for (int64_t n = 0; n < N; ++n) zb[static_cast<size_t>(n)] = v.value()[z->numel() == 1 ? 0 : static_cast<size_t>(n)];
-    }
-    kernel_ = choose_qgemm_kernel(info.isa());
-    if (kernel_ == QGemmKernel::kNone) return Status::Ok();
-    packed_ = qgemm_pack_b(b->raw_data(), b->dtype() == DataType::kInt8, K, N);
-    zb_ = std::move(zb);
+    b_.init(info, 1, 3);
     return Status::Ok();
   }
-
   Status compute(ep::KernelContext& ctx) const override {
-    if (packed_.empty()) return matmul_integer_compute(ctx);
+    if (!b_.ready()) return matmul_integer_compute(ctx);
     const Tensor& a = ctx.input(0);
-    const int64_t K = packed_.K, N = packed_.N;
-    if (!is_8bit(a.dtype()) || a.rank() < 1 || a.dim(-1) != K) return matmul_integer_compute(ctx);
     auto sr = matmul_shape(a.shape(), ctx.input(1).shape());
-    if (!sr.ok()) return matmul_integer_compute(ctx);
+    if (!sr.ok() || !is_8bit(a.dtype())) return matmul_integer_compute(ctx);
     const MatMulShape& s = sr.value();
-    const int64_t rows = s.a_batches * s.M;
-    // a_zero_point: absent, one value, or per row (M values, or a_batches * M): per_index's modes.
-    const Tensor* za_t = ctx.has_input(2) ? &ctx.input(2) : nullptr;
-    if (za_t && za_t->dtype() != a.dtype()) return matmul_integer_compute(ctx);
-    auto pi = per_index(za_t, s.M, s.a_batches, "a_zero_point");
-    if (!pi.ok()) return matmul_integer_compute(ctx);
-    auto zav = zero_points(za_t);
-    if (!zav.ok()) return matmul_integer_compute(ctx);
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kInt32, s.out_shape));
     if (y->numel() == 0) return Status::Ok();
-    const size_t ws_bytes = qgemm_workspace_bytes(packed_, rows);
-    NXRT_ASSIGN_OR_RETURN(void* ws, ctx.workspace(ws_bytes + static_cast<size_t>(rows) * sizeof(int32_t)));
-    int32_t* za = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(ws) + ws_bytes);
-    for (int64_t bt = 0; bt < s.a_batches; ++bt)
-      for (int64_t m = 0; m < s.M; ++m) za[bt * s.M + m] = zav.value()[static_cast<size_t>(pi.value().at(bt, m))];
-    qgemm_u8s8(kernel_, a.raw_data(), a.dtype() == DataType::kInt8, rows, K, za, packed_, zb_.data(), y->data<int32_t>(), N,
-               &ctx.pool(), ws);
-    return Status::Ok();
+    NXRT_ASSIGN_OR_RETURN(const bool done, b_.sums(ctx, a, ctx.has_input(2) ? &ctx.input(2) : nullptr, s, y->data<int32_t>()));
+    return done ? Status::Ok() : matmul_integer_compute(ctx);
   }
 
  private:
-  QGemmKernel kernel_ = QGemmKernel::kNone;
-  QGemmPackedB packed_;
-  std::vector<int32_t> zb_;
+  PackedIntegerB b_;
+};
+
+class QLinearMatMul final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    b_.init(info, 3, 5);
+    return Status::Ok();
+  }
+  Status compute(ep::KernelContext& ctx) const override { return qlinear_matmul_compute(ctx, b_.ready() ? &b_ : nullptr); }
+
+ private:
+  PackedIntegerB b_;
 };
 
 }  // namespace
 
 void register_quant_matmul_ops(ep::KernelRegistry& r) {
   r.add_class<MatMulInteger>("", "MatMulInteger", 1);
-  r.add_fn("QLinearMatMul", &qlinear_matmul_compute);
+  r.add_class<QLinearMatMul>("", "QLinearMatMul", 1);
 }
 
 }  // namespace nxrt::ops
