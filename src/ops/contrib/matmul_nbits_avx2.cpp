@@ -68,6 +68,9 @@ __attribute__((target("avx2,fma,f16c"))) void gemm_avx2(const QuantPanels& W, co
     }
     __m256i acc[MR][2];
     for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+    // Two loops over the groups, not one body switching per group: merged (a run of gpb groups for
+    // vpdpbusd, of 8 for vpmaddubsw), the 4-row AVX-VNNI tile took 2.3x the time in the prefill-shape
+    // DISABLED_MatMulNBitsBench on Zen 5 (36 against 16 ms), its sums no longer held in registers.
     if constexpr (kVnni) {
       for (int64_t g = 0; g < gpb; ++g) {
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + g * 32));
