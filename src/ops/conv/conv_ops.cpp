@@ -449,7 +449,7 @@ struct IntegerConvVariant final : ep::KernelVariant {
   ScratchLayout scratch;
   size_t x_centered = 0, sums = 0, plan_ws = 0;
   // The integer GEMM path (IntQGemmWeights serve this W): x channels-last, the GEMM's workspace and one
-  // group's int32 products [pixels, Mg].
+  // group's int32 products [pixels, Mg]; x_centered and sums are then not laid out.
   bool qgemm = false;
   size_t q_xt = 0, q_ws = 0, q_y = 0;
 };
@@ -493,8 +493,6 @@ struct IntegerConv {
     NXRT_RETURN_IF_ERROR(check_per_channel(in, xzp_idx, 1, "x_zero_point"));
     NXRT_RETURN_IF_ERROR(check_per_channel(in, wzp_idx, s.M, "w_zero_point"));
     v->y_shape = geom_output_shape(s.N, s.M, s.g);
-    v->x_centered = v->scratch.add<double>(s.N * s.C * s.g.in_size());
-    v->sums = v->scratch.add<double>(s.N * s.M * s.g.out_size());
     if (q.ready() && q.shape == in.shape(w_idx) && s.N * s.M * s.g.out_size() > 0) {
       const int64_t P = s.g.out_size(), Mg = s.M / group;
       size_t ws = 0;
@@ -503,7 +501,12 @@ struct IntegerConv {
       v->q_ws = v->scratch.add<unsigned char>(static_cast<int64_t>(ws));
       v->q_y = v->scratch.add<int32_t>(P * Mg);
       v->qgemm = true;
-    } else if (pre.ready && pre.w.shape == in.shape(w_idx) && s.N * s.M * s.g.out_size() > 0) {
+      return v;
+    }
+    // The double engine's centered x and sums (not needed on the integer GEMM path above).
+    v->x_centered = v->scratch.add<double>(s.N * s.C * s.g.in_size());
+    v->sums = v->scratch.add<double>(s.N * s.M * s.g.out_size());
+    if (pre.ready && pre.w.shape == in.shape(w_idx) && s.N * s.M * s.g.out_size() > 0) {
       v->plan = conv_plan<double>(s, pre.w, cfg, threads, false);
       v->planned = true;
       v->plan_ws = v->scratch.add<unsigned char>(static_cast<int64_t>(v->plan.workspace_bytes));
@@ -595,11 +598,12 @@ struct IntegerConv {
     NXRT_ASSIGN_OR_RETURN(void* ws, ep::variant_workspace(ctx, v));
     ScratchLayout scratch = v.scratch;
     scratch.bind(ws);
-    double* y = scratch.at<double>(v.sums);
     *sums = nullptr;
     const int64_t y_count = s.N * s.M * s.g.out_size();
     if (y_count == 0) return Status::Ok();
-    if (v.qgemm && W.shape() == q.shape) return run_qgemm(ctx, v, scratch, sink);
+    // A variant is made for its inputs' shapes, so its qgemm means this W is the packed one.
+    if (v.qgemm) return run_qgemm(ctx, v, scratch, sink);
+    double* y = scratch.at<double>(v.sums);
     *sums = y;
     double xzp = 0;
     if (ctx.has_input(xzp_idx)) {
