@@ -58,6 +58,9 @@ struct PassSpec {
 constexpr PassSpec kPasses[] = {
     // Before constant folding, which would turn the dequantized weights into float initializers.
     {"fuse_dq_matmul", &fuse_dq_matmul, OptLevel::kAll, Repeat::kOnce},
+    // After fuse_dq_matmul (which reads the float16 scales of DequantizeLinear as they are), before
+    // constant folding, which turns the widened float16 initializers into float32 ones.
+    {"compute_float16_in_float32", &compute_float16_in_float32, OptLevel::kBasic, Repeat::kOnce},
     {"fold_constants", &fold_constants, OptLevel::kBasic, Repeat::kInRound},
     {"eliminate_identities", &eliminate_identities, OptLevel::kBasic, Repeat::kInRound},
     {"fold_shapes", &fold_shapes, OptLevel::kBasic, Repeat::kInRound},

@@ -6,7 +6,11 @@
 
 namespace nxrt::optimizer {
 
-// ---- basic (basic_passes.cpp) ----
+// ---- basic ----
+// float16 / bfloat16 nodes of the listed ops compute in float32: widening Casts where float16 values
+// enter, rounding Casts where values leave for readers that stay float16 (float16_in_float32.cpp).
+int compute_float16_in_float32(PassContext& pc, GraphInfo& gi);
+// (basic_passes.cpp)
 // Deterministic nodes whose inputs are all constants are evaluated once with the CPU kernels and
 // become initializers (Constant nodes too).
 int fold_constants(PassContext& pc, GraphInfo& gi);
