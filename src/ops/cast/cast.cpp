@@ -8,12 +8,8 @@
 #include <limits>
 #include <type_traits>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
-#include "ep/cpu_features.h"
 #include "ir/float8_types.h"
+#include "ir/half_convert.h"
 #include "ops/cast/cast_util.h"
 #include "ops/common.h"
 #include "ops/elementwise/elementwise_util.h"
@@ -44,58 +40,22 @@ inline D float_to_int(double v) {
   }
 }
 
-// float32 <-> float16 on F16C, 8 elements at a time, bit for bit Float16's conversions (float_types.h):
-// vcvtps2ph rounds to nearest even as float_to_half does and vcvtph2ps is exact; NaNs, where the
-// instructions differ (vcvtps2ph keeps a truncated payload, vcvtph2ps quiets a signaling NaN), take
-// the scalar conversions' bits. ~2.5 ns an element through Float16 (4M: 21 ms for float -> half ->
-// float) against memory speed here. Exact either way, so not a tier choice: any CPU with F16C takes it.
+// float32 <-> float16 on F16C (ir/half_convert.h: bit for bit Float16's conversions): ~2.5 ns an
+// element through Float16 (4M: 21 ms for float -> half -> float) against memory speed here.
 using HalfConvert = void (*)(const uint8_t* in, uint8_t* out, int64_t n);
-#if defined(__x86_64__)
-__attribute__((target("avx2,f16c"))) void floats_to_halves_f16c(const uint8_t* in, uint8_t* out, int64_t n) {
-  const float* x = reinterpret_cast<const float*>(in);
-  uint16_t* y = reinterpret_cast<uint16_t*>(out);
-  const __m128i sign = _mm_set1_epi16(static_cast<short>(0x8000)), qnan = _mm_set1_epi16(0x7e00);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m256i nan32 = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    const __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan32), _mm256_extracti128_si256(nan32, 1));
-    h = _mm_blendv_epi8(h, _mm_or_si128(_mm_and_si128(h, sign), qnan), nan16);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), h);
-  }
-  for (; i < n; ++i) y[i] = float_to_half(x[i]);
+void floats_to_halves_f16c(const uint8_t* in, uint8_t* out, int64_t n) {
+  ir::floats_to_halves(reinterpret_cast<const float*>(in), reinterpret_cast<uint16_t*>(out), n);
 }
-__attribute__((target("avx2,f16c"))) void halves_to_floats_f16c(const uint8_t* in, uint8_t* out, int64_t n) {
-  const uint16_t* x = reinterpret_cast<const uint16_t*>(in);
-  float* y = reinterpret_cast<float*>(out);
-  const __m256i exp_mask = _mm256_set1_epi32(0x7c00), mant_mask = _mm256_set1_epi32(0x3ff);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
-    const __m256 f = _mm256_cvtph_ps(h);
-    const __m256i w = _mm256_cvtepu16_epi32(h);
-    const __m256i mant = _mm256_and_si256(w, mant_mask);
-    const __m256i nan = _mm256_andnot_si256(_mm256_cmpeq_epi32(mant, _mm256_setzero_si256()),
-                                            _mm256_cmpeq_epi32(_mm256_and_si256(w, exp_mask), exp_mask));
-    // sign | 0x7f800000 | mant << 13: half_to_float's NaN, payload as it is
-    const __m256i bits = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(w, 15), 31),
-                                                         _mm256_set1_epi32(0x7f800000)),
-                                         _mm256_slli_epi32(mant, 13));
-    _mm256_storeu_ps(y + i, _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), _mm256_castsi256_ps(nan)));
-  }
-  for (; i < n; ++i) y[i] = half_to_float(x[i]);
+void halves_to_floats_f16c(const uint8_t* in, uint8_t* out, int64_t n) {
+  ir::halves_to_floats(reinterpret_cast<const uint16_t*>(in), reinterpret_cast<float*>(out), n);
 }
-#endif
 
 // The F16C conversion for S -> D, or null (other pairs; no F16C).
 template <typename S, typename D>
 HalfConvert half_convert() {
-#if defined(__x86_64__)
-  if (!ep::cpu_has_f16c() || !ep::cpu_has_avx2_fma()) return nullptr;
+  if (!ir::half_conversion_vectorized()) return nullptr;
   if constexpr (std::is_same_v<S, float> && std::is_same_v<D, Float16>) return &floats_to_halves_f16c;
   if constexpr (std::is_same_v<S, Float16> && std::is_same_v<D, float>) return &halves_to_floats_f16c;
-#endif
   return nullptr;
 }
 
