@@ -3,8 +3,11 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
 
+#include "ep/cpu_features.h"
 #include "ir/float8_types.h"
+#include "ops/cast/dynamic_quantize.h"
 #include "nxrt/float_types.h"
 #include "kernel_test_util.h"
 
@@ -248,6 +251,85 @@ TEST(OpsCast, DequantizeInt4AndDynamicQuantize) {
   EXPECT_EQ(bytes(r.value()[0]), (std::vector<uint8_t>{153, 255, 0, 26, 221, 179}));
   EXPECT_NEAR(r.value()[1].tensor().data<float>()[0], 0.019607844f, 1e-9);
   EXPECT_EQ(r.value()[2].tensor().data<uint8_t>()[0], 153);
+}
+
+// DynamicQuantizeLinear's range and quantization loops at every tier this CPU runs, against the scalar
+// loops (the reference): random values of several lengths (vector bodies and tails), with NaN, +-inf,
+// -0, quotients exactly halfway between integers (round half to even) and values past the uint8 range.
+TEST(OpsCast, DynamicQuantizeEveryTierMatchesTheScalarLoops) {
+  std::vector<ep::IsaTier> tiers;
+  for (ep::IsaTier t : {ep::IsaTier::kAvx2, ep::IsaTier::kAvx512}) {
+    if (ep::cpu_isa_tier() >= t) tiers.push_back(t);
+    else std::printf("[ SKIPPED  ] tier %s: this CPU's best tier is %s\n", ep::isa_tier_name(t), ep::isa_tier_name(ep::cpu_isa_tier()));
+  }
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> d(-3.f, 5.f);
+  for (int64_t n : {1, 7, 15, 16, 17, 31, 32, 33, 63, 100, 1000, 4099}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (float& v : x) v = d(rng);
+      const float scale = variant == 3 ? 0.5f : 8.f / 255.f;
+      if (variant >= 1) {  // special values at random places
+        const float specials[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, 1e30f, -1e30f, 2.5f * scale, 3.5f * scale,
+                                  -0.5f * scale, 127.5f * scale, -128.5f * scale};
+        for (float sp : specials) x[rng() % static_cast<uint32_t>(n)] = sp;
+      }
+      if (variant == 2) std::fill(x.begin(), x.end(), NAN);
+      float mn0, mx0;
+      ops::dql_range(x.data(), n, &mn0, &mx0, ep::IsaTier::kScalar);
+      std::vector<uint8_t> want(static_cast<size_t>(n)), got(want.size());
+      ops::dql_quantize(x.data(), n, scale, 77.f, want.data(), ep::IsaTier::kScalar);
+      for (ep::IsaTier t : tiers) {
+        float mn, mx;
+        ops::dql_range(x.data(), n, &mn, &mx, t);
+        EXPECT_EQ(std::signbit(mn), std::signbit(mn0)) << ep::isa_tier_name(t) << " n " << n;
+        EXPECT_EQ(mn, mn0) << ep::isa_tier_name(t) << " n " << n << " variant " << variant;
+        EXPECT_EQ(mx, mx0) << ep::isa_tier_name(t) << " n " << n << " variant " << variant;
+        std::fill(got.begin(), got.end(), 0xAB);
+        ops::dql_quantize(x.data(), n, scale, 77.f, got.data(), t);
+        EXPECT_EQ(got, want) << ep::isa_tier_name(t) << " n " << n << " variant " << variant;
+      }
+    }
+  }
+}
+
+// The kernel over more than one chunk, at 1 and 2 threads and every tier: the bytes, scale and zero
+// point of a plain loop written from the spec here.
+TEST(OpsCast, DynamicQuantizeLinearLargeInputsAnyThreadsAndTier) {
+  const int64_t n = 3 * 16384 + 123;
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> d(-1.7f, 3.1f);
+  std::vector<float> xv(static_cast<size_t>(n));
+  for (float& v : xv) v = d(rng);
+  xv[40000] = NAN;
+  float mn = 0.f, mx = 0.f;
+  for (float v : xv) {
+    if (v < mn) mn = v;
+    if (v > mx) mx = v;
+  }
+  const float scale = (mx - mn) / 255.f;
+  const uint8_t zp = static_cast<uint8_t>(std::nearbyint(-mn / scale));
+  std::vector<uint8_t> want(xv.size());
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const float q = std::nearbyint(xv[i] / scale) + zp;
+    want[i] = std::isnan(q) ? 0 : static_cast<uint8_t>(std::min(255.f, std::max(0.f, q)));
+  }
+  for (const char* isa : {"scalar", "avx2", "avx512"}) {
+    for (int threads : {1, 2}) {
+      KernelRun r;
+      r.op_type = "DynamicQuantizeLinear";
+      r.opset = 11;
+      r.inputs = {ftensor({n}, xv)};
+      r.num_outputs = 3;
+      r.threads = threads;
+      r.overrides = {{"isa", isa}};
+      auto out = run_kernel(r);
+      ASSERT_TRUE(out.ok()) << out.status().to_string();
+      EXPECT_EQ(bytes(out.value()[0]), want) << isa << " threads " << threads;
+      EXPECT_EQ(out.value()[1].tensor().data<float>()[0], scale);
+      EXPECT_EQ(out.value()[2].tensor().data<uint8_t>()[0], zp);
+    }
+  }
 }
 
 TEST(OpsCast, FloatToIntOutOfRangeIsDefined) {

@@ -1,0 +1,150 @@
+// DynamicQuantizeLinear's range and quantization loops (dynamic_quantize.h): scalar (the reference),
+// AVX2 and AVX-512. The vector loops keep the scalar ones' operations: min/max with x as the first
+// operand (x86 min/max return the second operand for a NaN or for two zeros, so a NaN x is skipped and
+// -0 never replaces the starting +0, as `x < mn` does), x / scale as a float division, rounding to
+// nearest even, + zp, then max(q, 0) with q first (a NaN quotient gives 0) and min(q, 255).
+#include "ops/cast/dynamic_quantize.h"
+
+#include "ops/common.h"
+
+#include <algorithm>
+#include <cmath>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace nxrt::ops {
+
+namespace {
+
+void range_scalar(const float* x, int64_t n, float* mn, float* mx) {
+  float lo = 0.0f, hi = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    if (x[i] < lo) lo = x[i];
+    if (x[i] > hi) hi = x[i];
+  }
+  *mn = lo;
+  *mx = hi;
+}
+
+void quantize_scalar(const float* x, int64_t n, float scale, float zp, uint8_t* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    float q = static_cast<float>(round_half_even(static_cast<double>(x[i] / scale)));  // exact: an integer
+    q += zp;
+    if (std::isnan(q)) q = 0.0f;
+    y[i] = static_cast<uint8_t>(std::min(255.0f, std::max(0.0f, q)));
+  }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) float hmin8(__m256 v) {
+  __m128 m = _mm_min_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_min_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_min_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+__attribute__((target("avx2,fma"))) float hmax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+__attribute__((target("avx2,fma"))) void range_avx2(const float* x, int64_t n, float* mn, float* mx) {
+  __m256 lo0 = _mm256_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+    lo0 = _mm256_min_ps(a, lo0);
+    hi0 = _mm256_max_ps(a, hi0);
+    lo1 = _mm256_min_ps(b, lo1);
+    hi1 = _mm256_max_ps(b, hi1);
+  }
+  float lo = hmin8(_mm256_min_ps(lo0, lo1)), hi = hmax8(_mm256_max_ps(hi0, hi1));
+  float tlo, thi;
+  range_scalar(x + i, n - i, &tlo, &thi);
+  *mn = std::min(lo, tlo);
+  *mx = std::max(hi, thi);
+}
+
+__attribute__((target("avx2,fma"))) void quantize_avx2(const float* x, int64_t n, float scale, float zp, uint8_t* y) {
+  const __m256 s = _mm256_set1_ps(scale), z = _mm256_set1_ps(zp), zero = _mm256_setzero_ps(),
+               top = _mm256_set1_ps(255.0f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) {
+      __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i + 8 * k), s);
+      v = _mm256_add_ps(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
+      v = _mm256_min_ps(_mm256_max_ps(v, zero), top);
+      q[k] = _mm256_cvttps_epi32(v);
+    }
+    // int32 -> uint16 -> uint8 (every value is in [0, 255], so the saturating packs are exact); the
+    // packs work per 128-bit lane, the permute puts the four-byte groups back in order.
+    const __m256i w = _mm256_packus_epi16(_mm256_packus_epi32(q[0], q[1]), _mm256_packus_epi32(q[2], q[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm256_permutevar8x32_epi32(w, order));
+  }
+  quantize_scalar(x + i, n - i, scale, zp, y + i);
+}
+
+// GCC 12's AVX-512 intrinsics (the reductions, cvttps_epi32, roundscale) start from an undefined vector,
+// which -Wuninitialized reports inside the header.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void range_avx512(const float* x, int64_t n, float* mn,
+                                                                              float* mx) {
+  __m512 lo0 = _mm512_setzero_ps(), hi0 = lo0, lo1 = lo0, hi1 = lo0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
+    lo0 = _mm512_min_ps(a, lo0);
+    hi0 = _mm512_max_ps(a, hi0);
+    lo1 = _mm512_min_ps(b, lo1);
+    hi1 = _mm512_max_ps(b, hi1);
+  }
+  float lo = _mm512_reduce_min_ps(_mm512_min_ps(lo0, lo1)), hi = _mm512_reduce_max_ps(_mm512_max_ps(hi0, hi1));
+  float tlo, thi;
+  range_scalar(x + i, n - i, &tlo, &thi);
+  *mn = std::min(lo, tlo);
+  *mx = std::max(hi, thi);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void quantize_avx512(const float* x, int64_t n,
+                                                                                 float scale, float zp, uint8_t* y) {
+  const __m512 s = _mm512_set1_ps(scale), z = _mm512_set1_ps(zp), zero = _mm512_setzero_ps(),
+               top = _mm512_set1_ps(255.0f);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_div_ps(_mm512_loadu_ps(x + i), s);
+    v = _mm512_add_ps(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
+    v = _mm512_min_ps(_mm512_max_ps(v, zero), top);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v)));
+  }
+  quantize_scalar(x + i, n - i, scale, zp, y + i);
+}
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace
+
+void dql_range(const float* x, int64_t n, float* mn, float* mx, ep::IsaTier tier) {
+#if defined(__x86_64__)
+  if (tier >= ep::IsaTier::kAvx512) return range_avx512(x, n, mn, mx);
+  if (tier >= ep::IsaTier::kAvx2) return range_avx2(x, n, mn, mx);
+#endif
+  (void)tier;
+  range_scalar(x, n, mn, mx);
+}
+
+void dql_quantize(const float* x, int64_t n, float scale, float zp, uint8_t* y, ep::IsaTier tier) {
+#if defined(__x86_64__)
+  if (tier >= ep::IsaTier::kAvx512) return quantize_avx512(x, n, scale, zp, y);
+  if (tier >= ep::IsaTier::kAvx2) return quantize_avx2(x, n, scale, zp, y);
+#endif
+  (void)tier;
+  quantize_scalar(x, n, scale, zp, y);
+}
+
+}  // namespace nxrt::ops

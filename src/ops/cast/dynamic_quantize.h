@@ -1,0 +1,17 @@
+// DynamicQuantizeLinear's two passes over a float32 tensor, at the kernel's ISA tier: the range (min
+// and max together with 0) and the quantization to uint8. Each tier gives the scalar loops' bytes: the
+// same float division by the scale and round-half-even, NaN to 0 (tests/unit/test_ops_cast.cpp holds
+// every tier to the scalar loops on random and special values).
+#pragma once
+#include <cstdint>
+
+#include "ep/cpu_features.h"
+
+namespace nxrt::ops {
+
+// min(0, x...) and max(0, x...) over x[0, n): NaNs are skipped.
+void dql_range(const float* x, int64_t n, float* mn, float* mx, ep::IsaTier tier);
+// y[i] = clamp(round_half_even(x[i] / scale) + zp, 0, 255), a NaN quotient to 0; scale != 0.
+void dql_quantize(const float* x, int64_t n, float scale, float zp, uint8_t* y, ep::IsaTier tier);
+
+}  // namespace nxrt::ops
