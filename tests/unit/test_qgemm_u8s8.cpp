@@ -45,7 +45,7 @@ TEST(QGemmU8S8, EveryKernelMatchesExactSums) {
     }
     ++kernels_run;
     int cases = 0;
-    for (int64_t M : {1, 2, 3, 4, 5, 17, 70})
+    for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 12, 15, 17, 70})  // the 8-row tile, then 4 rows, then the rest
       for (bool a_signed : {false, true})
         for (bool b_signed : {false, true}) {
           std::uniform_int_distribution<int64_t> kd(1, 300), nd(1, 50);
