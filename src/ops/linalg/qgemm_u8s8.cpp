@@ -150,7 +150,7 @@ NXRT_QGEMM_AVX512 void tile2x8_avx512vnni(const TileArgs& a, const TileArgs& b) 
 
 // acc += the 4-byte dot products of u (unsigned) and s (signed) per 32-bit lane: AVX-VNNI's VEX
 // vpdpbusd, as an asm statement (the intrinsic needs the avxvnni target, which older toolchains lack).
-NXRT_QGEMM_AVX2 inline void dpbusd_vex(__m256i& acc, __m256i u, __m256i s) {
+NXRT_QGEMM_AVX2 __attribute__((always_inline)) inline void dpbusd_vex(__m256i& acc, __m256i u, __m256i s) {
   __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
 }
 
@@ -195,6 +195,30 @@ NXRT_QGEMM_AVX2 void tile_avxvnni(const TileArgs& a, int rows) {
 // Plain AVX2: each record's four 16-byte column groups widened to int16 (shared by the rows), the
 // row's quad as four int16 repeated, vpmaddwd: 32-bit lanes of (k0 k1) and (k2 k3) pair sums per
 // column, added up over the quads and paired at the end (vphaddd, then vpermd back to column order).
+// Four rows: the 8 accumulators named, so the in-place dot products keep them in registers (on the
+// array above GCC 12 loads and stores every accumulator around each vpdpbusd).
+NXRT_QGEMM_AVX2 void tile4_avxvnni(const TileArgs& a) {
+  const int64_t kp = a.kp;
+  const uint8_t* r0 = a.au;
+  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  for (int64_t q = 0; q < a.quads; ++q) {
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.panel + q * kRecordBytes));
+    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.panel + q * kRecordBytes + 32));
+#define NXRT_QGEMM_ROW(R)                                                \
+  {                                                                      \
+    const __m256i av = _mm256_set1_epi32(quad_of(r0 + (R) * kp, q));     \
+    dpbusd_vex(c##R##0, av, w0);                                         \
+    dpbusd_vex(c##R##1, av, w1);                                         \
+  }
+    NXRT_QGEMM_ROW(0) NXRT_QGEMM_ROW(1) NXRT_QGEMM_ROW(2) NXRT_QGEMM_ROW(3)
+#undef NXRT_QGEMM_ROW
+  }
+  const __m256i acc[4][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
+  for (int r = 0; r < 4; ++r)
+    store16(a.y + r * a.ldy, fold8(acc[r][0], a.rows[r], a.beta, a.sb), fold8(acc[r][1], a.rows[r], a.beta + 8, a.sb + 8),
+            a.ncols);
+}
+
 template <int MR>
 NXRT_QGEMM_AVX2 void tile_avx2(const TileArgs& a, int rows) {
   __m256i acc[MR][4];
@@ -205,10 +229,10 @@ NXRT_QGEMM_AVX2 void tile_avx2(const TileArgs& a, int rows) {
     __m256i w[4];
     for (int j = 0; j < 4; ++j) w[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 16 * j)));
     for (int r = 0; r < MR; ++r) {
-      const uint32_t v = static_cast<uint32_t>(quad_of(a.au + r * a.kp, q));
-      const int64_t a16 = static_cast<int64_t>((v & 0xff) | ((v >> 8 & 0xff) << 16) | (static_cast<uint64_t>(v >> 16 & 0xff) << 32) |
-                                               (static_cast<uint64_t>(v >> 24) << 48));
-      const __m256i av = _mm256_set1_epi64x(a16);
+      // The quad's 4 bytes widened to int16 and repeated: interleaving the broadcast quad with zeros
+      // gives (b0, b1, b2, b3) as int16 twice per 128-bit lane (two vector instructions where the
+      // widening in general registers took ~10).
+      const __m256i av = _mm256_unpacklo_epi8(_mm256_set1_epi32(quad_of(a.au + r * a.kp, q)), _mm256_setzero_si256());
       for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_add_epi32(acc[r][j], _mm256_madd_epi16(w[j], av));
     }
   }
@@ -277,7 +301,7 @@ void run_block(QGemmKernel kernel, const uint8_t* au, int64_t kp, const RowTerms
           else if (rows == 2) tile_avx512vnni<2>(a, rows); else tile_avx512vnni<1>(a, rows);
           continue;
         case QGemmKernel::kAvxVnni:
-          if (rows == 4) tile_avxvnni<4>(a, rows); else if (rows == 3) tile_avxvnni<3>(a, rows);
+          if (rows == 4) tile4_avxvnni(a); else if (rows == 3) tile_avxvnni<3>(a, rows);
           else if (rows == 2) tile_avxvnni<2>(a, rows); else tile_avxvnni<1>(a, rows);
           continue;
         case QGemmKernel::kAvx2:
