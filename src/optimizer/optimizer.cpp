@@ -80,6 +80,7 @@ constexpr PassSpec kPasses[] = {
     {"fuse_preact_conv", &fuse_preact_conv, OptLevel::kAll, Repeat::kOnce},  // after fuse_bn_relu, fuse_activation
     {"fuse_channel_shuffle", &fuse_channel_shuffle, OptLevel::kAll, Repeat::kOnce},  // after fuse_preact_conv
     {"fuse_conv_max_pool", &fuse_conv_max_pool, OptLevel::kAll, Repeat::kOnce},  // after the three above
+    {"fuse_matmul_integer_to_float", &fuse_matmul_integer_to_float, OptLevel::kAll, Repeat::kOnce},
     {"fuse_sibling_matmulnbits", &fuse_sibling_matmulnbits, OptLevel::kAll, Repeat::kOnce},
     {"fuse_matmulnbits_silu_mul", &fuse_matmulnbits_silu_mul, OptLevel::kAll, Repeat::kOnce},  // after the two above
     {"fuse_sibling_pointwise_conv", &fuse_sibling_pointwise_conv, OptLevel::kAll, Repeat::kOnce},

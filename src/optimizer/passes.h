@@ -30,6 +30,9 @@ int fuse_dq_matmul(PassContext& pc, GraphInfo& gi);
 int fuse_sibling_matmulnbits(PassContext& pc, GraphInfo& gi);
 // A stacked gate/up pair that only nxrt::SiluMul reads: one nxrt::MatMulNBitsSiluMul writing the product.
 int fuse_matmulnbits_silu_mul(PassContext& pc, GraphInfo& gi);
+// MatMulInteger -> Cast(float) -> Mul(Mul(a_scale, b_scale)) [-> Add(bias)] (ORT's quantize_dynamic
+// pattern) -> com.microsoft::MatMulIntegerToFloat.
+int fuse_matmul_integer_to_float(PassContext& pc, GraphInfo& gi);
 // 1x1 Conv / nxrt::FusedConv nodes reading the same X with the same attributes: one convolution over
 // their weights stacked along the output channels, then a Split of its output (views at batch 1).
 int fuse_sibling_pointwise_conv(PassContext& pc, GraphInfo& gi);

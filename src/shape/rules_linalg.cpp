@@ -40,6 +40,8 @@ Status op_matmul(NodeContext& c) {
   DataType dt = a.dtype;
   if (c.n->op_type == "MatMulInteger") dt = DataType::kInt32;
   if (c.n->op_type == "QLinearMatMul") dt = c.input(7).dtype;
+  // com.microsoft MatMulIntegerToFloat: b_scale's float type; DynamicQuantizeMatMul: A's.
+  if (c.n->op_type == "MatMulIntegerToFloat") dt = c.input(3).dtype;
   const ValueFacts& b = c.n->op_type == "QLinearMatMul" ? c.input(3) : c.input(1);
   ValueFacts y;
   NXRT_RETURN_IF_ERROR(matmul_facts(c, a, b, dt, &y));
@@ -204,6 +206,8 @@ void add_linalg_schemas(SchemaList& s) {
   s.add("MatMulInteger", &op_matmul);
   s.add("QLinearMatMul", &op_matmul);
   s.add("com.microsoft", "FusedMatMul", &op_matmul);
+  s.add("com.microsoft", "MatMulIntegerToFloat", &op_matmul);
+  s.add("com.microsoft", "DynamicQuantizeMatMul", &op_matmul);
   s.add("Gemm", &op_gemm);
   s.add("Einsum", &op_einsum);
   s.add("com.microsoft", "MatMulNBits", &op_matmul_nbits);

@@ -8,6 +8,7 @@
 #include "ep/thread_pool.h"
 #include "ops/common.h"
 #include "ops/linalg/linalg_util.h"
+#include "ops/cast/dynamic_quantize.h"
 #include "ops/linalg/qgemm_u8s8.h"
 #include "ops/reduction/reduction_util.h"
 
@@ -381,11 +382,171 @@ class QLinearMatMul final : public ep::Kernel {
   PackedIntegerB b_;
 };
 
+// ---------------------------------------------------------------------------------------------
+// com.microsoft MatMulIntegerToFloat and DynamicQuantizeMatMul: the ops ORT's graph optimizer makes of
+// quantize_dynamic's DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(Mul(a_scale, b_scale))
+// [-> Add(bias)] (optimizer/fusions/fuse_matmul_integer_to_float.cpp writes the first of them too):
+//   Y = float(sum_k (A - a_zp)(B - b_zp)) * (a_scale * b_scale) [+ bias]
+// with the unfused graph's float operations in its order: the int32 sums converted to float, times
+// the float product of the two scales, then the bias added (no fused multiply-add), so the fused node
+// gives the unfused graph's bits. a_scale and a_zero_point hold one value; b_scale and b_zero_point one
+// value or one per column of B; bias one per column.
+//   MatMulIntegerToFloat(A, B, a_scale, b_scale, a_zero_point?, b_zero_point?, bias?)
+//   DynamicQuantizeMatMul(A float, B, b_scale, b_zero_point?, bias?): A quantized first as
+//     DynamicQuantizeLinear does (uint8, one scale and zero point for the tensor).
+
+// One value per column of N, from a tensor holding one value or N (shaped [N] or [1, ..., 1, N]).
+Result<std::vector<float>> per_column(const Tensor& t, int64_t N, const char* what) {
+  bool columns = t.numel() == N && t.rank() >= 1 && t.dim(-1) == N;
+  if (t.numel() != 1 && !columns) {
+    return invalid_argument(std::string(what) + " must hold one value or one per column of B (" + std::to_string(N) +
+                            "), got " + t.describe());
+  }
+  if (t.dtype() != DataType::kFloat) return invalid_argument(std::string(what) + " must be float32, got " + t.describe());
+  std::vector<float> v(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) v[static_cast<size_t>(n)] = t.data<float>()[t.numel() == 1 ? 0 : n];
+  return v;
+}
+
+class IntegerMatMulToFloat final : public ep::Kernel {
+ public:
+  explicit IntegerMatMulToFloat(bool dynamic) : dynamic_(dynamic) {}
+  Status init(const ep::KernelInfo& info) {
+    // Inputs: MatMulIntegerToFloat A 0, B 1, a_scale 2, b_scale 3, a_zp 4, b_zp 5, bias 6;
+    // DynamicQuantizeMatMul A 0, B 1, b_scale 2, b_zp 3, bias 4.
+    b_scale_ = dynamic_ ? 2 : 3;
+    b_zp_ = dynamic_ ? 3 : 5;
+    bias_ = dynamic_ ? 4 : 6;
+    b_.init(info, 1, b_zp_);
+    return Status::Ok();
+  }
+
+  Status compute(ep::KernelContext& ctx) const override {
+    NXRT_ASSIGN_OR_RETURN(const Tensor& a_in, ctx.required_tensor(0, "A"));
+    NXRT_ASSIGN_OR_RETURN(const Tensor& b, ctx.required_tensor(1, "B"));
+    NXRT_ASSIGN_OR_RETURN(const Tensor& b_scale, ctx.required_tensor(b_scale_, "b_scale"));
+    if (!is_8bit(b.dtype())) return ctx.error("B must be int8 or uint8, got " + b.describe(), StatusCode::kInvalidArgument);
+    if (dynamic_ ? a_in.dtype() != DataType::kFloat : !is_8bit(a_in.dtype())) {
+      return ctx.error(std::string("A must be ") + (dynamic_ ? "float32" : "int8 or uint8") + ", got " + a_in.describe(),
+                       StatusCode::kInvalidArgument);
+    }
+    auto sr = matmul_shape(a_in.shape(), b.shape());
+    if (!sr.ok()) return ctx.error(sr.status().message(), StatusCode::kInvalidArgument);
+    const MatMulShape& s = sr.value();
+    auto bs = per_column(b_scale, s.N, "b_scale");
+    if (!bs.ok()) return ctx.error(bs.status().message(), StatusCode::kInvalidArgument);
+    std::vector<float> bias;
+    if (ctx.has_input(bias_)) {
+      const Tensor& bt = ctx.input(bias_);
+      if (bt.rank() != 1 || bt.numel() != s.N || bt.dtype() != DataType::kFloat) {
+        return ctx.error("bias must be float32 [" + std::to_string(s.N) + "], got " + bt.describe(), StatusCode::kInvalidArgument);
+      }
+      bias.assign(bt.data<float>(), bt.data<float>() + s.N);
+    }
+    NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kFloat, s.out_shape));
+    if (y->numel() == 0) return Status::Ok();
+
+    // A as 8-bit values with one scale and zero point.
+    float a_scale = 0.f;
+    Tensor a_q, za_t;
+    const Tensor* a = &a_in;
+    const Tensor* za = nullptr;
+    if (dynamic_) {
+      NXRT_ASSIGN_OR_RETURN(void* qa, ctx.workspace(static_cast<size_t>(a_in.numel())));
+      uint8_t zp = 0;
+      quantize_dynamic(ctx, a_in.data<float>(), a_in.numel(), static_cast<uint8_t*>(qa), &a_scale, &zp);
+      a_q = Tensor::borrow(DataType::kUInt8, a_in.shape(), qa);
+      za_t = Tensor(DataType::kUInt8, {});
+      za_t.data<uint8_t>()[0] = zp;
+      a = &a_q;
+      za = &za_t;
+    } else {
+      NXRT_ASSIGN_OR_RETURN(const Tensor& as, ctx.required_tensor(2, "a_scale"));
+      if (as.numel() != 1 || as.dtype() != DataType::kFloat) {
+        return ctx.error("a_scale must be one float32 value, got " + as.describe(), StatusCode::kNotImplemented);
+      }
+      a_scale = as.data<float>()[0];
+      if (ctx.has_input(4)) {
+        za = &ctx.input(4);
+        if (za->numel() != 1 || za->dtype() != a->dtype()) {
+          return ctx.error("a_zero_point must be one value of A's type, got " + za->describe(), StatusCode::kNotImplemented);
+        }
+      }
+    }
+    const Tensor* zb = ctx.has_input(b_zp_) ? &ctx.input(b_zp_) : nullptr;
+
+    // The exact int32 sums, written where the float outputs go (same size), then converted in place.
+    int32_t* acc = reinterpret_cast<int32_t*>(y->data<float>());
+    bool done = false;
+    NXRT_ASSIGN_OR_RETURN(done, b_.sums(ctx, *a, za, s, acc));
+    if (!done) {
+      auto ac = centered(*a, za, s.a_batches, s.M, s.K, false, "a_zero_point");
+      if (!ac.ok()) return ctx.error(ac.status().message(), StatusCode::kInvalidArgument);
+      auto bc = centered(b, zb, s.b_batches, s.K, s.N, true, "b_zero_point");
+      if (!bc.ok()) return ctx.error(bc.status().message(), StatusCode::kInvalidArgument);
+      int_matmul(ac.value(), bc.value(), acc, s, ctx.pool());
+    }
+    std::vector<float> mult(static_cast<size_t>(s.N));
+    for (int64_t n = 0; n < s.N; ++n) mult[static_cast<size_t>(n)] = a_scale * bs.value()[static_cast<size_t>(n)];
+    const int64_t rows = y->numel() / s.N, N = s.N;
+    float* yd = y->data<float>();
+    const float* mp = mult.data();
+    const float* bp = bias.empty() ? nullptr : bias.data();
+    ctx.pool().parallel_for(rows, std::max<int64_t>(1, 16384 / N), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int32_t* ar = acc + r * N;
+        float* yr = yd + r * N;
+        if (bp) {
+          for (int64_t n = 0; n < N; ++n) yr[n] = static_cast<float>(ar[n]) * mp[n] + bp[n];
+        } else {
+          for (int64_t n = 0; n < N; ++n) yr[n] = static_cast<float>(ar[n]) * mp[n];
+        }
+      }
+    });
+    return Status::Ok();
+  }
+
+ private:
+  // DynamicQuantizeLinear's arithmetic (ops/cast/dynamic_quantize.h) on A.
+  static void quantize_dynamic(ep::KernelContext& ctx, const float* x, int64_t n, uint8_t* q, float* scale, uint8_t* zp) {
+    const ep::IsaTier tier = ctx.info().isa();
+    float mn, mx;
+    dql_range(x, n, &mn, &mx, tier);
+    *scale = (mx - mn) / 255.0f;
+    float zpf = *scale == 0.0f ? 0.0f : static_cast<float>(round_half_even(static_cast<double>(0.0f - mn / *scale)));
+    zpf = std::min(255.0f, std::max(0.0f, zpf));
+    *zp = static_cast<uint8_t>(zpf);
+    if (*scale == 0.0f) {
+      std::fill(q, q + n, *zp);
+      return;
+    }
+    const float s = *scale;
+    ctx.pool().parallel_for((n + 16383) / 16384, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t b = c * 16384;
+        dql_quantize(x + b, std::min<int64_t>(16384, n - b), s, zpf, q + b, tier);
+      }
+    });
+  }
+
+  bool dynamic_;
+  size_t b_scale_ = 3, b_zp_ = 5, bias_ = 6;
+  PackedIntegerB b_;
+};
+
 }  // namespace
 
 void register_quant_matmul_ops(ep::KernelRegistry& r) {
   r.add_class<MatMulInteger>("", "MatMulInteger", 1);
   r.add_class<QLinearMatMul>("", "QLinearMatMul", 1);
+  for (const bool dynamic : {false, true}) {
+    r.add(ep::KernelDef{"com.microsoft", dynamic ? "DynamicQuantizeMatMul" : "MatMulIntegerToFloat", 1, INT64_MAX,
+                        [dynamic](const ep::KernelInfo& info) -> Result<std::unique_ptr<ep::Kernel>> {
+                          auto k = std::make_unique<IntegerMatMulToFloat>(dynamic);
+                          NXRT_RETURN_IF_ERROR(k->init(info));
+                          return std::unique_ptr<ep::Kernel>(std::move(k));
+                        }});
+  }
 }
 
 }  // namespace nxrt::ops
