@@ -325,6 +325,52 @@ bert_attn("attn_gpt2_causal_past", 1, 3, 16, 2, 8, causal=1, past=2)
 bert_attn("attn_mask3d", 1, 3, 8, 1, 8, mask="3d")
 
 
+# ---- MatMulIntegerToFloat / DynamicQuantizeMatMul ---------------------------------------------------
+U8, I8 = TensorProto.UINT8, TensorProto.INT8
+
+
+def q8(shape, signed):
+    return rng.integers(-128, 128, shape).astype(np.int8) if signed else rng.integers(0, 256, shape).astype(np.uint8)
+
+
+def mitf(name, M, K, N, a_signed, b_signed, per_col, bias, zp=True, rank3=False):
+    inits = {"b": q8([K, N], b_signed), "as": np.array(0.013, np.float32),
+             "bs": (rng.uniform(0.002, 0.02, [N]) if per_col else np.array(0.007)).astype(np.float32)}
+    ins = [("a", I8 if a_signed else U8, [2, M, K] if rank3 else [M, K]), "b", "as", "bs"]
+    if zp:
+        inits["az"] = q8([], a_signed)
+        inits["bz"] = q8([N] if per_col else [], b_signed)
+        ins += ["az", "bz"]
+    if bias:
+        if not zp:
+            ins += ["", ""]
+        inits["bias"] = f(N)
+        ins.append("bias")
+    case(name, "MatMulIntegerToFloat", ins, ["y"], inits, out_et=F32)
+
+
+mitf("matmulintegertofloat_u8s8", 7, 40, 24, False, True, False, False)
+mitf("matmulintegertofloat_u8u8_percol_bias", 5, 33, 17, False, False, True, True)
+mitf("matmulintegertofloat_s8s8_rank3", 3, 64, 40, True, True, True, True, rank3=True)
+mitf("matmulintegertofloat_nozp_bias", 4, 16, 32, False, True, False, True, zp=False)
+
+
+def dqmm(name, M, K, N, per_col, bias, b_signed=True):
+    inits = {"b": q8([K, N], b_signed),
+             "bs": (rng.uniform(0.002, 0.02, [N]) if per_col else np.array(0.007)).astype(np.float32),
+             "bz": q8([N] if per_col else [], b_signed) if not b_signed else np.zeros([N] if per_col else [], np.int8)}
+    ins = [("a", F32, [M, K]), "b", "bs", "bz"]
+    if bias:
+        inits["bias"] = f(N)
+        ins.append("bias")
+    case(name, "DynamicQuantizeMatMul", ins, ["y"], inits)
+
+
+dqmm("dynamicquantizematmul", 6, 48, 20, False, False)
+dqmm("dynamicquantizematmul_percol_bias", 9, 30, 33, True, True)
+dqmm("dynamicquantizematmul_u8_weights", 5, 24, 16, True, False, b_signed=False)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)

@@ -231,6 +231,13 @@ class Converter {
       any_half |= is_half(t) && converts_output_slot(n, *r, j);
     }
     switch (r->rule) {
+      case Rule::kGqa: {
+        // The cache type comes from the pasts; without them presents would follow the (widened) query,
+        // so a node writing presents from no past stays float16.
+        const bool pasts = n.inputs.size() > 4 && !n.inputs[3].empty() && !n.inputs[4].empty();
+        const bool presents = (n.outputs.size() > 1 && !n.outputs[1].empty()) || (n.outputs.size() > 2 && !n.outputs[2].empty());
+        return any_half && (pasts || !presents);
+      }
       case Rule::kCast: {
         // Float16 out from a float or an integer; float32 out of a float16 (its input widened).
         const int64_t to = attr_i(n, "to", 0);

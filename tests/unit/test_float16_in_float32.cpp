@@ -364,3 +364,36 @@ TEST(Float16InFloat32, DataMovementJoinsOnlyBehindTheRegion) {
   // One MatMul rounded once either way: the same bits.
   EXPECT_EQ(as_doubles(got[0]), as_doubles(per_op[0]));
 }
+
+TEST(Float16InFloat32, GroupQueryAttentionWithoutPastKeepsFloat16) {
+  // A prompt node writing presents from no past: its cache type would follow the query, so the node
+  // stays float16 (its presents must stay the declared float16).
+  const int64_t H = 2, kvH = 1, D = 8, S = 3;
+  ModelBuilder b(17);
+  b.m.opset_imports.push_back({"com.microsoft", 1});
+  b.input("q", {1, S, H * D});
+  b.input("k", {1, S, kvH * D});
+  b.input("v", {1, S, kvH * D});
+  for (auto& in : b.m.graph.inputs) set_type(in, DataType::kFloat16);
+  b.input("seqlens_k", {1});
+  b.m.graph.inputs.back().type.elem_type = DataType::kInt32;
+  b.input("total_len", {});
+  b.m.graph.inputs.back().type.elem_type = DataType::kInt32;
+  ir::Node& g = b.node("GroupQueryAttention", {"q", "k", "v", "", "", "seqlens_k", "total_len"},
+                       {"attn", "present_key", "present_value"}, {A_i("num_heads", H), A_i("kv_num_heads", kvH)});
+  g.domain = "com.microsoft";
+  b.output("attn");
+  b.output("present_key");
+  b.output("present_value");
+  for (auto& o : b.m.graph.outputs) set_type(o, DataType::kFloat16);
+  ir::Model o = optimized_inferred(b.m, OptLevel::kBasic);
+  EXPECT_EQ(ops_of(o), (std::vector<std::string>{"com.microsoft::GroupQueryAttention"}));
+  const std::vector<std::pair<std::string, Value>> feeds = {
+      {"q", Value(half_tensor({1, S, H * D}, 51))}, {"k", Value(half_tensor({1, S, kvH * D}, 52))},
+      {"v", Value(half_tensor({1, S, kvH * D}, 53))},
+      {"seqlens_k", Value(Tensor::from_vector<int32_t>(DataType::kInt32, {1}, {S - 1}))},
+      {"total_len", Value(Tensor::from_vector<int32_t>(DataType::kInt32, {}, {S}))}};
+  auto got = run_with(b.m, OptLevel::kBasic, feeds);
+  ASSERT_EQ(got.size(), 3u);
+  for (const Tensor& t : got) EXPECT_EQ(t.dtype(), DataType::kFloat16);
+}
