@@ -49,6 +49,24 @@ Status op_matmul(NodeContext& c) {
   return Status::Ok();
 }
 
+// com.microsoft FusedMatMul: alpha * op(A) @ op(B), where transBatchX moves X's dim 0 to just before its
+// last dim (rank >= 3) and transX then swaps its last two (rank >= 2), as the kernel does.
+Status op_ms_fused_matmul(NodeContext& c) {
+  auto operand = [&](size_t i, const char* tb, const char* t) {
+    ValueFacts v = c.input(i);
+    if (!v.has_shape) return v;
+    std::vector<SymDim>& d = v.dims;
+    if (c.ai(tb, 0) != 0 && d.size() >= 3) std::rotate(d.begin(), d.begin() + 1, d.end() - 1);
+    if (c.ai(t, 0) != 0 && d.size() >= 2) std::swap(d[d.size() - 1], d[d.size() - 2]);
+    return v;
+  };
+  const ValueFacts a = operand(0, "transBatchA", "transA"), b = operand(1, "transBatchB", "transB");
+  ValueFacts y;
+  NXRT_RETURN_IF_ERROR(matmul_facts(c, a, b, c.input(0).dtype, &y));
+  c.set(0, std::move(y));
+  return Status::Ok();
+}
+
 // `y` broadcast with optional input `i` when both have shapes (a fused residual or mask widens it).
 Status widen_by_input(NodeContext& c, size_t i, DataType dt, ValueFacts* y) {
   if (!c.has(i) || !c.input(i).has_shape || !y->has_shape) return Status::Ok();
@@ -205,7 +223,7 @@ void add_linalg_schemas(SchemaList& s) {
   s.add("MatMul", &op_matmul).differentiable();
   s.add("MatMulInteger", &op_matmul);
   s.add("QLinearMatMul", &op_matmul);
-  s.add("com.microsoft", "FusedMatMul", &op_matmul);
+  s.add("com.microsoft", "FusedMatMul", &op_ms_fused_matmul);
   s.add("com.microsoft", "MatMulIntegerToFloat", &op_matmul);
   s.add("com.microsoft", "DynamicQuantizeMatMul", &op_matmul);
   s.add("Gemm", &op_gemm);

@@ -311,6 +311,25 @@ TEST(ShapeInference, UnknownOpGivesUnknownRankAndIsListed) {
   EXPECT_EQ(shape::describe_ops_without_shape_fn(m.g()), "my.domain::FancyOp 1\n");
 }
 
+TEST(ShapeInference, MicrosoftFusedMatMulAppliesItsTransposes) {
+  // transBatchX moves X's dim 0 before its last dim, then transX swaps the last two (as the kernel).
+  M m(17);
+  m.model.opset_imports.push_back({"com.microsoft", 1});
+  m.g().inputs = {vi("a", DataType::kFloat, {D(2), D(4), D(3)}), vi("b", DataType::kFloat, {D(5), D(4)}),
+                  vi("c", DataType::kFloat, {D(3), D(2), D(4)}), vi("d", DataType::kFloat, {D(2), D(4), D(5)}),
+                  vi("q", DataType::kInt8, {D(2), D(6)}), vi("w", DataType::kInt8, {D(6), D(7)})};
+  std::vector<ir::Node> nodes = {node("t", "FusedMatMul", {"a", "b"}, {"y1"}, {attr_i("transA", 1), attr_i("transB", 1)}),
+                                 node("tb", "FusedMatMul", {"c", "d"}, {"y2"}, {attr_i("transBatchA", 1)}),
+                                 node("i2f", "MatMulIntegerToFloat", {"q", "w", "s", "s"}, {"y3"})};
+  m.g().initializers["s"] = Tensor(DataType::kFloat, {});
+  for (auto& n : nodes) n.domain = "com.microsoft";
+  m.g().nodes = nodes;
+  ASSERT_TRUE(m.infer().ok());
+  EXPECT_EQ(m.str("y1"), "float32[2,3,5]");
+  EXPECT_EQ(m.str("y2"), "float32[2,3,5]");
+  EXPECT_EQ(m.str("y3"), "float32[2,7]");
+}
+
 TEST(ShapeInference, EmbedLayerNormalization) {
   M m(11);
   m.model.opset_imports.push_back({"com.microsoft", 1});
