@@ -232,7 +232,21 @@ Status op_layernorm(NodeContext& c) {
     int64_t stash = c.ai("stash_type", 1);
     return norm_with_stats(c, c.ai("axis", -1), 1, 2, static_cast<DataType>(stash == 0 ? int64_t(xd) : stash));
   }
-  if (op == "SimplifiedLayerNormalization") return norm_with_stats(c, c.ai("axis", -1), 1, 1, DataType::kFloat);
+  if (op == "SimplifiedLayerNormalization") {
+    NXRT_RETURN_IF_ERROR(norm_with_stats(c, c.ai("axis", -1), 1, 1, DataType::kFloat));
+    // Y takes the scale's type (ORT: V), as the kernel writes it: a float16 X with a float32 scale
+    // gives float32.
+    const ValueFacts& g = c.input(1);
+    if (c.nin() > 1 && g.dtype != DataType::kUndefined && g.dtype != xd) {
+      ValueFacts y = c.input(0);
+      y.dtype = g.dtype;
+      y.has_values = false;
+      y.values.clear();
+      y.float_values.clear();
+      c.set(0, std::move(y));
+    }
+    return Status::Ok();
+  }
   // Skip(Simplified)LayerNormalization: output, mean, inv_std_var, input_skip_bias_sum.
   // (ORT: mean/inv_std_var are float with the leading dims.)
   if (op == "SkipSimplifiedLayerNormalization" || op == "SkipLayerNormalization") {

@@ -330,6 +330,16 @@ TEST(ShapeInference, MicrosoftFusedMatMulAppliesItsTransposes) {
   EXPECT_EQ(m.str("y3"), "float32[2,7]");
 }
 
+TEST(ShapeInference, SimplifiedLayerNormalizationTakesTheScalesType) {
+  M m(17);
+  m.g().inputs = {vi("x", DataType::kFloat16, {D("batch"), D(8)})};
+  m.g().initializers["g"] = Tensor(DataType::kFloat, {8});
+  m.g().nodes = {node("n", "SimplifiedLayerNormalization", {"x", "g"}, {"y", "inv"})};
+  ASSERT_TRUE(m.infer().ok());
+  EXPECT_EQ(m.str("y"), "float32[batch,8]");
+  EXPECT_EQ(m.str("inv"), "float32[batch,1]");
+}
+
 TEST(ShapeInference, EmbedLayerNormalization) {
   M m(11);
   m.model.opset_imports.push_back({"com.microsoft", 1});
