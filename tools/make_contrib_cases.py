@@ -371,6 +371,69 @@ dqmm("dynamicquantizematmul_percol_bias", 9, 30, 33, True, True)
 dqmm("dynamicquantizematmul_u8_weights", 5, 24, 16, True, False, b_signed=False)
 
 
+# ---- QLinear* (QOperator-quantized models) ---------------------------------------------------------
+def qscal(v):
+    return np.array(v, np.float32)
+
+
+def qlin_binary(name, op, sa, sb, signed):
+    et = I8 if signed else U8
+    npdt = np.int8 if signed else np.uint8
+    inits = {"as": qscal(0.021), "az": np.array(-5 if signed else 121, npdt), "bs": qscal(0.017),
+             "bz": np.array(3 if signed else 130, npdt), "cs": qscal(0.04 if op == "QLinearAdd" else 0.003),
+             "cz": np.array(-2 if signed else 127, npdt)}
+    case(name, op, [("a", et, sa), "as", "az", ("b", et, sb), "bs", "bz", "cs", "cz"], ["y"], inits, out_et=et)
+
+
+qlin_binary("qlinearadd_u8", "QLinearAdd", [2, 3, 8], [2, 3, 8], False)
+qlin_binary("qlinearadd_s8_bcast", "QLinearAdd", [2, 3, 8], [8], True)
+qlin_binary("qlinearmul_u8_bcast", "QLinearMul", [4, 1, 6], [1, 5, 6], False)
+qlin_binary("qlinearmul_s8", "QLinearMul", [3, 7], [3, 7], True)
+
+
+def qlin_unary(name, op, signed, **attrs):
+    et = I8 if signed else U8
+    npdt = np.int8 if signed else np.uint8
+    inits = {"xs": qscal(0.05), "xz": np.array(-10 if signed else 118, npdt), "ys": qscal(1.0 / 256 if op == "QLinearSigmoid" else 0.03),
+             "yz": np.array(-128 if (signed and op == "QLinearSigmoid") else (0 if op == "QLinearSigmoid" else (5 if signed else 100)), npdt)}
+    case(name, op, [("x", et, [2, 4, 9]), "xs", "xz", "ys", "yz"], ["y"], inits, out_et=et, **attrs)
+
+
+qlin_unary("qlinearsigmoid_u8", "QLinearSigmoid", False)
+qlin_unary("qlinearsigmoid_s8", "QLinearSigmoid", True)
+qlin_unary("qlinearleakyrelu_u8", "QLinearLeakyRelu", False, alpha=0.1)
+qlin_unary("qlinearleakyrelu_s8", "QLinearLeakyRelu", True, alpha=0.2)
+
+
+def qlin_gap(name, shape, signed, channels_last=0):
+    et = I8 if signed else U8
+    npdt = np.int8 if signed else np.uint8
+    inits = {"xs": qscal(0.03), "xz": np.array(4 if signed else 125, npdt), "ys": qscal(0.011), "yz": np.array(-3 if signed else 90, npdt)}
+    case(name, "QLinearGlobalAveragePool", [("x", et, shape), "xs", "xz", "ys", "yz"], ["y"], inits, out_et=et,
+         channels_last=channels_last)
+
+
+qlin_gap("qlineargap_u8", [2, 5, 7, 7], False)
+qlin_gap("qlineargap_s8_nhwc", [2, 6, 6, 8], True, channels_last=1)
+
+
+def qlin_concat(name, shapes, axis, signed, same=False):
+    et = I8 if signed else U8
+    npdt = np.int8 if signed else np.uint8
+    inits = {"ys": qscal(0.05), "yz": np.array(2 if signed else 128, npdt)}
+    ins = ["ys", "yz"]
+    for i, sh in enumerate(shapes):
+        inits[f"s{i}"] = qscal(0.05 if same else 0.02 + 0.015 * i)
+        inits[f"z{i}"] = np.array(2 if signed else 128, npdt) if same else np.array((-7 + 5 * i) if signed else (100 + 20 * i), npdt)
+        ins += [(f"x{i}", et, sh), f"s{i}", f"z{i}"]
+    case(name, "QLinearConcat", ins, ["y"], inits, out_et=et, axis=axis)
+
+
+qlin_concat("qlinearconcat_u8", [[1, 3, 4, 4], [1, 5, 4, 4]], 1, False)
+qlin_concat("qlinearconcat_s8_axis_last", [[2, 3, 2], [2, 3, 5], [2, 3, 1]], -1, True)
+qlin_concat("qlinearconcat_u8_same_params", [[2, 4], [3, 4]], 0, False, same=True)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)

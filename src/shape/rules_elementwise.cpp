@@ -46,6 +46,14 @@ Status op_int_unary(NodeContext& c) {
   return Status::Ok();
 }
 
+Status op_qlinear_binary(NodeContext& c) {
+  bool known;
+  std::vector<SymDim> dims;
+  NXRT_RETURN_IF_ERROR(broadcast(c, {c.has(0) ? c.in[0] : nullptr, c.has(3) ? c.in[3] : nullptr}, &known, &dims));
+  c.set(0, known ? tensor(c.input(0).dtype, dims) : tensor_unknown_rank(c.input(0).dtype));
+  return Status::Ok();
+}
+
 Status op_binary(NodeContext& c) {
   bool known;
   std::vector<SymDim> dims;
@@ -223,9 +231,12 @@ void add_elementwise_schemas(SchemaList& s) {
   s.add("DequantizeLinear", &op_quantize).rank(kSameAsInput0);
   s.add("DynamicQuantizeLinear", &op_dyn_quant).rank(kSameAsInput0);
 
-  for (const char* op : {"Gelu", "FastGelu", "BiasGelu", "QuickGelu"}) {
+  for (const char* op : {"Gelu", "FastGelu", "BiasGelu", "QuickGelu", "QLinearSigmoid", "QLinearLeakyRelu"}) {
     s.add("com.microsoft", op, &same_as_input0).rank(kSameAsInput0);
   }
+  // com.microsoft QLinearAdd / QLinearMul (A, A_scale, A_zp, B, ...): A and B broadcast; A's type.
+  s.add("com.microsoft", "QLinearAdd", &op_qlinear_binary);
+  s.add("com.microsoft", "QLinearMul", &op_qlinear_binary);
   // The optimizer's fused activations (src/ops/fused/ copies the ai.onnx kernels). Not marked in place:
   // the hand list this replaced reached only the ai.onnx defs, and whether these gain from it is unmeasured.
   for (const char* op : {"Swish", "HardSwish", "Gelu"}) s.add(ir::kNxrtDomain, op, &same_as_input0).rank(kSameAsInput0);

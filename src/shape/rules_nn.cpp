@@ -149,6 +149,18 @@ Status op_global_pool(NodeContext& c) {
   return Status::Ok();
 }
 
+// com.microsoft QLinearGlobalAveragePool: 1 over the spatial dims (NCHW, or NHWC with channels_last).
+Status op_qlinear_global_pool(NodeContext& c) {
+  const ValueFacts& x = c.input(0);
+  if (!x.has_shape || x.dims.size() < 3) return same_as_input0(c);
+  const bool last = c.ai("channels_last", 0) != 0;
+  std::vector<SymDim> dims = x.dims;
+  for (size_t i = 1; i < dims.size(); ++i)
+    if (last ? i + 1 < dims.size() : i >= 2) dims[i] = SymDim::c(1);
+  c.set(0, tensor(x.dtype, dims));
+  return Status::Ok();
+}
+
 // nxrt::FusedConv (X, W, B?, Z?): the conv's output; with a residual Z, that shape only when Z has
 // exactly it (a broadcasting Z is left unknown rather than guessed).
 Status op_fused_conv(NodeContext& c) {
@@ -380,6 +392,7 @@ void add_nn_schemas(SchemaList& s) {
   for (const char* op : {"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"}) {
     s.add(op, &op_global_pool).rank(kSameAsInput0);
   }
+  s.add("com.microsoft", "QLinearGlobalAveragePool", &op_qlinear_global_pool).rank(kSameAsInput0);
   s.add("BatchNormalization", &op_batchnorm).rank(kSameAsInput0);
   s.add("LayerNormalization", &op_layernorm).rank(kSameAsInput0);
   // Some exports put SimplifiedLayerNormalization in the default domain.

@@ -223,6 +223,45 @@ Status op_transpose(NodeContext& c) {
   return Status::Ok();
 }
 
+// com.microsoft QLinearConcat (Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) triples): the
+// concatenation of the X inputs along `axis`, of X0's type.
+Status op_qlinear_concat(NodeContext& c) {
+  const ValueFacts* first = nullptr;
+  bool all_known = true;
+  for (size_t i = 2; i < c.nin(); i += 3) {
+    if (!c.has(i) || !c.input(i).has_shape) {
+      all_known = false;
+    } else if (!first) {
+      first = c.in[i];
+    }
+  }
+  const DataType dt = c.has(2) ? c.input(2).dtype : DataType::kUndefined;
+  if (!first || !all_known) {
+    c.set(0, tensor_unknown_rank(dt));
+    return Status::Ok();
+  }
+  const int64_t r = static_cast<int64_t>(first->dims.size());
+  int64_t axis = c.ai("axis", 0);
+  if (!norm_axis(axis, r)) return c.error("axis " + std::to_string(axis) + " out of range for " + c.shape_str(*first));
+  std::vector<SymDim> out = first->dims;
+  std::vector<SymDim> terms;
+  for (size_t i = 2; i < c.nin(); i += 3) {
+    const ValueFacts& x = c.input(i);
+    if (static_cast<int64_t>(x.dims.size()) != r) return c.error("inputs differ in rank: " + c.shape_str(*first) + " and " + c.shape_str(x));
+    for (int64_t j = 0; j < r; ++j) {
+      if (j == axis) continue;
+      SymDim res;
+      NXRT_RETURN_IF_ERROR(c.unify(out[static_cast<size_t>(j)], x.dims[static_cast<size_t>(j)],
+                                   "inputs differ off the concat axis: " + c.shape_str(*first) + " and " + c.shape_str(x), &res));
+      out[static_cast<size_t>(j)] = res;
+    }
+    terms.push_back(x.dims[static_cast<size_t>(axis)]);
+  }
+  out[static_cast<size_t>(axis)] = add(c.S, terms);
+  c.set(0, tensor(dt, out));
+  return Status::Ok();
+}
+
 Status op_concat(NodeContext& c) {
   DataType dt = DataType::kUndefined;
   const ValueFacts* first = nullptr;
@@ -542,6 +581,7 @@ void add_tensor_schemas(SchemaList& s) {
   s.add("Unsqueeze", &op_unsqueeze);
   s.add("Transpose", &op_transpose).rank(kSameAsInput0);
   s.add("Concat", &op_concat).rank(kSameAsInputs);
+  s.add("com.microsoft", "QLinearConcat", &op_qlinear_concat);
   s.add("Split", &op_split);
   s.add("Slice", &op_slice).rank(kSameAsInput0);
   s.add("Expand", &op_expand);

@@ -1,6 +1,7 @@
 // com.microsoft contrib ops used by LLM and BERT exports (semantics: onnxruntime docs/ContribOperators.md):
 // SkipLayerNormalization, SkipSimplifiedLayerNormalization, SimplifiedLayerNormalization, Gelu,
-// FastGelu, BiasGelu, QuickGelu, RotaryEmbedding, FusedMatMul, GatherBlockQuantized.
+// FastGelu, BiasGelu, QuickGelu, RotaryEmbedding, FusedMatMul, GatherBlockQuantized (the QLinear* ops:
+// qlinear_ops.cpp).
 // MatMulNBits lives in contrib/matmul_nbits.cpp, the attention ops in attention/ms_attention.cpp.
 #include <algorithm>
 #include <cmath>
@@ -22,6 +23,7 @@ namespace nxrt::ops::contrib {
 void register_contrib_matmulnbits(ep::KernelRegistry& r);
 void register_contrib_attention(ep::KernelRegistry& r);
 void register_contrib_embed_layer_norm(ep::KernelRegistry& r);  // embed_layer_norm.cpp
+void register_contrib_qlinear(ep::KernelRegistry& r);          // qlinear_ops.cpp
 
 namespace {
 
@@ -584,6 +586,7 @@ void register_contrib_ops_all(ep::KernelRegistry& r) {
   register_contrib_matmulnbits(r);
   register_contrib_attention(r);
   register_contrib_embed_layer_norm(r);
+  register_contrib_qlinear(r);
 }
 
 }  // namespace nxrt::ops::contrib

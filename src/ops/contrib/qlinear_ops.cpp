@@ -1,0 +1,259 @@
+// com.microsoft QLinear* ops of QOperator-quantized models (onnxruntime's quantize_static in QOperator
+// form, the ONNX model zoo's -int8 CNNs): QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu,
+// QLinearGlobalAveragePool, QLinearConcat. Each dequantizes its 8-bit inputs (x_scale * (x - x_zp)),
+// computes in float and quantizes the result (round half to even of value / y_scale, + y_zp,
+// saturated to the output's range), as the ONNX QuantizeLinear formula that ORT's kernels follow.
+// ORT's vector kernels take some of these in fixed point, so its bytes and these can differ by one at
+// a rounding tie (scripts/check_contrib_ort.sh compares within one step).
+//   QLinearAdd / QLinearMul (A, A_scale, A_zero_point?, B, B_scale, B_zero_point?, C_scale, C_zero_point?)
+//     with numpy broadcasting of A and B; C has A's type.
+//   QLinearSigmoid / QLinearLeakyRelu(alpha) (X, X_scale, X_zero_point?, Y_scale, Y_zero_point?): one
+//     256-entry table a call (every input byte's output).
+//   QLinearGlobalAveragePool(X, x_scale, x_zero_point, y_scale, y_zero_point; channels_last): the mean
+//     over the spatial dims, from exact integer sums.
+//   QLinearConcat(Y_scale, Y_zero_point, X0, X0_scale, X0_zero_point, X1, ...; axis): each input
+//     requantized to Y's scale and zero point (copied when they match).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ops/common.h"
+#include "ops/elementwise/elementwise_util.h"
+
+namespace nxrt::ops::contrib {
+namespace {
+
+bool is_q8(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
+
+// One (scale, zero point) pair: scale a float32 scalar, zero point absent (0) or one value of `dt`.
+struct QParams {
+  float scale = 1.f;
+  int32_t zp = 0;
+};
+
+Result<QParams> qparams(ep::KernelContext& ctx, size_t scale_idx, size_t zp_idx, DataType dt, const char* what) {
+  QParams q;
+  NXRT_ASSIGN_OR_RETURN(const Tensor& s, ctx.required_tensor(scale_idx, what));
+  if (s.dtype() != DataType::kFloat || s.numel() != 1) {
+    return ctx.error(std::string(what) + " must be one float32 value, got " + s.describe(), StatusCode::kInvalidArgument);
+  }
+  q.scale = s.data<float>()[0];
+  if (ctx.has_input(zp_idx)) {
+    const Tensor& z = ctx.input(zp_idx);
+    if (z.dtype() != dt || z.numel() != 1) {
+      return ctx.error(std::string(what) + "'s zero point must be one " + dtype_name(dt) + " value, got " + z.describe(),
+                       StatusCode::kInvalidArgument);
+    }
+    q.zp = dt == DataType::kUInt8 ? static_cast<int32_t>(z.data<uint8_t>()[0]) : static_cast<int32_t>(z.data<int8_t>()[0]);
+  }
+  return q;
+}
+
+// value / scale rounded half to even, + zp, saturated to [lo, hi] (NaN to zp's saturation of 0 + zp:
+// the integer conversion of a NaN is not defined, so it is mapped first).
+inline int32_t quantize(float value, const QParams& q, int32_t lo, int32_t hi) {
+  float r = std::nearbyint(value / q.scale);
+  if (std::isnan(r)) r = 0.f;
+  r = std::min(static_cast<float>(hi - q.zp), std::max(static_cast<float>(lo - q.zp), r));
+  return static_cast<int32_t>(r) + q.zp;
+}
+
+template <typename T>
+inline float dequant(T v, const QParams& q) {
+  return q.scale * static_cast<float>(static_cast<int32_t>(v) - q.zp);
+}
+
+template <typename T>
+constexpr int32_t lo_of() {
+  return std::numeric_limits<T>::min();
+}
+template <typename T>
+constexpr int32_t hi_of() {
+  return std::numeric_limits<T>::max();
+}
+
+template <bool kMul>
+Status qlinear_binary(ep::KernelContext& ctx) {
+  NXRT_ASSIGN_OR_RETURN(const Tensor& a, ctx.required_tensor(0, "A"));
+  NXRT_ASSIGN_OR_RETURN(const Tensor& b, ctx.required_tensor(3, "B"));
+  if (!is_q8(a.dtype()) || b.dtype() != a.dtype()) {
+    return ctx.error("A and B must both be uint8 or int8, got " + a.describe() + " and " + b.describe(), StatusCode::kInvalidArgument);
+  }
+  NXRT_ASSIGN_OR_RETURN(const QParams qa, qparams(ctx, 1, 2, a.dtype(), "A_scale"));
+  NXRT_ASSIGN_OR_RETURN(const QParams qb, qparams(ctx, 4, 5, a.dtype(), "B_scale"));
+  NXRT_ASSIGN_OR_RETURN(const QParams qc, qparams(ctx, 6, 7, a.dtype(), "C_scale"));
+  Dims out;
+  if (!broadcast_shapes(a.shape(), b.shape(), &out)) {
+    return ctx.error("A and B do not broadcast: " + a.describe() + " and " + b.describe(), StatusCode::kInvalidArgument);
+  }
+  NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, a.dtype(), out));
+  const ew::BcastPlan plan = ew::make_plan(out, {&a.shape(), &b.shape()});
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    ew::apply_binary(ctx.pool(), plan, a.data<T>(), b.data<T>(), y->data<T>(), [&](T x, T z) {
+      const float va = dequant(x, qa), vb = dequant(z, qb);
+      return static_cast<T>(quantize(kMul ? va * vb : va + vb, qc, lo_of<T>(), hi_of<T>()));
+    });
+  };
+  if (a.dtype() == DataType::kUInt8) run(uint8_t{});
+  else run(int8_t{});
+  return Status::Ok();
+}
+
+// kind 0: Sigmoid, 1: LeakyRelu.
+template <int kind>
+Status qlinear_unary(ep::KernelContext& ctx) {
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "X"));
+  if (!is_q8(x.dtype())) return ctx.error("X must be uint8 or int8, got " + x.describe(), StatusCode::kInvalidArgument);
+  NXRT_ASSIGN_OR_RETURN(const QParams qx, qparams(ctx, 1, 2, x.dtype(), "X_scale"));
+  NXRT_ASSIGN_OR_RETURN(const QParams qy, qparams(ctx, 3, 4, x.dtype(), "Y_scale"));
+  const float alpha = ctx.info().attr_float("alpha", 0.01f);
+  NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), x.shape()));
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    uint8_t table[256];
+    for (int v = lo_of<T>(); v <= hi_of<T>(); ++v) {
+      const float f = dequant(static_cast<T>(v), qx);
+      const float r = kind == 0 ? 1.f / (1.f + std::exp(-f)) : (f >= 0.f ? f : alpha * f);
+      table[static_cast<uint8_t>(static_cast<T>(v))] = static_cast<uint8_t>(static_cast<T>(quantize(r, qy, lo_of<T>(), hi_of<T>())));
+    }
+    const uint8_t* in = static_cast<const uint8_t*>(x.raw_data());
+    uint8_t* o = static_cast<uint8_t*>(y->raw_data());
+    ew::run_flat(ctx.pool(), x.numel(), 65536, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = table[in[i]];
+    });
+  };
+  if (x.dtype() == DataType::kUInt8) run(uint8_t{});
+  else run(int8_t{});
+  return Status::Ok();
+}
+
+Status qlinear_global_average_pool(ep::KernelContext& ctx) {
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "X"));
+  if (!is_q8(x.dtype()) || x.rank() < 3) {
+    return ctx.error("X must be uint8 or int8 of rank >= 3, got " + x.describe(), StatusCode::kInvalidArgument);
+  }
+  NXRT_ASSIGN_OR_RETURN(const QParams qx, qparams(ctx, 1, 2, x.dtype(), "x_scale"));
+  NXRT_ASSIGN_OR_RETURN(const QParams qy, qparams(ctx, 3, 4, x.dtype(), "y_scale"));
+  const bool channels_last = ctx.info().attr_int("channels_last", 0) != 0;
+  const int64_t N = x.dim(0), C = channels_last ? x.dim(-1) : x.dim(1);
+  int64_t HW = 1;
+  Dims out = x.shape();
+  for (int64_t d = 1; d < x.rank(); ++d) {
+    const bool spatial = channels_last ? d < x.rank() - 1 : d > 1;
+    if (spatial) {
+      HW *= x.dim(d);
+      out[static_cast<size_t>(d)] = 1;
+    }
+  }
+  NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), out));
+  if (HW == 0) return ctx.error("X has no spatial elements: " + x.describe(), StatusCode::kInvalidArgument);
+  // mean of x_scale * (x - x_zp) = x_scale * (sum - HW * x_zp) / HW.
+  const float mult = qx.scale / static_cast<float>(HW);
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data<T>();
+    T* o = y->data<T>();
+    ctx.pool().parallel_for(N * C, std::max<int64_t>(1, 16384 / HW), [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t n = p / C, c = p % C;
+        int64_t sum = 0;
+        if (channels_last) {
+          for (int64_t i = 0; i < HW; ++i) sum += in[(n * HW + i) * C + c];
+        } else {
+          const T* row = in + p * HW;
+          for (int64_t i = 0; i < HW; ++i) sum += row[i];
+        }
+        const float v = static_cast<float>(sum - HW * qx.zp) * mult;
+        o[p] = static_cast<T>(quantize(v, qy, lo_of<T>(), hi_of<T>()));
+      }
+    });
+  };
+  if (x.dtype() == DataType::kUInt8) run(uint8_t{});
+  else run(int8_t{});
+  return Status::Ok();
+}
+
+Status qlinear_concat(ep::KernelContext& ctx) {
+  const size_t n_in = ctx.num_inputs();
+  if (n_in < 5 || (n_in - 2) % 3 != 0) {
+    return ctx.error("QLinearConcat takes Y_scale, Y_zero_point and (X, X_scale, X_zero_point) triples, got " +
+                         std::to_string(n_in) + " inputs",
+                     StatusCode::kInvalidArgument);
+  }
+  NXRT_ASSIGN_OR_RETURN(const Tensor& x0, ctx.required_tensor(2, "X0"));
+  const DataType dt = x0.dtype();
+  if (!is_q8(dt)) return ctx.error("inputs must be uint8 or int8, got " + x0.describe(), StatusCode::kInvalidArgument);
+  NXRT_ASSIGN_OR_RETURN(const QParams qy, qparams(ctx, 0, 1, dt, "Y_scale"));
+  const int64_t rank = x0.rank();
+  int64_t axis = ctx.info().attr_int("axis", 0);
+  if (!normalize_axis(&axis, rank)) return ctx.error("axis out of range for " + x0.describe(), StatusCode::kInvalidArgument);
+  const size_t k = (n_in - 2) / 3;
+  std::vector<const Tensor*> xs(k);
+  std::vector<QParams> qs(k);
+  Dims out = x0.shape();
+  out[static_cast<size_t>(axis)] = 0;
+  for (size_t i = 0; i < k; ++i) {
+    const std::string name = "X" + std::to_string(i);
+    NXRT_ASSIGN_OR_RETURN(const Tensor& xi, ctx.required_tensor(2 + 3 * i, name.c_str()));
+    if (xi.dtype() != dt || xi.rank() != rank) {
+      return ctx.error(name + " must be " + dtype_name(dt) + " of rank " + std::to_string(rank) + ", got " + xi.describe(),
+                       StatusCode::kInvalidArgument);
+    }
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d != axis && xi.dim(d) != x0.dim(d)) {
+        return ctx.error(name + " " + xi.describe() + " differs from X0 " + x0.describe() + " off the axis", StatusCode::kInvalidArgument);
+      }
+    }
+    NXRT_ASSIGN_OR_RETURN(qs[i], qparams(ctx, 3 + 3 * i, 4 + 3 * i, dt, (name + "_scale").c_str()));
+    xs[i] = &xi;
+    out[static_cast<size_t>(axis)] += xi.dim(axis);
+  }
+  NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, dt, out));
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= out[static_cast<size_t>(d)];
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= out[static_cast<size_t>(d)];
+  const int64_t row = out[static_cast<size_t>(axis)] * inner;
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    T* o = y->data<T>();
+    int64_t off = 0;
+    for (size_t i = 0; i < k; ++i) {
+      const int64_t len = xs[i]->dim(axis) * inner;
+      const T* in = xs[i]->data<T>();
+      const bool same = qs[i].scale == qy.scale && qs[i].zp == qy.zp;
+      T table[256];
+      if (!same)
+        for (int v = lo_of<T>(); v <= hi_of<T>(); ++v)
+          table[static_cast<uint8_t>(static_cast<T>(v))] = static_cast<T>(quantize(dequant(static_cast<T>(v), qs[i]), qy, lo_of<T>(), hi_of<T>()));
+      for (int64_t r = 0; r < outer; ++r) {
+        const T* src = in + r * len;
+        T* dst = o + r * row + off;
+        if (same) std::memcpy(dst, src, static_cast<size_t>(len) * sizeof(T));
+        else
+          for (int64_t j = 0; j < len; ++j) dst[j] = table[static_cast<uint8_t>(src[j])];
+      }
+      off += len;
+    }
+  };
+  if (dt == DataType::kUInt8) run(uint8_t{});
+  else run(int8_t{});
+  return Status::Ok();
+}
+
+}  // namespace
+
+void register_contrib_qlinear(ep::KernelRegistry& r) {
+  const std::string ms = "com.microsoft";
+  r.add_fn(ms, "QLinearAdd", 1, INT64_MAX, &qlinear_binary<false>);
+  r.add_fn(ms, "QLinearMul", 1, INT64_MAX, &qlinear_binary<true>);
+  r.add_fn(ms, "QLinearSigmoid", 1, INT64_MAX, &qlinear_unary<0>);
+  r.add_fn(ms, "QLinearLeakyRelu", 1, INT64_MAX, &qlinear_unary<1>);
+  r.add_fn(ms, "QLinearGlobalAveragePool", 1, INT64_MAX, &qlinear_global_average_pool);
+  r.add_fn(ms, "QLinearConcat", 1, INT64_MAX, &qlinear_concat);
+}
+
+}  // namespace nxrt::ops::contrib

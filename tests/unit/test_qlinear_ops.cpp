@@ -1,0 +1,140 @@
+// com.microsoft QLinearAdd / QLinearMul / QLinearSigmoid / QLinearLeakyRelu / QLinearGlobalAveragePool /
+// QLinearConcat (ops/contrib/qlinear_ops.cpp) against the quantization formula written out here:
+// dequantize (scale * (q - zp)), compute in float, quantize (round half to even of v / scale, + zp,
+// saturate). scripts/check_contrib_ort.sh holds the same ops to ONNX Runtime.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kernel_test_util.h"
+
+namespace nxrt {
+namespace {
+
+using testing::KernelRun;
+
+template <typename T>
+int32_t q(float v, float scale, int32_t zp) {
+  float r = std::nearbyint(v / scale) + static_cast<float>(zp);
+  r = std::min<float>(std::numeric_limits<T>::max(), std::max<float>(std::numeric_limits<T>::min(), r));
+  return static_cast<int32_t>(r);
+}
+Value scal(float v) { return Value(Tensor::from_vector<float>(DataType::kFloat, {}, {v})); }
+template <typename T>
+Value zp(T v, DataType dt) { return Value(Tensor::from_vector<T>(dt, {}, {v})); }
+template <typename T>
+Tensor random_q(DataType dt, Dims shape, std::mt19937& rng) {
+  Tensor t(dt, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<T>()[i] = static_cast<T>(static_cast<int>(rng() % 256) + std::numeric_limits<T>::min());
+  return t;
+}
+template <typename T>
+int32_t at(const Tensor& t, int64_t i) { return static_cast<int32_t>(t.data<T>()[i]); }
+
+TEST(OpsQLinear, AddAndMulBroadcastAndSaturate) {
+  std::mt19937 rng(3);
+  for (bool mul : {false, true}) {
+    const Tensor a = random_q<uint8_t>(DataType::kUInt8, {2, 3, 4}, rng), b = random_q<uint8_t>(DataType::kUInt8, {4}, rng);
+    const float sa = 0.03f, sb = 0.02f, sc = mul ? 0.004f : 0.05f;
+    const uint8_t za = 120, zb = 131, zc = 125;
+    for (int threads : {1, 2}) {
+      KernelRun r{mul ? "QLinearMul" : "QLinearAdd", "com.microsoft", 1, {},
+                  {Value(a), scal(sa), zp<uint8_t>(za, DataType::kUInt8), Value(b), scal(sb), zp<uint8_t>(zb, DataType::kUInt8), scal(sc),
+                   zp<uint8_t>(zc, DataType::kUInt8)}};
+      r.threads = threads;
+      auto got = testing::run_kernel(r);
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      const Tensor& y = (*got)[0].tensor();
+      ASSERT_EQ(y.shape(), (Dims{2, 3, 4}));
+      int saturated = 0;
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        const float va = sa * static_cast<float>(at<uint8_t>(a, i) - za), vb = sb * static_cast<float>(at<uint8_t>(b, i % 4) - zb);
+        const int32_t want = q<uint8_t>(mul ? va * vb : va + vb, sc, zc);
+        saturated += want == 0 || want == 255;
+        EXPECT_EQ(at<uint8_t>(y, i), want) << (mul ? "mul " : "add ") << i;
+      }
+      if (mul) {
+        EXPECT_GT(saturated, 0);  // the small product scale pushes some past the range
+      }
+    }
+  }
+  // Mismatched operand types are an error naming both.
+  KernelRun bad{"QLinearAdd", "com.microsoft", 1, {},
+                {Value(Tensor(DataType::kUInt8, {2})), scal(1.f), Value(), Value(Tensor(DataType::kInt8, {2})), scal(1.f), Value(), scal(1.f)}};
+  auto r = testing::run_kernel(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("int8"), std::string::npos);
+}
+
+TEST(OpsQLinear, SigmoidAndLeakyReluTables) {
+  std::mt19937 rng(5);
+  const Tensor x = random_q<int8_t>(DataType::kInt8, {5, 51}, rng);
+  for (bool leaky : {false, true}) {
+    const float sx = 0.06f, sy = leaky ? 0.03f : 1.f / 256;
+    const int8_t zx = -9, zy = leaky ? 4 : -128;
+    KernelRun r{leaky ? "QLinearLeakyRelu" : "QLinearSigmoid", "com.microsoft", 1, {},
+                {Value(x), scal(sx), zp<int8_t>(zx, DataType::kInt8), scal(sy), zp<int8_t>(zy, DataType::kInt8)}};
+    if (leaky) r.attributes = {testing::attr_float("alpha", 0.15f)};
+    auto got = testing::run_kernel(r);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const float f = sx * static_cast<float>(at<int8_t>(x, i) - zx);
+      const float v = leaky ? (f >= 0.f ? f : 0.15f * f) : 1.f / (1.f + std::exp(-f));
+      EXPECT_EQ(at<int8_t>((*got)[0].tensor(), i), q<int8_t>(v, sy, zy)) << i;
+    }
+  }
+}
+
+TEST(OpsQLinear, GlobalAveragePoolNchwAndNhwc) {
+  std::mt19937 rng(7);
+  for (bool last : {false, true}) {
+    const Dims shape = last ? Dims{2, 5, 3, 6} : Dims{2, 6, 5, 3};
+    const Tensor x = random_q<uint8_t>(DataType::kUInt8, shape, rng);
+    const float sx = 0.04f, sy = 0.013f;
+    const uint8_t zx = 128, zy = 100;
+    KernelRun r{"QLinearGlobalAveragePool", "com.microsoft", 1, {},
+                {Value(x), scal(sx), zp<uint8_t>(zx, DataType::kUInt8), scal(sy), zp<uint8_t>(zy, DataType::kUInt8)}};
+    r.attributes = {testing::attr_int("channels_last", last ? 1 : 0)};
+    r.threads = 2;
+    auto got = testing::run_kernel(r);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    const Tensor& y = (*got)[0].tensor();
+    EXPECT_EQ(y.shape(), last ? (Dims{2, 1, 1, 6}) : (Dims{2, 6, 1, 1}));
+    const int64_t HW = 15;
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t c = 0; c < 6; ++c) {
+        int64_t sum = 0;
+        for (int64_t i = 0; i < HW; ++i) sum += at<uint8_t>(x, last ? (n * HW + i) * 6 + c : (n * 6 + c) * HW + i);
+        const float v = static_cast<float>(sum - HW * zx) * (sx / static_cast<float>(HW));
+        EXPECT_EQ(at<uint8_t>(y, n * 6 + c), q<uint8_t>(v, sy, zy)) << n << "," << c;
+      }
+  }
+}
+
+TEST(OpsQLinear, ConcatRequantizesEachInput) {
+  std::mt19937 rng(11);
+  const Tensor x0 = random_q<uint8_t>(DataType::kUInt8, {2, 3, 2}, rng), x1 = random_q<uint8_t>(DataType::kUInt8, {2, 1, 2}, rng);
+  const float sy = 0.05f, s0 = 0.05f, s1 = 0.02f;
+  const uint8_t zy = 128, z0 = 128, z1 = 90;  // x0 has Y's parameters (copied), x1 is requantized
+  KernelRun r{"QLinearConcat", "com.microsoft", 1, {},
+              {scal(sy), zp<uint8_t>(zy, DataType::kUInt8), Value(x0), scal(s0), zp<uint8_t>(z0, DataType::kUInt8), Value(x1), scal(s1),
+               zp<uint8_t>(z1, DataType::kUInt8)}};
+  r.attributes = {testing::attr_int("axis", 1)};
+  auto got = testing::run_kernel(r);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  const Tensor& y = (*got)[0].tensor();
+  ASSERT_EQ(y.shape(), (Dims{2, 4, 2}));
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t c = 0; c < 4; ++c)
+      for (int64_t w = 0; w < 2; ++w) {
+        const int32_t want = c < 3 ? at<uint8_t>(x0, (n * 3 + c) * 2 + w)
+                                   : q<uint8_t>(s1 * static_cast<float>(at<uint8_t>(x1, n * 2 + w) - z1), sy, zy);
+        EXPECT_EQ(at<uint8_t>(y, (n * 4 + c) * 2 + w), want) << n << c << w;
+      }
+  r.inputs.pop_back();  // a triple cut short
+  EXPECT_FALSE(testing::run_kernel(r).ok());
+}
+
+}  // namespace
+}  // namespace nxrt
