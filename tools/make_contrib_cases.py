@@ -434,6 +434,30 @@ qlin_concat("qlinearconcat_s8_axis_last", [[2, 3, 2], [2, 3, 5], [2, 3, 1]], -1,
 qlin_concat("qlinearconcat_u8_same_params", [[2, 4], [3, 4]], 0, False, same=True)
 
 
+def qgemm(name, M, K, N, trans_a, trans_b, per_col, bias, quant_out, a_signed=False, b_signed=True, y_signed=False):
+    inits = {"as": qscal(0.02), "az": np.array(-3 if a_signed else 120, np.int8 if a_signed else np.uint8),
+             "b": q8([N, K] if trans_b else [K, N], b_signed),
+             "bs": (rng.uniform(0.002, 0.02, [N]) if per_col else np.array(0.008)).astype(np.float32),
+             "bz": (q8([N] if per_col else [], b_signed) if not b_signed else np.zeros([N] if per_col else [], np.int8))}
+    ins = [("a", I8 if a_signed else U8, [K, M] if trans_a else [M, K]), "as", "az", "b", "bs", "bz"]
+    if bias or quant_out:
+        if bias:
+            inits["c"] = rng.integers(-2000, 2000, [N]).astype(np.int32)
+        ins.append("c" if bias else "")
+    et = F32
+    if quant_out:
+        inits["ys"] = qscal(0.05)
+        inits["yz"] = np.array(-4 if y_signed else 128, np.int8 if y_signed else np.uint8)
+        ins += ["ys", "yz"]
+        et = I8 if y_signed else U8
+    case(name, "QGemm", ins, ["y"], inits, out_et=et, transA=int(trans_a), transB=int(trans_b), alpha=1.0)
+
+
+qgemm("qgemm_float_out", 5, 32, 20, False, True, False, True, False)
+qgemm("qgemm_u8_out_percol", 4, 24, 17, False, True, True, True, True)
+qgemm("qgemm_s8_out_transa", 3, 16, 9, True, False, False, False, True, a_signed=True, y_signed=True)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)

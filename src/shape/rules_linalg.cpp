@@ -67,6 +67,23 @@ Status op_ms_fused_matmul(NodeContext& c) {
   return Status::Ok();
 }
 
+// com.microsoft QGemm: [M, N] of op(A) and op(B); float32, or y_zero_point's type (uint8 without it)
+// when y_scale is given.
+Status op_qgemm(NodeContext& c) {
+  DataType dt = DataType::kFloat;
+  if (c.has(7)) dt = c.has(8) ? c.input(8).dtype : DataType::kUInt8;
+  const ValueFacts& a = c.input(0);
+  const ValueFacts& b = c.input(3);
+  if (!a.has_shape || !b.has_shape || a.dims.size() != 2 || b.dims.size() != 2) {
+    c.set(0, tensor_unknown_rank(dt));
+    return Status::Ok();
+  }
+  const SymDim m = c.ai("transA", 0) ? a.dims[1] : a.dims[0];
+  const SymDim n = c.ai("transB", 0) ? b.dims[0] : b.dims[1];
+  c.set(0, tensor(dt, {m, n}));
+  return Status::Ok();
+}
+
 // `y` broadcast with optional input `i` when both have shapes (a fused residual or mask widens it).
 Status widen_by_input(NodeContext& c, size_t i, DataType dt, ValueFacts* y) {
   if (!c.has(i) || !c.input(i).has_shape || !y->has_shape) return Status::Ok();
@@ -225,6 +242,7 @@ void add_linalg_schemas(SchemaList& s) {
   s.add("QLinearMatMul", &op_matmul);
   s.add("com.microsoft", "FusedMatMul", &op_ms_fused_matmul);
   s.add("com.microsoft", "MatMulIntegerToFloat", &op_matmul);
+  s.add("com.microsoft", "QGemm", &op_qgemm);
   s.add("com.microsoft", "DynamicQuantizeMatMul", &op_matmul);
   s.add("Gemm", &op_gemm);
   s.add("Einsum", &op_einsum);

@@ -136,5 +136,53 @@ TEST(OpsQLinear, ConcatRequantizesEachInput) {
   EXPECT_FALSE(testing::run_kernel(r).ok());
 }
 
+// QGemm: (alpha * a_scale * b_scale[n]) * float(sum (A - za)(B - zb[n]) + C[n]), float or requantized, B
+// packed (constant) or not, transA / transB, against that formula.
+TEST(OpsQLinear, QGemmFloatAndQuantizedOutputs) {
+  std::mt19937 rng(13);
+  const int64_t M = 6, K = 37, N = 19;
+  for (bool trans_b : {false, true})
+    for (bool quant : {false, true})
+      for (bool packed : {false, true}) {
+        const Tensor a = random_q<uint8_t>(DataType::kUInt8, {K, M}, rng);  // transA = 1
+        const Tensor b = random_q<int8_t>(DataType::kInt8, trans_b ? Dims{N, K} : Dims{K, N}, rng);
+        std::vector<float> bs(static_cast<size_t>(N));
+        std::vector<int32_t> c(static_cast<size_t>(N));
+        for (int64_t n = 0; n < N; ++n) {
+          bs[static_cast<size_t>(n)] = 0.002f + 0.001f * static_cast<float>(n);
+          c[static_cast<size_t>(n)] = static_cast<int32_t>(rng() % 4001) - 2000;
+        }
+        const float sa = 0.021f, alpha = 0.75f, ys = 0.04f;
+        const uint8_t za = 118, yz = 130;
+        KernelRun r{"QGemm", "com.microsoft", 1, {},
+                    {Value(a), scal(sa), zp<uint8_t>(za, DataType::kUInt8), Value(b),
+                     Value(Tensor::from_vector<float>(DataType::kFloat, {N}, bs)), zp<int8_t>(0, DataType::kInt8),
+                     Value(Tensor::from_vector<int32_t>(DataType::kInt32, {N}, c))}};
+        if (quant) {
+          r.inputs.push_back(scal(ys));
+          r.inputs.push_back(zp<uint8_t>(yz, DataType::kUInt8));
+        }
+        r.attributes = {testing::attr_int("transA", 1), testing::attr_int("transB", trans_b ? 1 : 0), testing::attr_float("alpha", alpha)};
+        if (packed) r.const_inputs = {3, 5};
+        r.threads = 2;
+        auto got = testing::run_kernel(r);
+        ASSERT_TRUE(got.ok()) << got.status().to_string();
+        const Tensor& y = (*got)[0].tensor();
+        ASSERT_EQ(y.shape(), (Dims{M, N}));
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            int32_t acc = 0;
+            for (int64_t k = 0; k < K; ++k)
+              acc += (at<uint8_t>(a, k * M + m) - za) * at<int8_t>(b, trans_b ? n * K + k : k * N + n);
+            const float f = static_cast<float>(acc + c[static_cast<size_t>(n)]) * (alpha * sa * bs[static_cast<size_t>(n)]);
+            if (quant) {
+              EXPECT_EQ(at<uint8_t>(y, m * N + n), q<uint8_t>(f, ys, yz)) << m << "," << n;
+            } else {
+              EXPECT_EQ(y.data<float>()[m * N + n], f) << m << "," << n;
+            }
+          }
+      }
+}
+
 }  // namespace
 }  // namespace nxrt

@@ -13,6 +13,7 @@
 //     over the spatial dims, from exact integer sums.
 //   QLinearConcat(Y_scale, Y_zero_point, X0, X0_scale, X0_zero_point, X1, ...; axis): each input
 //     requantized to Y's scale and zero point (copied when they match).
+// QGemm, an 8-bit GEMM, lives with the other integer matmuls (ops/linalg/integer_matmul.cpp).
 #include <algorithm>
 #include <cmath>
 #include <cstring>

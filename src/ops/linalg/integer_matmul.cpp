@@ -534,11 +534,161 @@ class IntegerMatMulToFloat final : public ep::Kernel {
   PackedIntegerB b_;
 };
 
+// ---------------------------------------------------------------------------------------------
+// com.microsoft QGemm (QOperator-quantized Gemm, e.g. a CNN's classifier):
+//   QGemm(A, a_scale, a_zero_point, B, b_scale, b_zero_point, C?, y_scale?, y_zero_point?; alpha,
+//         transA, transB)
+//   Y = (alpha * a_scale * b_scale[n]) * float(sum_k (A - a_zp)(B - b_zp) + C)
+// C is int32 (the bias in the product's scale); without y_scale Y is float32, with it Y is quantized
+// (round half to even of Y / y_scale, + y_zero_point, saturated to y_zero_point's type). A 2-D,
+// a_scale / a_zero_point one value, b_scale / b_zero_point one value or one per column of op(B); C one
+// value, one per column or [M, N]. A constant B is transposed as transB says and packed once.
+class QGemm final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    trans_a_ = info.attr_int("transA", 0) != 0;
+    trans_b_ = info.attr_int("transB", 0) != 0;
+    alpha_ = info.attr_float("alpha", 1.f);
+    const Tensor* b = info.const_input(3);
+    const Tensor* zb = info.input_present(5) ? info.const_input(5) : nullptr;
+    if (!b || b->rank() != 2 || !is_8bit(b->dtype()) || b->numel() == 0 || (info.input_present(5) && !zb)) return Status::Ok();
+    kernel_ = choose_qgemm_kernel(info.isa());
+    if (kernel_ == QGemmKernel::kNone) return Status::Ok();
+    const int64_t K = trans_b_ ? b->dim(1) : b->dim(0), N = trans_b_ ? b->dim(0) : b->dim(1);
+    std::vector<uint8_t> kn(static_cast<size_t>(K * N));
+    const uint8_t* src = static_cast<const uint8_t*>(b->raw_data());
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) kn[static_cast<size_t>(k * N + n)] = trans_b_ ? src[n * K + k] : src[k * N + n];
+    packed_ = qgemm_pack_b(kn.data(), b->dtype() == DataType::kInt8, K, N);
+    return Status::Ok();
+  }
+
+  Status compute(ep::KernelContext& ctx) const override {
+    NXRT_ASSIGN_OR_RETURN(const Tensor& a, ctx.required_tensor(0, "A"));
+    NXRT_ASSIGN_OR_RETURN(const Tensor& as, ctx.required_tensor(1, "a_scale"));
+    NXRT_ASSIGN_OR_RETURN(const Tensor& b, ctx.required_tensor(3, "B"));
+    NXRT_ASSIGN_OR_RETURN(const Tensor& bs, ctx.required_tensor(4, "b_scale"));
+    if (!is_8bit(a.dtype()) || !is_8bit(b.dtype()) || a.rank() != 2 || b.rank() != 2) {
+      return ctx.error("A and B must be 2-D int8/uint8, got " + a.describe() + " and " + b.describe(), StatusCode::kInvalidArgument);
+    }
+    const int64_t M = trans_a_ ? a.dim(1) : a.dim(0), K = trans_a_ ? a.dim(0) : a.dim(1);
+    const int64_t Kb = trans_b_ ? b.dim(1) : b.dim(0), N = trans_b_ ? b.dim(0) : b.dim(1);
+    if (K != Kb) return ctx.error("inner dims differ: " + a.describe() + " x " + b.describe(), StatusCode::kInvalidArgument);
+    if (as.numel() != 1 || as.dtype() != DataType::kFloat) {
+      return ctx.error("a_scale must be one float32 value, got " + as.describe(), StatusCode::kInvalidArgument);
+    }
+    auto bsv = per_column(bs, N, "b_scale");
+    if (!bsv.ok()) return ctx.error(bsv.status().message(), StatusCode::kInvalidArgument);
+    const Tensor* za = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+    const Tensor* zb = ctx.has_input(5) ? &ctx.input(5) : nullptr;
+    if (za && (za->numel() != 1 || za->dtype() != a.dtype())) {
+      return ctx.error("a_zero_point must be one value of A's type, got " + za->describe(), StatusCode::kInvalidArgument);
+    }
+    if (zb && (zb->dtype() != b.dtype() || (zb->numel() != 1 && zb->numel() != N))) {
+      return ctx.error("b_zero_point must be one value or one per column of B's type, got " + zb->describe(), StatusCode::kInvalidArgument);
+    }
+    const Tensor* c = ctx.has_input(6) ? &ctx.input(6) : nullptr;
+    if (c && (c->dtype() != DataType::kInt32 || (c->numel() != 1 && c->numel() != N && c->numel() != M * N))) {
+      return ctx.error("C must be int32 with 1, N or M x N values, got " + c->describe(), StatusCode::kInvalidArgument);
+    }
+    const bool quantized = ctx.has_input(7);
+    DataType ydt = DataType::kFloat;
+    float y_scale = 1.f;
+    int32_t y_zp = 0;
+    if (quantized) {
+      const Tensor& ys = ctx.input(7);
+      if (ys.numel() != 1 || ys.dtype() != DataType::kFloat) {
+        return ctx.error("y_scale must be one float32 value, got " + ys.describe(), StatusCode::kInvalidArgument);
+      }
+      y_scale = ys.data<float>()[0];
+      ydt = DataType::kUInt8;
+      if (ctx.has_input(8)) {
+        const Tensor& yz = ctx.input(8);
+        if (yz.numel() != 1 || !is_8bit(yz.dtype())) {
+          return ctx.error("y_zero_point must be one int8/uint8 value, got " + yz.describe(), StatusCode::kInvalidArgument);
+        }
+        ydt = yz.dtype();
+        y_zp = ydt == DataType::kUInt8 ? static_cast<int32_t>(yz.data<uint8_t>()[0]) : static_cast<int32_t>(yz.data<int8_t>()[0]);
+      }
+    }
+    NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, ydt, {M, N}));
+    if (M == 0 || N == 0) return Status::Ok();
+    // op(A) and op(B) as [M, K] and [K, N] 8-bit tensors.
+    Tensor at_t, bt_t;
+    const Tensor* A = &a;
+    if (trans_a_) {
+      at_t = Tensor(a.dtype(), {M, K});
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < K; ++k) at_t.data<uint8_t>()[m * K + k] = a.data<uint8_t>()[k * M + m];
+      A = &at_t;
+    }
+    NXRT_ASSIGN_OR_RETURN(void* accp, ctx.workspace(static_cast<size_t>(M * N) * sizeof(int32_t)));
+    int32_t* acc = static_cast<int32_t*>(accp);
+    auto zav = zero_points(za);
+    auto zbv = zero_points(zb);
+    if (!zav.ok() || !zbv.ok()) return ctx.error("zero points must be 8-bit", StatusCode::kInvalidArgument);
+    std::vector<int32_t> zbn(static_cast<size_t>(N), 0);
+    if (zb)
+      for (int64_t n = 0; n < N; ++n) zbn[static_cast<size_t>(n)] = zbv.value()[zb->numel() == 1 ? 0 : static_cast<size_t>(n)];
+    if (!packed_.empty() && packed_.K == K && packed_.N == N) {
+      std::vector<int32_t> zam(static_cast<size_t>(M), za ? zav.value()[0] : 0);
+      NXRT_ASSIGN_OR_RETURN(void* ws, ctx.workspace(qgemm_workspace_bytes(packed_, M)));
+      qgemm_u8s8(kernel_, A->raw_data(), A->dtype() == DataType::kInt8, M, K, zam.data(), packed_, zbn.data(), acc, N, &ctx.pool(), ws);
+    } else {
+      const Tensor* B = &b;
+      if (trans_b_) {
+        bt_t = Tensor(b.dtype(), {K, N});
+        for (int64_t k = 0; k < K; ++k)
+          for (int64_t n = 0; n < N; ++n) bt_t.data<uint8_t>()[k * N + n] = b.data<uint8_t>()[n * K + k];
+        B = &bt_t;
+      }
+      auto sr = matmul_shape(A->shape(), B->shape());
+      if (!sr.ok()) return ctx.error(sr.status().message(), StatusCode::kInvalidArgument);
+      auto ac = centered(*A, za, 1, M, K, false, "a_zero_point");
+      auto bc = centered(*B, zb, 1, K, N, true, "b_zero_point");
+      if (!ac.ok() || !bc.ok()) return ctx.error((!ac.ok() ? ac.status() : bc.status()).message(), StatusCode::kInvalidArgument);
+      int_matmul(ac.value(), bc.value(), acc, sr.value(), ctx.pool());
+    }
+    std::vector<float> mult(static_cast<size_t>(N));
+    const float sa = as.data<float>()[0];
+    for (int64_t n = 0; n < N; ++n) mult[static_cast<size_t>(n)] = alpha_ * sa * bsv.value()[static_cast<size_t>(n)];
+    const int32_t* cd = c ? c->data<int32_t>() : nullptr;
+    const int64_t cn = c ? c->numel() : 0;
+    const int32_t lo = ydt == DataType::kInt8 ? -128 : 0, hi = ydt == DataType::kInt8 ? 127 : 255;
+    ctx.pool().parallel_for(M, std::max<int64_t>(1, 16384 / N), [&](int64_t m0, int64_t m1) {
+      for (int64_t m = m0; m < m1; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          int32_t v = acc[m * N + n];
+          if (cd) v = static_cast<int32_t>(static_cast<uint32_t>(v) + static_cast<uint32_t>(cd[cn == 1 ? 0 : cn == N ? n : m * N + n]));
+          const float f = static_cast<float>(v) * mult[static_cast<size_t>(n)];
+          if (!quantized) {
+            y->data<float>()[m * N + n] = f;
+            continue;
+          }
+          float r = std::nearbyint(f / y_scale);
+          if (std::isnan(r)) r = 0.f;
+          r = std::min(static_cast<float>(hi - y_zp), std::max(static_cast<float>(lo - y_zp), r));
+          const int32_t qv = static_cast<int32_t>(r) + y_zp;
+          if (ydt == DataType::kUInt8) y->data<uint8_t>()[m * N + n] = static_cast<uint8_t>(qv);
+          else y->data<int8_t>()[m * N + n] = static_cast<int8_t>(qv);
+        }
+    });
+    return Status::Ok();
+  }
+
+ private:
+  bool trans_a_ = false, trans_b_ = false;
+  float alpha_ = 1.f;
+  QGemmKernel kernel_ = QGemmKernel::kNone;
+  QGemmPackedB packed_;
+};
+
 }  // namespace
 
 void register_quant_matmul_ops(ep::KernelRegistry& r) {
   r.add_class<MatMulInteger>("", "MatMulInteger", 1);
   r.add_class<QLinearMatMul>("", "QLinearMatMul", 1);
+  r.add_class<QGemm>("com.microsoft", "QGemm", 1);
   for (const bool dynamic : {false, true}) {
     r.add(ep::KernelDef{"com.microsoft", dynamic ? "DynamicQuantizeMatMul" : "MatMulIntegerToFloat", 1, INT64_MAX,
                         [dynamic](const ep::KernelInfo& info) -> Result<std::unique_ptr<ep::Kernel>> {
