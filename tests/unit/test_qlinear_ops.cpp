@@ -34,31 +34,38 @@ int32_t at(const Tensor& t, int64_t i) { return static_cast<int32_t>(t.data<T>()
 
 TEST(OpsQLinear, AddAndMulBroadcastAndSaturate) {
   std::mt19937 rng(3);
-  for (bool mul : {false, true}) {
-    const Tensor a = random_q<uint8_t>(DataType::kUInt8, {2, 3, 4}, rng), b = random_q<uint8_t>(DataType::kUInt8, {4}, rng);
-    const float sa = 0.03f, sb = 0.02f, sc = mul ? 0.004f : 0.05f;
-    const uint8_t za = 120, zb = 131, zc = 125;
-    for (int threads : {1, 2}) {
-      KernelRun r{mul ? "QLinearMul" : "QLinearAdd", "com.microsoft", 1, {},
-                  {Value(a), scal(sa), zp<uint8_t>(za, DataType::kUInt8), Value(b), scal(sb), zp<uint8_t>(zb, DataType::kUInt8), scal(sc),
-                   zp<uint8_t>(zc, DataType::kUInt8)}};
-      r.threads = threads;
-      auto got = testing::run_kernel(r);
-      ASSERT_TRUE(got.ok()) << got.status().to_string();
-      const Tensor& y = (*got)[0].tensor();
-      ASSERT_EQ(y.shape(), (Dims{2, 3, 4}));
-      int saturated = 0;
-      for (int64_t i = 0; i < y.numel(); ++i) {
-        const float va = sa * static_cast<float>(at<uint8_t>(a, i) - za), vb = sb * static_cast<float>(at<uint8_t>(b, i % 4) - zb);
-        const int32_t want = q<uint8_t>(mul ? va * vb : va + vb, sc, zc);
-        saturated += want == 0 || want == 255;
-        EXPECT_EQ(at<uint8_t>(y, i), want) << (mul ? "mul " : "add ") << i;
-      }
-      if (mul) {
-        EXPECT_GT(saturated, 0);  // the small product scale pushes some past the range
-      }
+  struct Shapes { Dims a, b; };
+  // b per last axis (rows of 4: the scalar tails), same shape (rows past the 8-wide vector body),
+  // and a scalar b (broadcast along the rows).
+  for (const Shapes& sh : {Shapes{{2, 3, 4}, {4}}, Shapes{{3, 50}, {3, 50}}, Shapes{{2, 37}, {}}})
+    for (bool mul : {false, true}) {
+      const Tensor a = random_q<uint8_t>(DataType::kUInt8, sh.a, rng), b = random_q<uint8_t>(DataType::kUInt8, sh.b, rng);
+      const float sa = 0.03f, sb = 0.02f, sc = mul ? 0.004f : 0.05f;
+      const uint8_t za = 120, zb = 131, zc = 125;
+      for (int threads : {1, 2})
+        for (const char* isa : {"", "scalar"}) {  // the AVX2 rows and the scalar loop
+          KernelRun r{mul ? "QLinearMul" : "QLinearAdd", "com.microsoft", 1, {},
+                      {Value(a), scal(sa), zp<uint8_t>(za, DataType::kUInt8), Value(b), scal(sb), zp<uint8_t>(zb, DataType::kUInt8),
+                       scal(sc), zp<uint8_t>(zc, DataType::kUInt8)}};
+          r.threads = threads;
+          if (*isa) r.overrides = {{"isa", isa}};
+          auto got = testing::run_kernel(r);
+          ASSERT_TRUE(got.ok()) << got.status().to_string();
+          const Tensor& y = (*got)[0].tensor();
+          ASSERT_EQ(y.shape(), sh.a);
+          int saturated = 0;
+          for (int64_t i = 0; i < y.numel(); ++i) {
+            const int64_t bi = b.numel() == 1 ? 0 : i % b.numel();
+            const float va = sa * static_cast<float>(at<uint8_t>(a, i) - za), vb = sb * static_cast<float>(at<uint8_t>(b, bi) - zb);
+            const int32_t want = q<uint8_t>(mul ? va * vb : va + vb, sc, zc);
+            saturated += want == 0 || want == 255;
+            EXPECT_EQ(at<uint8_t>(y, i), want) << (mul ? "mul " : "add ") << i << " isa '" << isa << "'";
+          }
+          if (mul) {
+            EXPECT_GT(saturated, 0);  // the small product scale pushes some past the range
+          }
+        }
     }
-  }
   // Mismatched operand types are an error naming both.
   KernelRun bad{"QLinearAdd", "com.microsoft", 1, {},
                 {Value(Tensor(DataType::kUInt8, {2})), scal(1.f), Value(), Value(Tensor(DataType::kInt8, {2})), scal(1.f), Value(), scal(1.f)}};
