@@ -178,6 +178,8 @@ TEST(OpsConvQuant, IntegerGemmPathMatchesDoublePath) {
       {{1, 5, 12}, {7, 5, 4}, {3}, {2}, {2, 1}, 1},                   // 1-D
       {{1, 4, 5, 6, 4}, {6, 4, 2, 3, 2}, {1, 2, 1}, {1, 1, 1}, {1, 0, 1, 0, 1, 0}, 1},  // 3-D
       {{1, 64, 8, 8}, {33, 64, 1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1},  // 1x1, N off a panel
+      // 20 channels (a 16 x 16 transposed block and 4 more) over 35 pixels (two 16-pixel blocks and 3)
+      {{1, 20, 5, 7}, {16, 20, 3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1},
   };
   int checked = 0;
   for (size_t ci = 0; ci < cases.size(); ++ci)
