@@ -1,6 +1,7 @@
 #include "ir/half_convert.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -51,7 +52,13 @@ __attribute__((target("avx2,f16c"))) void halves_to_floats_f16c(const uint16_t* 
 
 bool half_conversion_vectorized() {
 #if defined(__x86_64__)
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // F16C by CPUID (clang's __builtin_cpu_supports does not know "f16c"), AVX2 as ep/cpu_features does.
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    const bool f16c = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1);  // CPUID.1:ECX.F16C[bit 29]
+    return f16c && __builtin_cpu_supports("avx2");
+  }();
   return yes;
 #else
   return false;
