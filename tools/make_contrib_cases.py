@@ -434,6 +434,30 @@ qlin_concat("qlinearconcat_s8_axis_last", [[2, 3, 2], [2, 3, 5], [2, 3, 1]], -1,
 qlin_concat("qlinearconcat_u8_same_params", [[2, 4], [3, 4]], 0, False, same=True)
 
 
+def qlin_pool(name, signed, **attrs):
+    et = I8 if signed else U8
+    npdt = np.int8 if signed else np.uint8
+    inits = {"xs": qscal(0.04), "xz": np.array(3 if signed else 120, npdt), "ys": qscal(0.02), "yz": np.array(-1 if signed else 110, npdt)}
+    case(name, "QLinearAveragePool", [("x", et, [1, 4, 9, 11]), "xs", "xz", "ys", "yz"], ["y"], inits, out_et=et, **attrs)
+
+
+qlin_pool("qlinearavgpool_u8_3x3_pad", False, kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
+qlin_pool("qlinearavgpool_s8_2x2_s2_ceil", True, kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)
+qlin_pool("qlinearavgpool_u8_count_pad", False, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1)
+
+
+def qlin_softmax(name, signed, **attrs):
+    et = I8 if signed else U8
+    npdt = np.int8 if signed else np.uint8
+    inits = {"xs": qscal(0.08), "xz": np.array(0 if signed else 128, npdt), "ys": qscal(1.0 / 256),
+             "yz": np.array(-128 if signed else 0, npdt)}
+    case(name, "QLinearSoftmax", [("x", et, [3, 5, 16]), "xs", "xz", "ys", "yz"], ["y"], inits, out_et=et, **attrs)
+
+
+qlin_softmax("qlinearsoftmax_u8", False, axis=-1, opset=13)
+qlin_softmax("qlinearsoftmax_s8", True, axis=-1, opset=13)
+
+
 def qgemm(name, M, K, N, trans_a, trans_b, per_col, bias, quant_out, a_signed=False, b_signed=True, y_signed=False):
     inits = {"as": qscal(0.02), "az": np.array(-3 if a_signed else 120, np.int8 if a_signed else np.uint8),
              "b": q8([N, K] if trans_b else [K, N], b_signed),

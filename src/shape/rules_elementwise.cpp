@@ -231,7 +231,8 @@ void add_elementwise_schemas(SchemaList& s) {
   s.add("DequantizeLinear", &op_quantize).rank(kSameAsInput0);
   s.add("DynamicQuantizeLinear", &op_dyn_quant).rank(kSameAsInput0);
 
-  for (const char* op : {"Gelu", "FastGelu", "BiasGelu", "QuickGelu", "QLinearSigmoid", "QLinearLeakyRelu"}) {
+  for (const char* op : {"Gelu", "FastGelu", "BiasGelu", "QuickGelu", "QLinearSigmoid", "QLinearLeakyRelu",
+                         "QLinearSoftmax"}) {
     s.add("com.microsoft", op, &same_as_input0).rank(kSameAsInput0);
   }
   // com.microsoft QLinearAdd / QLinearMul (A, A_scale, A_zp, B, ...): A and B broadcast; A's type.

@@ -393,6 +393,7 @@ void add_nn_schemas(SchemaList& s) {
     s.add(op, &op_global_pool).rank(kSameAsInput0);
   }
   s.add("com.microsoft", "QLinearGlobalAveragePool", &op_qlinear_global_pool).rank(kSameAsInput0);
+  s.add("com.microsoft", "QLinearAveragePool", &op_conv_like).rank(kSameAsInput0);  // a pool by its name
   s.add("BatchNormalization", &op_batchnorm).rank(kSameAsInput0);
   s.add("LayerNormalization", &op_layernorm).rank(kSameAsInput0);
   // Some exports put SimplifiedLayerNormalization in the default domain.

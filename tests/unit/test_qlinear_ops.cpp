@@ -191,5 +191,51 @@ TEST(OpsQLinear, QGemmFloatAndQuantizedOutputs) {
       }
 }
 
+// QLinearAveragePool (3x3, pad 1, padding not counted) and QLinearSoftmax (last axis) run the float
+// kernels between a dequantization and a quantization: against those steps written out here.
+TEST(OpsQLinear, AveragePoolAndSoftmaxThroughTheFloatOps) {
+  std::mt19937 rng(17);
+  const Tensor x = random_q<uint8_t>(DataType::kUInt8, {1, 2, 5, 6}, rng);
+  const float sx = 0.03f, sy = 0.02f;
+  const uint8_t zx = 120, zy = 110;
+  KernelRun r{"QLinearAveragePool", "com.microsoft", 1, {},
+              {Value(x), scal(sx), zp<uint8_t>(zx, DataType::kUInt8), scal(sy), zp<uint8_t>(zy, DataType::kUInt8)}};
+  r.attributes = {testing::attr_ints("kernel_shape", {3, 3}), testing::attr_ints("pads", {1, 1, 1, 1})};
+  auto got = testing::run_kernel(r);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  ASSERT_EQ((*got)[0].tensor().shape(), (Dims{1, 2, 5, 6}));
+  for (int64_t c = 0; c < 2; ++c)
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j < 6; ++j) {
+        float sum = 0.f;
+        int cnt = 0;
+        for (int64_t di = -1; di <= 1; ++di)
+          for (int64_t dj = -1; dj <= 1; ++dj) {
+            const int64_t ii = i + di, jj = j + dj;
+            if (ii < 0 || ii >= 5 || jj < 0 || jj >= 6) continue;
+            sum += sx * static_cast<float>(at<uint8_t>(x, (c * 5 + ii) * 6 + jj) - zx);
+            ++cnt;
+          }
+        // The float kernel may sum in another order: within one step of the formula here.
+        EXPECT_NEAR(at<uint8_t>((*got)[0].tensor(), (c * 5 + i) * 6 + j), q<uint8_t>(sum / static_cast<float>(cnt), sy, zy), 1)
+            << c << i << j;
+      }
+  const Tensor s = random_q<int8_t>(DataType::kInt8, {3, 16}, rng);
+  KernelRun sm{"QLinearSoftmax", "com.microsoft", 1, {},
+               {Value(s), scal(0.08f), zp<int8_t>(0, DataType::kInt8), scal(1.f / 256), zp<int8_t>(-128, DataType::kInt8)}};
+  sm.attributes = {testing::attr_int("axis", -1), testing::attr_int("opset", 13)};
+  auto sg = testing::run_kernel(sm);
+  ASSERT_TRUE(sg.ok()) << sg.status().to_string();
+  for (int64_t row = 0; row < 3; ++row) {
+    float mx = -1e30f, den = 0.f;
+    for (int64_t j = 0; j < 16; ++j) mx = std::max(mx, 0.08f * static_cast<float>(at<int8_t>(s, row * 16 + j)));
+    for (int64_t j = 0; j < 16; ++j) den += std::exp(0.08f * static_cast<float>(at<int8_t>(s, row * 16 + j)) - mx);
+    for (int64_t j = 0; j < 16; ++j) {
+      const float p = std::exp(0.08f * static_cast<float>(at<int8_t>(s, row * 16 + j)) - mx) / den;
+      EXPECT_NEAR(at<int8_t>((*sg)[0].tensor(), row * 16 + j), q<int8_t>(p, 1.f / 256, -128), 1) << row << "," << j;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace nxrt

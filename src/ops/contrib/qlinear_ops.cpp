@@ -13,6 +13,7 @@
 //     over the spatial dims, from exact integer sums.
 //   QLinearConcat(Y_scale, Y_zero_point, X0, X0_scale, X0_zero_point, X1, ...; axis): each input
 //     requantized to Y's scale and zero point (copied when they match).
+//   QLinearAveragePool / QLinearSoftmax: the float AveragePool / Softmax kernel between the two.
 // QGemm, an 8-bit GEMM, lives with the other integer matmuls (ops/linalg/integer_matmul.cpp).
 #include <algorithm>
 #include <cmath>
@@ -27,6 +28,7 @@
 #endif
 
 #include "ep/cpu_features.h"
+#include "ep/standalone_context.h"
 #include "ops/common.h"
 #include "ops/elementwise/elementwise_util.h"
 
@@ -304,6 +306,76 @@ Status qlinear_concat(ep::KernelContext& ctx) {
   return Status::Ok();
 }
 
+// QLinearAveragePool and QLinearSoftmax (X, X_scale, X_zero_point?, Y_scale, Y_zero_point?): the float
+// op's own kernel (AveragePool with the node's pooling attributes; Softmax at the node's `opset`,
+// whose axis rule changed at 13) between a dequantization of X and a quantization of its output, so
+// every padding / ceil_mode / count_include_pad / axis case is the float op's.
+class QLinearViaFloat final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    const ir::Node& n = info.node();
+    const bool pool = info.op_type() == "QLinearAveragePool";
+    if (pool && info.attr_int("channels_last", 0) != 0) {
+      return info.error("channels_last=1 is not supported", StatusCode::kNotImplemented);
+    }
+    inner_node_.name = n.name;
+    inner_node_.op_type = pool ? "AveragePool" : "Softmax";
+    inner_node_.inputs = {n.inputs.empty() ? std::string("x") : n.inputs[0]};
+    inner_node_.outputs = {n.outputs.empty() ? std::string("y") : n.outputs[0]};
+    for (const auto& a : n.attributes)
+      if (a.name != "channels_last" && a.name != "opset") inner_node_.attributes.push_back(a);
+    const int64_t opset = pool ? 19 : info.attr_int("opset", 13);
+    inner_info_ = std::make_unique<ep::KernelInfo>(inner_node_, opset);
+    inner_info_->graph_ = info.graph();
+    inner_info_->registry_ = info.registry();
+    inner_info_->overrides_ = &info.overrides();
+    if (!info.registry()) return info.error("created without a kernel registry: cannot make its " + inner_node_.op_type);
+    const ep::KernelDef* def = info.registry()->find("", inner_node_.op_type, opset);
+    if (!def) return info.error("no CPU kernel for " + inner_node_.op_type + " at opset " + std::to_string(opset));
+    NXRT_ASSIGN_OR_RETURN(inner_, def->factory(*inner_info_));
+    return Status::Ok();
+  }
+
+  Status compute(ep::KernelContext& ctx) const override {
+    NXRT_ASSIGN_OR_RETURN(const Tensor& x, ctx.required_tensor(0, "X"));
+    if (!is_q8(x.dtype())) return ctx.error("X must be uint8 or int8, got " + x.describe(), StatusCode::kInvalidArgument);
+    NXRT_ASSIGN_OR_RETURN(const QParams qx, qparams(ctx, 1, 2, x.dtype(), "X_scale"));
+    NXRT_ASSIGN_OR_RETURN(const QParams qy, qparams(ctx, 3, 4, x.dtype(), "Y_scale"));
+    Tensor xf(DataType::kFloat, x.shape());
+    float table[256];
+    const bool u8 = x.dtype() == DataType::kUInt8;
+    for (int v = 0; v < 256; ++v)
+      table[v] = u8 ? dequant(static_cast<uint8_t>(v), qx) : dequant(static_cast<int8_t>(static_cast<uint8_t>(v)), qx);
+    const uint8_t* in = static_cast<const uint8_t*>(x.raw_data());
+    float* xd = xf.data<float>();
+    ew::run_flat(ctx.pool(), x.numel(), 65536, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) xd[i] = table[in[i]];
+    });
+    ep::StandaloneContext inner(*inner_info_, {Value(std::move(xf))}, ctx);
+    NXRT_RETURN_IF_ERROR(inner_->compute(inner));
+    const Value& out = inner.output(0);
+    if (!out.is_tensor()) return ctx.error(inner_node_.op_type + " produced no tensor");
+    const Tensor yf = out.tensor().contiguous(true);
+    NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), yf.shape()));
+    const float* yd = yf.data<float>();
+    auto run = [&](auto tag) {
+      using T = decltype(tag);
+      T* o = y->data<T>();
+      ew::run_flat(ctx.pool(), yf.numel(), 65536, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(quantize(yd[i], qy, lo_of<T>(), hi_of<T>()));
+      });
+    };
+    if (u8) run(uint8_t{});
+    else run(int8_t{});
+    return Status::Ok();
+  }
+
+ private:
+  ir::Node inner_node_;
+  std::unique_ptr<ep::KernelInfo> inner_info_;
+  std::unique_ptr<ep::Kernel> inner_;
+};
+
 }  // namespace
 
 void register_contrib_qlinear(ep::KernelRegistry& r) {
@@ -314,6 +386,8 @@ void register_contrib_qlinear(ep::KernelRegistry& r) {
   r.add_fn(ms, "QLinearLeakyRelu", 1, INT64_MAX, &qlinear_unary<1>);
   r.add_fn(ms, "QLinearGlobalAveragePool", 1, INT64_MAX, &qlinear_global_average_pool);
   r.add_fn(ms, "QLinearConcat", 1, INT64_MAX, &qlinear_concat);
+  r.add_class<QLinearViaFloat>(ms, "QLinearAveragePool", 1);
+  r.add_class<QLinearViaFloat>(ms, "QLinearSoftmax", 1);
 }
 
 }  // namespace nxrt::ops::contrib
