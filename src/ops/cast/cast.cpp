@@ -730,46 +730,15 @@ Status DequantizeLinear(KernelContext& ctx) {
   return Status::Ok();
 }
 
-// Two passes, each split over the pool in fixed chunks (the result does not depend on the threads):
-// the range (min and max with 0, per chunk, then combined: order-free), then the quantization.
+// ops/cast/dynamic_quantize.h's dynamic_quantize_u8: the range, then the quantization, over the pool.
 Status DynamicQuantizeLinear(KernelContext& ctx) {
   NXRT_RETURN_IF_ERROR(ew::need_inputs(ctx, 1));
   const Tensor& x = ctx.input(0);
   if (x.dtype() != DataType::kFloat) return ctx.error(std::string("input must be float32, got ") + dtype_name(x.dtype()), StatusCode::kInvalidArgument);
-  const float* in = x.data<float>();
-  const int64_t n = x.numel();
-  const ep::IsaTier tier = ctx.info().isa();
-  constexpr int64_t kChunk = 16384;
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  float mn = 0.0f, mx = 0.0f;
-  if (chunks <= 1) {
-    dql_range(in, n, &mn, &mx, tier);
-  } else {
-    NXRT_ASSIGN_OR_RETURN(void* ws, ctx.workspace(static_cast<size_t>(chunks) * 2 * sizeof(float)));
-    float* part = static_cast<float*>(ws);
-    ctx.pool().parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        const int64_t b = c * kChunk;
-        dql_range(in + b, std::min(kChunk, n - b), &part[2 * c], &part[2 * c + 1], tier);
-      }
-    });
-    for (int64_t c = 0; c < chunks; ++c) {
-      mn = std::min(mn, part[2 * c]);
-      mx = std::max(mx, part[2 * c + 1]);
-    }
-  }
-  const float scale = (mx - mn) / 255.0f;
-  float zpf = scale == 0.0f ? 0.0f : static_cast<float>(round_half_even(static_cast<double>(0.0f - mn / scale)));
-  zpf = std::min(255.0f, std::max(0.0f, zpf));
-  const uint8_t zp = static_cast<uint8_t>(zpf);
   NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kUInt8, x.shape()));
-  uint8_t* o = y->data<uint8_t>();
-  if (scale == 0.0f) {
-    // Every element 0 (or NaN): q = 0 + zp, and zp is 0 here.
-    std::fill(o, o + n, zp);
-  } else {
-    ew::run_flat(ctx.pool(), n, kChunk, [&](int64_t b, int64_t e) { dql_quantize(in + b, e - b, scale, zpf, o + b, tier); });
-  }
+  float scale = 0.0f;
+  uint8_t zp = 0;
+  dynamic_quantize_u8(ctx.pool(), x.data<float>(), x.numel(), ctx.info().isa(), y->data<uint8_t>(), &scale, &zp);
   if (ctx.output_requested(1)) {
     NXRT_ASSIGN_OR_RETURN(Tensor * s, ctx.allocate_output(1, DataType::kFloat, {}));
     s->data<float>()[0] = scale;

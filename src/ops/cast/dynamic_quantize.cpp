@@ -5,6 +5,7 @@
 // nearest even, + zp, then max(q, 0) with q first (a NaN quotient gives 0) and min(q, 255).
 #include "ops/cast/dynamic_quantize.h"
 
+#include "ep/thread_pool.h"
 #include "ops/common.h"
 
 #include <algorithm>
@@ -145,6 +146,47 @@ void dql_quantize(const float* x, int64_t n, float scale, float zp, uint8_t* y, 
 #endif
   (void)tier;
   quantize_scalar(x, n, scale, zp, y);
+}
+
+void dynamic_quantize_u8(ep::ThreadPool& pool, const float* x, int64_t n, ep::IsaTier tier, uint8_t* q, float* scale,
+                         uint8_t* zp) {
+  constexpr int64_t kChunk = 16384;
+  // The range in at most kParts fixed parts (min and max do not depend on how the parts fall).
+  constexpr int64_t kParts = 64;
+  const int64_t parts = std::min<int64_t>(kParts, std::max<int64_t>(1, (n + kChunk - 1) / kChunk));
+  float mn = 0.0f, mx = 0.0f;
+  if (parts == 1) {
+    dql_range(x, n, &mn, &mx, tier);
+  } else {
+    float part[2 * kParts];
+    pool.parallel_for(parts, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t b = n * c / parts, e = n * (c + 1) / parts;
+        dql_range(x + b, e - b, &part[2 * c], &part[2 * c + 1], tier);
+      }
+    });
+    for (int64_t c = 0; c < parts; ++c) {
+      mn = std::min(mn, part[2 * c]);
+      mx = std::max(mx, part[2 * c + 1]);
+    }
+  }
+  const float s = (mx - mn) / 255.0f;
+  float zpf = s == 0.0f ? 0.0f : static_cast<float>(round_half_even(static_cast<double>(0.0f - mn / s)));
+  zpf = std::min(255.0f, std::max(0.0f, zpf));
+  *scale = s;
+  *zp = static_cast<uint8_t>(zpf);
+  if (s == 0.0f) {
+    // Every element 0 (or NaN): q = 0 + zp, and zp is 0 here.
+    std::fill(q, q + n, *zp);
+    return;
+  }
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t b = c * kChunk;
+      dql_quantize(x + b, std::min(kChunk, n - b), s, zpf, q + b, tier);
+    }
+  });
 }
 
 }  // namespace nxrt::ops

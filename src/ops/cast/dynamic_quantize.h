@@ -7,11 +7,22 @@
 
 #include "ep/cpu_features.h"
 
+namespace nxrt::ep {
+class ThreadPool;
+}
+
 namespace nxrt::ops {
 
 // min(0, x...) and max(0, x...) over x[0, n): NaNs are skipped.
 void dql_range(const float* x, int64_t n, float* mn, float* mx, ep::IsaTier tier);
 // y[i] = clamp(round_half_even(x[i] / scale) + zp, 0, 255), a NaN quotient to 0; scale != 0.
 void dql_quantize(const float* x, int64_t n, float scale, float zp, uint8_t* y, ep::IsaTier tier);
+
+// The whole of DynamicQuantizeLinear on x[0, n): its scale ((max - min) / 255 of the range with 0), zero
+// point (round_half_even(-min / scale), clamped) and uint8 codes q, both passes split over `pool` in
+// fixed chunks (the result does not depend on the thread count; no heap memory). The kernel and
+// com.microsoft DynamicQuantizeMatMul (for its A) both call it.
+void dynamic_quantize_u8(ep::ThreadPool& pool, const float* x, int64_t n, ep::IsaTier tier, uint8_t* q, float* scale,
+                         uint8_t* zp);
 
 }  // namespace nxrt::ops

@@ -454,7 +454,8 @@ class IntegerMatMulToFloat final : public ep::Kernel {
     if (dynamic_) {
       NXRT_ASSIGN_OR_RETURN(void* qa, ctx.workspace(static_cast<size_t>(a_in.numel())));
       uint8_t zp = 0;
-      quantize_dynamic(ctx, a_in.data<float>(), a_in.numel(), static_cast<uint8_t*>(qa), &a_scale, &zp);
+      dynamic_quantize_u8(ctx.pool(), a_in.data<float>(), a_in.numel(), ctx.info().isa(), static_cast<uint8_t*>(qa), &a_scale,
+                          &zp);
       a_q = Tensor::borrow(DataType::kUInt8, a_in.shape(), qa);
       za_t = Tensor(DataType::kUInt8, {});
       za_t.data<uint8_t>()[0] = zp;
@@ -507,28 +508,6 @@ class IntegerMatMulToFloat final : public ep::Kernel {
   }
 
  private:
-  // DynamicQuantizeLinear's arithmetic (ops/cast/dynamic_quantize.h) on A.
-  static void quantize_dynamic(ep::KernelContext& ctx, const float* x, int64_t n, uint8_t* q, float* scale, uint8_t* zp) {
-    const ep::IsaTier tier = ctx.info().isa();
-    float mn, mx;
-    dql_range(x, n, &mn, &mx, tier);
-    *scale = (mx - mn) / 255.0f;
-    float zpf = *scale == 0.0f ? 0.0f : static_cast<float>(round_half_even(static_cast<double>(0.0f - mn / *scale)));
-    zpf = std::min(255.0f, std::max(0.0f, zpf));
-    *zp = static_cast<uint8_t>(zpf);
-    if (*scale == 0.0f) {
-      std::fill(q, q + n, *zp);
-      return;
-    }
-    const float s = *scale;
-    ctx.pool().parallel_for((n + 16383) / 16384, 1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        const int64_t b = c * 16384;
-        dql_quantize(x + b, std::min<int64_t>(16384, n - b), s, zpf, q + b, tier);
-      }
-    });
-  }
-
   bool dynamic_;
   size_t b_scale_ = 3, b_zp_ = 5, bias_ = 6;
   PackedIntegerB b_;
