@@ -3,6 +3,8 @@
 // same float division by the scale and round-half-even, NaN to 0 (tests/unit/test_ops_cast.cpp holds
 // every tier to the scalar loops on random and special values).
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "ep/cpu_features.h"
@@ -22,6 +24,15 @@ void dql_quantize(const float* x, int64_t n, float scale, float zp, uint8_t* y, 
 // point (round_half_even(-min / scale), clamped) and uint8 codes q, both passes split over `pool` in
 // fixed chunks (the result does not depend on the thread count; no heap memory). The kernel and
 // com.microsoft DynamicQuantizeMatMul (for its A) both call it.
+// One float quantized as the ONNX formula says: round_half_even(v / scale) + zp saturated to [lo, hi]
+// (a NaN quotient gives zp). The com.microsoft QLinear* ops and QGemm requantize with it.
+inline int32_t quantize_saturated(float v, float scale, int32_t zp, int32_t lo, int32_t hi) {
+  float r = std::nearbyint(v / scale);
+  if (std::isnan(r)) r = 0.f;
+  r = std::min(static_cast<float>(hi - zp), std::max(static_cast<float>(lo - zp), r));
+  return static_cast<int32_t>(r) + zp;
+}
+
 void dynamic_quantize_u8(ep::ThreadPool& pool, const float* x, int64_t n, ep::IsaTier tier, uint8_t* q, float* scale,
                          uint8_t* zp);
 

@@ -29,6 +29,7 @@
 
 #include "ep/cpu_features.h"
 #include "ep/standalone_context.h"
+#include "ops/cast/dynamic_quantize.h"
 #include "ops/common.h"
 #include "ops/elementwise/elementwise_util.h"
 
@@ -61,13 +62,9 @@ Result<QParams> qparams(ep::KernelContext& ctx, size_t scale_idx, size_t zp_idx,
   return q;
 }
 
-// value / scale rounded half to even, + zp, saturated to [lo, hi] (NaN to zp's saturation of 0 + zp:
-// the integer conversion of a NaN is not defined, so it is mapped first).
+// value / scale rounded half to even, + zp, saturated to [lo, hi] (ops/cast/dynamic_quantize.h).
 inline int32_t quantize(float value, const QParams& q, int32_t lo, int32_t hi) {
-  float r = std::nearbyint(value / q.scale);
-  if (std::isnan(r)) r = 0.f;
-  r = std::min(static_cast<float>(hi - q.zp), std::max(static_cast<float>(lo - q.zp), r));
-  return static_cast<int32_t>(r) + q.zp;
+  return quantize_saturated(value, q.scale, q.zp, lo, hi);
 }
 
 template <typename T>

@@ -395,17 +395,35 @@ class QLinearMatMul final : public ep::Kernel {
 //   DynamicQuantizeMatMul(A float, B, b_scale, b_zero_point?, bias?): A quantized first as
 //     DynamicQuantizeLinear does (uint8, one scale and zero point for the tensor).
 
-// One value per column of N, from a tensor holding one value or N (shaped [N] or [1, ..., 1, N]).
-Result<std::vector<float>> per_column(const Tensor& t, int64_t N, const char* what) {
-  bool columns = t.numel() == N && t.rank() >= 1 && t.dim(-1) == N;
+// A float32 tensor holding one value or one per column of N (shaped [N] or [1, ..., 1, N]), read in
+// place: at(n) is column n's value.
+struct PerColumn {
+  const float* p = nullptr;
+  bool each = false;
+  float at(int64_t n) const { return p[each ? n : 0]; }
+};
+Result<PerColumn> per_column(const Tensor& t, int64_t N, const char* what) {
+  const bool columns = t.numel() == N && t.rank() >= 1 && t.dim(-1) == N;
   if (t.numel() != 1 && !columns) {
     return invalid_argument(std::string(what) + " must hold one value or one per column of B (" + std::to_string(N) +
                             "), got " + t.describe());
   }
   if (t.dtype() != DataType::kFloat) return invalid_argument(std::string(what) + " must be float32, got " + t.describe());
-  std::vector<float> v(static_cast<size_t>(N));
-  for (int64_t n = 0; n < N; ++n) v[static_cast<size_t>(n)] = t.data<float>()[t.numel() == 1 ? 0 : n];
-  return v;
+  return PerColumn{t.data<float>(), t.numel() != 1};
+}
+
+// The per-column multipliers mult[n] = lead * s.at(n), in step scratch (no heap memory per call).
+Result<float*> column_multipliers(ep::KernelContext& ctx, float lead, const PerColumn& s, int64_t N) {
+  NXRT_ASSIGN_OR_RETURN(void* ws, ctx.workspace(static_cast<size_t>(N) * sizeof(float)));
+  float* m = static_cast<float*>(ws);
+  for (int64_t n = 0; n < N; ++n) m[n] = lead * s.at(n);
+  return m;
+}
+
+// dst[c * rows + r] = src[r * cols + c]: an 8-bit [rows, cols] matrix transposed.
+void transpose_bytes(const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
 }
 
 class IntegerMatMulToFloat final : public ep::Kernel {
@@ -435,13 +453,13 @@ class IntegerMatMulToFloat final : public ep::Kernel {
     const MatMulShape& s = sr.value();
     auto bs = per_column(b_scale, s.N, "b_scale");
     if (!bs.ok()) return ctx.error(bs.status().message(), StatusCode::kInvalidArgument);
-    std::vector<float> bias;
+    const float* bp = nullptr;  // the bias, read in place
     if (ctx.has_input(bias_)) {
       const Tensor& bt = ctx.input(bias_);
       if (bt.rank() != 1 || bt.numel() != s.N || bt.dtype() != DataType::kFloat) {
         return ctx.error("bias must be float32 [" + std::to_string(s.N) + "], got " + bt.describe(), StatusCode::kInvalidArgument);
       }
-      bias.assign(bt.data<float>(), bt.data<float>() + s.N);
+      bp = bt.data<float>();
     }
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, DataType::kFloat, s.out_shape));
     if (y->numel() == 0) return Status::Ok();
@@ -487,12 +505,9 @@ class IntegerMatMulToFloat final : public ep::Kernel {
       if (!bc.ok()) return ctx.error(bc.status().message(), StatusCode::kInvalidArgument);
       int_matmul(ac.value(), bc.value(), acc, s, ctx.pool());
     }
-    std::vector<float> mult(static_cast<size_t>(s.N));
-    for (int64_t n = 0; n < s.N; ++n) mult[static_cast<size_t>(n)] = a_scale * bs.value()[static_cast<size_t>(n)];
+    NXRT_ASSIGN_OR_RETURN(const float* mp, column_multipliers(ctx, a_scale, bs.value(), s.N));
     const int64_t rows = y->numel() / s.N, N = s.N;
     float* yd = y->data<float>();
-    const float* mp = mult.data();
-    const float* bp = bias.empty() ? nullptr : bias.data();
     ctx.pool().parallel_for(rows, std::max<int64_t>(1, 16384 / N), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const int32_t* ar = acc + r * N;
@@ -534,11 +549,13 @@ class QGemm final : public ep::Kernel {
     kernel_ = choose_qgemm_kernel(info.isa());
     if (kernel_ == QGemmKernel::kNone) return Status::Ok();
     const int64_t K = trans_b_ ? b->dim(1) : b->dim(0), N = trans_b_ ? b->dim(0) : b->dim(1);
-    std::vector<uint8_t> kn(static_cast<size_t>(K * N));
     const uint8_t* src = static_cast<const uint8_t*>(b->raw_data());
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t n = 0; n < N; ++n) kn[static_cast<size_t>(k * N + n)] = trans_b_ ? src[n * K + k] : src[k * N + n];
-    packed_ = qgemm_pack_b(kn.data(), b->dtype() == DataType::kInt8, K, N);
+    std::vector<uint8_t> kn;
+    if (trans_b_) {
+      kn.resize(static_cast<size_t>(K * N));
+      transpose_bytes(src, N, K, kn.data());
+    }
+    packed_ = qgemm_pack_b(trans_b_ ? kn.data() : src, b->dtype() == DataType::kInt8, K, N);
     return Status::Ok();
   }
 
@@ -597,8 +614,7 @@ class QGemm final : public ep::Kernel {
     const Tensor* A = &a;
     if (trans_a_) {
       at_t = Tensor(a.dtype(), {M, K});
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t k = 0; k < K; ++k) at_t.data<uint8_t>()[m * K + k] = a.data<uint8_t>()[k * M + m];
+      transpose_bytes(a.data<uint8_t>(), K, M, at_t.data<uint8_t>());
       A = &at_t;
     }
     NXRT_ASSIGN_OR_RETURN(void* accp, ctx.workspace(static_cast<size_t>(M * N) * sizeof(int32_t)));
@@ -606,19 +622,21 @@ class QGemm final : public ep::Kernel {
     auto zav = zero_points(za);
     auto zbv = zero_points(zb);
     if (!zav.ok() || !zbv.ok()) return ctx.error("zero points must be 8-bit", StatusCode::kInvalidArgument);
-    std::vector<int32_t> zbn(static_cast<size_t>(N), 0);
-    if (zb)
-      for (int64_t n = 0; n < N; ++n) zbn[static_cast<size_t>(n)] = zbv.value()[zb->numel() == 1 ? 0 : static_cast<size_t>(n)];
     if (!packed_.empty() && packed_.K == K && packed_.N == N) {
-      std::vector<int32_t> zam(static_cast<size_t>(M), za ? zav.value()[0] : 0);
-      NXRT_ASSIGN_OR_RETURN(void* ws, ctx.workspace(qgemm_workspace_bytes(packed_, M)));
-      qgemm_u8s8(kernel_, A->raw_data(), A->dtype() == DataType::kInt8, M, K, zam.data(), packed_, zbn.data(), acc, N, &ctx.pool(), ws);
+      // Per-row and per-column zero points in step scratch, then the GEMM's own.
+      const size_t zbytes = static_cast<size_t>(M + N) * sizeof(int32_t);
+      NXRT_ASSIGN_OR_RETURN(void* zw, ctx.workspace(zbytes + qgemm_workspace_bytes(packed_, M)));
+      int32_t* zam = static_cast<int32_t*>(zw);
+      int32_t* zbn = zam + M;
+      std::fill(zam, zam + M, za ? zav.value()[0] : 0);
+      for (int64_t n = 0; n < N; ++n) zbn[n] = zb ? zbv.value()[zb->numel() == 1 ? 0 : static_cast<size_t>(n)] : 0;
+      qgemm_u8s8(kernel_, A->raw_data(), A->dtype() == DataType::kInt8, M, K, zam, packed_, zbn, acc, N, &ctx.pool(),
+                 static_cast<uint8_t*>(zw) + zbytes);
     } else {
       const Tensor* B = &b;
       if (trans_b_) {
         bt_t = Tensor(b.dtype(), {K, N});
-        for (int64_t k = 0; k < K; ++k)
-          for (int64_t n = 0; n < N; ++n) bt_t.data<uint8_t>()[k * N + n] = b.data<uint8_t>()[n * K + k];
+        transpose_bytes(b.data<uint8_t>(), N, K, bt_t.data<uint8_t>());
         B = &bt_t;
       }
       auto sr = matmul_shape(A->shape(), B->shape());
@@ -628,9 +646,7 @@ class QGemm final : public ep::Kernel {
       if (!ac.ok() || !bc.ok()) return ctx.error((!ac.ok() ? ac.status() : bc.status()).message(), StatusCode::kInvalidArgument);
       int_matmul(ac.value(), bc.value(), acc, sr.value(), ctx.pool());
     }
-    std::vector<float> mult(static_cast<size_t>(N));
-    const float sa = as.data<float>()[0];
-    for (int64_t n = 0; n < N; ++n) mult[static_cast<size_t>(n)] = alpha_ * sa * bsv.value()[static_cast<size_t>(n)];
+    NXRT_ASSIGN_OR_RETURN(const float* mult, column_multipliers(ctx, alpha_ * as.data<float>()[0], bsv.value(), N));
     const int32_t* cd = c ? c->data<int32_t>() : nullptr;
     const int64_t cn = c ? c->numel() : 0;
     const int32_t lo = ydt == DataType::kInt8 ? -128 : 0, hi = ydt == DataType::kInt8 ? 127 : 255;
@@ -639,15 +655,12 @@ class QGemm final : public ep::Kernel {
         for (int64_t n = 0; n < N; ++n) {
           int32_t v = acc[m * N + n];
           if (cd) v = static_cast<int32_t>(static_cast<uint32_t>(v) + static_cast<uint32_t>(cd[cn == 1 ? 0 : cn == N ? n : m * N + n]));
-          const float f = static_cast<float>(v) * mult[static_cast<size_t>(n)];
+          const float f = static_cast<float>(v) * mult[n];
           if (!quantized) {
             y->data<float>()[m * N + n] = f;
             continue;
           }
-          float r = std::nearbyint(f / y_scale);
-          if (std::isnan(r)) r = 0.f;
-          r = std::min(static_cast<float>(hi - y_zp), std::max(static_cast<float>(lo - y_zp), r));
-          const int32_t qv = static_cast<int32_t>(r) + y_zp;
+          const int32_t qv = quantize_saturated(f, y_scale, y_zp, lo, hi);
           if (ydt == DataType::kUInt8) y->data<uint8_t>()[m * N + n] = static_cast<uint8_t>(qv);
           else y->data<int8_t>()[m * N + n] = static_cast<int8_t>(qv);
         }
