@@ -67,23 +67,6 @@ const ir::Node* node_writing(const ir::Model& m, const std::string& name) {
   return nullptr;
 }
 
-std::vector<Tensor> run_with(const ir::Model& m, OptLevel level, const std::vector<std::pair<std::string, Value>>& feeds,
-                             std::vector<std::string> disabled = {}) {
-  std::string bytes = onnx::serialize_model(m);
-  SessionOptions so;
-  so.opt_level = level;
-  so.disabled_optimizers = std::move(disabled);
-  auto s = Session::create_from_bytes(bytes.data(), bytes.size(), so);
-  EXPECT_TRUE(s.ok()) << s.status().to_string();
-  if (!s.ok()) return {};
-  auto out = (*s)->run(feeds);
-  EXPECT_TRUE(out.ok()) << out.status().to_string();
-  if (!out.ok()) return {};
-  std::vector<Tensor> r;
-  for (auto& v : *out) r.push_back(v.tensor());
-  return r;
-}
-
 // x [4, 8] float16 -> MatMul(W [8, 6]) -> Add(b) -> Relu = r (a graph output) -> Floor -> f (a graph
 // output); Floor stays float16 (its result turns on exact values).
 ModelBuilder region_model() {
@@ -102,6 +85,20 @@ ModelBuilder region_model() {
   b.output("f");
   for (auto& o : b.m.graph.outputs) set_type(o, DataType::kFloat16);
   return b;
+}
+
+// GroupQueryAttention's int32 length inputs, and its three float16 outputs as graph outputs.
+void add_gqa_lengths(ModelBuilder& b) {
+  b.input("seqlens_k", {1});
+  b.m.graph.inputs.back().type.elem_type = DataType::kInt32;
+  b.input("total_len", {});
+  b.m.graph.inputs.back().type.elem_type = DataType::kInt32;
+}
+void add_gqa_outputs(ModelBuilder& b) {
+  for (const char* o : {"attn", "present_key", "present_value"}) {
+    b.output(o);
+    set_type(b.m.graph.outputs.back(), DataType::kFloat16);
+  }
 }
 
 }  // namespace
@@ -136,8 +133,8 @@ TEST(Float16InFloat32, ConvertsTheRegionAndRoundsWhereValuesLeaveIt) {
 TEST(Float16InFloat32, OutputsAreTheFloat32ComputationRoundedOnce) {
   ModelBuilder b = region_model();
   const Tensor x = half_tensor({4, 8}, 11, -2.f, 2.f);
-  auto got = run_with(b.m, OptLevel::kAll, {{"x", Value(x)}});
-  auto per_op = run_with(b.m, OptLevel::kDisabled, {{"x", Value(x)}});
+  auto got = run_at(b.m, OptLevel::kAll, {{"x", Value(x)}});
+  auto per_op = run_at(b.m, OptLevel::kDisabled, {{"x", Value(x)}});
   ASSERT_EQ(got.size(), 2u);
   ASSERT_EQ(per_op.size(), 2u);
   EXPECT_EQ(got[0].dtype(), DataType::kFloat16);
@@ -201,7 +198,7 @@ TEST(Float16InFloat32, CastsInsideTheRegion) {
   Tensor xf = Tensor::from_vector<float>(DataType::kFloat, {5}, {1.0001f, -2.5f, 3.14159f, 1000.3f, -0.2f});
   Tensor h = Tensor::from_vector<Float16>(DataType::kFloat16, {5},
                                           {Float16(0.5f), Float16(0.25f), Float16(-1.f), Float16(0.5f), Float16(2.f)});
-  auto got = run_with(b.m, OptLevel::kBasic, {{"xf", Value(xf)}, {"h", Value(h)}});
+  auto got = run_at(b.m, OptLevel::kBasic, {{"xf", Value(xf)}, {"h", Value(h)}});
   ASSERT_EQ(got.size(), 2u);
   const auto hs = as_doubles(h), s32 = as_doubles(got[0]), si_v = as_doubles(got[1]);
   for (int i = 0; i < 5; ++i) {
@@ -244,7 +241,7 @@ TEST(Float16InFloat32, SubgraphReadsKeepTheFloat16Value) {
   EXPECT_EQ(m->op_type, "Cast");  // the Mul runs in float32 and its product is rounded as "m"
   Tensor x = half_tensor({3}, 5);
   Tensor c = Tensor::from_vector<bool>(DataType::kBool, {}, {true});
-  auto got = run_with(b.m, OptLevel::kBasic, {{"x", Value(x)}, {"c", Value(c)}});
+  auto got = run_at(b.m, OptLevel::kBasic, {{"x", Value(x)}, {"c", Value(c)}});
   ASSERT_EQ(got.size(), 1u);
   ASSERT_EQ(got[0].dtype(), DataType::kFloat16);
   const auto xs = as_doubles(x), y = as_doubles(got[0]);
@@ -262,7 +259,7 @@ TEST(Float16InFloat32, Bfloat16RoundsBackToBfloat16) {
   ir::Model o = optimized_inferred(b.m, OptLevel::kBasic);
   EXPECT_EQ(ops_of(o), (std::vector<std::string>{"Cast", "MatMul", "Cast"}));
   const Tensor x = bf16_tensor({2, 4}, 8);
-  auto got = run_with(b.m, OptLevel::kBasic, {{"x", Value(x)}});
+  auto got = run_at(b.m, OptLevel::kBasic, {{"x", Value(x)}});
   ASSERT_EQ(got.size(), 1u);
   ASSERT_EQ(got[0].dtype(), DataType::kBFloat16);
   const auto xs = as_doubles(x), ws = as_doubles(b.m.graph.initializers.at("W")), y = as_doubles(got[0]);
@@ -284,10 +281,7 @@ TEST(Float16InFloat32, GroupQueryAttentionKeepsItsFloat16Cache) {
   b.input("past_key", {1, kvH, cap, D});
   b.input("past_value", {1, kvH, cap, D});
   for (auto& in : b.m.graph.inputs) set_type(in, DataType::kFloat16);
-  b.input("seqlens_k", {1});
-  b.m.graph.inputs.back().type.elem_type = DataType::kInt32;
-  b.input("total_len", {});
-  b.m.graph.inputs.back().type.elem_type = DataType::kInt32;
+  add_gqa_lengths(b);
   b.init("Wq", half_tensor({16, H * D}, 21));
   b.init("Wk", half_tensor({16, kvH * D}, 22));
   b.init("Wv", half_tensor({16, kvH * D}, 23));
@@ -297,10 +291,7 @@ TEST(Float16InFloat32, GroupQueryAttentionKeepsItsFloat16Cache) {
   ir::Node& g = b.node("GroupQueryAttention", {"q", "k", "v", "past_key", "past_value", "seqlens_k", "total_len"},
                        {"attn", "present_key", "present_value"}, {A_i("num_heads", H), A_i("kv_num_heads", kvH)});
   g.domain = "com.microsoft";
-  b.output("attn");
-  b.output("present_key");
-  b.output("present_value");
-  for (auto& o : b.m.graph.outputs) set_type(o, DataType::kFloat16);
+  add_gqa_outputs(b);
   ir::Model o = optimized_inferred(b.m, OptLevel::kBasic);
   const ir::Node* gqa = node_writing(o, "present_key");
   ASSERT_NE(gqa, nullptr);
@@ -317,8 +308,8 @@ TEST(Float16InFloat32, GroupQueryAttentionKeepsItsFloat16Cache) {
       {"past_value", Value(half_tensor({1, kvH, cap, D}, 33))},
       {"seqlens_k", Value(Tensor::from_vector<int32_t>(DataType::kInt32, {1}, {3}))},
       {"total_len", Value(Tensor::from_vector<int32_t>(DataType::kInt32, {}, {4}))}};
-  auto got = run_with(b.m, OptLevel::kBasic, feeds);
-  auto per_op = run_with(b.m, OptLevel::kDisabled, feeds);
+  auto got = run_at(b.m, OptLevel::kBasic, feeds);
+  auto per_op = run_at(b.m, OptLevel::kDisabled, feeds);
   ASSERT_EQ(got.size(), 3u);
   ASSERT_EQ(per_op.size(), 3u);
   for (size_t k = 0; k < 3; ++k) {
@@ -357,8 +348,8 @@ TEST(Float16InFloat32, DataMovementJoinsOnlyBehindTheRegion) {
   EXPECT_EQ(o.graph.initializers.at("table").dtype(), DataType::kFloat16);
   EXPECT_EQ(node_writing(o, "y_f32")->op_type, "Reshape");
   const Tensor ids = Tensor::from_vector<int64_t>(DataType::kInt64, {3}, {7, 0, 49});
-  auto got = run_with(b.m, OptLevel::kBasic, {{"ids", Value(ids)}});
-  auto per_op = run_with(b.m, OptLevel::kDisabled, {{"ids", Value(ids)}});
+  auto got = run_at(b.m, OptLevel::kBasic, {{"ids", Value(ids)}});
+  auto per_op = run_at(b.m, OptLevel::kDisabled, {{"ids", Value(ids)}});
   ASSERT_EQ(got.size(), 1u);
   ASSERT_EQ(per_op.size(), 1u);
   // One MatMul rounded once either way: the same bits.
@@ -375,17 +366,11 @@ TEST(Float16InFloat32, GroupQueryAttentionWithoutPastKeepsFloat16) {
   b.input("k", {1, S, kvH * D});
   b.input("v", {1, S, kvH * D});
   for (auto& in : b.m.graph.inputs) set_type(in, DataType::kFloat16);
-  b.input("seqlens_k", {1});
-  b.m.graph.inputs.back().type.elem_type = DataType::kInt32;
-  b.input("total_len", {});
-  b.m.graph.inputs.back().type.elem_type = DataType::kInt32;
+  add_gqa_lengths(b);
   ir::Node& g = b.node("GroupQueryAttention", {"q", "k", "v", "", "", "seqlens_k", "total_len"},
                        {"attn", "present_key", "present_value"}, {A_i("num_heads", H), A_i("kv_num_heads", kvH)});
   g.domain = "com.microsoft";
-  b.output("attn");
-  b.output("present_key");
-  b.output("present_value");
-  for (auto& o : b.m.graph.outputs) set_type(o, DataType::kFloat16);
+  add_gqa_outputs(b);
   ir::Model o = optimized_inferred(b.m, OptLevel::kBasic);
   EXPECT_EQ(ops_of(o), (std::vector<std::string>{"com.microsoft::GroupQueryAttention"}));
   const std::vector<std::pair<std::string, Value>> feeds = {
@@ -393,7 +378,7 @@ TEST(Float16InFloat32, GroupQueryAttentionWithoutPastKeepsFloat16) {
       {"v", Value(half_tensor({1, S, kvH * D}, 53))},
       {"seqlens_k", Value(Tensor::from_vector<int32_t>(DataType::kInt32, {1}, {S - 1}))},
       {"total_len", Value(Tensor::from_vector<int32_t>(DataType::kInt32, {}, {S}))}};
-  auto got = run_with(b.m, OptLevel::kBasic, feeds);
+  auto got = run_at(b.m, OptLevel::kBasic, feeds);
   ASSERT_EQ(got.size(), 3u);
   for (const Tensor& t : got) EXPECT_EQ(t.dtype(), DataType::kFloat16);
 }
