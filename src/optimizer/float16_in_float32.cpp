@@ -133,28 +133,30 @@ bool slot_in(uint32_t mask, size_t i) { return i < 32 && ((mask >> i) & 1u); }
 
 class Converter {
  public:
-  Converter(PassContext& pc, GraphInfo& gi) : pc_(pc), gi_(gi), g_(gi.g) {
-    for (const auto& n : g_.nodes)
-      for (const auto& o : n.outputs) names_.insert(o);
-    for (const auto& [k, t] : g_.initializers) names_.insert(k);
-    for (const auto& v : g_.inputs) names_.insert(v.name);
-  }
+  Converter(PassContext& pc, GraphInfo& gi) : pc_(pc), gi_(gi), g_(gi.g) {}
 
   int run() {
     const size_t count = g_.nodes.size();
     std::vector<char> convert(count, 0);
     int converted = 0;
     // In node order (topological), so a data-movement node knows whether the region made its input.
-    // made_: the float16 values the region makes (its nodes' converted outputs).
+    // made_: the float16 values the region makes (its nodes' converted outputs), named below.
+    std::vector<std::string> made_order;
     for (size_t k = 0; k < count; ++k) {
       const ir::Node& n = g_.nodes[k];
       convert[k] = qualifies(n) ? 1 : 0;
       if (!convert[k]) continue;
       ++converted;
       for (size_t j = 0; j < n.outputs.size(); ++j)
-        if (converts_output(n, j)) made_.emplace(n.outputs[j], fresh(n.outputs[j]));
+        if (converts_output(n, j) && made_.emplace(n.outputs[j], std::string()).second) made_order.push_back(n.outputs[j]);
     }
+    // Most graphs have no float16 nodes: the name table is built only when one converts.
     if (!converted) return 0;
+    for (const auto& n : g_.nodes)
+      for (const auto& o : n.outputs) names_.insert(o);
+    for (const auto& [k, t] : g_.initializers) names_.insert(k);
+    for (const auto& v : g_.inputs) names_.insert(v.name);
+    for (const std::string& v : made_order) made_[v] = fresh(v);
     // Which of them something outside reads under the original name.
     std::unordered_set<std::string> read_as_half;  // region-made values read as float16 somewhere
     for (const auto& name : gi_.protected_names)
