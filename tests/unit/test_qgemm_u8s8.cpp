@@ -221,8 +221,12 @@ TEST(OpsConvQuant, IntegerGemmPathMatchesDoublePath) {
           ref.overrides = {{"isa", "scalar"}};
           auto want = testing::run_kernel(ref);
           ASSERT_TRUE(want.ok()) << want.status().to_string();
-          for (int threads : {1, 2}) {
+          // The machine's tier and the AVX2 one (each has its own requantization loop), 1 and 2 threads.
+          for (int tries = 0; tries < 4; ++tries) {
+            const int threads = 1 + tries % 2;
             run.threads = threads;
+            run.overrides = {};
+            if (tries >= 2) run.overrides = {{"isa", "avx2"}};
             auto got = testing::run_kernel(run);
             ASSERT_TRUE(got.ok()) << got.status().to_string();
             const Tensor& g = (*got)[0].tensor();
@@ -233,11 +237,11 @@ TEST(OpsConvQuant, IntegerGemmPathMatchesDoublePath) {
             const uint8_t* wb = static_cast<const uint8_t*>(wt.raw_data());
             for (size_t i = 0; i < g.nbytes(); ++i)
               ASSERT_EQ(gb[i], wb[i]) << run.op_type << " case " << ci << (x_signed ? " x s8" : " x u8") << (w_signed ? " w s8" : " w u8")
-                                      << " threads " << threads << " byte " << i;
+                                      << " threads " << threads << (tries >= 2 ? " avx2" : "") << " byte " << i;
             ++checked;
           }
         }
-  EXPECT_EQ(checked, static_cast<int>(cases.size()) * 2 * 2 * 2 * 2);
+  EXPECT_EQ(checked, static_cast<int>(cases.size()) * 2 * 2 * 2 * 4);
 }
 }  // namespace
 }  // namespace nxrt

@@ -330,6 +330,34 @@ __attribute__((target("avx2,fma"))) void quantize_sums_avx2(const int32_t* sums,
     out[o] = static_cast<uint8_t>(static_cast<int32_t>(q));
   }
 }
+
+// quantize_sums_avx2 on AVX-512, 16 outputs a step (two halves of 8 doubles, the same operations in the
+// same order, so the same bytes), narrowed to bytes with vpmovdb (the values are clamped to [lo, hi]
+// first, so truncating to a byte keeps them); a masked tail.
+#define NXRT_QSUMS_AVX512 __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")))
+NXRT_QSUMS_AVX512 inline __m256i quantize_sums8_avx512(__m256i s32, const double* b, const double* sc, __mmask8 k,
+                                                       __m512d vz, __m512d vlo, __m512d vhi) {
+  const __m512d v = _mm512_mul_pd(_mm512_add_pd(_mm512_cvtepi32_pd(s32), _mm512_maskz_loadu_pd(k, b)), _mm512_maskz_loadu_pd(k, sc));
+  const __m512d r = _mm512_add_pd(_mm512_roundscale_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
+  return _mm512_cvttpd_epi32(_mm512_min_pd(_mm512_max_pd(r, vlo), vhi));
+}
+NXRT_QSUMS_AVX512 void quantize_sums_avx512(const int32_t* sums, const double* bias, const double* scale, int64_t n,
+                                            double yzp, double lo, double hi, uint8_t* out) {
+  const __m512d vz = _mm512_set1_pd(yzp), vlo = _mm512_set1_pd(lo), vhi = _mm512_set1_pd(hi);
+  int64_t o = 0;
+  for (; o + 16 <= n; o += 16) {
+    const __m512i s = _mm512_loadu_si512(sums + o);
+    const __m256i a = quantize_sums8_avx512(_mm512_castsi512_si256(s), bias + o, scale + o, 0xFF, vz, vlo, vhi);
+    const __m256i b = quantize_sums8_avx512(_mm512_extracti64x4_epi64(s, 1), bias + o + 8, scale + o + 8, 0xFF, vz, vlo, vhi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + o), _mm512_cvtepi32_epi8(_mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1)));
+  }
+  for (; o < n; o += 8) {
+    const int64_t r = std::min<int64_t>(8, n - o);
+    const __mmask8 k = static_cast<__mmask8>((1u << r) - 1);
+    const __m256i a = quantize_sums8_avx512(_mm256_maskz_loadu_epi32(k, sums + o), bias + o, scale + o, k, vz, vlo, vhi);
+    _mm_mask_storeu_epi8(out + o, static_cast<__mmask16>(k), _mm256_cvtepi32_epi8(a));
+  }
+}
 #endif
 
 
@@ -718,7 +746,10 @@ class ConvIntegerKernel final : public ep::Kernel {
 
 class QLinearConvKernel final : public ep::Kernel {
  public:
-  Status init(const ep::KernelInfo& info) { return conv_.init(info, 3, 2, 5); }
+  Status init(const ep::KernelInfo& info) {
+    isa_ = info.isa();
+    return conv_.init(info, 3, 2, 5);
+  }
   // As ConvIntegerKernel's.
   bool reads_const_input_data(size_t i) const override { return !(i == conv_.w_idx && conv_.q.ready()); }
 
@@ -772,7 +803,10 @@ class QLinearConvKernel final : public ep::Kernel {
     const int64_t Mg = s.M / conv_.group;
     // Blocks of kPixels pixels: each pixel's row of sums (contiguous over the channels) quantized into a
     // small tile, then written out channel by channel (kPixels contiguous bytes of each NCHW plane).
+    // Whole 16 x 16 blocks of the tile (16 pixels of 16 channels) go to the planes through a byte
+    // transpose; edges byte by byte.
     constexpr int64_t kPixels = 16, kChannels = 256;
+    const bool avx512 = isa_ >= ep::IsaTier::kAvx512;
     auto sink = [&](int64_t n, int64_t g, const int32_t* sums) {
       ctx.pool().parallel_for((plane + kPixels - 1) / kPixels, 4, [&](int64_t b0, int64_t b1) {
         uint8_t tile[kPixels][kChannels];
@@ -785,15 +819,21 @@ class QLinearConvKernel final : public ep::Kernel {
             for (int64_t i = 0; i < np; ++i) {
               const int32_t* row = sums + (p0 + i) * Mg + c0;
 #if defined(__x86_64__) || defined(__i386__)
-              quantize_sums_avx2(row, bi, sc, nc, yzp, lo, hi, tile[i]);  // the GEMM path implies AVX2
+              // The GEMM path implies AVX2.
+              if (avx512) quantize_sums_avx512(row, bi, sc, nc, yzp, lo, hi, tile[i]);
+              else quantize_sums_avx2(row, bi, sc, nc, yzp, lo, hi, tile[i]);
 #else
               for (int64_t o = 0; o < nc; ++o) tile[i][o] = quantize(static_cast<double>(row[o]), g * Mg + c0 + o);
 #endif
             }
-            for (int64_t o = 0; o < nc; ++o) {
-              uint8_t* dst = out + (n * s.M + g * Mg + c0 + o) * plane + p0;
-              for (int64_t i = 0; i < np; ++i) dst[i] = tile[i][o];
-            }
+            uint8_t* base = out + (n * s.M + g * Mg + c0) * plane + p0;
+            int64_t o = 0;
+#if defined(__x86_64__)
+            if (np == kPixels)
+              for (; o + 16 <= nc; o += 16) transpose16x16_bytes(&tile[0][o], kChannels, 0, base + o * plane, plane);
+#endif
+            for (; o < nc; ++o)
+              for (int64_t i = 0; i < np; ++i) base[o * plane + i] = tile[i][o];
           }
         }
       });
@@ -836,6 +876,7 @@ class QLinearConvKernel final : public ep::Kernel {
   }
 
   IntegerConv conv_;
+  ep::IsaTier isa_ = ep::IsaTier::kScalar;  // the session's tier (info.isa()): the requantization's vectors
 };
 // ------------------------------------------------------------------------------------------------
 // ConvTranspose: col = W_g^T * X_g (GEMM), then col2im scatter-adds into Y.
