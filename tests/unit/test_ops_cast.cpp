@@ -332,6 +332,61 @@ TEST(OpsCast, DynamicQuantizeLinearLargeInputsAnyThreadsAndTier) {
   }
 }
 
+// QuantizeLinear / DequantizeLinear with one scale over more than one chunk, int8 and uint8, at every tier
+// and 1 and 2 threads: the bytes / floats of plain loops written from the spec here (round half to
+// even, saturation, a NaN to 0), special values included.
+TEST(OpsCast, PerTensorQuantizeDequantizeLinearAnyThreadsAndTier) {
+  const int64_t n = 2 * 16384 + 77;
+  const float scale = 0.037f;
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> d(-6.f, 6.f);
+  std::vector<float> xv(static_cast<size_t>(n));
+  for (float& v : xv) v = d(rng);
+  const float specials[] = {NAN, INFINITY, -INFINITY, -0.0f, 1e30f, -1e30f, 2.5f * scale, 3.5f * scale, -0.5f * scale,
+                            -1.5f * scale, 127.5f * scale, -128.5f * scale, 300.f * scale};
+  for (size_t k = 0; k < std::size(specials); ++k) xv[k * 2503 % static_cast<size_t>(n)] = specials[k];
+  for (bool s8 : {false, true}) {
+    const int zp = s8 ? -3 : 121;
+    const float lo = s8 ? -128.f : 0.f, hi = s8 ? 127.f : 255.f;
+    std::vector<uint8_t> want(xv.size());
+    for (size_t i = 0; i < xv.size(); ++i) {
+      float q = std::nearbyint(xv[i] / scale) + static_cast<float>(zp);
+      q = std::isnan(q) ? 0.f : std::min(hi, std::max(lo, q));
+      want[i] = static_cast<uint8_t>(static_cast<int32_t>(q));
+    }
+    const DataType qt = s8 ? DataType::kInt8 : DataType::kUInt8;
+    Tensor z = s8 ? Tensor::from_vector<int8_t>(qt, {}, {static_cast<int8_t>(zp)})
+                  : Tensor::from_vector<uint8_t>(qt, {}, {static_cast<uint8_t>(zp)});
+    std::vector<float> want_f(want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      const float code = s8 ? static_cast<float>(static_cast<int8_t>(want[i])) : static_cast<float>(want[i]);
+      want_f[i] = (code - static_cast<float>(zp)) * scale;
+    }
+    for (const char* isa : {"scalar", "avx2", "avx512"}) {
+      for (int threads : {1, 2}) {
+        KernelRun q;
+        q.op_type = "QuantizeLinear";
+        q.opset = 13;
+        q.inputs = {ftensor({n}, xv), Value(Tensor::scalar_float(scale)), Value(z)};
+        q.threads = threads;
+        q.overrides = {{"isa", isa}};
+        auto out = run_kernel(q);
+        ASSERT_TRUE(out.ok()) << out.status().to_string();
+        EXPECT_EQ(bytes(out.value()[0]), want) << isa << " threads " << threads << (s8 ? " int8" : " uint8");
+        KernelRun dq = q;
+        dq.op_type = "DequantizeLinear";
+        dq.inputs[0] = out.value()[0];
+        auto back = run_kernel(dq);
+        ASSERT_TRUE(back.ok()) << back.status().to_string();
+        const Tensor& f = back.value()[0].tensor();
+        ASSERT_EQ(f.numel(), n);
+        EXPECT_EQ(std::memcmp(f.data<float>(), want_f.data(), want_f.size() * sizeof(float)), 0)
+            << isa << " threads " << threads << (s8 ? " int8" : " uint8");
+      }
+    }
+  }
+}
+
 TEST(OpsCast, FloatToIntOutOfRangeIsDefined) {
   auto r = run("Cast", {ftensor({4}, {NAN, 3e9f, -2.7f, 300.0f})}, {attr_int("to", static_cast<int64_t>(DataType::kInt32))}, 13);
   ASSERT_TRUE(r.ok());

@@ -577,6 +577,9 @@ inline double round_half_even(double v) {
   return std::fmod(f, 2.0) == 0.0 ? f : f + 1;
 }
 
+// Elements per parallel chunk of the per-tensor QuantizeLinear / DequantizeLinear loops.
+constexpr int64_t kQuantChunk = 16384;
+
 template <typename Q>
 void quantize_fast(const QuantLayout& L, const Tensor& x, const Tensor& scale, const Tensor* zp, Tensor* y) {
   const float* xp = x.data<float>();
@@ -637,6 +640,21 @@ Status QuantizeLinear(KernelContext& ctx) {
       (qt == DataType::kUInt8 || qt == DataType::kInt8)) {
     // Fast path for the common QDQ case: float32 -> (u)int8, no double buffers.
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, qt, x.shape()));
+    if (L.mode == QuantLayout::kTensor) {
+      // One scale: the vector loops (dynamic_quantize.h) over the pool in fixed chunks.
+      const float s = scale.data<float>()[0];
+      const float z = !zp ? 0.0f : qt == DataType::kUInt8 ? zp->data<uint8_t>()[0] : zp->data<int8_t>()[0];
+      const float* xp = x.data<float>();
+      uint8_t* yp = static_cast<uint8_t*>(y->raw_data());
+      const int64_t n = x.numel();
+      ctx.pool().parallel_for((n + kQuantChunk - 1) / kQuantChunk, 1, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          const int64_t b = c * kQuantChunk;
+          quantize_8bit(xp + b, std::min(kQuantChunk, n - b), s, z, qt == DataType::kInt8, yp + b, ctx.info().isa());
+        }
+      });
+      return Status::Ok();
+    }
     if (qt == DataType::kUInt8) quantize_fast<uint8_t>(L, x, scale, zp, y);
     else quantize_fast<int8_t>(L, x, scale, zp, y);
     return Status::Ok();
@@ -703,6 +721,21 @@ Status DequantizeLinear(KernelContext& ctx) {
   if (out_t == DataType::kFloat && scale.dtype() == DataType::kFloat &&
       (x.dtype() == DataType::kUInt8 || x.dtype() == DataType::kInt8)) {
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, out_t, x.shape()));
+    if (L.mode == QuantLayout::kTensor) {
+      const bool s8 = x.dtype() == DataType::kInt8;
+      const float s = scale.data<float>()[0];
+      const float z = !zp ? 0.0f : s8 ? zp->data<int8_t>()[0] : zp->data<uint8_t>()[0];
+      const uint8_t* xp = static_cast<const uint8_t*>(x.raw_data());
+      float* yp = y->data<float>();
+      const int64_t n = x.numel();
+      ctx.pool().parallel_for((n + kQuantChunk - 1) / kQuantChunk, 1, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          const int64_t b = c * kQuantChunk;
+          dequantize_8bit(xp + b, std::min(kQuantChunk, n - b), s8, s, z, yp + b, ctx.info().isa());
+        }
+      });
+      return Status::Ok();
+    }
     if (x.dtype() == DataType::kUInt8) dequantize_fast<uint8_t>(L, x, scale, zp, y);
     else dequantize_fast<int8_t>(L, x, scale, zp, y);
     return Status::Ok();

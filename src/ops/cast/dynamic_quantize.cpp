@@ -38,6 +38,19 @@ void quantize_scalar(const float* x, int64_t n, float scale, float zp, uint8_t* 
   }
 }
 
+// QuantizeLinear to int8: as quantize_scalar on [-128, 127], a NaN to 0.
+void quantize_s8_scalar(const float* x, int64_t n, float scale, float zp, uint8_t* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    float q = static_cast<float>(round_half_even(static_cast<double>(x[i] / scale))) + zp;
+    if (std::isnan(q)) q = 0.0f;
+    y[i] = static_cast<uint8_t>(static_cast<int8_t>(std::min(127.0f, std::max(-128.0f, q))));
+  }
+}
+template <typename Q>
+void dequantize_scalar(const Q* x, int64_t n, float scale, float zp, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = (static_cast<float>(x[i]) - zp) * scale;
+}
+
 #if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) float hmin8(__m256 v) {
   __m128 m = _mm_min_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -125,7 +138,65 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void quantize_avx5
   }
   quantize_scalar(x + i, n - i, scale, zp, y + i);
 }
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void quantize_s8_avx512(const float* x, int64_t n,
+                                                                                    float scale, float zp, uint8_t* y) {
+  const __m512 s = _mm512_set1_ps(scale), z = _mm512_set1_ps(zp), lo = _mm512_set1_ps(-128.0f),
+               hi = _mm512_set1_ps(127.0f);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_div_ps(_mm512_loadu_ps(x + i), s);
+    v = _mm512_add_ps(_mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
+    v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);  // NaN -> 0
+    v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(v)));
+  }
+  quantize_s8_scalar(x + i, n - i, scale, zp, y + i);
+}
+template <bool kSigned>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void dequantize_avx512(const uint8_t* x, int64_t n,
+                                                                                   float scale, float zp, float* y) {
+  const __m512 s = _mm512_set1_ps(scale), z = _mm512_set1_ps(zp);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
+    const __m512i w = kSigned ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);
+    _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(w), z), s));
+  }
+  if constexpr (kSigned) dequantize_scalar(reinterpret_cast<const int8_t*>(x) + i, n - i, scale, zp, y + i);
+  else dequantize_scalar(x + i, n - i, scale, zp, y + i);
+}
 #pragma GCC diagnostic pop
+__attribute__((target("avx2,fma"))) void quantize_s8_avx2(const float* x, int64_t n, float scale, float zp, uint8_t* y) {
+  const __m256 s = _mm256_set1_ps(scale), z = _mm256_set1_ps(zp), lo = _mm256_set1_ps(-128.0f),
+               hi = _mm256_set1_ps(127.0f);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) {
+      __m256 v = _mm256_div_ps(_mm256_loadu_ps(x + i + 8 * k), s);
+      v = _mm256_add_ps(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), z);
+      v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));  // NaN -> 0
+      q[k] = _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(v, lo), hi));
+    }
+    // int32 -> int16 -> int8 with signed saturation (exact: every value is in [-128, 127]).
+    const __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm256_permutevar8x32_epi32(w, order));
+  }
+  quantize_s8_scalar(x + i, n - i, scale, zp, y + i);
+}
+template <bool kSigned>
+__attribute__((target("avx2,fma"))) void dequantize_avx2(const uint8_t* x, int64_t n, float scale, float zp, float* y) {
+  const __m256 s = _mm256_set1_ps(scale), z = _mm256_set1_ps(zp);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + i));
+    const __m256i w = kSigned ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(w), z), s));
+  }
+  if constexpr (kSigned) dequantize_scalar(reinterpret_cast<const int8_t*>(x) + i, n - i, scale, zp, y + i);
+  else dequantize_scalar(x + i, n - i, scale, zp, y + i);
+}
 #endif
 
 }  // namespace
@@ -187,6 +258,29 @@ void dynamic_quantize_u8(ep::ThreadPool& pool, const float* x, int64_t n, ep::Is
       dql_quantize(x + b, std::min(kChunk, n - b), s, zpf, q + b, tier);
     }
   });
+}
+
+void quantize_8bit(const float* x, int64_t n, float scale, float zp, bool is_signed, uint8_t* y, ep::IsaTier tier) {
+  if (!is_signed) return dql_quantize(x, n, scale, zp, y, tier);
+#if defined(__x86_64__)
+  if (tier >= ep::IsaTier::kAvx512) return quantize_s8_avx512(x, n, scale, zp, y);
+  if (tier >= ep::IsaTier::kAvx2) return quantize_s8_avx2(x, n, scale, zp, y);
+#endif
+  quantize_s8_scalar(x, n, scale, zp, y);
+}
+
+void dequantize_8bit(const uint8_t* x, int64_t n, bool is_signed, float scale, float zp, float* y, ep::IsaTier tier) {
+#if defined(__x86_64__)
+  if (tier >= ep::IsaTier::kAvx512) {
+    return is_signed ? dequantize_avx512<true>(x, n, scale, zp, y) : dequantize_avx512<false>(x, n, scale, zp, y);
+  }
+  if (tier >= ep::IsaTier::kAvx2) {
+    return is_signed ? dequantize_avx2<true>(x, n, scale, zp, y) : dequantize_avx2<false>(x, n, scale, zp, y);
+  }
+#endif
+  (void)tier;
+  if (is_signed) dequantize_scalar(reinterpret_cast<const int8_t*>(x), n, scale, zp, y);
+  else dequantize_scalar(x, n, scale, zp, y);
 }
 
 }  // namespace nxrt::ops

@@ -33,6 +33,13 @@ inline int32_t quantize_saturated(float v, float scale, int32_t zp, int32_t lo, 
   return static_cast<int32_t>(r) + zp;
 }
 
+// QuantizeLinear / DequantizeLinear with one float32 scale and zero point, 8-bit codes as bytes (int8
+// as two's complement): y[i] = clamp(round_half_even(x[i] / scale) + zp) to the type's range, a NaN to
+// 0 (quantize_8bit), and y[i] = (float(x[i]) - zp) * scale (dequantize_8bit): the kernels' scalar
+// float operations at every tier.
+void quantize_8bit(const float* x, int64_t n, float scale, float zp, bool is_signed, uint8_t* y, ep::IsaTier tier);
+void dequantize_8bit(const uint8_t* x, int64_t n, bool is_signed, float scale, float zp, float* y, ep::IsaTier tier);
+
 void dynamic_quantize_u8(ep::ThreadPool& pool, const float* x, int64_t n, ep::IsaTier tier, uint8_t* q, float* scale,
                          uint8_t* zp);
 
