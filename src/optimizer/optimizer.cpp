@@ -58,6 +58,9 @@ struct PassSpec {
 constexpr PassSpec kPasses[] = {
     // Before constant folding, which would turn the dequantized weights into float initializers.
     {"fuse_dq_matmul", &fuse_dq_matmul, OptLevel::kAll, Repeat::kOnce},
+    {"fuse_qdq", &fuse_qdq, OptLevel::kAll, Repeat::kOnce},
+    // The weights' DequantizeLinear nodes fuse_qdq left unread, before folding would widen them to float.
+    {"remove_dead_code", &remove_dead_code, OptLevel::kAll, Repeat::kOnce},
     // After fuse_dq_matmul (which reads the float16 scales of DequantizeLinear as they are), before
     // constant folding, which turns the widened float16 initializers into float32 ones.
     {"compute_float16_in_float32", &compute_float16_in_float32, OptLevel::kBasic, Repeat::kOnce},

@@ -25,6 +25,11 @@ int remove_dead_code(PassContext& pc, GraphInfo& gi);
 // Blocked int4/uint4/int8/uint8 DequantizeLinear of a constant [K, N] weight feeding MatMul's B input:
 // rewritten into com.microsoft MatMulNBits. Runs before constant folding.
 int fuse_dq_matmul(PassContext& pc, GraphInfo& gi);
+// The QuantizeLinear / DequantizeLinear groups of a QDQ model (DequantizeLinear inputs -> Conv, MatMul,
+// Gemm, Add, Mul, pools, Concat, ... -> QuantizeLinear) -> the 8-bit op (QLinearConv, QLinearMatMul,
+// com.microsoft QGemm, QLinearAdd, ...), or the op itself on 8-bit values where it only moves them.
+// Runs before constant folding.
+int fuse_qdq(PassContext& pc, GraphInfo& gi);
 // com.microsoft MatMulNBits nodes reading the same A with the same K, bits, block and accuracy level
 // (q/k/v, gate/up): one nxrt::MatMulNBitsSplit over their weights stacked along N, one output each.
 int fuse_sibling_matmulnbits(PassContext& pc, GraphInfo& gi);

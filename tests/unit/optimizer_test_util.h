@@ -81,11 +81,11 @@ struct ModelBuilder {
     return v;
   }
   void input(const std::string& name, const std::vector<int64_t>& dims) { m.graph.inputs.push_back(vi(name, dims)); }
-  void output(const std::string& name) {
+  void output(const std::string& name, DataType dtype = DataType::kFloat) {
     ir::ValueInfo v;
     v.name = name;
     v.type.kind = ir::TypeInfo::Kind::kTensor;
-    v.type.elem_type = DataType::kFloat;
+    v.type.elem_type = dtype;
     m.graph.outputs.push_back(v);
   }
   void init(const std::string& name, Tensor t) { m.graph.initializers[name] = std::move(t); }
