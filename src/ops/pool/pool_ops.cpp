@@ -7,6 +7,7 @@
 
 #include "ops/conv/conv_geometry.h"
 #include "ep/slot_scratch.h"
+#include "ops/pool/max_pool_8bit.h"
 #include "ops/pool/row_pool.h"
 
 namespace nxrt::ops {
@@ -278,6 +279,16 @@ class MaxPoolKernel final : public PoolBase {
       T* y = Y->data<T>();
       if constexpr (std::is_same_v<T, float>) {
         if (fast && !ind) return run_rows(ctx, g, true, false, x, y, planes);
+      }
+      if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>) {
+        if (row_paths_ && !ind && maxpool8::applies(g)) {
+          NXRT_ASSIGN_OR_RETURN(ep::SlotScratch slots, ep::SlotScratch::take(ctx, maxpool8::scratch_bytes(g)));
+          ctx.pool().parallel_for(planes, grain(g), [&](int64_t p0, int64_t p1) {
+            maxpool8::run(g, reinterpret_cast<const uint8_t*>(x), reinterpret_cast<uint8_t*>(y),
+                          std::is_same_v<T, int8_t>, p0, p1, slots.mine());
+          });
+          return Status::Ok();
+        }
       }
       ctx.pool().parallel_for(planes, grain(g), [&](int64_t p0, int64_t p1) {
         if (ind) {
