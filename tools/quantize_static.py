@@ -241,6 +241,8 @@ def quantize(model, lo, hi, per_channel):
                 act_params(i)
             if n.op_type in SHARED:
                 params[n.output[0]] = act_params(n.input[0])
+            elif n.op_type == "Softmax":
+                params[n.output[0]] = (np.float32(1.0 / 256.0), np.uint8(0))  # the quantizer's fixed [0, 1) range
             else:
                 act_params(n.output[0])
     qset = {id(n) for n in quantized_nodes}
@@ -304,7 +306,8 @@ def quantize(model, lo, hi, per_channel):
                     xs = params[n.input[0]][0]
                     bscale = (np.float32(xs) * ws).astype(np.float32)
                     if B.ndim == 1 and (bscale.size == 1 or bscale.size == B.size):
-                        Bq = np.round(B / bscale).astype(np.int32)
+                        # (int32 saturation for a bias far larger than x_scale * w_scale, as a tiny weight range gives)
+                        Bq = np.clip(np.round(B.astype(np.float64) / bscale), -2**31, 2**31 - 1).astype(np.int32)
                         bb = f"{n.input[bias_idx]}_q{count}"
                         new_inits += [numpy_helper.from_array(Bq, bb + "_quantized"),
                                       numpy_helper.from_array(bscale.reshape(-1) if bscale.size > 1 else np.array(bscale.reshape(()), np.float32), bb + "_scale"),

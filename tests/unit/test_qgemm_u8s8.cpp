@@ -160,7 +160,9 @@ TEST(QGemmU8S8, DISABLED_KernelBench) {
 namespace nxrt {
 namespace {
 // ConvInteger and QLinearConv with constant weights take the integer GEMM (channels-last patches, the
-// packed weights); the same nodes at isa=scalar take the exact double engine. Both must write the same
+// packed weights), or for groups of fewer than 8 outputs the float engine where its sums are exact (up to
+// 258 taps) and the double engine past that; the same nodes at isa=scalar with reference=1 take the
+// double engine's direct definition. All must write the same
 // outputs over 1-D, 2-D and 3-D convs, strides, dilations, asymmetric pads, groups (depthwise
 // included), per-channel weight zero points and scales, every signedness of x and w, batches of 2 and
 // a bias, at 1 and 2 threads.
@@ -180,6 +182,10 @@ TEST(OpsConvQuant, IntegerGemmPathMatchesDoublePath) {
       {{1, 64, 8, 8}, {33, 64, 1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1},  // 1x1, N off a panel
       // 20 channels (a 16 x 16 transposed block and 4 more) over 35 pixels (two 16-pixel blocks and 3)
       {{1, 20, 5, 7}, {16, 20, 3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1},
+      // Groups of fewer than 8 outputs: the float-exact path (8 * 9 taps) and, past 258 taps, the double one.
+      {{1, 24, 9, 9}, {12, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 3},
+      {{1, 64, 6, 6}, {4, 32, 3, 3}, {2, 2}, {1, 1}, {0, 1, 1, 0}, 2},
+      {{1, 32, 19, 23}, {32, 1, 5, 5}, {2, 1}, {1, 1}, {2, 2, 2, 2}, 32},  // depthwise 5x5
   };
   int checked = 0;
   for (size_t ci = 0; ci < cases.size(); ++ci)
@@ -218,7 +224,7 @@ TEST(OpsConvQuant, IntegerGemmPathMatchesDoublePath) {
             run.const_inputs = {3, 4, 5, 8};
           }
           KernelRun ref = run;
-          ref.overrides = {{"isa", "scalar"}};
+          ref.overrides = {{"isa", "scalar"}, {"reference", "1"}};  // the double engine's direct definition
           auto want = testing::run_kernel(ref);
           ASSERT_TRUE(want.ok()) << want.status().to_string();
           // The machine's tier and the AVX2 one (each has its own requantization loop), 1 and 2 threads.

@@ -11,6 +11,7 @@
 #endif
 
 #include "ep/input_facts.h"
+#include "ops/cast/dynamic_quantize.h"
 #include "ops/conv/conv_engine.h"
 #include "ops/linalg/qgemm_u8s8.h"
 
@@ -358,6 +359,44 @@ NXRT_QSUMS_AVX512 void quantize_sums_avx512(const int32_t* sums, const double* b
     _mm_mask_storeu_epi8(out + o, static_cast<__mmask16>(k), _mm256_cvtepi32_epi8(a));
   }
 }
+
+// The float-exact path's requantization of one output plane (its sums exact integers held as floats, one
+// bias and scale): out[i] = the byte of min(hi, max(lo, nearbyint((sums[i] + bias) * scale) + yzp)), in
+// double as quantize_sums_avx2, so the same bytes as the double engine's.
+__attribute__((target("avx2,fma"))) void quantize_plane_avx2(const float* sums, int64_t n, double bias, double scale,
+                                                            double yzp, double lo, double hi, uint8_t* out) {
+  const __m256d vb = _mm256_set1_pd(bias), vs = _mm256_set1_pd(scale), vz = _mm256_set1_pd(yzp),
+                vlo = _mm256_set1_pd(lo), vhi = _mm256_set1_pd(hi);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m256d v = _mm256_mul_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm_loadu_ps(sums + i)), vb), vs);
+    const __m256d r = _mm256_add_pd(_mm256_round_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
+    const __m128i q = _mm256_cvttpd_epi32(_mm256_min_pd(_mm256_max_pd(r, vlo), vhi));
+    const __m128i b = _mm_packus_epi16(_mm_packs_epi32(q, q), _mm_setzero_si128());  // lo >= -128: exact
+    const int32_t four = _mm_cvtsi128_si32(lo < 0 ? _mm_packs_epi16(_mm_packs_epi32(q, q), _mm_setzero_si128()) : b);
+    std::memcpy(out + i, &four, 4);
+  }
+  for (; i < n; ++i) {
+    const double q = std::min(hi, std::max(lo, std::nearbyint((static_cast<double>(sums[i]) + bias) * scale) + yzp));
+    out[i] = static_cast<uint8_t>(static_cast<int32_t>(q));
+  }
+}
+NXRT_QSUMS_AVX512 void quantize_plane_avx512(const float* sums, int64_t n, double bias, double scale, double yzp,
+                                             double lo, double hi, uint8_t* out) {
+  const __m512d vb = _mm512_set1_pd(bias), vs = _mm512_set1_pd(scale), vz = _mm512_set1_pd(yzp),
+                vlo = _mm512_set1_pd(lo), vhi = _mm512_set1_pd(hi);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m512d v = _mm512_mul_pd(_mm512_add_pd(_mm512_cvtps_pd(_mm256_loadu_ps(sums + i)), vb), vs);
+    const __m512d r = _mm512_add_pd(_mm512_roundscale_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), vz);
+    const __m256i q = _mm512_cvttpd_epi32(_mm512_min_pd(_mm512_max_pd(r, vlo), vhi));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + i), _mm256_cvtepi32_epi8(q));
+  }
+  for (; i < n; ++i) {
+    const double q = std::min(hi, std::max(lo, std::nearbyint((static_cast<double>(sums[i]) + bias) * scale) + yzp));
+    out[i] = static_cast<uint8_t>(static_cast<int32_t>(q));
+  }
+}
 #endif
 
 
@@ -396,11 +435,22 @@ Result<std::vector<double>> centered_weights(const Tensor& W, const std::vector<
   return wv;
 }
 
-// Weights prepared at creation when w (and its zero point, if given) are constants.
+// Reductions short enough that float arithmetic gives the exact integer sums: every product of 8-bit
+// values minus their zero points is at most 255 * 255 in magnitude, so any partial sum of up to
+// kFloatExactTaps of them stays below 2^24, where float holds every integer (258 * 65025 < 2^24),
+// whatever the order of the additions. Depthwise and small-group convs then take the float engine's
+// kernels (its depthwise paths) instead of the double engine's: the same sums, 4-6x faster.
+constexpr int64_t kFloatExactTaps = 258;
+
+// Weights prepared at creation when w (and its zero point, if given) are constants: float when the
+// conv's reductions (C/group * kernel taps) stay float-exact, else double.
 struct IntWeights {
   bool ready = false;
+  bool in_float = false;  // wf holds them (else w)
   ConvWeights<double> w;
-  void init(const ep::KernelInfo& info, size_t w_idx, size_t wzp_idx, int64_t group) {
+  ConvWeights<float> wf;
+  // allow_float: false keeps the double engine (reference=1: its direct definition checks the others).
+  void init(const ep::KernelInfo& info, size_t w_idx, size_t wzp_idx, int64_t group, bool allow_float) {
     const Tensor* W = info.const_input(w_idx);
     if (!W || W->rank() < 3 || group < 1 || W->dim(0) % group != 0 || !is_8bit(W->dtype())) return;
     std::vector<double> wzp{0.0};
@@ -413,7 +463,15 @@ struct IntWeights {
     }
     auto wv = centered_weights(*W, wzp);
     if (!wv.ok()) return;
-    w.prepare(W->shape(), group, std::move(wv.value()));
+    const int64_t M = W->dim(0), taps = M > 0 ? W->numel() / M : 0;  // C/group * kernel volume
+    if (allow_float && taps <= kFloatExactTaps) {
+      // Centered 8-bit weights are integers in [-255, 255]: exact in float. No Winograd weights (its
+      // transforms would not keep the sums exact).
+      wf.prepare(W->shape(), group, std::vector<float>(wv.value().begin(), wv.value().end()));
+      in_float = true;
+    } else {
+      w.prepare(W->shape(), group, std::move(wv.value()));
+    }
     ready = true;
   }
 };
@@ -511,6 +569,9 @@ struct IntegerConvVariant final : ep::KernelVariant {
   // group's int32 products [pixels, Mg]; x_centered and sums are then not laid out.
   bool qgemm = false;
   size_t q_xt = 0, q_ws = 0, q_y = 0;
+  // The float-exact path (IntWeights::in_float serve this W): x_centered and sums hold floats, and plan
+  // is a float plan.
+  bool in_float = false;
 };
 
 // What ConvInteger and QLinearConv share: attributes, weights prepared at creation, the path overrides,
@@ -528,9 +589,9 @@ struct IntegerConv {
     w_idx = w, xzp_idx = xzp, wzp_idx = wzp;
     // The integer GEMM's packed weights when the tier has a kernel for them, else the double engine's
     // (8 bytes a weight: not both).
-    q.init(info, w_idx, wzp_idx, group);
-    if (!q.ready()) pre.init(info, w_idx, wzp_idx, group);
     cfg = conv_config(info);
+    q.init(info, w_idx, wzp_idx, group);
+    if (!q.ready()) pre.init(info, w_idx, wzp_idx, group, cfg.path != ConvPath::kReference);
     return Status::Ok();
   }
 
@@ -562,10 +623,20 @@ struct IntegerConv {
       v->qgemm = true;
       return v;
     }
+    if (pre.ready && pre.in_float && pre.wf.shape == in.shape(w_idx) && s.N * s.M * s.g.out_size() > 0) {
+      const ConvConfig fcfg = float_cfg();
+      v->x_centered = v->scratch.add<float>(s.N * s.C * s.g.in_size());
+      v->sums = v->scratch.add<float>(s.N * s.M * s.g.out_size());
+      v->plan = conv_plan<float>(s, pre.wf, fcfg, threads, false);
+      v->planned = true;
+      v->in_float = true;
+      v->plan_ws = v->scratch.add<unsigned char>(static_cast<int64_t>(v->plan.workspace_bytes));
+      return v;
+    }
     // The double engine's centered x and sums (not needed on the integer GEMM path above).
     v->x_centered = v->scratch.add<double>(s.N * s.C * s.g.in_size());
     v->sums = v->scratch.add<double>(s.N * s.M * s.g.out_size());
-    if (pre.ready && pre.w.shape == in.shape(w_idx) && s.N * s.M * s.g.out_size() > 0) {
+    if (pre.ready && !pre.in_float && pre.w.shape == in.shape(w_idx) && s.N * s.M * s.g.out_size() > 0) {
       v->plan = conv_plan<double>(s, pre.w, cfg, threads, false);
       v->planned = true;
       v->plan_ws = v->scratch.add<unsigned char>(static_cast<int64_t>(v->plan.workspace_bytes));
@@ -651,10 +722,53 @@ struct IntegerConv {
     return Status::Ok();
   }
 
+  // The float engine's settings for the float-exact path: never Winograd (its transforms round).
+  ConvConfig float_cfg() const {
+    ConvConfig f = cfg;
+    f.auto_skips |= 1u << static_cast<int>(ConvPath::kWinograd);
+    return f;
+  }
+
+  // The float-exact path: x - x_zero_point as floats (exact), the float engine's planned conv with the
+  // centered float weights, the exact sums as floats in NCHW (*fsums).
+  Status run_float(ep::KernelContext& ctx, const IntegerConvVariant& v, ScratchLayout& scratch, const float** fsums) const {
+    const ConvShape& s = v.s;
+    const Tensor& X = ctx.input(0);
+    float xzp = 0;
+    if (ctx.has_input(xzp_idx)) {
+      NXRT_ASSIGN_OR_RETURN(const double z, element_as_double(ctx.input(xzp_idx), 0));
+      xzp = static_cast<float>(z);
+    }
+    float* xv = scratch.at<float>(v.x_centered);
+    float* y = scratch.at<float>(v.sums);
+    const int64_t n = X.numel();
+    // The widening as DequantizeLinear's with scale 1 (ops/cast/dynamic_quantize.h), over the pool.
+    constexpr int64_t kChunk = 16384;
+    const bool x_signed = X.dtype() == DataType::kInt8;
+    const uint8_t* xb = static_cast<const uint8_t*>(X.raw_data());
+    ctx.pool().parallel_for((n + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c)
+        dequantize_8bit(xb + c * kChunk, std::min(kChunk, n - c * kChunk), x_signed, 1.0f, xzp, xv + c * kChunk, cfg.isa);
+    });
+    if (conv_plan_fits(v.plan, s, &ctx.pool(), nullptr)) {
+      NXRT_ASSIGN_OR_RETURN(const ep::SlotMemory slots, plan_slots(ctx, v.plan));
+      conv_forward_planned<float>(v.plan, xv, pre.wf, nullptr, y, &ctx.pool(), float_cfg(), nullptr,
+                                  scratch.at<unsigned char>(v.plan_ws), slots);
+    } else {  // a variant made for another thread count: planned now
+      conv_forward<float>(s, xv, pre.wf, nullptr, y, &ctx.pool(), float_cfg());
+    }
+    if (fsums) {
+      *fsums = y;
+      return Status::Ok();
+    }
+    return ctx.error("internal: the integer conv's float sums have no reader");
+  }
+
   // The exact sums conv(x - x_zero_point, w - w_zero_point): through the integer GEMM when the variant
   // takes it (each group's int32 sums handed to `sink`, *sums left null), else as doubles in the
   // variant's workspace (*sums).
-  Status run(ep::KernelContext& ctx, const IntegerConvVariant& v, const double** sums, GroupSums sink) const {
+  Status run(ep::KernelContext& ctx, const IntegerConvVariant& v, const double** sums, GroupSums sink,
+             const float** fsums = nullptr) const {
     const ConvShape& s = v.s;
     const Tensor& X = ctx.input(0);
     const Tensor& W = ctx.input(w_idx);
@@ -662,10 +776,12 @@ struct IntegerConv {
     ScratchLayout scratch = v.scratch;
     scratch.bind(ws);
     *sums = nullptr;
+    if (fsums) *fsums = nullptr;
     const int64_t y_count = s.N * s.M * s.g.out_size();
     if (y_count == 0) return Status::Ok();
     // A variant is made for its inputs' shapes, so its qgemm means this W is the packed one.
     if (v.qgemm) return run_qgemm(ctx, v, scratch, sink);
+    if (v.in_float) return run_float(ctx, v, scratch, fsums);
     double* y = scratch.at<double>(v.sums);
     *sums = y;
     double xzp = 0;
@@ -734,7 +850,12 @@ class ConvIntegerKernel final : public ep::Kernel {
         }
       });
     };
-    NXRT_RETURN_IF_ERROR(conv_.run(ctx, *v, &y, sink));
+    const float* fy = nullptr;
+    NXRT_RETURN_IF_ERROR(conv_.run(ctx, *v, &y, sink, &fy));
+    if (fy) {
+      for (int64_t i = 0; i < Y->numel(); ++i) yo[i] = static_cast<int32_t>(fy[i]);  // exact integers
+      return Status::Ok();
+    }
     if (!y) return Status::Ok();
     for (int64_t i = 0; i < Y->numel(); ++i) yo[i] = static_cast<int32_t>(std::llround(y[i]));
     return Status::Ok();
@@ -839,7 +960,29 @@ class QLinearConvKernel final : public ep::Kernel {
       });
     };
     const double* y = nullptr;
-    NXRT_RETURN_IF_ERROR(conv_.run(ctx, *v, &y, sink));
+    const float* fy = nullptr;
+    NXRT_RETURN_IF_ERROR(conv_.run(ctx, *v, &y, sink, &fy));
+    if (fy) {
+      ctx.pool().parallel_for(s.N * s.M, 4, [&](int64_t q0, int64_t q1) {
+        for (int64_t q = q0; q < q1; ++q) {
+          const int64_t m = q % s.M;
+          const float* src = fy + q * plane;
+          uint8_t* dst = out + q * plane;
+#if defined(__x86_64__) || defined(__i386__)
+          if (avx512) {
+            quantize_plane_avx512(src, plane, bias[m], scale[m], yzp, lo, hi, dst);
+            continue;
+          }
+          if (isa_ >= ep::IsaTier::kAvx2) {
+            quantize_plane_avx2(src, plane, bias[m], scale[m], yzp, lo, hi, dst);
+            continue;
+          }
+#endif
+          for (int64_t i = 0; i < plane; ++i) dst[i] = quantize(static_cast<double>(src[i]), m);
+        }
+      });
+      return Status::Ok();
+    }
     if (!y) return Status::Ok();
     for (int64_t m = 0; m < s.M; ++m)
       for (int64_t n = 0; n < s.N; ++n) {
