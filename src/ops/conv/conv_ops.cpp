@@ -489,6 +489,19 @@ inline uint32_t byte_sum(const uint8_t* p, int64_t n) {
   return static_cast<uint32_t>(sum);
 }
 
+// dst[0, n) = src[0, n): whole 16-byte vectors inline where n allows (a patch row's taps are 16-256
+// bytes, where a memcpy call per tap costs more than the copy), else memcpy.
+inline void copy_bytes(uint8_t* dst, const uint8_t* src, int64_t n) {
+#if defined(__x86_64__)
+  if (n % 16 == 0) {
+    for (int64_t i = 0; i < n; i += 16)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    return;
+  }
+#endif
+  std::memcpy(dst, src, static_cast<size_t>(n));
+}
+
 #if defined(__x86_64__)
 // dst row j (16 bytes, dst_stride apart) = byte j of each of 16 source rows (src_stride apart), each
 // byte XOR `flip`: four rounds of interleaving row i with row i + 8 transpose a 16 x 16 byte block.
@@ -568,7 +581,7 @@ struct IntegerConvVariant final : ep::KernelVariant {
   // The integer GEMM path (IntQGemmWeights serve this W): x channels-last, the GEMM's workspace and one
   // group's int32 products [pixels, Mg]; x_centered and sums are then not laid out.
   bool qgemm = false;
-  size_t q_xt = 0, q_ws = 0, q_y = 0;
+  size_t q_xt = 0, q_psum = 0, q_ws = 0, q_y = 0;  // q_psum: each pixel's byte sum per group, int32
   // The float-exact path (IntWeights::in_float serve this W): x_centered and sums hold floats, and plan
   // is a float plan.
   bool in_float = false;
@@ -618,6 +631,7 @@ struct IntegerConv {
       size_t ws = 0;
       for (const ops::QGemmPackedB& b : q.groups) ws = std::max(ws, ops::qgemm_workspace_bytes(b, P));
       v->q_xt = v->scratch.add<uint8_t>(s.g.in_size() * s.C);
+      v->q_psum = v->scratch.add<int32_t>(s.g.in_size() * group);
       v->q_ws = v->scratch.add<unsigned char>(static_cast<int64_t>(ws));
       v->q_y = v->scratch.add<int32_t>(P * Mg);
       v->qgemm = true;
@@ -648,9 +662,11 @@ struct IntegerConv {
   // values + 128), then per group each block of output pixels gathers its patch rows (the channels at
   // each tap, x_zero_point where a tap falls in the padding, which centers to 0) inside the parallel
   // loop and multiplies them by the packed weights; the int32 sums go to y as doubles, in NCHW.
-  // What the integer GEMM path hands its caller per image n and group g: the group's int32 sums as
-  // [pixels, Mg] (pixel p, the group's output channel o at p * Mg + o).
-  using GroupSums = ep::FunctionRef<void(int64_t n, int64_t g, const int32_t* sums)>;
+  // What the integer GEMM path hands its caller per image n, group g and block of output pixels
+  // [p0, p1), as soon as the block is done, on the thread that computed it: the group's int32 sums as
+  // [pixels, Mg] (pixel p, the group's output channel o at p * Mg + o), rows [p0, p1) complete. Blocks
+  // start at multiples of 16 pixels.
+  using GroupSums = ep::FunctionRef<void(int64_t n, int64_t g, int64_t p0, int64_t p1, const int32_t* sums)>;
   Status run_qgemm(ep::KernelContext& ctx, const IntegerConvVariant& v, ScratchLayout& scratch, GroupSums sink) const {
     const ConvShape& s = v.s;
     const Geom3& g3 = s.g;
@@ -667,6 +683,7 @@ struct IntegerConv {
     const int64_t C = s.C, Cg = C / group, Mg = s.M / group, P = g3.out_size(), plane = g3.in_size();
     const int64_t kvol = g3.kvol(), K = kvol * Cg;
     uint8_t* xt = scratch.at<uint8_t>(v.q_xt);
+    int32_t* psum = scratch.at<int32_t>(v.q_psum);
     void* ws = scratch.at<unsigned char>(v.q_ws);
     int32_t* yq = scratch.at<int32_t>(v.q_y);
     const uint8_t* xb = static_cast<const uint8_t*>(X.raw_data());
@@ -674,6 +691,7 @@ struct IntegerConv {
       const uint8_t* xn = xb + n * C * plane;
       // Channels-last in blocks of 16 pixels, so each block's rows (16 x C bytes) stay in L1 while every
       // channel plane contributes its 16 contiguous bytes.
+      // Each pixel's byte sum per group (psum) with it: a patch row's sum is then the sum of its taps'.
       ctx.pool().parallel_for((plane + 15) / 16, 16, [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) {
           const int64_t p0 = b * 16, np = std::min<int64_t>(16, plane - p0);
@@ -687,36 +705,56 @@ struct IntegerConv {
             const uint8_t* src = xn + c * plane + p0;
             for (int64_t i = 0; i < np; ++i) xt[(p0 + i) * C + c] = static_cast<uint8_t>(src[i] ^ flip);
           }
+          for (int64_t i = p0; i < p0 + np; ++i)
+            for (int64_t g = 0; g < group; ++g) psum[i * group + g] = static_cast<int32_t>(byte_sum(xt + i * C + g * Cg, Cg));
         }
       });
       for (int64_t g = 0; g < group; ++g) {
         const ops::QGemmPackedB& B = q.groups[static_cast<size_t>(g)];
         const int64_t kp = B.quads * 4;
         auto fill = [&](int64_t m0, int64_t m1, uint8_t* au, int32_t* sa) {
+          const int32_t pad_sum = static_cast<int32_t>(pad) * static_cast<int32_t>(Cg);
+          const bool span = group == 1 && g3.d[2] == 1;
           for (int64_t m = m0; m < m1; ++m) {
             const int64_t o2 = m % g3.out[2], o1 = (m / g3.out[2]) % g3.out[1], o0 = m / (g3.out[2] * g3.out[1]);
             uint8_t* dst = au + (m - m0) * kp;
             int64_t k = 0;
+            int32_t sum = 0;
             for (int64_t t0 = 0; t0 < g3.k[0]; ++t0) {
               const int64_t i0 = o0 * g3.s[0] - g3.pb[0] + t0 * g3.d[0];
               for (int64_t t1 = 0; t1 < g3.k[1]; ++t1) {
                 const int64_t i1 = o1 * g3.s[1] - g3.pb[1] + t1 * g3.d[1];
+                const int64_t first = o2 * g3.s[2] - g3.pb[2];
+                if (span && i0 >= 0 && i0 < g3.in[0] && i1 >= 0 && i1 < g3.in[1] && first >= 0 &&
+                    first + g3.k[2] <= g3.in[2]) {
+                  // A whole row of taps inside the image, one group spanning every channel: the taps'
+                  // pixels are consecutive, so their channels are one run of k[2] * C bytes.
+                  const int64_t pix = (i0 * g3.in[1] + i1) * g3.in[2] + first;
+                  copy_bytes(dst + k, xt + pix * C, g3.k[2] * C);
+                  for (int64_t t2 = 0; t2 < g3.k[2]; ++t2) sum += psum[pix + t2];
+                  k += g3.k[2] * Cg;
+                  continue;
+                }
                 for (int64_t t2 = 0; t2 < g3.k[2]; ++t2, k += Cg) {
                   const int64_t i2 = o2 * g3.s[2] - g3.pb[2] + t2 * g3.d[2];
                   if (i0 < 0 || i0 >= g3.in[0] || i1 < 0 || i1 >= g3.in[1] || i2 < 0 || i2 >= g3.in[2]) {
                     std::memset(dst + k, pad, static_cast<size_t>(Cg));
+                    sum += pad_sum;
                   } else {
-                    std::memcpy(dst + k, xt + ((i0 * g3.in[1] + i1) * g3.in[2] + i2) * C + g * Cg, static_cast<size_t>(Cg));
+                    const int64_t pix = (i0 * g3.in[1] + i1) * g3.in[2] + i2;
+                    copy_bytes(dst + k, xt + pix * C + g * Cg, Cg);
+                    sum += psum[pix * group + g];
                   }
                 }
               }
             }
             std::memset(dst + K, 0, static_cast<size_t>(kp - K));
-            sa[m - m0] = static_cast<int32_t>(byte_sum(dst, K));
+            sa[m - m0] = sum;
           }
         };
-        ops::qgemm_u8s8_rows(q.kernel, P, fill, alpha, B, q.zb.data() + g * Mg, yq, Mg, &ctx.pool(), ws);
-        sink(n, g, yq);
+        auto block_done = [&](int64_t p0, int64_t p1) { sink(n, g, p0, p1, yq); };
+        const ops::QGemmRowsDone done(block_done);
+        ops::qgemm_u8s8_rows(q.kernel, P, fill, alpha, B, q.zb.data() + g * Mg, yq, Mg, &ctx.pool(), ws, &done);
       }
     }
     return Status::Ok();
@@ -841,14 +879,12 @@ class ConvIntegerKernel final : public ep::Kernel {
     const double* y = nullptr;
     int32_t* yo = Y->data<int32_t>();
     const int64_t P = v->s.g.out_size(), M = v->s.M, Mg = M / conv_.group;
-    // The GEMM path's [pixels, Mg] sums into Y's NCHW planes.
-    auto sink = [&](int64_t n, int64_t g, const int32_t* sums) {
-      ctx.pool().parallel_for(Mg, 4, [&](int64_t o0, int64_t o1) {
-        for (int64_t o = o0; o < o1; ++o) {
-          int32_t* dst = yo + (n * M + g * Mg + o) * P;
-          for (int64_t p = 0; p < P; ++p) dst[p] = sums[p * Mg + o];
-        }
-      });
+    // The GEMM path's [pixels, Mg] sums into Y's NCHW planes, block by block.
+    auto sink = [&](int64_t n, int64_t g, int64_t p0, int64_t p1, const int32_t* sums) {
+      for (int64_t o = 0; o < Mg; ++o) {
+        int32_t* dst = yo + (n * M + g * Mg + o) * P;
+        for (int64_t p = p0; p < p1; ++p) dst[p] = sums[p * Mg + o];
+      }
     };
     const float* fy = nullptr;
     NXRT_RETURN_IF_ERROR(conv_.run(ctx, *v, &y, sink, &fy));
@@ -889,7 +925,7 @@ class QLinearConvKernel final : public ep::Kernel {
     NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, v->y_dtype, v->y_shape));
     if (Y->numel() == 0) {
       const double* none = nullptr;
-      return conv_.run(ctx, *v, &none, [](int64_t, int64_t, const int32_t*) {});
+      return conv_.run(ctx, *v, &none, [](int64_t, int64_t, int64_t, int64_t, const int32_t*) {});
     }
     // Per output channel: scale = x_scale * w_scale / y_scale and the bias, read once a call.
     const Tensor& w_scale = ctx.input(4);
@@ -928,11 +964,10 @@ class QLinearConvKernel final : public ep::Kernel {
     // transpose; edges byte by byte.
     constexpr int64_t kPixels = 16, kChannels = 256;
     const bool avx512 = isa_ >= ep::IsaTier::kAvx512;
-    auto sink = [&](int64_t n, int64_t g, const int32_t* sums) {
-      ctx.pool().parallel_for((plane + kPixels - 1) / kPixels, 4, [&](int64_t b0, int64_t b1) {
-        uint8_t tile[kPixels][kChannels];
-        for (int64_t b = b0; b < b1; ++b) {
-          const int64_t p0 = b * kPixels, np = std::min(kPixels, plane - p0);
+    auto sink = [&](int64_t n, int64_t g, int64_t q0, int64_t q1, const int32_t* sums) {
+      uint8_t tile[kPixels][kChannels];
+      for (int64_t p0 = q0; p0 < q1; p0 += kPixels) {
+        const int64_t np = std::min(kPixels, q1 - p0);
           for (int64_t c0 = 0; c0 < Mg; c0 += kChannels) {
             const int64_t nc = std::min(kChannels, Mg - c0);
             const double* sc = scale + g * Mg + c0;
@@ -956,8 +991,7 @@ class QLinearConvKernel final : public ep::Kernel {
             for (; o < nc; ++o)
               for (int64_t i = 0; i < np; ++i) base[o * plane + i] = tile[i][o];
           }
-        }
-      });
+      }
     };
     const double* y = nullptr;
     const float* fy = nullptr;

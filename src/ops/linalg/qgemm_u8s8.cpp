@@ -17,6 +17,7 @@ namespace {
 constexpr int64_t kCols = 16;         // columns per panel
 constexpr int64_t kRecordBytes = 64;  // one quad of k for a panel's 16 columns
 constexpr int64_t kRowBlock = 64;     // rows of A per task
+static_assert(kRowBlock % 16 == 0, "qgemm_u8s8_rows with `done` rounds blocks up to 16 rows");
 constexpr int64_t kPairRows = 8;     // rows of the AVX-512 two-panel tile (tile2x8_avx512vnni)
 
 // Per row: alpha (za + oa) and c1 = K * alpha - SA, so that Y = D + c1 * beta - alpha * SB (mod 2^32).
@@ -395,7 +396,8 @@ void fill_beta(const QGemmPackedB& B, const int32_t* zb, int32_t* beta) {
 }  // namespace
 
 void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t alpha, const QGemmPackedB& B,
-                     const int32_t* zb, int32_t* Y, int64_t ldy, ep::ThreadPool* pool, void* workspace) {
+                     const int32_t* zb, int32_t* Y, int64_t ldy, ep::ThreadPool* pool, void* workspace,
+                     const QGemmRowsDone* done) {
   if (M <= 0 || B.N <= 0) return;
   const int64_t K = B.K, kp = B.quads * 4;
   uint8_t* au = static_cast<uint8_t*>(workspace);
@@ -407,6 +409,7 @@ void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t 
   const int threads = pool ? pool->num_threads() : 1;
   int64_t block = (M + 4 * threads - 1) / (4 * threads);
   block = std::max<int64_t>(4, std::min<int64_t>(kRowBlock, (block + 3) / 4 * 4));
+  if (done) block = (block + 15) / 16 * 16;  // kRowBlock is a multiple of 16
   const int64_t blocks = (M + block - 1) / block;
   auto work = [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
@@ -417,6 +420,7 @@ void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t 
         terms[m].c1 = static_cast<int32_t>(static_cast<uint32_t>(K) * static_cast<uint32_t>(alpha) - static_cast<uint32_t>(row_sums[m]));
       }
       run_block(kernel, au, kp, terms, B, beta, m0, m1, 0, B.panels, Y, ldy);
+      if (done) (*done)(m0, m1);
     }
   };
   if (pool) pool->parallel_for(blocks, 1, work); else work(0, blocks);

@@ -59,11 +59,17 @@ size_t qgemm_workspace_bytes(const QGemmPackedB& B, int64_t M);
 // bytes, zero past K), and sa[m - m0] = the sum of row m's first K bytes.
 using QGemmFillRows = ep::FunctionRef<void(int64_t m0, int64_t m1, uint8_t* au, int32_t* sa)>;
 
+// Called with each block of rows [m0, m1) of Y once the block is complete, on the thread that computed
+// it (a conv requantizes the rows while they are in that thread's cache).
+using QGemmRowsDone = ep::FunctionRef<void(int64_t m0, int64_t m1)>;
+
 // Y for M rows of A that `fill` writes block by block inside the parallel loop (so a conv's patches are
 // gathered by the thread that multiplies them, while they are in its cache); alpha = za + oa, the same
-// for every row. Threads take blocks of rows, each against every panel.
+// for every row. Threads take blocks of rows, each against every panel. With `done`, blocks are whole
+// multiples of 16 rows (but the last) and each is handed to it when complete.
 void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t alpha, const QGemmPackedB& B,
-                     const int32_t* zb, int32_t* Y, int64_t ldy, ep::ThreadPool* pool, void* workspace);
+                     const int32_t* zb, int32_t* Y, int64_t ldy, ep::ThreadPool* pool, void* workspace,
+                     const QGemmRowsDone* done = nullptr);
 
 // Y (M x N int32, ldy apart) for M rows of A (8-bit, signed or not, lda bytes apart) with per-row zero
 // points za (M values) and per-column ones zb (N values). `workspace`: qgemm_workspace_bytes.
