@@ -37,13 +37,13 @@ TEST(OpsQLinear, AddAndMulBroadcastAndSaturate) {
   struct Shapes { Dims a, b; };
   // b per last axis (rows of 4: the scalar tails), same shape (rows past the 8-wide vector body),
   // and a scalar b (broadcast along the rows).
-  for (const Shapes& sh : {Shapes{{2, 3, 4}, {4}}, Shapes{{3, 50}, {3, 50}}, Shapes{{2, 37}, {}}})
+  for (const Shapes& sh : {Shapes{{2, 3, 4}, {4}}, Shapes{{3, 50}, {3, 50}}, Shapes{{2, 37}, {}}, Shapes{{2, 77}, {2, 1}}})
     for (bool mul : {false, true}) {
       const Tensor a = random_q<uint8_t>(DataType::kUInt8, sh.a, rng), b = random_q<uint8_t>(DataType::kUInt8, sh.b, rng);
       const float sa = 0.03f, sb = 0.02f, sc = mul ? 0.004f : 0.05f;
       const uint8_t za = 120, zb = 131, zc = 125;
       for (int threads : {1, 2})
-        for (const char* isa : {"", "scalar"}) {  // the AVX2 rows and the scalar loop
+        for (const char* isa : {"", "avx2", "scalar"}) {  // the machine's vector rows, the AVX2 ones, the scalar loop
           KernelRun r{mul ? "QLinearMul" : "QLinearAdd", "com.microsoft", 1, {},
                       {Value(a), scal(sa), zp<uint8_t>(za, DataType::kUInt8), Value(b), scal(sb), zp<uint8_t>(zb, DataType::kUInt8),
                        scal(sc), zp<uint8_t>(zc, DataType::kUInt8)}};
@@ -55,7 +55,7 @@ TEST(OpsQLinear, AddAndMulBroadcastAndSaturate) {
           ASSERT_EQ(y.shape(), sh.a);
           int saturated = 0;
           for (int64_t i = 0; i < y.numel(); ++i) {
-            const int64_t bi = b.numel() == 1 ? 0 : i % b.numel();
+            const int64_t bi = b.numel() == 1 ? 0 : sh.b == Dims{2, 1} ? i / sh.a[1] : i % b.numel();
             const float va = sa * static_cast<float>(at<uint8_t>(a, i) - za), vb = sb * static_cast<float>(at<uint8_t>(b, bi) - zb);
             const int32_t want = q<uint8_t>(mul ? va * vb : va + vb, sc, zc);
             saturated += want == 0 || want == 255;
