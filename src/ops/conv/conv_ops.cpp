@@ -754,6 +754,17 @@ struct IntegerConv {
         };
         auto block_done = [&](int64_t p0, int64_t p1) { sink(n, g, p0, p1, yq); };
         const ops::QGemmRowsDone done(block_done);
+        // A 1x1 conv without stride or pads over whole quads of channels multiplies the channels-last
+        // rows where they are (patch row m is pixel m's channels); only the row sums are filled.
+        const bool pointwise = group == 1 && kvol == 1 && C == kp && P == plane && g3.s[0] == 1 && g3.s[1] == 1 &&
+                               g3.s[2] == 1 && g3.pb[0] == 0 && g3.pb[1] == 0 && g3.pb[2] == 0;
+        if (pointwise) {
+          auto sums_only = [&](int64_t m0, int64_t m1, uint8_t*, int32_t* sa) {
+            std::memcpy(sa, psum + m0, static_cast<size_t>(m1 - m0) * sizeof(int32_t));
+          };
+          ops::qgemm_u8s8_rows(q.kernel, P, sums_only, alpha, B, q.zb.data(), yq, Mg, &ctx.pool(), ws, &done, xt);
+          continue;
+        }
         ops::qgemm_u8s8_rows(q.kernel, P, fill, alpha, B, q.zb.data() + g * Mg, yq, Mg, &ctx.pool(), ws, &done);
       }
     }

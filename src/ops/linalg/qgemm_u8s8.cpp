@@ -397,7 +397,7 @@ void fill_beta(const QGemmPackedB& B, const int32_t* zb, int32_t* beta) {
 
 void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t alpha, const QGemmPackedB& B,
                      const int32_t* zb, int32_t* Y, int64_t ldy, ep::ThreadPool* pool, void* workspace,
-                     const QGemmRowsDone* done) {
+                     const QGemmRowsDone* done, const uint8_t* a_rows) {
   if (M <= 0 || B.N <= 0) return;
   const int64_t K = B.K, kp = B.quads * 4;
   uint8_t* au = static_cast<uint8_t*>(workspace);
@@ -414,12 +414,12 @@ void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t 
   auto work = [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t m0 = b * block, m1 = std::min(M, m0 + block);
-      fill(m0, m1, au + m0 * kp, row_sums + m0);
+      fill(m0, m1, a_rows ? nullptr : au + m0 * kp, row_sums + m0);
       for (int64_t m = m0; m < m1; ++m) {
         terms[m].alpha = alpha;
         terms[m].c1 = static_cast<int32_t>(static_cast<uint32_t>(K) * static_cast<uint32_t>(alpha) - static_cast<uint32_t>(row_sums[m]));
       }
-      run_block(kernel, au, kp, terms, B, beta, m0, m1, 0, B.panels, Y, ldy);
+      run_block(kernel, a_rows ? a_rows : au, kp, terms, B, beta, m0, m1, 0, B.panels, Y, ldy);
       if (done) (*done)(m0, m1);
     }
   };

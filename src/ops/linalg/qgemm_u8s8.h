@@ -66,10 +66,13 @@ using QGemmRowsDone = ep::FunctionRef<void(int64_t m0, int64_t m1)>;
 // Y for M rows of A that `fill` writes block by block inside the parallel loop (so a conv's patches are
 // gathered by the thread that multiplies them, while they are in its cache); alpha = za + oa, the same
 // for every row. Threads take blocks of rows, each against every panel. With `done`, blocks are whole
-// multiples of 16 rows (but the last) and each is handed to it when complete.
+// multiples of 16 rows (but the last) and each is handed to it when complete. With `a_rows`, Au's rows
+// are read in place, row m at a_rows + m * B.quads * 4 (already unsigned, zero past K), and `fill` only
+// writes the row sums (its au argument null): a 1x1 conv over a channels-last copy whose channel count is
+// a multiple of 4.
 void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t alpha, const QGemmPackedB& B,
                      const int32_t* zb, int32_t* Y, int64_t ldy, ep::ThreadPool* pool, void* workspace,
-                     const QGemmRowsDone* done = nullptr);
+                     const QGemmRowsDone* done = nullptr, const uint8_t* a_rows = nullptr);
 
 // Y (M x N int32, ldy apart) for M rows of A (8-bit, signed or not, lda bytes apart) with per-row zero
 // points za (M values) and per-column ones zb (N values). `workspace`: qgemm_workspace_bytes.
