@@ -3,6 +3,7 @@
 #include "ir/alloc_faults.h"
 #include "ir/allocation.h"
 #include "ir/page_mapping.h"
+#include "ir/byte_transpose.h"
 #include "ir/strided_cursor.h"
 
 #include <atomic>
@@ -294,6 +295,21 @@ void copy_strided(const Elem* src, const Dims& ss0, Elem* dst, const Dims& ds0, 
   }
   const int64_t inner = shape[rank - 1];
   const int64_t si = ss[rank - 1], di = ds[rank - 1];
+  if constexpr (sizeof(Elem) == 1) {
+    // A byte matrix transposed (per outer index): the destination's rows run along the source's unit
+    // stride. An 8-bit channels-last value copied as NCHW, or the reverse: by 16 x 16 blocks.
+    if (rank >= 2 && di == 1 && si != 1 && ss[rank - 2] == 1) {
+      const int64_t rows = shape[rank - 2];
+      auto batch = ir::strided_cursor(shape, rank - 2, ss, ds);
+      for (int64_t done = 0; done < n; done += rows * inner, batch.next()) {
+        const uint8_t* s8 = reinterpret_cast<const uint8_t*>(src + batch.offset(0));
+        uint8_t* d8 = reinterpret_cast<uint8_t*>(dst + batch.offset(1));
+        // source (inner x rows, rows of si bytes) -> destination (rows x inner, rows ds[rank - 2] apart)
+        ir::transpose_bytes(s8, inner, rows, si, d8, ds[rank - 2]);
+      }
+      return;
+    }
+  }
   auto outer = ir::strided_cursor(shape, rank - 1, ss, ds);
   for (int64_t done = 0; done < n; done += inner, outer.next()) {
     const int64_t sb = outer.offset(0), db = outer.offset(1);
