@@ -87,6 +87,7 @@ constexpr PassSpec kPasses[] = {
     {"fuse_sibling_matmulnbits", &fuse_sibling_matmulnbits, OptLevel::kAll, Repeat::kOnce},
     {"fuse_matmulnbits_silu_mul", &fuse_matmulnbits_silu_mul, OptLevel::kAll, Repeat::kOnce},  // after the two above
     {"fuse_sibling_pointwise_conv", &fuse_sibling_pointwise_conv, OptLevel::kAll, Repeat::kOnce},
+    {"qlinear_channels_last", &qlinear_channels_last, OptLevel::kAll, Repeat::kOnce},  // before the dead-code pass
     {"remove_dead_code", &remove_dead_code, OptLevel::kAll, Repeat::kOnce},
 };
 

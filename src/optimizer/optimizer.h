@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "ep/cpu_features.h"
 #include "ep/kernel.h"
 #include "ir/graph.h"
 #include "nxrt/session.h"
@@ -46,6 +47,10 @@ struct Options {
   int64_t max_constant_of_shape_bytes = int64_t{1} << 30;
   // Passes (kPasses' names, pass_names()) not to run; optimize() rejects a name that is no pass.
   std::vector<std::string> disabled;
+  // The kernels' tier (the session's isa override, else the CPU's) and whether they run as the
+  // reference (reference=1): layout passes keep to what those kernels take.
+  ep::IsaTier isa = ep::cpu_isa_tier();
+  bool reference_kernels = false;
 };
 
 // Every pass's name, in the order they run.

@@ -30,6 +30,10 @@ int fuse_dq_matmul(PassContext& pc, GraphInfo& gi);
 // com.microsoft QGemm, QLinearAdd, ...), or the op itself on 8-bit values where it only moves them.
 // Runs before constant folding.
 int fuse_qdq(PassContext& pc, GraphInfo& gi);
+// 8-bit conv chains channels-last: eligible QLinearConv -> com.microsoft QLinearConv channels_last = 1
+// between Transposes, channels-last values kept across QLinearAdd / QLinearMul / QLinearConcat /
+// QLinearGlobalAveragePool and between convs (no Transpose back and forth).
+int qlinear_channels_last(PassContext& pc, GraphInfo& gi);
 // com.microsoft MatMulNBits nodes reading the same A with the same K, bits, block and accuracy level
 // (q/k/v, gate/up): one nxrt::MatMulNBitsSplit over their weights stacked along N, one output each.
 int fuse_sibling_matmulnbits(PassContext& pc, GraphInfo& gi);

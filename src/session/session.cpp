@@ -231,6 +231,8 @@ static Result<std::unique_ptr<Session>> make_session(const std::function<Result<
     oo.level = level.value();
     oo.registry = impl->registry.get();
     oo.disabled = opts.disabled_optimizers;
+    oo.isa = impl->overrides.isa();
+    oo.reference_kernels = impl->overrides.reference();
     optimizer::Stats stats;
     t0 = session::monotonic_us();
     {

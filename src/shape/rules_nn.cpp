@@ -60,7 +60,16 @@ WindowInts window_ints(const NodeContext& c, size_t ns, const std::string& prefi
 
 Status op_conv_like(NodeContext& c) {
   const std::string& op = c.n->op_type;
-  const ValueFacts& x = c.input(0);
+  // com.microsoft QLinearConv / QLinearAveragePool with channels_last: X [N, spatial..., C]. The rule
+  // runs on X's channels-first view, and the output's channels go back to the last axis at the end.
+  const bool channels_last = c.ai("channels_last", 0) != 0 || op == "NhwcMaxPool";
+  ValueFacts x_first;
+  if (channels_last && c.input(0).has_shape && c.input(0).dims.size() >= 3) {
+    x_first = c.input(0);
+    x_first.dims.insert(x_first.dims.begin() + 1, x_first.dims.back());
+    x_first.dims.pop_back();
+  }
+  const ValueFacts& x = x_first.has_shape ? x_first : c.input(0);
   bool is_pool = op.find("Pool") != std::string::npos && op != "ConvMaxPool";  // ConvMaxPool: the conv here
   bool qlinear = op == "QLinearConv";
   const ValueFacts& w = c.input(qlinear ? 3 : 1);
@@ -134,6 +143,11 @@ Status op_conv_like(NodeContext& c) {
                                 is_pool && ceil_mode, auto_pad));
       }
     }
+  }
+  if (x_first.has_shape && dims.size() >= 3) {
+    const SymDim ch = dims[1];
+    dims.erase(dims.begin() + 1);
+    dims.push_back(ch);
   }
   c.set(0, tensor(dt, dims));
   if (c.nout() > 1) c.set(1, tensor(DataType::kInt64, dims));
@@ -394,6 +408,8 @@ void add_nn_schemas(SchemaList& s) {
   }
   s.add("com.microsoft", "QLinearGlobalAveragePool", &op_qlinear_global_pool).rank(kSameAsInput0);
   s.add("com.microsoft", "QLinearAveragePool", &op_conv_like).rank(kSameAsInput0);  // a pool by its name
+  s.add("com.microsoft", "QLinearConv", &op_conv_like).rank(kSameAsInput0);
+  s.add("com.microsoft", "NhwcMaxPool", &op_conv_like).rank(kSameAsInput0);  // channels-last by its name
   s.add("BatchNormalization", &op_batchnorm).rank(kSameAsInput0);
   s.add("LayerNormalization", &op_layernorm).rank(kSameAsInput0);
   // Some exports put SimplifiedLayerNormalization in the default domain.

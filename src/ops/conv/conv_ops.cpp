@@ -11,6 +11,7 @@
 #endif
 
 #include "ep/input_facts.h"
+#include "ir/byte_transpose.h"
 #include "ops/cast/dynamic_quantize.h"
 #include "ops/conv/conv_engine.h"
 #include "ops/linalg/qgemm_u8s8.h"
@@ -489,36 +490,37 @@ inline uint32_t byte_sum(const uint8_t* p, int64_t n) {
   return static_cast<uint32_t>(sum);
 }
 
-// dst[0, n) = src[0, n): whole 16-byte vectors inline where n allows (a patch row's taps are 16-256
-// bytes, where a memcpy call per tap costs more than the copy), else memcpy.
+// dst[0, n) = src[0, n) inline (a patch row's runs are 3-256 bytes, where a memcpy call per run costs
+// more than the copy): 16-byte vectors, the last one overlapping the one before; shorter runs as two
+// overlapping 8- or 4-byte moves.
 inline void copy_bytes(uint8_t* dst, const uint8_t* src, int64_t n) {
 #if defined(__x86_64__)
-  if (n % 16 == 0) {
-    for (int64_t i = 0; i < n; i += 16)
+  if (n >= 16) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
       _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    if (i < n)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + n - 16), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + n - 16)));
     return;
   }
 #endif
-  std::memcpy(dst, src, static_cast<size_t>(n));
+  if (n >= 8) {
+    uint64_t a, b;
+    std::memcpy(&a, src, 8);
+    std::memcpy(&b, src + n - 8, 8);
+    std::memcpy(dst, &a, 8);
+    std::memcpy(dst + n - 8, &b, 8);
+  } else if (n >= 4) {
+    uint32_t a, b;
+    std::memcpy(&a, src, 4);
+    std::memcpy(&b, src + n - 4, 4);
+    std::memcpy(dst, &a, 4);
+    std::memcpy(dst + n - 4, &b, 4);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+  }
 }
 
-#if defined(__x86_64__)
-// dst row j (16 bytes, dst_stride apart) = byte j of each of 16 source rows (src_stride apart), each
-// byte XOR `flip`: four rounds of interleaving row i with row i + 8 transpose a 16 x 16 byte block.
-inline void transpose16x16_bytes(const uint8_t* src, int64_t src_stride, uint8_t flip, uint8_t* dst, int64_t dst_stride) {
-  const __m128i f = _mm_set1_epi8(static_cast<char>(flip));
-  __m128i a[16], t[16];
-  for (int i = 0; i < 16; ++i) a[i] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i * src_stride)), f);
-  for (int round = 0; round < 4; ++round) {
-    for (int i = 0; i < 8; ++i) {
-      t[2 * i] = _mm_unpacklo_epi8(a[i], a[i + 8]);
-      t[2 * i + 1] = _mm_unpackhi_epi8(a[i], a[i + 8]);
-    }
-    for (int i = 0; i < 16; ++i) a[i] = t[i];
-  }
-  for (int j = 0; j < 16; ++j) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + j * dst_stride), a[j]);
-}
-#endif
 
 // Constant 8-bit weights packed at creation for the integer GEMM (ops/linalg/qgemm_u8s8.h), per group:
 // B_g[k][o] = W[g * Mg + o] at k = tap * Cg + c (the taps outer, channels inner: a patch row is the
@@ -596,9 +598,14 @@ struct IntegerConv {
   IntQGemmWeights q;
   ConvConfig cfg;
   size_t w_idx = 1, xzp_idx = 2, wzp_idx = 3;
+  // com.microsoft QLinearConv's channels_last: X [N, spatial..., C] and Y [N, spatial..., M] (W stays
+  // [M, C/group, k...]); only on the integer GEMM path, whose patches come from a channels-last copy
+  // anyway (onnxruntime's NHWC transformer writes it; so does nxrt's qlinear_channels_last pass).
+  bool channels_last = false;
   Status init(const ep::KernelInfo& info, size_t w, size_t xzp, size_t wzp) {
     NXRT_RETURN_IF_ERROR(attrs.parse(info, false));
     group = info.attr_int("group", 1);
+    channels_last = info.attr_int("channels_last", 0) != 0;
     w_idx = w, xzp_idx = xzp, wzp_idx = wzp;
     // The integer GEMM's packed weights when the tier has a kernel for them, else the double engine's
     // (8 bytes a weight: not both).
@@ -619,13 +626,29 @@ struct IntegerConv {
     auto v = std::make_unique<IntegerConvVariant>();
     v->in = in;
     ConvShape& s = v->s;
-    NXRT_RETURN_IF_ERROR(conv_shape_checked(attrs, group, in.shape(0), in.shape(w_idx), &s,
+    // Channels-last X: its NCHW shape for the geometry (the channels moved to axis 1).
+    Dims x_shape = in.shape(0);
+    if (channels_last) {
+      if (x_shape.size() < 3) return variant_error("channels_last X " + in.describe(0) + " must have rank >= 3");
+      x_shape.insert(x_shape.begin() + 1, x_shape.back());
+      x_shape.pop_back();
+    }
+    NXRT_RETURN_IF_ERROR(conv_shape_checked(attrs, group, x_shape, in.shape(w_idx), &s,
                                             [](const std::string& m, StatusCode c = StatusCode::kRuntimeError) {
                                               return variant_error(m, c);
                                             }));
     NXRT_RETURN_IF_ERROR(check_per_channel(in, xzp_idx, 1, "x_zero_point"));
     NXRT_RETURN_IF_ERROR(check_per_channel(in, wzp_idx, s.M, "w_zero_point"));
     v->y_shape = geom_output_shape(s.N, s.M, s.g);
+    if (channels_last) {
+      v->y_shape.erase(v->y_shape.begin() + 1);
+      v->y_shape.push_back(s.M);
+      if (!(q.ready() && q.shape == in.shape(w_idx))) {
+        return variant_error("channels_last is supported on the 8-bit GEMM path only: constant 8-bit W with at least 8 "
+                             "outputs per group, on an AVX2 or better tier",
+                             StatusCode::kNotImplemented);
+      }
+    }
     if (q.ready() && q.shape == in.shape(w_idx) && s.N * s.M * s.g.out_size() > 0) {
       const int64_t P = s.g.out_size(), Mg = s.M / group;
       size_t ws = 0;
@@ -689,6 +712,19 @@ struct IntegerConv {
     const uint8_t* xb = static_cast<const uint8_t*>(X.raw_data());
     for (int64_t n = 0; n < s.N; ++n) {
       const uint8_t* xn = xb + n * C * plane;
+      if (channels_last) {
+        // X is channels-last already: read in place (uint8) or as a sign-flipped copy (int8), with the
+        // pixels' byte sums per group.
+        if (x_signed) xt = scratch.at<uint8_t>(v.q_xt);
+        else xt = const_cast<uint8_t*>(xn);  // read only
+        ctx.pool().parallel_for((plane + 15) / 16, 16, [&](int64_t b0, int64_t b1) {
+          for (int64_t i = b0 * 16; i < std::min(plane, b1 * 16); ++i) {
+            if (x_signed)
+              for (int64_t c = 0; c < C; ++c) xt[i * C + c] = static_cast<uint8_t>(xn[i * C + c] ^ flip);
+            for (int64_t g = 0; g < group; ++g) psum[i * group + g] = static_cast<int32_t>(byte_sum(xt + i * C + g * Cg, Cg));
+          }
+        });
+      } else
       // Channels-last in blocks of 16 pixels, so each block's rows (16 x C bytes) stay in L1 while every
       // channel plane contributes its 16 contiguous bytes.
       // Each pixel's byte sum per group (psum) with it: a patch row's sum is then the sum of its taps'.
@@ -699,7 +735,7 @@ struct IntegerConv {
 #if defined(__x86_64__)
           // Whole 16 x 16 blocks (16 channels of 16 pixels) transposed in registers.
           if (np == 16)
-            for (; c + 16 <= C; c += 16) transpose16x16_bytes(xn + c * plane + p0, plane, flip, xt + p0 * C + c, C);
+            for (; c + 16 <= C; c += 16) ir::transpose_bytes_16x16(xn + c * plane + p0, plane, flip, xt + p0 * C + c, C);
 #endif
           for (; c < C; ++c) {
             const uint8_t* src = xn + c * plane + p0;
@@ -976,6 +1012,21 @@ class QLinearConvKernel final : public ep::Kernel {
     constexpr int64_t kPixels = 16, kChannels = 256;
     const bool avx512 = isa_ >= ep::IsaTier::kAvx512;
     auto sink = [&](int64_t n, int64_t g, int64_t q0, int64_t q1, const int32_t* sums) {
+      if (conv_.channels_last) {
+        // Y channels-last: each pixel's row of sums requantized straight into its row of Y.
+        const double* sc = scale + g * Mg;
+        const double* bi = bias + g * Mg;
+        for (int64_t p = q0; p < q1; ++p) {
+          uint8_t* dst = out + (n * plane + p) * s.M + g * Mg;
+#if defined(__x86_64__) || defined(__i386__)
+          if (avx512) quantize_sums_avx512(sums + p * Mg, bi, sc, Mg, yzp, lo, hi, dst);
+          else quantize_sums_avx2(sums + p * Mg, bi, sc, Mg, yzp, lo, hi, dst);
+#else
+          for (int64_t o = 0; o < Mg; ++o) dst[o] = quantize(static_cast<double>(sums[p * Mg + o]), g * Mg + o);
+#endif
+        }
+        return;
+      }
       uint8_t tile[kPixels][kChannels];
       for (int64_t p0 = q0; p0 < q1; p0 += kPixels) {
         const int64_t np = std::min(kPixels, q1 - p0);
@@ -997,7 +1048,7 @@ class QLinearConvKernel final : public ep::Kernel {
             int64_t o = 0;
 #if defined(__x86_64__)
             if (np == kPixels)
-              for (; o + 16 <= nc; o += 16) transpose16x16_bytes(&tile[0][o], kChannels, 0, base + o * plane, plane);
+              for (; o + 16 <= nc; o += 16) ir::transpose_bytes_16x16(&tile[0][o], kChannels, 0, base + o * plane, plane);
 #endif
             for (; o < nc; ++o)
               for (int64_t i = 0; i < np; ++i) base[o * plane + i] = tile[i][o];
@@ -1733,6 +1784,8 @@ void register_conv_kernels(ep::KernelRegistry& r) {
   r.add_class<ConvTransposeKernel>("", "ConvTranspose", 1);
   r.add_class<ConvIntegerKernel>("", "ConvInteger", 10);
   r.add_class<QLinearConvKernel>("", "QLinearConv", 10);
+  // onnxruntime's contrib QLinearConv: the same inputs, plus channels_last.
+  r.add_class<QLinearConvKernel>("com.microsoft", "QLinearConv", 1);
   r.add_class<DeformConvKernel>("", "DeformConv", 19);
   r.add_fn("", "CausalConvWithState", 27, INT64_MAX, &causal_conv_with_state);
 }

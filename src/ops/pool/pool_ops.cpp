@@ -656,8 +656,64 @@ Status lrn(ep::KernelContext& ctx) {
 
 }  // namespace
 
+// com.microsoft NhwcMaxPool (onnxruntime's contrib op; nxrt's qlinear_channels_last pass writes it): MaxPool
+// over int8 / uint8 X [N, spatial..., C], Y [N, spatial..., C] (pool/max_pool_8bit.h).
+class NhwcMaxPoolKernel final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    NXRT_RETURN_IF_ERROR(attrs_.parse(info, true));
+    if (attrs_.kernel_shape.empty()) return info.error("attribute kernel_shape is required");
+    return Status::Ok();
+  }
+  Status compute(ep::KernelContext& ctx) const override {
+    const Tensor& X = ctx.input(0);
+    if (X.dtype() != DataType::kUInt8 && X.dtype() != DataType::kInt8) {
+      return ctx.error("X must be uint8 or int8, got " + X.describe(), StatusCode::kInvalidArgument);
+    }
+    if (X.rank() < 3 || X.rank() > 5) return ctx.error("X must be [N, spatial..., C] with 1-3 spatial axes, got " + X.describe());
+    Dims sp(X.shape().begin() + 1, X.shape().end() - 1);
+    if (attrs_.kernel_shape.size() != sp.size()) {
+      return ctx.error("kernel_shape " + shape_to_string(attrs_.kernel_shape) + " does not match the input's " +
+                       std::to_string(sp.size()) + " spatial axes " + X.describe());
+    }
+    Geom3 g;
+    Status st = forward_geometry(attrs_, sp, attrs_.kernel_shape, &g);
+    if (!st.ok()) return ctx.error(st.message(), st.code());
+    const int64_t N = X.dim(0), C = X.dim(-1);
+    Dims oshape = geom_output_shape(N, C, g);
+    oshape.erase(oshape.begin() + 1);
+    oshape.push_back(C);
+    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), oshape));
+    if (Y->numel() == 0) return Status::Ok();
+    const uint8_t* x = static_cast<const uint8_t*>(X.raw_data());
+    uint8_t* y = static_cast<uint8_t*>(Y->raw_data());
+    const bool s8 = X.dtype() == DataType::kInt8;
+    // Split over output rows of all images: each (image, row) pair writes its own bytes.
+    const int64_t rows = g.out[0] * g.out[1], rows_all = N * rows;
+    Geom3 row_g = g;
+    ctx.pool().parallel_for(rows_all, 4, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t n = r / rows, o01 = r % rows;
+        // One output row as a geometry of its own: the row's window rows start where they start in g.
+        Geom3 one = row_g;
+        one.out[0] = 1;
+        one.out[1] = 1;
+        const int64_t o0 = o01 / g.out[1], o1 = o01 % g.out[1];
+        one.pb[0] = g.pb[0] - o0 * g.s[0];
+        one.pb[1] = g.pb[1] - o1 * g.s[1];
+        maxpool8::run_channels_last(one, C, x + n * g.in_size() * C, y + (n * rows + o01) * g.out[2] * C, s8, 0, 1);
+      }
+    });
+    return Status::Ok();
+  }
+
+ private:
+  WindowAttrs attrs_;
+};
+
 void register_pool_kernels(ep::KernelRegistry& r) {
   r.add_class<MaxPoolKernel>("", "MaxPool", 1);
+  r.add_class<NhwcMaxPoolKernel>("com.microsoft", "NhwcMaxPool", 1);
   r.add_class<AveragePoolKernel>("", "AveragePool", 1);
   r.add_class<LpPoolKernel>("", "LpPool", 1);
   r.add_class<GlobalPoolKernel<GlobalKind::kAverage>>("", "GlobalAveragePool", 1);

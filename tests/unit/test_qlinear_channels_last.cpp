@@ -1,0 +1,216 @@
+// Channels-last 8-bit convs: com.microsoft QLinearConv with channels_last = 1 and com.microsoft
+// NhwcMaxPool against their NCHW ops on transposed data (byte for byte: the same sums, the same
+// windows), and the qlinear_channels_last pass (optimizer/qlinear_channels_last.cpp) on a small QOperator
+// network: the same output bytes as without it, convs and what lies between them channels-last with
+// Transposes left only at the network's edges, nothing converted at the scalar tier.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "ep/cpu_features.h"
+#include "kernel_test_util.h"
+#include "optimizer_test_util.h"
+#include "shape/shape_inference.h"
+
+namespace nxrt {
+namespace {
+
+using testing::KernelRun;
+
+std::vector<uint8_t> random_bytes(std::mt19937& rng, size_t n) {
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(rng() & 0xff);
+  return v;
+}
+
+// [N, C, H, W] bytes <-> [N, H, W, C] bytes.
+std::vector<uint8_t> to_last(const std::vector<uint8_t>& x, const Dims& nchw) {
+  const int64_t N = nchw[0], C = nchw[1], H = nchw[2], W = nchw[3];
+  std::vector<uint8_t> y(x.size());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t p = 0; p < H * W; ++p) y[static_cast<size_t>((n * H * W + p) * C + c)] = x[static_cast<size_t>((n * C + c) * H * W + p)];
+  return y;
+}
+
+std::vector<uint8_t> bytes_of(const Tensor& t) {
+  const uint8_t* p = static_cast<const uint8_t*>(t.raw_data());
+  return std::vector<uint8_t>(p, p + t.nbytes());
+}
+
+bool have_gemm_tier() { return ep::cpu_isa_tier() >= ep::IsaTier::kAvx2; }
+
+TEST(QLinearChannelsLast, ConvMatchesTheNchwConvOnTransposedData) {
+  if (!have_gemm_tier()) GTEST_SKIP() << "the channels-last conv needs the 8-bit GEMM (AVX2)";
+  std::mt19937 rng(31);
+  struct Case {
+    Dims x, w;
+    std::vector<int64_t> strides, pads;
+    int64_t group;
+  };
+  const Case cases[] = {
+      {{1, 16, 9, 11}, {32, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, 1},
+      {{2, 64, 7, 7}, {24, 64, 1, 1}, {1, 1}, {0, 0, 0, 0}, 1},   // 1x1: rows read in place
+      {{1, 12, 10, 8}, {16, 6, 3, 2}, {2, 1}, {0, 1, 1, 0}, 2},  // groups of 8 outputs
+      {{1, 3, 13, 13}, {16, 3, 5, 5}, {2, 2}, {2, 2, 2, 2}, 1},  // a stem: 3 channels
+  };
+  for (const Case& c : cases)
+    for (bool x_signed : {false, true}) {
+      const DataType xdt = x_signed ? DataType::kInt8 : DataType::kUInt8;
+      const int64_t M = c.w[0];
+      const auto xb = random_bytes(rng, static_cast<size_t>(shape_numel(c.x)));
+      Tensor w = Tensor::from_vector<uint8_t>(DataType::kInt8, c.w, random_bytes(rng, static_cast<size_t>(shape_numel(c.w))));
+      std::vector<float> ws(static_cast<size_t>(M));
+      for (float& v : ws) v = 0.002f + static_cast<float>(rng() % 100) * 1e-4f;
+      std::vector<int32_t> bias(static_cast<size_t>(M));
+      for (int32_t& v : bias) v = static_cast<int32_t>(rng() % 4001) - 2000;
+      auto inputs = [&](Tensor x) {
+        return std::vector<Value>{Value(x), Value(Tensor::scalar_float(0.03f)), Value(Tensor::from_vector<uint8_t>(xdt, {}, {7})), Value(w),
+                                  Value(Tensor::from_vector<float>(DataType::kFloat, {M}, ws)),
+                                  Value(Tensor::from_vector<uint8_t>(DataType::kInt8, {M}, std::vector<uint8_t>(static_cast<size_t>(M), 0))),
+                                  Value(Tensor::scalar_float(0.6f)), Value(Tensor::from_vector<uint8_t>(DataType::kUInt8, {}, {100})),
+                                  Value(Tensor::from_vector<int32_t>(DataType::kInt32, {M}, bias))};
+      };
+      const std::vector<ir::Attribute> attrs = {testing::attr_ints("strides", c.strides), testing::attr_ints("pads", c.pads),
+                                                testing::attr_int("group", c.group)};
+      KernelRun nchw{"QLinearConv", "", 10, attrs, inputs(Tensor::from_vector<uint8_t>(xdt, c.x, xb))};
+      nchw.const_inputs = {3, 4, 5, 8};
+      auto want = testing::run_kernel(nchw);
+      ASSERT_TRUE(want.ok()) << want.status().to_string();
+      const Tensor& wt = (*want)[0].tensor();
+      const Dims xl = {c.x[0], c.x[2], c.x[3], c.x[1]};
+      std::vector<ir::Attribute> cl_attrs = attrs;
+      cl_attrs.push_back(testing::attr_int("channels_last", 1));
+      for (int threads : {1, 2}) {
+        KernelRun last{"QLinearConv", "com.microsoft", 1, cl_attrs, inputs(Tensor::from_vector<uint8_t>(xdt, xl, to_last(xb, c.x)))};
+        last.const_inputs = {3, 4, 5, 8};
+        last.threads = threads;
+        auto got = testing::run_kernel(last);
+        ASSERT_TRUE(got.ok()) << got.status().to_string();
+        const Tensor& gt = (*got)[0].tensor();
+        ASSERT_EQ(gt.shape(), (Dims{wt.dim(0), wt.dim(2), wt.dim(3), wt.dim(1)}));
+        EXPECT_EQ(bytes_of(gt), to_last(bytes_of(wt), wt.shape())) << shape_to_string(c.x) << (x_signed ? " int8" : " uint8") << " threads " << threads;
+      }
+    }
+  // Groups of fewer than 8 outputs have no channels-last path: an error that says so.
+  KernelRun dw{"QLinearConv", "com.microsoft", 1, {testing::attr_int("group", 4), testing::attr_int("channels_last", 1)},
+               {Value(Tensor(DataType::kUInt8, {1, 5, 5, 4})), Value(Tensor::scalar_float(1.f)), Value(Tensor::from_vector<uint8_t>(DataType::kUInt8, {}, {0})),
+                Value(Tensor::from_vector<uint8_t>(DataType::kInt8, {4, 1, 3, 3}, std::vector<uint8_t>(36, 1))), Value(Tensor::scalar_float(1.f)),
+                Value(Tensor::from_vector<uint8_t>(DataType::kInt8, {}, {0})), Value(Tensor::scalar_float(1.f)),
+                Value(Tensor::from_vector<uint8_t>(DataType::kUInt8, {}, {0}))}};
+  dw.const_inputs = {3};
+  auto r = testing::run_kernel(dw);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("channels_last"), std::string::npos) << r.status().message();
+}
+
+TEST(QLinearChannelsLast, NhwcMaxPoolMatchesMaxPoolOnTransposedData) {
+  std::mt19937 rng(37);
+  struct Case {
+    Dims x;
+    std::vector<int64_t> k, s, pads, d;
+    int64_t ceil;
+  };
+  const Case cases[] = {{{1, 24, 11, 13}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0},
+                        {{2, 5, 9, 9}, {2, 3}, {1, 2}, {0, 1, 0, 1}, {1, 1}, 1},
+                        {{1, 33, 8, 7}, {3, 2}, {2, 1}, {1, 0, 1, 1}, {2, 1}, 0}};
+  for (const Case& c : cases)
+    for (bool s8 : {false, true}) {
+      const DataType dt = s8 ? DataType::kInt8 : DataType::kUInt8;
+      const auto xb = random_bytes(rng, static_cast<size_t>(shape_numel(c.x)));
+      const std::vector<ir::Attribute> attrs = {testing::attr_ints("kernel_shape", c.k), testing::attr_ints("strides", c.s),
+                                                testing::attr_ints("pads", c.pads), testing::attr_ints("dilations", c.d),
+                                                testing::attr_int("ceil_mode", c.ceil)};
+      auto want = testing::run_kernel(KernelRun{"MaxPool", "", 12, attrs, {Value(Tensor::from_vector<uint8_t>(dt, c.x, xb))}});
+      ASSERT_TRUE(want.ok()) << want.status().to_string();
+      const Tensor& wt = (*want)[0].tensor();
+      for (int threads : {1, 2}) {
+        KernelRun r{"NhwcMaxPool", "com.microsoft", 1, attrs,
+                    {Value(Tensor::from_vector<uint8_t>(dt, {c.x[0], c.x[2], c.x[3], c.x[1]}, to_last(xb, c.x)))}};
+        r.threads = threads;
+        auto got = testing::run_kernel(r);
+        ASSERT_TRUE(got.ok()) << got.status().to_string();
+        EXPECT_EQ(bytes_of((*got)[0].tensor()), to_last(bytes_of(wt), wt.shape())) << shape_to_string(c.x) << (s8 ? " int8" : " uint8");
+      }
+    }
+}
+
+// A QOperator network: two 3x3 convs, a residual QLinearAdd, a Concat of two branches, a MaxPool and a
+// QLinearGlobalAveragePool.
+optest::ModelBuilder qoperator_net() {
+  using namespace optest;
+  std::mt19937 rng(41);
+  ModelBuilder b(13);
+  b.m.opset_imports.push_back({"com.microsoft", 1});
+  b.input("x", {1, 16, 12, 12});
+  b.init("xs", scalar_f(0.02f));
+  b.init("xz", Tensor::from_vector<uint8_t>(DataType::kUInt8, {}, {128}));
+  b.node("QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
+  auto conv = [&](const std::string& in, const std::string& out, int64_t cin, int64_t cout, const char* tag) {
+    const std::string w = std::string("w_") + tag, ws = std::string("ws_") + tag, wz = std::string("wz_") + tag;
+    b.init(w, Tensor::from_vector<uint8_t>(DataType::kInt8, {cout, cin, 3, 3}, random_bytes(rng, static_cast<size_t>(cout * cin * 9))));
+    b.init(ws, scalar_f(0.004f));
+    b.init(wz, Tensor::from_vector<uint8_t>(DataType::kInt8, {}, {0}));
+    b.node("QLinearConv", {in, "xs", "xz", w, ws, wz, "xs", "xz"}, {out}, {A_is("pads", {1, 1, 1, 1})});
+  };
+  conv("xq", "c1", 16, 16, "a");
+  conv("c1", "c2", 16, 16, "b");
+  b.node("QLinearAdd", {"c2", "xs", "xz", "xq", "xs", "xz", "xs", "xz"}, {"r"}).domain = "com.microsoft";
+  conv("r", "c3", 16, 8, "c");
+  conv("r", "c4", 16, 8, "d");
+  b.node("QLinearConcat", {"xs", "xz", "c3", "xs", "xz", "c4", "xs", "xz"}, {"cat"}, {A_i("axis", 1)}).domain = "com.microsoft";
+  b.node("MaxPool", {"cat"}, {"mp"}, {A_is("kernel_shape", {2, 2}), A_is("strides", {2, 2})});
+  conv("mp", "c5", 16, 16, "e");
+  b.node("QLinearGlobalAveragePool", {"c5", "xs", "xz", "xs", "xz"}, {"gap"}).domain = "com.microsoft";
+  b.node("DequantizeLinear", {"gap", "xs", "xz"}, {"y"});
+  b.output("y");
+  return b;
+}
+
+TEST(QLinearChannelsLast, PassKeepsTheBytesAndTransposesOnlyAtTheEdges) {
+  using namespace optest;
+  ModelBuilder b = qoperator_net();
+  const std::vector<std::pair<std::string, Value>> feeds = {{"x", Value(random_tensor({1, 16, 12, 12}, 5, -2.f, 2.f))}};
+  ir::Model copy = b.m;
+  ASSERT_TRUE(shape::infer_shapes(copy).ok());
+  optimizer::Stats st;
+  optimizer::Options o;
+  o.registry = ops::cpu_provider_registry().get();
+  ir::Model on = copy;
+  ASSERT_TRUE(optimizer::optimize(on, o, &st).ok());
+  if (!have_gemm_tier()) {
+    EXPECT_EQ(st.counts["qlinear_channels_last"], 0);
+    GTEST_SKIP() << "no 8-bit GEMM tier: nothing converted";
+  }
+  EXPECT_EQ(st.counts["qlinear_channels_last"], 5);
+  EXPECT_EQ(count_op(on, "NhwcMaxPool"), 1);
+  EXPECT_EQ(count_op(on, "Transpose"), 2);  // x's quantized copy in, the pooled [1, 1, 1, C] out
+  // At the scalar tier the kernels have no channels-last path: the pass leaves the graph alone.
+  o.isa = ep::IsaTier::kScalar;
+  optimizer::Stats st_scalar;
+  ir::Model off = copy;
+  ASSERT_TRUE(optimizer::optimize(off, o, &st_scalar).ok());
+  EXPECT_EQ(st_scalar.counts["qlinear_channels_last"], 0);
+  EXPECT_EQ(count_op(off, "Transpose"), 0);
+  // The same bytes as the NCHW graph (the pass disabled), 1 and 2 threads.
+  for (int threads : {1, 2}) {
+    std::string bytes = onnx::serialize_model(b.m);
+    auto run = [&](bool disable) {
+      SessionOptions so;
+      so.threads = threads;
+      if (disable) so.disabled_optimizers = {"qlinear_channels_last"};
+      auto s = Session::create_from_bytes(bytes.data(), bytes.size(), so);
+      EXPECT_TRUE(s.ok()) << s.status().to_string();
+      auto out = (*s)->run(feeds);
+      EXPECT_TRUE(out.ok()) << out.status().to_string();
+      return (*out)[0].tensor();
+    };
+    const Tensor a = run(false), c = run(true);
+    ASSERT_EQ(a.shape(), c.shape());
+    EXPECT_EQ(std::memcmp(a.raw_data(), c.raw_data(), a.nbytes()), 0) << "threads " << threads;
+  }
+}
+
+}  // namespace
+}  // namespace nxrt
