@@ -710,6 +710,13 @@ struct IntegerConv {
     void* ws = scratch.at<unsigned char>(v.q_ws);
     int32_t* yq = scratch.at<int32_t>(v.q_y);
     const uint8_t* xb = static_cast<const uint8_t*>(X.raw_data());
+    // A 1x1 conv without stride or pads over whole quads of channels multiplies the channels-last rows
+    // where they are (patch row m is pixel m's channels); only the row sums are filled.
+    const bool pointwise = group == 1 && kvol == 1 && C % 4 == 0 && P == plane && g3.s[0] == 1 && g3.s[1] == 1 &&
+                           g3.s[2] == 1 && g3.pb[0] == 0 && g3.pb[1] == 0 && g3.pb[2] == 0;
+    // Patch rows take their byte sums from per-pixel sums (psum) when taps are wide; with few channels a
+    // group (a 3-channel stem) summing each gathered row costs less than a pass over every pixel.
+    const bool use_psum = pointwise || Cg >= 16;
     for (int64_t n = 0; n < s.N; ++n) {
       const uint8_t* xn = xb + n * C * plane;
       if (channels_last) {
@@ -721,7 +728,8 @@ struct IntegerConv {
           for (int64_t i = b0 * 16; i < std::min(plane, b1 * 16); ++i) {
             if (x_signed)
               for (int64_t c = 0; c < C; ++c) xt[i * C + c] = static_cast<uint8_t>(xn[i * C + c] ^ flip);
-            for (int64_t g = 0; g < group; ++g) psum[i * group + g] = static_cast<int32_t>(byte_sum(xt + i * C + g * Cg, Cg));
+            if (use_psum)
+              for (int64_t g = 0; g < group; ++g) psum[i * group + g] = static_cast<int32_t>(byte_sum(xt + i * C + g * Cg, Cg));
           }
         });
       } else
@@ -741,8 +749,9 @@ struct IntegerConv {
             const uint8_t* src = xn + c * plane + p0;
             for (int64_t i = 0; i < np; ++i) xt[(p0 + i) * C + c] = static_cast<uint8_t>(src[i] ^ flip);
           }
-          for (int64_t i = p0; i < p0 + np; ++i)
-            for (int64_t g = 0; g < group; ++g) psum[i * group + g] = static_cast<int32_t>(byte_sum(xt + i * C + g * Cg, Cg));
+          if (use_psum)
+            for (int64_t i = p0; i < p0 + np; ++i)
+              for (int64_t g = 0; g < group; ++g) psum[i * group + g] = static_cast<int32_t>(byte_sum(xt + i * C + g * Cg, Cg));
         }
       });
       for (int64_t g = 0; g < group; ++g) {
@@ -767,7 +776,8 @@ struct IntegerConv {
                   // pixels are consecutive, so their channels are one run of k[2] * C bytes.
                   const int64_t pix = (i0 * g3.in[1] + i1) * g3.in[2] + first;
                   copy_bytes(dst + k, xt + pix * C, g3.k[2] * C);
-                  for (int64_t t2 = 0; t2 < g3.k[2]; ++t2) sum += psum[pix + t2];
+                  if (use_psum)
+                    for (int64_t t2 = 0; t2 < g3.k[2]; ++t2) sum += psum[pix + t2];
                   k += g3.k[2] * Cg;
                   continue;
                 }
@@ -779,22 +789,18 @@ struct IntegerConv {
                   } else {
                     const int64_t pix = (i0 * g3.in[1] + i1) * g3.in[2] + i2;
                     copy_bytes(dst + k, xt + pix * C + g * Cg, Cg);
-                    sum += psum[pix * group + g];
+                    if (use_psum) sum += psum[pix * group + g];
                   }
                 }
               }
             }
             std::memset(dst + K, 0, static_cast<size_t>(kp - K));
-            sa[m - m0] = sum;
+            sa[m - m0] = use_psum ? sum : static_cast<int32_t>(byte_sum(dst, K));
           }
         };
         auto block_done = [&](int64_t p0, int64_t p1) { sink(n, g, p0, p1, yq); };
         const ops::QGemmRowsDone done(block_done);
-        // A 1x1 conv without stride or pads over whole quads of channels multiplies the channels-last
-        // rows where they are (patch row m is pixel m's channels); only the row sums are filled.
-        const bool pointwise = group == 1 && kvol == 1 && C == kp && P == plane && g3.s[0] == 1 && g3.s[1] == 1 &&
-                               g3.s[2] == 1 && g3.pb[0] == 0 && g3.pb[1] == 0 && g3.pb[2] == 0;
-        if (pointwise) {
+        if (pointwise) {  // (C == kp: C is a multiple of 4)
           auto sums_only = [&](int64_t m0, int64_t m1, uint8_t*, int32_t* sa) {
             std::memcpy(sa, psum + m0, static_cast<size_t>(m1 - m0) * sizeof(int32_t));
           };
