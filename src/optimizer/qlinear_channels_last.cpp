@@ -36,10 +36,10 @@ bool is_ms(const ir::Node& n, const char* op) {
   return n.op_type == op && (n.domain == kMs);
 }
 
-// Load-time facts of `name`: a static rank-4 shape.
+// Load-time facts of `name` when it is known to have rank 4 (its dims may be symbols: a dynamic batch).
 const ir::ValueFacts* rank4(const ir::Graph& g, const std::string& name) {
   const ir::ValueFacts* f = g.shape_facts ? g.shape_facts->find(name) : nullptr;
-  return f && f->has_shape && f->dims.size() == 4 && f->is_static() ? f : nullptr;
+  return f && f->has_shape && f->dims.size() == 4 ? f : nullptr;
 }
 
 bool eligible_conv(GraphInfo& gi, const ir::Node& n) {
@@ -100,7 +100,7 @@ int qlinear_channels_last(PassContext& pc, GraphInfo& gi) {
       const ir::ValueFacts* a = rank4(g, n.inputs[0]);
       const ir::ValueFacts* b = rank4(g, n.inputs[3]);
       bool same = a && b;
-      for (size_t i = 0; same && i < 4; ++i) same = a->dims[i].value == b->dims[i].value;
+      for (size_t i = 0; same && i < 4; ++i) same = a->dims[i] == b->dims[i];  // equal constants or one symbol
       if (same) {
         ir::Node e = n;
         e.inputs[0] = last[n.inputs[0]];

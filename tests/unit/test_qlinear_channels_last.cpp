@@ -137,13 +137,13 @@ TEST(QLinearChannelsLast, NhwcMaxPoolMatchesMaxPoolOnTransposedData) {
 }
 
 // A QOperator network: two 3x3 convs, a residual QLinearAdd, a Concat of two branches, a MaxPool and a
-// QLinearGlobalAveragePool.
-optest::ModelBuilder qoperator_net() {
+// QLinearGlobalAveragePool; the batch fixed or a symbol.
+optest::ModelBuilder qoperator_net(bool dynamic_batch) {
   using namespace optest;
   std::mt19937 rng(41);
   ModelBuilder b(13);
   b.m.opset_imports.push_back({"com.microsoft", 1});
-  b.input("x", {1, 16, 12, 12});
+  b.input("x", {dynamic_batch ? -1 : 1, 16, 12, 12});
   b.init("xs", scalar_f(0.02f));
   b.init("xz", Tensor::from_vector<uint8_t>(DataType::kUInt8, {}, {128}));
   b.node("QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
@@ -169,46 +169,49 @@ optest::ModelBuilder qoperator_net() {
 }
 
 TEST(QLinearChannelsLast, PassKeepsTheBytesAndTransposesOnlyAtTheEdges) {
-  using namespace optest;
-  ModelBuilder b = qoperator_net();
-  const std::vector<std::pair<std::string, Value>> feeds = {{"x", Value(random_tensor({1, 16, 12, 12}, 5, -2.f, 2.f))}};
-  ir::Model copy = b.m;
-  ASSERT_TRUE(shape::infer_shapes(copy).ok());
-  optimizer::Stats st;
-  optimizer::Options o;
-  o.registry = ops::cpu_provider_registry().get();
-  ir::Model on = copy;
-  ASSERT_TRUE(optimizer::optimize(on, o, &st).ok());
-  if (!have_gemm_tier()) {
-    EXPECT_EQ(st.counts["qlinear_channels_last"], 0);
-    GTEST_SKIP() << "no 8-bit GEMM tier: nothing converted";
-  }
-  EXPECT_EQ(st.counts["qlinear_channels_last"], 5);
-  EXPECT_EQ(count_op(on, "NhwcMaxPool"), 1);
-  EXPECT_EQ(count_op(on, "Transpose"), 2);  // x's quantized copy in, the pooled [1, 1, 1, C] out
-  // At the scalar tier the kernels have no channels-last path: the pass leaves the graph alone.
-  o.isa = ep::IsaTier::kScalar;
-  optimizer::Stats st_scalar;
-  ir::Model off = copy;
-  ASSERT_TRUE(optimizer::optimize(off, o, &st_scalar).ok());
-  EXPECT_EQ(st_scalar.counts["qlinear_channels_last"], 0);
-  EXPECT_EQ(count_op(off, "Transpose"), 0);
-  // The same bytes as the NCHW graph (the pass disabled), 1 and 2 threads.
-  for (int threads : {1, 2}) {
-    std::string bytes = onnx::serialize_model(b.m);
-    auto run = [&](bool disable) {
-      SessionOptions so;
-      so.threads = threads;
-      if (disable) so.disabled_optimizers = {"qlinear_channels_last"};
-      auto s = Session::create_from_bytes(bytes.data(), bytes.size(), so);
-      EXPECT_TRUE(s.ok()) << s.status().to_string();
-      auto out = (*s)->run(feeds);
-      EXPECT_TRUE(out.ok()) << out.status().to_string();
-      return (*out)[0].tensor();
-    };
-    const Tensor a = run(false), c = run(true);
-    ASSERT_EQ(a.shape(), c.shape());
-    EXPECT_EQ(std::memcmp(a.raw_data(), c.raw_data(), a.nbytes()), 0) << "threads " << threads;
+  for (bool dynamic_batch : {false, true}) {
+    SCOPED_TRACE(dynamic_batch ? "dynamic batch" : "fixed batch");
+    using namespace optest;
+    ModelBuilder b = qoperator_net(dynamic_batch);
+    const std::vector<std::pair<std::string, Value>> feeds = {{"x", Value(random_tensor({1, 16, 12, 12}, 5, -2.f, 2.f))}};
+    ir::Model copy = b.m;
+    ASSERT_TRUE(shape::infer_shapes(copy).ok());
+    optimizer::Stats st;
+    optimizer::Options o;
+    o.registry = ops::cpu_provider_registry().get();
+    ir::Model on = copy;
+    ASSERT_TRUE(optimizer::optimize(on, o, &st).ok());
+    if (!have_gemm_tier()) {
+      EXPECT_EQ(st.counts["qlinear_channels_last"], 0);
+      GTEST_SKIP() << "no 8-bit GEMM tier: nothing converted";
+    }
+    EXPECT_EQ(st.counts["qlinear_channels_last"], 5);
+    EXPECT_EQ(count_op(on, "NhwcMaxPool"), 1);
+    EXPECT_EQ(count_op(on, "Transpose"), 2);  // x's quantized copy in, the pooled [1, 1, 1, C] out
+    // At the scalar tier the kernels have no channels-last path: the pass leaves the graph alone.
+    o.isa = ep::IsaTier::kScalar;
+    optimizer::Stats st_scalar;
+    ir::Model off = copy;
+    ASSERT_TRUE(optimizer::optimize(off, o, &st_scalar).ok());
+    EXPECT_EQ(st_scalar.counts["qlinear_channels_last"], 0);
+    EXPECT_EQ(count_op(off, "Transpose"), 0);
+    // The same bytes as the NCHW graph (the pass disabled), 1 and 2 threads.
+    for (int threads : {1, 2}) {
+      std::string bytes = onnx::serialize_model(b.m);
+      auto run = [&](bool disable) {
+        SessionOptions so;
+        so.threads = threads;
+        if (disable) so.disabled_optimizers = {"qlinear_channels_last"};
+        auto s = Session::create_from_bytes(bytes.data(), bytes.size(), so);
+        EXPECT_TRUE(s.ok()) << s.status().to_string();
+        auto out = (*s)->run(feeds);
+        EXPECT_TRUE(out.ok()) << out.status().to_string();
+        return (*out)[0].tensor();
+      };
+      const Tensor a = run(false), c = run(true);
+      ASSERT_EQ(a.shape(), c.shape());
+      EXPECT_EQ(std::memcmp(a.raw_data(), c.raw_data(), a.nbytes()), 0) << "threads " << threads;
+    }
   }
 }
 
