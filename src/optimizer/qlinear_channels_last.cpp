@@ -4,7 +4,8 @@
 // each eligible QLinearConv becomes com.microsoft QLinearConv with channels_last = 1 between Transposes
 // (to [N, H, W, C] before, back to NCHW after), and what lies between two such convs stays
 // channels-last: a Transpose back then forward is never made (the next conv reads the channels-last
-// value itself), and QLinearAdd / QLinearMul of two same-shaped channels-last values, QLinearConcat
+// value itself), and QLinearAdd / QLinearMul of two same-shaped channels-last values (or of one and a
+// [1, C, 1, 1] per-channel operand, transposed on its own), QLinearConcat
 // along the channels and QLinearGlobalAveragePool run on them directly (the elementwise ops do not care
 // about the layout; Concat's axis and the pool's channels_last follow it), and MaxPool becomes
 // com.microsoft NhwcMaxPool (8-bit, pool/max_pool_8bit.h). Transposes back to NCHW
@@ -96,15 +97,22 @@ int qlinear_channels_last(PassContext& pc, GraphInfo& gi) {
       continue;
     }
     if ((is_ms(n, "QLinearAdd") || is_ms(n, "QLinearMul")) && n.inputs.size() >= 8 && n.outputs.size() == 1 &&
-        last.count(n.inputs[0]) && last.count(n.inputs[3])) {
+        (last.count(n.inputs[0]) || last.count(n.inputs[3]))) {
       const ir::ValueFacts* a = rank4(g, n.inputs[0]);
       const ir::ValueFacts* b = rank4(g, n.inputs[3]);
-      bool same = a && b;
+      bool same = a && b && last.count(n.inputs[0]) && last.count(n.inputs[3]);
       for (size_t i = 0; same && i < 4; ++i) same = a->dims[i] == b->dims[i];  // equal constants or one symbol
-      if (same) {
+      // Or one operand channels-last and the other one value per channel, [1, C, 1, 1] (a folded batch
+      // norm's scale or shift): that one's own small Transpose makes it [1, 1, 1, C].
+      auto per_channel = [&](const ir::ValueFacts* f) {
+        const ir::SymDim one = ir::SymDim::c(1);
+        return f && f->dims[0] == one && f->dims[2] == one && f->dims[3] == one;
+      };
+      const bool a_last = last.count(n.inputs[0]) && per_channel(b), b_last = last.count(n.inputs[3]) && per_channel(a);
+      if (same || a_last || b_last) {
         ir::Node e = n;
-        e.inputs[0] = last[n.inputs[0]];
-        e.inputs[3] = last[n.inputs[3]];
+        e.inputs[0] = to_last(n.inputs[0]);
+        e.inputs[3] = to_last(n.inputs[3]);
         emit_last(std::move(e));
         continue;
       }

@@ -382,18 +382,16 @@ class QLinearViaFloat final : public ep::Kernel {
     NXRT_RETURN_IF_ERROR(inner_->compute(inner));
     const Value& out = inner.output(0);
     if (!out.is_tensor()) return ctx.error(inner_node_.op_type + " produced no tensor");
-    const Tensor yf = out.tensor().contiguous(true);
+    const Tensor yf = out.tensor().contiguous();
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), yf.shape()));
     const float* yd = yf.data<float>();
-    auto run = [&](auto tag) {
-      using T = decltype(tag);
-      T* o = y->data<T>();
-      ew::run_flat(ctx.pool(), yf.numel(), 65536, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(quantize(yd[i], qy, lo_of<T>(), hi_of<T>()));
-      });
-    };
-    if (u8) run(uint8_t{});
-    else run(int8_t{});
+    uint8_t* o = static_cast<uint8_t*>(y->raw_data());
+    // QuantizeLinear's vector loops: the same bytes as quantize() on the finite values a pool or a
+    // softmax of dequantized codes gives (they differ only on NaN, which quantize() sends to the zero
+    // point).
+    ew::run_flat(ctx.pool(), yf.numel(), 65536, [&](int64_t b, int64_t e) {
+      quantize_8bit(yd + b, e - b, qy.scale, static_cast<float>(qy.zp), !u8, o + b, ctx.info().isa());
+    });
     return Status::Ok();
   }
 
