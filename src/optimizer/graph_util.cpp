@@ -306,6 +306,12 @@ ir::Attribute make_attr_fs(const std::string& name, std::vector<float> v) {
   return a;
 }
 
+ir::Attribute make_attr_is(const std::string& name, std::vector<int64_t> v) {
+  ir::Attribute a = named_attr(name, ir::Attribute::Type::kInts);
+  a.ints = std::move(v);
+  return a;
+}
+
 bool make_tensor(DataType dtype, const Dims& shape, const std::vector<double>& v, Tensor* out) {
   Tensor t(dtype, shape);
   if (static_cast<size_t>(t.numel()) != v.size()) return false;

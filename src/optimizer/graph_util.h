@@ -91,6 +91,7 @@ ir::Attribute make_attr_i(const std::string& name, int64_t v);
 ir::Attribute make_attr_f(const std::string& name, float v);
 ir::Attribute make_attr_s(const std::string& name, const std::string& v);
 ir::Attribute make_attr_fs(const std::string& name, std::vector<float> v);
+ir::Attribute make_attr_is(const std::string& name, std::vector<int64_t> v);
 
 // A constant's values as doubles when it is a float/int tensor; false otherwise.
 bool const_values(const Tensor& t, std::vector<double>* out);

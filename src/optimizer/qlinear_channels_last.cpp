@@ -25,14 +25,6 @@ namespace {
 
 constexpr const char* kMs = "com.microsoft";
 
-ir::Attribute ints_attr(const std::string& name, std::vector<int64_t> v) {
-  ir::Attribute a;
-  a.name = name;
-  a.type = ir::Attribute::Type::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
 bool is_ms(const ir::Node& n, const char* op) {
   return n.op_type == op && (n.domain == kMs);
 }
@@ -66,7 +58,7 @@ int qlinear_channels_last(PassContext& pc, GraphInfo& gi) {
   int converted = 0;
   auto transpose = [&](const std::string& from, const std::string& to, std::vector<int64_t> perm) {
     ir::Node t = make_node(pc.fresh_name(g, to + "_transpose"), "", "Transpose", {from}, {to});
-    t.attributes.push_back(ints_attr("perm", std::move(perm)));
+    t.attributes.push_back(make_attr_is("perm", std::move(perm)));
     out.push_back(std::move(t));
   };
   // The channels-last twin of NCHW value v (a Transpose made here unless one exists).

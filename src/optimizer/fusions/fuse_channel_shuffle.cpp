@@ -79,11 +79,7 @@ bool build(Rewriter& rw, const ChannelShuffle& m, Rewrite& r) {
     add_fused_activation_attrs(n, FusedActivation{}, rw.opset());
   }
   n.inputs[0] = m.x;
-  ir::Attribute a;
-  a.name = "input_shuffle_shape";
-  a.type = ir::Attribute::Type::kInts;
-  a.ints = m.split;
-  n.attributes.push_back(std::move(a));
+  n.attributes.push_back(make_attr_is("input_shuffle_shape", m.split));
   r.replace(m.anchor, std::move(n));
   return true;
 }

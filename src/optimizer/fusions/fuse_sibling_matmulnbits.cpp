@@ -165,11 +165,7 @@ bool build(Rewriter& rw, const SiblingNBits& m, Rewrite& r) {
     if (a.name != "N") attrs.push_back(a);
   }
   attrs.push_back(make_attr_i("N", n_total));
-  ir::Attribute splits;
-  splits.name = "splits";
-  splits.type = ir::Attribute::Type::kInts;
-  splits.ints = sizes;
-  attrs.push_back(std::move(splits));
+  attrs.push_back(make_attr_is("splits", sizes));
   // Each output is its sibling's, or the sum its bias Add wrote.
   std::vector<std::string> outputs;
   for (size_t i = 0; i < m.parts.size(); ++i) {

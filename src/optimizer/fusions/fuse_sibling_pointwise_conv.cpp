@@ -126,11 +126,7 @@ bool build(Rewriter& rw, const SiblingConvs& m, Rewrite& r) {
     split_inputs.push_back(rw.add_initializer("conv_stacked_split", Tensor::from_vector<int64_t>(
                                                                         DataType::kInt64, {static_cast<int64_t>(sizes.size())}, sizes)));
   } else {
-    ir::Attribute s;
-    s.name = "split";
-    s.type = ir::Attribute::Type::kInts;
-    s.ints = sizes;
-    split_attrs.push_back(std::move(s));
+    split_attrs.push_back(make_attr_is("split", sizes));
   }
   r.replace(m.anchor, std::move(stacked));
   r.insert_after(m.anchor, make_node(name + "_stacked_split", "", "Split", std::move(split_inputs), std::move(outputs),
