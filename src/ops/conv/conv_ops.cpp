@@ -307,6 +307,15 @@ class ConvKernel final : public ep::Kernel, public ConvWithPost {
 
 bool is_8bit(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
 
+// One output of QLinearConv's requantization as the spec's reference computes it: the exact sum plus
+// the bias, times the scale, rounded half to even, plus y_zero_point, saturated to [lo, hi]; the byte of
+// that uint8 or int8 value. The vector loops below do the same operations lane by lane (and call this
+// for their tails).
+inline uint8_t requantize_sum(double sum, double bias, double scale, double yzp, double lo, double hi) {
+  const double q = std::min(hi, std::max(lo, round_half_even((sum + bias) * scale) + yzp));
+  return static_cast<uint8_t>(static_cast<int32_t>(q));
+}
+
 #if defined(__x86_64__) || defined(__i386__)
 // out[o] = the byte of min(hi, max(lo, nearbyint((sums[o] + bias[o]) * scale[o]) + yzp)) for o < n, four
 // doubles at a time (vroundpd to nearest-even is nearbyint under the default mode; the same operations
@@ -327,10 +336,7 @@ __attribute__((target("avx2,fma"))) void quantize_sums_avx2(const int32_t* sums,
     _mm_store_si128(reinterpret_cast<__m128i*>(t), q);
     for (int i = 0; i < 4; ++i) out[o + i] = static_cast<uint8_t>(t[i]);
   }
-  for (; o < n; ++o) {
-    const double q = std::min(hi, std::max(lo, std::nearbyint((static_cast<double>(sums[o]) + bias[o]) * scale[o]) + yzp));
-    out[o] = static_cast<uint8_t>(static_cast<int32_t>(q));
-  }
+  for (; o < n; ++o) out[o] = requantize_sum(static_cast<double>(sums[o]), bias[o], scale[o], yzp, lo, hi);
 }
 
 // quantize_sums_avx2 on AVX-512, 16 outputs a step (two halves of 8 doubles, the same operations in the
@@ -378,10 +384,7 @@ __attribute__((target("avx2,fma"))) void quantize_plane_avx2(const float* sums, 
     const int32_t four = _mm_cvtsi128_si32(lo < 0 ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w));
     std::memcpy(out + i, &four, 4);
   }
-  for (; i < n; ++i) {
-    const double q = std::min(hi, std::max(lo, std::nearbyint((static_cast<double>(sums[i]) + bias) * scale) + yzp));
-    out[i] = static_cast<uint8_t>(static_cast<int32_t>(q));
-  }
+  for (; i < n; ++i) out[i] = requantize_sum(static_cast<double>(sums[i]), bias, scale, yzp, lo, hi);
 }
 NXRT_QSUMS_AVX512 void quantize_plane_avx512(const float* sums, int64_t n, double bias, double scale, double yzp,
                                              double lo, double hi, uint8_t* out) {
@@ -394,10 +397,7 @@ NXRT_QSUMS_AVX512 void quantize_plane_avx512(const float* sums, int64_t n, doubl
     const __m256i q = _mm512_cvttpd_epi32(_mm512_min_pd(_mm512_max_pd(r, vlo), vhi));
     _mm_storel_epi64(reinterpret_cast<__m128i*>(out + i), _mm256_cvtepi32_epi8(q));
   }
-  for (; i < n; ++i) {
-    const double q = std::min(hi, std::max(lo, std::nearbyint((static_cast<double>(sums[i]) + bias) * scale) + yzp));
-    out[i] = static_cast<uint8_t>(static_cast<int32_t>(q));
-  }
+  for (; i < n; ++i) out[i] = requantize_sum(static_cast<double>(sums[i]), bias, scale, yzp, lo, hi);
 }
 #endif
 
@@ -1005,13 +1005,8 @@ class QLinearConvKernel final : public ep::Kernel {
     const double lo = u8 ? 0.0 : -128.0, hi = u8 ? 255.0 : 127.0;
     const int64_t plane = s.g.out_size();
     uint8_t* out = static_cast<uint8_t*>(Y->raw_data());
-    // One output value from its exact sum, as the spec's reference computes it: the sum plus the bias,
-    // times the scale, rounded half to even, plus y_zero_point, saturated; stored as the byte of its
-    // uint8 or int8 value.
-    auto quantize = [&](double sum, int64_t m) -> uint8_t {
-      const double q = std::min(hi, std::max(lo, round_half_even((sum + bias[m]) * scale[m]) + yzp));
-      return u8 ? static_cast<uint8_t>(q) : static_cast<uint8_t>(static_cast<int8_t>(q));
-    };
+    // Output channel m's byte from its exact sum (requantize_sum).
+    auto quantize = [&](double sum, int64_t m) { return requantize_sum(sum, bias[m], scale[m], yzp, lo, hi); };
     const int64_t Mg = s.M / conv_.group;
     // Blocks of kPixels pixels: each pixel's row of sums (contiguous over the channels) quantized into a
     // small tile, then written out channel by channel (kPixels contiguous bytes of each NCHW plane).
