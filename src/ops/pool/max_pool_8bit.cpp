@@ -121,36 +121,33 @@ void run(const Geom3& g, const uint8_t* x, uint8_t* y, bool is_signed, int64_t p
   }
 }
 
-void run_channels_last(const Geom3& g, int64_t C, const uint8_t* x, uint8_t* y, bool is_signed, int64_t n0, int64_t n1) {
+void run_channels_last(const Geom3& g, int64_t C, const uint8_t* x, uint8_t* y, bool is_signed, int64_t r0, int64_t r1) {
   const uint8_t flip = is_signed ? 0x80 : 0;
-  const int64_t in_size = g.in_size(), out_size = g.out_size();
-  for (int64_t n = n0; n < n1; ++n) {
-    const uint8_t* xn = x + n * in_size * C;
-    uint8_t* yo = y + n * out_size * C;
-    for (int64_t o0 = 0; o0 < g.out[0]; ++o0)
-      for (int64_t o1 = 0; o1 < g.out[1]; ++o1)
-        for (int64_t o2 = 0; o2 < g.out[2]; ++o2, yo += C) {
-          bool first = true;
-          for (int64_t t0 = 0; t0 < g.k[0]; ++t0) {
-            const int64_t i0 = o0 * g.s[0] - g.pb[0] + t0 * g.d[0];
-            if (i0 < 0 || i0 >= g.in[0]) continue;
-            for (int64_t t1 = 0; t1 < g.k[1]; ++t1) {
-              const int64_t i1 = o1 * g.s[1] - g.pb[1] + t1 * g.d[1];
-              if (i1 < 0 || i1 >= g.in[1]) continue;
-              for (int64_t t2 = 0; t2 < g.k[2]; ++t2) {
-                const int64_t i2 = o2 * g.s[2] - g.pb[2] + t2 * g.d[2];
-                if (i2 < 0 || i2 >= g.in[2]) continue;
-                // In the flipped domain while reducing (row_max), back at the end.
-                row_max(yo, xn + ((i0 * g.in[1] + i1) * g.in[2] + i2) * C, C, flip, first);
-                first = false;
-              }
-            }
+  const int64_t rows = g.out[0] * g.out[1];
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t n = r / rows, o0 = r % rows / g.out[1], o1 = r % g.out[1];
+    const uint8_t* xn = x + n * g.in_size() * C;
+    uint8_t* yo = y + r * g.out[2] * C;
+    for (int64_t o2 = 0; o2 < g.out[2]; ++o2, yo += C) {
+      bool first = true;
+      for (int64_t t0 = 0; t0 < g.k[0]; ++t0) {
+        const int64_t i0 = o0 * g.s[0] - g.pb[0] + t0 * g.d[0];
+        if (i0 < 0 || i0 >= g.in[0]) continue;
+        for (int64_t t1 = 0; t1 < g.k[1]; ++t1) {
+          const int64_t i1 = o1 * g.s[1] - g.pb[1] + t1 * g.d[1];
+          if (i1 < 0 || i1 >= g.in[1]) continue;
+          for (int64_t t2 = 0; t2 < g.k[2]; ++t2) {
+            const int64_t i2 = o2 * g.s[2] - g.pb[2] + t2 * g.d[2];
+            if (i2 < 0 || i2 >= g.in[2]) continue;
+            // In the flipped domain while reducing (row_max), back at the end.
+            row_max(yo, xn + ((i0 * g.in[1] + i1) * g.in[2] + i2) * C, C, flip, first);
+            first = false;
           }
-          if (first) {
-            std::memset(yo, 0, static_cast<size_t>(C));
-          }
-          for (int64_t c = 0; c < C; ++c) yo[c] = static_cast<uint8_t>(yo[c] ^ flip);
         }
+      }
+      if (first) std::memset(yo, 0, static_cast<size_t>(C));
+      for (int64_t c = 0; c < C; ++c) yo[c] = static_cast<uint8_t>(yo[c] ^ flip);
+    }
   }
 }
 

@@ -20,9 +20,10 @@ size_t scratch_bytes(const Geom3& g);
 // Planes [p0, p1) of x (each g.in_size() bytes) into y (each g.out_size()); scratch: scratch_bytes(g).
 void run(const Geom3& g, const uint8_t* x, uint8_t* y, bool is_signed, int64_t p0, int64_t p1, void* scratch);
 
-// Channels-last: x [N, in..., C] bytes to y [N, out..., C], images [n0, n1): each output pixel's C bytes
-// the byte max of its window's valid input pixels (16 channels a vector), padding left out (a window of
-// padding alone gives the lowest code, as the reference loop does). com.microsoft NhwcMaxPool.
-void run_channels_last(const Geom3& g, int64_t C, const uint8_t* x, uint8_t* y, bool is_signed, int64_t n0, int64_t n1);
+// Channels-last: x [N, in..., C] bytes to y [N, out..., C], output rows [r0, r1) of all images (row r:
+// image r / (out[0] * out[1]), its (out[0], out[1]) row r % that): each output pixel's C bytes the byte
+// max of its window's valid input pixels (16 channels a vector), padding left out (a window of padding
+// alone gives the lowest code, as the reference loop does). com.microsoft NhwcMaxPool.
+void run_channels_last(const Geom3& g, int64_t C, const uint8_t* x, uint8_t* y, bool is_signed, int64_t r0, int64_t r1);
 
 }  // namespace nxrt::ops::maxpool8

@@ -688,21 +688,9 @@ class NhwcMaxPoolKernel final : public ep::Kernel {
     const uint8_t* x = static_cast<const uint8_t*>(X.raw_data());
     uint8_t* y = static_cast<uint8_t*>(Y->raw_data());
     const bool s8 = X.dtype() == DataType::kInt8;
-    // Split over output rows of all images: each (image, row) pair writes its own bytes.
-    const int64_t rows = g.out[0] * g.out[1], rows_all = N * rows;
-    Geom3 row_g = g;
-    ctx.pool().parallel_for(rows_all, 4, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t n = r / rows, o01 = r % rows;
-        // One output row as a geometry of its own: the row's window rows start where they start in g.
-        Geom3 one = row_g;
-        one.out[0] = 1;
-        one.out[1] = 1;
-        const int64_t o0 = o01 / g.out[1], o1 = o01 % g.out[1];
-        one.pb[0] = g.pb[0] - o0 * g.s[0];
-        one.pb[1] = g.pb[1] - o1 * g.s[1];
-        maxpool8::run_channels_last(one, C, x + n * g.in_size() * C, y + (n * rows + o01) * g.out[2] * C, s8, 0, 1);
-      }
+    // Split over the output rows of all images: each row writes its own bytes.
+    ctx.pool().parallel_for(N * g.out[0] * g.out[1], 4, [&](int64_t r0, int64_t r1) {
+      maxpool8::run_channels_last(g, C, x, y, s8, r0, r1);
     });
     return Status::Ok();
   }
