@@ -84,13 +84,19 @@ bool per_tensor_params(Rewriter& rw, const ir::Node& n, DataType dflt, Quant* ou
   return is_8bit(out->type);
 }
 
-// `name` is DequantizeLinear(q, scale, zp) of an 8-bit activation quantized per tensor. The node may
-// have other readers: it is not taken.
-bool dq_activation(Rewriter& rw, const std::string& name, Quant* out) {
+// The live DequantizeLinear that writes `name` (it may have other readers: it is not taken), or nullptr.
+const ir::Node* dequantize_of(Rewriter& rw, const std::string& name) {
   auto it = rw.gi.producer.find(name);
-  if (name.empty() || it == rw.gi.producer.end() || !rw.live(it->second)) return false;
-  const ir::Node& dq = rw.node(it->second);
-  if (!is_onnx(&dq, "DequantizeLinear") || dq.inputs.empty() || dq.inputs[0].empty()) return false;
+  if (name.empty() || it == rw.gi.producer.end() || !rw.live(it->second)) return nullptr;
+  const ir::Node& n = rw.node(it->second);
+  return is_onnx(&n, "DequantizeLinear") ? &n : nullptr;
+}
+
+// `name` is DequantizeLinear(q, scale, zp) of an 8-bit activation quantized per tensor.
+bool dq_activation(Rewriter& rw, const std::string& name, Quant* out) {
+  const ir::Node* d = dequantize_of(rw, name);
+  if (!d || d->inputs.empty() || d->inputs[0].empty()) return false;
+  const ir::Node& dq = *d;
   out->q = dq.inputs[0];
   const DataType vt = value_dtype(rw, out->q);
   if (!per_tensor_params(rw, dq, vt, out)) return false;
@@ -107,10 +113,9 @@ struct Weight {
 };
 
 bool dq_weight(Rewriter& rw, const std::string& name, int64_t axis, Weight* out) {
-  auto it = rw.gi.producer.find(name);
-  if (name.empty() || it == rw.gi.producer.end() || !rw.live(it->second)) return false;
-  const ir::Node& dq = rw.node(it->second);
-  if (!is_onnx(&dq, "DequantizeLinear") || dq.inputs.size() < 2 || attr_i(dq, "block_size", 0) != 0) return false;
+  const ir::Node* d = dequantize_of(rw, name);
+  if (!d || d->inputs.size() < 2 || attr_i(*d, "block_size", 0) != 0) return false;
+  const ir::Node& dq = *d;
   const Tensor* w = rw.constant(dq.inputs[0]);
   const Tensor* s = rw.constant(dq.inputs[1]);
   if (!w || !is_8bit(w->dtype()) || !s || s->dtype() != DataType::kFloat) return false;
@@ -140,10 +145,9 @@ bool dq_weight(Rewriter& rw, const std::string& name, int64_t axis, Weight* out)
 // sums before rounding. The scale is compared with the float32 product the quantizer writes (a relative
 // difference up to 2^-20, below float32 rounding of the dequantized bias, is accepted).
 bool dq_bias(Rewriter& rw, const std::string& name, float xs, const Weight& w, int64_t n, std::string* out) {
-  auto it = rw.gi.producer.find(name);
-  if (name.empty() || it == rw.gi.producer.end() || !rw.live(it->second)) return false;
-  const ir::Node& dq = rw.node(it->second);
-  if (!is_onnx(&dq, "DequantizeLinear") || dq.inputs.size() < 2 || attr_i(dq, "block_size", 0) != 0) return false;
+  const ir::Node* d = dequantize_of(rw, name);
+  if (!d || d->inputs.size() < 2 || attr_i(*d, "block_size", 0) != 0) return false;
+  const ir::Node& dq = *d;
   const Tensor* b = rw.constant(dq.inputs[0]);
   const Tensor* s = rw.constant(dq.inputs[1]);
   if (!b || b->dtype() != DataType::kInt32 || b->rank() != 1 || b->numel() != n) return false;
