@@ -42,6 +42,12 @@ ir::Node graph_node(const std::string& op, std::vector<std::string> in, std::vec
 
 // A float tensor of `shape` with values drawn uniformly from [-1, 1) (mt19937 seeded with `seed`).
 Tensor random_tensor(Dims shape, uint32_t seed);
+// n bytes, each the low byte of one draw of rng (8-bit test operands).
+inline std::vector<uint8_t> random_bytes(std::mt19937& rng, size_t n) {
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(rng() & 0xff);
+  return v;
+}
 
 struct KernelRun {
   std::string op_type;

@@ -18,12 +18,7 @@ namespace nxrt {
 namespace {
 
 using testing::KernelRun;
-
-std::vector<uint8_t> random_bytes(std::mt19937& rng, size_t n) {
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) b = static_cast<uint8_t>(rng() & 0xff);
-  return v;
-}
+using testing::random_bytes;
 int32_t as_int(uint8_t b, bool is_signed) { return is_signed ? static_cast<int32_t>(static_cast<int8_t>(b)) : b; }
 
 // The unfused graph's result: float(sum_k (a - za)(b - zb[n])) * (a_scale * b_scale[n]) (+ bias[n]).

@@ -17,12 +17,7 @@ namespace nxrt {
 namespace {
 
 using testing::KernelRun;
-
-std::vector<uint8_t> random_bytes(std::mt19937& rng, size_t n) {
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) b = static_cast<uint8_t>(rng() & 0xff);
-  return v;
-}
+using testing::random_bytes;
 
 // [N, C, H, W] bytes <-> [N, H, W, C] bytes.
 std::vector<uint8_t> to_last(const std::vector<uint8_t>& x, const Dims& nchw) {
