@@ -655,7 +655,9 @@ struct IntegerConv {
       const int64_t P = s.g.out_size(), Mg = s.M / group;
       size_t ws = 0;
       for (const ops::QGemmPackedB& b : q.groups) ws = std::max(ws, ops::qgemm_workspace_bytes(b, P));
-      v->q_xt = v->scratch.add<uint8_t>(s.g.in_size() * s.C);
+      // The channels-last copy of x: none for channels-last uint8 x, which run_qgemm reads in place.
+      const bool x_in_place = channels_last && in.dtype(0) == DataType::kUInt8;
+      v->q_xt = v->scratch.add<uint8_t>(x_in_place ? 0 : s.g.in_size() * s.C);
       v->q_psum = v->scratch.add<int32_t>(s.g.in_size() * group);
       v->q_ws = v->scratch.add<unsigned char>(static_cast<int64_t>(ws));
       v->q_y = v->scratch.add<int32_t>(P * Mg);
