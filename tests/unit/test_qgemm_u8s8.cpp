@@ -164,8 +164,9 @@ namespace {
 // 258 taps) and the double engine past that; the same nodes at isa=scalar with reference=1 take the
 // double engine's direct definition. All must write the same
 // outputs over 1-D, 2-D and 3-D convs, strides, dilations, asymmetric pads, groups (depthwise
-// included), per-channel weight zero points and scales, every signedness of x and w, batches of 2 and
-// a bias, at 1 and 2 threads.
+// included), per-channel weight zero points and scales, every signedness of x and w, symmetric int8
+// weights (every zero point 0: the GEMM path then skips the patch rows' byte sums), batches of 2 and a
+// bias, at 1 and 2 threads.
 TEST(OpsConvQuant, IntegerGemmPathMatchesDoublePath) {
   std::mt19937 rng(29);
   struct Case {
@@ -190,15 +191,17 @@ TEST(OpsConvQuant, IntegerGemmPathMatchesDoublePath) {
   int checked = 0;
   for (size_t ci = 0; ci < cases.size(); ++ci)
     for (bool x_signed : {false, true})
-      for (bool w_signed : {false, true})
+      for (int w_kind : {0, 1, 2})  // uint8, int8, int8 with every zero point 0
         for (bool qlinear : {false, true}) {
+          const bool w_signed = w_kind > 0;
           const Case& c = cases[ci];
           const DataType xdt = x_signed ? DataType::kInt8 : DataType::kUInt8, wdt = w_signed ? DataType::kInt8 : DataType::kUInt8;
           const int64_t M = c.w[0];
           Tensor x = Tensor::from_vector<uint8_t>(xdt, c.x, random_bytes(rng, static_cast<size_t>(shape_numel(c.x))));
           Tensor w = Tensor::from_vector<uint8_t>(wdt, c.w, random_bytes(rng, static_cast<size_t>(shape_numel(c.w))));
           Tensor xz = Tensor::from_vector<uint8_t>(xdt, {}, random_bytes(rng, 1));
-          Tensor wz = Tensor::from_vector<uint8_t>(wdt, {M}, random_bytes(rng, static_cast<size_t>(M)));
+          Tensor wz = Tensor::from_vector<uint8_t>(wdt, {M}, w_kind == 2 ? std::vector<uint8_t>(static_cast<size_t>(M), 0)
+                                                                          : random_bytes(rng, static_cast<size_t>(M)));
           std::vector<ir::Attribute> attrs = {testing::attr_ints("strides", c.strides), testing::attr_ints("dilations", c.dilations),
                                               testing::attr_ints("pads", c.pads), testing::attr_int("group", c.group)};
           KernelRun run;
@@ -242,12 +245,12 @@ TEST(OpsConvQuant, IntegerGemmPathMatchesDoublePath) {
             const uint8_t* gb = static_cast<const uint8_t*>(g.raw_data());
             const uint8_t* wb = static_cast<const uint8_t*>(wt.raw_data());
             for (size_t i = 0; i < g.nbytes(); ++i)
-              ASSERT_EQ(gb[i], wb[i]) << run.op_type << " case " << ci << (x_signed ? " x s8" : " x u8") << (w_signed ? " w s8" : " w u8")
+              ASSERT_EQ(gb[i], wb[i]) << run.op_type << " case " << ci << (x_signed ? " x s8" : " x u8") << (w_kind == 2 ? " w s8 symmetric" : w_signed ? " w s8" : " w u8")
                                       << " threads " << threads << (tries >= 2 ? " avx2" : "") << " byte " << i;
             ++checked;
           }
         }
-  EXPECT_EQ(checked, static_cast<int>(cases.size()) * 2 * 2 * 2 * 4);
+  EXPECT_EQ(checked, static_cast<int>(cases.size()) * 2 * 3 * 2 * 4);
 }
 }  // namespace
 }  // namespace nxrt

@@ -532,6 +532,10 @@ struct IntQGemmWeights {
   Dims shape;  // W's
   std::vector<ops::QGemmPackedB> groups;
   std::vector<int32_t> zb;  // w_zero_point per output channel
+  // Whether the GEMM needs the patch rows' byte sums: their term is beta * SA with beta = zb - ob per
+  // column (qgemm_u8s8.h), zero for every column of symmetric int8 weights (onnxruntime's quantize_static
+  // default), and then the sums are neither gathered nor used.
+  bool needs_row_sums = true;
   bool ready() const { return !groups.empty(); }
   void init(const ep::KernelInfo& info, size_t w_idx, size_t wzp_idx, int64_t group) {
     const Tensor* W = info.const_input(w_idx);
@@ -564,6 +568,7 @@ struct IntQGemmWeights {
             bg[static_cast<size_t>((t * Cg + c) * Mg + o)] = w[(g * Mg + o) * per_m + c * kvol + t];
       groups.push_back(ops::qgemm_pack_b(bg.data(), W->dtype() == DataType::kInt8, per_m, Mg));
     }
+    needs_row_sums = std::any_of(zb.begin(), zb.end(), [&](int32_t z) { return z != groups.front().ob; });
     this->zb = std::move(zb);
     shape = W->shape();
   }
@@ -658,7 +663,7 @@ struct IntegerConv {
       // The channels-last copy of x: none for channels-last uint8 x, which run_qgemm reads in place.
       const bool x_in_place = channels_last && in.dtype(0) == DataType::kUInt8;
       v->q_xt = v->scratch.add<uint8_t>(x_in_place ? 0 : s.g.in_size() * s.C);
-      v->q_psum = v->scratch.add<int32_t>(s.g.in_size() * group);
+      v->q_psum = v->scratch.add<int32_t>(q.needs_row_sums ? s.g.in_size() * group : 0);
       v->q_ws = v->scratch.add<unsigned char>(static_cast<int64_t>(ws));
       v->q_y = v->scratch.add<int32_t>(P * Mg);
       v->qgemm = true;
@@ -720,7 +725,7 @@ struct IntegerConv {
                            g3.s[2] == 1 && g3.pb[0] == 0 && g3.pb[1] == 0 && g3.pb[2] == 0;
     // Patch rows take their byte sums from per-pixel sums (psum) when taps are wide; with few channels a
     // group (a 3-channel stem) summing each gathered row costs less than a pass over every pixel.
-    const bool use_psum = pointwise || Cg >= 16;
+    const bool use_psum = q.needs_row_sums && (pointwise || Cg >= 16);
     for (int64_t n = 0; n < s.N; ++n) {
       const uint8_t* xn = xb + n * C * plane;
       if (channels_last) {
@@ -728,6 +733,7 @@ struct IntegerConv {
         // pixels' byte sums per group.
         if (x_signed) xt = scratch.at<uint8_t>(v.q_xt);
         else xt = const_cast<uint8_t*>(xn);  // read only
+        if (x_signed || use_psum)
         ctx.pool().parallel_for((plane + 15) / 16, 16, [&](int64_t b0, int64_t b1) {
           for (int64_t i = b0 * 16; i < std::min(plane, b1 * 16); ++i) {
             if (x_signed)
@@ -799,14 +805,15 @@ struct IntegerConv {
               }
             }
             std::memset(dst + K, 0, static_cast<size_t>(kp - K));
-            sa[m - m0] = use_psum ? sum : static_cast<int32_t>(byte_sum(dst, K));
+            sa[m - m0] = !q.needs_row_sums ? 0 : use_psum ? sum : static_cast<int32_t>(byte_sum(dst, K));
           }
         };
         auto block_done = [&](int64_t p0, int64_t p1) { sink(n, g, p0, p1, yq); };
         const ops::QGemmRowsDone done(block_done);
         if (pointwise) {  // (C == kp: C is a multiple of 4)
           auto sums_only = [&](int64_t m0, int64_t m1, uint8_t*, int32_t* sa) {
-            std::memcpy(sa, psum + m0, static_cast<size_t>(m1 - m0) * sizeof(int32_t));
+            if (q.needs_row_sums) std::memcpy(sa, psum + m0, static_cast<size_t>(m1 - m0) * sizeof(int32_t));
+            else std::memset(sa, 0, static_cast<size_t>(m1 - m0) * sizeof(int32_t));
           };
           ops::qgemm_u8s8_rows(q.kernel, P, sums_only, alpha, B, q.zb.data(), yq, Mg, &ctx.pool(), ws, &done, xt);
           continue;
