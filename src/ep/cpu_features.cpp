@@ -51,6 +51,19 @@ bool cpu_has_f16c() {
 #endif
 }
 
+bool cpu_has_avx512_vbmi() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return cpu_has_avx2_fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vbmi");
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
 bool cpu_has_avx_vnni() {
 #if defined(__x86_64__) || defined(__i386__)
   static const bool has = [] {
@@ -164,7 +177,8 @@ std::string cpu_description() {
       {"avx2", __builtin_cpu_supports("avx2") != 0},         {"fma", __builtin_cpu_supports("fma") != 0},
       {"avx512f", __builtin_cpu_supports("avx512f") != 0},   {"avx512bw", __builtin_cpu_supports("avx512bw") != 0},
       {"avx512vl", __builtin_cpu_supports("avx512vl") != 0}, {"avx512vnni", __builtin_cpu_supports("avx512vnni") != 0},
-      {"avx512bf16", __builtin_cpu_supports("avx512bf16") != 0}, {"avxvnni", cpu_has_avx_vnni()},
+      {"avx512bf16", __builtin_cpu_supports("avx512bf16") != 0}, {"avx512vbmi", cpu_has_avx512_vbmi()},
+      {"avxvnni", cpu_has_avx_vnni()},
       {"amx", cpu_isa_tier() == IsaTier::kAmx},
   };
   for (const auto& f : list) {

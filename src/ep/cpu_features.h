@@ -10,6 +10,7 @@ namespace nxrt::ep {
 bool cpu_has_avx2_fma();     // AVX2 and FMA
 bool cpu_has_avx512_vnni();  // AVX-512 F + VL + VNNI (vpdpbusd on 256-bit registers), and AVX2/FMA
 bool cpu_has_f16c();         // vcvtph2ps / vcvtps2ph (every AVX2 CPU so far has it)
+bool cpu_has_avx512_vbmi();  // AVX-512 F + BW + VBMI (vpermi2b: byte tables), and AVX2/FMA
 // AVX-VNNI: vpdpbusd on 256-bit registers in a VEX encoding, without AVX-512 (Intel Alder Lake and
 // later clients, Sierra Forest; also Sapphire Rapids and Zen 5), and AVX2/FMA. An AVX2-tier kernel
 // may use it where the CPU has it.

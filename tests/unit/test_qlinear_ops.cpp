@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 
+#include "ep/cpu_features.h"
 #include "kernel_test_util.h"
 
 namespace nxrt {
@@ -141,6 +143,54 @@ TEST(OpsQLinear, ConcatRequantizesEachInput) {
       }
   r.inputs.pop_back();  // a triple cut short
   EXPECT_FALSE(testing::run_kernel(r).ok());
+}
+
+// The table lookups (QLinearSigmoid's, QLinearConcat's requantization) at every tier the machine has:
+// runs long enough for whole 64-byte vector steps and a masked tail, int8 and uint8, a channels-last
+// concat (axis = the last dim: every pixel a row of each input's run), 1 and 2 threads, each byte
+// against the formula.
+TEST(OpsQLinear, TableLookupsAtEveryTier) {
+  std::mt19937 rng(17);
+  for (const char* tier : {"scalar", "avx2", "avx512"}) {
+    if (ep::cpu_isa_tier() < ep::parse_isa_tier(tier).value()) {
+      std::printf("tier %s: not on this CPU, skipped\n", tier);
+      continue;
+    }
+    if (std::string(tier) == "avx512" && !ep::cpu_has_avx512_vbmi()) std::printf("avx512 tier without VBMI: the byte loop\n");
+    for (int threads : {1, 2}) {
+      const Tensor x = random_q<int8_t>(DataType::kInt8, {3, 333}, rng);
+      KernelRun r{"QLinearSigmoid", "com.microsoft", 1, {},
+                  {Value(x), scal(0.07f), zp<int8_t>(3, DataType::kInt8), scal(1.f / 256), zp<int8_t>(-128, DataType::kInt8)}};
+      r.overrides = {{"isa", tier}};
+      r.threads = threads;
+      auto got = testing::run_kernel(r);
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const float f = 0.07f * static_cast<float>(at<int8_t>(x, i) - 3);
+        ASSERT_EQ(at<int8_t>((*got)[0].tensor(), i), q<int8_t>(1.f / (1.f + std::exp(-f)), 1.f / 256, -128)) << tier << " " << i;
+      }
+      const Tensor a = random_q<uint8_t>(DataType::kUInt8, {2, 5, 7, 40}, rng), b = random_q<uint8_t>(DataType::kUInt8, {2, 5, 7, 72}, rng),
+                   c = random_q<uint8_t>(DataType::kUInt8, {2, 5, 7, 3}, rng);
+      const float sy = 0.05f, sa = 0.03f, sb = 0.05f, sc = 0.11f;
+      const uint8_t zy = 120, za = 77, zb = 120, zc = 201;  // b has Y's parameters (copied)
+      KernelRun cat{"QLinearConcat", "com.microsoft", 1, {},
+                    {scal(sy), zp<uint8_t>(zy, DataType::kUInt8), Value(a), scal(sa), zp<uint8_t>(za, DataType::kUInt8), Value(b), scal(sb),
+                     zp<uint8_t>(zb, DataType::kUInt8), Value(c), scal(sc), zp<uint8_t>(zc, DataType::kUInt8)}};
+      cat.attributes = {testing::attr_int("axis", -1)};
+      cat.overrides = {{"isa", tier}};
+      cat.threads = threads;
+      auto y = testing::run_kernel(cat);
+      ASSERT_TRUE(y.ok()) << y.status().to_string();
+      ASSERT_EQ((*y)[0].tensor().shape(), (Dims{2, 5, 7, 115}));
+      for (int64_t p = 0; p < 70; ++p)
+        for (int64_t ch = 0; ch < 115; ++ch) {
+          const int32_t want = ch < 40    ? q<uint8_t>(sa * static_cast<float>(at<uint8_t>(a, p * 40 + ch) - za), sy, zy)
+                               : ch < 112 ? at<uint8_t>(b, p * 72 + ch - 40)
+                                          : q<uint8_t>(sc * static_cast<float>(at<uint8_t>(c, p * 3 + ch - 112) - zc), sy, zy);
+          ASSERT_EQ(at<uint8_t>((*y)[0].tensor(), p * 115 + ch), want) << tier << " pixel " << p << " channel " << ch;
+        }
+    }
+  }
 }
 
 // QGemm: (alpha * a_scale * b_scale[n]) * float(sum (A - za)(B - zb[n]) + C[n]), float or requantized, B

@@ -16,6 +16,7 @@
 //   QLinearAveragePool / QLinearSoftmax: the float AveragePool / Softmax kernel between the two.
 // QGemm, an 8-bit GEMM, lives with the other integer matmuls (ops/linalg/integer_matmul.cpp).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -192,6 +193,38 @@ Status qlinear_binary(ep::KernelContext& ctx) {
   return Status::Ok();
 }
 
+// dst[i] = table[src[i]] for i < n: a byte's output in a 256-entry table (QLinearSigmoid, LeakyRelu and
+// Concat's requantization). On AVX-512 VBMI 64 bytes a step: vpermi2b looks up the low 7 bits in the
+// table's two halves and each byte's top bit picks the half; elsewhere byte by byte.
+#if defined(__x86_64__)
+__attribute__((target("avx512f,avx512bw,avx512vbmi,avx2,fma"))) void lookup_bytes_vbmi(const uint8_t* src, int64_t n,
+                                                                                       const uint8_t* table, uint8_t* dst) {
+  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
+  const __m512i t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
+  int64_t i = 0;
+  for (; i < n; i += 64) {
+    const __mmask64 k = n - i >= 64 ? ~__mmask64(0) : (__mmask64(1) << (n - i)) - 1;
+    const __m512i x = _mm512_maskz_loadu_epi8(k, src + i);
+    const __m512i lo = _mm512_permutex2var_epi8(t0, x, t1), hi = _mm512_permutex2var_epi8(t2, x, t3);
+    _mm512_mask_storeu_epi8(dst + i, k, _mm512_mask_blend_epi8(_mm512_movepi8_mask(x), lo, hi));
+  }
+}
+#endif
+void lookup_bytes(const uint8_t* src, int64_t n, const uint8_t* table, uint8_t* dst, bool vbmi) {
+#if defined(__x86_64__)
+  if (vbmi) {
+    lookup_bytes_vbmi(src, n, table, dst);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) dst[i] = table[src[i]];
+}
+
+// The table kernels' choice: AVX-512 VBMI at the avx512 tier and up on a CPU with it.
+bool use_vbmi(const ep::KernelContext& ctx) {
+  return ctx.info().isa() >= ep::IsaTier::kAvx512 && ep::cpu_has_avx512_vbmi();
+}
+
 // kind 0: Sigmoid, 1: LeakyRelu.
 template <int kind>
 Status qlinear_unary(ep::KernelContext& ctx) {
@@ -211,9 +244,8 @@ Status qlinear_unary(ep::KernelContext& ctx) {
     }
     const uint8_t* in = static_cast<const uint8_t*>(x.raw_data());
     uint8_t* o = static_cast<uint8_t*>(y->raw_data());
-    ew::run_flat(ctx.pool(), x.numel(), 65536, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) o[i] = table[in[i]];
-    });
+    const bool vbmi = use_vbmi(ctx);
+    ew::run_flat(ctx.pool(), x.numel(), 65536, [&](int64_t b, int64_t e) { lookup_bytes(in + b, e - b, table, o + b, vbmi); });
   };
   if (x.dtype() == DataType::kUInt8) run(uint8_t{});
   else run(int8_t{});
@@ -306,30 +338,39 @@ Status qlinear_concat(ep::KernelContext& ctx) {
   for (int64_t d = 0; d < axis; ++d) outer *= out[static_cast<size_t>(d)];
   for (int64_t d = axis + 1; d < rank; ++d) inner *= out[static_cast<size_t>(d)];
   const int64_t row = out[static_cast<size_t>(axis)] * inner;
-  auto run = [&](auto tag) {
-    using T = decltype(tag);
-    T* o = y->data<T>();
-    int64_t off = 0;
-    for (size_t i = 0; i < k; ++i) {
-      const int64_t len = xs[i]->dim(axis) * inner;
-      const T* in = xs[i]->data<T>();
-      const bool same = qs[i].scale == qy.scale && qs[i].zp == qy.zp;
-      T table[256];
-      if (!same)
-        for (int v = lo_of<T>(); v <= hi_of<T>(); ++v)
-          table[static_cast<uint8_t>(static_cast<T>(v))] = static_cast<T>(quantize(dequant(static_cast<T>(v), qs[i]), qy, lo_of<T>(), hi_of<T>()));
-      for (int64_t r = 0; r < outer; ++r) {
-        const T* src = in + r * len;
-        T* dst = o + r * row + off;
-        if (same) std::memcpy(dst, src, static_cast<size_t>(len) * sizeof(T));
-        else
-          for (int64_t j = 0; j < len; ++j) dst[j] = table[static_cast<uint8_t>(src[j])];
+  // Each input's table (the identity's bytes are copied instead), then rows of the output over the pool:
+  // a row holds each input's run in turn (with axis = the channels of a channels-last tensor, every
+  // pixel is a row).
+  std::vector<std::array<uint8_t, 256>> tables(k);
+  std::vector<bool> same(k);
+  std::vector<int64_t> lens(k);
+  for (size_t i = 0; i < k; ++i) {
+    lens[i] = xs[i]->dim(axis) * inner;
+    same[i] = qs[i].scale == qy.scale && qs[i].zp == qy.zp;
+    if (same[i]) continue;
+    auto fill = [&](auto tag) {
+      using T = decltype(tag);
+      for (int v = lo_of<T>(); v <= hi_of<T>(); ++v)
+        tables[i][static_cast<uint8_t>(static_cast<T>(v))] =
+            static_cast<uint8_t>(static_cast<T>(quantize(dequant(static_cast<T>(v), qs[i]), qy, lo_of<T>(), hi_of<T>())));
+    };
+    if (dt == DataType::kUInt8) fill(uint8_t{});
+    else fill(int8_t{});
+  }
+  uint8_t* o = static_cast<uint8_t*>(y->raw_data());
+  const bool vbmi = use_vbmi(ctx);
+  ctx.pool().parallel_for(outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, row)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t off = 0;
+      for (size_t i = 0; i < k; ++i) {
+        const uint8_t* src = static_cast<const uint8_t*>(xs[i]->raw_data()) + r * lens[i];
+        uint8_t* dst = o + r * row + off;
+        if (same[i]) std::memcpy(dst, src, static_cast<size_t>(lens[i]));
+        else lookup_bytes(src, lens[i], tables[i].data(), dst, vbmi);
+        off += lens[i];
       }
-      off += len;
     }
-  };
-  if (dt == DataType::kUInt8) run(uint8_t{});
-  else run(int8_t{});
+  });
   return Status::Ok();
 }
 
