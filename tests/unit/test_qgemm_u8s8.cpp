@@ -76,6 +76,67 @@ TEST(QGemmU8S8, EveryKernelMatchesExactSums) {
   EXPECT_GT(kernels_run, 0) << "no vector kernel runs on this CPU";
 }
 
+// Every kernel reading A's rows in place (QGemmARows, the implicit conv's form): a row's quads in 1-3
+// runs, rows closer together than a run (overlapping, as a conv's neighbouring pixels are), the runs
+// apart by another stride, row counts across the tiles' tails, per-column zero points (so the row sums
+// `fill` supplies count), 1 and 2 threads, each output against the exact sum over the same bytes.
+TEST(QGemmU8S8, EveryKernelReadsSegmentedRowsInPlace) {
+  std::mt19937 rng(23);
+  ep::ThreadPool pool(2);
+  int kernels_run = 0;
+  for (const ops::QGemmKernelInfo& k : ops::qgemm_kernels()) {
+    if (!ops::qgemm_kernel_supported(k.kernel)) {
+      std::printf("[ SKIPPED  ] %s: this CPU cannot run it (best tier %s)\n", k.name, ep::isa_tier_name(ep::cpu_isa_tier()));
+      continue;
+    }
+    ++kernels_run;
+    int cases = 0;
+    for (int64_t M : {1, 3, 4, 8, 13, 21, 70})
+      for (int64_t segs : {1, 2, 3}) {
+        std::uniform_int_distribution<int64_t> qd(1, 12), nd(1, 40), sd(1, 24);
+        const int64_t seg_quads = qd(rng), K = segs * seg_quads * 4, N = nd(rng);
+        const int64_t row_stride = 4 * sd(rng), seg_stride = seg_quads * 4 + 4 * sd(rng);
+        const int64_t bytes = (M - 1) * row_stride + (segs - 1) * seg_stride + seg_quads * 4;
+        const auto A = random_bytes(rng, static_cast<size_t>(bytes)), B = random_bytes(rng, static_cast<size_t>(K * N));
+        const auto zbb = random_bytes(rng, static_cast<size_t>(N));
+        const bool b_signed = cases % 2 == 1;
+        std::vector<int32_t> zb(static_cast<size_t>(N));
+        for (int64_t n = 0; n < N; ++n) zb[static_cast<size_t>(n)] = value_of(zbb[static_cast<size_t>(n)], b_signed);
+        const int32_t za = static_cast<int32_t>(rng() % 256);
+        // Byte kk of row m.
+        auto a_at = [&](int64_t m, int64_t kk) {
+          const int64_t j = kk / (seg_quads * 4), i = kk % (seg_quads * 4);
+          return static_cast<int64_t>(A[static_cast<size_t>(m * row_stride + j * seg_stride + i)]);
+        };
+        auto row_sums = [&](int64_t m0, int64_t m1, uint8_t* au, int32_t* sa) {
+          ASSERT_EQ(au, nullptr);
+          for (int64_t m = m0; m < m1; ++m) {
+            int64_t sum = 0;
+            for (int64_t kk = 0; kk < K; ++kk) sum += a_at(m, kk);
+            sa[m - m0] = static_cast<int32_t>(sum);
+          }
+        };
+        const ops::QGemmPackedB P = ops::qgemm_pack_b(B.data(), b_signed, K, N);
+        std::vector<uint8_t> ws(ops::qgemm_workspace_bytes(P, M, true));
+        std::vector<int32_t> y(static_cast<size_t>(M * N), -7);
+        const ops::QGemmARows rows{A.data(), row_stride, segs, seg_stride};
+        ops::qgemm_u8s8_rows(k.kernel, M, row_sums, za, P, zb.data(), y.data(), N, cases % 3 ? &pool : nullptr, ws.data(),
+                             nullptr, &rows);
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            int64_t want = 0;
+            for (int64_t kk = 0; kk < K; ++kk)
+              want += (a_at(m, kk) - za) * static_cast<int64_t>(value_of(B[static_cast<size_t>(kk * N + n)], b_signed) - zb[static_cast<size_t>(n)]);
+            ASSERT_EQ(y[static_cast<size_t>(m * N + n)], static_cast<int32_t>(want))
+                << k.name << " M,N " << M << "," << N << " segments " << segs << " x " << seg_quads << " quads, row stride "
+                << row_stride << ", segment stride " << seg_stride << " at " << m << "," << n;
+          }
+        ++cases;
+      }
+  }
+  EXPECT_GT(kernels_run, 0) << "no vector kernel runs on this CPU";
+}
+
 // MatMulInteger with B (and b_zero_point) constant, packed at creation, against the same node with B
 // given at run time (the generic loop): the same int32 outputs at every tier this CPU has (isa=avx2
 // forces the AVX2-tier kernel on an AVX-512 machine; isa=scalar keeps the generic loop), for batched
@@ -183,6 +244,10 @@ TEST(OpsConvQuant, IntegerGemmPathMatchesDoublePath) {
       {{1, 64, 8, 8}, {33, 64, 1, 1}, {1, 1}, {1, 1}, {0, 0, 0, 0}, 1},  // 1x1, N off a panel
       // 20 channels (a 16 x 16 transposed block and 4 more) over 35 pixels (two 16-pixel blocks and 3)
       {{1, 20, 5, 7}, {16, 20, 3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 1},
+      // Stride 1, one group: with symmetric weights the implicit GEMM over a padded copy (a row of taps
+      // with pads on one side, a column of taps).
+      {{1, 12, 6, 9}, {16, 12, 1, 3}, {1, 1}, {1, 1}, {0, 2, 0, 1}, 1},
+      {{2, 4, 7, 5}, {8, 4, 3, 1}, {1, 1}, {1, 1}, {1, 0, 2, 0}, 1},
       // Groups of fewer than 8 outputs: the float-exact path (8 * 9 taps) and, past 258 taps, the double one.
       {{1, 24, 9, 9}, {12, 8, 3, 3}, {1, 1}, {1, 1}, {1, 1, 1, 1}, 3},
       {{1, 64, 6, 6}, {4, 32, 3, 3}, {2, 2}, {1, 1}, {0, 1, 1, 0}, 2},

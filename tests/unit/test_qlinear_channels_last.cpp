@@ -49,6 +49,10 @@ TEST(QLinearChannelsLast, ConvMatchesTheNchwConvOnTransposedData) {
       {{2, 64, 7, 7}, {24, 64, 1, 1}, {1, 1}, {0, 0, 0, 0}, 1},   // 1x1: rows read in place
       {{1, 12, 10, 8}, {16, 6, 3, 2}, {2, 1}, {0, 1, 1, 0}, 2},  // groups of 8 outputs
       {{1, 3, 13, 13}, {16, 3, 5, 5}, {2, 2}, {2, 2, 2, 2}, 1},  // a stem: 3 channels
+      // Stride 1 (the implicit GEMM over a padded copy): one row of taps, pads on one side only; one
+      // column of taps, 4 channels.
+      {{1, 8, 6, 10}, {16, 8, 1, 3}, {1, 1}, {0, 2, 0, 1}, 1},
+      {{2, 4, 7, 5}, {8, 4, 3, 1}, {1, 1}, {1, 0, 2, 0}, 1},
   };
   for (const Case& c : cases)
     for (bool x_signed : {false, true}) {
@@ -71,6 +75,7 @@ TEST(QLinearChannelsLast, ConvMatchesTheNchwConvOnTransposedData) {
                                                 testing::attr_int("group", c.group)};
       KernelRun nchw{"QLinearConv", "", 10, attrs, inputs(Tensor::from_vector<uint8_t>(xdt, c.x, xb))};
       nchw.const_inputs = {3, 4, 5, 8};
+      nchw.overrides = {{"isa", "scalar"}, {"reference", "1"}};  // the double engine's direct definition
       auto want = testing::run_kernel(nchw);
       ASSERT_TRUE(want.ok()) << want.status().to_string();
       const Tensor& wt = (*want)[0].tensor();

@@ -523,6 +523,17 @@ inline void copy_bytes(uint8_t* dst, const uint8_t* src, int64_t n) {
   }
 }
 
+// dst[i] = src[i] ^ 0x80 for i < n (int8 bytes as unsigned ones: value + 128), 16 at a time.
+inline void flip_bytes(const uint8_t* src, int64_t n, uint8_t* dst) {
+  int64_t i = 0;
+#if defined(__x86_64__)
+  const __m128i f = _mm_set1_epi8(static_cast<char>(0x80));
+  for (; i + 16 <= n; i += 16)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)), f));
+#endif
+  for (; i < n; ++i) dst[i] = static_cast<uint8_t>(src[i] ^ 0x80);
+}
+
 
 // Constant 8-bit weights packed at creation for the integer GEMM (ops/linalg/qgemm_u8s8.h), per group:
 // B_g[k][o] = W[g * Mg + o] at k = tap * Cg + c (the taps outer, channels inner: a patch row is the
@@ -591,6 +602,11 @@ struct IntegerConvVariant final : ep::KernelVariant {
   // group's int32 products [pixels, Mg]; x_centered and sums are then not laid out.
   bool qgemm = false;
   size_t q_xt = 0, q_psum = 0, q_ws = 0, q_y = 0;  // q_psum: each pixel's byte sum per group, int32
+  // The implicit GEMM (implicit_gemm_rows): x copied once into a padded channels-last image (q_xpad), the
+  // GEMM's rows read from it in place, q_rows of them (one per pixel of the padded width, the last
+  // k - 1 of each output row computed and dropped); 0: patches gathered.
+  size_t q_xpad = 0;
+  int64_t q_rows = 0;
   // The float-exact path (IntWeights::in_float serve this W): x_centered and sums hold floats, and plan
   // is a float plan.
   bool in_float = false;
@@ -658,14 +674,21 @@ struct IntegerConv {
     }
     if (q.ready() && q.shape == in.shape(w_idx) && s.N * s.M * s.g.out_size() > 0) {
       const int64_t P = s.g.out_size(), Mg = s.M / group;
+      v->q_rows = implicit_gemm_rows(s);
+      const int64_t rows = v->q_rows > 0 ? v->q_rows : P;
       size_t ws = 0;
-      for (const ops::QGemmPackedB& b : q.groups) ws = std::max(ws, ops::qgemm_workspace_bytes(b, P));
-      // The channels-last copy of x: none for channels-last uint8 x, which run_qgemm reads in place.
-      const bool x_in_place = channels_last && in.dtype(0) == DataType::kUInt8;
+      for (const ops::QGemmPackedB& b : q.groups) ws = std::max(ws, ops::qgemm_workspace_bytes(b, rows, v->q_rows > 0));
+      // The channels-last copy of x: none for channels-last x that run_qgemm reads in place (uint8, or
+      // copied straight into the padded image).
+      const bool x_in_place = channels_last && (in.dtype(0) == DataType::kUInt8 || v->q_rows > 0);
       v->q_xt = v->scratch.add<uint8_t>(x_in_place ? 0 : s.g.in_size() * s.C);
       v->q_psum = v->scratch.add<int32_t>(q.needs_row_sums ? s.g.in_size() * group : 0);
       v->q_ws = v->scratch.add<unsigned char>(static_cast<int64_t>(ws));
-      v->q_y = v->scratch.add<int32_t>(P * Mg);
+      v->q_y = v->scratch.add<int32_t>(rows * Mg);
+      if (v->q_rows > 0) {
+        const Geom3& g3 = s.g;
+        v->q_xpad = v->scratch.add<uint8_t>((g3.in[1] + g3.pb[1] + g3.pe[1]) * (g3.in[2] + g3.pb[2] + g3.pe[2]) * s.C);
+      }
       v->qgemm = true;
       return v;
     }
@@ -688,6 +711,27 @@ struct IntegerConv {
       v->plan_ws = v->scratch.add<unsigned char>(static_cast<int64_t>(v->plan.workspace_bytes));
     }
     return v;
+  }
+
+  // The GEMM rows of the implicit path for this conv, or 0 where patches are gathered instead. A
+  // stride-1, undilated 2-D conv of one group (with symmetric weights: the patch rows' byte sums are not
+  // needed) reads its patch rows straight from a padded channels-last copy of x: with the padded width
+  // Wp, output pixel (o1, o2) is GEMM row o1 * Wp + o2, whose row of taps t1 is the k2 * C contiguous
+  // bytes at padded pixel (o1 + t1, o2), and consecutive rows are one pixel apart (QGemmARows, one run
+  // per row of taps). The rows o2 >= out2 of each output row are computed and dropped: (k2 - 1) / Wp of
+  // the products. Taken where that waste costs less than gathering the patches, estimated per row:
+  // gathering ~ 64 + K / 16 cycles (the address arithmetic, the copies), the products K * Mg / 128 (two
+  // 64-lane vpdpbusd a cycle).
+  int64_t implicit_gemm_rows(const ConvShape& s) const {
+    const Geom3& g3 = s.g;
+    if (group != 1 || q.needs_row_sums || g3.in[0] != 1 || g3.k[0] != 1 || g3.kvol() == 1) return 0;
+    for (int j = 0; j < 3; ++j)
+      if (g3.s[j] != 1 || g3.d[j] != 1) return 0;
+    if (g3.k[2] * s.C % 4 != 0) return 0;
+    const int64_t Wp = g3.in[2] + g3.pb[2] + g3.pe[2], K = g3.kvol() * s.C;
+    const double waste = static_cast<double>(g3.k[2] - 1) / static_cast<double>(Wp) * static_cast<double>(K * s.M) / 128.0;
+    if (waste >= 64.0 + static_cast<double>(K) / 16.0) return 0;
+    return (g3.out[1] - 1) * Wp + g3.out[2];
   }
 
   // The exact sums through the integer GEMM: per image x goes channels-last (as unsigned bytes: int8
@@ -731,9 +775,9 @@ struct IntegerConv {
       if (channels_last) {
         // X is channels-last already: read in place (uint8) or as a sign-flipped copy (int8), with the
         // pixels' byte sums per group.
-        if (x_signed) xt = scratch.at<uint8_t>(v.q_xt);
-        else xt = const_cast<uint8_t*>(xn);  // read only
-        if (x_signed || use_psum)
+        if (x_signed && v.q_rows == 0) xt = scratch.at<uint8_t>(v.q_xt);
+        else xt = const_cast<uint8_t*>(xn);  // read only (the implicit path flips while padding)
+        if ((x_signed && v.q_rows == 0) || use_psum)
         ctx.pool().parallel_for((plane + 15) / 16, 16, [&](int64_t b0, int64_t b1) {
           for (int64_t i = b0 * 16; i < std::min(plane, b1 * 16); ++i) {
             if (x_signed)
@@ -764,6 +808,10 @@ struct IntegerConv {
               for (int64_t g = 0; g < group; ++g) psum[i * group + g] = static_cast<int32_t>(byte_sum(xt + i * C + g * Cg, Cg));
         }
       });
+      if (v.q_rows > 0) {
+        run_implicit(ctx, v, scratch, n, xt, channels_last ? flip : uint8_t{0}, pad, alpha, sink);
+        continue;
+      }
       for (int64_t g = 0; g < group; ++g) {
         const ops::QGemmPackedB& B = q.groups[static_cast<size_t>(g)];
         const int64_t kp = B.quads * 4;
@@ -815,13 +863,57 @@ struct IntegerConv {
             if (q.needs_row_sums) std::memcpy(sa, psum + m0, static_cast<size_t>(m1 - m0) * sizeof(int32_t));
             else std::memset(sa, 0, static_cast<size_t>(m1 - m0) * sizeof(int32_t));
           };
-          ops::qgemm_u8s8_rows(q.kernel, P, sums_only, alpha, B, q.zb.data(), yq, Mg, &ctx.pool(), ws, &done, xt);
+          const ops::QGemmARows pixels{xt, kp};
+          ops::qgemm_u8s8_rows(q.kernel, P, sums_only, alpha, B, q.zb.data(), yq, Mg, &ctx.pool(), ws, &done, &pixels);
           continue;
         }
         ops::qgemm_u8s8_rows(q.kernel, P, fill, alpha, B, q.zb.data() + g * Mg, yq, Mg, &ctx.pool(), ws, &done);
       }
     }
     return Status::Ok();
+  }
+
+  // Image n through the implicit GEMM (implicit_gemm_rows): xt (channels-last, its bytes ^ flip unsigned)
+  // into the padded image, the pad byte around it, then the GEMM over the padded width's rows, each
+  // finished block's real pixels handed to `sink` (an output row's pixels o2 < out2 are GEMM rows
+  // o1 * Wp + o2, so the sums pointer handed on is offset by o1 * (Wp - out2) rows).
+  void run_implicit(ep::KernelContext& ctx, const IntegerConvVariant& v, ScratchLayout& scratch, int64_t n,
+                    const uint8_t* xt, uint8_t flip, uint8_t pad, int32_t alpha, GroupSums sink) const {
+    const Geom3& g3 = v.s.g;
+    const int64_t C = v.s.C, Mg = v.s.M, H = g3.in[1], W = g3.in[2];
+    const int64_t Hp = H + g3.pb[1] + g3.pe[1], Wp = W + g3.pb[2] + g3.pe[2], out2 = g3.out[2];
+    uint8_t* xpad = scratch.at<uint8_t>(v.q_xpad);
+    int32_t* yq = scratch.at<int32_t>(v.q_y);
+    ctx.pool().parallel_for(Hp, std::max<int64_t>(1, 16384 / (Wp * C)), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        uint8_t* dst = xpad + r * Wp * C;
+        const int64_t i1 = r - g3.pb[1];
+        if (i1 < 0 || i1 >= H) {
+          std::memset(dst, pad, static_cast<size_t>(Wp * C));
+          continue;
+        }
+        std::memset(dst, pad, static_cast<size_t>(g3.pb[2] * C));
+        uint8_t* row = dst + g3.pb[2] * C;
+        const uint8_t* src = xt + i1 * W * C;
+        if (flip) flip_bytes(src, W * C, row);
+        else std::memcpy(row, src, static_cast<size_t>(W * C));
+        std::memset(row + W * C, pad, static_cast<size_t>(g3.pe[2] * C));
+      }
+    });
+    const ops::QGemmPackedB& B = q.groups.front();
+    const ops::QGemmARows rows{xpad, C, g3.k[1], Wp * C};
+    auto no_sums = [&](int64_t m0, int64_t m1, uint8_t*, int32_t* sa) {
+      std::memset(sa, 0, static_cast<size_t>(m1 - m0) * sizeof(int32_t));
+    };
+    auto block_done = [&](int64_t m0, int64_t m1) {
+      for (int64_t o1 = m0 / Wp; o1 * Wp < m1; ++o1) {
+        const int64_t a = std::max<int64_t>(0, m0 - o1 * Wp), b = std::min(out2, m1 - o1 * Wp);
+        if (a < b) sink(n, 0, o1 * out2 + a, o1 * out2 + b, yq + o1 * (Wp - out2) * Mg);
+      }
+    };
+    const ops::QGemmRowsDone done(block_done);
+    ops::qgemm_u8s8_rows(q.kernel, v.q_rows, no_sums, alpha, B, q.zb.data(), yq, Mg, &ctx.pool(),
+                         scratch.at<unsigned char>(v.q_ws), &done, &rows);
   }
 
   // The float engine's settings for the float-exact path: never Winograd (its transforms round).

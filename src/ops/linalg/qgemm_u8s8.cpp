@@ -31,6 +31,9 @@ struct TileArgs {
   int64_t kp = 0;
   const int8_t* panel = nullptr;  // quads records of 64 bytes
   int64_t quads = 0;
+  // A row's quads as `segs` runs of seg_quads quads (segs * seg_quads = quads), run j at au + j *
+  // seg_stride (one run, seg_quads = quads, for rows stored whole; QGemmARows).
+  int64_t segs = 1, seg_quads = 0, seg_stride = 0;
   const RowTerms* rows = nullptr;
   const int32_t* beta = nullptr;  // the panel's 16 beta values (zero past N)
   const int32_t* sb = nullptr;    // the panel's 16 SB values
@@ -74,9 +77,13 @@ template <int MR>
 NXRT_QGEMM_AVX512 void tile_avx512vnni(const TileArgs& a, int rows) {
   __m512i acc[MR];
   for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_si512();
-  for (int64_t q = 0; q < a.quads; ++q) {
-    const __m512i w = _mm512_loadu_si512(a.panel + q * kRecordBytes);
-    for (int r = 0; r < MR; ++r) acc[r] = _mm512_dpbusd_epi32(acc[r], _mm512_set1_epi32(quad_of(a.au + r * a.kp, q)), w);
+  for (int64_t sg = 0; sg < a.segs; ++sg) {
+    const uint8_t* au = a.au + sg * a.seg_stride;
+    const int8_t* pa = a.panel + sg * a.seg_quads * kRecordBytes;
+    for (int64_t q = 0; q < a.seg_quads; ++q) {
+      const __m512i w = _mm512_loadu_si512(pa + q * kRecordBytes);
+      for (int r = 0; r < MR; ++r) acc[r] = _mm512_dpbusd_epi32(acc[r], _mm512_set1_epi32(quad_of(au + r * a.kp, q)), w);
+    }
   }
   const __m512i beta = _mm512_loadu_si512(a.beta), sb = _mm512_loadu_si512(a.sb);
   const __mmask16 keep = a.ncols >= 16 ? __mmask16(0xffff) : __mmask16((1u << a.ncols) - 1);
@@ -93,13 +100,18 @@ template <int MR>
 NXRT_QGEMM_AVX512 void tile2_avx512vnni(const TileArgs& a, const TileArgs& b, int rows) {
   __m512i acc[MR][2];
   for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
-  for (int64_t q = 0; q < a.quads; ++q) {
-    const __m512i w0 = _mm512_loadu_si512(a.panel + q * kRecordBytes);
-    const __m512i w1 = _mm512_loadu_si512(b.panel + q * kRecordBytes);
-    for (int r = 0; r < MR; ++r) {
-      const __m512i av = _mm512_set1_epi32(quad_of(a.au + r * a.kp, q));
-      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], av, w0);
-      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], av, w1);
+  for (int64_t sg = 0; sg < a.segs; ++sg) {
+    const uint8_t* au = a.au + sg * a.seg_stride;
+    const int8_t* pa = a.panel + sg * a.seg_quads * kRecordBytes;
+    const int8_t* pb = b.panel + sg * a.seg_quads * kRecordBytes;
+    for (int64_t q = 0; q < a.seg_quads; ++q) {
+      const __m512i w0 = _mm512_loadu_si512(pa + q * kRecordBytes);
+      const __m512i w1 = _mm512_loadu_si512(pb + q * kRecordBytes);
+      for (int r = 0; r < MR; ++r) {
+        const __m512i av = _mm512_set1_epi32(quad_of(au + r * a.kp, q));
+        acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], av, w0);
+        acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], av, w1);
+      }
     }
   }
   for (int h = 0; h < 2; ++h) {
@@ -119,12 +131,15 @@ NXRT_QGEMM_AVX512 void tile2_avx512vnni(const TileArgs& a, const TileArgs& b, in
 // place (dpbusd512), so they stay in registers.
 NXRT_QGEMM_AVX512 void tile2x8_avx512vnni(const TileArgs& a, const TileArgs& b) {
   const int64_t kp = a.kp;
-  const uint8_t* r0 = a.au;
   __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
           c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
-  for (int64_t q = 0; q < a.quads; ++q) {
-    const __m512i w0 = _mm512_loadu_si512(a.panel + q * kRecordBytes);
-    const __m512i w1 = _mm512_loadu_si512(b.panel + q * kRecordBytes);
+  for (int64_t sg = 0; sg < a.segs; ++sg) {
+  const uint8_t* r0 = a.au + sg * a.seg_stride;
+  const int8_t* pa = a.panel + sg * a.seg_quads * kRecordBytes;
+  const int8_t* pb = b.panel + sg * a.seg_quads * kRecordBytes;
+  for (int64_t q = 0; q < a.seg_quads; ++q) {
+    const __m512i w0 = _mm512_loadu_si512(pa + q * kRecordBytes);
+    const __m512i w1 = _mm512_loadu_si512(pb + q * kRecordBytes);
 #define NXRT_QGEMM_ROW(R)                                                   \
   {                                                                         \
     const __m512i av = _mm512_set1_epi32(quad_of(r0 + (R) * kp, q));        \
@@ -134,6 +149,7 @@ NXRT_QGEMM_AVX512 void tile2x8_avx512vnni(const TileArgs& a, const TileArgs& b) 
     NXRT_QGEMM_ROW(0) NXRT_QGEMM_ROW(1) NXRT_QGEMM_ROW(2) NXRT_QGEMM_ROW(3)
     NXRT_QGEMM_ROW(4) NXRT_QGEMM_ROW(5) NXRT_QGEMM_ROW(6) NXRT_QGEMM_ROW(7)
 #undef NXRT_QGEMM_ROW
+  }
   }
   const __m512i acc[8][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
                              {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
@@ -179,13 +195,17 @@ template <int MR>
 NXRT_QGEMM_AVX2 void tile_avxvnni(const TileArgs& a, int rows) {
   __m256i acc[MR][2];
   for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-  for (int64_t q = 0; q < a.quads; ++q) {
-    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.panel + q * kRecordBytes));
-    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.panel + q * kRecordBytes + 32));
-    for (int r = 0; r < MR; ++r) {
-      const __m256i av = _mm256_set1_epi32(quad_of(a.au + r * a.kp, q));
-      dpbusd_vex(acc[r][0], av, w0);
-      dpbusd_vex(acc[r][1], av, w1);
+  for (int64_t sg = 0; sg < a.segs; ++sg) {
+    const uint8_t* au = a.au + sg * a.seg_stride;
+    const int8_t* pa = a.panel + sg * a.seg_quads * kRecordBytes;
+    for (int64_t q = 0; q < a.seg_quads; ++q) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + q * kRecordBytes));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + q * kRecordBytes + 32));
+      for (int r = 0; r < MR; ++r) {
+        const __m256i av = _mm256_set1_epi32(quad_of(au + r * a.kp, q));
+        dpbusd_vex(acc[r][0], av, w0);
+        dpbusd_vex(acc[r][1], av, w1);
+      }
     }
   }
   for (int r = 0; r < MR && r < rows; ++r)
@@ -200,11 +220,13 @@ NXRT_QGEMM_AVX2 void tile_avxvnni(const TileArgs& a, int rows) {
 // array above GCC 12 loads and stores every accumulator around each vpdpbusd).
 NXRT_QGEMM_AVX2 void tile4_avxvnni(const TileArgs& a) {
   const int64_t kp = a.kp;
-  const uint8_t* r0 = a.au;
   __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-  for (int64_t q = 0; q < a.quads; ++q) {
-    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.panel + q * kRecordBytes));
-    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.panel + q * kRecordBytes + 32));
+  for (int64_t sg = 0; sg < a.segs; ++sg) {
+  const uint8_t* r0 = a.au + sg * a.seg_stride;
+  const int8_t* pa = a.panel + sg * a.seg_quads * kRecordBytes;
+  for (int64_t q = 0; q < a.seg_quads; ++q) {
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + q * kRecordBytes));
+    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + q * kRecordBytes + 32));
 #define NXRT_QGEMM_ROW(R)                                                \
   {                                                                      \
     const __m256i av = _mm256_set1_epi32(quad_of(r0 + (R) * kp, q));     \
@@ -213,6 +235,7 @@ NXRT_QGEMM_AVX2 void tile4_avxvnni(const TileArgs& a) {
   }
     NXRT_QGEMM_ROW(0) NXRT_QGEMM_ROW(1) NXRT_QGEMM_ROW(2) NXRT_QGEMM_ROW(3)
 #undef NXRT_QGEMM_ROW
+  }
   }
   const __m256i acc[4][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
   for (int r = 0; r < 4; ++r)
@@ -225,16 +248,20 @@ NXRT_QGEMM_AVX2 void tile_avx2(const TileArgs& a, int rows) {
   __m256i acc[MR][4];
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_setzero_si256();
-  for (int64_t q = 0; q < a.quads; ++q) {
-    const int8_t* rec = a.panel + q * kRecordBytes;
-    __m256i w[4];
-    for (int j = 0; j < 4; ++j) w[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 16 * j)));
-    for (int r = 0; r < MR; ++r) {
-      // The quad's 4 bytes widened to int16 and repeated: interleaving the broadcast quad with zeros
-      // gives (b0, b1, b2, b3) as int16 twice per 128-bit lane (two vector instructions where the
-      // widening in general registers took ~10).
-      const __m256i av = _mm256_unpacklo_epi8(_mm256_set1_epi32(quad_of(a.au + r * a.kp, q)), _mm256_setzero_si256());
-      for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_add_epi32(acc[r][j], _mm256_madd_epi16(w[j], av));
+  for (int64_t sg = 0; sg < a.segs; ++sg) {
+    const uint8_t* au = a.au + sg * a.seg_stride;
+    const int8_t* pa = a.panel + sg * a.seg_quads * kRecordBytes;
+    for (int64_t q = 0; q < a.seg_quads; ++q) {
+      const int8_t* rec = pa + q * kRecordBytes;
+      __m256i w[4];
+      for (int j = 0; j < 4; ++j) w[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rec + 16 * j)));
+      for (int r = 0; r < MR; ++r) {
+        // The quad's 4 bytes widened to int16 and repeated: interleaving the broadcast quad with zeros
+        // gives (b0, b1, b2, b3) as int16 twice per 128-bit lane (two vector instructions where the
+        // widening in general registers took ~10).
+        const __m256i av = _mm256_unpacklo_epi8(_mm256_set1_epi32(quad_of(au + r * a.kp, q)), _mm256_setzero_si256());
+        for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_add_epi32(acc[r][j], _mm256_madd_epi16(w[j], av));
+      }
     }
   }
   // hadd(x, y) per 128-bit half: x0+x1, x2+x3, y0+y1, y2+y3: columns 0, 1, 4, 5 | 2, 3, 6, 7 of the 8.
@@ -248,14 +275,19 @@ NXRT_QGEMM_AVX2 void tile_avx2(const TileArgs& a, int rows) {
 
 #endif
 
-// Rows [m0, m1) of the prepared Au against panels [p0, p1).
+// Rows [m0, m1) of Au (row m at au + m * kp, its quads in `segs` runs seg_stride apart) against panels
+// [p0, p1).
 void run_block(QGemmKernel kernel, const uint8_t* au, int64_t kp, const RowTerms* terms, const QGemmPackedB& B,
-               const int32_t* beta, int64_t m0, int64_t m1, int64_t p0, int64_t p1, int32_t* Y, int64_t ldy) {
+               const int32_t* beta, int64_t m0, int64_t m1, int64_t p0, int64_t p1, int32_t* Y, int64_t ldy,
+               int64_t segs = 1, int64_t seg_stride = 0) {
   auto panel_args = [&](int64_t p) {
     TileArgs a;
     a.kp = kp;
     a.panel = B.data.data() + p * B.quads * kRecordBytes;
     a.quads = B.quads;
+    a.segs = segs;
+    a.seg_quads = B.quads / segs;
+    a.seg_stride = seg_stride;
     a.beta = beta + p * kCols;
     a.sb = B.col_sums.data() + p * kCols;
     a.ldy = ldy;
@@ -314,12 +346,14 @@ void run_block(QGemmKernel kernel, const uint8_t* au, int64_t kp, const RowTerms
       // Portable tile (kNone: not chosen by MatMulInteger, which keeps its generic loop then).
       for (int r = 0; r < rows; ++r) {
         int32_t d[kCols] = {};
-        for (int64_t q = 0; q < a.quads; ++q)
+        for (int64_t q = 0; q < a.quads; ++q) {
+          const uint8_t* quad = a.au + (q / a.seg_quads) * a.seg_stride + r * a.kp + 4 * (q % a.seg_quads);
           for (int64_t c = 0; c < kCols; ++c)
             for (int i = 0; i < 4; ++i)
               d[c] = static_cast<int32_t>(static_cast<uint32_t>(d[c]) +
-                                          static_cast<uint32_t>(a.au[r * kp + 4 * q + i]) *
+                                          static_cast<uint32_t>(quad[i]) *
                                               static_cast<uint32_t>(static_cast<int32_t>(a.panel[q * kRecordBytes + 4 * c + i])));
+        }
         fold_row_scalar(d, a.rows[r], a, a.y + r * ldy);
       }
     }
@@ -382,8 +416,8 @@ QGemmPackedB qgemm_pack_b(const void* Bv, bool b_signed, int64_t K, int64_t N) {
   return P;
 }
 
-size_t qgemm_workspace_bytes(const QGemmPackedB& B, int64_t M) {
-  const size_t rows = static_cast<size_t>(M * B.quads * 4);
+size_t qgemm_workspace_bytes(const QGemmPackedB& B, int64_t M, bool rows_in_place) {
+  const size_t rows = rows_in_place ? 0 : static_cast<size_t>(M * B.quads * 4);
   return (rows + 63) / 64 * 64 + static_cast<size_t>(M) * sizeof(RowTerms) +
          static_cast<size_t>(B.panels * kCols + M) * sizeof(int32_t);  // beta, then qgemm_u8s8_rows' row sums
 }
@@ -397,11 +431,11 @@ void fill_beta(const QGemmPackedB& B, const int32_t* zb, int32_t* beta) {
 
 void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t alpha, const QGemmPackedB& B,
                      const int32_t* zb, int32_t* Y, int64_t ldy, ep::ThreadPool* pool, void* workspace,
-                     const QGemmRowsDone* done, const uint8_t* a_rows) {
+                     const QGemmRowsDone* done, const QGemmARows* a_rows) {
   if (M <= 0 || B.N <= 0) return;
   const int64_t K = B.K, kp = B.quads * 4;
   uint8_t* au = static_cast<uint8_t*>(workspace);
-  RowTerms* terms = reinterpret_cast<RowTerms*>(au + (static_cast<size_t>(M * kp) + 63) / 64 * 64);
+  RowTerms* terms = reinterpret_cast<RowTerms*>(au + (a_rows ? 0 : (static_cast<size_t>(M * kp) + 63) / 64 * 64));
   int32_t* beta = reinterpret_cast<int32_t*>(terms + M);
   int32_t* row_sums = beta + B.panels * kCols;
   fill_beta(B, zb, beta);
@@ -419,7 +453,10 @@ void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t 
         terms[m].alpha = alpha;
         terms[m].c1 = static_cast<int32_t>(static_cast<uint32_t>(K) * static_cast<uint32_t>(alpha) - static_cast<uint32_t>(row_sums[m]));
       }
-      run_block(kernel, a_rows ? a_rows : au, kp, terms, B, beta, m0, m1, 0, B.panels, Y, ldy);
+      if (a_rows)
+        run_block(kernel, a_rows->base, a_rows->row_stride, terms, B, beta, m0, m1, 0, B.panels, Y, ldy, a_rows->segments,
+                  a_rows->segment_stride);
+      else run_block(kernel, au, kp, terms, B, beta, m0, m1, 0, B.panels, Y, ldy);
       if (done) (*done)(m0, m1);
     }
   };

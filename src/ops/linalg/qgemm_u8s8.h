@@ -51,9 +51,9 @@ struct QGemmPackedB {
 };
 QGemmPackedB qgemm_pack_b(const void* B, bool b_signed, int64_t K, int64_t N);
 
-// Scratch qgemm_u8s8 and qgemm_u8s8_rows need for M rows: the rows of Au padded to whole quads and
-// the per-row terms.
-size_t qgemm_workspace_bytes(const QGemmPackedB& B, int64_t M);
+// Scratch qgemm_u8s8 and qgemm_u8s8_rows need for M rows: the rows of Au padded to whole quads (none
+// when qgemm_u8s8_rows reads them in place: rows_in_place) and the per-row terms.
+size_t qgemm_workspace_bytes(const QGemmPackedB& B, int64_t M, bool rows_in_place = false);
 
 // Fills rows [m0, m1) of Au, (m1 - m0) rows of B.quads * 4 bytes starting at `au` (A + oa as unsigned
 // bytes, zero past K), and sa[m - m0] = the sum of row m's first K bytes.
@@ -63,16 +63,25 @@ using QGemmFillRows = ep::FunctionRef<void(int64_t m0, int64_t m1, uint8_t* au, 
 // it (a conv requantizes the rows while they are in that thread's cache).
 using QGemmRowsDone = ep::FunctionRef<void(int64_t m0, int64_t m1)>;
 
+// Rows of Au read where they are (already unsigned bytes): row m's B.quads quads as `segments` equal
+// runs (B.quads a multiple of it), run j at base + m * row_stride + j * segment_stride. One run of
+// row_stride = B.quads * 4 bytes: rows stored whole (a 1x1 conv's channels-last pixels, the channel
+// count a multiple of 4). Several: a stride-1 conv's patch rows inside a padded channels-last image, one
+// run per row of taps, consecutive rows one pixel apart (an implicit GEMM: no patch is copied).
+struct QGemmARows {
+  const uint8_t* base = nullptr;
+  int64_t row_stride = 0;
+  int64_t segments = 1, segment_stride = 0;
+};
+
 // Y for M rows of A that `fill` writes block by block inside the parallel loop (so a conv's patches are
 // gathered by the thread that multiplies them, while they are in its cache); alpha = za + oa, the same
 // for every row. Threads take blocks of rows, each against every panel. With `done`, blocks are whole
 // multiples of 16 rows (but the last) and each is handed to it when complete. With `a_rows`, Au's rows
-// are read in place, row m at a_rows + m * B.quads * 4 (already unsigned, zero past K), and `fill` only
-// writes the row sums (its au argument null): a 1x1 conv over a channels-last copy whose channel count is
-// a multiple of 4.
+// are read in place (QGemmARows) and `fill` only writes the row sums (its au argument null).
 void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t alpha, const QGemmPackedB& B,
                      const int32_t* zb, int32_t* Y, int64_t ldy, ep::ThreadPool* pool, void* workspace,
-                     const QGemmRowsDone* done = nullptr, const uint8_t* a_rows = nullptr);
+                     const QGemmRowsDone* done = nullptr, const QGemmARows* a_rows = nullptr);
 
 // Y (M x N int32, ldy apart) for M rows of A (8-bit, signed or not, lda bytes apart) with per-row zero
 // points za (M values) and per-column ones zb (N values). `workspace`: qgemm_workspace_bytes.
