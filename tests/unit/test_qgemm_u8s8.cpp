@@ -79,7 +79,10 @@ TEST(QGemmU8S8, EveryKernelMatchesExactSums) {
 // Every kernel reading A's rows in place (QGemmARows, the implicit conv's form): a row's quads in 1-3
 // runs, rows closer together than a run (overlapping, as a conv's neighbouring pixels are), the runs
 // apart by another stride, row counts across the tiles' tails, per-column zero points (so the row sums
-// `fill` supplies count), 1 and 2 threads, each output against the exact sum over the same bytes.
+// `fill` supplies count), 1 and 2 threads, each output against the exact sum over the same bytes. N up
+// to 200 (13 panels: with 2 threads and few row blocks the panels split into groups too), weights of
+// 1 MB and more (one block of all rows, split by panels), and each block handed to `done` once,
+// complete: its rows as `done` saw them are the final ones.
 TEST(QGemmU8S8, EveryKernelReadsSegmentedRowsInPlace) {
   std::mt19937 rng(23);
   ep::ThreadPool pool(2);
@@ -91,10 +94,12 @@ TEST(QGemmU8S8, EveryKernelReadsSegmentedRowsInPlace) {
     }
     ++kernels_run;
     int cases = 0;
-    for (int64_t M : {1, 3, 4, 8, 13, 21, 70})
+    for (int64_t M : {1, 3, 4, 8, 13, 21, 70, 49})
       for (int64_t segs : {1, 2, 3}) {
-        std::uniform_int_distribution<int64_t> qd(1, 12), nd(1, 40), sd(1, 24);
-        const int64_t seg_quads = qd(rng), K = segs * seg_quads * 4, N = nd(rng);
+        if (M == 49 && segs != 2) continue;
+        std::uniform_int_distribution<int64_t> qd(1, 12), nd(1, 200), sd(1, 24);
+        // M = 49: weights of 1 MB or more (N 512, K 1536-3072), which 2 threads split by panels only.
+        const int64_t seg_quads = M == 49 ? 1024 / segs : qd(rng), K = segs * seg_quads * 4, N = M == 49 ? 512 : nd(rng);
         const int64_t row_stride = 4 * sd(rng), seg_stride = seg_quads * 4 + 4 * sd(rng);
         const int64_t bytes = (M - 1) * row_stride + (segs - 1) * seg_stride + seg_quads * 4;
         const auto A = random_bytes(rng, static_cast<size_t>(bytes)), B = random_bytes(rng, static_cast<size_t>(K * N));
@@ -120,8 +125,19 @@ TEST(QGemmU8S8, EveryKernelReadsSegmentedRowsInPlace) {
         std::vector<uint8_t> ws(ops::qgemm_workspace_bytes(P, M, true));
         std::vector<int32_t> y(static_cast<size_t>(M * N), -7);
         const ops::QGemmARows rows{A.data(), row_stride, segs, seg_stride};
-        ops::qgemm_u8s8_rows(k.kernel, M, row_sums, za, P, zb.data(), y.data(), N, cases % 3 ? &pool : nullptr, ws.data(),
-                             nullptr, &rows);
+        std::vector<int32_t> seen(static_cast<size_t>(M * N), -9);
+        std::vector<int> done_count(static_cast<size_t>(M), 0);
+        auto block_done = [&](int64_t m0, int64_t m1) {
+          for (int64_t m = m0; m < m1; ++m) {
+            ++done_count[static_cast<size_t>(m)];
+            std::copy(y.begin() + m * N, y.begin() + (m + 1) * N, seen.begin() + m * N);
+          }
+        };
+        const ops::QGemmRowsDone done(block_done);
+        ops::qgemm_u8s8_rows(k.kernel, M, row_sums, za, P, zb.data(), y.data(), N, cases % 3 || M == 49 ? &pool : nullptr,
+                             ws.data(), &done, &rows);
+        EXPECT_EQ(done_count, std::vector<int>(static_cast<size_t>(M), 1)) << k.name << " M,N " << M << "," << N;
+        EXPECT_EQ(seen, y) << k.name << " M,N " << M << "," << N << ": a block handed on before it was complete";
         for (int64_t m = 0; m < M; ++m)
           for (int64_t n = 0; n < N; ++n) {
             int64_t want = 0;
