@@ -416,6 +416,20 @@ Result<double> element_as_double(const Tensor& t, int64_t i) {
   return v;
 }
 
+// Every element of a numeric tensor as double into out[0, numel) (one dtype dispatch for all of them:
+// per element, the lookups were ~1% of a QDQ ResNet-50 run, on the caller's serial path).
+Status values_as_double(const Tensor& t, double* out) {
+  return dispatch_numeric(
+      t.dtype(),
+      [&](auto tag) {
+        using E = decltype(tag);
+        const E* p = t.data<E>();
+        for (int64_t i = 0; i < t.numel(); ++i) out[i] = to_ct<double>(p[i]);
+        return Status::Ok();
+      },
+      [&] { return invalid_argument(std::string("unsupported dtype ") + dtype_name(t.dtype())); });
+}
+
 // A zero point (or scale) input at make time: absent, a scalar or `n` values.
 Status check_per_channel(const InputFacts& in, size_t idx, int64_t n, const char* what) {
   if (!in.has(idx)) return Status::Ok();
@@ -1094,14 +1108,12 @@ class QLinearConvKernel final : public ep::Kernel {
     NXRT_ASSIGN_OR_RETURN(void* terms_ws, ctx.workspace(static_cast<size_t>(2 * s.M) * sizeof(double)));
     double* scale = static_cast<double*>(terms_ws);
     double* bias = scale + s.M;
-    for (int64_t m = 0; m < s.M; ++m) {
-      NXRT_ASSIGN_OR_RETURN(const double wsc, element_as_double(w_scale, w_scale.numel() == 1 ? 0 : m));
-      scale[m] = xs * wsc / ys;
-      bias[m] = 0.0;
-      if (ctx.has_input(8)) {
-        NXRT_ASSIGN_OR_RETURN(bias[m], element_as_double(ctx.input(8), m));
-      }
-    }
+    // (w_scale holds 1 or M values and B M, as the variant checked.)
+    NXRT_RETURN_IF_ERROR(values_as_double(w_scale, scale));
+    if (w_scale.numel() == 1) std::fill(scale + 1, scale + s.M, scale[0]);
+    for (int64_t m = 0; m < s.M; ++m) scale[m] = xs * scale[m] / ys;
+    if (ctx.has_input(8)) NXRT_RETURN_IF_ERROR(values_as_double(ctx.input(8), bias));
+    else std::fill(bias, bias + s.M, 0.0);
     const bool u8 = v->y_dtype == DataType::kUInt8;
     const double lo = u8 ? 0.0 : -128.0, hi = u8 ? 255.0 : 127.0;
     const int64_t plane = s.g.out_size();
