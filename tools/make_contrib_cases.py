@@ -434,16 +434,18 @@ qlin_concat("qlinearconcat_s8_axis_last", [[2, 3, 2], [2, 3, 5], [2, 3, 1]], -1,
 qlin_concat("qlinearconcat_u8_same_params", [[2, 4], [3, 4]], 0, False, same=True)
 
 
-def qlin_pool(name, signed, **attrs):
+def qlin_pool(name, signed, shape=(1, 4, 9, 11), **attrs):
     et = I8 if signed else U8
     npdt = np.int8 if signed else np.uint8
     inits = {"xs": qscal(0.04), "xz": np.array(3 if signed else 120, npdt), "ys": qscal(0.02), "yz": np.array(-1 if signed else 110, npdt)}
-    case(name, "QLinearAveragePool", [("x", et, [1, 4, 9, 11]), "xs", "xz", "ys", "yz"], ["y"], inits, out_et=et, **attrs)
+    case(name, "QLinearAveragePool", [("x", et, list(shape)), "xs", "xz", "ys", "yz"], ["y"], inits, out_et=et, **attrs)
 
 
 qlin_pool("qlinearavgpool_u8_3x3_pad", False, kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
 qlin_pool("qlinearavgpool_s8_2x2_s2_ceil", True, kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1)
 qlin_pool("qlinearavgpool_u8_count_pad", False, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1)
+qlin_pool("qlinearavgpool_s8_channels_last", True, shape=(2, 9, 11, 20), kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 1, 2],
+          channels_last=1)
 
 
 def qlin_softmax(name, signed, **attrs):

@@ -6,8 +6,8 @@
 // channels-last: a Transpose back then forward is never made (the next conv reads the channels-last
 // value itself), and QLinearAdd / QLinearMul of two same-shaped channels-last values (or of one and a
 // [1, C, 1, 1] per-channel operand, transposed on its own), QLinearConcat
-// along the channels and QLinearGlobalAveragePool run on them directly (the elementwise ops do not care
-// about the layout; Concat's axis and the pool's channels_last follow it), and MaxPool becomes
+// along the channels, QLinearGlobalAveragePool and QLinearAveragePool run on them directly (the
+// elementwise ops do not care about the layout; Concat's axis and the pools' channels_last follow it), and MaxPool becomes
 // com.microsoft NhwcMaxPool (8-bit, pool/max_pool_8bit.h). Transposes back to NCHW
 // that no one reads are dropped by the dead-code pass after it. The kernels compute the same sums in
 // the same order either way, so outputs are byte for byte those of the NCHW graph.
@@ -133,7 +133,7 @@ int qlinear_channels_last(PassContext& pc, GraphInfo& gi) {
       emit_last(std::move(e));
       continue;
     }
-    if (is_ms(n, "QLinearGlobalAveragePool") && attr_i(n, "channels_last", 0) == 0 && n.outputs.size() == 1 &&
+    if ((is_ms(n, "QLinearGlobalAveragePool") || is_ms(n, "QLinearAveragePool")) && attr_i(n, "channels_last", 0) == 0 && n.outputs.size() == 1 &&
         !n.inputs.empty() && last.count(n.inputs[0]) && rank4(g, n.inputs[0])) {
       ir::Node e = n;
       e.inputs[0] = last[n.inputs[0]];

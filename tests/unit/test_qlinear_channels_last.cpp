@@ -169,7 +169,9 @@ optest::ModelBuilder qoperator_net(bool dynamic_batch) {
   // A per-channel operand, [1, C, 1, 1]: it gets a small Transpose of its own.
   b.init("pc", Tensor::from_vector<uint8_t>(DataType::kUInt8, {1, 16, 1, 1}, random_bytes(rng, 16)));
   b.node("QLinearMul", {"c5", "xs", "xz", "pc", "xs", "xz", "xs", "xz"}, {"c5m"}).domain = "com.microsoft";
-  b.node("QLinearGlobalAveragePool", {"c5m", "xs", "xz", "xs", "xz"}, {"gap"}).domain = "com.microsoft";
+  b.node("QLinearAveragePool", {"c5m", "xs", "xz", "xs", "xz"}, {"ap"},
+         {A_is("kernel_shape", {3, 3}), A_is("pads", {1, 1, 1, 1}), A_i("count_include_pad", 1)}).domain = "com.microsoft";
+  b.node("QLinearGlobalAveragePool", {"ap", "xs", "xz", "xs", "xz"}, {"gap"}).domain = "com.microsoft";
   b.node("DequantizeLinear", {"gap", "xs", "xz"}, {"y"});
   b.output("y");
   return b;
@@ -192,18 +194,18 @@ TEST(QLinearChannelsLast, PassKeepsTheBytesAndTransposesOnlyAtTheEdges) {
       EXPECT_EQ(st.counts["qlinear_channels_last"], 0);
       GTEST_SKIP() << "no 8-bit GEMM tier: nothing converted";
     }
-    EXPECT_EQ(st.counts["qlinear_channels_last"], 5);
+    EXPECT_EQ(st.counts["qlinear_channels_last"], 5);  // the convs
     EXPECT_EQ(count_op(on, "NhwcMaxPool"), 1);
     // x's quantized copy in, the per-channel operand, the pooled [1, 1, 1, C] out (constant folding may
     // turn the operand's into an initializer)
     EXPECT_LE(count_op(on, "Transpose"), 3);
     EXPECT_GE(count_op(on, "Transpose"), 2);
-    // The pool reads channels-last: the QLinearMul before it (per-channel operand) stayed channels-last.
+    // The pools read channels-last: the QLinearMul before them (per-channel operand) stayed channels-last.
     int pools_last = 0;
     for (const auto& n : on.graph.nodes)
-      if (n.op_type == "QLinearGlobalAveragePool")
+      if (n.op_type == "QLinearGlobalAveragePool" || n.op_type == "QLinearAveragePool")
         for (const auto& a : n.attributes) pools_last += a.name == "channels_last" && a.i == 1;
-    EXPECT_EQ(pools_last, 1);
+    EXPECT_EQ(pools_last, 2);
     // At the scalar tier the kernels have no channels-last path: the pass leaves the graph alone.
     o.isa = ep::IsaTier::kScalar;
     optimizer::Stats st_scalar;

@@ -243,7 +243,128 @@ TEST(OpsQLinear, QGemmFloatAndQuantizedOutputs) {
 
 // QLinearAveragePool (3x3, pad 1, padding not counted) and QLinearSoftmax (last axis) run the float
 // kernels between a dequantization and a quantization: against those steps written out here.
-TEST(OpsQLinear, AveragePoolAndSoftmaxThroughTheFloatOps) {
+// QLinearAveragePool against its definition written out here: per window, the exact sum of x - x_zp
+// over the taps inside X, times x_scale / (divisor * y_scale) in double, rounded half to even, + y_zp,
+// saturated; the divisor the taps inside X, or (count_include_pad) inside the padded input (a window
+// that ceil_mode runs past the pads counts only those). 1-D, 2-D and 3-D, strides, asymmetric pads,
+// ceil_mode, int8 and uint8, 1 and 2 threads; with channels_last = 1 the same bytes on transposed data.
+TEST(OpsQLinear, AveragePoolExactSums) {
+  std::mt19937 rng(41);
+  struct Case {
+    Dims x;  // [N, C, spatial...]
+    std::vector<int64_t> k, s, pads;
+    bool ceil, cip;
+  };
+  const Case cases[] = {
+      {{2, 3, 9, 8}, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, false},
+      {{1, 5, 7, 6}, {3, 3}, {1, 1}, {1, 1, 1, 1}, false, true},
+      {{1, 4, 7, 6}, {3, 2}, {2, 2}, {1, 0, 2, 1}, true, false},
+      {{1, 2, 8, 7}, {3, 3}, {2, 2}, {1, 1, 1, 1}, true, true},
+      {{2, 3, 11}, {4}, {3}, {2, 1}, true, true},
+      {{1, 2, 4, 5, 3}, {2, 3, 2}, {1, 2, 1}, {0, 1, 1, 1, 0, 0}, false, true},
+      {{1, 300, 4, 4}, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, false},  // channels past one 256 block
+  };
+  for (const Case& c : cases)
+    for (bool s8 : {false, true}) {
+      const DataType dt = s8 ? DataType::kInt8 : DataType::kUInt8;
+      const Tensor x = s8 ? random_q<int8_t>(dt, c.x, rng) : random_q<uint8_t>(dt, c.x, rng);
+      const float sx = 0.031f, sy = 0.017f;
+      const int32_t zx = s8 ? -7 : 131, zy = s8 ? 5 : 97;
+      auto zpv = [&](int32_t v) { return s8 ? zp<int8_t>(static_cast<int8_t>(v), dt) : zp<uint8_t>(static_cast<uint8_t>(v), dt); };
+      const size_t nsp = c.x.size() - 2;
+      std::vector<ir::Attribute> attrs = {testing::attr_ints("kernel_shape", c.k), testing::attr_ints("strides", c.s),
+                                          testing::attr_ints("pads", c.pads), testing::attr_int("ceil_mode", c.ceil),
+                                          testing::attr_int("count_include_pad", c.cip)};
+      KernelRun r{"QLinearAveragePool", "com.microsoft", 1, attrs, {Value(x), scal(sx), zpv(zx), scal(sy), zpv(zy)}};
+      auto got = testing::run_kernel(r);
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      const Tensor& y = (*got)[0].tensor();
+      // The expected output, axis by axis.
+      std::vector<int64_t> in(3, 1), out(3, 1), k(3, 1), st(3, 1), pb(3, 0), pe(3, 0);
+      for (size_t j = 0; j < nsp; ++j) {
+        const size_t a = 3 - nsp + j;
+        in[a] = c.x[2 + j], k[a] = c.k[j], st[a] = c.s[j], pb[a] = c.pads[j], pe[a] = c.pads[nsp + j];
+        const int64_t span = in[a] + pb[a] + pe[a] - k[a];
+        out[a] = (c.ceil ? (span + st[a] - 1) / st[a] : span / st[a]) + 1;
+        if (c.ceil && (out[a] - 1) * st[a] >= in[a] + pb[a]) --out[a];  // a last window must start inside
+      }
+      Dims want_shape = {c.x[0], c.x[1]};
+      for (size_t j = 0; j < nsp; ++j) want_shape.push_back(out[3 - nsp + j]);
+      ASSERT_EQ(y.shape(), want_shape);
+      const int64_t C = c.x[1], insz = in[0] * in[1] * in[2], outsz = out[0] * out[1] * out[2];
+      std::vector<int32_t> want(static_cast<size_t>(y.numel()));
+      for (int64_t p = 0; p < c.x[0] * C; ++p)
+        for (int64_t o0 = 0; o0 < out[0]; ++o0)
+          for (int64_t o1 = 0; o1 < out[1]; ++o1)
+            for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+              int64_t sum = 0, taps = 0, padded = 0;
+              const int64_t o[3] = {o0, o1, o2};
+              for (int64_t t0 = 0; t0 < k[0]; ++t0)
+                for (int64_t t1 = 0; t1 < k[1]; ++t1)
+                  for (int64_t t2 = 0; t2 < k[2]; ++t2) {
+                    const int64_t t[3] = {t0, t1, t2};
+                    bool inside = true, in_pads = true;
+                    int64_t i[3];
+                    for (int a = 0; a < 3; ++a) {
+                      i[a] = o[a] * st[a] - pb[a] + t[a];
+                      inside = inside && i[a] >= 0 && i[a] < in[a];
+                      in_pads = in_pads && i[a] >= -pb[a] && i[a] < in[a] + pe[a];
+                    }
+                    padded += in_pads;
+                    if (!inside) continue;
+                    const int64_t at_i = p * insz + (i[0] * in[1] + i[1]) * in[2] + i[2];
+                    sum += (s8 ? at<int8_t>(x, at_i) : at<uint8_t>(x, at_i)) - zx;
+                    ++taps;
+                  }
+              const int64_t divisor = std::max<int64_t>(1, c.cip ? padded : taps);
+              double v = std::nearbyint(static_cast<double>(sum) * (static_cast<double>(sx) / static_cast<double>(sy)) /
+                                        static_cast<double>(divisor)) + zy;
+              v = std::min(s8 ? 127.0 : 255.0, std::max(s8 ? -128.0 : 0.0, v));
+              want[static_cast<size_t>(p * outsz + (o0 * out[1] + o1) * out[2] + o2)] = static_cast<int32_t>(v);
+            }
+      for (int64_t i = 0; i < y.numel(); ++i)
+        ASSERT_EQ(s8 ? at<int8_t>(y, i) : at<uint8_t>(y, i), want[static_cast<size_t>(i)])
+            << shape_to_string(c.x) << (s8 ? " int8" : " uint8") << " at " << i;
+      // Channels-last: X and Y with the channels moved last, 1 and 2 threads.
+      Dims xl = {c.x[0]};
+      for (size_t j = 0; j < nsp; ++j) xl.push_back(c.x[2 + j]);
+      xl.push_back(C);
+      Tensor xt(dt, xl);
+      for (int64_t n = 0; n < c.x[0]; ++n)
+        for (int64_t ch = 0; ch < C; ++ch)
+          for (int64_t e = 0; e < insz; ++e)
+            static_cast<uint8_t*>(xt.raw_data())[(n * insz + e) * C + ch] = static_cast<const uint8_t*>(x.raw_data())[(n * C + ch) * insz + e];
+      for (int threads : {1, 2}) {
+        KernelRun rl = r;
+        rl.inputs[0] = Value(xt);
+        rl.attributes.push_back(testing::attr_int("channels_last", 1));
+        rl.threads = threads;
+        auto gl = testing::run_kernel(rl);
+        ASSERT_TRUE(gl.ok()) << gl.status().to_string();
+        const uint8_t* yl = static_cast<const uint8_t*>((*gl)[0].tensor().raw_data());
+        const uint8_t* yn = static_cast<const uint8_t*>(y.raw_data());
+        for (int64_t n = 0; n < c.x[0]; ++n)
+          for (int64_t ch = 0; ch < C; ++ch)
+            for (int64_t e = 0; e < outsz; ++e)
+              ASSERT_EQ(yl[(n * outsz + e) * C + ch], yn[(n * C + ch) * outsz + e])
+                  << shape_to_string(c.x) << " channels_last, threads " << threads << " image " << n << " channel " << ch << " at " << e;
+      }
+    }
+  // Bad scales and zero points are named.
+  KernelRun bad{"QLinearAveragePool", "com.microsoft", 1, {testing::attr_ints("kernel_shape", {2, 2})},
+                {Value(Tensor(DataType::kUInt8, {1, 1, 4, 4})), scal(-1.f), zp<uint8_t>(0, DataType::kUInt8), scal(1.f),
+                 zp<uint8_t>(0, DataType::kUInt8)}};
+  auto e1 = testing::run_kernel(bad);
+  ASSERT_FALSE(e1.ok());
+  EXPECT_NE(e1.status().message().find("x_scale"), std::string::npos) << e1.status().message();
+  bad.inputs[1] = scal(1.f);
+  bad.inputs[4] = zp<int8_t>(0, DataType::kInt8);
+  auto e2 = testing::run_kernel(bad);
+  ASSERT_FALSE(e2.ok());
+  EXPECT_NE(e2.status().message().find("y_zero_point"), std::string::npos) << e2.status().message();
+}
+
+TEST(OpsQLinear, AveragePoolNearTheFloatOpsAndSoftmaxThroughThem) {
   std::mt19937 rng(17);
   const Tensor x = random_q<uint8_t>(DataType::kUInt8, {1, 2, 5, 6}, rng);
   const float sx = 0.03f, sy = 0.02f;
@@ -266,7 +387,7 @@ TEST(OpsQLinear, AveragePoolAndSoftmaxThroughTheFloatOps) {
             sum += sx * static_cast<float>(at<uint8_t>(x, (c * 5 + ii) * 6 + jj) - zx);
             ++cnt;
           }
-        // The float kernel may sum in another order: within one step of the formula here.
+        // Exact sums rounded once (AveragePoolExactSums): within one step of the float route here.
         EXPECT_NEAR(at<uint8_t>((*got)[0].tensor(), (c * 5 + i) * 6 + j), q<uint8_t>(sum / static_cast<float>(cnt), sy, zy), 1)
             << c << i << j;
       }

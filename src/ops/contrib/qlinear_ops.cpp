@@ -13,7 +13,8 @@
 //     over the spatial dims, from exact integer sums.
 //   QLinearConcat(Y_scale, Y_zero_point, X0, X0_scale, X0_zero_point, X1, ...; axis): each input
 //     requantized to Y's scale and zero point (copied when they match).
-//   QLinearAveragePool / QLinearSoftmax: the float AveragePool / Softmax kernel between the two.
+//   QLinearSoftmax: the float Softmax kernel between the two.
+// (QLinearAveragePool, an 8-bit pool on exact integer sums, lives with the pools: ops/pool/pool_ops.cpp.)
 // QGemm, an 8-bit GEMM, lives with the other integer matmuls (ops/linalg/integer_matmul.cpp).
 #include <algorithm>
 #include <array>
@@ -374,25 +375,20 @@ Status qlinear_concat(ep::KernelContext& ctx) {
   return Status::Ok();
 }
 
-// QLinearAveragePool and QLinearSoftmax (X, X_scale, X_zero_point?, Y_scale, Y_zero_point?): the float
-// op's own kernel (AveragePool with the node's pooling attributes; Softmax at the node's `opset`,
-// whose axis rule changed at 13) between a dequantization of X and a quantization of its output, so
-// every padding / ceil_mode / count_include_pad / axis case is the float op's.
+// QLinearSoftmax (X, X_scale, X_zero_point?, Y_scale, Y_zero_point?): the float Softmax kernel at the
+// node's `opset` (whose axis rule changed at 13) between a dequantization of X and a quantization of its
+// output, so every axis case is the float op's.
 class QLinearViaFloat final : public ep::Kernel {
  public:
   Status init(const ep::KernelInfo& info) {
     const ir::Node& n = info.node();
-    const bool pool = info.op_type() == "QLinearAveragePool";
-    if (pool && info.attr_int("channels_last", 0) != 0) {
-      return info.error("channels_last=1 is not supported", StatusCode::kNotImplemented);
-    }
     inner_node_.name = n.name;
-    inner_node_.op_type = pool ? "AveragePool" : "Softmax";
+    inner_node_.op_type = "Softmax";
     inner_node_.inputs = {n.inputs.empty() ? std::string("x") : n.inputs[0]};
     inner_node_.outputs = {n.outputs.empty() ? std::string("y") : n.outputs[0]};
     for (const auto& a : n.attributes)
       if (a.name != "channels_last" && a.name != "opset") inner_node_.attributes.push_back(a);
-    const int64_t opset = pool ? 19 : info.attr_int("opset", 13);
+    const int64_t opset = info.attr_int("opset", 13);
     inner_info_ = std::make_unique<ep::KernelInfo>(inner_node_, opset);
     inner_info_->graph_ = info.graph();
     inner_info_->registry_ = info.registry();
@@ -427,8 +423,8 @@ class QLinearViaFloat final : public ep::Kernel {
     NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, x.dtype(), yf.shape()));
     const float* yd = yf.data<float>();
     uint8_t* o = static_cast<uint8_t*>(y->raw_data());
-    // QuantizeLinear's vector loops: the same bytes as quantize() on the finite values a pool or a
-    // softmax of dequantized codes gives (they differ only on NaN, which quantize() sends to the zero
+    // QuantizeLinear's vector loops: the same bytes as quantize() on the finite values a softmax of
+    // dequantized codes gives (they differ only on NaN, which quantize() sends to the zero
     // point).
     ew::run_flat(ctx.pool(), yf.numel(), 65536, [&](int64_t b, int64_t e) {
       quantize_8bit(yd + b, e - b, qy.scale, static_cast<float>(qy.zp), !u8, o + b, ctx.info().isa());
@@ -452,7 +448,6 @@ void register_contrib_qlinear(ep::KernelRegistry& r) {
   r.add_fn(ms, "QLinearLeakyRelu", 1, INT64_MAX, &qlinear_unary<1>);
   r.add_fn(ms, "QLinearGlobalAveragePool", 1, INT64_MAX, &qlinear_global_average_pool);
   r.add_fn(ms, "QLinearConcat", 1, INT64_MAX, &qlinear_concat);
-  r.add_class<QLinearViaFloat>(ms, "QLinearAveragePool", 1);
   r.add_class<QLinearViaFloat>(ms, "QLinearSoftmax", 1);
 }
 

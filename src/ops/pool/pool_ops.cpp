@@ -1,10 +1,12 @@
-// Pooling: MaxPool, AveragePool, LpPool, their Global forms, MaxUnpool, MaxRoiPool; and LRN.
+// Pooling: MaxPool, AveragePool, LpPool, their Global forms, MaxUnpool, MaxRoiPool; and LRN; the
+// 8-bit com.microsoft NhwcMaxPool and QLinearAveragePool.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <type_traits>
 
+#include "ops/common.h"
 #include "ops/conv/conv_geometry.h"
 #include "ep/slot_scratch.h"
 #include "ops/pool/max_pool_8bit.h"
@@ -699,9 +701,160 @@ class NhwcMaxPoolKernel final : public ep::Kernel {
   WindowAttrs attrs_;
 };
 
+// com.microsoft QLinearAveragePool(X, x_scale, x_zero_point?, y_scale, y_zero_point?; the pool's
+// attributes, count_include_pad, channels_last): AveragePool over 8-bit codes, X and Y [N, C, spatial...]
+// or, with channels_last = 1, [N, spatial..., C]. Each window's exact integer sum S of x - x_zero_point
+// over its taps inside X (a padded tap is a zero point: the float op's 0), then one rounding:
+//   y = saturate(round_half_even(S * x_scale / (divisor * y_scale)) + y_zero_point)   (in double)
+// with the divisor AveragePool's (the window's taps inside X, or inside the padded input with
+// count_include_pad). The float op between a dequantization and a quantization rounds each step in
+// float instead, so its bytes can differ by one near a rounding tie (onnxruntime's kernel, in float too,
+// likewise: scripts/check_contrib_ort.sh compares within one step).
+class QLinearAveragePoolKernel final : public ep::Kernel {
+ public:
+  Status init(const ep::KernelInfo& info) {
+    NXRT_RETURN_IF_ERROR(attrs_.parse(info, true));
+    if (attrs_.kernel_shape.empty()) return info.error("attribute kernel_shape is required");
+    count_include_pad_ = info.attr_int("count_include_pad", 0) != 0;
+    channels_last_ = info.attr_int("channels_last", 0) != 0;
+    return Status::Ok();
+  }
+  Status compute(ep::KernelContext& ctx) const override {
+    const Tensor& X = ctx.input(0);
+    if (X.dtype() != DataType::kUInt8 && X.dtype() != DataType::kInt8) {
+      return ctx.error("X must be uint8 or int8, got " + X.describe(), StatusCode::kInvalidArgument);
+    }
+    const bool s8 = X.dtype() == DataType::kInt8;
+    if (X.rank() < 3 || X.rank() > 5) {
+      return ctx.error(std::string("X must be ") + (channels_last_ ? "[N, spatial..., C]" : "[N, C, spatial...]") +
+                           " with 1-3 spatial axes, got " + X.describe(),
+                       StatusCode::kInvalidArgument);
+    }
+    NXRT_ASSIGN_OR_RETURN(const double xs, scale_of(ctx, 1, "x_scale"));
+    NXRT_ASSIGN_OR_RETURN(const double ys, scale_of(ctx, 3, "y_scale"));
+    NXRT_ASSIGN_OR_RETURN(const int32_t xz, zero_point_of(ctx, 2, X.dtype(), "x_zero_point"));
+    NXRT_ASSIGN_OR_RETURN(const int32_t yz, zero_point_of(ctx, 4, X.dtype(), "y_zero_point"));
+    const Dims sp = channels_last_ ? Dims(X.shape().begin() + 1, X.shape().end() - 1) : Dims(X.shape().begin() + 2, X.shape().end());
+    if (attrs_.kernel_shape.size() != sp.size()) {
+      return ctx.error("kernel_shape " + shape_to_string(attrs_.kernel_shape) + " does not match the input's " +
+                       std::to_string(sp.size()) + " spatial axes " + X.describe(), StatusCode::kInvalidArgument);
+    }
+    Geom3 g;
+    Status st = forward_geometry(attrs_, sp, attrs_.kernel_shape, &g);
+    if (!st.ok()) return ctx.error(st.message(), st.code());
+    for (int j = 0; j < 3; ++j)
+      if (g.d[j] != 1) return ctx.error("dilations are not an attribute of QLinearAveragePool", StatusCode::kInvalidArgument);
+    const int64_t N = X.dim(0), C = channels_last_ ? X.dim(-1) : X.dim(1);
+    Dims oshape = geom_output_shape(N, C, g);
+    if (channels_last_) {
+      oshape.erase(oshape.begin() + 1);
+      oshape.push_back(C);
+    }
+    NXRT_ASSIGN_OR_RETURN(Tensor * Y, ctx.allocate_output(0, X.dtype(), oshape));
+    if (Y->numel() == 0) return Status::Ok();
+    const Windows win(g);
+    const double mult = xs / ys;
+    const double lo = s8 ? -128.0 : 0.0, hi = s8 ? 127.0 : 255.0;
+    // The byte of the window whose codes sum to `sum` over `taps` taps inside X, `divisor` as above.
+    auto requantize = [&](int64_t sum, int64_t taps, int64_t divisor) {
+      if (divisor <= 0) divisor = 1;  // (a window with no tap inside the padded input: 0, as AveragePool's)
+      const double v = static_cast<double>(sum - taps * xz) * mult / static_cast<double>(divisor);
+      const double q = std::min(hi, std::max(lo, round_half_even(v) + static_cast<double>(yz)));
+      return static_cast<uint8_t>(static_cast<int32_t>(q));
+    };
+    const uint8_t* x = static_cast<const uint8_t*>(X.raw_data());
+    uint8_t* y = static_cast<uint8_t*>(Y->raw_data());
+    const int64_t in_size = g.in_size(), out_size = g.out_size();
+    auto code = [s8](uint8_t b) { return s8 ? static_cast<int32_t>(static_cast<int8_t>(b)) : static_cast<int32_t>(b); };
+    if (!channels_last_) {
+      ctx.pool().parallel_for(N * C, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, out_size)), [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          const uint8_t* xp = x + p * in_size;
+          uint8_t* yp = y + p * out_size;
+          int64_t o = 0;
+          for (const AxisWin& a : win.w[0])
+            for (const AxisWin& b : win.w[1])
+              for (const AxisWin& c : win.w[2]) {
+                int64_t sum = 0;
+                for (int64_t td = a.t0; td < a.t1; ++td)
+                  for (int64_t th = b.t0; th < b.t1; ++th) {
+                    const uint8_t* row = xp + ((a.start + td) * g.in[1] + b.start + th) * g.in[2] + c.start;
+                    for (int64_t tw = c.t0; tw < c.t1; ++tw) sum += code(row[tw]);
+                  }
+                const int64_t taps = (a.t1 - a.t0) * (b.t1 - b.t0) * (c.t1 - c.t0);
+                yp[o++] = requantize(sum, taps, count_include_pad_ ? a.padded * b.padded * c.padded : taps);
+              }
+        }
+      });
+      return Status::Ok();
+    }
+    // Channels-last: per output pixel, the taps' rows of C codes added into int32 sums, 256 channels at
+    // a time (in registers or L1; the loops over a row vectorize).
+    constexpr int64_t kBlock = 256;
+    ctx.pool().parallel_for(N * out_size, std::max<int64_t>(1, 4096 / C), [&](int64_t q0, int64_t q1) {
+      int32_t acc[kBlock];
+      for (int64_t q = q0; q < q1; ++q) {
+        const int64_t n = q / out_size, o = q % out_size;
+        const AxisWin& a = win.w[0][static_cast<size_t>(o / (g.out[1] * g.out[2]))];
+        const AxisWin& b = win.w[1][static_cast<size_t>(o / g.out[2] % g.out[1])];
+        const AxisWin& c = win.w[2][static_cast<size_t>(o % g.out[2])];
+        const int64_t taps = (a.t1 - a.t0) * (b.t1 - b.t0) * (c.t1 - c.t0);
+        const int64_t divisor = count_include_pad_ ? a.padded * b.padded * c.padded : taps;
+        for (int64_t c0 = 0; c0 < C; c0 += kBlock) {
+          const int64_t nc = std::min(kBlock, C - c0);
+          std::fill(acc, acc + nc, 0);
+          for (int64_t td = a.t0; td < a.t1; ++td)
+            for (int64_t th = b.t0; th < b.t1; ++th)
+              for (int64_t tw = c.t0; tw < c.t1; ++tw) {
+                const int64_t pix = ((a.start + td) * g.in[1] + b.start + th) * g.in[2] + c.start + tw;
+                const uint8_t* row = x + (n * in_size + pix) * C + c0;
+                if (s8)
+                  for (int64_t i = 0; i < nc; ++i) acc[i] += static_cast<int8_t>(row[i]);
+                else
+                  for (int64_t i = 0; i < nc; ++i) acc[i] += row[i];
+              }
+          uint8_t* yo = y + q * C + c0;
+          for (int64_t i = 0; i < nc; ++i) yo[i] = requantize(acc[i], taps, divisor);
+        }
+      }
+    });
+    return Status::Ok();
+  }
+
+ private:
+  // A scalar scale input: positive and finite.
+  static Result<double> scale_of(ep::KernelContext& ctx, size_t i, const char* name) {
+    if (!ctx.has_input(i)) return ctx.error(std::string("missing ") + name, StatusCode::kInvalidArgument);
+    const Tensor& t = ctx.input(i);
+    if (t.numel() != 1 || t.dtype() != DataType::kFloat) {
+      return ctx.error(std::string(name) + " must be a float scalar, got " + t.describe(), StatusCode::kInvalidArgument);
+    }
+    const double v = t.data<float>()[0];
+    if (!(v > 0) || !std::isfinite(v)) {
+      return ctx.error(std::string(name) + " must be positive and finite, got " + std::to_string(v), StatusCode::kInvalidArgument);
+    }
+    return v;
+  }
+  // An optional scalar zero point of X's type (0 when absent).
+  static Result<int32_t> zero_point_of(ep::KernelContext& ctx, size_t i, DataType dt, const char* name) {
+    if (!ctx.has_input(i)) return 0;
+    const Tensor& t = ctx.input(i);
+    if (t.numel() != 1 || t.dtype() != dt) {
+      return ctx.error(std::string(name) + " must be a " + dtype_name(dt) + " scalar, got " + t.describe(),
+                       StatusCode::kInvalidArgument);
+    }
+    const uint8_t b = static_cast<const uint8_t*>(t.raw_data())[0];
+    return dt == DataType::kInt8 ? static_cast<int32_t>(static_cast<int8_t>(b)) : static_cast<int32_t>(b);
+  }
+
+  WindowAttrs attrs_;
+  bool count_include_pad_ = false, channels_last_ = false;
+};
+
 void register_pool_kernels(ep::KernelRegistry& r) {
   r.add_class<MaxPoolKernel>("", "MaxPool", 1);
   r.add_class<NhwcMaxPoolKernel>("com.microsoft", "NhwcMaxPool", 1);
+  r.add_class<QLinearAveragePoolKernel>("com.microsoft", "QLinearAveragePool", 1);
   r.add_class<AveragePoolKernel>("", "AveragePool", 1);
   r.add_class<LpPoolKernel>("", "LpPool", 1);
   r.add_class<GlobalPoolKernel<GlobalKind::kAverage>>("", "GlobalAveragePool", 1);
