@@ -59,6 +59,9 @@ constexpr PassSpec kPasses[] = {
     // Before constant folding, which would turn the dequantized weights into float initializers.
     {"fuse_dq_matmul", &fuse_dq_matmul, OptLevel::kAll, Repeat::kOnce},
     {"fuse_qdq", &fuse_qdq, OptLevel::kAll, Repeat::kOnce},
+    // After fuse_qdq (its 8-bit ops take their groups first), before folding could merge the chains'
+    // scalar constants into other shapes.
+    {"fuse_qdq_table", &fuse_qdq_table, OptLevel::kAll, Repeat::kOnce},
     // The weights' DequantizeLinear nodes fuse_qdq left unread, before folding would widen them to float.
     {"remove_dead_code", &remove_dead_code, OptLevel::kAll, Repeat::kOnce},
     // After fuse_dq_matmul (which reads the float16 scales of DequantizeLinear as they are), before

@@ -30,6 +30,7 @@ int fuse_dq_matmul(PassContext& pc, GraphInfo& gi);
 // com.microsoft QGemm, QLinearAdd, ...), or the op itself on 8-bit values where it only moves them.
 // Runs before constant folding.
 int fuse_qdq(PassContext& pc, GraphInfo& gi);
+int fuse_qdq_table(PassContext& pc, GraphInfo& gi);  // QDQ float elementwise chains -> nxrt::ByteTable
 // 8-bit conv chains channels-last: eligible QLinearConv -> com.microsoft QLinearConv channels_last = 1
 // between Transposes, channels-last values kept across QLinearAdd / QLinearMul / QLinearConcat /
 // QLinearGlobalAveragePool and between convs (no Transpose back and forth).

@@ -6,8 +6,8 @@
 // channels-last: a Transpose back then forward is never made (the next conv reads the channels-last
 // value itself), and QLinearAdd / QLinearMul of two same-shaped channels-last values (or of one and a
 // [1, C, 1, 1] per-channel operand, transposed on its own), QLinearConcat
-// along the channels, QLinearGlobalAveragePool and QLinearAveragePool run on them directly (the
-// elementwise ops do not care about the layout; Concat's axis and the pools' channels_last follow it), and MaxPool becomes
+// along the channels, QLinearSigmoid / QLinearLeakyRelu / nxrt::ByteTable, QLinearGlobalAveragePool and
+// QLinearAveragePool run on them directly (the elementwise ops do not care about the layout; Concat's axis and the pools' channels_last follow it), and MaxPool becomes
 // com.microsoft NhwcMaxPool (8-bit, pool/max_pool_8bit.h). Transposes back to NCHW
 // that no one reads are dropped by the dead-code pass after it. The kernels compute the same sums in
 // the same order either way, so outputs are byte for byte those of the NCHW graph.
@@ -129,6 +129,15 @@ int qlinear_channels_last(PassContext& pc, GraphInfo& gi) {
       ir::Node e = n;
       e.domain = kMs;
       e.op_type = "NhwcMaxPool";
+      e.inputs[0] = last[n.inputs[0]];
+      emit_last(std::move(e));
+      continue;
+    }
+    // Elementwise 8-bit ops of one activation: the same bytes in either layout.
+    if ((is_ms(n, "QLinearSigmoid") || is_ms(n, "QLinearLeakyRelu") ||
+         (n.op_type == "ByteTable" && n.domain == ir::kNxrtDomain)) &&
+        n.outputs.size() == 1 && !n.inputs.empty() && last.count(n.inputs[0]) && rank4(g, n.outputs[0])) {
+      ir::Node e = n;
       e.inputs[0] = last[n.inputs[0]];
       emit_last(std::move(e));
       continue;

@@ -189,6 +189,15 @@ Status op_fused_conv(NodeContext& c) {
   return Status::Ok();
 }
 
+// nxrt::ByteTable (X, Table): X's shape, Table's type (its values are a lookup table, not carried).
+Status op_byte_table(NodeContext& c) {
+  ValueFacts v = strip_values(c.input(0));
+  if (v.kind == Kind::kUnknown) v.kind = Kind::kTensor;
+  v.dtype = c.input(1).dtype;
+  c.set(0, v);
+  return Status::Ok();
+}
+
 // nxrt::ConvMaxPool (X, W, B?): the conv's output size per spatial axis, then the pool's over it
 // (attributes pool_kernel_shape, pool_strides, pool_dilations, pool_pads, pool_ceil_mode, pool_auto_pad).
 Status op_conv_max_pool(NodeContext& c) {
@@ -433,6 +442,7 @@ void add_nn_schemas(SchemaList& s) {
   s.add(ir::kNxrtDomain, "FusedConv", &op_fused_conv).rank(kSameAsInput0);
   s.add(ir::kNxrtDomain, "ConvMaxPool", &op_conv_max_pool).rank(kSameAsInput0);
   s.add(ir::kNxrtDomain, "BatchNormRelu", &same_as_input0).rank(kSameAsInput0);
+  s.add(ir::kNxrtDomain, "ByteTable", &op_byte_table).rank(kSameAsInput0);
   // ai.onnx kernels registered again under "nxrt" for fusions on models importing older opsets.
   s.add(ir::kNxrtDomain, "LayerNormalization", &op_layernorm).rank(kSameAsInput0);
   s.add(ir::kNxrtDomain, "RMSNormalization", &same_as_input0).rank(kSameAsInput0);

@@ -289,5 +289,102 @@ TEST(OptimizerFuseQdq, RefusesWhatItCannotFuseExactly) {
   }
 }
 
+// fuse_qdq_table: a float elementwise chain over one 8-bit value, with constant scalar operands, becomes
+// nxrt::ByteTable; the chain's output codes, evaluated once for every input code, are the unfused graph's.
+// `op_left` must be gone after it.
+void expect_table(QdqModel& m, const std::vector<std::string>& ops_gone, bool exact) {
+  ir::Model copy = m.b.m;
+  ASSERT_TRUE(shape::infer_shapes(copy).ok());
+  optimizer::Stats st;
+  ir::Model o = optimized(copy, OptLevel::kAll, &st);
+  EXPECT_EQ(count_op(o, "ByteTable"), 1);
+  EXPECT_EQ(st.counts["fused_qdq_table"], 1);
+  for (const std::string& op : ops_gone) EXPECT_EQ(count_op(o, op), 0) << op;
+  for (int threads : {1, 2}) {
+    auto got = run_at(m.b.m, OptLevel::kAll, m.feeds, threads);
+    auto want = run_at(m.b.m, OptLevel::kDisabled, m.feeds, threads);
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_EQ(got[0].shape(), want[0].shape());
+    ASSERT_EQ(got[0].dtype(), want[0].dtype());
+    const bool s8 = got[0].dtype() == DataType::kInt8;
+    const uint8_t* g = static_cast<const uint8_t*>(got[0].raw_data());
+    const uint8_t* w = static_cast<const uint8_t*>(want[0].raw_data());
+    int64_t spread = 0;
+    for (int64_t i = 0; i < got[0].numel(); ++i) {
+      const int gi = s8 ? static_cast<int8_t>(g[i]) : g[i], wi = s8 ? static_cast<int8_t>(w[i]) : w[i];
+      if (exact) ASSERT_EQ(gi, wi) << "element " << i << " threads " << threads;
+      else ASSERT_LE(std::abs(gi - wi), 1) << "element " << i << " threads " << threads;
+      spread += wi != (s8 ? static_cast<int8_t>(w[0]) : w[0]);
+    }
+    EXPECT_GT(spread, 0) << "every output code the same: the case tests little";
+  }
+}
+
+// PP-OCRv4's learnable HardSwish as its QDQ export writes it: x * Clip(x + 3, 0, 6) / 6 * a + b with
+// scalar a, b of shape [1]; exact IEEE operations, so the same bytes.
+TEST(OptimizerFuseQdqTable, LearnableHardSwishChainIsOneTable) {
+  QdqModel m;
+  const std::string x = m.input("x", {2, 8, 9, 10});
+  m.b.init("three", scalar_f(3.f));
+  m.b.init("zero", scalar_f(0.f));
+  m.b.init("six", scalar_f(6.f));
+  m.b.init("a", Tensor::from_vector<float>(DataType::kFloat, {1}, {0.47f}));
+  m.b.init("b", Tensor::from_vector<float>(DataType::kFloat, {1}, {-0.0076f}));
+  m.b.node("Add", {x, "three"}, {"t1"});
+  m.b.node("Clip", {"t1", "zero", "six"}, {"t2"});
+  m.b.node("Mul", {x, "t2"}, {"t3"});
+  m.b.node("Div", {"t3", "six"}, {"t4"});
+  m.b.node("Mul", {"a", "t4"}, {"t5"});
+  m.b.node("Add", {"t5", "b"}, {"t6"});
+  m.output("t6", 60, 1.5f / 255);
+  expect_table(m, {"Add", "Clip", "Mul", "Div"}, true);
+}
+
+// Swish into an int8 output: Sigmoid has a vector approximation, so a code may move by one step.
+TEST(OptimizerFuseQdqTable, SwishIntoInt8IsOneTable) {
+  QdqModel m;
+  const std::string x = m.input("x", {1, 16, 33});
+  m.b.node("Sigmoid", {x}, {"s"});
+  m.b.node("Mul", {x, "s"}, {"sw"});
+  const std::string q = m.quantize("sw", 1.f / 127, -20, true);
+  m.b.node("Identity", {q}, {"y"});
+  m.b.output("y", DataType::kInt8);
+  expect_table(m, {"Sigmoid", "Mul"}, false);
+}
+
+TEST(OptimizerFuseQdqTable, Refusals) {
+  auto tables = [](QdqModel& m) {
+    ir::Model copy = m.b.m;
+    EXPECT_TRUE(shape::infer_shapes(copy).ok());
+    return count_op(optimized(copy, OptLevel::kAll), "ByteTable");
+  };
+  {  // a per-channel constant: each channel its own map
+    QdqModel m;
+    const std::string x = m.input("x", {1, 4, 5, 5});
+    m.b.init("pc", Tensor::from_vector<float>(DataType::kFloat, {4, 1, 1}, {0.5f, 1.f, 1.5f, 2.f}));
+    m.b.node("Mul", {x, "pc"}, {"p"});
+    m.output("p");
+    EXPECT_EQ(tables(m), 0);
+  }
+  {  // two 8-bit sources
+    QdqModel m;
+    const std::string x = m.input("x", {1, 4, 5, 5});
+    const std::string y = m.input("y2", {1, 4, 5, 5});
+    m.b.init("two", scalar_f(2.f));
+    m.b.node("Mul", {x, "two"}, {"p"});
+    m.b.node("Add", {"p", y}, {"s"});
+    m.output("s");
+    EXPECT_EQ(tables(m), 0);
+  }
+  {  // a one-value constant of higher rank than the source (it would raise the output's rank)
+    QdqModel m;
+    const std::string x = m.input("x", {6, 7});
+    m.b.init("k", Tensor::from_vector<float>(DataType::kFloat, {1, 1, 1}, {1.5f}));
+    m.b.node("Mul", {x, "k"}, {"p"});
+    m.output("p");
+    EXPECT_EQ(tables(m), 0);
+  }
+}
+
 }  // namespace
 }  // namespace nxrt

@@ -169,7 +169,9 @@ optest::ModelBuilder qoperator_net(bool dynamic_batch) {
   // A per-channel operand, [1, C, 1, 1]: it gets a small Transpose of its own.
   b.init("pc", Tensor::from_vector<uint8_t>(DataType::kUInt8, {1, 16, 1, 1}, random_bytes(rng, 16)));
   b.node("QLinearMul", {"c5", "xs", "xz", "pc", "xs", "xz", "xs", "xz"}, {"c5m"}).domain = "com.microsoft";
-  b.node("QLinearAveragePool", {"c5m", "xs", "xz", "xs", "xz"}, {"ap"},
+  // An elementwise 8-bit op inside the chain (no Transposes around it).
+  b.node("QLinearLeakyRelu", {"c5m", "xs", "xz", "xs", "xz"}, {"c5l"}, {A_f("alpha", 0.1f)}).domain = "com.microsoft";
+  b.node("QLinearAveragePool", {"c5l", "xs", "xz", "xs", "xz"}, {"ap"},
          {A_is("kernel_shape", {3, 3}), A_is("pads", {1, 1, 1, 1}), A_i("count_include_pad", 1)}).domain = "com.microsoft";
   b.node("QLinearGlobalAveragePool", {"ap", "xs", "xz", "xs", "xz"}, {"gap"}).domain = "com.microsoft";
   b.node("DequantizeLinear", {"gap", "xs", "xz"}, {"y"});

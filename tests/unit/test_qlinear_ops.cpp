@@ -193,6 +193,45 @@ TEST(OpsQLinear, TableLookupsAtEveryTier) {
   }
 }
 
+// nxrt::ByteTable (fuse_qdq_table's op): Y[i] = Table[byte of X[i]] at every tier the machine has, int8 X
+// into a uint8 table and uint8 into int8, sizes with whole 64-byte steps and a tail, 1 and 2 threads;
+// a table of other than 256 values and a float X are errors that name them.
+TEST(OpsQLinear, ByteTableAtEveryTier) {
+  std::mt19937 rng(43);
+  for (const char* tier : {"scalar", "avx2", "avx512"}) {
+    if (ep::cpu_isa_tier() < ep::parse_isa_tier(tier).value()) {
+      std::printf("tier %s: not on this CPU, skipped\n", tier);
+      continue;
+    }
+    for (bool s8 : {false, true})
+      for (int threads : {1, 2}) {
+        const DataType xdt = s8 ? DataType::kInt8 : DataType::kUInt8, tdt = s8 ? DataType::kUInt8 : DataType::kInt8;
+        const Tensor x = s8 ? random_q<int8_t>(xdt, {3, 7, 61}, rng) : random_q<uint8_t>(xdt, {3, 7, 61}, rng);
+        const Tensor table = s8 ? random_q<uint8_t>(tdt, {256}, rng) : random_q<int8_t>(tdt, {256}, rng);
+        KernelRun r{"ByteTable", "nxrt", 1, {}, {Value(x), Value(table)}};
+        r.overrides = {{"isa", tier}};
+        r.threads = threads;
+        auto got = testing::run_kernel(r);
+        ASSERT_TRUE(got.ok()) << got.status().to_string();
+        const Tensor& y = (*got)[0].tensor();
+        ASSERT_EQ(y.shape(), x.shape());
+        ASSERT_EQ(y.dtype(), tdt);
+        const uint8_t* xb = static_cast<const uint8_t*>(x.raw_data());
+        const uint8_t* tb = static_cast<const uint8_t*>(table.raw_data());
+        const uint8_t* yb = static_cast<const uint8_t*>(y.raw_data());
+        for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(yb[i], tb[xb[i]]) << tier << " at " << i;
+      }
+  }
+  KernelRun bad{"ByteTable", "nxrt", 1, {}, {Value(Tensor(DataType::kUInt8, {4})), Value(Tensor(DataType::kUInt8, {255}))}};
+  auto e1 = testing::run_kernel(bad);
+  ASSERT_FALSE(e1.ok());
+  EXPECT_NE(e1.status().message().find("Table"), std::string::npos) << e1.status().message();
+  bad.inputs = {Value(Tensor(DataType::kFloat, {4})), Value(Tensor(DataType::kUInt8, {256}))};
+  auto e2 = testing::run_kernel(bad);
+  ASSERT_FALSE(e2.ok());
+  EXPECT_NE(e2.status().message().find("X must be"), std::string::npos) << e2.status().message();
+}
+
 // QGemm: (alpha * a_scale * b_scale[n]) * float(sum (A - za)(B - zb[n]) + C[n]), float or requantized, B
 // packed (constant) or not, transA / transB, against that formula.
 TEST(OpsQLinear, QGemmFloatAndQuantizedOutputs) {

@@ -33,6 +33,7 @@
 #include "ep/standalone_context.h"
 #include "ops/cast/dynamic_quantize.h"
 #include "ops/common.h"
+#include "ops/elementwise/byte_lookup.h"
 #include "ops/elementwise/elementwise_util.h"
 
 namespace nxrt::ops::contrib {
@@ -194,37 +195,8 @@ Status qlinear_binary(ep::KernelContext& ctx) {
   return Status::Ok();
 }
 
-// dst[i] = table[src[i]] for i < n: a byte's output in a 256-entry table (QLinearSigmoid, LeakyRelu and
-// Concat's requantization). On AVX-512 VBMI 64 bytes a step: vpermi2b looks up the low 7 bits in the
-// table's two halves and each byte's top bit picks the half; elsewhere byte by byte.
-#if defined(__x86_64__)
-__attribute__((target("avx512f,avx512bw,avx512vbmi,avx2,fma"))) void lookup_bytes_vbmi(const uint8_t* src, int64_t n,
-                                                                                       const uint8_t* table, uint8_t* dst) {
-  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
-  const __m512i t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
-  int64_t i = 0;
-  for (; i < n; i += 64) {
-    const __mmask64 k = n - i >= 64 ? ~__mmask64(0) : (__mmask64(1) << (n - i)) - 1;
-    const __m512i x = _mm512_maskz_loadu_epi8(k, src + i);
-    const __m512i lo = _mm512_permutex2var_epi8(t0, x, t1), hi = _mm512_permutex2var_epi8(t2, x, t3);
-    _mm512_mask_storeu_epi8(dst + i, k, _mm512_mask_blend_epi8(_mm512_movepi8_mask(x), lo, hi));
-  }
-}
-#endif
-void lookup_bytes(const uint8_t* src, int64_t n, const uint8_t* table, uint8_t* dst, bool vbmi) {
-#if defined(__x86_64__)
-  if (vbmi) {
-    lookup_bytes_vbmi(src, n, table, dst);
-    return;
-  }
-#endif
-  for (int64_t i = 0; i < n; ++i) dst[i] = table[src[i]];
-}
-
 // The table kernels' choice: AVX-512 VBMI at the avx512 tier and up on a CPU with it.
-bool use_vbmi(const ep::KernelContext& ctx) {
-  return ctx.info().isa() >= ep::IsaTier::kAvx512 && ep::cpu_has_avx512_vbmi();
-}
+bool use_vbmi(const ep::KernelContext& ctx) { return byte_lookup_vbmi(ctx.info().isa()); }
 
 // kind 0: Sigmoid, 1: LeakyRelu.
 template <int kind>

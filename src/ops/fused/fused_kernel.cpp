@@ -467,10 +467,12 @@ class FusedKernel final : public ep::Kernel {
 
 void register_fused_attention(ep::KernelRegistry& r);  // fused_attention.cpp
 void register_bn_relu(ep::KernelRegistry& r);          // batch_norm_relu.cpp
+void register_byte_table(ep::KernelRegistry& r);       // byte_table.cpp
 
 void register_fused_ops(ep::KernelRegistry& r) {
   register_fused_attention(r);
   register_bn_relu(r);
+  register_byte_table(r);
   r.add_class<FusedKernel>(ir::kNxrtDomain, "FusedConv");
   r.add_class<FusedKernel>(ir::kNxrtDomain, "FusedGemm");
   r.add_class<FusedKernel>(ir::kNxrtDomain, "FusedMatMul");
