@@ -97,28 +97,31 @@ TEST(OpsQLinear, SigmoidAndLeakyReluTables) {
 
 TEST(OpsQLinear, GlobalAveragePoolNchwAndNhwc) {
   std::mt19937 rng(7);
-  for (bool last : {false, true}) {
-    const Dims shape = last ? Dims{2, 5, 3, 6} : Dims{2, 6, 5, 3};
-    const Tensor x = random_q<uint8_t>(DataType::kUInt8, shape, rng);
-    const float sx = 0.04f, sy = 0.013f;
-    const uint8_t zx = 128, zy = 100;
-    KernelRun r{"QLinearGlobalAveragePool", "com.microsoft", 1, {},
-                {Value(x), scal(sx), zp<uint8_t>(zx, DataType::kUInt8), scal(sy), zp<uint8_t>(zy, DataType::kUInt8)}};
-    r.attributes = {testing::attr_int("channels_last", last ? 1 : 0)};
-    r.threads = 2;
-    auto got = testing::run_kernel(r);
-    ASSERT_TRUE(got.ok()) << got.status().to_string();
-    const Tensor& y = (*got)[0].tensor();
-    EXPECT_EQ(y.shape(), last ? (Dims{2, 1, 1, 6}) : (Dims{2, 6, 1, 1}));
-    const int64_t HW = 15;
-    for (int64_t n = 0; n < 2; ++n)
-      for (int64_t c = 0; c < 6; ++c) {
-        int64_t sum = 0;
-        for (int64_t i = 0; i < HW; ++i) sum += at<uint8_t>(x, last ? (n * HW + i) * 6 + c : (n * 6 + c) * HW + i);
-        const float v = static_cast<float>(sum - HW * zx) * (sx / static_cast<float>(HW));
-        EXPECT_EQ(at<uint8_t>(y, n * 6 + c), q<uint8_t>(v, sy, zy)) << n << "," << c;
-      }
-  }
+  // (N, C, HW as two dims): channels-last blocks of 64 channels: one partial, and two whole plus one partial.
+  struct Case { int64_t n, c, h, w; };
+  for (const Case cs : {Case{2, 6, 5, 3}, Case{2, 150, 3, 4}})
+    for (bool last : {false, true}) {
+      const Dims shape = last ? Dims{cs.n, cs.h, cs.w, cs.c} : Dims{cs.n, cs.c, cs.h, cs.w};
+      const Tensor x = random_q<uint8_t>(DataType::kUInt8, shape, rng);
+      const float sx = 0.04f, sy = 0.013f;
+      const uint8_t zx = 128, zy = 100;
+      KernelRun r{"QLinearGlobalAveragePool", "com.microsoft", 1, {},
+                  {Value(x), scal(sx), zp<uint8_t>(zx, DataType::kUInt8), scal(sy), zp<uint8_t>(zy, DataType::kUInt8)}};
+      r.attributes = {testing::attr_int("channels_last", last ? 1 : 0)};
+      r.threads = 2;
+      auto got = testing::run_kernel(r);
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      const Tensor& y = (*got)[0].tensor();
+      EXPECT_EQ(y.shape(), last ? (Dims{cs.n, 1, 1, cs.c}) : (Dims{cs.n, cs.c, 1, 1}));
+      const int64_t HW = cs.h * cs.w, C = cs.c;
+      for (int64_t n = 0; n < cs.n; ++n)
+        for (int64_t c = 0; c < C; ++c) {
+          int64_t sum = 0;
+          for (int64_t i = 0; i < HW; ++i) sum += at<uint8_t>(x, last ? (n * HW + i) * C + c : (n * C + c) * HW + i);
+          const float v = static_cast<float>(sum - HW * zx) * (sx / static_cast<float>(HW));
+          EXPECT_EQ(at<uint8_t>(y, n * C + c), q<uint8_t>(v, sy, zy)) << n << "," << c << (last ? " channels-last" : "");
+        }
+    }
 }
 
 TEST(OpsQLinear, ConcatRequantizesEachInput) {

@@ -251,6 +251,29 @@ Status qlinear_global_average_pool(ep::KernelContext& ctx) {
     using T = decltype(tag);
     const T* in = x.data<T>();
     T* o = y->data<T>();
+    auto put = [&](int64_t p, int64_t sum) {
+      const float v = static_cast<float>(sum - HW * qx.zp) * mult;
+      o[p] = static_cast<T>(quantize(v, qy, lo_of<T>(), hi_of<T>()));
+    };
+    // Channels-last: per image, blocks of 64 channels summed pixel by pixel (each pixel's 64 codes
+    // contiguous: the loop vectorizes), in int32 while HW * 255 fits it. (A channel at a time walked the
+    // whole image once per channel: 0.28 ms a call on PP-OCRv4 det's 8-bit SE pools.)
+    constexpr int64_t kBlock = 64;
+    if (channels_last && HW < (int64_t{1} << 23)) {
+      const int64_t blocks = (C + kBlock - 1) / kBlock;
+      ctx.pool().parallel_for(N * blocks, 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t n = b / blocks, c0 = (b % blocks) * kBlock, nc = std::min(kBlock, C - c0);
+          int32_t acc[kBlock] = {};
+          for (int64_t i = 0; i < HW; ++i) {
+            const T* px = in + (n * HW + i) * C + c0;
+            for (int64_t j = 0; j < nc; ++j) acc[j] += px[j];
+          }
+          for (int64_t j = 0; j < nc; ++j) put(n * C + c0 + j, acc[j]);
+        }
+      });
+      return;
+    }
     ctx.pool().parallel_for(N * C, std::max<int64_t>(1, 16384 / HW), [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t n = p / C, c = p % C;
@@ -261,8 +284,7 @@ Status qlinear_global_average_pool(ep::KernelContext& ctx) {
           const T* row = in + p * HW;
           for (int64_t i = 0; i < HW; ++i) sum += row[i];
         }
-        const float v = static_cast<float>(sum - HW * qx.zp) * mult;
-        o[p] = static_cast<T>(quantize(v, qy, lo_of<T>(), hi_of<T>()));
+        put(p, sum);
       }
     });
   };
