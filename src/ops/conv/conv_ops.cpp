@@ -599,6 +599,62 @@ struct IntQGemmWeights {
   }
 };
 
+// Constant 8-bit depthwise weights (group = C = M, one input channel per group, 2-D) for the
+// channels-last depthwise path: per tap, each channel's w - w_zero_point (exact in int16: [-255, 255]),
+// so a tap's row of weights is contiguous like a channels-last pixel.
+struct IntDepthwiseWeights {
+  Dims shape;  // W's
+  int64_t C = 0, taps = 0;
+  std::vector<int16_t> w;  // [taps][C]
+  bool ready() const { return !w.empty(); }
+  void init(const ep::KernelInfo& info, size_t w_idx, size_t wzp_idx, int64_t group) {
+    const Tensor* W = info.const_input(w_idx);
+    if (!W || W->rank() != 4 || !is_8bit(W->dtype()) || W->dim(1) != 1 || W->dim(0) != group || group < 1) return;
+    std::vector<int32_t> zb(static_cast<size_t>(group), 0);
+    if (info.input_present(wzp_idx)) {
+      const Tensor* z = info.const_input(wzp_idx);
+      if (!z || z->dtype() != W->dtype() || (z->numel() != 1 && z->numel() != group)) return;
+      for (int64_t m = 0; m < group; ++m) {
+        auto v = element_as_double(*z, z->numel() == 1 ? 0 : m);
+        if (!v.ok()) return;
+        zb[static_cast<size_t>(m)] = static_cast<int32_t>(v.value());
+      }
+    }
+    C = group;
+    taps = W->dim(2) * W->dim(3);
+    w.assign(static_cast<size_t>(taps * C), 0);
+    const uint8_t* raw = static_cast<const uint8_t*>(W->raw_data());
+    const bool s8 = W->dtype() == DataType::kInt8;
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t t = 0; t < taps; ++t) {
+        const int32_t v = s8 ? static_cast<int8_t>(raw[c * taps + t]) : raw[c * taps + t];
+        w[static_cast<size_t>(t * C + c)] = static_cast<int16_t>(v - zb[static_cast<size_t>(c)]);
+      }
+    shape = W->shape();
+  }
+};
+
+// acc[c] += (x[c] - xzp) * w[c] for c < n: one tap of a channels-last depthwise conv, exact in int32
+// (|x - xzp| and |w| <= 255, at most a few dozen taps). Written once; the target clones let the
+// compiler vectorize it for each tier.
+template <typename T>
+__attribute__((always_inline)) inline void dw_tap_body(const T* x, int32_t xzp, const int16_t* w, int64_t n, int32_t* acc) {
+  for (int64_t c = 0; c < n; ++c) acc[c] += (static_cast<int32_t>(x[c]) - xzp) * static_cast<int32_t>(w[c]);
+}
+template <typename T>
+void dw_tap_plain(const T* x, int32_t xzp, const int16_t* w, int64_t n, int32_t* acc) { dw_tap_body(x, xzp, w, n, acc); }
+#if defined(__x86_64__) || defined(__i386__)
+template <typename T>
+__attribute__((target("avx2,fma"))) void dw_tap_avx2(const T* x, int32_t xzp, const int16_t* w, int64_t n, int32_t* acc) {
+  dw_tap_body(x, xzp, w, n, acc);
+}
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))) void dw_tap_avx512(const T* x, int32_t xzp, const int16_t* w,
+                                                                                      int64_t n, int32_t* acc) {
+  dw_tap_body(x, xzp, w, n, acc);
+}
+#endif
+
 // A ConvInteger / QLinearConv node's state at one set of input dtypes and shapes: the checked shapes,
 // the double engine's plan when the weights prepared at creation serve them, and the workspace: x
 // minus its zero point and the exact sums (both in double), then the plan's own scratch.
@@ -621,6 +677,10 @@ struct IntegerConvVariant final : ep::KernelVariant {
   // k - 1 of each output row computed and dropped); 0: patches gathered.
   size_t q_xpad = 0;
   int64_t q_rows = 0;
+  // The channels-last depthwise path (IntDepthwiseWeights): per output pixel, int32 sums of the taps
+  // inside X, one row per thread of them in dw_acc (threads x C).
+  bool dw = false;
+  size_t dw_acc = 0;
   // The float-exact path (IntWeights::in_float serve this W): x_centered and sums hold floats, and plan
   // is a float plan.
   bool in_float = false;
@@ -633,6 +693,7 @@ struct IntegerConv {
   int64_t group = 1;
   IntWeights pre;
   IntQGemmWeights q;
+  IntDepthwiseWeights dw;
   ConvConfig cfg;
   size_t w_idx = 1, xzp_idx = 2, wzp_idx = 3;
   // com.microsoft QLinearConv's channels_last: X [N, spatial..., C] and Y [N, spatial..., M] (W stays
@@ -753,9 +814,9 @@ struct IntegerConv {
   // each tap, x_zero_point where a tap falls in the padding, which centers to 0) inside the parallel
   // loop and multiplies them by the packed weights; the int32 sums go to y as doubles, in NCHW.
   // What the integer GEMM path hands its caller per image n, group g and block of output pixels
-  // [p0, p1), as soon as the block is done, on the thread that computed it: the group's int32 sums as
-  // [pixels, Mg] (pixel p, the group's output channel o at p * Mg + o), rows [p0, p1) complete. Blocks
-  // start at multiples of 16 pixels.
+  // [p0, p1), as soon as the block is done, on the thread that computed it: the block's int32 sums as
+  // [p1 - p0, Mg] rows (pixel p, the group's output channel o at (p - p0) * Mg + o). The channels-last
+  // depthwise path hands whole pixels (g = 0, Mg = M: every channel).
   using GroupSums = ep::FunctionRef<void(int64_t n, int64_t g, int64_t p0, int64_t p1, const int32_t* sums)>;
   Status run_qgemm(ep::KernelContext& ctx, const IntegerConvVariant& v, ScratchLayout& scratch, GroupSums sink) const {
     const ConvShape& s = v.s;
@@ -870,7 +931,7 @@ struct IntegerConv {
             sa[m - m0] = !q.needs_row_sums ? 0 : use_psum ? sum : static_cast<int32_t>(byte_sum(dst, K));
           }
         };
-        auto block_done = [&](int64_t p0, int64_t p1) { sink(n, g, p0, p1, yq); };
+        auto block_done = [&](int64_t p0, int64_t p1) { sink(n, g, p0, p1, yq + p0 * Mg); };
         const ops::QGemmRowsDone done(block_done);
         if (pointwise) {  // (C == kp: C is a multiple of 4)
           auto sums_only = [&](int64_t m0, int64_t m1, uint8_t*, int32_t* sa) {
@@ -890,7 +951,7 @@ struct IntegerConv {
   // Image n through the implicit GEMM (implicit_gemm_rows): xt (channels-last, its bytes ^ flip unsigned)
   // into the padded image, the pad byte around it, then the GEMM over the padded width's rows, each
   // finished block's real pixels handed to `sink` (an output row's pixels o2 < out2 are GEMM rows
-  // o1 * Wp + o2, so the sums pointer handed on is offset by o1 * (Wp - out2) rows).
+  // o1 * Wp + o2: each row's run of them handed on from its first GEMM row).
   void run_implicit(ep::KernelContext& ctx, const IntegerConvVariant& v, ScratchLayout& scratch, int64_t n,
                     const uint8_t* xt, uint8_t flip, uint8_t pad, int32_t alpha, GroupSums sink) const {
     const Geom3& g3 = v.s.g;
@@ -922,7 +983,7 @@ struct IntegerConv {
     auto block_done = [&](int64_t m0, int64_t m1) {
       for (int64_t o1 = m0 / Wp; o1 * Wp < m1; ++o1) {
         const int64_t a = std::max<int64_t>(0, m0 - o1 * Wp), b = std::min(out2, m1 - o1 * Wp);
-        if (a < b) sink(n, 0, o1 * out2 + a, o1 * out2 + b, yq + o1 * (Wp - out2) * Mg);
+        if (a < b) sink(n, 0, o1 * out2 + a, o1 * out2 + b, yq + (o1 * Wp + a) * Mg);
       }
     };
     const ops::QGemmRowsDone done(block_done);
@@ -1053,7 +1114,7 @@ class ConvIntegerKernel final : public ep::Kernel {
     auto sink = [&](int64_t n, int64_t g, int64_t p0, int64_t p1, const int32_t* sums) {
       for (int64_t o = 0; o < Mg; ++o) {
         int32_t* dst = yo + (n * M + g * Mg + o) * P;
-        for (int64_t p = p0; p < p1; ++p) dst[p] = sums[p * Mg + o];
+        for (int64_t p = p0; p < p1; ++p) dst[p] = sums[(p - p0) * Mg + o];
       }
     };
     const float* fy = nullptr;
@@ -1135,10 +1196,10 @@ class QLinearConvKernel final : public ep::Kernel {
         for (int64_t p = q0; p < q1; ++p) {
           uint8_t* dst = out + (n * plane + p) * s.M + g * Mg;
 #if defined(__x86_64__) || defined(__i386__)
-          if (avx512) quantize_sums_avx512(sums + p * Mg, bi, sc, Mg, yzp, lo, hi, dst);
-          else quantize_sums_avx2(sums + p * Mg, bi, sc, Mg, yzp, lo, hi, dst);
+          if (avx512) quantize_sums_avx512(sums + (p - q0) * Mg, bi, sc, Mg, yzp, lo, hi, dst);
+          else quantize_sums_avx2(sums + (p - q0) * Mg, bi, sc, Mg, yzp, lo, hi, dst);
 #else
-          for (int64_t o = 0; o < Mg; ++o) dst[o] = quantize(static_cast<double>(sums[p * Mg + o]), g * Mg + o);
+          for (int64_t o = 0; o < Mg; ++o) dst[o] = quantize(static_cast<double>(sums[(p - q0) * Mg + o]), g * Mg + o);
 #endif
         }
         return;
@@ -1151,7 +1212,7 @@ class QLinearConvKernel final : public ep::Kernel {
             const double* sc = scale + g * Mg + c0;
             const double* bi = bias + g * Mg + c0;
             for (int64_t i = 0; i < np; ++i) {
-              const int32_t* row = sums + (p0 + i) * Mg + c0;
+              const int32_t* row = sums + (p0 - q0 + i) * Mg + c0;
 #if defined(__x86_64__) || defined(__i386__)
               // The GEMM path implies AVX2.
               if (avx512) quantize_sums_avx512(row, bi, sc, nc, yzp, lo, hi, tile[i]);
