@@ -53,6 +53,10 @@ TEST(QLinearChannelsLast, ConvMatchesTheNchwConvOnTransposedData) {
       // column of taps, 4 channels.
       {{1, 8, 6, 10}, {16, 8, 1, 3}, {1, 1}, {0, 2, 0, 1}, 1},
       {{2, 4, 7, 5}, {8, 4, 3, 1}, {1, 1}, {1, 0, 2, 0}, 1},
+      // Depthwise (the channels-last depthwise path): 3x3, and 5x5 with stride 2 and one-sided pads.
+      {{1, 16, 9, 11}, {16, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, 16},
+      {{2, 40, 10, 9}, {40, 1, 5, 5}, {2, 2}, {2, 1, 2, 2}, 40},
+      {{1, 12, 6, 20}, {12, 1, 3, 3}, {1, 1}, {0, 1, 1, 0}, 12},  // channels off the 8- and 16-wide steps
   };
   for (const Case& c : cases)
     for (bool x_signed : {false, true}) {
@@ -64,10 +68,13 @@ TEST(QLinearChannelsLast, ConvMatchesTheNchwConvOnTransposedData) {
       for (float& v : ws) v = 0.002f + static_cast<float>(rng() % 100) * 1e-4f;
       std::vector<int32_t> bias(static_cast<size_t>(M));
       for (int32_t& v : bias) v = static_cast<int32_t>(rng() % 4001) - 2000;
+      // Symmetric weights but for the depthwise cases, whose path takes per-channel zero points too.
+      const bool depthwise = c.group == c.x[1];
+      const std::vector<uint8_t> wzv = depthwise ? random_bytes(rng, static_cast<size_t>(M)) : std::vector<uint8_t>(static_cast<size_t>(M), 0);
       auto inputs = [&](Tensor x) {
         return std::vector<Value>{Value(x), Value(Tensor::scalar_float(0.03f)), Value(Tensor::from_vector<uint8_t>(xdt, {}, {7})), Value(w),
                                   Value(Tensor::from_vector<float>(DataType::kFloat, {M}, ws)),
-                                  Value(Tensor::from_vector<uint8_t>(DataType::kInt8, {M}, std::vector<uint8_t>(static_cast<size_t>(M), 0))),
+                                  Value(Tensor::from_vector<uint8_t>(DataType::kInt8, {M}, wzv)),
                                   Value(Tensor::scalar_float(0.6f)), Value(Tensor::from_vector<uint8_t>(DataType::kUInt8, {}, {100})),
                                   Value(Tensor::from_vector<int32_t>(DataType::kInt32, {M}, bias))};
       };
@@ -82,28 +89,30 @@ TEST(QLinearChannelsLast, ConvMatchesTheNchwConvOnTransposedData) {
       const Dims xl = {c.x[0], c.x[2], c.x[3], c.x[1]};
       std::vector<ir::Attribute> cl_attrs = attrs;
       cl_attrs.push_back(testing::attr_int("channels_last", 1));
-      // The machine's tier and the AVX2 one (its own requantization loop), 1 and 2 threads.
-      for (int tries = 0; tries < 4; ++tries) {
+      // The machine's tier and the AVX2 one (its own requantization loop), 1 and 2 threads; depthwise
+      // convs also at the scalar tier (their path has a loop for each).
+      for (int tries = 0; tries < (depthwise ? 6 : 4); ++tries) {
         const int threads = 1 + tries % 2;
         KernelRun last{"QLinearConv", "com.microsoft", 1, cl_attrs, inputs(Tensor::from_vector<uint8_t>(xdt, xl, to_last(xb, c.x)))};
         last.const_inputs = {3, 4, 5, 8};
         last.threads = threads;
-        if (tries >= 2) last.overrides = {{"isa", "avx2"}};
+        if (tries >= 2) last.overrides = {{"isa", tries >= 4 ? "scalar" : "avx2"}};
         auto got = testing::run_kernel(last);
         ASSERT_TRUE(got.ok()) << got.status().to_string();
         const Tensor& gt = (*got)[0].tensor();
         ASSERT_EQ(gt.shape(), (Dims{wt.dim(0), wt.dim(2), wt.dim(3), wt.dim(1)}));
         EXPECT_EQ(bytes_of(gt), to_last(bytes_of(wt), wt.shape()))
-            << shape_to_string(c.x) << (x_signed ? " int8" : " uint8") << " threads " << threads << (tries >= 2 ? " avx2" : "");
+            << shape_to_string(c.x) << (x_signed ? " int8" : " uint8") << " threads " << threads
+            << (tries >= 4 ? " scalar" : tries >= 2 ? " avx2" : "");
       }
     }
-  // Groups of fewer than 8 outputs have no channels-last path: an error that says so.
-  KernelRun dw{"QLinearConv", "com.microsoft", 1, {testing::attr_int("group", 4), testing::attr_int("channels_last", 1)},
+  // Groups of fewer than 8 outputs that are not depthwise have no channels-last path: an error that says so.
+  KernelRun dw{"QLinearConv", "com.microsoft", 1, {testing::attr_int("group", 2), testing::attr_int("channels_last", 1)},
                {Value(Tensor(DataType::kUInt8, {1, 5, 5, 4})), Value(Tensor::scalar_float(1.f)), Value(Tensor::from_vector<uint8_t>(DataType::kUInt8, {}, {0})),
-                Value(Tensor::from_vector<uint8_t>(DataType::kInt8, {4, 1, 3, 3}, std::vector<uint8_t>(36, 1))), Value(Tensor::scalar_float(1.f)),
+                Value(Tensor::from_vector<uint8_t>(DataType::kInt8, {4, 2, 3, 3}, std::vector<uint8_t>(72, 1))), Value(Tensor::scalar_float(1.f)),
                 Value(Tensor::from_vector<uint8_t>(DataType::kInt8, {}, {0})), Value(Tensor::scalar_float(1.f)),
                 Value(Tensor::from_vector<uint8_t>(DataType::kUInt8, {}, {0}))}};
-  dw.const_inputs = {3};
+  dw.const_inputs = {3, 5};
   auto r = testing::run_kernel(dw);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("channels_last"), std::string::npos) << r.status().message();

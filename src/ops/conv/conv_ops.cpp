@@ -600,12 +600,12 @@ struct IntQGemmWeights {
 };
 
 // Constant 8-bit depthwise weights (group = C = M, one input channel per group, 2-D) for the
-// channels-last depthwise path: per tap, each channel's w - w_zero_point (exact in int16: [-255, 255]),
-// so a tap's row of weights is contiguous like a channels-last pixel.
+// channels-last depthwise path: per tap, each channel's w - w_zero_point as int32 (in [-255, 255]), so
+// a tap's row of weights is contiguous like a channels-last pixel.
 struct IntDepthwiseWeights {
   Dims shape;  // W's
   int64_t C = 0, taps = 0;
-  std::vector<int16_t> w;  // [taps][C]
+  std::vector<int32_t> w;  // [taps][C]
   bool ready() const { return !w.empty(); }
   void init(const ep::KernelInfo& info, size_t w_idx, size_t wzp_idx, int64_t group) {
     const Tensor* W = info.const_input(w_idx);
@@ -628,32 +628,77 @@ struct IntDepthwiseWeights {
     for (int64_t c = 0; c < C; ++c)
       for (int64_t t = 0; t < taps; ++t) {
         const int32_t v = s8 ? static_cast<int8_t>(raw[c * taps + t]) : raw[c * taps + t];
-        w[static_cast<size_t>(t * C + c)] = static_cast<int16_t>(v - zb[static_cast<size_t>(c)]);
+        w[static_cast<size_t>(t * C + c)] = v - zb[static_cast<size_t>(c)];
       }
     shape = W->shape();
   }
 };
 
-// acc[c] += (x[c] - xzp) * w[c] for c < n: one tap of a channels-last depthwise conv, exact in int32
-// (|x - xzp| and |w| <= 255, at most a few dozen taps). Written once; the target clones let the
-// compiler vectorize it for each tier.
+constexpr int64_t kDwPixels = 16;   // pixels of a depthwise conv's row per hand-off to the sink
+constexpr int64_t kDwMaxTaps = 64;  // taps the depthwise path takes (8 x 8)
+
+// Pixels of a channels-last depthwise conv: out[i * C + c] = sum over the `taps` taps of (x_t[c] - xzp)
+// * w_t[c] for c < C, pixel i's tap t row of C codes at x[t] + i * step and w[t] its row of C weights.
+// Exact in int32 (|x - xzp| and |w| <= 255, at most kDwMaxTaps taps). The vector forms take 16 (8)
+// channels at a time with the taps' weights loaded once for all the pixels.
 template <typename T>
-__attribute__((always_inline)) inline void dw_tap_body(const T* x, int32_t xzp, const int16_t* w, int64_t n, int32_t* acc) {
-  for (int64_t c = 0; c < n; ++c) acc[c] += (static_cast<int32_t>(x[c]) - xzp) * static_cast<int32_t>(w[c]);
+void dw_pixels_plain(const T* const* x, int64_t step, const int32_t* const* w, int taps, int64_t C, int32_t xzp, int64_t np,
+                     int32_t* out) {
+  for (int64_t i = 0; i < np; ++i)
+    for (int64_t c = 0; c < C; ++c) {
+      int32_t acc = 0;
+      for (int t = 0; t < taps; ++t) acc += (static_cast<int32_t>(x[t][i * step + c]) - xzp) * w[t][c];
+      out[i * C + c] = acc;
+    }
 }
-template <typename T>
-void dw_tap_plain(const T* x, int32_t xzp, const int16_t* w, int64_t n, int32_t* acc) { dw_tap_body(x, xzp, w, n, acc); }
 #if defined(__x86_64__) || defined(__i386__)
 template <typename T>
-__attribute__((target("avx2,fma"))) void dw_tap_avx2(const T* x, int32_t xzp, const int16_t* w, int64_t n, int32_t* acc) {
-  dw_tap_body(x, xzp, w, n, acc);
+__attribute__((target("avx2,fma"))) void dw_pixels_avx2(const T* const* x, int64_t step, const int32_t* const* w, int taps, int64_t C,
+                                                        int32_t xzp, int64_t np, int32_t* out) {
+  const __m256i z = _mm256_set1_epi32(xzp);
+  int64_t c = 0;
+  for (; c + 8 <= C; c += 8) {
+    __m256i wv[kDwMaxTaps];
+    for (int t = 0; t < taps; ++t) wv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[t] + c));
+    for (int64_t i = 0; i < np; ++i) {
+      __m256i acc = _mm256_setzero_si256();
+      for (int t = 0; t < taps; ++t) {
+        const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x[t] + i * step + c));
+        const __m256i xv = _mm256_sub_epi32(std::is_same_v<T, uint8_t> ? _mm256_cvtepu8_epi32(b) : _mm256_cvtepi8_epi32(b), z);
+        acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(xv, wv[t]));
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i * C + c), acc);
+    }
+  }
+  for (; c < C; ++c)
+    for (int64_t i = 0; i < np; ++i) {
+      int32_t acc = 0;
+      for (int t = 0; t < taps; ++t) acc += (static_cast<int32_t>(x[t][i * step + c]) - xzp) * w[t][c];
+      out[i * C + c] = acc;
+    }
 }
 template <typename T>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))) void dw_tap_avx512(const T* x, int32_t xzp, const int16_t* w,
-                                                                                      int64_t n, int32_t* acc) {
-  dw_tap_body(x, xzp, w, n, acc);
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))) void dw_pixels_avx512(const T* const* x, int64_t step,
+                                                                                         const int32_t* const* w, int taps, int64_t C,
+                                                                                         int32_t xzp, int64_t np, int32_t* out) {
+  const __m512i z = _mm512_set1_epi32(xzp);
+  for (int64_t c = 0; c < C; c += 16) {
+    const __mmask16 k = C - c >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (C - c)) - 1);
+    __m512i wv[kDwMaxTaps];
+    for (int t = 0; t < taps; ++t) wv[t] = _mm512_maskz_loadu_epi32(k, w[t] + c);
+    for (int64_t i = 0; i < np; ++i) {
+      __m512i acc = _mm512_setzero_si512();
+      for (int t = 0; t < taps; ++t) {
+        const __m128i b = _mm_maskz_loadu_epi8(k, x[t] + i * step + c);
+        const __m512i xv = _mm512_sub_epi32(std::is_same_v<T, uint8_t> ? _mm512_cvtepu8_epi32(b) : _mm512_cvtepi8_epi32(b), z);
+        acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(xv, wv[t]));
+      }
+      _mm512_mask_storeu_epi32(out + i * C + c, k, acc);
+    }
+  }
 }
 #endif
+
 
 // A ConvInteger / QLinearConv node's state at one set of input dtypes and shapes: the checked shapes,
 // the double engine's plan when the weights prepared at creation serve them, and the workspace: x
@@ -678,9 +723,9 @@ struct IntegerConvVariant final : ep::KernelVariant {
   size_t q_xpad = 0;
   int64_t q_rows = 0;
   // The channels-last depthwise path (IntDepthwiseWeights): per output pixel, int32 sums of the taps
-  // inside X, one row per thread of them in dw_acc (threads x C).
+  // inside X, kDwPixels pixels at a time in a block of dw_acc owned by their output row.
   bool dw = false;
-  size_t dw_acc = 0;
+  size_t dw_acc = 0;  // (int32 [N * out rows, kDwPixels, C])
   // The float-exact path (IntWeights::in_float serve this W): x_centered and sums hold floats, and plan
   // is a float plan.
   bool in_float = false;
@@ -709,9 +754,13 @@ struct IntegerConv {
     // (8 bytes a weight: not both).
     cfg = conv_config(info);
     q.init(info, w_idx, wzp_idx, group);
-    if (!q.ready()) pre.init(info, w_idx, wzp_idx, group, cfg.path != ConvPath::kReference);
+    isa = info.isa();
+    // Channels-last depthwise convs take their own path (the GEMM's needs 8 outputs a group).
+    if (!q.ready() && channels_last) dw.init(info, w_idx, wzp_idx, group);
+    if (!q.ready() && !dw.ready()) pre.init(info, w_idx, wzp_idx, group, cfg.path != ConvPath::kReference);
     return Status::Ok();
   }
+  ep::IsaTier isa = ep::IsaTier::kScalar;
 
   // The checks and buffers of the conv part (x at 0, w at w_idx, their zero points).
   Result<std::unique_ptr<IntegerConvVariant>> make_variant(const InputFacts& in, int threads) const {
@@ -741,9 +790,15 @@ struct IntegerConv {
     if (channels_last) {
       v->y_shape.erase(v->y_shape.begin() + 1);
       v->y_shape.push_back(s.M);
+      if (dw.ready() && dw.shape == in.shape(w_idx) && s.g.in[0] == 1 && s.g.k[0] == 1 && s.M == s.C &&
+          s.g.kvol() <= kDwMaxTaps) {
+        v->dw = true;
+        v->dw_acc = v->scratch.add<int32_t>(s.N * s.g.out[1] * kDwPixels * s.C);
+        return v;
+      }
       if (!(q.ready() && q.shape == in.shape(w_idx))) {
-        return variant_error("channels_last is supported on the 8-bit GEMM path only: constant 8-bit W with at least 8 "
-                             "outputs per group, on an AVX2 or better tier",
+        return variant_error("channels_last is supported on the 8-bit GEMM path (constant 8-bit W with at least 8 "
+                             "outputs per group, on an AVX2 or better tier) and for 2-D depthwise convs with constant W only",
                              StatusCode::kNotImplemented);
       }
     }
@@ -991,6 +1046,81 @@ struct IntegerConv {
                          scratch.at<unsigned char>(v.q_ws), &done, &rows);
   }
 
+  // A channels-last 2-D depthwise conv (IntDepthwiseWeights): per output row of each image, per pixel,
+  // the int32 sums over its taps inside X of (x - x_zero_point) * (w - w_zero_point), every channel at
+  // once (a tap's channels are contiguous in X and in the weights), handed to `sink` kDwPixels pixels at
+  // a time (g = 0, all M channels). Exact: at most 255 * 255 a product.
+  Status run_depthwise(ep::KernelContext& ctx, const IntegerConvVariant& v, ScratchLayout& scratch, GroupSums sink) const {
+    const ConvShape& s = v.s;
+    const Geom3& g3 = s.g;
+    const Tensor& X = ctx.input(0);
+    int32_t xzp = 0;
+    if (ctx.has_input(xzp_idx)) {
+      NXRT_ASSIGN_OR_RETURN(const double z, element_as_double(ctx.input(xzp_idx), 0));
+      xzp = static_cast<int32_t>(z);
+    }
+    const int64_t C = s.C, H = g3.in[1], W = g3.in[2], out1 = g3.out[1], out2 = g3.out[2], k1 = g3.k[1], k2 = g3.k[2];
+    if (k1 * k2 > kDwMaxTaps) return ctx.error("depthwise kernel of more than " + std::to_string(kDwMaxTaps) + " taps");
+    int32_t* acc_rows = scratch.at<int32_t>(v.dw_acc);
+    // Output columns whose taps all lie inside a row of X: [in_lo, in_hi).
+    const int64_t s2 = g3.s[2], d2 = g3.d[2], pb2 = g3.pb[2];
+    const int64_t in_lo = std::min(out2, (pb2 + s2 - 1) / s2);
+    const int64_t last = W - 1 + pb2 - (k2 - 1) * d2;  // the largest o2 * s2 with every tap inside
+    const int64_t in_hi = std::max(in_lo, std::min(out2, last < 0 ? int64_t{0} : last / s2 + 1));
+    auto run = [&](auto tag) {
+      using T = decltype(tag);
+      const T* x = static_cast<const T*>(X.raw_data());
+      auto pixels = &dw_pixels_plain<T>;
+#if defined(__x86_64__) || defined(__i386__)
+      if (isa >= ep::IsaTier::kAvx512) pixels = &dw_pixels_avx512<T>;
+      else if (isa >= ep::IsaTier::kAvx2) pixels = &dw_pixels_avx2<T>;
+#endif
+      ctx.pool().parallel_for(s.N * out1, 1, [&](int64_t r0, int64_t r1) {
+        const T* xs[kDwMaxTaps];
+        const int32_t* ws[kDwMaxTaps];
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t n = r / out1, o1 = r % out1;
+          int32_t* acc = acc_rows + r * kDwPixels * C;
+          // The taps of output pixel o2 inside X (all of a row's valid rows of taps in the interior).
+          auto gather = [&](int64_t o2, bool interior) {
+            int taps = 0;
+            for (int64_t t1 = 0; t1 < k1; ++t1) {
+              const int64_t i1 = o1 * g3.s[1] - g3.pb[1] + t1 * g3.d[1];
+              if (i1 < 0 || i1 >= H) continue;
+              for (int64_t t2 = 0; t2 < k2; ++t2) {
+                const int64_t i2 = o2 * s2 - pb2 + t2 * d2;
+                if (!interior && (i2 < 0 || i2 >= W)) continue;
+                xs[taps] = x + ((n * H + i1) * W + i2) * C;
+                ws[taps] = dw.w.data() + (t1 * k2 + t2) * C;
+                ++taps;
+              }
+            }
+            return taps;
+          };
+          for (int64_t p0 = 0; p0 < out2; p0 += kDwPixels) {
+            const int64_t p1 = std::min(out2, p0 + kDwPixels);
+            for (int64_t o2 = p0; o2 < p1;) {
+              if (o2 >= in_lo && o2 < in_hi) {  // a run of interior pixels: the taps one step apart
+                const int64_t end = std::min(p1, in_hi);
+                const int taps = gather(o2, true);
+                pixels(xs, s2 * C, ws, taps, C, xzp, end - o2, acc + (o2 - p0) * C);
+                o2 = end;
+                continue;
+              }
+              const int taps = gather(o2, false);
+              pixels(xs, 0, ws, taps, C, xzp, 1, acc + (o2 - p0) * C);
+              ++o2;
+            }
+            sink(n, 0, o1 * out2 + p0, o1 * out2 + p1, acc);
+          }
+        }
+      });
+    };
+    if (X.dtype() == DataType::kUInt8) run(uint8_t{});
+    else run(int8_t{});
+    return Status::Ok();
+  }
+
   // The float engine's settings for the float-exact path: never Winograd (its transforms round).
   ConvConfig float_cfg() const {
     ConvConfig f = cfg;
@@ -1050,6 +1180,7 @@ struct IntegerConv {
     if (y_count == 0) return Status::Ok();
     // A variant is made for its inputs' shapes, so its qgemm means this W is the packed one.
     if (v.qgemm) return run_qgemm(ctx, v, scratch, sink);
+    if (v.dw) return run_depthwise(ctx, v, scratch, sink);
     if (v.in_float) return run_float(ctx, v, scratch, fsums);
     double* y = scratch.at<double>(v.sums);
     *sums = y;
@@ -1181,7 +1312,8 @@ class QLinearConvKernel final : public ep::Kernel {
     uint8_t* out = static_cast<uint8_t*>(Y->raw_data());
     // Output channel m's byte from its exact sum (requantize_sum).
     auto quantize = [&](double sum, int64_t m) { return requantize_sum(sum, bias[m], scale[m], yzp, lo, hi); };
-    const int64_t Mg = s.M / conv_.group;
+    // (the depthwise path hands every channel of a pixel at once)
+    const int64_t Mg = v->dw ? s.M : s.M / conv_.group;
     // Blocks of kPixels pixels: each pixel's row of sums (contiguous over the channels) quantized into a
     // small tile, then written out channel by channel (kPixels contiguous bytes of each NCHW plane).
     // Whole 16 x 16 blocks of the tile (16 pixels of 16 channels) go to the planes through a byte
