@@ -352,6 +352,19 @@ TEST(OptimizerFuseQdqTable, SwishIntoInt8IsOneTable) {
   expect_table(m, {"Sigmoid", "Mul"}, false);
 }
 
+// An int8 source whose DequantizeLinear has no zero point (a 0 of int8): the table's codes are int8.
+TEST(OptimizerFuseQdqTable, Int8SourceWithoutAZeroPoint) {
+  QdqModel m;
+  m.b.input("x", {3, 40});
+  m.feeds.emplace_back("x", Value(random_tensor({3, 40}, 77, -1.f, 1.f)));
+  const std::string q = m.quantize("x", 1.f / 127, 0, true);
+  m.b.node("DequantizeLinear", {q, m.last_scale}, {"xf"});
+  m.b.init("k", scalar_f(-1.5f));
+  m.b.node("Mul", {"xf", "k"}, {"p"});
+  m.output("p", 128, 2.f / 255);
+  expect_table(m, {"Mul"}, true);
+}
+
 TEST(OptimizerFuseQdqTable, Refusals) {
   auto tables = [](QdqModel& m) {
     ir::Model copy = m.b.m;

@@ -549,6 +549,21 @@ inline void flip_bytes(const uint8_t* src, int64_t n, uint8_t* dst) {
 }
 
 
+// W's zero points per output channel (M values) when w_zero_point is absent (zeros) or a constant of W's
+// type holding 1 or M values; false otherwise (the weights are then not prepared at creation).
+bool constant_weight_zero_points(const ep::KernelInfo& info, size_t wzp_idx, const Tensor& W, int64_t M, std::vector<int32_t>* zb) {
+  zb->assign(static_cast<size_t>(M), 0);
+  if (!info.input_present(wzp_idx)) return true;
+  const Tensor* z = info.const_input(wzp_idx);
+  if (!z || z->dtype() != W.dtype() || (z->numel() != 1 && z->numel() != M)) return false;
+  for (int64_t m = 0; m < M; ++m) {
+    auto v = element_as_double(*z, z->numel() == 1 ? 0 : m);
+    if (!v.ok()) return false;
+    (*zb)[static_cast<size_t>(m)] = static_cast<int32_t>(v.value());
+  }
+  return true;
+}
+
 // Constant 8-bit weights packed at creation for the integer GEMM (ops/linalg/qgemm_u8s8.h), per group:
 // B_g[k][o] = W[g * Mg + o] at k = tap * Cg + c (the taps outer, channels inner: a patch row is the
 // input's channels at each tap, contiguous in the channels-last copy of x the conv gathers from).
@@ -572,16 +587,8 @@ struct IntQGemmWeights {
     // on 56x56, Zen 5: 1.5 ms on it, 9.1 ms through the GEMM).
     constexpr int64_t kMinGroupOutputs = 8;
     if (M <= 0 || per_m <= 0 || Cg <= 0 || Mg < kMinGroupOutputs) return;
-    std::vector<int32_t> zb(static_cast<size_t>(M), 0);
-    if (info.input_present(wzp_idx)) {
-      const Tensor* z = info.const_input(wzp_idx);
-      if (!z || z->dtype() != W->dtype() || (z->numel() != 1 && z->numel() != M)) return;
-      for (int64_t m = 0; m < M; ++m) {
-        auto v = element_as_double(*z, z->numel() == 1 ? 0 : m);
-        if (!v.ok()) return;
-        zb[static_cast<size_t>(m)] = static_cast<int32_t>(v.value());
-      }
-    }
+    std::vector<int32_t> zb;
+    if (!constant_weight_zero_points(info, wzp_idx, *W, M, &zb)) return;
     kernel = ops::choose_qgemm_kernel(info.isa());
     if (kernel == ops::QGemmKernel::kNone) return;
     const uint8_t* w = static_cast<const uint8_t*>(W->raw_data());
@@ -610,16 +617,8 @@ struct IntDepthwiseWeights {
   void init(const ep::KernelInfo& info, size_t w_idx, size_t wzp_idx, int64_t group) {
     const Tensor* W = info.const_input(w_idx);
     if (!W || W->rank() != 4 || !is_8bit(W->dtype()) || W->dim(1) != 1 || W->dim(0) != group || group < 1) return;
-    std::vector<int32_t> zb(static_cast<size_t>(group), 0);
-    if (info.input_present(wzp_idx)) {
-      const Tensor* z = info.const_input(wzp_idx);
-      if (!z || z->dtype() != W->dtype() || (z->numel() != 1 && z->numel() != group)) return;
-      for (int64_t m = 0; m < group; ++m) {
-        auto v = element_as_double(*z, z->numel() == 1 ? 0 : m);
-        if (!v.ok()) return;
-        zb[static_cast<size_t>(m)] = static_cast<int32_t>(v.value());
-      }
-    }
+    std::vector<int32_t> zb;
+    if (!constant_weight_zero_points(info, wzp_idx, *W, group, &zb)) return;
     C = group;
     taps = W->dim(2) * W->dim(3);
     w.assign(static_cast<size_t>(taps * C), 0);

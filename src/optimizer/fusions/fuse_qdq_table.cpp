@@ -69,6 +69,7 @@ bool per_tensor(Rewriter& rw, const ir::Node& n, const Tensor** scale, const Ten
 struct TableChain : Match {
   int dq = -1;             // the DequantizeLinear of x_q
   std::vector<int> chain;  // the float nodes between, in graph order
+  DataType src = DataType::kUndefined;  // x_q's type
 };
 
 bool match(Rewriter& rw, int anchor, TableChain& m) {
@@ -109,6 +110,11 @@ bool match(Rewriter& rw, int anchor, TableChain& m) {
   const ir::Node& dq = rw.node(m.dq);
   const Tensor *ds = nullptr, *dz = nullptr;
   if (!single_output(dq) || !per_tensor(rw, dq, &ds, &dz) || rw.constant(dq.inputs[0])) return false;
+  // x_q's type: its zero point's, else what load-time inference says (an absent zero point is a 0 of
+  // x's type, int8 or uint8).
+  const ir::ValueFacts* xf = rw.g.shape_facts ? rw.g.shape_facts->find(dq.inputs[0]) : nullptr;
+  m.src = dz ? dz->dtype() : xf ? xf->dtype : DataType::kUndefined;
+  if (!is_8bit(m.src) || (xf && xf->dtype != DataType::kUndefined && xf->dtype != m.src)) return false;
   // The source's rank bounds the constants' (a [1, 1, 1, 1] scalar must not raise the output's rank):
   // from load-time shape inference, else the pass's rank inference.
   int64_t src_rank = -1;
@@ -127,10 +133,8 @@ bool match(Rewriter& rw, int anchor, TableChain& m) {
 bool build(Rewriter& rw, const TableChain& m, Rewrite& out) {
   const ir::Node& q = rw.node(m.anchor);
   const ir::Node& dq = rw.node(m.dq);
-  const Tensor* dz = dq.inputs.size() > 2 && !dq.inputs[2].empty() ? rw.constant(dq.inputs[2]) : nullptr;
-  const DataType src = dz ? dz->dtype() : DataType::kUInt8;
   // Every code of the source type, by its byte: entry b of the table is the output for byte b.
-  Tensor codes(src, {256});
+  Tensor codes(m.src, {256});
   for (int b = 0; b < 256; ++b) static_cast<uint8_t*>(codes.raw_data())[b] = static_cast<uint8_t>(b);
   std::unordered_map<std::string, Tensor> values;
   auto operand = [&](const std::string& name) -> const Tensor* {
