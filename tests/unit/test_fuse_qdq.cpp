@@ -102,17 +102,9 @@ struct QdqModel {
 
 constexpr float kXs = 2.f / 255;
 
-// Fused at level all: `op` gone, `fused` there once; every output code within one of the unfused graph's
-// and at least `min_equal` of them equal.
-void expect_fused(QdqModel& m, const std::string& op, const std::string& fused, double min_equal = 0.9) {
-  ir::Model copy = m.b.m;
-  const Status inferred = shape::infer_shapes(copy);
-  ASSERT_TRUE(inferred.ok()) << inferred.to_string();
-  optimizer::Stats st;
-  ir::Model o = optimized(copy, OptLevel::kAll, &st);
-  EXPECT_EQ(count_op(o, op), op == fused ? 1 : 0) << op;
-  EXPECT_EQ(count_op(o, fused), 1) << fused;
-  EXPECT_GE(st.counts["fused_qdq"], 1) << op;
+// The model's 8-bit output at level all against the unfused graph's (level disabled), at 1 and 2 threads:
+// every code within `max_step` of it, at least `min_equal` of them equal, and not all the same code.
+void expect_codes_near_unfused(QdqModel& m, int max_step, double min_equal, const std::string& what) {
   for (int threads : {1, 2}) {
     auto got = run_at(m.b.m, OptLevel::kAll, m.feeds, threads);
     auto want = run_at(m.b.m, OptLevel::kDisabled, m.feeds, threads);
@@ -126,13 +118,27 @@ void expect_fused(QdqModel& m, const std::string& op, const std::string& fused, 
     int64_t equal = 0, spread = 0;
     for (int64_t i = 0; i < got[0].numel(); ++i) {
       const int gi = s8 ? static_cast<int8_t>(g[i]) : g[i], wi = s8 ? static_cast<int8_t>(w[i]) : w[i];
-      ASSERT_LE(std::abs(gi - wi), 1) << op << " element " << i << " threads " << threads;
+      ASSERT_LE(std::abs(gi - wi), max_step) << what << " element " << i << " threads " << threads;
       equal += gi == wi;
       spread += wi != (s8 ? static_cast<int8_t>(w[0]) : w[0]);
     }
-    EXPECT_GE(static_cast<double>(equal), min_equal * static_cast<double>(got[0].numel())) << op;
-    EXPECT_GT(spread, 0) << op << ": every output code the same (saturated?): the case tests little";
+    EXPECT_GE(static_cast<double>(equal), min_equal * static_cast<double>(got[0].numel())) << what;
+    EXPECT_GT(spread, 0) << what << ": every output code the same (saturated?): the case tests little";
   }
+}
+
+// Fused at level all: `op` gone, `fused` there once; every output code within one of the unfused graph's
+// and at least `min_equal` of them equal.
+void expect_fused(QdqModel& m, const std::string& op, const std::string& fused, double min_equal = 0.9) {
+  ir::Model copy = m.b.m;
+  const Status inferred = shape::infer_shapes(copy);
+  ASSERT_TRUE(inferred.ok()) << inferred.to_string();
+  optimizer::Stats st;
+  ir::Model o = optimized(copy, OptLevel::kAll, &st);
+  EXPECT_EQ(count_op(o, op), op == fused ? 1 : 0) << op;
+  EXPECT_EQ(count_op(o, fused), 1) << fused;
+  EXPECT_GE(st.counts["fused_qdq"], 1) << op;
+  expect_codes_near_unfused(m, 1, min_equal, op);
 }
 
 TEST(OptimizerFuseQdq, ConvWithPerChannelWeightsAndBias) {
@@ -290,8 +296,8 @@ TEST(OptimizerFuseQdq, RefusesWhatItCannotFuseExactly) {
 }
 
 // fuse_qdq_table: a float elementwise chain over one 8-bit value, with constant scalar operands, becomes
-// nxrt::ByteTable; the chain's output codes, evaluated once for every input code, are the unfused graph's.
-// `op_left` must be gone after it.
+// nxrt::ByteTable; the chain's output codes, evaluated once for every input code, are the unfused graph's
+// (`exact`; else within one step). The ops of `ops_gone` must be gone after it.
 void expect_table(QdqModel& m, const std::vector<std::string>& ops_gone, bool exact) {
   ir::Model copy = m.b.m;
   ASSERT_TRUE(shape::infer_shapes(copy).ok());
@@ -300,24 +306,7 @@ void expect_table(QdqModel& m, const std::vector<std::string>& ops_gone, bool ex
   EXPECT_EQ(count_op(o, "ByteTable"), 1);
   EXPECT_EQ(st.counts["fused_qdq_table"], 1);
   for (const std::string& op : ops_gone) EXPECT_EQ(count_op(o, op), 0) << op;
-  for (int threads : {1, 2}) {
-    auto got = run_at(m.b.m, OptLevel::kAll, m.feeds, threads);
-    auto want = run_at(m.b.m, OptLevel::kDisabled, m.feeds, threads);
-    ASSERT_EQ(got.size(), 1u);
-    ASSERT_EQ(got[0].shape(), want[0].shape());
-    ASSERT_EQ(got[0].dtype(), want[0].dtype());
-    const bool s8 = got[0].dtype() == DataType::kInt8;
-    const uint8_t* g = static_cast<const uint8_t*>(got[0].raw_data());
-    const uint8_t* w = static_cast<const uint8_t*>(want[0].raw_data());
-    int64_t spread = 0;
-    for (int64_t i = 0; i < got[0].numel(); ++i) {
-      const int gi = s8 ? static_cast<int8_t>(g[i]) : g[i], wi = s8 ? static_cast<int8_t>(w[i]) : w[i];
-      if (exact) ASSERT_EQ(gi, wi) << "element " << i << " threads " << threads;
-      else ASSERT_LE(std::abs(gi - wi), 1) << "element " << i << " threads " << threads;
-      spread += wi != (s8 ? static_cast<int8_t>(w[0]) : w[0]);
-    }
-    EXPECT_GT(spread, 0) << "every output code the same: the case tests little";
-  }
+  expect_codes_near_unfused(m, exact ? 0 : 1, exact ? 1.0 : 0.0, "ByteTable");
 }
 
 // PP-OCRv4's learnable HardSwish as its QDQ export writes it: x * Clip(x + 3, 0, 6) / 6 * a + b with

@@ -31,19 +31,25 @@ std::vector<uint8_t> random_bytes(std::mt19937& rng, size_t n) {
 
 int32_t value_of(uint8_t raw, bool is_signed) { return is_signed ? static_cast<int8_t>(raw) : raw; }
 
+// The vector kernels this CPU runs; each one it cannot run is named as skipped.
+std::vector<ops::QGemmKernelInfo> runnable_kernels() {
+  std::vector<ops::QGemmKernelInfo> out;
+  for (const ops::QGemmKernelInfo& k : ops::qgemm_kernels()) {
+    if (ops::qgemm_kernel_supported(k.kernel)) out.push_back(k);
+    else std::printf("[ SKIPPED  ] %s: this CPU cannot run it (best tier %s)\n", k.name, ep::isa_tier_name(ep::cpu_isa_tier()));
+  }
+  return out;
+}
+
 // Every vector kernel against sum_k (A - za)(B - zb) in 64-bit (wrapped to int32 as the op defines),
 // over signed and unsigned A and B, per-row and per-column zero points across the whole byte range,
 // K off whole quads, N off whole panels, row counts across the 4-row tile's tails, 1 and 2 threads.
 TEST(QGemmU8S8, EveryKernelMatchesExactSums) {
   std::mt19937 rng(7);
   ep::ThreadPool pool(2);
-  int kernels_run = 0;
-  for (const ops::QGemmKernelInfo& k : ops::qgemm_kernels()) {
-    if (!ops::qgemm_kernel_supported(k.kernel)) {
-      std::printf("[ SKIPPED  ] %s: this CPU cannot run it (best tier %s)\n", k.name, ep::isa_tier_name(ep::cpu_isa_tier()));
-      continue;
-    }
-    ++kernels_run;
+  const std::vector<ops::QGemmKernelInfo> kernels = runnable_kernels();
+  ASSERT_FALSE(kernels.empty()) << "no vector kernel runs on this CPU";
+  for (const ops::QGemmKernelInfo& k : kernels) {
     int cases = 0;
     for (int64_t M : {1, 2, 3, 4, 5, 7, 8, 12, 15, 17, 70})  // the 8-row tile, then 4 rows, then the rest
       for (bool a_signed : {false, true})
@@ -73,7 +79,6 @@ TEST(QGemmU8S8, EveryKernelMatchesExactSums) {
           ++cases;
         }
   }
-  EXPECT_GT(kernels_run, 0) << "no vector kernel runs on this CPU";
 }
 
 // Every kernel reading A's rows in place (QGemmARows, the implicit conv's form): a row's quads in 1-3
@@ -86,13 +91,9 @@ TEST(QGemmU8S8, EveryKernelMatchesExactSums) {
 TEST(QGemmU8S8, EveryKernelReadsSegmentedRowsInPlace) {
   std::mt19937 rng(23);
   ep::ThreadPool pool(2);
-  int kernels_run = 0;
-  for (const ops::QGemmKernelInfo& k : ops::qgemm_kernels()) {
-    if (!ops::qgemm_kernel_supported(k.kernel)) {
-      std::printf("[ SKIPPED  ] %s: this CPU cannot run it (best tier %s)\n", k.name, ep::isa_tier_name(ep::cpu_isa_tier()));
-      continue;
-    }
-    ++kernels_run;
+  const std::vector<ops::QGemmKernelInfo> kernels = runnable_kernels();
+  ASSERT_FALSE(kernels.empty()) << "no vector kernel runs on this CPU";
+  for (const ops::QGemmKernelInfo& k : kernels) {
     int cases = 0;
     for (int64_t M : {1, 3, 4, 8, 13, 21, 70, 49})
       for (int64_t segs : {1, 2, 3}) {
@@ -150,7 +151,6 @@ TEST(QGemmU8S8, EveryKernelReadsSegmentedRowsInPlace) {
         ++cases;
       }
   }
-  EXPECT_GT(kernels_run, 0) << "no vector kernel runs on this CPU";
 }
 
 // MatMulInteger with B (and b_zero_point) constant, packed at creation, against the same node with B

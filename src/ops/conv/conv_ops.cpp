@@ -761,6 +761,12 @@ struct IntegerConv {
   }
   ep::IsaTier isa = ep::IsaTier::kScalar;
 
+  // x_zero_point's value (0 when absent), which every path reads at each run.
+  Result<double> x_zero_point(ep::KernelContext& ctx) const {
+    if (!ctx.has_input(xzp_idx)) return 0.0;
+    return element_as_double(ctx.input(xzp_idx), 0);
+  }
+
   // The checks and buffers of the conv part (x at 0, w at w_idx, their zero points).
   Result<std::unique_ptr<IntegerConvVariant>> make_variant(const InputFacts& in, int threads) const {
     if (!in.has(0)) return variant_error("missing input x");
@@ -878,11 +884,8 @@ struct IntegerConv {
     const Tensor& X = ctx.input(0);
     const bool x_signed = X.dtype() == DataType::kInt8;
     const uint8_t flip = x_signed ? 0x80 : 0;
-    int32_t xzp = 0;
-    if (ctx.has_input(xzp_idx)) {
-      NXRT_ASSIGN_OR_RETURN(const double z, element_as_double(ctx.input(xzp_idx), 0));
-      xzp = static_cast<int32_t>(z);
-    }
+    NXRT_ASSIGN_OR_RETURN(const double xz, x_zero_point(ctx));
+    const int32_t xzp = static_cast<int32_t>(xz);
     const uint8_t pad = static_cast<uint8_t>(static_cast<uint8_t>(xzp) ^ flip);
     const int32_t alpha = xzp + (x_signed ? 128 : 0);
     const int64_t C = s.C, Cg = C / group, Mg = s.M / group, P = g3.out_size(), plane = g3.in_size();
@@ -1053,11 +1056,8 @@ struct IntegerConv {
     const ConvShape& s = v.s;
     const Geom3& g3 = s.g;
     const Tensor& X = ctx.input(0);
-    int32_t xzp = 0;
-    if (ctx.has_input(xzp_idx)) {
-      NXRT_ASSIGN_OR_RETURN(const double z, element_as_double(ctx.input(xzp_idx), 0));
-      xzp = static_cast<int32_t>(z);
-    }
+    NXRT_ASSIGN_OR_RETURN(const double xz, x_zero_point(ctx));
+    const int32_t xzp = static_cast<int32_t>(xz);
     const int64_t C = s.C, H = g3.in[1], W = g3.in[2], out1 = g3.out[1], out2 = g3.out[2], k1 = g3.k[1], k2 = g3.k[2];
     if (k1 * k2 > kDwMaxTaps) return ctx.error("depthwise kernel of more than " + std::to_string(kDwMaxTaps) + " taps");
     int32_t* acc_rows = scratch.at<int32_t>(v.dw_acc);
@@ -1132,11 +1132,8 @@ struct IntegerConv {
   Status run_float(ep::KernelContext& ctx, const IntegerConvVariant& v, ScratchLayout& scratch, const float** fsums) const {
     const ConvShape& s = v.s;
     const Tensor& X = ctx.input(0);
-    float xzp = 0;
-    if (ctx.has_input(xzp_idx)) {
-      NXRT_ASSIGN_OR_RETURN(const double z, element_as_double(ctx.input(xzp_idx), 0));
-      xzp = static_cast<float>(z);
-    }
+    NXRT_ASSIGN_OR_RETURN(const double xz, x_zero_point(ctx));
+    const float xzp = static_cast<float>(xz);
     float* xv = scratch.at<float>(v.x_centered);
     float* y = scratch.at<float>(v.sums);
     const int64_t n = X.numel();
@@ -1183,10 +1180,7 @@ struct IntegerConv {
     if (v.in_float) return run_float(ctx, v, scratch, fsums);
     double* y = scratch.at<double>(v.sums);
     *sums = y;
-    double xzp = 0;
-    if (ctx.has_input(xzp_idx)) {
-      NXRT_ASSIGN_OR_RETURN(xzp, element_as_double(ctx.input(xzp_idx), 0));
-    }
+    NXRT_ASSIGN_OR_RETURN(const double xzp, x_zero_point(ctx));
     double* xv = scratch.at<double>(v.x_centered);
     if (X.dtype() == DataType::kUInt8) {
       const uint8_t* x = X.data<uint8_t>();

@@ -35,6 +35,8 @@ struct TileArgs {
   // A row's quads as `segs` runs of seg_quads quads (segs * seg_quads = quads), run j at au + j *
   // seg_stride (one run, seg_quads = quads, for rows stored whole; QGemmARows).
   int64_t segs = 1, seg_quads = 0, seg_stride = 0;
+  const uint8_t* rows_of(int64_t sg) const { return au + sg * seg_stride; }             // run sg of row 0
+  const int8_t* panel_of(int64_t sg) const { return panel + sg * seg_quads * kRecordBytes; }  // its records
   const RowTerms* rows = nullptr;
   const int32_t* beta = nullptr;  // the panel's 16 beta values (zero past N)
   const int32_t* sb = nullptr;    // the panel's 16 SB values
@@ -79,8 +81,8 @@ NXRT_QGEMM_AVX512 void tile_avx512vnni(const TileArgs& a, int rows) {
   __m512i acc[MR];
   for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_si512();
   for (int64_t sg = 0; sg < a.segs; ++sg) {
-    const uint8_t* au = a.au + sg * a.seg_stride;
-    const int8_t* pa = a.panel + sg * a.seg_quads * kRecordBytes;
+    const uint8_t* au = a.rows_of(sg);
+    const int8_t* pa = a.panel_of(sg);
     for (int64_t q = 0; q < a.seg_quads; ++q) {
       const __m512i w = _mm512_loadu_si512(pa + q * kRecordBytes);
       for (int r = 0; r < MR; ++r) acc[r] = _mm512_dpbusd_epi32(acc[r], _mm512_set1_epi32(quad_of(au + r * a.kp, q)), w);
@@ -102,9 +104,9 @@ NXRT_QGEMM_AVX512 void tile2_avx512vnni(const TileArgs& a, const TileArgs& b, in
   __m512i acc[MR][2];
   for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
   for (int64_t sg = 0; sg < a.segs; ++sg) {
-    const uint8_t* au = a.au + sg * a.seg_stride;
-    const int8_t* pa = a.panel + sg * a.seg_quads * kRecordBytes;
-    const int8_t* pb = b.panel + sg * a.seg_quads * kRecordBytes;
+    const uint8_t* au = a.rows_of(sg);
+    const int8_t* pa = a.panel_of(sg);
+    const int8_t* pb = b.panel_of(sg);
     for (int64_t q = 0; q < a.seg_quads; ++q) {
       const __m512i w0 = _mm512_loadu_si512(pa + q * kRecordBytes);
       const __m512i w1 = _mm512_loadu_si512(pb + q * kRecordBytes);
@@ -135,22 +137,22 @@ NXRT_QGEMM_AVX512 void tile2x8_avx512vnni(const TileArgs& a, const TileArgs& b) 
   __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
           c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
   for (int64_t sg = 0; sg < a.segs; ++sg) {
-  const uint8_t* r0 = a.au + sg * a.seg_stride;
-  const int8_t* pa = a.panel + sg * a.seg_quads * kRecordBytes;
-  const int8_t* pb = b.panel + sg * a.seg_quads * kRecordBytes;
-  for (int64_t q = 0; q < a.seg_quads; ++q) {
-    const __m512i w0 = _mm512_loadu_si512(pa + q * kRecordBytes);
-    const __m512i w1 = _mm512_loadu_si512(pb + q * kRecordBytes);
+    const uint8_t* r0 = a.rows_of(sg);
+    const int8_t* pa = a.panel_of(sg);
+    const int8_t* pb = b.panel_of(sg);
+    for (int64_t q = 0; q < a.seg_quads; ++q) {
+      const __m512i w0 = _mm512_loadu_si512(pa + q * kRecordBytes);
+      const __m512i w1 = _mm512_loadu_si512(pb + q * kRecordBytes);
 #define NXRT_QGEMM_ROW(R)                                                   \
   {                                                                         \
     const __m512i av = _mm512_set1_epi32(quad_of(r0 + (R) * kp, q));        \
     dpbusd512(c##R##0, av, w0);                                             \
     dpbusd512(c##R##1, av, w1);                                             \
   }
-    NXRT_QGEMM_ROW(0) NXRT_QGEMM_ROW(1) NXRT_QGEMM_ROW(2) NXRT_QGEMM_ROW(3)
-    NXRT_QGEMM_ROW(4) NXRT_QGEMM_ROW(5) NXRT_QGEMM_ROW(6) NXRT_QGEMM_ROW(7)
+      NXRT_QGEMM_ROW(0) NXRT_QGEMM_ROW(1) NXRT_QGEMM_ROW(2) NXRT_QGEMM_ROW(3)
+      NXRT_QGEMM_ROW(4) NXRT_QGEMM_ROW(5) NXRT_QGEMM_ROW(6) NXRT_QGEMM_ROW(7)
 #undef NXRT_QGEMM_ROW
-  }
+    }
   }
   const __m512i acc[8][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
                              {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
@@ -197,8 +199,8 @@ NXRT_QGEMM_AVX2 void tile_avxvnni(const TileArgs& a, int rows) {
   __m256i acc[MR][2];
   for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
   for (int64_t sg = 0; sg < a.segs; ++sg) {
-    const uint8_t* au = a.au + sg * a.seg_stride;
-    const int8_t* pa = a.panel + sg * a.seg_quads * kRecordBytes;
+    const uint8_t* au = a.rows_of(sg);
+    const int8_t* pa = a.panel_of(sg);
     for (int64_t q = 0; q < a.seg_quads; ++q) {
       const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + q * kRecordBytes));
       const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + q * kRecordBytes + 32));
@@ -223,20 +225,20 @@ NXRT_QGEMM_AVX2 void tile4_avxvnni(const TileArgs& a) {
   const int64_t kp = a.kp;
   __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
   for (int64_t sg = 0; sg < a.segs; ++sg) {
-  const uint8_t* r0 = a.au + sg * a.seg_stride;
-  const int8_t* pa = a.panel + sg * a.seg_quads * kRecordBytes;
-  for (int64_t q = 0; q < a.seg_quads; ++q) {
-    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + q * kRecordBytes));
-    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + q * kRecordBytes + 32));
+    const uint8_t* r0 = a.rows_of(sg);
+    const int8_t* pa = a.panel_of(sg);
+    for (int64_t q = 0; q < a.seg_quads; ++q) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + q * kRecordBytes));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pa + q * kRecordBytes + 32));
 #define NXRT_QGEMM_ROW(R)                                                \
   {                                                                      \
     const __m256i av = _mm256_set1_epi32(quad_of(r0 + (R) * kp, q));     \
     dpbusd_vex(c##R##0, av, w0);                                         \
     dpbusd_vex(c##R##1, av, w1);                                         \
   }
-    NXRT_QGEMM_ROW(0) NXRT_QGEMM_ROW(1) NXRT_QGEMM_ROW(2) NXRT_QGEMM_ROW(3)
+      NXRT_QGEMM_ROW(0) NXRT_QGEMM_ROW(1) NXRT_QGEMM_ROW(2) NXRT_QGEMM_ROW(3)
 #undef NXRT_QGEMM_ROW
-  }
+    }
   }
   const __m256i acc[4][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
   for (int r = 0; r < 4; ++r)
@@ -250,8 +252,8 @@ NXRT_QGEMM_AVX2 void tile_avx2(const TileArgs& a, int rows) {
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_setzero_si256();
   for (int64_t sg = 0; sg < a.segs; ++sg) {
-    const uint8_t* au = a.au + sg * a.seg_stride;
-    const int8_t* pa = a.panel + sg * a.seg_quads * kRecordBytes;
+    const uint8_t* au = a.rows_of(sg);
+    const int8_t* pa = a.panel_of(sg);
     for (int64_t q = 0; q < a.seg_quads; ++q) {
       const int8_t* rec = pa + q * kRecordBytes;
       __m256i w[4];
@@ -348,7 +350,7 @@ void run_block(QGemmKernel kernel, const uint8_t* au, int64_t kp, const RowTerms
       for (int r = 0; r < rows; ++r) {
         int32_t d[kCols] = {};
         for (int64_t q = 0; q < a.quads; ++q) {
-          const uint8_t* quad = a.au + (q / a.seg_quads) * a.seg_stride + r * a.kp + 4 * (q % a.seg_quads);
+          const uint8_t* quad = a.rows_of(q / a.seg_quads) + r * a.kp + 4 * (q % a.seg_quads);
           for (int64_t c = 0; c < kCols; ++c)
             for (int i = 0; i < 4; ++i)
               d[c] = static_cast<int32_t>(static_cast<uint32_t>(d[c]) +

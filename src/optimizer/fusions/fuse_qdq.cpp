@@ -64,16 +64,11 @@ struct Quant {
 // The scale and zero point inputs (1, 2) of a QuantizeLinear / DequantizeLinear when they hold one value
 // each: a float32 constant scale and an 8-bit constant zero point (or none: `dflt`). Fills s, z, type.
 bool per_tensor_params(Rewriter& rw, const ir::Node& n, DataType dflt, Quant* out) {
-  if (n.inputs.size() < 2 || n.inputs[1].empty()) return false;
-  if (attr_i(n, "block_size", 0) != 0) return false;
-  const Tensor* s = rw.constant(n.inputs[1]);
-  if (!s || s->dtype() != DataType::kFloat || s->numel() != 1) return false;
+  const Tensor *s = nullptr, *z = nullptr;
+  if (!qdq_per_tensor(rw, n, &s, &z)) return false;
   out->scale = n.inputs[1];
   out->s = s->data<float>()[0];
-  if (!(out->s > 0) || !std::isfinite(out->s)) return false;
-  if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
-    const Tensor* z = rw.constant(n.inputs[2]);
-    if (!z || !is_8bit(z->dtype()) || z->numel() != 1) return false;
+  if (z) {
     out->zp = n.inputs[2];
     out->type = z->dtype();
     out->z = z->dtype() == DataType::kUInt8 ? z->data<uint8_t>()[0] : z->data<int8_t>()[0];

@@ -23,7 +23,6 @@
 // an ai.onnx op of the list below with one output, and each operand not from the chain a constant of one
 // float value whose rank does not exceed x_q's; at most kMaxChain nodes.
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
@@ -48,22 +47,9 @@ bool elementwise_op(const ir::Node& n) {
   return ir::canonical_domain(n.domain).empty() && ops.count(n.op_type) != 0;
 }
 
-// A QuantizeLinear / DequantizeLinear whose scale is one positive float constant and whose zero point is
-// one 8-bit constant or absent: its scale / zero point tensors (zp null when absent).
+// A QuantizeLinear / DequantizeLinear with an input and per-tensor parameters (qdq_per_tensor).
 bool per_tensor(Rewriter& rw, const ir::Node& n, const Tensor** scale, const Tensor** zp) {
-  if (n.inputs.size() < 2 || n.inputs[0].empty() || n.inputs[1].empty() || attr_i(n, "block_size", 0) != 0) return false;
-  const Tensor* s = rw.constant(n.inputs[1]);
-  if (!s || s->dtype() != DataType::kFloat || s->numel() != 1) return false;
-  const float v = s->data<float>()[0];
-  if (!(v > 0) || !std::isfinite(v)) return false;
-  *scale = s;
-  *zp = nullptr;
-  if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
-    const Tensor* z = rw.constant(n.inputs[2]);
-    if (!z || !is_8bit(z->dtype()) || z->numel() != 1) return false;
-    *zp = z;
-  }
-  return true;
+  return !n.inputs.empty() && !n.inputs[0].empty() && qdq_per_tensor(rw, n, scale, zp);
 }
 
 struct TableChain : Match {
@@ -76,7 +62,6 @@ bool match(Rewriter& rw, int anchor, TableChain& m) {
   const ir::Node& q = rw.node(anchor);
   const Tensor *qs = nullptr, *qz = nullptr;
   if (!single_output(q) || !per_tensor(rw, q, &qs, &qz)) return false;
-  if (qz && !is_8bit(qz->dtype())) return false;  // (no zero point: uint8)
   // Walk back from the QuantizeLinear's input to the one DequantizeLinear it depends on.
   std::vector<std::string> stack = {q.inputs[0]};
   std::unordered_set<std::string> seen;

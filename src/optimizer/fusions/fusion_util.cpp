@@ -1,6 +1,7 @@
 #include "optimizer/fusions/fusion_util.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace nxrt::optimizer {
 
@@ -125,6 +126,22 @@ ir::Node with_weights(const ir::Node& conv, const std::string& w, const std::str
   n.inputs[1] = w;
   n.inputs[2] = b;
   return n;
+}
+
+bool qdq_per_tensor(const Rewriter& rw, const ir::Node& n, const Tensor** scale, const Tensor** zp) {
+  if (n.inputs.size() < 2 || n.inputs[1].empty() || attr_i(n, "block_size", 0) != 0) return false;
+  const Tensor* s = rw.constant(n.inputs[1]);
+  if (!s || s->dtype() != DataType::kFloat || s->numel() != 1) return false;
+  const float v = s->data<float>()[0];
+  if (!(v > 0) || !std::isfinite(v)) return false;
+  *scale = s;
+  *zp = nullptr;
+  if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+    const Tensor* z = rw.constant(n.inputs[2]);
+    if (!z || (z->dtype() != DataType::kUInt8 && z->dtype() != DataType::kInt8) || z->numel() != 1) return false;
+    *zp = z;
+  }
+  return true;
 }
 
 bool batch_norm_params(const Rewriter& rw, const ir::Node& bn, std::vector<const Tensor*>* params) {

@@ -51,4 +51,9 @@ ir::Node with_weights(const ir::Node& conv, const std::string& w, const std::str
 // are all rank 1 of one length.
 bool batch_norm_params(const Rewriter& rw, const ir::Node& bn, std::vector<const Tensor*>* params);
 
+// A QuantizeLinear / DequantizeLinear quantizing per tensor (the QDQ passes): no block_size, its scale
+// (input 1) one positive finite float32 constant, its zero point (input 2) absent or one 8-bit constant.
+// Sets *scale and *zp (nullptr when absent).
+bool qdq_per_tensor(const Rewriter& rw, const ir::Node& n, const Tensor** scale, const Tensor** zp);
+
 }  // namespace nxrt::optimizer
