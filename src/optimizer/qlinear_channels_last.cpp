@@ -12,10 +12,10 @@
 // that no one reads are dropped by the dead-code pass after it. The kernels compute the same sums in
 // the same order either way, so outputs are byte for byte those of the NCHW graph.
 //
-// Eligible: ai.onnx QLinearConv over rank-4 X with constant 8-bit W and at least 8 outputs per group
-// (the integer GEMM path) or depthwise with a constant weight zero point (the channels-last depthwise
-// path; other small groups take the float or double engines, which are NCHW), on a tier with the 8-bit
-// GEMM (AVX2 and up: ops/linalg/qgemm_u8s8.h) and without the reference kernels.
+// Eligible: ai.onnx QLinearConv over rank-4 X with constant 8-bit W and weight zero point, and at least
+// 8 outputs per group (the integer GEMM path) or depthwise (the channels-last depthwise path; other small
+// groups take the float or double engines, which are NCHW), on a tier with the 8-bit GEMM (AVX2 and up:
+// ops/linalg/qgemm_u8s8.h) and without the reference kernels.
 #include "ir/symbols.h"
 #include "optimizer/passes.h"
 #include "optimizer/rewrite.h"
@@ -41,12 +41,12 @@ bool eligible_conv(GraphInfo& gi, const ir::Node& n) {
   if (attr_i(n, "channels_last", 0) != 0 || !rank4(gi.g, n.inputs[0])) return false;
   const Tensor* w = gi.constant(n.inputs[3]);
   if (!w || w->rank() != 4 || (w->dtype() != DataType::kUInt8 && w->dtype() != DataType::kInt8)) return false;
+  // Both channels-last paths prepare the weights, with their zero point, at creation.
+  if (n.inputs.size() > 5 && !n.inputs[5].empty() && !gi.constant(n.inputs[5])) return false;
   const int64_t group = attr_i(n, "group", 1);
   if (group >= 1 && w->dim(0) % group == 0 && w->dim(0) / group >= 8) return true;
-  // A depthwise conv (one input and one output channel a group) with constant weights and weight zero
-  // point: the kernel's channels-last depthwise path.
-  const bool wzp_const = n.inputs.size() < 6 || n.inputs[5].empty() || gi.constant(n.inputs[5]) != nullptr;
-  return group > 1 && w->dim(0) == group && w->dim(1) == 1 && wzp_const;
+  // A depthwise conv (one input and one output channel a group): the kernel's channels-last depthwise path.
+  return group > 1 && w->dim(0) == group && w->dim(1) == 1;
 }
 
 }  // namespace

@@ -246,3 +246,41 @@ TEST(QLinearChannelsLast, PassKeepsTheBytesAndTransposesOnlyAtTheEdges) {
 
 }  // namespace
 }  // namespace nxrt
+
+namespace nxrt {
+namespace {
+// A QLinearConv whose w_zero_point is given at run time: neither channels-last path can prepare its
+// weights at creation, so the pass leaves it NCHW and the session runs it (it had been converted, and
+// the channels-last kernel then refused it).
+TEST(QLinearChannelsLast, PassLeavesAConvWithARunTimeWeightZeroPoint) {
+  if (!have_gemm_tier()) GTEST_SKIP() << "no 8-bit GEMM tier: the pass converts nothing";
+  using namespace optest;
+  std::mt19937 rng(47);
+  ModelBuilder b(13);
+  b.input("x", {1, 16, 6, 6});
+  b.input("wz", {16});
+  b.m.graph.inputs.back().type.elem_type = DataType::kInt8;
+  b.init("xs", scalar_f(0.02f));
+  b.init("xz", Tensor::from_vector<uint8_t>(DataType::kUInt8, {}, {128}));
+  b.init("w", Tensor::from_vector<uint8_t>(DataType::kInt8, {16, 16, 3, 3}, random_bytes(rng, 16 * 16 * 9)));
+  b.init("ws", scalar_f(0.004f));
+  b.node("QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
+  b.node("QLinearConv", {"xq", "xs", "xz", "w", "ws", "wz", "xs", "xz"}, {"c"}, {A_is("pads", {1, 1, 1, 1})});
+  b.node("DequantizeLinear", {"c", "xs", "xz"}, {"y"});
+  b.output("y");
+  ir::Model copy = b.m;
+  ASSERT_TRUE(shape::infer_shapes(copy).ok());
+  optimizer::Stats st;
+  optimizer::Options o;
+  o.registry = ops::cpu_provider_registry().get();
+  ASSERT_TRUE(optimizer::optimize(copy, o, &st).ok());
+  EXPECT_EQ(st.counts["qlinear_channels_last"], 0);
+  const std::string bytes = onnx::serialize_model(b.m);
+  auto s = Session::create_from_bytes(bytes.data(), bytes.size(), SessionOptions{});
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto out = (*s)->run({{"x", Value(random_tensor({1, 16, 6, 6}, 9, -2.f, 2.f))},
+                        {"wz", Value(Tensor::from_vector<uint8_t>(DataType::kInt8, {16}, random_bytes(rng, 16)))}});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+}
+}  // namespace
+}  // namespace nxrt
