@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -148,6 +149,110 @@ TEST(QGemmU8S8, EveryKernelReadsSegmentedRowsInPlace) {
                 << k.name << " M,N " << M << "," << N << " segments " << segs << " x " << seg_quads << " quads, row stride "
                 << row_stride << ", segment stride " << seg_stride << " at " << m << "," << n;
           }
+        ++cases;
+      }
+  }
+}
+
+// Every kernel with the requantization in the tiles (QGemmRequant) against the reference formula on the
+// exact sums in double: min(hi, max(lo, nearbyint((S + bias) * scale) + zp)), uint8 and int8 outputs,
+// symmetric int8 weights (no beta term) and asymmetric ones, rows written in order or through an
+// implicit GEMM's row mapping (dropped rows left untouched), rows filled or read in place. Scales: random
+// ones, exact halves (ties to even), and for some columns one chosen so that row 0's product lies 2^-30
+// above a half-integer, where a float product rounds the other way: those lanes must take the double
+// fallback.
+TEST(QGemmU8S8, EveryKernelRequantizesInTilesAsTheReference) {
+  std::mt19937 rng(41);
+  ep::ThreadPool pool(2);
+  const std::vector<ops::QGemmKernelInfo> kernels = runnable_kernels();
+  ASSERT_FALSE(kernels.empty()) << "no vector kernel runs on this CPU";
+  for (const ops::QGemmKernelInfo& k : kernels) {
+    int cases = 0;
+    for (int64_t M : {1, 5, 8, 13, 40, 70})
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool out_signed = variant % 2 == 1, symmetric = variant < 2;
+        std::uniform_int_distribution<int64_t> kd(1, 200), nd(1, 70);
+        const int64_t K = kd(rng), N = nd(rng), kp = (K + 3) / 4 * 4;
+        const auto A = random_bytes(rng, static_cast<size_t>(M * K)), B = random_bytes(rng, static_cast<size_t>(K * N));
+        const auto zbb = random_bytes(rng, static_cast<size_t>(N));
+        // int8 weights: symmetric ones have w_zero_point 0 (every beta 0).
+        std::vector<int32_t> zb(static_cast<size_t>(N), 0);
+        if (!symmetric)
+          for (int64_t n = 0; n < N; ++n) zb[static_cast<size_t>(n)] = value_of(zbb[static_cast<size_t>(n)], true);
+        const int32_t za = static_cast<int32_t>(rng() % 256);
+        auto exact = [&](int64_t m, int64_t n) {
+          int64_t s = 0;
+          for (int64_t kk = 0; kk < K; ++kk)
+            s += (static_cast<int64_t>(A[static_cast<size_t>(m * K + kk)]) - za) *
+                 (value_of(B[static_cast<size_t>(kk * N + n)], true) - zb[static_cast<size_t>(n)]);
+          return s;
+        };
+        std::vector<int32_t> bias(static_cast<size_t>(N));
+        std::vector<double> scale_d(static_cast<size_t>(N));
+        std::uniform_int_distribution<int32_t> bd(-20000, 20000);
+        std::uniform_real_distribution<double> sd(1e-5, 4e-3);
+        for (int64_t n = 0; n < N; ++n) {
+          bias[static_cast<size_t>(n)] = bd(rng);
+          const int64_t x0 = exact(0, n) + bias[static_cast<size_t>(n)];
+          if (n % 3 == 1) scale_d[static_cast<size_t>(n)] = 0.5;  // exact halves: ties
+          else if (n % 3 == 2 && x0 != 0) {
+            // Row 0 lands 2^-30 above the half-integer h + 0.5 (|h| small).
+            const double h = static_cast<double>(rng() % 200) - 100.0;
+            scale_d[static_cast<size_t>(n)] = (h + 0.5 + 0x1p-30) / static_cast<double>(x0);
+          } else scale_d[static_cast<size_t>(n)] = sd(rng);
+        }
+        ASSERT_TRUE(ops::qgemm_requant_exact(K, bias.data(), scale_d.data(), N));
+        std::vector<float> scale(static_cast<size_t>(N));
+        ops::qgemm_requant_scales(scale_d.data(), N, scale.data());
+        const int32_t zp = out_signed ? static_cast<int32_t>(rng() % 256) - 128 : static_cast<int32_t>(rng() % 256);
+        // Rows through an implicit GEMM's mapping in half the cases: runs of `period`, the first `keep` kept.
+        const int64_t period = cases % 2 ? 1 + static_cast<int64_t>(rng() % 7) : 0;
+        const int64_t keep = period ? 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(period)) : 0;
+        const int64_t out_rows = period ? (M / period) * keep + std::min(M % period, keep) : M;
+        const int64_t ldy = N + static_cast<int64_t>(rng() % 5);
+        std::vector<uint8_t> y(static_cast<size_t>(out_rows * ldy), 0xA5);
+        ops::QGemmRequant rq;
+        rq.bias = bias.data();
+        rq.scale = scale.data();
+        rq.scale_d = scale_d.data();
+        rq.zero_point = zp;
+        rq.out_signed = out_signed;
+        rq.y = y.data();
+        rq.ldy = ldy;
+        rq.row_period = period;
+        rq.row_keep = keep;
+        const ops::QGemmPackedB P = ops::qgemm_pack_b(B.data(), true, K, N);
+        const bool in_place = cases % 3 == 0 && K % 4 == 0;
+        std::vector<uint8_t> ws(ops::qgemm_workspace_bytes(P, M, in_place));
+        auto fill = [&](int64_t m0, int64_t m1, uint8_t* au, int32_t* sa) {
+          for (int64_t m = m0; m < m1; ++m) {
+            int32_t sum = 0;
+            for (int64_t kk = 0; kk < K; ++kk) sum += A[static_cast<size_t>(m * K + kk)];
+            sa[m - m0] = sum;
+            if (!au) continue;
+            std::copy(A.begin() + m * K, A.begin() + (m + 1) * K, au + (m - m0) * kp);
+            std::fill(au + (m - m0) * kp + K, au + (m - m0 + 1) * kp, uint8_t{0});
+          }
+        };
+        const ops::QGemmARows rows{A.data(), K};
+        ops::qgemm_u8s8_rows(k.kernel, M, fill, za, P, zb.data(), nullptr, 0, cases % 2 ? &pool : nullptr, ws.data(),
+                             nullptr, in_place ? &rows : nullptr, &rq);
+        const double lo = out_signed ? -128 : 0, hi = out_signed ? 127 : 255;
+        std::vector<uint8_t> want(y.size(), 0xA5);
+        for (int64_t m = 0; m < M; ++m) {
+          if (period && m % period >= keep) continue;
+          const int64_t r = period ? (m / period) * keep + m % period : m;
+          for (int64_t n = 0; n < N; ++n) {
+            const double v = static_cast<double>(exact(m, n) + bias[static_cast<size_t>(n)]) * scale_d[static_cast<size_t>(n)];
+            const double q = std::min(hi, std::max(lo, std::nearbyint(v) + zp));
+            want[static_cast<size_t>(r * ldy + n)] = static_cast<uint8_t>(static_cast<int32_t>(q));
+          }
+        }
+        for (size_t i = 0; i < y.size(); ++i)
+          ASSERT_EQ(y[i], want[i]) << k.name << " M,K,N " << M << "," << K << "," << N << (out_signed ? " int8" : " uint8")
+                                   << (symmetric ? " symmetric" : " asymmetric") << " period " << period << " keep " << keep
+                                   << (in_place ? " in place" : " filled") << " at output row " << i / ldy << ", column "
+                                   << i % ldy;
         ++cases;
       }
   }

@@ -878,7 +878,32 @@ struct IntegerConv {
   // [p1 - p0, Mg] rows (pixel p, the group's output channel o at (p - p0) * Mg + o). The channels-last
   // depthwise path hands whole pixels (g = 0, Mg = M: every channel).
   using GroupSums = ep::FunctionRef<void(int64_t n, int64_t g, int64_t p0, int64_t p1, const int32_t* sums)>;
-  Status run_qgemm(ep::KernelContext& ctx, const IntegerConvVariant& v, ScratchLayout& scratch, GroupSums sink) const {
+  // QLinearConv's requantization for the GEMM tiles to do themselves (ops::QGemmRequant), channels-last
+  // Y only: per output channel the int32 bias and the scales (M values each), Y's bytes. `sink` is not
+  // called then.
+  struct TileRequant {
+    const int32_t* bias = nullptr;
+    const float* scale = nullptr;
+    const double* scale_d = nullptr;
+    int32_t zero_point = 0;
+    bool out_signed = false;
+    uint8_t* y = nullptr;
+  };
+  // Image n, group g's part of a TileRequant (GEMM row m: output pixel m).
+  ops::QGemmRequant group_requant(const TileRequant& t, const IntegerConvVariant& v, int64_t n, int64_t g) const {
+    const int64_t M = v.s.M, Mg = M / group;
+    ops::QGemmRequant rq;
+    rq.bias = t.bias + g * Mg;
+    rq.scale = t.scale + g * Mg;
+    rq.scale_d = t.scale_d + g * Mg;
+    rq.zero_point = t.zero_point;
+    rq.out_signed = t.out_signed;
+    rq.y = t.y + n * v.s.g.out_size() * M + g * Mg;
+    rq.ldy = M;
+    return rq;
+  }
+  Status run_qgemm(ep::KernelContext& ctx, const IntegerConvVariant& v, ScratchLayout& scratch, GroupSums sink,
+                   const TileRequant* tile_requant = nullptr) const {
     const ConvShape& s = v.s;
     const Geom3& g3 = s.g;
     const Tensor& X = ctx.input(0);
@@ -941,7 +966,7 @@ struct IntegerConv {
         }
       });
       if (v.q_rows > 0) {
-        run_implicit(ctx, v, scratch, n, xt, channels_last ? flip : uint8_t{0}, pad, alpha, sink);
+        run_implicit(ctx, v, scratch, n, xt, channels_last ? flip : uint8_t{0}, pad, alpha, sink, tile_requant);
         continue;
       }
       for (int64_t g = 0; g < group; ++g) {
@@ -989,17 +1014,23 @@ struct IntegerConv {
           }
         };
         auto block_done = [&](int64_t p0, int64_t p1) { sink(n, g, p0, p1, yq + p0 * Mg); };
-        const ops::QGemmRowsDone done(block_done);
+        const ops::QGemmRowsDone done_sink(block_done);
+        const ops::QGemmRowsDone* done = tile_requant ? nullptr : &done_sink;
+        ops::QGemmRequant rq;
+        if (tile_requant) rq = group_requant(*tile_requant, v, n, g);
+        const ops::QGemmRequant* requant = tile_requant ? &rq : nullptr;
         if (pointwise) {  // (C == kp: C is a multiple of 4)
           auto sums_only = [&](int64_t m0, int64_t m1, uint8_t*, int32_t* sa) {
             if (q.needs_row_sums) std::memcpy(sa, psum + m0, static_cast<size_t>(m1 - m0) * sizeof(int32_t));
             else std::memset(sa, 0, static_cast<size_t>(m1 - m0) * sizeof(int32_t));
           };
           const ops::QGemmARows pixels{xt, kp};
-          ops::qgemm_u8s8_rows(q.kernel, P, sums_only, alpha, B, q.zb.data(), yq, Mg, &ctx.pool(), ws, &done, &pixels);
+          ops::qgemm_u8s8_rows(q.kernel, P, sums_only, alpha, B, q.zb.data(), yq, Mg, &ctx.pool(), ws, done, &pixels,
+                               requant);
           continue;
         }
-        ops::qgemm_u8s8_rows(q.kernel, P, fill, alpha, B, q.zb.data() + g * Mg, yq, Mg, &ctx.pool(), ws, &done);
+        ops::qgemm_u8s8_rows(q.kernel, P, fill, alpha, B, q.zb.data() + g * Mg, yq, Mg, &ctx.pool(), ws, done, nullptr,
+                             requant);
       }
     }
     return Status::Ok();
@@ -1010,7 +1041,8 @@ struct IntegerConv {
   // finished block's real pixels handed to `sink` (an output row's pixels o2 < out2 are GEMM rows
   // o1 * Wp + o2: each row's run of them handed on from its first GEMM row).
   void run_implicit(ep::KernelContext& ctx, const IntegerConvVariant& v, ScratchLayout& scratch, int64_t n,
-                    const uint8_t* xt, uint8_t flip, uint8_t pad, int32_t alpha, GroupSums sink) const {
+                    const uint8_t* xt, uint8_t flip, uint8_t pad, int32_t alpha, GroupSums sink,
+                    const TileRequant* tile_requant) const {
     const Geom3& g3 = v.s.g;
     const int64_t C = v.s.C, Mg = v.s.M, H = g3.in[1], W = g3.in[2];
     const int64_t Hp = H + g3.pb[1] + g3.pe[1], Wp = W + g3.pb[2] + g3.pe[2], out2 = g3.out[2];
@@ -1044,8 +1076,16 @@ struct IntegerConv {
       }
     };
     const ops::QGemmRowsDone done(block_done);
+    ops::QGemmRequant rq;
+    if (tile_requant) {
+      // GEMM row o1 * Wp + o2 is output pixel o1 * out2 + o2 (o2 < out2; the rest dropped).
+      rq = group_requant(*tile_requant, v, n, 0);
+      rq.row_period = Wp;
+      rq.row_keep = out2;
+    }
     ops::qgemm_u8s8_rows(q.kernel, v.q_rows, no_sums, alpha, B, q.zb.data(), yq, Mg, &ctx.pool(),
-                         scratch.at<unsigned char>(v.q_ws), &done, &rows);
+                         scratch.at<unsigned char>(v.q_ws), tile_requant ? nullptr : &done, &rows,
+                         tile_requant ? &rq : nullptr);
   }
 
   // A channels-last 2-D depthwise conv (IntDepthwiseWeights): per output row of each image, per pixel,
@@ -1163,7 +1203,7 @@ struct IntegerConv {
   // takes it (each group's int32 sums handed to `sink`, *sums left null), else as doubles in the
   // variant's workspace (*sums).
   Status run(ep::KernelContext& ctx, const IntegerConvVariant& v, const double** sums, GroupSums sink,
-             const float** fsums = nullptr) const {
+             const float** fsums = nullptr, const TileRequant* tile_requant = nullptr) const {
     const ConvShape& s = v.s;
     const Tensor& X = ctx.input(0);
     const Tensor& W = ctx.input(w_idx);
@@ -1175,7 +1215,7 @@ struct IntegerConv {
     const int64_t y_count = s.N * s.M * s.g.out_size();
     if (y_count == 0) return Status::Ok();
     // A variant is made for its inputs' shapes, so its qgemm means this W is the packed one.
-    if (v.qgemm) return run_qgemm(ctx, v, scratch, sink);
+    if (v.qgemm) return run_qgemm(ctx, v, scratch, sink, tile_requant);
     if (v.dw) return run_depthwise(ctx, v, scratch, sink);
     if (v.in_float) return run_float(ctx, v, scratch, fsums);
     double* y = scratch.at<double>(v.sums);
@@ -1290,7 +1330,8 @@ class QLinearConvKernel final : public ep::Kernel {
     if (ctx.has_input(7)) {
       NXRT_ASSIGN_OR_RETURN(yzp, element_as_double(ctx.input(7), 0));
     }
-    NXRT_ASSIGN_OR_RETURN(void* terms_ws, ctx.workspace(static_cast<size_t>(2 * s.M) * sizeof(double)));
+    NXRT_ASSIGN_OR_RETURN(void* terms_ws, ctx.workspace(static_cast<size_t>(s.M) * (2 * sizeof(double) + sizeof(float) +
+                                                                                      sizeof(int32_t))));
     double* scale = static_cast<double*>(terms_ws);
     double* bias = scale + s.M;
     // (w_scale holds 1 or M values and B M, as the variant checked.)
@@ -1303,6 +1344,22 @@ class QLinearConvKernel final : public ep::Kernel {
     const double lo = u8 ? 0.0 : -128.0, hi = u8 ? 255.0 : 127.0;
     const int64_t plane = s.g.out_size();
     uint8_t* out = static_cast<uint8_t*>(Y->raw_data());
+    // Channels-last Y on the AVX-512 GEMM tile: the tiles requantize in registers (ops::QGemmRequant: the
+    // same bytes, no int32 sums stored and read back) where the bias is int32 and S + bias cannot wrap.
+    IntegerConv::TileRequant tile_requant;
+    bool requant_in_tiles = false;
+    if (conv_.channels_last && v->qgemm && conv_.q.kernel == ops::QGemmKernel::kAvx512Vnni &&
+        (!ctx.has_input(8) || ctx.input(8).dtype() == DataType::kInt32)) {
+      float* scale_f = reinterpret_cast<float*>(bias + s.M);
+      int32_t* bias_i = reinterpret_cast<int32_t*>(scale_f + s.M);
+      if (ctx.has_input(8)) std::memcpy(bias_i, ctx.input(8).data<int32_t>(), static_cast<size_t>(s.M) * sizeof(int32_t));
+      else std::fill(bias_i, bias_i + s.M, 0);
+      if (ops::qgemm_requant_exact(s.g.kvol() * (s.C / conv_.group), bias_i, scale, s.M)) {
+        ops::qgemm_requant_scales(scale, s.M, scale_f);
+        tile_requant = {bias_i, scale_f, scale, static_cast<int32_t>(yzp), !u8, out};
+        requant_in_tiles = true;
+      }
+    }
     // Output channel m's byte from its exact sum (requantize_sum).
     auto quantize = [&](double sum, int64_t m) { return requantize_sum(sum, bias[m], scale[m], yzp, lo, hi); };
     // (the depthwise path hands every channel of a pixel at once)
@@ -1359,7 +1416,7 @@ class QLinearConvKernel final : public ep::Kernel {
     };
     const double* y = nullptr;
     const float* fy = nullptr;
-    NXRT_RETURN_IF_ERROR(conv_.run(ctx, *v, &y, sink, &fy));
+    NXRT_RETURN_IF_ERROR(conv_.run(ctx, *v, &y, sink, &fy, requant_in_tiles ? &tile_requant : nullptr));
     if (fy) {
       ctx.pool().parallel_for(s.N * s.M, 4, [&](int64_t q0, int64_t q1) {
         for (int64_t q = q0; q < q1; ++q) {

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 
 #include "ep/thread_pool.h"
+#include "ops/common.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -43,7 +45,34 @@ struct TileArgs {
   int32_t* y = nullptr;
   int64_t ldy = 0;
   int64_t ncols = 0;  // columns of the panel inside Y (<= 16)
+  // With requantization (QGemmRequant) the tile writes bytes instead of y: its rows' output rows (null:
+  // dropped), the panel's first column and its 16 values of bias - alpha * SB.
+  const QGemmRequant* rq = nullptr;
+  uint8_t* const* out = nullptr;
+  int64_t col0 = 0;
+  const int32_t* colterm = nullptr;
+  bool beta_zero = false;  // every beta of the panel 0 (symmetric int8 weights): no c1 * beta term
 };
+
+// One output byte in double, as the reference requantization computes it (x = S + bias, exact).
+uint8_t requant_exact(int32_t x, const QGemmRequant& rq, int64_t n) {
+  const double lo = rq.out_signed ? -128.0 : 0.0, hi = rq.out_signed ? 127.0 : 255.0;
+  const double q = std::min(hi, std::max(lo, round_half_even(static_cast<double>(x) * rq.scale_d[n]) + rq.zero_point));
+  return static_cast<uint8_t>(static_cast<int32_t>(q));
+}
+
+// The output rows of GEMM rows [m, m + n) (QGemmRequant's row mapping; null where a row is dropped).
+void requant_rows(const QGemmRequant& rq, int64_t m, int n, uint8_t** out) {
+  if (rq.row_period == 0) {
+    for (int i = 0; i < n; ++i) out[i] = rq.y + (m + i) * rq.ldy;
+    return;
+  }
+  int64_t o1 = m / rq.row_period, o2 = m % rq.row_period;
+  for (int i = 0; i < n; ++i) {
+    out[i] = o2 < rq.row_keep ? rq.y + (o1 * rq.row_keep + o2) * rq.ldy : nullptr;
+    if (++o2 == rq.row_period) o2 = 0, ++o1;
+  }
+}
 
 // The rows' 4 Au bytes of quad q as one 32-bit value.
 inline int32_t quad_of(const uint8_t* row, int64_t q) {
@@ -76,6 +105,74 @@ NXRT_QGEMM_AVX512 __attribute__((always_inline)) inline void dpbusd512(__m512i& 
   __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
 }
 
+// The requantizing epilogue's constants for one panel (QGemmRequant): the float products are clamped
+// one step past the output range (lo - zp - 1, hi - zp + 1: a clamped value still saturates the same
+// way, and every unclamped one is below 2^9 in magnitude, where 3 float roundings move it by < 2^-14).
+struct RequantVec {
+  __m512 scale, lo, hi;
+  __m512i colterm, beta, zp;
+  __mmask16 keep;
+};
+NXRT_QGEMM_AVX512 __attribute__((always_inline)) inline RequantVec requant_vec(const TileArgs& t) {
+  const QGemmRequant& rq = *t.rq;
+  RequantVec k;
+  k.keep = t.ncols >= 16 ? __mmask16(0xffff) : __mmask16((1u << t.ncols) - 1);
+  k.scale = _mm512_maskz_loadu_ps(k.keep, rq.scale + t.col0);
+  const float lo = rq.out_signed ? -128.0f : 0.0f, hi = rq.out_signed ? 127.0f : 255.0f;
+  k.lo = _mm512_set1_ps(lo - static_cast<float>(rq.zero_point) - 1.0f);
+  k.hi = _mm512_set1_ps(hi - static_cast<float>(rq.zero_point) + 1.0f);
+  k.colterm = _mm512_loadu_si512(t.colterm);
+  k.beta = _mm512_loadu_si512(t.beta);
+  k.zp = _mm512_set1_epi32(rq.zero_point);
+  return k;
+}
+
+// Lanes of x whose float product lay within 2^-12 of a half-integer, in double (rare: ~2^-11 of them).
+__attribute__((noinline)) void requant_lanes_exact(const int32_t* x, unsigned lanes, const TileArgs& t, uint8_t* dst) {
+  for (int i = 0; i < 16; ++i)
+    if (lanes >> i & 1u) dst[i] = requant_exact(x[i], *t.rq, t.col0 + i);
+}
+
+// Row r's 16 exact dot products d as output bytes at t.out[r] (QGemmRequant).
+NXRT_QGEMM_AVX512 __attribute__((always_inline)) inline void requant_row_avx512(__m512i d, const TileArgs& t, int r,
+                                                                               const RequantVec& k) {
+  uint8_t* dst = t.out[r];
+  if (!dst) return;
+  dst += t.col0;
+  __m512i x = _mm512_add_epi32(d, k.colterm);
+  if (!t.beta_zero) x = _mm512_add_epi32(x, _mm512_mullo_epi32(_mm512_set1_epi32(t.rows[r].c1), k.beta));
+  const __m512 v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(x), k.scale), k.lo), k.hi);
+  const __m512i q = _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // |v - q| is exact (both within 2^9, half a step apart at most).
+  const __mmask16 near_half = _mm512_mask_cmp_ps_mask(
+      k.keep, _mm512_abs_ps(_mm512_sub_ps(v, _mm512_cvtepi32_ps(q))), _mm512_set1_ps(0.5f - 0x1p-12f), _CMP_GT_OQ);
+  const __m512i y = _mm512_add_epi32(q, k.zp);
+  const __m128i b = t.rq->out_signed ? _mm512_cvtsepi32_epi8(y) : _mm512_cvtusepi32_epi8(_mm512_max_epi32(y, _mm512_setzero_si512()));
+  _mm_mask_storeu_epi8(dst, k.keep, b);
+  if (near_half) {
+    alignas(64) int32_t xs[16];
+    _mm512_store_si512(xs, x);
+    requant_lanes_exact(xs, near_half, t, dst);
+  }
+}
+
+// A tile's rows as int32 Y or, with t.rq, as output bytes.
+NXRT_QGEMM_AVX512 __attribute__((always_inline)) inline void finish_rows_avx512(const __m512i* acc, int stride, int rows,
+                                                                               const TileArgs& t) {
+  if (t.rq) {
+    const RequantVec k = requant_vec(t);
+    for (int r = 0; r < rows; ++r) requant_row_avx512(acc[r * stride], t, r, k);
+    return;
+  }
+  const __m512i beta = _mm512_loadu_si512(t.beta), sb = _mm512_loadu_si512(t.sb);
+  const __mmask16 keep = t.ncols >= 16 ? __mmask16(0xffff) : __mmask16((1u << t.ncols) - 1);
+  for (int r = 0; r < rows; ++r) {
+    const __m512i y = _mm512_sub_epi32(_mm512_add_epi32(acc[r * stride], _mm512_mullo_epi32(_mm512_set1_epi32(t.rows[r].c1), beta)),
+                                       _mm512_mullo_epi32(_mm512_set1_epi32(t.rows[r].alpha), sb));
+    _mm512_mask_storeu_epi32(t.y + r * t.ldy, keep, y);
+  }
+}
+
 template <int MR>
 NXRT_QGEMM_AVX512 void tile_avx512vnni(const TileArgs& a, int rows) {
   __m512i acc[MR];
@@ -88,13 +185,7 @@ NXRT_QGEMM_AVX512 void tile_avx512vnni(const TileArgs& a, int rows) {
       for (int r = 0; r < MR; ++r) acc[r] = _mm512_dpbusd_epi32(acc[r], _mm512_set1_epi32(quad_of(au + r * a.kp, q)), w);
     }
   }
-  const __m512i beta = _mm512_loadu_si512(a.beta), sb = _mm512_loadu_si512(a.sb);
-  const __mmask16 keep = a.ncols >= 16 ? __mmask16(0xffff) : __mmask16((1u << a.ncols) - 1);
-  for (int r = 0; r < MR && r < rows; ++r) {
-    const __m512i y = _mm512_sub_epi32(_mm512_add_epi32(acc[r], _mm512_mullo_epi32(_mm512_set1_epi32(a.rows[r].c1), beta)),
-                                       _mm512_mullo_epi32(_mm512_set1_epi32(a.rows[r].alpha), sb));
-    _mm512_mask_storeu_epi32(a.y + r * a.ldy, keep, y);
-  }
+  finish_rows_avx512(acc, 1, std::min(MR, rows), a);
 }
 
 // Two adjacent panels (32 columns) at once: each row's broadcast quad serves both (a second TileArgs
@@ -117,16 +208,8 @@ NXRT_QGEMM_AVX512 void tile2_avx512vnni(const TileArgs& a, const TileArgs& b, in
       }
     }
   }
-  for (int h = 0; h < 2; ++h) {
-    const TileArgs& t = h == 0 ? a : b;
-    const __m512i beta = _mm512_loadu_si512(t.beta), sb = _mm512_loadu_si512(t.sb);
-    const __mmask16 keep = t.ncols >= 16 ? __mmask16(0xffff) : __mmask16((1u << t.ncols) - 1);
-    for (int r = 0; r < MR && r < rows; ++r) {
-      const __m512i y = _mm512_sub_epi32(_mm512_add_epi32(acc[r][h], _mm512_mullo_epi32(_mm512_set1_epi32(t.rows[r].c1), beta)),
-                                         _mm512_mullo_epi32(_mm512_set1_epi32(t.rows[r].alpha), sb));
-      _mm512_mask_storeu_epi32(t.y + r * t.ldy, keep, y);
-    }
-  }
+  finish_rows_avx512(&acc[0][0], 2, std::min(MR, rows), a);
+  finish_rows_avx512(&acc[0][1], 2, std::min(MR, rows), b);
 }
 
 // Eight rows by two panels: 16 accumulators, enough independent vpdpbusd chains for both of a Zen 5
@@ -156,16 +239,8 @@ NXRT_QGEMM_AVX512 void tile2x8_avx512vnni(const TileArgs& a, const TileArgs& b) 
   }
   const __m512i acc[8][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
                              {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
-  for (int h = 0; h < 2; ++h) {
-    const TileArgs& t = h == 0 ? a : b;
-    const __m512i beta = _mm512_loadu_si512(t.beta), sb = _mm512_loadu_si512(t.sb);
-    const __mmask16 keep = t.ncols >= 16 ? __mmask16(0xffff) : __mmask16((1u << t.ncols) - 1);
-    for (int r = 0; r < 8; ++r) {
-      const __m512i y = _mm512_sub_epi32(_mm512_add_epi32(acc[r][h], _mm512_mullo_epi32(_mm512_set1_epi32(t.rows[r].c1), beta)),
-                                         _mm512_mullo_epi32(_mm512_set1_epi32(t.rows[r].alpha), sb));
-      _mm512_mask_storeu_epi32(t.y + r * t.ldy, keep, y);
-    }
-  }
+  finish_rows_avx512(&acc[0][0], 2, 8, a);
+  finish_rows_avx512(&acc[0][1], 2, 8, b);
 }
 
 // acc += the 4-byte dot products of u (unsigned) and s (signed) per 32-bit lane: AVX-VNNI's VEX
@@ -278,11 +353,50 @@ NXRT_QGEMM_AVX2 void tile_avx2(const TileArgs& a, int rows) {
 
 #endif
 
+// One tile of `rows` (<= 4, <= 2 for kAvx2) rows against one panel.
+void run_tile(QGemmKernel kernel, const TileArgs& a, int rows) {
+#if defined(__x86_64__) || defined(__i386__)
+  switch (kernel) {
+    case QGemmKernel::kAvx512Vnni:
+      if (rows == 4) tile_avx512vnni<4>(a, rows); else if (rows == 3) tile_avx512vnni<3>(a, rows);
+      else if (rows == 2) tile_avx512vnni<2>(a, rows); else tile_avx512vnni<1>(a, rows);
+      return;
+    case QGemmKernel::kAvxVnni:
+      if (rows == 4) tile4_avxvnni(a); else if (rows == 3) tile_avxvnni<3>(a, rows);
+      else if (rows == 2) tile_avxvnni<2>(a, rows); else tile_avxvnni<1>(a, rows);
+      return;
+    case QGemmKernel::kAvx2:
+      if (rows == 2) tile_avx2<2>(a, rows); else tile_avx2<1>(a, rows);
+      return;
+    case QGemmKernel::kNone: break;
+  }
+#endif
+  // Portable tile (kNone: not chosen by MatMulInteger, which keeps its generic loop then).
+  for (int r = 0; r < rows; ++r) {
+    int32_t d[kCols] = {};
+    for (int64_t q = 0; q < a.quads; ++q) {
+      const uint8_t* quad = a.rows_of(q / a.seg_quads) + r * a.kp + 4 * (q % a.seg_quads);
+      for (int64_t c = 0; c < kCols; ++c)
+        for (int i = 0; i < 4; ++i)
+          d[c] = static_cast<int32_t>(static_cast<uint32_t>(d[c]) +
+                                      static_cast<uint32_t>(quad[i]) *
+                                          static_cast<uint32_t>(static_cast<int32_t>(a.panel[q * kRecordBytes + 4 * c + i])));
+    }
+    fold_row_scalar(d, a.rows[r], a, a.y + r * a.ldy);
+  }
+}
+
 // Rows [m0, m1) of Au (row m at au + m * kp, its quads in `segs` runs seg_stride apart) against panels
 // [p0, p1).
+// With `rq` (QGemmRequant) the rows become output bytes instead of Y's int32 values: the AVX-512 tiles
+// requantize in registers (colterm: bias - alpha * SB per packed column, beta_zero: every beta 0); the
+// other kernels' tiles write a small int32 tile first, each value then requantized in double.
 void run_block(QGemmKernel kernel, const uint8_t* au, int64_t kp, const RowTerms* terms, const QGemmPackedB& B,
                const int32_t* beta, int64_t m0, int64_t m1, int64_t p0, int64_t p1, int32_t* Y, int64_t ldy,
-               int64_t segs = 1, int64_t seg_stride = 0) {
+               int64_t segs = 1, int64_t seg_stride = 0, const QGemmRequant* rq = nullptr,
+               const int32_t* colterm = nullptr, bool beta_zero = false) {
+  uint8_t* out[kPairRows] = {};
+  int32_t staged[4][kCols];  // the portable and AVX2-tier tiles' int32 rows when requantizing
   auto panel_args = [&](int64_t p) {
     TileArgs a;
     a.kp = kp;
@@ -295,6 +409,13 @@ void run_block(QGemmKernel kernel, const uint8_t* au, int64_t kp, const RowTerms
     a.sb = B.col_sums.data() + p * kCols;
     a.ldy = ldy;
     a.ncols = std::min<int64_t>(kCols, B.N - p * kCols);
+    if (rq) {
+      a.rq = rq;
+      a.out = out;
+      a.col0 = p * kCols;
+      a.colterm = colterm + p * kCols;
+      a.beta_zero = beta_zero;
+    }
     return a;
   };
   for (int64_t p = p0; p < p1; ++p) {
@@ -308,6 +429,7 @@ void run_block(QGemmKernel kernel, const uint8_t* au, int64_t kp, const RowTerms
         a.rows = b.rows = terms + m;
         a.y = Y + m * ldy + p * kCols;
         b.y = a.y + kCols;
+        if (rq) requant_rows(*rq, m, static_cast<int>(std::min<int64_t>(kPairRows, left)), out);
         if (left >= kPairRows) {
           tile2x8_avx512vnni(a, b);
           m += kPairRows;
@@ -325,40 +447,25 @@ void run_block(QGemmKernel kernel, const uint8_t* au, int64_t kp, const RowTerms
     }
 #endif
     const int mr = kernel == QGemmKernel::kAvx2 ? 2 : 4;
+    // The tiles other than AVX-512's write int32 rows: into `staged` when requantizing.
+    const bool stage = rq && kernel != QGemmKernel::kAvx512Vnni;
     for (int64_t m = m0; m < m1; m += mr) {
       const int rows = static_cast<int>(std::min<int64_t>(mr, m1 - m));
       a.au = au + m * kp;
       a.rows = terms + m;
-      a.y = Y + m * ldy + p * kCols;
-#if defined(__x86_64__) || defined(__i386__)
-      switch (kernel) {
-        case QGemmKernel::kAvx512Vnni:
-          if (rows == 4) tile_avx512vnni<4>(a, rows); else if (rows == 3) tile_avx512vnni<3>(a, rows);
-          else if (rows == 2) tile_avx512vnni<2>(a, rows); else tile_avx512vnni<1>(a, rows);
-          continue;
-        case QGemmKernel::kAvxVnni:
-          if (rows == 4) tile4_avxvnni(a); else if (rows == 3) tile_avxvnni<3>(a, rows);
-          else if (rows == 2) tile_avxvnni<2>(a, rows); else tile_avxvnni<1>(a, rows);
-          continue;
-        case QGemmKernel::kAvx2:
-          if (rows == 2) tile_avx2<2>(a, rows); else tile_avx2<1>(a, rows);
-          continue;
-        case QGemmKernel::kNone: break;
-      }
-#endif
-      // Portable tile (kNone: not chosen by MatMulInteger, which keeps its generic loop then).
-      for (int r = 0; r < rows; ++r) {
-        int32_t d[kCols] = {};
-        for (int64_t q = 0; q < a.quads; ++q) {
-          const uint8_t* quad = a.rows_of(q / a.seg_quads) + r * a.kp + 4 * (q % a.seg_quads);
-          for (int64_t c = 0; c < kCols; ++c)
-            for (int i = 0; i < 4; ++i)
-              d[c] = static_cast<int32_t>(static_cast<uint32_t>(d[c]) +
-                                          static_cast<uint32_t>(quad[i]) *
-                                              static_cast<uint32_t>(static_cast<int32_t>(a.panel[q * kRecordBytes + 4 * c + i])));
+      a.y = stage ? &staged[0][0] : Y + m * ldy + p * kCols;
+      if (stage) a.ldy = kCols;
+      if (rq) requant_rows(*rq, m, rows, out);
+      run_tile(kernel, a, rows);
+      if (stage)
+        for (int r = 0; r < rows; ++r) {
+          if (!out[r]) continue;
+          for (int64_t c = 0; c < a.ncols; ++c) {
+            const int32_t x = static_cast<int32_t>(static_cast<uint32_t>(staged[r][c]) +
+                                                   static_cast<uint32_t>(rq->bias[p * kCols + c]));
+            out[r][p * kCols + c] = requant_exact(x, *rq, p * kCols + c);
+          }
         }
-        fold_row_scalar(d, a.rows[r], a, a.y + r * ldy);
-      }
     }
   }
 }
@@ -421,10 +528,10 @@ QGemmPackedB qgemm_pack_b(const void* Bv, bool b_signed, int64_t K, int64_t N) {
 
 size_t qgemm_workspace_bytes(const QGemmPackedB& B, int64_t M, bool rows_in_place) {
   const size_t rows = rows_in_place ? 0 : static_cast<size_t>(M * B.quads * 4);
-  // beta, then qgemm_u8s8_rows' row sums and its per-block counts of finished panel groups (blocks of
-  // at least 4 rows).
+  // beta, then qgemm_u8s8_rows' row sums, its per-block counts of finished panel groups (blocks of at
+  // least 4 rows) and the requantizing tiles' bias - alpha * SB per packed column.
   return (rows + 63) / 64 * 64 + static_cast<size_t>(M) * sizeof(RowTerms) +
-         static_cast<size_t>(B.panels * kCols + M + M / 4 + 1) * sizeof(int32_t);
+         static_cast<size_t>(2 * B.panels * kCols + M + M / 4 + 1) * sizeof(int32_t);
 }
 
 namespace {
@@ -434,9 +541,23 @@ void fill_beta(const QGemmPackedB& B, const int32_t* zb, int32_t* beta) {
 }
 }  // namespace
 
+bool qgemm_requant_exact(int64_t K, const int32_t* bias, const double* scale_d, int64_t n) {
+  int64_t most = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    most = std::max<int64_t>(most, bias[i] < 0 ? -static_cast<int64_t>(bias[i]) : bias[i]);
+    const double a = std::fabs(scale_d[i]);
+    if (!(a == 0.0 || (a >= 0x1p-100 && a <= 0x1p100))) return false;  // NaN fails too
+  }
+  return K <= (int64_t{1} << 31) / (255 * 255) && K * 255 * 255 + most < (int64_t{1} << 31);
+}
+
+void qgemm_requant_scales(const double* scale_d, int64_t n, float* scale) {
+  for (int64_t i = 0; i < n; ++i) scale[i] = static_cast<float>(scale_d[i]);
+}
+
 void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t alpha, const QGemmPackedB& B,
                      const int32_t* zb, int32_t* Y, int64_t ldy, ep::ThreadPool* pool, void* workspace,
-                     const QGemmRowsDone* done, const QGemmARows* a_rows) {
+                     const QGemmRowsDone* done, const QGemmARows* a_rows, const QGemmRequant* requant) {
   if (M <= 0 || B.N <= 0) return;
   const int64_t K = B.K, kp = B.quads * 4;
   uint8_t* au = static_cast<uint8_t*>(workspace);
@@ -444,6 +565,15 @@ void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t 
   int32_t* beta = reinterpret_cast<int32_t*>(terms + M);
   int32_t* row_sums = beta + B.panels * kCols;
   fill_beta(B, zb, beta);
+  // The requantizing tiles' per-column terms: bias - alpha * SB (mod 2^32, as the fold's).
+  int32_t* colterm = row_sums + M + M / 4 + 1;
+  bool beta_zero = true;
+  if (requant)
+    for (int64_t n = 0; n < B.panels * kCols; ++n) {
+      const uint32_t b = n < B.N ? static_cast<uint32_t>(requant->bias[n]) : 0u;
+      colterm[n] = static_cast<int32_t>(b - static_cast<uint32_t>(alpha) * static_cast<uint32_t>(B.col_sums[static_cast<size_t>(n)]));
+      beta_zero = beta_zero && beta[n] == 0;
+    }
   // Blocks of up to kRowBlock rows, at least ~4 per thread when M allows (multiples of the 4-row tile).
   const int threads = pool ? pool->num_threads() : 1;
   int64_t block = (M + 4 * threads - 1) / (4 * threads);
@@ -463,8 +593,8 @@ void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t 
     const int64_t m0 = b * block, m1 = std::min(M, m0 + block);
     if (a_rows)
       run_block(kernel, a_rows->base, a_rows->row_stride, terms, B, beta, m0, m1, p0, p1, Y, ldy, a_rows->segments,
-                a_rows->segment_stride);
-    else run_block(kernel, au, kp, terms, B, beta, m0, m1, p0, p1, Y, ldy);
+                a_rows->segment_stride, requant, colterm, beta_zero);
+    else run_block(kernel, au, kp, terms, B, beta, m0, m1, p0, p1, Y, ldy, 1, 0, requant, colterm, beta_zero);
   };
   // Few blocks for the threads (a conv's 7x7 plane is 49 rows: 4 blocks of 16 for 2 threads, one
   // thread doing 32 rows to the other's 17): the blocks' panels split into groups as well, each block

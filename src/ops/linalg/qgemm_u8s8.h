@@ -74,14 +74,42 @@ struct QGemmARows {
   int64_t segments = 1, segment_stride = 0;
 };
 
+// QLinearConv's requantization done by the tiles themselves (`requant` of qgemm_u8s8_rows): output
+// byte y[m, n] = min(hi, max(lo, round_half_even((S[m, n] + bias[n]) * scale_d[n]) + zero_point)) of the
+// exact sum S, as the conv's reference requantization computes it, written straight to row m's bytes, so
+// no int32 Y is stored and read back. In float with a guard: S + bias in int32 (the caller guarantees it
+// cannot wrap: qgemm_requant_exact), times scale[n] = float(scale_d[n]), clamped one step past the
+// output range; a float product within 3 float roundings of the double one rounds the same way unless
+// it lies within 2^-12 of a half-integer, and such lanes (and only they) are redone in double.
+struct QGemmRequant {
+  const int32_t* bias = nullptr;    // N values
+  const float* scale = nullptr;     // N values: float(scale_d[n]), each 0 or of magnitude in [2^-100, 2^100]
+  const double* scale_d = nullptr;  // N values
+  int32_t zero_point = 0;
+  bool out_signed = false;  // int8 output (else uint8)
+  // GEMM row m's output row: y + m * ldy; with row_period > 0 rows come in runs of row_period of which
+  // the first row_keep are outputs (an implicit GEMM's padded width): row m is output row
+  // (m / row_period) * row_keep + m % row_period, dropped when m % row_period >= row_keep.
+  uint8_t* y = nullptr;
+  int64_t ldy = 0;
+  int64_t row_period = 0, row_keep = 0;
+};
+// Whether S + bias stays exact in int32 for every sum of K products of two 8-bit values centered on their
+// zero points (|S| <= K * 255 * 255), and the scales qualify (QGemmRequant::scale's range, finite).
+bool qgemm_requant_exact(int64_t K, const int32_t* bias, const double* scale_d, int64_t n);
+// The float scales QGemmRequant reads (n values).
+void qgemm_requant_scales(const double* scale_d, int64_t n, float* scale);
+
 // Y for M rows of A that `fill` writes block by block inside the parallel loop (so a conv's patches are
 // gathered by the thread that multiplies them, while they are in its cache); alpha = za + oa, the same
 // for every row. Threads take blocks of rows, each against every panel. With `done`, blocks are whole
 // multiples of 16 rows (but the last) and each is handed to it when complete. With `a_rows`, Au's rows
-// are read in place (QGemmARows) and `fill` only writes the row sums (its au argument null).
+// are read in place (QGemmARows) and `fill` only writes the row sums (its au argument null). With
+// `requant`, the tiles write output bytes (QGemmRequant) and Y is not written (it may be null).
 void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t alpha, const QGemmPackedB& B,
                      const int32_t* zb, int32_t* Y, int64_t ldy, ep::ThreadPool* pool, void* workspace,
-                     const QGemmRowsDone* done = nullptr, const QGemmARows* a_rows = nullptr);
+                     const QGemmRowsDone* done = nullptr, const QGemmARows* a_rows = nullptr,
+                     const QGemmRequant* requant = nullptr);
 
 // Y (M x N int32, ldy apart) for M rows of A (8-bit, signed or not, lda bytes apart) with per-row zero
 // points za (M values) and per-column ones zb (N values). `workspace`: qgemm_workspace_bytes.
