@@ -49,6 +49,9 @@ TEST(QLinearChannelsLast, ConvMatchesTheNchwConvOnTransposedData) {
       {{2, 64, 7, 7}, {24, 64, 1, 1}, {1, 1}, {0, 0, 0, 0}, 1},   // 1x1: rows read in place
       {{1, 12, 10, 8}, {16, 6, 3, 2}, {2, 1}, {0, 1, 1, 0}, 2},  // groups of 8 outputs
       {{1, 3, 13, 13}, {16, 3, 5, 5}, {2, 2}, {2, 2, 2, 2}, 1},  // a stem: 3 channels
+      // Stems over the space-to-depth image: 7x7 stride 2 with uneven pads, stride 3 over 4 channels.
+      {{2, 3, 21, 18}, {40, 3, 7, 7}, {2, 2}, {3, 2, 3, 3}, 1},
+      {{1, 4, 14, 13}, {8, 4, 3, 3}, {3, 3}, {1, 0, 2, 1}, 1},
       // Stride 1 (the implicit GEMM over a padded copy): one row of taps, pads on one side only; one
       // column of taps, 4 channels.
       {{1, 8, 6, 10}, {16, 8, 1, 3}, {1, 1}, {0, 2, 0, 1}, 1},

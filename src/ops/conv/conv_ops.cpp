@@ -604,6 +604,48 @@ struct IntQGemmWeights {
     this->zb = std::move(zb);
     shape = W->shape();
   }
+
+  // The weights of a 2-D, one-group conv of stride s in both axes (s >= 2) with symmetric weights,
+  // rewritten as a stride-1 conv over x's s x s space-to-depth image (each of its pixels the s x s
+  // block of padded x's pixels, C' = s * s * C channels, c' = (sy * s + sx) * C + c): tap (T1, T2) of
+  // the rewritten kernel, ceil(k / s) taps an axis, at sub-position (sy, sx) is the original tap
+  // (T1 * s + sy, T2 * s + sx), and past the original kernel a zero weight (the zero point's byte). The
+  // conv then runs as an implicit GEMM (no patch gathered), at the price of the zero taps' products: a
+  // stem of few channels (7x7 stride 2 over 3 channels: 192 products a row for 147), whose patch rows
+  // are short and costly to gather.
+  ops::QGemmPackedB s2d;
+  int64_t s2d_stride = 0, s2d_k1 = 0, s2d_k2 = 0;
+  void init_space_to_depth(const ep::KernelInfo& info, size_t w_idx, int64_t group, const WindowAttrs& attrs) {
+    const Tensor* W = info.const_input(w_idx);
+    if (!ready() || needs_row_sums || group != 1 || !W || W->rank() != 4 || attrs.strides.size() != 2) return;
+    const int64_t st = attrs.strides[0];
+    if (st < 2 || attrs.strides[1] != st) return;
+    for (int64_t d : attrs.dilations)
+      if (d != 1) return;
+    const int64_t M = W->dim(0), C = W->dim(1), k1 = W->dim(2), k2 = W->dim(3);
+    const int64_t t1 = (k1 + st - 1) / st, t2 = (k2 + st - 1) / st, Cs = st * st * C;
+    const int64_t K = C * k1 * k2, Ks = t1 * t2 * Cs;
+    // Packed where space_to_depth_rows' estimate (the zero taps' products against gathering a patch row)
+    // can favour it; a wider image only adds to the products.
+    if (K <= 0 || t2 * Cs % 4 != 0 ||
+        static_cast<double>(Ks - K) * static_cast<double>(M) / 128.0 >= 64.0 + static_cast<double>(K) / 16.0)
+      return;
+    const uint8_t* w = static_cast<const uint8_t*>(W->raw_data());
+    std::vector<uint8_t> b(static_cast<size_t>(Ks * M));
+    for (int64_t o = 0; o < M; ++o)
+      for (int64_t a = 0; a < t1; ++a)
+        for (int64_t e = 0; e < t2; ++e)
+          for (int64_t sy = 0; sy < st; ++sy)
+            for (int64_t sx = 0; sx < st; ++sx)
+              for (int64_t c = 0; c < C; ++c) {
+                const int64_t i = a * st + sy, j = e * st + sx;
+                const int64_t k = ((a * t2 + e) * st * st + sy * st + sx) * C + c;
+                b[static_cast<size_t>(k * M + o)] = i < k1 && j < k2 ? w[((o * C + c) * k1 + i) * k2 + j]
+                                                                     : static_cast<uint8_t>(zb[static_cast<size_t>(o)]);
+              }
+    s2d = ops::qgemm_pack_b(b.data(), W->dtype() == DataType::kInt8, Ks, M);
+    s2d_stride = st, s2d_k1 = t1, s2d_k2 = t2;
+  }
 };
 
 // Constant 8-bit depthwise weights (group = C = M, one input channel per group, 2-D) for the
@@ -721,6 +763,8 @@ struct IntegerConvVariant final : ep::KernelVariant {
   // k - 1 of each output row computed and dropped); 0: patches gathered.
   size_t q_xpad = 0;
   int64_t q_rows = 0;
+  // ... over the space-to-depth image of a strided conv (IntQGemmWeights::s2d; q_xpad holds that image).
+  bool q_s2d = false;
   // The channels-last depthwise path (IntDepthwiseWeights): per output pixel, int32 sums of the taps
   // inside X, kDwPixels pixels at a time in a block of dw_acc owned by their output row.
   bool dw = false;
@@ -753,6 +797,7 @@ struct IntegerConv {
     // (8 bytes a weight: not both).
     cfg = conv_config(info);
     q.init(info, w_idx, wzp_idx, group);
+    q.init_space_to_depth(info, w_idx, group, attrs);
     isa = info.isa();
     // Channels-last depthwise convs take their own path (the GEMM's needs 8 outputs a group).
     if (!q.ready() && channels_last) dw.init(info, w_idx, wzp_idx, group);
@@ -810,9 +855,14 @@ struct IntegerConv {
     if (q.ready() && q.shape == in.shape(w_idx) && s.N * s.M * s.g.out_size() > 0) {
       const int64_t P = s.g.out_size(), Mg = s.M / group;
       v->q_rows = implicit_gemm_rows(s);
+      if (v->q_rows == 0) {
+        v->q_rows = space_to_depth_rows(s);
+        v->q_s2d = v->q_rows > 0;
+      }
       const int64_t rows = v->q_rows > 0 ? v->q_rows : P;
       size_t ws = 0;
       for (const ops::QGemmPackedB& b : q.groups) ws = std::max(ws, ops::qgemm_workspace_bytes(b, rows, v->q_rows > 0));
+      if (v->q_s2d) ws = std::max(ws, ops::qgemm_workspace_bytes(q.s2d, rows, true));
       // The channels-last copy of x: none for channels-last x that run_qgemm reads in place (uint8, or
       // copied straight into the padded image).
       const bool x_in_place = channels_last && (in.dtype(0) == DataType::kUInt8 || v->q_rows > 0);
@@ -820,7 +870,11 @@ struct IntegerConv {
       v->q_psum = v->scratch.add<int32_t>(q.needs_row_sums ? s.g.in_size() * group : 0);
       v->q_ws = v->scratch.add<unsigned char>(static_cast<int64_t>(ws));
       v->q_y = v->scratch.add<int32_t>(rows * Mg);
-      if (v->q_rows > 0) {
+      if (v->q_s2d) {
+        const Geom3& g3 = s.g;
+        const int64_t st = q.s2d_stride;
+        v->q_xpad = v->scratch.add<uint8_t>((g3.out[1] - 1 + q.s2d_k1) * (g3.out[2] - 1 + q.s2d_k2) * st * st * s.C);
+      } else if (v->q_rows > 0) {
         const Geom3& g3 = s.g;
         v->q_xpad = v->scratch.add<uint8_t>((g3.in[1] + g3.pb[1] + g3.pe[1]) * (g3.in[2] + g3.pb[2] + g3.pe[2]) * s.C);
       }
@@ -867,6 +921,22 @@ struct IntegerConv {
     const double waste = static_cast<double>(g3.k[2] - 1) / static_cast<double>(Wp) * static_cast<double>(K * s.M) / 128.0;
     if (waste >= 64.0 + static_cast<double>(K) / 16.0) return 0;
     return (g3.out[1] - 1) * Wp + g3.out[2];
+  }
+
+  // The GEMM rows of the space-to-depth implicit path (IntQGemmWeights::s2d) for this conv, or 0 where
+  // patches are gathered instead: with the image's width Ws = out2 - 1 + ceil(k2 / s), output pixel (o1,
+  // o2) is GEMM row o1 * Ws + o2. Taken where the zero taps' products and the dropped rows cost less than
+  // gathering, by implicit_gemm_rows' estimate.
+  int64_t space_to_depth_rows(const ConvShape& s) const {
+    const Geom3& g3 = s.g;
+    if (q.s2d.empty() || q.s2d.K <= 0 || g3.in[0] != 1 || g3.k[0] != 1 || g3.s[1] != q.s2d_stride ||
+        g3.s[2] != q.s2d_stride || g3.d[1] != 1 || g3.d[2] != 1)
+      return 0;
+    const int64_t Ws = g3.out[2] - 1 + q.s2d_k2, K = g3.kvol() * s.C, Ks = q.s2d.K;
+    const double extra = (static_cast<double>(Ks - K) + static_cast<double>(q.s2d_k2 - 1) / static_cast<double>(Ws) *
+                                                            static_cast<double>(Ks)) * static_cast<double>(s.M) / 128.0;
+    if (extra >= 64.0 + static_cast<double>(K) / 16.0) return 0;
+    return (g3.out[1] - 1) * Ws + g3.out[2];
   }
 
   // The exact sums through the integer GEMM: per image x goes channels-last (as unsigned bytes: int8
@@ -1045,9 +1115,47 @@ struct IntegerConv {
                     const TileRequant* tile_requant) const {
     const Geom3& g3 = v.s.g;
     const int64_t C = v.s.C, Mg = v.s.M, H = g3.in[1], W = g3.in[2];
-    const int64_t Hp = H + g3.pb[1] + g3.pe[1], Wp = W + g3.pb[2] + g3.pe[2], out2 = g3.out[2];
+    int64_t Hp = H + g3.pb[1] + g3.pe[1], Wp = W + g3.pb[2] + g3.pe[2], out2 = g3.out[2];
     uint8_t* xpad = scratch.at<uint8_t>(v.q_xpad);
     int32_t* yq = scratch.at<int32_t>(v.q_y);
+    // The image's pixels: C bytes, or s * s * C for the space-to-depth image; taps per row of the kernel.
+    int64_t Cs = C, taps1 = g3.k[1];
+    if (v.q_s2d) {
+      // Pixel (Y, X) of the space-to-depth image holds padded x's pixels (Y * s + sy, X * s + sx) at
+      // channels (sy * s + sx) * C; padded x's pixel (i, j) is x's (i - pb1, j - pb2), or pad bytes.
+      const int64_t st = q.s2d_stride;
+      Hp = g3.out[1] - 1 + q.s2d_k1, Wp = out2 - 1 + q.s2d_k2, Cs = st * st * C, taps1 = q.s2d_k1;
+      ctx.pool().parallel_for(Hp, 1, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t sy = 0; sy < st; ++sy) {
+            // Pixel X's part for this sy: padded pixels X * s .. X * s + s - 1 of row r * s + sy, s * C
+            // contiguous bytes of x where they all lie inside it (one copy), else pixel by pixel.
+            const int64_t i1 = r * st + sy - g3.pb[1], run = st * C;
+            uint8_t* row = xpad + r * Wp * Cs + sy * run;
+            if (i1 < 0 || i1 >= H) {
+              for (int64_t X = 0; X < Wp; ++X) std::memset(row + X * Cs, pad, static_cast<size_t>(run));
+              continue;
+            }
+            const uint8_t* src = xt + i1 * W * C;
+            for (int64_t X = 0; X < Wp; ++X) {
+              uint8_t* d = row + X * Cs;
+              const int64_t i2 = X * st - g3.pb[2];
+              if (i2 >= 0 && i2 + st <= W && !flip) {
+                if (run == 6) {  // 3 channels, stride 2 (a stem): two fixed-size copies
+                  std::memcpy(d, src + i2 * C, 4);
+                  std::memcpy(d + 4, src + i2 * C + 4, 2);
+                } else {
+                  std::memcpy(d, src + i2 * C, static_cast<size_t>(run));
+                }
+                continue;
+              }
+              for (int64_t sx = 0; sx < st; ++sx)
+                for (int64_t c = 0; c < C; ++c)
+                  d[sx * C + c] = i2 + sx < 0 || i2 + sx >= W ? pad : static_cast<uint8_t>(src[(i2 + sx) * C + c] ^ flip);
+            }
+          }
+      });
+    } else
     ctx.pool().parallel_for(Hp, std::max<int64_t>(1, 16384 / (Wp * C)), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         uint8_t* dst = xpad + r * Wp * C;
@@ -1064,8 +1172,8 @@ struct IntegerConv {
         std::memset(row + W * C, pad, static_cast<size_t>(g3.pe[2] * C));
       }
     });
-    const ops::QGemmPackedB& B = q.groups.front();
-    const ops::QGemmARows rows{xpad, C, g3.k[1], Wp * C};
+    const ops::QGemmPackedB& B = v.q_s2d ? q.s2d : q.groups.front();
+    const ops::QGemmARows rows{xpad, Cs, taps1, Wp * Cs};
     auto no_sums = [&](int64_t m0, int64_t m1, uint8_t*, int32_t* sa) {
       std::memset(sa, 0, static_cast<size_t>(m1 - m0) * sizeof(int32_t));
     };
