@@ -105,25 +105,27 @@ NXRT_QGEMM_AVX512 __attribute__((always_inline)) inline void dpbusd512(__m512i& 
   __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
 }
 
-// The requantizing epilogue's constants for one panel (QGemmRequant): the float products are clamped
-// one step past the output range (lo - zp - 1, hi - zp + 1: a clamped value still saturates the same
-// way, and every unclamped one is below 2^9 in magnitude, where 3 float roundings move it by < 2^-14).
+// The requantizing epilogue's constants for one panel (QGemmRequant). y_zero_point is added in float
+// (w = x * scale + zp, one rounding), so w - zp is the product the guard reasons about: rne(w) - zp =
+// rne(w - zp) for an integer zp. No clamp to the output range is needed for the guard: a product beyond
+// ~2^9 saturates whichever way it rounds; only the conversion to int32 is kept from overflowing (min
+// with 2^30; a very negative w converts to INT32_MIN, which saturates to lo too).
 struct RequantVec {
-  __m512 scale, lo, hi;
-  __m512i colterm, beta, zp;
+  __m512 scale, zp;
+  __m512i colterm, beta;
   __mmask16 keep;
+  bool out_signed, beta_zero;
 };
 NXRT_QGEMM_AVX512 __attribute__((always_inline)) inline RequantVec requant_vec(const TileArgs& t) {
   const QGemmRequant& rq = *t.rq;
   RequantVec k;
   k.keep = t.ncols >= 16 ? __mmask16(0xffff) : __mmask16((1u << t.ncols) - 1);
   k.scale = _mm512_maskz_loadu_ps(k.keep, rq.scale + t.col0);
-  const float lo = rq.out_signed ? -128.0f : 0.0f, hi = rq.out_signed ? 127.0f : 255.0f;
-  k.lo = _mm512_set1_ps(lo - static_cast<float>(rq.zero_point) - 1.0f);
-  k.hi = _mm512_set1_ps(hi - static_cast<float>(rq.zero_point) + 1.0f);
+  k.zp = _mm512_set1_ps(static_cast<float>(rq.zero_point));
   k.colterm = _mm512_loadu_si512(t.colterm);
   k.beta = _mm512_loadu_si512(t.beta);
-  k.zp = _mm512_set1_epi32(rq.zero_point);
+  k.out_signed = rq.out_signed;
+  k.beta_zero = t.beta_zero;
   return k;
 }
 
@@ -140,14 +142,13 @@ NXRT_QGEMM_AVX512 __attribute__((always_inline)) inline void requant_row_avx512(
   if (!dst) return;
   dst += t.col0;
   __m512i x = _mm512_add_epi32(d, k.colterm);
-  if (!t.beta_zero) x = _mm512_add_epi32(x, _mm512_mullo_epi32(_mm512_set1_epi32(t.rows[r].c1), k.beta));
-  const __m512 v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(x), k.scale), k.lo), k.hi);
-  const __m512i q = _mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  // |v - q| is exact (both within 2^9, half a step apart at most).
+  if (!k.beta_zero) x = _mm512_add_epi32(x, _mm512_mullo_epi32(_mm512_set1_epi32(t.rows[r].c1), k.beta));
+  const __m512 w = _mm512_min_ps(_mm512_fmadd_ps(_mm512_cvtepi32_ps(x), k.scale, k.zp), _mm512_set1_ps(0x1p30f));
+  const __m512i q = _mm512_cvt_roundps_epi32(w, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // |w - q| is exact wherever it matters (|w| < 2^10, q within half a step).
   const __mmask16 near_half = _mm512_mask_cmp_ps_mask(
-      k.keep, _mm512_abs_ps(_mm512_sub_ps(v, _mm512_cvtepi32_ps(q))), _mm512_set1_ps(0.5f - 0x1p-12f), _CMP_GT_OQ);
-  const __m512i y = _mm512_add_epi32(q, k.zp);
-  const __m128i b = t.rq->out_signed ? _mm512_cvtsepi32_epi8(y) : _mm512_cvtusepi32_epi8(_mm512_max_epi32(y, _mm512_setzero_si512()));
+      k.keep, _mm512_abs_ps(_mm512_sub_ps(w, _mm512_cvtepi32_ps(q))), _mm512_set1_ps(0.5f - 0x1p-12f), _CMP_GT_OQ);
+  const __m128i b = k.out_signed ? _mm512_cvtsepi32_epi8(q) : _mm512_cvtusepi32_epi8(_mm512_max_epi32(q, _mm512_setzero_si512()));
   _mm_mask_storeu_epi8(dst, k.keep, b);
   if (near_half) {
     alignas(64) int32_t xs[16];

@@ -78,9 +78,10 @@ struct QGemmARows {
 // byte y[m, n] = min(hi, max(lo, round_half_even((S[m, n] + bias[n]) * scale_d[n]) + zero_point)) of the
 // exact sum S, as the conv's reference requantization computes it, written straight to row m's bytes, so
 // no int32 Y is stored and read back. In float with a guard: S + bias in int32 (the caller guarantees it
-// cannot wrap: qgemm_requant_exact), times scale[n] = float(scale_d[n]), clamped one step past the
-// output range; a float product within 3 float roundings of the double one rounds the same way unless
-// it lies within 2^-12 of a half-integer, and such lanes (and only they) are redone in double.
+// cannot wrap: qgemm_requant_exact), times scale[n] = float(scale_d[n]) plus zero_point (one fused
+// rounding); a float product within 3 float roundings of the double one rounds the same way unless it
+// lies within 2^-12 of a half-integer, and such lanes (and only they) are redone in double; products
+// too large for that bound saturate either way.
 struct QGemmRequant {
   const int32_t* bias = nullptr;    // N values
   const float* scale = nullptr;     // N values: float(scale_d[n]), each 0 or of magnitude in [2^-100, 2^100]
