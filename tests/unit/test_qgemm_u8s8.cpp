@@ -155,7 +155,8 @@ TEST(QGemmU8S8, EveryKernelReadsSegmentedRowsInPlace) {
 }
 
 // Every kernel with the requantization in the tiles (QGemmRequant) against the reference formula on the
-// exact sums in double: min(hi, max(lo, nearbyint((S + bias) * scale) + zp)), uint8 and int8 outputs,
+// exact sums in double: min(hi, max(lo, nearbyint((S + bias) * scale) + zp)), uint8 and int8 outputs
+// (products beyond the int32 range both ways included),
 // symmetric int8 weights (no beta term) and asymmetric ones, rows written in order or through an
 // implicit GEMM's row mapping (dropped rows left untouched), rows filled or read in place. Scales: random
 // ones, exact halves (ties to even), and for some columns one chosen so that row 0's product lies 2^-30
@@ -194,7 +195,8 @@ TEST(QGemmU8S8, EveryKernelRequantizesInTilesAsTheReference) {
         for (int64_t n = 0; n < N; ++n) {
           bias[static_cast<size_t>(n)] = bd(rng);
           const int64_t x0 = exact(0, n) + bias[static_cast<size_t>(n)];
-          if (n % 3 == 1) scale_d[static_cast<size_t>(n)] = 0.5;  // exact halves: ties
+          if (n % 7 == 6) scale_d[static_cast<size_t>(n)] = 3e5;  // products past int32 both ways: saturated
+          else if (n % 3 == 1) scale_d[static_cast<size_t>(n)] = 0.5;  // exact halves: ties
           else if (n % 3 == 2 && x0 != 0) {
             // Row 0 lands 2^-30 above the half-integer h + 0.5 (|h| small).
             const double h = static_cast<double>(rng() % 200) - 100.0;
