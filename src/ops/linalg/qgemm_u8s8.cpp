@@ -575,10 +575,13 @@ void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t 
       colterm[n] = static_cast<int32_t>(b - static_cast<uint32_t>(alpha) * static_cast<uint32_t>(B.col_sums[static_cast<size_t>(n)]));
       beta_zero = beta_zero && beta[n] == 0;
     }
-  // Blocks of up to kRowBlock rows, at least ~4 per thread when M allows (multiples of the 4-row tile).
+  // Blocks of up to kRowBlock rows, at least ~4 per thread when M allows (multiples of the tile height).
   const int threads = pool ? pool->num_threads() : 1;
   int64_t block = (M + 4 * threads - 1) / (4 * threads);
-  block = std::max<int64_t>(4, std::min<int64_t>(kRowBlock, (block + 3) / 4 * 4));
+  // Whole 8-row tiles for the AVX-512 kernel, so only the last block has a short tile (196 rows as
+  // blocks of 52 gave each block a 4-row tail, which runs at about half the 8-row tile's rate).
+  const int64_t tile_rows = kernel == QGemmKernel::kAvx512Vnni ? kPairRows : 4;
+  block = std::max<int64_t>(tile_rows, std::min<int64_t>(kRowBlock, (block + tile_rows - 1) / tile_rows * tile_rows));
   if (done) block = (block + 15) / 16 * 16;  // kRowBlock is a multiple of 16
   int64_t blocks = (M + block - 1) / block;
   // Rows [m0, m1) filled and their terms set.
