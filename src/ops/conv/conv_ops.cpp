@@ -1452,11 +1452,11 @@ class QLinearConvKernel final : public ep::Kernel {
     const double lo = u8 ? 0.0 : -128.0, hi = u8 ? 255.0 : 127.0;
     const int64_t plane = s.g.out_size();
     uint8_t* out = static_cast<uint8_t*>(Y->raw_data());
-    // Channels-last Y on the AVX-512 GEMM tile: the tiles requantize in registers (ops::QGemmRequant: the
-    // same bytes, no int32 sums stored and read back) where the bias is int32 and S + bias cannot wrap.
+    // Channels-last Y on the GEMM path: the tiles requantize in registers (ops::QGemmRequant: the same
+    // bytes, no int32 sums stored and read back) where the bias is int32 and S + bias cannot wrap.
     IntegerConv::TileRequant tile_requant;
     bool requant_in_tiles = false;
-    if (conv_.channels_last && v->qgemm && conv_.q.kernel == ops::QGemmKernel::kAvx512Vnni &&
+    if (conv_.channels_last && v->qgemm && conv_.q.kernel != ops::QGemmKernel::kNone &&
         (!ctx.has_input(8) || ctx.input(8).dtype() == DataType::kInt32)) {
       float* scale_f = reinterpret_cast<float*>(bias + s.M);
       int32_t* bias_i = reinterpret_cast<int32_t*>(scale_f + s.M);

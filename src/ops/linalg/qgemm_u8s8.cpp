@@ -51,6 +51,7 @@ struct TileArgs {
   uint8_t* const* out = nullptr;
   int64_t col0 = 0;
   const int32_t* colterm = nullptr;
+  const float* scale16 = nullptr;  // the panel's 16 scales (zero past N)
   bool beta_zero = false;  // every beta of the panel 0 (symmetric int8 weights): no c1 * beta term
 };
 
@@ -120,7 +121,7 @@ NXRT_QGEMM_AVX512 __attribute__((always_inline)) inline RequantVec requant_vec(c
   const QGemmRequant& rq = *t.rq;
   RequantVec k;
   k.keep = t.ncols >= 16 ? __mmask16(0xffff) : __mmask16((1u << t.ncols) - 1);
-  k.scale = _mm512_maskz_loadu_ps(k.keep, rq.scale + t.col0);
+  k.scale = _mm512_loadu_ps(t.scale16);
   k.zp = _mm512_set1_ps(static_cast<float>(rq.zero_point));
   k.colterm = _mm512_loadu_si512(t.colterm);
   k.beta = _mm512_loadu_si512(t.beta);
@@ -270,6 +271,57 @@ NXRT_QGEMM_AVX2 inline __m256i fold8(__m256i d, const RowTerms& t, const int32_t
                           _mm256_mullo_epi32(_mm256_set1_epi32(t.alpha), s));
 }
 
+// 8 of a row's requantized values (QGemmRequant, as requant_row_avx512 computes them) from its exact dot
+// products d (columns c0 .. c0 + 7 of the panel): w = x * scale + zp in float, rounded to nearest even;
+// `near_half` gets a bit per lane whose w lay within 2^-12 of a half-integer (lane i at bit c0 + i).
+NXRT_QGEMM_AVX2 __attribute__((always_inline)) inline __m256i requant8_avx2(__m256i d, const TileArgs& t, int r, int c0,
+                                                                          __m256i* x_out, unsigned* near_half) {
+  __m256i x = _mm256_add_epi32(d, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.colterm + c0)));
+  if (!t.beta_zero)
+    x = _mm256_add_epi32(x, _mm256_mullo_epi32(_mm256_set1_epi32(t.rows[r].c1),
+                                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.beta + c0))));
+  *x_out = x;
+  const __m256 scale = _mm256_loadu_ps(t.scale16 + c0);
+  const __m256 w = _mm256_min_ps(_mm256_fmadd_ps(_mm256_cvtepi32_ps(x), scale, _mm256_set1_ps(static_cast<float>(t.rq->zero_point))),
+                                 _mm256_set1_ps(0x1p30f));
+  const __m256 rw = _mm256_round_ps(w, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 dist = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(w, rw));
+  *near_half |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(dist, _mm256_set1_ps(0.5f - 0x1p-12f), _CMP_GT_OQ))) << c0;
+  return _mm256_cvttps_epi32(rw);  // rw is an integer (or past int32: INT32_MIN, which saturates)
+}
+
+// Row r of a tile (16 exact dot products as two halves) as int32 Y or, with t.rq, as output bytes.
+NXRT_QGEMM_AVX2 __attribute__((always_inline)) inline void finish_row_avx2(__m256i lo, __m256i hi, const TileArgs& t, int r) {
+  if (!t.rq) {
+    store16(t.y + r * t.ldy, fold8(lo, t.rows[r], t.beta, t.sb), fold8(hi, t.rows[r], t.beta + 8, t.sb + 8), t.ncols);
+    return;
+  }
+  uint8_t* dst = t.out[r];
+  if (!dst) return;
+  dst += t.col0;
+  __m256i x[2];
+  unsigned near_half = 0;
+  const __m256i q0 = requant8_avx2(lo, t, r, 0, &x[0], &near_half), q1 = requant8_avx2(hi, t, r, 8, &x[1], &near_half);
+  // int32 -> int16 -> bytes with saturation (packs work per 128-bit lane: the 64-bit quarters reordered).
+  const __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xD8);
+  const __m128i a = _mm256_castsi256_si128(w16), b = _mm256_extracti128_si256(w16, 1);
+  const __m128i bytes = t.rq->out_signed ? _mm_packs_epi16(a, b) : _mm_packus_epi16(a, b);
+  if (t.ncols >= 16) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), bytes);
+  } else {
+    alignas(16) uint8_t tmp[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(tmp), bytes);
+    std::memcpy(dst, tmp, static_cast<size_t>(t.ncols));
+  }
+  near_half &= t.ncols >= 16 ? 0xffffu : (1u << t.ncols) - 1;
+  if (near_half) {
+    alignas(32) int32_t xs[16];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(xs), x[0]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(xs + 8), x[1]);
+    requant_lanes_exact(xs, near_half, t, dst);
+  }
+}
+
 template <int MR>
 NXRT_QGEMM_AVX2 void tile_avxvnni(const TileArgs& a, int rows) {
   __m256i acc[MR][2];
@@ -287,9 +339,7 @@ NXRT_QGEMM_AVX2 void tile_avxvnni(const TileArgs& a, int rows) {
       }
     }
   }
-  for (int r = 0; r < MR && r < rows; ++r)
-    store16(a.y + r * a.ldy, fold8(acc[r][0], a.rows[r], a.beta, a.sb), fold8(acc[r][1], a.rows[r], a.beta + 8, a.sb + 8),
-            a.ncols);
+  for (int r = 0; r < MR && r < rows; ++r) finish_row_avx2(acc[r][0], acc[r][1], a, r);
 }
 
 // Plain AVX2: each record's four 16-byte column groups widened to int16 (shared by the rows), the
@@ -317,9 +367,7 @@ NXRT_QGEMM_AVX2 void tile4_avxvnni(const TileArgs& a) {
     }
   }
   const __m256i acc[4][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
-  for (int r = 0; r < 4; ++r)
-    store16(a.y + r * a.ldy, fold8(acc[r][0], a.rows[r], a.beta, a.sb), fold8(acc[r][1], a.rows[r], a.beta + 8, a.sb + 8),
-            a.ncols);
+  for (int r = 0; r < 4; ++r) finish_row_avx2(acc[r][0], acc[r][1], a, r);
 }
 
 template <int MR>
@@ -348,7 +396,7 @@ NXRT_QGEMM_AVX2 void tile_avx2(const TileArgs& a, int rows) {
   for (int r = 0; r < MR && r < rows; ++r) {
     const __m256i lo = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(acc[r][0], acc[r][1]), order);
     const __m256i hi = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(acc[r][2], acc[r][3]), order);
-    store16(a.y + r * a.ldy, fold8(lo, a.rows[r], a.beta, a.sb), fold8(hi, a.rows[r], a.beta + 8, a.sb + 8), a.ncols);
+    finish_row_avx2(lo, hi, a, r);
   }
 }
 
@@ -390,12 +438,13 @@ void run_tile(QGemmKernel kernel, const TileArgs& a, int rows) {
 // Rows [m0, m1) of Au (row m at au + m * kp, its quads in `segs` runs seg_stride apart) against panels
 // [p0, p1).
 // With `rq` (QGemmRequant) the rows become output bytes instead of Y's int32 values: the AVX-512 tiles
-// requantize in registers (colterm: bias - alpha * SB per packed column, beta_zero: every beta 0); the
-// other kernels' tiles write a small int32 tile first, each value then requantized in double.
+// requantize in registers (colterm: bias - alpha * SB per packed column, scale16: the float scales
+// padded to whole panels, beta_zero: every beta 0); the portable tile writes a small int32 tile first,
+// each value then requantized in double.
 void run_block(QGemmKernel kernel, const uint8_t* au, int64_t kp, const RowTerms* terms, const QGemmPackedB& B,
                const int32_t* beta, int64_t m0, int64_t m1, int64_t p0, int64_t p1, int32_t* Y, int64_t ldy,
                int64_t segs = 1, int64_t seg_stride = 0, const QGemmRequant* rq = nullptr,
-               const int32_t* colterm = nullptr, bool beta_zero = false) {
+               const int32_t* colterm = nullptr, const float* scale16 = nullptr, bool beta_zero = false) {
   uint8_t* out[kPairRows] = {};
   int32_t staged[4][kCols];  // the portable and AVX2-tier tiles' int32 rows when requantizing
   auto panel_args = [&](int64_t p) {
@@ -415,6 +464,7 @@ void run_block(QGemmKernel kernel, const uint8_t* au, int64_t kp, const RowTerms
       a.out = out;
       a.col0 = p * kCols;
       a.colterm = colterm + p * kCols;
+      a.scale16 = scale16 + p * kCols;
       a.beta_zero = beta_zero;
     }
     return a;
@@ -448,8 +498,8 @@ void run_block(QGemmKernel kernel, const uint8_t* au, int64_t kp, const RowTerms
     }
 #endif
     const int mr = kernel == QGemmKernel::kAvx2 ? 2 : 4;
-    // The tiles other than AVX-512's write int32 rows: into `staged` when requantizing.
-    const bool stage = rq && kernel != QGemmKernel::kAvx512Vnni;
+    // The portable tile writes int32 rows: into `staged` when requantizing.
+    const bool stage = rq && kernel == QGemmKernel::kNone;
     for (int64_t m = m0; m < m1; m += mr) {
       const int rows = static_cast<int>(std::min<int64_t>(mr, m1 - m));
       a.au = au + m * kp;
@@ -530,9 +580,9 @@ QGemmPackedB qgemm_pack_b(const void* Bv, bool b_signed, int64_t K, int64_t N) {
 size_t qgemm_workspace_bytes(const QGemmPackedB& B, int64_t M, bool rows_in_place) {
   const size_t rows = rows_in_place ? 0 : static_cast<size_t>(M * B.quads * 4);
   // beta, then qgemm_u8s8_rows' row sums, its per-block counts of finished panel groups (blocks of at
-  // least 4 rows) and the requantizing tiles' bias - alpha * SB per packed column.
+  // least 4 rows) and the requantizing tiles' bias - alpha * SB and float scale per packed column.
   return (rows + 63) / 64 * 64 + static_cast<size_t>(M) * sizeof(RowTerms) +
-         static_cast<size_t>(2 * B.panels * kCols + M + M / 4 + 1) * sizeof(int32_t);
+         static_cast<size_t>(3 * B.panels * kCols + M + M / 4 + 1) * sizeof(int32_t);
 }
 
 namespace {
@@ -568,11 +618,13 @@ void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t 
   fill_beta(B, zb, beta);
   // The requantizing tiles' per-column terms: bias - alpha * SB (mod 2^32, as the fold's).
   int32_t* colterm = row_sums + M + M / 4 + 1;
+  float* scale16 = reinterpret_cast<float*>(colterm + B.panels * kCols);
   bool beta_zero = true;
   if (requant)
     for (int64_t n = 0; n < B.panels * kCols; ++n) {
       const uint32_t b = n < B.N ? static_cast<uint32_t>(requant->bias[n]) : 0u;
       colterm[n] = static_cast<int32_t>(b - static_cast<uint32_t>(alpha) * static_cast<uint32_t>(B.col_sums[static_cast<size_t>(n)]));
+      scale16[n] = n < B.N ? requant->scale[n] : 0.0f;
       beta_zero = beta_zero && beta[n] == 0;
     }
   // Blocks of up to kRowBlock rows, at least ~4 per thread when M allows (multiples of the tile height).
@@ -597,8 +649,8 @@ void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t 
     const int64_t m0 = b * block, m1 = std::min(M, m0 + block);
     if (a_rows)
       run_block(kernel, a_rows->base, a_rows->row_stride, terms, B, beta, m0, m1, p0, p1, Y, ldy, a_rows->segments,
-                a_rows->segment_stride, requant, colterm, beta_zero);
-    else run_block(kernel, au, kp, terms, B, beta, m0, m1, p0, p1, Y, ldy, 1, 0, requant, colterm, beta_zero);
+                a_rows->segment_stride, requant, colterm, scale16, beta_zero);
+    else run_block(kernel, au, kp, terms, B, beta, m0, m1, p0, p1, Y, ldy, 1, 0, requant, colterm, scale16, beta_zero);
   };
   // Few blocks for the threads (a conv's 7x7 plane is 49 rows: 4 blocks of 16 for 2 threads, one
   // thread doing 32 rows to the other's 17): the blocks' panels split into groups as well, each block

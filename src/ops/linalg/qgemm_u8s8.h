@@ -106,7 +106,8 @@ void qgemm_requant_scales(const double* scale_d, int64_t n, float* scale);
 // for every row. Threads take blocks of rows, each against every panel. With `done`, blocks are whole
 // multiples of 16 rows (but the last) and each is handed to it when complete. With `a_rows`, Au's rows
 // are read in place (QGemmARows) and `fill` only writes the row sums (its au argument null). With
-// `requant`, the tiles write output bytes (QGemmRequant) and Y is not written (it may be null).
+// `requant`, the tiles write output bytes (QGemmRequant) and Y is not written (it may be null): every
+// vector kernel in registers, the portable tile (kNone) through a small int32 tile in double.
 void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t alpha, const QGemmPackedB& B,
                      const int32_t* zb, int32_t* Y, int64_t ldy, ep::ThreadPool* pool, void* workspace,
                      const QGemmRowsDone* done = nullptr, const QGemmARows* a_rows = nullptr,
