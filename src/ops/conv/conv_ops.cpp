@@ -1125,35 +1125,56 @@ struct IntegerConv {
       // channels (sy * s + sx) * C; padded x's pixel (i, j) is x's (i - pb1, j - pb2), or pad bytes.
       const int64_t st = q.s2d_stride;
       Hp = g3.out[1] - 1 + q.s2d_k1, Wp = out2 - 1 + q.s2d_k2, Cs = st * st * C, taps1 = q.s2d_k1;
-      ctx.pool().parallel_for(Hp, 1, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r)
-          for (int64_t sy = 0; sy < st; ++sy) {
-            // Pixel X's part for this sy: padded pixels X * s .. X * s + s - 1 of row r * s + sy, s * C
-            // contiguous bytes of x where they all lie inside it (one copy), else pixel by pixel.
-            const int64_t i1 = r * st + sy - g3.pb[1], run = st * C;
-            uint8_t* row = xpad + r * Wp * Cs + sy * run;
-            if (i1 < 0 || i1 >= H) {
-              for (int64_t X = 0; X < Wp; ++X) std::memset(row + X * Cs, pad, static_cast<size_t>(run));
-              continue;
-            }
-            const uint8_t* src = xt + i1 * W * C;
-            for (int64_t X = 0; X < Wp; ++X) {
-              uint8_t* d = row + X * Cs;
-              const int64_t i2 = X * st - g3.pb[2];
-              if (i2 >= 0 && i2 + st <= W && !flip) {
-                if (run == 6) {  // 3 channels, stride 2 (a stem): two fixed-size copies
-                  std::memcpy(d, src + i2 * C, 4);
-                  std::memcpy(d + 4, src + i2 * C + 4, 2);
-                } else {
-                  std::memcpy(d, src + i2 * C, static_cast<size_t>(run));
-                }
-                continue;
-              }
-              for (int64_t sx = 0; sx < st; ++sx)
-                for (int64_t c = 0; c < C; ++c)
-                  d[sx * C + c] = i2 + sx < 0 || i2 + sx >= W ? pad : static_cast<uint8_t>(src[(i2 + sx) * C + c] ^ flip);
-            }
+      const int64_t run = st * C;  // the bytes of one sy's part of a pixel: s pixels of x
+      // Pixels [X0, X1) of row r, sy's part: padded pixels X * s .. X * s + s - 1 of row r * s + sy, s * C
+      // contiguous bytes of x where they all lie inside it (one copy), else pixel by pixel.
+      auto fill_part = [&](int64_t r, int64_t sy, int64_t X0, int64_t X1) {
+        const int64_t i1 = r * st + sy - g3.pb[1];
+        uint8_t* row = xpad + r * Wp * Cs + sy * run;
+        if (i1 < 0 || i1 >= H) {
+          for (int64_t X = X0; X < X1; ++X) std::memset(row + X * Cs, pad, static_cast<size_t>(run));
+          return;
+        }
+        const uint8_t* src = xt + i1 * W * C;
+        for (int64_t X = X0; X < X1; ++X) {
+          uint8_t* d = row + X * Cs;
+          const int64_t i2 = X * st - g3.pb[2];
+          if (i2 >= 0 && i2 + st <= W && !flip) {
+            std::memcpy(d, src + i2 * C, static_cast<size_t>(run));
+            continue;
           }
+          for (int64_t sx = 0; sx < st; ++sx)
+            for (int64_t c = 0; c < C; ++c)
+              d[sx * C + c] = i2 + sx < 0 || i2 + sx >= W ? pad : static_cast<uint8_t>(src[(i2 + sx) * C + c] ^ flip);
+        }
+      };
+      // A 3-channel stride-2 stem (12-byte pixels, 6 bytes from each of two rows): inside the image, two
+      // overlapping 8-byte copies a pixel, each one's 2 extra bytes overwritten by the next copy (the
+      // last pixel of the run, whose extra bytes would land past it, is left to fill_part).
+      const bool stem3 = st == 2 && C == 3 && !flip && W >= 3;
+      const int64_t x_first = std::min(Wp, (g3.pb[2] + 1) / 2);  // the first X with X * 2 - pb2 >= 0
+      // X * 2 - pb2 + 3 <= W keeps both 8-byte reads inside the row; X < Wp - 1 the writes.
+      const int64_t x_end = std::max(x_first, std::min(Wp - 1, (W - 3 + g3.pb[2]) / 2 + 1));
+      ctx.pool().parallel_for(Hp, 1, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t i1 = r * 2 - g3.pb[1];
+          if (stem3 && i1 >= 0 && i1 + 1 < H && x_end > x_first) {
+            const uint8_t* s0 = xt + i1 * W * C;
+            const uint8_t* s1 = s0 + W * C;
+            uint8_t* row = xpad + r * Wp * Cs;
+            for (int64_t X = x_first; X < x_end; ++X) {
+              const int64_t i2 = X * 2 - g3.pb[2];
+              std::memcpy(row + X * 12, s0 + i2 * 3, 8);
+              std::memcpy(row + X * 12 + 6, s1 + i2 * 3, 8);
+            }
+            for (int64_t sy = 0; sy < 2; ++sy) {
+              fill_part(r, sy, 0, x_first);
+              fill_part(r, sy, x_end, Wp);
+            }
+            continue;
+          }
+          for (int64_t sy = 0; sy < st; ++sy) fill_part(r, sy, 0, Wp);
+        }
       });
     } else
     ctx.pool().parallel_for(Hp, std::max<int64_t>(1, 16384 / (Wp * C)), [&](int64_t r0, int64_t r1) {

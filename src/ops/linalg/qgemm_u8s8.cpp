@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "ep/thread_pool.h"
 #include "ops/common.h"
@@ -40,6 +41,15 @@ struct TileArgs {
   const uint8_t* rows_of(int64_t sg) const { return au + sg * seg_stride; }             // run sg of row 0
   const int8_t* panel_of(int64_t sg) const { return panel + sg * seg_quads * kRecordBytes; }  // its records
   const RowTerms* rows = nullptr;
+  // The same tile from its row r on (the rows' bytes, terms, Y rows and output rows).
+  TileArgs rows_after(int r) const {
+    TileArgs t = *this;
+    t.au += r * kp;
+    t.rows += r;
+    if (t.y) t.y += r * ldy;
+    if (t.out) t.out += r;
+    return t;
+  }
   const int32_t* beta = nullptr;  // the panel's 16 beta values (zero past N)
   const int32_t* sb = nullptr;    // the panel's 16 SB values
   int32_t* y = nullptr;
@@ -62,18 +72,29 @@ uint8_t requant_exact(int32_t x, const QGemmRequant& rq, int64_t n) {
   return static_cast<uint8_t>(static_cast<int32_t>(q));
 }
 
-// The output rows of GEMM rows [m, m + n) (QGemmRequant's row mapping; null where a row is dropped).
-void requant_rows(const QGemmRequant& rq, int64_t m, int n, uint8_t** out) {
-  if (rq.row_period == 0) {
-    for (int i = 0; i < n; ++i) out[i] = rq.y + (m + i) * rq.ldy;
-    return;
+// The output rows of consecutive GEMM rows (QGemmRequant's row mapping; null where a row is dropped),
+// from row m on: one division where it starts, then a step per row.
+class RequantRows {
+ public:
+  RequantRows(const QGemmRequant& rq, int64_t m) : rq_(rq), m_(m) {
+    if (rq.row_period > 0) o1_ = m / rq.row_period, o2_ = m % rq.row_period;
   }
-  int64_t o1 = m / rq.row_period, o2 = m % rq.row_period;
-  for (int i = 0; i < n; ++i) {
-    out[i] = o2 < rq.row_keep ? rq.y + (o1 * rq.row_keep + o2) * rq.ldy : nullptr;
-    if (++o2 == rq.row_period) o2 = 0, ++o1;
+  // The next n rows' output rows into out.
+  void next(int n, uint8_t** out) {
+    for (int i = 0; i < n; ++i) {
+      if (rq_.row_period == 0) {
+        out[i] = rq_.y + m_++ * rq_.ldy;
+        continue;
+      }
+      out[i] = o2_ < rq_.row_keep ? rq_.y + (o1_ * rq_.row_keep + o2_) * rq_.ldy : nullptr;
+      if (++o2_ == rq_.row_period) o2_ = 0, ++o1_;
+    }
   }
-}
+
+ private:
+  const QGemmRequant& rq_;
+  int64_t m_ = 0, o1_ = 0, o2_ = 0;
+};
 
 // The rows' 4 Au bytes of quad q as one 32-bit value.
 inline int32_t quad_of(const uint8_t* row, int64_t q) {
@@ -212,6 +233,27 @@ NXRT_QGEMM_AVX512 void tile2_avx512vnni(const TileArgs& a, const TileArgs& b, in
   }
   finish_rows_avx512(&acc[0][0], 2, std::min(MR, rows), a);
   finish_rows_avx512(&acc[0][1], 2, std::min(MR, rows), b);
+}
+
+// Eight rows by one panel (an odd panel, or N of one panel): 8 named accumulators, so 8 independent
+// vpdpbusd chains (the 4-row tile's 4 waited on each dot product's latency: PP-OCRv4 det's 3x3 stem to
+// 16 channels on a 640x640 image spent ~1.5 ms in it).
+NXRT_QGEMM_AVX512 void tile1x8_avx512vnni(const TileArgs& a) {
+  const int64_t kp = a.kp;
+  __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+  for (int64_t sg = 0; sg < a.segs; ++sg) {
+    const uint8_t* r0 = a.rows_of(sg);
+    const int8_t* pa = a.panel_of(sg);
+    for (int64_t q = 0; q < a.seg_quads; ++q) {
+      const __m512i w = _mm512_loadu_si512(pa + q * kRecordBytes);
+#define NXRT_QGEMM_ROW(R) dpbusd512(c##R, _mm512_set1_epi32(quad_of(r0 + (R) * kp, q)), w);
+      NXRT_QGEMM_ROW(0) NXRT_QGEMM_ROW(1) NXRT_QGEMM_ROW(2) NXRT_QGEMM_ROW(3)
+      NXRT_QGEMM_ROW(4) NXRT_QGEMM_ROW(5) NXRT_QGEMM_ROW(6) NXRT_QGEMM_ROW(7)
+#undef NXRT_QGEMM_ROW
+    }
+  }
+  const __m512i acc[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
+  finish_rows_avx512(acc, 1, 8, a);
 }
 
 // Eight rows by two panels: 16 accumulators, enough independent vpdpbusd chains for both of a Zen 5
@@ -407,7 +449,9 @@ void run_tile(QGemmKernel kernel, const TileArgs& a, int rows) {
 #if defined(__x86_64__) || defined(__i386__)
   switch (kernel) {
     case QGemmKernel::kAvx512Vnni:
-      if (rows == 4) tile_avx512vnni<4>(a, rows); else if (rows == 3) tile_avx512vnni<3>(a, rows);
+      if (rows == 8) tile1x8_avx512vnni(a);
+      else if (rows >= 4) tile_avx512vnni<4>(a, 4), run_tile(kernel, a.rows_after(4), rows - 4);
+      else if (rows == 3) tile_avx512vnni<3>(a, rows);
       else if (rows == 2) tile_avx512vnni<2>(a, rows); else tile_avx512vnni<1>(a, rows);
       return;
     case QGemmKernel::kAvxVnni:
@@ -474,13 +518,16 @@ void run_block(QGemmKernel kernel, const uint8_t* au, int64_t kp, const RowTerms
 #if defined(__x86_64__) || defined(__i386__)
     if (kernel == QGemmKernel::kAvx512Vnni && p + 1 < p1) {  // two panels per pass over the rows
       TileArgs b = panel_args(p + 1);
+      std::optional<RequantRows> cursor;
+      if (rq) cursor.emplace(*rq, m0);
       for (int64_t m = m0; m < m1;) {
         const int64_t left = m1 - m;
         a.au = b.au = au + m * kp;
         a.rows = b.rows = terms + m;
         a.y = Y + m * ldy + p * kCols;
         b.y = a.y + kCols;
-        if (rq) requant_rows(*rq, m, static_cast<int>(std::min<int64_t>(kPairRows, left)), out);
+        // (each branch below takes min(8, left) rows but the 4-row one, which takes 4)
+        if (rq) cursor->next(static_cast<int>(left >= kPairRows ? kPairRows : left >= 4 ? 4 : left), out);
         if (left >= kPairRows) {
           tile2x8_avx512vnni(a, b);
           m += kPairRows;
@@ -497,16 +544,19 @@ void run_block(QGemmKernel kernel, const uint8_t* au, int64_t kp, const RowTerms
       continue;
     }
 #endif
-    const int mr = kernel == QGemmKernel::kAvx2 ? 2 : 4;
+    // One panel: 8 rows a tile on AVX-512 (tile1x8_avx512vnni), else the kernel's tile height.
+    const int mr = kernel == QGemmKernel::kAvx2 ? 2 : kernel == QGemmKernel::kAvx512Vnni ? 8 : 4;
     // The portable tile writes int32 rows: into `staged` when requantizing.
     const bool stage = rq && kernel == QGemmKernel::kNone;
+    std::optional<RequantRows> cursor;
+    if (rq) cursor.emplace(*rq, m0);
     for (int64_t m = m0; m < m1; m += mr) {
       const int rows = static_cast<int>(std::min<int64_t>(mr, m1 - m));
       a.au = au + m * kp;
       a.rows = terms + m;
       a.y = stage ? &staged[0][0] : Y + m * ldy + p * kCols;
       if (stage) a.ldy = kCols;
-      if (rq) requant_rows(*rq, m, rows, out);
+      if (rq) cursor->next(rows, out);
       run_tile(kernel, a, rows);
       if (stage)
         for (int r = 0; r < rows; ++r) {
