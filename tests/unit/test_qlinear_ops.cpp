@@ -34,6 +34,46 @@ Tensor random_q(DataType dt, Dims shape, std::mt19937& rng) {
 template <typename T>
 int32_t at(const Tensor& t, int64_t i) { return static_cast<int32_t>(t.data<T>()[i]); }
 
+// Every pair of uint8 codes through QLinearAdd / QLinearMul at scales whose quotients land on or next to
+// half-integers (C's scale 0.1, 0.3 or 1/3: its float inverse is inexact), at the machine's vector rows,
+// the AVX2 ones and the scalar loop, against the formula's division of separately rounded terms (the
+// vector rows had fused a product into the sum, one rounding fewer: another byte on ~6% of the codes).
+TEST(OpsQLinear, AddAndMulQuotientsNearHalfIntegers) {
+  // 65533 of the 65536 pairs: the rows end in a tail of 13 (8 vector lanes, 5 scalar).
+  const int64_t n = 65533;
+  Tensor a(DataType::kUInt8, {n}), b(DataType::kUInt8, {n});
+  for (int64_t k = 0; k < n; ++k) {
+    a.data<uint8_t>()[k] = static_cast<uint8_t>(k / 256);
+    b.data<uint8_t>()[k] = static_cast<uint8_t>(k % 256);
+  }
+  struct Scales { float sa, sb, sc; };
+  for (const Scales& sc : {Scales{0.05f, 0.05f, 0.1f}, Scales{0.15f, 0.05f, 0.3f}, Scales{0.1f, 0.2f, 1.0f / 3.0f},
+                           Scales{0.01f, 0.03f, 0.1f}})
+    for (bool mul : {false, true})
+      for (const char* isa : {"", "avx2", "scalar"}) {
+        const float sc_c = mul ? sc.sc * 0.02f : sc.sc;
+        KernelRun r{mul ? "QLinearMul" : "QLinearAdd", "com.microsoft", 1, {},
+                    {Value(a), scal(sc.sa), zp<uint8_t>(128, DataType::kUInt8), Value(b), scal(sc.sb),
+                     zp<uint8_t>(100, DataType::kUInt8), scal(sc_c), zp<uint8_t>(128, DataType::kUInt8)}};
+        if (*isa) r.overrides = {{"isa", isa}};
+        auto got = testing::run_kernel(r);
+        ASSERT_TRUE(got.ok()) << got.status().to_string();
+        const Tensor& y = (*got)[0].tensor();
+        int differ = 0, halves = 0;
+        for (int64_t i = 0; i < y.numel(); ++i) {
+          const float va = sc.sa * static_cast<float>(at<uint8_t>(a, i) - 128), vb = sc.sb * static_cast<float>(at<uint8_t>(b, i) - 100);
+          const float v = mul ? va * vb : va + vb;
+          const float quotient = v / sc_c;
+          halves += std::fabs(quotient - std::trunc(quotient)) == 0.5f;
+          differ += at<uint8_t>(y, i) != q<uint8_t>(v, sc_c, 128);
+        }
+        EXPECT_EQ(differ, 0) << (mul ? "mul" : "add") << " scales " << sc.sa << " " << sc.sb << " " << sc_c << " isa '" << isa << "'";
+        if (!mul && sc.sc == 0.1f && sc.sa == 0.05f) {
+          EXPECT_GT(halves, 1000);  // the ties this case is for
+        }
+      }
+}
+
 TEST(OpsQLinear, AddAndMulBroadcastAndSaturate) {
   std::mt19937 rng(3);
   struct Shapes { Dims a, b; };
