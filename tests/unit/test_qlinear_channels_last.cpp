@@ -130,7 +130,9 @@ TEST(QLinearChannelsLast, NhwcMaxPoolMatchesMaxPoolOnTransposedData) {
   };
   const Case cases[] = {{{1, 24, 11, 13}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0},
                         {{2, 5, 9, 9}, {2, 3}, {1, 2}, {0, 1, 0, 1}, {1, 1}, 1},
-                        {{1, 33, 8, 7}, {3, 2}, {2, 1}, {1, 0, 1, 1}, {2, 1}, 0}};
+                        {{1, 33, 8, 7}, {3, 2}, {2, 1}, {1, 0, 1, 1}, {2, 1}, 0},
+                        // 81 taps: past the 64 a pixel's taps are gathered for, the rest folded in place.
+                        {{1, 20, 12, 11}, {9, 9}, {1, 2}, {4, 4, 4, 4}, {1, 1}, 0}};
   for (const Case& c : cases)
     for (bool s8 : {false, true}) {
       const DataType dt = s8 ? DataType::kInt8 : DataType::kUInt8;
