@@ -728,6 +728,12 @@ void qgemm_u8s8_rows(QGemmKernel kernel, int64_t M, QGemmFillRows fill, int32_t 
   // ResNet-50 at 2 threads ~3% faster on Zen 5; from 256 KB on it was slower than from 1 MB).
   constexpr size_t kL2Bytes = size_t(1) << 20;
   int64_t per_group = B.panels;
+  // One thread: such weights against few rows (at most two blocks' worth: a 7x7 plane's 49) as one block
+  // too (QDQ ResNet-50's last stage had read its 1-2.4 MB weights 4 times a conv, once per 16 rows).
+  if (threads == 1 && B.data.size() >= kL2Bytes && M <= 2 * kRowBlock) {
+    block = M;
+    blocks = 1;
+  }
   if (pool && threads > 1 && blocks < 4 * threads && B.panels >= 4) {
     if (B.data.size() >= kL2Bytes) {
       block = M;
