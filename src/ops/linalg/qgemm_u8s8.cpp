@@ -459,13 +459,15 @@ NXRT_QGEMM_AVX2 void tile_avx2(const TileArgs& a, int rows) {
 
 #endif
 
-// One tile of `rows` (<= 4, <= 2 for kAvx2) rows against one panel.
+// One tile of `rows` (1 to 8 for kAvx512Vnni, to 4 for kAvxVnni and kNone, to 2 for kAvx2) rows against
+// one panel.
 void run_tile(QGemmKernel kernel, const TileArgs& a, int rows) {
 #if defined(__x86_64__) || defined(__i386__)
   switch (kernel) {
     case QGemmKernel::kAvx512Vnni:
       if (rows == 8) tile1x8_avx512vnni(a);
-      else if (rows >= 4) tile_avx512vnni<4>(a, 4), run_tile(kernel, a.rows_after(4), rows - 4);
+      else if (rows > 4) tile_avx512vnni<4>(a, 4), run_tile(kernel, a.rows_after(4), rows - 4);
+      else if (rows == 4) tile_avx512vnni<4>(a, 4);
       else if (rows == 3) tile_avx512vnni<3>(a, rows);
       else if (rows == 2) tile_avx512vnni<2>(a, rows); else tile_avx512vnni<1>(a, rows);
       return;
@@ -572,7 +574,7 @@ void run_block(QGemmKernel kernel, const uint8_t* au, int64_t kp, const RowTerms
       const int rows = static_cast<int>(std::min<int64_t>(mr, m1 - m));
       a.au = au + m * kp;
       a.rows = terms + m;
-      a.y = stage ? &staged[0][0] : Y + m * ldy + p * kCols;
+      a.y = stage ? &staged[0][0] : Y ? Y + m * ldy + p * kCols : nullptr;
       if (stage) a.ldy = kCols;
       if (rq) cursor->next(rows, out);
       run_tile(kernel, a, rows);
