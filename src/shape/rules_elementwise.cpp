@@ -235,9 +235,11 @@ void add_elementwise_schemas(SchemaList& s) {
                          "QLinearSoftmax"}) {
     s.add("com.microsoft", op, &same_as_input0).rank(kSameAsInput0);
   }
-  // com.microsoft QLinearAdd / QLinearMul (A, A_scale, A_zp, B, ...): A and B broadcast; A's type.
-  s.add("com.microsoft", "QLinearAdd", &op_qlinear_binary);
-  s.add("com.microsoft", "QLinearMul", &op_qlinear_binary);
+  // com.microsoft QLinearAdd / QLinearMul (A, A_scale, A_zp, B, ...): A and B broadcast; A's type. In
+  // place on A: the rows read each element of A before they write it (a residual add then writes into
+  // lines it has just read instead of a buffer that memory must supply first).
+  s.add("com.microsoft", "QLinearAdd", &op_qlinear_binary).inplace(0);
+  s.add("com.microsoft", "QLinearMul", &op_qlinear_binary).inplace(0);
   // The optimizer's fused activations (src/ops/fused/ copies the ai.onnx kernels). Not marked in place:
   // the hand list this replaced reached only the ai.onnx defs, and whether these gain from it is unmeasured.
   for (const char* op : {"Swish", "HardSwish", "Gelu"}) s.add(ir::kNxrtDomain, op, &same_as_input0).rank(kSameAsInput0);

@@ -193,6 +193,56 @@ optest::ModelBuilder qoperator_net(bool dynamic_batch) {
   return b;
 }
 
+// QLinearAdd and QLinearMul overwrite A where A dies at them (their schemas' in-place input 0): the same
+// bytes as when A is also a graph output (kept, so written to a buffer of its own), for A the same shape
+// as the output and B full, per-channel ([C]) or scalar, 1 and 2 threads, levels disabled and all.
+TEST(QLinearChannelsLast, BinaryOpsInPlaceOnTheirFirstOperand) {
+  using namespace optest;
+  for (const char* op : {"QLinearAdd", "QLinearMul"})
+    for (const Dims& b_shape : {Dims{3, 40, 37}, Dims{37}, Dims{}})
+      for (bool keep_a : {false, true}) {
+        SCOPED_TRACE(std::string(op) + " b " + shape_to_string(b_shape) + (keep_a ? " kept" : " in place"));
+        ModelBuilder b(13);
+        b.m.opset_imports.push_back({"com.microsoft", 1});
+        b.input("x", {3, 40, 37});
+        b.init("xs", scalar_f(0.02f));
+        b.init("xz", Tensor::from_vector<uint8_t>(DataType::kUInt8, {}, {128}));
+        b.init("bs", scalar_f(0.03f));
+        b.init("bz", Tensor::from_vector<uint8_t>(DataType::kUInt8, {}, {100}));
+        b.init("ys", scalar_f(std::string(op) == "QLinearMul" ? 0.004f : 0.05f));
+        b.init("yz", Tensor::from_vector<uint8_t>(DataType::kUInt8, {}, {120}));
+        std::mt19937 rng(53);
+        const std::vector<uint8_t> bv = random_bytes(rng, static_cast<size_t>(shape_numel(b_shape)));
+        b.init("bq", Tensor::from_vector<uint8_t>(DataType::kUInt8, b_shape, bv));
+        b.node("QuantizeLinear", {"x", "xs", "xz"}, {"a"});
+        b.node(op, {"a", "xs", "xz", "bq", "bs", "bz", "ys", "yz"}, {"y"}).domain = "com.microsoft";
+        b.output("y", DataType::kUInt8);
+        if (keep_a) b.output("a", DataType::kUInt8);
+        const std::vector<std::pair<std::string, Value>> feeds = {{"x", Value(random_tensor({3, 40, 37}, 9, -3.f, 3.f))}};
+        for (OptLevel level : {OptLevel::kDisabled, OptLevel::kAll})
+          for (int threads : {1, 2}) {
+            auto got = run_at(b.m, level, feeds, threads);
+            ASSERT_FALSE(got.empty());
+            // The formula on a's bytes (QuantizeLinear's, which the kept run returns).
+            const Tensor x = random_tensor({3, 40, 37}, 9, -3.f, 3.f);
+            const bool mul = std::string(op) == "QLinearMul";
+            const float ys = mul ? 0.004f : 0.05f;
+            for (int64_t i = 0; i < x.numel(); ++i) {
+              const float xv = x.data<float>()[i];
+              const int32_t aq = static_cast<int32_t>(std::min(255.0f, std::max(0.0f, std::nearbyint(xv / 0.02f) + 128.0f)));
+              const int64_t bi = i % static_cast<int64_t>(bv.size());
+              const float va = 0.02f * static_cast<float>(aq - 128), vb = 0.03f * static_cast<float>(bv[static_cast<size_t>(bi)] - 100);
+              const float v = mul ? va * vb : va + vb;
+              const int32_t want = static_cast<int32_t>(std::min(255.0f, std::max(0.0f, std::nearbyint(v / ys) + 120.0f)));
+              ASSERT_EQ(static_cast<int32_t>(got[0].data<uint8_t>()[i]), want) << "element " << i << " threads " << threads;
+              if (keep_a) {
+                ASSERT_EQ(static_cast<int32_t>(got[1].data<uint8_t>()[i]), aq) << "a at " << i;
+              }
+            }
+          }
+      }
+}
+
 TEST(QLinearChannelsLast, PassKeepsTheBytesAndTransposesOnlyAtTheEdges) {
   for (bool dynamic_batch : {false, true}) {
     SCOPED_TRACE(dynamic_batch ? "dynamic batch" : "fixed batch");
