@@ -377,11 +377,14 @@ TEST(OpsConvQuant, IntegerGemmPathMatchesDoublePath) {
       {{1, 32, 19, 23}, {32, 1, 5, 5}, {2, 1}, {1, 1}, {2, 2, 2, 2}, 32},  // depthwise 5x5
       // Strided stems with symmetric weights: the implicit GEMM over the space-to-depth image (7x7
       // stride 2 over 3 channels with uneven pads, 3x3 stride 2, stride 3 over 4 channels, one channel
-      // with a 4x4 kernel).
+      // with a 4x4 kernel, ...).
       {{1, 3, 23, 21}, {16, 3, 7, 7}, {2, 2}, {1, 1}, {3, 3, 2, 3}, 1},
       {{2, 3, 17, 19}, {24, 3, 3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, 1},
       {{1, 4, 14, 13}, {8, 4, 3, 3}, {3, 3}, {1, 1}, {1, 0, 2, 1}, 1},
       {{1, 1, 16, 15}, {16, 1, 4, 4}, {2, 2}, {1, 1}, {0, 1, 1, 0}, 1},
+      // ... a 1x1 stride-2 conv (one tap of four nonzero), pads as wide as the stride.
+      {{1, 4, 9, 10}, {16, 4, 1, 1}, {2, 2}, {1, 1}, {0, 0, 0, 0}, 1},
+      {{1, 2, 11, 9}, {8, 2, 3, 3}, {2, 2}, {1, 1}, {2, 2, 2, 2}, 1},
   };
   int checked = 0;
   for (size_t ci = 0; ci < cases.size(); ++ci)
