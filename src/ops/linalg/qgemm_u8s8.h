@@ -10,7 +10,8 @@
 //
 // Microkernels (qgemm_kernels()), named by operation, tile and ISA:
 //   qu8s8_i32_gemm_4x16__avx512vnni  vpdpbusd on 512-bit registers (AVX512-VNNI, the avx512 tier;
-//                                    two adjacent panels per pass over the rows where it can: 4 x 32)
+//                                    8 rows by two adjacent panels where it can (8 x 32), by one panel
+//                                    (8 x 16) for an odd one, 4 rows and fewer at a block's end)
 //   qu8s8_i32_gemm_4x16__avxvnni     the VEX vpdpbusd on two 256-bit halves (AVX-VNNI, the avx2 tier)
 //   qu8s8_i32_gemm_2x16__avx2        int16 vpmaddwd (exact: vpmaddubsw would saturate u8 x s8 pairs)
 // The reference is the generic integer matmul in integer_matmul.cpp, which the tests compare with.
