@@ -564,6 +564,11 @@ bool constant_weight_zero_points(const ep::KernelInfo& info, size_t wzp_idx, con
   return true;
 }
 
+// What gathering one patch row of K bytes for the 8-bit GEMM costs, in cycles (the address arithmetic,
+// the copies): the estimate the implicit paths (implicit_gemm_rows, space_to_depth_rows) weigh their
+// extra products against, each product costing 1/128 cycle (two 64-lane vpdpbusd a cycle).
+inline double gathered_row_cycles(int64_t K) { return 64.0 + static_cast<double>(K) / 16.0; }
+
 // Constant 8-bit weights packed at creation for the integer GEMM (ops/linalg/qgemm_u8s8.h), per group:
 // B_g[k][o] = W[g * Mg + o] at k = tap * Cg + c (the taps outer, channels inner: a patch row is the
 // input's channels at each tap, contiguous in the channels-last copy of x the conv gathers from).
@@ -628,7 +633,7 @@ struct IntQGemmWeights {
     // Packed where space_to_depth_rows' estimate (the zero taps' products against gathering a patch row)
     // can favour it; a wider image only adds to the products.
     if (K <= 0 || t2 * Cs % 4 != 0 ||
-        static_cast<double>(Ks - K) * static_cast<double>(M) / 128.0 >= 64.0 + static_cast<double>(K) / 16.0)
+        static_cast<double>(Ks - K) * static_cast<double>(M) / 128.0 >= gathered_row_cycles(K))
       return;
     const uint8_t* w = static_cast<const uint8_t*>(W->raw_data());
     std::vector<uint8_t> b(static_cast<size_t>(Ks * M));
@@ -947,9 +952,8 @@ struct IntegerConv {
   // Wp, output pixel (o1, o2) is GEMM row o1 * Wp + o2, whose row of taps t1 is the k2 * C contiguous
   // bytes at padded pixel (o1 + t1, o2), and consecutive rows are one pixel apart (QGemmARows, one run
   // per row of taps). The rows o2 >= out2 of each output row are computed and dropped: (k2 - 1) / Wp of
-  // the products. Taken where that waste costs less than gathering the patches, estimated per row:
-  // gathering ~ 64 + K / 16 cycles (the address arithmetic, the copies), the products K * Mg / 128 (two
-  // 64-lane vpdpbusd a cycle).
+  // the products. Taken where that waste costs less than gathering the patches, estimated per row
+  // (gathered_row_cycles; the products K * Mg / 128).
   int64_t implicit_gemm_rows(const ConvShape& s) const {
     const Geom3& g3 = s.g;
     if (group != 1 || q.needs_row_sums || g3.in[0] != 1 || g3.k[0] != 1 || g3.kvol() == 1) return 0;
@@ -958,7 +962,7 @@ struct IntegerConv {
     if (g3.k[2] * s.C % 4 != 0) return 0;
     const int64_t Wp = g3.in[2] + g3.pb[2] + g3.pe[2], K = g3.kvol() * s.C;
     const double waste = static_cast<double>(g3.k[2] - 1) / static_cast<double>(Wp) * static_cast<double>(K * s.M) / 128.0;
-    if (waste >= 64.0 + static_cast<double>(K) / 16.0) return 0;
+    if (waste >= gathered_row_cycles(K)) return 0;
     return (g3.out[1] - 1) * Wp + g3.out[2];
   }
 
@@ -974,7 +978,7 @@ struct IntegerConv {
     const int64_t Ws = g3.out[2] - 1 + q.s2d_k2, K = g3.kvol() * s.C, Ks = q.s2d.K;
     const double extra = (static_cast<double>(Ks - K) + static_cast<double>(q.s2d_k2 - 1) / static_cast<double>(Ws) *
                                                             static_cast<double>(Ks)) * static_cast<double>(s.M) / 128.0;
-    if (extra >= 64.0 + static_cast<double>(K) / 16.0) return 0;
+    if (extra >= gathered_row_cycles(K)) return 0;
     return (g3.out[1] - 1) * Ws + g3.out[2];
   }
 
@@ -987,32 +991,21 @@ struct IntegerConv {
   // [p1 - p0, Mg] rows (pixel p, the group's output channel o at (p - p0) * Mg + o). The channels-last
   // depthwise path hands whole pixels (g = 0, Mg = M: every channel).
   using GroupSums = ep::FunctionRef<void(int64_t n, int64_t g, int64_t p0, int64_t p1, const int32_t* sums)>;
-  // QLinearConv's requantization for the GEMM tiles to do themselves (ops::QGemmRequant), channels-last
-  // Y only: per output channel the int32 bias and the scales (M values each), Y's bytes. `sink` is not
-  // called then.
-  struct TileRequant {
-    const int32_t* bias = nullptr;
-    const float* scale = nullptr;
-    const double* scale_d = nullptr;
-    int32_t zero_point = 0;
-    bool out_signed = false;
-    uint8_t* y = nullptr;
-  };
-  // Image n, group g's part of a TileRequant (GEMM row m: output pixel m).
-  ops::QGemmRequant group_requant(const TileRequant& t, const IntegerConvVariant& v, int64_t n, int64_t g) const {
-    const int64_t M = v.s.M, Mg = M / group;
-    ops::QGemmRequant rq;
-    rq.bias = t.bias + g * Mg;
-    rq.scale = t.scale + g * Mg;
-    rq.scale_d = t.scale_d + g * Mg;
-    rq.zero_point = t.zero_point;
-    rq.out_signed = t.out_signed;
-    rq.y = t.y + n * v.s.g.out_size() * M + g * Mg;
-    rq.ldy = M;
+  // QLinearConv's requantization for the GEMM tiles to do themselves, channels-last Y only: an
+  // ops::QGemmRequant over the whole conv (M columns: per output channel the int32 bias and the scales;
+  // y at Y's first byte, ldy M). `sink` is not called then. group_requant: image n, group g's part (GEMM
+  // row m: output pixel m, the group's columns).
+  ops::QGemmRequant group_requant(const ops::QGemmRequant& conv, const IntegerConvVariant& v, int64_t n, int64_t g) const {
+    const int64_t Mg = v.s.M / group;
+    ops::QGemmRequant rq = conv;
+    rq.bias += g * Mg;
+    rq.scale += g * Mg;
+    rq.scale_d += g * Mg;
+    rq.y += n * v.s.g.out_size() * conv.ldy + g * Mg;
     return rq;
   }
   Status run_qgemm(ep::KernelContext& ctx, const IntegerConvVariant& v, ScratchLayout& scratch, GroupSums sink,
-                   const TileRequant* tile_requant = nullptr) const {
+                   const ops::QGemmRequant* tile_requant = nullptr) const {
     const ConvShape& s = v.s;
     const Geom3& g3 = s.g;
     const Tensor& X = ctx.input(0);
@@ -1151,7 +1144,7 @@ struct IntegerConv {
   // o1 * Wp + o2: each row's run of them handed on from its first GEMM row).
   void run_implicit(ep::KernelContext& ctx, const IntegerConvVariant& v, ScratchLayout& scratch, int64_t n,
                     const uint8_t* xt, uint8_t flip, uint8_t pad, int32_t alpha, GroupSums sink,
-                    const TileRequant* tile_requant) const {
+                    const ops::QGemmRequant* tile_requant) const {
     const Geom3& g3 = v.s.g;
     const int64_t C = v.s.C, Mg = v.s.M, H = g3.in[1], W = g3.in[2];
     int64_t Hp = H + g3.pb[1] + g3.pe[1], Wp = W + g3.pb[2] + g3.pe[2], out2 = g3.out[2];
@@ -1377,7 +1370,7 @@ struct IntegerConv {
   // takes it (each group's int32 sums handed to `sink`, *sums left null), else as doubles in the
   // variant's workspace (*sums).
   Status run(ep::KernelContext& ctx, const IntegerConvVariant& v, const double** sums, GroupSums sink,
-             const float** fsums = nullptr, const TileRequant* tile_requant = nullptr) const {
+             const float** fsums = nullptr, const ops::QGemmRequant* tile_requant = nullptr) const {
     const ConvShape& s = v.s;
     const Tensor& X = ctx.input(0);
     const Tensor& W = ctx.input(w_idx);
@@ -1520,7 +1513,7 @@ class QLinearConvKernel final : public ep::Kernel {
     uint8_t* out = static_cast<uint8_t*>(Y->raw_data());
     // Channels-last Y on the GEMM path: the tiles requantize in registers (ops::QGemmRequant: the same
     // bytes, no int32 sums stored and read back) where the bias is int32 and S + bias cannot wrap.
-    IntegerConv::TileRequant tile_requant;
+    ops::QGemmRequant tile_requant;
     bool requant_in_tiles = false;
     if (conv_.channels_last && v->qgemm && conv_.q.kernel != ops::QGemmKernel::kNone &&
         (!ctx.has_input(8) || ctx.input(8).dtype() == DataType::kInt32)) {
@@ -1530,7 +1523,13 @@ class QLinearConvKernel final : public ep::Kernel {
       else std::fill(bias_i, bias_i + s.M, 0);
       if (ops::qgemm_requant_exact(s.g.kvol() * (s.C / conv_.group), bias_i, scale, s.M)) {
         ops::qgemm_requant_scales(scale, s.M, scale_f);
-        tile_requant = {bias_i, scale_f, scale, static_cast<int32_t>(yzp), !u8, out};
+        tile_requant.bias = bias_i;
+        tile_requant.scale = scale_f;
+        tile_requant.scale_d = scale;
+        tile_requant.zero_point = static_cast<int32_t>(yzp);
+        tile_requant.out_signed = !u8;
+        tile_requant.y = out;
+        tile_requant.ldy = s.M;
         requant_in_tiles = true;
       }
     }
