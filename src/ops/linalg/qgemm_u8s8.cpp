@@ -399,11 +399,8 @@ NXRT_QGEMM_AVX2 void tile_avxvnni(const TileArgs& a, int rows) {
   for (int r = 0; r < MR && r < rows; ++r) finish_row_avx2(acc[r][0], acc[r][1], a, r);
 }
 
-// Plain AVX2: each record's four 16-byte column groups widened to int16 (shared by the rows), the
-// row's quad as four int16 repeated, vpmaddwd: 32-bit lanes of (k0 k1) and (k2 k3) pair sums per
-// column, added up over the quads and paired at the end (vphaddd, then vpermd back to column order).
-// Four rows: the 8 accumulators named, so the in-place dot products keep them in registers (on the
-// array above GCC 12 loads and stores every accumulator around each vpdpbusd).
+// AVX-VNNI, four rows: the 8 accumulators named, so the in-place dot products keep them in registers
+// (on the array above GCC 12 loads and stores every accumulator around each vpdpbusd).
 NXRT_QGEMM_AVX2 void tile4_avxvnni(const TileArgs& a) {
   const int64_t kp = a.kp;
   __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
@@ -427,6 +424,9 @@ NXRT_QGEMM_AVX2 void tile4_avxvnni(const TileArgs& a) {
   for (int r = 0; r < 4; ++r) finish_row_avx2(acc[r][0], acc[r][1], a, r);
 }
 
+// Plain AVX2: each record's four 16-byte column groups widened to int16 (shared by the rows), the
+// row's quad as four int16 repeated, vpmaddwd: 32-bit lanes of (k0 k1) and (k2 k3) pair sums per
+// column, added up over the quads and paired at the end (vphaddd, then vpermd back to column order).
 template <int MR>
 NXRT_QGEMM_AVX2 void tile_avx2(const TileArgs& a, int rows) {
   __m256i acc[MR][4];
