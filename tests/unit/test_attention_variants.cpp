@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -632,4 +633,76 @@ TEST(AttentionVariants, DISABLED_GqaDecodeStepBench) {
                   static_cast<long>(past), threads, *v ? "yes" : "no ", rounds[3] * 1e6);
     }
   }
+}
+
+// The GroupQueryAttention decode step with its cache rows in memory, as in a decoder's step (the hot
+// bench above reads one cache from L2 over and over): `layers` caches of the Qwen2.5-0.5B shape used in
+// turn, and before each call a 16 MB read of another buffer (what the step's weight stream does to the
+// caches), not timed. Wall time per call, median of 7 rounds of max(20, 480 / layers) passes over the
+// layers. Run with --gtest_also_run_disabled_tests; NXRT_BENCH_THREADS sets the pool (default 1),
+// NXRT_BENCH_PAST the cached tokens (default 528, a 512-token prompt's step), NXRT_BENCH_LAYERS the
+// caches (default 24), NXRT_BENCH_HOT=1 drops the 16 MB reads (the caches then stay in L2 or L3).
+TEST(AttentionVariants, DISABLED_GqaDecodeColdBench) {
+  std::mt19937 rng(1);
+  const char* th = std::getenv("NXRT_BENCH_THREADS");
+  const int threads = th ? std::atoi(th) : 1;
+  const char* pe = std::getenv("NXRT_BENCH_PAST");
+  const int64_t past = pe ? std::atoll(pe) : 528;
+  const char* le = std::getenv("NXRT_BENCH_LAYERS");
+  const int64_t layers = le ? std::max<int64_t>(1, std::atoll(le)) : 24;
+  const int64_t H = 14, kvH = 2, D = 64, cap = past + 64;
+  std::vector<Value> in(7);
+  in[0] = normal_tensor(rng, {1, 1, H * D});
+  in[1] = normal_tensor(rng, {1, 1, kvH * D});
+  in[2] = normal_tensor(rng, {1, 1, kvH * D});
+  std::vector<Tensor> pk, pv;
+  for (int64_t l = 0; l < layers; ++l) {
+    pk.push_back(normal_tensor(rng, {1, kvH, cap, D}));
+    pv.push_back(normal_tensor(rng, {1, kvH, cap, D}));
+  }
+  in[3] = pk[0];
+  in[4] = pv[0];
+  in[5] = i32_tensor({1}, {static_cast<int32_t>(past)});
+  in[6] = i32_tensor({}, {static_cast<int32_t>(past + 1)});
+  auto n = make_node("com.microsoft", "GroupQueryAttention", 1, {attr_int("num_heads", H), attr_int("kv_num_heads", kvH)},
+                     in, 3);
+  ASSERT_NE(n->kernel, nullptr);
+  auto v = specialize(*n, in, threads);
+  ASSERT_TRUE(v.ok());
+  ep::ThreadPool pool(threads, ep::ThreadPool::Sizing::kExact);
+  std::vector<std::unique_ptr<SteadyContext>> ctxs;
+  Tensor y(DataType::kFloat, {1, 1, H * D});
+  for (int64_t l = 0; l < layers; ++l) {
+    std::vector<Value> li = in;
+    li[3] = pk[l];
+    li[4] = pv[l];
+    ctxs.push_back(std::make_unique<SteadyContext>(*n->info, li, pool, v->get()));
+    ctxs.back()->bind_output(0, Value(y));
+    ctxs.back()->bind_output(1, Value(pk[l]));
+    ctxs.back()->bind_output(2, Value(pv[l]));
+  }
+  std::vector<float> evict(std::getenv("NXRT_BENCH_HOT") ? 0 : size_t(4) << 20, 1.f);
+  float sink = 0.f;
+  const int steps = static_cast<int>(std::max<int64_t>(20, 480 / layers));
+  std::vector<double> rounds;
+  for (int round = 0; round < 7; ++round) {
+    double total = 0;
+    for (int step = 0; step < steps; ++step)
+      for (int64_t l = 0; l < layers; ++l) {
+        float s = 0.f;
+        for (size_t i = 0; i < evict.size(); i += 16) s += evict[i];
+        sink += s;
+        const auto t0 = std::chrono::steady_clock::now();
+        ctxs[l]->rewind();
+        ASSERT_TRUE(n->kernel->compute(*ctxs[l]).ok());
+        total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+    rounds.push_back(total / (steps * layers));
+  }
+  std::sort(rounds.begin(), rounds.end());
+  const double bytes = 2.0 * kvH * (past + 1) * D * 4;
+  std::printf("GQA decode qwen2.5-0.5b past %ld threads %d layers %ld%s: %.2f us/call (%.1f GB/s of cache rows; 24 "
+              "layers %.3f ms) (checksum %g)\n",
+              static_cast<long>(past), threads, static_cast<long>(layers), evict.empty() ? " hot" : "", rounds[3] * 1e6,
+              bytes / rounds[3] * 1e-9, rounds[3] * 1e3 * 24, static_cast<double>(sink));
 }
