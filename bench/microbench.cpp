@@ -497,6 +497,27 @@ BENCHMARK(BM_NBitsDecodeStreamRead)->ArgsProduct({{1, 2}, {0, 1}, {0, 1}})->Unit
 
 }  // namespace
 
+// The decode GEMV's A quantizer (one row, blocks of 32, in L1), per tier: arg 0 the row length (896:
+// Qwen2.5-0.5B's hidden size, 4864: its down_proj input), arg 1 the tier (1 avx2, 2 avx512).
+void BM_QuantizeARow(benchmark::State& state) {
+  const int64_t K = state.range(0);
+  const ep::IsaTier tier = state.range(1) == 2 ? ep::IsaTier::kAvx512 : ep::IsaTier::kAvx2;
+  if (tier > ep::cpu_isa_tier()) {
+    state.SkipWithError("tier not on this CPU");
+    return;
+  }
+  const std::vector<float> a = rand_vec(static_cast<size_t>(K));
+  std::vector<int8_t> q(static_cast<size_t>(K));
+  std::vector<float> sa(static_cast<size_t>(K / 32)), sq(sa.size());
+  for (auto _ : state) {
+    ops::contrib::quantize_a_row(a.data(), K, 32, K, q.data(), sa.data(), sq.data(), tier);
+    benchmark::DoNotOptimize(q.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(K) * 4, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_QuantizeARow)->ArgsProduct({{896, 4864}, {1, 2}})->Unit(benchmark::kMicrosecond);
+
 BENCHMARK_MAIN();
 
 // The decode GEMV's compute rate with its weights in cache: one q/o_proj-sized matrix (896 x 896,

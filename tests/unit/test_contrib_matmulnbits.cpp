@@ -638,13 +638,17 @@ TEST(ContribMatMulNBits, PackedScalesAreFp16OnlyWhenExact) {
   }
 }
 
-// The vector A quantizer (AVX2) equals the plain loop bit for bit (values, scales, sums), K tails
-// included.
+// The vector A quantizers (AVX2 a block at a time, AVX-512 16 blocks at a time) equal the plain loop
+// bit for bit (values, scales, sums): K tails, groups of 16 blocks whole and cut short, blocks of very
+// different magnitudes side by side (each block's scale is its own lane of the AVX-512 reductions) and
+// all-zero blocks.
 TEST(ContribMatMulNBits, VectorQuantizerMatchesPlainLoop) {
   std::mt19937 rng(4);
   std::normal_distribution<float> nd(0.f, 3.f);
+  if (ep::cpu_isa_tier() < ep::IsaTier::kAvx512)
+    std::printf("[ SKIPPED  ] tier avx512: this CPU's best tier is %s\n", ep::isa_tier_name(ep::cpu_isa_tier()));
   for (int64_t block : {16, 32, 64, 128}) {
-    for (int64_t K : {block, 3 * block, 5 * block + 7, int64_t{896}}) {
+    for (int64_t K : {block, 3 * block, 5 * block + 7, int64_t{896}, 16 * block, 33 * block + 3, int64_t{4864}}) {
       const int64_t kb = (K + block - 1) / block, kpad = kb * block;
       std::vector<float> a(static_cast<size_t>(K));
       for (auto& v : a) v = nd(rng);
@@ -654,10 +658,16 @@ TEST(ContribMatMulNBits, VectorQuantizerMatchesPlainLoop) {
       a[2] = 127.f;
       a[3] = -3.5f;
       if (K > 40) std::fill(a.begin() + 16, a.begin() + 32, 0.f);  // an all-zero half block
+      for (int64_t j = 1; j < K / block; ++j) {  // whole blocks: zero, tiny, huge, or as drawn
+        float* blk = a.data() + j * block;
+        if (j % 7 == 5) std::fill(blk, blk + block, 0.f);
+        if (j % 7 == 2) for (int64_t i = 0; i < block; ++i) blk[i] *= 1e-3f;
+        if (j % 7 == 3) for (int64_t i = 0; i < block; ++i) blk[i] *= 1e4f;
+      }
       std::vector<int8_t> q1(static_cast<size_t>(kpad)), q2(q1.size());
       std::vector<float> s1(static_cast<size_t>(kb)), s2(s1.size()), z1(s1.size()), z2(s1.size());
       quantize_a_row_tail(a.data(), K, block, kpad, q2.data(), s2.data(), z2.data(), 0);
-      for (ep::IsaTier tier : {ep::IsaTier::kScalar, ep::IsaTier::kAvx2}) {
+      for (ep::IsaTier tier : {ep::IsaTier::kScalar, ep::IsaTier::kAvx2, ep::IsaTier::kAvx512}) {
         if (tier > ep::cpu_isa_tier()) continue;
         quantize_a_row(a.data(), K, block, kpad, q1.data(), s1.data(), z1.data(), tier);
         ASSERT_EQ(q1, q2) << "block " << block << " K " << K << " tier " << ep::isa_tier_name(tier);

@@ -51,8 +51,8 @@ QuantWeights pack_quant_weights(const uint8_t* B, const float* scales, const flo
 
 // Quantizes one row of A ([K] floats) per block to int8 exactly as both kernels do. out: kpad
 // int8 (zero past K); sa[kb]: block scales; sq[kb]: block scale * sum of the block's int8 values.
-// Every tier gives the same bits (the AVX2 body, which every tier from avx2 up runs, does the plain
-// loop's arithmetic).
+// Every tier gives the same bits (the AVX2 body a block at a time and the AVX-512 one 16 blocks at a
+// time do the plain loop's arithmetic).
 void quantize_a_row(const float* a, int64_t K, int64_t block, int64_t kpad, int8_t* out, float* sa, float* sq,
                     ep::IsaTier isa = ep::cpu_isa_tier());
 // The plain loop quantize_a_row runs for blocks [first_block, kpad / block) (all of them: the reference).
