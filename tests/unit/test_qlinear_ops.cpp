@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 #include <random>
 
 #include "ep/cpu_features.h"
@@ -71,6 +73,43 @@ TEST(OpsQLinear, AddAndMulQuotientsNearHalfIntegers) {
         if (!mul && sc.sc == 0.1f && sc.sa == 0.05f) {
           EXPECT_GT(halves, 1000);  // the ties this case is for
         }
+      }
+}
+
+// Scales under which a quotient can be NaN or infinite (A's scale NaN, or so large that 255 of it
+// overflows; C's scale 0) take the vector rows' guarded form, with NaN quotients quantized to the zero
+// point as the scalar loop does; ordinary scales take the form that clamps before it rounds. Every tier
+// gives the scalar loop's bytes over every pair of codes, int8 and uint8.
+TEST(OpsQLinear, AddAndMulNonFiniteQuotientsMatchTheScalarLoop) {
+  const int64_t n = 65536;
+  Tensor a(DataType::kUInt8, {n}), b(DataType::kUInt8, {n}), ai(DataType::kInt8, {n}), bi(DataType::kInt8, {n});
+  for (int64_t k = 0; k < n; ++k) {
+    a.data<uint8_t>()[k] = static_cast<uint8_t>(k / 256);
+    b.data<uint8_t>()[k] = static_cast<uint8_t>(k % 256);
+    ai.data<int8_t>()[k] = static_cast<int8_t>(k / 256 - 128);
+    bi.data<int8_t>()[k] = static_cast<int8_t>(k % 256 - 128);
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Scales { float sa, sb, sc; };
+  for (const Scales& sc : {Scales{nan, 0.05f, 0.1f}, Scales{0.05f, 0.05f, 0.f}, Scales{1e38f, 0.05f, 0.1f},
+                           Scales{0.05f, 3e38f, 0.1f}, Scales{0.02f, 0.05f, 0.1f}})
+    for (bool mul : {false, true})
+      for (bool u8 : {true, false}) {
+        const DataType dt = u8 ? DataType::kUInt8 : DataType::kInt8;
+        auto zpv = [&](int v) { return u8 ? zp<uint8_t>(static_cast<uint8_t>(v), dt) : zp<int8_t>(static_cast<int8_t>(v - 128), dt); };
+        std::vector<Tensor> outs;
+        for (const char* isa : {"scalar", "avx2", ""}) {
+          KernelRun r{mul ? "QLinearMul" : "QLinearAdd", "com.microsoft", 1, {},
+                      {Value(u8 ? a : ai), scal(sc.sa), zpv(128), Value(u8 ? b : bi), scal(sc.sb), zpv(100), scal(sc.sc), zpv(128)}};
+          if (*isa) r.overrides = {{"isa", isa}};
+          auto got = testing::run_kernel(r);
+          ASSERT_TRUE(got.ok()) << got.status().to_string();
+          outs.push_back((*got)[0].tensor());
+        }
+        for (size_t i = 1; i < outs.size(); ++i)
+          EXPECT_EQ(std::memcmp(outs[i].raw_data(), outs[0].raw_data(), static_cast<size_t>(n)), 0)
+              << (mul ? "mul" : "add") << (u8 ? " uint8" : " int8") << " scales " << sc.sa << " " << sc.sb << " " << sc.sc
+              << (i == 1 ? " avx2" : " own tier") << " differs from the scalar loop";
       }
 }
 

@@ -96,7 +96,9 @@ __attribute__((target("avx2,fma"))) inline __m256i load8(const T* p, int64_t ste
 // The elementwise rows of QLinearAdd / QLinearMul on AVX2, 8 at a time: the scalar loop's float
 // operations lane by lane (dequantize, add or multiply, divide by C's scale, round half to even, + zp,
 // clamp), so the same bytes. a_step / b_step: 1, or 0 for an operand broadcast along the row.
-template <typename T, bool kMul>
+// kNanFree: as binary_row_avx512's (the scales make a NaN quotient impossible, finite_quotients): clamp,
+// then round and convert in one cvtps2dq.
+template <typename T, bool kMul, bool kNanFree>
 __attribute__((target("avx2,fma"))) void binary_row_avx2(const T* a, int64_t a_step, const T* b, int64_t b_step, T* y,
                                                           int64_t n, const QParams& qa, const QParams& qb, const QParams& qc) {
   const __m256 sa = _mm256_set1_ps(qa.scale), sb = _mm256_set1_ps(qb.scale), sc = _mm256_set1_ps(qc.scale);
@@ -111,10 +113,15 @@ __attribute__((target("avx2,fma"))) void binary_row_avx2(const T* a, int64_t a_s
     // empty asm GCC fuses a product and the sum into one rounding (vfmadd), another byte on ~6% of codes.
     __asm__("" : "+x"(va), "+x"(vb));
     const __m256 v = kMul ? _mm256_mul_ps(va, vb) : _mm256_add_ps(va, vb);
-    __m256 r = _mm256_round_ps(_mm256_div_ps(v, sc), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r = _mm256_andnot_ps(_mm256_cmp_ps(r, r, _CMP_UNORD_Q), r);  // a NaN to 0, as quantize() does
-    r = _mm256_min_ps(_mm256_max_ps(r, lo), hi);
-    const __m256i q = _mm256_add_epi32(_mm256_cvttps_epi32(r), zc);
+    __m256i q;
+    if constexpr (kNanFree) {
+      q = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_div_ps(v, sc), lo), hi)), zc);
+    } else {
+      __m256 r = _mm256_round_ps(_mm256_div_ps(v, sc), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      r = _mm256_andnot_ps(_mm256_cmp_ps(r, r, _CMP_UNORD_Q), r);  // a NaN to 0, as quantize() does
+      r = _mm256_min_ps(_mm256_max_ps(r, lo), hi);
+      q = _mm256_add_epi32(_mm256_cvttps_epi32(r), zc);
+    }
     // int32 -> 8 bytes (every value is in T's range, so the saturating packs are exact).
     const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
     const __m128i bytes = std::is_same_v<T, uint8_t> ? _mm_packus_epi16(w, w) : _mm_packs_epi16(w, w);
@@ -136,7 +143,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))) inline __
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return std::is_same_v<T, uint8_t> ? _mm512_cvtepu8_epi32(v) : _mm512_cvtepi8_epi32(v);
 }
-template <typename T, bool kMul>
+// kNanFree: the scales make a NaN quotient impossible (finite_quotients): the clamp to C's integer
+// range then goes before the rounding, which cvtps2dq does (round half to even, the default mode) as it
+// converts, with no NaN lanes to zero: round(clamp(x)) = clamp(round(x)) for integer bounds.
+template <typename T, bool kMul, bool kNanFree>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))) void binary_row_avx512(
     const T* a, int64_t a_step, const T* b, int64_t b_step, T* y, int64_t n, const QParams& qa, const QParams& qb,
     const QParams& qc) {
@@ -149,13 +159,25 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))) void bina
     __m512 vb = _mm512_mul_ps(sb, _mm512_cvtepi32_ps(_mm512_sub_epi32(load16<T>(b + i * b_step, b_step), zb)));
     __asm__("" : "+v"(va), "+v"(vb));  // (as in binary_row_avx2: no fused multiply-add)
     const __m512 v = kMul ? _mm512_mul_ps(va, vb) : _mm512_add_ps(va, vb);
-    __m512 r = _mm512_roundscale_ps(_mm512_div_ps(v, sc), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, r, _CMP_ORD_Q), r);  // a NaN to 0, as quantize() does
-    r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
-    const __m512i q = _mm512_add_epi32(_mm512_cvttps_epi32(r), zc);  // in T's range: truncating keeps it
+    __m512i q;
+    if constexpr (kNanFree) {
+      q = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_div_ps(v, sc), lo), hi)), zc);
+    } else {
+      __m512 r = _mm512_roundscale_ps(_mm512_div_ps(v, sc), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(r, r, _CMP_ORD_Q), r);  // a NaN to 0, as quantize() does
+      r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+      q = _mm512_add_epi32(_mm512_cvttps_epi32(r), zc);  // in T's range: truncating keeps it
+    }
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm512_cvtepi32_epi8(q));
   }
-  binary_row_avx2<T, kMul>(a + i * a_step, a_step, b + i * b_step, b_step, y + i, n - i, qa, qb, qc);
+  binary_row_avx2<T, kMul, kNanFree>(a + i * a_step, a_step, b + i * b_step, b_step, y + i, n - i, qa, qb, qc);
+}
+
+// Whether no quotient (qa.scale * (a - za) op qb.scale * (b - zb)) / qc.scale can be NaN: every
+// dequantized value finite (|a - za| <= 255), so their sum or product is a number or an infinity, and
+// C's scale finite and nonzero.
+bool finite_quotients(const QParams& qa, const QParams& qb, const QParams& qc) {
+  return std::isfinite(255.0f * qa.scale) && std::isfinite(255.0f * qb.scale) && std::isfinite(qc.scale) && qc.scale != 0.f;
 }
 
 template <bool kMul>
@@ -175,6 +197,7 @@ Status qlinear_binary(ep::KernelContext& ctx) {
   NXRT_ASSIGN_OR_RETURN(Tensor * y, ctx.allocate_output(0, a.dtype(), out));
   const ew::BcastPlan plan = ew::make_plan(out, {&a.shape(), &b.shape()});
   const bool avx2 = ctx.info().isa() >= ep::IsaTier::kAvx2, avx512 = ctx.info().isa() >= ep::IsaTier::kAvx512;
+  const bool nan_free = finite_quotients(qa, qb, qc);
   auto run = [&](auto tag) {
     using T = decltype(tag);
 #if defined(__x86_64__)
@@ -184,8 +207,10 @@ Status qlinear_binary(ep::KernelContext& ctx) {
       T* yp = y->data<T>();
       const int64_t sa = plan.inner_stride(0), sb = plan.inner_stride(1);
       ew::run_plan<2>(ctx.pool(), plan, 16384, [&](int64_t oo, const int64_t* offs, int64_t len) {
-        if (avx512) binary_row_avx512<T, kMul>(ap + offs[0], sa, bp + offs[1], sb, yp + oo, len, qa, qb, qc);
-        else binary_row_avx2<T, kMul>(ap + offs[0], sa, bp + offs[1], sb, yp + oo, len, qa, qb, qc);
+        if (avx512 && nan_free) binary_row_avx512<T, kMul, true>(ap + offs[0], sa, bp + offs[1], sb, yp + oo, len, qa, qb, qc);
+        else if (avx512) binary_row_avx512<T, kMul, false>(ap + offs[0], sa, bp + offs[1], sb, yp + oo, len, qa, qb, qc);
+        else if (nan_free) binary_row_avx2<T, kMul, true>(ap + offs[0], sa, bp + offs[1], sb, yp + oo, len, qa, qb, qc);
+        else binary_row_avx2<T, kMul, false>(ap + offs[0], sa, bp + offs[1], sb, yp + oo, len, qa, qb, qc);
       });
       return;
     }
