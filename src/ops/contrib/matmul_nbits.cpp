@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "ep/slot_scratch.h"
@@ -82,12 +83,17 @@ namespace {
 __attribute__((target("avx2,fma"))) void quantize_block_avx2(const float* a, int64_t block, int8_t* out, float* sa,
                                                               float* sq) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 mx = _mm256_setzero_ps();
-  for (int64_t k = 0; k < block; k += 8) mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(a + k)));
+  __m256 mx = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+  for (int64_t k = 0; k < block; k += 8) {
+    const __m256 x = _mm256_loadu_ps(a + k);
+    mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, x));
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  }
   __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
   m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
   m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-  const float amax = _mm_cvtss_f32(m4);
+  // A NaN anywhere: the plain loop's NaN block (maxps keeps or drops a NaN by operand order).
+  const float amax = _mm256_movemask_ps(nan) ? std::numeric_limits<float>::quiet_NaN() : _mm_cvtss_f32(m4);
   const float inv = amax != 0.f ? 127.f / amax : 0.f;
   const __m256 vinv = _mm256_set1_ps(inv);
   __m256i sum = _mm256_setzero_si256();
@@ -155,14 +161,23 @@ NXRT_MNB_AVX512 void quantize_blocks16_avx512(const float* a, int64_t block, int
                                               float* sq) {
   const int64_t vecs = block / 16;
   __m512 m[16];
+  __mmask16 nan_blocks = 0;
   for (int64_t b = 0; b < 16; ++b) {
     m[b] = _mm512_setzero_ps();
+    __mmask16 nan = 0;
     if (b < nb)
-      for (int64_t i = 0; i < vecs; ++i) m[b] = _mm512_max_ps(m[b], _mm512_abs_ps(_mm512_loadu_ps(a + b * block + 16 * i)));
+      for (int64_t i = 0; i < vecs; ++i) {
+        const __m512 x = _mm512_loadu_ps(a + b * block + 16 * i);
+        m[b] = _mm512_max_ps(m[b], _mm512_abs_ps(x));
+        nan |= _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+      }
+    if (nan) nan_blocks |= static_cast<__mmask16>(1u << b);
   }
-  const __m512 amax = reduce16x16<true>(m);
+  // Blocks holding a NaN: the plain loop's NaN maximum (maxps keeps or drops a NaN by operand order).
+  const __m512 amax = _mm512_mask_mov_ps(reduce16x16<true>(m), nan_blocks, _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN()));
   const __m512 c127 = _mm512_set1_ps(127.f);
-  const __mmask16 nonzero = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_NEQ_OQ);
+  // amax != 0, true for NaN as in the plain loop.
+  const __mmask16 nonzero = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_NEQ_UQ);
   alignas(64) float inv[16];
   _mm512_store_ps(inv, _mm512_maskz_div_ps(nonzero, c127, amax));
   const __m512i lo = _mm512_set1_epi32(-128), hi = _mm512_set1_epi32(127);
@@ -219,15 +234,23 @@ void quantize_a_row_tail(const float* a, int64_t K, int64_t block, int64_t kpad,
   for (int64_t j = first_block; j < kb; ++j) {
     const int64_t k0 = j * block, k1 = std::min(K, k0 + block);
     float amax = 0.f;
-    for (int64_t k = k0; k < k1; ++k) amax = std::max(amax, std::fabs(a[k]));
+    bool nan = false;
+    for (int64_t k = k0; k < k1; ++k) {
+      amax = std::max(amax, std::fabs(a[k]));
+      nan |= std::isnan(a[k]);
+    }
+    // A block holding a NaN gets a NaN scale (its row's products come out NaN, as a float product
+    // would), and its values -128 as the vector bodies' saturating converts give them.
+    if (nan) amax = std::numeric_limits<float>::quiet_NaN();
     const float scale = amax / 127.f;
     const float inv = amax != 0.f ? 127.f / amax : 0.f;
     int32_t sum = 0;
     for (int64_t k = k0; k < k0 + block; ++k) {
       int8_t q = 0;
       if (k < k1) {
+        // NaN (a NaN block, or +-inf times an infinite block's 0 inverse): -128.
         const float v = std::nearbyint(a[k] * inv);
-        q = static_cast<int8_t>(std::clamp(v, -128.f, 127.f));
+        q = std::isnan(v) ? int8_t{-128} : static_cast<int8_t>(std::clamp(v, -128.f, 127.f));
       }
       out[k] = q;
       sum += q;
