@@ -206,11 +206,11 @@ Status qlinear_binary(ep::KernelContext& ctx) {
       const T* bp = b.data<T>();
       T* yp = y->data<T>();
       const int64_t sa = plan.inner_stride(0), sb = plan.inner_stride(1);
+      // The row loop for this call's tier and scales, chosen once.
+      const auto row = avx512 ? (nan_free ? &binary_row_avx512<T, kMul, true> : &binary_row_avx512<T, kMul, false>)
+                              : (nan_free ? &binary_row_avx2<T, kMul, true> : &binary_row_avx2<T, kMul, false>);
       ew::run_plan<2>(ctx.pool(), plan, 16384, [&](int64_t oo, const int64_t* offs, int64_t len) {
-        if (avx512 && nan_free) binary_row_avx512<T, kMul, true>(ap + offs[0], sa, bp + offs[1], sb, yp + oo, len, qa, qb, qc);
-        else if (avx512) binary_row_avx512<T, kMul, false>(ap + offs[0], sa, bp + offs[1], sb, yp + oo, len, qa, qb, qc);
-        else if (nan_free) binary_row_avx2<T, kMul, true>(ap + offs[0], sa, bp + offs[1], sb, yp + oo, len, qa, qb, qc);
-        else binary_row_avx2<T, kMul, false>(ap + offs[0], sa, bp + offs[1], sb, yp + oo, len, qa, qb, qc);
+        row(ap + offs[0], sa, bp + offs[1], sb, yp + oo, len, qa, qb, qc);
       });
       return;
     }
