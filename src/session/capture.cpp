@@ -704,7 +704,7 @@ Status CaptureController::record(Slot& s, Frame& frame, ep::ThreadPool& pool) {
       // mean and inverse deviation in an LLM): nothing to let go. Listing them cost a replay a pass over
       // cold records after each step, ~11-30 us of a 2-thread Qwen2.5-0.5B-shape step on the Zen 5 VM
       // for its 96. (A later replay that did set one would keep that step's value until the next.)
-      if (o.compute->is_none() && (j >= step.outputs.size() || step.outputs[j] < 0)) continue;
+      if (o.compute->is_none() && step.outputs[j] < 0) continue;  // (nout is the step's output count)
       r->per_step_outputs.push_back(n.out0 + j);
     }
   }
