@@ -1,6 +1,7 @@
 #include "session/buffer_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -56,13 +57,24 @@ std::shared_ptr<Storage> BufferPool::acquire(size_t bytes) {
     return block;
   }
   if (!reserve(bytes)) {
+    uint64_t ends_seen = budget_->runs_ended_count();
     trim();  // free blocks count against the limit: give them back before refusing
     bool ok = reserve(bytes);
     if (!ok && budget_->reclaim_idle) {
       budget_->reclaim_idle();  // and those idle pools keep
       ok = reserve(bytes);
     }
+    // Other runs in flight hold the rest: each that ends makes its blocks reclaimable (an idle
+    // context's pool, or a refused run's, which end_run gives back), so wait for one rather than
+    // fail a run that would fit once they are done.
+    while (!ok && budget_->wait_for_a_run_to_end(ends_seen)) {
+      ends_seen = budget_->runs_ended_count();
+      trim();
+      if (budget_->reclaim_idle) budget_->reclaim_idle();
+      ok = reserve(bytes);
+    }
     if (!ok) {
+      refused_this_run_ = true;
       throw AllocationError("memory limit exceeded: a new buffer of " + std::to_string(bytes) +
                             " bytes would take the session's buffers from " +
                             std::to_string(budget_->held.load(std::memory_order_relaxed)) +
@@ -87,6 +99,10 @@ std::shared_ptr<Storage> BufferPool::acquire(size_t bytes) {
 }
 
 void BufferPool::end_run() {
+  if (refused_this_run_) {
+    refused_this_run_ = false;
+    trim();
+  }
   size_t keep = 0;
   for (size_t i = 0; i < blocks_.size(); ++i) {
     Block& b = blocks_[i];
@@ -114,6 +130,29 @@ void BufferPool::trim() {
     ++keep;
   }
   blocks_.resize(keep);
+}
+
+void MemoryBudget::run_ended() {
+  runs_ended.fetch_add(1);
+  runs_in_flight.fetch_sub(1);
+  // Sequentially consistent with the waiter's increment of runs_waiting and its read of runs_ended:
+  // either this sees the waiter and wakes it, or the waiter sees this end and does not sleep.
+  if (runs_waiting.load() > 0) {
+    { std::lock_guard<std::mutex> lock(wait_mu); }
+    run_end.notify_all();
+  }
+}
+
+bool MemoryBudget::wait_for_a_run_to_end(uint64_t seen) {
+  std::unique_lock<std::mutex> lock(wait_mu);
+  if (runs_ended.load() != seen) return true;
+  if (runs_waiting.load() + 1 >= runs_in_flight.load()) return false;
+  runs_waiting.fetch_add(1);
+  // The deadlock rule above makes an endless wait impossible while runs keep their promise to call
+  // run_ended; the bound is a backstop against one that does not, so a run fails rather than hangs.
+  const bool ended = run_end.wait_for(lock, std::chrono::seconds(30), [&] { return runs_ended.load() != seen; });
+  runs_waiting.fetch_sub(1);
+  return ended;
 }
 
 BufferPoolStats BufferPool::stats() const {

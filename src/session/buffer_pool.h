@@ -9,10 +9,12 @@
 // without limit: what stays is what the most recent run needed.
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,27 @@ struct MemoryBudget {
   // Frees the free blocks of pools no run is using (the session's idle run contexts), so a run is not
   // refused for memory that idle pools keep; set before any run, may be empty.
   std::function<void()> reclaim_idle;
+
+  // Runs in flight against this budget, so a run that finds the limit reached can wait for another to
+  // end (its blocks become reclaimable) instead of failing while memory is about to come free. Each
+  // run calls run_started() before its first buffer and run_ended() after its context is idle again.
+  void run_started() { runs_in_flight.fetch_add(1); }
+  void run_ended();
+  // How many runs have ended so far: read before trying to reserve, so a run that ends between
+  // that try and wait_for_a_run_to_end counts.
+  uint64_t runs_ended_count() const { return runs_ended.load(); }
+  // Returns true once some run has ended since `seen` (at once when one has). False, at once, when no
+  // other run could end first: every other run in flight is itself waiting (or there is none), so
+  // waiting would be a deadlock; the caller then fails with the limit's error, and its run's end
+  // frees its blocks for the waiters.
+  bool wait_for_a_run_to_end(uint64_t seen);
+
+ private:
+  std::atomic<int> runs_in_flight{0};
+  std::atomic<int> runs_waiting{0};
+  std::atomic<uint64_t> runs_ended{0};
+  std::mutex wait_mu;
+  std::condition_variable run_end;
 };
 
 class BufferPool {
@@ -75,6 +98,9 @@ class BufferPool {
 
   std::vector<Block> blocks_;
   uint64_t run_ = 1;
+  // This run was refused a block for the limit: its blocks go back to the budget at end_run (not
+  // kept for a next run that the same pressure would refuse), for the runs waiting on it.
+  bool refused_this_run_ = false;
   bool poison_ = false;
   MemoryBudget own_budget_;
   MemoryBudget* budget_ = &own_budget_;

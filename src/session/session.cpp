@@ -396,12 +396,15 @@ class ContextLease {
   // `ctx` given: a context the caller may use without taking it from the idle list (the exclusive
   // lock is held, so no other run is in flight).
   ContextLease(Session::Impl& impl, Session::Impl::RunContext* ctx = nullptr)
-      : impl_(impl), ctx_(ctx ? ctx : impl.acquire_context()), owned_(ctx == nullptr) {}
+      : impl_(impl), ctx_(ctx ? ctx : impl.acquire_context()), owned_(ctx == nullptr) {
+    impl_.memory.run_started();
+  }
   ~ContextLease() {
     session::GraphPlan::clear_frame(ctx_->frame);
     for (auto& p : ctx_->frame.bound) p = nullptr;
     ctx_->res.buffers.end_run();
     impl_.finish_context(ctx_, owned_);
+    impl_.memory.run_ended();  // after the context is idle: a run waiting for memory can reclaim it
   }
   ContextLease(const ContextLease&) = delete;
   ContextLease& operator=(const ContextLease&) = delete;

@@ -311,6 +311,59 @@ TEST(ConcurrentRuns, MemoryLimitCoversEveryRunContext) {
   EXPECT_LE(s.memory_stats().bytes, o.memory_limit);
 }
 
+// A run refused for memory that another run in flight holds waits for that run to end and then
+// reclaims its (now idle) blocks, instead of failing a run that fits on its own.
+TEST(ConcurrentRuns, RunRefusedForMemoryWaitsForTheRunInFlight) {
+  ir::Model m = dynamic_model();
+  std::string bytes = onnx::serialize_model(m);
+  // A long run (a Loop of 30000 steps over 2048 x 8 values, ~0.3-0.6 s) and a short one of the same
+  // rows: each needs about the same buffers, `one_run`.
+  auto long_feeds = [] {
+    return std::vector<std::pair<std::string, Value>>{{"x", Value(random_tensor({2048, 8}, 7))},
+                                                      {"M", Value(Tensor::scalar_int64(30000))}};
+  };
+  auto short_feeds = [] {
+    return std::vector<std::pair<std::string, Value>>{{"x", Value(random_tensor({2048, 8}, 8))},
+                                                      {"M", Value(Tensor::scalar_int64(1))}};
+  };
+  size_t one_run = 0;
+  Value short_ref;
+  {
+    auto probe = Session::create_from_bytes(bytes.data(), bytes.size());
+    ASSERT_TRUE(probe.ok());
+    {
+      auto out = (*probe)->run(short_feeds(), {"acc"});
+      ASSERT_TRUE(out.ok()) << out.status().to_string();
+      short_ref = Value((*out)[0].tensor().clone());
+    }
+    auto out = (*probe)->run(long_feeds(), {"acc"});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    one_run = (*probe)->memory_stats().bytes;
+  }
+  ASSERT_GT(one_run, 0u);
+  SessionOptions o;
+  o.memory_limit = one_run + one_run / 2;  // room for one run, not two
+  auto created = Session::create_from_bytes(bytes.data(), bytes.size(), o);
+  ASSERT_TRUE(created.ok());
+  Session& s = **created;
+  std::atomic<bool> long_run_done{false};
+  std::thread long_run([&] {
+    auto r = s.run(long_feeds(), {"acc"});
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    long_run_done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const bool started_during_long_run = !long_run_done.load();
+  auto out = s.run(short_feeds(), {"acc"});
+  const bool ended_after_long_run = long_run_done.load();
+  long_run.join();
+  ASSERT_TRUE(started_during_long_run) << "the long run ended before the short one began";
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_TRUE(bit_identical((*out)[0], short_ref));
+  EXPECT_TRUE(ended_after_long_run) << "the short run found room beside the long one: the limit did not bind";
+  EXPECT_LE(s.memory_stats().bytes, o.memory_limit);
+}
+
 // kernel_cache_stats and memory_stats read the counters of finished runs: they answer while a long
 // run is in flight instead of waiting for it (a server polling stats beside a stream of runs), and
 // once that run ends its counters are in them.
