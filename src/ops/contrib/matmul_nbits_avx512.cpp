@@ -46,7 +46,7 @@ template <int MR, bool kF16, bool kZpTable>
 __attribute__((target(NXRT_AVX512VNNI_TARGET))) void gemm_vnni(const QuantPanels& W, const PanelTile& t) {
   const __m512i m0f = _mm512_set1_epi8(0x0f);
   const int64_t gpb = W.block / 4, rb = W.record_bytes;
-  const int64_t ahead = panel_prefetch_ahead(rb);
+  const int64_t ahead = panel_prefetch_ahead(rb, MR == 1 ? kPanelPrefetchBytesAvx512Decode : kPanelPrefetchBytes);
   __m512 f[MR][2];
   for (int r = 0; r < MR; ++r) f[r][0] = f[r][1] = _mm512_setzero_ps();
   for (int64_t b = 0; b < W.kb; ++b) {
