@@ -126,7 +126,8 @@ struct QuantPanels {
   size_t bytes() const { return data.size(); }
 };
 
-// B as in the raw layout above, bits 2 or 4; cols 16 or 32 (panel_kernel_cols(kernel)).
+// B as in the raw layout above, bits 2 or 4; block a power of 2 >= 16 (as MatMulNBits requires); cols
+// 16 or 32 (panel_kernel_cols(kernel)).
 QuantPanels pack_quant_panels(const uint8_t* B, const float* scales, const float* zps, int64_t K, int64_t N,
                               int64_t bits, int64_t block, int64_t cols = 16);
 

@@ -68,46 +68,32 @@ __attribute__((target(NXRT_AVX512VNNI_TARGET))) void gemm_vnni(const QuantPanels
     for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
     if constexpr (MR == 1) {
       // One A row: four groups (four 64-byte lines) a step into eight accumulators, so vpdpbusd's
-      // latency does not serialize the block (gpb = block / 4, a multiple of 4 for every block size
-      // MatMulNBits allows; two at a time otherwise). Int32 sums: the same bits in any order. Four
-      // accumulators (two groups a step) before: the cache-resident GEMV 54-58 -> 66-70 GB/s of weights on
-      // one Zen 5 core, and the Qwen2.5-0.5B-shape decode step (prompt 512, steps alternating in one
-      // process, 10 processes each) +1.6% at 2 threads (7 of 10 faster) and +0.55% at 1 (8 of 10).
+      // latency does not serialize the block (gpb = block / 4 is a multiple of 4: blocks are powers of
+      // 2 >= 16, pack_quant_panels). Int32 sums: the same bits in any order. Four accumulators (two
+      // groups a step) before: the cache-resident GEMV 54-58 -> 66-70 GB/s of weights on one Zen 5
+      // core, and the Qwen2.5-0.5B-shape decode step (prompt 512, steps alternating in one process, 10
+      // processes each) +1.6% at 2 threads (7 of 10 faster) and +0.55% at 1 (8 of 10).
       __m512i e0 = _mm512_setzero_si512(), e1 = _mm512_setzero_si512();
-      int64_t g = 0;
-      if (gpb % 4 == 0) {
-        __m512i c0 = _mm512_setzero_si512(), c1 = _mm512_setzero_si512();
-        __m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512();
-        for (; g < gpb; g += 4) {
-          const __m512i v = _mm512_loadu_si512(rec + g * 64);
-          const __m512i u = _mm512_loadu_si512(rec + g * 64 + 64);
-          const __m512i w = _mm512_loadu_si512(rec + g * 64 + 128);
-          const __m512i x = _mm512_loadu_si512(rec + g * 64 + 192);
-          const __m512i av = bcast_quad(ab + g * 4), bv = bcast_quad(ab + g * 4 + 4);
-          const __m512i cv = bcast_quad(ab + g * 4 + 8), dv = bcast_quad(ab + g * 4 + 12);
-          acc[0][0] = _mm512_dpbusd_epi32(acc[0][0], _mm512_and_si512(v, m0f), av);
-          acc[0][1] = _mm512_dpbusd_epi32(acc[0][1], _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f), av);
-          e0 = _mm512_dpbusd_epi32(e0, _mm512_and_si512(u, m0f), bv);
-          e1 = _mm512_dpbusd_epi32(e1, _mm512_and_si512(_mm512_srli_epi16(u, 4), m0f), bv);
-          c0 = _mm512_dpbusd_epi32(c0, _mm512_and_si512(w, m0f), cv);
-          c1 = _mm512_dpbusd_epi32(c1, _mm512_and_si512(_mm512_srli_epi16(w, 4), m0f), cv);
-          d0 = _mm512_dpbusd_epi32(d0, _mm512_and_si512(x, m0f), dv);
-          d1 = _mm512_dpbusd_epi32(d1, _mm512_and_si512(_mm512_srli_epi16(x, 4), m0f), dv);
-        }
-        e0 = _mm512_add_epi32(e0, _mm512_add_epi32(c0, d0));
-        e1 = _mm512_add_epi32(e1, _mm512_add_epi32(c1, d1));
-      }
-      for (; g < gpb; g += 2) {
+      __m512i c0 = _mm512_setzero_si512(), c1 = _mm512_setzero_si512();
+      __m512i d0 = _mm512_setzero_si512(), d1 = _mm512_setzero_si512();
+      for (int64_t g = 0; g < gpb; g += 4) {
         const __m512i v = _mm512_loadu_si512(rec + g * 64);
         const __m512i u = _mm512_loadu_si512(rec + g * 64 + 64);
+        const __m512i w = _mm512_loadu_si512(rec + g * 64 + 128);
+        const __m512i x = _mm512_loadu_si512(rec + g * 64 + 192);
         const __m512i av = bcast_quad(ab + g * 4), bv = bcast_quad(ab + g * 4 + 4);
+        const __m512i cv = bcast_quad(ab + g * 4 + 8), dv = bcast_quad(ab + g * 4 + 12);
         acc[0][0] = _mm512_dpbusd_epi32(acc[0][0], _mm512_and_si512(v, m0f), av);
         acc[0][1] = _mm512_dpbusd_epi32(acc[0][1], _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f), av);
         e0 = _mm512_dpbusd_epi32(e0, _mm512_and_si512(u, m0f), bv);
         e1 = _mm512_dpbusd_epi32(e1, _mm512_and_si512(_mm512_srli_epi16(u, 4), m0f), bv);
+        c0 = _mm512_dpbusd_epi32(c0, _mm512_and_si512(w, m0f), cv);
+        c1 = _mm512_dpbusd_epi32(c1, _mm512_and_si512(_mm512_srli_epi16(w, 4), m0f), cv);
+        d0 = _mm512_dpbusd_epi32(d0, _mm512_and_si512(x, m0f), dv);
+        d1 = _mm512_dpbusd_epi32(d1, _mm512_and_si512(_mm512_srli_epi16(x, 4), m0f), dv);
       }
-      acc[0][0] = _mm512_add_epi32(acc[0][0], e0);
-      acc[0][1] = _mm512_add_epi32(acc[0][1], e1);
+      acc[0][0] = _mm512_add_epi32(acc[0][0], _mm512_add_epi32(e0, _mm512_add_epi32(c0, d0)));
+      acc[0][1] = _mm512_add_epi32(acc[0][1], _mm512_add_epi32(e1, _mm512_add_epi32(c1, d1)));
     } else {
       for (int64_t g = 0; g < gpb; ++g) {
         const __m512i v = _mm512_loadu_si512(rec + g * 64);

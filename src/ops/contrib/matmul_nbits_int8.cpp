@@ -30,6 +30,8 @@ namespace nxrt::ops::contrib {
 
 QuantPanels pack_quant_panels(const uint8_t* B, const float* scales, const float* zps, int64_t K, int64_t N,
                               int64_t bits, int64_t block, int64_t cols) {
+  // MatMulNBits' block sizes; the tiles read a block's codes four 64-byte groups at a time.
+  assert(block >= 16 && (block & (block - 1)) == 0);
   QuantPanels W;
   W.K = K;
   W.N = N;
