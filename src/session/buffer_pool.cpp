@@ -57,21 +57,22 @@ std::shared_ptr<Storage> BufferPool::acquire(size_t bytes) {
     return block;
   }
   if (!reserve(bytes)) {
+    // Free blocks count against the limit: give this pool's back, then those the idle pools keep.
+    auto reserve_after_freeing = [&] {
+      trim();
+      if (reserve(bytes)) return true;
+      if (!budget_->reclaim_idle) return false;
+      budget_->reclaim_idle();
+      return reserve(bytes);
+    };
     uint64_t ends_seen = budget_->runs_ended_count();
-    trim();  // free blocks count against the limit: give them back before refusing
-    bool ok = reserve(bytes);
-    if (!ok && budget_->reclaim_idle) {
-      budget_->reclaim_idle();  // and those idle pools keep
-      ok = reserve(bytes);
-    }
+    bool ok = reserve_after_freeing();
     // Other runs in flight hold the rest: each that ends makes its blocks reclaimable (an idle
     // context's pool, or a refused run's, which end_run gives back), so wait for one rather than
     // fail a run that would fit once they are done.
     while (!ok && budget_->wait_for_a_run_to_end(ends_seen)) {
       ends_seen = budget_->runs_ended_count();
-      trim();
-      if (budget_->reclaim_idle) budget_->reclaim_idle();
-      ok = reserve(bytes);
+      ok = reserve_after_freeing();
     }
     if (!ok) {
       refused_this_run_ = true;
